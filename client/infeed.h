@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libinfeed: the client library of infeedd.
+ *
+ * A trainer connects to infeedd, attaches to a dataset with loader options
+ * (poptorch.DataLoader's, with its defaults), then takes device steps with
+ * infeed_next() and gives them back with infeed_release().  A step's data,
+ * labels and dataset indices point straight into the daemon's shared ring:
+ * nothing is copied, and the memory stays valid until the step is released.
+ *
+ *	struct infeed *f = infeed_new();
+ *	struct infeed_options o;
+ *	struct infeed_step st;
+ *
+ *	infeed_options_init(&o);
+ *	o.batch_size = 16;
+ *	o.device_iterations = 50;
+ *	if (infeed_connect(f, NULL, "my-trainer") != INFEED_OK ||
+ *	    infeed_attach(f, "tutorial-synthetic", &o, NULL) != INFEED_OK)
+ *		errx(1, "%s", infeed_error(f));
+ *	while (infeed_next(f, &st) == INFEED_OK) {
+ *		train(st.data, st.labels, st.rows);
+ *		infeed_release(f, &st);
+ *	}
+ *	infeed_free(f);
+ *
+ * Every call returns an infeed_code; on failure infeed_error() says what
+ * went wrong in words.  The library never prints and never exits.  A handle
+ * is for one thread at a time.
+ */
+#ifndef INFEED_H
+#define INFEED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INFEED_DEFAULT_SOCKET	"/run/infeed/infeedd.sock"
+#define INFEED_MAX_DIMS		8
+#define INFEED_MAX_CHANNELS	16
+
+/* Results of every call. */
+enum infeed_code {
+	INFEED_OK = 0,
+	INFEED_END_OF_DATA = 1,	/* infeed_next: the epoch is over */
+	INFEED_ERR_SYSTEM = -1,	/* a system call failed (connect, mmap) */
+	INFEED_ERR_PROTOCOL = -2, /* the daemon said something unexpected */
+	INFEED_ERR_DAEMON = -3,	/* the daemon refused: see infeed_error() */
+	INFEED_ERR_CLOSED = -4,	/* the daemon closed the connection */
+	INFEED_ERR_USAGE = -5,	/* a call out of order or a bad argument */
+};
+
+/* Element types, as infeed.DType on the wire. */
+enum infeed_dtype {
+	INFEED_DTYPE_UINT8 = 1,
+	INFEED_DTYPE_INT32 = 2,
+	INFEED_DTYPE_INT64 = 3,
+	INFEED_DTYPE_FLOAT16 = 4,
+	INFEED_DTYPE_FLOAT32 = 5,
+	INFEED_DTYPE_FLOAT64 = 6,
+};
+
+/* One catalogue entry. */
+struct infeed_dataset {
+	char		*name;
+	char		*type;
+	uint64_t	 samples;
+	uint32_t	 ndim;
+	uint64_t	 shape[INFEED_MAX_DIMS];
+	int		 dtype;		/* enum infeed_dtype */
+	int		 label_dtype;
+	uint32_t	 classes;
+};
+
+/*
+ * Loader options: poptorch.DataLoader and AsynchronousDataAccessor.  Use
+ * infeed_options_init() for poptorch's defaults, then change what you need.
+ */
+struct infeed_options {
+	uint32_t	batch_size;		/* 1 */
+	uint32_t	device_iterations;	/* 1 */
+	uint32_t	replication_factor;	/* 1 */
+	uint32_t	gradient_accumulation;	/* 1 */
+	bool		shuffle;		/* false */
+	uint64_t	seed;			/* 0 */
+	bool		drop_last;		/* true, as in poptorch */
+	uint32_t	num_workers;		/* 0: the daemon's whole pool */
+	uint32_t	buffer_size;		/* 3 */
+	bool		load_indefinitely;	/* true */
+	bool		early_preload;		/* false */
+	/* From OMPI_COMM_WORLD_RANK / _SIZE when set, as poptorch.Options. */
+	uint32_t	distributed_process_id;	/* 0 */
+	uint32_t	distributed_process_count; /* 1 */
+	/* Resume: the first step delivered. */
+	uint64_t	start_epoch;
+	uint64_t	start_step;
+	/* uint8 or float32 -> float32: x * scale, then (x - mean) / std. */
+	bool		to_float32;
+	float		scale;			/* 1.0 */
+	uint32_t	nchannels;		/* 0: no normalisation */
+	float		mean[INFEED_MAX_CHANNELS];
+	float		std[INFEED_MAX_CHANNELS];
+};
+
+/* What Attach told us about the session and its steps. */
+struct infeed_session_info {
+	uint64_t	session_id;
+	uint64_t	combined_batch_size;
+	uint64_t	steps_per_epoch;
+	uint64_t	last_step_rows;
+	uint32_t	slots;
+	uint32_t	ndim;
+	uint64_t	sample_shape[INFEED_MAX_DIMS];
+	int		data_dtype;		/* after any transform */
+	uint64_t	sample_bytes;
+};
+
+/* One device step, valid until infeed_release(). */
+struct infeed_step {
+	uint32_t	 slot;
+	uint64_t	 epoch;
+	uint64_t	 step;			/* within the epoch */
+	uint64_t	 rows;			/* combined batch, or fewer */
+	const void	*data;			/* [rows, sample_shape...] */
+	const int32_t	*labels;		/* [rows] */
+	const uint64_t	*indices;		/* [rows] dataset indices */
+};
+
+struct infeed;
+
+/**
+ * infeed_new() - a fresh, unconnected handle; NULL only without memory.
+ */
+struct infeed	*infeed_new(void);
+
+/**
+ * infeed_free() - detach, disconnect, unmap and free; NULL is a no-op.
+ */
+void		 infeed_free(struct infeed *f);
+
+/**
+ * infeed_error() - what the last failing call on @f went wrong with.
+ */
+const char	*infeed_error(const struct infeed *f);
+
+/**
+ * infeed_daemon_code() - the daemon's ErrorCode (infeed.proto) behind the
+ * last INFEED_ERR_DAEMON, or 0.
+ */
+int		 infeed_daemon_code(const struct infeed *f);
+
+/**
+ * infeed_connect() - connect to infeedd and say hello.
+ * @socket_path: NULL for $INFEED_SOCKET, or INFEED_DEFAULT_SOCKET.
+ * @client_name: shown in the daemon's logs and status; may be NULL.
+ */
+int		 infeed_connect(struct infeed *f, const char *socket_path,
+		    const char *client_name);
+
+/**
+ * infeed_list_datasets() - the daemon's catalogue; free it with
+ * infeed_datasets_free().
+ */
+int		 infeed_list_datasets(struct infeed *f,
+		    struct infeed_dataset **list, size_t *n);
+void		 infeed_datasets_free(struct infeed_dataset *list, size_t n);
+
+/**
+ * infeed_options_init() - poptorch's defaults, with the distributed process
+ * id and count taken from OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE
+ * when mpirun set them.
+ */
+void		 infeed_options_init(struct infeed_options *o);
+
+/**
+ * infeed_attach() - start a session on @dataset and map its step ring.
+ * @info: filled in when not NULL.
+ */
+int		 infeed_attach(struct infeed *f, const char *dataset,
+		    const struct infeed_options *o,
+		    struct infeed_session_info *info);
+
+/**
+ * infeed_next() - wait for the next device step.
+ * Return: INFEED_OK with *@step filled, INFEED_END_OF_DATA when the epoch
+ * ended and load_indefinitely is off (the next call starts the next epoch),
+ * or an error.
+ */
+int		 infeed_next(struct infeed *f, struct infeed_step *step);
+
+/**
+ * infeed_release() - give a step's slot back; its pointers become invalid.
+ */
+int		 infeed_release(struct infeed *f, const struct infeed_step *step);
+
+/**
+ * infeed_detach() - end the session; the connection stays open.
+ */
+int		 infeed_detach(struct infeed *f);
+
+/**
+ * infeed_stats_frame() - the daemon's raw Stats reply (a packed infeed.Frame
+ * as defined in infeed.proto), for tools; free *@buf with free().
+ */
+int		 infeed_stats_frame(struct infeed *f, uint8_t **buf,
+		    size_t *len);
+
+/**
+ * infeed_dtype_name() - "uint8", "float32", ...
+ */
+const char	*infeed_dtype_name(int dtype);
+
+/**
+ * infeed_dtype_size() - bytes per element, 0 if unknown.
+ */
+size_t		 infeed_dtype_size(int dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFEED_H */

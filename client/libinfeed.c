@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libinfeed: see infeed.h for the contract.
+ *
+ * The connection is a blocking Unix socket; every request is answered by
+ * exactly one reply, in order.  Release is not waited for: its reply is
+ * consumed before the reply of the next request, and a refused release is
+ * reported by that next call.
+ */
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "infeed.h"
+#include "wire.h"
+
+struct infeed {
+	int		 fd;
+	struct wire_in	 in;
+	uint32_t	 max_frame;
+	char		 error[1024];
+	int		 daemon_code;
+	unsigned	 releases_unanswered;
+
+	bool		 attached;
+	uint8_t		*ring;
+	size_t		 ring_bytes;
+	uint64_t	 slot_bytes;
+	uint64_t	 data_offset;
+	uint64_t	 labels_offset;
+	uint64_t	 indices_offset;
+};
+
+/* Record an error message and return @code. */
+static int __attribute__((format(printf, 3, 4)))
+infeed_fail(struct infeed *f, int code, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->error, sizeof(f->error), fmt, ap);
+	va_end(ap);
+	return (code);
+}
+
+/* A fresh handle. */
+struct infeed *
+infeed_new(void)
+{
+	struct infeed	*f;
+
+	if ((f = calloc(1, sizeof(*f))) == NULL)
+		return (NULL);
+	f->fd = -1;
+	f->max_frame = WIRE_DEFAULT_MAX_FRAME;
+	wire_in_init(&f->in, f->max_frame);
+	return (f);
+}
+
+/* Forget the session's ring. */
+static void
+infeed_unmap(struct infeed *f)
+{
+	if (f->ring != NULL)
+		munmap(f->ring, f->ring_bytes);
+	f->ring = NULL;
+	f->attached = false;
+}
+
+/* Close, unmap, free. */
+void
+infeed_free(struct infeed *f)
+{
+	if (f == NULL)
+		return;
+	infeed_unmap(f);
+	if (f->fd != -1)
+		close(f->fd);
+	wire_in_clear(&f->in);
+	free(f);
+}
+
+/* The last error's text. */
+const char *
+infeed_error(const struct infeed *f)
+{
+	return (f->error[0] ? f->error : "no error");
+}
+
+/* The daemon's ErrorCode behind the last INFEED_ERR_DAEMON. */
+int
+infeed_daemon_code(const struct infeed *f)
+{
+	return (f->daemon_code);
+}
+
+/* Send one frame. */
+static int
+infeed_send(struct infeed *f, const Infeed__Frame *frame)
+{
+	uint8_t	*buf;
+	size_t	 len;
+	int	 r;
+
+	if (f->fd == -1)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "not connected; call "
+		    "infeed_connect first"));
+	if ((buf = wire_pack(frame, f->max_frame, &len)) == NULL)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot pack a %s "
+		    "request: %s", wire_case_name(frame->msg_case),
+		    strerror(errno)));
+	r = wire_send_all(f->fd, buf, len, -1);
+	free(buf);
+	if (r == -1)
+		return (infeed_fail(f, errno == EPIPE ? INFEED_ERR_CLOSED :
+		    INFEED_ERR_SYSTEM, "sending %s to infeedd: %s",
+		    wire_case_name(frame->msg_case), strerror(errno)));
+	return (INFEED_OK);
+}
+
+/* Read the next frame, waiting for it. */
+static int
+infeed_recv_any(struct infeed *f, Infeed__Frame **out)
+{
+	char		*cause = NULL;
+	ssize_t		 n;
+
+	for (;;) {
+		switch (wire_in_frame(&f->in, out, &cause)) {
+		case WIRE_OK:
+			return (INFEED_OK);
+		case WIRE_BAD:
+			infeed_fail(f, INFEED_ERR_PROTOCOL, "bad frame from "
+			    "infeedd: %s", cause ? cause : "out of memory");
+			free(cause);
+			return (INFEED_ERR_PROTOCOL);
+		case WIRE_AGAIN:
+			break;
+		}
+		n = wire_in_recv(&f->in, f->fd);
+		if (n == 0)
+			return (infeed_fail(f, INFEED_ERR_CLOSED, "infeedd "
+			    "closed the connection (did it stop or restart?)"));
+		if (n == -1)
+			return (infeed_fail(f, INFEED_ERR_SYSTEM, "reading "
+			    "from infeedd: %s", strerror(errno)));
+	}
+}
+
+/* Turn an Error frame into our error state. */
+static int
+infeed_daemon_error(struct infeed *f, const Infeed__Error *e)
+{
+	f->daemon_code = e->code;
+	return (infeed_fail(f, INFEED_ERR_DAEMON, "infeedd: %s", e->message));
+}
+
+/* Read the reply of the last request, skipping release acknowledgements. */
+static int
+infeed_recv2(struct infeed *f, Infeed__Frame__MsgCase want,
+    Infeed__Frame__MsgCase also, Infeed__Frame **out)
+{
+	Infeed__Frame	*fr;
+	int		 r, release_error = 0;
+
+	f->daemon_code = 0;
+	for (;;) {
+		if ((r = infeed_recv_any(f, &fr)) != INFEED_OK)
+			return (r);
+		if (f->releases_unanswered > 0) {
+			f->releases_unanswered--;
+			if (fr->msg_case == INFEED__FRAME__MSG_ERROR) {
+				infeed_daemon_error(f, fr->error);
+				release_error = 1;
+			}
+			infeed__frame__free_unpacked(fr, NULL);
+			continue;
+		}
+		break;
+	}
+	if (fr->msg_case == INFEED__FRAME__MSG_ERROR) {
+		r = infeed_daemon_error(f, fr->error);
+		infeed__frame__free_unpacked(fr, NULL);
+		return (r);
+	}
+	if (fr->msg_case != want && fr->msg_case != also) {
+		r = infeed_fail(f, INFEED_ERR_PROTOCOL, "infeedd answered %s "
+		    "where %s was expected", wire_case_name(fr->msg_case),
+		    wire_case_name(want));
+		infeed__frame__free_unpacked(fr, NULL);
+		return (r);
+	}
+	if (release_error) {
+		/* The reply is fine, but an earlier release was refused. */
+		infeed__frame__free_unpacked(fr, NULL);
+		return (INFEED_ERR_DAEMON);
+	}
+	*out = fr;
+	return (INFEED_OK);
+}
+
+/* Read the reply of the last request, which must be @want. */
+static int
+infeed_recv(struct infeed *f, Infeed__Frame__MsgCase want,
+    Infeed__Frame **out)
+{
+	return (infeed_recv2(f, want, want, out));
+}
+
+/* Connect and exchange Hello/Welcome. */
+int
+infeed_connect(struct infeed *f, const char *path, const char *name)
+{
+	struct sockaddr_un	 sun;
+	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__Hello		 h = INFEED__HELLO__INIT;
+	int			 r;
+
+	if (f->fd != -1)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "already connected"));
+	if (path == NULL && (path = getenv("INFEED_SOCKET")) == NULL)
+		path = INFEED_DEFAULT_SOCKET;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return (infeed_fail(f, INFEED_ERR_USAGE, "socket path %s is "
+		    "longer than %zu bytes", path, sizeof(sun.sun_path) - 1));
+	strcpy(sun.sun_path, path);
+	if ((f->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "socket: %s",
+		    strerror(errno)));
+	if (connect(f->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		r = infeed_fail(f, INFEED_ERR_SYSTEM, "cannot connect to "
+		    "infeedd at %s: %s (is infeedd running? set --socket or "
+		    "INFEED_SOCKET)", path, strerror(errno));
+		close(f->fd);
+		f->fd = -1;
+		return (r);
+	}
+	h.protocol_version = WIRE_PROTOCOL_VERSION;
+	h.client_name = (char *)(name != NULL ? name : "libinfeed");
+	fr.msg_case = INFEED__FRAME__MSG_HELLO;
+	fr.hello = &h;
+	if ((r = infeed_send(f, &fr)) != INFEED_OK ||
+	    (r = infeed_recv(f, INFEED__FRAME__MSG_WELCOME, &reply)) !=
+	    INFEED_OK) {
+		close(f->fd);
+		f->fd = -1;
+		return (r);
+	}
+	if (reply->welcome->has_max_frame_size &&
+	    reply->welcome->max_frame_size >= WIRE_MIN_MAX_FRAME) {
+		f->max_frame = reply->welcome->max_frame_size;
+		f->in.max_frame = f->max_frame;
+	}
+	infeed__frame__free_unpacked(reply, NULL);
+	return (INFEED_OK);
+}
+
+/* Send a request with no fields and read its reply. */
+static int
+infeed_call(struct infeed *f, Infeed__Frame *fr, Infeed__Frame__MsgCase want,
+    Infeed__Frame **reply)
+{
+	int	r;
+
+	if ((r = infeed_send(f, fr)) != INFEED_OK)
+		return (r);
+	return (infeed_recv(f, want, reply));
+}
+
+/* Fetch the catalogue. */
+int
+infeed_list_datasets(struct infeed *f, struct infeed_dataset **list,
+    size_t *n)
+{
+	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
+	Infeed__DatasetInfo	*di;
+	struct infeed_dataset	*out;
+	size_t			 i, j;
+	int			 r;
+
+	fr.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
+	fr.list_datasets = &ld;
+	if ((r = infeed_call(f, &fr, INFEED__FRAME__MSG_DATASET_LIST,
+	    &reply)) != INFEED_OK)
+		return (r);
+	out = calloc(reply->dataset_list->n_datasets + 1, sizeof(*out));
+	if (out == NULL) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
+	}
+	for (i = 0; i < reply->dataset_list->n_datasets; i++) {
+		di = reply->dataset_list->datasets[i];
+		out[i].name = strdup(di->name);
+		out[i].type = strdup(di->type ? di->type : "");
+		out[i].samples = di->samples;
+		out[i].ndim = di->n_shape < INFEED_MAX_DIMS ?
+		    (uint32_t)di->n_shape : INFEED_MAX_DIMS;
+		for (j = 0; j < out[i].ndim; j++)
+			out[i].shape[j] = di->shape[j];
+		out[i].dtype = di->dtype;
+		out[i].label_dtype = di->label_dtype;
+		out[i].classes = di->classes;
+	}
+	*n = reply->dataset_list->n_datasets;
+	*list = out;
+	infeed__frame__free_unpacked(reply, NULL);
+	return (INFEED_OK);
+}
+
+/* Free a catalogue listing. */
+void
+infeed_datasets_free(struct infeed_dataset *list, size_t n)
+{
+	size_t	i;
+
+	if (list == NULL)
+		return;
+	for (i = 0; i < n; i++) {
+		free(list[i].name);
+		free(list[i].type);
+	}
+	free(list);
+}
+
+/* Read a non-negative decimal from the environment. */
+static int
+infeed_env_uint(const char *name, uint32_t *out)
+{
+	const char	*s = getenv(name);
+	char		*end;
+	unsigned long	 v;
+
+	if (s == NULL || *s == '\0')
+		return (-1);
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v > UINT32_MAX)
+		return (-1);
+	*out = (uint32_t)v;
+	return (0);
+}
+
+/* poptorch's defaults, and mpirun's rank and size. */
+void
+infeed_options_init(struct infeed_options *o)
+{
+	uint32_t	rank, size;
+
+	memset(o, 0, sizeof(*o));
+	o->batch_size = 1;
+	o->device_iterations = 1;
+	o->replication_factor = 1;
+	o->gradient_accumulation = 1;
+	o->drop_last = true;
+	o->buffer_size = 3;
+	o->load_indefinitely = true;
+	o->distributed_process_count = 1;
+	o->scale = 1.0f;
+	if (infeed_env_uint("OMPI_COMM_WORLD_RANK", &rank) == 0 &&
+	    infeed_env_uint("OMPI_COMM_WORLD_SIZE", &size) == 0) {
+		o->distributed_process_id = rank;
+		o->distributed_process_count = size;
+	}
+}
+
+/* Attach to a dataset and map the ring that comes with the answer. */
+int
+infeed_attach(struct infeed *f, const char *dataset,
+    const struct infeed_options *o, struct infeed_session_info *info)
+{
+	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__Attach		 a = INFEED__ATTACH__INIT;
+	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
+	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
+	Infeed__Attached	*at;
+	struct infeed_options	 defaults;
+	size_t			 i;
+	int			 r, fd;
+
+	if (f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "already attached; "
+		    "call infeed_detach first"));
+	if (o == NULL) {
+		infeed_options_init(&defaults);
+		o = &defaults;
+	}
+	if (o->nchannels > INFEED_MAX_CHANNELS)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "nchannels is %u; at "
+		    "most %d", o->nchannels, INFEED_MAX_CHANNELS));
+	lo.has_batch_size = lo.has_device_iterations = 1;
+	lo.batch_size = o->batch_size;
+	lo.device_iterations = o->device_iterations;
+	lo.has_replication_factor = lo.has_gradient_accumulation = 1;
+	lo.replication_factor = o->replication_factor;
+	lo.gradient_accumulation = o->gradient_accumulation;
+	lo.has_shuffle = lo.has_seed = lo.has_drop_last = 1;
+	lo.shuffle = o->shuffle;
+	lo.seed = o->seed;
+	lo.drop_last = o->drop_last;
+	lo.has_num_workers = lo.has_buffer_size = 1;
+	lo.num_workers = o->num_workers;
+	lo.buffer_size = o->buffer_size;
+	lo.has_load_indefinitely = lo.has_early_preload = 1;
+	lo.load_indefinitely = o->load_indefinitely;
+	lo.early_preload = o->early_preload;
+	lo.has_distributed_process_id = lo.has_distributed_process_count = 1;
+	lo.distributed_process_id = o->distributed_process_id;
+	lo.distributed_process_count = o->distributed_process_count;
+	lo.has_start_epoch = lo.has_start_step = 1;
+	lo.start_epoch = o->start_epoch;
+	lo.start_step = o->start_step;
+	if (o->to_float32) {
+		t.has_to_float32 = t.has_scale = 1;
+		t.to_float32 = 1;
+		t.scale = o->scale;
+		t.n_mean = t.n_std = o->nchannels;
+		t.mean = (float *)(uintptr_t)o->mean;
+		t.std = (float *)(uintptr_t)o->std;
+		lo.transform = &t;
+	}
+	a.dataset = (char *)(uintptr_t)dataset;
+	a.options = &lo;
+	fr.msg_case = INFEED__FRAME__MSG_ATTACH;
+	fr.attach = &a;
+	if ((r = infeed_call(f, &fr, INFEED__FRAME__MSG_ATTACHED, &reply)) !=
+	    INFEED_OK)
+		return (r);
+	at = reply->attached;
+	if ((fd = wire_in_take_fd(&f->in)) == -1) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
+		    "without the ring's file descriptor"));
+	}
+	f->ring_bytes = at->ring_bytes;
+	f->ring = mmap(NULL, f->ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f->ring == MAP_FAILED) {
+		f->ring = NULL;
+		infeed__frame__free_unpacked(reply, NULL);
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot map the step "
+		    "ring (%zu bytes): %s", f->ring_bytes, strerror(errno)));
+	}
+	f->attached = true;
+	f->slot_bytes = at->slot_bytes;
+	f->data_offset = at->data_offset;
+	f->labels_offset = at->labels_offset;
+	f->indices_offset = at->indices_offset;
+	if (info != NULL) {
+		memset(info, 0, sizeof(*info));
+		info->session_id = at->session_id;
+		info->combined_batch_size = at->combined_batch_size;
+		info->steps_per_epoch = at->steps_per_epoch;
+		info->last_step_rows = at->last_step_rows;
+		info->slots = at->slots;
+		info->ndim = at->n_sample_shape < INFEED_MAX_DIMS ?
+		    (uint32_t)at->n_sample_shape : INFEED_MAX_DIMS;
+		for (i = 0; i < info->ndim; i++)
+			info->sample_shape[i] = at->sample_shape[i];
+		info->data_dtype = at->data_dtype;
+		info->sample_bytes = at->sample_bytes;
+	}
+	infeed__frame__free_unpacked(reply, NULL);
+	return (INFEED_OK);
+}
+
+/* Wait for the next step. */
+int
+infeed_next(struct infeed *f, struct infeed_step *step)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__Next	 nx = INFEED__NEXT__INIT;
+	const uint8_t	*base;
+	int		 r;
+
+	if (!f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached; call "
+		    "infeed_attach first"));
+	fr.msg_case = INFEED__FRAME__MSG_NEXT;
+	fr.next = &nx;
+	if ((r = infeed_send(f, &fr)) != INFEED_OK)
+		return (r);
+	if ((r = infeed_recv2(f, INFEED__FRAME__MSG_STEP,
+	    INFEED__FRAME__MSG_END_OF_DATA, &reply)) != INFEED_OK)
+		return (r);
+	if (reply->msg_case == INFEED__FRAME__MSG_END_OF_DATA) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (INFEED_END_OF_DATA);
+	}
+	if ((uint64_t)reply->step->slot * f->slot_bytes >= f->ring_bytes) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "step in slot %u "
+		    "is outside the ring", reply->step->slot));
+	}
+	base = f->ring + (uint64_t)reply->step->slot * f->slot_bytes;
+	step->slot = reply->step->slot;
+	step->epoch = reply->step->epoch;
+	step->step = reply->step->step;
+	step->rows = reply->step->rows;
+	step->data = base + f->data_offset;
+	step->labels = (const int32_t *)(const void *)(base +
+	    f->labels_offset);
+	step->indices = (const uint64_t *)(const void *)(base +
+	    f->indices_offset);
+	infeed__frame__free_unpacked(reply, NULL);
+	return (INFEED_OK);
+}
+
+/* Give a slot back; the acknowledgement is read with the next reply. */
+int
+infeed_release(struct infeed *f, const struct infeed_step *step)
+{
+	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Release	rl = INFEED__RELEASE__INIT;
+	int		r;
+
+	if (!f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
+	rl.slot = step->slot;
+	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
+	fr.release = &rl;
+	if ((r = infeed_send(f, &fr)) != INFEED_OK)
+		return (r);
+	f->releases_unanswered++;
+	return (INFEED_OK);
+}
+
+/* End the session and unmap its ring. */
+int
+infeed_detach(struct infeed *f)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__Detach	 dt = INFEED__DETACH__INIT;
+	int		 r;
+
+	if (!f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
+	fr.msg_case = INFEED__FRAME__MSG_DETACH;
+	fr.detach = &dt;
+	r = infeed_call(f, &fr, INFEED__FRAME__MSG_DETACHED, &reply);
+	infeed_unmap(f);
+	if (r == INFEED_OK)
+		infeed__frame__free_unpacked(reply, NULL);
+	return (r);
+}
+
+/* The daemon's Stats reply, packed, for tools that decode it. */
+int
+infeed_stats_frame(struct infeed *f, uint8_t **buf, size_t *len)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	int		 r;
+
+	fr.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	fr.get_stats = &gs;
+	if ((r = infeed_call(f, &fr, INFEED__FRAME__MSG_STATS, &reply)) !=
+	    INFEED_OK)
+		return (r);
+	*len = infeed__frame__get_packed_size(reply);
+	if ((*buf = malloc(*len ? *len : 1)) == NULL) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
+	}
+	infeed__frame__pack(reply, *buf);
+	infeed__frame__free_unpacked(reply, NULL);
+	return (INFEED_OK);
+}
+
+/* Name an element type. */
+const char *
+infeed_dtype_name(int dtype)
+{
+	switch (dtype) {
+	case INFEED_DTYPE_UINT8:	return ("uint8");
+	case INFEED_DTYPE_INT32:	return ("int32");
+	case INFEED_DTYPE_INT64:	return ("int64");
+	case INFEED_DTYPE_FLOAT16:	return ("float16");
+	case INFEED_DTYPE_FLOAT32:	return ("float32");
+	case INFEED_DTYPE_FLOAT64:	return ("float64");
+	default:			return ("unknown");
+	}
+}
+
+/* Bytes per element of a type. */
+size_t
+infeed_dtype_size(int dtype)
+{
+	switch (dtype) {
+	case INFEED_DTYPE_UINT8:	return (1);
+	case INFEED_DTYPE_FLOAT16:	return (2);
+	case INFEED_DTYPE_INT32:
+	case INFEED_DTYPE_FLOAT32:	return (4);
+	case INFEED_DTYPE_INT64:
+	case INFEED_DTYPE_FLOAT64:	return (8);
+	default:			return (0);
+	}
+}

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configuration file, infeed.conf(5): INI, read with libinih.
+ *
+ *   [infeedd]            daemon settings (socket, workers, limits)
+ *   [dataset NAME]       one catalogue entry; "type =" picks the reader and
+ *                        the other keys are the reader's, checked when the
+ *                        catalogue opens
+ *
+ * A syntax error, an unknown section or key in [infeedd], a bad value or a
+ * duplicate dataset name makes the whole file invalid: config_load returns
+ * NULL with a cause naming the file, the line where it can, and what was
+ * expected.
+ */
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "daemon.h"
+
+#define CONFIG_DEFAULT_MAX_CLIENTS	256
+#define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
+#define CONFIG_MAX_WORKERS		256
+
+/* State while libinih walks the file. */
+struct config_parse {
+	struct config	*conf;
+	char		*error;
+	int		 section_line;	/* not given by Debian's inih */
+};
+
+/* Parse an unsigned decimal that fits in @max. */
+static int
+config_parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+	char			*end;
+	unsigned long long	 v;
+
+	if (*s == '\0' || !isdigit((unsigned char)*s))
+		return (-1);
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v > max)
+		return (-1);
+	*out = v;
+	return (0);
+}
+
+/* Parse a byte count with an optional K, M, G or T suffix (powers of 1024). */
+int
+config_parse_size(const char *s, uint64_t *out)
+{
+	char			*end;
+	unsigned long long	 v;
+	unsigned		 shift = 0;
+
+	if (*s == '\0' || !isdigit((unsigned char)*s))
+		return (-1);
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return (-1);
+	switch (toupper((unsigned char)*end)) {
+	case '\0':
+		break;
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	default:
+		return (-1);
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return (-1);
+	*out = (uint64_t)v << shift;
+	return (0);
+}
+
+/* Set one [infeedd] key. */
+static int
+config_set_daemon(struct config_parse *cp, const char *name,
+    const char *value)
+{
+	struct config	*conf = cp->conf;
+	uint64_t	 v;
+
+	if (strcmp(name, "socket") == 0) {
+		if (*value != '/' || strlen(value) >= 108) {
+			cp->error = xasprintf("[infeedd] socket = %s: expected "
+			    "an absolute path shorter than 108 bytes", value);
+			return (0);
+		}
+		free(conf->socket_path);
+		conf->socket_path = xstrdup(value);
+	} else if (strcmp(name, "workers") == 0) {
+		if (config_parse_uint(value, CONFIG_MAX_WORKERS, &v) == -1) {
+			cp->error = xasprintf("[infeedd] workers = %s: expected "
+			    "a number of worker processes from 0 (one per CPU) "
+			    "to %d", value, CONFIG_MAX_WORKERS);
+			return (0);
+		}
+		conf->workers = (unsigned)v;
+	} else if (strcmp(name, "max_clients") == 0) {
+		if (config_parse_uint(value, 65536, &v) == -1 || v == 0) {
+			cp->error = xasprintf("[infeedd] max_clients = %s: "
+			    "expected a number from 1 to 65536", value);
+			return (0);
+		}
+		conf->max_clients = (unsigned)v;
+	} else if (strcmp(name, "max_frame_size") == 0) {
+		if (config_parse_size(value, &v) == -1 ||
+		    v < WIRE_MIN_MAX_FRAME || v > (64U << 20)) {
+			cp->error = xasprintf("[infeedd] max_frame_size = %s: "
+			    "expected a size from 4K to 64M", value);
+			return (0);
+		}
+		conf->max_frame_size = (uint32_t)v;
+	} else if (strcmp(name, "memory_budget") == 0) {
+		if (config_parse_size(value, &v) == -1 || v == 0) {
+			cp->error = xasprintf("[infeedd] memory_budget = %s: "
+			    "expected a size such as 4G", value);
+			return (0);
+		}
+		conf->memory_budget = v;
+	} else {
+		cp->error = xasprintf("[infeedd] has no key '%s'; known keys "
+		    "are socket, workers, max_clients, max_frame_size and "
+		    "memory_budget", name);
+		return (0);
+	}
+	return (1);
+}
+
+/* Find or start the dataset section called @dname. */
+static struct dataset_conf *
+config_dataset(struct config *conf, const char *dname)
+{
+	struct dataset_conf	*dc;
+	size_t			 i;
+
+	for (i = 0; i < conf->ndatasets; i++) {
+		if (strcmp(conf->datasets[i].name, dname) == 0)
+			return (&conf->datasets[i]);
+	}
+	conf->datasets = xreallocarray(conf->datasets, conf->ndatasets + 1,
+	    sizeof(*conf->datasets));
+	dc = &conf->datasets[conf->ndatasets++];
+	memset(dc, 0, sizeof(*dc));
+	dc->name = xstrdup(dname);
+	dc->source = xstrdup(conf->path);
+	return (dc);
+}
+
+/* libinih callback: one key = value in a section. */
+static int
+config_handler(void *user, const char *section, const char *name,
+    const char *value)
+{
+	struct config_parse	*cp = user;
+	struct dataset_conf	*dc;
+	const char		*dname;
+	size_t			 i;
+
+	if (cp->error != NULL)
+		return (0);
+	if (strcmp(section, "infeedd") == 0)
+		return (config_set_daemon(cp, name, value));
+	if (strncmp(section, "dataset ", 8) != 0) {
+		cp->error = xasprintf("unknown section [%s]; expected "
+		    "[infeedd] or [dataset NAME]", section);
+		return (0);
+	}
+	dname = section + 8;
+	while (*dname == ' ' || *dname == '"')
+		dname++;
+	if (*dname == '\0' || strpbrk(dname, "\"/ \t") != NULL) {
+		cp->error = xasprintf("[%s]: a dataset name must be one word "
+		    "without quotes, slashes or spaces", section);
+		return (0);
+	}
+	dc = config_dataset(cp->conf, dname);
+	for (i = 0; i < dc->nkv; i++) {
+		if (strcmp(dc->kv[i].key, name) == 0) {
+			cp->error = xasprintf("[%s]: key '%s' is set twice "
+			    "(a dataset section may appear only once)",
+			    section, name);
+			return (0);
+		}
+	}
+	dc->kv = xreallocarray(dc->kv, dc->nkv + 1, sizeof(*dc->kv));
+	dc->kv[dc->nkv].key = xstrdup(name);
+	dc->kv[dc->nkv].value = xstrdup(value);
+	dc->nkv++;
+	return (1);
+}
+
+/* Count the CPUs we may run on. */
+static unsigned
+config_ncpus(void)
+{
+	long	n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return (n < 1 ? 1 : (n > CONFIG_MAX_WORKERS ?
+	    CONFIG_MAX_WORKERS : (unsigned)n));
+}
+
+/* Read and check the configuration file. */
+struct config *
+config_load(const char *path, char **cause)
+{
+	struct config_parse	 cp;
+	struct config		*conf;
+	int			 r;
+
+	conf = xcalloc(1, sizeof(*conf));
+	conf->path = xstrdup(path);
+	conf->socket_path = xstrdup(INFEEDD_DEFAULT_SOCKET);
+	conf->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
+	conf->max_frame_size = WIRE_DEFAULT_MAX_FRAME;
+	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
+	memset(&cp, 0, sizeof(cp));
+	cp.conf = conf;
+
+	r = ini_parse(path, config_handler, &cp);
+	if (r == -1) {
+		*cause = xasprintf("%s: cannot open: %s", path,
+		    strerror(errno));
+		goto fail;
+	}
+	if (r == -2) {
+		*cause = xasprintf("%s: out of memory while parsing", path);
+		goto fail;
+	}
+	if (r > 0) {
+		*cause = xasprintf("%s:%d: %s", path, r, cp.error != NULL ?
+		    cp.error : "syntax error; expected [section] or "
+		    "key = value");
+		goto fail;
+	}
+	if (conf->workers == 0)
+		conf->workers = config_ncpus();
+	return (conf);
+
+fail:
+	free(cp.error);
+	config_free(conf);
+	return (NULL);
+}
+
+/* Free a configuration; NULL is a no-op. */
+void
+config_free(struct config *conf)
+{
+	size_t	i, j;
+
+	if (conf == NULL)
+		return;
+	for (i = 0; i < conf->ndatasets; i++) {
+		for (j = 0; j < conf->datasets[i].nkv; j++) {
+			free(conf->datasets[i].kv[j].key);
+			free(conf->datasets[i].kv[j].value);
+		}
+		free(conf->datasets[i].kv);
+		free(conf->datasets[i].name);
+		free(conf->datasets[i].source);
+	}
+	free(conf->datasets);
+	free(conf->socket_path);
+	free(conf->path);
+	free(conf);
+}

@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Datasets: dtypes, the reader table and what the readers share.
+ *
+ * dataset_open() picks a reader by the section's "type" key and lets it
+ * check its files; every message it or a reader gives starts with
+ * "dataset 'NAME': " and names the file and what was expected.  The helpers
+ * below (number and shape parsing, read-only maps, label scans) are for the
+ * readers in reader-*.c; none of them prints or exits.
+ */
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset.h"
+
+static const struct {
+	enum dtype	 type;
+	const char	*name;
+	size_t		 size;
+} dtypes[] = {
+	{ DTYPE_UINT8,		"uint8",	1 },
+	{ DTYPE_INT32,		"int32",	4 },
+	{ DTYPE_INT64,		"int64",	8 },
+	{ DTYPE_FLOAT16,	"float16",	2 },
+	{ DTYPE_FLOAT32,	"float32",	4 },
+	{ DTYPE_FLOAT64,	"float64",	8 },
+};
+
+static const struct dataset_ops *readers[] = {
+	&dataset_idx_ops,
+	&dataset_raw_ops,
+	&dataset_npy_ops,
+	&dataset_synthetic_ops,
+};
+
+#define NITEMS(a) (sizeof (a) / sizeof (a)[0])
+
+static int	dataset_vcause(char **, const char *, const char *, va_list)
+		    __attribute__((__format__(__printf__, 3, 0)));
+static char	*dataset_known_types(void);
+
+/* Bytes of one element of t. */
+size_t
+dtype_size(enum dtype t)
+{
+	size_t	i;
+
+	for (i = 0; i < NITEMS(dtypes); i++) {
+		if (dtypes[i].type == t)
+			return (dtypes[i].size);
+	}
+	return (0);
+}
+
+/* Name of t as written in the config file. */
+const char *
+dtype_name(enum dtype t)
+{
+	size_t	i;
+
+	for (i = 0; i < NITEMS(dtypes); i++) {
+		if (dtypes[i].type == t)
+			return (dtypes[i].name);
+	}
+	return ("unknown");
+}
+
+/* Parse a dtype name. */
+int
+dtype_parse(const char *name, enum dtype *out)
+{
+	size_t	i;
+
+	for (i = 0; i < NITEMS(dtypes); i++) {
+		if (strcmp(dtypes[i].name, name) == 0) {
+			*out = dtypes[i].type;
+			return (0);
+		}
+	}
+	return (-1);
+}
+
+/* Value of key in conf; a later line overrides an earlier one. */
+const char *
+dataset_conf_get(const struct dataset_conf *conf, const char *key)
+{
+	size_t	i;
+
+	for (i = conf->nkv; i > 0; i--) {
+		if (strcmp(conf->kv[i - 1].key, key) == 0)
+			return (conf->kv[i - 1].value);
+	}
+	return (NULL);
+}
+
+/* Format "dataset 'NAME': " and a message into *cause. */
+static int
+dataset_vcause(char **cause, const char *name, const char *fmt, va_list ap)
+{
+	char	*msg;
+
+	*cause = NULL;
+	if (vasprintf(&msg, fmt, ap) == -1)
+		return (-1);
+	if (asprintf(cause, "dataset '%s': %s", name, msg) == -1)
+		*cause = NULL;
+	free(msg);
+	return (-1);
+}
+
+/* Set *cause to a message about ds. */
+int
+dataset_error(char **cause, const struct dataset *ds, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	dataset_vcause(cause, ds->name, fmt, ap);
+	va_end(ap);
+	return (-1);
+}
+
+/* Value of a key the reader cannot do without. */
+const char *
+dataset_conf_need(const struct dataset *ds, const struct dataset_conf *conf,
+    const char *key, const char *what, char **cause)
+{
+	const char	*v;
+
+	if ((v = dataset_conf_get(conf, key)) != NULL && *v != '\0')
+		return (v);
+	if (conf->source != NULL) {
+		dataset_error(cause, ds, "%s '%s =' (%s) in the section at %s",
+		    v == NULL ? "missing" : "empty", key, what, conf->source);
+	} else {
+		dataset_error(cause, ds, "%s '%s =' (%s)",
+		    v == NULL ? "missing" : "empty", key, what);
+	}
+	return (NULL);
+}
+
+/* Parse an unsigned 64-bit number, decimal or 0x hexadecimal. */
+int
+dataset_u64_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out,
+    const char **errstr)
+{
+	uint64_t	v = 0;
+	unsigned int	base = 10, d;
+	const char	*p = s;
+	int		ndigits = 0;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+		base = 16;
+		p += 2;
+	}
+	for (; *p != '\0'; p++) {
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (base == 16 && *p >= 'a' && *p <= 'f')
+			d = *p - 'a' + 10;
+		else if (base == 16 && *p >= 'A' && *p <= 'F')
+			d = *p - 'A' + 10;
+		else
+			break;
+		if (v > (UINT64_MAX - d) / base) {
+			*errstr = "too large";
+			return (-1);
+		}
+		v = v * base + d;
+		ndigits++;
+	}
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (ndigits == 0 || *p != '\0') {
+		*errstr = "not a non-negative whole number";
+		return (-1);
+	}
+	if (v < min) {
+		*errstr = min == 1 ? "must be at least 1" : "too small";
+		return (-1);
+	}
+	if (v > max) {
+		*errstr = "too large";
+		return (-1);
+	}
+	*out = v;
+	return (0);
+}
+
+/* Parse a comma-separated list of positive dimensions. */
+int
+dataset_shape_parse(const char *s, uint64_t shape[DATASET_MAX_DIMS],
+    uint32_t *ndim, const char **errstr)
+{
+	const char	*p = s, *comma;
+	char		 buf[32];
+	size_t		 len;
+	uint32_t	 n = 0;
+
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		if (n == DATASET_MAX_DIMS) {
+			*errstr = "has too many dimensions (at most 8)";
+			return (-1);
+		}
+		if (len >= sizeof buf) {
+			*errstr = "has a dimension that is too large";
+			return (-1);
+		}
+		memcpy(buf, p, len);
+		buf[len] = '\0';
+		if (dataset_u64_parse(buf, 1, UINT64_MAX, &shape[n],
+		    errstr) != 0) {
+			*errstr = "must be positive whole numbers separated "
+			    "by commas, like 1,28,28";
+			return (-1);
+		}
+		n++;
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	*ndim = n;
+	return (0);
+}
+
+/* Bytes of one sample of the given shape and dtype, overflow-checked. */
+int
+dataset_shape_bytes(const uint64_t *shape, uint32_t ndim, enum dtype t,
+    size_t *out)
+{
+	size_t		 n;
+	uint32_t	 i;
+
+	if ((n = dtype_size(t)) == 0)
+		return (-1);
+	for (i = 0; i < ndim; i++) {
+		if (shape[i] > SIZE_MAX ||
+		    __builtin_mul_overflow(n, (size_t)shape[i], &n))
+			return (-1);
+	}
+	*out = n;
+	return (0);
+}
+
+/* Write a shape as "28x28". */
+char *
+dataset_shape_format(const uint64_t *shape, uint32_t ndim, char *buf,
+    size_t len)
+{
+	size_t		 off = 0;
+	uint32_t	 i;
+	int		 n;
+
+	if (len == 0)
+		return (buf);
+	buf[0] = '\0';
+	if (ndim == 0) {
+		snprintf(buf, len, "scalar");
+		return (buf);
+	}
+	for (i = 0; i < ndim && off < len; i++) {
+		n = snprintf(buf + off, len - off, "%s%" PRIu64,
+		    i == 0 ? "" : "x", shape[i]);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+	return (buf);
+}
+
+/* Map a whole regular file read-only and shared. */
+int
+dataset_map_file(const struct dataset *ds, const char *path,
+    struct dataset_map *m, char **cause)
+{
+	struct stat	 st;
+	void		*p;
+	int		 fd, saved_errno;
+
+	m->base = NULL;
+	m->len = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return (dataset_error(cause, ds, "%s: cannot open: %s", path,
+		    strerror(errno)));
+	if (fstat(fd, &st) == -1) {
+		saved_errno = errno;
+		close(fd);
+		return (dataset_error(cause, ds, "%s: cannot stat: %s", path,
+		    strerror(saved_errno)));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: not a regular file",
+		    path));
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: the file is empty",
+		    path));
+	}
+	if ((uint64_t)st.st_size > SIZE_MAX) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: too large to map",
+		    path));
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	saved_errno = errno;
+	close(fd);
+	if (p == MAP_FAILED)
+		return (dataset_error(cause, ds, "%s: cannot map: %s", path,
+		    strerror(saved_errno)));
+	m->base = p;
+	m->len = (size_t)st.st_size;
+	return (0);
+}
+
+/* Unmap what a dataset_map holds. */
+void
+dataset_unmap(struct dataset_map *m)
+{
+	if (m->base != NULL)
+		munmap(m->base, m->len);
+	m->base = NULL;
+	m->len = 0;
+}
+
+/* Read one stored label; memcpy because the array may be unaligned. */
+int64_t
+dataset_label_get(const uint8_t *labels, enum dtype t, uint64_t index)
+{
+	int32_t	v32;
+	int64_t	v64;
+
+	switch (t) {
+	case DTYPE_UINT8:
+		return (labels[index]);
+	case DTYPE_INT32:
+		memcpy(&v32, labels + index * 4, sizeof v32);
+		return (v32);
+	case DTYPE_INT64:
+		memcpy(&v64, labels + index * 8, sizeof v64);
+		return (v64);
+	default:
+		return (-1);
+	}
+}
+
+/* Check every label is a class number and learn the class count. */
+int
+dataset_labels_check(struct dataset *ds, const char *path,
+    const uint8_t *labels, enum dtype t, char **cause)
+{
+	uint64_t	i;
+	int64_t		v, max = -1;
+
+	for (i = 0; i < ds->samples; i++) {
+		v = dataset_label_get(labels, t, i);
+		if (v < 0)
+			return (dataset_error(cause, ds, "%s: label %" PRId64
+			    " of sample %" PRIu64 " is negative; labels must "
+			    "be class numbers from 0", path, v, i));
+		if (ds->classes != 0 && v >= ds->classes)
+			return (dataset_error(cause, ds, "%s: label %" PRId64
+			    " of sample %" PRIu64 " is not below 'classes = "
+			    "%" PRIu32 "'", path, v, i, ds->classes));
+		if (v >= UINT32_MAX)
+			return (dataset_error(cause, ds, "%s: label %" PRId64
+			    " of sample %" PRIu64 " is too large for a class "
+			    "number", path, v, i));
+		if (v > max)
+			max = v;
+	}
+	if (ds->classes == 0)
+		ds->classes = (uint32_t)(max + 1);
+	return (0);
+}
+
+/* Read the optional "classes =" key. */
+int
+dataset_conf_classes(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	const char	*v, *errstr;
+	uint64_t	 n;
+
+	ds->classes = 0;
+	if ((v = dataset_conf_get(conf, "classes")) == NULL)
+		return (0);
+	if (dataset_u64_parse(v, 1, UINT32_MAX - 1, &n, &errstr) != 0)
+		return (dataset_error(cause, ds, "'classes = %s': %s", v,
+		    errstr));
+	ds->classes = (uint32_t)n;
+	return (0);
+}
+
+/* "idx, raw, npy, synthetic", for messages. */
+static char *
+dataset_known_types(void)
+{
+	char	*s = NULL, *t;
+	size_t	 i;
+
+	for (i = 0; i < NITEMS(readers); i++) {
+		if (asprintf(&t, "%s%s%s", s == NULL ? "" : s,
+		    s == NULL ? "" : ", ", readers[i]->type) == -1) {
+			free(s);
+			return (NULL);
+		}
+		free(s);
+		s = t;
+	}
+	return (s);
+}
+
+/* Open the dataset a config section describes. */
+struct dataset *
+dataset_open(const struct dataset_conf *conf, char **cause)
+{
+	struct dataset	*ds;
+	const char	*type;
+	char		*known, buf[128];
+	size_t		 i, total;
+
+	*cause = NULL;
+	if ((ds = calloc(1, sizeof *ds)) == NULL ||
+	    (ds->name = strdup(conf->name)) == NULL) {
+		free(ds);
+		if (asprintf(cause, "dataset '%s': %s", conf->name,
+		    strerror(ENOMEM)) == -1)
+			*cause = NULL;
+		return (NULL);
+	}
+
+	known = dataset_known_types();
+	type = dataset_conf_get(conf, "type");
+	for (i = 0; type != NULL && i < NITEMS(readers); i++) {
+		if (strcmp(readers[i]->type, type) == 0)
+			break;
+	}
+	if (type == NULL || i == NITEMS(readers)) {
+		if (type == NULL) {
+			snprintf(buf, sizeof buf, "one of %s",
+			    known != NULL ? known : "the known types");
+			dataset_conf_need(ds, conf, "type", buf, cause);
+		} else {
+			dataset_error(cause, ds, "unknown type '%s'; the "
+			    "known types are %s", type,
+			    known != NULL ? known : "(out of memory)");
+		}
+		free(known);
+		dataset_free(ds);
+		return (NULL);
+	}
+	free(known);
+
+	ds->ops = readers[i];
+	ds->type = ds->ops->type;
+	if (ds->ops->open(ds, conf, cause) != 0) {
+		/* The reader cleaned up after itself. */
+		ds->ops = NULL;
+		dataset_free(ds);
+		return (NULL);
+	}
+
+	/* Broken invariants of a reader, not the operator's fault. */
+	if (ds->samples == 0 ||
+	    dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype, &total) != 0 ||
+	    total != ds->sample_bytes) {
+		dataset_error(cause, ds, "reader '%s' gave %" PRIu64 " samples "
+		    "of %s %s in %zu bytes, which do not add up", ds->type,
+		    ds->samples, dtype_name(ds->dtype),
+		    dataset_shape_format(ds->shape, ds->ndim, buf, sizeof buf),
+		    ds->sample_bytes);
+		dataset_free(ds);
+		return (NULL);
+	}
+	return (ds);
+}
+
+/* Write one sample and its label. */
+int
+dataset_read(const struct dataset *ds, uint64_t index, void *dst,
+    int64_t *label)
+{
+	if (index >= ds->samples) {
+		errno = ERANGE;
+		return (-1);
+	}
+	return (ds->ops->read(ds, index, dst, label));
+}
+
+/* Close and free a dataset. */
+void
+dataset_free(struct dataset *ds)
+{
+	if (ds == NULL)
+		return;
+	if (ds->ops != NULL)
+		ds->ops->close(ds);
+	free(ds->name);
+	free(ds);
+}

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Datasets: the readers behind a catalogue entry.
+ *
+ * A dataset is opened once, in the daemon's main process, when the
+ * catalogue loads; opening checks every file (magic, sizes, shapes, label
+ * count) and refuses a bad one with a message naming the file and what is
+ * wrong.  Whatever an open dataset holds (mmaps, decompressed IDX bytes) is
+ * MAP_SHARED or read-only, so the worker processes forked afterwards read
+ * samples from it without copying or decompressing again.
+ *
+ * dataset_read() is what a worker calls for every row: it writes one
+ * sample's bytes (sample_bytes of them, in the dataset's own dtype) and
+ * returns its label.  It never allocates and is safe to call from any
+ * process that inherited the dataset.
+ */
+#ifndef INFEED_DATASET_H
+#define INFEED_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATASET_MAX_DIMS 8
+
+/* Element types, numbered as infeed.DType in proto/infeed.proto. */
+enum dtype {
+	DTYPE_UINT8 = 1,
+	DTYPE_INT32 = 2,
+	DTYPE_INT64 = 3,
+	DTYPE_FLOAT16 = 4,
+	DTYPE_FLOAT32 = 5,
+	DTYPE_FLOAT64 = 6,
+};
+
+/* One "key = value" of a [dataset NAME] section, in file order. */
+struct dataset_kv {
+	char	*key;
+	char	*value;
+};
+
+/* A [dataset NAME] section as read from the config file. */
+struct dataset_conf {
+	char			*name;
+	struct dataset_kv	*kv;
+	size_t			 nkv;
+	char			*source;	/* "file:line" of the section */
+};
+
+struct dataset_ops;
+
+struct dataset {
+	char			*name;
+	const char		*type;		/* "idx", "raw", "npy", "synthetic" */
+	uint64_t		 samples;	/* N */
+	uint32_t		 ndim;
+	uint64_t		 shape[DATASET_MAX_DIMS];	/* one sample */
+	enum dtype		 dtype;
+	enum dtype		 label_dtype;	/* as stored */
+	uint32_t		 classes;	/* 0 when unknown */
+	size_t			 sample_bytes;	/* prod(shape) * dtype_size */
+	const struct dataset_ops *ops;
+	void			*priv;
+};
+
+struct dataset_ops {
+	const char	*type;
+	int		(*open)(struct dataset *, const struct dataset_conf *,
+			    char **cause);
+	/* Write sample @index to @dst; return 0 and set *label, or -1. */
+	int		(*read)(const struct dataset *, uint64_t index, void *dst,
+			    int64_t *label);
+	void		(*close)(struct dataset *);
+};
+
+/**
+ * dtype_size() - bytes of one element of @t; 0 for an unknown type.
+ */
+size_t		 dtype_size(enum dtype t);
+
+/**
+ * dtype_name() - "uint8", "float32", ...; "unknown" otherwise.
+ */
+const char	*dtype_name(enum dtype t);
+
+/**
+ * dtype_parse() - parse a dtype name; returns 0, or -1 for an unknown name.
+ */
+int		 dtype_parse(const char *name, enum dtype *out);
+
+/**
+ * dataset_conf_get() - value of @key in @conf, or NULL when it is absent.
+ */
+const char	*dataset_conf_get(const struct dataset_conf *conf,
+		    const char *key);
+
+/**
+ * dataset_open() - open the dataset a config section describes.
+ * @conf: the section; its "type" key picks the reader.
+ * @cause: on failure, a malloc'd message for the operator, naming the
+ *         dataset, the file and what was wrong and expected.
+ *
+ * Return: the dataset, or NULL with *cause set.
+ */
+struct dataset	*dataset_open(const struct dataset_conf *conf, char **cause);
+
+/**
+ * dataset_read() - write sample @index's bytes to @dst and its label to
+ * *@label.  @index must be below ds->samples.  Return: 0, or -1 when the
+ * underlying file can no longer be read.
+ */
+int		 dataset_read(const struct dataset *ds, uint64_t index,
+		    void *dst, int64_t *label);
+
+/**
+ * dataset_free() - close and free @ds; NULL is a no-op.
+ */
+void		 dataset_free(struct dataset *ds);
+
+/*
+ * For the readers (reader-*.c) only: their ops tables and the helpers in
+ * dataset.c they share.  Nothing outside daemon/dataset.c and the readers
+ * should need these.
+ */
+extern const struct dataset_ops dataset_idx_ops;
+extern const struct dataset_ops dataset_raw_ops;
+extern const struct dataset_ops dataset_npy_ops;
+extern const struct dataset_ops dataset_synthetic_ops;
+
+/* A read-only view of a whole file, or of bytes decompressed at open. */
+struct dataset_map {
+	uint8_t		*base;
+	size_t		 len;
+};
+
+/**
+ * dataset_error() - set *@cause to "dataset 'NAME': " and the message.
+ * Return: -1, so a reader can write return (dataset_error(...)).
+ */
+int		 dataset_error(char **cause, const struct dataset *ds,
+		    const char *fmt, ...)
+		    __attribute__((__format__(__printf__, 3, 4)));
+
+/**
+ * dataset_conf_need() - value of @key in @conf, or NULL with *@cause set
+ * to a message that says the key is missing and that it is @what.
+ */
+const char	*dataset_conf_need(const struct dataset *ds,
+		    const struct dataset_conf *conf, const char *key,
+		    const char *what, char **cause);
+
+/**
+ * dataset_u64_parse() - parse decimal (or 0x hexadecimal) @s into *@out,
+ * which must lie in [@min, @max].  Return: 0, or -1 with *@errstr set to
+ * a static phrase such as "not a number".
+ */
+int		 dataset_u64_parse(const char *s, uint64_t min, uint64_t max,
+		    uint64_t *out, const char **errstr);
+
+/**
+ * dataset_shape_parse() - parse "1,128,128" into @shape (at most
+ * DATASET_MAX_DIMS positive integers) and *@ndim.  Return: 0, or -1 with
+ * *@errstr set to a static phrase.
+ */
+int		 dataset_shape_parse(const char *s,
+		    uint64_t shape[DATASET_MAX_DIMS], uint32_t *ndim,
+		    const char **errstr);
+
+/**
+ * dataset_shape_bytes() - bytes of one sample of @shape in @t, in *@out.
+ * Return: 0, or -1 when the product overflows size_t or @t is unknown.
+ */
+int		 dataset_shape_bytes(const uint64_t *shape, uint32_t ndim,
+		    enum dtype t, size_t *out);
+
+/**
+ * dataset_shape_format() - write "28x28" for @shape into @buf (@len bytes,
+ * truncated if short); "scalar" when @ndim is 0.  Return: @buf.
+ */
+char		*dataset_shape_format(const uint64_t *shape, uint32_t ndim,
+		    char *buf, size_t len);
+
+/**
+ * dataset_map_file() - map regular file @path read-only and shared into @m.
+ * Return: 0, or -1 with *@cause naming the file (an empty file is refused).
+ */
+int		 dataset_map_file(const struct dataset *ds, const char *path,
+		    struct dataset_map *m, char **cause);
+
+/**
+ * dataset_unmap() - undo dataset_map_file() (or any mmap kept in @m);
+ * a zeroed @m is a no-op.
+ */
+void		 dataset_unmap(struct dataset_map *m);
+
+/**
+ * dataset_label_get() - label @index of an array of labels stored as @t
+ * (uint8, int32 or int64, host byte order).
+ */
+int64_t		 dataset_label_get(const uint8_t *labels, enum dtype t,
+		    uint64_t index);
+
+/**
+ * dataset_labels_check() - scan ds->samples labels stored as @t: each must
+ * be at least 0 and below ds->classes, or, when ds->classes is 0, set
+ * ds->classes to the largest label plus one.  @path names the file in
+ * *@cause.  Return: 0 or -1.
+ */
+int		 dataset_labels_check(struct dataset *ds, const char *path,
+		    const uint8_t *labels, enum dtype t, char **cause);
+
+/**
+ * dataset_conf_classes() - read the optional "classes =" key into
+ * ds->classes (left 0 when absent).  Return: 0, or -1 with *@cause set.
+ */
+int		 dataset_conf_classes(struct dataset *ds,
+		    const struct dataset_conf *conf, char **cause);
+
+#endif /* INFEED_DATASET_H */

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The listening socket.  Socket activation first: when systemd passes one
+ * listening Unix stream socket, infeedd serves on it and leaves the file to
+ * systemd.  Otherwise infeedd binds its own: a stale socket file is removed
+ * (only if nothing answers on it), the new one gets mode 0660, and it is
+ * unlinked at exit.  Accepting stops for a second when we run out of fds.
+ */
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <systemd/sd-daemon.h>
+
+#include "daemon.h"
+
+static void	listen_accept_cb(evutil_socket_t, short, void *);
+
+/* True when something is already serving on @path. */
+static int
+listen_in_use(const struct sockaddr_un *sun)
+{
+	int	fd, r;
+
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return (0);
+	r = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	close(fd);
+	return (r == 0);
+}
+
+/* Bind our own socket at @path. */
+static int
+listen_bind(const char *path)
+{
+	struct sockaddr_un	sun;
+	mode_t			old;
+	int			fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		errno = ENAMETOOLONG;
+		log_warn("socket path %s", path);
+		return (-1);
+	}
+	strcpy(sun.sun_path, path);
+	if (listen_in_use(&sun)) {
+		log_warnx("%s: another infeedd is already listening there; "
+		    "stop it or choose another --socket", path);
+		errno = EADDRINUSE;
+		return (-1);
+	}
+	if (unlink(path) == -1 && errno != ENOENT) {
+		log_warn("cannot remove stale socket %s", path);
+		return (-1);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1) {
+		log_warn("socket");
+		return (-1);
+	}
+	old = umask(0117);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		umask(old);
+		log_warn("cannot bind %s (does its directory exist and is it "
+		    "writable?)", path);
+		close(fd);
+		return (-1);
+	}
+	umask(old);
+	if (chmod(path, 0660) == -1)
+		log_warn("chmod 0660 %s", path);
+	if (listen(fd, 128) == -1) {
+		log_warn("listen %s", path);
+		close(fd);
+		unlink(path);
+		return (-1);
+	}
+	return (fd);
+}
+
+/* Take the socket systemd passed, or bind our own at @path. */
+int
+listen_open(struct daemon *d, const char *path)
+{
+	int	n, fd, flags;
+
+	n = sd_listen_fds(1);
+	if (n < 0) {
+		errno = -n;
+		log_warn("sd_listen_fds");
+		return (-1);
+	}
+	if (n > 1) {
+		log_warnx("systemd passed %d sockets; infeedd.socket should "
+		    "have exactly one ListenStream=", n);
+		return (-1);
+	}
+	if (n == 1) {
+		fd = SD_LISTEN_FDS_START;
+		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+			log_warnx("the socket systemd passed is not a "
+			    "listening Unix stream socket");
+			return (-1);
+		}
+		flags = fcntl(fd, F_GETFL);
+		if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1 ||
+		    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1) {
+			log_warn("fcntl on the activated socket");
+			return (-1);
+		}
+		d->listen_fd = fd;
+		d->own_socket = false;
+		log_info("listening on the socket passed by systemd");
+		return (0);
+	}
+	if ((fd = listen_bind(path)) == -1)
+		return (-1);
+	d->listen_fd = fd;
+	d->own_socket = true;
+	log_info("listening on %s", path);
+	return (0);
+}
+
+/* Accept again after a pause for fds. */
+static void
+listen_retry_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+
+	(void)fd;
+	(void)ev;
+	event_add(d->listen_ev, NULL);
+}
+
+/* Accept every waiting connection. */
+static void
+listen_accept_cb(evutil_socket_t lfd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+	struct timeval	 tv = { 1, 0 };
+	int		 fd;
+
+	(void)ev;
+	for (;;) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				log_warn("accept: pausing for a second");
+				event_del(d->listen_ev);
+				evtimer_add(d->accept_retry_ev, &tv);
+			} else if (errno != EAGAIN)
+				log_warn("accept");
+			return;
+		}
+		peer_accept(d, fd);
+	}
+}
+
+/* Start accepting on the event loop. */
+void
+listen_start(struct daemon *d)
+{
+	d->listen_ev = event_new(d->base, d->listen_fd, EV_READ | EV_PERSIST,
+	    listen_accept_cb, d);
+	d->accept_retry_ev = evtimer_new(d->base, listen_retry_cb, d);
+	if (d->listen_ev == NULL || d->accept_retry_ev == NULL)
+		fatalx("event_new for the listener");
+	event_add(d->listen_ev, NULL);
+}
+
+/* Stop listening and remove our socket file. */
+void
+listen_close(struct daemon *d)
+{
+	if (d->listen_ev != NULL)
+		event_free(d->listen_ev);
+	if (d->accept_retry_ev != NULL)
+		event_free(d->accept_retry_ev);
+	d->listen_ev = d->accept_retry_ev = NULL;
+	if (d->listen_fd != -1) {
+		close(d->listen_fd);
+		if (d->own_socket && d->conf != NULL)
+			unlink(d->conf->socket_path);
+	}
+	d->listen_fd = -1;
+}

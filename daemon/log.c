@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Logging for infeedd, in the OpenBSD shape: log_warn adds strerror(errno),
+ * log_warnx does not, fatal and fatalx exit.  Every line goes to stderr in
+ * one format: "infeedd[PID]: LEVEL: message".  Under journald (JOURNAL_STREAM
+ * set) a "<N>" priority prefix replaces nothing but lets journald keep the
+ * level; on a terminal the line starts with a UTC timestamp instead.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "daemon.h"
+
+static int	 log_verbose;
+static int	 log_journal;
+static char	 log_ident[32] = "infeedd";
+
+/* Map libevent's own messages into our log. */
+static void
+log_event_cb(int severity, const char *msg)
+{
+	if (severity >= EVENT_LOG_WARN)
+		log_warnx("libevent: %s", msg);
+	else
+		log_debug("libevent: %s", msg);
+}
+
+/* Set the identity and verbosity; call once at start-up and after fork. */
+void
+log_init(const char *ident, int verbose)
+{
+	snprintf(log_ident, sizeof(log_ident), "%s", ident);
+	log_verbose = verbose;
+	log_journal = getenv("JOURNAL_STREAM") != NULL;
+	event_set_log_callback(log_event_cb);
+}
+
+/* Write one line with its level, keeping errno intact. */
+static void
+log_vwrite(int prio, const char *level, const char *fmt, va_list ap,
+    const char *suffix)
+{
+	char		 msg[1024], stamp[32];
+	struct tm	 tm;
+	time_t		 now;
+	int		 saved = errno;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_journal)
+		fprintf(stderr, "<%d>%s[%d]: %s: %s%s%s\n", prio, log_ident,
+		    (int)getpid(), level, msg, suffix ? ": " : "",
+		    suffix ? suffix : "");
+	else {
+		now = time(NULL);
+		gmtime_r(&now, &tm);
+		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		fprintf(stderr, "%s %s[%d]: %s: %s%s%s\n", stamp, log_ident,
+		    (int)getpid(), level, msg, suffix ? ": " : "",
+		    suffix ? suffix : "");
+	}
+	errno = saved;
+}
+
+/* Warning with the current errno's text. */
+void
+log_warn(const char *fmt, ...)
+{
+	va_list	ap;
+	char	err[128];
+
+	snprintf(err, sizeof(err), "%s", strerror(errno));
+	va_start(ap, fmt);
+	log_vwrite(4, "warning", fmt, ap, err);
+	va_end(ap);
+}
+
+/* Warning without errno. */
+void
+log_warnx(const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	log_vwrite(4, "warning", fmt, ap, NULL);
+	va_end(ap);
+}
+
+/* Informational line. */
+void
+log_info(const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	log_vwrite(6, "info", fmt, ap, NULL);
+	va_end(ap);
+}
+
+/* Debug line, printed only with --verbose. */
+void
+log_debug(const char *fmt, ...)
+{
+	va_list	ap;
+
+	if (!log_verbose)
+		return;
+	va_start(ap, fmt);
+	log_vwrite(7, "debug", fmt, ap, NULL);
+	va_end(ap);
+}
+
+/* Log with errno and exit. */
+void
+fatal(const char *fmt, ...)
+{
+	va_list	ap;
+	char	err[128];
+
+	snprintf(err, sizeof(err), "%s", strerror(errno));
+	va_start(ap, fmt);
+	log_vwrite(2, "fatal", fmt, ap, err);
+	va_end(ap);
+	exit(EXIT_FAILURE);
+}
+
+/* Log and exit. */
+void
+fatalx(const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	log_vwrite(2, "fatal", fmt, ap, NULL);
+	va_end(ap);
+	exit(EXIT_FAILURE);
+}

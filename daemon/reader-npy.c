@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The "npy" reader: a NumPy .npy array of samples and one of labels.
+ *
+ *	[dataset cifar]
+ *	type = npy
+ *	path = /data/x.npy		shape (N, ...), C order
+ *	labels = /data/y.npy		shape (N,), an integer dtype
+ *	classes = 10			(optional; else max label + 1)
+ *
+ * A .npy file is "\x93NUMPY", a version byte pair, a little-endian header
+ * length (2 bytes in version 1.0, 4 in 2.0 and 3.0), then that many bytes
+ * of a Python dict literal such as
+ *	{'descr': '<f4', 'fortran_order': False, 'shape': (60000, 1, 28, 28), }
+ * and the array's bytes.  The first dimension is N and the rest is the
+ * sample's shape.  Only C order and the little-endian dtypes <u1 (|u1),
+ * <i4, <i8, <f2, <f4 and <f8 are read; the data must be exactly as long
+ * as the shape says.  Both files are mapped read-only and shared.
+ *
+ * The header comes from a file anyone may have written, so npy_parse()
+ * never reads outside the bytes it is given and fails on anything it does
+ * not understand; a fuzzer can drive it through a file.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the npy reader hands out little-endian data as is"
+#endif
+
+#define NPY_MAX_DIMS	(DATASET_MAX_DIMS + 1)	/* N and a sample */
+#define NPY_MAGIC	"\x93NUMPY"
+#define NPY_MAGIC_LEN	6
+
+/* What a .npy header says. */
+struct npy_header {
+	char		descr[16];
+	enum dtype	dtype;
+	int		fortran;
+	uint32_t	ndim;
+	uint64_t	shape[NPY_MAX_DIMS];
+	size_t		data_off;	/* header length, prelude included */
+	uint64_t	data_bytes;	/* prod(shape) * dtype size */
+};
+
+/* A cursor over the header's dict text. */
+struct npy_cursor {
+	const uint8_t	*p;
+	const uint8_t	*e;
+	char		*err;
+	size_t		 errlen;
+};
+
+struct npy {
+	struct dataset_map	data;
+	struct dataset_map	labels;
+	size_t			data_off;
+	size_t			labels_off;
+};
+
+static int	npy_open(struct dataset *, const struct dataset_conf *,
+		    char **);
+static int	npy_read(const struct dataset *, uint64_t, void *, int64_t *);
+static void	npy_close(struct dataset *);
+static int	npy_fail(struct npy_cursor *, const char *, ...)
+		    __attribute__((__format__(__printf__, 2, 3)));
+static int	npy_parse(const uint8_t *, size_t, struct npy_header *,
+		    char *, size_t);
+
+const struct dataset_ops dataset_npy_ops = {
+	.type = "npy",
+	.open = npy_open,
+	.read = npy_read,
+	.close = npy_close,
+};
+
+static const struct {
+	const char	*descr;
+	enum dtype	 dtype;
+} npy_dtypes[] = {
+	{ "<u1", DTYPE_UINT8 },
+	{ "|u1", DTYPE_UINT8 },
+	{ "<i4", DTYPE_INT32 },
+	{ "<i8", DTYPE_INT64 },
+	{ "<f2", DTYPE_FLOAT16 },
+	{ "<f4", DTYPE_FLOAT32 },
+	{ "<f8", DTYPE_FLOAT64 },
+};
+
+/* Record a parse error; return -1. */
+static int
+npy_fail(struct npy_cursor *c, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, c->errlen, fmt, ap);
+	va_end(ap);
+	return (-1);
+}
+
+/* Skip Python whitespace. */
+static void
+npy_skip(struct npy_cursor *c)
+{
+	while (c->p < c->e && (*c->p == ' ' || *c->p == '\t' ||
+	    *c->p == '\n' || *c->p == '\r'))
+		c->p++;
+}
+
+/* Expect one character after optional whitespace. */
+static int
+npy_expect(struct npy_cursor *c, char ch, const char *where)
+{
+	npy_skip(c);
+	if (c->p == c->e)
+		return (npy_fail(c, "the header ends where '%c' %s was "
+		    "expected", ch, where));
+	if (*c->p != (uint8_t)ch)
+		return (npy_fail(c, "found '%c' where '%c' %s was expected",
+		    *c->p >= 0x20 && *c->p < 0x7f ? *c->p : '?', ch, where));
+	c->p++;
+	return (0);
+}
+
+/* Parse a quoted string into buf (len bytes); longer strings fail. */
+static int
+npy_string(struct npy_cursor *c, char *buf, size_t len, const char *what)
+{
+	uint8_t	q;
+	size_t	n = 0;
+
+	npy_skip(c);
+	if (c->p == c->e || (*c->p != '\'' && *c->p != '"'))
+		return (npy_fail(c, "%s is not a quoted string", what));
+	q = *c->p++;
+	while (c->p < c->e && *c->p != q) {
+		if (*c->p < 0x20 || *c->p >= 0x7f || *c->p == '\\')
+			return (npy_fail(c, "%s holds a character that has "
+			    "no place in a .npy header", what));
+		if (n + 1 >= len)
+			return (npy_fail(c, "%s is too long", what));
+		buf[n++] = (char)*c->p++;
+	}
+	if (c->p == c->e)
+		return (npy_fail(c, "%s has no closing quote", what));
+	c->p++;
+	buf[n] = '\0';
+	return (0);
+}
+
+/* Parse True or False. */
+static int
+npy_bool(struct npy_cursor *c, int *out)
+{
+	npy_skip(c);
+	if ((size_t)(c->e - c->p) >= 4 && memcmp(c->p, "True", 4) == 0) {
+		c->p += 4;
+		*out = 1;
+		return (0);
+	}
+	if ((size_t)(c->e - c->p) >= 5 && memcmp(c->p, "False", 5) == 0) {
+		c->p += 5;
+		*out = 0;
+		return (0);
+	}
+	return (npy_fail(c, "'fortran_order' is neither True nor False"));
+}
+
+/* Parse a tuple of non-negative integers such as (60000, 28, 28). */
+static int
+npy_tuple(struct npy_cursor *c, struct npy_header *h)
+{
+	uint64_t	v;
+	int		digits;
+
+	if (npy_expect(c, '(', "opening 'shape'") != 0)
+		return (-1);
+	h->ndim = 0;
+	for (;;) {
+		npy_skip(c);
+		if (c->p < c->e && *c->p == ')') {
+			c->p++;
+			return (0);
+		}
+		if (h->ndim == NPY_MAX_DIMS)
+			return (npy_fail(c, "'shape' has more than %d "
+			    "dimensions", NPY_MAX_DIMS));
+		v = 0;
+		digits = 0;
+		while (c->p < c->e && *c->p >= '0' && *c->p <= '9') {
+			if (v > (UINT64_MAX - (*c->p - '0')) / 10)
+				return (npy_fail(c, "a dimension in 'shape' "
+				    "is too large"));
+			v = v * 10 + (*c->p++ - '0');
+			digits++;
+		}
+		if (digits == 0)
+			return (npy_fail(c, "'shape' is not a tuple of "
+			    "non-negative integers"));
+		if (c->p < c->e && *c->p == 'L')	/* Python 2's long */
+			c->p++;
+		h->shape[h->ndim++] = v;
+		npy_skip(c);
+		if (c->p < c->e && *c->p == ',')
+			c->p++;
+		else if (c->p < c->e && *c->p == ')')
+			continue;
+		else
+			return (npy_fail(c, "'shape' is not a tuple of "
+			    "non-negative integers"));
+	}
+}
+
+/* Map a descr to a dtype, or explain why it cannot be read. */
+static int
+npy_dtype(struct npy_cursor *c, struct npy_header *h)
+{
+	size_t	i;
+
+	for (i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++) {
+		if (strcmp(npy_dtypes[i].descr, h->descr) == 0) {
+			h->dtype = npy_dtypes[i].dtype;
+			return (0);
+		}
+	}
+	if (h->descr[0] == '>')
+		return (npy_fail(c, "dtype '%s' is big-endian; save it with "
+		    "arr.astype('<%s')", h->descr, h->descr + 1));
+	return (npy_fail(c, "dtype '%s' is not supported; use <u1, <i4, "
+	    "<i8, <f2, <f4 or <f8", h->descr));
+}
+
+/*
+ * Parse the .npy header at the start of buf (len bytes) into h.
+ * Return: 0, or -1 with a reason in err.
+ */
+static int
+npy_parse(const uint8_t *buf, size_t len, struct npy_header *h, char *err,
+    size_t errlen)
+{
+	struct npy_cursor	 c;
+	char			 key[32];
+	uint32_t		 hlen, i;
+	size_t			 start, size;
+	int			 seen_descr = 0, seen_fortran = 0, seen_shape = 0;
+
+	memset(h, 0, sizeof *h);
+	c.err = err;
+	c.errlen = errlen;
+	c.p = c.e = buf;
+
+	if (len < NPY_MAGIC_LEN || memcmp(buf, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+		return (npy_fail(&c, "not a .npy file: it does not start with "
+		    "\\x93NUMPY"));
+	if (len < 10)
+		return (npy_fail(&c, "truncated: the file has %zu bytes, less "
+		    "than a .npy header", len));
+	switch (buf[6]) {
+	case 1:
+		hlen = (uint32_t)buf[8] | (uint32_t)buf[9] << 8;
+		start = 10;
+		break;
+	case 2:
+	case 3:
+		if (len < 12)
+			return (npy_fail(&c, "truncated: the file has %zu "
+			    "bytes, less than a .npy header", len));
+		hlen = (uint32_t)buf[8] | (uint32_t)buf[9] << 8 |
+		    (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+		start = 12;
+		break;
+	default:
+		return (npy_fail(&c, ".npy format version %u.%u is not "
+		    "supported (1.0, 2.0 and 3.0 are)", buf[6], buf[7]));
+	}
+	if (hlen > len - start)
+		return (npy_fail(&c, "truncated: the header says it is %" PRIu32
+		    " bytes long but only %zu follow", hlen, len - start));
+	c.p = buf + start;
+	c.e = c.p + hlen;
+	h->data_off = start + hlen;
+
+	if (npy_expect(&c, '{', "opening the header dict") != 0)
+		return (-1);
+	for (;;) {
+		npy_skip(&c);
+		if (c.p < c.e && *c.p == '}') {
+			c.p++;
+			break;
+		}
+		if (npy_string(&c, key, sizeof key, "a key of the header "
+		    "dict") != 0)
+			return (-1);
+		if (npy_expect(&c, ':', "after a key") != 0)
+			return (-1);
+		if (strcmp(key, "descr") == 0 && !seen_descr) {
+			npy_skip(&c);
+			if (c.p < c.e && *c.p == '[')
+				return (npy_fail(&c, "structured dtypes are "
+				    "not supported"));
+			if (npy_string(&c, h->descr, sizeof h->descr,
+			    "'descr'") != 0)
+				return (-1);
+			seen_descr = 1;
+		} else if (strcmp(key, "fortran_order") == 0 &&
+		    !seen_fortran) {
+			if (npy_bool(&c, &h->fortran) != 0)
+				return (-1);
+			seen_fortran = 1;
+		} else if (strcmp(key, "shape") == 0 && !seen_shape) {
+			if (npy_tuple(&c, h) != 0)
+				return (-1);
+			seen_shape = 1;
+		} else if (strcmp(key, "descr") == 0 ||
+		    strcmp(key, "fortran_order") == 0 ||
+		    strcmp(key, "shape") == 0) {
+			return (npy_fail(&c, "the header gives '%s' twice",
+			    key));
+		} else
+			return (npy_fail(&c, "unexpected key '%s' in the "
+			    "header", key));
+		npy_skip(&c);
+		if (c.p < c.e && *c.p == ',')
+			c.p++;
+		else if (c.p < c.e && *c.p == '}')
+			continue;
+		else
+			return (npy_fail(&c, "the header dict is not closed "
+			    "with '}'"));
+	}
+	npy_skip(&c);
+	if (c.p != c.e)
+		return (npy_fail(&c, "the header has something after its "
+		    "dict"));
+	if (!seen_descr || !seen_fortran || !seen_shape)
+		return (npy_fail(&c, "the header has no '%s'", !seen_descr ?
+		    "descr" : !seen_fortran ? "fortran_order" : "shape"));
+	if (npy_dtype(&c, h) != 0)
+		return (-1);
+	if (h->fortran)
+		return (npy_fail(&c, "the array is in Fortran order; save "
+		    "np.ascontiguousarray(arr) instead"));
+
+	size = dtype_size(h->dtype);
+	h->data_bytes = size;
+	for (i = 0; i < h->ndim; i++) {
+		if (__builtin_mul_overflow(h->data_bytes, h->shape[i],
+		    &h->data_bytes))
+			return (npy_fail(&c, "'shape' is too large"));
+	}
+	return (0);
+}
+
+/* "(60000, 1, 28, 28)" for messages. */
+static char *
+npy_shape_format(const struct npy_header *h, char *buf, size_t len)
+{
+	size_t		off = 0;
+	uint32_t	i;
+	int		n;
+
+	n = snprintf(buf, len, "(");
+	for (i = 0; i < h->ndim && n >= 0 && off + (size_t)n < len; i++) {
+		off += (size_t)n;
+		n = snprintf(buf + off, len - off, "%s%" PRIu64,
+		    i == 0 ? "" : ", ", h->shape[i]);
+	}
+	if (n >= 0 && off + (size_t)n < len) {
+		off += (size_t)n;
+		snprintf(buf + off, len - off, h->ndim == 1 ? ",)" : ")");
+	}
+	return (buf);
+}
+
+/* Map a .npy file, parse its header and check the data's length. */
+static int
+npy_load(struct dataset *ds, const char *path, struct dataset_map *m,
+    struct npy_header *h, char **cause)
+{
+	char		err[256], shape[160];
+	size_t		have;
+
+	if (dataset_map_file(ds, path, m, cause) != 0)
+		return (-1);
+	if (npy_parse(m->base, m->len, h, err, sizeof err) != 0) {
+		dataset_error(cause, ds, "%s: %s", path, err);
+		goto fail;
+	}
+	npy_shape_format(h, shape, sizeof shape);
+	have = m->len - h->data_off;
+	if (have < h->data_bytes) {
+		dataset_error(cause, ds, "%s: truncated: header says shape %s "
+		    "of %s (%" PRIu64 " bytes) but the file has %zu bytes of "
+		    "data", path, shape, h->descr, h->data_bytes, have);
+		goto fail;
+	}
+	if (have > h->data_bytes) {
+		dataset_error(cause, ds, "%s: header says shape %s of %s (%"
+		    PRIu64 " bytes) but the file has %zu bytes of data, %"
+		    PRIu64 " too many", path, shape, h->descr, h->data_bytes,
+		    have, have - h->data_bytes);
+		goto fail;
+	}
+	return (0);
+
+fail:
+	dataset_unmap(m);
+	return (-1);
+}
+
+/* Open an npy dataset: the samples, then labels that must match them. */
+static int
+npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
+{
+	struct npy		*n;
+	struct npy_header	 h, lh;
+	const char		*path, *lpath;
+	char			 shape[160];
+	uint32_t		 i;
+
+	if ((n = calloc(1, sizeof *n)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	ds->priv = n;
+	if (dataset_conf_classes(ds, conf, cause) != 0)
+		goto fail;
+	if ((path = dataset_conf_need(ds, conf, "path",
+	    "the path of the .npy file of samples", cause)) == NULL)
+		goto fail;
+	if ((lpath = dataset_conf_need(ds, conf, "labels",
+	    "the path of the .npy file of labels", cause)) == NULL)
+		goto fail;
+
+	if (npy_load(ds, path, &n->data, &h, cause) != 0)
+		goto fail;
+	npy_shape_format(&h, shape, sizeof shape);
+	if (h.ndim == 0 || h.shape[0] == 0) {
+		dataset_error(cause, ds, "%s: shape %s holds no samples; the "
+		    "first dimension is the sample count", path, shape);
+		goto fail;
+	}
+	if (h.ndim - 1 > DATASET_MAX_DIMS) {
+		dataset_error(cause, ds, "%s: shape %s gives a sample more "
+		    "than %d dimensions", path, shape, DATASET_MAX_DIMS);
+		goto fail;
+	}
+	for (i = 1; i < h.ndim; i++) {
+		if (h.shape[i] == 0) {
+			dataset_error(cause, ds, "%s: shape %s makes every "
+			    "sample empty", path, shape);
+			goto fail;
+		}
+	}
+	ds->samples = h.shape[0];
+	ds->dtype = h.dtype;
+	ds->ndim = h.ndim - 1;
+	for (i = 0; i < ds->ndim; i++)
+		ds->shape[i] = h.shape[i + 1];
+	/* Cannot overflow: the whole array's size was checked. */
+	dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype, &ds->sample_bytes);
+	n->data_off = h.data_off;
+
+	if (npy_load(ds, lpath, &n->labels, &lh, cause) != 0)
+		goto fail;
+	npy_shape_format(&lh, shape, sizeof shape);
+	if (lh.dtype != DTYPE_UINT8 && lh.dtype != DTYPE_INT32 &&
+	    lh.dtype != DTYPE_INT64) {
+		dataset_error(cause, ds, "%s: labels have dtype '%s'; they "
+		    "must be integers: <u1, <i4 or <i8", lpath, lh.descr);
+		goto fail;
+	}
+	if (lh.ndim != 1 || lh.shape[0] != ds->samples) {
+		dataset_error(cause, ds, "%s: labels have shape %s where %s "
+		    "needs (%" PRIu64 ",): one label per sample", lpath, shape,
+		    path, ds->samples);
+		goto fail;
+	}
+	ds->label_dtype = lh.dtype;
+	n->labels_off = lh.data_off;
+	if (dataset_labels_check(ds, lpath, n->labels.base + n->labels_off,
+	    ds->label_dtype, cause) != 0)
+		goto fail;
+	return (0);
+
+fail:
+	npy_close(ds);
+	return (-1);
+}
+
+/* Copy one sample out and read its label. */
+static int
+npy_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
+{
+	const struct npy	*n = ds->priv;
+
+	memcpy(dst, n->data.base + n->data_off + index * ds->sample_bytes,
+	    ds->sample_bytes);
+	*label = dataset_label_get(n->labels.base + n->labels_off,
+	    ds->label_dtype, index);
+	return (0);
+}
+
+/* Unmap both files. */
+static void
+npy_close(struct dataset *ds)
+{
+	struct npy	*n = ds->priv;
+
+	if (n == NULL)
+		return;
+	dataset_unmap(&n->data);
+	dataset_unmap(&n->labels);
+	free(n);
+	ds->priv = NULL;
+}

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The "synthetic" reader: made-up samples, for benchmarks and tests.
+ *
+ *	[dataset noise]
+ *	type = synthetic
+ *	samples = 100000
+ *	shape = 16,32,32
+ *	dtype = float32			(the default; any dtype)
+ *	classes = 10			(the default)
+ *	seed = 0			(the default)
+ *
+ * Sample i is a function of (seed, i) alone, so any process makes the same
+ * bytes for it without coordination: a splitmix64 stream whose state
+ * starts at a hash of (seed, i), 64 bits at a time.  Floats are uniform in
+ * [0, 1) (float16 in steps of 2^-10, float32 of 2^-24, float64 of 2^-53);
+ * integers of every width are uniform in [0, 256), like pixels.  The
+ * label is a separate hash of (seed, i) modulo classes.  Values are in
+ * host byte order.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+
+#define SPLITMIX_GAMMA	0x9e3779b97f4a7c15ULL
+
+struct synthetic {
+	uint64_t	seed;
+};
+
+static int	synthetic_open(struct dataset *, const struct dataset_conf *,
+		    char **);
+static int	synthetic_read(const struct dataset *, uint64_t, void *,
+		    int64_t *);
+static void	synthetic_close(struct dataset *);
+
+const struct dataset_ops dataset_synthetic_ops = {
+	.type = "synthetic",
+	.open = synthetic_open,
+	.read = synthetic_read,
+	.close = synthetic_close,
+};
+
+/* splitmix64's finaliser: a bijective 64-bit mix. */
+static inline uint64_t
+synthetic_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (z ^ (z >> 31));
+}
+
+/* Next 64 bits of a splitmix64 stream. */
+static inline uint64_t
+synthetic_next(uint64_t *state)
+{
+	*state += SPLITMIX_GAMMA;
+	return (synthetic_mix(*state));
+}
+
+/* Read the keys; no files to check. */
+static int
+synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	struct synthetic	*s;
+	const char		*v, *errstr;
+	char			 shape[128];
+	uint64_t		 n;
+
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	ds->priv = s;
+
+	if ((v = dataset_conf_need(ds, conf, "samples",
+	    "how many samples to make", cause)) == NULL)
+		goto fail;
+	if (dataset_u64_parse(v, 1, UINT64_MAX, &ds->samples, &errstr) != 0) {
+		dataset_error(cause, ds, "'samples = %s': %s", v, errstr);
+		goto fail;
+	}
+	if ((v = dataset_conf_need(ds, conf, "shape",
+	    "the shape of one sample, like 3,224,224", cause)) == NULL)
+		goto fail;
+	if (dataset_shape_parse(v, ds->shape, &ds->ndim, &errstr) != 0) {
+		dataset_error(cause, ds, "'shape = %s': %s", v, errstr);
+		goto fail;
+	}
+	ds->dtype = DTYPE_FLOAT32;
+	if ((v = dataset_conf_get(conf, "dtype")) != NULL &&
+	    dtype_parse(v, &ds->dtype) != 0) {
+		dataset_error(cause, ds, "'dtype = %s' is not a type; use "
+		    "uint8, int32, int64, float16, float32 or float64", v);
+		goto fail;
+	}
+	if (dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype,
+	    &ds->sample_bytes) != 0) {
+		dataset_error(cause, ds, "a sample of %s %s is too large",
+		    dtype_name(ds->dtype), dataset_shape_format(ds->shape,
+		    ds->ndim, shape, sizeof shape));
+		goto fail;
+	}
+	if (dataset_conf_classes(ds, conf, cause) != 0)
+		goto fail;
+	if (ds->classes == 0)
+		ds->classes = 10;
+	ds->label_dtype = DTYPE_INT64;
+	if ((v = dataset_conf_get(conf, "seed")) != NULL) {
+		if (dataset_u64_parse(v, 0, UINT64_MAX, &n, &errstr) != 0) {
+			dataset_error(cause, ds, "'seed = %s': %s", v, errstr);
+			goto fail;
+		}
+		s->seed = n;
+	}
+	return (0);
+
+fail:
+	synthetic_close(ds);
+	return (-1);
+}
+
+/* Fill dst with n bytes; 8 per draw. */
+static void
+synthetic_fill_bytes(uint64_t *st, uint8_t *dst, size_t n)
+{
+	uint64_t	r;
+
+	for (; n >= 8; n -= 8, dst += 8) {
+		r = synthetic_next(st);
+		memcpy(dst, &r, 8);
+	}
+	if (n > 0) {
+		r = synthetic_next(st);
+		memcpy(dst, &r, n);
+	}
+}
+
+/* Make sample index of ds into dst. */
+static int
+synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
+    int64_t *label)
+{
+	const struct synthetic	*s = ds->priv;
+	uint8_t			*out = dst;
+	size_t			 i, n;
+	uint64_t		 st, r = 0, lo;
+	uint32_t		 u32;
+	uint16_t		 u16;
+	int32_t			 i32;
+	int64_t			 i64;
+	float			 f;
+	double			 d;
+
+	/* Two mixing rounds, so nearby (seed, index) pairs diverge. */
+	st = synthetic_mix(synthetic_mix(s->seed ^ 0x243f6a8885a308d3ULL) +
+	    index);
+	*label = (int64_t)(synthetic_mix(st ^ 0x13198a2e03707344ULL) %
+	    ds->classes);
+
+	n = ds->sample_bytes / dtype_size(ds->dtype);
+	switch (ds->dtype) {
+	case DTYPE_UINT8:
+		synthetic_fill_bytes(&st, out, n);
+		break;
+	case DTYPE_INT32:
+		for (i = 0; i < n; i++) {
+			if (i % 8 == 0)
+				r = synthetic_next(&st);
+			i32 = (int32_t)(r & 0xff);
+			r >>= 8;
+			memcpy(out + i * 4, &i32, 4);
+		}
+		break;
+	case DTYPE_INT64:
+		for (i = 0; i < n; i++) {
+			if (i % 8 == 0)
+				r = synthetic_next(&st);
+			i64 = (int64_t)(r & 0xff);
+			r >>= 8;
+			memcpy(out + i * 8, &i64, 8);
+		}
+		break;
+	case DTYPE_FLOAT16:
+		/* k/1024 is exact in binary16: 0x3c00 is 1.0, so build it. */
+		for (i = 0; i < n; i++) {
+			if (i % 6 == 0)
+				r = synthetic_next(&st);
+			lo = r & 0x3ff;
+			r >>= 10;
+			if (lo == 0)
+				u16 = 0;
+			else {
+				/* Normalise k * 2^-10 by hand. */
+				u32 = 0;
+				while ((lo & 0x400) == 0) {
+					lo <<= 1;
+					u32++;
+				}
+				u16 = (uint16_t)((15 - u32) << 10 |
+				    (lo & 0x3ff));
+			}
+			memcpy(out + i * 2, &u16, 2);
+		}
+		break;
+	case DTYPE_FLOAT32:
+		for (i = 0; i + 1 < n; i += 2) {
+			r = synthetic_next(&st);
+			f = (float)(r >> 40) * 0x1.0p-24f;
+			memcpy(out + i * 4, &f, 4);
+			f = (float)(r & 0xffffff) * 0x1.0p-24f;
+			memcpy(out + i * 4 + 4, &f, 4);
+		}
+		if (i < n) {
+			r = synthetic_next(&st);
+			f = (float)(r >> 40) * 0x1.0p-24f;
+			memcpy(out + i * 4, &f, 4);
+		}
+		break;
+	case DTYPE_FLOAT64:
+		for (i = 0; i < n; i++) {
+			d = (double)(synthetic_next(&st) >> 11) * 0x1.0p-53;
+			memcpy(out + i * 8, &d, 8);
+		}
+		break;
+	default:
+		return (-1);
+	}
+	return (0);
+}
+
+/* Free the seed. */
+static void
+synthetic_close(struct dataset *ds)
+{
+	free(ds->priv);
+	ds->priv = NULL;
+}

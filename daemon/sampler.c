@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The step sampler: the arithmetic of sampler.h.
+ *
+ * The shuffle is specified exactly, so that a client in another language
+ * can reproduce it:
+ *
+ *   mix(z):   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+ *             z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+ *             return z ^ (z >> 31);			(splitmix64's finaliser)
+ *   key:      mix(seed ^ mix(epoch ^ 0x6a09e667f3bcc909))
+ *   word n:   mix(key + n * 0x9e3779b97f4a7c15), n = 1, 2, 3, ...
+ *   below(m): Lemire's multiply-shift with rejection: x = next word,
+ *             p = x * m (128-bit); while (low64(p) < (2^64 - m) % m) draw
+ *             again; the result is high64(p), uniform in [0, m).
+ *   shuffle:  perm = identity; for i = N-1 down to 1:
+ *             j = below(i + 1); swap perm[i] and perm[j].
+ *
+ * Every word is a pure function of (seed, epoch, n), so any epoch's
+ * permutation is computed on its own, with no state carried over from the
+ * epochs before it.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler.h"
+
+#define SAMPLER_GOLDEN		0x9e3779b97f4a7c15ULL
+#define SAMPLER_EPOCH_SALT	0x6a09e667f3bcc909ULL
+
+/* A counter-based random stream: word n is mix(key + n * golden). */
+struct sampler_rng {
+	uint64_t	key;
+	uint64_t	ctr;
+};
+
+static int	sampler_fail(char **, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+static uint64_t	sampler_mix(uint64_t);
+static void	sampler_mul128(uint64_t, uint64_t, uint64_t *, uint64_t *);
+static void	sampler_rng_init(struct sampler_rng *, uint64_t, uint64_t);
+static uint64_t	sampler_rng_next(struct sampler_rng *);
+static uint64_t	sampler_rng_below(struct sampler_rng *, uint64_t);
+static int	sampler_check(const struct sampler_opts *, char **);
+static int	sampler_no_step(const struct sampler_opts *, uint64_t,
+		    char **);
+
+/* Set *cause to a formatted message, if the caller wants one, and fail. */
+static int
+sampler_fail(char **cause, const char *fmt, ...)
+{
+	va_list	ap;
+
+	if (cause != NULL) {
+		va_start(ap, fmt);
+		if (vasprintf(cause, fmt, ap) == -1)
+			*cause = NULL;
+		va_end(ap);
+	}
+	return (-1);
+}
+
+/* Scramble a 64-bit word (splitmix64's finaliser, a bijection). */
+static uint64_t
+sampler_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (z ^ (z >> 31));
+}
+
+/* Multiply two 64-bit words into a 128-bit product, split in halves. */
+static void
+sampler_mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
+{
+#ifdef __SIZEOF_INT128__
+	unsigned __int128	p;
+
+	p = (unsigned __int128)a * b;
+	*hi = (uint64_t)(p >> 64);
+	*lo = (uint64_t)p;
+#else
+	uint64_t	al = a & 0xffffffffU, ah = a >> 32;
+	uint64_t	bl = b & 0xffffffffU, bh = b >> 32;
+	uint64_t	ll, lh, hl, hh, mid;
+
+	ll = al * bl;
+	lh = al * bh;
+	hl = ah * bl;
+	hh = ah * bh;
+	mid = (ll >> 32) + (lh & 0xffffffffU) + (hl & 0xffffffffU);
+	*hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+	*lo = (mid << 32) | (ll & 0xffffffffU);
+#endif
+}
+
+/* Key a stream on (seed, epoch) alone. */
+static void
+sampler_rng_init(struct sampler_rng *g, uint64_t seed, uint64_t epoch)
+{
+	g->key = sampler_mix(seed ^ sampler_mix(epoch ^ SAMPLER_EPOCH_SALT));
+	g->ctr = 0;
+}
+
+/* Return the stream's next word. */
+static uint64_t
+sampler_rng_next(struct sampler_rng *g)
+{
+	g->ctr++;
+	return (sampler_mix(g->key + g->ctr * SAMPLER_GOLDEN));
+}
+
+/* Return a uniform draw from [0, range), range >= 1, without bias (Lemire). */
+static uint64_t
+sampler_rng_below(struct sampler_rng *g, uint64_t range)
+{
+	uint64_t	hi, lo, threshold;
+
+	sampler_mul128(sampler_rng_next(g), range, &hi, &lo);
+	if (lo < range) {
+		threshold = -range % range;
+		while (lo < threshold)
+			sampler_mul128(sampler_rng_next(g), range, &hi, &lo);
+	}
+	return (hi);
+}
+
+/* Check each option on its own; the geometry is checked by sampler_init. */
+static int
+sampler_check(const struct sampler_opts *o, char **cause)
+{
+	if (o->samples == 0)
+		return (sampler_fail(cause,
+		    "samples is 0; expected a dataset of at least 1 sample"));
+	if (o->batch_size == 0)
+		return (sampler_fail(cause,
+		    "batch_size is 0; expected at least 1"));
+	if (o->device_iterations == 0)
+		return (sampler_fail(cause,
+		    "device_iterations is 0; expected at least 1"));
+	if (o->replication_factor == 0)
+		return (sampler_fail(cause,
+		    "replication_factor is 0; expected at least 1"));
+	if (o->gradient_accumulation == 0)
+		return (sampler_fail(cause,
+		    "gradient_accumulation is 0; expected at least 1"));
+	if (o->process_count == 0)
+		return (sampler_fail(cause,
+		    "process_count is 0; expected at least 1"));
+	if (o->process_id >= o->process_count)
+		return (sampler_fail(cause,
+		    "process_id is %" PRIu32 " but process_count is %" PRIu32
+		    "; expected a process_id from 0 to %" PRIu32,
+		    o->process_id, o->process_count, o->process_count - 1));
+	return (0);
+}
+
+/* Refuse a drop_last configuration that leaves no step, saying why. */
+static int
+sampler_no_step(const struct sampler_opts *o, uint64_t cbs, char **cause)
+{
+	uint64_t	need;
+
+	if (o->process_count == 1)
+		return (sampler_fail(cause, "the dataset has %" PRIu64
+		    " samples but one step needs %" PRIu64 " (batch_size %"
+		    PRIu32 " x device_iterations %" PRIu32
+		    " x replication_factor %" PRIu32
+		    " x gradient_accumulation %" PRIu32 ") with drop_last; "
+		    "use a smaller batch, fewer device iterations or replicas, "
+		    "or drop_last=false", o->samples,
+		    cbs, o->batch_size, o->device_iterations,
+		    o->replication_factor, o->gradient_accumulation));
+	if (__builtin_mul_overflow(cbs, (uint64_t)o->process_count, &need))
+		return (sampler_fail(cause, "the dataset has %" PRIu64
+		    " samples but one step of %" PRIu32 " processes needs "
+		    "more than 2^64 (combined batch %" PRIu64 " x %" PRIu32
+		    " processes) with drop_last; use fewer device iterations "
+		    "or replicas, or drop_last=false", o->samples,
+		    o->process_count, cbs, o->process_count));
+	return (sampler_fail(cause, "the dataset has %" PRIu64 " samples but "
+	    "one step of %" PRIu32 " processes needs %" PRIu64 " (combined "
+	    "batch %" PRIu64 " x %" PRIu32 " processes) with drop_last; use "
+	    "fewer device iterations or replicas, or drop_last=false",
+	    o->samples, o->process_count, need, cbs, o->process_count));
+}
+
+/*
+ * The struct is zeroed first, so sampler_clear() is safe after a failed
+ * sampler_init() too.
+ */
+int
+sampler_init(struct sampler *s, const struct sampler_opts *opts,
+    char **cause)
+{
+	const struct sampler_opts	*o = opts;
+	uint64_t			 n, cbs, per, rem, longest;
+	uint64_t			 steps;
+	uint32_t			 p, np;
+
+	memset(s, 0, sizeof *s);
+	if (cause != NULL)
+		*cause = NULL;
+	if (sampler_check(o, cause) != 0)
+		return (-1);
+
+	if (__builtin_mul_overflow((uint64_t)o->batch_size,
+	    (uint64_t)o->device_iterations, &cbs) ||
+	    __builtin_mul_overflow(cbs, (uint64_t)o->replication_factor,
+	    &cbs) ||
+	    __builtin_mul_overflow(cbs, (uint64_t)o->gradient_accumulation,
+	    &cbs))
+		return (sampler_fail(cause, "the combined batch size "
+		    "(batch_size %" PRIu32 " x device_iterations %" PRIu32
+		    " x replication_factor %" PRIu32
+		    " x gradient_accumulation %" PRIu32 ") overflows 64 bits; "
+		    "expected a product below 2^64", o->batch_size,
+		    o->device_iterations, o->replication_factor,
+		    o->gradient_accumulation));
+
+	n = o->samples;
+	p = o->process_id;
+	np = o->process_count;
+	if (o->drop_last) {
+		/* floor(N / (CBS*P)) without forming CBS*P, which may wrap. */
+		steps = n / cbs / np;
+		if (steps == 0)
+			return (sampler_no_step(o, cbs, cause));
+		s->block_length = steps * cbs;
+		s->block_offset = p * s->block_length;
+	} else {
+		/* poptorch's _SubDataset: the first N % P blocks are longer. */
+		per = n / np;
+		rem = n % np;
+		s->block_length = per + (p < rem ? 1 : 0);
+		s->block_offset = p * per + (p < rem ? p : rem);
+		longest = per + (rem != 0 ? 1 : 0);
+		steps = longest / cbs + (longest % cbs != 0 ? 1 : 0);
+	}
+
+	s->opts = *o;
+	s->cbs = cbs;
+	s->steps_per_epoch = steps;
+	return (0);
+}
+
+/* Free the cached permutation; the sampler may be initialised again. */
+void
+sampler_clear(struct sampler *s)
+{
+	free(s->perm);
+	s->perm = NULL;
+	s->perm_valid = false;
+}
+
+/* Rows in a step: what is left of the block, at most CBS. */
+uint64_t
+sampler_step_rows(const struct sampler *s, uint64_t step)
+{
+	uint64_t	start;
+
+	if (step >= s->steps_per_epoch)
+		return (0);
+	/* step*CBS < ceil(N/P) here, so it cannot wrap. */
+	start = step * s->cbs;
+	if (start >= s->block_length)
+		return (0);
+	if (s->block_length - start < s->cbs)
+		return (s->block_length - start);
+	return (s->cbs);
+}
+
+/*
+ * Without shuffle the indices are computed and nothing is allocated.  With
+ * shuffle the first call allocates N entries for the permutation; if that
+ * fails it returns 0 with errno set to ENOMEM, which a caller tells from an
+ * empty step by comparing with sampler_step_rows().
+ */
+uint64_t
+sampler_step_indices(struct sampler *s, uint64_t epoch, uint64_t step,
+    uint64_t *out)
+{
+	uint64_t	rows, start, j, n = s->opts.samples;
+
+	rows = sampler_step_rows(s, step);
+	if (rows == 0)
+		return (0);
+	start = s->block_offset + step * s->cbs;
+
+	if (!s->opts.shuffle) {
+		for (j = 0; j < rows; j++)
+			out[j] = start + j;
+		return (rows);
+	}
+
+	if (s->perm == NULL) {
+		if (n > SIZE_MAX / sizeof *s->perm ||
+		    (s->perm = malloc(n * sizeof *s->perm)) == NULL) {
+			errno = ENOMEM;
+			return (0);
+		}
+		s->perm_valid = false;
+	}
+	if (!s->perm_valid || s->perm_epoch != epoch) {
+		sampler_permutation(n, true, s->opts.seed, epoch, s->perm);
+		s->perm_epoch = epoch;
+		s->perm_valid = true;
+	}
+	memcpy(out, s->perm + start, rows * sizeof *out);
+	return (rows);
+}
+
+/* Decompose k = ((i*GA + a)*R + r)*B + b; any output may be NULL. */
+void
+sampler_row_owner(const struct sampler *s, uint64_t k, uint32_t *iteration,
+    uint32_t *accumulation, uint32_t *replica, uint32_t *micro_row)
+{
+	const struct sampler_opts	*o = &s->opts;
+
+	if (micro_row != NULL)
+		*micro_row = (uint32_t)(k % o->batch_size);
+	k /= o->batch_size;
+	if (replica != NULL)
+		*replica = (uint32_t)(k % o->replication_factor);
+	k /= o->replication_factor;
+	if (accumulation != NULL)
+		*accumulation = (uint32_t)(k % o->gradient_accumulation);
+	k /= o->gradient_accumulation;
+	if (iteration != NULL)
+		*iteration = (uint32_t)k;
+}
+
+/* Write the identity, shuffled by Fisher-Yates when asked (see the top). */
+void
+sampler_permutation(uint64_t samples, bool shuffle, uint64_t seed,
+    uint64_t epoch, uint64_t *out)
+{
+	struct sampler_rng	g;
+	uint64_t		i, j, t;
+
+	for (i = 0; i < samples; i++)
+		out[i] = i;
+	if (!shuffle || samples < 2)
+		return;
+	sampler_rng_init(&g, seed, epoch);
+	for (i = samples - 1; i > 0; i--) {
+		j = sampler_rng_below(&g, i + 1);
+		t = out[i];
+		out[i] = out[j];
+		out[j] = t;
+	}
+}

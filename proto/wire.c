@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Framing and fd passing; see wire.h for the contract.
+ */
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+#define WIRE_RECV_CHUNK	65536
+
+/* Read a little-endian 32-bit length. */
+static uint32_t
+wire_get_le32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+	    (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* Write a little-endian 32-bit length. */
+static void
+wire_put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = v & 0xff;
+	p[1] = (v >> 8) & 0xff;
+	p[2] = (v >> 16) & 0xff;
+	p[3] = (v >> 24) & 0xff;
+}
+
+/* Prepare an empty input buffer. */
+void
+wire_in_init(struct wire_in *in, uint32_t max_frame)
+{
+	memset(in, 0, sizeof(*in));
+	in->max_frame = max_frame;
+}
+
+/* Free the buffer and close unclaimed fds. */
+void
+wire_in_clear(struct wire_in *in)
+{
+	size_t	i;
+
+	for (i = 0; i < in->nfds; i++)
+		close(in->fds[i]);
+	free(in->buf);
+	memset(in, 0, sizeof(*in));
+}
+
+/* Make room for @more bytes; never beyond one header plus one frame. */
+static int
+wire_in_reserve(struct wire_in *in, size_t more)
+{
+	size_t	 want, limit, cap;
+	uint8_t	*nbuf;
+
+	limit = (size_t)in->max_frame + WIRE_HEADER_SIZE;
+	want = in->len + more;
+	if (want <= in->cap)
+		return (0);
+	if (want > limit + WIRE_RECV_CHUNK)
+		want = limit + WIRE_RECV_CHUNK;
+	cap = in->cap ? in->cap : 4096;
+	while (cap < want)
+		cap *= 2;
+	if ((nbuf = realloc(in->buf, cap)) == NULL)
+		return (-1);
+	in->buf = nbuf;
+	in->cap = cap;
+	return (0);
+}
+
+/* Append bytes as if they had been received. */
+int
+wire_in_feed(struct wire_in *in, const void *data, size_t len)
+{
+	if (wire_in_reserve(in, len) == -1)
+		return (-1);
+	memcpy(in->buf + in->len, data, len);
+	in->len += len;
+	return (0);
+}
+
+/* Keep the fds of one control message; extras beyond our queue fail. */
+static int
+wire_in_keep_fds(struct wire_in *in, struct cmsghdr *cmsg)
+{
+	size_t	 n, i;
+	int	*fds, bad = 0;
+
+	n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	fds = (int *)CMSG_DATA(cmsg);
+	for (i = 0; i < n; i++) {
+		if (in->nfds < WIRE_MAX_FDS)
+			in->fds[in->nfds++] = fds[i];
+		else {
+			close(fds[i]);
+			bad = 1;
+		}
+	}
+	return (bad ? -1 : 0);
+}
+
+/* Receive what the socket has, with any fds. */
+ssize_t
+wire_in_recv(struct wire_in *in, int sock)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+	} cbuf;
+	struct msghdr	 msg;
+	struct iovec	 iov;
+	struct cmsghdr	*cmsg;
+	ssize_t		 n;
+	int		 bad = 0;
+
+	if (wire_in_reserve(in, WIRE_RECV_CHUNK) == -1)
+		return (-1);
+	/* Never read past one maximal frame's worth of buffered bytes. */
+	iov.iov_base = in->buf + in->len;
+	iov.iov_len = in->cap - in->len;
+	if (iov.iov_len == 0) {
+		errno = EAGAIN;
+		return (-1);
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf.buf;
+	msg.msg_controllen = sizeof(cbuf.buf);
+
+	do {
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	} while (n == -1 && errno == EINTR);
+	if (n == -1)
+		return (-1);
+
+	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL;
+	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+		if (cmsg->cmsg_level == SOL_SOCKET &&
+		    cmsg->cmsg_type == SCM_RIGHTS &&
+		    wire_in_keep_fds(in, cmsg) == -1)
+			bad = 1;
+	}
+	/* Truncated ancillary data may have lost fds: the stream is broken. */
+	if (msg.msg_flags & MSG_CTRUNC)
+		bad = 1;
+	in->len += (size_t)n;
+	if (bad) {
+		errno = EPROTO;
+		return (-1);
+	}
+	return (n);
+}
+
+/* Cut one frame off the front of the buffer. */
+enum wire_status
+wire_in_frame(struct wire_in *in, Infeed__Frame **out, char **cause)
+{
+	uint32_t	 flen;
+	Infeed__Frame	*f;
+
+	*out = NULL;
+	if (in->len < WIRE_HEADER_SIZE)
+		return (WIRE_AGAIN);
+	flen = wire_get_le32(in->buf);
+	if (flen > in->max_frame) {
+		if (asprintf(cause, "frame of %u bytes is larger than the "
+		    "maximum of %u bytes", flen, in->max_frame) == -1)
+			*cause = NULL;
+		return (WIRE_BAD);
+	}
+	if (in->len - WIRE_HEADER_SIZE < flen)
+		return (WIRE_AGAIN);
+
+	f = infeed__frame__unpack(NULL, flen, in->buf + WIRE_HEADER_SIZE);
+	memmove(in->buf, in->buf + WIRE_HEADER_SIZE + flen,
+	    in->len - WIRE_HEADER_SIZE - flen);
+	in->len -= WIRE_HEADER_SIZE + flen;
+	if (f == NULL) {
+		if (asprintf(cause, "frame of %u bytes is not a valid "
+		    "infeed.Frame message", flen) == -1)
+			*cause = NULL;
+		return (WIRE_BAD);
+	}
+	if (f->msg_case == INFEED__FRAME__MSG__NOT_SET) {
+		infeed__frame__free_unpacked(f, NULL);
+		if (asprintf(cause, "frame carries no message (unknown or "
+		    "empty oneof)") == -1)
+			*cause = NULL;
+		return (WIRE_BAD);
+	}
+	*out = f;
+	return (WIRE_OK);
+}
+
+/* Hand the oldest received fd to the caller. */
+int
+wire_in_take_fd(struct wire_in *in)
+{
+	int	fd;
+
+	if (in->nfds == 0)
+		return (-1);
+	fd = in->fds[0];
+	memmove(in->fds, in->fds + 1, (in->nfds - 1) * sizeof(int));
+	in->nfds--;
+	return (fd);
+}
+
+/* Serialise a frame behind its length header. */
+uint8_t *
+wire_pack(const Infeed__Frame *frame, uint32_t max_frame, size_t *len)
+{
+	size_t	 body;
+	uint8_t	*buf;
+
+	body = infeed__frame__get_packed_size(frame);
+	if (body > max_frame) {
+		errno = EMSGSIZE;
+		return (NULL);
+	}
+	if ((buf = malloc(WIRE_HEADER_SIZE + body)) == NULL)
+		return (NULL);
+	wire_put_le32(buf, (uint32_t)body);
+	infeed__frame__pack(frame, buf + WIRE_HEADER_SIZE);
+	*len = WIRE_HEADER_SIZE + body;
+	return (buf);
+}
+
+/* One sendmsg, with an fd riding on the first byte. */
+ssize_t
+wire_send_some(int sock, const void *buf, size_t len, int fd)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	struct msghdr	 msg;
+	struct iovec	 iov;
+	struct cmsghdr	*cmsg;
+	ssize_t		 n;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = (void *)(uintptr_t)buf;
+	iov.iov_len = len;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (fd != -1) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf.buf;
+		msg.msg_controllen = sizeof(cbuf.buf);
+		cmsg = CMSG_FIRSTHDR(&msg);
+		cmsg->cmsg_level = SOL_SOCKET;
+		cmsg->cmsg_type = SCM_RIGHTS;
+		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+	}
+	do {
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	} while (n == -1 && errno == EINTR);
+	return (n);
+}
+
+/* Send everything on a blocking socket. */
+int
+wire_send_all(int sock, const void *buf, size_t len, int fd)
+{
+	const uint8_t	*p = buf;
+	ssize_t		 n;
+
+	while (len > 0) {
+		if ((n = wire_send_some(sock, p, len, fd)) == -1)
+			return (-1);
+		fd = -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return (0);
+}
+
+/* Name a oneof case for log lines. */
+const char *
+wire_case_name(Infeed__Frame__MsgCase c)
+{
+	switch (c) {
+	case INFEED__FRAME__MSG_HELLO:		return ("Hello");
+	case INFEED__FRAME__MSG_WELCOME:	return ("Welcome");
+	case INFEED__FRAME__MSG_ERROR:		return ("Error");
+	case INFEED__FRAME__MSG_LIST_DATASETS:	return ("ListDatasets");
+	case INFEED__FRAME__MSG_DATASET_LIST:	return ("DatasetList");
+	case INFEED__FRAME__MSG_ATTACH:		return ("Attach");
+	case INFEED__FRAME__MSG_ATTACHED:	return ("Attached");
+	case INFEED__FRAME__MSG_NEXT:		return ("Next");
+	case INFEED__FRAME__MSG_STEP:		return ("Step");
+	case INFEED__FRAME__MSG_END_OF_DATA:	return ("EndOfData");
+	case INFEED__FRAME__MSG_RELEASE:	return ("Release");
+	case INFEED__FRAME__MSG_RELEASED:	return ("Released");
+	case INFEED__FRAME__MSG_DETACH:		return ("Detach");
+	case INFEED__FRAME__MSG_DETACHED:	return ("Detached");
+	case INFEED__FRAME__MSG_GET_STATS:	return ("GetStats");
+	case INFEED__FRAME__MSG_STATS:		return ("Stats");
+	default:				return ("unknown");
+	}
+}

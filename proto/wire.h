@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Framing and fd passing for the infeed protocol, shared by infeedd,
+ * libinfeed and the tests.
+ *
+ * A frame is a 4-byte little-endian length followed by one packed
+ * infeed.Frame.  wire_in accumulates bytes (and any SCM_RIGHTS fds) read
+ * from a socket and cuts them into frames; the length is checked against
+ * the limit before the body is buffered, so a peer cannot make us allocate
+ * more than one maximum frame.  wire_pack turns a Frame into bytes ready to
+ * send; wire_send_some sends as much as the socket takes, with an fd on the
+ * first byte if there is one.
+ */
+#ifndef INFEED_WIRE_H
+#define INFEED_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "infeed.pb-c.h"
+
+#define WIRE_PROTOCOL_VERSION	1
+#define WIRE_HEADER_SIZE	4
+#define WIRE_DEFAULT_MAX_FRAME	(1024 * 1024)
+#define WIRE_MIN_MAX_FRAME	4096
+#define WIRE_MAX_FDS		4	/* fds queued before the frames that own them */
+
+enum wire_status {
+	WIRE_OK,	/* a frame was returned */
+	WIRE_AGAIN,	/* not a whole frame yet */
+	WIRE_BAD,	/* protocol error: drop the peer */
+};
+
+/* Bytes and fds received from one socket, not yet cut into frames. */
+struct wire_in {
+	uint8_t		*buf;
+	size_t		 len;		/* bytes in buf */
+	size_t		 cap;
+	uint32_t	 max_frame;
+	int		 fds[WIRE_MAX_FDS];	/* received, oldest first */
+	size_t		 nfds;
+};
+
+/**
+ * wire_in_init() - prepare @in for a peer whose frames are at most
+ * @max_frame bytes long.
+ */
+void			 wire_in_init(struct wire_in *in, uint32_t max_frame);
+
+/**
+ * wire_in_clear() - free @in's buffer and close any fds still queued.
+ */
+void			 wire_in_clear(struct wire_in *in);
+
+/**
+ * wire_in_feed() - append @len received bytes (used by tests and fuzzers).
+ */
+int			 wire_in_feed(struct wire_in *in, const void *data,
+			    size_t len);
+
+/**
+ * wire_in_recv() - one recvmsg() from @sock into @in, collecting fds.
+ *
+ * Return: bytes read, 0 at end of stream, or -1 with errno set (EAGAIN when
+ * nothing is there; EPROTO when ancillary data was truncated or an fd
+ * arrived beyond WIRE_MAX_FDS).
+ */
+ssize_t			 wire_in_recv(struct wire_in *in, int sock);
+
+/**
+ * wire_in_frame() - cut the next frame off @in.
+ * @out: on WIRE_OK, the unpacked frame; free it with
+ *       infeed__frame__free_unpacked(*out, NULL).
+ * @cause: on WIRE_BAD, a malloc'd reason (oversized length, undecodable
+ *         body, no message set).
+ */
+enum wire_status	 wire_in_frame(struct wire_in *in, Infeed__Frame **out,
+			    char **cause);
+
+/**
+ * wire_in_take_fd() - the oldest received fd, now owned by the caller, or
+ * -1 if none came.
+ */
+int			 wire_in_take_fd(struct wire_in *in);
+
+/**
+ * wire_pack() - serialise @frame with its length header.
+ * Return: a malloc'd buffer of *len bytes, or NULL if the frame would be
+ * larger than @max_frame (errno EMSGSIZE) or memory ran out.
+ */
+uint8_t			*wire_pack(const Infeed__Frame *frame,
+			    uint32_t max_frame, size_t *len);
+
+/**
+ * wire_send_some() - one sendmsg() of @buf[0..@len) to @sock; when @fd is
+ * not -1 it is sent as SCM_RIGHTS with the first byte (the caller keeps
+ * @fd open and must not pass it again once any byte went out).
+ * Return: bytes sent, or -1 with errno set.
+ */
+ssize_t			 wire_send_some(int sock, const void *buf, size_t len,
+			    int fd);
+
+/**
+ * wire_send_all() - send a whole buffer on a blocking socket, passing @fd
+ * with the first byte.  Return: 0, or -1 with errno set.
+ */
+int			 wire_send_all(int sock, const void *buf, size_t len,
+			    int fd);
+
+/**
+ * wire_case_name() - the message name of a frame's oneof case, for logs.
+ */
+const char		*wire_case_name(Infeed__Frame__MsgCase c);
+
+#endif /* INFEED_WIRE_H */

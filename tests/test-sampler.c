@@ -1,0 +1,842 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for the step sampler: the poptorch worked examples (step
+ * counts, distributed blocks), the row layout rule, the shuffle's
+ * reproducibility and uniformity, and the messages of sampler_init().
+ */
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "sampler.h"
+
+static struct sampler	smp;
+
+static struct sampler_opts	opts_default(uint64_t, uint32_t, uint32_t);
+static void			init_ok(struct sampler *,
+				    const struct sampler_opts *);
+static void			expect_cause(const struct sampler_opts *, ...)
+				    __attribute__((sentinel));
+static uint64_t			*epoch_indices(struct sampler *, uint64_t,
+				    uint64_t *);
+static void			check_distributed(uint64_t, uint32_t, uint32_t,
+				    uint32_t, bool, bool);
+
+/* Fresh sampler and no message for every test. */
+static void
+setup(void)
+{
+	memset(&smp, 0, sizeof smp);
+}
+
+/* Free what the test left behind. */
+static void
+teardown(void)
+{
+	sampler_clear(&smp);
+}
+
+/* Return options for N samples, B and DI, everything else at its default. */
+static struct sampler_opts
+opts_default(uint64_t samples, uint32_t batch, uint32_t di)
+{
+	struct sampler_opts	o;
+
+	memset(&o, 0, sizeof o);
+	o.samples = samples;
+	o.batch_size = batch;
+	o.device_iterations = di;
+	o.replication_factor = 1;
+	o.gradient_accumulation = 1;
+	o.shuffle = false;
+	o.seed = 0;
+	o.drop_last = true;
+	o.process_id = 0;
+	o.process_count = 1;
+	return (o);
+}
+
+/* Initialise a sampler that must be accepted. */
+static void
+init_ok(struct sampler *s, const struct sampler_opts *o)
+{
+	char	*why = NULL;
+	int	 rc;
+
+	rc = sampler_init(s, o, &why);
+	ck_assert_msg(rc == 0, "sampler_init failed: %s",
+	    why != NULL ? why : "(no cause)");
+	ck_assert_ptr_null(why);
+}
+
+/* Check that sampler_init() refuses @o with a message holding each string. */
+static void
+expect_cause(const struct sampler_opts *o, ...)
+{
+	struct sampler	 s;
+	char		*why = NULL;
+	const char	*want;
+	va_list		 ap;
+
+	ck_assert_int_eq(sampler_init(&s, o, &why), -1);
+	ck_assert_ptr_nonnull(why);
+	va_start(ap, o);
+	while ((want = va_arg(ap, const char *)) != NULL)
+		ck_assert_msg(strstr(why, want) != NULL,
+		    "cause \"%s\" lacks \"%s\"", why, want);
+	va_end(ap);
+	free(why);
+	sampler_clear(&s);
+}
+
+/* Collect every index of an epoch, in step and row order; *count is set. */
+static uint64_t *
+epoch_indices(struct sampler *s, uint64_t epoch, uint64_t *count)
+{
+	uint64_t	*all, step, rows, got, total = 0;
+
+	all = malloc((s->steps_per_epoch * s->cbs + 1) * sizeof *all);
+	ck_assert_ptr_nonnull(all);
+	for (step = 0; step < s->steps_per_epoch; step++) {
+		rows = sampler_step_rows(s, step);
+		ck_assert_uint_le(rows, s->cbs);
+		got = sampler_step_indices(s, epoch, step, all + total);
+		ck_assert_uint_eq(got, rows);
+		total += got;
+	}
+	ck_assert_uint_eq(total, s->block_length);
+	*count = total;
+	return (all);
+}
+
+START_TEST(test_steps_tutorial)
+{
+	struct sampler_opts	o = opts_default(10000, 16, 50);
+
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 800);
+	ck_assert_uint_eq(smp.steps_per_epoch, 12);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 11), 800);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 12), 0);
+}
+END_TEST
+
+START_TEST(test_steps_tutorial_replicas)
+{
+	struct sampler_opts	o = opts_default(10000, 16, 50);
+
+	o.replication_factor = 4;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 3200);
+	ck_assert_uint_eq(smp.steps_per_epoch, 3);
+}
+END_TEST
+
+START_TEST(test_steps_mnist_train)
+{
+	struct sampler_opts	o = opts_default(60000, 40, 10);
+
+	o.gradient_accumulation = 10;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 4000);
+	ck_assert_uint_eq(smp.steps_per_epoch, 15);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 14), 4000);
+}
+END_TEST
+
+START_TEST(test_steps_mnist_test)
+{
+	struct sampler_opts	o = opts_default(10000, 8, 100);
+	uint64_t		s;
+
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 800);
+	ck_assert_uint_eq(smp.steps_per_epoch, 12);
+	for (s = 0; s < 12; s++)
+		ck_assert_uint_eq(sampler_step_rows(&smp, s), 800);
+	sampler_clear(&smp);
+
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.steps_per_epoch, 13);
+	for (s = 0; s < 12; s++)
+		ck_assert_uint_eq(sampler_step_rows(&smp, s), 800);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 12), 400);
+}
+END_TEST
+
+START_TEST(test_steps_fashion_mnist)
+{
+	struct sampler_opts	o = opts_default(60000, 128, 1);
+
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.steps_per_epoch, 468);
+}
+END_TEST
+
+START_TEST(test_steps_doc_distributed)
+{
+	struct sampler_opts	o = opts_default(100000, 2, 400);
+
+	o.replication_factor = 2;
+	o.gradient_accumulation = 8;
+	o.process_count = 2;
+	o.process_id = 1;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 12800);
+	ck_assert_uint_eq(smp.steps_per_epoch, 3);
+	ck_assert_uint_eq(smp.block_length, 38400);
+	ck_assert_uint_eq(smp.block_offset, 38400);
+}
+END_TEST
+
+START_TEST(test_no_shuffle_order)
+{
+	struct sampler_opts	 o = opts_default(10000, 16, 50);
+	uint64_t		*out, s, j, rows;
+
+	out = malloc(800 * sizeof *out);
+	ck_assert_ptr_nonnull(out);
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	for (s = 0; s < smp.steps_per_epoch; s++) {
+		rows = sampler_step_indices(&smp, 3, s, out);
+		ck_assert_uint_eq(rows, s < 12 ? 800 : 400);
+		for (j = 0; j < rows; j++)
+			ck_assert_uint_eq(out[j], s * 800 + j);
+	}
+	/* No permutation is allocated without shuffle. */
+	ck_assert_ptr_null(smp.perm);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 0, 13, out), 0);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_row_owner_worked_example)
+{
+	struct sampler_opts	o = opts_default(8, 2, 2);
+	static const uint32_t	want_it[8] = { 0, 0, 0, 0, 1, 1, 1, 1 };
+	static const uint32_t	want_rep[8] = { 0, 0, 1, 1, 0, 0, 1, 1 };
+	uint32_t		it, acc, rep, b;
+	uint64_t		k, out[8];
+
+	o.replication_factor = 2;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 8);
+	ck_assert_uint_eq(smp.steps_per_epoch, 1);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 0, 0, out), 8);
+	for (k = 0; k < 8; k++) {
+		sampler_row_owner(&smp, k, &it, &acc, &rep, &b);
+		ck_assert_uint_eq(it, want_it[k]);
+		ck_assert_uint_eq(acc, 0);
+		ck_assert_uint_eq(rep, want_rep[k]);
+		ck_assert_uint_eq(b, k % 2);
+		/* Consecutive samples fill rows 0, 1, 2, ... */
+		ck_assert_uint_eq(out[k], k);
+	}
+}
+END_TEST
+
+START_TEST(test_row_owner_all_axes)
+{
+	struct sampler_opts	o = opts_default(1000, 3, 2);
+	uint32_t		i, a, r, b, it, acc, rep, mb;
+	uint64_t		k;
+
+	o.gradient_accumulation = 4;
+	o.replication_factor = 5;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 3 * 2 * 4 * 5);
+	for (i = 0; i < 2; i++)
+		for (a = 0; a < 4; a++)
+			for (r = 0; r < 5; r++)
+				for (b = 0; b < 3; b++) {
+					k = ((i * 4 + a) * 5 + r) * 3 + b;
+					sampler_row_owner(&smp, k, &it, &acc,
+					    &rep, &mb);
+					ck_assert_uint_eq(it, i);
+					ck_assert_uint_eq(acc, a);
+					ck_assert_uint_eq(rep, r);
+					ck_assert_uint_eq(mb, b);
+				}
+	/* NULL outputs are skipped. */
+	sampler_row_owner(&smp, 119, &it, NULL, NULL, NULL);
+	ck_assert_uint_eq(it, 1);
+}
+END_TEST
+
+START_TEST(test_shuffle_is_permutation)
+{
+	struct sampler_opts	 o = opts_default(10007, 16, 50);
+	uint64_t		*all, count, i, e, moved, bad;
+	unsigned char		*seen;
+
+	o.shuffle = true;
+	o.seed = 42;
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.steps_per_epoch, 13);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 12), 10007 - 12 * 800);
+	seen = malloc(10007);
+	ck_assert_ptr_nonnull(seen);
+	for (e = 0; e < 3; e++) {
+		all = epoch_indices(&smp, e, &count);
+		ck_assert_uint_eq(count, 10007);
+		memset(seen, 0, 10007);
+		moved = 0;
+		bad = 0;
+		for (i = 0; i < count; i++) {
+			if (all[i] >= 10007 || seen[all[i]] != 0) {
+				bad++;
+				continue;
+			}
+			seen[all[i]] = 1;
+			if (all[i] != i)
+				moved++;
+		}
+		ck_assert_uint_eq(bad, 0);
+		/* A shuffle of 10007 leaves very few points fixed. */
+		ck_assert_uint_gt(moved, 10007 - 20);
+		free(all);
+	}
+	free(seen);
+}
+END_TEST
+
+START_TEST(test_shuffle_reproducible)
+{
+	struct sampler_opts	 o = opts_default(5000, 10, 7);
+	struct sampler		 other;
+	uint64_t		*a, *b, *direct, na, nb, e;
+
+	o.shuffle = true;
+	o.seed = 0x1234;
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	direct = malloc(5000 * sizeof *direct);
+	ck_assert_ptr_nonnull(direct);
+
+	/* Walk epochs 0..4 on one sampler, then ask a fresh one for epoch 5. */
+	for (e = 0; e < 5; e++) {
+		a = epoch_indices(&smp, e, &na);
+		free(a);
+	}
+	a = epoch_indices(&smp, 5, &na);
+	init_ok(&other, &o);
+	b = epoch_indices(&other, 5, &nb);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_mem_eq(a, b, na * sizeof *a);
+	sampler_permutation(5000, true, 0x1234, 5, direct);
+	ck_assert_mem_eq(a, direct, na * sizeof *a);
+	free(b);
+	sampler_clear(&other);
+
+	/* A different geometry (another worker count, a restart) agrees. */
+	o.batch_size = 3;
+	o.device_iterations = 11;
+	init_ok(&other, &o);
+	b = epoch_indices(&other, 5, &nb);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_mem_eq(a, b, na * sizeof *a);
+	free(b);
+	sampler_clear(&other);
+
+	/* Going back to an epoch already seen recomputes it. */
+	b = epoch_indices(&smp, 0, &nb);
+	free(b);
+	b = epoch_indices(&smp, 5, &nb);
+	ck_assert_mem_eq(a, b, na * sizeof *a);
+	free(b);
+	free(a);
+	free(direct);
+}
+END_TEST
+
+START_TEST(test_shuffle_epochs_and_seeds_differ)
+{
+	uint64_t	*p0, *p1, *q0, *id;
+	const uint64_t	 n = 1000;
+
+	p0 = malloc(n * sizeof *p0);
+	p1 = malloc(n * sizeof *p1);
+	q0 = malloc(n * sizeof *q0);
+	id = malloc(n * sizeof *id);
+	ck_assert(p0 != NULL && p1 != NULL && q0 != NULL && id != NULL);
+	sampler_permutation(n, true, 7, 0, p0);
+	sampler_permutation(n, true, 7, 1, p1);
+	sampler_permutation(n, true, 8, 0, q0);
+	sampler_permutation(n, false, 7, 0, id);
+	ck_assert(memcmp(p0, p1, n * sizeof *p0) != 0);
+	ck_assert(memcmp(p0, q0, n * sizeof *p0) != 0);
+	ck_assert(memcmp(p1, q0, n * sizeof *p0) != 0);
+	ck_assert(memcmp(p0, id, n * sizeof *p0) != 0);
+	/* Seed and epoch are not interchangeable. */
+	sampler_permutation(n, true, 0, 7, p1);
+	ck_assert(memcmp(p0, p1, n * sizeof *p0) != 0);
+	sampler_permutation(n, true, 7, 0, p1);
+	ck_assert_mem_eq(p0, p1, n * sizeof *p0);
+	free(p0);
+	free(p1);
+	free(q0);
+	free(id);
+}
+END_TEST
+
+START_TEST(test_shuffle_trivial_sizes)
+{
+	uint64_t	out[2];
+
+	sampler_permutation(1, true, 99, 3, out);
+	ck_assert_uint_eq(out[0], 0);
+	sampler_permutation(2, true, 99, 3, out);
+	ck_assert((out[0] == 0 && out[1] == 1) || (out[0] == 1 && out[1] == 0));
+}
+END_TEST
+
+/*
+ * The shuffle is specified in sampler.c so that clients can reproduce it;
+ * these orders come from an independent Python transcription of that text.
+ */
+START_TEST(test_shuffle_golden)
+{
+	static const uint64_t	want10[10] = { 7, 6, 9, 5, 8, 1, 4, 0, 2, 3 };
+	static const uint64_t	want16[16] = { 8, 12, 6, 7, 5, 2, 11, 10, 1,
+				    4, 14, 15, 3, 13, 0, 9 };
+	uint64_t		out[16];
+
+	sampler_permutation(10, true, 0, 0, out);
+	ck_assert_mem_eq(out, want10, sizeof want10);
+	sampler_permutation(16, true, 42, 3, out);
+	ck_assert_mem_eq(out, want16, sizeof want16);
+}
+END_TEST
+
+/*
+ * All 24 orders of 4 elements must come out about equally often over many
+ * epochs; the counts are deterministic, so this cannot flake.
+ */
+START_TEST(test_shuffle_uniform)
+{
+	unsigned int	counts[256];
+	uint64_t	out[4], e;
+	unsigned int	code, seen = 0, c;
+
+	memset(counts, 0, sizeof counts);
+	for (e = 0; e < 24000; e++) {
+		sampler_permutation(4, true, 1, e, out);
+		code = (unsigned int)(out[0] | out[1] << 2 | out[2] << 4 |
+		    out[3] << 6);
+		counts[code]++;
+	}
+	for (c = 0; c < 256; c++) {
+		if (counts[c] == 0)
+			continue;
+		seen++;
+		ck_assert_uint_gt(counts[c], 850);
+		ck_assert_uint_lt(counts[c], 1150);
+	}
+	ck_assert_uint_eq(seen, 24);
+}
+END_TEST
+
+START_TEST(test_shuffle_large)
+{
+	struct sampler_opts	 o = opts_default(1000000, 64, 100);
+	uint64_t		*out, step, rows, j, bad = 0;
+	unsigned char		*seen;
+
+	o.shuffle = true;
+	o.seed = 2024;
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, 6400);
+	ck_assert_uint_eq(smp.steps_per_epoch, 157);
+	out = malloc(smp.cbs * sizeof *out);
+	seen = calloc(1000000, 1);
+	ck_assert(out != NULL && seen != NULL);
+	/* Check's assertions are slow; count the bad rows and assert once. */
+	for (step = 0; step < smp.steps_per_epoch; step++) {
+		rows = sampler_step_indices(&smp, 1, step, out);
+		ck_assert_uint_eq(rows, sampler_step_rows(&smp, step));
+		for (j = 0; j < rows; j++) {
+			if (out[j] >= 1000000 || seen[out[j]] != 0)
+				bad++;
+			else
+				seen[out[j]] = 1;
+		}
+	}
+	for (j = 0; j < 1000000; j++)
+		if (seen[j] != 1)
+			bad++;
+	ck_assert_uint_eq(bad, 0);
+	free(out);
+	free(seen);
+}
+END_TEST
+
+/*
+ * Split N samples of combined batch B*DI over np processes and check that
+ * the blocks are disjoint, that every process has the same step count and
+ * that together they cover what they must.
+ */
+static void
+check_distributed(uint64_t n, uint32_t batch, uint32_t di, uint32_t np,
+    bool drop_last, bool shuffle)
+{
+	struct sampler_opts	 o = opts_default(n, batch, di);
+	struct sampler		 s;
+	uint64_t		*all, count, total = 0, i, steps = 0;
+	uint64_t		 cbs = (uint64_t)batch * di, per_proc;
+	unsigned char		*seen;
+	uint32_t		 p;
+
+	seen = calloc(n, 1);
+	ck_assert_ptr_nonnull(seen);
+	o.drop_last = drop_last;
+	o.shuffle = shuffle;
+	o.seed = 77;
+	o.process_count = np;
+	for (p = 0; p < np; p++) {
+		o.process_id = p;
+		init_ok(&s, &o);
+		if (p == 0)
+			steps = s.steps_per_epoch;
+		ck_assert_uint_eq(s.steps_per_epoch, steps);
+		all = epoch_indices(&s, 2, &count);
+		for (i = 0; i < count; i++) {
+			if (all[i] >= n || seen[all[i]] != 0)
+				ck_abort_msg("index %ju out of range or read "
+				    "twice (N=%ju, P=%u, p=%u)",
+				    (uintmax_t)all[i], (uintmax_t)n, np, p);
+			seen[all[i]] = 1;
+		}
+		total += count;
+		free(all);
+		sampler_clear(&s);
+	}
+	if (drop_last) {
+		per_proc = cbs * (n / (cbs * np));
+		ck_assert_uint_eq(steps, per_proc / cbs);
+		ck_assert_uint_eq(total, np * per_proc);
+	} else {
+		ck_assert_uint_eq(total, n);
+		ck_assert_uint_eq(steps,
+		    ((n + np - 1) / np + cbs - 1) / cbs);
+	}
+	free(seen);
+}
+
+START_TEST(test_distributed_disjoint)
+{
+	uint32_t	np;
+	int		dl, sh;
+
+	for (np = 2; np <= 4; np++)
+		for (dl = 0; dl < 2; dl++)
+			for (sh = 0; sh < 2; sh++) {
+				check_distributed(10000, 16, 50, np, dl, sh);
+				check_distributed(1003, 7, 3, np, dl, sh);
+				check_distributed(97, 5, 1, np, dl, sh);
+			}
+}
+END_TEST
+
+START_TEST(test_distributed_p2)
+{
+	struct sampler_opts	o = opts_default(10000, 16, 50);
+	uint64_t		out[800];
+
+	o.process_count = 2;
+	o.process_id = 0;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.block_length, 4800);
+	ck_assert_uint_eq(smp.block_offset, 0);
+	ck_assert_uint_eq(smp.steps_per_epoch, 6);
+	sampler_clear(&smp);
+
+	o.process_id = 1;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.block_length, 4800);
+	ck_assert_uint_eq(smp.block_offset, 4800);
+	ck_assert_uint_eq(smp.steps_per_epoch, 6);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 0, 0, out), 800);
+	ck_assert_uint_eq(out[0], 4800);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 0, 5, out), 800);
+	ck_assert_uint_eq(out[799], 9599);
+}
+END_TEST
+
+START_TEST(test_distributed_p3)
+{
+	struct sampler_opts	o = opts_default(10000, 16, 50);
+	uint32_t		p;
+
+	o.process_count = 3;
+	for (p = 0; p < 3; p++) {
+		o.process_id = p;
+		init_ok(&smp, &o);
+		ck_assert_uint_eq(smp.block_length, 3200);
+		ck_assert_uint_eq(smp.block_offset, p * 3200);
+		ck_assert_uint_eq(smp.steps_per_epoch, 4);
+		sampler_clear(&smp);
+	}
+}
+END_TEST
+
+START_TEST(test_distributed_p3_keep_last)
+{
+	struct sampler_opts	o = opts_default(10000, 16, 50);
+	static const uint64_t	len[3] = { 3334, 3333, 3333 };
+	static const uint64_t	off[3] = { 0, 3334, 6667 };
+	static const uint64_t	tail[3] = { 134, 133, 133 };
+	uint32_t		p;
+
+	o.process_count = 3;
+	o.drop_last = false;
+	for (p = 0; p < 3; p++) {
+		o.process_id = p;
+		init_ok(&smp, &o);
+		ck_assert_uint_eq(smp.block_length, len[p]);
+		ck_assert_uint_eq(smp.block_offset, off[p]);
+		ck_assert_uint_eq(smp.steps_per_epoch, 5);
+		ck_assert_uint_eq(sampler_step_rows(&smp, 3), 800);
+		ck_assert_uint_eq(sampler_step_rows(&smp, 4), tail[p]);
+		sampler_clear(&smp);
+	}
+}
+END_TEST
+
+START_TEST(test_distributed_uneven_steps)
+{
+	struct sampler_opts	o = opts_default(10, 1, 1);
+	static const uint64_t	len[4] = { 3, 3, 2, 2 };
+	static const uint64_t	off[4] = { 0, 3, 6, 8 };
+	uint64_t		out[1];
+	uint32_t		p;
+
+	o.process_count = 4;
+	o.drop_last = false;
+	for (p = 0; p < 4; p++) {
+		o.process_id = p;
+		init_ok(&smp, &o);
+		ck_assert_uint_eq(smp.block_length, len[p]);
+		ck_assert_uint_eq(smp.block_offset, off[p]);
+		ck_assert_uint_eq(smp.steps_per_epoch, 3);
+		ck_assert_uint_eq(sampler_step_rows(&smp, 0), 1);
+		ck_assert_uint_eq(sampler_step_rows(&smp, 1), 1);
+		ck_assert_uint_eq(sampler_step_rows(&smp, 2), p < 2 ? 1 : 0);
+		ck_assert_uint_eq(sampler_step_indices(&smp, 0, 2, out),
+		    p < 2 ? 1 : 0);
+		if (p < 2)
+			ck_assert_uint_eq(out[0], off[p] + 2);
+		sampler_clear(&smp);
+	}
+}
+END_TEST
+
+START_TEST(test_distributed_shuffle_global)
+{
+	struct sampler_opts	 o = opts_default(1001, 4, 5);
+	struct sampler		 s;
+	uint64_t		*whole, *part, nw, np, done = 0;
+	uint32_t		 p;
+
+	/* One process's order is the concatenation of P processes' blocks. */
+	o.shuffle = true;
+	o.seed = 5;
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	whole = epoch_indices(&smp, 9, &nw);
+	ck_assert_uint_eq(nw, 1001);
+	o.process_count = 3;
+	for (p = 0; p < 3; p++) {
+		o.process_id = p;
+		init_ok(&s, &o);
+		part = epoch_indices(&s, 9, &np);
+		ck_assert_mem_eq(part, whole + done, np * sizeof *part);
+		done += np;
+		free(part);
+		sampler_clear(&s);
+	}
+	ck_assert_uint_eq(done, 1001);
+	free(whole);
+}
+END_TEST
+
+START_TEST(test_invalid_values)
+{
+	struct sampler_opts	o;
+
+	o = opts_default(0, 16, 50);
+	expect_cause(&o, "samples is 0; expected a dataset of at least 1 "
+	    "sample", NULL);
+	o = opts_default(10000, 0, 50);
+	expect_cause(&o, "batch_size is 0; expected at least 1", NULL);
+	o = opts_default(10000, 16, 0);
+	expect_cause(&o, "device_iterations is 0; expected at least 1", NULL);
+
+	o = opts_default(10000, 16, 50);
+	o.replication_factor = 0;
+	expect_cause(&o, "replication_factor is 0; expected at least 1", NULL);
+
+	o = opts_default(10000, 16, 50);
+	o.gradient_accumulation = 0;
+	expect_cause(&o, "gradient_accumulation is 0; expected at least 1",
+	    NULL);
+
+	o = opts_default(10000, 16, 50);
+	o.process_count = 0;
+	expect_cause(&o, "process_count is 0; expected at least 1", NULL);
+
+	o = opts_default(10000, 16, 50);
+	o.process_count = 4;
+	o.process_id = 4;
+	expect_cause(&o, "process_id is 4", "process_count is 4", "0 to 3",
+	    NULL);
+	o.process_id = UINT32_MAX;
+	expect_cause(&o, "process_id is 4294967295", NULL);
+}
+END_TEST
+
+START_TEST(test_invalid_overflow)
+{
+	struct sampler_opts	o = opts_default(10000, UINT32_MAX, UINT32_MAX);
+
+	o.replication_factor = 2;
+	expect_cause(&o, "overflows 64 bits", "batch_size 4294967295",
+	    "device_iterations 4294967295", "replication_factor 2",
+	    "gradient_accumulation 1", NULL);
+
+	/* (2^32-1)^2 fits; one more factor of 2^32-1 does not. */
+	o.replication_factor = 1;
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.cbs, (uint64_t)UINT32_MAX * UINT32_MAX);
+	ck_assert_uint_eq(smp.steps_per_epoch, 1);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 0), 10000);
+	sampler_clear(&smp);
+
+	o.gradient_accumulation = UINT32_MAX;
+	expect_cause(&o, "overflows 64 bits", NULL);
+
+	/* CBS fits, CBS * P does not: still a clean refusal. */
+	o = opts_default(UINT64_MAX, UINT32_MAX, UINT32_MAX);
+	o.process_count = 4;
+	expect_cause(&o, "one step of 4 processes needs more than 2^64",
+	    "drop_last=false", NULL);
+}
+END_TEST
+
+START_TEST(test_invalid_no_step)
+{
+	struct sampler_opts	o = opts_default(1000, 16, 50);
+
+	o.replication_factor = 4;
+	expect_cause(&o, "the dataset has 1000 samples but one step needs "
+	    "3200 (batch_size 16 x device_iterations 50 x replication_factor "
+	    "4 x gradient_accumulation 1) with drop_last",
+	    "drop_last=false", NULL);
+
+	o.replication_factor = 1;
+	o.process_count = 4;
+	o.process_id = 2;
+	expect_cause(&o, "the dataset has 1000 samples but one step of 4 "
+	    "processes needs 3200 (combined batch 800 x 4 processes) with "
+	    "drop_last; use fewer device iterations or replicas, or "
+	    "drop_last=false", NULL);
+
+	/* The same configuration is accepted without drop_last. */
+	o.drop_last = false;
+	init_ok(&smp, &o);
+	ck_assert_uint_eq(smp.block_length, 250);
+	ck_assert_uint_eq(smp.steps_per_epoch, 1);
+	ck_assert_uint_eq(sampler_step_rows(&smp, 0), 250);
+}
+END_TEST
+
+START_TEST(test_invalid_null_cause)
+{
+	struct sampler		s;
+	struct sampler_opts	o = opts_default(10000, 0, 50);
+
+	ck_assert_int_eq(sampler_init(&s, &o, NULL), -1);
+	sampler_clear(&s);
+}
+END_TEST
+
+/* Build the suite, one case per concern. */
+static Suite *
+sampler_suite(void)
+{
+	Suite	*s = suite_create("sampler");
+	TCase	*tc;
+
+	tc = tcase_create("steps");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_steps_tutorial);
+	tcase_add_test(tc, test_steps_tutorial_replicas);
+	tcase_add_test(tc, test_steps_mnist_train);
+	tcase_add_test(tc, test_steps_mnist_test);
+	tcase_add_test(tc, test_steps_fashion_mnist);
+	tcase_add_test(tc, test_steps_doc_distributed);
+	tcase_add_test(tc, test_no_shuffle_order);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("layout");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_row_owner_worked_example);
+	tcase_add_test(tc, test_row_owner_all_axes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shuffle");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_shuffle_is_permutation);
+	tcase_add_test(tc, test_shuffle_reproducible);
+	tcase_add_test(tc, test_shuffle_epochs_and_seeds_differ);
+	tcase_add_test(tc, test_shuffle_trivial_sizes);
+	tcase_add_test(tc, test_shuffle_golden);
+	tcase_add_test(tc, test_shuffle_uniform);
+	tcase_add_test(tc, test_shuffle_large);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("distributed");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_distributed_disjoint);
+	tcase_add_test(tc, test_distributed_p2);
+	tcase_add_test(tc, test_distributed_p3);
+	tcase_add_test(tc, test_distributed_p3_keep_last);
+	tcase_add_test(tc, test_distributed_uneven_steps);
+	tcase_add_test(tc, test_distributed_shuffle_global);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("validation");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_invalid_values);
+	tcase_add_test(tc, test_invalid_overflow);
+	tcase_add_test(tc, test_invalid_no_step);
+	tcase_add_test(tc, test_invalid_null_cause);
+	suite_add_tcase(s, tc);
+
+	return (s);
+}
+
+/* Run every case; CK_VERBOSITY and CK_FORK pick the mode. */
+int
+main(void)
+{
+	SRunner	*sr;
+	int	 nfailed;
+
+	sr = srunner_create(sampler_suite());
+	srunner_run_all(sr, CK_ENV);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
