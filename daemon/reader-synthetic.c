@@ -193,14 +193,10 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 			if (lo == 0)
 				u16 = 0;
 			else {
-				/* Normalise k * 2^-10 by hand. */
-				u32 = 0;
-				while ((lo & 0x400) == 0) {
-					lo <<= 1;
-					u32++;
-				}
+				/* Normalise: shift k's top bit to bit 10. */
+				u32 = (uint32_t)__builtin_clzll(lo) - 53;
 				u16 = (uint16_t)((15 - u32) << 10 |
-				    (lo & 0x3ff));
+				    ((lo << u32) & 0x3ff));
 			}
 			memcpy(out + i * 2, &u16, 2);
 		}

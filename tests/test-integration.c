@@ -1,0 +1,942 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests: the real infeedd, started on a private socket in a
+ * temporary directory with a catalogue of small files made here, driven
+ * through libinfeed and through raw frames on the socket.
+ *
+ * $INFEEDD names the daemon binary (meson sets it).
+ */
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "infeed.h"
+#include "sampler.h"
+#include "wire.h"
+
+#define RAW_N		1000
+#define RAW_H		4
+#define RAW_W		4
+#define RAW_BYTES	(RAW_H * RAW_W)
+#define RAW_CLASSES	10
+
+static char	 dir[256];
+static char	 sock_path[300];
+static char	 conf_path[300];
+static pid_t	 daemon_pid = -1;
+
+/* Byte j of raw sample i: anything a wrong row or offset would not match. */
+static uint8_t
+raw_byte(uint64_t i, unsigned j)
+{
+	return ((uint8_t)(i * 7 + j * 13 + (i >> 8)));
+}
+
+/* Write @len bytes to @path or fail the test. */
+static void
+write_file(const char *path, const void *buf, size_t len)
+{
+	FILE	*fp = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_uint_eq(fwrite(buf, 1, len, fp), len);
+	ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* Make the raw dataset's files and a truncated copy. */
+static void
+make_raw(void)
+{
+	static uint8_t	data[RAW_N * RAW_BYTES];
+	static int64_t	labels[RAW_N];
+	char		path[400];
+	unsigned	i, j;
+
+	for (i = 0; i < RAW_N; i++) {
+		for (j = 0; j < RAW_BYTES; j++)
+			data[i * RAW_BYTES + j] = raw_byte(i, j);
+		labels[i] = (int64_t)((i * 3) % RAW_CLASSES);
+	}
+	snprintf(path, sizeof(path), "%s/raw.bin", dir);
+	write_file(path, data, sizeof(data));
+	snprintf(path, sizeof(path), "%s/raw-labels.bin", dir);
+	write_file(path, labels, sizeof(labels));
+	snprintf(path, sizeof(path), "%s/broken.bin", dir);
+	write_file(path, data, sizeof(data) - 5);
+}
+
+/* Write the catalogue: raw, synthetic, and a broken one. */
+static void
+make_config(const char *extra)
+{
+	char	buf[4096];
+
+	snprintf(buf, sizeof(buf),
+	    "[infeedd]\n"
+	    "workers = 2\n"
+	    "memory_budget = 256M\n"
+	    "%s\n"
+	    "[dataset raw]\n"
+	    "type = raw\n"
+	    "path = %s/raw.bin\n"
+	    "shape = 1,%d,%d\n"
+	    "dtype = uint8\n"
+	    "labels = %s/raw-labels.bin\n"
+	    "label_dtype = int64\n"
+	    "classes = %d\n"
+	    "\n"
+	    "[dataset synthetic]\n"
+	    "type = synthetic\n"
+	    "samples = 500\n"
+	    "shape = 1,8,8\n"
+	    "dtype = float32\n"
+	    "classes = 10\n"
+	    "seed = 7\n"
+	    "\n"
+	    "[dataset broken]\n"
+	    "type = raw\n"
+	    "path = %s/broken.bin\n"
+	    "shape = 1,%d,%d\n"
+	    "dtype = uint8\n"
+	    "labels = %s/raw-labels.bin\n"
+	    "label_dtype = int64\n",
+	    extra ? extra : "", dir, RAW_H, RAW_W, dir, RAW_CLASSES, dir,
+	    RAW_H, RAW_W, dir);
+	write_file(conf_path, buf, strlen(buf));
+}
+
+/* Start infeedd and wait until its socket answers. */
+static void
+daemon_start(const char *workers)
+{
+	const char	*bin = getenv("INFEEDD");
+	struct sockaddr_un sun;
+	char		 log[400];
+	int		 i, fd, logfd;
+
+	ck_assert_msg(bin != NULL, "set INFEEDD to the infeedd binary");
+	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
+	daemon_pid = fork();
+	ck_assert_int_ne(daemon_pid, -1);
+	if (daemon_pid == 0) {
+		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(logfd, 2);
+		execl(bin, bin, "--config", conf_path, "--socket", sock_path,
+		    "--workers", workers ? workers : "2", (char *)NULL);
+		_exit(127);
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, sock_path);
+	for (i = 0; i < 500; i++) {
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+			close(fd);
+			return;
+		}
+		close(fd);
+		usleep(10000);
+	}
+	ck_abort_msg("infeedd did not start; see %s", log);
+}
+
+/* Stop infeedd with SIGTERM and return its exit status. */
+static int
+daemon_stop(void)
+{
+	int	status = -1;
+
+	if (daemon_pid <= 0)
+		return (-1);
+	kill(daemon_pid, SIGTERM);
+	waitpid(daemon_pid, &status, 0);
+	daemon_pid = -1;
+	return (status);
+}
+
+/* Remove the temporary directory and everything in it. */
+static void
+rm_dir(void)
+{
+	DIR		*d;
+	struct dirent	*de;
+	char		 path[600];
+
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Fresh directory, files, config and daemon for every test. */
+static void
+setup(void)
+{
+	const char	*tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/infeed-test-XXXXXX", tmp ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(sock_path, sizeof(sock_path), "%s/infeedd.sock", dir);
+	snprintf(conf_path, sizeof(conf_path), "%s/infeedd.conf", dir);
+	make_raw();
+	make_config(NULL);
+	daemon_start(NULL);
+}
+
+/* Stop the daemon and clean up. */
+static void
+teardown(void)
+{
+	daemon_stop();
+	rm_dir();
+}
+
+/* A libinfeed client, connected. */
+static struct infeed *
+client(void)
+{
+	struct infeed	*f = infeed_new();
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(infeed_connect(f, sock_path, "test") == INFEED_OK,
+	    "%s", infeed_error(f));
+	return (f);
+}
+
+/* A raw socket to the daemon. */
+static int
+raw_connect(void)
+{
+	struct sockaddr_un	sun;
+	int			fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	return (fd);
+}
+
+/* Send one frame on a raw socket. */
+static void
+raw_send(int fd, const Infeed__Frame *f)
+{
+	uint8_t	*buf;
+	size_t	 len;
+
+	buf = wire_pack(f, WIRE_DEFAULT_MAX_FRAME, &len);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(wire_send_all(fd, buf, len, -1), 0);
+	free(buf);
+}
+
+/* Read one frame within two seconds, or NULL at end of stream. */
+static Infeed__Frame *
+raw_recv(int fd, struct wire_in *in)
+{
+	Infeed__Frame	*f;
+	struct pollfd	 pfd = { fd, POLLIN, 0 };
+	char		*cause = NULL;
+	ssize_t		 n;
+
+	for (;;) {
+		if (wire_in_frame(in, &f, &cause) == WIRE_OK)
+			return (f);
+		ck_assert_msg(poll(&pfd, 1, 2000) == 1, "no reply in 2 s");
+		n = wire_in_recv(in, fd);
+		if (n <= 0)
+			return (NULL);
+	}
+}
+
+/* Say hello on a raw socket and check the Welcome. */
+static void
+raw_hello(int fd, struct wire_in *in, uint32_t version)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+
+	h.protocol_version = version;
+	f.msg_case = INFEED__FRAME__MSG_HELLO;
+	f.hello = &h;
+	raw_send(fd, &f);
+	r = raw_recv(fd, in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_WELCOME);
+	infeed__frame__free_unpacked(r, NULL);
+}
+
+/* True when the daemon has closed @fd (EOF within two seconds). */
+static int
+raw_closed(int fd)
+{
+	struct pollfd	pfd = { fd, POLLIN, 0 };
+	char		buf[4096];
+	ssize_t		n;
+
+	for (;;) {
+		if (poll(&pfd, 1, 2000) != 1)
+			return (0);
+		n = read(fd, buf, sizeof(buf));
+		if (n == 0 || (n == -1 && errno == ECONNRESET))
+			return (1);
+		if (n == -1)
+			return (0);
+	}
+}
+
+/* The catalogue lists good datasets and leaves out the broken one. */
+START_TEST(test_list_datasets)
+{
+	struct infeed		*f = client();
+	struct infeed_dataset	*list;
+	size_t			 n, i;
+	int			 raw = 0, syn = 0;
+
+	ck_assert_int_eq(infeed_list_datasets(f, &list, &n), INFEED_OK);
+	ck_assert_uint_eq(n, 2);
+	for (i = 0; i < n; i++) {
+		if (strcmp(list[i].name, "raw") == 0) {
+			raw = 1;
+			ck_assert_uint_eq(list[i].samples, RAW_N);
+			ck_assert_uint_eq(list[i].ndim, 3);
+			ck_assert_uint_eq(list[i].shape[1], RAW_H);
+			ck_assert_int_eq(list[i].dtype, INFEED_DTYPE_UINT8);
+			ck_assert_uint_eq(list[i].classes, RAW_CLASSES);
+		}
+		if (strcmp(list[i].name, "synthetic") == 0) {
+			syn = 1;
+			ck_assert_uint_eq(list[i].samples, 500);
+			ck_assert_int_eq(list[i].dtype, INFEED_DTYPE_FLOAT32);
+		}
+		ck_assert_str_ne(list[i].name, "broken");
+	}
+	ck_assert(raw && syn);
+	infeed_datasets_free(list, n);
+	infeed_free(f);
+}
+END_TEST
+
+/* A client sending garbage is cut off; another keeps being served. */
+START_TEST(test_garbage_client_cut_off)
+{
+	struct infeed		*good = client();
+	struct infeed_dataset	*list;
+	struct infeed_step	 st;
+	struct infeed_options	 o;
+	uint8_t			 junk[64];
+	size_t			 n;
+	int			 bad;
+
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(good, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(good, &st), INFEED_OK);
+
+	bad = raw_connect();
+	memset(junk, 0xff, sizeof(junk));
+	junk[0] = 20;		/* a small length, then bytes that do not parse */
+	junk[1] = junk[2] = junk[3] = 0;
+	ck_assert_int_eq(write(bad, junk, sizeof(junk)), sizeof(junk));
+	ck_assert_msg(raw_closed(bad), "the garbage client was not cut off");
+	close(bad);
+
+	ck_assert_int_eq(infeed_release(good, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_next(good, &st), INFEED_OK);
+	ck_assert_uint_eq(st.step, 1);
+	ck_assert_int_eq(infeed_list_datasets(good, &list, &n), INFEED_OK);
+	ck_assert_uint_eq(n, 2);
+	infeed_datasets_free(list, n);
+	infeed_free(good);
+}
+END_TEST
+
+/* An oversized length gets an Error and a disconnect, nothing else. */
+START_TEST(test_oversized_frame)
+{
+	struct wire_in	 in;
+	Infeed__Frame	*r;
+	uint8_t		 hdr[4] = { 0xff, 0xff, 0xff, 0x7f };
+	int		 fd = raw_connect();
+	struct infeed	*other;
+
+	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	ck_assert_int_eq(write(fd, hdr, 4), 4);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
+	ck_assert_int_eq(r->error->code, INFEED__ERROR_CODE__ERROR_BAD_FRAME);
+	ck_assert_ptr_nonnull(strstr(r->error->message, "larger than"));
+	infeed__frame__free_unpacked(r, NULL);
+	ck_assert(raw_closed(fd));
+	close(fd);
+	wire_in_clear(&in);
+	other = client();
+	infeed_free(other);
+}
+END_TEST
+
+/* A version mismatch is refused with both versions named. */
+START_TEST(test_version_mismatch)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+	struct wire_in	 in;
+	int		 fd = raw_connect();
+
+	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	h.protocol_version = 99;
+	f.msg_case = INFEED__FRAME__MSG_HELLO;
+	f.hello = &h;
+	raw_send(fd, &f);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
+	ck_assert_int_eq(r->error->code,
+	    INFEED__ERROR_CODE__ERROR_VERSION_MISMATCH);
+	ck_assert_ptr_nonnull(strstr(r->error->message, "version 99"));
+	ck_assert_ptr_nonnull(strstr(r->error->message, "version 1"));
+	infeed__frame__free_unpacked(r, NULL);
+	ck_assert(raw_closed(fd));
+	close(fd);
+	wire_in_clear(&in);
+}
+END_TEST
+
+/* A request before Hello, or a reply sent as a request, is refused. */
+START_TEST(test_unexpected_frames)
+{
+	Infeed__Frame		 f = INFEED__FRAME__INIT, *r;
+	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
+	Infeed__Welcome		 w = INFEED__WELCOME__INIT;
+	struct wire_in		 in;
+	int			 fd = raw_connect();
+
+	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	f.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
+	f.list_datasets = &ld;
+	raw_send(fd, &f);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
+	ck_assert_ptr_nonnull(strstr(r->error->message, "before Hello"));
+	infeed__frame__free_unpacked(r, NULL);
+	ck_assert(raw_closed(fd));
+	close(fd);
+	wire_in_clear(&in);
+
+	fd = raw_connect();
+	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	w.protocol_version = 1;
+	f.msg_case = INFEED__FRAME__MSG_WELCOME;
+	f.welcome = &w;
+	raw_send(fd, &f);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
+	ck_assert_int_eq(r->error->code, INFEED__ERROR_CODE__ERROR_UNEXPECTED);
+	infeed__frame__free_unpacked(r, NULL);
+	ck_assert(raw_closed(fd));
+	close(fd);
+	wire_in_clear(&in);
+}
+END_TEST
+
+/* Read one epoch; check order, bytes and labels of every row. */
+static void
+check_epoch(struct infeed *f, const struct infeed_session_info *info,
+    struct sampler *smp, uint64_t epoch, uint8_t *seen, uint64_t *count)
+{
+	struct infeed_step	 st;
+	uint64_t		*expect, s, r, bad = 0;
+	const uint8_t		*row;
+	unsigned		 j;
+
+	expect = calloc(info->combined_batch_size, sizeof(*expect));
+	for (s = 0; s < info->steps_per_epoch; s++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_uint_eq(st.epoch, epoch);
+		ck_assert_uint_eq(st.step, s);
+		ck_assert_uint_eq(sampler_step_indices(smp, epoch, s, expect),
+		    st.rows);
+		for (r = 0; r < st.rows; r++) {
+			if (st.indices[r] != expect[r] ||
+			    st.indices[r] >= RAW_N || seen[st.indices[r]]++)
+				bad++;
+			row = (const uint8_t *)st.data + r * RAW_BYTES;
+			for (j = 0; j < RAW_BYTES; j++)
+				bad += row[j] != raw_byte(st.indices[r], j);
+			bad += st.labels[r] !=
+			    (int32_t)((st.indices[r] * 3) % RAW_CLASSES);
+		}
+		*count += st.rows;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_msg(bad == 0, "%llu wrong rows, bytes or labels",
+	    (unsigned long long)bad);
+	free(expect);
+}
+
+/* Attach to "raw" with @o and check @epochs epochs exactly. */
+static void
+run_epochs(struct infeed_options *o, unsigned epochs, int covers_all)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct sampler			 smp;
+	struct sampler_opts		 so;
+	uint8_t				*seen;
+	uint64_t			 count, i;
+	unsigned			 e;
+	char				*cause = NULL;
+
+	ck_assert_msg(infeed_attach(f, "raw", o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	memset(&so, 0, sizeof(so));
+	so.samples = RAW_N;
+	so.batch_size = o->batch_size;
+	so.device_iterations = o->device_iterations;
+	so.replication_factor = o->replication_factor;
+	so.gradient_accumulation = o->gradient_accumulation;
+	so.shuffle = o->shuffle;
+	so.seed = o->seed;
+	so.drop_last = o->drop_last;
+	so.process_id = o->distributed_process_id;
+	so.process_count = o->distributed_process_count;
+	ck_assert_int_eq(sampler_init(&smp, &so, &cause), 0);
+	ck_assert_uint_eq(info.combined_batch_size, smp.cbs);
+	ck_assert_uint_eq(info.steps_per_epoch, smp.steps_per_epoch);
+	seen = calloc(RAW_N, 1);
+	for (e = 0; e < epochs; e++) {
+		memset(seen, 0, RAW_N);
+		count = 0;
+		check_epoch(f, &info, &smp, e, seen, &count);
+		if (covers_all) {
+			for (i = 0; i < RAW_N; i++)
+				ck_assert_msg(seen[i] == 1, "index %llu seen "
+				    "%u times in epoch %u",
+				    (unsigned long long)i, seen[i], e);
+		}
+	}
+	free(seen);
+	sampler_clear(&smp);
+	infeed_free(f);
+}
+
+/* Without shuffle and without drop_last, an epoch is 0..N-1 in order. */
+START_TEST(test_epoch_in_order)
+{
+	struct infeed_options	o;
+
+	infeed_options_init(&o);
+	o.batch_size = 7;
+	o.device_iterations = 5;
+	o.replication_factor = 2;
+	o.gradient_accumulation = 3;
+	o.drop_last = false;
+	run_epochs(&o, 2, 1);
+}
+END_TEST
+
+/* Shuffled epochs deliver every index once, in the sampler's order. */
+START_TEST(test_epoch_shuffled)
+{
+	struct infeed_options	o;
+
+	infeed_options_init(&o);
+	o.batch_size = 16;
+	o.device_iterations = 4;
+	o.replication_factor = 2;
+	o.shuffle = true;
+	o.seed = 42;
+	o.drop_last = false;
+	o.buffer_size = 2;
+	run_epochs(&o, 3, 1);
+}
+END_TEST
+
+/* Distributed shares are checked against the sampler's blocks. */
+START_TEST(test_epoch_distributed)
+{
+	struct infeed_options	o;
+	uint32_t		p;
+
+	for (p = 0; p < 3; p++) {
+		infeed_options_init(&o);
+		o.batch_size = 10;
+		o.device_iterations = 3;
+		o.shuffle = true;
+		o.seed = 5;
+		o.distributed_process_id = p;
+		o.distributed_process_count = 3;
+		run_epochs(&o, 2, 0);
+	}
+}
+END_TEST
+
+/* Collect the indices of the first @steps steps with @o. */
+static uint64_t *
+collect(struct infeed_options *o, unsigned steps, size_t *n)
+{
+	struct infeed		*f = client();
+	struct infeed_step	 st;
+	uint64_t		*out = NULL;
+	unsigned		 s;
+
+	*n = 0;
+	ck_assert_int_eq(infeed_attach(f, "raw", o, NULL), INFEED_OK);
+	for (s = 0; s < steps; s++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		out = realloc(out, (*n + st.rows) * sizeof(*out));
+		memcpy(out + *n, st.indices, st.rows * sizeof(*out));
+		*n += st.rows;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	infeed_free(f);
+	return (out);
+}
+
+/* The order depends on seed and epoch only: not workers, not buffer size. */
+START_TEST(test_order_independent_of_workers)
+{
+	struct infeed_options	 o;
+	uint64_t		*a, *b, *c;
+	size_t			 na, nb, nc;
+
+	infeed_options_init(&o);
+	o.batch_size = 50;
+	o.shuffle = true;
+	o.seed = 1234;
+	o.num_workers = 1;
+	o.buffer_size = 1;
+	a = collect(&o, 45, &na);
+	o.num_workers = 2;
+	o.buffer_size = 6;
+	b = collect(&o, 45, &nb);
+	/* And across a daemon restart with another pool size. */
+	daemon_stop();
+	daemon_start("1");
+	c = collect(&o, 45, &nc);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_uint_eq(na, nc);
+	ck_assert_int_eq(memcmp(a, b, na * sizeof(*a)), 0);
+	ck_assert_int_eq(memcmp(a, c, na * sizeof(*a)), 0);
+	/* 45 steps of 50 cross two epoch boundaries: epochs differ. */
+	ck_assert_int_ne(memcmp(a, a + 1000, 250 * sizeof(*a)), 0);
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+/* Without load_indefinitely each epoch ends with END_OF_DATA. */
+START_TEST(test_end_of_data)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	int			 s, e;
+
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	o.device_iterations = 3;	/* 3 steps of 300, 100 dropped */
+	o.load_indefinitely = false;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (e = 0; e < 2; e++) {
+		for (s = 0; s < 3; s++) {
+			ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+			ck_assert_uint_eq(st.epoch, (uint64_t)e);
+			ck_assert_uint_eq(st.step, (uint64_t)s);
+			ck_assert_uint_eq(st.rows, 300);
+			infeed_release(f, &st);
+		}
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_END_OF_DATA);
+	}
+	infeed_free(f);
+}
+END_TEST
+
+/* Bad options are refused with a reason; the connection stays usable. */
+START_TEST(test_bad_options)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+
+	infeed_options_init(&o);
+	o.batch_size = 0;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "batch_size"));
+	infeed_options_init(&o);
+	o.buffer_size = 0;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "buffer_size"));
+	infeed_options_init(&o);
+	ck_assert_int_eq(infeed_attach(f, "nope", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "no such dataset"));
+	o.batch_size = 2000;	/* more than the dataset with drop_last */
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	infeed_options_init(&o);
+	o.distributed_process_id = 3;
+	o.distributed_process_count = 2;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	/* A step too large for the memory budget (256M). */
+	infeed_options_init(&o);
+	ck_assert_int_eq(infeed_attach(f, "synthetic", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	o.batch_size = 500;
+	o.buffer_size = 64;
+	o.drop_last = true;
+	o.to_float32 = true;
+	o.nchannels = 2;	/* samples have one channel */
+	o.mean[0] = o.mean[1] = 0;
+	o.std[0] = o.std[1] = 1;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "channels"));
+	/* Still usable. */
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.rows, 10);
+	infeed_free(f);
+}
+END_TEST
+
+/* An attach beyond the memory budget says how much it needs and has. */
+START_TEST(test_memory_budget)
+{
+	struct infeed		*f = client(), *g = client();
+	struct infeed_options	 o;
+
+	/* synthetic: 256 B a sample; 500 rows x 64 slots is about 9 MiB. */
+	daemon_stop();
+	make_config("memory_budget = 12M");
+	daemon_start(NULL);
+	infeed_free(f);
+	infeed_free(g);
+	f = client();
+	g = client();
+	infeed_options_init(&o);
+	o.batch_size = 500;
+	o.buffer_size = 64;
+	ck_assert_int_eq(infeed_attach(f, "synthetic", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(g, "synthetic", &o, NULL),
+	    INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(g), "memory budget"));
+	infeed_free(f);
+	/* The first session's ring is returned to the budget. */
+	usleep(100000);
+	ck_assert_msg(infeed_attach(g, "synthetic", &o, NULL) == INFEED_OK,
+	    "%s", infeed_error(g));
+	infeed_free(g);
+}
+END_TEST
+
+/* uint8 -> float32 with scale and normalisation. */
+START_TEST(test_transform)
+{
+	struct infeed			*f = client();
+	struct infeed_options		 o;
+	struct infeed_session_info	 info;
+	struct infeed_step		 st;
+	const float			*x;
+	float				 want;
+	uint64_t			 r;
+	unsigned			 j;
+
+	infeed_options_init(&o);
+	o.batch_size = 25;
+	o.to_float32 = true;
+	o.scale = 1.0f / 255.0f;
+	o.nchannels = 1;
+	o.mean[0] = 0.1307f;
+	o.std[0] = 0.3081f;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, &info), INFEED_OK);
+	ck_assert_int_eq(info.data_dtype, INFEED_DTYPE_FLOAT32);
+	ck_assert_uint_eq(info.sample_bytes, RAW_BYTES * sizeof(float));
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	x = st.data;
+	for (r = 0; r < st.rows; r++) {
+		for (j = 0; j < RAW_BYTES; j++) {
+			want = ((float)raw_byte(st.indices[r], j) / 255.0f -
+			    0.1307f) / 0.3081f;
+			ck_assert_float_eq_tol(x[r * RAW_BYTES + j], want,
+			    1e-5);
+		}
+	}
+	infeed_free(f);
+}
+END_TEST
+
+/* Releasing a slot that is not held is refused; the session goes on. */
+START_TEST(test_bad_release)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st, fake;
+
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	fake = st;
+	fake.slot = 77;
+	ck_assert_int_eq(infeed_release(f, &fake), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	/* The refusal of slot 77 is reported by the next call. */
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "slot 77"));
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.step, 2);
+	infeed_free(f);
+}
+END_TEST
+
+/* The ring is mapped read-only: the client cannot write the daemon's data. */
+START_TEST(test_ring_read_only)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	long			 page = sysconf(_SC_PAGESIZE);
+	void			*p;
+
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	p = (void *)((uintptr_t)st.data & ~(uintptr_t)(page - 1));
+	ck_assert_int_eq(mprotect(p, (size_t)page, PROT_READ | PROT_WRITE),
+	    -1);
+	infeed_free(f);
+}
+END_TEST
+
+/* A worker killed mid-epoch is replaced; the epoch is still complete. */
+START_TEST(test_worker_killed)
+{
+	struct infeed_options	 o;
+	char			 cmd[256];
+
+	infeed_options_init(&o);
+	o.batch_size = 20;
+	o.shuffle = true;
+	o.drop_last = false;
+	o.buffer_size = 2;
+	snprintf(cmd, sizeof(cmd), "pkill -9 -P %d", (int)daemon_pid);
+	ck_assert_int_eq(system(cmd), 0);
+	run_epochs(&o, 2, 1);
+	ck_assert_int_eq(system(cmd), 0);
+	run_epochs(&o, 1, 1);
+}
+END_TEST
+
+/* SIGTERM stops the daemon cleanly and removes its socket. */
+START_TEST(test_sigterm_removes_socket)
+{
+	struct infeed	*f = client();
+	struct stat	 sb;
+	int		 status;
+
+	ck_assert_int_eq(stat(sock_path, &sb), 0);
+	status = daemon_stop();
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert_int_eq(stat(sock_path, &sb), -1);
+	infeed_free(f);
+}
+END_TEST
+
+/* Many clients at once, all served. */
+START_TEST(test_many_clients)
+{
+	struct infeed		*f[20];
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	int			 i;
+
+	infeed_options_init(&o);
+	o.batch_size = 5;
+	for (i = 0; i < 20; i++) {
+		f[i] = client();
+		ck_assert_int_eq(infeed_attach(f[i], "raw", &o, NULL),
+		    INFEED_OK);
+	}
+	for (i = 0; i < 20; i++) {
+		ck_assert_int_eq(infeed_next(f[i], &st), INFEED_OK);
+		ck_assert_uint_eq(st.indices[0], 0);
+	}
+	for (i = 0; i < 20; i++)
+		infeed_free(f[i]);
+}
+END_TEST
+
+static Suite *
+integration_suite(void)
+{
+	Suite	*s = suite_create("integration");
+	TCase	*tc = tcase_create("daemon");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_list_datasets);
+	tcase_add_test(tc, test_garbage_client_cut_off);
+	tcase_add_test(tc, test_oversized_frame);
+	tcase_add_test(tc, test_version_mismatch);
+	tcase_add_test(tc, test_unexpected_frames);
+	tcase_add_test(tc, test_epoch_in_order);
+	tcase_add_test(tc, test_epoch_shuffled);
+	tcase_add_test(tc, test_epoch_distributed);
+	tcase_add_test(tc, test_order_independent_of_workers);
+	tcase_add_test(tc, test_end_of_data);
+	tcase_add_test(tc, test_bad_options);
+	tcase_add_test(tc, test_memory_budget);
+	tcase_add_test(tc, test_transform);
+	tcase_add_test(tc, test_bad_release);
+	tcase_add_test(tc, test_ring_read_only);
+	tcase_add_test(tc, test_worker_killed);
+	tcase_add_test(tc, test_sigterm_removes_socket);
+	tcase_add_test(tc, test_many_clients);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	SRunner	*sr = srunner_create(integration_suite());
+	int	 nfailed;
+
+	signal(SIGPIPE, SIG_IGN);
+	srunner_run_all(sr, CK_ENV);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
