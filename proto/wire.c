@@ -83,6 +83,11 @@ wire_in_feed(struct wire_in *in, const void *data, size_t len)
 {
 	if (wire_in_reserve(in, len) == -1)
 		return (-1);
+	/* The buffer never grows past one maximal frame and a read's worth. */
+	if (in->cap - in->len < len) {
+		errno = ENOBUFS;
+		return (-1);
+	}
 	memcpy(in->buf + in->len, data, len);
 	in->len += len;
 	return (0);

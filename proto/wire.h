@@ -55,6 +55,8 @@ void			 wire_in_clear(struct wire_in *in);
 
 /**
  * wire_in_feed() - append @len received bytes (used by tests and fuzzers).
+ * Return: 0, or -1 with errno ENOBUFS when more than one maximal frame
+ * (plus 64 KiB) would be buffered; take frames out first.
  */
 int			 wire_in_feed(struct wire_in *in, const void *data,
 			    size_t len);
