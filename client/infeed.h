@@ -188,7 +188,9 @@ int		 infeed_attach(struct infeed *f, const char *dataset,
  * infeed_next() - wait for the next device step.
  * Return: INFEED_OK with *@step filled, INFEED_END_OF_DATA when the epoch
  * ended and load_indefinitely is off (the next call starts the next epoch),
- * or an error.
+ * or an error.  INFEED_ERR_DAEMON with infeed_daemon_code() 5 (NOT_FOUND)
+ * means the daemon ended the session (an operator's reload changed its
+ * dataset): the handle is detached and may attach again.
  */
 int		 infeed_next(struct infeed *f, struct infeed_step *step);
 

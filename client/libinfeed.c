@@ -491,8 +491,13 @@ infeed_next(struct infeed *f, struct infeed_step *step)
 	if ((r = infeed_send(f, &fr)) != INFEED_OK)
 		return (r);
 	if ((r = infeed_recv2(f, INFEED__FRAME__MSG_STEP,
-	    INFEED__FRAME__MSG_END_OF_DATA, &reply)) != INFEED_OK)
+	    INFEED__FRAME__MSG_END_OF_DATA, &reply)) != INFEED_OK) {
+		/* The daemon ended the session (a reload): attach again. */
+		if (r == INFEED_ERR_DAEMON &&
+		    f->daemon_code == INFEED__ERROR_CODE__ERROR_NOT_FOUND)
+			infeed_unmap(f);
 		return (r);
+	}
 	if (reply->msg_case == INFEED__FRAME__MSG_END_OF_DATA) {
 		infeed__frame__free_unpacked(reply, NULL);
 		return (INFEED_END_OF_DATA);

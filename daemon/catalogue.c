@@ -3,43 +3,134 @@
  * The catalogue: the datasets that infeedd serves, opened from the
  * configuration.  A dataset whose files are bad is refused with a log line
  * naming the file and the fault; the rest of the catalogue is served.
+ *
+ * On reload, a dataset whose section is unchanged keeps its open reader
+ * (and so its sessions); a changed or new one is opened afresh.
+ *
+ * Access: a section may say "allow_groups = g1 g2"; then only clients whose
+ * primary or supplementary groups include one of them may attach to it
+ * (root too: add it to a group if it should read the dataset).
  */
 
+#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
 
-/* Open every dataset the configuration names. */
+#define CATALOGUE_MAX_GROUPS	64
+
+/* True when two sections say the same thing. */
+static bool
+catalogue_same_conf(const struct dataset_conf *a, const struct dataset_conf *b)
+{
+	size_t	i;
+
+	if (strcmp(a->name, b->name) != 0 || a->nkv != b->nkv)
+		return (false);
+	for (i = 0; i < a->nkv; i++) {
+		if (strcmp(a->kv[i].key, b->kv[i].key) != 0 ||
+		    strcmp(a->kv[i].value, b->kv[i].value) != 0)
+			return (false);
+	}
+	return (true);
+}
+
+/* Resolve "allow_groups"; -1 with *cause for an unknown group. */
+static int
+catalogue_groups(const struct dataset_conf *dc, struct catalogue_entry *e,
+    char **cause)
+{
+	const char	*v = dataset_conf_get(dc, "allow_groups");
+	char		*copy, *tok, *save = NULL;
+	struct group	*gr;
+
+	e->ngroups = 0;
+	e->restricted = v != NULL;
+	if (v == NULL)
+		return (0);
+	copy = xstrdup(v);
+	for (tok = strtok_r(copy, " ,\t", &save); tok != NULL;
+	    tok = strtok_r(NULL, " ,\t", &save)) {
+		if ((gr = getgrnam(tok)) == NULL) {
+			*cause = xasprintf("allow_groups: no group '%s' on this "
+			    "host", tok);
+			free(copy);
+			return (-1);
+		}
+		if (e->ngroups == CATALOGUE_MAX_GROUPS) {
+			*cause = xasprintf("allow_groups: at most %d groups",
+			    CATALOGUE_MAX_GROUPS);
+			free(copy);
+			return (-1);
+		}
+		e->groups = xreallocarray(e->groups, e->ngroups + 1,
+		    sizeof(*e->groups));
+		e->groups[e->ngroups++] = gr->gr_gid;
+	}
+	free(copy);
+	return (0);
+}
+
+/* Open every dataset the configuration names, reusing @old's unchanged ones. */
 struct catalogue *
-catalogue_open(const struct config *conf)
+catalogue_open(const struct config *conf, struct catalogue *old)
 {
 	struct catalogue	*cat;
-	struct dataset		*ds;
+	struct catalogue_entry	*e;
+	const struct dataset_conf *dc;
 	char			*cause;
-	size_t			 i;
+	size_t			 i, j;
 
 	cat = xcalloc(1, sizeof(*cat));
 	cat->datasets = xcalloc(conf->ndatasets + 1, sizeof(*cat->datasets));
+	cat->entries = xcalloc(conf->ndatasets + 1, sizeof(*cat->entries));
 	for (i = 0; i < conf->ndatasets; i++) {
+		dc = &conf->datasets[i];
+		e = &cat->entries[cat->ndatasets];
 		cause = NULL;
-		ds = dataset_open(&conf->datasets[i], &cause);
-		if (ds == NULL) {
-			log_warnx("dataset '%s' refused: %s",
-			    conf->datasets[i].name,
-			    cause ? cause : "unknown error");
+		if (catalogue_groups(dc, e, &cause) == -1) {
+			log_warnx("dataset '%s' refused: %s", dc->name, cause);
 			free(cause);
+			free(e->groups);
+			memset(e, 0, sizeof(*e));
 			continue;
 		}
+		for (j = 0; old != NULL && j < old->ndatasets; j++) {
+			if (old->datasets[j] != NULL &&
+			    catalogue_same_conf(old->entries[j].conf, dc))
+				break;
+		}
+		if (old != NULL && j < old->ndatasets) {
+			cat->datasets[cat->ndatasets] = old->datasets[j];
+			old->datasets[j] = NULL;
+			e->conf = dc;
+			cat->ndatasets++;
+			continue;
+		}
+		cat->datasets[cat->ndatasets] = dataset_open(dc, &cause);
+		if (cat->datasets[cat->ndatasets] == NULL) {
+			log_warnx("dataset '%s' refused: %s", dc->name,
+			    cause ? cause : "unknown error");
+			free(cause);
+			free(e->groups);
+			memset(e, 0, sizeof(*e));
+			continue;
+		}
+		e->conf = dc;
 		log_info("dataset '%s': %s, %llu samples of %s[%llu bytes]",
-		    ds->name, ds->type, (unsigned long long)ds->samples,
-		    dtype_name(ds->dtype), (unsigned long long)ds->sample_bytes);
-		cat->datasets[cat->ndatasets++] = ds;
+		    dc->name, cat->datasets[cat->ndatasets]->type,
+		    (unsigned long long)cat->datasets[cat->ndatasets]->samples,
+		    dtype_name(cat->datasets[cat->ndatasets]->dtype),
+		    (unsigned long long)
+		    cat->datasets[cat->ndatasets]->sample_bytes);
+		cat->ndatasets++;
 	}
 	return (cat);
 }
 
-/* Close every dataset; NULL is a no-op. */
+/* Close every dataset still owned; NULL is a no-op. */
 void
 catalogue_free(struct catalogue *cat)
 {
@@ -47,8 +138,11 @@ catalogue_free(struct catalogue *cat)
 
 	if (cat == NULL)
 		return;
-	for (i = 0; i < cat->ndatasets; i++)
+	for (i = 0; i < cat->ndatasets; i++) {
 		dataset_free(cat->datasets[i]);
+		free(cat->entries[i].groups);
+	}
+	free(cat->entries);
 	free(cat->datasets);
 	free(cat);
 }
@@ -60,11 +154,42 @@ catalogue_find(const struct catalogue *cat, const char *name, size_t *index)
 	size_t	i;
 
 	for (i = 0; i < cat->ndatasets; i++) {
-		if (strcmp(cat->datasets[i]->name, name) == 0) {
+		if (cat->datasets[i] != NULL &&
+		    strcmp(cat->datasets[i]->name, name) == 0) {
 			if (index != NULL)
 				*index = i;
 			return (cat->datasets[i]);
 		}
 	}
 	return (NULL);
+}
+
+/* May a client with @uid and primary @gid attach to entry @index? */
+bool
+catalogue_allows(const struct catalogue *cat, size_t index, uid_t uid,
+    gid_t gid)
+{
+	const struct catalogue_entry	*e = &cat->entries[index];
+	struct passwd			*pw;
+	gid_t				 groups[256];
+	int				 ngroups = 256, k;
+	size_t				 i;
+
+	if (!e->restricted)
+		return (true);
+	for (i = 0; i < e->ngroups; i++) {
+		if (e->groups[i] == gid)
+			return (true);
+	}
+	/* Supplementary groups come from the group database, not the socket. */
+	if ((pw = getpwuid(uid)) == NULL ||
+	    getgrouplist(pw->pw_name, gid, groups, &ngroups) == -1)
+		return (false);
+	for (k = 0; k < ngroups; k++) {
+		for (i = 0; i < e->ngroups; i++) {
+			if (e->groups[i] == groups[k])
+				return (true);
+		}
+	}
+	return (false);
 }

@@ -56,14 +56,23 @@ void		 config_free(struct config *);
 int		 config_parse_size(const char *s, uint64_t *out);
 
 /* catalogue.c */
-struct catalogue {
-	struct dataset	**datasets;	/* the ones that opened */
-	size_t		  ndatasets;
+struct catalogue_entry {
+	const struct dataset_conf *conf;	/* borrowed from the config */
+	bool			 restricted;	/* allow_groups was given */
+	gid_t			*groups;
+	size_t			 ngroups;
 };
-struct catalogue *catalogue_open(const struct config *);
+struct catalogue {
+	struct dataset		**datasets;	/* the ones that opened */
+	struct catalogue_entry	 *entries;	/* index-aligned */
+	size_t			  ndatasets;
+};
+struct catalogue *catalogue_open(const struct config *, struct catalogue *old);
 void		  catalogue_free(struct catalogue *);
 struct dataset	 *catalogue_find(const struct catalogue *, const char *name,
 		      size_t *index);
+bool		  catalogue_allows(const struct catalogue *, size_t index,
+		      uid_t uid, gid_t gid);
 
 /* The daemon: one per process, owned by main.c. */
 struct peer;
@@ -86,6 +95,8 @@ struct daemon {
 	uint64_t		 next_session_id;
 	uint64_t		 memory_used;	/* bytes of step rings */
 	uint64_t		 started_ms;	/* CLOCK_MONOTONIC */
+	uint64_t		 status_ms;	/* last STATUS= line */
+	uint64_t		 status_rows;
 };
 
 /* listen.c */
@@ -119,6 +130,7 @@ struct peer {
 	gid_t			 gid;
 	char			*name;
 	struct session		*session;
+	char			*detached_why;	/* a reload ended the session */
 };
 void	peer_accept(struct daemon *, int fd);
 void	peer_free(struct peer *);
@@ -138,6 +150,10 @@ int		 session_release(struct session *, uint32_t slot, char **cause);
 void		 session_job_done(struct session *, uint32_t slot,
 		    uint32_t rows, int error, uint64_t bad_index);
 void		 session_fill_stats(struct session *, Infeed__SessionStats *);
+int		 session_reload(struct session *, const struct catalogue *);
+uint64_t	 session_rows_delivered(const struct session *);
+unsigned	 session_pending_next(const struct session *);
+const char	*session_dataset_name(const struct session *);
 struct session	*session_find(struct daemon *, uint64_t id);
 
 /* pool.c */
@@ -173,9 +189,13 @@ void		 pool_unmap_session(struct pool *, uint64_t session_id);
 void		 pool_submit(struct pool *, uint64_t session_id, uint32_t slot,
 		    uint64_t row_begin, uint64_t row_end);
 unsigned	 pool_size(const struct pool *);
+void		 pool_reload(struct pool *);
+void		 pool_set_dataset(struct pool *, uint64_t session_id,
+		    uint32_t dataset_index);
 void		 pool_fill_stats(struct pool *, Infeed__Stats *);
 
 /* main.c */
 uint64_t	 daemon_now_ms(void);
+void		 daemon_reload(struct daemon *);
 
 #endif /* INFEED_DAEMON_H */

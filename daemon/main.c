@@ -34,6 +34,110 @@ daemon_now_ms(void)
 	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 }
 
+/* Reload the configuration; the old one stays if the new one is bad. */
+void
+daemon_reload(struct daemon *d)
+{
+	struct config	*nconf;
+	struct catalogue *ncat;
+	struct peer	*p, *next;
+	char		*cause = NULL;
+	unsigned	 kept = 0, ended = 0, n;
+
+	sd_notify(0, "RELOADING=1");
+	log_info("reloading %s", d->conf->path);
+	if ((nconf = config_load(d->conf->path, &cause)) == NULL) {
+		log_warnx("reload refused, the running configuration stays: "
+		    "%s", cause);
+		sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", cause);
+		free(cause);
+		return;
+	}
+	/* The socket and pool size need a restart; keep what runs. */
+	if (strcmp(nconf->socket_path, d->conf->socket_path) != 0)
+		log_warnx("reload: the socket path changes only at restart");
+	free(nconf->socket_path);
+	nconf->socket_path = xstrdup(d->conf->socket_path);
+	nconf->workers = d->conf->workers;
+	ncat = catalogue_open(nconf, d->cat);
+	for (p = TAILQ_FIRST(&d->peers); p != NULL; p = next) {
+		next = TAILQ_NEXT(p, entry);
+		if (p->session == NULL)
+			continue;
+		if (session_reload(p->session, ncat) == 0) {
+			kept++;
+			continue;
+		}
+		/* Answer what waits; later requests get the same reason. */
+		free(p->detached_why);
+		p->detached_why = xasprintf("the operator reloaded infeedd and "
+		    "dataset '%s' changed or was removed; this session ended, "
+		    "attach again", session_dataset_name(p->session));
+		for (n = session_pending_next(p->session); n > 0; n--)
+			peer_send_error(p, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
+			    "%s", p->detached_why);
+		session_free(p->session);
+		p->session = NULL;
+		ended++;
+	}
+	catalogue_free(d->cat);
+	config_free(d->conf);
+	d->conf = nconf;
+	d->cat = ncat;
+	pool_reload(d->pool);
+	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
+	    ncat->ndatasets, kept, ended);
+	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",
+	    ncat->ndatasets);
+}
+
+/* SIGHUP: reload. */
+static void
+main_hup_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	(void)sig;
+	(void)ev;
+	daemon_reload(arg);
+}
+
+/* Tell systemd we are alive. */
+static void
+main_watchdog_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	(void)arg;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+/* Every few seconds: a STATUS= line with sessions and throughput. */
+static void
+main_status_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+	struct peer	*p;
+	uint64_t	 rows = 0, now = daemon_now_ms();
+	unsigned	 sessions = 0;
+	double		 rate = 0;
+
+	(void)fd;
+	(void)ev;
+	TAILQ_FOREACH(p, &d->peers, entry) {
+		if (p->session == NULL)
+			continue;
+		sessions++;
+		rows += session_rows_delivered(p->session);
+	}
+	/* Rows of sessions that ended in between are not counted twice. */
+	if (now > d->status_ms && rows >= d->status_rows)
+		rate = (double)(rows - d->status_rows) * 1000.0 /
+		    (double)(now - d->status_ms);
+	d->status_rows = rows;
+	d->status_ms = now;
+	sd_notifyf(0, "STATUS=%u sessions, %u clients, %.0f items/s",
+	    sessions, d->npeers, rate);
+}
+
 /* SIGTERM or SIGINT: leave the loop. */
 static void
 main_stop_cb(evutil_socket_t sig, short ev, void *arg)
@@ -81,7 +185,9 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct daemon	 d;
-	struct event	*ev_term, *ev_int;
+	struct event	*ev_term, *ev_int, *ev_hup, *ev_watchdog, *ev_status;
+	struct timeval	 tv;
+	uint64_t	 watchdog_usec = 0;
 	const char	*config_path = INFEEDD_DEFAULT_CONFIG;
 	const char	*socket_path = NULL;
 	char		*cause = NULL, *end;
@@ -150,7 +256,7 @@ main(int argc, char **argv)
 
 	if ((d.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
-	d.cat = catalogue_open(d.conf);
+	d.cat = catalogue_open(d.conf, NULL);
 	d.pool = pool_new(&d, d.conf->workers);
 	if (listen_open(&d, d.conf->socket_path) == -1)
 		fatalx("cannot listen on %s", d.conf->socket_path);
@@ -158,14 +264,31 @@ main(int argc, char **argv)
 
 	ev_term = evsignal_new(d.base, SIGTERM, main_stop_cb, &d);
 	ev_int = evsignal_new(d.base, SIGINT, main_stop_cb, &d);
-	if (ev_term == NULL || ev_int == NULL || event_add(ev_term, NULL) ||
-	    event_add(ev_int, NULL))
+	ev_hup = evsignal_new(d.base, SIGHUP, main_hup_cb, &d);
+	if (ev_term == NULL || ev_int == NULL || ev_hup == NULL ||
+	    event_add(ev_term, NULL) || event_add(ev_int, NULL) ||
+	    event_add(ev_hup, NULL))
 		fatalx("cannot handle signals");
+	ev_watchdog = event_new(d.base, -1, EV_PERSIST, main_watchdog_cb, &d);
+	ev_status = event_new(d.base, -1, EV_PERSIST, main_status_cb, &d);
+	if (ev_watchdog == NULL || ev_status == NULL)
+		fatalx("cannot create timers");
+	if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+		tv.tv_sec = (time_t)(watchdog_usec / 2 / 1000000);
+		tv.tv_usec = (suseconds_t)(watchdog_usec / 2 % 1000000);
+		event_add(ev_watchdog, &tv);
+		log_info("watchdog: pinging systemd every %llu ms",
+		    (unsigned long long)(watchdog_usec / 2000));
+	}
+	tv.tv_sec = 5;
+	tv.tv_usec = 0;
+	event_add(ev_status, &tv);
+	d.status_ms = daemon_now_ms();
 
 	log_info("ready: %zu datasets, %u workers", d.cat->ndatasets,
 	    d.conf->workers);
-	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers",
-	    d.cat->ndatasets, d.conf->workers);
+	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers, "
+	    "0 sessions", d.cat->ndatasets, d.conf->workers);
 	event_base_dispatch(d.base);
 
 	peer_free_all(&d);
@@ -173,6 +296,9 @@ main(int argc, char **argv)
 	pool_free(d.pool);
 	event_free(ev_term);
 	event_free(ev_int);
+	event_free(ev_hup);
+	event_free(ev_watchdog);
+	event_free(ev_status);
 	catalogue_free(d.cat);
 	event_base_free(d.base);
 	config_free(d.conf);

@@ -98,6 +98,7 @@ peer_free(struct peer *p)
 	wire_in_clear(&p->in);
 	close(p->fd);
 	log_debug("client %llu closed", (unsigned long long)p->id);
+	free(p->detached_why);
 	free(p->name);
 	free(p);
 }
@@ -365,6 +366,8 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 		    "first or open another connection");
 		return;
 	}
+	free(p->detached_why);
+	p->detached_why = NULL;
 	p->session = session_attach(p, a, &code, &cause);
 	if (p->session == NULL) {
 		peer_send_error(p, code, "cannot attach to '%s': %s",
@@ -481,6 +484,11 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 	case INFEED__FRAME__MSG_NEXT:
 	case INFEED__FRAME__MSG_RELEASE:
 	case INFEED__FRAME__MSG_DETACH:
+		if (p->session == NULL && p->detached_why != NULL) {
+			peer_send_error(p, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
+			    "%s", p->detached_why);
+			break;
+		}
 		if (p->session == NULL) {
 			peer_send_error(p,
 			    INFEED__ERROR_CODE__ERROR_UNEXPECTED,

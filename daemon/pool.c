@@ -89,6 +89,7 @@ struct worker {
 	struct job	*job;
 	uint64_t	 rows_done;
 	unsigned	 restarts;
+	bool		 retiring;	/* reload: replace once idle */
 };
 
 struct pool {
@@ -102,6 +103,7 @@ struct pool {
 };
 
 static void	pool_spawn(struct pool *, struct worker *);
+static void	pool_retire(struct worker *);
 static void	pool_dispatch(struct pool *);
 
 /* A session mapped in a worker process. */
@@ -401,6 +403,15 @@ pool_spawn(struct pool *pool, struct worker *w)
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
 }
 
+/* Let an idle worker go: it exits on EOF and SIGCHLD replaces it. */
+static void
+pool_retire(struct worker *w)
+{
+	event_del(w->ev);
+	close(w->fd);
+	w->fd = -1;
+}
+
 /* A worker answered: a job is done. */
 static void
 pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
@@ -434,6 +445,8 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 		    (uint32_t)(job->row_end - job->row_begin), m.error,
 		    m.bad_index);
 	free(job);
+	if (w->retiring)
+		pool_retire(w);
 	pool_dispatch(pool);
 }
 
@@ -449,7 +462,8 @@ pool_dispatch(struct pool *pool)
 
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->job != NULL || w->pid == -1)
+		if (w->job != NULL || w->pid == -1 || w->fd == -1 ||
+		    w->retiring)
 			continue;
 		for (job = TAILQ_FIRST(&pool->jobs); job != NULL; job = next) {
 			next = TAILQ_NEXT(job, entry);
@@ -542,7 +556,10 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 		if (i == pool->n)
 			continue;
 		w = &pool->workers[i];
-		if (WIFSIGNALED(status))
+		if (w->retiring && WIFEXITED(status) &&
+		    WEXITSTATUS(status) == 0)
+			log_debug("worker %u (pid %d) retired", i, (int)pid);
+		else if (WIFSIGNALED(status))
 			log_warnx("worker %u (pid %d) was killed by signal %d; "
 			    "starting a replacement", i, (int)pid,
 			    WTERMSIG(status));
@@ -551,7 +568,8 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 			    "starting a replacement", i, (int)pid,
 			    WEXITSTATUS(status));
 		event_del(w->ev);
-		close(w->fd);
+		if (w->fd != -1)
+			close(w->fd);
 		w->fd = -1;
 		w->pid = -1;
 		if (w->job != NULL) {
@@ -560,7 +578,9 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 		}
 		if (pool->stopping)
 			continue;
-		w->restarts++;
+		if (!w->retiring)
+			w->restarts++;
+		w->retiring = false;
 		pool_spawn(pool, w);
 		event_assign(w->ev, pool->d->base, w->fd, EV_READ | EV_PERSIST,
 		    pool_worker_cb, w);
@@ -734,4 +754,32 @@ pool_fill_stats(struct pool *pool, Infeed__Stats *st)
 		ws->restarts = pool->workers[i].restarts;
 		st->workers[i] = ws;
 	}
+}
+
+/* Reload: replace every worker, so new ones inherit the new catalogue. */
+void
+pool_reload(struct pool *pool)
+{
+	struct worker	*w;
+	unsigned	 i;
+
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->pid == -1 || w->fd == -1)
+			continue;
+		w->retiring = true;
+		if (w->job == NULL)
+			pool_retire(w);
+	}
+}
+
+/* A session's dataset moved to another catalogue index. */
+void
+pool_set_dataset(struct pool *pool, uint64_t session_id,
+    uint32_t dataset_index)
+{
+	struct pool_session	*ps;
+
+	if ((ps = pool_find(pool, session_id)) != NULL)
+		ps->desc.dataset_index = dataset_index;
 }

@@ -54,19 +54,19 @@ struct idx {
 
 /* Inflating a gzip file that is mapped whole. */
 struct idx_gz {
-	z_stream		 zs;
-	const uint8_t		*next;		/* input not yet given to zlib */
-	size_t			 left;
-	int			 done;		/* no more output */
-	int			 early;		/* input ended mid-stream */
+	z_stream	 zs;
+	const uint8_t	*next;		/* not yet given to zlib */
+	size_t		 left;
+	int		 done;		/* no more output */
+	int		 early;		/* input ended early */
 };
 
 static int	idx_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	idx_read(const struct dataset *, uint64_t, void *, int64_t *);
 static void	idx_close(struct dataset *);
-static int	idx_magic(struct dataset *, struct idx_file *, const uint8_t *,
-		    int, char **);
+static int	idx_magic(struct dataset *, struct idx_file *,
+		    const uint8_t *, int, char **);
 static int	idx_dims(struct dataset *, struct idx_file *, const uint8_t *,
 		    int, uint64_t *, char **);
 static void	idx_describe(const struct idx_file *, int, uint64_t, char *,

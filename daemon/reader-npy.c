@@ -11,7 +11,7 @@
  * A .npy file is "\x93NUMPY", a version byte pair, a little-endian header
  * length (2 bytes in version 1.0, 4 in 2.0 and 3.0), then that many bytes
  * of a Python dict literal such as
- *	{'descr': '<f4', 'fortran_order': False, 'shape': (60000, 1, 28, 28), }
+ *   {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }
  * and the array's bytes.  The first dimension is N and the rest is the
  * sample's shape.  Only C order and the little-endian dtypes <u1 (|u1),
  * <i4, <i8, <f2, <f4 and <f8 are read; the data must be exactly as long
@@ -46,7 +46,7 @@ struct npy_header {
 	int		fortran;
 	uint32_t	ndim;
 	uint64_t	shape[NPY_MAX_DIMS];
-	size_t		data_off;	/* header length, prelude included */
+	size_t		data_off;	/* where the data starts */
 	uint64_t	data_bytes;	/* prod(shape) * dtype size */
 };
 
@@ -250,7 +250,8 @@ npy_parse(const uint8_t *buf, size_t len, struct npy_header *h, char *err,
 	char			 key[32];
 	uint32_t		 hlen, i;
 	size_t			 start, size;
-	int			 seen_descr = 0, seen_fortran = 0, seen_shape = 0;
+	int			 seen_descr = 0, seen_fortran = 0;
+	int			 seen_shape = 0;
 
 	memset(h, 0, sizeof *h);
 	c.err = err;

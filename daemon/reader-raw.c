@@ -4,7 +4,7 @@
  *
  *	[dataset crops]
  *	type = raw
- *	path = /data/crops.bin		N records of prod(shape) elements
+ *	path = /data/crops.bin		N records of shape and dtype
  *	shape = 3,224,224
  *	dtype = uint8			uint8 int32 int64 float16 float32
  *					float64, in host byte order

@@ -301,6 +301,18 @@ session_attach(struct peer *p, const Infeed__Attach *a,
 		    "lists the catalogue");
 		goto fail;
 	}
+	if (!catalogue_allows(d->cat, s->ds_index, p->uid, p->gid)) {
+		*code = INFEED__ERROR_CODE__ERROR_PERMISSION_DENIED;
+		*cause = xasprintf("permission denied: uid %u (gid %u) is not in "
+		    "any group that allow_groups in %s permits for this "
+		    "dataset; ask the operator to add you to one",
+		    (unsigned)p->uid, (unsigned)p->gid, d->conf->path);
+		log_warnx("client %llu (pid %d, uid %u): refused attach to "
+		    "'%s' by allow_groups", (unsigned long long)p->id,
+		    (int)p->pid, (unsigned)p->uid, a->dataset);
+		s->ds = NULL;
+		goto fail;
+	}
 	*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
 	if (session_options(s, o, &so, cause) == -1)
 		goto fail;
@@ -612,4 +624,43 @@ session_fill_stats(struct session *s, Infeed__SessionStats *ss)
 	ss->client_pid = s->peer->pid;
 	ss->client_uid = s->peer->uid;
 	ss->client_name = s->peer->name;
+}
+
+/* After a reload: keep going if our dataset is unchanged, else -1. */
+int
+session_reload(struct session *s, const struct catalogue *cat)
+{
+	size_t	i;
+
+	for (i = 0; i < cat->ndatasets; i++) {
+		if (cat->datasets[i] == s->ds)
+			break;
+	}
+	if (i == cat->ndatasets)
+		return (-1);
+	s->ds_index = i;
+	s->desc.dataset_index = (uint32_t)i;
+	pool_set_dataset(s->d->pool, s->id, (uint32_t)i);
+	return (0);
+}
+
+/* Rows sent to the client so far. */
+uint64_t
+session_rows_delivered(const struct session *s)
+{
+	return (s->rows_delivered);
+}
+
+/* Next requests still waiting for an answer. */
+unsigned
+session_pending_next(const struct session *s)
+{
+	return (s->pending_next);
+}
+
+/* The name of the session's dataset. */
+const char *
+session_dataset_name(const struct session *s)
+{
+	return (s->ds->name);
 }

@@ -256,6 +256,7 @@ check_idx_sample(struct dataset *ds, uint32_t i)
 		ck_assert_uint_eq(buf[j], pixel(i, j));
 }
 
+/* Sizes, names and parsing of every dtype. */
 START_TEST(test_dtype)
 {
 	enum dtype	t;
@@ -280,6 +281,7 @@ START_TEST(test_dtype)
 }
 END_TEST
 
+/* A later line of a section overrides an earlier one. */
 START_TEST(test_conf_get)
 {
 	struct dataset_conf	*c;
@@ -292,6 +294,7 @@ START_TEST(test_conf_get)
 }
 END_TEST
 
+/* Shapes are 1 to 8 positive integers and nothing else. */
 START_TEST(test_shape_parse)
 {
 	uint64_t	 shape[DATASET_MAX_DIMS];
@@ -329,6 +332,7 @@ START_TEST(test_shape_parse)
 }
 END_TEST
 
+/* A plain IDX pair gives the right geometry, bytes and labels. */
 START_TEST(test_idx_plain)
 {
 	struct dataset	*ds;
@@ -365,6 +369,7 @@ START_TEST(test_idx_plain)
 }
 END_TEST
 
+/* gzip IDX files, one member or two, read like plain ones. */
 START_TEST(test_idx_gzip)
 {
 	struct dataset	*ds;
@@ -415,6 +420,7 @@ START_TEST(test_idx_gzip)
 }
 END_TEST
 
+/* Files that are not unsigned-byte IDX files are named. */
 START_TEST(test_idx_bad_magic)
 {
 	uint8_t		*img, *lab;
@@ -471,6 +477,7 @@ START_TEST(test_idx_bad_magic)
 }
 END_TEST
 
+/* A file shorter or longer than its header says is refused. */
 START_TEST(test_idx_truncated)
 {
 	struct stat	 st;
@@ -547,6 +554,7 @@ START_TEST(test_idx_truncated)
 }
 END_TEST
 
+/* Images and labels must agree on N; N must not be 0. */
 START_TEST(test_idx_count_mismatch)
 {
 	uint8_t		*img, *lab;
@@ -573,6 +581,7 @@ START_TEST(test_idx_count_mismatch)
 }
 END_TEST
 
+/* The real Fashion-MNIST training set, when installed. */
 START_TEST(test_idx_fashion_mnist)
 {
 	struct dataset	*ds;
@@ -582,7 +591,7 @@ START_TEST(test_idx_fashion_mnist)
 
 	if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0 ||
 	    access(FASHION_DIR "/train-labels-idx1-ubyte.gz", R_OK) != 0)
-		return;		/* not on this machine: nothing to check */
+		return;	/* not on this machine: nothing to check */
 	ds = open_ok(conf_new("fashion", "type", "idx",
 	    "images", FASHION_DIR "/train-images-idx3-ubyte.gz",
 	    "labels", FASHION_DIR "/train-labels-idx1-ubyte.gz", NULL));
@@ -639,6 +648,7 @@ put_elem(uint8_t *dst, enum dtype t, uint32_t v)
 	}
 }
 
+/* raw records of every dtype, with every label dtype. */
 START_TEST(test_raw_dtypes)
 {
 	static const enum dtype	 ltypes[] = {
@@ -646,8 +656,8 @@ START_TEST(test_raw_dtypes)
 	};
 	struct dataset		*ds;
 	enum dtype		 t, lt;
-	uint8_t			 data[5 * 6 * 8], labels[5 * 8], buf[6 * 8];
-	uint8_t			 want[8];
+	uint8_t			 data[5 * 6 * 8], labels[5 * 8];
+	uint8_t			 buf[6 * 8], want[8];
 	size_t			 es, i, j;
 	int64_t			 label;
 
@@ -699,6 +709,7 @@ START_TEST(test_raw_dtypes)
 }
 END_TEST
 
+/* raw files of the wrong size, and bad keys, are refused. */
 START_TEST(test_raw_bad)
 {
 	uint8_t		data[100], labels[80];
@@ -798,6 +809,7 @@ npy_fixture(float *x, int64_t *y)
 	y[2] = 1;
 }
 
+/* .npy files with version 1, 2 and 3 headers. */
 START_TEST(test_npy_good)
 {
 	struct dataset	*ds;
@@ -847,6 +859,7 @@ START_TEST(test_npy_good)
 }
 END_TEST
 
+/* Bad .npy headers and data are refused with the reason. */
 START_TEST(test_npy_bad)
 {
 	float		 x[48];
@@ -1003,6 +1016,7 @@ START_TEST(test_npy_mangled)
 }
 END_TEST
 
+/* A synthetic sample depends on (seed, index) alone. */
 START_TEST(test_synthetic)
 {
 	struct dataset	*a, *b;
@@ -1060,6 +1074,7 @@ START_TEST(test_synthetic)
 }
 END_TEST
 
+/* Synthetic values of each dtype lie in their range. */
 START_TEST(test_synthetic_dtypes)
 {
 	struct dataset	*ds;
@@ -1130,6 +1145,7 @@ START_TEST(test_synthetic_dtypes)
 }
 END_TEST
 
+/* An unknown or missing type lists the known ones. */
 START_TEST(test_unknown_type)
 {
 	open_fails(conf_new("p", "type", "parquet", "path", "/x", NULL),
@@ -1139,6 +1155,7 @@ START_TEST(test_unknown_type)
 }
 END_TEST
 
+/* Each reader names the key it is missing. */
 START_TEST(test_missing_keys)
 {
 	open_fails(conf_new("m", "type", "idx", "images", "/x", NULL),
@@ -1235,6 +1252,7 @@ rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 	return (0);
 }
 
+/* Run every test in a directory of its own, then remove it. */
 int
 main(void)
 {

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The test harness shared by the integration tests: a temporary directory
+ * with small dataset files and a catalogue, the real infeedd started on a
+ * private socket in it, and raw-socket helpers for frames that libinfeed
+ * would never send.  $INFEEDD names the daemon binary (meson sets it).
+ */
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "harness.h"
+
+char		 dir[256];
+char		 sock_path[300];
+char		 conf_path[300];
+pid_t		 daemon_pid = -1;
+
+/* Byte j of raw sample i: anything a wrong row or offset would not match. */
+uint8_t
+raw_byte(uint64_t i, unsigned j)
+{
+	return ((uint8_t)(i * 7 + j * 13 + (i >> 8)));
+}
+
+/* Write @len bytes to @path or fail the test. */
+void
+write_file(const char *path, const void *buf, size_t len)
+{
+	FILE	*fp = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_uint_eq(fwrite(buf, 1, len, fp), len);
+	ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* Make the raw dataset's files and a truncated copy. */
+void
+make_raw(void)
+{
+	static uint8_t	data[RAW_N * RAW_BYTES];
+	static int64_t	labels[RAW_N];
+	char		path[400];
+	unsigned	i, j;
+
+	for (i = 0; i < RAW_N; i++) {
+		for (j = 0; j < RAW_BYTES; j++)
+			data[i * RAW_BYTES + j] = raw_byte(i, j);
+		labels[i] = (int64_t)((i * 3) % RAW_CLASSES);
+	}
+	snprintf(path, sizeof(path), "%s/raw.bin", dir);
+	write_file(path, data, sizeof(data));
+	snprintf(path, sizeof(path), "%s/raw-labels.bin", dir);
+	write_file(path, labels, sizeof(labels));
+	snprintf(path, sizeof(path), "%s/broken.bin", dir);
+	write_file(path, data, sizeof(data) - 5);
+}
+
+/* Write the catalogue: raw, synthetic, and a broken one. */
+void
+make_config(const char *extra)
+{
+	char	buf[4096];
+
+	snprintf(buf, sizeof(buf),
+	    "[infeedd]\n"
+	    "workers = 2\n"
+	    "memory_budget = 256M\n"
+	    "%s\n"
+	    "[dataset raw]\n"
+	    "type = raw\n"
+	    "path = %s/raw.bin\n"
+	    "shape = 1,%d,%d\n"
+	    "dtype = uint8\n"
+	    "labels = %s/raw-labels.bin\n"
+	    "label_dtype = int64\n"
+	    "classes = %d\n"
+	    "\n"
+	    "[dataset synthetic]\n"
+	    "type = synthetic\n"
+	    "samples = 500\n"
+	    "shape = 1,8,8\n"
+	    "dtype = float32\n"
+	    "classes = 10\n"
+	    "seed = 7\n"
+	    "\n"
+	    "[dataset broken]\n"
+	    "type = raw\n"
+	    "path = %s/broken.bin\n"
+	    "shape = 1,%d,%d\n"
+	    "dtype = uint8\n"
+	    "labels = %s/raw-labels.bin\n"
+	    "label_dtype = int64\n",
+	    extra ? extra : "", dir, RAW_H, RAW_W, dir, RAW_CLASSES, dir,
+	    RAW_H, RAW_W, dir);
+	write_file(conf_path, buf, strlen(buf));
+}
+
+/* Start infeedd and wait until its socket answers. */
+void
+daemon_start(const char *workers)
+{
+	const char	*bin = getenv("INFEEDD");
+	struct sockaddr_un sun;
+	char		 log[400];
+	int		 i, fd, logfd;
+
+	ck_assert_msg(bin != NULL, "set INFEEDD to the infeedd binary");
+	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
+	daemon_pid = fork();
+	ck_assert_int_ne(daemon_pid, -1);
+	if (daemon_pid == 0) {
+		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(logfd, 2);
+		execl(bin, bin, "--config", conf_path, "--socket", sock_path,
+		    "--workers", workers ? workers : "2", (char *)NULL);
+		_exit(127);
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, sock_path);
+	for (i = 0; i < 500; i++) {
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+			close(fd);
+			return;
+		}
+		close(fd);
+		usleep(10000);
+	}
+	ck_abort_msg("infeedd did not start; see %s", log);
+}
+
+/* Stop infeedd with SIGTERM and return its exit status. */
+int
+daemon_stop(void)
+{
+	int	status = -1;
+
+	if (daemon_pid <= 0)
+		return (-1);
+	kill(daemon_pid, SIGTERM);
+	waitpid(daemon_pid, &status, 0);
+	daemon_pid = -1;
+	return (status);
+}
+
+/* Remove the temporary directory and everything in it. */
+void
+rm_dir(void)
+{
+	DIR		*d;
+	struct dirent	*de;
+	char		 path[600];
+
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Fresh directory, files, config and daemon for every test. */
+void
+setup(void)
+{
+	const char	*tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/infeed-test-XXXXXX", tmp ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(sock_path, sizeof(sock_path), "%s/infeedd.sock", dir);
+	snprintf(conf_path, sizeof(conf_path), "%s/infeedd.conf", dir);
+	make_raw();
+	make_config(NULL);
+	daemon_start(NULL);
+}
+
+/* Stop the daemon and clean up. */
+void
+teardown(void)
+{
+	daemon_stop();
+	rm_dir();
+}
+
+/* A libinfeed client, connected. */
+struct infeed *
+client(void)
+{
+	struct infeed	*f = infeed_new();
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(infeed_connect(f, sock_path, "test") == INFEED_OK,
+	    "%s", infeed_error(f));
+	return (f);
+}
+
+/* A raw socket to the daemon. */
+int
+raw_connect(void)
+{
+	struct sockaddr_un	sun;
+	int			fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	return (fd);
+}
+
+/* Send one frame on a raw socket. */
+void
+raw_send(int fd, const Infeed__Frame *f)
+{
+	uint8_t	*buf;
+	size_t	 len;
+
+	buf = wire_pack(f, WIRE_DEFAULT_MAX_FRAME, &len);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(wire_send_all(fd, buf, len, -1), 0);
+	free(buf);
+}
+
+/* Read one frame within two seconds, or NULL at end of stream. */
+Infeed__Frame *
+raw_recv(int fd, struct wire_in *in)
+{
+	Infeed__Frame	*f;
+	struct pollfd	 pfd = { fd, POLLIN, 0 };
+	char		*cause = NULL;
+	ssize_t		 n;
+
+	for (;;) {
+		if (wire_in_frame(in, &f, &cause) == WIRE_OK)
+			return (f);
+		ck_assert_msg(poll(&pfd, 1, 2000) == 1, "no reply in 2 s");
+		n = wire_in_recv(in, fd);
+		if (n <= 0)
+			return (NULL);
+	}
+}
+
+/* Say hello on a raw socket and check the Welcome. */
+void
+raw_hello(int fd, struct wire_in *in, uint32_t version)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+
+	h.protocol_version = version;
+	f.msg_case = INFEED__FRAME__MSG_HELLO;
+	f.hello = &h;
+	raw_send(fd, &f);
+	r = raw_recv(fd, in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_WELCOME);
+	infeed__frame__free_unpacked(r, NULL);
+}
+
+/* True when the daemon has closed @fd (EOF within two seconds). */
+int
+raw_closed(int fd)
+{
+	struct pollfd	pfd = { fd, POLLIN, 0 };
+	char		buf[4096];
+	ssize_t		n;
+
+	for (;;) {
+		if (poll(&pfd, 1, 2000) != 1)
+			return (0);
+		n = read(fd, buf, sizeof(buf));
+		if (n == 0 || (n == -1 && errno == ECONNRESET))
+			return (1);
+		if (n == -1)
+			return (0);
+	}
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The integration-test harness: see harness.c.
+ */
+#ifndef INFEED_TEST_HARNESS_H
+#define INFEED_TEST_HARNESS_H
+
+#include <sys/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "infeed.h"
+#include "wire.h"
+
+#define RAW_N		1000
+#define RAW_H		4
+#define RAW_W		4
+#define RAW_BYTES	(RAW_H * RAW_W)
+#define RAW_CLASSES	10
+
+extern char	dir[256];		/* the test's temporary directory */
+extern char	sock_path[300];		/* infeedd's socket in it */
+extern char	conf_path[300];		/* its configuration */
+extern pid_t	daemon_pid;
+
+uint8_t		 raw_byte(uint64_t i, unsigned j);
+void		 write_file(const char *path, const void *buf, size_t len);
+void		 make_raw(void);
+void		 make_config(const char *extra);
+void		 daemon_start(const char *workers);
+int		 daemon_stop(void);
+void		 rm_dir(void);
+void		 setup(void);
+void		 teardown(void);
+struct infeed	*client(void);
+int		 raw_connect(void);
+void		 raw_send(int fd, const Infeed__Frame *f);
+Infeed__Frame	*raw_recv(int fd, struct wire_in *in);
+void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
+int		 raw_closed(int fd);
+
+#endif /* INFEED_TEST_HARNESS_H */
