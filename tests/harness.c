@@ -198,7 +198,24 @@ setup(void)
 void
 teardown(void)
 {
-	daemon_stop();
+	char	log[400], buf[4096];
+	int	status, fd;
+	ssize_t	n;
+
+	/* A daemon that crashed or leaked (under ASan) fails the test. */
+	status = daemon_stop();
+	if (status != -1 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+		snprintf(log, sizeof(log), "%s/infeedd.log", dir);
+		buf[0] = '\0';
+		if ((fd = open(log, O_RDONLY)) != -1) {
+			n = read(fd, buf, sizeof(buf) - 1);
+			buf[n > 0 ? n : 0] = '\0';
+			close(fd);
+		}
+		rm_dir();
+		ck_abort_msg("infeedd did not exit cleanly (status %d); its "
+		    "log:\n%s", status, buf);
+	}
 	rm_dir();
 }
 

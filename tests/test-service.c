@@ -89,13 +89,12 @@ setup_files(void)
 static void
 teardown_all(void)
 {
-	daemon_stop();
 	if (notify_fd != -1)
 		close(notify_fd);
 	notify_fd = -1;
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
-	rm_dir();
+	teardown();
 }
 
 /* Is a dataset in the catalogue? */
