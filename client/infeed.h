@@ -98,6 +98,13 @@ struct infeed_options {
 	/* Resume: the first step delivered. */
 	uint64_t	start_epoch;
 	uint64_t	start_step;
+	/*
+	 * When the daemon goes away mid-session (systemctl restart),
+	 * infeed_next reconnects for up to this long and resumes at the step
+	 * after the last one delivered, so the order is unchanged.  0: fail
+	 * with INFEED_ERR_CLOSED instead.
+	 */
+	uint32_t	reconnect_timeout_ms;	/* 60000 */
 	/* uint8 or float32 -> float32: x * scale, then (x - mean) / std. */
 	bool		to_float32;
 	float		scale;			/* 1.0 */
@@ -128,6 +135,7 @@ struct infeed_step {
 	const void	*data;			/* [rows, sample_shape...] */
 	const int32_t	*labels;		/* [rows] */
 	const uint64_t	*indices;		/* [rows] dataset indices */
+	uint64_t	 session;		/* which attach it came from */
 };
 
 struct infeed;
@@ -196,6 +204,7 @@ int		 infeed_next(struct infeed *f, struct infeed_step *step);
 
 /**
  * infeed_release() - give a step's slot back; its pointers become invalid.
+ * Steps from before a reconnect are already gone: releasing them is a no-op.
  */
 int		 infeed_release(struct infeed *f, const struct infeed_step *step);
 

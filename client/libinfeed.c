@@ -6,6 +6,11 @@
  * exactly one reply, in order.  Release is not waited for: its reply is
  * consumed before the reply of the next request, and a refused release is
  * reported by that next call.
+ *
+ * Resume: the handle remembers where it is (the next epoch and step) and
+ * how it attached, so when the daemon goes away infeed_next can reconnect
+ * and attach again with start_epoch/start_step, and the trainer sees the
+ * same steps it would have seen without the interruption.
  */
 
 #include <sys/mman.h>
@@ -17,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "infeed.h"
@@ -37,6 +43,16 @@ struct infeed {
 	uint64_t	 data_offset;
 	uint64_t	 labels_offset;
 	uint64_t	 indices_offset;
+
+	/* What it takes to reconnect and resume. */
+	char			*path;
+	char			*name;
+	char			*dataset;
+	struct infeed_options	 opts;
+	uint64_t		 session_id;
+	uint64_t		 steps_per_epoch;
+	uint64_t		 next_epoch;
+	uint64_t		 next_step;
 };
 
 /* Record an error message and return @code. */
@@ -85,6 +101,9 @@ infeed_free(struct infeed *f)
 	if (f->fd != -1)
 		close(f->fd);
 	wire_in_clear(&f->in);
+	free(f->path);
+	free(f->name);
+	free(f->dataset);
 	free(f);
 }
 
@@ -119,10 +138,14 @@ infeed_send(struct infeed *f, const Infeed__Frame *frame)
 		    strerror(errno)));
 	r = wire_send_all(f->fd, buf, len, -1);
 	free(buf);
+	if (r == -1 && (errno == EPIPE || errno == ECONNRESET))
+		return (infeed_fail(f, INFEED_ERR_CLOSED, "infeedd closed the "
+		    "connection (did it stop or restart?) while sending %s",
+		    wire_case_name(frame->msg_case)));
 	if (r == -1)
-		return (infeed_fail(f, errno == EPIPE ? INFEED_ERR_CLOSED :
-		    INFEED_ERR_SYSTEM, "sending %s to infeedd: %s",
-		    wire_case_name(frame->msg_case), strerror(errno)));
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "sending %s to "
+		    "infeedd: %s", wire_case_name(frame->msg_case),
+		    strerror(errno)));
 	return (INFEED_OK);
 }
 
@@ -262,6 +285,14 @@ infeed_connect(struct infeed *f, const char *path, const char *name)
 		f->in.max_frame = f->max_frame;
 	}
 	infeed__frame__free_unpacked(reply, NULL);
+	if (f->path == NULL || strcmp(f->path, path) != 0) {
+		free(f->path);
+		f->path = strdup(path);
+	}
+	if (name != NULL && f->name != name) {
+		free(f->name);
+		f->name = strdup(name);
+	}
 	return (INFEED_OK);
 }
 
@@ -367,6 +398,7 @@ infeed_options_init(struct infeed_options *o)
 	o->load_indefinitely = true;
 	o->distributed_process_count = 1;
 	o->scale = 1.0f;
+	o->reconnect_timeout_ms = 60000;
 	if (infeed_env_uint("OMPI_COMM_WORLD_RANK", &rank) == 0 &&
 	    infeed_env_uint("OMPI_COMM_WORLD_SIZE", &size) == 0) {
 		o->distributed_process_id = rank;
@@ -452,6 +484,16 @@ infeed_attach(struct infeed *f, const char *dataset,
 		    "ring (%zu bytes): %s", f->ring_bytes, strerror(errno)));
 	}
 	f->attached = true;
+	f->session_id = at->session_id;
+	f->steps_per_epoch = at->steps_per_epoch;
+	f->next_epoch = o->start_epoch;
+	f->next_step = o->start_step;
+	if (f->dataset != dataset) {
+		free(f->dataset);
+		f->dataset = strdup(dataset);
+	}
+	if (&f->opts != o)
+		f->opts = *o;
 	f->slot_bytes = at->slot_bytes;
 	f->data_offset = at->data_offset;
 	f->labels_offset = at->labels_offset;
@@ -474,9 +516,80 @@ infeed_attach(struct infeed *f, const char *dataset,
 	return (INFEED_OK);
 }
 
-/* Wait for the next step. */
+/* Milliseconds on the monotonic clock. */
+static uint64_t
+infeed_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/* The daemon went away: reconnect and attach again where we were. */
+static int
+infeed_resume(struct infeed *f, int why)
+{
+	struct infeed_options	 o = f->opts;
+	char			*path, *name, *dataset, saved[sizeof(f->error)];
+	uint64_t		 deadline;
+	int			 r;
+
+	if (f->opts.reconnect_timeout_ms == 0 || f->path == NULL ||
+	    f->dataset == NULL)
+		return (why);
+	snprintf(saved, sizeof(saved), "%s", f->error);
+	deadline = infeed_now_ms() + f->opts.reconnect_timeout_ms;
+	path = strdup(f->path);
+	name = f->name != NULL ? strdup(f->name) : NULL;
+	dataset = strdup(f->dataset);
+	o.start_epoch = f->next_epoch;
+	o.start_step = f->next_step;
+	infeed_unmap(f);
+	r = why;
+	while (path != NULL && dataset != NULL) {
+		if (f->fd != -1)
+			close(f->fd);
+		f->fd = -1;
+		wire_in_clear(&f->in);
+		wire_in_init(&f->in, f->max_frame);
+		f->releases_unanswered = 0;
+		if ((r = infeed_connect(f, path, name)) == INFEED_OK) {
+			r = infeed_attach(f, dataset, &o, NULL);
+			break;
+		}
+		if (infeed_now_ms() >= deadline)
+			break;
+		usleep(100000);
+	}
+	free(path);
+	free(name);
+	free(dataset);
+	if (r != INFEED_OK)
+		return (infeed_fail(f, r, "%s; reconnecting for %u ms did not "
+		    "work either: %s", saved, o.reconnect_timeout_ms,
+		    infeed_error(f)));
+	return (INFEED_OK);
+}
+
+static int	infeed_next_once(struct infeed *, struct infeed_step *);
+
+/* Wait for the next step, resuming after a daemon restart. */
 int
 infeed_next(struct infeed *f, struct infeed_step *step)
+{
+	int	r;
+
+	r = infeed_next_once(f, step);
+	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) && f->attached &&
+	    infeed_resume(f, r) == INFEED_OK)
+		r = infeed_next_once(f, step);
+	return (r);
+}
+
+/* Ask for the next step once. */
+static int
+infeed_next_once(struct infeed *f, struct infeed_step *step)
 {
 	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
 	Infeed__Next	 nx = INFEED__NEXT__INIT;
@@ -499,6 +612,8 @@ infeed_next(struct infeed *f, struct infeed_step *step)
 		return (r);
 	}
 	if (reply->msg_case == INFEED__FRAME__MSG_END_OF_DATA) {
+		f->next_epoch = reply->end_of_data->epoch + 1;
+		f->next_step = 0;
 		infeed__frame__free_unpacked(reply, NULL);
 		return (INFEED_END_OF_DATA);
 	}
@@ -517,6 +632,13 @@ infeed_next(struct infeed *f, struct infeed_step *step)
 	    f->labels_offset);
 	step->indices = (const uint64_t *)(const void *)(base +
 	    f->indices_offset);
+	step->session = f->session_id;
+	f->next_epoch = step->epoch;
+	f->next_step = step->step + 1;
+	if (f->next_step == f->steps_per_epoch) {
+		f->next_epoch++;
+		f->next_step = 0;
+	}
 	infeed__frame__free_unpacked(reply, NULL);
 	return (INFEED_OK);
 }
@@ -531,6 +653,8 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 
 	if (!f->attached)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
+	if (step->session != f->session_id)
+		return (INFEED_OK);	/* from before a reconnect */
 	rl.slot = step->slot;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rl;

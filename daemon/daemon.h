@@ -190,6 +190,7 @@ void		 pool_submit(struct pool *, uint64_t session_id, uint32_t slot,
 		    uint64_t row_begin, uint64_t row_end);
 unsigned	 pool_size(const struct pool *);
 void		 pool_reload(struct pool *);
+void		 pool_drop_jobs(struct pool *, uint64_t session_id);
 void		 pool_set_dataset(struct pool *, uint64_t session_id,
 		    uint32_t dataset_index);
 void		 pool_fill_stats(struct pool *, Infeed__Stats *);

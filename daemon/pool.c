@@ -686,18 +686,11 @@ pool_unmap_session(struct pool *pool, uint64_t session_id)
 {
 	struct pool_session	*ps;
 	struct pool_msg		 m;
-	struct job		*job, *next;
 	unsigned		 i;
 
 	if ((ps = pool_find(pool, session_id)) == NULL)
 		return;
-	for (job = TAILQ_FIRST(&pool->jobs); job != NULL; job = next) {
-		next = TAILQ_NEXT(job, entry);
-		if (job->session_id == session_id) {
-			TAILQ_REMOVE(&pool->jobs, job, entry);
-			free(job);
-		}
-	}
+	pool_drop_jobs(pool, session_id);
 	memset(&m, 0, sizeof(m));
 	m.type = POOL_MSG_UNMAP;
 	m.session_id = session_id;
@@ -734,12 +727,33 @@ pool_size(const struct pool *pool)
 	return (pool->n);
 }
 
+/* Drop a session's queued jobs (it failed); running ones finish. */
+void
+pool_drop_jobs(struct pool *pool, uint64_t session_id)
+{
+	struct job	*job, *next;
+
+	for (job = TAILQ_FIRST(&pool->jobs); job != NULL; job = next) {
+		next = TAILQ_NEXT(job, entry);
+		if (job->session_id == session_id) {
+			TAILQ_REMOVE(&pool->jobs, job, entry);
+			free(job);
+		}
+	}
+}
+
 /* Describe every worker for GetStats. */
 void
 pool_fill_stats(struct pool *pool, Infeed__Stats *st)
 {
 	Infeed__WorkerStats	*ws;
+	struct job		*job;
 	unsigned		 i;
+
+	st->has_jobs_queued = 1;
+	st->jobs_queued = 0;
+	TAILQ_FOREACH(job, &pool->jobs, entry)
+		st->jobs_queued++;
 
 	st->workers = xcalloc(pool->n, sizeof(*st->workers));
 	st->n_workers = pool->n;

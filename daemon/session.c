@@ -586,6 +586,7 @@ session_job_done(struct session *s, uint32_t slot, uint32_t rows, int error,
 		    (unsigned long long)sl->step);
 		log_warnx("session %llu: %s", (unsigned long long)s->id,
 		    s->failure);
+		pool_drop_jobs(s->d->pool, s->id);
 	}
 	sl->rows_pending -= rows < sl->rows_pending ? rows : sl->rows_pending;
 	if (sl->rows_pending == 0)

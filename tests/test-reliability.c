@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reliability against the real infeedd: resume at a start position and
+ * across a daemon restart with the same order, a dataset file truncated
+ * under a running session, clients killed at random moments, a client that
+ * sends and never reads, and a flood of connections.
+ */
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "harness.h"
+
+/* Open descriptors of the daemon's main process. */
+static int
+daemon_fds(void)
+{
+	char		 path[64];
+	DIR		*d;
+	struct dirent	*de;
+	int		 n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)daemon_pid);
+	ck_assert_ptr_nonnull(d = opendir(path));
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return (n);
+}
+
+/* The daemon's Stats. */
+static Infeed__Stats *
+stats(Infeed__Frame **frame)
+{
+	struct infeed	*f = client();
+	uint8_t		*buf;
+	size_t		 len;
+
+	ck_assert_int_eq(infeed_stats_frame(f, &buf, &len), INFEED_OK);
+	infeed_free(f);
+	*frame = infeed__frame__unpack(NULL, len, buf);
+	free(buf);
+	ck_assert_ptr_nonnull(*frame);
+	return ((*frame)->stats);
+}
+
+/* Indices of @steps steps from @f, appended to @out at *@n. */
+static void
+take(struct infeed *f, unsigned steps, uint64_t *out, size_t *n)
+{
+	struct infeed_step	st;
+	unsigned		s;
+
+	for (s = 0; s < steps; s++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		memcpy(out + *n, st.indices, st.rows * sizeof(*out));
+		*n += st.rows;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+}
+
+/* Shuffled options used by the resume tests: 6 steps of 150 per epoch. */
+static void
+resume_options(struct infeed_options *o)
+{
+	infeed_options_init(o);
+	o->batch_size = 50;
+	o->device_iterations = 3;
+	o->shuffle = true;
+	o->seed = 99;
+}
+
+/* Attaching with (epoch, step) gives exactly the uninterrupted steps. */
+START_TEST(test_start_position)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	uint64_t		*all, *part;
+	size_t			 na = 0, np = 0;
+
+	all = calloc(20 * 150, sizeof(*all));
+	part = calloc(20 * 150, sizeof(*part));
+	resume_options(&o);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	take(f, 20, all, &na);
+	infeed_free(f);
+	f = client();
+	o.start_epoch = 1;
+	o.start_step = 2;	/* step 8 of the uninterrupted run */
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	take(f, 12, part, &np);
+	ck_assert_uint_eq(np, 12 * 150);
+	ck_assert_int_eq(memcmp(part, all + 8 * 150, np * sizeof(*all)), 0);
+	infeed_free(f);
+	free(all);
+	free(part);
+}
+END_TEST
+
+/* A daemon restart mid-epoch: libinfeed reconnects, the order is unchanged. */
+START_TEST(test_restart_resume)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	uint64_t		*all, *got;
+	size_t			 na = 0, ng = 0;
+
+	all = calloc(20 * 150, sizeof(*all));
+	got = calloc(20 * 150, sizeof(*got));
+	resume_options(&o);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	take(f, 20, all, &na);
+	infeed_free(f);
+
+	f = client();
+	o.reconnect_timeout_ms = 10000;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	take(f, 4, got, &ng);
+	daemon_stop();			/* systemctl restart, in short */
+	daemon_start("1");
+	take(f, 16, got, &ng);
+	ck_assert_uint_eq(ng, na);
+	ck_assert_int_eq(memcmp(got, all, na * sizeof(*all)), 0);
+	infeed_free(f);
+	free(all);
+	free(got);
+}
+END_TEST
+
+/* Without reconnecting, a restart is reported as a closed connection. */
+START_TEST(test_restart_no_reconnect)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+
+	resume_options(&o);
+	o.reconnect_timeout_ms = 0;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	daemon_stop();
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_ERR_CLOSED);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "closed"));
+	infeed_free(f);
+	daemon_start(NULL);
+}
+END_TEST
+
+/* A file truncated under a session is that session's error, not a crash. */
+START_TEST(test_truncated_under_session)
+{
+	struct infeed		*f = client(), *g;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	char			 path[400];
+	int			 i, r = INFEED_OK;
+
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	infeed_release(f, &st);
+	snprintf(path, sizeof(path), "%s/raw.bin", dir);
+	ck_assert_int_eq(truncate(path, 200 * RAW_BYTES), 0);
+	for (i = 0; i < 10 && r == INFEED_OK; i++) {
+		r = infeed_next(f, &st);
+		if (r == INFEED_OK)
+			infeed_release(f, &st);
+	}
+	ck_assert_int_eq(r, INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(f), INFEED__ERROR_CODE__ERROR_DATA);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "'raw'"));
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "sample"));
+	infeed_free(f);
+	/* The daemon and the other datasets carry on. */
+	g = client();
+	ck_assert_int_eq(infeed_attach(g, "synthetic", NULL, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(g, &st), INFEED_OK);
+	infeed_free(g);
+}
+END_TEST
+
+/* Clients killed at random moments leave nothing behind in the daemon. */
+START_TEST(test_clients_killed)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	Infeed__Frame		*fr;
+	Infeed__Stats		*s;
+	struct infeed		*f;
+	int			 base_fds, i, k;
+	pid_t			 pid;
+
+	usleep(100000);
+	base_fds = daemon_fds();
+	srandom(7);
+	for (i = 0; i < 25; i++) {
+		pid = fork();
+		ck_assert_int_ne(pid, -1);
+		if (pid == 0) {
+			infeed_options_init(&o);
+			o.batch_size = 20 + (uint32_t)(i % 5) * 30;
+			o.shuffle = true;
+			o.early_preload = i % 2;
+			if ((f = infeed_new()) == NULL ||
+			    infeed_connect(f, sock_path, "victim") != INFEED_OK)
+				_exit(1);
+			if (i % 7 == 0)
+				pause();	/* killed before attaching */
+			if (infeed_attach(f, "raw", &o, NULL) != INFEED_OK)
+				_exit(1);
+			for (k = 0; ; k++) {
+				if (infeed_next(f, &st) != INFEED_OK)
+					_exit(1);
+				if (k % 3 != 0)	/* hold some slots */
+					infeed_release(f, &st);
+			}
+		}
+		usleep((useconds_t)(random() % 20000));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	usleep(300000);
+	s = stats(&fr);
+	ck_assert_uint_eq(s->n_sessions, 0);
+	ck_assert_uint_eq(s->memory_used, 0);
+	ck_assert_uint_eq(s->jobs_queued, 0);
+	infeed__frame__free_unpacked(fr, NULL);
+	/* The stats client's close may still be on its way. */
+	for (i = 0; i < 20 && daemon_fds() != base_fds; i++)
+		usleep(50000);
+	ck_assert_int_eq(daemon_fds(), base_fds);
+}
+END_TEST
+
+/* A client that sends and never reads stalls only itself. */
+START_TEST(test_client_never_reads)
+{
+	Infeed__Frame		 fr = INFEED__FRAME__INIT;
+	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
+	struct infeed		*g;
+	struct wire_in		 in;
+	struct infeed_step	 st;
+	uint8_t			*buf;
+	size_t			 len, sent = 0;
+	int			 fd, i, flags;
+	ssize_t			 n;
+
+	fd = raw_connect();
+	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	fr.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
+	fr.list_datasets = &ld;
+	buf = wire_pack(&fr, WIRE_DEFAULT_MAX_FRAME, &len);
+	flags = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	/* Until the socket is full both ways: the daemon stops reading us. */
+	for (i = 0; i < 2000000; i++) {
+		n = send(fd, buf, len, MSG_NOSIGNAL);
+		if (n == -1 && errno == EAGAIN) {
+			usleep(1000);
+			n = send(fd, buf, len, MSG_NOSIGNAL);
+			if (n == -1 && errno == EAGAIN)
+				break;
+		}
+		ck_assert_int_ne(n, -1);
+		sent += (size_t)n;
+	}
+	ck_assert_msg(i < 2000000, "the daemon kept reading a client that "
+	    "never reads its replies");
+	free(buf);
+	g = client();
+	ck_assert_int_eq(infeed_attach(g, "raw", NULL, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(g, &st), INFEED_OK);
+	infeed_free(g);
+	close(fd);
+	wire_in_clear(&in);
+	(void)sent;
+}
+END_TEST
+
+/* More connections than max_clients: the extra ones are told why. */
+START_TEST(test_connection_flood)
+{
+	struct infeed	*f;
+	struct wire_in	 in;
+	Infeed__Frame	*r;
+	int		 fds[60], i, refused = 0;
+
+	daemon_stop();
+	make_config("max_clients = 40");
+	daemon_start(NULL);
+	for (i = 0; i < 60; i++)
+		fds[i] = raw_connect();
+	for (i = 40; i < 60; i++) {
+		wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+		r = raw_recv(fds[i], &in);
+		if (r != NULL && r->msg_case == INFEED__FRAME__MSG_ERROR &&
+		    r->error->code ==
+		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED &&
+		    strstr(r->error->message, "max_clients") != NULL)
+			refused++;
+		if (r != NULL)
+			infeed__frame__free_unpacked(r, NULL);
+		wire_in_clear(&in);
+	}
+	ck_assert_int_eq(refused, 20);
+	for (i = 0; i < 60; i++)
+		close(fds[i]);
+	usleep(100000);
+	f = client();
+	ck_assert_int_eq(infeed_attach(f, "raw", NULL, NULL), INFEED_OK);
+	infeed_free(f);
+}
+END_TEST
+
+static Suite *
+reliability_suite(void)
+{
+	Suite	*s = suite_create("reliability");
+	TCase	*tc = tcase_create("reliability");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_start_position);
+	tcase_add_test(tc, test_restart_resume);
+	tcase_add_test(tc, test_restart_no_reconnect);
+	tcase_add_test(tc, test_truncated_under_session);
+	tcase_add_test(tc, test_clients_killed);
+	tcase_add_test(tc, test_client_never_reads);
+	tcase_add_test(tc, test_connection_flood);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	SRunner	*sr = srunner_create(reliability_suite());
+	int	 nfailed;
+
+	signal(SIGPIPE, SIG_IGN);
+	srunner_run_all(sr, CK_ENV);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
