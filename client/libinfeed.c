@@ -658,7 +658,12 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 	rl.slot = step->slot;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rl;
-	if ((r = infeed_send(f, &fr)) != INFEED_OK)
+	r = infeed_send(f, &fr);
+	/* The daemon went away with the slot; infeed_next will resume. */
+	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) &&
+	    f->opts.reconnect_timeout_ms > 0)
+		return (INFEED_OK);
+	if (r != INFEED_OK)
 		return (r);
 	f->releases_unanswered++;
 	return (INFEED_OK);

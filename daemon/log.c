@@ -2,9 +2,9 @@
 /*
  * Logging for infeedd, in the OpenBSD shape: log_warn adds strerror(errno),
  * log_warnx does not, fatal and fatalx exit.  Every line goes to stderr in
- * one format: "infeedd[PID]: LEVEL: message".  Under journald (JOURNAL_STREAM
- * set) a "<N>" priority prefix replaces nothing but lets journald keep the
- * level; on a terminal the line starts with a UTC timestamp instead.
+ * one format: "TIME infeedd[PID]: LEVEL: message".  Under journald
+ * (JOURNAL_STREAM set) the line is "<N>LEVEL: message": the "<N>" priority
+ * lets journald keep the level, and it adds time, identity and pid itself.
  */
 
 #include <errno.h>
@@ -54,10 +54,9 @@ log_vwrite(int prio, const char *level, const char *fmt, va_list ap,
 	int		 saved = errno;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (log_journal)
-		fprintf(stderr, "<%d>%s[%d]: %s: %s%s%s\n", prio, log_ident,
-		    (int)getpid(), level, msg, suffix ? ": " : "",
-		    suffix ? suffix : "");
+	if (log_journal)	/* journald adds the identity and pid */
+		fprintf(stderr, "<%d>%s: %s%s%s\n", prio, level, msg,
+		    suffix ? ": " : "", suffix ? suffix : "");
 	else {
 		now = time(NULL);
 		gmtime_r(&now, &tm);
