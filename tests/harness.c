@@ -179,9 +179,9 @@ rm_dir(void)
 	rmdir(dir);
 }
 
-/* Fresh directory, files, config and daemon for every test. */
+/* Fresh directory with the dataset files and a config (plus @extra). */
 void
-setup(void)
+make_files(const char *extra)
 {
 	const char	*tmp = getenv("TMPDIR");
 
@@ -190,8 +190,29 @@ setup(void)
 	snprintf(sock_path, sizeof(sock_path), "%s/infeedd.sock", dir);
 	snprintf(conf_path, sizeof(conf_path), "%s/infeedd.conf", dir);
 	make_raw();
-	make_config(NULL);
+	make_config(extra);
+}
+
+/* Fresh directory, files, config and daemon for every test. */
+void
+setup(void)
+{
+	make_files(NULL);
 	daemon_start(NULL);
+}
+
+/* Run a suite's tests (Check's CK_* variables apply); the exit status. */
+int
+run_suite(Suite *s)
+{
+	SRunner	*sr = srunner_create(s);
+	int	 nfailed;
+
+	signal(SIGPIPE, SIG_IGN);
+	srunner_run_all(sr, CK_ENV);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 
 /* Stop the daemon and clean up. */

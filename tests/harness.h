@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <check.h>
+
 #include "infeed.h"
 #include "wire.h"
 
@@ -31,7 +33,9 @@ void		 make_config(const char *extra);
 void		 daemon_start(const char *workers);
 int		 daemon_stop(void);
 void		 rm_dir(void);
+void		 make_files(const char *extra);
 void		 setup(void);
+int		 run_suite(Suite *);
 void		 teardown(void);
 struct infeed	*client(void);
 int		 raw_connect(void);

@@ -347,12 +347,5 @@ reliability_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(reliability_suite());
-	int	 nfailed;
-
-	signal(SIGPIPE, SIG_IGN);
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(reliability_suite()));
 }

@@ -75,14 +75,7 @@ notify_wait(const char *what, int ms, char *out, size_t outlen)
 static void
 setup_files(void)
 {
-	const char	*tmp = getenv("TMPDIR");
-
-	snprintf(dir, sizeof(dir), "%s/infeed-svc-XXXXXX", tmp ? tmp : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(sock_path, sizeof(sock_path), "%s/infeedd.sock", dir);
-	snprintf(conf_path, sizeof(conf_path), "%s/infeedd.conf", dir);
-	make_raw();
-	make_config(PRIVATE_SECTION);
+	make_files(PRIVATE_SECTION);
 }
 
 /* Stop the daemon, close the notify socket, clean up. */
@@ -343,12 +336,5 @@ service_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(service_suite());
-	int	 nfailed;
-
-	signal(SIGPIPE, SIG_IGN);
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(service_suite()));
 }
