@@ -110,26 +110,36 @@ make_config(const char *extra)
 	write_file(conf_path, buf, strlen(buf));
 }
 
-/* Start infeedd and wait until its socket answers. */
+/* Fork and exec @argv as the daemon, its stderr going to DIR/infeedd.log. */
 void
-daemon_start(const char *workers)
+daemon_spawn(char *const argv[])
 {
-	const char	*bin = getenv("INFEEDD");
-	struct sockaddr_un sun;
-	char		 log[400];
-	int		 i, fd, logfd;
+	char	log[400];
+	int	logfd;
 
-	ck_assert_msg(bin != NULL, "set INFEEDD to the infeedd binary");
 	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
 	daemon_pid = fork();
 	ck_assert_int_ne(daemon_pid, -1);
 	if (daemon_pid == 0) {
 		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		dup2(logfd, 2);
-		execl(bin, bin, "--config", conf_path, "--socket", sock_path,
-		    "--workers", workers ? workers : "2", (char *)NULL);
+		execvp(argv[0], argv);
 		_exit(127);
 	}
+}
+
+/* Start infeedd and wait until its socket answers. */
+void
+daemon_start(const char *workers)
+{
+	const char	*bin = getenv("INFEEDD");
+	struct sockaddr_un sun;
+	int		 i, fd;
+
+	ck_assert_msg(bin != NULL, "set INFEEDD to the infeedd binary");
+	daemon_spawn((char *const []){ (char *)bin, (char *)"--config",
+	    conf_path, (char *)"--socket", sock_path, (char *)"--workers",
+	    (char *)(workers ? workers : "2"), NULL });
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, sock_path);
@@ -142,7 +152,7 @@ daemon_start(const char *workers)
 		close(fd);
 		usleep(10000);
 	}
-	ck_abort_msg("infeedd did not start; see %s", log);
+	ck_abort_msg("infeedd did not start; see %s/infeedd.log", dir);
 }
 
 /* Stop infeedd with SIGTERM and return its exit status. */

@@ -30,6 +30,7 @@ uint8_t		 raw_byte(uint64_t i, unsigned j);
 void		 write_file(const char *path, const void *buf, size_t len);
 void		 make_raw(void);
 void		 make_config(const char *extra);
+void		 daemon_spawn(char *const argv[]);
 void		 daemon_start(const char *workers);
 int		 daemon_stop(void);
 void		 rm_dir(void);

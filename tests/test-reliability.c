@@ -82,20 +82,33 @@ resume_options(struct infeed_options *o)
 	o->seed = 99;
 }
 
-/* Attaching with (epoch, step) gives exactly the uninterrupted steps. */
-START_TEST(test_start_position)
+/* The indices of the first 20 steps of an uninterrupted run. */
+static uint64_t *
+reference_run(size_t *n)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
-	uint64_t		*all, *part;
-	size_t			 na = 0, np = 0;
+	uint64_t		*all = calloc(20 * 150, sizeof(*all));
 
-	all = calloc(20 * 150, sizeof(*all));
-	part = calloc(20 * 150, sizeof(*part));
+	*n = 0;
 	resume_options(&o);
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
-	take(f, 20, all, &na);
+	take(f, 20, all, n);
 	infeed_free(f);
+	return (all);
+}
+
+/* Attaching with (epoch, step) gives exactly the uninterrupted steps. */
+START_TEST(test_start_position)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	uint64_t		*all, *part;
+	size_t			 na, np = 0;
+
+	all = reference_run(&na);
+	part = calloc(20 * 150, sizeof(*part));
+	resume_options(&o);
 	f = client();
 	o.start_epoch = 1;
 	o.start_step = 2;	/* step 8 of the uninterrupted run */
@@ -112,18 +125,14 @@ END_TEST
 /* A daemon restart mid-epoch: libinfeed reconnects, the order is unchanged. */
 START_TEST(test_restart_resume)
 {
-	struct infeed		*f = client();
+	struct infeed		*f;
 	struct infeed_options	 o;
 	uint64_t		*all, *got;
-	size_t			 na = 0, ng = 0;
+	size_t			 na, ng = 0;
 
-	all = calloc(20 * 150, sizeof(*all));
+	all = reference_run(&na);
 	got = calloc(20 * 150, sizeof(*got));
 	resume_options(&o);
-	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
-	take(f, 20, all, &na);
-	infeed_free(f);
-
 	f = client();
 	o.reconnect_timeout_ms = 10000;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);

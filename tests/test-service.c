@@ -144,16 +144,10 @@ START_TEST(test_socket_activation)
 	int		 i, logfd;
 
 	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
-	daemon_pid = fork();
-	ck_assert_int_ne(daemon_pid, -1);
-	if (daemon_pid == 0) {
-		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(logfd, 2);
-		/* No --socket: the passed socket must win over the default. */
-		execlp("systemd-socket-activate", "systemd-socket-activate",
-		    "-l", sock_path, bin, "--config", conf_path, (char *)NULL);
-		_exit(127);
-	}
+	/* No --socket: the passed socket must win over the default. */
+	daemon_spawn((char *const []){ (char *)"systemd-socket-activate",
+	    (char *)"-l", sock_path, (char *)bin, (char *)"--config", conf_path,
+	    NULL });
 	for (i = 0; i < 200 && stat(sock_path, &sb) == -1; i++)
 		usleep(10000);
 	ck_assert_msg(stat(sock_path, &sb) == 0, "no socket from "
