@@ -1,0 +1,445 @@
+/*
+ * cmd-dataloading.c - `infeed-train dataloading`: Graphcore's
+ * efficient-data-loading tutorial as one experiment.
+ *
+ * The tutorial runs poptorch.inferenceModel of its ClassificationModel
+ * (1x128x128 inputs) on one IPU per replica with micro-batch 16 and 50
+ * device iterations, and compares three throughputs: the loader alone, the
+ * IPU with synthetic data, and the IPU with real data.  Real data reaching
+ * the synthetic figure means the loader is not the bottleneck.  Here the
+ * loader is infeedd, the IPU is the simulated one (emulate mode by
+ * default: each step takes its modelled device time), and the host
+ * transfer really reads every byte of every step.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "device.h"
+#include "executor.h"
+#include "progress.h"
+#include "source.h"
+
+struct dl_args {
+	struct executor_options x;
+	struct ipu_config ipu;
+	const char *socket, *dataset, *profile;
+	int replicas[8], nreplicas;
+	int steps;
+	uint32_t workers, buffer_size;
+	bool compute, json, quiet, shuffle;
+};
+
+/* One row of the table. */
+struct dl_row {
+	int replicas;
+	size_t step_rows;
+	double loader, synthetic, real;  /* items/s */
+	double modelled;                 /* the cost model's synthetic rate */
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+	    "usage: infeed-train dataloading [OPTIONS]\n"
+	    "\n"
+	    "The efficient-data-loading experiment: throughput of the loader "
+	    "alone, of\nthe simulated IPU with synthetic data, and of the IPU "
+	    "fed by infeedd, for\nthe tutorial's ClassificationModel "
+	    "(1x128x128 inputs, inference).\n"
+	    "\n"
+	    "  --socket PATH            infeedd's socket (default "
+	    "$INFEED_SOCKET or\n"
+	    "                           " INFEED_DEFAULT_SOCKET ")\n"
+	    "  --dataset NAME           (tutorial-synthetic)\n"
+	    "  --batch-size B           micro-batch size (16)\n"
+	    "  --device-iterations D    (50)\n"
+	    "  --replicas R             run only R replicas (default: 1, then "
+	    "4);\n"
+	    "                           may be given more than once\n"
+	    "  --steps N                steps measured per figure, after one "
+	    "warm-up\n"
+	    "                           step (36)\n"
+	    "  --workers N              loader workers (0: the daemon's pool)\n"
+	    "  --buffer-size N          ring slots (3)\n"
+	    "  --no-shuffle             read in order\n"
+	    "  --mode emulate|compute   spend the modelled device time "
+	    "(default), or\n"
+	    "                           really run the model on this CPU\n"
+	    "  --ipu KEY=VALUE          override a cost-model figure (--ipu "
+	    "help)\n"
+	    "  --profile DIR            write DIR/dataloading-rR.json and "
+	    ".svg\n"
+	    "  --json                   end with one JSON object line\n"
+	    "  --quiet                  no progress output\n");
+}
+
+enum {
+	OPT_SOCKET = 256, OPT_DATASET, OPT_BATCH, OPT_DI, OPT_REPLICAS,
+	OPT_STEPS, OPT_WORKERS, OPT_BUFFER, OPT_NO_SHUFFLE, OPT_MODE, OPT_IPU,
+	OPT_PROFILE, OPT_JSON, OPT_QUIET, OPT_HELP,
+};
+
+static const struct option dl_options[] = {
+	{ "socket", required_argument, NULL, OPT_SOCKET },
+	{ "dataset", required_argument, NULL, OPT_DATASET },
+	{ "batch-size", required_argument, NULL, OPT_BATCH },
+	{ "device-iterations", required_argument, NULL, OPT_DI },
+	{ "replicas", required_argument, NULL, OPT_REPLICAS },
+	{ "steps", required_argument, NULL, OPT_STEPS },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "buffer-size", required_argument, NULL, OPT_BUFFER },
+	{ "no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE },
+	{ "mode", required_argument, NULL, OPT_MODE },
+	{ "ipu", required_argument, NULL, OPT_IPU },
+	{ "profile", required_argument, NULL, OPT_PROFILE },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int number(const char *opt, const char *s, long lo, long hi, long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtol(s, &end, 10);
+	if (errno || end == s || *end != '\0' || *v < lo || *v > hi) {
+		fprintf(stderr, "infeed-train: --%s takes a whole number from "
+			"%ld to %ld, got '%s'\n", opt, lo, hi, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* 0 run, 1 done (help), 2 usage error. */
+static int parse_args(int argc, char **argv, struct dl_args *a)
+{
+	char err[512];
+	long v;
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	executor_options_default(&a->x);
+	a->x.model = MODEL_DATALOADING_TUTORIAL;
+	a->x.nstages = 1;
+	a->x.stage_first_block[0] = 0;
+	a->x.batch_size = 16;
+	a->x.device_iterations = 50;
+	a->x.gradient_accumulation = 1;
+	ipu_config_default(&a->ipu);
+	a->dataset = "tutorial-synthetic";
+	a->steps = 36;
+	a->buffer_size = 3;
+	a->shuffle = true;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", dl_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_SOCKET: a->socket = optarg; break;
+		case OPT_DATASET: a->dataset = optarg; break;
+		case OPT_PROFILE: a->profile = optarg; break;
+		case OPT_JSON: a->json = true; break;
+		case OPT_QUIET: a->quiet = true; break;
+		case OPT_NO_SHUFFLE: a->shuffle = false; break;
+		case OPT_BATCH:
+			if (number("batch-size", optarg, 1, 65536, &v) < 0)
+				return 2;
+			a->x.batch_size = v;
+			break;
+		case OPT_DI:
+			if (number("device-iterations", optarg, 1, 1 << 20,
+				   &v) < 0)
+				return 2;
+			a->x.device_iterations = v;
+			break;
+		case OPT_REPLICAS:
+			if (number("replicas", optarg, 1, 64, &v) < 0)
+				return 2;
+			if (a->nreplicas == 8) {
+				fprintf(stderr, "infeed-train: at most 8 "
+					"--replicas values\n");
+				return 2;
+			}
+			a->replicas[a->nreplicas++] = v;
+			break;
+		case OPT_STEPS:
+			if (number("steps", optarg, 1, 1000000, &v) < 0)
+				return 2;
+			a->steps = v;
+			break;
+		case OPT_WORKERS:
+			if (number("workers", optarg, 0, 1024, &v) < 0)
+				return 2;
+			a->workers = v;
+			break;
+		case OPT_BUFFER:
+			if (number("buffer-size", optarg, 1, 64, &v) < 0)
+				return 2;
+			a->buffer_size = v;
+			break;
+		case OPT_MODE:
+			if (strcmp(optarg, "compute") == 0) {
+				a->compute = true;
+			} else if (strcmp(optarg, "emulate") == 0) {
+				a->compute = false;
+			} else {
+				fprintf(stderr, "infeed-train: unknown mode "
+					"'%s': use emulate (spend the modelled "
+					"device time) or compute (run the "
+					"model on this CPU)\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_IPU:
+			if (strcmp(optarg, "help") == 0) {
+				ipu_config_print(&a->ipu, stdout, "  ");
+				return 1;
+			}
+			if (ipu_config_parse(&a->ipu, optarg, err,
+					     sizeof(err)) < 0) {
+				fprintf(stderr, "infeed-train: %s\n", err);
+				return 2;
+			}
+			break;
+		case OPT_HELP:
+			usage(stdout);
+			return 1;
+		default:
+			fprintf(stderr, "infeed-train dataloading --help lists "
+				"the options.\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "infeed-train: unexpected argument '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	if (a->nreplicas == 0) {
+		a->replicas[0] = 1;
+		a->replicas[1] = 4;
+		a->nreplicas = 2;
+	}
+	return 0;
+}
+
+enum measure { LOADER_ALONE, SYNTHETIC, REAL };
+
+/*
+ * Take one warm-up step, then a->steps measured ones, and return items/s.
+ * LOADER_ALONE reads every step and hands it back at once; SYNTHETIC
+ * spends the device time on data already on the device; REAL reads the
+ * step from infeedd (the host transfer), then the device time.
+ */
+static double measure(const struct dl_args *a, struct executor *x,
+		      const struct device *dev, enum measure what,
+		      const char *title, char *err, size_t errlen)
+{
+	struct source src;
+	struct infeed_options o;
+	struct progress bar;
+	struct step_outputs all;
+	const float *data;
+	const int32_t *labels;
+	size_t rows, items = 0, bytes;
+	double t0 = 0, ready, rate = -1;
+	int rc;
+
+	if (what == SYNTHETIC) {
+		rc = source_open_synthetic(&src, executor_model(x),
+					   executor_step_rows(x), a->steps + 1,
+					   1, err, errlen);
+	} else {
+		infeed_options_init(&o);
+		o.batch_size = a->x.batch_size;
+		o.device_iterations = a->x.device_iterations;
+		o.replication_factor = a->x.replicas;
+		o.shuffle = a->shuffle;
+		o.num_workers = a->workers;
+		o.buffer_size = a->buffer_size;
+		o.load_indefinitely = true;
+		o.to_float32 = true;
+		rc = source_open_infeed(&src, a->socket, a->dataset, &o,
+					executor_model(x), err, errlen);
+	}
+	if (rc < 0)
+		return -1;
+	bytes = shape_size(executor_model(x)->input) * sizeof(float);
+	progress_begin(&bar, title, a->steps + 1, a->quiet);
+	for (int s = 0; s <= a->steps; s++) {
+		if (s == 1)
+			t0 = now_seconds();     /* after the warm-up step */
+		if ((rc = source_next(&src, &data, &labels, &rows, err,
+				      errlen)) == 1)
+			rc = source_next(&src, &data, &labels, &rows, err,
+					 errlen);
+		if (rc != 0) {
+			if (rc == 1)
+				snprintf(err, errlen, "the loader returned an "
+					 "empty epoch");
+			goto out;
+		}
+		ready = now_seconds();
+		if (what != SYNTHETIC)
+			(void)host_transfer(data, rows * bytes);
+		if (a->compute && what != LOADER_ALONE) {
+			if (executor_run(x, data, labels, rows, &all, err,
+					 errlen) < 0)
+				goto out;
+			source_release(&src);
+		} else {
+			source_release(&src);
+			if (what != LOADER_ALONE)
+				device_wait_until(ready +
+						  device_call_seconds(dev) *
+						  rows / executor_step_rows(x));
+		}
+		if (s > 0)
+			items += rows;
+		progress_update(&bar, s + 1, NULL);
+	}
+	rate = items / (now_seconds() - t0);
+out:
+	progress_end(&bar, a->steps + 1, NULL);
+	source_close(&src);
+	return rate;
+}
+
+/* Say whether the loader is the bottleneck and what to change. */
+static void verdict(const struct dl_args *a, const struct dl_row *r)
+{
+	double share = r->real / r->synthetic;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	printf("R %d: real data reaches %.0f%% of synthetic. ", r->replicas,
+	       100 * share);
+	if (r->loader < r->synthetic) {
+		printf("The loader is the bottleneck: alone it delivers %.0f "
+		       "items/s and the device takes %.0f.\n", r->loader,
+		       r->synthetic);
+		printf("     Give infeedd more workers (workers= in its "
+		       "config; %s, this host has %ld cores) or faster "
+		       "storage; a bigger global batch does not help a "
+		       "loader-bound run.\n",
+		       a->workers ? "--workers limits this session" :
+		       "the session uses the whole pool", cores);
+	} else if (share < 0.9) {
+		printf("The loader alone keeps up (%.0f items/s) but not next "
+		       "to the trainer: they compete for this host's %ld "
+		       "cores and memory bandwidth.\n", r->loader, cores);
+		printf("     Raise --buffer-size (%u now) to absorb jitter, "
+		       "raise --device-iterations for fewer, larger steps, or "
+		       "run infeedd on cores the trainer does not use.\n",
+		       a->buffer_size);
+	} else {
+		printf("The loader is not the bottleneck (alone: %.0f "
+		       "items/s, %.1fx what the device needs).\n", r->loader,
+		       r->loader / r->synthetic);
+	}
+}
+
+int cmd_dataloading(int argc, char **argv)
+{
+	struct dl_args a;
+	struct dl_row rows[8];
+	char err[512], title[48];
+	int prc = parse_args(argc, argv, &a), i;
+
+	if (prc != 0)
+		return prc == 1 ? 0 : 2;
+
+	for (i = 0; i < a.nreplicas; i++) {
+		struct dl_row *r = &rows[i];
+		struct executor *x;
+		struct device syn, real;
+
+		a.x.replicas = a.replicas[i];
+		x = executor_new(&a.x, false, err, sizeof(err));
+		if (x == NULL ||
+		    device_setup(&syn, &a.ipu, &a.x, executor_model(x),
+				 executor_schedule(x), false, true, NULL, err,
+				 sizeof(err)) < 0 ||
+		    device_setup(&real, &a.ipu, &a.x, executor_model(x),
+				 executor_schedule(x), false, false, NULL, err,
+				 sizeof(err)) < 0) {
+			fprintf(stderr, "infeed-train: %s\n", err);
+			executor_free(x);
+			return 2;
+		}
+		memset(r, 0, sizeof(*r));
+		r->replicas = a.replicas[i];
+		r->step_rows = executor_step_rows(x);
+		r->modelled = syn.timing.items_per_s;
+		if (a.profile) {
+			snprintf(title, sizeof(title), "dataloading-r%d",
+				 r->replicas);
+			if (device_profile(&real, a.profile, title, 0, err,
+					   sizeof(err)) < 0)
+				goto fail;
+		}
+		snprintf(title, sizeof(title), "R %d loader alone ",
+			 r->replicas);
+		if ((r->loader = measure(&a, x, &real, LOADER_ALONE, title,
+					 err, sizeof(err))) < 0)
+			goto fail;
+		snprintf(title, sizeof(title), "R %d synthetic data",
+			 r->replicas);
+		if ((r->synthetic = measure(&a, x, &syn, SYNTHETIC, title,
+					    err, sizeof(err))) < 0)
+			goto fail;
+		snprintf(title, sizeof(title), "R %d real data     ",
+			 r->replicas);
+		if ((r->real = measure(&a, x, &real, REAL, title, err,
+				       sizeof(err))) < 0)
+			goto fail;
+		executor_free(x);
+		continue;
+fail:
+		fprintf(stderr, "infeed-train: %s\n", err);
+		executor_free(x);
+		return 1;
+	}
+
+	printf("\nEfficient data loading: %s, B %d, DI %d, %s mode, %d "
+	       "measured steps each\n", "ClassificationModel 1x128x128",
+	       a.x.batch_size, a.x.device_iterations,
+	       a.compute ? "compute" : "emulate", a.steps);
+	printf("%-4s %8s %14s %14s %14s %8s\n", "R", "step", "loader alone",
+	       "synthetic", "real data", "real/syn");
+	for (i = 0; i < a.nreplicas; i++)
+		printf("%-4d %8zu %14.0f %14.0f %14.0f %7.0f%%\n",
+		       rows[i].replicas, rows[i].step_rows, rows[i].loader,
+		       rows[i].synthetic, rows[i].real,
+		       100 * rows[i].real / rows[i].synthetic);
+	printf("(items/s; the tutorial's IPU printed 34,307 synthetic at R 1 "
+	       "and 136,452 at R 4; the cost model gives");
+	for (i = 0; i < a.nreplicas; i++)
+		printf(" %.0f at R %d", rows[i].modelled, rows[i].replicas);
+	printf(")\n\n");
+	for (i = 0; i < a.nreplicas; i++)
+		verdict(&a, &rows[i]);
+	if (a.json) {
+		/* The first configuration's figures, then every row. */
+		printf("{\"loader_items_per_s\":%.1f,\"synthetic_items_per_s\":"
+		       "%.1f,\"real_items_per_s\":%.1f,\"runs\":[",
+		       rows[0].loader, rows[0].synthetic, rows[0].real);
+		for (i = 0; i < a.nreplicas; i++)
+			printf("%s{\"replicas\":%d,\"combined_batch_size\":%zu,"
+			       "\"loader_items_per_s\":%.1f,"
+			       "\"synthetic_items_per_s\":%.1f,"
+			       "\"real_items_per_s\":%.1f,"
+			       "\"modelled_items_per_s\":%.1f}",
+			       i ? "," : "", rows[i].replicas,
+			       rows[i].step_rows, rows[i].loader,
+			       rows[i].synthetic, rows[i].real,
+			       rows[i].modelled);
+		printf("]}\n");
+	}
+	return 0;
+}

@@ -1,0 +1,676 @@
+/*
+ * cmd-train.c - `infeed-train train`: Graphcore's PopTorch pipelining
+ * tutorial (mnist_pipeline.py) on Fashion-MNIST, fed by infeedd.
+ *
+ * Train B 40, GA 10, DI 10, 3 epochs, AdamW lr 0.001, pipelined over 4
+ * IPUs (one block each); then evaluate on the test set with B 8, DI 100
+ * (GA folded into DI, as the tutorial does).  `--mode compute` really
+ * trains; `--mode emulate` only spends each step's modelled device time,
+ * so the run goes as fast as the simulated device would.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "device.h"
+#include "executor.h"
+#include "outputs.h"
+#include "progress.h"
+#include "source.h"
+
+/* Fashion-MNIST's pixel mean and standard deviation after scaling to
+ * [0, 1] (the tutorial normalises MNIST the same way with its own). */
+#define FASHION_MEAN 0.2860f
+#define FASHION_STD  0.3530f
+
+struct train_args {
+	struct executor_options x;
+	struct output_spec out;
+	struct ipu_config ipu;
+	const char *socket, *dataset, *test_dataset, *profile;
+	int epochs, test_batch, test_iterations;
+	bool emulate, synthetic, json, quiet, shuffle;
+	uint32_t workers, buffer_size;
+};
+
+/* What one pass over a dataset measured. */
+struct pass_result {
+	uint64_t steps, items;
+	double loss_sum;        /* over returned outputs */
+	uint64_t loss_n;
+	uint64_t right, judged; /* returned predictions judged */
+	double seconds, device_seconds;
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+	    "usage: infeed-train train [OPTIONS]\n"
+	    "\n"
+	    "Train the pipelining tutorial's network (B1 conv 1->10, B2 conv "
+	    "10->20,\nB3 linear 320->256, B4 linear 256->10) on a simulated "
+	    "IPU system fed by\ninfeedd, then evaluate it on the test set.\n"
+	    "\n"
+	    "Data:\n"
+	    "  --socket PATH              infeedd's socket (default "
+	    "$INFEED_SOCKET or\n"
+	    "                             " INFEED_DEFAULT_SOCKET ")\n"
+	    "  --dataset NAME             training set (fashion-mnist-train)\n"
+	    "  --test-dataset NAME        test set (fashion-mnist-test); "
+	    "'none' skips it\n"
+	    "  --synthetic-data           no infeedd: random data on the "
+	    "device, as\n"
+	    "                             poptorch's enableSyntheticData\n"
+	    "  --no-shuffle, --seed N, --workers N, --buffer-size N\n"
+	    "                             loader options (shuffle on, seed 0, "
+	    "all\n"
+	    "                             workers, 3 slots)\n"
+	    "Batching (poptorch.Options):\n"
+	    "  --batch-size B             micro-batch size (40)\n"
+	    "  --gradient-accumulation M  micro-batches per weight update "
+	    "(10)\n"
+	    "  --device-iterations D      weight updates per host call (10)\n"
+	    "  --replicas R               data-parallel copies (1)\n"
+	    "  --epochs N                 (3)\n"
+	    "  --test-batch-size B, --test-device-iterations D   (8, 100)\n"
+	    "  --output-mode all|final|sum|every-N   what a step returns "
+	    "(final)\n"
+	    "Model and optimiser:\n"
+	    "  --strategy NAME            pipelined (default), sharded, "
+	    "grouped,\n"
+	    "                             interleaved, gpipe or 1f1b\n"
+	    "  --stages MAP               blocks per IPU, e.g. B1+B2,B3+B4 "
+	    "(B1,B2,B3,B4)\n"
+	    "  --no-recompute             keep activations instead of "
+	    "recomputing\n"
+	    "  --optimiser adamw|sgd      (adamw)\n"
+	    "  --learning-rate LR         (0.001)\n"
+	    "  --momentum X, --weight-decay X   (0.9 for sgd; 0.01)\n"
+	    "Simulated device:\n"
+	    "  --mode compute|emulate     really train, or only spend the "
+	    "device time\n"
+	    "  --offload-optimiser        optimiser state in streaming memory\n"
+	    "  --ipu KEY=VALUE            override a cost-model figure "
+	    "(--ipu help lists them)\n"
+	    "  --profile DIR              write DIR/train.json (trace) and "
+	    "DIR/train.svg\n"
+	    "Output:\n"
+	    "  --json                     end with one JSON object line\n"
+	    "  --quiet                    no progress bars\n");
+}
+
+enum {
+	OPT_DATASET = 256, OPT_TEST_DATASET, OPT_SYNTHETIC, OPT_NO_SHUFFLE,
+	OPT_SEED, OPT_WORKERS, OPT_BUFFER, OPT_BATCH, OPT_GA, OPT_DI,
+	OPT_REPLICAS, OPT_EPOCHS, OPT_TEST_BATCH, OPT_TEST_DI, OPT_OUTPUT,
+	OPT_STRATEGY, OPT_STAGES, OPT_NO_RECOMPUTE, OPT_OPTIMISER, OPT_LR,
+	OPT_MOMENTUM, OPT_WD, OPT_MODE, OPT_OFFLOAD, OPT_IPU, OPT_PROFILE,
+	OPT_JSON, OPT_QUIET, OPT_SOCKET, OPT_HELP,
+};
+
+static const struct option train_options[] = {
+	{ "socket", required_argument, NULL, OPT_SOCKET },
+	{ "dataset", required_argument, NULL, OPT_DATASET },
+	{ "test-dataset", required_argument, NULL, OPT_TEST_DATASET },
+	{ "synthetic-data", no_argument, NULL, OPT_SYNTHETIC },
+	{ "no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "buffer-size", required_argument, NULL, OPT_BUFFER },
+	{ "batch-size", required_argument, NULL, OPT_BATCH },
+	{ "gradient-accumulation", required_argument, NULL, OPT_GA },
+	{ "device-iterations", required_argument, NULL, OPT_DI },
+	{ "replicas", required_argument, NULL, OPT_REPLICAS },
+	{ "epochs", required_argument, NULL, OPT_EPOCHS },
+	{ "test-batch-size", required_argument, NULL, OPT_TEST_BATCH },
+	{ "test-device-iterations", required_argument, NULL, OPT_TEST_DI },
+	{ "output-mode", required_argument, NULL, OPT_OUTPUT },
+	{ "strategy", required_argument, NULL, OPT_STRATEGY },
+	{ "stages", required_argument, NULL, OPT_STAGES },
+	{ "no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE },
+	{ "optimiser", required_argument, NULL, OPT_OPTIMISER },
+	{ "optimizer", required_argument, NULL, OPT_OPTIMISER },
+	{ "learning-rate", required_argument, NULL, OPT_LR },
+	{ "lr", required_argument, NULL, OPT_LR },
+	{ "momentum", required_argument, NULL, OPT_MOMENTUM },
+	{ "weight-decay", required_argument, NULL, OPT_WD },
+	{ "mode", required_argument, NULL, OPT_MODE },
+	{ "offload-optimiser", no_argument, NULL, OPT_OFFLOAD },
+	{ "offload-optimizer", no_argument, NULL, OPT_OFFLOAD },
+	{ "ipu", required_argument, NULL, OPT_IPU },
+	{ "profile", required_argument, NULL, OPT_PROFILE },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* A whole number in [lo, hi] or a usage error naming the option. */
+static int parse_int(const char *opt, const char *s, long lo, long hi,
+		     long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtol(s, &end, 10);
+	if (errno || end == s || *end != '\0' || *v < lo || *v > hi) {
+		fprintf(stderr, "infeed-train: --%s takes a whole number from "
+			"%ld to %ld, got '%s'\n", opt, lo, hi, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtof(s, &end);
+	if (errno || end == s || *end != '\0' || !isfinite(*v) || *v < 0) {
+		fprintf(stderr, "infeed-train: --%s takes a non-negative "
+			"number, got '%s'\n", opt, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* Parse argv into @a; 0 run, 1 done (help), 2 usage error. */
+static int parse_args(int argc, char **argv, struct train_args *a)
+{
+	char err[512];
+	bool momentum_set = false;
+	const char *stages = NULL;
+	long v;
+	int c, sched;
+
+	memset(a, 0, sizeof(*a));
+	executor_options_default(&a->x);
+	a->out.mode = OUTPUT_FINAL;
+	a->out.every = 1;
+	ipu_config_default(&a->ipu);
+	a->dataset = "fashion-mnist-train";
+	a->test_dataset = "fashion-mnist-test";
+	a->epochs = 3;
+	a->test_batch = 8;
+	a->test_iterations = 100;
+	a->shuffle = true;
+	a->buffer_size = 3;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", train_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_SOCKET: a->socket = optarg; break;
+		case OPT_DATASET: a->dataset = optarg; break;
+		case OPT_TEST_DATASET: a->test_dataset = optarg; break;
+		case OPT_SYNTHETIC: a->synthetic = true; break;
+		case OPT_NO_SHUFFLE: a->shuffle = false; break;
+		case OPT_PROFILE: a->profile = optarg; break;
+		case OPT_JSON: a->json = true; break;
+		case OPT_QUIET: a->quiet = true; break;
+		case OPT_NO_RECOMPUTE: a->x.recompute = false; break;
+		case OPT_OFFLOAD: a->ipu.offload_optimiser = true; break;
+		case OPT_STAGES: stages = optarg; break;
+		case OPT_SEED:
+			if (parse_int("seed", optarg, 0, INT64_MAX, &v) < 0)
+				return 2;
+			a->x.seed = v;
+			break;
+		case OPT_WORKERS:
+			if (parse_int("workers", optarg, 0, 1024, &v) < 0)
+				return 2;
+			a->workers = v;
+			break;
+		case OPT_BUFFER:
+			if (parse_int("buffer-size", optarg, 1, 64, &v) < 0)
+				return 2;
+			a->buffer_size = v;
+			break;
+		case OPT_BATCH:
+			if (parse_int("batch-size", optarg, 1, 65536, &v) < 0)
+				return 2;
+			a->x.batch_size = v;
+			break;
+		case OPT_GA:
+			if (parse_int("gradient-accumulation", optarg, 1,
+				      65536, &v) < 0)
+				return 2;
+			a->x.gradient_accumulation = v;
+			break;
+		case OPT_DI:
+			if (parse_int("device-iterations", optarg, 1, 1 << 20,
+				      &v) < 0)
+				return 2;
+			a->x.device_iterations = v;
+			break;
+		case OPT_REPLICAS:
+			if (parse_int("replicas", optarg, 1, 64, &v) < 0)
+				return 2;
+			a->x.replicas = v;
+			break;
+		case OPT_EPOCHS:
+			if (parse_int("epochs", optarg, 1, 100000, &v) < 0)
+				return 2;
+			a->epochs = v;
+			break;
+		case OPT_TEST_BATCH:
+			if (parse_int("test-batch-size", optarg, 1, 65536,
+				      &v) < 0)
+				return 2;
+			a->test_batch = v;
+			break;
+		case OPT_TEST_DI:
+			if (parse_int("test-device-iterations", optarg, 1,
+				      1 << 20, &v) < 0)
+				return 2;
+			a->test_iterations = v;
+			break;
+		case OPT_OUTPUT:
+			if (output_mode_parse(optarg, &a->out, err,
+					      sizeof(err)) < 0)
+				goto bad;
+			break;
+		case OPT_STRATEGY:
+			if ((sched = schedule_parse(optarg)) < 0) {
+				snprintf(err, sizeof(err), "unknown strategy "
+					 "'%s': use pipelined, sharded, "
+					 "grouped, interleaved, gpipe or 1f1b",
+					 optarg);
+				goto bad;
+			}
+			a->x.schedule = sched;
+			break;
+		case OPT_OPTIMISER:
+			if (strcmp(optarg, "adamw") == 0) {
+				a->x.optimiser = OPTIMISER_ADAMW;
+			} else if (strcmp(optarg, "sgd") == 0) {
+				a->x.optimiser = OPTIMISER_SGD;
+			} else {
+				snprintf(err, sizeof(err), "unknown optimiser "
+					 "'%s': use adamw or sgd", optarg);
+				goto bad;
+			}
+			break;
+		case OPT_LR:
+			if (parse_float("learning-rate", optarg, &a->x.lr) < 0)
+				return 2;
+			break;
+		case OPT_MOMENTUM:
+			if (parse_float("momentum", optarg, &a->x.momentum) < 0)
+				return 2;
+			momentum_set = true;
+			break;
+		case OPT_WD:
+			if (parse_float("weight-decay", optarg,
+					&a->x.weight_decay) < 0)
+				return 2;
+			break;
+		case OPT_MODE:
+			if (strcmp(optarg, "compute") == 0) {
+				a->emulate = false;
+			} else if (strcmp(optarg, "emulate") == 0) {
+				a->emulate = true;
+			} else {
+				snprintf(err, sizeof(err), "unknown mode '%s': "
+					 "use compute (really train) or "
+					 "emulate (only spend the device "
+					 "time)", optarg);
+				goto bad;
+			}
+			break;
+		case OPT_IPU:
+			if (strcmp(optarg, "help") == 0) {
+				ipu_config_print(&a->ipu, stdout, "  ");
+				return 1;
+			}
+			{
+				char *eq = strchr(optarg, '=');
+
+				if (eq == NULL) {
+					snprintf(err, sizeof(err), "--ipu "
+						 "takes KEY=VALUE, got '%s' "
+						 "(--ipu help lists the keys)",
+						 optarg);
+					goto bad;
+				}
+				*eq = '\0';
+				if (ipu_config_set(&a->ipu, optarg, eq + 1, err,
+						   sizeof(err)) < 0)
+					goto bad;
+			}
+			break;
+		case OPT_HELP:
+			usage(stdout);
+			return 1;
+		default:
+			fprintf(stderr, "infeed-train train --help lists the "
+				"options.\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, sizeof(err), "unexpected argument '%s'",
+			 argv[optind]);
+		goto bad;
+	}
+	if (a->x.optimiser == OPTIMISER_SGD && !momentum_set)
+		a->x.momentum = 0.9f;
+	if (stages != NULL &&
+	    executor_stages_parse(&a->x, stages, err, sizeof(err)) < 0)
+		goto bad;
+	if (a->x.lr <= 0) {
+		snprintf(err, sizeof(err), "--learning-rate must be above 0");
+		goto bad;
+	}
+	if (output_mode_check(&a->out, a->x.device_iterations, err,
+			      sizeof(err)) < 0)
+		goto bad;
+	if (strcmp(a->test_dataset, "none") == 0)
+		a->test_dataset = NULL;
+	return 0;
+bad:
+	fprintf(stderr, "infeed-train: %s\n", err);
+	return 2;
+}
+
+/* Loader options for a pass over a dataset with @x's batching. */
+static void loader_options(const struct train_args *a,
+			   const struct executor_options *x, bool training,
+			   struct infeed_options *o)
+{
+	infeed_options_init(o);
+	o->batch_size = x->batch_size;
+	o->device_iterations = x->device_iterations;
+	o->replication_factor = x->replicas;
+	o->gradient_accumulation = x->gradient_accumulation;
+	o->shuffle = training && a->shuffle;
+	o->seed = x->seed;
+	o->drop_last = training;        /* evaluate every test sample */
+	o->num_workers = a->workers;
+	o->buffer_size = a->buffer_size;
+	o->load_indefinitely = false;   /* an EndOfData per epoch */
+	o->to_float32 = true;
+	o->scale = 1.0f / 255;
+	o->nchannels = 1;
+	o->mean[0] = FASHION_MEAN;
+	o->std[0] = FASHION_STD;
+}
+
+/* One epoch (or the test pass): take steps until the end of the epoch. */
+static int run_pass(const struct train_args *a, struct executor *x,
+		    struct device *dev, struct source *src,
+		    const struct executor_options *xo, bool training,
+		    const char *title, uint64_t steps, struct pass_result *r,
+		    char *err, size_t errlen)
+{
+	struct progress bar;
+	struct host_outputs host = { 0 };
+	struct output_spec spec = a->out;
+	const float *data;
+	const int32_t *labels;
+	size_t rows;
+	char status[96] = "";
+	double t0 = now_seconds(), ready;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (!training)
+		spec.mode = OUTPUT_ALL;         /* poptorch's inference default */
+	progress_begin(&bar, title, steps, a->quiet);
+	for (;;) {
+		double wait0 = now_seconds();
+
+		rc = source_next(src, &data, &labels, &rows, err, errlen);
+		if (rc == 1)
+			break;
+		if (rc < 0)
+			goto fail;
+		ready = now_seconds();
+		if (a->profile && training && r->steps == 0 &&
+		    device_profile(dev, a->profile, "train", ready - wait0,
+				   err, errlen) < 0)
+			goto fail;
+		if (a->emulate) {
+			/* The device's DMA reads the step; then the host
+			 * blocks in the call for the modelled time. */
+			if (!src->synthetic)
+				(void)host_transfer(data, rows *
+					shape_size(executor_model(x)->input) *
+					sizeof(float));
+			source_release(src);
+			device_wait_until(ready + device_call_seconds(dev) *
+					  rows / executor_step_rows(x));
+		} else {
+			struct step_outputs all;
+			struct model *m = executor_model(x);
+
+			if (executor_run(x, data, labels, rows, &all, err,
+					 sizeof(err)) < 0)
+				goto fail;
+			if (outputs_select(&spec, &all, labels, xo->batch_size,
+					   training ? xo->gradient_accumulation
+						    : 1,
+					   xo->replicas,
+					   training ? xo->device_iterations
+						    : xo->device_iterations *
+						      xo->gradient_accumulation,
+					   m->classes, &host) < 0) {
+				snprintf(err, errlen, "out of memory");
+				goto fail;
+			}
+			source_release(src);
+			for (size_t i = 0; i < host.b_dim; i++)
+				r->loss_sum += host.loss[i];
+			r->loss_n += host.b_dim;
+			for (size_t i = 0; host.pred_labels &&
+			     i < host.pred_rows; i++) {
+				const float *p = host.preds + i * m->classes;
+				int best = 0;
+
+				for (int k = 1; k < m->classes; k++)
+					if (p[k] > p[best])
+						best = k;
+				r->right += best == host.pred_labels[i];
+			}
+			if (host.pred_labels)
+				r->judged += host.pred_rows;
+			snprintf(status, sizeof(status),
+				 "Loss: %.4f | Accuracy: %5.2f%%",
+				 r->loss_sum / r->loss_n,
+				 r->judged ? 100.0 * r->right / r->judged : 0);
+		}
+		r->steps++;
+		r->items += rows;
+		r->device_seconds += device_call_seconds(dev) * rows /
+				     executor_step_rows(x);
+		progress_update(&bar, r->steps, status);
+	}
+	r->seconds = now_seconds() - t0;
+	progress_end(&bar, r->steps, status);
+	host_outputs_free(&host);
+	return 0;
+fail:
+	progress_end(&bar, r->steps, status);
+	host_outputs_free(&host);
+	return -1;
+}
+
+/* Print a number or JSON null when nothing was measured. */
+static void json_number(const char *key, double v, bool have, bool comma)
+{
+	if (have)
+		printf("\"%s\":%.6g%s", key, v, comma ? "," : "");
+	else
+		printf("\"%s\":null%s", key, comma ? "," : "");
+}
+
+int cmd_train(int argc, char **argv)
+{
+	struct train_args a;
+	struct executor *x = NULL, *tx = NULL;
+	struct executor_options txo;
+	struct device dev, tdev;
+	struct source src = { 0 }, tsrc = { 0 };
+	struct infeed_options lo;
+	struct pass_result ep = { 0 }, test = { 0 };
+	double train_s = 0, device_s = 0;
+	uint64_t items = 0;
+	char err[512], title[32];
+	int rc = 1, prc = parse_args(argc, argv, &a);
+
+	if (prc != 0)
+		return prc == 1 ? 0 : 2;
+
+	if ((x = executor_new(&a.x, true, err, sizeof(err))) == NULL ||
+	    device_setup(&dev, &a.ipu, &a.x, executor_model(x),
+			 executor_schedule(x), true, a.synthetic, &a.out, err,
+			 sizeof(err)) < 0) {
+		fprintf(stderr, "infeed-train: %s\n", err);
+		executor_free(x);
+		return 2;
+	}
+	/* Evaluation: the same IPUs, GA folded into DI, no optimiser. */
+	txo = a.x;
+	txo.batch_size = a.test_batch;
+	txo.device_iterations = a.test_iterations;
+	txo.gradient_accumulation = 1;
+	if (a.test_dataset &&
+	    ((tx = executor_new(&txo, false, err, sizeof(err))) == NULL ||
+	     device_setup(&tdev, &a.ipu, &txo, executor_model(tx),
+			  executor_schedule(tx), false, a.synthetic, NULL,
+			  err, sizeof(err)) < 0)) {
+		fprintf(stderr, "infeed-train: test set: %s\n", err);
+		goto out_usage;
+	}
+
+	if (a.synthetic) {
+		if (source_open_synthetic(&src, executor_model(x),
+					  executor_step_rows(x),
+					  60000 / executor_step_rows(x) ?
+					  60000 / executor_step_rows(x) : 1,
+					  a.x.seed, err, sizeof(err)) < 0)
+			goto fail;
+	} else {
+		loader_options(&a, &a.x, true, &lo);
+		if (source_open_infeed(&src, a.socket, a.dataset, &lo,
+				       executor_model(x), err,
+				       sizeof(err)) < 0)
+			goto fail;
+		if (src.info.steps_per_epoch == 0) {
+			snprintf(err, sizeof(err), "dataset %s is smaller "
+				 "than one step of %zu samples; lower the "
+				 "batch size, device iterations, replicas or "
+				 "gradient accumulation", a.dataset,
+				 executor_step_rows(x));
+			goto fail;
+		}
+	}
+	if (!a.quiet)
+		fprintf(stderr, "infeed-train: %s, %s over %d IPU%s x %d "
+			"replica%s, %zu samples a step, modelled %.2f ms a "
+			"step (%.0f samples/s)%s\n",
+			executor_model(x)->name, schedule_name(a.x.schedule),
+			a.x.nstages, a.x.nstages > 1 ? "s" : "", a.x.replicas,
+			a.x.replicas > 1 ? "s" : "", executor_step_rows(x),
+			device_call_seconds(&dev) * 1e3,
+			executor_step_rows(x) / device_call_seconds(&dev),
+			a.emulate ? ", emulated" : "");
+
+	for (int e = 0; e < a.epochs; e++) {
+		snprintf(title, sizeof(title), "Epoch %d/%d", e + 1, a.epochs);
+		if (run_pass(&a, x, &dev, &src, &a.x, true, title,
+			     a.synthetic ? src.steps_per_epoch
+					 : src.info.steps_per_epoch, &ep, err,
+			     sizeof(err)) < 0)
+			goto fail;
+		train_s += ep.seconds;
+		device_s += ep.device_seconds;
+		items += ep.items;
+	}
+	source_close(&src);
+
+	if (tx != NULL) {
+		/* The trained weights move to the inference model. */
+		memcpy(executor_model(tx)->params, executor_model(x)->params,
+		       executor_model(x)->nparams * sizeof(float));
+		if (a.synthetic) {
+			if (source_open_synthetic(&tsrc, executor_model(tx),
+				executor_step_rows(tx), 10000 /
+				executor_step_rows(tx) ? 10000 /
+				executor_step_rows(tx) : 1, a.x.seed + 1, err,
+				sizeof(err)) < 0)
+				goto fail;
+		} else {
+			loader_options(&a, &txo, false, &lo);
+			if (source_open_infeed(&tsrc, a.socket, a.test_dataset,
+					       &lo, executor_model(tx), err,
+					       sizeof(err)) < 0)
+				goto fail;
+		}
+		if (run_pass(&a, tx, &tdev, &tsrc, &txo, false, "Testing",
+			     a.synthetic ? tsrc.steps_per_epoch
+					 : tsrc.info.steps_per_epoch,
+			     &test, err, sizeof(err)) < 0)
+			goto fail;
+		source_close(&tsrc);
+	}
+
+	if (!a.emulate)
+		printf("Train: loss %.4f, accuracy %.2f%% (last epoch, %s "
+		       "outputs)\n", ep.loss_sum / (ep.loss_n ? ep.loss_n : 1),
+		       ep.judged ? 100.0 * ep.right / ep.judged : 0,
+		       a.out.mode == OUTPUT_ALL ? "all" : "returned");
+	if (tx != NULL && !a.emulate)
+		printf("Test: accuracy %.2f%% of %llu samples%s\n",
+		       test.judged ? 100.0 * test.right / test.judged : 0,
+		       (unsigned long long)test.judged,
+		       a.synthetic ? " (synthetic data, so chance level)" : "");
+	printf("Throughput: %.0f samples/s measured over %.1f s; the "
+	       "simulated device alone: %.0f samples/s\n",
+	       items / train_s, train_s, items / device_s);
+	if (a.profile)
+		printf("Profile: %s/train.json (open in ui.perfetto.dev or "
+		       "chrome://tracing) and %s/train.svg\n", a.profile,
+		       a.profile);
+	if (a.json) {
+		bool trained = !a.emulate && ep.loss_n > 0;
+
+		printf("{");
+		json_number("train_loss", ep.loss_sum / (ep.loss_n ?
+			    ep.loss_n : 1), trained, true);
+		json_number("train_accuracy", ep.judged ? (double)ep.right /
+			    ep.judged : 0, trained && ep.judged, true);
+		json_number("test_accuracy", test.judged ?
+			    (double)test.right / test.judged : 0,
+			    tx != NULL && !a.emulate && !a.synthetic &&
+			    test.judged, true);
+		printf("\"epochs\":%d,\"items\":%llu,\"test_items\":%llu,",
+		       a.epochs, (unsigned long long)items,
+		       (unsigned long long)test.items);
+		json_number("items_per_s", items / train_s, train_s > 0, true);
+		json_number("device_items_per_s", items / device_s,
+			    device_s > 0, true);
+		printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
+		       a.emulate ? "emulate" : "compute",
+		       schedule_name(a.x.schedule),
+		       a.synthetic ? "true" : "false");
+	}
+	rc = 0;
+	goto out;
+out_usage:
+	rc = 2;
+	goto out;
+fail:
+	fprintf(stderr, "infeed-train: %s\n", err);
+	rc = 1;
+out:
+	source_close(&src);
+	source_close(&tsrc);
+	executor_free(x);
+	executor_free(tx);
+	return rc;
+}
