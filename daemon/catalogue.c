@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The catalogue: the datasets that infeedd serves, opened from the
- * configuration.  A dataset whose files are bad is refused with a log line
- * naming the file and the fault; the rest of the catalogue is served.
+ * configuration.  A dataset whose section or files are bad (a missing or
+ * unknown key, a wrong magic) is refused with a log line naming the file
+ * and the fault; the rest of the catalogue is served.
  *
  * On reload, a dataset whose section is unchanged keeps its open reader
  * (and so its sessions); a changed or new one is opened afresh.

@@ -4,8 +4,9 @@
  *
  *   [infeedd]            daemon settings (socket, workers, limits)
  *   [dataset NAME]       one catalogue entry; "type =" picks the reader and
- *                        the other keys are the reader's, checked when the
- *                        catalogue opens
+ *                        the other keys are the reader's, checked (unknown
+ *                        ones too) when the catalogue opens: a bad section
+ *                        refuses that dataset, not the file
  *
  * A syntax error, an unknown section or key in [infeedd], a bad value or a
  * duplicate dataset name makes the whole file invalid: config_load returns
@@ -28,6 +29,11 @@
 #define CONFIG_DEFAULT_MAX_CLIENTS	256
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
 #define CONFIG_MAX_WORKERS		256
+
+static const char *const config_daemon_keys[] = {
+	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
+	NULL,
+};
 
 /* State while libinih walks the file. */
 struct config_parse {
@@ -93,6 +99,7 @@ config_set_daemon(struct config_parse *cp, const char *name,
     const char *value)
 {
 	struct config	*conf = cp->conf;
+	const char	*guess;
 	uint64_t	 v;
 
 	if (strcmp(name, "socket") == 0) {
@@ -134,9 +141,12 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		}
 		conf->memory_budget = v;
 	} else {
-		cp->error = xasprintf("[infeedd] has no key '%s'; known keys "
-		    "are socket, workers, max_clients, max_frame_size and "
-		    "memory_budget", name);
+		guess = dataset_key_guess(name, config_daemon_keys);
+		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
+		    "%s%s%s; its keys are socket, workers, max_clients, "
+		    "max_frame_size and memory_budget", name,
+		    guess ? " (did you mean '" : "", guess ? guess : "",
+		    guess ? "'?)" : "");
 		return (0);
 	}
 	return (1);

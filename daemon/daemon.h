@@ -148,7 +148,7 @@ void		 session_free(struct session *);
 void		 session_next(struct session *);
 int		 session_release(struct session *, uint32_t slot, char **cause);
 void		 session_job_done(struct session *, uint32_t slot,
-		    uint32_t rows, int error, uint64_t bad_index);
+		    uint32_t rows, int error, uint64_t bad);
 void		 session_fill_stats(struct session *, Infeed__SessionStats *);
 int		 session_reload(struct session *, const struct catalogue *);
 uint64_t	 session_rows_delivered(const struct session *);
@@ -189,13 +189,14 @@ void		 pool_unmap_session(struct pool *, uint64_t session_id);
 void		 pool_submit(struct pool *, uint64_t session_id, uint32_t slot,
 		    uint64_t row_begin, uint64_t row_end);
 unsigned	 pool_size(const struct pool *);
+bool		 pool_idle(const struct pool *);
 void		 pool_reload(struct pool *);
 void		 pool_drop_jobs(struct pool *, uint64_t session_id);
 void		 pool_set_dataset(struct pool *, uint64_t session_id,
 		    uint32_t dataset_index);
 void		 pool_fill_stats(struct pool *, Infeed__Stats *);
 
-/* main.c */
+/* daemon.c */
 uint64_t	 daemon_now_ms(void);
 void		 daemon_reload(struct daemon *);
 

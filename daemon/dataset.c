@@ -43,11 +43,16 @@ static const struct dataset_ops *readers[] = {
 	&dataset_synthetic_ops,
 };
 
+/* Keys of every section besides the reader's; catalogue.c reads the second. */
+static const char *const common_keys[] = { "type", "allow_groups", NULL };
+
 #define NITEMS(a) (sizeof (a) / sizeof (a)[0])
 
 static int	dataset_vcause(char **, const char *, const char *, va_list)
 		    __attribute__((__format__(__printf__, 3, 0)));
 static char	*dataset_known_types(void);
+static int	dataset_check_keys(struct dataset *,
+		    const struct dataset_conf *, char **);
 
 /* Bytes of one element of t. */
 size_t
@@ -426,6 +431,122 @@ dataset_known_types(void)
 	return (s);
 }
 
+/* Is @key in the NULL-terminated list @keys? */
+static int
+dataset_key_in(const char *key, const char *const *keys)
+{
+	for (; *keys != NULL; keys++) {
+		if (strcmp(*keys, key) == 0)
+			return (1);
+	}
+	return (0);
+}
+
+/* Edit distance of two short strings, capped at 3 (enough for typos). */
+static size_t
+dataset_key_distance(const char *a, const char *b)
+{
+	size_t	la = strlen(a), lb = strlen(b), i, j, prev, diag, v;
+	size_t	row[33];
+
+	if (la > 32 || lb > 32)
+		return (3);
+	for (j = 0; j <= lb; j++)
+		row[j] = j;
+	for (i = 1; i <= la; i++) {
+		diag = row[0];
+		row[0] = i;
+		for (j = 1; j <= lb; j++) {
+			prev = row[j];
+			v = diag + (a[i - 1] != b[j - 1]);
+			if (row[j] + 1 < v)
+				v = row[j] + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			row[j] = v;
+			diag = prev;
+		}
+	}
+	return (row[lb] < 3 ? row[lb] : 3);
+}
+
+/* The key of @keys nearest @key, if it is a likely typo of it. */
+const char *
+dataset_key_guess(const char *key, const char *const *keys)
+{
+	const char	*best = NULL;
+	size_t		 d, bestd = 3;
+
+	for (; *keys != NULL; keys++) {
+		d = dataset_key_distance(key, *keys);
+		if (d < bestd && d < strlen(*keys)) {
+			best = *keys;
+			bestd = d;
+		}
+	}
+	return (best);
+}
+
+/* Refuse a key the reader does not read (a typo would pass unnoticed). */
+static int
+dataset_check_keys(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	const struct dataset_ops *ops = ds->ops;
+	const char	*key, *guess, *names[33];
+	char		 known[512], hint[128], where[600];
+	size_t		 i, n = 0, off;
+
+	for (i = 0; i < conf->nkv; i++) {
+		key = conf->kv[i].key;
+		if (!dataset_key_in(key, ops->keys) &&
+		    !dataset_key_in(key, common_keys))
+			break;
+	}
+	if (i == conf->nkv)
+		return (0);
+
+	/* "type, path, ... and allow_groups". */
+	names[n++] = common_keys[0];
+	for (i = 0; ops->keys[i] != NULL && n < NITEMS(names) - 2; i++)
+		names[n++] = ops->keys[i];
+	names[n++] = common_keys[1];
+	names[n] = NULL;
+	known[0] = '\0';
+	for (i = 0, off = 0; i < n && off < sizeof known; i++) {
+		snprintf(known + off, sizeof known - off, "%s%s",
+		    i == 0 ? "" : i + 1 == n ? " and " : ", ", names[i]);
+		off = strlen(known);
+	}
+	hint[0] = '\0';
+	if ((guess = dataset_key_guess(key, names)) != NULL)
+		snprintf(hint, sizeof hint, " (did you mean '%s'?)", guess);
+	where[0] = '\0';
+	if (conf->source != NULL)
+		snprintf(where, sizeof where, " of %s", conf->source);
+	return (dataset_error(cause, ds, "unknown key '%s' in section "
+	    "[dataset %s]%s%s; the keys of a %s dataset are %s", key,
+	    conf->name, where, hint, ops->type, known));
+}
+
+/* Copy the paths of the dataset's files, for messages about its samples. */
+static int
+dataset_keep_paths(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	const char	*v;
+
+	if (ds->ops->data_key != NULL &&
+	    (v = dataset_conf_get(conf, ds->ops->data_key)) != NULL &&
+	    (ds->data_path = strdup(v)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
+	if (ds->ops->labels_key != NULL &&
+	    (v = dataset_conf_get(conf, ds->ops->labels_key)) != NULL &&
+	    (ds->labels_path = strdup(v)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
+	return (0);
+}
+
 /* Open the dataset a config section describes. */
 struct dataset *
 dataset_open(const struct dataset_conf *conf, char **cause)
@@ -469,6 +590,11 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 
 	ds->ops = readers[i];
 	ds->type = ds->ops->type;
+	if (dataset_check_keys(ds, conf, cause) != 0) {
+		ds->ops = NULL;
+		dataset_free(ds);
+		return (NULL);
+	}
 	if (ds->ops->open(ds, conf, cause) != 0) {
 		/* The reader cleaned up after itself. */
 		ds->ops = NULL;
@@ -485,6 +611,10 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 		    ds->samples, dtype_name(ds->dtype),
 		    dataset_shape_format(ds->shape, ds->ndim, buf, sizeof buf),
 		    ds->sample_bytes);
+		dataset_free(ds);
+		return (NULL);
+	}
+	if (dataset_keep_paths(ds, conf, cause) != 0) {
 		dataset_free(ds);
 		return (NULL);
 	}
@@ -511,6 +641,8 @@ dataset_free(struct dataset *ds)
 		return;
 	if (ds->ops != NULL)
 		ds->ops->close(ds);
+	free(ds->data_path);
+	free(ds->labels_path);
 	free(ds->name);
 	free(ds);
 }

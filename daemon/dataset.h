@@ -58,12 +58,18 @@ struct dataset {
 	enum dtype		 label_dtype;	/* as stored */
 	uint32_t		 classes;	/* 0 when unknown */
 	size_t			 sample_bytes;	/* prod(shape) * dtype_size */
+	char			*data_path;	/* the samples' file; NULL if none */
+	char			*labels_path;	/* the labels' file; NULL if none */
 	const struct dataset_ops *ops;
 	void			*priv;
 };
 
 struct dataset_ops {
 	const char	*type;
+	/* The keys the reader reads, NULL-terminated; see dataset_open(). */
+	const char *const *keys;
+	const char	*data_key;	/* the key naming the samples' file */
+	const char	*labels_key;	/* ... and the labels' file */
 	int		(*open)(struct dataset *, const struct dataset_conf *,
 			    char **cause);
 	/* Write sample @index to @dst; return 0 and set *label, or -1. */
@@ -94,8 +100,17 @@ const char	*dataset_conf_get(const struct dataset_conf *conf,
 		    const char *key);
 
 /**
+ * dataset_key_guess() - the key of NULL-terminated @keys that @key is
+ * likely a typo of (at most two edits away), for "did you mean" hints;
+ * NULL when none is close.
+ */
+const char	*dataset_key_guess(const char *key, const char *const *keys);
+
+/**
  * dataset_open() - open the dataset a config section describes.
- * @conf: the section; its "type" key picks the reader.
+ * @conf: the section; its "type" key picks the reader, and a key that
+ *        neither the reader nor the catalogue reads ("allow_groups") is
+ *        refused with the file, the section and the keys that are valid.
  * @cause: on failure, a malloc'd message for the operator, naming the
  *         dataset, the file and what was wrong and expected.
  *

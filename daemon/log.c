@@ -33,7 +33,10 @@ log_event_cb(int severity, const char *msg)
 		log_debug("libevent: %s", msg);
 }
 
-/* Set the identity and verbosity; call once at start-up and after fork. */
+/*
+ * Set the identity and verbosity (1 adds debug lines, -1 keeps only fatal
+ * ones, for fuzz targets); call once at start-up and after fork.
+ */
 void
 log_init(const char *ident, int verbose)
 {
@@ -75,6 +78,8 @@ log_warn(const char *fmt, ...)
 	va_list	ap;
 	char	err[128];
 
+	if (log_verbose < 0)
+		return;
 	snprintf(err, sizeof(err), "%s", strerror(errno));
 	va_start(ap, fmt);
 	log_vwrite(4, "warning", fmt, ap, err);
@@ -87,6 +92,8 @@ log_warnx(const char *fmt, ...)
 {
 	va_list	ap;
 
+	if (log_verbose < 0)
+		return;
 	va_start(ap, fmt);
 	log_vwrite(4, "warning", fmt, ap, NULL);
 	va_end(ap);
@@ -98,6 +105,8 @@ log_info(const char *fmt, ...)
 {
 	va_list	ap;
 
+	if (log_verbose < 0)
+		return;
 	va_start(ap, fmt);
 	log_vwrite(6, "info", fmt, ap, NULL);
 	va_end(ap);
@@ -109,7 +118,7 @@ log_debug(const char *fmt, ...)
 {
 	va_list	ap;
 
-	if (!log_verbose)
+	if (log_verbose < 1)
 		return;
 	va_start(ap, fmt);
 	log_vwrite(7, "debug", fmt, ap, NULL);

@@ -245,14 +245,16 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 		peer_free(p);
 		return;
 	}
+	if (n == -1 && errno == EAGAIN)
+		return;
+	/* Clients never send descriptors: one is as bad as too many. */
+	if ((n == -1 && errno == EPROTO) || p->in.nfds > 0) {
+		peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
+		    "unexpected file descriptors from the client; clients "
+		    "never send any (docs/protocol.md)");
+		return;
+	}
 	if (n == -1) {
-		if (errno == EAGAIN)
-			return;
-		if (errno == EPROTO) {
-			peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
-			    "unexpected file descriptors from the client");
-			return;
-		}
 		peer_free(p);
 		return;
 	}
@@ -376,13 +378,17 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	}
 }
 
-/* Detach: end the session, keep the connection. */
+/* Detach: answer the Next requests still waiting, end the session. */
 static void
 peer_detach(struct peer *p)
 {
 	Infeed__Frame		f = INFEED__FRAME__INIT;
 	Infeed__Detached	dd = INFEED__DETACHED__INIT;
+	unsigned		n;
 
+	for (n = session_pending_next(p->session); n > 0; n--)
+		peer_send_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+		    "Next: the client detached before the step was ready");
 	session_free(p->session);
 	p->session = NULL;
 	f.msg_case = INFEED__FRAME__MSG_DETACHED;

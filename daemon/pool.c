@@ -720,6 +720,22 @@ pool_submit(struct pool *pool, uint64_t session_id, uint32_t slot,
 	pool_dispatch(pool);
 }
 
+/* No job queued or running, and every worker up. */
+bool
+pool_idle(const struct pool *pool)
+{
+	unsigned	i;
+
+	if (!TAILQ_EMPTY(&pool->jobs))
+		return (false);
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].job != NULL ||
+		    pool->workers[i].pid == -1)
+			return (false);
+	}
+	return (true);
+}
+
 /* How many workers the pool has. */
 unsigned
 pool_size(const struct pool *pool)

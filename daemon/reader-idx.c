@@ -78,6 +78,9 @@ static int	idx_gz_pull(struct idx_gz *, void *, size_t, size_t *);
 
 const struct dataset_ops dataset_idx_ops = {
 	.type = "idx",
+	.keys = (const char *const []){ "images", "labels", "classes", NULL },
+	.data_key = "images",
+	.labels_key = "labels",
 	.open = idx_open,
 	.read = idx_read,
 	.close = idx_close,

@@ -76,6 +76,9 @@ static int	npy_parse(const uint8_t *, size_t, struct npy_header *,
 
 const struct dataset_ops dataset_npy_ops = {
 	.type = "npy",
+	.keys = (const char *const []){ "path", "labels", "classes", NULL },
+	.data_key = "path",
+	.labels_key = "labels",
 	.open = npy_open,
 	.read = npy_read,
 	.close = npy_close,

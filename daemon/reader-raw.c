@@ -36,6 +36,10 @@ static void	raw_close(struct dataset *);
 
 const struct dataset_ops dataset_raw_ops = {
 	.type = "raw",
+	.keys = (const char *const []){ "path", "shape", "dtype", "labels",
+	    "label_dtype", "classes", NULL },
+	.data_key = "path",
+	.labels_key = "labels",
 	.open = raw_open,
 	.read = raw_read,
 	.close = raw_close,

@@ -39,6 +39,8 @@ static void	synthetic_close(struct dataset *);
 
 const struct dataset_ops dataset_synthetic_ops = {
 	.type = "synthetic",
+	.keys = (const char *const []){ "samples", "shape", "dtype", "classes",
+	    "seed", NULL },
 	.open = synthetic_open,
 	.read = synthetic_read,
 	.close = synthetic_close,

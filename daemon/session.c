@@ -84,6 +84,8 @@ struct session {
 	uint64_t	 first_next_ms;
 };
 
+static void	session_fill(struct session *);
+
 /* Round @v up to a multiple of @a. */
 static uint64_t
 session_round(uint64_t v, uint64_t a)
@@ -380,11 +382,10 @@ session_attach(struct peer *p, const Infeed__Attach *a,
 	    (unsigned long long)(s->desc.slot_bytes >> 10),
 	    o->shuffle ? "on" : "off", o->distributed_process_id,
 	    o->distributed_process_count);
+	/* Fill the ring now; the first Step still waits for the first Next. */
 	if (o->early_preload) {
 		s->started = true;
-		p->session = s;
-		session_next(s);
-		s->pending_next = 0;
+		session_fill(s);
 	}
 	return (s);
 
@@ -506,6 +507,11 @@ session_deliver(struct session *s)
 			s->started = false;
 			s->fill_epoch++;
 			s->fill_step = 0;
+			/* A Next sent after this one asks for the next epoch. */
+			if (s->pending_next > 0) {
+				s->started = true;
+				session_fill(s);
+			}
 			continue;
 		}
 		if (sl == NULL || sl->state != SLOT_READY)
@@ -565,25 +571,53 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	return (0);
 }
 
-/* A worker finished rows of a slot. */
+/* "from FILE (labels: FILE); check those files", for a sample's error. */
+static char *
+session_sample_files(const struct dataset *ds)
+{
+	if (ds->data_path == NULL)
+		return (xasprintf("made by the %s reader, which reads no file",
+		    ds->type));
+	if (ds->labels_path == NULL)
+		return (xasprintf("from %s; check that file", ds->data_path));
+	return (xasprintf("from %s (labels: %s); check those files",
+	    ds->data_path, ds->labels_path));
+}
+
+/*
+ * A worker finished rows of a slot.  An @error of -1 means it could not
+ * read dataset index @bad; -2 means row @bad crashed workers every time.
+ */
 void
 session_job_done(struct session *s, uint32_t slot, uint32_t rows, int error,
-    uint64_t bad_index)
+    uint64_t bad)
 {
 	struct slot	*sl;
+	const uint64_t	*indices;
+	uint64_t	 index = bad;
+	char		*files, row[64] = "";
 
 	if (slot >= s->nslots || s->slots[slot].state != SLOT_FILLING)
 		return;
 	sl = &s->slots[slot];
 	if (error != 0 && !s->failed) {
+		if (error == -2 && bad < sl->rows) {
+			indices = (const uint64_t *)(const void *)(s->map +
+			    (uint64_t)slot * s->desc.slot_bytes +
+			    s->desc.indices_offset);
+			index = indices[bad];
+			snprintf(row, sizeof(row), "row %llu of ",
+			    (unsigned long long)bad);
+		}
+		files = session_sample_files(s->ds);
 		s->failed = true;
-		s->failure = xasprintf("dataset '%s': %s sample %llu "
-		    "(epoch %llu, step %llu); check the dataset's files",
-		    s->ds->name, error == -2 ? "workers crashed 3 times on "
-		    "the sample of row" : "cannot read",
-		    (unsigned long long)bad_index,
+		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
+		    "%llu, step %llu) %s", s->ds->name, error == -2 ?
+		    "workers crashed 3 times reading" : "cannot read",
+		    (unsigned long long)index, row,
 		    (unsigned long long)sl->epoch,
-		    (unsigned long long)sl->step);
+		    (unsigned long long)sl->step, files);
+		free(files);
 		log_warnx("session %llu: %s", (unsigned long long)s->id,
 		    s->failure);
 		pool_drop_jobs(s->d->pool, s->id);

@@ -166,13 +166,18 @@ START_TEST(test_restart_no_reconnect)
 }
 END_TEST
 
-/* A file truncated under a session is that session's error, not a crash. */
+/*
+ * A file truncated under a session is that session's error, not a crash,
+ * and the error names the dataset, the sample's index and its files.
+ */
 START_TEST(test_truncated_under_session)
 {
 	struct infeed		*f = client(), *g;
 	struct infeed_options	 o;
 	struct infeed_step	 st;
-	char			 path[400];
+	char			 path[400], labels[400];
+	const char		*msg, *p;
+	unsigned long long	 index;
 	int			 i, r = INFEED_OK;
 
 	infeed_options_init(&o);
@@ -189,8 +194,20 @@ START_TEST(test_truncated_under_session)
 	}
 	ck_assert_int_eq(r, INFEED_ERR_DAEMON);
 	ck_assert_int_eq(infeed_daemon_code(f), INFEED__ERROR_CODE__ERROR_DATA);
-	ck_assert_ptr_nonnull(strstr(infeed_error(f), "'raw'"));
-	ck_assert_ptr_nonnull(strstr(infeed_error(f), "sample"));
+	msg = infeed_error(f);
+	ck_assert_msg(strstr(msg, "dataset 'raw'") != NULL, "%s", msg);
+	snprintf(labels, sizeof(labels), "%s/raw-labels.bin", dir);
+	ck_assert_msg(strstr(msg, path) != NULL, "no file in: %s", msg);
+	ck_assert_msg(strstr(msg, labels) != NULL, "no labels in: %s", msg);
+	/*
+	 * The dataset index, not the row: 200 samples of 16 bytes are left,
+	 * and the rest of their 4 KiB page reads as zeros, so the first that
+	 * kills a worker is 256.
+	 */
+	ck_assert_msg((p = strstr(msg, "sample ")) != NULL &&
+	    sscanf(p, "sample %llu", &index) == 1, "no index in: %s", msg);
+	ck_assert_msg(index >= 256 && index < RAW_N, "sample %llu: %s", index,
+	    msg);
 	infeed_free(f);
 	/* The daemon and the other datasets carry on. */
 	g = client();

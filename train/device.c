@@ -91,48 +91,66 @@ void device_wait_until(double t)
 		;
 }
 
-int device_profile(const struct device *d, const char *dir, const char *name,
-		   double host_wait, char *err, size_t errlen)
+/* Trace one host call of @shape into a new timeline, after the host's
+ * measured wait for the step's data. */
+static struct timeline *trace_call(const struct device *d,
+				   const struct run_shape *shape,
+				   double host_wait, char *err, size_t errlen)
 {
 	struct timeline *tl = trace_new(d->sched->stages, 0);
 	struct device_timing t;
-	char path[4096];
-	int rc = -1;
 
 	if (tl == NULL) {
 		snprintf(err, errlen, "out of memory for the trace");
-		return -1;
+		return NULL;
 	}
-	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create profile directory %s: %s",
-			 dir, strerror(errno));
-		goto out;
-	}
-	/* The host's wait for this step's data comes first, as measured. */
 	if (host_wait > 0)
 		trace_add(tl, TRACE_LANE_HOST, TRACE_HOST_WAIT, -1, -1, 0,
 			  host_wait, "waiting for infeedd");
-	if (costmodel_evaluate(&d->ipu, d->sched, d->stages, &d->shape, &t,
+	if (costmodel_evaluate(&d->ipu, d->sched, d->stages, shape, &t,
 			       tl) < 0) {
 		snprintf(err, errlen, "the cost model failed: %s",
 			 strerror(errno));
-		goto out;
+		trace_free(tl);
+		return NULL;
 	}
-	if (host_wait > 0)
-		for (size_t i = 1; i < tl->nspans; i++) {
-			tl->spans[i].start += host_wait;
-			tl->spans[i].end += host_wait;
-		}
+	for (size_t i = host_wait > 0; host_wait > 0 && i < tl->nspans;
+	     i++) {
+		tl->spans[i].start += host_wait;
+		tl->spans[i].end += host_wait;
+	}
 	for (size_t i = 0; host_wait > 0 && i < tl->nmarks; i++)
 		tl->marks[i] += host_wait;
+	return tl;
+}
+
+int device_profile(const struct device *d, const char *dir, const char *name,
+		   double host_wait, char *err, size_t errlen)
+{
+	struct run_shape one = d->shape;
+	struct timeline *tl;
+	char path[4096];
+	int rc;
+
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create profile directory %s: %s",
+			 dir, strerror(errno));
+		return -1;
+	}
+	/* The trace holds the whole host call; the picture its first
+	 * device iteration, where the schedule can still be read. */
+	if ((tl = trace_call(d, &d->shape, host_wait, err, errlen)) == NULL)
+		return -1;
 	snprintf(path, sizeof(path), "%s/%s.json", dir, name);
-	if (trace_write_json(tl, path, err, errlen) < 0)
-		goto out;
+	rc = trace_write_json(tl, path, err, errlen);
+	trace_free(tl);
+	if (rc < 0)
+		return -1;
+	one.device_iterations = 1;
+	if ((tl = trace_call(d, &one, host_wait, err, errlen)) == NULL)
+		return -1;
 	snprintf(path, sizeof(path), "%s/%s.svg", dir, name);
-	if (trace_write_svg(tl, path, err, errlen) < 0)
-		goto out;
-	rc = 0;
-out:
+	rc = trace_write_svg(tl, path, err, errlen);
 	trace_free(tl);
 	return rc;
 }
