@@ -29,18 +29,22 @@ struct dl_args {
 	struct ipu_config ipu;
 	const char *socket, *dataset, *profile;
 	int replicas[8], nreplicas;
-	int steps;
+	int steps, rounds;
 	uint32_t workers, buffer_size;
 	bool compute, json, quiet, shuffle;
 };
 
-/* One row of the table. */
+/* One row of the table: medians over the rounds. */
 struct dl_row {
 	int replicas;
 	size_t step_rows;
 	double loader, synthetic, real;  /* items/s */
+	double ratio;                    /* median of each round's real/syn */
+	double ratio_min, ratio_max;
 	double modelled;                 /* the cost model's synthetic rate */
 };
+
+#define MAX_ROUNDS 50
 
 static void usage(FILE *fp)
 {
@@ -64,6 +68,9 @@ static void usage(FILE *fp)
 	    "  --steps N                steps measured per figure, after one "
 	    "warm-up\n"
 	    "                           step (36)\n"
+	    "  --rounds N               repeat the three measurements N times "
+	    "and\n"
+	    "                           report medians (1; at most 50)\n"
 	    "  --workers N              loader workers (0: the daemon's pool)\n"
 	    "  --buffer-size N          ring slots (3)\n"
 	    "  --no-shuffle             read in order\n"
@@ -80,7 +87,7 @@ static void usage(FILE *fp)
 
 enum {
 	OPT_SOCKET = 256, OPT_DATASET, OPT_BATCH, OPT_DI, OPT_REPLICAS,
-	OPT_STEPS, OPT_WORKERS, OPT_BUFFER, OPT_NO_SHUFFLE, OPT_MODE, OPT_IPU,
+	OPT_STEPS, OPT_ROUNDS, OPT_WORKERS, OPT_BUFFER, OPT_NO_SHUFFLE, OPT_MODE, OPT_IPU,
 	OPT_PROFILE, OPT_JSON, OPT_QUIET, OPT_HELP,
 };
 
@@ -91,6 +98,7 @@ static const struct option dl_options[] = {
 	{ "device-iterations", required_argument, NULL, OPT_DI },
 	{ "replicas", required_argument, NULL, OPT_REPLICAS },
 	{ "steps", required_argument, NULL, OPT_STEPS },
+	{ "rounds", required_argument, NULL, OPT_ROUNDS },
 	{ "workers", required_argument, NULL, OPT_WORKERS },
 	{ "buffer-size", required_argument, NULL, OPT_BUFFER },
 	{ "no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE },
@@ -135,6 +143,7 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 	ipu_config_default(&a->ipu);
 	a->dataset = "tutorial-synthetic";
 	a->steps = 36;
+	a->rounds = 1;
 	a->buffer_size = 3;
 	a->shuffle = true;
 
@@ -172,6 +181,11 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 			if (number("steps", optarg, 1, 1000000, &v) < 0)
 				return 2;
 			a->steps = v;
+			break;
+		case OPT_ROUNDS:
+			if (number("rounds", optarg, 1, MAX_ROUNDS, &v) < 0)
+				return 2;
+			a->rounds = v;
 			break;
 		case OPT_WORKERS:
 			if (number("workers", optarg, 0, 1024, &v) < 0)
@@ -311,10 +325,27 @@ out:
 	return rate;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of @n values (sorts a copy). */
+static double median(const double *v, int n)
+{
+	double s[MAX_ROUNDS];
+
+	memcpy(s, v, n * sizeof(double));
+	qsort(s, n, sizeof(double), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
 /* Say whether the loader is the bottleneck and what to change. */
 static void verdict(const struct dl_args *a, const struct dl_row *r)
 {
-	double share = r->real / r->synthetic;
+	double share = r->ratio;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
 	printf("R %d: real data reaches %.0f%% of synthetic. ", r->replicas,
@@ -348,6 +379,8 @@ int cmd_dataloading(int argc, char **argv)
 {
 	struct dl_args a;
 	struct dl_row rows[8];
+	double loader[MAX_ROUNDS], syn_rate[MAX_ROUNDS], real_rate[MAX_ROUNDS];
+	double ratio[MAX_ROUNDS];
 	char err[512], title[48];
 	int prc = parse_args(argc, argv, &a), i;
 
@@ -383,21 +416,36 @@ int cmd_dataloading(int argc, char **argv)
 					   sizeof(err)) < 0)
 				goto fail;
 		}
-		snprintf(title, sizeof(title), "R %d loader alone ",
-			 r->replicas);
-		if ((r->loader = measure(&a, x, &real, LOADER_ALONE, title,
-					 err, sizeof(err))) < 0)
-			goto fail;
-		snprintf(title, sizeof(title), "R %d synthetic data",
-			 r->replicas);
-		if ((r->synthetic = measure(&a, x, &syn, SYNTHETIC, title,
-					    err, sizeof(err))) < 0)
-			goto fail;
-		snprintf(title, sizeof(title), "R %d real data     ",
-			 r->replicas);
-		if ((r->real = measure(&a, x, &real, REAL, title, err,
-				       sizeof(err))) < 0)
-			goto fail;
+		for (int k = 0; k < a.rounds; k++) {
+			snprintf(title, sizeof(title), "R %d loader alone ",
+				 r->replicas);
+			if ((loader[k] = measure(&a, x, &real, LOADER_ALONE,
+						 title, err, sizeof(err))) < 0)
+				goto fail;
+			snprintf(title, sizeof(title), "R %d synthetic data",
+				 r->replicas);
+			if ((syn_rate[k] = measure(&a, x, &syn, SYNTHETIC,
+						   title, err,
+						   sizeof(err))) < 0)
+				goto fail;
+			snprintf(title, sizeof(title), "R %d real data     ",
+				 r->replicas);
+			if ((real_rate[k] = measure(&a, x, &real, REAL, title,
+						    err, sizeof(err))) < 0)
+				goto fail;
+			ratio[k] = real_rate[k] / syn_rate[k];
+		}
+		r->loader = median(loader, a.rounds);
+		r->synthetic = median(syn_rate, a.rounds);
+		r->real = median(real_rate, a.rounds);
+		r->ratio = median(ratio, a.rounds);
+		r->ratio_min = r->ratio_max = ratio[0];
+		for (int k = 1; k < a.rounds; k++) {
+			if (ratio[k] < r->ratio_min)
+				r->ratio_min = ratio[k];
+			if (ratio[k] > r->ratio_max)
+				r->ratio_max = ratio[k];
+		}
 		executor_free(x);
 		continue;
 fail:
@@ -407,16 +455,22 @@ fail:
 	}
 
 	printf("\nEfficient data loading: %s, B %d, DI %d, %s mode, %d "
-	       "measured steps each\n", "ClassificationModel 1x128x128",
+	       "measured steps each%s\n", "ClassificationModel 1x128x128",
 	       a.x.batch_size, a.x.device_iterations,
-	       a.compute ? "compute" : "emulate", a.steps);
+	       a.compute ? "compute" : "emulate", a.steps,
+	       a.rounds > 1 ? ", medians of the rounds" : "");
 	printf("%-4s %8s %14s %14s %14s %8s\n", "R", "step", "loader alone",
 	       "synthetic", "real data", "real/syn");
 	for (i = 0; i < a.nreplicas; i++)
 		printf("%-4d %8zu %14.0f %14.0f %14.0f %7.0f%%\n",
 		       rows[i].replicas, rows[i].step_rows, rows[i].loader,
-		       rows[i].synthetic, rows[i].real,
-		       100 * rows[i].real / rows[i].synthetic);
+		       rows[i].synthetic, rows[i].real, 100 * rows[i].ratio);
+	if (a.rounds > 1)
+		for (i = 0; i < a.nreplicas; i++)
+			printf("R %d: real/synthetic ranged %.0f%% to %.0f%% over "
+			       "%d rounds\n", rows[i].replicas,
+			       100 * rows[i].ratio_min, 100 * rows[i].ratio_max,
+			       a.rounds);
 	printf("(items/s; the tutorial's IPU printed 34,307 synthetic at R 1 "
 	       "and 136,452 at R 4; the cost model gives");
 	for (i = 0; i < a.nreplicas; i++)
@@ -427,17 +481,19 @@ fail:
 	if (a.json) {
 		/* The first configuration's figures, then every row. */
 		printf("{\"loader_items_per_s\":%.1f,\"synthetic_items_per_s\":"
-		       "%.1f,\"real_items_per_s\":%.1f,\"runs\":[",
-		       rows[0].loader, rows[0].synthetic, rows[0].real);
+		       "%.1f,\"real_items_per_s\":%.1f,\"rounds\":%d,"
+		       "\"runs\":[", rows[0].loader, rows[0].synthetic,
+		       rows[0].real, a.rounds);
 		for (i = 0; i < a.nreplicas; i++)
 			printf("%s{\"replicas\":%d,\"combined_batch_size\":%zu,"
 			       "\"loader_items_per_s\":%.1f,"
 			       "\"synthetic_items_per_s\":%.1f,"
 			       "\"real_items_per_s\":%.1f,"
+			       "\"real_over_synthetic\":%.4f,"
 			       "\"modelled_items_per_s\":%.1f}",
 			       i ? "," : "", rows[i].replicas,
 			       rows[i].step_rows, rows[i].loader,
-			       rows[i].synthetic, rows[i].real,
+			       rows[i].synthetic, rows[i].real, rows[i].ratio,
 			       rows[i].modelled);
 		printf("]}\n");
 	}

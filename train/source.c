@@ -13,7 +13,10 @@ int source_open_infeed(struct source *s, const char *socket_path,
 		       const struct model *m, char *err, size_t errlen)
 {
 	const struct infeed_session_info *in = &s->info;
+	struct infeed_options opts = *o;
+	struct infeed_dataset *list = NULL;
 	uint64_t elems = 1;
+	size_t n = 0;
 
 	memset(s, 0, sizeof(*s));
 	if ((s->f = infeed_new()) == NULL) {
@@ -24,7 +27,15 @@ int source_open_infeed(struct source *s, const char *socket_path,
 		snprintf(err, errlen, "%s", infeed_error(s->f));
 		goto fail;
 	}
-	if (infeed_attach(s->f, dataset, o, &s->info) != INFEED_OK) {
+	/* float32 samples need no conversion: spare the workers a pass. */
+	if (opts.to_float32 && opts.scale == 1.0f && opts.nchannels == 0 &&
+	    infeed_list_datasets(s->f, &list, &n) == INFEED_OK)
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(list[i].name, dataset) == 0 &&
+			    list[i].dtype == INFEED_DTYPE_FLOAT32)
+				opts.to_float32 = false;
+	infeed_datasets_free(list, n);
+	if (infeed_attach(s->f, dataset, &opts, &s->info) != INFEED_OK) {
 		snprintf(err, errlen, "dataset %s: %s", dataset,
 			 infeed_error(s->f));
 		goto fail;
