@@ -88,7 +88,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_SOCKET = 256, OPT_DATASET, OPT_BATCH, OPT_DI, OPT_REPLICAS,
 	OPT_STEPS, OPT_ROUNDS, OPT_WORKERS, OPT_BUFFER, OPT_NO_SHUFFLE, OPT_MODE, OPT_IPU,
-	OPT_PROFILE, OPT_JSON, OPT_QUIET, OPT_HELP,
+	OPT_PROFILE, OPT_JSON, OPT_QUIET,
 };
 
 static const struct option dl_options[] = {
@@ -107,7 +107,7 @@ static const struct option dl_options[] = {
 	{ "profile", required_argument, NULL, OPT_PROFILE },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "help", no_argument, NULL, OPT_HELP },
+	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -148,7 +148,7 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 	a->shuffle = true;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", dl_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", dl_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_SOCKET: a->socket = optarg; break;
 		case OPT_DATASET: a->dataset = optarg; break;
@@ -221,7 +221,7 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 				return 2;
 			}
 			break;
-		case OPT_HELP:
+		case 'h':
 			usage(stdout);
 			return 1;
 		default:

@@ -89,10 +89,15 @@ static void usage(FILE *fp)
 	    "recomputing\n"
 	    "  --optimiser adamw|sgd      (adamw)\n"
 	    "  --learning-rate LR         (0.001)\n"
-	    "  --momentum X, --weight-decay X   (0.9 for sgd; 0.01)\n"
+	    "  --momentum X               sgd's momentum (0.9)\n"
+	    "  --weight-decay X           (adamw 0.01, sgd 0)\n"
+	    "                             (--optimizer, --lr and "
+	    "--offload-optimizer\n"
+	    "                             are accepted too)\n"
 	    "Simulated device:\n"
-	    "  --mode compute|emulate     really train, or only spend the "
-	    "device time\n"
+	    "  --mode compute|emulate     really train (the default), or only "
+	    "spend\n"
+	    "                             the modelled device time\n"
 	    "  --offload-optimiser        optimiser state in streaming memory\n"
 	    "  --ipu KEY=VALUE            override a cost-model figure "
 	    "(--ipu help lists them)\n"
@@ -109,7 +114,7 @@ enum {
 	OPT_REPLICAS, OPT_EPOCHS, OPT_TEST_BATCH, OPT_TEST_DI, OPT_OUTPUT,
 	OPT_STRATEGY, OPT_STAGES, OPT_NO_RECOMPUTE, OPT_OPTIMISER, OPT_LR,
 	OPT_MOMENTUM, OPT_WD, OPT_MODE, OPT_OFFLOAD, OPT_IPU, OPT_PROFILE,
-	OPT_JSON, OPT_QUIET, OPT_SOCKET, OPT_HELP,
+	OPT_JSON, OPT_QUIET, OPT_SOCKET,
 };
 
 static const struct option train_options[] = {
@@ -145,7 +150,7 @@ static const struct option train_options[] = {
 	{ "profile", required_argument, NULL, OPT_PROFILE },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "help", no_argument, NULL, OPT_HELP },
+	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -183,7 +188,7 @@ static int parse_float(const char *opt, const char *s, float *v)
 static int parse_args(int argc, char **argv, struct train_args *a)
 {
 	char err[512];
-	bool momentum_set = false;
+	bool momentum_set = false, wd_set = false;
 	const char *stages = NULL;
 	long v;
 	int c, sched;
@@ -202,7 +207,7 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 	a->buffer_size = 3;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", train_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", train_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_SOCKET: a->socket = optarg; break;
 		case OPT_DATASET: a->dataset = optarg; break;
@@ -308,6 +313,7 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 			if (parse_float("weight-decay", optarg,
 					&a->x.weight_decay) < 0)
 				return 2;
+			wd_set = true;
 			break;
 		case OPT_MODE:
 			if (strcmp(optarg, "compute") == 0) {
@@ -327,23 +333,11 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 				ipu_config_print(&a->ipu, stdout, "  ");
 				return 1;
 			}
-			{
-				char *eq = strchr(optarg, '=');
-
-				if (eq == NULL) {
-					snprintf(err, sizeof(err), "--ipu "
-						 "takes KEY=VALUE, got '%s' "
-						 "(--ipu help lists the keys)",
-						 optarg);
-					goto bad;
-				}
-				*eq = '\0';
-				if (ipu_config_set(&a->ipu, optarg, eq + 1, err,
-						   sizeof(err)) < 0)
-					goto bad;
-			}
+			if (ipu_config_parse(&a->ipu, optarg, err,
+					     sizeof(err)) < 0)
+				goto bad;
 			break;
-		case OPT_HELP:
+		case 'h':
 			usage(stdout);
 			return 1;
 		default:
@@ -357,8 +351,12 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 			 argv[optind]);
 		goto bad;
 	}
+	/* torch.optim.SGD has no weight decay by default; the tutorial's
+	 * SGD runs use momentum 0.9. */
 	if (a->x.optimiser == OPTIMISER_SGD && !momentum_set)
 		a->x.momentum = 0.9f;
+	if (a->x.optimiser == OPTIMISER_SGD && !wd_set)
+		a->x.weight_decay = 0;
 	if (stages != NULL &&
 	    executor_stages_parse(&a->x, stages, err, sizeof(err)) < 0)
 		goto bad;
@@ -449,7 +447,7 @@ static int run_pass(const struct train_args *a, struct executor *x,
 			struct model *m = executor_model(x);
 
 			if (executor_run(x, data, labels, rows, &all, err,
-					 sizeof(err)) < 0)
+					 errlen) < 0)
 				goto fail;
 			if (outputs_select(&spec, &all, labels, xo->batch_size,
 					   training ? xo->gradient_accumulation
@@ -543,7 +541,9 @@ int cmd_train(int argc, char **argv)
 	     device_setup(&tdev, &a.ipu, &txo, executor_model(tx),
 			  executor_schedule(tx), false, a.synthetic, NULL,
 			  err, sizeof(err)) < 0)) {
-		fprintf(stderr, "infeed-train: test set: %s\n", err);
+		fprintf(stderr, "infeed-train: the test pass (--test-batch-size "
+			"%d, --test-device-iterations %d): %s\n", a.test_batch,
+			a.test_iterations, err);
 		goto out_usage;
 	}
 
@@ -619,11 +619,15 @@ int cmd_train(int argc, char **argv)
 		source_close(&tsrc);
 	}
 
-	if (!a.emulate)
+	if (!a.emulate && ep.judged)
 		printf("Train: loss %.4f, accuracy %.2f%% (last epoch, %s "
 		       "outputs)\n", ep.loss_sum / (ep.loss_n ? ep.loss_n : 1),
-		       ep.judged ? 100.0 * ep.right / ep.judged : 0,
+		       100.0 * ep.right / ep.judged,
 		       a.out.mode == OUTPUT_ALL ? "all" : "returned");
+	else if (!a.emulate)
+		printf("Train: loss %.4f (output mode sum returns no "
+		       "predictions to judge)\n",
+		       ep.loss_sum / (ep.loss_n ? ep.loss_n : 1));
 	if (tx != NULL && !a.emulate)
 		printf("Test: accuracy %.2f%% of %llu samples%s\n",
 		       test.judged ? 100.0 * test.right / test.judged : 0,

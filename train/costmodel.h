@@ -13,7 +13,7 @@
  * Calibration: the efficient-data-loading tutorial's ClassificationModel
  * (poptorch.inferenceModel, 1 IPU, micro-batch 16, 50 device iterations,
  * synthetic data) printed 34,306.55 items/s on one replica and 136,452.36
- * on four; the defaults below give 34,137 and 136,546 (-0.5 %, +0.1 %).
+ * on four; the defaults below give 34,198 and 136,793 (-0.3 %, +0.25 %).
  */
 #ifndef INFEED_TRAIN_COSTMODEL_H
 #define INFEED_TRAIN_COSTMODEL_H
@@ -32,7 +32,7 @@ struct ipu_config {
 	double	peak_flops;	/* FLOP/s per IPU, fp32: 62.5e12 (GC200,
 				 * reference 3.1) */
 	double	efficiency;	/* share of peak_flops the layers reach:
-				 * 0.0125, calibrated on the tutorial */
+				 * 0.0128, calibrated on the tutorial */
 	double	layer_overhead;	/* s per layer per forward pass: 5e-6,
 				 * compute-set syncs and exchanges
 				 * (assumption) */

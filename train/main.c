@@ -29,7 +29,8 @@ static void usage(FILE *fp)
 	    "               synthetic data, and real data from infeedd\n"
 	    "  schedule     print (and draw) one pipeline schedule\n"
 	    "\n"
-	    "infeed-train COMMAND --help lists the command's options.\n");
+	    "infeed-train COMMAND --help lists the command's options;\n"
+	    "infeed-train --version prints the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -46,11 +47,18 @@ int main(int argc, char **argv)
 		printf("infeed-train %s\n", INFEED_VERSION);
 		return 0;
 	}
+	/* getopt names the program after argv[0] in its messages. */
 	if (strcmp(argv[1], "train") == 0)
+		argv[1] = (char *)"infeed-train train";
+	else if (strcmp(argv[1], "dataloading") == 0)
+		argv[1] = (char *)"infeed-train dataloading";
+	else if (strcmp(argv[1], "schedule") == 0)
+		argv[1] = (char *)"infeed-train schedule";
+	if (strcmp(argv[1], "infeed-train train") == 0)
 		return cmd_train(argc - 1, argv + 1);
-	if (strcmp(argv[1], "dataloading") == 0)
+	if (strcmp(argv[1], "infeed-train dataloading") == 0)
 		return cmd_dataloading(argc - 1, argv + 1);
-	if (strcmp(argv[1], "schedule") == 0)
+	if (strcmp(argv[1], "infeed-train schedule") == 0)
 		return cmd_schedule(argc - 1, argv + 1);
 	fprintf(stderr, "infeed-train: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
