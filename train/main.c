@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "commands.h"
 #include "version.h"
 
@@ -47,6 +49,10 @@ int main(int argc, char **argv)
 		printf("infeed-train %s\n", INFEED_VERSION);
 		return 0;
 	}
+	/* The layers' matrices are small: a second BLAS thread only spins,
+	 * and takes a core from infeedd's workers on the same host. */
+	openblas_set_num_threads(1);
+
 	/* getopt names the program after argv[0] in its messages. */
 	if (strcmp(argv[1], "train") == 0)
 		argv[1] = (char *)"infeed-train train";

@@ -109,7 +109,9 @@ int model_reserve(struct model *m, int n);
 /**
  * model_stash_floats() - floats needed to keep every intermediate output of
  * layers [@l0, @l1) for @n samples; model_forward() fills such a stash and
- * model_backward() reads it.
+ * model_backward() reads it.  Layer by layer: its output (n x out, NCHW),
+ * then for a max-pool the arg-max of each output and for a GroupNorm the
+ * (mean, 1/std) of each sample and group (model.c has the details).
  */
 size_t model_stash_floats(const struct model *m, int l0, int l1, int n);
 
