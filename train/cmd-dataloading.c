@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "fail.h"
 #include "device.h"
 #include "executor.h"
 #include "progress.h"
@@ -111,20 +112,6 @@ static const struct option dl_options[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static int number(const char *opt, const char *s, long lo, long hi, long *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtol(s, &end, 10);
-	if (errno || end == s || *end != '\0' || *v < lo || *v > hi) {
-		fprintf(stderr, "infeed-train: --%s takes a whole number from "
-			"%ld to %ld, got '%s'\n", opt, lo, hi, s);
-		return -1;
-	}
-	return 0;
-}
-
 /* 0 run, 1 done (help), 2 usage error. */
 static int parse_args(int argc, char **argv, struct dl_args *a)
 {
@@ -157,18 +144,18 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 		case OPT_QUIET: a->quiet = true; break;
 		case OPT_NO_SHUFFLE: a->shuffle = false; break;
 		case OPT_BATCH:
-			if (number("batch-size", optarg, 1, 65536, &v) < 0)
+			if (cli_int("batch-size", optarg, 1, 65536, &v) < 0)
 				return 2;
 			a->x.batch_size = v;
 			break;
 		case OPT_DI:
-			if (number("device-iterations", optarg, 1, 1 << 20,
+			if (cli_int("device-iterations", optarg, 1, 1 << 20,
 				   &v) < 0)
 				return 2;
 			a->x.device_iterations = v;
 			break;
 		case OPT_REPLICAS:
-			if (number("replicas", optarg, 1, 64, &v) < 0)
+			if (cli_int("replicas", optarg, 1, 64, &v) < 0)
 				return 2;
 			if (a->nreplicas == 8) {
 				fprintf(stderr, "infeed-train: at most 8 "
@@ -178,22 +165,22 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 			a->replicas[a->nreplicas++] = v;
 			break;
 		case OPT_STEPS:
-			if (number("steps", optarg, 1, 1000000, &v) < 0)
+			if (cli_int("steps", optarg, 1, 1000000, &v) < 0)
 				return 2;
 			a->steps = v;
 			break;
 		case OPT_ROUNDS:
-			if (number("rounds", optarg, 1, MAX_ROUNDS, &v) < 0)
+			if (cli_int("rounds", optarg, 1, MAX_ROUNDS, &v) < 0)
 				return 2;
 			a->rounds = v;
 			break;
 		case OPT_WORKERS:
-			if (number("workers", optarg, 0, 1024, &v) < 0)
+			if (cli_int("workers", optarg, 0, 1024, &v) < 0)
 				return 2;
 			a->workers = v;
 			break;
 		case OPT_BUFFER:
-			if (number("buffer-size", optarg, 1, 64, &v) < 0)
+			if (cli_int("buffer-size", optarg, 1, 64, &v) < 0)
 				return 2;
 			a->buffer_size = v;
 			break;

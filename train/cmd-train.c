@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "fail.h"
 #include "device.h"
 #include "executor.h"
 #include "outputs.h"
@@ -154,22 +155,6 @@ static const struct option train_options[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* A whole number in [lo, hi] or a usage error naming the option. */
-static int parse_int(const char *opt, const char *s, long lo, long hi,
-		     long *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtol(s, &end, 10);
-	if (errno || end == s || *end != '\0' || *v < lo || *v > hi) {
-		fprintf(stderr, "infeed-train: --%s takes a whole number from "
-			"%ld to %ld, got '%s'\n", opt, lo, hi, s);
-		return -1;
-	}
-	return 0;
-}
-
 static int parse_float(const char *opt, const char *s, float *v)
 {
 	char *end;
@@ -221,55 +206,55 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 		case OPT_OFFLOAD: a->ipu.offload_optimiser = true; break;
 		case OPT_STAGES: stages = optarg; break;
 		case OPT_SEED:
-			if (parse_int("seed", optarg, 0, INT64_MAX, &v) < 0)
+			if (cli_int("seed", optarg, 0, INT64_MAX, &v) < 0)
 				return 2;
 			a->x.seed = v;
 			break;
 		case OPT_WORKERS:
-			if (parse_int("workers", optarg, 0, 1024, &v) < 0)
+			if (cli_int("workers", optarg, 0, 1024, &v) < 0)
 				return 2;
 			a->workers = v;
 			break;
 		case OPT_BUFFER:
-			if (parse_int("buffer-size", optarg, 1, 64, &v) < 0)
+			if (cli_int("buffer-size", optarg, 1, 64, &v) < 0)
 				return 2;
 			a->buffer_size = v;
 			break;
 		case OPT_BATCH:
-			if (parse_int("batch-size", optarg, 1, 65536, &v) < 0)
+			if (cli_int("batch-size", optarg, 1, 65536, &v) < 0)
 				return 2;
 			a->x.batch_size = v;
 			break;
 		case OPT_GA:
-			if (parse_int("gradient-accumulation", optarg, 1,
+			if (cli_int("gradient-accumulation", optarg, 1,
 				      65536, &v) < 0)
 				return 2;
 			a->x.gradient_accumulation = v;
 			break;
 		case OPT_DI:
-			if (parse_int("device-iterations", optarg, 1, 1 << 20,
+			if (cli_int("device-iterations", optarg, 1, 1 << 20,
 				      &v) < 0)
 				return 2;
 			a->x.device_iterations = v;
 			break;
 		case OPT_REPLICAS:
-			if (parse_int("replicas", optarg, 1, 64, &v) < 0)
+			if (cli_int("replicas", optarg, 1, 64, &v) < 0)
 				return 2;
 			a->x.replicas = v;
 			break;
 		case OPT_EPOCHS:
-			if (parse_int("epochs", optarg, 1, 100000, &v) < 0)
+			if (cli_int("epochs", optarg, 1, 100000, &v) < 0)
 				return 2;
 			a->epochs = v;
 			break;
 		case OPT_TEST_BATCH:
-			if (parse_int("test-batch-size", optarg, 1, 65536,
+			if (cli_int("test-batch-size", optarg, 1, 65536,
 				      &v) < 0)
 				return 2;
 			a->test_batch = v;
 			break;
 		case OPT_TEST_DI:
-			if (parse_int("test-device-iterations", optarg, 1,
+			if (cli_int("test-device-iterations", optarg, 1,
 				      1 << 20, &v) < 0)
 				return 2;
 			a->test_iterations = v;

@@ -37,7 +37,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +44,7 @@
 #include <strings.h>
 
 #include "costmodel.h"
+#include "fail.h"
 
 /* One --ipu key: where it lives and how to show it. */
 struct ipu_key {
@@ -102,8 +102,6 @@ struct costmodel_ctx {
 	double			*links;		/* lock-step scratch, 2N */
 };
 
-static int	costmodel_fail(char *, size_t, const char *, ...)
-		    __attribute__((format(printf, 3, 4)));
 static const struct ipu_key *ipu_key_find(const char *);
 static double	*ipu_key_num(struct ipu_config *, const struct ipu_key *);
 static bool	*ipu_key_flag(struct ipu_config *, const struct ipu_key *);
@@ -119,20 +117,6 @@ static double	 costmodel_async(struct costmodel_ctx *, struct timeline *,
 		    double, int);
 static double	 costmodel_outer(const struct costmodel_ctx *,
 		    struct timeline *, double, int, double *, double *);
-
-/* Write a formatted reason to @err, if there is room, and fail. */
-static int
-costmodel_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return (-1);
-}
 
 /* Fill @cfg with the GC200-like defaults. */
 void
@@ -219,7 +203,7 @@ ipu_config_set(struct ipu_config *cfg, const char *key, const char *value,
 		for (i = 0; i < IPU_NKEYS && used < sizeof keys; i++)
 			used += (size_t)snprintf(keys + used, sizeof keys -
 			    used, "%s%s", i > 0 ? ", " : "", ipu_keys[i].name);
-		return (costmodel_fail(err, errlen, "unknown IPU setting "
+		return (train_fail(err, errlen, "unknown IPU setting "
 		    "\"%s\"; the settings are %s", key != NULL ? key : "",
 		    keys));
 	}
@@ -236,7 +220,7 @@ ipu_config_set(struct ipu_config *cfg, const char *key, const char *value,
 				return (0);
 			}
 		}
-		return (costmodel_fail(err, errlen, "IPU setting %s is a "
+		return (train_fail(err, errlen, "IPU setting %s is a "
 		    "switch: give 1 or 0 (true/false, yes/no, on/off), not "
 		    "\"%s\"", k->name, value));
 	}
@@ -247,14 +231,14 @@ ipu_config_set(struct ipu_config *cfg, const char *key, const char *value,
 	if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v) ||
 	    v < 0 || (v == 0 && (strstr(k->unit, "/s") != NULL ||
 	    strcmp(k->name, "efficiency") == 0)))
-		return (costmodel_fail(err, errlen, "IPU setting %s needs a "
+		return (train_fail(err, errlen, "IPU setting %s needs a "
 		    "%s finite number%s%s, not \"%s\" (it is %g)",
 		    k->name, strstr(k->unit, "/s") != NULL ||
 		    strcmp(k->name, "efficiency") == 0 ? "positive" :
 		    "non-negative", k->unit[0] != '\0' ? " in " : "", k->unit,
 		    value, *ipu_key_num(cfg, k)));
 	if (strcmp(k->name, "efficiency") == 0 && v > 1)
-		return (costmodel_fail(err, errlen, "IPU setting efficiency "
+		return (train_fail(err, errlen, "IPU setting efficiency "
 		    "is a share of the peak, at most 1, not %g", v));
 	*ipu_key_num(cfg, k) = v;
 	return (0);
@@ -270,7 +254,7 @@ ipu_config_parse(struct ipu_config *cfg, const char *arg, char *err,
 
 	if ((eq = strchr(arg, '=')) == NULL || eq == arg ||
 	    (size_t)(eq - arg) >= sizeof key)
-		return (costmodel_fail(err, errlen, "--ipu takes key=value, "
+		return (train_fail(err, errlen, "--ipu takes key=value, "
 		    "for example efficiency=0.5, not \"%s\"", arg));
 	memcpy(key, arg, eq - arg);
 	key[eq - arg] = '\0';
@@ -321,7 +305,7 @@ costmodel_check(const struct ipu_config *cfg, const struct schedule *s,
 	int			 k;
 
 	if (cfg == NULL || s == NULL || stages == NULL || shape == NULL)
-		return (costmodel_fail(err, errlen, "nothing to evaluate"));
+		return (train_fail(err, errlen, "nothing to evaluate"));
 	c = *cfg;
 	for (i = 0; i < IPU_NKEYS; i++) {
 		key = &ipu_keys[i];
@@ -330,33 +314,33 @@ costmodel_check(const struct ipu_config *cfg, const struct schedule *s,
 		v = *ipu_key_num(&c, key);
 		if (!isfinite(v) || v < 0 || (v == 0 &&
 		    strstr(key->unit, "/s") != NULL))
-			return (costmodel_fail(err, errlen, "IPU setting %s "
+			return (train_fail(err, errlen, "IPU setting %s "
 			    "is %g; it must be a finite number above 0",
 			    key->name, v));
 	}
 	if (c.efficiency <= 0 || c.efficiency > 1)
-		return (costmodel_fail(err, errlen, "IPU efficiency %g is not "
+		return (train_fail(err, errlen, "IPU efficiency %g is not "
 		    "a share of the peak in (0, 1]", c.efficiency));
 	if (s->ops == NULL || s->nops < 1 || s->stages < 1 ||
 	    s->stages > COSTMODEL_MAX_STAGES || s->micro < 1)
-		return (costmodel_fail(err, errlen, "the schedule is empty; "
+		return (train_fail(err, errlen, "the schedule is empty; "
 		    "build it with schedule_build() first"));
 	if (shape->training != s->training)
-		return (costmodel_fail(err, errlen, "the run is %s but the "
+		return (train_fail(err, errlen, "the run is %s but the "
 		    "schedule was built for %s", shape->training ? "training" :
 		    "inference", s->training ? "training" : "inference"));
 	if (shape->micro_batch < 1 || shape->micro_batch > 1000000)
-		return (costmodel_fail(err, errlen, "micro-batch size %d is "
+		return (train_fail(err, errlen, "micro-batch size %d is "
 		    "outside 1..1000000", shape->micro_batch));
 	if (shape->replicas < 1 || shape->replicas > 65536)
-		return (costmodel_fail(err, errlen, "replication factor %d is "
+		return (train_fail(err, errlen, "replication factor %d is "
 		    "outside 1..65536", shape->replicas));
 	if (shape->device_iterations < 1 ||
 	    shape->device_iterations > 100000000)
-		return (costmodel_fail(err, errlen, "device iterations %d is "
+		return (train_fail(err, errlen, "device iterations %d is "
 		    "outside 1..100000000", shape->device_iterations));
 	if (shape->outputs < 0 || shape->outputs > s->micro)
-		return (costmodel_fail(err, errlen, "%d outputs per weight "
+		return (train_fail(err, errlen, "%d outputs per weight "
 		    "update is outside 0..%d (0 = the default, %d = every "
 		    "micro-batch)", shape->outputs, s->micro, s->micro));
 	for (k = 0; k < s->stages; k++) {
@@ -366,7 +350,7 @@ costmodel_check(const struct ipu_config *cfg, const struct schedule *s,
 		    !isfinite(st->params) || st->params < 0 ||
 		    !isfinite(st->in_bytes) || st->in_bytes < 0 ||
 		    !isfinite(st->out_bytes) || st->out_bytes < 0)
-			return (costmodel_fail(err, errlen, "stage %d's costs "
+			return (train_fail(err, errlen, "stage %d's costs "
 			    "must be finite and not negative", k));
 	}
 	return (0);

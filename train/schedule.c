@@ -13,12 +13,12 @@
  * from an earlier op of the same IPU and slot.
  */
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "schedule.h"
+#include "fail.h"
 
 /* An op while it is generated: its sort rank inside the IPU's slot. */
 struct schedule_gen {
@@ -36,8 +36,6 @@ static const char *const schedule_names[] = {
 };
 #define SCHEDULE_NKINDS	(int)(sizeof schedule_names / sizeof schedule_names[0])
 
-static int	schedule_fail(char *, size_t, const char *, ...)
-		    __attribute__((format(printf, 3, 4)));
 static int	schedule_multiple(enum schedule_kind, int, int, int,
 		    const char *, const char *, char *, size_t);
 static int	schedule_nslots(enum schedule_kind, int, int, bool);
@@ -46,20 +44,6 @@ static void	schedule_slot_of(const struct schedule *, enum op_kind, int,
 static int	schedule_gen_cmp(const void *, const void *);
 static double	schedule_op_cost(enum op_kind, double);
 static double	schedule_async_makespan(const struct schedule *, double);
-
-/* Write a formatted reason to @err, if there is room, and fail. */
-static int
-schedule_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return (-1);
-}
 
 /* Return the CLI name of @kind. */
 const char *
@@ -120,7 +104,7 @@ schedule_multiple(enum schedule_kind kind, int stages, int micro, int mult,
 		snprintf(next, sizeof next, " (the next one %s is %d)",
 		    best == lo ? "up" : "down", best == lo ? hi : lo);
 	}
-	return (schedule_fail(err, errlen, "the %s schedule over %d IPU%s "
+	return (train_fail(err, errlen, "the %s schedule over %d IPU%s "
 	    "needs %s that is a multiple of %d (%s) and at least %d, got %d; "
 	    "the closest valid value is %d%s", schedule_name(kind), stages,
 	    stages == 1 ? "" : "s", what, mult, why, mult, micro, best, next));
@@ -137,31 +121,31 @@ schedule_check(enum schedule_kind kind, int stages, int micro,
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
 	if ((int)kind < 0 || (int)kind >= SCHEDULE_NKINDS)
-		return (schedule_fail(err, errlen, "unknown schedule %d; the "
+		return (train_fail(err, errlen, "unknown schedule %d; the "
 		    "schedules are pipelined, sharded, grouped, interleaved, "
 		    "gpipe and 1f1b", (int)kind));
 	if (stages < 1)
-		return (schedule_fail(err, errlen, "a pipeline needs at least "
+		return (train_fail(err, errlen, "a pipeline needs at least "
 		    "1 stage (one IPU), got %d stages", stages));
 	if (stages > SCHEDULE_MAX_STAGES)
-		return (schedule_fail(err, errlen, "%d stages is more than the "
+		return (train_fail(err, errlen, "%d stages is more than the "
 		    "%d IPUs the simulator models per replica; use at most %d "
 		    "stages and replicate instead", stages,
 		    SCHEDULE_MAX_STAGES, SCHEDULE_MAX_STAGES));
 	what = training ? "a gradient accumulation" :
 	    "a number of micro-batches per run (device iterations)";
 	if (micro < 1)
-		return (schedule_fail(err, errlen, "%s of %d is not possible: "
+		return (train_fail(err, errlen, "%s of %d is not possible: "
 		    "at least 1 micro-batch must run; the closest valid value "
 		    "is 1", training ? "a gradient accumulation" :
 		    "a device iteration count", micro));
 	if (micro > SCHEDULE_MAX_MICRO)
-		return (schedule_fail(err, errlen, "%d micro-batches per "
+		return (train_fail(err, errlen, "%d micro-batches per "
 		    "weight update is more than the %d the simulator accepts; "
 		    "use at most %d", micro, SCHEDULE_MAX_MICRO,
 		    SCHEDULE_MAX_MICRO));
 	if ((long)stages * micro > SCHEDULE_MAX_WORK)
-		return (schedule_fail(err, errlen, "%d stages x %d "
+		return (train_fail(err, errlen, "%d stages x %d "
 		    "micro-batches is more than the %d stage passes the "
 		    "simulator accepts per weight update; use at most %d "
 		    "micro-batches with %d stages", stages, micro,
@@ -173,14 +157,14 @@ schedule_check(enum schedule_kind kind, int stages, int micro,
 		if (micro >= need)
 			return (0);
 		if (training)
-			return (schedule_fail(err, errlen, "the pipelined "
+			return (train_fail(err, errlen, "the pipelined "
 			    "schedule over %d IPU%s needs a gradient "
 			    "accumulation of at least %d (2N-1 pipeline "
 			    "stages: a forward and a backward per IPU, the "
 			    "last IPU's merged into one), got %d; the closest "
 			    "valid value is %d", stages, stages == 1 ? "" : "s",
 			    need, micro, need));
-		return (schedule_fail(err, errlen, "pipelined inference over "
+		return (train_fail(err, errlen, "pipelined inference over "
 		    "%d IPU%s needs at least %d micro-batches per run (device "
 		    "iterations >= the number of stages), got %d; the closest "
 		    "valid value is %d", stages, stages == 1 ? "" : "s",
@@ -300,7 +284,7 @@ schedule_build(struct schedule *s, enum schedule_kind kind, int stages,
 	if (gen == NULL || s->ops == NULL) {
 		free(gen);
 		schedule_free(s);
-		return (schedule_fail(err, errlen, "out of memory for %zu "
+		return (train_fail(err, errlen, "out of memory for %zu "
 		    "schedule ops", i));
 	}
 	for (k = 0; k < stages; k++) {

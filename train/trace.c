@@ -11,13 +11,13 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trace.h"
+#include "fail.h"
 
 /* SVG geometry, in pixels. */
 #define SVG_WIDTH	1200
@@ -64,8 +64,6 @@ static const char *const trace_ink[TRACE_NKINDS] = {
 	[TRACE_HOST_WAIT] = "#000",
 };
 
-static int	trace_fail(char *, size_t, const char *, ...)
-		    __attribute__((format(printf, 3, 4)));
 static void	trace_name(const struct trace_span *, char *, size_t);
 static void	trace_put_escaped(FILE *, const char *, bool);
 static int	trace_close(FILE *, const char *, char *, size_t);
@@ -73,20 +71,6 @@ static int	trace_int_cmp(const void *, const void *);
 static double	trace_nice_step(double);
 static void	trace_svg_si(double, char *, size_t);
 static int	trace_svg_row(const struct timeline *, int);
-
-/* Write a formatted reason to @err, if there is room, and fail. */
-static int
-trace_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return (-1);
-}
 
 /* Allocate an empty timeline; the arrays grow on demand. */
 struct timeline *
@@ -285,7 +269,7 @@ trace_close(FILE *f, const char *path, char *err, size_t errlen)
 	if (!bad)
 		return (0);
 	remove(path);
-	return (trace_fail(err, errlen, "cannot write %s: %s", path,
+	return (train_fail(err, errlen, "cannot write %s: %s", path,
 	    strerror(saved != 0 ? saved : EIO)));
 }
 
@@ -311,7 +295,7 @@ trace_write_json(const struct timeline *tl, const char *path, char *err,
 
 	reps = malloc((tl->nspans + 1) * sizeof *reps);
 	if (reps == NULL)
-		return (trace_fail(err, errlen, "out of memory writing %s",
+		return (train_fail(err, errlen, "out of memory writing %s",
 		    path));
 	/* Replica 0 is always named, so that an empty trace still opens. */
 	reps[nreps++] = 0;
@@ -321,7 +305,7 @@ trace_write_json(const struct timeline *tl, const char *path, char *err,
 
 	if ((f = fopen(path, "w")) == NULL) {
 		free(reps);
-		return (trace_fail(err, errlen, "cannot create %s: %s", path,
+		return (train_fail(err, errlen, "cannot create %s: %s", path,
 		    strerror(errno)));
 	}
 	fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":"
@@ -432,7 +416,7 @@ trace_write_svg(const struct timeline *tl, const char *path, char *err,
 	height = legend_y + 30;
 
 	if ((f = fopen(path, "w")) == NULL)
-		return (trace_fail(err, errlen, "cannot create %s: %s", path,
+		return (train_fail(err, errlen, "cannot create %s: %s", path,
 		    strerror(errno)));
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
