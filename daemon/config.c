@@ -143,7 +143,7 @@ config_set_daemon(struct config_parse *cp, const char *name,
 	} else {
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
-		    "%s%s%s; its keys are socket, workers, max_clients, "
+		    "%s%s%s; it takes the keys socket, workers, max_clients, "
 		    "max_frame_size and memory_budget", name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");

@@ -493,17 +493,16 @@ dataset_check_keys(struct dataset *ds, const struct dataset_conf *conf,
     char **cause)
 {
 	const struct dataset_ops *ops = ds->ops;
-	const char	*key, *guess, *names[33];
+	const char	*key = NULL, *guess, *names[33];
 	char		 known[512], hint[128], where[600];
 	size_t		 i, n = 0, off;
 
-	for (i = 0; i < conf->nkv; i++) {
-		key = conf->kv[i].key;
-		if (!dataset_key_in(key, ops->keys) &&
-		    !dataset_key_in(key, common_keys))
-			break;
+	for (i = 0; i < conf->nkv && key == NULL; i++) {
+		if (!dataset_key_in(conf->kv[i].key, ops->keys) &&
+		    !dataset_key_in(conf->kv[i].key, common_keys))
+			key = conf->kv[i].key;
 	}
-	if (i == conf->nkv)
+	if (key == NULL)
 		return (0);
 
 	/* "type, path, ... and allow_groups". */
@@ -525,7 +524,7 @@ dataset_check_keys(struct dataset *ds, const struct dataset_conf *conf,
 	if (conf->source != NULL)
 		snprintf(where, sizeof where, " of %s", conf->source);
 	return (dataset_error(cause, ds, "unknown key '%s' in section "
-	    "[dataset %s]%s%s; the keys of a %s dataset are %s", key,
+	    "[dataset %s]%s%s; type = %s takes the keys %s", key,
 	    conf->name, where, hint, ops->type, known));
 }
 

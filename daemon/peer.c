@@ -158,10 +158,32 @@ peer_flush(struct peer *p)
 void
 peer_send(struct peer *p, const Infeed__Frame *f, int fd)
 {
+	struct config	*conf = p->d->conf;
 	struct outframe	*of;
+	Infeed__Frame	 ef = INFEED__FRAME__INIT;
+	Infeed__Error	 e = INFEED__ERROR__INIT;
+	char		 msg[512];
 
 	of = xcalloc(1, sizeof(*of));
-	of->buf = wire_pack(f, p->d->conf->max_frame_size, &of->len);
+	of->buf = wire_pack(f, conf->max_frame_size, &of->len);
+	if (of->buf == NULL && errno == EMSGSIZE) {
+		/* Too large a reply (Stats of many sessions) fails this one. */
+		snprintf(msg, sizeof(msg), "the %s reply needs %zu bytes, more "
+		    "than the largest frame (max_frame_size = %u in %s); ask "
+		    "the operator to raise it", wire_case_name(f->msg_case),
+		    infeed__frame__get_packed_size(f), conf->max_frame_size,
+		    conf->path);
+		log_warnx("client %llu (pid %d): %s", (unsigned long long)p->id,
+		    (int)p->pid, msg);
+		e.code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+		e.message = msg;
+		ef.msg_case = INFEED__FRAME__MSG_ERROR;
+		ef.error = &e;
+		if (fd != -1)
+			close(fd);
+		fd = -1;
+		of->buf = wire_pack(&ef, conf->max_frame_size, &of->len);
+	}
 	if (of->buf == NULL)
 		fatal("cannot pack a %s reply", wire_case_name(f->msg_case));
 	of->fd = fd;

@@ -169,11 +169,17 @@ session_make_ring(struct session *s, Infeed__ErrorCode *code, char **cause)
 	struct daemon		*d = s->d;
 	uint64_t		 cbs = s->sampler.cbs, data, avail;
 
-	data = cbs * rd->out_sample_bytes;
-	if (rd->out_sample_bytes != 0 && data / rd->out_sample_bytes != cbs) {
+	/*
+	 * Keep every part of a slot below 2^62 so that the offsets below
+	 * cannot wrap: a wrapped size would pass the budget check.
+	 */
+	if (cbs > (UINT64_C(1) << 58) ||
+	    __builtin_mul_overflow(cbs, rd->out_sample_bytes, &data) ||
+	    data > (UINT64_C(1) << 62)) {
 		*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
-		*cause = xasprintf("a step of %llu rows does not fit in memory",
-		    (unsigned long long)cbs);
+		*cause = xasprintf("a step of %llu rows of %llu bytes does not "
+		    "fit in memory", (unsigned long long)cbs,
+		    (unsigned long long)rd->out_sample_bytes);
 		return (-1);
 	}
 	rd->data_offset = 0;

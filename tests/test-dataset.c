@@ -358,6 +358,8 @@ START_TEST(test_idx_plain)
 	ck_assert_int_eq(ds->label_dtype, DTYPE_UINT8);
 	ck_assert_uint_eq(ds->sample_bytes, 20);
 	ck_assert_uint_eq(ds->classes, 9 + 1);	/* labels 0 3 6 9 2 5 8 */
+	ck_assert_str_eq(ds->data_path, tpath("img"));
+	ck_assert_str_eq(ds->labels_path, tpath("lab"));
 	check_idx_sample(ds, 0);
 	check_idx_sample(ds, 3);
 	check_idx_sample(ds, 6);
@@ -703,6 +705,8 @@ START_TEST(test_raw_dtypes)
 	    "classes", "7", NULL));
 	ck_assert_int_eq(ds->label_dtype, DTYPE_INT64);
 	ck_assert_uint_eq(ds->classes, 7);
+	ck_assert_str_eq(ds->data_path, tpath("data"));
+	ck_assert_str_eq(ds->labels_path, tpath("labels"));
 	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
 	ck_assert_int_eq(label, 3);
 	dataset_free(ds);
@@ -1032,6 +1036,8 @@ START_TEST(test_synthetic)
 	b = open_ok(conf_new("s", "type", "synthetic", "samples", "100000",
 	    "shape", "3,5,7", "seed", "42", NULL));
 	ck_assert_uint_eq(a->samples, 100000);
+	ck_assert_ptr_null(a->data_path);	/* no file to blame */
+	ck_assert_ptr_null(a->labels_path);
 	ck_assert_int_eq(a->dtype, DTYPE_FLOAT32);
 	ck_assert_uint_eq(a->classes, 10);
 	ck_assert_uint_eq(a->sample_bytes, 3 * 5 * 7 * 4);
@@ -1187,6 +1193,61 @@ START_TEST(test_missing_keys)
 }
 END_TEST
 
+/*
+ * A key the reader does not read (a typo) refuses the dataset, naming the
+ * file, the section, the key, the key probably meant and the valid ones.
+ */
+START_TEST(test_unknown_key)
+{
+	struct dataset_conf	*c;
+	struct dataset		*ds;
+	char			*cause = NULL;
+	int64_t			 labels[3] = { 0, 1, 2 };
+
+	write_file(tpath("data"), "abcdef", 6);
+	write_file(tpath("labels"), labels, sizeof labels);
+	c = conf_new("crops", "type", "raw", "path", tpath("data"), "shape",
+	    "2", "dtype", "uint8", "labels", tpath("labels"), "clases", "10",
+	    NULL);
+	ds = dataset_open(c, &cause);
+	ck_assert_ptr_null(ds);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_str_eq(cause, "dataset 'crops': unknown key 'clases' in "
+	    "section [dataset crops] of test.conf:1 (did you mean "
+	    "'classes'?); type = raw takes the keys type, path, shape, dtype, "
+	    "labels, label_dtype, classes and allow_groups");
+	free(cause);
+	conf_free(c);
+	/* Spelt right, with every key raw takes, it opens. */
+	ds = open_ok(conf_new("crops", "type", "raw", "path", tpath("data"),
+	    "shape", "2", "dtype", "uint8", "labels", tpath("labels"),
+	    "label_dtype", "int64", "classes", "10", "allow_groups", "nogroup",
+	    NULL));
+	ck_assert_uint_eq(ds->classes, 10);
+	dataset_free(ds);
+
+	/* Each type lists its own keys; no guess when none is close. */
+	open_fails(conf_new("m", "type", "idx", "image", "/x", "labels", "/y",
+	    NULL), "unknown key 'image' in section [dataset m] of test.conf:1 "
+	    "(did you mean 'images'?)", "type = idx takes the keys type, "
+	    "images, labels, classes and allow_groups");
+	open_fails(conf_new("m", "type", "npy", "path", "/x", "labels", "/y",
+	    "shape", "3", NULL), "unknown key 'shape' in section [dataset m] "
+	    "of test.conf:1; type = npy", "takes the keys type, path, labels, "
+	    "classes and allow_groups");
+	open_fails(conf_new("m", "type", "synthetic", "samples", "1", "shape",
+	    "1", "Seed", "3", NULL), "unknown key 'Seed'", "(did you mean "
+	    "'seed'?); type = synthetic takes the keys type, samples, shape, "
+	    "dtype, classes, seed and allow_groups");
+	open_fails(conf_new("m", "type", "synthetic", "samples", "1", "shape",
+	    "1", "allow_group", "x", NULL), "unknown key 'allow_group'",
+	    "(did you mean 'allow_groups'?)");
+	/* Reported before a key it may have been meant for is missing. */
+	open_fails(conf_new("m", "type", "synthetic", "sample", "10", "shape",
+	    "1", NULL), "unknown key 'sample'", "did you mean 'samples'?");
+}
+END_TEST
+
 /* Every test, in cases by reader. */
 static Suite *
 dataset_suite(void)
@@ -1201,6 +1262,7 @@ dataset_suite(void)
 	tcase_add_test(tc, test_shape_parse);
 	tcase_add_test(tc, test_unknown_type);
 	tcase_add_test(tc, test_missing_keys);
+	tcase_add_test(tc, test_unknown_key);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("idx");

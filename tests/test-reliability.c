@@ -2,8 +2,9 @@
 /*
  * Reliability against the real infeedd: resume at a start position and
  * across a daemon restart with the same order, a dataset file truncated
- * under a running session, clients killed at random moments, a client that
- * sends and never reads, and a flood of connections.
+ * under a running session (an error naming the sample and its files),
+ * clients killed at random moments, a client that sends and never reads, a
+ * flood of connections, and a reply too large for a frame.
  */
 
 #include <sys/socket.h>
@@ -351,6 +352,48 @@ START_TEST(test_connection_flood)
 }
 END_TEST
 
+/* A reply larger than max_frame_size fails that request, not the daemon. */
+START_TEST(test_reply_too_large)
+{
+	struct infeed		*f[40], *g;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	uint8_t			*buf;
+	size_t			 len;
+	char			 name[65];
+	int			 i;
+
+	daemon_stop();
+	make_config("max_frame_size = 4K");
+	daemon_start(NULL);
+	memset(name, 'n', 64);
+	name[64] = '\0';
+	infeed_options_init(&o);
+	/* 40 sessions of Stats take more than 4 KiB. */
+	for (i = 0; i < 40; i++) {
+		ck_assert_ptr_nonnull(f[i] = infeed_new());
+		ck_assert_int_eq(infeed_connect(f[i], sock_path, name),
+		    INFEED_OK);
+		ck_assert_int_eq(infeed_attach(f[i], "raw", &o, NULL),
+		    INFEED_OK);
+	}
+	g = client();
+	ck_assert_int_eq(infeed_stats_frame(g, &buf, &len), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(g),
+	    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(infeed_error(g), "max_frame_size = 4096") !=
+	    NULL, "%s", infeed_error(g));
+	/* The daemon and every session carry on. */
+	for (i = 0; i < 40; i++) {
+		ck_assert_int_eq(infeed_next(f[i], &st), INFEED_OK);
+		infeed_free(f[i]);
+	}
+	ck_assert_int_eq(infeed_stats_frame(g, &buf, &len), INFEED_OK);
+	free(buf);
+	infeed_free(g);
+}
+END_TEST
+
 static Suite *
 reliability_suite(void)
 {
@@ -366,6 +409,7 @@ reliability_suite(void)
 	tcase_add_test(tc, test_clients_killed);
 	tcase_add_test(tc, test_client_never_reads);
 	tcase_add_test(tc, test_connection_flood);
+	tcase_add_test(tc, test_reply_too_large);
 	suite_add_tcase(s, tc);
 	return (s);
 }

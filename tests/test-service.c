@@ -261,6 +261,89 @@ START_TEST(test_reload_broken)
 }
 END_TEST
 
+/* The daemon's log so far, in @buf. */
+static void
+read_log(char *buf, size_t len)
+{
+	char	path[400];
+	ssize_t	n;
+	int	fd;
+
+	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
+	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/*
+ * Unknown keys: a typo in a dataset section refuses that dataset alone (at
+ * start and on reload); one in [infeedd] stops a start and is refused by a
+ * reload.  Each message names the file, the section, the key, the key
+ * probably meant and the valid ones.
+ */
+START_TEST(test_unknown_keys)
+{
+	const char	*bin = getenv("INFEEDD");
+	struct infeed	*f;
+	char		 extra[1024], want[1024], msg[1024], log[16384];
+	int		 status;
+
+	make_config("workrs = 2");
+	daemon_spawn((char *const []){ (char *)bin, (char *)"--config",
+	    conf_path, (char *)"--socket", sock_path, NULL });
+	ck_assert_int_eq(waitpid(daemon_pid, &status, 0), daemon_pid);
+	daemon_pid = -1;
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	read_log(log, sizeof(log));
+	snprintf(want, sizeof(want), "%s:4: unknown key 'workrs' in section "
+	    "[infeedd] (did you mean 'workers'?); it takes the keys socket, "
+	    "workers, max_clients, max_frame_size and memory_budget",
+	    conf_path);
+	ck_assert_msg(strstr(log, want) != NULL, "no '%s' in:\n%s", want,
+	    log);
+
+	snprintf(extra, sizeof(extra), "%s\n[dataset typo]\ntype = "
+	    "synthetic\nsamples = 10\nshape = 4\nclases = 3\n",
+	    PRIVATE_SECTION);
+	make_config(extra);
+	notify_open();
+	daemon_start(NULL);
+	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
+	f = client();
+	ck_assert(!listed(f, "typo"));
+	ck_assert(listed(f, "raw"));
+	ck_assert(listed(f, "synthetic"));
+	read_log(log, sizeof(log));
+	snprintf(want, sizeof(want), "dataset 'typo' refused: dataset 'typo': "
+	    "unknown key 'clases' in section [dataset typo] of %s (did you "
+	    "mean 'classes'?); type = synthetic takes the keys type, samples, "
+	    "shape, dtype, classes, seed and allow_groups", conf_path);
+	ck_assert_msg(strstr(log, want) != NULL, "no '%s' in:\n%s", want,
+	    log);
+
+	/* Spelt right, a reload serves it. */
+	snprintf(extra, sizeof(extra), "%s\n[dataset typo]\ntype = "
+	    "synthetic\nsamples = 10\nshape = 4\nclasses = 3\n",
+	    PRIVATE_SECTION);
+	make_config(extra);
+	kill(daemon_pid, SIGHUP);
+	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
+	ck_assert_msg(strstr(msg, "reloaded") != NULL, "%s", msg);
+	ck_assert(listed(f, "typo"));
+
+	/* A typo in [infeedd] on reload: refused, the old catalogue stays. */
+	make_config("max_client = 10");
+	kill(daemon_pid, SIGHUP);
+	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
+	ck_assert_msg(strstr(msg, "reload refused") != NULL &&
+	    strstr(msg, "unknown key 'max_client' in section [infeedd] (did "
+	    "you mean 'max_clients'?)") != NULL, "%s", msg);
+	ck_assert(listed(f, "typo"));
+	infeed_free(f);
+}
+END_TEST
+
 /* Attach as @uid/@gid (root can switch): the code infeed_attach returns. */
 static int
 attach_as(uid_t uid, gid_t gid)
@@ -322,6 +405,7 @@ service_suite(void)
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_reload_good);
 	tcase_add_test(tc, test_reload_broken);
+	tcase_add_test(tc, test_unknown_keys);
 	tcase_add_test(tc, test_access_refused);
 	suite_add_tcase(s, tc);
 	return (s);
