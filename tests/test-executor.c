@@ -98,6 +98,70 @@ START_TEST(training_changes_weights)
 }
 END_TEST
 
+/* executor_set_optimiser() between host calls acts as poptorch's
+ * setOptimizer(): lr 0 leaves the weights alone (AdamW's decay is lr x
+ * wd), and a new lr trains exactly as an executor made with it. */
+START_TEST(set_optimiser_between_calls)
+{
+	struct executor_options o;
+	struct lr_point zero = { .lr = 0.0f }, fast = { .lr = 0.003f };
+	struct step_outputs out;
+	struct executor *x;
+	char err[256];
+	size_t rows, n;
+	float *data, *before, *want;
+	int32_t *labels;
+
+	executor_options_default(&o);
+	o.device_iterations = 1;
+	o.gradient_accumulation = 7;
+	o.batch_size = 4;
+	x = executor_new(&o, true, err, sizeof(err));
+	ck_assert_msg(x != NULL, "%s", err);
+	rows = executor_step_rows(x);
+	n = executor_model(x)->nparams;
+	make_step(rows, &data, &labels);
+	before = malloc(n * sizeof(float));
+	ck_assert_ptr_nonnull(before);
+	memcpy(before, executor_model(x)->params, n * sizeof(float));
+
+	executor_set_optimiser(x, &zero);
+	ck_assert_int_eq(executor_run(x, data, labels, rows, &out, err,
+				      sizeof(err)), 0);
+	ck_assert(memcmp(before, executor_model(x)->params,
+			 n * sizeof(float)) == 0);
+
+	/* AdamW's first real step after a zero one: compare with a fresh
+	 * executor made with lr 0.003 that also took two steps, the first
+	 * at lr 0. */
+	executor_set_optimiser(x, &fast);
+	ck_assert_int_eq(executor_run(x, data, labels, rows, &out, err,
+				      sizeof(err)), 0);
+	ck_assert_double_gt(max_rel_diff(before, executor_model(x)->params,
+					 n), 1e-4);
+	o.lr = 0.003f;
+	{
+		struct executor *y = executor_new(&o, true, err, sizeof(err));
+
+		ck_assert_msg(y != NULL, "%s", err);
+		executor_set_optimiser(y, &zero);
+		ck_assert_int_eq(executor_run(y, data, labels, rows, &out,
+					      err, sizeof(err)), 0);
+		executor_set_optimiser(y, &fast);
+		ck_assert_int_eq(executor_run(y, data, labels, rows, &out,
+					      err, sizeof(err)), 0);
+		want = executor_model(y)->params;
+		ck_assert(memcmp(want, executor_model(x)->params,
+				 n * sizeof(float)) == 0);
+		executor_free(y);
+	}
+	free(before);
+	free(data);
+	free(labels);
+	executor_free(x);
+}
+END_TEST
+
 /* Pipelined and sharded (and every other schedule) give the same
  * weights after a step: a schedule only reorders the same ops. */
 START_TEST(schedules_train_the_same)
@@ -445,6 +509,7 @@ static Suite *executor_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, training_changes_weights);
+	tcase_add_test(tc, set_optimiser_between_calls);
 	tcase_add_test(tc, schedules_train_the_same);
 	tcase_add_test(tc, replicas_match_a_bigger_batch);
 	tcase_add_test(tc, accumulation_matches_a_bigger_batch);

@@ -25,6 +25,7 @@
 #include <cblas.h>
 #include <check.h>
 
+#include "lr-schedule.h"
 #include "model.h"
 
 #define GOLDEN	0x9e3779b97f4a7c15ULL
@@ -1205,6 +1206,79 @@ train(enum model_kind kind, enum optimiser_kind okind, float lr, int n,
 	return (loss);
 }
 
+/* Values printed by PyTorch 1.13.1 (Debian 12's python3-torch): the
+ * param group's lr and beta1 (momentum for SGD) before each of the calls
+ * to scheduler.step(), peak or base lr 0.01. */
+START_TEST(test_lr_schedule_torch)
+{
+	static const double cosine10[10] = {
+		0.01, 0.00975528258, 0.00904508497, 0.00793892626,
+		0.00654508497, 0.005, 0.00345491503, 0.00206107374,
+		0.000954915028, 0.000244717419,
+	};
+	static const double onecycle10[10][2] = {
+		{ 0.0004, 0.95 }, { 0.0052, 0.9 }, { 0.01, 0.85 },
+		{ 0.00950484632, 0.854951557 }, { 0.00811745654, 0.86882551 },
+		{ 0.00611262022, 0.888873953 }, { 0.00388741978, 0.911126047 },
+		{ 0.00188258346, 0.93117449 }, { 0.00049519368, 0.945048443 },
+		{ 4e-08, 0.95 },
+	};
+	static const double onecycle7[7][2] = {
+		{ 0.0004, 0.95 }, { 0.00980556627, 0.852025351 },
+		{ 0.00919044376, 0.858095595 }, { 0.00672683836, 0.882731747 },
+		{ 0.00357738776, 0.914226379 }, { 0.000992967919, 0.940070681 },
+		{ 4e-08, 0.95 },
+	};
+	struct lr_point p;
+
+	for (uint64_t t = 0; t < 10; t++) {
+		p = lr_schedule_at(LR_CONSTANT, 0.01f, t, 10);
+		ck_assert(!p.has_momentum && p.lr == 0.01f);
+		p = lr_schedule_at(LR_COSINE, 0.01f, t, 10);
+		ck_assert(!p.has_momentum);
+		ck_assert_msg(fabs(p.lr - cosine10[t]) < 1e-8,
+		    "cosine call %d: %.9g, torch %.9g", (int)t, p.lr,
+		    cosine10[t]);
+		p = lr_schedule_at(LR_ONECYCLE, 0.01f, t, 10);
+		ck_assert(p.has_momentum);
+		ck_assert_msg(fabs(p.lr - onecycle10[t][0]) < 1e-8 &&
+		    fabs(p.momentum - onecycle10[t][1]) < 1e-6,
+		    "onecycle call %d: %.9g/%.9g, torch %.9g/%.9g", (int)t,
+		    p.lr, p.momentum, onecycle10[t][0], onecycle10[t][1]);
+	}
+	for (uint64_t t = 0; t < 7; t++) {
+		p = lr_schedule_at(LR_ONECYCLE, 0.01f, t, 7);
+		ck_assert_msg(fabs(p.lr - onecycle7[t][0]) < 1e-8 &&
+		    fabs(p.momentum - onecycle7[t][1]) < 1e-6,
+		    "onecycle/7 call %d: %.9g/%.9g", (int)t, p.lr,
+		    p.momentum);
+	}
+	/* Too short for a warm-up, or past the end: still finite. */
+	for (uint64_t total = 1; total <= 4; total++)
+		for (uint64_t t = 0; t <= total; t++) {
+			p = lr_schedule_at(LR_ONECYCLE, 0.01f, t, total);
+			ck_assert(isfinite(p.lr) && p.lr > 0 && p.lr <= 0.01f);
+			ck_assert(isfinite(p.momentum));
+		}
+}
+END_TEST
+
+START_TEST(test_lr_schedule_names)
+{
+	enum lr_schedule_kind k;
+
+	ck_assert_int_eq(lr_schedule_parse("cosine", &k), 0);
+	ck_assert_int_eq(k, LR_COSINE);
+	ck_assert_str_eq(lr_schedule_name(k), "cosine");
+	ck_assert_int_eq(lr_schedule_parse("onecycle", &k), 0);
+	ck_assert_int_eq(k, LR_ONECYCLE);
+	ck_assert_int_eq(lr_schedule_parse("constant", &k), 0);
+	ck_assert_int_eq(k, LR_CONSTANT);
+	ck_assert_int_eq(lr_schedule_parse("OneCycleLR", &k), -1);
+	ck_assert_int_eq(lr_schedule_parse("", &k), -1);
+}
+END_TEST
+
 START_TEST(test_fit_pipeline_sgd)
 {
 	float	first, last;
@@ -1272,6 +1346,8 @@ model_suite(void)
 	tcase_add_test(tc, test_optimiser_defaults);
 	tcase_add_test(tc, test_sgd_momentum);
 	tcase_add_test(tc, test_adamw);
+	tcase_add_test(tc, test_lr_schedule_torch);
+	tcase_add_test(tc, test_lr_schedule_names);
 	tcase_add_test(tc, test_fit_pipeline_sgd);
 	tcase_add_test(tc, test_fit_pipeline_adamw);
 	tcase_add_test(tc, test_fit_dataloading_adamw);

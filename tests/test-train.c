@@ -148,11 +148,15 @@ START_TEST(grouped_replicated_through_infeedd)
 	    "--batch-size", "10", "--gradient-accumulation", "8",
 	    "--device-iterations", "1", "--epochs", "1", "--strategy",
 	    "grouped", "--stages", "B1+B2,B3+B4", "--replicas", "2",
-	    "--optimiser", "sgd", "--json", "--quiet", NULL });
+	    "--optimiser", "sgd", "--lr-schedule", "onecycle",
+	    "--learning-rate", "0.05", "--json", "--quiet", NULL });
 
 	ck_assert_msg(rc == 0, "exit %d: %s", rc, errout);
 	/* 1400 / 160 = 8 full steps; drop_last for training. */
 	ck_assert_double_eq(json_num(last_line(), "items"), 8 * 160);
+	ck_assert_double_eq(json_num(last_line(), "learning_rate"), 0.05);
+	ck_assert_msg(strstr(last_line(), "\"lr_schedule\":\"onecycle\"") !=
+		      NULL, "%s", last_line());
 }
 END_TEST
 
@@ -194,6 +198,17 @@ START_TEST(refusals_are_advice)
 	rc = run((const char *[]){ "train", "--ipu", "warp_speed=9", NULL });
 	ck_assert_int_eq(rc, 2);
 	ck_assert_msg(strstr(errout, "peak_flops") != NULL, "%s", errout);
+
+	rc = run((const char *[]){ "train", "--lr-schedule", "step",
+	    NULL });
+	ck_assert_int_eq(rc, 2);
+	ck_assert_msg(strstr(errout, "cosine or onecycle") != NULL, "%s",
+		      errout);
+
+	rc = run((const char *[]){ "train", "--momentum", "0.9", NULL });
+	ck_assert_int_eq(rc, 2);
+	ck_assert_msg(strstr(errout, "--optimiser sgd") != NULL, "%s",
+		      errout);
 
 	rc = run((const char *[]){ "train", "--stages", "B2,B1,B3,B4",
 	    NULL });

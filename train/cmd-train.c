@@ -36,6 +36,7 @@ struct train_args {
 	int epochs, test_batch, test_iterations;
 	bool emulate, synthetic, json, quiet, shuffle;
 	uint32_t workers, buffer_size;
+	enum lr_schedule_kind lr_schedule;
 };
 
 /* What one pass over a dataset measured. */
@@ -89,7 +90,12 @@ static void usage(FILE *fp)
 	    "  --no-recompute             keep activations instead of "
 	    "recomputing\n"
 	    "  --optimiser adamw|sgd      (adamw)\n"
-	    "  --learning-rate LR         (0.001)\n"
+	    "  --learning-rate LR         (0.001; the peak with onecycle)\n"
+	    "  --lr-schedule NAME         constant (default), cosine or "
+	    "onecycle, as\n"
+	    "                             torch's CosineAnnealingLR and "
+	    "OneCycleLR,\n"
+	    "                             stepped once per host call\n"
 	    "  --momentum X               sgd's momentum (0.9)\n"
 	    "  --weight-decay X           (adamw 0.01, sgd 0)\n"
 	    "                             (--optimizer, --lr and "
@@ -114,7 +120,7 @@ enum {
 	OPT_SEED, OPT_WORKERS, OPT_BUFFER, OPT_BATCH, OPT_GA, OPT_DI,
 	OPT_REPLICAS, OPT_EPOCHS, OPT_TEST_BATCH, OPT_TEST_DI, OPT_OUTPUT,
 	OPT_STRATEGY, OPT_STAGES, OPT_NO_RECOMPUTE, OPT_OPTIMISER, OPT_LR,
-	OPT_MOMENTUM, OPT_WD, OPT_MODE, OPT_OFFLOAD, OPT_IPU, OPT_PROFILE,
+	OPT_MOMENTUM, OPT_WD, OPT_LR_SCHEDULE, OPT_MODE, OPT_OFFLOAD, OPT_IPU, OPT_PROFILE,
 	OPT_JSON, OPT_QUIET, OPT_SOCKET,
 };
 
@@ -142,6 +148,7 @@ static const struct option train_options[] = {
 	{ "optimizer", required_argument, NULL, OPT_OPTIMISER },
 	{ "learning-rate", required_argument, NULL, OPT_LR },
 	{ "lr", required_argument, NULL, OPT_LR },
+	{ "lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE },
 	{ "momentum", required_argument, NULL, OPT_MOMENTUM },
 	{ "weight-decay", required_argument, NULL, OPT_WD },
 	{ "mode", required_argument, NULL, OPT_MODE },
@@ -289,6 +296,14 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 			if (parse_float("learning-rate", optarg, &a->x.lr) < 0)
 				return 2;
 			break;
+		case OPT_LR_SCHEDULE:
+			if (lr_schedule_parse(optarg, &a->lr_schedule) < 0) {
+				snprintf(err, sizeof(err), "unknown learning-"
+					 "rate schedule '%s': use constant, "
+					 "cosine or onecycle", optarg);
+				goto bad;
+			}
+			break;
 		case OPT_MOMENTUM:
 			if (parse_float("momentum", optarg, &a->x.momentum) < 0)
 				return 2;
@@ -340,6 +355,12 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 	 * SGD runs use momentum 0.9. */
 	if (a->x.optimiser == OPTIMISER_SGD && !momentum_set)
 		a->x.momentum = 0.9f;
+	if (a->x.optimiser == OPTIMISER_ADAMW && momentum_set) {
+		snprintf(err, sizeof(err), "--momentum is SGD's; AdamW uses "
+			 "betas (0.9, 0.999). Add --optimiser sgd or drop "
+			 "--momentum");
+		goto bad;
+	}
 	if (a->x.optimiser == OPTIMISER_SGD && !wd_set)
 		a->x.weight_decay = 0;
 	if (stages != NULL &&
@@ -383,13 +404,22 @@ static void loader_options(const struct train_args *a,
 	o->std[0] = FASHION_STD;
 }
 
-/* One epoch (or the test pass): take steps until the end of the epoch. */
+/* Where training is in its learning-rate schedule, in host calls. */
+struct lr_plan {
+	enum lr_schedule_kind kind;
+	float lr;
+	uint64_t call, calls;
+};
+
+/* One epoch (or the test pass, @lr NULL): take steps until the end of the
+ * epoch. */
 static int run_pass(const struct train_args *a, struct executor *x,
 		    struct device *dev, struct source *src,
-		    const struct executor_options *xo, bool training,
+		    const struct executor_options *xo, struct lr_plan *lr,
 		    const char *title, uint64_t steps, struct pass_result *r,
 		    char *err, size_t errlen)
 {
+	bool training = lr != NULL;
 	struct progress bar;
 	struct host_outputs host = { 0 };
 	struct output_spec spec = a->out;
@@ -431,6 +461,12 @@ static int run_pass(const struct train_args *a, struct executor *x,
 			struct step_outputs all;
 			struct model *m = executor_model(x);
 
+			if (training) {
+				struct lr_point p = lr_schedule_at(lr->kind,
+				    lr->lr, lr->call++, lr->calls);
+
+				executor_set_optimiser(x, &p);
+			}
 			if (executor_run(x, data, labels, rows, &all, err,
 					 errlen) < 0)
 				goto fail;
@@ -500,8 +536,9 @@ int cmd_train(int argc, char **argv)
 	struct source src = { 0 }, tsrc = { 0 };
 	struct infeed_options lo;
 	struct pass_result ep = { 0 }, test = { 0 };
+	struct lr_plan plan;
 	double train_s = 0, device_s = 0;
-	uint64_t items = 0;
+	uint64_t items = 0, steps;
 	char err[512], title[32];
 	int rc = 1, prc = parse_args(argc, argv, &a);
 
@@ -565,12 +602,13 @@ int cmd_train(int argc, char **argv)
 			executor_step_rows(x) / device_call_seconds(&dev),
 			a.emulate ? ", emulated" : "");
 
+	steps = a.synthetic ? src.steps_per_epoch : src.info.steps_per_epoch;
+	plan = (struct lr_plan){ .kind = a.lr_schedule, .lr = a.x.lr,
+				 .calls = steps * (uint64_t)a.epochs };
 	for (int e = 0; e < a.epochs; e++) {
 		snprintf(title, sizeof(title), "Epoch %d/%d", e + 1, a.epochs);
-		if (run_pass(&a, x, &dev, &src, &a.x, true, title,
-			     a.synthetic ? src.steps_per_epoch
-					 : src.info.steps_per_epoch, &ep, err,
-			     sizeof(err)) < 0)
+		if (run_pass(&a, x, &dev, &src, &a.x, &plan, title, steps,
+			     &ep, err, sizeof(err)) < 0)
 			goto fail;
 		train_s += ep.seconds;
 		device_s += ep.device_seconds;
@@ -596,7 +634,7 @@ int cmd_train(int argc, char **argv)
 					       sizeof(err)) < 0)
 				goto fail;
 		}
-		if (run_pass(&a, tx, &tdev, &tsrc, &txo, false, "Testing",
+		if (run_pass(&a, tx, &tdev, &tsrc, &txo, NULL, "Testing",
 			     a.synthetic ? tsrc.steps_per_epoch
 					 : tsrc.info.steps_per_epoch,
 			     &test, err, sizeof(err)) < 0)
@@ -643,6 +681,8 @@ int cmd_train(int argc, char **argv)
 		json_number("items_per_s", items / train_s, train_s > 0, true);
 		json_number("device_items_per_s", items / device_s,
 			    device_s > 0, true);
+		printf("\"learning_rate\":%g,\"lr_schedule\":\"%s\",",
+		       a.x.lr, lr_schedule_name(a.lr_schedule));
 		printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
 		       a.emulate ? "emulate" : "compute",
 		       schedule_name(a.x.schedule),

@@ -255,6 +255,19 @@ fail:
 	return NULL;
 }
 
+void executor_set_optimiser(struct executor *x, const struct lr_point *p)
+{
+	if (x->opt == NULL)
+		return;
+	x->opt->lr = p->lr;
+	if (p->has_momentum) {
+		if (x->opt->kind == OPTIMISER_ADAMW)
+			x->opt->beta1 = p->momentum;
+		else
+			x->opt->momentum = p->momentum;
+	}
+}
+
 void executor_free(struct executor *x)
 {
 	size_t n;

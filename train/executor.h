@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lr-schedule.h"
 #include "model.h"
 #include "schedule.h"
 
@@ -92,6 +93,13 @@ size_t executor_step_rows(const struct executor *x);  /* B*M*R*D */
 int executor_run(struct executor *x, const float *data,
 		 const int32_t *labels, size_t rows,
 		 struct step_outputs *out, char *err, size_t errlen);
+
+/**
+ * executor_set_optimiser() - as poptorch's setOptimizer() between host
+ * calls: the learning rate, and the momentum (SGD) or beta1 (AdamW) when
+ * @p has one.  The optimiser's state is kept.
+ */
+void executor_set_optimiser(struct executor *x, const struct lr_point *p);
 
 /**
  * ring_allreduce_mean() - the bandwidth-optimal ring all-reduce
