@@ -6,9 +6,10 @@ Same network (B1 conv 1->10 k5, pool 2, ReLU; B2 conv 10->20 k5, pool 2,
 ReLU; B3 linear 320->256, ReLU; B4 linear 256->10), same data (Debian's
 Fashion-MNIST, scaled to [0, 1] and normalised with mean 0.2860, std
 0.3530), same optimiser (AdamW, weight decay 0.01).  One weight update
-takes batch x gradient-accumulation x replicas samples with the mean loss,
-which is what PopTorch's Mean reduction computes; pipelining does not
-change the maths.  Prints one JSON line per run.
+takes batch x gradient-accumulation samples with the mean loss, which is
+what PopTorch's Mean reduction computes (replicas only split that batch);
+pipelining does not change the maths.  Prints one JSON line per run.
+Seeds are comma-separated here; benchmarks/accuracy takes "0 1 2".
 
     benchmarks/accuracy-torch.py [--seeds 0,1,2] [--learning-rate X]
         [--batch-size B] [--gradient-accumulation M] [--device-iterations D]

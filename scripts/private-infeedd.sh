@@ -10,7 +10,8 @@ sock="$run/infeedd.sock"
 "$build/daemon/infeedd" --config packaging/infeedd.conf --socket "$sock" \
     2>"$run/infeedd.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$run"' EXIT INT TERM
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$run"' EXIT
+trap 'exit 130' INT TERM
 
 i=0
 until "$build/client/infeedctl" --socket "$sock" datasets >/dev/null 2>&1; do
