@@ -681,7 +681,7 @@ int cmd_train(int argc, char **argv)
 		json_number("items_per_s", items / train_s, train_s > 0, true);
 		json_number("device_items_per_s", items / device_s,
 			    device_s > 0, true);
-		printf("\"learning_rate\":%.9g,\"lr_schedule\":\"%s\",",
+		printf("\"learning_rate\":%.7g,\"lr_schedule\":\"%s\",",
 		       a.x.lr, lr_schedule_name(a.lr_schedule));
 		printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
 		       a.emulate ? "emulate" : "compute",
