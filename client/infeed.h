@@ -35,13 +35,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "infeed-dtype.h"
+#include "infeed-limits.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define INFEED_DEFAULT_SOCKET	"/run/infeed/infeedd.sock"
-#define INFEED_MAX_DIMS		8
-#define INFEED_MAX_CHANNELS	16
 
 /* Results of every call. */
 enum infeed_code {
@@ -52,16 +53,6 @@ enum infeed_code {
 	INFEED_ERR_DAEMON = -3,	/* the daemon refused: see infeed_error() */
 	INFEED_ERR_CLOSED = -4,	/* the daemon closed the connection */
 	INFEED_ERR_USAGE = -5,	/* a call out of order or a bad argument */
-};
-
-/* Element types, as infeed.DType on the wire. */
-enum infeed_dtype {
-	INFEED_DTYPE_UINT8 = 1,
-	INFEED_DTYPE_INT32 = 2,
-	INFEED_DTYPE_INT64 = 3,
-	INFEED_DTYPE_FLOAT16 = 4,
-	INFEED_DTYPE_FLOAT32 = 5,
-	INFEED_DTYPE_FLOAT64 = 6,
 };
 
 /* One catalogue entry. */

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dtype.h"
 #include "infeed.h"
 #include "wire.h"
 
@@ -76,7 +77,7 @@ infeed_new(void)
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return (NULL);
 	f->fd = -1;
-	f->max_frame = WIRE_DEFAULT_MAX_FRAME;
+	f->max_frame = INFEED_DEFAULT_MAX_FRAME;
 	wire_in_init(&f->in, f->max_frame);
 	return (f);
 }
@@ -280,7 +281,7 @@ infeed_connect(struct infeed *f, const char *path, const char *name)
 		return (r);
 	}
 	if (reply->welcome->has_max_frame_size &&
-	    reply->welcome->max_frame_size >= WIRE_MIN_MAX_FRAME) {
+	    reply->welcome->max_frame_size >= INFEED_MIN_MAX_FRAME) {
 		f->max_frame = reply->welcome->max_frame_size;
 		f->in.max_frame = f->max_frame;
 	}
@@ -715,28 +716,12 @@ infeed_stats_frame(struct infeed *f, uint8_t **buf, size_t *len)
 const char *
 infeed_dtype_name(int dtype)
 {
-	switch (dtype) {
-	case INFEED_DTYPE_UINT8:	return ("uint8");
-	case INFEED_DTYPE_INT32:	return ("int32");
-	case INFEED_DTYPE_INT64:	return ("int64");
-	case INFEED_DTYPE_FLOAT16:	return ("float16");
-	case INFEED_DTYPE_FLOAT32:	return ("float32");
-	case INFEED_DTYPE_FLOAT64:	return ("float64");
-	default:			return ("unknown");
-	}
+	return (dtype_name((enum infeed_dtype)dtype));
 }
 
 /* Bytes per element of a type. */
 size_t
 infeed_dtype_size(int dtype)
 {
-	switch (dtype) {
-	case INFEED_DTYPE_UINT8:	return (1);
-	case INFEED_DTYPE_FLOAT16:	return (2);
-	case INFEED_DTYPE_INT32:
-	case INFEED_DTYPE_FLOAT32:	return (4);
-	case INFEED_DTYPE_INT64:
-	case INFEED_DTYPE_FLOAT64:	return (8);
-	default:			return (0);
-	}
+	return (dtype_size((enum infeed_dtype)dtype));
 }

@@ -28,7 +28,6 @@
 
 #define CONFIG_DEFAULT_MAX_CLIENTS	256
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
-#define CONFIG_MAX_WORKERS		256
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
@@ -111,23 +110,25 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		free(conf->socket_path);
 		conf->socket_path = xstrdup(value);
 	} else if (strcmp(name, "workers") == 0) {
-		if (config_parse_uint(value, CONFIG_MAX_WORKERS, &v) == -1) {
+		if (config_parse_uint(value, INFEED_MAX_WORKERS, &v) == -1) {
 			cp->error = xasprintf("[infeedd] workers = %s: expected "
 			    "a number of worker processes from 0 (one per CPU) "
-			    "to %d", value, CONFIG_MAX_WORKERS);
+			    "to %d", value, INFEED_MAX_WORKERS);
 			return (0);
 		}
 		conf->workers = (unsigned)v;
 	} else if (strcmp(name, "max_clients") == 0) {
-		if (config_parse_uint(value, 65536, &v) == -1 || v == 0) {
+		if (config_parse_uint(value, INFEED_MAX_CLIENTS, &v) == -1 ||
+		    v == 0) {
 			cp->error = xasprintf("[infeedd] max_clients = %s: "
-			    "expected a number from 1 to 65536", value);
+			    "expected a number from 1 to %d", value,
+			    INFEED_MAX_CLIENTS);
 			return (0);
 		}
 		conf->max_clients = (unsigned)v;
 	} else if (strcmp(name, "max_frame_size") == 0) {
 		if (config_parse_size(value, &v) == -1 ||
-		    v < WIRE_MIN_MAX_FRAME || v > (64U << 20)) {
+		    v < INFEED_MIN_MAX_FRAME || v > INFEED_MAX_MAX_FRAME) {
 			cp->error = xasprintf("[infeedd] max_frame_size = %s: "
 			    "expected a size from 4K to 64M", value);
 			return (0);
@@ -221,8 +222,8 @@ config_ncpus(void)
 {
 	long	n = sysconf(_SC_NPROCESSORS_ONLN);
 
-	return (n < 1 ? 1 : (n > CONFIG_MAX_WORKERS ?
-	    CONFIG_MAX_WORKERS : (unsigned)n));
+	return (n < 1 ? 1 : (n > INFEED_MAX_WORKERS ?
+	    INFEED_MAX_WORKERS : (unsigned)n));
 }
 
 /* Read and check the configuration file. */
@@ -237,7 +238,7 @@ config_load(const char *path, char **cause)
 	conf->path = xstrdup(path);
 	conf->socket_path = xstrdup(INFEEDD_DEFAULT_SOCKET);
 	conf->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
-	conf->max_frame_size = WIRE_DEFAULT_MAX_FRAME;
+	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
 	memset(&cp, 0, sizeof(cp));
 	cp.conf = conf;

@@ -157,7 +157,7 @@ const char	*session_dataset_name(const struct session *);
 struct session	*session_find(struct daemon *, uint64_t id);
 
 /* pool.c */
-#define RING_MAX_CHANNELS	16
+#define INFEED_MAX_CHANNELS	16
 
 /* What a worker needs to fill a session's slots; sent once per session. */
 struct ring_desc {
@@ -177,8 +177,8 @@ struct ring_desc {
 	float		scale;
 	uint32_t	nchannels;		/* 0: no normalisation */
 	uint64_t	channel_elems;		/* elements per channel */
-	float		mean[RING_MAX_CHANNELS];
-	float		std[RING_MAX_CHANNELS];
+	float		mean[INFEED_MAX_CHANNELS];
+	float		std[INFEED_MAX_CHANNELS];
 };
 
 struct pool	*pool_new(struct daemon *, unsigned workers);

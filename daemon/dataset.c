@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Datasets: dtypes, the reader table and what the readers share.
+ * Datasets: the reader table and what the readers share.
  *
  * dataset_open() picks a reader by the section's "type" key and lets it
  * check its files; every message it or a reader gives starts with
@@ -23,19 +23,6 @@
 
 #include "dataset.h"
 
-static const struct {
-	enum dtype	 type;
-	const char	*name;
-	size_t		 size;
-} dtypes[] = {
-	{ DTYPE_UINT8,		"uint8",	1 },
-	{ DTYPE_INT32,		"int32",	4 },
-	{ DTYPE_INT64,		"int64",	8 },
-	{ DTYPE_FLOAT16,	"float16",	2 },
-	{ DTYPE_FLOAT32,	"float32",	4 },
-	{ DTYPE_FLOAT64,	"float64",	8 },
-};
-
 static const struct dataset_ops *readers[] = {
 	&dataset_idx_ops,
 	&dataset_raw_ops,
@@ -53,47 +40,6 @@ static int	dataset_vcause(char **, const char *, const char *, va_list)
 static char	*dataset_known_types(void);
 static int	dataset_check_keys(struct dataset *,
 		    const struct dataset_conf *, char **);
-
-/* Bytes of one element of t. */
-size_t
-dtype_size(enum dtype t)
-{
-	size_t	i;
-
-	for (i = 0; i < NITEMS(dtypes); i++) {
-		if (dtypes[i].type == t)
-			return (dtypes[i].size);
-	}
-	return (0);
-}
-
-/* Name of t as written in the config file. */
-const char *
-dtype_name(enum dtype t)
-{
-	size_t	i;
-
-	for (i = 0; i < NITEMS(dtypes); i++) {
-		if (dtypes[i].type == t)
-			return (dtypes[i].name);
-	}
-	return ("unknown");
-}
-
-/* Parse a dtype name. */
-int
-dtype_parse(const char *name, enum dtype *out)
-{
-	size_t	i;
-
-	for (i = 0; i < NITEMS(dtypes); i++) {
-		if (strcmp(dtypes[i].name, name) == 0) {
-			*out = dtypes[i].type;
-			return (0);
-		}
-	}
-	return (-1);
-}
 
 /* Value of key in conf; a later line overrides an earlier one. */
 const char *
@@ -206,7 +152,7 @@ dataset_u64_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 
 /* Parse a comma-separated list of positive dimensions. */
 int
-dataset_shape_parse(const char *s, uint64_t shape[DATASET_MAX_DIMS],
+dataset_shape_parse(const char *s, uint64_t shape[INFEED_MAX_DIMS],
     uint32_t *ndim, const char **errstr)
 {
 	const char	*p = s, *comma;
@@ -217,7 +163,7 @@ dataset_shape_parse(const char *s, uint64_t shape[DATASET_MAX_DIMS],
 	for (;;) {
 		comma = strchr(p, ',');
 		len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-		if (n == DATASET_MAX_DIMS) {
+		if (n == INFEED_MAX_DIMS) {
 			*errstr = "has too many dimensions (at most 8)";
 			return (-1);
 		}
@@ -244,7 +190,7 @@ dataset_shape_parse(const char *s, uint64_t shape[DATASET_MAX_DIMS],
 
 /* Bytes of one sample of the given shape and dtype, overflow-checked. */
 int
-dataset_shape_bytes(const uint64_t *shape, uint32_t ndim, enum dtype t,
+dataset_shape_bytes(const uint64_t *shape, uint32_t ndim, enum infeed_dtype t,
     size_t *out)
 {
 	size_t		 n;
@@ -345,18 +291,18 @@ dataset_unmap(struct dataset_map *m)
 
 /* Read one stored label; memcpy because the array may be unaligned. */
 int64_t
-dataset_label_get(const uint8_t *labels, enum dtype t, uint64_t index)
+dataset_label_get(const uint8_t *labels, enum infeed_dtype t, uint64_t index)
 {
 	int32_t	v32;
 	int64_t	v64;
 
 	switch (t) {
-	case DTYPE_UINT8:
+	case INFEED_DTYPE_UINT8:
 		return (labels[index]);
-	case DTYPE_INT32:
+	case INFEED_DTYPE_INT32:
 		memcpy(&v32, labels + index * 4, sizeof v32);
 		return (v32);
-	case DTYPE_INT64:
+	case INFEED_DTYPE_INT64:
 		memcpy(&v64, labels + index * 8, sizeof v64);
 		return (v64);
 	default:
@@ -367,7 +313,7 @@ dataset_label_get(const uint8_t *labels, enum dtype t, uint64_t index)
 /* Check every label is a class number and learn the class count. */
 int
 dataset_labels_check(struct dataset *ds, const char *path,
-    const uint8_t *labels, enum dtype t, char **cause)
+    const uint8_t *labels, enum infeed_dtype t, char **cause)
 {
 	uint64_t	i;
 	int64_t		v, max = -1;

@@ -20,17 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DATASET_MAX_DIMS 8
+#include "dtype.h"
+#include "infeed-limits.h"
 
-/* Element types, numbered as infeed.DType in proto/infeed.proto. */
-enum dtype {
-	DTYPE_UINT8 = 1,
-	DTYPE_INT32 = 2,
-	DTYPE_INT64 = 3,
-	DTYPE_FLOAT16 = 4,
-	DTYPE_FLOAT32 = 5,
-	DTYPE_FLOAT64 = 6,
-};
 
 /* One "key = value" of a [dataset NAME] section, in file order. */
 struct dataset_kv {
@@ -53,9 +45,9 @@ struct dataset {
 	const char		*type;		/* "idx", "raw", "npy", "synthetic" */
 	uint64_t		 samples;	/* N */
 	uint32_t		 ndim;
-	uint64_t		 shape[DATASET_MAX_DIMS];	/* one sample */
-	enum dtype		 dtype;
-	enum dtype		 label_dtype;	/* as stored */
+	uint64_t		 shape[INFEED_MAX_DIMS];	/* one sample */
+	enum infeed_dtype		 dtype;
+	enum infeed_dtype		 label_dtype;	/* as stored */
 	uint32_t		 classes;	/* 0 when unknown */
 	size_t			 sample_bytes;	/* prod(shape) * dtype_size */
 	char			*data_path;	/* the samples' file; NULL if none */
@@ -77,21 +69,6 @@ struct dataset_ops {
 			    int64_t *label);
 	void		(*close)(struct dataset *);
 };
-
-/**
- * dtype_size() - bytes of one element of @t; 0 for an unknown type.
- */
-size_t		 dtype_size(enum dtype t);
-
-/**
- * dtype_name() - "uint8", "float32", ...; "unknown" otherwise.
- */
-const char	*dtype_name(enum dtype t);
-
-/**
- * dtype_parse() - parse a dtype name; returns 0, or -1 for an unknown name.
- */
-int		 dtype_parse(const char *name, enum dtype *out);
 
 /**
  * dataset_conf_get() - value of @key in @conf, or NULL when it is absent.
@@ -173,11 +150,11 @@ int		 dataset_u64_parse(const char *s, uint64_t min, uint64_t max,
 
 /**
  * dataset_shape_parse() - parse "1,128,128" into @shape (at most
- * DATASET_MAX_DIMS positive integers) and *@ndim.  Return: 0, or -1 with
+ * INFEED_MAX_DIMS positive integers) and *@ndim.  Return: 0, or -1 with
  * *@errstr set to a static phrase.
  */
 int		 dataset_shape_parse(const char *s,
-		    uint64_t shape[DATASET_MAX_DIMS], uint32_t *ndim,
+		    uint64_t shape[INFEED_MAX_DIMS], uint32_t *ndim,
 		    const char **errstr);
 
 /**
@@ -185,7 +162,7 @@ int		 dataset_shape_parse(const char *s,
  * Return: 0, or -1 when the product overflows size_t or @t is unknown.
  */
 int		 dataset_shape_bytes(const uint64_t *shape, uint32_t ndim,
-		    enum dtype t, size_t *out);
+		    enum infeed_dtype t, size_t *out);
 
 /**
  * dataset_shape_format() - write "28x28" for @shape into @buf (@len bytes,
@@ -211,7 +188,7 @@ void		 dataset_unmap(struct dataset_map *m);
  * dataset_label_get() - label @index of an array of labels stored as @t
  * (uint8, int32 or int64, host byte order).
  */
-int64_t		 dataset_label_get(const uint8_t *labels, enum dtype t,
+int64_t		 dataset_label_get(const uint8_t *labels, enum infeed_dtype t,
 		    uint64_t index);
 
 /**
@@ -221,7 +198,7 @@ int64_t		 dataset_label_get(const uint8_t *labels, enum dtype t,
  * *@cause.  Return: 0 or -1.
  */
 int		 dataset_labels_check(struct dataset *ds, const char *path,
-		    const uint8_t *labels, enum dtype t, char **cause);
+		    const uint8_t *labels, enum infeed_dtype t, char **cause);
 
 /**
  * dataset_conf_classes() - read the optional "classes =" key into

@@ -140,9 +140,10 @@ main(int argc, char **argv)
 			errno = 0;
 			workers = strtol(optarg, &end, 10);
 			if (errno || *end != '\0' || workers < 1 ||
-			    workers > 256) {
+			    workers > INFEED_MAX_WORKERS) {
 				fprintf(stderr, "infeedd: --workers %s: expected "
-				    "a number from 1 to 256\n", optarg);
+				    "a number from 1 to %d\n", optarg,
+				    INFEED_MAX_WORKERS);
 				return (2);
 			}
 			break;

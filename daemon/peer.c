@@ -325,7 +325,7 @@ peer_hello(struct peer *p, const Infeed__Hello *h)
 	}
 	p->greeted = true;
 	if (h->client_name != NULL && p->name == NULL)
-		p->name = strndup(h->client_name, 64);
+		p->name = strndup(h->client_name, INFEED_MAX_CLIENT_NAME);
 	w.protocol_version = WIRE_PROTOCOL_VERSION;
 	w.daemon_version = (char *)INFEED_VERSION;
 	w.has_max_frame_size = 1;

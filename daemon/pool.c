@@ -147,7 +147,7 @@ worker_convert(const struct wsession *ws, const uint8_t *in, float *out)
 	per = rd->channel_elems ? rd->channel_elems : n;
 	for (e = 0; e < n; e++) {
 		c = rd->nchannels > 1 ? e / per : 0;
-		if (rd->in_dtype == DTYPE_UINT8) {
+		if (rd->in_dtype == INFEED_DTYPE_UINT8) {
 			lut = ws->lut + c * 256;
 			out[e] = lut[in[e]];
 		} else {
@@ -296,7 +296,7 @@ worker_main(struct daemon *d, int sock)
 				fatal("worker: mmap of a ring");
 			w->tmp = xmalloc(m.desc.in_sample_bytes);
 			if (m.desc.to_float32 && m.desc.in_dtype ==
-			    DTYPE_UINT8 && (w->lut = worker_make_lut(&m.desc))
+			    INFEED_DTYPE_UINT8 && (w->lut = worker_make_lut(&m.desc))
 			    == NULL)
 				fatal("worker: lookup table");
 			break;

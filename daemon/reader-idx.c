@@ -436,8 +436,8 @@ idx_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	}
 
 	ds->samples = x->images.dims[0];
-	ds->dtype = DTYPE_UINT8;
-	ds->label_dtype = DTYPE_UINT8;
+	ds->dtype = INFEED_DTYPE_UINT8;
+	ds->label_dtype = INFEED_DTYPE_UINT8;
 	if (x->images.ndims == 3) {
 		ds->ndim = 3;
 		ds->shape[0] = 1;

@@ -35,14 +35,14 @@
 #error "the npy reader hands out little-endian data as is"
 #endif
 
-#define NPY_MAX_DIMS	(DATASET_MAX_DIMS + 1)	/* N and a sample */
+#define NPY_MAX_DIMS	(INFEED_MAX_DIMS + 1)	/* N and a sample */
 #define NPY_MAGIC	"\x93NUMPY"
 #define NPY_MAGIC_LEN	6
 
 /* What a .npy header says. */
 struct npy_header {
 	char		descr[16];
-	enum dtype	dtype;
+	enum infeed_dtype	dtype;
 	int		fortran;
 	uint32_t	ndim;
 	uint64_t	shape[NPY_MAX_DIMS];
@@ -86,15 +86,15 @@ const struct dataset_ops dataset_npy_ops = {
 
 static const struct {
 	const char	*descr;
-	enum dtype	 dtype;
+	enum infeed_dtype	 dtype;
 } npy_dtypes[] = {
-	{ "<u1", DTYPE_UINT8 },
-	{ "|u1", DTYPE_UINT8 },
-	{ "<i4", DTYPE_INT32 },
-	{ "<i8", DTYPE_INT64 },
-	{ "<f2", DTYPE_FLOAT16 },
-	{ "<f4", DTYPE_FLOAT32 },
-	{ "<f8", DTYPE_FLOAT64 },
+	{ "<u1", INFEED_DTYPE_UINT8 },
+	{ "|u1", INFEED_DTYPE_UINT8 },
+	{ "<i4", INFEED_DTYPE_INT32 },
+	{ "<i8", INFEED_DTYPE_INT64 },
+	{ "<f2", INFEED_DTYPE_FLOAT16 },
+	{ "<f4", INFEED_DTYPE_FLOAT32 },
+	{ "<f8", INFEED_DTYPE_FLOAT64 },
 };
 
 /* Record a parse error; return -1. */
@@ -450,9 +450,9 @@ npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 		    "first dimension is the sample count", path, shape);
 		goto fail;
 	}
-	if (h.ndim - 1 > DATASET_MAX_DIMS) {
+	if (h.ndim - 1 > INFEED_MAX_DIMS) {
 		dataset_error(cause, ds, "%s: shape %s gives a sample more "
-		    "than %d dimensions", path, shape, DATASET_MAX_DIMS);
+		    "than %d dimensions", path, shape, INFEED_MAX_DIMS);
 		goto fail;
 	}
 	for (i = 1; i < h.ndim; i++) {
@@ -474,8 +474,8 @@ npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	if (npy_load(ds, lpath, &n->labels, &lh, cause) != 0)
 		goto fail;
 	npy_shape_format(&lh, shape, sizeof shape);
-	if (lh.dtype != DTYPE_UINT8 && lh.dtype != DTYPE_INT32 &&
-	    lh.dtype != DTYPE_INT64) {
+	if (lh.dtype != INFEED_DTYPE_UINT8 && lh.dtype != INFEED_DTYPE_INT32 &&
+	    lh.dtype != INFEED_DTYPE_INT64) {
 		dataset_error(cause, ds, "%s: labels have dtype '%s'; they "
 		    "must be integers: <u1, <i4 or <i8", lpath, lh.descr);
 		goto fail;

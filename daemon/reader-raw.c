@@ -80,11 +80,11 @@ raw_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	if ((lpath = dataset_conf_need(ds, conf, "labels",
 	    "the path of the file of labels", cause)) == NULL)
 		goto fail;
-	ds->label_dtype = DTYPE_INT64;
+	ds->label_dtype = INFEED_DTYPE_INT64;
 	if ((v = dataset_conf_get(conf, "label_dtype")) != NULL &&
 	    (dtype_parse(v, &ds->label_dtype) != 0 ||
-	    (ds->label_dtype != DTYPE_UINT8 && ds->label_dtype != DTYPE_INT32 &&
-	    ds->label_dtype != DTYPE_INT64))) {
+	    (ds->label_dtype != INFEED_DTYPE_UINT8 && ds->label_dtype != INFEED_DTYPE_INT32 &&
+	    ds->label_dtype != INFEED_DTYPE_INT64))) {
 		dataset_error(cause, ds, "'label_dtype = %s' is not a label "
 		    "type; use uint8, int32 or int64", v);
 		goto fail;

@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "dataset.h"
+#include "splitmix64.h"
 
-#define SPLITMIX_GAMMA	0x9e3779b97f4a7c15ULL
 
 struct synthetic {
 	uint64_t	seed;
@@ -45,23 +45,6 @@ const struct dataset_ops dataset_synthetic_ops = {
 	.read = synthetic_read,
 	.close = synthetic_close,
 };
-
-/* splitmix64's finaliser: a bijective 64-bit mix. */
-static inline uint64_t
-synthetic_mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (z ^ (z >> 31));
-}
-
-/* Next 64 bits of a splitmix64 stream. */
-static inline uint64_t
-synthetic_next(uint64_t *state)
-{
-	*state += SPLITMIX_GAMMA;
-	return (synthetic_mix(*state));
-}
 
 /* Read the keys; no files to check. */
 static int
@@ -91,7 +74,7 @@ synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
 		dataset_error(cause, ds, "'shape = %s': %s", v, errstr);
 		goto fail;
 	}
-	ds->dtype = DTYPE_FLOAT32;
+	ds->dtype = INFEED_DTYPE_FLOAT32;
 	if ((v = dataset_conf_get(conf, "dtype")) != NULL &&
 	    dtype_parse(v, &ds->dtype) != 0) {
 		dataset_error(cause, ds, "'dtype = %s' is not a type; use "
@@ -109,7 +92,7 @@ synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
 		goto fail;
 	if (ds->classes == 0)
 		ds->classes = 10;
-	ds->label_dtype = DTYPE_INT64;
+	ds->label_dtype = INFEED_DTYPE_INT64;
 	if ((v = dataset_conf_get(conf, "seed")) != NULL) {
 		if (dataset_u64_parse(v, 0, UINT64_MAX, &n, &errstr) != 0) {
 			dataset_error(cause, ds, "'seed = %s': %s", v, errstr);
@@ -131,11 +114,11 @@ synthetic_fill_bytes(uint64_t *st, uint8_t *dst, size_t n)
 	uint64_t	r;
 
 	for (; n >= 8; n -= 8, dst += 8) {
-		r = synthetic_next(st);
+		r = splitmix64_next(st);
 		memcpy(dst, &r, 8);
 	}
 	if (n > 0) {
-		r = synthetic_next(st);
+		r = splitmix64_next(st);
 		memcpy(dst, &r, n);
 	}
 }
@@ -157,39 +140,39 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 	double			 d;
 
 	/* Two mixing rounds, so nearby (seed, index) pairs diverge. */
-	st = synthetic_mix(synthetic_mix(s->seed ^ 0x243f6a8885a308d3ULL) +
+	st = splitmix64_mix(splitmix64_mix(s->seed ^ 0x243f6a8885a308d3ULL) +
 	    index);
-	*label = (int64_t)(synthetic_mix(st ^ 0x13198a2e03707344ULL) %
+	*label = (int64_t)(splitmix64_mix(st ^ 0x13198a2e03707344ULL) %
 	    ds->classes);
 
 	n = ds->sample_bytes / dtype_size(ds->dtype);
 	switch (ds->dtype) {
-	case DTYPE_UINT8:
+	case INFEED_DTYPE_UINT8:
 		synthetic_fill_bytes(&st, out, n);
 		break;
-	case DTYPE_INT32:
+	case INFEED_DTYPE_INT32:
 		for (i = 0; i < n; i++) {
 			if (i % 8 == 0)
-				r = synthetic_next(&st);
+				r = splitmix64_next(&st);
 			i32 = (int32_t)(r & 0xff);
 			r >>= 8;
 			memcpy(out + i * 4, &i32, 4);
 		}
 		break;
-	case DTYPE_INT64:
+	case INFEED_DTYPE_INT64:
 		for (i = 0; i < n; i++) {
 			if (i % 8 == 0)
-				r = synthetic_next(&st);
+				r = splitmix64_next(&st);
 			i64 = (int64_t)(r & 0xff);
 			r >>= 8;
 			memcpy(out + i * 8, &i64, 8);
 		}
 		break;
-	case DTYPE_FLOAT16:
+	case INFEED_DTYPE_FLOAT16:
 		/* k/1024 is exact in binary16: 0x3c00 is 1.0, so build it. */
 		for (i = 0; i < n; i++) {
 			if (i % 6 == 0)
-				r = synthetic_next(&st);
+				r = splitmix64_next(&st);
 			lo = r & 0x3ff;
 			r >>= 10;
 			if (lo == 0)
@@ -203,23 +186,23 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 			memcpy(out + i * 2, &u16, 2);
 		}
 		break;
-	case DTYPE_FLOAT32:
+	case INFEED_DTYPE_FLOAT32:
 		for (i = 0; i + 1 < n; i += 2) {
-			r = synthetic_next(&st);
+			r = splitmix64_next(&st);
 			f = (float)(r >> 40) * 0x1.0p-24f;
 			memcpy(out + i * 4, &f, 4);
 			f = (float)(r & 0xffffff) * 0x1.0p-24f;
 			memcpy(out + i * 4 + 4, &f, 4);
 		}
 		if (i < n) {
-			r = synthetic_next(&st);
+			r = splitmix64_next(&st);
 			f = (float)(r >> 40) * 0x1.0p-24f;
 			memcpy(out + i * 4, &f, 4);
 		}
 		break;
-	case DTYPE_FLOAT64:
+	case INFEED_DTYPE_FLOAT64:
 		for (i = 0; i < n; i++) {
-			d = (double)(synthetic_next(&st) >> 11) * 0x1.0p-53;
+			d = (double)(splitmix64_next(&st) >> 11) * 0x1.0p-53;
 			memcpy(out + i * 8, &d, 8);
 		}
 		break;

@@ -29,7 +29,6 @@
 
 #define SESSION_PAGE		4096
 #define SESSION_ALIGN		64
-#define SESSION_MAX_SLOTS	64
 #define SESSION_JOBS_PER_WORKER	4	/* jobs a step is cut into, per worker */
 
 enum slot_state {
@@ -115,7 +114,7 @@ session_transform(struct session *s, const Infeed__Transform *t,
 		}
 		return (0);
 	}
-	if (ds->dtype != DTYPE_UINT8 && ds->dtype != DTYPE_FLOAT32) {
+	if (ds->dtype != INFEED_DTYPE_UINT8 && ds->dtype != INFEED_DTYPE_FLOAT32) {
 		*cause = xasprintf("transform: to_float32 converts uint8 or "
 		    "float32 samples, but '%s' holds %s", ds->name,
 		    dtype_name(ds->dtype));
@@ -134,7 +133,7 @@ session_transform(struct session *s, const Infeed__Transform *t,
 		return (-1);
 	}
 	if (n > 1 && (ds->ndim == 0 || n != ds->shape[0] ||
-	    n > RING_MAX_CHANNELS)) {
+	    n > INFEED_MAX_CHANNELS)) {
 		*cause = xasprintf("transform: %zu mean/std values, but samples "
 		    "have %llu channels (dim 0 of the sample shape); give one "
 		    "value, or one per channel", n, ds->ndim ?
@@ -271,10 +270,10 @@ session_options(struct session *s, const Infeed__LoaderOptions *o,
 	so->drop_last = o->drop_last;
 	so->process_id = o->distributed_process_id;
 	so->process_count = o->distributed_process_count;
-	if (o->buffer_size == 0 || o->buffer_size > SESSION_MAX_SLOTS) {
+	if (o->buffer_size == 0 || o->buffer_size > INFEED_MAX_SLOTS) {
 		*cause = xasprintf("buffer_size is %u; expected 1 to %d slots "
 		    "(poptorch's default is 3)", o->buffer_size,
-		    SESSION_MAX_SLOTS);
+		    INFEED_MAX_SLOTS);
 		return (-1);
 	}
 	return (0);

@@ -12,7 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "infeed-dtype.h"
 #include "wire.h"
+
+/* infeed-dtype.h numbers the dtypes as infeed.proto does. */
+_Static_assert((int)INFEED_DTYPE_UINT8 == (int)INFEED__DTYPE__DTYPE_UINT8 &&
+    (int)INFEED_DTYPE_INT32 == (int)INFEED__DTYPE__DTYPE_INT32 &&
+    (int)INFEED_DTYPE_INT64 == (int)INFEED__DTYPE__DTYPE_INT64 &&
+    (int)INFEED_DTYPE_FLOAT16 == (int)INFEED__DTYPE__DTYPE_FLOAT16 &&
+    (int)INFEED_DTYPE_FLOAT32 == (int)INFEED__DTYPE__DTYPE_FLOAT32 &&
+    (int)INFEED_DTYPE_FLOAT64 == (int)INFEED__DTYPE__DTYPE_FLOAT64,
+    "infeed-dtype.h and infeed.proto disagree");
 
 #define WIRE_RECV_CHUNK	65536
 

@@ -18,12 +18,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "infeed-limits.h"
 #include "infeed.pb-c.h"
 
 #define WIRE_PROTOCOL_VERSION	1
 #define WIRE_HEADER_SIZE	4
-#define WIRE_DEFAULT_MAX_FRAME	(1024 * 1024)
-#define WIRE_MIN_MAX_FRAME	4096
 #define WIRE_MAX_FDS		4	/* fds queued before the frames that own them */
 
 enum wire_status {

@@ -285,7 +285,7 @@ raw_send(int fd, const Infeed__Frame *f)
 	uint8_t	*buf;
 	size_t	 len;
 
-	buf = wire_pack(f, WIRE_DEFAULT_MAX_FRAME, &len);
+	buf = wire_pack(f, INFEED_DEFAULT_MAX_FRAME, &len);
 	ck_assert_ptr_nonnull(buf);
 	ck_assert_int_eq(wire_send_all(fd, buf, len, -1), 0);
 	free(buf);

@@ -259,19 +259,19 @@ check_idx_sample(struct dataset *ds, uint32_t i)
 /* Sizes, names and parsing of every dtype. */
 START_TEST(test_dtype)
 {
-	enum dtype	t;
+	enum infeed_dtype	t;
 
-	ck_assert_uint_eq(dtype_size(DTYPE_UINT8), 1);
-	ck_assert_uint_eq(dtype_size(DTYPE_INT32), 4);
-	ck_assert_uint_eq(dtype_size(DTYPE_INT64), 8);
-	ck_assert_uint_eq(dtype_size(DTYPE_FLOAT16), 2);
-	ck_assert_uint_eq(dtype_size(DTYPE_FLOAT32), 4);
-	ck_assert_uint_eq(dtype_size(DTYPE_FLOAT64), 8);
-	ck_assert_uint_eq(dtype_size((enum dtype)0), 0);
-	ck_assert_str_eq(dtype_name(DTYPE_FLOAT16), "float16");
-	ck_assert_str_eq(dtype_name((enum dtype)99), "unknown");
-	for (t = DTYPE_UINT8; t <= DTYPE_FLOAT64; t++) {
-		enum dtype	u;
+	ck_assert_uint_eq(dtype_size(INFEED_DTYPE_UINT8), 1);
+	ck_assert_uint_eq(dtype_size(INFEED_DTYPE_INT32), 4);
+	ck_assert_uint_eq(dtype_size(INFEED_DTYPE_INT64), 8);
+	ck_assert_uint_eq(dtype_size(INFEED_DTYPE_FLOAT16), 2);
+	ck_assert_uint_eq(dtype_size(INFEED_DTYPE_FLOAT32), 4);
+	ck_assert_uint_eq(dtype_size(INFEED_DTYPE_FLOAT64), 8);
+	ck_assert_uint_eq(dtype_size((enum infeed_dtype)0), 0);
+	ck_assert_str_eq(dtype_name(INFEED_DTYPE_FLOAT16), "float16");
+	ck_assert_str_eq(dtype_name((enum infeed_dtype)99), "unknown");
+	for (t = INFEED_DTYPE_UINT8; t <= INFEED_DTYPE_FLOAT64; t++) {
+		enum infeed_dtype	u;
 
 		ck_assert_int_eq(dtype_parse(dtype_name(t), &u), 0);
 		ck_assert_int_eq(u, t);
@@ -297,7 +297,7 @@ END_TEST
 /* Shapes are 1 to 8 positive integers and nothing else. */
 START_TEST(test_shape_parse)
 {
-	uint64_t	 shape[DATASET_MAX_DIMS];
+	uint64_t	 shape[INFEED_MAX_DIMS];
 	uint32_t	 ndim;
 	const char	*errstr;
 
@@ -354,8 +354,8 @@ START_TEST(test_idx_plain)
 	ck_assert_uint_eq(ds->shape[0], 1);
 	ck_assert_uint_eq(ds->shape[1], 5);
 	ck_assert_uint_eq(ds->shape[2], 4);
-	ck_assert_int_eq(ds->dtype, DTYPE_UINT8);
-	ck_assert_int_eq(ds->label_dtype, DTYPE_UINT8);
+	ck_assert_int_eq(ds->dtype, INFEED_DTYPE_UINT8);
+	ck_assert_int_eq(ds->label_dtype, INFEED_DTYPE_UINT8);
 	ck_assert_uint_eq(ds->sample_bytes, 20);
 	ck_assert_uint_eq(ds->classes, 9 + 1);	/* labels 0 3 6 9 2 5 8 */
 	ck_assert_str_eq(ds->data_path, tpath("img"));
@@ -620,7 +620,7 @@ END_TEST
 
 /* Value v as element type t at dst. */
 static void
-put_elem(uint8_t *dst, enum dtype t, uint32_t v)
+put_elem(uint8_t *dst, enum infeed_dtype t, uint32_t v)
 {
 	uint16_t	u16 = (uint16_t)v;
 	int32_t		i32 = (int32_t)v;
@@ -629,22 +629,22 @@ put_elem(uint8_t *dst, enum dtype t, uint32_t v)
 	double		d = v;
 
 	switch (t) {
-	case DTYPE_UINT8:
+	case INFEED_DTYPE_UINT8:
 		*dst = (uint8_t)v;
 		break;
-	case DTYPE_INT32:
+	case INFEED_DTYPE_INT32:
 		memcpy(dst, &i32, 4);
 		break;
-	case DTYPE_INT64:
+	case INFEED_DTYPE_INT64:
 		memcpy(dst, &i64, 8);
 		break;
-	case DTYPE_FLOAT16:
+	case INFEED_DTYPE_FLOAT16:
 		memcpy(dst, &u16, 2);
 		break;
-	case DTYPE_FLOAT32:
+	case INFEED_DTYPE_FLOAT32:
 		memcpy(dst, &f, 4);
 		break;
-	case DTYPE_FLOAT64:
+	case INFEED_DTYPE_FLOAT64:
 		memcpy(dst, &d, 8);
 		break;
 	}
@@ -653,17 +653,17 @@ put_elem(uint8_t *dst, enum dtype t, uint32_t v)
 /* raw records of every dtype, with every label dtype. */
 START_TEST(test_raw_dtypes)
 {
-	static const enum dtype	 ltypes[] = {
-		DTYPE_UINT8, DTYPE_INT32, DTYPE_INT64
+	static const enum infeed_dtype	 ltypes[] = {
+		INFEED_DTYPE_UINT8, INFEED_DTYPE_INT32, INFEED_DTYPE_INT64
 	};
 	struct dataset		*ds;
-	enum dtype		 t, lt;
+	enum infeed_dtype		 t, lt;
 	uint8_t			 data[5 * 6 * 8], labels[5 * 8];
 	uint8_t			 buf[6 * 8], want[8];
 	size_t			 es, i, j;
 	int64_t			 label;
 
-	for (t = DTYPE_UINT8; t <= DTYPE_FLOAT64; t++) {
+	for (t = INFEED_DTYPE_UINT8; t <= INFEED_DTYPE_FLOAT64; t++) {
 		lt = ltypes[t % 3];
 		es = dtype_size(t);
 		for (i = 0; i < 5; i++) {
@@ -697,13 +697,13 @@ START_TEST(test_raw_dtypes)
 
 	/* label_dtype defaults to int64. */
 	for (i = 0; i < 5; i++)
-		put_elem(labels + i * 8, DTYPE_INT64, (uint32_t)i);
+		put_elem(labels + i * 8, INFEED_DTYPE_INT64, (uint32_t)i);
 	write_file(tpath("labels"), labels, 5 * 8);
 	write_file(tpath("data"), data, 5 * 6);
 	ds = open_ok(conf_new("r", "type", "raw", "path", tpath("data"),
 	    "shape", "6", "dtype", "uint8", "labels", tpath("labels"),
 	    "classes", "7", NULL));
-	ck_assert_int_eq(ds->label_dtype, DTYPE_INT64);
+	ck_assert_int_eq(ds->label_dtype, INFEED_DTYPE_INT64);
 	ck_assert_uint_eq(ds->classes, 7);
 	ck_assert_str_eq(ds->data_path, tpath("data"));
 	ck_assert_str_eq(ds->labels_path, tpath("labels"));
@@ -834,8 +834,8 @@ START_TEST(test_npy_good)
 	ck_assert_uint_eq(ds->shape[0], 1);
 	ck_assert_uint_eq(ds->shape[1], 4);
 	ck_assert_uint_eq(ds->shape[2], 4);
-	ck_assert_int_eq(ds->dtype, DTYPE_FLOAT32);
-	ck_assert_int_eq(ds->label_dtype, DTYPE_INT64);
+	ck_assert_int_eq(ds->dtype, INFEED_DTYPE_FLOAT32);
+	ck_assert_int_eq(ds->label_dtype, INFEED_DTYPE_INT64);
 	ck_assert_uint_eq(ds->sample_bytes, 64);
 	ck_assert_uint_eq(ds->classes, 3);
 	for (i = 0; i < 3; i++) {
@@ -854,7 +854,7 @@ START_TEST(test_npy_good)
 	    "labels", tpath("y2.npy"), NULL));
 	ck_assert_uint_eq(ds->ndim, 1);
 	ck_assert_uint_eq(ds->shape[0], 16);
-	ck_assert_int_eq(ds->label_dtype, DTYPE_UINT8);
+	ck_assert_int_eq(ds->label_dtype, INFEED_DTYPE_UINT8);
 	ck_assert_uint_eq(ds->classes, 5);
 	ck_assert_int_eq(dataset_read(ds, 2, buf, &label), 0);
 	ck_assert_int_eq(label, 2);
@@ -1038,7 +1038,7 @@ START_TEST(test_synthetic)
 	ck_assert_uint_eq(a->samples, 100000);
 	ck_assert_ptr_null(a->data_path);	/* no file to blame */
 	ck_assert_ptr_null(a->labels_path);
-	ck_assert_int_eq(a->dtype, DTYPE_FLOAT32);
+	ck_assert_int_eq(a->dtype, INFEED_DTYPE_FLOAT32);
 	ck_assert_uint_eq(a->classes, 10);
 	ck_assert_uint_eq(a->sample_bytes, 3 * 5 * 7 * 4);
 	ba = malloc(a->sample_bytes);
@@ -1084,7 +1084,7 @@ END_TEST
 START_TEST(test_synthetic_dtypes)
 {
 	struct dataset	*ds;
-	enum dtype	 t;
+	enum infeed_dtype	 t;
 	uint8_t		 buf[37 * 8], seen[256];
 	int64_t		 label, i64;
 	int32_t		 i32;
@@ -1093,7 +1093,7 @@ START_TEST(test_synthetic_dtypes)
 	size_t		 i, distinct;
 	uint64_t	 s;
 
-	for (t = DTYPE_UINT8; t <= DTYPE_FLOAT64; t++) {
+	for (t = INFEED_DTYPE_UINT8; t <= INFEED_DTYPE_FLOAT64; t++) {
 		ds = open_ok(conf_new("s", "type", "synthetic", "samples", "50",
 		    "shape", "37", "dtype", dtype_name(t), "classes", "3",
 		    NULL));
@@ -1105,28 +1105,28 @@ START_TEST(test_synthetic_dtypes)
 			ck_assert(label >= 0 && label < 3);
 			for (i = 0; i < 37; i++) {
 				switch (t) {
-				case DTYPE_UINT8:
+				case INFEED_DTYPE_UINT8:
 					seen[buf[i]] = 1;
 					break;
-				case DTYPE_INT32:
+				case INFEED_DTYPE_INT32:
 					memcpy(&i32, buf + i * 4, 4);
 					ck_assert(i32 >= 0 && i32 < 256);
 					seen[i32] = 1;
 					break;
-				case DTYPE_INT64:
+				case INFEED_DTYPE_INT64:
 					memcpy(&i64, buf + i * 8, 8);
 					ck_assert(i64 >= 0 && i64 < 256);
 					seen[i64] = 1;
 					break;
-				case DTYPE_FLOAT16:
+				case INFEED_DTYPE_FLOAT16:
 					/* Below 1.0 (0x3c00), sign clear. */
 					memcpy(&h, buf + i * 2, 2);
 					ck_assert_uint_lt(h, 0x3c00);
 					seen[h >> 8] = 1;
 					break;
-				case DTYPE_FLOAT32:
+				case INFEED_DTYPE_FLOAT32:
 					break;
-				case DTYPE_FLOAT64:
+				case INFEED_DTYPE_FLOAT64:
 					memcpy(&d, buf + i * 8, 8);
 					ck_assert(d >= 0.0 && d < 1.0);
 					seen[(int)(d * 256)] = 1;
@@ -1136,7 +1136,7 @@ START_TEST(test_synthetic_dtypes)
 		}
 		for (distinct = 0, i = 0; i < 256; i++)
 			distinct += seen[i];
-		if (t != DTYPE_FLOAT32)
+		if (t != INFEED_DTYPE_FLOAT32)
 			ck_assert_uint_gt(distinct, 20);
 		dataset_free(ds);
 	}

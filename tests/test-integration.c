@@ -105,7 +105,7 @@ START_TEST(test_oversized_frame)
 	int		 fd = raw_connect();
 	struct infeed	*other;
 
-	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
 	ck_assert_int_eq(write(fd, hdr, 4), 4);
 	r = raw_recv(fd, &in);
@@ -130,7 +130,7 @@ START_TEST(test_version_mismatch)
 	struct wire_in	 in;
 	int		 fd = raw_connect();
 
-	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	h.protocol_version = 99;
 	f.msg_case = INFEED__FRAME__MSG_HELLO;
 	f.hello = &h;
@@ -158,7 +158,7 @@ START_TEST(test_unexpected_frames)
 	struct wire_in		 in;
 	int			 fd = raw_connect();
 
-	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	f.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
 	f.list_datasets = &ld;
 	raw_send(fd, &f);
@@ -172,7 +172,7 @@ START_TEST(test_unexpected_frames)
 	wire_in_clear(&in);
 
 	fd = raw_connect();
-	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
 	w.protocol_version = 1;
 	f.msg_case = INFEED__FRAME__MSG_WELCOME;

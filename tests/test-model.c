@@ -27,8 +27,8 @@
 
 #include "lr-schedule.h"
 #include "model.h"
+#include "splitmix64.h"
 
-#define GOLDEN	0x9e3779b97f4a7c15ULL
 
 /* One forward/backward set-up on layers [l0, l1) of a model. */
 struct probe {
@@ -50,8 +50,6 @@ struct fd_result {
 };
 
 static Suite		*model_suite(void);
-static uint64_t		 mix(uint64_t);
-static uint64_t		 rng_next(uint64_t *);
 static float		 rng_float(uint64_t *);
 static float		*fill_random(size_t, uint64_t);
 static void		 randomise_norms(struct model *, uint64_t);
@@ -75,28 +73,11 @@ static double		 max_abs_diff(const float *, const float *, size_t);
 static float		 train(enum model_kind, enum optimiser_kind, float,
 			    int, int, float *);
 
-/* splitmix64's finaliser. */
-static uint64_t
-mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (z ^ (z >> 31));
-}
-
-/* Next word of the test's splitmix64 stream. */
-static uint64_t
-rng_next(uint64_t *s)
-{
-	*s += GOLDEN;
-	return (mix(*s));
-}
-
 /* A float uniform in [-1, 1). */
 static float
 rng_float(uint64_t *s)
 {
-	return ((float)(rng_next(s) >> 40) * 0x1p-23f - 1.0f);
+	return ((float)(splitmix64_next(s) >> 40) * 0x1p-23f - 1.0f);
 }
 
 /* Return @count floats uniform in [-1, 1). */
@@ -263,7 +244,7 @@ fd_sweep(struct probe *p, float *x, const float *analytic, size_t count,
 		l2 += (double)out[i] * p->r[i] * out[i] * p->r[i];
 	l2 = sqrt(l2);
 	for (t = 0; t < todo; t++) {
-		i = count <= sample ? t : rng_next(&seed) % count;
+		i = count <= sample ? t : splitmix64_next(&seed) % count;
 		keep = x[i];
 		for (k = 0, h = p->eps; k < p->tries; k++, h /= 10) {
 			/* the steps actually taken, after rounding to float */
@@ -343,7 +324,7 @@ away_from_kinks(const struct layer *l, float *in, int n, uint64_t seed)
 		for (i = 0; i < count; i++)
 			in[i] = 0.1f * (float)i - 0.05f * (float)count;
 		for (i = count - 1; i > 0; i--) {
-			j = rng_next(&seed) % (i + 1);
+			j = splitmix64_next(&seed) % (i + 1);
 			t = in[i];
 			in[i] = in[j];
 			in[j] = t;
@@ -691,7 +672,7 @@ START_TEST(test_init_seeded)
 
 	/* The documented stream: bound * (2u - 1), u = (word >> 40) / 2^24. */
 	for (i = 0; i < 5; i++) {
-		want = 0.2f * (2.0f * (float)(rng_next(&s) >> 40) * 0x1p-24f -
+		want = 0.2f * (2.0f * (float)(splitmix64_next(&s) >> 40) * 0x1p-24f -
 		    1.0f);
 		ck_assert_float_eq(a->params[i], want);
 	}
@@ -1181,7 +1162,7 @@ train(enum model_kind kind, enum optimiser_kind okind, float lr, int n,
 	dl = malloc((size_t)n * m->classes * sizeof *dl);
 	lab = malloc(n * sizeof *lab);
 	for (i = 0; i < n; i++)
-		lab[i] = (int32_t)(rng_next(&s) % 10);
+		lab[i] = (int32_t)(splitmix64_next(&s) % 10);
 	ck_assert_int_eq(model_reserve(m, n), 0);
 	for (i = 0; i < steps; i++) {
 		model_forward(m, 0, nl, n, in, stash);

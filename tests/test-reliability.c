@@ -285,11 +285,11 @@ START_TEST(test_client_never_reads)
 	ssize_t			 n;
 
 	fd = raw_connect();
-	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
 	fr.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
 	fr.list_datasets = &ld;
-	buf = wire_pack(&fr, WIRE_DEFAULT_MAX_FRAME, &len);
+	buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME, &len);
 	flags = fcntl(fd, F_GETFL);
 	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 	/* Until the socket is full both ways: the daemon stops reading us. */
@@ -331,7 +331,7 @@ START_TEST(test_connection_flood)
 	for (i = 0; i < 60; i++)
 		fds[i] = raw_connect();
 	for (i = 40; i < 60; i++) {
-		wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+		wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 		r = raw_recv(fds[i], &in);
 		if (r != NULL && r->msg_case == INFEED__FRAME__MSG_ERROR &&
 		    r->error->code ==

@@ -43,7 +43,7 @@ setup(void)
 {
 	ck_assert_int_eq(socketpair(AF_UNIX,
 	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	wire_in_init(&in, WIRE_DEFAULT_MAX_FRAME);
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 }
 
 /* Free the buffer, close queued fds and both ends. */
@@ -80,7 +80,7 @@ pack_hello(uint32_t version, size_t *len)
 	h.client_name = client_name;
 	f.msg_case = INFEED__FRAME__MSG_HELLO;
 	f.hello = &h;
-	buf = wire_pack(&f, WIRE_DEFAULT_MAX_FRAME, len);
+	buf = wire_pack(&f, INFEED_DEFAULT_MAX_FRAME, len);
 	ck_assert_ptr_nonnull(buf);
 	return (buf);
 }
@@ -319,12 +319,12 @@ START_TEST(test_three_frames_one_read)
 	a = pack_hello(9, &alen);
 	fr.msg_case = INFEED__FRAME__MSG_NEXT;
 	fr.next = &next;
-	b = wire_pack(&fr, WIRE_DEFAULT_MAX_FRAME, &blen);
+	b = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME, &blen);
 	ck_assert_ptr_nonnull(b);
 	rel.slot = 7;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rel;
-	c = wire_pack(&fr, WIRE_DEFAULT_MAX_FRAME, &clen);
+	c = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME, &clen);
 	ck_assert_ptr_nonnull(c);
 	all = malloc(alen + blen + clen);
 	ck_assert_ptr_nonnull(all);
@@ -357,7 +357,7 @@ START_TEST(test_oversized_header_fed)
 {
 	uint8_t	hdr[WIRE_HEADER_SIZE];
 
-	put_le32(hdr, WIRE_DEFAULT_MAX_FRAME + 1);
+	put_le32(hdr, INFEED_DEFAULT_MAX_FRAME + 1);
 	ck_assert_int_eq(wire_in_feed(&in, hdr, sizeof(hdr)), 0);
 	expect_bad("1048577", "1048576");
 	ck_assert_uint_lt(in.cap, SMALL_CAP);
@@ -368,7 +368,7 @@ START_TEST(test_oversized_header_received)
 {
 	uint8_t	hdr[WIRE_HEADER_SIZE];
 
-	put_le32(hdr, WIRE_DEFAULT_MAX_FRAME + 1);
+	put_le32(hdr, INFEED_DEFAULT_MAX_FRAME + 1);
 	ck_assert_int_eq(wire_send_all(sv[1], hdr, sizeof(hdr), -1), 0);
 	recv_some();
 	expect_bad("1048577", "1048576");
@@ -393,7 +393,7 @@ START_TEST(test_exact_max_length_waits)
 	char		*cause = NULL;
 	uint8_t		 hdr[WIRE_HEADER_SIZE], body[100];
 
-	put_le32(hdr, WIRE_DEFAULT_MAX_FRAME);
+	put_le32(hdr, INFEED_DEFAULT_MAX_FRAME);
 	ck_assert_int_eq(wire_in_feed(&in, hdr, sizeof(hdr)), 0);
 	ck_assert_int_eq(wire_in_frame(&in, &f, &cause), WIRE_AGAIN);
 	memset(body, 0, sizeof(body));
@@ -413,30 +413,30 @@ START_TEST(test_exact_max_frame_delivered)
 	size_t		 n, len;
 
 	/* Find the client_name length that makes the body exactly 4096. */
-	name = malloc(WIRE_MIN_MAX_FRAME + 1);
+	name = malloc(INFEED_MIN_MAX_FRAME + 1);
 	ck_assert_ptr_nonnull(name);
 	h.protocol_version = WIRE_PROTOCOL_VERSION;
 	h.client_name = name;
 	fr.msg_case = INFEED__FRAME__MSG_HELLO;
 	fr.hello = &h;
-	for (n = WIRE_MIN_MAX_FRAME - 64; n < WIRE_MIN_MAX_FRAME; n++) {
+	for (n = INFEED_MIN_MAX_FRAME - 64; n < INFEED_MIN_MAX_FRAME; n++) {
 		memset(name, 'x', n);
 		name[n] = '\0';
-		if (infeed__frame__get_packed_size(&fr) == WIRE_MIN_MAX_FRAME)
+		if (infeed__frame__get_packed_size(&fr) == INFEED_MIN_MAX_FRAME)
 			break;
 	}
 	ck_assert_uint_eq(infeed__frame__get_packed_size(&fr),
-	    WIRE_MIN_MAX_FRAME);
+	    INFEED_MIN_MAX_FRAME);
 
 	errno = 0;
-	ck_assert_ptr_null(wire_pack(&fr, WIRE_MIN_MAX_FRAME - 1, &len));
+	ck_assert_ptr_null(wire_pack(&fr, INFEED_MIN_MAX_FRAME - 1, &len));
 	ck_assert_int_eq(errno, EMSGSIZE);
-	buf = wire_pack(&fr, WIRE_MIN_MAX_FRAME, &len);
+	buf = wire_pack(&fr, INFEED_MIN_MAX_FRAME, &len);
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_uint_eq(len, WIRE_HEADER_SIZE + WIRE_MIN_MAX_FRAME);
+	ck_assert_uint_eq(len, WIRE_HEADER_SIZE + INFEED_MIN_MAX_FRAME);
 
 	wire_in_clear(&in);
-	wire_in_init(&in, WIRE_MIN_MAX_FRAME);
+	wire_in_init(&in, INFEED_MIN_MAX_FRAME);
 	ck_assert_int_eq(wire_in_feed(&in, buf, len - 1), 0);
 	ck_assert_int_eq(wire_in_frame(&in, &f, &cause), WIRE_AGAIN);
 	ck_assert_int_eq(wire_in_feed(&in, buf + len - 1, 1), 0);
@@ -695,14 +695,14 @@ START_TEST(test_pack_too_large)
 	fr.dataset_list = &dl;
 
 	errno = 0;
-	ck_assert_ptr_null(wire_pack(&fr, WIRE_MIN_MAX_FRAME, &len));
+	ck_assert_ptr_null(wire_pack(&fr, INFEED_MIN_MAX_FRAME, &len));
 	ck_assert_int_eq(errno, EMSGSIZE);
 	ck_assert_uint_eq(len, 12345);
 
 	/* Under the default limit the same list goes through whole. */
-	buf = wire_pack(&fr, WIRE_DEFAULT_MAX_FRAME, &len);
+	buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME, &len);
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_uint_gt(len, WIRE_MIN_MAX_FRAME);
+	ck_assert_uint_gt(len, INFEED_MIN_MAX_FRAME);
 	ck_assert_int_eq(wire_send_all(sv[1], buf, len, -1), 0);
 	free(buf);
 	while ((n = wire_in_recv(&in, sv[0])) > 0)
@@ -742,7 +742,7 @@ START_TEST(test_feed_beyond_limit)
 	int	 rc;
 
 	wire_in_clear(&in);
-	wire_in_init(&in, WIRE_MIN_MAX_FRAME);
+	wire_in_init(&in, INFEED_MIN_MAX_FRAME);
 	junk = calloc(1, big);
 	ck_assert_ptr_nonnull(junk);
 	rc = wire_in_feed(&in, junk, big);

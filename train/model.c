@@ -45,8 +45,8 @@
 #include <cblas.h>
 
 #include "model.h"
+#include "splitmix64.h"
 
-#define MODEL_GOLDEN		0x9e3779b97f4a7c15ULL
 #define MODEL_GN_EPS		1e-5
 #define MODEL_GN_FLOPS		7.0
 
@@ -60,7 +60,6 @@ static void	model_pool(struct model *, int);
 static void	model_relu(struct model *);
 static void	model_groupnorm(struct model *, int);
 static void	model_linear(struct model *, int);
-static uint64_t	model_rng_next(uint64_t *);
 static float	model_rng_uniform(uint64_t *, float);
 static void	model_init_params(struct model *, uint64_t);
 static size_t	layer_stash_floats(const struct layer *, int);
@@ -216,25 +215,13 @@ model_linear(struct model *m, int out)
 	m->nparams += l->nparams;
 }
 
-/* Return the next word of a splitmix64 stream. */
-static uint64_t
-model_rng_next(uint64_t *state)
-{
-	uint64_t	z;
-
-	z = (*state += MODEL_GOLDEN);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (z ^ (z >> 31));
-}
-
 /* Return a float uniform in [-bound, bound). */
 static float
 model_rng_uniform(uint64_t *state, float bound)
 {
 	float	u;
 
-	u = (float)(model_rng_next(state) >> 40) * 0x1p-24f;
+	u = (float)(splitmix64_next(state) >> 40) * 0x1p-24f;
 	return (bound * (2.0f * u - 1.0f));
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "source.h"
+#include "splitmix64.h"
 
 /* Connect, attach and check the sample shape against the model's input. */
 int source_open_infeed(struct source *s, const char *socket_path,
@@ -59,16 +60,6 @@ fail:
 	return -1;
 }
 
-/* splitmix64: reproducible synthetic samples from the seed. */
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 int source_open_synthetic(struct source *s, const struct model *m,
 			  size_t rows, uint64_t steps_per_epoch,
 			  uint64_t seed, char *err, size_t errlen)
@@ -89,9 +80,9 @@ int source_open_synthetic(struct source *s, const struct model *m,
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++)
-		s->data[i] = (float)(splitmix64(&x) >> 40) / (1 << 24) - 0.5f;
+		s->data[i] = (float)(splitmix64_next(&x) >> 40) / (1 << 24) - 0.5f;
 	for (size_t i = 0; i < rows; i++)
-		s->labels[i] = (int32_t)(splitmix64(&x) % m->classes);
+		s->labels[i] = (int32_t)(splitmix64_next(&x) % m->classes);
 	return 0;
 }
 

@@ -55,7 +55,7 @@
 
 #include "daemon.h"
 
-#define FUZZ_MAX_SLOTS		64	/* session.c's SESSION_MAX_SLOTS */
+#define FUZZ_MAX_SLOTS		INFEED_MAX_SLOTS
 #define FUZZ_IDLE_MS		10000	/* longer than this is a hang */
 #define FUZZ_MAPS_EVERY		1024	/* inputs between worker map checks */
 
@@ -433,7 +433,7 @@ client_step(struct client *c, const Infeed__Step *st)
 		FUZZ_ASSERT(labels[r] == label, "row %llu: label %d, not %lld",
 		    (unsigned long long)r, labels[r], (long long)label);
 		/* Float data may have gone through a transform. */
-		if (c->data_dtype == (Infeed__DType)DTYPE_UINT8)
+		if (c->data_dtype == (Infeed__DType)INFEED_DTYPE_UINT8)
 			FUZZ_ASSERT(memcmp(base + c->data_offset + r *
 			    c->sample_bytes, sample, c->ds->sample_bytes) == 0,
 			    "row %llu: wrong bytes", (unsigned long long)r);
@@ -645,7 +645,7 @@ client_request(struct client *c, const Infeed__Frame *f)
 	size_t	 len;
 	bool	 ok;
 
-	buf = wire_pack(f, WIRE_DEFAULT_MAX_FRAME, &len);
+	buf = wire_pack(f, INFEED_DEFAULT_MAX_FRAME, &len);
 	FUZZ_ASSERT(buf != NULL, "wire_pack");
 	ok = client_send(c, buf, len);
 	free(buf);
@@ -712,8 +712,8 @@ script_attach(struct client *c, struct script *s)
 	Infeed__Attach		a = INFEED__ATTACH__INIT;
 	Infeed__LoaderOptions	o = INFEED__LOADER_OPTIONS__INIT;
 	Infeed__Transform	t = INFEED__TRANSFORM__INIT;
-	float			mean[RING_MAX_CHANNELS + 2];
-	float			std[RING_MAX_CHANNELS + 2];
+	float			mean[INFEED_MAX_CHANNELS + 2];
+	float			std[INFEED_MAX_CHANNELS + 2];
 	uint32_t		mask;
 	size_t			i;
 
@@ -755,9 +755,9 @@ script_attach(struct client *c, struct script *s)
 			t.has_scale = 1;
 			t.scale = script_float(s);
 		}
-		t.n_mean = script_u8(s) % (RING_MAX_CHANNELS + 2);
+		t.n_mean = script_u8(s) % (INFEED_MAX_CHANNELS + 2);
 		t.n_std = mask & (1U << 18) ? t.n_mean :
-		    script_u8(s) % (RING_MAX_CHANNELS + 2);
+		    script_u8(s) % (INFEED_MAX_CHANNELS + 2);
 		for (i = 0; i < t.n_mean; i++)
 			mean[i] = script_float(s);
 		for (i = 0; i < t.n_std; i++)

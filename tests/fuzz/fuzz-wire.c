@@ -22,10 +22,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Infeed__Frame	*f;
 	char		*cause;
 	size_t		 off = 0, chunk;
-	uint32_t	 max = WIRE_MIN_MAX_FRAME;
+	uint32_t	 max = INFEED_MIN_MAX_FRAME;
 
 	if (size > 0)
-		max = WIRE_MIN_MAX_FRAME << (data[0] % 4);
+		max = INFEED_MIN_MAX_FRAME << (data[0] % 4);
 	wire_in_init(&in, max);
 	while (off < size) {
 		chunk = 1 + data[off] % 64;

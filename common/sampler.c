@@ -30,8 +30,8 @@
 #include <string.h>
 
 #include "sampler.h"
+#include "splitmix64.h"
 
-#define SAMPLER_GOLDEN		0x9e3779b97f4a7c15ULL
 #define SAMPLER_EPOCH_SALT	0x6a09e667f3bcc909ULL
 
 /* A counter-based random stream: word n is mix(key + n * golden). */
@@ -42,7 +42,6 @@ struct sampler_rng {
 
 static int	sampler_fail(char **, const char *, ...)
 		    __attribute__((format(printf, 2, 3)));
-static uint64_t	sampler_mix(uint64_t);
 static void	sampler_mul128(uint64_t, uint64_t, uint64_t *, uint64_t *);
 static void	sampler_rng_init(struct sampler_rng *, uint64_t, uint64_t);
 static uint64_t	sampler_rng_next(struct sampler_rng *);
@@ -64,15 +63,6 @@ sampler_fail(char **cause, const char *fmt, ...)
 		va_end(ap);
 	}
 	return (-1);
-}
-
-/* Scramble a 64-bit word (splitmix64's finaliser, a bijection). */
-static uint64_t
-sampler_mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (z ^ (z >> 31));
 }
 
 /* Multiply two 64-bit words into a 128-bit product, split in halves. */
@@ -104,7 +94,8 @@ sampler_mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
 static void
 sampler_rng_init(struct sampler_rng *g, uint64_t seed, uint64_t epoch)
 {
-	g->key = sampler_mix(seed ^ sampler_mix(epoch ^ SAMPLER_EPOCH_SALT));
+	g->key = splitmix64_mix(seed ^
+	    splitmix64_mix(epoch ^ SAMPLER_EPOCH_SALT));
 	g->ctr = 0;
 }
 
@@ -113,7 +104,7 @@ static uint64_t
 sampler_rng_next(struct sampler_rng *g)
 {
 	g->ctr++;
-	return (sampler_mix(g->key + g->ctr * SAMPLER_GOLDEN));
+	return (splitmix64_mix(g->key + g->ctr * SPLITMIX64_GAMMA));
 }
 
 /* Return a uniform draw from [0, range), range >= 1, without bias (Lemire). */

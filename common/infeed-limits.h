@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * infeed's limits: the one home of every bound that both sides of the
+ * protocol, the tools and the docs (docs/protocol.md quotes them) rely on.
+ * Installed with infeed.h; a value here changes only with the protocol.
+ */
+#ifndef INFEED_LIMITS_H
+#define INFEED_LIMITS_H
+
+/* Dimensions of one sample (the step adds the row dimension). */
+#define INFEED_MAX_DIMS			8
+/* Channels a transform normalises with their own mean and std. */
+#define INFEED_MAX_CHANNELS		16
+/* Slots in a session's step ring (LoaderOptions.buffer_size). */
+#define INFEED_MAX_SLOTS		64
+/* Bytes of a client name (Hello.client_name) kept by the daemon. */
+#define INFEED_MAX_CLIENT_NAME		64
+/* Bytes of a dataset name in the configuration and in Attach. */
+#define INFEED_MAX_DATASET_NAME		64
+/* A frame's protobuf body: the default, and the range max_frame_size takes. */
+#define INFEED_DEFAULT_MAX_FRAME	(1024 * 1024)
+#define INFEED_MIN_MAX_FRAME		4096
+#define INFEED_MAX_MAX_FRAME		(64 * 1024 * 1024)
+/* Worker processes of one daemon. */
+#define INFEED_MAX_WORKERS		256
+/* Clients one daemon serves at once (max_clients). */
+#define INFEED_MAX_CLIENTS		65536
+
+#endif /* INFEED_LIMITS_H */
