@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "catalogue.h"
+#include "log.h"
+#include "xmalloc.h"
 
 #define CATALOGUE_MAX_GROUPS	64
 

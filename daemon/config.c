@@ -24,7 +24,9 @@
 
 #include <ini.h>
 
-#include "daemon.h"
+#include "config.h"
+#include "paths.h"
+#include "xmalloc.h"
 
 #define CONFIG_DEFAULT_MAX_CLIENTS	256
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)

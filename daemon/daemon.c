@@ -1,38 +1,205 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The daemon object's life beyond start-up: the clock every module reads
- * and the reload that SIGHUP asks for.  Kept out of main.c so that the
- * tests and fuzz targets, which build their own struct daemon, link it
- * from the core library like infeedd does.
+ * The daemon's life: start-up (once, for infeedd and for the tests and
+ * fuzz targets that run it in process), the systemd notifications, the
+ * reload that SIGHUP asks for, and shutdown.
  */
 
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
+#include "clock.h"
 #include "daemon.h"
+#include "log.h"
+#include "version.h"
+#include "xmalloc.h"
 
-/* Milliseconds on the monotonic clock. */
-uint64_t
-daemon_now_ms(void)
+/* SIGHUP: reload. */
+static void
+daemon_hup_cb(evutil_socket_t sig, short ev, void *arg)
 {
-	struct timespec	ts;
+	(void)sig;
+	(void)ev;
+	daemon_reload(arg);
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+/* Tell systemd we are alive. */
+static void
+daemon_watchdog_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	(void)arg;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+/* Every few seconds: a STATUS= line with sessions and throughput. */
+static void
+daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+	uint64_t	 rows, now = clock_now_ms();
+	unsigned	 sessions;
+	double		 rate = 0;
+
+	(void)fd;
+	(void)ev;
+	peers_totals(d->peers, &sessions, &rows);
+	/* Rows of sessions that ended in between are not counted twice. */
+	if (now > d->status_ms && rows >= d->status_rows)
+		rate = (double)(rows - d->status_rows) * 1000.0 /
+		    (double)(now - d->status_ms);
+	d->status_rows = rows;
+	d->status_ms = now;
+	sd_notifyf(0, "STATUS=%u sessions, %u clients, %.0f items/s",
+	    sessions, peers_count(d->peers), rate);
+}
+
+/* SIGTERM or SIGINT: leave the loop. */
+static void
+daemon_stop_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+
+	(void)ev;
+	log_info("%s received, shutting down", strsignal(sig));
+	sd_notify(0, "STOPPING=1");
+	event_base_loopexit(d->base, NULL);
+}
+
+/* In a new worker: close what belongs to the main process. */
+static void
+daemon_child_cb(void *arg)
+{
+	struct daemon	*d = arg;
+
+	/* The first workers start before there is a listener or a peer. */
+	listen_close_fd(d->listener);
+	if (d->peers != NULL)
+		peers_close_fds(d->peers);
+}
+
+/* Signals, the watchdog and the STATUS= timer of a service. */
+static void
+daemon_service_events(struct daemon *d)
+{
+	struct timeval	tv;
+	uint64_t	watchdog_usec = 0;
+
+	d->ev_term = evsignal_new(d->base, SIGTERM, daemon_stop_cb, d);
+	d->ev_int = evsignal_new(d->base, SIGINT, daemon_stop_cb, d);
+	d->ev_hup = evsignal_new(d->base, SIGHUP, daemon_hup_cb, d);
+	if (d->ev_term == NULL || d->ev_int == NULL || d->ev_hup == NULL ||
+	    event_add(d->ev_term, NULL) || event_add(d->ev_int, NULL) ||
+	    event_add(d->ev_hup, NULL))
+		fatalx("cannot handle signals");
+	d->ev_watchdog = event_new(d->base, -1, EV_PERSIST,
+	    daemon_watchdog_cb, d);
+	d->ev_status = event_new(d->base, -1, EV_PERSIST, daemon_status_cb, d);
+	if (d->ev_watchdog == NULL || d->ev_status == NULL)
+		fatalx("cannot create timers");
+	if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+		tv.tv_sec = (time_t)(watchdog_usec / 2 / 1000000);
+		tv.tv_usec = (suseconds_t)(watchdog_usec / 2 % 1000000);
+		event_add(d->ev_watchdog, &tv);
+		log_info("watchdog: pinging systemd every %llu ms",
+		    (unsigned long long)(watchdog_usec / 2000));
+	}
+	tv.tv_sec = 5;
+	tv.tv_usec = 0;
+	event_add(d->ev_status, &tv);
+	d->status_ms = clock_now_ms();
+}
+
+/* Make every layer, bottom up. */
+struct daemon *
+daemon_start(const struct daemon_args *args)
+{
+	struct peers_host	 ph;
+	struct daemon		*d;
+	char			*cause = NULL;
+
+	d = xcalloc(1, sizeof(*d));
+	d->started_ms = clock_now_ms();
+	if ((d->conf = config_load(args->config_path, &cause)) == NULL) {
+		sd_notifyf(0, "STATUS=bad configuration: %s", cause);
+		fatalx("configuration: %s", cause);
+	}
+	if (args->socket_path != NULL) {
+		free(d->conf->socket_path);
+		d->conf->socket_path = xstrdup(args->socket_path);
+	}
+	if (args->workers > 0)
+		d->conf->workers = args->workers;
+	log_info("infeedd %s starting with %s", INFEED_VERSION, d->conf->path);
+	if ((d->base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	d->budget.limit = d->conf->memory_budget;
+	d->budget.source = d->conf->path;
+	d->cat = catalogue_open(d->conf, NULL);
+	d->pool = pool_new(d->base, d->cat, d->conf->workers, daemon_child_cb,
+	    d);
+	ph.base = d->base;
+	ph.conf = d->conf;
+	ph.cat = d->cat;
+	ph.pool = d->pool;
+	ph.budget = &d->budget;
+	ph.started_ms = d->started_ms;
+	d->peers = peers_new(&ph);
+	if (!args->service)
+		return (d);
+	if ((d->listener = listen_open(d->base, d->conf->socket_path,
+	    d->peers)) == NULL)
+		fatalx("cannot listen on %s", d->conf->socket_path);
+	daemon_service_events(d);
+	log_info("ready: %zu datasets, %u workers", d->cat->ndatasets,
+	    d->conf->workers);
+	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers, "
+	    "0 sessions", d->cat->ndatasets, d->conf->workers);
+	return (d);
+}
+
+/* Serve until told to stop. */
+void
+daemon_run(struct daemon *d)
+{
+	event_base_dispatch(d->base);
+}
+
+/* Tear every layer down, top first. */
+void
+daemon_free(struct daemon *d)
+{
+	peers_free(d->peers);
+	listen_free(d->listener);
+	pool_free(d->pool);
+	if (d->ev_term != NULL) {
+		event_free(d->ev_term);
+		event_free(d->ev_int);
+		event_free(d->ev_hup);
+		event_free(d->ev_watchdog);
+		event_free(d->ev_status);
+	}
+	catalogue_free(d->cat);
+	event_base_free(d->base);
+	config_free(d->conf);
+	free(d);
 }
 
 /* Reload the configuration; the old one stays if the new one is bad. */
 void
 daemon_reload(struct daemon *d)
 {
-	struct config	*nconf;
-	struct catalogue *ncat;
-	struct peer	*p, *next;
-	char		*cause = NULL;
-	unsigned	 kept = 0, ended = 0, n;
+	struct config		*nconf;
+	struct catalogue	*ncat;
+	char			*cause = NULL;
+	unsigned		 kept, ended;
 
 	sd_notify(0, "RELOADING=1");
 	log_info("reloading %s", d->conf->path);
@@ -50,31 +217,14 @@ daemon_reload(struct daemon *d)
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;
 	ncat = catalogue_open(nconf, d->cat);
-	for (p = TAILQ_FIRST(&d->peers); p != NULL; p = next) {
-		next = TAILQ_NEXT(p, entry);
-		if (p->session == NULL)
-			continue;
-		if (session_reload(p->session, ncat) == 0) {
-			kept++;
-			continue;
-		}
-		/* Answer what waits; later requests get the same reason. */
-		free(p->detached_why);
-		p->detached_why = xasprintf("the operator reloaded infeedd and "
-		    "dataset '%s' changed or was removed; this session ended, "
-		    "attach again", session_dataset_name(p->session));
-		for (n = session_pending_next(p->session); n > 0; n--)
-			peer_send_error(p, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
-			    "%s", p->detached_why);
-		session_free(p->session);
-		p->session = NULL;
-		ended++;
-	}
+	peers_reload(d->peers, nconf, ncat, &kept, &ended);
 	catalogue_free(d->cat);
 	config_free(d->conf);
 	d->conf = nconf;
 	d->cat = ncat;
-	pool_reload(d->pool);
+	d->budget.limit = nconf->memory_budget;
+	d->budget.source = nconf->path;
+	pool_reload(d->pool, ncat);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);
 	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",

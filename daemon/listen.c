@@ -14,15 +14,28 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
-#include "daemon.h"
+#include "listen.h"
+#include "log.h"
+#include "xmalloc.h"
+
+struct listener {
+	struct event_base	*base;
+	struct peers		*peers;
+	int			 fd;
+	char			*path;		/* ours to unlink at exit */
+	struct event		*ev;
+	struct event		*retry_ev;
+};
 
 static void	listen_accept_cb(evutil_socket_t, short, void *);
+static void	listen_retry_cb(evutil_socket_t, short, void *);
 
 /* True when something is already serving on @path. */
 static int
@@ -88,12 +101,13 @@ listen_bind(const char *path)
 	return (fd);
 }
 
-/* Take the socket systemd passed, or bind our own at @path. */
-int
-listen_open(struct daemon *d, const char *path)
+/* The socket systemd passed, or -1 (and *@fd) when there is none. */
+static int
+listen_activated(int *fd)
 {
-	int	n, fd, flags;
+	int	n, flags;
 
+	*fd = -1;
 	n = sd_listen_fds(1);
 	if (n < 0) {
 		errno = -n;
@@ -105,48 +119,71 @@ listen_open(struct daemon *d, const char *path)
 		    "have exactly one ListenStream=", n);
 		return (-1);
 	}
-	if (n == 1) {
-		fd = SD_LISTEN_FDS_START;
-		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
-			log_warnx("the socket systemd passed is not a "
-			    "listening Unix stream socket");
-			return (-1);
-		}
-		flags = fcntl(fd, F_GETFL);
-		if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1 ||
-		    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1) {
-			log_warn("fcntl on the activated socket");
-			return (-1);
-		}
-		d->listen_fd = fd;
-		d->own_socket = false;
-		log_info("listening on the socket passed by systemd");
+	if (n == 0)
 		return (0);
-	}
-	if ((fd = listen_bind(path)) == -1)
+	if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <=
+	    0) {
+		log_warnx("the socket systemd passed is not a listening Unix "
+		    "stream socket");
 		return (-1);
-	d->listen_fd = fd;
-	d->own_socket = true;
-	log_info("listening on %s", path);
+	}
+	flags = fcntl(SD_LISTEN_FDS_START, F_GETFL);
+	if (flags == -1 || fcntl(SD_LISTEN_FDS_START, F_SETFL,
+	    flags | O_NONBLOCK) == -1 || fcntl(SD_LISTEN_FDS_START, F_SETFD,
+	    FD_CLOEXEC) == -1) {
+		log_warn("fcntl on the activated socket");
+		return (-1);
+	}
+	*fd = SD_LISTEN_FDS_START;
 	return (0);
+}
+
+/* Take the socket systemd passed, or bind our own at @path; accept. */
+struct listener *
+listen_open(struct event_base *base, const char *path, struct peers *peers)
+{
+	struct listener	*l;
+	int		 fd;
+
+	if (listen_activated(&fd) == -1)
+		return (NULL);
+	l = xcalloc(1, sizeof(*l));
+	l->base = base;
+	l->peers = peers;
+	if (fd != -1)
+		log_info("listening on the socket passed by systemd");
+	else {
+		if ((fd = listen_bind(path)) == -1) {
+			free(l);
+			return (NULL);
+		}
+		l->path = xstrdup(path);
+		log_info("listening on %s", path);
+	}
+	l->fd = fd;
+	l->ev = event_new(base, fd, EV_READ | EV_PERSIST, listen_accept_cb, l);
+	l->retry_ev = evtimer_new(base, listen_retry_cb, l);
+	if (l->ev == NULL || l->retry_ev == NULL || event_add(l->ev, NULL))
+		fatalx("event_new for the listener");
+	return (l);
 }
 
 /* Accept again after a pause for fds. */
 static void
 listen_retry_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct daemon	*d = arg;
+	struct listener	*l = arg;
 
 	(void)fd;
 	(void)ev;
-	event_add(d->listen_ev, NULL);
+	event_add(l->ev, NULL);
 }
 
 /* Accept every waiting connection. */
 static void
 listen_accept_cb(evutil_socket_t lfd, short ev, void *arg)
 {
-	struct daemon	*d = arg;
+	struct listener	*l = arg;
 	struct timeval	 tv = { 1, 0 };
 	int		 fd;
 
@@ -158,41 +195,35 @@ listen_accept_cb(evutil_socket_t lfd, short ev, void *arg)
 				continue;
 			if (errno == EMFILE || errno == ENFILE) {
 				log_warn("accept: pausing for a second");
-				event_del(d->listen_ev);
-				evtimer_add(d->accept_retry_ev, &tv);
+				event_del(l->ev);
+				evtimer_add(l->retry_ev, &tv);
 			} else if (errno != EAGAIN)
 				log_warn("accept");
 			return;
 		}
-		peer_accept(d, fd);
+		peers_accept(l->peers, fd);
 	}
 }
 
-/* Start accepting on the event loop. */
+/* Stop listening and remove our socket file; NULL is a no-op. */
 void
-listen_start(struct daemon *d)
+listen_free(struct listener *l)
 {
-	d->listen_ev = event_new(d->base, d->listen_fd, EV_READ | EV_PERSIST,
-	    listen_accept_cb, d);
-	d->accept_retry_ev = evtimer_new(d->base, listen_retry_cb, d);
-	if (d->listen_ev == NULL || d->accept_retry_ev == NULL)
-		fatalx("event_new for the listener");
-	event_add(d->listen_ev, NULL);
+	if (l == NULL)
+		return;
+	event_free(l->ev);
+	event_free(l->retry_ev);
+	close(l->fd);
+	if (l->path != NULL)
+		unlink(l->path);
+	free(l->path);
+	free(l);
 }
 
-/* Stop listening and remove our socket file. */
+/* In a new worker process: close the listening socket. */
 void
-listen_close(struct daemon *d)
+listen_close_fd(struct listener *l)
 {
-	if (d->listen_ev != NULL)
-		event_free(d->listen_ev);
-	if (d->accept_retry_ev != NULL)
-		event_free(d->accept_retry_ev);
-	d->listen_ev = d->accept_retry_ev = NULL;
-	if (d->listen_fd != -1) {
-		close(d->listen_fd);
-		if (d->own_socket && d->conf != NULL)
-			unlink(d->conf->socket_path);
-	}
-	d->listen_fd = -1;
+	if (l != NULL)
+		close(l->fd);
 }

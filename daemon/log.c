@@ -17,7 +17,7 @@
 
 #include <event2/event.h>
 
-#include "daemon.h"
+#include "log.h"
 
 static int	 log_verbose;
 static int	 log_journal;

@@ -1,17 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client connections.  Each peer is a non-blocking Unix socket with a read
- * event, a write event armed only while its output queue is non-empty, and
- * a wire_in that cuts what it reads into frames.  Requests are handled in
- * order by one switch on the frame's oneof case.
- *
- * Whatever one client does is that client's problem: a malformed, oversized
- * or out-of-place frame gets an Error frame (where the socket still takes
- * it) and that peer alone is closed.  A client that stops reading has its
- * output bounded: past PEER_OUTQ_HIGH queued bytes we stop reading its
- * requests until it drains.
+ * Client connections (see peer.h).  Each peer is a non-blocking Unix
+ * socket with a read event, a write event armed only while its output
+ * queue is non-empty, and a wire_in that cuts what it reads into frames.
+ * Requests are handled in order by one switch on the frame's oneof case;
+ * every reply copies the request's request_id.  A client that stops
+ * reading has its output bounded: past PEER_OUTQ_HIGH queued bytes we stop
+ * reading its requests until it drains.
  */
 
+#include <sys/ioctl.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <errno.h>
@@ -23,94 +22,93 @@
 
 #include <event2/event.h>
 
-#include "daemon.h"
+#include "clock.h"
+#include "log.h"
+#include "peer.h"
+#include "session.h"
+#include "utf8.h"
 #include "version.h"
+#include "wire.h"
+#include "xmalloc.h"
 
-#define PEER_OUTQ_HIGH	(256 * 1024)
+#define PEER_OUTQ_HIGH		(256 * 1024)
+#define PEER_REFUSED_WAIT_S	10	/* for the Hello of a refused client */
+
+enum peer_state {
+	PEER_HELLO,
+	PEER_REFUSED,
+	PEER_READY,
+	PEER_ATTACHED,
+	PEER_ENDED,
+};
+
+struct outframe {
+	TAILQ_ENTRY(outframe)	 entry;
+	uint8_t			*buf;
+	size_t			 len;
+	size_t			 off;
+	int			 fd;	/* sent with byte 0, closed after */
+};
+TAILQ_HEAD(outframe_list, outframe);
+
+struct peer {
+	TAILQ_ENTRY(peer)	 entry;
+	struct peers		*ps;
+	uint64_t		 id;
+	enum peer_state		 state;
+	int			 fd;
+	struct event		*rev;
+	struct event		*wev;
+	struct wire_in		 in;
+	struct outframe_list	 outq;
+	size_t			 outq_bytes;
+	pid_t			 pid;
+	uid_t			 uid;
+	gid_t			 gid;
+	char			*name;		/* clean UTF-8, one line */
+	struct session		*session;
+	char			*ended_why;	/* ENDED: what a reload did */
+	struct session_req	 req;		/* the request being handled */
+};
+TAILQ_HEAD(peer_list, peer);
+
+struct peers {
+	struct peers_host	 host;
+	struct peer_list	 list;
+	unsigned		 n;
+	uint64_t		 next_id;
+};
 
 static void	peer_read_cb(evutil_socket_t, short, void *);
 static void	peer_write_cb(evutil_socket_t, short, void *);
 static void	peer_dispatch(struct peer *, Infeed__Frame *);
+static void	peer_free(struct peer *);
 
-/* Take a new connection, unless the client limit is reached. */
-void
-peer_accept(struct daemon *d, int fd)
+/* Move to state @st; the allowed transitions are all here. */
+static void
+peer_set_state(struct peer *p, enum peer_state st)
 {
-	struct peer	*p;
-	struct ucred	 cred;
-	socklen_t	 len = sizeof(cred);
+	bool	ok;
 
-	p = xcalloc(1, sizeof(*p));
-	p->d = d;
-	p->fd = fd;
-	p->id = ++d->next_peer_id;
-	p->pid = -1;
-	p->uid = (uid_t)-1;
-	p->gid = (gid_t)-1;
-	TAILQ_INIT(&p->outq);
-	wire_in_init(&p->in, d->conf->max_frame_size);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-		p->pid = cred.pid;
-		p->uid = cred.uid;
-		p->gid = cred.gid;
+	switch (st) {
+	case PEER_READY:
+		ok = p->state == PEER_HELLO || p->state == PEER_ATTACHED ||
+		    p->state == PEER_ENDED;
+		break;
+	case PEER_ATTACHED:
+		ok = p->state == PEER_READY;
+		break;
+	case PEER_ENDED:
+		ok = p->state == PEER_ATTACHED;
+		break;
+	default:		/* HELLO and REFUSED are where peers start */
+		ok = false;
+		break;
 	}
-	p->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, peer_read_cb, p);
-	p->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, peer_write_cb,
-	    p);
-	if (p->rev == NULL || p->wev == NULL)
-		fatalx("event_new for a client");
-	TAILQ_INSERT_TAIL(&d->peers, p, entry);
-	d->npeers++;
-	log_debug("client %llu connected (pid %d, uid %u, gid %u)",
-	    (unsigned long long)p->id, (int)p->pid, (unsigned)p->uid,
-	    (unsigned)p->gid);
-	if (d->npeers > d->conf->max_clients) {
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED,
-		    "infeedd already serves %u clients (max_clients in %s); "
-		    "try again later or raise the limit", d->conf->max_clients,
-		    d->conf->path);
-		return;
-	}
-	event_add(p->rev, NULL);
-}
-
-/* Close a connection and free everything it owned. */
-void
-peer_free(struct peer *p)
-{
-	struct outframe	*of;
-
-	if (p == NULL)
-		return;
-	if (p->session != NULL)
-		session_free(p->session);
-	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
-		TAILQ_REMOVE(&p->outq, of, entry);
-		if (of->fd != -1)
-			close(of->fd);
-		free(of->buf);
-		free(of);
-	}
-	TAILQ_REMOVE(&p->d->peers, p, entry);
-	p->d->npeers--;
-	event_free(p->rev);
-	event_free(p->wev);
-	wire_in_clear(&p->in);
-	close(p->fd);
-	log_debug("client %llu closed", (unsigned long long)p->id);
-	free(p->detached_why);
-	free(p->name);
-	free(p);
-}
-
-/* Close every peer, at shutdown. */
-void
-peer_free_all(struct daemon *d)
-{
-	struct peer	*p;
-
-	while ((p = TAILQ_FIRST(&d->peers)) != NULL)
-		peer_free(p);
+	if (!ok)
+		fatalx("client %llu: no transition from state %d to %d",
+		    (unsigned long long)p->id, (int)p->state, (int)st);
+	p->state = st;
 }
 
 /* Send queued output; returns -1 when the peer is gone. */
@@ -149,21 +147,23 @@ peer_flush(struct peer *p)
 	/* Backpressure: read requests again only once replies drain. */
 	if (p->outq_bytes > PEER_OUTQ_HIGH)
 		event_del(p->rev);
-	else
+	else if (p->state != PEER_REFUSED)
 		event_add(p->rev, NULL);
 	return (0);
 }
 
-/* Queue a frame (and an fd, which the queue now owns) and try to send. */
-void
-peer_send(struct peer *p, const Infeed__Frame *f, int fd)
+/* Pack a reply to @req (and an fd, which the queue now owns) and queue it. */
+static void
+peer_send(struct peer *p, struct session_req req, Infeed__Frame *f, int fd)
 {
-	struct config	*conf = p->d->conf;
-	struct outframe	*of;
-	Infeed__Frame	 ef = INFEED__FRAME__INIT;
-	Infeed__Error	 e = INFEED__ERROR__INIT;
-	char		 msg[512];
+	const struct config	*conf = p->ps->host.conf;
+	struct outframe		*of;
+	Infeed__Frame		 ef = INFEED__FRAME__INIT;
+	Infeed__Error		 e = INFEED__ERROR__INIT;
+	char			 msg[512];
 
+	f->has_request_id = req.has_id;
+	f->request_id = req.id;
 	of = xcalloc(1, sizeof(*of));
 	of->buf = wire_pack(f, conf->max_frame_size, &of->len);
 	if (of->buf == NULL && errno == EMSGSIZE) {
@@ -179,6 +179,8 @@ peer_send(struct peer *p, const Infeed__Frame *f, int fd)
 		e.message = msg;
 		ef.msg_case = INFEED__FRAME__MSG_ERROR;
 		ef.error = &e;
+		ef.has_request_id = req.has_id;
+		ef.request_id = req.id;
 		if (fd != -1)
 			close(fd);
 		fd = -1;
@@ -192,49 +194,193 @@ peer_send(struct peer *p, const Infeed__Frame *f, int fd)
 	event_add(p->wev, NULL);
 }
 
-/* Build an Error frame and queue it. */
+/* Queue an Error answering @req; the message is cut on a character. */
 static void
-peer_queue_error(struct peer *p, Infeed__ErrorCode code, const char *fmt,
-    va_list ap)
+peer_send_error(struct peer *p, struct session_req req,
+    Infeed__ErrorCode code, const char *msg)
 {
-	Infeed__Frame	f = INFEED__FRAME__INIT;
-	Infeed__Error	e = INFEED__ERROR__INIT;
-	char		msg[2048];
+	Infeed__Frame	 f = INFEED__FRAME__INIT;
+	Infeed__Error	 e = INFEED__ERROR__INIT;
+	char		*clean;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if ((clean = utf8_clean(msg, 2047)) == NULL)
+		fatal("utf8_clean");
 	e.code = code;
-	e.message = msg;
+	e.message = clean;
 	f.msg_case = INFEED__FRAME__MSG_ERROR;
 	f.error = &e;
 	log_info("client %llu (pid %d): %s", (unsigned long long)p->id,
-	    (int)p->pid, msg);
-	peer_send(p, &f, -1);
+	    (int)p->pid, clean);
+	peer_send(p, req, &f, -1);
+	free(clean);
 }
 
-/* Answer a request with an Error; the connection stays up. */
-void
-peer_send_error(struct peer *p, Infeed__ErrorCode code, const char *fmt,
-    ...)
+/* Answer the current request with an Error; the connection stays up. */
+static void PRINTFLIKE(3, 4)
+peer_error(struct peer *p, Infeed__ErrorCode code, const char *fmt, ...)
 {
-	va_list	ap;
+	va_list	 ap;
+	char	 msg[2048];
 
 	va_start(ap, fmt);
-	peer_queue_error(p, code, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	peer_send_error(p, p->req, code, msg);
 }
 
-/* Send a final Error if the socket takes it, then close the peer. */
-void
+/* Answer with a final Error if the socket takes it, then close the peer. */
+static void PRINTFLIKE(3, 4)
 peer_fail(struct peer *p, Infeed__ErrorCode code, const char *fmt, ...)
 {
-	va_list	ap;
+	va_list	 ap;
+	char	 msg[2048];
 
 	va_start(ap, fmt);
-	peer_queue_error(p, code, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	peer_send_error(p, p->req, code, msg);
 	(void)peer_flush(p);
 	shutdown(p->fd, SHUT_RDWR);
 	peer_free(p);
+}
+
+/* The session has a step for a Next. */
+static void
+peer_step_cb(void *arg, struct session_req req, const struct session_step *s)
+{
+	struct peer	*p = arg;
+	Infeed__Frame	 f = INFEED__FRAME__INIT;
+	Infeed__Step	 st = INFEED__STEP__INIT;
+
+	st.slot = s->slot;
+	st.epoch = s->epoch;
+	st.step = s->step;
+	st.rows = s->rows;
+	f.msg_case = INFEED__FRAME__MSG_STEP;
+	f.step = &st;
+	peer_send(p, req, &f, -1);
+}
+
+/* The session ended an epoch for a Next. */
+static void
+peer_end_of_data_cb(void *arg, struct session_req req, uint64_t epoch)
+{
+	struct peer		*p = arg;
+	Infeed__Frame		 f = INFEED__FRAME__INIT;
+	Infeed__EndOfData	 eod = INFEED__END_OF_DATA__INIT;
+
+	eod.epoch = epoch;
+	f.msg_case = INFEED__FRAME__MSG_END_OF_DATA;
+	f.end_of_data = &eod;
+	peer_send(p, req, &f, -1);
+}
+
+/* The session answers a Next with an error. */
+static void
+peer_session_error_cb(void *arg, struct session_req req,
+    Infeed__ErrorCode code, const char *msg)
+{
+	peer_send_error(arg, req, code, msg);
+}
+
+static const struct session_events peer_session_events = {
+	.step = peer_step_cb,
+	.end_of_data = peer_end_of_data_cb,
+	.error = peer_session_error_cb,
+};
+
+/* A new set of connections. */
+struct peers *
+peers_new(const struct peers_host *host)
+{
+	struct peers	*ps;
+
+	ps = xcalloc(1, sizeof(*ps));
+	ps->host = *host;
+	TAILQ_INIT(&ps->list);
+	return (ps);
+}
+
+/* Close every peer and free the set. */
+void
+peers_free(struct peers *ps)
+{
+	struct peer	*p;
+
+	if (ps == NULL)
+		return;
+	while ((p = TAILQ_FIRST(&ps->list)) != NULL)
+		peer_free(p);
+	free(ps);
+}
+
+/* Take a new connection; over the client limit, only to refuse it. */
+uint64_t
+peers_accept(struct peers *ps, int fd)
+{
+	struct peer	*p;
+	struct ucred	 cred;
+	socklen_t	 len = sizeof(cred);
+	struct timeval	 tv = { PEER_REFUSED_WAIT_S, 0 };
+
+	p = xcalloc(1, sizeof(*p));
+	p->ps = ps;
+	p->fd = fd;
+	p->id = ++ps->next_id;
+	p->pid = -1;
+	p->uid = (uid_t)-1;
+	p->gid = (gid_t)-1;
+	TAILQ_INIT(&p->outq);
+	wire_in_init(&p->in, ps->host.conf->max_frame_size);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		p->pid = cred.pid;
+		p->uid = cred.uid;
+		p->gid = cred.gid;
+	}
+	p->rev = event_new(ps->host.base, fd, EV_READ | EV_PERSIST,
+	    peer_read_cb, p);
+	p->wev = event_new(ps->host.base, fd, EV_WRITE | EV_PERSIST,
+	    peer_write_cb, p);
+	if (p->rev == NULL || p->wev == NULL)
+		fatalx("event_new for a client");
+	TAILQ_INSERT_TAIL(&ps->list, p, entry);
+	ps->n++;
+	log_debug("client %llu connected (pid %d, uid %u, gid %u)",
+	    (unsigned long long)p->id, (int)p->pid, (unsigned)p->uid,
+	    (unsigned)p->gid);
+	p->state = ps->n > ps->host.conf->max_clients ? PEER_REFUSED :
+	    PEER_HELLO;
+	/* A refused client's Hello is read and answered, or it times out. */
+	event_add(p->rev, p->state == PEER_REFUSED ? &tv : NULL);
+	return (p->id);
+}
+
+/* Close a connection and free everything it owned. */
+static void
+peer_free(struct peer *p)
+{
+	struct outframe	*of;
+
+	if (p == NULL)
+		return;
+	session_free(p->session);
+	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
+		TAILQ_REMOVE(&p->outq, of, entry);
+		if (of->fd != -1)
+			close(of->fd);
+		free(of->buf);
+		free(of);
+	}
+	TAILQ_REMOVE(&p->ps->list, p, entry);
+	p->ps->n--;
+	event_free(p->rev);
+	event_free(p->wev);
+	wire_in_clear(&p->in);
+	close(p->fd);
+	log_debug("client %llu closed", (unsigned long long)p->id);
+	free(p->ended_why);
+	free(p->name);
+	free(p);
 }
 
 /* The socket can take more output. */
@@ -249,19 +395,35 @@ peer_write_cb(evutil_socket_t fd, short ev, void *arg)
 		peer_free(p);
 }
 
+/* Whether peer @id is still connected. */
+bool
+peers_has(const struct peers *ps, uint64_t id)
+{
+	const struct peer	*p;
+
+	TAILQ_FOREACH(p, &ps->list, entry) {
+		if (p->id == id)
+			return (true);
+	}
+	return (false);
+}
+
 /* Read what arrived and handle every whole frame. */
 static void
 peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct peer	*p = arg;
-	struct daemon	*d = p->d;
+	struct peers	*ps = p->ps;
 	Infeed__Frame	*f;
 	char		*cause = NULL;
 	ssize_t		 n;
 	uint64_t	 id = p->id;
 
 	(void)fd;
-	(void)ev;
+	if (ev & EV_TIMEOUT) {		/* a refused client said nothing */
+		peer_free(p);
+		return;
+	}
 	n = wire_in_recv(&p->in, p->fd);
 	if (n == 0) {
 		peer_free(p);
@@ -282,6 +444,8 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	/* A request may close the peer, so look it up again each round. */
 	for (;;) {
+		p->req.has_id = false;
+		p->req.id = 0;
 		switch (wire_in_frame(&p->in, &f, &cause)) {
 		case WIRE_AGAIN:
 			if (peer_flush(p) == -1)
@@ -297,13 +461,11 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 		case WIRE_OK:
 			break;
 		}
+		p->req.has_id = f->has_request_id;
+		p->req.id = f->request_id;
 		peer_dispatch(p, f);
 		infeed__frame__free_unpacked(f, NULL);
-		TAILQ_FOREACH(p, &d->peers, entry) {
-			if (p->id == id)
-				break;
-		}
-		if (p == NULL)
+		if (!peers_has(ps, id))
 			return;
 	}
 }
@@ -323,26 +485,28 @@ peer_hello(struct peer *p, const Infeed__Hello *h)
 		    INFEED_VERSION, WIRE_PROTOCOL_VERSION);
 		return;
 	}
-	p->greeted = true;
-	if (h->client_name != NULL && p->name == NULL)
-		p->name = strndup(h->client_name, INFEED_MAX_CLIENT_NAME);
+	peer_set_state(p, PEER_READY);
+	if (h->client_name != NULL && p->name == NULL &&
+	    (p->name = utf8_clean(h->client_name, INFEED_MAX_CLIENT_NAME)) ==
+	    NULL)
+		fatal("utf8_clean");
 	w.protocol_version = WIRE_PROTOCOL_VERSION;
 	w.daemon_version = (char *)INFEED_VERSION;
 	w.has_max_frame_size = 1;
-	w.max_frame_size = p->d->conf->max_frame_size;
+	w.max_frame_size = p->ps->host.conf->max_frame_size;
 	f.msg_case = INFEED__FRAME__MSG_WELCOME;
 	f.welcome = &w;
 	log_info("client %llu: hello from %s (pid %d, uid %u, gid %u)",
 	    (unsigned long long)p->id, p->name ? p->name : "unnamed",
 	    (int)p->pid, (unsigned)p->uid, (unsigned)p->gid);
-	peer_send(p, &f, -1);
+	peer_send(p, p->req, &f, -1);
 }
 
 /* ListDatasets: describe the catalogue. */
 static void
 peer_list_datasets(struct peer *p)
 {
-	struct catalogue	 *cat = p->d->cat;
+	const struct catalogue	 *cat = p->ps->host.cat;
 	Infeed__Frame		  f = INFEED__FRAME__INIT;
 	Infeed__DatasetList	  dl = INFEED__DATASET_LIST__INIT;
 	Infeed__DatasetInfo	 *infos, **ptrs;
@@ -372,32 +536,73 @@ peer_list_datasets(struct peer *p)
 	dl.datasets = ptrs;
 	f.msg_case = INFEED__FRAME__MSG_DATASET_LIST;
 	f.dataset_list = &dl;
-	peer_send(p, &f, -1);
+	peer_send(p, p->req, &f, -1);
 	free(ptrs);
 	free(infos);
 }
 
-/* Attach: start a session on a dataset. */
+/* Attach: start a session on a dataset and send its ring. */
 static void
 peer_attach(struct peer *p, const Infeed__Attach *a)
 {
+	const struct peers_host	*h = &p->ps->host;
+	struct session_host	 sh;
+	struct session_client	 sc;
+	Infeed__Frame		 f = INFEED__FRAME__INIT;
+	Infeed__Attached	 at = INFEED__ATTACHED__INIT;
 	Infeed__ErrorCode	 code = INFEED__ERROR_CODE__ERROR_INTERNAL;
-	char			*cause = NULL;
+	char			*cause = NULL, *name;
+	int			 fd;
 
-	if (p->session != NULL) {
-		peer_send_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+	if (p->state == PEER_ATTACHED) {
+		peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
 		    "this connection is already attached to a dataset; detach "
 		    "first or open another connection");
 		return;
 	}
-	free(p->detached_why);
-	p->detached_why = NULL;
-	p->session = session_attach(p, a, &code, &cause);
-	if (p->session == NULL) {
-		peer_send_error(p, code, "cannot attach to '%s': %s",
-		    a->dataset, cause ? cause : "unknown error");
-		free(cause);
+	if (p->state == PEER_ENDED) {
+		free(p->ended_why);
+		p->ended_why = NULL;
+		peer_set_state(p, PEER_READY);
 	}
+	if (strlen(a->dataset) > INFEED_MAX_DATASET_NAME) {
+		if ((name = utf8_clean(a->dataset, 32)) == NULL)
+			fatal("utf8_clean");
+		peer_error(p, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+		    "cannot attach to '%s...': a dataset name has at most %d "
+		    "bytes; 'infeedctl datasets' lists the catalogue", name,
+		    INFEED_MAX_DATASET_NAME);
+		free(name);
+		return;
+	}
+	sh.cat = h->cat;
+	sh.pool = h->pool;
+	sh.budget = h->budget;
+	sh.config_path = h->conf->path;
+	sc.peer_id = p->id;
+	sc.pid = p->pid;
+	sc.uid = p->uid;
+	sc.gid = p->gid;
+	p->session = session_new(&sh, &sc, a, &peer_session_events, p, &code,
+	    &cause);
+	if (p->session != NULL && (fd = session_ring_fd(p->session)) == -1) {
+		code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+		cause = xasprintf("cannot duplicate the ring descriptor: %s",
+		    strerror(errno));
+		session_free(p->session);
+		p->session = NULL;
+	}
+	if (p->session == NULL) {
+		peer_error(p, code, "cannot attach to '%s': %s", a->dataset,
+		    cause ? cause : "unknown error");
+		free(cause);
+		return;
+	}
+	peer_set_state(p, PEER_ATTACHED);
+	session_fill_attached(p->session, &at);
+	f.msg_case = INFEED__FRAME__MSG_ATTACHED;
+	f.attached = &at;
+	peer_send(p, p->req, &f, fd);
 }
 
 /* Detach: answer the Next requests still waiting, end the session. */
@@ -406,16 +611,28 @@ peer_detach(struct peer *p)
 {
 	Infeed__Frame		f = INFEED__FRAME__INIT;
 	Infeed__Detached	dd = INFEED__DETACHED__INIT;
-	unsigned		n;
 
-	for (n = session_pending_next(p->session); n > 0; n--)
-		peer_send_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
-		    "Next: the client detached before the step was ready");
+	session_cancel(p->session, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+	    "Next: the client detached before the step was ready");
 	session_free(p->session);
 	p->session = NULL;
+	peer_set_state(p, PEER_READY);
 	f.msg_case = INFEED__FRAME__MSG_DETACHED;
 	f.detached = &dd;
-	peer_send(p, &f, -1);
+	peer_send(p, p->req, &f, -1);
+}
+
+/* Next: the session answers, now or when the step is ready. */
+static void
+peer_next(struct peer *p)
+{
+	Infeed__ErrorCode	 code;
+	char			*cause = NULL;
+
+	if (session_next(p->session, p->req, &code, &cause) == -1) {
+		peer_error(p, code, "%s", cause);
+		free(cause);
+	}
 }
 
 /* Release: give a slot back. */
@@ -427,60 +644,108 @@ peer_release(struct peer *p, const Infeed__Release *r)
 	char			*cause = NULL;
 
 	if (session_release(p->session, r->slot, &cause) == -1) {
-		peer_send_error(p, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-		    "%s", cause);
+		peer_error(p, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s",
+		    cause);
 		free(cause);
 		return;
 	}
 	rd.slot = r->slot;
 	f.msg_case = INFEED__FRAME__MSG_RELEASED;
 	f.released = &rd;
-	peer_send(p, &f, -1);
+	peer_send(p, p->req, &f, -1);
+}
+
+/* The pool's workers, for GetStats; free with peer_free_workers(). */
+static void
+peer_fill_workers(const struct pool *pool, Infeed__Stats *st)
+{
+	struct pool_worker_info	 wi;
+	Infeed__WorkerStats	*ws;
+	unsigned		 i;
+
+	st->has_jobs_queued = 1;
+	st->jobs_queued = pool_jobs_queued(pool);
+	st->n_workers = pool_size(pool);
+	st->workers = xcalloc(st->n_workers, sizeof(*st->workers));
+	for (i = 0; i < st->n_workers; i++) {
+		pool_worker_info(pool, i, &wi);
+		ws = xcalloc(1, sizeof(*ws));
+		infeed__worker_stats__init(ws);
+		ws->pid = wi.pid;
+		ws->state = (char *)wi.state;
+		ws->has_rows_done = ws->has_restarts = 1;
+		ws->rows_done = wi.rows_done;
+		ws->restarts = wi.restarts;
+		st->workers[i] = ws;
+	}
 }
 
 /* GetStats: the daemon, its sessions and its workers. */
 static void
 peer_stats(struct peer *p)
 {
-	struct daemon		 *d = p->d;
+	struct peers		 *ps = p->ps;
 	Infeed__Frame		  f = INFEED__FRAME__INIT;
 	Infeed__Stats		  st = INFEED__STATS__INIT;
 	Infeed__SessionStats	 *ss, **ssp;
 	struct peer		 *q;
 	size_t			  n = 0, i;
 
-	ss = xcalloc(d->npeers + 1, sizeof(*ss));
-	ssp = xcalloc(d->npeers + 1, sizeof(*ssp));
-	TAILQ_FOREACH(q, &d->peers, entry) {
+	ss = xcalloc(ps->n + 1, sizeof(*ss));
+	ssp = xcalloc(ps->n + 1, sizeof(*ssp));
+	TAILQ_FOREACH(q, &ps->list, entry) {
 		if (q->session == NULL)
 			continue;
 		infeed__session_stats__init(&ss[n]);
 		session_fill_stats(q->session, &ss[n]);
+		ss[n].client_name = q->name;
 		ssp[n] = &ss[n];
 		n++;
 	}
 	st.daemon_version = (char *)INFEED_VERSION;
 	st.has_uptime_ms = 1;
-	st.uptime_ms = daemon_now_ms() - d->started_ms;
+	st.uptime_ms = clock_now_ms() - ps->host.started_ms;
 	st.has_clients = 1;
-	st.clients = d->npeers;
+	st.clients = ps->n;
 	st.n_sessions = n;
 	st.sessions = ssp;
 	st.has_memory_used = st.has_memory_budget = 1;
-	st.memory_used = d->memory_used;
-	st.memory_budget = d->conf->memory_budget;
-	if (d->pool != NULL)
-		pool_fill_stats(d->pool, &st);
+	st.memory_used = ps->host.budget->used;
+	st.memory_budget = ps->host.budget->limit;
+	peer_fill_workers(ps->host.pool, &st);
 	f.msg_case = INFEED__FRAME__MSG_STATS;
 	f.stats = &st;
-	peer_send(p, &f, -1);
-	for (i = 0; i < st.n_workers; i++) {
-		free(st.workers[i]->state);
+	peer_send(p, p->req, &f, -1);
+	for (i = 0; i < st.n_workers; i++)
 		free(st.workers[i]);
-	}
 	free(st.workers);
 	free(ssp);
 	free(ss);
+}
+
+/* Next, Release and Detach need a session. */
+static void
+peer_session_request(struct peer *p, Infeed__Frame *f)
+{
+	Infeed__Frame__MsgCase	c = f->msg_case;
+
+	if (p->state == PEER_ENDED) {
+		peer_error(p, INFEED__ERROR_CODE__ERROR_NOT_FOUND, "%s",
+		    p->ended_why);
+		return;
+	}
+	if (p->state != PEER_ATTACHED) {
+		peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+		    "%s without a session; send Attach first",
+		    wire_case_name(c));
+		return;
+	}
+	if (c == INFEED__FRAME__MSG_NEXT)
+		peer_next(p);
+	else if (c == INFEED__FRAME__MSG_RELEASE)
+		peer_release(p, f->release);
+	else
+		peer_detach(p);
 }
 
 /* Handle one request frame. */
@@ -489,7 +754,14 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 {
 	Infeed__Frame__MsgCase	c = f->msg_case;
 
-	if (!p->greeted && c != INFEED__FRAME__MSG_HELLO) {
+	if (p->state == PEER_REFUSED) {
+		peer_fail(p, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED,
+		    "infeedd already serves %u clients (max_clients in %s); "
+		    "try again later or ask the operator to raise the limit",
+		    p->ps->host.conf->max_clients, p->ps->host.conf->path);
+		return;
+	}
+	if (p->state == PEER_HELLO && c != INFEED__FRAME__MSG_HELLO) {
 		peer_fail(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
 		    "%s before Hello; the first frame must be Hello with "
 		    "protocol_version %u", wire_case_name(c),
@@ -498,6 +770,11 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 	}
 	switch (c) {
 	case INFEED__FRAME__MSG_HELLO:
+		if (p->state != PEER_HELLO) {
+			peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+			    "Hello twice; it is the first frame only");
+			break;
+		}
 		peer_hello(p, f->hello);
 		break;
 	case INFEED__FRAME__MSG_LIST_DATASETS:
@@ -512,24 +789,7 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 	case INFEED__FRAME__MSG_NEXT:
 	case INFEED__FRAME__MSG_RELEASE:
 	case INFEED__FRAME__MSG_DETACH:
-		if (p->session == NULL && p->detached_why != NULL) {
-			peer_send_error(p, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
-			    "%s", p->detached_why);
-			break;
-		}
-		if (p->session == NULL) {
-			peer_send_error(p,
-			    INFEED__ERROR_CODE__ERROR_UNEXPECTED,
-			    "%s without a session; send Attach first",
-			    wire_case_name(c));
-			break;
-		}
-		if (c == INFEED__FRAME__MSG_NEXT)
-			session_next(p->session);
-		else if (c == INFEED__FRAME__MSG_RELEASE)
-			peer_release(p, f->release);
-		else
-			peer_detach(p);
+		peer_session_request(p, f);
 		break;
 	default:
 		peer_fail(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
@@ -537,5 +797,87 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 		    "ListDatasets, Attach, Next, Release, GetStats or Detach",
 		    wire_case_name(c));
 		break;
+	}
+}
+
+/* After a reload: keep sessions whose dataset did not change. */
+void
+peers_reload(struct peers *ps, const struct config *conf,
+    const struct catalogue *cat, unsigned *kept, unsigned *ended)
+{
+	struct peer	*p;
+
+	ps->host.conf = conf;
+	ps->host.cat = cat;
+	*kept = *ended = 0;
+	TAILQ_FOREACH(p, &ps->list, entry) {
+		if (p->session == NULL)
+			continue;
+		if (session_reload(p->session, cat) == 0) {
+			(*kept)++;
+			continue;
+		}
+		/* Answer what waits; later requests get the same reason. */
+		p->ended_why = xasprintf("the operator reloaded infeedd and "
+		    "dataset '%s' changed or was removed; this session ended, "
+		    "attach again", session_dataset_name(p->session));
+		session_cancel(p->session, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
+		    p->ended_why);
+		session_free(p->session);
+		p->session = NULL;
+		peer_set_state(p, PEER_ENDED);
+		(*ended)++;
+	}
+}
+
+/* In a new worker process: close every client's socket. */
+void
+peers_close_fds(struct peers *ps)
+{
+	struct peer	*p;
+
+	TAILQ_FOREACH(p, &ps->list, entry)
+		close(p->fd);
+}
+
+/* What a test may see of a peer. */
+int
+peers_probe(const struct peers *ps, uint64_t id, struct peer_probe *out)
+{
+	const struct peer	*p;
+
+	TAILQ_FOREACH(p, &ps->list, entry) {
+		if (p->id != id)
+			continue;
+		out->reading = event_pending(p->rev, EV_READ, NULL) != 0;
+		out->unread = 0;
+		if (ioctl(p->fd, FIONREAD, &out->unread) == -1)
+			out->unread = 0;
+		out->fds_kept = p->in.nfds;
+		return (0);
+	}
+	return (-1);
+}
+
+/* Connections now. */
+unsigned
+peers_count(const struct peers *ps)
+{
+	return (ps->n);
+}
+
+/* Sessions now and the rows they delivered. */
+void
+peers_totals(const struct peers *ps, unsigned *sessions, uint64_t *rows)
+{
+	const struct peer	*p;
+
+	*sessions = 0;
+	*rows = 0;
+	TAILQ_FOREACH(p, &ps->list, entry) {
+		if (p->session == NULL)
+			continue;
+		(*sessions)++;
+		*rows += session_rows_delivered(p->session);
 	}
 }

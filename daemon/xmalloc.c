@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "xmalloc.h"
 
 /* malloc or die. */
 void *

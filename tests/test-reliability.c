@@ -322,7 +322,8 @@ START_TEST(test_connection_flood)
 {
 	struct infeed	*f;
 	struct wire_in	 in;
-	Infeed__Frame	*r;
+	Infeed__Frame	*r, hf = INFEED__FRAME__INIT;
+	Infeed__Hello	 hello = INFEED__HELLO__INIT;
 	int		 fds[60], i, refused = 0;
 
 	daemon_stop();
@@ -330,13 +331,25 @@ START_TEST(test_connection_flood)
 	daemon_start(NULL);
 	for (i = 0; i < 60; i++)
 		fds[i] = raw_connect();
+	/*
+	 * Over the limit, the daemon reads the client's Hello (so the
+	 * client's write does not fail with EPIPE) and answers it with
+	 * RESOURCE_EXHAUSTED naming the limit, then hangs up.
+	 */
+	hello.protocol_version = WIRE_PROTOCOL_VERSION;
+	hf.msg_case = INFEED__FRAME__MSG_HELLO;
+	hf.hello = &hello;
 	for (i = 40; i < 60; i++) {
+		usleep(i == 40 ? 100000 : 0);
+		raw_send(fds[i], &hf);
 		wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 		r = raw_recv(fds[i], &in);
 		if (r != NULL && r->msg_case == INFEED__FRAME__MSG_ERROR &&
 		    r->error->code ==
 		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED &&
-		    strstr(r->error->message, "max_clients") != NULL)
+		    strstr(r->error->message, "max_clients") != NULL &&
+		    strstr(r->error->message, "40") != NULL &&
+		    raw_closed(fds[i]))
 			refused++;
 		if (r != NULL)
 			infeed__frame__free_unpacked(r, NULL);

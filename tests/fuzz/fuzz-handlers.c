@@ -53,7 +53,9 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "daemon.h"
+#include "log.h"
 
 #define FUZZ_MAX_SLOTS		INFEED_MAX_SLOTS
 #define FUZZ_IDLE_MS		10000	/* longer than this is a hang */
@@ -108,7 +110,7 @@ static const float fuzz_floats[] = {
 };
 
 /* The one daemon, made on the first input and kept. */
-static struct daemon	 d;
+static struct daemon	*d;
 static struct event	*wake_ev;
 static pid_t		 owner = -1;
 static int		 devnull = -1;
@@ -191,17 +193,13 @@ fuzz_count_fds(void)
 static unsigned
 fuzz_worker_restarts(void)
 {
-	Infeed__Stats	st = INFEED__STATS__INIT;
-	unsigned	n = 0;
-	size_t		i;
+	struct pool_worker_info	wi;
+	unsigned		n = 0, i;
 
-	pool_fill_stats(d.pool, &st);
-	for (i = 0; i < st.n_workers; i++) {
-		n += st.workers[i]->restarts;
-		free(st.workers[i]->state);
-		free(st.workers[i]);
+	for (i = 0; i < pool_size(d->pool); i++) {
+		pool_worker_info(d->pool, i, &wi);
+		n += wi.restarts;
 	}
-	free(st.workers);
 	return (n);
 }
 
@@ -209,25 +207,21 @@ fuzz_worker_restarts(void)
 static int
 fuzz_worker_rings(void)
 {
-	Infeed__Stats	 st = INFEED__STATS__INIT;
-	char		 path[64], line[512];
-	FILE		*fp;
-	size_t		 i;
-	int		 n = 0;
+	struct pool_worker_info	 wi;
+	char			 path[64], line[512];
+	FILE			*fp;
+	unsigned		 i;
+	int			 n = 0;
 
-	pool_fill_stats(d.pool, &st);
-	for (i = 0; i < st.n_workers; i++) {
-		snprintf(path, sizeof(path), "/proc/%d/maps",
-		    (int)st.workers[i]->pid);
+	for (i = 0; i < pool_size(d->pool); i++) {
+		pool_worker_info(d->pool, i, &wi);
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)wi.pid);
 		if ((fp = fopen(path, "r")) != NULL) {
 			while (fgets(line, sizeof(line), fp) != NULL)
 				n += strstr(line, "infeed-ring") != NULL;
 			fclose(fp);
 		}
-		free(st.workers[i]->state);
-		free(st.workers[i]);
 	}
-	free(st.workers);
 	return (n);
 }
 
@@ -237,12 +231,8 @@ fuzz_teardown(void)
 {
 	if (getpid() != owner)
 		return;
-	peer_free_all(&d);
-	pool_free(d.pool);
 	event_free(wake_ev);
-	catalogue_free(d.cat);
-	event_base_free(d.base);
-	config_free(d.conf);
+	daemon_free(d);
 	close(devnull);
 }
 
@@ -260,8 +250,9 @@ static void
 fuzz_init(void)
 {
 	const char	*tmp = getenv("TMPDIR");
-	char		 path[4096], *cause = NULL;
-	int		 fd;
+	struct daemon_args	 args = { NULL, NULL, 0, false };
+	char			 path[4096];
+	int			 fd;
 
 	if (tmp == NULL || *tmp == '\0')
 		tmp = "/tmp";
@@ -275,18 +266,11 @@ fuzz_init(void)
 	verbose = getenv("FUZZ_VERBOSE") != NULL;
 	log_init("fuzz-handlers", verbose ? 1 : -1);
 	signal(SIGPIPE, SIG_IGN);
-	memset(&d, 0, sizeof(d));
-	d.listen_fd = -1;
-	TAILQ_INIT(&d.peers);
-	d.started_ms = daemon_now_ms();
-	d.conf = config_load(path, &cause);
+	args.config_path = path;
+	d = daemon_start(&args);
 	unlink(path);
-	FUZZ_ASSERT(d.conf != NULL, "%s", cause);
-	FUZZ_ASSERT((d.base = event_base_new()) != NULL, "event_base_new");
-	d.cat = catalogue_open(d.conf, NULL);
-	FUZZ_ASSERT(d.cat->ndatasets >= 3, "%zu datasets", d.cat->ndatasets);
-	d.pool = pool_new(&d, d.conf->workers);
-	wake_ev = evtimer_new(d.base, fuzz_wake_cb, NULL);
+	FUZZ_ASSERT(d->cat->ndatasets >= 3, "%zu datasets", d->cat->ndatasets);
+	wake_ev = evtimer_new(d->base, fuzz_wake_cb, NULL);
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	FUZZ_ASSERT(wake_ev != NULL && devnull != -1, "setup");
 	owner = getpid();
@@ -294,17 +278,11 @@ fuzz_init(void)
 	atexit(fuzz_teardown);
 }
 
-/* The daemon's peer for this client, or NULL once it is gone. */
-static struct peer *
+/* Whether the daemon still has this client's peer. */
+static bool
 fuzz_peer(const struct client *c)
 {
-	struct peer	*p;
-
-	TAILQ_FOREACH(p, &d.peers, entry) {
-		if (p->id == c->peer_id)
-			return (p);
-	}
-	return (NULL);
+	return (peers_has(d->peers, c->peer_id));
 }
 
 /* The dataset whose sample shape Attached gives. */
@@ -314,8 +292,8 @@ fuzz_dataset_by_shape(const Infeed__Attached *at)
 	struct dataset	*ds;
 	size_t		 i;
 
-	for (i = 0; i < d.cat->ndatasets; i++) {
-		ds = d.cat->datasets[i];
+	for (i = 0; i < d->cat->ndatasets; i++) {
+		ds = d->cat->datasets[i];
 		if (ds->ndim == at->n_sample_shape &&
 		    memcmp(ds->shape, at->sample_shape,
 		    ds->ndim * sizeof(*ds->shape)) == 0)
@@ -355,7 +333,7 @@ client_attached(struct client *c, const Infeed__Attached *at)
 	    "ring of %llu bytes for %u slots of %llu",
 	    (unsigned long long)at->ring_bytes, at->slots,
 	    (unsigned long long)at->slot_bytes);
-	FUZZ_ASSERT(at->ring_bytes <= d.conf->memory_budget,
+	FUZZ_ASSERT(at->ring_bytes <= d->conf->memory_budget,
 	    "ring of %llu bytes over the budget",
 	    (unsigned long long)at->ring_bytes);
 	cbs = at->combined_batch_size;
@@ -527,37 +505,36 @@ fuzz_pass(bool wait)
 
 	if (wait) {
 		evtimer_add(wake_ev, &tv);
-		event_base_loop(d.base, EVLOOP_ONCE);
+		event_base_loop(d->base, EVLOOP_ONCE);
 		evtimer_del(wake_ev);
 	} else
-		event_base_loop(d.base, EVLOOP_NONBLOCK);
+		event_base_loop(d->base, EVLOOP_NONBLOCK);
 }
 
 /* Will the daemon read more of what the client sent? */
 static bool
 fuzz_unread(const struct client *c)
 {
-	struct peer	*p = fuzz_peer(c);
-	int		 n = 0;
+	struct peer_probe	pp;
 
-	if (p == NULL || !event_pending(p->rev, EV_READ, NULL))
+	if (peers_probe(d->peers, c->peer_id, &pp) == -1 || !pp.reading)
 		return (false);
-	return (ioctl(p->fd, FIONREAD, &n) == 0 && n > 0);
+	return (pp.unread > 0);
 }
 
 /* Run the loop until nothing moves: no job, no unread request, no reply. */
 static void
 fuzz_settle(struct client *c)
 {
-	uint64_t	deadline = daemon_now_ms() + FUZZ_IDLE_MS;
+	uint64_t	deadline = clock_now_ms() + FUZZ_IDLE_MS;
 	unsigned	quiet = 0;
 	bool		idle;
 	size_t		got;
 
 	while (quiet < 2) {
-		FUZZ_ASSERT(daemon_now_ms() < deadline, "the daemon was not "
+		FUZZ_ASSERT(clock_now_ms() < deadline, "the daemon was not "
 		    "idle after %d ms", FUZZ_IDLE_MS);
-		idle = pool_idle(d.pool);
+		idle = pool_idle(d->pool);
 		fuzz_pass(!idle);
 		got = client_read(c);
 		if (idle && got == 0 && !fuzz_unread(c))
@@ -861,11 +838,12 @@ script_op(struct client *c, struct script *s)
 static void
 client_check_answered(struct client *c)
 {
-	struct peer	*p = fuzz_peer(c);
-	uint32_t	 i, held = 0;
+	struct peer_probe	pp;
+	uint32_t		i, held = 0;
 
-	FUZZ_ASSERT(p == NULL || p->in.nfds == 0, "the daemon keeps %zu "
-	    "descriptors that the client sent", p->in.nfds);
+	FUZZ_ASSERT(peers_probe(d->peers, c->peer_id, &pp) == -1 ||
+	    pp.fds_kept == 0, "the daemon keeps %zu descriptors that the "
+	    "client sent", pp.fds_kept);
 	if (!c->reading || c->eof)
 		return;
 	/* Idle, every Release is answered: held is what the daemon thinks. */
@@ -881,14 +859,14 @@ client_check_answered(struct client *c)
 static void
 client_close(struct client *c)
 {
-	uint64_t	deadline = daemon_now_ms() + FUZZ_IDLE_MS;
+	uint64_t	deadline = clock_now_ms() + FUZZ_IDLE_MS;
 
 	close(c->fd);
-	while (fuzz_peer(c) != NULL || !pool_idle(d.pool)) {
-		FUZZ_ASSERT(daemon_now_ms() < deadline, "the daemon kept the "
+	while (fuzz_peer(c) || !pool_idle(d->pool)) {
+		FUZZ_ASSERT(clock_now_ms() < deadline, "the daemon kept the "
 		    "peer or its jobs for %d ms after the client left",
 		    FUZZ_IDLE_MS);
-		fuzz_pass(!pool_idle(d.pool));
+		fuzz_pass(!pool_idle(d->pool));
 	}
 	/* Once more, for anything the peer's end left queued. */
 	fuzz_pass(false);
@@ -904,18 +882,18 @@ fuzz_check_daemon(int fds)
 	uint64_t	deadline;
 	int		n;
 
-	FUZZ_ASSERT(TAILQ_EMPTY(&d.peers) && d.npeers == 0, "%u peers left",
-	    d.npeers);
-	FUZZ_ASSERT(d.memory_used == 0, "%llu bytes of rings still counted",
-	    (unsigned long long)d.memory_used);
-	FUZZ_ASSERT(pool_idle(d.pool), "jobs left in the pool");
+	FUZZ_ASSERT(peers_count(d->peers) == 0, "%u peers left",
+	    peers_count(d->peers));
+	FUZZ_ASSERT(d->budget.used == 0, "%llu bytes of rings still counted",
+	    (unsigned long long)d->budget.used);
+	FUZZ_ASSERT(pool_idle(d->pool), "jobs left in the pool");
 	FUZZ_ASSERT(fuzz_worker_restarts() == restarts, "a worker died");
 	FUZZ_ASSERT((n = fuzz_count_fds()) == fds, "%d descriptors open, "
 	    "%d before the input", n, fds);
 	if (++inputs % FUZZ_MAPS_EVERY != 0)
 		return;
-	deadline = daemon_now_ms() + 1000;
-	while ((n = fuzz_worker_rings()) != 0 && daemon_now_ms() < deadline)
+	deadline = clock_now_ms() + 1000;
+	while ((n = fuzz_worker_rings()) != 0 && clock_now_ms() < deadline)
 		usleep(1000);
 	FUZZ_ASSERT(n == 0, "%d rings still mapped in the worker", n);
 }
@@ -946,10 +924,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&c, 0, sizeof(c));
 	c.fd = sv[1];
 	c.reading = !(mode & 0x40);
-	wire_in_init(&c.in, d.conf->max_frame_size);
-	wire_in_init(&c.sent, d.conf->max_frame_size);
-	peer_accept(&d, sv[0]);
-	c.peer_id = d.next_peer_id;
+	wire_in_init(&c.in, d->conf->max_frame_size);
+	wire_in_init(&c.sent, d->conf->max_frame_size);
+	c.peer_id = peers_accept(d->peers, sv[0]);
 	c.sendfd = mode & 0x80 ? devnull : -1;
 
 	switch (mode & 3) {

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The catalogue: the datasets that infeedd serves, opened from the
+ * configuration, and who may attach to each (allow_groups).
+ */
+#ifndef INFEED_CATALOGUE_H
+#define INFEED_CATALOGUE_H
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "dataset.h"
+
+struct catalogue_entry {
+	const struct dataset_conf *conf;	/* borrowed from the config */
+	bool			 restricted;	/* allow_groups was given */
+	gid_t			*groups;
+	size_t			 ngroups;
+};
+
+struct catalogue {
+	struct dataset		**datasets;	/* the ones that opened */
+	struct catalogue_entry	 *entries;	/* index-aligned */
+	size_t			  ndatasets;
+};
+
+/**
+ * catalogue_open() - open every dataset of @conf; one that fails is logged
+ * and left out.  Datasets of @old whose sections did not change move over,
+ * open, to the new catalogue (so their sessions go on).
+ */
+struct catalogue *catalogue_open(const struct config *conf,
+		      struct catalogue *old);
+
+/**
+ * catalogue_free() - close the datasets still owned; NULL is a no-op.
+ */
+void		  catalogue_free(struct catalogue *cat);
+
+/**
+ * catalogue_find() - the dataset called @name and its *@index, or NULL.
+ */
+struct dataset	 *catalogue_find(const struct catalogue *cat, const char *name,
+		      size_t *index);
+
+/**
+ * catalogue_allows() - whether a client of @uid and @gid may attach to
+ * dataset @index.
+ */
+bool		  catalogue_allows(const struct catalogue *cat, size_t index,
+		      uid_t uid, gid_t gid);
+
+#endif /* INFEED_CATALOGUE_H */

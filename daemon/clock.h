@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/* The monotonic clock every layer of the daemon reads. */
+#ifndef INFEED_CLOCK_H
+#define INFEED_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Milliseconds on the monotonic clock. */
+static inline uint64_t
+clock_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+#endif /* INFEED_CLOCK_H */

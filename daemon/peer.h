@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client connections: every peer's socket, its state, and the only code
+ * that writes frames to clients.  A peer turns requests into calls on its
+ * session and the session's answers (through session_events) into frames.
+ *
+ * A peer's states and their transitions (peer_set_state):
+ *
+ *   HELLO --Hello--> READY --Attach--> ATTACHED --Detach--> READY
+ *   ATTACHED --a reload ended the session--> ENDED --Attach--> READY -->...
+ *   REFUSED (over max_clients): its first frame gets RESOURCE_EXHAUSTED,
+ *   then the connection closes.
+ *
+ * Whatever one client does is that client's problem: a malformed,
+ * oversized or out-of-place frame gets an Error frame (where the socket
+ * still takes it) and that peer alone is closed.
+ */
+#ifndef INFEED_PEER_H
+#define INFEED_PEER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalogue.h"
+#include "config.h"
+#include "pool.h"
+#include "ring.h"
+
+struct event_base;
+struct peers;
+
+/* What the peers need from the daemon. */
+struct peers_host {
+	struct event_base	*base;
+	const struct config	*conf;
+	const struct catalogue	*cat;
+	struct pool		*pool;
+	struct ring_budget	*budget;
+	uint64_t		 started_ms;
+};
+
+/**
+ * peers_new() - an empty set of connections.
+ */
+struct peers	*peers_new(const struct peers_host *host);
+
+/**
+ * peers_free() - close every connection and free the set; NULL is a no-op.
+ */
+void		 peers_free(struct peers *ps);
+
+/**
+ * peers_accept() - serve a new connection on @fd (non-blocking).
+ * Return: the new peer's id.
+ */
+uint64_t	 peers_accept(struct peers *ps, int fd);
+
+/**
+ * peers_reload() - the configuration and catalogue changed: sessions on
+ * datasets that did not change go on, the others end (their waiting Next
+ * requests get NOT_FOUND).  Counts go to *@kept and *@ended.
+ */
+void		 peers_reload(struct peers *ps, const struct config *conf,
+		    const struct catalogue *cat, unsigned *kept,
+		    unsigned *ended);
+
+/**
+ * peers_close_fds() - in a freshly forked worker: close every socket.
+ */
+void		 peers_close_fds(struct peers *ps);
+
+/* What tests and fuzz targets may see of one connection. */
+struct peer_probe {
+	bool	reading;	/* its requests are read (no backpressure) */
+	int	unread;		/* bytes waiting in its socket */
+	size_t	fds_kept;	/* descriptors it received and holds */
+};
+
+/**
+ * peers_probe() - fill @out for peer @id.  Return: 0, or -1 when gone.
+ */
+int		 peers_probe(const struct peers *ps, uint64_t id,
+		    struct peer_probe *out);
+
+unsigned	 peers_count(const struct peers *ps);
+/* Whether peer @id is still connected. */
+bool		 peers_has(const struct peers *ps, uint64_t id);
+/* Sessions now, and the rows they delivered. */
+void		 peers_totals(const struct peers *ps, unsigned *sessions,
+		    uint64_t *rows);
+
+#endif /* INFEED_PEER_H */

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The worker pool, the parent side: worker processes forked at start-up,
+ * a queue of jobs (a range of rows of one slot of one ring), and restarts.
+ *
+ * A session registers its ring with pool_add_ring() and a callback; every
+ * job it submits is reported back through that callback when its rows are
+ * written, could not be read, or crashed workers three times.  The pool
+ * never looks a session up and knows nothing of clients.
+ *
+ * A worker that dies is replaced and its job re-issued; a job that kills
+ * workers is split into single rows, and a row that kills a worker three
+ * times is reported as POOL_JOB_CRASHED.
+ */
+#ifndef INFEED_POOL_H
+#define INFEED_POOL_H
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalogue.h"
+#include "ring.h"
+#include "transform.h"
+
+struct event_base;
+struct pool;
+struct pool_ring;
+
+enum pool_job_result {
+	POOL_JOB_DONE,		/* every row written */
+	POOL_JOB_READ_ERROR,	/* dataset index @bad could not be read */
+	POOL_JOB_CRASHED,	/* row @bad killed workers three times */
+};
+
+/* A job of the ring finished: @rows rows of @slot are accounted for. */
+typedef void	pool_done_cb(void *arg, uint32_t slot, uint64_t rows,
+		    enum pool_job_result result, uint64_t bad);
+
+/* What the daemon must close in a freshly forked worker. */
+typedef void	pool_child_cb(void *arg);
+
+/* One worker, for status. */
+struct pool_worker_info {
+	pid_t		 pid;		/* -1 while restarting */
+	const char	*state;		/* "idle", "busy", "restarting" */
+	uint64_t	 rows_done;
+	unsigned	 restarts;
+};
+
+/**
+ * pool_new() - fork @workers processes that read from @cat; @child_cb runs
+ * in each new worker first, to close what belongs to the main process.
+ */
+struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
+		    unsigned workers, pool_child_cb *child_cb, void *child_arg);
+
+/**
+ * pool_free() - stop the workers and free the pool; NULL is a no-op.
+ */
+void		 pool_free(struct pool *pool);
+
+/**
+ * pool_add_ring() - register a ring whose slots the workers fill from
+ * dataset @dataset_index through @tf; the pool keeps its own copy of
+ * @memfd.  At most @max_jobs of its jobs run at once (0: the whole pool).
+ * Return: the registration, or NULL with *@cause set.
+ */
+struct pool_ring *pool_add_ring(struct pool *pool, uint32_t dataset_index,
+		    const struct ring_layout *layout,
+		    const struct transform *tf, int memfd, unsigned max_jobs,
+		    pool_done_cb *done, void *arg, char **cause);
+
+/**
+ * pool_remove_ring() - drop the ring's queued jobs, unmap it in the workers
+ * and forget it; running jobs finish unreported.  NULL is a no-op.
+ */
+void		 pool_remove_ring(struct pool_ring *pr);
+
+/**
+ * pool_submit() - queue rows [@begin, @end) of slot @slot.
+ */
+void		 pool_submit(struct pool_ring *pr, uint32_t slot,
+		    uint64_t begin, uint64_t end);
+
+/**
+ * pool_drop_jobs() - drop the ring's queued jobs; running ones finish.
+ */
+void		 pool_drop_jobs(struct pool_ring *pr);
+
+/**
+ * pool_ring_set_dataset() - the ring's dataset moved in the catalogue.
+ */
+void		 pool_ring_set_dataset(struct pool_ring *pr,
+		    uint32_t dataset_index);
+
+/**
+ * pool_reload() - replace every worker once idle, so that new ones
+ * inherit @cat.
+ */
+void		 pool_reload(struct pool *pool, const struct catalogue *cat);
+
+unsigned	 pool_size(const struct pool *pool);
+/* No job queued or running, and every worker up. */
+bool		 pool_idle(const struct pool *pool);
+unsigned	 pool_jobs_queued(const struct pool *pool);
+void		 pool_worker_info(const struct pool *pool, unsigned i,
+		    struct pool_worker_info *info);
+
+#endif /* INFEED_POOL_H */

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sessions: one attached trainer's view of a dataset.  A session owns a
+ * sampler (which index goes in which row of which step), a step ring and
+ * its registration with the worker pool, and answers Next requests in
+ * order as steps become ready.
+ *
+ * A session never sends anything: it reports each answer (a step, the end
+ * of an epoch, an error) through the events its owner registered, tagged
+ * with the request it answers.  Its states and their transitions:
+ *
+ *   IDLE --Next or early_preload--> FILLING --last step of the epoch
+ *   queued, load_indefinitely off--> EPOCH_END --EndOfData sent--> IDLE
+ *   any --a sample could not be read--> FAILED (every Next gets the error)
+ */
+#ifndef INFEED_SESSION_H
+#define INFEED_SESSION_H
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalogue.h"
+#include "pool.h"
+#include "ring.h"
+#include "wire.h"
+
+struct session;
+
+/* The request a Next answer belongs to (the client's request_id). */
+struct session_req {
+	uint64_t	id;
+	bool		has_id;
+};
+
+/* A delivered step: the slot now belongs to the client. */
+struct session_step {
+	uint32_t	slot;
+	uint64_t	epoch;
+	uint64_t	step;
+	uint64_t	rows;
+};
+
+/* How a session answers Next requests; called from any session_* call. */
+struct session_events {
+	void	(*step)(void *arg, struct session_req,
+		    const struct session_step *);
+	void	(*end_of_data)(void *arg, struct session_req, uint64_t epoch);
+	void	(*error)(void *arg, struct session_req, Infeed__ErrorCode,
+		    const char *message);
+};
+
+/* What a session needs from the daemon. */
+struct session_host {
+	const struct catalogue	*cat;
+	struct pool		*pool;
+	struct ring_budget	*budget;
+	const char		*config_path;	/* for messages */
+};
+
+/* Who attaches, for access control and logs. */
+struct session_client {
+	uint64_t	 peer_id;
+	pid_t		 pid;
+	uid_t		 uid;
+	gid_t		 gid;
+};
+
+/**
+ * session_new() - attach to a dataset: check the client's access and
+ * options, make the sampler, the ring and its pool registration.
+ * Return: the session, or NULL with *@code and *@cause (malloc'd) set.
+ */
+struct session	*session_new(const struct session_host *host,
+		    const struct session_client *client,
+		    const Infeed__Attach *a, const struct session_events *ev,
+		    void *arg, Infeed__ErrorCode *code, char **cause);
+
+/**
+ * session_free() - end the session: unregister and free the ring.  Next
+ * requests still waiting are dropped silently; use session_cancel()
+ * first to answer them.  NULL is a no-op.
+ */
+void		 session_free(struct session *s);
+
+/**
+ * session_next() - a Next request: answered now or later through the
+ * events.  Return: 0, or -1 with *@code and *@cause when refused at once
+ * (every slot held, or too many Next requests waiting).
+ */
+int		 session_next(struct session *s, struct session_req req,
+		    Infeed__ErrorCode *code, char **cause);
+
+/**
+ * session_release() - the client gave slot @slot back.
+ * Return: 0, or -1 with *@cause when the slot is not held.
+ */
+int		 session_release(struct session *s, uint32_t slot,
+		    char **cause);
+
+/**
+ * session_cancel() - answer every waiting Next with an error @code and
+ * @message through the error event.
+ */
+void		 session_cancel(struct session *s, Infeed__ErrorCode code,
+		    const char *message);
+
+/**
+ * session_reload() - after a reload: find our dataset in @cat.
+ * Return: 0 to go on, -1 when the dataset changed or went.
+ */
+int		 session_reload(struct session *s, const struct catalogue *cat);
+
+/**
+ * session_fill_attached() - the Attached reply; pointers borrow from @s.
+ */
+void		 session_fill_attached(const struct session *s,
+		    Infeed__Attached *at);
+
+/**
+ * session_fill_stats() - the session's part of GetStats; pointers borrow
+ * from @s.
+ */
+void		 session_fill_stats(const struct session *s,
+		    Infeed__SessionStats *ss);
+
+/**
+ * session_ring_fd() - a new read-only descriptor of the step ring, for the
+ * client; -1 with errno set on failure.
+ */
+int		 session_ring_fd(const struct session *s);
+
+uint64_t	 session_id(const struct session *s);
+uint64_t	 session_rows_delivered(const struct session *s);
+const char	*session_dataset_name(const struct session *s);
+
+#endif /* INFEED_SESSION_H */

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Worker processes, the child side: forked by the pool with the catalogue
+ * already open, they read samples and write them straight into step slots
+ * in shared memory.
+ *
+ * The pool and a worker talk over one SOCK_SEQPACKET socketpair in
+ * fixed-size messages: MAP (with a ring's memfd, sent the first time the
+ * worker gets a job of that ring), UNMAP, JOB (rows [row_begin, row_end) of
+ * one slot) and DONE.  A worker has at most one job at a time.
+ */
+#ifndef INFEED_WORKER_H
+#define INFEED_WORKER_H
+
+#include <stdint.h>
+
+#include "catalogue.h"
+#include "ring.h"
+#include "transform.h"
+
+enum worker_msg_type {
+	WORKER_MSG_MAP = 1,
+	WORKER_MSG_UNMAP,
+	WORKER_MSG_JOB,
+	WORKER_MSG_DONE,
+};
+
+/* DONE's error: rows were written, or one could not be read. */
+enum worker_result {
+	WORKER_OK = 0,
+	WORKER_READ_ERROR = -1,
+};
+
+/* What a worker needs to fill a ring's slots; sent once per ring. */
+struct worker_ring {
+	uint64_t		ring_id;
+	uint32_t		dataset_index;	/* in the catalogue */
+	uint32_t		pad;
+	struct ring_layout	layout;
+	struct transform	transform;
+};
+
+struct worker_msg {
+	uint32_t		type;
+	uint32_t		slot;
+	uint64_t		ring_id;
+	uint64_t		row_begin;
+	uint64_t		row_end;
+	int32_t			error;		/* DONE: enum worker_result */
+	uint32_t		pad;
+	uint64_t		bad_index;	/* DONE: the index that failed */
+	struct worker_ring	ring;		/* MAP */
+};
+
+/**
+ * worker_main() - serve jobs on @sock from the datasets of @cat until the
+ * pool closes the socket; never returns.
+ */
+void	worker_main(const struct catalogue *cat, int sock)
+	    __attribute__((noreturn));
+
+#endif /* INFEED_WORKER_H */
