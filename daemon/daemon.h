@@ -6,12 +6,14 @@
  * client), then listen and tell systemd we are ready.  SIGTERM or SIGINT
  * stops cleanly; SIGHUP reloads.
  *
- * The layers, each calling only those below it (tests/check-layers checks
- * the #include lines):
+ * The layers, each calling only those below it (tests/check-layers reads
+ * this list and fails the build's tests when an #include goes up or round):
  *
- *   main -> daemon -> listen -> peer -> session -> ring, pool -> worker
- *   -> transform -> catalogue -> config -> dataset (dataset/) -> readers,
- *   with log, xmalloc, clock, common/ and proto/ under them all.
+ * Layers: main -> daemon -> listen -> peer -> session -> pool -> worker
+ *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
+ *   readers are part of it) -> log, xmalloc, clock, paths
+ *
+ * common/ and proto/ lie under them all.
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H
