@@ -29,6 +29,7 @@
 #include "infeed.h"
 #include "sampler.h"
 #include "harness.h"
+#include "utf8.h"
 
 /* The catalogue lists good datasets and leaves out the broken one. */
 START_TEST(test_list_datasets)
@@ -480,6 +481,122 @@ START_TEST(test_memory_budget)
 }
 END_TEST
 
+/* GetStats on a raw connection; the caller frees the frame. */
+static Infeed__Frame *
+raw_stats(void)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	struct wire_in	 in;
+	int		 fd = raw_connect();
+
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	f.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	f.get_stats = &gs;
+	raw_send(fd, &f);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STATS);
+	close(fd);
+	wire_in_clear(&in);
+	return (r);
+}
+
+/*
+ * A client name is kept as valid UTF-8 of at most INFEED_MAX_CLIENT_NAME
+ * bytes, cut on a character, on one line: Stats stays decodable by strict
+ * protobuf libraries and the log cannot be forged.
+ */
+START_TEST(test_client_name_cut_on_a_character)
+{
+	struct infeed	*f = infeed_new(), *g = infeed_new();
+	Infeed__Frame	*r;
+	char		 name[INFEED_MAX_CLIENT_NAME + 8];
+	const char	*n;
+	size_t		 i, found = 0;
+
+	/* 63 ASCII bytes, then a 2-byte character across the limit. */
+	memset(name, 'a', INFEED_MAX_CLIENT_NAME - 1);
+	strcpy(name + INFEED_MAX_CLIENT_NAME - 1, "\xc3\xa9xyz");
+	ck_assert_int_eq(infeed_connect(f, sock_path, name), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(f, "raw", NULL, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_connect(g, sock_path,
+	    "evil\ninfo: forged line \x1b[31m"), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(g, "raw", NULL, NULL), INFEED_OK);
+	r = raw_stats();
+	for (i = 0; i < r->stats->n_sessions; i++) {
+		n = r->stats->sessions[i]->client_name;
+		ck_assert_ptr_nonnull(n);
+		ck_assert_msg(utf8_valid(n, strlen(n)), "client name '%s' is "
+		    "not valid UTF-8", n);
+		ck_assert_uint_le(strlen(n), INFEED_MAX_CLIENT_NAME);
+		ck_assert_ptr_null(strpbrk(n, "\n\r\x1b"));
+		if (n[0] == 'a') {
+			ck_assert_uint_eq(strlen(n), INFEED_MAX_CLIENT_NAME - 1);
+			found++;
+		} else {
+			ck_assert_str_eq(n, "evil?info: forged line ?[31m");
+			found++;
+		}
+	}
+	ck_assert_uint_eq(found, 2);
+	infeed__frame__free_unpacked(r, NULL);
+	infeed_free(f);
+	infeed_free(g);
+}
+END_TEST
+
+/* An overlong dataset name is refused with the advice kept, in UTF-8. */
+START_TEST(test_long_dataset_name_keeps_the_advice)
+{
+	struct infeed	*f = client();
+	char		*name;
+	const char	*e;
+	size_t		 i;
+
+	name = malloc(3001);
+	for (i = 0; i < 3000; i += 2)
+		memcpy(name + i, "\xc3\xa9", 2);
+	name[3000] = '\0';
+	ck_assert_int_eq(infeed_attach(f, name, NULL, NULL),
+	    INFEED_ERR_DAEMON);
+	e = infeed_error(f);
+	ck_assert_int_eq(infeed_daemon_code(f),
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(utf8_valid(e, strlen(e)), "not UTF-8: %s", e);
+	ck_assert_msg(strstr(e, "infeedctl datasets") != NULL, "%s", e);
+	ck_assert_msg(strstr(e, "at most 64 bytes") != NULL, "%s", e);
+	/* The connection goes on. */
+	ck_assert_int_eq(infeed_attach(f, "raw", NULL, NULL), INFEED_OK);
+	free(name);
+	infeed_free(f);
+}
+END_TEST
+
+/* A budget below a MiB is quoted exactly, not as "0 MiB". */
+START_TEST(test_memory_budget_in_exact_units)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	const char		*e;
+
+	daemon_stop();
+	make_config("memory_budget = 100K");
+	daemon_start(NULL);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 1000;
+	o.buffer_size = 8;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	e = infeed_error(f);
+	ck_assert_msg(strstr(e, "0 MiB") == NULL, "%s", e);
+	ck_assert_msg(strstr(e, "(100 KiB, memory_budget in") != NULL, "%s", e);
+	ck_assert_msg(strstr(e, "8 slots of 28 KiB") != NULL, "%s", e);
+	infeed_free(f);
+}
+END_TEST
+
 /* uint8 -> float32 with scale and normalisation. */
 START_TEST(test_transform)
 {
@@ -639,6 +756,9 @@ integration_suite(void)
 	tcase_add_test(tc, test_end_of_data);
 	tcase_add_test(tc, test_bad_options);
 	tcase_add_test(tc, test_memory_budget);
+	tcase_add_test(tc, test_memory_budget_in_exact_units);
+	tcase_add_test(tc, test_client_name_cut_on_a_character);
+	tcase_add_test(tc, test_long_dataset_name_keeps_the_advice);
 	tcase_add_test(tc, test_transform);
 	tcase_add_test(tc, test_bad_release);
 	tcase_add_test(tc, test_ring_read_only);

@@ -373,6 +373,31 @@ attach_as(uid_t uid, gid_t gid)
 }
 
 /* allow_groups refuses a client outside the groups, with a reason. */
+/*
+ * Without --config, infeedd reads the file under the sysconfdir that meson
+ * was configured with ($INFEED_DEFAULT_CONFIG, set by meson), and --help
+ * says which.
+ */
+START_TEST(test_default_config_follows_sysconfdir)
+{
+	const char	*bin = getenv("INFEEDD");
+	const char	*want = getenv("INFEED_DEFAULT_CONFIG");
+	char		 cmd[1024], out[4096];
+	FILE		*fp;
+	size_t		 n;
+
+	ck_assert_msg(bin != NULL && want != NULL, "meson sets INFEEDD and "
+	    "INFEED_DEFAULT_CONFIG");
+	snprintf(cmd, sizeof(cmd), "'%s' --help", bin);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, sizeof(out) - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+	ck_assert_msg(strstr(out, want) != NULL, "--help names no %s:\n%s",
+	    want, out);
+}
+END_TEST
+
 START_TEST(test_access_refused)
 {
 	struct infeed	*f;
@@ -407,6 +432,7 @@ service_suite(void)
 	tcase_add_test(tc, test_reload_broken);
 	tcase_add_test(tc, test_unknown_keys);
 	tcase_add_test(tc, test_access_refused);
+	tcase_add_test(tc, test_default_config_follows_sysconfdir);
 	suite_add_tcase(s, tc);
 	return (s);
 }
