@@ -11,6 +11,7 @@
  *               and the connection state its "connection after" column
  *               says (closed: end of file; open: the next request is
  *               answered);
+ *   ring        the step ring's descriptor is read-only;
  *   max-clients the client past max_clients has its Hello answered with
  *               RESOURCE_EXHAUSTED, then the connection closes;
  *   pipelining  requests sent in one write, each with its request_id: each
@@ -21,6 +22,7 @@
  * round, fails here.  Each case is a meson test of its own (CK_RUN_CASE).
  */
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -751,6 +753,8 @@ expect_case(const char *id, Infeed__Frame *r, int fd, struct wire_in *in)
 	const ProtobufCEnumDescriptor	*ed = &infeed__error_code__descriptor;
 	const ProtobufCEnumValue	*ev;
 	const struct doc_error		*e = doc_error_find(id);
+	struct reqbuf			 b = { NULL, 0 };
+	int				 sent;
 
 	ck_assert_msg(r != NULL, "case %s: the connection closed without an "
 	    "Error", id);
@@ -773,9 +777,17 @@ expect_case(const char *id, Infeed__Frame *r, int fd, struct wire_in *in)
 	}
 	ck_assert_msg(strcmp(e->connection, "open") == 0, "case %s: the "
 	    "table says the daemon never sends it", id);
-	req_empty(fd, INFEED__FRAME__MSG_LIST_DATASETS, 0);
-	infeed__frame__free_unpacked(recv_case(fd, in,
-	    INFEED__FRAME__MSG_DATASET_LIST), NULL);
+	req_add(&b, INFEED__FRAME__MSG_LIST_DATASETS,
+	    &(Infeed__ListDatasets)INFEED__LIST_DATASETS__INIT, 0);
+	sent = wire_send_all(fd, b.buf, b.len, -1);
+	free(b.buf);
+	ck_assert_msg(sent == 0 && (r = recv_ms(fd, in, RECV_MS)) != NULL,
+	    "case %s: the connection closed; docs/protocol.md says it stays "
+	    "open", id);
+	ck_assert_msg(r->msg_case == INFEED__FRAME__MSG_DATASET_LIST,
+	    "case %s: ListDatasets after it got %s", id,
+	    wire_case_name(r->msg_case));
+	infeed__frame__free_unpacked(r, NULL);
 }
 
 /*
@@ -920,7 +932,15 @@ START_TEST(test_unexpected_open)
 	    &in);
 	release(fd, &in, next_step(fd, &in));
 
-	/* A Next still waiting when Detach comes: answered before Detached. */
+	/*
+	 * A Next still waiting when Detach comes is answered before Detached.
+	 * A fresh session has nothing filled before its first Next, and the
+	 * workers cannot fill it before the Detach behind it is read.
+	 */
+	req_empty(fd, INFEED__FRAME__MSG_DETACH, 0);
+	infeed__frame__free_unpacked(recv_case(fd, &in,
+	    INFEED__FRAME__MSG_DETACHED), NULL);
+	attach(fd, &in, "raw", 10, 1);
 	req_add(&b, INFEED__FRAME__MSG_NEXT,
 	    &(Infeed__Next)INFEED__NEXT__INIT, 0);
 	req_add(&b, INFEED__FRAME__MSG_DETACH,
@@ -1188,6 +1208,38 @@ START_TEST(test_max_clients)
 }
 END_TEST
 
+/* The ring's descriptor is read-only, as the document says. */
+START_TEST(test_ring_read_only)
+{
+	Infeed__Attach	 a = INFEED__ATTACH__INIT;
+	struct wire_in	 in;
+	Infeed__Frame	*r;
+	void		*p;
+	uint64_t	 len;
+	int		 fd = conn(&in), ring;
+
+	a.dataset = (char *)"raw";
+	req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
+	r = recv_case(fd, &in, INFEED__FRAME__MSG_ATTACHED);
+	len = r->attached->ring_bytes;
+	infeed__frame__free_unpacked(r, NULL);
+	ck_assert_int_ne(ring = wire_in_take_fd(&in), -1);
+	ck_assert_int_eq(fcntl(ring, F_GETFL) & O_ACCMODE, O_RDONLY);
+	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, ring,
+	    0);
+	ck_assert_msg(p == MAP_FAILED && errno == EACCES, "a writable shared "
+	    "mapping of the ring did not fail with EACCES");
+	ck_assert_int_eq(write(ring, "x", 1), -1);
+	p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, ring, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(mprotect(p, (size_t)len, PROT_READ | PROT_WRITE), -1);
+	ck_assert_int_eq(errno, EACCES);
+	munmap(p, (size_t)len);
+	close(ring);
+	conn_close(fd, &in);
+}
+END_TEST
+
 /* One pipelined request, and whether its reply came. */
 struct pipe_req {
 	uint64_t		id;		/* 0: sent without one */
@@ -1396,6 +1448,11 @@ protocol_suite(void)
 	tcase_add_test(tc, test_reply_too_large);
 	tcase_add_test(tc, test_permission_denied);
 	tcase_add_test(tc, test_data);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ring");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_ring_read_only);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("max-clients");
