@@ -51,7 +51,7 @@
 #define DOC_MIN_VECTORS		8
 #define DOC_MAX_ROWS		64
 #define RECV_MS			2000
-#define DATA_MS			20000	/* worker restarts under valgrind */
+#define DATA_MS			20000	/* valgrind restarts */
 
 /* One row of the document's error table. */
 struct doc_error {
@@ -184,9 +184,11 @@ doc_errors_load(void)
 		ck_assert_uint_lt(doc_nerrors, sizeof(doc_errors) /
 		    sizeof(doc_errors[0]));
 		e = &doc_errors[doc_nerrors++];
-		ck_assert_msg(doc_cell(line, 0, e->code, sizeof(e->code)) == 0 &&
+		ck_assert_msg(
+		    doc_cell(line, 0, e->code, sizeof(e->code)) == 0 &&
 		    doc_cell(line, 1, e->id, sizeof(e->id)) == 0 &&
-		    doc_cell(line, 3, e->connection, sizeof(e->connection)) == 0 &&
+		    doc_cell(line, 3, e->connection,
+		    sizeof(e->connection)) == 0 &&
 		    doc_cell(line, 4, e->session, sizeof(e->session)) == 0,
 		    "malformed error row: %s", line);
 	}
@@ -420,14 +422,15 @@ START_TEST(test_doc_vectors)
 	struct doc_cover	 c;
 	char			*start, *end, *block, *line, *save = NULL;
 	char			*copy, *tok[DOC_MAX_ROWS + 8];
-	int			 n, nvec = 0, nperm = 0, nstream = 0, open = 0;
+	int			 n, nvec = 0, nperm = 0, nstream = 0;
+	int			 open = 0;
 
 	doc_load();
 	memset(&c, 0, sizeof(c));
 	memset(&v, 0, sizeof(v));
 	start = strstr(doc, "\n```sample-vectors\n");
-	ck_assert_msg(start != NULL, "docs/protocol.md has no ```sample-vectors "
-	    "block");
+	ck_assert_msg(start != NULL, "docs/protocol.md has no "
+	    "```sample-vectors block");
 	start += strlen("\n```sample-vectors\n");
 	end = strstr(start, "\n```");
 	ck_assert_ptr_nonnull(end);
@@ -441,8 +444,8 @@ START_TEST(test_doc_vectors)
 			continue;
 		}
 		if (strcmp(tok[0], "vector") == 0) {
-			ck_assert_msg(!open && n == 2, "vector inside a vector, "
-			    "or no name: %s", line);
+			ck_assert_msg(!open && n == 2, "vector inside a "
+			    "vector, or no name: %s", line);
 			memset(&v, 0, sizeof(v));
 			snprintf(v.name, sizeof(v.name), "%s", tok[1]);
 			open = 1;
@@ -476,7 +479,8 @@ START_TEST(test_doc_vectors)
 			doc_stream(tok, n, line);
 			nstream++;
 		} else
-			ck_abort_msg("unknown line in sample-vectors: %s", line);
+			ck_abort_msg("unknown line in sample-vectors: %s",
+			    line);
 		free(copy);
 	}
 	free(block);
@@ -500,18 +504,19 @@ END_TEST
 /* Each ErrorCode has a row; each row names a real code and a known case. */
 START_TEST(test_doc_error_table)
 {
-	const ProtobufCEnumDescriptor	*ed = &infeed__error_code__descriptor;
+	const ProtobufCEnumDescriptor	*ed;
 	const struct doc_error		*e;
 	size_t				 i, j, k;
 	int				 found;
 
+	ed = &infeed__error_code__descriptor;
 	doc_errors_load();
 	for (i = 0; i < ed->n_values; i++) {
 		for (j = 0, found = 0; j < doc_nerrors; j++)
 			found |= strcmp(doc_errors[j].code,
 			    ed->values[i].name) == 0;
-		ck_assert_msg(found, "%s has no row in docs/protocol.md's error "
-		    "table", ed->values[i].name);
+		ck_assert_msg(found, "%s has no row in docs/protocol.md's "
+		    "error table", ed->values[i].name);
 	}
 	for (j = 0; j < doc_nerrors; j++) {
 		e = &doc_errors[j];
@@ -611,7 +616,7 @@ req_add(struct reqbuf *b, Infeed__Frame__MsgCase c, void *msg, uint64_t id)
 	size_t		 len;
 
 	f.msg_case = c;
-	f.hello = msg;		/* the oneof's members share one pointer */
+	f.hello = msg;		/* the oneof's members share one place */
 	if (id != 0) {
 		f.has_request_id = 1;
 		f.request_id = id;
@@ -711,7 +716,8 @@ attach(int fd, struct wire_in *in, const char *dataset, uint32_t b,
 static void
 req_empty(int fd, Infeed__Frame__MsgCase c, uint64_t id)
 {
-	Infeed__Next	n = INFEED__NEXT__INIT;	/* every empty message alike */
+	/* Every empty message packs alike. */
+	Infeed__Next	n = INFEED__NEXT__INIT;
 
 	req(fd, c, &n, id);
 }
@@ -750,12 +756,13 @@ release(int fd, struct wire_in *in, uint32_t slot)
 static void
 expect_case(const char *id, Infeed__Frame *r, int fd, struct wire_in *in)
 {
-	const ProtobufCEnumDescriptor	*ed = &infeed__error_code__descriptor;
+	const ProtobufCEnumDescriptor	*ed;
 	const ProtobufCEnumValue	*ev;
 	const struct doc_error		*e = doc_error_find(id);
 	struct reqbuf			 b = { NULL, 0 };
 	int				 sent;
 
+	ed = &infeed__error_code__descriptor;
 	ck_assert_msg(r != NULL, "case %s: the connection closed without an "
 	    "Error", id);
 	ck_assert_msg(r->msg_case == INFEED__FRAME__MSG_ERROR, "case %s: got "
@@ -958,7 +965,8 @@ START_TEST(test_unexpected_open)
 	infeed__frame__free_unpacked(recv_case(fd, &in,
 	    INFEED__FRAME__MSG_DETACHED), NULL);
 	expect_case("unexpected-detached-waiting", r, fd, &in);
-	req_empty(fd, INFEED__FRAME__MSG_NEXT, 0);	/* the session ended */
+	/* The session ended. */
+	req_empty(fd, INFEED__FRAME__MSG_NEXT, 0);
 	expect_case("unexpected-no-session", recv_ms(fd, &in, RECV_MS), fd,
 	    &in);
 	conn_close(fd, &in);
@@ -1003,7 +1011,8 @@ START_TEST(test_not_found_dataset)
 	a.dataset = (char *)"no-such-dataset";
 	req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
 	expect_case("not-found-dataset", recv_ms(fd, &in, RECV_MS), fd, &in);
-	a.dataset = (char *)"broken";		/* listed in the file, not open */
+	/* In the configuration, but it did not open. */
+	a.dataset = (char *)"broken";
 	req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
 	expect_case("not-found-dataset", recv_ms(fd, &in, RECV_MS), fd, &in);
 	conn_close(fd, &in);
