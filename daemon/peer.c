@@ -552,7 +552,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	Infeed__Attached	 at = INFEED__ATTACHED__INIT;
 	Infeed__ErrorCode	 code = INFEED__ERROR_CODE__ERROR_INTERNAL;
 	char			*cause = NULL, *name;
-	int			 fd;
+	int			 fd = -1;
 
 	if (p->state == PEER_ATTACHED) {
 		peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
