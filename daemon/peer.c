@@ -586,7 +586,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	p->session = session_new(&sh, &sc, a, &peer_session_events, p, &code,
 	    &cause);
 	if (p->session != NULL && (fd = session_ring_fd(p->session)) == -1) {
-		code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+		code = INFEED__ERROR_CODE__ERROR_INTERNAL;
 		cause = xasprintf("cannot duplicate the ring descriptor: %s",
 		    strerror(errno));
 		session_free(p->session);

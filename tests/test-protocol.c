@@ -80,11 +80,14 @@ static const struct {
 	{ "bad-frame-fds", 1 },
 	{ "unexpected-before-hello", 1 },
 	{ "unexpected-reply", 1 },
+	{ "unexpected-hello-twice", 1 },
+	{ "unexpected-too-many-waiting", 1 },
 	{ "unexpected-no-session", 1 },
 	{ "unexpected-attached", 1 },
 	{ "unexpected-all-held", 1 },
 	{ "unexpected-detached-waiting", 1 },
 	{ "invalid-option", 1 },
+	{ "invalid-dataset-name", 1 },
 	{ "invalid-release", 1 },
 	{ "not-found-dataset", 1 },
 	{ "not-found-reloaded", 1 },
@@ -973,6 +976,62 @@ START_TEST(test_unexpected_open)
 }
 END_TEST
 
+/* Hello twice, an overlong dataset name, too many waiting Next requests. */
+START_TEST(test_unexpected_more)
+{
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+	Infeed__Attach	 a = INFEED__ATTACH__INIT;
+	struct reqbuf	 b = { NULL, 0 };
+	struct wire_in	 in;
+	Infeed__Frame	*r, *last = NULL;
+	char		 name[INFEED_MAX_DATASET_NAME + 2];
+	int		 fd = conn(&in), i, steps = 0, refused = 0;
+
+	h.protocol_version = WIRE_PROTOCOL_VERSION;
+	req(fd, INFEED__FRAME__MSG_HELLO, &h, 0);
+	expect_case("unexpected-hello-twice", recv_ms(fd, &in, RECV_MS), fd,
+	    &in);
+
+	memset(name, 'r', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	a.dataset = name;
+	req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
+	expect_case("invalid-dataset-name", recv_ms(fd, &in, RECV_MS), fd,
+	    &in);
+
+	/*
+	 * Two slots, and INFEED_MAX_SLOTS + 2 Next requests in one write: the
+	 * daemon reads them all before any step can be filled, so 64 wait
+	 * and the last two are refused; then the two slots are delivered.
+	 */
+	attach(fd, &in, "raw", 10, 2);
+	for (i = 0; i < INFEED_MAX_SLOTS + 2; i++)
+		req_add(&b, INFEED__FRAME__MSG_NEXT,
+		    &(Infeed__Next)INFEED__NEXT__INIT, 0);
+	req_flush(fd, &b);
+	for (i = 0; i < 4; i++) {
+		ck_assert_ptr_nonnull(r = recv_ms(fd, &in, RECV_MS));
+		if (r->msg_case == INFEED__FRAME__MSG_STEP) {
+			steps++;
+			infeed__frame__free_unpacked(r, NULL);
+			continue;
+		}
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
+		ck_assert_msg(strstr(r->error->message, "already wait") !=
+		    NULL, "%s", r->error->message);
+		if (++refused == 1)
+			infeed__frame__free_unpacked(r, NULL);
+		else
+			last = r;
+	}
+	ck_assert_ptr_nonnull(last);
+	expect_case("unexpected-too-many-waiting", last, fd, &in);
+	ck_assert_int_eq(steps, 2);
+	ck_assert_int_eq(refused, 2);
+	conn_close(fd, &in);
+}
+END_TEST
+
 START_TEST(test_invalid_argument)
 {
 	Infeed__Attach		a = INFEED__ATTACH__INIT;
@@ -1450,6 +1509,7 @@ protocol_suite(void)
 	tcase_add_test(tc, test_bad_frame);
 	tcase_add_test(tc, test_unexpected_closing);
 	tcase_add_test(tc, test_unexpected_open);
+	tcase_add_test(tc, test_unexpected_more);
 	tcase_add_test(tc, test_invalid_argument);
 	tcase_add_test(tc, test_not_found_dataset);
 	tcase_add_test(tc, test_not_found_reloaded);
