@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The pipelining tutorial's recipe in plain PyTorch on the CPU, as an
 independent reference for infeed-train's test accuracy.
 

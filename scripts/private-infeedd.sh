@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by scripts/demo and the benchmarks (not run): start infeedd from
 # ${BUILD:-build} on the default catalogue (packaging/infeedd.conf) on a
 # private socket in a fresh temporary directory, wait until it answers,
