@@ -30,10 +30,12 @@
 
 #define CONFIG_DEFAULT_MAX_CLIENTS	256
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
+#define CONFIG_DEFAULT_JOB_TIMEOUT_MS	30000
+#define CONFIG_MAX_JOB_TIMEOUT_MS	(24U * 3600 * 1000)
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	NULL,
+	"job_timeout", NULL,
 };
 
 /* State while libinih walks the file. */
@@ -94,6 +96,34 @@ config_parse_size(const char *s, uint64_t *out)
 	return (0);
 }
 
+/* Parse a duration: "30s", "500ms", "2m", or plain seconds, into ms. */
+static int
+config_parse_duration(const char *s, uint64_t *ms)
+{
+	char			*end;
+	unsigned long long	 v;
+	uint64_t		 mul;
+
+	if (*s == '\0' || !isdigit((unsigned char)*s))
+		return (-1);
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return (-1);
+	if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (*end == '\0' || strcmp(end, "s") == 0)
+		mul = 1000;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		mul = 60000;
+	else
+		return (-1);
+	if (v > UINT64_MAX / mul)
+		return (-1);
+	*ms = v * mul;
+	return (0);
+}
+
 /* Set one [infeedd] key. */
 static int
 config_set_daemon(struct config_parse *cp, const char *name,
@@ -143,11 +173,20 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->memory_budget = v;
+	} else if (strcmp(name, "job_timeout") == 0) {
+		if (config_parse_duration(value, &v) == -1 || v < 100 ||
+		    v > CONFIG_MAX_JOB_TIMEOUT_MS) {
+			cp->error = xasprintf("[infeedd] job_timeout = %s: "
+			    "expected a duration from 100ms to 24h such as 30s "
+			    "or 500ms", value);
+			return (0);
+		}
+		conf->job_timeout_ms = (uint32_t)v;
 	} else {
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
-		    "max_frame_size and memory_budget", name,
+		    "max_frame_size, memory_budget and job_timeout", name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
 		return (0);
@@ -242,6 +281,7 @@ config_load(const char *path, char **cause)
 	conf->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
+	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
 	memset(&cp, 0, sizeof(cp));
 	cp.conf = conf;
 

@@ -19,6 +19,7 @@ struct config {
 	unsigned		 max_clients;
 	uint32_t		 max_frame_size;
 	uint64_t		 memory_budget;	/* bytes, all step rings */
+	uint32_t		 job_timeout_ms; /* a stuck worker is replaced */
 	struct dataset_conf	*datasets;
 	size_t			 ndatasets;
 };

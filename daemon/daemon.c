@@ -143,8 +143,8 @@ daemon_start(const struct daemon_args *args)
 	d->budget.limit = d->conf->memory_budget;
 	d->budget.source = d->conf->path;
 	d->cat = catalogue_open(d->conf, NULL);
-	d->pool = pool_new(d->base, d->cat, d->conf->workers, daemon_child_cb,
-	    d);
+	d->pool = pool_new(d->base, d->cat, d->conf->workers,
+	    d->conf->job_timeout_ms, daemon_child_cb, d);
 	ph.base = d->base;
 	ph.conf = d->conf;
 	ph.cat = d->cat;

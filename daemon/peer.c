@@ -676,6 +676,8 @@ peer_fill_workers(const struct pool *pool, Infeed__Stats *st)
 		ws->has_rows_done = ws->has_restarts = 1;
 		ws->rows_done = wi.rows_done;
 		ws->restarts = wi.restarts;
+		ws->has_stuck = 1;
+		ws->stuck = wi.stuck;
 		st->workers[i] = ws;
 	}
 }

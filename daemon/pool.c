@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -24,7 +26,8 @@
 #include "worker.h"
 #include "xmalloc.h"
 
-#define POOL_MAX_ATTEMPTS	3
+#define POOL_MAX_ATTEMPTS	3	/* crashes or deadlines before blaming a row */
+#define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -32,7 +35,9 @@ struct job {
 	uint32_t		 slot;
 	uint64_t		 row_begin;
 	uint64_t		 row_end;
-	unsigned		 attempts;
+	unsigned		 attempts;	/* deaths that blame it */
+	enum pool_job_result	 why;		/* the last: CRASHED or STUCK */
+	int			 signal;	/* the last crash signal */
 };
 TAILQ_HEAD(job_list, job);
 
@@ -55,9 +60,12 @@ struct worker {
 	pid_t		 pid;
 	int		 fd;
 	struct event	*ev;
+	struct event	*deadline_ev;	/* the running job's */
 	struct job	*job;
 	uint64_t	 rows_done;
 	unsigned	 restarts;
+	unsigned	 stuck_kills;
+	bool		 stuck;		/* killed for its deadline or socket */
 	bool		 retiring;	/* reload: replace once idle */
 };
 
@@ -71,19 +79,45 @@ struct pool {
 	struct job_list		 jobs;
 	struct pool_ring_list	 rings;
 	uint64_t		 next_ring_id;
+	uint32_t		 job_timeout_ms;
 	struct event		*sigchld_ev;
+	struct event		*respawn_ev;
 	bool			 stopping;
 };
 
 static void	pool_dispatch(struct pool *);
 static void	pool_worker_cb(evutil_socket_t, short, void *);
+static void	pool_deadline_cb(evutil_socket_t, short, void *);
 
-/* Send a message (and an fd) to a worker; -1 if it is gone. */
+/* Kill a worker that stopped doing its job; SIGCHLD replaces it. */
+static void
+pool_kill_stuck(struct worker *w, const char *why)
+{
+	if (w->stuck || w->pid == -1)
+		return;
+	log_warnx("worker %u (pid %d) %s; killing it, starting a "
+	    "replacement and re-issuing its job", w->idx, (int)w->pid, why);
+	w->stuck = true;
+	w->stuck_kills++;
+	event_del(w->deadline_ev);
+	kill(w->pid, SIGKILL);
+}
+
+/*
+ * Send a message (and an fd) to a worker without blocking; -1 if it is
+ * gone, or if its socket is full: a worker that does not read is stuck.
+ */
 static int
 pool_send(struct worker *w, const struct worker_msg *m, int fd)
 {
+	if (w->stuck)
+		return (-1);
 	if (wire_send_some(w->fd, m, sizeof(*m), fd) == -1) {
-		log_warn("worker %u (pid %d): send", w->idx, (int)w->pid);
+		if (errno == EAGAIN)
+			pool_kill_stuck(w, "does not read its socket");
+		else
+			log_warn("worker %u (pid %d): send", w->idx,
+			    (int)w->pid);
 		return (-1);
 	}
 	return (0);
@@ -119,19 +153,27 @@ pool_child_close(struct pool *pool, struct worker *self)
 	}
 }
 
-/* Start (or restart) one worker process and watch its socket. */
-static void
+/*
+ * Start (or restart) one worker process and watch its socket.  Returns -1
+ * (logged) when the system has no descriptor or process to spare.
+ */
+static int
 pool_spawn(struct pool *pool, struct worker *w)
 {
 	struct pool_ring	*pr;
-	int			 sv[2];
+	int			 sv[2], flags;
 	pid_t			 pid;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
-		fatal("socketpair for a worker");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+		log_warn("worker %u: socketpair", w->idx);
+		return (-1);
+	}
 	switch ((pid = fork())) {
 	case -1:
-		fatal("fork a worker");
+		log_warn("worker %u: fork", w->idx);
+		close(sv[0]);
+		close(sv[1]);
+		return (-1);
 	case 0:
 		close(sv[0]);
 		w->fd = -1;
@@ -141,9 +183,14 @@ pool_spawn(struct pool *pool, struct worker *w)
 		break;
 	}
 	close(sv[1]);
+	/* The main process never blocks on a worker. */
+	if ((flags = fcntl(sv[0], F_GETFL)) == -1 ||
+	    fcntl(sv[0], F_SETFL, flags | O_NONBLOCK) == -1)
+		fatal("worker %u: O_NONBLOCK", w->idx);
 	w->pid = pid;
 	w->fd = sv[0];
 	w->job = NULL;
+	w->stuck = false;
 	TAILQ_FOREACH(pr, &pool->rings, entry)
 		pr->mapped[w->idx] = false;
 	if (w->ev == NULL)
@@ -152,9 +199,27 @@ pool_spawn(struct pool *pool, struct worker *w)
 	else
 		event_assign(w->ev, pool->base, w->fd, EV_READ | EV_PERSIST,
 		    pool_worker_cb, w);
-	if (w->ev == NULL || event_add(w->ev, NULL) == -1)
+	if (w->deadline_ev == NULL)
+		w->deadline_ev = evtimer_new(pool->base, pool_deadline_cb, w);
+	if (w->ev == NULL || w->deadline_ev == NULL ||
+	    event_add(w->ev, NULL) == -1)
 		fatalx("cannot watch worker %u", w->idx);
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
+	return (0);
+}
+
+/* A worker's job ran past its deadline. */
+static void
+pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct worker	*w = arg;
+	char		 why[96];
+
+	(void)fd;
+	(void)ev;
+	snprintf(why, sizeof(why), "did not finish its job within %u ms "
+	    "(job_timeout)", w->pool->job_timeout_ms);
+	pool_kill_stuck(w, why);
 }
 
 /* Let an idle worker go: it exits on EOF and SIGCHLD replaces it. */
@@ -171,7 +236,14 @@ static void
 pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
     enum pool_job_result result, uint64_t bad)
 {
-	pr->done(pr->arg, job->slot, rows, result, bad);
+	struct pool_report	r;
+
+	r.slot = job->slot;
+	r.rows = rows;
+	r.result = result;
+	r.bad = bad;
+	r.signal = job->signal;
+	pr->done(pr->arg, &r);
 }
 
 /* A worker answered: a job is done. */
@@ -198,6 +270,7 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	job = w->job;
 	w->job = NULL;
+	event_del(w->deadline_ev);
 	w->rows_done += job->row_end - job->row_begin;
 	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
 		pr->inflight--;
@@ -209,6 +282,17 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 	if (w->retiring)
 		pool_retire(w);
 	pool_dispatch(pool);
+}
+
+/* Start the running job's clock. */
+static void
+pool_arm_deadline(struct worker *w)
+{
+	struct timeval	tv;
+
+	tv.tv_sec = w->pool->job_timeout_ms / 1000;
+	tv.tv_usec = (suseconds_t)(w->pool->job_timeout_ms % 1000) * 1000;
+	evtimer_add(w->deadline_ev, &tv);
 }
 
 /* The first queued job that may start (its ring under its cap), or NULL. */
@@ -246,7 +330,7 @@ pool_dispatch(struct pool *pool)
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
 		if (w->job != NULL || w->pid == -1 || w->fd == -1 ||
-		    w->retiring)
+		    w->retiring || w->stuck)
 			continue;
 		if ((job = pool_next_job(pool, &pr)) == NULL)
 			return;
@@ -268,12 +352,18 @@ pool_dispatch(struct pool *pool)
 		TAILQ_REMOVE(&pool->jobs, job, entry);
 		w->job = job;
 		pr->inflight++;
+		pool_arm_deadline(w);
 	}
 }
 
-/* Requeue the job of a dead worker, split or failed as needed. */
+/*
+ * Requeue the job of a dead worker.  @why is POOL_JOB_DONE for a death
+ * that blames nothing (the job goes back as it was), else CRASHED (with
+ * @sig) or STUCK: then the job is split, or its one row retried or failed.
+ */
 static void
-pool_requeue(struct pool *pool, struct job *job)
+pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
+    int sig)
 {
 	struct pool_ring	*pr;
 	struct job		*one;
@@ -284,6 +374,12 @@ pool_requeue(struct pool *pool, struct job *job)
 		return;
 	}
 	pr->inflight--;
+	if (why == POOL_JOB_DONE) {
+		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
+		return;
+	}
+	job->why = why;
+	job->signal = sig;
 	if (job->row_end - job->row_begin > 1) {
 		/* Find the row that kills workers: retry one row at a time. */
 		for (r = job->row_end; r > job->row_begin; r--) {
@@ -301,8 +397,27 @@ pool_requeue(struct pool *pool, struct job *job)
 		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
 		return;
 	}
-	pool_report(pr, job, 1, POOL_JOB_CRASHED, job->row_begin);
+	pool_report(pr, job, 1, job->why, job->row_begin);
 	free(job);
+}
+
+/* What a worker's end says about its job: DONE (nothing), CRASHED, STUCK. */
+static enum pool_job_result
+pool_blame(const struct worker *w, int status, int *sig)
+{
+	*sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	if (w->stuck)
+		return (POOL_JOB_STUCK);
+	switch (*sig) {
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGFPE:
+	case SIGILL:
+	case SIGABRT:
+		return (POOL_JOB_CRASHED);
+	default:
+		return (POOL_JOB_DONE);
+	}
 }
 
 /* Log how a worker ended. */
@@ -311,25 +426,60 @@ pool_log_exit(const struct worker *w, pid_t pid, int status)
 {
 	if (w->retiring && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		log_debug("worker %u (pid %d) retired", w->idx, (int)pid);
+	else if (w->stuck)
+		log_debug("worker %u (pid %d), stuck, is gone", w->idx,
+		    (int)pid);
 	else if (WIFSIGNALED(status))
-		log_warnx("worker %u (pid %d) was killed by signal %d; "
+		log_warnx("worker %u (pid %d) was killed by signal %d (%s); "
 		    "starting a replacement", w->idx, (int)pid,
-		    WTERMSIG(status));
+		    WTERMSIG(status), sigabbrev_np(WTERMSIG(status)) ?
+		    sigabbrev_np(WTERMSIG(status)) : "?");
 	else
 		log_warnx("worker %u (pid %d) exited with status %d; "
 		    "starting a replacement", w->idx, (int)pid,
 		    WEXITSTATUS(status));
 }
 
+/* Start a worker again, or try later when the system has no room. */
+static void
+pool_respawn(struct pool *pool, struct worker *w)
+{
+	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
+			    (POOL_RESPAWN_MS % 1000) * 1000 };
+
+	if (pool_spawn(pool, w) == -1) {
+		log_warnx("worker %u: trying again in %d ms; the other workers "
+		    "go on serving", w->idx, POOL_RESPAWN_MS);
+		evtimer_add(pool->respawn_ev, &tv);
+	}
+}
+
+/* Retry the workers that could not be started. */
+static void
+pool_respawn_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool	*pool = arg;
+	unsigned	 i;
+
+	(void)fd;
+	(void)ev;
+	for (i = 0; i < pool->n && !pool->stopping; i++) {
+		if (pool->workers[i].pid == -1)
+			pool_respawn(pool, &pool->workers[i]);
+	}
+	pool_dispatch(pool);
+}
+
 /* Reap dead workers, restart them and re-issue their work. */
 static void
 pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 {
-	struct pool	*pool = arg;
-	struct worker	*w;
-	pid_t		 pid;
-	unsigned	 i;
-	int		 status;
+	struct pool		*pool = arg;
+	struct worker		*w;
+	enum pool_job_result	 why;
+	pid_t			 pid;
+	unsigned		 i;
+	int			 status, csig;
 
 	(void)sig;
 	(void)ev;
@@ -342,13 +492,15 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 			continue;
 		w = &pool->workers[i];
 		pool_log_exit(w, pid, status);
+		why = pool_blame(w, status, &csig);
 		event_del(w->ev);
+		event_del(w->deadline_ev);
 		if (w->fd != -1)
 			close(w->fd);
 		w->fd = -1;
 		w->pid = -1;
 		if (w->job != NULL) {
-			pool_requeue(pool, w->job);
+			pool_requeue(pool, w->job, why, csig);
 			w->job = NULL;
 		}
 		if (pool->stopping)
@@ -356,7 +508,8 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 		if (!w->retiring)
 			w->restarts++;
 		w->retiring = false;
-		pool_spawn(pool, w);
+		w->stuck = false;
+		pool_respawn(pool, w);
 	}
 	pool_dispatch(pool);
 }
@@ -364,7 +517,8 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 /* Start the pool's worker processes. */
 struct pool *
 pool_new(struct event_base *base, const struct catalogue *cat,
-    unsigned workers, pool_child_cb *child_cb, void *child_arg)
+    unsigned workers, uint32_t job_timeout_ms, pool_child_cb *child_cb,
+    void *child_arg)
 {
 	struct pool	*pool;
 	unsigned	 i;
@@ -374,6 +528,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->cat = cat;
 	pool->child_cb = child_cb;
 	pool->child_arg = child_arg;
+	pool->job_timeout_ms = job_timeout_ms;
 	pool->n = workers;
 	pool->workers = xcalloc(workers, sizeof(*pool->workers));
 	TAILQ_INIT(&pool->jobs);
@@ -384,13 +539,52 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		pool->workers[i].fd = -1;
 		pool->workers[i].pid = -1;
 	}
-	for (i = 0; i < workers; i++)
-		pool_spawn(pool, &pool->workers[i]);
+	for (i = 0; i < workers; i++) {
+		if (pool_spawn(pool, &pool->workers[i]) == -1)
+			fatalx("cannot start worker %u", i);
+	}
 	pool->sigchld_ev = evsignal_new(base, SIGCHLD, pool_sigchld_cb, pool);
-	if (pool->sigchld_ev == NULL || event_add(pool->sigchld_ev, NULL))
+	pool->respawn_ev = evtimer_new(base, pool_respawn_cb, pool);
+	if (pool->sigchld_ev == NULL || pool->respawn_ev == NULL ||
+	    event_add(pool->sigchld_ev, NULL))
 		fatalx("cannot watch SIGCHLD");
 	log_info("%u worker processes started", workers);
 	return (pool);
+}
+
+/*
+ * Wait for the workers told to stop, at most POOL_STOP_MS; then kill
+ * those still there (stopped with SIGSTOP, or stuck in I/O) and say so.
+ */
+static void
+pool_reap_all(struct pool *pool)
+{
+	struct timespec	 pause = { 0, 10 * 1000 * 1000 };
+	struct worker	*w;
+	unsigned	 i, left, ms;
+
+	for (ms = 0;; ms += 10) {
+		left = 0;
+		for (i = 0; i < pool->n; i++) {
+			w = &pool->workers[i];
+			if (w->pid != -1 && waitpid(w->pid, NULL, WNOHANG) != 0)
+				w->pid = -1;
+			left += w->pid != -1;
+		}
+		if (left == 0 || ms >= POOL_STOP_MS)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->pid == -1)
+			continue;
+		log_warnx("worker %u (pid %d) did not stop within %d ms of "
+		    "SIGTERM; killing it", i, (int)w->pid, POOL_STOP_MS);
+		kill(w->pid, SIGKILL);
+		waitpid(w->pid, NULL, 0);
+		w->pid = -1;
+	}
 }
 
 /* Stop the workers and free the pool. */
@@ -410,11 +604,12 @@ pool_free(struct pool *pool)
 		if (pool->workers[i].fd != -1)
 			close(pool->workers[i].fd);
 	}
+	pool_reap_all(pool);
 	for (i = 0; i < pool->n; i++) {
-		if (pool->workers[i].pid != -1)
-			waitpid(pool->workers[i].pid, NULL, 0);
 		if (pool->workers[i].ev != NULL)
 			event_free(pool->workers[i].ev);
+		if (pool->workers[i].deadline_ev != NULL)
+			event_free(pool->workers[i].deadline_ev);
 		free(pool->workers[i].job);
 	}
 	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {
@@ -429,6 +624,8 @@ pool_free(struct pool *pool)
 	}
 	if (pool->sigchld_ev != NULL)
 		event_free(pool->sigchld_ev);
+	if (pool->respawn_ev != NULL)
+		event_free(pool->respawn_ev);
 	free(pool->workers);
 	free(pool);
 }
@@ -586,8 +783,9 @@ pool_worker_info(const struct pool *pool, unsigned i,
 	const struct worker	*w = &pool->workers[i];
 
 	info->pid = w->pid;
-	info->state = w->pid == -1 ? "restarting" : w->job != NULL ? "busy" :
-	    "idle";
+	info->state = w->pid == -1 ? "restarting" : w->stuck ? "stuck" :
+	    w->job != NULL ? "busy" : "idle";
 	info->rows_done = w->rows_done;
 	info->restarts = w->restarts;
+	info->stuck = w->stuck_kills;
 }

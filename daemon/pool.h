@@ -8,9 +8,14 @@
  * written, could not be read, or crashed workers three times.  The pool
  * never looks a session up and knows nothing of clients.
  *
- * A worker that dies is replaced and its job re-issued; a job that kills
- * workers is split into single rows, and a row that kills a worker three
- * times is reported as POOL_JOB_CRASHED.
+ * A worker that dies is replaced and its job re-issued.  Only a death the
+ * data may have caused counts against the job: a crash signal (SIGSEGV,
+ * SIGBUS, SIGFPE, SIGILL, SIGABRT) while reading it, or missing the job's
+ * deadline (the worker is then killed and replaced).  Such a job is split
+ * into single rows, and a row that fails so three times is reported as
+ * POOL_JOB_CRASHED or POOL_JOB_STUCK.  A worker killed from outside
+ * (SIGKILL, SIGTERM: an operator, the OOM killer) blames nothing.  No send
+ * to a worker blocks: a worker whose socket is full is stuck and killed.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
@@ -24,6 +29,8 @@
 #include "ring.h"
 #include "transform.h"
 
+#define POOL_STOP_MS		2000	/* SIGTERM to SIGKILL at shutdown */
+
 struct event_base;
 struct pool;
 struct pool_ring;
@@ -31,12 +38,19 @@ struct pool_ring;
 enum pool_job_result {
 	POOL_JOB_DONE,		/* every row written */
 	POOL_JOB_READ_ERROR,	/* dataset index @bad could not be read */
-	POOL_JOB_CRASHED,	/* row @bad killed workers three times */
+	POOL_JOB_CRASHED,	/* row @bad crashed workers three times */
+	POOL_JOB_STUCK,		/* row @bad missed the deadline three times */
 };
 
-/* A job of the ring finished: @rows rows of @slot are accounted for. */
-typedef void	pool_done_cb(void *arg, uint32_t slot, uint64_t rows,
-		    enum pool_job_result result, uint64_t bad);
+/* A job of a ring finished: @rows rows of @slot are accounted for. */
+struct pool_report {
+	uint32_t		slot;
+	uint64_t		rows;
+	enum pool_job_result	result;
+	uint64_t		bad;	/* the index, or the row for CRASHED */
+	int			signal;	/* CRASHED: the last crash signal */
+};
+typedef void	pool_done_cb(void *arg, const struct pool_report *report);
 
 /* What the daemon must close in a freshly forked worker. */
 typedef void	pool_child_cb(void *arg);
@@ -44,20 +58,24 @@ typedef void	pool_child_cb(void *arg);
 /* One worker, for status. */
 struct pool_worker_info {
 	pid_t		 pid;		/* -1 while restarting */
-	const char	*state;		/* "idle", "busy", "restarting" */
+	const char	*state;		/* idle, busy, stuck, restarting */
 	uint64_t	 rows_done;
 	unsigned	 restarts;
+	unsigned	 stuck;		/* killed for missing a deadline */
 };
 
 /**
  * pool_new() - fork @workers processes that read from @cat; @child_cb runs
- * in each new worker first, to close what belongs to the main process.
+ * in each new worker first, to close what belongs to the main process.  A
+ * job not done within @job_timeout_ms has its worker killed and replaced.
  */
 struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
-		    unsigned workers, pool_child_cb *child_cb, void *child_arg);
+		    unsigned workers, uint32_t job_timeout_ms,
+		    pool_child_cb *child_cb, void *child_arg);
 
 /**
- * pool_free() - stop the workers and free the pool; NULL is a no-op.
+ * pool_free() - stop the workers (SIGTERM, then SIGKILL for any still
+ * there after POOL_STOP_MS) and free the pool; NULL is a no-op.
  */
 void		 pool_free(struct pool *pool);
 

@@ -117,26 +117,32 @@ session_sample_files(const struct dataset *ds)
 	    ds->data_path, ds->labels_path));
 }
 
-/* A sample of @slot failed: end the session's filling with a message. */
+/* A sample of a slot failed: end the session's filling with a message. */
 static void
-session_fail(struct session *s, uint32_t slot, enum pool_job_result result,
-    uint64_t bad)
+session_fail(struct session *s, const struct pool_report *r)
 {
-	const struct ring_slot	*sl = &s->ring->slot[slot];
-	uint64_t		 index = bad;
-	char			*files, row[64] = "";
+	const struct ring_slot	*sl = &s->ring->slot[r->slot];
+	uint64_t		 index = r->bad;
+	char			*files, row[64] = "", what[96];
 
-	if (result == POOL_JOB_CRASHED && bad < sl->rows) {
-		index = ring_indices(s->ring, slot)[bad];
+	if (r->result != POOL_JOB_READ_ERROR && r->bad < sl->rows) {
+		index = ring_indices(s->ring, r->slot)[r->bad];
 		snprintf(row, sizeof(row), "row %llu of ",
-		    (unsigned long long)bad);
+		    (unsigned long long)r->bad);
 	}
+	if (r->result == POOL_JOB_CRASHED)
+		snprintf(what, sizeof(what), "workers crashed 3 times (SIG%s) "
+		    "reading", sigabbrev_np(r->signal) ?
+		    sigabbrev_np(r->signal) : "?");
+	else if (r->result == POOL_JOB_STUCK)
+		snprintf(what, sizeof(what), "workers missed job_timeout 3 "
+		    "times reading");
+	else
+		snprintf(what, sizeof(what), "cannot read");
 	files = session_sample_files(s->ds);
 	s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch %llu, "
-	    "step %llu) %s", s->ds->name, result == POOL_JOB_CRASHED ?
-	    "workers crashed 3 times reading" : "cannot read",
-	    (unsigned long long)index, row, (unsigned long long)sl->epoch,
-	    (unsigned long long)sl->step, files);
+	    "step %llu) %s", s->ds->name, what, (unsigned long long)index, row,
+	    (unsigned long long)sl->epoch, (unsigned long long)sl->step, files);
 	free(files);
 	log_warnx("session %llu: %s", (unsigned long long)s->id, s->failure);
 	session_set_state(s, SESSION_FAILED);
@@ -145,21 +151,21 @@ session_fail(struct session *s, uint32_t slot, enum pool_job_result result,
 
 /* The pool finished rows of a slot. */
 static void
-session_done_cb(void *arg, uint32_t slot, uint64_t rows,
-    enum pool_job_result result, uint64_t bad)
+session_done_cb(void *arg, const struct pool_report *r)
 {
-	struct session	*s = arg;
+	struct session	 *s = arg;
 	struct ring_slot *sl;
 
-	if (slot >= s->ring->layout.slots ||
-	    s->ring->slot[slot].state != SLOT_FILLING)
+	if (r->slot >= s->ring->layout.slots ||
+	    s->ring->slot[r->slot].state != SLOT_FILLING)
 		return;
-	sl = &s->ring->slot[slot];
-	if (result != POOL_JOB_DONE && s->state != SESSION_FAILED)
-		session_fail(s, slot, result, bad);
-	sl->rows_pending -= rows < sl->rows_pending ? rows : sl->rows_pending;
+	sl = &s->ring->slot[r->slot];
+	if (r->result != POOL_JOB_DONE && s->state != SESSION_FAILED)
+		session_fail(s, r);
+	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
+	    sl->rows_pending;
 	if (sl->rows_pending == 0)
-		ring_slot_set(s->ring, slot, SLOT_READY);
+		ring_slot_set(s->ring, r->slot, SLOT_READY);
 	session_deliver(s);
 }
 

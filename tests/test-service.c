@@ -298,7 +298,8 @@ START_TEST(test_unknown_keys)
 	read_log(log, sizeof(log));
 	snprintf(want, sizeof(want), "%s:4: unknown key 'workrs' in section "
 	    "[infeedd] (did you mean 'workers'?); it takes the keys socket, "
-	    "workers, max_clients, max_frame_size and memory_budget",
+	    "workers, max_clients, max_frame_size, memory_budget and "
+	    "job_timeout",
 	    conf_path);
 	ck_assert_msg(strstr(log, want) != NULL, "no '%s' in:\n%s", want,
 	    log);

@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Faults from outside the daemon's control, against the real infeedd on a
+ * private socket: workers killed by an operator or the OOM killer, workers
+ * stopped (SIGSTOP, or stuck in I/O), shutdown with a stopped worker.
+ * None of them may cost a trainer its session, blame healthy data, or
+ * freeze the daemon (issue 14).
+ *
+ * $INFEEDD names the daemon binary (meson sets it).
+ */
+
+#include <sys/ptrace.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "harness.h"
+#include "infeed.h"
+
+/* A synthetic set whose rows (64 MiB) take a worker tens of ms each. */
+#define BIG_SECTION \
+	"[dataset big]\n" \
+	"type = synthetic\n" \
+	"samples = 64\n" \
+	"shape = 16,1024,1024\n" \
+	"dtype = float32\n" \
+	"classes = 10\n"
+
+/* Milliseconds on the monotonic clock. */
+static uint64_t
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/* The daemon's worker processes (its children), at most @max of them. */
+static int
+worker_pids(pid_t *out, int max)
+{
+	DIR		*d;
+	struct dirent	*de;
+	char		 path[300], buf[512], *p;
+	FILE		*fp;
+	int		 n = 0, ppid;
+
+	ck_assert_ptr_nonnull(d = opendir("/proc"));
+	while ((de = readdir(d)) != NULL && n < max) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		if ((fp = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(buf, sizeof(buf), fp) != NULL &&
+		    (p = strrchr(buf, ')')) != NULL &&
+		    sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == daemon_pid)
+			out[n++] = (pid_t)atoi(de->d_name);
+		fclose(fp);
+	}
+	closedir(d);
+	return (n);
+}
+
+/* The daemon's log so far. */
+static void
+read_log(char *buf, size_t len)
+{
+	char	path[400];
+	ssize_t	n;
+	int	fd;
+
+	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
+	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* GetStats on a raw connection (it fails if no answer comes in 2 s). */
+static Infeed__Frame *
+stats(void)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	struct wire_in	 in;
+	int		 fd = raw_connect();
+
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	f.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	f.get_stats = &gs;
+	raw_send(fd, &f);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STATS);
+	close(fd);
+	wire_in_clear(&in);
+	return (r);
+}
+
+/* Restart the daemon with @extra in its configuration and @workers. */
+static void
+restart(const char *extra, const char *workers)
+{
+	daemon_stop();
+	make_config(extra);
+	daemon_start(workers);
+}
+
+/* In a child: take @steps steps of @dataset; exit 0 only if all came. */
+static pid_t
+trainer(const char *dataset, unsigned steps, unsigned buffer_size)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	unsigned		 i;
+	pid_t			 pid;
+
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid != 0)
+		return (pid);
+	f = infeed_new();
+	infeed_options_init(&o);
+	o.buffer_size = buffer_size;
+	if (infeed_connect(f, sock_path, "faults") != INFEED_OK ||
+	    infeed_attach(f, dataset, &o, NULL) != INFEED_OK) {
+		fprintf(stderr, "trainer: %s\n", infeed_error(f));
+		_exit(2);
+	}
+	for (i = 0; i < steps; i++) {
+		if (infeed_next(f, &st) != INFEED_OK) {
+			fprintf(stderr, "trainer: step %u: %s\n", i,
+			    infeed_error(f));
+			_exit(1);
+		}
+		infeed_release(f, &st);
+	}
+	infeed_free(f);
+	_exit(0);
+}
+
+/* Wait up to @ms for child @pid; its status, or -1 on a time-out. */
+static int
+wait_ms(pid_t pid, unsigned ms)
+{
+	uint64_t	deadline = now_ms() + ms;
+	int		status;
+
+	while (now_ms() < deadline) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return (status);
+		usleep(10000);
+	}
+	return (-1);
+}
+
+/*
+ * Workers killed with SIGKILL from outside, over and over while they read
+ * large rows, cost the trainer nothing: a death the data did not cause
+ * blames no sample (it used to end the session with "workers crashed 3
+ * times reading sample N", even on the synthetic reader).
+ */
+START_TEST(test_killed_workers_blame_no_sample)
+{
+	pid_t	 t, w[4];
+	int	 status = -1, kills = 0, n, i;
+
+	restart(BIG_SECTION, "1");
+	t = trainer("big", 12, 2);
+	while (kills < 8 && waitpid(t, &status, WNOHANG) == 0) {
+		usleep(20000);
+		n = worker_pids(w, 4);
+		for (i = 0; i < n; i++)
+			kills += kill(w[i], SIGKILL) == 0;
+	}
+	if (status == -1 && (status = wait_ms(t, 30000)) == -1) {
+		kill(t, SIGKILL);
+		waitpid(t, NULL, 0);
+		ck_abort_msg("the trainer did not finish 30 s after the kills");
+	}
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the trainer failed after %d worker kills (status %d); see %s/"
+	    "infeedd.log", kills, status, dir);
+	ck_assert_int_ge(kills, 6);
+}
+END_TEST
+
+/*
+ * A stopped worker holding a job is found by the job's deadline, killed,
+ * replaced, and its job re-issued: the trainer gets its step, the log says
+ * what happened, and status counts the stuck worker.
+ */
+START_TEST(test_stopped_worker_replaced)
+{
+	Infeed__Frame	*r;
+	pid_t		 t, w[4];
+	char		 log[65536];
+	uint64_t	 t0;
+	int		 n, status;
+
+	restart("job_timeout = 300ms", "1");
+	ck_assert_int_eq(worker_pids(w, 4), 1);
+	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
+	t0 = now_ms();
+	t = trainer("raw", 3, 2);
+	status = wait_ms(t, 10000);
+	if (status == -1) {
+		kill(t, SIGKILL);
+		waitpid(t, NULL, 0);
+		kill(w[0], SIGKILL);
+		ck_abort_msg("the trainer waited 10 s behind a stopped worker");
+	}
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_uint_lt(now_ms() - t0, 5000);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "did not finish its job within 300 ms") !=
+	    NULL, "%s", log);
+	/* The replacement is a new process; the stopped one is gone. */
+	n = worker_pids(w + 1, 3);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_ne(w[1], w[0]);
+	r = stats();
+	ck_assert_uint_eq(r->stats->n_workers, 1);
+	ck_assert_uint_ge(r->stats->workers[0]->restarts, 1);
+	ck_assert_uint_ge(r->stats->workers[0]->stuck, 1);
+	infeed__frame__free_unpacked(r, NULL);
+}
+END_TEST
+
+/*
+ * The main process never blocks on a worker's socket: with a worker
+ * stopped while sessions it served end (each sends it an UNMAP), the
+ * daemon goes on answering, and treats the worker as stuck.
+ */
+#define SESSIONS	300
+START_TEST(test_unread_worker_socket_does_not_freeze)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f[SESSIONS];
+	pid_t			 w[4];
+	uint64_t		 t0;
+	int			 i, j, n;
+
+	restart("max_clients = 1000", "2");
+	infeed_options_init(&o);
+	o.batch_size = 50;
+	o.buffer_size = 1;
+	for (i = 0; i < SESSIONS; i++) {
+		f[i] = client();
+		ck_assert_int_eq(infeed_attach(f[i], "raw", &o, NULL),
+		    INFEED_OK);
+		/* Enough steps that both workers map this session's ring. */
+		for (j = 0; j < 4; j++) {
+			ck_assert_int_eq(infeed_next(f[i], &st), INFEED_OK);
+			infeed_release(f[i], &st);
+		}
+	}
+	n = worker_pids(w, 4);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
+	for (i = 0; i < SESSIONS; i++)
+		infeed_free(f[i]);
+	t0 = now_ms();
+	infeed__frame__free_unpacked(stats(), NULL);
+	ck_assert_uint_lt(now_ms() - t0, 1000);
+	kill(w[0], SIGKILL);
+	kill(w[0], SIGCONT);
+}
+END_TEST
+
+/*
+ * SIGTERM with a worker that cannot die of it (stuck in the kernel; here a
+ * worker held in a ptrace stop, where SIGTERM waits for its tracer): the
+ * daemon waits a bounded time, kills the worker, says so, and exits
+ * cleanly instead of waiting for ever.
+ */
+START_TEST(test_sigterm_with_stuck_worker)
+{
+	pid_t		 w[4], d = daemon_pid;
+	char		 log[65536];
+	uint64_t	 deadline;
+	int		 status = -1, st;
+	bool		 done = false;
+
+	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_msg(ptrace(PTRACE_SEIZE, w[0], 0, 0) == 0 &&
+	    ptrace(PTRACE_INTERRUPT, w[0], 0, 0) == 0, "ptrace: %s",
+	    strerror(errno));
+	ck_assert_int_eq(waitpid(w[0], &st, __WALL), w[0]);
+	ck_assert_int_eq(kill(d, SIGTERM), 0);
+	/* Take the tracee's stops (never resuming it) and its end. */
+	for (deadline = now_ms() + 8000; now_ms() < deadline && !done;) {
+		(void)waitpid(w[0], &st, WNOHANG | __WALL);
+		done = waitpid(d, &status, WNOHANG) == d;
+		usleep(10000);
+	}
+	if (!done) {
+		kill(w[0], SIGKILL);
+		kill(d, SIGKILL);
+		waitpid(d, NULL, 0);
+		daemon_pid = -1;
+		ck_abort_msg("infeedd did not stop within 8 s of SIGTERM with "
+		    "a stuck worker");
+	}
+	daemon_pid = -1;
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "did not stop within 2000 ms of SIGTERM; "
+	    "killing it") != NULL, "%s", log);
+}
+END_TEST
+
+static Suite *
+faults_suite(void)
+{
+	Suite	*s = suite_create("faults");
+	TCase	*tc = tcase_create("daemon");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_killed_workers_blame_no_sample);
+	tcase_add_test(tc, test_stopped_worker_replaced);
+	tcase_add_test(tc, test_unread_worker_socket_does_not_freeze);
+	tcase_add_test(tc, test_sigterm_with_stuck_worker);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	return (run_suite(faults_suite()));
+}
