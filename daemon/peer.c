@@ -5,8 +5,11 @@
  * queue is non-empty, and a wire_in that cuts what it reads into frames.
  * Requests are handled in order by one switch on the frame's oneof case;
  * every reply copies the request's request_id.  A client that stops
- * reading has its output bounded: past PEER_OUTQ_HIGH queued bytes we stop
- * reading its requests until it drains.
+ * reading has its output bounded: past PEER_OUTQ_HIGH queued bytes we
+ * handle none of its requests, buffered or not, until it drains, so one
+ * reply (at most max_frame_size) is the most it can add.  Its refused
+ * requests are logged at most PEER_LOG_PER_S times a second, with a count
+ * of the rest.
  */
 
 #include <sys/ioctl.h>
@@ -32,6 +35,7 @@
 #include "xmalloc.h"
 
 #define PEER_OUTQ_HIGH		(256 * 1024)
+#define PEER_LOG_PER_S		10	/* error lines logged per client */
 #define PEER_REFUSED_WAIT_S	10	/* for the Hello of a refused client */
 
 enum peer_state {
@@ -69,6 +73,10 @@ struct peer {
 	struct session		*session;
 	char			*ended_why;	/* ENDED: what a reload did */
 	struct session_req	 req;		/* the request being handled */
+	bool			 paused;	/* output over PEER_OUTQ_HIGH */
+	uint64_t		 log_second;	/* when its log window began */
+	unsigned		 log_lines;	/* error lines in that window */
+	unsigned		 log_dropped;	/* not logged in it */
 };
 TAILQ_HEAD(peer_list, peer);
 
@@ -82,6 +90,7 @@ struct peers {
 static void	peer_read_cb(evutil_socket_t, short, void *);
 static void	peer_write_cb(evutil_socket_t, short, void *);
 static void	peer_dispatch(struct peer *, Infeed__Frame *);
+static void	peer_process(struct peer *);
 static void	peer_free(struct peer *);
 
 /* Move to state @st; the allowed transitions are all here. */
@@ -145,9 +154,10 @@ peer_flush(struct peer *p)
 	else
 		event_add(p->wev, NULL);
 	/* Backpressure: read requests again only once replies drain. */
-	if (p->outq_bytes > PEER_OUTQ_HIGH)
+	if (p->outq_bytes > PEER_OUTQ_HIGH) {
 		event_del(p->rev);
-	else if (p->state != PEER_REFUSED)
+		p->paused = true;
+	} else if (p->state != PEER_REFUSED && !p->paused)
 		event_add(p->rev, NULL);
 	return (0);
 }
@@ -194,7 +204,41 @@ peer_send(struct peer *p, struct session_req req, Infeed__Frame *f, int fd)
 	event_add(p->wev, NULL);
 }
 
-/* Queue an Error answering @req; the message is cut on a character. */
+/* Say how many of the client's errors went unlogged, if any. */
+static void
+peer_log_dropped(struct peer *p)
+{
+	if (p->log_dropped > 0)
+		log_info("client %llu (pid %d): %u more errors in a second "
+		    "were not logged", (unsigned long long)p->id, (int)p->pid,
+		    p->log_dropped);
+	p->log_dropped = 0;
+}
+
+/* Log a refused request, at most PEER_LOG_PER_S a second per client. */
+static void
+peer_log_error(struct peer *p, const char *msg)
+{
+	uint64_t	now = clock_now_ms();
+
+	if (now - p->log_second >= 1000) {
+		peer_log_dropped(p);
+		p->log_second = now;
+		p->log_lines = 0;
+	}
+	if (p->log_lines >= PEER_LOG_PER_S) {
+		p->log_dropped++;
+		return;
+	}
+	p->log_lines++;
+	log_info("client %llu (pid %d): %s", (unsigned long long)p->id,
+	    (int)p->pid, msg);
+}
+
+/*
+ * Queue an Error answering @req.  The message is made valid UTF-8 on one
+ * line (cut on a character), for strict decoders and for the log.
+ */
 static void
 peer_send_error(struct peer *p, struct session_req req,
     Infeed__ErrorCode code, const char *msg)
@@ -209,8 +253,7 @@ peer_send_error(struct peer *p, struct session_req req,
 	e.message = clean;
 	f.msg_case = INFEED__FRAME__MSG_ERROR;
 	f.error = &e;
-	log_info("client %llu (pid %d): %s", (unsigned long long)p->id,
-	    (int)p->pid, clean);
+	peer_log_error(p, clean);
 	peer_send(p, req, &f, -1);
 	free(clean);
 }
@@ -371,6 +414,7 @@ peer_free(struct peer *p)
 		free(of->buf);
 		free(of);
 	}
+	peer_log_dropped(p);
 	TAILQ_REMOVE(&p->ps->list, p, entry);
 	p->ps->n--;
 	event_free(p->rev);
@@ -383,7 +427,7 @@ peer_free(struct peer *p)
 	free(p);
 }
 
-/* The socket can take more output. */
+/* The socket can take more output; below the limit, requests go on. */
 static void
 peer_write_cb(evutil_socket_t fd, short ev, void *arg)
 {
@@ -391,8 +435,14 @@ peer_write_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	if (peer_flush(p) == -1)
+	if (peer_flush(p) == -1) {
 		peer_free(p);
+		return;
+	}
+	if (p->paused && p->outq_bytes <= PEER_OUTQ_HIGH) {
+		p->paused = false;
+		peer_process(p);
+	}
 }
 
 /* Whether peer @id is still connected. */
@@ -413,11 +463,7 @@ static void
 peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct peer	*p = arg;
-	struct peers	*ps = p->ps;
-	Infeed__Frame	*f;
-	char		*cause = NULL;
 	ssize_t		 n;
-	uint64_t	 id = p->id;
 
 	(void)fd;
 	if (ev & EV_TIMEOUT) {		/* a refused client said nothing */
@@ -442,10 +488,30 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 		peer_free(p);
 		return;
 	}
-	/* A request may close the peer, so look it up again each round. */
+	peer_process(p);
+}
+
+/*
+ * Handle the whole frames buffered, while the client's replies stay under
+ * PEER_OUTQ_HIGH; the rest wait (in the buffer, then the socket) until it
+ * reads.  A request may close the peer, so look it up again each round.
+ */
+static void
+peer_process(struct peer *p)
+{
+	struct peers	*ps = p->ps;
+	Infeed__Frame	*f;
+	char		*cause = NULL;
+	uint64_t	 id = p->id;
+
 	for (;;) {
 		p->req.has_id = false;
 		p->req.id = 0;
+		if (p->outq_bytes > PEER_OUTQ_HIGH) {
+			event_del(p->rev);
+			p->paused = true;
+			return;
+		}
 		switch (wire_in_frame(&p->in, &f, &cause)) {
 		case WIRE_AGAIN:
 			if (peer_flush(p) == -1)

@@ -2,9 +2,10 @@
 /*
  * Faults from outside the daemon's control, against the real infeedd on a
  * private socket: workers killed by an operator or the OOM killer, workers
- * stopped (SIGSTOP, or stuck in I/O), shutdown with a stopped worker.
- * None of them may cost a trainer its session, blame healthy data, or
- * freeze the daemon (issue 14).
+ * stopped (SIGSTOP, or stuck in I/O), shutdown with a stuck worker, and
+ * clients that flood requests without reading, forge log lines or fill
+ * the log.  None of them may cost a trainer its session, blame healthy
+ * data, freeze the daemon or grow it without bound (issue 14).
  *
  * $INFEEDD names the daemon binary (meson sets it).
  */
@@ -327,6 +328,165 @@ START_TEST(test_sigterm_with_stuck_worker)
 }
 END_TEST
 
+/* The daemon's resident memory in KiB. */
+static long
+daemon_rss_kib(void)
+{
+	char	path[64], line[256];
+	FILE	*fp;
+	long	kib = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)daemon_pid);
+	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	}
+	fclose(fp);
+	return (kib);
+}
+
+/* A raw connection past Hello, sending without reading. */
+static int
+raw_greeted(void)
+{
+	struct wire_in	in;
+	int		fd = raw_connect();
+
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	wire_in_clear(&in);
+	return (fd);
+}
+
+/*
+ * Clients that pipeline GetStats and never read cannot grow the daemon's
+ * memory: it stops handling a client's requests while that client's
+ * replies are over the limit (three such clients once took it from 7 MB
+ * to 430 MB), and it goes on answering everyone else.
+ */
+START_TEST(test_unread_replies_bound_memory)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	uint8_t		*one, *burst;
+	size_t		 len, i, n;
+	long		 before, after;
+	uint64_t	 t0;
+	struct infeed	*g[50];
+	char		 name[INFEED_MAX_CLIENT_NAME + 1];
+	int		 fds[3], c, flags;
+
+	/* 50 sessions with long names make every Stats reply a few KiB. */
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	for (c = 0; c < 50; c++) {
+		ck_assert_ptr_nonnull(g[c] = infeed_new());
+		ck_assert_int_eq(infeed_connect(g[c], sock_path, name),
+		    INFEED_OK);
+		ck_assert_int_eq(infeed_attach(g[c], "raw", NULL, NULL),
+		    INFEED_OK);
+	}
+	f.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	f.get_stats = &gs;
+	ck_assert_ptr_nonnull(one = wire_pack(&f, INFEED_DEFAULT_MAX_FRAME,
+	    &len));
+	n = 256 * 1024 / len;
+	burst = malloc(n * len);
+	for (i = 0; i < n; i++)
+		memcpy(burst + i * len, one, len);
+	before = daemon_rss_kib();
+	for (c = 0; c < 3; c++) {
+		fds[c] = raw_greeted();
+		flags = fcntl(fds[c], F_GETFL);
+		fcntl(fds[c], F_SETFL, flags | O_NONBLOCK);
+		/* As much as the socket takes; the daemon may stop reading. */
+		for (i = 0; i < n * len;) {
+			ssize_t	w = write(fds[c], burst + i, n * len - i);
+
+			if (w <= 0)
+				break;
+			i += (size_t)w;
+		}
+	}
+	usleep(500000);
+	t0 = now_ms();
+	infeed__frame__free_unpacked(stats(), NULL);
+	ck_assert_uint_lt(now_ms() - t0, 1000);
+	after = daemon_rss_kib();
+	ck_assert_msg(after - before < 32 * 1024, "the daemon grew from %ld "
+	    "to %ld KiB", before, after);
+	for (c = 0; c < 3; c++)
+		close(fds[c]);
+	for (c = 0; c < 50; c++)
+		infeed_free(g[c]);
+	free(burst);
+	free(one);
+}
+END_TEST
+
+/*
+ * A client's strings cannot forge log lines: a newline or escape in its
+ * name or in a dataset name it asks for comes out as '?', on one line.
+ */
+START_TEST(test_log_injection)
+{
+	struct infeed	*f = infeed_new();
+	char		 log[65536];
+
+	ck_assert_int_eq(infeed_connect(f, sock_path, "x\n2026-01-01T00:00:00Z "
+	    "infeedd[1]: warning: forged name\x1b[2J"), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(f, "raw\n<3>warning: forged dataset",
+	    NULL, NULL), INFEED_ERR_DAEMON);
+	infeed_free(f);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_ptr_nonnull(strstr(log, "forged name"));
+	ck_assert_ptr_nonnull(strstr(log, "forged dataset"));
+	ck_assert_ptr_null(strstr(log, "\n2026-01-01T00:00:00Z"));
+	ck_assert_ptr_null(strstr(log, "\n<3>"));
+	ck_assert_ptr_null(strchr(log, '\x1b'));
+}
+END_TEST
+
+/*
+ * One client's refused requests cannot fill the log: at most 10 lines a
+ * second are logged for it, then a count of the rest.
+ */
+START_TEST(test_log_rate_limited_per_client)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT;
+	Infeed__Next	 nx = INFEED__NEXT__INIT;
+	struct wire_in	 in;
+	Infeed__Frame	*r;
+	char		*log, *p;
+	int		 fd = raw_greeted(), i, lines = 0;
+
+	f.msg_case = INFEED__FRAME__MSG_NEXT;
+	f.next = &nx;
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	for (i = 0; i < 2000; i++) {
+		raw_send(fd, &f);
+		ck_assert_ptr_nonnull(r = raw_recv(fd, &in));
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
+		infeed__frame__free_unpacked(r, NULL);
+	}
+	close(fd);
+	wire_in_clear(&in);
+	usleep(200000);
+	log = malloc(1 << 20);
+	read_log(log, 1 << 20);
+	for (p = log; (p = strstr(p, "Next without a session")) != NULL; p++)
+		lines++;
+	ck_assert_int_ge(lines, 10);
+	ck_assert_msg(lines <= 40, "%d lines for one client's 2000 errors",
+	    lines);
+	ck_assert_ptr_nonnull(strstr(log, "more errors in a second were not "
+	    "logged"));
+	free(log);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -339,6 +499,9 @@ faults_suite(void)
 	tcase_add_test(tc, test_stopped_worker_replaced);
 	tcase_add_test(tc, test_unread_worker_socket_does_not_freeze);
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
+	tcase_add_test(tc, test_unread_replies_bound_memory);
+	tcase_add_test(tc, test_log_injection);
+	tcase_add_test(tc, test_log_rate_limited_per_client);
 	suite_add_tcase(s, tc);
 	return (s);
 }
