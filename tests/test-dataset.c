@@ -1248,6 +1248,185 @@ START_TEST(test_unknown_key)
 }
 END_TEST
 
+/*
+ * A file cut short after the dataset opened (a copy rewritten in place,
+ * a full disk): a row that is no longer wholly inside its file, or whose
+ * label is not, fails to read.  Bytes past the new end in the last partial
+ * page would read as zeros and pages wholly past it would raise SIGBUS;
+ * rows before the cut read as they did.
+ */
+
+/* Byte j of row i of the truncation fixtures: never zero. */
+static uint8_t
+cut_byte(uint64_t i, unsigned j)
+{
+	return ((uint8_t)((i * 7 + j * 13) | 0x80));
+}
+
+/* A raw dataset of 1000 rows of 16 bytes and int64 labels i % 10. */
+static struct dataset *
+cut_raw_open(void)
+{
+	uint8_t		 data[1000 * 16];
+	int64_t		 labels[1000];
+	unsigned	 i, j;
+
+	for (i = 0; i < 1000; i++) {
+		for (j = 0; j < 16; j++)
+			data[i * 16 + j] = cut_byte(i, j);
+		labels[i] = i % 10;
+	}
+	write_file(tpath("data"), data, sizeof data);
+	write_file(tpath("labels"), labels, sizeof labels);
+	return (open_ok(conf_new("cut", "type", "raw", "path", tpath("data"),
+	    "shape", "4,4", "dtype", "uint8", "labels", tpath("labels"),
+	    NULL)));
+}
+
+/* Row @i of a cut fixture reads whole: its bytes and its label. */
+static void
+cut_read_ok(struct dataset *ds, uint64_t i, int64_t want_label)
+{
+	uint8_t		buf[16];
+	int64_t		label = -1;
+	unsigned	j;
+
+	ck_assert_msg(dataset_read(ds, i, buf, &label) == 0, "row %" PRIu64
+	    " should read", i);
+	ck_assert_int_eq(label, want_label);
+	for (j = 0; j < 16; j++)
+		ck_assert_uint_eq(buf[j], cut_byte(i, j));
+}
+
+/* Row @i of a cut fixture fails to read. */
+static void
+cut_read_fails(struct dataset *ds, uint64_t i)
+{
+	uint8_t		buf[64];
+	int64_t		label = -1;
+
+	ck_assert_uint_le(ds->sample_bytes, sizeof buf);
+	ck_assert_msg(dataset_read(ds, i, buf, &label) == -1, "row %" PRIu64
+	    " is not wholly inside its file but read", i);
+}
+
+/* raw: rows cut by a truncation of the data file fail, earlier ones read. */
+START_TEST(raw_read_fails_for_rows_past_a_truncated_data_file)
+{
+	struct dataset	*ds = cut_raw_open();
+
+	cut_read_ok(ds, 900, 0);
+	/* 300 rows and half of row 300 are left; page 1 is partial. */
+	ck_assert_int_eq(truncate(tpath("data"), 300 * 16 + 8), 0);
+	cut_read_ok(ds, 0, 0);
+	cut_read_ok(ds, 299, 9);
+	cut_read_fails(ds, 300);	/* half inside */
+	cut_read_fails(ds, 400);	/* in the partial page: zeros */
+	cut_read_fails(ds, 511);
+	cut_read_fails(ds, 900);	/* in a page past the end: SIGBUS */
+	cut_read_ok(ds, 42, 2);
+	dataset_free(ds);
+}
+END_TEST
+
+/* raw: rows whose labels a truncation cut off fail, earlier ones read. */
+START_TEST(raw_read_fails_for_rows_past_a_truncated_labels_file)
+{
+	struct dataset	*ds = cut_raw_open();
+
+	/* 600 labels and half of label 600 are left; page 1 is partial. */
+	ck_assert_int_eq(truncate(tpath("labels"), 600 * 8 + 4), 0);
+	cut_read_ok(ds, 599, 9);
+	cut_read_fails(ds, 600);
+	cut_read_fails(ds, 701);	/* label 1 would read as 0 */
+	cut_read_ok(ds, 511, 1);
+	dataset_free(ds);
+}
+END_TEST
+
+/* npy: the same for a .npy file, whose rows start after its header. */
+START_TEST(npy_read_fails_for_rows_past_a_truncated_file)
+{
+	struct dataset	*ds;
+	uint8_t		*x, buf[16];
+	int64_t		 y[600], label;
+	struct stat	 st;
+	off_t		 data_off;
+	unsigned	 i, j;
+
+	x = malloc(600 * 16);
+	ck_assert_ptr_nonnull(x);
+	for (i = 0; i < 600; i++) {
+		for (j = 0; j < 16; j++)
+			x[i * 16 + j] = cut_byte(i, j);
+		y[i] = i % 10;
+	}
+	write_npy(tpath("x.npy"), 1, "{'descr': '|u1', 'fortran_order': "
+	    "False, 'shape': (600, 4, 4), }", x, 600 * 16);
+	write_npy(tpath("y.npy"), 1, "{'descr': '<i8', 'fortran_order': "
+	    "False, 'shape': (600,), }", y, sizeof y);
+	free(x);
+	ds = open_ok(conf_new("cut", "type", "npy", "path", tpath("x.npy"),
+	    "labels", tpath("y.npy"), NULL));
+	ck_assert_int_eq(stat(tpath("x.npy"), &st), 0);
+	data_off = st.st_size - 600 * 16;
+	ck_assert_int_eq(truncate(tpath("x.npy"), data_off + 200 * 16 + 8),
+	    0);
+	cut_read_ok(ds, 199, 9);
+	cut_read_fails(ds, 200);
+	cut_read_fails(ds, 240);	/* in the partial page */
+	cut_read_fails(ds, 599);	/* in a page past the end */
+	/* The labels too: 300 of them left. */
+	ck_assert_int_eq(stat(tpath("y.npy"), &st), 0);
+	ck_assert_int_eq(truncate(tpath("y.npy"), st.st_size - 300 * 8), 0);
+	ck_assert_int_eq(dataset_read(ds, 150, buf, &label), 0);
+	ck_assert_int_eq(label, 0);
+	cut_read_fails(ds, 301);
+	dataset_free(ds);
+}
+END_TEST
+
+/*
+ * idx: the same for a plain IDX file; a gzip one was inflated at open, so
+ * truncating it afterwards changes nothing.
+ */
+START_TEST(idx_read_fails_for_rows_past_a_truncated_plain_file)
+{
+	struct dataset	*ds;
+	uint8_t		*img, *lab, buf[16];
+	size_t		 ilen, llen;
+	int64_t		 label;
+
+	img = idx_images(600, 4, 4, &ilen);
+	lab = idx_labels(600, &llen);
+	write_file(tpath("img"), img, ilen);
+	write_file(tpath("lab"), lab, llen);
+	ds = open_ok(conf_new("cut", "type", "idx", "images", tpath("img"),
+	    "labels", tpath("lab"), NULL));
+	ck_assert_int_eq(truncate(tpath("img"), 16 + 300 * 16 + 8), 0);
+	check_idx_sample(ds, 299);
+	cut_read_fails(ds, 300);
+	cut_read_fails(ds, 400);	/* in the partial page */
+	cut_read_fails(ds, 599);	/* in a page past the end */
+	ck_assert_int_eq(truncate(tpath("lab"), 8 + 100), 0);
+	check_idx_sample(ds, 99);
+	cut_read_fails(ds, 100);
+	dataset_free(ds);
+
+	write_gz(tpath("img.gz"), "wb", img, ilen);
+	write_gz(tpath("lab.gz"), "wb", lab, llen);
+	ds = open_ok(conf_new("cut", "type", "idx", "images", tpath("img.gz"),
+	    "labels", tpath("lab.gz"), NULL));
+	ck_assert_int_eq(truncate(tpath("img.gz"), 10), 0);
+	ck_assert_int_eq(truncate(tpath("lab.gz"), 10), 0);
+	check_idx_sample(ds, 599);
+	ck_assert_int_eq(dataset_read(ds, 0, buf, &label), 0);
+	dataset_free(ds);
+	free(img);
+	free(lab);
+}
+END_TEST
+
 /* Every test, in cases by reader. */
 static Suite *
 dataset_suite(void)
@@ -1299,6 +1478,16 @@ dataset_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_synthetic);
 	tcase_add_test(tc, test_synthetic_dtypes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("truncated");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, raw_read_fails_for_rows_past_a_truncated_data_file);
+	tcase_add_test(tc,
+	    raw_read_fails_for_rows_past_a_truncated_labels_file);
+	tcase_add_test(tc, npy_read_fails_for_rows_past_a_truncated_file);
+	tcase_add_test(tc,
+	    idx_read_fails_for_rows_past_a_truncated_plain_file);
 	suite_add_tcase(s, tc);
 	return (s);
 }
