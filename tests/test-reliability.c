@@ -100,7 +100,7 @@ reference_run(size_t *n)
 }
 
 /* Attaching with (epoch, step) gives exactly the uninterrupted steps. */
-START_TEST(test_start_position)
+START_TEST(attach_at_epoch_and_step_resumes_the_order)
 {
 	struct infeed		*f;
 	struct infeed_options	 o;
@@ -124,7 +124,7 @@ START_TEST(test_start_position)
 END_TEST
 
 /* A daemon restart mid-epoch: libinfeed reconnects, the order is unchanged. */
-START_TEST(test_restart_resume)
+START_TEST(daemon_restart_reconnects_with_the_same_order)
 {
 	struct infeed		*f;
 	struct infeed_options	 o;
@@ -150,7 +150,7 @@ START_TEST(test_restart_resume)
 END_TEST
 
 /* Without reconnecting, a restart is reported as a closed connection. */
-START_TEST(test_restart_no_reconnect)
+START_TEST(daemon_restart_without_reconnect_is_closed)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
@@ -207,8 +207,9 @@ START_TEST(truncated_file_fails_the_session_at_the_first_cut_row)
 			for (j = 0; j < RAW_BYTES; j++)
 				ck_assert_msg(row[j] == raw_byte(st.indices[r0],
 				    j), "sample %llu of step %llu delivered "
-				    "with wrong bytes", (unsigned long long)
-				    st.indices[r0], (unsigned long long)st.step);
+				    "with wrong bytes",
+				    (unsigned long long)st.indices[r0],
+				    (unsigned long long)st.step);
 		}
 		infeed_release(f, &st);
 	}
@@ -235,7 +236,7 @@ START_TEST(truncated_file_fails_the_session_at_the_first_cut_row)
 END_TEST
 
 /* Clients killed at random moments leave nothing behind in the daemon. */
-START_TEST(test_clients_killed)
+START_TEST(killed_clients_leave_nothing_behind)
 {
 	struct infeed_options	 o;
 	struct infeed_step	 st;
@@ -288,7 +289,7 @@ START_TEST(test_clients_killed)
 END_TEST
 
 /* A client that sends and never reads stalls only itself. */
-START_TEST(test_client_never_reads)
+START_TEST(client_that_never_reads_stalls_only_itself)
 {
 	Infeed__Frame		 fr = INFEED__FRAME__INIT;
 	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
@@ -334,7 +335,7 @@ START_TEST(test_client_never_reads)
 END_TEST
 
 /* More connections than max_clients: the extra ones are told why. */
-START_TEST(test_connection_flood)
+START_TEST(connections_past_max_clients_are_told_why)
 {
 	struct infeed	*f;
 	struct wire_in	 in;
@@ -369,7 +370,7 @@ START_TEST(test_connection_flood)
 END_TEST
 
 /* A reply larger than max_frame_size fails that request, not the daemon. */
-START_TEST(test_reply_too_large)
+START_TEST(reply_too_large_fails_only_that_request)
 {
 	struct infeed		*f[40], *g;
 	struct infeed_options	 o;
@@ -418,15 +419,15 @@ reliability_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_start_position);
-	tcase_add_test(tc, test_restart_resume);
-	tcase_add_test(tc, test_restart_no_reconnect);
+	tcase_add_test(tc, attach_at_epoch_and_step_resumes_the_order);
+	tcase_add_test(tc, daemon_restart_reconnects_with_the_same_order);
+	tcase_add_test(tc, daemon_restart_without_reconnect_is_closed);
 	tcase_add_test(tc,
 	    truncated_file_fails_the_session_at_the_first_cut_row);
-	tcase_add_test(tc, test_clients_killed);
-	tcase_add_test(tc, test_client_never_reads);
-	tcase_add_test(tc, test_connection_flood);
-	tcase_add_test(tc, test_reply_too_large);
+	tcase_add_test(tc, killed_clients_leave_nothing_behind);
+	tcase_add_test(tc, client_that_never_reads_stalls_only_itself);
+	tcase_add_test(tc, connections_past_max_clients_are_told_why);
+	tcase_add_test(tc, reply_too_large_fails_only_that_request);
 	suite_add_tcase(s, tc);
 	return (s);
 }
