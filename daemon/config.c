@@ -41,8 +41,11 @@ static const char *const config_daemon_keys[] = {
 /* State while libinih walks the file. */
 struct config_parse {
 	struct config	*conf;
+	FILE		*fp;
+	int		 line;		/* read so far; inih does not say */
 	char		*error;
-	int		 section_line;	/* not given by Debian's inih */
+	int		 error_line;	/* where config_handler set error */
+	char		*section;	/* of the previous key */
 };
 
 /* Parse an unsigned decimal that fits in @max. */
@@ -194,17 +197,25 @@ config_set_daemon(struct config_parse *cp, const char *name,
 	return (1);
 }
 
-/* Find or start the dataset section called @dname. */
+/* The dataset section called @dname, or NULL. */
 static struct dataset_conf *
-config_dataset(struct config *conf, const char *dname)
+config_dataset_find(struct config *conf, const char *dname)
 {
-	struct dataset_conf	*dc;
-	size_t			 i;
+	size_t	i;
 
 	for (i = 0; i < conf->ndatasets; i++) {
 		if (strcmp(conf->datasets[i].name, dname) == 0)
 			return (&conf->datasets[i]);
 	}
+	return (NULL);
+}
+
+/* Start the dataset section called @dname. */
+static struct dataset_conf *
+config_dataset_new(struct config *conf, const char *dname)
+{
+	struct dataset_conf	*dc;
+
 	conf->datasets = xreallocarray(conf->datasets, conf->ndatasets + 1,
 	    sizeof(*conf->datasets));
 	dc = &conf->datasets[conf->ndatasets++];
@@ -214,25 +225,15 @@ config_dataset(struct config *conf, const char *dname)
 	return (dc);
 }
 
-/* libinih callback: one key = value in a section. */
+/* Set one key of a [dataset NAME] section. */
 static int
-config_handler(void *user, const char *section, const char *name,
-    const char *value)
+config_set_dataset(struct config_parse *cp, const char *section,
+    bool new_section, const char *name, const char *value)
 {
-	struct config_parse	*cp = user;
 	struct dataset_conf	*dc;
 	const char		*dname;
 	size_t			 i;
 
-	if (cp->error != NULL)
-		return (0);
-	if (strcmp(section, "infeedd") == 0)
-		return (config_set_daemon(cp, name, value));
-	if (strncmp(section, "dataset ", 8) != 0) {
-		cp->error = xasprintf("unknown section [%s]; expected "
-		    "[infeedd] or [dataset NAME]", section);
-		return (0);
-	}
 	dname = section + 8;
 	while (*dname == ' ' || *dname == '"')
 		dname++;
@@ -241,7 +242,19 @@ config_handler(void *user, const char *section, const char *name,
 		    "without quotes, slashes or spaces", section);
 		return (0);
 	}
-	dc = config_dataset(cp->conf, dname);
+	/*
+	 * Seen before another section came in between: a second section of
+	 * the same name (which inih cannot tell from the first when the two
+	 * are adjacent; then a key set twice is caught below).
+	 */
+	if ((dc = config_dataset_find(cp->conf, dname)) != NULL &&
+	    new_section && dataset_conf_get(dc, name) == NULL) {
+		cp->error = xasprintf("[%s] appears a second time; a dataset "
+		    "section may appear only once", section);
+		return (0);
+	}
+	if (dc == NULL)
+		dc = config_dataset_new(cp->conf, dname);
 	for (i = 0; i < dc->nkv; i++) {
 		if (strcmp(dc->kv[i].key, name) == 0) {
 			cp->error = xasprintf("[%s]: key '%s' is set twice "
@@ -255,6 +268,46 @@ config_handler(void *user, const char *section, const char *name,
 	dc->kv[dc->nkv].value = xstrdup(value);
 	dc->nkv++;
 	return (1);
+}
+
+/* libinih callback: one key = value in a section. */
+static int
+config_handler(void *user, const char *section, const char *name,
+    const char *value)
+{
+	struct config_parse	*cp = user;
+	bool			 new_section;
+	int			 ok;
+
+	if (cp->error != NULL)
+		return (0);
+	new_section = cp->section == NULL || strcmp(cp->section, section) != 0;
+	if (new_section) {
+		free(cp->section);
+		cp->section = xstrdup(section);
+	}
+	if (strcmp(section, "infeedd") == 0)
+		ok = config_set_daemon(cp, name, value);
+	else if (strncmp(section, "dataset ", 8) == 0)
+		ok = config_set_dataset(cp, section, new_section, name, value);
+	else {
+		cp->error = xasprintf("unknown section [%s]; expected "
+		    "[infeedd] or [dataset NAME]", section);
+		ok = 0;
+	}
+	if (!ok)
+		cp->error_line = cp->line;
+	return (ok);
+}
+
+/* libinih reader: fgets, counting lines as inih does. */
+static char *
+config_read_line(char *str, int num, void *stream)
+{
+	struct config_parse	*cp = stream;
+
+	cp->line++;
+	return (fgets(str, num, cp->fp));
 }
 
 /* Count the CPUs we may run on. */
@@ -285,28 +338,32 @@ config_load(const char *path, char **cause)
 	memset(&cp, 0, sizeof(cp));
 	cp.conf = conf;
 
-	r = ini_parse(path, config_handler, &cp);
-	if (r == -1) {
+	if ((cp.fp = fopen(path, "r")) == NULL) {
 		*cause = xasprintf("%s: cannot open: %s", path,
 		    strerror(errno));
 		goto fail;
 	}
+	r = ini_parse_stream(config_read_line, &cp, config_handler, &cp);
+	fclose(cp.fp);
 	if (r == -2) {
 		*cause = xasprintf("%s: out of memory while parsing", path);
 		goto fail;
 	}
+	/* inih goes on after a syntax error: r is the first bad line. */
 	if (r > 0) {
-		*cause = xasprintf("%s:%d: %s", path, r, cp.error != NULL ?
-		    cp.error : "syntax error; expected [section] or "
-		    "key = value");
+		*cause = xasprintf("%s:%d: %s", path, r,
+		    cp.error != NULL && cp.error_line == r ? cp.error :
+		    "syntax error; expected [section] or key = value");
 		goto fail;
 	}
+	free(cp.section);
 	if (conf->workers == 0)
 		conf->workers = config_ncpus();
 	return (conf);
 
 fail:
 	free(cp.error);
+	free(cp.section);
 	config_free(conf);
 	return (NULL);
 }

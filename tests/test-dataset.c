@@ -257,7 +257,7 @@ check_idx_sample(struct dataset *ds, uint32_t i)
 }
 
 /* Sizes, names and parsing of every dtype. */
-START_TEST(test_dtype)
+START_TEST(dtype_sizes_names_and_parsing)
 {
 	enum infeed_dtype	t;
 
@@ -282,7 +282,7 @@ START_TEST(test_dtype)
 END_TEST
 
 /* A later line of a section overrides an earlier one. */
-START_TEST(test_conf_get)
+START_TEST(conf_get_takes_the_last_line_of_a_key)
 {
 	struct dataset_conf	*c;
 
@@ -295,7 +295,7 @@ START_TEST(test_conf_get)
 END_TEST
 
 /* Shapes are 1 to 8 positive integers and nothing else. */
-START_TEST(test_shape_parse)
+START_TEST(shape_parse_takes_only_positive_dimensions)
 {
 	uint64_t	 shape[INFEED_MAX_DIMS];
 	uint32_t	 ndim;
@@ -333,7 +333,7 @@ START_TEST(test_shape_parse)
 END_TEST
 
 /* A plain IDX pair gives the right geometry, bytes and labels. */
-START_TEST(test_idx_plain)
+START_TEST(idx_plain_reads_geometry_bytes_and_labels)
 {
 	struct dataset	*ds;
 	uint8_t		*img, *lab;
@@ -372,7 +372,7 @@ START_TEST(test_idx_plain)
 END_TEST
 
 /* gzip IDX files, one member or two, read like plain ones. */
-START_TEST(test_idx_gzip)
+START_TEST(idx_gzip_reads_like_plain)
 {
 	struct dataset	*ds;
 	uint8_t		*img, *lab;
@@ -423,7 +423,7 @@ START_TEST(test_idx_gzip)
 END_TEST
 
 /* Files that are not unsigned-byte IDX files are named. */
-START_TEST(test_idx_bad_magic)
+START_TEST(idx_refuses_a_bad_magic_naming_it)
 {
 	uint8_t		*img, *lab;
 	size_t		 ilen, llen;
@@ -480,7 +480,7 @@ START_TEST(test_idx_bad_magic)
 END_TEST
 
 /* A file shorter or longer than its header says is refused. */
-START_TEST(test_idx_truncated)
+START_TEST(idx_refuses_a_file_shorter_or_longer_than_its_header)
 {
 	struct stat	 st;
 	uint8_t		*img, *lab, *gz;
@@ -557,7 +557,7 @@ START_TEST(test_idx_truncated)
 END_TEST
 
 /* Images and labels must agree on N; N must not be 0. */
-START_TEST(test_idx_count_mismatch)
+START_TEST(idx_refuses_differing_image_and_label_counts)
 {
 	uint8_t		*img, *lab;
 	size_t		 ilen, llen;
@@ -584,7 +584,7 @@ START_TEST(test_idx_count_mismatch)
 END_TEST
 
 /* The real Fashion-MNIST training set, when installed. */
-START_TEST(test_idx_fashion_mnist)
+START_TEST(idx_reads_installed_fashion_mnist)
 {
 	struct dataset	*ds;
 	uint8_t		 buf[784];
@@ -651,7 +651,7 @@ put_elem(uint8_t *dst, enum infeed_dtype t, uint32_t v)
 }
 
 /* raw records of every dtype, with every label dtype. */
-START_TEST(test_raw_dtypes)
+START_TEST(raw_reads_every_dtype_and_label_dtype)
 {
 	static const enum infeed_dtype	 ltypes[] = {
 		INFEED_DTYPE_UINT8, INFEED_DTYPE_INT32, INFEED_DTYPE_INT64
@@ -714,7 +714,7 @@ START_TEST(test_raw_dtypes)
 END_TEST
 
 /* raw files of the wrong size, and bad keys, are refused. */
-START_TEST(test_raw_bad)
+START_TEST(raw_refuses_wrong_sizes_and_bad_keys)
 {
 	uint8_t		data[100], labels[80];
 	int64_t		neg = -1;
@@ -814,7 +814,7 @@ npy_fixture(float *x, int64_t *y)
 }
 
 /* .npy files with version 1, 2 and 3 headers. */
-START_TEST(test_npy_good)
+START_TEST(npy_reads_version_1_2_and_3_headers)
 {
 	struct dataset	*ds;
 	float		 x[48], buf[16];
@@ -864,7 +864,7 @@ START_TEST(test_npy_good)
 END_TEST
 
 /* Bad .npy headers and data are refused with the reason. */
-START_TEST(test_npy_bad)
+START_TEST(npy_refuses_bad_headers_and_data_with_the_reason)
 {
 	float		 x[48];
 	int64_t		 y[3];
@@ -957,7 +957,7 @@ END_TEST
  * Every prefix of a good file, and every byte of its header replaced,
  * is refused or read, never a crash (run under valgrind for over-reads).
  */
-START_TEST(test_npy_mangled)
+START_TEST(npy_survives_every_prefix_and_mangled_header_byte)
 {
 	struct dataset	*ds;
 	struct stat	 st;
@@ -1021,7 +1021,7 @@ START_TEST(test_npy_mangled)
 END_TEST
 
 /* A synthetic sample depends on (seed, index) alone. */
-START_TEST(test_synthetic)
+START_TEST(synthetic_sample_depends_on_seed_and_index_alone)
 {
 	struct dataset	*a, *b;
 	uint8_t		*ba, *bb;
@@ -1081,7 +1081,7 @@ START_TEST(test_synthetic)
 END_TEST
 
 /* Synthetic values of each dtype lie in their range. */
-START_TEST(test_synthetic_dtypes)
+START_TEST(synthetic_values_of_each_dtype_lie_in_range)
 {
 	struct dataset	*ds;
 	enum infeed_dtype	 t;
@@ -1152,7 +1152,7 @@ START_TEST(test_synthetic_dtypes)
 END_TEST
 
 /* An unknown or missing type lists the known ones. */
-START_TEST(test_unknown_type)
+START_TEST(dataset_refuses_unknown_or_missing_type)
 {
 	open_fails(conf_new("p", "type", "parquet", "path", "/x", NULL),
 	    "unknown type 'parquet'", "idx, raw, npy, synthetic");
@@ -1162,7 +1162,7 @@ START_TEST(test_unknown_type)
 END_TEST
 
 /* Each reader names the key it is missing. */
-START_TEST(test_missing_keys)
+START_TEST(dataset_refuses_missing_keys_naming_them)
 {
 	open_fails(conf_new("m", "type", "idx", "images", "/x", NULL),
 	    "missing 'labels ='", "test.conf:1");
@@ -1197,7 +1197,7 @@ END_TEST
  * A key the reader does not read (a typo) refuses the dataset, naming the
  * file, the section, the key, the key probably meant and the valid ones.
  */
-START_TEST(test_unknown_key)
+START_TEST(dataset_refuses_unknown_key_naming_valid_ones)
 {
 	struct dataset_conf	*c;
 	struct dataset		*ds;
@@ -1248,6 +1248,185 @@ START_TEST(test_unknown_key)
 }
 END_TEST
 
+/*
+ * A file cut short after the dataset opened (a copy rewritten in place,
+ * a full disk): a row that is no longer wholly inside its file, or whose
+ * label is not, fails to read.  Bytes past the new end in the last partial
+ * page would read as zeros and pages wholly past it would raise SIGBUS;
+ * rows before the cut read as they did.
+ */
+
+/* Byte j of row i of the truncation fixtures: never zero. */
+static uint8_t
+cut_byte(uint64_t i, unsigned j)
+{
+	return ((uint8_t)((i * 7 + j * 13) | 0x80));
+}
+
+/* A raw dataset of 1000 rows of 16 bytes and int64 labels i % 10. */
+static struct dataset *
+cut_raw_open(void)
+{
+	uint8_t		 data[1000 * 16];
+	int64_t		 labels[1000];
+	unsigned	 i, j;
+
+	for (i = 0; i < 1000; i++) {
+		for (j = 0; j < 16; j++)
+			data[i * 16 + j] = cut_byte(i, j);
+		labels[i] = i % 10;
+	}
+	write_file(tpath("data"), data, sizeof data);
+	write_file(tpath("labels"), labels, sizeof labels);
+	return (open_ok(conf_new("cut", "type", "raw", "path", tpath("data"),
+	    "shape", "4,4", "dtype", "uint8", "labels", tpath("labels"),
+	    NULL)));
+}
+
+/* Row @i of a cut fixture reads whole: its bytes and its label. */
+static void
+cut_read_ok(struct dataset *ds, uint64_t i, int64_t want_label)
+{
+	uint8_t		buf[16];
+	int64_t		label = -1;
+	unsigned	j;
+
+	ck_assert_msg(dataset_read(ds, i, buf, &label) == 0, "row %" PRIu64
+	    " should read", i);
+	ck_assert_int_eq(label, want_label);
+	for (j = 0; j < 16; j++)
+		ck_assert_uint_eq(buf[j], cut_byte(i, j));
+}
+
+/* Row @i of a cut fixture fails to read. */
+static void
+cut_read_fails(struct dataset *ds, uint64_t i)
+{
+	uint8_t		buf[64];
+	int64_t		label = -1;
+
+	ck_assert_uint_le(ds->sample_bytes, sizeof buf);
+	ck_assert_msg(dataset_read(ds, i, buf, &label) == -1, "row %" PRIu64
+	    " is not wholly inside its file but read", i);
+}
+
+/* raw: rows cut by a truncation of the data file fail, earlier ones read. */
+START_TEST(raw_read_fails_for_rows_past_a_truncated_data_file)
+{
+	struct dataset	*ds = cut_raw_open();
+
+	cut_read_ok(ds, 900, 0);
+	/* 300 rows and half of row 300 are left; page 1 is partial. */
+	ck_assert_int_eq(truncate(tpath("data"), 300 * 16 + 8), 0);
+	cut_read_ok(ds, 0, 0);
+	cut_read_ok(ds, 299, 9);
+	cut_read_fails(ds, 300);	/* half inside */
+	cut_read_fails(ds, 400);	/* in the partial page: zeros */
+	cut_read_fails(ds, 511);
+	cut_read_fails(ds, 900);	/* in a page past the end: SIGBUS */
+	cut_read_ok(ds, 42, 2);
+	dataset_free(ds);
+}
+END_TEST
+
+/* raw: rows whose labels a truncation cut off fail, earlier ones read. */
+START_TEST(raw_read_fails_for_rows_past_a_truncated_labels_file)
+{
+	struct dataset	*ds = cut_raw_open();
+
+	/* 600 labels and half of label 600 are left; page 1 is partial. */
+	ck_assert_int_eq(truncate(tpath("labels"), 600 * 8 + 4), 0);
+	cut_read_ok(ds, 599, 9);
+	cut_read_fails(ds, 600);
+	cut_read_fails(ds, 701);	/* label 1 would read as 0 */
+	cut_read_ok(ds, 511, 1);
+	dataset_free(ds);
+}
+END_TEST
+
+/* npy: the same for a .npy file, whose rows start after its header. */
+START_TEST(npy_read_fails_for_rows_past_a_truncated_file)
+{
+	struct dataset	*ds;
+	uint8_t		*x, buf[16];
+	int64_t		 y[600], label;
+	struct stat	 st;
+	off_t		 data_off;
+	unsigned	 i, j;
+
+	x = malloc(600 * 16);
+	ck_assert_ptr_nonnull(x);
+	for (i = 0; i < 600; i++) {
+		for (j = 0; j < 16; j++)
+			x[i * 16 + j] = cut_byte(i, j);
+		y[i] = i % 10;
+	}
+	write_npy(tpath("x.npy"), 1, "{'descr': '|u1', 'fortran_order': "
+	    "False, 'shape': (600, 4, 4), }", x, 600 * 16);
+	write_npy(tpath("y.npy"), 1, "{'descr': '<i8', 'fortran_order': "
+	    "False, 'shape': (600,), }", y, sizeof y);
+	free(x);
+	ds = open_ok(conf_new("cut", "type", "npy", "path", tpath("x.npy"),
+	    "labels", tpath("y.npy"), NULL));
+	ck_assert_int_eq(stat(tpath("x.npy"), &st), 0);
+	data_off = st.st_size - 600 * 16;
+	ck_assert_int_eq(truncate(tpath("x.npy"), data_off + 200 * 16 + 8),
+	    0);
+	cut_read_ok(ds, 199, 9);
+	cut_read_fails(ds, 200);
+	cut_read_fails(ds, 240);	/* in the partial page */
+	cut_read_fails(ds, 599);	/* in a page past the end */
+	/* The labels too: 300 of them left. */
+	ck_assert_int_eq(stat(tpath("y.npy"), &st), 0);
+	ck_assert_int_eq(truncate(tpath("y.npy"), st.st_size - 300 * 8), 0);
+	ck_assert_int_eq(dataset_read(ds, 150, buf, &label), 0);
+	ck_assert_int_eq(label, 0);
+	cut_read_fails(ds, 301);
+	dataset_free(ds);
+}
+END_TEST
+
+/*
+ * idx: the same for a plain IDX file; a gzip one was inflated at open, so
+ * truncating it afterwards changes nothing.
+ */
+START_TEST(idx_read_fails_for_rows_past_a_truncated_plain_file)
+{
+	struct dataset	*ds;
+	uint8_t		*img, *lab, buf[16];
+	size_t		 ilen, llen;
+	int64_t		 label;
+
+	img = idx_images(600, 4, 4, &ilen);
+	lab = idx_labels(600, &llen);
+	write_file(tpath("img"), img, ilen);
+	write_file(tpath("lab"), lab, llen);
+	ds = open_ok(conf_new("cut", "type", "idx", "images", tpath("img"),
+	    "labels", tpath("lab"), NULL));
+	ck_assert_int_eq(truncate(tpath("img"), 16 + 300 * 16 + 8), 0);
+	check_idx_sample(ds, 299);
+	cut_read_fails(ds, 300);
+	cut_read_fails(ds, 400);	/* in the partial page */
+	cut_read_fails(ds, 599);	/* in a page past the end */
+	ck_assert_int_eq(truncate(tpath("lab"), 8 + 100), 0);
+	check_idx_sample(ds, 99);
+	cut_read_fails(ds, 100);
+	dataset_free(ds);
+
+	write_gz(tpath("img.gz"), "wb", img, ilen);
+	write_gz(tpath("lab.gz"), "wb", lab, llen);
+	ds = open_ok(conf_new("cut", "type", "idx", "images", tpath("img.gz"),
+	    "labels", tpath("lab.gz"), NULL));
+	ck_assert_int_eq(truncate(tpath("img.gz"), 10), 0);
+	ck_assert_int_eq(truncate(tpath("lab.gz"), 10), 0);
+	check_idx_sample(ds, 599);
+	ck_assert_int_eq(dataset_read(ds, 0, buf, &label), 0);
+	dataset_free(ds);
+	free(img);
+	free(lab);
+}
+END_TEST
+
 /* Every test, in cases by reader. */
 static Suite *
 dataset_suite(void)
@@ -1257,48 +1436,59 @@ dataset_suite(void)
 
 	tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_dtype);
-	tcase_add_test(tc, test_conf_get);
-	tcase_add_test(tc, test_shape_parse);
-	tcase_add_test(tc, test_unknown_type);
-	tcase_add_test(tc, test_missing_keys);
-	tcase_add_test(tc, test_unknown_key);
+	tcase_add_test(tc, dtype_sizes_names_and_parsing);
+	tcase_add_test(tc, conf_get_takes_the_last_line_of_a_key);
+	tcase_add_test(tc, shape_parse_takes_only_positive_dimensions);
+	tcase_add_test(tc, dataset_refuses_unknown_or_missing_type);
+	tcase_add_test(tc, dataset_refuses_missing_keys_naming_them);
+	tcase_add_test(tc, dataset_refuses_unknown_key_naming_valid_ones);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("idx");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_idx_plain);
-	tcase_add_test(tc, test_idx_gzip);
-	tcase_add_test(tc, test_idx_bad_magic);
-	tcase_add_test(tc, test_idx_truncated);
-	tcase_add_test(tc, test_idx_count_mismatch);
+	tcase_add_test(tc, idx_plain_reads_geometry_bytes_and_labels);
+	tcase_add_test(tc, idx_gzip_reads_like_plain);
+	tcase_add_test(tc, idx_refuses_a_bad_magic_naming_it);
+	tcase_add_test(tc,
+	    idx_refuses_a_file_shorter_or_longer_than_its_header);
+	tcase_add_test(tc, idx_refuses_differing_image_and_label_counts);
 	suite_add_tcase(s, tc);
 
 	/* Inflates 26 MB: slow under valgrind. */
 	tc = tcase_create("fashion-mnist");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_idx_fashion_mnist);
+	tcase_add_test(tc, idx_reads_installed_fashion_mnist);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("raw");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_raw_dtypes);
-	tcase_add_test(tc, test_raw_bad);
+	tcase_add_test(tc, raw_reads_every_dtype_and_label_dtype);
+	tcase_add_test(tc, raw_refuses_wrong_sizes_and_bad_keys);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("npy");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_npy_good);
-	tcase_add_test(tc, test_npy_bad);
-	tcase_add_test(tc, test_npy_mangled);
+	tcase_add_test(tc, npy_reads_version_1_2_and_3_headers);
+	tcase_add_test(tc, npy_refuses_bad_headers_and_data_with_the_reason);
+	tcase_add_test(tc, npy_survives_every_prefix_and_mangled_header_byte);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("synthetic");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_synthetic);
-	tcase_add_test(tc, test_synthetic_dtypes);
+	tcase_add_test(tc, synthetic_sample_depends_on_seed_and_index_alone);
+	tcase_add_test(tc, synthetic_values_of_each_dtype_lie_in_range);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("truncated");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, raw_read_fails_for_rows_past_a_truncated_data_file);
+	tcase_add_test(tc,
+	    raw_read_fails_for_rows_past_a_truncated_labels_file);
+	tcase_add_test(tc, npy_read_fails_for_rows_past_a_truncated_file);
+	tcase_add_test(tc,
+	    idx_read_fails_for_rows_past_a_truncated_plain_file);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -100,7 +100,7 @@ reference_run(size_t *n)
 }
 
 /* Attaching with (epoch, step) gives exactly the uninterrupted steps. */
-START_TEST(test_start_position)
+START_TEST(attach_at_epoch_and_step_resumes_the_order)
 {
 	struct infeed		*f;
 	struct infeed_options	 o;
@@ -124,7 +124,7 @@ START_TEST(test_start_position)
 END_TEST
 
 /* A daemon restart mid-epoch: libinfeed reconnects, the order is unchanged. */
-START_TEST(test_restart_resume)
+START_TEST(daemon_restart_reconnects_with_the_same_order)
 {
 	struct infeed		*f;
 	struct infeed_options	 o;
@@ -150,7 +150,7 @@ START_TEST(test_restart_resume)
 END_TEST
 
 /* Without reconnecting, a restart is reported as a closed connection. */
-START_TEST(test_restart_no_reconnect)
+START_TEST(daemon_restart_without_reconnect_is_closed)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
@@ -169,16 +169,21 @@ END_TEST
 
 /*
  * A file truncated under a session is that session's error, not a crash,
- * and the error names the dataset, the sample's index and its files.
+ * and the error names the dataset, the sample's index and its files.  No
+ * row is delivered that is not wholly inside the file: the rows in the
+ * last, partial page (which read as zeros) are errors too.
  */
-START_TEST(test_truncated_under_session)
+START_TEST(truncated_file_fails_the_session_at_the_first_cut_row)
 {
 	struct infeed		*f = client(), *g;
 	struct infeed_options	 o;
 	struct infeed_step	 st;
 	char			 path[400], labels[400];
 	const char		*msg, *p;
+	const uint8_t		*row;
 	unsigned long long	 index;
+	uint64_t		 r0;
+	unsigned		 j;
 	int			 i, r = INFEED_OK;
 
 	infeed_options_init(&o);
@@ -186,28 +191,40 @@ START_TEST(test_truncated_under_session)
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	infeed_release(f, &st);
+	/*
+	 * 600 samples of 16 bytes and half of sample 600 are left, in the
+	 * middle of the 4 KiB page of samples 512 to 767: step 6 (samples
+	 * 600 to 699, not yet filled with 3 slots) lies wholly in that page.
+	 */
 	snprintf(path, sizeof(path), "%s/raw.bin", dir);
-	ck_assert_int_eq(truncate(path, 200 * RAW_BYTES), 0);
+	ck_assert_int_eq(truncate(path, 600 * RAW_BYTES + 8), 0);
 	for (i = 0; i < 10 && r == INFEED_OK; i++) {
 		r = infeed_next(f, &st);
-		if (r == INFEED_OK)
-			infeed_release(f, &st);
+		if (r != INFEED_OK)
+			break;
+		for (r0 = 0; r0 < st.rows; r0++) {
+			row = (const uint8_t *)st.data + r0 * RAW_BYTES;
+			for (j = 0; j < RAW_BYTES; j++)
+				ck_assert_msg(row[j] == raw_byte(st.indices[r0],
+				    j), "sample %llu of step %llu delivered "
+				    "with wrong bytes",
+				    (unsigned long long)st.indices[r0],
+				    (unsigned long long)st.step);
+		}
+		infeed_release(f, &st);
 	}
 	ck_assert_int_eq(r, INFEED_ERR_DAEMON);
 	ck_assert_int_eq(infeed_daemon_code(f), INFEED__ERROR_CODE__ERROR_DATA);
 	msg = infeed_error(f);
 	ck_assert_msg(strstr(msg, "dataset 'raw'") != NULL, "%s", msg);
+	ck_assert_msg(strstr(msg, "cannot read sample") != NULL, "%s", msg);
 	snprintf(labels, sizeof(labels), "%s/raw-labels.bin", dir);
 	ck_assert_msg(strstr(msg, path) != NULL, "no file in: %s", msg);
 	ck_assert_msg(strstr(msg, labels) != NULL, "no labels in: %s", msg);
-	/*
-	 * The dataset index, not the row: 200 samples of 16 bytes are left,
-	 * and the rest of their 4 KiB page reads as zeros, so the first that
-	 * kills a worker is 256.
-	 */
+	/* The dataset index, not the row, and one of step 6. */
 	ck_assert_msg((p = strstr(msg, "sample ")) != NULL &&
 	    sscanf(p, "sample %llu", &index) == 1, "no index in: %s", msg);
-	ck_assert_msg(index >= 256 && index < RAW_N, "sample %llu: %s", index,
+	ck_assert_msg(index >= 600 && index < 700, "sample %llu: %s", index,
 	    msg);
 	infeed_free(f);
 	/* The daemon and the other datasets carry on. */
@@ -219,7 +236,7 @@ START_TEST(test_truncated_under_session)
 END_TEST
 
 /* Clients killed at random moments leave nothing behind in the daemon. */
-START_TEST(test_clients_killed)
+START_TEST(killed_clients_leave_nothing_behind)
 {
 	struct infeed_options	 o;
 	struct infeed_step	 st;
@@ -272,7 +289,7 @@ START_TEST(test_clients_killed)
 END_TEST
 
 /* A client that sends and never reads stalls only itself. */
-START_TEST(test_client_never_reads)
+START_TEST(client_that_never_reads_stalls_only_itself)
 {
 	Infeed__Frame		 fr = INFEED__FRAME__INIT;
 	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
@@ -318,7 +335,7 @@ START_TEST(test_client_never_reads)
 END_TEST
 
 /* More connections than max_clients: the extra ones are told why. */
-START_TEST(test_connection_flood)
+START_TEST(connections_past_max_clients_are_told_why)
 {
 	struct infeed	*f;
 	struct wire_in	 in;
@@ -366,7 +383,7 @@ START_TEST(test_connection_flood)
 END_TEST
 
 /* A reply larger than max_frame_size fails that request, not the daemon. */
-START_TEST(test_reply_too_large)
+START_TEST(reply_too_large_fails_only_that_request)
 {
 	struct infeed		*f[40], *g;
 	struct infeed_options	 o;
@@ -415,14 +432,15 @@ reliability_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_start_position);
-	tcase_add_test(tc, test_restart_resume);
-	tcase_add_test(tc, test_restart_no_reconnect);
-	tcase_add_test(tc, test_truncated_under_session);
-	tcase_add_test(tc, test_clients_killed);
-	tcase_add_test(tc, test_client_never_reads);
-	tcase_add_test(tc, test_connection_flood);
-	tcase_add_test(tc, test_reply_too_large);
+	tcase_add_test(tc, attach_at_epoch_and_step_resumes_the_order);
+	tcase_add_test(tc, daemon_restart_reconnects_with_the_same_order);
+	tcase_add_test(tc, daemon_restart_without_reconnect_is_closed);
+	tcase_add_test(tc,
+	    truncated_file_fails_the_session_at_the_first_cut_row);
+	tcase_add_test(tc, killed_clients_leave_nothing_behind);
+	tcase_add_test(tc, client_that_never_reads_stalls_only_itself);
+	tcase_add_test(tc, connections_past_max_clients_are_told_why);
+	tcase_add_test(tc, reply_too_large_fails_only_that_request);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -244,6 +244,7 @@ dataset_map_file(const struct dataset *ds, const char *path,
 
 	m->base = NULL;
 	m->len = 0;
+	m->fd = -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (dataset_error(cause, ds, "%s: cannot open: %s", path,
 		    strerror(errno)));
@@ -269,24 +270,51 @@ dataset_map_file(const struct dataset *ds, const char *path,
 		    path));
 	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	saved_errno = errno;
-	close(fd);
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
+		saved_errno = errno;
+		close(fd);
 		return (dataset_error(cause, ds, "%s: cannot map: %s", path,
 		    strerror(saved_errno)));
+	}
 	m->base = p;
 	m->len = (size_t)st.st_size;
+	m->fd = fd;
 	return (0);
 }
 
-/* Unmap what a dataset_map holds. */
+/* Unmap what a dataset_map holds and close its file. */
 void
 dataset_unmap(struct dataset_map *m)
 {
-	if (m->base != NULL)
+	if (m->base != NULL) {
 		munmap(m->base, m->len);
+		if (m->fd != -1)
+			close(m->fd);
+	}
 	m->base = NULL;
 	m->len = 0;
+	m->fd = -1;
+}
+
+/*
+ * Does the file behind a map still reach @end?  lseek(SEEK_END) is half
+ * the cost of fstat; moving the shared offset is harmless, as nothing
+ * read(2)s these descriptors.
+ */
+int
+dataset_map_holds(const struct dataset_map *m, uint64_t end)
+{
+	off_t	size;
+
+	if (m->fd == -1)
+		return (1);
+	if ((size = lseek(m->fd, 0, SEEK_END)) == -1)
+		return (0);
+	if ((uint64_t)size < end) {
+		errno = EIO;
+		return (0);
+	}
+	return (1);
 }
 
 /* Read one stored label; memcpy because the array may be unaligned. */

@@ -313,6 +313,7 @@ idx_load_gzip(struct dataset *ds, struct idx_file *f, int labels,
 	}
 	f->map.base = p;
 	f->map.len = f->off + bytes;
+	f->map.fd = -1;
 	memcpy(f->map.base, hdr, f->off);
 	if (idx_gz_pull(&g, f->map.base + f->off, bytes, &got) != 0)
 		goto corrupt;
@@ -461,12 +462,20 @@ fail:
 	return (-1);
 }
 
-/* Copy one image out and read its label. */
+/*
+ * Copy one image out and read its label; -1 when a plain file no longer
+ * holds it (truncated since it was mapped: see dataset_map_holds()).  An
+ * inflated gzip file is anonymous memory, which nothing can cut short.
+ */
 static int
 idx_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
 {
 	const struct idx	*x = ds->priv;
 
+	if (!dataset_map_holds(&x->images.map, x->images.off +
+	    (index + 1) * ds->sample_bytes) ||
+	    !dataset_map_holds(&x->labels.map, x->labels.off + index + 1))
+		return (-1);
 	memcpy(dst, x->images.map.base + x->images.off +
 	    index * ds->sample_bytes, ds->sample_bytes);
 	*label = x->labels.map.base[x->labels.off + index];

@@ -498,12 +498,19 @@ fail:
 	return (-1);
 }
 
-/* Copy one sample out and read its label. */
+/*
+ * Copy one sample out and read its label; -1 when either file no longer
+ * holds it (truncated since it was mapped: see dataset_map_holds()).
+ */
 static int
 npy_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
 {
 	const struct npy	*n = ds->priv;
 
+	if (!dataset_map_holds(&n->data, n->data_off + (index + 1) *
+	    ds->sample_bytes) || !dataset_map_holds(&n->labels,
+	    n->labels_off + (index + 1) * dtype_size(ds->label_dtype)))
+		return (-1);
 	memcpy(dst, n->data.base + n->data_off + index * ds->sample_bytes,
 	    ds->sample_bytes);
 	*label = dataset_label_get(n->labels.base + n->labels_off,

@@ -134,12 +134,19 @@ fail:
 	return (-1);
 }
 
-/* Copy one record out and read its label. */
+/*
+ * Copy one record out and read its label; -1 when either file no longer
+ * holds it (truncated since it was mapped: see dataset_map_holds()).
+ */
 static int
 raw_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
 {
 	const struct raw	*r = ds->priv;
 
+	if (!dataset_map_holds(&r->data, (index + 1) * ds->sample_bytes) ||
+	    !dataset_map_holds(&r->labels,
+	    (index + 1) * dtype_size(ds->label_dtype)))
+		return (-1);
 	memcpy(dst, r->data.base + index * ds->sample_bytes,
 	    ds->sample_bytes);
 	*label = dataset_label_get(r->labels.base, ds->label_dtype, index);
