@@ -99,7 +99,7 @@ config_parse_size(const char *s, uint64_t *out)
 	return (0);
 }
 
-/* Parse a duration: "30s", "500ms", "2m", or plain seconds, into ms. */
+/* Parse a duration: "500ms", "30s", "2m", "1h" or plain seconds, in ms. */
 static int
 config_parse_duration(const char *s, uint64_t *ms)
 {
@@ -119,6 +119,8 @@ config_parse_duration(const char *s, uint64_t *ms)
 		mul = 1000;
 	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
 		mul = 60000;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600000;
 	else
 		return (-1);
 	if (v > UINT64_MAX / mul)

@@ -28,9 +28,9 @@ struct wring {
 	float			*lut;		/* uint8 -> float, per channel */
 };
 
-/* Fill rows [begin, end) of one slot; returns -1 with *bad on failure. */
+/* Read rows [begin, end) of one slot; returns -1 with *bad on failure. */
 static int
-worker_fill(struct wring *w, const struct dataset *ds, uint32_t slot,
+worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
     uint64_t begin, uint64_t end, uint64_t *bad)
 {
 	const struct ring_layout *l = &w->desc.layout;
@@ -65,6 +65,28 @@ worker_fill(struct wring *w, const struct dataset *ds, uint32_t slot,
 		labels[r] = (int32_t)label;
 	}
 	return (0);
+}
+
+/*
+ * Fill rows [begin, end) of one slot; -1 with *bad on failure.  The files'
+ * sizes are checked once before the rows and once after: if a file shrank
+ * meanwhile, the rows are read again, so a row it cut off fails instead of
+ * going out as the zeros of a truncated page.
+ */
+static int
+worker_fill(struct wring *w, const struct dataset *ds, uint32_t slot,
+    uint64_t begin, uint64_t end, uint64_t *bad)
+{
+	int	rc;
+
+	dataset_job_begin();
+	rc = worker_rows(w, ds, slot, begin, end, bad);
+	if (dataset_job_end() && rc == 0) {
+		dataset_job_begin();
+		rc = worker_rows(w, ds, slot, begin, end, bad);
+		(void)dataset_job_end();
+	}
+	return (rc);
 }
 
 /* Receive one message and maybe an fd from the pool. */

@@ -19,7 +19,8 @@
 
 #include <check.h>
 
-#include "daemon.h"
+#include "catalogue.h"
+#include "log.h"
 
 static char	rundir[PATH_MAX];	/* made by main() */
 static char	conf_file[PATH_MAX + 32];

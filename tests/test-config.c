@@ -19,7 +19,8 @@
 
 #include <check.h>
 
-#include "daemon.h"
+#include "config.h"
+#include "paths.h"
 
 static char	rundir[PATH_MAX];	/* made by main() */
 static char	conf_file[PATH_MAX];	/* the test's configuration */
@@ -300,14 +301,51 @@ START_TEST(config_refuses_unknown_daemon_key)
 	load_fails("[infeedd]\nworkers = 2\nworkrs = 2\n", 3,
 	    "unknown key 'workrs' in section [infeedd] (did you mean "
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size and memory_budget");
+	    "max_frame_size, memory_budget and job_timeout");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size and memory_budget");
+	    "max_frame_size, memory_budget and job_timeout");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
-	    "socket, workers, max_clients, max_frame_size and memory_budget");
+	    "socket, workers, max_clients, max_frame_size, memory_budget and "
+	    "job_timeout");
+}
+END_TEST
+
+/* job_timeout takes durations from 100ms to 24h, 30s by default. */
+START_TEST(config_reads_job_timeout_durations)
+{
+	static const struct {
+		const char	*text;
+		uint32_t	 ms;
+	} good[] = {
+		{ "30s", 30000 }, { "500ms", 500 }, { "2m", 120000 },
+		{ "7", 7000 }, { "100ms", 100 }, { "24h", 86400000 },
+	};
+	struct config	*conf;
+	char		 text[128];
+	size_t		 i;
+
+	conf = load_ok("[infeedd]\n");
+	ck_assert_uint_eq(conf->job_timeout_ms, 30000);
+	config_free(conf);
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[infeedd]\njob_timeout = %s\n",
+		    good[i].text);
+		conf = load_ok(text);
+		ck_assert_uint_eq(conf->job_timeout_ms, good[i].ms);
+		config_free(conf);
+	}
+	load_fails("[infeedd]\njob_timeout = 50ms\n", 2, "[infeedd] "
+	    "job_timeout = 50ms: expected a duration from 100ms to 24h such "
+	    "as 30s or 500ms");
+	load_fails("[infeedd]\njob_timeout = 25h\n", 2, "[infeedd] "
+	    "job_timeout = 25h: expected a duration from 100ms to 24h such "
+	    "as 30s or 500ms");
+	load_fails("[infeedd]\njob_timeout = soon\n", 2, "[infeedd] "
+	    "job_timeout = soon: expected a duration from 100ms to 24h such "
+	    "as 30s or 500ms");
 }
 END_TEST
 
@@ -431,6 +469,7 @@ config_suite(void)
 	tcase_add_test(tc, config_gives_defaults_for_an_empty_file);
 	tcase_add_test(tc, config_reads_every_daemon_key);
 	tcase_add_test(tc, config_parses_sizes_with_binary_suffixes);
+	tcase_add_test(tc, config_reads_job_timeout_durations);
 	tcase_add_test(tc, config_refuses_a_bad_socket_path);
 	tcase_add_test(tc, config_refuses_a_bad_workers_count);
 	tcase_add_test(tc, config_refuses_a_bad_max_clients);

@@ -279,6 +279,8 @@ dataset_map_file(const struct dataset *ds, const char *path,
 	m->base = p;
 	m->len = (size_t)st.st_size;
 	m->fd = fd;
+	m->job = 0;
+	m->size = (uint64_t)st.st_size;
 	return (0);
 }
 
@@ -296,21 +298,64 @@ dataset_unmap(struct dataset_map *m)
 	m->fd = -1;
 }
 
+/* The job in progress (0: none), and the maps it checked. */
+#define DATASET_JOB_MAPS	8
+static uint64_t			 dataset_job;
+static uint64_t			 dataset_jobs;
+static struct dataset_map	*dataset_job_maps[DATASET_JOB_MAPS];
+static unsigned			 dataset_job_nmaps;
+
+/* A worker starts a batch of rows. */
+void
+dataset_job_begin(void)
+{
+	dataset_job = ++dataset_jobs;
+	dataset_job_nmaps = 0;
+}
+
+/* The batch is read: did a file it read shrink meanwhile? */
+int
+dataset_job_end(void)
+{
+	struct dataset_map	*m;
+	off_t			 size;
+	unsigned		 i;
+	int			 shrank = 0;
+
+	for (i = 0; i < dataset_job_nmaps; i++) {
+		m = dataset_job_maps[i];
+		size = lseek(m->fd, 0, SEEK_END);
+		if (size == -1 || (uint64_t)size < m->size)
+			shrank = 1;
+	}
+	dataset_job = 0;
+	dataset_job_nmaps = 0;
+	return (shrank);
+}
+
 /*
  * Does the file behind a map still reach @end?  lseek(SEEK_END) is half
  * the cost of fstat; moving the shared offset is harmless, as nothing
- * read(2)s these descriptors.
+ * read(2)s these descriptors.  The cached size is this process's own
+ * (a worker's copy of the dataset), hence the cast.
  */
 int
-dataset_map_holds(const struct dataset_map *m, uint64_t end)
+dataset_map_holds(const struct dataset_map *cm, uint64_t end)
 {
-	off_t	size;
+	struct dataset_map	*m = (struct dataset_map *)(uintptr_t)cm;
+	off_t			 size;
 
 	if (m->fd == -1)
 		return (1);
-	if ((size = lseek(m->fd, 0, SEEK_END)) == -1)
-		return (0);
-	if ((uint64_t)size < end) {
+	if (dataset_job == 0 || m->job != dataset_job) {
+		if ((size = lseek(m->fd, 0, SEEK_END)) == -1)
+			return (0);
+		m->size = (uint64_t)size;
+		m->job = dataset_job;
+		if (dataset_job != 0 && dataset_job_nmaps < DATASET_JOB_MAPS)
+			dataset_job_maps[dataset_job_nmaps++] = m;
+	}
+	if (m->size < end) {
 		errno = EIO;
 		return (0);
 	}

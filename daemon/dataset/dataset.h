@@ -127,6 +127,8 @@ struct dataset_map {
 	uint8_t		*base;
 	size_t		 len;
 	int		 fd;	/* the mapped file; -1 for anonymous memory */
+	uint64_t	 job;	/* the job whose size check is cached */
+	uint64_t	 size;	/* the file's size then */
 };
 
 /**
@@ -195,12 +197,26 @@ void		 dataset_unmap(struct dataset_map *m);
  * @end bytes.  A read calls it before copying bytes out of the map: a
  * file truncated after it was mapped reads as zeros in its last partial
  * page and raises SIGBUS past it, so a row that is not wholly inside the
- * file now must be an error, not data.  One lseek(2) on the kept
- * descriptor (about 0.2 us); always true for anonymous memory.  A
- * truncation during the copy itself (microseconds) is not seen.
+ * file now must be an error, not data.  Within a job (dataset_job_begin)
+ * the file's size is taken once, with one lseek(2) on the kept
+ * descriptor, and dataset_job_end() takes it again; outside a job every
+ * call takes it.  Always true for anonymous memory.
  * Return: 1, or 0 (errno EIO, or lseek's) when the file is shorter.
  */
 int		 dataset_map_holds(const struct dataset_map *m, uint64_t end);
+
+/**
+ * dataset_job_begin() - a worker starts reading a batch of rows: from now
+ * on each file's size is checked once (per process, not thread-safe).
+ */
+void		 dataset_job_begin(void);
+
+/**
+ * dataset_job_end() - the batch is read: check the files' sizes again.
+ * Return: 1 when a file shrank during the job (its rows must be read
+ * again, so that those no longer inside the file fail), else 0.
+ */
+int		 dataset_job_end(void);
 
 /**
  * dataset_label_get() - label @index of an array of labels stored as @t
