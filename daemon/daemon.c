@@ -5,6 +5,8 @@
  * reload that SIGHUP asks for, and shutdown.
  */
 
+#include <sys/resource.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +119,33 @@ daemon_service_events(struct daemon *d)
 	d->status_ms = clock_now_ms();
 }
 
+/*
+ * Take the hard limit of open files as the soft one, as services do, and
+ * warn when max_clients cannot fit in it (each client may hold its socket
+ * and its ring, and the pool a copy of the ring).
+ */
+static void
+daemon_raise_nofile(const struct config *conf)
+{
+	struct rlimit	rl;
+	uint64_t	need;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			log_warn("setrlimit RLIMIT_NOFILE");
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	need = (uint64_t)conf->max_clients * 3 + conf->workers * 2 + 32;
+	if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
+		log_warnx("max_clients = %u needs about %llu file descriptors "
+		    "but the limit is %llu (LimitNOFILE= under systemd); "
+		    "clients past it are refused", conf->max_clients,
+		    (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+}
+
 /* Make every layer, bottom up. */
 struct daemon *
 daemon_start(const struct daemon_args *args)
@@ -137,6 +166,7 @@ daemon_start(const struct daemon_args *args)
 	}
 	if (args->workers > 0)
 		d->conf->workers = args->workers;
+	daemon_raise_nofile(d->conf);
 	log_info("infeedd %s starting with %s", INFEED_VERSION, d->conf->path);
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");

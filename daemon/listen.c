@@ -4,7 +4,12 @@
  * listening Unix stream socket, infeedd serves on it and leaves the file to
  * systemd.  Otherwise infeedd binds its own: a stale socket file is removed
  * (only if nothing answers on it), the new one gets mode 0660, and it is
- * unlinked at exit.  Accepting stops for a second when we run out of fds.
+ * unlinked at exit.
+ *
+ * Out of file descriptors, a spare one (kept open on /dev/null) is given
+ * up to accept the waiting client, which the peers then refuse with a
+ * clear error; accepting pauses for a second until descriptors come back,
+ * instead of leaving clients to wait for a Welcome that never comes.
  */
 
 #include <sys/socket.h>
@@ -29,6 +34,7 @@ struct listener {
 	struct event_base	*base;
 	struct peers		*peers;
 	int			 fd;
+	int			 spare;		/* given up to refuse a client */
 	char			*path;		/* ours to unlink at exit */
 	struct event		*ev;
 	struct event		*retry_ev;
@@ -161,6 +167,7 @@ listen_open(struct event_base *base, const char *path, struct peers *peers)
 		log_info("listening on %s", path);
 	}
 	l->fd = fd;
+	l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	l->ev = event_new(base, fd, EV_READ | EV_PERSIST, listen_accept_cb, l);
 	l->retry_ev = evtimer_new(base, listen_retry_cb, l);
 	if (l->ev == NULL || l->retry_ev == NULL || event_add(l->ev, NULL))
@@ -176,7 +183,35 @@ listen_retry_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
+	if (l->spare == -1)
+		l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	event_add(l->ev, NULL);
+}
+
+/*
+ * No descriptor left: give up the spare to accept one waiting client and
+ * have it refused; then pause accepting for a second.
+ */
+static void
+listen_exhausted(struct listener *l)
+{
+	struct timeval	tv = { 1, 0 };
+	int		fd;
+
+	if (l->spare != -1) {
+		close(l->spare);
+		l->spare = -1;
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd != -1)
+			peers_refuse(l->peers, fd, "infeedd has run out of file "
+			    "descriptors (the open files limit, LimitNOFILE=); "
+			    "try again later, or ask the operator to raise the "
+			    "limit or lower max_clients");
+		log_warnx("accept: out of file descriptors; refusing new "
+		    "clients for a second");
+	}
+	event_del(l->ev);
+	evtimer_add(l->retry_ev, &tv);
 }
 
 /* Accept every waiting connection. */
@@ -184,7 +219,6 @@ static void
 listen_accept_cb(evutil_socket_t lfd, short ev, void *arg)
 {
 	struct listener	*l = arg;
-	struct timeval	 tv = { 1, 0 };
 	int		 fd;
 
 	(void)ev;
@@ -193,11 +227,9 @@ listen_accept_cb(evutil_socket_t lfd, short ev, void *arg)
 		if (fd == -1) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno == EMFILE || errno == ENFILE) {
-				log_warn("accept: pausing for a second");
-				event_del(l->ev);
-				evtimer_add(l->retry_ev, &tv);
-			} else if (errno != EAGAIN)
+			if (errno == EMFILE || errno == ENFILE)
+				listen_exhausted(l);
+			else if (errno != EAGAIN)
 				log_warn("accept");
 			return;
 		}
@@ -214,6 +246,8 @@ listen_free(struct listener *l)
 	event_free(l->ev);
 	event_free(l->retry_ev);
 	close(l->fd);
+	if (l->spare != -1)
+		close(l->spare);
 	if (l->path != NULL)
 		unlink(l->path);
 	free(l->path);
@@ -224,6 +258,9 @@ listen_free(struct listener *l)
 void
 listen_close_fd(struct listener *l)
 {
-	if (l != NULL)
-		close(l->fd);
+	if (l == NULL)
+		return;
+	close(l->fd);
+	if (l->spare != -1)
+		close(l->spare);
 }

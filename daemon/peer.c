@@ -72,6 +72,7 @@ struct peer {
 	char			*name;		/* clean UTF-8, one line */
 	struct session		*session;
 	char			*ended_why;	/* ENDED: what a reload did */
+	char			*refused_why;	/* REFUSED: not max_clients */
 	struct session_req	 req;		/* the request being handled */
 	bool			 paused;	/* output over PEER_OUTQ_HIGH */
 	uint64_t		 log_second;	/* when its log window began */
@@ -357,6 +358,21 @@ peers_free(struct peers *ps)
 	free(ps);
 }
 
+/* Take a connection only to refuse it. */
+void
+peers_refuse(struct peers *ps, int fd, const char *why)
+{
+	struct peer	*p;
+	uint64_t	 id = peers_accept(ps, fd);
+
+	TAILQ_FOREACH(p, &ps->list, entry) {
+		if (p->id == id) {
+			p->state = PEER_REFUSED;
+			p->refused_why = xstrdup(why);
+		}
+	}
+}
+
 /* Take a new connection; over the client limit, only to refuse it. */
 uint64_t
 peers_accept(struct peers *ps, int fd)
@@ -423,6 +439,7 @@ peer_free(struct peer *p)
 	close(p->fd);
 	log_debug("client %llu closed", (unsigned long long)p->id);
 	free(p->ended_why);
+	free(p->refused_why);
 	free(p->name);
 	free(p);
 }
@@ -822,6 +839,11 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 {
 	Infeed__Frame__MsgCase	c = f->msg_case;
 
+	if (p->state == PEER_REFUSED && p->refused_why != NULL) {
+		peer_fail(p, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "%s",
+		    p->refused_why);
+		return;
+	}
 	if (p->state == PEER_REFUSED) {
 		peer_fail(p, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED,
 		    "infeedd already serves %u clients (max_clients in %s); "

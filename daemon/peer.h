@@ -8,8 +8,8 @@
  *
  *   HELLO --Hello--> READY --Attach--> ATTACHED --Detach--> READY
  *   ATTACHED --a reload ended the session--> ENDED --Attach--> READY -->...
- *   REFUSED (over max_clients): its first frame gets RESOURCE_EXHAUSTED,
- *   then the connection closes.
+ *   REFUSED (over max_clients, or out of descriptors): its first frame
+ *   gets RESOURCE_EXHAUSTED, then the connection closes.
  *
  * Whatever one client does is that client's problem: a malformed,
  * oversized or out-of-place frame gets an Error frame (where the socket
@@ -54,6 +54,12 @@ void		 peers_free(struct peers *ps);
  * Return: the new peer's id.
  */
 uint64_t	 peers_accept(struct peers *ps, int fd);
+
+/**
+ * peers_refuse() - take connection @fd only to refuse it: its first frame
+ * (its Hello) is answered with RESOURCE_EXHAUSTED and @why, then it closes.
+ */
+void		 peers_refuse(struct peers *ps, int fd, const char *why);
 
 /**
  * peers_reload() - the configuration and catalogue changed: sessions on

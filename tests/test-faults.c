@@ -487,6 +487,61 @@ START_TEST(test_log_rate_limited_per_client)
 }
 END_TEST
 
+/*
+ * Out of file descriptors, every client gets an answer (a Welcome, or a
+ * clear RESOURCE_EXHAUSTED naming the limit) instead of hanging, and once
+ * they leave the daemon serves again.
+ */
+START_TEST(test_out_of_descriptors_clients_refused)
+{
+	const char	*bin = getenv("INFEEDD");
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	struct wire_in	 in;
+	int		 fds[60], i, welcomed = 0, refused = 0;
+	uint64_t	 t0;
+
+	daemon_stop();
+	make_config("max_clients = 1000");
+	/* prlimit sets the limit, then execs infeedd in the same process. */
+	daemon_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
+	    (char *)bin, (char *)"--config", conf_path, (char *)"--socket",
+	    sock_path, (char *)"--workers", (char *)"2", NULL });
+	for (i = 0; i < 500 && access(sock_path, F_OK) != 0; i++)
+		usleep(10000);
+	usleep(100000);
+	h.protocol_version = WIRE_PROTOCOL_VERSION;
+	f.msg_case = INFEED__FRAME__MSG_HELLO;
+	f.hello = &h;
+	for (i = 0; i < 60; i++) {
+		fds[i] = raw_connect();
+		raw_send(fds[i], &f);
+		wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+		/* raw_recv fails the test when no answer comes in 2 s. */
+		r = raw_recv(fds[i], &in);
+		if (r != NULL && r->msg_case == INFEED__FRAME__MSG_WELCOME)
+			welcomed++;
+		else if (r != NULL && r->msg_case == INFEED__FRAME__MSG_ERROR &&
+		    r->error->code ==
+		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED &&
+		    strstr(r->error->message, "file descriptors") != NULL)
+			refused++;
+		if (r != NULL)
+			infeed__frame__free_unpacked(r, NULL);
+		wire_in_clear(&in);
+	}
+	ck_assert_int_ge(welcomed, 10);
+	ck_assert_int_ge(refused, 1);
+	ck_assert_int_eq(welcomed + refused, 60);
+	for (i = 0; i < 60; i++)
+		close(fds[i]);
+	usleep(1200000);	/* accepting resumes within a second */
+	t0 = now_ms();
+	infeed__frame__free_unpacked(stats(), NULL);
+	ck_assert_uint_lt(now_ms() - t0, 1000);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -502,6 +557,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_unread_replies_bound_memory);
 	tcase_add_test(tc, test_log_injection);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
+	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	suite_add_tcase(s, tc);
 	return (s);
 }
