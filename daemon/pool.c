@@ -38,6 +38,7 @@ struct job {
 	unsigned		 attempts;	/* deaths that blame it */
 	enum pool_job_result	 why;		/* the last: CRASHED or STUCK */
 	int			 signal;	/* the last crash signal */
+	uint64_t		*indices;	/* row_end - row_begin of them */
 };
 TAILQ_HEAD(job_list, job);
 
@@ -82,12 +83,24 @@ struct pool {
 	uint32_t		 job_timeout_ms;
 	struct event		*sigchld_ev;
 	struct event		*respawn_ev;
+	struct worker_msg	*jobmsg;	/* a JOB and its indices */
 	bool			 stopping;
 };
 
 static void	pool_dispatch(struct pool *);
+static void	job_free(struct job *);
 static void	pool_worker_cb(evutil_socket_t, short, void *);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
+
+/* A job, its indices and all; NULL is a no-op. */
+static void
+job_free(struct job *job)
+{
+	if (job == NULL)
+		return;
+	free(job->indices);
+	free(job);
+}
 
 /* Kill a worker that stopped doing its job; SIGCHLD replaces it. */
 static void
@@ -108,11 +121,11 @@ pool_kill_stuck(struct worker *w, const char *why)
  * gone, or if its socket is full: a worker that does not read is stuck.
  */
 static int
-pool_send(struct worker *w, const struct worker_msg *m, int fd)
+pool_send(struct worker *w, const struct worker_msg *m, size_t len, int fd)
 {
 	if (w->stuck)
 		return (-1);
-	if (wire_send_some(w->fd, m, sizeof(*m), fd) == -1) {
+	if (wire_send_some(w->fd, m, len, fd) == -1) {
 		if (errno == EAGAIN)
 			pool_kill_stuck(w, "does not read its socket");
 		else
@@ -278,7 +291,7 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 		    m.error == WORKER_OK ? POOL_JOB_DONE :
 		    POOL_JOB_READ_ERROR, m.bad_index);
 	}
-	free(job);
+	job_free(job);
 	if (w->retiring)
 		pool_retire(w);
 	pool_dispatch(pool);
@@ -306,7 +319,7 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 		next = TAILQ_NEXT(job, entry);
 		if ((pr = pool_find(pool, job->ring_id)) == NULL) {
 			TAILQ_REMOVE(&pool->jobs, job, entry);
-			free(job);
+			job_free(job);
 			continue;
 		}
 		if (pr->inflight < pr->max_jobs) {
@@ -322,9 +335,10 @@ static void
 pool_dispatch(struct pool *pool)
 {
 	struct pool_ring	*pr = NULL;
-	struct worker_msg	 m;
+	struct worker_msg	 m, *jm = pool->jobmsg;
 	struct worker		*w;
 	struct job		*job;
+	uint64_t		 rows;
 	unsigned		 i;
 
 	for (i = 0; i < pool->n; i++) {
@@ -338,16 +352,20 @@ pool_dispatch(struct pool *pool)
 		if (!pr->mapped[w->idx]) {
 			m.type = WORKER_MSG_MAP;
 			m.ring = pr->desc;
-			if (pool_send(w, &m, pr->memfd) == -1)
+			if (pool_send(w, &m, sizeof(m), pr->memfd) == -1)
 				continue;
 			pr->mapped[w->idx] = true;
 		}
-		m.type = WORKER_MSG_JOB;
-		m.ring_id = job->ring_id;
-		m.slot = job->slot;
-		m.row_begin = job->row_begin;
-		m.row_end = job->row_end;
-		if (pool_send(w, &m, -1) == -1)
+		rows = job->row_end - job->row_begin;
+		memset(jm, 0, sizeof(*jm));
+		jm->type = WORKER_MSG_JOB;
+		jm->ring_id = job->ring_id;
+		jm->slot = job->slot;
+		jm->row_begin = job->row_begin;
+		jm->row_end = job->row_end;
+		memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
+		if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t),
+		    -1) == -1)
 			continue;
 		TAILQ_REMOVE(&pool->jobs, job, entry);
 		w->job = job;
@@ -370,7 +388,7 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 	uint64_t		 r;
 
 	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
-		free(job);
+		job_free(job);
 		return;
 	}
 	pr->inflight--;
@@ -385,12 +403,14 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		for (r = job->row_end; r > job->row_begin; r--) {
 			one = xcalloc(1, sizeof(*one));
 			*one = *job;
+			one->indices = xmalloc(sizeof(*one->indices));
+			one->indices[0] = job->indices[r - 1 - job->row_begin];
 			one->row_begin = r - 1;
 			one->row_end = r;
 			one->attempts = 1;
 			TAILQ_INSERT_HEAD(&pool->jobs, one, entry);
 		}
-		free(job);
+		job_free(job);
 		return;
 	}
 	if (++job->attempts < POOL_MAX_ATTEMPTS) {
@@ -398,7 +418,7 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		return;
 	}
 	pool_report(pr, job, 1, job->why, job->row_begin);
-	free(job);
+	job_free(job);
 }
 
 /* What a worker's end says about its job: DONE (nothing), CRASHED, STUCK. */
@@ -529,6 +549,8 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->child_cb = child_cb;
 	pool->child_arg = child_arg;
 	pool->job_timeout_ms = job_timeout_ms;
+	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
+	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t));
 	pool->n = workers;
 	pool->workers = xcalloc(workers, sizeof(*pool->workers));
 	TAILQ_INIT(&pool->jobs);
@@ -610,11 +632,11 @@ pool_free(struct pool *pool)
 			event_free(pool->workers[i].ev);
 		if (pool->workers[i].deadline_ev != NULL)
 			event_free(pool->workers[i].deadline_ev);
-		free(pool->workers[i].job);
+		job_free(pool->workers[i].job);
 	}
 	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {
 		TAILQ_REMOVE(&pool->jobs, job, entry);
-		free(job);
+		job_free(job);
 	}
 	while ((pr = TAILQ_FIRST(&pool->rings)) != NULL) {
 		TAILQ_REMOVE(&pool->rings, pr, entry);
@@ -626,6 +648,7 @@ pool_free(struct pool *pool)
 		event_free(pool->sigchld_ev);
 	if (pool->respawn_ev != NULL)
 		event_free(pool->respawn_ev);
+	free(pool->jobmsg);
 	free(pool->workers);
 	free(pool);
 }
@@ -676,7 +699,7 @@ pool_remove_ring(struct pool_ring *pr)
 	m.ring_id = pr->desc.ring_id;
 	for (i = 0; i < pool->n; i++) {
 		if (pr->mapped[i] && pool->workers[i].fd != -1)
-			(void)pool_send(&pool->workers[i], &m, -1);
+			(void)pool_send(&pool->workers[i], &m, sizeof(m), -1);
 	}
 	TAILQ_REMOVE(&pool->rings, pr, entry);
 	close(pr->memfd);
@@ -684,18 +707,29 @@ pool_remove_ring(struct pool_ring *pr)
 	free(pr);
 }
 
-/* Queue rows [begin, end) of a slot and start what can start. */
+/*
+ * Queue rows [begin, end) of a slot, whose dataset indices are @indices,
+ * in jobs of at most WORKER_MAX_JOB_ROWS rows, and start what can start.
+ */
 void
 pool_submit(struct pool_ring *pr, uint32_t slot, uint64_t begin,
-    uint64_t end)
+    uint64_t end, const uint64_t *indices)
 {
 	struct job	*job;
+	uint64_t	 stop;
 
+	for (; end - begin > WORKER_MAX_JOB_ROWS; begin = stop) {
+		stop = begin + WORKER_MAX_JOB_ROWS;
+		pool_submit(pr, slot, begin, stop, indices);
+		indices += WORKER_MAX_JOB_ROWS;
+	}
 	job = xcalloc(1, sizeof(*job));
 	job->ring_id = pr->desc.ring_id;
 	job->slot = slot;
 	job->row_begin = begin;
 	job->row_end = end;
+	job->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));
+	memcpy(job->indices, indices, (end - begin) * sizeof(uint64_t));
 	TAILQ_INSERT_TAIL(&pr->pool->jobs, job, entry);
 	pool_dispatch(pr->pool);
 }
@@ -710,7 +744,7 @@ pool_drop_jobs(struct pool_ring *pr)
 		next = TAILQ_NEXT(job, entry);
 		if (job->ring_id == pr->desc.ring_id) {
 			TAILQ_REMOVE(&pr->pool->jobs, job, entry);
-			free(job);
+			job_free(job);
 		}
 	}
 }

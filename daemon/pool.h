@@ -97,10 +97,12 @@ struct pool_ring *pool_add_ring(struct pool *pool, uint32_t dataset_index,
 void		 pool_remove_ring(struct pool_ring *pr);
 
 /**
- * pool_submit() - queue rows [@begin, @end) of slot @slot.
+ * pool_submit() - queue rows [@begin, @end) of slot @slot; @indices are
+ * their dataset indices (copied: the workers get them from the pool, never
+ * from the ring, which the client can see).
  */
 void		 pool_submit(struct pool_ring *pr, uint32_t slot,
-		    uint64_t begin, uint64_t end);
+		    uint64_t begin, uint64_t end, const uint64_t *indices);
 
 /**
  * pool_drop_jobs() - drop the ring's queued jobs; running ones finish.

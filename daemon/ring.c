@@ -4,6 +4,7 @@
  */
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,6 +117,12 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 	    (off_t)r->layout.ring_bytes) == -1 || fcntl(r->memfd, F_ADD_SEALS,
 	    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == -1) {
 		*cause = xasprintf("cannot create the step ring: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	/* Only the daemon's own user may reopen it writable. */
+	if (fchmod(r->memfd, 0400) == -1) {
+		*cause = xasprintf("cannot protect the step ring: %s",
 		    strerror(errno));
 		goto fail;
 	}

@@ -82,7 +82,8 @@ void		 ring_free(struct ring *r);
 int		 ring_readonly_fd(const struct ring *r);
 
 /**
- * ring_indices() - slot @i's dataset-index table.
+ * ring_indices() - slot @i's dataset-index table, the client's copy (the
+ * workers write it from their jobs; the daemon never reads it back).
  */
 uint64_t	*ring_indices(const struct ring *r, uint32_t i);
 

@@ -41,6 +41,7 @@ struct session {
 	bool			 load_indefinitely;
 	struct transform	 transform;
 	struct ring		*ring;
+	uint64_t		*indices;	/* per slot, our own copy */
 	struct pool_ring	*pool_ring;
 	char			*failure;
 
@@ -104,6 +105,17 @@ session_pop(struct session *s)
 	return (req);
 }
 
+/*
+ * Slot @i's dataset indices: the session's own table, which the workers
+ * get through the pool.  The ring's copy is the client's to read (and, in
+ * a mapping it made writable, to scribble on): nothing reads it back.
+ */
+static uint64_t *
+session_indices(const struct session *s, uint32_t i)
+{
+	return (s->indices + (uint64_t)i * s->sampler.cbs);
+}
+
 /* "from FILE (labels: FILE); check those files", for a sample's error. */
 static char *
 session_sample_files(const struct dataset *ds)
@@ -126,7 +138,7 @@ session_fail(struct session *s, const struct pool_report *r)
 	char			*files, row[64] = "", what[96];
 
 	if (r->result != POOL_JOB_READ_ERROR && r->bad < sl->rows) {
-		index = ring_indices(s->ring, r->slot)[r->bad];
+		index = session_indices(s, r->slot)[r->bad];
 		snprintf(row, sizeof(row), "row %llu of ",
 		    (unsigned long long)r->bad);
 	}
@@ -270,6 +282,13 @@ session_new(const struct session_host *host,
 	    s->transform.out_sample_bytes, o->buffer_size, cause);
 	if (s->ring == NULL)
 		goto fail;
+	if ((s->indices = calloc(o->buffer_size, s->sampler.cbs *
+	    sizeof(uint64_t))) == NULL) {
+		*cause = xasprintf("no memory for the index tables of %u "
+		    "slots of %llu rows", o->buffer_size,
+		    (unsigned long long)s->sampler.cbs);
+		goto fail;
+	}
 	s->pool_ring = pool_add_ring(host->pool, (uint32_t)s->ds_index,
 	    &s->ring->layout, &s->transform, s->ring->memfd, o->num_workers,
 	    session_done_cb, s, cause);
@@ -310,6 +329,7 @@ session_free(struct session *s)
 		return;
 	pool_remove_ring(s->pool_ring);
 	ring_free(s->ring);
+	free(s->indices);
 	if (s->opts != NULL)
 		infeed__loader_options__free_unpacked(s->opts, NULL);
 	sampler_clear(&s->sampler);
@@ -327,7 +347,7 @@ session_submit(struct session *s, uint32_t i, uint64_t rows)
 	chunk = (rows + njobs - 1) / njobs;
 	for (r = 0; r < rows; r += chunk)
 		pool_submit(s->pool_ring, i, r, r + chunk < rows ? r + chunk :
-		    rows);
+		    rows, session_indices(s, i) + r);
 }
 
 /* Start filling free slots with the next steps in order. */
@@ -351,7 +371,7 @@ session_fill(struct session *s)
 			return;
 		sl = &s->ring->slot[i];
 		rows = sampler_step_indices(&s->sampler, s->fill_epoch,
-		    s->fill_step, ring_indices(s->ring, (uint32_t)i));
+		    s->fill_step, session_indices(s, (uint32_t)i));
 		if (rows != sampler_step_rows(&s->sampler, s->fill_step))
 			fatalx("sampler: cannot compute the permutation");
 		ring_slot_set(s->ring, (uint32_t)i, SLOT_FILLING);

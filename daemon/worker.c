@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A worker process: reads each row's dataset index from the slot, reads the
+ * A worker process: takes each row's dataset index from the job, reads the
  * sample through the dataset (whose mappings it inherited at fork),
  * transforms it if the session asked, writes data and label into the slot,
  * and answers DONE.  It keeps one mapping per ring it was sent.
@@ -28,24 +28,28 @@ struct wring {
 	float			*lut;		/* uint8 -> float, per channel */
 };
 
-/* Read rows [begin, end) of one slot; returns -1 with *bad on failure. */
+/*
+ * Read rows [begin, end) of one slot, whose dataset indices are @indices
+ * (from the pool, never from the ring); -1 with *bad on failure.
+ */
 static int
 worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
-    uint64_t begin, uint64_t end, uint64_t *bad)
+    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad)
 {
 	const struct ring_layout *l = &w->desc.layout;
 	const struct transform	*tf = &w->desc.transform;
 	uint8_t			*base = w->map + (uint64_t)slot * l->slot_bytes;
-	const uint64_t		*indices;
 	int32_t			*labels;
 	uint8_t			*dst;
 	int64_t			 label;
 	uint64_t		 r, idx;
 
-	indices = (const uint64_t *)(const void *)(base + l->indices_offset);
 	labels = (int32_t *)(void *)(base + l->labels_offset);
+	/* The client's copy of the indices. */
+	memcpy(base + l->indices_offset + begin * sizeof(uint64_t), indices,
+	    (end - begin) * sizeof(uint64_t));
 	for (r = begin; r < end; r++) {
-		idx = indices[r];
+		idx = indices[r - begin];
 		dst = base + l->data_offset + r * tf->out_sample_bytes;
 		if (idx >= ds->samples) {
 			*bad = idx;
@@ -75,23 +79,39 @@ worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
  */
 static int
 worker_fill(struct wring *w, const struct dataset *ds, uint32_t slot,
-    uint64_t begin, uint64_t end, uint64_t *bad)
+    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad)
 {
 	int	rc;
 
 	dataset_job_begin();
-	rc = worker_rows(w, ds, slot, begin, end, bad);
+	rc = worker_rows(w, ds, slot, begin, end, indices, bad);
 	if (dataset_job_end() && rc == 0) {
 		dataset_job_begin();
-		rc = worker_rows(w, ds, slot, begin, end, bad);
+		rc = worker_rows(w, ds, slot, begin, end, indices, bad);
 		(void)dataset_job_end();
 	}
 	return (rc);
 }
 
-/* Receive one message and maybe an fd from the pool. */
+/* Whether a JOB fits its ring: a slot, rows and indices that exist. */
+static int
+worker_job_ok(const struct wring *w, const struct worker_msg *m, size_t n)
+{
+	const struct ring_layout *l = &w->desc.layout;
+	uint64_t		 rows;
+
+	if (m->slot >= l->slots || m->row_begin >= m->row_end ||
+	    m->row_end - m->row_begin > WORKER_MAX_JOB_ROWS)
+		return (0);
+	rows = m->row_end - m->row_begin;
+	return (n == sizeof(*m) + rows * sizeof(uint64_t) &&
+	    m->row_end * w->desc.transform.out_sample_bytes <=
+	    l->labels_offset);
+}
+
+/* Receive one message (at most @len bytes) and maybe an fd. */
 static ssize_t
-worker_recv(int sock, struct worker_msg *m, int *fd)
+worker_recv(int sock, void *m, size_t len, int *fd)
 {
 	union {
 		struct cmsghdr	hdr;
@@ -105,7 +125,7 @@ worker_recv(int sock, struct worker_msg *m, int *fd)
 	*fd = -1;
 	memset(&msg, 0, sizeof(msg));
 	iov.iov_base = m;
-	iov.iov_len = sizeof(*m);
+	iov.iov_len = len;
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
 	msg.msg_control = cbuf.buf;
@@ -178,8 +198,9 @@ void
 worker_main(const struct catalogue *cat, int sock)
 {
 	struct wring		*rings = NULL, *w;
-	size_t			 nrings = 0;
-	struct worker_msg	 m;
+	size_t			 nrings = 0, len;
+	struct worker_msg	*mp;
+	uint64_t		*indices;
 	ssize_t			 n;
 	int			 fd;
 
@@ -189,34 +210,39 @@ worker_main(const struct catalogue *cat, int sock)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
 	log_init("infeedd-worker", 0);
+	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
+	mp = xmalloc(len);
+	indices = (uint64_t *)(void *)(mp + 1);
 	for (;;) {
-		n = worker_recv(sock, &m, &fd);
+		n = worker_recv(sock, mp, len, &fd);
 		if (n <= 0)
 			_exit(0);
-		if ((size_t)n != sizeof(m)) {
+		if ((size_t)n < sizeof(*mp) || (mp->type != WORKER_MSG_JOB &&
+		    (size_t)n != sizeof(*mp))) {
 			if (fd != -1)
 				close(fd);
 			continue;
 		}
-		switch (m.type) {
+		switch (mp->type) {
 		case WORKER_MSG_MAP:
-			worker_map(&rings, &nrings, &m, fd);
+			worker_map(&rings, &nrings, mp, fd);
 			break;
 		case WORKER_MSG_UNMAP:
-			if ((w = worker_find(rings, nrings, m.ring_id)) != NULL)
+			if ((w = worker_find(rings, nrings, mp->ring_id)) !=
+			    NULL)
 				worker_unmap(w);
 			break;
 		case WORKER_MSG_JOB:
-			w = worker_find(rings, nrings, m.ring_id);
-			m.type = WORKER_MSG_DONE;
-			m.error = WORKER_READ_ERROR;
+			w = worker_find(rings, nrings, mp->ring_id);
+			mp->type = WORKER_MSG_DONE;
+			mp->error = WORKER_READ_ERROR;
 			if (w != NULL && w->desc.dataset_index <
-			    cat->ndatasets)
-				m.error = worker_fill(w,
+			    cat->ndatasets && worker_job_ok(w, mp, (size_t)n))
+				mp->error = worker_fill(w,
 				    cat->datasets[w->desc.dataset_index],
-				    m.slot, m.row_begin, m.row_end,
-				    &m.bad_index);
-			if (send(sock, &m, sizeof(m), MSG_NOSIGNAL) == -1)
+				    mp->slot, mp->row_begin, mp->row_end,
+				    indices, &mp->bad_index);
+			if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
 				_exit(0);
 			break;
 		default:

@@ -4,10 +4,16 @@
  * already open, they read samples and write them straight into step slots
  * in shared memory.
  *
- * The pool and a worker talk over one SOCK_SEQPACKET socketpair in
- * fixed-size messages: MAP (with a ring's memfd, sent the first time the
- * worker gets a job of that ring), UNMAP, JOB (rows [row_begin, row_end) of
- * one slot) and DONE.  A worker has at most one job at a time.
+ * The pool and a worker talk over one SOCK_SEQPACKET socketpair: MAP (with
+ * a ring's memfd, sent the first time the worker gets a job of that ring),
+ * UNMAP, JOB (rows [row_begin, row_end) of one slot, followed by the
+ * dataset index of each row) and DONE.  A worker has at most one job at a
+ * time.
+ *
+ * The indices travel in the message, not through the ring: the client
+ * maps the ring too, and nothing it could write there (through a
+ * descriptor it reopened writable, say) may steer a worker.  The worker
+ * copies them into the slot's index table for the client.
  */
 #ifndef INFEED_WORKER_H
 #define INFEED_WORKER_H
@@ -40,6 +46,9 @@ struct worker_ring {
 	struct transform	transform;
 };
 
+/* Rows in one JOB message at most (its indices: 32 KiB). */
+#define WORKER_MAX_JOB_ROWS	4096
+
 struct worker_msg {
 	uint32_t		type;
 	uint32_t		slot;
@@ -50,6 +59,7 @@ struct worker_msg {
 	uint32_t		pad;
 	uint64_t		bad_index;	/* DONE: the index that failed */
 	struct worker_ring	ring;		/* MAP */
+	/* JOB: row_end - row_begin dataset indices follow. */
 };
 
 /**

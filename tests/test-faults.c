@@ -10,7 +10,9 @@
  * $INFEEDD names the daemon binary (meson sets it).
  */
 
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -30,6 +32,7 @@
 
 #include "harness.h"
 #include "infeed.h"
+#include "sampler.h"
 
 /* A synthetic set whose rows (64 MiB) take a worker tens of ms each. */
 #define BIG_SECTION \
@@ -542,6 +545,121 @@ START_TEST(test_out_of_descriptors_clients_refused)
 }
 END_TEST
 
+/* Send one request with no fields (Next) or a Release on a raw socket. */
+static Infeed__Frame *
+raw_ask(int fd, struct wire_in *in, Infeed__Frame__MsgCase c, uint32_t slot)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__Next	 nx = INFEED__NEXT__INIT;
+	Infeed__Release	 rl = INFEED__RELEASE__INIT;
+
+	f.msg_case = c;
+	if (c == INFEED__FRAME__MSG_NEXT)
+		f.next = &nx;
+	else {
+		rl.slot = slot;
+		f.release = &rl;
+	}
+	raw_send(fd, &f);
+	ck_assert_ptr_nonnull(r = raw_recv(fd, in));
+	return (r);
+}
+
+/*
+ * A client that reopens its ring's descriptor writable (possible as root
+ * or the daemon's user; anyone else is kept out by the memfd's mode) and
+ * scribbles over every slot's index table, step after step, still gets
+ * the sampler's rows: the workers take the indices from their jobs, never
+ * from the ring.
+ */
+START_TEST(test_writable_ring_steers_nothing)
+{
+	Infeed__Frame		 f = INFEED__FRAME__INIT, *r;
+	Infeed__Attach		 a = INFEED__ATTACH__INIT;
+	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
+	struct wire_in		 in;
+	struct sampler		 sm;
+	struct sampler_opts	 so;
+	struct stat		 sb;
+	char			 path[64], *cause = NULL;
+	uint8_t			*ring;
+	const uint8_t		*slot;
+	uint64_t		 want[16], i, k, ring_bytes, slot_bytes, idx_off;
+	uint32_t		 nslots;
+	int			 fd = raw_greeted(), rofd, rw, step;
+
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	lo.has_batch_size = lo.has_buffer_size = lo.has_shuffle = 1;
+	lo.has_seed = 1;
+	lo.batch_size = 16;
+	lo.buffer_size = 3;
+	lo.shuffle = 1;
+	lo.seed = 5;
+	a.dataset = (char *)"raw";
+	a.options = &lo;
+	f.msg_case = INFEED__FRAME__MSG_ATTACH;
+	f.attach = &a;
+	raw_send(fd, &f);
+	ck_assert_ptr_nonnull(r = raw_recv(fd, &in));
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ATTACHED);
+	ring_bytes = r->attached->ring_bytes;
+	slot_bytes = r->attached->slot_bytes;
+	idx_off = r->attached->indices_offset;
+	nslots = r->attached->slots;
+	infeed__frame__free_unpacked(r, NULL);
+	ck_assert_int_ne(rofd = wire_in_take_fd(&in), -1);
+	ck_assert_int_eq(fstat(rofd, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 0777, 0400);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", rofd);
+	if ((rw = open(path, O_RDWR)) == -1) {
+		/* Not root nor the daemon's user: the mode keeps us out. */
+		ck_assert_int_eq(errno, EACCES);
+		goto out;
+	}
+	ring = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, rw,
+	    0);
+	ck_assert_ptr_ne(ring, MAP_FAILED);
+	memset(&so, 0, sizeof(so));
+	so.samples = RAW_N;
+	so.batch_size = 16;
+	so.device_iterations = so.replication_factor = 1;
+	so.gradient_accumulation = so.process_count = 1;
+	so.shuffle = true;
+	so.seed = 5;
+	so.drop_last = true;
+	ck_assert_int_eq(sampler_init(&sm, &so, &cause), 0);
+	for (step = 0; step < 150; step++) {
+		/* Junk over every index table: the next fills must not care. */
+		for (k = 0; k < nslots; k++)
+			memset(ring + k * slot_bytes + idx_off, 0x7f, 16 * 8);
+		r = raw_ask(fd, &in, INFEED__FRAME__MSG_NEXT, 0);
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STEP);
+		sampler_step_indices(&sm, r->step->epoch, r->step->step, want);
+		/*
+		 * The rows are the sampler's (the index table itself may show
+		 * our junk: a slot filled before we wrote it is ours to spoil).
+		 */
+		slot = ring + r->step->slot * slot_bytes;
+		ck_assert_uint_eq(r->step->rows, 16);
+		for (i = 0; i < r->step->rows; i++)
+			ck_assert_uint_eq(slot[i * RAW_BYTES + 5],
+			    raw_byte(want[i], 5));
+		k = r->step->slot;
+		infeed__frame__free_unpacked(r, NULL);
+		r = raw_ask(fd, &in, INFEED__FRAME__MSG_RELEASE, (uint32_t)k);
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_RELEASED);
+		infeed__frame__free_unpacked(r, NULL);
+	}
+	sampler_clear(&sm);
+	munmap(ring, ring_bytes);
+	close(rw);
+out:
+	close(rofd);
+	close(fd);
+	wire_in_clear(&in);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -558,6 +676,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_log_injection);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
+	tcase_add_test(tc, test_writable_ring_steers_nothing);
 	suite_add_tcase(s, tc);
 	return (s);
 }
