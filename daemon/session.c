@@ -5,9 +5,12 @@
  * as soon as the next step is ready, never by polling.
  */
 
+#include <sys/random.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -60,10 +63,29 @@ struct session {
 	uint64_t		 first_next_ms;
 };
 
-static uint64_t	session_next_id;
+static uint64_t	session_next_id;	/* 0: not seeded yet */
 
 static void	session_fill(struct session *);
 static void	session_deliver(struct session *);
+
+/*
+ * A new session id.  Ids never repeat across daemon instances (a client
+ * resuming after a restart tells its old steps from the new session's by
+ * the id): they start at a random multiple of 2^21, below 2^53 so that
+ * every JSON reader keeps them exact.
+ */
+static uint64_t
+session_new_id(void)
+{
+	uint32_t	r;
+
+	if (session_next_id == 0) {
+		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+			r = (uint32_t)(clock_now_ms() ^ (uint64_t)getpid() << 16);
+		session_next_id = ((uint64_t)(r & 0x7fffffff) + 1) << 21;
+	}
+	return (session_next_id++);
+}
 
 /* Move to state @st; the allowed transitions are all here. */
 static void
@@ -294,7 +316,7 @@ session_new(const struct session_host *host,
 	    session_done_cb, s, cause);
 	if (s->pool_ring == NULL)
 		goto fail;
-	s->id = ++session_next_id;
+	s->id = session_new_id();
 	s->load_indefinitely = o->load_indefinitely;
 	s->fill_epoch = o->start_epoch;
 	s->fill_step = o->start_step;

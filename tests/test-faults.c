@@ -660,6 +660,34 @@ out:
 }
 END_TEST
 
+/*
+ * Session ids never repeat across daemon instances, so a client resuming
+ * after a restart can tell its old steps from the new session's.
+ */
+START_TEST(test_session_ids_unique_across_restarts)
+{
+	struct infeed_session_info	info;
+	struct infeed			*f;
+	uint64_t			ids[4];
+	int				i, j;
+
+	for (i = 0; i < 4; i++) {
+		if (i > 0) {
+			daemon_stop();
+			daemon_start(NULL);
+		}
+		f = client();
+		ck_assert_int_eq(infeed_attach(f, "raw", NULL, &info),
+		    INFEED_OK);
+		ids[i] = info.session_id;
+		ck_assert_uint_lt(ids[i], UINT64_C(1) << 53);
+		for (j = 0; j < i; j++)
+			ck_assert_uint_ne(ids[i], ids[j]);
+		infeed_free(f);
+	}
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -677,6 +705,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);
+	tcase_add_test(tc, test_session_ids_unique_across_restarts);
 	suite_add_tcase(s, tc);
 	return (s);
 }
