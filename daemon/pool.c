@@ -28,6 +28,7 @@
 
 #define POOL_MAX_ATTEMPTS	3	/* crashes or deadlines before blaming a row */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
+#define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -55,6 +56,15 @@ struct pool_ring {
 };
 TAILQ_HEAD(pool_ring_list, pool_ring);
 
+/* A message the worker's socket did not take yet. */
+struct wmsg {
+	TAILQ_ENTRY(wmsg)	 entry;
+	int			 fd;	/* our own duplicate, or -1 */
+	size_t			 len;
+	uint8_t			 buf[];
+};
+TAILQ_HEAD(wmsg_list, wmsg);
+
 struct worker {
 	struct pool	*pool;
 	unsigned	 idx;
@@ -62,6 +72,9 @@ struct worker {
 	int		 fd;
 	struct event	*ev;
 	struct event	*deadline_ev;	/* the running job's */
+	struct event	*wev;		/* armed while outq is not empty */
+	struct wmsg_list outq;
+	unsigned	 noutq;
 	struct job	*job;
 	uint64_t	 rows_done;
 	unsigned	 restarts;
@@ -116,23 +129,96 @@ pool_kill_stuck(struct worker *w, const char *why)
 	kill(w->pid, SIGKILL);
 }
 
+/* Forget what a worker had not read yet. */
+static void
+pool_outq_clear(struct worker *w)
+{
+	struct wmsg	*q;
+
+	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
+		TAILQ_REMOVE(&w->outq, q, entry);
+		if (q->fd != -1)
+			close(q->fd);
+		free(q);
+	}
+	w->noutq = 0;
+	if (w->wev != NULL)
+		event_del(w->wev);
+}
+
+/* Send what waits for the worker's socket, in order, while it takes it. */
+static void
+pool_outq_flush(struct worker *w)
+{
+	struct wmsg	*q;
+
+	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
+		if (wire_send_some(w->fd, q->buf, q->len, q->fd) == -1) {
+			if (errno != EAGAIN)
+				log_warn("worker %u (pid %d): send", w->idx,
+				    (int)w->pid);
+			break;
+		}
+		TAILQ_REMOVE(&w->outq, q, entry);
+		if (q->fd != -1)
+			close(q->fd);
+		free(q);
+		w->noutq--;
+	}
+	if (TAILQ_EMPTY(&w->outq))
+		event_del(w->wev);
+	else
+		event_add(w->wev, NULL);
+}
+
+/* The worker's socket takes more. */
+static void
+pool_worker_write_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	pool_outq_flush(arg);
+}
+
 /*
- * Send a message (and an fd) to a worker without blocking; -1 if it is
- * gone, or if its socket is full: a worker that does not read is stuck.
+ * Send a message (and an fd) to a worker without ever blocking: what its
+ * socket does not take waits in its queue, in order.  A worker that leaves
+ * POOL_MAX_QUEUED messages unread is stuck, and killed.  -1 when the
+ * message cannot go (the worker is gone or stuck).
  */
 static int
 pool_send(struct worker *w, const struct worker_msg *m, size_t len, int fd)
 {
-	if (w->stuck)
+	struct wmsg	*q;
+
+	if (w->stuck || w->fd == -1)
 		return (-1);
-	if (wire_send_some(w->fd, m, len, fd) == -1) {
-		if (errno == EAGAIN)
-			pool_kill_stuck(w, "does not read its socket");
-		else
+	if (TAILQ_EMPTY(&w->outq)) {
+		if (wire_send_some(w->fd, m, len, fd) != -1)
+			return (0);
+		if (errno != EAGAIN) {
 			log_warn("worker %u (pid %d): send", w->idx,
 			    (int)w->pid);
+			return (-1);
+		}
+	}
+	if (w->noutq >= POOL_MAX_QUEUED) {
+		pool_kill_stuck(w, "leaves its socket unread");
 		return (-1);
 	}
+	q = xmalloc(sizeof(*q) + len);
+	memcpy(q->buf, m, len);
+	q->len = len;
+	/* The ring's descriptor may be closed before this is sent. */
+	q->fd = fd == -1 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (fd != -1 && q->fd == -1) {
+		log_warn("worker %u: dup for a queued message", w->idx);
+		free(q);
+		return (-1);
+	}
+	TAILQ_INSERT_TAIL(&w->outq, q, entry);
+	w->noutq++;
+	event_add(w->wev, NULL);
 	return (0);
 }
 
@@ -174,6 +260,7 @@ static int
 pool_spawn(struct pool *pool, struct worker *w)
 {
 	struct pool_ring	*pr;
+	sigset_t		 all, old;
 	int			 sv[2], flags;
 	pid_t			 pid;
 
@@ -181,8 +268,16 @@ pool_spawn(struct pool *pool, struct worker *w)
 		log_warn("worker %u: socketpair", w->idx);
 		return (-1);
 	}
+	/*
+	 * Until the child has its own signal dispositions, a signal would run
+	 * libevent's handler there, which writes to the socket the main
+	 * process reads: block them all across the fork.
+	 */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
 	switch ((pid = fork())) {
 	case -1:
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		log_warn("worker %u: fork", w->idx);
 		close(sv[0]);
 		close(sv[1]);
@@ -191,10 +286,11 @@ pool_spawn(struct pool *pool, struct worker *w)
 		close(sv[0]);
 		w->fd = -1;
 		pool_child_close(pool, w);
-		worker_main(pool->cat, sv[1]);
+		worker_main(pool->cat, sv[1], &old);
 	default:
 		break;
 	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(sv[1]);
 	/* The main process never blocks on a worker. */
 	if ((flags = fcntl(sv[0], F_GETFL)) == -1 ||
@@ -214,7 +310,13 @@ pool_spawn(struct pool *pool, struct worker *w)
 		    pool_worker_cb, w);
 	if (w->deadline_ev == NULL)
 		w->deadline_ev = evtimer_new(pool->base, pool_deadline_cb, w);
-	if (w->ev == NULL || w->deadline_ev == NULL ||
+	if (w->wev == NULL)
+		w->wev = event_new(pool->base, w->fd, EV_WRITE | EV_PERSIST,
+		    pool_worker_write_cb, w);
+	else
+		event_assign(w->wev, pool->base, w->fd, EV_WRITE | EV_PERSIST,
+		    pool_worker_write_cb, w);
+	if (w->ev == NULL || w->deadline_ev == NULL || w->wev == NULL ||
 	    event_add(w->ev, NULL) == -1)
 		fatalx("cannot watch worker %u", w->idx);
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
@@ -240,6 +342,7 @@ static void
 pool_retire(struct worker *w)
 {
 	event_del(w->ev);
+	pool_outq_clear(w);
 	close(w->fd);
 	w->fd = -1;
 }
@@ -515,6 +618,7 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 		why = pool_blame(w, status, &csig);
 		event_del(w->ev);
 		event_del(w->deadline_ev);
+		pool_outq_clear(w);
 		if (w->fd != -1)
 			close(w->fd);
 		w->fd = -1;
@@ -560,6 +664,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		pool->workers[i].idx = i;
 		pool->workers[i].fd = -1;
 		pool->workers[i].pid = -1;
+		TAILQ_INIT(&pool->workers[i].outq);
 	}
 	for (i = 0; i < workers; i++) {
 		if (pool_spawn(pool, &pool->workers[i]) == -1)
@@ -632,6 +737,9 @@ pool_free(struct pool *pool)
 			event_free(pool->workers[i].ev);
 		if (pool->workers[i].deadline_ev != NULL)
 			event_free(pool->workers[i].deadline_ev);
+		pool_outq_clear(&pool->workers[i]);
+		if (pool->workers[i].wev != NULL)
+			event_free(pool->workers[i].wev);
 		job_free(pool->workers[i].job);
 	}
 	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {

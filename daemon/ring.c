@@ -60,7 +60,7 @@ ring_plan(struct ring_layout *l, uint64_t rows, uint64_t row_bytes,
 	uint64_t	data;
 
 	/* Keep every part of a slot below 2^62 so no offset can wrap. */
-	if (rows > (UINT64_C(1) << 58) ||
+	if (slots == 0 || rows > (UINT64_C(1) << 58) ||
 	    __builtin_mul_overflow(rows, row_bytes, &data) ||
 	    data > (UINT64_C(1) << 62))
 		return (-1);
@@ -215,7 +215,10 @@ ring_slot_set(struct ring *r, uint32_t i, enum slot_state st)
 		[SLOT_HELD] = SLOT_FREE,
 	};
 
-	if (i >= r->layout.slots || next[r->slot[i].state] != st)
+	if (i >= r->layout.slots)
+		fatalx("ring: slot %u of %u does not exist", i,
+		    r->layout.slots);
+	if (next[r->slot[i].state] != st)
 		fatalx("ring: slot %u cannot go from state %d to %d", i,
 		    (int)r->slot[i].state, (int)st);
 	r->slot[i].state = st;

@@ -195,7 +195,7 @@ worker_unmap(struct wring *w)
 
 /* The worker process: serve jobs until the pool goes away. */
 void
-worker_main(const struct catalogue *cat, int sock)
+worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 {
 	struct wring		*rings = NULL, *w;
 	size_t			 nrings = 0, len;
@@ -209,6 +209,7 @@ worker_main(const struct catalogue *cat, int sock)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
 	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
 	mp = xmalloc(len);

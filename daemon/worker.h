@@ -18,6 +18,7 @@
 #ifndef INFEED_WORKER_H
 #define INFEED_WORKER_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "catalogue.h"
@@ -64,9 +65,10 @@ struct worker_msg {
 
 /**
  * worker_main() - serve jobs on @sock from the datasets of @cat until the
- * pool closes the socket; never returns.
+ * pool closes the socket; never returns.  Called with every signal
+ * blocked: it sets its own dispositions, then restores @mask.
  */
-void	worker_main(const struct catalogue *cat, int sock)
-	    __attribute__((noreturn));
+void	worker_main(const struct catalogue *cat, int sock,
+	    const sigset_t *mask) __attribute__((noreturn));
 
 #endif /* INFEED_WORKER_H */
