@@ -168,6 +168,14 @@ setup(void)
 	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, tick_cb,
 	    NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
+	/*
+	 * Check's runner handles SIGTERM by signalling its whole process
+	 * group; a worker inherits that handler until worker_main() resets
+	 * it, so pool_free()'s SIGTERM to a worker just forked would end the
+	 * test.  The workers inherit the default instead.
+	 */
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
 	pool = pool_new(base, cat, WORKERS, NULL, NULL);
 }
 
