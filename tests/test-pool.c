@@ -1,0 +1,785 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for daemon/pool.c, the parent side of the worker pool: a real
+ * pool of two worker processes on a real event base, reading a catalogue
+ * of synthetic and raw datasets from a configuration file written for each
+ * test, fills a ring made with ring_new().  Jobs complete through the
+ * ring's callback exactly once with the rows the dataset gives; max_jobs
+ * caps a ring's jobs; removing a ring or dropping its jobs stops them; a
+ * worker killed mid-job is replaced and its job still completes once; a
+ * row that kills workers three times is reported as crashed.
+ *
+ * The event loop runs one round at a time against a deadline, with a tick
+ * timer so that a round always ends: a bug fails a test, never hangs it.
+ */
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+#include <event2/event.h>
+
+#include "catalogue.h"
+#include "config.h"
+#include "dataset.h"
+#include "fake-reader.h"
+#include "log.h"
+#include "pool.h"
+#include "ring.h"
+#include "transform.h"
+
+#define WORKERS		2
+#define DEADLINE_MS	15000		/* slow under valgrind */
+#define MAX_DONE	256
+
+/* One report through the ring's callback. */
+struct done {
+	uint32_t		slot;
+	uint64_t		rows;
+	enum pool_job_result	result;
+	uint64_t		bad;
+	int			signal;
+};
+
+/* What a ring's callback saw. */
+struct record {
+	struct done	done[MAX_DONE];
+	unsigned	n;
+};
+
+static char			 rundir[PATH_MAX];	/* made by main() */
+static char			 tmpdir[PATH_MAX];	/* made per test */
+static char			 raw_path[PATH_MAX];
+static struct config		*conf;
+static struct catalogue		*cat;
+static struct event_base	*base;
+static struct event		*tick;
+static struct pool		*pool;
+static struct ring_budget	 budget;
+static char			*cause;
+
+/*
+ * Under AddressSanitizer, leave a worker's SIGBUS (a test truncates a
+ * dataset's file on purpose) to kill it as it would in production, rather
+ * than report it as a finding; the pool's handling of the crash is the
+ * test.  Without the sanitizer nothing calls this.
+ */
+const char	*__asan_default_options(void);
+const char *
+__asan_default_options(void)
+{
+	return ("handle_sigbus=0");
+}
+
+/* Milliseconds on a clock that only goes forward. */
+static uint64_t
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/* snprintf that fails the test rather than cut. */
+static void __attribute__((format(printf, 3, 4)))
+fmt(char *buf, size_t len, const char *f, ...)
+{
+	va_list	ap;
+	int	n;
+
+	va_start(ap, f);
+	n = vsnprintf(buf, len, f, ap);
+	va_end(ap);
+	ck_assert(n >= 0 && (size_t)n < len);
+}
+
+/* Write @len bytes to @path. */
+static void
+write_file(const char *path, const void *buf, size_t len)
+{
+	FILE	*f;
+
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The tick: ends each round of the loop, so deadlines are checked. */
+static void
+tick_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	(void)arg;
+}
+
+/*
+ * A fresh directory, configuration, catalogue, event base and pool of two
+ * workers for every test: "f32" is synthetic, "raw" a file of 16 records
+ * of 4 bytes.
+ */
+static void
+setup(void)
+{
+	struct timeval	tv = { 0, 5000 };
+	char		path[PATH_MAX], labels_path[PATH_MAX], text[2048];
+	uint8_t		data[64], labels[16];
+	int		i;
+
+	fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	for (i = 0; i < 64; i++)
+		data[i] = (uint8_t)(i * 3 + 1);
+	for (i = 0; i < 16; i++)
+		labels[i] = (uint8_t)(i % 5);
+	fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
+	fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin",
+	    tmpdir);
+	write_file(raw_path, data, sizeof(data));
+	write_file(labels_path, labels, sizeof(labels));
+	fmt(text, sizeof(text),
+	    "[infeedd]\n"
+	    "workers = %d\n"
+	    "memory_budget = 16M\n"
+	    "[dataset f32]\n"
+	    "type = synthetic\n"
+	    "samples = 500\n"
+	    "shape = 3,5\n"
+	    "dtype = float32\n"
+	    "classes = 7\n"
+	    "seed = 11\n"
+	    "[dataset raw]\n"
+	    "type = raw\n"
+	    "path = %s\n"
+	    "shape = 4\n"
+	    "dtype = uint8\n"
+	    "labels = %s\n"
+	    "label_dtype = uint8\n", WORKERS, raw_path, labels_path);
+	fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
+	write_file(path, text, strlen(text));
+
+	cause = NULL;
+	conf = config_load(path, &cause);
+	ck_assert_msg(conf != NULL, "config: %s", cause);
+	cat = catalogue_open(conf, NULL);
+	ck_assert_uint_eq(cat->ndatasets, 2);
+	fake_add_flaky(cat);
+	budget.limit = conf->memory_budget;
+	budget.used = 0;
+	budget.source = conf->path;
+	ck_assert_ptr_nonnull(base = event_base_new());
+	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, tick_cb,
+	    NULL));
+	ck_assert_int_eq(event_add(tick, &tv), 0);
+	/*
+	 * Check's runner handles SIGTERM by signalling its whole process
+	 * group; a worker inherits that handler until worker_main() resets
+	 * it, so pool_free()'s SIGTERM to a worker just forked would end the
+	 * test.  The workers inherit the default instead.
+	 */
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	pool = pool_new(base, cat, WORKERS, 30000, NULL, NULL);
+}
+
+/* Remove one entry of a directory tree. */
+static int
+rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return (0);
+}
+
+/* Stop the workers and free everything the test left. */
+static void
+teardown(void)
+{
+	pool_free(pool);
+	pool = NULL;
+	event_free(tick);
+	event_base_free(base);
+	catalogue_free(cat);
+	config_free(conf);
+	free(cause);
+	cause = NULL;
+	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The ring's callback: record the report. */
+static void
+done_cb(void *arg, const struct pool_report *r)
+{
+	struct record	*rec = arg;
+
+	ck_assert_uint_lt(rec->n, MAX_DONE);
+	rec->done[rec->n].slot = r->slot;
+	rec->done[rec->n].rows = r->rows;
+	rec->done[rec->n].result = r->result;
+	rec->done[rec->n].bad = r->bad;
+	rec->done[rec->n].signal = r->signal;
+	rec->n++;
+}
+
+/* Run the loop until @pred(@arg) holds; false at the deadline. */
+static bool
+run_until(bool (*pred)(const void *), const void *arg)
+{
+	uint64_t	deadline = now_ms() + DEADLINE_MS;
+
+	while (!pred(arg)) {
+		if (now_ms() > deadline)
+			return (false);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	return (true);
+}
+
+/* Run the loop for @ms, so that late or extra reports come in. */
+static void
+run_for(uint64_t ms)
+{
+	uint64_t	end = now_ms() + ms;
+
+	while (now_ms() < end)
+		event_base_loop(base, EVLOOP_ONCE);
+}
+
+/* Whether the pool has nothing queued or running. */
+static bool
+pred_idle(const void *arg)
+{
+	(void)arg;
+	return (pool_idle(pool));
+}
+
+/* Workers busy now. */
+static unsigned
+busy_workers(void)
+{
+	struct pool_worker_info	info;
+	unsigned		i, n = 0;
+
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		n += strcmp(info.state, "busy") == 0;
+	}
+	return (n);
+}
+
+/* A ring of @slots slots of @rows rows of dataset @name, registered. */
+static struct pool_ring *
+add_ring(const char *name, uint64_t rows, uint32_t slots, unsigned max_jobs,
+    struct record *rec, struct ring **rp, const struct dataset **dsp)
+{
+	static struct transform	 tf;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	size_t			 index;
+
+	ck_assert_ptr_nonnull(ds = catalogue_find(cat, name, &index));
+	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
+	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);
+	r = ring_new(&budget, rows, tf.out_sample_bytes, slots, &cause);
+	ck_assert_msg(r != NULL, "ring_new: %s", cause);
+	pr = pool_add_ring(pool, (uint32_t)index, &r->layout, &tf, r->memfd,
+	    max_jobs, done_cb, rec, &cause);
+	ck_assert_msg(pr != NULL, "pool_add_ring: %s", cause);
+	*rp = r;
+	if (dsp != NULL)
+		*dsp = ds;
+	return (pr);
+}
+
+/* Write a recognisable index table into slot @slot. */
+static void
+fill_indices(struct ring *r, uint32_t slot, uint64_t rows, uint64_t samples)
+{
+	uint64_t	*idx = ring_indices(r, slot);
+	uint64_t	 k;
+
+	for (k = 0; k < rows; k++)
+		idx[k] = (k * 37 + slot * 11 + 5) % samples;
+}
+
+/* Rows [0, @rows) of slot @slot hold what the dataset gives for the
+ * indices of the slot's table. */
+static void
+check_rows(const struct ring *r, const struct dataset *ds, uint32_t slot,
+    uint64_t rows)
+{
+	const struct ring_layout	*l = &r->layout;
+	const uint8_t			*sb = r->map + slot * l->slot_bytes;
+	const int32_t			*labels;
+	uint64_t			 k, idx;
+	int64_t				 label;
+	uint8_t				 want[256];
+
+	ck_assert_uint_le(ds->sample_bytes, sizeof(want));
+	labels = (const int32_t *)(const void *)(sb + l->labels_offset);
+	for (k = 0; k < rows; k++) {
+		idx = ring_indices(r, slot)[k];
+		ck_assert_int_eq(dataset_read(ds, idx, want, &label), 0);
+		ck_assert_msg(memcmp(sb + l->data_offset + k * l->row_bytes,
+		    want, ds->sample_bytes) == 0, "slot %u row %llu (index "
+		    "%llu): data differs from dataset_read", slot,
+		    (unsigned long long)k, (unsigned long long)idx);
+		ck_assert_int_eq(labels[k], label);
+	}
+}
+
+/* Whether slot @slot's bytes are all zero. */
+static bool
+slot_is_zero(const struct ring *r, uint32_t slot)
+{
+	const uint8_t	*p = r->map + slot * r->layout.slot_bytes;
+	uint64_t	 i;
+
+	/* The index table is the test's; look at data and labels only. */
+	for (i = 0; i < r->layout.indices_offset; i++) {
+		if (p[i] != 0)
+			return (false);
+	}
+	return (true);
+}
+
+/* Order reports by slot, then rows. */
+static int
+done_cmp(const void *a, const void *b)
+{
+	const struct done	*x = a, *y = b;
+
+	if (x->slot != y->slot)
+		return (x->slot < y->slot ? -1 : 1);
+	if (x->rows != y->rows)
+		return (x->rows < y->rows ? -1 : 1);
+	return (0);
+}
+
+START_TEST(test_jobs_complete_once_with_the_datasets_rows)
+{
+	static const uint64_t	cuts[] = { 0, 1, 3, 6, 10, 15, 21, 28, 36 };
+	struct record		 rec = { .n = 0 };
+	struct done		 want[32];
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, nwant = 0;
+	uint64_t		 rows_done = 0;
+	struct pool_worker_info	 info;
+
+	pr = add_ring("f32", 36, 3, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 36, ds->samples);
+	fill_indices(r, 2, 36, ds->samples);
+	/* Slot 0 in jobs of 1 to 8 rows, slot 2 in one job; 1 untouched. */
+	for (i = 0; i + 1 < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		pool_submit(pr, 0, cuts[i], cuts[i + 1],
+		    ring_indices(r, 0) + cuts[i]);
+		want[nwant].slot = 0;
+		want[nwant++].rows = cuts[i + 1] - cuts[i];
+	}
+	pool_submit(pr, 2, 0, 36, ring_indices(r, 2) + 0);
+	want[nwant].slot = 2;
+	want[nwant++].rows = 36;
+	ck_assert(!pool_idle(pool));
+
+	ck_assert_msg(run_until(pred_idle, NULL), "jobs did not finish");
+	run_for(50);
+	ck_assert_uint_eq(rec.n, nwant);
+	for (i = 0; i < rec.n; i++) {
+		ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+		rows_done += rec.done[i].rows;
+	}
+	qsort(rec.done, rec.n, sizeof(rec.done[0]), done_cmp);
+	qsort(want, nwant, sizeof(want[0]), done_cmp);
+	for (i = 0; i < nwant; i++) {
+		ck_assert_uint_eq(rec.done[i].slot, want[i].slot);
+		ck_assert_uint_eq(rec.done[i].rows, want[i].rows);
+	}
+	check_rows(r, ds, 0, 36);
+	check_rows(r, ds, 2, 36);
+	ck_assert_msg(slot_is_zero(r, 1), "slot 1 was written without a job");
+
+	/* The workers count what they wrote. */
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		rows_done -= info.rows_done;
+		ck_assert_str_eq(info.state, "idle");
+		ck_assert_uint_eq(info.restarts, 0);
+		ck_assert_int_gt(info.pid, 0);
+	}
+	ck_assert_uint_eq(rows_done, 0);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+START_TEST(test_unreadable_index_reported_as_read_error)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	uint64_t		*idx;
+
+	pr = add_ring("f32", 4, 2, 0, &rec, &r, &ds);
+	idx = ring_indices(r, 1);
+	idx[0] = 0;
+	idx[1] = 1;
+	idx[2] = ds->samples + 100;	/* past the end */
+	idx[3] = 3;
+	pool_submit(pr, 1, 0, 4, ring_indices(r, 1) + 0);
+	ck_assert(run_until(pred_idle, NULL));
+	run_for(30);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_uint_eq(rec.done[0].slot, 1);
+	ck_assert_uint_eq(rec.done[0].rows, 4);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_READ_ERROR);
+	ck_assert_uint_eq(rec.done[0].bad, ds->samples + 100);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+START_TEST(test_max_jobs_caps_a_rings_running_jobs)
+{
+	struct record		 rec_a = { .n = 0 }, rec_b = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*a, *b;
+	struct ring		*ra, *rb;
+	uint64_t		 deadline;
+	unsigned		 i, most = 0;
+
+	/* max_jobs 1: one job runs, the rest wait, whatever is idle. */
+	a = add_ring("f32", 40, 1, 1, &rec_a, &ra, &ds);
+	fill_indices(ra, 0, 40, ds->samples);
+	for (i = 0; i < 4; i++)
+		pool_submit(a, 0, i * 10, i * 10 + 10,
+		    ring_indices(ra, 0) + i * 10);
+	ck_assert_uint_eq(busy_workers(), 1);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 3);
+	deadline = now_ms() + DEADLINE_MS;
+	while (rec_a.n < 4 && now_ms() < deadline) {
+		event_base_loop(base, EVLOOP_ONCE);
+		if (busy_workers() > most)
+			most = busy_workers();
+	}
+	ck_assert_uint_eq(rec_a.n, 4);
+	ck_assert_uint_eq(most, 1);
+	check_rows(ra, ds, 0, 40);
+
+	/* max_jobs 0: the whole pool. */
+	b = add_ring("f32", 40, 1, 0, &rec_b, &rb, NULL);
+	fill_indices(rb, 0, 40, ds->samples);
+	for (i = 0; i < 4; i++)
+		pool_submit(b, 0, i * 10, i * 10 + 10,
+		    ring_indices(rb, 0) + i * 10);
+	ck_assert_uint_eq(busy_workers(), 2);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 2);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec_b.n, 4);
+	check_rows(rb, ds, 0, 40);
+
+	/* The cap is per ring: two rings of max_jobs 1 run side by side. */
+	rec_a.n = rec_b.n = 0;
+	pool_submit(a, 0, 0, 20, ring_indices(ra, 0) + 0);
+	pool_submit(a, 0, 20, 40, ring_indices(ra, 0) + 20);
+	pool_submit(b, 0, 0, 40, ring_indices(rb, 0) + 0);
+	ck_assert_uint_eq(busy_workers(), 2);
+	ck_assert(run_until(pred_idle, NULL));
+	pool_remove_ring(a);
+	pool_remove_ring(b);
+	ring_free(ra);
+	ring_free(rb);
+}
+END_TEST
+
+START_TEST(test_remove_ring_drops_its_jobs_unreported)
+{
+	struct record		 rec = { .n = 0 }, rec2 = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr, *pr2;
+	struct ring		*r, *r2;
+	unsigned		 i;
+
+	pr = add_ring("f32", 50, 1, 1, &rec, &r, &ds);
+	pr2 = add_ring("f32", 8, 1, 0, &rec2, &r2, NULL);
+	fill_indices(r, 0, 50, ds->samples);
+	for (i = 0; i < 5; i++)
+		pool_submit(pr, 0, i * 10, i * 10 + 10,
+		    ring_indices(r, 0) + i * 10);
+	ck_assert_uint_eq(busy_workers(), 1);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
+	pool_remove_ring(pr);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
+	ck_assert(run_until(pred_idle, NULL));
+	run_for(50);
+	/* Neither the removed ring nor the other one heard of the job. */
+	ck_assert_uint_eq(rec.n, 0);
+	ck_assert_uint_eq(rec2.n, 0);
+	ring_free(r);
+
+	/* The pool goes on with the other ring. */
+	fill_indices(r2, 0, 8, ds->samples);
+	pool_submit(pr2, 0, 0, 8, ring_indices(r2, 0) + 0);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec2.n, 1);
+	ck_assert_uint_eq(rec.n, 0);
+	check_rows(r2, ds, 0, 8);
+	pool_remove_ring(pr2);
+	ring_free(r2);
+	pool_remove_ring(NULL);
+}
+END_TEST
+
+START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i;
+
+	pr = add_ring("f32", 50, 1, 1, &rec, &r, &ds);
+	fill_indices(r, 0, 50, ds->samples);
+	for (i = 0; i < 5; i++)
+		pool_submit(pr, 0, i * 10, i * 10 + 10,
+		    ring_indices(r, 0) + i * 10);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
+	pool_drop_jobs(pr);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
+	ck_assert_uint_eq(busy_workers(), 1);
+	ck_assert(!pool_idle(pool));
+	ck_assert(run_until(pred_idle, NULL));
+	run_for(50);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_uint_eq(rec.done[0].rows, 10);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	check_rows(r, ds, 0, 10);
+
+	/* The ring stays registered: new jobs run. */
+	pool_submit(pr, 0, 10, 50, ring_indices(r, 0) + 10);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec.n, 2);
+	check_rows(r, ds, 0, 50);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+/* Whether the record accounts for 8 rows and all is idle. */
+static bool
+pred_rows(const void *arg)
+{
+	const struct record	*rec = arg;
+	uint64_t		 rows = 0;
+	unsigned		 i;
+
+	for (i = 0; i < rec->n; i++)
+		rows += rec->done[i].rows;
+	return (rows >= 8 && pool_idle(pool));
+}
+
+START_TEST(test_killed_worker_replaced_and_its_job_completes_once)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS], after;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, victim = WORKERS;
+	uint64_t		 rows = 0;
+
+	pr = add_ring("f32", 8, 2, 0, &rec, &r, &ds);
+	fill_indices(r, 1, 8, ds->samples);
+	/* Stopped workers take a job but never finish it. */
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info[i]);
+		ck_assert_int_gt(info[i].pid, 0);
+		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
+	}
+	pool_submit(pr, 1, 0, 8, ring_indices(r, 1) + 0);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &after);
+		if (strcmp(after.state, "busy") == 0)
+			victim = i;
+	}
+	ck_assert_uint_lt(victim, WORKERS);
+	ck_assert_int_eq(kill(info[victim].pid, SIGKILL), 0);
+	for (i = 0; i < WORKERS; i++) {
+		if (i != victim)
+			ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	}
+
+	ck_assert_msg(run_until(pred_rows, &rec), "the job never completed");
+	run_for(100);
+	for (i = 0; i < rec.n; i++) {
+		ck_assert_uint_eq(rec.done[i].slot, 1);
+		ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+		rows += rec.done[i].rows;
+	}
+	ck_assert_uint_eq(rows, 8);
+	check_rows(r, ds, 1, 8);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &after);
+		ck_assert_str_eq(after.state, "idle");
+		ck_assert_int_gt(after.pid, 0);
+		if (i == victim) {
+			ck_assert_int_ne(after.pid, info[i].pid);
+			ck_assert_uint_eq(after.restarts, 1);
+		} else {
+			ck_assert_int_eq(after.pid, info[i].pid);
+			ck_assert_uint_eq(after.restarts, 0);
+		}
+	}
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+/* Whether the record holds two reports and all is idle. */
+static bool
+pred_two(const void *arg)
+{
+	const struct record	*rec = arg;
+
+	return (rec->n >= 2 && pool_idle(pool));
+}
+
+START_TEST(test_row_that_kills_workers_three_times_reported_crashed)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, restarts = 0;
+	uint64_t		*idx;
+
+	pr = add_ring("flaky", 2, 1, 0, &rec, &r, &ds);
+	idx = ring_indices(r, 0);
+	idx[0] = FLAKY_CRASH;	/* a worker reading it dies of SIGSEGV */
+	idx[1] = 12;
+	pool_submit(pr, 0, 0, 2, ring_indices(r, 0));
+	ck_assert_msg(run_until(pred_two, &rec), "%u reports", rec.n);
+	run_for(100);
+	ck_assert_uint_eq(rec.n, 2);
+	qsort(rec.done, rec.n, sizeof(rec.done[0]), done_cmp);
+	/* Row 0 crashed three times; row 1, retried alone, was read. */
+	for (i = 0; i < 2; i++) {
+		ck_assert_uint_eq(rec.done[i].rows, 1);
+		if (rec.done[i].result == POOL_JOB_CRASHED) {
+			ck_assert_uint_eq(rec.done[i].bad, 0);
+			ck_assert_int_eq(rec.done[i].signal, SIGSEGV);
+		} else
+			ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+	}
+	ck_assert_int_ne(rec.done[0].result, rec.done[1].result);
+	/* The pair crashed, then row 0 alone twice; each was replaced. */
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		ck_assert_int_gt(info.pid, 0);
+		restarts += info.restarts;
+	}
+	ck_assert_uint_eq(restarts, 3);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+START_TEST(test_idle_means_nothing_queued_or_running)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+
+	ck_assert_uint_eq(pool_size(pool), WORKERS);
+	ck_assert(pool_idle(pool));
+	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
+	pr = add_ring("f32", 30, 1, 1, &rec, &r, &ds);
+	ck_assert(pool_idle(pool));
+	fill_indices(r, 0, 30, ds->samples);
+	pool_submit(pr, 0, 0, 10, ring_indices(r, 0) + 0);
+	ck_assert(!pool_idle(pool));		/* running */
+	pool_submit(pr, 0, 10, 20, ring_indices(r, 0) + 10);
+	pool_submit(pr, 0, 20, 30, ring_indices(r, 0) + 20);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 2);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec.n, 3);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
+	ck_assert_uint_eq(busy_workers(), 0);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+/* Every test, in cases by contract. */
+static Suite *
+pool_suite(void)
+{
+	Suite	*s = suite_create("pool");
+	TCase	*tc;
+
+	tc = tcase_create("jobs");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_jobs_complete_once_with_the_datasets_rows);
+	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
+	tcase_add_test(tc, test_max_jobs_caps_a_rings_running_jobs);
+	tcase_add_test(tc, test_remove_ring_drops_its_jobs_unreported);
+	tcase_add_test(tc, test_drop_jobs_drops_queued_running_one_finishes);
+	tcase_add_test(tc, test_idle_means_nothing_queued_or_running);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("crashes");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc,
+	    test_killed_worker_replaced_and_its_job_completes_once);
+	tcase_add_test(tc,
+	    test_row_that_kills_workers_three_times_reported_crashed);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+/* Run every test in a directory of its own, then remove it. */
+int
+main(void)
+{
+	SRunner		*sr;
+	const char	*tmp;
+	int		 nfailed;
+
+	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	snprintf(rundir, sizeof(rundir), "%s/test-pool.XXXXXX", tmp);
+	if (mkdtemp(rundir) == NULL) {
+		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
+		return (EXIT_FAILURE);
+	}
+	log_init("test-pool", getenv("TEST_VERBOSE") != NULL ? 1 : -1);
+	signal(SIGPIPE, SIG_IGN);
+
+	sr = srunner_create(pool_suite());
+	srunner_run_all(sr, CK_ENV);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+
+	nftw(rundir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}

@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for daemon/ring.c: the layout of a step ring, its charge to
+ * the memory budget and the messages of a refusal in exact units, the
+ * read-only descriptor the client gets, the seals, and the one cycle of
+ * slot states (a forbidden move is fatal: those tests run it in a forked
+ * child and read what it said on its way out).
+ */
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "log.h"
+#include "ring.h"
+
+#define KiB	(UINT64_C(1) << 10)
+#define MiB	(UINT64_C(1) << 20)
+#define GiB	(UINT64_C(1) << 30)
+#define TiB	(UINT64_C(1) << 40)
+
+static struct ring_budget	 budget;
+static char			*cause;
+
+/* A generous budget and no message for every test. */
+static void
+setup(void)
+{
+	budget.limit = 64 * MiB;
+	budget.used = 0;
+	budget.source = "/etc/infeed/test.conf";
+	cause = NULL;
+}
+
+/* Free the message a test left. */
+static void
+teardown(void)
+{
+	free(cause);
+	cause = NULL;
+}
+
+/* A ring that must be made. */
+static struct ring *
+ring_ok(uint64_t rows, uint64_t row_bytes, uint32_t slots)
+{
+	struct ring	*r;
+
+	r = ring_new(&budget, rows, row_bytes, slots, &cause);
+	ck_assert_msg(r != NULL, "ring_new(%llu rows, %llu bytes, %u slots): "
+	    "%s", (unsigned long long)rows, (unsigned long long)row_bytes,
+	    slots, cause != NULL ? cause : "(no cause)");
+	return (r);
+}
+
+/* Descriptors open in this process. */
+static int
+count_fds(void)
+{
+	DIR		*d;
+	struct dirent	*de;
+	int		 n = 0;
+
+	ck_assert_ptr_nonnull(d = opendir("/proc/self/fd"));
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return (n);
+}
+
+/*
+ * Run @fn(@r, @arg) in a child and return its wait status; what the child
+ * wrote to stderr (the fatal message) lands in @err.
+ */
+static int
+run_in_child(void (*fn)(struct ring *, int), struct ring *r, int arg,
+    char *err, size_t errlen)
+{
+	pid_t	pid;
+	size_t	off = 0;
+	ssize_t	n;
+	int	p[2], status;
+
+	ck_assert_int_eq(pipe(p), 0);
+	fflush(stdout);
+	fflush(stderr);
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		close(p[0]);
+		dup2(p[1], STDERR_FILENO);
+		fn(r, arg);
+		_exit(0);
+	}
+	close(p[1]);
+	while (off + 1 < errlen &&
+	    (n = read(p[0], err + off, errlen - 1 - off)) > 0)
+		off += (size_t)n;
+	err[off] = '\0';
+	close(p[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return (status);
+}
+
+/* Check every layout rule for one ring. */
+static void
+check_layout(uint64_t rows, uint64_t row_bytes, uint32_t slots)
+{
+	const struct ring_layout	*l;
+	struct ring			*r;
+
+	r = ring_ok(rows, row_bytes, slots);
+	l = &r->layout;
+	ck_assert_uint_eq(l->slots, slots);
+	ck_assert_uint_eq(l->row_bytes, row_bytes);
+	ck_assert_uint_eq(l->data_offset, 0);
+	ck_assert_uint_eq(l->data_offset % 64, 0);
+	ck_assert_uint_eq(l->labels_offset % 64, 0);
+	ck_assert_uint_eq(l->indices_offset % 64, 0);
+	/* Data, then int32 labels, then uint64 indices, none overlapping. */
+	ck_assert_uint_ge(l->labels_offset, l->data_offset + rows * row_bytes);
+	ck_assert_uint_lt(l->labels_offset, l->data_offset + rows * row_bytes +
+	    64);
+	ck_assert_uint_ge(l->indices_offset, l->labels_offset + rows * 4);
+	ck_assert_uint_lt(l->indices_offset, l->labels_offset + rows * 4 + 64);
+	ck_assert_uint_ge(l->slot_bytes, l->indices_offset + rows * 8);
+	ck_assert_uint_lt(l->slot_bytes, l->indices_offset + rows * 8 + 4096);
+	ck_assert_uint_eq(l->slot_bytes % 4096, 0);
+	ck_assert_uint_eq(l->ring_bytes, (uint64_t)slots * l->slot_bytes);
+	/* The index table of slot i is where the layout says. */
+	ck_assert_ptr_eq(ring_indices(r, slots - 1), r->map +
+	    (uint64_t)(slots - 1) * l->slot_bytes + l->indices_offset);
+	ck_assert_uint_eq(ring_count(r, SLOT_FREE), slots);
+	ring_free(r);
+}
+
+START_TEST(test_layout_aligned_and_in_order)
+{
+	check_layout(1, 1, 1);
+	check_layout(10, 12, 3);
+	check_layout(4, 16, 2);			/* data ends on 64 */
+	check_layout(64, 48, 4);
+	check_layout(1000, 3 * 8 * 8 * 4, 2);	/* slot of several pages */
+	check_layout(512, 8, 64);		/* slot of exactly one page */
+	check_layout(7, 4093, 5);
+}
+END_TEST
+
+START_TEST(test_budget_charged_at_new_and_given_back_at_free)
+{
+	struct ring	*a, *b;
+	uint64_t	 abytes;
+
+	a = ring_ok(100, 1000, 3);
+	abytes = a->layout.ring_bytes;
+	ck_assert_uint_eq(budget.used, abytes);
+	b = ring_ok(10, 10, 2);
+	ck_assert_uint_eq(budget.used, abytes + b->layout.ring_bytes);
+	ring_free(a);
+	ck_assert_uint_eq(budget.used, b->layout.ring_bytes);
+	ring_free(b);
+	ck_assert_uint_eq(budget.used, 0);
+	ring_free(NULL);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
+{
+	struct ring	*r;
+	uint64_t	 need;
+
+	r = ring_ok(10, 12, 3);
+	need = r->layout.ring_bytes;
+	ring_free(r);
+
+	budget.limit = need;
+	r = ring_ok(10, 12, 3);
+	ck_assert_uint_eq(budget.used, need);
+	ring_free(r);
+
+	budget.limit = need - 1;
+	ck_assert_ptr_null(ring_new(&budget, 10, 12, 3, &cause));
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+START_TEST(test_budget_refusal_in_kib_not_zero_mib)
+{
+	int	fds = count_fds();
+
+	/* 2 slots of 104 KiB (100 KiB of data, labels, indices, rounded). */
+	budget.limit = 100 * KiB;
+	ck_assert_ptr_null(ring_new(&budget, 100, 1024, 2, &cause));
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
+	    NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "only 100 KiB") != NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "(100 KiB, memory_budget in "
+	    "/etc/infeed/test.conf)") != NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "0 MiB") == NULL, "%s", cause);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert_int_eq(count_fds(), fds);
+}
+END_TEST
+
+START_TEST(test_budget_refusal_counts_what_others_use)
+{
+	struct ring	*a;
+	uint64_t	 left;
+
+	budget.limit = 1536 * KiB;
+	a = ring_ok(100, 1024, 2);		/* 208 KiB */
+	left = budget.limit - a->layout.ring_bytes;
+	ck_assert_uint_eq(left, 1328 * KiB);
+	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
+	ck_assert_ptr_null(ring_new(&budget, 256, 1024, 8, &cause));
+	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
+	    "%s", cause);
+	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
+	    "memory_budget") != NULL, "%s", cause);
+	ck_assert_uint_eq(budget.used, a->layout.ring_bytes);
+	ring_free(a);
+	ck_assert_uint_eq(budget.used, 0);
+
+	/* Used beyond the limit (a reload lowered it): nothing is free. */
+	budget.used = 2 * MiB;
+	free(cause);
+	cause = NULL;
+	ck_assert_ptr_null(ring_new(&budget, 1, 1, 1, &cause));
+	ck_assert_msg(strstr(cause, "only 0 bytes") != NULL, "%s", cause);
+	ck_assert_uint_eq(budget.used, 2 * MiB);
+}
+END_TEST
+
+/* ring_format_bytes(@v) must read @want. */
+static void
+check_format(uint64_t v, const char *want)
+{
+	char	buf[64];
+
+	ck_assert_str_eq(ring_format_bytes(v, buf, sizeof(buf)), want);
+}
+
+START_TEST(test_format_bytes_exact_units)
+{
+	char	small[8];
+
+	check_format(0, "0 bytes");
+	check_format(300, "300 bytes");
+	check_format(1023, "1023 bytes");
+	check_format(1024, "1 KiB");
+	check_format(1536, "1.5 KiB (1536 bytes)");
+	check_format(100 * KiB, "100 KiB");
+	check_format(512 * KiB, "512 KiB");
+	check_format(1023 * KiB, "1023 KiB");
+	check_format(MiB, "1 MiB");
+	check_format(MiB + MiB / 2, "1.5 MiB (1572864 bytes)");
+	check_format(MiB + 1, "1.0 MiB (1048577 bytes)");
+	check_format(4 * GiB, "4 GiB");
+	check_format(TiB, "1 TiB");
+	check_format(2048 * TiB, "2048 TiB");
+	/* Never a size that rounds to nothing without its bytes. */
+	check_format(MiB - 1, "1024.0 KiB (1048575 bytes)");
+	/* A short buffer is cut, not overrun. */
+	ck_assert_str_eq(ring_format_bytes(1536, small, sizeof(small)),
+	    "1.5 KiB");
+}
+END_TEST
+
+START_TEST(test_overflowing_step_refused_without_allocating)
+{
+	int	fds = count_fds();
+
+	budget.limit = UINT64_MAX;
+	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 40,
+	    UINT64_C(1) << 40, 2, &cause));
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, "a step of 1099511627776 rows of "
+	    "1099511627776 bytes does not fit in memory") != NULL, "%s",
+	    cause);
+	free(cause);
+	cause = NULL;
+
+	/* Each slot fits, slots x slot_bytes does not. */
+	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 58, 16, 4,
+	    &cause));
+	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
+	    cause);
+	free(cause);
+	cause = NULL;
+
+	ck_assert_ptr_null(ring_new(&budget, UINT64_MAX, 1, 1, &cause));
+	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
+	    cause);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert_int_eq(count_fds(), fds);
+}
+END_TEST
+
+START_TEST(test_readonly_fd_cannot_map_writable_but_sees_writes)
+{
+	struct ring	*r;
+	uint64_t	*ro, len;
+	void		*p;
+	int		 fd;
+
+	r = ring_ok(16, 32, 2);
+	len = r->layout.ring_bytes;
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ck_assert_int_ne(fd, r->memfd);
+	ck_assert_int_eq(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+	ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+
+	errno = 0;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_eq(p, MAP_FAILED);
+	ck_assert_int_eq(errno, EACCES);
+	ck_assert_int_eq(write(fd, "x", 1), -1);
+
+	ro = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(ro, MAP_FAILED);
+	/* Nor can the read-only mapping be made writable. */
+	ck_assert_int_eq(mprotect(ro, len, PROT_READ | PROT_WRITE), -1);
+	ck_assert_int_eq(errno, EACCES);
+
+	ring_indices(r, 1)[15] = UINT64_C(0x0123456789abcdef);
+	r->map[5] = 0x5a;
+	ck_assert_uint_eq(ro[(r->layout.slot_bytes +
+	    r->layout.indices_offset) / 8 + 15], UINT64_C(0x0123456789abcdef));
+	ck_assert_uint_eq(((uint8_t *)ro)[5], 0x5a);
+	munmap(ro, len);
+	close(fd);
+	ring_free(r);
+}
+END_TEST
+
+START_TEST(test_memfd_sealed_against_resize)
+{
+	struct ring	*r;
+	off_t		 len;
+	int		 seals, fd;
+
+	r = ring_ok(16, 32, 2);
+	len = (off_t)r->layout.ring_bytes;
+	seals = fcntl(r->memfd, F_GET_SEALS);
+	ck_assert_int_ne(seals, -1);
+	ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+	    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	ck_assert_int_eq(ftruncate(r->memfd, len / 2), -1);
+	ck_assert_int_eq(errno, EPERM);
+	ck_assert_int_eq(ftruncate(r->memfd, len * 2), -1);
+	ck_assert_int_eq(errno, EPERM);
+	ck_assert_int_eq(ftruncate(r->memfd, 0), -1);
+	/* Seals cannot be taken off or changed. */
+	ck_assert_int_eq(fcntl(r->memfd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ck_assert_int_eq(ftruncate(fd, 0), -1);
+	ck_assert_int_eq(lseek(r->memfd, 0, SEEK_END), len);
+	close(fd);
+	ring_free(r);
+}
+END_TEST
+
+START_TEST(test_slot_cycle_free_filling_ready_held_free)
+{
+	struct ring	*r;
+	int		 round;
+
+	r = ring_ok(4, 8, 3);
+	for (round = 0; round < 2; round++) {
+		ring_slot_set(r, 1, SLOT_FILLING);
+		ck_assert_int_eq(r->slot[1].state, SLOT_FILLING);
+		ring_slot_set(r, 1, SLOT_READY);
+		ck_assert_int_eq(r->slot[1].state, SLOT_READY);
+		ring_slot_set(r, 1, SLOT_HELD);
+		ck_assert_int_eq(r->slot[1].state, SLOT_HELD);
+		ring_slot_set(r, 1, SLOT_FREE);
+		ck_assert_int_eq(r->slot[1].state, SLOT_FREE);
+	}
+	ck_assert_uint_eq(ring_count(r, SLOT_FREE), 3);
+	ring_free(r);
+}
+END_TEST
+
+/* In the child: bring slot 1 to state (arg >> 2) the allowed way, then
+ * ask for state (arg & 3). */
+static void
+child_move(struct ring *r, int arg)
+{
+	enum slot_state	from = (enum slot_state)(arg >> 2);
+	enum slot_state	to = (enum slot_state)(arg & 3);
+	enum slot_state	st;
+
+	log_init("test-ring", 0);
+	for (st = SLOT_FREE; st != from; st = (enum slot_state)(st + 1))
+		ring_slot_set(r, 1, (enum slot_state)(st + 1));
+	ring_slot_set(r, 1, to);
+}
+
+START_TEST(test_slot_forbidden_transition_is_fatal)
+{
+	static const char *const names[] = { "FREE", "FILLING", "READY",
+	    "HELD" };
+	struct ring	*r;
+	char		 err[4096], want[64];
+	int		 from, to, status;
+
+	r = ring_ok(4, 8, 3);
+	for (from = SLOT_FREE; from <= SLOT_HELD; from++) {
+		for (to = SLOT_FREE; to <= SLOT_HELD; to++) {
+			status = run_in_child(child_move, r, from << 2 | to,
+			    err, sizeof(err));
+			if (to == (from + 1) % 4) {
+				ck_assert_msg(WIFEXITED(status) &&
+				    WEXITSTATUS(status) == 0, "%s -> %s "
+				    "refused: %s", names[from], names[to],
+				    err);
+				continue;
+			}
+			ck_assert_msg(WIFEXITED(status) &&
+			    WEXITSTATUS(status) != 0, "%s -> %s was allowed",
+			    names[from], names[to]);
+			snprintf(want, sizeof(want), "slot 1 cannot go from "
+			    "state %d to %d", from, to);
+			ck_assert_msg(strstr(err, want) != NULL,
+			    "%s -> %s: said '%s'", names[from], names[to],
+			    err);
+		}
+	}
+	/* The parent's copy never moved. */
+	ck_assert_uint_eq(ring_count(r, SLOT_FREE), 3);
+	ring_free(r);
+}
+END_TEST
+
+/* In the child: move slot @arg, which does not exist. */
+static void
+child_move_missing(struct ring *r, int arg)
+{
+	log_init("test-ring", 0);
+	ring_slot_set(r, (uint32_t)arg, SLOT_FILLING);
+}
+
+/*
+ * A slot index past the end is fatal with a message, without reading the
+ * slot that does not exist (a heap-buffer-overflow once, under ASan).
+ */
+START_TEST(test_slot_index_out_of_range_is_fatal)
+{
+	struct ring	*r;
+	char		 err[4096];
+	int		 status;
+
+	r = ring_ok(4, 8, 3);
+	status = run_in_child(child_move_missing, r, 3, err, sizeof(err));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+	    "moving slot 3 of 3 was allowed");
+	ck_assert_msg(strstr(err, "slot 3 of 3 does not exist") != NULL, "said "
+	    "'%s'", err);
+	status = run_in_child(child_move_missing, r, 1000000, err,
+	    sizeof(err));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+	    "moving slot 1000000 of 3 was allowed");
+	ck_assert_msg(strstr(err, "slot 1000000 of 3 does not exist") != NULL,
+	    "said '%s'", err);
+	ring_free(r);
+}
+END_TEST
+
+START_TEST(test_find_and_count_by_state)
+{
+	struct ring	*r;
+
+	r = ring_ok(2, 8, 5);
+	ck_assert_int_eq(ring_find(r, SLOT_FREE), 0);
+	ck_assert_int_eq(ring_find(r, SLOT_FILLING), -1);
+	ck_assert_int_eq(ring_find(r, SLOT_READY), -1);
+	ck_assert_int_eq(ring_find(r, SLOT_HELD), -1);
+	ck_assert_uint_eq(ring_count(r, SLOT_FREE), 5);
+
+	ring_slot_set(r, 0, SLOT_FILLING);
+	ring_slot_set(r, 3, SLOT_FILLING);
+	ring_slot_set(r, 3, SLOT_READY);
+	ring_slot_set(r, 4, SLOT_FILLING);
+	ring_slot_set(r, 4, SLOT_READY);
+	ring_slot_set(r, 4, SLOT_HELD);
+	ck_assert_int_eq(ring_find(r, SLOT_FREE), 1);
+	ck_assert_int_eq(ring_find(r, SLOT_FILLING), 0);
+	ck_assert_int_eq(ring_find(r, SLOT_READY), 3);
+	ck_assert_int_eq(ring_find(r, SLOT_HELD), 4);
+	ck_assert_uint_eq(ring_count(r, SLOT_FREE), 2);
+	ck_assert_uint_eq(ring_count(r, SLOT_FILLING), 1);
+	ck_assert_uint_eq(ring_count(r, SLOT_READY), 1);
+	ck_assert_uint_eq(ring_count(r, SLOT_HELD), 1);
+
+	ring_slot_set(r, 1, SLOT_FILLING);
+	ring_slot_set(r, 2, SLOT_FILLING);
+	ck_assert_int_eq(ring_find(r, SLOT_FREE), -1);
+	ck_assert_uint_eq(ring_count(r, SLOT_FREE), 0);
+	ck_assert_uint_eq(ring_count(r, SLOT_FILLING), 3);
+	ring_free(r);
+}
+END_TEST
+
+/* Every test, in cases by contract. */
+static Suite *
+ring_suite(void)
+{
+	Suite	*s = suite_create("ring");
+	TCase	*tc;
+
+	tc = tcase_create("layout");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_layout_aligned_and_in_order);
+	tcase_add_test(tc, test_overflowing_step_refused_without_allocating);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("budget");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_budget_charged_at_new_and_given_back_at_free);
+	tcase_add_test(tc, test_budget_exact_fit_made_one_byte_short_refused);
+	tcase_add_test(tc, test_budget_refusal_in_kib_not_zero_mib);
+	tcase_add_test(tc, test_budget_refusal_counts_what_others_use);
+	tcase_add_test(tc, test_format_bytes_exact_units);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("memfd");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_readonly_fd_cannot_map_writable_but_sees_writes);
+	tcase_add_test(tc, test_memfd_sealed_against_resize);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("slots");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_slot_cycle_free_filling_ready_held_free);
+	tcase_add_test(tc, test_slot_forbidden_transition_is_fatal);
+	tcase_add_test(tc, test_slot_index_out_of_range_is_fatal);
+	tcase_add_test(tc, test_find_and_count_by_state);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	SRunner	*sr;
+	int	 nfailed;
+
+	log_init("test-ring", -1);
+	sr = srunner_create(ring_suite());
+	srunner_run_all(sr, CK_ENV);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
