@@ -536,182 +536,240 @@ json_number(const char *key, double v, bool have, bool comma)
 		printf("\"%s\":null%s", key, comma ? "," : "");
 }
 
+/* A training run: the executors, devices and sources, and the results. */
+struct train_run {
+	struct executor		*x;		/* training */
+	struct executor		*tx;		/* the test pass, or NULL */
+	struct executor_options	 txo;
+	struct device		 dev;
+	struct device		 tdev;
+	struct source		 src;
+	struct source		 tsrc;
+	struct pass_result	 ep;		/* the last epoch */
+	struct pass_result	 test;
+	double			 train_s;
+	double			 device_s;
+	uint64_t		 items;
+	char			 err[512];
+};
+
+/* The executors and devices of training and testing; 0, or 2 (usage). */
+static int
+train_setup(const struct train_args *a, struct train_run *t)
+{
+	if ((t->x = executor_new(&a->x, true, t->err, sizeof(t->err))) ==
+	    NULL || device_setup(&t->dev, &a->ipu, &a->x,
+	    executor_model(t->x), executor_schedule(t->x), true, a->synthetic,
+	    &a->out, t->err, sizeof(t->err)) < 0) {
+		fprintf(stderr, "infeed-train: %s\n", t->err);
+		return (2);
+	}
+	/* Evaluation: the same IPUs, GA folded into DI, no optimiser. */
+	t->txo = a->x;
+	t->txo.batch_size = a->test_batch;
+	t->txo.device_iterations = a->test_iterations;
+	t->txo.gradient_accumulation = 1;
+	if (a->test_dataset && ((t->tx = executor_new(&t->txo, false, t->err,
+	    sizeof(t->err))) == NULL || device_setup(&t->tdev, &a->ipu,
+	    &t->txo, executor_model(t->tx), executor_schedule(t->tx), false,
+	    a->synthetic, NULL, t->err, sizeof(t->err)) < 0)) {
+		fprintf(stderr, "infeed-train: the test pass (--test-batch-size "
+		    "%d, --test-device-iterations %d): %s\n", a->test_batch,
+		    a->test_iterations, t->err);
+		return (2);
+	}
+	return (0);
+}
+
+/* Open the training data: synthetic, or a session of infeedd. */
+static int
+train_open_source(const struct train_args *a, struct train_run *t)
+{
+	struct infeed_options	lo;
+	size_t			rows = executor_step_rows(t->x);
+
+	if (a->synthetic)
+		return (source_open_synthetic(&t->src, executor_model(t->x),
+		    rows, 60000 / rows ? 60000 / rows : 1, a->x.seed, t->err,
+		    sizeof(t->err)));
+	loader_options(a, &a->x, true, &lo);
+	if (source_open_infeed(&t->src, a->socket, a->dataset, &lo,
+	    executor_model(t->x), t->err, sizeof(t->err)) < 0)
+		return (-1);
+	if (t->src.info.steps_per_epoch == 0) {
+		snprintf(t->err, sizeof(t->err), "dataset %s is smaller than "
+		    "one step of %zu samples; lower the batch size, device "
+		    "iterations, replicas or gradient accumulation",
+		    a->dataset, rows);
+		return (-1);
+	}
+	return (0);
+}
+
+/* Say on stderr what is trained on what, and how fast it should go. */
+static void
+train_announce(const struct train_args *a, const struct train_run *t)
+{
+	if (a->quiet)
+		return;
+	fprintf(stderr, "infeed-train: %s, %s over %d IPU%s x %d replica%s, "
+	    "%zu samples a step, modelled %.2f ms a step (%.0f samples/s)%s"
+	    "\n", executor_model(t->x)->name, schedule_name(a->x.schedule),
+	    a->x.nstages, a->x.nstages > 1 ? "s" : "", a->x.replicas,
+	    a->x.replicas > 1 ? "s" : "", executor_step_rows(t->x),
+	    device_call_seconds(&t->dev) * 1e3,
+	    executor_step_rows(t->x) / device_call_seconds(&t->dev),
+	    a->emulate ? ", emulated" : "");
+}
+
+/* Run every epoch of training, then close its source. */
+static int
+train_epochs(const struct train_args *a, struct train_run *t)
+{
+	struct lr_plan	plan;
+	uint64_t	steps;
+	char		title[32];
+	int		e;
+
+	steps = a->synthetic ? t->src.steps_per_epoch :
+	    t->src.info.steps_per_epoch;
+	plan = (struct lr_plan){ .kind = a->lr_schedule, .lr = a->x.lr,
+	    .calls = steps * (uint64_t)a->epochs };
+	for (e = 0; e < a->epochs; e++) {
+		snprintf(title, sizeof(title), "Epoch %d/%d", e + 1, a->epochs);
+		if (run_pass(a, t->x, &t->dev, &t->src, &a->x, &plan, title,
+		    steps, &t->ep, t->err, sizeof(t->err)) < 0)
+			return (-1);
+		t->train_s += t->ep.seconds;
+		t->device_s += t->ep.device_seconds;
+		t->items += t->ep.items;
+	}
+	source_close(&t->src);
+	return (0);
+}
+
+/* The test pass with the trained weights. */
+static int
+train_test(const struct train_args *a, struct train_run *t)
+{
+	struct infeed_options	lo;
+	size_t			rows = executor_step_rows(t->tx);
+
+	/* The trained weights move to the inference model. */
+	memcpy(executor_model(t->tx)->params, executor_model(t->x)->params,
+	    executor_model(t->x)->nparams * sizeof(float));
+	if (a->synthetic) {
+		if (source_open_synthetic(&t->tsrc, executor_model(t->tx),
+		    rows, 10000 / rows ? 10000 / rows : 1, a->x.seed + 1,
+		    t->err, sizeof(t->err)) < 0)
+			return (-1);
+	} else {
+		loader_options(a, &t->txo, false, &lo);
+		if (source_open_infeed(&t->tsrc, a->socket, a->test_dataset,
+		    &lo, executor_model(t->tx), t->err, sizeof(t->err)) < 0)
+			return (-1);
+	}
+	if (run_pass(a, t->tx, &t->tdev, &t->tsrc, &t->txo, NULL, "Testing",
+	    a->synthetic ? t->tsrc.steps_per_epoch :
+	    t->tsrc.info.steps_per_epoch, &t->test, t->err,
+	    sizeof(t->err)) < 0)
+		return (-1);
+	source_close(&t->tsrc);
+	return (0);
+}
+
+/* Print the run's loss, accuracy and throughput for a person. */
+static void
+train_report_text(const struct train_args *a, const struct train_run *t)
+{
+	const struct pass_result	*ep = &t->ep, *test = &t->test;
+
+	if (!a->emulate && ep->judged)
+		printf("Train: loss %.4f, accuracy %.2f%% (last epoch, %s "
+		    "outputs)\n", ep->loss_sum / (ep->loss_n ? ep->loss_n : 1),
+		    100.0 * ep->right / ep->judged,
+		    a->out.mode == OUTPUT_ALL ? "all" : "returned");
+	else if (!a->emulate)
+		printf("Train: loss %.4f (output mode sum returns no "
+		    "predictions to judge)\n",
+		    ep->loss_sum / (ep->loss_n ? ep->loss_n : 1));
+	if (t->tx != NULL && !a->emulate)
+		printf("Test: accuracy %.2f%% of %llu samples%s\n",
+		    test->judged ? 100.0 * test->right / test->judged : 0,
+		    (unsigned long long)test->judged,
+		    a->synthetic ? " (synthetic data, so chance level)" : "");
+	printf("Throughput: %.0f samples/s measured over %.1f s; the "
+	    "simulated device alone: %.0f samples/s\n",
+	    t->items / t->train_s, t->train_s, t->items / t->device_s);
+	if (a->profile)
+		printf("Profile: %s/train.json (open in ui.perfetto.dev or "
+		    "chrome://tracing) and %s/train.svg\n", a->profile,
+		    a->profile);
+}
+
+/* Print the run's results as one JSON object. */
+static void
+train_report_json(const struct train_args *a, const struct train_run *t)
+{
+	const struct pass_result	*ep = &t->ep, *test = &t->test;
+	bool				 trained = !a->emulate && ep->loss_n > 0;
+
+	printf("{");
+	json_number("train_loss", ep->loss_sum / (ep->loss_n ? ep->loss_n :
+	    1), trained, true);
+	json_number("train_accuracy", ep->judged ? (double)ep->right /
+	    ep->judged : 0, trained && ep->judged, true);
+	json_number("test_accuracy", test->judged ? (double)test->right /
+	    test->judged : 0, t->tx != NULL && !a->emulate && !a->synthetic &&
+	    test->judged, true);
+	printf("\"epochs\":%d,\"items\":%llu,\"test_items\":%llu,",
+	    a->epochs, (unsigned long long)t->items,
+	    (unsigned long long)test->items);
+	json_number("items_per_s", t->items / t->train_s, t->train_s > 0,
+	    true);
+	json_number("device_items_per_s", t->items / t->device_s,
+	    t->device_s > 0, true);
+	printf("\"learning_rate\":%.7g,\"lr_schedule\":\"%s\",",
+	    a->x.lr, lr_schedule_name(a->lr_schedule));
+	printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
+	    a->emulate ? "emulate" : "compute", schedule_name(a->x.schedule),
+	    a->synthetic ? "true" : "false");
+}
+
 /* infeed-train train */
 int
 cmd_train(int argc, char **argv)
 {
-	struct train_args a;
-	struct executor *x = NULL, *tx = NULL;
-	struct executor_options txo;
-	struct device dev, tdev;
-	struct source src = { 0 }, tsrc = { 0 };
-	struct infeed_options lo;
-	struct pass_result ep = { 0 }, test = { 0 };
-	struct lr_plan plan;
-	double train_s = 0, device_s = 0;
-	uint64_t items = 0, steps;
-	char err[512], title[32];
-	int rc = 1, prc = parse_args(argc, argv, &a);
-	int e;
+	struct train_args	 a;
+	struct train_run	*t;
+	int			 rc, prc = parse_args(argc, argv, &a);
 
 	if (prc != 0)
 		return (prc == 1 ? 0 : 2);
-
-	if ((x = executor_new(&a.x, true, err, sizeof(err))) == NULL ||
-	    device_setup(&dev, &a.ipu, &a.x, executor_model(x),
-	    executor_schedule(x), true, a.synthetic, &a.out, err,
-	    sizeof(err)) < 0) {
-		fprintf(stderr, "infeed-train: %s\n", err);
-		executor_free(x);
-		return (2);
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		fprintf(stderr, "infeed-train: out of memory\n");
+		return (1);
 	}
-	/* Evaluation: the same IPUs, GA folded into DI, no optimiser. */
-	txo = a.x;
-	txo.batch_size = a.test_batch;
-	txo.device_iterations = a.test_iterations;
-	txo.gradient_accumulation = 1;
-	if (a.test_dataset &&
-	    ((tx = executor_new(&txo, false, err, sizeof(err))) == NULL ||
-	    device_setup(&tdev, &a.ipu, &txo, executor_model(tx),
-	    executor_schedule(tx), false, a.synthetic, NULL,
-	    err, sizeof(err)) < 0)) {
-		fprintf(stderr, "infeed-train: the test pass (--test-batch-size "
-		    "%d, --test-device-iterations %d): %s\n", a.test_batch,
-		    a.test_iterations, err);
-		goto out_usage;
-	}
-
-	if (a.synthetic) {
-		if (source_open_synthetic(&src, executor_model(x),
-		    executor_step_rows(x),
-		    60000 / executor_step_rows(x) ?
-		    60000 / executor_step_rows(x) : 1,
-		    a.x.seed, err, sizeof(err)) < 0)
-			goto fail;
-	} else {
-		loader_options(&a, &a.x, true, &lo);
-		if (source_open_infeed(&src, a.socket, a.dataset, &lo,
-		    executor_model(x), err,
-		    sizeof(err)) < 0)
-			goto fail;
-		if (src.info.steps_per_epoch == 0) {
-			snprintf(err, sizeof(err), "dataset %s is smaller "
-			    "than one step of %zu samples; lower the "
-			    "batch size, device iterations, replicas or "
-			    "gradient accumulation", a.dataset,
-			    executor_step_rows(x));
-			goto fail;
-		}
-	}
-	if (!a.quiet)
-		fprintf(stderr, "infeed-train: %s, %s over %d IPU%s x %d "
-		    "replica%s, %zu samples a step, modelled %.2f ms a "
-		    "step (%.0f samples/s)%s\n",
-		    executor_model(x)->name, schedule_name(a.x.schedule),
-		    a.x.nstages, a.x.nstages > 1 ? "s" : "", a.x.replicas,
-		    a.x.replicas > 1 ? "s" : "", executor_step_rows(x),
-		    device_call_seconds(&dev) * 1e3,
-		    executor_step_rows(x) / device_call_seconds(&dev),
-		    a.emulate ? ", emulated" : "");
-
-	steps = a.synthetic ? src.steps_per_epoch : src.info.steps_per_epoch;
-	plan = (struct lr_plan){ .kind = a.lr_schedule, .lr = a.x.lr,
-				 .calls = steps * (uint64_t)a.epochs };
-	for (e = 0; e < a.epochs; e++) {
-		snprintf(title, sizeof(title), "Epoch %d/%d", e + 1, a.epochs);
-		if (run_pass(&a, x, &dev, &src, &a.x, &plan, title, steps,
-		    &ep, err, sizeof(err)) < 0)
-			goto fail;
-		train_s += ep.seconds;
-		device_s += ep.device_seconds;
-		items += ep.items;
-	}
-	source_close(&src);
-
-	if (tx != NULL) {
-		/* The trained weights move to the inference model. */
-		memcpy(executor_model(tx)->params, executor_model(x)->params,
-		    executor_model(x)->nparams * sizeof(float));
-		if (a.synthetic) {
-			if (source_open_synthetic(&tsrc, executor_model(tx),
-			    executor_step_rows(tx), 10000 /
-			    executor_step_rows(tx) ? 10000 /
-			    executor_step_rows(tx) : 1, a.x.seed + 1, err,
-			    sizeof(err)) < 0)
-				goto fail;
-		} else {
-			loader_options(&a, &txo, false, &lo);
-			if (source_open_infeed(&tsrc, a.socket, a.test_dataset,
-			    &lo, executor_model(tx), err,
-			    sizeof(err)) < 0)
-				goto fail;
-		}
-		if (run_pass(&a, tx, &tdev, &tsrc, &txo, NULL, "Testing",
-		    a.synthetic ? tsrc.steps_per_epoch
-		    : tsrc.info.steps_per_epoch,
-		    &test, err, sizeof(err)) < 0)
-			goto fail;
-		source_close(&tsrc);
-	}
-
-	if (!a.emulate && ep.judged)
-		printf("Train: loss %.4f, accuracy %.2f%% (last epoch, %s "
-		    "outputs)\n", ep.loss_sum / (ep.loss_n ? ep.loss_n : 1),
-		    100.0 * ep.right / ep.judged,
-		    a.out.mode == OUTPUT_ALL ? "all" : "returned");
-	else if (!a.emulate)
-		printf("Train: loss %.4f (output mode sum returns no "
-		    "predictions to judge)\n",
-		    ep.loss_sum / (ep.loss_n ? ep.loss_n : 1));
-	if (tx != NULL && !a.emulate)
-		printf("Test: accuracy %.2f%% of %llu samples%s\n",
-		    test.judged ? 100.0 * test.right / test.judged : 0,
-		    (unsigned long long)test.judged,
-		    a.synthetic ? " (synthetic data, so chance level)" : "");
-	printf("Throughput: %.0f samples/s measured over %.1f s; the "
-	    "simulated device alone: %.0f samples/s\n",
-	    items / train_s, train_s, items / device_s);
-	if (a.profile)
-		printf("Profile: %s/train.json (open in ui.perfetto.dev or "
-		    "chrome://tracing) and %s/train.svg\n", a.profile,
-		    a.profile);
-	if (a.json) {
-		bool trained = !a.emulate && ep.loss_n > 0;
-
-		printf("{");
-		json_number("train_loss", ep.loss_sum / (ep.loss_n ?
-		    ep.loss_n : 1), trained, true);
-		json_number("train_accuracy", ep.judged ? (double)ep.right /
-		    ep.judged : 0, trained && ep.judged, true);
-		json_number("test_accuracy", test.judged ?
-		    (double)test.right / test.judged : 0,
-		    tx != NULL && !a.emulate && !a.synthetic &&
-		    test.judged, true);
-		printf("\"epochs\":%d,\"items\":%llu,\"test_items\":%llu,",
-		    a.epochs, (unsigned long long)items,
-		    (unsigned long long)test.items);
-		json_number("items_per_s", items / train_s, train_s > 0, true);
-		json_number("device_items_per_s", items / device_s,
-		    device_s > 0, true);
-		printf("\"learning_rate\":%.7g,\"lr_schedule\":\"%s\",",
-		    a.x.lr, lr_schedule_name(a.lr_schedule));
-		printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
-		    a.emulate ? "emulate" : "compute",
-		    schedule_name(a.x.schedule),
-		    a.synthetic ? "true" : "false");
-	}
+	if ((rc = train_setup(&a, t)) != 0)
+		goto out;
+	rc = 1;
+	if (train_open_source(&a, t) < 0)
+		goto fail;
+	train_announce(&a, t);
+	if (train_epochs(&a, t) < 0 || (t->tx != NULL && train_test(&a, t) < 0))
+		goto fail;
+	train_report_text(&a, t);
+	if (a.json)
+		train_report_json(&a, t);
 	rc = 0;
 	goto out;
-out_usage:
-	rc = 2;
-	goto out;
 fail:
-	fprintf(stderr, "infeed-train: %s\n", err);
-	rc = 1;
+	fprintf(stderr, "infeed-train: %s\n", t->err);
 out:
-	source_close(&src);
-	source_close(&tsrc);
-	executor_free(x);
-	executor_free(tx);
+	source_close(&t->src);
+	source_close(&t->tsrc);
+	executor_free(t->x);
+	executor_free(t->tx);
+	free(t);
 	return (rc);
 }
