@@ -27,6 +27,10 @@
  * Every call returns an infeed_code; on failure infeed_error() says what
  * went wrong in words.  The library never prints and never exits.  A handle
  * is for one thread at a time.
+ *
+ * The ABI: every struct carries its size, so fields can be added without
+ * breaking trainers built against an older infeed.h; the soname and the
+ * symbol versions follow docs/libinfeed.md.
  */
 #ifndef INFEED_H
 #define INFEED_H
@@ -55,16 +59,42 @@ enum infeed_code {
 	INFEED_ERR_USAGE = -5,	/* a call out of order or a bad argument */
 };
 
+/*
+ * Structs that cross the library boundary carry their own size.
+ *
+ * Each starts with struct_size, so that a trainer compiled against an
+ * older infeed.h keeps working with a newer libinfeed (docs/libinfeed.md):
+ *  - input structs (infeed_options) are set up by infeed_options_init(),
+ *    which records sizeof the caller's struct; the library reads only
+ *    those bytes and takes the defaults for fields the caller's header did
+ *    not have yet;
+ *  - output structs are written through macros that pass sizeof the
+ *    caller's struct: the library writes at most that many bytes and sets
+ *    struct_size to the bytes it filled, so INFEED_HAS_FIELD() tells a
+ *    newer trainer whether an older library set a field.
+ * The macros keep the calls of earlier releases compiling unchanged.
+ */
+
+/* Whether @p, a struct @type with its struct_size set, holds @field. */
+#define INFEED_HAS_FIELD(type, p, field)				\
+	((size_t)(p)->struct_size >= offsetof(type, field) +		\
+	    sizeof(((type *)0)->field))
+
+/* sizeof the struct @p points to; the whole @type when @p is NULL. */
+#define INFEED_OUT_SIZE(p, type)	sizeof(*(1 ? (p) : (type *)0))
+
 /* One catalogue entry. */
 struct infeed_dataset {
+	uint32_t	 struct_size;	/* set by the library */
+	uint32_t	 ndim;
 	char		*name;
 	char		*type;
 	uint64_t	 samples;
-	uint32_t	 ndim;
 	uint64_t	 shape[INFEED_MAX_DIMS];
 	int		 dtype;		/* enum infeed_dtype */
 	int		 label_dtype;
 	uint32_t	 classes;
+	uint32_t	 reserved0;	/* 0; no tail padding (see above) */
 };
 
 /*
@@ -72,6 +102,7 @@ struct infeed_dataset {
  * infeed_options_init() for poptorch's defaults, then change what you need.
  */
 struct infeed_options {
+	uint32_t	struct_size;		/* set by infeed_options_init */
 	uint32_t	batch_size;		/* 1 */
 	uint32_t	device_iterations;	/* 1 */
 	uint32_t	replication_factor;	/* 1 */
@@ -106,19 +137,21 @@ struct infeed_options {
 
 /* What Attach told us about the session and its steps. */
 struct infeed_session_info {
+	uint32_t	struct_size;		/* set by the library */
+	uint32_t	slots;
 	uint64_t	session_id;
 	uint64_t	combined_batch_size;
 	uint64_t	steps_per_epoch;
 	uint64_t	last_step_rows;
-	uint32_t	slots;
 	uint32_t	ndim;
-	uint64_t	sample_shape[INFEED_MAX_DIMS];
 	int		data_dtype;		/* after any transform */
+	uint64_t	sample_shape[INFEED_MAX_DIMS];
 	uint64_t	sample_bytes;
 };
 
 /* One device step, valid until infeed_release(). */
 struct infeed_step {
+	uint32_t	 struct_size;		/* set by the library */
 	uint32_t	 slot;
 	uint64_t	 epoch;
 	uint64_t	 step;			/* within the epoch */
@@ -127,6 +160,64 @@ struct infeed_step {
 	const int32_t	*labels;		/* [rows] */
 	const uint64_t	*indices;		/* [rows] dataset indices */
 	uint64_t	 session;		/* which attach it came from */
+};
+
+/* One session in the daemon's Stats; strings are NULL when not sent. */
+struct infeed_session_stats {
+	uint32_t	 struct_size;		/* set by the library */
+	int32_t		 client_pid;
+	uint64_t	 session_id;
+	char		*dataset;
+	char		*client_name;
+	uint32_t	 client_uid;
+	uint32_t	 slots;
+	uint64_t	 epoch;			/* where the session is */
+	uint64_t	 step;
+	uint32_t	 slots_ready;
+	uint32_t	 slots_held;
+	uint64_t	 steps_delivered;
+	double		 items_per_s;
+	/* The loader options it attached with, when has_options. */
+	bool		 has_options;
+	bool		 shuffle;
+	bool		 drop_last;
+	uint32_t	 batch_size;
+	uint32_t	 device_iterations;
+	uint32_t	 replication_factor;
+	uint32_t	 gradient_accumulation;
+	uint32_t	 num_workers;
+	uint32_t	 buffer_size;
+	uint32_t	 distributed_process_id;
+	uint32_t	 distributed_process_count;
+	uint64_t	 seed;
+};
+
+/* One worker process in the daemon's Stats. */
+struct infeed_worker_stats {
+	uint32_t	 struct_size;		/* set by the library */
+	int32_t		 pid;
+	uint32_t	 restarts;
+	char		*state;			/* idle, busy, restarting */
+	uint64_t	 rows_done;
+};
+
+/*
+ * The daemon's Stats, from infeed_get_stats().  Every object is allocated
+ * by the library, so the arrays hold pointers: an entry's size may grow.
+ */
+struct infeed_stats {
+	uint32_t			  struct_size;	/* by the library */
+	uint32_t			  clients;
+	char				 *daemon_version; /* NULL: not sent */
+	uint64_t			  uptime_ms;
+	uint64_t			  memory_used;	/* all rings */
+	uint64_t			  memory_budget;
+	uint32_t			  jobs_queued;
+	uint32_t			  reserved0;
+	size_t				  nsessions;
+	struct infeed_session_stats	**sessions;
+	size_t				  nworkers;
+	struct infeed_worker_stats	**workers;
 };
 
 struct infeed;
@@ -161,27 +252,49 @@ int		 infeed_connect(struct infeed *f, const char *socket_path,
 		    const char *client_name);
 
 /**
- * infeed_list_datasets() - the daemon's catalogue; free it with
- * infeed_datasets_free().
+ * infeed_list_datasets() - the daemon's catalogue: *@list is an array of
+ * *@n entries, each of the caller's sizeof(struct infeed_dataset); free it
+ * with infeed_datasets_free().
  */
-int		 infeed_list_datasets(struct infeed *f,
-		    struct infeed_dataset **list, size_t *n);
-void		 infeed_datasets_free(struct infeed_dataset *list, size_t n);
+#define infeed_list_datasets(f, list, n)				\
+	infeed_list_datasets_size((f), (list), (n), sizeof(**(list)))
+int		 infeed_list_datasets_size(struct infeed *f,
+		    struct infeed_dataset **list, size_t *n, size_t size);
+
+/**
+ * infeed_datasets_free() - free what infeed_list_datasets() returned;
+ * NULL is a no-op.
+ */
+#define infeed_datasets_free(list, n)					\
+	infeed_datasets_free_size((list), (n),				\
+	    INFEED_OUT_SIZE(list, struct infeed_dataset))
+void		 infeed_datasets_free_size(struct infeed_dataset *list,
+		    size_t n, size_t size);
 
 /**
  * infeed_options_init() - poptorch's defaults, with the distributed process
  * id and count taken from OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE
- * when mpirun set them.
+ * when mpirun set them, and o->struct_size = sizeof(*o).  Writes only
+ * sizeof(*o) bytes.  Call it before setting any field.
  */
-void		 infeed_options_init(struct infeed_options *o);
+#define infeed_options_init(o)						\
+	infeed_options_init_size((o), sizeof(*(o)))
+void		 infeed_options_init_size(struct infeed_options *o,
+		    size_t size);
 
 /**
  * infeed_attach() - start a session on @dataset and map its step ring.
- * @info: filled in when not NULL.
+ * @o: from infeed_options_init(), or NULL for the defaults.  Fields past
+ *     o->struct_size take their defaults; fields this library does not
+ *     know must be 0 (else INFEED_ERR_USAGE: it needs a newer libinfeed).
+ * @info: filled in when not NULL, at most sizeof(*info) bytes.
  */
-int		 infeed_attach(struct infeed *f, const char *dataset,
+#define infeed_attach(f, dataset, o, info)				\
+	infeed_attach_size((f), (dataset), (o), (info),			\
+	    INFEED_OUT_SIZE(info, struct infeed_session_info))
+int		 infeed_attach_size(struct infeed *f, const char *dataset,
 		    const struct infeed_options *o,
-		    struct infeed_session_info *info);
+		    struct infeed_session_info *info, size_t info_size);
 
 /**
  * infeed_next() - wait for the next device step.
@@ -191,11 +304,15 @@ int		 infeed_attach(struct infeed *f, const char *dataset,
  * means the daemon ended the session (an operator's reload changed its
  * dataset): the handle is detached and may attach again.
  */
-int		 infeed_next(struct infeed *f, struct infeed_step *step);
+#define infeed_next(f, step)						\
+	infeed_next_size((f), (step), sizeof(*(step)))
+int		 infeed_next_size(struct infeed *f, struct infeed_step *step,
+		    size_t size);
 
 /**
  * infeed_release() - give a step's slot back; its pointers become invalid.
  * Steps from before a reconnect are already gone: releasing them is a no-op.
+ * Reads only the step's first struct_size bytes (as infeed_next set it).
  */
 int		 infeed_release(struct infeed *f, const struct infeed_step *step);
 
@@ -205,8 +322,30 @@ int		 infeed_release(struct infeed *f, const struct infeed_step *step);
 int		 infeed_detach(struct infeed *f);
 
 /**
+ * infeed_get_stats() - the daemon's Stats: sessions, workers and memory.
+ * Free *@out with infeed_stats_free().  Every object is allocated at least
+ * as large as the caller's struct and zeroed first, so fields this library
+ * does not know read as 0 (and INFEED_HAS_FIELD() says so).
+ */
+#define infeed_get_stats(f, out)					\
+	infeed_get_stats_size((f), (out), sizeof(**(out)),		\
+	    sizeof(struct infeed_session_stats),			\
+	    sizeof(struct infeed_worker_stats))
+int		 infeed_get_stats_size(struct infeed *f,
+		    struct infeed_stats **out, size_t size,
+		    size_t session_size, size_t worker_size);
+
+/**
+ * infeed_stats_free() - free what infeed_get_stats() returned; NULL is a
+ * no-op.
+ */
+void		 infeed_stats_free(struct infeed_stats *st);
+
+/**
  * infeed_stats_frame() - the daemon's raw Stats reply (a packed infeed.Frame
- * as defined in infeed.proto), for tools; free *@buf with free().
+ * as defined in infeed.proto), for tools and tests that decode the protocol
+ * themselves; free *@buf with free().  Its layout is the protocol's, not
+ * this library's: prefer infeed_get_stats().
  */
 int		 infeed_stats_frame(struct infeed *f, uint8_t **buf,
 		    size_t *len);

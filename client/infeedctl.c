@@ -11,6 +11,9 @@
  * reports throughput; with --verify it also checks every delivered index
  * against the documented order (the same sampler the daemon uses) and that
  * each epoch delivers every index of its share exactly once.
+ *
+ * It speaks to infeedd only through libinfeed's public API (infeed.h),
+ * and takes the order from common/'s sampler, as any tool could.
  */
 
 #include <errno.h>
@@ -22,7 +25,6 @@
 #include <unistd.h>
 
 #include "infeed.h"
-#include "infeed.pb-c.h"
 #include "sampler.h"
 #include "version.h"
 
@@ -113,15 +115,61 @@ shape_string(char *buf, size_t len, const uint64_t *shape, size_t ndim)
 		    i ? "x" : "", (unsigned long long)shape[i]);
 }
 
+/* infeedctl datasets --json */
+static void
+datasets_json(const struct infeed_dataset *list, size_t n)
+{
+	size_t	i, j;
+
+	printf("[");
+	for (i = 0; i < n; i++) {
+		printf("%s{\"name\":", i ? "," : "");
+		json_string(list[i].name);
+		printf(",\"type\":");
+		json_string(list[i].type);
+		printf(",\"samples\":%llu,\"shape\":[",
+		    (unsigned long long)list[i].samples);
+		for (j = 0; j < list[i].ndim; j++)
+			printf("%s%llu", j ? "," : "",
+			    (unsigned long long)list[i].shape[j]);
+		printf("],\"dtype\":\"%s\",\"label_dtype\":\"%s\","
+		    "\"classes\":%u}", infeed_dtype_name(list[i].dtype),
+		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
+	}
+	printf("]\n");
+}
+
+/* infeedctl datasets, as a table. */
+static void
+datasets_text(const struct infeed_dataset *list, size_t n)
+{
+	size_t	i;
+	char	shape[128];
+
+	printf("%-28s %-10s %10s %-14s %-8s %-7s %s\n", "NAME", "TYPE",
+	    "SAMPLES", "SHAPE", "DTYPE", "LABELS", "CLASSES");
+	for (i = 0; i < n; i++) {
+		shape_string(shape, sizeof(shape), list[i].shape,
+		    list[i].ndim);
+		printf("%-28s %-10s %10llu %-14s %-8s %-7s %u\n",
+		    list[i].name, list[i].type,
+		    (unsigned long long)list[i].samples, shape,
+		    infeed_dtype_name(list[i].dtype),
+		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
+	}
+	if (n == 0)
+		printf("(no datasets: check the daemon's log for refused "
+		    "ones)\n");
+}
+
 /* infeedctl datasets */
 static int
 cmd_datasets(int argc, char **argv)
 {
 	struct infeed_dataset	*list;
 	struct infeed		*f;
-	size_t			 n, i, j;
+	size_t			 n;
 	int			 json = 0;
-	char			 shape[128];
 
 	if (argc == 2 && strcmp(argv[1], "--json") == 0)
 		json = 1;
@@ -135,44 +183,108 @@ cmd_datasets(int argc, char **argv)
 		infeed_free(f);
 		return (1);
 	}
-	if (json) {
-		printf("[");
-		for (i = 0; i < n; i++) {
-			printf("%s{\"name\":", i ? "," : "");
-			json_string(list[i].name);
-			printf(",\"type\":");
-			json_string(list[i].type);
-			printf(",\"samples\":%llu,\"shape\":[",
-			    (unsigned long long)list[i].samples);
-			for (j = 0; j < list[i].ndim; j++)
-				printf("%s%llu", j ? "," : "",
-				    (unsigned long long)list[i].shape[j]);
-			printf("],\"dtype\":\"%s\",\"label_dtype\":\"%s\","
-			    "\"classes\":%u}", infeed_dtype_name(list[i].dtype),
-			    infeed_dtype_name(list[i].label_dtype),
-			    list[i].classes);
-		}
-		printf("]\n");
-	} else {
-		printf("%-28s %-10s %10s %-14s %-8s %-7s %s\n", "NAME", "TYPE",
-		    "SAMPLES", "SHAPE", "DTYPE", "LABELS", "CLASSES");
-		for (i = 0; i < n; i++) {
-			shape_string(shape, sizeof(shape), list[i].shape,
-			    list[i].ndim);
-			printf("%-28s %-10s %10llu %-14s %-8s %-7s %u\n",
-			    list[i].name, list[i].type,
-			    (unsigned long long)list[i].samples, shape,
-			    infeed_dtype_name(list[i].dtype),
-			    infeed_dtype_name(list[i].label_dtype),
-			    list[i].classes);
-		}
-		if (n == 0)
-			printf("(no datasets: check the daemon's log for "
-			    "refused ones)\n");
-	}
+	if (json)
+		datasets_json(list, n);
+	else
+		datasets_text(list, n);
 	infeed_datasets_free(list, n);
 	infeed_free(f);
 	return (0);
+}
+
+/* One session of status --json. */
+static void
+status_json_session(const struct infeed_session_stats *ss, int first)
+{
+	printf("%s{\"session_id\":%llu,\"dataset\":", first ? "" : ",",
+	    (unsigned long long)ss->session_id);
+	json_string(ss->dataset ? ss->dataset : "");
+	printf(",\"client_name\":");
+	json_string(ss->client_name ? ss->client_name : "");
+	printf(",\"client_pid\":%d,\"client_uid\":%u,"
+	    "\"epoch\":%llu,\"step\":%llu,\"slots\":%u,"
+	    "\"slots_ready\":%u,\"slots_held\":%u,"
+	    "\"steps_delivered\":%llu,\"items_per_s\":%.1f",
+	    ss->client_pid, ss->client_uid, (unsigned long long)ss->epoch,
+	    (unsigned long long)ss->step, ss->slots, ss->slots_ready,
+	    ss->slots_held, (unsigned long long)ss->steps_delivered,
+	    ss->items_per_s);
+	if (ss->has_options)
+		printf(",\"batch_size\":%u,\"device_iterations\":%u,"
+		    "\"replication_factor\":%u,"
+		    "\"gradient_accumulation\":%u,"
+		    "\"shuffle\":%s,\"buffer_size\":%u",
+		    ss->batch_size, ss->device_iterations,
+		    ss->replication_factor, ss->gradient_accumulation,
+		    ss->shuffle ? "true" : "false", ss->buffer_size);
+	printf("}");
+}
+
+/* infeedctl status --json */
+static void
+status_json(const struct infeed_stats *st)
+{
+	const struct infeed_worker_stats	*ws;
+	size_t					 i;
+
+	printf("{\"daemon_version\":");
+	json_string(st->daemon_version ? st->daemon_version : "");
+	printf(",\"uptime_s\":%.3f,\"clients\":%u,\"memory_used\":%llu,"
+	    "\"memory_budget\":%llu,\"sessions\":[",
+	    (double)st->uptime_ms / 1000.0, st->clients,
+	    (unsigned long long)st->memory_used,
+	    (unsigned long long)st->memory_budget);
+	for (i = 0; i < st->nsessions; i++)
+		status_json_session(st->sessions[i], i == 0);
+	printf("],\"workers\":[");
+	for (i = 0; i < st->nworkers; i++) {
+		ws = st->workers[i];
+		printf("%s{\"pid\":%d,\"state\":\"%s\",\"rows_done\":"
+		    "%llu,\"restarts\":%u}", i ? "," : "", ws->pid,
+		    ws->state ? ws->state : "", (unsigned long long)
+		    ws->rows_done, ws->restarts);
+	}
+	printf("]}\n");
+}
+
+/* infeedctl status, as tables. */
+static void
+status_text(const struct infeed_stats *st)
+{
+	const struct infeed_session_stats	*ss;
+	const struct infeed_worker_stats	*ws;
+	size_t					 i;
+	char					 ring[32];
+
+	printf("infeedd %s, up %.0f s, %u clients, rings %llu of %llu "
+	    "MiB\n\n", st->daemon_version ? st->daemon_version : "?",
+	    (double)st->uptime_ms / 1000.0, st->clients,
+	    (unsigned long long)(st->memory_used >> 20),
+	    (unsigned long long)(st->memory_budget >> 20));
+	printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",
+	    "DATASET", "CLIENT", "PID", "EPOCH", "STEP", "RING", "ITEMS/S");
+	for (i = 0; i < st->nsessions; i++) {
+		ss = st->sessions[i];
+		snprintf(ring, sizeof(ring), "%u+%u/%u", ss->slots_ready,
+		    ss->slots_held, ss->slots);
+		printf("%-8llu %-22s %-16s %8d %7llu %8llu %9s %12.0f\n",
+		    (unsigned long long)ss->session_id,
+		    ss->dataset ? ss->dataset : "",
+		    ss->client_name ? ss->client_name : "", ss->client_pid,
+		    (unsigned long long)ss->epoch,
+		    (unsigned long long)ss->step, ring, ss->items_per_s);
+	}
+	if (st->nsessions == 0)
+		printf("(no sessions)\n");
+	printf("\n%-8s %-8s %-11s %12s %8s\n", "WORKER", "PID", "STATE",
+	    "ROWS", "RESTARTS");
+	for (i = 0; i < st->nworkers; i++) {
+		ws = st->workers[i];
+		printf("%-8zu %-8d %-11s %12llu %8u\n", i, ws->pid,
+		    ws->state ? ws->state : "",
+		    (unsigned long long)ws->rows_done, ws->restarts);
+	}
+	printf("\nRING is ready+held/slots.\n");
 }
 
 /* infeedctl status */
@@ -180,12 +292,7 @@ static int
 cmd_status(int argc, char **argv)
 {
 	struct infeed		*f;
-	Infeed__Frame		*fr;
-	Infeed__Stats		*st;
-	Infeed__SessionStats	*ss;
-	Infeed__WorkerStats	*ws;
-	uint8_t			*buf;
-	size_t			 len, i;
+	struct infeed_stats	*st;
 	int			 json = 0;
 
 	if (argc == 2 && strcmp(argv[1], "--json") == 0)
@@ -195,103 +302,17 @@ cmd_status(int argc, char **argv)
 		return (2);
 	}
 	f = connect_or_die();
-	if (infeed_stats_frame(f, &buf, &len) != INFEED_OK) {
+	if (infeed_get_stats(f, &st) != INFEED_OK) {
 		fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
 		infeed_free(f);
 		return (1);
 	}
 	infeed_free(f);
-	fr = infeed__frame__unpack(NULL, len, buf);
-	free(buf);
-	if (fr == NULL || fr->msg_case != INFEED__FRAME__MSG_STATS) {
-		fprintf(stderr, "infeedctl: cannot decode the status reply\n");
-		return (1);
-	}
-	st = fr->stats;
-	if (json) {
-		printf("{\"daemon_version\":");
-		json_string(st->daemon_version ? st->daemon_version : "");
-		printf(",\"uptime_s\":%.3f,\"clients\":%u,\"memory_used\":%llu,"
-		    "\"memory_budget\":%llu,\"sessions\":[",
-		    (double)st->uptime_ms / 1000.0, st->clients,
-		    (unsigned long long)st->memory_used,
-		    (unsigned long long)st->memory_budget);
-		for (i = 0; i < st->n_sessions; i++) {
-			ss = st->sessions[i];
-			printf("%s{\"session_id\":%llu,\"dataset\":", i ? "," :
-			    "", (unsigned long long)ss->session_id);
-			json_string(ss->dataset ? ss->dataset : "");
-			printf(",\"client_name\":");
-			json_string(ss->client_name ? ss->client_name : "");
-			printf(",\"client_pid\":%d,\"client_uid\":%u,"
-			    "\"epoch\":%llu,\"step\":%llu,\"slots\":%u,"
-			    "\"slots_ready\":%u,\"slots_held\":%u,"
-			    "\"steps_delivered\":%llu,\"items_per_s\":%.1f",
-			    ss->client_pid, ss->client_uid,
-			    (unsigned long long)ss->epoch,
-			    (unsigned long long)ss->step, ss->slots,
-			    ss->slots_ready, ss->slots_held,
-			    (unsigned long long)ss->steps_delivered,
-			    ss->items_per_s);
-			if (ss->options != NULL)
-				printf(",\"batch_size\":%u,"
-				    "\"device_iterations\":%u,"
-				    "\"replication_factor\":%u,"
-				    "\"gradient_accumulation\":%u,"
-				    "\"shuffle\":%s,\"buffer_size\":%u",
-				    ss->options->batch_size,
-				    ss->options->device_iterations,
-				    ss->options->replication_factor,
-				    ss->options->gradient_accumulation,
-				    ss->options->shuffle ? "true" : "false",
-				    ss->options->buffer_size);
-			printf("}");
-		}
-		printf("],\"workers\":[");
-		for (i = 0; i < st->n_workers; i++) {
-			ws = st->workers[i];
-			printf("%s{\"pid\":%d,\"state\":\"%s\",\"rows_done\":"
-			    "%llu,\"restarts\":%u}", i ? "," : "", ws->pid,
-			    ws->state ? ws->state : "", (unsigned long long)
-			    ws->rows_done, ws->restarts);
-		}
-		printf("]}\n");
-	} else {
-		printf("infeedd %s, up %.0f s, %u clients, rings %llu of %llu "
-		    "MiB\n\n", st->daemon_version ? st->daemon_version : "?",
-		    (double)st->uptime_ms / 1000.0, st->clients,
-		    (unsigned long long)(st->memory_used >> 20),
-		    (unsigned long long)(st->memory_budget >> 20));
-		printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",
-		    "DATASET", "CLIENT", "PID", "EPOCH", "STEP", "RING",
-		    "ITEMS/S");
-		for (i = 0; i < st->n_sessions; i++) {
-			char	ring[32];
-
-			ss = st->sessions[i];
-			snprintf(ring, sizeof(ring), "%u+%u/%u",
-			    ss->slots_ready, ss->slots_held, ss->slots);
-			printf("%-8llu %-22s %-16s %8d %7llu %8llu %9s %12.0f"
-			    "\n", (unsigned long long)ss->session_id,
-			    ss->dataset ? ss->dataset : "",
-			    ss->client_name ? ss->client_name : "",
-			    ss->client_pid, (unsigned long long)ss->epoch,
-			    (unsigned long long)ss->step, ring,
-			    ss->items_per_s);
-		}
-		if (st->n_sessions == 0)
-			printf("(no sessions)\n");
-		printf("\n%-8s %-8s %-11s %12s %8s\n", "WORKER", "PID", "STATE",
-		    "ROWS", "RESTARTS");
-		for (i = 0; i < st->n_workers; i++) {
-			ws = st->workers[i];
-			printf("%-8zu %-8d %-11s %12llu %8u\n", i, ws->pid,
-			    ws->state ? ws->state : "",
-			    (unsigned long long)ws->rows_done, ws->restarts);
-		}
-		printf("\nRING is ready+held/slots.\n");
-	}
-	infeed__frame__free_unpacked(fr, NULL);
+	if (json)
+		status_json(st);
+	else
+		status_text(st);
+	infeed_stats_free(st);
 	return (0);
 }
 
@@ -320,9 +341,106 @@ touch(const void *p, size_t len)
 	return (sum);
 }
 
-/* infeedctl bench */
+/* What infeedctl bench was asked to do. */
+struct bench_args {
+	const char		*dataset;
+	struct infeed_options	 o;
+	uint64_t		 epochs;
+	int			 json;
+	int			 verify;
+};
+
+/* What a bench run has seen so far. */
+struct bench_run {
+	struct infeed_session_info	 info;
+	struct infeed_dataset		*ds;		/* the catalogue entry */
+	struct sampler			 sampler;	/* with --verify */
+	int				 sampler_ready;
+	uint64_t			*expect;	/* one step's indices */
+	uint8_t				*seen;		/* per dataset index */
+	uint64_t			 steps, items, bytes, bad, sink;
+	uint64_t			 epoch0;	/* items when it began */
+	double				 secs;
+};
+
+/* Apply one option of the batch geometry; -1 if @ch is not one. */
 static int
-cmd_bench(int argc, char **argv)
+bench_option_geometry(struct infeed_options *o, int ch, const char *arg)
+{
+	switch (ch) {
+	case 'b':
+		o->batch_size = (uint32_t)parse_u64("--batch-size", arg, 1,
+		    UINT32_MAX);
+		break;
+	case 'i':
+		o->device_iterations = (uint32_t)parse_u64(
+		    "--device-iterations", arg, 1, UINT32_MAX);
+		break;
+	case 'r':
+		o->replication_factor = (uint32_t)parse_u64("--replicas", arg,
+		    1, UINT32_MAX);
+		break;
+	case 'g':
+		o->gradient_accumulation = (uint32_t)parse_u64(
+		    "--gradient-accumulation", arg, 1, UINT32_MAX);
+		break;
+	case 'p':
+		o->distributed_process_id = (uint32_t)parse_u64(
+		    "--distributed-process-id", arg, 0, UINT32_MAX);
+		break;
+	case 'P':
+		o->distributed_process_count = (uint32_t)parse_u64(
+		    "--distributed-processes", arg, 1, UINT32_MAX);
+		break;
+	default:
+		return (-1);
+	}
+	return (0);
+}
+
+/* Apply one bench option; -1 for an unknown one. */
+static int
+bench_option(struct bench_args *a, int ch, const char *arg)
+{
+	switch (ch) {
+	case 'd':
+		a->dataset = arg;
+		break;
+	case 'S':
+		a->o.shuffle = true;
+		break;
+	case 's':
+		a->o.seed = parse_u64("--seed", arg, 0, UINT64_MAX);
+		break;
+	case 'L':
+		a->o.drop_last = false;
+		break;
+	case 'w':
+		a->o.num_workers = (uint32_t)parse_u64("--workers", arg, 1,
+		    256);
+		break;
+	case 'B':
+		a->o.buffer_size = (uint32_t)parse_u64("--buffer-size", arg, 1,
+		    64);
+		break;
+	case 'e':
+		a->epochs = parse_u64("--epochs", arg, 1, 1000000);
+		break;
+	case 'V':
+		a->verify = 1;
+		break;
+	case 'j':
+		a->json = 1;
+		break;
+	default:
+		return (bench_option_geometry(&a->o, ch, arg));
+	}
+	return (0);
+}
+
+/* Parse bench's arguments; 0, or the exit code of a usage error. */
+static int
+bench_parse(int argc, char **argv, struct bench_args *a)
 {
 	static const struct option longopts[] = {
 		{ "dataset", required_argument, NULL, 'd' },
@@ -342,201 +460,251 @@ cmd_bench(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct infeed_options		 o;
-	struct infeed_session_info	 info;
-	struct infeed_dataset		*list = NULL;
-	struct infeed_step		 st;
-	struct infeed			*f;
-	struct sampler			 sampler;
-	struct sampler_opts		 so;
-	const char			*dataset = NULL;
-	uint64_t			 epochs = 1, steps = 0, items = 0, total;
-	uint64_t			 e, s, k, nrows, bad = 0, epoch0 = 0, row;
-	uint64_t			*expect = NULL, sink = 0, bytes = 0;
-	uint8_t				*seen = NULL;
-	size_t				 n = 0, i;
-	double				 t0, secs;
-	int				 ch, json = 0, verify = 0, r, rc = 1;
-	char				*cause = NULL;
+	int	ch;
 
-	infeed_options_init(&o);
+	memset(a, 0, sizeof(*a));
+	infeed_options_init(&a->o);
+	a->epochs = 1;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'd': dataset = optarg; break;
-		case 'b': o.batch_size = (uint32_t)parse_u64("--batch-size",
-		    optarg, 1, UINT32_MAX); break;
-		case 'i': o.device_iterations = (uint32_t)parse_u64(
-		    "--device-iterations", optarg, 1, UINT32_MAX); break;
-		case 'r': o.replication_factor = (uint32_t)parse_u64(
-		    "--replicas", optarg, 1, UINT32_MAX); break;
-		case 'g': o.gradient_accumulation = (uint32_t)parse_u64(
-		    "--gradient-accumulation", optarg, 1, UINT32_MAX); break;
-		case 'S': o.shuffle = true; break;
-		case 's': o.seed = parse_u64("--seed", optarg, 0, UINT64_MAX);
-		    break;
-		case 'L': o.drop_last = false; break;
-		case 'w': o.num_workers = (uint32_t)parse_u64("--workers",
-		    optarg, 1, 256); break;
-		case 'B': o.buffer_size = (uint32_t)parse_u64("--buffer-size",
-		    optarg, 1, 64); break;
-		case 'e': epochs = parse_u64("--epochs", optarg, 1, 1000000);
-		    break;
-		case 'p': o.distributed_process_id = (uint32_t)parse_u64(
-		    "--distributed-process-id", optarg, 0, UINT32_MAX); break;
-		case 'P': o.distributed_process_count = (uint32_t)parse_u64(
-		    "--distributed-processes", optarg, 1, UINT32_MAX); break;
-		case 'V': verify = 1; break;
-		case 'j': json = 1; break;
-		default: usage(stderr); return (2);
+		if (bench_option(a, ch, optarg) == -1) {
+			usage(stderr);
+			return (2);
 		}
 	}
-	if (dataset == NULL || optind != argc) {
+	if (a->dataset == NULL || optind != argc) {
 		fprintf(stderr, "infeedctl bench: --dataset NAME is required "
 		    "('infeedctl datasets' lists them)\n");
 		return (2);
 	}
-	f = connect_or_die();
-	if (infeed_list_datasets(f, &list, &n) != INFEED_OK)
-		goto fail;
-	for (i = 0; i < n && strcmp(list[i].name, dataset) != 0; i++)
+	return (0);
+}
+
+/* The sampler that --verify checks against: the documented order. */
+static int
+bench_verify_init(const struct bench_args *a, struct bench_run *run)
+{
+	struct sampler_opts	 so;
+	char			*cause = NULL;
+
+	memset(&so, 0, sizeof(so));
+	so.samples = run->ds->samples;
+	so.batch_size = a->o.batch_size;
+	so.device_iterations = a->o.device_iterations;
+	so.replication_factor = a->o.replication_factor;
+	so.gradient_accumulation = a->o.gradient_accumulation;
+	so.shuffle = a->o.shuffle;
+	so.seed = a->o.seed;
+	so.drop_last = a->o.drop_last;
+	so.process_id = a->o.distributed_process_id;
+	so.process_count = a->o.distributed_process_count;
+	if (sampler_init(&run->sampler, &so, &cause) == -1) {
+		fprintf(stderr, "infeedctl: the daemon accepted options "
+		    "the sampler refuses: %s\n", cause);
+		free(cause);
+		return (-1);
+	}
+	run->sampler_ready = 1;
+	run->expect = calloc(run->info.combined_batch_size,
+	    sizeof(*run->expect));
+	run->seen = calloc(run->ds->samples, 1);
+	if (run->expect == NULL || run->seen == NULL) {
+		fprintf(stderr, "infeedctl: out of memory for --verify\n");
+		return (-1);
+	}
+	return (0);
+}
+
+/* Find the dataset and attach; 0, 1 on the daemon's error, -1 on ours. */
+static int
+bench_attach(struct infeed *f, const struct bench_args *a,
+    struct bench_run *run, struct infeed_dataset *list, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n && strcmp(list[i].name, a->dataset) != 0; i++)
 		;
 	if (i == n) {
 		fprintf(stderr, "infeedctl: no dataset '%s'; 'infeedctl "
-		    "datasets' lists the catalogue\n", dataset);
-		goto out;
+		    "datasets' lists the catalogue\n", a->dataset);
+		return (-1);
 	}
-	memset(&so, 0, sizeof(so));
-	so.samples = list[i].samples;
-	so.batch_size = o.batch_size;
-	so.device_iterations = o.device_iterations;
-	so.replication_factor = o.replication_factor;
-	so.gradient_accumulation = o.gradient_accumulation;
-	so.shuffle = o.shuffle;
-	so.seed = o.seed;
-	so.drop_last = o.drop_last;
-	so.process_id = o.distributed_process_id;
-	so.process_count = o.distributed_process_count;
-	if (infeed_attach(f, dataset, &o, &info) != INFEED_OK)
-		goto fail;
-	if (verify) {
-		if (sampler_init(&sampler, &so, &cause) == -1) {
-			fprintf(stderr, "infeedctl: the daemon accepted options "
-			    "the sampler refuses: %s\n", cause);
-			free(cause);
-			goto out;
-		}
-		expect = calloc(info.combined_batch_size, sizeof(*expect));
-		seen = calloc(list[i].samples, 1);
-		if (expect == NULL || seen == NULL) {
-			fprintf(stderr, "infeedctl: out of memory for "
-			    "--verify\n");
-			goto out;
-		}
+	run->ds = &list[i];
+	if (infeed_attach(f, a->dataset, &a->o, &run->info) != INFEED_OK)
+		return (1);
+	if (a->verify && bench_verify_init(a, run) == -1)
+		return (-1);
+	return (0);
+}
+
+/* Count what is wrong with (@e, @s): its indices, labels, and coverage. */
+static void
+bench_verify_step(const struct bench_args *a, struct bench_run *run,
+    const struct infeed_step *st, uint64_t e, uint64_t s)
+{
+	const struct infeed_dataset	*ds = run->ds;
+	struct sampler			*sp = &run->sampler;
+	uint64_t			 nrows, row;
+
+	if (s == 0) {
+		memset(run->seen, 0, ds->samples);
+		run->epoch0 = run->items;
 	}
-	total = epochs * info.steps_per_epoch;
+	nrows = sampler_step_indices(sp, e, s, run->expect);
+	if (nrows != st->rows)
+		run->bad++;
+	for (row = 0; row < nrows && row < st->rows; row++) {
+		if (st->indices[row] != run->expect[row] ||
+		    st->indices[row] >= ds->samples ||
+		    run->seen[st->indices[row]]++)
+			run->bad++;
+		if (st->labels[row] < 0 || (ds->classes &&
+		    (uint32_t)st->labels[row] >= ds->classes))
+			run->bad++;
+	}
+	/* The epoch's last step: every index of the share, once. */
+	if (s + 1 == run->info.steps_per_epoch &&
+	    run->items + st->rows - run->epoch0 != sp->block_length -
+	    (a->o.drop_last ? sp->block_length % sp->cbs : 0))
+		run->bad++;
+}
+
+/* Check, touch and count one step as a trainer would take it. */
+static void
+bench_take(const struct bench_args *a, struct bench_run *run,
+    const struct infeed_step *st, uint64_t e, uint64_t s)
+{
+	if (st->epoch != e || st->step != s) {
+		fprintf(stderr, "infeedctl: got epoch %llu step %llu, "
+		    "expected epoch %llu step %llu\n",
+		    (unsigned long long)st->epoch,
+		    (unsigned long long)st->step,
+		    (unsigned long long)e, (unsigned long long)s);
+		run->bad++;
+	}
+	run->sink += touch(st->data, st->rows * run->info.sample_bytes);
+	run->sink += touch(st->labels, st->rows * sizeof(int32_t));
+	run->bytes += st->rows * run->info.sample_bytes;
+	if (a->verify)
+		bench_verify_step(a, run, st, e, s);
+	run->items += st->rows;
+	run->steps++;
+}
+
+/* Take every step of the run's epochs; -1 on the library's error. */
+static int
+bench_loop(struct infeed *f, const struct bench_args *a,
+    struct bench_run *run)
+{
+	struct infeed_step	st;
+	uint64_t		k, e, s, total, spe = run->info.steps_per_epoch;
+	double			t0;
+
+	total = a->epochs * spe;
 	t0 = now_s();
 	for (k = 0; k < total; k++) {
-		r = infeed_next(f, &st);
-		if (r != INFEED_OK)
-			goto fail;
-		e = k / info.steps_per_epoch;
-		s = k % info.steps_per_epoch;
-		if (st.epoch != e || st.step != s) {
-			fprintf(stderr, "infeedctl: got epoch %llu step %llu, "
-			    "expected epoch %llu step %llu\n",
-			    (unsigned long long)st.epoch,
-			    (unsigned long long)st.step,
-			    (unsigned long long)e, (unsigned long long)s);
-			bad++;
-		}
-		sink += touch(st.data, st.rows * info.sample_bytes);
-		sink += touch(st.labels, st.rows * sizeof(int32_t));
-		bytes += st.rows * info.sample_bytes;
-		if (verify) {
-			if (s == 0) {
-				memset(seen, 0, list[i].samples);
-				epoch0 = items;
-			}
-			nrows = sampler_step_indices(&sampler, e, s, expect);
-			if (nrows != st.rows)
-				bad++;
-			for (row = 0; row < nrows && row < st.rows; row++) {
-				if (st.indices[row] != expect[row] ||
-				    st.indices[row] >= list[i].samples ||
-				    seen[st.indices[row]]++)
-					bad++;
-				if (st.labels[row] < 0 || (list[i].classes &&
-				    (uint32_t)st.labels[row] >=
-				    list[i].classes))
-					bad++;
-			}
-			if (s + 1 == info.steps_per_epoch &&
-			    items + st.rows - epoch0 != sampler.block_length -
-			    (o.drop_last ? sampler.block_length %
-			    sampler.cbs : 0))
-				bad++;
-		}
-		items += st.rows;
-		steps++;
+		if (infeed_next(f, &st) != INFEED_OK)
+			return (-1);
+		e = k / spe;
+		s = k % spe;
+		bench_take(a, run, &st, e, s);
 		if (infeed_release(f, &st) != INFEED_OK)
-			goto fail;
-		if (!json && isatty(STDERR_FILENO) &&
-		    (s + 1 == info.steps_per_epoch))
+			return (-1);
+		if (!a->json && isatty(STDERR_FILENO) && s + 1 == spe)
 			fprintf(stderr, "\repoch %llu/%llu done",
 			    (unsigned long long)e + 1,
-			    (unsigned long long)epochs);
+			    (unsigned long long)a->epochs);
 	}
-	secs = now_s() - t0;
-	if (!json && isatty(STDERR_FILENO))
+	run->secs = now_s() - t0;
+	if (!a->json && isatty(STDERR_FILENO))
 		fprintf(stderr, "\n");
-	if (json) {
-		printf("{\"dataset\":");
-		json_string(dataset);
-		printf(",\"combined_batch_size\":%llu,\"steps_per_epoch\":%llu,"
-		    "\"last_step_rows\":%llu,\"steps\":%llu,\"items\":%llu,"
-		    "\"seconds\":%.6f,\"items_per_s\":%.1f,\"gb_per_s\":%.4f,"
-		    "\"verified\":%s}\n",
-		    (unsigned long long)info.combined_batch_size,
-		    (unsigned long long)info.steps_per_epoch,
-		    (unsigned long long)info.last_step_rows,
-		    (unsigned long long)steps, (unsigned long long)items, secs,
-		    (double)items / secs, (double)bytes / secs / 1e9,
-		    verify ? (bad == 0 ? "true" : "false") : "null");
-	} else {
-		printf("dataset              %s\n", dataset);
-		printf("combined batch size  %llu\n",
-		    (unsigned long long)info.combined_batch_size);
-		printf("steps per epoch      %llu\n",
-		    (unsigned long long)info.steps_per_epoch);
-		printf("rows of last step    %llu\n",
-		    (unsigned long long)info.last_step_rows);
-		printf("steps                %llu\n", (unsigned long long)steps);
-		printf("items                %llu\n", (unsigned long long)items);
-		printf("seconds              %.3f\n", secs);
-		printf("items/s              %.1f\n", (double)items / secs);
-		printf("GB/s                 %.3f\n", (double)bytes / secs / 1e9);
-		if (verify)
-			printf("verify               %s\n", bad == 0 ?
-			    "passed: every index in the documented order, "
-			    "each exactly once per epoch" :
-			    "FAILED");
-	}
-	rc = verify && bad != 0 ? 1 : 0;
-	(void)sink;
+	return (0);
+}
+
+/* Print bench's results as one JSON object. */
+static void
+bench_report_json(const struct bench_args *a, const struct bench_run *run)
+{
+	printf("{\"dataset\":");
+	json_string(a->dataset);
+	printf(",\"combined_batch_size\":%llu,\"steps_per_epoch\":%llu,"
+	    "\"last_step_rows\":%llu,\"steps\":%llu,\"items\":%llu,"
+	    "\"seconds\":%.6f,\"items_per_s\":%.1f,\"gb_per_s\":%.4f,"
+	    "\"verified\":%s}\n",
+	    (unsigned long long)run->info.combined_batch_size,
+	    (unsigned long long)run->info.steps_per_epoch,
+	    (unsigned long long)run->info.last_step_rows,
+	    (unsigned long long)run->steps, (unsigned long long)run->items,
+	    run->secs, (double)run->items / run->secs,
+	    (double)run->bytes / run->secs / 1e9,
+	    a->verify ? (run->bad == 0 ? "true" : "false") : "null");
+}
+
+/* Print bench's results for a person. */
+static void
+bench_report_text(const struct bench_args *a, const struct bench_run *run)
+{
+	printf("dataset              %s\n", a->dataset);
+	printf("combined batch size  %llu\n",
+	    (unsigned long long)run->info.combined_batch_size);
+	printf("steps per epoch      %llu\n",
+	    (unsigned long long)run->info.steps_per_epoch);
+	printf("rows of last step    %llu\n",
+	    (unsigned long long)run->info.last_step_rows);
+	printf("steps                %llu\n", (unsigned long long)run->steps);
+	printf("items                %llu\n", (unsigned long long)run->items);
+	printf("seconds              %.3f\n", run->secs);
+	printf("items/s              %.1f\n", (double)run->items / run->secs);
+	printf("GB/s                 %.3f\n",
+	    (double)run->bytes / run->secs / 1e9);
+	if (a->verify)
+		printf("verify               %s\n", run->bad == 0 ?
+		    "passed: every index in the documented order, "
+		    "each exactly once per epoch" : "FAILED");
+}
+
+/* infeedctl bench */
+static int
+cmd_bench(int argc, char **argv)
+{
+	struct bench_args	 a;
+	struct bench_run	 run;
+	struct infeed_dataset	*list = NULL;
+	struct infeed		*f;
+	size_t			 n = 0;
+	int			 r, rc = 1;
+
+	if ((r = bench_parse(argc, argv, &a)) != 0)
+		return (r);
+	memset(&run, 0, sizeof(run));
+	f = connect_or_die();
+	if (infeed_list_datasets(f, &list, &n) != INFEED_OK)
+		goto fail;
+	if ((r = bench_attach(f, &a, &run, list, n)) == 1)
+		goto fail;
+	if (r == -1)
+		goto out;
+	if (bench_loop(f, &a, &run) == -1)
+		goto fail;
+	if (a.json)
+		bench_report_json(&a, &run);
+	else
+		bench_report_text(&a, &run);
+	rc = a.verify && run.bad != 0 ? 1 : 0;
 	goto out;
 fail:
 	fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
 out:
-	if (verify)
-		sampler_clear(&sampler);
-	free(expect);
-	free(seen);
+	if (run.sampler_ready)
+		sampler_clear(&run.sampler);
+	free(run.expect);
+	free(run.seen);
 	infeed_datasets_free(list, n);
 	infeed_free(f);
 	return (rc);
 }
 
+/* Run the command that the arguments name. */
 int
 main(int argc, char **argv)
 {

@@ -11,6 +11,11 @@
  * how it attached, so when the daemon goes away infeed_next can reconnect
  * and attach again with start_epoch/start_step, and the trainer sees the
  * same steps it would have seen without the interruption.
+ *
+ * Size-carrying structs (docs/libinfeed.md): inside the library every
+ * struct is this header's whole struct.  What comes in is widened to it
+ * (defaults for what the caller's struct lacks), what goes out is cut to
+ * the caller's size (infeed_put); only those two places look at sizes.
  */
 
 #include <sys/mman.h>
@@ -19,6 +24,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +62,36 @@ struct infeed {
 	uint64_t		 next_step;
 };
 
+/* The end of @field in @type: a struct of that size holds it wholly. */
+#define FIELD_END(type, field)						\
+	(offsetof(type, field) + sizeof(((type *)0)->field))
+
+/*
+ * No struct may end in padding: a field added later would start inside an
+ * older struct's size, and an older caller's padding would be read as it.
+ */
+_Static_assert(sizeof(struct infeed_options) ==
+    FIELD_END(struct infeed_options, std), "infeed_options has tail padding");
+_Static_assert(sizeof(struct infeed_session_info) ==
+    FIELD_END(struct infeed_session_info, sample_bytes),
+    "infeed_session_info has tail padding");
+_Static_assert(sizeof(struct infeed_step) ==
+    FIELD_END(struct infeed_step, session), "infeed_step has tail padding");
+_Static_assert(sizeof(struct infeed_dataset) ==
+    FIELD_END(struct infeed_dataset, reserved0),
+    "infeed_dataset has tail padding");
+_Static_assert(sizeof(struct infeed_stats) ==
+    FIELD_END(struct infeed_stats, workers), "infeed_stats has tail padding");
+_Static_assert(sizeof(struct infeed_session_stats) ==
+    FIELD_END(struct infeed_session_stats, seed),
+    "infeed_session_stats has tail padding");
+_Static_assert(sizeof(struct infeed_worker_stats) ==
+    FIELD_END(struct infeed_worker_stats, rows_done),
+    "infeed_worker_stats has tail padding");
+
+/* A struct_size above this is not one any infeed.h ever had. */
+#define INFEED_MAX_STRUCT_SIZE	4096
+
 /* Record an error message and return @code. */
 static int __attribute__((format(printf, 3, 4)))
 infeed_fail(struct infeed *f, int code, const char *fmt, ...)
@@ -80,6 +116,44 @@ infeed_new(void)
 	f->max_frame = INFEED_DEFAULT_MAX_FRAME;
 	wire_in_init(&f->in, f->max_frame);
 	return (f);
+}
+
+/*
+ * Write the library's @have bytes at @src to the caller's @size bytes at
+ * @dst: what fits, then zeros.  Return: the bytes copied.
+ */
+static size_t
+infeed_put(void *dst, size_t size, const void *src, size_t have)
+{
+	size_t	n = size < have ? size : have;
+
+	memcpy(dst, src, n);
+	if (size > n)
+		memset((uint8_t *)dst + n, 0, size - n);
+	return (n);
+}
+
+/* Whether bytes @from to @to of @p are all zero. */
+static bool
+infeed_zero(const void *p, size_t from, size_t to)
+{
+	const uint8_t	*b = p;
+
+	for (; from < to; from++) {
+		if (b[from] != 0)
+			return (false);
+	}
+	return (true);
+}
+
+/* Refuse an output struct too small to hold its struct_size. */
+static int
+infeed_check_out_size(struct infeed *f, const char *what, size_t size)
+{
+	if (size < sizeof(uint32_t) || size > INFEED_MAX_STRUCT_SIZE)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "%s of %zu bytes: "
+		    "pass the struct as infeed.h declares it", what, size));
+	return (INFEED_OK);
 }
 
 /* Forget the session's ring. */
@@ -309,59 +383,102 @@ infeed_call(struct infeed *f, Infeed__Frame *fr, Infeed__Frame__MsgCase want,
 	return (infeed_recv(f, want, reply));
 }
 
-/* Fetch the catalogue. */
+/* Free the strings of a catalogue entry that the caller's @size holds. */
+static void
+infeed_dataset_clear(struct infeed_dataset *d, size_t size)
+{
+	if (size >= FIELD_END(struct infeed_dataset, name))
+		free(d->name);
+	if (size >= FIELD_END(struct infeed_dataset, type))
+		free(d->type);
+}
+
+/* One catalogue entry from its DatasetInfo; -1 without memory. */
+static int
+infeed_dataset_from(struct infeed_dataset *d, const Infeed__DatasetInfo *di)
+{
+	size_t	j;
+
+	memset(d, 0, sizeof(*d));
+	d->struct_size = sizeof(*d);
+	d->name = strdup(di->name);
+	d->type = strdup(di->type ? di->type : "");
+	d->samples = di->samples;
+	d->ndim = di->n_shape < INFEED_MAX_DIMS ? (uint32_t)di->n_shape :
+	    INFEED_MAX_DIMS;
+	for (j = 0; j < d->ndim; j++)
+		d->shape[j] = di->shape[j];
+	d->dtype = di->dtype;
+	d->label_dtype = di->label_dtype;
+	d->classes = di->classes;
+	if (d->name == NULL || d->type == NULL) {
+		infeed_dataset_clear(d, sizeof(*d));
+		return (-1);
+	}
+	return (0);
+}
+
+/* Fetch the catalogue as an array of the caller's @size per entry. */
 int
-infeed_list_datasets(struct infeed *f, struct infeed_dataset **list,
-    size_t *n)
+infeed_list_datasets_size(struct infeed *f, struct infeed_dataset **list,
+    size_t *n, size_t size)
 {
 	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
 	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
-	Infeed__DatasetInfo	*di;
-	struct infeed_dataset	*out;
-	size_t			 i, j;
+	Infeed__DatasetList	*dl;
+	struct infeed_dataset	 d, *e;
+	uint8_t			*out;
+	size_t			 i, k;
 	int			 r;
 
+	if ((r = infeed_check_out_size(f, "struct infeed_dataset", size)) !=
+	    INFEED_OK)
+		return (r);
 	fr.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
 	fr.list_datasets = &ld;
 	if ((r = infeed_call(f, &fr, INFEED__FRAME__MSG_DATASET_LIST,
 	    &reply)) != INFEED_OK)
 		return (r);
-	out = calloc(reply->dataset_list->n_datasets + 1, sizeof(*out));
-	if (out == NULL) {
+	dl = reply->dataset_list;
+	if ((out = calloc(dl->n_datasets + 1, size)) == NULL) {
 		infeed__frame__free_unpacked(reply, NULL);
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
 	}
-	for (i = 0; i < reply->dataset_list->n_datasets; i++) {
-		di = reply->dataset_list->datasets[i];
-		out[i].name = strdup(di->name);
-		out[i].type = strdup(di->type ? di->type : "");
-		out[i].samples = di->samples;
-		out[i].ndim = di->n_shape < INFEED_MAX_DIMS ?
-		    (uint32_t)di->n_shape : INFEED_MAX_DIMS;
-		for (j = 0; j < out[i].ndim; j++)
-			out[i].shape[j] = di->shape[j];
-		out[i].dtype = di->dtype;
-		out[i].label_dtype = di->label_dtype;
-		out[i].classes = di->classes;
+	for (i = 0; i < dl->n_datasets; i++) {
+		if (infeed_dataset_from(&d, dl->datasets[i]) == -1) {
+			infeed_datasets_free_size((struct infeed_dataset *)
+			    (void *)out, i, size);
+			infeed__frame__free_unpacked(reply, NULL);
+			return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of "
+			    "memory"));
+		}
+		e = (struct infeed_dataset *)(void *)(out + i * size);
+		k = infeed_put(e, size, &d, sizeof(d));
+		e->struct_size = (uint32_t)k;
+		/* Strings past the caller's struct were not handed over. */
+		if (k < FIELD_END(struct infeed_dataset, name))
+			free(d.name);
+		if (k < FIELD_END(struct infeed_dataset, type))
+			free(d.type);
 	}
-	*n = reply->dataset_list->n_datasets;
-	*list = out;
+	*n = dl->n_datasets;
+	*list = (struct infeed_dataset *)(void *)out;
 	infeed__frame__free_unpacked(reply, NULL);
 	return (INFEED_OK);
 }
 
-/* Free a catalogue listing. */
+/* Free a catalogue listing of @size bytes an entry. */
 void
-infeed_datasets_free(struct infeed_dataset *list, size_t n)
+infeed_datasets_free_size(struct infeed_dataset *list, size_t n,
+    size_t size)
 {
 	size_t	i;
 
 	if (list == NULL)
 		return;
-	for (i = 0; i < n; i++) {
-		free(list[i].name);
-		free(list[i].type);
-	}
+	for (i = 0; i < n; i++)
+		infeed_dataset_clear((struct infeed_dataset *)(void *)
+		    ((uint8_t *)list + i * size), size);
 	free(list);
 }
 
@@ -383,13 +500,14 @@ infeed_env_uint(const char *name, uint32_t *out)
 	return (0);
 }
 
-/* poptorch's defaults, and mpirun's rank and size. */
-void
-infeed_options_init(struct infeed_options *o)
+/* poptorch's defaults, and mpirun's rank and size, in a whole struct. */
+static void
+infeed_options_defaults(struct infeed_options *o)
 {
 	uint32_t	rank, size;
 
 	memset(o, 0, sizeof(*o));
+	o->struct_size = sizeof(*o);
 	o->batch_size = 1;
 	o->device_iterations = 1;
 	o->replication_factor = 1;
@@ -407,9 +525,140 @@ infeed_options_init(struct infeed_options *o)
 	}
 }
 
-/* Attach to a dataset and map the ring that comes with the answer. */
-int
-infeed_attach(struct infeed *f, const char *dataset,
+/* The defaults in the caller's struct of @size bytes, which it records. */
+void
+infeed_options_init_size(struct infeed_options *o, size_t size)
+{
+	struct infeed_options	d;
+
+	if (size < sizeof(o->struct_size) || size > INFEED_MAX_STRUCT_SIZE)
+		return;		/* infeed_attach refuses it */
+	infeed_options_defaults(&d);
+	infeed_put(o, size, &d, sizeof(d));
+	o->struct_size = (uint32_t)size;
+}
+
+/*
+ * The caller's options @o (NULL: the defaults) as a whole struct in @out:
+ * its fields, and the defaults for those past its struct_size.
+ */
+static int
+infeed_options_take(struct infeed *f, const struct infeed_options *o,
+    struct infeed_options *out)
+{
+	size_t	size;
+
+	infeed_options_defaults(out);
+	if (o == NULL)
+		return (INFEED_OK);
+	size = o->struct_size;
+	if (size < sizeof(o->struct_size) || size > INFEED_MAX_STRUCT_SIZE)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "the options' "
+		    "struct_size is %zu: set them up with infeed_options_init "
+		    "first", size));
+	if (size > sizeof(*out) && !infeed_zero(o, sizeof(*out), size))
+		return (infeed_fail(f, INFEED_ERR_USAGE, "the options set "
+		    "fields past the %zu bytes this libinfeed knows (the "
+		    "trainer's are %zu): it needs a newer libinfeed",
+		    sizeof(*out), size));
+	memcpy(out, o, size < sizeof(*out) ? size : sizeof(*out));
+	out->struct_size = sizeof(*out);
+	if (out->nchannels > INFEED_MAX_CHANNELS)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "nchannels is %u; at "
+		    "most %d", out->nchannels, INFEED_MAX_CHANNELS));
+	return (INFEED_OK);
+}
+
+/* LoaderOptions (and its Transform @t) from whole options. */
+static void
+infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
+    const struct infeed_options *o)
+{
+	lo->has_batch_size = lo->has_device_iterations = 1;
+	lo->batch_size = o->batch_size;
+	lo->device_iterations = o->device_iterations;
+	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
+	lo->replication_factor = o->replication_factor;
+	lo->gradient_accumulation = o->gradient_accumulation;
+	lo->has_shuffle = lo->has_seed = lo->has_drop_last = 1;
+	lo->shuffle = o->shuffle;
+	lo->seed = o->seed;
+	lo->drop_last = o->drop_last;
+	lo->has_num_workers = lo->has_buffer_size = 1;
+	lo->num_workers = o->num_workers;
+	lo->buffer_size = o->buffer_size;
+	lo->has_load_indefinitely = lo->has_early_preload = 1;
+	lo->load_indefinitely = o->load_indefinitely;
+	lo->early_preload = o->early_preload;
+	lo->has_distributed_process_id = 1;
+	lo->has_distributed_process_count = 1;
+	lo->distributed_process_id = o->distributed_process_id;
+	lo->distributed_process_count = o->distributed_process_count;
+	lo->has_start_epoch = lo->has_start_step = 1;
+	lo->start_epoch = o->start_epoch;
+	lo->start_step = o->start_step;
+	if (o->to_float32) {
+		t->has_to_float32 = t->has_scale = 1;
+		t->to_float32 = 1;
+		t->scale = o->scale;
+		t->n_mean = t->n_std = o->nchannels;
+		t->mean = (float *)(uintptr_t)o->mean;
+		t->std = (float *)(uintptr_t)o->std;
+		lo->transform = t;
+	}
+}
+
+/* Map the ring whose descriptor came with @at. */
+static int
+infeed_map_ring(struct infeed *f, const Infeed__Attached *at)
+{
+	int	fd;
+
+	if ((fd = wire_in_take_fd(&f->in)) == -1)
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
+		    "without the ring's file descriptor"));
+	f->ring_bytes = at->ring_bytes;
+	f->ring = mmap(NULL, f->ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f->ring == MAP_FAILED) {
+		f->ring = NULL;
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot map the step "
+		    "ring (%zu bytes): %s", f->ring_bytes, strerror(errno)));
+	}
+	f->slot_bytes = at->slot_bytes;
+	f->data_offset = at->data_offset;
+	f->labels_offset = at->labels_offset;
+	f->indices_offset = at->indices_offset;
+	return (INFEED_OK);
+}
+
+/* The whole session info from Attached. */
+static void
+infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
+{
+	size_t	i;
+
+	memset(info, 0, sizeof(*info));
+	info->struct_size = sizeof(*info);
+	info->session_id = at->session_id;
+	info->combined_batch_size = at->combined_batch_size;
+	info->steps_per_epoch = at->steps_per_epoch;
+	info->last_step_rows = at->last_step_rows;
+	info->slots = at->slots;
+	info->ndim = at->n_sample_shape < INFEED_MAX_DIMS ?
+	    (uint32_t)at->n_sample_shape : INFEED_MAX_DIMS;
+	for (i = 0; i < info->ndim; i++)
+		info->sample_shape[i] = at->sample_shape[i];
+	info->data_dtype = at->data_dtype;
+	info->sample_bytes = at->sample_bytes;
+}
+
+/*
+ * Attach with whole options @o and map the ring; remember how, to resume.
+ * @info: the whole session info, or NULL.
+ */
+static int
+infeed_attach_whole(struct infeed *f, const char *dataset,
     const struct infeed_options *o, struct infeed_session_info *info)
 {
 	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
@@ -417,51 +666,9 @@ infeed_attach(struct infeed *f, const char *dataset,
 	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
 	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
 	Infeed__Attached	*at;
-	struct infeed_options	 defaults;
-	size_t			 i;
-	int			 r, fd;
+	int			 r;
 
-	if (f->attached)
-		return (infeed_fail(f, INFEED_ERR_USAGE, "already attached; "
-		    "call infeed_detach first"));
-	if (o == NULL) {
-		infeed_options_init(&defaults);
-		o = &defaults;
-	}
-	if (o->nchannels > INFEED_MAX_CHANNELS)
-		return (infeed_fail(f, INFEED_ERR_USAGE, "nchannels is %u; at "
-		    "most %d", o->nchannels, INFEED_MAX_CHANNELS));
-	lo.has_batch_size = lo.has_device_iterations = 1;
-	lo.batch_size = o->batch_size;
-	lo.device_iterations = o->device_iterations;
-	lo.has_replication_factor = lo.has_gradient_accumulation = 1;
-	lo.replication_factor = o->replication_factor;
-	lo.gradient_accumulation = o->gradient_accumulation;
-	lo.has_shuffle = lo.has_seed = lo.has_drop_last = 1;
-	lo.shuffle = o->shuffle;
-	lo.seed = o->seed;
-	lo.drop_last = o->drop_last;
-	lo.has_num_workers = lo.has_buffer_size = 1;
-	lo.num_workers = o->num_workers;
-	lo.buffer_size = o->buffer_size;
-	lo.has_load_indefinitely = lo.has_early_preload = 1;
-	lo.load_indefinitely = o->load_indefinitely;
-	lo.early_preload = o->early_preload;
-	lo.has_distributed_process_id = lo.has_distributed_process_count = 1;
-	lo.distributed_process_id = o->distributed_process_id;
-	lo.distributed_process_count = o->distributed_process_count;
-	lo.has_start_epoch = lo.has_start_step = 1;
-	lo.start_epoch = o->start_epoch;
-	lo.start_step = o->start_step;
-	if (o->to_float32) {
-		t.has_to_float32 = t.has_scale = 1;
-		t.to_float32 = 1;
-		t.scale = o->scale;
-		t.n_mean = t.n_std = o->nchannels;
-		t.mean = (float *)(uintptr_t)o->mean;
-		t.std = (float *)(uintptr_t)o->std;
-		lo.transform = &t;
-	}
+	infeed_loader_options(&lo, &t, o);
 	a.dataset = (char *)(uintptr_t)dataset;
 	a.options = &lo;
 	fr.msg_case = INFEED__FRAME__MSG_ATTACH;
@@ -470,19 +677,9 @@ infeed_attach(struct infeed *f, const char *dataset,
 	    INFEED_OK)
 		return (r);
 	at = reply->attached;
-	if ((fd = wire_in_take_fd(&f->in)) == -1) {
+	if ((r = infeed_map_ring(f, at)) != INFEED_OK) {
 		infeed__frame__free_unpacked(reply, NULL);
-		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
-		    "without the ring's file descriptor"));
-	}
-	f->ring_bytes = at->ring_bytes;
-	f->ring = mmap(NULL, f->ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (f->ring == MAP_FAILED) {
-		f->ring = NULL;
-		infeed__frame__free_unpacked(reply, NULL);
-		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot map the step "
-		    "ring (%zu bytes): %s", f->ring_bytes, strerror(errno)));
+		return (r);
 	}
 	f->attached = true;
 	f->session_id = at->session_id;
@@ -495,26 +692,37 @@ infeed_attach(struct infeed *f, const char *dataset,
 	}
 	if (&f->opts != o)
 		f->opts = *o;
-	f->slot_bytes = at->slot_bytes;
-	f->data_offset = at->data_offset;
-	f->labels_offset = at->labels_offset;
-	f->indices_offset = at->indices_offset;
-	if (info != NULL) {
-		memset(info, 0, sizeof(*info));
-		info->session_id = at->session_id;
-		info->combined_batch_size = at->combined_batch_size;
-		info->steps_per_epoch = at->steps_per_epoch;
-		info->last_step_rows = at->last_step_rows;
-		info->slots = at->slots;
-		info->ndim = at->n_sample_shape < INFEED_MAX_DIMS ?
-		    (uint32_t)at->n_sample_shape : INFEED_MAX_DIMS;
-		for (i = 0; i < info->ndim; i++)
-			info->sample_shape[i] = at->sample_shape[i];
-		info->data_dtype = at->data_dtype;
-		info->sample_bytes = at->sample_bytes;
-	}
+	if (info != NULL)
+		infeed_info_from(info, at);
 	infeed__frame__free_unpacked(reply, NULL);
 	return (INFEED_OK);
+}
+
+/* Attach to a dataset with the caller's options and session info sizes. */
+int
+infeed_attach_size(struct infeed *f, const char *dataset,
+    const struct infeed_options *o, struct infeed_session_info *info,
+    size_t info_size)
+{
+	struct infeed_options		opts;
+	struct infeed_session_info	whole;
+	int				r;
+
+	if (f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "already attached; "
+		    "call infeed_detach first"));
+	if (dataset == NULL)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "no dataset named"));
+	if (info != NULL && (r = infeed_check_out_size(f,
+	    "struct infeed_session_info", info_size)) != INFEED_OK)
+		return (r);
+	if ((r = infeed_options_take(f, o, &opts)) != INFEED_OK)
+		return (r);
+	r = infeed_attach_whole(f, dataset, &opts, info ? &whole : NULL);
+	if (r == INFEED_OK && info != NULL)
+		info->struct_size = (uint32_t)infeed_put(info, info_size,
+		    &whole, sizeof(whole));
+	return (r);
 }
 
 /* Milliseconds on the monotonic clock. */
@@ -556,7 +764,7 @@ infeed_resume(struct infeed *f, int why)
 		wire_in_init(&f->in, f->max_frame);
 		f->releases_unanswered = 0;
 		if ((r = infeed_connect(f, path, name)) == INFEED_OK) {
-			r = infeed_attach(f, dataset, &o, NULL);
+			r = infeed_attach_whole(f, dataset, &o, NULL);
 			break;
 		}
 		if (infeed_now_ms() >= deadline)
@@ -576,8 +784,8 @@ infeed_resume(struct infeed *f, int why)
 static int	infeed_next_once(struct infeed *, struct infeed_step *);
 
 /* Wait for the next step, resuming after a daemon restart. */
-int
-infeed_next(struct infeed *f, struct infeed_step *step)
+static int
+infeed_next_whole(struct infeed *f, struct infeed_step *step)
 {
 	int	r;
 
@@ -585,6 +793,31 @@ infeed_next(struct infeed *f, struct infeed_step *step)
 	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) && f->attached &&
 	    infeed_resume(f, r) == INFEED_OK)
 		r = infeed_next_once(f, step);
+	return (r);
+}
+
+/* The next step, in the caller's struct of @size bytes. */
+int
+infeed_next_size(struct infeed *f, struct infeed_step *step, size_t size)
+{
+	struct infeed_step	whole;
+	int			r;
+
+	/* The hot path: this header's struct (or a newer one). */
+	if (size >= sizeof(whole) && size <= INFEED_MAX_STRUCT_SIZE) {
+		r = infeed_next_whole(f, step);
+		if (r == INFEED_OK && size > sizeof(whole))
+			memset((uint8_t *)step + sizeof(whole), 0,
+			    size - sizeof(whole));
+		return (r);
+	}
+	if ((r = infeed_check_out_size(f, "struct infeed_step", size)) !=
+	    INFEED_OK)
+		return (r);
+	if ((r = infeed_next_whole(f, &whole)) == INFEED_OK) {
+		memcpy(step, &whole, size);
+		step->struct_size = (uint32_t)size;
+	}
 	return (r);
 }
 
@@ -624,6 +857,7 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 		    "is outside the ring", reply->step->slot));
 	}
 	base = f->ring + (uint64_t)reply->step->slot * f->slot_bytes;
+	step->struct_size = sizeof(*step);
 	step->slot = reply->step->slot;
 	step->epoch = reply->step->epoch;
 	step->step = reply->step->step;
@@ -654,8 +888,14 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 
 	if (!f->attached)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
-	if (step->session != f->session_id)
-		return (INFEED_OK);	/* from before a reconnect */
+	if (step->struct_size < FIELD_END(struct infeed_step, slot))
+		return (infeed_fail(f, INFEED_ERR_USAGE, "a step of %u bytes "
+		    "holds no slot: pass the step infeed_next filled",
+		    step->struct_size));
+	/* From before a reconnect; a step without a session is current. */
+	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
+	    step->session != f->session_id)
+		return (INFEED_OK);
 	rl.slot = step->slot;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rl;
@@ -687,6 +927,173 @@ infeed_detach(struct infeed *f)
 	if (r == INFEED_OK)
 		infeed__frame__free_unpacked(reply, NULL);
 	return (r);
+}
+
+/* A zeroed object of the larger of the caller's @size and ours, @have. */
+static void *
+infeed_alloc_out(size_t size, size_t have)
+{
+	return (calloc(1, size > have ? size : have));
+}
+
+/* A copy of a string that may be absent; false when out of memory. */
+static bool
+infeed_strdup_opt(char **out, const char *s)
+{
+	*out = s != NULL ? strdup(s) : NULL;
+	return (s == NULL || *out != NULL);
+}
+
+/* One session's stats; NULL without memory. */
+static struct infeed_session_stats *
+infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
+{
+	struct infeed_session_stats	*ss;
+	const Infeed__LoaderOptions	*lo = in->options;
+
+	if ((ss = infeed_alloc_out(size, sizeof(*ss))) == NULL)
+		return (NULL);
+	ss->struct_size = sizeof(*ss);
+	ss->session_id = in->session_id;
+	ss->client_pid = in->client_pid;
+	ss->client_uid = in->client_uid;
+	ss->epoch = in->epoch;
+	ss->step = in->step;
+	ss->slots = in->slots;
+	ss->slots_ready = in->slots_ready;
+	ss->slots_held = in->slots_held;
+	ss->steps_delivered = in->steps_delivered;
+	ss->items_per_s = in->items_per_s;
+	if (lo != NULL) {
+		ss->has_options = true;
+		ss->batch_size = lo->batch_size;
+		ss->device_iterations = lo->device_iterations;
+		ss->replication_factor = lo->replication_factor;
+		ss->gradient_accumulation = lo->gradient_accumulation;
+		ss->shuffle = lo->shuffle;
+		ss->seed = lo->seed;
+		ss->drop_last = lo->drop_last;
+		ss->num_workers = lo->num_workers;
+		ss->buffer_size = lo->buffer_size;
+		ss->distributed_process_id = lo->distributed_process_id;
+		ss->distributed_process_count = lo->distributed_process_count;
+	}
+	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
+	    !infeed_strdup_opt(&ss->client_name, in->client_name)) {
+		free(ss->dataset);
+		free(ss);
+		return (NULL);
+	}
+	return (ss);
+}
+
+/* One worker's stats; NULL without memory. */
+static struct infeed_worker_stats *
+infeed_worker_stats_from(const Infeed__WorkerStats *in, size_t size)
+{
+	struct infeed_worker_stats	*ws;
+
+	if ((ws = infeed_alloc_out(size, sizeof(*ws))) == NULL)
+		return (NULL);
+	ws->struct_size = sizeof(*ws);
+	ws->pid = in->pid;
+	ws->rows_done = in->rows_done;
+	ws->restarts = in->restarts;
+	if (!infeed_strdup_opt(&ws->state, in->state)) {
+		free(ws);
+		return (NULL);
+	}
+	return (ws);
+}
+
+/* The daemon-wide part of Stats and its arrays; NULL without memory. */
+static struct infeed_stats *
+infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
+    size_t worker_size)
+{
+	struct infeed_stats	*st;
+	size_t			 i;
+
+	if ((st = infeed_alloc_out(size, sizeof(*st))) == NULL)
+		return (NULL);
+	st->struct_size = sizeof(*st);
+	st->uptime_ms = in->uptime_ms;
+	st->clients = in->clients;
+	st->memory_used = in->memory_used;
+	st->memory_budget = in->memory_budget;
+	st->jobs_queued = in->jobs_queued;
+	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
+	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));
+	if (st->sessions == NULL || st->workers == NULL ||
+	    !infeed_strdup_opt(&st->daemon_version, in->daemon_version))
+		goto fail;
+	for (; st->nsessions < in->n_sessions; st->nsessions++) {
+		i = st->nsessions;
+		if ((st->sessions[i] = infeed_session_stats_from(
+		    in->sessions[i], session_size)) == NULL)
+			goto fail;
+	}
+	for (; st->nworkers < in->n_workers; st->nworkers++) {
+		i = st->nworkers;
+		if ((st->workers[i] = infeed_worker_stats_from(in->workers[i],
+		    worker_size)) == NULL)
+			goto fail;
+	}
+	return (st);
+fail:
+	infeed_stats_free(st);
+	return (NULL);
+}
+
+/* The daemon's Stats, decoded; objects at least the caller's sizes. */
+int
+infeed_get_stats_size(struct infeed *f, struct infeed_stats **out,
+    size_t size, size_t session_size, size_t worker_size)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	int		 r;
+
+	if ((r = infeed_check_out_size(f, "struct infeed_stats", size)) !=
+	    INFEED_OK || (r = infeed_check_out_size(f,
+	    "struct infeed_session_stats", session_size)) != INFEED_OK ||
+	    (r = infeed_check_out_size(f, "struct infeed_worker_stats",
+	    worker_size)) != INFEED_OK)
+		return (r);
+	fr.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	fr.get_stats = &gs;
+	if ((r = infeed_call(f, &fr, INFEED__FRAME__MSG_STATS, &reply)) !=
+	    INFEED_OK)
+		return (r);
+	*out = infeed_stats_from(reply->stats, size, session_size,
+	    worker_size);
+	infeed__frame__free_unpacked(reply, NULL);
+	if (*out == NULL)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
+	return (INFEED_OK);
+}
+
+/* Free decoded Stats. */
+void
+infeed_stats_free(struct infeed_stats *st)
+{
+	size_t	i;
+
+	if (st == NULL)
+		return;
+	for (i = 0; i < st->nsessions; i++) {
+		free(st->sessions[i]->dataset);
+		free(st->sessions[i]->client_name);
+		free(st->sessions[i]);
+	}
+	for (i = 0; i < st->nworkers; i++) {
+		free(st->workers[i]->state);
+		free(st->workers[i]);
+	}
+	free(st->sessions);
+	free(st->workers);
+	free(st->daemon_version);
+	free(st);
 }
 
 /* The daemon's Stats reply, packed, for tools that decode it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cmd-dataloading.c - `infeed-train dataloading`: Graphcore's
  * efficient-data-loading tutorial as one experiment.
@@ -47,7 +48,9 @@ struct dl_row {
 
 #define MAX_ROUNDS 50
 
-static void usage(FILE *fp)
+/* Print the usage of infeed-train dataloading to @fp. */
+static void
+usage(FILE *fp)
 {
 	fprintf(fp,
 	    "usage: infeed-train dataloading [OPTIONS]\n"
@@ -113,7 +116,8 @@ static const struct option dl_options[] = {
 };
 
 /* 0 run, 1 done (help), 2 usage error. */
-static int parse_args(int argc, char **argv, struct dl_args *a)
+static int
+parse_args(int argc, char **argv, struct dl_args *a)
 {
 	char err[512];
 	long v;
@@ -145,43 +149,43 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 		case OPT_NO_SHUFFLE: a->shuffle = false; break;
 		case OPT_BATCH:
 			if (cli_int("batch-size", optarg, 1, 65536, &v) < 0)
-				return 2;
+				return (2);
 			a->x.batch_size = v;
 			break;
 		case OPT_DI:
 			if (cli_int("device-iterations", optarg, 1, 1 << 20,
-				   &v) < 0)
-				return 2;
+			    &v) < 0)
+				return (2);
 			a->x.device_iterations = v;
 			break;
 		case OPT_REPLICAS:
 			if (cli_int("replicas", optarg, 1, 64, &v) < 0)
-				return 2;
+				return (2);
 			if (a->nreplicas == 8) {
 				fprintf(stderr, "infeed-train: at most 8 "
-					"--replicas values\n");
-				return 2;
+				    "--replicas values\n");
+				return (2);
 			}
 			a->replicas[a->nreplicas++] = v;
 			break;
 		case OPT_STEPS:
 			if (cli_int("steps", optarg, 1, 1000000, &v) < 0)
-				return 2;
+				return (2);
 			a->steps = v;
 			break;
 		case OPT_ROUNDS:
 			if (cli_int("rounds", optarg, 1, MAX_ROUNDS, &v) < 0)
-				return 2;
+				return (2);
 			a->rounds = v;
 			break;
 		case OPT_WORKERS:
 			if (cli_int("workers", optarg, 0, 1024, &v) < 0)
-				return 2;
+				return (2);
 			a->workers = v;
 			break;
 		case OPT_BUFFER:
 			if (cli_int("buffer-size", optarg, 1, 64, &v) < 0)
-				return 2;
+				return (2);
 			a->buffer_size = v;
 			break;
 		case OPT_MODE:
@@ -191,43 +195,43 @@ static int parse_args(int argc, char **argv, struct dl_args *a)
 				a->compute = false;
 			} else {
 				fprintf(stderr, "infeed-train: unknown mode "
-					"'%s': use emulate (spend the modelled "
-					"device time) or compute (run the "
-					"model on this CPU)\n", optarg);
-				return 2;
+				    "'%s': use emulate (spend the modelled "
+				    "device time) or compute (run the "
+				    "model on this CPU)\n", optarg);
+				return (2);
 			}
 			break;
 		case OPT_IPU:
 			if (strcmp(optarg, "help") == 0) {
 				ipu_config_print(&a->ipu, stdout, "  ");
-				return 1;
+				return (1);
 			}
 			if (ipu_config_parse(&a->ipu, optarg, err,
-					     sizeof(err)) < 0) {
+			    sizeof(err)) < 0) {
 				fprintf(stderr, "infeed-train: %s\n", err);
-				return 2;
+				return (2);
 			}
 			break;
 		case 'h':
 			usage(stdout);
-			return 1;
+			return (1);
 		default:
 			fprintf(stderr, "infeed-train dataloading --help lists "
-				"the options.\n");
-			return 2;
+			    "the options.\n");
+			return (2);
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "infeed-train: unexpected argument '%s'\n",
-			argv[optind]);
-		return 2;
+		    argv[optind]);
+		return (2);
 	}
 	if (a->nreplicas == 0) {
 		a->replicas[0] = 1;
 		a->replicas[1] = 4;
 		a->nreplicas = 2;
 	}
-	return 0;
+	return (0);
 }
 
 enum measure { LOADER_ALONE, SYNTHETIC, REAL };
@@ -238,9 +242,9 @@ enum measure { LOADER_ALONE, SYNTHETIC, REAL };
  * spends the device time on data already on the device; REAL reads the
  * step from infeedd (the host transfer), then the device time.
  */
-static double measure(const struct dl_args *a, struct executor *x,
-		      const struct device *dev, enum measure what,
-		      const char *title, char *err, size_t errlen)
+static double
+measure(const struct dl_args *a, struct executor *x, const struct device *dev,
+    enum measure what, const char *title, char *err, size_t errlen)
 {
 	struct source src;
 	struct infeed_options o;
@@ -251,11 +255,12 @@ static double measure(const struct dl_args *a, struct executor *x,
 	size_t rows, items = 0, bytes;
 	double t0 = 0, ready, rate = -1;
 	int rc;
+	int s;
 
 	if (what == SYNTHETIC) {
 		rc = source_open_synthetic(&src, executor_model(x),
-					   executor_step_rows(x), a->steps + 1,
-					   1, err, errlen);
+		    executor_step_rows(x), a->steps + 1,
+		    1, err, errlen);
 	} else {
 		infeed_options_init(&o);
 		o.batch_size = a->x.batch_size;
@@ -267,23 +272,23 @@ static double measure(const struct dl_args *a, struct executor *x,
 		o.load_indefinitely = true;
 		o.to_float32 = true;
 		rc = source_open_infeed(&src, a->socket, a->dataset, &o,
-					executor_model(x), err, errlen);
+		    executor_model(x), err, errlen);
 	}
 	if (rc < 0)
-		return -1;
+		return (-1);
 	bytes = shape_size(executor_model(x)->input) * sizeof(float);
 	progress_begin(&bar, title, a->steps + 1, a->quiet);
-	for (int s = 0; s <= a->steps; s++) {
+	for (s = 0; s <= a->steps; s++) {
 		if (s == 1)
 			t0 = now_seconds();     /* after the warm-up step */
 		if ((rc = source_next(&src, &data, &labels, &rows, err,
-				      errlen)) == 1)
+		    errlen)) == 1)
 			rc = source_next(&src, &data, &labels, &rows, err,
-					 errlen);
+			    errlen);
 		if (rc != 0) {
 			if (rc == 1)
 				snprintf(err, errlen, "the loader returned an "
-					 "empty epoch");
+				    "empty epoch");
 			goto out;
 		}
 		ready = now_seconds();
@@ -291,15 +296,15 @@ static double measure(const struct dl_args *a, struct executor *x,
 			(void)host_transfer(data, rows * bytes);
 		if (a->compute && what != LOADER_ALONE) {
 			if (executor_run(x, data, labels, rows, &all, err,
-					 errlen) < 0)
+			    errlen) < 0)
 				goto out;
 			source_release(&src);
 		} else {
 			source_release(&src);
 			if (what != LOADER_ALONE)
 				device_wait_until(ready +
-						  device_call_seconds(dev) *
-						  rows / executor_step_rows(x));
+				    device_call_seconds(dev) *
+				    rows / executor_step_rows(x));
 		}
 		if (s > 0)
 			items += rows;
@@ -309,60 +314,66 @@ static double measure(const struct dl_args *a, struct executor *x,
 out:
 	progress_end(&bar, a->steps + 1, NULL);
 	source_close(&src);
-	return rate;
+	return (rate);
 }
 
-static int cmp_double(const void *a, const void *b)
+/* qsort comparison of two doubles. */
+static int
+cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
-	return (x > y) - (x < y);
+	return ((x > y) - (x < y));
 }
 
 /* The median of @n values (sorts a copy). */
-static double median(const double *v, int n)
+static double
+median(const double *v, int n)
 {
 	double s[MAX_ROUNDS];
 
 	memcpy(s, v, n * sizeof(double));
 	qsort(s, n, sizeof(double), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	return (n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2);
 }
 
 /* Say whether the loader is the bottleneck and what to change. */
-static void verdict(const struct dl_args *a, const struct dl_row *r)
+static void
+verdict(const struct dl_args *a, const struct dl_row *r)
 {
 	double share = r->ratio;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
 	printf("R %d: real data reaches %.0f%% of synthetic. ", r->replicas,
-	       100 * share);
+	    100 * share);
 	if (r->loader < r->synthetic) {
 		printf("The loader is the bottleneck: alone it delivers %.0f "
-		       "items/s and the device takes %.0f.\n", r->loader,
-		       r->synthetic);
+		    "items/s and the device takes %.0f.\n", r->loader,
+		    r->synthetic);
 		printf("     Give infeedd more workers (workers= in its "
-		       "config; %s, this host has %ld cores) or faster "
-		       "storage; a bigger global batch does not help a "
-		       "loader-bound run.\n",
-		       a->workers ? "--workers limits this session" :
-		       "the session uses the whole pool", cores);
+		    "config; %s, this host has %ld cores) or faster "
+		    "storage; a bigger global batch does not help a "
+		    "loader-bound run.\n",
+		    a->workers ? "--workers limits this session" :
+		    "the session uses the whole pool", cores);
 	} else if (share < 0.9) {
 		printf("The loader alone keeps up (%.0f items/s) but not next "
-		       "to the trainer: they compete for this host's %ld "
-		       "cores and memory bandwidth.\n", r->loader, cores);
+		    "to the trainer: they compete for this host's %ld "
+		    "cores and memory bandwidth.\n", r->loader, cores);
 		printf("     Raise --buffer-size (%u now) to absorb jitter, "
-		       "raise --device-iterations for fewer, larger steps, or "
-		       "run infeedd on cores the trainer does not use.\n",
-		       a->buffer_size);
+		    "raise --device-iterations for fewer, larger steps, or "
+		    "run infeedd on cores the trainer does not use.\n",
+		    a->buffer_size);
 	} else {
 		printf("The loader is not the bottleneck (alone: %.0f "
-		       "items/s, %.1fx what the device needs).\n", r->loader,
-		       r->loader / r->synthetic);
+		    "items/s, %.1fx what the device needs).\n", r->loader,
+		    r->loader / r->synthetic);
 	}
 }
 
-int cmd_dataloading(int argc, char **argv)
+/* infeed-train dataloading */
+int
+cmd_dataloading(int argc, char **argv)
 {
 	struct dl_args a;
 	struct dl_row rows[8];
@@ -372,25 +383,26 @@ int cmd_dataloading(int argc, char **argv)
 	int prc = parse_args(argc, argv, &a), i;
 
 	if (prc != 0)
-		return prc == 1 ? 0 : 2;
+		return (prc == 1 ? 0 : 2);
 
 	for (i = 0; i < a.nreplicas; i++) {
 		struct dl_row *r = &rows[i];
 		struct executor *x;
 		struct device syn, real;
+		int k;
 
 		a.x.replicas = a.replicas[i];
 		x = executor_new(&a.x, false, err, sizeof(err));
 		if (x == NULL ||
 		    device_setup(&syn, &a.ipu, &a.x, executor_model(x),
-				 executor_schedule(x), false, true, NULL, err,
-				 sizeof(err)) < 0 ||
+		    executor_schedule(x), false, true, NULL, err,
+		    sizeof(err)) < 0 ||
 		    device_setup(&real, &a.ipu, &a.x, executor_model(x),
-				 executor_schedule(x), false, false, NULL, err,
-				 sizeof(err)) < 0) {
+		    executor_schedule(x), false, false, NULL, err,
+		    sizeof(err)) < 0) {
 			fprintf(stderr, "infeed-train: %s\n", err);
 			executor_free(x);
-			return 2;
+			return (2);
 		}
 		memset(r, 0, sizeof(*r));
 		r->replicas = a.replicas[i];
@@ -398,27 +410,27 @@ int cmd_dataloading(int argc, char **argv)
 		r->modelled = syn.timing.items_per_s;
 		if (a.profile) {
 			snprintf(title, sizeof(title), "dataloading-r%d",
-				 r->replicas);
+			    r->replicas);
 			if (device_profile(&real, a.profile, title, 0, err,
-					   sizeof(err)) < 0)
+			    sizeof(err)) < 0)
 				goto fail;
 		}
-		for (int k = 0; k < a.rounds; k++) {
+		for (k = 0; k < a.rounds; k++) {
 			snprintf(title, sizeof(title), "R %d loader alone ",
-				 r->replicas);
+			    r->replicas);
 			if ((loader[k] = measure(&a, x, &real, LOADER_ALONE,
-						 title, err, sizeof(err))) < 0)
+			    title, err, sizeof(err))) < 0)
 				goto fail;
 			snprintf(title, sizeof(title), "R %d synthetic data",
-				 r->replicas);
+			    r->replicas);
 			if ((syn_rate[k] = measure(&a, x, &syn, SYNTHETIC,
-						   title, err,
-						   sizeof(err))) < 0)
+			    title, err,
+			    sizeof(err))) < 0)
 				goto fail;
 			snprintf(title, sizeof(title), "R %d real data     ",
-				 r->replicas);
+			    r->replicas);
 			if ((real_rate[k] = measure(&a, x, &real, REAL, title,
-						    err, sizeof(err))) < 0)
+			    err, sizeof(err))) < 0)
 				goto fail;
 			ratio[k] = real_rate[k] / syn_rate[k];
 		}
@@ -427,7 +439,7 @@ int cmd_dataloading(int argc, char **argv)
 		r->real = median(real_rate, a.rounds);
 		r->ratio = median(ratio, a.rounds);
 		r->ratio_min = r->ratio_max = ratio[0];
-		for (int k = 1; k < a.rounds; k++) {
+		for (k = 1; k < a.rounds; k++) {
 			if (ratio[k] < r->ratio_min)
 				r->ratio_min = ratio[k];
 			if (ratio[k] > r->ratio_max)
@@ -438,28 +450,28 @@ int cmd_dataloading(int argc, char **argv)
 fail:
 		fprintf(stderr, "infeed-train: %s\n", err);
 		executor_free(x);
-		return 1;
+		return (1);
 	}
 
 	printf("\nEfficient data loading: %s, B %d, DI %d, %s mode, %d "
-	       "measured steps each%s\n", "ClassificationModel 1x128x128",
-	       a.x.batch_size, a.x.device_iterations,
-	       a.compute ? "compute" : "emulate", a.steps,
-	       a.rounds > 1 ? ", medians of the rounds" : "");
+	    "measured steps each%s\n", "ClassificationModel 1x128x128",
+	    a.x.batch_size, a.x.device_iterations,
+	    a.compute ? "compute" : "emulate", a.steps,
+	    a.rounds > 1 ? ", medians of the rounds" : "");
 	printf("%-4s %8s %14s %14s %14s %8s\n", "R", "step", "loader alone",
-	       "synthetic", "real data", "real/syn");
+	    "synthetic", "real data", "real/syn");
 	for (i = 0; i < a.nreplicas; i++)
 		printf("%-4d %8zu %14.0f %14.0f %14.0f %7.0f%%\n",
-		       rows[i].replicas, rows[i].step_rows, rows[i].loader,
-		       rows[i].synthetic, rows[i].real, 100 * rows[i].ratio);
+		    rows[i].replicas, rows[i].step_rows, rows[i].loader,
+		    rows[i].synthetic, rows[i].real, 100 * rows[i].ratio);
 	if (a.rounds > 1)
 		for (i = 0; i < a.nreplicas; i++)
 			printf("R %d: real/synthetic ranged %.0f%% to %.0f%% over "
-			       "%d rounds\n", rows[i].replicas,
-			       100 * rows[i].ratio_min, 100 * rows[i].ratio_max,
-			       a.rounds);
+			    "%d rounds\n", rows[i].replicas,
+			    100 * rows[i].ratio_min, 100 * rows[i].ratio_max,
+			    a.rounds);
 	printf("(items/s; the tutorial's IPU printed 34,307 synthetic at R 1 "
-	       "and 136,452 at R 4; the cost model gives");
+	    "and 136,452 at R 4; the cost model gives");
 	for (i = 0; i < a.nreplicas; i++)
 		printf(" %.0f at R %d", rows[i].modelled, rows[i].replicas);
 	printf(")\n\n");
@@ -468,21 +480,21 @@ fail:
 	if (a.json) {
 		/* The first configuration's figures, then every row. */
 		printf("{\"loader_items_per_s\":%.1f,\"synthetic_items_per_s\":"
-		       "%.1f,\"real_items_per_s\":%.1f,\"rounds\":%d,"
-		       "\"runs\":[", rows[0].loader, rows[0].synthetic,
-		       rows[0].real, a.rounds);
+		    "%.1f,\"real_items_per_s\":%.1f,\"rounds\":%d,"
+		    "\"runs\":[", rows[0].loader, rows[0].synthetic,
+		    rows[0].real, a.rounds);
 		for (i = 0; i < a.nreplicas; i++)
 			printf("%s{\"replicas\":%d,\"combined_batch_size\":%zu,"
-			       "\"loader_items_per_s\":%.1f,"
-			       "\"synthetic_items_per_s\":%.1f,"
-			       "\"real_items_per_s\":%.1f,"
-			       "\"real_over_synthetic\":%.4f,"
-			       "\"modelled_items_per_s\":%.1f}",
-			       i ? "," : "", rows[i].replicas,
-			       rows[i].step_rows, rows[i].loader,
-			       rows[i].synthetic, rows[i].real, rows[i].ratio,
-			       rows[i].modelled);
+			    "\"loader_items_per_s\":%.1f,"
+			    "\"synthetic_items_per_s\":%.1f,"
+			    "\"real_items_per_s\":%.1f,"
+			    "\"real_over_synthetic\":%.4f,"
+			    "\"modelled_items_per_s\":%.1f}",
+			    i ? "," : "", rows[i].replicas,
+			    rows[i].step_rows, rows[i].loader,
+			    rows[i].synthetic, rows[i].real, rows[i].ratio,
+			    rows[i].modelled);
 		printf("]}\n");
 	}
-	return 0;
+	return (0);
 }

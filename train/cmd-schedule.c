@@ -45,7 +45,7 @@ static int	cmd_schedule_int(const char *, const char *, int, int, int *);
 static int	cmd_schedule_parse(int, char **, struct cmd_schedule_opts *);
 static void	cmd_schedule_table(const struct schedule *);
 static int	cmd_schedule_profile(const struct schedule *, double,
-		    const char *);
+    const char *);
 
 static const struct option cmd_schedule_longopts[] = {
 	{ "stages",		  required_argument, NULL, 'n' },

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cmd-train.c - `infeed-train train`: Graphcore's PopTorch pipelining
  * tutorial (mnist_pipeline.py) on Fashion-MNIST, fed by infeedd.
@@ -48,7 +49,9 @@ struct pass_result {
 	double seconds, device_seconds;
 };
 
-static void usage(FILE *fp)
+/* Print the usage of infeed-train train to @fp. */
+static void
+usage(FILE *fp)
 {
 	fprintf(fp,
 	    "usage: infeed-train train [OPTIONS]\n"
@@ -162,7 +165,9 @@ static const struct option train_options[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static int parse_float(const char *opt, const char *s, float *v)
+/* Parse a finite number for option @opt, or say what is wrong. */
+static int
+parse_float(const char *opt, const char *s, float *v)
 {
 	char *end;
 
@@ -170,14 +175,15 @@ static int parse_float(const char *opt, const char *s, float *v)
 	*v = strtof(s, &end);
 	if (errno || end == s || *end != '\0' || !isfinite(*v) || *v < 0) {
 		fprintf(stderr, "infeed-train: --%s takes a non-negative "
-			"number, got '%s'\n", opt, s);
-		return -1;
+		    "number, got '%s'\n", opt, s);
+		return (-1);
 	}
-	return 0;
+	return (0);
 }
 
 /* Parse argv into @a; 0 run, 1 done (help), 2 usage error. */
-static int parse_args(int argc, char **argv, struct train_args *a)
+static int
+parse_args(int argc, char **argv, struct train_args *a)
 {
 	char err[512];
 	bool momentum_set = false, wd_set = false;
@@ -214,69 +220,69 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 		case OPT_STAGES: stages = optarg; break;
 		case OPT_SEED:
 			if (cli_int("seed", optarg, 0, INT64_MAX, &v) < 0)
-				return 2;
+				return (2);
 			a->x.seed = v;
 			break;
 		case OPT_WORKERS:
 			if (cli_int("workers", optarg, 0, 1024, &v) < 0)
-				return 2;
+				return (2);
 			a->workers = v;
 			break;
 		case OPT_BUFFER:
 			if (cli_int("buffer-size", optarg, 1, 64, &v) < 0)
-				return 2;
+				return (2);
 			a->buffer_size = v;
 			break;
 		case OPT_BATCH:
 			if (cli_int("batch-size", optarg, 1, 65536, &v) < 0)
-				return 2;
+				return (2);
 			a->x.batch_size = v;
 			break;
 		case OPT_GA:
 			if (cli_int("gradient-accumulation", optarg, 1,
-				      65536, &v) < 0)
-				return 2;
+			    65536, &v) < 0)
+				return (2);
 			a->x.gradient_accumulation = v;
 			break;
 		case OPT_DI:
 			if (cli_int("device-iterations", optarg, 1, 1 << 20,
-				      &v) < 0)
-				return 2;
+			    &v) < 0)
+				return (2);
 			a->x.device_iterations = v;
 			break;
 		case OPT_REPLICAS:
 			if (cli_int("replicas", optarg, 1, 64, &v) < 0)
-				return 2;
+				return (2);
 			a->x.replicas = v;
 			break;
 		case OPT_EPOCHS:
 			if (cli_int("epochs", optarg, 1, 100000, &v) < 0)
-				return 2;
+				return (2);
 			a->epochs = v;
 			break;
 		case OPT_TEST_BATCH:
 			if (cli_int("test-batch-size", optarg, 1, 65536,
-				      &v) < 0)
-				return 2;
+			    &v) < 0)
+				return (2);
 			a->test_batch = v;
 			break;
 		case OPT_TEST_DI:
 			if (cli_int("test-device-iterations", optarg, 1,
-				      1 << 20, &v) < 0)
-				return 2;
+			    1 << 20, &v) < 0)
+				return (2);
 			a->test_iterations = v;
 			break;
 		case OPT_OUTPUT:
 			if (output_mode_parse(optarg, &a->out, err,
-					      sizeof(err)) < 0)
+			    sizeof(err)) < 0)
 				goto bad;
 			break;
 		case OPT_STRATEGY:
 			if ((sched = schedule_parse(optarg)) < 0) {
 				snprintf(err, sizeof(err), "unknown strategy "
-					 "'%s': use pipelined, sharded, "
-					 "grouped, interleaved, gpipe or 1f1b",
-					 optarg);
+				    "'%s': use pipelined, sharded, "
+				    "grouped, interleaved, gpipe or 1f1b",
+				    optarg);
 				goto bad;
 			}
 			a->x.schedule = sched;
@@ -288,31 +294,31 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 				a->x.optimiser = OPTIMISER_SGD;
 			} else {
 				snprintf(err, sizeof(err), "unknown optimiser "
-					 "'%s': use adamw or sgd", optarg);
+				    "'%s': use adamw or sgd", optarg);
 				goto bad;
 			}
 			break;
 		case OPT_LR:
 			if (parse_float("learning-rate", optarg, &a->x.lr) < 0)
-				return 2;
+				return (2);
 			break;
 		case OPT_LR_SCHEDULE:
 			if (lr_schedule_parse(optarg, &a->lr_schedule) < 0) {
 				snprintf(err, sizeof(err), "unknown learning-"
-					 "rate schedule '%s': use constant, "
-					 "cosine or onecycle", optarg);
+				    "rate schedule '%s': use constant, "
+				    "cosine or onecycle", optarg);
 				goto bad;
 			}
 			break;
 		case OPT_MOMENTUM:
 			if (parse_float("momentum", optarg, &a->x.momentum) < 0)
-				return 2;
+				return (2);
 			momentum_set = true;
 			break;
 		case OPT_WD:
 			if (parse_float("weight-decay", optarg,
-					&a->x.weight_decay) < 0)
-				return 2;
+			    &a->x.weight_decay) < 0)
+				return (2);
 			wd_set = true;
 			break;
 		case OPT_MODE:
@@ -322,33 +328,33 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 				a->emulate = true;
 			} else {
 				snprintf(err, sizeof(err), "unknown mode '%s': "
-					 "use compute (really train) or "
-					 "emulate (only spend the device "
-					 "time)", optarg);
+				    "use compute (really train) or "
+				    "emulate (only spend the device "
+				    "time)", optarg);
 				goto bad;
 			}
 			break;
 		case OPT_IPU:
 			if (strcmp(optarg, "help") == 0) {
 				ipu_config_print(&a->ipu, stdout, "  ");
-				return 1;
+				return (1);
 			}
 			if (ipu_config_parse(&a->ipu, optarg, err,
-					     sizeof(err)) < 0)
+			    sizeof(err)) < 0)
 				goto bad;
 			break;
 		case 'h':
 			usage(stdout);
-			return 1;
+			return (1);
 		default:
 			fprintf(stderr, "infeed-train train --help lists the "
-				"options.\n");
-			return 2;
+			    "options.\n");
+			return (2);
 		}
 	}
 	if (optind < argc) {
 		snprintf(err, sizeof(err), "unexpected argument '%s'",
-			 argv[optind]);
+		    argv[optind]);
 		goto bad;
 	}
 	/* torch.optim.SGD has no weight decay by default; the tutorial's
@@ -357,8 +363,8 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 		a->x.momentum = 0.9f;
 	if (a->x.optimiser == OPTIMISER_ADAMW && momentum_set) {
 		snprintf(err, sizeof(err), "--momentum is SGD's; AdamW uses "
-			 "betas (0.9, 0.999). Add --optimiser sgd or drop "
-			 "--momentum");
+		    "betas (0.9, 0.999). Add --optimiser sgd or drop "
+		    "--momentum");
 		goto bad;
 	}
 	if (a->x.optimiser == OPTIMISER_SGD && !wd_set)
@@ -371,20 +377,20 @@ static int parse_args(int argc, char **argv, struct train_args *a)
 		goto bad;
 	}
 	if (output_mode_check(&a->out, a->x.device_iterations, err,
-			      sizeof(err)) < 0)
+	    sizeof(err)) < 0)
 		goto bad;
 	if (strcmp(a->test_dataset, "none") == 0)
 		a->test_dataset = NULL;
-	return 0;
+	return (0);
 bad:
 	fprintf(stderr, "infeed-train: %s\n", err);
-	return 2;
+	return (2);
 }
 
 /* Loader options for a pass over a dataset with @x's batching. */
-static void loader_options(const struct train_args *a,
-			   const struct executor_options *x, bool training,
-			   struct infeed_options *o)
+static void
+loader_options(const struct train_args *a, const struct executor_options *x,
+    bool training, struct infeed_options *o)
 {
 	infeed_options_init(o);
 	o->batch_size = x->batch_size;
@@ -413,11 +419,11 @@ struct lr_plan {
 
 /* One epoch (or the test pass, @lr NULL): take steps until the end of the
  * epoch. */
-static int run_pass(const struct train_args *a, struct executor *x,
-		    struct device *dev, struct source *src,
-		    const struct executor_options *xo, struct lr_plan *lr,
-		    const char *title, uint64_t steps, struct pass_result *r,
-		    char *err, size_t errlen)
+static int
+run_pass(const struct train_args *a, struct executor *x, struct device *dev,
+    struct source *src, const struct executor_options *xo, struct lr_plan *lr,
+    const char *title, uint64_t steps, struct pass_result *r, char *err,
+    size_t errlen)
 {
 	bool training = lr != NULL;
 	struct progress bar;
@@ -445,21 +451,22 @@ static int run_pass(const struct train_args *a, struct executor *x,
 		ready = now_seconds();
 		if (a->profile && training && r->steps == 0 &&
 		    device_profile(dev, a->profile, "train", ready - wait0,
-				   err, errlen) < 0)
+		    err, errlen) < 0)
 			goto fail;
 		if (a->emulate) {
 			/* The device's DMA reads the step; then the host
 			 * blocks in the call for the modelled time. */
 			if (!src->synthetic)
 				(void)host_transfer(data, rows *
-					shape_size(executor_model(x)->input) *
-					sizeof(float));
+				    shape_size(executor_model(x)->input) *
+				    sizeof(float));
 			source_release(src);
 			device_wait_until(ready + device_call_seconds(dev) *
-					  rows / executor_step_rows(x));
+			    rows / executor_step_rows(x));
 		} else {
 			struct step_outputs all;
 			struct model *m = executor_model(x);
+			size_t i;
 
 			if (training) {
 				struct lr_point p = lr_schedule_at(lr->kind,
@@ -468,29 +475,30 @@ static int run_pass(const struct train_args *a, struct executor *x,
 				executor_set_optimiser(x, &p);
 			}
 			if (executor_run(x, data, labels, rows, &all, err,
-					 errlen) < 0)
+			    errlen) < 0)
 				goto fail;
 			if (outputs_select(&spec, &all, labels, xo->batch_size,
-					   training ? xo->gradient_accumulation
-						    : 1,
-					   xo->replicas,
-					   training ? xo->device_iterations
-						    : xo->device_iterations *
-						      xo->gradient_accumulation,
-					   m->classes, &host) < 0) {
+			    training ? xo->gradient_accumulation
+			    : 1,
+			    xo->replicas,
+			    training ? xo->device_iterations
+			    : xo->device_iterations *
+			    xo->gradient_accumulation,
+			    m->classes, &host) < 0) {
 				snprintf(err, errlen, "out of memory");
 				goto fail;
 			}
 			source_release(src);
-			for (size_t i = 0; i < host.b_dim; i++)
+			for (i = 0; i < host.b_dim; i++)
 				r->loss_sum += host.loss[i];
 			r->loss_n += host.b_dim;
-			for (size_t i = 0; host.pred_labels &&
-			     i < host.pred_rows; i++) {
+			for (i = 0; host.pred_labels &&
+			    i < host.pred_rows; i++) {
 				const float *p = host.preds + i * m->classes;
 				int best = 0;
+				int k;
 
-				for (int k = 1; k < m->classes; k++)
+				for (k = 1; k < m->classes; k++)
 					if (p[k] > p[best])
 						best = k;
 				r->right += best == host.pred_labels[i];
@@ -498,28 +506,29 @@ static int run_pass(const struct train_args *a, struct executor *x,
 			if (host.pred_labels)
 				r->judged += host.pred_rows;
 			snprintf(status, sizeof(status),
-				 "Loss: %.4f | Accuracy: %5.2f%%",
-				 r->loss_sum / r->loss_n,
-				 r->judged ? 100.0 * r->right / r->judged : 0);
+			    "Loss: %.4f | Accuracy: %5.2f%%",
+			    r->loss_sum / r->loss_n,
+			    r->judged ? 100.0 * r->right / r->judged : 0);
 		}
 		r->steps++;
 		r->items += rows;
 		r->device_seconds += device_call_seconds(dev) * rows /
-				     executor_step_rows(x);
+		    executor_step_rows(x);
 		progress_update(&bar, r->steps, status);
 	}
 	r->seconds = now_seconds() - t0;
 	progress_end(&bar, r->steps, status);
 	host_outputs_free(&host);
-	return 0;
+	return (0);
 fail:
 	progress_end(&bar, r->steps, status);
 	host_outputs_free(&host);
-	return -1;
+	return (-1);
 }
 
 /* Print a number or JSON null when nothing was measured. */
-static void json_number(const char *key, double v, bool have, bool comma)
+static void
+json_number(const char *key, double v, bool have, bool comma)
 {
 	if (have)
 		printf("\"%s\":%.6g%s", key, v, comma ? "," : "");
@@ -527,179 +536,240 @@ static void json_number(const char *key, double v, bool have, bool comma)
 		printf("\"%s\":null%s", key, comma ? "," : "");
 }
 
-int cmd_train(int argc, char **argv)
+/* A training run: the executors, devices and sources, and the results. */
+struct train_run {
+	struct executor		*x;		/* training */
+	struct executor		*tx;		/* the test pass, or NULL */
+	struct executor_options	 txo;
+	struct device		 dev;
+	struct device		 tdev;
+	struct source		 src;
+	struct source		 tsrc;
+	struct pass_result	 ep;		/* the last epoch */
+	struct pass_result	 test;
+	double			 train_s;
+	double			 device_s;
+	uint64_t		 items;
+	char			 err[512];
+};
+
+/* The executors and devices of training and testing; 0, or 2 (usage). */
+static int
+train_setup(const struct train_args *a, struct train_run *t)
 {
-	struct train_args a;
-	struct executor *x = NULL, *tx = NULL;
-	struct executor_options txo;
-	struct device dev, tdev;
-	struct source src = { 0 }, tsrc = { 0 };
-	struct infeed_options lo;
-	struct pass_result ep = { 0 }, test = { 0 };
-	struct lr_plan plan;
-	double train_s = 0, device_s = 0;
-	uint64_t items = 0, steps;
-	char err[512], title[32];
-	int rc = 1, prc = parse_args(argc, argv, &a);
-
-	if (prc != 0)
-		return prc == 1 ? 0 : 2;
-
-	if ((x = executor_new(&a.x, true, err, sizeof(err))) == NULL ||
-	    device_setup(&dev, &a.ipu, &a.x, executor_model(x),
-			 executor_schedule(x), true, a.synthetic, &a.out, err,
-			 sizeof(err)) < 0) {
-		fprintf(stderr, "infeed-train: %s\n", err);
-		executor_free(x);
-		return 2;
+	if ((t->x = executor_new(&a->x, true, t->err, sizeof(t->err))) ==
+	    NULL || device_setup(&t->dev, &a->ipu, &a->x,
+	    executor_model(t->x), executor_schedule(t->x), true, a->synthetic,
+	    &a->out, t->err, sizeof(t->err)) < 0) {
+		fprintf(stderr, "infeed-train: %s\n", t->err);
+		return (2);
 	}
 	/* Evaluation: the same IPUs, GA folded into DI, no optimiser. */
-	txo = a.x;
-	txo.batch_size = a.test_batch;
-	txo.device_iterations = a.test_iterations;
-	txo.gradient_accumulation = 1;
-	if (a.test_dataset &&
-	    ((tx = executor_new(&txo, false, err, sizeof(err))) == NULL ||
-	     device_setup(&tdev, &a.ipu, &txo, executor_model(tx),
-			  executor_schedule(tx), false, a.synthetic, NULL,
-			  err, sizeof(err)) < 0)) {
+	t->txo = a->x;
+	t->txo.batch_size = a->test_batch;
+	t->txo.device_iterations = a->test_iterations;
+	t->txo.gradient_accumulation = 1;
+	if (a->test_dataset && ((t->tx = executor_new(&t->txo, false, t->err,
+	    sizeof(t->err))) == NULL || device_setup(&t->tdev, &a->ipu,
+	    &t->txo, executor_model(t->tx), executor_schedule(t->tx), false,
+	    a->synthetic, NULL, t->err, sizeof(t->err)) < 0)) {
 		fprintf(stderr, "infeed-train: the test pass (--test-batch-size "
-			"%d, --test-device-iterations %d): %s\n", a.test_batch,
-			a.test_iterations, err);
-		goto out_usage;
+		    "%d, --test-device-iterations %d): %s\n", a->test_batch,
+		    a->test_iterations, t->err);
+		return (2);
 	}
+	return (0);
+}
 
-	if (a.synthetic) {
-		if (source_open_synthetic(&src, executor_model(x),
-					  executor_step_rows(x),
-					  60000 / executor_step_rows(x) ?
-					  60000 / executor_step_rows(x) : 1,
-					  a.x.seed, err, sizeof(err)) < 0)
-			goto fail;
+/* Open the training data: synthetic, or a session of infeedd. */
+static int
+train_open_source(const struct train_args *a, struct train_run *t)
+{
+	struct infeed_options	lo;
+	size_t			rows = executor_step_rows(t->x);
+
+	if (a->synthetic)
+		return (source_open_synthetic(&t->src, executor_model(t->x),
+		    rows, 60000 / rows ? 60000 / rows : 1, a->x.seed, t->err,
+		    sizeof(t->err)));
+	loader_options(a, &a->x, true, &lo);
+	if (source_open_infeed(&t->src, a->socket, a->dataset, &lo,
+	    executor_model(t->x), t->err, sizeof(t->err)) < 0)
+		return (-1);
+	if (t->src.info.steps_per_epoch == 0) {
+		snprintf(t->err, sizeof(t->err), "dataset %s is smaller than "
+		    "one step of %zu samples; lower the batch size, device "
+		    "iterations, replicas or gradient accumulation",
+		    a->dataset, rows);
+		return (-1);
+	}
+	return (0);
+}
+
+/* Say on stderr what is trained on what, and how fast it should go. */
+static void
+train_announce(const struct train_args *a, const struct train_run *t)
+{
+	if (a->quiet)
+		return;
+	fprintf(stderr, "infeed-train: %s, %s over %d IPU%s x %d replica%s, "
+	    "%zu samples a step, modelled %.2f ms a step (%.0f samples/s)%s"
+	    "\n", executor_model(t->x)->name, schedule_name(a->x.schedule),
+	    a->x.nstages, a->x.nstages > 1 ? "s" : "", a->x.replicas,
+	    a->x.replicas > 1 ? "s" : "", executor_step_rows(t->x),
+	    device_call_seconds(&t->dev) * 1e3,
+	    executor_step_rows(t->x) / device_call_seconds(&t->dev),
+	    a->emulate ? ", emulated" : "");
+}
+
+/* Run every epoch of training, then close its source. */
+static int
+train_epochs(const struct train_args *a, struct train_run *t)
+{
+	struct lr_plan	plan;
+	uint64_t	steps;
+	char		title[32];
+	int		e;
+
+	steps = a->synthetic ? t->src.steps_per_epoch :
+	    t->src.info.steps_per_epoch;
+	plan = (struct lr_plan){ .kind = a->lr_schedule, .lr = a->x.lr,
+	    .calls = steps * (uint64_t)a->epochs };
+	for (e = 0; e < a->epochs; e++) {
+		snprintf(title, sizeof(title), "Epoch %d/%d", e + 1, a->epochs);
+		if (run_pass(a, t->x, &t->dev, &t->src, &a->x, &plan, title,
+		    steps, &t->ep, t->err, sizeof(t->err)) < 0)
+			return (-1);
+		t->train_s += t->ep.seconds;
+		t->device_s += t->ep.device_seconds;
+		t->items += t->ep.items;
+	}
+	source_close(&t->src);
+	return (0);
+}
+
+/* The test pass with the trained weights. */
+static int
+train_test(const struct train_args *a, struct train_run *t)
+{
+	struct infeed_options	lo;
+	size_t			rows = executor_step_rows(t->tx);
+
+	/* The trained weights move to the inference model. */
+	memcpy(executor_model(t->tx)->params, executor_model(t->x)->params,
+	    executor_model(t->x)->nparams * sizeof(float));
+	if (a->synthetic) {
+		if (source_open_synthetic(&t->tsrc, executor_model(t->tx),
+		    rows, 10000 / rows ? 10000 / rows : 1, a->x.seed + 1,
+		    t->err, sizeof(t->err)) < 0)
+			return (-1);
 	} else {
-		loader_options(&a, &a.x, true, &lo);
-		if (source_open_infeed(&src, a.socket, a.dataset, &lo,
-				       executor_model(x), err,
-				       sizeof(err)) < 0)
-			goto fail;
-		if (src.info.steps_per_epoch == 0) {
-			snprintf(err, sizeof(err), "dataset %s is smaller "
-				 "than one step of %zu samples; lower the "
-				 "batch size, device iterations, replicas or "
-				 "gradient accumulation", a.dataset,
-				 executor_step_rows(x));
-			goto fail;
-		}
+		loader_options(a, &t->txo, false, &lo);
+		if (source_open_infeed(&t->tsrc, a->socket, a->test_dataset,
+		    &lo, executor_model(t->tx), t->err, sizeof(t->err)) < 0)
+			return (-1);
 	}
-	if (!a.quiet)
-		fprintf(stderr, "infeed-train: %s, %s over %d IPU%s x %d "
-			"replica%s, %zu samples a step, modelled %.2f ms a "
-			"step (%.0f samples/s)%s\n",
-			executor_model(x)->name, schedule_name(a.x.schedule),
-			a.x.nstages, a.x.nstages > 1 ? "s" : "", a.x.replicas,
-			a.x.replicas > 1 ? "s" : "", executor_step_rows(x),
-			device_call_seconds(&dev) * 1e3,
-			executor_step_rows(x) / device_call_seconds(&dev),
-			a.emulate ? ", emulated" : "");
+	if (run_pass(a, t->tx, &t->tdev, &t->tsrc, &t->txo, NULL, "Testing",
+	    a->synthetic ? t->tsrc.steps_per_epoch :
+	    t->tsrc.info.steps_per_epoch, &t->test, t->err,
+	    sizeof(t->err)) < 0)
+		return (-1);
+	source_close(&t->tsrc);
+	return (0);
+}
 
-	steps = a.synthetic ? src.steps_per_epoch : src.info.steps_per_epoch;
-	plan = (struct lr_plan){ .kind = a.lr_schedule, .lr = a.x.lr,
-				 .calls = steps * (uint64_t)a.epochs };
-	for (int e = 0; e < a.epochs; e++) {
-		snprintf(title, sizeof(title), "Epoch %d/%d", e + 1, a.epochs);
-		if (run_pass(&a, x, &dev, &src, &a.x, &plan, title, steps,
-			     &ep, err, sizeof(err)) < 0)
-			goto fail;
-		train_s += ep.seconds;
-		device_s += ep.device_seconds;
-		items += ep.items;
-	}
-	source_close(&src);
+/* Print the run's loss, accuracy and throughput for a person. */
+static void
+train_report_text(const struct train_args *a, const struct train_run *t)
+{
+	const struct pass_result	*ep = &t->ep, *test = &t->test;
 
-	if (tx != NULL) {
-		/* The trained weights move to the inference model. */
-		memcpy(executor_model(tx)->params, executor_model(x)->params,
-		       executor_model(x)->nparams * sizeof(float));
-		if (a.synthetic) {
-			if (source_open_synthetic(&tsrc, executor_model(tx),
-				executor_step_rows(tx), 10000 /
-				executor_step_rows(tx) ? 10000 /
-				executor_step_rows(tx) : 1, a.x.seed + 1, err,
-				sizeof(err)) < 0)
-				goto fail;
-		} else {
-			loader_options(&a, &txo, false, &lo);
-			if (source_open_infeed(&tsrc, a.socket, a.test_dataset,
-					       &lo, executor_model(tx), err,
-					       sizeof(err)) < 0)
-				goto fail;
-		}
-		if (run_pass(&a, tx, &tdev, &tsrc, &txo, NULL, "Testing",
-			     a.synthetic ? tsrc.steps_per_epoch
-					 : tsrc.info.steps_per_epoch,
-			     &test, err, sizeof(err)) < 0)
-			goto fail;
-		source_close(&tsrc);
-	}
-
-	if (!a.emulate && ep.judged)
+	if (!a->emulate && ep->judged)
 		printf("Train: loss %.4f, accuracy %.2f%% (last epoch, %s "
-		       "outputs)\n", ep.loss_sum / (ep.loss_n ? ep.loss_n : 1),
-		       100.0 * ep.right / ep.judged,
-		       a.out.mode == OUTPUT_ALL ? "all" : "returned");
-	else if (!a.emulate)
+		    "outputs)\n", ep->loss_sum / (ep->loss_n ? ep->loss_n : 1),
+		    100.0 * ep->right / ep->judged,
+		    a->out.mode == OUTPUT_ALL ? "all" : "returned");
+	else if (!a->emulate)
 		printf("Train: loss %.4f (output mode sum returns no "
-		       "predictions to judge)\n",
-		       ep.loss_sum / (ep.loss_n ? ep.loss_n : 1));
-	if (tx != NULL && !a.emulate)
+		    "predictions to judge)\n",
+		    ep->loss_sum / (ep->loss_n ? ep->loss_n : 1));
+	if (t->tx != NULL && !a->emulate)
 		printf("Test: accuracy %.2f%% of %llu samples%s\n",
-		       test.judged ? 100.0 * test.right / test.judged : 0,
-		       (unsigned long long)test.judged,
-		       a.synthetic ? " (synthetic data, so chance level)" : "");
+		    test->judged ? 100.0 * test->right / test->judged : 0,
+		    (unsigned long long)test->judged,
+		    a->synthetic ? " (synthetic data, so chance level)" : "");
 	printf("Throughput: %.0f samples/s measured over %.1f s; the "
-	       "simulated device alone: %.0f samples/s\n",
-	       items / train_s, train_s, items / device_s);
-	if (a.profile)
+	    "simulated device alone: %.0f samples/s\n",
+	    t->items / t->train_s, t->train_s, t->items / t->device_s);
+	if (a->profile)
 		printf("Profile: %s/train.json (open in ui.perfetto.dev or "
-		       "chrome://tracing) and %s/train.svg\n", a.profile,
-		       a.profile);
-	if (a.json) {
-		bool trained = !a.emulate && ep.loss_n > 0;
+		    "chrome://tracing) and %s/train.svg\n", a->profile,
+		    a->profile);
+}
 
-		printf("{");
-		json_number("train_loss", ep.loss_sum / (ep.loss_n ?
-			    ep.loss_n : 1), trained, true);
-		json_number("train_accuracy", ep.judged ? (double)ep.right /
-			    ep.judged : 0, trained && ep.judged, true);
-		json_number("test_accuracy", test.judged ?
-			    (double)test.right / test.judged : 0,
-			    tx != NULL && !a.emulate && !a.synthetic &&
-			    test.judged, true);
-		printf("\"epochs\":%d,\"items\":%llu,\"test_items\":%llu,",
-		       a.epochs, (unsigned long long)items,
-		       (unsigned long long)test.items);
-		json_number("items_per_s", items / train_s, train_s > 0, true);
-		json_number("device_items_per_s", items / device_s,
-			    device_s > 0, true);
-		printf("\"learning_rate\":%.7g,\"lr_schedule\":\"%s\",",
-		       a.x.lr, lr_schedule_name(a.lr_schedule));
-		printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
-		       a.emulate ? "emulate" : "compute",
-		       schedule_name(a.x.schedule),
-		       a.synthetic ? "true" : "false");
+/* Print the run's results as one JSON object. */
+static void
+train_report_json(const struct train_args *a, const struct train_run *t)
+{
+	const struct pass_result	*ep = &t->ep, *test = &t->test;
+	bool				 trained = !a->emulate && ep->loss_n > 0;
+
+	printf("{");
+	json_number("train_loss", ep->loss_sum / (ep->loss_n ? ep->loss_n :
+	    1), trained, true);
+	json_number("train_accuracy", ep->judged ? (double)ep->right /
+	    ep->judged : 0, trained && ep->judged, true);
+	json_number("test_accuracy", test->judged ? (double)test->right /
+	    test->judged : 0, t->tx != NULL && !a->emulate && !a->synthetic &&
+	    test->judged, true);
+	printf("\"epochs\":%d,\"items\":%llu,\"test_items\":%llu,",
+	    a->epochs, (unsigned long long)t->items,
+	    (unsigned long long)test->items);
+	json_number("items_per_s", t->items / t->train_s, t->train_s > 0,
+	    true);
+	json_number("device_items_per_s", t->items / t->device_s,
+	    t->device_s > 0, true);
+	printf("\"learning_rate\":%.7g,\"lr_schedule\":\"%s\",",
+	    a->x.lr, lr_schedule_name(a->lr_schedule));
+	printf("\"mode\":\"%s\",\"strategy\":\"%s\",\"synthetic\":%s}\n",
+	    a->emulate ? "emulate" : "compute", schedule_name(a->x.schedule),
+	    a->synthetic ? "true" : "false");
+}
+
+/* infeed-train train */
+int
+cmd_train(int argc, char **argv)
+{
+	struct train_args	 a;
+	struct train_run	*t;
+	int			 rc, prc = parse_args(argc, argv, &a);
+
+	if (prc != 0)
+		return (prc == 1 ? 0 : 2);
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		fprintf(stderr, "infeed-train: out of memory\n");
+		return (1);
 	}
+	if ((rc = train_setup(&a, t)) != 0)
+		goto out;
+	rc = 1;
+	if (train_open_source(&a, t) < 0)
+		goto fail;
+	train_announce(&a, t);
+	if (train_epochs(&a, t) < 0 || (t->tx != NULL && train_test(&a, t) < 0))
+		goto fail;
+	train_report_text(&a, t);
+	if (a.json)
+		train_report_json(&a, t);
 	rc = 0;
 	goto out;
-out_usage:
-	rc = 2;
-	goto out;
 fail:
-	fprintf(stderr, "infeed-train: %s\n", err);
-	rc = 1;
+	fprintf(stderr, "infeed-train: %s\n", t->err);
 out:
-	source_close(&src);
-	source_close(&tsrc);
-	executor_free(x);
-	executor_free(tx);
-	return rc;
+	source_close(&t->src);
+	source_close(&t->tsrc);
+	executor_free(t->x);
+	executor_free(t->tx);
+	free(t);
+	return (rc);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * commands.h - infeed-train's commands; each parses its own options from
  * argv (argv[0] is the command's name) and returns the exit status:

@@ -107,16 +107,16 @@ static double	*ipu_key_num(struct ipu_config *, const struct ipu_key *);
 static bool	*ipu_key_flag(struct ipu_config *, const struct ipu_key *);
 static bool	 costmodel_output_at(const struct costmodel_ctx *, int);
 static double	 costmodel_op_time(const struct costmodel_ctx *,
-		    const struct sched_op *);
+    const struct sched_op *);
 static enum trace_kind costmodel_trace_kind(enum op_kind);
 static void	 costmodel_span(struct timeline *, int, enum trace_kind, int,
-		    int, double, double);
+    int, double, double);
 static double	 costmodel_lockstep(struct costmodel_ctx *, struct timeline *,
-		    double, int);
+    double, int);
 static double	 costmodel_async(struct costmodel_ctx *, struct timeline *,
-		    double, int);
+    double, int);
 static double	 costmodel_outer(const struct costmodel_ctx *,
-		    struct timeline *, double, int, double *, double *);
+    struct timeline *, double, int, double *, double *);
 
 /* Fill @cfg with the GC200-like defaults. */
 void

@@ -124,18 +124,18 @@ void ipu_config_default(struct ipu_config *cfg);
  * Returns 0, or -1 with @err saying what was wrong and listing the keys.
  */
 int ipu_config_set(struct ipu_config *cfg, const char *key, const char *value,
-		   char *err, size_t errlen);
+    char *err, size_t errlen);
 
 /** ipu_config_parse() - ipu_config_set() of a "key=value" argument. */
 int ipu_config_parse(struct ipu_config *cfg, const char *arg, char *err,
-		     size_t errlen);
+    size_t errlen);
 
 /**
  * ipu_config_print() - one line per key: name, current value, unit and
  * meaning, each line prefixed with @indent (for --help).
  */
 void ipu_config_print(const struct ipu_config *cfg, FILE *f,
-		      const char *indent);
+    const char *indent);
 
 /** run_shape_default() - b 1, R 1, D 1, real data, default outputs. */
 void run_shape_default(struct run_shape *shape, bool training);
@@ -145,8 +145,8 @@ void run_shape_default(struct run_shape *shape, bool training);
  * can be evaluated with @s.  Returns 0, or -1 with @err set.
  */
 int costmodel_check(const struct ipu_config *cfg, const struct schedule *s,
-		    const struct stage_cost *stages,
-		    const struct run_shape *shape, char *err, size_t errlen);
+    const struct stage_cost *stages,
+    const struct run_shape *shape, char *err, size_t errlen);
 
 /**
  * costmodel_evaluate() - the device time of one host call, T_call =
@@ -157,9 +157,9 @@ int costmodel_check(const struct ipu_config *cfg, const struct schedule *s,
  * with errno EINVAL when costmodel_check() refuses, ENOMEM.
  */
 int costmodel_evaluate(const struct ipu_config *cfg, const struct schedule *s,
-		       const struct stage_cost *stages,
-		       const struct run_shape *shape, struct device_timing *out,
-		       struct timeline *tl);
+    const struct stage_cost *stages,
+    const struct run_shape *shape, struct device_timing *out,
+    struct timeline *tl);
 
 /**
  * costmodel_unit_config() - a configuration in which a stage whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * device.h - the simulated IPU system's clock: the cost model applied to
  * one executor configuration, and the waits of the emulate mode.
@@ -26,9 +27,9 @@ struct device {
  * @synthetic: no host input transfer (poptorch's enableSyntheticData).
  */
 int device_setup(struct device *d, const struct ipu_config *ipu,
-		 const struct executor_options *o, const struct model *m,
-		 const struct schedule *sched, bool training, bool synthetic,
-		 const struct output_spec *out, char *err, size_t errlen);
+    const struct executor_options *o, const struct model *m,
+    const struct schedule *sched, bool training, bool synthetic,
+    const struct output_spec *out, char *err, size_t errlen);
 
 /** device_call_seconds() - modelled time of one full host call. */
 double device_call_seconds(const struct device *d);
@@ -42,6 +43,6 @@ void device_wait_until(double t);
  * spent waiting for the step's data.  Creates @dir if needed.
  */
 int device_profile(const struct device *d, const char *dir, const char *name,
-		   double host_wait, char *err, size_t errlen);
+    double host_wait, char *err, size_t errlen);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * executor.h - runs device steps of the simulated IPU system for real.
  *
@@ -68,14 +69,14 @@ void executor_options_default(struct executor_options *o);
  * poptorch.Stage("B1", "B2").ipu(0), ...).  -1 with @err on a bad map.
  */
 int executor_stages_parse(struct executor_options *o, const char *spec,
-			  char *err, size_t errlen);
+    char *err, size_t errlen);
 
 /**
  * executor_new() - check @o (returns NULL with the reason in @err), build
  * the model, schedule and buffers.  @training false: forward only.
  */
 struct executor *executor_new(const struct executor_options *o,
-			      bool training, char *err, size_t errlen);
+    bool training, char *err, size_t errlen);
 void executor_free(struct executor *x);
 
 struct model *executor_model(struct executor *x);
@@ -91,8 +92,8 @@ size_t executor_step_rows(const struct executor *x);  /* B*M*R*D */
  * by the executor and valid until the next call).
  */
 int executor_run(struct executor *x, const float *data,
-		 const int32_t *labels, size_t rows,
-		 struct step_outputs *out, char *err, size_t errlen);
+    const int32_t *labels, size_t rows,
+    struct step_outputs *out, char *err, size_t errlen);
 
 /**
  * executor_set_optimiser() - as poptorch's setOptimizer() between host

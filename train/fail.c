@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fail.c - refusals with a reason, and whole-number options.
  */
@@ -8,7 +9,9 @@
 
 #include "fail.h"
 
-int train_fail(char *err, size_t errlen, const char *fmt, ...)
+/* Format an error into @err and return -1. */
+int
+train_fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -17,10 +20,12 @@ int train_fail(char *err, size_t errlen, const char *fmt, ...)
 		vsnprintf(err, errlen, fmt, ap);
 		va_end(ap);
 	}
-	return -1;
+	return (-1);
 }
 
-int cli_int(const char *opt, const char *s, long lo, long hi, long *v)
+/* Parse a whole number from @lo to @hi for option @opt. */
+int
+cli_int(const char *opt, const char *s, long lo, long hi, long *v)
 {
 	char *end;
 
@@ -28,8 +33,8 @@ int cli_int(const char *opt, const char *s, long lo, long hi, long *v)
 	*v = strtol(s, &end, 10);
 	if (errno || end == s || *end != '\0' || *v < lo || *v > hi) {
 		fprintf(stderr, "infeed-train: --%s takes a whole number from "
-			"%ld to %ld, got '%s'\n", opt, lo, hi, s);
-		return -1;
+		    "%ld to %ld, got '%s'\n", opt, lo, hi, s);
+		return (-1);
 	}
-	return 0;
+	return (0);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fail.h - the one way train/ reports a refusal: a sentence in the
  * caller's buffer, and -1.

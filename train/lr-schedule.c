@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lr-schedule.c - learning-rate schedules with torch.optim.lr_scheduler's
  * formulas.  PopTorch keeps the optimiser on the device and takes a new
@@ -22,10 +23,13 @@ static const char *const names[] = {
 	[LR_ONECYCLE] = "onecycle",
 };
 
+/* Look a learning-rate schedule up by name. */
 int
 lr_schedule_parse(const char *name, enum lr_schedule_kind *kind)
 {
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(name, names[i]) == 0) {
 			*kind = (enum lr_schedule_kind)i;
 			return (0);
@@ -33,6 +37,7 @@ lr_schedule_parse(const char *name, enum lr_schedule_kind *kind)
 	return (-1);
 }
 
+/* The name of a learning-rate schedule. */
 const char *
 lr_schedule_name(enum lr_schedule_kind kind)
 {
@@ -46,9 +51,10 @@ anneal_cos(double start, double end, double pct)
 	return (end + (start - end) / 2.0 * (cos(M_PI * pct) + 1.0));
 }
 
+/* The learning rate and betas at call @t of @n. */
 struct lr_point
 lr_schedule_at(enum lr_schedule_kind kind, float lr, uint64_t t,
-	       uint64_t total)
+    uint64_t total)
 {
 	struct lr_point p = { .lr = lr };
 	double initial, phase1_end, pct;
@@ -63,7 +69,7 @@ lr_schedule_at(enum lr_schedule_kind kind, float lr, uint64_t t,
 	case LR_COSINE:
 		/* eta_min 0: lr (1 + cos(pi t / T)) / 2. */
 		p.lr = (float)(lr * (1.0 + cos(M_PI * (double)t /
-						(double)total)) / 2.0);
+		    (double)total)) / 2.0);
 		break;
 	case LR_ONECYCLE:
 		/* Warm up from lr/25 to lr over the first 30 % of the calls
@@ -79,7 +85,7 @@ lr_schedule_at(enum lr_schedule_kind kind, float lr, uint64_t t,
 			    ONECYCLE_BASE_MOMENTUM, pct);
 		} else {
 			pct = ((double)t - phase1_end) /
-			      ((double)total - 1.0 - phase1_end);
+			    ((double)total - 1.0 - phase1_end);
 			p.lr = (float)anneal_cos(lr, initial /
 			    ONECYCLE_FINAL_DIV, pct);
 			p.momentum = (float)anneal_cos(ONECYCLE_BASE_MOMENTUM,

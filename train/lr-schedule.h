@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lr-schedule.h - learning-rate schedules as PyTorch's lr_scheduler
  * computes them, applied between host calls as poptorch's setOptimizer().
@@ -30,6 +31,6 @@ const char *lr_schedule_name(enum lr_schedule_kind kind);
  * with @lr the base (constant, cosine) or peak (onecycle) learning rate.
  */
 struct lr_point lr_schedule_at(enum lr_schedule_kind kind, float lr,
-			       uint64_t t, uint64_t total);
+    uint64_t t, uint64_t total);
 
 #endif

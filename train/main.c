@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * infeed-train - a trainer on a simulated pipelined and replicated IPU
  * system, fed by infeedd.
@@ -16,7 +17,9 @@
 #include "commands.h"
 #include "version.h"
 
-static void usage(FILE *fp)
+/* Print infeed-train's usage to @fp. */
+static void
+usage(FILE *fp)
 {
 	fprintf(fp,
 	    "usage: infeed-train COMMAND [OPTIONS]\n"
@@ -35,19 +38,21 @@ static void usage(FILE *fp)
 	    "infeed-train --version prints the version.\n");
 }
 
-int main(int argc, char **argv)
+/* Run the command that the first argument names. */
+int
+main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
-		return 2;
+		return (2);
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
-		return 0;
+		return (0);
 	}
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("infeed-train %s\n", INFEED_VERSION);
-		return 0;
+		return (0);
 	}
 	/* The layers' matrices are small: a second BLAS thread only spins,
 	 * and takes a core from infeedd's workers on the same host. */
@@ -61,12 +66,12 @@ int main(int argc, char **argv)
 	else if (strcmp(argv[1], "schedule") == 0)
 		argv[1] = (char *)"infeed-train schedule";
 	if (strcmp(argv[1], "infeed-train train") == 0)
-		return cmd_train(argc - 1, argv + 1);
+		return (cmd_train(argc - 1, argv + 1));
 	if (strcmp(argv[1], "infeed-train dataloading") == 0)
-		return cmd_dataloading(argc - 1, argv + 1);
+		return (cmd_dataloading(argc - 1, argv + 1));
 	if (strcmp(argv[1], "infeed-train schedule") == 0)
-		return cmd_schedule(argc - 1, argv + 1);
+		return (cmd_schedule(argc - 1, argv + 1));
 	fprintf(stderr, "infeed-train: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
-	return 2;
+	return (2);
 }

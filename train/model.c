@@ -67,30 +67,30 @@ static size_t	layer_extra_floats(const struct layer *, int);
 static size_t	conv_scratch_floats(const struct layer *);
 static int	model_scratch_grow(struct model *, size_t);
 static void	conv_im2col(const struct layer *, const float *, float *,
-		    size_t);
+    size_t);
 static void	conv_col2im(const struct layer *, const float *, size_t,
-		    float *);
+    float *);
 static void	conv_forward(struct model *, const struct layer *, int,
-		    const float *, float *);
+    const float *, float *);
 static void	conv_backward(struct model *, const struct layer *, int,
-		    const float *, const float *, float *, float *);
+    const float *, const float *, float *, float *);
 static void	pool_forward(const struct layer *, int, const float *,
-		    float *, float *);
+    float *, float *);
 static void	pool_backward(const struct layer *, int, const float *,
-		    const float *, float *);
+    const float *, float *);
 static void	relu_forward(const struct layer *, int, const float *,
-		    float *);
+    float *);
 static void	relu_backward(const struct layer *, int, const float *,
-		    const float *, float *);
+    const float *, float *);
 static void	groupnorm_forward(const struct model *, const struct layer *,
-		    int, const float *, float *);
+    int, const float *, float *);
 static void	groupnorm_backward(const struct model *,
-		    const struct layer *, int, const float *, const float *,
-		    const float *, float *, float *);
+    const struct layer *, int, const float *, const float *,
+    const float *, float *, float *);
 static void	linear_forward(const struct model *, const struct layer *,
-		    int, const float *, float *);
+    int, const float *, float *);
 static void	linear_backward(const struct model *, const struct layer *,
-		    int, const float *, const float *, float *, float *);
+    int, const float *, const float *, float *, float *);
 
 /* A broken invariant or an allocation that cannot fail politely: stop. */
 static void

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * model.h - the simulated IPU's network: layers, blocks, loss, optimisers.
  *
@@ -39,7 +40,7 @@ struct shape { int c, h, w; };
 
 static inline size_t shape_size(struct shape s)
 {
-	return (size_t)s.c * s.h * s.w;
+	return ((size_t)s.c * s.h * s.w);
 }
 
 struct layer {
@@ -93,7 +94,7 @@ const char *layer_kind_name(enum layer_kind kind);
  * params[*@offset .. *@offset + *@count) (layers own consecutive ranges).
  */
 void model_param_range(const struct model *m, int l0, int l1,
-		       size_t *offset, size_t *count);
+    size_t *offset, size_t *count);
 
 /** model_flops() - forward FLOPs per sample of layers [@l0, @l1). */
 double model_flops(const struct model *m, int l0, int l1);
@@ -123,7 +124,7 @@ float *model_output(const struct model *m, int l0, int l1, int n, float *stash);
  * layers[l0].in), keeping every layer's output in @stash.
  */
 void model_forward(struct model *m, int l0, int l1, int n,
-		   const float *in, float *stash);
+    const float *in, float *stash);
 
 /**
  * model_backward() - given @dout (gradient of the loss for the output of
@@ -133,8 +134,8 @@ void model_forward(struct model *m, int l0, int l1, int n,
  * model_forward() was given and filled.
  */
 void model_backward(struct model *m, int l0, int l1, int n,
-		    const float *in, const float *stash, const float *dout,
-		    float *din, float *grad);
+    const float *in, const float *stash, const float *dout,
+    float *din, float *grad);
 
 /**
  * loss_cross_entropy() - mean softmax cross-entropy of @n rows of @logits
@@ -144,7 +145,7 @@ void model_backward(struct model *m, int l0, int l1, int n,
  * contribute no gradient; the caller validates labels first.
  */
 float loss_cross_entropy(const float *logits, const int32_t *labels, int n,
-			 int classes, float *dlogits, int *correct);
+    int classes, float *dlogits, int *correct);
 
 enum optimiser_kind { OPTIMISER_SGD, OPTIMISER_ADAMW };
 

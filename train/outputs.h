@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outputs.h - what a training or inference step hands back to the host,
  * in poptorch's OutputMode shapes (../shared/reference/poptorch-semantics.md
@@ -35,18 +36,18 @@ struct host_outputs {
 
 /** output_mode_parse() - "all", "final", "sum" or "every-N". */
 int output_mode_parse(const char *s, struct output_spec *spec,
-		      char *err, size_t errlen);
+    char *err, size_t errlen);
 
 /** output_mode_name() - the spelling output_mode_parse() takes. */
 const char *output_mode_name(const struct output_spec *spec, char *buf,
-			     size_t len);
+    size_t len);
 
 /**
  * output_mode_check() - EveryN(n) needs n <= device iterations and
  * device iterations % n == 0, as PopART's isValidAnchorReturnPeriod.
  */
 int output_mode_check(const struct output_spec *spec, int device_iterations,
-		      char *err, size_t errlen);
+    char *err, size_t errlen);
 
 /**
  * outputs_select() - pick and shape @all (every micro-batch of a call with
@@ -55,9 +56,9 @@ int output_mode_check(const struct output_spec *spec, int device_iterations,
  * Returns -1 without memory.
  */
 int outputs_select(const struct output_spec *spec,
-		   const struct step_outputs *all, const int32_t *labels,
-		   int B, int M, int R, int D, int classes,
-		   struct host_outputs *out);
+    const struct step_outputs *all, const int32_t *labels,
+    int B, int M, int R, int D, int classes,
+    struct host_outputs *out);
 void host_outputs_free(struct host_outputs *out);
 
 #endif

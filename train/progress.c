@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * progress.c - a progress bar for long runs.
  */
@@ -6,16 +7,20 @@
 
 #include "progress.h"
 
-double now_seconds(void)
+/* Seconds on the monotonic clock. */
+double
+now_seconds(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (ts.tv_sec + ts.tv_nsec / 1e9);
 }
 
-void progress_begin(struct progress *p, const char *title, uint64_t total,
-		    bool quiet)
+/* Start a progress bar of @total steps. */
+void
+progress_begin(struct progress *p, const char *title, uint64_t total,
+    bool quiet)
 {
 	p->fp = stderr;
 	snprintf(p->title, sizeof(p->title), "%s", title);
@@ -27,24 +32,27 @@ void progress_begin(struct progress *p, const char *title, uint64_t total,
 }
 
 /* Draw "title 40%|########            | 6/15 [00:03] status". */
-static void draw(struct progress *p, uint64_t done, const char *status,
-		 const char *end)
+static void
+draw(struct progress *p, uint64_t done, const char *status, const char *end)
 {
 	char bar[21];
 	int fill = (int)(20 * done / p->total);
 	double t = now_seconds() - p->start;
+	int i;
 
-	for (int i = 0; i < 20; i++)
+	for (i = 0; i < 20; i++)
 		bar[i] = i < fill ? '#' : ' ';
 	bar[20] = '\0';
 	fprintf(p->fp, "%s%s %3d%%|%s| %llu/%llu [%02d:%02d] %s%s",
-		p->tty ? "\r" : "", p->title, (int)(100 * done / p->total),
-		bar, (unsigned long long)done, (unsigned long long)p->total,
-		(int)t / 60, (int)t % 60, status ? status : "", end);
+	    p->tty ? "\r" : "", p->title, (int)(100 * done / p->total),
+	    bar, (unsigned long long)done, (unsigned long long)p->total,
+	    (int)t / 60, (int)t % 60, status ? status : "", end);
 	fflush(p->fp);
 }
 
-void progress_update(struct progress *p, uint64_t done, const char *status)
+/* Show @done steps, at most every tenth on a non-terminal. */
+void
+progress_update(struct progress *p, uint64_t done, const char *status)
 {
 	int tenth = (int)(10 * done / p->total);
 
@@ -58,7 +66,9 @@ void progress_update(struct progress *p, uint64_t done, const char *status)
 	}
 }
 
-void progress_end(struct progress *p, uint64_t done, const char *status)
+/* Finish the bar with its last state. */
+void
+progress_end(struct progress *p, uint64_t done, const char *status)
 {
 	if (p->quiet)
 		return;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * progress.h - a one-line progress bar on stderr, like tqdm's: redrawn in
  * place on a terminal, a line every tenth of the way otherwise (logs).
@@ -19,7 +20,7 @@ struct progress {
 };
 
 void progress_begin(struct progress *p, const char *title, uint64_t total,
-		    bool quiet);
+    bool quiet);
 /* @status is printed after the bar, e.g. "Loss: 0.41 | Accuracy: 85%". */
 void progress_update(struct progress *p, uint64_t done, const char *status);
 void progress_end(struct progress *p, uint64_t done, const char *status);

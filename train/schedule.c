@@ -37,10 +37,10 @@ static const char *const schedule_names[] = {
 #define SCHEDULE_NKINDS	(int)(sizeof schedule_names / sizeof schedule_names[0])
 
 static int	schedule_multiple(enum schedule_kind, int, int, int,
-		    const char *, const char *, char *, size_t);
+    const char *, const char *, char *, size_t);
 static int	schedule_nslots(enum schedule_kind, int, int, bool);
 static void	schedule_slot_of(const struct schedule *, enum op_kind, int,
-		    int, int *, int *);
+    int, int *, int *);
 static int	schedule_gen_cmp(const void *, const void *);
 static double	schedule_op_cost(enum op_kind, double);
 static double	schedule_async_makespan(const struct schedule *, double);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * schedule.h - the order in which a simulated multi-IPU pipeline runs the
  * forward and backward passes of one weight update.
@@ -66,7 +67,7 @@ int schedule_parse(const char *name);
  * stages), got 4".
  */
 int schedule_check(enum schedule_kind kind, int stages, int micro,
-		   bool training, char *err, size_t errlen);
+    bool training, char *err, size_t errlen);
 
 /**
  * schedule_build() - build the schedule (after schedule_check()).  With
@@ -76,8 +77,8 @@ int schedule_check(enum schedule_kind kind, int stages, int micro,
  * set if the combination is refused or memory runs out.
  */
 int schedule_build(struct schedule *s, enum schedule_kind kind, int stages,
-		   int micro, bool training, bool recompute,
-		   char *err, size_t errlen);
+    int micro, bool training, bool recompute,
+    char *err, size_t errlen);
 void schedule_free(struct schedule *s);
 
 /**
@@ -120,10 +121,10 @@ int schedule_slot_ops(const struct schedule *s, int slot, int *first);
  * IPU idles.  Returns the number of ops in the cell.
  */
 int schedule_cell(const struct schedule *s, int slot, int stage,
-		  char *buf, size_t len);
+    char *buf, size_t len);
 
 /** schedule_find() - index in ops of @kind of (@stage, @micro), or -1. */
 int schedule_find(const struct schedule *s, enum op_kind kind, int stage,
-		  int micro);
+    int micro);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source.c - device steps from infeedd or synthetic data.
  */
@@ -9,20 +10,23 @@
 #include "splitmix64.h"
 
 /* Connect, attach and check the sample shape against the model's input. */
-int source_open_infeed(struct source *s, const char *socket_path,
-		       const char *dataset, const struct infeed_options *o,
-		       const struct model *m, char *err, size_t errlen)
+int
+source_open_infeed(struct source *s, const char *socket_path,
+    const char *dataset, const struct infeed_options *o, const struct model *m,
+    char *err, size_t errlen)
 {
 	const struct infeed_session_info *in = &s->info;
 	struct infeed_options opts = *o;
 	struct infeed_dataset *list = NULL;
 	uint64_t elems = 1;
 	size_t n = 0;
+	size_t i;
+	uint32_t d;
 
 	memset(s, 0, sizeof(*s));
 	if ((s->f = infeed_new()) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return (-1);
 	}
 	if (infeed_connect(s->f, socket_path, "infeed-train") != INFEED_OK) {
 		snprintf(err, errlen, "%s", infeed_error(s->f));
@@ -31,41 +35,43 @@ int source_open_infeed(struct source *s, const char *socket_path,
 	/* float32 samples need no conversion: spare the workers a pass. */
 	if (opts.to_float32 && opts.scale == 1.0f && opts.nchannels == 0 &&
 	    infeed_list_datasets(s->f, &list, &n) == INFEED_OK)
-		for (size_t i = 0; i < n; i++)
+		for (i = 0; i < n; i++)
 			if (strcmp(list[i].name, dataset) == 0 &&
 			    list[i].dtype == INFEED_DTYPE_FLOAT32)
 				opts.to_float32 = false;
 	infeed_datasets_free(list, n);
 	if (infeed_attach(s->f, dataset, &opts, &s->info) != INFEED_OK) {
 		snprintf(err, errlen, "dataset %s: %s", dataset,
-			 infeed_error(s->f));
+		    infeed_error(s->f));
 		goto fail;
 	}
-	for (uint32_t d = 0; d < in->ndim; d++)
+	for (d = 0; d < in->ndim; d++)
 		elems *= in->sample_shape[d];
 	if (in->data_dtype != INFEED_DTYPE_FLOAT32 ||
 	    elems != shape_size(m->input)) {
 		snprintf(err, errlen, "dataset %s has samples of %llu %s "
-			 "values, but %s takes %d x %d x %d float32 values; "
-			 "pick a dataset of that shape (infeedctl datasets "
-			 "lists them)", dataset, (unsigned long long)elems,
-			 infeed_dtype_name(in->data_dtype), m->name,
-			 m->input.c, m->input.h, m->input.w);
+		    "values, but %s takes %d x %d x %d float32 values; "
+		    "pick a dataset of that shape (infeedctl datasets "
+		    "lists them)", dataset, (unsigned long long)elems,
+		    infeed_dtype_name(in->data_dtype), m->name,
+		    m->input.c, m->input.h, m->input.w);
 		goto fail;
 	}
-	return 0;
+	return (0);
 fail:
 	infeed_free(s->f);
 	s->f = NULL;
-	return -1;
+	return (-1);
 }
 
-int source_open_synthetic(struct source *s, const struct model *m,
-			  size_t rows, uint64_t steps_per_epoch,
-			  uint64_t seed, char *err, size_t errlen)
+/* Random steps made once, as poptorch's synthetic data. */
+int
+source_open_synthetic(struct source *s, const struct model *m, size_t rows,
+    uint64_t steps_per_epoch, uint64_t seed, char *err, size_t errlen)
 {
 	size_t n = rows * shape_size(m->input);
 	uint64_t x = seed;
+	size_t i;
 
 	memset(s, 0, sizeof(*s));
 	s->synthetic = true;
@@ -75,55 +81,61 @@ int source_open_synthetic(struct source *s, const struct model *m,
 	s->labels = malloc(rows * sizeof(int32_t));
 	if (s->data == NULL || s->labels == NULL) {
 		snprintf(err, errlen, "out of memory for %zu synthetic rows",
-			 rows);
+		    rows);
 		source_close(s);
-		return -1;
+		return (-1);
 	}
-	for (size_t i = 0; i < n; i++)
+	for (i = 0; i < n; i++)
 		s->data[i] = (float)(splitmix64_next(&x) >> 40) / (1 << 24) - 0.5f;
-	for (size_t i = 0; i < rows; i++)
+	for (i = 0; i < rows; i++)
 		s->labels[i] = (int32_t)(splitmix64_next(&x) % m->classes);
-	return 0;
+	return (0);
 }
 
-int source_next(struct source *s, const float **data, const int32_t **labels,
-		size_t *rows, char *err, size_t errlen)
+/* The next step from infeedd or the synthetic source. */
+int
+source_next(struct source *s, const float **data, const int32_t **labels,
+    size_t *rows, char *err, size_t errlen)
 {
 	int rc;
 
 	if (s->synthetic) {
 		if (s->next_step == s->steps_per_epoch) {
 			s->next_step = 0;
-			return 1;
+			return (1);
 		}
 		s->next_step++;
 		*data = s->data;
 		*labels = s->labels;
 		*rows = s->rows;
-		return 0;
+		return (0);
 	}
 	rc = infeed_next(s->f, &s->step);
 	if (rc == INFEED_END_OF_DATA)
-		return 1;
+		return (1);
 	if (rc != INFEED_OK) {
 		snprintf(err, errlen, "infeedd: %s", infeed_error(s->f));
-		return -1;
+		return (-1);
 	}
 	s->held = true;
 	*data = s->step.data;
 	*labels = s->step.labels;
 	*rows = s->step.rows;
-	return 0;
+	return (0);
 }
 
-void source_release(struct source *s)
+/* Hand the current step back to infeedd. */
+void
+source_release(struct source *s)
 {
 	if (s->held)
 		infeed_release(s->f, &s->step);
 	s->held = false;
 }
 
-void source_close(struct source *s)
+/* Detach and free; safe to call twice. */
+void
+source_close(struct source *s)
 {
 	source_release(s);
 	infeed_free(s->f);
@@ -132,7 +144,9 @@ void source_close(struct source *s)
 	memset(s, 0, sizeof(*s));
 }
 
-uint64_t host_transfer(const void *p, size_t len)
+/* Read every byte of a step, as the host link's DMA would. */
+uint64_t
+host_transfer(const void *p, size_t len)
 {
 	const unsigned char *b = p;
 	uint64_t a = 0, c = 0, w0, w1;
@@ -148,5 +162,5 @@ uint64_t host_transfer(const void *p, size_t len)
 	}
 	for (; i < len; i++)
 		a += b[i];
-	return a ^ c;
+	return (a ^ c);
 }

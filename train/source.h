@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source.h - where infeed-train's device steps come from: infeedd through
  * libinfeed (zero-copy steps from the daemon's ring), or synthetic data
@@ -32,23 +33,23 @@ struct source {
  * @m's input (after the float32 transform).  -1 with @err otherwise.
  */
 int source_open_infeed(struct source *s, const char *socket_path,
-		       const char *dataset, const struct infeed_options *o,
-		       const struct model *m, char *err, size_t errlen);
+    const char *dataset, const struct infeed_options *o,
+    const struct model *m, char *err, size_t errlen);
 
 /**
  * source_open_synthetic() - steps of @rows random samples shaped for @m,
  * @steps_per_epoch of them per epoch.
  */
 int source_open_synthetic(struct source *s, const struct model *m,
-			  size_t rows, uint64_t steps_per_epoch,
-			  uint64_t seed, char *err, size_t errlen);
+    size_t rows, uint64_t steps_per_epoch,
+    uint64_t seed, char *err, size_t errlen);
 
 /**
  * source_next() - the next step: 0 with @data, @labels, @rows set, 1 at
  * the end of an epoch (the next call starts the next one), -1 with @err.
  */
 int source_next(struct source *s, const float **data, const int32_t **labels,
-		size_t *rows, char *err, size_t errlen);
+    size_t *rows, char *err, size_t errlen);
 
 /** source_release() - hand the current step back (a no-op if synthetic). */
 void source_release(struct source *s);

@@ -77,7 +77,7 @@ int trace_append(struct timeline *tl, const struct trace_span *span);
  * trace_add() - trace_append() of a replica-0 span; @label may be NULL.
  */
 int trace_add(struct timeline *tl, int lane, enum trace_kind kind, int micro,
-	      int iteration, double start, double end, const char *label);
+    int iteration, double start, double end, const char *label);
 
 /** trace_mark() - record a lock-step boundary at @t seconds; -1 if full. */
 int trace_mark(struct timeline *tl, double t);
@@ -92,7 +92,7 @@ double trace_end(const struct timeline *tl);
  * lanes "IPU 0".. and "host".  Returns 0, or -1 with @err set.
  */
 int trace_write_json(const struct timeline *tl, const char *path,
-		     char *err, size_t errlen);
+    char *err, size_t errlen);
 
 /**
  * trace_write_svg() - write replica 0 of @tl to @path as a self-contained
@@ -102,6 +102,6 @@ int trace_write_json(const struct timeline *tl, const char *path,
  * and a legend.  Returns 0, or -1 with @err set.
  */
 int trace_write_svg(const struct timeline *tl, const char *path,
-		    char *err, size_t errlen);
+    char *err, size_t errlen);
 
 #endif
