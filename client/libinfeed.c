@@ -46,6 +46,16 @@ struct infeed {
 	bool		 attached;
 	uint8_t		*ring;
 	size_t		 ring_bytes;
+	uint32_t	 held;		/* steps of this ring not released */
+	bool		 eod_owed;	/* the epoch's last step went out */
+	/* Rings of ended sessions whose steps the caller still holds. */
+	struct infeed_old_ring {
+		uint8_t		*ring;
+		size_t		 ring_bytes;
+		uint64_t	 session_id;
+		uint32_t	 held;
+	}		*old;
+	size_t		 nold;
 	uint64_t	 slot_bytes;
 	uint64_t	 data_offset;
 	uint64_t	 labels_offset;
@@ -156,14 +166,53 @@ infeed_check_out_size(struct infeed *f, const char *what, size_t size)
 	return (INFEED_OK);
 }
 
-/* Forget the session's ring. */
+/*
+ * The session ended (a daemon restart, a reload, a detach): unmap its
+ * ring, unless the caller still holds steps in it; then keep the mapping
+ * until they are released, so that a held step stays readable and
+ * unchanged (a new ring is mapped elsewhere).
+ */
 static void
 infeed_unmap(struct infeed *f)
 {
-	if (f->ring != NULL)
+	struct infeed_old_ring	*o;
+
+	if (f->ring != NULL && f->held > 0 && (o = reallocarray(f->old,
+	    f->nold + 1, sizeof(*f->old))) != NULL) {
+		f->old = o;
+		o[f->nold].ring = f->ring;
+		o[f->nold].ring_bytes = f->ring_bytes;
+		o[f->nold].session_id = f->session_id;
+		o[f->nold].held = f->held;
+		f->nold++;
+	} else if (f->ring != NULL)
 		munmap(f->ring, f->ring_bytes);
 	f->ring = NULL;
+	f->held = 0;
 	f->attached = false;
+}
+
+/*
+ * A step of an ended session was released: unmap its ring after the
+ * last.  Returns whether @session_id was such a session.
+ */
+static bool
+infeed_release_old(struct infeed *f, uint64_t session_id)
+{
+	size_t	i;
+
+	for (i = 0; i < f->nold; i++) {
+		if (f->old[i].session_id != session_id)
+			continue;
+		if (f->old[i].held > 0)
+			f->old[i].held--;
+		if (f->old[i].held == 0) {
+			munmap(f->old[i].ring, f->old[i].ring_bytes);
+			f->old[i] = f->old[--f->nold];
+		}
+		return (true);
+	}
+	return (false);
 }
 
 /* Close, unmap, free. */
@@ -172,7 +221,13 @@ infeed_free(struct infeed *f)
 {
 	if (f == NULL)
 		return;
+	f->held = 0;
 	infeed_unmap(f);
+	while (f->nold > 0) {
+		f->nold--;
+		munmap(f->old[f->nold].ring, f->old[f->nold].ring_bytes);
+	}
+	free(f->old);
 	if (f->fd != -1)
 		close(f->fd);
 	wire_in_clear(&f->in);
@@ -791,8 +846,17 @@ infeed_next_whole(struct infeed *f, struct infeed_step *step)
 
 	r = infeed_next_once(f, step);
 	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) && f->attached &&
-	    infeed_resume(f, r) == INFEED_OK)
+	    infeed_resume(f, r) == INFEED_OK) {
+		/*
+		 * The daemon went away owing this epoch's EndOfData: the new
+		 * session starts at the next epoch, so say it here.
+		 */
+		if (f->eod_owed) {
+			f->eod_owed = false;
+			return (INFEED_END_OF_DATA);
+		}
 		r = infeed_next_once(f, step);
+	}
 	return (r);
 }
 
@@ -848,6 +912,7 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 	if (reply->msg_case == INFEED__FRAME__MSG_END_OF_DATA) {
 		f->next_epoch = reply->end_of_data->epoch + 1;
 		f->next_step = 0;
+		f->eod_owed = false;
 		infeed__frame__free_unpacked(reply, NULL);
 		return (INFEED_END_OF_DATA);
 	}
@@ -868,11 +933,14 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 	step->indices = (const uint64_t *)(const void *)(base +
 	    f->indices_offset);
 	step->session = f->session_id;
+	f->held++;
 	f->next_epoch = step->epoch;
 	f->next_step = step->step + 1;
 	if (f->next_step == f->steps_per_epoch) {
 		f->next_epoch++;
 		f->next_step = 0;
+		/* Without load_indefinitely, an EndOfData comes next. */
+		f->eod_owed = !f->opts.load_indefinitely;
 	}
 	infeed__frame__free_unpacked(reply, NULL);
 	return (INFEED_OK);
@@ -886,16 +954,26 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 	Infeed__Release	rl = INFEED__RELEASE__INIT;
 	int		r;
 
-	if (!f->attached)
-		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
 	if (step->struct_size < FIELD_END(struct infeed_step, slot))
 		return (infeed_fail(f, INFEED_ERR_USAGE, "a step of %u bytes "
 		    "holds no slot: pass the step infeed_next filled",
 		    step->struct_size));
-	/* From before a reconnect; a step without a session is current. */
+	/*
+	 * From an ended session (a daemon restart, a reload): nothing to tell
+	 * the daemon; its ring is unmapped after its last step.  A step
+	 * without a session is current.
+	 */
+	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
+	    (step->session != f->session_id || !f->attached) &&
+	    infeed_release_old(f, step->session))
+		return (INFEED_OK);
+	if (!f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
 	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
 	    step->session != f->session_id)
 		return (INFEED_OK);
+	if (f->held > 0)
+		f->held--;
 	rl.slot = step->slot;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rl;

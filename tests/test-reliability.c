@@ -149,6 +149,93 @@ START_TEST(daemon_restart_reconnects_with_the_same_order)
 }
 END_TEST
 
+/*
+ * Steps held across a daemon restart stay readable and unchanged until
+ * released (the old ring stays mapped for them; the new one is mapped
+ * elsewhere), releasing them is harmless, and the order goes on.
+ */
+START_TEST(steps_held_across_a_restart_stay_unchanged)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	struct infeed_step	 held[2], st;
+	uint64_t		*all, *got, copy[2][150];
+	uint8_t			 bytes[2][150 * RAW_BYTES];
+	size_t			 na, ng = 0;
+	unsigned		 i;
+
+	all = reference_run(&na);
+	got = calloc(20 * 150, sizeof(*got));
+	resume_options(&o);
+	o.reconnect_timeout_ms = 10000;
+	f = client();
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(infeed_next(f, &held[i]), INFEED_OK);
+		memcpy(got + ng, held[i].indices, held[i].rows * sizeof(*got));
+		ng += held[i].rows;
+		memcpy(copy[i], held[i].indices, sizeof(copy[i]));
+		memcpy(bytes[i], held[i].data, sizeof(bytes[i]));
+	}
+	daemon_stop();
+	daemon_start("1");
+	/* The next step resumes; the held ones must not change under us. */
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_ne(st.session, held[0].session);
+	memcpy(got + ng, st.indices, st.rows * sizeof(*got));
+	ng += st.rows;
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(memcmp(held[i].indices, copy[i],
+		    sizeof(copy[i])), 0);
+		ck_assert_int_eq(memcmp(held[i].data, bytes[i],
+		    sizeof(bytes[i])), 0);
+		ck_assert_int_eq(infeed_release(f, &held[i]), INFEED_OK);
+	}
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	/* The new session's slots were not touched by those releases. */
+	take(f, 17, got, &ng);
+	ck_assert_uint_eq(ng, na);
+	ck_assert_int_eq(memcmp(got, all, na * sizeof(*all)), 0);
+	infeed_free(f);
+	free(all);
+	free(got);
+}
+END_TEST
+
+/*
+ * Without load_indefinitely, the EndOfData owed at an epoch's end survives
+ * a daemon restart: the client sees the boundary, then the next epoch.
+ */
+START_TEST(end_of_data_owed_survives_a_restart)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	unsigned		 i;
+
+	resume_options(&o);
+	o.load_indefinitely = false;
+	o.reconnect_timeout_ms = 10000;
+	f = client();
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (i = 0; i < 6; i++) {	/* the whole of epoch 0 */
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_uint_eq(st.epoch, 0);
+		ck_assert_uint_eq(st.step, i);
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	daemon_stop();
+	daemon_start("1");
+	ck_assert_msg(infeed_next(f, &st) == INFEED_END_OF_DATA, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.epoch, 1);
+	ck_assert_uint_eq(st.step, 0);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+}
+END_TEST
+
 /* Without reconnecting, a restart is reported as a closed connection. */
 START_TEST(daemon_restart_without_reconnect_is_closed)
 {
@@ -434,6 +521,8 @@ reliability_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, attach_at_epoch_and_step_resumes_the_order);
 	tcase_add_test(tc, daemon_restart_reconnects_with_the_same_order);
+	tcase_add_test(tc, steps_held_across_a_restart_stay_unchanged);
+	tcase_add_test(tc, end_of_data_owed_survives_a_restart);
 	tcase_add_test(tc, daemon_restart_without_reconnect_is_closed);
 	tcase_add_test(tc,
 	    truncated_file_fails_the_session_at_the_first_cut_row);

@@ -87,16 +87,16 @@ static uint8_t			*view;		/* the client's mapping */
 static Infeed__Attached		 at;
 
 /*
- * Under AddressSanitizer, leave a worker's SIGBUS (a test truncates a
- * dataset's file on purpose) to kill it as it would in production, rather
- * than report it as a finding; the pool's handling of the crash is the
- * test.  Without the sanitizer nothing calls this.
+ * Under AddressSanitizer, leave a worker's SIGSEGV or SIGBUS (the "flaky"
+ * reader crashes on purpose) to kill it as it would in production, rather
+ * than report it as a finding and exit 1; the pool's handling of the
+ * crash is the test.  Without the sanitizer nothing calls this.
  */
 const char	*__asan_default_options(void);
 const char *
 __asan_default_options(void)
 {
-	return ("handle_sigbus=0");
+	return ("handle_sigbus=0:handle_segv=0");
 }
 
 /* Milliseconds on a clock that only goes forward. */
