@@ -688,6 +688,215 @@ START_TEST(test_session_ids_unique_across_restarts)
 }
 END_TEST
 
+/*
+ * A dataset file replaced (renamed over, not truncated) under a live
+ * session: the session goes on serving the file it opened, unharmed.
+ */
+START_TEST(test_file_replaced_under_session_keeps_serving)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f = client();
+	char			 path[400], tmp[400];
+	uint8_t			*junk;
+	const uint8_t		*row;
+	uint64_t		 i;
+	int			 s;
+
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	snprintf(path, sizeof(path), "%s/raw.bin", dir);
+	snprintf(tmp, sizeof(tmp), "%s/raw.new", dir);
+	ck_assert_ptr_nonnull(junk = malloc(RAW_N * RAW_BYTES));
+	memset(junk, 0xee, RAW_N * RAW_BYTES);
+	write_file(tmp, junk, RAW_N / 2 * RAW_BYTES);
+	ck_assert_int_eq(rename(tmp, path), 0);
+	for (s = 0; s < 12; s++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		for (i = 0; i < st.rows; i++) {
+			row = (const uint8_t *)st.data + i * RAW_BYTES;
+			ck_assert_uint_eq(row[3], raw_byte(st.indices[i], 3));
+		}
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	free(junk);
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * SIGTERM while a client holds a step and waits on a Next: the daemon
+ * exits cleanly and promptly, and the client sees the connection close.
+ */
+START_TEST(test_sigterm_with_held_step_and_waiting_next)
+{
+	Infeed__Frame		 f = INFEED__FRAME__INIT, *r;
+	Infeed__Attach		 a = INFEED__ATTACH__INIT;
+	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
+	Infeed__Next		 nx = INFEED__NEXT__INIT;
+	struct wire_in		 in;
+	pid_t			 d;
+	int			 fd, status;
+
+	restart(BIG_SECTION, "1");
+	d = daemon_pid;
+	fd = raw_greeted();
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	lo.has_buffer_size = 1;
+	lo.buffer_size = 2;
+	a.dataset = (char *)"big";
+	a.options = &lo;
+	f.msg_case = INFEED__FRAME__MSG_ATTACH;
+	f.attach = &a;
+	raw_send(fd, &f);
+	ck_assert_ptr_nonnull(r = raw_recv(fd, &in));
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ATTACHED);
+	infeed__frame__free_unpacked(r, NULL);
+	f.msg_case = INFEED__FRAME__MSG_NEXT;
+	f.next = &nx;
+	raw_send(fd, &f);
+	ck_assert_ptr_nonnull(r = raw_recv(fd, &in));	/* held */
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STEP);
+	infeed__frame__free_unpacked(r, NULL);
+	raw_send(fd, &f);			/* waits: 64 MiB rows */
+	ck_assert_int_eq(kill(d, SIGTERM), 0);
+	status = wait_ms(d, 5000);
+	daemon_pid = -1;
+	ck_assert_msg(status != -1, "infeedd did not stop within 5 s");
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert(raw_closed(fd));
+	close(fd);
+	wire_in_clear(&in);
+}
+END_TEST
+
+/*
+ * reconnect_timeout_ms running out: the call fails with an error that
+ * says so, in about that time, and the handle keeps failing cleanly.
+ */
+START_TEST(test_reconnect_timeout_runs_out)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f = client();
+	uint64_t		 t0, ms;
+	int			 r;
+
+	infeed_options_init(&o);
+	o.reconnect_timeout_ms = 500;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	daemon_stop();
+	t0 = now_ms();
+	r = infeed_next(f, &st);
+	ms = now_ms() - t0;
+	ck_assert_msg(r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM,
+	    "infeed_next gave %d: %s", r, infeed_error(f));
+	ck_assert_msg(strstr(infeed_error(f), "reconnecting for 500 ms") !=
+	    NULL, "%s", infeed_error(f));
+	ck_assert_uint_ge(ms, 400);
+	ck_assert_uint_lt(ms, 3000);
+	t0 = now_ms();
+	ck_assert_int_ne(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_lt(now_ms() - t0, 3000);
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * Reload storms racing attaches and detaches: every attach, step and
+ * detach of an unchanged dataset goes through, and status answers.
+ */
+START_TEST(test_reload_storm_during_attach_and_detach)
+{
+	struct infeed_step	 st;
+	struct infeed		*f;
+	uint64_t		 t0;
+	pid_t			 hup;
+	int			 i, status;
+
+	ck_assert_int_ne(hup = fork(), -1);
+	if (hup == 0) {
+		for (i = 0; i < 40; i++) {
+			kill(daemon_pid, SIGHUP);
+			usleep(5000);
+		}
+		_exit(0);
+	}
+	for (i = 0; i < 40; i++) {
+		f = client();
+		ck_assert_msg(infeed_attach(f, "raw", NULL, NULL) == INFEED_OK,
+		    "%s", infeed_error(f));
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+		infeed_free(f);
+	}
+	ck_assert_int_eq(waitpid(hup, &status, 0), hup);
+	t0 = now_ms();
+	infeed__frame__free_unpacked(stats(), NULL);
+	ck_assert_uint_lt(now_ms() - t0, 1000);
+}
+END_TEST
+
+/*
+ * Exactly once across distributed processes through a daemon restart:
+ * two processes' shares of an epoch, with the daemon restarted halfway,
+ * cover every sample once (drop_last off).
+ */
+START_TEST(test_distributed_exactly_once_through_a_restart)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f[2];
+	unsigned		 seen[RAW_N], p, s, steps;
+	uint64_t		 i;
+
+	memset(seen, 0, sizeof(seen));
+	for (p = 0; p < 2; p++) {
+		infeed_options_init(&o);
+		o.batch_size = 30;
+		o.shuffle = true;
+		o.seed = 3;
+		o.drop_last = false;
+		o.load_indefinitely = false;
+		o.distributed_process_id = p;
+		o.distributed_process_count = 2;
+		o.reconnect_timeout_ms = 10000;
+		f[p] = client();
+		ck_assert_int_eq(infeed_attach(f[p], "raw", &o, NULL),
+		    INFEED_OK);
+	}
+	steps = (RAW_N / 2 + 29) / 30;
+	for (s = 0; s < steps; s++) {
+		if (s == steps / 2) {
+			daemon_stop();
+			daemon_start(NULL);
+		}
+		for (p = 0; p < 2; p++) {
+			ck_assert_msg(infeed_next(f[p], &st) == INFEED_OK,
+			    "%s", infeed_error(f[p]));
+			for (i = 0; i < st.rows; i++)
+				seen[st.indices[i]]++;
+			ck_assert_int_eq(infeed_release(f[p], &st), INFEED_OK);
+		}
+	}
+	for (p = 0; p < 2; p++) {
+		ck_assert_int_eq(infeed_next(f[p], &st), INFEED_END_OF_DATA);
+		infeed_free(f[p]);
+	}
+	for (i = 0; i < RAW_N; i++)
+		ck_assert_msg(seen[i] == 1, "sample %llu seen %u times",
+		    (unsigned long long)i, seen[i]);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -706,6 +915,11 @@ faults_suite(void)
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);
 	tcase_add_test(tc, test_session_ids_unique_across_restarts);
+	tcase_add_test(tc, test_file_replaced_under_session_keeps_serving);
+	tcase_add_test(tc, test_sigterm_with_held_step_and_waiting_next);
+	tcase_add_test(tc, test_reconnect_timeout_runs_out);
+	tcase_add_test(tc, test_reload_storm_during_attach_and_detach);
+	tcase_add_test(tc, test_distributed_exactly_once_through_a_restart);
 	suite_add_tcase(s, tc);
 	return (s);
 }
