@@ -247,6 +247,8 @@ int		 infeed_daemon_code(const struct infeed *f);
  * infeed_connect() - connect to infeedd and say hello.
  * @socket_path: NULL for $INFEED_SOCKET, or INFEED_DEFAULT_SOCKET.
  * @client_name: shown in the daemon's logs and status; may be NULL.
+ * A daemon that does not accept or answer within 10 s
+ * ($INFEED_CONNECT_TIMEOUT_MS) is an INFEED_ERR_SYSTEM that says so.
  */
 int		 infeed_connect(struct infeed *f, const char *socket_path,
 		    const char *client_name);

@@ -72,6 +72,8 @@ struct infeed {
 	uint64_t		 next_step;
 };
 
+#define INFEED_HANDSHAKE_MS	10000	/* connect and Hello, by default */
+
 /* The end of @field in @type: a struct of that size holds it wholly. */
 #define FIELD_END(type, field)						\
 	(offsetof(type, field) + sizeof(((type *)0)->field))
@@ -279,6 +281,38 @@ infeed_send(struct infeed *f, const Infeed__Frame *frame)
 	return (INFEED_OK);
 }
 
+/*
+ * How long connect and the Hello may take: a daemon that does not accept
+ * or answer (stopped, or out of descriptors) is an error, not a hang.
+ * $INFEED_CONNECT_TIMEOUT_MS changes it.
+ */
+static unsigned
+infeed_handshake_ms(void)
+{
+	const char	*e = getenv("INFEED_CONNECT_TIMEOUT_MS");
+	char		*end;
+	unsigned long	 v;
+
+	if (e != NULL) {
+		v = strtoul(e, &end, 10);
+		if (*e != '\0' && *end == '\0' && v > 0 && v < 3600000)
+			return ((unsigned)v);
+	}
+	return (INFEED_HANDSHAKE_MS);
+}
+
+/* Bound every send and receive on the socket to @ms (0: no bound). */
+static void
+infeed_set_timeout(int fd, unsigned ms)
+{
+	struct timeval	tv;
+
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 /* Read the next frame, waiting for it. */
 static int
 infeed_recv_any(struct infeed *f, Infeed__Frame **out)
@@ -302,6 +336,12 @@ infeed_recv_any(struct infeed *f, Infeed__Frame **out)
 		if (n == 0)
 			return (infeed_fail(f, INFEED_ERR_CLOSED, "infeedd "
 			    "closed the connection (did it stop or restart?)"));
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return (infeed_fail(f, INFEED_ERR_SYSTEM, "infeedd did "
+			    "not answer within %u ms (is it stopped or out of "
+			    "file descriptors? see its log; "
+			    "INFEED_CONNECT_TIMEOUT_MS sets the wait)",
+			    infeed_handshake_ms()));
 		if (n == -1)
 			return (infeed_fail(f, INFEED_ERR_SYSTEM, "reading "
 			    "from infeedd: %s", strerror(errno)));
@@ -390,10 +430,13 @@ infeed_connect(struct infeed *f, const char *path, const char *name)
 	if ((f->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "socket: %s",
 		    strerror(errno)));
+	infeed_set_timeout(f->fd, infeed_handshake_ms());
 	if (connect(f->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
 		r = infeed_fail(f, INFEED_ERR_SYSTEM, "cannot connect to "
 		    "infeedd at %s: %s (is infeedd running? set --socket or "
-		    "INFEED_SOCKET)", path, strerror(errno));
+		    "INFEED_SOCKET)", path, errno == EAGAIN ? "it accepts no "
+		    "connection (stopped, or its backlog is full)" :
+		    strerror(errno));
 		close(f->fd);
 		f->fd = -1;
 		return (r);
@@ -409,6 +452,8 @@ infeed_connect(struct infeed *f, const char *path, const char *name)
 		f->fd = -1;
 		return (r);
 	}
+	/* Past the handshake, a step may take as long as its data. */
+	infeed_set_timeout(f->fd, 0);
 	if (reply->welcome->has_max_frame_size &&
 	    reply->welcome->max_frame_size >= INFEED_MIN_MAX_FRAME) {
 		f->max_frame = reply->welcome->max_frame_size;

@@ -12,7 +12,9 @@
 
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -897,6 +899,42 @@ START_TEST(test_distributed_exactly_once_through_a_restart)
 }
 END_TEST
 
+/*
+ * A daemon that accepts no connection or never answers the Hello (stopped,
+ * or out of descriptors) makes infeed_connect fail with a clear error in
+ * bounded time, not hang.
+ */
+START_TEST(test_connect_times_out_on_a_silent_daemon)
+{
+	struct sockaddr_un	 sun;
+	struct infeed		*f = infeed_new();
+	char			 path[400];
+	uint64_t		 t0, ms;
+	int			 lfd, r;
+
+	snprintf(path, sizeof(path), "%s/silent.sock", dir);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, path);
+	ck_assert_int_ne(lfd = socket(AF_UNIX, SOCK_STREAM, 0), -1);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	ck_assert_int_eq(listen(lfd, 8), 0);	/* and never accept */
+	setenv("INFEED_CONNECT_TIMEOUT_MS", "500", 1);
+	t0 = now_ms();
+	r = infeed_connect(f, path, "patient");
+	ms = now_ms() - t0;
+	unsetenv("INFEED_CONNECT_TIMEOUT_MS");
+	ck_assert_int_eq(r, INFEED_ERR_SYSTEM);
+	ck_assert_msg(strstr(infeed_error(f), "did not answer within 500 "
+	    "ms") != NULL, "%s", infeed_error(f));
+	ck_assert_uint_ge(ms, 400);
+	ck_assert_uint_lt(ms, 3000);
+	infeed_free(f);
+	close(lfd);
+	unlink(path);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -920,6 +958,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_reconnect_timeout_runs_out);
 	tcase_add_test(tc, test_reload_storm_during_attach_and_detach);
 	tcase_add_test(tc, test_distributed_exactly_once_through_a_restart);
+	tcase_add_test(tc, test_connect_times_out_on_a_silent_daemon);
 	suite_add_tcase(s, tc);
 	return (s);
 }
