@@ -240,9 +240,9 @@ status_json(const struct infeed_stats *st)
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
 		printf("%s{\"pid\":%d,\"state\":\"%s\",\"rows_done\":"
-		    "%llu,\"restarts\":%u}", i ? "," : "", ws->pid,
-		    ws->state ? ws->state : "", (unsigned long long)
-		    ws->rows_done, ws->restarts);
+		    "%llu,\"restarts\":%u,\"stuck\":%u}", i ? "," : "",
+		    ws->pid, ws->state ? ws->state : "", (unsigned long long)
+		    ws->rows_done, ws->restarts, ws->stuck);
 	}
 	printf("]}\n");
 }
@@ -276,13 +276,14 @@ status_text(const struct infeed_stats *st)
 	}
 	if (st->nsessions == 0)
 		printf("(no sessions)\n");
-	printf("\n%-8s %-8s %-11s %12s %8s\n", "WORKER", "PID", "STATE",
-	    "ROWS", "RESTARTS");
+	printf("\n%-8s %-8s %-11s %12s %8s %6s\n", "WORKER", "PID", "STATE",
+	    "ROWS", "RESTARTS", "STUCK");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
-		printf("%-8zu %-8d %-11s %12llu %8u\n", i, ws->pid,
+		printf("%-8zu %-8d %-11s %12llu %8u %6u\n", i, ws->pid,
 		    ws->state ? ws->state : "",
-		    (unsigned long long)ws->rows_done, ws->restarts);
+		    (unsigned long long)ws->rows_done, ws->restarts,
+		    ws->stuck);
 	}
 	printf("\nRING is ready+held/slots.\n");
 }

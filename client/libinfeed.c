@@ -98,7 +98,7 @@ _Static_assert(sizeof(struct infeed_session_stats) ==
     FIELD_END(struct infeed_session_stats, seed),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_worker_stats) ==
-    FIELD_END(struct infeed_worker_stats, rows_done),
+    FIELD_END(struct infeed_worker_stats, reserved),
     "infeed_worker_stats has tail padding");
 
 /* A struct_size above this is not one any infeed.h ever had. */
@@ -1122,6 +1122,7 @@ infeed_worker_stats_from(const Infeed__WorkerStats *in, size_t size)
 	ws->pid = in->pid;
 	ws->rows_done = in->rows_done;
 	ws->restarts = in->restarts;
+	ws->stuck = in->has_stuck ? in->stuck : 0;
 	if (!infeed_strdup_opt(&ws->state, in->state)) {
 		free(ws);
 		return (NULL);
