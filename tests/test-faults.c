@@ -935,6 +935,74 @@ START_TEST(test_connect_times_out_on_a_silent_daemon)
 }
 END_TEST
 
+/*
+ * Fairness: one client's burst of pipelined requests adds only a bounded
+ * delay to another client's Next (a client's requests are handled while
+ * its replies stay under the limit, a chunk at a time).
+ */
+START_TEST(test_burst_from_one_client_bounds_anothers_delay)
+{
+	Infeed__Frame		 f = INFEED__FRAME__INIT;
+	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*g = client();
+	uint8_t			*one, *burst, sink[65536];
+	size_t			 len, n = 20000, i;
+	uint64_t		 t0, worst = 0, ms;
+	pid_t			 flood;
+	int			 fd, s;
+
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(g, "raw", &o, NULL), INFEED_OK);
+	f.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
+	f.list_datasets = &ld;
+	ck_assert_ptr_nonnull(one = wire_pack(&f, INFEED_DEFAULT_MAX_FRAME,
+	    &len));
+	burst = malloc(n * len);
+	for (i = 0; i < n; i++)
+		memcpy(burst + i * len, one, len);
+	fd = raw_greeted();
+	ck_assert_int_ne(flood = fork(), -1);
+	if (flood == 0) {
+		/* Send the burst, five times over, reading replies as it goes. */
+		struct pollfd	pfd = { fd, POLLIN | POLLOUT, 0 };
+		size_t		off = 0, total = 5 * n * len;
+
+		while (off < total) {
+			if (poll(&pfd, 1, 2000) <= 0)
+				_exit(1);
+			if (pfd.revents & POLLIN)
+				(void)read(fd, sink, sizeof(sink));
+			if (pfd.revents & POLLOUT) {
+				ssize_t	w = write(fd, burst + off % (n * len),
+				    n * len - off % (n * len));
+
+				if (w > 0)
+					off += (size_t)w;
+			}
+		}
+		_exit(0);
+	}
+	for (s = 0; s < 100; s++) {
+		t0 = now_ms();
+		ck_assert_int_eq(infeed_next(g, &st), INFEED_OK);
+		ms = now_ms() - t0;
+		worst = ms > worst ? ms : worst;
+		ck_assert_int_eq(infeed_release(g, &st), INFEED_OK);
+	}
+	kill(flood, SIGKILL);
+	waitpid(flood, NULL, 0);
+	ck_assert_msg(worst < 250, "a Next waited %llu ms behind another "
+	    "client's burst", (unsigned long long)worst);
+	close(fd);
+	free(burst);
+	free(one);
+	infeed_free(g);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -959,6 +1027,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_reload_storm_during_attach_and_detach);
 	tcase_add_test(tc, test_distributed_exactly_once_through_a_restart);
 	tcase_add_test(tc, test_connect_times_out_on_a_silent_daemon);
+	tcase_add_test(tc, test_burst_from_one_client_bounds_anothers_delay);
 	suite_add_tcase(s, tc);
 	return (s);
 }
