@@ -32,7 +32,7 @@
 #include "utf8.h"
 
 /* The catalogue lists good datasets and leaves out the broken one. */
-START_TEST(test_list_datasets)
+START_TEST(list_names_every_served_dataset)
 {
 	struct infeed		*f = client();
 	struct infeed_dataset	*list;
@@ -64,7 +64,7 @@ START_TEST(test_list_datasets)
 END_TEST
 
 /* A client sending garbage is cut off; another keeps being served. */
-START_TEST(test_garbage_client_cut_off)
+START_TEST(garbage_bytes_cut_the_client_off)
 {
 	struct infeed		*good = client();
 	struct infeed_dataset	*list;
@@ -98,7 +98,7 @@ START_TEST(test_garbage_client_cut_off)
 END_TEST
 
 /* An oversized length gets an Error and a disconnect, nothing else. */
-START_TEST(test_oversized_frame)
+START_TEST(oversized_frame_refused_before_allocating)
 {
 	struct wire_in	 in;
 	Infeed__Frame	*r;
@@ -124,7 +124,7 @@ START_TEST(test_oversized_frame)
 END_TEST
 
 /* A version mismatch is refused with both versions named. */
-START_TEST(test_version_mismatch)
+START_TEST(hello_with_another_version_refused)
 {
 	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
 	Infeed__Hello	 h = INFEED__HELLO__INIT;
@@ -151,7 +151,7 @@ START_TEST(test_version_mismatch)
 END_TEST
 
 /* A request before Hello, or a reply sent as a request, is refused. */
-START_TEST(test_unexpected_frames)
+START_TEST(frames_out_of_order_refused)
 {
 	Infeed__Frame		 f = INFEED__FRAME__INIT, *r;
 	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
@@ -272,7 +272,7 @@ run_epochs(struct infeed_options *o, unsigned epochs, int covers_all)
 }
 
 /* Without shuffle and without drop_last, an epoch is 0..N-1 in order. */
-START_TEST(test_epoch_in_order)
+START_TEST(epoch_in_order_delivers_every_sample_once)
 {
 	struct infeed_options	o;
 
@@ -287,7 +287,7 @@ START_TEST(test_epoch_in_order)
 END_TEST
 
 /* Shuffled epochs deliver every index once, in the sampler's order. */
-START_TEST(test_epoch_shuffled)
+START_TEST(shuffled_epochs_deliver_every_sample_once)
 {
 	struct infeed_options	o;
 
@@ -304,7 +304,7 @@ START_TEST(test_epoch_shuffled)
 END_TEST
 
 /* Distributed shares are checked against the sampler's blocks. */
-START_TEST(test_epoch_distributed)
+START_TEST(distributed_shares_cover_the_epoch_once)
 {
 	struct infeed_options	o;
 	uint32_t		p;
@@ -345,7 +345,7 @@ collect(struct infeed_options *o, unsigned steps, size_t *n)
 }
 
 /* The order depends on seed and epoch only: not workers, not buffer size. */
-START_TEST(test_order_independent_of_workers)
+START_TEST(order_independent_of_worker_count)
 {
 	struct infeed_options	 o;
 	uint64_t		*a, *b, *c;
@@ -378,7 +378,7 @@ START_TEST(test_order_independent_of_workers)
 END_TEST
 
 /* Without load_indefinitely each epoch ends with END_OF_DATA. */
-START_TEST(test_end_of_data)
+START_TEST(end_of_data_follows_the_last_step)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
@@ -405,7 +405,7 @@ START_TEST(test_end_of_data)
 END_TEST
 
 /* Bad options are refused with a reason; the connection stays usable. */
-START_TEST(test_bad_options)
+START_TEST(bad_attach_options_refused_with_advice)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
@@ -452,7 +452,7 @@ START_TEST(test_bad_options)
 END_TEST
 
 /* An attach beyond the memory budget says how much it needs and has. */
-START_TEST(test_memory_budget)
+START_TEST(attach_past_the_memory_budget_refused_until_freed)
 {
 	struct infeed		*f = client(), *g = client();
 	struct infeed_options	 o;
@@ -598,7 +598,7 @@ START_TEST(test_memory_budget_in_exact_units)
 END_TEST
 
 /* uint8 -> float32 with scale and normalisation. */
-START_TEST(test_transform)
+START_TEST(float32_transform_normalises_rows)
 {
 	struct infeed			*f = client();
 	struct infeed_options		 o;
@@ -634,7 +634,7 @@ START_TEST(test_transform)
 END_TEST
 
 /* Releasing a slot that is not held is refused; the session goes on. */
-START_TEST(test_bad_release)
+START_TEST(release_of_an_unheld_slot_refused)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
@@ -658,7 +658,7 @@ START_TEST(test_bad_release)
 END_TEST
 
 /* The ring is mapped read-only: the client cannot write the daemon's data. */
-START_TEST(test_ring_read_only)
+START_TEST(ring_mapped_read_only_in_the_client)
 {
 	struct infeed		*f = client();
 	struct infeed_options	 o;
@@ -678,7 +678,7 @@ START_TEST(test_ring_read_only)
 END_TEST
 
 /* A worker killed mid-epoch is replaced; the epoch is still complete. */
-START_TEST(test_worker_killed)
+START_TEST(killed_workers_restarted_and_rows_redone)
 {
 	struct infeed_options	 o;
 	char			 cmd[256];
@@ -697,7 +697,7 @@ START_TEST(test_worker_killed)
 END_TEST
 
 /* SIGTERM stops the daemon cleanly and removes its socket. */
-START_TEST(test_sigterm_removes_socket)
+START_TEST(sigterm_stops_cleanly_and_removes_the_socket)
 {
 	struct infeed	*f = client();
 	struct stat	 sb;
@@ -713,7 +713,7 @@ START_TEST(test_sigterm_removes_socket)
 END_TEST
 
 /* Many clients at once, all served. */
-START_TEST(test_many_clients)
+START_TEST(many_clients_served_at_once)
 {
 	struct infeed		*f[20];
 	struct infeed_options	 o;
@@ -744,27 +744,27 @@ integration_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_list_datasets);
-	tcase_add_test(tc, test_garbage_client_cut_off);
-	tcase_add_test(tc, test_oversized_frame);
-	tcase_add_test(tc, test_version_mismatch);
-	tcase_add_test(tc, test_unexpected_frames);
-	tcase_add_test(tc, test_epoch_in_order);
-	tcase_add_test(tc, test_epoch_shuffled);
-	tcase_add_test(tc, test_epoch_distributed);
-	tcase_add_test(tc, test_order_independent_of_workers);
-	tcase_add_test(tc, test_end_of_data);
-	tcase_add_test(tc, test_bad_options);
-	tcase_add_test(tc, test_memory_budget);
+	tcase_add_test(tc, list_names_every_served_dataset);
+	tcase_add_test(tc, garbage_bytes_cut_the_client_off);
+	tcase_add_test(tc, oversized_frame_refused_before_allocating);
+	tcase_add_test(tc, hello_with_another_version_refused);
+	tcase_add_test(tc, frames_out_of_order_refused);
+	tcase_add_test(tc, epoch_in_order_delivers_every_sample_once);
+	tcase_add_test(tc, shuffled_epochs_deliver_every_sample_once);
+	tcase_add_test(tc, distributed_shares_cover_the_epoch_once);
+	tcase_add_test(tc, order_independent_of_worker_count);
+	tcase_add_test(tc, end_of_data_follows_the_last_step);
+	tcase_add_test(tc, bad_attach_options_refused_with_advice);
+	tcase_add_test(tc, attach_past_the_memory_budget_refused_until_freed);
 	tcase_add_test(tc, test_memory_budget_in_exact_units);
 	tcase_add_test(tc, test_client_name_cut_on_a_character);
 	tcase_add_test(tc, test_long_dataset_name_keeps_the_advice);
-	tcase_add_test(tc, test_transform);
-	tcase_add_test(tc, test_bad_release);
-	tcase_add_test(tc, test_ring_read_only);
-	tcase_add_test(tc, test_worker_killed);
-	tcase_add_test(tc, test_sigterm_removes_socket);
-	tcase_add_test(tc, test_many_clients);
+	tcase_add_test(tc, float32_transform_normalises_rows);
+	tcase_add_test(tc, release_of_an_unheld_slot_refused);
+	tcase_add_test(tc, ring_mapped_read_only_in_the_client);
+	tcase_add_test(tc, killed_workers_restarted_and_rows_redone);
+	tcase_add_test(tc, sigterm_stops_cleanly_and_removes_the_socket);
+	tcase_add_test(tc, many_clients_served_at_once);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -106,7 +106,7 @@ listed(struct infeed *f, const char *name)
 }
 
 /* READY with STATUS, WATCHDOG at half the interval, STOPPING at the end. */
-START_TEST(test_notify_lifecycle)
+START_TEST(sd_notify_ready_status_and_stopping)
 {
 	char	msg[1024];
 	int	status;
@@ -135,7 +135,7 @@ START_TEST(test_notify_lifecycle)
 END_TEST
 
 /* A listening socket passed by systemd-socket-activate is used as is. */
-START_TEST(test_socket_activation)
+START_TEST(serves_on_the_socket_systemd_passes)
 {
 	const char	*bin = getenv("INFEEDD");
 	struct infeed	*f;
@@ -174,7 +174,7 @@ START_TEST(test_socket_activation)
 END_TEST
 
 /* Reload: an unchanged dataset's session goes on, a new one appears. */
-START_TEST(test_reload_good)
+START_TEST(sighup_reload_applies_a_good_config)
 {
 	struct infeed		*f, *g;
 	struct infeed_options	 o;
@@ -234,7 +234,7 @@ START_TEST(test_reload_good)
 END_TEST
 
 /* A broken new configuration is refused; the old one stays in force. */
-START_TEST(test_reload_broken)
+START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
 {
 	struct infeed		*f;
 	struct infeed_options	 o;
@@ -282,7 +282,7 @@ read_log(char *buf, size_t len)
  * reload.  Each message names the file, the section, the key, the key
  * probably meant and the valid ones.
  */
-START_TEST(test_unknown_keys)
+START_TEST(unknown_keys_refuse_the_dataset_or_the_file)
 {
 	const char	*bin = getenv("INFEEDD");
 	struct infeed	*f;
@@ -399,7 +399,7 @@ START_TEST(test_default_config_follows_sysconfdir)
 }
 END_TEST
 
-START_TEST(test_access_refused)
+START_TEST(allow_groups_refuses_other_groups)
 {
 	struct infeed	*f;
 
@@ -427,12 +427,12 @@ service_suite(void)
 
 	tcase_add_checked_fixture(tc, setup_files, teardown_all);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_notify_lifecycle);
-	tcase_add_test(tc, test_socket_activation);
-	tcase_add_test(tc, test_reload_good);
-	tcase_add_test(tc, test_reload_broken);
-	tcase_add_test(tc, test_unknown_keys);
-	tcase_add_test(tc, test_access_refused);
+	tcase_add_test(tc, sd_notify_ready_status_and_stopping);
+	tcase_add_test(tc, serves_on_the_socket_systemd_passes);
+	tcase_add_test(tc, sighup_reload_applies_a_good_config);
+	tcase_add_test(tc, sighup_reload_keeps_the_config_when_the_new_one_is_bad);
+	tcase_add_test(tc, unknown_keys_refuse_the_dataset_or_the_file);
+	tcase_add_test(tc, allow_groups_refuses_other_groups);
 	tcase_add_test(tc, test_default_config_follows_sysconfdir);
 	suite_add_tcase(s, tc);
 	return (s);
