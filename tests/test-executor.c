@@ -329,7 +329,7 @@ START_TEST(ring_allreduce_is_the_mean)
 END_TEST
 
 /* Training on a learnable pattern lowers the loss. */
-START_TEST(training_learns)
+START_TEST(training_lowers_the_loss)
 {
 	struct executor_options o;
 	struct step_outputs out;
@@ -543,7 +543,7 @@ static Suite *executor_suite(void)
 	tcase_add_test(tc, replicas_match_a_bigger_batch);
 	tcase_add_test(tc, accumulation_matches_a_bigger_batch);
 	tcase_add_test(tc, ring_allreduce_is_the_mean);
-	tcase_add_test(tc, training_learns);
+	tcase_add_test(tc, training_lowers_the_loss);
 	tcase_add_test(tc, output_modes_have_poptorchs_shapes);
 	tcase_add_test(tc, refusals_say_why);
 	tcase_add_test(tc, inference_takes_short_steps);

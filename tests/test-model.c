@@ -648,7 +648,7 @@ START_TEST(test_shapes_dataloading)
 }
 END_TEST
 
-START_TEST(test_init_seeded)
+START_TEST(initial_weights_depend_on_the_seed_alone)
 {
 	struct model	*a = model_new(MODEL_PIPELINE_TUTORIAL, 7);
 	struct model	*b = model_new(MODEL_PIPELINE_TUTORIAL, 7);
@@ -743,7 +743,7 @@ START_TEST(test_grad_dataloading_stack)
 END_TEST
 
 /* A reference cross-entropy in double, as the header defines it. */
-START_TEST(test_cross_entropy)
+START_TEST(cross_entropy_matches_a_double_reference)
 {
 	enum { N = 5, C = 7 };
 	float		 z[N * C], dz[N * C], zc[N * C], keep;
@@ -894,7 +894,7 @@ START_TEST(test_maxpool_ties)
 END_TEST
 
 /* Splitting a range at every layer changes neither pass, bit for bit. */
-START_TEST(test_split_ranges)
+START_TEST(split_layer_ranges_change_neither_pass)
 {
 	static const enum model_kind kinds[] = {
 		MODEL_PIPELINE_TUTORIAL, MODEL_DATALOADING_TUTORIAL,
@@ -1045,7 +1045,7 @@ START_TEST(test_optimiser_defaults)
 END_TEST
 
 /* torch.optim.SGD: buf = g + wd p the first time, then mom buf + g + wd p. */
-START_TEST(test_sgd_momentum)
+START_TEST(sgd_momentum_matches_torch)
 {
 	static const float	 g[3][3] = {
 		{ 0.5f, -1.0f, 0.0f }, { 0.25f, 2.0f, -0.5f },
@@ -1089,7 +1089,7 @@ START_TEST(test_sgd_momentum)
 END_TEST
 
 /* torch.optim.AdamW, step by step with the bias corrections. */
-START_TEST(test_adamw)
+START_TEST(adamw_matches_torch_step_by_step)
 {
 	static const float	 g[3][3] = {
 		{ 0.5f, -1.0f, 0.0f }, { 0.25f, 2.0f, -0.5f },
@@ -1302,7 +1302,7 @@ model_suite(void)
 	tc = tcase_create("shapes");
 	tcase_add_test(tc, test_shapes_pipeline);
 	tcase_add_test(tc, test_shapes_dataloading);
-	tcase_add_test(tc, test_init_seeded);
+	tcase_add_test(tc, initial_weights_depend_on_the_seed_alone);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("gradients");
@@ -1311,22 +1311,22 @@ model_suite(void)
 	tcase_add_test(tc, test_grad_dataloading_layers);
 	tcase_add_test(tc, test_grad_pipeline_stack);
 	tcase_add_test(tc, test_grad_dataloading_stack);
-	tcase_add_test(tc, test_cross_entropy);
+	tcase_add_test(tc, cross_entropy_matches_a_double_reference);
 	tcase_add_test(tc, test_cross_entropy_edges);
 	tcase_add_test(tc, test_maxpool_ties);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stages");
-	tcase_add_test(tc, test_split_ranges);
+	tcase_add_test(tc, split_layer_ranges_change_neither_pass);
 	tcase_add_test(tc, test_grad_accumulation);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("optimisers");
 	tcase_add_test(tc, test_optimiser_defaults);
-	tcase_add_test(tc, test_sgd_momentum);
-	tcase_add_test(tc, test_adamw);
+	tcase_add_test(tc, sgd_momentum_matches_torch);
+	tcase_add_test(tc, adamw_matches_torch_step_by_step);
 	tcase_add_test(tc, test_lr_schedule_torch);
 	tcase_add_test(tc, test_lr_schedule_names);
 	tcase_add_test(tc, test_fit_pipeline_sgd);

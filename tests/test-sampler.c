@@ -402,7 +402,7 @@ END_TEST
  * The shuffle is specified in sampler.c so that clients can reproduce it;
  * these orders come from an independent Python transcription of that text.
  */
-START_TEST(test_shuffle_golden)
+START_TEST(shuffle_matches_an_independent_transcription)
 {
 	static const uint64_t	want10[10] = { 7, 6, 9, 5, 8, 1, 4, 0, 2, 3 };
 	static const uint64_t	want16[16] = { 8, 12, 6, 7, 5, 2, 11, 10, 1,
@@ -546,7 +546,7 @@ START_TEST(test_distributed_disjoint)
 }
 END_TEST
 
-START_TEST(test_distributed_p2)
+START_TEST(two_processes_get_equal_contiguous_blocks)
 {
 	struct sampler_opts	o = opts_default(10000, 16, 50);
 	uint64_t		out[800];
@@ -571,7 +571,7 @@ START_TEST(test_distributed_p2)
 }
 END_TEST
 
-START_TEST(test_distributed_p3)
+START_TEST(three_processes_get_equal_contiguous_blocks)
 {
 	struct sampler_opts	o = opts_default(10000, 16, 50);
 	uint32_t		p;
@@ -668,7 +668,7 @@ START_TEST(test_distributed_shuffle_global)
 }
 END_TEST
 
-START_TEST(test_invalid_values)
+START_TEST(invalid_options_refused_with_messages)
 {
 	struct sampler_opts	o;
 
@@ -799,7 +799,7 @@ sampler_suite(void)
 	tcase_add_test(tc, test_shuffle_reproducible);
 	tcase_add_test(tc, test_shuffle_epochs_and_seeds_differ);
 	tcase_add_test(tc, test_shuffle_trivial_sizes);
-	tcase_add_test(tc, test_shuffle_golden);
+	tcase_add_test(tc, shuffle_matches_an_independent_transcription);
 	tcase_add_test(tc, test_shuffle_uniform);
 	tcase_add_test(tc, test_shuffle_large);
 	tcase_set_timeout(tc, 60);
@@ -808,8 +808,8 @@ sampler_suite(void)
 	tc = tcase_create("distributed");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_distributed_disjoint);
-	tcase_add_test(tc, test_distributed_p2);
-	tcase_add_test(tc, test_distributed_p3);
+	tcase_add_test(tc, two_processes_get_equal_contiguous_blocks);
+	tcase_add_test(tc, three_processes_get_equal_contiguous_blocks);
 	tcase_add_test(tc, test_distributed_p3_keep_last);
 	tcase_add_test(tc, test_distributed_uneven_steps);
 	tcase_add_test(tc, test_distributed_shuffle_global);
@@ -818,7 +818,7 @@ sampler_suite(void)
 
 	tc = tcase_create("validation");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_invalid_values);
+	tcase_add_test(tc, invalid_options_refused_with_messages);
 	tcase_add_test(tc, test_invalid_overflow);
 	tcase_add_test(tc, test_invalid_no_step);
 	tcase_add_test(tc, test_invalid_null_cause);

@@ -299,7 +299,7 @@ closed_peak(enum schedule_kind kind, int n, int m, int k)
 	}
 }
 
-START_TEST(test_names)
+START_TEST(schedule_names_parse_and_print_back)
 {
 	int	i;
 
@@ -502,7 +502,7 @@ START_TEST(test_sharded_table)
 }
 END_TEST
 
-START_TEST(test_recompute)
+START_TEST(recomputation_slots_match_the_reference)
 {
 	char	cell[64];
 	int	peak[4];
@@ -527,7 +527,7 @@ START_TEST(test_recompute)
 }
 END_TEST
 
-START_TEST(test_inference)
+START_TEST(inference_schedules_have_forward_slots_only)
 {
 	build(SCHEDULE_PIPELINED, 4, 8, false, false);
 	ck_assert_int_eq(sch.nslots, 11);
@@ -603,7 +603,7 @@ START_TEST(test_valid_order_all)
 }
 END_TEST
 
-START_TEST(test_invalid)
+START_TEST(invalid_schedules_refused_with_advice)
 {
 	expect_refused(SCHEDULE_PIPELINED, 4, 4, true, "at least 7",
 	    "got 4", "closest valid value is 7", (char *)NULL);
@@ -686,7 +686,7 @@ tutorial_rate(const struct ipu_config *cfg, int replicas, bool synthetic)
 	return (dt.items_per_s);
 }
 
-START_TEST(test_calibration)
+START_TEST(cost_model_matches_the_tutorial_calibration)
 {
 	struct ipu_config	cfg;
 	double			r1, r4, real1;
@@ -924,7 +924,7 @@ START_TEST(test_async_costs)
 }
 END_TEST
 
-START_TEST(test_config_set)
+START_TEST(ipu_settings_set_or_refused_with_the_valid_keys)
 {
 	struct ipu_config	cfg, def;
 	char			err[1024];
@@ -975,7 +975,7 @@ START_TEST(test_config_set)
 }
 END_TEST
 
-START_TEST(test_config_print)
+START_TEST(ipu_settings_print_with_units)
 {
 	struct ipu_config	 cfg;
 	char			*buf = NULL;
@@ -1355,7 +1355,7 @@ schedule_suite(void)
 
 	tc = tcase_create("schedules");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, schedule_names_parse_and_print_back);
 	tcase_add_test(tc, test_totals_n4_m8);
 	tcase_add_test(tc, test_totals_other_m);
 	tcase_add_test(tc, test_peak_stash_n4_m8);
@@ -1365,23 +1365,23 @@ schedule_suite(void)
 	tcase_add_test(tc, test_table_interleaved_1f1b);
 	tcase_add_test(tc, test_table_pipelined_m10);
 	tcase_add_test(tc, test_sharded_table);
-	tcase_add_test(tc, test_recompute);
-	tcase_add_test(tc, test_inference);
+	tcase_add_test(tc, recomputation_slots_match_the_reference);
+	tcase_add_test(tc, inference_schedules_have_forward_slots_only);
 	tcase_add_test(tc, test_valid_order_all);
-	tcase_add_test(tc, test_invalid);
+	tcase_add_test(tc, invalid_schedules_refused_with_advice);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("costmodel");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_calibration);
+	tcase_add_test(tc, cost_model_matches_the_tutorial_calibration);
 	tcase_add_test(tc, test_allreduce_and_update);
 	tcase_add_test(tc, test_monotonic_in_m);
 	tcase_add_test(tc, test_unit_matches_schedule);
 	tcase_add_test(tc, test_worked_example);
 	tcase_add_test(tc, test_async_costs);
-	tcase_add_test(tc, test_config_set);
-	tcase_add_test(tc, test_config_print);
+	tcase_add_test(tc, ipu_settings_set_or_refused_with_the_valid_keys);
+	tcase_add_test(tc, ipu_settings_print_with_units);
 	tcase_add_test(tc, test_costmodel_refuses);
 	suite_add_tcase(s, tc);
 

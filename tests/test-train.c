@@ -272,7 +272,7 @@ START_TEST(synthetic_emulated_with_profile)
 END_TEST
 
 /* The schedule command prints the reference totals. */
-START_TEST(schedule_command)
+START_TEST(schedule_command_prints_the_reference_totals)
 {
 	const char *json;
 	int rc = run((const char *[]){ "schedule", "--stages", "4",
@@ -306,7 +306,7 @@ static Suite *train_suite(void)
 	tcase_add_test(tc, refusals_are_advice);
 	tcase_add_test(tc, dataloading_experiment);
 	tcase_add_test(tc, synthetic_emulated_with_profile);
-	tcase_add_test(tc, schedule_command);
+	tcase_add_test(tc, schedule_command_prints_the_reference_totals);
 	suite_add_tcase(s, tc);
 	return s;
 }
