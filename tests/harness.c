@@ -327,6 +327,28 @@ raw_hello(int fd, struct wire_in *in, uint32_t version)
 	infeed__frame__free_unpacked(r, NULL);
 }
 
+/* GetStats on a new raw connection; the caller frees the frame. */
+Infeed__Frame *
+raw_stats(void)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	struct wire_in	 in;
+	int		 fd = raw_connect();
+
+	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
+	f.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	f.get_stats = &gs;
+	raw_send(fd, &f);
+	r = raw_recv(fd, &in);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STATS);
+	close(fd);
+	wire_in_clear(&in);
+	return (r);
+}
+
 /* True when the daemon has closed @fd (EOF within two seconds). */
 int
 raw_closed(int fd)

@@ -44,5 +44,6 @@ void		 raw_send(int fd, const Infeed__Frame *f);
 Infeed__Frame	*raw_recv(int fd, struct wire_in *in);
 void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
+Infeed__Frame	*raw_stats(void);
 
 #endif /* INFEED_TEST_HARNESS_H */

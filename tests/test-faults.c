@@ -97,28 +97,6 @@ read_log(char *buf, size_t len)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
-/* GetStats on a raw connection (it fails if no answer comes in 2 s). */
-static Infeed__Frame *
-stats(void)
-{
-	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
-	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
-	struct wire_in	 in;
-	int		 fd = raw_connect();
-
-	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
-	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
-	f.msg_case = INFEED__FRAME__MSG_GET_STATS;
-	f.get_stats = &gs;
-	raw_send(fd, &f);
-	r = raw_recv(fd, &in);
-	ck_assert_ptr_nonnull(r);
-	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STATS);
-	close(fd);
-	wire_in_clear(&in);
-	return (r);
-}
-
 /* Restart the daemon with @extra in its configuration and @workers. */
 static void
 restart(const char *extra, const char *workers)
@@ -241,7 +219,7 @@ START_TEST(test_stopped_worker_replaced)
 	n = worker_pids(w + 1, 3);
 	ck_assert_int_eq(n, 1);
 	ck_assert_int_ne(w[1], w[0]);
-	r = stats();
+	r = raw_stats();
 	ck_assert_uint_eq(r->stats->n_workers, 1);
 	ck_assert_uint_ge(r->stats->workers[0]->restarts, 1);
 	ck_assert_uint_ge(r->stats->workers[0]->stuck, 1);
@@ -284,7 +262,7 @@ START_TEST(test_unread_worker_socket_does_not_freeze)
 	for (i = 0; i < SESSIONS; i++)
 		infeed_free(f[i]);
 	t0 = now_ms();
-	infeed__frame__free_unpacked(stats(), NULL);
+	infeed__frame__free_unpacked(raw_stats(), NULL);
 	ck_assert_uint_lt(now_ms() - t0, 1000);
 	kill(w[0], SIGKILL);
 	kill(w[0], SIGCONT);
@@ -416,7 +394,7 @@ START_TEST(test_unread_replies_bound_memory)
 	}
 	usleep(500000);
 	t0 = now_ms();
-	infeed__frame__free_unpacked(stats(), NULL);
+	infeed__frame__free_unpacked(raw_stats(), NULL);
 	ck_assert_uint_lt(now_ms() - t0, 1000);
 	after = daemon_rss_kib();
 	ck_assert_msg(after - before < 32 * 1024, "the daemon grew from %ld "
@@ -542,7 +520,7 @@ START_TEST(test_out_of_descriptors_clients_refused)
 		close(fds[i]);
 	usleep(1200000);	/* accepting resumes within a second */
 	t0 = now_ms();
-	infeed__frame__free_unpacked(stats(), NULL);
+	infeed__frame__free_unpacked(raw_stats(), NULL);
 	ck_assert_uint_lt(now_ms() - t0, 1000);
 }
 END_TEST
@@ -842,7 +820,7 @@ START_TEST(test_reload_storm_during_attach_and_detach)
 	}
 	ck_assert_int_eq(waitpid(hup, &status, 0), hup);
 	t0 = now_ms();
-	infeed__frame__free_unpacked(stats(), NULL);
+	infeed__frame__free_unpacked(raw_stats(), NULL);
 	ck_assert_uint_lt(now_ms() - t0, 1000);
 }
 END_TEST

@@ -481,28 +481,6 @@ START_TEST(attach_past_the_memory_budget_refused_until_freed)
 }
 END_TEST
 
-/* GetStats on a raw connection; the caller frees the frame. */
-static Infeed__Frame *
-raw_stats(void)
-{
-	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
-	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
-	struct wire_in	 in;
-	int		 fd = raw_connect();
-
-	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
-	raw_hello(fd, &in, WIRE_PROTOCOL_VERSION);
-	f.msg_case = INFEED__FRAME__MSG_GET_STATS;
-	f.get_stats = &gs;
-	raw_send(fd, &f);
-	r = raw_recv(fd, &in);
-	ck_assert_ptr_nonnull(r);
-	ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STATS);
-	close(fd);
-	wire_in_clear(&in);
-	return (r);
-}
-
 /*
  * A client name is kept as valid UTF-8 of at most INFEED_MAX_CLIENT_NAME
  * bytes, cut on a character, on one line: Stats stays decodable by strict

@@ -34,7 +34,7 @@
 #include "catalogue.h"
 #include "config.h"
 #include "dataset.h"
-#include "fake-reader.h"
+#include "unit-daemon.h"
 #include "log.h"
 #include "pool.h"
 #include "ring.h"
@@ -71,62 +71,6 @@ static struct ring_budget	 budget;
 static char			*cause;
 
 /*
- * Under AddressSanitizer, leave a worker's SIGSEGV or SIGBUS (the "flaky"
- * reader crashes on purpose) to kill it as it would in production, rather
- * than report it as a finding and exit 1; the pool's handling of the
- * crash is the test.  Without the sanitizer nothing calls this.
- */
-const char	*__asan_default_options(void);
-const char *
-__asan_default_options(void)
-{
-	return ("handle_sigbus=0:handle_segv=0");
-}
-
-/* Milliseconds on a clock that only goes forward. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
-/* snprintf that fails the test rather than cut. */
-static void __attribute__((format(printf, 3, 4)))
-fmt(char *buf, size_t len, const char *f, ...)
-{
-	va_list	ap;
-	int	n;
-
-	va_start(ap, f);
-	n = vsnprintf(buf, len, f, ap);
-	va_end(ap);
-	ck_assert(n >= 0 && (size_t)n < len);
-}
-
-/* Write @len bytes to @path. */
-static void
-write_file(const char *path, const void *buf, size_t len)
-{
-	FILE	*f;
-
-	ck_assert_ptr_nonnull(f = fopen(path, "w"));
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
-/* The tick: ends each round of the loop, so deadlines are checked. */
-static void
-tick_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	(void)fd;
-	(void)ev;
-	(void)arg;
-}
-
-/*
  * A fresh directory, configuration, catalogue, event base and pool of two
  * workers for every test: "f32" is synthetic, "raw" a file of 16 records
  * of 4 bytes.
@@ -139,18 +83,18 @@ setup(void)
 	uint8_t		data[64], labels[16];
 	int		i;
 
-	fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
+	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 	for (i = 0; i < 64; i++)
 		data[i] = (uint8_t)(i * 3 + 1);
 	for (i = 0; i < 16; i++)
 		labels[i] = (uint8_t)(i % 5);
-	fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
-	fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin",
+	unit_fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
+	unit_fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin",
 	    tmpdir);
-	write_file(raw_path, data, sizeof(data));
-	write_file(labels_path, labels, sizeof(labels));
-	fmt(text, sizeof(text),
+	unit_write_file(raw_path, data, sizeof(data));
+	unit_write_file(labels_path, labels, sizeof(labels));
+	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = %d\n"
 	    "memory_budget = 16M\n"
@@ -168,20 +112,20 @@ setup(void)
 	    "dtype = uint8\n"
 	    "labels = %s\n"
 	    "label_dtype = uint8\n", WORKERS, raw_path, labels_path);
-	fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	write_file(path, text, strlen(text));
+	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
+	unit_write_file(path, text, strlen(text));
 
 	cause = NULL;
 	conf = config_load(path, &cause);
 	ck_assert_msg(conf != NULL, "config: %s", cause);
 	cat = catalogue_open(conf, NULL);
 	ck_assert_uint_eq(cat->ndatasets, 2);
-	fake_add_flaky(cat);
+	unit_add_flaky(cat);
 	budget.limit = conf->memory_budget;
 	budget.used = 0;
 	budget.source = conf->path;
 	ck_assert_ptr_nonnull(base = event_base_new());
-	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, tick_cb,
+	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, unit_tick_cb,
 	    NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
 	/*
@@ -240,10 +184,10 @@ done_cb(void *arg, const struct pool_report *r)
 static bool
 run_until(bool (*pred)(const void *), const void *arg)
 {
-	uint64_t	deadline = now_ms() + DEADLINE_MS;
+	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
 
 	while (!pred(arg)) {
-		if (now_ms() > deadline)
+		if (unit_now_ms() > deadline)
 			return (false);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -254,9 +198,9 @@ run_until(bool (*pred)(const void *), const void *arg)
 static void
 run_for(uint64_t ms)
 {
-	uint64_t	end = now_ms() + ms;
+	uint64_t	end = unit_now_ms() + ms;
 
-	while (now_ms() < end)
+	while (unit_now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
 }
 
@@ -474,8 +418,8 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 		    ring_indices(ra, 0) + i * 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 3);
-	deadline = now_ms() + DEADLINE_MS;
-	while (rec_a.n < 4 && now_ms() < deadline) {
+	deadline = unit_now_ms() + DEADLINE_MS;
+	while (rec_a.n < 4 && unit_now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE);
 		if (busy_workers() > most)
 			most = busy_workers();

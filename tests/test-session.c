@@ -39,7 +39,7 @@
 
 #include "catalogue.h"
 #include "config.h"
-#include "fake-reader.h"
+#include "unit-daemon.h"
 #include "dataset.h"
 #include "log.h"
 #include "pool.h"
@@ -87,62 +87,6 @@ static uint8_t			*view;		/* the client's mapping */
 static Infeed__Attached		 at;
 
 /*
- * Under AddressSanitizer, leave a worker's SIGSEGV or SIGBUS (the "flaky"
- * reader crashes on purpose) to kill it as it would in production, rather
- * than report it as a finding and exit 1; the pool's handling of the
- * crash is the test.  Without the sanitizer nothing calls this.
- */
-const char	*__asan_default_options(void);
-const char *
-__asan_default_options(void)
-{
-	return ("handle_sigbus=0:handle_segv=0");
-}
-
-/* Milliseconds on a clock that only goes forward. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
-/* snprintf that fails the test rather than cut. */
-static void __attribute__((format(printf, 3, 4)))
-fmt(char *buf, size_t len, const char *f, ...)
-{
-	va_list	ap;
-	int	n;
-
-	va_start(ap, f);
-	n = vsnprintf(buf, len, f, ap);
-	va_end(ap);
-	ck_assert(n >= 0 && (size_t)n < len);
-}
-
-/* Write @len bytes to @path. */
-static void
-write_file(const char *path, const void *buf, size_t len)
-{
-	FILE	*f;
-
-	ck_assert_ptr_nonnull(f = fopen(path, "w"));
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
-/* The tick: ends each round of the loop, so deadlines are checked. */
-static void
-tick_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	(void)fd;
-	(void)ev;
-	(void)arg;
-}
-
-/*
  * A fresh directory, configuration, catalogue, event base, pool and
  * options for every test: batches of 4, 3 slots, no shuffle.
  */
@@ -156,17 +100,17 @@ setup(void)
 	uint8_t		data[256], labels[64];
 	int		i;
 
-	fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
+	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 	for (i = 0; i < 256; i++)
 		data[i] = (uint8_t)(i / 4 + 1);		/* never 0 */
 	for (i = 0; i < 64; i++)
 		labels[i] = (uint8_t)(i % 3);
-	fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
-	fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin", tmpdir);
-	write_file(raw_path, data, sizeof(data));
-	write_file(labels_path, labels, sizeof(labels));
-	fmt(text, sizeof(text),
+	unit_fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
+	unit_fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin", tmpdir);
+	unit_write_file(raw_path, data, sizeof(data));
+	unit_write_file(labels_path, labels, sizeof(labels));
+	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = %d\n"
 	    "memory_budget = 16M\n"
@@ -188,20 +132,20 @@ setup(void)
 	    "dtype = uint8\n"
 	    "labels = %s\n"
 	    "label_dtype = uint8\n", WORKERS, raw_path, labels_path);
-	fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	write_file(path, text, strlen(text));
+	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
+	unit_write_file(path, text, strlen(text));
 
 	cause = NULL;
 	conf = config_load(path, &cause);
 	ck_assert_msg(conf != NULL, "config: %s", cause);
 	cat = catalogue_open(conf, NULL);
 	ck_assert_uint_eq(cat->ndatasets, 3);
-	fake_add_flaky(cat);
+	unit_add_flaky(cat);
 	budget.limit = conf->memory_budget;
 	budget.used = 0;
 	budget.source = conf->path;
 	ck_assert_ptr_nonnull(base = event_base_new());
-	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, tick_cb,
+	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, unit_tick_cb,
 	    NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
 	/*
@@ -299,7 +243,7 @@ ev_error_cb(void *arg, struct session_req req, Infeed__ErrorCode code,
 	(void)arg;
 	e = ev_add(EV_ERROR, req);
 	e->code = code;
-	fmt(e->msg, sizeof(e->msg), "%s", message);
+	unit_fmt(e->msg, sizeof(e->msg), "%s", message);
 }
 
 static const struct session_events events = {
@@ -394,10 +338,10 @@ release(uint32_t slot)
 static void
 wait_events(unsigned n)
 {
-	uint64_t	deadline = now_ms() + DEADLINE_MS;
+	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
 
 	while (nev < n) {
-		ck_assert_msg(now_ms() < deadline, "%u answers, not %u, by "
+		ck_assert_msg(unit_now_ms() < deadline, "%u answers, not %u, by "
 		    "the deadline", nev, n);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -407,9 +351,9 @@ wait_events(unsigned n)
 static void
 run_for(uint64_t ms)
 {
-	uint64_t	end = now_ms() + ms;
+	uint64_t	end = unit_now_ms() + ms;
 
-	while (now_ms() < end)
+	while (unit_now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
 }
 
@@ -496,7 +440,7 @@ START_TEST(test_attach_buffer_size_outside_1_to_max_slots_invalid)
 		ck_assert_ptr_null(try_attach("f32", &code));
 		ck_assert_int_eq(code,
 		    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
-		fmt(want, sizeof(want), "buffer_size is %u; expected 1 to %d "
+		unit_fmt(want, sizeof(want), "buffer_size is %u; expected 1 to %d "
 		    "slots", bad[i], INFEED_MAX_SLOTS);
 		ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
 		ck_assert_uint_eq(budget.used, 0);
@@ -650,8 +594,8 @@ START_TEST(test_release_of_a_slot_not_held_refused)
 	free(cause);
 	cause = NULL;
 	/* early_preload fills both slots; ready is still not held. */
-	deadline = now_ms() + DEADLINE_MS;
-	while (ready < 2 && now_ms() < deadline) {
+	deadline = unit_now_ms() + DEADLINE_MS;
+	while (ready < 2 && unit_now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE);
 		session_fill_stats(sess, &ss);
 		ready = ss.slots_ready;
@@ -852,7 +796,7 @@ START_TEST(test_crashing_sample_is_error_data_naming_the_signal)
 	next(1);
 	wait_events(1);
 	msg = check_error(0, 1, INFEED__ERROR_CODE__ERROR_DATA);
-	fmt(want, sizeof(want), "workers crashed 3 times (SIGSEGV) reading "
+	unit_fmt(want, sizeof(want), "workers crashed 3 times (SIGSEGV) reading "
 	    "sample %d (row 1 of epoch 0, step 3)", FLAKY_CRASH);
 	ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
 	ck_assert_msg(strstr(msg, FLAKY_PATH) != NULL, "%s", msg);

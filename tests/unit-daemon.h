@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the pool and session unit tests share: a dataset made in the test,
+ * "flaky", 20 samples of three bytes (sample i is three bytes of i, label
+ * i % 4), whose index FLAKY_BAD cannot be read and whose index FLAKY_CRASH
+ * crashes the worker reading it with SIGSEGV; and small helpers.
+ */
+#ifndef INFEED_TEST_UNIT_DAEMON_H
+#define INFEED_TEST_UNIT_DAEMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "catalogue.h"
+
+#define FLAKY_BAD	9
+#define FLAKY_CRASH	13
+#define FLAKY_PATH	"/srv/data/flaky.bin"
+
+/* Add "flaky" to @cat, as catalogue_open() would have. */
+void		unit_add_flaky(struct catalogue *cat);
+
+/* Milliseconds on a clock that only goes forward. */
+uint64_t	unit_now_ms(void);
+
+/* snprintf that fails the test rather than cut. */
+void		unit_fmt(char *buf, size_t len, const char *f, ...)
+		    __attribute__((format(printf, 3, 4)));
+
+/* Write @len bytes to @path. */
+void		unit_write_file(const char *path, const void *buf, size_t len);
+
+/* A timer callback that does nothing: it ends each round of the loop. */
+void		unit_tick_cb(evutil_socket_t fd, short ev, void *arg);
+
+#endif /* INFEED_TEST_UNIT_DAEMON_H */
