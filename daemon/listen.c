@@ -8,8 +8,9 @@
  *
  * Out of file descriptors, a spare one (kept open on /dev/null) is given
  * up to accept the waiting client, which the peers then refuse with a
- * clear error; accepting pauses for a second until descriptors come back,
- * instead of leaving clients to wait for a Welcome that never comes.
+ * clear error; accepting pauses for LISTEN_RETRY_MS and tries again, so
+ * that every waiting client hears why instead of waiting for a Welcome
+ * that never comes.
  */
 
 #include <sys/socket.h>
@@ -26,6 +27,7 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
+#include "clock.h"
 #include "listen.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -35,10 +37,14 @@ struct listener {
 	struct peers		*peers;
 	int			 fd;
 	int			 spare;		/* given up to refuse a client */
+	uint64_t		 logged_ms;	/* the last "out of descriptors" */
 	char			*path;		/* ours to unlink at exit */
 	struct event		*ev;
 	struct event		*retry_ev;
 };
+
+#define LISTEN_RETRY_MS		100	/* out of descriptors: try again */
+#define LISTEN_LOG_EVERY_MS	10000	/* and say so at most this often */
 
 static void	listen_accept_cb(evutil_socket_t, short, void *);
 static void	listen_retry_cb(evutil_socket_t, short, void *);
@@ -195,7 +201,8 @@ listen_retry_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 listen_exhausted(struct listener *l)
 {
-	struct timeval	tv = { 1, 0 };
+	struct timeval	tv = { 0, LISTEN_RETRY_MS * 1000 };
+	uint64_t	now = clock_now_ms();
 	int		fd;
 
 	if (l->spare != -1) {
@@ -207,8 +214,11 @@ listen_exhausted(struct listener *l)
 			    "descriptors (the open files limit, LimitNOFILE=); "
 			    "try again later, or ask the operator to raise the "
 			    "limit or lower max_clients");
-		log_warnx("accept: out of file descriptors; refusing new "
-		    "clients for a second");
+		if (now - l->logged_ms >= LISTEN_LOG_EVERY_MS) {
+			log_warnx("accept: out of file descriptors; refusing "
+			    "new clients until some are free");
+			l->logged_ms = now;
+		}
 	}
 	event_del(l->ev);
 	evtimer_add(l->retry_ev, &tv);
