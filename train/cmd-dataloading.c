@@ -12,13 +12,14 @@
  * default: each step takes its modelled device time), and the host
  * transfer really reads every byte of every step.
  */
-#include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "fail.h"
 #include "device.h"
@@ -95,34 +96,33 @@ enum {
 	OPT_PROFILE, OPT_JSON, OPT_QUIET,
 };
 
-static const struct option dl_options[] = {
-	{ "socket", required_argument, NULL, OPT_SOCKET },
-	{ "dataset", required_argument, NULL, OPT_DATASET },
-	{ "batch-size", required_argument, NULL, OPT_BATCH },
-	{ "device-iterations", required_argument, NULL, OPT_DI },
-	{ "replicas", required_argument, NULL, OPT_REPLICAS },
-	{ "steps", required_argument, NULL, OPT_STEPS },
-	{ "rounds", required_argument, NULL, OPT_ROUNDS },
-	{ "workers", required_argument, NULL, OPT_WORKERS },
-	{ "buffer-size", required_argument, NULL, OPT_BUFFER },
-	{ "no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE },
-	{ "mode", required_argument, NULL, OPT_MODE },
-	{ "ipu", required_argument, NULL, OPT_IPU },
-	{ "profile", required_argument, NULL, OPT_PROFILE },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
+#define DA(field)	offsetof(struct dl_args, field)
+
+/* The options in getopt's order. */
+static const struct cli_opt dl_options[] = {
+	{ "socket", OPT_SOCKET, CLI_STRING, DA(socket), 0, 0 },
+	{ "dataset", OPT_DATASET, CLI_STRING, DA(dataset), 0, 0 },
+	{ "batch-size", OPT_BATCH, CLI_INT, DA(x.batch_size), 1, 65536 },
+	{ "device-iterations", OPT_DI, CLI_INT, DA(x.device_iterations), 1,
+	    1 << 20 },
+	{ "replicas", OPT_REPLICAS, CLI_OWN, 0, 0, 0 },
+	{ "steps", OPT_STEPS, CLI_INT, DA(steps), 1, 1000000 },
+	{ "rounds", OPT_ROUNDS, CLI_INT, DA(rounds), 1, MAX_ROUNDS },
+	{ "workers", OPT_WORKERS, CLI_U32, DA(workers), 0, 1024 },
+	{ "buffer-size", OPT_BUFFER, CLI_U32, DA(buffer_size), 1, 64 },
+	{ "no-shuffle", OPT_NO_SHUFFLE, CLI_FALSE, DA(shuffle), 0, 0 },
+	{ "mode", OPT_MODE, CLI_OWN, 0, 0, 0 },
+	{ "ipu", OPT_IPU, CLI_OWN, 0, 0, 0 },
+	{ "profile", OPT_PROFILE, CLI_STRING, DA(profile), 0, 0 },
+	{ "json", OPT_JSON, CLI_TRUE, DA(json), 0, 0 },
+	{ "quiet", OPT_QUIET, CLI_TRUE, DA(quiet), 0, 0 },
+	{ "help", 'h', CLI_HELP, 0, 0, 0 },
 };
 
-/* 0 run, 1 done (help), 2 usage error. */
-static int
-parse_args(int argc, char **argv, struct dl_args *a)
+/* The tutorial's settings, before the command line. */
+static void
+dl_args_default(struct dl_args *a)
 {
-	char err[512];
-	long v;
-	int c;
-
 	memset(a, 0, sizeof(*a));
 	executor_options_default(&a->x);
 	a->x.model = MODEL_DATALOADING_TUTORIAL;
@@ -137,90 +137,57 @@ parse_args(int argc, char **argv, struct dl_args *a)
 	a->rounds = 1;
 	a->buffer_size = 3;
 	a->shuffle = true;
+}
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", dl_options, NULL)) != -1) {
-		switch (c) {
-		case OPT_SOCKET: a->socket = optarg; break;
-		case OPT_DATASET: a->dataset = optarg; break;
-		case OPT_PROFILE: a->profile = optarg; break;
-		case OPT_JSON: a->json = true; break;
-		case OPT_QUIET: a->quiet = true; break;
-		case OPT_NO_SHUFFLE: a->shuffle = false; break;
-		case OPT_BATCH:
-			if (cli_int("batch-size", optarg, 1, 65536, &v) < 0)
-				return (2);
-			a->x.batch_size = v;
-			break;
-		case OPT_DI:
-			if (cli_int("device-iterations", optarg, 1, 1 << 20,
-			    &v) < 0)
-				return (2);
-			a->x.device_iterations = v;
-			break;
-		case OPT_REPLICAS:
-			if (cli_int("replicas", optarg, 1, 64, &v) < 0)
-				return (2);
-			if (a->nreplicas == 8) {
-				fprintf(stderr, "infeed-train: at most 8 "
-				    "--replicas values\n");
-				return (2);
-			}
-			a->replicas[a->nreplicas++] = v;
-			break;
-		case OPT_STEPS:
-			if (cli_int("steps", optarg, 1, 1000000, &v) < 0)
-				return (2);
-			a->steps = v;
-			break;
-		case OPT_ROUNDS:
-			if (cli_int("rounds", optarg, 1, MAX_ROUNDS, &v) < 0)
-				return (2);
-			a->rounds = v;
-			break;
-		case OPT_WORKERS:
-			if (cli_int("workers", optarg, 0, 1024, &v) < 0)
-				return (2);
-			a->workers = v;
-			break;
-		case OPT_BUFFER:
-			if (cli_int("buffer-size", optarg, 1, 64, &v) < 0)
-				return (2);
-			a->buffer_size = v;
-			break;
-		case OPT_MODE:
-			if (strcmp(optarg, "compute") == 0) {
-				a->compute = true;
-			} else if (strcmp(optarg, "emulate") == 0) {
-				a->compute = false;
-			} else {
-				fprintf(stderr, "infeed-train: unknown mode "
-				    "'%s': use emulate (spend the modelled "
-				    "device time) or compute (run the "
-				    "model on this CPU)\n", optarg);
-				return (2);
-			}
-			break;
-		case OPT_IPU:
-			if (strcmp(optarg, "help") == 0) {
-				ipu_config_print(&a->ipu, stdout, "  ");
-				return (1);
-			}
-			if (ipu_config_parse(&a->ipu, optarg, err,
-			    sizeof(err)) < 0) {
-				fprintf(stderr, "infeed-train: %s\n", err);
-				return (2);
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return (1);
-		default:
-			fprintf(stderr, "infeed-train dataloading --help lists "
-			    "the options.\n");
+/* --replicas, --mode and --ipu (cli_command.own). */
+static int
+dl_option(void *args, int id, const char *arg)
+{
+	struct dl_args	*a = args;
+	long		 v;
+
+	switch (id) {
+	case OPT_REPLICAS:
+		if (cli_int("replicas", arg, 1, 64, &v) < 0)
+			return (2);
+		if (a->nreplicas == 8) {
+			fprintf(stderr, "infeed-train: at most 8 --replicas "
+			    "values\n");
 			return (2);
 		}
+		a->replicas[a->nreplicas++] = v;
+		return (0);
+	case OPT_MODE:
+		if (strcmp(arg, "compute") == 0) {
+			a->compute = true;
+		} else if (strcmp(arg, "emulate") == 0) {
+			a->compute = false;
+		} else {
+			fprintf(stderr, "infeed-train: unknown mode '%s': use "
+			    "emulate (spend the modelled device time) or "
+			    "compute (run the model on this CPU)\n", arg);
+			return (2);
+		}
+		return (0);
+	default:
+		return (cli_ipu(&a->ipu, arg));
 	}
+}
+
+static const struct cli_command dl_cli = {
+	"infeed-train dataloading", dl_options,
+	sizeof(dl_options) / sizeof(dl_options[0]), usage, dl_option,
+};
+
+/* 0 run, 1 done (help), 2 usage error. */
+static int
+parse_args(int argc, char **argv, struct dl_args *a)
+{
+	int rc;
+
+	dl_args_default(a);
+	if ((rc = cli_parse(&dl_cli, argc, argv, a)) != 0)
+		return (rc);
 	if (optind < argc) {
 		fprintf(stderr, "infeed-train: unexpected argument '%s'\n",
 		    argv[optind]);
@@ -236,6 +203,30 @@ parse_args(int argc, char **argv, struct dl_args *a)
 
 enum measure { LOADER_ALONE, SYNTHETIC, REAL };
 
+/* Open the source that @what reads: synthetic, or a session of infeedd
+ * that loads indefinitely. */
+static int
+dl_open(const struct dl_args *a, struct executor *x, enum measure what,
+    struct source *src, char *err, size_t errlen)
+{
+	struct infeed_options o;
+
+	if (what == SYNTHETIC)
+		return (source_open_synthetic(src, executor_model(x),
+		    executor_step_rows(x), a->steps + 1, 1, err, errlen));
+	infeed_options_init(&o);
+	o.batch_size = a->x.batch_size;
+	o.device_iterations = a->x.device_iterations;
+	o.replication_factor = a->x.replicas;
+	o.shuffle = a->shuffle;
+	o.num_workers = a->workers;
+	o.buffer_size = a->buffer_size;
+	o.load_indefinitely = true;
+	o.to_float32 = true;
+	return (source_open_infeed(src, a->socket, a->dataset, &o,
+	    executor_model(x), err, errlen));
+}
+
 /*
  * Take one warm-up step, then a->steps measured ones, and return items/s.
  * LOADER_ALONE reads every step and hands it back at once; SYNTHETIC
@@ -247,7 +238,6 @@ measure(const struct dl_args *a, struct executor *x, const struct device *dev,
     enum measure what, const char *title, char *err, size_t errlen)
 {
 	struct source src;
-	struct infeed_options o;
 	struct progress bar;
 	struct step_outputs all;
 	const float *data;
@@ -257,23 +247,7 @@ measure(const struct dl_args *a, struct executor *x, const struct device *dev,
 	int rc;
 	int s;
 
-	if (what == SYNTHETIC) {
-		rc = source_open_synthetic(&src, executor_model(x),
-		    executor_step_rows(x), a->steps + 1,
-		    1, err, errlen);
-	} else {
-		infeed_options_init(&o);
-		o.batch_size = a->x.batch_size;
-		o.device_iterations = a->x.device_iterations;
-		o.replication_factor = a->x.replicas;
-		o.shuffle = a->shuffle;
-		o.num_workers = a->workers;
-		o.buffer_size = a->buffer_size;
-		o.load_indefinitely = true;
-		o.to_float32 = true;
-		rc = source_open_infeed(&src, a->socket, a->dataset, &o,
-		    executor_model(x), err, errlen);
-	}
+	rc = dl_open(a, x, what, &src, err, errlen);
 	if (rc < 0)
 		return (-1);
 	bytes = shape_size(executor_model(x)->input) * sizeof(float);
@@ -371,130 +345,161 @@ verdict(const struct dl_args *a, const struct dl_row *r)
 	}
 }
 
+/* Measure @r's configuration a->rounds times and keep the medians. */
+static int
+dl_rounds(const struct dl_args *a, struct executor *x,
+    const struct device *syn, const struct device *real, struct dl_row *r,
+    char *err, size_t errlen)
+{
+	double	loader[MAX_ROUNDS], syn_rate[MAX_ROUNDS];
+	double	real_rate[MAX_ROUNDS], ratio[MAX_ROUNDS];
+	char	title[48];
+	int	k;
+
+	for (k = 0; k < a->rounds; k++) {
+		snprintf(title, sizeof(title), "R %d loader alone ",
+		    r->replicas);
+		if ((loader[k] = measure(a, x, real, LOADER_ALONE, title, err,
+		    errlen)) < 0)
+			return (-1);
+		snprintf(title, sizeof(title), "R %d synthetic data",
+		    r->replicas);
+		if ((syn_rate[k] = measure(a, x, syn, SYNTHETIC, title, err,
+		    errlen)) < 0)
+			return (-1);
+		snprintf(title, sizeof(title), "R %d real data     ",
+		    r->replicas);
+		if ((real_rate[k] = measure(a, x, real, REAL, title, err,
+		    errlen)) < 0)
+			return (-1);
+		ratio[k] = real_rate[k] / syn_rate[k];
+	}
+	r->loader = median(loader, a->rounds);
+	r->synthetic = median(syn_rate, a->rounds);
+	r->real = median(real_rate, a->rounds);
+	r->ratio = median(ratio, a->rounds);
+	r->ratio_min = r->ratio_max = ratio[0];
+	for (k = 1; k < a->rounds; k++) {
+		if (ratio[k] < r->ratio_min)
+			r->ratio_min = ratio[k];
+		if (ratio[k] > r->ratio_max)
+			r->ratio_max = ratio[k];
+	}
+	return (0);
+}
+
+/* One row of the table: a->x.replicas replicas, measured; 0, 1 (run
+ * time) or 2 (a configuration refused), said on stderr. */
+static int
+dl_row_measure(const struct dl_args *a, struct dl_row *r)
+{
+	struct executor	*x;
+	struct device	 syn, real;
+	char		 err[512], title[48];
+	int		 rc = 1;
+
+	x = executor_new(&a->x, false, err, sizeof(err));
+	if (x == NULL ||
+	    device_setup(&syn, &a->ipu, &a->x, executor_model(x),
+	    executor_schedule(x), false, true, NULL, err, sizeof(err)) < 0 ||
+	    device_setup(&real, &a->ipu, &a->x, executor_model(x),
+	    executor_schedule(x), false, false, NULL, err, sizeof(err)) < 0) {
+		rc = 2;
+		goto out;
+	}
+	memset(r, 0, sizeof(*r));
+	r->replicas = a->x.replicas;
+	r->step_rows = executor_step_rows(x);
+	r->modelled = syn.timing.items_per_s;
+	if (a->profile) {
+		snprintf(title, sizeof(title), "dataloading-r%d", r->replicas);
+		if (device_profile(&real, a->profile, title, 0, err,
+		    sizeof(err)) < 0)
+			goto out;
+	}
+	if (dl_rounds(a, x, &syn, &real, r, err, sizeof(err)) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc != 0)
+		fprintf(stderr, "infeed-train: %s\n", err);
+	executor_free(x);
+	return (rc);
+}
+
+/* Print the table of every configuration, with the tutorial's figures. */
+static void
+dl_print_table(const struct dl_args *a, const struct dl_row *rows)
+{
+	int i;
+
+	printf("\nEfficient data loading: %s, B %d, DI %d, %s mode, %d "
+	    "measured steps each%s\n", "ClassificationModel 1x128x128",
+	    a->x.batch_size, a->x.device_iterations,
+	    a->compute ? "compute" : "emulate", a->steps,
+	    a->rounds > 1 ? ", medians of the rounds" : "");
+	printf("%-4s %8s %14s %14s %14s %8s\n", "R", "step", "loader alone",
+	    "synthetic", "real data", "real/syn");
+	for (i = 0; i < a->nreplicas; i++)
+		printf("%-4d %8zu %14.0f %14.0f %14.0f %7.0f%%\n",
+		    rows[i].replicas, rows[i].step_rows, rows[i].loader,
+		    rows[i].synthetic, rows[i].real, 100 * rows[i].ratio);
+	if (a->rounds > 1)
+		for (i = 0; i < a->nreplicas; i++)
+			printf("R %d: real/synthetic ranged %.0f%% to %.0f%% "
+			    "over %d rounds\n", rows[i].replicas,
+			    100 * rows[i].ratio_min, 100 * rows[i].ratio_max,
+			    a->rounds);
+	printf("(items/s; the tutorial's IPU printed 34,307 synthetic at R 1 "
+	    "and 136,452 at R 4; the cost model gives");
+	for (i = 0; i < a->nreplicas; i++)
+		printf(" %.0f at R %d", rows[i].modelled, rows[i].replicas);
+	printf(")\n\n");
+}
+
+/* Print the first configuration's figures, then every row, as JSON. */
+static void
+dl_print_json(const struct dl_args *a, const struct dl_row *rows)
+{
+	int i;
+
+	printf("{\"loader_items_per_s\":%.1f,\"synthetic_items_per_s\":"
+	    "%.1f,\"real_items_per_s\":%.1f,\"rounds\":%d,"
+	    "\"runs\":[", rows[0].loader, rows[0].synthetic,
+	    rows[0].real, a->rounds);
+	for (i = 0; i < a->nreplicas; i++)
+		printf("%s{\"replicas\":%d,\"combined_batch_size\":%zu,"
+		    "\"loader_items_per_s\":%.1f,"
+		    "\"synthetic_items_per_s\":%.1f,"
+		    "\"real_items_per_s\":%.1f,"
+		    "\"real_over_synthetic\":%.4f,"
+		    "\"modelled_items_per_s\":%.1f}",
+		    i ? "," : "", rows[i].replicas,
+		    rows[i].step_rows, rows[i].loader,
+		    rows[i].synthetic, rows[i].real, rows[i].ratio,
+		    rows[i].modelled);
+	printf("]}\n");
+}
+
 /* infeed-train dataloading */
 int
 cmd_dataloading(int argc, char **argv)
 {
-	struct dl_args a;
-	struct dl_row rows[8];
-	double loader[MAX_ROUNDS], syn_rate[MAX_ROUNDS], real_rate[MAX_ROUNDS];
-	double ratio[MAX_ROUNDS];
-	char err[512], title[48];
-	int prc = parse_args(argc, argv, &a), i;
+	struct dl_args	a;
+	struct dl_row	rows[8];
+	int		i, rc, prc = parse_args(argc, argv, &a);
 
 	if (prc != 0)
 		return (prc == 1 ? 0 : 2);
-
 	for (i = 0; i < a.nreplicas; i++) {
-		struct dl_row *r = &rows[i];
-		struct executor *x;
-		struct device syn, real;
-		int k;
-
 		a.x.replicas = a.replicas[i];
-		x = executor_new(&a.x, false, err, sizeof(err));
-		if (x == NULL ||
-		    device_setup(&syn, &a.ipu, &a.x, executor_model(x),
-		    executor_schedule(x), false, true, NULL, err,
-		    sizeof(err)) < 0 ||
-		    device_setup(&real, &a.ipu, &a.x, executor_model(x),
-		    executor_schedule(x), false, false, NULL, err,
-		    sizeof(err)) < 0) {
-			fprintf(stderr, "infeed-train: %s\n", err);
-			executor_free(x);
-			return (2);
-		}
-		memset(r, 0, sizeof(*r));
-		r->replicas = a.replicas[i];
-		r->step_rows = executor_step_rows(x);
-		r->modelled = syn.timing.items_per_s;
-		if (a.profile) {
-			snprintf(title, sizeof(title), "dataloading-r%d",
-			    r->replicas);
-			if (device_profile(&real, a.profile, title, 0, err,
-			    sizeof(err)) < 0)
-				goto fail;
-		}
-		for (k = 0; k < a.rounds; k++) {
-			snprintf(title, sizeof(title), "R %d loader alone ",
-			    r->replicas);
-			if ((loader[k] = measure(&a, x, &real, LOADER_ALONE,
-			    title, err, sizeof(err))) < 0)
-				goto fail;
-			snprintf(title, sizeof(title), "R %d synthetic data",
-			    r->replicas);
-			if ((syn_rate[k] = measure(&a, x, &syn, SYNTHETIC,
-			    title, err,
-			    sizeof(err))) < 0)
-				goto fail;
-			snprintf(title, sizeof(title), "R %d real data     ",
-			    r->replicas);
-			if ((real_rate[k] = measure(&a, x, &real, REAL, title,
-			    err, sizeof(err))) < 0)
-				goto fail;
-			ratio[k] = real_rate[k] / syn_rate[k];
-		}
-		r->loader = median(loader, a.rounds);
-		r->synthetic = median(syn_rate, a.rounds);
-		r->real = median(real_rate, a.rounds);
-		r->ratio = median(ratio, a.rounds);
-		r->ratio_min = r->ratio_max = ratio[0];
-		for (k = 1; k < a.rounds; k++) {
-			if (ratio[k] < r->ratio_min)
-				r->ratio_min = ratio[k];
-			if (ratio[k] > r->ratio_max)
-				r->ratio_max = ratio[k];
-		}
-		executor_free(x);
-		continue;
-fail:
-		fprintf(stderr, "infeed-train: %s\n", err);
-		executor_free(x);
-		return (1);
+		if ((rc = dl_row_measure(&a, &rows[i])) != 0)
+			return (rc);
 	}
-
-	printf("\nEfficient data loading: %s, B %d, DI %d, %s mode, %d "
-	    "measured steps each%s\n", "ClassificationModel 1x128x128",
-	    a.x.batch_size, a.x.device_iterations,
-	    a.compute ? "compute" : "emulate", a.steps,
-	    a.rounds > 1 ? ", medians of the rounds" : "");
-	printf("%-4s %8s %14s %14s %14s %8s\n", "R", "step", "loader alone",
-	    "synthetic", "real data", "real/syn");
-	for (i = 0; i < a.nreplicas; i++)
-		printf("%-4d %8zu %14.0f %14.0f %14.0f %7.0f%%\n",
-		    rows[i].replicas, rows[i].step_rows, rows[i].loader,
-		    rows[i].synthetic, rows[i].real, 100 * rows[i].ratio);
-	if (a.rounds > 1)
-		for (i = 0; i < a.nreplicas; i++)
-			printf("R %d: real/synthetic ranged %.0f%% to %.0f%% over "
-			    "%d rounds\n", rows[i].replicas,
-			    100 * rows[i].ratio_min, 100 * rows[i].ratio_max,
-			    a.rounds);
-	printf("(items/s; the tutorial's IPU printed 34,307 synthetic at R 1 "
-	    "and 136,452 at R 4; the cost model gives");
-	for (i = 0; i < a.nreplicas; i++)
-		printf(" %.0f at R %d", rows[i].modelled, rows[i].replicas);
-	printf(")\n\n");
+	dl_print_table(&a, rows);
 	for (i = 0; i < a.nreplicas; i++)
 		verdict(&a, &rows[i]);
-	if (a.json) {
-		/* The first configuration's figures, then every row. */
-		printf("{\"loader_items_per_s\":%.1f,\"synthetic_items_per_s\":"
-		    "%.1f,\"real_items_per_s\":%.1f,\"rounds\":%d,"
-		    "\"runs\":[", rows[0].loader, rows[0].synthetic,
-		    rows[0].real, a.rounds);
-		for (i = 0; i < a.nreplicas; i++)
-			printf("%s{\"replicas\":%d,\"combined_batch_size\":%zu,"
-			    "\"loader_items_per_s\":%.1f,"
-			    "\"synthetic_items_per_s\":%.1f,"
-			    "\"real_items_per_s\":%.1f,"
-			    "\"real_over_synthetic\":%.4f,"
-			    "\"modelled_items_per_s\":%.1f}",
-			    i ? "," : "", rows[i].replicas,
-			    rows[i].step_rows, rows[i].loader,
-			    rows[i].synthetic, rows[i].real, rows[i].ratio,
-			    rows[i].modelled);
-		printf("]}\n");
-	}
+	if (a.json)
+		dl_print_json(&a, rows);
 	return (0);
 }

@@ -9,13 +9,13 @@
  * trains; `--mode emulate` only spends each step's modelled device time,
  * so the run goes as fast as the simulated device would.
  */
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "fail.h"
 #include "device.h"
@@ -34,8 +34,10 @@ struct train_args {
 	struct output_spec out;
 	struct ipu_config ipu;
 	const char *socket, *dataset, *test_dataset, *profile;
+	const char *stages;             /* --stages, parsed once all is read */
 	int epochs, test_batch, test_iterations;
 	bool emulate, synthetic, json, quiet, shuffle;
+	bool momentum_set, wd_set;      /* given, so not the optimiser's */
 	uint32_t workers, buffer_size;
 	enum lr_schedule_kind lr_schedule;
 };
@@ -127,70 +129,58 @@ enum {
 	OPT_JSON, OPT_QUIET, OPT_SOCKET,
 };
 
-static const struct option train_options[] = {
-	{ "socket", required_argument, NULL, OPT_SOCKET },
-	{ "dataset", required_argument, NULL, OPT_DATASET },
-	{ "test-dataset", required_argument, NULL, OPT_TEST_DATASET },
-	{ "synthetic-data", no_argument, NULL, OPT_SYNTHETIC },
-	{ "no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "workers", required_argument, NULL, OPT_WORKERS },
-	{ "buffer-size", required_argument, NULL, OPT_BUFFER },
-	{ "batch-size", required_argument, NULL, OPT_BATCH },
-	{ "gradient-accumulation", required_argument, NULL, OPT_GA },
-	{ "device-iterations", required_argument, NULL, OPT_DI },
-	{ "replicas", required_argument, NULL, OPT_REPLICAS },
-	{ "epochs", required_argument, NULL, OPT_EPOCHS },
-	{ "test-batch-size", required_argument, NULL, OPT_TEST_BATCH },
-	{ "test-device-iterations", required_argument, NULL, OPT_TEST_DI },
-	{ "output-mode", required_argument, NULL, OPT_OUTPUT },
-	{ "strategy", required_argument, NULL, OPT_STRATEGY },
-	{ "stages", required_argument, NULL, OPT_STAGES },
-	{ "no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE },
-	{ "optimiser", required_argument, NULL, OPT_OPTIMISER },
-	{ "optimizer", required_argument, NULL, OPT_OPTIMISER },
-	{ "learning-rate", required_argument, NULL, OPT_LR },
-	{ "lr", required_argument, NULL, OPT_LR },
-	{ "lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE },
-	{ "momentum", required_argument, NULL, OPT_MOMENTUM },
-	{ "weight-decay", required_argument, NULL, OPT_WD },
-	{ "mode", required_argument, NULL, OPT_MODE },
-	{ "offload-optimiser", no_argument, NULL, OPT_OFFLOAD },
-	{ "offload-optimizer", no_argument, NULL, OPT_OFFLOAD },
-	{ "ipu", required_argument, NULL, OPT_IPU },
-	{ "profile", required_argument, NULL, OPT_PROFILE },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
+#define TA(field)	offsetof(struct train_args, field)
+
+/* The options in getopt's order (which its messages about ambiguous
+ * abbreviations follow); an alias comes after the name it stands for. */
+static const struct cli_opt train_options[] = {
+	{ "socket", OPT_SOCKET, CLI_STRING, TA(socket), 0, 0 },
+	{ "dataset", OPT_DATASET, CLI_STRING, TA(dataset), 0, 0 },
+	{ "test-dataset", OPT_TEST_DATASET, CLI_STRING, TA(test_dataset), 0,
+	    0 },
+	{ "synthetic-data", OPT_SYNTHETIC, CLI_TRUE, TA(synthetic), 0, 0 },
+	{ "no-shuffle", OPT_NO_SHUFFLE, CLI_FALSE, TA(shuffle), 0, 0 },
+	{ "seed", OPT_SEED, CLI_U64, TA(x.seed), 0, INT64_MAX },
+	{ "workers", OPT_WORKERS, CLI_U32, TA(workers), 0, 1024 },
+	{ "buffer-size", OPT_BUFFER, CLI_U32, TA(buffer_size), 1, 64 },
+	{ "batch-size", OPT_BATCH, CLI_INT, TA(x.batch_size), 1, 65536 },
+	{ "gradient-accumulation", OPT_GA, CLI_INT,
+	    TA(x.gradient_accumulation), 1, 65536 },
+	{ "device-iterations", OPT_DI, CLI_INT, TA(x.device_iterations), 1,
+	    1 << 20 },
+	{ "replicas", OPT_REPLICAS, CLI_INT, TA(x.replicas), 1, 64 },
+	{ "epochs", OPT_EPOCHS, CLI_INT, TA(epochs), 1, 100000 },
+	{ "test-batch-size", OPT_TEST_BATCH, CLI_INT, TA(test_batch), 1,
+	    65536 },
+	{ "test-device-iterations", OPT_TEST_DI, CLI_INT, TA(test_iterations),
+	    1, 1 << 20 },
+	{ "output-mode", OPT_OUTPUT, CLI_OWN, 0, 0, 0 },
+	{ "strategy", OPT_STRATEGY, CLI_OWN, 0, 0, 0 },
+	{ "stages", OPT_STAGES, CLI_STRING, TA(stages), 0, 0 },
+	{ "no-recompute", OPT_NO_RECOMPUTE, CLI_FALSE, TA(x.recompute), 0, 0 },
+	{ "optimiser", OPT_OPTIMISER, CLI_OWN, 0, 0, 0 },
+	{ "optimizer", OPT_OPTIMISER, CLI_OWN, 0, 0, 0 },
+	{ "learning-rate", OPT_LR, CLI_FLOAT, TA(x.lr), 0, 0 },
+	{ "lr", OPT_LR, CLI_FLOAT, TA(x.lr), 0, 0 },
+	{ "lr-schedule", OPT_LR_SCHEDULE, CLI_OWN, 0, 0, 0 },
+	{ "momentum", OPT_MOMENTUM, CLI_OWN, 0, 0, 0 },
+	{ "weight-decay", OPT_WD, CLI_OWN, 0, 0, 0 },
+	{ "mode", OPT_MODE, CLI_OWN, 0, 0, 0 },
+	{ "offload-optimiser", OPT_OFFLOAD, CLI_TRUE,
+	    TA(ipu.offload_optimiser), 0, 0 },
+	{ "offload-optimizer", OPT_OFFLOAD, CLI_TRUE,
+	    TA(ipu.offload_optimiser), 0, 0 },
+	{ "ipu", OPT_IPU, CLI_OWN, 0, 0, 0 },
+	{ "profile", OPT_PROFILE, CLI_STRING, TA(profile), 0, 0 },
+	{ "json", OPT_JSON, CLI_TRUE, TA(json), 0, 0 },
+	{ "quiet", OPT_QUIET, CLI_TRUE, TA(quiet), 0, 0 },
+	{ "help", 'h', CLI_HELP, 0, 0, 0 },
 };
 
-/* Parse a finite number for option @opt, or say what is wrong. */
-static int
-parse_float(const char *opt, const char *s, float *v)
+/* The tutorial's settings, before the command line. */
+static void
+train_args_default(struct train_args *a)
 {
-	char *end;
-
-	errno = 0;
-	*v = strtof(s, &end);
-	if (errno || end == s || *end != '\0' || !isfinite(*v) || *v < 0) {
-		fprintf(stderr, "infeed-train: --%s takes a non-negative "
-		    "number, got '%s'\n", opt, s);
-		return (-1);
-	}
-	return (0);
-}
-
-/* Parse argv into @a; 0 run, 1 done (help), 2 usage error. */
-static int
-parse_args(int argc, char **argv, struct train_args *a)
-{
-	char err[512];
-	bool momentum_set = false, wd_set = false;
-	const char *stages = NULL;
-	long v;
-	int c, sched;
-
 	memset(a, 0, sizeof(*a));
 	executor_options_default(&a->x);
 	a->out.mode = OUTPUT_FINAL;
@@ -203,188 +193,120 @@ parse_args(int argc, char **argv, struct train_args *a)
 	a->test_iterations = 100;
 	a->shuffle = true;
 	a->buffer_size = 3;
+}
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", train_options, NULL)) != -1) {
-		switch (c) {
-		case OPT_SOCKET: a->socket = optarg; break;
-		case OPT_DATASET: a->dataset = optarg; break;
-		case OPT_TEST_DATASET: a->test_dataset = optarg; break;
-		case OPT_SYNTHETIC: a->synthetic = true; break;
-		case OPT_NO_SHUFFLE: a->shuffle = false; break;
-		case OPT_PROFILE: a->profile = optarg; break;
-		case OPT_JSON: a->json = true; break;
-		case OPT_QUIET: a->quiet = true; break;
-		case OPT_NO_RECOMPUTE: a->x.recompute = false; break;
-		case OPT_OFFLOAD: a->ipu.offload_optimiser = true; break;
-		case OPT_STAGES: stages = optarg; break;
-		case OPT_SEED:
-			if (cli_int("seed", optarg, 0, INT64_MAX, &v) < 0)
-				return (2);
-			a->x.seed = v;
-			break;
-		case OPT_WORKERS:
-			if (cli_int("workers", optarg, 0, 1024, &v) < 0)
-				return (2);
-			a->workers = v;
-			break;
-		case OPT_BUFFER:
-			if (cli_int("buffer-size", optarg, 1, 64, &v) < 0)
-				return (2);
-			a->buffer_size = v;
-			break;
-		case OPT_BATCH:
-			if (cli_int("batch-size", optarg, 1, 65536, &v) < 0)
-				return (2);
-			a->x.batch_size = v;
-			break;
-		case OPT_GA:
-			if (cli_int("gradient-accumulation", optarg, 1,
-			    65536, &v) < 0)
-				return (2);
-			a->x.gradient_accumulation = v;
-			break;
-		case OPT_DI:
-			if (cli_int("device-iterations", optarg, 1, 1 << 20,
-			    &v) < 0)
-				return (2);
-			a->x.device_iterations = v;
-			break;
-		case OPT_REPLICAS:
-			if (cli_int("replicas", optarg, 1, 64, &v) < 0)
-				return (2);
-			a->x.replicas = v;
-			break;
-		case OPT_EPOCHS:
-			if (cli_int("epochs", optarg, 1, 100000, &v) < 0)
-				return (2);
-			a->epochs = v;
-			break;
-		case OPT_TEST_BATCH:
-			if (cli_int("test-batch-size", optarg, 1, 65536,
-			    &v) < 0)
-				return (2);
-			a->test_batch = v;
-			break;
-		case OPT_TEST_DI:
-			if (cli_int("test-device-iterations", optarg, 1,
-			    1 << 20, &v) < 0)
-				return (2);
-			a->test_iterations = v;
-			break;
-		case OPT_OUTPUT:
-			if (output_mode_parse(optarg, &a->out, err,
-			    sizeof(err)) < 0)
-				goto bad;
-			break;
-		case OPT_STRATEGY:
-			if ((sched = schedule_parse(optarg)) < 0) {
-				snprintf(err, sizeof(err), "unknown strategy "
-				    "'%s': use pipelined, sharded, "
-				    "grouped, interleaved, gpipe or 1f1b",
-				    optarg);
-				goto bad;
-			}
-			a->x.schedule = sched;
-			break;
-		case OPT_OPTIMISER:
-			if (strcmp(optarg, "adamw") == 0) {
-				a->x.optimiser = OPTIMISER_ADAMW;
-			} else if (strcmp(optarg, "sgd") == 0) {
-				a->x.optimiser = OPTIMISER_SGD;
-			} else {
-				snprintf(err, sizeof(err), "unknown optimiser "
-				    "'%s': use adamw or sgd", optarg);
-				goto bad;
-			}
-			break;
-		case OPT_LR:
-			if (parse_float("learning-rate", optarg, &a->x.lr) < 0)
-				return (2);
-			break;
-		case OPT_LR_SCHEDULE:
-			if (lr_schedule_parse(optarg, &a->lr_schedule) < 0) {
-				snprintf(err, sizeof(err), "unknown learning-"
-				    "rate schedule '%s': use constant, "
-				    "cosine or onecycle", optarg);
-				goto bad;
-			}
-			break;
-		case OPT_MOMENTUM:
-			if (parse_float("momentum", optarg, &a->x.momentum) < 0)
-				return (2);
-			momentum_set = true;
-			break;
-		case OPT_WD:
-			if (parse_float("weight-decay", optarg,
-			    &a->x.weight_decay) < 0)
-				return (2);
-			wd_set = true;
-			break;
-		case OPT_MODE:
-			if (strcmp(optarg, "compute") == 0) {
-				a->emulate = false;
-			} else if (strcmp(optarg, "emulate") == 0) {
-				a->emulate = true;
-			} else {
-				snprintf(err, sizeof(err), "unknown mode '%s': "
-				    "use compute (really train) or "
-				    "emulate (only spend the device "
-				    "time)", optarg);
-				goto bad;
-			}
-			break;
-		case OPT_IPU:
-			if (strcmp(optarg, "help") == 0) {
-				ipu_config_print(&a->ipu, stdout, "  ");
-				return (1);
-			}
-			if (ipu_config_parse(&a->ipu, optarg, err,
-			    sizeof(err)) < 0)
-				goto bad;
-			break;
-		case 'h':
-			usage(stdout);
-			return (1);
-		default:
-			fprintf(stderr, "infeed-train train --help lists the "
-			    "options.\n");
+/* --optimiser and --mode: a choice of two words. */
+static int
+train_choice(struct train_args *a, int id, const char *arg)
+{
+	if (id == OPT_OPTIMISER) {
+		if (strcmp(arg, "adamw") == 0)
+			a->x.optimiser = OPTIMISER_ADAMW;
+		else if (strcmp(arg, "sgd") == 0)
+			a->x.optimiser = OPTIMISER_SGD;
+		else
+			return (cli_refuse("unknown optimiser '%s': use adamw "
+			    "or sgd", arg));
+		return (0);
+	}
+	if (strcmp(arg, "compute") == 0)
+		a->emulate = false;
+	else if (strcmp(arg, "emulate") == 0)
+		a->emulate = true;
+	else
+		return (cli_refuse("unknown mode '%s': use compute (really "
+		    "train) or emulate (only spend the device time)", arg));
+	return (0);
+}
+
+/* The options that are more than a value to store (cli_command.own). */
+static int
+train_option(void *args, int id, const char *arg)
+{
+	struct train_args	*a = args;
+	char			 err[512];
+	int			 sched;
+
+	switch (id) {
+	case OPT_OUTPUT:
+		if (output_mode_parse(arg, &a->out, err, sizeof(err)) < 0)
+			return (cli_refuse("%s", err));
+		return (0);
+	case OPT_STRATEGY:
+		if ((sched = schedule_parse(arg)) < 0)
+			return (cli_refuse("unknown strategy '%s': use "
+			    "pipelined, sharded, grouped, interleaved, gpipe "
+			    "or 1f1b", arg));
+		a->x.schedule = sched;
+		return (0);
+	case OPT_LR_SCHEDULE:
+		if (lr_schedule_parse(arg, &a->lr_schedule) < 0)
+			return (cli_refuse("unknown learning-rate schedule "
+			    "'%s': use constant, cosine or onecycle", arg));
+		return (0);
+	case OPT_MOMENTUM:
+		if (cli_float("momentum", arg, &a->x.momentum) < 0)
 			return (2);
-		}
+		a->momentum_set = true;
+		return (0);
+	case OPT_WD:
+		if (cli_float("weight-decay", arg, &a->x.weight_decay) < 0)
+			return (2);
+		a->wd_set = true;
+		return (0);
+	case OPT_IPU:
+		return (cli_ipu(&a->ipu, arg));
+	default:
+		return (train_choice(a, id, arg));
 	}
-	if (optind < argc) {
-		snprintf(err, sizeof(err), "unexpected argument '%s'",
-		    argv[optind]);
-		goto bad;
-	}
+}
+
+static const struct cli_command train_cli = {
+	"infeed-train train", train_options,
+	sizeof(train_options) / sizeof(train_options[0]), usage, train_option,
+};
+
+/* What the options mean together: defaults that follow from others, and
+ * combinations refused; 0 run, 2 usage error. */
+static int
+train_args_check(int argc, char **argv, struct train_args *a)
+{
+	char err[512];
+
+	if (optind < argc)
+		return (cli_refuse("unexpected argument '%s'", argv[optind]));
 	/* torch.optim.SGD has no weight decay by default; the tutorial's
 	 * SGD runs use momentum 0.9. */
-	if (a->x.optimiser == OPTIMISER_SGD && !momentum_set)
+	if (a->x.optimiser == OPTIMISER_SGD && !a->momentum_set)
 		a->x.momentum = 0.9f;
-	if (a->x.optimiser == OPTIMISER_ADAMW && momentum_set) {
-		snprintf(err, sizeof(err), "--momentum is SGD's; AdamW uses "
-		    "betas (0.9, 0.999). Add --optimiser sgd or drop "
-		    "--momentum");
-		goto bad;
-	}
-	if (a->x.optimiser == OPTIMISER_SGD && !wd_set)
+	if (a->x.optimiser == OPTIMISER_ADAMW && a->momentum_set)
+		return (cli_refuse("--momentum is SGD's; AdamW uses betas "
+		    "(0.9, 0.999). Add --optimiser sgd or drop --momentum"));
+	if (a->x.optimiser == OPTIMISER_SGD && !a->wd_set)
 		a->x.weight_decay = 0;
-	if (stages != NULL &&
-	    executor_stages_parse(&a->x, stages, err, sizeof(err)) < 0)
-		goto bad;
-	if (a->x.lr <= 0) {
-		snprintf(err, sizeof(err), "--learning-rate must be above 0");
-		goto bad;
-	}
+	if (a->stages != NULL &&
+	    executor_stages_parse(&a->x, a->stages, err, sizeof(err)) < 0)
+		return (cli_refuse("%s", err));
+	if (a->x.lr <= 0)
+		return (cli_refuse("--learning-rate must be above 0"));
 	if (output_mode_check(&a->out, a->x.device_iterations, err,
 	    sizeof(err)) < 0)
-		goto bad;
+		return (cli_refuse("%s", err));
 	if (strcmp(a->test_dataset, "none") == 0)
 		a->test_dataset = NULL;
 	return (0);
-bad:
-	fprintf(stderr, "infeed-train: %s\n", err);
-	return (2);
+}
+
+/* Parse argv into @a; 0 run, 1 done (help), 2 usage error. */
+static int
+parse_args(int argc, char **argv, struct train_args *a)
+{
+	int rc;
+
+	train_args_default(a);
+	if ((rc = cli_parse(&train_cli, argc, argv, a)) != 0)
+		return (rc);
+	return (train_args_check(argc, argv, a));
 }
 
 /* Loader options for a pass over a dataset with @x's batching. */
@@ -417,6 +339,93 @@ struct lr_plan {
 	uint64_t call, calls;
 };
 
+/* One epoch (or the test pass, @lr NULL) in progress. */
+struct pass {
+	struct executor			*x;
+	struct device			*dev;
+	struct source			*src;
+	const struct executor_options	*xo;
+	struct lr_plan			*lr;
+	struct output_spec		 spec;
+	struct host_outputs		 host;
+	struct pass_result		*r;
+	char				 status[96];
+};
+
+/* Emulate a step: the device's DMA reads it; then the host blocks in the
+ * call for the modelled time. */
+static void
+pass_emulate(struct pass *p, const float *data, size_t rows, double ready)
+{
+	if (!p->src->synthetic)
+		(void)host_transfer(data, rows *
+		    shape_size(executor_model(p->x)->input) * sizeof(float));
+	source_release(p->src);
+	device_wait_until(ready + device_call_seconds(p->dev) * rows /
+	    executor_step_rows(p->x));
+}
+
+/* Add the returned outputs' losses and judged predictions to the pass,
+ * and say the running figures in the status. */
+static void
+pass_tally(struct pass *p, int classes)
+{
+	struct pass_result	*r = p->r;
+	struct host_outputs	*host = &p->host;
+	const float		*pred;
+	size_t			 i;
+	int			 best, k;
+
+	for (i = 0; i < host->b_dim; i++)
+		r->loss_sum += host->loss[i];
+	r->loss_n += host->b_dim;
+	for (i = 0; host->pred_labels && i < host->pred_rows; i++) {
+		pred = host->preds + i * classes;
+		best = 0;
+		for (k = 1; k < classes; k++)
+			if (pred[k] > pred[best])
+				best = k;
+		r->right += best == host->pred_labels[i];
+	}
+	if (host->pred_labels)
+		r->judged += host->pred_rows;
+	snprintf(p->status, sizeof(p->status),
+	    "Loss: %.4f | Accuracy: %5.2f%%", r->loss_sum / r->loss_n,
+	    r->judged ? 100.0 * r->right / r->judged : 0);
+}
+
+/* Really run a step (a weight update when training) and tally what it
+ * returns to the host. */
+static int
+pass_compute(struct pass *p, const float *data, const int32_t *labels,
+    size_t rows, char *err, size_t errlen)
+{
+	const struct executor_options	*xo = p->xo;
+	struct model			*m = executor_model(p->x);
+	struct step_outputs		 all;
+	struct lr_point			 lp;
+	bool				 training = p->lr != NULL;
+
+	if (training) {
+		lp = lr_schedule_at(p->lr->kind, p->lr->lr, p->lr->call++,
+		    p->lr->calls);
+		executor_set_optimiser(p->x, &lp);
+	}
+	if (executor_run(p->x, data, labels, rows, &all, err, errlen) < 0)
+		return (-1);
+	if (outputs_select(&p->spec, &all, labels, xo->batch_size,
+	    training ? xo->gradient_accumulation : 1, xo->replicas,
+	    training ? xo->device_iterations :
+	    xo->device_iterations * xo->gradient_accumulation, m->classes,
+	    &p->host) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return (-1);
+	}
+	source_release(p->src);
+	pass_tally(p, m->classes);
+	return (0);
+}
+
 /* One epoch (or the test pass, @lr NULL): take steps until the end of the
  * epoch. */
 static int
@@ -425,105 +434,50 @@ run_pass(const struct train_args *a, struct executor *x, struct device *dev,
     const char *title, uint64_t steps, struct pass_result *r, char *err,
     size_t errlen)
 {
-	bool training = lr != NULL;
-	struct progress bar;
-	struct host_outputs host = { 0 };
-	struct output_spec spec = a->out;
-	const float *data;
-	const int32_t *labels;
-	size_t rows;
-	char status[96] = "";
-	double t0 = now_seconds(), ready;
-	int rc;
+	struct pass	 p = { .x = x, .dev = dev, .src = src,
+	    .xo = xo, .lr = lr, .spec = a->out, .r = r };
+	struct progress	 bar;
+	const float	*data;
+	const int32_t	*labels;
+	size_t		 rows;
+	double		 t0 = now_seconds(), wait0, ready;
+	int		 rc;
 
 	memset(r, 0, sizeof(*r));
-	if (!training)
-		spec.mode = OUTPUT_ALL;         /* poptorch's inference default */
+	if (lr == NULL)		/* poptorch's inference default */
+		p.spec.mode = OUTPUT_ALL;
 	progress_begin(&bar, title, steps, a->quiet);
 	for (;;) {
-		double wait0 = now_seconds();
-
+		wait0 = now_seconds();
 		rc = source_next(src, &data, &labels, &rows, err, errlen);
 		if (rc == 1)
 			break;
 		if (rc < 0)
 			goto fail;
 		ready = now_seconds();
-		if (a->profile && training && r->steps == 0 &&
+		if (a->profile && lr != NULL && r->steps == 0 &&
 		    device_profile(dev, a->profile, "train", ready - wait0,
 		    err, errlen) < 0)
 			goto fail;
-		if (a->emulate) {
-			/* The device's DMA reads the step; then the host
-			 * blocks in the call for the modelled time. */
-			if (!src->synthetic)
-				(void)host_transfer(data, rows *
-				    shape_size(executor_model(x)->input) *
-				    sizeof(float));
-			source_release(src);
-			device_wait_until(ready + device_call_seconds(dev) *
-			    rows / executor_step_rows(x));
-		} else {
-			struct step_outputs all;
-			struct model *m = executor_model(x);
-			size_t i;
-
-			if (training) {
-				struct lr_point p = lr_schedule_at(lr->kind,
-				    lr->lr, lr->call++, lr->calls);
-
-				executor_set_optimiser(x, &p);
-			}
-			if (executor_run(x, data, labels, rows, &all, err,
-			    errlen) < 0)
-				goto fail;
-			if (outputs_select(&spec, &all, labels, xo->batch_size,
-			    training ? xo->gradient_accumulation
-			    : 1,
-			    xo->replicas,
-			    training ? xo->device_iterations
-			    : xo->device_iterations *
-			    xo->gradient_accumulation,
-			    m->classes, &host) < 0) {
-				snprintf(err, errlen, "out of memory");
-				goto fail;
-			}
-			source_release(src);
-			for (i = 0; i < host.b_dim; i++)
-				r->loss_sum += host.loss[i];
-			r->loss_n += host.b_dim;
-			for (i = 0; host.pred_labels &&
-			    i < host.pred_rows; i++) {
-				const float *p = host.preds + i * m->classes;
-				int best = 0;
-				int k;
-
-				for (k = 1; k < m->classes; k++)
-					if (p[k] > p[best])
-						best = k;
-				r->right += best == host.pred_labels[i];
-			}
-			if (host.pred_labels)
-				r->judged += host.pred_rows;
-			snprintf(status, sizeof(status),
-			    "Loss: %.4f | Accuracy: %5.2f%%",
-			    r->loss_sum / r->loss_n,
-			    r->judged ? 100.0 * r->right / r->judged : 0);
-		}
+		if (a->emulate)
+			pass_emulate(&p, data, rows, ready);
+		else if (pass_compute(&p, data, labels, rows, err, errlen) < 0)
+			goto fail;
 		r->steps++;
 		r->items += rows;
 		r->device_seconds += device_call_seconds(dev) * rows /
 		    executor_step_rows(x);
-		progress_update(&bar, r->steps, status);
+		progress_update(&bar, r->steps, p.status);
 	}
 	r->seconds = now_seconds() - t0;
-	progress_end(&bar, r->steps, status);
-	host_outputs_free(&host);
-	return (0);
+	rc = 0;
+	goto out;
 fail:
-	progress_end(&bar, r->steps, status);
-	host_outputs_free(&host);
-	return (-1);
+	rc = -1;
+out:
+	progress_end(&bar, r->steps, p.status);
+	host_outputs_free(&p.host);
+	return (rc);
 }
 
 /* Print a number or JSON null when nothing was measured. */

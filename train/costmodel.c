@@ -117,6 +117,15 @@ static double	 costmodel_async(struct costmodel_ctx *, struct timeline *,
     double, int);
 static double	 costmodel_outer(const struct costmodel_ctx *,
     struct timeline *, double, int, double *, double *);
+static void	 costmodel_ctx_init(struct costmodel_ctx *,
+    const struct ipu_config *, const struct schedule *,
+    const struct stage_cost *, const struct run_shape *);
+static int	 costmodel_ctx_alloc(struct costmodel_ctx *);
+static void	 costmodel_busy(const struct costmodel_ctx *,
+    const struct run_shape *, struct device_timing *);
+static void	 costmodel_trace(struct costmodel_ctx *,
+    const struct run_shape *, const struct device_timing *,
+    struct timeline *);
 
 /* Fill @cfg with the GC200-like defaults. */
 void
@@ -574,84 +583,153 @@ costmodel_outer(const struct costmodel_ctx *c, struct timeline *tl, double t0,
 	return (ar_max + wu_max);
 }
 
+/* The context of one evaluation: each stage's compute, link, all-reduce
+ * and update times, and the host transfers. */
+static void
+costmodel_ctx_init(struct costmodel_ctx *c, const struct ipu_config *cfg,
+    const struct schedule *s, const struct stage_cost *stages,
+    const struct run_shape *shape)
+{
+	double	rate, r;
+	int	k, n;
+
+	memset(c, 0, sizeof *c);
+	c->cfg = cfg;
+	c->s = s;
+	c->st = stages;
+	c->n = n = s->stages;
+	c->m = s->micro;
+	c->b = shape->micro_batch;
+	c->outputs = shape->outputs > 0 ? shape->outputs :
+	    s->training ? 1 : s->micro;
+	rate = cfg->efficiency * cfg->peak_flops;
+	r = shape->replicas;
+	for (k = 0; k < n; k++) {
+		c->tf[k] = c->b * stages[k].flops / rate +
+		    stages[k].layers * cfg->layer_overhead;
+		c->tb[k] = cfg->backward_ratio * c->tf[k];
+		if (k < n - 1)
+			c->fwd_lat[k] = c->b * stages[k].act_bytes /
+			    cfg->link_bw + cfg->link_sync;
+		if (k > 0)
+			c->bwd_lat[k] = c->b * stages[k - 1].act_bytes /
+			    cfg->link_bw + cfg->link_sync;
+		if (s->training && shape->replicas > 1)
+			c->ar[k] = 2 * (r - 1) / r * stages[k].params *
+			    cfg->grad_bytes / cfg->ring_bw +
+			    2 * (r - 1) * cfg->ring_alpha;
+		if (s->training) {
+			c->wu[k] = stages[k].params * cfg->update_bytes /
+			    cfg->sram_bw;
+			if (cfg->offload_optimiser)
+				c->wu[k] += 2 * stages[k].params *
+				    cfg->state_bytes / cfg->stream_bw;
+		}
+	}
+	if (!shape->synthetic && stages[0].in_bytes > 0)
+		c->t_in = c->b * stages[0].in_bytes / cfg->host_bw +
+		    cfg->host_latency;
+	if (stages[n - 1].out_bytes > 0)
+		c->t_out = c->b * stages[n - 1].out_bytes / cfg->host_bw +
+		    cfg->host_latency;
+}
+
+/* The scratch that the lock-step or the asynchronous walk needs. */
+static int
+costmodel_ctx_alloc(struct costmodel_ctx *c)
+{
+	if (c->s->lockstep)
+		c->links = calloc(2 * (size_t)c->n, sizeof *c->links);
+	else {
+		c->fend = calloc((size_t)c->n * c->m, sizeof *c->fend);
+		c->bend = calloc((size_t)c->n * c->m, sizeof *c->bend);
+	}
+	if ((c->s->lockstep && c->links == NULL) ||
+	    (!c->s->lockstep && (c->fend == NULL || c->bend == NULL))) {
+		free(c->links);
+		free(c->fend);
+		free(c->bend);
+		errno = ENOMEM;
+		return (-1);
+	}
+	return (0);
+}
+
+/* Each IPU's busy share of a host call, and the host transfers' time. */
+static void
+costmodel_busy(const struct costmodel_ctx *c, const struct run_shape *shape,
+    struct device_timing *out)
+{
+	const struct sched_op	*op;
+	const struct schedule	*s = c->s;
+	double			 busy[COSTMODEL_MAX_STAGES];
+	int			 i, k, n = c->n, nout = 0;
+
+	memset(busy, 0, sizeof busy);
+	for (i = 0; i < s->nops; i++) {
+		op = &s->ops[i];
+		busy[op->stage] += costmodel_op_time(c, op);
+		if (op->kind == OP_FORWARD && op->stage == 0)
+			busy[0] += c->t_in;
+		if (op->kind == OP_FORWARD && op->stage == n - 1 &&
+		    c->t_out > 0 && costmodel_output_at(c, op->micro)) {
+			busy[n - 1] += c->t_out;
+			nout++;
+		}
+	}
+	out->host_io = s->micro * c->t_in + nout * c->t_out;
+	for (k = 0; k < n; k++)
+		out->busy[k] = out->call > 0 ? shape->device_iterations *
+		    (busy[k] + c->ar[k] + c->wu[k]) / out->call : 0;
+}
+
+/* Trace every weight update of one host call into @tl. */
+static void
+costmodel_trace(struct costmodel_ctx *c, const struct run_shape *shape,
+    const struct device_timing *out, struct timeline *tl)
+{
+	const struct ipu_config	*cfg = c->cfg;
+	double			 t, ar, wu;
+	int			 d;
+
+	tl->clock_hz = cfg->clock_hz;
+	if (cfg->launch > 0)
+		trace_add(tl, TRACE_LANE_HOST, TRACE_HOST_WAIT, -1, -1,
+		    0, cfg->launch, "launch");
+	for (d = 0; d < shape->device_iterations && tl->dropped == 0; d++) {
+		t = cfg->launch + d * out->update;
+		t += c->s->lockstep ? costmodel_lockstep(c, tl, t, d) :
+		    costmodel_async(c, tl, t, d);
+		costmodel_outer(c, tl, t, d, &ar, &wu);
+	}
+}
+
 /* Time one host call and, if asked, trace it. */
 int
 costmodel_evaluate(const struct ipu_config *cfg, const struct schedule *s,
     const struct stage_cost *stages, const struct run_shape *shape,
     struct device_timing *out, struct timeline *tl)
 {
-	struct costmodel_ctx	 c;
-	const struct sched_op	*op;
-	double			 rate, r, busy[COSTMODEL_MAX_STAGES], t, pipe;
-	double			 ar, wu;
-	int			 i, k, n, d, nout = 0;
+	struct costmodel_ctx	c;
+	double			pipe, ar, wu;
+	int			k;
 
 	if (costmodel_check(cfg, s, stages, shape, NULL, 0) == -1) {
 		errno = EINVAL;
 		return (-1);
 	}
-	memset(&c, 0, sizeof c);
+	costmodel_ctx_init(&c, cfg, s, stages, shape);
 	memset(out, 0, sizeof *out);
-	c.cfg = cfg;
-	c.s = s;
-	c.st = stages;
-	c.n = n = s->stages;
-	c.m = s->micro;
-	c.b = shape->micro_batch;
-	c.outputs = shape->outputs > 0 ? shape->outputs :
-	    s->training ? 1 : s->micro;
-	rate = cfg->efficiency * cfg->peak_flops;
-	r = shape->replicas;
-	for (k = 0; k < n; k++) {
-		c.tf[k] = c.b * stages[k].flops / rate +
-		    stages[k].layers * cfg->layer_overhead;
-		c.tb[k] = cfg->backward_ratio * c.tf[k];
-		if (k < n - 1)
-			c.fwd_lat[k] = c.b * stages[k].act_bytes /
-			    cfg->link_bw + cfg->link_sync;
-		if (k > 0)
-			c.bwd_lat[k] = c.b * stages[k - 1].act_bytes /
-			    cfg->link_bw + cfg->link_sync;
-		if (s->training && shape->replicas > 1)
-			c.ar[k] = 2 * (r - 1) / r * stages[k].params *
-			    cfg->grad_bytes / cfg->ring_bw +
-			    2 * (r - 1) * cfg->ring_alpha;
-		if (s->training) {
-			c.wu[k] = stages[k].params * cfg->update_bytes /
-			    cfg->sram_bw;
-			if (cfg->offload_optimiser)
-				c.wu[k] += 2 * stages[k].params *
-				    cfg->state_bytes / cfg->stream_bw;
-		}
+	for (k = 0; k < c.n; k++) {
 		out->forward[k] = c.tf[k];
 		out->backward[k] = s->training ? c.tb[k] : 0;
 	}
-	if (!shape->synthetic && stages[0].in_bytes > 0)
-		c.t_in = c.b * stages[0].in_bytes / cfg->host_bw +
-		    cfg->host_latency;
-	if (stages[n - 1].out_bytes > 0)
-		c.t_out = c.b * stages[n - 1].out_bytes / cfg->host_bw +
-		    cfg->host_latency;
-
-	if (s->lockstep)
-		c.links = calloc(2 * (size_t)n, sizeof *c.links);
-	else {
-		c.fend = calloc((size_t)n * c.m, sizeof *c.fend);
-		c.bend = calloc((size_t)n * c.m, sizeof *c.bend);
-	}
-	if ((s->lockstep && c.links == NULL) ||
-	    (!s->lockstep && (c.fend == NULL || c.bend == NULL))) {
-		free(c.links);
-		free(c.fend);
-		free(c.bend);
-		errno = ENOMEM;
+	if (costmodel_ctx_alloc(&c) == -1)
 		return (-1);
-	}
-
 	/* One weight update's timing; every update of a call is the same. */
 	pipe = s->lockstep ? costmodel_lockstep(&c, NULL, 0, 0) :
 	    costmodel_async(&c, NULL, 0, 0);
-	out->stages = n;
+	out->stages = c.n;
 	out->pipe = pipe;
 	out->copy = c.copy;
 	costmodel_outer(&c, NULL, 0, 0, &ar, &wu);
@@ -660,39 +738,12 @@ costmodel_evaluate(const struct ipu_config *cfg, const struct schedule *s,
 	out->update = pipe + ar + wu;
 	out->launch = cfg->launch;
 	out->call = cfg->launch + shape->device_iterations * out->update;
-	out->items = c.b * s->micro * r * shape->device_iterations;
+	out->items = c.b * s->micro * shape->replicas *
+	    shape->device_iterations;
 	out->items_per_s = out->call > 0 ? out->items / out->call : 0;
-
-	memset(busy, 0, sizeof busy);
-	for (i = 0; i < s->nops; i++) {
-		op = &s->ops[i];
-		busy[op->stage] += costmodel_op_time(&c, op);
-		if (op->kind == OP_FORWARD && op->stage == 0)
-			busy[0] += c.t_in;
-		if (op->kind == OP_FORWARD && op->stage == n - 1 &&
-		    c.t_out > 0 && costmodel_output_at(&c, op->micro)) {
-			busy[n - 1] += c.t_out;
-			nout++;
-		}
-	}
-	out->host_io = s->micro * c.t_in + nout * c.t_out;
-	for (k = 0; k < n; k++)
-		out->busy[k] = out->call > 0 ? shape->device_iterations *
-		    (busy[k] + c.ar[k] + c.wu[k]) / out->call : 0;
-
-	if (tl != NULL) {
-		tl->clock_hz = cfg->clock_hz;
-		if (cfg->launch > 0)
-			trace_add(tl, TRACE_LANE_HOST, TRACE_HOST_WAIT, -1, -1,
-			    0, cfg->launch, "launch");
-		for (d = 0; d < shape->device_iterations && tl->dropped == 0;
-		    d++) {
-			t = cfg->launch + d * out->update;
-			t += s->lockstep ? costmodel_lockstep(&c, tl, t, d) :
-			    costmodel_async(&c, tl, t, d);
-			costmodel_outer(&c, tl, t, d, &ar, &wu);
-		}
-	}
+	costmodel_busy(&c, shape, out);
+	if (tl != NULL)
+		costmodel_trace(&c, shape, out, tl);
 	free(c.links);
 	free(c.fend);
 	free(c.bend);

@@ -71,6 +71,18 @@ static int	trace_int_cmp(const void *, const void *);
 static double	trace_nice_step(double);
 static void	trace_svg_si(double, char *, size_t);
 static int	trace_svg_row(const struct timeline *, int);
+struct svg_frame;
+static void	trace_svg_frame_init(const struct timeline *,
+    struct svg_frame *);
+static void	trace_svg_head(FILE *, const struct timeline *,
+    const struct svg_frame *);
+static void	trace_svg_block(FILE *, const struct timeline *,
+    const struct svg_frame *, const struct trace_span *);
+static int	trace_svg_marks(FILE *, const struct timeline *,
+    const struct svg_frame *);
+static void	trace_svg_axes(FILE *, const struct timeline *,
+    const struct svg_frame *);
+static void	trace_svg_legend(FILE *, const struct svg_frame *, int);
 
 /* Allocate an empty timeline; the arrays grow on demand. */
 struct timeline *
@@ -390,43 +402,56 @@ trace_svg_row(const struct timeline *tl, int lane)
 	return (lane == TRACE_LANE_HOST ? tl->nipus : lane);
 }
 
-/* Write replica 0 of @tl as a PopVision-like SVG. */
-int
-trace_write_svg(const struct timeline *tl, const char *path, char *err,
-    size_t errlen)
+/* Where the SVG of a timeline puts things. */
+struct svg_frame {
+	double	t0, t1;		/* the time drawn, s */
+	double	scale;		/* px per s */
+	double	plotw;		/* px of the lanes */
+	int	rows;		/* lanes: the IPUs and the host */
+	int	axis_y, legend_y, height;
+};
+
+/* Lay out @tl's SVG: from its earliest start (0 at the latest) to its
+ * end. */
+static void
+trace_svg_frame_init(const struct timeline *tl, struct svg_frame *fr)
 {
-	const struct trace_span	*sp;
-	FILE			*f;
-	char			 name[64], num[32];
-	double			 t0 = 0, t1, scale, x, w, y, step, v, lastx;
-	double			 plotw = SVG_WIDTH - SVG_LEFT - SVG_RIGHT;
-	int			 rows = tl->nipus + 1, height, k, axis_y;
-	int			 legend_y, shown_marks = 0;
-	size_t			 i, other = 0;
+	size_t i;
 
-	t1 = trace_end(tl);
+	fr->plotw = SVG_WIDTH - SVG_LEFT - SVG_RIGHT;
+	fr->rows = tl->nipus + 1;
+	fr->t0 = 0;
+	fr->t1 = trace_end(tl);
 	for (i = 0; i < tl->nspans; i++)
-		if (tl->spans[i].start < t0)
-			t0 = tl->spans[i].start;
-	if (t1 <= t0)
-		t1 = t0 + 1e-6;
-	scale = plotw / (t1 - t0);
-	axis_y = SVG_TOP + rows * (SVG_LANE + SVG_GAP);
-	legend_y = axis_y + 44;
-	height = legend_y + 30;
+		if (tl->spans[i].start < fr->t0)
+			fr->t0 = tl->spans[i].start;
+	if (fr->t1 <= fr->t0)
+		fr->t1 = fr->t0 + 1e-6;
+	fr->scale = fr->plotw / (fr->t1 - fr->t0);
+	fr->axis_y = SVG_TOP + fr->rows * (SVG_LANE + SVG_GAP);
+	fr->legend_y = fr->axis_y + 44;
+	fr->height = fr->legend_y + 30;
+}
 
-	if ((f = fopen(path, "w")) == NULL)
-		return (train_fail(err, errlen, "cannot create %s: %s", path,
-		    strerror(errno)));
+/* The SVG's header, background, title, and a band and a name per lane. */
+static void
+trace_svg_head(FILE *f, const struct timeline *tl,
+    const struct svg_frame *fr)
+{
+	double	y;
+	size_t	i, other = 0;
+	int	k;
+
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
 	    "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
-	    "font-size=\"11\">\n", SVG_WIDTH, height, SVG_WIDTH, height);
+	    "font-size=\"11\">\n", SVG_WIDTH, fr->height, SVG_WIDTH,
+	    fr->height);
 	fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
-	    SVG_WIDTH, height);
+	    SVG_WIDTH, fr->height);
 	fprintf(f, "<text x=\"%d\" y=\"16\" font-size=\"13\" "
 	    "font-weight=\"bold\">Execution trace, replica 0: %.3f us",
-	    SVG_LEFT, (t1 - t0) * 1e6);
+	    SVG_LEFT, (fr->t1 - fr->t0) * 1e6);
 	for (i = 0; i < tl->nspans; i++)
 		if (tl->spans[i].replica != 0)
 			other++;
@@ -435,13 +460,11 @@ trace_write_svg(const struct timeline *tl, const char *path, char *err,
 	if (tl->dropped > 0)
 		fprintf(f, " (%zu spans beyond the cap dropped)", tl->dropped);
 	fputs("</text>\n", f);
-
-	/* Lanes: a light band and a name per row. */
-	for (k = 0; k < rows; k++) {
+	for (k = 0; k < fr->rows; k++) {
 		y = SVG_TOP + k * (SVG_LANE + SVG_GAP);
 		fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" "
-		    "height=\"%d\" fill=\"#f4f4f4\"/>\n", SVG_LEFT, y, plotw,
-		    SVG_LANE);
+		    "height=\"%d\" fill=\"#f4f4f4\"/>\n", SVG_LEFT, y,
+		    fr->plotw, SVG_LANE);
 		fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">",
 		    SVG_LEFT - 8, y + SVG_LANE / 2.0 + 4);
 		if (k < tl->nipus)
@@ -449,89 +472,104 @@ trace_write_svg(const struct timeline *tl, const char *path, char *err,
 		else
 			fputs("host</text>\n", f);
 	}
+}
 
-	/* Blocks, replica 0 only. */
-	fputs("<g stroke=\"#fff\" stroke-width=\"0.3\">\n", f);
-	for (i = 0; i < tl->nspans; i++) {
-		sp = &tl->spans[i];
-		if (sp->replica != 0)
-			continue;
-		x = SVG_LEFT + (sp->start - t0) * scale;
-		w = (sp->end - sp->start) * scale;
-		if (w < 0.4)
-			w = 0.4;
-		y = SVG_TOP + trace_svg_row(tl, sp->lane) *
-		    (SVG_LANE + SVG_GAP);
-		trace_name(sp, name, sizeof name);
-		fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-		    "height=\"%d\" fill=\"%s\"><title>", x, y, w, SVG_LANE,
-		    trace_fill[sp->kind]);
-		trace_put_escaped(f, name, true);
-		fprintf(f, " (%s", trace_kind_name(sp->kind));
-		if (sp->iteration >= 0)
-			fprintf(f, ", device iteration %d", sp->iteration);
-		fprintf(f, "): %.3f-%.3f us</title></rect>\n",
-		    sp->start * 1e6, sp->end * 1e6);
-		/* Label with the micro-batch when the block is wide enough. */
-		if (sp->micro < 0 && sp->label[0] == '\0')
-			continue;
-		if (w < SVG_CHAR * strlen(name) + 4) {
-			if (sp->micro < 0)
-				continue;
-			snprintf(name, sizeof name, "%d", sp->micro);
-			if (w < SVG_CHAR * strlen(name) + 4)
-				continue;
-		}
-		fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"%s\" "
-		    "stroke=\"none\" text-anchor=\"middle\">", x + w / 2,
-		    y + SVG_LANE / 2.0 + 4, trace_ink[sp->kind]);
-		trace_put_escaped(f, name, true);
-		fputs("</text>\n", f);
+/* One span's block, with its micro-batch as a label when there is room. */
+static void
+trace_svg_block(FILE *f, const struct timeline *tl,
+    const struct svg_frame *fr, const struct trace_span *sp)
+{
+	char	name[64];
+	double	x, w, y;
+
+	x = SVG_LEFT + (sp->start - fr->t0) * fr->scale;
+	w = (sp->end - sp->start) * fr->scale;
+	if (w < 0.4)
+		w = 0.4;
+	y = SVG_TOP + trace_svg_row(tl, sp->lane) * (SVG_LANE + SVG_GAP);
+	trace_name(sp, name, sizeof name);
+	fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+	    "height=\"%d\" fill=\"%s\"><title>", x, y, w, SVG_LANE,
+	    trace_fill[sp->kind]);
+	trace_put_escaped(f, name, true);
+	fprintf(f, " (%s", trace_kind_name(sp->kind));
+	if (sp->iteration >= 0)
+		fprintf(f, ", device iteration %d", sp->iteration);
+	fprintf(f, "): %.3f-%.3f us</title></rect>\n",
+	    sp->start * 1e6, sp->end * 1e6);
+	if (sp->micro < 0 && sp->label[0] == '\0')
+		return;
+	if (w < SVG_CHAR * strlen(name) + 4) {
+		if (sp->micro < 0)
+			return;
+		snprintf(name, sizeof name, "%d", sp->micro);
+		if (w < SVG_CHAR * strlen(name) + 4)
+			return;
 	}
-	fputs("</g>\n", f);
+	fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"%s\" "
+	    "stroke=\"none\" text-anchor=\"middle\">", x + w / 2,
+	    y + SVG_LANE / 2.0 + 4, trace_ink[sp->kind]);
+	trace_put_escaped(f, name, true);
+	fputs("</text>\n", f);
+}
 
-	/* Step boundaries, thinned to at least 3 px apart. */
+/* Step boundaries, thinned to at least 3 px apart; how many are drawn. */
+static int
+trace_svg_marks(FILE *f, const struct timeline *tl,
+    const struct svg_frame *fr)
+{
+	double	x, lastx = -1e9;
+	size_t	i;
+	int	shown = 0;
+
 	fprintf(f, "<g stroke=\"#555\" stroke-width=\"0.6\" "
 	    "stroke-dasharray=\"2,2\">\n");
-	lastx = -1e9;
 	for (i = 0; i < tl->nmarks; i++) {
-		x = SVG_LEFT + (tl->marks[i] - t0) * scale;
-		if (x < SVG_LEFT - 0.5 || x > SVG_LEFT + plotw + 0.5 ||
+		x = SVG_LEFT + (tl->marks[i] - fr->t0) * fr->scale;
+		if (x < SVG_LEFT - 0.5 || x > SVG_LEFT + fr->plotw + 0.5 ||
 		    x - lastx < 3)
 			continue;
 		fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" "
-		    "y2=\"%d\"/>\n", x, SVG_TOP - 2, x, axis_y - SVG_GAP + 2);
+		    "y2=\"%d\"/>\n", x, SVG_TOP - 2, x,
+		    fr->axis_y - SVG_GAP + 2);
 		lastx = x;
-		shown_marks++;
+		shown++;
 	}
 	fputs("</g>\n", f);
+	return (shown);
+}
 
-	/* Time axis in µs below the lanes. */
+/* The time axis in µs below the lanes, and the cycles scale above. */
+static void
+trace_svg_axes(FILE *f, const struct timeline *tl,
+    const struct svg_frame *fr)
+{
+	char	num[32];
+	double	t0 = fr->t0, t1 = fr->t1, step, v, x;
+
 	fprintf(f, "<g stroke=\"#000\">\n<line x1=\"%d\" y1=\"%d\" "
-	    "x2=\"%.1f\" y2=\"%d\"/>\n", SVG_LEFT, axis_y, SVG_LEFT + plotw,
-	    axis_y);
+	    "x2=\"%.1f\" y2=\"%d\"/>\n", SVG_LEFT, fr->axis_y,
+	    SVG_LEFT + fr->plotw, fr->axis_y);
 	step = trace_nice_step((t1 - t0) * 1e6);
 	for (v = ceil(t0 * 1e6 / step) * step; v <= t1 * 1e6 + step * 1e-9;
 	    v += step) {
-		x = SVG_LEFT + (v * 1e-6 - t0) * scale;
+		x = SVG_LEFT + (v * 1e-6 - t0) * fr->scale;
 		fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\"/>"
 		    "\n<text x=\"%.2f\" y=\"%d\" stroke=\"none\" "
-		    "text-anchor=\"middle\">%g</text>\n", x, axis_y, x,
-		    axis_y + 4, x, axis_y + 16, v);
+		    "text-anchor=\"middle\">%g</text>\n", x, fr->axis_y, x,
+		    fr->axis_y + 4, x, fr->axis_y + 16, v);
 	}
 	fprintf(f, "<text x=\"%d\" y=\"%d\" stroke=\"none\" "
 	    "text-anchor=\"end\">time (us)</text>\n", SVG_LEFT - 8,
-	    axis_y + 16);
-
-	/* Cycles scale above the lanes. */
+	    fr->axis_y + 16);
 	if (tl->clock_hz > 0 && isfinite(tl->clock_hz)) {
 		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%.1f\" "
-		    "y2=\"%d\"/>\n", SVG_LEFT, SVG_TOP - 8, SVG_LEFT + plotw,
-		    SVG_TOP - 8);
+		    "y2=\"%d\"/>\n", SVG_LEFT, SVG_TOP - 8,
+		    SVG_LEFT + fr->plotw, SVG_TOP - 8);
 		step = trace_nice_step((t1 - t0) * tl->clock_hz);
 		for (v = ceil(t0 * tl->clock_hz / step) * step;
 		    v <= t1 * tl->clock_hz + step * 1e-9; v += step) {
-			x = SVG_LEFT + (v / tl->clock_hz - t0) * scale;
+			x = SVG_LEFT + (v / tl->clock_hz - t0) * fr->scale;
 			trace_svg_si(v, num, sizeof num);
 			fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" "
 			    "y2=\"%d\"/>\n<text x=\"%.2f\" y=\"%d\" "
@@ -544,8 +582,15 @@ trace_write_svg(const struct timeline *tl, const char *path, char *err,
 		    SVG_LEFT - 8, SVG_TOP - 15, tl->clock_hz / 1e9);
 	}
 	fputs("</g>\n", f);
+}
 
-	/* Legend. */
+/* The legend: a swatch per kind, and the step boundary if drawn. */
+static void
+trace_svg_legend(FILE *f, const struct svg_frame *fr, int shown_marks)
+{
+	double	x;
+	int	k, legend_y = fr->legend_y;
+
 	for (k = 0, x = SVG_LEFT; k < TRACE_NKINDS; k++) {
 		if (k == TRACE_HOST_OUT)
 			continue;	/* same colour as host in */
@@ -562,6 +607,32 @@ trace_write_svg(const struct timeline *tl, const char *path, char *err,
 		    "stroke=\"#555\" stroke-dasharray=\"2,2\"/>\n<text "
 		    "x=\"%.1f\" y=\"%d\">step boundary</text>\n", x + 6,
 		    legend_y - 11, x + 6, legend_y + 1, x + 12, legend_y);
+}
+
+/* Write replica 0 of @tl as a PopVision-like SVG. */
+int
+trace_write_svg(const struct timeline *tl, const char *path, char *err,
+    size_t errlen)
+{
+	struct svg_frame	 fr;
+	FILE			*f;
+	size_t			 i;
+	int			 shown_marks;
+
+	trace_svg_frame_init(tl, &fr);
+	if ((f = fopen(path, "w")) == NULL)
+		return (train_fail(err, errlen, "cannot create %s: %s", path,
+		    strerror(errno)));
+	trace_svg_head(f, tl, &fr);
+	/* Blocks, replica 0 only. */
+	fputs("<g stroke=\"#fff\" stroke-width=\"0.3\">\n", f);
+	for (i = 0; i < tl->nspans; i++)
+		if (tl->spans[i].replica == 0)
+			trace_svg_block(f, tl, &fr, &tl->spans[i]);
+	fputs("</g>\n", f);
+	shown_marks = trace_svg_marks(f, tl, &fr);
+	trace_svg_axes(f, tl, &fr);
+	trace_svg_legend(f, &fr, shown_marks);
 	fputs("</svg>\n", f);
 	return (trace_close(f, path, err, errlen));
 }
