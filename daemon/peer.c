@@ -9,7 +9,8 @@
  * handle none of its requests, buffered or not, until it drains, so one
  * reply (at most max_frame_size) is the most it can add.  Its refused
  * requests are logged at most PEER_LOG_PER_S times a second, with a count
- * of the rest.
+ * of the rest.  A burst of requests is handled PEER_BATCH at a time, with
+ * every other ready client served in between.
  */
 
 #include <sys/ioctl.h>
@@ -36,6 +37,7 @@
 
 #define PEER_OUTQ_HIGH		(256 * 1024)
 #define PEER_LOG_PER_S		10	/* error lines logged per client */
+#define PEER_BATCH		64	/* requests before the others' turn */
 #define PEER_REFUSED_WAIT_S	10	/* for the Hello of a refused client */
 
 enum peer_state {
@@ -63,6 +65,7 @@ struct peer {
 	int			 fd;
 	struct event		*rev;
 	struct event		*wev;
+	struct event		*more_ev;	/* buffered requests wait */
 	struct wire_in		 in;
 	struct outframe_list	 outq;
 	size_t			 outq_bytes;
@@ -89,6 +92,7 @@ struct peers {
 };
 
 static void	peer_read_cb(evutil_socket_t, short, void *);
+static void	peer_more_cb(evutil_socket_t, short, void *);
 static void	peer_write_cb(evutil_socket_t, short, void *);
 static void	peer_dispatch(struct peer *, Infeed__Frame *);
 static void	peer_process(struct peer *);
@@ -400,7 +404,8 @@ peers_accept(struct peers *ps, int fd)
 	    peer_read_cb, p);
 	p->wev = event_new(ps->host.base, fd, EV_WRITE | EV_PERSIST,
 	    peer_write_cb, p);
-	if (p->rev == NULL || p->wev == NULL)
+	p->more_ev = event_new(ps->host.base, -1, 0, peer_more_cb, p);
+	if (p->rev == NULL || p->wev == NULL || p->more_ev == NULL)
 		fatalx("event_new for a client");
 	TAILQ_INSERT_TAIL(&ps->list, p, entry);
 	ps->n++;
@@ -435,6 +440,7 @@ peer_free(struct peer *p)
 	p->ps->n--;
 	event_free(p->rev);
 	event_free(p->wev);
+	event_free(p->more_ev);
 	wire_in_clear(&p->in);
 	close(p->fd);
 	log_debug("client %llu closed", (unsigned long long)p->id);
@@ -508,6 +514,18 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 	peer_process(p);
 }
 
+/* The client's buffered requests have their turn again. */
+static void
+peer_more_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct peer	*p = arg;
+
+	(void)fd;
+	(void)ev;
+	if (!p->paused)
+		peer_process(p);
+}
+
 /*
  * Handle the whole frames buffered, while the client's replies stay under
  * PEER_OUTQ_HIGH; the rest wait (in the buffer, then the socket) until it
@@ -519,14 +537,24 @@ peer_process(struct peer *p)
 	struct peers	*ps = p->ps;
 	Infeed__Frame	*f;
 	char		*cause = NULL;
+	struct timeval	 zero = { 0, 0 };
 	uint64_t	 id = p->id;
+	unsigned	 handled;
 
-	for (;;) {
+	for (handled = 0;; handled++) {
 		p->req.has_id = false;
 		p->req.id = 0;
 		if (p->outq_bytes > PEER_OUTQ_HIGH) {
 			event_del(p->rev);
 			p->paused = true;
+			return;
+		}
+		/* A burst yields to the other clients now and then. */
+		if (handled == PEER_BATCH) {
+			/* A zero timer runs after the next poll, not before. */
+			evtimer_add(p->more_ev, &zero);
+			if (peer_flush(p) == -1)
+				peer_free(p);
 			return;
 		}
 		switch (wire_in_frame(&p->in, &f, &cause)) {
