@@ -192,6 +192,8 @@ infeed_unmap(struct infeed *f)
 	f->ring = NULL;
 	f->held = 0;
 	f->attached = false;
+	/* A new session owes nothing (infeed_resume keeps what was owed). */
+	f->eod_owed = false;
 }
 
 /*
@@ -818,6 +820,7 @@ infeed_attach_size(struct infeed *f, const char *dataset,
 		return (r);
 	if ((r = infeed_options_take(f, o, &opts)) != INFEED_OK)
 		return (r);
+	f->eod_owed = false;	/* a new session owes nothing */
 	r = infeed_attach_whole(f, dataset, &opts, info ? &whole : NULL);
 	if (r == INFEED_OK && info != NULL)
 		info->struct_size = (uint32_t)infeed_put(info, info_size,
@@ -842,6 +845,7 @@ infeed_resume(struct infeed *f, int why)
 	struct infeed_options	 o = f->opts;
 	char			*path, *name, *dataset, saved[sizeof(f->error)];
 	uint64_t		 deadline;
+	bool			 owed;
 	int			 r;
 
 	if (f->opts.reconnect_timeout_ms == 0 || f->path == NULL ||
@@ -854,7 +858,9 @@ infeed_resume(struct infeed *f, int why)
 	dataset = strdup(f->dataset);
 	o.start_epoch = f->next_epoch;
 	o.start_step = f->next_step;
+	owed = f->eod_owed;
 	infeed_unmap(f);
+	f->eod_owed = owed;
 	r = why;
 	while (path != NULL && dataset != NULL) {
 		if (f->fd != -1)

@@ -254,7 +254,7 @@ daemon_reload(struct daemon *d)
 	d->cat = ncat;
 	d->budget.limit = nconf->memory_budget;
 	d->budget.source = nconf->path;
-	pool_reload(d->pool, ncat);
+	pool_reload(d->pool, ncat, nconf->job_timeout_ms);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);
 	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",

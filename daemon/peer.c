@@ -38,7 +38,7 @@
 #define PEER_OUTQ_HIGH		(256 * 1024)
 #define PEER_LOG_PER_S		10	/* error lines logged per client */
 #define PEER_BATCH		64	/* requests before the others' turn */
-#define PEER_REFUSED_WAIT_S	10	/* for the Hello of a refused client */
+#define PEER_HELLO_WAIT_S	10	/* for a new client's Hello */
 
 enum peer_state {
 	PEER_HELLO,
@@ -125,6 +125,20 @@ peer_set_state(struct peer *p, enum peer_state st)
 	p->state = st;
 }
 
+/*
+ * Read the client's requests.  Until its Hello (or while it is refused) a
+ * client has PEER_HELLO_WAIT_S of silence; then it is dropped, so silent
+ * connections cannot hold max_clients or the spare descriptor.
+ */
+static void
+peer_read_on(struct peer *p)
+{
+	struct timeval	tv = { PEER_HELLO_WAIT_S, 0 };
+
+	event_add(p->rev, p->state == PEER_HELLO || p->state == PEER_REFUSED ?
+	    &tv : NULL);
+}
+
 /* Send queued output; returns -1 when the peer is gone. */
 static int
 peer_flush(struct peer *p)
@@ -162,8 +176,8 @@ peer_flush(struct peer *p)
 	if (p->outq_bytes > PEER_OUTQ_HIGH) {
 		event_del(p->rev);
 		p->paused = true;
-	} else if (p->state != PEER_REFUSED && !p->paused)
-		event_add(p->rev, NULL);
+	} else if (!p->paused)
+		peer_read_on(p);
 	return (0);
 }
 
@@ -373,6 +387,7 @@ peers_refuse(struct peers *ps, int fd, const char *why)
 		if (p->id == id) {
 			p->state = PEER_REFUSED;
 			p->refused_why = xstrdup(why);
+			peer_read_on(p);
 		}
 	}
 }
@@ -384,7 +399,6 @@ peers_accept(struct peers *ps, int fd)
 	struct peer	*p;
 	struct ucred	 cred;
 	socklen_t	 len = sizeof(cred);
-	struct timeval	 tv = { PEER_REFUSED_WAIT_S, 0 };
 
 	p = xcalloc(1, sizeof(*p));
 	p->ps = ps;
@@ -414,8 +428,8 @@ peers_accept(struct peers *ps, int fd)
 	    (unsigned)p->gid);
 	p->state = ps->n > ps->host.conf->max_clients ? PEER_REFUSED :
 	    PEER_HELLO;
-	/* A refused client's Hello is read and answered, or it times out. */
-	event_add(p->rev, p->state == PEER_REFUSED ? &tv : NULL);
+	/* The Hello is read (and answered, or refused), or it times out. */
+	peer_read_on(p);
 	return (p->id);
 }
 
@@ -489,7 +503,9 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 	ssize_t		 n;
 
 	(void)fd;
-	if (ev & EV_TIMEOUT) {		/* a refused client said nothing */
+	if (ev & EV_TIMEOUT) {		/* no Hello in PEER_HELLO_WAIT_S */
+		log_debug("client %llu: no Hello within %d s; closing",
+		    (unsigned long long)p->id, PEER_HELLO_WAIT_S);
 		peer_free(p);
 		return;
 	}
@@ -948,14 +964,26 @@ peers_reload(struct peers *ps, const struct config *conf,
 	}
 }
 
-/* In a new worker process: close every client's socket. */
+/*
+ * In a new worker process: close every client's socket and the ring
+ * descriptors queued for them, and let go of every session's ring, so a
+ * worker never keeps a session's memory after the session ends.
+ */
 void
 peers_close_fds(struct peers *ps)
 {
 	struct peer	*p;
+	struct outframe	*of;
 
-	TAILQ_FOREACH(p, &ps->list, entry)
+	TAILQ_FOREACH(p, &ps->list, entry) {
 		close(p->fd);
+		TAILQ_FOREACH(of, &p->outq, entry) {
+			if (of->fd != -1)
+				close(of->fd);
+		}
+		if (p->session != NULL)
+			session_forget(p->session);
+	}
 }
 
 /* What a test may see of a peer. */

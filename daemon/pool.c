@@ -154,10 +154,13 @@ pool_outq_flush(struct worker *w)
 
 	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
 		if (wire_send_some(w->fd, q->buf, q->len, q->fd) == -1) {
-			if (errno != EAGAIN)
-				log_warn("worker %u (pid %d): send", w->idx,
-				    (int)w->pid);
-			break;
+			if (errno == EAGAIN)
+				break;
+			/* Gone: SIGCHLD replaces it; drop what it missed. */
+			log_warn("worker %u (pid %d): send", w->idx,
+			    (int)w->pid);
+			pool_outq_clear(w);
+			return;
 		}
 		TAILQ_REMOVE(&w->outq, q, entry);
 		if (q->fd != -1)
@@ -240,6 +243,7 @@ static void
 pool_child_close(struct pool *pool, struct worker *self)
 {
 	struct pool_ring	*pr;
+	struct wmsg		*q;
 	unsigned		 i;
 
 	if (pool->child_cb != NULL)
@@ -249,6 +253,10 @@ pool_child_close(struct pool *pool, struct worker *self)
 	for (i = 0; i < pool->n; i++) {
 		if (&pool->workers[i] != self && pool->workers[i].fd != -1)
 			close(pool->workers[i].fd);
+		TAILQ_FOREACH(q, &pool->workers[i].outq, entry) {
+			if (q->fd != -1)
+				close(q->fd);
+		}
 	}
 }
 
@@ -332,8 +340,12 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	snprintf(why, sizeof(why), "did not finish its job within %u ms "
-	    "(job_timeout)", w->pool->job_timeout_ms);
+	if (w->retiring && w->job == NULL)
+		snprintf(why, sizeof(why), "did not exit within %d ms of "
+		    "being retired by a reload", POOL_STOP_MS);
+	else
+		snprintf(why, sizeof(why), "did not finish its job within %u "
+		    "ms (job_timeout)", w->pool->job_timeout_ms);
 	pool_kill_stuck(w, why);
 }
 
@@ -341,10 +353,15 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 pool_retire(struct worker *w)
 {
+	struct timeval	tv = { POOL_STOP_MS / 1000,
+			    (POOL_STOP_MS % 1000) * 1000 };
+
 	event_del(w->ev);
 	pool_outq_clear(w);
 	close(w->fd);
 	w->fd = -1;
+	/* One that does not go (stopped, stuck) is killed, then replaced. */
+	evtimer_add(w->deadline_ev, &tv);
 }
 
 /* Report a finished job to its ring's owner. */
@@ -866,12 +883,14 @@ pool_ring_set_dataset(struct pool_ring *pr, uint32_t dataset_index)
 
 /* Reload: replace every worker, so new ones inherit the new catalogue. */
 void
-pool_reload(struct pool *pool, const struct catalogue *cat)
+pool_reload(struct pool *pool, const struct catalogue *cat,
+    uint32_t job_timeout_ms)
 {
 	struct worker	*w;
 	unsigned	 i;
 
 	pool->cat = cat;
+	pool->job_timeout_ms = job_timeout_ms;
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
 		if (w->pid == -1 || w->fd == -1)
@@ -926,7 +945,7 @@ pool_worker_info(const struct pool *pool, unsigned i,
 
 	info->pid = w->pid;
 	info->state = w->pid == -1 ? "restarting" : w->stuck ? "stuck" :
-	    w->job != NULL ? "busy" : "idle";
+	    w->job != NULL ? "busy" : w->retiring ? "retiring" : "idle";
 	info->rows_done = w->rows_done;
 	info->restarts = w->restarts;
 	info->stuck = w->stuck_kills;

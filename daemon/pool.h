@@ -117,9 +117,11 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 
 /**
  * pool_reload() - replace every worker once idle, so that new ones
- * inherit @cat.
+ * inherit @cat; a retired worker that has not gone after POOL_STOP_MS is
+ * killed.  Jobs from now on have @job_timeout_ms.
  */
-void		 pool_reload(struct pool *pool, const struct catalogue *cat);
+void		 pool_reload(struct pool *pool, const struct catalogue *cat,
+		    uint32_t job_timeout_ms);
 
 unsigned	 pool_size(const struct pool *pool);
 /* No job queued or running, and every worker up. */

@@ -159,6 +159,18 @@ ring_free(struct ring *r)
 	free(r);
 }
 
+/* In a new worker: drop the main process's mapping and descriptor. */
+void
+ring_forget(struct ring *r)
+{
+	if (r->map != NULL)
+		munmap(r->map, r->layout.ring_bytes);
+	if (r->memfd != -1)
+		close(r->memfd);
+	r->map = NULL;
+	r->memfd = -1;
+}
+
 /* A read-only descriptor of the ring, so the client cannot write it. */
 int
 ring_readonly_fd(const struct ring *r)

@@ -76,6 +76,13 @@ struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 void		 ring_free(struct ring *r);
 
 /**
+ * ring_forget() - in a freshly forked worker: unmap and close the ring
+ * without touching the budget (the main process still owns it), so that
+ * the worker never pins the memory of a session that ends.
+ */
+void		 ring_forget(struct ring *r);
+
+/**
  * ring_readonly_fd() - a new read-only descriptor of the memfd, for the
  * client, or -1 with errno set.
  */

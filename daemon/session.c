@@ -603,6 +603,13 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->client_uid = s->client.uid;
 }
 
+/* In a new worker: let go of the ring. */
+void
+session_forget(struct session *s)
+{
+	ring_forget(s->ring);
+}
+
 /* A read-only descriptor of the ring for the client. */
 int
 session_ring_fd(const struct session *s)

@@ -126,6 +126,12 @@ void		 session_fill_stats(const struct session *s,
 		    Infeed__SessionStats *ss);
 
 /**
+ * session_forget() - in a freshly forked worker: let go of the session's
+ * ring (see ring_forget()).
+ */
+void		 session_forget(struct session *s);
+
+/**
  * session_ring_fd() - a new read-only descriptor of the step ring, for the
  * client; -1 with errno set on failure.
  */

@@ -154,6 +154,21 @@ wait_ms(pid_t pid, unsigned ms)
 	return (-1);
 }
 
+/* A trainer process takes 3 steps of @dataset within 10 s. */
+static void
+trainer_ok(const char *dataset)
+{
+	pid_t	t = trainer(dataset, 3, 2);
+	int	status = wait_ms(t, 10000);
+
+	if (status == -1) {
+		kill(t, SIGKILL);
+		waitpid(t, NULL, 0);
+	}
+	ck_assert_msg(status != -1 && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0, "a trainer failed or waited 10 s");
+}
+
 /*
  * Workers killed with SIGKILL from outside, over and over while they read
  * large rows, cost the trainer nothing: a death the data did not cause
@@ -981,6 +996,117 @@ START_TEST(test_burst_from_one_client_bounds_anothers_delay)
 }
 END_TEST
 
+/* Rings mapped in the daemon's worker processes. */
+static int
+worker_rings(void)
+{
+	pid_t	 w[8];
+	char	 path[64], line[512];
+	FILE	*fp;
+	int	 i, n, rings = 0;
+
+	n = worker_pids(w, 8);
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)w[i]);
+		if ((fp = fopen(path, "r")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), fp) != NULL)
+			rings += strstr(line, "infeed-ring") != NULL;
+		fclose(fp);
+	}
+	return (rings);
+}
+
+/*
+ * Workers forked while a session lives (after a reload, a crash) keep
+ * nothing of its ring once it ends: its memory goes back, as the budget
+ * says.
+ */
+START_TEST(test_workers_keep_no_ring_of_an_ended_session)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f = client();
+	uint64_t		 deadline;
+	pid_t			 before[4], after[4];
+	int			 n, rings;
+
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	ck_assert_int_eq(worker_pids(before, 4), 2);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	/* A reload replaces the workers while the session lives. */
+	ck_assert_int_eq(kill(daemon_pid, SIGHUP), 0);
+	deadline = now_ms() + 5000;
+	do {
+		usleep(20000);
+		n = worker_pids(after, 4);
+	} while ((n != 2 || after[0] == before[0] || after[0] == before[1] ||
+	    after[1] == before[0] || after[1] == before[1]) &&
+	    now_ms() < deadline);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	deadline = now_ms() + 2000;
+	while ((rings = worker_rings()) != 0 && now_ms() < deadline)
+		usleep(20000);
+	ck_assert_msg(rings == 0, "%d ring mappings left in the workers after "
+	    "the session ended", rings);
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * A worker that a reload retires but that does not go (stopped) is
+ * killed and replaced after a bounded time, not left "idle" for ever.
+ */
+START_TEST(test_retired_stopped_worker_replaced)
+{
+	pid_t		 w[4], now[4];
+	char		 log[65536];
+	uint64_t	 deadline;
+	int		 n, i, gone;
+
+	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
+	ck_assert_int_eq(kill(daemon_pid, SIGHUP), 0);
+	deadline = now_ms() + 6000;
+	do {
+		usleep(50000);
+		n = worker_pids(now, 4);
+		for (gone = 1, i = 0; i < n; i++)
+			gone &= now[i] != w[0];
+	} while ((!gone || n != 2) && now_ms() < deadline);
+	if (!gone) {
+		kill(w[0], SIGKILL);
+		ck_abort_msg("the stopped worker was still there 6 s after the "
+		    "reload");
+	}
+	ck_assert_int_eq(n, 2);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "did not exit within 2000 ms of being "
+	    "retired") != NULL, "%s", log);
+	trainer_ok("raw");
+}
+END_TEST
+
+/*
+ * A connection that never says Hello is closed after 10 s, so silent
+ * connections cannot hold max_clients (or the spare descriptor) for ever.
+ */
+START_TEST(test_silent_connection_closed)
+{
+	uint64_t	t0 = now_ms();
+	int		fd = raw_connect(), closed = 0;
+
+	while (!closed && now_ms() - t0 < 14000)
+		closed = raw_closed(fd);
+	ck_assert_msg(closed, "a silent connection stayed open 14 s");
+	ck_assert_uint_ge(now_ms() - t0, 9000);
+	close(fd);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -1006,6 +1132,9 @@ faults_suite(void)
 	tcase_add_test(tc, test_distributed_exactly_once_through_a_restart);
 	tcase_add_test(tc, test_connect_times_out_on_a_silent_daemon);
 	tcase_add_test(tc, test_burst_from_one_client_bounds_anothers_delay);
+	tcase_add_test(tc, test_workers_keep_no_ring_of_an_ended_session);
+	tcase_add_test(tc, test_retired_stopped_worker_replaced);
+	tcase_add_test(tc, test_silent_connection_closed);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -236,6 +236,41 @@ START_TEST(end_of_data_owed_survives_a_restart)
 }
 END_TEST
 
+/*
+ * An EndOfData never read before a detach is not owed to the next session:
+ * after a restart in the middle of the next attach's epoch, the next call
+ * is a step, not a false EndOfData.
+ */
+START_TEST(no_false_end_of_data_after_a_detach_and_a_restart)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	unsigned		 i;
+
+	resume_options(&o);
+	o.load_indefinitely = false;
+	o.reconnect_timeout_ms = 10000;
+	f = client();
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (i = 0; i < 6; i++) {	/* epoch 0, its EndOfData unread */
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	daemon_stop();
+	daemon_start("1");
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(st.epoch, 0);
+	ck_assert_uint_eq(st.step, 1);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+}
+END_TEST
+
 /* Without reconnecting, a restart is reported as a closed connection. */
 START_TEST(daemon_restart_without_reconnect_is_closed)
 {
@@ -523,6 +558,7 @@ reliability_suite(void)
 	tcase_add_test(tc, daemon_restart_reconnects_with_the_same_order);
 	tcase_add_test(tc, steps_held_across_a_restart_stay_unchanged);
 	tcase_add_test(tc, end_of_data_owed_survives_a_restart);
+	tcase_add_test(tc, no_false_end_of_data_after_a_detach_and_a_restart);
 	tcase_add_test(tc, daemon_restart_without_reconnect_is_closed);
 	tcase_add_test(tc,
 	    truncated_file_fails_the_session_at_the_first_cut_row);
