@@ -46,14 +46,14 @@ struct infeed {
 	bool		 attached;
 	uint8_t		*ring;
 	size_t		 ring_bytes;
-	uint32_t	 held;		/* steps of this ring not released */
+	uint64_t	 held;		/* slots of this ring not released */
 	bool		 eod_owed;	/* the epoch's last step went out */
 	/* Rings of ended sessions whose steps the caller still holds. */
 	struct infeed_old_ring {
 		uint8_t		*ring;
 		size_t		 ring_bytes;
 		uint64_t	 session_id;
-		uint32_t	 held;
+		uint64_t	 held;		/* a bit per slot */
 	}		*old;
 	size_t		 nold;
 	uint64_t	 slot_bytes;
@@ -196,20 +196,27 @@ infeed_unmap(struct infeed *f)
 	f->eod_owed = false;
 }
 
+/* The bit of @slot in a held mask (slots are fewer than 64). */
+static uint64_t
+infeed_slot_bit(uint32_t slot)
+{
+	return (slot < 64 ? UINT64_C(1) << slot : 0);
+}
+
 /*
  * A step of an ended session was released: unmap its ring after the
  * last.  Returns whether @session_id was such a session.
  */
 static bool
-infeed_release_old(struct infeed *f, uint64_t session_id)
+infeed_release_old(struct infeed *f, uint64_t session_id, uint32_t slot)
 {
 	size_t	i;
 
 	for (i = 0; i < f->nold; i++) {
 		if (f->old[i].session_id != session_id)
 			continue;
-		if (f->old[i].held > 0)
-			f->old[i].held--;
+		/* Releasing a step twice does not free another's ring. */
+		f->old[i].held &= ~infeed_slot_bit(slot);
 		if (f->old[i].held == 0) {
 			munmap(f->old[i].ring, f->old[i].ring_bytes);
 			f->old[i] = f->old[--f->nold];
@@ -984,7 +991,7 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 	step->indices = (const uint64_t *)(const void *)(base +
 	    f->indices_offset);
 	step->session = f->session_id;
-	f->held++;
+	f->held |= infeed_slot_bit(step->slot);
 	f->next_epoch = step->epoch;
 	f->next_step = step->step + 1;
 	if (f->next_step == f->steps_per_epoch) {
@@ -1016,15 +1023,14 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 	 */
 	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
 	    (step->session != f->session_id || !f->attached) &&
-	    infeed_release_old(f, step->session))
+	    infeed_release_old(f, step->session, step->slot))
 		return (INFEED_OK);
 	if (!f->attached)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
 	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
 	    step->session != f->session_id)
 		return (INFEED_OK);
-	if (f->held > 0)
-		f->held--;
+	f->held &= ~infeed_slot_bit(step->slot);
 	rl.slot = step->slot;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rl;
