@@ -349,6 +349,21 @@ raw_stats(void)
 	return (r);
 }
 
+/* The daemon's log so far (DIR/infeedd.log), into @buf. */
+void
+read_log(char *buf, size_t len)
+{
+	char	path[400];
+	ssize_t	n;
+	int	fd;
+
+	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
+	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
 /* True when the daemon has closed @fd (EOF within two seconds). */
 int
 raw_closed(int fd)

@@ -45,5 +45,6 @@ Infeed__Frame	*raw_recv(int fd, struct wire_in *in);
 void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
+void		 read_log(char *buf, size_t len);
 
 #endif /* INFEED_TEST_HARNESS_H */

@@ -82,21 +82,6 @@ worker_pids(pid_t *out, int max)
 	return (n);
 }
 
-/* The daemon's log so far. */
-static void
-read_log(char *buf, size_t len)
-{
-	char	path[400];
-	ssize_t	n;
-	int	fd;
-
-	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
-	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
-	n = read(fd, buf, len - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-}
-
 /* Restart the daemon with @extra in its configuration and @workers. */
 static void
 restart(const char *extra, const char *workers)

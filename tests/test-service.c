@@ -261,21 +261,6 @@ START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
 }
 END_TEST
 
-/* The daemon's log so far, in @buf. */
-static void
-read_log(char *buf, size_t len)
-{
-	char	path[400];
-	ssize_t	n;
-	int	fd;
-
-	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
-	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
-	n = read(fd, buf, len - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-}
-
 /*
  * Unknown keys: a typo in a dataset section refuses that dataset alone (at
  * start and on reload); one in [infeedd] stops a start and is refused by a
