@@ -70,12 +70,6 @@ struct ev {
 static char			 rundir[PATH_MAX];	/* made by main() */
 static char			 tmpdir[PATH_MAX];	/* made per test */
 static char			 raw_path[PATH_MAX];
-static struct config		*conf;
-static struct catalogue		*cat;
-static struct event_base	*base;
-static struct event		*tick;
-static struct pool		*pool;
-static struct ring_budget	 budget;
 static struct session_host	 host;
 static struct session		*sess;
 static Infeed__LoaderOptions	 opts;
@@ -95,7 +89,6 @@ setup(void)
 {
 	static const Infeed__LoaderOptions defaults =
 	    INFEED__LOADER_OPTIONS__INIT;
-	struct timeval	tv = { 0, 5000 };
 	char		path[PATH_MAX], labels_path[PATH_MAX], text[2048];
 	uint8_t		data[256], labels[64];
 	int		i;
@@ -135,28 +128,7 @@ setup(void)
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
 
-	cause = NULL;
-	conf = config_load(path, &cause);
-	ck_assert_msg(conf != NULL, "config: %s", cause);
-	cat = catalogue_open(conf, NULL);
-	ck_assert_uint_eq(cat->ndatasets, 3);
-	unit_add_flaky(cat);
-	budget.limit = conf->memory_budget;
-	budget.used = 0;
-	budget.source = conf->path;
-	ck_assert_ptr_nonnull(base = event_base_new());
-	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST, unit_tick_cb,
-	    NULL));
-	ck_assert_int_eq(event_add(tick, &tv), 0);
-	/*
-	 * Check's runner handles SIGTERM by signalling its whole process
-	 * group; a worker inherits that handler until worker_main() resets
-	 * it, so pool_free()'s SIGTERM to a worker just forked would end the
-	 * test.  The workers inherit the default instead.
-	 */
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
-	pool = pool_new(base, cat, WORKERS, 30000, NULL, NULL);
+	unit_daemon_start(path, 3, WORKERS);
 	host.cat = cat;
 	host.pool = pool;
 	host.budget = &budget;
@@ -192,11 +164,7 @@ teardown(void)
 	session_free(sess);
 	sess = NULL;
 	ck_assert_uint_eq(budget.used, 0);
-	pool_free(pool);
-	event_free(tick);
-	event_base_free(base);
-	catalogue_free(cat);
-	config_free(conf);
+	unit_daemon_stop();
 	sampler_clear(&smp);
 	free(cause);
 	cause = NULL;

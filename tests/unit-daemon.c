@@ -12,7 +12,16 @@
 
 #include <check.h>
 
+#include "config.h"
+#include "pool.h"
 #include "unit-daemon.h"
+
+struct config		*conf;
+struct catalogue	*cat;
+struct event_base	*base;
+struct pool		*pool;
+struct ring_budget	 budget;
+static struct event	*tick;
 
 /*
  * Under AddressSanitizer, leave a worker's SIGSEGV or SIGBUS (the "flaky"
@@ -100,11 +109,11 @@ static const struct dataset_ops flaky_ops = {
 };
 
 /* Add "flaky" to the catalogue. */
-void
-unit_add_flaky(struct catalogue *cat)
+static void
+unit_add_flaky(struct catalogue *c)
 {
 	struct dataset	*ds;
-	size_t		 n = cat->ndatasets;
+	size_t		 n = c->ndatasets;
 
 	ck_assert_ptr_nonnull(ds = calloc(1, sizeof(*ds)));
 	ck_assert_ptr_nonnull(ds->name = strdup("flaky"));
@@ -118,11 +127,46 @@ unit_add_flaky(struct catalogue *cat)
 	ds->classes = 4;
 	ds->sample_bytes = 3;
 	ds->ops = &flaky_ops;
-	cat->datasets = realloc(cat->datasets, (n + 1) *
-	    sizeof(*cat->datasets));
-	cat->entries = realloc(cat->entries, (n + 1) * sizeof(*cat->entries));
-	ck_assert(cat->datasets != NULL && cat->entries != NULL);
-	cat->datasets[n] = ds;
-	memset(&cat->entries[n], 0, sizeof(cat->entries[n]));
-	cat->ndatasets = n + 1;
+	c->datasets = realloc(c->datasets, (n + 1) *
+	    sizeof(*c->datasets));
+	c->entries = realloc(c->entries, (n + 1) * sizeof(*c->entries));
+	ck_assert(c->datasets != NULL && c->entries != NULL);
+	c->datasets[n] = ds;
+	memset(&c->entries[n], 0, sizeof(c->entries[n]));
+	c->ndatasets = n + 1;
 }
+
+/* Config, catalogue (with "flaky"), budget, event base and pool. */
+void
+unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
+{
+	struct timeval	 tv = { 0, 5000 };
+	char		*cause = NULL;
+
+	conf = config_load(path, &cause);
+	ck_assert_msg(conf != NULL, "config: %s", cause);
+	cat = catalogue_open(conf, NULL);
+	ck_assert_uint_eq(cat->ndatasets, ndatasets);
+	unit_add_flaky(cat);
+	budget.limit = conf->memory_budget;
+	budget.used = 0;
+	budget.source = conf->path;
+	ck_assert_ptr_nonnull(base = event_base_new());
+	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST,
+	    unit_tick_cb, NULL));
+	ck_assert_int_eq(event_add(tick, &tv), 0);
+	pool = pool_new(base, cat, workers, 30000, NULL, NULL);
+}
+
+/* Free it all, the pool first. */
+void
+unit_daemon_stop(void)
+{
+	pool_free(pool);
+	pool = NULL;
+	event_free(tick);
+	event_base_free(base);
+	catalogue_free(cat);
+	config_free(conf);
+}
+

@@ -14,13 +14,32 @@
 #include <event2/event.h>
 
 #include "catalogue.h"
+#include "ring.h"
 
 #define FLAKY_BAD	9
 #define FLAKY_CRASH	13
 #define FLAKY_PATH	"/srv/data/flaky.bin"
 
-/* Add "flaky" to @cat, as catalogue_open() would have. */
-void		unit_add_flaky(struct catalogue *cat);
+struct config;
+struct pool;
+
+/* The daemon's layers below the session, made by unit_daemon_start(). */
+extern struct config		*conf;
+extern struct catalogue		*cat;
+extern struct event_base	*base;
+extern struct pool		*pool;
+extern struct ring_budget	 budget;
+
+/*
+ * Load the configuration at @path (it must open @ndatasets datasets), add
+ * "flaky", and start a pool of @workers on a fresh event base whose loop a
+ * 5 ms tick keeps turning.
+ */
+void		unit_daemon_start(const char *path, size_t ndatasets,
+		    unsigned workers);
+
+/* Stop the pool and free what unit_daemon_start() made. */
+void		unit_daemon_stop(void);
 
 /* Milliseconds on a clock that only goes forward. */
 uint64_t	unit_now_ms(void);
