@@ -184,10 +184,11 @@ daemon_start(const struct daemon_args *args)
 	d->peers = peers_new(&ph);
 	if (!args->service)
 		return (d);
+	/* Signals first: a client that can connect may also stop us. */
+	daemon_service_events(d);
 	if ((d->listener = listen_open(d->base, d->conf->socket_path,
 	    d->peers)) == NULL)
 		fatalx("cannot listen on %s", d->conf->socket_path);
-	daemon_service_events(d);
 	log_info("ready: %zu datasets, %u workers", d->cat->ndatasets,
 	    d->conf->workers);
 	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers, "
