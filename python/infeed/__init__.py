@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: MIT
+"""infeed: device steps for PyTorch and PopTorch trainers from infeedd.
+
+Change one line of a PopTorch trainer::
+
+    loader = poptorch.DataLoader(opts, dataset, batch_size=16, shuffle=True)
+    loader = infeed.DataLoader(opts, "fashion-mnist-train", batch_size=16,
+                               shuffle=True)
+
+and take the same device steps from the shared infeedd daemon, prepared
+ahead by its workers and handed over without a copy.  See
+``help(infeed.DataLoader)`` and /usr/share/doc/infeed/python.md.
+"""
+
+from ._errors import (ConnectionClosedError, DataError, Error,
+                      InvalidArgumentError, NotFoundError,
+                      PermissionDeniedError, ProtocolError,
+                      ResourceExhaustedError, SlotsHeldError,
+                      StepTimeoutError)
+from ._infeed import Step
+from ._loader import DataLoader, Files, datasets
+from ._options import Options
+
+__all__ = [
+    "DataLoader", "Options", "Files", "Step", "datasets", "Error",
+    "NotFoundError", "PermissionDeniedError", "InvalidArgumentError",
+    "ResourceExhaustedError", "DataError", "ProtocolError",
+    "ConnectionClosedError", "StepTimeoutError", "SlotsHeldError",
+]

@@ -1,0 +1,844 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * infeed._infeed: the CPython binding of libinfeed, used by the infeed
+ * package's Python layer (DataLoader); not meant to be used directly.
+ *
+ * A Client is one connection to infeedd with at most one session.
+ * Client.next() returns a Lease per device step: a small object that
+ * exports the step's bytes in the ring through the buffer protocol, so
+ * every numpy array and torch tensor built on it keeps it alive.  When the
+ * last view is gone the lease dies and queues its step; the owning thread
+ * sends the Release at its next call.  A lease may die on any thread, even
+ * while next() waits with the GIL released, so it never calls libinfeed.
+ *
+ * The wait for a step releases the GIL and runs in slices, so that Ctrl-C
+ * and other signal handlers run within a slice; an interrupted Next stays
+ * outstanding and the next call collects it.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "infeed.h"
+
+#define CLIENT_SLICE_MS	100	/* signal handlers run at least this often */
+
+/* Exception classes by key ("daemon:5", "closed", ...), set by __init__. */
+static PyObject	*error_classes;
+
+typedef struct {
+	PyObject_HEAD
+	struct infeed		*f;
+	pid_t			 pid;		/* the process that connected */
+	int			 busy;		/* a call is running */
+	bool			 attached;
+	bool			 next_pending;	/* a Next waits on the wire */
+	uint64_t		 session;
+	uint32_t		 slots;
+	uint32_t		 held;		/* live leases of session */
+	int			 label_dtype;
+	uint64_t		 sample_bytes;
+	bool			 writable;	/* copy-on-write mapping */
+	/* Steps whose leases died, to release; guarded by mu. */
+	pthread_mutex_t		 mu;
+	struct infeed_step	*dead;
+	size_t			 ndead;
+	size_t			 capdead;
+} ClientObject;
+
+typedef struct {
+	PyObject_HEAD
+	ClientObject		*client;
+	struct infeed_step	 st;
+	uint8_t			*base;		/* the exported bytes */
+	Py_ssize_t		 len;
+	int			 readonly;
+	Py_ssize_t		 data_offset;
+	Py_ssize_t		 labels_offset;
+	Py_ssize_t		 indices_offset;
+} LeaseObject;
+
+static PyTypeObject	ClientType;
+static PyTypeObject	LeaseType;
+
+/* Raise the class registered under @key (or RuntimeError) with @msg. */
+static PyObject *
+raise_keyed(const char *key, const char *msg)
+{
+	PyObject	*cls = NULL;
+
+	if (error_classes != NULL)
+		cls = PyDict_GetItemString(error_classes, key);
+	if (cls == NULL && error_classes != NULL)
+		cls = PyDict_GetItemString(error_classes, "error");
+	PyErr_SetString(cls != NULL ? cls : PyExc_RuntimeError, msg);
+	return (NULL);
+}
+
+/* Raise the exception for libinfeed's result @r on @self. */
+static PyObject *
+raise_infeed(ClientObject *self, int r)
+{
+	char	key[32];
+
+	switch (r) {
+	case INFEED_ERR_DAEMON:
+		snprintf(key, sizeof(key), "daemon:%d",
+		    infeed_daemon_code(self->f));
+		break;
+	case INFEED_ERR_CLOSED:
+		snprintf(key, sizeof(key), "closed");
+		break;
+	case INFEED_ERR_SYSTEM:
+		snprintf(key, sizeof(key), "system");
+		break;
+	case INFEED_ERR_PROTOCOL:
+		snprintf(key, sizeof(key), "protocol");
+		break;
+	default:
+		snprintf(key, sizeof(key), "usage");
+		break;
+	}
+	return (raise_keyed(key, infeed_error(self->f)));
+}
+
+/* Take the client for one call from this thread and process. */
+static int
+client_enter(ClientObject *self)
+{
+	char	msg[256];
+
+	if (self->f == NULL) {
+		raise_keyed("usage", "this loader is closed");
+		return (-1);
+	}
+	if (self->pid != getpid()) {
+		snprintf(msg, sizeof(msg), "this connection to infeedd was "
+		    "made in process %d; a forked process must make its own "
+		    "(create the DataLoader after the fork)", (int)self->pid);
+		raise_keyed("usage", msg);
+		return (-1);
+	}
+	if (self->busy) {
+		raise_keyed("usage", "the loader is in use by another thread: "
+		    "one thread at a time may take steps from it");
+		return (-1);
+	}
+	self->busy = 1;
+	return (0);
+}
+
+/* Send the Release of every step whose lease died; -1 with an error. */
+static int
+client_flush(ClientObject *self)
+{
+	struct infeed_step	st;
+	int			r, failed = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&self->mu);
+		if (self->ndead == 0) {
+			pthread_mutex_unlock(&self->mu);
+			break;
+		}
+		st = self->dead[--self->ndead];
+		pthread_mutex_unlock(&self->mu);
+		r = infeed_release(self->f, &st);
+		if (r != INFEED_OK && !failed) {
+			raise_infeed(self, r);
+			failed = 1;
+		}
+	}
+	return (failed ? -1 : 0);
+}
+
+static int
+Client_init(ClientObject *self, PyObject *args, PyObject *kw)
+{
+	static char	*kwlist[] = { (char *)"socket", (char *)"client_name",
+	    NULL };
+	const char	*path = NULL, *name = NULL;
+	struct infeed	*f;
+	int		 r;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz", kwlist, &path,
+	    &name))
+		return (-1);
+	if (self->f != NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "already connected");
+		return (-1);
+	}
+	if ((f = infeed_new()) == NULL) {
+		PyErr_NoMemory();
+		return (-1);
+	}
+	Py_BEGIN_ALLOW_THREADS
+	r = infeed_connect(f, path, name);
+	Py_END_ALLOW_THREADS
+	self->f = f;
+	self->pid = getpid();
+	if (r != INFEED_OK) {
+		raise_infeed(self, r);
+		self->f = NULL;
+		infeed_free(f);
+		return (-1);
+	}
+	return (0);
+}
+
+static PyObject *
+Client_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	ClientObject	*self;
+
+	if ((self = (ClientObject *)type->tp_alloc(type, 0)) == NULL)
+		return (NULL);
+	pthread_mutex_init(&self->mu, NULL);
+	return ((PyObject *)self);
+}
+
+/* No lease is alive (each holds a reference): free everything. */
+static void
+Client_dealloc(ClientObject *self)
+{
+	if (self->f != NULL && self->pid == getpid())
+		infeed_free(self->f);
+	free(self->dead);
+	pthread_mutex_destroy(&self->mu);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A dict of one catalogue entry. */
+static PyObject *
+dataset_dict(const struct infeed_dataset *d)
+{
+	PyObject	*shape;
+	uint32_t	 i;
+
+	if ((shape = PyTuple_New(d->ndim)) == NULL)
+		return (NULL);
+	for (i = 0; i < d->ndim; i++)
+		PyTuple_SET_ITEM(shape, i,
+		    PyLong_FromUnsignedLongLong(d->shape[i]));
+	return (Py_BuildValue("{s:s,s:s,s:K,s:N,s:s,s:s,s:I}",
+	    "name", d->name, "type", d->type ? d->type : "",
+	    "samples", (unsigned long long)d->samples, "shape", shape,
+	    "dtype", infeed_dtype_name(d->dtype),
+	    "label_dtype", infeed_dtype_name(d->label_dtype),
+	    "classes", d->classes));
+}
+
+static PyObject *
+Client_datasets(ClientObject *self, PyObject *unused)
+{
+	struct infeed_dataset	*list = NULL;
+	PyObject		*out = NULL, *d;
+	size_t			 n = 0, i;
+	int			 r;
+
+	if (client_enter(self) == -1)
+		return (NULL);
+	Py_BEGIN_ALLOW_THREADS
+	r = infeed_list_datasets(self->f, &list, &n);
+	Py_END_ALLOW_THREADS
+	self->busy = 0;
+	if (r != INFEED_OK)
+		return (raise_infeed(self, r));
+	if ((out = PyList_New(0)) == NULL)
+		goto done;
+	for (i = 0; i < n; i++) {
+		if ((d = dataset_dict(&list[i])) == NULL ||
+		    PyList_Append(out, d) == -1) {
+			Py_XDECREF(d);
+			Py_CLEAR(out);
+			goto done;
+		}
+		Py_DECREF(d);
+	}
+done:
+	infeed_datasets_free(list, n);
+	return (out);
+}
+
+/* Option @key of dict @d as an unsigned integer up to @max, if present. */
+static int
+opt_uint(PyObject *d, const char *key, uint64_t max, uint64_t *out)
+{
+	PyObject		*v = PyDict_GetItemString(d, key);
+	unsigned long long	 x;
+
+	if (v == NULL || v == Py_None)
+		return (0);
+	x = PyLong_AsUnsignedLongLong(v);
+	if (PyErr_Occurred() || x > max) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "%s must be an integer from 0 "
+		    "to %llu, not %R", key, (unsigned long long)max, v);
+		return (-1);
+	}
+	*out = x;
+	return (0);
+}
+
+/* Option @key of dict @d as a bool, if present. */
+static int
+opt_bool(PyObject *d, const char *key, bool *out)
+{
+	PyObject	*v = PyDict_GetItemString(d, key);
+	int		 b;
+
+	if (v == NULL || v == Py_None)
+		return (0);
+	if ((b = PyObject_IsTrue(v)) == -1)
+		return (-1);
+	*out = b;
+	return (0);
+}
+
+/* Option @key: a float, or a sequence of up to @max floats into @out. */
+static int
+opt_floats(PyObject *d, const char *key, float *out, uint32_t max,
+    uint32_t *n)
+{
+	PyObject	*v = PyDict_GetItemString(d, key), *seq;
+	Py_ssize_t	 i, len;
+
+	if (v == NULL || v == Py_None)
+		return (0);
+	if (PyNumber_Check(v)) {
+		out[0] = (float)PyFloat_AsDouble(v);
+		if (n != NULL)
+			*n = 1;
+		return (PyErr_Occurred() ? -1 : 0);
+	}
+	if ((seq = PySequence_Fast(v, "expected numbers")) == NULL)
+		return (-1);
+	len = PySequence_Fast_GET_SIZE(seq);
+	if (len < 1 || (uint64_t)len > max || n == NULL) {
+		Py_DECREF(seq);
+		PyErr_Format(PyExc_ValueError, "%s takes 1 to %u values, not "
+		    "%zd", key, n == NULL ? 1 : max, len);
+		return (-1);
+	}
+	for (i = 0; i < len; i++)
+		out[i] = (float)PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq,
+		    i));
+	Py_DECREF(seq);
+	*n = (uint32_t)len;
+	return (PyErr_Occurred() ? -1 : 0);
+}
+
+/* Loader options from the dict the Python layer built. */
+static int
+options_from(PyObject *d, struct infeed_options *o)
+{
+	uint64_t	u;
+	uint32_t	nmean = 0, nstd = 0;
+
+	infeed_options_init(o);
+#define U32(k, field) do {						\
+	u = o->field;							\
+	if (opt_uint(d, k, UINT32_MAX, &u) == -1)			\
+		return (-1);						\
+	o->field = (uint32_t)u;						\
+} while (0)
+#define U64(k, field) do {						\
+	u = o->field;							\
+	if (opt_uint(d, k, UINT64_MAX, &u) == -1)			\
+		return (-1);						\
+	o->field = u;							\
+} while (0)
+	U32("batch_size", batch_size);
+	U32("device_iterations", device_iterations);
+	U32("replication_factor", replication_factor);
+	U32("gradient_accumulation", gradient_accumulation);
+	U64("seed", seed);
+	U32("num_workers", num_workers);
+	U32("buffer_size", buffer_size);
+	U32("distributed_process_id", distributed_process_id);
+	U32("distributed_process_count", distributed_process_count);
+	U64("start_epoch", start_epoch);
+	U64("start_step", start_step);
+	U32("reconnect_timeout_ms", reconnect_timeout_ms);
+	U32("label_dtype", label_dtype);
+#undef U32
+#undef U64
+	if (opt_bool(d, "shuffle", &o->shuffle) == -1 ||
+	    opt_bool(d, "drop_last", &o->drop_last) == -1 ||
+	    opt_bool(d, "load_indefinitely", &o->load_indefinitely) == -1 ||
+	    opt_bool(d, "early_preload", &o->early_preload) == -1 ||
+	    opt_bool(d, "to_float32", &o->to_float32) == -1 ||
+	    opt_bool(d, "copy_on_write", &o->copy_on_write) == -1 ||
+	    opt_floats(d, "scale", &o->scale, 1, NULL) == -1 ||
+	    opt_floats(d, "mean", o->mean, INFEED_MAX_CHANNELS, &nmean) ==
+	    -1 || opt_floats(d, "std", o->std, INFEED_MAX_CHANNELS, &nstd) ==
+	    -1)
+		return (-1);
+	if (nmean != nstd) {
+		PyErr_Format(PyExc_ValueError, "mean has %u values and std "
+		    "%u: give one per channel for both, or one for all",
+		    nmean, nstd);
+		return (-1);
+	}
+	o->nchannels = nmean;
+	return (0);
+}
+
+/* A dict of the session's facts. */
+static PyObject *
+info_dict(const struct infeed_session_info *in)
+{
+	PyObject	*shape;
+	uint32_t	 i;
+
+	if ((shape = PyTuple_New(in->ndim)) == NULL)
+		return (NULL);
+	for (i = 0; i < in->ndim; i++)
+		PyTuple_SET_ITEM(shape, i,
+		    PyLong_FromUnsignedLongLong(in->sample_shape[i]));
+	return (Py_BuildValue("{s:K,s:I,s:K,s:K,s:K,s:N,s:s,s:K,s:s}",
+	    "session_id", (unsigned long long)in->session_id,
+	    "slots", in->slots,
+	    "combined_batch_size",
+	    (unsigned long long)in->combined_batch_size,
+	    "steps_per_epoch", (unsigned long long)in->steps_per_epoch,
+	    "last_step_rows", (unsigned long long)in->last_step_rows,
+	    "sample_shape", shape,
+	    "dtype", infeed_dtype_name(in->data_dtype),
+	    "sample_bytes", (unsigned long long)in->sample_bytes,
+	    "label_dtype", infeed_dtype_name(in->label_dtype)));
+}
+
+static PyObject *
+Client_attach(ClientObject *self, PyObject *args)
+{
+	struct infeed_options		o;
+	struct infeed_session_info	info;
+	const char			*dataset;
+	PyObject			*opts;
+	int				 r;
+
+	if (!PyArg_ParseTuple(args, "sO!", &dataset, &PyDict_Type, &opts))
+		return (NULL);
+	if (options_from(opts, &o) == -1)
+		return (NULL);
+	if (client_enter(self) == -1)
+		return (NULL);
+	if (self->attached) {
+		self->busy = 0;
+		return (raise_keyed("usage", "already attached; detach "
+		    "first"));
+	}
+	(void)client_flush(self);
+	PyErr_Clear();	/* releases of an ended session cannot fail us */
+	Py_BEGIN_ALLOW_THREADS
+	r = infeed_attach(self->f, dataset, &o, &info);
+	Py_END_ALLOW_THREADS
+	self->busy = 0;
+	if (r != INFEED_OK)
+		return (raise_infeed(self, r));
+	self->attached = true;
+	self->next_pending = false;
+	self->session = info.session_id;
+	self->slots = info.slots;
+	self->held = 0;
+	self->label_dtype = info.label_dtype;
+	self->sample_bytes = info.sample_bytes;
+	self->writable = o.copy_on_write;
+	return (info_dict(&info));
+}
+
+/* A Lease over step @st of @self. */
+static PyObject *
+lease_new(ClientObject *self, const struct infeed_step *st)
+{
+	LeaseObject	*l;
+	const uint8_t	*lo, *hi, *p[3];
+	uint64_t	 n[3];
+	int		 i;
+
+	if ((l = PyObject_New(LeaseObject, &LeaseType)) == NULL)
+		return (NULL);
+	Py_INCREF(self);
+	l->client = self;
+	l->st = *st;
+	p[0] = st->data;
+	n[0] = st->rows * self->sample_bytes;
+	p[1] = st->label_dtype == INFEED_DTYPE_INT64 ?
+	    (const uint8_t *)st->labels64 : (const uint8_t *)st->labels;
+	n[1] = st->rows * infeed_dtype_size(st->label_dtype);
+	p[2] = (const uint8_t *)st->indices;
+	n[2] = st->rows * sizeof(uint64_t);
+	lo = p[0];
+	hi = p[0] + n[0];
+	for (i = 1; i < 3; i++) {
+		if (p[i] < lo)
+			lo = p[i];
+		if (p[i] + n[i] > hi)
+			hi = p[i] + n[i];
+	}
+	l->base = (uint8_t *)(uintptr_t)lo;
+	l->len = hi - lo;
+	l->data_offset = p[0] - lo;
+	l->labels_offset = p[1] - lo;
+	l->indices_offset = p[2] - lo;
+	l->readonly = !self->writable;
+	pthread_mutex_lock(&self->mu);
+	self->held++;
+	pthread_mutex_unlock(&self->mu);
+	return ((PyObject *)l);
+}
+
+/* Milliseconds on the monotonic clock. */
+static double
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6);
+}
+
+/* Wait for the next step in slices; the step in *@st, or a result. */
+static int
+client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
+{
+	double	deadline = timeout_s > 0 ? now_ms() + timeout_s * 1e3 : 0;
+	int	r, ms;
+
+	for (;;) {
+		if (client_flush(self) == -1)
+			return (INFEED_ERR_DAEMON);
+		ms = CLIENT_SLICE_MS;
+		if (deadline > 0 && deadline - now_ms() < ms)
+			ms = deadline - now_ms() > 0 ?
+			    (int)(deadline - now_ms()) + 1 : 0;
+		Py_BEGIN_ALLOW_THREADS
+		r = infeed_next_timeout(self->f, st, ms);
+		Py_END_ALLOW_THREADS
+		if (r != INFEED_TIMEOUT) {
+			self->next_pending = false;
+			return (r);
+		}
+		self->next_pending = true;
+		if (PyErr_CheckSignals() == -1)
+			return (INFEED_TIMEOUT);
+		if (deadline > 0 && now_ms() >= deadline) {
+			PyErr_Format(PyDict_GetItemString(error_classes,
+			    "timeout"), "DataLoader timed out after %g seconds "
+			    "waiting for a step (infeedd has not filled it: "
+			    "see `infeedctl status`)", timeout_s);
+			return (INFEED_TIMEOUT);
+		}
+	}
+}
+
+static PyObject *
+Client_next(ClientObject *self, PyObject *args)
+{
+	struct infeed_step	st;
+	double			timeout_s = 0;
+	char			msg[512];
+	int			r;
+
+	if (!PyArg_ParseTuple(args, "|d", &timeout_s))
+		return (NULL);
+	if (client_enter(self) == -1)
+		return (NULL);
+	if (!self->attached) {
+		self->busy = 0;
+		return (raise_keyed("usage", "not attached"));
+	}
+	if (client_flush(self) == -1) {
+		self->busy = 0;
+		return (NULL);
+	}
+	if (!self->next_pending && self->held >= self->slots) {
+		self->busy = 0;
+		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
+		    "is held by a step you still reference (its data, labels "
+		    "or indices, or a view of them); infeed would wait "
+		    "forever: drop those references (or .clone() what you "
+		    "keep), or raise buffer_size", self->slots);
+		return (raise_keyed("slots", msg));
+	}
+	r = client_wait(self, &st, timeout_s);
+	self->busy = 0;
+	if (r == INFEED_TIMEOUT)
+		return (NULL);	/* a signal's exception, or the timeout */
+	if (r == INFEED_END_OF_DATA)
+		Py_RETURN_NONE;
+	if (r != INFEED_OK) {
+		if (PyErr_Occurred())
+			return (NULL);
+		/* The daemon ended the session (NOT_FOUND): attach again. */
+		if (r == INFEED_ERR_DAEMON && infeed_daemon_code(self->f) == 5)
+			self->attached = false;
+		return (raise_infeed(self, r));
+	}
+	return (lease_new(self, &st));
+}
+
+static PyObject *
+Client_flush(ClientObject *self, PyObject *unused)
+{
+	int	r;
+
+	if (client_enter(self) == -1)
+		return (NULL);
+	r = client_flush(self);
+	self->busy = 0;
+	if (r == -1)
+		return (NULL);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Client_detach(ClientObject *self, PyObject *unused)
+{
+	int	r;
+
+	if (client_enter(self) == -1)
+		return (NULL);
+	if (!self->attached) {
+		self->busy = 0;
+		Py_RETURN_NONE;
+	}
+	(void)client_flush(self);
+	PyErr_Clear();
+	Py_BEGIN_ALLOW_THREADS
+	r = infeed_detach(self->f);
+	Py_END_ALLOW_THREADS
+	self->attached = false;
+	self->next_pending = false;
+	/* Leases of the old session keep their (still mapped) ring. */
+	pthread_mutex_lock(&self->mu);
+	self->held = 0;
+	self->session = 0;
+	pthread_mutex_unlock(&self->mu);
+	self->busy = 0;
+	if (r != INFEED_OK && r != INFEED_ERR_CLOSED)
+		return (raise_infeed(self, r));
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Client_get_held(ClientObject *self, void *closure)
+{
+	return (PyLong_FromUnsignedLong(self->held));
+}
+
+static PyMethodDef Client_methods[] = {
+	{ "datasets", (PyCFunction)Client_datasets, METH_NOARGS,
+	  "datasets() -> list of dicts: the daemon's catalogue" },
+	{ "attach", (PyCFunction)Client_attach, METH_VARARGS,
+	  "attach(dataset, options: dict) -> dict: start a session" },
+	{ "next", (PyCFunction)Client_next, METH_VARARGS,
+	  "next(timeout_s=0) -> Lease, or None at the end of the epoch" },
+	{ "flush", (PyCFunction)Client_flush, METH_NOARGS,
+	  "flush(): send the releases of dead leases now" },
+	{ "detach", (PyCFunction)Client_detach, METH_NOARGS,
+	  "detach(): end the session; leases stay readable" },
+	{ NULL, NULL, 0, NULL }
+};
+
+static PyGetSetDef Client_getset[] = {
+	{ "held", (getter)Client_get_held, NULL,
+	  "steps of the session still referenced", NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+static PyTypeObject ClientType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "infeed._infeed.Client",
+	.tp_doc = "A connection to infeedd with at most one session.",
+	.tp_basicsize = sizeof(ClientObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = Client_new,
+	.tp_init = (initproc)Client_init,
+	.tp_dealloc = (destructor)Client_dealloc,
+	.tp_methods = Client_methods,
+	.tp_getset = Client_getset,
+};
+
+/* The last view is gone: queue the step for its owner to release. */
+static void
+Lease_dealloc(LeaseObject *self)
+{
+	ClientObject		*c = self->client;
+	struct infeed_step	*grown;
+	size_t			 cap;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->ndead == c->capdead) {
+		cap = c->capdead ? c->capdead * 2 : 8;
+		if ((grown = realloc(c->dead, cap * sizeof(*grown))) != NULL) {
+			c->dead = grown;
+			c->capdead = cap;
+		}
+	}
+	/* Without memory the slot stays held until the session ends. */
+	if (c->ndead < c->capdead)
+		c->dead[c->ndead++] = self->st;
+	if (self->st.session == c->session && c->held > 0)
+		c->held--;
+	pthread_mutex_unlock(&c->mu);
+	Py_DECREF(c);
+	PyObject_Free(self);
+}
+
+static int
+Lease_getbuffer(LeaseObject *self, Py_buffer *view, int flags)
+{
+	return (PyBuffer_FillInfo(view, (PyObject *)self, self->base,
+	    self->len, self->readonly, flags));
+}
+
+static PyBufferProcs Lease_as_buffer = {
+	.bf_getbuffer = (getbufferproc)Lease_getbuffer,
+};
+
+static PyObject *
+Lease_get(LeaseObject *self, void *which)
+{
+	switch ((intptr_t)which) {
+	case 0:
+		return (PyLong_FromSsize_t(self->data_offset));
+	case 1:
+		return (PyLong_FromSsize_t(self->labels_offset));
+	case 2:
+		return (PyLong_FromSsize_t(self->indices_offset));
+	case 3:
+		return (PyLong_FromUnsignedLongLong(self->st.rows));
+	case 4:
+		return (PyLong_FromUnsignedLongLong(self->st.epoch));
+	case 5:
+		return (PyLong_FromUnsignedLongLong(self->st.step));
+	case 6:
+		return (PyLong_FromUnsignedLong(self->st.slot));
+	default:
+		return (PyBool_FromLong(!self->readonly));
+	}
+}
+
+static PyGetSetDef Lease_getset[] = {
+	{ "data_offset", (getter)Lease_get, NULL, NULL, (void *)0 },
+	{ "labels_offset", (getter)Lease_get, NULL, NULL, (void *)1 },
+	{ "indices_offset", (getter)Lease_get, NULL, NULL, (void *)2 },
+	{ "rows", (getter)Lease_get, NULL, NULL, (void *)3 },
+	{ "epoch", (getter)Lease_get, NULL, NULL, (void *)4 },
+	{ "step", (getter)Lease_get, NULL, NULL, (void *)5 },
+	{ "slot", (getter)Lease_get, NULL, NULL, (void *)6 },
+	{ "writable", (getter)Lease_get, NULL, NULL, (void *)7 },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+static PyTypeObject LeaseType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "infeed._infeed.Lease",
+	.tp_doc = "One device step's bytes in the ring; its slot goes back "
+	    "to infeedd when the last view of it is gone.",
+	.tp_basicsize = sizeof(LeaseObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_dealloc = (destructor)Lease_dealloc,
+	.tp_as_buffer = &Lease_as_buffer,
+	.tp_getset = Lease_getset,
+};
+
+/* set_error_classes(dict): the exception class for each error key. */
+static PyObject *
+set_error_classes(PyObject *mod, PyObject *d)
+{
+	if (!PyDict_Check(d)) {
+		PyErr_SetString(PyExc_TypeError, "expected a dict");
+		return (NULL);
+	}
+	Py_XDECREF(error_classes);
+	Py_INCREF(d);
+	error_classes = d;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+dtype_size(PyObject *mod, PyObject *args)
+{
+	const char	*name;
+	int		 t;
+
+	if (!PyArg_ParseTuple(args, "s", &name))
+		return (NULL);
+	for (t = 1; t < 64; t++)
+		if (strcmp(infeed_dtype_name(t), name) == 0)
+			return (Py_BuildValue("(in)", t,
+			    (Py_ssize_t)infeed_dtype_size(t)));
+	PyErr_Format(PyExc_ValueError, "unknown dtype '%s'", name);
+	return (NULL);
+}
+
+static PyMethodDef module_methods[] = {
+	{ "set_error_classes", set_error_classes, METH_O,
+	  "set_error_classes(dict): exception classes by error key" },
+	{ "dtype", dtype_size, METH_VARARGS,
+	  "dtype(name) -> (number, size) of an infeed dtype" },
+	{ NULL, NULL, 0, NULL }
+};
+
+static PyStructSequence_Field step_fields[] = {
+	{ "data", "[rows, *sample_shape]: the step's samples" },
+	{ "labels", "[rows]: their labels" },
+	{ "indices", "[rows]: their indices in the dataset" },
+	{ "epoch", "the epoch the step belongs to" },
+	{ "step", "the step's number within the epoch" },
+	{ NULL, NULL }
+};
+
+static PyStructSequence_Desc step_desc = {
+	"infeed.Step",
+	"One device step: unpacks as `data, labels` (like PopTorch's batch) "
+	"and also has .indices, .epoch and .step.",
+	step_fields,
+	2,
+};
+
+static struct PyModuleDef module_def = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "infeed._infeed",
+	.m_doc = "libinfeed for the infeed package; use infeed.DataLoader.",
+	.m_size = -1,
+	.m_methods = module_methods,
+};
+
+PyMODINIT_FUNC	PyInit__infeed(void);
+
+PyMODINIT_FUNC
+PyInit__infeed(void)
+{
+	PyObject	*m, *step;
+
+	if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&LeaseType) < 0)
+		return (NULL);
+	if ((m = PyModule_Create(&module_def)) == NULL)
+		return (NULL);
+	if ((step = (PyObject *)PyStructSequence_NewType(&step_desc)) ==
+	    NULL || PyModule_AddObject(m, "Step", step) < 0) {
+		Py_XDECREF(step);
+		Py_DECREF(m);
+		return (NULL);
+	}
+	Py_INCREF(&ClientType);
+	Py_INCREF(&LeaseType);
+	if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0 ||
+	    PyModule_AddObject(m, "Lease", (PyObject *)&LeaseType) < 0 ||
+	    PyModule_AddIntConstant(m, "MAX_CHANNELS",
+	    INFEED_MAX_CHANNELS) < 0) {
+		Py_DECREF(m);
+		return (NULL);
+	}
+	return (m);
+}

@@ -1,0 +1,464 @@
+# SPDX-License-Identifier: MIT
+"""infeed.DataLoader: poptorch.DataLoader's interface over infeedd."""
+
+import os
+import warnings
+
+from . import _infeed
+from ._options import from_any
+
+__all__ = ["DataLoader", "Files", "datasets"]
+
+# torch's and poptorch's DataLoader arguments that mean nothing here:
+# refused when set to anything but their default, with the reason.
+_REFUSED = {
+    "sampler": "infeedd owns the sample order (seed and epoch); use "
+               "shuffle= and options.randomSeed()",
+    "batch_sampler": "infeedd assembles each step's batches itself",
+    "collate_fn": "steps arrive already batched as [combined_batch, "
+                  "*sample_shape]; transform the step after it arrives",
+    "worker_init_fn": "there are no Python workers: infeedd's workers "
+                      "read and transform the samples",
+    "multiprocessing_context": "there are no Python workers",
+    "generator": "the shuffle depends on the seed alone: use "
+                 "options.randomSeed() or seed=",
+    "rebatched_worker_size": "infeedd's workers fill steps in parts "
+                             "already; there is nothing to rebatch",
+}
+# ... and those accepted with no effect, with the reason.
+_IGNORED = {
+    "persistent_workers": "infeedd's workers always persist",
+    "pin_memory": "steps are in shared memory already; pinning would "
+                  "copy every step (call .pin_memory() yourself for CUDA)",
+    "pin_memory_device": "see pin_memory",
+    "prefetch_factor": "infeedd prepares buffer_size steps ahead; use "
+                       "buffer_size=",
+    "mode": "infeedd always prepares steps ahead, as poptorch's Async "
+            "modes do",
+    "auto_distributed_partitioning": "each process always gets its own "
+                                     "share (options.Distributed)",
+}
+_DEFAULTS = {"persistent_workers": (None, False), "pin_memory": (False,),
+             "pin_memory_device": ("",), "prefetch_factor": (2, None),
+             "mode": (), "auto_distributed_partitioning": (True,)}
+_TRANSFORMS = ("to_float32", "scale", "mean", "std")
+_ASYNC_KEYS = {"buffer_size", "early_preload", "load_indefinitely",
+               "miss_sleep_time_in_ms", "sharing_strategy"}
+
+
+def _error_setup():
+    from ._errors import error_classes
+    _infeed.set_error_classes(error_classes())
+
+
+_error_setup()
+
+
+class Files:
+    """The trainer's own files as a dataset, passed to infeedd by descriptor.
+
+    ``data`` is a ``.npy`` file (C order), or a raw file of samples with
+    ``shape`` (one sample) and ``dtype``; ``labels``, if any, a ``.npy`` file
+    or a raw file of ``label_dtype`` (``"int32"`` or ``"int64"``) with one
+    label per sample.  The DataLoader opens the files in the trainer's
+    process, so the operating system checks the trainer's own permissions,
+    and sends the open descriptors: infeedd never opens a path for a client.
+    """
+
+    def __init__(self, data, labels=None, *, shape=None, dtype=None,
+                 label_dtype=None):
+        self.data, self.labels = os.fspath(data), labels
+        if labels is not None:
+            self.labels = os.fspath(labels)
+        self.shape, self.dtype, self.label_dtype = shape, dtype, label_dtype
+        if not _is_npy(self.data) and (shape is None or dtype is None):
+            raise ValueError(
+                f"{self.data} is not a .npy file: give shape= (one sample, "
+                f"e.g. (1, 28, 28)) and dtype= ('uint8', 'float32', ...)")
+        if (self.labels is not None and not _is_npy(self.labels)
+                and label_dtype is None):
+            raise ValueError(f"{self.labels} is not a .npy file: give "
+                             f"label_dtype= ('int32' or 'int64')")
+
+    def __repr__(self):
+        return f"infeed.Files(data={self.data!r}, labels={self.labels!r})"
+
+
+def _is_npy(path):
+    return str(path).endswith(".npy")
+
+
+def datasets(socket=None):
+    """The datasets in infeedd's catalogue: a list of dicts with name,
+    type, samples, shape, dtype, label_dtype and classes."""
+    return _infeed.Client(socket, "infeed.datasets").datasets()
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError("infeed.DataLoader needs numpy: install Debian's "
+                          "python3-numpy") from None
+    return numpy
+
+
+class DataLoader:
+    """Device steps from infeedd, in place of ``poptorch.DataLoader``.
+
+    ``infeed.DataLoader(options, dataset, batch_size=16, shuffle=True)``
+    gives the same steps as ``poptorch.DataLoader(options, dataset, ...)``
+    would for a dataset of the same samples: each item is one device step
+    of ``batch_size × device_iterations × replication_factor ×
+    gradient_accumulation`` samples (``combinedBatchSize``), and unpacks as
+    ``data, labels`` (``data`` is ``[combinedBatchSize, *sample_shape]``,
+    ``labels`` int64 ``[combinedBatchSize]``); it also has ``.indices``
+    (each row's index in the dataset), ``.epoch`` and ``.step``.
+
+    Args:
+        options: an ``infeed.Options`` or a ``poptorch.Options`` (read by
+            its attribute names; poptorch is not imported), or None.
+        dataset: the name of a dataset in infeedd's catalogue (see
+            ``infeed.datasets()``), or ``infeed.Files(...)``.
+        batch_size: samples per micro-batch.
+        shuffle: a new order every epoch, from the seed and the epoch alone
+            (``options.randomSeed()`` or ``seed=``; default seed 0).
+        drop_last: drop the samples that do not fill a last step (True, as
+            poptorch); with False the last step is shorter.
+        num_workers: at most this many of infeedd's workers at once for
+            this loader; 0 (default) lets it use the whole pool.
+        buffer_size: steps prepared ahead (ring slots), as poptorch's
+            ``async_options={"buffer_size": n}``.
+        early_preload: start filling every slot as soon as the loader is
+            created, not at the first step.
+        output: ``"torch"`` (tensors) or ``"numpy"`` (arrays).
+        socket: infeedd's socket; default ``$INFEED_SOCKET`` or
+            ``/run/infeed/infeedd.sock``.
+        client_name: shown in infeedd's logs and ``infeedctl status``.
+        timeout: seconds to wait for a step before raising
+            ``infeed.StepTimeoutError``; 0 waits for ever (torch's name).
+        seed: the shuffle's seed when ``options`` sets none.
+        writable: deliver steps in copy-on-write memory (default True): an
+            in-place write such as ``data.sub_(mean)`` changes only that
+            step's copy; False maps them read-only (numpy arrays are then
+            not writeable, and an in-place torch op would crash).
+        reconnect_timeout: seconds to keep trying when infeedd restarts
+            mid-session (the order is unchanged); 0 raises at once.
+        to_float32, scale, mean, std: infeedd's transform, run by its
+            workers: uint8 samples become float32 ``x * scale``, then
+            ``(x - mean[c]) / std[c]`` per channel ``c``.
+
+    Tensors view infeedd's memory: nothing is copied.  A step's memory goes
+    back to infeedd when the last tensor or array made from it is gone, so
+    a tensor kept by the program never changes.  ``len(loader)`` is the
+    number of steps per epoch (per process when distributed).
+    """
+
+    def __init__(self, options, dataset, batch_size=1, shuffle=False,
+                 drop_last=True, num_workers=0, buffer_size=3,
+                 early_preload=False, output="torch", socket=None,
+                 client_name=None, *, timeout=0, seed=None, writable=True,
+                 reconnect_timeout=60.0, async_options=None, **kwargs):
+        self._np = _numpy()
+        if output not in ("torch", "numpy"):
+            raise ValueError(f'output must be "torch" or "numpy", not '
+                             f"{output!r}")
+        if output == "torch":
+            try:
+                import torch
+            except ImportError:
+                raise ImportError('output="torch" needs torch: install '
+                                  'Debian\'s python3-torch, or pass '
+                                  'output="numpy"') from None
+            self._torch = torch
+        if not isinstance(dataset, (str, Files)):
+            raise TypeError(
+                f"dataset must be the name of a dataset in infeedd's "
+                f"catalogue (see infeed.datasets() or `infeedctl datasets`)"
+                f" or infeed.Files(...), not {type(dataset).__name__}: a "
+                f"Python Dataset object cannot be sent to infeedd")
+        if batch_size is None:
+            raise ValueError("batch_size=None is not supported: infeed "
+                             "always delivers batched steps")
+        self._options = options
+        self._dataset = dataset
+        self._output = output
+        self._socket = socket
+        self._client_name = client_name or "python"
+        self._timeout = float(timeout)
+        opts = from_any(options)
+        if seed is not None and "seed" not in opts:
+            opts["seed"] = seed
+        buffer_size, early_preload = self._async(async_options, buffer_size,
+                                                 early_preload)
+        opts.update(batch_size=batch_size, shuffle=bool(shuffle),
+                    drop_last=bool(drop_last), num_workers=num_workers,
+                    buffer_size=buffer_size,
+                    early_preload=bool(early_preload),
+                    load_indefinitely=False, label_dtype=3,
+                    copy_on_write=bool(writable),
+                    reconnect_timeout_ms=int(reconnect_timeout * 1000))
+        opts.update(self._kwargs(kwargs))
+        self._opts = opts
+        self._client = None
+        self._info = None
+        self._position = None    # (epoch, step) the session delivers next
+        self._next_epoch = 0     # what the next iter() starts
+        self._resume = None      # (epoch, step) from load_state_dict
+        self._cursor = None      # the next step of the running epoch
+        if early_preload:
+            self._session(0, 0)
+
+    @staticmethod
+    def _async(async_options, buffer_size, early_preload):
+        """poptorch's async_options dict: buffer_size, early_preload."""
+        if async_options is None:
+            return buffer_size, early_preload
+        unknown = set(async_options) - _ASYNC_KEYS
+        if unknown:
+            raise ValueError(
+                f"async_options {sorted(unknown)} not supported: infeed "
+                f"takes buffer_size and early_preload")
+        for key in sorted(set(async_options) - {"buffer_size",
+                                                 "early_preload"}):
+            warnings.warn(f"infeed.DataLoader: async_options['{key}'] is "
+                          f"ignored: infeedd prepares the steps",
+                          stacklevel=4)
+        return (async_options.get("buffer_size", buffer_size),
+                async_options.get("early_preload", early_preload))
+
+    @staticmethod
+    def _kwargs(kwargs):
+        """Transforms, and torch's arguments refused or ignored by name."""
+        out = {}
+        for key, value in kwargs.items():
+            if key in _TRANSFORMS:
+                out[key] = value
+            elif key in _REFUSED:
+                if value is not None:
+                    raise ValueError(f"infeed.DataLoader does not take "
+                                     f"{key}: {_REFUSED[key]}")
+            elif key in _IGNORED:
+                if value not in _DEFAULTS[key]:
+                    warnings.warn(f"infeed.DataLoader ignores {key}="
+                                  f"{value!r}: {_IGNORED[key]}",
+                                  stacklevel=3)
+            else:
+                raise TypeError(f"infeed.DataLoader got an unexpected "
+                                f"argument '{key}'")
+        return out
+
+    # The session
+
+    def _connect(self):
+        if self._client is None:
+            self._client = _infeed.Client(self._socket, self._client_name)
+        return self._client
+
+    def _session(self, epoch, step):
+        """A session whose next step is (epoch, step)."""
+        if self._info is not None and self._position == (epoch, step):
+            return
+        client = self._connect()
+        if self._info is not None:
+            client.detach()
+            self._info = None
+        opts = dict(self._opts, start_epoch=epoch, start_step=step)
+        if isinstance(self._dataset, Files):
+            self._info = self._attach_files(client, opts)
+        else:
+            self._info = client.attach(self._dataset, opts)
+        self._position = (epoch, step)
+        self._shape = (self._info["sample_shape"])
+        self._dtype = self._np.dtype(self._info["dtype"])
+        self._label_dtype = self._np.dtype(self._info["label_dtype"])
+        self._elems = 1
+        for d in self._shape:
+            self._elems *= d
+
+    def _attach_files(self, client, opts):
+        files = self._dataset
+        fds = []
+        try:
+            fds.append(os.open(files.data, os.O_RDONLY | os.O_CLOEXEC))
+            if files.labels is not None:
+                fds.append(os.open(files.labels,
+                                   os.O_RDONLY | os.O_CLOEXEC))
+            spec = {"data_npy": _is_npy(files.data),
+                    "shape": tuple(files.shape or ()),
+                    "dtype": files.dtype,
+                    "labels": files.labels is not None,
+                    "labels_npy": files.labels is not None
+                    and _is_npy(files.labels),
+                    "label_dtype": files.label_dtype}
+            name = os.path.basename(files.data)
+            return client.attach_files(name, opts, fds, spec)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    @property
+    def info(self):
+        """The session: sample_shape, dtype, label_dtype,
+        combined_batch_size, steps_per_epoch, slots, ..."""
+        if self._info is None:
+            start = self._resume or (self._next_epoch, 0)
+            self._session(*start)
+        return dict(self._info)
+
+    @property
+    def combinedBatchSize(self):
+        """Samples per device step (poptorch's name)."""
+        return self.info["combined_batch_size"]
+
+    @property
+    def options(self):
+        """The options given (poptorch's name)."""
+        return self._options
+
+    def __len__(self):
+        """Steps per epoch, as poptorch's len(DataLoader)."""
+        return self.info["steps_per_epoch"]
+
+    # Iteration, epochs and state
+
+    def __iter__(self):
+        epoch, step = self._resume or (self._next_epoch, 0)
+        self._resume = None
+        self._next_epoch = epoch + 1
+        self._session(epoch, step)
+        self._cursor = (epoch, step)
+        return _Iterator(self, epoch)
+
+    def _take(self, epoch):
+        """The next step of @epoch, or None when it is over."""
+        lease = self._client.next(self._timeout)
+        if lease is None or lease.epoch != epoch:
+            # EndOfData: the session now starts the next epoch.
+            self._position = (epoch + 1, 0)
+            self._cursor = None
+            if lease is not None:
+                raise RuntimeError("infeed: a step of epoch "
+                                   f"{lease.epoch} came in epoch {epoch}")
+            return None
+        self._position = (lease.epoch, lease.step + 1)
+        self._cursor = self._position
+        return self._step(lease)
+
+    def _step(self, lease):
+        np = self._np
+        rows = lease.rows
+        data = np.frombuffer(lease, self._dtype, rows * self._elems,
+                             lease.data_offset).reshape((rows,) + self._shape)
+        labels = np.frombuffer(lease, self._label_dtype, rows,
+                               lease.labels_offset)
+        indices = np.frombuffer(lease, np.uint64, rows, lease.indices_offset)
+        if self._output == "torch":
+            from_numpy = self._torch.from_numpy
+            data = from_numpy(data)
+            labels = from_numpy(labels)
+            indices = from_numpy(indices.view(np.int64))
+        return _infeed.Step((data, labels, indices, lease.epoch, lease.step))
+
+    def set_epoch(self, epoch):
+        """The next iteration runs epoch ``epoch`` from its first step
+        (DistributedSampler's name; a state loaded after it wins)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or \
+                epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        self._next_epoch = epoch
+
+    def _fingerprint(self):
+        info = self.info
+        o = self._opts
+        name = self._dataset if isinstance(self._dataset, str) else \
+            repr(self._dataset)
+        return {"dataset": name,
+                "combined_batch_size": info["combined_batch_size"],
+                "steps_per_epoch": info["steps_per_epoch"],
+                "shuffle": o["shuffle"], "seed": o.get("seed", 0),
+                "drop_last": o["drop_last"],
+                "process": [o["distributed_process_id"],
+                            o["distributed_process_count"]]}
+
+    def state_dict(self):
+        """Where the loader is: ``{"epoch", "step", "fingerprint"}``, the
+        next step the program would get (torchdata's name)."""
+        if self._cursor is not None:
+            epoch, step = self._cursor
+            if step >= self.info["steps_per_epoch"]:
+                epoch, step = epoch + 1, 0
+        elif self._resume is not None:
+            epoch, step = self._resume
+        else:
+            epoch, step = self._next_epoch, 0
+        return {"epoch": epoch, "step": step,
+                "fingerprint": self._fingerprint()}
+
+    def load_state_dict(self, state):
+        """The next iteration resumes at ``state`` exactly: the same
+        remaining steps in the same order.  A state of another dataset or
+        other options is refused."""
+        try:
+            epoch, step = int(state["epoch"]), int(state["step"])
+            saved = state["fingerprint"]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("not an infeed.DataLoader state: expected a "
+                             "dict with epoch, step and fingerprint") \
+                from None
+        mine = self._fingerprint()
+        diff = [k for k in mine if saved.get(k) != mine[k]]
+        if diff:
+            raise ValueError(
+                "this state was saved by a loader with other "
+                + ", ".join(f"{k} ({saved.get(k)!r}, here {mine[k]!r})"
+                            for k in diff))
+        if not 0 <= step < mine["steps_per_epoch"] or epoch < 0:
+            raise ValueError(f"step {step} is outside an epoch of "
+                             f"{mine['steps_per_epoch']} steps")
+        self._resume = (epoch, step)
+        self._cursor = None
+
+    def close(self):
+        """End the session (steps still referenced stay readable)."""
+        if self._client is not None:
+            self._client.detach()
+        self._info = None
+        self._cursor = None
+
+    terminate = close    # poptorch's name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"infeed.DataLoader({self._dataset!r}, batch_size="
+                f"{self._opts['batch_size']}, shuffle="
+                f"{self._opts['shuffle']})")
+
+
+class _Iterator:
+    """One epoch of a DataLoader."""
+
+    def __init__(self, loader, epoch):
+        self._loader = loader
+        self._epoch = epoch
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        step = self._loader._take(self._epoch)
+        if step is None:
+            self._done = True
+            raise StopIteration
+        return step
+
+    def __len__(self):
+        return len(self._loader)

@@ -1,0 +1,445 @@
+# SPDX-License-Identifier: MIT
+"""infeed.DataLoader against a real infeedd: the steps, their order and
+exactly-once coverage, zero-copy lifetimes, state, epochs and errors."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import infeed
+from conftest import CLASSES, N, SHAPE, expected_data, label_of
+
+try:
+    import numpy as np
+except ImportError:
+    np = None
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_numpy = pytest.mark.skipif(np is None, reason="needs python3-numpy")
+needs_torch = pytest.mark.skipif(torch is None or np is None,
+                                 reason="needs python3-torch")
+
+
+def opts(di=1, replicas=1, ga=1, process=None, seed=None):
+    o = infeed.Options().deviceIterations(di).replicationFactor(replicas)
+    o.Training.gradientAccumulation(ga)
+    o.Distributed.configureProcessId(*(process or (0, 1)))
+    if seed is not None:
+        o.randomSeed(seed)
+    return o
+
+
+def epoch_indices(loader):
+    out = []
+    for step in loader:
+        out.append(np.asarray(step.indices).astype(np.int64).copy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def test_imports_without_numpy_or_torch():
+    code = ("import sys; sys.modules['numpy'] = None; "
+            "sys.modules['torch'] = None; import infeed; "
+            "print(infeed.DataLoader.__name__, infeed.Options().device_iterations)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, env=os.environ)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["DataLoader", "1"]
+
+
+def test_options_have_poptorch_names_and_chain():
+    o = infeed.Options().deviceIterations(50).replicationFactor(4)
+    o.Training.gradientAccumulation(2)
+    o.Distributed.configureProcessId(1, 2)
+    assert o.randomSeed(42) is o
+    assert (o.device_iterations, o.replication_factor,
+            o.Training.gradient_accumulation) == (50, 4, 2)
+    assert (o.Distributed.processId, o.Distributed.numProcesses) == (1, 2)
+    assert o.random_seed == 42
+    with pytest.raises(ValueError, match="deviceIterations"):
+        o.deviceIterations(0)
+    with pytest.raises(ValueError, match="process_id"):
+        o.Distributed.configureProcessId(2, 2)
+
+
+@pytest.mark.parametrize("env,want", [
+    ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "3"}, (1, 3)),
+    ({"RANK": "2", "WORLD_SIZE": "4"}, (2, 4)),
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+      "RANK": "3", "WORLD_SIZE": "4"}, (0, 2)),
+    ({}, (0, 1)),
+])
+def test_process_from_mpirun_or_torchrun(monkeypatch, env, want):
+    for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "RANK",
+              "WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    d = infeed.Options().Distributed
+    assert (d.processId, d.numProcesses) == want
+
+
+@needs_torch
+def test_steps_are_poptorch_batches(loader_args):
+    loader = infeed.DataLoader(opts(di=5, replicas=2, ga=2), "raw",
+                               batch_size=4, **loader_args)
+    assert loader.combinedBatchSize == 80
+    assert len(loader) == N // 80
+    info = loader.info
+    assert info["sample_shape"] == SHAPE and info["dtype"] == "float32"
+    count, third = 0, None
+    for step in loader:         # steps kept past the ring would block
+        if count == 0:
+            data, labels = step
+            assert isinstance(step, tuple) and len(step) == 2
+            assert data.shape == (80,) + SHAPE
+            assert data.dtype == torch.float32
+            assert labels.dtype == torch.int64 and labels.shape == (80,)
+        if count == 3:
+            third = step
+        count += 1
+    assert count == len(loader)
+    assert third.epoch == 0 and third.step == 3
+    idx = third.indices.numpy()
+    assert (idx == np.arange(240, 320)).all()     # no shuffle: in order
+    assert np.array_equal(third.data.numpy(), expected_data(idx))
+    assert (third.labels.numpy() == [label_of(i) for i in idx]).all()
+    # CrossEntropyLoss takes the labels as they come.
+    loss = torch.nn.functional.cross_entropy(
+        torch.zeros(80, CLASSES), third.labels)
+    assert loss.item() > 0
+
+
+@needs_numpy
+@pytest.mark.parametrize("di,replicas,ga,processes,drop_last", [
+    (1, 1, 1, 1, True), (5, 2, 1, 1, True), (3, 4, 2, 1, False),
+    (2, 1, 3, 3, True), (7, 2, 1, 2, False),
+])
+def test_every_index_exactly_once_per_epoch(loader_args, di, replicas, ga,
+                                            processes, drop_last):
+    shares = []
+    for p in range(processes):
+        loader = infeed.DataLoader(
+            opts(di, replicas, ga, (p, processes), seed=5), "raw",
+            batch_size=3, shuffle=True, drop_last=drop_last,
+            output="numpy", **loader_args)
+        epochs = [epoch_indices(loader) for _ in range(2)]
+        assert not np.array_equal(epochs[0], epochs[1])  # reshuffled
+        shares.append(epochs)
+        cbs = loader.combinedBatchSize
+    for e in range(2):
+        got = np.concatenate([s[e] for s in shares])
+        assert len(np.unique(got)) == len(got), "an index came twice"
+        if drop_last:
+            assert len(got) == (N // (cbs * processes)) * cbs * processes
+        else:
+            assert len(got) == N
+
+
+def test_same_steps_as_libinfeed(loader_args, daemon):
+    dump = os.environ.get("INFEED_DUMP_STEPS")
+    if dump is None or np is None:
+        pytest.skip("meson sets INFEED_DUMP_STEPS; needs numpy")
+    out = subprocess.run(
+        [dump, "--socket", daemon.socket, "--dataset", "raw",
+         "--batch-size", "4", "--device-iterations", "3", "--replicas", "2",
+         "--shuffle", "--seed", "11", "--epochs", "2",
+         "--process", "1,2"], capture_output=True, text=True, check=True)
+    c_steps = [line.split() for line in out.stdout.splitlines()]
+    loader = infeed.DataLoader(opts(3, 2, 1, (1, 2), seed=11), "raw",
+                               batch_size=4, shuffle=True, output="numpy",
+                               **loader_args)
+    py_steps = []
+    for _ in range(2):
+        for s in loader:
+            py_steps.append([str(s.epoch), str(s.step),
+                             ",".join(str(i) for i in s.indices)])
+    assert py_steps == c_steps
+
+
+@needs_numpy
+def test_state_dict_resumes_exactly(loader_args):
+    def make():
+        return infeed.DataLoader(opts(di=2, seed=3), "raw", batch_size=10,
+                                 shuffle=True, output="numpy", **loader_args)
+    ref = make()
+    want = [s.indices.copy() for _ in range(2) for s in ref]
+    loader = make()
+    got = []
+    it = iter(loader)
+    for _ in range(7):
+        got.append(next(it).indices.copy())
+    state = loader.state_dict()
+    assert (state["epoch"], state["step"]) == (0, 7)
+    resumed = make()
+    resumed.load_state_dict(state)
+    got += [s.indices.copy() for s in resumed]     # the rest of epoch 0
+    got += [s.indices.copy() for s in resumed]     # then epoch 1
+    assert len(got) == len(want)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    # A state taken after the last step resumes at the next epoch.
+    end = make()
+    for _ in end:
+        pass
+    assert (end.state_dict()["epoch"], end.state_dict()["step"]) == (1, 0)
+    other = infeed.DataLoader(opts(di=2, seed=4), "raw", batch_size=10,
+                              shuffle=True, output="numpy", **loader_args)
+    with pytest.raises(ValueError, match="seed"):
+        other.load_state_dict(state)
+
+
+@needs_numpy
+def test_set_epoch_gives_that_epochs_order(loader_args):
+    a = infeed.DataLoader(opts(seed=9), "raw", batch_size=50, shuffle=True,
+                          output="numpy", **loader_args)
+    for _ in range(3):
+        third = epoch_indices(a)
+    b = infeed.DataLoader(opts(seed=9), "raw", batch_size=50, shuffle=True,
+                          output="numpy", **loader_args)
+    b.set_epoch(2)
+    assert np.array_equal(epoch_indices(b), third)
+    assert [s.epoch for s in b][0] == 3
+
+
+@needs_torch
+def test_kept_tensor_never_changes(loader_args):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=3, **loader_args)
+    it = iter(loader)
+    kept = next(it)
+    copy = kept.data.clone(), kept.labels.clone(), kept.indices.clone()
+    for _ in range(3):      # several epochs: every slot refilled
+        for s in it:
+            pass
+        it = iter(loader)
+    assert torch.equal(kept.data, copy[0])
+    assert torch.equal(kept.labels, copy[1])
+    assert torch.equal(kept.indices, copy[2])
+
+
+@needs_torch
+def test_in_place_write_changes_only_that_step(loader_args):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=2, **loader_args)
+    other = infeed.DataLoader(opts(), "raw", batch_size=100,
+                              buffer_size=2, **loader_args)
+    for _ in range(2):
+        for s, o in zip(loader, other):
+            s.data.sub_(1000.0)             # on every step, every slot
+            s.labels.fill_(-1)
+            idx = s.indices.numpy()
+            assert np.array_equal(s.data.numpy(), expected_data(idx) - 1000)
+            assert np.array_equal(o.data.numpy(), expected_data(idx))
+            assert (o.labels.numpy() == [label_of(i) for i in idx]).all()
+    # The written slots come back with the daemon's bytes.
+    for s in loader:
+        idx = s.indices.numpy()
+        assert np.array_equal(s.data.numpy(), expected_data(idx))
+
+
+@needs_torch
+def test_slot_returns_when_the_last_view_is_gone(loader_args):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=2, **loader_args)
+    it = iter(loader)
+    view = next(it).data[3:5].view(-1)      # only a view of a view kept
+    gc.collect()
+    assert loader._client.held == 1
+    next(it)                                # dropped at once
+    assert loader._client.held == 1
+    del view
+    assert loader._client.held == 0
+
+
+@needs_numpy
+def test_keeping_every_slot_raises_instead_of_hanging(loader_args):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=2, output="numpy", **loader_args)
+    it = iter(loader)
+    kept = [next(it), next(it)]
+    t = time.monotonic()
+    with pytest.raises(infeed.SlotsHeldError, match="buffer_size"):
+        next(it)
+    assert time.monotonic() - t < 5
+    del kept
+    assert next(it).step == 2
+
+
+@needs_numpy
+def test_numpy_output_and_read_only_option(loader_args):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=10,
+                               output="numpy", writable=False, **loader_args)
+    s = next(iter(loader))
+    assert isinstance(s.data, np.ndarray) and not s.data.flags.writeable
+    assert s.labels.dtype == np.int64 and s.indices.dtype == np.uint64
+
+
+@needs_numpy
+def test_transform_to_float32_and_normalise(loader_args):
+    loader = infeed.DataLoader(opts(), "images", batch_size=10,
+                               output="numpy", to_float32=True,
+                               scale=1 / 255, mean=0.5, std=0.25,
+                               **loader_args)
+    raw = infeed.DataLoader(opts(), "images", batch_size=10,
+                            output="numpy", **loader_args)
+    a, b = next(iter(loader)), next(iter(raw))
+    assert a.data.dtype == np.float32 and b.data.dtype == np.uint8
+    np.testing.assert_allclose(a.data, (b.data / 255 - 0.5) / 0.25,
+                               rtol=1e-5, atol=1e-5)
+
+
+@needs_numpy
+def test_errors_raise_their_classes(loader_args, tmp_path):
+    with pytest.raises(infeed.NotFoundError, match="no-such"):
+        len(infeed.DataLoader(opts(), "no-such", **loader_args))
+    with pytest.raises(infeed.InvalidArgumentError, match="batch_size"):
+        len(infeed.DataLoader(opts(), "raw", batch_size=0, **loader_args))
+    with pytest.raises(infeed.ResourceExhaustedError):
+        len(infeed.DataLoader(opts(di=1000), "raw", batch_size=1000,
+                              **loader_args))
+    with pytest.raises(infeed.ConnectionClosedError):
+        infeed.datasets(socket=str(tmp_path / "nothing.sock"))
+    assert isinstance(infeed.NotFoundError("x"), LookupError)
+    assert isinstance(infeed.InvalidArgumentError("x"), ValueError)
+
+
+def test_torch_arguments_refused_or_ignored_by_name(loader_args):
+    if np is None:
+        pytest.skip("needs numpy")
+    for arg in ("sampler", "batch_sampler", "collate_fn", "worker_init_fn",
+                "generator", "multiprocessing_context"):
+        with pytest.raises(ValueError, match=arg):
+            infeed.DataLoader(opts(), "raw", output="numpy",
+                              **{arg: object()}, **loader_args)
+    with pytest.warns(UserWarning, match="pin_memory"):
+        infeed.DataLoader(opts(), "raw", output="numpy", pin_memory=True,
+                          **loader_args)
+    with pytest.raises(TypeError, match="bogus"):
+        infeed.DataLoader(opts(), "raw", output="numpy", bogus=1,
+                          **loader_args)
+    with pytest.raises(TypeError, match="Dataset object"):
+        infeed.DataLoader(opts(), [1, 2, 3], **loader_args)
+
+
+@needs_numpy
+def test_permission_denied(loader_args, daemon):
+    if os.getgid() != 0:
+        with pytest.raises(infeed.PermissionDeniedError):
+            len(infeed.DataLoader(opts(), "private", **loader_args))
+        return
+    if os.getuid() != 0:
+        pytest.skip("needs a group other than root")
+    os.chmod(daemon.dir, 0o755)
+    os.chmod(daemon.socket, 0o666)
+    code = ("import infeed, sys\n"
+            "try:\n"
+            f"    len(infeed.DataLoader(None, 'private', output='numpy', "
+            f"socket={daemon.socket!r}))\n"
+            "except infeed.PermissionDeniedError as e:\n"
+            "    print('denied:', e); sys.exit(3)\n")
+
+    def drop():
+        os.setgid(65534)
+        os.setgroups([])
+        os.setuid(65534)
+    out = subprocess.run([sys.executable, "-c", code], preexec_fn=drop,
+                         capture_output=True, text=True, cwd="/")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "private" in out.stdout
+
+
+@needs_numpy
+def test_timeout_ctrl_c_and_gil_while_the_daemon_is_stopped(loader_args,
+                                                            daemon):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=10, timeout=0.5,
+                               output="numpy", **loader_args)
+    it = iter(loader)
+    first = next(it).indices.copy()
+    daemon.pause()
+    ticks = []
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.01)
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        held = [next(it) for _ in range(2)]     # the ring's ready slots
+        with pytest.raises(infeed.StepTimeoutError, match="0.5 seconds"):
+            next(it)
+    finally:
+        stop.set()
+        t.join()
+        daemon.resume()
+    assert len(ticks) > 10, "the GIL was held during the wait"
+    # The Next that timed out is collected: no step lost or repeated.
+    got = [s.indices.copy() for s in it]
+    del held
+    assert first[0] == 0 and got[0][0] == 30
+
+    # Ctrl-C interrupts a wait in a trainer process.
+    code = ("import infeed, sys\n"
+            f"l = infeed.DataLoader(None, 'raw', batch_size=10, "
+            f"buffer_size=1, output='numpy', socket={daemon.socket!r})\n"
+            "it = iter(l); next(it)\n"
+            "print('ready', flush=True)\n"
+            "try:\n"
+            "    next(it); next(it)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True); sys.exit(7)\n")
+    p = subprocess.Popen([sys.executable, "-c", code],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    daemon.pause()
+    try:
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=5) == 7
+        assert p.stdout.read().strip() == "interrupted"
+    finally:
+        daemon.resume()
+        if p.poll() is None:
+            p.kill()
+
+
+@needs_numpy
+def test_daemon_restart_is_ridden_out_in_order(loader_args, daemon):
+    def make():
+        return infeed.DataLoader(opts(seed=2), "raw", batch_size=25,
+                                 shuffle=True, output="numpy", **loader_args)
+    want = epoch_indices(make())
+    loader = make()
+    it = iter(loader)
+    got = [next(it).indices.copy() for _ in range(5)]
+    kept = next(it)
+    got.append(kept.indices.copy())
+    assert daemon.stop() == 0
+    daemon.start()
+    got += [s.indices.copy() for s in it]
+    assert np.array_equal(np.concatenate(got), want)
+    assert np.array_equal(kept.indices, got[5])   # held across the restart
+
+
+def test_datasets_lists_the_catalogue(loader_args):
+    names = {d["name"]: d for d in infeed.datasets(loader_args["socket"])}
+    assert names["raw"]["samples"] == N
+    assert names["raw"]["shape"] == SHAPE
+    assert names["raw"]["dtype"] == "float32"
+
+
+def test_step_pickles_and_unpacks():
+    import pickle
+    s = infeed.Step(([1], [2], [3], 4, 5))
+    data, labels = s
+    assert (data, labels, s.indices, s.epoch, s.step) == ([1], [2], [3], 4, 5)
+    assert pickle.loads(pickle.dumps(s)).step == 5
