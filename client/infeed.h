@@ -24,6 +24,11 @@
  *	}
  *	infeed_free(f);
  *
+ * Labels are int32 (st.labels) unless the options ask for int64
+ * (o.label_dtype = INFEED_DTYPE_INT64, what torch's CrossEntropyLoss
+ * takes): then the workers write int64 labels and st.labels64 points at
+ * them, still without a copy.
+ *
  * Every call returns an infeed_code; on failure infeed_error() says what
  * went wrong in words.  The library never prints and never exits.  A handle
  * is for one thread at a time.
@@ -133,6 +138,15 @@ struct infeed_options {
 	uint32_t	nchannels;		/* 0: no normalisation */
 	float		mean[INFEED_MAX_CHANNELS];
 	float		std[INFEED_MAX_CHANNELS];
+	/*
+	 * Since libinfeed 1.1: the labels' type in the ring.  0 or
+	 * INFEED_DTYPE_INT32: int32 (infeed_step.labels); INFEED_DTYPE_INT64:
+	 * int64 (infeed_step.labels64).  The daemon refuses anything else.
+	 * A daemon older than this option ignores it and sends int32 labels:
+	 * infeed_session_info.label_dtype says what the ring holds.
+	 */
+	int		label_dtype;		/* 0: int32 */
+	uint32_t	reserved0;		/* 0; no tail padding */
 };
 
 /* What Attach told us about the session and its steps. */
@@ -147,6 +161,12 @@ struct infeed_session_info {
 	int		data_dtype;		/* after any transform */
 	uint64_t	sample_shape[INFEED_MAX_DIMS];
 	uint64_t	sample_bytes;
+	/*
+	 * Since libinfeed 1.1: INFEED_DTYPE_INT32 or INFEED_DTYPE_INT64, as
+	 * the daemon's Attached said (INT32 from a daemon that did not say).
+	 */
+	int		label_dtype;
+	uint32_t	reserved0;		/* 0; no tail padding */
 };
 
 /* One device step, valid until infeed_release(). */
@@ -157,9 +177,13 @@ struct infeed_step {
 	uint64_t	 step;			/* within the epoch */
 	uint64_t	 rows;			/* combined batch, or fewer */
 	const void	*data;			/* [rows, sample_shape...] */
-	const int32_t	*labels;		/* [rows] */
+	const int32_t	*labels;		/* [rows]; NULL when int64 */
 	const uint64_t	*indices;		/* [rows] dataset indices */
 	uint64_t	 session;		/* which attach it came from */
+	/* Since libinfeed 1.1: */
+	const int64_t	*labels64;		/* [rows]; NULL when int32 */
+	int		 label_dtype;		/* INFEED_DTYPE_INT32 or _INT64 */
+	uint32_t	 reserved0;		/* 0; no tail padding */
 };
 
 /* One session in the daemon's Stats; strings are NULL when not sent. */

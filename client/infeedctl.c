@@ -45,7 +45,8 @@ usage(FILE *fp)
 	    "        [--gradient-accumulation K] [--shuffle] [--seed S]\n"
 	    "        [--no-drop-last] [--workers W] [--buffer-size N]\n"
 	    "        [--epochs E] [--distributed-process-id p\n"
-	    "        --distributed-processes P] [--verify] [--json]\n"
+	    "        --distributed-processes P] [--label-dtype int32|int64]\n"
+	    "        [--verify] [--json]\n"
 	    "\n"
 	    "The socket is --socket, else $INFEED_SOCKET, else %s.\n",
 	    INFEED_DEFAULT_SOCKET);
@@ -427,6 +428,17 @@ bench_option(struct bench_args *a, int ch, const char *arg)
 	case 'e':
 		a->epochs = parse_u64("--epochs", arg, 1, 1000000);
 		break;
+	case 'l':
+		if (strcmp(arg, "int32") == 0)
+			a->o.label_dtype = INFEED_DTYPE_INT32;
+		else if (strcmp(arg, "int64") == 0)
+			a->o.label_dtype = INFEED_DTYPE_INT64;
+		else {
+			fprintf(stderr, "infeedctl: --label-dtype %s: expected "
+			    "int32 or int64\n", arg);
+			exit(2);
+		}
+		break;
 	case 'V':
 		a->verify = 1;
 		break;
@@ -457,6 +469,7 @@ bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "epochs", required_argument, NULL, 'e' },
 		{ "distributed-process-id", required_argument, NULL, 'p' },
 		{ "distributed-processes", required_argument, NULL, 'P' },
+		{ "label-dtype", required_argument, NULL, 'l' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
@@ -538,6 +551,13 @@ bench_attach(struct infeed *f, const struct bench_args *a,
 	return (0);
 }
 
+/* Row @row's label, from int32 or int64 labels as the ring holds them. */
+static int64_t
+step_label(const struct infeed_step *st, uint64_t row)
+{
+	return (st->labels64 != NULL ? st->labels64[row] : st->labels[row]);
+}
+
 /* Count what is wrong with (@e, @s): its indices, labels, and coverage. */
 static void
 bench_verify_step(const struct bench_args *a, struct bench_run *run,
@@ -546,7 +566,12 @@ bench_verify_step(const struct bench_args *a, struct bench_run *run,
 	const struct infeed_dataset	*ds = run->ds;
 	struct sampler			*sp = &run->sampler;
 	uint64_t			 nrows, row;
+	int64_t				 label;
 
+	/* int64 labels when asked for (a daemon without them says int32). */
+	if ((a->o.label_dtype == INFEED_DTYPE_INT64) !=
+	    (st->labels64 != NULL))
+		run->bad++;
 	if (s == 0) {
 		memset(run->seen, 0, ds->samples);
 		run->epoch0 = run->items;
@@ -559,8 +584,9 @@ bench_verify_step(const struct bench_args *a, struct bench_run *run,
 		    st->indices[row] >= ds->samples ||
 		    run->seen[st->indices[row]]++)
 			run->bad++;
-		if (st->labels[row] < 0 || (ds->classes &&
-		    (uint32_t)st->labels[row] >= ds->classes))
+		label = step_label(st, row);
+		if (label < 0 || (ds->classes && (uint64_t)label >=
+		    ds->classes))
 			run->bad++;
 	}
 	/* The epoch's last step: every index of the share, once. */
@@ -584,7 +610,10 @@ bench_take(const struct bench_args *a, struct bench_run *run,
 		run->bad++;
 	}
 	run->sink += touch(st->data, st->rows * run->info.sample_bytes);
-	run->sink += touch(st->labels, st->rows * sizeof(int32_t));
+	if (st->labels64 != NULL)
+		run->sink += touch(st->labels64, st->rows * sizeof(int64_t));
+	else
+		run->sink += touch(st->labels, st->rows * sizeof(int32_t));
 	run->bytes += st->rows * run->info.sample_bytes;
 	if (a->verify)
 		bench_verify_step(a, run, st, e, s);

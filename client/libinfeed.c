@@ -60,6 +60,7 @@ struct infeed {
 	uint64_t	 data_offset;
 	uint64_t	 labels_offset;
 	uint64_t	 indices_offset;
+	int		 label_dtype;	/* of the ring: INT32 or INT64 */
 
 	/* What it takes to reconnect and resume. */
 	char			*path;
@@ -83,12 +84,13 @@ struct infeed {
  * older struct's size, and an older caller's padding would be read as it.
  */
 _Static_assert(sizeof(struct infeed_options) ==
-    FIELD_END(struct infeed_options, std), "infeed_options has tail padding");
+    FIELD_END(struct infeed_options, reserved0),
+    "infeed_options has tail padding");
 _Static_assert(sizeof(struct infeed_session_info) ==
-    FIELD_END(struct infeed_session_info, sample_bytes),
+    FIELD_END(struct infeed_session_info, reserved0),
     "infeed_session_info has tail padding");
 _Static_assert(sizeof(struct infeed_step) ==
-    FIELD_END(struct infeed_step, session), "infeed_step has tail padding");
+    FIELD_END(struct infeed_step, reserved0), "infeed_step has tail padding");
 _Static_assert(sizeof(struct infeed_dataset) ==
     FIELD_END(struct infeed_dataset, reserved0),
     "infeed_dataset has tail padding");
@@ -706,6 +708,11 @@ infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
 	lo->has_start_epoch = lo->has_start_step = 1;
 	lo->start_epoch = o->start_epoch;
 	lo->start_step = o->start_step;
+	/* 0 is the default; anything else goes as it is, for the daemon. */
+	if (o->label_dtype != 0) {
+		lo->has_label_dtype = 1;
+		lo->label_dtype = (Infeed__DType)o->label_dtype;
+	}
 	if (o->to_float32) {
 		t->has_to_float32 = t->has_scale = 1;
 		t->to_float32 = 1;
@@ -717,15 +724,31 @@ infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
 	}
 }
 
+/* The labels' dtype in the ring @at describes; int32 when it does not say. */
+static int
+infeed_ring_label_dtype(const Infeed__Attached *at)
+{
+	return (at->has_label_dtype ? (int)at->label_dtype :
+	    INFEED_DTYPE_INT32);
+}
+
 /* Map the ring whose descriptor came with @at. */
 static int
 infeed_map_ring(struct infeed *f, const Infeed__Attached *at)
 {
-	int	fd;
+	int	fd, label_dtype = infeed_ring_label_dtype(at);
 
 	if ((fd = wire_in_take_fd(&f->in)) == -1)
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
 		    "without the ring's file descriptor"));
+	if (label_dtype != INFEED_DTYPE_INT32 &&
+	    label_dtype != INFEED_DTYPE_INT64) {
+		close(fd);
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached says "
+		    "the ring's labels are of dtype %d; this libinfeed reads "
+		    "int32 (%d) and int64 (%d)", label_dtype,
+		    INFEED_DTYPE_INT32, INFEED_DTYPE_INT64));
+	}
 	f->ring_bytes = at->ring_bytes;
 	f->ring = mmap(NULL, f->ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
@@ -738,6 +761,7 @@ infeed_map_ring(struct infeed *f, const Infeed__Attached *at)
 	f->data_offset = at->data_offset;
 	f->labels_offset = at->labels_offset;
 	f->indices_offset = at->indices_offset;
+	f->label_dtype = label_dtype;
 	return (INFEED_OK);
 }
 
@@ -760,6 +784,7 @@ infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
 		info->sample_shape[i] = at->sample_shape[i];
 	info->data_dtype = at->data_dtype;
 	info->sample_bytes = at->sample_bytes;
+	info->label_dtype = infeed_ring_label_dtype(at);
 }
 
 /*
@@ -986,8 +1011,16 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 	step->step = reply->step->step;
 	step->rows = reply->step->rows;
 	step->data = base + f->data_offset;
-	step->labels = (const int32_t *)(const void *)(base +
-	    f->labels_offset);
+	step->labels = NULL;
+	step->labels64 = NULL;
+	if (f->label_dtype == INFEED_DTYPE_INT64)
+		step->labels64 = (const int64_t *)(const void *)(base +
+		    f->labels_offset);
+	else
+		step->labels = (const int32_t *)(const void *)(base +
+		    f->labels_offset);
+	step->label_dtype = f->label_dtype;
+	step->reserved0 = 0;
 	step->indices = (const uint64_t *)(const void *)(base +
 	    f->indices_offset);
 	step->session = f->session_id;

@@ -367,7 +367,7 @@ pool_retire(struct worker *w)
 /* Report a finished job to its ring's owner. */
 static void
 pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
-    enum pool_job_result result, uint64_t bad)
+    enum pool_job_result result, uint64_t bad, int64_t label)
 {
 	struct pool_report	r;
 
@@ -376,7 +376,22 @@ pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
 	r.result = result;
 	r.bad = bad;
 	r.signal = job->signal;
+	r.label = label;
 	pr->done(pr->arg, &r);
+}
+
+/* What a worker's DONE says about its job. */
+static enum pool_job_result
+pool_done_result(const struct worker_msg *m)
+{
+	switch (m->error) {
+	case WORKER_OK:
+		return (POOL_JOB_DONE);
+	case WORKER_LABEL_RANGE:
+		return (POOL_JOB_LABEL_RANGE);
+	default:
+		return (POOL_JOB_READ_ERROR);
+	}
 }
 
 /* A worker answered: a job is done. */
@@ -408,8 +423,7 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
 		pr->inflight--;
 		pool_report(pr, job, job->row_end - job->row_begin,
-		    m.error == WORKER_OK ? POOL_JOB_DONE :
-		    POOL_JOB_READ_ERROR, m.bad_index);
+		    pool_done_result(&m), m.bad_index, m.bad_label);
 	}
 	job_free(job);
 	if (w->retiring)
@@ -537,7 +551,7 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
 		return;
 	}
-	pool_report(pr, job, 1, job->why, job->row_begin);
+	pool_report(pr, job, 1, job->why, job->row_begin, 0);
 	job_free(job);
 }
 

@@ -5,7 +5,8 @@
  *
  * A session registers its ring with pool_add_ring() and a callback; every
  * job it submits is reported back through that callback when its rows are
- * written, could not be read, or crashed workers three times.  The pool
+ * written, could not be read (or had a label too large for int32 labels),
+ * or crashed workers three times.  The pool
  * never looks a session up and knows nothing of clients.
  *
  * A worker that dies is replaced and its job re-issued.  Only a death the
@@ -40,6 +41,7 @@ enum pool_job_result {
 	POOL_JOB_READ_ERROR,	/* dataset index @bad could not be read */
 	POOL_JOB_CRASHED,	/* row @bad crashed workers three times */
 	POOL_JOB_STUCK,		/* row @bad missed the deadline three times */
+	POOL_JOB_LABEL_RANGE,	/* index @bad's @label does not fit in int32 */
 };
 
 /* A job of a ring finished: @rows rows of @slot are accounted for. */
@@ -49,6 +51,7 @@ struct pool_report {
 	enum pool_job_result	result;
 	uint64_t		bad;	/* the index, or the row for CRASHED */
 	int			signal;	/* CRASHED: the last crash signal */
+	int64_t			label;	/* LABEL_RANGE: the label */
 };
 typedef void	pool_done_cb(void *arg, const struct pool_report *report);
 

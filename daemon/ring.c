@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dtype.h"
 #include "log.h"
 #include "ring.h"
 #include "xmalloc.h"
@@ -55,7 +56,7 @@ ring_format_bytes(uint64_t v, char *buf, size_t len)
 /* Lay out a slot of @rows rows; -1 when it cannot fit in memory. */
 static int
 ring_plan(struct ring_layout *l, uint64_t rows, uint64_t row_bytes,
-    uint32_t slots)
+    enum infeed_dtype label_dtype, uint32_t slots)
 {
 	uint64_t	data;
 
@@ -66,11 +67,12 @@ ring_plan(struct ring_layout *l, uint64_t rows, uint64_t row_bytes,
 		return (-1);
 	memset(l, 0, sizeof(*l));
 	l->slots = slots;
+	l->label_dtype = label_dtype;
 	l->row_bytes = row_bytes;
 	l->data_offset = 0;
 	l->labels_offset = ring_round(data, RING_ALIGN);
 	l->indices_offset = ring_round(l->labels_offset +
-	    rows * sizeof(int32_t), RING_ALIGN);
+	    rows * dtype_size(label_dtype), RING_ALIGN);
 	l->slot_bytes = ring_round(l->indices_offset + rows * sizeof(uint64_t),
 	    RING_PAGE);
 	if (l->slot_bytes > UINT64_MAX / slots)
@@ -82,16 +84,21 @@ ring_plan(struct ring_layout *l, uint64_t rows, uint64_t row_bytes,
 /* Make, seal and map a ring, charged to the budget. */
 struct ring *
 ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
-    uint32_t slots, char **cause)
+    enum infeed_dtype label_dtype, uint32_t slots, char **cause)
 {
 	struct ring	*r;
 	uint64_t	 avail;
 	char		 need[48], per[48], free_[48], limit[48];
 
+	/* The session checked the client's choice. */
+	if (label_dtype != INFEED_DTYPE_INT32 &&
+	    label_dtype != INFEED_DTYPE_INT64)
+		fatalx("ring: labels of dtype %d", (int)label_dtype);
 	r = xcalloc(1, sizeof(*r));
 	r->budget = budget;
 	r->memfd = -1;
-	if (ring_plan(&r->layout, rows, row_bytes, slots) == -1) {
+	if (ring_plan(&r->layout, rows, row_bytes, label_dtype, slots) ==
+	    -1) {
 		*cause = xasprintf("a step of %llu rows of %llu bytes does not "
 		    "fit in memory", (unsigned long long)rows,
 		    (unsigned long long)row_bytes);

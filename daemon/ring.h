@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Step rings: one memfd per session, sealed against resizing, of
- * buffer_size slots, each holding one whole step (data, int32 labels,
- * uint64 dataset indices).  The client maps a read-only descriptor of it;
+ * buffer_size slots, each holding one whole step (data, int32 or int64
+ * labels as the session asked, uint64 dataset indices).  The client maps a read-only descriptor of it;
  * the workers map it read-write and fill the slots.
  *
  * A slot goes FREE -> FILLING (its indices are written and its rows are
@@ -18,10 +18,12 @@
 
 #include <stdint.h>
 
+#include "infeed-dtype.h"
+
 /* Where things are in a ring; plain data, sent to the workers. */
 struct ring_layout {
 	uint32_t	slots;
-	uint32_t	pad;
+	uint32_t	label_dtype;	/* INFEED_DTYPE_INT32 or _INT64 */
 	uint64_t	slot_bytes;
 	uint64_t	ring_bytes;
 	uint64_t	data_offset;	/* in a slot */
@@ -63,12 +65,15 @@ struct ring {
 
 /**
  * ring_new() - make, size, seal and map a ring of @slots slots of @rows
- * rows of @row_bytes, and charge it to @budget.
+ * rows of @row_bytes and a label of @label_dtype (INFEED_DTYPE_INT32 or
+ * INFEED_DTYPE_INT64; anything else is a broken invariant, fatal), and
+ * charge it to @budget.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
  * fit or which system call failed, in exact units.
  */
 struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
-		    uint64_t row_bytes, uint32_t slots, char **cause);
+		    uint64_t row_bytes, enum infeed_dtype label_dtype,
+		    uint32_t slots, char **cause);
 
 /**
  * ring_free() - unmap, close and uncharge; NULL is a no-op.

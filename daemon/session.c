@@ -42,6 +42,7 @@ struct session {
 	struct sampler		 sampler;
 	Infeed__LoaderOptions	*opts;		/* a copy, for status */
 	bool			 load_indefinitely;
+	enum infeed_dtype	 label_dtype;	/* in the ring */
 	struct transform	 transform;
 	struct ring		*ring;
 	uint64_t		*indices;	/* per slot, our own copy */
@@ -159,7 +160,8 @@ session_fail(struct session *s, const struct pool_report *r)
 	uint64_t		 index = r->bad;
 	char			*files, row[64] = "", what[96];
 
-	if (r->result != POOL_JOB_READ_ERROR && r->bad < sl->rows) {
+	if ((r->result == POOL_JOB_CRASHED || r->result == POOL_JOB_STUCK) &&
+	    r->bad < sl->rows) {
 		index = session_indices(s, r->slot)[r->bad];
 		snprintf(row, sizeof(row), "row %llu of ",
 		    (unsigned long long)r->bad);
@@ -174,9 +176,20 @@ session_fail(struct session *s, const struct pool_report *r)
 	else
 		snprintf(what, sizeof(what), "cannot read");
 	files = session_sample_files(s->ds);
-	s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch %llu, "
-	    "step %llu) %s", s->ds->name, what, (unsigned long long)index, row,
-	    (unsigned long long)sl->epoch, (unsigned long long)sl->step, files);
+	if (r->result == POOL_JOB_LABEL_RANGE)
+		s->failure = xasprintf("dataset '%s': the label of sample "
+		    "%llu (epoch %llu, step %llu) is %lld, which does not fit "
+		    "in the int32 labels this session asked for; attach with "
+		    "label_dtype DTYPE_INT64, or check the labels %s",
+		    s->ds->name, (unsigned long long)index,
+		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
+		    (long long)r->label, files);
+	else
+		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
+		    "%llu, step %llu) %s", s->ds->name, what,
+		    (unsigned long long)index, row,
+		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
+		    files);
 	free(files);
 	log_warnx("session %llu: %s", (unsigned long long)s->id, s->failure);
 	session_set_state(s, SESSION_FAILED);
@@ -201,6 +214,35 @@ session_done_cb(void *arg, const struct pool_report *r)
 	if (sl->rows_pending == 0)
 		ring_slot_set(s->ring, r->slot, SLOT_READY);
 	session_deliver(s);
+}
+
+/* Check the label dtype asked for: int32 (the default) or int64. */
+static int
+session_check_label_dtype(struct session *s, const Infeed__LoaderOptions *o,
+    char **cause)
+{
+	const ProtobufCEnumValue *v;
+
+	switch (o->label_dtype) {
+	case INFEED__DTYPE__DTYPE_INT32:
+	case INFEED__DTYPE__DTYPE_INT64:
+		s->label_dtype = (enum infeed_dtype)o->label_dtype;
+		return (0);
+	default:
+		break;
+	}
+	v = protobuf_c_enum_descriptor_get_value(&infeed__dtype__descriptor,
+	    (int)o->label_dtype);
+	if (v != NULL)
+		*cause = xasprintf("label_dtype is %s (%d); expected "
+		    "DTYPE_INT32 (2, the default) or DTYPE_INT64 (3, what "
+		    "torch's CrossEntropyLoss takes)", v->name,
+		    (int)o->label_dtype);
+	else
+		*cause = xasprintf("label_dtype is %d, which is no DType; "
+		    "expected DTYPE_INT32 (2, the default) or DTYPE_INT64 (3, "
+		    "what torch's CrossEntropyLoss takes)", (int)o->label_dtype);
+	return (-1);
 }
 
 /* Check the access and options an Attach brings; fill in the sampler. */
@@ -238,6 +280,8 @@ session_check(struct session *s, const Infeed__Attach *a,
 		    INFEED_MAX_SLOTS);
 		return (-1);
 	}
+	if (session_check_label_dtype(s, o, cause) == -1)
+		return (-1);
 	memset(&so, 0, sizeof(so));
 	so.samples = s->ds->samples;
 	so.batch_size = o->batch_size;
@@ -301,7 +345,8 @@ session_new(const struct session_host *host,
 		goto fail;
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
-	    s->transform.out_sample_bytes, o->buffer_size, cause);
+	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
+	    cause);
 	if (s->ring == NULL)
 		goto fail;
 	if ((s->indices = calloc(o->buffer_size, s->sampler.cbs *
@@ -574,6 +619,8 @@ session_fill_attached(const struct session *s, Infeed__Attached *at)
 	at->data_dtype = (Infeed__DType)transform_out_dtype(&s->transform,
 	    s->ds);
 	at->sample_bytes = s->transform.out_sample_bytes;
+	at->has_label_dtype = 1;
+	at->label_dtype = (Infeed__DType)l->label_dtype;
 }
 
 /* The session's part of GetStats. */

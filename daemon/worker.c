@@ -30,21 +30,27 @@ struct wring {
 
 /*
  * Read rows [begin, end) of one slot, whose dataset indices are @indices
- * (from the pool, never from the ring); -1 with *bad on failure.
+ * (from the pool, never from the ring).  Return: WORKER_OK, or
+ * WORKER_READ_ERROR with *bad, or WORKER_LABEL_RANGE with *bad and
+ * *bad_label (a label outside int32 when the ring's labels are int32).
  */
 static int
 worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
-    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad)
+    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad,
+    int64_t *bad_label)
 {
 	const struct ring_layout *l = &w->desc.layout;
 	const struct transform	*tf = &w->desc.transform;
 	uint8_t			*base = w->map + (uint64_t)slot * l->slot_bytes;
 	int32_t			*labels;
+	int64_t			*labels64 = NULL;
 	uint8_t			*dst;
 	int64_t			 label;
 	uint64_t		 r, idx;
 
 	labels = (int32_t *)(void *)(base + l->labels_offset);
+	if (l->label_dtype == INFEED_DTYPE_INT64)
+		labels64 = (int64_t *)(void *)(base + l->labels_offset);
 	/* The client's copy of the indices. */
 	memcpy(base + l->indices_offset + begin * sizeof(uint64_t), indices,
 	    (end - begin) * sizeof(uint64_t));
@@ -53,41 +59,52 @@ worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
 		dst = base + l->data_offset + r * tf->out_sample_bytes;
 		if (idx >= ds->samples) {
 			*bad = idx;
-			return (-1);
+			return (WORKER_READ_ERROR);
 		}
 		if (tf->to_float32) {
 			if (dataset_read(ds, idx, w->tmp, &label) == -1) {
 				*bad = idx;
-				return (-1);
+				return (WORKER_READ_ERROR);
 			}
 			transform_row(tf, w->lut, w->tmp,
 			    (float *)(void *)dst);
 		} else if (dataset_read(ds, idx, dst, &label) == -1) {
 			*bad = idx;
-			return (-1);
+			return (WORKER_READ_ERROR);
 		}
-		labels[r] = (int32_t)label;
+		if (labels64 != NULL)
+			labels64[r] = label;
+		else if (label < INT32_MIN || label > INT32_MAX) {
+			/* Never wrapped into another class. */
+			*bad = idx;
+			*bad_label = label;
+			return (WORKER_LABEL_RANGE);
+		} else
+			labels[r] = (int32_t)label;
 	}
-	return (0);
+	return (WORKER_OK);
 }
 
 /*
- * Fill rows [begin, end) of one slot; -1 with *bad on failure.  The files'
- * sizes are checked once before the rows and once after: if a file shrank
- * meanwhile, the rows are read again, so a row it cut off fails instead of
- * going out as the zeros of a truncated page.
+ * Fill rows [begin, end) of one slot; an enum worker_result, as
+ * worker_rows().  The files' sizes are checked once before the rows and
+ * once after: if a file shrank meanwhile, the rows are read again, so a
+ * row it cut off fails instead of going out as the zeros of a truncated
+ * page.
  */
 static int
 worker_fill(struct wring *w, const struct dataset *ds, uint32_t slot,
-    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad)
+    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad,
+    int64_t *bad_label)
 {
 	int	rc;
 
 	dataset_job_begin();
-	rc = worker_rows(w, ds, slot, begin, end, indices, bad);
-	if (dataset_job_end() && rc == 0) {
+	rc = worker_rows(w, ds, slot, begin, end, indices, bad, bad_label);
+	if (dataset_job_end() && rc == WORKER_OK) {
 		dataset_job_begin();
-		rc = worker_rows(w, ds, slot, begin, end, indices, bad);
+		rc = worker_rows(w, ds, slot, begin, end, indices, bad,
+		    bad_label);
 		(void)dataset_job_end();
 	}
 	return (rc);
@@ -242,7 +259,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 				mp->error = worker_fill(w,
 				    cat->datasets[w->desc.dataset_index],
 				    mp->slot, mp->row_begin, mp->row_end,
-				    indices, &mp->bad_index);
+				    indices, &mp->bad_index, &mp->bad_label);
 			if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
 				_exit(0);
 			break;

@@ -32,10 +32,14 @@ enum worker_msg_type {
 	WORKER_MSG_DONE,
 };
 
-/* DONE's error: rows were written, or one could not be read. */
+/*
+ * DONE's error: rows were written, one could not be read, or one's label
+ * does not fit the ring's int32 labels.
+ */
 enum worker_result {
 	WORKER_OK = 0,
 	WORKER_READ_ERROR = -1,
+	WORKER_LABEL_RANGE = -2,
 };
 
 /* What a worker needs to fill a ring's slots; sent once per ring. */
@@ -59,6 +63,7 @@ struct worker_msg {
 	int32_t			error;		/* DONE: enum worker_result */
 	uint32_t		pad;
 	uint64_t		bad_index;	/* DONE: the index that failed */
+	int64_t			bad_label;	/* DONE, LABEL_RANGE: its label */
 	struct worker_ring	ring;		/* MAP */
 	/* JOB: row_end - row_begin dataset indices follow. */
 };

@@ -190,6 +190,24 @@ START_TEST(frames_out_of_order_refused)
 }
 END_TEST
 
+/*
+ * Row @r's label in @st, which must hold labels of @label_dtype only: int64
+ * through labels64, int32 through labels.
+ */
+static int64_t
+step_label(const struct infeed_step *st, int label_dtype, uint64_t r)
+{
+	ck_assert_int_eq(st->label_dtype, label_dtype);
+	if (label_dtype == INFEED_DTYPE_INT64) {
+		ck_assert_ptr_null(st->labels);
+		ck_assert_ptr_nonnull(st->labels64);
+		return (st->labels64[r]);
+	}
+	ck_assert_ptr_null(st->labels64);
+	ck_assert_ptr_nonnull(st->labels);
+	return (st->labels[r]);
+}
+
 /* Read one epoch; check order, bytes and labels of every row. */
 static void
 check_epoch(struct infeed *f, const struct infeed_session_info *info,
@@ -214,8 +232,8 @@ check_epoch(struct infeed *f, const struct infeed_session_info *info,
 			row = (const uint8_t *)st.data + r * RAW_BYTES;
 			for (j = 0; j < RAW_BYTES; j++)
 				bad += row[j] != raw_byte(st.indices[r], j);
-			bad += st.labels[r] !=
-			    (int32_t)((st.indices[r] * 3) % RAW_CLASSES);
+			bad += step_label(&st, info->label_dtype, r) !=
+			    (int64_t)((st.indices[r] * 3) % RAW_CLASSES);
 		}
 		*count += st.rows;
 		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
@@ -254,6 +272,9 @@ run_epochs(struct infeed_options *o, unsigned epochs, int covers_all)
 	ck_assert_int_eq(sampler_init(&smp, &so, &cause), 0);
 	ck_assert_uint_eq(info.combined_batch_size, smp.cbs);
 	ck_assert_uint_eq(info.steps_per_epoch, smp.steps_per_epoch);
+	/* Labels are int32 unless int64 were asked for. */
+	ck_assert_int_eq(info.label_dtype, o->label_dtype ==
+	    INFEED_DTYPE_INT64 ? INFEED_DTYPE_INT64 : INFEED_DTYPE_INT32);
 	seen = calloc(RAW_N, 1);
 	for (e = 0; e < epochs; e++) {
 		memset(seen, 0, RAW_N);
@@ -343,6 +364,204 @@ collect(struct infeed_options *o, unsigned steps, size_t *n)
 	infeed_free(f);
 	return (out);
 }
+
+/*
+ * label_dtype INT64: the workers write int64 labels, equal to the
+ * dataset's for every row of every epoch, and Attached says so; asking for
+ * INT32 explicitly is the same as the default.
+ */
+START_TEST(int64_labels_equal_the_datasets_for_every_row)
+{
+	struct infeed_options	o;
+
+	infeed_options_init(&o);
+	ck_assert_int_eq(o.label_dtype, 0);
+	o.batch_size = 7;
+	o.device_iterations = 3;
+	o.replication_factor = 2;
+	o.shuffle = true;
+	o.seed = 9;
+	o.drop_last = false;
+	o.label_dtype = INFEED_DTYPE_INT64;
+	run_epochs(&o, 2, 1);
+	o.label_dtype = INFEED_DTYPE_INT32;
+	run_epochs(&o, 1, 1);
+}
+END_TEST
+
+/* Attached as raw frames: label_dtype said, INT32 by default. */
+START_TEST(attached_says_the_label_dtype)
+{
+	Infeed__Frame		 fr = INFEED__FRAME__INIT, *r;
+	Infeed__Attach		 a = INFEED__ATTACH__INIT;
+	Infeed__LoaderOptions	 o = INFEED__LOADER_OPTIONS__INIT;
+	struct wire_in		 in;
+	uint64_t		 lbytes[2];
+	int			 fd, i;
+
+	for (i = 0; i < 2; i++) {
+		fd = raw_connect();
+		wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+		raw_hello(fd, &in, 1);
+		o.has_batch_size = 1;
+		o.batch_size = 100;
+		o.has_label_dtype = i;
+		o.label_dtype = INFEED__DTYPE__DTYPE_INT64;
+		a.dataset = (char *)"raw";
+		a.options = &o;
+		fr.msg_case = INFEED__FRAME__MSG_ATTACH;
+		fr.attach = &a;
+		raw_send(fd, &fr);
+		ck_assert_ptr_nonnull(r = raw_recv(fd, &in));
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ATTACHED);
+		ck_assert(r->attached->has_label_dtype);
+		ck_assert_int_eq(r->attached->label_dtype, i == 0 ?
+		    INFEED__DTYPE__DTYPE_INT32 : INFEED__DTYPE__DTYPE_INT64);
+		/* The labels area is 100 labels of that size, 64-aligned. */
+		lbytes[i] = r->attached->indices_offset -
+		    r->attached->labels_offset;
+		ck_assert_uint_eq(r->attached->labels_offset % 64, 0);
+		infeed__frame__free_unpacked(r, NULL);
+		wire_in_clear(&in);
+		close(fd);
+	}
+	ck_assert_uint_eq(lbytes[0], 448);	/* 400 up to 64 */
+	ck_assert_uint_eq(lbytes[1], 832);	/* 800 up to 64 */
+}
+END_TEST
+
+/*
+ * A label_dtype other than INT32 or INT64 is refused with
+ * ERROR_INVALID_ARGUMENT, a message that names it and what is accepted,
+ * and the connection stays usable.
+ */
+START_TEST(other_label_dtypes_refused_with_advice)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	const char		*msg;
+
+	infeed_options_init(&o);
+	o.label_dtype = INFEED_DTYPE_FLOAT32;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(f),
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	msg = infeed_error(f);
+	ck_assert_msg(strstr(msg, "label_dtype is DTYPE_FLOAT32 (5)") != NULL,
+	    "%s", msg);
+	ck_assert_msg(strstr(msg, "expected DTYPE_INT32 (2, the default) or "
+	    "DTYPE_INT64 (3") != NULL, "%s", msg);
+	o.label_dtype = 99;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(f),
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	msg = infeed_error(f);
+	ck_assert_msg(strstr(msg, "label_dtype is 99, which is no DType") !=
+	    NULL, "%s", msg);
+	ck_assert_msg(strstr(msg, "DTYPE_INT64") != NULL, "%s", msg);
+	o.label_dtype = INFEED_DTYPE_UINT8;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "DTYPE_UINT8"));
+	/* Still usable. */
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(st.labels64[0], 0);
+	infeed_free(f);
+}
+END_TEST
+
+/* Dataset "big": sample BIG_INDEX's label does not fit in int32. */
+#define BIG_INDEX	500
+#define BIG_LABEL	INT64_C(3000000000)
+
+/*
+ * Restart the daemon with dataset "big": raw.bin's samples with int64
+ * labels i % 10, but BIG_LABEL for sample BIG_INDEX.
+ */
+static void
+start_with_big_labels(void)
+{
+	static int64_t	labels[RAW_N];
+	char		path[400], extra[1024];
+	unsigned	i;
+
+	daemon_stop();
+	for (i = 0; i < RAW_N; i++)
+		labels[i] = i % 10;
+	labels[BIG_INDEX] = BIG_LABEL;
+	snprintf(path, sizeof(path), "%s/big-labels.bin", dir);
+	write_file(path, labels, sizeof(labels));
+	snprintf(extra, sizeof(extra),
+	    "[dataset big]\n"
+	    "type = raw\n"
+	    "path = %s/raw.bin\n"
+	    "shape = 1,%d,%d\n"
+	    "dtype = uint8\n"
+	    "labels = %s\n"
+	    "label_dtype = int64\n", dir, RAW_H, RAW_W, path);
+	make_config(extra);
+	daemon_start(NULL);
+}
+
+/*
+ * A label that does not fit in int32 comes whole as int64; with int32
+ * labels it is never wrapped into another class: the Next that needs it
+ * gets ERROR_DATA naming the sample, the label and the way out.
+ */
+START_TEST(label_too_large_for_int32_fails_with_its_index)
+{
+	struct infeed		*f, *g;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	const char		*msg;
+	char			 want[128];
+	uint64_t		 row;
+	int			 i, r = INFEED_OK, found = 0;
+
+	start_with_big_labels();
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_int_eq(infeed_attach(f, "big", &o, NULL), INFEED_OK);
+	for (i = 0; i < 10; i++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		for (row = 0; row < st.rows; row++) {
+			found += st.indices[row] == BIG_INDEX;
+			ck_assert_int_eq(st.labels64[row], st.indices[row] ==
+			    BIG_INDEX ? BIG_LABEL : (int64_t)st.indices[row] %
+			    10);
+		}
+		infeed_release(f, &st);
+	}
+	ck_assert_int_eq(found, 1);
+	infeed_free(f);
+
+	g = client();
+	o.label_dtype = 0;
+	ck_assert_int_eq(infeed_attach(g, "big", &o, NULL), INFEED_OK);
+	for (i = 0; i < 10 && r == INFEED_OK; i++) {
+		r = infeed_next(g, &st);
+		if (r == INFEED_OK) {
+			ck_assert_uint_lt(st.step, BIG_INDEX / 100);
+			infeed_release(g, &st);
+		}
+	}
+	ck_assert_int_eq(r, INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(g), INFEED__ERROR_CODE__ERROR_DATA);
+	msg = infeed_error(g);
+	snprintf(want, sizeof(want), "the label of sample %d (epoch 0, step "
+	    "%d) is %lld, which does not fit in the int32 labels", BIG_INDEX,
+	    BIG_INDEX / 100, (long long)BIG_LABEL);
+	ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
+	ck_assert_msg(strstr(msg, "label_dtype DTYPE_INT64") != NULL, "%s",
+	    msg);
+	ck_assert_msg(strstr(msg, "big-labels.bin") != NULL, "%s", msg);
+	infeed_free(g);
+}
+END_TEST
 
 /* The order depends on seed and epoch only: not workers, not buffer size. */
 START_TEST(order_independent_of_worker_count)
@@ -731,6 +950,10 @@ integration_suite(void)
 	tcase_add_test(tc, shuffled_epochs_deliver_every_sample_once);
 	tcase_add_test(tc, distributed_shares_cover_the_epoch_once);
 	tcase_add_test(tc, order_independent_of_worker_count);
+	tcase_add_test(tc, int64_labels_equal_the_datasets_for_every_row);
+	tcase_add_test(tc, attached_says_the_label_dtype);
+	tcase_add_test(tc, other_label_dtypes_refused_with_advice);
+	tcase_add_test(tc, label_too_large_for_int32_fails_with_its_index);
 	tcase_add_test(tc, end_of_data_follows_the_last_step);
 	tcase_add_test(tc, bad_attach_options_refused_with_advice);
 	tcase_add_test(tc, attach_past_the_memory_budget_refused_until_freed);

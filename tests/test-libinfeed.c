@@ -293,6 +293,84 @@ START_TEST(test_next_old_step_written_to_its_size)
 }
 END_TEST
 
+/*
+ * The label dtype fields (libinfeed 1.1) and an older caller: options cut
+ * before label_dtype get int32 labels (the guard, read as label_dtype,
+ * would be refused), session info and steps cut before their label
+ * fields are written to their size and get int32 labels through labels.
+ */
+START_TEST(test_label_dtype_cut_off_for_older_callers)
+{
+	struct infeed			*f = client();
+	GUARDED(struct infeed_options)	 go;
+	GUARDED(struct infeed_session_info) gi;
+	GUARDED(struct infeed_step)	 gs;
+	size_t				 osize, isize, ssize;
+	int				 i;
+
+	osize = offsetof(struct infeed_options, label_dtype);
+	isize = offsetof(struct infeed_session_info, label_dtype);
+	ssize = offsetof(struct infeed_step, labels64);
+	guard_fill(&go, sizeof(go));
+	infeed_options_init_size(&go.v, osize);
+	ck_assert(guard_intact((uint8_t *)&go + osize, sizeof(go) - osize));
+	go.v.batch_size = 10;
+	guard_fill(&gi, sizeof(gi));
+	ck_assert_msg(infeed_attach_size(f, "raw", &go.v, &gi.v, isize) ==
+	    INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(gi.v.struct_size, isize);
+	ck_assert_uint_eq(gi.v.combined_batch_size, 10);
+	ck_assert(guard_intact((uint8_t *)&gi + isize, sizeof(gi) - isize));
+	for (i = 0; i < 4; i++) {
+		guard_fill(&gs, sizeof(gs));
+		ck_assert_int_eq(infeed_next_size(f, &gs.v, ssize), INFEED_OK);
+		ck_assert_uint_eq(gs.v.struct_size, ssize);
+		ck_assert_ptr_nonnull(gs.v.labels);
+		ck_assert_int_eq(gs.v.labels[1], (int32_t)((gs.v.indices[1] *
+		    3) % RAW_CLASSES));
+		ck_assert(guard_intact((uint8_t *)&gs + ssize,
+		    sizeof(gs) - ssize));
+		ck_assert_int_eq(infeed_release(f, &gs.v), INFEED_OK);
+	}
+	infeed_free(f);
+}
+END_TEST
+
+/* Today's callers: the label dtype in the info and every step. */
+START_TEST(test_label_dtype_reported_in_info_and_step)
+{
+	struct infeed			*f = client();
+	struct infeed_options		 o;
+	struct infeed_session_info	 info;
+	struct infeed_step		 st;
+
+	infeed_options_init(&o);
+	ck_assert_int_eq(o.label_dtype, 0);
+	ck_assert_int_eq(o.reserved0, 0);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, &info), INFEED_OK);
+	ck_assert_int_eq(info.label_dtype, INFEED_DTYPE_INT32);
+	ck_assert(INFEED_HAS_FIELD(struct infeed_session_info, &info,
+	    label_dtype));
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(st.label_dtype, INFEED_DTYPE_INT32);
+	ck_assert_ptr_nonnull(st.labels);
+	ck_assert_ptr_null(st.labels64);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, &info), INFEED_OK);
+	ck_assert_int_eq(info.label_dtype, INFEED_DTYPE_INT64);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert(INFEED_HAS_FIELD(struct infeed_step, &st, label_dtype));
+	ck_assert_int_eq(st.label_dtype, INFEED_DTYPE_INT64);
+	ck_assert_ptr_null(st.labels);
+	ck_assert_ptr_nonnull(st.labels64);
+	ck_assert_int_eq(st.labels64[3], (int64_t)((st.indices[3] * 3) %
+	    RAW_CLASSES));
+	infeed_free(f);
+}
+END_TEST
+
 /* Old catalogue entries: an array of the old size, freed as such. */
 START_TEST(test_list_old_datasets_at_their_stride)
 {
@@ -415,6 +493,8 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_attach_new_options_refused_when_set);
 	tcase_add_test(tc, test_attach_old_info_written_to_its_size);
 	tcase_add_test(tc, test_next_old_step_written_to_its_size);
+	tcase_add_test(tc, test_label_dtype_cut_off_for_older_callers);
+	tcase_add_test(tc, test_label_dtype_reported_in_info_and_step);
 	tcase_add_test(tc, test_list_old_datasets_at_their_stride);
 	tcase_add_test(tc, test_get_stats);
 	tcase_add_test(tc, test_get_stats_newer_caller_sizes);

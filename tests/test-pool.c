@@ -7,7 +7,9 @@
  * ring's callback exactly once with the rows the dataset gives; max_jobs
  * caps a ring's jobs; removing a ring or dropping its jobs stops them; a
  * worker killed mid-job is replaced and its job still completes once; a
- * row that kills workers three times is reported as crashed.
+ * row that kills workers three times is reported as crashed; int64
+ * labels come whole, and a label too large for int32 labels is reported
+ * with its index instead of wrapped.
  *
  * The event loop runs one round at a time against a deadline, with a tick
  * timer so that a round always ends: a bug fails a test, never hangs it.
@@ -51,6 +53,7 @@ struct done {
 	enum pool_job_result	result;
 	uint64_t		bad;
 	int			signal;
+	int64_t			label;
 };
 
 /* What a ring's callback saw. */
@@ -64,16 +67,23 @@ static char			 tmpdir[PATH_MAX];	/* made per test */
 static char			 raw_path[PATH_MAX];
 static char			*cause;
 
+/* Dataset "big": record BIG_ROW's label does not fit in int32. */
+#define BIG_ROW		9
+#define BIG_LABEL	INT64_C(3000000000)
+
 /*
  * A fresh directory, configuration, catalogue, event base and pool of two
  * workers for every test: "f32" is synthetic, "raw" a file of 16 records
- * of 4 bytes.
+ * of 4 bytes, "big" the same records with int64 labels, one of them
+ * BIG_LABEL.
  */
 static void
 setup(void)
 {
 	char		path[PATH_MAX], labels_path[PATH_MAX], text[2048];
+	char		big_path[PATH_MAX];
 	uint8_t		data[64], labels[16];
+	int64_t		big[16];
 	int		i;
 
 	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
@@ -87,6 +97,11 @@ setup(void)
 	    tmpdir);
 	unit_write_file(raw_path, data, sizeof(data));
 	unit_write_file(labels_path, labels, sizeof(labels));
+	for (i = 0; i < 16; i++)
+		big[i] = i % 5;
+	big[BIG_ROW] = BIG_LABEL;
+	unit_fmt(big_path, sizeof(big_path), "%s/big-labels.bin", tmpdir);
+	unit_write_file(big_path, big, sizeof(big));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = %d\n"
@@ -104,11 +119,19 @@ setup(void)
 	    "shape = 4\n"
 	    "dtype = uint8\n"
 	    "labels = %s\n"
-	    "label_dtype = uint8\n", WORKERS, raw_path, labels_path);
+	    "label_dtype = uint8\n"
+	    "[dataset big]\n"
+	    "type = raw\n"
+	    "path = %s\n"
+	    "shape = 4\n"
+	    "dtype = uint8\n"
+	    "labels = %s\n"
+	    "label_dtype = int64\n", WORKERS, raw_path, labels_path, raw_path,
+	    big_path);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
 
-	unit_daemon_start(path, 2, WORKERS);
+	unit_daemon_start(path, 3, WORKERS);
 }
 
 /* Remove one entry of a directory tree. */
@@ -144,6 +167,7 @@ done_cb(void *arg, const struct pool_report *r)
 	rec->done[rec->n].result = r->result;
 	rec->done[rec->n].bad = r->bad;
 	rec->done[rec->n].signal = r->signal;
+	rec->done[rec->n].label = r->label;
 	rec->n++;
 }
 
@@ -193,10 +217,14 @@ busy_workers(void)
 	return (n);
 }
 
-/* A ring of @slots slots of @rows rows of dataset @name, registered. */
+/*
+ * A ring of @slots slots of @rows rows of dataset @name with labels of
+ * @label_dtype, registered.
+ */
 static struct pool_ring *
-add_ring(const char *name, uint64_t rows, uint32_t slots, unsigned max_jobs,
-    struct record *rec, struct ring **rp, const struct dataset **dsp)
+add_ring_labels(const char *name, uint64_t rows, enum infeed_dtype label_dtype,
+    uint32_t slots, unsigned max_jobs, struct record *rec, struct ring **rp,
+    const struct dataset **dsp)
 {
 	static struct transform	 tf;
 	const struct dataset	*ds;
@@ -207,7 +235,8 @@ add_ring(const char *name, uint64_t rows, uint32_t slots, unsigned max_jobs,
 	ck_assert_ptr_nonnull(ds = catalogue_find(cat, name, &index));
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
 	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);
-	r = ring_new(&budget, rows, tf.out_sample_bytes, slots, &cause);
+	r = ring_new(&budget, rows, tf.out_sample_bytes, label_dtype, slots,
+	    &cause);
 	ck_assert_msg(r != NULL, "ring_new: %s", cause);
 	pr = pool_add_ring(pool, (uint32_t)index, &r->layout, &tf, r->memfd,
 	    max_jobs, done_cb, rec, &cause);
@@ -216,6 +245,15 @@ add_ring(const char *name, uint64_t rows, uint32_t slots, unsigned max_jobs,
 	if (dsp != NULL)
 		*dsp = ds;
 	return (pr);
+}
+
+/* A ring of dataset @name with int32 labels, registered. */
+static struct pool_ring *
+add_ring(const char *name, uint64_t rows, uint32_t slots, unsigned max_jobs,
+    struct record *rec, struct ring **rp, const struct dataset **dsp)
+{
+	return (add_ring_labels(name, rows, INFEED_DTYPE_INT32, slots,
+	    max_jobs, rec, rp, dsp));
 }
 
 /* Write a recognisable index table into slot @slot. */
@@ -238,12 +276,14 @@ check_rows(const struct ring *r, const struct dataset *ds, uint32_t slot,
 	const struct ring_layout	*l = &r->layout;
 	const uint8_t			*sb = r->map + slot * l->slot_bytes;
 	const int32_t			*labels;
+	const int64_t			*labels64;
 	uint64_t			 k, idx;
 	int64_t				 label;
 	uint8_t				 want[256];
 
 	ck_assert_uint_le(ds->sample_bytes, sizeof(want));
 	labels = (const int32_t *)(const void *)(sb + l->labels_offset);
+	labels64 = (const int64_t *)(const void *)(sb + l->labels_offset);
 	for (k = 0; k < rows; k++) {
 		idx = ring_indices(r, slot)[k];
 		ck_assert_int_eq(dataset_read(ds, idx, want, &label), 0);
@@ -251,7 +291,10 @@ check_rows(const struct ring *r, const struct dataset *ds, uint32_t slot,
 		    want, ds->sample_bytes) == 0, "slot %u row %llu (index "
 		    "%llu): data differs from dataset_read", slot,
 		    (unsigned long long)k, (unsigned long long)idx);
-		ck_assert_int_eq(labels[k], label);
+		if (l->label_dtype == INFEED_DTYPE_INT64)
+			ck_assert_int_eq(labels64[k], label);
+		else
+			ck_assert_int_eq(labels[k], label);
 	}
 }
 
@@ -363,6 +406,63 @@ START_TEST(test_unreadable_index_reported_as_read_error)
 	ck_assert_uint_eq(rec.done[0].rows, 4);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_READ_ERROR);
 	ck_assert_uint_eq(rec.done[0].bad, ds->samples + 100);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+/* An int64 ring gets every label whole, the large one too. */
+START_TEST(test_int64_labels_written_whole)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	const int64_t		*labels;
+	uint64_t		*idx, k;
+
+	pr = add_ring_labels("big", 16, INFEED_DTYPE_INT64, 2, 0, &rec, &r,
+	    &ds);
+	idx = ring_indices(r, 1);
+	for (k = 0; k < 16; k++)
+		idx[k] = 15 - k;
+	pool_submit(pr, 1, 0, 16, ring_indices(r, 1) + 0);
+	ck_assert(run_until(pred_idle, NULL));
+	run_for(30);
+	ck_assert_uint_gt(rec.n, 0);
+	for (k = 0; k < rec.n; k++)
+		ck_assert_int_eq(rec.done[k].result, POOL_JOB_DONE);
+	check_rows(r, ds, 1, 16);
+	labels = (const int64_t *)(const void *)(r->map +
+	    r->layout.slot_bytes + r->layout.labels_offset);
+	ck_assert_int_eq(labels[15 - BIG_ROW], BIG_LABEL);
+	ck_assert_int_eq(labels[15], 0);
+	pool_remove_ring(pr);
+	ring_free(r);
+}
+END_TEST
+
+/* An int32 ring never wraps a label that does not fit: it says which. */
+START_TEST(test_label_too_large_for_int32_reported)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	uint64_t		*idx, k;
+
+	pr = add_ring_labels("big", 16, INFEED_DTYPE_INT32, 2, 0, &rec, &r,
+	    &ds);
+	idx = ring_indices(r, 0);
+	for (k = 0; k < 16; k++)
+		idx[k] = k;
+	pool_submit(pr, 0, 0, 16, ring_indices(r, 0) + 0);
+	ck_assert(run_until(pred_idle, NULL));
+	run_for(30);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_LABEL_RANGE);
+	ck_assert_uint_eq(rec.done[0].bad, BIG_ROW);
+	ck_assert_int_eq(rec.done[0].label, BIG_LABEL);
 	pool_remove_ring(pr);
 	ring_free(r);
 }
@@ -652,6 +752,8 @@ pool_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_jobs_complete_once_with_the_datasets_rows);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
+	tcase_add_test(tc, test_int64_labels_written_whole);
+	tcase_add_test(tc, test_label_too_large_for_int32_reported);
 	tcase_add_test(tc, test_max_jobs_caps_a_rings_running_jobs);
 	tcase_add_test(tc, test_remove_ring_drops_its_jobs_unreported);
 	tcase_add_test(tc, test_drop_jobs_drops_queued_running_one_finishes);

@@ -1034,11 +1034,13 @@ END_TEST
 
 START_TEST(test_invalid_argument)
 {
+	static const int	bad_label_dtypes[] = { 0, 5, 1000 };
 	Infeed__Attach		a = INFEED__ATTACH__INIT;
 	Infeed__LoaderOptions	o = INFEED__LOADER_OPTIONS__INIT;
 	Infeed__Release		rl = INFEED__RELEASE__INIT;
+	Infeed__Frame		*r;
 	struct wire_in		in;
-	int			fd = conn(&in);
+	int			fd = conn(&in), i;
 
 	o.has_batch_size = 1;
 	o.batch_size = 0;
@@ -1051,6 +1053,22 @@ START_TEST(test_invalid_argument)
 	o.buffer_size = INFEED_MAX_SLOTS + 1;
 	req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
 	expect_case("invalid-option", recv_ms(fd, &in, RECV_MS), fd, &in);
+	/* A label_dtype but INT32 or INT64: unset, FLOAT32, no DType. */
+	o.buffer_size = 3;
+	o.has_label_dtype = 1;
+	for (i = 0; i < 3; i++) {
+		o.label_dtype = (Infeed__DType)bad_label_dtypes[i];
+		req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
+		r = recv_ms(fd, &in, RECV_MS);
+		ck_assert_msg(r != NULL && r->msg_case ==
+		    INFEED__FRAME__MSG_ERROR && strstr(r->error->message,
+		    "label_dtype is ") != NULL && strstr(r->error->message,
+		    "expected DTYPE_INT32") != NULL, "label_dtype %d: %s",
+		    (int)o.label_dtype, r != NULL && r->msg_case ==
+		    INFEED__FRAME__MSG_ERROR ? r->error->message : "no Error");
+		expect_case("invalid-option", r, fd, &in);
+	}
+	o.has_label_dtype = 0;
 
 	attach(fd, &in, "raw", 10, 2);
 	rl.slot = 1;

@@ -51,17 +51,26 @@ teardown(void)
 	cause = NULL;
 }
 
-/* A ring that must be made. */
+/* A ring with labels of @label_dtype that must be made. */
 static struct ring *
-ring_ok(uint64_t rows, uint64_t row_bytes, uint32_t slots)
+ring_ok_labels(uint64_t rows, uint64_t row_bytes,
+    enum infeed_dtype label_dtype, uint32_t slots)
 {
 	struct ring	*r;
 
-	r = ring_new(&budget, rows, row_bytes, slots, &cause);
-	ck_assert_msg(r != NULL, "ring_new(%llu rows, %llu bytes, %u slots): "
-	    "%s", (unsigned long long)rows, (unsigned long long)row_bytes,
-	    slots, cause != NULL ? cause : "(no cause)");
+	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, &cause);
+	ck_assert_msg(r != NULL, "ring_new(%llu rows, %llu bytes, labels %d, "
+	    "%u slots): %s", (unsigned long long)rows,
+	    (unsigned long long)row_bytes, (int)label_dtype, slots,
+	    cause != NULL ? cause : "(no cause)");
 	return (r);
+}
+
+/* A ring with int32 labels (the default) that must be made. */
+static struct ring *
+ring_ok(uint64_t rows, uint64_t row_bytes, uint32_t slots)
+{
+	return (ring_ok_labels(rows, row_bytes, INFEED_DTYPE_INT32, slots));
 }
 
 /* Descriptors open in this process. */
@@ -112,27 +121,32 @@ run_in_child(void (*fn)(struct ring *, int), struct ring *r, int arg,
 	return (status);
 }
 
-/* Check every layout rule for one ring. */
+/* Check every layout rule for one ring with labels of @label_dtype. */
 static void
-check_layout(uint64_t rows, uint64_t row_bytes, uint32_t slots)
+check_layout_labels(uint64_t rows, uint64_t row_bytes,
+    enum infeed_dtype label_dtype, uint32_t slots)
 {
 	const struct ring_layout	*l;
 	struct ring			*r;
+	uint64_t			 lsize;
 
-	r = ring_ok(rows, row_bytes, slots);
+	lsize = label_dtype == INFEED_DTYPE_INT64 ? 8 : 4;
+	r = ring_ok_labels(rows, row_bytes, label_dtype, slots);
 	l = &r->layout;
 	ck_assert_uint_eq(l->slots, slots);
+	ck_assert_uint_eq(l->label_dtype, label_dtype);
 	ck_assert_uint_eq(l->row_bytes, row_bytes);
 	ck_assert_uint_eq(l->data_offset, 0);
 	ck_assert_uint_eq(l->data_offset % 64, 0);
 	ck_assert_uint_eq(l->labels_offset % 64, 0);
 	ck_assert_uint_eq(l->indices_offset % 64, 0);
-	/* Data, then int32 labels, then uint64 indices, none overlapping. */
+	/* Data, then the labels, then uint64 indices, none overlapping. */
 	ck_assert_uint_ge(l->labels_offset, l->data_offset + rows * row_bytes);
 	ck_assert_uint_lt(l->labels_offset, l->data_offset + rows * row_bytes +
 	    64);
-	ck_assert_uint_ge(l->indices_offset, l->labels_offset + rows * 4);
-	ck_assert_uint_lt(l->indices_offset, l->labels_offset + rows * 4 + 64);
+	ck_assert_uint_ge(l->indices_offset, l->labels_offset + rows * lsize);
+	ck_assert_uint_lt(l->indices_offset, l->labels_offset + rows * lsize +
+	    64);
 	ck_assert_uint_ge(l->slot_bytes, l->indices_offset + rows * 8);
 	ck_assert_uint_lt(l->slot_bytes, l->indices_offset + rows * 8 + 4096);
 	ck_assert_uint_eq(l->slot_bytes % 4096, 0);
@@ -144,6 +158,13 @@ check_layout(uint64_t rows, uint64_t row_bytes, uint32_t slots)
 	ring_free(r);
 }
 
+/* Check every layout rule for one ring with int32 labels. */
+static void
+check_layout(uint64_t rows, uint64_t row_bytes, uint32_t slots)
+{
+	check_layout_labels(rows, row_bytes, INFEED_DTYPE_INT32, slots);
+}
+
 START_TEST(test_layout_aligned_and_in_order)
 {
 	check_layout(1, 1, 1);
@@ -153,6 +174,67 @@ START_TEST(test_layout_aligned_and_in_order)
 	check_layout(1000, 3 * 8 * 8 * 4, 2);	/* slot of several pages */
 	check_layout(512, 8, 64);		/* slot of exactly one page */
 	check_layout(7, 4093, 5);
+}
+END_TEST
+
+/* int64 labels: 8 bytes a row, still 64-byte aligned, indices after. */
+START_TEST(test_layout_int64_labels_twice_as_wide)
+{
+	struct ring	*a, *b;
+
+	check_layout_labels(1, 1, INFEED_DTYPE_INT64, 1);
+	check_layout_labels(10, 12, INFEED_DTYPE_INT64, 3);
+	check_layout_labels(7, 4093, INFEED_DTYPE_INT64, 5);
+	check_layout_labels(1000, 3 * 8 * 8 * 4, INFEED_DTYPE_INT64, 2);
+	check_layout_labels(512, 8, INFEED_DTYPE_INT64, 64);
+	a = ring_ok_labels(100, 1000, INFEED_DTYPE_INT32, 2);
+	b = ring_ok_labels(100, 1000, INFEED_DTYPE_INT64, 2);
+	/*
+	 * The labels start at the same place, the indices later: 100000
+	 * bytes of data, then 400 or 800 bytes of labels, each rounded up
+	 * to 64.
+	 */
+	ck_assert_uint_eq(a->layout.labels_offset, 100032);
+	ck_assert_uint_eq(b->layout.labels_offset, 100032);
+	ck_assert_uint_eq(a->layout.indices_offset, 100480);
+	ck_assert_uint_eq(b->layout.indices_offset, 100864);
+	ck_assert_uint_eq(a->layout.label_dtype, INFEED_DTYPE_INT32);
+	ck_assert_uint_eq(b->layout.label_dtype, INFEED_DTYPE_INT64);
+	ring_free(a);
+	ring_free(b);
+	/*
+	 * 256 rows of 4 bytes: with int32 labels exactly one page a slot
+	 * (1024 + 1024 + 2048), with int64 labels two (1024 + 2048 + 2048).
+	 */
+	a = ring_ok_labels(256, 4, INFEED_DTYPE_INT32, 1);
+	b = ring_ok_labels(256, 4, INFEED_DTYPE_INT64, 1);
+	ck_assert_uint_eq(a->layout.slot_bytes, 4096);
+	ck_assert_uint_eq(b->layout.slot_bytes, 8192);
+	ring_free(a);
+	ring_free(b);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+/* Labels of another dtype are the session's bug: fatal, and said. */
+static void
+make_float_labels(struct ring *unused, int dtype)
+{
+	(void)unused;
+	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, &cause);
+}
+
+START_TEST(test_layout_other_label_dtype_is_fatal)
+{
+	char	err[512];
+	int	status;
+
+	status = run_in_child(make_float_labels, NULL, INFEED_DTYPE_FLOAT32,
+	    err, sizeof(err));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+	    "status %d", status);
+	ck_assert_msg(strstr(err, "labels of dtype 5") != NULL, "%s", err);
+	ck_assert_uint_eq(budget.used, 0);
 }
 END_TEST
 
@@ -190,7 +272,7 @@ START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
 	ring_free(r);
 
 	budget.limit = need - 1;
-	ck_assert_ptr_null(ring_new(&budget, 10, 12, 3, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_uint_eq(budget.used, 0);
 }
@@ -202,7 +284,8 @@ START_TEST(test_budget_refusal_in_kib_not_zero_mib)
 
 	/* 2 slots of 104 KiB (100 KiB of data, labels, indices, rounded). */
 	budget.limit = 100 * KiB;
-	ck_assert_ptr_null(ring_new(&budget, 100, 1024, 2, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 100, 1024, INFEED_DTYPE_INT32, 2,
+	    &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
 	    NULL, "%s", cause);
@@ -225,7 +308,8 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	left = budget.limit - a->layout.ring_bytes;
 	ck_assert_uint_eq(left, 1328 * KiB);
 	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
-	ck_assert_ptr_null(ring_new(&budget, 256, 1024, 8, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 256, 1024, INFEED_DTYPE_INT32, 8,
+	    &cause));
 	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
 	    "%s", cause);
 	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
@@ -238,7 +322,7 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	budget.used = 2 * MiB;
 	free(cause);
 	cause = NULL;
-	ck_assert_ptr_null(ring_new(&budget, 1, 1, 1, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1, &cause));
 	ck_assert_msg(strstr(cause, "only 0 bytes") != NULL, "%s", cause);
 	ck_assert_uint_eq(budget.used, 2 * MiB);
 }
@@ -285,7 +369,7 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	budget.limit = UINT64_MAX;
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 40,
-	    UINT64_C(1) << 40, 2, &cause));
+	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "a step of 1099511627776 rows of "
 	    "1099511627776 bytes does not fit in memory") != NULL, "%s",
@@ -294,14 +378,15 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 	cause = NULL;
 
 	/* Each slot fits, slots x slot_bytes does not. */
-	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 58, 16, 4,
-	    &cause));
+	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 58, 16,
+	    INFEED_DTYPE_INT32, 4, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	free(cause);
 	cause = NULL;
 
-	ck_assert_ptr_null(ring_new(&budget, UINT64_MAX, 1, 1, &cause));
+	ck_assert_ptr_null(ring_new(&budget, UINT64_MAX, 1, INFEED_DTYPE_INT32, 1,
+	    &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	ck_assert_uint_eq(budget.used, 0);
@@ -524,6 +609,8 @@ ring_suite(void)
 	tc = tcase_create("layout");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_layout_aligned_and_in_order);
+	tcase_add_test(tc, test_layout_int64_labels_twice_as_wide);
+	tcase_add_test(tc, test_layout_other_label_dtype_is_fatal);
 	tcase_add_test(tc, test_overflowing_step_refused_without_allocating);
 	suite_add_tcase(s, tc);
 

@@ -144,6 +144,7 @@ struct client {
 	uint64_t	 steps_per_epoch;
 	uint64_t	 sample_bytes;
 	Infeed__DType	 data_dtype;
+	Infeed__DType	 label_dtype;	/* INT32 or INT64 */
 	/* Per slot: Steps received, Releases sent, Released received. */
 	uint32_t	 steps[FUZZ_MAX_SLOTS];
 	uint32_t	 releases[FUZZ_MAX_SLOTS];
@@ -320,7 +321,7 @@ static void
 client_attached(struct client *c, const Infeed__Attached *at)
 {
 	struct stat	sb;
-	uint64_t	cbs, end;
+	uint64_t	cbs, end, lsize;
 	int		fd;
 
 	fd = wire_in_take_fd(&c->in);
@@ -337,9 +338,14 @@ client_attached(struct client *c, const Infeed__Attached *at)
 	    "ring of %llu bytes over the budget",
 	    (unsigned long long)at->ring_bytes);
 	cbs = at->combined_batch_size;
+	FUZZ_ASSERT(at->has_label_dtype && (at->label_dtype ==
+	    INFEED__DTYPE__DTYPE_INT32 || at->label_dtype ==
+	    INFEED__DTYPE__DTYPE_INT64), "labels of dtype %d",
+	    at->has_label_dtype ? (int)at->label_dtype : -1);
+	lsize = at->label_dtype == INFEED__DTYPE__DTYPE_INT64 ? 8 : 4;
 	FUZZ_ASSERT(cbs > 0 && !__builtin_mul_overflow(cbs, at->sample_bytes,
 	    &end) && at->data_offset == 0 && end <= at->labels_offset &&
-	    !__builtin_mul_overflow(cbs, 4, &end) &&
+	    !__builtin_mul_overflow(cbs, lsize, &end) &&
 	    !__builtin_add_overflow(at->labels_offset, end, &end) &&
 	    end <= at->indices_offset &&
 	    !__builtin_mul_overflow(cbs, 8, &end) &&
@@ -372,6 +378,7 @@ client_attached(struct client *c, const Infeed__Attached *at)
 	c->steps_per_epoch = at->steps_per_epoch;
 	c->sample_bytes = at->sample_bytes;
 	c->data_dtype = at->data_dtype;
+	c->label_dtype = at->label_dtype;
 }
 
 /* Step: a slot we do not hold, every row as the dataset has it. */
@@ -381,8 +388,9 @@ client_step(struct client *c, const Infeed__Step *st)
 	const uint8_t	*base;
 	const uint64_t	*indices;
 	const int32_t	*labels;
+	const int64_t	*labels64;
 	uint8_t		 sample[256];
-	int64_t		 label;
+	int64_t		 label, got;
 	uint64_t	 r;
 
 	FUZZ_ASSERT(c->ring != NULL, "Step without a session");
@@ -401,6 +409,7 @@ client_step(struct client *c, const Infeed__Step *st)
 	base = c->ring + (uint64_t)st->slot * c->slot_bytes;
 	indices = (const uint64_t *)(const void *)(base + c->indices_offset);
 	labels = (const int32_t *)(const void *)(base + c->labels_offset);
+	labels64 = (const int64_t *)(const void *)(base + c->labels_offset);
 	FUZZ_ASSERT(c->ds->sample_bytes <= sizeof(sample), "sample size");
 	for (r = 0; r < st->rows; r++) {
 		FUZZ_ASSERT(indices[r] < c->ds->samples, "row %llu: index "
@@ -408,8 +417,10 @@ client_step(struct client *c, const Infeed__Step *st)
 		    (unsigned long long)indices[r]);
 		FUZZ_ASSERT(dataset_read(c->ds, indices[r], sample, &label) ==
 		    0, "dataset_read");
-		FUZZ_ASSERT(labels[r] == label, "row %llu: label %d, not %lld",
-		    (unsigned long long)r, labels[r], (long long)label);
+		got = c->label_dtype == INFEED__DTYPE__DTYPE_INT64 ?
+		    labels64[r] : labels[r];
+		FUZZ_ASSERT(got == label, "row %llu: label %lld, not %lld",
+		    (unsigned long long)r, (long long)got, (long long)label);
 		/* Float data may have gone through a transform. */
 		if (c->data_dtype == (Infeed__DType)INFEED_DTYPE_UINT8)
 			FUZZ_ASSERT(memcmp(base + c->data_offset + r *
@@ -723,6 +734,8 @@ script_attach(struct client *c, struct script *s)
 	OPT(13, distributed_process_count, script_u32(s));
 	OPT(14, start_epoch, script_u64(s));
 	OPT(15, start_step, script_u64(s));
+	/* INT32, INT64, and the ones refused (0, FLOAT32, no DType at all). */
+	OPT(19, label_dtype, (Infeed__DType)(script_u8(s) % 8));
 #undef OPT
 	if (mask & (1U << 16)) {
 		o.transform = &t;
