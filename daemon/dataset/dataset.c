@@ -854,15 +854,19 @@ dataset_files_check(struct dataset *ds, const struct dataset_files *spec,
 /* A client's files as a dataset: the raw and npy readers' checks. */
 struct dataset *
 dataset_open_files(const char *name, const struct dataset_files *spec,
-    int data_fd, int labels_fd, bool map, char **cause)
+    int data_fd, int labels_fd, bool map, bool *content, char **cause)
 {
 	static const char	*what = "the data file";
 	static const char	*lwhat = "the labels file";
 	struct dataset		*ds;
 	struct dataset_pair	*p = NULL;
+	bool			 ignored;
 	int			 flags, rc;
 
 	*cause = NULL;
+	if (content == NULL)
+		content = &ignored;
+	*content = false;
 	flags = DATASET_MAP_SHARED | (map ? DATASET_MAP_READ : 0);
 	if ((ds = calloc(1, sizeof *ds)) == NULL ||
 	    (ds->name = strdup(name)) == NULL ||
@@ -882,6 +886,7 @@ dataset_open_files(const char *name, const struct dataset_files *spec,
 	data_fd = -1;
 	if (rc != 0)
 		goto fail;
+	*content = true;
 	if (spec->data_format == DATASET_FORMAT_RAW)
 		rc = dataset_raw_samples(ds, what, &p->data, "check "
 		    "Files.shape and Files.dtype", cause);
@@ -892,11 +897,13 @@ dataset_open_files(const char *name, const struct dataset_files *spec,
 		goto fail;
 
 	if (labels_fd != -1) {
+		*content = false;
 		rc = dataset_map_fd(ds, lwhat, labels_fd, flags, &p->labels,
 		    cause);
 		labels_fd = -1;
 		if (rc != 0)
 			goto fail;
+		*content = true;
 		if (spec->labels_format == DATASET_FORMAT_RAW)
 			rc = dataset_raw_labels(ds, lwhat, what, &p->labels,
 			    "check Files.label_dtype", cause);
@@ -907,6 +914,7 @@ dataset_open_files(const char *name, const struct dataset_files *spec,
 			goto fail;
 	} else
 		ds->label_dtype = INFEED_DTYPE_INT32;	/* every label is 0 */
+	*content = false;
 	if ((ds->data_path = strdup("the data file the client passed")) ==
 	    NULL) {
 		dataset_error(cause, ds, "%s", strerror(ENOMEM));

@@ -131,6 +131,8 @@ struct dataset_files {
  * which the client shares, are never moved.
  * @map: map the files for dataset_read() (a worker); else only check them
  *       and keep the descriptors for dataset_files_fds() (the daemon).
+ * @content: on failure, set to whether the files' content was at fault
+ *           (rather than @spec or what the descriptors are); may be NULL.
  * @cause: on failure, "dataset 'NAME': the data file: ..." saying what
  *         was wrong and what was expected.
  *
@@ -138,7 +140,7 @@ struct dataset_files {
  */
 struct dataset	*dataset_open_files(const char *name,
 		    const struct dataset_files *spec, int data_fd,
-		    int labels_fd, bool map, char **cause);
+		    int labels_fd, bool map, bool *content, char **cause);
 
 /**
  * dataset_files_fds() - the descriptors of a dataset_open_files() dataset,
