@@ -246,6 +246,30 @@ struct infeed_stats {
 	struct infeed_worker_stats	**workers;
 };
 
+/* How a file passed to infeed_attach_files() is laid out. */
+enum infeed_file_format {
+	INFEED_FILE_NONE = 0,	/* labels_format: no labels file */
+	INFEED_FILE_RAW = 1,	/* fixed-size records, host byte order */
+	INFEED_FILE_NPY = 2,	/* a NumPy .npy array, C order */
+};
+
+/*
+ * The trainer's own files as a dataset (infeed_attach_files).  The trainer
+ * opens them, so the kernel checks its own permissions; the daemon gets
+ * the open descriptors, never a path.  Set it up with infeed_files_init().
+ */
+struct infeed_files {
+	uint32_t	struct_size;	/* set by infeed_files_init */
+	int		data_fd;	/* open for reading (O_RDONLY) */
+	int		labels_fd;	/* -1: no labels (every label is 0) */
+	int		data_format;	/* INFEED_FILE_RAW or INFEED_FILE_NPY */
+	int		labels_format;	/* NONE (the default), RAW or NPY */
+	int		dtype;		/* RAW data: enum infeed_dtype */
+	int		label_dtype;	/* RAW labels: uint8, int32, int64 (0) */
+	uint32_t	ndim;		/* RAW data: the shape of one sample */
+	uint64_t	shape[INFEED_MAX_DIMS];
+};
+
 struct infeed;
 
 /**
@@ -321,6 +345,33 @@ void		 infeed_options_init_size(struct infeed_options *o,
 	infeed_attach_size((f), (dataset), (o), (info),			\
 	    INFEED_OUT_SIZE(info, struct infeed_session_info))
 int		 infeed_attach_size(struct infeed *f, const char *dataset,
+		    const struct infeed_options *o,
+		    struct infeed_session_info *info, size_t info_size);
+
+/**
+ * infeed_files_init() - no files yet (data_fd and labels_fd -1, raw
+ * labels int64) and fl->struct_size = sizeof(*fl).  Writes only
+ * sizeof(*fl) bytes.  Call it before setting any field.
+ */
+#define infeed_files_init(fl)						\
+	infeed_files_init_size((fl), sizeof(*(fl)))
+void		 infeed_files_init_size(struct infeed_files *fl, size_t size);
+
+/**
+ * infeed_attach_files() - infeed_attach() with the trainer's own files as
+ * the dataset: their descriptors go to the daemon with the Attach, which
+ * checks them (open for reading, regular files, their content as @fl
+ * says) and reads nothing else.  @name names the session in the daemon's
+ * logs and stats (NULL: "files").  The caller's descriptors stay the
+ * caller's: the handle keeps duplicates of them, to send again when it
+ * resumes after a daemon restart, and closes those at infeed_detach,
+ * infeed_free or the next attach.
+ */
+#define infeed_attach_files(f, name, fl, o, info)			\
+	infeed_attach_files_size((f), (name), (fl), (o), (info),	\
+	    INFEED_OUT_SIZE(info, struct infeed_session_info))
+int		 infeed_attach_files_size(struct infeed *f, const char *name,
+		    const struct infeed_files *fl,
 		    const struct infeed_options *o,
 		    struct infeed_session_info *info, size_t info_size);
 

@@ -23,6 +23,7 @@
 #include <sys/un.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -67,6 +68,9 @@ struct infeed {
 	char			*name;
 	char			*dataset;
 	struct infeed_options	 opts;
+	struct infeed_files	 files;		/* with nfiles */
+	int			 files_fd[2];	/* our duplicates */
+	size_t			 nfiles;	/* 0: a catalogue dataset */
 	uint64_t		 session_id;
 	uint64_t		 steps_per_epoch;
 	uint64_t		 next_epoch;
@@ -99,6 +103,8 @@ _Static_assert(sizeof(struct infeed_stats) ==
 _Static_assert(sizeof(struct infeed_session_stats) ==
     FIELD_END(struct infeed_session_stats, seed),
     "infeed_session_stats has tail padding");
+_Static_assert(sizeof(struct infeed_files) ==
+    FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");
 _Static_assert(sizeof(struct infeed_worker_stats) ==
     FIELD_END(struct infeed_worker_stats, reserved),
     "infeed_worker_stats has tail padding");
@@ -228,12 +234,21 @@ infeed_release_old(struct infeed *f, uint64_t session_id, uint32_t slot)
 	return (false);
 }
 
+/* Close the duplicates of the files of the last attach, if any. */
+static void
+infeed_files_close(struct infeed *f)
+{
+	while (f->nfiles > 0)
+		close(f->files_fd[--f->nfiles]);
+}
+
 /* Close, unmap, free. */
 void
 infeed_free(struct infeed *f)
 {
 	if (f == NULL)
 		return;
+	infeed_files_close(f);
 	f->held = 0;
 	infeed_unmap(f);
 	while (f->nold > 0) {
@@ -264,9 +279,20 @@ infeed_daemon_code(const struct infeed *f)
 	return (f->daemon_code);
 }
 
+static int	infeed_send_fds(struct infeed *, const Infeed__Frame *,
+		    const int *, size_t);
+
 /* Send one frame. */
 static int
 infeed_send(struct infeed *f, const Infeed__Frame *frame)
+{
+	return (infeed_send_fds(f, frame, NULL, 0));
+}
+
+/* Send one frame with @nfds descriptors on its first byte. */
+static int
+infeed_send_fds(struct infeed *f, const Infeed__Frame *frame, const int *fds,
+    size_t nfds)
 {
 	uint8_t	*buf;
 	size_t	 len;
@@ -279,7 +305,7 @@ infeed_send(struct infeed *f, const Infeed__Frame *frame)
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot pack a %s "
 		    "request: %s", wire_case_name(frame->msg_case),
 		    strerror(errno)));
-	r = wire_send_all(f->fd, buf, len, -1);
+	r = wire_send_all_fds(f->fd, buf, len, fds, nfds);
 	free(buf);
 	if (r == -1 && (errno == EPIPE || errno == ECONNRESET))
 		return (infeed_fail(f, INFEED_ERR_CLOSED, "infeedd closed the "
@@ -787,8 +813,29 @@ infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
 	info->label_dtype = infeed_ring_label_dtype(at);
 }
 
+/* The Files message of whole files @in; pointers borrow from @in. */
+static void
+infeed_files_message(Infeed__Files *out, const struct infeed_files *in)
+{
+	out->has_data_format = 1;
+	out->data_format = (Infeed__FileFormat)in->data_format;
+	out->has_labels_format = 1;
+	out->labels_format = (Infeed__FileFormat)in->labels_format;
+	if (in->data_format == INFEED_FILE_RAW) {
+		out->n_shape = in->ndim;
+		out->shape = (uint64_t *)(uintptr_t)in->shape;
+		out->has_dtype = 1;
+		out->dtype = (Infeed__DType)in->dtype;
+	}
+	if (in->labels_format == INFEED_FILE_RAW && in->label_dtype != 0) {
+		out->has_label_dtype = 1;
+		out->label_dtype = (Infeed__DType)in->label_dtype;
+	}
+}
+
 /*
  * Attach with whole options @o and map the ring; remember how, to resume.
+ * With f->nfiles, the dataset is the files of infeed_attach_files.
  * @info: the whole session info, or NULL.
  */
 static int
@@ -799,16 +846,23 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	Infeed__Attach		 a = INFEED__ATTACH__INIT;
 	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
 	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
+	Infeed__Files		 fl = INFEED__FILES__INIT;
 	Infeed__Attached	*at;
 	int			 r;
 
 	infeed_loader_options(&lo, &t, o);
 	a.dataset = (char *)(uintptr_t)dataset;
 	a.options = &lo;
+	/* The files of infeed_attach_files, again when resuming. */
+	if (f->nfiles > 0) {
+		infeed_files_message(&fl, &f->files);
+		a.files = &fl;
+	}
 	fr.msg_case = INFEED__FRAME__MSG_ATTACH;
 	fr.attach = &a;
-	if ((r = infeed_call(f, &fr, INFEED__FRAME__MSG_ATTACHED, &reply)) !=
-	    INFEED_OK)
+	if ((r = infeed_send_fds(f, &fr, f->files_fd, f->nfiles)) !=
+	    INFEED_OK || (r = infeed_recv(f, INFEED__FRAME__MSG_ATTACHED,
+	    &reply)) != INFEED_OK)
 		return (r);
 	at = reply->attached;
 	if ((r = infeed_map_ring(f, at)) != INFEED_OK) {
@@ -853,11 +907,117 @@ infeed_attach_size(struct infeed *f, const char *dataset,
 	if ((r = infeed_options_take(f, o, &opts)) != INFEED_OK)
 		return (r);
 	f->eod_owed = false;	/* a new session owes nothing */
+	infeed_files_close(f);
 	r = infeed_attach_whole(f, dataset, &opts, info ? &whole : NULL);
 	if (r == INFEED_OK && info != NULL)
 		info->struct_size = (uint32_t)infeed_put(info, info_size,
 		    &whole, sizeof(whole));
 	return (r);
+}
+
+/* No files yet, and the caller's size. */
+void
+infeed_files_init_size(struct infeed_files *fl, size_t size)
+{
+	struct infeed_files	d;
+
+	if (size < sizeof(fl->struct_size) || size > INFEED_MAX_STRUCT_SIZE)
+		return;		/* infeed_attach_files refuses it */
+	memset(&d, 0, sizeof(d));
+	d.data_fd = d.labels_fd = -1;
+	infeed_put(fl, size, &d, sizeof(d));
+	fl->struct_size = (uint32_t)size;
+}
+
+/*
+ * The caller's files @fl as whole files in @out: its fields, and the
+ * defaults for those past its struct_size; checked as far as the library
+ * can (the daemon checks the rest).
+ */
+static int
+infeed_files_take(struct infeed *f, const struct infeed_files *fl,
+    struct infeed_files *out)
+{
+	size_t	size;
+
+	if (fl == NULL)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "no files given"));
+	size = fl->struct_size;
+	if (size < FIELD_END(struct infeed_files, data_fd) ||
+	    size > INFEED_MAX_STRUCT_SIZE)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "the files' "
+		    "struct_size is %zu: set them up with infeed_files_init "
+		    "first", size));
+	if (size > sizeof(*out) && !infeed_zero(fl, sizeof(*out), size))
+		return (infeed_fail(f, INFEED_ERR_USAGE, "the files set "
+		    "fields past the %zu bytes this libinfeed knows (the "
+		    "trainer's are %zu): it needs a newer libinfeed",
+		    sizeof(*out), size));
+	memset(out, 0, sizeof(*out));
+	out->labels_fd = -1;
+	memcpy(out, fl, size < sizeof(*out) ? size : sizeof(*out));
+	out->struct_size = sizeof(*out);
+	if (out->data_fd < 0)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "data_fd is %d; open "
+		    "the data file for reading first", out->data_fd));
+	if ((out->labels_format == INFEED_FILE_NONE) != (out->labels_fd < 0))
+		return (infeed_fail(f, INFEED_ERR_USAGE, "labels_fd is %d with "
+		    "labels_format %d: a labels file needs labels_format "
+		    "INFEED_FILE_RAW or INFEED_FILE_NPY, and no labels file "
+		    "INFEED_FILE_NONE and labels_fd -1", out->labels_fd,
+		    out->labels_format));
+	if (out->ndim > INFEED_MAX_DIMS)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "ndim is %u; at most "
+		    "%d", out->ndim, INFEED_MAX_DIMS));
+	return (INFEED_OK);
+}
+
+/* Attach to the caller's own files, passed by descriptor. */
+int
+infeed_attach_files_size(struct infeed *f, const char *name,
+    const struct infeed_files *fl, const struct infeed_options *o,
+    struct infeed_session_info *info, size_t info_size)
+{
+	struct infeed_options		opts;
+	struct infeed_session_info	whole;
+	struct infeed_files		files;
+	int				r, fd;
+
+	if (f->attached)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "already attached; "
+		    "call infeed_detach first"));
+	if (info != NULL && (r = infeed_check_out_size(f,
+	    "struct infeed_session_info", info_size)) != INFEED_OK)
+		return (r);
+	if ((r = infeed_options_take(f, o, &opts)) != INFEED_OK ||
+	    (r = infeed_files_take(f, fl, &files)) != INFEED_OK)
+		return (r);
+	infeed_files_close(f);
+	/* Our own copies: the caller may close theirs; a resume needs them. */
+	fd = files.data_fd;
+	while (fd != -1) {
+		if ((f->files_fd[f->nfiles] = fcntl(fd, F_DUPFD_CLOEXEC,
+		    0)) == -1) {
+			r = infeed_fail(f, INFEED_ERR_SYSTEM, "cannot "
+			    "duplicate descriptor %d: %s", fd,
+			    strerror(errno));
+			infeed_files_close(f);
+			return (r);
+		}
+		fd = f->nfiles++ == 0 ? files.labels_fd : -1;
+	}
+	f->files = files;
+	f->eod_owed = false;	/* a new session owes nothing */
+	r = infeed_attach_whole(f, name != NULL ? name : "files", &opts,
+	    info ? &whole : NULL);
+	if (r != INFEED_OK) {
+		infeed_files_close(f);
+		return (r);
+	}
+	if (info != NULL)
+		info->struct_size = (uint32_t)infeed_put(info, info_size,
+		    &whole, sizeof(whole));
+	return (INFEED_OK);
 }
 
 /* Milliseconds on the monotonic clock. */
@@ -1092,6 +1252,7 @@ infeed_detach(struct infeed *f)
 	fr.detach = &dt;
 	r = infeed_call(f, &fr, INFEED__FRAME__MSG_DETACHED, &reply);
 	infeed_unmap(f);
+	infeed_files_close(f);
 	if (r == INFEED_OK)
 		infeed__frame__free_unpacked(reply, NULL);
 	return (r);

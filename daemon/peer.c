@@ -77,6 +77,8 @@ struct peer {
 	char			*ended_why;	/* ENDED: what a reload did */
 	char			*refused_why;	/* REFUSED: not max_clients */
 	struct session_req	 req;		/* the request being handled */
+	int			 req_fds[WIRE_MAX_FDS];	/* came with it */
+	size_t			 req_nfds;
 	bool			 paused;	/* output over PEER_OUTQ_HIGH */
 	uint64_t		 log_second;	/* when its log window began */
 	unsigned		 log_lines;	/* error lines in that window */
@@ -97,6 +99,7 @@ static void	peer_write_cb(evutil_socket_t, short, void *);
 static void	peer_dispatch(struct peer *, Infeed__Frame *);
 static void	peer_process(struct peer *);
 static void	peer_free(struct peer *);
+static void	peer_drop_fds(struct peer *);
 
 /* Move to state @st; the allowed transitions are all here. */
 static void
@@ -442,6 +445,7 @@ peer_free(struct peer *p)
 	if (p == NULL)
 		return;
 	session_free(p->session);
+	peer_drop_fds(p);
 	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
 		TAILQ_REMOVE(&p->outq, of, entry);
 		if (of->fd != -1)
@@ -516,11 +520,12 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	if (n == -1 && errno == EAGAIN)
 		return;
-	/* Clients never send descriptors: one is as bad as too many. */
-	if ((n == -1 && errno == EPROTO) || p->in.nfds > 0) {
+	/* More descriptors than any frame carries, or lost ones. */
+	if (n == -1 && errno == EPROTO) {
 		peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
-		    "unexpected file descriptors from the client; clients "
-		    "never send any (docs/protocol.md)");
+		    "unexpected file descriptors from the client: more than "
+		    "%d, or cut off; only an Attach with files carries any, "
+		    "at most 2 (docs/protocol.md)", WIRE_MAX_FDS);
 		return;
 	}
 	if (n == -1) {
@@ -590,11 +595,32 @@ peer_process(struct peer *p)
 		}
 		p->req.has_id = f->has_request_id;
 		p->req.id = f->request_id;
+		/* The descriptors that came with this frame are its own. */
+		while (wire_in_frame_fds(&p->in) > 0)
+			p->req_fds[p->req_nfds++] = wire_in_take_fd(&p->in);
+		if (p->req_nfds > 0 && f->msg_case != INFEED__FRAME__MSG_ATTACH) {
+			peer_drop_fds(p);
+			peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
+			    "%s came with file descriptors; only an Attach "
+			    "with files carries any (docs/protocol.md)",
+			    wire_case_name(f->msg_case));
+			infeed__frame__free_unpacked(f, NULL);
+			return;
+		}
 		peer_dispatch(p, f);
 		infeed__frame__free_unpacked(f, NULL);
 		if (!peers_has(ps, id))
 			return;
+		peer_drop_fds(p);
 	}
+}
+
+/* Close the descriptors of the request that nothing took. */
+static void
+peer_drop_fds(struct peer *p)
+{
+	while (p->req_nfds > 0)
+		close(p->req_fds[--p->req_nfds]);
 }
 
 /* Hello: check the version, answer Welcome. */
@@ -682,6 +708,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	int			 fd = -1;
 
 	if (p->state == PEER_ATTACHED) {
+		peer_drop_fds(p);
 		peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
 		    "this connection is already attached to a dataset; detach "
 		    "first or open another connection");
@@ -710,8 +737,10 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	sc.pid = p->pid;
 	sc.uid = p->uid;
 	sc.gid = p->gid;
-	p->session = session_new(&sh, &sc, a, &peer_session_events, p, &code,
-	    &cause);
+	/* The session takes the descriptors over, whatever comes of it. */
+	p->session = session_new_files(&sh, &sc, a, p->req_fds, p->req_nfds,
+	    &peer_session_events, p, &code, &cause);
+	p->req_nfds = 0;
 	if (p->session != NULL && (fd = session_ring_fd(p->session)) == -1) {
 		code = INFEED__ERROR_CODE__ERROR_INTERNAL;
 		cause = xasprintf("cannot duplicate the ring descriptor: %s",
@@ -977,6 +1006,8 @@ peers_close_fds(struct peers *ps)
 
 	TAILQ_FOREACH(p, &ps->list, entry) {
 		close(p->fd);
+		peer_drop_fds(p);
+		wire_in_clear(&p->in);
 		TAILQ_FOREACH(of, &p->outq, entry) {
 			if (of->fd != -1)
 				close(of->fd);

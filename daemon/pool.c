@@ -48,6 +48,7 @@ struct pool_ring {
 	struct pool		*pool;
 	struct worker_ring	 desc;
 	int			 memfd;
+	int			 files[2];	/* desc.nfiles of them */
 	unsigned		 max_jobs;
 	unsigned		 inflight;
 	bool			*mapped;	/* per worker */
@@ -59,7 +60,8 @@ TAILQ_HEAD(pool_ring_list, pool_ring);
 /* A message the worker's socket did not take yet. */
 struct wmsg {
 	TAILQ_ENTRY(wmsg)	 entry;
-	int			 fd;	/* our own duplicate, or -1 */
+	int			 fds[WORKER_MAX_FDS];	/* our duplicates */
+	size_t			 nfds;
 	size_t			 len;
 	uint8_t			 buf[];
 };
@@ -101,6 +103,7 @@ struct pool {
 };
 
 static void	pool_dispatch(struct pool *);
+static void	pool_ring_free(struct pool_ring *);
 static void	job_free(struct job *);
 static void	pool_worker_cb(evutil_socket_t, short, void *);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
@@ -129,6 +132,17 @@ pool_kill_stuck(struct worker *w, const char *why)
 	kill(w->pid, SIGKILL);
 }
 
+/* A queued message and its descriptors. */
+static void
+pool_wmsg_free(struct wmsg *q)
+{
+	size_t	i;
+
+	for (i = 0; i < q->nfds; i++)
+		close(q->fds[i]);
+	free(q);
+}
+
 /* Forget what a worker had not read yet. */
 static void
 pool_outq_clear(struct worker *w)
@@ -137,9 +151,7 @@ pool_outq_clear(struct worker *w)
 
 	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
 		TAILQ_REMOVE(&w->outq, q, entry);
-		if (q->fd != -1)
-			close(q->fd);
-		free(q);
+		pool_wmsg_free(q);
 	}
 	w->noutq = 0;
 	if (w->wev != NULL)
@@ -153,7 +165,8 @@ pool_outq_flush(struct worker *w)
 	struct wmsg	*q;
 
 	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
-		if (wire_send_some(w->fd, q->buf, q->len, q->fd) == -1) {
+		if (wire_send_fds(w->fd, q->buf, q->len, q->fds, q->nfds) ==
+		    -1) {
 			if (errno == EAGAIN)
 				break;
 			/* Gone: SIGCHLD replaces it; drop what it missed. */
@@ -163,9 +176,7 @@ pool_outq_flush(struct worker *w)
 			return;
 		}
 		TAILQ_REMOVE(&w->outq, q, entry);
-		if (q->fd != -1)
-			close(q->fd);
-		free(q);
+		pool_wmsg_free(q);
 		w->noutq--;
 	}
 	if (TAILQ_EMPTY(&w->outq))
@@ -184,20 +195,22 @@ pool_worker_write_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 /*
- * Send a message (and an fd) to a worker without ever blocking: what its
- * socket does not take waits in its queue, in order.  A worker that leaves
- * POOL_MAX_QUEUED messages unread is stuck, and killed.  -1 when the
- * message cannot go (the worker is gone or stuck).
+ * Send a message (and @nfds fds) to a worker without ever blocking: what
+ * its socket does not take waits in its queue, in order.  A worker that
+ * leaves POOL_MAX_QUEUED messages unread is stuck, and killed.  -1 when
+ * the message cannot go (the worker is gone or stuck).
  */
 static int
-pool_send(struct worker *w, const struct worker_msg *m, size_t len, int fd)
+pool_send(struct worker *w, const struct worker_msg *m, size_t len,
+    const int *fds, size_t nfds)
 {
 	struct wmsg	*q;
+	size_t		 i;
 
 	if (w->stuck || w->fd == -1)
 		return (-1);
 	if (TAILQ_EMPTY(&w->outq)) {
-		if (wire_send_some(w->fd, m, len, fd) != -1)
+		if (wire_send_fds(w->fd, m, len, fds, nfds) != -1)
 			return (0);
 		if (errno != EAGAIN) {
 			log_warn("worker %u (pid %d): send", w->idx,
@@ -212,12 +225,17 @@ pool_send(struct worker *w, const struct worker_msg *m, size_t len, int fd)
 	q = xmalloc(sizeof(*q) + len);
 	memcpy(q->buf, m, len);
 	q->len = len;
-	/* The ring's descriptor may be closed before this is sent. */
-	q->fd = fd == -1 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (fd != -1 && q->fd == -1) {
-		log_warn("worker %u: dup for a queued message", w->idx);
-		free(q);
-		return (-1);
+	/* The ring's descriptors may be closed before this is sent. */
+	for (q->nfds = 0; q->nfds < nfds; q->nfds++) {
+		q->fds[q->nfds] = fcntl(fds[q->nfds], F_DUPFD_CLOEXEC, 0);
+		if (q->fds[q->nfds] == -1) {
+			log_warn("worker %u: dup for a queued message",
+			    w->idx);
+			for (i = 0; i < q->nfds; i++)
+				close(q->fds[i]);
+			free(q);
+			return (-1);
+		}
 	}
 	TAILQ_INSERT_TAIL(&w->outq, q, entry);
 	w->noutq++;
@@ -245,17 +263,21 @@ pool_child_close(struct pool *pool, struct worker *self)
 	struct pool_ring	*pr;
 	struct wmsg		*q;
 	unsigned		 i;
+	size_t			 j;
 
 	if (pool->child_cb != NULL)
 		pool->child_cb(pool->child_arg);
-	TAILQ_FOREACH(pr, &pool->rings, entry)
+	TAILQ_FOREACH(pr, &pool->rings, entry) {
 		close(pr->memfd);
+		for (j = 0; j < pr->desc.nfiles; j++)
+			close(pr->files[j]);
+	}
 	for (i = 0; i < pool->n; i++) {
 		if (&pool->workers[i] != self && pool->workers[i].fd != -1)
 			close(pool->workers[i].fd);
 		TAILQ_FOREACH(q, &pool->workers[i].outq, entry) {
-			if (q->fd != -1)
-				close(q->fd);
+			for (j = 0; j < q->nfds; j++)
+				close(q->fds[j]);
 		}
 	}
 }
@@ -473,7 +495,8 @@ pool_dispatch(struct pool *pool)
 	struct worker		*w;
 	struct job		*job;
 	uint64_t		 rows;
-	unsigned		 i;
+	unsigned		 i, j;
+	int			 fds[WORKER_MAX_FDS];
 
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
@@ -486,7 +509,11 @@ pool_dispatch(struct pool *pool)
 		if (!pr->mapped[w->idx]) {
 			m.type = WORKER_MSG_MAP;
 			m.ring = pr->desc;
-			if (pool_send(w, &m, sizeof(m), pr->memfd) == -1)
+			fds[0] = pr->memfd;
+			for (j = 0; j < pr->desc.nfiles; j++)
+				fds[1 + j] = pr->files[j];
+			if (pool_send(w, &m, sizeof(m), fds,
+			    1 + pr->desc.nfiles) == -1)
 				continue;
 			pr->mapped[w->idx] = true;
 		}
@@ -499,7 +526,7 @@ pool_dispatch(struct pool *pool)
 		jm->row_end = job->row_end;
 		memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
 		if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t),
-		    -1) == -1)
+		    NULL, 0) == -1)
 			continue;
 		TAILQ_REMOVE(&pool->jobs, job, entry);
 		w->job = job;
@@ -779,9 +806,7 @@ pool_free(struct pool *pool)
 	}
 	while ((pr = TAILQ_FIRST(&pool->rings)) != NULL) {
 		TAILQ_REMOVE(&pool->rings, pr, entry);
-		close(pr->memfd);
-		free(pr->mapped);
-		free(pr);
+		pool_ring_free(pr);
 	}
 	if (pool->sigchld_ev != NULL)
 		event_free(pool->sigchld_ev);
@@ -790,6 +815,19 @@ pool_free(struct pool *pool)
 	free(pool->jobmsg);
 	free(pool->workers);
 	free(pool);
+}
+
+/* Close and free what the pool keeps of a ring. */
+static void
+pool_ring_free(struct pool_ring *pr)
+{
+	uint32_t	i;
+
+	close(pr->memfd);
+	for (i = 0; i < pr->desc.nfiles; i++)
+		close(pr->files[i]);
+	free(pr->mapped);
+	free(pr);
 }
 
 /* Register a ring; the pool keeps its own copy of @memfd. */
@@ -838,12 +876,34 @@ pool_remove_ring(struct pool_ring *pr)
 	m.ring_id = pr->desc.ring_id;
 	for (i = 0; i < pool->n; i++) {
 		if (pr->mapped[i] && pool->workers[i].fd != -1)
-			(void)pool_send(&pool->workers[i], &m, sizeof(m), -1);
+			(void)pool_send(&pool->workers[i], &m, sizeof(m),
+			    NULL, 0);
 	}
 	TAILQ_REMOVE(&pool->rings, pr, entry);
-	close(pr->memfd);
-	free(pr->mapped);
-	free(pr);
+	pool_ring_free(pr);
+}
+
+/* The ring reads a client's files: keep their descriptors for the workers. */
+int
+pool_ring_files(struct pool_ring *pr, const struct dataset_files *spec,
+    const struct dataset *ds, char **cause)
+{
+	int		fds[2];
+	unsigned	n, i;
+
+	n = dataset_files_fds(ds, fds);
+	for (i = 0; i < n; i++) {
+		if ((pr->files[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0)) == -1) {
+			*cause = xasprintf("cannot hand the files to the "
+			    "workers: %s", strerror(errno));
+			while (i > 0)
+				close(pr->files[--i]);
+			return (-1);
+		}
+	}
+	pr->desc.files = *spec;
+	pr->desc.nfiles = n;
+	return (0);
 }
 
 /*

@@ -94,6 +94,18 @@ struct pool_ring *pool_add_ring(struct pool *pool, uint32_t dataset_index,
 		    pool_done_cb *done, void *arg, char **cause);
 
 /**
+ * pool_ring_files() - the ring's dataset is @ds, a client's files opened
+ * by dataset_open_files() from @spec: the pool keeps its own copies of
+ * their descriptors and sends them with the ring to every worker (a
+ * restarted one too), which opens the dataset from them; they are closed
+ * with the ring.  Call it before the ring's first pool_submit().
+ * Return: 0, or -1 with *@cause set.
+ */
+int		 pool_ring_files(struct pool_ring *pr,
+		    const struct dataset_files *spec, const struct dataset *ds,
+		    char **cause);
+
+/**
  * pool_remove_ring() - drop the ring's queued jobs, unmap it in the workers
  * and forget it; running jobs finish unreported.  NULL is a no-op.
  */

@@ -17,7 +17,15 @@
 #include "sampler.h"
 #include "session.h"
 #include "transform.h"
+#include "utf8.h"
 #include "xmalloc.h"
+
+/* dataset.h numbers the formats as infeed.proto does. */
+_Static_assert((int)DATASET_FORMAT_NONE ==
+    (int)INFEED__FILE_FORMAT__FILE_FORMAT_NONE &&
+    (int)DATASET_FORMAT_RAW == (int)INFEED__FILE_FORMAT__FILE_FORMAT_RAW &&
+    (int)DATASET_FORMAT_NPY == (int)INFEED__FILE_FORMAT__FILE_FORMAT_NPY,
+    "dataset.h and infeed.proto disagree on file formats");
 
 #define SESSION_JOBS_PER_WORKER	4	/* jobs a step is cut into, per worker */
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
@@ -39,6 +47,8 @@ struct session {
 
 	struct dataset		*ds;
 	size_t			 ds_index;
+	struct dataset_files	 files;		/* with own_ds */
+	bool			 own_ds;	/* the client's files */
 	struct sampler		 sampler;
 	Infeed__LoaderOptions	*opts;		/* a copy, for status */
 	bool			 load_indefinitely;
@@ -245,21 +255,91 @@ session_check_label_dtype(struct session *s, const Infeed__LoaderOptions *o,
 	return (-1);
 }
 
+/*
+ * Open the client's files as the session's dataset, from the descriptors
+ * that came with the Attach (taken over).  The name is only for display;
+ * there is no catalogue to find it in or allow_groups to check: the kernel
+ * checked the client's own access when it opened the files.
+ */
+static int
+session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
+    size_t nfds, Infeed__ErrorCode *code, char **cause)
+{
+	const Infeed__Files	*f = a->files;
+	struct dataset_files	*spec = &s->files;
+	size_t			 want, i;
+	bool			 content;
+
+	*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	memset(spec, 0, sizeof(*spec));
+	spec->data_format = f->has_data_format ? (uint32_t)f->data_format : 0;
+	spec->labels_format = f->has_labels_format ?
+	    (uint32_t)f->labels_format : 0;
+	spec->dtype = f->has_dtype ? (uint32_t)f->dtype : 0;
+	spec->label_dtype = f->has_label_dtype ? (uint32_t)f->label_dtype : 0;
+	want = spec->labels_format == DATASET_FORMAT_NONE ? 1 : 2;
+	if (*a->dataset == '\0' || !utf8_valid(a->dataset,
+	    strlen(a->dataset)))
+		*cause = xasprintf("a session on files needs a name (Attach."
+		    "dataset, shown in logs and stats): 1 to %d bytes of "
+		    "UTF-8", INFEED_MAX_DATASET_NAME);
+	else if (nfds != want)
+		*cause = xasprintf("%zu file descriptors came with the Attach "
+		    "frame where its files need %zu: the data file's, then "
+		    "the labels file's when labels_format is not none, as "
+		    "SCM_RIGHTS with the frame's first byte", nfds, want);
+	else if (f->n_shape > INFEED_MAX_DIMS)
+		*cause = xasprintf("Files.shape has %zu dimensions; a sample "
+		    "has at most %d", f->n_shape, INFEED_MAX_DIMS);
+	else if (spec->data_format == DATASET_FORMAT_NPY &&
+	    (f->n_shape > 0 || f->has_dtype))
+		*cause = xasprintf("npy data says its own shape and dtype; "
+		    "leave Files.shape and Files.dtype unset");
+	else if (spec->labels_format != DATASET_FORMAT_RAW &&
+	    f->has_label_dtype)
+		*cause = xasprintf("Files.label_dtype is for raw labels only; "
+		    "leave it unset");
+	if (*cause != NULL) {
+		for (i = 0; i < nfds; i++)
+			close(fds[i]);
+		return (-1);
+	}
+	spec->ndim = (uint32_t)f->n_shape;
+	for (i = 0; i < f->n_shape; i++)
+		spec->shape[i] = f->shape[i];
+	s->ds = dataset_open_files(a->dataset, spec, fds[0],
+	    nfds > 1 ? fds[1] : -1, false, &content, cause);
+	if (s->ds == NULL) {
+		if (content)
+			*code = INFEED__ERROR_CODE__ERROR_DATA;
+		if (*cause == NULL)
+			*cause = xasprintf("out of memory");
+		return (-1);
+	}
+	s->own_ds = true;
+	s->ds_index = UINT32_MAX;
+	return (0);
+}
+
 /* Check the access and options an Attach brings; fill in the sampler. */
 static int
 session_check(struct session *s, const Infeed__Attach *a,
-    const Infeed__LoaderOptions *o, Infeed__ErrorCode *code, char **cause)
+    const Infeed__LoaderOptions *o, int *fds, size_t nfds,
+    Infeed__ErrorCode *code, char **cause)
 {
 	struct sampler_opts	so;
 
-	*code = INFEED__ERROR_CODE__ERROR_NOT_FOUND;
-	s->ds = catalogue_find(s->host.cat, a->dataset, &s->ds_index);
-	if (s->ds == NULL) {
+	if (a->files != NULL) {
+		if (session_open_files(s, a, fds, nfds, code, cause) == -1)
+			return (-1);
+	} else if ((s->ds = catalogue_find(s->host.cat, a->dataset,
+	    &s->ds_index)) == NULL) {
+		*code = INFEED__ERROR_CODE__ERROR_NOT_FOUND;
 		*cause = xasprintf("no such dataset; 'infeedctl datasets' "
 		    "lists the catalogue");
 		return (-1);
 	}
-	if (!catalogue_allows(s->host.cat, s->ds_index, s->client.uid,
+	if (!s->own_ds && !catalogue_allows(s->host.cat, s->ds_index, s->client.uid,
 	    s->client.gid)) {
 		*code = INFEED__ERROR_CODE__ERROR_PERMISSION_DENIED;
 		*cause = xasprintf("permission denied: uid %u (gid %u) is not in "
@@ -330,6 +410,17 @@ session_new(const struct session_host *host,
     const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
     char **cause)
 {
+	return (session_new_files(host, client, a, NULL, 0, ev, arg, code,
+	    cause));
+}
+
+/* Attach, with the descriptors that came with the frame (taken over). */
+struct session *
+session_new_files(const struct session_host *host,
+    const struct session_client *client, const Infeed__Attach *a,
+    int *fds, size_t nfds, const struct session_events *ev, void *arg,
+    Infeed__ErrorCode *code, char **cause)
+{
 	static const Infeed__LoaderOptions defaults =
 	    INFEED__LOADER_OPTIONS__INIT;
 	const Infeed__LoaderOptions *o;
@@ -341,7 +432,17 @@ session_new(const struct session_host *host,
 	s->client = *client;
 	s->ev = *ev;
 	s->arg = arg;
-	if (session_check(s, a, o, code, cause) == -1)
+	*cause = NULL;
+	if (a->files == NULL && nfds > 0) {
+		*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+		*cause = xasprintf("%zu file descriptors came with an Attach "
+		    "to a catalogue dataset; descriptors come only with "
+		    "Attach.files", nfds);
+		while (nfds > 0)
+			close(fds[--nfds]);
+		goto fail;
+	}
+	if (session_check(s, a, o, fds, nfds, code, cause) == -1)
 		goto fail;
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
@@ -361,15 +462,21 @@ session_new(const struct session_host *host,
 	    session_done_cb, s, cause);
 	if (s->pool_ring == NULL)
 		goto fail;
+	if (s->own_ds && pool_ring_files(s->pool_ring, &s->files, s->ds,
+	    cause) == -1) {
+		*code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		goto fail;
+	}
 	s->id = session_new_id();
 	s->load_indefinitely = o->load_indefinitely;
 	s->fill_epoch = o->start_epoch;
 	s->fill_step = o->start_step;
 	s->opts = session_copy_options(o);
-	log_info("client %llu: session %llu on '%s': combined batch %llu, "
+	log_info("client %llu: session %llu on %s'%s': combined batch %llu, "
 	    "%llu steps per epoch, %u slots of %llu KiB, shuffle %s, "
 	    "process %u of %u", (unsigned long long)client->peer_id,
-	    (unsigned long long)s->id, s->ds->name,
+	    (unsigned long long)s->id, s->own_ds ? "the client's files " : "",
+	    s->ds->name,
 	    (unsigned long long)s->sampler.cbs,
 	    (unsigned long long)s->sampler.steps_per_epoch,
 	    s->ring->layout.slots,
@@ -396,6 +503,8 @@ session_free(struct session *s)
 		return;
 	pool_remove_ring(s->pool_ring);
 	ring_free(s->ring);
+	if (s->own_ds)
+		dataset_free(s->ds);
 	free(s->indices);
 	if (s->opts != NULL)
 		infeed__loader_options__free_unpacked(s->opts, NULL);
@@ -585,6 +694,9 @@ session_reload(struct session *s, const struct catalogue *cat)
 {
 	size_t	i;
 
+	/* The client's files are no part of the catalogue. */
+	if (s->own_ds)
+		return (0);
 	for (i = 0; i < cat->ndatasets; i++) {
 		if (cat->datasets[i] == s->ds)
 			break;
@@ -650,11 +762,16 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->client_uid = s->client.uid;
 }
 
-/* In a new worker: let go of the ring. */
+/* In a new worker: let go of the ring and of the client's files. */
 void
 session_forget(struct session *s)
 {
 	ring_forget(s->ring);
+	if (s->own_ds) {
+		dataset_free(s->ds);
+		s->ds = NULL;
+		s->own_ds = false;
+	}
 }
 
 /* A read-only descriptor of the ring for the client. */

@@ -78,6 +78,19 @@ struct session	*session_new(const struct session_host *host,
 		    void *arg, Infeed__ErrorCode *code, char **cause);
 
 /**
+ * session_new_files() - session_new() for an Attach with files: the
+ * client's files, whose @nfds descriptors @fds came with the frame (data,
+ * then labels), are the session's own dataset; a->dataset only names it.
+ * The descriptors are taken over (closed on failure too); the dataset,
+ * and with it every copy of them, goes with the session.
+ */
+struct session	*session_new_files(const struct session_host *host,
+		    const struct session_client *client,
+		    const Infeed__Attach *a, int *fds, size_t nfds,
+		    const struct session_events *ev, void *arg,
+		    Infeed__ErrorCode *code, char **cause);
+
+/**
  * session_free() - end the session: unregister and free the ring.  Next
  * requests still waiting are dropped silently; use session_cancel()
  * first to answer them.  NULL is a no-op.
@@ -127,7 +140,7 @@ void		 session_fill_stats(const struct session *s,
 
 /**
  * session_forget() - in a freshly forked worker: let go of the session's
- * ring (see ring_forget()).
+ * ring (see ring_forget()) and of the client's files, if it reads those.
  */
 void		 session_forget(struct session *s);
 

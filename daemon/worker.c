@@ -3,7 +3,11 @@
  * A worker process: takes each row's dataset index from the job, reads the
  * sample through the dataset (whose mappings it inherited at fork),
  * transforms it if the session asked, writes data and label into the slot,
- * and answers DONE.  It keeps one mapping per ring it was sent.
+ * and answers DONE.  It keeps one mapping per ring it was sent, and for a
+ * ring that reads a client's files, the dataset it opened from the
+ * descriptors that came with the ring (refused, every job of that ring
+ * fails as unreadable: the client changed the files since the daemon
+ * checked them).
  */
 
 #include <sys/mman.h>
@@ -26,6 +30,7 @@ struct wring {
 	uint8_t			*map;
 	uint8_t			*tmp;		/* one input sample */
 	float			*lut;		/* uint8 -> float, per channel */
+	struct dataset		*files;		/* a client's, or NULL */
 };
 
 /*
@@ -126,20 +131,21 @@ worker_job_ok(const struct wring *w, const struct worker_msg *m, size_t n)
 	    l->labels_offset);
 }
 
-/* Receive one message (at most @len bytes) and maybe an fd. */
+/* Receive one message (at most @len bytes) and up to WORKER_MAX_FDS fds. */
 static ssize_t
-worker_recv(int sock, void *m, size_t len, int *fd)
+worker_recv(int sock, void *m, size_t len, int *fds, size_t *nfds)
 {
 	union {
 		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
+		char		buf[CMSG_SPACE(sizeof(int) * WORKER_MAX_FDS)];
 	} cbuf;
 	struct msghdr	 msg;
 	struct iovec	 iov;
 	struct cmsghdr	*cmsg;
 	ssize_t		 n;
+	size_t		 i, k;
 
-	*fd = -1;
+	*nfds = 0;
 	memset(&msg, 0, sizeof(msg));
 	iov.iov_base = m;
 	iov.iov_len = len;
@@ -154,9 +160,13 @@ worker_recv(int sock, void *m, size_t len, int *fd)
 		return (n);
 	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL;
 	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-		if (cmsg->cmsg_level == SOL_SOCKET &&
-		    cmsg->cmsg_type == SCM_RIGHTS)
-			memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
+		if (cmsg->cmsg_level != SOL_SOCKET ||
+		    cmsg->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < k && *nfds < WORKER_MAX_FDS; i++)
+			memcpy(&fds[(*nfds)++], CMSG_DATA(cmsg) +
+			    i * sizeof(int), sizeof(int));
 	}
 	return (n);
 }
@@ -174,12 +184,53 @@ worker_find(struct wring *w, size_t n, uint64_t id)
 	return (NULL);
 }
 
+/*
+ * Open the client's files that came with a ring: the same checks as the
+ * daemon made, and the dataset must still be the one it checked (the
+ * sizes the ring was laid out for).  NULL when not: its jobs then fail.
+ */
+static struct dataset *
+worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
+{
+	const struct transform	*tf = &desc->transform;
+	struct dataset		*ds;
+	char			*cause = NULL;
+	size_t			 i;
+
+	if (nfds != desc->nfiles) {
+		for (i = 0; i < nfds; i++)
+			close(fds[i]);
+		log_warnx("ring %llu: %zu file descriptors where %u were "
+		    "expected", (unsigned long long)desc->ring_id, nfds,
+		    desc->nfiles);
+		return (NULL);
+	}
+	ds = dataset_open_files("client files", &desc->files, fds[0],
+	    nfds > 1 ? fds[1] : -1, true, NULL, &cause);
+	if (ds == NULL) {
+		log_warnx("ring %llu: %s", (unsigned long long)desc->ring_id,
+		    cause ? cause : "cannot open the client's files");
+		free(cause);
+		return (NULL);
+	}
+	if (ds->sample_bytes != tf->in_sample_bytes ||
+	    (uint32_t)ds->dtype != tf->in_dtype) {
+		log_warnx("ring %llu: the client's files changed since they "
+		    "were checked", (unsigned long long)desc->ring_id);
+		dataset_free(ds);
+		return (NULL);
+	}
+	return (ds);
+}
+
 /* Map a ring the pool sent, in a free entry of *@w. */
 static void
-worker_map(struct wring **w, size_t *n, const struct worker_msg *m, int fd)
+worker_map(struct wring **w, size_t *n, const struct worker_msg *m,
+    const int *fds, size_t nfds)
 {
 	struct wring	*r;
 	size_t		 i;
+	int		 fd = fds[0];
 
 	for (i = 0; i < *n && (*w)[i].map != NULL; i++)
 		;
@@ -194,6 +245,12 @@ worker_map(struct wring **w, size_t *n, const struct worker_msg *m, int fd)
 	close(fd);
 	if (r->map == MAP_FAILED)
 		fatal("worker: mmap of a ring");
+	if (m->ring.nfiles > 0)
+		r->files = worker_files(&m->ring, fds + 1, nfds - 1);
+	else {
+		for (i = 1; i < nfds; i++)
+			close(fds[i]);
+	}
 	r->tmp = xmalloc(m->ring.transform.in_sample_bytes);
 	if (transform_needs_lut(&m->ring.transform) &&
 	    (r->lut = transform_lut_new(&m->ring.transform)) == NULL)
@@ -205,6 +262,7 @@ static void
 worker_unmap(struct wring *w)
 {
 	munmap(w->map, w->desc.layout.ring_bytes);
+	dataset_free(w->files);
 	free(w->tmp);
 	free(w->lut);
 	memset(w, 0, sizeof(*w));
@@ -216,10 +274,12 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 {
 	struct wring		*rings = NULL, *w;
 	size_t			 nrings = 0, len;
+	const struct dataset	*ds;
 	struct worker_msg	*mp;
 	uint64_t		*indices;
 	ssize_t			 n;
-	int			 fd;
+	size_t			 nfds, i;
+	int			 fds[WORKER_MAX_FDS];
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGINT, SIG_IGN);
@@ -232,18 +292,19 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 	mp = xmalloc(len);
 	indices = (uint64_t *)(void *)(mp + 1);
 	for (;;) {
-		n = worker_recv(sock, mp, len, &fd);
+		n = worker_recv(sock, mp, len, fds, &nfds);
 		if (n <= 0)
 			_exit(0);
 		if ((size_t)n < sizeof(*mp) || (mp->type != WORKER_MSG_JOB &&
-		    (size_t)n != sizeof(*mp))) {
-			if (fd != -1)
-				close(fd);
+		    (size_t)n != sizeof(*mp)) || (mp->type == WORKER_MSG_MAP) !=
+		    (nfds > 0)) {
+			for (i = 0; i < nfds; i++)
+				close(fds[i]);
 			continue;
 		}
 		switch (mp->type) {
 		case WORKER_MSG_MAP:
-			worker_map(&rings, &nrings, mp, fd);
+			worker_map(&rings, &nrings, mp, fds, nfds);
 			break;
 		case WORKER_MSG_UNMAP:
 			if ((w = worker_find(rings, nrings, mp->ring_id)) !=
@@ -254,12 +315,17 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 			w = worker_find(rings, nrings, mp->ring_id);
 			mp->type = WORKER_MSG_DONE;
 			mp->error = WORKER_READ_ERROR;
-			if (w != NULL && w->desc.dataset_index <
-			    cat->ndatasets && worker_job_ok(w, mp, (size_t)n))
-				mp->error = worker_fill(w,
-				    cat->datasets[w->desc.dataset_index],
-				    mp->slot, mp->row_begin, mp->row_end,
-				    indices, &mp->bad_index, &mp->bad_label);
+			mp->bad_index = indices[0];
+			ds = NULL;
+			if (w != NULL && w->desc.nfiles > 0)
+				ds = w->files;
+			else if (w != NULL && w->desc.dataset_index <
+			    cat->ndatasets)
+				ds = cat->datasets[w->desc.dataset_index];
+			if (ds != NULL && worker_job_ok(w, mp, (size_t)n))
+				mp->error = worker_fill(w, ds, mp->slot,
+				    mp->row_begin, mp->row_end, indices,
+				    &mp->bad_index, &mp->bad_label);
 			if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
 				_exit(0);
 			break;

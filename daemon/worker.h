@@ -5,8 +5,10 @@
  * in shared memory.
  *
  * The pool and a worker talk over one SOCK_SEQPACKET socketpair: MAP (with
- * a ring's memfd, sent the first time the worker gets a job of that ring),
- * UNMAP, JOB (rows [row_begin, row_end) of one slot, followed by the
+ * a ring's memfd, sent the first time the worker gets a job of that ring,
+ * and after it the descriptors of a client's files when the ring's dataset
+ * is theirs: the worker opens that dataset itself, with
+ * dataset_open_files(), and closes it at UNMAP), UNMAP, JOB (rows [row_begin, row_end) of one slot, followed by the
  * dataset index of each row) and DONE.  A worker has at most one job at a
  * time.
  *
@@ -42,13 +44,17 @@ enum worker_result {
 	WORKER_LABEL_RANGE = -2,
 };
 
+/* Descriptors a MAP carries at most: the ring, a client's data, labels. */
+#define WORKER_MAX_FDS		3
+
 /* What a worker needs to fill a ring's slots; sent once per ring. */
 struct worker_ring {
 	uint64_t		ring_id;
 	uint32_t		dataset_index;	/* in the catalogue */
-	uint32_t		pad;
+	uint32_t		nfiles;	/* 0, or a client's files: 1 or 2 */
 	struct ring_layout	layout;
 	struct transform	transform;
+	struct dataset_files	files;	/* with nfiles: how to read them */
 };
 
 /* Rows in one JOB message at most (its indices: 32 KiB). */

@@ -100,23 +100,28 @@ wire_in_feed(struct wire_in *in, const void *data, size_t len)
 	}
 	memcpy(in->buf + in->len, data, len);
 	in->len += len;
+	in->rx += len;
 	return (0);
 }
 
-/* Keep the fds of one control message; extras beyond our queue fail. */
+/*
+ * Keep the fds of one control message, which came with the bytes up to
+ * stream offset @at; extras beyond our queue fail.
+ */
 static int
-wire_in_keep_fds(struct wire_in *in, struct cmsghdr *cmsg)
+wire_in_keep_fds(struct wire_in *in, struct cmsghdr *cmsg, uint64_t at)
 {
 	size_t	 n, i;
-	int	*fds, bad = 0;
+	int	 fd, bad = 0;
 
 	n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-	fds = (int *)CMSG_DATA(cmsg);
 	for (i = 0; i < n; i++) {
-		if (in->nfds < WIRE_MAX_FDS)
-			in->fds[in->nfds++] = fds[i];
-		else {
-			close(fds[i]);
+		memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+		if (in->nfds < WIRE_MAX_FDS) {
+			in->fd_at[in->nfds] = at;
+			in->fds[in->nfds++] = fd;
+		} else {
+			close(fd);
 			bad = 1;
 		}
 	}
@@ -162,13 +167,14 @@ wire_in_recv(struct wire_in *in, int sock)
 	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
 		if (cmsg->cmsg_level == SOL_SOCKET &&
 		    cmsg->cmsg_type == SCM_RIGHTS &&
-		    wire_in_keep_fds(in, cmsg) == -1)
+		    wire_in_keep_fds(in, cmsg, in->rx + (uint64_t)n) == -1)
 			bad = 1;
 	}
 	/* Truncated ancillary data may have lost fds: the stream is broken. */
 	if (msg.msg_flags & MSG_CTRUNC)
 		bad = 1;
 	in->len += (size_t)n;
+	in->rx += (uint64_t)n;
 	if (bad) {
 		errno = EPROTO;
 		return (-1);
@@ -181,9 +187,11 @@ enum wire_status
 wire_in_frame(struct wire_in *in, Infeed__Frame **out, char **cause)
 {
 	uint32_t	 flen;
+	uint64_t	 end;
 	Infeed__Frame	*f;
 
 	*out = NULL;
+	in->frame_nfds = 0;
 	if (in->len < WIRE_HEADER_SIZE)
 		return (WIRE_AGAIN);
 	flen = wire_get_le32(in->buf);
@@ -196,6 +204,10 @@ wire_in_frame(struct wire_in *in, Infeed__Frame **out, char **cause)
 	if (in->len - WIRE_HEADER_SIZE < flen)
 		return (WIRE_AGAIN);
 
+	/* The fds that came by this frame's last byte are its own. */
+	end = in->rx - in->len + WIRE_HEADER_SIZE + flen;
+	while (in->frame_nfds < in->nfds && in->fd_at[in->frame_nfds] <= end)
+		in->frame_nfds++;
 	f = infeed__frame__unpack(NULL, flen, in->buf + WIRE_HEADER_SIZE);
 	memmove(in->buf, in->buf + WIRE_HEADER_SIZE + flen,
 	    in->len - WIRE_HEADER_SIZE - flen);
@@ -227,8 +239,26 @@ wire_in_take_fd(struct wire_in *in)
 		return (-1);
 	fd = in->fds[0];
 	memmove(in->fds, in->fds + 1, (in->nfds - 1) * sizeof(int));
+	memmove(in->fd_at, in->fd_at + 1, (in->nfds - 1) * sizeof(uint64_t));
 	in->nfds--;
+	if (in->frame_nfds > 0)
+		in->frame_nfds--;
 	return (fd);
+}
+
+/* The fds that came with the last frame cut. */
+size_t
+wire_in_frame_fds(const struct wire_in *in)
+{
+	return (in->frame_nfds);
+}
+
+/* Close the fds of the last frame cut. */
+void
+wire_in_drop_frame_fds(struct wire_in *in)
+{
+	while (in->frame_nfds > 0)
+		close(wire_in_take_fd(in));
 }
 
 /* Serialise a frame behind its length header. */
@@ -255,9 +285,17 @@ wire_pack(const Infeed__Frame *frame, uint32_t max_frame, size_t *len)
 ssize_t
 wire_send_some(int sock, const void *buf, size_t len, int fd)
 {
+	return (wire_send_fds(sock, buf, len, &fd, fd != -1));
+}
+
+/* One sendmsg, with fds riding on the first byte. */
+ssize_t
+wire_send_fds(int sock, const void *buf, size_t len, const int *fds,
+    size_t nfds)
+{
 	union {
 		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
+		char		buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
 	} cbuf;
 	struct msghdr	 msg;
 	struct iovec	 iov;
@@ -269,15 +307,19 @@ wire_send_some(int sock, const void *buf, size_t len, int fd)
 	iov.iov_len = len;
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (fd != -1) {
+	if (nfds > WIRE_MAX_FDS) {
+		errno = EINVAL;
+		return (-1);
+	}
+	if (nfds > 0) {
 		memset(&cbuf, 0, sizeof(cbuf));
 		msg.msg_control = cbuf.buf;
-		msg.msg_controllen = sizeof(cbuf.buf);
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
 		cmsg = CMSG_FIRSTHDR(&msg);
 		cmsg->cmsg_level = SOL_SOCKET;
 		cmsg->cmsg_type = SCM_RIGHTS;
-		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+		cmsg->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * nfds);
 	}
 	do {
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
@@ -289,13 +331,21 @@ wire_send_some(int sock, const void *buf, size_t len, int fd)
 int
 wire_send_all(int sock, const void *buf, size_t len, int fd)
 {
+	return (wire_send_all_fds(sock, buf, len, &fd, fd != -1));
+}
+
+/* Send everything on a blocking socket, fds with the first byte. */
+int
+wire_send_all_fds(int sock, const void *buf, size_t len, const int *fds,
+    size_t nfds)
+{
 	const uint8_t	*p = buf;
 	ssize_t		 n;
 
 	while (len > 0) {
-		if ((n = wire_send_some(sock, p, len, fd)) == -1)
+		if ((n = wire_send_fds(sock, p, len, fds, nfds)) == -1)
 			return (-1);
-		fd = -1;
+		nfds = 0;
 		p += n;
 		len -= (size_t)n;
 	}

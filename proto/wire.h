@@ -31,7 +31,14 @@ enum wire_status {
 	WIRE_BAD,	/* protocol error: drop the peer */
 };
 
-/* Bytes and fds received from one socket, not yet cut into frames. */
+/*
+ * Bytes and fds received from one socket, not yet cut into frames.  An fd
+ * rides on the first byte of the sendmsg that carried it, and the kernel
+ * ends the recvmsg that delivers it at the end of that sendmsg's bytes at
+ * the latest, so an fd belongs to the frame holding the last byte of the
+ * recvmsg that brought it (the sender sends no byte of a later frame in
+ * that sendmsg): fd_at keeps that offset in the stream.
+ */
 struct wire_in {
 	uint8_t		*buf;
 	size_t		 len;		/* bytes in buf */
@@ -39,6 +46,9 @@ struct wire_in {
 	uint32_t	 max_frame;
 	int		 fds[WIRE_MAX_FDS];	/* received, oldest first */
 	size_t		 nfds;
+	uint64_t	 fd_at[WIRE_MAX_FDS];	/* stream offset it came at */
+	uint64_t	 rx;		/* bytes received in all */
+	size_t		 frame_nfds;	/* fds of the last frame cut */
 };
 
 /**
@@ -86,6 +96,18 @@ enum wire_status	 wire_in_frame(struct wire_in *in, Infeed__Frame **out,
 int			 wire_in_take_fd(struct wire_in *in);
 
 /**
+ * wire_in_frame_fds() - how many fds came with the frame wire_in_frame()
+ * returned last: they are the oldest queued; take each with
+ * wire_in_take_fd() (or close them all with wire_in_drop_frame_fds()).
+ */
+size_t			 wire_in_frame_fds(const struct wire_in *in);
+
+/**
+ * wire_in_drop_frame_fds() - close the fds of the last frame cut.
+ */
+void			 wire_in_drop_frame_fds(struct wire_in *in);
+
+/**
  * wire_pack() - serialise @frame with its length header.
  * Return: a malloc'd buffer of *len bytes, or NULL if the frame would be
  * larger than @max_frame (errno EMSGSIZE) or memory ran out.
@@ -103,11 +125,26 @@ ssize_t			 wire_send_some(int sock, const void *buf, size_t len,
 			    int fd);
 
 /**
+ * wire_send_fds() - wire_send_some() with @nfds (at most WIRE_MAX_FDS)
+ * descriptors @fds on the first byte, in that order.
+ */
+ssize_t			 wire_send_fds(int sock, const void *buf, size_t len,
+			    const int *fds, size_t nfds);
+
+/**
  * wire_send_all() - send a whole buffer on a blocking socket, passing @fd
  * with the first byte.  Return: 0, or -1 with errno set.
  */
 int			 wire_send_all(int sock, const void *buf, size_t len,
 			    int fd);
+
+/**
+ * wire_send_all_fds() - wire_send_all() with @nfds descriptors @fds on the
+ * first byte.  Every sendmsg carries only bytes of @buf, so when @buf is
+ * one frame its fds can only be taken as that frame's.
+ */
+int			 wire_send_all_fds(int sock, const void *buf,
+			    size_t len, const int *fds, size_t nfds);
 
 /**
  * wire_case_name() - the message name of a frame's oneof case, for logs.

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -814,6 +815,73 @@ npy_fixture(float *x, int64_t *y)
 }
 
 /* .npy files with version 1, 2 and 3 headers. */
+/*
+ * A client's files by descriptor: the npy reader's checks, read only when
+ * mapped, and the descriptor's offset (the client's too) never moved.
+ */
+START_TEST(npy_files_by_descriptor)
+{
+	struct dataset_files	 spec = { 0 };
+	struct dataset		*ds;
+	float			 x[48], got[16];
+	int64_t			 y[3], label;
+	char			*cause = NULL;
+	bool			 content;
+	int			 fd, lfd, w;
+
+	npy_fixture(x, y);
+	write_npy(tpath("x.npy"), 1, "{'descr': '<f4', 'fortran_order': "
+	    "False, 'shape': (3, 1, 4, 4), }", x, sizeof x);
+	write_npy(tpath("y.npy"), 1, "{'descr': '<i8', 'fortran_order': "
+	    "False, 'shape': (3,), }", y, sizeof y);
+	spec.data_format = DATASET_FORMAT_NPY;
+	spec.labels_format = DATASET_FORMAT_NPY;
+
+	/* Checked only: no mapping to read. */
+	ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
+	ck_assert_int_ne(lfd = open(tpath("y.npy"), O_RDONLY), -1);
+	ds = dataset_open_files("mine", &spec, fd, lfd, false, NULL, &cause);
+	ck_assert_msg(ds != NULL, "%s", cause);
+	ck_assert_uint_eq(ds->samples, 3);
+	ck_assert_uint_eq(ds->classes, 3);
+	ck_assert_int_eq(dataset_read(ds, 0, got, &label), -1);
+	dataset_free(ds);
+
+	/* Mapped: the bytes and labels, and the offset still 0. */
+	ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
+	ck_assert_int_ne(lfd = open(tpath("y.npy"), O_RDONLY), -1);
+	ck_assert_int_ne(w = dup(fd), -1);
+	ds = dataset_open_files("mine", &spec, fd, lfd, true, NULL, &cause);
+	ck_assert_msg(ds != NULL, "%s", cause);
+	dataset_job_begin();
+	ck_assert_int_eq(dataset_read(ds, 2, got, &label), 0);
+	ck_assert_int_eq(dataset_job_end(), 0);
+	ck_assert_int_eq(memcmp(got, x + 32, sizeof got), 0);
+	ck_assert_int_eq(label, 1);
+	ck_assert_int_eq(lseek(w, 0, SEEK_CUR), 0);
+	dataset_free(ds);
+	close(w);
+
+	/* Content refused as content, the descriptor as the descriptor. */
+	write_npy(tpath("x.npy"), 1, "{'descr': '<f4', 'fortran_order': "
+	    "True, 'shape': (3, 1, 4, 4), }", x, sizeof x);
+	ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
+	spec.labels_format = DATASET_FORMAT_NONE;
+	ck_assert_ptr_null(dataset_open_files("mine", &spec, fd, -1, false,
+	    &content, &cause));
+	ck_assert(content);
+	ck_assert_ptr_nonnull(strstr(cause, "dataset 'mine': the data file: "
+	    "the array is in Fortran order"));
+	free(cause);
+	ck_assert_int_ne(fd = open(tpath("x.npy"), O_WRONLY), -1);
+	ck_assert_ptr_null(dataset_open_files("mine", &spec, fd, -1, false,
+	    &content, &cause));
+	ck_assert(!content);
+	ck_assert_ptr_nonnull(strstr(cause, "O_WRONLY"));
+	free(cause);
+}
+END_TEST
+
 START_TEST(npy_reads_version_1_2_and_3_headers)
 {
 	struct dataset	*ds;
@@ -1468,6 +1536,7 @@ dataset_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("npy");
+	tcase_add_test(tc, npy_files_by_descriptor);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, npy_reads_version_1_2_and_3_headers);

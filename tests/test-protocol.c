@@ -89,6 +89,7 @@ static const struct {
 	{ "invalid-option", 1 },
 	{ "invalid-dataset-name", 1 },
 	{ "invalid-release", 1 },
+	{ "invalid-files", 1 },
 	{ "not-found-dataset", 1 },
 	{ "not-found-reloaded", 1 },
 	{ "memory-budget", 1 },
@@ -96,6 +97,7 @@ static const struct {
 	{ "max-clients", 1 },		/* the max-clients case */
 	{ "permission-denied", 1 },
 	{ "data", 1 },
+	{ "data-files", 1 },
 	{ "internal", 0 },		/* a failing dup() in the daemon */
 };
 
@@ -1079,6 +1081,55 @@ START_TEST(test_invalid_argument)
 }
 END_TEST
 
+/* Attach with files: a Files message and @nfds descriptors with it. */
+static void
+attach_files(int fd, const Infeed__Files *fl, const int *fds, size_t nfds)
+{
+	Infeed__Attach	a = INFEED__ATTACH__INIT;
+	struct reqbuf	b = { NULL, 0 };
+
+	a.dataset = (char *)"mine";
+	a.files = (Infeed__Files *)(uintptr_t)fl;
+	req_add(&b, INFEED__FRAME__MSG_ATTACH, &a, 0);
+	ck_assert_int_eq(wire_send_all_fds(fd, b.buf, b.len, fds, nfds), 0);
+	free(b.buf);
+}
+
+/* Attach with files the daemon refuses: bad descriptors, bad content. */
+START_TEST(test_files)
+{
+	static const char	 junk[] = "not a numpy file at all";
+	Infeed__Files		 fl = INFEED__FILES__INIT;
+	struct wire_in		 in;
+	char			 path[400];
+	int			 fd = conn(&in), dfd, p[2];
+
+	/* A pipe is no regular file. */
+	fl.has_data_format = 1;
+	fl.data_format = INFEED__FILE_FORMAT__FILE_FORMAT_NPY;
+	ck_assert_int_eq(pipe(p), 0);
+	attach_files(fd, &fl, p, 1);
+	expect_case("invalid-files", recv_ms(fd, &in, RECV_MS), fd, &in);
+	/* Labels promised, no descriptor for them. */
+	fl.has_labels_format = 1;
+	fl.labels_format = INFEED__FILE_FORMAT__FILE_FORMAT_NPY;
+	attach_files(fd, &fl, p, 1);
+	expect_case("invalid-files", recv_ms(fd, &in, RECV_MS), fd, &in);
+	close(p[0]);
+	close(p[1]);
+
+	/* A regular file that is no .npy. */
+	snprintf(path, sizeof(path), "%s/junk.npy", dir);
+	write_file(path, junk, sizeof(junk));
+	ck_assert_int_ne(dfd = open(path, O_RDONLY), -1);
+	fl.has_labels_format = 0;
+	attach_files(fd, &fl, &dfd, 1);
+	expect_case("data-files", recv_ms(fd, &in, RECV_MS), fd, &in);
+	close(dfd);
+	conn_close(fd, &in);
+}
+END_TEST
+
 START_TEST(test_not_found_dataset)
 {
 	Infeed__Attach	a = INFEED__ATTACH__INIT;
@@ -1529,6 +1580,7 @@ protocol_suite(void)
 	tcase_add_test(tc, test_unexpected_open);
 	tcase_add_test(tc, test_unexpected_more);
 	tcase_add_test(tc, test_invalid_argument);
+	tcase_add_test(tc, test_files);
 	tcase_add_test(tc, test_not_found_dataset);
 	tcase_add_test(tc, test_not_found_reloaded);
 	tcase_add_test(tc, test_memory_budget);

@@ -530,6 +530,41 @@ START_TEST(test_fd_passing)
 }
 END_TEST
 
+/*
+ * Each frame's fds are its own: none for a frame sent without, both of a
+ * frame sent with two, even when all of them arrive in one read.
+ */
+START_TEST(test_fds_belong_to_their_frame)
+{
+	uint8_t	*buf;
+	size_t	 len;
+	int	 p[2], before;
+	ssize_t	 n;
+
+	ck_assert_int_eq(pipe(p), 0);
+	before = count_fds();
+	buf = pack_hello(1, &len);
+	ck_assert_int_eq(wire_send_all(sv[1], buf, len, -1), 0);
+	ck_assert_int_eq(wire_send_all_fds(sv[1], buf, len, p, 2), 0);
+	ck_assert_int_eq(wire_send_all(sv[1], buf, len, -1), 0);
+	while ((n = wire_in_recv(&in, sv[0])) > 0)
+		;
+	ck_assert_uint_eq(in.nfds, 2);
+	expect_hello(1);
+	ck_assert_uint_eq(wire_in_frame_fds(&in), 0);
+	expect_hello(1);
+	ck_assert_uint_eq(wire_in_frame_fds(&in), 2);
+	wire_in_drop_frame_fds(&in);
+	ck_assert_uint_eq(in.nfds, 0);
+	expect_hello(1);
+	ck_assert_uint_eq(wire_in_frame_fds(&in), 0);
+	ck_assert_int_eq(count_fds(), before);
+	free(buf);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 START_TEST(test_fds_in_order)
 {
 	uint8_t	*buf;
@@ -797,6 +832,7 @@ wire_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_fd_passing);
 	tcase_add_test(tc, test_fds_in_order);
+	tcase_add_test(tc, test_fds_belong_to_their_frame);
 	tcase_add_test(tc, test_clear_closes_untaken);
 	tcase_add_test(tc, test_too_many_fds_one_message);
 	tcase_add_test(tc, test_too_many_fds_queued);

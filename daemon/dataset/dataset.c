@@ -233,69 +233,172 @@ dataset_shape_format(const uint64_t *shape, uint32_t ndim, char *buf,
 	return (buf);
 }
 
+/* What a descriptor is when it is not a regular file, for messages. */
+static const char *
+dataset_file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return ("a directory");
+	if (S_ISFIFO(mode))
+		return ("a pipe");
+	if (S_ISSOCK(mode))
+		return ("a socket");
+	if (S_ISCHR(mode))
+		return ("a character device");
+	if (S_ISBLK(mode))
+		return ("a block device");
+	return ("not a file");
+}
+
+/*
+ * Check a regular file's descriptor and, with DATASET_MAP_READ, map it
+ * read-only and shared.  The one place every file a dataset reads comes
+ * through, whether opened by path or passed by a client.
+ */
+int
+dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
+    struct dataset_map *m, char **cause)
+{
+	struct stat	 st;
+	void		*p;
+	int		 fl, saved_errno;
+
+	memset(m, 0, sizeof *m);
+	m->fd = -1;
+	if ((fl = fcntl(fd, F_GETFL)) == -1) {
+		saved_errno = errno;
+		close(fd);
+		return (dataset_error(cause, ds, "%s: not an open file: %s",
+		    what, strerror(saved_errno)));
+	}
+#ifdef O_PATH
+	if ((fl & O_PATH) == O_PATH) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: opened with O_PATH, "
+		    "which reads nothing; open it O_RDONLY", what));
+	}
+#endif
+	if ((fl & O_ACCMODE) == O_WRONLY) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: opened write-only "
+		    "(O_WRONLY), so it cannot be read; open it O_RDONLY",
+		    what));
+	}
+	if (fstat(fd, &st) == -1) {
+		saved_errno = errno;
+		close(fd);
+		return (dataset_error(cause, ds, "%s: cannot stat: %s", what,
+		    strerror(saved_errno)));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: not a regular file but "
+		    "%s; expected a regular file", what,
+		    dataset_file_kind(st.st_mode)));
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: the file is empty",
+		    what));
+	}
+	if ((uint64_t)st.st_size > SIZE_MAX) {
+		close(fd);
+		return (dataset_error(cause, ds, "%s: too large to map",
+		    what));
+	}
+	if (flags & DATASET_MAP_READ) {
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd,
+		    0);
+		if (p == MAP_FAILED) {
+			saved_errno = errno;
+			close(fd);
+			return (dataset_error(cause, ds, "%s: cannot map: %s",
+			    what, strerror(saved_errno)));
+		}
+		m->base = p;
+		m->len = (size_t)st.st_size;
+	}
+	m->fd = fd;
+	m->shared = (flags & DATASET_MAP_SHARED) != 0;
+	m->job = 0;
+	m->size = (uint64_t)st.st_size;
+	return (0);
+}
+
 /* Map a whole regular file read-only and shared. */
 int
 dataset_map_file(const struct dataset *ds, const char *path,
     struct dataset_map *m, char **cause)
 {
-	struct stat	 st;
-	void		*p;
-	int		 fd, saved_errno;
+	int	fd;
 
-	m->base = NULL;
-	m->len = 0;
+	memset(m, 0, sizeof *m);
 	m->fd = -1;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (dataset_error(cause, ds, "%s: cannot open: %s", path,
 		    strerror(errno)));
-	if (fstat(fd, &st) == -1) {
-		saved_errno = errno;
-		close(fd);
-		return (dataset_error(cause, ds, "%s: cannot stat: %s", path,
-		    strerror(saved_errno)));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return (dataset_error(cause, ds, "%s: not a regular file",
-		    path));
-	}
-	if (st.st_size == 0) {
-		close(fd);
-		return (dataset_error(cause, ds, "%s: the file is empty",
-		    path));
-	}
-	if ((uint64_t)st.st_size > SIZE_MAX) {
-		close(fd);
-		return (dataset_error(cause, ds, "%s: too large to map",
-		    path));
-	}
-	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		saved_errno = errno;
-		close(fd);
-		return (dataset_error(cause, ds, "%s: cannot map: %s", path,
-		    strerror(saved_errno)));
-	}
-	m->base = p;
-	m->len = (size_t)st.st_size;
-	m->fd = fd;
-	m->job = 0;
-	m->size = (uint64_t)st.st_size;
-	return (0);
+	return (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, m, cause));
 }
 
 /* Unmap what a dataset_map holds and close its file. */
 void
 dataset_unmap(struct dataset_map *m)
 {
-	if (m->base != NULL) {
+	if (m->base != NULL)
 		munmap(m->base, m->len);
-		if (m->fd != -1)
-			close(m->fd);
-	}
+	if (m->fd != -1)
+		close(m->fd);
 	m->base = NULL;
 	m->len = 0;
 	m->fd = -1;
+}
+
+/* Read @len bytes at @off of the file behind @m, whole or not at all. */
+int
+dataset_pread(const struct dataset_map *m, void *buf, size_t len,
+    uint64_t off)
+{
+	uint8_t	*p = buf;
+	ssize_t	 n;
+
+	while (len > 0) {
+		n = pread(m->fd, p, len, (off_t)off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return (-1);
+		if (n == 0) {
+			errno = EIO;
+			return (-1);
+		}
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return (0);
+}
+
+/*
+ * The size of the file behind @m now.  lseek(SEEK_END) is half the cost
+ * of fstat, but it moves the descriptor's offset, which a client's file
+ * shares with the client (m->shared): fstat those.
+ */
+static int
+dataset_map_size(const struct dataset_map *m, uint64_t *size)
+{
+	struct stat	st;
+	off_t		end;
+
+	if (m->shared) {
+		if (fstat(m->fd, &st) == -1)
+			return (-1);
+		*size = (uint64_t)st.st_size;
+		return (0);
+	}
+	if ((end = lseek(m->fd, 0, SEEK_END)) == -1)
+		return (-1);
+	*size = (uint64_t)end;
+	return (0);
 }
 
 /* The job in progress (0: none), and the maps it checked. */
@@ -318,14 +421,13 @@ int
 dataset_job_end(void)
 {
 	struct dataset_map	*m;
-	off_t			 size;
+	uint64_t		 size;
 	unsigned		 i;
 	int			 shrank = 0;
 
 	for (i = 0; i < dataset_job_nmaps; i++) {
 		m = dataset_job_maps[i];
-		size = lseek(m->fd, 0, SEEK_END);
-		if (size == -1 || (uint64_t)size < m->size)
+		if (dataset_map_size(m, &size) == -1 || size < m->size)
 			shrank = 1;
 	}
 	dataset_job = 0;
@@ -334,23 +436,22 @@ dataset_job_end(void)
 }
 
 /*
- * Does the file behind a map still reach @end?  lseek(SEEK_END) is half
- * the cost of fstat; moving the shared offset is harmless, as nothing
- * read(2)s these descriptors.  The cached size is this process's own
- * (a worker's copy of the dataset), hence the cast.
+ * Does the file behind a map still reach @end?  See dataset_map_size()
+ * for how it is measured.  The cached size is this process's own (a
+ * worker's copy of the dataset), hence the cast.
  */
 int
 dataset_map_holds(const struct dataset_map *cm, uint64_t end)
 {
 	struct dataset_map	*m = (struct dataset_map *)(uintptr_t)cm;
-	off_t			 size;
+	uint64_t		 size;
 
 	if (m->fd == -1)
 		return (1);
 	if (dataset_job == 0 || m->job != dataset_job) {
-		if ((size = lseek(m->fd, 0, SEEK_END)) == -1)
+		if (dataset_map_size(m, &size) == -1)
 			return (0);
-		m->size = (uint64_t)size;
+		m->size = size;
 		m->job = dataset_job;
 		if (dataset_job != 0 && dataset_job_nmaps < DATASET_JOB_MAPS)
 			dataset_job_maps[dataset_job_nmaps++] = m;
@@ -383,34 +484,81 @@ dataset_label_get(const uint8_t *labels, enum infeed_dtype t, uint64_t index)
 	}
 }
 
+/* Check labels [@first, @first + @n) and raise *@max to the largest. */
+static int
+dataset_labels_scan(const struct dataset *ds, const char *path,
+    const uint8_t *labels, enum infeed_dtype t, uint64_t first, uint64_t n,
+    int64_t *max, char **cause)
+{
+	uint64_t	i;
+	int64_t		v;
+
+	for (i = 0; i < n; i++) {
+		v = dataset_label_get(labels, t, i);
+		if (v < 0)
+			return (dataset_error(cause, ds, "%s: label %" PRId64
+			    " of sample %" PRIu64 " is negative; labels must "
+			    "be class numbers from 0", path, v, first + i));
+		if (ds->classes != 0 && v >= ds->classes)
+			return (dataset_error(cause, ds, "%s: label %" PRId64
+			    " of sample %" PRIu64 " is not below 'classes = "
+			    "%" PRIu32 "'", path, v, first + i, ds->classes));
+		if (v >= UINT32_MAX)
+			return (dataset_error(cause, ds, "%s: label %" PRId64
+			    " of sample %" PRIu64 " is too large for a class "
+			    "number", path, v, first + i));
+		if (v > *max)
+			*max = v;
+	}
+	return (0);
+}
+
 /* Check every label is a class number and learn the class count. */
 int
 dataset_labels_check(struct dataset *ds, const char *path,
     const uint8_t *labels, enum infeed_dtype t, char **cause)
 {
-	uint64_t	i;
-	int64_t		v, max = -1;
+	int64_t	max = -1;
 
-	for (i = 0; i < ds->samples; i++) {
-		v = dataset_label_get(labels, t, i);
-		if (v < 0)
-			return (dataset_error(cause, ds, "%s: label %" PRId64
-			    " of sample %" PRIu64 " is negative; labels must "
-			    "be class numbers from 0", path, v, i));
-		if (ds->classes != 0 && v >= ds->classes)
-			return (dataset_error(cause, ds, "%s: label %" PRId64
-			    " of sample %" PRIu64 " is not below 'classes = "
-			    "%" PRIu32 "'", path, v, i, ds->classes));
-		if (v >= UINT32_MAX)
-			return (dataset_error(cause, ds, "%s: label %" PRId64
-			    " of sample %" PRIu64 " is too large for a class "
-			    "number", path, v, i));
-		if (v > max)
-			max = v;
-	}
+	if (dataset_labels_scan(ds, path, labels, t, 0, ds->samples, &max,
+	    cause) != 0)
+		return (-1);
 	if (ds->classes == 0)
 		ds->classes = (uint32_t)(max + 1);
 	return (0);
+}
+
+/*
+ * dataset_labels_check() of the labels at @off in the file behind @m,
+ * read with pread in pieces: a file a client can still truncate is never
+ * touched through a mapping in the main process (that would be SIGBUS).
+ */
+int
+dataset_labels_check_file(struct dataset *ds, const char *path,
+    const struct dataset_map *m, uint64_t off, enum infeed_dtype t,
+    char **cause)
+{
+	uint8_t		*buf;
+	size_t		 size = dtype_size(t), per = 65536 / 8;
+	uint64_t	 first, n;
+	int64_t		 max = -1;
+	int		 rc = 0;
+
+	if ((buf = malloc(per * 8)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	for (first = 0; first < ds->samples && rc == 0; first += n) {
+		n = ds->samples - first < per ? ds->samples - first : per;
+		if (dataset_pread(m, buf, n * size, off + first * size) != 0)
+			rc = dataset_error(cause, ds, "%s: cannot read the "
+			    "labels: %s", path, strerror(errno));
+		else
+			rc = dataset_labels_scan(ds, path, buf, t, first, n,
+			    &max, cause);
+	}
+	free(buf);
+	if (rc == 0 && ds->classes == 0)
+		ds->classes = (uint32_t)(max + 1);
+	return (rc);
 }
 
 /* Read the optional "classes =" key. */
@@ -637,6 +785,218 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 		return (NULL);
 	}
 	return (ds);
+}
+
+/* Refuse what a client's Files says before touching its files. */
+static int
+dataset_files_check(struct dataset *ds, const struct dataset_files *spec,
+    int labels_fd, char **cause)
+{
+	uint32_t	i;
+
+	switch (spec->data_format) {
+	case DATASET_FORMAT_RAW:
+		ds->ops = &dataset_raw_ops;
+		break;
+	case DATASET_FORMAT_NPY:
+		ds->ops = &dataset_npy_ops;
+		break;
+	default:
+		return (dataset_error(cause, ds, "Files.data_format is %u; "
+		    "expected FILE_FORMAT_RAW (1) or FILE_FORMAT_NPY (2)",
+		    spec->data_format));
+	}
+	ds->type = ds->ops->type;
+	if (spec->labels_format > DATASET_FORMAT_NPY)
+		return (dataset_error(cause, ds, "Files.labels_format is %u; "
+		    "expected FILE_FORMAT_NONE (0), FILE_FORMAT_RAW (1) or "
+		    "FILE_FORMAT_NPY (2)", spec->labels_format));
+	if ((spec->labels_format == DATASET_FORMAT_NONE) != (labels_fd == -1))
+		return (dataset_error(cause, ds, "labels_format %s needs %s "
+		    "labels file", spec->labels_format == DATASET_FORMAT_NONE ?
+		    "none" : "raw or npy", spec->labels_format ==
+		    DATASET_FORMAT_NONE ? "no" : "a"));
+	if (spec->data_format == DATASET_FORMAT_RAW) {
+		if (spec->ndim == 0 || spec->ndim > INFEED_MAX_DIMS)
+			return (dataset_error(cause, ds, "raw data needs "
+			    "Files.shape, the shape of one sample: 1 to %d "
+			    "dimensions, not %u", INFEED_MAX_DIMS,
+			    spec->ndim));
+		for (i = 0; i < spec->ndim; i++) {
+			if (spec->shape[i] == 0)
+				return (dataset_error(cause, ds, "Files.shape "
+				    "has a dimension of 0; every dimension of "
+				    "a sample is at least 1"));
+			ds->shape[i] = spec->shape[i];
+		}
+		ds->ndim = spec->ndim;
+		ds->dtype = (enum infeed_dtype)spec->dtype;
+		if (spec->dtype > INFEED_DTYPE_FLOAT64 ||
+		    dtype_size(ds->dtype) == 0)
+			return (dataset_error(cause, ds, "raw data needs "
+			    "Files.dtype: uint8, int32, int64, float16, "
+			    "float32 or float64"));
+	}
+	if (spec->labels_format == DATASET_FORMAT_RAW) {
+		ds->label_dtype = spec->label_dtype == 0 ? INFEED_DTYPE_INT64 :
+		    (enum infeed_dtype)spec->label_dtype;
+		if (ds->label_dtype != INFEED_DTYPE_UINT8 &&
+		    ds->label_dtype != INFEED_DTYPE_INT32 &&
+		    ds->label_dtype != INFEED_DTYPE_INT64)
+			return (dataset_error(cause, ds, "Files.label_dtype "
+			    "%u is not a label type; raw labels are uint8, "
+			    "int32 or int64 (the default)",
+			    spec->label_dtype));
+	}
+	return (0);
+}
+
+/* A client's files as a dataset: the raw and npy readers' checks. */
+struct dataset *
+dataset_open_files(const char *name, const struct dataset_files *spec,
+    int data_fd, int labels_fd, bool map, bool *content, char **cause)
+{
+	static const char	*what = "the data file";
+	static const char	*lwhat = "the labels file";
+	struct dataset		*ds;
+	struct dataset_pair	*p = NULL;
+	bool			 ignored;
+	int			 flags, rc;
+
+	*cause = NULL;
+	if (content == NULL)
+		content = &ignored;
+	*content = false;
+	flags = DATASET_MAP_SHARED | (map ? DATASET_MAP_READ : 0);
+	if ((ds = calloc(1, sizeof *ds)) == NULL ||
+	    (ds->name = strdup(name)) == NULL ||
+	    (p = calloc(1, sizeof *p)) == NULL) {
+		if (asprintf(cause, "dataset '%s': %s", name,
+		    strerror(ENOMEM)) == -1)
+			*cause = NULL;
+		goto fail;
+	}
+	p->data.fd = p->labels.fd = -1;
+	ds->priv = p;
+	ds->client_files = true;
+	if (dataset_files_check(ds, spec, labels_fd, cause) != 0)
+		goto fail;
+
+	rc = dataset_map_fd(ds, what, data_fd, flags, &p->data, cause);
+	data_fd = -1;
+	if (rc != 0)
+		goto fail;
+	*content = true;
+	if (spec->data_format == DATASET_FORMAT_RAW)
+		rc = dataset_raw_samples(ds, what, &p->data, "check "
+		    "Files.shape and Files.dtype", cause);
+	else
+		rc = dataset_npy_samples(ds, what, &p->data, &p->data_off,
+		    cause);
+	if (rc != 0)
+		goto fail;
+
+	if (labels_fd != -1) {
+		*content = false;
+		rc = dataset_map_fd(ds, lwhat, labels_fd, flags, &p->labels,
+		    cause);
+		labels_fd = -1;
+		if (rc != 0)
+			goto fail;
+		*content = true;
+		if (spec->labels_format == DATASET_FORMAT_RAW)
+			rc = dataset_raw_labels(ds, lwhat, what, &p->labels,
+			    "check Files.label_dtype", cause);
+		else
+			rc = dataset_npy_labels(ds, lwhat, what, &p->labels,
+			    &p->labels_off, cause);
+		if (rc != 0)
+			goto fail;
+	} else
+		ds->label_dtype = INFEED_DTYPE_INT32;	/* every label is 0 */
+	*content = false;
+	if ((ds->data_path = strdup("the data file the client passed")) ==
+	    NULL) {
+		dataset_error(cause, ds, "%s", strerror(ENOMEM));
+		goto fail;
+	}
+	if (spec->labels_format != DATASET_FORMAT_NONE &&
+	    (ds->labels_path = strdup("the labels file the client "
+	    "passed")) == NULL) {
+		dataset_error(cause, ds, "%s", strerror(ENOMEM));
+		goto fail;
+	}
+	return (ds);
+
+fail:
+	if (data_fd != -1)
+		close(data_fd);
+	if (labels_fd != -1)
+		close(labels_fd);
+	if (ds != NULL && p != NULL)
+		dataset_pair_close(ds);
+	if (ds != NULL)
+		ds->ops = NULL;
+	dataset_free(ds);
+	return (NULL);
+}
+
+/* A client dataset's descriptors, data then labels. */
+unsigned
+dataset_files_fds(const struct dataset *ds, int fds[2])
+{
+	const struct dataset_pair	*p = ds->priv;
+	unsigned			 n = 0;
+
+	if (!ds->client_files)
+		return (0);
+	fds[n++] = p->data.fd;
+	if (p->labels.fd != -1)
+		fds[n++] = p->labels.fd;
+	return (n);
+}
+
+/*
+ * The raw and npy readers' read: copy one sample out and read its label
+ * (0 without labels); -1 when either file no longer holds it (truncated
+ * since it was mapped: see dataset_map_holds()).
+ */
+int
+dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
+    int64_t *label)
+{
+	const struct dataset_pair	*p = ds->priv;
+	size_t				 lsize = dtype_size(ds->label_dtype);
+
+	if (p->data.base == NULL ||
+	    (p->labels.fd != -1 && p->labels.base == NULL)) {
+		errno = EBADF;		/* only checked, never mapped */
+		return (-1);
+	}
+	if (!dataset_map_holds(&p->data, p->data_off + (index + 1) *
+	    ds->sample_bytes) || (p->labels.fd != -1 &&
+	    !dataset_map_holds(&p->labels, p->labels_off + (index + 1) *
+	    lsize)))
+		return (-1);
+	memcpy(dst, p->data.base + p->data_off + index * ds->sample_bytes,
+	    ds->sample_bytes);
+	*label = p->labels.fd == -1 ? 0 : dataset_label_get(p->labels.base +
+	    p->labels_off, ds->label_dtype, index);
+	return (0);
+}
+
+/* Unmap and close both files. */
+void
+dataset_pair_close(struct dataset *ds)
+{
+	struct dataset_pair	*p = ds->priv;
+
+	if (p == NULL)
+		return;
+	dataset_unmap(&p->data);
+	dataset_unmap(&p->labels);
+	free(p);
+	ds->priv = NULL;
 }
 
 /* Write one sample and its label. */

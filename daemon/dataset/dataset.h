@@ -13,10 +13,18 @@
  * sample's bytes (sample_bytes of them, in the dataset's own dtype) and
  * returns its label.  It never allocates and is safe to call from any
  * process that inherited the dataset.
+ *
+ * A client's own files (Attach.files) are a dataset too, of the raw and
+ * npy readers, opened from the descriptors the client passed
+ * (dataset_open_files()): the same checks as for files opened by path, and
+ * never a path opened on a client's behalf.  The main process only checks
+ * them, with pread (a client may truncate its file at any time, and a
+ * mapping would then raise SIGBUS in the daemon); the workers map them.
  */
 #ifndef INFEED_DATASET_H
 #define INFEED_DATASET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +60,7 @@ struct dataset {
 	size_t			 sample_bytes;	/* prod(shape) * dtype_size */
 	char			*data_path;	/* the samples' file; NULL if none */
 	char			*labels_path;	/* the labels' file; NULL if none */
+	bool			 client_files;	/* dataset_open_files()'s */
 	const struct dataset_ops *ops;
 	void			*priv;
 };
@@ -95,6 +104,50 @@ const char	*dataset_key_guess(const char *key, const char *const *keys);
  */
 struct dataset	*dataset_open(const struct dataset_conf *conf, char **cause);
 
+/* How a client's file is laid out; numbered as infeed.proto's FileFormat. */
+enum dataset_format {
+	DATASET_FORMAT_NONE = 0,	/* labels only: no labels file */
+	DATASET_FORMAT_RAW = 1,
+	DATASET_FORMAT_NPY = 2,
+};
+
+/* What a client says of its files: plain data, sent to the workers. */
+struct dataset_files {
+	uint32_t	data_format;	/* RAW or NPY */
+	uint32_t	labels_format;	/* NONE, RAW or NPY */
+	uint32_t	dtype;		/* RAW data: enum infeed_dtype */
+	uint32_t	label_dtype;	/* RAW labels: uint8, int32 or int64 */
+	uint32_t	ndim;		/* RAW data: one sample's shape */
+	uint32_t	pad;
+	uint64_t	shape[INFEED_MAX_DIMS];
+};
+
+/**
+ * dataset_open_files() - a dataset @name of a client's files: samples in
+ * @data_fd, labels in @labels_fd (-1 when @spec has none; every label is
+ * then 0).  Both descriptors are taken over, and closed on failure too.
+ * Each is checked (open for reading, a regular file, not empty) and so is
+ * its content, with the raw and npy readers' own checks; their offsets,
+ * which the client shares, are never moved.
+ * @map: map the files for dataset_read() (a worker); else only check them
+ *       and keep the descriptors for dataset_files_fds() (the daemon).
+ * @content: on failure, set to whether the files' content was at fault
+ *           (rather than @spec or what the descriptors are); may be NULL.
+ * @cause: on failure, "dataset 'NAME': the data file: ..." saying what
+ *         was wrong and what was expected.
+ *
+ * Return: the dataset, or NULL with *@cause set.
+ */
+struct dataset	*dataset_open_files(const char *name,
+		    const struct dataset_files *spec, int data_fd,
+		    int labels_fd, bool map, bool *content, char **cause);
+
+/**
+ * dataset_files_fds() - the descriptors of a dataset_open_files() dataset,
+ * data then labels, borrowed.  Return: how many (0 for a catalogue one).
+ */
+unsigned	 dataset_files_fds(const struct dataset *ds, int fds[2]);
+
 /**
  * dataset_read() - write sample @index's bytes to @dst and its label to
  * *@label.  @index must be below ds->samples.  Return: 0, or -1 when the
@@ -124,11 +177,27 @@ extern const struct dataset_ops dataset_synthetic_ops;
  * file's descriptor is kept so a read can see the file shrink under it.
  */
 struct dataset_map {
-	uint8_t		*base;
+	uint8_t		*base;	/* NULL when only checked, not mapped */
 	size_t		 len;
 	int		 fd;	/* the mapped file; -1 for anonymous memory */
+	bool		 shared;	/* a client's: fstat, never lseek */
 	uint64_t	 job;	/* the job whose size check is cached */
 	uint64_t	 size;	/* the file's size then */
+};
+
+/* dataset_map_fd()'s flags. */
+#define DATASET_MAP_READ	0x1	/* map it, for dataset_read() */
+#define DATASET_MAP_SHARED	0x2	/* its offset is a client's too */
+
+/*
+ * What the raw and npy readers hold, catalogue or client files alike: a
+ * file of samples and one of labels (none for a client's without).
+ */
+struct dataset_pair {
+	struct dataset_map	data;
+	struct dataset_map	labels;		/* fd -1: no labels */
+	uint64_t		data_off;	/* where the samples start */
+	uint64_t		labels_off;	/* ... and the labels */
 };
 
 /**
@@ -187,6 +256,58 @@ int		 dataset_map_file(const struct dataset *ds, const char *path,
 		    struct dataset_map *m, char **cause);
 
 /**
+ * dataset_map_fd() - what dataset_map_file() does once the file is open:
+ * take over @fd (closed on failure), refuse it unless it is open for
+ * reading, a regular file and not empty, and with DATASET_MAP_READ map it.
+ * @what names the file in *@cause.  m->size is the file's size.
+ */
+int		 dataset_map_fd(const struct dataset *ds, const char *what,
+		    int fd, int flags, struct dataset_map *m, char **cause);
+
+/**
+ * dataset_pread() - read @len bytes at @off of the file behind @m, all of
+ * them.  Return: 0, or -1 with errno (EIO when the file is shorter).
+ */
+int		 dataset_pread(const struct dataset_map *m, void *buf,
+		    size_t len, uint64_t off);
+
+/**
+ * dataset_pair_read(), dataset_pair_close() - the raw and npy readers'
+ * read and close: ds->priv is a struct dataset_pair.
+ */
+int		 dataset_pair_read(const struct dataset *ds, uint64_t index,
+		    void *dst, int64_t *label);
+void		 dataset_pair_close(struct dataset *ds);
+
+/*
+ * The checks of the raw and npy readers, on a file's descriptor in @m
+ * (read with pread: never through the mapping), shared by the catalogue's
+ * files and a client's.  @what names the file, @data_what the samples'
+ * file in the labels' messages, @hint says what to check for a size that
+ * does not add up ("check 'shape =' and 'dtype ='").
+ *
+ * dataset_raw_samples() - ds->shape and ds->dtype are set: set
+ * ds->sample_bytes and ds->samples from the file's size.
+ * dataset_raw_labels() - the file holds ds->samples labels of
+ * ds->label_dtype, each a class number.
+ * dataset_npy_samples() - set the shape, dtype, sample_bytes and samples
+ * from the .npy header, and *@off to where the samples start.
+ * dataset_npy_labels() - an integer .npy of shape (ds->samples,): set
+ * ds->label_dtype and *@off, check each label.
+ */
+int		 dataset_raw_samples(struct dataset *ds, const char *what,
+		    const struct dataset_map *m, const char *hint,
+		    char **cause);
+int		 dataset_raw_labels(struct dataset *ds, const char *what,
+		    const char *data_what, const struct dataset_map *m,
+		    const char *hint, char **cause);
+int		 dataset_npy_samples(struct dataset *ds, const char *what,
+		    const struct dataset_map *m, uint64_t *off, char **cause);
+int		 dataset_npy_labels(struct dataset *ds, const char *what,
+		    const char *data_what, const struct dataset_map *m,
+		    uint64_t *off, char **cause);
+
+/**
  * dataset_unmap() - undo dataset_map_file() (or any mmap kept in @m, with
  * m->fd -1); a zeroed @m is a no-op.
  */
@@ -233,6 +354,14 @@ int64_t		 dataset_label_get(const uint8_t *labels, enum infeed_dtype t,
  */
 int		 dataset_labels_check(struct dataset *ds, const char *path,
 		    const uint8_t *labels, enum infeed_dtype t, char **cause);
+
+/**
+ * dataset_labels_check_file() - dataset_labels_check() of the labels at
+ * byte @off of the file behind @m, read with pread.
+ */
+int		 dataset_labels_check_file(struct dataset *ds,
+		    const char *path, const struct dataset_map *m,
+		    uint64_t off, enum infeed_dtype t, char **cause);
 
 /**
  * dataset_conf_classes() - read the optional "classes =" key into

@@ -15,7 +15,9 @@
  * and the array's bytes.  The first dimension is N and the rest is the
  * sample's shape.  Only C order and the little-endian dtypes <u1 (|u1),
  * <i4, <i8, <f2, <f4 and <f8 are read; the data must be exactly as long
- * as the shape says.  Both files are mapped read-only and shared.
+ * as the shape says.  Both files are mapped read-only and shared.  The
+ * header is read with pread (at most NPY_MAX_HEADER bytes of it), so the
+ * same checks serve a client's files, which are only mapped in workers.
  *
  * The header comes from a file anyone may have written, so npy_parse()
  * never reads outside the bytes it is given and fails on anything it does
@@ -38,6 +40,7 @@
 #define NPY_MAX_DIMS	(INFEED_MAX_DIMS + 1)	/* N and a sample */
 #define NPY_MAGIC	"\x93NUMPY"
 #define NPY_MAGIC_LEN	6
+#define NPY_MAX_HEADER	65536	/* bytes read; numpy itself reads 10000 */
 
 /* What a .npy header says. */
 struct npy_header {
@@ -58,21 +61,12 @@ struct npy_cursor {
 	size_t		 errlen;
 };
 
-struct npy {
-	struct dataset_map	data;
-	struct dataset_map	labels;
-	size_t			data_off;
-	size_t			labels_off;
-};
-
 static int	npy_open(struct dataset *, const struct dataset_conf *,
 		    char **);
-static int	npy_read(const struct dataset *, uint64_t, void *, int64_t *);
-static void	npy_close(struct dataset *);
 static int	npy_fail(struct npy_cursor *, const char *, ...)
 		    __attribute__((__format__(__printf__, 2, 3)));
-static int	npy_parse(const uint8_t *, size_t, struct npy_header *,
-		    char *, size_t);
+static int	npy_parse(const uint8_t *, size_t, uint64_t,
+		    struct npy_header *, char *, size_t);
 
 const struct dataset_ops dataset_npy_ops = {
 	.type = "npy",
@@ -80,8 +74,8 @@ const struct dataset_ops dataset_npy_ops = {
 	.data_key = "path",
 	.labels_key = "labels",
 	.open = npy_open,
-	.read = npy_read,
-	.close = npy_close,
+	.read = dataset_pair_read,
+	.close = dataset_pair_close,
 };
 
 static const struct {
@@ -242,12 +236,12 @@ npy_dtype(struct npy_cursor *c, struct npy_header *h)
 }
 
 /*
- * Parse the .npy header at the start of buf (len bytes) into h.
- * Return: 0, or -1 with a reason in err.
+ * Parse the .npy header at the start of buf (len bytes, the first of the
+ * file's @file_len) into h.  Return: 0, or -1 with a reason in err.
  */
 static int
-npy_parse(const uint8_t *buf, size_t len, struct npy_header *h, char *err,
-    size_t errlen)
+npy_parse(const uint8_t *buf, size_t len, uint64_t file_len,
+    struct npy_header *h, char *err, size_t errlen)
 {
 	struct npy_cursor	 c;
 	char			 key[32];
@@ -267,6 +261,8 @@ npy_parse(const uint8_t *buf, size_t len, struct npy_header *h, char *err,
 	if (len < 10)
 		return (npy_fail(&c, "truncated: the file has %zu bytes, less "
 		    "than a .npy header", len));
+	if (file_len < len)
+		file_len = len;
 	switch (buf[6]) {
 	case 1:
 		hlen = (uint32_t)buf[8] | (uint32_t)buf[9] << 8;
@@ -285,9 +281,14 @@ npy_parse(const uint8_t *buf, size_t len, struct npy_header *h, char *err,
 		return (npy_fail(&c, ".npy format version %u.%u is not "
 		    "supported (1.0, 2.0 and 3.0 are)", buf[6], buf[7]));
 	}
-	if (hlen > len - start)
+	if (hlen > file_len - start)
 		return (npy_fail(&c, "truncated: the header says it is %" PRIu32
-		    " bytes long but only %zu follow", hlen, len - start));
+		    " bytes long but only %" PRIu64 " follow", hlen,
+		    file_len - start));
+	if (hlen > len - start)
+		return (npy_fail(&c, "the header says it is %" PRIu32 " bytes "
+		    "long; infeed reads headers of at most %d bytes", hlen,
+		    NPY_MAX_HEADER));
 	c.p = buf + start;
 	c.e = c.p + hlen;
 	h->data_off = start + hlen;
@@ -384,54 +385,116 @@ npy_shape_format(const struct npy_header *h, char *buf, size_t len)
 	return (buf);
 }
 
-/* Map a .npy file, parse its header and check the data's length. */
+/* Parse the header of the .npy file behind @m; check the data's length. */
 static int
-npy_load(struct dataset *ds, const char *path, struct dataset_map *m,
+npy_load(struct dataset *ds, const char *path, const struct dataset_map *m,
     struct npy_header *h, char **cause)
 {
-	char		err[256], shape[160];
-	size_t		have;
+	uint8_t		*head;
+	char		 err[256], shape[160];
+	size_t		 len;
+	uint64_t	 have;
 
-	if (dataset_map_file(ds, path, m, cause) != 0)
+	len = m->size < NPY_MAX_HEADER ? (size_t)m->size : NPY_MAX_HEADER;
+	if ((head = malloc(len)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	if (dataset_pread(m, head, len, 0) != 0) {
+		dataset_error(cause, ds, "%s: cannot read the header: %s",
+		    path, strerror(errno));
+		free(head);
 		return (-1);
-	if (npy_parse(m->base, m->len, h, err, sizeof err) != 0) {
-		dataset_error(cause, ds, "%s: %s", path, err);
-		goto fail;
 	}
+	if (npy_parse(head, len, m->size, h, err, sizeof err) != 0) {
+		free(head);
+		return (dataset_error(cause, ds, "%s: %s", path, err));
+	}
+	free(head);
 	npy_shape_format(h, shape, sizeof shape);
-	have = m->len - h->data_off;
-	if (have < h->data_bytes) {
-		dataset_error(cause, ds, "%s: truncated: header says shape %s "
-		    "of %s (%" PRIu64 " bytes) but the file has %zu bytes of "
-		    "data", path, shape, h->descr, h->data_bytes, have);
-		goto fail;
-	}
-	if (have > h->data_bytes) {
-		dataset_error(cause, ds, "%s: header says shape %s of %s (%"
-		    PRIu64 " bytes) but the file has %zu bytes of data, %"
-		    PRIu64 " too many", path, shape, h->descr, h->data_bytes,
-		    have, have - h->data_bytes);
-		goto fail;
-	}
+	have = m->size - h->data_off;
+	if (have < h->data_bytes)
+		return (dataset_error(cause, ds, "%s: truncated: header says "
+		    "shape %s of %s (%" PRIu64 " bytes) but the file has %"
+		    PRIu64 " bytes of data", path, shape, h->descr,
+		    h->data_bytes, have));
+	if (have > h->data_bytes)
+		return (dataset_error(cause, ds, "%s: header says shape %s of "
+		    "%s (%" PRIu64 " bytes) but the file has %" PRIu64 " bytes "
+		    "of data, %" PRIu64 " too many", path, shape, h->descr,
+		    h->data_bytes, have, have - h->data_bytes));
 	return (0);
+}
 
-fail:
-	dataset_unmap(m);
-	return (-1);
+/* The samples: an array (N, ...) whose first dimension is N. */
+int
+dataset_npy_samples(struct dataset *ds, const char *path,
+    const struct dataset_map *m, uint64_t *off, char **cause)
+{
+	struct npy_header	 h;
+	char			 shape[160];
+	uint32_t		 i;
+
+	if (npy_load(ds, path, m, &h, cause) != 0)
+		return (-1);
+	npy_shape_format(&h, shape, sizeof shape);
+	if (h.ndim == 0 || h.shape[0] == 0)
+		return (dataset_error(cause, ds, "%s: shape %s holds no "
+		    "samples; the first dimension is the sample count", path,
+		    shape));
+	if (h.ndim - 1 > INFEED_MAX_DIMS)
+		return (dataset_error(cause, ds, "%s: shape %s gives a sample "
+		    "more than %d dimensions", path, shape, INFEED_MAX_DIMS));
+	for (i = 1; i < h.ndim; i++) {
+		if (h.shape[i] == 0)
+			return (dataset_error(cause, ds, "%s: shape %s makes "
+			    "every sample empty", path, shape));
+	}
+	ds->samples = h.shape[0];
+	ds->dtype = h.dtype;
+	ds->ndim = h.ndim - 1;
+	for (i = 0; i < ds->ndim; i++)
+		ds->shape[i] = h.shape[i + 1];
+	/* Cannot overflow: the whole array's size was checked. */
+	dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype, &ds->sample_bytes);
+	*off = h.data_off;
+	return (0);
+}
+
+/* The labels: integers of shape (N,), each a class number. */
+int
+dataset_npy_labels(struct dataset *ds, const char *lpath, const char *path,
+    const struct dataset_map *m, uint64_t *off, char **cause)
+{
+	struct npy_header	lh;
+	char			shape[160];
+
+	if (npy_load(ds, lpath, m, &lh, cause) != 0)
+		return (-1);
+	npy_shape_format(&lh, shape, sizeof shape);
+	if (lh.dtype != INFEED_DTYPE_UINT8 && lh.dtype != INFEED_DTYPE_INT32 &&
+	    lh.dtype != INFEED_DTYPE_INT64)
+		return (dataset_error(cause, ds, "%s: labels have dtype '%s'; "
+		    "they must be integers: <u1, <i4 or <i8", lpath,
+		    lh.descr));
+	if (lh.ndim != 1 || lh.shape[0] != ds->samples)
+		return (dataset_error(cause, ds, "%s: labels have shape %s "
+		    "where %s needs (%" PRIu64 ",): one label per sample",
+		    lpath, shape, path, ds->samples));
+	ds->label_dtype = lh.dtype;
+	*off = lh.data_off;
+	return (dataset_labels_check_file(ds, lpath, m, lh.data_off,
+	    ds->label_dtype, cause));
 }
 
 /* Open an npy dataset: the samples, then labels that must match them. */
 static int
 npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 {
-	struct npy		*n;
-	struct npy_header	 h, lh;
+	struct dataset_pair	*n;
 	const char		*path, *lpath;
-	char			 shape[160];
-	uint32_t		 i;
 
 	if ((n = calloc(1, sizeof *n)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	n->data.fd = n->labels.fd = -1;
 	ds->priv = n;
 	if (dataset_conf_classes(ds, conf, cause) != 0)
 		goto fail;
@@ -441,93 +504,16 @@ npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	if ((lpath = dataset_conf_need(ds, conf, "labels",
 	    "the path of the .npy file of labels", cause)) == NULL)
 		goto fail;
-
-	if (npy_load(ds, path, &n->data, &h, cause) != 0)
+	if (dataset_map_file(ds, path, &n->data, cause) != 0 ||
+	    dataset_npy_samples(ds, path, &n->data, &n->data_off, cause) != 0)
 		goto fail;
-	npy_shape_format(&h, shape, sizeof shape);
-	if (h.ndim == 0 || h.shape[0] == 0) {
-		dataset_error(cause, ds, "%s: shape %s holds no samples; the "
-		    "first dimension is the sample count", path, shape);
-		goto fail;
-	}
-	if (h.ndim - 1 > INFEED_MAX_DIMS) {
-		dataset_error(cause, ds, "%s: shape %s gives a sample more "
-		    "than %d dimensions", path, shape, INFEED_MAX_DIMS);
-		goto fail;
-	}
-	for (i = 1; i < h.ndim; i++) {
-		if (h.shape[i] == 0) {
-			dataset_error(cause, ds, "%s: shape %s makes every "
-			    "sample empty", path, shape);
-			goto fail;
-		}
-	}
-	ds->samples = h.shape[0];
-	ds->dtype = h.dtype;
-	ds->ndim = h.ndim - 1;
-	for (i = 0; i < ds->ndim; i++)
-		ds->shape[i] = h.shape[i + 1];
-	/* Cannot overflow: the whole array's size was checked. */
-	dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype, &ds->sample_bytes);
-	n->data_off = h.data_off;
-
-	if (npy_load(ds, lpath, &n->labels, &lh, cause) != 0)
-		goto fail;
-	npy_shape_format(&lh, shape, sizeof shape);
-	if (lh.dtype != INFEED_DTYPE_UINT8 && lh.dtype != INFEED_DTYPE_INT32 &&
-	    lh.dtype != INFEED_DTYPE_INT64) {
-		dataset_error(cause, ds, "%s: labels have dtype '%s'; they "
-		    "must be integers: <u1, <i4 or <i8", lpath, lh.descr);
-		goto fail;
-	}
-	if (lh.ndim != 1 || lh.shape[0] != ds->samples) {
-		dataset_error(cause, ds, "%s: labels have shape %s where %s "
-		    "needs (%" PRIu64 ",): one label per sample", lpath, shape,
-		    path, ds->samples);
-		goto fail;
-	}
-	ds->label_dtype = lh.dtype;
-	n->labels_off = lh.data_off;
-	if (dataset_labels_check(ds, lpath, n->labels.base + n->labels_off,
-	    ds->label_dtype, cause) != 0)
+	if (dataset_map_file(ds, lpath, &n->labels, cause) != 0 ||
+	    dataset_npy_labels(ds, lpath, path, &n->labels, &n->labels_off,
+	    cause) != 0)
 		goto fail;
 	return (0);
 
 fail:
-	npy_close(ds);
+	dataset_pair_close(ds);
 	return (-1);
-}
-
-/*
- * Copy one sample out and read its label; -1 when either file no longer
- * holds it (truncated since it was mapped: see dataset_map_holds()).
- */
-static int
-npy_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
-{
-	const struct npy	*n = ds->priv;
-
-	if (!dataset_map_holds(&n->data, n->data_off + (index + 1) *
-	    ds->sample_bytes) || !dataset_map_holds(&n->labels,
-	    n->labels_off + (index + 1) * dtype_size(ds->label_dtype)))
-		return (-1);
-	memcpy(dst, n->data.base + n->data_off + index * ds->sample_bytes,
-	    ds->sample_bytes);
-	*label = dataset_label_get(n->labels.base + n->labels_off,
-	    ds->label_dtype, index);
-	return (0);
-}
-
-/* Unmap both files. */
-static void
-npy_close(struct dataset *ds)
-{
-	struct npy	*n = ds->priv;
-
-	if (n == NULL)
-		return;
-	dataset_unmap(&n->data);
-	dataset_unmap(&n->labels);
-	free(n);
-	ds->priv = NULL;
 }

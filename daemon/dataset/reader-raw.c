@@ -24,15 +24,8 @@
 
 #include "dataset.h"
 
-struct raw {
-	struct dataset_map	data;
-	struct dataset_map	labels;
-};
-
 static int	raw_open(struct dataset *, const struct dataset_conf *,
 		    char **);
-static int	raw_read(const struct dataset *, uint64_t, void *, int64_t *);
-static void	raw_close(struct dataset *);
 
 const struct dataset_ops dataset_raw_ops = {
 	.type = "raw",
@@ -41,21 +34,62 @@ const struct dataset_ops dataset_raw_ops = {
 	.data_key = "path",
 	.labels_key = "labels",
 	.open = raw_open,
-	.read = raw_read,
-	.close = raw_close,
+	.read = dataset_pair_read,
+	.close = dataset_pair_close,
 };
+
+/* Records of ds->shape and ds->dtype: N from the file's size. */
+int
+dataset_raw_samples(struct dataset *ds, const char *what,
+    const struct dataset_map *m, const char *hint, char **cause)
+{
+	char	shape[128];
+
+	dataset_shape_format(ds->shape, ds->ndim, shape, sizeof shape);
+	if (dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype,
+	    &ds->sample_bytes) != 0)
+		return (dataset_error(cause, ds, "a record of %s %s is too "
+		    "large", dtype_name(ds->dtype), shape));
+	if (m->size % ds->sample_bytes != 0)
+		return (dataset_error(cause, ds, "%s: %" PRIu64 " bytes is not "
+		    "a whole number of records of %s %s (%zu bytes each): %"
+		    PRIu64 " records and %" PRIu64 " bytes over; %s", what,
+		    m->size, dtype_name(ds->dtype), shape, ds->sample_bytes,
+		    m->size / ds->sample_bytes, m->size % ds->sample_bytes,
+		    hint));
+	ds->samples = m->size / ds->sample_bytes;
+	return (0);
+}
+
+/* Exactly one label of ds->label_dtype per record, each a class number. */
+int
+dataset_raw_labels(struct dataset *ds, const char *what,
+    const char *data_what, const struct dataset_map *m, const char *hint,
+    char **cause)
+{
+	size_t	lsize = dtype_size(ds->label_dtype);
+
+	if (lsize == 0 || m->size / lsize != ds->samples ||
+	    m->size % lsize != 0)
+		return (dataset_error(cause, ds, "%s: holds %" PRIu64 " bytes "
+		    "where %" PRIu64 " labels of %s (one per record of %s) "
+		    "take %" PRIu64 " bytes; %s", what, m->size, ds->samples,
+		    dtype_name(ds->label_dtype), data_what,
+		    ds->samples * lsize, hint));
+	return (dataset_labels_check_file(ds, what, m, 0, ds->label_dtype,
+	    cause));
+}
 
 /* Read the keys, map both files and check their sizes. */
 static int
 raw_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 {
-	struct raw	*r;
-	const char	*path, *lpath, *v, *errstr;
-	char		 shape[128];
-	size_t		 lsize;
+	struct dataset_pair	*r;
+	const char		*path, *lpath, *v, *errstr;
 
 	if ((r = calloc(1, sizeof *r)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	r->data.fd = r->labels.fd = -1;
 	ds->priv = r;
 
 	if ((path = dataset_conf_need(ds, conf, "path",
@@ -91,78 +125,18 @@ raw_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	}
 	if (dataset_conf_classes(ds, conf, cause) != 0)
 		goto fail;
-	dataset_shape_format(ds->shape, ds->ndim, shape, sizeof shape);
-	if (dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype,
-	    &ds->sample_bytes) != 0) {
-		dataset_error(cause, ds, "a record of %s %s is too large",
-		    dtype_name(ds->dtype), shape);
-		goto fail;
-	}
 
-	if (dataset_map_file(ds, path, &r->data, cause) != 0)
+	if (dataset_map_file(ds, path, &r->data, cause) != 0 ||
+	    dataset_raw_samples(ds, path, &r->data,
+	    "check 'shape =' and 'dtype ='", cause) != 0)
 		goto fail;
-	if (r->data.len % ds->sample_bytes != 0) {
-		dataset_error(cause, ds, "%s: %zu bytes is not a whole number "
-		    "of records of %s %s (%zu bytes each): %zu records and "
-		    "%zu bytes over; check 'shape =' and 'dtype ='", path,
-		    r->data.len, dtype_name(ds->dtype), shape,
-		    ds->sample_bytes, r->data.len / ds->sample_bytes,
-		    r->data.len % ds->sample_bytes);
-		goto fail;
-	}
-	ds->samples = r->data.len / ds->sample_bytes;
-
-	if (dataset_map_file(ds, lpath, &r->labels, cause) != 0)
-		goto fail;
-	lsize = dtype_size(ds->label_dtype);
-	if (r->labels.len / lsize != ds->samples ||
-	    r->labels.len % lsize != 0) {
-		dataset_error(cause, ds, "%s: holds %zu bytes where %" PRIu64
-		    " labels of %s (one per record of %s) take %" PRIu64
-		    " bytes; check 'label_dtype ='", lpath, r->labels.len,
-		    ds->samples, dtype_name(ds->label_dtype), path,
-		    ds->samples * lsize);
-		goto fail;
-	}
-	if (dataset_labels_check(ds, lpath, r->labels.base, ds->label_dtype,
-	    cause) != 0)
+	if (dataset_map_file(ds, lpath, &r->labels, cause) != 0 ||
+	    dataset_raw_labels(ds, lpath, path, &r->labels,
+	    "check 'label_dtype ='", cause) != 0)
 		goto fail;
 	return (0);
 
 fail:
-	raw_close(ds);
+	dataset_pair_close(ds);
 	return (-1);
-}
-
-/*
- * Copy one record out and read its label; -1 when either file no longer
- * holds it (truncated since it was mapped: see dataset_map_holds()).
- */
-static int
-raw_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
-{
-	const struct raw	*r = ds->priv;
-
-	if (!dataset_map_holds(&r->data, (index + 1) * ds->sample_bytes) ||
-	    !dataset_map_holds(&r->labels,
-	    (index + 1) * dtype_size(ds->label_dtype)))
-		return (-1);
-	memcpy(dst, r->data.base + index * ds->sample_bytes,
-	    ds->sample_bytes);
-	*label = dataset_label_get(r->labels.base, ds->label_dtype, index);
-	return (0);
-}
-
-/* Unmap both files. */
-static void
-raw_close(struct dataset *ds)
-{
-	struct raw	*r = ds->priv;
-
-	if (r == NULL)
-		return;
-	dataset_unmap(&r->data);
-	dataset_unmap(&r->labels);
-	free(r);
-	ds->priv = NULL;
 }
