@@ -57,6 +57,7 @@ extern "C" {
 enum infeed_code {
 	INFEED_OK = 0,
 	INFEED_END_OF_DATA = 1,	/* infeed_next: the epoch is over */
+	INFEED_TIMEOUT = 2,	/* infeed_next_timeout: no step yet */
 	INFEED_ERR_SYSTEM = -1,	/* a system call failed (connect, mmap) */
 	INFEED_ERR_PROTOCOL = -2, /* the daemon said something unexpected */
 	INFEED_ERR_DAEMON = -3,	/* the daemon refused: see infeed_error() */
@@ -146,7 +147,17 @@ struct infeed_options {
 	 * infeed_session_info.label_dtype says what the ring holds.
 	 */
 	int		label_dtype;		/* 0: int32 */
-	uint32_t	reserved0;		/* 0; no tail padding */
+	/*
+	 * Since libinfeed 1.1, client-side only: map the ring copy-on-write
+	 * (MAP_PRIVATE from the read-only descriptor), so the trainer may
+	 * write into a step it holds (an in-place op on a tensor): the write
+	 * lands in private pages that neither the daemon nor other clients
+	 * see, and infeed_release() drops them before the slot goes back, so
+	 * the next step in that slot shows the daemon's bytes.  Off: the
+	 * ring is read-only, and a write faults.
+	 */
+	bool		copy_on_write;		/* false */
+	uint8_t		reserved0[3];		/* 0; no tail padding */
 };
 
 /* What Attach told us about the session and its steps. */
@@ -387,6 +398,20 @@ int		 infeed_attach_files_size(struct infeed *f, const char *name,
 	infeed_next_size((f), (step), sizeof(*(step)))
 int		 infeed_next_size(struct infeed *f, struct infeed_step *step,
 		    size_t size);
+
+/**
+ * infeed_next_timeout() - infeed_next(), waiting at most @timeout_ms
+ * milliseconds (-1: for ever, 0: only what has arrived).
+ * Return: as infeed_next(), or INFEED_TIMEOUT when no step came in time or
+ * a signal interrupted the wait (so a caller's handler can run: Python's
+ * Ctrl-C).  The Next stays outstanding: the next infeed_next or
+ * infeed_next_timeout collects its step, and infeed_release may be called
+ * meanwhile (a step released then frees its slot for the one awaited).
+ */
+#define infeed_next_timeout(f, step, timeout_ms)			\
+	infeed_next_timeout_size((f), (step), sizeof(*(step)), (timeout_ms))
+int		 infeed_next_timeout_size(struct infeed *f,
+		    struct infeed_step *step, size_t size, int timeout_ms);
 
 /**
  * infeed_release() - give a step's slot back; its pointers become invalid.

@@ -19,11 +19,13 @@
  */
 
 #include <sys/mman.h>
+#include <sys/param.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -43,6 +45,10 @@ struct infeed {
 	char		 error[1024];
 	int		 daemon_code;
 	unsigned	 releases_unanswered;
+	bool		 next_pending;	/* a Next waits for its reply */
+	Infeed__Frame	*stashed;	/* its reply, held back by an error */
+	bool		 reply_unread;	/* recv2 returned before the reply */
+	int		 pagemap;	/* /proc/self/pagemap, or -1 */
 
 	bool		 attached;
 	uint8_t		*ring;
@@ -78,6 +84,15 @@ struct infeed {
 };
 
 #define INFEED_HANDSHAKE_MS	10000	/* connect and Hello, by default */
+
+/*
+ * Request ids (docs/protocol.md, pipelining): a Release's reply may come
+ * before or after the Step of a Next sent earlier, so every reply is told
+ * apart by the id its request carried.
+ */
+#define INFEED_ID_RELEASE	1
+#define INFEED_ID_NEXT		2
+#define INFEED_ID_CALL		3
 
 /* The end of @field in @type: a struct of that size holds it wholly. */
 #define FIELD_END(type, field)						\
@@ -133,6 +148,7 @@ infeed_new(void)
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return (NULL);
 	f->fd = -1;
+	f->pagemap = -1;
 	f->max_frame = INFEED_DEFAULT_MAX_FRAME;
 	wire_in_init(&f->in, f->max_frame);
 	return (f);
@@ -258,6 +274,10 @@ infeed_free(struct infeed *f)
 	free(f->old);
 	if (f->fd != -1)
 		close(f->fd);
+	if (f->pagemap != -1)
+		close(f->pagemap);
+	if (f->stashed != NULL)
+		infeed__frame__free_unpacked(f->stashed, NULL);
 	wire_in_clear(&f->in);
 	free(f->path);
 	free(f->name);
@@ -350,12 +370,34 @@ infeed_set_timeout(int fd, unsigned ms)
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-/* Read the next frame, waiting for it. */
+/*
+ * Wait up to @timeout_ms (-1: for ever) for bytes from the daemon:
+ * INFEED_OK, INFEED_TIMEOUT (also when a signal interrupted), or an error.
+ */
 static int
-infeed_recv_any(struct infeed *f, Infeed__Frame **out)
+infeed_poll(struct infeed *f, int timeout_ms)
+{
+	struct pollfd	pfd = { .fd = f->fd, .events = POLLIN };
+	int		n;
+
+	if (timeout_ms < 0)
+		return (INFEED_OK);
+	if ((n = poll(&pfd, 1, timeout_ms)) == 0 ||
+	    (n == -1 && errno == EINTR))
+		return (INFEED_TIMEOUT);
+	if (n == -1)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "waiting for "
+		    "infeedd: %s", strerror(errno)));
+	return (INFEED_OK);
+}
+
+/* Read the next frame, waiting up to @timeout_ms (-1: for ever). */
+static int
+infeed_recv_any(struct infeed *f, Infeed__Frame **out, int timeout_ms)
 {
 	char		*cause = NULL;
 	ssize_t		 n;
+	int		 r;
 
 	for (;;) {
 		switch (wire_in_frame(&f->in, out, &cause)) {
@@ -369,6 +411,8 @@ infeed_recv_any(struct infeed *f, Infeed__Frame **out)
 		case WIRE_AGAIN:
 			break;
 		}
+		if ((r = infeed_poll(f, timeout_ms)) != INFEED_OK)
+			return (r);
 		n = wire_in_recv(&f->in, f->fd);
 		if (n == 0)
 			return (infeed_fail(f, INFEED_ERR_CLOSED, "infeedd "
@@ -393,28 +437,53 @@ infeed_daemon_error(struct infeed *f, const Infeed__Error *e)
 	return (infeed_fail(f, INFEED_ERR_DAEMON, "infeedd: %s", e->message));
 }
 
-/* Read the reply of the last request, skipping release acknowledgements. */
+/* Whether @fr answers a Release (by its id; by count from older daemons). */
+static bool
+infeed_is_release_reply(const struct infeed *f, const Infeed__Frame *fr)
+{
+	if (fr->has_request_id)
+		return (fr->request_id == INFEED_ID_RELEASE);
+	return (f->releases_unanswered > 0);
+}
+
+/*
+ * Read the reply of the last request (or of the outstanding Next), taking
+ * release acknowledgements on the way; wait up to @timeout_ms.
+ */
 static int
 infeed_recv2(struct infeed *f, Infeed__Frame__MsgCase want,
-    Infeed__Frame__MsgCase also, Infeed__Frame **out)
+    Infeed__Frame__MsgCase also, Infeed__Frame **out, int timeout_ms)
 {
 	Infeed__Frame	*fr;
 	int		 r, release_error = 0;
 
 	f->daemon_code = 0;
+	f->reply_unread = true;
 	for (;;) {
-		if ((r = infeed_recv_any(f, &fr)) != INFEED_OK)
+		if ((r = infeed_recv_any(f, &fr, timeout_ms)) != INFEED_OK)
 			return (r);
-		if (f->releases_unanswered > 0) {
-			f->releases_unanswered--;
+		if (infeed_is_release_reply(f, fr)) {
+			if (f->releases_unanswered > 0)
+				f->releases_unanswered--;
 			if (fr->msg_case == INFEED__FRAME__MSG_ERROR) {
 				infeed_daemon_error(f, fr->error);
 				release_error = 1;
 			}
 			infeed__frame__free_unpacked(fr, NULL);
+			/* Report it now, before waiting for more. */
+			if (release_error && timeout_ms >= 0)
+				return (INFEED_ERR_DAEMON);
 			continue;
 		}
 		break;
+	}
+	f->reply_unread = false;
+	if (release_error && want == INFEED__FRAME__MSG_STEP &&
+	    fr->msg_case != INFEED__FRAME__MSG_ERROR) {
+		/* Keep the step for the next call; report the release. */
+		f->stashed = fr;
+		f->reply_unread = true;
+		return (INFEED_ERR_DAEMON);
 	}
 	if (fr->msg_case == INFEED__FRAME__MSG_ERROR) {
 		r = infeed_daemon_error(f, fr->error);
@@ -442,7 +511,7 @@ static int
 infeed_recv(struct infeed *f, Infeed__Frame__MsgCase want,
     Infeed__Frame **out)
 {
-	return (infeed_recv2(f, want, want, out));
+	return (infeed_recv2(f, want, want, out, -1));
 }
 
 /* Connect and exchange Hello/Welcome. */
@@ -515,6 +584,8 @@ infeed_call(struct infeed *f, Infeed__Frame *fr, Infeed__Frame__MsgCase want,
 {
 	int	r;
 
+	fr->has_request_id = 1;
+	fr->request_id = INFEED_ID_CALL;
 	if ((r = infeed_send(f, fr)) != INFEED_OK)
 		return (r);
 	return (infeed_recv(f, want, reply));
@@ -760,7 +831,8 @@ infeed_ring_label_dtype(const Infeed__Attached *at)
 
 /* Map the ring whose descriptor came with @at. */
 static int
-infeed_map_ring(struct infeed *f, const Infeed__Attached *at)
+infeed_map_ring(struct infeed *f, const Infeed__Attached *at,
+    bool copy_on_write)
 {
 	int	fd, label_dtype = infeed_ring_label_dtype(at);
 
@@ -776,7 +848,16 @@ infeed_map_ring(struct infeed *f, const Infeed__Attached *at)
 		    INFEED_DTYPE_INT32, INFEED_DTYPE_INT64));
 	}
 	f->ring_bytes = at->ring_bytes;
-	f->ring = mmap(NULL, f->ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	/*
+	 * Copy-on-write: the descriptor stays read-only, so the trainer's
+	 * writes land in private pages and never reach the daemon.
+	 */
+	if (copy_on_write)
+		f->ring = mmap(NULL, f->ring_bytes, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE, fd, 0);
+	else
+		f->ring = mmap(NULL, f->ring_bytes, PROT_READ, MAP_SHARED, fd,
+		    0);
 	close(fd);
 	if (f->ring == MAP_FAILED) {
 		f->ring = NULL;
@@ -865,7 +946,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	    &reply)) != INFEED_OK)
 		return (r);
 	at = reply->attached;
-	if ((r = infeed_map_ring(f, at)) != INFEED_OK) {
+	if ((r = infeed_map_ring(f, at, o->copy_on_write)) != INFEED_OK) {
 		infeed__frame__free_unpacked(reply, NULL);
 		return (r);
 	}
@@ -1061,6 +1142,10 @@ infeed_resume(struct infeed *f, int why)
 		wire_in_clear(&f->in);
 		wire_in_init(&f->in, f->max_frame);
 		f->releases_unanswered = 0;
+		f->next_pending = false;
+		if (f->stashed != NULL)
+			infeed__frame__free_unpacked(f->stashed, NULL);
+		f->stashed = NULL;
 		if ((r = infeed_connect(f, path, name)) == INFEED_OK) {
 			r = infeed_attach_whole(f, dataset, &o, NULL);
 			break;
@@ -1079,15 +1164,15 @@ infeed_resume(struct infeed *f, int why)
 	return (INFEED_OK);
 }
 
-static int	infeed_next_once(struct infeed *, struct infeed_step *);
+static int	infeed_next_once(struct infeed *, struct infeed_step *, int);
 
 /* Wait for the next step, resuming after a daemon restart. */
 static int
-infeed_next_whole(struct infeed *f, struct infeed_step *step)
+infeed_next_whole(struct infeed *f, struct infeed_step *step, int timeout_ms)
 {
 	int	r;
 
-	r = infeed_next_once(f, step);
+	r = infeed_next_once(f, step, timeout_ms);
 	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) && f->attached &&
 	    infeed_resume(f, r) == INFEED_OK) {
 		/*
@@ -1098,21 +1183,22 @@ infeed_next_whole(struct infeed *f, struct infeed_step *step)
 			f->eod_owed = false;
 			return (INFEED_END_OF_DATA);
 		}
-		r = infeed_next_once(f, step);
+		r = infeed_next_once(f, step, timeout_ms);
 	}
 	return (r);
 }
 
-/* The next step, in the caller's struct of @size bytes. */
+/* The next step within @timeout_ms, in the caller's struct of @size bytes. */
 int
-infeed_next_size(struct infeed *f, struct infeed_step *step, size_t size)
+infeed_next_timeout_size(struct infeed *f, struct infeed_step *step,
+    size_t size, int timeout_ms)
 {
 	struct infeed_step	whole;
 	int			r;
 
 	/* The hot path: this header's struct (or a newer one). */
 	if (size >= sizeof(whole) && size <= INFEED_MAX_STRUCT_SIZE) {
-		r = infeed_next_whole(f, step);
+		r = infeed_next_whole(f, step, timeout_ms);
 		if (r == INFEED_OK && size > sizeof(whole))
 			memset((uint8_t *)step + sizeof(whole), 0,
 			    size - sizeof(whole));
@@ -1121,16 +1207,50 @@ infeed_next_size(struct infeed *f, struct infeed_step *step, size_t size)
 	if ((r = infeed_check_out_size(f, "struct infeed_step", size)) !=
 	    INFEED_OK)
 		return (r);
-	if ((r = infeed_next_whole(f, &whole)) == INFEED_OK) {
+	if ((r = infeed_next_whole(f, &whole, timeout_ms)) == INFEED_OK) {
 		memcpy(step, &whole, size);
 		step->struct_size = (uint32_t)size;
 	}
 	return (r);
 }
 
-/* Ask for the next step once. */
+/* The next step, waiting for it. */
+int
+infeed_next_size(struct infeed *f, struct infeed_step *step, size_t size)
+{
+	return (infeed_next_timeout_size(f, step, size, -1));
+}
+
+/*
+ * The reply to the outstanding Next: one held back by a release's error,
+ * or one read within @timeout_ms.
+ */
 static int
-infeed_next_once(struct infeed *f, struct infeed_step *step)
+infeed_next_reply(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
+{
+	int	r;
+
+	if (f->stashed != NULL) {
+		*reply = f->stashed;
+		f->stashed = NULL;
+		f->next_pending = false;
+		return (INFEED_OK);
+	}
+	r = infeed_recv2(f, INFEED__FRAME__MSG_STEP,
+	    INFEED__FRAME__MSG_END_OF_DATA, reply, timeout_ms);
+	/*
+	 * Still outstanding after a timeout, or a release's error reported
+	 * first; a closed connection is resumed with a new Next.
+	 */
+	if (!f->reply_unread || (r != INFEED_TIMEOUT &&
+	    r != INFEED_ERR_DAEMON))
+		f->next_pending = false;
+	return (r);
+}
+
+/* Ask for the next step once (or collect the one asked for). */
+static int
+infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 {
 	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
 	Infeed__Next	 nx = INFEED__NEXT__INIT;
@@ -1140,12 +1260,16 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 	if (!f->attached)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached; call "
 		    "infeed_attach first"));
-	fr.msg_case = INFEED__FRAME__MSG_NEXT;
-	fr.next = &nx;
-	if ((r = infeed_send(f, &fr)) != INFEED_OK)
-		return (r);
-	if ((r = infeed_recv2(f, INFEED__FRAME__MSG_STEP,
-	    INFEED__FRAME__MSG_END_OF_DATA, &reply)) != INFEED_OK) {
+	if (!f->next_pending) {
+		fr.msg_case = INFEED__FRAME__MSG_NEXT;
+		fr.next = &nx;
+		fr.has_request_id = 1;
+		fr.request_id = INFEED_ID_NEXT;
+		if ((r = infeed_send(f, &fr)) != INFEED_OK)
+			return (r);
+		f->next_pending = true;
+	}
+	if ((r = infeed_next_reply(f, &reply, timeout_ms)) != INFEED_OK) {
 		/* The daemon ended the session (a reload): attach again. */
 		if (r == INFEED_ERR_DAEMON &&
 		    f->daemon_code == INFEED__ERROR_CODE__ERROR_NOT_FOUND)
@@ -1197,6 +1321,64 @@ infeed_next_once(struct infeed *f, struct infeed_step *step)
 	return (INFEED_OK);
 }
 
+/* Drop the private copies of pages in [@p, @p + @len). */
+static void
+infeed_drop_pages(uint8_t *p, size_t len)
+{
+	(void)madvise(p, len, MADV_DONTNEED);
+}
+
+/*
+ * Copy-on-write ring: drop the private pages the trainer wrote in @slot,
+ * so that the slot shows the daemon's bytes again when it is refilled.
+ * /proc/self/pagemap says which pages are private copies (present, and
+ * not file-backed): dropping only those costs far less than dropping the
+ * whole slot, and nothing when nothing was written.
+ */
+static void
+infeed_restore_slot(struct infeed *f, uint32_t slot)
+{
+	uint64_t	 ent[512];
+	size_t		 page = (size_t)sysconf(_SC_PAGESIZE), npages, i, j, n;
+	size_t		 run = SIZE_MAX;
+	uintptr_t	 lo, hi;
+	uint8_t		*first;
+
+	lo = (uintptr_t)(f->ring + (uint64_t)slot * f->slot_bytes);
+	hi = lo + f->slot_bytes;
+	lo -= lo % page;
+	hi = (hi + page - 1) / page * page;
+	first = (uint8_t *)lo;
+	npages = (hi - lo) / page;
+	if (f->pagemap == -1 && (f->pagemap = open("/proc/self/pagemap",
+	    O_RDONLY | O_CLOEXEC)) == -1) {
+		infeed_drop_pages(first, hi - lo);
+		return;
+	}
+	for (i = 0; i < npages; i += n) {
+		n = MIN(npages - i, sizeof(ent) / sizeof(ent[0]));
+		if (pread(f->pagemap, ent, n * sizeof(*ent),
+		    (off_t)((lo / page + i) * sizeof(*ent))) !=
+		    (ssize_t)(n * sizeof(*ent))) {
+			infeed_drop_pages(first + i * page, (npages - i) * page);
+			return;
+		}
+		for (j = 0; j < n; j++) {
+			/* Bit 63: present; bit 61: file page or shared. */
+			if ((ent[j] >> 63 & 1) && !(ent[j] >> 61 & 1)) {
+				if (run == SIZE_MAX)
+					run = i + j;
+			} else if (run != SIZE_MAX) {
+				infeed_drop_pages(first + run * page,
+				    (i + j - run) * page);
+				run = SIZE_MAX;
+			}
+		}
+	}
+	if (run != SIZE_MAX)
+		infeed_drop_pages(first + run * page, (npages - run) * page);
+}
+
 /* Give a slot back; the acknowledgement is read with the next reply. */
 int
 infeed_release(struct infeed *f, const struct infeed_step *step)
@@ -1223,10 +1405,14 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
 	    step->session != f->session_id)
 		return (INFEED_OK);
+	if (f->opts.copy_on_write && (f->held & infeed_slot_bit(step->slot)))
+		infeed_restore_slot(f, step->slot);
 	f->held &= ~infeed_slot_bit(step->slot);
 	rl.slot = step->slot;
 	fr.msg_case = INFEED__FRAME__MSG_RELEASE;
 	fr.release = &rl;
+	fr.has_request_id = 1;
+	fr.request_id = INFEED_ID_RELEASE;
 	r = infeed_send(f, &fr);
 	/* The daemon went away with the slot; infeed_next will resume. */
 	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) &&
@@ -1250,7 +1436,27 @@ infeed_detach(struct infeed *f)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
 	fr.msg_case = INFEED__FRAME__MSG_DETACH;
 	fr.detach = &dt;
-	r = infeed_call(f, &fr, INFEED__FRAME__MSG_DETACHED, &reply);
+	fr.has_request_id = 1;
+	fr.request_id = INFEED_ID_CALL;
+	r = infeed_send(f, &fr);
+	/*
+	 * A Next still outstanding is answered first (a Step, or an Error
+	 * since the session ends); neither matters now.
+	 */
+	if (f->stashed != NULL)
+		infeed__frame__free_unpacked(f->stashed, NULL);
+	f->stashed = NULL;
+	if (r == INFEED_OK && f->next_pending) {
+		r = infeed_recv2(f, INFEED__FRAME__MSG_STEP,
+		    INFEED__FRAME__MSG_END_OF_DATA, &reply, -1);
+		if (r == INFEED_OK)
+			infeed__frame__free_unpacked(reply, NULL);
+		if (r == INFEED_OK || r == INFEED_ERR_DAEMON)
+			r = INFEED_OK;
+	}
+	f->next_pending = false;
+	if (r == INFEED_OK)
+		r = infeed_recv(f, INFEED__FRAME__MSG_DETACHED, &reply);
 	infeed_unmap(f);
 	infeed_files_close(f);
 	if (r == INFEED_OK)

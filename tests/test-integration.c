@@ -830,7 +830,10 @@ START_TEST(float32_transform_normalises_rows)
 }
 END_TEST
 
-/* Releasing a slot that is not held is refused; the session goes on. */
+/*
+ * Releasing a slot that is not held is refused; the session goes on, and
+ * the step whose reply came with the refusal is delivered next.
+ */
 START_TEST(release_of_an_unheld_slot_refused)
 {
 	struct infeed		*f = client();
@@ -848,6 +851,10 @@ START_TEST(release_of_an_unheld_slot_refused)
 	/* The refusal of slot 77 is reported by the next call. */
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_ERR_DAEMON);
 	ck_assert_ptr_nonnull(strstr(infeed_error(f), "slot 77"));
+	/* The step that came with the refusal is not lost. */
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.step, 1);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	ck_assert_uint_eq(st.step, 2);
 	infeed_free(f);

@@ -346,7 +346,7 @@ START_TEST(test_label_dtype_reported_in_info_and_step)
 
 	infeed_options_init(&o);
 	ck_assert_int_eq(o.label_dtype, 0);
-	ck_assert_int_eq(o.reserved0, 0);
+	ck_assert_int_eq(o.copy_on_write, false);
 	o.batch_size = 10;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, &info), INFEED_OK);
 	ck_assert_int_eq(info.label_dtype, INFEED_DTYPE_INT32);

@@ -415,17 +415,29 @@ info_dict(const struct infeed_session_info *in)
 	    "label_dtype", infeed_dtype_name(in->label_dtype)));
 }
 
+/* The number of the dtype called @name, or 0 with an error. */
+static int
+dtype_number(const char *name)
+{
+	int	t;
+
+	for (t = 1; t < 64; t++)
+		if (strcmp(infeed_dtype_name(t), name) == 0)
+			return (t);
+	PyErr_Format(PyExc_ValueError, "unknown dtype '%s': expected uint8, "
+	    "int32, int64, float16, float32 or float64", name);
+	return (0);
+}
+
+/* Attach to @dataset, or to the trainer's @files when not NULL. */
 static PyObject *
-Client_attach(ClientObject *self, PyObject *args)
+client_attach(ClientObject *self, const char *dataset, PyObject *opts,
+    const struct infeed_files *files)
 {
 	struct infeed_options		o;
 	struct infeed_session_info	info;
-	const char			*dataset;
-	PyObject			*opts;
-	int				 r;
+	int				r;
 
-	if (!PyArg_ParseTuple(args, "sO!", &dataset, &PyDict_Type, &opts))
-		return (NULL);
 	if (options_from(opts, &o) == -1)
 		return (NULL);
 	if (client_enter(self) == -1)
@@ -438,7 +450,10 @@ Client_attach(ClientObject *self, PyObject *args)
 	(void)client_flush(self);
 	PyErr_Clear();	/* releases of an ended session cannot fail us */
 	Py_BEGIN_ALLOW_THREADS
-	r = infeed_attach(self->f, dataset, &o, &info);
+	if (files != NULL)
+		r = infeed_attach_files(self->f, dataset, files, &o, &info);
+	else
+		r = infeed_attach(self->f, dataset, &o, &info);
 	Py_END_ALLOW_THREADS
 	self->busy = 0;
 	if (r != INFEED_OK)
@@ -452,6 +467,86 @@ Client_attach(ClientObject *self, PyObject *args)
 	self->sample_bytes = info.sample_bytes;
 	self->writable = o.copy_on_write;
 	return (info_dict(&info));
+}
+
+static PyObject *
+Client_attach(ClientObject *self, PyObject *args)
+{
+	const char	*dataset;
+	PyObject	*opts;
+
+	if (!PyArg_ParseTuple(args, "sO!", &dataset, &PyDict_Type, &opts))
+		return (NULL);
+	return (client_attach(self, dataset, opts, NULL));
+}
+
+/* The raw data's sample shape and dtype from @spec into @fl. */
+static int
+files_raw_from(PyObject *spec, struct infeed_files *fl)
+{
+	PyObject	*shape = PyDict_GetItemString(spec, "shape"), *seq;
+	PyObject	*dtype = PyDict_GetItemString(spec, "dtype");
+	Py_ssize_t	 i, n;
+
+	if (shape == NULL || dtype == NULL || !PyUnicode_Check(dtype)) {
+		PyErr_SetString(PyExc_ValueError, "raw data needs shape= and "
+		    "dtype=");
+		return (-1);
+	}
+	if ((fl->dtype = dtype_number(PyUnicode_AsUTF8(dtype))) == 0 ||
+	    (seq = PySequence_Fast(shape, "shape must be a sequence")) ==
+	    NULL)
+		return (-1);
+	n = PySequence_Fast_GET_SIZE(seq);
+	if (n < 1 || n > INFEED_MAX_DIMS) {
+		Py_DECREF(seq);
+		PyErr_Format(PyExc_ValueError, "shape has %zd dimensions; a "
+		    "sample has 1 to %d", n, INFEED_MAX_DIMS);
+		return (-1);
+	}
+	fl->ndim = (uint32_t)n;
+	for (i = 0; i < n; i++)
+		fl->shape[i] = PyLong_AsUnsignedLongLong(
+		    PySequence_Fast_GET_ITEM(seq, i));
+	Py_DECREF(seq);
+	return (PyErr_Occurred() ? -1 : 0);
+}
+
+/*
+ * attach_files(name, options, fds, spec): attach to the trainer's own
+ * files, open in this process; infeedd gets the descriptors, no path.
+ */
+static PyObject *
+Client_attach_files(ClientObject *self, PyObject *args)
+{
+	struct infeed_files	 fl;
+	const char		*name;
+	PyObject		*opts, *spec, *v;
+	int			 data_fd, labels_fd;
+
+	if (!PyArg_ParseTuple(args, "sO!(ii)O!", &name, &PyDict_Type, &opts,
+	    &data_fd, &labels_fd, &PyDict_Type, &spec))
+		return (NULL);
+	infeed_files_init(&fl);
+	fl.data_fd = data_fd;
+	fl.labels_fd = labels_fd;
+	v = PyDict_GetItemString(spec, "data_npy");
+	fl.data_format = v != NULL && PyObject_IsTrue(v) ? INFEED_FILE_NPY :
+	    INFEED_FILE_RAW;
+	if (fl.data_format == INFEED_FILE_RAW && files_raw_from(spec, &fl) ==
+	    -1)
+		return (NULL);
+	if (labels_fd != -1) {
+		v = PyDict_GetItemString(spec, "labels_npy");
+		fl.labels_format = v != NULL && PyObject_IsTrue(v) ?
+		    INFEED_FILE_NPY : INFEED_FILE_RAW;
+		v = PyDict_GetItemString(spec, "label_dtype");
+		if (fl.labels_format == INFEED_FILE_RAW && v != NULL &&
+		    PyUnicode_Check(v) && (fl.label_dtype =
+		    dtype_number(PyUnicode_AsUTF8(v))) == 0)
+			return (NULL);
+	}
+	return (client_attach(self, name, opts, &fl));
 }
 
 /* A Lease over step @st of @self. */
@@ -510,6 +605,7 @@ static int
 client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 {
 	double	deadline = timeout_s > 0 ? now_ms() + timeout_s * 1e3 : 0;
+	char	msg[256];
 	int	r, ms;
 
 	for (;;) {
@@ -530,10 +626,10 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 		if (PyErr_CheckSignals() == -1)
 			return (INFEED_TIMEOUT);
 		if (deadline > 0 && now_ms() >= deadline) {
-			PyErr_Format(PyDict_GetItemString(error_classes,
-			    "timeout"), "DataLoader timed out after %g seconds "
-			    "waiting for a step (infeedd has not filled it: "
-			    "see `infeedctl status`)", timeout_s);
+			snprintf(msg, sizeof(msg), "DataLoader timed out after "
+			    "%g seconds waiting for a step (infeedd has not "
+			    "filled it: see `infeedctl status`)", timeout_s);
+			raise_keyed("timeout", msg);
 			return (INFEED_TIMEOUT);
 		}
 	}
@@ -581,6 +677,13 @@ Client_next(ClientObject *self, PyObject *args)
 		if (r == INFEED_ERR_DAEMON && infeed_daemon_code(self->f) == 5)
 			self->attached = false;
 		return (raise_infeed(self, r));
+	}
+	if (st.session != self->session) {
+		/* libinfeed resumed after a daemon restart: a new ring. */
+		pthread_mutex_lock(&self->mu);
+		self->session = st.session;
+		self->held = 0;
+		pthread_mutex_unlock(&self->mu);
 	}
 	return (lease_new(self, &st));
 }
@@ -639,6 +742,8 @@ static PyMethodDef Client_methods[] = {
 	  "datasets() -> list of dicts: the daemon's catalogue" },
 	{ "attach", (PyCFunction)Client_attach, METH_VARARGS,
 	  "attach(dataset, options: dict) -> dict: start a session" },
+	{ "attach_files", (PyCFunction)Client_attach_files, METH_VARARGS,
+	  "attach_files(name, options, (data_fd, labels_fd), spec) -> dict" },
 	{ "next", (PyCFunction)Client_next, METH_VARARGS,
 	  "next(timeout_s=0) -> Lease, or None at the end of the epoch" },
 	{ "flush", (PyCFunction)Client_flush, METH_NOARGS,
@@ -771,14 +876,10 @@ dtype_size(PyObject *mod, PyObject *args)
 	const char	*name;
 	int		 t;
 
-	if (!PyArg_ParseTuple(args, "s", &name))
+	if (!PyArg_ParseTuple(args, "s", &name) || (t = dtype_number(name)) ==
+	    0)
 		return (NULL);
-	for (t = 1; t < 64; t++)
-		if (strcmp(infeed_dtype_name(t), name) == 0)
-			return (Py_BuildValue("(in)", t,
-			    (Py_ssize_t)infeed_dtype_size(t)));
-	PyErr_Format(PyExc_ValueError, "unknown dtype '%s'", name);
-	return (NULL);
+	return (Py_BuildValue("(in)", t, (Py_ssize_t)infeed_dtype_size(t)));
 }
 
 static PyMethodDef module_methods[] = {

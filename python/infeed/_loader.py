@@ -70,7 +70,9 @@ class Files:
         self.data, self.labels = os.fspath(data), labels
         if labels is not None:
             self.labels = os.fspath(labels)
-        self.shape, self.dtype, self.label_dtype = shape, dtype, label_dtype
+        self.shape = shape
+        self.dtype, self.label_dtype = _dtype_name(dtype), \
+            _dtype_name(label_dtype)
         if not _is_npy(self.data) and (shape is None or dtype is None):
             raise ValueError(
                 f"{self.data} is not a .npy file: give shape= (one sample, "
@@ -82,6 +84,13 @@ class Files:
 
     def __repr__(self):
         return f"infeed.Files(data={self.data!r}, labels={self.labels!r})"
+
+
+def _dtype_name(dtype):
+    """"float32" for "float32", numpy.float32 or numpy.dtype("float32")."""
+    if dtype is None or isinstance(dtype, str):
+        return dtype
+    return _numpy().dtype(dtype).name
 
 
 def _is_npy(path):
@@ -259,15 +268,14 @@ class DataLoader:
         """A session whose next step is (epoch, step)."""
         if self._info is not None and self._position == (epoch, step):
             return
-        client = self._connect()
         if self._info is not None:
-            client.detach()
+            self._client.detach()
             self._info = None
         opts = dict(self._opts, start_epoch=epoch, start_step=step)
         if isinstance(self._dataset, Files):
-            self._info = self._attach_files(client, opts)
+            self._info = self._attach_files(opts)
         else:
-            self._info = client.attach(self._dataset, opts)
+            self._info = self._connect().attach(self._dataset, opts)
         self._position = (epoch, step)
         self._shape = (self._info["sample_shape"])
         self._dtype = self._np.dtype(self._info["dtype"])
@@ -276,26 +284,28 @@ class DataLoader:
         for d in self._shape:
             self._elems *= d
 
-    def _attach_files(self, client, opts):
+    def _attach_files(self, opts):
+        """Open the trainer's files here (the OS checks the trainer's own
+        access) and attach to them by descriptor."""
         files = self._dataset
-        fds = []
+        fds = [-1, -1]
         try:
-            fds.append(os.open(files.data, os.O_RDONLY | os.O_CLOEXEC))
+            fds[0] = os.open(files.data, os.O_RDONLY | os.O_CLOEXEC)
             if files.labels is not None:
-                fds.append(os.open(files.labels,
-                                   os.O_RDONLY | os.O_CLOEXEC))
+                fds[1] = os.open(files.labels, os.O_RDONLY | os.O_CLOEXEC)
             spec = {"data_npy": _is_npy(files.data),
                     "shape": tuple(files.shape or ()),
                     "dtype": files.dtype,
-                    "labels": files.labels is not None,
                     "labels_npy": files.labels is not None
                     and _is_npy(files.labels),
                     "label_dtype": files.label_dtype}
-            name = os.path.basename(files.data)
-            return client.attach_files(name, opts, fds, spec)
+            name = os.path.basename(files.data)[:64]
+            return self._connect().attach_files(name, opts, tuple(fds),
+                                                spec)
         finally:
             for fd in fds:
-                os.close(fd)
+                if fd != -1:
+                    os.close(fd)
 
     @property
     def info(self):

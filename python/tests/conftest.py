@@ -48,7 +48,8 @@ class Daemon:
             f"\n[dataset images]\ntype = synthetic\nsamples = 300\n"
             f"shape = 1,8,8\ndtype = uint8\nclasses = 10\nseed = 7\n"
             f"\n[dataset private]\ntype = raw\npath = {tmp}/raw.bin\n"
-            f"shape = 1,2,2\ndtype = float32\nallow_groups = root\n")
+            f"shape = 1,2,2\ndtype = float32\nallow_groups = root\n"
+            f"labels = {tmp}/raw-labels.bin\nlabel_dtype = int64\n")
         self.proc = None
         self.start()
 

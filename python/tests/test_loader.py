@@ -103,6 +103,7 @@ def test_steps_are_poptorch_batches(loader_args):
             assert data.shape == (80,) + SHAPE
             assert data.dtype == torch.float32
             assert labels.dtype == torch.int64 and labels.shape == (80,)
+            del data, labels
         if count == 3:
             third = step
         count += 1
@@ -302,7 +303,7 @@ def test_errors_raise_their_classes(loader_args, tmp_path):
         len(infeed.DataLoader(opts(), "no-such", **loader_args))
     with pytest.raises(infeed.InvalidArgumentError, match="batch_size"):
         len(infeed.DataLoader(opts(), "raw", batch_size=0, **loader_args))
-    with pytest.raises(infeed.ResourceExhaustedError):
+    with pytest.raises(infeed.InvalidArgumentError, match="drop_last"):
         len(infeed.DataLoader(opts(di=1000), "raw", batch_size=1000,
                               **loader_args))
     with pytest.raises(infeed.ConnectionClosedError):
@@ -337,7 +338,10 @@ def test_permission_denied(loader_args, daemon):
         return
     if os.getuid() != 0:
         pytest.skip("needs a group other than root")
-    os.chmod(daemon.dir, 0o755)
+    d = daemon.dir
+    while str(d) not in ("/", "/tmp"):   # pytest's directories are 0700
+        os.chmod(d, 0o755)
+        d = d.parent
     os.chmod(daemon.socket, 0o666)
     code = ("import infeed, sys\n"
             "try:\n"
@@ -362,8 +366,8 @@ def test_timeout_ctrl_c_and_gil_while_the_daemon_is_stopped(loader_args,
     loader = infeed.DataLoader(opts(), "raw", batch_size=10, timeout=0.5,
                                output="numpy", **loader_args)
     it = iter(loader)
-    first = next(it).indices.copy()
-    daemon.pause()
+    got = [next(it).indices.copy()]
+    daemon.pause()                  # no reply at all while stopped
     ticks = []
     stop = threading.Event()
 
@@ -374,18 +378,16 @@ def test_timeout_ctrl_c_and_gil_while_the_daemon_is_stopped(loader_args,
     t = threading.Thread(target=count)
     t.start()
     try:
-        held = [next(it) for _ in range(2)]     # the ring's ready slots
         with pytest.raises(infeed.StepTimeoutError, match="0.5 seconds"):
-            next(it)
+            got.append(next(it).indices.copy())
     finally:
         stop.set()
         t.join()
         daemon.resume()
     assert len(ticks) > 10, "the GIL was held during the wait"
     # The Next that timed out is collected: no step lost or repeated.
-    got = [s.indices.copy() for s in it]
-    del held
-    assert first[0] == 0 and got[0][0] == 30
+    got += [s.indices.copy() for s in it]
+    assert np.array_equal(np.concatenate(got), np.arange(N))
 
     # Ctrl-C interrupts a wait in a trainer process.
     code = ("import infeed, sys\n"
