@@ -13,6 +13,7 @@
  * infeedd on a private socket (tests/harness.h).
  */
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +474,132 @@ START_TEST(test_get_stats_newer_caller_sizes)
 END_TEST
 
 /* The suite: struct sizes alone, then against the daemon. */
+/* Options for the wait tests: 10 steps of 100 rows, in order. */
+static struct infeed *
+attach_plain(bool cow)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	o.copy_on_write = cow;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	return (f);
+}
+
+/*
+ * infeed_next_timeout gives up while the daemon cannot answer, with the
+ * Next still outstanding: the next call collects that step, and a release
+ * sent meanwhile is answered; no step is lost or repeated.
+ */
+START_TEST(test_next_timeout_keeps_the_next_outstanding)
+{
+	struct infeed		*f = attach_plain(false);
+	struct infeed_step	 a, b;
+	int			 r;
+
+	ck_assert_int_eq(infeed_next(f, &a), INFEED_OK);
+	ck_assert_uint_eq(a.step, 0);
+	kill(daemon_pid, SIGSTOP);
+	ck_assert_int_eq(infeed_next_timeout(f, &b, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(infeed_next_timeout(f, &b, 50), INFEED_TIMEOUT);
+	/* A release while the Next waits. */
+	ck_assert_int_eq(infeed_release(f, &a), INFEED_OK);
+	kill(daemon_pid, SIGCONT);
+	while ((r = infeed_next_timeout(f, &b, 100)) == INFEED_TIMEOUT)
+		;
+	ck_assert_int_eq(r, INFEED_OK);
+	ck_assert_uint_eq(b.step, 1);
+	ck_assert_uint_eq(b.indices[0], 100);
+	ck_assert_int_eq(infeed_release(f, &b), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &b), INFEED_OK);
+	ck_assert_uint_eq(b.step, 2);
+	infeed_free(f);
+}
+END_TEST
+
+static void
+alarm_cb(int sig)
+{
+	(void)sig;
+}
+
+/* A signal during the wait returns INFEED_TIMEOUT, for its handler. */
+START_TEST(test_next_timeout_returns_on_a_signal)
+{
+	struct infeed		*f = attach_plain(false);
+	struct sigaction	 sa;
+	struct infeed_step	 st;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = alarm_cb;	/* no SA_RESTART, as Python's */
+	sigaction(SIGALRM, &sa, NULL);
+	kill(daemon_pid, SIGSTOP);
+	ualarm(100000, 0);
+	ck_assert_int_eq(infeed_next_timeout(f, &st, 30000), INFEED_TIMEOUT);
+	kill(daemon_pid, SIGCONT);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.step, 0);
+	infeed_free(f);
+}
+END_TEST
+
+/* Detaching with a Next outstanding, then attaching again, works. */
+START_TEST(test_detach_with_a_next_outstanding)
+{
+	struct infeed		*f = attach_plain(false);
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+
+	kill(daemon_pid, SIGSTOP);
+	ck_assert_int_eq(infeed_next_timeout(f, &st, 20), INFEED_TIMEOUT);
+	kill(daemon_pid, SIGCONT);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	o.start_step = 3;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.step, 3);
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * copy_on_write: a trainer writes all over a step it holds; a second
+ * client sees the daemon's bytes, and when the slot comes back to the
+ * writer with a later step it holds the daemon's bytes again.
+ */
+START_TEST(test_copy_on_write_writes_stay_private)
+{
+	struct infeed		*f = attach_plain(true), *g = attach_plain(false);
+	struct infeed_step	 st, other;
+	uint64_t		 n, r;
+	unsigned		 j;
+
+	for (n = 0; n < 10; n++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_int_eq(infeed_next(g, &other), INFEED_OK);
+		ck_assert_uint_eq(st.indices[0], other.indices[0]);
+		for (r = 0; r < st.rows; r++)
+			for (j = 0; j < RAW_BYTES; j++)
+				ck_assert_uint_eq(((const uint8_t *)st.data)[r *
+				    RAW_BYTES + j], raw_byte(st.indices[r], j));
+		memset((void *)(uintptr_t)st.data, 0xee, st.rows * RAW_BYTES);
+		memset((void *)(uintptr_t)st.indices, 0xee,
+		    st.rows * sizeof(uint64_t));
+		for (r = 0; r < other.rows; r++)
+			ck_assert_uint_eq(((const uint8_t *)other.data)[r *
+			    RAW_BYTES], raw_byte(other.indices[r], 0));
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		ck_assert_int_eq(infeed_release(g, &other), INFEED_OK);
+	}
+	infeed_free(g);
+	infeed_free(f);
+}
+END_TEST
+
 static Suite *
 libinfeed_suite(void)
 {
@@ -498,6 +625,10 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_list_old_datasets_at_their_stride);
 	tcase_add_test(tc, test_get_stats);
 	tcase_add_test(tc, test_get_stats_newer_caller_sizes);
+	tcase_add_test(tc, test_next_timeout_keeps_the_next_outstanding);
+	tcase_add_test(tc, test_next_timeout_returns_on_a_signal);
+	tcase_add_test(tc, test_detach_with_a_next_outstanding);
+	tcase_add_test(tc, test_copy_on_write_writes_stay_private);
 	suite_add_tcase(s, tc);
 	return (s);
 }
