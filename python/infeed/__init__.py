@@ -27,3 +27,9 @@ __all__ = [
     "ResourceExhaustedError", "DataError", "ProtocolError",
     "ConnectionClosedError", "StepTimeoutError", "SlotsHeldError",
 ]
+
+# The public names say infeed.X in help(), reprs and tracebacks.
+for _name in __all__:
+    if _name != "Step":
+        globals()[_name].__module__ = __name__
+del _name

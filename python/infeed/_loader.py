@@ -153,6 +153,8 @@ class DataLoader:
             not writeable, and an in-place torch op would crash).
         reconnect_timeout: seconds to keep trying when infeedd restarts
             mid-session (the order is unchanged); 0 raises at once.
+        async_options: poptorch's dict; its ``buffer_size`` and
+            ``early_preload`` are used.
         to_float32, scale, mean, std: infeedd's transform, run by its
             workers: uint8 samples become float32 ``x * scale``, then
             ``(x - mean[c]) / std[c]`` per channel ``c``.
