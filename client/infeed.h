@@ -225,6 +225,13 @@ struct infeed_session_stats {
 	uint32_t	 distributed_process_id;
 	uint32_t	 distributed_process_count;
 	uint64_t	 seed;
+	/*
+	 * Since libinfeed 1.1: seconds the client waited in Next with no step
+	 * ready (data wait) and since its first Next; data_wait_s / active_s
+	 * is the share of time the trainer was input-bound.
+	 */
+	double		 data_wait_s;
+	double		 active_s;
 };
 
 /* One worker process in the daemon's Stats. */

@@ -40,6 +40,9 @@ usage(FILE *fp)
 	    "Commands:\n"
 	    "  datasets [--json]          list the daemon's catalogue\n"
 	    "  status [--json]            sessions, workers and throughput\n"
+	    "  top [--once] [--json]      each trainer's items/s and how much\n"
+	    "                             of its time it waits for data,\n"
+	    "                             refreshed every second\n"
 	    "  bench --dataset NAME       measure loader-only throughput\n"
 	    "        [--batch-size B] [--device-iterations D] [--replicas R]\n"
 	    "        [--gradient-accumulation K] [--shuffle] [--seed S]\n"
@@ -205,11 +208,12 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	printf(",\"client_pid\":%d,\"client_uid\":%u,"
 	    "\"epoch\":%llu,\"step\":%llu,\"slots\":%u,"
 	    "\"slots_ready\":%u,\"slots_held\":%u,"
-	    "\"steps_delivered\":%llu,\"items_per_s\":%.1f",
+	    "\"steps_delivered\":%llu,\"items_per_s\":%.1f,"
+	    "\"data_wait_s\":%.3f,\"active_s\":%.3f",
 	    ss->client_pid, ss->client_uid, (unsigned long long)ss->epoch,
 	    (unsigned long long)ss->step, ss->slots, ss->slots_ready,
 	    ss->slots_held, (unsigned long long)ss->steps_delivered,
-	    ss->items_per_s);
+	    ss->items_per_s, ss->data_wait_s, ss->active_s);
 	if (ss->has_options)
 		printf(",\"batch_size\":%u,\"device_iterations\":%u,"
 		    "\"replication_factor\":%u,"
@@ -315,6 +319,173 @@ cmd_status(int argc, char **argv)
 	else
 		status_text(st);
 	infeed_stats_free(st);
+	return (0);
+}
+
+/* One session in infeedctl top: rates over the last interval. */
+struct top_row {
+	const struct infeed_session_stats	*ss;
+	double					 items_per_s;
+	double					 input_bound;	/* 0..1 */
+};
+
+/* The session of @prev with @id, or NULL. */
+static const struct infeed_session_stats *
+top_find(const struct infeed_stats *prev, uint64_t id)
+{
+	size_t	i;
+
+	for (i = 0; prev != NULL && i < prev->nsessions; i++)
+		if (prev->sessions[i]->session_id == id)
+			return (prev->sessions[i]);
+	return (NULL);
+}
+
+/*
+ * Rates of @ss since @old, @dt seconds ago: items from the steps delivered
+ * (a combined batch each), the input-bound share from the data wait.
+ * Without an earlier sample, the session's averages.
+ */
+static void
+top_rates(const struct infeed_session_stats *ss,
+    const struct infeed_session_stats *old, double dt, struct top_row *row)
+{
+	double	cbs = 0, da;
+
+	row->ss = ss;
+	row->items_per_s = ss->items_per_s;
+	row->input_bound = ss->active_s > 0 ? ss->data_wait_s / ss->active_s :
+	    0;
+	if (ss->has_options)
+		cbs = (double)ss->batch_size * ss->device_iterations *
+		    ss->replication_factor * ss->gradient_accumulation;
+	if (old == NULL || dt <= 0)
+		return;
+	if (cbs > 0 && ss->steps_delivered >= old->steps_delivered)
+		row->items_per_s = (double)(ss->steps_delivered -
+		    old->steps_delivered) * cbs / dt;
+	da = ss->active_s - old->active_s;
+	if (da > 0)
+		row->input_bound = (ss->data_wait_s - old->data_wait_s) / da;
+	if (row->input_bound < 0)
+		row->input_bound = 0;
+	if (row->input_bound > 1)
+		row->input_bound = 1;
+}
+
+/* Workers busy now, of all. */
+static void
+top_workers(const struct infeed_stats *st, unsigned *busy)
+{
+	size_t	i;
+
+	*busy = 0;
+	for (i = 0; i < st->nworkers; i++)
+		*busy += st->workers[i]->state != NULL &&
+		    strcmp(st->workers[i]->state, "busy") == 0;
+}
+
+/* One screen (or JSON object) of infeedctl top. */
+static void
+top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
+    double dt, int json)
+{
+	struct top_row	row;
+	unsigned	busy;
+	size_t		i;
+	char		ring[16];
+
+	top_workers(st, &busy);
+	if (json)
+		printf("{\"clients\":%u,\"workers\":%zu,\"workers_busy\":%u,"
+		    "\"sessions\":[", st->clients, st->nworkers, busy);
+	else
+		printf("infeedd: %u clients, %zu sessions, workers %u of %zu "
+		    "busy\n\n%-16.16s %-18.18s %10s %12s %6s %9s\n",
+		    st->clients, st->nsessions, busy, st->nworkers, "CLIENT",
+		    "DATASET", "ITEMS/S", "INPUT-BOUND", "RING", "PID");
+	for (i = 0; i < st->nsessions; i++) {
+		top_rates(st->sessions[i], top_find(prev,
+		    st->sessions[i]->session_id), dt, &row);
+		if (json) {
+			printf("%s{\"session_id\":%llu,\"client_name\":",
+			    i ? "," : "",
+			    (unsigned long long)row.ss->session_id);
+			json_string(row.ss->client_name ?
+			    row.ss->client_name : "");
+			printf(",\"client_pid\":%d,\"dataset\":",
+			    row.ss->client_pid);
+			json_string(row.ss->dataset ? row.ss->dataset : "");
+			printf(",\"items_per_s\":%.1f,\"input_bound\":%.4f,"
+			    "\"slots_ready\":%u,\"slots\":%u}",
+			    row.items_per_s, row.input_bound,
+			    row.ss->slots_ready, row.ss->slots);
+			continue;
+		}
+		snprintf(ring, sizeof(ring), "%u/%u", row.ss->slots_ready,
+		    row.ss->slots);
+		printf("%-16.16s %-18.18s %10.0f %11.0f%% %6s %9d\n",
+		    row.ss->client_name ? row.ss->client_name : "",
+		    row.ss->dataset ? row.ss->dataset : "", row.items_per_s,
+		    row.input_bound * 100, ring, row.ss->client_pid);
+	}
+	if (json)
+		printf("]}\n");
+	else if (st->nsessions == 0)
+		printf("(no sessions)\n");
+	else
+		printf("\nINPUT-BOUND: the share of time the trainer waited "
+		    "for a step; RING: ready/slots.\n");
+	fflush(stdout);
+}
+
+static double	now_s(void);
+
+/* infeedctl top [--once] [--json] */
+static int
+cmd_top(int argc, char **argv)
+{
+	struct infeed		*f;
+	struct infeed_stats	*st = NULL, *prev = NULL;
+	double			 t, tprev = 0;
+	int			 i, once = 0, json = 0, tty = isatty(1);
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--once") == 0)
+			once = 1;
+		else if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else {
+			usage(stderr);
+			return (2);
+		}
+	}
+	f = connect_or_die();
+	for (;;) {
+		t = now_s();
+		if (infeed_get_stats(f, &st) != INFEED_OK) {
+			fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
+			infeed_stats_free(prev);
+			infeed_free(f);
+			return (1);
+		}
+		/* --once: a second sample a second later gives the rates. */
+		if (prev != NULL || !once) {
+			if (tty && !json && !once)
+				printf("\033[H\033[2J");
+			top_print(st, prev, t - tprev, json);
+			if (once)
+				break;
+		}
+		infeed_stats_free(prev);
+		prev = st;
+		tprev = t;
+		st = NULL;
+		sleep(1);
+	}
+	infeed_stats_free(st);
+	infeed_stats_free(prev);
+	infeed_free(f);
 	return (0);
 }
 
@@ -765,6 +936,8 @@ main(int argc, char **argv)
 		return (cmd_status(argc - i, argv + i));
 	if (strcmp(argv[i], "bench") == 0)
 		return (cmd_bench(argc - i, argv + i));
+	if (strcmp(argv[i], "top") == 0)
+		return (cmd_top(argc - i, argv + i));
 	fprintf(stderr, "infeedctl: unknown command '%s'\n", argv[i]);
 	usage(stderr);
 	return (2);

@@ -116,7 +116,7 @@ _Static_assert(sizeof(struct infeed_dataset) ==
 _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, workers), "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
-    FIELD_END(struct infeed_session_stats, seed),
+    FIELD_END(struct infeed_session_stats, active_s),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");
@@ -1513,6 +1513,8 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 		ss->distributed_process_id = lo->distributed_process_id;
 		ss->distributed_process_count = lo->distributed_process_count;
 	}
+	ss->data_wait_s = in->has_data_wait_s ? in->data_wait_s : 0;
+	ss->active_s = in->has_active_s ? in->active_s : 0;
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
 	    !infeed_strdup_opt(&ss->client_name, in->client_name)) {
 		free(ss->dataset);

@@ -45,22 +45,32 @@ daemon_watchdog_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct daemon	*d = arg;
-	uint64_t	 rows, now = clock_now_ms();
-	unsigned	 sessions;
-	double		 rate = 0;
+	struct daemon		*d = arg;
+	struct peers_totals	 t;
+	uint64_t		 now = clock_now_ms();
+	double			 rate = 0, bound = 0;
 
 	(void)fd;
 	(void)ev;
-	peers_totals(d->peers, &sessions, &rows);
-	/* Rows of sessions that ended in between are not counted twice. */
-	if (now > d->status_ms && rows >= d->status_rows)
-		rate = (double)(rows - d->status_rows) * 1000.0 /
+	peers_totals(d->peers, &t);
+	/*
+	 * Over the last interval; sessions that ended in between make the
+	 * totals go down, and that interval says nothing.
+	 */
+	if (now > d->status_ms && t.rows >= d->status_rows)
+		rate = (double)(t.rows - d->status_rows) * 1000.0 /
 		    (double)(now - d->status_ms);
-	d->status_rows = rows;
+	if (t.active_us > d->status_active_us &&
+	    t.data_wait_us >= d->status_wait_us)
+		bound = (double)(t.data_wait_us - d->status_wait_us) /
+		    (double)(t.active_us - d->status_active_us);
+	d->status_rows = t.rows;
 	d->status_ms = now;
-	sd_notifyf(0, "STATUS=%u sessions, %u clients, %.0f items/s",
-	    sessions, peers_count(d->peers), rate);
+	d->status_wait_us = t.data_wait_us;
+	d->status_active_us = t.active_us;
+	sd_notifyf(0, "STATUS=%u sessions, %u clients, %.0f items/s, "
+	    "trainers input-bound %.0f%% of the time", t.sessions,
+	    peers_count(d->peers), rate, bound > 1 ? 100.0 : bound * 100);
 }
 
 /* SIGTERM or SIGINT: leave the loop. */

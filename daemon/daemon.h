@@ -42,6 +42,8 @@ struct daemon {
 	uint64_t		 started_ms;
 	uint64_t		 status_ms;	/* last STATUS= line */
 	uint64_t		 status_rows;
+	uint64_t		 status_wait_us;	/* data wait at the last STATUS= */
+	uint64_t		 status_active_us;
 	struct event		*ev_term;
 	struct event		*ev_int;
 	struct event		*ev_hup;

@@ -1045,16 +1045,19 @@ peers_count(const struct peers *ps)
 
 /* Sessions now and the rows they delivered. */
 void
-peers_totals(const struct peers *ps, unsigned *sessions, uint64_t *rows)
+peers_totals(const struct peers *ps, struct peers_totals *t)
 {
 	const struct peer	*p;
+	uint64_t		 wait, active;
 
-	*sessions = 0;
-	*rows = 0;
+	memset(t, 0, sizeof(*t));
 	TAILQ_FOREACH(p, &ps->list, entry) {
 		if (p->session == NULL)
 			continue;
-		(*sessions)++;
-		*rows += session_rows_delivered(p->session);
+		t->sessions++;
+		t->rows += session_rows_delivered(p->session);
+		session_data_wait(p->session, &wait, &active);
+		t->data_wait_us += wait;
+		t->active_us += active;
 	}
 }

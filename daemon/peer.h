@@ -91,8 +91,13 @@ int		 peers_probe(const struct peers *ps, uint64_t id,
 unsigned	 peers_count(const struct peers *ps);
 /* Whether peer @id is still connected. */
 bool		 peers_has(const struct peers *ps, uint64_t id);
-/* Sessions now, and the rows they delivered. */
-void		 peers_totals(const struct peers *ps, unsigned *sessions,
-		    uint64_t *rows);
+/* Sessions now, the rows they delivered and how long their clients waited. */
+struct peers_totals {
+	unsigned	sessions;
+	uint64_t	rows;
+	uint64_t	data_wait_us;	/* in Next with no step ready */
+	uint64_t	active_us;	/* since each session's first Next */
+};
+void		 peers_totals(const struct peers *ps, struct peers_totals *t);
 
 #endif /* INFEED_PEER_H */

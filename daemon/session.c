@@ -72,6 +72,12 @@ struct session {
 	uint64_t		 steps_delivered;
 	uint64_t		 rows_delivered;
 	uint64_t		 first_next_ms;
+	/*
+	 * Data wait: the time the client had a Next waiting with no step
+	 * ready, the answer to "is this trainer input-bound?".
+	 */
+	uint64_t		 wait_since_us;	/* 0: no Next waits */
+	uint64_t		 data_wait_us;
 };
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
@@ -596,6 +602,34 @@ session_end_epoch(struct session *s)
 	}
 }
 
+/* No Next waits any more: add the time one did to the data wait. */
+static void
+session_wait_end(struct session *s)
+{
+	if (s->nwaiting > 0 || s->wait_since_us == 0)
+		return;
+	s->data_wait_us += clock_now_us() - s->wait_since_us;
+	s->wait_since_us = 0;
+}
+
+/*
+ * The data wait so far, in microseconds, counting a wait still going on,
+ * and the time since the first Next (the session's active time).
+ */
+void
+session_data_wait(const struct session *s, uint64_t *wait_us,
+    uint64_t *active_us)
+{
+	uint64_t	now = clock_now_us();
+
+	*wait_us = s->data_wait_us;
+	if (s->wait_since_us != 0)
+		*wait_us += now - s->wait_since_us;
+	*active_us = s->first_next_ms ? now - s->first_next_ms * 1000 : 0;
+	if (*wait_us > *active_us)
+		*wait_us = *active_us;
+}
+
 /* Answer waiting Next requests with ready steps, in order. */
 static void
 session_deliver(struct session *s)
@@ -630,6 +664,7 @@ session_deliver(struct session *s)
 		st.rows = sl->rows;
 		s->ev.step(s->arg, session_pop(s), &st);
 	}
+	session_wait_end(s);
 }
 
 /* Next: start filling if needed, answer when the next step is ready. */
@@ -661,6 +696,9 @@ session_next(struct session *s, struct session_req req,
 		session_set_state(s, SESSION_FILLING);
 	session_fill(s);
 	session_deliver(s);
+	/* Not answered at once: the client waits for data from now. */
+	if (s->nwaiting > 0 && s->wait_since_us == 0)
+		s->wait_since_us = clock_now_us();
 	return (0);
 }
 
@@ -686,6 +724,7 @@ session_cancel(struct session *s, Infeed__ErrorCode code, const char *message)
 {
 	while (s->nwaiting > 0)
 		s->ev.error(s->arg, session_pop(s), code, message);
+	session_wait_end(s);
 }
 
 /* After a reload: keep going if our dataset is unchanged, else -1. */
@@ -739,7 +778,7 @@ session_fill_attached(const struct session *s, Infeed__Attached *at)
 void
 session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 {
-	uint64_t	elapsed;
+	uint64_t	elapsed, wait_us, active_us;
 
 	ss->session_id = s->id;
 	ss->dataset = s->ds->name;
@@ -757,6 +796,10 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->has_items_per_s = 1;
 	ss->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /
 	    (double)elapsed : 0.0;
+	session_data_wait(s, &wait_us, &active_us);
+	ss->has_data_wait_s = ss->has_active_s = 1;
+	ss->data_wait_s = (double)wait_us / 1e6;
+	ss->active_s = (double)active_us / 1e6;
 	ss->has_client_pid = ss->has_client_uid = 1;
 	ss->client_pid = s->client.pid;
 	ss->client_uid = s->client.uid;

@@ -152,6 +152,13 @@ int		 session_ring_fd(const struct session *s);
 
 uint64_t	 session_id(const struct session *s);
 uint64_t	 session_rows_delivered(const struct session *s);
+
+/**
+ * session_data_wait() - microseconds the client waited in Next with no
+ * step ready (*@wait_us), and since its first Next (*@active_us).
+ */
+void		 session_data_wait(const struct session *s, uint64_t *wait_us,
+		    uint64_t *active_us);
 const char	*session_dataset_name(const struct session *s);
 
 #endif /* INFEED_SESSION_H */

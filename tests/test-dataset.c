@@ -1306,7 +1306,7 @@ START_TEST(dataset_refuses_unknown_key_naming_valid_ones)
 	open_fails(conf_new("m", "type", "synthetic", "samples", "1", "shape",
 	    "1", "Seed", "3", NULL), "unknown key 'Seed'", "(did you mean "
 	    "'seed'?); type = synthetic takes the keys type, samples, shape, "
-	    "dtype, classes, seed and allow_groups");
+	    "dtype, classes, seed, sample_delay_us and allow_groups");
 	open_fails(conf_new("m", "type", "synthetic", "samples", "1", "shape",
 	    "1", "allow_group", "x", NULL), "unknown key 'allow_group'",
 	    "(did you mean 'allow_groups'?)");

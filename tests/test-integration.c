@@ -940,6 +940,91 @@ START_TEST(many_clients_served_at_once)
 }
 END_TEST
 
+/* Take @n steps from @f, sleeping @think_us before each Next. */
+static void
+take_steps(struct infeed *f, unsigned n, useconds_t think_us)
+{
+	struct infeed_step	st;
+	unsigned		i;
+
+	for (i = 0; i < n; i++) {
+		usleep(think_us);
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+}
+
+/* The session of @f's attach in @st. */
+static const struct infeed_session_stats *
+stats_of(const struct infeed_stats *st, const char *name)
+{
+	size_t	i;
+
+	for (i = 0; i < st->nsessions; i++)
+		if (st->sessions[i]->client_name != NULL &&
+		    strcmp(st->sessions[i]->client_name, name) == 0)
+			return (st->sessions[i]);
+	ck_abort_msg("no session of %s in Stats", name);
+	return (NULL);
+}
+
+/*
+ * The data wait tells whose fault a slow trainer is: one that thinks
+ * between steps on fast data is input-bound near 0 % of the time, one
+ * that reads a slow dataset (sample_delay_us) near 100 %.  STATUS= and
+ * `infeedctl top` show it.
+ */
+START_TEST(data_wait_tells_a_slow_trainer_from_slow_data)
+{
+	struct infeed		*fast, *slow, *f;
+	struct infeed_options	 o;
+	struct infeed_stats	*st;
+	const struct infeed_session_stats *a, *b;
+	const char		*ctl = getenv("INFEEDCTL");
+	char			 cmd[1024], out[8192];
+	FILE			*fp;
+	size_t			 n;
+
+	daemon_stop();
+	make_config("\n[dataset slow]\ntype = synthetic\nsamples = 400\n"
+	    "shape = 1,4,4\ndtype = uint8\nsample_delay_us = 2000\n");
+	daemon_start(NULL);
+	fast = infeed_new();
+	slow = infeed_new();
+	ck_assert_int_eq(infeed_connect(fast, sock_path, "thinker"), INFEED_OK);
+	ck_assert_int_eq(infeed_connect(slow, sock_path, "starved"), INFEED_OK);
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(fast, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(slow, "slow", &o, NULL), INFEED_OK);
+	take_steps(fast, 15, 20000);	/* 20 ms of work per step */
+	take_steps(slow, 15, 0);	/* each step takes ~10 ms to make */
+	f = client();
+	ck_assert_int_eq(infeed_get_stats(f, &st), INFEED_OK);
+	a = stats_of(st, "thinker");
+	b = stats_of(st, "starved");
+	ck_assert_msg(a->active_s > 0.25 && a->data_wait_s < 0.2 * a->active_s,
+	    "thinker waited %.3f s of %.3f", a->data_wait_s, a->active_s);
+	ck_assert_msg(b->active_s > 0.1 && b->data_wait_s > 0.7 * b->active_s,
+	    "starved waited %.3f s of %.3f", b->data_wait_s, b->active_s);
+	infeed_stats_free(st);
+	infeed_free(f);
+	if (ctl != NULL) {
+		snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' top --once "
+		    "--json", ctl, sock_path);
+		ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+		n = fread(out, 1, sizeof(out) - 1, fp);
+		out[n] = '\0';
+		ck_assert_int_eq(pclose(fp), 0);
+		ck_assert_msg(strstr(out, "\"client_name\":\"starved\"") !=
+		    NULL && strstr(out, "\"input_bound\":") != NULL, "%s", out);
+	}
+	infeed_free(fast);
+	infeed_free(slow);
+}
+END_TEST
+
 static Suite *
 integration_suite(void)
 {
@@ -973,6 +1058,7 @@ integration_suite(void)
 	tcase_add_test(tc, killed_workers_restarted_and_rows_redone);
 	tcase_add_test(tc, sigterm_stops_cleanly_and_removes_the_socket);
 	tcase_add_test(tc, many_clients_served_at_once);
+	tcase_add_test(tc, data_wait_tells_a_slow_trainer_from_slow_data);
 	suite_add_tcase(s, tc);
 	return (s);
 }

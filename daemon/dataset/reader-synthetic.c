@@ -9,7 +9,11 @@
  *	dtype = float32			(the default; any dtype)
  *	classes = 10			(the default)
  *	seed = 0			(the default)
+ *	sample_delay_us = 0		(the default)
  *
+ * sample_delay_us makes every read of a sample take that long (a sleep in
+ * the worker), to stand for slow storage or decoding: a trainer on such a
+ * set is input-bound, which the metrics and `infeedctl top` must show.
  * Sample i is a function of (seed, i) alone, so any process makes the same
  * bytes for it without coordination: a splitmix64 stream whose state
  * starts at a hash of (seed, i), 64 bits at a time.  Floats are uniform in
@@ -22,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataset.h"
 #include "splitmix64.h"
@@ -29,6 +34,7 @@
 
 struct synthetic {
 	uint64_t	seed;
+	uint64_t	delay_us;	/* per sample read */
 };
 
 static int	synthetic_open(struct dataset *, const struct dataset_conf *,
@@ -40,7 +46,7 @@ static void	synthetic_close(struct dataset *);
 const struct dataset_ops dataset_synthetic_ops = {
 	.type = "synthetic",
 	.keys = (const char *const []){ "samples", "shape", "dtype", "classes",
-	    "seed", NULL },
+	    "seed", "sample_delay_us", NULL },
 	.open = synthetic_open,
 	.read = synthetic_read,
 	.close = synthetic_close,
@@ -100,6 +106,14 @@ synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
 		}
 		s->seed = n;
 	}
+	if ((v = dataset_conf_get(conf, "sample_delay_us")) != NULL) {
+		if (dataset_u64_parse(v, 0, 10000000, &n, &errstr) != 0) {
+			dataset_error(cause, ds, "'sample_delay_us = %s': %s "
+			    "(microseconds, at most 10000000)", v, errstr);
+			goto fail;
+		}
+		s->delay_us = n;
+	}
 	return (0);
 
 fail:
@@ -139,6 +153,8 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 	float			 f;
 	double			 d;
 
+	if (s->delay_us > 0)
+		usleep((useconds_t)s->delay_us);
 	/* Two mixing rounds, so nearby (seed, index) pairs diverge. */
 	st = splitmix64_mix(splitmix64_mix(s->seed ^ 0x243f6a8885a308d3ULL) +
 	    index);
