@@ -14,6 +14,8 @@
  * expected.
  */
 
+#include <arpa/inet.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -35,8 +37,15 @@
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"job_timeout", NULL,
+	"job_timeout", "metrics_listen", NULL,
 };
+
+/*
+ * The metrics port when metrics_listen names only an address: outside the
+ * range 9100-9999 that Prometheus' exporters have taken (all of it, since
+ * 2023), and below the kernel's ephemeral ports.
+ */
+#define CONFIG_DEFAULT_METRICS_PORT	10099
 
 /* State while libinih walks the file. */
 struct config_parse {
@@ -129,6 +138,58 @@ config_parse_duration(const char *s, uint64_t *ms)
 	return (0);
 }
 
+/*
+ * metrics_listen: "off", or an IPv4 or [IPv6] address with an optional
+ * ":port" (0: any free port, for tests); -1 when it is none of those.
+ */
+static int
+config_parse_listen(const char *value, struct config *conf)
+{
+	char		 host[64], buf[16];
+	const char	*port = NULL, *end;
+	unsigned long	 p = CONFIG_DEFAULT_METRICS_PORT;
+	char		*e;
+	size_t		 n;
+
+	if (strcmp(value, "off") == 0 || *value == '\0') {
+		free(conf->metrics_host);
+		conf->metrics_host = NULL;
+		return (0);
+	}
+	if (*value == '[') {
+		if ((end = strchr(value, ']')) == NULL)
+			return (-1);
+		n = (size_t)(end - value - 1);
+		if (end[1] == ':')
+			port = end + 2;
+		else if (end[1] != '\0')
+			return (-1);
+		value++;
+	} else {
+		end = strrchr(value, ':');
+		n = end != NULL ? (size_t)(end - value) : strlen(value);
+		if (end != NULL)
+			port = end + 1;
+	}
+	if (n == 0 || n >= sizeof(host))
+		return (-1);
+	memcpy(host, value, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, buf) != 1 &&
+	    inet_pton(AF_INET6, host, buf) != 1)
+		return (-1);
+	if (port != NULL) {
+		errno = 0;
+		p = strtoul(port, &e, 10);
+		if (*port == '\0' || *e != '\0' || errno != 0 || p > 65535)
+			return (-1);
+	}
+	free(conf->metrics_host);
+	conf->metrics_host = xstrdup(host);
+	conf->metrics_port = (uint16_t)p;
+	return (0);
+}
+
 /* Set one [infeedd] key. */
 static int
 config_set_daemon(struct config_parse *cp, const char *name,
@@ -187,11 +248,22 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->job_timeout_ms = (uint32_t)v;
+	} else if (strcmp(name, "metrics_listen") == 0) {
+		if (config_parse_listen(value, conf) == -1) {
+			cp->error = xasprintf("[infeedd] metrics_listen = %s: "
+			    "expected an IP address and an optional port, such "
+			    "as 127.0.0.1:%d, [::1]:%d or 127.0.0.1 (port %d), "
+			    "or off", value, CONFIG_DEFAULT_METRICS_PORT,
+			    CONFIG_DEFAULT_METRICS_PORT,
+			    CONFIG_DEFAULT_METRICS_PORT);
+			return (0);
+		}
 	} else {
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
-		    "max_frame_size, memory_budget and job_timeout", name,
+		    "max_frame_size, memory_budget, job_timeout and "
+		    "metrics_listen", name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
 		return (0);
@@ -388,6 +460,7 @@ config_free(struct config *conf)
 		free(conf->datasets[i].source);
 	}
 	free(conf->datasets);
+	free(conf->metrics_host);
 	free(conf->socket_path);
 	free(conf->path);
 	free(conf);

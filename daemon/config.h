@@ -20,6 +20,8 @@ struct config {
 	uint32_t		 max_frame_size;
 	uint64_t		 memory_budget;	/* bytes, all step rings */
 	uint32_t		 job_timeout_ms; /* a stuck worker is replaced */
+	char			*metrics_host;	/* NULL: no metrics endpoint */
+	uint16_t		 metrics_port;
 	struct dataset_conf	*datasets;
 	size_t			 ndatasets;
 };

@@ -93,6 +93,7 @@ daemon_child_cb(void *arg)
 
 	/* The first workers start before there is a listener or a peer. */
 	listen_close_fd(d->listener);
+	metrics_close_fd(d->metrics);
 	if (d->peers != NULL)
 		peers_close_fds(d->peers);
 }
@@ -199,6 +200,10 @@ daemon_start(const struct daemon_args *args)
 	if ((d->listener = listen_open(d->base, d->conf->socket_path,
 	    d->peers)) == NULL)
 		fatalx("cannot listen on %s", d->conf->socket_path);
+	if (d->conf->metrics_host != NULL && (d->metrics = metrics_new(d->base,
+	    d->conf->metrics_host, d->conf->metrics_port, d->peers, &cause)) ==
+	    NULL)
+		fatalx("%s", cause);
 	log_info("ready: %zu datasets, %u workers", d->cat->ndatasets,
 	    d->conf->workers);
 	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers, "
@@ -217,6 +222,7 @@ daemon_run(struct daemon *d)
 void
 daemon_free(struct daemon *d)
 {
+	metrics_free(d->metrics);	/* it reads the peers */
 	peers_free(d->peers);
 	listen_free(d->listener);
 	pool_free(d->pool);

@@ -9,7 +9,7 @@
  * The layers, each calling only those below it (tests/check-layers reads
  * this list and fails the build's tests when an #include goes up or round):
  *
- * Layers: main -> daemon -> listen -> peer -> session -> pool -> worker
+ * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
  *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
  *   readers are part of it) -> log, xmalloc, clock, paths
  *
@@ -24,6 +24,7 @@
 #include "catalogue.h"
 #include "config.h"
 #include "listen.h"
+#include "metrics.h"
 #include "peer.h"
 #include "pool.h"
 #include "ring.h"
@@ -39,6 +40,7 @@ struct daemon {
 	struct ring_budget	 budget;
 	struct peers		*peers;
 	struct listener		*listener;	/* NULL unless a service */
+	struct metrics		*metrics;	/* NULL without metrics_listen */
 	uint64_t		 started_ms;
 	uint64_t		 status_ms;	/* last STATUS= line */
 	uint64_t		 status_rows;

@@ -91,6 +91,10 @@ struct peers {
 	struct peer_list	 list;
 	unsigned		 n;
 	uint64_t		 next_id;
+	/* Ended sessions, folded per dataset, so metrics stay bounded. */
+	struct peers_ended	*ended;
+	size_t			 nended;
+	uint64_t		 errors[PEERS_ERROR_CODES];	/* sent */
 };
 
 static void	peer_read_cb(evutil_socket_t, short, void *);
@@ -273,6 +277,8 @@ peer_send_error(struct peer *p, struct session_req req,
 		fatal("utf8_clean");
 	e.code = code;
 	e.message = clean;
+	if ((unsigned)code < PEERS_ERROR_CODES)
+		p->ps->errors[code]++;
 	f.msg_case = INFEED__FRAME__MSG_ERROR;
 	f.error = &e;
 	peer_log_error(p, clean);
@@ -376,6 +382,9 @@ peers_free(struct peers *ps)
 		return;
 	while ((p = TAILQ_FIRST(&ps->list)) != NULL)
 		peer_free(p);
+	while (ps->nended > 0)
+		free(ps->ended[--ps->nended].dataset);
+	free(ps->ended);
 	free(ps);
 }
 
@@ -436,6 +445,46 @@ peers_accept(struct peers *ps, int fd)
 	return (p->id);
 }
 
+/*
+ * End @p's session: add what it delivered to its dataset's totals (the
+ * client's own files all count as "(files)", whatever they are called),
+ * then free it.
+ */
+static void
+peer_end_session(struct peer *p)
+{
+	struct peers		*ps = p->ps;
+	struct session_totals	 t;
+	struct peers_ended	*e = NULL;
+	const char		*name;
+	size_t			 i;
+	unsigned		 b;
+
+	if (p->session == NULL)
+		return;
+	session_totals(p->session, &t);
+	name = t.own_files ? "(files)" : t.dataset;
+	for (i = 0; i < ps->nended && e == NULL; i++)
+		if (strcmp(ps->ended[i].dataset, name) == 0)
+			e = &ps->ended[i];
+	if (e == NULL) {
+		ps->ended = xreallocarray(ps->ended, ps->nended + 1,
+		    sizeof(*ps->ended));
+		e = &ps->ended[ps->nended++];
+		memset(e, 0, sizeof(*e));
+		e->dataset = xstrdup(name);
+	}
+	e->sessions++;
+	e->steps += t.steps;
+	e->rows += t.rows;
+	e->data_wait_us += t.data_wait_us;
+	e->active_us += t.active_us;
+	for (b = 0; b < SESSION_WAIT_BUCKETS; b++)
+		e->wait_counts[b] += t.wait_counts[b];
+	session_free(p->session);
+	p->session = NULL;
+}
+
 /* Close a connection and free everything it owned. */
 static void
 peer_free(struct peer *p)
@@ -444,7 +493,7 @@ peer_free(struct peer *p)
 
 	if (p == NULL)
 		return;
-	session_free(p->session);
+	peer_end_session(p);
 	peer_drop_fds(p);
 	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
 		TAILQ_REMOVE(&p->outq, of, entry);
@@ -745,8 +794,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 		code = INFEED__ERROR_CODE__ERROR_INTERNAL;
 		cause = xasprintf("cannot duplicate the ring descriptor: %s",
 		    strerror(errno));
-		session_free(p->session);
-		p->session = NULL;
+		peer_end_session(p);
 	}
 	if (p->session == NULL) {
 		peer_error(p, code, "cannot attach to '%s': %s", a->dataset,
@@ -770,8 +818,7 @@ peer_detach(struct peer *p)
 
 	session_cancel(p->session, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
 	    "Next: the client detached before the step was ready");
-	session_free(p->session);
-	p->session = NULL;
+	peer_end_session(p);
 	peer_set_state(p, PEER_READY);
 	f.msg_case = INFEED__FRAME__MSG_DETACHED;
 	f.detached = &dd;
@@ -834,20 +881,20 @@ peer_fill_workers(const struct pool *pool, Infeed__Stats *st)
 		ws->restarts = wi.restarts;
 		ws->has_stuck = 1;
 		ws->stuck = wi.stuck;
+		ws->has_busy_s = 1;
+		ws->busy_s = wi.busy_s;
 		st->workers[i] = ws;
 	}
 }
 
-/* GetStats: the daemon, its sessions and its workers. */
-static void
-peer_stats(struct peer *p)
+/* The daemon, its sessions and its workers now; free with peers_stats_clear. */
+void
+peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 {
-	struct peers		 *ps = p->ps;
-	Infeed__Frame		  f = INFEED__FRAME__INIT;
 	Infeed__Stats		  st = INFEED__STATS__INIT;
 	Infeed__SessionStats	 *ss, **ssp;
-	struct peer		 *q;
-	size_t			  n = 0, i;
+	const struct peer	 *q;
+	size_t			  n = 0;
 
 	ss = xcalloc(ps->n + 1, sizeof(*ss));
 	ssp = xcalloc(ps->n + 1, sizeof(*ssp));
@@ -860,6 +907,8 @@ peer_stats(struct peer *p)
 		ssp[n] = &ss[n];
 		n++;
 	}
+	if (n == 0)
+		free(ss);	/* peers_stats_clear frees sessions[0] */
 	st.daemon_version = (char *)INFEED_VERSION;
 	st.has_uptime_ms = 1;
 	st.uptime_ms = clock_now_ms() - ps->host.started_ms;
@@ -871,14 +920,50 @@ peer_stats(struct peer *p)
 	st.memory_used = ps->host.budget->used;
 	st.memory_budget = ps->host.budget->limit;
 	peer_fill_workers(ps->host.pool, &st);
+	*st_out = st;
+}
+
+/* Free what peers_stats allocated (the strings are borrowed). */
+void
+peers_stats_clear(Infeed__Stats *st)
+{
+	size_t	i;
+
+	for (i = 0; i < st->n_workers; i++)
+		free(st->workers[i]);
+	free(st->workers);
+	if (st->n_sessions > 0)
+		free(st->sessions[0]);	/* the array of them all */
+	free(st->sessions);
+}
+
+/* GetStats: the daemon, its sessions and its workers. */
+static void
+peer_stats(struct peer *p)
+{
+	Infeed__Frame	f = INFEED__FRAME__INIT;
+	Infeed__Stats	st;
+
+	peers_stats(p->ps, &st);
 	f.msg_case = INFEED__FRAME__MSG_STATS;
 	f.stats = &st;
 	peer_send(p, p->req, &f, -1);
-	for (i = 0; i < st.n_workers; i++)
-		free(st.workers[i]);
-	free(st.workers);
-	free(ssp);
-	free(ss);
+	peers_stats_clear(&st);
+}
+
+/* Ended sessions' totals per dataset: *@n entries. */
+const struct peers_ended *
+peers_ended(const struct peers *ps, size_t *n)
+{
+	*n = ps->nended;
+	return (ps->ended);
+}
+
+/* Errors sent to clients since start, by ErrorCode. */
+const uint64_t *
+peers_errors(const struct peers *ps)
+{
+	return (ps->errors);
 }
 
 /* Next, Release and Detach need a session. */
@@ -986,8 +1071,7 @@ peers_reload(struct peers *ps, const struct config *conf,
 		    "attach again", session_dataset_name(p->session));
 		session_cancel(p->session, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
 		    p->ended_why);
-		session_free(p->session);
-		p->session = NULL;
+		peer_end_session(p);
 		peer_set_state(p, PEER_ENDED);
 		(*ended)++;
 	}

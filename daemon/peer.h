@@ -25,6 +25,8 @@
 #include "config.h"
 #include "pool.h"
 #include "ring.h"
+#include "session.h"
+#include "infeed.pb-c.h"
 
 struct event_base;
 struct peers;
@@ -99,5 +101,28 @@ struct peers_totals {
 	uint64_t	active_us;	/* since each session's first Next */
 };
 void		 peers_totals(const struct peers *ps, struct peers_totals *t);
+
+/*
+ * peers_stats() - the daemon, its sessions and workers now, as GetStats
+ * answers; strings are borrowed.  Free with peers_stats_clear().
+ */
+void		 peers_stats(const struct peers *ps, Infeed__Stats *st);
+void		 peers_stats_clear(Infeed__Stats *st);
+
+/* Sessions that ended, folded per dataset ("(files)" for clients' files). */
+struct peers_ended {
+	char		*dataset;
+	uint64_t	 sessions;
+	uint64_t	 steps;
+	uint64_t	 rows;
+	uint64_t	 data_wait_us;
+	uint64_t	 active_us;
+	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
+};
+const struct peers_ended *peers_ended(const struct peers *ps, size_t *n);
+
+/* Errors sent to clients since start, indexed by ErrorCode. */
+#define PEERS_ERROR_CODES	16
+const uint64_t	*peers_errors(const struct peers *ps);
 
 #endif /* INFEED_PEER_H */

@@ -20,6 +20,7 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pool.h"
 #include "wire.h"
@@ -79,6 +80,8 @@ struct worker {
 	unsigned	 noutq;
 	struct job	*job;
 	uint64_t	 rows_done;
+	uint64_t	 job_start_us;	/* of the running job */
+	uint64_t	 busy_us;	/* in jobs done */
 	unsigned	 restarts;
 	unsigned	 stuck_kills;
 	bool		 stuck;		/* killed for its deadline or socket */
@@ -442,6 +445,7 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 	w->job = NULL;
 	event_del(w->deadline_ev);
 	w->rows_done += job->row_end - job->row_begin;
+	w->busy_us += clock_now_us() - w->job_start_us;
 	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
 		pr->inflight--;
 		pool_report(pr, job, job->row_end - job->row_begin,
@@ -462,6 +466,7 @@ pool_arm_deadline(struct worker *w)
 	tv.tv_sec = w->pool->job_timeout_ms / 1000;
 	tv.tv_usec = (suseconds_t)(w->pool->job_timeout_ms % 1000) * 1000;
 	evtimer_add(w->deadline_ev, &tv);
+	w->job_start_us = clock_now_us();
 }
 
 /* The first queued job that may start (its ring under its cap), or NULL. */
@@ -1021,6 +1026,8 @@ pool_worker_info(const struct pool *pool, unsigned i,
 	info->state = w->pid == -1 ? "restarting" : w->stuck ? "stuck" :
 	    w->job != NULL ? "busy" : w->retiring ? "retiring" : "idle";
 	info->rows_done = w->rows_done;
+	info->busy_s = (double)(w->busy_us + (w->job != NULL ?
+	    clock_now_us() - w->job_start_us : 0)) / 1e6;
 	info->restarts = w->restarts;
 	info->stuck = w->stuck_kills;
 }

@@ -63,6 +63,7 @@ struct pool_worker_info {
 	pid_t		 pid;		/* -1 while restarting */
 	const char	*state;		/* idle, busy, stuck, restarting */
 	uint64_t	 rows_done;
+	double		 busy_s;	/* in jobs, since it started */
 	unsigned	 restarts;
 	unsigned	 stuck;		/* killed for missing a deadline */
 };

@@ -64,6 +64,7 @@ struct session {
 	uint64_t		 fill_seq;
 	uint64_t		 deliver_seq;
 	struct session_req	 waiting[SESSION_MAX_WAITING];	/* FIFO */
+	uint64_t		 waiting_us[SESSION_MAX_WAITING]; /* since */
 	unsigned		 waiting_first;
 	unsigned		 nwaiting;
 
@@ -78,6 +79,13 @@ struct session {
 	 */
 	uint64_t		 wait_since_us;	/* 0: no Next waits */
 	uint64_t		 data_wait_us;
+	/* Nexts answered, by how long each waited (session_wait_bounds). */
+	uint64_t		 wait_counts[SESSION_WAIT_BUCKETS];
+};
+
+/* The upper bounds, in seconds, of the wait histogram's buckets. */
+const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1] = {
+	0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5,
 };
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
@@ -138,7 +146,15 @@ static struct session_req
 session_pop(struct session *s)
 {
 	struct session_req	req = s->waiting[s->waiting_first];
+	double			waited;
+	unsigned		b;
 
+	waited = (double)(clock_now_us() - s->waiting_us[s->waiting_first]) /
+	    1e6;
+	for (b = 0; b < SESSION_WAIT_BUCKETS - 1 &&
+	    waited > session_wait_bounds[b]; b++)
+		;
+	s->wait_counts[b]++;
 	s->waiting_first = (s->waiting_first + 1) % SESSION_MAX_WAITING;
 	s->nwaiting--;
 	return (req);
@@ -630,6 +646,18 @@ session_data_wait(const struct session *s, uint64_t *wait_us,
 		*wait_us = *active_us;
 }
 
+/* What the session delivered so far, and its waits. */
+void
+session_totals(const struct session *s, struct session_totals *t)
+{
+	t->dataset = s->ds->name;
+	t->own_files = s->own_ds;
+	t->steps = s->steps_delivered;
+	t->rows = s->rows_delivered;
+	session_data_wait(s, &t->data_wait_us, &t->active_us);
+	memcpy(t->wait_counts, s->wait_counts, sizeof(t->wait_counts));
+}
+
 /* Answer waiting Next requests with ready steps, in order. */
 static void
 session_deliver(struct session *s)
@@ -691,6 +719,8 @@ session_next(struct session *s, struct session_req req,
 		s->first_next_ms = clock_now_ms();
 	s->waiting[(s->waiting_first + s->nwaiting) % SESSION_MAX_WAITING] =
 	    req;
+	s->waiting_us[(s->waiting_first + s->nwaiting) % SESSION_MAX_WAITING] =
+	    clock_now_us();
 	s->nwaiting++;
 	if (s->state == SESSION_IDLE)
 		session_set_state(s, SESSION_FILLING);
@@ -790,8 +820,9 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->slots_ready = ring_count(s->ring, SLOT_READY);
 	ss->slots_held = ring_count(s->ring, SLOT_HELD);
 	ss->slots = s->ring->layout.slots;
-	ss->has_steps_delivered = 1;
+	ss->has_steps_delivered = ss->has_rows_delivered = 1;
 	ss->steps_delivered = s->steps_delivered;
+	ss->rows_delivered = s->rows_delivered;
 	elapsed = s->first_next_ms ? clock_now_ms() - s->first_next_ms : 0;
 	ss->has_items_per_s = 1;
 	ss->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /
@@ -800,6 +831,8 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->has_data_wait_s = ss->has_active_s = 1;
 	ss->data_wait_s = (double)wait_us / 1e6;
 	ss->active_s = (double)active_us / 1e6;
+	ss->n_next_wait_counts = SESSION_WAIT_BUCKETS;
+	ss->next_wait_counts = (uint64_t *)(uintptr_t)s->wait_counts;
 	ss->has_client_pid = ss->has_client_uid = 1;
 	ss->client_pid = s->client.pid;
 	ss->client_uid = s->client.uid;

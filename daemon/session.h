@@ -153,6 +153,27 @@ int		 session_ring_fd(const struct session *s);
 uint64_t	 session_id(const struct session *s);
 uint64_t	 session_rows_delivered(const struct session *s);
 
+/* Buckets of the per-Next wait histogram: the bounds, then +Inf. */
+#define SESSION_WAIT_BUCKETS	9
+extern const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1];
+
+/* What a session delivered and how long its client waited, for metrics. */
+struct session_totals {
+	const char	*dataset;
+	bool		 own_files;	/* the client's files, not the catalogue */
+	uint64_t	 steps;
+	uint64_t	 rows;
+	uint64_t	 data_wait_us;
+	uint64_t	 active_us;
+	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
+};
+
+/**
+ * session_totals() - what @s delivered so far, and its waits.
+ */
+void		 session_totals(const struct session *s,
+		    struct session_totals *t);
+
 /**
  * session_data_wait() - microseconds the client waited in Next with no
  * step ready (*@wait_us), and since its first Next (*@active_us).

@@ -301,15 +301,61 @@ START_TEST(config_refuses_unknown_daemon_key)
 	load_fails("[infeedd]\nworkers = 2\nworkrs = 2\n", 3,
 	    "unknown key 'workrs' in section [infeedd] (did you mean "
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size, memory_budget and job_timeout");
+	    "max_frame_size, memory_budget, job_timeout and metrics_listen");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size, memory_budget and job_timeout");
+	    "max_frame_size, memory_budget, job_timeout and metrics_listen");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
-	    "socket, workers, max_clients, max_frame_size, memory_budget and "
-	    "job_timeout");
+	    "socket, workers, max_clients, max_frame_size, memory_budget, "
+	    "job_timeout and metrics_listen");
+}
+END_TEST
+
+/* metrics_listen: off by default; an address with an optional port. */
+START_TEST(config_reads_metrics_listen)
+{
+	static const struct {
+		const char	*text, *host;
+		unsigned	 port;
+	} good[] = {
+		{ "127.0.0.1:9200", "127.0.0.1", 9200 },
+		{ "127.0.0.1", "127.0.0.1", 10099 },
+		{ "[::1]:10100", "::1", 10100 },
+		{ "0.0.0.0:0", "0.0.0.0", 0 },
+	};
+	static const char *const bad[] = {
+		"localhost:80", "127.0.0.1:99999", "127.0.0.1:", "[::1", ":80",
+		"1.2.3:4", "127.0.0.1:8x",
+	};
+	struct config	*conf;
+	char		 text[128], msg[256];
+	size_t		 i;
+
+	conf = load_ok("[infeedd]\n");
+	ck_assert_ptr_null(conf->metrics_host);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nmetrics_listen = off\n");
+	ck_assert_ptr_null(conf->metrics_host);
+	config_free(conf);
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[infeedd]\nmetrics_listen = %s\n",
+		    good[i].text);
+		conf = load_ok(text);
+		ck_assert_str_eq(conf->metrics_host, good[i].host);
+		ck_assert_uint_eq(conf->metrics_port, good[i].port);
+		config_free(conf);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "[infeedd]\nmetrics_listen = %s\n",
+		    bad[i]);
+		snprintf(msg, sizeof(msg), "[infeedd] metrics_listen = %s: "
+		    "expected an IP address and an optional port, such as "
+		    "127.0.0.1:10099, [::1]:10099 or 127.0.0.1 (port 10099), "
+		    "or off", bad[i]);
+		load_fails(text, 2, msg);
+	}
 }
 END_TEST
 
@@ -470,6 +516,7 @@ config_suite(void)
 	tcase_add_test(tc, config_reads_every_daemon_key);
 	tcase_add_test(tc, config_parses_sizes_with_binary_suffixes);
 	tcase_add_test(tc, config_reads_job_timeout_durations);
+	tcase_add_test(tc, config_reads_metrics_listen);
 	tcase_add_test(tc, config_refuses_a_bad_socket_path);
 	tcase_add_test(tc, config_refuses_a_bad_workers_count);
 	tcase_add_test(tc, config_refuses_a_bad_max_clients);

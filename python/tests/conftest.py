@@ -4,6 +4,7 @@ a temporary directory, serving datasets whose bytes say which sample they
 are, so a test can check every row against its index."""
 
 import os
+import re
 import signal
 import socket
 import struct
@@ -92,6 +93,24 @@ class Daemon:
 @pytest.fixture
 def daemon(tmp_path):
     d = Daemon(tmp_path)
+    yield d
+    rc = d.stop()
+    assert rc == 0, f"infeedd did not exit cleanly ({rc}):\n{d.log_text()}"
+
+
+@pytest.fixture
+def metrics_daemon(tmp_path):
+    """infeedd with metrics on a free port, and a slow dataset."""
+    d = Daemon(tmp_path, "metrics_listen = 127.0.0.1:0\n"
+               "\n[dataset slow]\ntype = synthetic\nsamples = 400\n"
+               "shape = 1,4,4\ndtype = uint8\nsample_delay_us = 2000\n")
+    for _ in range(100):
+        m = re.search(r"metrics on http://127.0.0.1:(\d+)/metrics",
+                      d.log_text())
+        if m:
+            break
+        time.sleep(0.05)
+    d.metrics_port = int(m.group(1))
     yield d
     rc = d.stop()
     assert rc == 0, f"infeedd did not exit cleanly ({rc}):\n{d.log_text()}"

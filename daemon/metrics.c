@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Prometheus metrics over HTTP, with libevent's HTTP server, when the
+ * configuration sets metrics_listen.  GET /metrics answers the text
+ * exposition format from one snapshot of the daemon (peers_stats), so a
+ * scrape costs time and memory in proportion to the sessions and workers,
+ * both bounded by the configuration.  Only GET is served, headers are
+ * capped at 8 KiB, bodies refused, and a connection that sends nothing for
+ * 5 s is closed: a slow or hostile HTTP client cannot hold the event loop.
+ * docs/operations.md lists the metrics.
+ */
+
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "session.h"
+#include "xmalloc.h"
+
+#define METRICS_MAX_HEADERS	8192
+#define METRICS_TIMEOUT_S	5
+
+struct metrics {
+	struct evhttp	*http;
+	struct peers	*peers;
+	int		 fd;		/* the listening socket */
+	uint16_t	 port;		/* bound */
+};
+
+/* Append @s to @b as a label value: backslash, quote and newline escaped. */
+static void
+metrics_label(struct evbuffer *b, const char *s)
+{
+	for (; s != NULL && *s != '\0'; s++) {
+		if (*s == '\\' || *s == '"')
+			evbuffer_add_printf(b, "\\%c", *s);
+		else if (*s == '\n')
+			evbuffer_add(b, "\\n", 2);
+		else
+			evbuffer_add(b, s, 1);
+	}
+}
+
+/* "# HELP" and "# TYPE" of a metric family. */
+static void
+metrics_family(struct evbuffer *b, const char *name, const char *type,
+    const char *help)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+	    type);
+}
+
+/* {dataset="...",client="...",session="..."} of a session's series. */
+static void
+metrics_labels(struct evbuffer *b, const char *dataset, const char *client,
+    const char *session, const char *extra)
+{
+	evbuffer_add(b, "{dataset=\"", 10);
+	metrics_label(b, dataset);
+	evbuffer_add(b, "\",client=\"", 10);
+	metrics_label(b, client);
+	evbuffer_add_printf(b, "\",session=\"%s\"%s%s}", session,
+	    extra ? "," : "", extra ? extra : "");
+}
+
+/* One session's series (live or folded), whose sample @w is in @buf. */
+struct metrics_series {
+	const char	*dataset;
+	const char	*client;
+	char		 session[32];	/* an id, or "ended" */
+	uint64_t	 steps;
+	uint64_t	 rows;
+	double		 data_wait_s;
+	double		 active_s;
+	const uint64_t	*wait_counts;	/* SESSION_WAIT_BUCKETS */
+	size_t		 nwait_counts;
+};
+
+/* A counter or gauge of every series, read by @get. */
+static void
+metrics_per_series(struct evbuffer *b, const struct metrics_series *s,
+    size_t n, const char *name, const char *type, const char *help,
+    double (*get)(const struct metrics_series *))
+{
+	size_t	i;
+
+	metrics_family(b, name, type, help);
+	for (i = 0; i < n; i++) {
+		evbuffer_add_printf(b, "%s", name);
+		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
+		    NULL);
+		evbuffer_add_printf(b, " %.10g\n", get(&s[i]));
+	}
+}
+
+static double	get_steps(const struct metrics_series *s) { return (s->steps); }
+static double	get_rows(const struct metrics_series *s) { return (s->rows); }
+static double	get_wait(const struct metrics_series *s)
+		    { return (s->data_wait_s); }
+static double	get_active(const struct metrics_series *s)
+		    { return (s->active_s); }
+
+/* The histogram of each Next's wait, per series. */
+static void
+metrics_wait_histogram(struct evbuffer *b, const struct metrics_series *s,
+    size_t n)
+{
+	const char	*name = "infeed_next_wait_seconds";
+	char		 le[48];
+	uint64_t	 cum;
+	size_t		 i, k;
+
+	metrics_family(b, name, "histogram", "How long each Next waited for "
+	    "its step (0 when one was ready).");
+	for (i = 0; i < n; i++) {
+		cum = 0;
+		for (k = 0; k < SESSION_WAIT_BUCKETS; k++) {
+			cum += k < s[i].nwait_counts ? s[i].wait_counts[k] : 0;
+			if (k < SESSION_WAIT_BUCKETS - 1)
+				snprintf(le, sizeof(le), "le=\"%g\"",
+				    session_wait_bounds[k]);
+			else
+				snprintf(le, sizeof(le), "le=\"+Inf\"");
+			evbuffer_add_printf(b, "%s_bucket", name);
+			metrics_labels(b, s[i].dataset, s[i].client,
+			    s[i].session, le);
+			evbuffer_add_printf(b, " %llu\n",
+			    (unsigned long long)cum);
+		}
+		evbuffer_add_printf(b, "%s_sum", name);
+		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
+		    NULL);
+		evbuffer_add_printf(b, " %.10g\n%s_count", s[i].data_wait_s,
+		    name);
+		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
+		    NULL);
+		evbuffer_add_printf(b, " %llu\n", (unsigned long long)cum);
+	}
+}
+
+/* Live sessions, then ended ones folded per dataset, as series. */
+static struct metrics_series *
+metrics_series(const struct peers *ps, const Infeed__Stats *st, size_t *n)
+{
+	const struct peers_ended	*e;
+	struct metrics_series		*s;
+	const Infeed__SessionStats	*ss;
+	size_t				 nended, i;
+
+	e = peers_ended(ps, &nended);
+	s = xcalloc(st->n_sessions + nended + 1, sizeof(*s));
+	for (i = 0; i < st->n_sessions; i++) {
+		ss = st->sessions[i];
+		s[i].dataset = ss->dataset;
+		s[i].client = ss->client_name;
+		snprintf(s[i].session, sizeof(s[i].session), "%llu",
+		    (unsigned long long)ss->session_id);
+		s[i].steps = ss->steps_delivered;
+		s[i].rows = ss->rows_delivered;
+		s[i].data_wait_s = ss->data_wait_s;
+		s[i].active_s = ss->active_s;
+		s[i].wait_counts = ss->next_wait_counts;
+		s[i].nwait_counts = ss->n_next_wait_counts;
+	}
+	for (i = 0; i < nended; i++) {
+		s[st->n_sessions + i].dataset = e[i].dataset;
+		s[st->n_sessions + i].client = "";
+		snprintf(s[st->n_sessions + i].session, 32, "ended");
+		s[st->n_sessions + i].steps = e[i].steps;
+		s[st->n_sessions + i].rows = e[i].rows;
+		s[st->n_sessions + i].data_wait_s = e[i].data_wait_us / 1e6;
+		s[st->n_sessions + i].active_s = e[i].active_us / 1e6;
+		s[st->n_sessions + i].wait_counts = e[i].wait_counts;
+		s[st->n_sessions + i].nwait_counts = SESSION_WAIT_BUCKETS;
+	}
+	*n = st->n_sessions + nended;
+	return (s);
+}
+
+/* The ring slots of live sessions, by state. */
+static void
+metrics_rings(struct evbuffer *b, const Infeed__Stats *st)
+{
+	const Infeed__SessionStats	*ss;
+	char				 id[32];
+	size_t				 i;
+
+	metrics_family(b, "infeed_ring_slots", "gauge", "Slots of a "
+	    "session's ring: ready (filled, not yet taken), held (by the "
+	    "trainer) and all.");
+	for (i = 0; i < st->n_sessions; i++) {
+		ss = st->sessions[i];
+		snprintf(id, sizeof(id), "%llu",
+		    (unsigned long long)ss->session_id);
+		evbuffer_add(b, "infeed_ring_slots", 17);
+		metrics_labels(b, ss->dataset, ss->client_name, id,
+		    "state=\"ready\"");
+		evbuffer_add_printf(b, " %u\ninfeed_ring_slots", ss->slots_ready);
+		metrics_labels(b, ss->dataset, ss->client_name, id,
+		    "state=\"held\"");
+		evbuffer_add_printf(b, " %u\ninfeed_ring_slots", ss->slots_held);
+		metrics_labels(b, ss->dataset, ss->client_name, id,
+		    "state=\"all\"");
+		evbuffer_add_printf(b, " %u\n", ss->slots);
+	}
+}
+
+/* Worker processes: busy time, rows, restarts, stuck kills. */
+static void
+metrics_workers(struct evbuffer *b, const Infeed__Stats *st)
+{
+	static const struct {
+		const char	*name, *type, *help;
+		int		 which;
+	} fam[] = {
+		{ "infeed_worker_busy_seconds_total", "counter",
+		  "Seconds the worker spent reading and writing rows.", 0 },
+		{ "infeed_worker_rows_total", "counter",
+		  "Rows the worker wrote into rings.", 1 },
+		{ "infeed_worker_restarts_total", "counter",
+		  "Times the worker process died and was started again.", 2 },
+		{ "infeed_worker_stuck_total", "counter",
+		  "Times the worker was killed for missing job_timeout.", 3 },
+	};
+	const Infeed__WorkerStats	*w;
+	size_t				 f, i;
+	double				 v;
+
+	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		metrics_family(b, fam[f].name, fam[f].type, fam[f].help);
+		for (i = 0; i < st->n_workers; i++) {
+			w = st->workers[i];
+			v = fam[f].which == 0 ? w->busy_s : fam[f].which == 1 ?
+			    (double)w->rows_done : fam[f].which == 2 ?
+			    (double)w->restarts : (double)w->stuck;
+			evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n",
+			    fam[f].name, i, v);
+		}
+	}
+}
+
+/* The daemon's own gauges and its errors by code. */
+static void
+metrics_daemon(struct evbuffer *b, const struct peers *ps,
+    const Infeed__Stats *st)
+{
+	const ProtobufCEnumValue	*v;
+	const uint64_t			*errors = peers_errors(ps);
+	size_t				 c;
+
+	metrics_family(b, "infeed_clients", "gauge", "Connected clients.");
+	evbuffer_add_printf(b, "infeed_clients %u\n", st->clients);
+	metrics_family(b, "infeed_sessions", "gauge", "Attached sessions.");
+	evbuffer_add_printf(b, "infeed_sessions %zu\n", st->n_sessions);
+	metrics_family(b, "infeed_memory_used_bytes", "gauge", "Shared "
+	    "memory in step rings.");
+	evbuffer_add_printf(b, "infeed_memory_used_bytes %llu\n",
+	    (unsigned long long)st->memory_used);
+	metrics_family(b, "infeed_memory_budget_bytes", "gauge", "The "
+	    "configured memory_budget for rings.");
+	evbuffer_add_printf(b, "infeed_memory_budget_bytes %llu\n",
+	    (unsigned long long)st->memory_budget);
+	metrics_family(b, "infeed_uptime_seconds", "gauge", "Seconds since "
+	    "infeedd started.");
+	evbuffer_add_printf(b, "infeed_uptime_seconds %.3f\n",
+	    (double)st->uptime_ms / 1000.0);
+	metrics_family(b, "infeed_errors_total", "counter", "Errors sent to "
+	    "clients, by the protocol's ErrorCode.");
+	for (c = 1; c < PEERS_ERROR_CODES; c++) {
+		v = protobuf_c_enum_descriptor_get_value(
+		    &infeed__error_code__descriptor, (int)c);
+		if (v != NULL)
+			evbuffer_add_printf(b, "infeed_errors_total{code=\"%s\"} "
+			    "%llu\n", v->name, (unsigned long long)errors[c]);
+	}
+}
+
+/* GET /metrics */
+static void
+metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct metrics		*m = arg;
+	struct metrics_series	*s;
+	struct evbuffer		*b;
+	Infeed__Stats		 st;
+	size_t			 n;
+
+	if ((b = evbuffer_new()) == NULL) {
+		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
+		return;
+	}
+	peers_stats(m->peers, &st);
+	s = metrics_series(m->peers, &st, &n);
+	metrics_daemon(b, m->peers, &st);
+	metrics_per_series(b, s, n, "infeed_steps_delivered_total", "counter",
+	    "Device steps delivered to the trainer.", get_steps);
+	metrics_per_series(b, s, n, "infeed_items_delivered_total", "counter",
+	    "Samples delivered to the trainer.", get_rows);
+	metrics_per_series(b, s, n, "infeed_data_wait_seconds_total",
+	    "counter", "Seconds the trainer waited in Next with no step "
+	    "ready: divided by infeed_active_seconds_total, the share of time "
+	    "it was input-bound.", get_wait);
+	metrics_per_series(b, s, n, "infeed_active_seconds_total", "counter",
+	    "Seconds since the session's first Next.", get_active);
+	metrics_wait_histogram(b, s, n);
+	metrics_rings(b, &st);
+	metrics_workers(b, &st);
+	free(s);
+	peers_stats_clear(&st);
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	evhttp_send_reply(req, HTTP_OK, "OK", b);
+	evbuffer_free(b);
+}
+
+/* Anything but /metrics. */
+static void
+metrics_other_cb(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	evhttp_send_error(req, HTTP_NOTFOUND, "infeedd serves /metrics only");
+}
+
+/* The port @bound listens on. */
+static uint16_t
+metrics_bound_port(struct evhttp_bound_socket *bound)
+{
+	struct sockaddr_storage	ss;
+	socklen_t		len = sizeof(ss);
+
+	if (getsockname(evhttp_bound_socket_get_fd(bound),
+	    (struct sockaddr *)&ss, &len) == -1)
+		return (0);
+	if (ss.ss_family == AF_INET6)
+		return (ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+	return (ntohs(((struct sockaddr_in *)&ss)->sin_port));
+}
+
+struct metrics *
+metrics_new(struct event_base *base, const char *host, uint16_t port,
+    struct peers *ps, char **cause)
+{
+	struct metrics			*m = xcalloc(1, sizeof(*m));
+	struct evhttp_bound_socket	*bound;
+
+	if ((m->http = evhttp_new(base)) == NULL) {
+		free(m);
+		*cause = xasprintf("cannot create the HTTP server");
+		return (NULL);
+	}
+	m->peers = ps;
+	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET);
+	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
+	evhttp_set_max_body_size(m->http, 0);
+	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
+	evhttp_set_cb(m->http, "/metrics", metrics_cb, m);
+	evhttp_set_gencb(m->http, metrics_other_cb, m);
+	if ((bound = evhttp_bind_socket_with_handle(m->http, host, port)) ==
+	    NULL) {
+		evhttp_free(m->http);
+		free(m);
+		*cause = xasprintf("cannot listen on %s port %u for metrics "
+		    "(metrics_listen): is the address this host's and the port "
+		    "free?", host, (unsigned)port);
+		return (NULL);
+	}
+	m->fd = evhttp_bound_socket_get_fd(bound);
+	m->port = metrics_bound_port(bound);
+	log_info("metrics on http://%s%s%s:%u/metrics",
+	    strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+	    (unsigned)m->port);
+	return (m);
+}
+
+void
+metrics_close_fd(struct metrics *m)
+{
+	if (m != NULL)
+		close(m->fd);
+}
+
+void
+metrics_free(struct metrics *m)
+{
+	if (m == NULL)
+		return;
+	evhttp_free(m->http);
+	free(m);
+}

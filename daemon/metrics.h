@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Prometheus metrics over HTTP (metrics_listen); see metrics.c. */
+#ifndef INFEED_METRICS_H
+#define INFEED_METRICS_H
+
+#include <stdint.h>
+
+#include "peer.h"
+
+struct event_base;
+struct metrics;
+
+/**
+ * metrics_new() - serve GET /metrics on @host:@port (0: any free port; the
+ * log says which) from @ps's sessions and workers.
+ * Return: the server, or NULL with *@cause set (malloc'd).
+ */
+struct metrics	*metrics_new(struct event_base *base, const char *host,
+		    uint16_t port, struct peers *ps, char **cause);
+
+/**
+ * metrics_close_fd() - in a new worker: close the listening socket, which
+ * belongs to the main process.  NULL is a no-op.
+ */
+void		 metrics_close_fd(struct metrics *m);
+
+/**
+ * metrics_free() - stop serving; NULL is a no-op.
+ */
+void		 metrics_free(struct metrics *m);
+
+#endif /* INFEED_METRICS_H */
