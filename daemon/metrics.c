@@ -277,6 +277,13 @@ metrics_daemon(struct evbuffer *b, const struct peers *ps,
 	    "infeedd started.");
 	evbuffer_add_printf(b, "infeed_uptime_seconds %.3f\n",
 	    (double)st->uptime_ms / 1000.0);
+	metrics_family(b, "infeed_rows_reissued_total", "counter", "Rows "
+	    "given to a worker again after the one reading them died.");
+	evbuffer_add_printf(b, "infeed_rows_reissued_total %llu\n",
+	    (unsigned long long)st->rows_reissued);
+	metrics_family(b, "infeed_jobs_queued", "gauge", "Jobs (parts of "
+	    "steps) waiting for a free worker.");
+	evbuffer_add_printf(b, "infeed_jobs_queued %u\n", st->jobs_queued);
 	metrics_family(b, "infeed_errors_total", "counter", "Errors sent to "
 	    "clients, by the protocol's ErrorCode.");
 	for (c = 1; c < PEERS_ERROR_CODES; c++) {

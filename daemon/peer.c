@@ -868,6 +868,8 @@ peer_fill_workers(const struct pool *pool, Infeed__Stats *st)
 
 	st->has_jobs_queued = 1;
 	st->jobs_queued = pool_jobs_queued(pool);
+	st->has_rows_reissued = 1;
+	st->rows_reissued = pool_rows_reissued(pool);
 	st->n_workers = pool_size(pool);
 	st->workers = xcalloc(st->n_workers, sizeof(*st->workers));
 	for (i = 0; i < st->n_workers; i++) {

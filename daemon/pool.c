@@ -103,6 +103,7 @@ struct pool {
 	struct event		*respawn_ev;
 	struct worker_msg	*jobmsg;	/* a JOB and its indices */
 	bool			 stopping;
+	uint64_t		 rows_reissued;	/* after worker deaths */
 };
 
 static void	pool_dispatch(struct pool *);
@@ -558,6 +559,7 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		return;
 	}
 	pr->inflight--;
+	pool->rows_reissued += job->row_end - job->row_begin;
 	if (why == POOL_JOB_DONE) {
 		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
 		return;
@@ -1001,6 +1003,13 @@ pool_idle(const struct pool *pool)
 			return (false);
 	}
 	return (true);
+}
+
+/* Rows handed to a worker again after the one reading them died. */
+uint64_t
+pool_rows_reissued(const struct pool *pool)
+{
+	return (pool->rows_reissued);
 }
 
 /* Jobs waiting for a worker. */

@@ -143,6 +143,8 @@ unsigned	 pool_size(const struct pool *pool);
 /* No job queued or running, and every worker up. */
 bool		 pool_idle(const struct pool *pool);
 unsigned	 pool_jobs_queued(const struct pool *pool);
+/* Rows handed to a worker again after the one reading them died. */
+uint64_t	 pool_rows_reissued(const struct pool *pool);
 void		 pool_worker_info(const struct pool *pool, unsigned i,
 		    struct pool_worker_info *info);
 

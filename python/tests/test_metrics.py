@@ -38,6 +38,14 @@ def sample(text, name, **labels):
     raise AssertionError(f"no {name} {labels} in:\n{text}")
 
 
+def scalar(text, name):
+    """The value of the unlabelled series @name."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in:\n{text}")
+
+
 def run_trainer(d, dataset, name, steps, think):
     loader = infeed.DataLoader(None, dataset, batch_size=10, output="numpy",
                                socket=d.socket, client_name=name)
@@ -172,4 +180,32 @@ def test_bad_http_clients_do_not_touch_trainers(metrics_daemon):
             closed += 1
         s.close()
     assert closed == 50
+    loader.close()
+
+
+def test_worker_deaths_show_as_restarts_and_reissued_rows(metrics_daemon):
+    d = metrics_daemon
+    loader = infeed.DataLoader(None, "slow", batch_size=10, output="numpy",
+                               socket=d.socket, client_name="victim")
+    seen = []
+    for attempt in range(5):
+        for step in loader:         # workers busy all the time
+            seen.append(step.indices.copy())
+            if len(seen) % 20 == 5:
+                workers = subprocess.run(
+                    ["pgrep", "-P", str(d.proc.pid)], capture_output=True,
+                    text=True).stdout.split()
+                for pid in workers:
+                    os.kill(int(pid), 9)
+        text = scrape(d)
+        if scalar(text, "infeed_rows_reissued_total") > 0:
+            break
+    assert scalar(text, "infeed_rows_reissued_total") > 0
+    restarts = sum(float(line.rsplit(" ", 1)[1]) for line in
+                   text.splitlines()
+                   if line.startswith("infeed_worker_restarts_total{"))
+    assert restarts >= 2
+    # Every epoch was still delivered whole.
+    got = np.concatenate(seen)
+    assert len(got) == len(loader) * 10 * (attempt + 1)
     loader.close()
