@@ -83,6 +83,7 @@ struct metrics_series {
 	char		 session[32];	/* an id, or "ended" */
 	uint64_t	 steps;
 	uint64_t	 rows;
+	uint64_t	 bytes_read;
 	double		 data_wait_s;
 	double		 active_s;
 	const uint64_t	*wait_counts;	/* SESSION_WAIT_BUCKETS */
@@ -108,6 +109,8 @@ metrics_per_series(struct evbuffer *b, const struct metrics_series *s,
 
 static double	get_steps(const struct metrics_series *s) { return (s->steps); }
 static double	get_rows(const struct metrics_series *s) { return (s->rows); }
+static double	get_bytes(const struct metrics_series *s)
+		    { return (s->bytes_read); }
 static double	get_wait(const struct metrics_series *s)
 		    { return (s->data_wait_s); }
 static double	get_active(const struct metrics_series *s)
@@ -170,6 +173,7 @@ metrics_series(const struct peers *ps, const Infeed__Stats *st, size_t *n)
 		    (unsigned long long)ss->session_id);
 		s[i].steps = ss->steps_delivered;
 		s[i].rows = ss->rows_delivered;
+		s[i].bytes_read = ss->bytes_read;
 		s[i].data_wait_s = ss->data_wait_s;
 		s[i].active_s = ss->active_s;
 		s[i].wait_counts = ss->next_wait_counts;
@@ -181,6 +185,7 @@ metrics_series(const struct peers *ps, const Infeed__Stats *st, size_t *n)
 		snprintf(s[st->n_sessions + i].session, 32, "ended");
 		s[st->n_sessions + i].steps = e[i].steps;
 		s[st->n_sessions + i].rows = e[i].rows;
+		s[st->n_sessions + i].bytes_read = e[i].bytes_read;
 		s[st->n_sessions + i].data_wait_s = e[i].data_wait_us / 1e6;
 		s[st->n_sessions + i].active_s = e[i].active_us / 1e6;
 		s[st->n_sessions + i].wait_counts = e[i].wait_counts;
@@ -316,6 +321,9 @@ metrics_cb(struct evhttp_request *req, void *arg)
 	    "Device steps delivered to the trainer.", get_steps);
 	metrics_per_series(b, s, n, "infeed_items_delivered_total", "counter",
 	    "Samples delivered to the trainer.", get_rows);
+	metrics_per_series(b, s, n, "infeed_read_bytes_total", "counter",
+	    "Bytes the workers read from the dataset for the session (sum by "
+	    "dataset for a dataset's).", get_bytes);
 	metrics_per_series(b, s, n, "infeed_data_wait_seconds_total",
 	    "counter", "Seconds the trainer waited in Next with no step "
 	    "ready: divided by infeed_active_seconds_total, the share of time "

@@ -77,6 +77,7 @@ struct session {
 	 * Data wait: the time the client had a Next waiting with no step
 	 * ready, the answer to "is this trainer input-bound?".
 	 */
+	uint64_t		 bytes_read;	/* from the dataset, by workers */
 	uint64_t		 wait_since_us;	/* 0: no Next waits */
 	uint64_t		 data_wait_us;
 	/* Nexts answered, by how long each waited (session_wait_bounds). */
@@ -239,6 +240,8 @@ session_done_cb(void *arg, const struct pool_report *r)
 	    s->ring->slot[r->slot].state != SLOT_FILLING)
 		return;
 	sl = &s->ring->slot[r->slot];
+	if (r->result == POOL_JOB_DONE)
+		s->bytes_read += r->rows * s->ds->sample_bytes;
 	if (r->result != POOL_JOB_DONE && s->state != SESSION_FAILED)
 		session_fail(s, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -654,6 +657,7 @@ session_totals(const struct session *s, struct session_totals *t)
 	t->own_files = s->own_ds;
 	t->steps = s->steps_delivered;
 	t->rows = s->rows_delivered;
+	t->bytes_read = s->bytes_read;
 	session_data_wait(s, &t->data_wait_us, &t->active_us);
 	memcpy(t->wait_counts, s->wait_counts, sizeof(t->wait_counts));
 }
@@ -823,6 +827,8 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->has_steps_delivered = ss->has_rows_delivered = 1;
 	ss->steps_delivered = s->steps_delivered;
 	ss->rows_delivered = s->rows_delivered;
+	ss->has_bytes_read = 1;
+	ss->bytes_read = s->bytes_read;
 	elapsed = s->first_next_ms ? clock_now_ms() - s->first_next_ms : 0;
 	ss->has_items_per_s = 1;
 	ss->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /

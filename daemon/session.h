@@ -163,6 +163,7 @@ struct session_totals {
 	bool		 own_files;	/* the client's files, not the catalogue */
 	uint64_t	 steps;
 	uint64_t	 rows;
+	uint64_t	 bytes_read;	/* from the dataset, by the workers */
 	uint64_t	 data_wait_us;
 	uint64_t	 active_us;
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];

@@ -70,6 +70,7 @@ def test_data_wait_of_a_starved_and_a_thinking_trainer(metrics_daemon):
     assert bound_s > 0.7, text
     assert bound_t < 0.2, text
     assert sample(text, "infeed_steps_delivered_total", **s) == 15
+    assert sample(text, "infeed_read_bytes_total", **s) >= 15 * 10 * 16
     assert sample(text, "infeed_next_wait_seconds_count", **s) == 15
     assert sample(text, "infeed_next_wait_seconds_bucket", le="+Inf",
                   **t) == 15
