@@ -364,7 +364,10 @@ class DataLoader:
                              lease.data_offset).reshape((rows,) + self._shape)
         labels = np.frombuffer(lease, self._label_dtype, rows,
                                lease.labels_offset)
-        indices = np.frombuffer(lease, np.uint64, rows, lease.indices_offset)
+        # A copy (8 bytes a row): keeping a step's indices, as trainers do
+        # for bookkeeping, must not hold its slot.
+        indices = np.frombuffer(lease, np.uint64, rows,
+                                lease.indices_offset).copy()
         if self._output == "torch":
             from_numpy = self._torch.from_numpy
             data = from_numpy(data)
