@@ -21,14 +21,19 @@ Needs python3-torch and python3-numpy (Debian 12); not part of the build.
 import argparse
 import gzip
 import json
+import os
+import sys
 import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "examples"))
+from tutorial_net import MEAN, STD, network  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
-MEAN, STD = 0.2860, 0.3530
 
 
 def load_idx(name):
@@ -44,13 +49,6 @@ def load(split):
     labels = load_idx(f"{split}-labels-idx1-ubyte.gz").astype(np.int64)
     x = torch.from_numpy((images / 255.0 - MEAN) / STD).unsqueeze(1)
     return x, torch.from_numpy(labels)
-
-
-def network():
-    def block(cin, cout):
-        return [nn.Conv2d(cin, cout, 5), nn.MaxPool2d(2), nn.ReLU()]
-    return nn.Sequential(*block(1, 10), *block(10, 20), nn.Flatten(),
-                         nn.Linear(320, 256), nn.ReLU(), nn.Linear(256, 10))
 
 
 def run(seed, opts, train, test):
