@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * c-loader: the C client's side of benchmarks/python-loader.  Attaches to
+ * a dataset with the tutorial's options, takes every step of some epochs,
+ * reads every byte of each step once (a sum over 8-byte words, as numpy's
+ * sum in the Python round does) and prints one JSON line: items per
+ * second and the median time per step.
+ *
+ *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [notouch]
+ *
+ * With "notouch" the steps are taken and released unread: the time per
+ * step is then the loader's alone.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "infeed.h"
+
+/* Seconds on the monotonic clock. */
+static double
+now_s(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+}
+
+/* A sum over the 8-byte words of @len bytes (every byte read once). */
+static uint64_t
+touch(const void *p, size_t len)
+{
+	const uint64_t	*w = p;
+	uint64_t	 a = 0, b = 0, c = 0, d = 0;
+	size_t		 i, n = len / 8;
+
+	for (i = 0; i + 4 <= n; i += 4) {
+		a += w[i];
+		b += w[i + 1];
+		c += w[i + 2];
+		d += w[i + 3];
+	}
+	for (; i < n; i++)
+		a += w[i];
+	return (a + b + c + d);
+}
+
+static int
+cmp_double(const void *x, const void *y)
+{
+	double	a = *(const double *)x, b = *(const double *)y;
+
+	return ((a > b) - (a < b));
+}
+
+int
+main(int argc, char **argv)
+{
+	struct infeed_options		 o;
+	struct infeed_session_info	 info;
+	struct infeed_step		 st;
+	struct infeed			*f;
+	double				*times, t0, t, start;
+	uint64_t			 items = 0, sink = 0, epochs, done = 0;
+	size_t				 n = 0, cap;
+	int				 r;
+
+	int				 read_all;
+
+	if (argc != 6 && !(argc == 7 && strcmp(argv[6], "notouch") == 0)) {
+		fprintf(stderr, "usage: c-loader SOCKET DATASET BATCH "
+		    "DEVICE_ITERATIONS EPOCHS [notouch]\n");
+		return (2);
+	}
+	read_all = argc == 6;
+	infeed_options_init(&o);
+	o.batch_size = (uint32_t)atoi(argv[3]);
+	o.device_iterations = (uint32_t)atoi(argv[4]);
+	o.shuffle = true;
+	o.load_indefinitely = false;
+	epochs = strtoull(argv[5], NULL, 10);
+	if ((f = infeed_new()) == NULL ||
+	    infeed_connect(f, argv[1], "c-loader") != INFEED_OK ||
+	    infeed_attach(f, argv[2], &o, &info) != INFEED_OK) {
+		fprintf(stderr, "c-loader: %s\n", f ? infeed_error(f) : "oom");
+		return (1);
+	}
+	cap = info.steps_per_epoch * epochs + 1;
+	times = calloc(cap, sizeof(*times));
+	start = t0 = now_s();
+	while (done < epochs) {
+		if ((r = infeed_next(f, &st)) == INFEED_END_OF_DATA) {
+			done++;
+			continue;
+		}
+		if (r != INFEED_OK) {
+			fprintf(stderr, "c-loader: %s\n", infeed_error(f));
+			return (1);
+		}
+		if (read_all)
+			sink += touch(st.data, st.rows * info.sample_bytes);
+		items += st.rows;
+		infeed_release(f, &st);
+		t = now_s();
+		if (n < cap)
+			times[n++] = t - t0;
+		t0 = t;
+	}
+	t = now_s() - start;
+	qsort(times, n, sizeof(*times), cmp_double);
+	printf("{\"items_per_s\": %.1f, \"step_median_s\": %.6f, "
+	    "\"steps\": %zu, \"sink\": %llu}\n", (double)items / t,
+	    n ? times[n / 2] : 0.0, n, (unsigned long long)(sink & 1));
+	free(times);
+	infeed_free(f);
+	return (0);
+}
