@@ -772,7 +772,11 @@ static PyTypeObject ClientType = {
 	.tp_getset = Client_getset,
 };
 
-/* The last view is gone: queue the step for its owner to release. */
+/*
+ * The last view is gone: give the slot back now if no call is running on
+ * the loader (the GIL is held, so none can start), so that infeedd refills
+ * it while the trainer computes; else queue it for the running call.
+ */
 static void
 Lease_dealloc(LeaseObject *self)
 {
@@ -780,6 +784,19 @@ Lease_dealloc(LeaseObject *self)
 	struct infeed_step	*grown;
 	size_t			 cap;
 
+	if (!c->busy && c->f != NULL && c->pid == getpid()) {
+		c->busy = 1;
+		/* A refusal comes back with the next reply, as usual. */
+		(void)infeed_release(c->f, &self->st);
+		c->busy = 0;
+		pthread_mutex_lock(&c->mu);
+		if (self->st.session == c->session && c->held > 0)
+			c->held--;
+		pthread_mutex_unlock(&c->mu);
+		Py_DECREF(c);
+		PyObject_Free(self);
+		return;
+	}
 	pthread_mutex_lock(&c->mu);
 	if (c->ndead == c->capdead) {
 		cap = c->capdead ? c->capdead * 2 : 8;

@@ -360,10 +360,12 @@ class DataLoader:
     def _step(self, lease):
         np = self._np
         rows = lease.rows
-        data = np.frombuffer(lease, self._dtype, rows * self._elems,
-                             lease.data_offset).reshape((rows,) + self._shape)
-        labels = np.frombuffer(lease, self._label_dtype, rows,
-                               lease.labels_offset)
+        # np.ndarray over the lease: one call, and the array keeps a buffer
+        # export of the lease for as long as it (or a view of it) lives.
+        data = np.ndarray((rows,) + self._shape, self._dtype, lease,
+                          lease.data_offset)
+        labels = np.ndarray((rows,), self._label_dtype, lease,
+                            lease.labels_offset)
         # A copy (8 bytes a row): keeping a step's indices, as trainers do
         # for bookkeeping, must not hold its slot.
         indices = np.frombuffer(lease, np.uint64, rows,
