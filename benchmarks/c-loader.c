@@ -6,16 +6,18 @@
  * sum in the Python round does) and prints one JSON line: items per
  * second and the median time per step.
  *
- *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [notouch]
+ *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [ready]
  *
- * With "notouch" the steps are taken and released unread: the time per
- * step is then the loader's alone.
+ * With "ready" the steps are not read, and each Next is sent 20 ms after
+ * the last step was released, when the ring is full again: the median
+ * time of Next and Release is then the client's own cost per step.
  */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "infeed.h"
 
@@ -68,14 +70,14 @@ main(int argc, char **argv)
 	size_t				 n = 0, cap;
 	int				 r;
 
-	int				 read_all;
+	int				 ready;
 
-	if (argc != 6 && !(argc == 7 && strcmp(argv[6], "notouch") == 0)) {
+	if (argc != 6 && !(argc == 7 && strcmp(argv[6], "ready") == 0)) {
 		fprintf(stderr, "usage: c-loader SOCKET DATASET BATCH "
-		    "DEVICE_ITERATIONS EPOCHS [notouch]\n");
+		    "DEVICE_ITERATIONS EPOCHS [ready]\n");
 		return (2);
 	}
-	read_all = argc == 6;
+	ready = argc == 7;
 	infeed_options_init(&o);
 	o.batch_size = (uint32_t)atoi(argv[3]);
 	o.device_iterations = (uint32_t)atoi(argv[4]);
@@ -92,6 +94,10 @@ main(int argc, char **argv)
 	times = calloc(cap, sizeof(*times));
 	start = t0 = now_s();
 	while (done < epochs) {
+		if (ready) {
+			usleep(20000);
+			t0 = now_s();
+		}
 		if ((r = infeed_next(f, &st)) == INFEED_END_OF_DATA) {
 			done++;
 			continue;
@@ -100,7 +106,7 @@ main(int argc, char **argv)
 			fprintf(stderr, "c-loader: %s\n", infeed_error(f));
 			return (1);
 		}
-		if (read_all)
+		if (!ready)
 			sink += touch(st.data, st.rows * info.sample_bytes);
 		items += st.rows;
 		infeed_release(f, &st);
