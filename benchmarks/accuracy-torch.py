@@ -19,7 +19,6 @@ Seeds are comma-separated here; benchmarks/accuracy takes "0 1 2".
 Needs python3-torch and python3-numpy (Debian 12); not part of the build.
 """
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -31,17 +30,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "examples"))
-from tutorial_net import MEAN, STD, network  # noqa: E402
-
-DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def load_idx(name):
-    with gzip.open(f"{DATA}/{name}", "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from tutorial_net import MEAN, STD, load_idx, network  # noqa: E402
 
 
 def load(split):

@@ -18,7 +18,6 @@ infeed needs a running infeedd with the default catalogue (Debian's
 dataset-fashion-mnist).  Run with /usr/bin/python3 (numpy and torch).
 """
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -31,18 +30,7 @@ import torch.nn as nn
 import infeed
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tutorial_net import MEAN, STD, network  # noqa: E402
-
-DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def load_idx(name):
-    with gzip.open(f"{DATA}/{name}", "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big")
-            for i in range(ndim)]
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from tutorial_net import MEAN, STD, load_idx, network  # noqa: E402
 
 
 def torch_loaders(a, seed):
