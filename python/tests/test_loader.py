@@ -445,3 +445,15 @@ def test_step_pickles_and_unpacks():
     data, labels = s
     assert (data, labels, s.indices, s.epoch, s.step) == ([1], [2], [3], 4, 5)
     assert pickle.loads(pickle.dumps(s)).step == 5
+
+
+@needs_numpy
+def test_a_file_cut_under_the_session_raises_data_error(loader_args, daemon):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               output="numpy", **loader_args)
+    it = iter(loader)
+    next(it)
+    os.truncate(daemon.dir / "raw.bin", 16 * 300)   # samples 300.. gone
+    with pytest.raises(infeed.DataError, match="raw.bin"):
+        for _ in range(20):
+            next(it)
