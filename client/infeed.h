@@ -158,6 +158,15 @@ struct infeed_options {
 	 */
 	bool		copy_on_write;		/* false */
 	uint8_t		reserved0[3];		/* 0; no tail padding */
+	/*
+	 * Since libinfeed 1.2: what the workers do to each image of an image
+	 * dataset (type imagefolder or tar), written as torchvision code:
+	 * "RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(),
+	 * Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])"
+	 * (docs/protocol.md has the grammar).  Image datasets need one, array
+	 * datasets refuse one.  The library keeps its own copy.
+	 */
+	const char	*transform;		/* NULL */
 };
 
 /* What Attach told us about the session and its steps. */

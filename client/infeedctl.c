@@ -49,7 +49,7 @@ usage(FILE *fp)
 	    "        [--no-drop-last] [--workers W] [--buffer-size N]\n"
 	    "        [--epochs E] [--distributed-process-id p\n"
 	    "        --distributed-processes P] [--label-dtype int32|int64]\n"
-	    "        [--verify] [--json]\n"
+	    "        [--transform PIPELINE] [--verify] [--json]\n"
 	    "\n"
 	    "The socket is --socket, else $INFEED_SOCKET, else %s.\n",
 	    INFEED_DEFAULT_SOCKET);
@@ -610,6 +610,9 @@ bench_option(struct bench_args *a, int ch, const char *arg)
 			exit(2);
 		}
 		break;
+	case 't':
+		a->o.transform = arg;
+		break;
 	case 'V':
 		a->verify = 1;
 		break;
@@ -641,6 +644,7 @@ bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "distributed-process-id", required_argument, NULL, 'p' },
 		{ "distributed-processes", required_argument, NULL, 'P' },
 		{ "label-dtype", required_argument, NULL, 'l' },
+		{ "transform", required_argument, NULL, 't' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },

@@ -75,7 +75,8 @@ struct infeed {
 	char			*path;
 	char			*name;
 	char			*dataset;
-	struct infeed_options	 opts;
+	struct infeed_options	 opts;		/* its transform: ours */
+	char			*transform;	/* opts.transform's copy */
 	struct infeed_files	 files;		/* with nfiles */
 	int			 files_fd[2];	/* our duplicates */
 	size_t			 nfiles;	/* 0: a catalogue dataset */
@@ -105,7 +106,7 @@ struct infeed {
  * older struct's size, and an older caller's padding would be read as it.
  */
 _Static_assert(sizeof(struct infeed_options) ==
-    FIELD_END(struct infeed_options, reserved0),
+    FIELD_END(struct infeed_options, transform),
     "infeed_options has tail padding");
 _Static_assert(sizeof(struct infeed_session_info) ==
     FIELD_END(struct infeed_session_info, reserved0),
@@ -284,6 +285,7 @@ infeed_free(struct infeed *f)
 	free(f->path);
 	free(f->name);
 	free(f->dataset);
+	free(f->transform);
 	free(f);
 }
 
@@ -821,6 +823,10 @@ infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
 		t->std = (float *)(uintptr_t)o->std;
 		lo->transform = t;
 	}
+	if (o->transform != NULL) {
+		t->pipeline = (char *)(uintptr_t)o->transform;
+		lo->transform = t;
+	}
 }
 
 /* The labels' dtype in the ring @at describes; int32 when it does not say. */
@@ -931,8 +937,13 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
 	Infeed__Files		 fl = INFEED__FILES__INIT;
 	Infeed__Attached	*at;
+	char			*transform = NULL;
 	int			 r;
 
+	/* Our own copy of the transform's text, kept for resuming. */
+	if (&f->opts != o && o->transform != NULL &&
+	    (transform = strdup(o->transform)) == NULL)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
 	infeed_loader_options(&lo, &t, o);
 	a.dataset = (char *)(uintptr_t)dataset;
 	a.options = &lo;
@@ -945,11 +956,14 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	fr.attach = &a;
 	if ((r = infeed_send_fds(f, &fr, f->files_fd, f->nfiles)) !=
 	    INFEED_OK || (r = infeed_recv(f, INFEED__FRAME__MSG_ATTACHED,
-	    &reply)) != INFEED_OK)
+	    &reply)) != INFEED_OK) {
+		free(transform);
 		return (r);
+	}
 	at = reply->attached;
 	if ((r = infeed_map_ring(f, at, o->copy_on_write)) != INFEED_OK) {
 		infeed__frame__free_unpacked(reply, NULL);
+		free(transform);
 		return (r);
 	}
 	f->attached = true;
@@ -961,8 +975,12 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 		free(f->dataset);
 		f->dataset = strdup(dataset);
 	}
-	if (&f->opts != o)
+	if (&f->opts != o) {
 		f->opts = *o;
+		free(f->transform);
+		f->transform = transform;
+		f->opts.transform = transform;
+	}
 	if (info != NULL)
 		infeed_info_from(info, at);
 	infeed__frame__free_unpacked(reply, NULL);

@@ -23,6 +23,14 @@ transform_init(struct transform *tf, const Infeed__Transform *t,
 	tf->in_sample_bytes = ds->sample_bytes;
 	tf->out_sample_bytes = ds->sample_bytes;
 	tf->scale = 1.0f;
+	if (t != NULL && t->pipeline != NULL) {
+		*cause = xasprintf("transform: '%s' holds arrays (type %s), "
+		    "and a pipeline such as RandomResizedCrop(224) is for "
+		    "image datasets (type imagefolder or tar); convert arrays "
+		    "with to_float32, scale, mean and std", ds->name,
+		    ds->type);
+		return (-1);
+	}
 	if (t == NULL || !t->to_float32) {
 		if (t != NULL && (t->n_mean || t->n_std || (t->has_scale &&
 		    t->scale != 1.0f))) {

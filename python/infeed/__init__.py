@@ -20,16 +20,18 @@ from ._errors import (ConnectionClosedError, DataError, Error,
 from ._infeed import Step
 from ._loader import DataLoader, Files, datasets
 from ._options import Options
+from . import transforms
 
 __all__ = [
     "DataLoader", "Options", "Files", "Step", "datasets", "Error",
     "NotFoundError", "PermissionDeniedError", "InvalidArgumentError",
     "ResourceExhaustedError", "DataError", "ProtocolError",
     "ConnectionClosedError", "StepTimeoutError", "SlotsHeldError",
+    "transforms",
 ]
 
 # The public names say infeed.X in help(), reprs and tracebacks.
 for _name in __all__:
-    if _name != "Step":
+    if _name not in ("Step", "transforms"):
         globals()[_name].__module__ = __name__
 del _name

@@ -334,6 +334,26 @@ opt_floats(PyObject *d, const char *key, float *out, uint32_t max,
 	return (PyErr_Occurred() ? -1 : 0);
 }
 
+/*
+ * Option @key: a str, or None, into *@out (borrowed from @d, so valid while
+ * @d holds it: libinfeed copies it at attach).
+ */
+static int
+opt_str(PyObject *d, const char *key, const char **out)
+{
+	PyObject	*v = PyDict_GetItemString(d, key);
+
+	if (v == NULL || v == Py_None)
+		return (0);
+	if (!PyUnicode_Check(v)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a str, not %s", key,
+		    Py_TYPE(v)->tp_name);
+		return (-1);
+	}
+	*out = PyUnicode_AsUTF8(v);
+	return (*out == NULL ? -1 : 0);
+}
+
 /* Loader options from the dict the Python layer built. */
 static int
 options_from(PyObject *d, struct infeed_options *o)
@@ -375,6 +395,7 @@ options_from(PyObject *d, struct infeed_options *o)
 	    opt_bool(d, "early_preload", &o->early_preload) == -1 ||
 	    opt_bool(d, "to_float32", &o->to_float32) == -1 ||
 	    opt_bool(d, "copy_on_write", &o->copy_on_write) == -1 ||
+	    opt_str(d, "transform", &o->transform) == -1 ||
 	    opt_floats(d, "scale", &o->scale, 1, NULL) == -1 ||
 	    opt_floats(d, "mean", o->mean, INFEED_MAX_CHANNELS, &nmean) ==
 	    -1 || opt_floats(d, "std", o->std, INFEED_MAX_CHANNELS, &nstd) ==
@@ -436,6 +457,7 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 {
 	struct infeed_options		o;
 	struct infeed_session_info	info;
+	PyObject			*keep;
 	int				r;
 
 	if (options_from(opts, &o) == -1)
@@ -447,6 +469,9 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 		return (raise_keyed("usage", "already attached; detach "
 		    "first"));
 	}
+	/* o.transform is the str's own UTF-8: hold it without the GIL. */
+	keep = PyDict_GetItemString(opts, "transform");
+	Py_XINCREF(keep);
 	(void)client_flush(self);
 	PyErr_Clear();	/* releases of an ended session cannot fail us */
 	Py_BEGIN_ALLOW_THREADS
@@ -455,6 +480,7 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 	else
 		r = infeed_attach(self->f, dataset, &o, &info);
 	Py_END_ALLOW_THREADS
+	Py_XDECREF(keep);
 	self->busy = 0;
 	if (r != INFEED_OK)
 		return (raise_infeed(self, r));

@@ -5,6 +5,7 @@ import os
 import warnings
 
 from . import _infeed
+from . import transforms
 from ._options import from_any
 
 __all__ = ["DataLoader", "Files", "datasets"]
@@ -155,9 +156,17 @@ class DataLoader:
             mid-session (the order is unchanged); 0 raises at once.
         async_options: poptorch's dict; its ``buffer_size`` and
             ``early_preload`` are used.
-        to_float32, scale, mean, std: infeedd's transform, run by its
-            workers: uint8 samples become float32 ``x * scale``, then
-            ``(x - mean[c]) / std[c]`` per channel ``c``.
+        transform: for an image dataset (``type = imagefolder`` or
+            ``tar``), what infeedd's workers do to each image: a
+            ``torchvision.transforms.Compose`` or one built from
+            ``infeed.transforms`` (RandomResizedCrop, Resize, CenterCrop,
+            RandomHorizontalFlip, ToTensor, PILToTensor, Normalize), as a
+            torchvision ``ImageFolder`` would take it.  Anything else is
+            refused by name.
+        to_float32, scale, mean, std: infeedd's transform of an array
+            dataset, run by its workers: uint8 samples become float32
+            ``x * scale``, then ``(x - mean[c]) / std[c]`` per channel
+            ``c``.
 
     Tensors view infeedd's memory: nothing is copied.  A step's memory goes
     back to infeedd when the last tensor or array made from it is gone, so
@@ -169,7 +178,8 @@ class DataLoader:
                  drop_last=True, num_workers=0, buffer_size=3,
                  early_preload=False, output="torch", socket=None,
                  client_name=None, *, timeout=0, seed=None, writable=True,
-                 reconnect_timeout=60.0, async_options=None, **kwargs):
+                 reconnect_timeout=60.0, async_options=None, transform=None,
+                 **kwargs):
         self._np = _numpy()
         if output not in ("torch", "numpy"):
             raise ValueError(f'output must be "torch" or "numpy", not '
@@ -210,6 +220,8 @@ class DataLoader:
                     copy_on_write=bool(writable),
                     reconnect_timeout_ms=int(reconnect_timeout * 1000))
         opts.update(self._kwargs(kwargs))
+        if transform is not None:
+            opts["transform"] = transforms.pipeline(transform)
         self._opts = opts
         self._client = None
         self._info = None
