@@ -76,6 +76,26 @@ catalogue_groups(const struct dataset_conf *dc, struct catalogue_entry *e,
 	return (0);
 }
 
+/*
+ * Read "bad_samples": "error" (the default: a bad image fails the session
+ * with ERROR_DATA naming it) or "replace" (a deterministic other sample
+ * takes its place, counted and logged).  -1 with *cause for anything else.
+ */
+static int
+catalogue_bad_samples(const struct dataset_conf *dc, struct catalogue_entry *e,
+    char **cause)
+{
+	const char	*v = dataset_conf_get(dc, "bad_samples");
+
+	e->bad_replace = v != NULL && strcmp(v, "replace") == 0;
+	if (v == NULL || e->bad_replace || strcmp(v, "error") == 0)
+		return (0);
+	*cause = xasprintf("bad_samples = %s: expected 'error' (a bad image "
+	    "fails the session, the default) or 'replace' (another sample "
+	    "takes its place and is counted)", v);
+	return (-1);
+}
+
 /* Open every dataset the configuration names, reusing @old's unchanged ones. */
 struct catalogue *
 catalogue_open(const struct config *conf, struct catalogue *old)
@@ -93,7 +113,8 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 		dc = &conf->datasets[i];
 		e = &cat->entries[cat->ndatasets];
 		cause = NULL;
-		if (catalogue_groups(dc, e, &cause) == -1) {
+		if (catalogue_groups(dc, e, &cause) == -1 ||
+		    catalogue_bad_samples(dc, e, &cause) == -1) {
 			log_warnx("dataset '%s' refused: %s", dc->name, cause);
 			free(cause);
 			free(e->groups);
@@ -117,6 +138,17 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 			log_warnx("dataset '%s' refused: %s", dc->name,
 			    cause ? cause : "unknown error");
 			free(cause);
+			free(e->groups);
+			memset(e, 0, sizeof(*e));
+			continue;
+		}
+		if (e->bad_replace && !cat->datasets[cat->ndatasets]->encoded) {
+			log_warnx("dataset '%s' refused: bad_samples = replace "
+			    "is for image datasets (type imagefolder or tar); "
+			    "an array file that cannot be read is an error",
+			    dc->name);
+			dataset_free(cat->datasets[cat->ndatasets]);
+			cat->datasets[cat->ndatasets] = NULL;
 			free(e->groups);
 			memset(e, 0, sizeof(*e));
 			continue;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The catalogue: the datasets that infeedd serves, opened from the
- * configuration, and who may attach to each (allow_groups).
+ * configuration, who may attach to each (allow_groups) and what a bad
+ * image does (bad_samples).
  */
 #ifndef INFEED_CATALOGUE_H
 #define INFEED_CATALOGUE_H
@@ -17,6 +18,7 @@
 struct catalogue_entry {
 	const struct dataset_conf *conf;	/* borrowed from the config */
 	bool			 restricted;	/* allow_groups was given */
+	bool			 bad_replace;	/* bad_samples = replace */
 	gid_t			*groups;
 	size_t			 ngroups;
 };

@@ -35,6 +35,7 @@ struct job {
 	TAILQ_ENTRY(job)	 entry;
 	uint64_t		 ring_id;
 	uint32_t		 slot;
+	uint64_t		 epoch;
 	uint64_t		 row_begin;
 	uint64_t		 row_end;
 	unsigned		 attempts;	/* deaths that blame it */
@@ -393,10 +394,18 @@ pool_retire(struct worker *w)
 /* Report a finished job to its ring's owner. */
 static void
 pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
-    enum pool_job_result result, uint64_t bad, int64_t label)
+    enum pool_job_result result, uint64_t bad, int64_t label,
+    const struct worker_msg *done)
 {
 	struct pool_report	r;
 
+	memset(&r, 0, sizeof(r));
+	r.reason = "";
+	if (done != NULL) {
+		r.reason = done->reason;
+		r.replaced = done->replaced;
+		r.bytes = done->bytes;
+	}
 	r.slot = job->slot;
 	r.rows = rows;
 	r.result = result;
@@ -449,8 +458,9 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 	w->busy_us += clock_now_us() - w->job_start_us;
 	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
 		pr->inflight--;
+		m.reason[sizeof(m.reason) - 1] = '\0';
 		pool_report(pr, job, job->row_end - job->row_begin,
-		    pool_done_result(&m), m.bad_index, m.bad_label);
+		    pool_done_result(&m), m.bad_index, m.bad_label, &m);
 	}
 	job_free(job);
 	if (w->retiring)
@@ -528,6 +538,7 @@ pool_dispatch(struct pool *pool)
 		jm->type = WORKER_MSG_JOB;
 		jm->ring_id = job->ring_id;
 		jm->slot = job->slot;
+		jm->epoch = job->epoch;
 		jm->row_begin = job->row_begin;
 		jm->row_end = job->row_end;
 		memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
@@ -585,7 +596,7 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
 		return;
 	}
-	pool_report(pr, job, 1, job->why, job->row_begin, 0);
+	pool_report(pr, job, 1, job->why, job->row_begin, 0, NULL);
 	job_free(job);
 }
 
@@ -918,20 +929,21 @@ pool_ring_files(struct pool_ring *pr, const struct dataset_files *spec,
  * in jobs of at most WORKER_MAX_JOB_ROWS rows, and start what can start.
  */
 void
-pool_submit(struct pool_ring *pr, uint32_t slot, uint64_t begin,
-    uint64_t end, const uint64_t *indices)
+pool_submit(struct pool_ring *pr, uint32_t slot, uint64_t epoch,
+    uint64_t begin, uint64_t end, const uint64_t *indices)
 {
 	struct job	*job;
 	uint64_t	 stop;
 
 	for (; end - begin > WORKER_MAX_JOB_ROWS; begin = stop) {
 		stop = begin + WORKER_MAX_JOB_ROWS;
-		pool_submit(pr, slot, begin, stop, indices);
+		pool_submit(pr, slot, epoch, begin, stop, indices);
 		indices += WORKER_MAX_JOB_ROWS;
 	}
 	job = xcalloc(1, sizeof(*job));
 	job->ring_id = pr->desc.ring_id;
 	job->slot = slot;
+	job->epoch = epoch;
 	job->row_begin = begin;
 	job->row_end = end;
 	job->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));

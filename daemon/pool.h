@@ -52,6 +52,9 @@ struct pool_report {
 	uint64_t		bad;	/* the index, or the row for CRASHED */
 	int			signal;	/* CRASHED: the last crash signal */
 	int64_t			label;	/* LABEL_RANGE: the label */
+	const char		*reason; /* READ_ERROR: why, or "" */
+	uint32_t		replaced; /* bad samples replaced by others */
+	uint64_t		bytes;	/* read from the dataset */
 };
 typedef void	pool_done_cb(void *arg, const struct pool_report *report);
 
@@ -113,12 +116,14 @@ int		 pool_ring_files(struct pool_ring *pr,
 void		 pool_remove_ring(struct pool_ring *pr);
 
 /**
- * pool_submit() - queue rows [@begin, @end) of slot @slot; @indices are
- * their dataset indices (copied: the workers get them from the pool, never
- * from the ring, which the client can see).
+ * pool_submit() - queue rows [@begin, @end) of slot @slot, a step of
+ * @epoch (random transforms draw from it); @indices are their dataset
+ * indices (copied: the workers get them from the pool, never from the
+ * ring, which the client can see).
  */
 void		 pool_submit(struct pool_ring *pr, uint32_t slot,
-		    uint64_t begin, uint64_t end, const uint64_t *indices);
+		    uint64_t epoch, uint64_t begin, uint64_t end,
+		    const uint64_t *indices);
 
 /**
  * pool_drop_jobs() - drop the ring's queued jobs; running ones finish.

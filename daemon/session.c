@@ -78,6 +78,8 @@ struct session {
 	 * ready, the answer to "is this trainer input-bound?".
 	 */
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
+	uint64_t		 samples_replaced; /* bad ones, by others */
+	uint64_t		 out_shape[INFEED_MAX_DIMS]; /* of a row */
 	uint64_t		 wait_since_us;	/* 0: no Next waits */
 	uint64_t		 data_wait_us;
 	/* Nexts answered, by how long each waited (session_wait_bounds). */
@@ -191,7 +193,7 @@ session_fail(struct session *s, const struct pool_report *r)
 {
 	const struct ring_slot	*sl = &s->ring->slot[r->slot];
 	uint64_t		 index = r->bad;
-	char			*files, row[64] = "", what[96];
+	char			*files, row[64] = "", what[96], where[512];
 
 	if ((r->result == POOL_JOB_CRASHED || r->result == POOL_JOB_STUCK) &&
 	    r->bad < sl->rows) {
@@ -217,7 +219,16 @@ session_fail(struct session *s, const struct pool_report *r)
 		    s->ds->name, (unsigned long long)index,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
 		    (long long)r->label, files);
-	else
+	else if (s->ds->encoded) {
+		/* An image: the worker says what was wrong with it. */
+		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
+		    "%llu, step %llu), %s: %s; fix or remove that file, or set "
+		    "'bad_samples = replace' for the dataset", s->ds->name,
+		    what, (unsigned long long)index, row,
+		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
+		    dataset_sample_where(s->ds, index, where, sizeof(where)),
+		    r->reason[0] != '\0' ? r->reason : "it cannot be read");
+	} else
 		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
 		    "%llu, step %llu) %s", s->ds->name, what,
 		    (unsigned long long)index, row,
@@ -240,8 +251,8 @@ session_done_cb(void *arg, const struct pool_report *r)
 	    s->ring->slot[r->slot].state != SLOT_FILLING)
 		return;
 	sl = &s->ring->slot[r->slot];
-	if (r->result == POOL_JOB_DONE)
-		s->bytes_read += r->rows * s->ds->sample_bytes;
+	s->bytes_read += r->bytes;
+	s->samples_replaced += r->replaced;
 	if (r->result != POOL_JOB_DONE && s->state != SESSION_FAILED)
 		session_fail(s, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -407,7 +418,13 @@ session_check(struct session *s, const Infeed__Attach *a,
 		    (unsigned long long)s->sampler.steps_per_epoch - 1);
 		return (-1);
 	}
-	return (transform_init(&s->transform, o->transform, s->ds, cause));
+	if (transform_init(&s->transform, o->transform, s->ds, cause) == -1)
+		return (-1);
+	/* An image's crop and flip draw from the shuffle's seed. */
+	s->transform.seed = o->seed;
+	s->transform.bad_replace = !s->own_ds &&
+	    s->host.cat->entries[s->ds_index].bad_replace;
+	return (0);
 }
 
 /* Keep a copy of the options, for status. */
@@ -540,15 +557,15 @@ session_free(struct session *s)
 
 /* Queue the rows of slot @i on the pool, cut so every worker gets some. */
 static void
-session_submit(struct session *s, uint32_t i, uint64_t rows)
+session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 {
 	uint64_t	chunk, r, njobs;
 
 	njobs = (uint64_t)pool_size(s->host.pool) * SESSION_JOBS_PER_WORKER;
 	chunk = (rows + njobs - 1) / njobs;
 	for (r = 0; r < rows; r += chunk)
-		pool_submit(s->pool_ring, i, r, r + chunk < rows ? r + chunk :
-		    rows, session_indices(s, i) + r);
+		pool_submit(s->pool_ring, i, epoch, r, r + chunk < rows ?
+		    r + chunk : rows, session_indices(s, i) + r);
 }
 
 /* Start filling free slots with the next steps in order. */
@@ -584,7 +601,7 @@ session_fill(struct session *s)
 		if (rows == 0)
 			ring_slot_set(s->ring, (uint32_t)i, SLOT_READY);
 		else
-			session_submit(s, (uint32_t)i, rows);
+			session_submit(s, (uint32_t)i, sl->epoch, rows);
 	}
 }
 
@@ -799,8 +816,9 @@ session_fill_attached(const struct session *s, Infeed__Attached *at)
 	at->data_offset = l->data_offset;
 	at->labels_offset = l->labels_offset;
 	at->indices_offset = l->indices_offset;
-	at->n_sample_shape = s->ds->ndim;
-	at->sample_shape = s->ds->shape;
+	at->n_sample_shape = transform_out_shape(&s->transform, s->ds,
+	    s->out_shape);
+	at->sample_shape = s->out_shape;
 	at->data_dtype = (Infeed__DType)transform_out_dtype(&s->transform,
 	    s->ds);
 	at->sample_bytes = s->transform.out_sample_bytes;
@@ -829,6 +847,8 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->rows_delivered = s->rows_delivered;
 	ss->has_bytes_read = 1;
 	ss->bytes_read = s->bytes_read;
+	ss->has_samples_replaced = 1;
+	ss->samples_replaced = s->samples_replaced;
 	elapsed = s->first_next_ms ? clock_now_ms() - s->first_next_ms : 0;
 	ss->has_items_per_s = 1;
 	ss->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /

@@ -1,15 +1,67 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Transforms: checked once in the main process, applied by the workers to
- * every row.  Nothing here allocates on the per-row path.
+ * every row.  Nothing here allocates on the per-row path, except an image
+ * row's buffers, which grow to the largest image and stay.
  */
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "image-decode.h"
+#include "log.h"
+#include "splitmix64.h"
 #include "transform.h"
 #include "xmalloc.h"
+
+/* Other samples tried, in a fixed order, in place of a bad image. */
+#define TRANSFORM_REPLACE_TRIES	8
+
+struct transform_work {
+	struct image_decoder	*dec;
+	struct dataset_buf	 enc;		/* the encoded image */
+	uint8_t			*pix;		/* its decoded box, RGB8 */
+	size_t			 pixcap;
+	struct image_work	 iw;
+};
+
+/* Check an image dataset's pipeline and describe it for the workers. */
+static int
+transform_init_image(struct transform *tf, const Infeed__Transform *t,
+    const struct dataset *ds, char **cause)
+{
+	char	*why = NULL;
+
+	if (t == NULL || t->pipeline == NULL) {
+		*cause = xasprintf("transform: '%s' holds images of different "
+		    "sizes (type %s); attach with a pipeline that makes them "
+		    "one size, such as \"RandomResizedCrop(224), "
+		    "RandomHorizontalFlip(), ToTensor()\" to train or "
+		    "\"Resize(256), CenterCrop(224), ToTensor()\" to "
+		    "evaluate", ds->name, ds->type);
+		return (-1);
+	}
+	if (t->to_float32 || t->n_mean || t->n_std || (t->has_scale &&
+	    t->scale != 1.0f)) {
+		*cause = xasprintf("transform: to_float32, scale, mean and std "
+		    "are for array datasets; for images, end the pipeline "
+		    "with ToTensor() and Normalize(mean, std)");
+		return (-1);
+	}
+	if (image_pipeline_parse(t->pipeline, &tf->pipeline, &why) == -1) {
+		*cause = xasprintf("transform: %s", why ? why : "cannot parse "
+		    "the pipeline");
+		free(why);
+		return (-1);
+	}
+	tf->image = 1;
+	tf->in_sample_bytes = 0;
+	tf->out_sample_bytes = tf->pipeline.out_bytes;
+	return (0);
+}
 
 /* Check the client's transform and describe it for the workers. */
 int
@@ -23,6 +75,8 @@ transform_init(struct transform *tf, const Infeed__Transform *t,
 	tf->in_sample_bytes = ds->sample_bytes;
 	tf->out_sample_bytes = ds->sample_bytes;
 	tf->scale = 1.0f;
+	if (ds->encoded)
+		return (transform_init_image(tf, t, ds, cause));
 	if (t != NULL && t->pipeline != NULL) {
 		*cause = xasprintf("transform: '%s' holds arrays (type %s), "
 		    "and a pipeline such as RandomResizedCrop(224) is for "
@@ -92,7 +146,135 @@ transform_init(struct transform *tf, const Infeed__Transform *t,
 enum infeed_dtype
 transform_out_dtype(const struct transform *tf, const struct dataset *ds)
 {
+	if (tf->image)
+		return (tf->pipeline.output == IMAGE_OUT_FLOAT32_CHW ?
+		    INFEED_DTYPE_FLOAT32 : INFEED_DTYPE_UINT8);
 	return (tf->to_float32 ? INFEED_DTYPE_FLOAT32 : ds->dtype);
+}
+
+/* The shape of one row in the ring: the dataset's, or the pipeline's. */
+uint32_t
+transform_out_shape(const struct transform *tf, const struct dataset *ds,
+    uint64_t shape[INFEED_MAX_DIMS])
+{
+	const struct image_pipeline *p = &tf->pipeline;
+
+	if (!tf->image) {
+		memcpy(shape, ds->shape, ds->ndim * sizeof(*shape));
+		return (ds->ndim);
+	}
+	if (p->output == IMAGE_OUT_UINT8_HWC) {
+		shape[0] = p->out_h;
+		shape[1] = p->out_w;
+		shape[2] = 3;
+	} else {
+		shape[0] = 3;
+		shape[1] = p->out_h;
+		shape[2] = p->out_w;
+	}
+	return (3);
+}
+
+/* A worker's image state. */
+struct transform_work *
+transform_work_new(void)
+{
+	struct transform_work	*w;
+
+	w = xcalloc(1, sizeof(*w));
+	if ((w->dec = image_decoder_new()) == NULL)
+		fatalx("worker: out of memory for an image decoder");
+	return (w);
+}
+
+/* Free a worker's image state; NULL is a no-op. */
+void
+transform_work_free(struct transform_work *w)
+{
+	if (w == NULL)
+		return;
+	image_decoder_free(w->dec);
+	free(w->enc.p);
+	free(w->pix);
+	image_work_free(&w->iw);
+	free(w);
+}
+
+/* Read, decode and transform image @index; -1 with @reason when bad. */
+static int
+transform_image_one(const struct transform *tf, struct transform_work *w,
+    const struct dataset *ds, uint64_t epoch, uint64_t index, void *out,
+    int64_t *label, uint64_t *bytes, char *reason, size_t len)
+{
+	struct image_info	info;
+	struct image_plan	plan;
+	size_t			stride, need;
+
+	if (dataset_read_encoded(ds, index, &w->enc, label) == -1) {
+		snprintf(reason, len, "cannot read it (%s)", strerror(errno));
+		return (-1);
+	}
+	*bytes += w->enc.len;
+	if (image_open(w->dec, w->enc.p, w->enc.len, &info) == -1) {
+		snprintf(reason, len, "%s", image_decoder_error(w->dec));
+		return (-1);
+	}
+	image_plan_make(&tf->pipeline, info.width, info.height, tf->seed,
+	    epoch, index, &plan);
+	/* The box is inside an image of at most IMAGE_MAX_PIXELS. */
+	stride = (size_t)plan.decode.w * 3;
+	need = stride * plan.decode.h;
+	if (need > w->pixcap) {
+		free(w->pix);
+		w->pix = xmalloc(need);
+		w->pixcap = need;
+	}
+	if (need > 0 && image_decode_region(w->dec, plan.decode.x,
+	    plan.decode.y, plan.decode.w, plan.decode.h, w->pix, stride) ==
+	    -1) {
+		snprintf(reason, len, "%s", image_decoder_error(w->dec));
+		return (-1);
+	}
+	if (image_plan_run(&tf->pipeline, &plan, w->pix, stride, out,
+	    &w->iw) == -1)
+		fatalx("worker: out of memory transforming an image");
+	return (0);
+}
+
+/* One image row, or a replacement for a bad one. */
+int
+transform_image_row(const struct transform *tf, struct transform_work *w,
+    const struct dataset *ds, uint64_t epoch, uint64_t index, void *out,
+    int64_t *label, uint64_t *bytes, uint32_t *replaced, char *reason,
+    size_t len)
+{
+	char		 other[256], where[512];
+	uint64_t	 state, alt;
+	unsigned	 k;
+
+	if (transform_image_one(tf, w, ds, epoch, index, out, label, bytes,
+	    reason, len) == 0)
+		return (0);
+	if (!tf->bad_replace || ds->samples < 2)
+		return (-1);
+	/* The same replacement whichever worker meets it, every epoch. */
+	state = tf->seed ^ splitmix64_mix(index + 1);
+	for (k = 0; k < TRANSFORM_REPLACE_TRIES; k++) {
+		alt = splitmix64_next(&state) % ds->samples;
+		if (alt == index)
+			continue;
+		if (transform_image_one(tf, w, ds, epoch, alt, out, label,
+		    bytes, other, sizeof(other)) == 0) {
+			log_warnx("dataset '%s': sample %llu, %s: %s; replaced "
+			    "by sample %llu (bad_samples = replace)", ds->name,
+			    (unsigned long long)index, dataset_sample_where(ds,
+			    index, where, sizeof(where)), reason,
+			    (unsigned long long)alt);
+			(*replaced)++;
+			return (0);
+		}
+	}
+	return (-1);
 }
 
 /* Whether transform_row() wants a lookup table. */

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Transforms: what a session asks the workers to do to each sample on its
- * way into the ring.  Today one: uint8 or float32 -> float32 as
+ * way into the ring.  For arrays: uint8 or float32 -> float32 as
  * x * scale, then (x - mean[c]) / std[c] per channel (dim 0 of the sample
- * shape).  The session checks a client's Transform once, at Attach
- * (transform_init); the workers apply it to every row (transform_row).
+ * shape).  For images (an encoded dataset): a torchvision-style pipeline,
+ * decoded and run per image (transform_image_row).  The session checks a
+ * client's Transform once, at Attach (transform_init); the workers apply
+ * it to every row (transform_row).
  */
 #ifndef INFEED_TRANSFORM_H
 #define INFEED_TRANSFORM_H
@@ -12,6 +14,7 @@
 #include <stdint.h>
 
 #include "dataset.h"
+#include "image-transform.h"
 #include "infeed-limits.h"
 #include "wire.h"
 
@@ -26,6 +29,11 @@ struct transform {
 	uint64_t	channel_elems;		/* elements per channel */
 	float		mean[INFEED_MAX_CHANNELS];
 	float		std[INFEED_MAX_CHANNELS];
+	/* Images: the pipeline, and what its random draws are keyed by. */
+	uint32_t	image;			/* 1: an encoded dataset */
+	uint32_t	bad_replace;		/* bad_samples = replace */
+	uint64_t	seed;
+	struct image_pipeline pipeline;
 };
 
 /**
@@ -41,6 +49,39 @@ int	 transform_init(struct transform *tf, const Infeed__Transform *t,
  */
 enum infeed_dtype transform_out_dtype(const struct transform *tf,
 	    const struct dataset *ds);
+
+/**
+ * transform_out_shape() - the shape of one row @tf writes, into @shape;
+ * Return: its number of dimensions.
+ */
+uint32_t transform_out_shape(const struct transform *tf,
+	    const struct dataset *ds, uint64_t shape[INFEED_MAX_DIMS]);
+
+/* What a worker keeps from one image to the next: buffers, a decoder. */
+struct transform_work;
+
+/**
+ * transform_work_new(), transform_work_free() - a worker's image state;
+ * free(NULL) is a no-op.  new never fails (out of memory is fatal).
+ */
+struct transform_work *transform_work_new(void);
+void	 transform_work_free(struct transform_work *w);
+
+/**
+ * transform_image_row() - read image @index of @ds, decode what @tf's
+ * pipeline needs of it and write the row at @out (out_sample_bytes),
+ * with its label in *@label.  The crop and flip draw from (tf->seed,
+ * @epoch, @index) alone.  A bad image (unreadable, truncated, corrupt,
+ * not JPEG or PNG) is replaced, with tf->bad_replace, by the first good
+ * one of a fixed sequence of other indices (logged; counted in
+ * *@replaced); else, or when none of them is good either, it fails.
+ * *@bytes grows by the encoded bytes read.
+ * Return: 0, or -1 with @reason saying what was wrong with image @index.
+ */
+int	 transform_image_row(const struct transform *tf,
+	    struct transform_work *w, const struct dataset *ds,
+	    uint64_t epoch, uint64_t index, void *out, int64_t *label,
+	    uint64_t *bytes, uint32_t *replaced, char *reason, size_t len);
 
 /**
  * transform_lut_new() - for uint8 input, a 256-entry table per channel that

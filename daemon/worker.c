@@ -34,55 +34,60 @@ struct wring {
 };
 
 /*
- * Read rows [begin, end) of one slot, whose dataset indices are @indices
- * (from the pool, never from the ring).  Return: WORKER_OK, or
- * WORKER_READ_ERROR with *bad, or WORKER_LABEL_RANGE with *bad and
- * *bad_label (a label outside int32 when the ring's labels are int32).
+ * Read the rows of JOB @m, whose dataset indices are @indices (from the
+ * pool, never from the ring), into its slot.  Return: WORKER_OK, or
+ * WORKER_READ_ERROR with m->bad_index (and m->reason for an image), or
+ * WORKER_LABEL_RANGE with m->bad_index and m->bad_label (a label outside
+ * int32 when the ring's labels are int32).
  */
 static int
-worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
-    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad,
-    int64_t *bad_label)
+worker_rows(struct wring *w, struct transform_work *tw,
+    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices)
 {
 	const struct ring_layout *l = &w->desc.layout;
 	const struct transform	*tf = &w->desc.transform;
-	uint8_t			*base = w->map + (uint64_t)slot * l->slot_bytes;
+	uint8_t			*base = w->map + (uint64_t)m->slot *
+				    l->slot_bytes;
 	int32_t			*labels;
 	int64_t			*labels64 = NULL;
 	uint8_t			*dst;
 	int64_t			 label;
 	uint64_t		 r, idx;
+	int			 rc;
 
 	labels = (int32_t *)(void *)(base + l->labels_offset);
 	if (l->label_dtype == INFEED_DTYPE_INT64)
 		labels64 = (int64_t *)(void *)(base + l->labels_offset);
-	/* The client's copy of the indices. */
-	memcpy(base + l->indices_offset + begin * sizeof(uint64_t), indices,
-	    (end - begin) * sizeof(uint64_t));
-	for (r = begin; r < end; r++) {
-		idx = indices[r - begin];
+	memcpy(base + l->indices_offset + m->row_begin * sizeof(uint64_t),
+	    indices, (m->row_end - m->row_begin) * sizeof(uint64_t));
+	m->bytes = 0;
+	m->replaced = 0;
+	m->reason[0] = '\0';
+	for (r = m->row_begin; r < m->row_end; r++) {
+		idx = indices[r - m->row_begin];
 		dst = base + l->data_offset + r * tf->out_sample_bytes;
-		if (idx >= ds->samples) {
-			*bad = idx;
+		m->bad_index = idx;
+		if (idx >= ds->samples)
 			return (WORKER_READ_ERROR);
-		}
-		if (tf->to_float32) {
-			if (dataset_read(ds, idx, w->tmp, &label) == -1) {
-				*bad = idx;
+		if (tf->image) {
+			rc = transform_image_row(tf, tw, ds, m->epoch, idx, dst,
+			    &label, &m->bytes, &m->replaced, m->reason,
+			    sizeof(m->reason));
+			if (rc == -1)
 				return (WORKER_READ_ERROR);
-			}
+		} else if (tf->to_float32) {
+			if (dataset_read(ds, idx, w->tmp, &label) == -1)
+				return (WORKER_READ_ERROR);
 			transform_row(tf, w->lut, w->tmp,
 			    (float *)(void *)dst);
-		} else if (dataset_read(ds, idx, dst, &label) == -1) {
-			*bad = idx;
+		} else if (dataset_read(ds, idx, dst, &label) == -1)
 			return (WORKER_READ_ERROR);
-		}
+		m->bytes += ds->sample_bytes;
 		if (labels64 != NULL)
 			labels64[r] = label;
 		else if (label < INT32_MIN || label > INT32_MAX) {
 			/* Never wrapped into another class. */
-			*bad = idx;
-			*bad_label = label;
+			m->bad_label = label;
 			return (WORKER_LABEL_RANGE);
 		} else
 			labels[r] = (int32_t)label;
@@ -91,25 +96,22 @@ worker_rows(struct wring *w, const struct dataset *ds, uint32_t slot,
 }
 
 /*
- * Fill rows [begin, end) of one slot; an enum worker_result, as
- * worker_rows().  The files' sizes are checked once before the rows and
- * once after: if a file shrank meanwhile, the rows are read again, so a
- * row it cut off fails instead of going out as the zeros of a truncated
- * page.
+ * Fill the rows of JOB @m; an enum worker_result, as worker_rows().  The
+ * files' sizes are checked once before the rows and once after: if a file
+ * shrank meanwhile, the rows are read again, so a row it cut off fails
+ * instead of going out as the zeros of a truncated page.
  */
 static int
-worker_fill(struct wring *w, const struct dataset *ds, uint32_t slot,
-    uint64_t begin, uint64_t end, const uint64_t *indices, uint64_t *bad,
-    int64_t *bad_label)
+worker_fill(struct wring *w, struct transform_work *tw,
+    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices)
 {
 	int	rc;
 
 	dataset_job_begin();
-	rc = worker_rows(w, ds, slot, begin, end, indices, bad, bad_label);
+	rc = worker_rows(w, tw, ds, m, indices);
 	if (dataset_job_end() && rc == WORKER_OK) {
 		dataset_job_begin();
-		rc = worker_rows(w, ds, slot, begin, end, indices, bad,
-		    bad_label);
+		rc = worker_rows(w, tw, ds, m, indices);
 		(void)dataset_job_end();
 	}
 	return (rc);
@@ -251,7 +253,7 @@ worker_map(struct wring **w, size_t *n, const struct worker_msg *m,
 		for (i = 1; i < nfds; i++)
 			close(fds[i]);
 	}
-	r->tmp = xmalloc(m->ring.transform.in_sample_bytes);
+	r->tmp = xmalloc(m->ring.transform.in_sample_bytes + 1);
 	if (transform_needs_lut(&m->ring.transform) &&
 	    (r->lut = transform_lut_new(&m->ring.transform)) == NULL)
 		fatal("worker: lookup table");
@@ -273,6 +275,7 @@ void
 worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 {
 	struct wring		*rings = NULL, *w;
+	struct transform_work	*tw;
 	size_t			 nrings = 0, len;
 	const struct dataset	*ds;
 	struct worker_msg	*mp;
@@ -291,6 +294,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
 	mp = xmalloc(len);
 	indices = (uint64_t *)(void *)(mp + 1);
+	tw = transform_work_new();
 	for (;;) {
 		n = worker_recv(sock, mp, len, fds, &nfds);
 		if (n <= 0)
@@ -316,6 +320,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 			mp->type = WORKER_MSG_DONE;
 			mp->error = WORKER_READ_ERROR;
 			mp->bad_index = indices[0];
+			mp->reason[0] = '\0';
 			ds = NULL;
 			if (w != NULL && w->desc.nfiles > 0)
 				ds = w->files;
@@ -323,9 +328,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 			    cat->ndatasets)
 				ds = cat->datasets[w->desc.dataset_index];
 			if (ds != NULL && worker_job_ok(w, mp, (size_t)n))
-				mp->error = worker_fill(w, ds, mp->slot,
-				    mp->row_begin, mp->row_end, indices,
-				    &mp->bad_index, &mp->bad_label);
+				mp->error = worker_fill(w, tw, ds, mp, indices);
 			if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
 				_exit(0);
 			break;

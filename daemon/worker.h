@@ -60,16 +60,22 @@ struct worker_ring {
 /* Rows in one JOB message at most (its indices: 32 KiB). */
 #define WORKER_MAX_JOB_ROWS	4096
 
+/* DONE's reason: what was wrong with the sample that failed. */
+#define WORKER_REASON_LEN	256
+
 struct worker_msg {
 	uint32_t		type;
 	uint32_t		slot;
 	uint64_t		ring_id;
 	uint64_t		row_begin;
 	uint64_t		row_end;
+	uint64_t		epoch;		/* JOB: the step's epoch */
 	int32_t			error;		/* DONE: enum worker_result */
-	uint32_t		pad;
+	uint32_t		replaced;	/* DONE: bad samples replaced */
+	uint64_t		bytes;		/* DONE: read from the dataset */
 	uint64_t		bad_index;	/* DONE: the index that failed */
 	int64_t			bad_label;	/* DONE, LABEL_RANGE: its label */
+	char			reason[WORKER_REASON_LEN]; /* DONE; "" */
 	struct worker_ring	ring;		/* MAP */
 	/* JOB: row_end - row_begin dataset indices follow. */
 };

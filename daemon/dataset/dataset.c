@@ -31,7 +31,8 @@ static const struct dataset_ops *readers[] = {
 };
 
 /* Keys of every section besides the reader's; catalogue.c reads the second. */
-static const char *const common_keys[] = { "type", "allow_groups", NULL };
+static const char *const common_keys[] = { "type", "allow_groups",
+	"bad_samples", NULL };
 
 #define NITEMS(a) (sizeof (a) / sizeof (a)[0])
 
