@@ -34,8 +34,9 @@ def write_raw(path_data, path_labels, n=N, label_fmt="q"):
 class Daemon:
     """infeedd on a private socket; restartable, stoppable."""
 
-    def __init__(self, tmp, extra=""):
+    def __init__(self, tmp, extra="", workers=2):
         self.dir = tmp
+        self.workers = workers
         self.socket = str(tmp / "infeedd.sock")
         self.conf = tmp / "infeedd.conf"
         self.log = tmp / "infeedd.log"
@@ -54,11 +55,13 @@ class Daemon:
         self.proc = None
         self.start()
 
-    def start(self):
+    def start(self, workers=None):
+        if workers is not None:
+            self.workers = workers
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [os.environ["INFEEDD"], "--config", str(self.conf), "--socket",
-             self.socket, "--workers", "2"], stderr=logf)
+             self.socket, "--workers", str(self.workers)], stderr=logf)
         logf.close()
         for _ in range(500):
             s = socket.socket(socket.AF_UNIX)
