@@ -241,6 +241,12 @@ struct infeed_session_stats {
 	 */
 	double		 data_wait_s;
 	double		 active_s;
+	/*
+	 * Since libinfeed 1.2: an image dataset's pipeline (NULL for none),
+	 * and its bad samples replaced by others (bad_samples = replace).
+	 */
+	char		*transform;
+	uint64_t	 samples_replaced;
 };
 
 /* One worker process in the daemon's Stats. */

@@ -222,6 +222,12 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 		    ss->batch_size, ss->device_iterations,
 		    ss->replication_factor, ss->gradient_accumulation,
 		    ss->shuffle ? "true" : "false", ss->buffer_size);
+	printf(",\"samples_replaced\":%llu",
+	    (unsigned long long)ss->samples_replaced);
+	if (ss->transform != NULL) {
+		printf(",\"transform\":");
+		json_string(ss->transform);
+	}
 	printf("}");
 }
 
@@ -281,6 +287,13 @@ status_text(const struct infeed_stats *st)
 	}
 	if (st->nsessions == 0)
 		printf("(no sessions)\n");
+	for (i = 0; i < st->nsessions; i++) {
+		ss = st->sessions[i];
+		if (ss->transform != NULL)
+			printf("session %llu: %s; %llu bad images replaced\n",
+			    (unsigned long long)ss->session_id, ss->transform,
+			    (unsigned long long)ss->samples_replaced);
+	}
 	printf("\n%-8s %-8s %-11s %12s %8s %6s\n", "WORKER", "PID", "STATE",
 	    "ROWS", "RESTARTS", "STUCK");
 	for (i = 0; i < st->nworkers; i++) {

@@ -119,7 +119,7 @@ _Static_assert(sizeof(struct infeed_dataset) ==
 _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, workers), "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
-    FIELD_END(struct infeed_session_stats, active_s),
+    FIELD_END(struct infeed_session_stats, samples_replaced),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");
@@ -1605,9 +1605,13 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	}
 	ss->data_wait_s = in->has_data_wait_s ? in->data_wait_s : 0;
 	ss->active_s = in->has_active_s ? in->active_s : 0;
+	ss->samples_replaced = in->samples_replaced;
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
-	    !infeed_strdup_opt(&ss->client_name, in->client_name)) {
+	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
+	    !infeed_strdup_opt(&ss->transform, lo != NULL &&
+	    lo->transform != NULL ? lo->transform->pipeline : NULL)) {
 		free(ss->dataset);
+		free(ss->client_name);
 		free(ss);
 		return (NULL);
 	}
@@ -1712,6 +1716,7 @@ infeed_stats_free(struct infeed_stats *st)
 	for (i = 0; i < st->nsessions; i++) {
 		free(st->sessions[i]->dataset);
 		free(st->sessions[i]->client_name);
+		free(st->sessions[i]->transform);
 		free(st->sessions[i]);
 	}
 	for (i = 0; i < st->nworkers; i++) {
