@@ -25,7 +25,7 @@ struct image_coeffs {
 
 /* The AVX2 horizontal pass's layout of the weights. */
 struct image_htab {
-	int32_t		*k;		/* groups * taps * 4 vectors of 8 */
+	int32_t		*k;		/* groups * taps / 2 * 8 vectors */
 	int32_t		*off;		/* each output's first byte */
 	uint32_t	 groups;	/* of 8 outputs */
 	uint32_t	 taps;

@@ -255,19 +255,6 @@ vrow_scalar(const int32_t *k, int32_t n, const uint8_t *s, size_t stride,
 }
 
 #ifdef IMAGE_HAVE_AVX2
-/* Two RGB pixels' 4 bytes each, widened to 8 int32 lanes. */
-__attribute__((target("avx2")))
-static inline __m256i
-load2(const uint8_t *a, const uint8_t *b)
-{
-	int32_t	x, y;
-
-	memcpy(&x, a, 4);
-	memcpy(&y, b, 4);
-	return (_mm256_cvtepu8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(x),
-	    _mm_cvtsi32_si128(y))));
-}
-
 /* Shift, saturate and order four vectors of sums into 32 bytes. */
 __attribute__((target("avx2")))
 static inline __m256i
@@ -289,29 +276,33 @@ pack4(__m256i a0, __m256i a1, __m256i a2, __m256i a3)
 
 #ifdef IMAGE_HAVE_AVX2
 /*
- * Lay the weights out for the AVX2 pass: per group of 8 outputs, each
- * output's first input shifted so that all read maxn inputs inside the row
- * (the extra weights are 0), and per tap four vectors of weights, two
- * outputs each: (k, k, k, 0, k', k', k', 0).
+ * Lay the weights out for the AVX2 pass.  Per group of 8 outputs: each
+ * output's first input, shifted so that all read the same even number of
+ * inputs inside the row (the extra weights are 0); then per pair of taps,
+ * for each two outputs, the weights' high and low 11 bits as int16 pairs,
+ * (k_t, k_t+1) three times and (0, 0), for _mm256_madd_epi16: Pillow's
+ * 22-bit weights do not fit in 16 bits, so each sum is taken twice.
  */
 static int
 htab_make(const struct image_coeffs *co, uint32_t bufw, void *mem,
     struct image_htab *tab)
 {
-	uint32_t	 groups = co->count / 8, g, j, t, K = co->maxn;
-	int32_t		 lo, shift, *kv;
+	uint32_t	 groups = co->count / 8, g, j, t, c, K;
+	int32_t		 lo, shift, w;
+	int16_t		*kv, *v;
 	uintptr_t	 a = (uintptr_t)mem;
 
+	K = (co->maxn + 1) & ~1U;
 	if (groups == 0 || bufw < K)
 		return (-1);
 	a = (a + 31) & ~(uintptr_t)31;
 	tab->k = (int32_t *)a;
-	tab->off = tab->k + (size_t)groups * K * 32;
+	tab->off = tab->k + (size_t)groups * (K / 2) * 64;
 	tab->groups = groups;
 	tab->taps = K;
 	for (g = 0; g < groups; g++) {
-		kv = tab->k + (size_t)g * K * 32;
-		memset(kv, 0, (size_t)K * 32 * sizeof *kv);
+		kv = (int16_t *)(tab->k + (size_t)g * (K / 2) * 64);
+		memset(kv, 0, (size_t)(K / 2) * 64 * sizeof(int32_t));
 		for (j = 0; j < 8; j++) {
 			lo = co->lo[8 * g + j];
 			if (lo > (int32_t)(bufw - K))
@@ -319,16 +310,29 @@ htab_make(const struct image_coeffs *co, uint32_t bufw, void *mem,
 			shift = co->lo[8 * g + j] - lo;
 			tab->off[8 * g + j] = lo * 3;
 			for (t = 0; t < (uint32_t)co->n[8 * g + j]; t++) {
-				int32_t	w = co->k[(size_t)(8 * g + j) *
-				    co->ksize + t];
-				int32_t	*v = kv + (size_t)(t + shift) * 32 +
-				    (j / 2) * 8 + (j % 2) * 4;
-
-				v[0] = v[1] = v[2] = w;
+				w = co->k[(size_t)(8 * g + j) * co->ksize + t];
+				/* Tap pair, output pair, high/low, lane. */
+				v = kv + (size_t)((t + shift) / 2) * 128 +
+				    (j / 2) * 32 + (j % 2) * 8 +
+				    (t + shift) % 2;
+				for (c = 0; c < 3; c++) {
+					v[2 * c] = (int16_t)(w >> 11);
+					v[16 + 2 * c] = (int16_t)(w & 2047);
+				}
 			}
 		}
 	}
 	return (0);
+}
+
+/* Two outputs' two taps: 8 bytes at each, as (t, t+1) int16 pairs. */
+__attribute__((target("avx2")))
+static inline __m256i
+load_pairs(const uint8_t *a, const uint8_t *b, __m256i mask)
+{
+	return (_mm256_shuffle_epi8(_mm256_inserti128_si256(
+	    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)a)),
+	    _mm_loadl_epi64((const __m128i *)b), 1), mask));
 }
 
 /* Rows of the horizontal pass, AVX2; the last row runs scalar. */
@@ -342,13 +346,16 @@ hpass_avx2(const struct image_coeffs *co, const struct image_htab *tab,
 	const __m256i	 compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9,
 	    10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12,
 	    13, 14, -1, -1, -1, -1);
+	const __m256i	 pairs = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1,
+	    2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1,
+	    5, -1, -1, -1, -1, -1);
 	struct image_coeffs	 tail;
-	const uint8_t	*s, *p[8];
+	const uint8_t	*s, *q0, *q1, *q2, *q3, *q4, *q5, *q6, *q7;
 	const __m256i	*kv;
 	const int32_t	*off;
-	__m256i		 a0, a1, a2, a3, b;
+	__m256i		 h0, h1, h2, h3, l0, l1, l2, l3, v, b;
 	uint8_t		*d;
-	uint32_t	 r, g, t, j, K = tab->taps, done = tab->groups * 8;
+	uint32_t	 r, g, o, end = 3 * tab->taps, done = tab->groups * 8;
 
 	tail = *co;
 	tail.count = co->count - done;
@@ -359,32 +366,55 @@ hpass_avx2(const struct image_coeffs *co, const struct image_htab *tab,
 		s = src + (size_t)r * stride;
 		d = dst + (size_t)r * dstride;
 		if (r == rows - 1) {
-			/* 4-byte loads would read past the last pixel. */
+			/* 8-byte loads would read past the last pixel. */
 			hrow_scalar(co, s, d);
 			break;
 		}
 		for (g = 0; g < tab->groups; g++) {
 			off = tab->off + 8 * g;
-			kv = (const __m256i *)(tab->k + (size_t)g * K * 32);
-			for (j = 0; j < 8; j++)
-				p[j] = s + off[j];
-			a0 = a1 = a2 = a3 = round;
-			for (t = 0; t < K; t++, kv += 4) {
-				a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(
-				    load2(p[0], p[1]), _mm256_load_si256(kv)));
-				a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(
-				    load2(p[2], p[3]), _mm256_load_si256(kv +
-				    1)));
-				a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(
-				    load2(p[4], p[5]), _mm256_load_si256(kv +
-				    2)));
-				a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(
-				    load2(p[6], p[7]), _mm256_load_si256(kv +
-				    3)));
-				for (j = 0; j < 8; j++)
-					p[j] += 3;
+			kv = (const __m256i *)(tab->k + (size_t)g *
+			    (tab->taps / 2) * 64);
+			q0 = s + off[0];
+			q1 = s + off[1];
+			q2 = s + off[2];
+			q3 = s + off[3];
+			q4 = s + off[4];
+			q5 = s + off[5];
+			q6 = s + off[6];
+			q7 = s + off[7];
+			h0 = h1 = h2 = h3 = l0 = l1 = l2 = l3 =
+			    _mm256_setzero_si256();
+			for (o = 0; o < end; o += 6, kv += 8) {
+				v = load_pairs(q0 + o, q1 + o, pairs);
+				h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv)));
+				l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 1)));
+				v = load_pairs(q2 + o, q3 + o, pairs);
+				h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 2)));
+				l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 3)));
+				v = load_pairs(q4 + o, q5 + o, pairs);
+				h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 4)));
+				l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 5)));
+				v = load_pairs(q6 + o, q7 + o, pairs);
+				h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 6)));
+				l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(v,
+				    _mm256_load_si256(kv + 7)));
 			}
-			b = _mm256_shuffle_epi8(pack4(a0, a1, a2, a3),
+			h0 = _mm256_add_epi32(_mm256_add_epi32(
+			    _mm256_slli_epi32(h0, 11), l0), round);
+			h1 = _mm256_add_epi32(_mm256_add_epi32(
+			    _mm256_slli_epi32(h1, 11), l1), round);
+			h2 = _mm256_add_epi32(_mm256_add_epi32(
+			    _mm256_slli_epi32(h2, 11), l2), round);
+			h3 = _mm256_add_epi32(_mm256_add_epi32(
+			    _mm256_slli_epi32(h3, 11), l3), round);
+			b = _mm256_shuffle_epi8(pack4(h0, h1, h2, h3),
 			    compact);
 			_mm_storeu_si128((__m128i *)(d + 24 * g),
 			    _mm256_castsi256_si128(b));
