@@ -11,7 +11,7 @@
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
  *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
- *   readers are part of it) -> log, xmalloc, clock, paths
+ *   readers are part of it) -> braces -> log, xmalloc, clock, paths
  *
  * common/ and proto/ lie under them all.
  */
