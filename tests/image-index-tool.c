@@ -11,7 +11,8 @@
  * then "I<TAB>LABEL<TAB>WHERE" per sample, WHERE as
  * dataset_sample_where() gives it; with --bytes, each sample line ends
  * with "<TAB>LEN<TAB>CRC32" of its bytes as dataset_read_encoded() reads
- * them.  On a refused dataset, prints the message on stderr and exits 1.
+ * them, or "<TAB>-1<TAB>ERRNO" (and label -1) when it cannot be read.
+ * On a refused dataset, prints the message on stderr and exits 1.
  * Not installed.
  */
 
@@ -36,7 +37,7 @@ main(int argc, char **argv)
 	uint64_t		 i;
 	int64_t			 label;
 	uint32_t		 c;
-	int			 a, bytes = 0;
+	int			 a, bytes = 0, saved;
 
 	memset(&conf, 0, sizeof conf);
 	conf.name = (char *)"tool";
@@ -66,17 +67,20 @@ main(int argc, char **argv)
 	for (c = 0; ds->class_names != NULL && c < ds->classes; c++)
 		printf("class\t%" PRIu32 "\t%s\n", c, ds->class_names[c]);
 	for (i = 0; i < ds->samples; i++) {
+		buf.len = 0;
 		if (dataset_read_encoded(ds, i, &buf, &label) != 0) {
-			fprintf(stderr, "sample %" PRIu64 " (%s): %s\n", i,
+			/* A dangling link, say: ImageFolder lists it too. */
+			saved = errno;
+			printf("%" PRIu64 "\t%d\t%s\t-1\t%d\n", i, -1,
 			    dataset_sample_where(ds, i, where, sizeof where),
-			    strerror(errno));
-			return (1);
+			    saved);
+			continue;
 		}
 		printf("%" PRIu64 "\t%" PRId64 "\t%s", i, label,
 		    dataset_sample_where(ds, i, where, sizeof where));
 		if (bytes)
-			printf("\t%zu\t%lu", buf.len, crc32(0, buf.p,
-			    (uInt)buf.len));
+			printf("\t%zu\t%lu", buf.len, buf.len == 0 ? 0UL :
+			    crc32(0, buf.p, (uInt)buf.len));
 		printf("\n");
 	}
 	dataset_buf_free(&buf);
