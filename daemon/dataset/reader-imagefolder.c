@@ -390,11 +390,15 @@ imagefolder_class(struct walk *w, uint32_t c, uint64_t *n)
 	w->depth = 0;
 	if (imagefolder_walk(w, name) != 0)
 		return (-1);
-	qsort_r(w->dv, w->nd, sizeof *w->dv, imagefolder_cmp_dir, w->dirs.p);
+	if (w->nd > 1)
+		qsort_r(w->dv, w->nd, sizeof *w->dv, imagefolder_cmp_dir,
+		    w->dirs.p);
 	*n = 0;
 	for (i = 0; i < w->nd; i++) {
-		qsort_r(w->files + w->dv[i].first, w->dv[i].n,
-		    sizeof *w->files, imagefolder_cmp_off, w->names.p);
+		if (w->dv[i].n > 1)
+			qsort_r(w->files + w->dv[i].first, w->dv[i].n,
+			    sizeof *w->files, imagefolder_cmp_off,
+			    w->names.p);
 		dir = w->dirs.p + w->dv[i].path;
 		dl = strlen(dir);
 		for (j = 0; j < w->dv[i].n; j++) {

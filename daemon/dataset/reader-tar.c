@@ -415,8 +415,10 @@ tar_next(struct tar_iter *it)
 
 	for (;;) {
 		pos = it->pos;
-		if (pos == it->fsize)
-			return (0);	/* no end blocks: tarfile stops too */
+		if (pos == it->fsize) {
+			rc = 0;		/* no end blocks: tarfile stops too */
+			goto out;
+		}
 		if (pos == 0 && it->fsize < TAR_BLOCK) {
 			tar_fail(it, "not a tar archive: %" PRIu64 " bytes, "
 			    "less than one header", it->fsize);
