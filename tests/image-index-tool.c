@@ -6,6 +6,7 @@
  *
  *	image-index-tool [--bytes] type=imagefolder root=DIR
  *	image-index-tool [--bytes] type=tar shards=PATTERN
+ *	image-index-tool --time type=... (only how long opening took)
  *
  * Prints "classes<TAB>C", then "class<TAB>I<TAB>NAME" per named class,
  * then "I<TAB>LABEL<TAB>WHERE" per sample, WHERE as
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <zlib.h>
 
@@ -37,7 +39,8 @@ main(int argc, char **argv)
 	uint64_t		 i;
 	int64_t			 label;
 	uint32_t		 c;
-	int			 a, bytes = 0, saved;
+	struct timespec		 t0, t1;
+	int			 a, bytes = 0, timed = 0, saved;
 
 	memset(&conf, 0, sizeof conf);
 	conf.name = (char *)"tool";
@@ -47,9 +50,13 @@ main(int argc, char **argv)
 			bytes = 1;
 			continue;
 		}
+		if (strcmp(argv[a], "--time") == 0) {
+			timed = 1;
+			continue;
+		}
 		if ((eq = strchr(argv[a], '=')) == NULL ||
 		    conf.nkv == sizeof kv / sizeof kv[0]) {
-			fprintf(stderr, "usage: image-index-tool [--bytes] "
+			fprintf(stderr, "usage: image-index-tool [--bytes|--time] "
 			    "key=value ...\n");
 			return (2);
 		}
@@ -58,10 +65,20 @@ main(int argc, char **argv)
 		kv[conf.nkv].value = eq + 1;
 		conf.nkv++;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if ((ds = dataset_open(&conf, &cause)) == NULL) {
 		fprintf(stderr, "%s\n", cause != NULL ? cause : "out of memory");
 		free(cause);
 		return (1);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (timed) {
+		printf("opened in %.3f s: %" PRIu64 " samples, %" PRIu32
+		    " classes\n", (double)(t1.tv_sec - t0.tv_sec) +
+		    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, ds->samples,
+		    ds->classes);
+		dataset_free(ds);
+		return (0);
 	}
 	printf("classes\t%" PRIu32 "\n", ds->classes);
 	for (c = 0; ds->class_names != NULL && c < ds->classes; c++)
