@@ -153,12 +153,16 @@ datasets_text(const struct infeed_dataset *list, size_t n)
 	printf("%-28s %-10s %10s %-14s %-8s %-7s %s\n", "NAME", "TYPE",
 	    "SAMPLES", "SHAPE", "DTYPE", "LABELS", "CLASSES");
 	for (i = 0; i < n; i++) {
-		shape_string(shape, sizeof(shape), list[i].shape,
-		    list[i].ndim);
+		/* Images (imagefolder, tar) have no shape until decoded. */
+		if (list[i].ndim == 0 && list[i].dtype == 0)
+			snprintf(shape, sizeof(shape), "images");
+		else
+			shape_string(shape, sizeof(shape), list[i].shape,
+			    list[i].ndim);
 		printf("%-28s %-10s %10llu %-14s %-8s %-7s %u\n",
 		    list[i].name, list[i].type,
 		    (unsigned long long)list[i].samples, shape,
-		    infeed_dtype_name(list[i].dtype),
+		    list[i].dtype == 0 ? "-" : infeed_dtype_name(list[i].dtype),
 		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
 	}
 	if (n == 0)

@@ -25,5 +25,7 @@
 #define INFEED_MAX_WORKERS		256
 /* Clients one daemon serves at once (max_clients). */
 #define INFEED_MAX_CLIENTS		65536
+/* Bytes of one encoded image (an image file or a tar member) a worker reads. */
+#define INFEED_MAX_IMAGE_BYTES		(64 * 1024 * 1024)
 
 #endif /* INFEED_LIMITS_H */

@@ -154,12 +154,21 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 			continue;
 		}
 		e->conf = dc;
-		log_info("dataset '%s': %s, %llu samples of %s[%llu bytes]",
-		    dc->name, cat->datasets[cat->ndatasets]->type,
-		    (unsigned long long)cat->datasets[cat->ndatasets]->samples,
-		    dtype_name(cat->datasets[cat->ndatasets]->dtype),
-		    (unsigned long long)
-		    cat->datasets[cat->ndatasets]->sample_bytes);
+		if (cat->datasets[cat->ndatasets]->encoded)
+			log_info("dataset '%s': %s, %llu images in %u classes",
+			    dc->name, cat->datasets[cat->ndatasets]->type,
+			    (unsigned long long)
+			    cat->datasets[cat->ndatasets]->samples,
+			    cat->datasets[cat->ndatasets]->classes);
+		else
+			log_info("dataset '%s': %s, %llu samples of %s[%llu "
+			    "bytes]", dc->name,
+			    cat->datasets[cat->ndatasets]->type,
+			    (unsigned long long)
+			    cat->datasets[cat->ndatasets]->samples,
+			    dtype_name(cat->datasets[cat->ndatasets]->dtype),
+			    (unsigned long long)
+			    cat->datasets[cat->ndatasets]->sample_bytes);
 		cat->ndatasets++;
 	}
 	return (cat);

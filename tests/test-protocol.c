@@ -571,6 +571,7 @@ START_TEST(test_doc_limits)
 		{ "INFEED_MAX_MAX_FRAME", INFEED_MAX_MAX_FRAME },
 		{ "INFEED_MAX_WORKERS", INFEED_MAX_WORKERS },
 		{ "INFEED_MAX_CLIENTS", INFEED_MAX_CLIENTS },
+		{ "INFEED_MAX_IMAGE_BYTES", INFEED_MAX_IMAGE_BYTES },
 	};
 	char		*sec, *line, *save = NULL, name[64], value[64];
 	size_t		 i;

@@ -28,6 +28,8 @@ static const struct dataset_ops *readers[] = {
 	&dataset_raw_ops,
 	&dataset_npy_ops,
 	&dataset_synthetic_ops,
+	&dataset_imagefolder_ops,
+	&dataset_tar_ops,
 };
 
 /* Keys of every section besides the reader's; catalogue.c reads the second. */
@@ -770,9 +772,17 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 	}
 
 	/* Broken invariants of a reader, not the operator's fault. */
-	if (ds->samples == 0 ||
+	if (ds->encoded && (ds->samples == 0 || ds->ndim != 0 ||
+	    ds->sample_bytes != 0 || ds->ops->read_encoded == NULL ||
+	    ds->ops->sample_where == NULL)) {
+		dataset_error(cause, ds, "reader '%s' gave %" PRIu64 " encoded "
+		    "samples, which does not add up", ds->type, ds->samples);
+		dataset_free(ds);
+		return (NULL);
+	}
+	if (!ds->encoded && (ds->samples == 0 ||
 	    dataset_shape_bytes(ds->shape, ds->ndim, ds->dtype, &total) != 0 ||
-	    total != ds->sample_bytes) {
+	    total != ds->sample_bytes)) {
 		dataset_error(cause, ds, "reader '%s' gave %" PRIu64 " samples "
 		    "of %s %s in %zu bytes, which do not add up", ds->type,
 		    ds->samples, dtype_name(ds->dtype),
@@ -1000,11 +1010,15 @@ dataset_pair_close(struct dataset *ds)
 	ds->priv = NULL;
 }
 
-/* Write one sample and its label. */
+/* Write one sample and its label; never for an encoded dataset. */
 int
 dataset_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label)
 {
+	if (ds->encoded || ds->ops->read == NULL) {
+		errno = EOPNOTSUPP;
+		return (-1);
+	}
 	if (index >= ds->samples) {
 		errno = ERANGE;
 		return (-1);
@@ -1012,14 +1026,86 @@ dataset_read(const struct dataset *ds, uint64_t index, void *dst,
 	return (ds->ops->read(ds, index, dst, label));
 }
 
+/* Grow a worker's buffer, up to the largest image it may hold. */
+int
+dataset_buf_reserve(struct dataset_buf *buf, size_t n)
+{
+	uint8_t	*p;
+	size_t	 cap;
+
+	if (n > INFEED_MAX_IMAGE_BYTES) {
+		errno = EFBIG;
+		return (-1);
+	}
+	if (n <= buf->cap && buf->p != NULL)
+		return (0);
+	cap = buf->cap < 65536 ? 65536 : buf->cap;
+	while (cap < n)
+		cap *= 2;
+	if (cap > INFEED_MAX_IMAGE_BYTES)
+		cap = INFEED_MAX_IMAGE_BYTES;
+	if ((p = realloc(buf->p, cap)) == NULL) {
+		errno = ENOMEM;
+		return (-1);
+	}
+	buf->p = p;
+	buf->cap = cap;
+	return (0);
+}
+
+/* Free a worker's buffer. */
+void
+dataset_buf_free(struct dataset_buf *buf)
+{
+	free(buf->p);
+	buf->p = NULL;
+	buf->len = buf->cap = 0;
+}
+
+/* Read one encoded sample's bytes and its label. */
+int
+dataset_read_encoded(const struct dataset *ds, uint64_t index,
+    struct dataset_buf *buf, int64_t *label)
+{
+	if (!ds->encoded) {
+		errno = EOPNOTSUPP;
+		return (-1);
+	}
+	if (index >= ds->samples) {
+		errno = ERANGE;
+		return (-1);
+	}
+	return (ds->ops->read_encoded(ds, index, buf, label));
+}
+
+/* Name a sample for messages. */
+char *
+dataset_sample_where(const struct dataset *ds, uint64_t index, char *buf,
+    size_t len)
+{
+	if (len == 0)
+		return (buf);
+	if (ds->encoded && index < ds->samples)
+		return (ds->ops->sample_where(ds, index, buf, len));
+	snprintf(buf, len, "sample %" PRIu64, index);
+	return (buf);
+}
+
 /* Close and free a dataset. */
 void
 dataset_free(struct dataset *ds)
 {
+	uint32_t	i;
+
 	if (ds == NULL)
 		return;
 	if (ds->ops != NULL)
 		ds->ops->close(ds);
+	if (ds->class_names != NULL) {
+		for (i = 0; i < ds->classes; i++)
+			free(ds->class_names[i]);
+		free(ds->class_names);
+	}
 	free(ds->data_path);
 	free(ds->labels_path);
 	free(ds->name);

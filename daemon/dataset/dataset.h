@@ -14,6 +14,14 @@
  * returns its label.  It never allocates and is safe to call from any
  * process that inherited the dataset.
  *
+ * An image dataset (types imagefolder and tar) is "encoded": its samples
+ * are image files, or members of tar shards, whose decoding happens later
+ * in the worker, so the dataset has no shape, dtype or sample_bytes (the
+ * output's shape comes from the session's transform).  A worker reads one
+ * with dataset_read_encoded() into a buffer of its own, with pread on
+ * descriptors opened at open (or openat on a kept directory), never a
+ * shared offset; dataset_read() refuses such a dataset.
+ *
  * A client's own files (Attach.files) are a dataset too, of the raw and
  * npy readers, opened from the descriptors the client passed
  * (dataset_open_files()): the same checks as for files opened by path, and
@@ -47,10 +55,12 @@ struct dataset_conf {
 };
 
 struct dataset_ops;
+struct dataset_buf;
 
 struct dataset {
 	char			*name;
-	const char		*type;		/* "idx", "raw", "npy", "synthetic" */
+	const char		*type;		/* "idx", "raw", "npy", "synthetic",
+						   "imagefolder", "tar" */
 	uint64_t		 samples;	/* N */
 	uint32_t		 ndim;
 	uint64_t		 shape[INFEED_MAX_DIMS];	/* one sample */
@@ -61,6 +71,13 @@ struct dataset {
 	char			*data_path;	/* the samples' file; NULL if none */
 	char			*labels_path;	/* the labels' file; NULL if none */
 	bool			 client_files;	/* dataset_open_files()'s */
+	/*
+	 * Samples are encoded images (dataset_read_encoded()); ndim, shape,
+	 * dtype and sample_bytes are then 0.
+	 */
+	bool			 encoded;
+	/* The classes' names, ds->classes of them; NULL when unnamed. */
+	char			**class_names;
 	const struct dataset_ops *ops;
 	void			*priv;
 };
@@ -77,6 +94,18 @@ struct dataset_ops {
 	int		(*read)(const struct dataset *, uint64_t index, void *dst,
 			    int64_t *label);
 	void		(*close)(struct dataset *);
+	/* Encoded readers: see dataset_read_encoded(), dataset_sample_where(). */
+	int		(*read_encoded)(const struct dataset *, uint64_t index,
+			    struct dataset_buf *, int64_t *label);
+	char		*(*sample_where)(const struct dataset *, uint64_t index,
+			    char *buf, size_t len);
+};
+
+/* A worker's buffer for encoded samples, reused from one to the next. */
+struct dataset_buf {
+	uint8_t	*p;
+	size_t	 len;	/* bytes of the last sample read */
+	size_t	 cap;	/* bytes allocated at p */
 };
 
 /**
@@ -158,6 +187,38 @@ int		 dataset_read(const struct dataset *ds, uint64_t index,
 		    void *dst, int64_t *label);
 
 /**
+ * dataset_read_encoded() - read sample @index of an encoded dataset: its
+ * bytes as stored (the whole image file, or the tar member) into @buf,
+ * grown with realloc as needed, and its label into *@label.  @index must
+ * be below ds->samples.  Safe in forked workers: only pread and openat,
+ * never a shared file offset.
+ *
+ * Return: 0 with buf->len set, or -1 with errno: EIO when the file or the
+ * shard is shorter than when it was indexed (cut since), EFBIG for a
+ * sample over INFEED_MAX_IMAGE_BYTES, ENOENT or EACCES for an image file
+ * that is gone or unreadable, EINVAL for one that is no longer a regular
+ * file, ENOMEM, EOPNOTSUPP when @ds is not encoded, ERANGE for an @index
+ * past the end.
+ */
+int		 dataset_read_encoded(const struct dataset *ds,
+		    uint64_t index, struct dataset_buf *buf, int64_t *label);
+
+/**
+ * dataset_sample_where() - name sample @index for messages, in @buf (@len
+ * bytes, truncated if short): "'/data/train/n01/x.JPEG'" for an image
+ * file, "member 'n01/x.jpg' of shard '/data/train-000003.tar'" for a tar
+ * member, "sample N" for the other readers.  Valid UTF-8 on one line.
+ * Return: @buf.
+ */
+char		*dataset_sample_where(const struct dataset *ds, uint64_t index,
+		    char *buf, size_t len);
+
+/**
+ * dataset_buf_free() - free what @buf holds and zero it.
+ */
+void		 dataset_buf_free(struct dataset_buf *buf);
+
+/**
  * dataset_free() - close and free @ds; NULL is a no-op.
  */
 void		 dataset_free(struct dataset *ds);
@@ -171,6 +232,23 @@ extern const struct dataset_ops dataset_idx_ops;
 extern const struct dataset_ops dataset_raw_ops;
 extern const struct dataset_ops dataset_npy_ops;
 extern const struct dataset_ops dataset_synthetic_ops;
+extern const struct dataset_ops dataset_imagefolder_ops;
+extern const struct dataset_ops dataset_tar_ops;
+
+/**
+ * dataset_tar_open_fd() - a tar dataset @name of the one shard open on
+ * @fd (taken over, closed on failure too), @shard naming it in messages:
+ * what the tar reader does with each shard of "shards =", exposed for the
+ * fuzzer and the tests.  Return: the dataset, or NULL with *@cause set.
+ */
+struct dataset	*dataset_tar_open_fd(const char *name, const char *shard,
+		    int fd, char **cause);
+
+/**
+ * dataset_buf_reserve() - grow @buf to hold at least @n bytes.
+ * Return: 0, or -1 with errno EFBIG over INFEED_MAX_IMAGE_BYTES, ENOMEM.
+ */
+int		 dataset_buf_reserve(struct dataset_buf *buf, size_t n);
 
 /*
  * A read-only view of a whole file, or of bytes decompressed at open.  A
