@@ -80,6 +80,7 @@ struct session {
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
 	uint64_t		 samples_replaced; /* bad ones, by others */
 	uint64_t		 out_shape[INFEED_MAX_DIMS]; /* of a row */
+	uint32_t		 out_dims;
 	uint64_t		 wait_since_us;	/* 0: no Next waits */
 	uint64_t		 data_wait_us;
 	/* Nexts answered, by how long each waited (session_wait_bounds). */
@@ -424,6 +425,7 @@ session_check(struct session *s, const Infeed__Attach *a,
 	s->transform.seed = o->seed;
 	s->transform.bad_replace = !s->own_ds &&
 	    s->host.cat->entries[s->ds_index].bad_replace;
+	s->out_dims = transform_out_shape(&s->transform, s->ds, s->out_shape);
 	return (0);
 }
 
@@ -816,9 +818,8 @@ session_fill_attached(const struct session *s, Infeed__Attached *at)
 	at->data_offset = l->data_offset;
 	at->labels_offset = l->labels_offset;
 	at->indices_offset = l->indices_offset;
-	at->n_sample_shape = transform_out_shape(&s->transform, s->ds,
-	    s->out_shape);
-	at->sample_shape = s->out_shape;
+	at->n_sample_shape = s->out_dims;
+	at->sample_shape = (uint64_t *)s->out_shape;	/* protobuf-c's type */
 	at->data_dtype = (Infeed__DType)transform_out_dtype(&s->transform,
 	    s->ds);
 	at->sample_bytes = s->transform.out_sample_bytes;

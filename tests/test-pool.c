@@ -548,7 +548,7 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 
 	/* The pool goes on with the other ring. */
 	fill_indices(r2, 0, 8, ds->samples);
-	pool_submit(pr2, 0, 0, 8, ring_indices(r2, 0) + 0);
+	pool_submit(pr2, 0, 0, 0, 8, ring_indices(r2, 0) + 0);
 	ck_assert(run_until(pred_idle, NULL));
 	ck_assert_uint_eq(rec2.n, 1);
 	ck_assert_uint_eq(rec.n, 0);
