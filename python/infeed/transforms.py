@@ -55,14 +55,18 @@ def _numbers(seq, brackets="()"):
     return brackets[0] + ", ".join(_number(v) for v in items) + brackets[1]
 
 
-def _size(size):
-    """torchvision's size: an int, or a sequence of one or two ints."""
+def _size(size, square=False):
+    """torchvision's size: an int, or a sequence of one or two ints.  The
+    text is canonical: (n,) is n, and so is (n, n) for a crop (@square),
+    so a pipeline reads the same however it was built."""
     if isinstance(size, int) and not isinstance(size, bool):
         return str(size)
     size = tuple(size)
     if len(size) not in (1, 2) or not all(isinstance(v, int) for v in size):
         raise ValueError(f"size must be an int or a sequence of one or two "
                          f"ints, not {size!r}")
+    if len(size) == 1 or (square and size[0] == size[1]):
+        return str(size[0])
     return _numbers(size)
 
 
@@ -119,7 +123,7 @@ class RandomResizedCrop(_Transform):
         self.ratio = tuple(ratio)
 
     def _text(self):
-        return (f"RandomResizedCrop({_size(self.size)}, "
+        return (f"RandomResizedCrop({_size(self.size, square=True)}, "
                 f"scale={_numbers(self.scale)}, "
                 f"ratio={_numbers(self.ratio)})")
 
@@ -147,7 +151,7 @@ class CenterCrop(_Transform):
         self.size = size
 
     def _text(self):
-        return f"CenterCrop({_size(self.size)})"
+        return f"CenterCrop({_size(self.size, square=True)})"
 
 
 class RandomHorizontalFlip(_Transform):
