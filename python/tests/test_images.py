@@ -4,7 +4,9 @@ WebDataset tar shards, served by a real infeedd, against torchvision's
 ImageFolder and transforms on the same files."""
 
 import io
+import json
 import os
+import subprocess
 import tarfile
 
 import pytest
@@ -233,12 +235,31 @@ def test_a_truncated_image_names_its_file(images, tree):
     assert "bad_samples = replace" in str(e.value)
 
 
+def _status(daemon):
+    out = subprocess.run([os.environ["INFEEDCTL"], "--socket",
+                          str(daemon.socket), "status", "--json"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def test_bad_samples_replace_goes_on_and_counts(images):
-    idx, _, data = _epoch(images, "imgs-replace",
-                          "Resize(16), CenterCrop(16), ToTensor()")
+    pipeline = "Resize(16), CenterCrop(16), ToTensor()"
+    idx, _, data = _epoch(images, "imgs-replace", pipeline)
     assert sorted(idx) == list(range(8))
     assert "replaced by sample" in images.log_text()
     assert data[5].std() > 0      # another image's pixels, not zeros
+    # Counted in status while the session lives: both steps of the epoch
+    # taken (sample 5 is in the second), the loader not yet finished.
+    loader = infeed.DataLoader(_opts(), "imgs-replace", batch_size=5,
+                               drop_last=False, transform=pipeline,
+                               output="numpy", socket=images.socket)
+    it = iter(loader)
+    next(it), next(it)
+    (ss,) = [s for s in _status(images)["sessions"]
+             if s["dataset"] == "imgs-replace"]
+    assert ss["samples_replaced"] == 1
+    assert ss["transform"] == pipeline
+    assert list(it) == []
 
 
 def test_transforms_are_refused_by_name(images):
