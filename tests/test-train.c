@@ -32,9 +32,39 @@ static const char *datasets =
 
 static char out[1 << 16], errout[1 << 16];
 
+/* An ImageFolder tree of two classes from tests/images' JPEGs. */
+static void make_images(char *extra, size_t len)
+{
+	static const char *const files[] = { "j420-even.jpg", "j420-odd.jpg",
+	    "j444-odd.jpg", "jprog-odd.jpg", "jgrey-odd.jpg", "jcmyk.jpg" };
+	const char *fixtures = getenv("IMAGE_FIXTURES");
+	char from[600], to[600];
+
+	ck_assert_msg(fixtures != NULL, "set IMAGE_FIXTURES to tests/images");
+	for (int c = 0; c < 2; c++) {
+		snprintf(to, sizeof(to), "%s/imgs", dir);
+		mkdir(to, 0755);
+		snprintf(to, sizeof(to), "%s/imgs/%c", dir, 'a' + c);
+		ck_assert_int_eq(mkdir(to, 0755), 0);
+		for (int i = 0; i < 3; i++) {
+			snprintf(from, sizeof(from), "%s/%s", fixtures,
+			    files[c * 3 + i]);
+			snprintf(to, sizeof(to), "%s/imgs/%c/%d.jpg", dir,
+			    'a' + c, i);
+			ck_assert_int_eq(symlink(from, to), 0);
+		}
+	}
+	snprintf(extra, len, "%s[dataset imgs]\ntype = imagefolder\n"
+	    "root = %s/imgs\n", datasets, dir);
+}
+
 static void train_setup(void)
 {
+	char extra[2048];
+
 	make_files(datasets);
+	make_images(extra, sizeof(extra));
+	make_config(extra);
 	daemon_start(NULL);
 }
 
@@ -236,6 +266,34 @@ START_TEST(dataloading_experiment)
 }
 END_TEST
 
+/* The experiment on images: the workers decode and crop, the model takes
+ * the pipeline's [3, H, W] rows; a pipeline without float32 CHW is
+ * refused with advice. */
+START_TEST(dataloading_experiment_on_images)
+{
+	const char *json;
+	int rc = run((const char *[]){ "dataloading", "--socket", sock_path,
+	    "--dataset", "imgs", "--transform",
+	    "RandomResizedCrop(32), RandomHorizontalFlip(), ToTensor()",
+	    "--batch-size", "2", "--device-iterations", "2", "--replicas", "1",
+	    "--steps", "4", "--json", "--quiet", NULL });
+
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, errout);
+	json = last_line();
+	ck_assert(json_num(json, "loader_items_per_s") > 0);
+	ck_assert(json_num(json, "real_items_per_s") > 0);
+	ck_assert_msg(strstr(out, "ClassificationModel 3x32x32") != NULL, "%s",
+	    out);
+	rc = run((const char *[]){ "dataloading", "--socket", sock_path,
+	    "--dataset", "imgs", "--transform",
+	    "RandomResizedCrop(32), PILToTensor()", "--replicas", "1",
+	    "--quiet", NULL });
+	ck_assert_int_eq(rc, 1);
+	ck_assert_msg(strstr(errout, "end the pipeline with ToTensor()") !=
+	    NULL, "%s", errout);
+}
+END_TEST
+
 /* --synthetic-data needs no daemon; emulate spends the modelled time;
  * --profile writes a trace and a picture. */
 START_TEST(synthetic_emulated_with_profile)
@@ -305,6 +363,7 @@ static Suite *train_suite(void)
 	tcase_add_test(tc, grouped_replicated_through_infeedd);
 	tcase_add_test(tc, refusals_are_advice);
 	tcase_add_test(tc, dataloading_experiment);
+	tcase_add_test(tc, dataloading_experiment_on_images);
 	tcase_add_test(tc, synthetic_emulated_with_profile);
 	tcase_add_test(tc, schedule_command_prints_the_reference_totals);
 	suite_add_tcase(s, tc);

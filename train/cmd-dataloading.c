@@ -30,7 +30,7 @@
 struct dl_args {
 	struct executor_options x;
 	struct ipu_config ipu;
-	const char *socket, *dataset, *profile;
+	const char *socket, *dataset, *profile, *transform;
 	int replicas[8], nreplicas;
 	int steps, rounds;
 	uint32_t workers, buffer_size;
@@ -65,6 +65,11 @@ usage(FILE *fp)
 	    "$INFEED_SOCKET or\n"
 	    "                           " INFEED_DEFAULT_SOCKET ")\n"
 	    "  --dataset NAME           (tutorial-synthetic)\n"
+	    "  --transform PIPELINE     for a dataset of images: the "
+	    "torchvision pipeline\n"
+	    "                           the workers run, ending in "
+	    "ToTensor(); the model\n"
+	    "                           then takes its [3, H, W] rows\n"
 	    "  --batch-size B           micro-batch size (16)\n"
 	    "  --device-iterations D    (50)\n"
 	    "  --replicas R             run only R replicas (default: 1, then "
@@ -91,7 +96,7 @@ usage(FILE *fp)
 }
 
 enum {
-	OPT_SOCKET = 256, OPT_DATASET, OPT_BATCH, OPT_DI, OPT_REPLICAS,
+	OPT_SOCKET = 256, OPT_DATASET, OPT_TRANSFORM, OPT_BATCH, OPT_DI, OPT_REPLICAS,
 	OPT_STEPS, OPT_ROUNDS, OPT_WORKERS, OPT_BUFFER, OPT_NO_SHUFFLE, OPT_MODE, OPT_IPU,
 	OPT_PROFILE, OPT_JSON, OPT_QUIET,
 };
@@ -102,6 +107,7 @@ enum {
 static const struct cli_opt dl_options[] = {
 	{ "socket", OPT_SOCKET, CLI_STRING, DA(socket), 0, 0 },
 	{ "dataset", OPT_DATASET, CLI_STRING, DA(dataset), 0, 0 },
+	{ "transform", OPT_TRANSFORM, CLI_STRING, DA(transform), 0, 0 },
 	{ "batch-size", OPT_BATCH, CLI_INT, DA(x.batch_size), 1, 65536 },
 	{ "device-iterations", OPT_DI, CLI_INT, DA(x.device_iterations), 1,
 	    1 << 20 },
@@ -222,7 +228,8 @@ dl_open(const struct dl_args *a, struct executor *x, enum measure what,
 	o.num_workers = a->workers;
 	o.buffer_size = a->buffer_size;
 	o.load_indefinitely = true;
-	o.to_float32 = true;
+	o.to_float32 = a->transform == NULL;	/* images: the pipeline's */
+	o.transform = a->transform;
 	return (source_open_infeed(src, a->socket, a->dataset, &o,
 	    executor_model(x), err, errlen));
 }
@@ -433,9 +440,11 @@ dl_print_table(const struct dl_args *a, const struct dl_row *rows)
 {
 	int i;
 
-	printf("\nEfficient data loading: %s, B %d, DI %d, %s mode, %d "
-	    "measured steps each%s\n", "ClassificationModel 1x128x128",
-	    a->x.batch_size, a->x.device_iterations,
+	printf("\nEfficient data loading: ClassificationModel %dx%dx%d%s%s, "
+	    "B %d, DI %d, %s mode, %d measured steps each%s\n",
+	    a->x.input.c ? a->x.input.c : 1, a->x.input.c ? a->x.input.h : 128,
+	    a->x.input.c ? a->x.input.w : 128, a->transform ? " from " : "",
+	    a->transform ? a->transform : "", a->x.batch_size, a->x.device_iterations,
 	    a->compute ? "compute" : "emulate", a->steps,
 	    a->rounds > 1 ? ", medians of the rounds" : "");
 	printf("%-4s %8s %14s %14s %14s %8s\n", "R", "step", "loader alone",
@@ -450,8 +459,9 @@ dl_print_table(const struct dl_args *a, const struct dl_row *rows)
 			    "over %d rounds\n", rows[i].replicas,
 			    100 * rows[i].ratio_min, 100 * rows[i].ratio_max,
 			    a->rounds);
-	printf("(items/s; the tutorial's IPU printed 34,307 synthetic at R 1 "
-	    "and 136,452 at R 4; the cost model gives");
+	printf("(items/s; %sthe cost model gives", a->transform ? "" :
+	    "the tutorial's IPU printed 34,307 synthetic at R 1 and 136,452 "
+	    "at R 4; ");
 	for (i = 0; i < a->nreplicas; i++)
 		printf(" %.0f at R %d", rows[i].modelled, rows[i].replicas);
 	printf(")\n\n");
@@ -481,6 +491,23 @@ dl_print_json(const struct dl_args *a, const struct dl_row *rows)
 	printf("]}\n");
 }
 
+/* With --transform, size the model for the pipeline's rows. */
+static int
+dl_probe_images(struct dl_args *a)
+{
+	struct infeed_options	o;
+	char			err[512];
+
+	infeed_options_init(&o);
+	o.transform = a->transform;
+	if (source_probe_images(a->socket, a->dataset, &o, &a->x.input,
+	    &a->x.classes, err, sizeof(err)) != 0) {
+		fprintf(stderr, "infeed-train: %s\n", err);
+		return (-1);
+	}
+	return (0);
+}
+
 /* infeed-train dataloading */
 int
 cmd_dataloading(int argc, char **argv)
@@ -491,6 +518,8 @@ cmd_dataloading(int argc, char **argv)
 
 	if (prc != 0)
 		return (prc == 1 ? 0 : 2);
+	if (a.transform != NULL && dl_probe_images(&a) != 0)
+		return (1);
 	for (i = 0; i < a.nreplicas; i++) {
 		a.x.replicas = a.replicas[i];
 		if ((rc = dl_row_measure(&a, &rows[i])) != 0)

@@ -63,7 +63,7 @@ int
 executor_stages_parse(struct executor_options *o, const char *spec, char *err,
     size_t errlen)
 {
-	struct model *m = model_new(o->model, 0);
+	struct model *m = model_new(o->model, 0);	/* blocks only */
 	char *copy, *save = NULL, *stage;
 	int next = 0, nstages = 0, rc = -1;
 
@@ -203,7 +203,8 @@ executor_new(const struct executor_options *o, bool training, char *err,
 		goto oom;
 	x->o = *o;
 	x->training = training;
-	if ((x->model = model_new(o->model, o->seed)) == NULL)
+	if ((x->model = model_new_shaped(o->model, o->input.c ? &o->input :
+	    NULL, o->classes, o->seed)) == NULL)
 		goto oom;
 	if (N < 1 || N > x->model->nblocks) {
 		snprintf(err, errlen, "%s has %d blocks, so it runs on 1 to %d "

@@ -29,6 +29,8 @@
 
 struct executor_options {
 	enum model_kind model;
+	struct shape input;             /* the model's input; c 0: its own */
+	int classes;                    /* its outputs; 0: its own */
 	uint64_t seed;                  /* weight initialisation */
 	int nstages;                    /* IPUs per replica */
 	int stage_first_block[EXECUTOR_MAX_STAGES]; /* stage s starts here */

@@ -667,6 +667,13 @@ linear_backward(const struct model *m, const struct layer *l, int n,
 struct model *
 model_new(enum model_kind kind, uint64_t seed)
 {
+	return (model_new_shaped(kind, NULL, 0, seed));
+}
+
+struct model *
+model_new_shaped(enum model_kind kind, const struct shape *input,
+    int classes, uint64_t seed)
+{
 	struct model	*m;
 	size_t		 need = 0, sz;
 	int		 i;
@@ -674,11 +681,11 @@ model_new(enum model_kind kind, uint64_t seed)
 	if ((m = calloc(1, sizeof *m)) == NULL)
 		return (NULL);
 	m->kind = kind;
-	m->classes = 10;
+	m->classes = classes > 0 ? classes : 10;
 	switch (kind) {
 	case MODEL_PIPELINE_TUTORIAL:
 		m->name = "pipeline-tutorial";
-		m->input = (struct shape){ 1, 28, 28 };
+		m->input = input ? *input : (struct shape){ 1, 28, 28 };
 		model_block(m, "B1");
 		model_conv(m, 10, 5);
 		model_pool(m, 2);
@@ -691,11 +698,11 @@ model_new(enum model_kind kind, uint64_t seed)
 		model_linear(m, 256);
 		model_relu(m);
 		model_block(m, "B4");
-		model_linear(m, 10);
+		model_linear(m, m->classes);
 		break;
 	case MODEL_DATALOADING_TUTORIAL:
 		m->name = "dataloading-tutorial";
-		m->input = (struct shape){ 1, 128, 128 };
+		m->input = input ? *input : (struct shape){ 1, 128, 128 };
 		model_block(m, "B1");
 		model_conv(m, 5, 3);
 		model_relu(m);
@@ -708,7 +715,7 @@ model_new(enum model_kind kind, uint64_t seed)
 		model_linear(m, 100);
 		model_relu(m);
 		model_block(m, "B4");
-		model_linear(m, 10);
+		model_linear(m, m->classes);
 		break;
 	default:
 		free(m);

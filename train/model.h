@@ -81,6 +81,14 @@ struct model {
  * Returns NULL on allocation failure.
  */
 struct model *model_new(enum model_kind kind, uint64_t seed);
+
+/**
+ * model_new_shaped() - model_new() for inputs of shape @input (NULL: the
+ * model's own) and @classes outputs (0: its own 10): the same layers,
+ * sized for the data, as the data-loading experiment needs for images.
+ */
+struct model *model_new_shaped(enum model_kind kind,
+    const struct shape *input, int classes, uint64_t seed);
 void model_free(struct model *m);
 
 /** model_block_find() - index of the block called @name, or -1. */

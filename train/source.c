@@ -64,6 +64,55 @@ fail:
 	return (-1);
 }
 
+/* Attach once with the pipeline to learn the rows' shape and classes. */
+int
+source_probe_images(const char *socket_path, const char *dataset,
+    const struct infeed_options *o, struct shape *input, int *classes,
+    char *err, size_t errlen)
+{
+	struct infeed_session_info info;
+	struct infeed_dataset *list = NULL;
+	struct infeed *f;
+	size_t n = 0, i;
+	int rc = -1;
+
+	*classes = 0;
+	memset(&info, 0, sizeof(info));
+	if ((f = infeed_new()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return (-1);
+	}
+	if (infeed_connect(f, socket_path, "infeed-train") != INFEED_OK ||
+	    infeed_list_datasets(f, &list, &n) != INFEED_OK) {
+		snprintf(err, errlen, "%s", infeed_error(f));
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		if (strcmp(list[i].name, dataset) == 0)
+			*classes = (int)list[i].classes;
+	if (infeed_attach(f, dataset, o, &info) != INFEED_OK) {
+		snprintf(err, errlen, "dataset %s: %s", dataset,
+		    infeed_error(f));
+		goto out;
+	}
+	if (info.data_dtype != INFEED_DTYPE_FLOAT32 || info.ndim != 3 ||
+	    info.sample_shape[0] != 3 || info.sample_shape[1] > 65536 ||
+	    info.sample_shape[2] > 65536) {
+		snprintf(err, errlen, "dataset %s: the pipeline gives %s rows "
+		    "of %u dimensions; the model takes float32 [3, H, W]: end "
+		    "the pipeline with ToTensor() (and Normalize)", dataset,
+		    infeed_dtype_name(info.data_dtype), info.ndim);
+		goto out;
+	}
+	*input = (struct shape){ 3, (int)info.sample_shape[1],
+	    (int)info.sample_shape[2] };
+	rc = 0;
+out:
+	infeed_datasets_free(list, n);
+	infeed_free(f);
+	return (rc);
+}
+
 /* Random steps made once, as poptorch's synthetic data. */
 int
 source_open_synthetic(struct source *s, const struct model *m, size_t rows,

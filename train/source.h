@@ -37,6 +37,16 @@ int source_open_infeed(struct source *s, const char *socket_path,
     const struct model *m, char *err, size_t errlen);
 
 /**
+ * source_probe_images() - the shape ([3, H, W] float32) and class count of
+ * @dataset's rows under @o->transform, from a short attach: the input a
+ * model needs to take them.  -1 with @err if the pipeline does not give
+ * float32 CHW.
+ */
+int source_probe_images(const char *socket_path, const char *dataset,
+    const struct infeed_options *o, struct shape *input, int *classes,
+    char *err, size_t errlen);
+
+/**
  * source_open_synthetic() - steps of @rows random samples shaped for @m,
  * @steps_per_epoch of them per epoch.
  */
