@@ -194,7 +194,7 @@ transform_work_free(struct transform_work *w)
 	if (w == NULL)
 		return;
 	image_decoder_free(w->dec);
-	free(w->enc.p);
+	dataset_buf_free(&w->enc);
 	free(w->pix);
 	image_work_free(&w->iw);
 	free(w);
