@@ -337,6 +337,12 @@ verdict(const struct dl_args *a, const struct dl_row *r)
 		    "loader-bound run.\n",
 		    a->workers ? "--workers limits this session" :
 		    "the session uses the whole pool", cores);
+		if (a->transform != NULL)
+			printf("     Decoding and augmenting is the cost here: "
+			    "about %.1f times this host's cores would keep "
+			    "up; or store the images smaller, or end the "
+			    "pipeline with PILToTensor() and normalise on the "
+			    "device.\n", r->synthetic / r->loader);
 	} else if (share < 0.9) {
 		printf("The loader alone keeps up (%.0f items/s) but not next "
 		    "to the trainer: they compete for this host's %ld "
