@@ -550,7 +550,9 @@ struct bench_run {
 	uint8_t				*seen;		/* per dataset index */
 	uint64_t			 steps, items, bytes, bad, sink;
 	uint64_t			 epoch0;	/* items when it began */
-	double				 secs;
+	double				 secs;		/* after the attach */
+	double				 t_attach;	/* when it was sent */
+	double				 first_step_s;	/* from then */
 };
 
 /* Apply one option of the batch geometry; -1 if @ch is not one. */
@@ -827,6 +829,8 @@ bench_loop(struct infeed *f, const struct bench_args *a,
 	for (k = 0; k < total; k++) {
 		if (infeed_next(f, &st) != INFEED_OK)
 			return (-1);
+		if (k == 0)
+			run->first_step_s = now_s() - run->t_attach;
 		e = k / spe;
 		s = k % spe;
 		bench_take(a, run, &st, e, s);
@@ -852,13 +856,13 @@ bench_report_json(const struct bench_args *a, const struct bench_run *run)
 	printf(",\"combined_batch_size\":%llu,\"steps_per_epoch\":%llu,"
 	    "\"last_step_rows\":%llu,\"steps\":%llu,\"items\":%llu,"
 	    "\"seconds\":%.6f,\"items_per_s\":%.1f,\"gb_per_s\":%.4f,"
-	    "\"verified\":%s}\n",
+	    "\"first_step_s\":%.6f,\"verified\":%s}\n",
 	    (unsigned long long)run->info.combined_batch_size,
 	    (unsigned long long)run->info.steps_per_epoch,
 	    (unsigned long long)run->info.last_step_rows,
 	    (unsigned long long)run->steps, (unsigned long long)run->items,
 	    run->secs, (double)run->items / run->secs,
-	    (double)run->bytes / run->secs / 1e9,
+	    (double)run->bytes / run->secs / 1e9, run->first_step_s,
 	    a->verify ? (run->bad == 0 ? "true" : "false") : "null");
 }
 
@@ -879,6 +883,8 @@ bench_report_text(const struct bench_args *a, const struct bench_run *run)
 	printf("items/s              %.1f\n", (double)run->items / run->secs);
 	printf("GB/s                 %.3f\n",
 	    (double)run->bytes / run->secs / 1e9);
+	printf("first step           %.1f ms after the attach was sent\n",
+	    run->first_step_s * 1e3);
 	if (a->verify)
 		printf("verify               %s\n", run->bad == 0 ?
 		    "passed: every index in the documented order, "
@@ -902,6 +908,7 @@ cmd_bench(int argc, char **argv)
 	f = connect_or_die();
 	if (infeed_list_datasets(f, &list, &n) != INFEED_OK)
 		goto fail;
+	run.t_attach = now_s();
 	if ((r = bench_attach(f, &a, &run, list, n)) == 1)
 		goto fail;
 	if (r == -1)

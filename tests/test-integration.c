@@ -1025,6 +1025,34 @@ START_TEST(data_wait_tells_a_slow_trainer_from_slow_data)
 }
 END_TEST
 
+/* The operator's benchmark: every step checked, the time to the first
+ * step reported and within the run's. */
+START_TEST(infeedctl_bench_verifies_and_reports_the_first_step)
+{
+	const char	*ctl = getenv("INFEEDCTL");
+	char		 cmd[1024], out[4096], *p;
+	FILE		*fp;
+	size_t		 n;
+	double		 first, secs;
+
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' bench --dataset "
+	    "synthetic --batch-size 7 --shuffle --epochs 3 --no-drop-last "
+	    "--verify --json", ctl, sock_path);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, sizeof(out) - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+	ck_assert_msg(strstr(out, "\"verified\":true") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "\"items\":1500,") != NULL, "%s", out);
+	ck_assert_ptr_nonnull(p = strstr(out, "\"first_step_s\":"));
+	first = strtod(p + strlen("\"first_step_s\":"), NULL);
+	ck_assert_ptr_nonnull(p = strstr(out, "\"seconds\":"));
+	secs = strtod(p + strlen("\"seconds\":"), NULL);
+	ck_assert_msg(first > 0 && first < 5 && secs > 0, "%s", out);
+}
+END_TEST
+
 static Suite *
 integration_suite(void)
 {
@@ -1034,6 +1062,7 @@ integration_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, list_names_every_served_dataset);
+	tcase_add_test(tc, infeedctl_bench_verifies_and_reports_the_first_step);
 	tcase_add_test(tc, garbage_bytes_cut_the_client_off);
 	tcase_add_test(tc, oversized_frame_refused_before_allocating);
 	tcase_add_test(tc, hello_with_another_version_refused);
