@@ -261,7 +261,9 @@ START_TEST(dataloading_experiment)
 	ck_assert(json_num(json, "loader_items_per_s") > 0);
 	ck_assert(json_num(json, "synthetic_items_per_s") > 0);
 	ck_assert(json_num(json, "real_items_per_s") > 0);
-	ck_assert_msg(strstr(out, "bottleneck") != NULL, "%s", out);
+	/* A verdict for each replica count (which one depends on timing). */
+	ck_assert_msg(strstr(out, "R 1: real data reaches") != NULL &&
+	    strstr(out, "R 2: real data reaches") != NULL, "%s", out);
 	ck_assert_ptr_nonnull(strstr(json, "\"replicas\":2"));
 }
 END_TEST
