@@ -103,6 +103,7 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 	struct catalogue	*cat;
 	struct catalogue_entry	*e;
 	const struct dataset_conf *dc;
+	struct dataset		*ds;
 	char			*cause;
 	size_t			 i, j;
 
@@ -142,33 +143,29 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 			memset(e, 0, sizeof(*e));
 			continue;
 		}
-		if (e->bad_replace && !cat->datasets[cat->ndatasets]->encoded) {
+		ds = cat->datasets[cat->ndatasets];
+		if (e->bad_replace && !ds->encoded) {
 			log_warnx("dataset '%s' refused: bad_samples = replace "
 			    "is for image datasets (type imagefolder or tar); "
 			    "an array file that cannot be read is an error",
 			    dc->name);
-			dataset_free(cat->datasets[cat->ndatasets]);
+			dataset_free(ds);
 			cat->datasets[cat->ndatasets] = NULL;
 			free(e->groups);
 			memset(e, 0, sizeof(*e));
 			continue;
 		}
 		e->conf = dc;
-		if (cat->datasets[cat->ndatasets]->encoded)
+		if (ds->encoded)
 			log_info("dataset '%s': %s, %llu images in %u classes",
-			    dc->name, cat->datasets[cat->ndatasets]->type,
-			    (unsigned long long)
-			    cat->datasets[cat->ndatasets]->samples,
-			    cat->datasets[cat->ndatasets]->classes);
+			    dc->name, ds->type,
+			    (unsigned long long)ds->samples, ds->classes);
 		else
 			log_info("dataset '%s': %s, %llu samples of %s[%llu "
-			    "bytes]", dc->name,
-			    cat->datasets[cat->ndatasets]->type,
-			    (unsigned long long)
-			    cat->datasets[cat->ndatasets]->samples,
-			    dtype_name(cat->datasets[cat->ndatasets]->dtype),
-			    (unsigned long long)
-			    cat->datasets[cat->ndatasets]->sample_bytes);
+			    "bytes]", dc->name, ds->type,
+			    (unsigned long long)ds->samples,
+			    dtype_name(ds->dtype),
+			    (unsigned long long)ds->sample_bytes);
 		cat->ndatasets++;
 	}
 	return (cat);

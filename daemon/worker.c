@@ -75,14 +75,15 @@ worker_rows(struct wring *w, struct transform_work *tw,
 			    sizeof(m->reason));
 			if (rc == -1)
 				return (WORKER_READ_ERROR);
-		} else if (tf->to_float32) {
-			if (dataset_read(ds, idx, w->tmp, &label) == -1)
+		} else {
+			if (dataset_read(ds, idx, tf->to_float32 ? w->tmp :
+			    dst, &label) == -1)
 				return (WORKER_READ_ERROR);
-			transform_row(tf, w->lut, w->tmp,
-			    (float *)(void *)dst);
-		} else if (dataset_read(ds, idx, dst, &label) == -1)
-			return (WORKER_READ_ERROR);
-		m->bytes += ds->sample_bytes;
+			if (tf->to_float32)
+				transform_row(tf, w->lut, w->tmp,
+				    (float *)(void *)dst);
+			m->bytes += ds->sample_bytes;
+		}
 		if (labels64 != NULL)
 			labels64[r] = label;
 		else if (label < INT32_MIN || label > INT32_MAX) {
@@ -253,7 +254,8 @@ worker_map(struct wring **w, size_t *n, const struct worker_msg *m,
 		for (i = 1; i < nfds; i++)
 			close(fds[i]);
 	}
-	r->tmp = xmalloc(m->ring.transform.in_sample_bytes + 1);
+	if (m->ring.transform.to_float32)	/* arrays converted */
+		r->tmp = xmalloc(m->ring.transform.in_sample_bytes);
 	if (transform_needs_lut(&m->ring.transform) &&
 	    (r->lut = transform_lut_new(&m->ring.transform)) == NULL)
 		fatal("worker: lookup table");

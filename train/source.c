@@ -9,6 +9,52 @@
 #include "source.h"
 #include "splitmix64.h"
 
+/*
+ * Connect and attach to @dataset with @o; its class count in *@classes.
+ * -1 with @err, and s->f freed, otherwise.
+ */
+static int
+source_attach(struct source *s, const char *socket_path, const char *dataset,
+    const struct infeed_options *o, int *classes, char *err, size_t errlen)
+{
+	struct infeed_options opts = *o;
+	struct infeed_dataset *list = NULL;
+	size_t n = 0;
+	size_t i;
+
+	memset(s, 0, sizeof(*s));
+	*classes = 0;
+	if ((s->f = infeed_new()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return (-1);
+	}
+	if (infeed_connect(s->f, socket_path, "infeed-train") != INFEED_OK ||
+	    infeed_list_datasets(s->f, &list, &n) != INFEED_OK) {
+		snprintf(err, errlen, "%s", infeed_error(s->f));
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		if (strcmp(list[i].name, dataset) != 0)
+			continue;
+		*classes = (int)list[i].classes;
+		/* float32 samples need no conversion: spare the workers. */
+		if (opts.to_float32 && opts.scale == 1.0f &&
+		    opts.nchannels == 0 && list[i].dtype == INFEED_DTYPE_FLOAT32)
+			opts.to_float32 = false;
+	}
+	infeed_datasets_free(list, n);
+	if (infeed_attach(s->f, dataset, &opts, &s->info) != INFEED_OK) {
+		snprintf(err, errlen, "dataset %s: %s", dataset,
+		    infeed_error(s->f));
+		goto fail;
+	}
+	return (0);
+fail:
+	infeed_free(s->f);
+	s->f = NULL;
+	return (-1);
+}
+
 /* Connect, attach and check the sample shape against the model's input. */
 int
 source_open_infeed(struct source *s, const char *socket_path,
@@ -16,35 +62,13 @@ source_open_infeed(struct source *s, const char *socket_path,
     char *err, size_t errlen)
 {
 	const struct infeed_session_info *in = &s->info;
-	struct infeed_options opts = *o;
-	struct infeed_dataset *list = NULL;
 	uint64_t elems = 1;
-	size_t n = 0;
-	size_t i;
 	uint32_t d;
+	int classes;
 
-	memset(s, 0, sizeof(*s));
-	if ((s->f = infeed_new()) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if (source_attach(s, socket_path, dataset, o, &classes, err,
+	    errlen) == -1)
 		return (-1);
-	}
-	if (infeed_connect(s->f, socket_path, "infeed-train") != INFEED_OK) {
-		snprintf(err, errlen, "%s", infeed_error(s->f));
-		goto fail;
-	}
-	/* float32 samples need no conversion: spare the workers a pass. */
-	if (opts.to_float32 && opts.scale == 1.0f && opts.nchannels == 0 &&
-	    infeed_list_datasets(s->f, &list, &n) == INFEED_OK)
-		for (i = 0; i < n; i++)
-			if (strcmp(list[i].name, dataset) == 0 &&
-			    list[i].dtype == INFEED_DTYPE_FLOAT32)
-				opts.to_float32 = false;
-	infeed_datasets_free(list, n);
-	if (infeed_attach(s->f, dataset, &opts, &s->info) != INFEED_OK) {
-		snprintf(err, errlen, "dataset %s: %s", dataset,
-		    infeed_error(s->f));
-		goto fail;
-	}
 	for (d = 0; d < in->ndim; d++)
 		elems *= in->sample_shape[d];
 	if (in->data_dtype != INFEED_DTYPE_FLOAT32 ||
@@ -55,13 +79,10 @@ source_open_infeed(struct source *s, const char *socket_path,
 		    "lists them)", dataset, (unsigned long long)elems,
 		    infeed_dtype_name(in->data_dtype), m->name,
 		    m->input.c, m->input.h, m->input.w);
-		goto fail;
+		source_close(s);
+		return (-1);
 	}
 	return (0);
-fail:
-	infeed_free(s->f);
-	s->f = NULL;
-	return (-1);
 }
 
 /* Attach once with the pipeline to learn the rows' shape and classes. */
@@ -70,46 +91,28 @@ source_probe_images(const char *socket_path, const char *dataset,
     const struct infeed_options *o, struct shape *input, int *classes,
     char *err, size_t errlen)
 {
-	struct infeed_session_info info;
-	struct infeed_dataset *list = NULL;
-	struct infeed *f;
-	size_t n = 0, i;
+	const struct infeed_session_info *in;
+	struct source s;
 	int rc = -1;
 
-	*classes = 0;
-	memset(&info, 0, sizeof(info));
-	if ((f = infeed_new()) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if (source_attach(&s, socket_path, dataset, o, classes, err,
+	    errlen) == -1)
 		return (-1);
-	}
-	if (infeed_connect(f, socket_path, "infeed-train") != INFEED_OK ||
-	    infeed_list_datasets(f, &list, &n) != INFEED_OK) {
-		snprintf(err, errlen, "%s", infeed_error(f));
-		goto out;
-	}
-	for (i = 0; i < n; i++)
-		if (strcmp(list[i].name, dataset) == 0)
-			*classes = (int)list[i].classes;
-	if (infeed_attach(f, dataset, o, &info) != INFEED_OK) {
-		snprintf(err, errlen, "dataset %s: %s", dataset,
-		    infeed_error(f));
-		goto out;
-	}
-	if (info.data_dtype != INFEED_DTYPE_FLOAT32 || info.ndim != 3 ||
-	    info.sample_shape[0] != 3 || info.sample_shape[1] > 65536 ||
-	    info.sample_shape[2] > 65536) {
+	in = &s.info;
+	if (in->data_dtype != INFEED_DTYPE_FLOAT32 || in->ndim != 3 ||
+	    in->sample_shape[0] != 3 || in->sample_shape[1] > 65536 ||
+	    in->sample_shape[2] > 65536) {
 		snprintf(err, errlen, "dataset %s: the pipeline gives %s rows "
 		    "of %u dimensions; the model takes float32 [3, H, W]: end "
 		    "the pipeline with ToTensor() (and Normalize)", dataset,
-		    infeed_dtype_name(info.data_dtype), info.ndim);
+		    infeed_dtype_name(in->data_dtype), in->ndim);
 		goto out;
 	}
-	*input = (struct shape){ 3, (int)info.sample_shape[1],
-	    (int)info.sample_shape[2] };
+	*input = (struct shape){ 3, (int)in->sample_shape[1],
+	    (int)in->sample_shape[2] };
 	rc = 0;
 out:
-	infeed_datasets_free(list, n);
-	infeed_free(f);
+	source_close(&s);
 	return (rc);
 }
 
