@@ -269,7 +269,7 @@ struct infeed_stats {
 	uint32_t			  clients;
 	char				 *daemon_version; /* NULL: not sent */
 	uint64_t			  uptime_ms;
-	uint64_t			  memory_used;	/* all rings */
+	uint64_t			  memory_used;	/* live sessions' rings */
 	uint64_t			  memory_budget;
 	uint32_t			  jobs_queued;
 	uint32_t			  reserved0;
@@ -277,6 +277,10 @@ struct infeed_stats {
 	struct infeed_session_stats	**sessions;
 	size_t				  nworkers;
 	struct infeed_worker_stats	**workers;
+	/* Since libinfeed 1.3: ended sessions' ring memory kept for the next one. */
+	uint64_t			  memory_kept;
+	uint64_t			  rings_reused;	/* made on kept memory */
+	uint64_t			  rings_made;	/* made on new memory */
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

@@ -117,7 +117,8 @@ _Static_assert(sizeof(struct infeed_dataset) ==
     FIELD_END(struct infeed_dataset, reserved0),
     "infeed_dataset has tail padding");
 _Static_assert(sizeof(struct infeed_stats) ==
-    FIELD_END(struct infeed_stats, workers), "infeed_stats has tail padding");
+    FIELD_END(struct infeed_stats, rings_made),
+    "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
     FIELD_END(struct infeed_session_stats, samples_replaced),
     "infeed_session_stats has tail padding");
@@ -1653,6 +1654,9 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->clients = in->clients;
 	st->memory_used = in->memory_used;
 	st->memory_budget = in->memory_budget;
+	st->memory_kept = in->memory_kept;
+	st->rings_reused = in->rings_reused;
+	st->rings_made = in->rings_made;
 	st->jobs_queued = in->jobs_queued;
 	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
 	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));

@@ -34,10 +34,12 @@
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
 #define CONFIG_DEFAULT_JOB_TIMEOUT_MS	30000
 #define CONFIG_MAX_JOB_TIMEOUT_MS	(24U * 3600 * 1000)
+#define CONFIG_DEFAULT_KEEP_RING_MS	(10U * 60 * 1000)
+#define CONFIG_MAX_KEEP_RING_MS		(7U * 24 * 3600 * 1000)
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"job_timeout", "metrics_listen", NULL,
+	"job_timeout", "keep_ring_memory", "metrics_listen", NULL,
 };
 
 /*
@@ -248,6 +250,16 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->job_timeout_ms = (uint32_t)v;
+	} else if (strcmp(name, "keep_ring_memory") == 0) {
+		if (config_parse_duration(value, &v) == -1 ||
+		    v > CONFIG_MAX_KEEP_RING_MS) {
+			cp->error = xasprintf("[infeedd] keep_ring_memory = %s: "
+			    "expected a duration up to 7 days such as 10min, "
+			    "or 0 to free a ring's memory when its session "
+			    "ends", value);
+			return (0);
+		}
+		conf->keep_ring_ms = (uint32_t)v;
 	} else if (strcmp(name, "metrics_listen") == 0) {
 		if (config_parse_listen(value, conf) == -1) {
 			cp->error = xasprintf("[infeedd] metrics_listen = %s: "
@@ -262,8 +274,8 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
-		    "max_frame_size, memory_budget, job_timeout and "
-		    "metrics_listen", name,
+		    "max_frame_size, memory_budget, job_timeout, "
+		    "keep_ring_memory and metrics_listen", name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
 		return (0);
@@ -409,6 +421,7 @@ config_load(const char *path, char **cause)
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
+	conf->keep_ring_ms = CONFIG_DEFAULT_KEEP_RING_MS;
 	memset(&cp, 0, sizeof(cp));
 	cp.conf = conf;
 

@@ -64,6 +64,7 @@ daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
 	    t.data_wait_us >= d->status_wait_us)
 		bound = (double)(t.data_wait_us - d->status_wait_us) /
 		    (double)(t.active_us - d->status_active_us);
+	ring_budget_trim(&d->budget, now);
 	d->status_rows = t.rows;
 	d->status_ms = now;
 	d->status_wait_us = t.data_wait_us;
@@ -91,11 +92,22 @@ daemon_child_cb(void *arg)
 {
 	struct daemon	*d = arg;
 
+	ring_budget_forget(&d->budget);
 	/* The first workers start before there is a listener or a peer. */
 	listen_close_fd(d->listener);
 	metrics_close_fd(d->metrics);
 	if (d->peers != NULL)
 		peers_close_fds(d->peers);
+}
+
+/* Ring memory is freed for good: the workers let go of it too. */
+static void
+daemon_forget_mem_cb(void *arg, uint64_t mem_id)
+{
+	struct daemon	*d = arg;
+
+	if (d->pool != NULL)
+		pool_forget_mem(d->pool, mem_id);
 }
 
 /* Signals, the watchdog and the STATUS= timer of a service. */
@@ -181,8 +193,8 @@ daemon_start(const struct daemon_args *args)
 	log_info("infeedd %s starting with %s", INFEED_VERSION, d->conf->path);
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
-	d->budget.limit = d->conf->memory_budget;
-	d->budget.source = d->conf->path;
+	ring_budget_init(&d->budget, d->conf->memory_budget, d->conf->path,
+	    d->conf->keep_ring_ms, daemon_forget_mem_cb, d);
 	d->cat = catalogue_open(d->conf, NULL);
 	d->pool = pool_new(d->base, d->cat, d->conf->workers,
 	    d->conf->job_timeout_ms, daemon_child_cb, d);
@@ -225,6 +237,7 @@ daemon_free(struct daemon *d)
 	metrics_free(d->metrics);	/* it reads the peers */
 	peers_free(d->peers);
 	listen_free(d->listener);
+	ring_budget_clear(&d->budget);	/* tells the pool */
 	pool_free(d->pool);
 	if (d->ev_term != NULL) {
 		event_free(d->ev_term);
@@ -271,6 +284,7 @@ daemon_reload(struct daemon *d)
 	d->cat = ncat;
 	d->budget.limit = nconf->memory_budget;
 	d->budget.source = nconf->path;
+	d->budget.keep_ms = nconf->keep_ring_ms;
 	pool_reload(d->pool, ncat, nconf->job_timeout_ms);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);

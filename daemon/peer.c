@@ -920,7 +920,11 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	st.n_sessions = n;
 	st.sessions = ssp;
 	st.has_memory_used = st.has_memory_budget = 1;
-	st.memory_used = ps->host.budget->used;
+	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes;
+	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
+	st.memory_kept = ps->host.budget->kept_bytes;
+	st.rings_reused = ps->host.budget->reused;
+	st.rings_made = ps->host.budget->made;
 	st.memory_budget = ps->host.budget->limit;
 	peer_fill_workers(ps->host.pool, &st);
 	*st_out = st;

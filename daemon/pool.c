@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #define POOL_MAX_ATTEMPTS	3	/* crashes or deadlines before blaming a row */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
+#define POOL_DRAIN_MS		100	/* a removed ring's running jobs, at most */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -53,6 +55,7 @@ struct pool_ring {
 	int			 files[2];	/* desc.nfiles of them */
 	unsigned		 max_jobs;
 	unsigned		 inflight;
+	bool			 removed;	/* draining: nothing is reported */
 	bool			*mapped;	/* per worker */
 	pool_done_cb		*done;
 	void			*arg;
@@ -429,27 +432,28 @@ pool_done_result(const struct worker_msg *m)
 	}
 }
 
-/* A worker answered: a job is done. */
-static void
-pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
+/*
+ * Read a worker's answer: its job is done.  Return: 1 when it was, 0 when
+ * there was nothing to read, -1 when the worker died or said nonsense
+ * (killed; SIGCHLD does the rest).
+ */
+static int
+pool_worker_read(struct worker *w)
 {
-	struct worker		*w = arg;
 	struct pool		*pool = w->pool;
 	struct pool_ring	*pr;
 	struct worker_msg	 m;
 	struct job		*job;
 	ssize_t			 n;
 
-	(void)ev;
-	n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+	n = recv(w->fd, &m, sizeof(m), MSG_DONTWAIT);
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
-		return;
+		return (0);
 	if (n != sizeof(m) || m.type != WORKER_MSG_DONE || w->job == NULL) {
-		/* It died, or said nonsense: SIGCHLD does the rest. */
 		event_del(w->ev);
 		if (n > 0)
 			kill(w->pid, SIGKILL);
-		return;
+		return (-1);
 	}
 	job = w->job;
 	w->job = NULL;
@@ -459,13 +463,27 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
 		pr->inflight--;
 		m.reason[sizeof(m.reason) - 1] = '\0';
-		pool_report(pr, job, job->row_end - job->row_begin,
-		    pool_done_result(&m), m.bad_index, m.bad_label, &m);
+		if (!pr->removed)
+			pool_report(pr, job, job->row_end - job->row_begin,
+			    pool_done_result(&m), m.bad_index, m.bad_label,
+			    &m);
 	}
 	job_free(job);
 	if (w->retiring)
 		pool_retire(w);
-	pool_dispatch(pool);
+	return (1);
+}
+
+/* A worker answered: a job is done; give out the next. */
+static void
+pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct worker	*w = arg;
+
+	(void)fd;
+	(void)ev;
+	if (pool_worker_read(w) == 1)
+		pool_dispatch(w->pool);
 }
 
 /* Start the running job's clock. */
@@ -848,16 +866,17 @@ pool_ring_free(struct pool_ring *pr)
 	free(pr);
 }
 
-/* Register a ring; the pool keeps its own copy of @memfd. */
+/* Register a ring; the pool keeps its own copy of its memory's memfd. */
 struct pool_ring *
 pool_add_ring(struct pool *pool, uint32_t dataset_index,
-    const struct ring_layout *layout, const struct transform *tf, int memfd,
-    unsigned max_jobs, pool_done_cb *done, void *arg, char **cause)
+    const struct ring_layout *layout, const struct transform *tf,
+    const struct ring_mem *mem, unsigned max_jobs, pool_done_cb *done,
+    void *arg, char **cause)
 {
 	struct pool_ring	*pr;
 
 	pr = xcalloc(1, sizeof(*pr));
-	if ((pr->memfd = fcntl(memfd, F_DUPFD_CLOEXEC, 0)) == -1) {
+	if ((pr->memfd = fcntl(mem->memfd, F_DUPFD_CLOEXEC, 0)) == -1) {
 		*cause = xasprintf("cannot hand the step ring to the workers: "
 		    "%s", strerror(errno));
 		free(pr);
@@ -865,6 +884,8 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 	}
 	pr->pool = pool;
 	pr->desc.ring_id = ++pool->next_ring_id;
+	pr->desc.mem_id = mem->id;
+	pr->desc.mem_bytes = mem->bytes;
 	pr->desc.dataset_index = dataset_index;
 	pr->desc.layout = *layout;
 	pr->desc.transform = *tf;
@@ -877,18 +898,54 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 	return (pr);
 }
 
-/* Forget a ring: drop its queued jobs and unmap it in the workers. */
-void
+/*
+ * Wait, POOL_DRAIN_MS at most, for the jobs of @pr that workers are
+ * running.  Return: whether none is left, so none can write the ring's
+ * memory again.
+ */
+static bool
+pool_drain(struct pool_ring *pr)
+{
+	struct pool	*pool = pr->pool;
+	struct worker	*w;
+	struct pollfd	 pfd;
+	uint64_t	 deadline = clock_now_ms() + POOL_DRAIN_MS, now;
+	unsigned	 i;
+	int		 n;
+
+	pr->removed = true;
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		while (w->job != NULL && w->job->ring_id == pr->desc.ring_id) {
+			now = clock_now_ms();
+			if (w->fd == -1 || now >= deadline)
+				return (false);
+			pfd.fd = w->fd;
+			pfd.events = POLLIN;
+			n = poll(&pfd, 1, (int)(deadline - now));
+			if (n == -1 && errno != EINTR)
+				return (false);
+			if (n > 0 && pool_worker_read(w) == -1)
+				return (false);
+		}
+	}
+	return (true);
+}
+
+/* Forget a ring: drop its queued jobs, wait for its running ones. */
+bool
 pool_remove_ring(struct pool_ring *pr)
 {
 	struct pool		*pool;
 	struct worker_msg	 m;
 	unsigned		 i;
+	bool			 drained;
 
 	if (pr == NULL)
-		return;
+		return (true);
 	pool = pr->pool;
 	pool_drop_jobs(pr);
+	drained = pool_drain(pr);
 	memset(&m, 0, sizeof(m));
 	m.type = WORKER_MSG_UNMAP;
 	m.ring_id = pr->desc.ring_id;
@@ -899,6 +956,26 @@ pool_remove_ring(struct pool_ring *pr)
 	}
 	TAILQ_REMOVE(&pool->rings, pr, entry);
 	pool_ring_free(pr);
+	/* Workers the drain freed take other rings' jobs. */
+	pool_dispatch(pool);
+	return (drained);
+}
+
+/* Memory freed for good: every worker unmaps it. */
+void
+pool_forget_mem(struct pool *pool, uint64_t mem_id)
+{
+	struct worker_msg	m;
+	unsigned		i;
+
+	memset(&m, 0, sizeof(m));
+	m.type = WORKER_MSG_FORGET;
+	m.ring.mem_id = mem_id;
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].fd != -1)
+			(void)pool_send(&pool->workers[i], &m, sizeof(m),
+			    NULL, 0);
+	}
 }
 
 /* The ring reads a client's files: keep their descriptors for the workers. */

@@ -87,15 +87,17 @@ struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
 void		 pool_free(struct pool *pool);
 
 /**
- * pool_add_ring() - register a ring whose slots the workers fill from
- * dataset @dataset_index through @tf; the pool keeps its own copy of
- * @memfd.  At most @max_jobs of its jobs run at once (0: the whole pool).
+ * pool_add_ring() - register a ring on @mem whose slots the workers fill
+ * from dataset @dataset_index through @tf; the pool keeps its own copy of
+ * the memfd.  At most @max_jobs of its jobs run at once (0: the whole
+ * pool).
  * Return: the registration, or NULL with *@cause set.
  */
 struct pool_ring *pool_add_ring(struct pool *pool, uint32_t dataset_index,
 		    const struct ring_layout *layout,
-		    const struct transform *tf, int memfd, unsigned max_jobs,
-		    pool_done_cb *done, void *arg, char **cause);
+		    const struct transform *tf, const struct ring_mem *mem,
+		    unsigned max_jobs, pool_done_cb *done, void *arg,
+		    char **cause);
 
 /**
  * pool_ring_files() - the ring's dataset is @ds, a client's files opened
@@ -110,10 +112,20 @@ int		 pool_ring_files(struct pool_ring *pr,
 		    char **cause);
 
 /**
- * pool_remove_ring() - drop the ring's queued jobs, unmap it in the workers
- * and forget it; running jobs finish unreported.  NULL is a no-op.
+ * pool_remove_ring() - drop the ring's queued jobs, wait a little for its
+ * running ones (unreported), tell the workers and forget it.  The workers
+ * keep their mappings of its memory until pool_forget_mem().  NULL is a
+ * no-op.
+ * Return: whether no job of it is left running, so that its memory may
+ * be given to another ring (false: a worker may still write it).
  */
-void		 pool_remove_ring(struct pool_ring *pr);
+bool		 pool_remove_ring(struct pool_ring *pr);
+
+/**
+ * pool_forget_mem() - the ring memory @mem_id is freed: every worker
+ * unmaps it.
+ */
+void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
 
 /**
  * pool_submit() - queue rows [@begin, @end) of slot @slot, a step of

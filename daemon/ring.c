@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Step rings: the memfd, its layout and its slots' states (see ring.h).
+ * Step rings: the memfd, its layout and its slots' states, and the memory
+ * kept from ended sessions with the thread that zeroes it (see ring.h).
+ *
+ * The kept list and the states of kept memory are shared with the
+ * scrubber thread under the scrubber's lock; the thread only changes
+ * states, the main thread alone adds and removes.  A forked worker never
+ * takes the lock (the thread is not in it).
  */
 
 #include <sys/mman.h>
@@ -8,11 +14,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "log.h"
 #include "ring.h"
@@ -20,6 +29,16 @@
 
 #define RING_PAGE	4096
 #define RING_ALIGN	64
+
+/* Kept memory serves a ring that needs at least this share of it. */
+#define RING_REUSE_SLACK	4	/* at most 1/4 more than needed */
+
+struct ring_scrubber {
+	pthread_t	 thread;
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 cond;		/* a state changed, or stop */
+	bool		 stop;
+};
 
 /* Round @v up to a multiple of @a. */
 static uint64_t
@@ -81,10 +100,204 @@ ring_plan(struct ring_layout *l, uint64_t rows, uint64_t row_bytes,
 	return (0);
 }
 
-/* Make, seal and map a ring, charged to the budget. */
+/* Take the scrubber's lock, when there is a scrubber. */
+static void
+ring_lock(struct ring_budget *b)
+{
+	if (b->scrubber != NULL)
+		pthread_mutex_lock(&b->scrubber->lock);
+}
+
+static void
+ring_unlock(struct ring_budget *b)
+{
+	if (b->scrubber != NULL)
+		pthread_mutex_unlock(&b->scrubber->lock);
+}
+
+/* Zero a memory, its pages populated in one call where the kernel can. */
+static void
+ring_mem_zero(struct ring_mem *m)
+{
+#ifdef MADV_POPULATE_WRITE
+	(void)madvise(m->map, m->bytes, MADV_POPULATE_WRITE);
+#endif
+	memset(m->map, 0, m->bytes);
+}
+
+/* The scrubber: zero kept memory, oldest first, until told to stop. */
+static void *
+ring_scrub_main(void *arg)
+{
+	struct ring_budget	*b = arg;
+	struct ring_scrubber	*sc = b->scrubber;
+	struct ring_mem		*m;
+
+	pthread_mutex_lock(&sc->lock);
+	while (!sc->stop) {
+		TAILQ_FOREACH(m, &b->kept, entry) {
+			if (m->state == RING_MEM_DIRTY)
+				break;
+		}
+		if (m == NULL) {
+			pthread_cond_wait(&sc->cond, &sc->lock);
+			continue;
+		}
+		m->state = RING_MEM_SCRUBBING;
+		pthread_mutex_unlock(&sc->lock);
+		ring_mem_zero(m);
+		pthread_mutex_lock(&sc->lock);
+		m->state = RING_MEM_CLEAN;
+		m->idle_since_ms = clock_now_ms();
+		pthread_cond_broadcast(&sc->cond);
+	}
+	pthread_mutex_unlock(&sc->lock);
+	return (NULL);
+}
+
+/* Start the scrubber, with every signal blocked (the main thread's). */
+static void
+ring_scrubber_start(struct ring_budget *b)
+{
+	struct ring_scrubber	*sc;
+	sigset_t		 all, old;
+	int			 rc;
+
+	sc = xcalloc(1, sizeof(*sc));
+	pthread_mutex_init(&sc->lock, NULL);
+	pthread_cond_init(&sc->cond, NULL);
+	b->scrubber = sc;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&sc->thread, NULL, ring_scrub_main, b);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		fatalx("cannot start the ring scrubber: %s", strerror(rc));
+}
+
+/* Wait until kept memory @m is not being zeroed; under the lock. */
+static void
+ring_wait_scrubbed(struct ring_budget *b, struct ring_mem *m)
+{
+	while (m->state == RING_MEM_SCRUBBING)
+		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
+}
+
+/* Unmap, close and uncharge memory, and have the workers let go of it. */
+static void
+ring_mem_free(struct ring_budget *b, struct ring_mem *m)
+{
+	if (m->map != NULL)
+		munmap(m->map, m->bytes);
+	if (m->memfd != -1)
+		close(m->memfd);
+	b->used -= m->bytes;
+	if (b->forget != NULL)
+		b->forget(b->forget_arg, m->id);
+	free(m);
+}
+
+/* Take kept memory @m out of the list; under the lock, not scrubbing. */
+static void
+ring_unkeep(struct ring_budget *b, struct ring_mem *m)
+{
+	TAILQ_REMOVE(&b->kept, m, entry);
+	b->kept_bytes -= m->bytes;
+}
+
+/*
+ * The smallest kept memory of user @uid that holds @need bytes without
+ * wasting more than a RING_REUSE_SLACK-th of them, zeroed, out of the
+ * list; or NULL.
+ */
+static struct ring_mem *
+ring_reuse(struct ring_budget *b, uint64_t need, uid_t uid)
+{
+	struct ring_mem	*m, *best = NULL;
+
+	ring_lock(b);
+	TAILQ_FOREACH(m, &b->kept, entry) {
+		if (m->uid == uid && m->bytes >= need && m->bytes - need <=
+		    need / RING_REUSE_SLACK && (best == NULL ||
+		    m->bytes < best->bytes))
+			best = m;
+	}
+	if (best != NULL) {
+		ring_wait_scrubbed(b, best);
+		ring_unkeep(b, best);
+		/* Not reached by the scrubber yet: zero it here. */
+		if (best->state == RING_MEM_DIRTY)
+			ring_mem_zero(best);
+		best->state = RING_MEM_IN_USE;
+		b->reused++;
+	}
+	ring_unlock(b);
+	return (best);
+}
+
+/* Free kept memory, oldest first, until @need bytes of the budget are free. */
+static void
+ring_make_room(struct ring_budget *b, uint64_t need)
+{
+	struct ring_mem	*m;
+
+	ring_lock(b);
+	while (b->limit - (b->used < b->limit ? b->used : b->limit) < need &&
+	    (m = TAILQ_FIRST(&b->kept)) != NULL) {
+		ring_wait_scrubbed(b, m);
+		ring_unkeep(b, m);
+		ring_mem_free(b, m);
+	}
+	ring_unlock(b);
+}
+
+/* New memory of @bytes for a ring: a sealed memfd, mapped here. */
+static struct ring_mem *
+ring_mem_new(struct ring_budget *b, uint64_t bytes, char **cause)
+{
+	struct ring_mem	*m;
+
+	m = xcalloc(1, sizeof(*m));
+	m->bytes = bytes;
+	m->memfd = memfd_create("infeed-ring", MFD_CLOEXEC |
+	    MFD_ALLOW_SEALING);
+	if (m->memfd == -1 || ftruncate(m->memfd, (off_t)bytes) == -1 ||
+	    fcntl(m->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+	    F_SEAL_SEAL) == -1) {
+		*cause = xasprintf("cannot create the step ring: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	/* Only the daemon's own user may reopen it writable. */
+	if (fchmod(m->memfd, 0400) == -1) {
+		*cause = xasprintf("cannot protect the step ring: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	m->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+	    m->memfd, 0);
+	if (m->map == MAP_FAILED) {
+		*cause = xasprintf("cannot map the step ring: %s",
+		    strerror(errno));
+		m->map = NULL;
+		goto fail;
+	}
+	m->id = ++b->next_mem_id;
+	b->used += bytes;
+	b->made++;
+	return (m);
+
+fail:
+	if (m->memfd != -1)
+		close(m->memfd);
+	free(m);
+	return (NULL);
+}
+
+/* A ring on kept memory of the same user, or on new memory. */
 struct ring *
 ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
-    enum infeed_dtype label_dtype, uint32_t slots, char **cause)
+    enum infeed_dtype label_dtype, uint32_t slots, uid_t uid, char **cause)
 {
 	struct ring	*r;
 	uint64_t	 avail;
@@ -96,7 +309,6 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		fatalx("ring: labels of dtype %d", (int)label_dtype);
 	r = xcalloc(1, sizeof(*r));
 	r->budget = budget;
-	r->memfd = -1;
 	if (ring_plan(&r->layout, rows, row_bytes, label_dtype, slots) ==
 	    -1) {
 		*cause = xasprintf("a step of %llu rows of %llu bytes does not "
@@ -104,78 +316,154 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		    (unsigned long long)row_bytes);
 		goto fail;
 	}
-	avail = budget->limit > budget->used ? budget->limit - budget->used :
-	    0;
-	if (r->layout.ring_bytes > avail) {
-		*cause = xasprintf("the step ring needs %s (%u slots of %s) but "
-		    "only %s of the daemon's memory budget (%s, memory_budget "
-		    "in %s) is free; use a smaller buffer_size or combined "
-		    "batch, or raise the budget",
-		    ring_format_bytes(r->layout.ring_bytes, need, sizeof(need)),
-		    slots, ring_format_bytes(r->layout.slot_bytes, per,
-		    sizeof(per)), ring_format_bytes(avail, free_,
-		    sizeof(free_)), ring_format_bytes(budget->limit, limit,
-		    sizeof(limit)), budget->source);
-		goto fail;
+	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, uid)) == NULL) {
+		ring_make_room(budget, r->layout.ring_bytes);
+		avail = budget->limit > budget->used ? budget->limit -
+		    budget->used : 0;
+		if (r->layout.ring_bytes > avail) {
+			*cause = xasprintf("the step ring needs %s (%u slots "
+			    "of %s) but only %s of the daemon's memory budget "
+			    "(%s, memory_budget in %s) is free; use a smaller "
+			    "buffer_size or combined batch, or raise the "
+			    "budget", ring_format_bytes(r->layout.ring_bytes,
+			    need, sizeof(need)), slots,
+			    ring_format_bytes(r->layout.slot_bytes, per,
+			    sizeof(per)), ring_format_bytes(avail, free_,
+			    sizeof(free_)), ring_format_bytes(budget->limit,
+			    limit, sizeof(limit)), budget->source);
+			goto fail;
+		}
+		if ((r->mem = ring_mem_new(budget, r->layout.ring_bytes,
+		    cause)) == NULL)
+			goto fail;
 	}
-	r->memfd = memfd_create("infeed-ring", MFD_CLOEXEC |
-	    MFD_ALLOW_SEALING);
-	if (r->memfd == -1 || ftruncate(r->memfd,
-	    (off_t)r->layout.ring_bytes) == -1 || fcntl(r->memfd, F_ADD_SEALS,
-	    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == -1) {
-		*cause = xasprintf("cannot create the step ring: %s",
-		    strerror(errno));
-		goto fail;
-	}
-	/* Only the daemon's own user may reopen it writable. */
-	if (fchmod(r->memfd, 0400) == -1) {
-		*cause = xasprintf("cannot protect the step ring: %s",
-		    strerror(errno));
-		goto fail;
-	}
-	r->map = mmap(NULL, r->layout.ring_bytes, PROT_READ | PROT_WRITE,
-	    MAP_SHARED, r->memfd, 0);
-	if (r->map == MAP_FAILED) {
-		r->map = NULL;
-		*cause = xasprintf("cannot map the step ring: %s",
-		    strerror(errno));
-		goto fail;
-	}
+	r->mem->uid = uid;
 	r->slot = xcalloc(slots, sizeof(*r->slot));
-	budget->used += r->layout.ring_bytes;
 	return (r);
 
 fail:
-	ring_free(r);
+	free(r);
 	return (NULL);
 }
 
-/* Unmap, close and give the memory back to the budget. */
+/* The session is over: keep its memory for the same user, or free it. */
+void
+ring_release(struct ring *r, bool keep)
+{
+	struct ring_budget	*b;
+	struct ring_mem		*m;
+
+	if (r == NULL)
+		return;
+	b = r->budget;
+	m = r->mem;
+	if (keep && b->keep_ms > 0) {
+		if (b->scrubber == NULL)
+			ring_scrubber_start(b);
+		ring_lock(b);
+		m->state = RING_MEM_DIRTY;
+		m->idle_since_ms = clock_now_ms();
+		TAILQ_INSERT_TAIL(&b->kept, m, entry);
+		b->kept_bytes += m->bytes;
+		pthread_cond_broadcast(&b->scrubber->cond);
+		ring_unlock(b);
+	} else
+		ring_mem_free(b, m);
+	free(r->slot);
+	free(r);
+}
+
+/* Free a ring and its memory. */
 void
 ring_free(struct ring *r)
 {
-	if (r == NULL)
-		return;
-	if (r->map != NULL) {
-		munmap(r->map, r->layout.ring_bytes);
-		r->budget->used -= r->layout.ring_bytes;
-	}
-	if (r->memfd != -1)
-		close(r->memfd);
-	free(r->slot);
-	free(r);
+	ring_release(r, false);
 }
 
 /* In a new worker: drop the main process's mapping and descriptor. */
 void
 ring_forget(struct ring *r)
 {
-	if (r->map != NULL)
-		munmap(r->map, r->layout.ring_bytes);
-	if (r->memfd != -1)
-		close(r->memfd);
-	r->map = NULL;
-	r->memfd = -1;
+	struct ring_mem	*m = r->mem;
+
+	if (m->map != NULL)
+		munmap(m->map, m->bytes);
+	if (m->memfd != -1)
+		close(m->memfd);
+	m->map = NULL;
+	m->memfd = -1;
+}
+
+/* Free kept memory unused for keep_ms. */
+void
+ring_budget_trim(struct ring_budget *b, uint64_t now_ms)
+{
+	struct ring_mem	*m, *next;
+
+	ring_lock(b);
+	for (m = TAILQ_FIRST(&b->kept); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (m->state == RING_MEM_SCRUBBING || (b->keep_ms > 0 &&
+		    now_ms - m->idle_since_ms < b->keep_ms))
+			continue;
+		ring_unkeep(b, m);
+		ring_mem_free(b, m);
+	}
+	ring_unlock(b);
+}
+
+/* Stop the scrubber and free every kept memory. */
+void
+ring_budget_clear(struct ring_budget *b)
+{
+	struct ring_scrubber	*sc = b->scrubber;
+	struct ring_mem		*m;
+
+	if (sc != NULL) {
+		pthread_mutex_lock(&sc->lock);
+		sc->stop = true;
+		pthread_cond_broadcast(&sc->cond);
+		pthread_mutex_unlock(&sc->lock);
+		pthread_join(sc->thread, NULL);
+		pthread_mutex_destroy(&sc->lock);
+		pthread_cond_destroy(&sc->cond);
+		free(sc);
+		b->scrubber = NULL;
+	}
+	while ((m = TAILQ_FIRST(&b->kept)) != NULL) {
+		ring_unkeep(b, m);
+		ring_mem_free(b, m);
+	}
+}
+
+/* In a new worker: the kept memory belongs to the main process. */
+void
+ring_budget_forget(struct ring_budget *b)
+{
+	struct ring_mem	*m;
+
+	TAILQ_FOREACH(m, &b->kept, entry) {
+		if (m->map != NULL)
+			munmap(m->map, m->bytes);
+		if (m->memfd != -1)
+			close(m->memfd);
+		m->map = NULL;
+		m->memfd = -1;
+	}
+}
+
+/* An empty budget. */
+void
+ring_budget_init(struct ring_budget *b, uint64_t limit, const char *source,
+    uint64_t keep_ms, ring_forget_cb *forget, void *forget_arg)
+{
+	memset(b, 0, sizeof(*b));
+	b->limit = limit;
+	b->source = source;
+	b->keep_ms = keep_ms;
+	b->forget = forget;
+	b->forget_arg = forget_arg;
+	TAILQ_INIT(&b->kept);
 }
 
 /* A read-only descriptor of the ring, so the client cannot write it. */
@@ -185,9 +473,9 @@ ring_readonly_fd(const struct ring *r)
 	char	path[64];
 	int	fd;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->memfd);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->mem->memfd);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		fd = fcntl(r->memfd, F_DUPFD_CLOEXEC, 0);
+		fd = fcntl(r->mem->memfd, F_DUPFD_CLOEXEC, 0);
 	return (fd);
 }
 
@@ -195,7 +483,7 @@ ring_readonly_fd(const struct ring *r)
 uint64_t *
 ring_indices(const struct ring *r, uint32_t i)
 {
-	return ((uint64_t *)(void *)(r->map + (uint64_t)i *
+	return ((uint64_t *)(void *)(r->mem->map + (uint64_t)i *
 	    r->layout.slot_bytes + r->layout.indices_offset));
 }
 

@@ -10,12 +10,25 @@
  * FREE (released).  ring_slot_set() is the one place that moves a slot and
  * it refuses any other transition: a held slot is never rewritten.
  *
- * Every ring counts against one ring_budget (memory_budget in the
- * configuration), charged at ring_new() and given back at ring_free().
+ * Every ring's memory counts against one ring_budget (memory_budget in the
+ * configuration), charged when it is made and given back when it is freed.
+ *
+ * Warm start: when a session ends and no worker can write its ring any
+ * more, ring_release() keeps the memory (sealed memfd, its pages and the
+ * workers' mappings of them) for the next session of the same user whose
+ * ring fits it.  A scrubber thread zeroes it first, so a client never sees
+ * a byte that was not written for it or zeroed; and since the last client
+ * may still have it mapped, it only ever goes to a client of the same
+ * user.  Kept memory is freed when a ring that needs the budget would not
+ * fit otherwise, after keep_ms unused (ring_budget_trim()), and at exit.
  */
 #ifndef INFEED_RING_H
 #define INFEED_RING_H
 
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "infeed-dtype.h"
@@ -48,35 +61,78 @@ struct ring_slot {
 	uint64_t	rows_pending;
 };
 
-/* The memory that all rings together may take. */
+enum ring_mem_state {
+	RING_MEM_IN_USE,	/* a ring's */
+	RING_MEM_DIRTY,		/* kept, waiting for the scrubber */
+	RING_MEM_SCRUBBING,	/* kept, being zeroed */
+	RING_MEM_CLEAN,		/* kept, all zeroes */
+};
+
+/* The memory of a ring: a sealed memfd and the main process's mapping. */
+struct ring_mem {
+	TAILQ_ENTRY(ring_mem)	 entry;
+	uint64_t		 id;	/* unique in the daemon, for workers */
+	int			 memfd;
+	uint8_t			*map;
+	uint64_t		 bytes;
+	uid_t			 uid;	/* of the client it was handed to */
+	enum ring_mem_state	 state;	/* under the budget's lock when kept */
+	uint64_t		 idle_since_ms;
+};
+TAILQ_HEAD(ring_mem_list, ring_mem);
+
+/* Memory freed for good: workers that mapped it must let go of it. */
+typedef void	ring_forget_cb(void *arg, uint64_t mem_id);
+
+struct ring_scrubber;
+
+/* The memory that all rings together may take, and what is kept. */
 struct ring_budget {
-	uint64_t	 limit;		/* bytes */
-	uint64_t	 used;
-	const char	*source;	/* the file that sets it, for messages */
+	uint64_t		 limit;		/* bytes */
+	uint64_t		 used;		/* in rings and kept */
+	const char		*source;	/* the file that sets it */
+	uint64_t		 keep_ms;	/* 0: nothing is kept */
+	struct ring_mem_list	 kept;		/* oldest first */
+	uint64_t		 kept_bytes;
+	uint64_t		 next_mem_id;
+	uint64_t		 reused;	/* rings made on kept memory */
+	uint64_t		 made;		/* rings made on new memory */
+	ring_forget_cb		*forget;
+	void			*forget_arg;
+	struct ring_scrubber	*scrubber;	/* started on first use */
 };
 
 struct ring {
 	struct ring_budget	*budget;
 	struct ring_layout	 layout;
-	int			 memfd;
-	uint8_t			*map;
+	struct ring_mem		*mem;
 	struct ring_slot	*slot;	/* layout.slots of them */
 };
 
 /**
- * ring_new() - make, size, seal and map a ring of @slots slots of @rows
- * rows of @row_bytes and a label of @label_dtype (INFEED_DTYPE_INT32 or
- * INFEED_DTYPE_INT64; anything else is a broken invariant, fatal), and
- * charge it to @budget.
+ * ring_new() - a ring of @slots slots of @rows rows of @row_bytes and a
+ * label of @label_dtype (INFEED_DTYPE_INT32 or INFEED_DTYPE_INT64;
+ * anything else is a broken invariant, fatal) for a client of user @uid:
+ * on kept memory of that user that fits (zeroed; waiting for the
+ * scrubber if it is at it), else on a new sealed memfd charged to
+ * @budget, freeing kept memory, oldest first, when the budget needs it.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
  * fit or which system call failed, in exact units.
  */
 struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 		    uint64_t row_bytes, enum infeed_dtype label_dtype,
-		    uint32_t slots, char **cause);
+		    uint32_t slots, uid_t uid, char **cause);
 
 /**
- * ring_free() - unmap, close and uncharge; NULL is a no-op.
+ * ring_release() - the session is over: keep the memory for the next
+ * ring of the same user when @keep (no worker writes it any more) and
+ * the budget keeps memory, else unmap, close and uncharge it.  NULL is a
+ * no-op.
+ */
+void		 ring_release(struct ring *r, bool keep);
+
+/**
+ * ring_free() - ring_release() without keeping the memory.
  */
 void		 ring_free(struct ring *r);
 
@@ -86,6 +142,32 @@ void		 ring_free(struct ring *r);
  * the worker never pins the memory of a session that ends.
  */
 void		 ring_forget(struct ring *r);
+
+/**
+ * ring_budget_trim() - free kept memory unused for keep_ms at @now_ms
+ * (CLOCK_MONOTONIC), or all of it when keep_ms is 0.
+ */
+void		 ring_budget_trim(struct ring_budget *b, uint64_t now_ms);
+
+/**
+ * ring_budget_clear() - free all kept memory and stop the scrubber.
+ */
+void		 ring_budget_clear(struct ring_budget *b);
+
+/**
+ * ring_budget_forget() - in a freshly forked worker: close and unmap the
+ * kept memory without touching the budget.
+ */
+void		 ring_budget_forget(struct ring_budget *b);
+
+/**
+ * ring_budget_init() - an empty budget of @limit bytes set in @source
+ * that keeps ended sessions' memory @keep_ms; @forget (may be NULL) is
+ * told of every memory freed for good.
+ */
+void		 ring_budget_init(struct ring_budget *b, uint64_t limit,
+		    const char *source, uint64_t keep_ms,
+		    ring_forget_cb *forget, void *forget_arg);
 
 /**
  * ring_readonly_fd() - a new read-only descriptor of the memfd, for the

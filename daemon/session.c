@@ -491,7 +491,7 @@ session_new_files(const struct session_host *host,
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
-	    cause);
+	    client->uid, cause);
 	if (s->ring == NULL)
 		goto fail;
 	if ((s->indices = calloc(o->buffer_size, s->sampler.cbs *
@@ -502,7 +502,7 @@ session_new_files(const struct session_host *host,
 		goto fail;
 	}
 	s->pool_ring = pool_add_ring(host->pool, (uint32_t)s->ds_index,
-	    &s->ring->layout, &s->transform, s->ring->memfd, o->num_workers,
+	    &s->ring->layout, &s->transform, s->ring->mem, o->num_workers,
 	    session_done_cb, s, cause);
 	if (s->pool_ring == NULL)
 		goto fail;
@@ -543,10 +543,18 @@ fail:
 void
 session_free(struct session *s)
 {
+	bool	drained;
+
 	if (s == NULL)
 		return;
-	pool_remove_ring(s->pool_ring);
-	ring_free(s->ring);
+	/*
+	 * Its memory is kept for the next session only when no job writes it
+	 * any more and the client holds no step: libinfeed keeps reading held
+	 * steps after a session ends, so those pages must stay as they are.
+	 */
+	drained = pool_remove_ring(s->pool_ring);
+	ring_release(s->ring, drained && s->ring != NULL &&
+	    ring_count(s->ring, SLOT_HELD) == 0);
 	if (s->own_ds)
 		dataset_free(s->ds);
 	free(s->indices);

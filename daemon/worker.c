@@ -24,10 +24,17 @@
 #include "worker.h"
 #include "xmalloc.h"
 
-/* A ring mapped in this worker. */
+/* A ring memory mapped in this worker, kept until FORGET. */
+struct wmem {
+	uint64_t		 id;
+	uint64_t		 bytes;
+	uint8_t			*map;
+};
+
+/* A ring this worker fills, on one of its memories. */
 struct wring {
 	struct worker_ring	 desc;
-	uint8_t			*map;
+	uint8_t			*map;		/* its memory's */
 	uint8_t			*tmp;		/* one input sample */
 	float			*lut;		/* uint8 -> float, per channel */
 	struct dataset		*files;		/* a client's, or NULL */
@@ -226,14 +233,59 @@ worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
 	return (ds);
 }
 
-/* Map a ring the pool sent, in a free entry of *@w. */
+/*
+ * The mapping of memory @id of @bytes from @fd (closed), made the first
+ * time only and kept: its pages are mapped once for all the rings the
+ * daemon makes on it.
+ */
+static uint8_t *
+worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
+{
+	struct wmem	*m;
+	size_t		 i;
+
+	for (i = 0; i < *n; i++) {
+		if ((*mems)[i].map != NULL && (*mems)[i].id == id &&
+		    (*mems)[i].bytes == bytes) {
+			close(fd);
+			return ((*mems)[i].map);
+		}
+	}
+	for (i = 0; i < *n && (*mems)[i].map != NULL; i++)
+		;
+	if (i == *n)
+		*mems = xreallocarray(*mems, ++*n, sizeof(**mems));
+	m = &(*mems)[i];
+	m->id = id;
+	m->bytes = bytes;
+	m->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m->map == MAP_FAILED)
+		fatal("worker: mmap of a ring");
+	return (m->map);
+}
+
+/* FORGET: the daemon freed memory @id; a ring on it is gone already. */
 static void
-worker_map(struct wring **w, size_t *n, const struct worker_msg *m,
-    const int *fds, size_t nfds)
+worker_forget(struct wmem *mems, size_t n, uint64_t id)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++) {
+		if (mems[i].map != NULL && mems[i].id == id) {
+			munmap(mems[i].map, mems[i].bytes);
+			mems[i].map = NULL;
+		}
+	}
+}
+
+/* Take a ring the pool sent, in a free entry of *@w. */
+static void
+worker_map(struct wring **w, size_t *n, struct wmem **mems, size_t *nmems,
+    const struct worker_msg *m, const int *fds, size_t nfds)
 {
 	struct wring	*r;
 	size_t		 i;
-	int		 fd = fds[0];
 
 	for (i = 0; i < *n && (*w)[i].map != NULL; i++)
 		;
@@ -243,11 +295,12 @@ worker_map(struct wring **w, size_t *n, const struct worker_msg *m,
 	}
 	r = &(*w)[i];
 	r->desc = m->ring;
-	r->map = mmap(NULL, m->ring.layout.ring_bytes, PROT_READ | PROT_WRITE,
-	    MAP_SHARED, fd, 0);
-	close(fd);
-	if (r->map == MAP_FAILED)
-		fatal("worker: mmap of a ring");
+	if (m->ring.layout.ring_bytes > m->ring.mem_bytes)
+		fatalx("worker: a ring of %llu bytes on %llu bytes of memory",
+		    (unsigned long long)m->ring.layout.ring_bytes,
+		    (unsigned long long)m->ring.mem_bytes);
+	r->map = worker_mem(mems, nmems, m->ring.mem_id, m->ring.mem_bytes,
+	    fds[0]);
 	if (m->ring.nfiles > 0)
 		r->files = worker_files(&m->ring, fds + 1, nfds - 1);
 	else {
@@ -261,11 +314,10 @@ worker_map(struct wring **w, size_t *n, const struct worker_msg *m,
 		fatal("worker: lookup table");
 }
 
-/* Drop a ring's mapping. */
+/* Drop a ring; its memory stays mapped until FORGET. */
 static void
 worker_unmap(struct wring *w)
 {
-	munmap(w->map, w->desc.layout.ring_bytes);
 	dataset_free(w->files);
 	free(w->tmp);
 	free(w->lut);
@@ -277,8 +329,9 @@ void
 worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 {
 	struct wring		*rings = NULL, *w;
+	struct wmem		*mems = NULL;
 	struct transform_work	*tw;
-	size_t			 nrings = 0, len;
+	size_t			 nrings = 0, nmems = 0, len;
 	const struct dataset	*ds;
 	struct worker_msg	*mp;
 	uint64_t		*indices;
@@ -310,7 +363,11 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 		}
 		switch (mp->type) {
 		case WORKER_MSG_MAP:
-			worker_map(&rings, &nrings, mp, fds, nfds);
+			worker_map(&rings, &nrings, &mems, &nmems, mp, fds,
+			    nfds);
+			break;
+		case WORKER_MSG_FORGET:
+			worker_forget(mems, nmems, mp->ring.mem_id);
 			break;
 		case WORKER_MSG_UNMAP:
 			if ((w = worker_find(rings, nrings, mp->ring_id)) !=

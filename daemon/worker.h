@@ -8,9 +8,14 @@
  * a ring's memfd, sent the first time the worker gets a job of that ring,
  * and after it the descriptors of a client's files when the ring's dataset
  * is theirs: the worker opens that dataset itself, with
- * dataset_open_files(), and closes it at UNMAP), UNMAP, JOB (rows [row_begin, row_end) of one slot, followed by the
- * dataset index of each row) and DONE.  A worker has at most one job at a
- * time.
+ * dataset_open_files(), and closes it at UNMAP), UNMAP, JOB (rows
+ * [row_begin, row_end) of one slot, followed by the dataset index of each
+ * row), DONE and FORGET.  A worker has at most one job at a time.
+ *
+ * A worker keeps its mapping of a ring's memory after UNMAP, for the next
+ * ring the daemon makes on the same memory (ring.h: kept memory), so
+ * that its pages are not faulted again; FORGET (mem_id) drops it when
+ * the daemon frees the memory.
  *
  * The indices travel in the message, not through the ring: the client
  * maps the ring too, and nothing it could write there (through a
@@ -32,6 +37,7 @@ enum worker_msg_type {
 	WORKER_MSG_UNMAP,
 	WORKER_MSG_JOB,
 	WORKER_MSG_DONE,
+	WORKER_MSG_FORGET,	/* a ring memory is freed: unmap it */
 };
 
 /*
@@ -50,6 +56,8 @@ enum worker_result {
 /* What a worker needs to fill a ring's slots; sent once per ring. */
 struct worker_ring {
 	uint64_t		ring_id;
+	uint64_t		mem_id;	/* its memory, kept mapped across rings */
+	uint64_t		mem_bytes;
 	uint32_t		dataset_index;	/* in the catalogue */
 	uint32_t		nfiles;	/* 0, or a client's files: 1 or 2 */
 	struct ring_layout	layout;

@@ -1004,18 +1004,20 @@ worker_rings(void)
 
 /*
  * Workers forked while a session lives (after a reload, a crash) keep
- * nothing of its ring once it ends: its memory goes back, as the budget
- * says.
+ * nothing of its ring once it ends, when the daemon keeps no ring memory:
+ * its memory goes back, as the budget says.
  */
 START_TEST(test_workers_keep_no_ring_of_an_ended_session)
 {
 	struct infeed_options	 o;
 	struct infeed_step	 st;
-	struct infeed		*f = client();
+	struct infeed		*f;
 	uint64_t		 deadline;
 	pid_t			 before[4], after[4];
 	int			 n, rings;
 
+	restart("keep_ring_memory = 0", NULL);
+	f = client();
 	infeed_options_init(&o);
 	o.batch_size = 100;
 	ck_assert_int_eq(worker_pids(before, 4), 2);
@@ -1037,6 +1039,46 @@ START_TEST(test_workers_keep_no_ring_of_an_ended_session)
 		usleep(20000);
 	ck_assert_msg(rings == 0, "%d ring mappings left in the workers after "
 	    "the session ended", rings);
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * With keep_ring_memory (the default), the workers keep their mappings of
+ * an ended session's ring for the next session, and let go of them when
+ * the daemon gives the memory up for a ring that needs the budget.
+ */
+START_TEST(test_workers_let_kept_ring_memory_go_with_the_daemon)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	uint64_t		 deadline;
+	int			 i, rings;
+
+	/* A ring of 1000 raw rows is 84 KiB, of 100 rows 12 KiB. */
+	restart("memory_budget = 90K", NULL);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 1000;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	usleep(100000);
+	ck_assert_msg((rings = worker_rings()) > 0, "the workers dropped the "
+	    "ring memory the daemon keeps (%d mappings)", rings);
+	/* 84 + 12 KiB do not fit in 90: the kept memory goes. */
+	o.batch_size = 100;
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	deadline = now_ms() + 2000;
+	while ((rings = worker_rings()) != 0 && now_ms() < deadline)
+		usleep(20000);
+	ck_assert_msg(rings == 0, "%d mappings of freed ring memory left in "
+	    "the workers", rings);
 	infeed_free(f);
 }
 END_TEST
@@ -1118,6 +1160,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_connect_times_out_on_a_silent_daemon);
 	tcase_add_test(tc, test_burst_from_one_client_bounds_anothers_delay);
 	tcase_add_test(tc, test_workers_keep_no_ring_of_an_ended_session);
+	tcase_add_test(tc, test_workers_let_kept_ring_memory_go_with_the_daemon);
 	tcase_add_test(tc, test_retired_stopped_worker_replaced);
 	tcase_add_test(tc, test_silent_connection_closed);
 	suite_add_tcase(s, tc);

@@ -211,20 +211,30 @@ read_epochs(struct infeed *f, unsigned epochs, int labels)
 	}
 }
 
-/* Descriptors open in process @pid. */
+/*
+ * Descriptors open in process @pid, but for ring memory: the daemon keeps
+ * an ended session's for the next one (keep_ring_memory).
+ */
 static int
 count_fds(pid_t pid)
 {
-	char		 path[64];
+	char		 path[64], link[PATH_MAX], to[PATH_MAX];
 	DIR		*d;
 	struct dirent	*de;
+	ssize_t		 len;
 	int		 n = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 	if ((d = opendir(path)) == NULL)
 		return (-1);
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", path, de->d_name);
+		len = readlink(link, to, sizeof(to) - 1);
+		to[len > 0 ? len : 0] = '\0';
+		n += strstr(to, "memfd:infeed-ring") == NULL;
+	}
 	closedir(d);
 	return (n);
 }

@@ -45,6 +45,7 @@
 #define WORKERS		2
 #define DEADLINE_MS	15000		/* slow under valgrind */
 #define MAX_DONE	256
+#define TEST_UID	1000		/* the user of every ring */
 
 /* One report through the ring's callback. */
 struct done {
@@ -236,9 +237,9 @@ add_ring_labels(const char *name, uint64_t rows, enum infeed_dtype label_dtype,
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
 	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);
 	r = ring_new(&budget, rows, tf.out_sample_bytes, label_dtype, slots,
-	    &cause);
+	    TEST_UID, &cause);
 	ck_assert_msg(r != NULL, "ring_new: %s", cause);
-	pr = pool_add_ring(pool, (uint32_t)index, &r->layout, &tf, r->memfd,
+	pr = pool_add_ring(pool, (uint32_t)index, &r->layout, &tf, r->mem,
 	    max_jobs, done_cb, rec, &cause);
 	ck_assert_msg(pr != NULL, "pool_add_ring: %s", cause);
 	*rp = r;
@@ -274,7 +275,7 @@ check_rows(const struct ring *r, const struct dataset *ds, uint32_t slot,
     uint64_t rows)
 {
 	const struct ring_layout	*l = &r->layout;
-	const uint8_t			*sb = r->map + slot * l->slot_bytes;
+	const uint8_t			*sb = r->mem->map + slot * l->slot_bytes;
 	const int32_t			*labels;
 	const int64_t			*labels64;
 	uint64_t			 k, idx;
@@ -302,7 +303,7 @@ check_rows(const struct ring *r, const struct dataset *ds, uint32_t slot,
 static bool
 slot_is_zero(const struct ring *r, uint32_t slot)
 {
-	const uint8_t	*p = r->map + slot * r->layout.slot_bytes;
+	const uint8_t	*p = r->mem->map + slot * r->layout.slot_bytes;
 	uint64_t	 i;
 
 	/* The index table is the test's; look at data and labels only. */
@@ -433,7 +434,7 @@ START_TEST(test_int64_labels_written_whole)
 	for (k = 0; k < rec.n; k++)
 		ck_assert_int_eq(rec.done[k].result, POOL_JOB_DONE);
 	check_rows(r, ds, 1, 16);
-	labels = (const int64_t *)(const void *)(r->map +
+	labels = (const int64_t *)(const void *)(r->mem->map +
 	    r->layout.slot_bytes + r->layout.labels_offset);
 	ck_assert_int_eq(labels[15 - BIG_ROW], BIG_LABEL);
 	ck_assert_int_eq(labels[15], 0);

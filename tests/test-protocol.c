@@ -11,7 +11,8 @@
  *               and the connection state its "connection after" column
  *               says (closed: end of file; open: the next request is
  *               answered);
- *   ring        the step ring's descriptor is read-only;
+ *   ring        the step ring's descriptor is read-only; a ring on kept
+ *               memory shows nothing of the session that had it;
  *   max-clients the client past max_clients has its Hello answered with
  *               RESOURCE_EXHAUSTED, then the connection closes;
  *   pipelining  requests sent in one write, each with its request_id: each
@@ -1346,6 +1347,63 @@ START_TEST(test_max_clients)
 }
 END_TEST
 
+/*
+ * A ring on memory kept from another session (another dataset, the same
+ * user) shows its client nothing of that session: before its first step,
+ * every byte it can map is zero.  The daemon's Stats say the memory was
+ * reused, so the test cannot pass on new memory.
+ */
+START_TEST(test_reused_ring_shows_nothing_of_the_last_session)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed_stats	*stats;
+	struct infeed		*f = client();
+	struct wire_in		 in;
+	const uint8_t		*p;
+	uint64_t		 len, reused, i, nonzero = 0, seen = 0;
+	int			 fd, ring;
+
+	/* raw, 100 rows of 16 bytes, and synthetic, 4 of 256: 3 x 4 KiB. */
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		for (len = 0; len < st.rows * 16; len++)
+			seen += st.data != NULL &&
+			    ((const uint8_t *)st.data)[len] != 0;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_msg(seen > 0, "the first session's rows were all zero");
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	ck_assert_int_eq(infeed_get_stats(f, &stats), INFEED_OK);
+	reused = stats->rings_reused;
+	infeed_stats_free(stats);
+
+	fd = conn(&in);
+	attach(fd, &in, "synthetic", 4, 3);
+	ck_assert_int_ne(ring = wire_in_take_fd(&in), -1);
+	len = 3 * 4096;
+	p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, ring, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	for (i = 0; i < len; i++)
+		nonzero += p[i] != 0;
+	ck_assert_msg(nonzero == 0, "%llu bytes of the ring were not zero "
+	    "before the session's first step", (unsigned long long)nonzero);
+	munmap((void *)(uintptr_t)p, (size_t)len);
+	close(ring);
+	ck_assert_int_eq(infeed_get_stats(f, &stats), INFEED_OK);
+	ck_assert_msg(stats->rings_reused == reused + 1, "the ring was not "
+	    "made on the kept memory (%llu reused before, %llu after)",
+	    (unsigned long long)reused,
+	    (unsigned long long)stats->rings_reused);
+	infeed_stats_free(stats);
+	conn_close(fd, &in);
+	infeed_free(f);
+}
+END_TEST
+
 /* The ring's descriptor is read-only, as the document says. */
 START_TEST(test_ring_read_only)
 {
@@ -1593,6 +1651,7 @@ protocol_suite(void)
 	tc = tcase_create("ring");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_ring_read_only);
+	tcase_add_test(tc, test_reused_ring_shows_nothing_of_the_last_session);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("max-clients");

@@ -2,7 +2,9 @@
 /*
  * Unit tests for daemon/ring.c: the layout of a step ring, its charge to
  * the memory budget and the messages of a refusal in exact units, the
- * read-only descriptor the client gets, the seals, and the one cycle of
+ * read-only descriptor the client gets, the seals, the memory kept from
+ * ended sessions (zeroed, for the same user only, given up under
+ * pressure and with time), and the one cycle of
  * slot states (a forbidden move is fatal: those tests run it in a forked
  * child and read what it said on its way out).
  */
@@ -30,6 +32,8 @@
 #define GiB	(UINT64_C(1) << 30)
 #define TiB	(UINT64_C(1) << 40)
 
+#define TEST_UID	1000	/* the user of every ring but where said */
+
 static struct ring_budget	 budget;
 static char			*cause;
 
@@ -37,9 +41,30 @@ static char			*cause;
 static void
 setup(void)
 {
-	budget.limit = 64 * MiB;
-	budget.used = 0;
-	budget.source = "/etc/infeed/test.conf";
+	ring_budget_init(&budget, 64 * MiB, "/etc/infeed/test.conf", 0, NULL,
+	    NULL);
+	cause = NULL;
+}
+
+/* Memory the budget freed for good, in order. */
+static uint64_t	 forgotten[16];
+static unsigned	 nforgotten;
+
+static void
+forget_cb(void *arg, uint64_t mem_id)
+{
+	(void)arg;
+	if (nforgotten < 16)
+		forgotten[nforgotten++] = mem_id;
+}
+
+/* A budget of 64 MiB that keeps ended sessions' memory a minute. */
+static void
+setup_keep(void)
+{
+	ring_budget_init(&budget, 64 * MiB, "/etc/infeed/test.conf", 60000,
+	    forget_cb, NULL);
+	nforgotten = 0;
 	cause = NULL;
 }
 
@@ -47,6 +72,7 @@ setup(void)
 static void
 teardown(void)
 {
+	ring_budget_clear(&budget);
 	free(cause);
 	cause = NULL;
 }
@@ -58,7 +84,7 @@ ring_ok_labels(uint64_t rows, uint64_t row_bytes,
 {
 	struct ring	*r;
 
-	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, &cause);
+	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, TEST_UID, &cause);
 	ck_assert_msg(r != NULL, "ring_new(%llu rows, %llu bytes, labels %d, "
 	    "%u slots): %s", (unsigned long long)rows,
 	    (unsigned long long)row_bytes, (int)label_dtype, slots,
@@ -152,7 +178,7 @@ check_layout_labels(uint64_t rows, uint64_t row_bytes,
 	ck_assert_uint_eq(l->slot_bytes % 4096, 0);
 	ck_assert_uint_eq(l->ring_bytes, (uint64_t)slots * l->slot_bytes);
 	/* The index table of slot i is where the layout says. */
-	ck_assert_ptr_eq(ring_indices(r, slots - 1), r->map +
+	ck_assert_ptr_eq(ring_indices(r, slots - 1), r->mem->map +
 	    (uint64_t)(slots - 1) * l->slot_bytes + l->indices_offset);
 	ck_assert_uint_eq(ring_count(r, SLOT_FREE), slots);
 	ring_free(r);
@@ -221,7 +247,7 @@ static void
 make_float_labels(struct ring *unused, int dtype)
 {
 	(void)unused;
-	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, &cause);
+	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, TEST_UID, &cause);
 }
 
 START_TEST(test_layout_other_label_dtype_is_fatal)
@@ -272,7 +298,7 @@ START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
 	ring_free(r);
 
 	budget.limit = need - 1;
-	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3, TEST_UID, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_uint_eq(budget.used, 0);
 }
@@ -285,7 +311,7 @@ START_TEST(test_budget_refusal_in_kib_not_zero_mib)
 	/* 2 slots of 104 KiB (100 KiB of data, labels, indices, rounded). */
 	budget.limit = 100 * KiB;
 	ck_assert_ptr_null(ring_new(&budget, 100, 1024, INFEED_DTYPE_INT32, 2,
-	    &cause));
+	    TEST_UID, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
 	    NULL, "%s", cause);
@@ -309,7 +335,7 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	ck_assert_uint_eq(left, 1328 * KiB);
 	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
 	ck_assert_ptr_null(ring_new(&budget, 256, 1024, INFEED_DTYPE_INT32, 8,
-	    &cause));
+	    TEST_UID, &cause));
 	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
 	    "%s", cause);
 	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
@@ -322,7 +348,7 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	budget.used = 2 * MiB;
 	free(cause);
 	cause = NULL;
-	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1, TEST_UID, &cause));
 	ck_assert_msg(strstr(cause, "only 0 bytes") != NULL, "%s", cause);
 	ck_assert_uint_eq(budget.used, 2 * MiB);
 }
@@ -369,7 +395,7 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	budget.limit = UINT64_MAX;
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 40,
-	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, &cause));
+	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, TEST_UID, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "a step of 1099511627776 rows of "
 	    "1099511627776 bytes does not fit in memory") != NULL, "%s",
@@ -379,14 +405,14 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	/* Each slot fits, slots x slot_bytes does not. */
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 58, 16,
-	    INFEED_DTYPE_INT32, 4, &cause));
+	    INFEED_DTYPE_INT32, 4, TEST_UID, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	free(cause);
 	cause = NULL;
 
 	ck_assert_ptr_null(ring_new(&budget, UINT64_MAX, 1, INFEED_DTYPE_INT32, 1,
-	    &cause));
+	    TEST_UID, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	ck_assert_uint_eq(budget.used, 0);
@@ -404,7 +430,7 @@ START_TEST(test_readonly_fd_cannot_map_writable_but_sees_writes)
 	r = ring_ok(16, 32, 2);
 	len = r->layout.ring_bytes;
 	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
-	ck_assert_int_ne(fd, r->memfd);
+	ck_assert_int_ne(fd, r->mem->memfd);
 	ck_assert_int_eq(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
 	ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
 
@@ -421,7 +447,7 @@ START_TEST(test_readonly_fd_cannot_map_writable_but_sees_writes)
 	ck_assert_int_eq(errno, EACCES);
 
 	ring_indices(r, 1)[15] = UINT64_C(0x0123456789abcdef);
-	r->map[5] = 0x5a;
+	r->mem->map[5] = 0x5a;
 	ck_assert_uint_eq(ro[(r->layout.slot_bytes +
 	    r->layout.indices_offset) / 8 + 15], UINT64_C(0x0123456789abcdef));
 	ck_assert_uint_eq(((uint8_t *)ro)[5], 0x5a);
@@ -439,20 +465,20 @@ START_TEST(test_memfd_sealed_against_resize)
 
 	r = ring_ok(16, 32, 2);
 	len = (off_t)r->layout.ring_bytes;
-	seals = fcntl(r->memfd, F_GET_SEALS);
+	seals = fcntl(r->mem->memfd, F_GET_SEALS);
 	ck_assert_int_ne(seals, -1);
 	ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
 	    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-	ck_assert_int_eq(ftruncate(r->memfd, len / 2), -1);
+	ck_assert_int_eq(ftruncate(r->mem->memfd, len / 2), -1);
 	ck_assert_int_eq(errno, EPERM);
-	ck_assert_int_eq(ftruncate(r->memfd, len * 2), -1);
+	ck_assert_int_eq(ftruncate(r->mem->memfd, len * 2), -1);
 	ck_assert_int_eq(errno, EPERM);
-	ck_assert_int_eq(ftruncate(r->memfd, 0), -1);
+	ck_assert_int_eq(ftruncate(r->mem->memfd, 0), -1);
 	/* Seals cannot be taken off or changed. */
-	ck_assert_int_eq(fcntl(r->memfd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	ck_assert_int_eq(fcntl(r->mem->memfd, F_ADD_SEALS, F_SEAL_WRITE), -1);
 	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
 	ck_assert_int_eq(ftruncate(fd, 0), -1);
-	ck_assert_int_eq(lseek(r->memfd, 0, SEEK_END), len);
+	ck_assert_int_eq(lseek(r->mem->memfd, 0, SEEK_END), len);
 	close(fd);
 	ring_free(r);
 }
@@ -600,6 +626,168 @@ START_TEST(test_find_and_count_by_state)
 END_TEST
 
 /* Every test, in cases by contract. */
+/* Whether @len bytes at @p are all zero. */
+static bool
+all_zero(const uint8_t *p, uint64_t len)
+{
+	uint64_t	i;
+
+	for (i = 0; i < len; i++) {
+		if (p[i] != 0)
+			return (false);
+	}
+	return (true);
+}
+
+/* A ring of @uid that must be made. */
+static struct ring *
+ring_of(uid_t uid, uint64_t rows, uint64_t row_bytes)
+{
+	struct ring	*r;
+
+	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, uid,
+	    &cause);
+	ck_assert_msg(r != NULL, "ring_new: %s", cause);
+	return (r);
+}
+
+/*
+ * A session's ring written all over and released as drained comes back,
+ * the same memory still charged to the budget, for the next ring of the
+ * same user and shape; what that client maps is all zeroes.
+ */
+START_TEST(test_kept_memory_reused_zeroed_for_the_same_user)
+{
+	struct ring	*r;
+	uint64_t	 id, bytes;
+	uint8_t		*ro;
+	int		 fd;
+
+	r = ring_of(TEST_UID, 64, 4096);
+	id = r->mem->id;
+	bytes = r->mem->bytes;
+	memset(r->mem->map, 0xa5, bytes);
+	ring_release(r, true);
+	ck_assert_uint_eq(budget.used, bytes);
+	ck_assert_uint_eq(budget.kept_bytes, bytes);
+	ck_assert_uint_eq(nforgotten, 0);
+
+	r = ring_of(TEST_UID, 64, 4096);
+	ck_assert_uint_eq(r->mem->id, id);
+	ck_assert_uint_eq(budget.reused, 1);
+	ck_assert_uint_eq(budget.made, 1);
+	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ck_assert_uint_eq(budget.used, bytes);
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(ro, MAP_FAILED);
+	ck_assert_msg(all_zero(ro, bytes), "a reused ring shows the last "
+	    "session's bytes");
+	munmap(ro, bytes);
+	close(fd);
+	ring_free(r);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert_uint_eq(nforgotten, 1);
+	ck_assert_uint_eq(forgotten[0], id);
+}
+END_TEST
+
+/* The scrubber zeroes kept memory by itself, soon after the release. */
+START_TEST(test_kept_memory_zeroed_by_the_scrubber)
+{
+	struct ring	*r;
+	struct ring_mem	*m;
+	int		 i;
+
+	r = ring_of(TEST_UID, 256, 4096);
+	memset(r->mem->map, 0x5a, r->mem->bytes);
+	ring_release(r, true);
+	m = TAILQ_FIRST(&budget.kept);
+	ck_assert_ptr_nonnull(m);
+	for (i = 0; i < 500 && *(volatile enum ring_mem_state *)&m->state !=
+	    RING_MEM_CLEAN; i++)
+		usleep(10000);
+	ck_assert_int_eq(m->state, RING_MEM_CLEAN);
+	ck_assert(all_zero(m->map, m->bytes));
+}
+END_TEST
+
+/*
+ * Memory another user's client had never goes to this one (that client
+ * may still map it), nor memory a worker may still write, nor memory of
+ * another size.
+ */
+START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
+{
+	struct ring	*r, *other, *big;
+	uint64_t	 id;
+
+	r = ring_of(TEST_UID, 64, 4096);
+	id = r->mem->id;
+	ring_release(r, true);
+	other = ring_of(TEST_UID + 1, 64, 4096);
+	ck_assert_uint_ne(other->mem->id, id);
+	ck_assert_uint_eq(budget.reused, 0);
+	/* 2 times the rows: more than a quarter too small. */
+	big = ring_of(TEST_UID, 128, 4096);
+	ck_assert_uint_ne(big->mem->id, id);
+	ring_free(big);
+	/* A ring a third smaller would waste more than a quarter. */
+	big = ring_of(TEST_UID, 40, 4096);
+	ck_assert_uint_ne(big->mem->id, id);
+	ring_free(big);
+	ck_assert_uint_eq(budget.reused, 0);
+
+	/* Not drained: freed for good, the workers told. */
+	nforgotten = 0;
+	id = other->mem->id;
+	ring_release(other, false);
+	ck_assert_uint_eq(nforgotten, 1);
+	ck_assert_uint_eq(forgotten[0], id);
+	ck_assert_uint_eq(budget.used, budget.kept_bytes);
+}
+END_TEST
+
+/* Kept memory gives way to a ring the budget could not hold otherwise. */
+START_TEST(test_kept_memory_freed_when_the_budget_needs_it)
+{
+	struct ring	*r;
+	uint64_t	 id;
+
+	r = ring_of(TEST_UID, 4, 4 * MiB);	/* 48 MiB of 64 */
+	id = r->mem->id;
+	ring_release(r, true);
+	nforgotten = 0;
+	r = ring_of(TEST_UID + 1, 4, 4 * MiB);
+	ck_assert_uint_ne(r->mem->id, id);
+	ck_assert_uint_eq(nforgotten, 1);
+	ck_assert_uint_eq(forgotten[0], id);
+	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ck_assert_uint_eq(budget.used, r->mem->bytes);
+	ring_free(r);
+}
+END_TEST
+
+/* Kept memory unused for keep_ms is freed; younger memory stays. */
+START_TEST(test_kept_memory_freed_after_keep_ms)
+{
+	struct ring	*r;
+	uint64_t	 t;
+
+	r = ring_of(TEST_UID, 64, 4096);
+	ring_release(r, true);
+	t = TAILQ_FIRST(&budget.kept)->idle_since_ms;
+	ring_budget_trim(&budget, t + 59000);
+	ck_assert_uint_ne(budget.kept_bytes, 0);
+	ck_assert_uint_eq(nforgotten, 0);
+	/* The scrubber may have restarted the clock: a later time. */
+	ring_budget_trim(&budget, t + 3600000);
+	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert_uint_eq(nforgotten, 1);
+}
+END_TEST
+
 static Suite *
 ring_suite(void)
 {
@@ -627,6 +815,15 @@ ring_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_readonly_fd_cannot_map_writable_but_sees_writes);
 	tcase_add_test(tc, test_memfd_sealed_against_resize);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("kept");
+	tcase_add_checked_fixture(tc, setup_keep, teardown);
+	tcase_add_test(tc, test_kept_memory_reused_zeroed_for_the_same_user);
+	tcase_add_test(tc, test_kept_memory_zeroed_by_the_scrubber);
+	tcase_add_test(tc, test_kept_memory_only_for_same_user_drained_and_size);
+	tcase_add_test(tc, test_kept_memory_freed_when_the_budget_needs_it);
+	tcase_add_test(tc, test_kept_memory_freed_after_keep_ms);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("slots");

@@ -137,6 +137,15 @@ unit_add_flaky(struct catalogue *c)
 }
 
 /* Config, catalogue (with "flaky"), budget, event base and pool. */
+/* Memory freed: the workers unmap it, as in the daemon. */
+static void
+unit_forget_mem_cb(void *arg, uint64_t mem_id)
+{
+	(void)arg;
+	if (pool != NULL)
+		pool_forget_mem(pool, mem_id);
+}
+
 void
 unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 {
@@ -148,9 +157,8 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	cat = catalogue_open(conf, NULL);
 	ck_assert_uint_eq(cat->ndatasets, ndatasets);
 	unit_add_flaky(cat);
-	budget.limit = conf->memory_budget;
-	budget.used = 0;
-	budget.source = conf->path;
+	ring_budget_init(&budget, conf->memory_budget, conf->path, 0,
+	    unit_forget_mem_cb, NULL);
 	ck_assert_ptr_nonnull(base = event_base_new());
 	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST,
 	    unit_tick_cb, NULL));
@@ -162,6 +170,7 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 void
 unit_daemon_stop(void)
 {
+	ring_budget_clear(&budget);
 	pool_free(pool);
 	pool = NULL;
 	event_free(tick);

@@ -75,6 +75,8 @@ static const char fuzz_config[] =
     "max_clients = 4\n"
     "max_frame_size = 4K\n"
     "memory_budget = 512K\n"
+    /* Every input must leave the daemon as it found it. */
+    "keep_ring_memory = 0\n"
     "[dataset u8]\n"
     "type = synthetic\n"
     "samples = 37\n"
