@@ -24,6 +24,9 @@
 #include "worker.h"
 #include "xmalloc.h"
 
+/* Datasets are populated when they take at most this share of RAM. */
+#define WORKER_POPULATE_SHARE	4
+
 /* A ring memory mapped in this worker, kept until FORGET. */
 struct wmem {
 	uint64_t		 id;
@@ -346,6 +349,9 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 	signal(SIGCHLD, SIG_DFL);
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
+	/* The datasets' pages, mapped once here, never faulted per job. */
+	(void)dataset_populate((uint64_t)sysconf(_SC_PHYS_PAGES) *
+	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE);
 	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
 	mp = xmalloc(len);
 	indices = (uint64_t *)(void *)(mp + 1);

@@ -254,6 +254,60 @@ dataset_file_kind(mode_t mode)
 }
 
 /*
+ * The files mapped in this process, for dataset_populate(): a worker maps
+ * each one's pages once, when it starts, instead of faulting them one
+ * page at a time on the hot path.
+ */
+struct dataset_mapped {
+	uint8_t	*base;
+	size_t	 len;
+};
+static struct dataset_mapped	*mapped;
+static size_t			 nmapped;
+
+static void
+dataset_maps_add(uint8_t *base, size_t len)
+{
+	mapped = reallocarray(mapped, nmapped + 1, sizeof(*mapped));
+	if (mapped == NULL)
+		abort();
+	mapped[nmapped].base = base;
+	mapped[nmapped++].len = len;
+}
+
+static void
+dataset_maps_remove(const uint8_t *base)
+{
+	size_t	i;
+
+	for (i = 0; i < nmapped; i++) {
+		if (mapped[i].base == base) {
+			mapped[i] = mapped[--nmapped];
+			return;
+		}
+	}
+}
+
+/* Map the pages of every mapped file, if they fit in @max_bytes. */
+uint64_t
+dataset_populate(uint64_t max_bytes)
+{
+	uint64_t	total = 0;
+	size_t		i;
+
+	for (i = 0; i < nmapped; i++)
+		total += mapped[i].len;
+	if (total > max_bytes)
+		return (0);
+#ifdef MADV_POPULATE_READ
+	for (i = 0; i < nmapped; i++)
+		(void)madvise(mapped[i].base, mapped[i].len,
+		    MADV_POPULATE_READ);
+#endif
+	return (total);
+}
+
+/*
  * Check a regular file's descriptor and, with DATASET_MAP_READ, map it
  * read-only and shared.  The one place every file a dataset reads comes
  * through, whether opened by path or passed by a client.
@@ -320,6 +374,7 @@ dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
 		}
 		m->base = p;
 		m->len = (size_t)st.st_size;
+		dataset_maps_add(p, m->len);
 	}
 	m->fd = fd;
 	m->shared = (flags & DATASET_MAP_SHARED) != 0;
@@ -347,8 +402,10 @@ dataset_map_file(const struct dataset *ds, const char *path,
 void
 dataset_unmap(struct dataset_map *m)
 {
-	if (m->base != NULL)
+	if (m->base != NULL) {
+		dataset_maps_remove(m->base);
 		munmap(m->base, m->len);
+	}
 	if (m->fd != -1)
 		close(m->fd);
 	m->base = NULL;

@@ -386,6 +386,14 @@ int		 dataset_npy_labels(struct dataset *ds, const char *what,
 		    uint64_t *off, char **cause);
 
 /**
+ * dataset_populate() - map every page of the files mapped in this process
+ * (MADV_POPULATE_READ, which reads what is not cached), when together they
+ * take at most @max_bytes; a worker calls it once as it starts.
+ * Return: the bytes populated, 0 when over @max_bytes.
+ */
+uint64_t	 dataset_populate(uint64_t max_bytes);
+
+/**
  * dataset_unmap() - undo dataset_map_file() (or any mmap kept in @m, with
  * m->fd -1); a zeroed @m is a no-op.
  */
