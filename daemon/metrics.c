@@ -271,9 +271,21 @@ metrics_daemon(struct evbuffer *b, const struct peers *ps,
 	metrics_family(b, "infeed_sessions", "gauge", "Attached sessions.");
 	evbuffer_add_printf(b, "infeed_sessions %zu\n", st->n_sessions);
 	metrics_family(b, "infeed_memory_used_bytes", "gauge", "Shared "
-	    "memory in step rings.");
+	    "memory in the step rings of sessions.");
 	evbuffer_add_printf(b, "infeed_memory_used_bytes %llu\n",
 	    (unsigned long long)st->memory_used);
+	metrics_family(b, "infeed_memory_kept_bytes", "gauge", "Ring memory "
+	    "of ended sessions kept warm for the next (keep_ring_memory).");
+	evbuffer_add_printf(b, "infeed_memory_kept_bytes %llu\n",
+	    (unsigned long long)st->memory_kept);
+	metrics_family(b, "infeed_rings_reused_total", "counter", "Rings "
+	    "made on kept memory.");
+	evbuffer_add_printf(b, "infeed_rings_reused_total %llu\n",
+	    (unsigned long long)st->rings_reused);
+	metrics_family(b, "infeed_rings_made_total", "counter", "Rings made "
+	    "on new memory.");
+	evbuffer_add_printf(b, "infeed_rings_made_total %llu\n",
+	    (unsigned long long)st->rings_made);
 	metrics_family(b, "infeed_memory_budget_bytes", "gauge", "The "
 	    "configured memory_budget for rings.");
 	evbuffer_add_printf(b, "infeed_memory_budget_bytes %llu\n",
