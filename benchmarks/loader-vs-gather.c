@@ -12,10 +12,23 @@
  *             dataset, read through libinfeed by a client that touches
  *             every page of every step.
  *
- * It alternates the two measurements --rounds times and prints the median
- * of each and the ratio of the medians.
+ * The limit is that gather: a reused, pre-faulted destination, a
+ * pre-touched source, 2 threads, measured in the same run as infeed and
+ * interleaved with it, round by round; every figure is a median.
  *
- * usage: loader-vs-gather INFEEDD [--rounds N] [--epochs E] [--dir DIR]
+ * It alternates the two measurements --rounds times and prints the median
+ * of each and the ratio of the medians (the first step of each session is
+ * left out: a steady-state figure).
+ *
+ * --session: issue 17's 72-step session instead.  Each round measures the
+ * limit, restarts infeedd, and times two sessions of 6 epochs (72 steps)
+ * from the call to infeed_attach() to the last step released, first step
+ * included: the first session after the daemon starts ("cold") and the
+ * next one on the same daemon ("warm", which may reuse the first one's
+ * kept ring memory).  It reports their ratios to the limit and their time
+ * to first step (from infeed_attach() to the first step in hand).
+ *
+ * usage: loader-vs-gather INFEEDD [--rounds N] [--epochs E] [--session]
  */
 
 #include <sys/mman.h>
@@ -28,6 +41,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,9 +130,14 @@ gather_limit(const uint8_t *src, uint8_t *dst, unsigned steps)
 	return ((double)steps * CBS / (now_s() - t0));
 }
 
-/* items/s of @epochs epochs through infeedd, or -1. */
+/*
+ * items/s of @epochs epochs through infeedd, or -1.  @from_attach: timed
+ * from infeed_attach() with the first step (*@first_s: its time to first
+ * step), else from the second step.
+ */
 static double
-infeed_rate(const char *sock, unsigned epochs, unsigned round)
+infeed_rate(const char *sock, unsigned epochs, unsigned round,
+    bool from_attach, double *first_s)
 {
 	struct infeed			*f = infeed_new();
 	struct infeed_options		 o;
@@ -134,17 +153,26 @@ infeed_rate(const char *sock, unsigned epochs, unsigned round)
 	o.device_iterations = 50;
 	o.shuffle = true;
 	o.seed = round;
-	if (infeed_connect(f, sock, "loader-vs-gather") != INFEED_OK ||
-	    infeed_attach(f, "tutorial-raw", &o, &info) != INFEED_OK) {
+	if (infeed_connect(f, sock, "loader-vs-gather") != INFEED_OK) {
 		fprintf(stderr, "bench: %s\n", infeed_error(f));
 		goto out;
 	}
-	/* The first step maps the ring's pages: not part of the rate. */
+	t0 = now_s();
+	if (infeed_attach(f, "tutorial-raw", &o, &info) != INFEED_OK) {
+		fprintf(stderr, "bench: %s\n", infeed_error(f));
+		goto out;
+	}
 	if (infeed_next(f, &st) != INFEED_OK)
 		goto fail;
+	if (first_s != NULL)
+		*first_s = now_s() - t0;
+	if (from_attach)
+		items += st.rows;
 	infeed_release(f, &st);
 	total = (uint64_t)epochs * info.steps_per_epoch;
-	t0 = now_s();
+	/* Else the first step, which maps the ring, is not part of it. */
+	if (!from_attach)
+		t0 = now_s();
 	for (k = 1; k < total; k++) {
 		if (infeed_next(f, &st) != INFEED_OK)
 			goto fail;
@@ -164,6 +192,34 @@ out:
 	return (rate);
 }
 
+/* Start infeedd on @conf and @sock; wait for its socket. */
+static pid_t
+daemon_start(const char *infeedd, const char *conf, const char *sock)
+{
+	pid_t	pid;
+	int	fd, i;
+
+	unlink(sock);
+	if ((pid = fork()) == 0) {
+		fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 2);
+		execl(infeedd, infeedd, "--config", conf, "--socket", sock,
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 200 && access(sock, F_OK) != 0; i++)
+		usleep(20000);
+	usleep(100000);
+	return (pid);
+}
+
+static void
+daemon_stop(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -172,6 +228,9 @@ main(int argc, char **argv)
 	char		 buf[2048];
 	unsigned	 rounds = 5, epochs = 4, i, r;
 	double		 lim[32], inf[32], ml, mi;
+	double		 cold[32], warm[32], cold_f[32], warm_f[32];
+	bool		 session = false;
+	unsigned	 pause_ms = 0;
 	uint8_t		*src, *dst, *row;
 	int64_t		*lab;
 	pid_t		 pid;
@@ -184,11 +243,19 @@ main(int argc, char **argv)
 		return (2);
 	}
 	infeedd = argv[1];
-	for (i = 2; i + 1 < (unsigned)argc; i += 2) {
-		if (strcmp(argv[i], "--rounds") == 0)
-			rounds = (unsigned)atoi(argv[i + 1]);
-		else if (strcmp(argv[i], "--epochs") == 0)
-			epochs = (unsigned)atoi(argv[i + 1]);
+	for (i = 2; i < (unsigned)argc; i++) {
+		if (strcmp(argv[i], "--session") == 0) {
+			session = true;
+			epochs = 6;
+		} else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--rounds") == 0)
+			rounds = (unsigned)atoi(argv[++i]);
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--pause-ms") == 0)
+			pause_ms = (unsigned)atoi(argv[++i]);
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--epochs") == 0)
+			epochs = (unsigned)atoi(argv[++i]);
 	}
 	if (rounds < 1 || rounds > 32 || epochs < 1) {
 		fprintf(stderr, "bench: --rounds 1..32, --epochs >= 1\n");
@@ -240,28 +307,36 @@ main(int argc, char **argv)
 	memset(dst, 0, (size_t)CBS * SAMPLE_BYTES);
 	gather_limit(src, dst, 12);	/* warm the page cache and dst */
 
-	if ((pid = fork()) == 0) {
-		fd = open("/dev/null", O_WRONLY);
-		dup2(fd, 2);
-		execl(infeedd, infeedd, "--config", conf, "--socket", sock,
-		    (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 200 && access(sock, F_OK) != 0; i++)
-		usleep(20000);
-	usleep(100000);
-
+	pid = daemon_start(infeedd, conf, sock);
 	for (r = 0; r < rounds; r++) {
 		lim[r] = gather_limit(src, dst, 12 * epochs);
-		inf[r] = infeed_rate(sock, epochs, r);
+		if (session) {
+			daemon_stop(pid);
+			pid = daemon_start(infeedd, conf, sock);
+			cold[r] = infeed_rate(sock, epochs, r, true, &cold_f[r]);
+			usleep(pause_ms * 1000);
+			warm[r] = infeed_rate(sock, epochs, r + 100, true,
+			    &warm_f[r]);
+			fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
+			    "items/s, first session %.0f (%.2f, first step "
+			    "%.1f ms), next session %.0f (%.2f, first step "
+			    "%.1f ms)\n", r + 1, rounds, lim[r], cold[r],
+			    cold[r] / lim[r], cold_f[r] * 1e3, warm[r],
+			    warm[r] / lim[r], warm_f[r] * 1e3);
+			cold[r] /= lim[r];
+			warm[r] /= lim[r];
+			if (cold[r] < 0 || warm[r] < 0)
+				break;
+			continue;
+		}
+		inf[r] = infeed_rate(sock, epochs, r, false, NULL);
 		fprintf(stderr, "bench: round %u/%u: gather limit %.0f items/s, "
 		    "infeed %.0f items/s (%.0f%%)\n", r + 1, rounds, lim[r],
 		    inf[r], 100.0 * inf[r] / lim[r]);
 		if (inf[r] < 0)
 			break;
 	}
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
+	daemon_stop(pid);
 	munmap(src, (size_t)N_SAMPLES * SAMPLE_BYTES);
 	free(dst);
 	unlink(data);
@@ -272,6 +347,28 @@ main(int argc, char **argv)
 		return (1);
 
 	ml = median(lim, (int)rounds);
+	if (session) {
+		printf("workload          10000 x [1,128,128] float32, B 16, DI "
+		    "50 (800 rows/step), shuffled, %u epochs (%u steps) timed "
+		    "from Attach\n", epochs, epochs * 12);
+		printf("gather limit      %.0f items/s, median of %u\n", ml,
+		    rounds);
+		printf("first session     %.2f of the limit, first step %.1f "
+		    "ms (medians)\n", median(cold, (int)rounds),
+		    median(cold_f, (int)rounds) * 1e3);
+		printf("next session      %.2f of the limit, first step %.1f "
+		    "ms (medians; targets >= 0.70, <= 20 ms)\n",
+		    median(warm, (int)rounds), median(warm_f, (int)rounds) *
+		    1e3);
+		printf("{\"gather_items_per_s\":%.1f,\"first_session_ratio\":"
+		    "%.4f,\"first_session_first_step_s\":%.4f,"
+		    "\"next_session_ratio\":%.4f,\"next_session_first_step_s\":"
+		    "%.4f,\"rounds\":%u,\"epochs\":%u}\n", ml,
+		    median(cold, (int)rounds), median(cold_f, (int)rounds),
+		    median(warm, (int)rounds), median(warm_f, (int)rounds),
+		    rounds, epochs);
+		return (0);
+	}
 	mi = median(inf, (int)rounds);
 	printf("workload          10000 x [1,128,128] float32, B 16, DI 50 "
 	    "(800 rows/step), shuffled\n");
