@@ -33,11 +33,15 @@
 /* Kept memory serves a ring that needs at least this share of it. */
 #define RING_REUSE_SLACK	4	/* at most 1/4 more than needed */
 
+/* The scrubber zeroes this much between looks at whether to stop. */
+#define RING_SCRUB_CHUNK	(2 * 1024 * 1024)
+
 struct ring_scrubber {
 	pthread_t	 thread;
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;		/* a state changed, or stop */
 	bool		 stop;
+	struct ring_mem	*busy;		/* being zeroed now, or NULL */
 };
 
 /* Round @v up to a multiple of @a. */
@@ -115,23 +119,28 @@ ring_unlock(struct ring_budget *b)
 		pthread_mutex_unlock(&b->scrubber->lock);
 }
 
-/* Zero a memory, its pages populated in one call where the kernel can. */
+/* Zero @len bytes of a memory from @off, populated in one call where the
+ * kernel can. */
 static void
-ring_mem_zero(struct ring_mem *m)
+ring_mem_zero(struct ring_mem *m, uint64_t off, uint64_t len)
 {
 #ifdef MADV_POPULATE_WRITE
-	(void)madvise(m->map, m->bytes, MADV_POPULATE_WRITE);
+	(void)madvise(m->map + off, len, MADV_POPULATE_WRITE);
 #endif
-	memset(m->map, 0, m->bytes);
+	memset(m->map + off, 0, len);
 }
 
-/* The scrubber: zero kept memory, oldest first, until told to stop. */
+/*
+ * The scrubber: zero kept memory, oldest first, until told to stop; a
+ * chunk at a time, so that a ring of the same content can claim it.
+ */
 static void *
 ring_scrub_main(void *arg)
 {
 	struct ring_budget	*b = arg;
 	struct ring_scrubber	*sc = b->scrubber;
 	struct ring_mem		*m;
+	uint64_t		 off, len;
 
 	pthread_mutex_lock(&sc->lock);
 	while (!sc->stop) {
@@ -144,11 +153,23 @@ ring_scrub_main(void *arg)
 			continue;
 		}
 		m->state = RING_MEM_SCRUBBING;
-		pthread_mutex_unlock(&sc->lock);
-		ring_mem_zero(m);
-		pthread_mutex_lock(&sc->lock);
-		m->state = RING_MEM_CLEAN;
-		m->idle_since_ms = clock_now_ms();
+		sc->busy = m;
+		for (off = 0; off < m->bytes && m->state ==
+		    RING_MEM_SCRUBBING && !sc->stop; off += len) {
+			len = m->bytes - off < RING_SCRUB_CHUNK ? m->bytes -
+			    off : RING_SCRUB_CHUNK;
+			pthread_mutex_unlock(&sc->lock);
+			ring_mem_zero(m, off, len);
+			pthread_mutex_lock(&sc->lock);
+		}
+		if (m->state == RING_MEM_SCRUBBING) {
+			m->state = off < m->bytes ? RING_MEM_DIRTY :
+			    RING_MEM_CLEAN;
+			if (m->state == RING_MEM_CLEAN)
+				m->content = 0;
+			m->idle_since_ms = clock_now_ms();
+		}
+		sc->busy = NULL;
 		pthread_cond_broadcast(&sc->cond);
 	}
 	pthread_mutex_unlock(&sc->lock);
@@ -179,7 +200,7 @@ ring_scrubber_start(struct ring_budget *b)
 static void
 ring_wait_scrubbed(struct ring_budget *b, struct ring_mem *m)
 {
-	while (m->state == RING_MEM_SCRUBBING)
+	while (b->scrubber != NULL && b->scrubber->busy == m)
 		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
 }
 
@@ -205,29 +226,46 @@ ring_unkeep(struct ring_budget *b, struct ring_mem *m)
 	b->kept_bytes -= m->bytes;
 }
 
+/* Whether kept memory @m can go to a ring of @content as it is. */
+static bool
+ring_ready_for(const struct ring_mem *m, uint64_t content)
+{
+	return (m->state == RING_MEM_CLEAN || (content != 0 &&
+	    m->content == content));
+}
+
 /*
- * The smallest kept memory of user @uid that holds @need bytes without
- * wasting more than a RING_REUSE_SLACK-th of them, zeroed, out of the
- * list; or NULL.
+ * The kept memory of user @uid that holds @need bytes without wasting
+ * more than a RING_REUSE_SLACK-th of them, ready for @content if any is
+ * (else zeroed here), the smallest of those; out of the list, or NULL.
  */
 static struct ring_mem *
-ring_reuse(struct ring_budget *b, uint64_t need, uid_t uid)
+ring_reuse(struct ring_budget *b, uint64_t need, uid_t uid,
+    uint64_t content)
 {
 	struct ring_mem	*m, *best = NULL;
+	bool		 ready, best_ready = false;
 
 	ring_lock(b);
 	TAILQ_FOREACH(m, &b->kept, entry) {
-		if (m->uid == uid && m->bytes >= need && m->bytes - need <=
-		    need / RING_REUSE_SLACK && (best == NULL ||
-		    m->bytes < best->bytes))
+		if (m->uid != uid || m->bytes < need || m->bytes - need >
+		    need / RING_REUSE_SLACK)
+			continue;
+		ready = ring_ready_for(m, content);
+		if (best == NULL || (ready && !best_ready) || (ready ==
+		    best_ready && m->bytes < best->bytes)) {
 			best = m;
+			best_ready = ready;
+		}
 	}
 	if (best != NULL) {
+		/* Its own dataset's bytes: stop the scrubber where it is. */
+		if (best_ready && best->state == RING_MEM_SCRUBBING)
+			best->state = RING_MEM_CLAIMED;
 		ring_wait_scrubbed(b, best);
 		ring_unkeep(b, best);
-		/* Not reached by the scrubber yet: zero it here. */
-		if (best->state == RING_MEM_DIRTY)
-			ring_mem_zero(best);
+		if (!ring_ready_for(best, content))
+			ring_mem_zero(best, 0, best->bytes);
 		best->state = RING_MEM_IN_USE;
 		b->reused++;
 	}
@@ -297,7 +335,8 @@ fail:
 /* A ring on kept memory of the same user, or on new memory. */
 struct ring *
 ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
-    enum infeed_dtype label_dtype, uint32_t slots, uid_t uid, char **cause)
+    enum infeed_dtype label_dtype, uint32_t slots, uid_t uid,
+    uint64_t content, char **cause)
 {
 	struct ring	*r;
 	uint64_t	 avail;
@@ -316,7 +355,8 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		    (unsigned long long)row_bytes);
 		goto fail;
 	}
-	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, uid)) == NULL) {
+	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, uid,
+	    content)) == NULL) {
 		ring_make_room(budget, r->layout.ring_bytes);
 		avail = budget->limit > budget->used ? budget->limit -
 		    budget->used : 0;
@@ -338,6 +378,7 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 			goto fail;
 	}
 	r->mem->uid = uid;
+	r->mem->content = content;
 	r->slot = xcalloc(slots, sizeof(*r->slot));
 	return (r);
 

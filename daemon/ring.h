@@ -16,11 +16,16 @@
  * Warm start: when a session ends and no worker can write its ring any
  * more, ring_release() keeps the memory (sealed memfd, its pages and the
  * workers' mappings of them) for the next session of the same user whose
- * ring fits it.  A scrubber thread zeroes it first, so a client never sees
- * a byte that was not written for it or zeroed; and since the last client
- * may still have it mapped, it only ever goes to a client of the same
- * user.  Kept memory is freed when a ring that needs the budget would not
- * fit otherwise, after keep_ms unused (ring_budget_trim()), and at exit.
+ * ring fits it.  Since the last client may still have it mapped, it only
+ * ever goes to a client of the same user.  Every byte in it was written
+ * from one dataset (its content: that dataset's serial) or is zero; a
+ * scrubber thread zeroes it in the background, and a ring of another
+ * content waits for that, so a client never sees bytes of a dataset other
+ * than its own.  The next ring of the same user and the same dataset
+ * (a trainer started again) takes it at once, stopping the scrubber where
+ * it is: those bytes were that user's to read anyway.  Kept memory is
+ * freed when a ring that needs the budget would not fit otherwise, after
+ * keep_ms unused (ring_budget_trim()), and at exit.
  */
 #ifndef INFEED_RING_H
 #define INFEED_RING_H
@@ -65,6 +70,7 @@ enum ring_mem_state {
 	RING_MEM_IN_USE,	/* a ring's */
 	RING_MEM_DIRTY,		/* kept, waiting for the scrubber */
 	RING_MEM_SCRUBBING,	/* kept, being zeroed */
+	RING_MEM_CLAIMED,	/* being zeroed, wanted by a ring: stop */
 	RING_MEM_CLEAN,		/* kept, all zeroes */
 };
 
@@ -76,6 +82,7 @@ struct ring_mem {
 	uint8_t			*map;
 	uint64_t		 bytes;
 	uid_t			 uid;	/* of the client it was handed to */
+	uint64_t		 content; /* the dataset's serial, 0: zeroes */
 	enum ring_mem_state	 state;	/* under the budget's lock when kept */
 	uint64_t		 idle_since_ms;
 };
@@ -112,16 +119,18 @@ struct ring {
 /**
  * ring_new() - a ring of @slots slots of @rows rows of @row_bytes and a
  * label of @label_dtype (INFEED_DTYPE_INT32 or INFEED_DTYPE_INT64;
- * anything else is a broken invariant, fatal) for a client of user @uid:
- * on kept memory of that user that fits (zeroed; waiting for the
- * scrubber if it is at it), else on a new sealed memfd charged to
- * @budget, freeing kept memory, oldest first, when the budget needs it.
+ * anything else is a broken invariant, fatal) for a client of user @uid
+ * that will hold bytes of dataset @content (its serial; 0 for data that
+ * no other ring may share): on kept memory of that user that fits, as it
+ * is when it held @content, else zeroed (waiting for the scrubber if it
+ * is at it); else on a new sealed memfd charged to @budget, freeing kept
+ * memory, oldest first, when the budget needs it.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
  * fit or which system call failed, in exact units.
  */
 struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 		    uint64_t row_bytes, enum infeed_dtype label_dtype,
-		    uint32_t slots, uid_t uid, char **cause);
+		    uint32_t slots, uid_t uid, uint64_t content, char **cause);
 
 /**
  * ring_release() - the session is over: keep the memory for the next

@@ -491,7 +491,7 @@ session_new_files(const struct session_host *host,
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
-	    client->uid, cause);
+	    client->uid, s->ds->serial, cause);
 	if (s->ring == NULL)
 		goto fail;
 	if ((s->indices = calloc(o->buffer_size, s->sampler.cbs *

@@ -237,7 +237,7 @@ add_ring_labels(const char *name, uint64_t rows, enum infeed_dtype label_dtype,
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
 	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);
 	r = ring_new(&budget, rows, tf.out_sample_bytes, label_dtype, slots,
-	    TEST_UID, &cause);
+	    TEST_UID, 0, &cause);
 	ck_assert_msg(r != NULL, "ring_new: %s", cause);
 	pr = pool_add_ring(pool, (uint32_t)index, &r->layout, &tf, r->mem,
 	    max_jobs, done_cb, rec, &cause);

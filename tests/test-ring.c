@@ -84,7 +84,7 @@ ring_ok_labels(uint64_t rows, uint64_t row_bytes,
 {
 	struct ring	*r;
 
-	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, TEST_UID, &cause);
+	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, TEST_UID, 0, &cause);
 	ck_assert_msg(r != NULL, "ring_new(%llu rows, %llu bytes, labels %d, "
 	    "%u slots): %s", (unsigned long long)rows,
 	    (unsigned long long)row_bytes, (int)label_dtype, slots,
@@ -247,7 +247,7 @@ static void
 make_float_labels(struct ring *unused, int dtype)
 {
 	(void)unused;
-	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, TEST_UID, &cause);
+	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, TEST_UID, 0, &cause);
 }
 
 START_TEST(test_layout_other_label_dtype_is_fatal)
@@ -298,7 +298,7 @@ START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
 	ring_free(r);
 
 	budget.limit = need - 1;
-	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3, TEST_UID, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3, TEST_UID, 0, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_uint_eq(budget.used, 0);
 }
@@ -311,7 +311,7 @@ START_TEST(test_budget_refusal_in_kib_not_zero_mib)
 	/* 2 slots of 104 KiB (100 KiB of data, labels, indices, rounded). */
 	budget.limit = 100 * KiB;
 	ck_assert_ptr_null(ring_new(&budget, 100, 1024, INFEED_DTYPE_INT32, 2,
-	    TEST_UID, &cause));
+	    TEST_UID, 0, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
 	    NULL, "%s", cause);
@@ -335,7 +335,7 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	ck_assert_uint_eq(left, 1328 * KiB);
 	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
 	ck_assert_ptr_null(ring_new(&budget, 256, 1024, INFEED_DTYPE_INT32, 8,
-	    TEST_UID, &cause));
+	    TEST_UID, 0, &cause));
 	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
 	    "%s", cause);
 	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
@@ -348,7 +348,7 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	budget.used = 2 * MiB;
 	free(cause);
 	cause = NULL;
-	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1, TEST_UID, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1, TEST_UID, 0, &cause));
 	ck_assert_msg(strstr(cause, "only 0 bytes") != NULL, "%s", cause);
 	ck_assert_uint_eq(budget.used, 2 * MiB);
 }
@@ -395,7 +395,7 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	budget.limit = UINT64_MAX;
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 40,
-	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, TEST_UID, &cause));
+	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, TEST_UID, 0, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "a step of 1099511627776 rows of "
 	    "1099511627776 bytes does not fit in memory") != NULL, "%s",
@@ -405,14 +405,14 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	/* Each slot fits, slots x slot_bytes does not. */
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 58, 16,
-	    INFEED_DTYPE_INT32, 4, TEST_UID, &cause));
+	    INFEED_DTYPE_INT32, 4, TEST_UID, 0, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	free(cause);
 	cause = NULL;
 
 	ck_assert_ptr_null(ring_new(&budget, UINT64_MAX, 1, INFEED_DTYPE_INT32, 1,
-	    TEST_UID, &cause));
+	    TEST_UID, 0, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	ck_assert_uint_eq(budget.used, 0);
@@ -639,16 +639,37 @@ all_zero(const uint8_t *p, uint64_t len)
 	return (true);
 }
 
-/* A ring of @uid that must be made. */
+/* A ring of @uid for dataset @content that must be made. */
 static struct ring *
-ring_of(uid_t uid, uint64_t rows, uint64_t row_bytes)
+ring_of_content(uid_t uid, uint64_t content, uint64_t rows,
+    uint64_t row_bytes)
 {
 	struct ring	*r;
 
 	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, uid,
-	    &cause);
+	    content, &cause);
 	ck_assert_msg(r != NULL, "ring_new: %s", cause);
 	return (r);
+}
+
+/* A ring of @uid for data no other ring shares. */
+static struct ring *
+ring_of(uid_t uid, uint64_t rows, uint64_t row_bytes)
+{
+	return (ring_of_content(uid, 0, rows, row_bytes));
+}
+
+/* Whether every one of @len bytes at @p is @a or @b. */
+static bool
+all_either(const uint8_t *p, uint64_t len, uint8_t a, uint8_t b)
+{
+	uint64_t	i;
+
+	for (i = 0; i < len; i++) {
+		if (p[i] != a && p[i] != b)
+			return (false);
+	}
+	return (true);
 }
 
 /*
@@ -768,6 +789,72 @@ START_TEST(test_kept_memory_freed_when_the_budget_needs_it)
 }
 END_TEST
 
+/*
+ * A ring of another dataset for the same user waits for the scrubber: it
+ * sees only zeroes, even released a moment ago with the scrubber at it.
+ */
+START_TEST(test_kept_memory_of_another_dataset_zeroed)
+{
+	struct ring	*r;
+	uint64_t	 id, bytes;
+
+	r = ring_of_content(TEST_UID, 7, 4, 4 * MiB);
+	id = r->mem->id;
+	bytes = r->mem->bytes;
+	memset(r->mem->map, 0xa5, bytes);
+	ring_release(r, true);
+	r = ring_of_content(TEST_UID, 8, 4, 4 * MiB);
+	ck_assert_uint_eq(r->mem->id, id);
+	ck_assert_uint_eq(r->mem->content, 8);
+	ck_assert_msg(all_zero(r->mem->map, bytes), "a ring of dataset 8 "
+	    "shows bytes of dataset 7");
+	ring_free(r);
+}
+END_TEST
+
+/*
+ * The same user's next ring of the same dataset (a trainer started again)
+ * takes the memory at once, as it is: every byte is still that dataset's
+ * or zero, and the scrubber, stopped, never writes it again.
+ */
+START_TEST(test_kept_memory_of_the_same_dataset_taken_at_once)
+{
+	struct ring	*r;
+	struct ring_mem	*m;
+	uint64_t	 id, bytes;
+
+	r = ring_of_content(TEST_UID, 7, 4, 4 * MiB);
+	id = r->mem->id;
+	bytes = r->mem->bytes;
+	memset(r->mem->map, 0xa5, bytes);
+	ring_release(r, true);
+	/* Catch the scrubber at it (48 MiB take it milliseconds). */
+	m = TAILQ_FIRST(&budget.kept);
+	while (*(volatile enum ring_mem_state *)&m->state == RING_MEM_DIRTY)
+		usleep(50);
+	r = ring_of_content(TEST_UID, 7, 4, 4 * MiB);
+	ck_assert_uint_eq(r->mem->id, id);
+	ck_assert_uint_eq(budget.reused, 1);
+	ck_assert_int_eq(r->mem->state, RING_MEM_IN_USE);
+	ck_assert(all_either(r->mem->map, bytes, 0xa5, 0));
+	/* The session writes it; nothing zeroes it behind its back. */
+	memset(r->mem->map, 0x11, bytes);
+	usleep(100000);
+	ck_assert_msg(all_either(r->mem->map, bytes, 0x11, 0x11), "the "
+	    "scrubber zeroed memory a ring had taken");
+
+	/* Zeroed in the meantime, it goes to another dataset too. */
+	ring_release(r, true);
+	while (*(volatile enum ring_mem_state *)&TAILQ_FIRST(
+	    &budget.kept)->state != RING_MEM_CLEAN)
+		usleep(10000);
+	r = ring_of_content(TEST_UID, 9, 4, 4 * MiB);
+	ck_assert_uint_eq(r->mem->id, id);
+	ck_assert(all_zero(r->mem->map, bytes));
+	ring_free(r);
+}
+END_TEST
+
 /* Kept memory unused for keep_ms is freed; younger memory stays. */
 START_TEST(test_kept_memory_freed_after_keep_ms)
 {
@@ -824,6 +911,8 @@ ring_suite(void)
 	tcase_add_test(tc, test_kept_memory_only_for_same_user_drained_and_size);
 	tcase_add_test(tc, test_kept_memory_freed_when_the_budget_needs_it);
 	tcase_add_test(tc, test_kept_memory_freed_after_keep_ms);
+	tcase_add_test(tc, test_kept_memory_of_another_dataset_zeroed);
+	tcase_add_test(tc, test_kept_memory_of_the_same_dataset_taken_at_once);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("slots");

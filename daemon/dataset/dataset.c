@@ -38,6 +38,9 @@ static const char *const common_keys[] = { "type", "allow_groups",
 
 #define NITEMS(a) (sizeof (a) / sizeof (a)[0])
 
+/* The last dataset_open()'s serial. */
+static uint64_t dataset_serials;
+
 static int	dataset_vcause(char **, const char *, const char *, va_list)
 		    __attribute__((__format__(__printf__, 3, 0)));
 static char	*dataset_known_types(void);
@@ -791,6 +794,7 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 			*cause = NULL;
 		return (NULL);
 	}
+	ds->serial = ++dataset_serials;
 
 	known = dataset_known_types();
 	type = dataset_conf_get(conf, "type");

@@ -72,6 +72,11 @@ struct dataset {
 	char			*labels_path;	/* the labels' file; NULL if none */
 	bool			 client_files;	/* dataset_open_files()'s */
 	/*
+	 * Which opening of a catalogue section this is: unique in the
+	 * process, never 0; 0 for a client's files.
+	 */
+	uint64_t		 serial;
+	/*
 	 * Samples are encoded images (dataset_read_encoded()); ndim, shape,
 	 * dtype and sample_bytes are then 0.
 	 */
