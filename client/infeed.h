@@ -281,6 +281,8 @@ struct infeed_stats {
 	uint64_t			  memory_kept;
 	uint64_t			  rings_reused;	/* made on kept memory */
 	uint64_t			  rings_made;	/* made on new memory */
+	/* infeedd's own memory beyond rings and datasets (main + workers). */
+	uint64_t			  memory_private;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

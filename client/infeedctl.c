@@ -246,13 +246,15 @@ status_json(const struct infeed_stats *st)
 	json_string(st->daemon_version ? st->daemon_version : "");
 	printf(",\"uptime_s\":%.3f,\"clients\":%u,\"memory_used\":%llu,"
 	    "\"memory_budget\":%llu,\"memory_kept\":%llu,\"rings_reused\":"
-	    "%llu,\"rings_made\":%llu,\"sessions\":[",
+	    "%llu,\"rings_made\":%llu,\"memory_private\":%llu,"
+	    "\"sessions\":[",
 	    (double)st->uptime_ms / 1000.0, st->clients,
 	    (unsigned long long)st->memory_used,
 	    (unsigned long long)st->memory_budget,
 	    (unsigned long long)st->memory_kept,
 	    (unsigned long long)st->rings_reused,
-	    (unsigned long long)st->rings_made);
+	    (unsigned long long)st->rings_made,
+	    (unsigned long long)st->memory_private);
 	for (i = 0; i < st->nsessions; i++)
 		status_json_session(st->sessions[i], i == 0);
 	printf("],\"workers\":[");
@@ -276,14 +278,16 @@ status_text(const struct infeed_stats *st)
 	char					 ring[32];
 
 	printf("infeedd %s, up %.0f s, %u clients, rings %llu of %llu "
-	    "MiB, %llu MiB kept warm (%llu of %llu rings on kept memory)\n\n",
+	    "MiB, %llu MiB kept warm (%llu of %llu rings on kept memory), "
+	    "%.1f MiB of its own\n\n",
 	    st->daemon_version ? st->daemon_version : "?",
 	    (double)st->uptime_ms / 1000.0, st->clients,
 	    (unsigned long long)(st->memory_used >> 20),
 	    (unsigned long long)(st->memory_budget >> 20),
 	    (unsigned long long)(st->memory_kept >> 20),
 	    (unsigned long long)st->rings_reused,
-	    (unsigned long long)(st->rings_reused + st->rings_made));
+	    (unsigned long long)(st->rings_reused + st->rings_made),
+	    (double)st->memory_private / (1 << 20));
 	printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",
 	    "DATASET", "CLIENT", "PID", "EPOCH", "STEP", "RING", "ITEMS/S");
 	for (i = 0; i < st->nsessions; i++) {

@@ -12,7 +12,7 @@
  * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
  *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
  *   readers are part of it), image (dataset/image-*: decoders and image
- *   transforms) -> braces -> log, xmalloc, clock, paths
+ *   transforms) -> braces -> log, xmalloc, clock, paths, procmem
  *
  * common/ and proto/ lie under them all.
  */

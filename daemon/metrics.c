@@ -286,6 +286,11 @@ metrics_daemon(struct evbuffer *b, const struct peers *ps,
 	    "on new memory.");
 	evbuffer_add_printf(b, "infeed_rings_made_total %llu\n",
 	    (unsigned long long)st->rings_made);
+	metrics_family(b, "infeed_memory_private_bytes", "gauge", "infeedd's "
+	    "own memory beyond rings and datasets: resident anonymous memory "
+	    "and page tables of the main process and its workers.");
+	evbuffer_add_printf(b, "infeed_memory_private_bytes %llu\n",
+	    (unsigned long long)st->memory_private);
 	metrics_family(b, "infeed_memory_budget_bytes", "gauge", "The "
 	    "configured memory_budget for rings.");
 	evbuffer_add_printf(b, "infeed_memory_budget_bytes %llu\n",

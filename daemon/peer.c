@@ -29,6 +29,7 @@
 #include "clock.h"
 #include "log.h"
 #include "peer.h"
+#include "procmem.h"
 #include "session.h"
 #include "utf8.h"
 #include "version.h"
@@ -897,7 +898,7 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	Infeed__Stats		  st = INFEED__STATS__INIT;
 	Infeed__SessionStats	 *ss, **ssp;
 	const struct peer	 *q;
-	size_t			  n = 0;
+	size_t			  n = 0, i;
 
 	ss = xcalloc(ps->n + 1, sizeof(*ss));
 	ssp = xcalloc(ps->n + 1, sizeof(*ssp));
@@ -927,6 +928,13 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	st.rings_made = ps->host.budget->made;
 	st.memory_budget = ps->host.budget->limit;
 	peer_fill_workers(ps->host.pool, &st);
+	st.has_memory_private = 1;
+	st.memory_private = procmem_private(getpid());
+	for (i = 0; i < st.n_workers; i++) {
+		if (st.workers[i]->pid > 0)
+			st.memory_private += procmem_private(
+			    st.workers[i]->pid);
+	}
 	*st_out = st;
 }
 

@@ -422,6 +422,15 @@ START_TEST(test_get_stats)
 	ck_assert_ptr_nonnull(stats->daemon_version);
 	ck_assert_uint_eq(stats->clients, 2);
 	ck_assert_uint_gt(stats->memory_used, 0);
+	/* Its own memory, main and workers: at least their heaps. */
+	ck_assert_uint_gt(stats->memory_private, 3 * 4096);
+#ifndef __SANITIZE_ADDRESS__
+	/* Issue 17's bound, but where valgrind runs infeedd. */
+	if (strstr(getenv("INFEEDD"), "valgrind") == NULL)
+		ck_assert_msg(stats->memory_private <= 32 * 1024 * 1024,
+		    "infeedd takes %llu bytes of its own",
+		    (unsigned long long)stats->memory_private);
+#endif
 	ck_assert_uint_eq(stats->nsessions, 1);
 	ss = stats->sessions[0];
 	ck_assert_uint_eq(ss->session_id, st.session);
