@@ -132,6 +132,9 @@ transform_init(struct transform *tf, const Infeed__Transform *t,
 		tf->mean[i] = t->mean[i];
 		tf->std[i] = t->std[i];
 	}
+	/* float32 kept as it is: read straight into the ring, no copy. */
+	if (ds->dtype == INFEED_DTYPE_FLOAT32 && n == 0 && t->scale == 1.0f)
+		return (0);
 	tf->to_float32 = 1;
 	tf->scale = t->scale;
 	tf->nchannels = (uint32_t)n;

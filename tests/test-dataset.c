@@ -8,6 +8,7 @@
  */
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -1088,6 +1090,86 @@ START_TEST(npy_survives_every_prefix_and_mangled_header_byte)
 }
 END_TEST
 
+/* Seconds on the monotonic clock. */
+static double
+now_s(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+}
+
+/* Read sample @index of @ds into @buf; how many seconds it took. */
+static double
+timed_read(const struct dataset *ds, uint64_t index, uint8_t *buf,
+    int64_t *label)
+{
+	double	t0 = now_s();
+
+	ck_assert_int_eq(dataset_read(ds, index, buf, label), 0);
+	return (now_s() - t0);
+}
+
+/*
+ * cache = true: a sample is made once, by whichever process reads it
+ * first (a worker forked after the open), and every later read, in any
+ * of them, copies the same bytes and label as a set without the cache.
+ * sample_delay_us stands for the making, so a read that made the sample
+ * again would take it.
+ */
+START_TEST(synthetic_cache_makes_each_sample_once_for_every_worker)
+{
+	struct dataset	*plain, *cached;
+	uint8_t		*want, *got;
+	int64_t		 lw, lg;
+	pid_t		 pid;
+	int		 status;
+	uint64_t	 i;
+
+	plain = open_ok(conf_new("s", "type", "synthetic", "samples", "4",
+	    "shape", "3,5,7", "seed", "42", NULL));
+	cached = open_ok(conf_new("s", "type", "synthetic", "samples", "4",
+	    "shape", "3,5,7", "seed", "42", "sample_delay_us", "300000",
+	    "cache", "true", NULL));
+	want = malloc(plain->sample_bytes);
+	got = malloc(plain->sample_bytes);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_ptr_nonnull(got);
+
+	/* A worker makes sample 2. */
+	if ((pid = fork()) == 0) {
+		_exit(dataset_read(cached, 2, got, &lg) == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_msg(timed_read(cached, 2, got, &lg) < 0.15, "sample 2, "
+	    "made by another process, was made again");
+	ck_assert_int_eq(dataset_read(plain, 2, want, &lw), 0);
+	ck_assert_mem_eq(got, want, plain->sample_bytes);
+	ck_assert_int_eq(lg, lw);
+
+	/* Made here, then copied; every sample the same as without. */
+	ck_assert(timed_read(cached, 3, got, &lg) >= 0.3);
+	ck_assert_msg(timed_read(cached, 3, got, &lg) < 0.15, "sample 3 "
+	    "was made twice");
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(dataset_read(cached, i, got, &lg), 0);
+		ck_assert_int_eq(dataset_read(plain, i, want, &lw), 0);
+		ck_assert_mem_eq(got, want, plain->sample_bytes);
+		ck_assert_int_eq(lg, lw);
+	}
+	dataset_free(cached);
+	dataset_free(plain);
+	free(want);
+	free(got);
+
+	open_fails(conf_new("s", "type", "synthetic", "samples", "4",
+	    "shape", "3", "cache", "yes", NULL), "'cache = yes'",
+	    "expected true or false");
+}
+END_TEST
+
 /* A synthetic sample depends on (seed, index) alone. */
 START_TEST(synthetic_sample_depends_on_seed_and_index_alone)
 {
@@ -1306,7 +1388,7 @@ START_TEST(dataset_refuses_unknown_key_naming_valid_ones)
 	open_fails(conf_new("m", "type", "synthetic", "samples", "1", "shape",
 	    "1", "Seed", "3", NULL), "unknown key 'Seed'", "(did you mean "
 	    "'seed'?); type = synthetic takes the keys type, samples, shape, "
-	    "dtype, classes, seed, sample_delay_us and allow_groups");
+	    "dtype, classes, seed, sample_delay_us, cache and allow_groups");
 	open_fails(conf_new("m", "type", "synthetic", "samples", "1", "shape",
 	    "1", "allow_group", "x", NULL), "unknown key 'allow_group'",
 	    "(did you mean 'allow_groups'?)");
@@ -1548,6 +1630,7 @@ dataset_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, synthetic_sample_depends_on_seed_and_index_alone);
 	tcase_add_test(tc, synthetic_values_of_each_dtype_lie_in_range);
+	tcase_add_test(tc, synthetic_cache_makes_each_sample_once_for_every_worker);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("truncated");

@@ -327,6 +327,32 @@ done_cmp(const void *a, const void *b)
 	return (0);
 }
 
+/*
+ * to_float32 on float32 samples with scale 1 and no mean/std is the
+ * identity: the workers read rows straight into the ring instead of
+ * through a conversion buffer; any scale still converts.
+ */
+START_TEST(test_float32_kept_as_it_is_is_not_converted)
+{
+	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
+	struct transform	 tf;
+	const struct dataset	*ds;
+	size_t			 index;
+
+	ck_assert_ptr_nonnull(ds = catalogue_find(cat, "f32", &index));
+	t.to_float32 = 1;
+	t.has_scale = 1;
+	t.scale = 1.0f;
+	ck_assert_int_eq(transform_init(&tf, &t, ds, &cause), 0);
+	ck_assert(!tf.to_float32);
+	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);
+	ck_assert_int_eq(transform_out_dtype(&tf, ds), INFEED_DTYPE_FLOAT32);
+	t.scale = 0.5f;
+	ck_assert_int_eq(transform_init(&tf, &t, ds, &cause), 0);
+	ck_assert(tf.to_float32);
+}
+END_TEST
+
 START_TEST(test_jobs_complete_once_with_the_datasets_rows)
 {
 	static const uint64_t	cuts[] = { 0, 1, 3, 6, 10, 15, 21, 28, 36 };
@@ -752,6 +778,7 @@ pool_suite(void)
 	tc = tcase_create("jobs");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_jobs_complete_once_with_the_datasets_rows);
+	tcase_add_test(tc, test_float32_kept_as_it_is_is_not_converted);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);
 	tcase_add_test(tc, test_label_too_large_for_int32_reported);

@@ -303,7 +303,7 @@ START_TEST(unknown_keys_refuse_the_dataset_or_the_file)
 	snprintf(want, sizeof(want), "dataset 'typo' refused: dataset 'typo': "
 	    "unknown key 'clases' in section [dataset typo] of %s (did you "
 	    "mean 'classes'?); type = synthetic takes the keys type, samples, "
-	    "shape, dtype, classes, seed, sample_delay_us and allow_groups",
+	    "shape, dtype, classes, seed, sample_delay_us, cache and allow_groups",
 	    conf_path);
 	ck_assert_msg(strstr(log, want) != NULL, "no '%s' in:\n%s", want,
 	    log);

@@ -10,6 +10,7 @@
  *	classes = 10			(the default)
  *	seed = 0			(the default)
  *	sample_delay_us = 0		(the default)
+ *	cache = false			(the default)
  *
  * sample_delay_us makes every read of a sample take that long (a sleep in
  * the worker), to stand for slow storage or decoding: a trainer on such a
@@ -21,7 +22,16 @@
  * integers of every width are uniform in [0, 256), like pixels.  The
  * label is a separate hash of (seed, i) modulo classes.  Values are in
  * host byte order.
+ *
+ * cache = true keeps every sample once made, in memory that the workers
+ * share (samples x sample bytes of it, taken as samples are first read),
+ * so that later epochs copy instead of computing: the daemon makes the
+ * set once, as the tutorials' in-memory TensorDataset of random tensors
+ * is made once.  Each sample has a state word there: 0 not made, 1 being
+ * made by one worker (others make their own copy meanwhile), 2 made.
  */
+
+#include <sys/mman.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -32,9 +42,18 @@
 #include "splitmix64.h"
 
 
+enum synthetic_made {
+	SYNTHETIC_NOT_MADE,
+	SYNTHETIC_MAKING,
+	SYNTHETIC_MADE,
+};
+
 struct synthetic {
-	uint64_t	seed;
-	uint64_t	delay_us;	/* per sample read */
+	uint64_t	 seed;
+	uint64_t	 delay_us;	/* per sample read */
+	uint8_t		*cache;		/* shared: samples, then states */
+	size_t		 cache_bytes;
+	uint8_t		*made;		/* enum synthetic_made per sample */
 };
 
 static int	synthetic_open(struct dataset *, const struct dataset_conf *,
@@ -46,11 +65,36 @@ static void	synthetic_close(struct dataset *);
 const struct dataset_ops dataset_synthetic_ops = {
 	.type = "synthetic",
 	.keys = (const char *const []){ "samples", "shape", "dtype", "classes",
-	    "seed", "sample_delay_us", NULL },
+	    "seed", "sample_delay_us", "cache", NULL },
 	.open = synthetic_open,
 	.read = synthetic_read,
 	.close = synthetic_close,
 };
+
+/*
+ * Memory for every sample and its state, shared with the workers forked
+ * later; pages are taken only as samples are made.
+ */
+static int
+synthetic_cache_new(struct dataset *ds, struct synthetic *s, char **cause)
+{
+	size_t	data;
+
+	if (__builtin_mul_overflow(ds->samples, ds->sample_bytes, &data) ||
+	    __builtin_add_overflow(data, ds->samples, &s->cache_bytes))
+		return (dataset_error(cause, ds, "cache = true: %llu samples "
+		    "of %zu bytes do not fit in memory; leave the cache out",
+		    (unsigned long long)ds->samples, ds->sample_bytes));
+	s->cache = mmap(NULL, s->cache_bytes, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s->cache == MAP_FAILED) {
+		s->cache = NULL;
+		return (dataset_error(cause, ds, "cache = true: cannot map "
+		    "%zu bytes: %s", s->cache_bytes, strerror(errno)));
+	}
+	s->made = s->cache + data;
+	return (0);
+}
 
 /* Read the keys; no files to check. */
 static int
@@ -114,11 +158,38 @@ synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
 		}
 		s->delay_us = n;
 	}
+	if ((v = dataset_conf_get(conf, "cache")) != NULL &&
+	    strcmp(v, "false") != 0) {
+		if (strcmp(v, "true") != 0) {
+			dataset_error(cause, ds, "'cache = %s': expected true "
+			    "or false", v);
+			goto fail;
+		}
+		if (synthetic_cache_new(ds, s, cause) != 0)
+			goto fail;
+	}
 	return (0);
 
 fail:
 	synthetic_close(ds);
 	return (-1);
+}
+
+/* The stream's first state for sample @index. */
+static uint64_t
+synthetic_state(const struct synthetic *s, uint64_t index)
+{
+	/* Two mixing rounds, so nearby (seed, index) pairs diverge. */
+	return (splitmix64_mix(splitmix64_mix(s->seed ^
+	    0x243f6a8885a308d3ULL) + index));
+}
+
+/* The label of the sample whose stream starts at @st: a separate hash. */
+static int64_t
+synthetic_label(const struct dataset *ds, uint64_t st)
+{
+	return ((int64_t)(splitmix64_mix(st ^ 0x13198a2e03707344ULL) %
+	    ds->classes));
 }
 
 /* Fill dst with n bytes; 8 per draw. */
@@ -139,7 +210,7 @@ synthetic_fill_bytes(uint64_t *st, uint8_t *dst, size_t n)
 
 /* Make sample index of ds into dst. */
 static int
-synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
+synthetic_make(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label)
 {
 	const struct synthetic	*s = ds->priv;
@@ -155,11 +226,8 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 
 	if (s->delay_us > 0)
 		usleep((useconds_t)s->delay_us);
-	/* Two mixing rounds, so nearby (seed, index) pairs diverge. */
-	st = splitmix64_mix(splitmix64_mix(s->seed ^ 0x243f6a8885a308d3ULL) +
-	    index);
-	*label = (int64_t)(splitmix64_mix(st ^ 0x13198a2e03707344ULL) %
-	    ds->classes);
+	st = synthetic_state(s, index);
+	*label = synthetic_label(ds, st);
 
 	n = ds->sample_bytes / dtype_size(ds->dtype);
 	switch (ds->dtype) {
@@ -228,10 +296,44 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 	return (0);
 }
 
-/* Free the seed. */
+/* Sample index of ds into dst: from the cache when it is made there. */
+static int
+synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
+    int64_t *label)
+{
+	const struct synthetic	*s = ds->priv;
+	uint8_t			*at, expect = SYNTHETIC_NOT_MADE;
+	uint8_t			 state;
+
+	if (s->cache == NULL)
+		return (synthetic_make(ds, index, dst, label));
+	at = s->cache + index * ds->sample_bytes;
+	state = __atomic_load_n(&s->made[index], __ATOMIC_ACQUIRE);
+	if (state == SYNTHETIC_NOT_MADE &&
+	    __atomic_compare_exchange_n(&s->made[index], &expect,
+	    SYNTHETIC_MAKING, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		if (synthetic_make(ds, index, at, label) != 0)
+			return (-1);
+		__atomic_store_n(&s->made[index], SYNTHETIC_MADE,
+		    __ATOMIC_RELEASE);
+		state = SYNTHETIC_MADE;
+	}
+	/* Being made by another worker (or one that died at it). */
+	if (state != SYNTHETIC_MADE)
+		return (synthetic_make(ds, index, dst, label));
+	memcpy(dst, at, ds->sample_bytes);
+	*label = synthetic_label(ds, synthetic_state(s, index));
+	return (0);
+}
+
+/* Free the seed and the cache. */
 static void
 synthetic_close(struct dataset *ds)
 {
-	free(ds->priv);
+	struct synthetic	*s = ds->priv;
+
+	if (s != NULL && s->cache != NULL)
+		munmap(s->cache, s->cache_bytes);
+	free(s);
 	ds->priv = NULL;
 }
