@@ -226,45 +226,53 @@ ring_unkeep(struct ring_budget *b, struct ring_mem *m)
 	b->kept_bytes -= m->bytes;
 }
 
-/* Whether kept memory @m can go to a ring of @content as it is. */
+/*
+ * Whether kept memory @m can go to a ring of @content without the main
+ * thread zeroing or waiting for more than one chunk: zeroed, of the same
+ * dataset, or small.
+ */
 static bool
 ring_ready_for(const struct ring_mem *m, uint64_t content)
 {
 	return (m->state == RING_MEM_CLEAN || (content != 0 &&
-	    m->content == content));
+	    m->content == content) || m->bytes <= RING_SCRUB_CHUNK);
+}
+
+/* Take kept memory @m out of the list, the scrubber stopped; locked. */
+static void
+ring_claim(struct ring_budget *b, struct ring_mem *m)
+{
+	if (m->state == RING_MEM_SCRUBBING)
+		m->state = RING_MEM_CLAIMED;
+	ring_wait_scrubbed(b, m);
+	ring_unkeep(b, m);
 }
 
 /*
- * The kept memory of user @uid that holds @need bytes without wasting
- * more than a RING_REUSE_SLACK-th of them, ready for @content if any is
- * (else zeroed here), the smallest of those; out of the list, or NULL.
+ * The smallest kept memory of user @uid that holds @need bytes without
+ * wasting more than a RING_REUSE_SLACK-th of them and is ready for
+ * @content, out of the list, with nothing in it but zeroes or bytes of
+ * @content; or NULL.  Memory still to be zeroed is left to the scrubber:
+ * zeroing it here would hold up every other client for as long.
  */
 static struct ring_mem *
 ring_reuse(struct ring_budget *b, uint64_t need, uid_t uid,
     uint64_t content)
 {
 	struct ring_mem	*m, *best = NULL;
-	bool		 ready, best_ready = false;
 
 	ring_lock(b);
 	TAILQ_FOREACH(m, &b->kept, entry) {
-		if (m->uid != uid || m->bytes < need || m->bytes - need >
-		    need / RING_REUSE_SLACK)
-			continue;
-		ready = ring_ready_for(m, content);
-		if (best == NULL || (ready && !best_ready) || (ready ==
-		    best_ready && m->bytes < best->bytes)) {
+		if (m->uid == uid && m->bytes >= need && m->bytes - need <=
+		    need / RING_REUSE_SLACK && ring_ready_for(m, content) &&
+		    (best == NULL || m->bytes < best->bytes))
 			best = m;
-			best_ready = ready;
-		}
 	}
 	if (best != NULL) {
-		/* Its own dataset's bytes: stop the scrubber where it is. */
-		if (best_ready && best->state == RING_MEM_SCRUBBING)
-			best->state = RING_MEM_CLAIMED;
-		ring_wait_scrubbed(b, best);
-		ring_unkeep(b, best);
-		if (!ring_ready_for(best, content))
+		ring_claim(b, best);
+		/* Small and not zeroed yet (by a stopped scrub): here. */
+		if (best->state != RING_MEM_CLEAN && (content == 0 ||
+		    best->content != content))
 			ring_mem_zero(best, 0, best->bytes);
 		best->state = RING_MEM_IN_USE;
 		b->reused++;
@@ -282,8 +290,7 @@ ring_make_room(struct ring_budget *b, uint64_t need)
 	ring_lock(b);
 	while (b->limit - (b->used < b->limit ? b->used : b->limit) < need &&
 	    (m = TAILQ_FIRST(&b->kept)) != NULL) {
-		ring_wait_scrubbed(b, m);
-		ring_unkeep(b, m);
+		ring_claim(b, m);
 		ring_mem_free(b, m);
 	}
 	ring_unlock(b);

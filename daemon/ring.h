@@ -20,8 +20,9 @@
  * ever goes to a client of the same user.  Every byte in it was written
  * from one dataset (its content: that dataset's serial) or is zero; a
  * scrubber thread zeroes it in the background, and a ring of another
- * content waits for that, so a client never sees bytes of a dataset other
- * than its own.  The next ring of the same user and the same dataset
+ * content takes it only once that is done (new memory until then: the
+ * main thread never zeroes more than a scrubber's chunk), so a client
+ * never sees bytes of a dataset other than its own.  The next ring of the same user and the same dataset
  * (a trainer started again) takes it at once, stopping the scrubber where
  * it is: those bytes were that user's to read anyway.  Kept memory is
  * freed when a ring that needs the budget would not fit otherwise, after
@@ -122,9 +123,9 @@ struct ring {
  * anything else is a broken invariant, fatal) for a client of user @uid
  * that will hold bytes of dataset @content (its serial; 0 for data that
  * no other ring may share): on kept memory of that user that fits, as it
- * is when it held @content, else zeroed (waiting for the scrubber if it
- * is at it); else on a new sealed memfd charged to @budget, freeing kept
- * memory, oldest first, when the budget needs it.
+ * is when it held @content, else once zeroed; else on a new sealed memfd
+ * charged to @budget, freeing kept memory, oldest first, when the budget
+ * needs it.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
  * fit or which system call failed, in exact units.
  */
