@@ -28,7 +28,68 @@
  * kept ring memory).  It reports their ratios to the limit and their time
  * to first step (from infeed_attach() to the first step in hand).
  *
- * usage: loader-vs-gather INFEEDD [--rounds N] [--epochs E] [--session]
+ * --clients N (1 to 8): issue 17's concurrent clients.  The tutorial's
+ * file and one infeedd (2 workers, as above); each round measures the
+ * limit, then forks N client processes, each with its own connection,
+ * attached to the dataset as distributed process i of N (same seed,
+ * shuffled, B 16, DI 50).  They attach, wait at a barrier (a pipe the
+ * parent closes), take their first step (untimed: it maps fresh ring
+ * memory) and run --epochs epochs of their share (default 8, or more to
+ * make 24 steps a client), touching every page; the limit gathers as
+ * many steps as they take together.  Each client's items/s is over its
+ * own timed span; the aggregate is all timed items over (last end -
+ * first start).  It prints the aggregate, its ratio to the same round's
+ * limit (the median of the rounds' ratios; target >= 0.8), each client's
+ * items/s and the fairness, max |client - mean| / mean (target <= 0.25).
+ * Every client checks every step: its epoch and step in sequence, full
+ * rows, each row's index in range and its first word the sample's; over
+ * each of the first 16 epochs, no index may reach two rows of the N
+ * clients together and, with drop_last, they must deliver N x
+ * steps_per_epoch x 800 rows: "exactly-once: ok", or it fails with exit
+ * status 1.
+ *
+ * --row-bytes X --rows R: one cell of issue 17's cost table.  A raw file
+ * of float32 rows of shape [1,X/4] (uint8 [1,X] when X is not a multiple
+ * of 4) with --samples S samples (default 655360000 / X, the tutorial's
+ * 655 MB, and never fewer than 2R); each row's first 4 bytes hold its
+ * index.  B 16 and DI R/16 (B R, DI 1 when R is not a multiple of 16),
+ * shuffled, one client, the first step left out, touching every page and
+ * checking every step as --clients does.  The limit gathers R random rows
+ * of X bytes as above, sized for the cell.  The ring takes --buffer-size
+ * slots (default 3, or 2 when 3 would not fit in memory); memory_budget is
+ * raised above the ring's size when it needs more than 4G; a cell whose
+ * file, ring and gather buffer do not fit in MemAvailable less 3 GiB is
+ * printed as skipped, with the reason.  --epochs defaults to enough epochs
+ * to move about --gb G gigabytes a round (default 3) and at least 4 steps.
+ * The ratio is the median of the rounds' ratios.
+ *
+ * In --clients and cell mode the limit's 2 threads live for the whole run
+ * and meet at a barrier for every step (thread start-up would dominate a
+ * step of 64 rows of 4 KiB); the data file is written back to disk before
+ * anything is timed; an untimed warm-up (4 steps of each client, or a
+ * session of buffer_size + 1 steps) comes first, so that the first round,
+ * like the others, finds its rings in memory the daemon kept and every
+ * slot mapped; and before each round the program waits until infeedd is
+ * idle (its scrubber zeroing the last rings would otherwise eat into the
+ * next limit).  Every mode prints its figures and then one line of JSON.
+ *
+ * usage: loader-vs-gather INFEEDD [--rounds N] [--epochs E]
+ *	      [--session [--pause-ms MS]] [--clients N]
+ *	      [--row-bytes X --rows R [--samples S] [--buffer-size SLOTS]
+ *	      [--gb G]]
+ *
+ *   --rounds N        rounds, 1 to 32 (default 5)
+ *   --epochs E        epochs a session (default 4; 6 with --session;
+ *                     with --clients 8, or enough for 24 steps a
+ *                     client; from --gb in cell mode)
+ *   --session         the 72-step session timed from Attach, as above
+ *   --pause-ms MS     --session: pause between the two sessions (0)
+ *   --clients N       N concurrent distributed clients, as above
+ *   --row-bytes X     cell mode: bytes a row (4 to 64 MiB)
+ *   --rows R          cell mode: rows a step (combined batch)
+ *   --samples S       cell mode: samples in the file
+ *   --buffer-size S   cell mode: ring slots (1 to 64)
+ *   --gb G            cell mode: gigabytes a round when --epochs is unset
  */
 
 #include <sys/mman.h>
@@ -39,8 +100,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +118,91 @@
 #define CBS		800
 #define THREADS		2
 
+#define MAX_ROUNDS	32
+#define MAX_CLIENTS	8
+#define CHECK_EPOCHS	16		/* epochs checked for exactly-once */
+#define CHECK_REPORTS	3		/* messages a client prints at most */
+#define CELL_FILE_BYTES	655360000ULL	/* the tutorial's file */
+#define CELL_MIN_STEPS	4
+#define WARM_STEPS	4		/* untimed steps a client takes first */
+#define GIB		(1024ULL * 1024 * 1024)
+#define CELL_SPARE	(3 * GIB)	/* memory a cell leaves to others */
+
 struct gather_arg {
 	const uint8_t	*src;
 	uint8_t		*dst;
 	const uint32_t	*idx;
 	unsigned	 begin, end;
+};
+
+/* The 2 gather threads of --clients and cell mode, kept for the run. */
+struct gpool {
+	pthread_t		 th[THREADS];
+	pthread_barrier_t	 go, done;
+	const uint8_t		*src;
+	uint8_t			*dst;
+	uint32_t		*idx;		/* [rows] */
+	size_t			 row_bytes;
+	unsigned		 rows;
+	uint64_t		 samples;
+	bool			 stop;
+};
+
+struct gpool_arg {
+	struct gpool	*g;
+	unsigned	 t;
+};
+
+/* What one client reports back to the parent. */
+struct client_result {
+	double		t0, t1;		/* its timed span */
+	uint64_t	items;		/* rows in it */
+	uint64_t	steps_per_epoch;
+	uint64_t	cbs;
+	int		ok;
+};
+
+/* Shared by the clients and the parent (MAP_SHARED, before fork). */
+struct shared {
+	struct client_result	res[MAX_CLIENTS];
+	uint32_t		bad;		/* wrong steps and rows */
+	uint32_t		dup;		/* rows twice in an epoch */
+	uint8_t			count[];	/* [CHECK_EPOCHS][samples] */
+};
+
+/* What a client checks in every step it takes. */
+struct check {
+	struct shared	*sh;
+	uint64_t	 samples;
+	unsigned	 epochs;	/* epochs counted, <= CHECK_EPOCHS */
+	bool		 tutorial;	/* first word: tutorial's, else index */
+	unsigned	 reports;
+};
+
+/* One client session. */
+struct run {
+	const char	*sock;
+	const char	*dataset;
+	uint32_t	 batch_size, device_iterations, buffer_size;
+	uint32_t	 process_id, process_count;
+	bool		 distributed;	/* set the process id and count */
+	uint64_t	 seed;
+	unsigned	 epochs;
+	uint64_t	 max_steps;	/* 0: epochs x steps_per_epoch */
+	bool		 from_attach;
+	int		 ready_fd, go_fd;	/* -1: no barrier */
+	struct check	*chk;		/* NULL: no checks */
+	double		 t0, t1, first_s;
+	uint64_t	 items, steps_per_epoch, cbs;
+};
+
+/* The run's files and settings. */
+struct bench {
+	const char	*infeedd;
+	char		 dir[256], data[300], labels[300], conf[300];
+	char		 sock[300];
+	unsigned	 rounds, epochs;
+	bool		 epochs_set;
 };
 
 /* Seconds on the monotonic clock. */
@@ -130,66 +273,342 @@ gather_limit(const uint8_t *src, uint8_t *dst, unsigned steps)
 	return ((double)steps * CBS / (now_s() - t0));
 }
 
-/*
- * items/s of @epochs epochs through infeedd, or -1.  @from_attach: timed
- * from infeed_attach() with the first step (*@first_s: its time to first
- * step), else from the second step.
- */
+/* A pool thread: its share of every step, between the two barriers. */
+static void *
+gpool_main(void *p)
+{
+	struct gpool_arg	*a = p;
+	struct gpool		*g = a->g;
+	unsigned		 r, begin, end;
+
+	begin = a->t * g->rows / THREADS;
+	end = (a->t + 1) * g->rows / THREADS;
+	free(a);
+	for (;;) {
+		pthread_barrier_wait(&g->go);
+		if (g->stop)
+			break;
+		for (r = begin; r < end; r++)
+			memcpy(g->dst + (size_t)r * g->row_bytes, g->src +
+			    (size_t)g->idx[r] * g->row_bytes, g->row_bytes);
+		pthread_barrier_wait(&g->done);
+	}
+	return (NULL);
+}
+
+/* Start the gather threads for steps of @rows rows of @row_bytes. */
+static int
+gpool_start(struct gpool *g, const uint8_t *src, uint8_t *dst,
+    uint64_t samples, size_t row_bytes, unsigned rows)
+{
+	struct gpool_arg	*a;
+	unsigned		 t;
+
+	memset(g, 0, sizeof(*g));
+	g->src = src;
+	g->dst = dst;
+	g->samples = samples;
+	g->row_bytes = row_bytes;
+	g->rows = rows;
+	if ((g->idx = calloc(rows, sizeof(*g->idx))) == NULL)
+		return (-1);
+	pthread_barrier_init(&g->go, NULL, THREADS + 1);
+	pthread_barrier_init(&g->done, NULL, THREADS + 1);
+	for (t = 0; t < THREADS; t++) {
+		if ((a = malloc(sizeof(*a))) == NULL)
+			return (-1);
+		a->g = g;
+		a->t = t;
+		if (pthread_create(&g->th[t], NULL, gpool_main, a) != 0)
+			return (-1);
+	}
+	return (0);
+}
+
+/* Stop and join the gather threads. */
+static void
+gpool_stop(struct gpool *g)
+{
+	unsigned	t;
+
+	g->stop = true;
+	pthread_barrier_wait(&g->go);
+	for (t = 0; t < THREADS; t++)
+		pthread_join(g->th[t], NULL);
+	pthread_barrier_destroy(&g->go);
+	pthread_barrier_destroy(&g->done);
+	free(g->idx);
+}
+
+/* items/s of @steps gathers of random rows by the pool. */
 static double
-infeed_rate(const char *sock, unsigned epochs, unsigned round,
-    bool from_attach, double *first_s)
+gpool_rate(struct gpool *g, uint64_t steps)
+{
+	uint64_t	s;
+	unsigned	r;
+	double		t0;
+
+	t0 = now_s();
+	for (s = 0; s < steps; s++) {
+		for (r = 0; r < g->rows; r++)
+			g->idx[r] = (uint32_t)((uint64_t)random() % g->samples);
+		pthread_barrier_wait(&g->go);
+		pthread_barrier_wait(&g->done);
+	}
+	return ((double)steps * g->rows / (now_s() - t0));
+}
+
+/* Count a fault a client found, saying what it was the first few times. */
+static void
+check_fail(struct check *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+check_fail(struct check *c, const char *fmt, ...)
+{
+	va_list	ap;
+
+	__atomic_fetch_add(&c->sh->bad, 1, __ATOMIC_RELAXED);
+	if (c->reports++ >= CHECK_REPORTS)
+		return;
+	fprintf(stderr, "bench: check: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* The first 4 bytes the file holds for sample @idx. */
+static uint32_t
+check_word(const struct check *c, uint64_t idx)
+{
+	unsigned	i = (unsigned)idx;
+	uint32_t	w;
+	float		v;
+
+	if (!c->tutorial)
+		return ((uint32_t)idx);
+	/* What main() writes for element 0 of sample i. */
+	v = (float)((i * 31 + 0) % 1000) / 1000.0f;
+	memcpy(&w, &v, sizeof(w));
+	return (w);
+}
+
+/* Check step @st against (@epoch, @step) and count its indices. */
+static void
+check_step(struct check *c, const struct infeed_session_info *info,
+    const struct infeed_step *st, uint64_t epoch, uint64_t step)
+{
+	const uint8_t	*row;
+	uint64_t	 k, idx;
+	uint32_t	 w;
+
+	if (st->epoch != epoch || st->step != step)
+		check_fail(c, "got epoch %" PRIu64 " step %" PRIu64 " where "
+		    "epoch %" PRIu64 " step %" PRIu64 " was due", st->epoch,
+		    st->step, epoch, step);
+	if (st->rows != info->combined_batch_size)
+		check_fail(c, "epoch %" PRIu64 " step %" PRIu64 ": %" PRIu64
+		    " rows, not %" PRIu64, st->epoch, st->step, st->rows,
+		    info->combined_batch_size);
+	for (k = 0; k < st->rows; k++) {
+		idx = st->indices[k];
+		if (idx >= c->samples) {
+			check_fail(c, "epoch %" PRIu64 " step %" PRIu64 " row %"
+			    PRIu64 ": index %" PRIu64 " of %" PRIu64 " samples",
+			    st->epoch, st->step, k, idx, c->samples);
+			continue;
+		}
+		row = (const uint8_t *)st->data + k * info->sample_bytes;
+		memcpy(&w, row, sizeof(w));
+		if (w != check_word(c, idx))
+			check_fail(c, "epoch %" PRIu64 " step %" PRIu64 " row %"
+			    PRIu64 ": the data is not sample %" PRIu64 "'s",
+			    st->epoch, st->step, k, idx);
+		if (st->epoch < c->epochs && __atomic_fetch_add(
+		    &c->sh->count[st->epoch * c->samples + idx], 1,
+		    __ATOMIC_RELAXED) != 0)
+			__atomic_fetch_add(&c->sh->dup, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * Whether the checked epochs of the round hold every index at most once
+ * and, together, @per_epoch rows each; says why not on stderr.
+ */
+static bool
+check_round(const struct check *c, unsigned epochs, uint64_t per_epoch)
+{
+	uint64_t	e, i, total;
+	bool		ok = true;
+
+	if (c->sh->bad != 0) {
+		fprintf(stderr, "bench: exactly-once: %u wrong steps or rows\n",
+		    c->sh->bad);
+		ok = false;
+	}
+	if (c->sh->dup != 0) {
+		fprintf(stderr, "bench: exactly-once: %u rows repeat an index "
+		    "of their epoch\n", c->sh->dup);
+		ok = false;
+	}
+	for (e = 0; e < epochs && e < c->epochs; e++) {
+		total = 0;
+		for (i = 0; i < c->samples; i++)
+			total += c->sh->count[e * c->samples + i];
+		if (total != per_epoch) {
+			fprintf(stderr, "bench: exactly-once: epoch %" PRIu64
+			    " delivered %" PRIu64 " rows, not %" PRIu64 "\n",
+			    e, total, per_epoch);
+			ok = false;
+		}
+	}
+	return (ok);
+}
+
+/* Print the verdict of the checks: "exactly-once: ok" and what it covered. */
+static void
+check_print(const struct check *c, bool ok, uint64_t per_epoch)
+{
+	if (!ok) {
+		printf("exactly-once: FAILED (see above)\n");
+		return;
+	}
+	printf("exactly-once: ok (");
+	if (c->epochs == 1)
+		printf("epoch 0");
+	else
+		printf("epochs 0-%u", c->epochs - 1);
+	printf(" of every round: each index at most once, %" PRIu64 " rows "
+	    "an epoch)\n", per_epoch);
+}
+
+/* Wait for the parent to close the barrier pipe. */
+static void
+barrier_wait(int fd)
+{
+	char	c;
+
+	while (read(fd, &c, 1) == -1 && errno == EINTR)
+		;
+}
+
+/*
+ * One client session as @r says; 0, or -1 with the reason on stderr.
+ * @r->from_attach: timed from infeed_attach() with the first step
+ * (r->first_s: its time to first step), else from the second step.
+ */
+static int
+client_run(struct run *r)
 {
 	struct infeed			*f = infeed_new();
 	struct infeed_options		 o;
 	struct infeed_session_info	 info;
 	struct infeed_step		 st;
 	const volatile uint8_t		*p;
-	uint64_t			 k, total, items = 0, sum = 0;
+	uint64_t			 k, total, sum = 0, epoch = 0, step = 0;
 	size_t				 off;
-	double				 t0, rate = -1;
+	int				 rc = -1;
 
+	r->items = 0;
 	infeed_options_init(&o);
-	o.batch_size = 16;
-	o.device_iterations = 50;
+	o.batch_size = r->batch_size;
+	o.device_iterations = r->device_iterations;
 	o.shuffle = true;
-	o.seed = round;
-	if (infeed_connect(f, sock, "loader-vs-gather") != INFEED_OK) {
+	o.seed = r->seed;
+	if (r->buffer_size != 0)
+		o.buffer_size = r->buffer_size;
+	if (r->distributed) {
+		o.distributed_process_id = r->process_id;
+		o.distributed_process_count = r->process_count;
+	}
+	if (infeed_connect(f, r->sock, "loader-vs-gather") != INFEED_OK) {
 		fprintf(stderr, "bench: %s\n", infeed_error(f));
 		goto out;
 	}
-	t0 = now_s();
-	if (infeed_attach(f, "tutorial-raw", &o, &info) != INFEED_OK) {
+	r->t0 = now_s();
+	if (infeed_attach(f, r->dataset, &o, &info) != INFEED_OK) {
 		fprintf(stderr, "bench: %s\n", infeed_error(f));
 		goto out;
+	}
+	r->steps_per_epoch = info.steps_per_epoch;
+	r->cbs = info.combined_batch_size;
+	if (r->ready_fd != -1) {
+		/* Closed, so that the parent sees EOF if another client dies. */
+		if (write(r->ready_fd, "r", 1) != 1)
+			goto out;
+		close(r->ready_fd);
+		barrier_wait(r->go_fd);
 	}
 	if (infeed_next(f, &st) != INFEED_OK)
 		goto fail;
-	if (first_s != NULL)
-		*first_s = now_s() - t0;
-	if (from_attach)
-		items += st.rows;
+	r->first_s = now_s() - r->t0;
+	if (r->chk != NULL)
+		check_step(r->chk, &info, &st, epoch, step);
+	if (++step == info.steps_per_epoch) {
+		epoch++;
+		step = 0;
+	}
+	if (r->from_attach)
+		r->items += st.rows;
 	infeed_release(f, &st);
-	total = (uint64_t)epochs * info.steps_per_epoch;
+	total = (uint64_t)r->epochs * info.steps_per_epoch;
+	if (r->max_steps != 0 && r->max_steps < total)
+		total = r->max_steps;
 	/* Else the first step, which maps the ring, is not part of it. */
-	if (!from_attach)
-		t0 = now_s();
+	if (!r->from_attach)
+		r->t0 = now_s();
 	for (k = 1; k < total; k++) {
 		if (infeed_next(f, &st) != INFEED_OK)
 			goto fail;
 		p = st.data;
 		for (off = 0; off < st.rows * info.sample_bytes; off += 4096)
 			sum += p[off];
-		items += st.rows;
+		if (r->chk != NULL)
+			check_step(r->chk, &info, &st, epoch, step);
+		if (++step == info.steps_per_epoch) {
+			epoch++;
+			step = 0;
+		}
+		r->items += st.rows;
 		infeed_release(f, &st);
 	}
-	rate = (double)items / (now_s() - t0);
+	r->t1 = now_s();
 	(void)sum;
+	rc = 0;
 	goto out;
 fail:
 	fprintf(stderr, "bench: %s\n", infeed_error(f));
 out:
 	infeed_free(f);
-	return (rate);
+	return (rc);
+}
+
+/*
+ * items/s of @epochs epochs of the tutorial workload through infeedd, or
+ * -1.  @from_attach: timed from infeed_attach() with the first step
+ * (*@first_s: its time to first step), else from the second step.
+ */
+static double
+infeed_rate(const char *sock, unsigned epochs, unsigned round,
+    bool from_attach, double *first_s)
+{
+	struct run	r;
+
+	memset(&r, 0, sizeof(r));
+	r.sock = sock;
+	r.dataset = "tutorial-raw";
+	r.batch_size = 16;
+	r.device_iterations = 50;
+	r.seed = round;
+	r.epochs = epochs;
+	r.from_attach = from_attach;
+	r.ready_fd = r.go_fd = -1;
+	if (client_run(&r) == -1)
+		return (-1);
+	if (first_s != NULL)
+		*first_s = r.first_s;
+	return ((double)r.items / (r.t1 - r.t0));
 }
 
 /* Start infeedd on @conf and @sock; wait for its socket. */
@@ -220,59 +639,103 @@ daemon_stop(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-int
-main(int argc, char **argv)
+/* CPU ticks infeedd's process (all its threads) has used; 0 if unknown. */
+static unsigned long long
+daemon_cpu(pid_t pid)
 {
-	const char	*infeedd, *tmp = getenv("TMPDIR");
-	char		 dir[256], data[300], labels[300], conf[300], sock[300];
-	char		 buf[2048];
-	unsigned	 rounds = 5, epochs = 4, i, r;
-	double		 lim[32], inf[32], ml, mi;
-	double		 cold[32], warm[32], cold_f[32], warm_f[32];
-	bool		 session = false;
-	unsigned	 pause_ms = 0;
-	uint8_t		*src, *dst, *row;
-	int64_t		*lab;
-	pid_t		 pid;
-	FILE		*fp;
-	int		 fd;
+	char			 path[64], buf[1024], *s;
+	unsigned long long	 ut, st;
+	ssize_t			 n;
+	int			 fd;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: loader-vs-gather INFEEDD [--rounds N] "
-		    "[--epochs E]\n");
-		return (2);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY)) == -1)
+		return (0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return (0);
+	buf[n] = '\0';
+	/* Fields 14 and 15 (utime, stime) follow the command's ')'. */
+	if ((s = strrchr(buf, ')')) == NULL || sscanf(s + 1, " %*c %*d %*d "
+	    "%*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return (0);
+	return (ut + st);
+}
+
+/*
+ * Wait until infeedd has used no CPU for 100 ms (at most 30 s): its
+ * scrubber zeroes an ended session's ring, which must not overlap the
+ * next limit.
+ */
+static void
+daemon_settle(pid_t pid)
+{
+	unsigned long long	last, cur;
+	int			i, idle = 0;
+
+	usleep(50000);
+	last = daemon_cpu(pid);
+	for (i = 0; i < 600 && idle < 2; i++) {
+		usleep(50000);
+		cur = daemon_cpu(pid);
+		idle = cur == last ? idle + 1 : 0;
+		last = cur;
 	}
-	infeedd = argv[1];
-	for (i = 2; i < (unsigned)argc; i++) {
-		if (strcmp(argv[i], "--session") == 0) {
-			session = true;
-			epochs = 6;
-		} else if (i + 1 < (unsigned)argc &&
-		    strcmp(argv[i], "--rounds") == 0)
-			rounds = (unsigned)atoi(argv[++i]);
-		else if (i + 1 < (unsigned)argc &&
-		    strcmp(argv[i], "--pause-ms") == 0)
-			pause_ms = (unsigned)atoi(argv[++i]);
-		else if (i + 1 < (unsigned)argc &&
-		    strcmp(argv[i], "--epochs") == 0)
-			epochs = (unsigned)atoi(argv[++i]);
+}
+
+/* MemAvailable from /proc/meminfo in bytes; 0 if unknown. */
+static uint64_t
+mem_available(void)
+{
+	char			 line[256];
+	unsigned long long	 kb = 0;
+	FILE			*fp;
+
+	if ((fp = fopen("/proc/meminfo", "r")) == NULL)
+		return (0);
+	while (fgets(line, sizeof(line), fp) != NULL)
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(fp);
+	return ((uint64_t)kb * 1024);
+}
+
+/* Write @n int64 labels, i % 10, to @path. */
+static int
+write_labels(const char *path, uint64_t n)
+{
+	int64_t		*lab;
+	uint64_t	 i;
+	FILE		*fp;
+	int		 rc = -1;
+
+	if ((lab = malloc(n * sizeof(*lab))) == NULL)
+		return (-1);
+	for (i = 0; i < n; i++)
+		lab[i] = (int64_t)(i % 10);
+	if ((fp = fopen(path, "w")) != NULL) {
+		if (fwrite(lab, sizeof(*lab), n, fp) == n)
+			rc = 0;
+		if (fclose(fp) != 0)
+			rc = -1;
 	}
-	if (rounds < 1 || rounds > 32 || epochs < 1) {
-		fprintf(stderr, "bench: --rounds 1..32, --epochs >= 1\n");
-		return (2);
-	}
-	signal(SIGPIPE, SIG_IGN);
-	snprintf(dir, sizeof(dir), "%s/infeed-bench-XXXXXX", tmp ? tmp : "/tmp");
-	if (mkdtemp(dir) == NULL)
-		return (1);
-	snprintf(data, sizeof(data), "%s/tutorial.f32", dir);
-	snprintf(labels, sizeof(labels), "%s/tutorial.labels", dir);
-	snprintf(conf, sizeof(conf), "%s/infeedd.conf", dir);
-	snprintf(sock, sizeof(sock), "%s/infeedd.sock", dir);
+	free(lab);
+	return (rc);
+}
+
+/* Write the tutorial's file, its labels and infeedd's configuration. */
+static void
+write_tutorial(const struct bench *b)
+{
+	char		 buf[2048];
+	uint8_t		*row;
+	unsigned	 i, r;
+	FILE		*fp;
 
 	fprintf(stderr, "bench: writing %d samples of 64 KiB (%.0f MB) to %s\n",
-	    N_SAMPLES, N_SAMPLES * (double)SAMPLE_BYTES / 1e6, data);
-	fp = fopen(data, "w");
+	    N_SAMPLES, N_SAMPLES * (double)SAMPLE_BYTES / 1e6, b->data);
+	fp = fopen(b->data, "w");
 	row = malloc(SAMPLE_BYTES);
 	for (i = 0; i < N_SAMPLES; i++) {
 		for (r = 0; r < SAMPLE_BYTES / 4; r++)
@@ -282,22 +745,53 @@ main(int argc, char **argv)
 	}
 	fclose(fp);
 	free(row);
-	lab = malloc(N_SAMPLES * sizeof(*lab));
-	for (i = 0; i < N_SAMPLES; i++)
-		lab[i] = i % 10;
-	fp = fopen(labels, "w");
-	fwrite(lab, sizeof(*lab), N_SAMPLES, fp);
-	fclose(fp);
-	free(lab);
+	write_labels(b->labels, N_SAMPLES);
 	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = 2\n\n"
 	    "[dataset tutorial-raw]\ntype = raw\npath = %s\nshape = 1,128,128\n"
 	    "dtype = float32\nlabels = %s\nlabel_dtype = int64\nclasses = 10\n",
-	    data, labels);
-	fp = fopen(conf, "w");
+	    b->data, b->labels);
+	fp = fopen(b->conf, "w");
 	fputs(buf, fp);
 	fclose(fp);
+}
 
-	fd = open(data, O_RDONLY);
+/* Remove the run's files and directory. */
+static void
+bench_cleanup(const struct bench *b)
+{
+	unlink(b->data);
+	unlink(b->labels);
+	unlink(b->conf);
+	unlink(b->sock);
+	rmdir(b->dir);
+}
+
+/* A shared, zeroed mapping for the clients' results and index counts. */
+static struct shared *
+shared_new(uint64_t samples, size_t *len)
+{
+	struct shared	*sh;
+
+	*len = sizeof(*sh) + (size_t)CHECK_EPOCHS * samples;
+	sh = mmap(NULL, *len, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return (sh == MAP_FAILED ? NULL : sh);
+}
+
+/* The default mode and --session: the tutorial's workload, one client. */
+static int
+tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
+{
+	unsigned	 rounds = b->rounds, epochs = b->epochs, r;
+	double		 lim[MAX_ROUNDS], inf[MAX_ROUNDS], ml, mi;
+	double		 cold[MAX_ROUNDS], warm[MAX_ROUNDS];
+	double		 cold_f[MAX_ROUNDS], warm_f[MAX_ROUNDS];
+	uint8_t		*src, *dst;
+	pid_t		 pid;
+	int		 fd;
+
+	write_tutorial(b);
+	fd = open(b->data, O_RDONLY);
 	src = mmap(NULL, (size_t)N_SAMPLES * SAMPLE_BYTES, PROT_READ,
 	    MAP_SHARED, fd, 0);
 	close(fd);
@@ -307,15 +801,16 @@ main(int argc, char **argv)
 	memset(dst, 0, (size_t)CBS * SAMPLE_BYTES);
 	gather_limit(src, dst, 12);	/* warm the page cache and dst */
 
-	pid = daemon_start(infeedd, conf, sock);
+	pid = daemon_start(b->infeedd, b->conf, b->sock);
 	for (r = 0; r < rounds; r++) {
 		lim[r] = gather_limit(src, dst, 12 * epochs);
 		if (session) {
 			daemon_stop(pid);
-			pid = daemon_start(infeedd, conf, sock);
-			cold[r] = infeed_rate(sock, epochs, r, true, &cold_f[r]);
+			pid = daemon_start(b->infeedd, b->conf, b->sock);
+			cold[r] = infeed_rate(b->sock, epochs, r, true,
+			    &cold_f[r]);
 			usleep(pause_ms * 1000);
-			warm[r] = infeed_rate(sock, epochs, r + 100, true,
+			warm[r] = infeed_rate(b->sock, epochs, r + 100, true,
 			    &warm_f[r]);
 			fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
 			    "items/s, first session %.0f (%.2f, first step "
@@ -329,7 +824,7 @@ main(int argc, char **argv)
 				break;
 			continue;
 		}
-		inf[r] = infeed_rate(sock, epochs, r, false, NULL);
+		inf[r] = infeed_rate(b->sock, epochs, r, false, NULL);
 		fprintf(stderr, "bench: round %u/%u: gather limit %.0f items/s, "
 		    "infeed %.0f items/s (%.0f%%)\n", r + 1, rounds, lim[r],
 		    inf[r], 100.0 * inf[r] / lim[r]);
@@ -339,10 +834,7 @@ main(int argc, char **argv)
 	daemon_stop(pid);
 	munmap(src, (size_t)N_SAMPLES * SAMPLE_BYTES);
 	free(dst);
-	unlink(data);
-	unlink(labels);
-	unlink(conf);
-	rmdir(dir);
+	bench_cleanup(b);
 	if (r < rounds)
 		return (1);
 
@@ -381,4 +873,628 @@ main(int argc, char **argv)
 	    "\"ratio\":%.4f,\"rounds\":%u,\"epochs\":%u}\n", ml, mi, mi / ml,
 	    rounds, epochs);
 	return (0);
+}
+
+/*
+ * One round of --clients: fork @n clients for @epochs epochs (at most
+ * @max_steps steps, 0: no limit), let them go together, wait for them
+ * all; 0, or -1 when one failed.
+ */
+static int
+clients_round(const struct bench *b, struct shared *sh, struct check *chk,
+    unsigned n, unsigned round, unsigned epochs, uint64_t max_steps)
+{
+	struct run	 r;
+	int		 ready[2], go[2], status, rc = 0;
+	unsigned	 i, got = 0;
+	pid_t		 pids[MAX_CLIENTS];
+	ssize_t		 len;
+	char		 c;
+
+	if (pipe(ready) == -1 || pipe(go) == -1)
+		return (-1);
+	fflush(stdout);
+	fflush(stderr);
+	for (i = 0; i < n; i++) {
+		if ((pids[i] = fork()) == -1) {
+			n = i;
+			rc = -1;
+			break;
+		}
+		if (pids[i] != 0)
+			continue;
+		close(ready[0]);
+		close(go[1]);
+		memset(&r, 0, sizeof(r));
+		r.sock = b->sock;
+		r.dataset = "tutorial-raw";
+		r.batch_size = 16;
+		r.device_iterations = 50;
+		r.distributed = true;
+		r.process_id = i;
+		r.process_count = n;
+		r.seed = round;
+		r.epochs = epochs;
+		r.max_steps = max_steps;
+		r.ready_fd = ready[1];
+		r.go_fd = go[0];
+		r.chk = chk;
+		if (client_run(&r) == 0) {
+			sh->res[i].t0 = r.t0;
+			sh->res[i].t1 = r.t1;
+			sh->res[i].items = r.items;
+			sh->res[i].steps_per_epoch = r.steps_per_epoch;
+			sh->res[i].cbs = r.cbs;
+			sh->res[i].ok = 1;
+		}
+		_exit(sh->res[i].ok ? 0 : 1);
+	}
+	close(ready[1]);
+	close(go[0]);
+	/* Every client attached (or one died: its end of ready closed). */
+	while (got < n) {
+		if ((len = read(ready[0], &c, 1)) == 1)
+			got++;
+		else if (len == 0 || errno != EINTR)
+			break;
+	}
+	close(go[1]);
+	close(ready[0]);
+	for (i = 0; i < n; i++) {
+		while (waitpid(pids[i], &status, 0) == -1 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+		    !sh->res[i].ok)
+			rc = -1;
+	}
+	return (got == n ? rc : -1);
+}
+
+/* --clients: @n concurrent distributed clients on one infeedd. */
+static int
+clients_main(const struct bench *b, unsigned n)
+{
+	unsigned	 rounds = b->rounds, r, i;
+	double		 lim[MAX_ROUNDS], agg[MAX_ROUNDS], ratio[MAX_ROUNDS];
+	double		 fair[MAX_ROUNDS], win[MAX_ROUNDS], skew[MAX_ROUNDS];
+	double		 rate[MAX_CLIENTS][MAX_ROUNDS], crate[MAX_CLIENTS];
+	double		 first, last, lastt0, mean, dev, ml, ma;
+	uint64_t	 items, spe, cbs = 0;
+	struct shared	*sh;
+	struct check	 chk;
+	struct gpool	 g;
+	uint8_t		*src, *dst;
+	size_t		 shlen;
+	bool		 once = true, failed = false;
+	pid_t		 pid;
+	int		 fd;
+
+	write_tutorial(b);
+	fd = open(b->data, O_RDONLY);
+	/* Written back now, not by the kernel in the middle of a round. */
+	fdatasync(fd);
+	src = mmap(NULL, (size_t)N_SAMPLES * SAMPLE_BYTES, PROT_READ,
+	    MAP_SHARED, fd, 0);
+	close(fd);
+	dst = malloc((size_t)CBS * SAMPLE_BYTES);
+	if (src == MAP_FAILED || dst == NULL ||
+	    (sh = shared_new(N_SAMPLES, &shlen)) == NULL) {
+		bench_cleanup(b);
+		return (1);
+	}
+	memset(dst, 0, (size_t)CBS * SAMPLE_BYTES);
+	if (gpool_start(&g, src, dst, N_SAMPLES, SAMPLE_BYTES, CBS) == -1)
+		return (1);
+	gather_limit(src, dst, 12);	/* warm the page cache and dst */
+	memset(&chk, 0, sizeof(chk));
+	chk.sh = sh;
+	chk.samples = N_SAMPLES;
+	chk.epochs = b->epochs < CHECK_EPOCHS ? b->epochs : CHECK_EPOCHS;
+	chk.tutorial = true;
+
+	pid = daemon_start(b->infeedd, b->conf, b->sock);
+	/* An untimed round first, so that every round finds the rings warm. */
+	spe = N_SAMPLES / (CBS * n);
+	fprintf(stderr, "bench: warm-up: %u clients, %u steps each, "
+	    "untimed\n", n, WARM_STEPS);
+	if (clients_round(b, sh, NULL, n, 1000, WARM_STEPS, WARM_STEPS) ==
+	    -1) {
+		fprintf(stderr, "bench: warm-up: a client failed\n");
+		failed = true;
+	}
+	for (r = 0; !failed && r < rounds; r++) {
+		daemon_settle(pid);
+		lim[r] = gpool_rate(&g, (uint64_t)n * b->epochs * spe);
+		memset(sh, 0, shlen);
+		if (clients_round(b, sh, &chk, n, r, b->epochs, 0) == -1) {
+			fprintf(stderr, "bench: round %u/%u: a client "
+			    "failed\n", r + 1, rounds);
+			break;
+		}
+		items = 0;
+		first = lastt0 = sh->res[0].t0;
+		last = sh->res[0].t1;
+		mean = 0;
+		for (i = 0; i < n; i++) {
+			items += sh->res[i].items;
+			if (sh->res[i].t0 < first)
+				first = sh->res[i].t0;
+			if (sh->res[i].t0 > lastt0)
+				lastt0 = sh->res[i].t0;
+			if (sh->res[i].t1 > last)
+				last = sh->res[i].t1;
+			rate[i][r] = (double)sh->res[i].items /
+			    (sh->res[i].t1 - sh->res[i].t0);
+			mean += rate[i][r] / n;
+		}
+		spe = sh->res[0].steps_per_epoch;
+		cbs = sh->res[0].cbs;
+		dev = 0;
+		for (i = 0; i < n; i++) {
+			if (rate[i][r] - mean > dev)
+				dev = rate[i][r] - mean;
+			if (mean - rate[i][r] > dev)
+				dev = mean - rate[i][r];
+		}
+		win[r] = last - first;
+		skew[r] = lastt0 - first;
+		agg[r] = (double)items / win[r];
+		ratio[r] = agg[r] / lim[r];
+		fair[r] = dev / mean;
+		if (!check_round(&chk, b->epochs, (uint64_t)n * spe * cbs))
+			once = false;
+		fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
+		    "items/s, %u client(s) %.0f items/s (%.2f), fairness "
+		    "%.3f, window %.2f s, starts spread %.1f ms\n", r + 1,
+		    rounds, lim[r], n, agg[r], ratio[r], fair[r], win[r],
+		    skew[r] * 1e3);
+	}
+	daemon_stop(pid);
+	gpool_stop(&g);
+	munmap(src, (size_t)N_SAMPLES * SAMPLE_BYTES);
+	free(dst);
+	bench_cleanup(b);
+	munmap(sh, shlen);
+	if (failed || r < rounds)
+		return (1);
+
+	ml = median(lim, (int)rounds);
+	ma = median(agg, (int)rounds);
+	printf("workload          10000 x [1,128,128] float32, %u clients, "
+	    "each distributed process i of %u: B 16, DI 50 (800 rows/step), "
+	    "shuffled, same seed, %u epochs of %" PRIu64 " steps each, first "
+	    "step left out\n", n, n, b->epochs, spe);
+	printf("gather limit      %.0f items/s (%.2f GB/s), median of %u\n",
+	    ml, ml * SAMPLE_BYTES / 1e9, rounds);
+	printf("aggregate         %.0f items/s (%.2f GB/s), median of %u\n",
+	    ma, ma * SAMPLE_BYTES / 1e9, rounds);
+	printf("ratio             %.2f of the limit (median of the rounds' "
+	    "ratios; target >= 0.80)\n", median(ratio, (int)rounds));
+	for (i = 0; i < n; i++) {
+		crate[i] = median(rate[i], (int)rounds);
+		printf("client %u          %.0f items/s (%.2f GB/s)\n", i,
+		    crate[i], crate[i] * SAMPLE_BYTES / 1e9);
+	}
+	printf("fairness          %.3f max |client - mean| / mean (median; "
+	    "target <= 0.25)\n", median(fair, (int)rounds));
+	printf("window            %.2f s, client starts spread %.1f ms "
+	    "(medians), after an untimed warm-up of 4 steps a client\n",
+	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3);
+	check_print(&chk, once, (uint64_t)n * spe * cbs);
+	printf("{\"mode\":\"clients\",\"clients\":%u,\"gather_items_per_s\":"
+	    "%.1f,\"aggregate_items_per_s\":%.1f,\"gather_gb_per_s\":%.3f,"
+	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"fairness\":%.4f,"
+	    "\"client_items_per_s\":[", n, ml, ma, ml * SAMPLE_BYTES / 1e9,
+	    ma * SAMPLE_BYTES / 1e9, median(ratio, (int)rounds),
+	    median(fair, (int)rounds));
+	for (i = 0; i < n; i++)
+		printf("%s%.1f", i ? "," : "", crate[i]);
+	printf("],\"window_s\":%.4f,\"start_spread_s\":%.4f,\"exactly_once\":"
+	    "%s,\"steps_per_epoch\":%" PRIu64 ",\"rounds\":%u,\"epochs\":%u}\n",
+	    median(win, (int)rounds), median(skew, (int)rounds),
+	    once ? "true" : "false", spe, rounds, b->epochs);
+	return (once ? 0 : 1);
+}
+
+/* Bytes of a ring of @slots slots of @rows rows of @x bytes (ring.c). */
+static uint64_t
+cell_ring_bytes(uint64_t rows, uint64_t x, unsigned slots)
+{
+	uint64_t	slot;
+
+	slot = (rows * x + 63) / 64 * 64 + (rows * 8 + 63) / 64 * 64 +
+	    rows * 8;
+	return ((slot + 4095) / 4096 * 4096 * slots);
+}
+
+/* Print a skipped cell and its JSON line. */
+static int
+cell_skip(uint64_t x, unsigned rows, uint64_t samples, const char *why)
+{
+	printf("cell              %" PRIu64 " bytes x %u rows: skipped: %s\n",
+	    x, rows, why);
+	printf("{\"mode\":\"cell\",\"row_bytes\":%" PRIu64 ",\"rows\":%u,"
+	    "\"samples\":%" PRIu64 ",\"skipped\":true,\"reason\":\"%s\"}\n", x,
+	    rows, samples, why);
+	return (0);
+}
+
+/*
+ * Write @n samples of @x bytes, each its index in its first 4 bytes and a
+ * fixed pattern after it (float32 when @f32, else uint8).
+ */
+static int
+cell_write(const char *path, uint64_t n, size_t x, bool f32)
+{
+	size_t		 per, k, j, chunk;
+	uint64_t	 i;
+	uint32_t	 w;
+	uint8_t		*buf;
+	double		 t0 = now_s();
+	int		 fd, rc = -1;
+
+	per = x >= (8u << 20) ? 1 : (8u << 20) / x;
+	if ((buf = malloc(per * x)) == NULL)
+		return (-1);
+	for (j = 0; j < x; j++)
+		buf[j] = (uint8_t)(j % 251);
+	if (f32)
+		for (j = 0; j < x / 4; j++)
+			((float *)(void *)buf)[j] = (float)(j % 1000) / 1000.0f;
+	for (k = 1; k < per; k++)
+		memcpy(buf + k * x, buf, x);
+	fprintf(stderr, "bench: writing %" PRIu64 " samples of %zu bytes (%.0f "
+	    "MB) to %s\n", n, x, (double)n * x / 1e6, path);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) == -1)
+		goto out;
+	for (i = 0; i < n; i += chunk) {
+		chunk = n - i < per ? (size_t)(n - i) : per;
+		for (k = 0; k < chunk; k++) {
+			w = (uint32_t)(i + k);
+			memcpy(buf + k * x, &w, sizeof(w));
+		}
+		if (write(fd, buf, chunk * x) != (ssize_t)(chunk * x))
+			goto out;
+	}
+	/* Written back now, not by the kernel in the middle of a round. */
+	if (fdatasync(fd) == -1)
+		goto out;
+	rc = 0;
+	fprintf(stderr, "bench: written in %.1f s\n", now_s() - t0);
+out:
+	if (fd != -1 && close(fd) != 0)
+		rc = -1;
+	free(buf);
+	return (rc);
+}
+
+/* Cell mode: rows of @x bytes, @rows a step, against the cell's limit. */
+static int
+cell_main(const struct bench *b, uint64_t x, unsigned rows, uint64_t samples,
+    unsigned slots, double gb)
+{
+	unsigned	 rounds = b->rounds, epochs = b->epochs, r, s, di, bs;
+	unsigned	 least;
+	double		 lim[MAX_ROUNDS], inf[MAX_ROUNDS], ratio[MAX_ROUNDS];
+	double		 ml, mi;
+	uint64_t	 step_bytes, file_bytes, need = 0, avail, budget, spe;
+	uint64_t	 steps, off, sum = 0;
+	const volatile uint8_t *p;
+	char		 why[256], buf[2048], shape[64];
+	struct shared	*sh = NULL;
+	struct check	 chk;
+	struct gpool	 g;
+	struct run	 run;
+	uint8_t		*src, *dst;
+	size_t		 shlen = 0;
+	bool		 f32 = x % 4 == 0, once = true, failed = false;
+	pid_t		 pid;
+	FILE		*fp;
+	int		 fd;
+
+	if (samples == 0) {
+		samples = CELL_FILE_BYTES / x;
+		if (samples < 2 * (uint64_t)rows)
+			samples = 2 * (uint64_t)rows;
+	}
+	if (samples < 2 * (uint64_t)rows || samples > UINT32_MAX) {
+		fprintf(stderr, "bench: --samples %" PRIu64 ": at least twice "
+		    "--rows (%u) and below 2^32\n", samples, rows);
+		return (2);
+	}
+	if (rows % 16 == 0) {
+		bs = 16;
+		di = rows / 16;
+	} else {
+		bs = rows;
+		di = 1;
+	}
+	step_bytes = (uint64_t)rows * x;
+	file_bytes = samples * x;
+	spe = samples / rows;
+	if (!b->epochs_set) {
+		epochs = (unsigned)(gb * 1e9 / ((double)spe * step_bytes));
+		if ((double)epochs * spe * step_bytes < gb * 1e9)
+			epochs++;
+		while ((uint64_t)epochs * spe < CELL_MIN_STEPS)
+			epochs++;
+	}
+	steps = (uint64_t)epochs * spe;
+
+	/* The file, the ring and the gather's buffer stay in memory. */
+	avail = mem_available();
+	least = slots != 0 ? slots : 2;
+	for (s = slots != 0 ? slots : 3; s >= least; s--) {
+		need = file_bytes + cell_ring_bytes(rows, x, s) + step_bytes;
+		if (avail == 0 || need + CELL_SPARE <= avail)
+			break;
+	}
+	if (s < least) {
+		snprintf(why, sizeof(why), "file %.2f GB + ring of %u slots "
+		    "%.2f GB + gather buffer %.2f GB = %.2f GB, over "
+		    "MemAvailable %.2f GB less 3 GiB", file_bytes / 1e9, least,
+		    cell_ring_bytes(rows, x, least) / 1e9, step_bytes / 1e9,
+		    need / 1e9, avail / 1e9);
+		return (cell_skip(x, rows, samples, why));
+	}
+	slots = s;
+	budget = cell_ring_bytes(rows, x, slots) + 256 * 1024 * 1024;
+	budget = (budget + (1 << 20) - 1) >> 20;	/* MiB */
+	if (budget < 4096)
+		budget = 4096;
+	if (f32)
+		snprintf(shape, sizeof(shape), "float32 [1,%" PRIu64 "]",
+		    x / 4);
+	else
+		snprintf(shape, sizeof(shape), "uint8 [1,%" PRIu64 "]", x);
+	fprintf(stderr, "bench: cell %" PRIu64 " bytes x %u rows: %" PRIu64
+	    " samples, B %u DI %u, %u slots, memory_budget %" PRIu64 "M, %u "
+	    "epochs of %" PRIu64 " steps\n", x, rows, samples, bs, di, slots,
+	    budget, epochs, spe);
+
+	if (cell_write(b->data, samples, (size_t)x, f32) == -1 ||
+	    write_labels(b->labels, samples) == -1) {
+		fprintf(stderr, "bench: %s: %s\n", b->data, strerror(errno));
+		bench_cleanup(b);
+		return (1);
+	}
+	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = 2\nmemory_budget = %"
+	    PRIu64 "M\n\n[dataset cell-raw]\ntype = raw\npath = %s\nshape = "
+	    "1,%" PRIu64 "\ndtype = %s\nlabels = %s\nlabel_dtype = int64\n"
+	    "classes = 10\n", budget, b->data, f32 ? x / 4 : x,
+	    f32 ? "float32" : "uint8", b->labels);
+	if ((fp = fopen(b->conf, "w")) == NULL) {
+		bench_cleanup(b);
+		return (1);
+	}
+	fputs(buf, fp);
+	fclose(fp);
+
+	fd = open(b->data, O_RDONLY);
+	src = mmap(NULL, (size_t)file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	dst = malloc((size_t)step_bytes);
+	if (src == MAP_FAILED || dst == NULL ||
+	    (sh = shared_new(samples, &shlen)) == NULL) {
+		bench_cleanup(b);
+		return (1);
+	}
+	/* Pre-touch the source and pre-fault the destination. */
+	for (off = 0; off < file_bytes; off += 4096) {
+		p = src + off;
+		sum += *p;
+	}
+	(void)sum;
+	memset(dst, 0, (size_t)step_bytes);
+	if (gpool_start(&g, src, dst, samples, (size_t)x, rows) == -1)
+		return (1);
+	gpool_rate(&g, 2);
+	memset(&chk, 0, sizeof(chk));
+	chk.sh = sh;
+	chk.samples = samples;
+	chk.epochs = epochs < CHECK_EPOCHS ? epochs : CHECK_EPOCHS;
+
+	memset(&run, 0, sizeof(run));
+	run.sock = b->sock;
+	run.dataset = "cell-raw";
+	run.batch_size = bs;
+	run.device_iterations = di;
+	run.buffer_size = slots;
+	run.ready_fd = run.go_fd = -1;
+	pid = daemon_start(b->infeedd, b->conf, b->sock);
+	/* An untimed session first, so that every round finds the ring warm. */
+	run.seed = 1000;
+	run.epochs = slots + 1;
+	run.max_steps = slots + 1;
+	fprintf(stderr, "bench: warm-up: %u steps, untimed\n", slots + 1);
+	if (client_run(&run) == -1) {
+		fprintf(stderr, "bench: warm-up: the client failed\n");
+		failed = true;
+	}
+	run.chk = &chk;
+	for (r = 0; !failed && r < rounds; r++) {
+		daemon_settle(pid);
+		lim[r] = gpool_rate(&g, steps - 1);
+		memset(sh, 0, shlen);
+		run.seed = r;
+		run.epochs = epochs;
+		run.max_steps = 0;
+		if (client_run(&run) == -1) {
+			fprintf(stderr, "bench: round %u/%u: the client "
+			    "failed\n", r + 1, rounds);
+			break;
+		}
+		inf[r] = (double)run.items / (run.t1 - run.t0);
+		ratio[r] = inf[r] / lim[r];
+		if (!check_round(&chk, epochs, spe * rows))
+			once = false;
+		fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
+		    "items/s, infeed %.0f items/s (%.0f%%)\n", r + 1, rounds,
+		    lim[r], inf[r], 100.0 * ratio[r]);
+	}
+	daemon_stop(pid);
+	gpool_stop(&g);
+	munmap(src, (size_t)file_bytes);
+	munmap(sh, shlen);
+	free(dst);
+	bench_cleanup(b);
+	if (failed || r < rounds)
+		return (1);
+
+	ml = median(lim, (int)rounds);
+	mi = median(inf, (int)rounds);
+	printf("workload          %" PRIu64 " x %s (%" PRIu64 " bytes a row, "
+	    "%.0f MB), B %u, DI %u (%u rows/step, %.1f MB), shuffled, %u "
+	    "epochs of %" PRIu64 " steps, first step left out\n", samples,
+	    shape, x, file_bytes / 1e6, bs, di, rows, step_bytes / 1e6,
+	    epochs, spe);
+	printf("ring              %u slots (buffer_size), memory_budget %"
+	    PRIu64 "M, after an untimed warm-up session\n", slots, budget);
+	printf("gather limit      %.0f items/s (%.2f GB/s), median of %u\n",
+	    ml, ml * x / 1e9, rounds);
+	printf("infeed            %.0f items/s (%.2f GB/s), median of %u\n",
+	    mi, mi * x / 1e9, rounds);
+	printf("ratio             %.2f (median of the rounds' ratios)\n",
+	    median(ratio, (int)rounds));
+	check_print(&chk, once, spe * rows);
+	printf("{\"mode\":\"cell\",\"row_bytes\":%" PRIu64 ",\"rows\":%u,"
+	    "\"samples\":%" PRIu64 ",\"dtype\":\"%s\",\"batch_size\":%u,"
+	    "\"device_iterations\":%u,\"buffer_size\":%u,\"memory_budget_mib\":"
+	    "%" PRIu64 ",\"gather_items_per_s\":%.1f,\"infeed_items_per_s\":"
+	    "%.1f,\"gather_gb_per_s\":%.3f,\"infeed_gb_per_s\":%.3f,\"ratio\":"
+	    "%.4f,\"exactly_once\":%s,\"skipped\":false,\"steps_per_epoch\":%"
+	    PRIu64 ",\"rounds\":%u,\"epochs\":%u}\n", x, rows, samples,
+	    f32 ? "float32" : "uint8", bs, di, slots, budget, ml, mi,
+	    ml * x / 1e9, mi * x / 1e9, median(ratio, (int)rounds),
+	    once ? "true" : "false", spe, rounds, epochs);
+	return (once ? 0 : 1);
+}
+
+/* An unsigned option's value, or exit with the usage. */
+static uint64_t
+arg_uint(const char *opt, const char *v, uint64_t lo, uint64_t hi)
+{
+	char			*end;
+	unsigned long long	 n;
+
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno != 0 || *v == '\0' || *v == '-' || *end != '\0' || n < lo ||
+	    n > hi) {
+		fprintf(stderr, "bench: %s %s: expected %" PRIu64 " to %"
+		    PRIu64 "\n", opt, v, lo, hi);
+		exit(2);
+	}
+	return (n);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char	*tmp = getenv("TMPDIR");
+	struct bench	 b;
+	unsigned	 i, pause_ms = 0, clients = 0, rows = 0, slots = 0;
+	unsigned	 spe;
+	uint64_t	 row_bytes = 0, samples = 0;
+	double		 gb = 3;
+	bool		 session = false;
+
+	memset(&b, 0, sizeof(b));
+	b.rounds = 5;
+	b.epochs = 4;
+	if (argc < 2) {
+		fprintf(stderr, "usage: loader-vs-gather INFEEDD [--rounds N] "
+		    "[--epochs E]\n"
+		    "           [--session [--pause-ms MS]] [--clients N]\n"
+		    "           [--row-bytes X --rows R [--samples S] "
+		    "[--buffer-size SLOTS] [--gb G]]\n");
+		return (2);
+	}
+	b.infeedd = argv[1];
+	for (i = 2; i < (unsigned)argc; i++) {
+		if (strcmp(argv[i], "--session") == 0) {
+			session = true;
+			b.epochs = 6;
+		} else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--rounds") == 0)
+			b.rounds = (unsigned)atoi(argv[++i]);
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--pause-ms") == 0)
+			pause_ms = (unsigned)atoi(argv[++i]);
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--epochs") == 0) {
+			b.epochs = (unsigned)atoi(argv[++i]);
+			b.epochs_set = true;
+		} else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--clients") == 0)
+			clients = (unsigned)arg_uint(argv[i], argv[i + 1], 1,
+			    MAX_CLIENTS), i++;
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--row-bytes") == 0)
+			row_bytes = arg_uint(argv[i], argv[i + 1], 4,
+			    64 << 20), i++;
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--rows") == 0)
+			rows = (unsigned)arg_uint(argv[i], argv[i + 1], 1,
+			    1 << 20), i++;
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--samples") == 0)
+			samples = arg_uint(argv[i], argv[i + 1], 2,
+			    UINT32_MAX), i++;
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--buffer-size") == 0)
+			slots = (unsigned)arg_uint(argv[i], argv[i + 1], 1,
+			    INFEED_MAX_SLOTS), i++;
+		else if (i + 1 < (unsigned)argc &&
+		    strcmp(argv[i], "--gb") == 0) {
+			gb = atof(argv[++i]);
+			if (!(gb > 0 && gb < 1e4)) {
+				fprintf(stderr, "bench: --gb: a size in GB\n");
+				return (2);
+			}
+		} else {
+			fprintf(stderr, "bench: unknown option %s\n", argv[i]);
+			return (2);
+		}
+	}
+	if (b.rounds < 1 || b.rounds > MAX_ROUNDS || b.epochs < 1) {
+		fprintf(stderr, "bench: --rounds 1..32, --epochs >= 1\n");
+		return (2);
+	}
+	if ((row_bytes != 0) != (rows != 0) || (row_bytes != 0 &&
+	    (session || clients != 0)) || (session && clients != 0) ||
+	    ((samples != 0 || slots != 0) && row_bytes == 0)) {
+		fprintf(stderr, "bench: one mode: --session, --clients N, or "
+		    "--row-bytes X --rows R (with --samples, --buffer-size, "
+		    "--gb)\n");
+		return (2);
+	}
+	/* 8 epochs, and at least 24 steps a client: its share is 1/N. */
+	if (clients != 0 && !b.epochs_set) {
+		spe = N_SAMPLES / (CBS * clients);
+		b.epochs = (24 + spe - 1) / spe;
+		if (b.epochs < 8)
+			b.epochs = 8;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(b.dir, sizeof(b.dir), "%s/infeed-bench-XXXXXX",
+	    tmp ? tmp : "/tmp");
+	if (mkdtemp(b.dir) == NULL)
+		return (1);
+	snprintf(b.data, sizeof(b.data), "%s/%s", b.dir, row_bytes != 0 ?
+	    "cell.bin" : "tutorial.f32");
+	snprintf(b.labels, sizeof(b.labels), "%s/%s", b.dir, row_bytes != 0 ?
+	    "cell.labels" : "tutorial.labels");
+	snprintf(b.conf, sizeof(b.conf), "%s/infeedd.conf", b.dir);
+	snprintf(b.sock, sizeof(b.sock), "%s/infeedd.sock", b.dir);
+
+	if (row_bytes != 0) {
+		i = (unsigned)cell_main(&b, row_bytes, rows, samples, slots,
+		    gb);
+		bench_cleanup(&b);
+		return ((int)i);
+	}
+	if (clients != 0)
+		return (clients_main(&b, clients));
+	return (tutorial_main(&b, session, pause_ms));
 }
