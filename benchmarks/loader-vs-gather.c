@@ -60,7 +60,7 @@
  * raised above the ring's size when it needs more than 4G; a cell whose
  * file, ring and gather buffer do not fit in MemAvailable less 3 GiB is
  * printed as skipped, with the reason.  --epochs defaults to enough epochs
- * to move about --gb G gigabytes a round (default 3) and at least 4 steps.
+ * to move about --gb G gigabytes a round (default 3) and at least 16 steps.
  * The ratio is the median of the rounds' ratios.
  *
  * In --clients and cell mode the limit's 2 threads live for the whole run
@@ -123,7 +123,9 @@
 #define CHECK_EPOCHS	16		/* epochs checked for exactly-once */
 #define CHECK_REPORTS	3		/* messages a client prints at most */
 #define CELL_FILE_BYTES	655360000ULL	/* the tutorial's file */
-#define CELL_MIN_STEPS	4
+/* Enough that a new session's first touch of its slots (the client maps
+ * the ring anew) does not make up the figure of a cell of huge steps. */
+#define CELL_MIN_STEPS	16
 #define WARM_STEPS	4		/* untimed steps a client takes first */
 #define GIB		(1024ULL * 1024 * 1024)
 #define CELL_SPARE	(3 * GIB)	/* memory a cell leaves to others */

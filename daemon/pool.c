@@ -38,6 +38,7 @@ struct job {
 	uint64_t		 ring_id;
 	uint32_t		 slot;
 	uint64_t		 epoch;
+	uint32_t		 depth;		/* steps its client takes first */
 	uint64_t		 row_begin;
 	uint64_t		 row_end;
 	unsigned		 attempts;	/* deaths that blame it */
@@ -498,12 +499,15 @@ pool_arm_deadline(struct worker *w)
 	w->job_start_us = clock_now_us();
 }
 
-/* The first queued job that may start (its ring under its cap), or NULL. */
+/*
+ * The queued job of the least depth that may start (its ring under its
+ * cap), the first submitted among equals; or NULL.
+ */
 static struct job *
 pool_next_job(struct pool *pool, struct pool_ring **prp)
 {
 	struct pool_ring	*pr;
-	struct job		*job, *next;
+	struct job		*job, *next, *best = NULL;
 
 	for (job = TAILQ_FIRST(&pool->jobs); job != NULL; job = next) {
 		next = TAILQ_NEXT(job, entry);
@@ -512,12 +516,15 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 			job_free(job);
 			continue;
 		}
-		if (pr->inflight < pr->max_jobs) {
+		if (pr->inflight < pr->max_jobs && (best == NULL ||
+		    job->depth < best->depth)) {
+			best = job;
 			*prp = pr;
-			return (job);
+			if (job->depth == 0)
+				break;
 		}
 	}
-	return (NULL);
+	return (best);
 }
 
 /* Give queued jobs to idle workers, within each ring's cap. */
@@ -1007,20 +1014,21 @@ pool_ring_files(struct pool_ring *pr, const struct dataset_files *spec,
  */
 void
 pool_submit(struct pool_ring *pr, uint32_t slot, uint64_t epoch,
-    uint64_t begin, uint64_t end, const uint64_t *indices)
+    uint32_t depth, uint64_t begin, uint64_t end, const uint64_t *indices)
 {
 	struct job	*job;
 	uint64_t	 stop;
 
 	for (; end - begin > WORKER_MAX_JOB_ROWS; begin = stop) {
 		stop = begin + WORKER_MAX_JOB_ROWS;
-		pool_submit(pr, slot, epoch, begin, stop, indices);
+		pool_submit(pr, slot, epoch, depth, begin, stop, indices);
 		indices += WORKER_MAX_JOB_ROWS;
 	}
 	job = xcalloc(1, sizeof(*job));
 	job->ring_id = pr->desc.ring_id;
 	job->slot = slot;
 	job->epoch = epoch;
+	job->depth = depth;
 	job->row_begin = begin;
 	job->row_end = end;
 	job->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));

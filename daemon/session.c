@@ -28,6 +28,11 @@ _Static_assert((int)DATASET_FORMAT_NONE ==
     "dataset.h and infeed.proto disagree on file formats");
 
 #define SESSION_JOBS_PER_WORKER	4	/* jobs a step is cut into, per worker */
+/*
+ * ... each of this many bytes of arrays at least: a job costs a round trip
+ * to a worker (images cost their decoding, whatever their size).
+ */
+#define SESSION_JOB_MIN_BYTES	(1024 * 1024)
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
 
 enum session_state {
@@ -565,17 +570,27 @@ session_free(struct session *s)
 	free(s);
 }
 
-/* Queue the rows of slot @i on the pool, cut so every worker gets some. */
+/*
+ * Queue the rows of slot @i on the pool, cut so every worker gets some
+ * (of arrays, a MiB at least), behind the steps the client takes before it (ready or being made).
+ */
 static void
 session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 {
 	uint64_t	chunk, r, njobs;
+	uint32_t	depth;
 
+	depth = ring_count(s->ring, SLOT_READY) +
+	    ring_count(s->ring, SLOT_FILLING) - 1;
 	njobs = (uint64_t)pool_size(s->host.pool) * SESSION_JOBS_PER_WORKER;
+	if (!s->transform.image &&
+	    rows * s->ring->layout.row_bytes / SESSION_JOB_MIN_BYTES < njobs)
+		njobs = rows * s->ring->layout.row_bytes /
+		    SESSION_JOB_MIN_BYTES + 1;
 	chunk = (rows + njobs - 1) / njobs;
 	for (r = 0; r < rows; r += chunk)
-		pool_submit(s->pool_ring, i, epoch, r, r + chunk < rows ?
-		    r + chunk : rows, session_indices(s, i) + r);
+		pool_submit(s->pool_ring, i, epoch, depth, r, r + chunk <
+		    rows ? r + chunk : rows, session_indices(s, i) + r);
 }
 
 /* Start filling free slots with the next steps in order. */

@@ -370,12 +370,12 @@ START_TEST(test_jobs_complete_once_with_the_datasets_rows)
 	fill_indices(r, 2, 36, ds->samples);
 	/* Slot 0 in jobs of 1 to 8 rows, slot 2 in one job; 1 untouched. */
 	for (i = 0; i + 1 < sizeof(cuts) / sizeof(cuts[0]); i++) {
-		pool_submit(pr, 0, 0, cuts[i], cuts[i + 1],
+		pool_submit(pr, 0, 0, 0, cuts[i], cuts[i + 1],
 		    ring_indices(r, 0) + cuts[i]);
 		want[nwant].slot = 0;
 		want[nwant++].rows = cuts[i + 1] - cuts[i];
 	}
-	pool_submit(pr, 2, 0, 0, 36, ring_indices(r, 2) + 0);
+	pool_submit(pr, 2, 0, 0, 0, 36, ring_indices(r, 2) + 0);
 	want[nwant].slot = 2;
 	want[nwant++].rows = 36;
 	ck_assert(!pool_idle(pool));
@@ -425,7 +425,7 @@ START_TEST(test_unreadable_index_reported_as_read_error)
 	idx[1] = 1;
 	idx[2] = ds->samples + 100;	/* past the end */
 	idx[3] = 3;
-	pool_submit(pr, 1, 0, 0, 4, ring_indices(r, 1) + 0);
+	pool_submit(pr, 1, 0, 0, 0, 4, ring_indices(r, 1) + 0);
 	ck_assert(run_until(pred_idle, NULL));
 	run_for(30);
 	ck_assert_uint_eq(rec.n, 1);
@@ -453,7 +453,7 @@ START_TEST(test_int64_labels_written_whole)
 	idx = ring_indices(r, 1);
 	for (k = 0; k < 16; k++)
 		idx[k] = 15 - k;
-	pool_submit(pr, 1, 0, 0, 16, ring_indices(r, 1) + 0);
+	pool_submit(pr, 1, 0, 0, 0, 16, ring_indices(r, 1) + 0);
 	ck_assert(run_until(pred_idle, NULL));
 	run_for(30);
 	ck_assert_uint_gt(rec.n, 0);
@@ -483,7 +483,7 @@ START_TEST(test_label_too_large_for_int32_reported)
 	idx = ring_indices(r, 0);
 	for (k = 0; k < 16; k++)
 		idx[k] = k;
-	pool_submit(pr, 0, 0, 0, 16, ring_indices(r, 0) + 0);
+	pool_submit(pr, 0, 0, 0, 0, 16, ring_indices(r, 0) + 0);
 	ck_assert(run_until(pred_idle, NULL));
 	run_for(30);
 	ck_assert_uint_eq(rec.n, 1);
@@ -508,7 +508,7 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 	a = add_ring("f32", 40, 1, 1, &rec_a, &ra, &ds);
 	fill_indices(ra, 0, 40, ds->samples);
 	for (i = 0; i < 4; i++)
-		pool_submit(a, 0, 0, i * 10, i * 10 + 10,
+		pool_submit(a, 0, 0, 0, i * 10, i * 10 + 10,
 		    ring_indices(ra, 0) + i * 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 3);
@@ -526,7 +526,7 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 	b = add_ring("f32", 40, 1, 0, &rec_b, &rb, NULL);
 	fill_indices(rb, 0, 40, ds->samples);
 	for (i = 0; i < 4; i++)
-		pool_submit(b, 0, 0, i * 10, i * 10 + 10,
+		pool_submit(b, 0, 0, 0, i * 10, i * 10 + 10,
 		    ring_indices(rb, 0) + i * 10);
 	ck_assert_uint_eq(busy_workers(), 2);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 2);
@@ -536,11 +536,56 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 
 	/* The cap is per ring: two rings of max_jobs 1 run side by side. */
 	rec_a.n = rec_b.n = 0;
-	pool_submit(a, 0, 0, 0, 20, ring_indices(ra, 0) + 0);
-	pool_submit(a, 0, 0, 20, 40, ring_indices(ra, 0) + 20);
-	pool_submit(b, 0, 0, 0, 40, ring_indices(rb, 0) + 0);
+	pool_submit(a, 0, 0, 0, 0, 20, ring_indices(ra, 0) + 0);
+	pool_submit(a, 0, 0, 0, 20, 40, ring_indices(ra, 0) + 20);
+	pool_submit(b, 0, 0, 0, 0, 40, ring_indices(rb, 0) + 0);
 	ck_assert_uint_eq(busy_workers(), 2);
 	ck_assert(run_until(pred_idle, NULL));
+	pool_remove_ring(a);
+	pool_remove_ring(b);
+	ring_free(ra);
+	ring_free(rb);
+}
+END_TEST
+
+/*
+ * A queued job of less depth goes first: another session's next step
+ * (depth 0) overtakes steps further ahead (depths 1 and 2) that were
+ * queued before it, so that it is not done last, as in plain order.
+ */
+START_TEST(test_next_steps_go_before_steps_further_ahead)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*a, *b;
+	struct ring		*ra, *rb;
+	unsigned		 i, after = 0;
+	int			 at = -1;
+
+	a = add_ring("f32", 40, 3, 0, &rec, &ra, &ds);
+	b = add_ring("f32", 1, 1, 0, &rec, &rb, NULL);
+	fill_indices(ra, 1, 40, ds->samples);
+	fill_indices(ra, 2, 40, ds->samples);
+	fill_indices(rb, 0, 1, ds->samples);
+	for (i = 0; i < 4; i++)
+		pool_submit(a, 1, 0, 1, i * 10, i * 10 + 10,
+		    ring_indices(ra, 1) + i * 10);
+	for (i = 0; i < 4; i++)
+		pool_submit(a, 2, 0, 2, i * 10, i * 10 + 10,
+		    ring_indices(ra, 2) + i * 10);
+	pool_submit(b, 0, 0, 0, 0, 1, ring_indices(rb, 0));
+	ck_assert_uint_eq(pool_jobs_queued(pool), 7);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec.n, 9);
+	for (i = 0; i < rec.n; i++) {
+		if (rec.done[i].slot == 0)
+			at = (int)i;
+		else if (at >= 0 && rec.done[i].slot == 2)
+			after++;
+	}
+	ck_assert_msg(at >= 0 && after >= 2, "the next step was done at "
+	    "report %d of 9, before only %u of the 4 jobs two steps ahead",
+	    at, after);
 	pool_remove_ring(a);
 	pool_remove_ring(b);
 	ring_free(ra);
@@ -560,7 +605,7 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 	pr2 = add_ring("f32", 8, 1, 0, &rec2, &r2, NULL);
 	fill_indices(r, 0, 50, ds->samples);
 	for (i = 0; i < 5; i++)
-		pool_submit(pr, 0, 0, i * 10, i * 10 + 10,
+		pool_submit(pr, 0, 0, 0, i * 10, i * 10 + 10,
 		    ring_indices(r, 0) + i * 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
@@ -575,7 +620,7 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 
 	/* The pool goes on with the other ring. */
 	fill_indices(r2, 0, 8, ds->samples);
-	pool_submit(pr2, 0, 0, 0, 8, ring_indices(r2, 0) + 0);
+	pool_submit(pr2, 0, 0, 0, 0, 8, ring_indices(r2, 0) + 0);
 	ck_assert(run_until(pred_idle, NULL));
 	ck_assert_uint_eq(rec2.n, 1);
 	ck_assert_uint_eq(rec.n, 0);
@@ -597,7 +642,7 @@ START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
 	pr = add_ring("f32", 50, 1, 1, &rec, &r, &ds);
 	fill_indices(r, 0, 50, ds->samples);
 	for (i = 0; i < 5; i++)
-		pool_submit(pr, 0, 0, i * 10, i * 10 + 10,
+		pool_submit(pr, 0, 0, 0, i * 10, i * 10 + 10,
 		    ring_indices(r, 0) + i * 10);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
 	pool_drop_jobs(pr);
@@ -612,7 +657,7 @@ START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
 	check_rows(r, ds, 0, 10);
 
 	/* The ring stays registered: new jobs run. */
-	pool_submit(pr, 0, 0, 10, 50, ring_indices(r, 0) + 10);
+	pool_submit(pr, 0, 0, 0, 10, 50, ring_indices(r, 0) + 10);
 	ck_assert(run_until(pred_idle, NULL));
 	ck_assert_uint_eq(rec.n, 2);
 	check_rows(r, ds, 0, 50);
@@ -652,7 +697,7 @@ START_TEST(test_killed_worker_replaced_and_its_job_completes_once)
 		ck_assert_int_gt(info[i].pid, 0);
 		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
 	}
-	pool_submit(pr, 1, 0, 0, 8, ring_indices(r, 1) + 0);
+	pool_submit(pr, 1, 0, 0, 0, 8, ring_indices(r, 1) + 0);
 	for (i = 0; i < WORKERS; i++) {
 		pool_worker_info(pool, i, &after);
 		if (strcmp(after.state, "busy") == 0)
@@ -714,7 +759,7 @@ START_TEST(test_row_that_kills_workers_three_times_reported_crashed)
 	idx = ring_indices(r, 0);
 	idx[0] = FLAKY_CRASH;	/* a worker reading it dies of SIGSEGV */
 	idx[1] = 12;
-	pool_submit(pr, 0, 0, 0, 2, ring_indices(r, 0));
+	pool_submit(pr, 0, 0, 0, 0, 2, ring_indices(r, 0));
 	ck_assert_msg(run_until(pred_two, &rec), "%u reports", rec.n);
 	run_for(100);
 	ck_assert_uint_eq(rec.n, 2);
@@ -754,10 +799,10 @@ START_TEST(test_idle_means_nothing_queued_or_running)
 	pr = add_ring("f32", 30, 1, 1, &rec, &r, &ds);
 	ck_assert(pool_idle(pool));
 	fill_indices(r, 0, 30, ds->samples);
-	pool_submit(pr, 0, 0, 0, 10, ring_indices(r, 0) + 0);
+	pool_submit(pr, 0, 0, 0, 0, 10, ring_indices(r, 0) + 0);
 	ck_assert(!pool_idle(pool));		/* running */
-	pool_submit(pr, 0, 0, 10, 20, ring_indices(r, 0) + 10);
-	pool_submit(pr, 0, 0, 20, 30, ring_indices(r, 0) + 20);
+	pool_submit(pr, 0, 0, 0, 10, 20, ring_indices(r, 0) + 10);
+	pool_submit(pr, 0, 0, 0, 20, 30, ring_indices(r, 0) + 20);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 2);
 	ck_assert(run_until(pred_idle, NULL));
 	ck_assert_uint_eq(rec.n, 3);
@@ -779,6 +824,7 @@ pool_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_jobs_complete_once_with_the_datasets_rows);
 	tcase_add_test(tc, test_float32_kept_as_it_is_is_not_converted);
+	tcase_add_test(tc, test_next_steps_go_before_steps_further_ahead);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);
 	tcase_add_test(tc, test_label_too_large_for_int32_reported);
