@@ -1005,10 +1005,15 @@ START_TEST(test_unexpected_more)
 
 	/*
 	 * Two slots, and INFEED_MAX_SLOTS + 2 Next requests in one write: the
-	 * daemon reads them all before any step can be filled, so 64 wait
-	 * and the last two are refused; then the two slots are delivered.
+	 * daemon reads them all before any step can be filled (a row takes
+	 * 10 ms), so 64 wait and the last two are refused; then the two slots
+	 * are delivered.
 	 */
-	attach(fd, &in, "raw", 10, 2);
+	conn_close(fd, &in);
+	restart_with("\n[dataset slow]\ntype = synthetic\nsamples = 100\n"
+	    "shape = 4\nsample_delay_us = 10000\n");
+	fd = conn(&in);
+	attach(fd, &in, "slow", 10, 2);
 	for (i = 0; i < INFEED_MAX_SLOTS + 2; i++)
 		req_add(&b, INFEED__FRAME__MSG_NEXT,
 		    &(Infeed__Next)INFEED__NEXT__INIT, 0);
