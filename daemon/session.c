@@ -32,7 +32,7 @@ _Static_assert((int)DATASET_FORMAT_NONE ==
  * ... each of this many bytes of arrays at least: a job costs a round trip
  * to a worker (images cost their decoding, whatever their size).
  */
-#define SESSION_JOB_MIN_BYTES	(1024 * 1024)
+#define SESSION_JOB_MIN_BYTES	(4 * 1024 * 1024)
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
 
 enum session_state {
@@ -572,7 +572,8 @@ session_free(struct session *s)
 
 /*
  * Queue the rows of slot @i on the pool, cut so every worker gets some
- * (of arrays, a MiB at least), behind the steps the client takes before it (ready or being made).
+ * (of arrays, 4 MiB a job at least), behind the steps the client takes
+ * before it (ready or being made).
  */
 static void
 session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
