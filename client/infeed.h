@@ -283,6 +283,8 @@ struct infeed_stats {
 	uint64_t			  rings_made;	/* made on new memory */
 	/* infeedd's own memory beyond rings and datasets (main + workers). */
 	uint64_t			  memory_private;
+	/* Whether rings get huge pages: the kernel's shmem THP mode. */
+	char				 *huge_pages;	/* NULL: not sent */
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

@@ -247,7 +247,7 @@ status_json(const struct infeed_stats *st)
 	printf(",\"uptime_s\":%.3f,\"clients\":%u,\"memory_used\":%llu,"
 	    "\"memory_budget\":%llu,\"memory_kept\":%llu,\"rings_reused\":"
 	    "%llu,\"rings_made\":%llu,\"memory_private\":%llu,"
-	    "\"sessions\":[",
+	    "\"huge_pages\":",
 	    (double)st->uptime_ms / 1000.0, st->clients,
 	    (unsigned long long)st->memory_used,
 	    (unsigned long long)st->memory_budget,
@@ -255,6 +255,8 @@ status_json(const struct infeed_stats *st)
 	    (unsigned long long)st->rings_reused,
 	    (unsigned long long)st->rings_made,
 	    (unsigned long long)st->memory_private);
+	json_string(st->huge_pages ? st->huge_pages : "");
+	printf(",\"sessions\":[");
 	for (i = 0; i < st->nsessions; i++)
 		status_json_session(st->sessions[i], i == 0);
 	printf("],\"workers\":[");
@@ -268,6 +270,26 @@ status_json(const struct infeed_stats *st)
 	printf("]}\n");
 }
 
+/* What the kernel's shmem THP mode means for the rings, in words. */
+static const char *
+status_huge_pages(const char *mode)
+{
+	static char	line[128];
+
+	if (mode == NULL)
+		return ("ring pages: not reported by this infeedd");
+	if (strcmp(mode, "never") == 0 || strcmp(mode, "deny") == 0)
+		return ("ring pages: 4 KiB (huge pages are off: "
+		    "/sys/kernel/mm/transparent_hugepage/shmem_enabled is "
+		    "never; advise gives rings 2 MiB pages)");
+	if (strcmp(mode, "unknown") == 0)
+		return ("ring pages: 4 KiB (this kernel has no huge pages for "
+		    "shared memory)");
+	snprintf(line, sizeof(line), "ring pages: 2 MiB where they fit "
+	    "(shmem_enabled is %s)", mode);
+	return (line);
+}
+
 /* infeedctl status, as tables. */
 static void
 status_text(const struct infeed_stats *st)
@@ -279,7 +301,7 @@ status_text(const struct infeed_stats *st)
 
 	printf("infeedd %s, up %.0f s, %u clients, rings %llu of %llu "
 	    "MiB, %llu MiB kept warm (%llu of %llu rings on kept memory), "
-	    "%.1f MiB of its own\n\n",
+	    "%.1f MiB of its own\n%s\n\n",
 	    st->daemon_version ? st->daemon_version : "?",
 	    (double)st->uptime_ms / 1000.0, st->clients,
 	    (unsigned long long)(st->memory_used >> 20),
@@ -287,7 +309,8 @@ status_text(const struct infeed_stats *st)
 	    (unsigned long long)(st->memory_kept >> 20),
 	    (unsigned long long)st->rings_reused,
 	    (unsigned long long)(st->rings_reused + st->rings_made),
-	    (double)st->memory_private / (1 << 20));
+	    (double)st->memory_private / (1 << 20),
+	    status_huge_pages(st->huge_pages));
 	printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",
 	    "DATASET", "CLIENT", "PID", "EPOCH", "STEP", "RING", "ITEMS/S");
 	for (i = 0; i < st->nsessions; i++) {

@@ -327,6 +327,7 @@ ring_mem_new(struct ring_budget *b, uint64_t bytes, char **cause)
 		m->map = NULL;
 		goto fail;
 	}
+	ring_map_advise(m->map, bytes);
 	m->id = ++b->next_mem_id;
 	b->used += bytes;
 	b->made++;
@@ -512,6 +513,40 @@ ring_budget_init(struct ring_budget *b, uint64_t limit, const char *source,
 	b->forget = forget;
 	b->forget_arg = forget_arg;
 	TAILQ_INIT(&b->kept);
+}
+
+/* Huge pages for a ring's mapping where the kernel gives them. */
+void
+ring_map_advise(void *map, uint64_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+	(void)madvise(map, bytes, MADV_HUGEPAGE);
+#else
+	(void)map;
+	(void)bytes;
+#endif
+}
+
+/* The bracketed word of shmem_enabled, e.g. "always [advise] never". */
+const char *
+ring_huge_pages(void)
+{
+	static char	 mode[32];
+	char		 line[256], *open_, *close_;
+	FILE		*fp;
+
+	snprintf(mode, sizeof(mode), "unknown");
+	if ((fp = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+	    "re")) == NULL)
+		return (mode);
+	if (fgets(line, sizeof(line), fp) != NULL &&
+	    (open_ = strchr(line, '[')) != NULL &&
+	    (close_ = strchr(open_, ']')) != NULL &&
+	    close_ - open_ - 1 < (int)sizeof(mode))
+		snprintf(mode, sizeof(mode), "%.*s", (int)(close_ - open_ - 1),
+		    open_ + 1);
+	fclose(fp);
+	return (mode);
 }
 
 /* A read-only descriptor of the ring, so the client cannot write it. */

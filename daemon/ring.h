@@ -180,6 +180,20 @@ void		 ring_budget_init(struct ring_budget *b, uint64_t limit,
 		    ring_forget_cb *forget, void *forget_arg);
 
 /**
+ * ring_map_advise() - a mapping of ring memory (the main process's or a
+ * worker's): ask for transparent huge pages, which the kernel gives where
+ * the operator allows them (/sys/kernel/mm/transparent_hugepage/
+ * shmem_enabled = advise), so a 2 MiB page costs one fault, not 512.
+ */
+void		 ring_map_advise(void *map, uint64_t bytes);
+
+/**
+ * ring_huge_pages() - the kernel's mode for huge pages of shared memory,
+ * as shmem_enabled names it ("advise", "never", ...), or "unknown".
+ */
+const char	*ring_huge_pages(void);
+
+/**
  * ring_readonly_fd() - a new read-only descriptor of the memfd, for the
  * client, or -1 with errno set.
  */

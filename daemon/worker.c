@@ -265,6 +265,7 @@ worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
 	close(fd);
 	if (m->map == MAP_FAILED)
 		fatal("worker: mmap of a ring");
+	ring_map_advise(m->map, bytes);
 	return (m->map);
 }
 

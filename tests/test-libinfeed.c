@@ -15,6 +15,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -400,6 +401,24 @@ START_TEST(test_list_old_datasets_at_their_stride)
 }
 END_TEST
 
+/* The bracketed word of shmem_enabled into @buf, or "unknown". */
+static const char *
+shmem_thp_mode(char *buf, size_t len)
+{
+	char	 line[256], *a, *b;
+	FILE	*fp;
+
+	snprintf(buf, len, "unknown");
+	fp = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	if (fp == NULL)
+		return (buf);
+	if (fgets(line, sizeof(line), fp) != NULL &&
+	    (a = strchr(line, '[')) != NULL && (b = strchr(a, ']')) != NULL)
+		snprintf(buf, len, "%.*s", (int)(b - a - 1), a + 1);
+	fclose(fp);
+	return (buf);
+}
+
 /* Stats through the API: the session attached, and every worker. */
 START_TEST(test_get_stats)
 {
@@ -409,6 +428,7 @@ START_TEST(test_get_stats)
 	struct infeed_stats		*stats;
 	struct infeed_session_stats	*ss;
 	size_t				 i;
+	char				 mode[32];
 
 	infeed_options_init(&o);
 	o.batch_size = 10;
@@ -431,6 +451,11 @@ START_TEST(test_get_stats)
 		    "infeedd takes %llu bytes of its own",
 		    (unsigned long long)stats->memory_private);
 #endif
+	/* The kernel's shmem huge page mode, as the daemon read it. */
+	ck_assert_ptr_nonnull(stats->huge_pages);
+	ck_assert_msg(strcmp(stats->huge_pages, shmem_thp_mode(mode,
+	    sizeof(mode))) == 0, "huge pages '%s', the kernel says '%s'",
+	    stats->huge_pages, mode);
 	ck_assert_uint_eq(stats->nsessions, 1);
 	ss = stats->sessions[0];
 	ck_assert_uint_eq(ss->session_id, st.session);

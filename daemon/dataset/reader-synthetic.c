@@ -93,6 +93,10 @@ synthetic_cache_new(struct dataset *ds, struct synthetic *s, char **cause)
 		    "%zu bytes: %s", s->cache_bytes, strerror(errno)));
 	}
 	s->made = s->cache + data;
+#ifdef MADV_HUGEPAGE
+	/* Random reads of whole samples: fewer TLB misses where allowed. */
+	(void)madvise(s->cache, s->cache_bytes, MADV_HUGEPAGE);
+#endif
 	return (0);
 }
 
