@@ -874,8 +874,12 @@ infeed_map_ring(struct infeed *f, const Infeed__Attached *at,
 		    "ring (%zu bytes): %s", f->ring_bytes, strerror(errno)));
 	}
 #ifdef MADV_HUGEPAGE
-	/* Where the daemon's pages are huge, map them so: fewer faults. */
-	(void)madvise(f->ring, f->ring_bytes, MADV_HUGEPAGE);
+	/*
+	 * Where the daemon's pages are huge, map them so: fewer faults.  Not
+	 * copy-on-write, where a write would copy 2 MiB instead of 4 KiB.
+	 */
+	if (!copy_on_write)
+		(void)madvise(f->ring, f->ring_bytes, MADV_HUGEPAGE);
 #endif
 	f->slot_bytes = at->slot_bytes;
 	f->data_offset = at->data_offset;
