@@ -38,7 +38,7 @@ struct job {
 	uint64_t		 ring_id;
 	uint32_t		 slot;
 	uint64_t		 epoch;
-	uint32_t		 depth;		/* steps its client takes first */
+	uint64_t		 seq;		/* its step's, in the ring's order */
 	uint64_t		 row_begin;
 	uint64_t		 row_end;
 	unsigned		 attempts;	/* deaths that blame it */
@@ -57,6 +57,7 @@ struct pool_ring {
 	unsigned		 max_jobs;
 	unsigned		 inflight;
 	bool			 removed;	/* draining: nothing is reported */
+	uint64_t		 delivered;	/* steps the client has had */
 	bool			*mapped;	/* per worker */
 	pool_done_cb		*done;
 	void			*arg;
@@ -500,14 +501,16 @@ pool_arm_deadline(struct worker *w)
 }
 
 /*
- * The queued job of the least depth that may start (its ring under its
- * cap), the first submitted among equals; or NULL.
+ * The queued job of the least depth (steps its client takes before its
+ * own) that may start (its ring under its cap), the first submitted among
+ * equals; or NULL.
  */
 static struct job *
 pool_next_job(struct pool *pool, struct pool_ring **prp)
 {
 	struct pool_ring	*pr;
 	struct job		*job, *next, *best = NULL;
+	uint64_t		 depth, best_depth = 0;
 
 	for (job = TAILQ_FIRST(&pool->jobs); job != NULL; job = next) {
 		next = TAILQ_NEXT(job, entry);
@@ -516,11 +519,15 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 			job_free(job);
 			continue;
 		}
-		if (pr->inflight < pr->max_jobs && (best == NULL ||
-		    job->depth < best->depth)) {
+		if (pr->inflight >= pr->max_jobs)
+			continue;
+		depth = job->seq > pr->delivered ? job->seq - pr->delivered :
+		    0;
+		if (best == NULL || depth < best_depth) {
 			best = job;
+			best_depth = depth;
 			*prp = pr;
-			if (job->depth == 0)
+			if (depth == 0)
 				break;
 		}
 	}
@@ -1014,27 +1021,34 @@ pool_ring_files(struct pool_ring *pr, const struct dataset_files *spec,
  */
 void
 pool_submit(struct pool_ring *pr, uint32_t slot, uint64_t epoch,
-    uint32_t depth, uint64_t begin, uint64_t end, const uint64_t *indices)
+    uint64_t seq, uint64_t begin, uint64_t end, const uint64_t *indices)
 {
 	struct job	*job;
 	uint64_t	 stop;
 
 	for (; end - begin > WORKER_MAX_JOB_ROWS; begin = stop) {
 		stop = begin + WORKER_MAX_JOB_ROWS;
-		pool_submit(pr, slot, epoch, depth, begin, stop, indices);
+		pool_submit(pr, slot, epoch, seq, begin, stop, indices);
 		indices += WORKER_MAX_JOB_ROWS;
 	}
 	job = xcalloc(1, sizeof(*job));
 	job->ring_id = pr->desc.ring_id;
 	job->slot = slot;
 	job->epoch = epoch;
-	job->depth = depth;
+	job->seq = seq;
 	job->row_begin = begin;
 	job->row_end = end;
 	job->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));
 	memcpy(job->indices, indices, (end - begin) * sizeof(uint64_t));
 	TAILQ_INSERT_TAIL(&pr->pool->jobs, job, entry);
 	pool_dispatch(pr->pool);
+}
+
+/* The client has had steps up to @next_seq: its jobs move up. */
+void
+pool_ring_delivered(struct pool_ring *pr, uint64_t next_seq)
+{
+	pr->delivered = next_seq;
 }
 
 /* Drop a ring's queued jobs; running ones finish. */

@@ -129,17 +129,24 @@ void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
 
 /**
  * pool_submit() - queue rows [@begin, @end) of slot @slot, a step of
- * @epoch (random transforms draw from it) that its client takes after
- * @depth others still being made or ready; @indices are their dataset
- * indices (copied: the workers get them from the pool, never from the
- * ring, which the client can see).  Workers take the queued jobs of the
- * least depth first, in order of submission among equals: with many
- * sessions, every client's next step comes before any client's steps
- * further ahead (every first step before the second).
+ * @epoch (random transforms draw from it) that is the ring's @seq-th in
+ * the order its client takes them; @indices are their dataset indices
+ * (copied: the workers get them from the pool, never from the ring,
+ * which the client can see).  Workers take first the queued jobs of the
+ * least depth, how many steps the client takes before theirs (@seq less
+ * what pool_ring_delivered() last said), in order of submission among
+ * equals: with many sessions, every client's next step comes before any
+ * client's steps further ahead (every first step before the second).
  */
 void		 pool_submit(struct pool_ring *pr, uint32_t slot,
-		    uint64_t epoch, uint32_t depth, uint64_t begin,
+		    uint64_t epoch, uint64_t seq, uint64_t begin,
 		    uint64_t end, const uint64_t *indices);
+
+/**
+ * pool_ring_delivered() - the ring's client has had every step before
+ * the @next_seq-th: its queued jobs are that much nearer.
+ */
+void		 pool_ring_delivered(struct pool_ring *pr, uint64_t next_seq);
 
 /**
  * pool_drop_jobs() - drop the ring's queued jobs; running ones finish.

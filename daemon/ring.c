@@ -452,8 +452,10 @@ ring_budget_trim(struct ring_budget *b, uint64_t now_ms)
 	ring_lock(b);
 	for (m = TAILQ_FIRST(&b->kept); m != NULL; m = next) {
 		next = TAILQ_NEXT(m, entry);
+		/* The scrubber may have restarted the clock after @now_ms. */
 		if (m->state == RING_MEM_SCRUBBING || (b->keep_ms > 0 &&
-		    now_ms - m->idle_since_ms < b->keep_ms))
+		    (now_ms <= m->idle_since_ms ||
+		    now_ms - m->idle_since_ms < b->keep_ms)))
 			continue;
 		ring_unkeep(b, m);
 		ring_mem_free(b, m);

@@ -572,17 +572,14 @@ session_free(struct session *s)
 
 /*
  * Queue the rows of slot @i on the pool, cut so every worker gets some
- * (of arrays, 4 MiB a job at least), behind the steps the client takes
- * before it (ready or being made).
+ * (of arrays, 4 MiB a job at least), as the step the client takes in
+ * the ring's order (the pool serves the nearest steps first).
  */
 static void
 session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 {
 	uint64_t	chunk, r, njobs;
-	uint32_t	depth;
 
-	depth = ring_count(s->ring, SLOT_READY) +
-	    ring_count(s->ring, SLOT_FILLING) - 1;
 	njobs = (uint64_t)pool_size(s->host.pool) * SESSION_JOBS_PER_WORKER;
 	if (!s->transform.image &&
 	    rows * s->ring->layout.row_bytes / SESSION_JOB_MIN_BYTES < njobs)
@@ -590,8 +587,9 @@ session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 		    SESSION_JOB_MIN_BYTES + 1;
 	chunk = (rows + njobs - 1) / njobs;
 	for (r = 0; r < rows; r += chunk)
-		pool_submit(s->pool_ring, i, epoch, depth, r, r + chunk <
-		    rows ? r + chunk : rows, session_indices(s, i) + r);
+		pool_submit(s->pool_ring, i, epoch, s->ring->slot[i].seq, r,
+		    r + chunk < rows ? r + chunk : rows,
+		    session_indices(s, i) + r);
 }
 
 /* Start filling free slots with the next steps in order. */
@@ -729,6 +727,7 @@ session_deliver(struct session *s)
 			return;
 		ring_slot_set(s->ring, i, SLOT_HELD);
 		s->deliver_seq++;
+		pool_ring_delivered(s->pool_ring, s->deliver_seq);
 		s->epoch = sl->epoch;
 		s->step = sl->step;
 		s->steps_delivered++;

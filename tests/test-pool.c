@@ -593,6 +593,55 @@ START_TEST(test_next_steps_go_before_steps_further_ahead)
 }
 END_TEST
 
+/*
+ * Depth is counted from what the client has had, not fixed when a job is
+ * queued: once a client has taken the steps before it, a step queued two
+ * ahead is its next, and goes before another session's step one ahead
+ * queued after it (else a ring with a long queue could wait for ever).
+ */
+START_TEST(test_queued_steps_move_up_as_the_client_takes_steps)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*a, *b;
+	struct ring		*ra, *rb;
+	unsigned		 i, after = 0;
+	int			 last = -1;
+
+	a = add_ring("f32", 40, 3, 0, &rec, &ra, &ds);
+	b = add_ring("f32", 40, 2, 0, &rec, &rb, NULL);
+	fill_indices(ra, 0, 40, ds->samples);
+	fill_indices(ra, 2, 40, ds->samples);
+	fill_indices(rb, 1, 40, ds->samples);
+	/* Both workers busy with A's step 0; A's step 2 queued. */
+	pool_submit(a, 0, 0, 0, 0, 20, ring_indices(ra, 0));
+	pool_submit(a, 0, 0, 0, 20, 40, ring_indices(ra, 0) + 20);
+	for (i = 0; i < 2; i++)
+		pool_submit(a, 2, 0, 2, i * 20, i * 20 + 20,
+		    ring_indices(ra, 2) + i * 20);
+	/* B's step 1, one ahead, queued after it. */
+	for (i = 0; i < 4; i++)
+		pool_submit(b, 1, 0, 1, i * 10, i * 10 + 10,
+		    ring_indices(rb, 1) + i * 10);
+	/* A's client has had steps 0 and 1: step 2 is its next. */
+	pool_ring_delivered(a, 2);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec.n, 8);
+	for (i = 0; i < rec.n; i++) {
+		if (rec.done[i].slot == 2)
+			last = (int)i;
+	}
+	for (i = (unsigned)last + 1; i < rec.n; i++)
+		after += rec.done[i].slot == 1;
+	ck_assert_msg(after >= 2, "A's next step was done at report %d of 8, "
+	    "before only %u of B's 4 jobs one step ahead", last, after);
+	pool_remove_ring(a);
+	pool_remove_ring(b);
+	ring_free(ra);
+	ring_free(rb);
+}
+END_TEST
+
 START_TEST(test_remove_ring_drops_its_jobs_unreported)
 {
 	struct record		 rec = { .n = 0 }, rec2 = { .n = 0 };
@@ -825,6 +874,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_jobs_complete_once_with_the_datasets_rows);
 	tcase_add_test(tc, test_float32_kept_as_it_is_is_not_converted);
 	tcase_add_test(tc, test_next_steps_go_before_steps_further_ahead);
+	tcase_add_test(tc, test_queued_steps_move_up_as_the_client_takes_steps);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);
 	tcase_add_test(tc, test_label_too_large_for_int32_reported);
