@@ -166,7 +166,7 @@ ring_scrub_main(void *arg)
 			m->state = off < m->bytes ? RING_MEM_DIRTY :
 			    RING_MEM_CLEAN;
 			if (m->state == RING_MEM_CLEAN)
-				m->content = 0;
+				m->owner.content = 0;
 			m->idle_since_ms = clock_now_ms();
 		}
 		sc->busy = NULL;
@@ -235,7 +235,7 @@ static bool
 ring_ready_for(const struct ring_mem *m, uint64_t content)
 {
 	return (m->state == RING_MEM_CLEAN || (content != 0 &&
-	    m->content == content) || m->bytes <= RING_SCRUB_CHUNK);
+	    m->owner.content == content) || m->bytes <= RING_SCRUB_CHUNK);
 }
 
 /* Take kept memory @m out of the list, the scrubber stopped; locked. */
@@ -249,30 +249,30 @@ ring_claim(struct ring_budget *b, struct ring_mem *m)
 }
 
 /*
- * The smallest kept memory of user @uid that holds @need bytes without
- * wasting more than a RING_REUSE_SLACK-th of them and is ready for
- * @content, out of the list, with nothing in it but zeroes or bytes of
- * @content; or NULL.  Memory still to be zeroed is left to the scrubber:
- * zeroing it here would hold up every other client for as long.
+ * The smallest kept memory of @o's user and group that holds @need bytes
+ * without wasting more than a RING_REUSE_SLACK-th of them and is ready
+ * for @o's content, out of the list, with nothing in it but zeroes or
+ * bytes of that content; or NULL.  Memory still to be zeroed is left to
+ * the scrubber: zeroing it here would hold up every other client.
  */
 static struct ring_mem *
-ring_reuse(struct ring_budget *b, uint64_t need, uid_t uid,
-    uint64_t content)
+ring_reuse(struct ring_budget *b, uint64_t need, const struct ring_owner *o)
 {
 	struct ring_mem	*m, *best = NULL;
 
 	ring_lock(b);
 	TAILQ_FOREACH(m, &b->kept, entry) {
-		if (m->uid == uid && m->bytes >= need && m->bytes - need <=
-		    need / RING_REUSE_SLACK && ring_ready_for(m, content) &&
+		if (m->owner.uid == o->uid && m->owner.gid == o->gid &&
+		    m->bytes >= need && m->bytes - need <= need /
+		    RING_REUSE_SLACK && ring_ready_for(m, o->content) &&
 		    (best == NULL || m->bytes < best->bytes))
 			best = m;
 	}
 	if (best != NULL) {
 		ring_claim(b, best);
 		/* Small and not zeroed yet (by a stopped scrub): here. */
-		if (best->state != RING_MEM_CLEAN && (content == 0 ||
-		    best->content != content))
+		if (best->state != RING_MEM_CLEAN && (o->content == 0 ||
+		    best->owner.content != o->content))
 			ring_mem_zero(best, 0, best->bytes);
 		best->state = RING_MEM_IN_USE;
 		b->reused++;
@@ -343,8 +343,8 @@ fail:
 /* A ring on kept memory of the same user, or on new memory. */
 struct ring *
 ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
-    enum infeed_dtype label_dtype, uint32_t slots, uid_t uid,
-    uint64_t content, char **cause)
+    enum infeed_dtype label_dtype, uint32_t slots,
+    const struct ring_owner *owner, char **cause)
 {
 	struct ring	*r;
 	uint64_t	 avail;
@@ -363,8 +363,8 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		    (unsigned long long)row_bytes);
 		goto fail;
 	}
-	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, uid,
-	    content)) == NULL) {
+	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, owner)) ==
+	    NULL) {
 		ring_make_room(budget, r->layout.ring_bytes);
 		avail = budget->limit > budget->used ? budget->limit -
 		    budget->used : 0;
@@ -385,8 +385,7 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		    cause)) == NULL)
 			goto fail;
 	}
-	r->mem->uid = uid;
-	r->mem->content = content;
+	r->mem->owner = *owner;
 	r->slot = xcalloc(slots, sizeof(*r->slot));
 	return (r);
 

@@ -17,7 +17,8 @@
  * more, ring_release() keeps the memory (sealed memfd, its pages and the
  * workers' mappings of them) for the next session of the same user whose
  * ring fits it.  Since the last client may still have it mapped, it only
- * ever goes to a client of the same user.  Every byte in it was written
+ * ever goes to a client of the same user and group (SO_PEERCRED's: a
+ * setgid program may read datasets its user may not).  Every byte in it was written
  * from one dataset (its content: that dataset's serial) or is zero; a
  * scrubber thread zeroes it in the background, and a ring of another
  * content takes it only once that is done (new memory until then: the
@@ -75,6 +76,13 @@ enum ring_mem_state {
 	RING_MEM_CLEAN,		/* kept, all zeroes */
 };
 
+/* Who a ring is for, and what it will hold. */
+struct ring_owner {
+	uid_t		 uid;		/* the client's, from SO_PEERCRED */
+	gid_t		 gid;
+	uint64_t	 content;	/* the dataset's serial; 0: unshared */
+};
+
 /* The memory of a ring: a sealed memfd and the main process's mapping. */
 struct ring_mem {
 	TAILQ_ENTRY(ring_mem)	 entry;
@@ -82,8 +90,7 @@ struct ring_mem {
 	int			 memfd;
 	uint8_t			*map;
 	uint64_t		 bytes;
-	uid_t			 uid;	/* of the client it was handed to */
-	uint64_t		 content; /* the dataset's serial, 0: zeroes */
+	struct ring_owner	 owner;	/* of the client it was handed to */
 	enum ring_mem_state	 state;	/* under the budget's lock when kept */
 	uint64_t		 idle_since_ms;
 };
@@ -120,18 +127,19 @@ struct ring {
 /**
  * ring_new() - a ring of @slots slots of @rows rows of @row_bytes and a
  * label of @label_dtype (INFEED_DTYPE_INT32 or INFEED_DTYPE_INT64;
- * anything else is a broken invariant, fatal) for a client of user @uid
- * that will hold bytes of dataset @content (its serial; 0 for data that
- * no other ring may share): on kept memory of that user that fits, as it
- * is when it held @content, else once zeroed; else on a new sealed memfd
- * charged to @budget, freeing kept memory, oldest first, when the budget
- * needs it.
+ * anything else is a broken invariant, fatal) for @owner, a client of a
+ * user and group that will hold bytes of a dataset (its serial; 0 for
+ * data that no other ring may share): on kept memory of the same user and
+ * group that fits, as it is when it held the same dataset, else once
+ * zeroed; else on a new sealed memfd charged to @budget, freeing kept
+ * memory, oldest first, when the budget needs it.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
  * fit or which system call failed, in exact units.
  */
 struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 		    uint64_t row_bytes, enum infeed_dtype label_dtype,
-		    uint32_t slots, uid_t uid, uint64_t content, char **cause);
+		    uint32_t slots, const struct ring_owner *owner,
+		    char **cause);
 
 /**
  * ring_release() - the session is over: keep the memory for the next

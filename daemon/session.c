@@ -474,6 +474,7 @@ session_new_files(const struct session_host *host,
 	    INFEED__LOADER_OPTIONS__INIT;
 	const Infeed__LoaderOptions *o;
 	struct session		*s;
+	struct ring_owner	 owner;
 
 	o = a->options != NULL ? a->options : &defaults;
 	s = xcalloc(1, sizeof(*s));
@@ -494,9 +495,12 @@ session_new_files(const struct session_host *host,
 	if (session_check(s, a, o, fds, nfds, code, cause) == -1)
 		goto fail;
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+	owner.uid = client->uid;
+	owner.gid = client->gid;
+	owner.content = s->ds->serial;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
-	    client->uid, s->ds->serial, cause);
+	    &owner, cause);
 	if (s->ring == NULL)
 		goto fail;
 	if ((s->indices = calloc(o->buffer_size, s->sampler.cbs *

@@ -232,12 +232,13 @@ add_ring_labels(const char *name, uint64_t rows, enum infeed_dtype label_dtype,
 	struct pool_ring	*pr;
 	struct ring		*r;
 	size_t			 index;
+	struct ring_owner	 owner = { TEST_UID, 0, 0 };
 
 	ck_assert_ptr_nonnull(ds = catalogue_find(cat, name, &index));
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
 	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);
 	r = ring_new(&budget, rows, tf.out_sample_bytes, label_dtype, slots,
-	    TEST_UID, 0, &cause);
+	    &owner, &cause);
 	ck_assert_msg(r != NULL, "ring_new: %s", cause);
 	pr = pool_add_ring(pool, (uint32_t)index, &r->layout, &tf, r->mem,
 	    max_jobs, done_cb, rec, &cause);

@@ -33,7 +33,9 @@
 #define TiB	(UINT64_C(1) << 40)
 
 #define TEST_UID	1000	/* the user of every ring but where said */
+#define TEST_GID	100
 
+static const struct ring_owner	 test_owner = { TEST_UID, TEST_GID, 0 };
 static struct ring_budget	 budget;
 static char			*cause;
 
@@ -84,7 +86,8 @@ ring_ok_labels(uint64_t rows, uint64_t row_bytes,
 {
 	struct ring	*r;
 
-	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, TEST_UID, 0, &cause);
+	r = ring_new(&budget, rows, row_bytes, label_dtype, slots, &test_owner,
+	    &cause);
 	ck_assert_msg(r != NULL, "ring_new(%llu rows, %llu bytes, labels %d, "
 	    "%u slots): %s", (unsigned long long)rows,
 	    (unsigned long long)row_bytes, (int)label_dtype, slots,
@@ -247,7 +250,8 @@ static void
 make_float_labels(struct ring *unused, int dtype)
 {
 	(void)unused;
-	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, TEST_UID, 0, &cause);
+	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, &test_owner,
+	    &cause);
 }
 
 START_TEST(test_layout_other_label_dtype_is_fatal)
@@ -298,7 +302,8 @@ START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
 	ring_free(r);
 
 	budget.limit = need - 1;
-	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3, TEST_UID, 0, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 10, 12, INFEED_DTYPE_INT32, 3,
+	    &test_owner, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_uint_eq(budget.used, 0);
 }
@@ -311,7 +316,7 @@ START_TEST(test_budget_refusal_in_kib_not_zero_mib)
 	/* 2 slots of 104 KiB (100 KiB of data, labels, indices, rounded). */
 	budget.limit = 100 * KiB;
 	ck_assert_ptr_null(ring_new(&budget, 100, 1024, INFEED_DTYPE_INT32, 2,
-	    TEST_UID, 0, &cause));
+	    &test_owner, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
 	    NULL, "%s", cause);
@@ -335,7 +340,7 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	ck_assert_uint_eq(left, 1328 * KiB);
 	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
 	ck_assert_ptr_null(ring_new(&budget, 256, 1024, INFEED_DTYPE_INT32, 8,
-	    TEST_UID, 0, &cause));
+	    &test_owner, &cause));
 	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
 	    "%s", cause);
 	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
@@ -348,7 +353,8 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	budget.used = 2 * MiB;
 	free(cause);
 	cause = NULL;
-	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1, TEST_UID, 0, &cause));
+	ck_assert_ptr_null(ring_new(&budget, 1, 1, INFEED_DTYPE_INT32, 1,
+	    &test_owner, &cause));
 	ck_assert_msg(strstr(cause, "only 0 bytes") != NULL, "%s", cause);
 	ck_assert_uint_eq(budget.used, 2 * MiB);
 }
@@ -395,7 +401,7 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	budget.limit = UINT64_MAX;
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 40,
-	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, TEST_UID, 0, &cause));
+	    UINT64_C(1) << 40, INFEED_DTYPE_INT32, 2, &test_owner, &cause));
 	ck_assert_ptr_nonnull(cause);
 	ck_assert_msg(strstr(cause, "a step of 1099511627776 rows of "
 	    "1099511627776 bytes does not fit in memory") != NULL, "%s",
@@ -405,14 +411,14 @@ START_TEST(test_overflowing_step_refused_without_allocating)
 
 	/* Each slot fits, slots x slot_bytes does not. */
 	ck_assert_ptr_null(ring_new(&budget, UINT64_C(1) << 58, 16,
-	    INFEED_DTYPE_INT32, 4, TEST_UID, 0, &cause));
+	    INFEED_DTYPE_INT32, 4, &test_owner, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	free(cause);
 	cause = NULL;
 
 	ck_assert_ptr_null(ring_new(&budget, UINT64_MAX, 1, INFEED_DTYPE_INT32, 1,
-	    TEST_UID, 0, &cause));
+	    &test_owner, &cause));
 	ck_assert_msg(strstr(cause, "does not fit in memory") != NULL, "%s",
 	    cause);
 	ck_assert_uint_eq(budget.used, 0);
@@ -639,15 +645,16 @@ all_zero(const uint8_t *p, uint64_t len)
 	return (true);
 }
 
-/* A ring of @uid for dataset @content that must be made. */
+/* A ring of @uid (group TEST_GID) for dataset @content that must be made. */
 static struct ring *
 ring_of_content(uid_t uid, uint64_t content, uint64_t rows,
     uint64_t row_bytes)
 {
-	struct ring	*r;
+	struct ring_owner	 o = { uid, TEST_GID, content };
+	struct ring		*r;
 
-	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, uid,
-	    content, &cause);
+	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, &o,
+	    &cause);
 	ck_assert_msg(r != NULL, "ring_new: %s", cause);
 	return (r);
 }
@@ -735,13 +742,14 @@ END_TEST
 
 /*
  * Memory another user's client had never goes to this one (that client
- * may still map it), nor memory a worker may still write, nor memory of
- * another size.
+ * may still map it), nor to the same user in another group, nor memory a
+ * worker may still write, nor memory of another size.
  */
 START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
 {
-	struct ring	*r, *other, *big;
-	uint64_t	 id;
+	struct ring		*r, *other, *big;
+	uint64_t		 id;
+	struct ring_owner	 setgid = { TEST_UID, TEST_GID + 1, 0 };
 
 	r = ring_of(TEST_UID, 64, 4096);
 	id = r->mem->id;
@@ -749,6 +757,13 @@ START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
 	other = ring_of(TEST_UID + 1, 64, 4096);
 	ck_assert_uint_ne(other->mem->id, id);
 	ck_assert_uint_eq(budget.reused, 0);
+	/* The same user in another group (a setgid program) neither. */
+	big = ring_new(&budget, 64, 4096, INFEED_DTYPE_INT32, 3, &setgid,
+	    &cause);
+	ck_assert_ptr_nonnull(big);
+	ck_assert_uint_ne(big->mem->id, id);
+	ck_assert_uint_eq(budget.reused, 0);
+	ring_free(big);
 	/* 2 times the rows: more than a quarter too small. */
 	big = ring_of(TEST_UID, 128, 4096);
 	ck_assert_uint_ne(big->mem->id, id);
@@ -819,7 +834,7 @@ START_TEST(test_kept_memory_of_another_dataset_zeroed)
 			usleep(1000);
 		r = ring_of_content(TEST_UID, 8, 4, 2 * MiB);
 		ck_assert_uint_eq(r->mem->id, id);
-		ck_assert_uint_eq(r->mem->content, 8);
+		ck_assert_uint_eq(r->mem->owner.content, 8);
 		ck_assert(all_zero(r->mem->map, bytes));
 		ring_free(r);
 	}
