@@ -254,7 +254,9 @@ struct infeed_worker_stats {
 	uint32_t	 struct_size;		/* set by the library */
 	int32_t		 pid;
 	uint32_t	 restarts;
-	char		*state;			/* idle, busy, stuck, restarting */
+	char		*state;			/* starting (reading its datasets in),
+						   idle, busy, stuck, retiring,
+						   restarting */
 	uint64_t	 rows_done;
 	uint32_t	 stuck;			/* killed at job_timeout */
 	uint32_t	 reserved;		/* 0; no tail padding */

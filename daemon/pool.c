@@ -91,6 +91,7 @@ struct worker {
 	unsigned	 restarts;
 	unsigned	 stuck_kills;
 	bool		 stuck;		/* killed for its deadline or socket */
+	bool		 ready;		/* said READY: it may take jobs */
 	bool		 retiring;	/* reload: replace once idle */
 };
 
@@ -340,6 +341,7 @@ pool_spawn(struct pool *pool, struct worker *w)
 	w->fd = sv[0];
 	w->job = NULL;
 	w->stuck = false;
+	w->ready = false;
 	TAILQ_FOREACH(pr, &pool->rings, entry)
 		pr->mapped[w->idx] = false;
 	if (w->ev == NULL)
@@ -451,6 +453,10 @@ pool_worker_read(struct worker *w)
 	n = recv(w->fd, &m, sizeof(m), MSG_DONTWAIT);
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
 		return (0);
+	if (n == sizeof(m) && m.type == WORKER_MSG_READY && !w->ready) {
+		w->ready = true;
+		return (1);
+	}
 	if (n != sizeof(m) || m.type != WORKER_MSG_DONE || w->job == NULL) {
 		event_del(w->ev);
 		if (n > 0)
@@ -549,7 +555,7 @@ pool_dispatch(struct pool *pool)
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
 		if (w->job != NULL || w->pid == -1 || w->fd == -1 ||
-		    w->retiring || w->stuck)
+		    !w->ready || w->retiring || w->stuck)
 			continue;
 		if ((job = pool_next_job(pool, &pr)) == NULL)
 			return;
@@ -1144,7 +1150,8 @@ pool_worker_info(const struct pool *pool, unsigned i,
 
 	info->pid = w->pid;
 	info->state = w->pid == -1 ? "restarting" : w->stuck ? "stuck" :
-	    w->job != NULL ? "busy" : w->retiring ? "retiring" : "idle";
+	    w->job != NULL ? "busy" : w->retiring ? "retiring" : !w->ready ?
+	    "starting" : "idle";
 	info->rows_done = w->rows_done;
 	info->busy_s = (double)(w->busy_us + (w->job != NULL ?
 	    clock_now_us() - w->job_start_us : 0)) / 1e6;

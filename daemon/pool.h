@@ -64,7 +64,8 @@ typedef void	pool_child_cb(void *arg);
 /* One worker, for status. */
 struct pool_worker_info {
 	pid_t		 pid;		/* -1 while restarting */
-	const char	*state;		/* idle, busy, stuck, restarting */
+	const char	*state;		/* starting, idle, busy, stuck, retiring,
+					   restarting */
 	uint64_t	 rows_done;
 	double		 busy_s;	/* in jobs, since it started */
 	unsigned	 restarts;

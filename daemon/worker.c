@@ -354,7 +354,10 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 	(void)dataset_populate((uint64_t)sysconf(_SC_PHYS_PAGES) *
 	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE);
 	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
-	mp = xmalloc(len);
+	mp = xcalloc(1, len);
+	mp->type = WORKER_MSG_READY;
+	if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
+		_exit(0);
 	indices = (uint64_t *)(void *)(mp + 1);
 	tw = transform_work_new();
 	for (;;) {

@@ -38,6 +38,12 @@ enum worker_msg_type {
 	WORKER_MSG_JOB,
 	WORKER_MSG_DONE,
 	WORKER_MSG_FORGET,	/* a ring memory is freed: unmap it */
+	/*
+	 * The worker's first message: its datasets' pages are populated
+	 * (which may read gigabytes from disk), so jobs may come, each with
+	 * its deadline.
+	 */
+	WORKER_MSG_READY,
 };
 
 /*

@@ -643,6 +643,39 @@ START_TEST(test_queued_steps_move_up_as_the_client_takes_steps)
 }
 END_TEST
 
+/*
+ * A new worker gets no job before it says READY (it may be reading
+ * gigabytes of datasets into memory first, and a job's deadline runs from
+ * when it is given): a job queued on a pool just made waits, then runs.
+ */
+START_TEST(test_no_job_before_a_worker_is_ready)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool		*ready = pool;
+	struct pool_ring	*pr;
+	struct ring		*r;
+
+	pool = pool_new(base, cat, 1, 30000, NULL, NULL);
+	pool_worker_info(pool, 0, &info);
+	ck_assert_str_eq(info.state, "starting");
+	pr = add_ring("f32", 10, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 10, ds->samples);
+	pool_submit(pr, 0, 0, 0, 0, 10, ring_indices(r, 0));
+	ck_assert_uint_eq(pool_jobs_queued(pool), 1);
+	ck_assert_uint_eq(busy_workers(), 0);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	check_rows(r, ds, 0, 10);
+	pool_remove_ring(pr);
+	ring_free(r);
+	pool_free(pool);
+	pool = ready;
+}
+END_TEST
+
 START_TEST(test_remove_ring_drops_its_jobs_unreported)
 {
 	struct record		 rec = { .n = 0 }, rec2 = { .n = 0 };
@@ -876,6 +909,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_float32_kept_as_it_is_is_not_converted);
 	tcase_add_test(tc, test_next_steps_go_before_steps_further_ahead);
 	tcase_add_test(tc, test_queued_steps_move_up_as_the_client_takes_steps);
+	tcase_add_test(tc, test_no_job_before_a_worker_is_ready);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);
 	tcase_add_test(tc, test_label_too_large_for_int32_reported);

@@ -146,6 +146,24 @@ unit_forget_mem_cb(void *arg, uint64_t mem_id)
 		pool_forget_mem(pool, mem_id);
 }
 
+/* Run the loop until every worker has said READY (within 15 s). */
+static void
+unit_wait_ready(void)
+{
+	struct pool_worker_info	info;
+	uint64_t		deadline = unit_now_ms() + 15000;
+	unsigned		i, starting;
+
+	do {
+		event_base_loop(base, EVLOOP_ONCE);
+		for (i = starting = 0; i < pool_size(pool); i++) {
+			pool_worker_info(pool, i, &info);
+			starting += strcmp(info.state, "starting") == 0;
+		}
+	} while (starting > 0 && unit_now_ms() < deadline);
+	ck_assert_msg(starting == 0, "%u workers never said READY", starting);
+}
+
 void
 unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 {
@@ -164,6 +182,7 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	    unit_tick_cb, NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
 	pool = pool_new(base, cat, workers, 30000, NULL, NULL);
+	unit_wait_ready();
 }
 
 /* Free it all, the pool first. */
