@@ -588,7 +588,9 @@ session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 	if (!s->transform.image &&
 	    rows * s->ring->layout.row_bytes / SESSION_JOB_MIN_BYTES < njobs)
 		njobs = rows * s->ring->layout.row_bytes /
-		    SESSION_JOB_MIN_BYTES + 1;
+		    SESSION_JOB_MIN_BYTES;
+	if (njobs == 0)
+		njobs = 1;
 	chunk = (rows + njobs - 1) / njobs;
 	for (r = 0; r < rows; r += chunk)
 		pool_submit(s->pool_ring, i, epoch, s->ring->slot[i].seq, r,

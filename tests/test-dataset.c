@@ -1167,6 +1167,11 @@ START_TEST(synthetic_cache_makes_each_sample_once_for_every_worker)
 	open_fails(conf_new("s", "type", "synthetic", "samples", "4",
 	    "shape", "3", "cache", "yes", NULL), "'cache = yes'",
 	    "expected true or false");
+	/* 2^40 samples of 1 MiB: refused, not mapped. */
+	open_fails(conf_new("s", "type", "synthetic", "samples",
+	    "1099511627776", "shape", "262144", "cache", "true", NULL),
+	    "would take more than half of this host's",
+	    "leave the cache out");
 }
 END_TEST
 

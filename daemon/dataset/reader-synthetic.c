@@ -78,13 +78,19 @@ const struct dataset_ops dataset_synthetic_ops = {
 static int
 synthetic_cache_new(struct dataset *ds, struct synthetic *s, char **cause)
 {
-	size_t	data;
+	uint64_t	ram = (uint64_t)sysconf(_SC_PHYS_PAGES) *
+			    (uint64_t)sysconf(_SC_PAGESIZE);
+	size_t		data;
 
+	/* Nothing bounds it but this: it is not in memory_budget. */
 	if (__builtin_mul_overflow(ds->samples, ds->sample_bytes, &data) ||
-	    __builtin_add_overflow(data, ds->samples, &s->cache_bytes))
+	    __builtin_add_overflow(data, ds->samples, &s->cache_bytes) ||
+	    s->cache_bytes > ram / 2)
 		return (dataset_error(cause, ds, "cache = true: %llu samples "
-		    "of %zu bytes do not fit in memory; leave the cache out",
-		    (unsigned long long)ds->samples, ds->sample_bytes));
+		    "of %zu bytes would take more than half of this host's "
+		    "%llu MiB of memory; leave the cache out, or use fewer "
+		    "samples", (unsigned long long)ds->samples,
+		    ds->sample_bytes, (unsigned long long)(ram >> 20)));
 	s->cache = mmap(NULL, s->cache_bytes, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (s->cache == MAP_FAILED) {
