@@ -39,6 +39,7 @@ struct job {
 	uint32_t		 slot;
 	uint64_t		 epoch;
 	uint64_t		 seq;		/* its step's, in the ring's order */
+	uint64_t		 queued;	/* pool->events when it was */
 	uint64_t		 row_begin;
 	uint64_t		 row_end;
 	unsigned		 attempts;	/* deaths that blame it */
@@ -58,6 +59,7 @@ struct pool_ring {
 	unsigned		 inflight;
 	bool			 removed;	/* draining: nothing is reported */
 	uint64_t		 delivered;	/* steps the client has had */
+	uint64_t		 delivered_at;	/* pool->events when it changed */
 	bool			*mapped;	/* per worker */
 	pool_done_cb		*done;
 	void			*arg;
@@ -111,6 +113,7 @@ struct pool {
 	struct worker_msg	*jobmsg;	/* a JOB and its indices */
 	bool			 stopping;
 	uint64_t		 rows_reissued;	/* after worker deaths */
+	uint64_t		 events;	/* jobs queued and steps delivered */
 };
 
 static void	pool_dispatch(struct pool *);
@@ -507,16 +510,19 @@ pool_arm_deadline(struct worker *w)
 }
 
 /*
- * The queued job of the least depth (steps its client takes before its
- * own) that may start (its ring under its cap), the first submitted among
- * equals; or NULL.
+ * The queued job that may start (its ring under its cap) of the least
+ * depth (steps its client takes before its own), and among those the one
+ * that has been at that depth longest (a next step since its client took
+ * the one before, or since it was queued); or NULL.  So every client's
+ * next step comes first, in the order they became next: a session's
+ * first step goes before another's second.
  */
 static struct job *
 pool_next_job(struct pool *pool, struct pool_ring **prp)
 {
 	struct pool_ring	*pr;
 	struct job		*job, *next, *best = NULL;
-	uint64_t		 depth, best_depth = 0;
+	uint64_t		 depth, since, best_depth = 0, best_since = 0;
 
 	for (job = TAILQ_FIRST(&pool->jobs); job != NULL; job = next) {
 		next = TAILQ_NEXT(job, entry);
@@ -529,12 +535,14 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 			continue;
 		depth = job->seq > pr->delivered ? job->seq - pr->delivered :
 		    0;
-		if (best == NULL || depth < best_depth) {
+		since = depth == 0 && pr->delivered_at > job->queued ?
+		    pr->delivered_at : job->queued;
+		if (best == NULL || depth < best_depth || (depth ==
+		    best_depth && since < best_since)) {
 			best = job;
 			best_depth = depth;
+			best_since = since;
 			*prp = pr;
-			if (depth == 0)
-				break;
 		}
 	}
 	return (best);
@@ -1042,6 +1050,7 @@ pool_submit(struct pool_ring *pr, uint32_t slot, uint64_t epoch,
 	job->slot = slot;
 	job->epoch = epoch;
 	job->seq = seq;
+	job->queued = ++pr->pool->events;
 	job->row_begin = begin;
 	job->row_end = end;
 	job->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));
@@ -1055,6 +1064,7 @@ void
 pool_ring_delivered(struct pool_ring *pr, uint64_t next_seq)
 {
 	pr->delivered = next_seq;
+	pr->delivered_at = ++pr->pool->events;
 }
 
 /* Drop a ring's queued jobs; running ones finish. */

@@ -135,9 +135,11 @@ void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
  * (copied: the workers get them from the pool, never from the ring,
  * which the client can see).  Workers take first the queued jobs of the
  * least depth, how many steps the client takes before theirs (@seq less
- * what pool_ring_delivered() last said), in order of submission among
- * equals: with many sessions, every client's next step comes before any
- * client's steps further ahead (every first step before the second).
+ * what pool_ring_delivered() last said), and among those the one that has
+ * been at that depth longest: with many sessions, every client's next
+ * step comes before any client's steps further ahead, in the order they
+ * became next (every first step before a second), and none waits for
+ * ever.
  */
 void		 pool_submit(struct pool_ring *pr, uint32_t slot,
 		    uint64_t epoch, uint64_t seq, uint64_t begin,

@@ -648,6 +648,57 @@ END_TEST
  * gigabytes of datasets into memory first, and a job's deadline runs from
  * when it is given): a job queued on a pool just made waits, then runs.
  */
+/*
+ * Among next steps, the one that has been next longest goes first: a
+ * session's first step, queued while another's client had not yet taken
+ * its first, goes before that other session's second step, although the
+ * second was queued earlier (when every trainer starts at once, every
+ * one gets its first step before any gets its second).
+ */
+START_TEST(test_first_steps_before_second_steps)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*a, *b;
+	struct ring		*ra, *rb;
+	int			 last_a1 = -1, last_b = -1;
+	unsigned		 i;
+
+	a = add_ring("f32", 20, 3, 0, &rec, &ra, &ds);
+	b = add_ring("f32", 20, 3, 0, &rec, &rb, NULL);
+	fill_indices(ra, 0, 20, ds->samples);
+	fill_indices(ra, 1, 20, ds->samples);
+	fill_indices(rb, 2, 20, ds->samples);
+	/* A's first step on both workers, its second queued; then B's first. */
+	for (i = 0; i < 2; i++)
+		pool_submit(a, 0, 0, 0, i * 10, i * 10 + 10,
+		    ring_indices(ra, 0) + i * 10);
+	for (i = 0; i < 2; i++)
+		pool_submit(a, 1, 0, 1, i * 10, i * 10 + 10,
+		    ring_indices(ra, 1) + i * 10);
+	for (i = 0; i < 2; i++)
+		pool_submit(b, 2, 0, 0, i * 10, i * 10 + 10,
+		    ring_indices(rb, 2) + i * 10);
+	ck_assert_uint_eq(busy_workers(), 2);
+	/* A's client takes its first step: its second is next, since now. */
+	pool_ring_delivered(a, 1);
+	ck_assert(run_until(pred_idle, NULL));
+	ck_assert_uint_eq(rec.n, 6);
+	for (i = 0; i < rec.n; i++) {
+		if (rec.done[i].slot == 1)
+			last_a1 = (int)i;
+		else if (rec.done[i].slot == 2)
+			last_b = (int)i;
+	}
+	ck_assert_msg(last_b < last_a1, "B's first step was done at report %d, "
+	    "after A's second (%d)", last_b, last_a1);
+	pool_remove_ring(a);
+	pool_remove_ring(b);
+	ring_free(ra);
+	ring_free(rb);
+}
+END_TEST
+
 START_TEST(test_no_job_before_a_worker_is_ready)
 {
 	struct record		 rec = { .n = 0 };
@@ -909,6 +960,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_float32_kept_as_it_is_is_not_converted);
 	tcase_add_test(tc, test_next_steps_go_before_steps_further_ahead);
 	tcase_add_test(tc, test_queued_steps_move_up_as_the_client_takes_steps);
+	tcase_add_test(tc, test_first_steps_before_second_steps);
 	tcase_add_test(tc, test_no_job_before_a_worker_is_ready);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);
