@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -31,7 +30,6 @@
 #define POOL_MAX_ATTEMPTS	3	/* crashes or deadlines before blaming a row */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
-#define POOL_DRAIN_MS		100	/* a removed ring's running jobs, at most */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -58,6 +56,8 @@ struct pool_ring {
 	unsigned		 max_jobs;
 	unsigned		 inflight;
 	bool			 removed;	/* draining: nothing is reported */
+	struct ring		*ring;		/* removed: to release when done */
+	bool			 keep;		/* ... keeping its memory */
 	uint64_t		 delivered;	/* steps the client has had */
 	uint64_t		 delivered_at;	/* pool->events when it changed */
 	bool			*mapped;	/* per worker */
@@ -118,6 +118,7 @@ struct pool {
 
 static void	pool_dispatch(struct pool *);
 static void	pool_ring_free(struct pool_ring *);
+static void	pool_ring_finish(struct pool_ring *);
 static void	job_free(struct job *);
 static void	pool_worker_cb(evutil_socket_t, short, void *);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
@@ -478,6 +479,8 @@ pool_worker_read(struct worker *w)
 			pool_report(pr, job, job->row_end - job->row_begin,
 			    pool_done_result(&m), m.bad_index, m.bad_label,
 			    &m);
+		else if (pr->inflight == 0)
+			pool_ring_finish(pr);
 	}
 	job_free(job);
 	if (w->retiring)
@@ -616,6 +619,12 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		return;
 	}
 	pr->inflight--;
+	if (pr->removed) {
+		job_free(job);
+		if (pr->inflight == 0)
+			pool_ring_finish(pr);
+		return;
+	}
 	pool->rows_reissued += job->row_end - job->row_begin;
 	if (why == POOL_JOB_DONE) {
 		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
@@ -847,6 +856,13 @@ pool_free(struct pool *pool)
 	if (pool == NULL)
 		return;
 	pool->stopping = true;
+	/* Rings still draining: their memory is not kept at exit. */
+	TAILQ_FOREACH(pr, &pool->rings, entry) {
+		if (pr->removed) {
+			ring_free(pr->ring);
+			pr->ring = NULL;
+		}
+	}
 	for (i = 0; i < pool->n; i++) {
 		if (pool->workers[i].pid != -1)
 			kill(pool->workers[i].pid, SIGTERM);
@@ -926,54 +942,33 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 	return (pr);
 }
 
-/*
- * Wait, POOL_DRAIN_MS at most, for the jobs of @pr that workers are
- * running.  Return: whether none is left, so none can write the ring's
- * memory again.
- */
-static bool
-pool_drain(struct pool_ring *pr)
+/* A removed ring's last job is done: release its memory, forget it. */
+static void
+pool_ring_finish(struct pool_ring *pr)
 {
-	struct pool	*pool = pr->pool;
-	struct worker	*w;
-	struct pollfd	 pfd;
-	uint64_t	 deadline = clock_now_ms() + POOL_DRAIN_MS, now;
-	unsigned	 i;
-	int		 n;
-
-	pr->removed = true;
-	for (i = 0; i < pool->n; i++) {
-		w = &pool->workers[i];
-		while (w->job != NULL && w->job->ring_id == pr->desc.ring_id) {
-			now = clock_now_ms();
-			if (w->fd == -1 || now >= deadline)
-				return (false);
-			pfd.fd = w->fd;
-			pfd.events = POLLIN;
-			n = poll(&pfd, 1, (int)(deadline - now));
-			if (n == -1 && errno != EINTR)
-				return (false);
-			if (n > 0 && pool_worker_read(w) == -1)
-				return (false);
-		}
-	}
-	return (true);
+	ring_release(pr->ring, pr->keep);
+	TAILQ_REMOVE(&pr->pool->rings, pr, entry);
+	pool_ring_free(pr);
 }
 
-/* Forget a ring: drop its queued jobs, wait for its running ones. */
-bool
-pool_remove_ring(struct pool_ring *pr)
+/* Forget a ring: drop its queued jobs; its running ones finish first. */
+void
+pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 {
 	struct pool		*pool;
 	struct worker_msg	 m;
 	unsigned		 i;
-	bool			 drained;
 
-	if (pr == NULL)
-		return (true);
+	if (pr == NULL) {
+		ring_release(r, keep);
+		return;
+	}
 	pool = pr->pool;
 	pool_drop_jobs(pr);
-	drained = pool_drain(pr);
+	pr->removed = true;
+	pr->ring = r;
+	pr->keep = keep;
+	/* A worker reads it after the job it may be running. */
 	memset(&m, 0, sizeof(m));
 	m.type = WORKER_MSG_UNMAP;
 	m.ring_id = pr->desc.ring_id;
@@ -982,11 +977,8 @@ pool_remove_ring(struct pool_ring *pr)
 			(void)pool_send(&pool->workers[i], &m, sizeof(m),
 			    NULL, 0);
 	}
-	TAILQ_REMOVE(&pool->rings, pr, entry);
-	pool_ring_free(pr);
-	/* Workers the drain freed take other rings' jobs. */
-	pool_dispatch(pool);
-	return (drained);
+	if (pr->inflight == 0)
+		pool_ring_finish(pr);
 }
 
 /* Memory freed for good: every worker unmaps it. */

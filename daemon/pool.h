@@ -113,14 +113,15 @@ int		 pool_ring_files(struct pool_ring *pr,
 		    char **cause);
 
 /**
- * pool_remove_ring() - drop the ring's queued jobs, wait a little for its
- * running ones (unreported), tell the workers and forget it.  The workers
- * keep their mappings of its memory until pool_forget_mem().  NULL is a
- * no-op.
- * Return: whether no job of it is left running, so that its memory may
- * be given to another ring (false: a worker may still write it).
+ * pool_remove_ring() - drop the ring's queued jobs, tell the workers and
+ * forget it once the jobs they are running are done (unreported), without
+ * waiting for them: then ring_release(@r, @keep), which the pool takes
+ * over (a worker may write @r's memory until then, so it is not given to
+ * another ring before).  The workers keep their mappings of the memory
+ * until pool_forget_mem().  A NULL @pr releases @r at once.
  */
-bool		 pool_remove_ring(struct pool_ring *pr);
+void		 pool_remove_ring(struct pool_ring *pr, struct ring *r,
+		    bool keep);
 
 /**
  * pool_forget_mem() - the ring memory @mem_id is freed: every worker

@@ -552,17 +552,15 @@ fail:
 void
 session_free(struct session *s)
 {
-	bool	drained;
-
 	if (s == NULL)
 		return;
 	/*
-	 * Its memory is kept for the next session only when no job writes it
-	 * any more and the client holds no step: libinfeed keeps reading held
-	 * steps after a session ends, so those pages must stay as they are.
+	 * Its memory is kept for the next session only when the client holds
+	 * no step (libinfeed keeps reading held steps after a session ends,
+	 * so those pages must stay as they are), and only once no job writes
+	 * it any more: the pool releases it then.
 	 */
-	drained = pool_remove_ring(s->pool_ring);
-	ring_release(s->ring, drained && s->ring != NULL &&
+	pool_remove_ring(s->pool_ring, s->ring, s->ring != NULL &&
 	    ring_count(s->ring, SLOT_HELD) == 0);
 	if (s->own_ds)
 		dataset_free(s->ds);

@@ -127,12 +127,18 @@ setup(void)
 	    "shape = 4\n"
 	    "dtype = uint8\n"
 	    "labels = %s\n"
-	    "label_dtype = int64\n", WORKERS, raw_path, labels_path, raw_path,
-	    big_path);
+	    "label_dtype = int64\n"
+	    "[dataset slow]\n"
+	    "type = synthetic\n"
+	    "samples = 10\n"
+	    "shape = 4\n"
+	    "dtype = uint8\n"
+	    "sample_delay_us = 50000\n", WORKERS, raw_path, labels_path,
+	    raw_path, big_path);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
 
-	unit_daemon_start(path, 3, WORKERS);
+	unit_daemon_start(path, 4, WORKERS);
 }
 
 /* Remove one entry of a directory tree. */
@@ -407,8 +413,7 @@ START_TEST(test_jobs_complete_once_with_the_datasets_rows)
 		ck_assert_int_gt(info.pid, 0);
 	}
 	ck_assert_uint_eq(rows_done, 0);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -434,8 +439,7 @@ START_TEST(test_unreadable_index_reported_as_read_error)
 	ck_assert_uint_eq(rec.done[0].rows, 4);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_READ_ERROR);
 	ck_assert_uint_eq(rec.done[0].bad, ds->samples + 100);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -465,8 +469,7 @@ START_TEST(test_int64_labels_written_whole)
 	    r->layout.slot_bytes + r->layout.labels_offset);
 	ck_assert_int_eq(labels[15 - BIG_ROW], BIG_LABEL);
 	ck_assert_int_eq(labels[15], 0);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -491,8 +494,7 @@ START_TEST(test_label_too_large_for_int32_reported)
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_LABEL_RANGE);
 	ck_assert_uint_eq(rec.done[0].bad, BIG_ROW);
 	ck_assert_int_eq(rec.done[0].label, BIG_LABEL);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -542,10 +544,8 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 	pool_submit(b, 0, 0, 0, 0, 40, ring_indices(rb, 0) + 0);
 	ck_assert_uint_eq(busy_workers(), 2);
 	ck_assert(run_until(pred_idle, NULL));
-	pool_remove_ring(a);
-	pool_remove_ring(b);
-	ring_free(ra);
-	ring_free(rb);
+	pool_remove_ring(a, ra, false);
+	pool_remove_ring(b, rb, false);
 }
 END_TEST
 
@@ -587,10 +587,8 @@ START_TEST(test_next_steps_go_before_steps_further_ahead)
 	ck_assert_msg(at >= 0 && after >= 2, "the next step was done at "
 	    "report %d of 9, before only %u of the 4 jobs two steps ahead",
 	    at, after);
-	pool_remove_ring(a);
-	pool_remove_ring(b);
-	ring_free(ra);
-	ring_free(rb);
+	pool_remove_ring(a, ra, false);
+	pool_remove_ring(b, rb, false);
 }
 END_TEST
 
@@ -636,10 +634,8 @@ START_TEST(test_queued_steps_move_up_as_the_client_takes_steps)
 		after += rec.done[i].slot == 1;
 	ck_assert_msg(after >= 2, "A's next step was done at report %d of 8, "
 	    "before only %u of B's 4 jobs one step ahead", last, after);
-	pool_remove_ring(a);
-	pool_remove_ring(b);
-	ring_free(ra);
-	ring_free(rb);
+	pool_remove_ring(a, ra, false);
+	pool_remove_ring(b, rb, false);
 }
 END_TEST
 
@@ -692,10 +688,8 @@ START_TEST(test_first_steps_before_second_steps)
 	}
 	ck_assert_msg(last_b < last_a1, "B's first step was done at report %d, "
 	    "after A's second (%d)", last_b, last_a1);
-	pool_remove_ring(a);
-	pool_remove_ring(b);
-	ring_free(ra);
-	ring_free(rb);
+	pool_remove_ring(a, ra, false);
+	pool_remove_ring(b, rb, false);
 }
 END_TEST
 
@@ -720,8 +714,7 @@ START_TEST(test_no_job_before_a_worker_is_ready)
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
 	check_rows(r, ds, 0, 10);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 	pool_free(pool);
 	pool = ready;
 }
@@ -743,14 +736,13 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 		    ring_indices(r, 0) + i * 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
-	pool_remove_ring(pr);
+	pool_remove_ring(pr, r, false);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
 	ck_assert(run_until(pred_idle, NULL));
 	run_for(50);
 	/* Neither the removed ring nor the other one heard of the job. */
 	ck_assert_uint_eq(rec.n, 0);
 	ck_assert_uint_eq(rec2.n, 0);
-	ring_free(r);
 
 	/* The pool goes on with the other ring. */
 	fill_indices(r2, 0, 8, ds->samples);
@@ -759,9 +751,38 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 	ck_assert_uint_eq(rec2.n, 1);
 	ck_assert_uint_eq(rec.n, 0);
 	check_rows(r2, ds, 0, 8);
-	pool_remove_ring(pr2);
-	ring_free(r2);
-	pool_remove_ring(NULL);
+	pool_remove_ring(pr2, r2, false);
+	pool_remove_ring(NULL, NULL, false);
+}
+END_TEST
+
+/*
+ * Removing a ring whose job a worker is running does not wait for it (the
+ * daemon's one loop serves every other client meanwhile), nor give its
+ * memory up while the worker may still write it: the memory is released
+ * once the job is done, unreported.
+ */
+START_TEST(test_removed_ring_released_when_its_running_job_is_done)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	uint64_t		 used;
+
+	pr = add_ring("slow", 4, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 4, ds->samples);
+	pool_submit(pr, 0, 0, 0, 0, 4, ring_indices(r, 0));	/* 200 ms */
+	ck_assert_uint_eq(busy_workers(), 1);
+	used = budget.used;
+	ck_assert_uint_gt(used, 0);
+	pool_remove_ring(pr, r, true);
+	ck_assert_uint_eq(busy_workers(), 1);
+	ck_assert_uint_eq(budget.used, used);
+	ck_assert(run_until(pred_idle, NULL));
+	run_for(20);
+	ck_assert_uint_eq(budget.used, 0);	/* keep_ms 0: freed */
+	ck_assert_uint_eq(rec.n, 0);
 }
 END_TEST
 
@@ -795,8 +816,7 @@ START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
 	ck_assert(run_until(pred_idle, NULL));
 	ck_assert_uint_eq(rec.n, 2);
 	check_rows(r, ds, 0, 50);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -865,8 +885,7 @@ START_TEST(test_killed_worker_replaced_and_its_job_completes_once)
 			ck_assert_uint_eq(after.restarts, 0);
 		}
 	}
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -915,8 +934,7 @@ START_TEST(test_row_that_kills_workers_three_times_reported_crashed)
 		restarts += info.restarts;
 	}
 	ck_assert_uint_eq(restarts, 3);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -942,8 +960,7 @@ START_TEST(test_idle_means_nothing_queued_or_running)
 	ck_assert_uint_eq(rec.n, 3);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
 	ck_assert_uint_eq(busy_workers(), 0);
-	pool_remove_ring(pr);
-	ring_free(r);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -961,6 +978,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_next_steps_go_before_steps_further_ahead);
 	tcase_add_test(tc, test_queued_steps_move_up_as_the_client_takes_steps);
 	tcase_add_test(tc, test_first_steps_before_second_steps);
+	tcase_add_test(tc, test_removed_ring_released_when_its_running_job_is_done);
 	tcase_add_test(tc, test_no_job_before_a_worker_is_ready);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);

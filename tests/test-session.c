@@ -159,10 +159,16 @@ rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 static void
 teardown(void)
 {
+	uint64_t	deadline;
+
 	if (view != NULL)
 		munmap(view, at.ring_bytes);
 	session_free(sess);
 	sess = NULL;
+	/* The ring's memory goes once the jobs the workers run are done. */
+	deadline = unit_now_ms() + 15000;
+	while (!pool_idle(pool) && unit_now_ms() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_uint_eq(budget.used, 0);
 	unit_daemon_stop();
 	sampler_clear(&smp);
