@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "worker.h"
 #include "xmalloc.h"
 
+#define POOL_SETTLE_MS		100	/* removed rings' running jobs, at most */
 #define POOL_MAX_ATTEMPTS	3	/* crashes or deadlines before blaming a row */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
@@ -949,6 +951,43 @@ pool_ring_finish(struct pool_ring *pr)
 	ring_release(pr->ring, pr->keep);
 	TAILQ_REMOVE(&pr->pool->rings, pr, entry);
 	pool_ring_free(pr);
+}
+
+/*
+ * Wait, POOL_SETTLE_MS at most, for the running jobs of removed rings, so
+ * that their memory is released (kept for reuse) before a new ring is
+ * made: a trainer started again right after it stopped finds its warm
+ * memory, though its last session ended with jobs running.
+ */
+void
+pool_settle(struct pool *pool)
+{
+	struct worker		*w;
+	struct pool_ring	*pr;
+	struct pollfd		 pfd;
+	uint64_t		 deadline, now;
+	unsigned		 i;
+
+	deadline = clock_now_ms() + POOL_SETTLE_MS;
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		while (w->job != NULL && w->fd != -1 &&
+		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
+		    pr->removed) {
+			now = clock_now_ms();
+			if (now >= deadline)
+				goto out;
+			pfd.fd = w->fd;
+			pfd.events = POLLIN;
+			if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
+				goto out;
+			if (pool_worker_read(w) == -1)
+				break;
+		}
+	}
+out:
+	/* Workers it freed take queued jobs. */
+	pool_dispatch(pool);
 }
 
 /* Forget a ring: drop its queued jobs; its running ones finish first. */

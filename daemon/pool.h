@@ -124,6 +124,13 @@ void		 pool_remove_ring(struct pool_ring *pr, struct ring *r,
 		    bool keep);
 
 /**
+ * pool_settle() - wait a little (100 ms at most) for the jobs workers are
+ * running for removed rings, so that their memory is released, and kept
+ * for reuse, before a new ring is made.
+ */
+void		 pool_settle(struct pool *pool);
+
+/**
  * pool_forget_mem() - the ring memory @mem_id is freed: every worker
  * unmaps it.
  */

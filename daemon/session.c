@@ -495,6 +495,8 @@ session_new_files(const struct session_host *host,
 	if (session_check(s, a, o, fds, nfds, code, cause) == -1)
 		goto fail;
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+	/* A trainer started again: its last ring may still be draining. */
+	pool_settle(host->pool);
 	owner.uid = client->uid;
 	owner.gid = client->gid;
 	owner.content = s->ds->serial;

@@ -786,6 +786,30 @@ START_TEST(test_removed_ring_released_when_its_running_job_is_done)
 }
 END_TEST
 
+/*
+ * pool_settle() (a new session attaching) waits for a removed ring's
+ * running job, so its memory is released before a new ring is made.
+ */
+START_TEST(test_settle_releases_removed_rings)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+
+	pr = add_ring("slow", 1, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 1, ds->samples);
+	pool_submit(pr, 0, 0, 0, 0, 1, ring_indices(r, 0));	/* 50 ms */
+	ck_assert_uint_eq(busy_workers(), 1);
+	pool_remove_ring(pr, r, true);
+	ck_assert_uint_gt(budget.used, 0);
+	pool_settle(pool);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert(pool_idle(pool));
+	ck_assert_uint_eq(rec.n, 0);
+}
+END_TEST
+
 START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
 {
 	struct record		 rec = { .n = 0 };
@@ -979,6 +1003,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_queued_steps_move_up_as_the_client_takes_steps);
 	tcase_add_test(tc, test_first_steps_before_second_steps);
 	tcase_add_test(tc, test_removed_ring_released_when_its_running_job_is_done);
+	tcase_add_test(tc, test_settle_releases_removed_rings);
 	tcase_add_test(tc, test_no_job_before_a_worker_is_ready);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);
