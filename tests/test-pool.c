@@ -275,6 +275,21 @@ fill_indices(struct ring *r, uint32_t slot, uint64_t rows, uint64_t samples)
 		idx[k] = (k * 37 + slot * 11 + 5) % samples;
 }
 
+/*
+ * Queue rows [0, @njobs x @per) of slot @slot (the ring's @seq-th step)
+ * as @njobs jobs of @per rows.
+ */
+static void
+submit_jobs(struct pool_ring *pr, struct ring *r, uint32_t slot,
+    uint64_t seq, unsigned njobs, uint64_t per)
+{
+	unsigned	i;
+
+	for (i = 0; i < njobs; i++)
+		pool_submit(pr, slot, 0, seq, i * per, i * per + per,
+		    ring_indices(r, slot) + i * per);
+}
+
 /* Rows [0, @rows) of slot @slot hold what the dataset gives for the
  * indices of the slot's table. */
 static void
@@ -505,14 +520,12 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 	struct pool_ring	*a, *b;
 	struct ring		*ra, *rb;
 	uint64_t		 deadline;
-	unsigned		 i, most = 0;
+	unsigned		 most = 0;
 
 	/* max_jobs 1: one job runs, the rest wait, whatever is idle. */
 	a = add_ring("f32", 40, 1, 1, &rec_a, &ra, &ds);
 	fill_indices(ra, 0, 40, ds->samples);
-	for (i = 0; i < 4; i++)
-		pool_submit(a, 0, 0, 0, i * 10, i * 10 + 10,
-		    ring_indices(ra, 0) + i * 10);
+	submit_jobs(a, ra, 0, 0, 4, 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 3);
 	deadline = unit_now_ms() + DEADLINE_MS;
@@ -528,9 +541,7 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 	/* max_jobs 0: the whole pool. */
 	b = add_ring("f32", 40, 1, 0, &rec_b, &rb, NULL);
 	fill_indices(rb, 0, 40, ds->samples);
-	for (i = 0; i < 4; i++)
-		pool_submit(b, 0, 0, 0, i * 10, i * 10 + 10,
-		    ring_indices(rb, 0) + i * 10);
+	submit_jobs(b, rb, 0, 0, 4, 10);
 	ck_assert_uint_eq(busy_workers(), 2);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 2);
 	ck_assert(run_until(pred_idle, NULL));
@@ -603,7 +614,6 @@ START_TEST(test_next_steps_go_before_steps_further_ahead)
 	const struct dataset	*ds;
 	struct pool_ring	*a, *b;
 	struct ring		*ra, *rb;
-	unsigned		 i;
 
 	one_worker_begin();
 	a = add_ring("f32", 40, 3, 0, &rec, &ra, &ds);
@@ -611,12 +621,8 @@ START_TEST(test_next_steps_go_before_steps_further_ahead)
 	fill_indices(ra, 1, 40, ds->samples);
 	fill_indices(ra, 2, 40, ds->samples);
 	fill_indices(rb, 0, 1, ds->samples);
-	for (i = 0; i < 4; i++)
-		pool_submit(a, 1, 0, 1, i * 10, i * 10 + 10,
-		    ring_indices(ra, 1) + i * 10);
-	for (i = 0; i < 4; i++)
-		pool_submit(a, 2, 0, 2, i * 10, i * 10 + 10,
-		    ring_indices(ra, 2) + i * 10);
+	submit_jobs(a, ra, 1, 1, 4, 10);
+	submit_jobs(a, ra, 2, 2, 4, 10);
 	pool_submit(b, 0, 0, 0, 0, 1, ring_indices(rb, 0));
 	ck_assert_uint_eq(pool_jobs_queued(pool), 8);
 	ck_assert(run_until(pred_idle, NULL));
@@ -640,7 +646,6 @@ START_TEST(test_queued_steps_move_up_as_the_client_takes_steps)
 	const struct dataset	*ds;
 	struct pool_ring	*a, *b;
 	struct ring		*ra, *rb;
-	unsigned		 i;
 
 	one_worker_begin();
 	a = add_ring("f32", 40, 3, 0, &rec, &ra, &ds);
@@ -650,13 +655,9 @@ START_TEST(test_queued_steps_move_up_as_the_client_takes_steps)
 	fill_indices(rb, 1, 40, ds->samples);
 	/* The worker busy with A's step 0; A's step 2 queued. */
 	pool_submit(a, 0, 0, 0, 0, 40, ring_indices(ra, 0));
-	for (i = 0; i < 2; i++)
-		pool_submit(a, 2, 0, 2, i * 20, i * 20 + 20,
-		    ring_indices(ra, 2) + i * 20);
+	submit_jobs(a, ra, 2, 2, 2, 20);
 	/* B's step 1, one ahead, queued after it. */
-	for (i = 0; i < 4; i++)
-		pool_submit(b, 1, 0, 1, i * 10, i * 10 + 10,
-		    ring_indices(rb, 1) + i * 10);
+	submit_jobs(b, rb, 1, 1, 4, 10);
 	/* A's client has had steps 0 and 1: step 2 is its next. */
 	pool_ring_delivered(a, 2);
 	ck_assert(run_until(pred_idle, NULL));
@@ -680,7 +681,6 @@ START_TEST(test_first_steps_before_second_steps)
 	const struct dataset	*ds;
 	struct pool_ring	*a, *b;
 	struct ring		*ra, *rb;
-	unsigned		 i;
 
 	one_worker_begin();
 	a = add_ring("f32", 20, 3, 0, &rec, &ra, &ds);
@@ -690,12 +690,8 @@ START_TEST(test_first_steps_before_second_steps)
 	fill_indices(rb, 2, 20, ds->samples);
 	/* A's first step running, its second queued; then B's first. */
 	pool_submit(a, 0, 0, 0, 0, 20, ring_indices(ra, 0));
-	for (i = 0; i < 2; i++)
-		pool_submit(a, 1, 0, 1, i * 10, i * 10 + 10,
-		    ring_indices(ra, 1) + i * 10);
-	for (i = 0; i < 2; i++)
-		pool_submit(b, 2, 0, 0, i * 10, i * 10 + 10,
-		    ring_indices(rb, 2) + i * 10);
+	submit_jobs(a, ra, 1, 1, 2, 10);
+	submit_jobs(b, rb, 2, 0, 2, 10);
 	/* A's client takes its first step: its second is next, since now. */
 	pool_ring_delivered(a, 1);
 	ck_assert(run_until(pred_idle, NULL));
@@ -746,14 +742,11 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 	const struct dataset	*ds;
 	struct pool_ring	*pr, *pr2;
 	struct ring		*r, *r2;
-	unsigned		 i;
 
 	pr = add_ring("f32", 50, 1, 1, &rec, &r, &ds);
 	pr2 = add_ring("f32", 8, 1, 0, &rec2, &r2, NULL);
 	fill_indices(r, 0, 50, ds->samples);
-	for (i = 0; i < 5; i++)
-		pool_submit(pr, 0, 0, 0, i * 10, i * 10 + 10,
-		    ring_indices(r, 0) + i * 10);
+	submit_jobs(pr, r, 0, 0, 5, 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
 	pool_remove_ring(pr, r, false);
@@ -836,13 +829,10 @@ START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
 	const struct dataset	*ds;
 	struct pool_ring	*pr;
 	struct ring		*r;
-	unsigned		 i;
 
 	pr = add_ring("f32", 50, 1, 1, &rec, &r, &ds);
 	fill_indices(r, 0, 50, ds->samples);
-	for (i = 0; i < 5; i++)
-		pool_submit(pr, 0, 0, 0, i * 10, i * 10 + 10,
-		    ring_indices(r, 0) + i * 10);
+	submit_jobs(pr, r, 0, 0, 5, 10);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 4);
 	pool_drop_jobs(pr);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
