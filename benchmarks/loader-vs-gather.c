@@ -586,6 +586,20 @@ out:
 	return (rc);
 }
 
+/* A run of the tutorial workload (B 16, DI 50) on @sock, no barrier. */
+static void
+run_tutorial(struct run *r, const char *sock, uint64_t seed, unsigned epochs)
+{
+	memset(r, 0, sizeof(*r));
+	r->sock = sock;
+	r->dataset = "tutorial-raw";
+	r->batch_size = 16;
+	r->device_iterations = 50;
+	r->seed = seed;
+	r->epochs = epochs;
+	r->ready_fd = r->go_fd = -1;
+}
+
 /*
  * items/s of @epochs epochs of the tutorial workload through infeedd, or
  * -1.  @from_attach: timed from infeed_attach() with the first step
@@ -597,15 +611,8 @@ infeed_rate(const char *sock, unsigned epochs, unsigned round,
 {
 	struct run	r;
 
-	memset(&r, 0, sizeof(r));
-	r.sock = sock;
-	r.dataset = "tutorial-raw";
-	r.batch_size = 16;
-	r.device_iterations = 50;
-	r.seed = round;
-	r.epochs = epochs;
+	run_tutorial(&r, sock, round, epochs);
 	r.from_attach = from_attach;
-	r.ready_fd = r.go_fd = -1;
 	if (client_run(&r) == -1)
 		return (-1);
 	if (first_s != NULL)
@@ -907,16 +914,10 @@ clients_round(const struct bench *b, struct shared *sh, struct check *chk,
 			continue;
 		close(ready[0]);
 		close(go[1]);
-		memset(&r, 0, sizeof(r));
-		r.sock = b->sock;
-		r.dataset = "tutorial-raw";
-		r.batch_size = 16;
-		r.device_iterations = 50;
+		run_tutorial(&r, b->sock, round, epochs);
 		r.distributed = true;
 		r.process_id = i;
 		r.process_count = n;
-		r.seed = round;
-		r.epochs = epochs;
 		r.max_steps = max_steps;
 		r.ready_fd = ready[1];
 		r.go_fd = go[0];
