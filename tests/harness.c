@@ -8,6 +8,7 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -381,4 +383,130 @@ raw_closed(int fd)
 		if (n == -1)
 			return (0);
 	}
+}
+
+/* Milliseconds on the monotonic clock. */
+static uint64_t
+bystander_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/* Note a failed call: count it and keep the first message. */
+static void
+bystander_fail(struct bystander_report *r, struct infeed *f, const char *what)
+{
+	if (r->errors++ == 0)
+		snprintf(r->error, sizeof(r->error), "%s: %s", what,
+		    f != NULL ? infeed_error(f) : "cannot connect");
+}
+
+/* The bystander's loop, in its own process. */
+static void
+bystander_run(int stop_fd, int report_fd, int ready_fd)
+{
+	struct bystander_report	 r;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed_dataset	*list;
+	struct infeed		*f = infeed_new();
+	struct pollfd		 pfd = { stop_fd, POLLIN, 0 };
+	uint64_t		 t0, ms;
+	size_t			 n;
+	char			 c = 1;
+
+	memset(&r, 0, sizeof(r));
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	if (f == NULL || infeed_connect(f, sock_path, "bystander") !=
+	    INFEED_OK || infeed_attach(f, "raw", &o, NULL) != INFEED_OK ||
+	    infeed_next(f, &st) != INFEED_OK ||
+	    infeed_release(f, &st) != INFEED_OK)
+		bystander_fail(&r, f, "attach");
+	(void)write(ready_fd, &c, 1);
+	close(ready_fd);
+	while (r.errors == 0 && poll(&pfd, 1, 20) == 0) {
+		t0 = bystander_now_ms();
+		if (infeed_list_datasets(f, &list, &n) != INFEED_OK) {
+			bystander_fail(&r, f, "ListDatasets");
+			break;
+		}
+		infeed_datasets_free(list, n);
+		ms = bystander_now_ms() - t0;
+		r.worst_list_ms = ms > r.worst_list_ms ? ms : r.worst_list_ms;
+		t0 = bystander_now_ms();
+		if (infeed_next(f, &st) != INFEED_OK) {
+			bystander_fail(&r, f, "Next");
+			break;
+		}
+		ms = bystander_now_ms() - t0;
+		r.worst_next_ms = ms > r.worst_next_ms ? ms : r.worst_next_ms;
+		if (infeed_release(f, &st) != INFEED_OK) {
+			bystander_fail(&r, f, "Release");
+			break;
+		}
+		r.rounds++;
+	}
+	(void)write(report_fd, &r, sizeof(r));
+	infeed_free(f);
+	_exit(0);
+}
+
+/* Start a bystander; returns once it has its first step. */
+void
+bystander_start(struct bystander *b)
+{
+	int	stop[2], report[2], ready[2];
+	char	c;
+
+	ck_assert_int_eq(pipe(stop), 0);
+	ck_assert_int_eq(pipe(report), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	b->pid = fork();
+	ck_assert_int_ne(b->pid, -1);
+	if (b->pid == 0) {
+		close(stop[1]);
+		close(report[0]);
+		close(ready[0]);
+		bystander_run(stop[0], report[1], ready[1]);
+	}
+	close(stop[0]);
+	close(report[1]);
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	b->stop_fd = stop[1];
+	b->report_fd = report[0];
+}
+
+/* Stop the bystander and collect its figures. */
+void
+bystander_stop(struct bystander *b, struct bystander_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	close(b->stop_fd);
+	ck_assert_int_eq(read(b->report_fd, r, sizeof(*r)), (ssize_t)sizeof(*r));
+	close(b->report_fd);
+	waitpid(b->pid, NULL, 0);
+}
+
+/* The bystander was served throughout, every round trip within @limit_ms. */
+void
+bystander_assert(const struct bystander_report *r, uint64_t limit_ms)
+{
+	fprintf(stderr, "bystander: %llu rounds, worst ListDatasets %llu ms, "
+	    "worst Next %llu ms\n", (unsigned long long)r->rounds,
+	    (unsigned long long)r->worst_list_ms,
+	    (unsigned long long)r->worst_next_ms);
+	ck_assert_msg(r->errors == 0, "the bystander failed: %s", r->error);
+	ck_assert_msg(r->rounds > 0, "the bystander got no round trip done");
+	ck_assert_msg(r->worst_list_ms < limit_ms, "a bystander's "
+	    "ListDatasets took %llu ms (limit %llu)",
+	    (unsigned long long)r->worst_list_ms, (unsigned long long)limit_ms);
+	ck_assert_msg(r->worst_next_ms < limit_ms, "a bystander's Next took "
+	    "%llu ms (limit %llu)", (unsigned long long)r->worst_next_ms,
+	    (unsigned long long)limit_ms);
 }

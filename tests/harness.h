@@ -47,4 +47,27 @@ int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
 void		 read_log(char *buf, size_t len);
 
+/*
+ * A well-behaved trainer beside a hostile scenario: a child process on its
+ * own connection that loops ListDatasets, then Next and Release of a small
+ * step of "raw" (ready by then: it sleeps between steps), timing each round
+ * trip, until bystander_stop().
+ */
+struct bystander {
+	pid_t		pid;
+	int		stop_fd;	/* closed to stop it */
+	int		report_fd;	/* its figures come back on it */
+};
+struct bystander_report {
+	uint64_t	rounds;		/* ListDatasets + Next pairs done */
+	uint64_t	worst_list_ms;
+	uint64_t	worst_next_ms;
+	uint64_t	errors;		/* calls that failed */
+	char		error[256];	/* the first failure's message */
+};
+void		 bystander_start(struct bystander *b);
+void		 bystander_stop(struct bystander *b, struct bystander_report *r);
+void		 bystander_assert(const struct bystander_report *r,
+		    uint64_t limit_ms);
+
 #endif /* INFEED_TEST_HARNESS_H */
