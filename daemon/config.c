@@ -34,12 +34,16 @@
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
 #define CONFIG_DEFAULT_JOB_TIMEOUT_MS	30000
 #define CONFIG_MAX_JOB_TIMEOUT_MS	(24U * 3600 * 1000)
+#define CONFIG_DEFAULT_IMAGE_MEMORY	(256ULL << 20)
+#define CONFIG_MIN_IMAGE_MEMORY		(16ULL << 20)
+#define CONFIG_MAX_IMAGE_MEMORY		(64ULL << 30)
 #define CONFIG_DEFAULT_KEEP_RING_MS	(10U * 60 * 1000)
 #define CONFIG_MAX_KEEP_RING_MS		(7U * 24 * 3600 * 1000)
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"job_timeout", "keep_ring_memory", "metrics_listen", NULL,
+	"job_timeout", "image_memory_max", "keep_ring_memory", "metrics_listen",
+	NULL,
 };
 
 /*
@@ -250,6 +254,15 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->job_timeout_ms = (uint32_t)v;
+	} else if (strcmp(name, "image_memory_max") == 0) {
+		if (config_parse_size(value, &v) == -1 ||
+		    v < CONFIG_MIN_IMAGE_MEMORY || v > CONFIG_MAX_IMAGE_MEMORY) {
+			cp->error = xasprintf("[infeedd] image_memory_max = %s: "
+			    "expected a size from 16M to 64G such as 256M",
+			    value);
+			return (0);
+		}
+		conf->image_memory_max = v;
 	} else if (strcmp(name, "keep_ring_memory") == 0) {
 		if (config_parse_duration(value, &v) == -1 ||
 		    v > CONFIG_MAX_KEEP_RING_MS) {
@@ -275,7 +288,8 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
 		    "max_frame_size, memory_budget, job_timeout, "
-		    "keep_ring_memory and metrics_listen", name,
+		    "image_memory_max, keep_ring_memory and metrics_listen",
+		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
 		return (0);
@@ -421,6 +435,7 @@ config_load(const char *path, char **cause)
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
+	conf->image_memory_max = CONFIG_DEFAULT_IMAGE_MEMORY;
 	conf->keep_ring_ms = CONFIG_DEFAULT_KEEP_RING_MS;
 	memset(&cp, 0, sizeof(cp));
 	cp.conf = conf;

@@ -197,7 +197,8 @@ daemon_start(const struct daemon_args *args)
 	    d->conf->keep_ring_ms, daemon_forget_mem_cb, d);
 	d->cat = catalogue_open(d->conf, NULL);
 	d->pool = pool_new(d->base, d->cat, d->conf->workers,
-	    d->conf->job_timeout_ms, daemon_child_cb, d);
+	    d->conf->job_timeout_ms, d->conf->image_memory_max,
+	    daemon_child_cb, d);
 	ph.base = d->base;
 	ph.conf = d->conf;
 	ph.cat = d->cat;
@@ -321,7 +322,8 @@ daemon_reload(struct daemon *d)
 	d->budget.limit = nconf->memory_budget;
 	d->budget.source = nconf->path;
 	d->budget.keep_ms = nconf->keep_ring_ms;
-	pool_reload(d->pool, ncat, nconf->job_timeout_ms);
+	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
+	    nconf->image_memory_max);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);
 	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",

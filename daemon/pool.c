@@ -5,6 +5,7 @@
  * comes back.
  */
 
+#include <sys/mman.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -29,8 +30,12 @@
 #include "xmalloc.h"
 
 #define POOL_SETTLE_MS		100	/* removed rings' running jobs, at most */
-#define POOL_MAX_ATTEMPTS	3	/* crashes or deadlines before blaming a row */
+#define POOL_MAX_ATTEMPTS	3	/* deaths or deadlines before blaming a row */
+#define POOL_MAX_KILLS		10	/* kills from outside, unexplained */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
+#define POOL_BACKOFF_MIN_MS	10	/* a dead worker's first respawn waits */
+#define POOL_BACKOFF_MAX_MS	1000	/* ... doubling to this, until a job is done */
+#define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 
 struct job {
@@ -43,8 +48,10 @@ struct job {
 	uint64_t		 row_begin;
 	uint64_t		 row_end;
 	unsigned		 attempts;	/* deaths that blame it */
+	unsigned		 kills;		/* kills from outside, unexplained */
 	enum pool_job_result	 why;		/* the last: CRASHED or STUCK */
-	int			 signal;	/* the last crash signal */
+	int			 signal;	/* the last death's signal, or 0 */
+	int			 status;	/* ... its exit status (signal 0) */
 	uint64_t		*indices;	/* row_end - row_begin of them */
 };
 TAILQ_HEAD(job_list, job);
@@ -86,14 +93,19 @@ struct worker {
 	struct event	*ev;
 	struct event	*deadline_ev;	/* the running job's */
 	struct event	*wev;		/* armed while outq is not empty */
+	struct event	*respawn_ev;	/* its restart, after a backoff */
+	struct worker_beat *beat;	/* its progress, shared with it */
 	struct wmsg_list outq;
 	unsigned	 noutq;
 	struct job	*job;
 	uint64_t	 rows_done;
 	uint64_t	 job_start_us;	/* of the running job */
+	uint64_t	 job_start_ms;
+	uint64_t	 job_id;	/* the running job's, in its beat */
 	uint64_t	 busy_us;	/* in jobs done */
 	unsigned	 restarts;
 	unsigned	 stuck_kills;
+	unsigned	 backoff_ms;	/* its next respawn's wait; 0: healthy */
 	bool		 stuck;		/* killed for its deadline or socket */
 	bool		 ready;		/* said READY: it may take jobs */
 	bool		 retiring;	/* reload: replace once idle */
@@ -109,9 +121,13 @@ struct pool {
 	struct job_list		 jobs;
 	struct pool_ring_list	 rings;
 	uint64_t		 next_ring_id;
-	uint32_t		 job_timeout_ms;
+	uint64_t		 next_job_id;
+	uint64_t		 oom_kills;	/* the kernel's count, last read */
+	uint32_t		 job_timeout_ms;	/* per row */
+	uint64_t		 image_memory_max;
+	struct worker_beat	*beats;		/* shared, one per worker */
 	struct event		*sigchld_ev;
-	struct event		*respawn_ev;
+	struct event		*retry_ev;	/* pool_dispatch() again */
 	struct worker_msg	*jobmsg;	/* a JOB and its indices */
 	bool			 stopping;
 	uint64_t		 rows_reissued;	/* after worker deaths */
@@ -124,6 +140,8 @@ static void	pool_ring_finish(struct pool_ring *);
 static void	job_free(struct job *);
 static void	pool_worker_cb(evutil_socket_t, short, void *);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
+static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
+static void	pool_respawn(struct pool *, struct worker *);
 
 /* A job, its indices and all; NULL is a no-op. */
 static void
@@ -307,6 +325,7 @@ static int
 pool_spawn(struct pool *pool, struct worker *w)
 {
 	struct pool_ring	*pr;
+	struct worker_conf	 wc;
 	sigset_t		 all, old;
 	int			 sv[2], flags;
 	pid_t			 pid;
@@ -333,7 +352,9 @@ pool_spawn(struct pool *pool, struct worker *w)
 		close(sv[0]);
 		w->fd = -1;
 		pool_child_close(pool, w);
-		worker_main(pool->cat, sv[1], &old);
+		wc.beat = w->beat;
+		wc.image_memory_max = pool->image_memory_max;
+		worker_main(pool->cat, sv[1], &old, &wc);
 	default:
 		break;
 	}
@@ -358,6 +379,9 @@ pool_spawn(struct pool *pool, struct worker *w)
 		    pool_worker_cb, w);
 	if (w->deadline_ev == NULL)
 		w->deadline_ev = evtimer_new(pool->base, pool_deadline_cb, w);
+	if (w->respawn_ev == NULL)
+		w->respawn_ev = evtimer_new(pool->base, pool_worker_respawn_cb,
+		    w);
 	if (w->wev == NULL)
 		w->wev = event_new(pool->base, w->fd, EV_WRITE | EV_PERSIST,
 		    pool_worker_write_cb, w);
@@ -365,27 +389,54 @@ pool_spawn(struct pool *pool, struct worker *w)
 		event_assign(w->wev, pool->base, w->fd, EV_WRITE | EV_PERSIST,
 		    pool_worker_write_cb, w);
 	if (w->ev == NULL || w->deadline_ev == NULL || w->wev == NULL ||
-	    event_add(w->ev, NULL) == -1)
+	    w->respawn_ev == NULL || event_add(w->ev, NULL) == -1)
 		fatalx("cannot watch worker %u", w->idx);
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
 	return (0);
 }
 
-/* A worker's job ran past its deadline. */
+/* Wake the deadline check in @ms. */
+static void
+pool_deadline_in(struct worker *w, uint64_t ms)
+{
+	struct timeval	tv;
+
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	evtimer_add(w->deadline_ev, &tv);
+}
+
+/*
+ * A worker's deadline check: job_timeout is per row, so a job of many
+ * slow rows is not stuck while its rows keep coming.  The worker writes
+ * the time it finished its last row (or began the job) in its beat; the
+ * job is stuck when no row has come within job_timeout of that.
+ */
 static void
 pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct worker	*w = arg;
-	char		 why[96];
+	uint64_t	 last, now;
+	char		 why[128];
 
 	(void)fd;
 	(void)ev;
-	if (w->retiring && w->job == NULL)
+	if (w->retiring && w->job == NULL) {
 		snprintf(why, sizeof(why), "did not exit within %d ms of "
 		    "being retired by a reload", POOL_STOP_MS);
-	else
-		snprintf(why, sizeof(why), "did not finish its job within %u "
-		    "ms (job_timeout)", w->pool->job_timeout_ms);
+		pool_kill_stuck(w, why);
+		return;
+	}
+	last = __atomic_load_n(&w->beat->ms, __ATOMIC_RELAXED);
+	if (last < w->job_start_ms)	/* a row of its last job */
+		last = w->job_start_ms;
+	now = clock_now_ms();
+	if (w->job != NULL && now < last + w->pool->job_timeout_ms) {
+		pool_deadline_in(w, last + w->pool->job_timeout_ms - now);
+		return;
+	}
+	snprintf(why, sizeof(why), "read no row of its job for %u ms "
+	    "(job_timeout, per row)", w->pool->job_timeout_ms);
 	pool_kill_stuck(w, why);
 }
 
@@ -414,8 +465,10 @@ pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
 
 	memset(&r, 0, sizeof(r));
 	r.reason = "";
+	r.where = "";
 	if (done != NULL) {
 		r.reason = done->reason;
+		r.where = done->where;
 		r.replaced = done->replaced;
 		r.bytes = done->bytes;
 	}
@@ -424,6 +477,8 @@ pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
 	r.result = result;
 	r.bad = bad;
 	r.signal = job->signal;
+	r.status = job->status;
+	r.deaths = job->attempts;
 	r.label = label;
 	pr->done(pr->arg, &r);
 }
@@ -437,6 +492,8 @@ pool_done_result(const struct worker_msg *m)
 		return (POOL_JOB_DONE);
 	case WORKER_LABEL_RANGE:
 		return (POOL_JOB_LABEL_RANGE);
+	case WORKER_INTERNAL:
+		return (POOL_JOB_INTERNAL);
 	default:
 		return (POOL_JOB_READ_ERROR);
 	}
@@ -474,9 +531,11 @@ pool_worker_read(struct worker *w)
 	event_del(w->deadline_ev);
 	w->rows_done += job->row_end - job->row_begin;
 	w->busy_us += clock_now_us() - w->job_start_us;
+	w->backoff_ms = 0;	/* it works: a later death respawns at once */
 	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
 		pr->inflight--;
 		m.reason[sizeof(m.reason) - 1] = '\0';
+		m.where[sizeof(m.where) - 1] = '\0';
 		if (!pr->removed)
 			pool_report(pr, job, job->row_end - job->row_begin,
 			    pool_done_result(&m), m.bad_index, m.bad_label,
@@ -502,16 +561,13 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 		pool_dispatch(w->pool);
 }
 
-/* Start the running job's clock. */
+/* Start the running job's clock: its first row is due in job_timeout. */
 static void
 pool_arm_deadline(struct worker *w)
 {
-	struct timeval	tv;
-
-	tv.tv_sec = w->pool->job_timeout_ms / 1000;
-	tv.tv_usec = (suseconds_t)(w->pool->job_timeout_ms % 1000) * 1000;
-	evtimer_add(w->deadline_ev, &tv);
+	pool_deadline_in(w, w->pool->job_timeout_ms);
 	w->job_start_us = clock_now_us();
+	w->job_start_ms = clock_now_ms();
 }
 
 /*
@@ -553,6 +609,30 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 	return (best);
 }
 
+/*
+ * A message to an idle worker that is still there did not go (no
+ * descriptor for a queued copy, say): nothing else may wake the queue, so
+ * try again in POOL_RETRY_MS.
+ */
+static void
+pool_retry_later(struct pool *pool, struct worker *w)
+{
+	struct timeval	tv = { 0, POOL_RETRY_MS * 1000 };
+
+	if (w->pid != -1 && w->fd != -1 && !w->stuck &&
+	    !evtimer_pending(pool->retry_ev, NULL))
+		evtimer_add(pool->retry_ev, &tv);
+}
+
+/* Try again what could not be sent. */
+static void
+pool_retry_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	pool_dispatch(arg);
+}
+
 /* Give queued jobs to idle workers, within each ring's cap. */
 static void
 pool_dispatch(struct pool *pool)
@@ -580,8 +660,10 @@ pool_dispatch(struct pool *pool)
 			for (j = 0; j < pr->desc.nfiles; j++)
 				fds[1 + j] = pr->files[j];
 			if (pool_send(w, &m, sizeof(m), fds,
-			    1 + pr->desc.nfiles) == -1)
+			    1 + pr->desc.nfiles) == -1) {
+				pool_retry_later(pool, w);
 				continue;
+			}
 			pr->mapped[w->idx] = true;
 		}
 		rows = job->row_end - job->row_begin;
@@ -592,10 +674,13 @@ pool_dispatch(struct pool *pool)
 		jm->epoch = job->epoch;
 		jm->row_begin = job->row_begin;
 		jm->row_end = job->row_end;
+		jm->job_id = w->job_id = ++pool->next_job_id;
 		memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
 		if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t),
-		    NULL, 0) == -1)
+		    NULL, 0) == -1) {
+			pool_retry_later(pool, w);
 			continue;
+		}
 		TAILQ_REMOVE(&pool->jobs, job, entry);
 		w->job = job;
 		pr->inflight++;
@@ -603,17 +688,39 @@ pool_dispatch(struct pool *pool)
 	}
 }
 
+/* A job of rows [@begin, @end) of @job, with their indices. */
+static struct job *
+job_part(const struct job *job, uint64_t begin, uint64_t end)
+{
+	struct job	*part;
+
+	part = xcalloc(1, sizeof(*part));
+	*part = *job;
+	part->row_begin = begin;
+	part->row_end = end;
+	part->attempts = 0;
+	part->kills = 0;
+	part->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));
+	memcpy(part->indices, job->indices + (begin - job->row_begin),
+	    (end - begin) * sizeof(uint64_t));
+	return (part);
+}
+
 /*
- * Requeue the job of a dead worker.  @why is POOL_JOB_DONE for a death
- * that blames nothing (the job goes back as it was), else CRASHED (with
- * @sig) or STUCK: then the job is split, or its one row retried or failed.
+ * Requeue the job of a dead worker.  @why is CRASHED (with @sig, or exit
+ * @status) or STUCK; @counts says whether the death counts against the
+ * row in full (POOL_MAX_ATTEMPTS) or is a kill from outside that nothing
+ * explains (POOL_MAX_KILLS).  The row the worker was reading, @row (from
+ * its beat; @row_end when unknown), is carved out and retried alone, the
+ * rows around it go back as they were; with no row known, the job is
+ * split into single rows.  A row out of tries is reported.
  */
 static void
 pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
-    int sig)
+    int sig, int status, bool counts, uint64_t row)
 {
 	struct pool_ring	*pr;
-	struct job		*one;
+	struct job		*one, *before = NULL, *after = NULL;
 	uint64_t		 r;
 
 	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
@@ -628,52 +735,106 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		return;
 	}
 	pool->rows_reissued += job->row_end - job->row_begin;
-	if (why == POOL_JOB_DONE) {
-		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
-		return;
-	}
 	job->why = why;
 	job->signal = sig;
-	if (job->row_end - job->row_begin > 1) {
+	job->status = status;
+	if (job->row_end - job->row_begin > 1 && (row < job->row_begin ||
+	    row >= job->row_end)) {
 		/* Find the row that kills workers: retry one row at a time. */
 		for (r = job->row_end; r > job->row_begin; r--) {
-			one = xcalloc(1, sizeof(*one));
-			*one = *job;
-			one->indices = xmalloc(sizeof(*one->indices));
-			one->indices[0] = job->indices[r - 1 - job->row_begin];
-			one->row_begin = r - 1;
-			one->row_end = r;
-			one->attempts = 1;
+			one = job_part(job, r - 1, r);
+			one->attempts = counts;
+			one->kills = !counts;
 			TAILQ_INSERT_HEAD(&pool->jobs, one, entry);
 		}
 		job_free(job);
 		return;
 	}
-	if (++job->attempts < POOL_MAX_ATTEMPTS) {
-		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
-		return;
+	if (job->row_end - job->row_begin > 1) {
+		/* Queued in order: the rows before it, it, those after. */
+		before = row > job->row_begin ? job_part(job, job->row_begin,
+		    row) : NULL;
+		after = row + 1 < job->row_end ? job_part(job, row + 1,
+		    job->row_end) : NULL;
+		one = job_part(job, row, row + 1);
+		job_free(job);
+		job = one;
 	}
-	pool_report(pr, job, 1, job->why, job->row_begin, 0, NULL);
-	job_free(job);
+	if (after != NULL)
+		TAILQ_INSERT_HEAD(&pool->jobs, after, entry);
+	if (counts ? ++job->attempts < POOL_MAX_ATTEMPTS :
+	    ++job->kills < POOL_MAX_KILLS)
+		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
+	else {
+		job->attempts = counts ? job->attempts : job->kills;
+		pool_report(pr, job, 1, job->why, job->row_begin, 0, NULL);
+		job_free(job);
+	}
+	if (before != NULL)
+		TAILQ_INSERT_HEAD(&pool->jobs, before, entry);
 }
 
-/* What a worker's end says about its job: DONE (nothing), CRASHED, STUCK. */
-static enum pool_job_result
-pool_blame(const struct worker *w, int status, int *sig)
+/*
+ * The kernel's count of OOM kills so far, its own or a cgroup's
+ * (oom_kill in /proc/vmstat, Linux 4.13), or UINT64_MAX when unknown.
+ */
+static uint64_t
+pool_oom_kills(void)
 {
+	char		 buf[16384], *p;
+	ssize_t		 n;
+	size_t		 len = 0;
+	int		 fd;
+
+	if ((fd = open("/proc/vmstat", O_RDONLY | O_CLOEXEC)) == -1)
+		return (UINT64_MAX);
+	while (len < sizeof(buf) - 1 && (n = read(fd, buf + len,
+	    sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = '\0';
+	if ((p = strstr(buf, "\noom_kill ")) == NULL)
+		return (UINT64_MAX);
+	return (strtoull(p + 10, NULL, 10));
+}
+
+/*
+ * What a worker's end says about its job: STUCK when the pool killed it
+ * for its deadline, else CRASHED, whatever ended it.  *@counts: whether
+ * it counts in full against the row (a crash signal, an exit through
+ * fatal(), SIGKILL when the kernel's OOM kills went up), or is a signal
+ * from outside that nothing explains (an operator's kill), which counts
+ * only up to POOL_MAX_KILLS: none is retried for ever.
+ */
+static enum pool_job_result
+pool_blame(struct pool *pool, const struct worker *w, int status, int *sig,
+    int *code, bool *counts)
+{
+	uint64_t	oom;
+
 	*sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	*code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+	*counts = true;
 	if (w->stuck)
 		return (POOL_JOB_STUCK);
 	switch (*sig) {
-	case SIGSEGV:
-	case SIGBUS:
-	case SIGFPE:
-	case SIGILL:
-	case SIGABRT:
-		return (POOL_JOB_CRASHED);
+	case SIGKILL:
+		oom = pool_oom_kills();
+		*counts = oom == UINT64_MAX || oom > pool->oom_kills;
+		pool->oom_kills = oom;
+		break;
+	case SIGTERM:
+	case SIGINT:
+	case SIGHUP:
+	case SIGQUIT:
+	case SIGUSR1:
+	case SIGUSR2:
+		*counts = false;
+		break;
 	default:
-		return (POOL_JOB_DONE);
+		break;
 	}
+	return (POOL_JOB_CRASHED);
 }
 
 /* Log how a worker ended. */
@@ -696,6 +857,42 @@ pool_log_exit(const struct worker *w, pid_t pid, int status)
 		    WEXITSTATUS(status));
 }
 
+/*
+ * A worker died: start it again after its backoff (none for one a reload
+ * retired), which doubles from POOL_BACKOFF_MIN_MS to POOL_BACKOFF_MAX_MS
+ * with each death until it finishes a job, so a crash loop does not spin.
+ */
+static void
+pool_respawn_later(struct pool *pool, struct worker *w, bool died)
+{
+	struct timeval	tv;
+
+	if (!died) {
+		pool_respawn(pool, w);
+		return;
+	}
+	w->backoff_ms = w->backoff_ms == 0 ? POOL_BACKOFF_MIN_MS :
+	    w->backoff_ms * 2 > POOL_BACKOFF_MAX_MS ? POOL_BACKOFF_MAX_MS :
+	    w->backoff_ms * 2;
+	tv.tv_sec = w->backoff_ms / 1000;
+	tv.tv_usec = (suseconds_t)(w->backoff_ms % 1000) * 1000;
+	evtimer_add(w->respawn_ev, &tv);
+}
+
+/* A dead worker's backoff is over. */
+static void
+pool_worker_respawn_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct worker	*w = arg;
+
+	(void)fd;
+	(void)ev;
+	if (w->pool->stopping || w->pid != -1)
+		return;
+	pool_respawn(w->pool, w);
+	pool_dispatch(w->pool);
+}
+
 /* Start a worker again, or try later when the system has no room. */
 static void
 pool_respawn(struct pool *pool, struct worker *w)
@@ -706,24 +903,8 @@ pool_respawn(struct pool *pool, struct worker *w)
 	if (pool_spawn(pool, w) == -1) {
 		log_warnx("worker %u: trying again in %d ms; the other workers "
 		    "go on serving", w->idx, POOL_RESPAWN_MS);
-		evtimer_add(pool->respawn_ev, &tv);
+		evtimer_add(w->respawn_ev, &tv);
 	}
-}
-
-/* Retry the workers that could not be started. */
-static void
-pool_respawn_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct pool	*pool = arg;
-	unsigned	 i;
-
-	(void)fd;
-	(void)ev;
-	for (i = 0; i < pool->n && !pool->stopping; i++) {
-		if (pool->workers[i].pid == -1)
-			pool_respawn(pool, &pool->workers[i]);
-	}
-	pool_dispatch(pool);
 }
 
 /* Reap dead workers, restart them and re-issue their work. */
@@ -735,7 +916,9 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 	enum pool_job_result	 why;
 	pid_t			 pid;
 	unsigned		 i;
-	int			 status, csig;
+	int			 status, csig, code;
+	bool			 died, counts;
+	uint64_t		 row;
 
 	(void)sig;
 	(void)ev;
@@ -748,7 +931,10 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 			continue;
 		w = &pool->workers[i];
 		pool_log_exit(w, pid, status);
-		why = pool_blame(w, status, &csig);
+		why = pool_blame(pool, w, status, &csig, &code, &counts);
+		row = w->beat->job == w->job_id ? w->beat->row : UINT64_MAX;
+		died = !(w->retiring && WIFEXITED(status) &&
+		    WEXITSTATUS(status) == 0);
 		event_del(w->ev);
 		event_del(w->deadline_ev);
 		pool_outq_clear(w);
@@ -757,7 +943,8 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 		w->fd = -1;
 		w->pid = -1;
 		if (w->job != NULL) {
-			pool_requeue(pool, w->job, why, csig);
+			pool_requeue(pool, w->job, why, csig, code, counts,
+			    row);
 			w->job = NULL;
 		}
 		if (pool->stopping)
@@ -766,7 +953,7 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 			w->restarts++;
 		w->retiring = false;
 		w->stuck = false;
-		pool_respawn(pool, w);
+		pool_respawn_later(pool, w, died);
 	}
 	pool_dispatch(pool);
 }
@@ -774,10 +961,11 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 /* Start the pool's worker processes. */
 struct pool *
 pool_new(struct event_base *base, const struct catalogue *cat,
-    unsigned workers, uint32_t job_timeout_ms, pool_child_cb *child_cb,
-    void *child_arg)
+    unsigned workers, uint32_t job_timeout_ms, uint64_t image_memory_max,
+    pool_child_cb *child_cb, void *child_arg)
 {
 	struct pool	*pool;
+	void		*beats;
 	unsigned	 i;
 
 	pool = xcalloc(1, sizeof(*pool));
@@ -786,6 +974,14 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->child_cb = child_cb;
 	pool->child_arg = child_arg;
 	pool->job_timeout_ms = job_timeout_ms;
+	pool->image_memory_max = image_memory_max;
+	pool->oom_kills = pool_oom_kills();
+	/* Shared with every worker, forked now or later. */
+	beats = mmap(NULL, workers * sizeof(*pool->beats), PROT_READ |
+	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (beats == MAP_FAILED)
+		fatal("worker progress memory");
+	pool->beats = beats;
 	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
 	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t));
 	pool->n = workers;
@@ -797,6 +993,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		pool->workers[i].idx = i;
 		pool->workers[i].fd = -1;
 		pool->workers[i].pid = -1;
+		pool->workers[i].beat = &pool->beats[i];
 		TAILQ_INIT(&pool->workers[i].outq);
 	}
 	for (i = 0; i < workers; i++) {
@@ -804,8 +1001,8 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 			fatalx("cannot start worker %u", i);
 	}
 	pool->sigchld_ev = evsignal_new(base, SIGCHLD, pool_sigchld_cb, pool);
-	pool->respawn_ev = evtimer_new(base, pool_respawn_cb, pool);
-	if (pool->sigchld_ev == NULL || pool->respawn_ev == NULL ||
+	pool->retry_ev = evtimer_new(base, pool_retry_cb, pool);
+	if (pool->sigchld_ev == NULL || pool->retry_ev == NULL ||
 	    event_add(pool->sigchld_ev, NULL))
 		fatalx("cannot watch SIGCHLD");
 	log_info("%u worker processes started", workers);
@@ -880,6 +1077,8 @@ pool_free(struct pool *pool)
 		pool_outq_clear(&pool->workers[i]);
 		if (pool->workers[i].wev != NULL)
 			event_free(pool->workers[i].wev);
+		if (pool->workers[i].respawn_ev != NULL)
+			event_free(pool->workers[i].respawn_ev);
 		job_free(pool->workers[i].job);
 	}
 	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {
@@ -892,8 +1091,9 @@ pool_free(struct pool *pool)
 	}
 	if (pool->sigchld_ev != NULL)
 		event_free(pool->sigchld_ev);
-	if (pool->respawn_ev != NULL)
-		event_free(pool->respawn_ev);
+	if (pool->retry_ev != NULL)
+		event_free(pool->retry_ev);
+	munmap(pool->beats, pool->n * sizeof(*pool->beats));
 	free(pool->jobmsg);
 	free(pool->workers);
 	free(pool);
@@ -1123,13 +1323,14 @@ pool_ring_set_dataset(struct pool_ring *pr, uint32_t dataset_index)
 /* Reload: replace every worker, so new ones inherit the new catalogue. */
 void
 pool_reload(struct pool *pool, const struct catalogue *cat,
-    uint32_t job_timeout_ms)
+    uint32_t job_timeout_ms, uint64_t image_memory_max)
 {
 	struct worker	*w;
 	unsigned	 i;
 
 	pool->cat = cat;
 	pool->job_timeout_ms = job_timeout_ms;
+	pool->image_memory_max = image_memory_max;
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
 		if (w->pid == -1 || w->fd == -1)

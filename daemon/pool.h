@@ -6,17 +6,20 @@
  * A session registers its ring with pool_add_ring() and a callback; every
  * job it submits is reported back through that callback when its rows are
  * written, could not be read (or had a label too large for int32 labels),
- * or crashed workers three times.  The pool
+ * or killed workers three times.  The pool
  * never looks a session up and knows nothing of clients.
  *
- * A worker that dies is replaced and its job re-issued.  Only a death the
- * data may have caused counts against the job: a crash signal (SIGSEGV,
- * SIGBUS, SIGFPE, SIGILL, SIGABRT) while reading it, or missing the job's
- * deadline (the worker is then killed and replaced).  Such a job is split
- * into single rows, and a row that fails so three times is reported as
- * POOL_JOB_CRASHED or POOL_JOB_STUCK.  A worker killed from outside
- * (SIGKILL, SIGTERM: an operator, the OOM killer) blames nothing.  No send
- * to a worker blocks: a worker whose socket is full is stuck and killed.
+ * A worker that dies is replaced and its job re-issued.  Every death while
+ * running a job counts against it: a crash signal, an exit with a status
+ * (fatal()), a SIGKILL from outside (the OOM killer), or no row done
+ * within job_timeout (the worker is then killed and replaced: the
+ * deadline is per row, so a long job of slow rows is not stuck).  Such a
+ * job is split into single rows, and a row that fails so three times is
+ * reported as POOL_JOB_CRASHED or POOL_JOB_STUCK: the session ends with
+ * an answer, never a retry for ever.  A dead worker is started again
+ * after a backoff, 10 ms doubling to 1 s with each death until it
+ * finishes a job, so that a crash loop does not spin.  No send to a
+ * worker blocks: a worker whose socket is full is stuck and killed.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
@@ -39,9 +42,10 @@ struct pool_ring;
 enum pool_job_result {
 	POOL_JOB_DONE,		/* every row written */
 	POOL_JOB_READ_ERROR,	/* dataset index @bad could not be read */
-	POOL_JOB_CRASHED,	/* row @bad crashed workers three times */
+	POOL_JOB_CRASHED,	/* row @bad killed workers three times */
 	POOL_JOB_STUCK,		/* row @bad missed the deadline three times */
 	POOL_JOB_LABEL_RANGE,	/* index @bad's @label does not fit in int32 */
+	POOL_JOB_INTERNAL,	/* the worker failed, not the data: @reason */
 };
 
 /* A job of a ring finished: @rows rows of @slot are accounted for. */
@@ -50,9 +54,12 @@ struct pool_report {
 	uint64_t		rows;
 	enum pool_job_result	result;
 	uint64_t		bad;	/* the index, or the row for CRASHED */
-	int			signal;	/* CRASHED: the last crash signal */
+	int			signal;	/* CRASHED: the last death's signal */
+	int			status;	/* CRASHED, signal 0: its exit status */
+	unsigned		deaths;	/* CRASHED, STUCK: how many */
 	int64_t			label;	/* LABEL_RANGE: the label */
-	const char		*reason; /* READ_ERROR: why, or "" */
+	const char		*reason; /* READ_ERROR, INTERNAL: why, or "" */
+	const char		*where;	/* READ_ERROR: the sample's file, or "" */
 	uint32_t		replaced; /* bad samples replaced by others */
 	uint64_t		bytes;	/* read from the dataset */
 };
@@ -75,11 +82,14 @@ struct pool_worker_info {
 /**
  * pool_new() - fork @workers processes that read from @cat; @child_cb runs
  * in each new worker first, to close what belongs to the main process.  A
- * job not done within @job_timeout_ms has its worker killed and replaced.
+ * worker that does no row of its job within @job_timeout_ms is killed and
+ * replaced.  Workers refuse an image that needs more than
+ * @image_memory_max bytes to decode.
  */
 struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
 		    unsigned workers, uint32_t job_timeout_ms,
-		    pool_child_cb *child_cb, void *child_arg);
+		    uint64_t image_memory_max, pool_child_cb *child_cb,
+		    void *child_arg);
 
 /**
  * pool_free() - stop the workers (SIGTERM, then SIGKILL for any still
@@ -173,10 +183,11 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 /**
  * pool_reload() - replace every worker once idle, so that new ones
  * inherit @cat; a retired worker that has not gone after POOL_STOP_MS is
- * killed.  Jobs from now on have @job_timeout_ms.
+ * killed.  Jobs from now on have @job_timeout_ms, and new workers
+ * @image_memory_max.
  */
 void		 pool_reload(struct pool *pool, const struct catalogue *cat,
-		    uint32_t job_timeout_ms);
+		    uint32_t job_timeout_ms, uint64_t image_memory_max);
 
 unsigned	 pool_size(const struct pool *pool);
 /* No job queued or running, and every worker up. */

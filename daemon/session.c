@@ -7,6 +7,7 @@
 
 #include <sys/random.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ struct session {
 	uint64_t		*indices;	/* per slot, our own copy */
 	struct pool_ring	*pool_ring;
 	char			*failure;
+	Infeed__ErrorCode	 failure_code;	/* DATA, or INTERNAL */
 
 	uint64_t		 fill_epoch;
 	uint64_t		 fill_step;
@@ -199,7 +201,8 @@ session_fail(struct session *s, const struct pool_report *r)
 {
 	const struct ring_slot	*sl = &s->ring->slot[r->slot];
 	uint64_t		 index = r->bad;
-	char			*files, row[64] = "", what[96], where[512];
+	char			*files, row[64] = "", what[256], where[512];
+	const char		*at;
 
 	if ((r->result == POOL_JOB_CRASHED || r->result == POOL_JOB_STUCK) &&
 	    r->bad < sl->rows) {
@@ -207,17 +210,39 @@ session_fail(struct session *s, const struct pool_report *r)
 		snprintf(row, sizeof(row), "row %llu of ",
 		    (unsigned long long)r->bad);
 	}
-	if (r->result == POOL_JOB_CRASHED)
-		snprintf(what, sizeof(what), "workers crashed 3 times (SIG%s) "
-		    "reading", sigabbrev_np(r->signal) ?
-		    sigabbrev_np(r->signal) : "?");
+	s->failure_code = INFEED__ERROR_CODE__ERROR_DATA;
+	if (r->result == POOL_JOB_CRASHED && r->signal == 0) {
+		/* Not the data's doing (fatal() in a worker): ours. */
+		snprintf(what, sizeof(what), "workers exited %u times (status "
+		    "%d; the daemon's log says why) reading", r->deaths,
+		    r->status);
+		s->failure_code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+	} else if (r->result == POOL_JOB_CRASHED && r->signal == SIGKILL)
+		snprintf(what, sizeof(what), "workers were killed %u times "
+		    "(SIGKILL: the kernel's OOM killer? check the kernel log, "
+		    "image_memory_max and the workers' memory) reading",
+		    r->deaths);
+	else if (r->result == POOL_JOB_CRASHED)
+		snprintf(what, sizeof(what), "workers %s %u times (SIG%s) "
+		    "reading", r->signal == SIGTERM || r->signal == SIGINT ||
+		    r->signal == SIGHUP || r->signal == SIGQUIT ||
+		    r->signal == SIGUSR1 || r->signal == SIGUSR2 ?
+		    "were killed" : "crashed", r->deaths,
+		    sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?");
 	else if (r->result == POOL_JOB_STUCK)
-		snprintf(what, sizeof(what), "workers missed job_timeout 3 "
-		    "times reading");
+		snprintf(what, sizeof(what), "workers read no row within "
+		    "job_timeout %u times reading", r->deaths);
 	else
 		snprintf(what, sizeof(what), "cannot read");
 	files = session_sample_files(s->ds);
-	if (r->result == POOL_JOB_LABEL_RANGE)
+	if (r->result == POOL_JOB_INTERNAL) {
+		s->failure_code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		s->failure = xasprintf("dataset '%s': the daemon cannot fill "
+		    "step %llu (epoch %llu): %s; see the daemon's log",
+		    s->ds->name, (unsigned long long)sl->step,
+		    (unsigned long long)sl->epoch, r->reason[0] != '\0' ?
+		    r->reason : "a worker failed");
+	} else if (r->result == POOL_JOB_LABEL_RANGE)
 		s->failure = xasprintf("dataset '%s': the label of sample "
 		    "%llu (epoch %llu, step %llu) is %lld, which does not fit "
 		    "in the int32 labels this session asked for; attach with "
@@ -226,20 +251,25 @@ session_fail(struct session *s, const struct pool_report *r)
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
 		    (long long)r->label, files);
 	else if (s->ds->encoded) {
-		/* An image: the worker says what was wrong with it. */
+		/*
+		 * An image: the worker says what was wrong with it, and
+		 * where; after a death, name it without reading anything.
+		 */
+		at = r->where != NULL && r->where[0] != '\0' ? r->where :
+		    dataset_sample_brief(s->ds, index, where, sizeof(where));
 		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
 		    "%llu, step %llu), %s: %s; fix or remove that file, or set "
 		    "'bad_samples = replace' for the dataset", s->ds->name,
 		    what, (unsigned long long)index, row,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
-		    dataset_sample_where(s->ds, index, where, sizeof(where)),
-		    r->reason[0] != '\0' ? r->reason : "it cannot be read");
+		    at, r->reason[0] != '\0' ? r->reason : "it cannot be read");
 	} else
 		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
-		    "%llu, step %llu) %s", s->ds->name, what,
+		    "%llu, step %llu) %s%s%s%s", s->ds->name, what,
 		    (unsigned long long)index, row,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
-		    files);
+		    files, r->reason[0] != '\0' ? " (" : "", r->reason,
+		    r->reason[0] != '\0' ? ")" : "");
 	free(files);
 	log_warnx("session %llu: %s", (unsigned long long)s->id, s->failure);
 	session_set_state(s, SESSION_FAILED);
@@ -720,7 +750,7 @@ session_deliver(struct session *s)
 	while (s->nwaiting > 0) {
 		if (s->state == SESSION_FAILED) {
 			s->ev.error(s->arg, session_pop(s),
-			    INFEED__ERROR_CODE__ERROR_DATA, s->failure);
+			    s->failure_code, s->failure);
 			continue;
 		}
 		sl = session_next_slot(s, &i);

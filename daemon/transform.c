@@ -2,7 +2,8 @@
 /*
  * Transforms: checked once in the main process, applied by the workers to
  * every row.  Nothing here allocates on the per-row path, except an image
- * row's buffers, which grow to the largest image and stay.
+ * row's buffers, which grow with the image up to TRANSFORM_KEEP and stay,
+ * or are given back after an image larger than that.
  */
 
 #include <errno.h>
@@ -19,6 +20,8 @@
 
 /* Other samples tried, in a fixed order, in place of a bad image. */
 #define TRANSFORM_REPLACE_TRIES	8
+/* An image's buffers are kept up to this for the next one. */
+#define TRANSFORM_KEEP		(16u << 20)
 
 struct transform_work {
 	struct image_decoder	*dec;
@@ -26,6 +29,7 @@ struct transform_work {
 	uint8_t			*pix;		/* its decoded box, RGB8 */
 	size_t			 pixcap;
 	struct image_work	 iw;
+	uint64_t		 memory_max;	/* 0: no cap */
 };
 
 /* Check an image dataset's pipeline and describe it for the workers. */
@@ -180,14 +184,32 @@ transform_out_shape(const struct transform *tf, const struct dataset *ds,
 
 /* A worker's image state. */
 struct transform_work *
-transform_work_new(void)
+transform_work_new(uint64_t memory_max)
 {
 	struct transform_work	*w;
 
 	w = xcalloc(1, sizeof(*w));
 	if ((w->dec = image_decoder_new()) == NULL)
 		fatalx("worker: out of memory for an image decoder");
+	w->memory_max = memory_max;
+	image_decoder_set_memory_max(w->dec, memory_max);
 	return (w);
+}
+
+/* After an image larger than TRANSFORM_KEEP, give its buffers back. */
+static void
+transform_work_trim(struct transform_work *w)
+{
+	if (w->pixcap > TRANSFORM_KEEP) {
+		free(w->pix);
+		w->pix = NULL;
+		w->pixcap = 0;
+	}
+	if (w->iw.cap > TRANSFORM_KEEP) {
+		free(w->iw.buf);
+		w->iw.buf = NULL;
+		w->iw.cap = 0;
+	}
 }
 
 /* Free a worker's image state; NULL is a no-op. */
@@ -212,6 +234,7 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 	struct image_info	info;
 	struct image_plan	plan;
 	size_t			stride, need;
+	int			rc = 0;
 
 	if (dataset_read_encoded(ds, index, &w->enc, label) == -1) {
 		snprintf(reason, len, "cannot read it (%s)", strerror(errno));
@@ -227,21 +250,36 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 	/* The box is inside an image of at most IMAGE_MAX_PIXELS. */
 	stride = (size_t)plan.decode.w * 3;
 	need = stride * plan.decode.h;
+	if (w->memory_max != 0 && need > w->memory_max) {
+		snprintf(reason, len, "image needs %llu MiB to decode (its "
+		    "%ux%u RGB box), above image_memory_max (%llu MiB)",
+		    (unsigned long long)((need + (1u << 20) - 1) >> 20),
+		    plan.decode.w, plan.decode.h,
+		    (unsigned long long)(w->memory_max >> 20));
+		return (-1);
+	}
 	if (need > w->pixcap) {
 		free(w->pix);
-		w->pix = xmalloc(need);
+		w->pixcap = 0;
+		if ((w->pix = malloc(need)) == NULL) {
+			snprintf(reason, len, "out of memory (%zu bytes to "
+			    "decode it)", need);
+			return (-1);
+		}
 		w->pixcap = need;
 	}
 	if (need > 0 && image_decode_region(w->dec, plan.decode.x,
 	    plan.decode.y, plan.decode.w, plan.decode.h, w->pix, stride) ==
 	    -1) {
 		snprintf(reason, len, "%s", image_decoder_error(w->dec));
-		return (-1);
+		rc = -1;
+	} else if (image_plan_run(&tf->pipeline, &plan, w->pix, stride, out,
+	    &w->iw) == -1) {
+		snprintf(reason, len, "out of memory transforming it");
+		rc = -1;
 	}
-	if (image_plan_run(&tf->pipeline, &plan, w->pix, stride, out,
-	    &w->iw) == -1)
-		fatalx("worker: out of memory transforming an image");
-	return (0);
+	transform_work_trim(w);
+	return (rc);
 }
 
 /* One image row, or a replacement for a bad one. */

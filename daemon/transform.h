@@ -62,9 +62,12 @@ struct transform_work;
 
 /**
  * transform_work_new(), transform_work_free() - a worker's image state;
- * free(NULL) is a no-op.  new never fails (out of memory is fatal).
+ * free(NULL) is a no-op.  new never fails (out of memory is fatal).  An
+ * image that needs more than @memory_max bytes to decode (its decoded box,
+ * an interlaced PNG whole, a progressive JPEG's coefficients) is refused
+ * as bad (0: no cap).
  */
-struct transform_work *transform_work_new(void);
+struct transform_work *transform_work_new(uint64_t memory_max);
 void	 transform_work_free(struct transform_work *w);
 
 /**

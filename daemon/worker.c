@@ -8,6 +8,12 @@
  * descriptors that came with the ring (refused, every job of that ring
  * fails as unreadable: the client changed the files since the daemon
  * checked them).
+ *
+ * A file mapped for reading can be truncated under the worker (a client's
+ * own file, typically): rows are copied with a SIGBUS handler armed, and a
+ * fault while copying is the row's read error ("truncated to N bytes
+ * while the session read it"), not the worker's death.  After each row the
+ * worker writes the time in its beat, so the pool's deadline is per row.
  */
 
 #include <sys/mman.h>
@@ -15,11 +21,16 @@
 #include <sys/socket.h>
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "worker.h"
 #include "xmalloc.h"
@@ -36,12 +47,44 @@ struct wmem {
 
 /* A ring this worker fills, on one of its memories. */
 struct wring {
+	bool			 used;
 	struct worker_ring	 desc;
 	uint8_t			*map;		/* its memory's */
 	uint8_t			*tmp;		/* one input sample */
 	float			*lut;		/* uint8 -> float, per channel */
 	struct dataset		*files;		/* a client's, or NULL */
+	char			*files_why;	/* why not, when refused */
+	char			*why;		/* its jobs fail: the worker's fault */
 };
+
+/* This worker's progress, shared with the pool. */
+static struct worker_beat	*worker_beat;
+
+/* The way back from a SIGBUS while rows are copied. */
+static sigjmp_buf		 worker_bus_jb;
+static volatile sig_atomic_t	 worker_bus_armed;
+
+/* Say a row was done (or a job begun): the pool's deadline is per row. */
+static void
+worker_beat_now(void)
+{
+	__atomic_store_n(&worker_beat->ms, clock_now_ms(), __ATOMIC_RELAXED);
+}
+
+/*
+ * SIGBUS: while rows are copied, a mapped file cut under them; go back to
+ * worker_fill().  Anywhere else it is a bug: the default action, on the
+ * faulting instruction again, kills the worker (and blames its job).
+ */
+static void
+worker_bus_cb(int sig)
+{
+	if (worker_bus_armed) {
+		worker_bus_armed = 0;
+		siglongjmp(worker_bus_jb, 1);
+	}
+	signal(sig, SIG_DFL);
+}
 
 /*
  * Read the rows of JOB @m, whose dataset indices are @indices (from the
@@ -74,6 +117,8 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	m->replaced = 0;
 	m->reason[0] = '\0';
 	for (r = m->row_begin; r < m->row_end; r++) {
+		worker_beat->row = r;
+		worker_beat_now();
 		idx = indices[r - m->row_begin];
 		dst = base + l->data_offset + r * tf->out_sample_bytes;
 		m->bad_index = idx;
@@ -87,8 +132,12 @@ worker_rows(struct wring *w, struct transform_work *tw,
 				return (WORKER_READ_ERROR);
 		} else {
 			if (dataset_read(ds, idx, tf->to_float32 ? w->tmp :
-			    dst, &label) == -1)
+			    dst, &label) == -1) {
+				if (errno == EIO)	/* a file cut short */
+					dataset_short_why(m->reason,
+					    sizeof(m->reason));
 				return (WORKER_READ_ERROR);
+			}
 			if (tf->to_float32)
 				transform_row(tf, w->lut, w->tmp,
 				    (float *)(void *)dst);
@@ -107,23 +156,71 @@ worker_rows(struct wring *w, struct transform_work *tw,
 }
 
 /*
- * Fill the rows of JOB @m; an enum worker_result, as worker_rows().  The
- * files' sizes are checked once before the rows and once after: if a file
- * shrank meanwhile, the rows are read again, so a row it cut off fails
- * instead of going out as the zeros of a truncated page.
+ * worker_rows() with SIGBUS caught: a file cut while a row was copied out
+ * of its mapping makes that row a read error with the reason, and ends
+ * the job (*@faulted).  *@twp is made again after a fault (a decoder may
+ * have been left half way).
  */
 static int
-worker_fill(struct wring *w, struct transform_work *tw,
-    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices)
+worker_rows_guarded(struct wring *w, struct transform_work **twp,
+    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices,
+    uint64_t image_memory_max, bool *faulted)
 {
+	int		rc;
+	uint64_t	size;
+
+	*faulted = false;
+	if (sigsetjmp(worker_bus_jb, 1) != 0) {
+		*faulted = true;
+		if (dataset_job_end(&size) && size != UINT64_MAX)
+			snprintf(m->reason, sizeof(m->reason), "the file was "
+			    "truncated to %" PRIu64 " bytes while the session "
+			    "read it; sample %" PRIu64 " is beyond it", size,
+			    m->bad_index);
+		else
+			snprintf(m->reason, sizeof(m->reason), "reading it "
+			    "through its mapping raised SIGBUS (the file "
+			    "changed while the session read it, or an I/O "
+			    "error)");
+		transform_work_free(*twp);
+		*twp = transform_work_new(image_memory_max);
+		return (WORKER_READ_ERROR);
+	}
+	worker_bus_armed = 1;
+	rc = worker_rows(w, *twp, ds, m, indices);
+	worker_bus_armed = 0;
+	return (rc);
+}
+
+/*
+ * Fill the rows of JOB @m; an enum worker_result, as worker_rows().  The
+ * files' sizes are checked once before the rows and once after: if a file
+ * shrank (or a client's changed) meanwhile, the rows are read again, so a
+ * row it cut off fails instead of going out as the zeros of a truncated
+ * page, and rows of a file written again are all of its new content.
+ */
+static int
+worker_fill(struct wring *w, struct transform_work **twp,
+    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices,
+    uint64_t image_memory_max)
+{
+	bool	faulted;
 	int	rc;
 
+	worker_beat->job = m->job_id;
+	worker_beat->row = m->row_begin;
+	worker_beat_now();
 	dataset_job_begin();
-	rc = worker_rows(w, tw, ds, m, indices);
-	if (dataset_job_end() && rc == WORKER_OK) {
+	rc = worker_rows_guarded(w, twp, ds, m, indices, image_memory_max,
+	    &faulted);
+	if (faulted)
+		return (rc);
+	if (dataset_job_end(NULL) && rc == WORKER_OK) {
 		dataset_job_begin();
-		rc = worker_rows(w, tw, ds, m, indices);
-		(void)dataset_job_end();
+		rc = worker_rows_guarded(w, twp, ds, m, indices,
+		    image_memory_max, &faulted);
+		if (!faulted)
+			(void)dataset_job_end(NULL);
 	}
 	return (rc);
 }
@@ -191,7 +288,7 @@ worker_find(struct wring *w, size_t n, uint64_t id)
 	size_t	i;
 
 	for (i = 0; i < n; i++) {
-		if (w[i].map != NULL && w[i].desc.ring_id == id)
+		if (w[i].used && w[i].desc.ring_id == id)
 			return (&w[i]);
 	}
 	return (NULL);
@@ -200,10 +297,12 @@ worker_find(struct wring *w, size_t n, uint64_t id)
 /*
  * Open the client's files that came with a ring: the same checks as the
  * daemon made, and the dataset must still be the one it checked (the
- * sizes the ring was laid out for).  NULL when not: its jobs then fail.
+ * sizes the ring was laid out for).  NULL when not, with *@why: its jobs
+ * then fail with that reason.
  */
 static struct dataset *
-worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
+worker_files(const struct worker_ring *desc, const int *fds, size_t nfds,
+    char **why)
 {
 	const struct transform	*tf = &desc->transform;
 	struct dataset		*ds;
@@ -216,6 +315,7 @@ worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
 		log_warnx("ring %llu: %zu file descriptors where %u were "
 		    "expected", (unsigned long long)desc->ring_id, nfds,
 		    desc->nfiles);
+		*why = xstrdup("the worker was not sent the files");
 		return (NULL);
 	}
 	ds = dataset_open_files("client files", &desc->files, fds[0],
@@ -223,6 +323,8 @@ worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
 	if (ds == NULL) {
 		log_warnx("ring %llu: %s", (unsigned long long)desc->ring_id,
 		    cause ? cause : "cannot open the client's files");
+		*why = xasprintf("the files changed since the session began "
+		    "(%s)", cause ? cause : "they cannot be opened");
 		free(cause);
 		return (NULL);
 	}
@@ -230,6 +332,11 @@ worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
 	    (uint32_t)ds->dtype != tf->in_dtype) {
 		log_warnx("ring %llu: the client's files changed since they "
 		    "were checked", (unsigned long long)desc->ring_id);
+		*why = xasprintf("the files changed since the session began: "
+		    "samples of %llu bytes of %s now, %llu bytes of %s then",
+		    (unsigned long long)ds->sample_bytes, dtype_name(ds->dtype),
+		    (unsigned long long)tf->in_sample_bytes,
+		    dtype_name((enum infeed_dtype)tf->in_dtype));
 		dataset_free(ds);
 		return (NULL);
 	}
@@ -239,7 +346,7 @@ worker_files(const struct worker_ring *desc, const int *fds, size_t nfds)
 /*
  * The mapping of memory @id of @bytes from @fd (closed), made the first
  * time only and kept: its pages are mapped once for all the rings the
- * daemon makes on it.
+ * daemon makes on it.  NULL (errno set) when it cannot be mapped.
  */
 static uint8_t *
 worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
@@ -263,8 +370,10 @@ worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
 	m->bytes = bytes;
 	m->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
-	if (m->map == MAP_FAILED)
-		fatal("worker: mmap of a ring");
+	if (m->map == MAP_FAILED) {
+		m->map = NULL;
+		return (NULL);
+	}
 	ring_map_advise(m->map, bytes);
 	return (m->map);
 }
@@ -291,13 +400,14 @@ worker_map(struct wring **w, size_t *n, struct wmem **mems, size_t *nmems,
 	struct wring	*r;
 	size_t		 i;
 
-	for (i = 0; i < *n && (*w)[i].map != NULL; i++)
+	for (i = 0; i < *n && (*w)[i].used; i++)
 		;
 	if (i == *n) {
 		*w = xreallocarray(*w, ++*n, sizeof(**w));
 		memset(&(*w)[i], 0, sizeof((*w)[i]));
 	}
 	r = &(*w)[i];
+	r->used = true;
 	r->desc = m->ring;
 	if (m->ring.layout.ring_bytes > m->ring.mem_bytes)
 		fatalx("worker: a ring of %llu bytes on %llu bytes of memory",
@@ -305,8 +415,13 @@ worker_map(struct wring **w, size_t *n, struct wmem **mems, size_t *nmems,
 		    (unsigned long long)m->ring.mem_bytes);
 	r->map = worker_mem(mems, nmems, m->ring.mem_id, m->ring.mem_bytes,
 	    fds[0]);
+	if (r->map == NULL)
+		r->why = xasprintf("a worker cannot map the step ring (%llu "
+		    "bytes): %s", (unsigned long long)m->ring.mem_bytes,
+		    strerror(errno));
 	if (m->ring.nfiles > 0)
-		r->files = worker_files(&m->ring, fds + 1, nfds - 1);
+		r->files = worker_files(&m->ring, fds + 1, nfds - 1,
+		    &r->files_why);
 	else {
 		for (i = 1; i < nfds; i++)
 			close(fds[i]);
@@ -314,8 +429,10 @@ worker_map(struct wring **w, size_t *n, struct wmem **mems, size_t *nmems,
 	if (m->ring.transform.to_float32)	/* arrays converted */
 		r->tmp = xmalloc(m->ring.transform.in_sample_bytes);
 	if (transform_needs_lut(&m->ring.transform) &&
-	    (r->lut = transform_lut_new(&m->ring.transform)) == NULL)
-		fatal("worker: lookup table");
+	    (r->lut = transform_lut_new(&m->ring.transform)) == NULL &&
+	    r->why == NULL)
+		r->why = xasprintf("a worker has no memory for a lookup "
+		    "table: %s", strerror(errno));
 }
 
 /* Drop a ring; its memory stays mapped until FORGET. */
@@ -323,20 +440,62 @@ static void
 worker_unmap(struct wring *w)
 {
 	dataset_free(w->files);
+	free(w->files_why);
+	free(w->why);
 	free(w->tmp);
 	free(w->lut);
 	memset(w, 0, sizeof(*w));
 }
 
+/*
+ * JOB @m (@n bytes, with its @indices): fill its rows and make @m its
+ * DONE.  A ring the worker could not take fails every job, with why.
+ */
+static void
+worker_job(const struct catalogue *cat, struct wring *rings, size_t nrings,
+    struct transform_work **twp, struct worker_msg *m, size_t n,
+    const uint64_t *indices, uint64_t image_memory_max)
+{
+	const struct dataset	*ds = NULL;
+	struct wring		*w;
+
+	w = worker_find(rings, nrings, m->ring_id);
+	m->type = WORKER_MSG_DONE;
+	m->error = WORKER_READ_ERROR;
+	m->bad_index = indices[0];
+	m->reason[0] = '\0';
+	m->where[0] = '\0';
+	if (w != NULL && w->why != NULL) {
+		m->error = WORKER_INTERNAL;
+		snprintf(m->reason, sizeof(m->reason), "%s", w->why);
+		return;
+	}
+	if (w != NULL && w->desc.nfiles > 0) {
+		ds = w->files;
+		if (ds == NULL && w->files_why != NULL)
+			snprintf(m->reason, sizeof(m->reason), "%s",
+			    w->files_why);
+	} else if (w != NULL && w->desc.dataset_index < cat->ndatasets)
+		ds = cat->datasets[w->desc.dataset_index];
+	if (ds == NULL || !worker_job_ok(w, m, n))
+		return;
+	m->error = worker_fill(w, twp, ds, m, indices, image_memory_max);
+	/* Named here, where reading a tar shard's headers again is no one's wait. */
+	if (m->error == WORKER_READ_ERROR && ds->encoded)
+		(void)dataset_sample_where(ds, m->bad_index, m->where,
+		    sizeof(m->where));
+}
+
 /* The worker process: serve jobs until the pool goes away. */
 void
-worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
+worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
+    const struct worker_conf *wc)
 {
 	struct wring		*rings = NULL, *w;
 	struct wmem		*mems = NULL;
 	struct transform_work	*tw;
+	struct sigaction	 sa;
 	size_t			 nrings = 0, nmems = 0, len;
-	const struct dataset	*ds;
 	struct worker_msg	*mp;
 	uint64_t		*indices;
 	ssize_t			 n;
@@ -348,6 +507,11 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = worker_bus_cb;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+	worker_beat = wc->beat;
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
 	/* The datasets' pages, mapped once here, never faulted per job. */
@@ -359,7 +523,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 	if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
 		_exit(0);
 	indices = (uint64_t *)(void *)(mp + 1);
-	tw = transform_work_new();
+	tw = transform_work_new(wc->image_memory_max);
 	for (;;) {
 		n = worker_recv(sock, mp, len, fds, &nfds);
 		if (n <= 0)
@@ -385,19 +549,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask)
 				worker_unmap(w);
 			break;
 		case WORKER_MSG_JOB:
-			w = worker_find(rings, nrings, mp->ring_id);
-			mp->type = WORKER_MSG_DONE;
-			mp->error = WORKER_READ_ERROR;
-			mp->bad_index = indices[0];
-			mp->reason[0] = '\0';
-			ds = NULL;
-			if (w != NULL && w->desc.nfiles > 0)
-				ds = w->files;
-			else if (w != NULL && w->desc.dataset_index <
-			    cat->ndatasets)
-				ds = cat->datasets[w->desc.dataset_index];
-			if (ds != NULL && worker_job_ok(w, mp, (size_t)n))
-				mp->error = worker_fill(w, tw, ds, mp, indices);
+			worker_job(cat, rings, nrings, &tw, mp, (size_t)n,
+			    indices, wc->image_memory_max);
 			if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
 				_exit(0);
 			break;

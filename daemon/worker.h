@@ -54,6 +54,7 @@ enum worker_result {
 	WORKER_OK = 0,
 	WORKER_READ_ERROR = -1,
 	WORKER_LABEL_RANGE = -2,
+	WORKER_INTERNAL = -3,	/* the worker could not, whatever the data */
 };
 
 /* Descriptors a MAP carries at most: the ring, a client's data, labels. */
@@ -76,6 +77,27 @@ struct worker_ring {
 
 /* DONE's reason: what was wrong with the sample that failed. */
 #define WORKER_REASON_LEN	256
+/* DONE's where: the file (tar member, image) of that sample, or "". */
+#define WORKER_WHERE_LEN	512
+
+/*
+ * A worker's progress, in memory the pool maps shared before it forks:
+ * the worker writes the time it began its job or finished its last row
+ * (clock_now_ms()), so that job_timeout holds per row, and the row it
+ * reads, so that the row that killed it is known.
+ */
+struct worker_beat {
+	uint64_t		ms;
+	uint64_t		job;	/* the JOB's job_id */
+	uint64_t		row;	/* the row it is reading */
+	uint8_t			pad[40];	/* a cache line each */
+};
+
+/* What a worker is started with, besides the catalogue. */
+struct worker_conf {
+	struct worker_beat	*beat;
+	uint64_t		 image_memory_max;	/* bytes a decode may take */
+};
 
 struct worker_msg {
 	uint32_t		type;
@@ -84,12 +106,14 @@ struct worker_msg {
 	uint64_t		row_begin;
 	uint64_t		row_end;
 	uint64_t		epoch;		/* JOB: the step's epoch */
+	uint64_t		job_id;		/* JOB: for the beat */
 	int32_t			error;		/* DONE: enum worker_result */
 	uint32_t		replaced;	/* DONE: bad samples replaced */
 	uint64_t		bytes;		/* DONE: read from the dataset */
 	uint64_t		bad_index;	/* DONE: the index that failed */
 	int64_t			bad_label;	/* DONE, LABEL_RANGE: its label */
 	char			reason[WORKER_REASON_LEN]; /* DONE; "" */
+	char			where[WORKER_WHERE_LEN]; /* DONE: the file */
 	struct worker_ring	ring;		/* MAP */
 	/* JOB: row_end - row_begin dataset indices follow. */
 };
@@ -100,6 +124,7 @@ struct worker_msg {
  * blocked: it sets its own dispositions, then restores @mask.
  */
 void	worker_main(const struct catalogue *cat, int sock,
-	    const sigset_t *mask) __attribute__((noreturn));
+	    const sigset_t *mask, const struct worker_conf *wc)
+	    __attribute__((noreturn));
 
 #endif /* INFEED_WORKER_H */

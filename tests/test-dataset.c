@@ -857,7 +857,7 @@ START_TEST(npy_files_by_descriptor)
 	ck_assert_msg(ds != NULL, "%s", cause);
 	dataset_job_begin();
 	ck_assert_int_eq(dataset_read(ds, 2, got, &label), 0);
-	ck_assert_int_eq(dataset_job_end(), 0);
+	ck_assert_int_eq(dataset_job_end(NULL), 0);
 	ck_assert_int_eq(memcmp(got, x + 32, sizeof got), 0);
 	ck_assert_int_eq(label, 1);
 	ck_assert_int_eq(lseek(w, 0, SEEK_CUR), 0);

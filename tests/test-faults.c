@@ -213,7 +213,7 @@ START_TEST(test_stopped_worker_replaced)
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert_uint_lt(now_ms() - t0, 5000);
 	read_log(log, sizeof(log));
-	ck_assert_msg(strstr(log, "did not finish its job within 300 ms") !=
+	ck_assert_msg(strstr(log, "read no row of its job for 300 ms") !=
 	    NULL, "%s", log);
 	/* The replacement is a new process; the stopped one is gone. */
 	n = worker_pids(w + 1, 3);

@@ -181,7 +181,7 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST,
 	    unit_tick_cb, NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
-	pool = pool_new(base, cat, workers, 30000, NULL, NULL);
+	pool = pool_new(base, cat, workers, 30000, 256 << 20, NULL, NULL);
 	unit_wait_ready();
 }
 

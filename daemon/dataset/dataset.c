@@ -447,15 +447,19 @@ dataset_pread(const struct dataset_map *m, void *buf, size_t len,
  * shares with the client (m->shared): fstat those.
  */
 static int
-dataset_map_size(const struct dataset_map *m, uint64_t *size)
+dataset_map_size(const struct dataset_map *m, uint64_t *size,
+    int64_t *ctime_ns)
 {
 	struct stat	st;
 	off_t		end;
 
+	*ctime_ns = 0;
 	if (m->shared) {
 		if (fstat(m->fd, &st) == -1)
 			return (-1);
 		*size = (uint64_t)st.st_size;
+		*ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 +
+		    st.st_ctim.tv_nsec;
 		return (0);
 	}
 	if ((end = lseek(m->fd, 0, SEEK_END)) == -1)
@@ -470,6 +474,8 @@ static uint64_t			 dataset_job;
 static uint64_t			 dataset_jobs;
 static struct dataset_map	*dataset_job_maps[DATASET_JOB_MAPS];
 static unsigned			 dataset_job_nmaps;
+/* The last check dataset_map_holds() failed: the size, the end wanted. */
+static uint64_t			 dataset_short_size, dataset_short_end;
 
 /* A worker starts a batch of rows. */
 void
@@ -479,23 +485,40 @@ dataset_job_begin(void)
 	dataset_job_nmaps = 0;
 }
 
-/* The batch is read: did a file it read shrink meanwhile? */
+/* The batch is read: did a file it read shrink or change meanwhile? */
 int
-dataset_job_end(void)
+dataset_job_end(uint64_t *now)
 {
 	struct dataset_map	*m;
 	uint64_t		 size;
+	int64_t			 ctime_ns;
 	unsigned		 i;
 	int			 shrank = 0;
 
+	if (now != NULL)
+		*now = UINT64_MAX;
 	for (i = 0; i < dataset_job_nmaps; i++) {
 		m = dataset_job_maps[i];
-		if (dataset_map_size(m, &size) == -1 || size < m->size)
+		if (dataset_map_size(m, &size, &ctime_ns) == -1)
+			size = 0;
+		if (size < m->size || ctime_ns != m->ctime_ns)
 			shrank = 1;
+		if (size < m->size && now != NULL && size < *now)
+			*now = size;
 	}
 	dataset_job = 0;
 	dataset_job_nmaps = 0;
 	return (shrank);
+}
+
+/* Why the last dataset_map_holds() said no. */
+char *
+dataset_short_why(char *buf, size_t len)
+{
+	snprintf(buf, len, "the file is %" PRIu64 " bytes now, and the sample "
+	    "needs bytes up to %" PRIu64 ": it was truncated after the "
+	    "session began", dataset_short_size, dataset_short_end);
+	return (buf);
 }
 
 /*
@@ -508,18 +531,25 @@ dataset_map_holds(const struct dataset_map *cm, uint64_t end)
 {
 	struct dataset_map	*m = (struct dataset_map *)(uintptr_t)cm;
 	uint64_t		 size;
+	int64_t			 ctime_ns;
 
 	if (m->fd == -1)
 		return (1);
 	if (dataset_job == 0 || m->job != dataset_job) {
-		if (dataset_map_size(m, &size) == -1)
+		if (dataset_map_size(m, &size, &ctime_ns) == -1) {
+			dataset_short_size = 0;
+			dataset_short_end = end;
 			return (0);
+		}
 		m->size = size;
+		m->ctime_ns = ctime_ns;
 		m->job = dataset_job;
 		if (dataset_job != 0 && dataset_job_nmaps < DATASET_JOB_MAPS)
 			dataset_job_maps[dataset_job_nmaps++] = m;
 	}
 	if (m->size < end) {
+		dataset_short_size = m->size;
+		dataset_short_end = end;
 		errno = EIO;
 		return (0);
 	}
@@ -1150,6 +1180,17 @@ dataset_sample_where(const struct dataset *ds, uint64_t index, char *buf,
 		return (ds->ops->sample_where(ds, index, buf, len));
 	snprintf(buf, len, "sample %" PRIu64, index);
 	return (buf);
+}
+
+/* Name a sample for messages from what is in memory. */
+char *
+dataset_sample_brief(const struct dataset *ds, uint64_t index, char *buf,
+    size_t len)
+{
+	if (len > 0 && ds->encoded && index < ds->samples &&
+	    ds->ops->sample_brief != NULL)
+		return (ds->ops->sample_brief(ds, index, buf, len));
+	return (dataset_sample_where(ds, index, buf, len));
 }
 
 /* Close and free a dataset. */

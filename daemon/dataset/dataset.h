@@ -104,6 +104,9 @@ struct dataset_ops {
 			    struct dataset_buf *, int64_t *label);
 	char		*(*sample_where)(const struct dataset *, uint64_t index,
 			    char *buf, size_t len);
+	/* As sample_where, reading nothing (NULL: sample_where reads nothing). */
+	char		*(*sample_brief)(const struct dataset *, uint64_t index,
+			    char *buf, size_t len);
 };
 
 /* A worker's buffer for encoded samples, reused from one to the next. */
@@ -219,6 +222,15 @@ char		*dataset_sample_where(const struct dataset *ds, uint64_t index,
 		    char *buf, size_t len);
 
 /**
+ * dataset_sample_brief() - dataset_sample_where() from what is in memory,
+ * for the main process, which never reads a dataset's files: "the member
+ * at byte N of shard '/data/train-000003.tar'" for a tar member.
+ * Return: @buf.
+ */
+char		*dataset_sample_brief(const struct dataset *ds, uint64_t index,
+		    char *buf, size_t len);
+
+/**
  * dataset_buf_free() - free what @buf holds and zero it.
  */
 void		 dataset_buf_free(struct dataset_buf *buf);
@@ -266,6 +278,7 @@ struct dataset_map {
 	bool		 shared;	/* a client's: fstat, never lseek */
 	uint64_t	 job;	/* the job whose size check is cached */
 	uint64_t	 size;	/* the file's size then */
+	int64_t		 ctime_ns; /* shared: its ctime then */
 };
 
 /* dataset_map_fd()'s flags. */
@@ -424,11 +437,21 @@ int		 dataset_map_holds(const struct dataset_map *m, uint64_t end);
 void		 dataset_job_begin(void);
 
 /**
- * dataset_job_end() - the batch is read: check the files' sizes again.
- * Return: 1 when a file shrank during the job (its rows must be read
- * again, so that those no longer inside the file fail), else 0.
+ * dataset_job_end() - the batch is read: check the files' sizes again
+ * (and a client's file's ctime: truncated and written again to the same
+ * size is a change too).
+ * Return: 1 when a file shrank or changed during the job (its rows must be
+ * read again, so that those no longer inside the file fail), else 0; the
+ * smallest size a shrunk file has now in *@size (may be NULL).
  */
-int		 dataset_job_end(void);
+int		 dataset_job_end(uint64_t *size);
+
+/**
+ * dataset_short_why() - after dataset_map_holds() said no: why, in @buf
+ * ("the file is N bytes now; the sample needs bytes up to M: it was
+ * truncated after the session began").
+ */
+char		*dataset_short_why(char *buf, size_t len);
 
 /**
  * dataset_label_get() - label @index of an array of labels stored as @t

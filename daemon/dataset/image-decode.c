@@ -36,6 +36,22 @@ image_decoder_free(struct image_decoder *d)
 	free(d);
 }
 
+void
+image_decoder_set_memory_max(struct image_decoder *d, uint64_t bytes)
+{
+	d->memory_max = bytes;
+}
+
+/* "image needs 1367 MiB to decode (...), above image_memory_max (256 MiB)" */
+int
+image_memory_refuse(struct image_decoder *d, const char *what, uint64_t need,
+    uint64_t max)
+{
+	return (image_error(d, "image needs %llu MiB to decode (%s), above "
+	    "image_memory_max (%llu MiB)", (unsigned long long)((need +
+	    (1u << 20) - 1) >> 20), what, (unsigned long long)(max >> 20)));
+}
+
 const char *
 image_decoder_error(const struct image_decoder *d)
 {

@@ -67,7 +67,8 @@ void			 image_decoder_free(struct image_decoder *d);
  * @info: set to the format (from the magic bytes) and the size.
  *
  * Return: 0, or -1 with image_decoder_error() set (unsupported format,
- * corrupt header, too many pixels, 0 size).
+ * corrupt header, too many pixels, 0 size, more memory to decode than
+ * image_decoder_set_memory_max() allows).
  */
 int	image_open(struct image_decoder *d, const uint8_t *buf, size_t len,
 	    struct image_info *info);
@@ -87,6 +88,21 @@ int	image_open(struct image_decoder *d, const uint8_t *buf, size_t len,
  */
 int	image_decode_region(struct image_decoder *d, uint32_t x, uint32_t y,
 	    uint32_t w, uint32_t h, uint8_t *dst, size_t dst_stride);
+
+/**
+ * image_decoder_set_memory_max() - refuse, at image_open(), an image whose
+ * decode would need more than @bytes (0: no cap, the default): the whole
+ * image of an interlaced PNG, the coefficients of a progressive JPEG.
+ * Rows and other buffers of a width's size are not counted.
+ */
+void	image_decoder_set_memory_max(struct image_decoder *d, uint64_t bytes);
+
+/**
+ * image_memory_refuse() - the phrase for an image that needs @need bytes
+ * of @what where @max are allowed, in @d's error; returns -1.
+ */
+int	image_memory_refuse(struct image_decoder *d, const char *what,
+	    uint64_t need, uint64_t max);
 
 /**
  * image_decoder_error() - the last error, a short English phrase such as

@@ -22,6 +22,7 @@
  * decoded (jpeg_abort_decompress()).
  */
 
+#include <limits.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,43 @@ image_jpeg_free(struct image_jpeg *j)
 	free(j);
 }
 
+/*
+ * A progressive (or any multi-scan) JPEG keeps the coefficients of the
+ * whole image, 2 bytes a sample of each component (as subsampled), until
+ * its last scan: refuse it, from the header, when that is over the cap.
+ * libjpeg's own max_memory_to_use is the backstop (a virtual array over
+ * it fails, as there is no backing store).
+ */
+static int
+image_jpeg_memory(struct image_decoder *d,
+    struct jpeg_decompress_struct *cinfo)
+{
+	jpeg_component_info	*c;
+	uint64_t		 need = 0, w, h;
+	int			 i;
+
+	if (d->memory_max == 0)
+		return (0);
+	cinfo->mem->max_memory_to_use = d->memory_max > LONG_MAX ? LONG_MAX :
+	    (long)d->memory_max;
+	if (!jpeg_has_multiple_scans(cinfo))
+		return (0);
+	for (i = 0; i < cinfo->num_components; i++) {
+		c = &cinfo->comp_info[i];
+		w = ((uint64_t)c->width_in_blocks + c->h_samp_factor - 1) /
+		    c->h_samp_factor * c->h_samp_factor;
+		h = ((uint64_t)c->height_in_blocks + c->v_samp_factor - 1) /
+		    c->v_samp_factor * c->v_samp_factor;
+		need += w * h * DCTSIZE2 * sizeof(JCOEF);
+	}
+	if (need > d->memory_max) {
+		jpeg_abort_decompress(cinfo);
+		return (image_memory_refuse(d, "a progressive JPEG keeps the "
+		    "whole image's coefficients", need, d->memory_max));
+	}
+	return (0);
+}
+
 /* Read the header; set d->info's size. */
 int
 image_jpeg_open(struct image_decoder *d)
@@ -196,7 +234,7 @@ image_jpeg_open(struct image_decoder *d)
 	j->components = cinfo->num_components;
 	d->info.width = cinfo->image_width;
 	d->info.height = cinfo->image_height;
-	return (0);
+	return (image_jpeg_memory(d, cinfo));
 }
 
 /* Pillow's MULDIV255: a*b/255, rounded. */

@@ -32,6 +32,7 @@ struct image_decoder {
 	size_t			 len;
 	uint8_t			*scratch;	/* rows, reused */
 	size_t			 scratch_len;
+	uint64_t		 memory_max;	/* a decode's, 0: no cap */
 	char			 err[IMAGE_ERROR_MAX];
 };
 

@@ -127,6 +127,7 @@ static int	tar_open(struct dataset *, const struct dataset_conf *,
 static int	tar_read(const struct dataset *, uint64_t,
 		    struct dataset_buf *, int64_t *);
 static char	*tar_where(const struct dataset *, uint64_t, char *, size_t);
+static char	*tar_brief(const struct dataset *, uint64_t, char *, size_t);
 static void	tar_close(struct dataset *);
 static int	tar_fail(struct tar_iter *, const char *, ...)
 		    __attribute__((__format__(__printf__, 2, 3)));
@@ -139,6 +140,7 @@ const struct dataset_ops dataset_tar_ops = {
 	.close = tar_close,
 	.read_encoded = tar_read,
 	.sample_where = tar_where,
+	.sample_brief = tar_brief,
 };
 
 /* Note what is wrong with the shard, for the caller's message. */
@@ -1255,10 +1257,24 @@ tar_read(const struct dataset *ds, uint64_t index, struct dataset_buf *buf,
 	return (0);
 }
 
+/* "the member at byte N of shard 'PATH'", from the index alone. */
+static char *
+tar_brief(const struct dataset *ds, uint64_t index, char *buf, size_t len)
+{
+	const struct tar	*t = ds->priv;
+	const struct tar_sample	*s = &t->s[index];
+	char			 where[512];
+
+	snprintf(buf, len, "the member at byte %" PRIu64 " of shard '%s'",
+	    s->off, tar_clean(t->paths[s->shard], where, sizeof where));
+	return (buf);
+}
+
 /*
  * "member 'NAME' of shard 'PATH'": the index keeps no names, so walk the
  * shard's headers again to the member whose data is the sample's (for
- * messages only, which are rare).
+ * messages only, which are rare, and in a worker: the main process names
+ * a sample with tar_brief(), reading nothing).
  */
 static char *
 tar_where(const struct dataset *ds, uint64_t index, char *buf, size_t len)
