@@ -54,6 +54,8 @@ struct done {
 	enum pool_job_result	result;
 	uint64_t		bad;
 	int			signal;
+	int			status;
+	unsigned		deaths;
 	int64_t			label;
 };
 
@@ -67,6 +69,7 @@ static char			 rundir[PATH_MAX];	/* made by main() */
 static char			 tmpdir[PATH_MAX];	/* made per test */
 static char			 raw_path[PATH_MAX];
 static char			*cause;
+static const char		*setup_extra = "";	/* [infeedd] lines */
 
 /* Dataset "big": record BIG_ROW's label does not fit in int32. */
 #define BIG_ROW		9
@@ -107,6 +110,7 @@ setup(void)
 	    "[infeedd]\n"
 	    "workers = %d\n"
 	    "memory_budget = 16M\n"
+	    "%s"
 	    "[dataset f32]\n"
 	    "type = synthetic\n"
 	    "samples = 500\n"
@@ -133,7 +137,8 @@ setup(void)
 	    "samples = 10\n"
 	    "shape = 4\n"
 	    "dtype = uint8\n"
-	    "sample_delay_us = 50000\n", WORKERS, raw_path, labels_path,
+	    "sample_delay_us = 50000\n", WORKERS, setup_extra, raw_path,
+	    labels_path,
 	    raw_path, big_path);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
@@ -174,6 +179,8 @@ done_cb(void *arg, const struct pool_report *r)
 	rec->done[rec->n].result = r->result;
 	rec->done[rec->n].bad = r->bad;
 	rec->done[rec->n].signal = r->signal;
+	rec->done[rec->n].status = r->status;
+	rec->done[rec->n].deaths = r->deaths;
 	rec->done[rec->n].label = r->label;
 	rec->n++;
 }
@@ -972,6 +979,144 @@ START_TEST(test_row_that_kills_workers_three_times_reported_crashed)
 }
 END_TEST
 
+/*
+ * A row whose worker exits with a status (as through fatal()) every time is
+ * reported after three deaths, with the status, and the other row of its
+ * job is read: such a death used to put the job back unchanged, for ever.
+ */
+START_TEST(test_row_that_exits_workers_reported_with_its_status)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, restarts = 0;
+	uint64_t		*idx;
+
+	pr = add_ring("flaky", 2, 1, 0, &rec, &r, &ds);
+	idx = ring_indices(r, 0);
+	idx[0] = 12;
+	idx[1] = FLAKY_EXIT;	/* a worker reading it exits with 1 */
+	pool_submit(pr, 0, 0, 0, 0, 2, ring_indices(r, 0));
+	ck_assert_msg(run_until(pred_two, &rec), "%u reports: the row that "
+	    "makes workers exit was never reported", rec.n);
+	run_for(100);
+	ck_assert_uint_eq(rec.n, 2);
+	for (i = 0; i < 2; i++) {
+		ck_assert_uint_eq(rec.done[i].rows, 1);
+		if (rec.done[i].result == POOL_JOB_CRASHED) {
+			ck_assert_uint_eq(rec.done[i].bad, 1);
+			ck_assert_int_eq(rec.done[i].signal, 0);
+			ck_assert_int_eq(rec.done[i].status, 1);
+			ck_assert_uint_eq(rec.done[i].deaths, 3);
+		} else
+			ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+	}
+	ck_assert_int_ne(rec.done[0].result, rec.done[1].result);
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		restarts += info.restarts;
+	}
+	ck_assert_uint_eq(restarts, 3);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/* Whether the pool has nothing queued or running (for submit_exits). */
+static bool
+pool_quiet(void)
+{
+	return (pool_jobs_queued(pool) == 0 && busy_workers() == 0);
+}
+
+/*
+ * Workers that die on every job are started again after a backoff that
+ * doubles from 10 ms to 1 s: for a second of jobs that each kill their
+ * worker, each of the two workers dies at most 8 times (0, 10, 30, 70,
+ * 150, 310, 630 ms ...), not hundreds.
+ */
+START_TEST(test_respawns_of_dying_workers_back_off)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, restarts = 0;
+	uint64_t		 end, *idx;
+
+	pr = add_ring("flaky", 1, 1, 0, &rec, &r, &ds);
+	idx = ring_indices(r, 0);
+	idx[0] = FLAKY_EXIT;
+	end = unit_now_ms() + 1000;
+	while (unit_now_ms() < end) {
+		if (pool_quiet() && rec.n < MAX_DONE - 1)
+			pool_submit(pr, 0, 0, 0, 0, 1, idx);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		restarts += info.restarts;
+	}
+	ck_assert_msg(restarts >= 3 && restarts <= 2 * 8, "%u restarts of "
+	    "dying workers in 1 s", restarts);
+	pool_drop_jobs(pr);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/* A job of 20 rows of "slow" (50 ms each) is done. */
+static bool
+pred_slow_done(const void *arg)
+{
+	const struct record	*rec = arg;
+
+	return (rec->n >= 1 && pool_idle(pool));
+}
+
+/*
+ * job_timeout is per row: a job of 20 rows of 50 ms (1 s) with a
+ * job_timeout of 250 ms is done by one worker, not killed as stuck, split
+ * and done again.
+ */
+START_TEST(test_job_timeout_is_per_row)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, stuck = 0, restarts = 0;
+
+	pr = add_ring("slow", 20, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 20, ds->samples);
+	pool_submit(pr, 0, 0, 0, 0, 20, ring_indices(r, 0));
+	ck_assert(run_until(pred_slow_done, &rec));
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	ck_assert_uint_eq(rec.done[0].rows, 20);
+	check_rows(r, ds, 0, 20);
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		stuck += info.stuck;
+		restarts += info.restarts;
+	}
+	ck_assert_msg(stuck == 0 && restarts == 0, "%u workers killed as "
+	    "stuck, %u restarts, for a job of slow rows", stuck, restarts);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/* The pool with a job_timeout of 250 ms. */
+static void
+setup_deadlines(void)
+{
+	setup_extra = "job_timeout = 250ms\n";
+	setup();
+	setup_extra = "";
+}
+
 START_TEST(test_idle_means_nothing_queued_or_running)
 {
 	struct record		 rec = { .n = 0 };
@@ -1030,6 +1175,14 @@ pool_suite(void)
 	    test_killed_worker_replaced_and_its_job_completes_once);
 	tcase_add_test(tc,
 	    test_row_that_kills_workers_three_times_reported_crashed);
+	tcase_add_test(tc,
+	    test_row_that_exits_workers_reported_with_its_status);
+	tcase_add_test(tc, test_respawns_of_dying_workers_back_off);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("deadlines");
+	tcase_add_checked_fixture(tc, setup_deadlines, teardown);
+	tcase_add_test(tc, test_job_timeout_is_per_row);
 	suite_add_tcase(s, tc);
 	return (s);
 }

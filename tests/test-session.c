@@ -777,6 +777,31 @@ START_TEST(test_crashing_sample_is_error_data_naming_the_signal)
 }
 END_TEST
 
+/*
+ * A sample whose worker exits with a status every time (fatal(): the
+ * worker's failure, not the data's) ends the session within bounded time
+ * with ERROR_INTERNAL naming the status and the sample; it used to be
+ * retried for ever, the client never told.
+ */
+START_TEST(test_sample_that_makes_workers_exit_is_answered)
+{
+	const char	*msg;
+	char		 want[160];
+
+	/* Batches of 4 of "flaky" from step 4: index 17 is its row 1. */
+	opts.batch_size = 4;
+	opts.has_start_step = 1;
+	opts.start_step = 4;
+	attach("flaky");
+	next(1);
+	wait_events(1);
+	msg = check_error(0, 1, INFEED__ERROR_CODE__ERROR_INTERNAL);
+	unit_fmt(want, sizeof(want), "workers exited 3 times (status 1; the "
+	    "daemon's log says why) reading sample %d (row 1 of epoch 0, "
+	    "step 4)", FLAKY_EXIT);
+	ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
+}
+END_TEST
 
 /*
  * REAL BUG (issue 13, item 6; daemon/dataset/reader-raw.c): a raw file cut
@@ -848,6 +873,7 @@ session_suite(void)
 	    test_read_failure_is_error_data_for_every_waiting_and_later_next);
 	tcase_add_test(tc, test_raw_file_truncated_to_nothing_is_error_data);
 	tcase_add_test(tc, test_crashing_sample_is_error_data_naming_the_signal);
+	tcase_add_test(tc, test_sample_that_makes_workers_exit_is_answered);
 	tcase_add_test(tc,
 	    test_raw_file_cut_mid_page_rows_past_the_end_are_error_data);
 	suite_add_tcase(s, tc);

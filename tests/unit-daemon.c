@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <check.h>
 
@@ -89,6 +90,8 @@ flaky_read(const struct dataset *ds, uint64_t index, void *dst,
 		return (-1);
 	if (index == FLAKY_CRASH)
 		raise(SIGSEGV);
+	if (index == FLAKY_EXIT)
+		_exit(1);
 	memset(dst, (int)index, 3);
 	*label = (int64_t)(index % 4);
 	return (0);
@@ -181,7 +184,8 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST,
 	    unit_tick_cb, NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
-	pool = pool_new(base, cat, workers, 30000, 256 << 20, NULL, NULL);
+	pool = pool_new(base, cat, workers, conf->job_timeout_ms,
+	    conf->image_memory_max, NULL, NULL);
 	unit_wait_ready();
 }
 

@@ -2,8 +2,9 @@
 /*
  * What the pool and session unit tests share: a dataset made in the test,
  * "flaky", 20 samples of three bytes (sample i is three bytes of i, label
- * i % 4), whose index FLAKY_BAD cannot be read and whose index FLAKY_CRASH
- * crashes the worker reading it with SIGSEGV; and small helpers.
+ * i % 4), whose index FLAKY_BAD cannot be read, whose index FLAKY_CRASH
+ * crashes the worker reading it with SIGSEGV, and whose index FLAKY_EXIT
+ * makes it exit with status 1, as fatal() does; and small helpers.
  */
 #ifndef INFEED_TEST_UNIT_DAEMON_H
 #define INFEED_TEST_UNIT_DAEMON_H
@@ -18,6 +19,7 @@
 
 #define FLAKY_BAD	9
 #define FLAKY_CRASH	13
+#define FLAKY_EXIT	17
 #define FLAKY_PATH	"/srv/data/flaky.bin"
 
 struct config;
@@ -32,7 +34,8 @@ extern struct ring_budget	 budget;
 
 /*
  * Load the configuration at @path (it must open @ndatasets datasets), add
- * "flaky", and start a pool of @workers on a fresh event base whose loop a
+ * "flaky", and start a pool of @workers (with the configuration's
+ * job_timeout and image_memory_max) on a fresh event base whose loop a
  * 5 ms tick keeps turning.
  */
 void		unit_daemon_start(const char *path, size_t ndatasets,
