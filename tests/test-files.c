@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -548,6 +549,105 @@ START_TEST(killed_worker_replaced_session_goes_on)
 }
 END_TEST
 
+/* Restarts of every worker so far, from Stats. */
+static unsigned
+worker_restarts(struct infeed *f)
+{
+	struct infeed_stats	*st;
+	unsigned		 n = 0;
+	size_t			 i;
+
+	ck_assert_msg(infeed_get_stats(f, &st) == INFEED_OK, "%s",
+	    infeed_error(f));
+	for (i = 0; i < st->nworkers; i++)
+		n += st->workers[i]->restarts;
+	infeed_stats_free(st);
+	return (n);
+}
+
+#define CUT_N		64		/* samples of 1 MiB, sparse */
+#define CUT_SAMPLE	(1u << 20)
+
+/*
+ * A trainer's raw file truncated while its session reads it (rows of
+ * 1 MiB, so that workers are copying when it happens): the session ends
+ * with ERROR_DATA saying the file was truncated, with the sample beyond
+ * it; no worker dies (a worker copying a row out of the mapping used to
+ * die of SIGBUS, every busy one, each respawned, and the client was told
+ * "cannot read sample N ... check that file" with no reason); another
+ * trainer is served meanwhile.
+ */
+START_TEST(file_truncated_under_session_is_error_data_no_worker_dies)
+{
+	struct bystander	 b;
+	struct bystander_report	 rep;
+	struct infeed		*f;
+	struct infeed_files	 fl;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	unsigned		 restarts, s;
+	pid_t			 cutter;
+	int			 wfd, dfd, status, rc = INFEED_OK;
+
+	ck_assert_int_ne(wfd = open(tpath("big.bin"), O_RDWR | O_CREAT |
+	    O_CLOEXEC, 0644), -1);
+	ck_assert_int_eq(ftruncate(wfd, (off_t)CUT_N * CUT_SAMPLE), 0);
+	dfd = open_unlinked("big.bin", O_RDONLY);
+	f = client();
+	infeed_files_init(&fl);
+	fl.data_fd = dfd;
+	fl.labels_fd = -1;
+	fl.data_format = INFEED_FILE_RAW;
+	fl.labels_format = INFEED_FILE_NONE;
+	fl.ndim = 1;
+	fl.shape[0] = CUT_SAMPLE;
+	fl.dtype = INFEED_DTYPE_UINT8;
+	infeed_options_init(&o);
+	o.batch_size = 16;
+	o.buffer_size = 3;
+	o.load_indefinitely = true;
+	ck_assert_msg(infeed_attach_files(f, "cut", &fl, &o, NULL) ==
+	    INFEED_OK, "%s", infeed_error(f));
+	close(dfd);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	restarts = worker_restarts(f);
+	bystander_start(&b);
+	usleep(300000);
+	/*
+	 * Cut it to three pages 50 ms into a run of steps taken as fast as
+	 * they come, so that workers are copying rows when it happens.
+	 */
+	ck_assert_int_ne(cutter = fork(), -1);
+	if (cutter == 0) {
+		usleep(50000);
+		_exit(ftruncate(wfd, 3 * 4096) == 0 ? 0 : 1);
+	}
+	for (s = 0; s < 100000 && rc == INFEED_OK; s++) {
+		if ((rc = infeed_next(f, &st)) == INFEED_OK)
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_int_eq(waitpid(cutter, &status, 0), cutter);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	usleep(300000);
+	bystander_stop(&b, &rep);
+	fprintf(stderr, "after %u steps: %s\n", s, infeed_error(f));
+	ck_assert_msg(rc == INFEED_ERR_DAEMON, "%d after %u steps: %s", rc, s,
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_daemon_code(f), 8);	/* ERROR_DATA */
+	ck_assert_msg(strstr(infeed_error(f), "truncated") != NULL &&
+	    (strstr(infeed_error(f), "while the session read it") != NULL ||
+	    strstr(infeed_error(f), "after the session began") != NULL),
+	    "%s", infeed_error(f));
+	ck_assert_msg(worker_restarts(f) == restarts, "workers died: %u "
+	    "restarts, %u before the file was cut; see %s/infeedd.log",
+	    worker_restarts(f), restarts, dir);
+	bystander_assert(&rep, 250);
+	infeed_free(f);
+	close(wfd);
+}
+END_TEST
+
 START_TEST(daemon_restart_resumes_with_the_same_files)
 {
 	struct infeed		*f;
@@ -683,6 +783,8 @@ files_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, descriptors_closed_in_daemon_and_workers_after_detach);
 	tcase_add_test(tc, killed_worker_replaced_session_goes_on);
+	tcase_add_test(tc,
+	    file_truncated_under_session_is_error_data_no_worker_dies);
 	tcase_add_test(tc, daemon_restart_resumes_with_the_same_files);
 	suite_add_tcase(s, tc);
 	return (s);
