@@ -33,6 +33,7 @@
 #include <check.h>
 
 #include "harness.h"
+#include "image-bombs.h"
 #include "infeed.h"
 #include "sampler.h"
 
@@ -1121,6 +1122,112 @@ END_TEST
  * A connection that never says Hello is closed after 10 s, so silent
  * connections cannot hold max_clients (or the spare descriptor) for ever.
  */
+/* The peak resident memory of process @pid, in KiB (VmHWM), or 0. */
+static uint64_t
+peak_rss_kib(pid_t pid)
+{
+	char		 path[64], line[256];
+	unsigned long long kib = 0;
+	FILE		*fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (0);
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+			break;
+	}
+	fclose(fp);
+	return (kib);
+}
+
+/* Write a one-image imagefolder, @name/a/@file, in the test's directory. */
+static void
+make_bomb_folder(const char *name, const char *file, const uint8_t *buf,
+    size_t len)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s/a", dir, name);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s/a/%s", dir, name, file);
+	write_file(path, buf, len);
+}
+
+/* A trainer's first step of image dataset @name fails: its message. */
+static void
+bomb_step_fails(const char *name, const char *file, char *msg, size_t len)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f = client();
+	int			 rc;
+
+	infeed_options_init(&o);
+	o.transform = "Resize(32), CenterCrop(32), ToTensor()";
+	ck_assert_msg(infeed_attach(f, name, &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	rc = infeed_next(f, &st);
+	snprintf(msg, len, "%s", infeed_error(f));
+	ck_assert_msg(rc == INFEED_ERR_DAEMON && infeed_daemon_code(f) == 8,
+	    "%s: %d, code %d: %s", name, rc, infeed_daemon_code(f), msg);
+	ck_assert_msg(strstr(msg, file) != NULL && strstr(msg, "above "
+	    "image_memory_max (256 MiB)") != NULL, "%s", msg);
+	infeed_free(f);
+}
+
+/*
+ * Decompression bombs within IMAGE_MAX_PIXELS (issue 24, item 4): an
+ * interlaced 16-bit RGBA PNG of 13376 x 13376 (1.43 GB decoded whole)
+ * and a progressive JPEG that size (1.07 GB of coefficients), each a
+ * file of about a hundred bytes.  Each session gets ERROR_DATA naming the
+ * file and image_memory_max; no worker grows past 128 MiB (one used to
+ * allocate and zero 1.43 GB, and with a few workers the OOM killer ran in
+ * a loop) or dies; a bystander is served all along.
+ */
+START_TEST(test_image_bombs_refused_at_image_memory_max)
+{
+	struct bystander	 b;
+	struct bystander_report	 rep;
+	Infeed__Frame		*r;
+	uint8_t			 buf[IMAGE_BOMB_MAX];
+	char			 extra[2048], msg[1024];
+	pid_t			 w[4];
+	size_t			 i;
+	int			 n;
+
+	make_bomb_folder("pngbomb", "bomb.png", buf, image_bomb_png(buf));
+	make_bomb_folder("jpgbomb", "bomb.jpg", buf, image_bomb_jpeg(buf));
+	snprintf(extra, sizeof(extra), "[dataset pngbomb]\ntype = imagefolder\n"
+	    "root = %s/pngbomb\n\n[dataset jpgbomb]\ntype = imagefolder\n"
+	    "root = %s/jpgbomb\n", dir, dir);
+	restart(extra, "2");
+	bystander_start(&b);
+	usleep(200000);
+	bomb_step_fails("pngbomb", "bomb.png", msg, sizeof(msg));
+	fprintf(stderr, "%s\n", msg);
+	ck_assert_msg(strstr(msg, "interlaced PNG") != NULL, "%s", msg);
+	bomb_step_fails("jpgbomb", "bomb.jpg", msg, sizeof(msg));
+	fprintf(stderr, "%s\n", msg);
+	ck_assert_msg(strstr(msg, "progressive JPEG") != NULL, "%s", msg);
+	usleep(200000);
+	bystander_stop(&b, &rep);
+	n = worker_pids(w, 4);
+	ck_assert_int_eq(n, 2);
+	for (i = 0; i < (size_t)n; i++)
+		ck_assert_msg(peak_rss_kib(w[i]) < 128 * 1024, "worker %d "
+		    "peaked at %llu KiB", (int)w[i],
+		    (unsigned long long)peak_rss_kib(w[i]));
+	r = raw_stats();
+	for (i = 0; i < r->stats->n_workers; i++)
+		ck_assert_uint_eq(r->stats->workers[i]->restarts, 0);
+	infeed__frame__free_unpacked(r, NULL);
+	bystander_assert(&rep, 250);
+}
+END_TEST
+
 START_TEST(test_silent_connection_closed)
 {
 	uint64_t	t0 = now_ms();
@@ -1163,6 +1270,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_workers_let_kept_ring_memory_go_with_the_daemon);
 	tcase_add_test(tc, test_retired_stopped_worker_replaced);
 	tcase_add_test(tc, test_silent_connection_closed);
+	tcase_add_test(tc, test_image_bombs_refused_at_image_memory_max);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -5,7 +5,10 @@
  * PIL's convert("RGB") pixels of each good image in expected.rgb):
  * full decodes and random regions are bit-identical to PIL's, bad files
  * fail with a phrase that says why, a cut file never yields wrong pixels,
- * and one decoder serves every image, whatever failed before.
+ * and one decoder serves every image, whatever failed before; with a
+ * memory cap, an interlaced 16-bit PNG or a progressive JPEG that would
+ * need more is refused at open, saying how much, and every good fixture
+ * still decodes.
  * $IMAGE_FIXTURES names the directory (meson sets it).
  */
 
@@ -17,6 +20,7 @@
 
 #include <check.h>
 
+#include "image-bombs.h"
 #include "image-decode.h"
 
 #define MAX_FIXTURES	64
@@ -436,6 +440,48 @@ START_TEST(test_misuse_refused)
 }
 END_TEST
 
+/*
+ * The memory cap: the hostile images (a 13376 x 13376 interlaced 16-bit
+ * RGBA PNG, 1.43 GB decoded whole; a progressive JPEG that size, 1.07 GB
+ * of coefficients) are refused at open, before anything is allocated,
+ * naming what they need and the cap; without a cap they open (the cap is
+ * why); under a small cap every good fixture, progressive and interlaced
+ * ones too, still decodes as PIL does.
+ */
+START_TEST(test_memory_cap_refuses_bombs_at_open)
+{
+	struct image_decoder	*d;
+	struct image_info	 info;
+	uint8_t			 png[IMAGE_BOMB_MAX], jpg[IMAGE_BOMB_MAX];
+	size_t			 npng, njpg, i;
+
+	npng = image_bomb_png(png);
+	njpg = image_bomb_jpeg(jpg);
+	ck_assert_ptr_nonnull(d = image_decoder_new());
+	ck_assert_int_eq(image_open(d, png, npng, &info), 0);
+	ck_assert_int_eq(image_open(d, jpg, njpg, &info), 0);
+	ck_assert_uint_eq(info.width, IMAGE_BOMB_SIDE);
+
+	image_decoder_set_memory_max(d, 256u << 20);
+	ck_assert_int_eq(image_open(d, png, npng, &info), -1);
+	ck_assert_str_eq(image_decoder_error(d), "image needs 1366 MiB to "
+	    "decode (an interlaced PNG is decoded whole), above "
+	    "image_memory_max (256 MiB)");
+	ck_assert_int_eq(image_open(d, jpg, njpg, &info), -1);
+	ck_assert_str_eq(image_decoder_error(d), "image needs 1024 MiB to "
+	    "decode (a progressive JPEG keeps the whole image's "
+	    "coefficients), above image_memory_max (256 MiB)");
+
+	image_decoder_set_memory_max(d, 16u << 20);
+	for (i = 0; i < nfixtures; i++) {
+		if (fixtures[i].good)
+			check_region(d, &fixtures[i], 0, 0, fixtures[i].width,
+			    fixtures[i].height);
+	}
+	image_decoder_free(d);
+}
+END_TEST
+
 static Suite *
 image_decode_suite(void)
 {
@@ -455,6 +501,7 @@ image_decode_suite(void)
 	tcase_add_test(tc, test_cut_files_never_give_wrong_pixels);
 	tcase_add_test(tc, test_one_decoder_survives_errors_and_abandoned_images);
 	tcase_add_test(tc, test_misuse_refused);
+	tcase_add_test(tc, test_memory_cap_refuses_bombs_at_open);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -79,6 +79,10 @@ image_jpeg_message(j_common_ptr cinfo)
 	case JERR_OUT_OF_MEMORY:
 		what = "out of memory decoding JPEG";
 		break;
+	case JERR_NO_BACKING_STORE:	/* over max_memory_to_use */
+		what = "image needs more memory to decode than "
+		    "image_memory_max allows";
+		break;
 	default:
 		if (cinfo->err->msg_code >= JWRN_ADOBE_XFORM &&
 		    cinfo->err->msg_code <= JWRN_BOGUS_ICC)
