@@ -1228,6 +1228,110 @@ START_TEST(test_image_bombs_refused_at_image_memory_max)
 }
 END_TEST
 
+/* Append a ustar member @name of @len bytes of @data to @fp. */
+static void
+tar_member(FILE *fp, const char *name, const void *data, size_t len)
+{
+	uint8_t		h[512], pad[512];
+	unsigned	sum = 0, i;
+
+	memset(h, 0, sizeof(h));
+	memset(pad, 0, sizeof(pad));
+	snprintf((char *)h, 100, "%s", name);
+	snprintf((char *)h + 100, 8, "%07o", 0644);
+	snprintf((char *)h + 108, 8, "%07o", 0);
+	snprintf((char *)h + 116, 8, "%07o", 0);
+	snprintf((char *)h + 124, 12, "%011o", (unsigned)len);
+	snprintf((char *)h + 136, 12, "%011o", 0);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	for (i = 0; i < sizeof(h); i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	ck_assert_uint_eq(fwrite(h, 1, sizeof(h), fp), sizeof(h));
+	ck_assert_uint_eq(fwrite(data, 1, len, fp), len);
+	ck_assert_uint_eq(fwrite(pad, 1, (512 - len % 512) % 512, fp),
+	    (512 - len % 512) % 512);
+}
+
+/* Bytes process @pid has read (rchar in /proc/PID/io). */
+static uint64_t
+rchar_of(pid_t pid)
+{
+	char			 path[64], line[128];
+	unsigned long long	 n = 0;
+	FILE			*fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "rchar: %llu", &n) == 1)
+			break;
+	}
+	fclose(fp);
+	return (n);
+}
+
+#define TAR_SAMPLES	2000
+
+/*
+ * A trainer aims at a known-bad member of a tar shard again and again
+ * (start_step): every failure is named from what the worker already knows
+ * ("member 'NAME' of shard 'PATH'"), and the daemon's main process reads
+ * nothing of the shard for it (it used to walk the shard's headers up to
+ * the member on every failure, on the event loop: 4 MB each here).
+ */
+START_TEST(test_bad_tar_member_named_without_reading_in_the_daemon)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	char			 path[600], name[64], extra[1024];
+	uint64_t		 before, after;
+	FILE			*fp;
+	int			 i, rc;
+
+	snprintf(path, sizeof(path), "%s/shard.tar", dir);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	for (i = 0; i < TAR_SAMPLES; i++) {
+		snprintf(name, sizeof(name), "s%05d.cls", i);
+		tar_member(fp, name, "1", 1);
+		snprintf(name, sizeof(name), "s%05d.jpg", i);
+		tar_member(fp, name, "not an image", 12);
+	}
+	memset(extra, 0, 1024);
+	ck_assert_uint_eq(fwrite(extra, 1, 1024, fp), 1024);
+	ck_assert_int_eq(fclose(fp), 0);
+	snprintf(extra, sizeof(extra), "[dataset shards]\ntype = tar\n"
+	    "shards = %s\n", path);
+	restart(extra, "2");
+	before = rchar_of(daemon_pid);
+	for (i = 0; i < 20; i++) {
+		f = client();
+		infeed_options_init(&o);
+		o.transform = "Resize(32), CenterCrop(32), ToTensor()";
+		o.start_step = TAR_SAMPLES - 1;
+		ck_assert_msg(infeed_attach(f, "shards", &o, NULL) ==
+		    INFEED_OK, "%s", infeed_error(f));
+		rc = infeed_next(f, &st);
+		ck_assert_int_eq(rc, INFEED_ERR_DAEMON);
+		ck_assert_int_eq(infeed_daemon_code(f), 8);
+		/* (Slots ahead may fail first: every member is bad.) */
+		ck_assert_msg(strstr(infeed_error(f), "member 's0") != NULL &&
+		    strstr(infeed_error(f), ".jpg' of shard") != NULL, "%s",
+		    infeed_error(f));
+		infeed_free(f);
+	}
+	after = rchar_of(daemon_pid);
+	ck_assert_msg(after - before < 512 * 1024, "the daemon's main "
+	    "process read %llu bytes for 20 failures",
+	    (unsigned long long)(after - before));
+}
+END_TEST
+
 START_TEST(test_silent_connection_closed)
 {
 	uint64_t	t0 = now_ms();
@@ -1271,6 +1375,8 @@ faults_suite(void)
 	tcase_add_test(tc, test_retired_stopped_worker_replaced);
 	tcase_add_test(tc, test_silent_connection_closed);
 	tcase_add_test(tc, test_image_bombs_refused_at_image_memory_max);
+	tcase_add_test(tc,
+	    test_bad_tar_member_named_without_reading_in_the_daemon);
 	suite_add_tcase(s, tc);
 	return (s);
 }
