@@ -99,6 +99,7 @@ static const struct {
 	{ "permission-denied", 1 },
 	{ "data", 1 },
 	{ "data-files", 1 },
+	{ "internal-workers", 0 },	/* test-session, test-pool */
 	{ "internal", 0 },		/* a failing dup() in the daemon */
 };
 
