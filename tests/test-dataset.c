@@ -1465,6 +1465,64 @@ cut_read_fails(struct dataset *ds, uint64_t i)
 	    " is not wholly inside its file but read", i);
 }
 
+/*
+ * A client's raw file (fstat'ed, as a client's are) changed under a job:
+ * cut, it is seen at the job's end with its new size, and a later read
+ * says why it failed; cut and written again to the same size within the
+ * job, it is seen as changed too (its ctime), so the rows are read again;
+ * untouched, it is not.
+ */
+START_TEST(client_file_changed_within_a_job_is_seen)
+{
+	struct dataset_files	 spec = { 0 };
+	struct dataset		*ds;
+	uint8_t			 data[64 * 16], buf[16];
+	char			 why[256];
+	char			*cause = NULL;
+	uint64_t		 size;
+	int64_t			 label;
+	unsigned		 i;
+	int			 fd;
+
+	for (i = 0; i < sizeof data; i++)
+		data[i] = (uint8_t)i;
+	write_file(tpath("c.bin"), data, sizeof data);
+	spec.data_format = DATASET_FORMAT_RAW;
+	spec.labels_format = DATASET_FORMAT_NONE;
+	spec.dtype = INFEED_DTYPE_UINT8;
+	spec.ndim = 1;
+	spec.shape[0] = 16;
+	ck_assert_int_ne(fd = open(tpath("c.bin"), O_RDONLY), -1);
+	ds = dataset_open_files("mine", &spec, fd, -1, true, NULL, &cause);
+	ck_assert_msg(ds != NULL, "%s", cause);
+
+	dataset_job_begin();
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(dataset_job_end(&size), 0);
+
+	/* Cut and written again, the same bytes: still a change. */
+	usleep(20000);		/* past the ctime's clock tick */
+	dataset_job_begin();
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(truncate(tpath("c.bin"), 0), 0);
+	write_file(tpath("c.bin"), data, sizeof data);
+	ck_assert_int_eq(dataset_job_end(&size), 1);
+	ck_assert_uint_eq(size, UINT64_MAX);	/* no smaller now */
+
+	/* Cut: seen with its size; a row past it says why. */
+	dataset_job_begin();
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(truncate(tpath("c.bin"), 40), 0);
+	ck_assert_int_eq(dataset_job_end(&size), 1);
+	ck_assert_uint_eq(size, 40);
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), -1);
+	ck_assert_str_eq(dataset_short_why(why, sizeof why), "the file is 40 "
+	    "bytes now, and the sample needs bytes up to 64: it was truncated "
+	    "after the session began");
+	dataset_free(ds);
+}
+END_TEST
+
 /* raw: rows cut by a truncation of the data file fail, earlier ones read. */
 START_TEST(raw_read_fails_for_rows_past_a_truncated_data_file)
 {
@@ -1624,6 +1682,7 @@ dataset_suite(void)
 
 	tc = tcase_create("npy");
 	tcase_add_test(tc, npy_files_by_descriptor);
+	tcase_add_test(tc, client_file_changed_within_a_job_is_seen);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, npy_reads_version_1_2_and_3_headers);
