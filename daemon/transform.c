@@ -210,6 +210,8 @@ transform_work_trim(struct transform_work *w)
 		w->iw.buf = NULL;
 		w->iw.cap = 0;
 	}
+	if (w->enc.cap > TRANSFORM_KEEP)
+		dataset_buf_free(&w->enc);
 }
 
 /* Free a worker's image state; NULL is a no-op. */
@@ -238,11 +240,13 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 
 	if (dataset_read_encoded(ds, index, &w->enc, label) == -1) {
 		snprintf(reason, len, "cannot read it (%s)", strerror(errno));
+		transform_work_trim(w);
 		return (-1);
 	}
 	*bytes += w->enc.len;
 	if (image_open(w->dec, w->enc.p, w->enc.len, &info) == -1) {
 		snprintf(reason, len, "%s", image_decoder_error(w->dec));
+		transform_work_trim(w);
 		return (-1);
 	}
 	image_plan_make(&tf->pipeline, info.width, info.height, tf->seed,
@@ -256,6 +260,7 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 		    (unsigned long long)((need + (1u << 20) - 1) >> 20),
 		    plan.decode.w, plan.decode.h,
 		    (unsigned long long)(w->memory_max >> 20));
+		transform_work_trim(w);
 		return (-1);
 	}
 	if (need > w->pixcap) {
@@ -264,6 +269,7 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 		if ((w->pix = malloc(need)) == NULL) {
 			snprintf(reason, len, "out of memory (%zu bytes to "
 			    "decode it)", need);
+			transform_work_trim(w);
 			return (-1);
 		}
 		w->pixcap = need;
