@@ -57,6 +57,7 @@ struct done {
 	int			status;
 	unsigned		deaths;
 	int64_t			label;
+	char			reason[256];
 };
 
 /* What a ring's callback saw. */
@@ -142,6 +143,11 @@ setup(void)
 	    raw_path, big_path);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
+	/* FLAKY_MAPPED's file, mapped by the workers: 1 MiB, sparse. */
+	unit_fmt(unit_flaky_map, sizeof(unit_flaky_map), "%s/flaky-map.bin",
+	    tmpdir);
+	unit_write_file(unit_flaky_map, "", 0);
+	ck_assert_int_eq(truncate(unit_flaky_map, FLAKY_MAP_BYTES), 0);
 
 	unit_daemon_start(path, 4, WORKERS);
 }
@@ -181,6 +187,8 @@ done_cb(void *arg, const struct pool_report *r)
 	rec->done[rec->n].signal = r->signal;
 	rec->done[rec->n].status = r->status;
 	rec->done[rec->n].deaths = r->deaths;
+	snprintf(rec->done[rec->n].reason, sizeof(rec->done[rec->n].reason),
+	    "%s", r->reason);
 	rec->done[rec->n].label = r->label;
 	rec->n++;
 }
@@ -1108,6 +1116,56 @@ START_TEST(test_job_timeout_is_per_row)
 }
 END_TEST
 
+/* Whether the record holds a report and all is idle. */
+static bool
+pred_one(const void *arg)
+{
+	const struct record	*rec = arg;
+
+	return (rec->n >= 1 && pool_idle(pool));
+}
+
+/*
+ * A file cut while a worker copies a row out of its mapping (20 rows of
+ * 20 ms, the file cut 100 ms in): the copy's SIGBUS is caught, the row
+ * is a read error that says so, and no worker dies (each busy one used
+ * to, and was respawned).
+ */
+START_TEST(test_sigbus_while_copying_is_the_rows_read_error)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i, restarts = 0;
+	uint64_t		*idx, end;
+
+	pr = add_ring("flaky", 20, 1, 1, &rec, &r, &ds);
+	idx = ring_indices(r, 0);
+	for (i = 0; i < 20; i++)
+		idx[i] = FLAKY_MAPPED;
+	pool_submit(pr, 0, 0, 0, 0, 20, idx);
+	end = unit_now_ms() + 100;
+	while (unit_now_ms() < end)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(truncate(unit_flaky_map, 0), 0);
+	ck_assert(run_until(pred_one, &rec));
+	run_for(100);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_READ_ERROR);
+	ck_assert_uint_eq(rec.done[0].bad, FLAKY_MAPPED);
+	ck_assert_msg(strstr(rec.done[0].reason, "SIGBUS") != NULL, "%s",
+	    rec.done[0].reason);
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		restarts += info.restarts;
+	}
+	ck_assert_uint_eq(restarts, 0);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* The pool with a job_timeout of 250 ms. */
 static void
 setup_deadlines(void)
@@ -1178,6 +1236,7 @@ pool_suite(void)
 	tcase_add_test(tc,
 	    test_row_that_exits_workers_reported_with_its_status);
 	tcase_add_test(tc, test_respawns_of_dying_workers_back_off);
+	tcase_add_test(tc, test_sigbus_while_copying_is_the_rows_read_error);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("deadlines");

@@ -3,6 +3,9 @@
  * What the pool and session unit tests share: see unit-daemon.h.
  */
 
+#include <sys/mman.h>
+
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@ struct catalogue	*cat;
 struct event_base	*base;
 struct pool		*pool;
 struct ring_budget	 budget;
+char			 unit_flaky_map[4096];
 static struct event	*tick;
 
 /*
@@ -80,12 +84,42 @@ unit_tick_cb(evutil_socket_t fd, short ev, void *arg)
 	(void)arg;
 }
 
+/*
+ * FLAKY_MAPPED: 20 ms, then three bytes from the middle of a mapping of
+ * unit_flaky_map (made the first time, in the worker).
+ */
+static int
+flaky_mapped(void *dst)
+{
+	static uint8_t	*map;
+	int		 fd;
+
+	if (map == NULL) {
+		if (unit_flaky_map[0] == '\0' ||
+		    (fd = open(unit_flaky_map, O_RDONLY | O_CLOEXEC)) == -1)
+			return (-1);
+		map = mmap(NULL, FLAKY_MAP_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (map == MAP_FAILED) {
+			map = NULL;
+			return (-1);
+		}
+	}
+	usleep(20000);
+	memcpy(dst, map + FLAKY_MAP_BYTES / 2, 3);
+	return (0);
+}
+
 /* Sample i is three bytes of i; FLAKY_BAD fails, FLAKY_CRASH crashes. */
 static int
 flaky_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label)
 {
 	(void)ds;
+	if (index == FLAKY_MAPPED) {
+		*label = 0;
+		return (flaky_mapped(dst));
+	}
 	if (index == FLAKY_BAD)
 		return (-1);
 	if (index == FLAKY_CRASH)

@@ -3,8 +3,11 @@
  * What the pool and session unit tests share: a dataset made in the test,
  * "flaky", 20 samples of three bytes (sample i is three bytes of i, label
  * i % 4), whose index FLAKY_BAD cannot be read, whose index FLAKY_CRASH
- * crashes the worker reading it with SIGSEGV, and whose index FLAKY_EXIT
- * makes it exit with status 1, as fatal() does; and small helpers.
+ * crashes the worker reading it with SIGSEGV, whose index FLAKY_EXIT
+ * makes it exit with status 1, as fatal() does, and whose index
+ * FLAKY_MAPPED takes 20 ms and copies from a mapping of the file
+ * unit_flaky_map (1 MiB when the pool starts; cut it, and the copy is a
+ * SIGBUS); and small helpers.
  */
 #ifndef INFEED_TEST_UNIT_DAEMON_H
 #define INFEED_TEST_UNIT_DAEMON_H
@@ -20,10 +23,15 @@
 #define FLAKY_BAD	9
 #define FLAKY_CRASH	13
 #define FLAKY_EXIT	17
+#define FLAKY_MAPPED	18
+#define FLAKY_MAP_BYTES	(1u << 20)
 #define FLAKY_PATH	"/srv/data/flaky.bin"
 
 struct config;
 struct pool;
+
+/* FLAKY_MAPPED's file, set before unit_daemon_start(); "": none. */
+extern char			 unit_flaky_map[4096];
 
 /* The daemon's layers below the session, made by unit_daemon_start(). */
 extern struct config		*conf;
