@@ -711,7 +711,7 @@ job_part(const struct job *job, uint64_t begin, uint64_t end)
  * @status) or STUCK; @counts says whether the death counts against the
  * row in full (POOL_MAX_ATTEMPTS) or is a kill from outside that nothing
  * explains (POOL_MAX_KILLS).  The row the worker was reading, @row (from
- * its beat; @row_end when unknown), is carved out and retried alone, the
+ * its beat; UINT64_MAX when unknown), is carved out and retried alone, the
  * rows around it go back as they were; with no row known, the job is
  * split into single rows.  A row out of tries is reported.
  */
@@ -722,6 +722,7 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 	struct pool_ring	*pr;
 	struct job		*one, *before = NULL, *after = NULL;
 	uint64_t		 r;
+	bool			 retry;
 
 	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
 		job_free(job);
@@ -760,18 +761,20 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 		job_free(job);
 		job = one;
 	}
+	retry = counts ? ++job->attempts < POOL_MAX_ATTEMPTS :
+	    ++job->kills < POOL_MAX_KILLS;
 	if (after != NULL)
 		TAILQ_INSERT_HEAD(&pool->jobs, after, entry);
-	if (counts ? ++job->attempts < POOL_MAX_ATTEMPTS :
-	    ++job->kills < POOL_MAX_KILLS)
+	if (retry)
 		TAILQ_INSERT_HEAD(&pool->jobs, job, entry);
-	else {
-		job->attempts = counts ? job->attempts : job->kills;
-		pool_report(pr, job, 1, job->why, job->row_begin, 0, NULL);
-		job_free(job);
-	}
 	if (before != NULL)
 		TAILQ_INSERT_HEAD(&pool->jobs, before, entry);
+	if (retry)
+		return;
+	/* Reported last: its owner may drop the ring's jobs. */
+	job->attempts = counts ? job->attempts : job->kills;
+	pool_report(pr, job, 1, job->why, job->row_begin, 0, NULL);
+	job_free(job);
 }
 
 /*

@@ -5,9 +5,9 @@
  * i % 4), whose index FLAKY_BAD cannot be read, whose index FLAKY_CRASH
  * crashes the worker reading it with SIGSEGV, whose index FLAKY_EXIT
  * makes it exit with status 1, as fatal() does, and whose index
- * FLAKY_MAPPED takes 20 ms and copies from a mapping of the file
- * unit_flaky_map (1 MiB when the pool starts; cut it, and the copy is a
- * SIGBUS); and small helpers.
+ * FLAKY_MAPPED, when unit_flaky_map names a file (1 MiB when the pool
+ * starts), takes 20 ms and copies from a mapping of it (cut it, and the
+ * copy is a SIGBUS); and small helpers.
  */
 #ifndef INFEED_TEST_UNIT_DAEMON_H
 #define INFEED_TEST_UNIT_DAEMON_H
