@@ -15,6 +15,7 @@
  * timer so that a round always ends: a bug fails a test, never hangs it.
  */
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -1166,6 +1167,59 @@ START_TEST(test_sigbus_while_copying_is_the_rows_read_error)
 }
 END_TEST
 
+/*
+ * A ring's MAP that must wait in a worker's queue (its socket is full)
+ * but cannot, for want of a descriptor to keep with it: the job is sent
+ * again 100 ms later, not left waiting for some other event (a worker's
+ * answer, another job), which may never come.
+ */
+START_TEST(test_job_sent_again_after_a_queued_map_could_not_be)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS];
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	struct rlimit		 rl, low;
+	unsigned		 i;
+	uint64_t		 end;
+
+	pr = add_ring("f32", 4, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 4, ds->samples);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info[i]);
+		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
+	}
+	/* Fill both workers' sockets: the rest waits in their queues. */
+	for (i = 0; i < 500; i++)
+		pool_forget_mem(pool, 1000000 + i);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = 3;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	pool_submit(pr, 0, 0, 0, 0, 4, ring_indices(r, 0));
+	ck_assert_uint_eq(pool_jobs_queued(pool), 1);	/* it could not go */
+	/*
+	 * The workers go on; the SIGCHLD that says so tries the job once
+	 * more, still without a descriptor to spare.  Then nothing happens
+	 * but the pool's own retry.
+	 */
+	for (i = 0; i < WORKERS; i++)
+		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	run_for(50);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ck_assert_uint_eq(rec.n, 0);
+	end = unit_now_ms() + 3000;
+	while (rec.n == 0 && unit_now_ms() < end)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_msg(rec.n == 1, "the job waited 3 s after its MAP could not "
+	    "be queued");
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	check_rows(r, ds, 0, 4);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* The pool with a job_timeout of 250 ms. */
 static void
 setup_deadlines(void)
@@ -1225,6 +1279,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_remove_ring_drops_its_jobs_unreported);
 	tcase_add_test(tc, test_drop_jobs_drops_queued_running_one_finishes);
 	tcase_add_test(tc, test_idle_means_nothing_queued_or_running);
+	tcase_add_test(tc, test_job_sent_again_after_a_queued_map_could_not_be);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("crashes");
