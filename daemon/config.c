@@ -256,9 +256,10 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		conf->job_timeout_ms = (uint32_t)v;
 	} else if (strcmp(name, "image_memory_max") == 0) {
 		if (config_parse_size(value, &v) == -1 ||
-		    v < CONFIG_MIN_IMAGE_MEMORY || v > CONFIG_MAX_IMAGE_MEMORY) {
-			cp->error = xasprintf("[infeedd] image_memory_max = %s: "
-			    "expected a size from 16M to 64G such as 256M",
+		    v < CONFIG_MIN_IMAGE_MEMORY ||
+		    v > CONFIG_MAX_IMAGE_MEMORY) {
+			cp->error = xasprintf("[infeedd] image_memory_max = "
+			    "%s: expected a size from 16M to 64G such as 256M",
 			    value);
 			return (0);
 		}

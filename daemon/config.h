@@ -19,8 +19,8 @@ struct config {
 	unsigned		 max_clients;
 	uint32_t		 max_frame_size;
 	uint64_t		 memory_budget;	/* bytes, all step rings */
-	uint32_t		 job_timeout_ms; /* per row: a stuck worker is replaced */
-	uint64_t		 image_memory_max; /* one image's decode, a worker */
+	uint32_t		 job_timeout_ms; /* per row; then stuck */
+	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
 	char			*metrics_host;	/* NULL: no metrics endpoint */
 	uint16_t		 metrics_port;

@@ -34,7 +34,7 @@
 #define POOL_MAX_KILLS		10	/* kills from outside, unexplained */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
 #define POOL_BACKOFF_MIN_MS	10	/* a dead worker's first respawn waits */
-#define POOL_BACKOFF_MAX_MS	1000	/* ... doubling to this, until a job is done */
+#define POOL_BACKOFF_MAX_MS	1000	/* ... doubling to this, till a job is done */
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 

@@ -54,7 +54,7 @@ struct wring {
 	float			*lut;		/* uint8 -> float, per channel */
 	struct dataset		*files;		/* a client's, or NULL */
 	char			*files_why;	/* why not, when refused */
-	char			*why;		/* its jobs fail: the worker's fault */
+	char			*why;		/* its jobs fail: ours, why */
 };
 
 /* This worker's progress, shared with the pool. */
@@ -480,7 +480,7 @@ worker_job(const struct catalogue *cat, struct wring *rings, size_t nrings,
 	if (ds == NULL || !worker_job_ok(w, m, n))
 		return;
 	m->error = worker_fill(w, twp, ds, m, indices, image_memory_max);
-	/* Named here, where reading a tar shard's headers again is no one's wait. */
+	/* Named here: a tar shard's headers are read in no one's way. */
 	if (m->error == WORKER_READ_ERROR && ds->encoded)
 		(void)dataset_sample_where(ds, m->bad_index, m->where,
 		    sizeof(m->where));

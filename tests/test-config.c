@@ -399,6 +399,32 @@ START_TEST(config_reads_job_timeout_durations)
 END_TEST
 
 /* Only [infeedd] and [dataset NAME] sections; keys need a section. */
+/* image_memory_max takes sizes from 16M to 64G, 256M by default. */
+START_TEST(config_reads_image_memory_max)
+{
+	struct config	*conf;
+
+	conf = load_ok("[infeedd]\n");
+	ck_assert_uint_eq(conf->image_memory_max, 256ULL << 20);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nimage_memory_max = 1G\n");
+	ck_assert_uint_eq(conf->image_memory_max, 1ULL << 30);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nimage_memory_max = 16M\n");
+	ck_assert_uint_eq(conf->image_memory_max, 16ULL << 20);
+	config_free(conf);
+	load_fails("[infeedd]\nimage_memory_max = 1M\n", 2, "[infeedd] "
+	    "image_memory_max = 1M: expected a size from 16M to 64G such as "
+	    "256M");
+	load_fails("[infeedd]\nimage_memory_max = 65G\n", 2, "[infeedd] "
+	    "image_memory_max = 65G: expected a size from 16M to 64G such as "
+	    "256M");
+	load_fails("[infeedd]\nimage_memory_max = lots\n", 2, "[infeedd] "
+	    "image_memory_max = lots: expected a size from 16M to 64G such as "
+	    "256M");
+}
+END_TEST
+
 START_TEST(config_refuses_unknown_sections)
 {
 	load_fails("[infeedd]\nworkers = 1\n[server]\nport = 1\n", 4,
@@ -519,6 +545,7 @@ config_suite(void)
 	tcase_add_test(tc, config_reads_every_daemon_key);
 	tcase_add_test(tc, config_parses_sizes_with_binary_suffixes);
 	tcase_add_test(tc, config_reads_job_timeout_durations);
+	tcase_add_test(tc, config_reads_image_memory_max);
 	tcase_add_test(tc, config_reads_metrics_listen);
 	tcase_add_test(tc, config_refuses_a_bad_socket_path);
 	tcase_add_test(tc, config_refuses_a_bad_workers_count);

@@ -104,7 +104,7 @@ struct dataset_ops {
 			    struct dataset_buf *, int64_t *label);
 	char		*(*sample_where)(const struct dataset *, uint64_t index,
 			    char *buf, size_t len);
-	/* As sample_where, reading nothing (NULL: sample_where reads nothing). */
+	/* As sample_where, reading nothing (NULL: sample_where does). */
 	char		*(*sample_brief)(const struct dataset *, uint64_t index,
 			    char *buf, size_t len);
 };
