@@ -100,7 +100,8 @@ struct worker {
 	struct job	*job;
 	uint64_t	 rows_done;
 	uint64_t	 job_start_us;	/* of the running job */
-	uint64_t	 job_start_ms;
+	uint64_t	 beat_rows;	/* its beat's count, last seen */
+	uint64_t	 beat_ms;	/* ... changing, or the job's start */
 	uint64_t	 job_id;	/* the running job's, in its beat */
 	uint64_t	 busy_us;	/* in jobs done */
 	unsigned	 restarts;
@@ -406,17 +407,25 @@ pool_deadline_in(struct worker *w, uint64_t ms)
 	evtimer_add(w->deadline_ev, &tv);
 }
 
+/* How often a busy worker's beat is looked at: a quarter of job_timeout. */
+static uint64_t
+pool_beat_every(const struct pool *pool)
+{
+	return (pool->job_timeout_ms / 4 > 25 ? pool->job_timeout_ms / 4 : 25);
+}
+
 /*
  * A worker's deadline check: job_timeout is per row, so a job of many
- * slow rows is not stuck while its rows keep coming.  The worker writes
- * the time it finished its last row (or began the job) in its beat; the
- * job is stuck when no row has come within job_timeout of that.
+ * slow rows is not stuck while its rows keep coming.  The worker counts
+ * the rows it begins in its beat (a store, no clock, per row); looked at
+ * every quarter of job_timeout, the job is stuck when the count has not
+ * moved for job_timeout (found within a quarter more).
  */
 static void
 pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct worker	*w = arg;
-	uint64_t	 last, now;
+	uint64_t	 rows, now, left;
 	char		 why[128];
 
 	(void)fd;
@@ -427,12 +436,16 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 		pool_kill_stuck(w, why);
 		return;
 	}
-	last = __atomic_load_n(&w->beat->ms, __ATOMIC_RELAXED);
-	if (last < w->job_start_ms)	/* a row of its last job */
-		last = w->job_start_ms;
+	rows = __atomic_load_n(&w->beat->rows, __ATOMIC_RELAXED);
 	now = clock_now_ms();
-	if (w->job != NULL && now < last + w->pool->job_timeout_ms) {
-		pool_deadline_in(w, last + w->pool->job_timeout_ms - now);
+	if (rows != w->beat_rows) {
+		w->beat_rows = rows;
+		w->beat_ms = now;
+	}
+	if (w->job != NULL && now < w->beat_ms + w->pool->job_timeout_ms) {
+		left = w->beat_ms + w->pool->job_timeout_ms - now;
+		pool_deadline_in(w, left < pool_beat_every(w->pool) ? left :
+		    pool_beat_every(w->pool));
 		return;
 	}
 	snprintf(why, sizeof(why), "read no row of its job for %u ms "
@@ -565,9 +578,10 @@ pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 pool_arm_deadline(struct worker *w)
 {
-	pool_deadline_in(w, w->pool->job_timeout_ms);
+	pool_deadline_in(w, pool_beat_every(w->pool));
 	w->job_start_us = clock_now_us();
-	w->job_start_ms = clock_now_ms();
+	w->beat_ms = clock_now_ms();
+	w->beat_rows = __atomic_load_n(&w->beat->rows, __ATOMIC_RELAXED);
 }
 
 /*

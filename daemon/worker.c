@@ -12,8 +12,8 @@
  * A file mapped for reading can be truncated under the worker (a client's
  * own file, typically): rows are copied with a SIGBUS handler armed, and a
  * fault while copying is the row's read error ("truncated to N bytes
- * while the session read it"), not the worker's death.  After each row the
- * worker writes the time in its beat, so the pool's deadline is per row.
+ * while the session read it"), not the worker's death.  Each row it begins
+ * is counted in its beat, so the pool's deadline is per row.
  */
 
 #include <sys/mman.h>
@@ -30,7 +30,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "log.h"
 #include "worker.h"
 #include "xmalloc.h"
@@ -64,11 +63,13 @@ static struct worker_beat	*worker_beat;
 static sigjmp_buf		 worker_bus_jb;
 static volatile sig_atomic_t	 worker_bus_armed;
 
-/* Say a row was done (or a job begun): the pool's deadline is per row. */
+/* Say row @row of the job is begun: the pool's deadline is per row. */
 static void
-worker_beat_now(void)
+worker_beat_row(uint64_t row)
 {
-	__atomic_store_n(&worker_beat->ms, clock_now_ms(), __ATOMIC_RELAXED);
+	worker_beat->row = row;
+	__atomic_store_n(&worker_beat->rows, worker_beat->rows + 1,
+	    __ATOMIC_RELAXED);
 }
 
 /*
@@ -117,8 +118,7 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	m->replaced = 0;
 	m->reason[0] = '\0';
 	for (r = m->row_begin; r < m->row_end; r++) {
-		worker_beat->row = r;
-		worker_beat_now();
+		worker_beat_row(r);
 		idx = indices[r - m->row_begin];
 		dst = base + l->data_offset + r * tf->out_sample_bytes;
 		m->bad_index = idx;
@@ -170,7 +170,8 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
 	uint64_t	size;
 
 	*faulted = false;
-	if (sigsetjmp(worker_bus_jb, 1) != 0) {
+	/* No mask to save (a syscall a job): SIGBUS is never blocked. */
+	if (sigsetjmp(worker_bus_jb, 0) != 0) {
 		*faulted = true;
 		if (dataset_job_end(&size) && size != UINT64_MAX)
 			snprintf(m->reason, sizeof(m->reason), "the file was "
@@ -208,8 +209,7 @@ worker_fill(struct wring *w, struct transform_work **twp,
 	int	rc;
 
 	worker_beat->job = m->job_id;
-	worker_beat->row = m->row_begin;
-	worker_beat_now();
+	worker_beat_row(m->row_begin);
 	dataset_job_begin();
 	rc = worker_rows_guarded(w, twp, ds, m, indices, image_memory_max,
 	    &faulted);
@@ -509,6 +509,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	signal(SIGCHLD, SIG_DFL);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = worker_bus_cb;
+	sa.sa_flags = SA_NODEFER;	/* not blocked after the longjmp */
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
 	worker_beat = wc->beat;

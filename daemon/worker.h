@@ -82,12 +82,12 @@ struct worker_ring {
 
 /*
  * A worker's progress, in memory the pool maps shared before it forks:
- * the worker writes the time it began its job or finished its last row
- * (clock_now_ms()), so that job_timeout holds per row, and the row it
- * reads, so that the row that killed it is known.
+ * the worker counts the rows it begins, so that job_timeout holds per
+ * row, and says which row of which job it reads, so that the row that
+ * killed it is known.  Only the worker writes it.
  */
 struct worker_beat {
-	uint64_t		ms;
+	uint64_t		rows;	/* rows begun, ever */
 	uint64_t		job;	/* the JOB's job_id */
 	uint64_t		row;	/* the row it is reading */
 	uint8_t			pad[40];	/* a cache line each */
