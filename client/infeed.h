@@ -287,6 +287,11 @@ struct infeed_stats {
 	uint64_t			  memory_private;
 	/* Whether rings get huge pages: the kernel's shmem THP mode. */
 	char				 *huge_pages;	/* NULL: not sent */
+	/*
+	 * Since libinfeed 1.4: ring memory of ended sessions whose processes
+	 * still hold steps, charged to the budget until they exit.
+	 */
+	uint64_t			  memory_held;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

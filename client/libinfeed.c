@@ -117,7 +117,7 @@ _Static_assert(sizeof(struct infeed_dataset) ==
     FIELD_END(struct infeed_dataset, reserved0),
     "infeed_dataset has tail padding");
 _Static_assert(sizeof(struct infeed_stats) ==
-    FIELD_END(struct infeed_stats, huge_pages),
+    FIELD_END(struct infeed_stats, memory_held),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
     FIELD_END(struct infeed_session_stats, samples_replaced),
@@ -1666,6 +1666,7 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->rings_reused = in->rings_reused;
 	st->rings_made = in->rings_made;
 	st->memory_private = in->memory_private;
+	st->memory_held = in->memory_held;
 	st->jobs_queued = in->jobs_queued;
 	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
 	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));

@@ -278,6 +278,11 @@ metrics_daemon(struct evbuffer *b, const struct peers *ps,
 	    "of ended sessions kept warm for the next (keep_ring_memory).");
 	evbuffer_add_printf(b, "infeed_memory_kept_bytes %llu\n",
 	    (unsigned long long)st->memory_kept);
+	metrics_family(b, "infeed_memory_held_bytes", "gauge", "Ring memory "
+	    "of ended sessions whose client processes still hold steps, "
+	    "charged to the budget until they exit.");
+	evbuffer_add_printf(b, "infeed_memory_held_bytes %llu\n",
+	    (unsigned long long)st->memory_held);
 	metrics_family(b, "infeed_rings_reused_total", "counter", "Rings "
 	    "made on kept memory.");
 	evbuffer_add_printf(b, "infeed_rings_reused_total %llu\n",

@@ -921,9 +921,12 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	st.n_sessions = n;
 	st.sessions = ssp;
 	st.has_memory_used = st.has_memory_budget = 1;
-	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes;
+	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes -
+	    ps->host.budget->held_bytes;
 	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
 	st.memory_kept = ps->host.budget->kept_bytes;
+	st.has_memory_held = 1;
+	st.memory_held = ps->host.budget->held_bytes;
 	st.rings_reused = ps->host.budget->reused;
 	st.rings_made = ps->host.budget->made;
 	st.memory_budget = ps->host.budget->limit;

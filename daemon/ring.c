@@ -11,15 +11,19 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "clock.h"
 #include "dtype.h"
@@ -204,10 +208,25 @@ ring_wait_scrubbed(struct ring_budget *b, struct ring_mem *m)
 		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
 }
 
-/* Unmap, close and uncharge memory, and have the workers let go of it. */
+/*
+ * Unmap, close and uncharge memory, and have the workers let go of it.
+ * With @punch its pages are freed first: a mapping a client keeps (its
+ * descriptor cannot be taken back) then holds none of them, and what it
+ * reads afterwards are zeroes in pages of its own.
+ */
 static void
-ring_mem_free(struct ring_budget *b, struct ring_mem *m)
+ring_mem_free(struct ring_budget *b, struct ring_mem *m, bool punch)
 {
+	if (punch && m->memfd != -1 && fallocate(m->memfd,
+	    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)m->bytes) ==
+	    -1)
+		log_warn("cannot free the pages of ring memory %llu (%llu "
+		    "bytes) that a client may still map",
+		    (unsigned long long)m->id, (unsigned long long)m->bytes);
+	if (m->ev != NULL)
+		event_free(m->ev);
+	if (m->pidfd != -1)
+		close(m->pidfd);
 	if (m->map != NULL)
 		munmap(m->map, m->bytes);
 	if (m->memfd != -1)
@@ -291,7 +310,7 @@ ring_make_room(struct ring_budget *b, uint64_t need)
 	while (b->limit - (b->used < b->limit ? b->used : b->limit) < need &&
 	    (m = TAILQ_FIRST(&b->kept)) != NULL) {
 		ring_claim(b, m);
-		ring_mem_free(b, m);
+		ring_mem_free(b, m, true);
 	}
 	ring_unlock(b);
 }
@@ -304,6 +323,8 @@ ring_mem_new(struct ring_budget *b, uint64_t bytes, char **cause)
 
 	m = xcalloc(1, sizeof(*m));
 	m->bytes = bytes;
+	m->pidfd = -1;
+	m->budget = b;
 	m->memfd = memfd_create("infeed-ring", MFD_CLOEXEC |
 	    MFD_ALLOW_SEALING);
 	if (m->memfd == -1 || ftruncate(m->memfd, (off_t)bytes) == -1 ||
@@ -340,6 +361,69 @@ fail:
 	return (NULL);
 }
 
+/* The index tables of a ring: the session's and the jobs' copies. */
+uint64_t
+ring_tables_bytes(uint64_t rows, uint32_t slots)
+{
+	uint64_t	v;
+
+	if (__builtin_mul_overflow(rows, (uint64_t)slots, &v) ||
+	    __builtin_mul_overflow(v, 2 * sizeof(uint64_t), &v))
+		return (UINT64_MAX);
+	return (v);
+}
+
+/* Held memory's bytes of @uid (every user's with (uid_t)-1), a pid. */
+uint64_t
+ring_budget_held_by(const struct ring_budget *b, uid_t uid, pid_t *pid)
+{
+	const struct ring_mem	*m;
+	uint64_t		 n = 0;
+
+	if (pid != NULL)
+		*pid = 0;
+	TAILQ_FOREACH(m, &b->held, entry) {
+		if (uid != (uid_t)-1 && m->owner.uid != uid)
+			continue;
+		if (pid != NULL && *pid == 0)
+			*pid = m->owner.pid;
+		n += m->bytes;
+	}
+	return (n);
+}
+
+/*
+ * What of the budget ended sessions hold, for a refusal to @o: its own
+ * user's processes first, which it can do something about.
+ */
+static char *
+ring_held_note(const struct ring_budget *b, const struct ring_owner *o)
+{
+	uint64_t	 mine, others;
+	pid_t		 pid;
+	char		 a[48], c[48], *mine_s, *note;
+
+	mine = ring_budget_held_by(b, o->uid, &pid);
+	others = b->held_bytes - mine;
+	if (mine == 0 && others == 0)
+		return (xstrdup(""));
+	if (mine > 0)
+		mine_s = xasprintf("; your process %d still holds %s of an "
+		    "ended session (steps it received and did not release: "
+		    "tensors still referenced); drop the tensors or end the "
+		    "process", (int)pid, ring_format_bytes(mine, a, sizeof(a)));
+	else
+		mine_s = xstrdup("");
+	if (others > 0)
+		note = xasprintf("%s; %s is held for ended sessions of other "
+		    "processes that still hold steps", mine_s,
+		    ring_format_bytes(others, c, sizeof(c)));
+	else
+		note = xstrdup(mine_s);
+	free(mine_s);
+	return (note);
+}
+
 /* A ring on kept memory of the same user, or on new memory. */
 struct ring *
 ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
@@ -347,8 +431,9 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
     const struct ring_owner *owner, char **cause)
 {
 	struct ring	*r;
-	uint64_t	 avail;
-	char		 need[48], per[48], free_[48], limit[48];
+	uint64_t	 avail, need;
+	char		 need_[48], per[48], tab[48], free_[48], limit[48];
+	char		*note;
 
 	/* The session checked the client's choice. */
 	if (label_dtype != INFEED_DTYPE_INT32 &&
@@ -357,34 +442,45 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 	r = xcalloc(1, sizeof(*r));
 	r->budget = budget;
 	if (ring_plan(&r->layout, rows, row_bytes, label_dtype, slots) ==
-	    -1) {
+	    -1 || (r->tables = ring_tables_bytes(rows, slots)) == UINT64_MAX ||
+	    __builtin_add_overflow(r->layout.ring_bytes, r->tables, &need)) {
 		*cause = xasprintf("a step of %llu rows of %llu bytes does not "
 		    "fit in memory", (unsigned long long)rows,
 		    (unsigned long long)row_bytes);
 		goto fail;
 	}
-	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, owner)) ==
-	    NULL) {
-		ring_make_room(budget, r->layout.ring_bytes);
-		avail = budget->limit > budget->used ? budget->limit -
-		    budget->used : 0;
-		if (r->layout.ring_bytes > avail) {
-			*cause = xasprintf("the step ring needs %s (%u slots "
-			    "of %s) but only %s of the daemon's memory budget "
-			    "(%s, memory_budget in %s) is free; use a smaller "
-			    "buffer_size or combined batch, or raise the "
-			    "budget", ring_format_bytes(r->layout.ring_bytes,
-			    need, sizeof(need)), slots,
-			    ring_format_bytes(r->layout.slot_bytes, per,
-			    sizeof(per)), ring_format_bytes(avail, free_,
-			    sizeof(free_)), ring_format_bytes(budget->limit,
-			    limit, sizeof(limit)), budget->source);
-			goto fail;
+	/* Memory that processes gone held is the budget's again. */
+	ring_budget_reap(budget);
+	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, owner)) !=
+	    NULL)
+		need = r->tables;	/* the memory is charged already */
+	ring_make_room(budget, need);
+	avail = budget->limit > budget->used ? budget->limit - budget->used :
+	    0;
+	if (need > avail) {
+		note = ring_held_note(budget, owner);
+		*cause = xasprintf("the step ring needs %s (%u slots of %s "
+		    "and %s of index tables) but only %s of the daemon's "
+		    "memory budget (%s, memory_budget in %s) is free%s; use a "
+		    "smaller buffer_size or combined batch, or raise the "
+		    "budget", ring_format_bytes(need, need_, sizeof(need_)),
+		    slots, ring_format_bytes(r->layout.slot_bytes, per,
+		    sizeof(per)), ring_format_bytes(r->tables, tab,
+		    sizeof(tab)), ring_format_bytes(avail, free_,
+		    sizeof(free_)), ring_format_bytes(budget->limit, limit,
+		    sizeof(limit)), budget->source, note);
+		free(note);
+		/* Kept memory that does not make room goes as room would. */
+		if (r->mem != NULL) {
+			budget->reused--;
+			ring_mem_free(budget, r->mem, true);
 		}
-		if ((r->mem = ring_mem_new(budget, r->layout.ring_bytes,
-		    cause)) == NULL)
-			goto fail;
+		goto fail;
 	}
+	if (r->mem == NULL && (r->mem = ring_mem_new(budget,
+	    r->layout.ring_bytes, cause)) == NULL)
+		goto fail;
+	budget->used += r->tables;
 	r->mem->owner = *owner;
 	r->slot = xcalloc(slots, sizeof(*r->slot));
 	return (r);
@@ -394,7 +490,89 @@ fail:
 	return (NULL);
 }
 
-/* The session is over: keep its memory for the same user, or free it. */
+/* Whether the process that holds @m is gone. */
+static bool
+ring_holder_gone(const struct ring_mem *m)
+{
+	struct pollfd	pfd;
+
+	if (m->pidfd != -1) {
+		pfd.fd = m->pidfd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		return (poll(&pfd, 1, 0) > 0);
+	}
+	return (kill(m->owner.pid, 0) == -1 && errno == ESRCH);
+}
+
+/* Free held memory whose process exited. */
+void
+ring_budget_reap(struct ring_budget *b)
+{
+	struct ring_mem	*m, *next;
+	char		 size[48];
+
+	for (m = TAILQ_FIRST(&b->held); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (!ring_holder_gone(m))
+			continue;
+		TAILQ_REMOVE(&b->held, m, entry);
+		b->held_bytes -= m->bytes;
+		log_info("process %d (uid %u) exited: the %s of ring memory it "
+		    "held of an ended session are freed", (int)m->owner.pid,
+		    (unsigned)m->owner.uid, ring_format_bytes(m->bytes, size,
+		    sizeof(size)));
+		ring_mem_free(b, m, true);
+	}
+}
+
+/* A process that holds memory exited. */
+static void
+ring_holder_exit_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct ring_mem	*m = arg;
+
+	(void)fd;
+	(void)ev;
+	ring_budget_reap(m->budget);
+}
+
+/*
+ * Hold @m for its client's process, which still holds steps in it: still
+ * charged, its pages as they are, until the process exits.  A process
+ * already gone, or unknown (a pid of another namespace), holds nothing.
+ */
+static void
+ring_hold(struct ring_budget *b, struct ring_mem *m)
+{
+	char	size[48];
+
+	if (m->owner.pid <= 0 || (kill(m->owner.pid, 0) == -1 &&
+	    errno == ESRCH)) {
+		ring_mem_free(b, m, true);
+		return;
+	}
+	m->state = RING_MEM_HELD;
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->owner.pid, 0);
+	if (m->pidfd != -1 && b->base != NULL) {
+		m->ev = event_new(b->base, m->pidfd, EV_READ,
+		    ring_holder_exit_cb, m);
+		if (m->ev != NULL && event_add(m->ev, NULL) == -1) {
+			event_free(m->ev);
+			m->ev = NULL;
+		}
+	}
+	TAILQ_INSERT_TAIL(&b->held, m, entry);
+	b->held_bytes += m->bytes;
+	log_info("process %d (uid %u) still holds steps of its ended session: "
+	    "the %s of its ring stay charged to the memory budget until it "
+	    "exits", (int)m->owner.pid, (unsigned)m->owner.uid,
+	    ring_format_bytes(m->bytes, size, sizeof(size)));
+	/* Gone in between: its pidfd is readable already. */
+	ring_budget_reap(b);
+}
+
+/* The session is over: hold its memory, keep it or free it. */
 void
 ring_release(struct ring *r, bool keep)
 {
@@ -405,7 +583,10 @@ ring_release(struct ring *r, bool keep)
 		return;
 	b = r->budget;
 	m = r->mem;
-	if (keep && b->keep_ms > 0) {
+	b->used -= r->tables;
+	if (ring_count(r, SLOT_HELD) > 0)
+		ring_hold(b, m);
+	else if (keep && b->keep_ms > 0) {
 		if (b->scrubber == NULL)
 			ring_scrubber_start(b);
 		ring_lock(b);
@@ -416,16 +597,21 @@ ring_release(struct ring *r, bool keep)
 		pthread_cond_broadcast(&b->scrubber->cond);
 		ring_unlock(b);
 	} else
-		ring_mem_free(b, m);
+		ring_mem_free(b, m, true);
 	free(r->slot);
 	free(r);
 }
 
-/* Free a ring and its memory. */
+/* Free a ring and its memory now. */
 void
 ring_free(struct ring *r)
 {
-	ring_release(r, false);
+	if (r == NULL)
+		return;
+	r->budget->used -= r->tables;
+	ring_mem_free(r->budget, r->mem, ring_count(r, SLOT_HELD) == 0);
+	free(r->slot);
+	free(r);
 }
 
 /* In a new worker: drop the main process's mapping and descriptor. */
@@ -457,9 +643,10 @@ ring_budget_trim(struct ring_budget *b, uint64_t now_ms)
 		    now_ms - m->idle_since_ms < b->keep_ms)))
 			continue;
 		ring_unkeep(b, m);
-		ring_mem_free(b, m);
+		ring_mem_free(b, m, true);
 	}
 	ring_unlock(b);
+	ring_budget_reap(b);
 }
 
 /* Stop the scrubber and free every kept memory. */
@@ -482,7 +669,13 @@ ring_budget_clear(struct ring_budget *b)
 	}
 	while ((m = TAILQ_FIRST(&b->kept)) != NULL) {
 		ring_unkeep(b, m);
-		ring_mem_free(b, m);
+		ring_mem_free(b, m, false);
+	}
+	/* The daemon goes: what clients hold stays as it is, theirs. */
+	while ((m = TAILQ_FIRST(&b->held)) != NULL) {
+		TAILQ_REMOVE(&b->held, m, entry);
+		b->held_bytes -= m->bytes;
+		ring_mem_free(b, m, false);
 	}
 }
 
@@ -500,6 +693,25 @@ ring_budget_forget(struct ring_budget *b)
 		m->map = NULL;
 		m->memfd = -1;
 	}
+	/* The parent's events are not ours: leave them be. */
+	TAILQ_FOREACH(m, &b->held, entry) {
+		if (m->map != NULL)
+			munmap(m->map, m->bytes);
+		if (m->memfd != -1)
+			close(m->memfd);
+		if (m->pidfd != -1)
+			close(m->pidfd);
+		m->map = NULL;
+		m->memfd = m->pidfd = -1;
+		m->ev = NULL;
+	}
+}
+
+/* Watch held memory's processes on @base. */
+void
+ring_budget_watch(struct ring_budget *b, struct event_base *base)
+{
+	b->base = base;
 }
 
 /* An empty budget. */
@@ -514,6 +726,7 @@ ring_budget_init(struct ring_budget *b, uint64_t limit, const char *source,
 	b->forget = forget;
 	b->forget_arg = forget_arg;
 	TAILQ_INIT(&b->kept);
+	TAILQ_INIT(&b->held);
 }
 
 /* Huge pages for a ring's mapping where the kernel gives them. */

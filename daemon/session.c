@@ -500,6 +500,7 @@ session_new_files(const struct session_host *host,
 	owner.uid = client->uid;
 	owner.gid = client->gid;
 	owner.content = s->ds->serial;
+	owner.pid = client->pid;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
 	    &owner, cause);
@@ -558,9 +559,12 @@ session_free(struct session *s)
 		return;
 	/*
 	 * Its memory is kept for the next session only when the client holds
-	 * no step (libinfeed keeps reading held steps after a session ends,
-	 * so those pages must stay as they are), and only once no job writes
-	 * it any more: the pool releases it then.
+	 * no step, and only once no job writes it any more: the pool releases
+	 * it then.  A ring whose client holds steps (libinfeed keeps reading
+	 * held steps after a session ends, so those pages must stay as they
+	 * are) stays charged to the budget until the client's process exits
+	 * (ring_release()).  The index tables, freed here and with the jobs,
+	 * were charged with the ring.
 	 */
 	pool_remove_ring(s->pool_ring, s->ring, s->ring != NULL &&
 	    ring_count(s->ring, SLOT_HELD) == 0);

@@ -238,7 +238,7 @@ add_ring_labels(const char *name, uint64_t rows, enum infeed_dtype label_dtype,
 	struct pool_ring	*pr;
 	struct ring		*r;
 	size_t			 index;
-	struct ring_owner	 owner = { TEST_UID, 0, 0 };
+	struct ring_owner	 owner = { TEST_UID, 0, 0, 0 };
 
 	ck_assert_ptr_nonnull(ds = catalogue_find(cat, name, &index));
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);

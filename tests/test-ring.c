@@ -35,7 +35,7 @@
 #define TEST_UID	1000	/* the user of every ring but where said */
 #define TEST_GID	100
 
-static const struct ring_owner	 test_owner = { TEST_UID, TEST_GID, 0 };
+static const struct ring_owner	 test_owner = { TEST_UID, TEST_GID, 0, 0 };
 static struct ring_budget	 budget;
 static char			*cause;
 
@@ -273,13 +273,16 @@ START_TEST(test_budget_charged_at_new_and_given_back_at_free)
 	struct ring	*a, *b;
 	uint64_t	 abytes;
 
+	/* The ring, and its index tables: rows x slots x 8 bytes, twice. */
 	a = ring_ok(100, 1000, 3);
-	abytes = a->layout.ring_bytes;
+	ck_assert_uint_eq(a->tables, 100 * 3 * 8 * 2);
+	abytes = a->layout.ring_bytes + a->tables;
 	ck_assert_uint_eq(budget.used, abytes);
 	b = ring_ok(10, 10, 2);
-	ck_assert_uint_eq(budget.used, abytes + b->layout.ring_bytes);
+	ck_assert_uint_eq(budget.used, abytes + b->layout.ring_bytes +
+	    b->tables);
 	ring_free(a);
-	ck_assert_uint_eq(budget.used, b->layout.ring_bytes);
+	ck_assert_uint_eq(budget.used, b->layout.ring_bytes + b->tables);
 	ring_free(b);
 	ck_assert_uint_eq(budget.used, 0);
 	ring_free(NULL);
@@ -293,7 +296,7 @@ START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
 	uint64_t	 need;
 
 	r = ring_ok(10, 12, 3);
-	need = r->layout.ring_bytes;
+	need = r->layout.ring_bytes + r->tables;
 	ring_free(r);
 
 	budget.limit = need;
@@ -318,8 +321,9 @@ START_TEST(test_budget_refusal_in_kib_not_zero_mib)
 	ck_assert_ptr_null(ring_new(&budget, 100, 1024, INFEED_DTYPE_INT32, 2,
 	    &test_owner, &cause));
 	ck_assert_ptr_nonnull(cause);
-	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
-	    NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "needs 211.1 KiB (216192 bytes) (2 slots "
+	    "of 104 KiB and 3.1 KiB (3200 bytes) of index tables)") != NULL,
+	    "%s", cause);
 	ck_assert_msg(strstr(cause, "only 100 KiB") != NULL, "%s", cause);
 	ck_assert_msg(strstr(cause, "(100 KiB, memory_budget in "
 	    "/etc/infeed/test.conf)") != NULL, "%s", cause);
@@ -335,17 +339,17 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	uint64_t	 left;
 
 	budget.limit = 1536 * KiB;
-	a = ring_ok(100, 1024, 2);		/* 208 KiB */
-	left = budget.limit - a->layout.ring_bytes;
-	ck_assert_uint_eq(left, 1328 * KiB);
+	a = ring_ok(100, 1024, 2);		/* 208 KiB + 3200 bytes */
+	left = budget.limit - a->layout.ring_bytes - a->tables;
+	ck_assert_uint_eq(left, 1328 * KiB - 3200);
 	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
 	ck_assert_ptr_null(ring_new(&budget, 256, 1024, INFEED_DTYPE_INT32, 8,
 	    &test_owner, &cause));
-	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
+	ck_assert_msg(strstr(cause, "only 1.3 MiB (1356672 bytes)") != NULL,
 	    "%s", cause);
 	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
 	    "memory_budget") != NULL, "%s", cause);
-	ck_assert_uint_eq(budget.used, a->layout.ring_bytes);
+	ck_assert_uint_eq(budget.used, a->layout.ring_bytes + a->tables);
 	ring_free(a);
 	ck_assert_uint_eq(budget.used, 0);
 
@@ -650,7 +654,7 @@ static struct ring *
 ring_of_content(uid_t uid, uint64_t content, uint64_t rows,
     uint64_t row_bytes)
 {
-	struct ring_owner	 o = { uid, TEST_GID, content };
+	struct ring_owner	 o = { uid, TEST_GID, content, 0 };
 	struct ring		*r;
 
 	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, &o,
@@ -705,7 +709,7 @@ START_TEST(test_kept_memory_reused_zeroed_for_the_same_user)
 	ck_assert_uint_eq(budget.reused, 1);
 	ck_assert_uint_eq(budget.made, 1);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
-	ck_assert_uint_eq(budget.used, bytes);
+	ck_assert_uint_eq(budget.used, bytes + r->tables);
 	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
 	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
 	ck_assert_ptr_ne(ro, MAP_FAILED);
@@ -749,7 +753,7 @@ START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
 {
 	struct ring		*r, *other, *big;
 	uint64_t		 id;
-	struct ring_owner	 setgid = { TEST_UID, TEST_GID + 1, 0 };
+	struct ring_owner	 setgid = { TEST_UID, TEST_GID + 1, 0, 0 };
 
 	r = ring_of(TEST_UID, 64, 4096);
 	id = r->mem->id;
@@ -799,7 +803,7 @@ START_TEST(test_kept_memory_freed_when_the_budget_needs_it)
 	ck_assert_uint_eq(nforgotten, 1);
 	ck_assert_uint_eq(forgotten[0], id);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
-	ck_assert_uint_eq(budget.used, r->mem->bytes);
+	ck_assert_uint_eq(budget.used, r->mem->bytes + r->tables);
 	ring_free(r);
 }
 END_TEST
