@@ -309,9 +309,9 @@ status_text(const struct infeed_stats *st)
 	    (unsigned long long)(st->memory_used >> 20),
 	    (unsigned long long)(st->memory_budget >> 20),
 	    (unsigned long long)(st->memory_kept >> 20),
-	    (unsigned long long)(st->memory_held >> 20),
 	    (unsigned long long)st->rings_reused,
 	    (unsigned long long)(st->rings_reused + st->rings_made),
+	    (unsigned long long)(st->memory_held >> 20),
 	    (double)st->memory_private / (1 << 20),
 	    status_huge_pages(st->huge_pages));
 	printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",
