@@ -16,7 +16,8 @@
  * (its own and the pool's jobs' copies, slots x rows x 8 bytes each).
  * Memory given up is punched out of its memfd (FALLOC_FL_PUNCH_HOLE)
  * before the budget forgets it, so a mapping that a client keeps of it
- * holds no page of infeedd's: it reads zeroes, in pages of its own.
+ * holds no page of infeedd's: it reads zeroes (the kernel fills what it
+ * reads with new pages, charged to that client's memory cgroup).
  *
  * A ring whose client still holds steps when its session ends is held:
  * libinfeed keeps reading held steps after a session ends (a kept tensor),

@@ -1056,8 +1056,11 @@ START_TEST(test_workers_let_kept_ring_memory_go_with_the_daemon)
 	uint64_t		 deadline;
 	int			 i, rings;
 
-	/* A ring of 1000 raw rows is 84 KiB, of 100 rows 12 KiB. */
-	restart("memory_budget = 90K", NULL);
+	/*
+	 * A ring of 1000 raw rows is 84 KiB and its index tables 47 KiB, of
+	 * 600 rows 60 KiB and 28 KiB.
+	 */
+	restart("memory_budget = 135K", NULL);
 	f = client();
 	infeed_options_init(&o);
 	o.batch_size = 1000;
@@ -1070,8 +1073,8 @@ START_TEST(test_workers_let_kept_ring_memory_go_with_the_daemon)
 	usleep(100000);
 	ck_assert_msg((rings = worker_rings()) > 0, "the workers dropped the "
 	    "ring memory the daemon keeps (%d mappings)", rings);
-	/* 84 + 12 KiB do not fit in 90: the kept memory goes. */
-	o.batch_size = 100;
+	/* 84 + 88 KiB do not fit in 135: the kept memory goes. */
+	o.batch_size = 600;
 	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
 	    infeed_error(f));
 	deadline = now_ms() + 2000;
