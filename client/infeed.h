@@ -271,7 +271,7 @@ struct infeed_stats {
 	uint32_t			  clients;
 	char				 *daemon_version; /* NULL: not sent */
 	uint64_t			  uptime_ms;
-	uint64_t			  memory_used;	/* live sessions' rings */
+	uint64_t			  memory_used;	/* live sessions' rings, tables */
 	uint64_t			  memory_budget;
 	uint32_t			  jobs_queued;
 	uint32_t			  reserved0;

@@ -394,29 +394,48 @@ ring_budget_held_by(const struct ring_budget *b, uid_t uid, pid_t *pid)
 
 /*
  * What of the budget ended sessions hold, for a refusal to @o: its own
- * user's processes first, which it can do something about.
+ * user's processes first (up to four named), which it can do something
+ * about.
  */
 static char *
 ring_held_note(const struct ring_budget *b, const struct ring_owner *o)
 {
-	uint64_t	 mine, others;
-	pid_t		 pid;
-	char		 a[48], c[48], *mine_s, *note;
+	const struct ring_mem	*m;
+	uint64_t		 mine = 0, others;
+	pid_t			 pids[4];
+	char			 a[48], c[48], list[64], *mine_s, *note;
+	size_t			 n = 0, i, len = 0, nmem = 0;
+	bool			 more = false;
 
-	mine = ring_budget_held_by(b, o->uid, &pid);
+	TAILQ_FOREACH(m, &b->held, entry) {
+		if (m->owner.uid != o->uid)
+			continue;
+		mine += m->bytes;
+		nmem++;
+		for (i = 0; i < n && pids[i] != m->owner.pid; i++)
+			;
+		if (i == n && n < 4)
+			pids[n++] = m->owner.pid;
+		else if (i == n)
+			more = true;
+	}
 	others = b->held_bytes - mine;
-	if (mine == 0 && others == 0)
-		return (xstrdup(""));
+	list[0] = '\0';
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
+		    i == 0 ? "" : ", ", (int)pids[i]);
 	if (mine > 0)
-		mine_s = xasprintf("; your process %d still holds %s of an "
-		    "ended session (steps it received and did not release: "
-		    "tensors still referenced); drop the tensors or end the "
-		    "process", (int)pid, ring_format_bytes(mine, a, sizeof(a)));
+		mine_s = xasprintf("; your process%s %s%s still hold%s %s of "
+		    "%s (steps received and not released: tensors still "
+		    "referenced); drop the tensors or end the process",
+		    n > 1 ? "es" : "", list, more ? " and others" : "",
+		    n > 1 ? "" : "s", ring_format_bytes(mine, a, sizeof(a)),
+		    nmem > 1 ? "ended sessions" : "an ended session");
 	else
 		mine_s = xstrdup("");
 	if (others > 0)
 		note = xasprintf("%s; %s is held for ended sessions of other "
-		    "processes that still hold steps", mine_s,
+		    "users' processes that still hold steps", mine_s,
 		    ring_format_bytes(others, c, sizeof(c)));
 	else
 		note = xstrdup(mine_s);

@@ -1012,7 +1012,7 @@ START_TEST(test_held_memory_charged_until_its_process_exits)
 	    &(struct ring_owner){ TEST_UID + 1, TEST_GID, 0, 1 }, &cause);
 	ck_assert_ptr_null(big);
 	ck_assert_msg(strstr(cause, "780 KiB is held for ended sessions of "
-	    "other processes") != NULL, "%s", cause);
+	    "other users' processes") != NULL, "%s", cause);
 	ck_assert_msg(strstr(cause, "your process") == NULL, "%s", cause);
 	free(cause);
 	cause = NULL;
@@ -1032,6 +1032,31 @@ START_TEST(test_held_memory_charged_until_its_process_exits)
 	munmap(ro, bytes);
 	close(fd);
 	ring_free(big);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+/* Two processes of the user hold memory: both are named, all counted. */
+START_TEST(test_held_memory_of_two_processes_named_together)
+{
+	struct ring	*r;
+	pid_t		 p1 = holder_start(), p2 = holder_start();
+	char		 want[128];
+
+	ring_release(ring_held_by(p1, TEST_UID, 64, 4096), false);
+	ring_release(ring_held_by(p2, TEST_UID, 64, 4096), false);
+	ring_release(ring_held_by(p2, TEST_UID, 64, 4096), false);
+	ck_assert_uint_eq(budget.held_bytes, 3 * 780 * KiB);
+	r = ring_new(&budget, 1, BIG_ROW, INFEED_DTYPE_INT32, 3, &test_owner,
+	    &cause);
+	ck_assert_ptr_null(r);
+	snprintf(want, sizeof(want), "your processes %d, %d still hold 2.3 "
+	    "MiB (2396160 bytes) of ended sessions", (int)p1, (int)p2);
+	ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
+	holder_end(p1);
+	holder_end(p2);
+	ring_budget_reap(&budget);
+	ck_assert_uint_eq(budget.held_bytes, 0);
 	ck_assert_uint_eq(budget.used, 0);
 }
 END_TEST
@@ -1178,6 +1203,7 @@ ring_suite(void)
 	tc = tcase_create("held");
 	tcase_add_checked_fixture(tc, setup_keep, teardown);
 	tcase_add_test(tc, test_held_memory_charged_until_its_process_exits);
+	tcase_add_test(tc, test_held_memory_of_two_processes_named_together);
 	tcase_add_test(tc, test_held_memory_of_a_gone_process_freed_at_once);
 	tcase_add_test(tc, test_held_memory_freed_when_the_loop_sees_the_exit);
 	suite_add_tcase(s, tc);
