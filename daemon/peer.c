@@ -922,7 +922,7 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	st.sessions = ssp;
 	st.has_memory_used = st.has_memory_budget = 1;
 	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes -
-	    ps->host.budget->held_bytes;
+	    ps->host.budget->held_bytes - ps->host.budget->freeing_bytes;
 	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
 	st.memory_kept = ps->host.budget->kept_bytes;
 	st.has_memory_held = 1;

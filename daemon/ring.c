@@ -4,11 +4,14 @@
  * kept from ended sessions with the thread that zeroes it (see ring.h).
  *
  * The kept list and the states of kept memory are shared with the
- * scrubber thread under the scrubber's lock; the thread only changes
- * states, the main thread alone adds and removes.  A forked worker never
- * takes the lock (the thread is not in it).
+ * scrubber thread under the scrubber's lock, and so is the list of memory
+ * given up, whose pages the thread punches out (off the event loop: a
+ * GiB takes about half a second) before the main thread uncharges it.
+ * The thread only changes states, the main thread alone adds and removes.
+ * A forked worker never takes the lock (the thread is not in it).
  */
 
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -40,12 +43,16 @@
 /* The scrubber zeroes this much between looks at whether to stop. */
 #define RING_SCRUB_CHUNK	(2 * 1024 * 1024)
 
+/* It punches this much of memory given up per call. */
+#define RING_PUNCH_CHUNK	(64 * 1024 * 1024)
+
 struct ring_scrubber {
 	pthread_t	 thread;
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;		/* a state changed, or stop */
 	bool		 stop;
 	struct ring_mem	*busy;		/* being zeroed now, or NULL */
+	int		 done_fd;	/* an eventfd told of punches, or -1 */
 };
 
 /* Round @v up to a multiple of @a. */
@@ -135,8 +142,37 @@ ring_mem_zero(struct ring_mem *m, uint64_t off, uint64_t len)
 }
 
 /*
- * The scrubber: zero kept memory, oldest first, until told to stop; a
- * chunk at a time, so that a ring of the same content can claim it.
+ * In the scrubber, locked: free the pages of memory given up, a chunk at
+ * a time; a mapping a client keeps (its descriptor cannot be taken back)
+ * then holds none of them.  FREED once done, unless told to stop.
+ */
+static void
+ring_punch(struct ring_scrubber *sc, struct ring_mem *m)
+{
+	uint64_t	off, len;
+
+	for (off = 0; off < m->bytes && !sc->stop; off += len) {
+		len = m->bytes - off < RING_PUNCH_CHUNK ? m->bytes - off :
+		    RING_PUNCH_CHUNK;
+		pthread_mutex_unlock(&sc->lock);
+		if (fallocate(m->memfd, FALLOC_FL_PUNCH_HOLE |
+		    FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == -1)
+			m->punch_errno = errno;
+		pthread_mutex_lock(&sc->lock);
+	}
+	if (off >= m->bytes) {
+		m->state = RING_MEM_FREED;
+		/* The event loop uncharges it. */
+		if (sc->done_fd != -1)
+			(void)eventfd_write(sc->done_fd, 1);
+	}
+	pthread_cond_broadcast(&sc->cond);
+}
+
+/*
+ * The scrubber: punch memory given up, and zero kept memory, oldest
+ * first, until told to stop; a chunk at a time, so that a ring of the
+ * same content can claim it.
  */
 static void *
 ring_scrub_main(void *arg)
@@ -148,6 +184,15 @@ ring_scrub_main(void *arg)
 
 	pthread_mutex_lock(&sc->lock);
 	while (!sc->stop) {
+		/* Memory given up first: the budget waits for it. */
+		TAILQ_FOREACH(m, &b->freeing, entry) {
+			if (m->state == RING_MEM_FREEING)
+				break;
+		}
+		if (m != NULL) {
+			ring_punch(sc, m);
+			continue;
+		}
 		TAILQ_FOREACH(m, &b->kept, entry) {
 			if (m->state == RING_MEM_DIRTY)
 				break;
@@ -189,6 +234,7 @@ ring_scrubber_start(struct ring_budget *b)
 	int			 rc;
 
 	sc = xcalloc(1, sizeof(*sc));
+	sc->done_fd = b->done_fd;
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_cond_init(&sc->cond, NULL);
 	b->scrubber = sc;
@@ -208,25 +254,27 @@ ring_wait_scrubbed(struct ring_budget *b, struct ring_mem *m)
 		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
 }
 
-/*
- * Unmap, close and uncharge memory, and have the workers let go of it.
- * With @punch its pages are freed first: a mapping a client keeps (its
- * descriptor cannot be taken back) then holds none of them, and what it
- * reads afterwards are zeroes in pages of its own.
- */
+/* Stop watching the process that held @m. */
 static void
-ring_mem_free(struct ring_budget *b, struct ring_mem *m, bool punch)
+ring_mem_unwatch(struct ring_mem *m)
 {
-	if (punch && m->memfd != -1 && fallocate(m->memfd,
-	    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)m->bytes) ==
-	    -1)
-		log_warn("cannot free the pages of ring memory %llu (%llu "
-		    "bytes) that a client may still map",
-		    (unsigned long long)m->id, (unsigned long long)m->bytes);
 	if (m->ev != NULL)
 		event_free(m->ev);
 	if (m->pidfd != -1)
 		close(m->pidfd);
+	m->ev = NULL;
+	m->pidfd = -1;
+}
+
+/*
+ * Unmap, close and uncharge memory, and have the workers let go of it;
+ * its pages stay for whoever still maps it (memory given up goes through
+ * ring_mem_drop() first).
+ */
+static void
+ring_mem_free(struct ring_budget *b, struct ring_mem *m)
+{
+	ring_mem_unwatch(m);
 	if (m->map != NULL)
 		munmap(m->map, m->bytes);
 	if (m->memfd != -1)
@@ -235,6 +283,86 @@ ring_mem_free(struct ring_budget *b, struct ring_mem *m, bool punch)
 	if (b->forget != NULL)
 		b->forget(b->forget_arg, m->id);
 	free(m);
+}
+
+/*
+ * Give memory up, locked (the scrubber started): still charged, it waits
+ * for the scrubber to punch its pages out, and ring_budget_collect() then
+ * uncharges it.
+ */
+static void
+ring_mem_drop_locked(struct ring_budget *b, struct ring_mem *m)
+{
+	ring_mem_unwatch(m);
+	m->state = RING_MEM_FREEING;
+	TAILQ_INSERT_TAIL(&b->freeing, m, entry);
+	b->freeing_bytes += m->bytes;
+	pthread_cond_broadcast(&b->scrubber->cond);
+}
+
+/* Give memory up (see ring_mem_drop_locked()). */
+static void
+ring_mem_drop(struct ring_budget *b, struct ring_mem *m)
+{
+	if (b->scrubber == NULL)
+		ring_scrubber_start(b);
+	ring_lock(b);
+	ring_mem_drop_locked(b, m);
+	ring_unlock(b);
+}
+
+/* Uncharge memory given up whose pages are punched out. */
+void
+ring_budget_collect(struct ring_budget *b)
+{
+	struct ring_mem_list	 done;
+	struct ring_mem		*m, *next;
+
+	if (b->scrubber == NULL)
+		return;
+	TAILQ_INIT(&done);
+	ring_lock(b);
+	for (m = TAILQ_FIRST(&b->freeing); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (m->state != RING_MEM_FREED)
+			continue;
+		TAILQ_REMOVE(&b->freeing, m, entry);
+		b->freeing_bytes -= m->bytes;
+		TAILQ_INSERT_TAIL(&done, m, entry);
+	}
+	ring_unlock(b);
+	while ((m = TAILQ_FIRST(&done)) != NULL) {
+		TAILQ_REMOVE(&done, m, entry);
+		if (m->punch_errno != 0)
+			log_warnx("cannot free the pages of ring memory %llu "
+			    "(%llu bytes) that a client may still map: %s",
+			    (unsigned long long)m->id,
+			    (unsigned long long)m->bytes,
+			    strerror(m->punch_errno));
+		ring_mem_free(b, m);
+	}
+}
+
+/* Wait until every memory given up is punched out, and uncharge it. */
+void
+ring_budget_settle(struct ring_budget *b)
+{
+	struct ring_mem	*m;
+
+	if (b->scrubber == NULL)
+		return;
+	ring_lock(b);
+	for (;;) {
+		TAILQ_FOREACH(m, &b->freeing, entry) {
+			if (m->state == RING_MEM_FREEING)
+				break;
+		}
+		if (m == NULL || b->scrubber->stop)
+			break;
+		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
+	}
+	ring_unlock(b);
+	ring_budget_collect(b);
 }
 
 /* Take kept memory @m out of the list; under the lock, not scrubbing. */
@@ -300,17 +428,24 @@ ring_reuse(struct ring_budget *b, uint64_t need, const struct ring_owner *o)
 	return (best);
 }
 
-/* Free kept memory, oldest first, until @need bytes of the budget are free. */
+/*
+ * Give kept memory up, oldest first, until @need bytes of the budget are
+ * free once what is given up is punched out.
+ */
 static void
 ring_make_room(struct ring_budget *b, uint64_t need)
 {
 	struct ring_mem	*m;
+	uint64_t	 used;
 
 	ring_lock(b);
-	while (b->limit - (b->used < b->limit ? b->used : b->limit) < need &&
-	    (m = TAILQ_FIRST(&b->kept)) != NULL) {
+	for (;;) {
+		used = b->used - b->freeing_bytes;
+		if (b->limit - (used < b->limit ? used : b->limit) >= need ||
+		    (m = TAILQ_FIRST(&b->kept)) == NULL)
+			break;
 		ring_claim(b, m);
-		ring_mem_free(b, m, true);
+		ring_mem_drop_locked(b, m);
 	}
 	ring_unlock(b);
 }
@@ -469,6 +604,7 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		goto fail;
 	}
 	/* Memory that processes gone held is the budget's again. */
+	ring_budget_collect(budget);
 	ring_budget_reap(budget);
 	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, owner)) !=
 	    NULL)
@@ -476,6 +612,12 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 	ring_make_room(budget, need);
 	avail = budget->limit > budget->used ? budget->limit - budget->used :
 	    0;
+	/* It fits once memory given up is gone: wait for that, no more. */
+	if (need > avail && need - avail <= budget->freeing_bytes) {
+		ring_budget_settle(budget);
+		avail = budget->limit > budget->used ? budget->limit -
+		    budget->used : 0;
+	}
 	if (need > avail) {
 		note = ring_held_note(budget, owner);
 		*cause = xasprintf("the step ring needs %s (%u slots of %s "
@@ -492,7 +634,7 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 		/* Kept memory that does not make room goes as room would. */
 		if (r->mem != NULL) {
 			budget->reused--;
-			ring_mem_free(budget, r->mem, true);
+			ring_mem_drop(budget, r->mem);
 		}
 		goto fail;
 	}
@@ -541,7 +683,7 @@ ring_budget_reap(struct ring_budget *b)
 		    "held of an ended session are freed", (int)m->owner.pid,
 		    (unsigned)m->owner.uid, ring_format_bytes(m->bytes, size,
 		    sizeof(size)));
-		ring_mem_free(b, m, true);
+		ring_mem_drop(b, m);
 	}
 }
 
@@ -568,7 +710,7 @@ ring_hold(struct ring_budget *b, struct ring_mem *m)
 
 	if (m->owner.pid <= 0 || (kill(m->owner.pid, 0) == -1 &&
 	    errno == ESRCH)) {
-		ring_mem_free(b, m, true);
+		ring_mem_drop(b, m);
 		return;
 	}
 	m->state = RING_MEM_HELD;
@@ -616,7 +758,7 @@ ring_release(struct ring *r, bool keep)
 		pthread_cond_broadcast(&b->scrubber->cond);
 		ring_unlock(b);
 	} else
-		ring_mem_free(b, m, true);
+		ring_mem_drop(b, m);
 	free(r->slot);
 	free(r);
 }
@@ -628,7 +770,7 @@ ring_free(struct ring *r)
 	if (r == NULL)
 		return;
 	r->budget->used -= r->tables;
-	ring_mem_free(r->budget, r->mem, ring_count(r, SLOT_HELD) == 0);
+	ring_mem_free(r->budget, r->mem);
 	free(r->slot);
 	free(r);
 }
@@ -662,9 +804,10 @@ ring_budget_trim(struct ring_budget *b, uint64_t now_ms)
 		    now_ms - m->idle_since_ms < b->keep_ms)))
 			continue;
 		ring_unkeep(b, m);
-		ring_mem_free(b, m, true);
+		ring_mem_drop_locked(b, m);
 	}
 	ring_unlock(b);
+	ring_budget_collect(b);
 	ring_budget_reap(b);
 }
 
@@ -688,14 +831,25 @@ ring_budget_clear(struct ring_budget *b)
 	}
 	while ((m = TAILQ_FIRST(&b->kept)) != NULL) {
 		ring_unkeep(b, m);
-		ring_mem_free(b, m, false);
+		ring_mem_free(b, m);
 	}
 	/* The daemon goes: what clients hold stays as it is, theirs. */
 	while ((m = TAILQ_FIRST(&b->held)) != NULL) {
 		TAILQ_REMOVE(&b->held, m, entry);
 		b->held_bytes -= m->bytes;
-		ring_mem_free(b, m, false);
+		ring_mem_free(b, m);
 	}
+	while ((m = TAILQ_FIRST(&b->freeing)) != NULL) {
+		TAILQ_REMOVE(&b->freeing, m, entry);
+		b->freeing_bytes -= m->bytes;
+		ring_mem_free(b, m);
+	}
+	if (b->done_ev != NULL)
+		event_free(b->done_ev);
+	if (b->done_fd != -1)
+		close(b->done_fd);
+	b->done_ev = NULL;
+	b->done_fd = -1;
 }
 
 /* In a new worker: the kept memory belongs to the main process. */
@@ -712,7 +866,19 @@ ring_budget_forget(struct ring_budget *b)
 		m->map = NULL;
 		m->memfd = -1;
 	}
+	TAILQ_FOREACH(m, &b->freeing, entry) {
+		if (m->map != NULL)
+			munmap(m->map, m->bytes);
+		if (m->memfd != -1)
+			close(m->memfd);
+		m->map = NULL;
+		m->memfd = -1;
+	}
 	/* The parent's events are not ours: leave them be. */
+	if (b->done_fd != -1)
+		close(b->done_fd);
+	b->done_fd = -1;
+	b->done_ev = NULL;
 	TAILQ_FOREACH(m, &b->held, entry) {
 		if (m->map != NULL)
 			munmap(m->map, m->bytes);
@@ -726,11 +892,28 @@ ring_budget_forget(struct ring_budget *b)
 	}
 }
 
-/* Watch held memory's processes on @base. */
+/* The scrubber punched memory out: uncharge it. */
+static void
+ring_punched_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	eventfd_t	v;
+
+	(void)ev;
+	(void)eventfd_read(fd, &v);
+	ring_budget_collect(arg);
+}
+
+/* Watch held memory's processes, and the scrubber's punches, on @base. */
 void
 ring_budget_watch(struct ring_budget *b, struct event_base *base)
 {
 	b->base = base;
+	if (b->scrubber != NULL || b->done_ev != NULL)
+		fatalx("ring_budget_watch: called twice or too late");
+	if ((b->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1 ||
+	    (b->done_ev = event_new(base, b->done_fd, EV_READ | EV_PERSIST,
+	    ring_punched_cb, b)) == NULL || event_add(b->done_ev, NULL) == -1)
+		fatal("cannot watch the ring scrubber");
 }
 
 /* An empty budget. */
@@ -746,6 +929,8 @@ ring_budget_init(struct ring_budget *b, uint64_t limit, const char *source,
 	b->forget_arg = forget_arg;
 	TAILQ_INIT(&b->kept);
 	TAILQ_INIT(&b->held);
+	TAILQ_INIT(&b->freeing);
+	b->done_fd = -1;
 }
 
 /* Huge pages for a ring's mapping where the kernel gives them. */

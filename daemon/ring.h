@@ -14,8 +14,9 @@
  * configuration), charged when it is made and given back only once no
  * process can hold its pages any more: the session's index tables with it
  * (its own and the pool's jobs' copies, slots x rows x 8 bytes each).
- * Memory given up is punched out of its memfd (FALLOC_FL_PUNCH_HOLE)
- * before the budget forgets it, so a mapping that a client keeps of it
+ * Memory given up is punched out of its memfd (FALLOC_FL_PUNCH_HOLE, by
+ * the scrubber thread, off the event loop) before the budget forgets it
+ * (a ring that needs that room waits for it), so a mapping that a client keeps of it
  * holds no page of infeedd's: it reads zeroes (the kernel fills what it
  * reads with new pages, charged to that client's memory cgroup).
  *
@@ -87,6 +88,8 @@ enum ring_mem_state {
 	RING_MEM_CLAIMED,	/* being zeroed, wanted by a ring: stop */
 	RING_MEM_CLEAN,		/* kept, all zeroes */
 	RING_MEM_HELD,		/* an ended session's, its client holds steps */
+	RING_MEM_FREEING,	/* given up, its pages being punched out */
+	RING_MEM_FREED,		/* given up, punched: to uncharge */
 };
 
 /* Who a ring is for, and what it will hold. */
@@ -109,6 +112,7 @@ struct ring_mem {
 	uint64_t		 idle_since_ms;
 	int			 pidfd;	/* held: the client's process, or -1 */
 	struct event		*ev;	/* held: its exit, or NULL */
+	int			 punch_errno;	/* the scrubber's, or 0 */
 	struct ring_budget	*budget;
 };
 TAILQ_HEAD(ring_mem_list, ring_mem);
@@ -129,6 +133,8 @@ struct ring_budget {
 	uint64_t		 kept_bytes;
 	struct ring_mem_list	 held;		/* RING_MEM_HELD, oldest first */
 	uint64_t		 held_bytes;
+	struct ring_mem_list	 freeing;	/* given up, not uncharged yet */
+	uint64_t		 freeing_bytes;
 	uint64_t		 next_mem_id;
 	uint64_t		 reused;	/* rings made on kept memory */
 	uint64_t		 made;		/* rings made on new memory */
@@ -136,6 +142,8 @@ struct ring_budget {
 	void			*forget_arg;
 	struct ring_scrubber	*scrubber;	/* started on first use */
 	struct event_base	*base;		/* watches held memory; or NULL */
+	int			 done_fd;	/* the scrubber's punches, or -1 */
+	struct event		*done_ev;
 };
 
 struct ring {
@@ -170,15 +178,16 @@ struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
  * more: its tables are uncharged; its memory is held, still charged,
  * while the client holds steps in it (a slot HELD) until the client's
  * process (@owner.pid at ring_new()) exits; else kept for the next ring
- * of the same user when @keep and the budget keeps memory; else punched,
- * unmapped, closed and uncharged.  NULL is a no-op.
+ * of the same user when @keep and the budget keeps memory; else given
+ * up: punched, then unmapped, closed and uncharged (see
+ * ring_budget_collect()).  NULL is a no-op.
  */
 void		 ring_release(struct ring *r, bool keep);
 
 /**
- * ring_free() - free the ring and its memory now (at exit, and in
- * tests); the pages of a ring whose client holds steps are left to that
- * client, as the daemon goes.
+ * ring_free() - free the ring and uncharge its memory now, without
+ * punching it (at exit, and in tests): pages that a client still maps
+ * are left to it, as the daemon goes.
  */
 void		 ring_free(struct ring *r);
 
@@ -203,16 +212,30 @@ void		 ring_forget(struct ring *r);
 void		 ring_budget_trim(struct ring_budget *b, uint64_t now_ms);
 
 /**
- * ring_budget_reap() - uncharge, punched, the held memory of processes
- * that exited.
+ * ring_budget_reap() - give up (see ring_budget_collect()) the held
+ * memory of processes that exited.
  */
 void		 ring_budget_reap(struct ring_budget *b);
 
 /**
+ * ring_budget_collect() - uncharge the memory given up whose pages the
+ * scrubber has punched out (ring_new() and ring_budget_trim() call it).
+ */
+void		 ring_budget_collect(struct ring_budget *b);
+
+/**
+ * ring_budget_settle() - wait until all memory given up is punched out,
+ * and uncharge it.
+ */
+void		 ring_budget_settle(struct ring_budget *b);
+
+/**
  * ring_budget_watch() - watch the processes that hold memory on @base:
- * their exits free it at once.  Without it, held memory is freed when
+ * their exits free it at once; and uncharge memory given up as soon as
+ * the scrubber has punched it out.  Without it, held memory is freed when
  * ring_budget_reap() (ring_new() and ring_budget_trim() call it) finds
- * its process gone.
+ * its process gone, and memory given up is uncharged by
+ * ring_budget_collect().  Call it before any ring is made.
  */
 void		 ring_budget_watch(struct ring_budget *b,
 		    struct event_base *base);

@@ -786,6 +786,7 @@ START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
 	nforgotten = 0;
 	id = other->mem->id;
 	ring_release(other, false);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(nforgotten, 1);
 	ck_assert_uint_eq(forgotten[0], id);
 	ck_assert_uint_eq(budget.used, budget.kept_bytes);
@@ -908,6 +909,7 @@ START_TEST(test_kept_memory_freed_after_keep_ms)
 	/* The scrubber may have restarted the clock: a later time. */
 	ring_budget_trim(&budget, t + 3600000);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(budget.used, 0);
 	ck_assert_uint_eq(nforgotten, 1);
 }
@@ -1057,6 +1059,7 @@ START_TEST(test_held_memory_of_two_processes_named_together)
 	holder_end(p2);
 	ring_budget_reap(&budget);
 	ck_assert_uint_eq(budget.held_bytes, 0);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(budget.used, 0);
 }
 END_TEST
@@ -1074,6 +1077,7 @@ START_TEST(test_held_memory_of_a_gone_process_freed_at_once)
 	ring_release(r, true);
 	ck_assert_uint_eq(budget.held_bytes, 0);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(budget.used, 0);
 	ck_assert_uint_eq(fd_allocated(fd), 0);
 	close(fd);
@@ -1101,6 +1105,7 @@ START_TEST(test_held_memory_freed_when_the_loop_sees_the_exit)
 	for (i = 0; i < 100 && budget.held_bytes != 0; i++)
 		(void)event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_uint_eq(budget.held_bytes, 0);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(budget.used, 0);
 	ck_assert_uint_eq(fd_allocated(fd), 0);
 	close(fd);
@@ -1145,14 +1150,21 @@ END_TEST
 START_TEST(test_freed_memory_is_punched)
 {
 	struct ring	*r;
+	uint64_t	 bytes;
 	int		 fd;
 
 	r = ring_ok(64, 4096, 3);
+	bytes = r->mem->bytes;
 	memset(r->mem->map, 0x5a, r->mem->bytes);
 	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
 	ck_assert_uint_eq(fd_allocated(fd), r->mem->bytes);
 	ring_release(r, false);
+	/* Charged until its pages are gone (the scrubber punches them). */
+	ck_assert_uint_eq(budget.freeing_bytes, bytes);
+	ck_assert_uint_eq(budget.used, bytes);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(fd_allocated(fd), 0);
+	ck_assert_uint_eq(budget.freeing_bytes, 0);
 	ck_assert_uint_eq(budget.used, 0);
 	close(fd);
 }
