@@ -6,7 +6,8 @@
  * ends cannot take infeedd's shared memory past memory_budget, and is told
  * which of its processes holds what; kept memory given up while an old
  * client still maps it really goes; a process that exits gives its ended
- * sessions' memory back to the budget.
+ * sessions' memory back to the budget; a ring's memfd may be larger than
+ * ring_bytes, and libinfeed reads such a ring right.
  */
 
 #include <sys/stat.h>
@@ -97,13 +98,14 @@ conn_call(struct conn *c, Infeed__Frame *f)
 }
 
 /*
- * Attach to "big" with batch @batch and early_preload, endless (every
- * slot fills): the ring's descriptor in *@ring_fd, or -1 and the Error's
- * message in @msg when refused (then its code is RESOURCE_EXHAUSTED).
+ * Attach to @dataset with batch @batch and early_preload, endless (every
+ * slot fills): the ring's descriptor in *@ring_fd and Attached.ring_bytes
+ * in *@ring_bytes (may be NULL), or -1 and the Error's message in @msg
+ * when refused (then its code is RESOURCE_EXHAUSTED).
  */
 static void
-conn_attach(struct conn *c, uint32_t batch, int *ring_fd, char *msg,
-    size_t len)
+conn_attach_to(struct conn *c, const char *dataset, uint32_t batch,
+    int *ring_fd, uint64_t *ring_bytes, char *msg, size_t len)
 {
 	Infeed__Frame		 f = INFEED__FRAME__INIT, *r;
 	Infeed__Attach		 a = INFEED__ATTACH__INIT;
@@ -114,7 +116,7 @@ conn_attach(struct conn *c, uint32_t batch, int *ring_fd, char *msg,
 	o.early_preload = 1;
 	o.has_load_indefinitely = 1;
 	o.load_indefinitely = 1;
-	a.dataset = (char *)"big";
+	a.dataset = (char *)dataset;
 	a.options = &o;
 	f.msg_case = INFEED__FRAME__MSG_ATTACH;
 	f.attach = &a;
@@ -124,6 +126,8 @@ conn_attach(struct conn *c, uint32_t batch, int *ring_fd, char *msg,
 	if (r->msg_case == INFEED__FRAME__MSG_ATTACHED) {
 		*ring_fd = wire_in_take_fd(&c->in);
 		ck_assert_int_ge(*ring_fd, 0);
+		if (ring_bytes != NULL)
+			*ring_bytes = r->attached->ring_bytes;
 	} else {
 		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_ERROR);
 		ck_assert_int_eq(r->error->code,
@@ -131,6 +135,14 @@ conn_attach(struct conn *c, uint32_t batch, int *ring_fd, char *msg,
 		snprintf(msg, len, "%s", r->error->message);
 	}
 	infeed__frame__free_unpacked(r, NULL);
+}
+
+/* conn_attach_to() "big". */
+static void
+conn_attach(struct conn *c, uint32_t batch, int *ring_fd, char *msg,
+    size_t len)
+{
+	conn_attach_to(c, "big", batch, ring_fd, NULL, msg, len);
 }
 
 /* Next: the step's slot, which the client now holds. */
@@ -373,6 +385,75 @@ START_TEST(test_exit_of_the_holding_process_gives_the_memory_back)
 }
 END_TEST
 
+/*
+ * The protocol's contract on the ring's memfd: at least ring_bytes, maybe
+ * more (a ring on kept memory up to a quarter larger than it needs); the
+ * ring is its first ring_bytes.  libinfeed maps just those and reads a
+ * ring made on larger kept memory right.
+ */
+START_TEST(test_ring_on_larger_kept_memory_read_right)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	struct conn		 c;
+	struct stat		 sb;
+	uint64_t		 bytes, i, idx;
+	unsigned		 j;
+	const uint8_t		*row;
+	char			 msg[1024];
+	int			 fd;
+
+	/* 1000 raw rows: slots of 7 pages; 850 rows: of 6, within 1/4. */
+	conn_open(&c);
+	conn_attach_to(&c, "raw", 1000, &fd, &bytes, msg, sizeof(msg));
+	ck_assert_msg(fd != -1, "%s", msg);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_uint_eq((uint64_t)sb.st_size, bytes);
+	ck_assert_uint_eq(bytes, 3 * 7 * 4096);
+	close(fd);
+	conn_release(&c, conn_next(&c));
+	conn_detach(&c);
+	usleep(100000);
+	conn_attach_to(&c, "raw", 850, &fd, &bytes, msg, sizeof(msg));
+	ck_assert_msg(fd != -1, "%s", msg);
+	ck_assert_uint_eq(bytes, 3 * 6 * 4096);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_msg((uint64_t)sb.st_size == 3 * 7 * 4096, "a ring of %llu "
+	    "bytes on kept memory came in a memfd of %lld",
+	    (unsigned long long)bytes, (long long)sb.st_size);
+	close(fd);
+	conn_detach(&c);
+	conn_close(&c);
+
+	/* The same through libinfeed: every row's bytes and label right. */
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 1000;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	usleep(100000);
+	o.batch_size = 850;
+	o.shuffle = true;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.rows, 850);
+	for (i = 0; i < st.rows; i++) {
+		idx = st.indices[i];
+		ck_assert_uint_lt(idx, RAW_N);
+		row = (const uint8_t *)st.data + i * RAW_BYTES;
+		for (j = 0; j < RAW_BYTES; j++)
+			ck_assert_uint_eq(row[j], raw_byte(idx, j));
+		ck_assert_int_eq(st.labels[i], (int32_t)((idx * 3) %
+		    RAW_CLASSES));
+	}
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+}
+END_TEST
+
 static Suite *
 memory_suite(void)
 {
@@ -386,6 +467,7 @@ memory_suite(void)
 	tcase_add_test(tc, test_kept_memory_given_up_really_goes);
 	tcase_add_test(tc,
 	    test_exit_of_the_holding_process_gives_the_memory_back);
+	tcase_add_test(tc, test_ring_on_larger_kept_memory_read_right);
 	suite_add_tcase(s, tc);
 	return (s);
 }
