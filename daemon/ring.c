@@ -43,6 +43,9 @@
 /* The scrubber zeroes this much between looks at whether to stop. */
 #define RING_SCRUB_CHUNK	(2 * 1024 * 1024)
 
+/* Without a pidfd, whether a holder exited is asked this often. */
+#define RING_HOLDER_POLL_MS	500
+
 /* It punches this much of memory given up per call. */
 #define RING_PUNCH_CHUNK	(64 * 1024 * 1024)
 
@@ -706,7 +709,9 @@ ring_holder_exit_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 ring_hold(struct ring_budget *b, struct ring_mem *m)
 {
-	char	size[48];
+	const struct timeval	poll_tv = { RING_HOLDER_POLL_MS / 1000,
+				    RING_HOLDER_POLL_MS % 1000 * 1000 };
+	char			size[48];
 
 	if (m->owner.pid <= 0 || (kill(m->owner.pid, 0) == -1 &&
 	    errno == ESRCH)) {
@@ -715,10 +720,16 @@ ring_hold(struct ring_budget *b, struct ring_mem *m)
 	}
 	m->state = RING_MEM_HELD;
 	m->pidfd = (int)syscall(SYS_pidfd_open, m->owner.pid, 0);
-	if (m->pidfd != -1 && b->base != NULL) {
-		m->ev = event_new(b->base, m->pidfd, EV_READ,
-		    ring_holder_exit_cb, m);
-		if (m->ev != NULL && event_add(m->ev, NULL) == -1) {
+	/*
+	 * Without a pidfd (a kernel before 5.3, valgrind), kill(pid, 0) every
+	 * RING_HOLDER_POLL_MS: a zombie still counts as there until reaped.
+	 */
+	if (b->base != NULL) {
+		m->ev = m->pidfd != -1 ? event_new(b->base, m->pidfd, EV_READ,
+		    ring_holder_exit_cb, m) : event_new(b->base, -1,
+		    EV_PERSIST, ring_holder_exit_cb, m);
+		if (m->ev != NULL && event_add(m->ev, m->pidfd != -1 ? NULL :
+		    &poll_tv) == -1) {
 			event_free(m->ev);
 			m->ev = NULL;
 		}

@@ -291,7 +291,9 @@ START_TEST(test_kept_steps_of_ended_sessions_stay_within_the_budget)
 	ck_assert_uint_eq(held_by_stats(), (uint64_t)lseek(fds[0], 0,
 	    SEEK_END));
 	bystander_stop(&by, &rep);
-	bystander_assert(&rep, 250);
+	/* Under valgrind (scripts/test) every round trip is slower. */
+	bystander_assert(&rep, strstr(getenv("INFEEDD"), "valgrind") != NULL ?
+	    2000 : 250);
 	conn_close(&c);
 	for (i = 0; i < nfds; i++)
 		close(fds[i]);
