@@ -713,6 +713,11 @@ ring_hold(struct ring_budget *b, struct ring_mem *m)
 				    RING_HOLDER_POLL_MS % 1000 * 1000 };
 	char			size[48];
 
+	if (m->owner.pid <= 0)
+		log_warnx("a client of uid %u whose process is not known here "
+		    "(of another pid namespace) held steps of its ended "
+		    "session; their memory is freed: they read zeroes now",
+		    (unsigned)m->owner.uid);
 	if (m->owner.pid <= 0 || (kill(m->owner.pid, 0) == -1 &&
 	    errno == ESRCH)) {
 		ring_mem_drop(b, m);

@@ -16,9 +16,10 @@
  * (its own and the pool's jobs' copies, slots x rows x 8 bytes each).
  * Memory given up is punched out of its memfd (FALLOC_FL_PUNCH_HOLE, by
  * the scrubber thread, off the event loop) before the budget forgets it
- * (a ring that needs that room waits for it), so a mapping that a client keeps of it
- * holds no page of infeedd's: it reads zeroes (the kernel fills what it
- * reads with new pages, charged to that client's memory cgroup).
+ * (a ring that needs that room waits for it), so a mapping that a client
+ * keeps of it holds no page of infeedd's: it reads zeroes (the kernel
+ * fills what it reads with new pages, charged to that client's memory
+ * cgroup).
  *
  * A ring whose client still holds steps when its session ends is held:
  * libinfeed keeps reading held steps after a session ends (a kept tensor),
