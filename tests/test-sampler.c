@@ -20,6 +20,7 @@
 #include <check.h>
 
 #include "sampler.h"
+#include "splitmix64.h"
 
 static struct sampler	smp;
 
@@ -419,6 +420,57 @@ START_TEST(shuffle_matches_an_independent_transcription)
 	ck_assert_mem_eq(out, want10, sizeof want10);
 	sampler_permutation(16, true, 42, 3, out);
 	ck_assert_mem_eq(out, want16, sizeof want16);
+}
+END_TEST
+
+/* The table's shuffle as docs/protocol.md writes it, one draw at a time. */
+static void
+plain_fisher_yates(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t *out)
+{
+	uint64_t		key, ctr = 0, i, j, t, m, thr;
+	unsigned __int128	p;
+
+	key = splitmix64_mix(seed ^ splitmix64_mix(epoch ^
+	    0x6a09e667f3bcc909ULL));
+	for (i = 0; i < n; i++)
+		out[i] = i;
+	for (i = n > 1 ? n - 1 : 0; i > 0; i--) {
+		m = i + 1;
+		p = (unsigned __int128)splitmix64_mix(key + ++ctr *
+		    SPLITMIX64_GAMMA) * m;
+		thr = -m % m;
+		while ((uint64_t)p < thr)
+			p = (unsigned __int128)splitmix64_mix(key + ++ctr *
+			    SPLITMIX64_GAMMA) * m;
+		j = (uint64_t)(p >> 64);
+		t = out[i];
+		out[i] = out[j];
+		out[j] = t;
+	}
+}
+
+/*
+ * sampler.c makes its draws ahead of the swaps to prefetch the table; the
+ * order must be the plain pass's, for every N around the look-ahead.
+ */
+START_TEST(table_shuffle_is_the_plain_fisher_yates)
+{
+	uint64_t	*a, *b, n, seed;
+
+	a = malloc(70000 * sizeof *a);
+	b = malloc(70000 * sizeof *b);
+	ck_assert(a != NULL && b != NULL);
+	for (n = 1; n <= 100; n++)
+		for (seed = 0; seed < 4; seed++) {
+			plain_fisher_yates(n, seed, n, a);
+			sampler_permutation(n, true, seed, n, b);
+			ck_assert_mem_eq(a, b, n * sizeof *a);
+		}
+	plain_fisher_yates(65537, 11, 2, a);
+	sampler_permutation(65537, true, 11, 2, b);
+	ck_assert_mem_eq(a, b, 65537 * sizeof *a);
+	free(a);
+	free(b);
 }
 END_TEST
 
@@ -1232,6 +1284,7 @@ sampler_suite(void)
 	tcase_add_test(tc, test_shuffle_epochs_and_seeds_differ);
 	tcase_add_test(tc, test_shuffle_trivial_sizes);
 	tcase_add_test(tc, shuffle_matches_an_independent_transcription);
+	tcase_add_test(tc, table_shuffle_is_the_plain_fisher_yates);
 	tcase_add_test(tc, test_shuffle_uniform);
 	tcase_add_test(tc, test_shuffle_large);
 	tcase_set_timeout(tc, 60);
