@@ -268,7 +268,6 @@ sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
 	s->opts = *o;
 	s->cbs = cbs;
 	s->steps_per_epoch = steps;
-	s->table_max = table_max;
 	if (o->shuffle && n <= table_max) {
 		if (n > SIZE_MAX / sizeof *s->perm ||
 		    (s->perm = malloc(n * sizeof *s->perm)) == NULL) {

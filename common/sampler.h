@@ -76,8 +76,7 @@ struct sampler {
 	uint64_t	steps_per_epoch;
 	uint64_t	block_offset;		/* start of this process's block */
 	uint64_t	block_length;		/* samples in it */
-	uint64_t	table_max;		/* SAMPLER_TABLE_MAX but in tests */
-	uint64_t	*perm;			/* shuffle table, N <= table_max */
+	uint64_t	*perm;			/* the shuffle table, or NULL */
 	struct sampler_feistel feistel;		/* otherwise, for perm_epoch */
 	uint64_t	perm_epoch;
 	bool		perm_valid;
@@ -97,7 +96,8 @@ int		sampler_init(struct sampler *s, const struct sampler_opts *opts,
 /**
  * sampler_init_table_max() - sampler_init() with another threshold between
  * the table and the Feistel bijection, for tests of the Feistel path on
- * small N.  Orders differ from sampler_init()'s for N > @table_max.
+ * small N: orders differ from sampler_init()'s for @table_max < N <=
+ * SAMPLER_TABLE_MAX.
  */
 int		sampler_init_table_max(struct sampler *s,
 		    const struct sampler_opts *opts, uint64_t table_max,
