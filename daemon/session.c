@@ -7,6 +7,7 @@
 
 #include <sys/random.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,8 +416,11 @@ session_check(struct session *s, const Infeed__Attach *a,
 	so.drop_last = o->drop_last;
 	so.process_id = o->distributed_process_id;
 	so.process_count = o->distributed_process_count;
-	if (sampler_init(&s->sampler, &so, cause) == -1)
+	if (sampler_init(&s->sampler, &so, cause) == -1) {
+		if (errno == ENOMEM)
+			*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 		return (-1);
+	}
 	if (o->start_step >= s->sampler.steps_per_epoch) {
 		*cause = xasprintf("start_step is %llu but an epoch has %llu "
 		    "steps (0 to %llu)", (unsigned long long)o->start_step,
@@ -618,10 +622,9 @@ session_fill(struct session *s)
 		if ((i = ring_find(s->ring, SLOT_FREE)) == -1)
 			return;
 		sl = &s->ring->slot[i];
+		/* Never fails: sampler_init() allocated what it needs. */
 		rows = sampler_step_indices(&s->sampler, s->fill_epoch,
 		    s->fill_step, session_indices(s, (uint32_t)i));
-		if (rows != sampler_step_rows(&s->sampler, s->fill_step))
-			fatalx("sampler: cannot compute the permutation");
 		ring_slot_set(s->ring, (uint32_t)i, SLOT_FILLING);
 		sl->seq = s->fill_seq++;
 		sl->epoch = s->fill_epoch;
