@@ -72,6 +72,8 @@ struct session {
 	uint64_t		*indices;	/* per slot, our own copy */
 	struct pool_ring	*pool_ring;
 	char			*failure;
+	uint64_t		 failed_seq;	/* the first step that failed */
+	bool			 jobs_dropped;	/* ... and the rest dropped */
 
 	uint64_t		 fill_epoch;
 	uint64_t		 fill_step;
@@ -209,6 +211,27 @@ session_sample_files(const struct dataset *ds)
 	    ds->data_path, ds->labels_path));
 }
 
+/*
+ * The steps before the one that failed are delivered as they become ready
+ * (a bad label late in a client's file fails only the step that holds
+ * it); once none of them is filling any more, the queued jobs are dropped.
+ */
+static void
+session_drop_after_failure(struct session *s)
+{
+	uint32_t	i;
+
+	if (s->jobs_dropped)
+		return;
+	for (i = 0; i < s->ring->layout.slots; i++) {
+		if (s->ring->slot[i].state == SLOT_FILLING &&
+		    s->ring->slot[i].seq < s->failed_seq)
+			return;
+	}
+	s->jobs_dropped = true;
+	pool_drop_jobs(s->pool_ring);
+}
+
 /* A sample of a slot failed: end the session's filling with a message. */
 static void
 session_fail(struct session *s, const struct pool_report *r)
@@ -216,6 +239,11 @@ session_fail(struct session *s, const struct pool_report *r)
 	const struct ring_slot	*sl = &s->ring->slot[r->slot];
 	uint64_t		 index = r->bad;
 	char			*files, row[64] = "", what[96], where[512];
+
+	/* Only the first step in the client's order that failed counts. */
+	if (s->state == SESSION_FAILED && sl->seq >= s->failed_seq)
+		return;
+	free(s->failure);
 
 	if ((r->result == POOL_JOB_CRASHED || r->result == POOL_JOB_STUCK) &&
 	    r->bad < sl->rows) {
@@ -266,8 +294,10 @@ session_fail(struct session *s, const struct pool_report *r)
 		    files);
 	free(files);
 	log_warnx("session %llu: %s", (unsigned long long)s->id, s->failure);
-	session_set_state(s, SESSION_FAILED);
-	pool_drop_jobs(s->pool_ring);
+	if (s->state != SESSION_FAILED)
+		session_set_state(s, SESSION_FAILED);
+	s->failed_seq = sl->seq;
+	session_drop_after_failure(s);
 }
 
 /* The pool finished rows of a slot. */
@@ -283,12 +313,14 @@ session_done_cb(void *arg, const struct pool_report *r)
 	sl = &s->ring->slot[r->slot];
 	s->bytes_read += r->bytes;
 	s->samples_replaced += r->replaced;
-	if (r->result != POOL_JOB_DONE && s->state != SESSION_FAILED)
+	if (r->result != POOL_JOB_DONE)
 		session_fail(s, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
 	    sl->rows_pending;
 	if (sl->rows_pending == 0)
 		ring_slot_set(s->ring, r->slot, SLOT_READY);
+	if (s->state == SESSION_FAILED)
+		session_drop_after_failure(s);
 	session_deliver(s);
 }
 
@@ -814,12 +846,18 @@ session_deliver(struct session *s)
 	uint32_t		 i = 0;
 
 	while (s->nwaiting > 0) {
-		if (s->state == SESSION_FAILED) {
+		sl = session_next_slot(s, &i);
+		/* Failed: the steps before the failed one still go out. */
+		if (s->state == SESSION_FAILED && sl != NULL &&
+		    sl->seq < s->failed_seq && sl->state == SLOT_FILLING &&
+		    !s->jobs_dropped)
+			return;
+		if (s->state == SESSION_FAILED && (sl == NULL ||
+		    sl->seq >= s->failed_seq || sl->state != SLOT_READY)) {
 			s->ev.error(s->arg, session_pop(s),
 			    INFEED__ERROR_CODE__ERROR_DATA, s->failure);
 			continue;
 		}
-		sl = session_next_slot(s, &i);
 		if (sl == NULL && s->state == SESSION_EPOCH_END &&
 		    s->deliver_seq == s->fill_seq) {
 			session_end_epoch(s);
@@ -1327,7 +1365,11 @@ session_checks_wake_cb(evutil_socket_t fd, short ev, void *arg)
 	session_checks_run(sc);
 }
 
-/* Start queued jobs while fewer than INFEED_MAX_ATTACH_CHECKS run. */
+/*
+ * Start queued jobs while fewer than INFEED_MAX_ATTACH_CHECKS run and
+ * fewer than INFEED_MAX_STUCK_CHECKS were given up: threads stay bounded
+ * however many files never answer.
+ */
 static void
 session_checks_run(struct session_checks *sc)
 {
@@ -1337,6 +1379,7 @@ session_checks_run(struct session_checks *sc)
 	int			 rc;
 
 	while (!sc->stopping && sc->running < INFEED_MAX_ATTACH_CHECKS &&
+	    sc->stuck < INFEED_MAX_STUCK_CHECKS &&
 	    (j = TAILQ_FIRST(&sc->queue)) != NULL) {
 		TAILQ_REMOVE(&sc->queue, j, entry);
 		sc->nqueued--;
