@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -673,7 +674,7 @@ START_TEST(attaches_beyond_the_cap_refused_at_once)
 END_TEST
 
 /*
- * Four trainers attach, start filling (early_preload) a slow dataset and
+ * Six trainers attach, start filling (early_preload) a slow dataset and
  * detach, back to back: each new Attach finds a removed ring's job still
  * running.  main waited for it in poll() on the event loop, up to 100 ms
  * an Attach; the bystander's ListDatasets must not wait for that.  The
@@ -685,7 +686,7 @@ START_TEST(settling_attaches_do_not_block_the_loop)
 	struct bystander_report	 r;
 	struct infeed_options	 o;
 	struct infeed		*f;
-	pid_t			 pid[4];
+	pid_t			 pid[6];
 	uint64_t		 until;
 	int			 i, k, status;
 
@@ -695,7 +696,7 @@ START_TEST(settling_attaches_do_not_block_the_loop)
 	    "sample_delay_us = 5000\n");
 	daemon_start(NULL);
 	bystander_start(&b);
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 6; i++) {
 		pid[i] = fork();
 		ck_assert_int_ne(pid[i], -1);
 		if (pid[i] != 0)
@@ -717,7 +718,7 @@ START_TEST(settling_attaches_do_not_block_the_loop)
 		}
 		_exit(k > 0 ? 0 : 3);
 	}
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 6; i++) {
 		ck_assert_int_eq(waitpid(pid[i], &status, 0), pid[i]);
 		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		    "a settler failed: status %d", status);
@@ -730,6 +731,115 @@ START_TEST(settling_attaches_do_not_block_the_loop)
 	ck_assert_msg(r.errors == 0, "the bystander failed: %s", r.error);
 	ck_assert_msg(r.worst_list_ms < 250, "a bystander's ListDatasets "
 	    "took %llu ms", (unsigned long long)r.worst_list_ms);
+}
+END_TEST
+
+/* Append @path's contents to @buf (at most @len bytes in all). */
+static size_t
+slurp(const char *path, char *buf, size_t len)
+{
+	size_t	n = 0;
+	ssize_t	k;
+	int	fd;
+
+	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
+	while (n < len && (k = read(fd, buf + n, len - n)) > 0)
+		n += (size_t)k;
+	close(fd);
+	return (n);
+}
+
+/* Bind-mount @src over @dst, or fail the test. */
+static void
+bind_over(const char *src, const char *dst)
+{
+	ck_assert_msg(mount(src, dst, NULL, MS_BIND, NULL) == 0, "bind %s "
+	    "over %s: %s", src, dst, strerror(errno));
+}
+
+/*
+ * A user in 300 groups, the allowed one last (past the 256 main asked
+ * getgrouplist for), attaches to a dataset whose allow_groups lists only
+ * that group; and the group database (a FUSE file of this test's
+ * bind-mounted over /etc/group, in its own mount namespace) answers after
+ * a second:
+ * the bystander never waits for it, only that Attach does.
+ */
+START_TEST(many_groups_and_a_slow_group_database)
+{
+	static char		 passwd[1 << 20], group[1 << 20];
+	struct fusefs		 fs;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed		*f;
+	size_t			 np, ng;
+	uint64_t		 t0, ms;
+	pid_t			 pid, releaser;
+	int			 i, status;
+
+	np = slurp("/etc/passwd", passwd, sizeof(passwd) - 4096);
+	np += (size_t)snprintf(passwd + np, sizeof(passwd) - np,
+	    "infeedmany:x:4242:4242::/nonexistent:/bin/false\n");
+	ng = slurp("/etc/group", group, sizeof(group) - 65536);
+	ng += (size_t)snprintf(group + ng, sizeof(group) - ng,
+	    "infeedmany:x:4242:\n");
+	for (i = 0; i < 300; i++)
+		ng += (size_t)snprintf(group + ng, sizeof(group) - ng,
+		    "infg%d:x:%d:infeedmany\n", i, 50000 + i);
+	/* The same group file, on FUSE: reads wait until released. */
+	if (!fuse_start(&fs, (const uint8_t *)group, ng))
+		return;
+	/* A daemon in this mount namespace, which sees the files below. */
+	ck_assert_int_eq(daemon_stop(), 0);
+	write_file(tpath("passwd"), passwd, np);
+	write_file(tpath("group"), group, ng);
+	bind_over(tpath("passwd"), "/etc/passwd");
+	bind_over(tpath("group"), "/etc/group");
+	make_config("[dataset private]\ntype = synthetic\nsamples = 100\n"
+	    "shape = 4\nallow_groups = infg299\n");
+	daemon_start(NULL);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(chmod(sock_path, 0666), 0);
+	bystander_start(&b);
+
+	/* From now on /etc/group answers one second after it is read. */
+	ck_assert_int_eq(umount2("/etc/group", MNT_DETACH), 0);
+	bind_over(fs.path, "/etc/group");
+	releaser = fork();
+	ck_assert_int_ne(releaser, -1);
+	if (releaser == 0) {
+		usleep(1000000);
+		fuse_release(&fs);
+		_exit(0);
+	}
+	t0 = now_ms();
+	pid = fork();
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0) {
+		if (setgroups(0, NULL) == -1 || setgid(4242) == -1 ||
+		    setuid(4242) == -1)
+			_exit(100);
+		f = infeed_new();
+		if (infeed_connect(f, sock_path, "many-groups") != INFEED_OK)
+			_exit(101);
+		if (infeed_attach(f, "private", NULL, NULL) == INFEED_OK)
+			_exit(0);
+		fprintf(stderr, "attach: %s\n", infeed_error(f));
+		_exit(infeed_daemon_code(f) == 7 ? 3 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ms = now_ms() - t0;
+	waitpid(releaser, NULL, 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the user in 300 groups could not attach (status %d: 3 is "
+	    "permission denied)", status);
+	fprintf(stderr, "attach with a group database answering after 1 s: "
+	    "%llu ms\n", (unsigned long long)ms);
+	ck_assert_uint_ge(ms, 900);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	umount2("/etc/group", MNT_DETACH);
+	fuse_stop(&fs);
 }
 END_TEST
 
@@ -758,6 +868,12 @@ attach_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, settling_attaches_do_not_block_the_loop);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("groups");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, many_groups_and_a_slow_group_database);
 	suite_add_tcase(s, tc);
 	return (s);
 }
