@@ -95,10 +95,12 @@ static const struct {
 	{ "not-found-reloaded", 1 },
 	{ "memory-budget", 1 },
 	{ "reply-too-large", 1 },
+	{ "attach-busy", 0 },		/* tests/test-attach.c (FUSE) */
 	{ "max-clients", 1 },		/* the max-clients case */
 	{ "permission-denied", 1 },
 	{ "data", 1 },
 	{ "data-files", 1 },
+	{ "data-files-timeout", 0 },	/* tests/test-attach.c (FUSE) */
 	{ "internal", 0 },		/* a failing dup() in the daemon */
 };
 
@@ -612,6 +614,10 @@ START_TEST(test_doc_limits)
 		{ "INFEED_MAX_WORKERS", INFEED_MAX_WORKERS },
 		{ "INFEED_MAX_CLIENTS", INFEED_MAX_CLIENTS },
 		{ "INFEED_MAX_IMAGE_BYTES", INFEED_MAX_IMAGE_BYTES },
+		{ "INFEED_ATTACH_CHECK_S", INFEED_ATTACH_CHECK_S },
+		{ "INFEED_MAX_ATTACH_CHECKS", INFEED_MAX_ATTACH_CHECKS },
+		{ "INFEED_MAX_ATTACH_QUEUE", INFEED_MAX_ATTACH_QUEUE },
+		{ "INFEED_MAX_STUCK_CHECKS", INFEED_MAX_STUCK_CHECKS },
 	};
 	char		*sec, *line, *save = NULL, name[64], value[64];
 	size_t		 i;
