@@ -254,6 +254,41 @@ daemon_free(struct daemon *d)
 	free(d);
 }
 
+/*
+ * A reload moves the metrics endpoint to the new metrics_listen (or stops
+ * or starts it); when the new address cannot be bound, the old endpoint
+ * goes on and @nconf is made to say so, so the next reload tries again.
+ */
+static void
+daemon_reload_metrics(struct daemon *d, struct config *nconf)
+{
+	struct metrics	*m = NULL;
+	char		*cause = NULL;
+
+	if (d->listener == NULL)
+		return;		/* not a service: nothing listens */
+	if ((nconf->metrics_host == NULL) == (d->conf->metrics_host == NULL) &&
+	    (nconf->metrics_host == NULL ||
+	    (strcmp(nconf->metrics_host, d->conf->metrics_host) == 0 &&
+	    nconf->metrics_port == d->conf->metrics_port)))
+		return;
+	if (nconf->metrics_host != NULL && (m = metrics_new(d->base,
+	    nconf->metrics_host, nconf->metrics_port, d->peers, &cause)) ==
+	    NULL) {
+		log_warnx("reload: metrics stay where they were: %s", cause);
+		free(cause);
+		free(nconf->metrics_host);
+		nconf->metrics_host = d->conf->metrics_host != NULL ?
+		    xstrdup(d->conf->metrics_host) : NULL;
+		nconf->metrics_port = d->conf->metrics_port;
+		return;
+	}
+	metrics_free(d->metrics);
+	d->metrics = m;
+	if (m == NULL)
+		log_info("reload: metrics are off");
+}
+
 /* Reload the configuration; the old one stays if the new one is bad. */
 void
 daemon_reload(struct daemon *d)
@@ -278,6 +313,7 @@ daemon_reload(struct daemon *d)
 	free(nconf->socket_path);
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;
+	daemon_reload_metrics(d, nconf);
 	ncat = catalogue_open(nconf, d->cat);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
 	catalogue_free(d->cat);

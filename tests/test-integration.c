@@ -1050,6 +1050,13 @@ START_TEST(infeedctl_bench_verifies_and_reports_the_first_step)
 	ck_assert_ptr_nonnull(p = strstr(out, "\"seconds\":"));
 	secs = strtod(p + strlen("\"seconds\":"), NULL);
 	ck_assert_msg(first > 0 && first < 5 && secs > 0, "%s", out);
+	/* The first epoch's rate and the steady one after it, apart. */
+	ck_assert_ptr_nonnull(p = strstr(out, "\"first_epoch_items_per_s\":"));
+	ck_assert_msg(strtod(p + strlen("\"first_epoch_items_per_s\":"),
+	    NULL) > 0, "%s", out);
+	ck_assert_ptr_nonnull(p = strstr(out, "\"later_epochs_items_per_s\":"));
+	ck_assert_msg(strtod(p + strlen("\"later_epochs_items_per_s\":"),
+	    NULL) > 0, "%s", out);
 }
 END_TEST
 

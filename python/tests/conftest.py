@@ -4,11 +4,14 @@ a temporary directory, serving datasets whose bytes say which sample they
 are, so a test can check every row against its index."""
 
 import os
+import pathlib
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 
 import pytest
@@ -117,6 +120,65 @@ def metrics_daemon(tmp_path):
     yield d
     rc = d.stop()
     assert rc == 0, f"infeedd did not exit cleanly ({rc}):\n{d.log_text()}"
+
+
+def open_to_others(path):
+    """Let other users reach @path: its directories up to /tmp (pytest's
+    are 0700) get read and search bits for everyone."""
+    d = pathlib.Path(path)
+    while str(d) not in ("/", "/tmp"):
+        os.chmod(d, os.stat(d).st_mode | 0o055)
+        d = d.parent
+
+
+class Nobody:
+    """Runs Python code as the user nobody with the infeed package under
+    test importable, wherever the checkout lies: the built package and the
+    libinfeed it loads are copied into the test's directory, which is
+    opened to others (a checkout in a 0700 home directory is closed to
+    nobody, and a test must not depend on where the user cloned)."""
+
+    UID = GID = 65534
+
+    def __init__(self, tmp):
+        import infeed
+        self.site = tmp / "site-for-nobody"
+        pkg = pathlib.Path(infeed.__file__).resolve().parent
+        shutil.copytree(pkg, self.site / "python" / "infeed",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.p"))
+        # The extension finds libinfeed at $ORIGIN/../../client when built.
+        lib = pkg.parent.parent / "client"
+        if lib.is_dir():
+            (self.site / "client").mkdir()
+            for so in lib.glob("libinfeed.so*"):
+                if so.is_dir():
+                    continue
+                shutil.copy(so, self.site / "client" / so.name)
+        for root, dirs, files in os.walk(self.site):
+            for name in dirs + files:
+                p = os.path.join(root, name)
+                os.chmod(p, os.stat(p).st_mode | 0o044 |
+                         (0o011 if os.path.isdir(p) else 0))
+        open_to_others(self.site)
+
+    def run(self, code):
+        """Run @code as nobody; the CompletedProcess, text captured."""
+        def drop():
+            os.setgid(self.GID)
+            os.setgroups([])
+            os.setuid(self.UID)
+        env = dict(os.environ, PYTHONPATH=str(self.site / "python"))
+        return subprocess.run([sys.executable, "-c", code], preexec_fn=drop,
+                              env=env, capture_output=True, text=True,
+                              cwd="/")
+
+
+@pytest.fixture
+def nobody(tmp_path):
+    """Code run as another user; needs root."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a process as another user")
+    return Nobody(tmp_path)
 
 
 @pytest.fixture

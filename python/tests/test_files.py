@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import infeed
+from conftest import open_to_others
 
 np = pytest.importorskip("numpy")
 
@@ -62,8 +63,8 @@ def test_bad_file_is_refused_with_the_reason(loader_args, tmp_path):
                               output="numpy", **loader_args))
 
 
-def test_a_file_the_trainer_cannot_read_fails_in_the_trainer(loader_args,
-                                                             tmp_path):
+def test_a_file_the_trainer_cannot_read_fails_in_the_trainer(tmp_path,
+                                                             request):
     npy_pair(tmp_path)
     os.chmod(tmp_path / "x.npy", 0o600)
     code = ("import infeed, sys\n"
@@ -73,20 +74,13 @@ def test_a_file_the_trainer_cannot_read_fails_in_the_trainer(loader_args,
             "except PermissionError as e:\n"
             "    print('refused:', e); sys.exit(3)\n")
     if os.getuid() == 0:
-        d = tmp_path
-        while str(d) not in ("/", "/tmp"):
-            os.chmod(d, 0o755)
-            d = d.parent
-
-        def drop():
-            os.setgid(65534)
-            os.setgroups([])
-            os.setuid(65534)
+        nobody = request.getfixturevalue("nobody")
+        open_to_others(tmp_path)
+        out = nobody.run(code)
     else:
         os.chmod(tmp_path / "x.npy", 0)
-        drop = None
-    out = subprocess.run([sys.executable, "-c", code], preexec_fn=drop,
-                         capture_output=True, text=True, cwd="/")
+        out = subprocess.run([sys.executable, "-c", code],
+                             capture_output=True, text=True, cwd="/")
     # The OS refused the open before any connection to infeedd.
     assert out.returncode == 3, out.stdout + out.stderr
     assert "x.npy" in out.stdout

@@ -13,7 +13,8 @@ import time
 import pytest
 
 import infeed
-from conftest import CLASSES, N, SHAPE, expected_data, label_of
+from conftest import (CLASSES, N, SHAPE, expected_data, label_of,
+                      open_to_others)
 
 try:
     import numpy as np
@@ -331,17 +332,15 @@ def test_torch_arguments_refused_or_ignored_by_name(loader_args):
 
 
 @needs_numpy
-def test_permission_denied(loader_args, daemon):
+def test_permission_denied(loader_args, daemon, request):
     if os.getgid() != 0:
         with pytest.raises(infeed.PermissionDeniedError):
             len(infeed.DataLoader(opts(), "private", **loader_args))
         return
     if os.getuid() != 0:
         pytest.skip("needs a group other than root")
-    d = daemon.dir
-    while str(d) not in ("/", "/tmp"):   # pytest's directories are 0700
-        os.chmod(d, 0o755)
-        d = d.parent
+    nobody = request.getfixturevalue("nobody")
+    open_to_others(daemon.dir)
     os.chmod(daemon.socket, 0o666)
     code = ("import infeed, sys\n"
             "try:\n"
@@ -349,13 +348,7 @@ def test_permission_denied(loader_args, daemon):
             f"socket={daemon.socket!r}))\n"
             "except infeed.PermissionDeniedError as e:\n"
             "    print('denied:', e); sys.exit(3)\n")
-
-    def drop():
-        os.setgid(65534)
-        os.setgroups([])
-        os.setuid(65534)
-    out = subprocess.run([sys.executable, "-c", code], preexec_fn=drop,
-                         capture_output=True, text=True, cwd="/")
+    out = nobody.run(code)
     assert out.returncode == 3, out.stdout + out.stderr
     assert "private" in out.stdout
 

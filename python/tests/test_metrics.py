@@ -6,6 +6,7 @@ clients that misbehave without touching the trainers."""
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -210,3 +211,37 @@ def test_worker_deaths_show_as_restarts_and_reissued_rows(metrics_daemon):
     got = np.concatenate(seen)
     assert len(got) == len(loader) * 10 * (attempt + 1)
     loader.close()
+
+
+def test_a_reload_moves_stops_and_starts_the_endpoint(metrics_daemon):
+    d = metrics_daemon
+    old = d.metrics_port
+    assert "infeed_" in scrape(d)
+    conf = d.conf.read_text()
+
+    def reload_until(text, count):
+        d.proc.send_signal(signal.SIGHUP)
+        for _ in range(200):
+            if d.log_text().count(text) >= count:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"no '{text}' in the log:\n{d.log_text()}")
+
+    d.conf.write_text(conf.replace("metrics_listen = 127.0.0.1:0",
+                                   "metrics_listen = off"))
+    reload_until("reload: metrics are off", 1)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", old), timeout=2).close()
+
+    port = free_port()
+    d.conf.write_text(conf.replace("metrics_listen = 127.0.0.1:0",
+                                   f"metrics_listen = 127.0.0.1:{port}"))
+    reload_until(f"metrics on http://127.0.0.1:{port}/metrics", 1)
+    d.metrics_port = port
+    assert "infeed_" in scrape(d)
+
+    # An address that cannot be bound: the endpoint stays where it was.
+    d.conf.write_text(conf.replace("metrics_listen = 127.0.0.1:0",
+                                   "metrics_listen = 192.0.2.1:1"))
+    reload_until("reload: metrics stay where they were", 1)
+    assert "infeed_" in scrape(d)
