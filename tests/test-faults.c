@@ -433,6 +433,46 @@ START_TEST(test_log_injection)
 END_TEST
 
 /*
+ * The name of a session on a client's own files is a client string too: it
+ * reaches the log (the session's line, its failures) and other clients'
+ * Stats on one line, with its newline and escape shown as '?'.
+ */
+START_TEST(test_log_injection_files_session_name)
+{
+	struct infeed		*f = infeed_new();
+	struct infeed_files	 fl;
+	struct infeed_options	 o;
+	char			 log[65536], path[400];
+	int			 dfd;
+
+	snprintf(path, sizeof(path), "%s/raw.bin", dir);
+	ck_assert_int_ne(dfd = open(path, O_RDONLY), -1);
+	infeed_files_init(&fl);
+	fl.data_fd = dfd;
+	fl.data_format = INFEED_FILE_RAW;
+	fl.dtype = INFEED_DTYPE_UINT8;
+	fl.ndim = 1;
+	fl.shape[0] = RAW_BYTES;
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_connect(f, sock_path, "files-name"),
+	    INFEED_OK);
+	ck_assert_msg(infeed_attach_files(f, "x\n<3>warning: forged files"
+	    "\x1b[2J\x1b]0;title\x07", &fl, &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	infeed_free(f);
+	close(dfd);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_ptr_nonnull(strstr(log, "forged files"));
+	ck_assert_ptr_null(strstr(log, "\n<3>"));
+	ck_assert_ptr_null(strchr(log, '\x1b'));
+	ck_assert_ptr_null(strchr(log, '\x07'));
+}
+END_TEST
+
+/*
  * One client's refused requests cannot fill the log: at most 10 lines a
  * second are logged for it, then a count of the rest.
  */
@@ -1148,6 +1188,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
 	tcase_add_test(tc, test_unread_replies_bound_memory);
 	tcase_add_test(tc, test_log_injection);
+	tcase_add_test(tc, test_log_injection_files_session_name);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);
