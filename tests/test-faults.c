@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -429,6 +430,186 @@ START_TEST(test_log_injection)
 	ck_assert_ptr_null(strstr(log, "\n2026-01-01T00:00:00Z"));
 	ck_assert_ptr_null(strstr(log, "\n<3>"));
 	ck_assert_ptr_null(strchr(log, '\x1b'));
+}
+END_TEST
+
+/* nftw's callback for rm_tree(): remove, never follow. */
+static int
+rm_tree_cb(const char *path, const struct stat *st, int flag,
+    struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return (0);
+}
+
+/* Remove @rel under the test's directory, symlinks unfollowed. */
+static void
+rm_tree(const char *rel)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	nftw(path, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Copy fixture @name of tests/images to @rel under the test's directory. */
+static void
+copy_fixture(const char *name, const char *rel)
+{
+	const char	*fixtures = getenv("IMAGE_FIXTURES");
+	static char	 buf[1 << 16];
+	char		 path[600];
+	ssize_t		 n;
+	int		 fd;
+
+	ck_assert_msg(fixtures != NULL, "set IMAGE_FIXTURES to tests/images");
+	snprintf(path, sizeof(path), "%s/%s", fixtures, name);
+	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
+	ck_assert_int_gt(n = read(fd, buf, sizeof(buf)), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	write_file(path, buf, (size_t)n);
+}
+
+/* mkdir under the test's directory. */
+static void
+mkdir_rel(const char *rel)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	ck_assert(mkdir(path, 0755) == 0 || errno == EEXIST);
+}
+
+/* symlink @rel (under the test's directory) to @to. */
+static void
+symlink_rel(const char *to, const char *rel)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	ck_assert_int_eq(symlink(to, path), 0);
+}
+
+/*
+ * Whoever can write into an imagefolder tree cannot make infeedd read
+ * outside it: a dataset with a link out of its root is refused at start
+ * with a log line naming the link; an image swapped for such a link after
+ * indexing fails its session, telling the client why; a link inside the
+ * root works.  A diamond of directory links 30 levels deep (2^30 paths)
+ * added by a reload is refused at once, and a bystander is served
+ * throughout.
+ */
+START_TEST(test_imagefolder_links_stay_inside_root)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed		*f;
+	char			 extra[2048], log[65536], rel[64], to[64];
+	uint64_t		 t0;
+	int			 i, rc;
+
+	/* imgs: a real tree with a link inside; leaky: a link out. */
+	mkdir_rel("imgs");
+	mkdir_rel("imgs/a");
+	mkdir_rel("imgs/b");
+	copy_fixture("j420-odd.jpg", "imgs/a/0.jpg");
+	copy_fixture("j444-odd.jpg", "imgs/a/1.jpg");
+	copy_fixture("j420-even.jpg", "imgs/b/0.jpg");
+	symlink_rel("../a/0.jpg", "imgs/b/1.jpg");
+	mkdir_rel("closed");
+	copy_fixture("jgrey-odd.jpg", "closed/secret.jpg");
+	mkdir_rel("leaky");
+	mkdir_rel("leaky/a");
+	copy_fixture("j420-odd.jpg", "leaky/a/0.jpg");
+	symlink_rel("../../closed/secret.jpg", "leaky/a/1.jpg");
+	snprintf(extra, sizeof(extra),
+	    "[dataset imgs]\ntype = imagefolder\nroot = %s/imgs\n\n"
+	    "[dataset leaky]\ntype = imagefolder\nroot = %s/leaky\n\n"
+	    "[dataset closed]\ntype = imagefolder\nroot = %s/closed\n"
+	    "allow_groups = root\n\n", dir, dir, dir);
+	daemon_stop();
+	make_config(extra);
+	daemon_start(NULL);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "dataset 'leaky' refused") != NULL &&
+	    strstr(log, "leaky/a/1.jpg' is a symlink that leads out of root") !=
+	    NULL, "no refusal naming the link in the log:\n%s", log);
+
+	f = client();
+	ck_assert_int_eq(infeed_attach(f, "leaky", NULL, NULL),
+	    INFEED_ERR_DAEMON);
+	infeed_options_init(&o);
+	o.batch_size = 4;
+	o.buffer_size = 1;
+	o.transform = "Resize((8, 8)), ToTensor()";
+	ck_assert_msg(infeed_attach(f, "imgs", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+
+	/* Swapped for a link out after indexing: refused when read. */
+	rm_tree("imgs/a/1.jpg");
+	symlink_rel("../../closed/secret.jpg", "imgs/a/1.jpg");
+	ck_assert_int_eq(infeed_attach(f, "imgs", &o, NULL), INFEED_OK);
+	rc = infeed_next(f, &st);
+	ck_assert_int_ne(rc, INFEED_OK);
+	ck_assert_msg(strstr(infeed_error(f), "imgs/a/1.jpg") != NULL &&
+	    strstr(infeed_error(f), "symlink that the dataset's "
+	    "follow_symlinks refuses") != NULL, "%s", infeed_error(f));
+	infeed_free(f);
+
+	/* A diamond added by a reload: refused at once, others served. */
+	mkdir_rel("diamond");
+	mkdir_rel("diamond/c");
+	copy_fixture("j420-odd.jpg", "diamond/c/x.jpg");
+	for (i = 0; i <= 30; i++) {
+		snprintf(rel, sizeof(rel), "diamond/c/L%d", i);
+		mkdir_rel(rel);
+	}
+	for (i = 0; i < 30; i++) {
+		snprintf(to, sizeof(to), "../L%d", i + 1);
+		snprintf(rel, sizeof(rel), "diamond/c/L%d/a", i);
+		symlink_rel(to, rel);
+		snprintf(rel, sizeof(rel), "diamond/c/L%d/b", i);
+		symlink_rel(to, rel);
+	}
+	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+	    "[dataset diamond]\ntype = imagefolder\nroot = %s/diamond\n"
+	    "follow_symlinks = all\n\n", dir);
+	make_config(extra);
+	bystander_start(&b);
+	usleep(200000);
+	t0 = now_ms();
+	kill(daemon_pid, SIGHUP);
+	for (;;) {
+		read_log(log, sizeof(log));
+		if (strstr(log, "dataset 'diamond' refused") != NULL)
+			break;
+		ck_assert_msg(now_ms() - t0 < 5000, "no word on the diamond "
+		    "5 s after the reload");
+		usleep(20000);
+	}
+	usleep(300000);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	ck_assert_ptr_nonnull(strstr(log, "again, reached twice under one "
+	    "class through symlinks"));
+	ck_assert_int_eq(kill(daemon_pid, 0), 0);
+	rm_tree("imgs");
+	rm_tree("leaky");
+	rm_tree("closed");
+	rm_tree("diamond");
 }
 END_TEST
 
@@ -1189,6 +1370,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_unread_replies_bound_memory);
 	tcase_add_test(tc, test_log_injection);
 	tcase_add_test(tc, test_log_injection_files_session_name);
+	tcase_add_test(tc, test_imagefolder_links_stay_inside_root);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);
