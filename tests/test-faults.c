@@ -18,6 +18,9 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -610,6 +613,177 @@ START_TEST(test_imagefolder_links_stay_inside_root)
 	rm_tree("leaky");
 	rm_tree("closed");
 	rm_tree("diamond");
+}
+END_TEST
+
+/* Descriptors open in process @pid. */
+static int
+count_fds_of(pid_t pid)
+{
+	struct dirent	*de;
+	char		 path[64];
+	DIR		*d;
+	int		 n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return (-1);
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return (n);
+}
+
+/* A TCP connection to 127.0.0.1:@port, non-blocking. */
+static int
+tcp_connect(uint16_t port)
+{
+	struct sockaddr_in	sin;
+	int			fd;
+
+	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	return (fd);
+}
+
+/* Whether the server closed connection @fd (EOF or reset). */
+static bool
+tcp_closed(int fd)
+{
+	char	buf[4096];
+	ssize_t	n;
+
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		;
+	return (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK));
+}
+
+/* GET /metrics on @port: the whole answer in @buf, within 3 s. */
+static void
+scrape(uint16_t port, char *buf, size_t len)
+{
+	static const char	 req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	struct pollfd		 pfd;
+	uint64_t		 t0 = now_ms();
+	size_t			 got = 0;
+	ssize_t			 n;
+	int			 fd = tcp_connect(port);
+
+	ck_assert_int_eq(send(fd, req, sizeof(req) - 1, 0),
+	    (ssize_t)sizeof(req) - 1);
+	buf[0] = '\0';
+	while (got + 1 < len && now_ms() - t0 < 3000) {
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		poll(&pfd, 1, 100);
+		n = recv(fd, buf + got, len - 1 - got, 0);
+		if (n == 0)
+			break;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	buf[got] = '\0';
+	close(fd);
+}
+
+/*
+ * The metrics endpoint cannot take the daemon's descriptors: 64
+ * connections that trickle a byte a second (each byte restarted libevent's
+ * 5 s timeout, so they stayed for ever) hold at most 16 descriptors, each
+ * is closed at most 10 s after its accept, a real scrape is answered, a
+ * client attaches and gets its ring, and a bystander is served on time.
+ */
+START_TEST(test_metrics_tricklers_bounded)
+{
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	char			 log[65536], *p, *resp;
+	int			 fds[64], base, worst = 0, n, i, open;
+	uint64_t		 t0, last = 0;
+	uint16_t		 port;
+	bool			 scraped = false, attached = false;
+
+	daemon_stop();
+	make_config("metrics_listen = 127.0.0.1:0");
+	daemon_start(NULL);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_ptr_nonnull(p = strstr(log, "metrics on http://127.0.0.1:"));
+	port = (uint16_t)atoi(p + strlen("metrics on http://127.0.0.1:"));
+	ck_assert_uint_ne(port, 0);
+	resp = malloc(1 << 20);
+	scrape(port, resp, 1 << 20);
+	ck_assert_msg(strstr(resp, " 200 ") != NULL, "%s", resp);
+	base = count_fds_of(daemon_pid);
+
+	bystander_start(&b);
+	for (i = 0; i < 64; i++) {
+		fds[i] = tcp_connect(port);
+		ck_assert_int_eq(send(fds[i], "GET /metrics HTTP/1.1\r\nX: ",
+		    27, 0), 27);
+	}
+	t0 = now_ms();
+	for (;;) {
+		open = 0;
+		for (i = 0; i < 64; i++) {
+			if (fds[i] == -1)
+				continue;
+			if (tcp_closed(fds[i])) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			open++;
+			if (now_ms() - last >= 1000)
+				(void)send(fds[i], "x", 1, MSG_NOSIGNAL);
+		}
+		if (now_ms() - last >= 1000)
+			last = now_ms();
+		if ((n = count_fds_of(daemon_pid)) > worst)
+			worst = n;
+		if (!scraped && now_ms() - t0 > 2000) {
+			scrape(port, resp, 1 << 20);
+			ck_assert_msg(strstr(resp, " 200 ") != NULL &&
+			    strstr(resp, "infeed_uptime_seconds") != NULL,
+			    "a scrape among the tricklers: '%.200s'", resp);
+			scraped = true;
+		}
+		if (!attached && now_ms() - t0 > 3000) {
+			f = client();
+			ck_assert_msg(infeed_attach(f, "raw", NULL, NULL) ==
+			    INFEED_OK, "%s", infeed_error(f));
+			ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+			infeed_free(f);
+			attached = true;
+		}
+		if (open == 0 || now_ms() - t0 > 13000)
+			break;
+		usleep(50000);
+	}
+	bystander_stop(&b, &r);
+	for (i = 0; i < 64; i++)
+		if (fds[i] != -1)
+			close(fds[i]);
+	free(resp);
+	fprintf(stderr, "metrics tricklers: %d still open after %llu ms; the "
+	    "daemon held at most %d descriptors (%d before)\n", open,
+	    (unsigned long long)(now_ms() - t0), worst, base);
+	ck_assert_msg(open == 0, "%d trickling connections still open %llu ms "
+	    "after they connected", open, (unsigned long long)(now_ms() - t0));
+	ck_assert_msg(worst <= base + 16 + 4, "the daemon held %d descriptors "
+	    "with 64 trickling metrics connections, %d before", worst, base);
+	ck_assert(scraped && attached);
+	bystander_assert(&r, 250);
+	ck_assert_int_eq(kill(daemon_pid, 0), 0);
 }
 END_TEST
 
@@ -1371,6 +1545,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_log_injection);
 	tcase_add_test(tc, test_log_injection_files_session_name);
 	tcase_add_test(tc, test_imagefolder_links_stay_inside_root);
+	tcase_add_test(tc, test_metrics_tricklers_bounded);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);
