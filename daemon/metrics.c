@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,17 @@ struct metrics {
 	unsigned		 nopen;
 	uint64_t		 evicted;	/* not yet logged */
 	uint64_t		 evicted_logged_ms;
+	bool			 accept_failing;	/* since the last accept */
+	struct metrics		*next;		/* in metrics_all */
 	int			 fd;		/* the listening socket */
 	uint16_t		 port;		/* bound */
 };
+
+/*
+ * Every server, for the listener's error callback: its argument is
+ * evhttp's (the listener's one user pointer), so it finds its server here.
+ */
+static struct metrics	*metrics_all;
 
 /* Append @s to @b as a label value: backslash, quote and newline escaped. */
 static void
@@ -501,6 +510,7 @@ metrics_bev_cb(struct event_base *base, void *arg)
 	struct metrics_conn	*c = xcalloc(1, sizeof(*c));
 
 	c->m = m;
+	m->accept_failing = false;
 	if ((c->bev = bufferevent_socket_new(base, -1,
 	    BEV_OPT_CLOSE_ON_FREE)) == NULL ||
 	    (c->ev = event_new(base, -1, 0, metrics_conn_found_cb, c)) ==
@@ -513,18 +523,29 @@ metrics_bev_cb(struct event_base *base, void *arg)
 	return (c->bev);
 }
 
-/* Out of descriptors (or another accept failure): pause, say so once. */
+/*
+ * Out of descriptors (or another accept failure): pause, instead of
+ * libevent's warning on every turn of the loop; say so once until an
+ * accept works again.
+ */
 static void
 metrics_accept_error_cb(struct evconnlistener *lev, void *arg)
 {
-	struct metrics	*m = arg;
+	struct metrics	*m;
 	struct timeval	 tv = { 0, METRICS_PAUSE_MS * 1000 };
 	int		 err = EVUTIL_SOCKET_ERROR();
 
-	if (!event_pending(m->ev_resume, EV_TIMEOUT, NULL))
-		log_warnx("metrics: cannot accept a connection (%s); not "
-		    "accepting for %d ms", evutil_socket_error_to_string(err),
+	(void)arg;	/* evhttp's */
+	for (m = metrics_all; m != NULL && m->listener != lev; m = m->next)
+		;
+	if (m == NULL)
+		return;
+
+	if (!m->accept_failing)
+		log_warnx("metrics: cannot accept a connection (%s); trying "
+		    "again every %d ms", evutil_socket_error_to_string(err),
 		    METRICS_PAUSE_MS);
+	m->accept_failing = true;
 	evconnlistener_disable(lev);
 	evtimer_add(m->ev_resume, &tv);
 }
@@ -593,6 +614,8 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 	m->fd = evhttp_bound_socket_get_fd(bound);
 	m->port = metrics_bound_port(bound);
 	m->listener = evhttp_bound_socket_get_listener(bound);
+	m->next = metrics_all;
+	metrics_all = m;
 	evconnlistener_set_error_cb(m->listener, metrics_accept_error_cb);
 	log_info("metrics on http://%s%s%s:%u/metrics",
 	    strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
@@ -622,9 +645,16 @@ void
 metrics_free(struct metrics *m)
 {
 	struct metrics_conn	*c;
+	struct metrics		**pp;
 
 	if (m == NULL)
 		return;
+	for (pp = &metrics_all; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	}
 	/* Connections not yet found: drop our reference; evhttp frees them. */
 	while ((c = TAILQ_FIRST(&m->pending)) != NULL) {
 		TAILQ_REMOVE(&m->pending, c, entry);

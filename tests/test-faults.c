@@ -788,6 +788,96 @@ START_TEST(test_metrics_tricklers_bounded)
 END_TEST
 
 /*
+ * Out of descriptors, the metrics listener pauses instead of spinning:
+ * one warning, not one per turn of the event loop, and a connection
+ * waiting meanwhile is served once descriptors are free again.
+ */
+START_TEST(test_metrics_out_of_descriptors_pauses)
+{
+	const char	*bin = getenv("INFEEDD");
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	struct wire_in	 in;
+	char		*log, *p, *resp;
+	int		 fds[60], i, n, lines = 0, mfd;
+	uint16_t	 port;
+	uint64_t	 t0;
+	ssize_t		 got;
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+
+	daemon_stop();
+	make_config("max_clients = 1000\nmetrics_listen = 127.0.0.1:0");
+	daemon_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
+	    (char *)bin, (char *)"--config", conf_path, (char *)"--socket",
+	    sock_path, (char *)"--workers", (char *)"2", NULL });
+	for (i = 0; i < 500 && access(sock_path, F_OK) != 0; i++)
+		usleep(10000);
+	usleep(200000);
+	log = malloc(1 << 20);
+	resp = malloc(1 << 20);
+	read_log(log, 1 << 20);
+	ck_assert_ptr_nonnull(p = strstr(log, "metrics on http://127.0.0.1:"));
+	port = (uint16_t)atoi(p + strlen("metrics on http://127.0.0.1:"));
+	/* Take every descriptor with clients. */
+	h.protocol_version = WIRE_PROTOCOL_VERSION;
+	f.msg_case = INFEED__FRAME__MSG_HELLO;
+	f.hello = &h;
+	for (n = 0; n < 60; n++) {
+		fds[n] = raw_connect();
+		raw_send(fds[n], &f);
+		wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+		r = raw_recv(fds[n], &in);
+		wire_in_clear(&in);
+		if (r != NULL && r->msg_case == INFEED__FRAME__MSG_ERROR) {
+			infeed__frame__free_unpacked(r, NULL);
+			n++;
+			break;
+		}
+		if (r != NULL)
+			infeed__frame__free_unpacked(r, NULL);
+	}
+	mfd = tcp_connect(port);
+	ck_assert_int_eq(send(mfd, req, sizeof(req) - 1, 0),
+	    (ssize_t)sizeof(req) - 1);
+	usleep(1500000);
+	read_log(log, 1 << 20);
+	for (p = log; (p = strstr(p, "accept")) != NULL; p++)
+		lines++;
+	fprintf(stderr, "metrics out of descriptors: %d log lines about "
+	    "accept in 1.5 s\n", lines);
+	ck_assert_msg(lines >= 1 && lines <= 3, "%d log lines about accept "
+	    "failures in 1.5 s out of descriptors", lines);
+	ck_assert_ptr_nonnull(strstr(log, "metrics: cannot accept a "
+	    "connection (Too many open files)"));
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	/* The waiting scrape is answered within the pause. */
+	t0 = now_ms();
+	got = 0;
+	while (now_ms() - t0 < 3000) {
+		ssize_t	k = recv(mfd, resp + got, (1 << 20) - 1 - (size_t)got,
+		    0);
+
+		if (k == 0)
+			break;
+		if (k > 0)
+			got += k;
+		else
+			usleep(20000);
+	}
+	resp[got] = '\0';
+	close(mfd);
+	read_log(log, 1 << 20);
+	if (strstr(resp, " 200 ") == NULL)
+		fprintf(stderr, "LOG: %s\n", log);
+	ck_assert_msg(strstr(resp, " 200 ") != NULL, "the waiting scrape got "
+	    "'%.200s' (%zd bytes)", resp, got);
+	free(log);
+	free(resp);
+}
+END_TEST
+
+/*
  * The name of a session on a client's own files is a client string too: it
  * reaches the log (the session's line, its failures) and other clients'
  * Stats on one line, with its newline and escape shown as '?'.
@@ -1546,6 +1636,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_log_injection_files_session_name);
 	tcase_add_test(tc, test_imagefolder_links_stay_inside_root);
 	tcase_add_test(tc, test_metrics_tricklers_bounded);
+	tcase_add_test(tc, test_metrics_out_of_descriptors_pauses);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);
