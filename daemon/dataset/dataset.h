@@ -205,8 +205,9 @@ int		 dataset_read(const struct dataset *ds, uint64_t index,
  * shard is shorter than when it was indexed (cut since), EFBIG for a
  * sample over INFEED_MAX_IMAGE_BYTES, ENOENT or EACCES for an image file
  * that is gone or unreadable, EINVAL for one that is no longer a regular
- * file, ENOMEM, EOPNOTSUPP when @ds is not encoded, ERANGE for an @index
- * past the end.
+ * file, EXDEV for an image file reached through a symlink that the
+ * dataset's follow_symlinks refuses (imagefolder), ENOMEM, EOPNOTSUPP when
+ * @ds is not encoded, ERANGE for an @index past the end.
  */
 int		 dataset_read_encoded(const struct dataset *ds,
 		    uint64_t index, struct dataset_buf *buf, int64_t *label);
