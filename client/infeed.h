@@ -271,7 +271,7 @@ struct infeed_stats {
 	uint32_t			  clients;
 	char				 *daemon_version; /* NULL: not sent */
 	uint64_t			  uptime_ms;
-	uint64_t			  memory_used;	/* live sessions' rings */
+	uint64_t			  memory_used;	/* live sessions' rings, tables */
 	uint64_t			  memory_budget;
 	uint32_t			  jobs_queued;
 	uint32_t			  reserved0;
@@ -287,6 +287,11 @@ struct infeed_stats {
 	uint64_t			  memory_private;
 	/* Whether rings get huge pages: the kernel's shmem THP mode. */
 	char				 *huge_pages;	/* NULL: not sent */
+	/*
+	 * Since libinfeed 1.4: ring memory of ended sessions whose processes
+	 * still hold steps, charged to the budget until they exit.
+	 */
+	uint64_t			  memory_held;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

@@ -247,14 +247,15 @@ status_json(const struct infeed_stats *st)
 	printf(",\"uptime_s\":%.3f,\"clients\":%u,\"memory_used\":%llu,"
 	    "\"memory_budget\":%llu,\"memory_kept\":%llu,\"rings_reused\":"
 	    "%llu,\"rings_made\":%llu,\"memory_private\":%llu,"
-	    "\"huge_pages\":",
+	    "\"memory_held\":%llu,\"huge_pages\":",
 	    (double)st->uptime_ms / 1000.0, st->clients,
 	    (unsigned long long)st->memory_used,
 	    (unsigned long long)st->memory_budget,
 	    (unsigned long long)st->memory_kept,
 	    (unsigned long long)st->rings_reused,
 	    (unsigned long long)st->rings_made,
-	    (unsigned long long)st->memory_private);
+	    (unsigned long long)st->memory_private,
+	    (unsigned long long)st->memory_held);
 	json_string(st->huge_pages ? st->huge_pages : "");
 	printf(",\"sessions\":[");
 	for (i = 0; i < st->nsessions; i++)
@@ -301,6 +302,7 @@ status_text(const struct infeed_stats *st)
 
 	printf("infeedd %s, up %.0f s, %u clients, rings %llu of %llu "
 	    "MiB, %llu MiB kept warm (%llu of %llu rings on kept memory), "
+	    "%llu MiB held by ended sessions' processes, "
 	    "%.1f MiB of its own\n%s\n\n",
 	    st->daemon_version ? st->daemon_version : "?",
 	    (double)st->uptime_ms / 1000.0, st->clients,
@@ -309,6 +311,7 @@ status_text(const struct infeed_stats *st)
 	    (unsigned long long)(st->memory_kept >> 20),
 	    (unsigned long long)st->rings_reused,
 	    (unsigned long long)(st->rings_reused + st->rings_made),
+	    (unsigned long long)(st->memory_held >> 20),
 	    (double)st->memory_private / (1 << 20),
 	    status_huge_pages(st->huge_pages));
 	printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",

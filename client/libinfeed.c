@@ -37,6 +37,7 @@
 
 #include "dtype.h"
 #include "infeed.h"
+#include "libinfeed-private.h"
 #include "wire.h"
 
 struct infeed {
@@ -117,7 +118,7 @@ _Static_assert(sizeof(struct infeed_dataset) ==
     FIELD_END(struct infeed_dataset, reserved0),
     "infeed_dataset has tail padding");
 _Static_assert(sizeof(struct infeed_stats) ==
-    FIELD_END(struct infeed_stats, huge_pages),
+    FIELD_END(struct infeed_stats, memory_held),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
     FIELD_END(struct infeed_session_stats, samples_replaced),
@@ -1381,7 +1382,20 @@ struct pm_scan_arg {
 #define PAGEMAP_SCAN	_IOWR('f', 16, struct pm_scan_arg)
 #define PAGE_IS_FILE	(1 << 2)
 #define PAGE_IS_PRESENT	(1 << 3)
+#define PAGE_IS_SWAPPED	(1 << 4)
 #endif
+
+/*
+ * Whether /proc/self/pagemap entry @ent, of the copy-on-write ring, is a
+ * page the trainer wrote: a private (anonymous) copy, in memory (bit 63)
+ * or swapped out (bit 62).  File pages (bit 61: the daemon's shared
+ * memory, or one of its pages being migrated) are not.
+ */
+bool
+infeed_pagemap_written(uint64_t ent)
+{
+	return (((ent >> 63 & 1) || (ent >> 62 & 1)) && !(ent >> 61 & 1));
+}
 
 /* Drop the private copies of pages in [@p, @p + @len). */
 static void
@@ -1391,8 +1405,10 @@ infeed_drop_pages(uint8_t *p, size_t len)
 }
 
 /*
- * Drop the private (present, not file-backed) pages in [@lo, @hi) found
- * by PAGEMAP_SCAN; -1 when the kernel has no such ioctl (then never again).
+ * Drop the private pages in [@lo, @hi) found by PAGEMAP_SCAN: not
+ * file-backed, and present or swapped (a written page that went to swap
+ * would come back from it when the slot is refilled); -1 when the kernel
+ * has no such ioctl (then never again).
  */
 static int
 infeed_restore_scan(struct infeed *f, uintptr_t lo, uintptr_t hi)
@@ -1408,9 +1424,10 @@ infeed_restore_scan(struct infeed *f, uintptr_t lo, uintptr_t hi)
 		arg.end = hi;
 		arg.vec = (uintptr_t)reg;
 		arg.vec_len = sizeof(reg) / sizeof(reg[0]);
-		arg.category_mask = PAGE_IS_PRESENT | PAGE_IS_FILE;
+		arg.category_mask = PAGE_IS_FILE;
 		arg.category_inverted = PAGE_IS_FILE;
-		arg.return_mask = PAGE_IS_PRESENT;
+		arg.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+		arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 		if ((n = ioctl(f->pagemap, PAGEMAP_SCAN, &arg)) == -1) {
 			f->no_pagemap_scan = true;
 			return (-1);
@@ -1428,9 +1445,11 @@ infeed_restore_scan(struct infeed *f, uintptr_t lo, uintptr_t hi)
 /*
  * Copy-on-write ring: drop the private pages the trainer wrote in @slot,
  * so that the slot shows the daemon's bytes again when it is refilled.
- * /proc/self/pagemap says which pages are private copies (present, and
- * not file-backed): dropping only those costs far less than dropping the
- * whole slot, and nothing when nothing was written.
+ * /proc/self/pagemap says which pages are private copies (present or
+ * swapped, and not file-backed): dropping only those costs far less than
+ * dropping the whole slot, and nothing when nothing was written.
+ * MADV_DONTNEED on the private mapping frees a swapped copy's swap entry
+ * too.
  */
 static void
 infeed_restore_slot(struct infeed *f, uint32_t slot)
@@ -1463,8 +1482,7 @@ infeed_restore_slot(struct infeed *f, uint32_t slot)
 			return;
 		}
 		for (j = 0; j < n; j++) {
-			/* Bit 63: present; bit 61: file page or shared. */
-			if ((ent[j] >> 63 & 1) && !(ent[j] >> 61 & 1)) {
+			if (infeed_pagemap_written(ent[j])) {
 				if (run == SIZE_MAX)
 					run = i + j;
 			} else if (run != SIZE_MAX) {
@@ -1666,6 +1684,7 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->rings_reused = in->rings_reused;
 	st->rings_made = in->rings_made;
 	st->memory_private = in->memory_private;
+	st->memory_held = in->memory_held;
 	st->jobs_queued = in->jobs_queued;
 	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
 	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));

@@ -27,5 +27,17 @@
 #define INFEED_MAX_CLIENTS		65536
 /* Bytes of one encoded image (an image file or a tar member) a worker reads. */
 #define INFEED_MAX_IMAGE_BYTES		(64 * 1024 * 1024)
+/*
+ * An Attach whose checks touch what the client controls (its files' fstat
+ * and headers, its groups for allow_groups) waits for them at most this
+ * many seconds; at most INFEED_MAX_ATTACH_CHECKS such checks run at once,
+ * INFEED_MAX_ATTACH_QUEUE more wait their turn, and past
+ * INFEED_MAX_STUCK_CHECKS checks that never returned (a file on a mount
+ * that does not answer) such Attach requests are refused.
+ */
+#define INFEED_ATTACH_CHECK_S		10
+#define INFEED_MAX_ATTACH_CHECKS	4
+#define INFEED_MAX_ATTACH_QUEUE		32
+#define INFEED_MAX_STUCK_CHECKS		8
 
 #endif /* INFEED_LIMITS_H */

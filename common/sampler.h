@@ -12,9 +12,14 @@
  *   entries of the process's index sequence fill rows 0, 1, 2, ...
  *
  * Every epoch has a permutation of [0, N): the identity without shuffle, or
- * a Fisher-Yates shuffle driven by a counter-based generator keyed on
- * (seed, epoch) alone, so it is the same for any worker count, buffer size
- * or daemon restart, and any epoch can be computed without the ones before.
+ * a shuffle driven by a counter-based generator keyed on (seed, epoch)
+ * alone, so it is the same for any worker count, buffer size or daemon
+ * restart, and any epoch can be computed without the ones before.  Up to
+ * SAMPLER_TABLE_MAX samples the shuffle is a Fisher-Yates table of N
+ * entries, allocated by sampler_init(); above it (N is a client's to
+ * choose: a sparse file of 2^40 samples costs it nothing) it is a keyed
+ * Feistel bijection of [0, N) computed position by position, with no
+ * table, so that memory and time stay bounded by the rows of a step.
  *
  * Distributed process p of P reads one contiguous block of the epoch's
  * permutation:
@@ -36,6 +41,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/*
+ * The most samples whose shuffle is a table (2^22: 32 MiB, a Fisher-Yates
+ * pass of some tens of milliseconds); larger datasets use the Feistel
+ * bijection.  Changing it changes the orders of datasets in between.
+ */
+#define SAMPLER_TABLE_MAX	((uint64_t)1 << 22)
+#define SAMPLER_FEISTEL_ROUNDS	6
+
+/* The Feistel bijection of [0, N) for one (seed, epoch): see sampler.c. */
+struct sampler_feistel {
+	uint64_t	samples;		/* N */
+	unsigned	half_bits;		/* h: the domain is 2^(2h) >= N */
+	uint64_t	mask;			/* 2^h - 1 */
+	uint64_t	round_key[SAMPLER_FEISTEL_ROUNDS];
+};
+
 struct sampler_opts {
 	uint64_t	samples;		/* N */
 	uint32_t	batch_size;
@@ -55,18 +76,31 @@ struct sampler {
 	uint64_t	steps_per_epoch;
 	uint64_t	block_offset;		/* start of this process's block */
 	uint64_t	block_length;		/* samples in it */
-	uint64_t	*perm;			/* cached permutation, N entries */
+	uint64_t	*perm;			/* the shuffle table, or NULL */
+	struct sampler_feistel feistel;		/* otherwise, for perm_epoch */
 	uint64_t	perm_epoch;
 	bool		perm_valid;
 };
 
 /**
- * sampler_init() - check @opts and compute the epoch geometry.
+ * sampler_init() - check @opts and compute the epoch geometry; with
+ * shuffle and N <= SAMPLER_TABLE_MAX, allocate the permutation's table.
  * @cause: on failure, a malloc'd message saying which value is wrong and
  *         what is expected.
- * Return: 0, or -1 with *cause set.
+ * Return: 0, or -1 with *cause set and errno EINVAL (an option) or ENOMEM
+ * (the table).
  */
 int		sampler_init(struct sampler *s, const struct sampler_opts *opts,
+		    char **cause);
+
+/**
+ * sampler_init_table_max() - sampler_init() with another threshold between
+ * the table and the Feistel bijection, for tests of the Feistel path on
+ * small N: orders differ from sampler_init()'s for @table_max < N <=
+ * SAMPLER_TABLE_MAX.
+ */
+int		sampler_init_table_max(struct sampler *s,
+		    const struct sampler_opts *opts, uint64_t table_max,
 		    char **cause);
 
 /**
@@ -83,8 +117,10 @@ uint64_t	sampler_step_rows(const struct sampler *s, uint64_t step);
 /**
  * sampler_step_indices() - write the dataset index of every row of
  * (@epoch, @step) to @out (sampler_step_rows() entries, in row order).
- * Computes and caches the epoch's permutation when it changes.
- * Return: the number of rows written.
+ * Fills the table with the epoch's permutation when the epoch changes
+ * (N <= SAMPLER_TABLE_MAX), or computes each row's index on its own.
+ * Never fails and never allocates.
+ * Return: the number of rows written, sampler_step_rows().
  */
 uint64_t	sampler_step_indices(struct sampler *s, uint64_t epoch,
 		    uint64_t step, uint64_t *out);
@@ -99,9 +135,26 @@ void		sampler_row_owner(const struct sampler *s, uint64_t k,
 
 /**
  * sampler_permutation() - write epoch @epoch's permutation of [0, N) for
- * @seed to @out (N entries); the identity when @shuffle is false.
+ * @seed to @out (N entries); the identity when @shuffle is false.  By the
+ * same rule as sampler_step_indices(): a Fisher-Yates table up to
+ * SAMPLER_TABLE_MAX samples, the Feistel bijection above.
  */
 void		sampler_permutation(uint64_t samples, bool shuffle,
 		    uint64_t seed, uint64_t epoch, uint64_t *out);
+
+/**
+ * sampler_feistel_init() - key the Feistel bijection of [0, @samples) on
+ * (@seed, @epoch): its round keys are the first SAMPLER_FEISTEL_ROUNDS
+ * words of the shuffle's stream.  @samples >= 1.
+ */
+void		sampler_feistel_init(struct sampler_feistel *f,
+		    uint64_t samples, uint64_t seed, uint64_t epoch);
+
+/**
+ * sampler_feistel_index() - the index at @position (< N) of the
+ * permutation that sampler_feistel_init() keyed; O(1) expected time.
+ */
+uint64_t	sampler_feistel_index(const struct sampler_feistel *f,
+		    uint64_t position);
 
 #endif /* INFEED_SAMPLER_H */

@@ -13,6 +13,7 @@
  * (root too: add it to a group if it should read the dataset).
  */
 
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -23,6 +24,9 @@
 #include "xmalloc.h"
 
 #define CATALOGUE_MAX_GROUPS	64
+/* A user's groups (Linux's NGROUPS_MAX), and getpwuid_r's buffer. */
+#define CATALOGUE_MAX_USER_GROUPS	65536
+#define CATALOGUE_MAX_PW_BUF		(1024 * 1024)
 
 /* True when two sections say the same thing. */
 static bool
@@ -205,15 +209,14 @@ catalogue_find(const struct catalogue *cat, const char *name, size_t *index)
 	return (NULL);
 }
 
-/* May a client with @uid and primary @gid attach to entry @index? */
+/*
+ * Whether entry @index lets in a client of primary group @gid without
+ * asking the group database: it has no allow_groups, or lists @gid.
+ */
 bool
-catalogue_allows(const struct catalogue *cat, size_t index, uid_t uid,
-    gid_t gid)
+catalogue_allows_gid(const struct catalogue *cat, size_t index, gid_t gid)
 {
 	const struct catalogue_entry	*e = &cat->entries[index];
-	struct passwd			*pw;
-	gid_t				 groups[256];
-	int				 ngroups = 256, k;
 	size_t				 i;
 
 	if (!e->restricted)
@@ -222,15 +225,92 @@ catalogue_allows(const struct catalogue *cat, size_t index, uid_t uid,
 		if (e->groups[i] == gid)
 			return (true);
 	}
-	/* Supplementary groups come from the group database, not the socket. */
-	if ((pw = getpwuid(uid)) == NULL ||
-	    getgrouplist(pw->pw_name, gid, groups, &ngroups) == -1)
-		return (false);
-	for (k = 0; k < ngroups; k++) {
+	return (false);
+}
+
+/* Whether one of the client's @n @groups is allowed into entry @index. */
+bool
+catalogue_allows_groups(const struct catalogue *cat, size_t index, gid_t gid,
+    const gid_t *groups, size_t n)
+{
+	const struct catalogue_entry	*e = &cat->entries[index];
+	size_t				 i, k;
+
+	if (catalogue_allows_gid(cat, index, gid))
+		return (true);
+	for (k = 0; k < n; k++) {
 		for (i = 0; i < e->ngroups; i++) {
 			if (e->groups[i] == groups[k])
 				return (true);
 		}
 	}
 	return (false);
+}
+
+/*
+ * The groups of @uid (primary @gid) in the group database, all of them:
+ * getgrouplist(3) says how many it needs when the array is short.  Safe on
+ * any thread, and slow when the group database is (LDAP, NIS): never on
+ * the event loop.
+ */
+int
+catalogue_user_groups(uid_t uid, gid_t gid, gid_t **groups, size_t *n)
+{
+	struct passwd	 pw, *pwp = NULL;
+	char		*buf = NULL;
+	size_t		 buflen = 16384;
+	gid_t		*g = NULL;
+	int		 ng = 64, want, rc;
+
+	*groups = NULL;
+	*n = 0;
+	for (;;) {
+		if ((buf = realloc(buf, buflen)) == NULL)
+			return (-1);
+		rc = getpwuid_r(uid, &pw, buf, buflen, &pwp);
+		if (rc != ERANGE || buflen >= CATALOGUE_MAX_PW_BUF)
+			break;
+		buflen *= 2;
+	}
+	if (rc != 0 || pwp == NULL) {
+		free(buf);
+		return (-1);
+	}
+	for (;;) {
+		if ((g = reallocarray(g, (size_t)ng, sizeof(*g))) == NULL)
+			break;
+		want = ng;
+		if (getgrouplist(pw.pw_name, gid, g, &want) != -1) {
+			free(buf);
+			*groups = g;
+			*n = (size_t)want;
+			return (0);
+		}
+		/* -1 sets want to the count it needs. */
+		if (want <= ng || want > CATALOGUE_MAX_USER_GROUPS)
+			break;
+		ng = want;
+	}
+	free(g);
+	free(buf);
+	return (-1);
+}
+
+/* May a client with @uid and primary @gid attach to entry @index? */
+bool
+catalogue_allows(const struct catalogue *cat, size_t index, uid_t uid,
+    gid_t gid)
+{
+	gid_t	*groups;
+	size_t	 n;
+	bool	 ok;
+
+	if (catalogue_allows_gid(cat, index, gid))
+		return (true);
+	/* Supplementary groups come from the group database, not the socket. */
+	if (catalogue_user_groups(uid, gid, &groups, &n) == -1)
+		return (false);
+	ok = catalogue_allows_groups(cat, index, gid, groups, n);
+	free(groups);
+	return (ok);
 }

@@ -55,4 +55,25 @@ struct dataset	 *catalogue_find(const struct catalogue *cat, const char *name,
 bool		  catalogue_allows(const struct catalogue *cat, size_t index,
 		      uid_t uid, gid_t gid);
 
+/**
+ * catalogue_allows_gid() - whether dataset @index lets a client of primary
+ * group @gid in without its supplementary groups (no allow_groups, or
+ * @gid is listed).  catalogue_allows_groups() - or with one of its @n
+ * supplementary @groups, from catalogue_user_groups().
+ */
+bool		  catalogue_allows_gid(const struct catalogue *cat,
+		      size_t index, gid_t gid);
+bool		  catalogue_allows_groups(const struct catalogue *cat,
+		      size_t index, gid_t gid, const gid_t *groups, size_t n);
+
+/**
+ * catalogue_user_groups() - every group of @uid (primary @gid) in the
+ * host's group database, however many, into *@groups (malloc'd) and *@n.
+ * Thread-safe; it may block as long as the group database does (NSS), so
+ * the daemon calls it on a helper thread.  Return: 0, or -1 for an unknown
+ * user or no memory.
+ */
+int		  catalogue_user_groups(uid_t uid, gid_t gid, gid_t **groups,
+		      size_t *n);
+
 #endif /* INFEED_CATALOGUE_H */

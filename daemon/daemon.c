@@ -195,6 +195,8 @@ daemon_start(const struct daemon_args *args)
 		fatalx("event_base_new failed");
 	ring_budget_init(&d->budget, d->conf->memory_budget, d->conf->path,
 	    d->conf->keep_ring_ms, daemon_forget_mem_cb, d);
+	/* Memory an ended session's process holds goes when it exits. */
+	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
 	d->pool = pool_new(d->base, d->cat, d->conf->workers,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max,

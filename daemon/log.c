@@ -46,17 +46,44 @@ log_init(const char *ident, int verbose)
 	event_set_log_callback(log_event_cb);
 }
 
+/*
+ * Escape what could forge or hide a line: control characters (newline,
+ * escape, ...) and C1 controls written as UTF-8 come out as "\xNN".  This
+ * is the one place every string reaches the log through, whoever sent it
+ * (a client's names, a file's paths).
+ */
+static void
+log_escape(char *out, size_t len, const char *in)
+{
+	const unsigned char	*p = (const unsigned char *)in;
+	size_t			 o = 0;
+
+	for (; *p != '\0' && o + 5 < len; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			snprintf(out + o, len - o, "\\x%02x", *p);
+			o += 4;
+		} else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+			snprintf(out + o, len - o, "\\x%02x", p[1]);
+			o += 4;
+			p++;
+		} else
+			out[o++] = (char)*p;
+	}
+	out[o] = '\0';
+}
+
 /* Write one line with its level, keeping errno intact. */
 static void
 log_vwrite(int prio, const char *level, const char *fmt, va_list ap,
     const char *suffix)
 {
-	char		 msg[1024], stamp[32];
+	char		 raw[1024], msg[4096], stamp[32];
 	struct tm	 tm;
 	time_t		 now;
 	int		 saved = errno;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	log_escape(msg, sizeof(msg), raw);
 	if (log_journal)	/* journald adds the identity and pid */
 		fprintf(stderr, "<%d>%s: %s%s%s\n", prio, level, msg,
 		    suffix ? ": " : "", suffix ? suffix : "");

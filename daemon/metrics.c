@@ -7,23 +7,42 @@
  * both bounded by the configuration.  Only GET is served, headers are
  * capped at 8 KiB, bodies refused, and a connection that sends nothing for
  * 5 s is closed: a slow or hostile HTTP client cannot hold the event loop.
+ *
+ * Nor can it hold descriptors: libevent 2.1's evhttp has no connection cap,
+ * and its timeout restarts with every byte, so a process sending a byte
+ * every few seconds would keep a connection for ever, and enough of them
+ * would leave none for rings, workers and clients.  So at most
+ * METRICS_MAX_CONNS connections are open at once (a new one closes the
+ * oldest: a scrape that sends its request at once is still served), each
+ * is closed METRICS_DEADLINE_S after it was accepted whatever it sends,
+ * and out of descriptors the listener pauses instead of spinning.  evhttp
+ * has no hook per connection but the one that makes its bufferevent
+ * (evhttp_set_bevcb); the connection is found from that bufferevent's
+ * callback argument just after, and followed with its close callback.
+ *
  * docs/operations.md lists the metrics.
  */
 
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+
+#include "clock.h"
 
 #include "log.h"
 #include "metrics.h"
@@ -32,13 +51,46 @@
 
 #define METRICS_MAX_HEADERS	8192
 #define METRICS_TIMEOUT_S	5
+/* Connections open at once, and how long one may stay from its accept. */
+#define METRICS_MAX_CONNS	16
+#define METRICS_DEADLINE_S	10
+/* Out of descriptors: the listener pauses this long. */
+#define METRICS_PAUSE_MS	1000
+
+struct metrics;
+
+/* One HTTP connection, from its bufferevent's making to its close. */
+struct metrics_conn {
+	struct metrics			*m;
+	struct bufferevent		*bev;	/* a reference held until found */
+	struct evhttp_connection	*evcon;	/* NULL until found */
+	struct event			*ev;	/* finding it, then its deadline */
+	TAILQ_ENTRY(metrics_conn)	 entry;
+};
+TAILQ_HEAD(metrics_conns, metrics_conn);
 
 struct metrics {
-	struct evhttp	*http;
-	struct peers	*peers;
-	int		 fd;		/* the listening socket */
-	uint16_t	 port;		/* bound */
+	struct event_base	*base;
+	struct evhttp		*http;
+	struct peers		*peers;
+	struct evconnlistener	*listener;
+	struct event		*ev_resume;	/* after an accept failure */
+	struct metrics_conns	 pending;	/* made, connection not found */
+	struct metrics_conns	 open;		/* oldest first */
+	unsigned		 nopen;
+	uint64_t		 evicted;	/* not yet logged */
+	uint64_t		 evicted_logged_ms;
+	bool			 accept_failing;	/* since the last accept */
+	struct metrics		*next;		/* in metrics_all */
+	int			 fd;		/* the listening socket */
+	uint16_t		 port;		/* bound */
 };
+
+/*
+ * Every server, for the listener's error callback: its argument is
+ * evhttp's (the listener's one user pointer), so it finds its server here.
+ */
+static struct metrics	*metrics_all;
 
 /* Append @s to @b as a label value: backslash, quote and newline escaped. */
 static void
@@ -278,6 +330,11 @@ metrics_daemon(struct evbuffer *b, const struct peers *ps,
 	    "of ended sessions kept warm for the next (keep_ring_memory).");
 	evbuffer_add_printf(b, "infeed_memory_kept_bytes %llu\n",
 	    (unsigned long long)st->memory_kept);
+	metrics_family(b, "infeed_memory_held_bytes", "gauge", "Ring memory "
+	    "of ended sessions whose client processes still hold steps, "
+	    "charged to the budget until they exit.");
+	evbuffer_add_printf(b, "infeed_memory_held_bytes %llu\n",
+	    (unsigned long long)st->memory_held);
 	metrics_family(b, "infeed_rings_reused_total", "counter", "Rings "
 	    "made on kept memory.");
 	evbuffer_add_printf(b, "infeed_rings_reused_total %llu\n",
@@ -366,6 +423,149 @@ metrics_other_cb(struct evhttp_request *req, void *arg)
 	evhttp_send_error(req, HTTP_NOTFOUND, "infeedd serves /metrics only");
 }
 
+/* A connection closed (by either side, or by us): forget it. */
+static void
+metrics_conn_closed_cb(struct evhttp_connection *evcon, void *arg)
+{
+	struct metrics_conn	*c = arg;
+
+	(void)evcon;
+	TAILQ_REMOVE(&c->m->open, c, entry);
+	c->m->nopen--;
+	event_free(c->ev);
+	free(c);
+}
+
+/* METRICS_DEADLINE_S after its accept: close it, whatever it is doing. */
+static void
+metrics_conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct metrics_conn	*c = arg;
+
+	(void)fd;
+	(void)what;
+	evhttp_connection_free(c->evcon);	/* calls the close callback */
+}
+
+/* Say, at most once a minute, that connections were closed for room. */
+static void
+metrics_log_evicted(struct metrics *m)
+{
+	uint64_t	now = clock_now_ms();
+
+	if (m->evicted == 0 || (m->evicted_logged_ms != 0 &&
+	    now - m->evicted_logged_ms < 60000))
+		return;
+	log_warnx("metrics: %llu connections closed to make room: more than "
+	    "%d were open at once", (unsigned long long)m->evicted,
+	    METRICS_MAX_CONNS);
+	m->evicted = 0;
+	m->evicted_logged_ms = now;
+}
+
+/*
+ * Just after evhttp made the connection of bufferevent @c->bev: find it
+ * (the bufferevent's callback argument), follow its close, arm its
+ * deadline, and close the oldest when too many are open.
+ */
+static void
+metrics_conn_found_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct metrics_conn	*c = arg, *old;
+	struct metrics		*m = c->m;
+	struct timeval		 tv = { METRICS_DEADLINE_S, 0 };
+	void			*cbarg = NULL;
+
+	(void)fd;
+	(void)what;
+	TAILQ_REMOVE(&m->pending, c, entry);
+	bufferevent_getcb(c->bev, NULL, NULL, NULL, &cbarg);
+	/* Freed by evhttp already (it failed): only our reference is left. */
+	bufferevent_decref(c->bev);
+	if (cbarg == NULL) {
+		event_free(c->ev);
+		free(c);
+		return;
+	}
+	c->evcon = cbarg;
+	while (m->nopen >= METRICS_MAX_CONNS &&
+	    (old = TAILQ_FIRST(&m->open)) != NULL) {
+		evhttp_connection_free(old->evcon);
+		m->evicted++;
+	}
+	metrics_log_evicted(m);
+	evhttp_connection_set_closecb(c->evcon, metrics_conn_closed_cb, c);
+	event_free(c->ev);
+	if ((c->ev = evtimer_new(m->base, metrics_conn_deadline_cb, c)) ==
+	    NULL)
+		fatalx("metrics: out of memory");
+	TAILQ_INSERT_TAIL(&m->open, c, entry);
+	m->nopen++;
+	evtimer_add(c->ev, &tv);
+}
+
+/*
+ * evhttp's hook for a new connection's bufferevent: make it, and look for
+ * its connection as soon as evhttp has made it, before any of its I/O.
+ */
+static struct bufferevent *
+metrics_bev_cb(struct event_base *base, void *arg)
+{
+	struct metrics		*m = arg;
+	struct metrics_conn	*c = xcalloc(1, sizeof(*c));
+
+	c->m = m;
+	m->accept_failing = false;
+	if ((c->bev = bufferevent_socket_new(base, -1,
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL ||
+	    (c->ev = event_new(base, -1, 0, metrics_conn_found_cb, c)) ==
+	    NULL)
+		fatalx("metrics: out of memory");
+	/* Ours until found, so that it cannot be freed under us. */
+	bufferevent_incref(c->bev);
+	TAILQ_INSERT_TAIL(&m->pending, c, entry);
+	event_active(c->ev, EV_TIMEOUT, 1);
+	return (c->bev);
+}
+
+/*
+ * Out of descriptors (or another accept failure): pause, instead of
+ * libevent's warning on every turn of the loop; say so once until an
+ * accept works again.
+ */
+static void
+metrics_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct metrics	*m;
+	struct timeval	 tv = { 0, METRICS_PAUSE_MS * 1000 };
+	int		 err = EVUTIL_SOCKET_ERROR();
+
+	(void)arg;	/* evhttp's */
+	for (m = metrics_all; m != NULL && m->listener != lev; m = m->next)
+		;
+	if (m == NULL)
+		return;
+
+	if (!m->accept_failing)
+		log_warnx("metrics: cannot accept a connection (%s); trying "
+		    "again every %d ms", evutil_socket_error_to_string(err),
+		    METRICS_PAUSE_MS);
+	m->accept_failing = true;
+	evconnlistener_disable(lev);
+	evtimer_add(m->ev_resume, &tv);
+}
+
+/* The pause is over. */
+static void
+metrics_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct metrics	*m = arg;
+
+	(void)fd;
+	(void)what;
+	evconnlistener_enable(m->listener);
+}
+
 /* The port @bound listens on. */
 static uint16_t
 metrics_bound_port(struct evhttp_bound_socket *bound)
@@ -393,7 +593,13 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 		*cause = xasprintf("cannot create the HTTP server");
 		return (NULL);
 	}
+	m->base = base;
 	m->peers = ps;
+	TAILQ_INIT(&m->pending);
+	TAILQ_INIT(&m->open);
+	if ((m->ev_resume = evtimer_new(base, metrics_resume_cb, m)) == NULL)
+		fatalx("metrics: out of memory");
+	evhttp_set_bevcb(m->http, metrics_bev_cb, m);
 	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
 	evhttp_set_max_body_size(m->http, 0);
@@ -403,6 +609,7 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 	if ((bound = evhttp_bind_socket_with_handle(m->http, host, port)) ==
 	    NULL) {
 		evhttp_free(m->http);
+		event_free(m->ev_resume);
 		free(m);
 		*cause = xasprintf("cannot listen on %s port %u for metrics "
 		    "(metrics_listen): is the address this host's and the port "
@@ -411,6 +618,10 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 	}
 	m->fd = evhttp_bound_socket_get_fd(bound);
 	m->port = metrics_bound_port(bound);
+	m->listener = evhttp_bound_socket_get_listener(bound);
+	m->next = metrics_all;
+	metrics_all = m;
+	evconnlistener_set_error_cb(m->listener, metrics_accept_error_cb);
 	log_info("metrics on http://%s%s%s:%u/metrics",
 	    strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
 	    (unsigned)m->port);
@@ -420,15 +631,43 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 void
 metrics_close_fd(struct metrics *m)
 {
-	if (m != NULL)
-		close(m->fd);
+	struct metrics_conn	*c;
+	int			 fd;
+
+	if (m == NULL)
+		return;
+	close(m->fd);
+	/* A worker must not keep a client's connection open either. */
+	TAILQ_FOREACH(c, &m->open, entry)
+		if ((fd = bufferevent_getfd(c->bev)) != -1)
+			close(fd);
+	TAILQ_FOREACH(c, &m->pending, entry)
+		if ((fd = bufferevent_getfd(c->bev)) != -1)
+			close(fd);
 }
 
 void
 metrics_free(struct metrics *m)
 {
+	struct metrics_conn	*c;
+	struct metrics		**pp;
+
 	if (m == NULL)
 		return;
-	evhttp_free(m->http);
+	for (pp = &metrics_all; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	}
+	/* Connections not yet found: drop our reference; evhttp frees them. */
+	while ((c = TAILQ_FIRST(&m->pending)) != NULL) {
+		TAILQ_REMOVE(&m->pending, c, entry);
+		bufferevent_decref(c->bev);
+		event_free(c->ev);
+		free(c);
+	}
+	evhttp_free(m->http);	/* calls the close callback of the open */
+	event_free(m->ev_resume);
 	free(m);
 }

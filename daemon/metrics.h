@@ -19,8 +19,8 @@ struct metrics	*metrics_new(struct event_base *base, const char *host,
 		    uint16_t port, struct peers *ps, char **cause);
 
 /**
- * metrics_close_fd() - in a new worker: close the listening socket, which
- * belongs to the main process.  NULL is a no-op.
+ * metrics_close_fd() - in a new worker: close the listening socket and the
+ * HTTP connections, which belong to the main process.  NULL is a no-op.
  */
 void		 metrics_close_fd(struct metrics *m);
 

@@ -75,6 +75,10 @@ struct peer {
 	gid_t			 gid;
 	char			*name;		/* clean UTF-8, one line */
 	struct session		*session;
+	/* An Attach whose checks go on: no request is read meanwhile. */
+	struct session_pending	*pending;
+	struct session_req	 attach_req;	/* ... and its request */
+	struct event		*closed_ev;	/* ... and a hang-up */
 	char			*ended_why;	/* ENDED: what a reload did */
 	char			*refused_why;	/* REFUSED: not max_clients */
 	struct session_req	 req;		/* the request being handled */
@@ -96,6 +100,7 @@ struct peers {
 	struct peers_ended	*ended;
 	size_t			 nended;
 	uint64_t		 errors[PEERS_ERROR_CODES];	/* sent */
+	struct session_checks	*checks;	/* pending Attaches */
 };
 
 static void	peer_read_cb(evutil_socket_t, short, void *);
@@ -105,6 +110,7 @@ static void	peer_dispatch(struct peer *, Infeed__Frame *);
 static void	peer_process(struct peer *);
 static void	peer_free(struct peer *);
 static void	peer_drop_fds(struct peer *);
+static void	peer_closed_cb(evutil_socket_t, short, void *);
 
 /* Move to state @st; the allowed transitions are all here. */
 static void
@@ -143,6 +149,8 @@ peer_read_on(struct peer *p)
 {
 	struct timeval	tv = { PEER_HELLO_WAIT_S, 0 };
 
+	if (p->pending != NULL)		/* its Attach comes first */
+		return;
 	event_add(p->rev, p->state == PEER_HELLO || p->state == PEER_REFUSED ?
 	    &tv : NULL);
 }
@@ -370,6 +378,7 @@ peers_new(const struct peers_host *host)
 	ps = xcalloc(1, sizeof(*ps));
 	ps->host = *host;
 	TAILQ_INIT(&ps->list);
+	ps->checks = session_checks_new(host->base, host->pool);
 	return (ps);
 }
 
@@ -383,6 +392,7 @@ peers_free(struct peers *ps)
 		return;
 	while ((p = TAILQ_FIRST(&ps->list)) != NULL)
 		peer_free(p);
+	session_checks_free(ps->checks);
 	while (ps->nended > 0)
 		free(ps->ended[--ps->nended].dataset);
 	free(ps->ended);
@@ -433,6 +443,11 @@ peers_accept(struct peers *ps, int fd)
 	    peer_write_cb, p);
 	p->more_ev = event_new(ps->host.base, -1, 0, peer_more_cb, p);
 	if (p->rev == NULL || p->wev == NULL || p->more_ev == NULL)
+		fatalx("event_new for a client");
+	/* While an Attach is checked, a hang-up is noticed (epoll's RDHUP). */
+	if ((event_base_get_features(ps->host.base) &
+	    EV_FEATURE_EARLY_CLOSE) != 0 && (p->closed_ev = event_new(
+	    ps->host.base, fd, EV_CLOSED, peer_closed_cb, p)) == NULL)
 		fatalx("event_new for a client");
 	TAILQ_INSERT_TAIL(&ps->list, p, entry);
 	ps->n++;
@@ -495,6 +510,9 @@ peer_free(struct peer *p)
 
 	if (p == NULL)
 		return;
+	if (p->pending != NULL)
+		session_attach_cancel(p->pending);
+	p->pending = NULL;
 	peer_end_session(p);
 	peer_drop_fds(p);
 	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
@@ -510,6 +528,8 @@ peer_free(struct peer *p)
 	event_free(p->rev);
 	event_free(p->wev);
 	event_free(p->more_ev);
+	if (p->closed_ev != NULL)
+		event_free(p->closed_ev);
 	wire_in_clear(&p->in);
 	close(p->fd);
 	log_debug("client %llu closed", (unsigned long long)p->id);
@@ -616,6 +636,12 @@ peer_process(struct peer *p)
 	for (handled = 0;; handled++) {
 		p->req.has_id = false;
 		p->req.id = 0;
+		/* An Attach is being checked: the rest wait for its reply. */
+		if (p->pending != NULL) {
+			if (peer_flush(p) == -1)
+				peer_free(p);
+			return;
+		}
 		if (p->outq_bytes > PEER_OUTQ_HIGH) {
 			event_del(p->rev);
 			p->paused = true;
@@ -663,6 +689,8 @@ peer_process(struct peer *p)
 		if (!peers_has(ps, id))
 			return;
 		peer_drop_fds(p);
+		if (p->pending != NULL)
+			event_del(p->rev);
 	}
 }
 
@@ -745,18 +773,100 @@ peer_list_datasets(struct peer *p)
 	free(infos);
 }
 
+/* What a session needs of the daemon, as it is now. */
+static void
+peer_session_host(const struct peer *p, struct session_host *sh)
+{
+	const struct peers_host	*h = &p->ps->host;
+
+	sh->cat = h->cat;
+	sh->pool = h->pool;
+	sh->budget = h->budget;
+	sh->config_path = h->conf->path;
+}
+
+/*
+ * Answer Attach @req (of dataset @name) now that p->session is made, or
+ * with why not (@code, @cause, freed here).
+ */
+static void
+peer_attached(struct peer *p, struct session_req req, const char *name,
+    Infeed__ErrorCode code, char *cause)
+{
+	Infeed__Frame		 f = INFEED__FRAME__INIT;
+	Infeed__Attached	 at = INFEED__ATTACHED__INIT;
+	char			*msg;
+	int			 fd = -1;
+
+	if (p->session != NULL && (fd = session_ring_fd(p->session)) == -1) {
+		code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		cause = xasprintf("cannot duplicate the ring descriptor: %s",
+		    strerror(errno));
+		peer_end_session(p);
+	}
+	if (p->session == NULL) {
+		msg = xasprintf("cannot attach to '%s': %s", name,
+		    cause ? cause : "unknown error");
+		peer_send_error(p, req, code, msg);
+		free(msg);
+		free(cause);
+		return;
+	}
+	peer_set_state(p, PEER_ATTACHED);
+	session_fill_attached(p->session, &at);
+	f.msg_case = INFEED__FRAME__MSG_ATTACHED;
+	f.attached = &at;
+	peer_send(p, req, &f, fd);
+}
+
+/*
+ * The checks of a pending Attach ended: answer it, then read the client's
+ * next requests (those already buffered on the next loop pass).
+ */
+static void
+peer_attach_checked_cb(void *arg)
+{
+	struct peer		*p = arg;
+	struct session_pending	*pending = p->pending;
+	struct session_host	 sh;
+	Infeed__ErrorCode	 code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+	struct timeval		 zero = { 0, 0 };
+	char			*cause = NULL, *name;
+
+	p->pending = NULL;
+	if (p->closed_ev != NULL)
+		event_del(p->closed_ev);
+	peer_session_host(p, &sh);
+	name = xstrdup(session_pending_name(pending));
+	p->session = session_attach_end(pending, &sh, &peer_session_events, p,
+	    &code, &cause);
+	peer_attached(p, p->attach_req, name, code, cause);
+	free(name);
+	peer_read_on(p);
+	evtimer_add(p->more_ev, &zero);
+}
+
+/* The client hung up while its Attach was checked. */
+static void
+peer_closed_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct peer	*p = arg;
+
+	(void)fd;
+	(void)ev;
+	log_debug("client %llu hung up while its Attach was checked",
+	    (unsigned long long)p->id);
+	peer_free(p);
+}
+
 /* Attach: start a session on a dataset and send its ring. */
 static void
 peer_attach(struct peer *p, const Infeed__Attach *a)
 {
-	const struct peers_host	*h = &p->ps->host;
 	struct session_host	 sh;
 	struct session_client	 sc;
-	Infeed__Frame		 f = INFEED__FRAME__INIT;
-	Infeed__Attached	 at = INFEED__ATTACHED__INIT;
 	Infeed__ErrorCode	 code = INFEED__ERROR_CODE__ERROR_INTERNAL;
 	char			*cause = NULL, *name;
-	int			 fd = -1;
 
 	if (p->state == PEER_ATTACHED) {
 		peer_drop_fds(p);
@@ -780,35 +890,36 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 		free(name);
 		return;
 	}
-	sh.cat = h->cat;
-	sh.pool = h->pool;
-	sh.budget = h->budget;
-	sh.config_path = h->conf->path;
+	peer_session_host(p, &sh);
 	sc.peer_id = p->id;
 	sc.pid = p->pid;
 	sc.uid = p->uid;
 	sc.gid = p->gid;
+	/* What the client controls is checked off the loop, if need be. */
+	switch (session_attach_begin(p->ps->checks, &sh, &sc, a, p->req_fds,
+	    p->req_nfds, peer_attach_checked_cb, p, &p->pending, &code,
+	    &cause)) {
+	case -1:
+		p->req_nfds = 0;
+		peer_error(p, code, "cannot attach to '%s': %s", a->dataset,
+		    cause);
+		free(cause);
+		return;
+	case 1:
+		p->req_nfds = 0;
+		p->attach_req = p->req;
+		event_del(p->rev);
+		if (p->closed_ev != NULL)
+			event_add(p->closed_ev, NULL);
+		return;
+	default:
+		break;
+	}
 	/* The session takes the descriptors over, whatever comes of it. */
 	p->session = session_new_files(&sh, &sc, a, p->req_fds, p->req_nfds,
 	    &peer_session_events, p, &code, &cause);
 	p->req_nfds = 0;
-	if (p->session != NULL && (fd = session_ring_fd(p->session)) == -1) {
-		code = INFEED__ERROR_CODE__ERROR_INTERNAL;
-		cause = xasprintf("cannot duplicate the ring descriptor: %s",
-		    strerror(errno));
-		peer_end_session(p);
-	}
-	if (p->session == NULL) {
-		peer_error(p, code, "cannot attach to '%s': %s", a->dataset,
-		    cause ? cause : "unknown error");
-		free(cause);
-		return;
-	}
-	peer_set_state(p, PEER_ATTACHED);
-	session_fill_attached(p->session, &at);
-	f.msg_case = INFEED__FRAME__MSG_ATTACHED;
-	f.attached = &at;
-	peer_send(p, p->req, &f, fd);
+	peer_attached(p, p->req, a->dataset, code, cause);
 }
 
 /* Detach: answer the Next requests still waiting, end the session. */
@@ -921,9 +1032,12 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	st.n_sessions = n;
 	st.sessions = ssp;
 	st.has_memory_used = st.has_memory_budget = 1;
-	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes;
+	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes -
+	    ps->host.budget->held_bytes - ps->host.budget->freeing_bytes;
 	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
 	st.memory_kept = ps->host.budget->kept_bytes;
+	st.has_memory_held = 1;
+	st.memory_held = ps->host.budget->held_bytes;
 	st.rings_reused = ps->host.budget->reused;
 	st.rings_made = ps->host.budget->made;
 	st.memory_budget = ps->host.budget->limit;
@@ -1104,6 +1218,7 @@ peers_close_fds(struct peers *ps)
 	struct peer	*p;
 	struct outframe	*of;
 
+	session_checks_forget(ps->checks);
 	TAILQ_FOREACH(p, &ps->list, entry) {
 		close(p->fd);
 		peer_drop_fds(p);
@@ -1141,6 +1256,13 @@ unsigned
 peers_count(const struct peers *ps)
 {
 	return (ps->n);
+}
+
+/* Attach requests whose checks (or ring memory) are still awaited. */
+unsigned
+peers_attaching(const struct peers *ps)
+{
+	return (session_checks_pending(ps->checks));
 }
 
 /* Sessions now and the rows they delivered. */

@@ -91,6 +91,8 @@ int		 peers_probe(const struct peers *ps, uint64_t id,
 		    struct peer_probe *out);
 
 unsigned	 peers_count(const struct peers *ps);
+/* Attach requests whose checks (or ring memory) are still awaited. */
+unsigned	 peers_attaching(const struct peers *ps);
 /* Whether peer @id is still connected. */
 bool		 peers_has(const struct peers *ps, uint64_t id);
 /* Sessions now, the rows they delivered and how long their clients waited. */

@@ -29,7 +29,6 @@
 #include "worker.h"
 #include "xmalloc.h"
 
-#define POOL_SETTLE_MS		100	/* removed rings' running jobs, at most */
 #define POOL_MAX_ATTEMPTS	3	/* deaths or deadlines before blaming a row */
 #define POOL_MAX_KILLS		10	/* kills from outside, unexplained */
 #define POOL_RESPAWN_MS		1000	/* retry a failed fork after this */
@@ -1205,6 +1204,24 @@ pool_settle(struct pool *pool)
 out:
 	/* Workers it freed take queued jobs. */
 	pool_dispatch(pool);
+}
+
+/* Does a worker run a job of a removed ring (whose memory is not free yet)? */
+bool
+pool_settling(struct pool *pool)
+{
+	struct worker		*w;
+	struct pool_ring	*pr;
+	unsigned		 i;
+
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->job != NULL && w->fd != -1 &&
+		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
+		    pr->removed)
+			return (true);
+	}
+	return (false);
 }
 
 /* Forget a ring: drop its queued jobs; its running ones finish first. */

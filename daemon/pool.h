@@ -34,6 +34,7 @@
 #include "transform.h"
 
 #define POOL_STOP_MS		2000	/* SIGTERM to SIGKILL at shutdown */
+#define POOL_SETTLE_MS		100	/* removed rings' running jobs, at most */
 
 struct event_base;
 struct pool;
@@ -139,6 +140,13 @@ void		 pool_remove_ring(struct pool_ring *pr, struct ring *r,
  * for reuse, before a new ring is made.
  */
 void		 pool_settle(struct pool *pool);
+
+/**
+ * pool_settling() - whether a worker runs a job of a removed ring, whose
+ * memory is released (and kept for reuse) once it ends: what pool_settle()
+ * waits for, asked without waiting, for a caller that waits on its loop.
+ */
+bool		 pool_settling(struct pool *pool);
 
 /**
  * pool_forget_mem() - the ring memory @mem_id is freed: every worker

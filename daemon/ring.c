@@ -4,22 +4,29 @@
  * kept from ended sessions with the thread that zeroes it (see ring.h).
  *
  * The kept list and the states of kept memory are shared with the
- * scrubber thread under the scrubber's lock; the thread only changes
- * states, the main thread alone adds and removes.  A forked worker never
- * takes the lock (the thread is not in it).
+ * scrubber thread under the scrubber's lock, and so is the list of memory
+ * given up, whose pages the thread punches out (off the event loop: a
+ * GiB takes about half a second) before the main thread uncharges it.
+ * The thread only changes states, the main thread alone adds and removes.
+ * A forked worker never takes the lock (the thread is not in it).
  */
 
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "clock.h"
 #include "dtype.h"
@@ -36,12 +43,19 @@
 /* The scrubber zeroes this much between looks at whether to stop. */
 #define RING_SCRUB_CHUNK	(2 * 1024 * 1024)
 
+/* Without a pidfd, whether a holder exited is asked this often. */
+#define RING_HOLDER_POLL_MS	500
+
+/* It punches this much of memory given up per call. */
+#define RING_PUNCH_CHUNK	(64 * 1024 * 1024)
+
 struct ring_scrubber {
 	pthread_t	 thread;
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;		/* a state changed, or stop */
 	bool		 stop;
 	struct ring_mem	*busy;		/* being zeroed now, or NULL */
+	int		 done_fd;	/* an eventfd told of punches, or -1 */
 };
 
 /* Round @v up to a multiple of @a. */
@@ -131,8 +145,37 @@ ring_mem_zero(struct ring_mem *m, uint64_t off, uint64_t len)
 }
 
 /*
- * The scrubber: zero kept memory, oldest first, until told to stop; a
- * chunk at a time, so that a ring of the same content can claim it.
+ * In the scrubber, locked: free the pages of memory given up, a chunk at
+ * a time; a mapping a client keeps (its descriptor cannot be taken back)
+ * then holds none of them.  FREED once done, unless told to stop.
+ */
+static void
+ring_punch(struct ring_scrubber *sc, struct ring_mem *m)
+{
+	uint64_t	off, len;
+
+	for (off = 0; off < m->bytes && !sc->stop; off += len) {
+		len = m->bytes - off < RING_PUNCH_CHUNK ? m->bytes - off :
+		    RING_PUNCH_CHUNK;
+		pthread_mutex_unlock(&sc->lock);
+		if (fallocate(m->memfd, FALLOC_FL_PUNCH_HOLE |
+		    FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == -1)
+			m->punch_errno = errno;
+		pthread_mutex_lock(&sc->lock);
+	}
+	if (off >= m->bytes) {
+		m->state = RING_MEM_FREED;
+		/* The event loop uncharges it. */
+		if (sc->done_fd != -1)
+			(void)eventfd_write(sc->done_fd, 1);
+	}
+	pthread_cond_broadcast(&sc->cond);
+}
+
+/*
+ * The scrubber: punch memory given up, and zero kept memory, oldest
+ * first, until told to stop; a chunk at a time, so that a ring of the
+ * same content can claim it.
  */
 static void *
 ring_scrub_main(void *arg)
@@ -144,6 +187,15 @@ ring_scrub_main(void *arg)
 
 	pthread_mutex_lock(&sc->lock);
 	while (!sc->stop) {
+		/* Memory given up first: the budget waits for it. */
+		TAILQ_FOREACH(m, &b->freeing, entry) {
+			if (m->state == RING_MEM_FREEING)
+				break;
+		}
+		if (m != NULL) {
+			ring_punch(sc, m);
+			continue;
+		}
 		TAILQ_FOREACH(m, &b->kept, entry) {
 			if (m->state == RING_MEM_DIRTY)
 				break;
@@ -185,6 +237,7 @@ ring_scrubber_start(struct ring_budget *b)
 	int			 rc;
 
 	sc = xcalloc(1, sizeof(*sc));
+	sc->done_fd = b->done_fd;
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_cond_init(&sc->cond, NULL);
 	b->scrubber = sc;
@@ -204,10 +257,27 @@ ring_wait_scrubbed(struct ring_budget *b, struct ring_mem *m)
 		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
 }
 
-/* Unmap, close and uncharge memory, and have the workers let go of it. */
+/* Stop watching the process that held @m. */
+static void
+ring_mem_unwatch(struct ring_mem *m)
+{
+	if (m->ev != NULL)
+		event_free(m->ev);
+	if (m->pidfd != -1)
+		close(m->pidfd);
+	m->ev = NULL;
+	m->pidfd = -1;
+}
+
+/*
+ * Unmap, close and uncharge memory, and have the workers let go of it;
+ * its pages stay for whoever still maps it (memory given up goes through
+ * ring_mem_drop() first).
+ */
 static void
 ring_mem_free(struct ring_budget *b, struct ring_mem *m)
 {
+	ring_mem_unwatch(m);
 	if (m->map != NULL)
 		munmap(m->map, m->bytes);
 	if (m->memfd != -1)
@@ -216,6 +286,86 @@ ring_mem_free(struct ring_budget *b, struct ring_mem *m)
 	if (b->forget != NULL)
 		b->forget(b->forget_arg, m->id);
 	free(m);
+}
+
+/*
+ * Give memory up, locked (the scrubber started): still charged, it waits
+ * for the scrubber to punch its pages out, and ring_budget_collect() then
+ * uncharges it.
+ */
+static void
+ring_mem_drop_locked(struct ring_budget *b, struct ring_mem *m)
+{
+	ring_mem_unwatch(m);
+	m->state = RING_MEM_FREEING;
+	TAILQ_INSERT_TAIL(&b->freeing, m, entry);
+	b->freeing_bytes += m->bytes;
+	pthread_cond_broadcast(&b->scrubber->cond);
+}
+
+/* Give memory up (see ring_mem_drop_locked()). */
+static void
+ring_mem_drop(struct ring_budget *b, struct ring_mem *m)
+{
+	if (b->scrubber == NULL)
+		ring_scrubber_start(b);
+	ring_lock(b);
+	ring_mem_drop_locked(b, m);
+	ring_unlock(b);
+}
+
+/* Uncharge memory given up whose pages are punched out. */
+void
+ring_budget_collect(struct ring_budget *b)
+{
+	struct ring_mem_list	 done;
+	struct ring_mem		*m, *next;
+
+	if (b->scrubber == NULL)
+		return;
+	TAILQ_INIT(&done);
+	ring_lock(b);
+	for (m = TAILQ_FIRST(&b->freeing); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (m->state != RING_MEM_FREED)
+			continue;
+		TAILQ_REMOVE(&b->freeing, m, entry);
+		b->freeing_bytes -= m->bytes;
+		TAILQ_INSERT_TAIL(&done, m, entry);
+	}
+	ring_unlock(b);
+	while ((m = TAILQ_FIRST(&done)) != NULL) {
+		TAILQ_REMOVE(&done, m, entry);
+		if (m->punch_errno != 0)
+			log_warnx("cannot free the pages of ring memory %llu "
+			    "(%llu bytes) that a client may still map: %s",
+			    (unsigned long long)m->id,
+			    (unsigned long long)m->bytes,
+			    strerror(m->punch_errno));
+		ring_mem_free(b, m);
+	}
+}
+
+/* Wait until every memory given up is punched out, and uncharge it. */
+void
+ring_budget_settle(struct ring_budget *b)
+{
+	struct ring_mem	*m;
+
+	if (b->scrubber == NULL)
+		return;
+	ring_lock(b);
+	for (;;) {
+		TAILQ_FOREACH(m, &b->freeing, entry) {
+			if (m->state == RING_MEM_FREEING)
+				break;
+		}
+		if (m == NULL || b->scrubber->stop)
+			break;
+		pthread_cond_wait(&b->scrubber->cond, &b->scrubber->lock);
+	}
+	ring_unlock(b);
+	ring_budget_collect(b);
 }
 
 /* Take kept memory @m out of the list; under the lock, not scrubbing. */
@@ -281,17 +431,24 @@ ring_reuse(struct ring_budget *b, uint64_t need, const struct ring_owner *o)
 	return (best);
 }
 
-/* Free kept memory, oldest first, until @need bytes of the budget are free. */
+/*
+ * Give kept memory up, oldest first, until @need bytes of the budget are
+ * free once what is given up is punched out.
+ */
 static void
 ring_make_room(struct ring_budget *b, uint64_t need)
 {
 	struct ring_mem	*m;
+	uint64_t	 used;
 
 	ring_lock(b);
-	while (b->limit - (b->used < b->limit ? b->used : b->limit) < need &&
-	    (m = TAILQ_FIRST(&b->kept)) != NULL) {
+	for (;;) {
+		used = b->used - b->freeing_bytes;
+		if (b->limit - (used < b->limit ? used : b->limit) >= need ||
+		    (m = TAILQ_FIRST(&b->kept)) == NULL)
+			break;
 		ring_claim(b, m);
-		ring_mem_free(b, m);
+		ring_mem_drop_locked(b, m);
 	}
 	ring_unlock(b);
 }
@@ -304,6 +461,8 @@ ring_mem_new(struct ring_budget *b, uint64_t bytes, char **cause)
 
 	m = xcalloc(1, sizeof(*m));
 	m->bytes = bytes;
+	m->pidfd = -1;
+	m->budget = b;
 	m->memfd = memfd_create("infeed-ring", MFD_CLOEXEC |
 	    MFD_ALLOW_SEALING);
 	if (m->memfd == -1 || ftruncate(m->memfd, (off_t)bytes) == -1 ||
@@ -340,6 +499,88 @@ fail:
 	return (NULL);
 }
 
+/* The index tables of a ring: the session's and the jobs' copies. */
+uint64_t
+ring_tables_bytes(uint64_t rows, uint32_t slots)
+{
+	uint64_t	v;
+
+	if (__builtin_mul_overflow(rows, (uint64_t)slots, &v) ||
+	    __builtin_mul_overflow(v, 2 * sizeof(uint64_t), &v))
+		return (UINT64_MAX);
+	return (v);
+}
+
+/* Held memory's bytes of @uid (every user's with (uid_t)-1), a pid. */
+uint64_t
+ring_budget_held_by(const struct ring_budget *b, uid_t uid, pid_t *pid)
+{
+	const struct ring_mem	*m;
+	uint64_t		 n = 0;
+
+	if (pid != NULL)
+		*pid = 0;
+	TAILQ_FOREACH(m, &b->held, entry) {
+		if (uid != (uid_t)-1 && m->owner.uid != uid)
+			continue;
+		if (pid != NULL && *pid == 0)
+			*pid = m->owner.pid;
+		n += m->bytes;
+	}
+	return (n);
+}
+
+/*
+ * What of the budget ended sessions hold, for a refusal to @o: its own
+ * user's processes first (up to four named), which it can do something
+ * about.
+ */
+static char *
+ring_held_note(const struct ring_budget *b, const struct ring_owner *o)
+{
+	const struct ring_mem	*m;
+	uint64_t		 mine = 0, others;
+	pid_t			 pids[4];
+	char			 a[48], c[48], list[64], *mine_s, *note;
+	size_t			 n = 0, i, len = 0, nmem = 0;
+	bool			 more = false;
+
+	TAILQ_FOREACH(m, &b->held, entry) {
+		if (m->owner.uid != o->uid)
+			continue;
+		mine += m->bytes;
+		nmem++;
+		for (i = 0; i < n && pids[i] != m->owner.pid; i++)
+			;
+		if (i == n && n < 4)
+			pids[n++] = m->owner.pid;
+		else if (i == n)
+			more = true;
+	}
+	others = b->held_bytes - mine;
+	list[0] = '\0';
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
+		    i == 0 ? "" : ", ", (int)pids[i]);
+	if (mine > 0)
+		mine_s = xasprintf("; your process%s %s%s still hold%s %s of "
+		    "%s (steps received and not released: tensors still "
+		    "referenced); drop the tensors or end the process",
+		    n > 1 ? "es" : "", list, more ? " and others" : "",
+		    n > 1 ? "" : "s", ring_format_bytes(mine, a, sizeof(a)),
+		    nmem > 1 ? "ended sessions" : "an ended session");
+	else
+		mine_s = xstrdup("");
+	if (others > 0)
+		note = xasprintf("%s; %s is held for ended sessions of other "
+		    "users' processes that still hold steps", mine_s,
+		    ring_format_bytes(others, c, sizeof(c)));
+	else
+		note = xstrdup(mine_s);
+	free(mine_s);
+	return (note);
+}
+
 /* A ring on kept memory of the same user, or on new memory. */
 struct ring *
 ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
@@ -347,8 +588,9 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
     const struct ring_owner *owner, char **cause)
 {
 	struct ring	*r;
-	uint64_t	 avail;
-	char		 need[48], per[48], free_[48], limit[48];
+	uint64_t	 avail, need;
+	char		 need_[48], per[48], tab[48], free_[48], limit[48];
+	char		*note;
 
 	/* The session checked the client's choice. */
 	if (label_dtype != INFEED_DTYPE_INT32 &&
@@ -357,34 +599,52 @@ ring_new(struct ring_budget *budget, uint64_t rows, uint64_t row_bytes,
 	r = xcalloc(1, sizeof(*r));
 	r->budget = budget;
 	if (ring_plan(&r->layout, rows, row_bytes, label_dtype, slots) ==
-	    -1) {
+	    -1 || (r->tables = ring_tables_bytes(rows, slots)) == UINT64_MAX ||
+	    __builtin_add_overflow(r->layout.ring_bytes, r->tables, &need)) {
 		*cause = xasprintf("a step of %llu rows of %llu bytes does not "
 		    "fit in memory", (unsigned long long)rows,
 		    (unsigned long long)row_bytes);
 		goto fail;
 	}
-	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, owner)) ==
-	    NULL) {
-		ring_make_room(budget, r->layout.ring_bytes);
+	/* Memory that processes gone held is the budget's again. */
+	ring_budget_collect(budget);
+	ring_budget_reap(budget);
+	if ((r->mem = ring_reuse(budget, r->layout.ring_bytes, owner)) !=
+	    NULL)
+		need = r->tables;	/* the memory is charged already */
+	ring_make_room(budget, need);
+	avail = budget->limit > budget->used ? budget->limit - budget->used :
+	    0;
+	/* It fits once memory given up is gone: wait for that, no more. */
+	if (need > avail && need - avail <= budget->freeing_bytes) {
+		ring_budget_settle(budget);
 		avail = budget->limit > budget->used ? budget->limit -
 		    budget->used : 0;
-		if (r->layout.ring_bytes > avail) {
-			*cause = xasprintf("the step ring needs %s (%u slots "
-			    "of %s) but only %s of the daemon's memory budget "
-			    "(%s, memory_budget in %s) is free; use a smaller "
-			    "buffer_size or combined batch, or raise the "
-			    "budget", ring_format_bytes(r->layout.ring_bytes,
-			    need, sizeof(need)), slots,
-			    ring_format_bytes(r->layout.slot_bytes, per,
-			    sizeof(per)), ring_format_bytes(avail, free_,
-			    sizeof(free_)), ring_format_bytes(budget->limit,
-			    limit, sizeof(limit)), budget->source);
-			goto fail;
-		}
-		if ((r->mem = ring_mem_new(budget, r->layout.ring_bytes,
-		    cause)) == NULL)
-			goto fail;
 	}
+	if (need > avail) {
+		note = ring_held_note(budget, owner);
+		*cause = xasprintf("the step ring needs %s (%u slots of %s "
+		    "and %s of index tables) but only %s of the daemon's "
+		    "memory budget (%s, memory_budget in %s) is free%s; use a "
+		    "smaller buffer_size or combined batch, or raise the "
+		    "budget", ring_format_bytes(need, need_, sizeof(need_)),
+		    slots, ring_format_bytes(r->layout.slot_bytes, per,
+		    sizeof(per)), ring_format_bytes(r->tables, tab,
+		    sizeof(tab)), ring_format_bytes(avail, free_,
+		    sizeof(free_)), ring_format_bytes(budget->limit, limit,
+		    sizeof(limit)), budget->source, note);
+		free(note);
+		/* Kept memory that does not make room goes as room would. */
+		if (r->mem != NULL) {
+			budget->reused--;
+			ring_mem_drop(budget, r->mem);
+		}
+		goto fail;
+	}
+	if (r->mem == NULL && (r->mem = ring_mem_new(budget,
+	    r->layout.ring_bytes, cause)) == NULL)
+		goto fail;
+	budget->used += r->tables;
 	r->mem->owner = *owner;
 	r->slot = xcalloc(slots, sizeof(*r->slot));
 	return (r);
@@ -394,7 +654,102 @@ fail:
 	return (NULL);
 }
 
-/* The session is over: keep its memory for the same user, or free it. */
+/* Whether the process that holds @m is gone. */
+static bool
+ring_holder_gone(const struct ring_mem *m)
+{
+	struct pollfd	pfd;
+
+	if (m->pidfd != -1) {
+		pfd.fd = m->pidfd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		return (poll(&pfd, 1, 0) > 0);
+	}
+	return (kill(m->owner.pid, 0) == -1 && errno == ESRCH);
+}
+
+/* Free held memory whose process exited. */
+void
+ring_budget_reap(struct ring_budget *b)
+{
+	struct ring_mem	*m, *next;
+	char		 size[48];
+
+	for (m = TAILQ_FIRST(&b->held); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (!ring_holder_gone(m))
+			continue;
+		TAILQ_REMOVE(&b->held, m, entry);
+		b->held_bytes -= m->bytes;
+		log_info("process %d (uid %u) exited: the %s of ring memory it "
+		    "held of an ended session are freed", (int)m->owner.pid,
+		    (unsigned)m->owner.uid, ring_format_bytes(m->bytes, size,
+		    sizeof(size)));
+		ring_mem_drop(b, m);
+	}
+}
+
+/* A process that holds memory exited. */
+static void
+ring_holder_exit_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct ring_mem	*m = arg;
+
+	(void)fd;
+	(void)ev;
+	ring_budget_reap(m->budget);
+}
+
+/*
+ * Hold @m for its client's process, which still holds steps in it: still
+ * charged, its pages as they are, until the process exits.  A process
+ * already gone, or unknown (a pid of another namespace), holds nothing.
+ */
+static void
+ring_hold(struct ring_budget *b, struct ring_mem *m)
+{
+	const struct timeval	poll_tv = { RING_HOLDER_POLL_MS / 1000,
+				    RING_HOLDER_POLL_MS % 1000 * 1000 };
+	char			size[48];
+
+	if (m->owner.pid <= 0)
+		log_warnx("a client of uid %u whose process is not known here "
+		    "(of another pid namespace) held steps of its ended "
+		    "session; their memory is freed: they read zeroes now",
+		    (unsigned)m->owner.uid);
+	if (m->owner.pid <= 0 || (kill(m->owner.pid, 0) == -1 &&
+	    errno == ESRCH)) {
+		ring_mem_drop(b, m);
+		return;
+	}
+	m->state = RING_MEM_HELD;
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->owner.pid, 0);
+	/*
+	 * Without a pidfd (a kernel before 5.3, valgrind), kill(pid, 0) every
+	 * RING_HOLDER_POLL_MS: a zombie still counts as there until reaped.
+	 */
+	if (b->base != NULL) {
+		m->ev = m->pidfd != -1 ? event_new(b->base, m->pidfd, EV_READ,
+		    ring_holder_exit_cb, m) : event_new(b->base, -1,
+		    EV_PERSIST, ring_holder_exit_cb, m);
+		if (m->ev != NULL && event_add(m->ev, m->pidfd != -1 ? NULL :
+		    &poll_tv) == -1) {
+			event_free(m->ev);
+			m->ev = NULL;
+		}
+	}
+	TAILQ_INSERT_TAIL(&b->held, m, entry);
+	b->held_bytes += m->bytes;
+	log_info("process %d (uid %u) still holds steps of its ended session: "
+	    "the %s of its ring stay charged to the memory budget until it "
+	    "exits", (int)m->owner.pid, (unsigned)m->owner.uid,
+	    ring_format_bytes(m->bytes, size, sizeof(size)));
+	/* Gone in between: its pidfd is readable already. */
+	ring_budget_reap(b);
+}
+
+/* The session is over: hold its memory, keep it or free it. */
 void
 ring_release(struct ring *r, bool keep)
 {
@@ -405,7 +760,10 @@ ring_release(struct ring *r, bool keep)
 		return;
 	b = r->budget;
 	m = r->mem;
-	if (keep && b->keep_ms > 0) {
+	b->used -= r->tables;
+	if (ring_count(r, SLOT_HELD) > 0)
+		ring_hold(b, m);
+	else if (keep && b->keep_ms > 0) {
 		if (b->scrubber == NULL)
 			ring_scrubber_start(b);
 		ring_lock(b);
@@ -416,16 +774,21 @@ ring_release(struct ring *r, bool keep)
 		pthread_cond_broadcast(&b->scrubber->cond);
 		ring_unlock(b);
 	} else
-		ring_mem_free(b, m);
+		ring_mem_drop(b, m);
 	free(r->slot);
 	free(r);
 }
 
-/* Free a ring and its memory. */
+/* Free a ring and its memory now. */
 void
 ring_free(struct ring *r)
 {
-	ring_release(r, false);
+	if (r == NULL)
+		return;
+	r->budget->used -= r->tables;
+	ring_mem_free(r->budget, r->mem);
+	free(r->slot);
+	free(r);
 }
 
 /* In a new worker: drop the main process's mapping and descriptor. */
@@ -457,9 +820,11 @@ ring_budget_trim(struct ring_budget *b, uint64_t now_ms)
 		    now_ms - m->idle_since_ms < b->keep_ms)))
 			continue;
 		ring_unkeep(b, m);
-		ring_mem_free(b, m);
+		ring_mem_drop_locked(b, m);
 	}
 	ring_unlock(b);
+	ring_budget_collect(b);
+	ring_budget_reap(b);
 }
 
 /* Stop the scrubber and free every kept memory. */
@@ -484,6 +849,23 @@ ring_budget_clear(struct ring_budget *b)
 		ring_unkeep(b, m);
 		ring_mem_free(b, m);
 	}
+	/* The daemon goes: what clients hold stays as it is, theirs. */
+	while ((m = TAILQ_FIRST(&b->held)) != NULL) {
+		TAILQ_REMOVE(&b->held, m, entry);
+		b->held_bytes -= m->bytes;
+		ring_mem_free(b, m);
+	}
+	while ((m = TAILQ_FIRST(&b->freeing)) != NULL) {
+		TAILQ_REMOVE(&b->freeing, m, entry);
+		b->freeing_bytes -= m->bytes;
+		ring_mem_free(b, m);
+	}
+	if (b->done_ev != NULL)
+		event_free(b->done_ev);
+	if (b->done_fd != -1)
+		close(b->done_fd);
+	b->done_ev = NULL;
+	b->done_fd = -1;
 }
 
 /* In a new worker: the kept memory belongs to the main process. */
@@ -500,6 +882,54 @@ ring_budget_forget(struct ring_budget *b)
 		m->map = NULL;
 		m->memfd = -1;
 	}
+	TAILQ_FOREACH(m, &b->freeing, entry) {
+		if (m->map != NULL)
+			munmap(m->map, m->bytes);
+		if (m->memfd != -1)
+			close(m->memfd);
+		m->map = NULL;
+		m->memfd = -1;
+	}
+	/* The parent's events are not ours: leave them be. */
+	if (b->done_fd != -1)
+		close(b->done_fd);
+	b->done_fd = -1;
+	b->done_ev = NULL;
+	TAILQ_FOREACH(m, &b->held, entry) {
+		if (m->map != NULL)
+			munmap(m->map, m->bytes);
+		if (m->memfd != -1)
+			close(m->memfd);
+		if (m->pidfd != -1)
+			close(m->pidfd);
+		m->map = NULL;
+		m->memfd = m->pidfd = -1;
+		m->ev = NULL;
+	}
+}
+
+/* The scrubber punched memory out: uncharge it. */
+static void
+ring_punched_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	eventfd_t	v;
+
+	(void)ev;
+	(void)eventfd_read(fd, &v);
+	ring_budget_collect(arg);
+}
+
+/* Watch held memory's processes, and the scrubber's punches, on @base. */
+void
+ring_budget_watch(struct ring_budget *b, struct event_base *base)
+{
+	b->base = base;
+	if (b->scrubber != NULL || b->done_ev != NULL)
+		fatalx("ring_budget_watch: called twice or too late");
+	if ((b->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1 ||
+	    (b->done_ev = event_new(base, b->done_fd, EV_READ | EV_PERSIST,
+	    ring_punched_cb, b)) == NULL || event_add(b->done_ev, NULL) == -1)
+		fatal("cannot watch the ring scrubber");
 }
 
 /* An empty budget. */
@@ -514,6 +944,9 @@ ring_budget_init(struct ring_budget *b, uint64_t limit, const char *source,
 	b->forget = forget;
 	b->forget_arg = forget_arg;
 	TAILQ_INIT(&b->kept);
+	TAILQ_INIT(&b->held);
+	TAILQ_INIT(&b->freeing);
+	b->done_fd = -1;
 }
 
 /* Huge pages for a ring's mapping where the kernel gives them. */

@@ -11,7 +11,21 @@
  * it refuses any other transition: a held slot is never rewritten.
  *
  * Every ring's memory counts against one ring_budget (memory_budget in the
- * configuration), charged when it is made and given back when it is freed.
+ * configuration), charged when it is made and given back only once no
+ * process can hold its pages any more: the session's index tables with it
+ * (its own and the pool's jobs' copies, slots x rows x 8 bytes each).
+ * Memory given up is punched out of its memfd (FALLOC_FL_PUNCH_HOLE, by
+ * the scrubber thread, off the event loop) before the budget forgets it
+ * (a ring that needs that room waits for it), so a mapping that a client
+ * keeps of it holds no page of infeedd's: it reads zeroes (the kernel
+ * fills what it reads with new pages, charged to that client's memory
+ * cgroup).
+ *
+ * A ring whose client still holds steps when its session ends is held:
+ * libinfeed keeps reading held steps after a session ends (a kept tensor),
+ * so its pages stay as they are, charged to the budget and attributed to
+ * that client's user and process, until the process exits (a pidfd on the
+ * event loop; ring_budget_reap() checks them too).
  *
  * Warm start: when a session ends and no worker can write its ring any
  * more, ring_release() keeps the memory (sealed memfd, its pages and the
@@ -74,6 +88,9 @@ enum ring_mem_state {
 	RING_MEM_SCRUBBING,	/* kept, being zeroed */
 	RING_MEM_CLAIMED,	/* being zeroed, wanted by a ring: stop */
 	RING_MEM_CLEAN,		/* kept, all zeroes */
+	RING_MEM_HELD,		/* an ended session's, its client holds steps */
+	RING_MEM_FREEING,	/* given up, its pages being punched out */
+	RING_MEM_FREED,		/* given up, punched: to uncharge */
 };
 
 /* Who a ring is for, and what it will hold. */
@@ -81,6 +98,7 @@ struct ring_owner {
 	uid_t		 uid;		/* the client's, from SO_PEERCRED */
 	gid_t		 gid;
 	uint64_t	 content;	/* the dataset's serial; 0: unshared */
+	pid_t		 pid;		/* the client's process; 0: unknown */
 };
 
 /* The memory of a ring: a sealed memfd and the main process's mapping. */
@@ -93,28 +111,40 @@ struct ring_mem {
 	struct ring_owner	 owner;	/* of the client it was handed to */
 	enum ring_mem_state	 state;	/* under the budget's lock when kept */
 	uint64_t		 idle_since_ms;
+	int			 pidfd;	/* held: the client's process, or -1 */
+	struct event		*ev;	/* held: its exit, or NULL */
+	int			 punch_errno;	/* the scrubber's, or 0 */
+	struct ring_budget	*budget;
 };
 TAILQ_HEAD(ring_mem_list, ring_mem);
 
 /* Memory freed for good: workers that mapped it must let go of it. */
 typedef void	ring_forget_cb(void *arg, uint64_t mem_id);
 
+struct event_base;
 struct ring_scrubber;
 
 /* The memory that all rings together may take, and what is kept. */
 struct ring_budget {
 	uint64_t		 limit;		/* bytes */
-	uint64_t		 used;		/* in rings and kept */
+	uint64_t		 used;		/* rings, tables, kept, held */
 	const char		*source;	/* the file that sets it */
 	uint64_t		 keep_ms;	/* 0: nothing is kept */
 	struct ring_mem_list	 kept;		/* oldest first */
 	uint64_t		 kept_bytes;
+	struct ring_mem_list	 held;		/* RING_MEM_HELD, oldest first */
+	uint64_t		 held_bytes;
+	struct ring_mem_list	 freeing;	/* given up, not uncharged yet */
+	uint64_t		 freeing_bytes;
 	uint64_t		 next_mem_id;
 	uint64_t		 reused;	/* rings made on kept memory */
 	uint64_t		 made;		/* rings made on new memory */
 	ring_forget_cb		*forget;
 	void			*forget_arg;
 	struct ring_scrubber	*scrubber;	/* started on first use */
+	struct event_base	*base;		/* watches held memory; or NULL */
+	int			 done_fd;	/* the scrubber's punches, or -1 */
+	struct event		*done_ev;
 };
 
 struct ring {
@@ -122,6 +152,7 @@ struct ring {
 	struct ring_layout	 layout;
 	struct ring_mem		*mem;
 	struct ring_slot	*slot;	/* layout.slots of them */
+	uint64_t		 tables;	/* index tables' bytes, charged */
 };
 
 /**
@@ -132,9 +163,11 @@ struct ring {
  * data that no other ring may share): on kept memory of the same user and
  * group that fits, as it is when it held the same dataset, else once
  * zeroed; else on a new sealed memfd charged to @budget, freeing kept
- * memory, oldest first, when the budget needs it.
+ * memory, oldest first, when the budget needs it.  The session's index
+ * tables (ring_tables_bytes()) are charged with it.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
- * fit or which system call failed, in exact units.
+ * fit (and what of the budget ended sessions' processes hold, @owner's
+ * own first) or which system call failed, in exact units.
  */
 struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 		    uint64_t row_bytes, enum infeed_dtype label_dtype,
@@ -142,17 +175,29 @@ struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 		    char **cause);
 
 /**
- * ring_release() - the session is over: keep the memory for the next
- * ring of the same user when @keep (no worker writes it any more) and
- * the budget keeps memory, else unmap, close and uncharge it.  NULL is a
- * no-op.
+ * ring_release() - the session is over and no worker writes the ring any
+ * more: its tables are uncharged; its memory is held, still charged,
+ * while the client holds steps in it (a slot HELD) until the client's
+ * process (@owner.pid at ring_new()) exits; else kept for the next ring
+ * of the same user when @keep and the budget keeps memory; else given
+ * up: punched, then unmapped, closed and uncharged (see
+ * ring_budget_collect()).  NULL is a no-op.
  */
 void		 ring_release(struct ring *r, bool keep);
 
 /**
- * ring_free() - ring_release() without keeping the memory.
+ * ring_free() - free the ring and uncharge its memory now, without
+ * punching it (at exit, and in tests): pages that a client still maps
+ * are left to it, as the daemon goes.
  */
 void		 ring_free(struct ring *r);
+
+/**
+ * ring_tables_bytes() - what the index tables of a ring of @slots slots
+ * of @rows rows take (the session's and the pool's jobs' copies), or
+ * UINT64_MAX when that overflows.
+ */
+uint64_t	 ring_tables_bytes(uint64_t rows, uint32_t slots);
 
 /**
  * ring_forget() - in a freshly forked worker: unmap and close the ring
@@ -168,13 +213,51 @@ void		 ring_forget(struct ring *r);
 void		 ring_budget_trim(struct ring_budget *b, uint64_t now_ms);
 
 /**
- * ring_budget_clear() - free all kept memory and stop the scrubber.
+ * ring_budget_reap() - give up (see ring_budget_collect()) the held
+ * memory of processes that exited.
+ */
+void		 ring_budget_reap(struct ring_budget *b);
+
+/**
+ * ring_budget_collect() - uncharge the memory given up whose pages the
+ * scrubber has punched out (ring_new() and ring_budget_trim() call it).
+ */
+void		 ring_budget_collect(struct ring_budget *b);
+
+/**
+ * ring_budget_settle() - wait until all memory given up is punched out,
+ * and uncharge it.
+ */
+void		 ring_budget_settle(struct ring_budget *b);
+
+/**
+ * ring_budget_watch() - watch the processes that hold memory on @base:
+ * their exits free it at once; and uncharge memory given up as soon as
+ * the scrubber has punched it out.  Without it, held memory is freed when
+ * ring_budget_reap() (ring_new() and ring_budget_trim() call it) finds
+ * its process gone, and memory given up is uncharged by
+ * ring_budget_collect().  Call it before any ring is made.
+ */
+void		 ring_budget_watch(struct ring_budget *b,
+		    struct event_base *base);
+
+/**
+ * ring_budget_held_by() - the bytes of held memory attributed to @uid,
+ * and the first such process in *@pid (may be NULL); every user's with
+ * @uid (uid_t)-1.
+ */
+uint64_t	 ring_budget_held_by(const struct ring_budget *b, uid_t uid,
+		    pid_t *pid);
+
+/**
+ * ring_budget_clear() - free all kept and held memory (held memory left
+ * to its clients, as the daemon goes) and stop the scrubber.
  */
 void		 ring_budget_clear(struct ring_budget *b);
 
 /**
  * ring_budget_forget() - in a freshly forked worker: close and unmap the
- * kept memory without touching the budget.
+ * kept and held memory (and the pidfds) without touching the budget.
  */
 void		 ring_budget_forget(struct ring_budget *b);
 

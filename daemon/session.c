@@ -5,13 +5,22 @@
  * as soon as the next step is ready, never by polling.
  */
 
+#include <sys/queue.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "clock.h"
 #include "log.h"
@@ -65,6 +74,8 @@ struct session {
 	struct pool_ring	*pool_ring;
 	char			*failure;
 	Infeed__ErrorCode	 failure_code;	/* DATA, or INTERNAL */
+	uint64_t		 failed_seq;	/* the first step that failed */
+	bool			 jobs_dropped;	/* ... and the rest dropped */
 
 	uint64_t		 fill_epoch;
 	uint64_t		 fill_step;
@@ -101,8 +112,15 @@ const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1] = {
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
 
+struct session_checked;
+
 static void	session_fill(struct session *);
 static void	session_deliver(struct session *);
+static struct session *session_make(const struct session_host *,
+		    const struct session_client *, const Infeed__Attach *,
+		    int *, size_t, struct session_checked *, bool,
+		    const struct session_events *, void *,
+		    Infeed__ErrorCode *, char **);
 
 /*
  * A new session id.  Ids never repeat across daemon instances (a client
@@ -195,6 +213,27 @@ session_sample_files(const struct dataset *ds)
 	    ds->data_path, ds->labels_path));
 }
 
+/*
+ * The steps before the one that failed are delivered as they become ready
+ * (a bad label late in a client's file fails only the step that holds
+ * it); once none of them is filling any more, the queued jobs are dropped.
+ */
+static void
+session_drop_after_failure(struct session *s)
+{
+	uint32_t	i;
+
+	if (s->jobs_dropped)
+		return;
+	for (i = 0; i < s->ring->layout.slots; i++) {
+		if (s->ring->slot[i].state == SLOT_FILLING &&
+		    s->ring->slot[i].seq < s->failed_seq)
+			return;
+	}
+	s->jobs_dropped = true;
+	pool_drop_jobs(s->pool_ring);
+}
+
 /* A sample of a slot failed: end the session's filling with a message. */
 static void
 session_fail(struct session *s, const struct pool_report *r)
@@ -203,6 +242,11 @@ session_fail(struct session *s, const struct pool_report *r)
 	uint64_t		 index = r->bad;
 	char			*files, row[64] = "", what[256], where[512];
 	const char		*at;
+
+	/* Only the first step in the client's order that failed counts. */
+	if (s->state == SESSION_FAILED && sl->seq >= s->failed_seq)
+		return;
+	free(s->failure);
 
 	if ((r->result == POOL_JOB_CRASHED || r->result == POOL_JOB_STUCK) &&
 	    r->bad < sl->rows) {
@@ -242,7 +286,15 @@ session_fail(struct session *s, const struct pool_report *r)
 		    s->ds->name, (unsigned long long)sl->step,
 		    (unsigned long long)sl->epoch, r->reason[0] != '\0' ?
 		    r->reason : "a worker failed");
-	} else if (r->result == POOL_JOB_LABEL_RANGE)
+	} else if (r->result == POOL_JOB_LABEL_RANGE &&
+	    (r->label < 0 || r->label >= UINT32_MAX))
+		s->failure = xasprintf("dataset '%s': the label of sample %llu "
+		    "(epoch %llu, step %llu) is %lld, which is no class "
+		    "number: labels are 0 to %u; check the labels %s",
+		    s->ds->name, (unsigned long long)index,
+		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
+		    (long long)r->label, UINT32_MAX - 1, files);
+	else if (r->result == POOL_JOB_LABEL_RANGE)
 		s->failure = xasprintf("dataset '%s': the label of sample "
 		    "%llu (epoch %llu, step %llu) is %lld, which does not fit "
 		    "in the int32 labels this session asked for; attach with "
@@ -272,8 +324,10 @@ session_fail(struct session *s, const struct pool_report *r)
 		    r->reason[0] != '\0' ? ")" : "");
 	free(files);
 	log_warnx("session %llu: %s", (unsigned long long)s->id, s->failure);
-	session_set_state(s, SESSION_FAILED);
-	pool_drop_jobs(s->pool_ring);
+	if (s->state != SESSION_FAILED)
+		session_set_state(s, SESSION_FAILED);
+	s->failed_seq = sl->seq;
+	session_drop_after_failure(s);
 }
 
 /* The pool finished rows of a slot. */
@@ -289,12 +343,14 @@ session_done_cb(void *arg, const struct pool_report *r)
 	sl = &s->ring->slot[r->slot];
 	s->bytes_read += r->bytes;
 	s->samples_replaced += r->replaced;
-	if (r->result != POOL_JOB_DONE && s->state != SESSION_FAILED)
+	if (r->result != POOL_JOB_DONE)
 		session_fail(s, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
 	    sl->rows_pending;
 	if (sl->rows_pending == 0)
 		ring_slot_set(s->ring, r->slot, SLOT_READY);
+	if (s->state == SESSION_FAILED)
+		session_drop_after_failure(s);
 	session_deliver(s);
 }
 
@@ -328,21 +384,19 @@ session_check_label_dtype(struct session *s, const Infeed__LoaderOptions *o,
 }
 
 /*
- * Open the client's files as the session's dataset, from the descriptors
- * that came with the Attach (taken over).  The name is only for display;
- * there is no catalogue to find it in or allow_groups to check: the kernel
- * checked the client's own access when it opened the files.
+ * Read what Attach.files says of the client's files into @spec, and refuse
+ * what is wrong with it before any descriptor is touched: on the event
+ * loop, since it reads only the frame.
  */
 static int
-session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
-    size_t nfds, Infeed__ErrorCode *code, char **cause)
+session_files_spec(const Infeed__Attach *a, size_t nfds,
+    struct dataset_files *spec, Infeed__ErrorCode *code, char **cause)
 {
 	const Infeed__Files	*f = a->files;
-	struct dataset_files	*spec = &s->files;
 	size_t			 want, i;
-	bool			 content;
 
 	*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	*cause = NULL;
 	memset(spec, 0, sizeof(*spec));
 	spec->data_format = f->has_data_format ? (uint32_t)f->data_format : 0;
 	spec->labels_format = f->has_labels_format ?
@@ -371,15 +425,35 @@ session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
 	    f->has_label_dtype)
 		*cause = xasprintf("Files.label_dtype is for raw labels only; "
 		    "leave it unset");
-	if (*cause != NULL) {
+	if (*cause != NULL)
+		return (-1);
+	spec->ndim = (uint32_t)f->n_shape;
+	for (i = 0; i < f->n_shape; i++)
+		spec->shape[i] = f->shape[i];
+	return (0);
+}
+
+/*
+ * Open the client's files as the session's dataset, from the descriptors
+ * that came with the Attach (taken over).  The name is only for display;
+ * there is no catalogue to find it in or allow_groups to check: the kernel
+ * checked the client's own access when it opened the files.  This is the
+ * synchronous way, for session_new_files(); infeedd checks them on a
+ * helper thread (session_attach_begin()).
+ */
+static int
+session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
+    size_t nfds, Infeed__ErrorCode *code, char **cause)
+{
+	size_t	i;
+	bool	content;
+
+	if (session_files_spec(a, nfds, &s->files, code, cause) == -1) {
 		for (i = 0; i < nfds; i++)
 			close(fds[i]);
 		return (-1);
 	}
-	spec->ndim = (uint32_t)f->n_shape;
-	for (i = 0; i < f->n_shape; i++)
-		spec->shape[i] = f->shape[i];
-	s->ds = dataset_open_files(a->dataset, spec, fds[0],
+	s->ds = dataset_open_files(a->dataset, &s->files, fds[0],
 	    nfds > 1 ? fds[1] : -1, false, &content, cause);
 	if (s->ds == NULL) {
 		if (content)
@@ -393,15 +467,53 @@ session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
 	return (0);
 }
 
-/* Check the access and options an Attach brings; fill in the sampler. */
+/* What a helper thread checked for an Attach, for session_check(). */
+struct session_checked {
+	struct dataset		*ds;		/* the client's files, or NULL */
+	struct dataset_files	 files;		/* ... as Attach.files says */
+	bool			 have_groups;	/* the client's groups: */
+	gid_t			*groups;
+	size_t			 ngroups;
+};
+
+/* May the client attach to catalogue dataset s->ds_index? */
+static bool
+session_allowed(const struct session *s, const struct session_checked *chk)
+{
+	const struct catalogue	*cat = s->host.cat;
+
+	if (catalogue_allows_gid(cat, s->ds_index, s->client.gid))
+		return (true);
+	if (chk != NULL && chk->have_groups)
+		return (catalogue_allows_groups(cat, s->ds_index,
+		    s->client.gid, chk->groups, chk->ngroups));
+	/*
+	 * Only without a thread's answer (session_new(), or a reload that
+	 * restricted the dataset while the Attach waited): ask now.
+	 */
+	return (catalogue_allows(cat, s->ds_index, s->client.uid,
+	    s->client.gid));
+}
+
+/*
+ * Check the access and options an Attach brings; fill in the sampler.
+ * With @chk, the client's files were opened (and its groups looked up) on
+ * a helper thread already: take them from there.
+ */
 static int
 session_check(struct session *s, const Infeed__Attach *a,
     const Infeed__LoaderOptions *o, int *fds, size_t nfds,
-    Infeed__ErrorCode *code, char **cause)
+    struct session_checked *chk, Infeed__ErrorCode *code, char **cause)
 {
 	struct sampler_opts	so;
 
-	if (a->files != NULL) {
+	if (a->files != NULL && chk != NULL && chk->ds != NULL) {
+		s->files = chk->files;
+		s->ds = chk->ds;
+		chk->ds = NULL;
+		s->own_ds = true;
+		s->ds_index = UINT32_MAX;
+	} else if (a->files != NULL) {
 		if (session_open_files(s, a, fds, nfds, code, cause) == -1)
 			return (-1);
 	} else if ((s->ds = catalogue_find(s->host.cat, a->dataset,
@@ -411,8 +523,7 @@ session_check(struct session *s, const Infeed__Attach *a,
 		    "lists the catalogue");
 		return (-1);
 	}
-	if (!s->own_ds && !catalogue_allows(s->host.cat, s->ds_index, s->client.uid,
-	    s->client.gid)) {
+	if (!s->own_ds && !session_allowed(s, chk)) {
 		*code = INFEED__ERROR_CODE__ERROR_PERMISSION_DENIED;
 		*cause = xasprintf("permission denied: uid %u (gid %u) is not in "
 		    "any group that allow_groups in %s permits for this "
@@ -445,8 +556,11 @@ session_check(struct session *s, const Infeed__Attach *a,
 	so.drop_last = o->drop_last;
 	so.process_id = o->distributed_process_id;
 	so.process_count = o->distributed_process_count;
-	if (sampler_init(&s->sampler, &so, cause) == -1)
+	if (sampler_init(&s->sampler, &so, cause) == -1) {
+		if (errno == ENOMEM)
+			*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 		return (-1);
+	}
 	if (o->start_step >= s->sampler.steps_per_epoch) {
 		*cause = xasprintf("start_step is %llu but an epoch has %llu "
 		    "steps (0 to %llu)", (unsigned long long)o->start_step,
@@ -500,6 +614,22 @@ session_new_files(const struct session_host *host,
     int *fds, size_t nfds, const struct session_events *ev, void *arg,
     Infeed__ErrorCode *code, char **cause)
 {
+	return (session_make(host, client, a, fds, nfds, NULL, true, ev, arg,
+	    code, cause));
+}
+
+/*
+ * Make the session an Attach asks for: check it (with what a helper
+ * thread checked already, @chk), wait for removed rings' memory when
+ * @settle (else the caller waited), make the ring and register it.
+ */
+static struct session *
+session_make(const struct session_host *host,
+    const struct session_client *client, const Infeed__Attach *a,
+    int *fds, size_t nfds, struct session_checked *chk, bool settle,
+    const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
+    char **cause)
+{
 	static const Infeed__LoaderOptions defaults =
 	    INFEED__LOADER_OPTIONS__INIT;
 	const Infeed__LoaderOptions *o;
@@ -522,14 +652,16 @@ session_new_files(const struct session_host *host,
 			close(fds[--nfds]);
 		goto fail;
 	}
-	if (session_check(s, a, o, fds, nfds, code, cause) == -1)
+	if (session_check(s, a, o, fds, nfds, chk, code, cause) == -1)
 		goto fail;
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
 	/* A trainer started again: its last ring may still be draining. */
-	pool_settle(host->pool);
+	if (settle)
+		pool_settle(host->pool);
 	owner.uid = client->uid;
 	owner.gid = client->gid;
 	owner.content = s->ds->serial;
+	owner.pid = client->pid;
 	s->ring = ring_new(host->budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
 	    &owner, cause);
@@ -588,9 +720,12 @@ session_free(struct session *s)
 		return;
 	/*
 	 * Its memory is kept for the next session only when the client holds
-	 * no step (libinfeed keeps reading held steps after a session ends,
-	 * so those pages must stay as they are), and only once no job writes
-	 * it any more: the pool releases it then.
+	 * no step, and only once no job writes it any more: the pool releases
+	 * it then.  A ring whose client holds steps (libinfeed keeps reading
+	 * held steps after a session ends, so those pages must stay as they
+	 * are) stays charged to the budget until the client's process exits
+	 * (ring_release()).  The index tables, freed here and with the jobs,
+	 * were charged with the ring.
 	 */
 	pool_remove_ring(s->pool_ring, s->ring, s->ring != NULL &&
 	    ring_count(s->ring, SLOT_HELD) == 0);
@@ -648,10 +783,9 @@ session_fill(struct session *s)
 		if ((i = ring_find(s->ring, SLOT_FREE)) == -1)
 			return;
 		sl = &s->ring->slot[i];
+		/* Never fails: sampler_init() allocated what it needs. */
 		rows = sampler_step_indices(&s->sampler, s->fill_epoch,
 		    s->fill_step, session_indices(s, (uint32_t)i));
-		if (rows != sampler_step_rows(&s->sampler, s->fill_step))
-			fatalx("sampler: cannot compute the permutation");
 		ring_slot_set(s->ring, (uint32_t)i, SLOT_FILLING);
 		sl->seq = s->fill_seq++;
 		sl->epoch = s->fill_epoch;
@@ -748,12 +882,18 @@ session_deliver(struct session *s)
 	uint32_t		 i = 0;
 
 	while (s->nwaiting > 0) {
-		if (s->state == SESSION_FAILED) {
+		sl = session_next_slot(s, &i);
+		/* Failed: the steps before the failed one still go out. */
+		if (s->state == SESSION_FAILED && sl != NULL &&
+		    sl->seq < s->failed_seq && sl->state == SLOT_FILLING &&
+		    !s->jobs_dropped)
+			return;
+		if (s->state == SESSION_FAILED && (sl == NULL ||
+		    sl->seq >= s->failed_seq || sl->state != SLOT_READY)) {
 			s->ev.error(s->arg, session_pop(s),
 			    s->failure_code, s->failure);
 			continue;
 		}
-		sl = session_next_slot(s, &i);
 		if (sl == NULL && s->state == SESSION_EPOCH_END &&
 		    s->deliver_seq == s->fill_seq) {
 			session_end_epoch(s);
@@ -962,4 +1102,681 @@ const char *
 session_dataset_name(const struct session *s)
 {
 	return (s->ds->name);
+}
+
+/*
+ * Attaches in progress.  Whatever an Attach asks of what its client
+ * controls runs on a helper thread, never on the event loop: fstat and the
+ * headers of the client's files (a file on the client's own FUSE mount may
+ * never answer) and the client's groups for allow_groups (the group
+ * database may be LDAP, and slow).  At most INFEED_MAX_ATTACH_CHECKS
+ * threads run for live Attach requests, INFEED_MAX_ATTACH_QUEUE more wait;
+ * a check not done in INFEED_ATTACH_CHECK_S is given up: its Attach gets
+ * an error, and its thread, which nothing can stop, is counted as stuck
+ * until it returns (past INFEED_MAX_STUCK_CHECKS, Attach requests that
+ * need a thread are refused).  A thread touches only its own job; it hands
+ * it back on a list under the mutex and wakes the loop through a pipe.
+ * Descriptors that came with the frame stay open until the loop frees the
+ * job, so a worker forked meanwhile can close them (the thread checks
+ * duplicates, made after its first reads, which such a worker may keep).
+ *
+ * Then, when a removed ring's job is still running in a worker, the
+ * Attach waits up to POOL_SETTLE_MS for its memory on a timer, so that a
+ * trainer started again gets its old ring memory back without the loop
+ * ever blocking.
+ */
+
+#define SESSION_SETTLE_POLL_MS	2	/* how often a settling Attach looks */
+
+/* What a job's thread is doing, for the message when it takes too long. */
+enum session_stage {
+	STAGE_QUEUED,		/* no thread yet */
+	STAGE_DATA,		/* fstat and header of the data file */
+	STAGE_LABELS,		/* ... of the labels file */
+	STAGE_FILES,		/* both, through the readers' checks */
+	STAGE_GROUPS,		/* the client's groups, from NSS */
+	STAGE_DONE,
+};
+
+struct session_checks;
+
+/* The work of one Attach on a helper thread. */
+struct session_job {
+	TAILQ_ENTRY(session_job)	 entry;	/* queue, then done list */
+	TAILQ_ENTRY(session_job)	 all;	/* the loop's, till freed */
+	struct session_checks		*sc;
+	struct session_pending		*p;	/* NULL: given up */
+	/* Read by the thread, set before it starts. */
+	char				*name;
+	struct dataset_files		 spec;
+	int				 fds[2];	/* the frame's */
+	size_t				 nfds;
+	bool				 want_groups;
+	uid_t				 uid;
+	gid_t				 gid;
+	/* Written by the thread, read by the loop once it is done. */
+	atomic_int			 stage;
+	struct dataset			*ds;
+	bool				 content;
+	char				*cause;
+	gid_t				*groups;
+	size_t				 ngroups;
+	bool				 have_groups;
+};
+TAILQ_HEAD(session_job_list, session_job);
+
+struct session_pending {
+	TAILQ_ENTRY(session_pending)	 entry;
+	struct session_checks		*sc;
+	Infeed__Attach			*a;	/* a copy */
+	struct session_client		 client;
+	struct session_job		*job;	/* while it runs or waits */
+	struct event			*timer;	/* deadline, then settling */
+	uint64_t			 settle_until_ms;
+	session_checked_cb		*cb;
+	void				*arg;
+	struct session_checked		 chk;
+	bool				 failed;
+	Infeed__ErrorCode		 code;
+	char				*cause;
+};
+TAILQ_HEAD(session_pending_list, session_pending);
+
+struct session_checks {
+	struct event_base		*base;
+	struct pool			*pool;
+	struct session_pending_list	 pending;
+	struct session_job_list		 queue;	/* not started */
+	struct session_job_list		 jobs;	/* every job not freed */
+	unsigned			 nqueued;
+	unsigned			 running;	/* for live Attaches */
+	unsigned			 stuck;		/* given up, running */
+	bool				 stopping;	/* start no thread */
+	int				 wake[2];	/* pipe */
+	struct event			*wake_ev;
+	/* Shared with the threads. */
+	pthread_mutex_t			 mtx;
+	struct session_job_list		 done;
+	unsigned			 threads;
+	bool				 closing;
+};
+
+static void	session_checks_run(struct session_checks *);
+
+/* Free a job: the loop's side, or a thread's once the loop has gone. */
+static void
+session_job_free(struct session_job *j)
+{
+	size_t	i;
+
+	for (i = 0; i < j->nfds; i++)
+		if (j->fds[i] != -1)
+			close(j->fds[i]);
+	dataset_free(j->ds);
+	free(j->groups);
+	free(j->cause);
+	free(j->name);
+	free(j);
+}
+
+/*
+ * Check the client's files as the catalogue's readers do, on the thread.
+ * Each file's fstat and first bytes are read first, one file at a time, so
+ * that a file that does not answer can be named; then the readers' checks
+ * run on duplicates (taken over by the dataset), the frame's descriptors
+ * staying the loop's.
+ */
+static void
+session_job_files(struct session_job *j)
+{
+	struct stat	sb;
+	uint8_t		head[128];
+	int		dfd[2] = { -1, -1 };
+	size_t		i;
+
+	for (i = 0; i < j->nfds; i++) {
+		atomic_store(&j->stage, i == 0 ? STAGE_DATA : STAGE_LABELS);
+		if (fstat(j->fds[i], &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    sb.st_size > 0 && (i == 0 ? j->spec.data_format :
+		    j->spec.labels_format) == DATASET_FORMAT_NPY)
+			(void)!pread(j->fds[i], head, (size_t)sb.st_size <
+			    sizeof(head) ? (size_t)sb.st_size : sizeof(head), 0);
+	}
+	atomic_store(&j->stage, STAGE_FILES);
+	for (i = 0; i < j->nfds; i++) {
+		if ((dfd[i] = fcntl(j->fds[i], F_DUPFD_CLOEXEC, 0)) == -1) {
+			if (asprintf(&j->cause, "cannot duplicate the files' "
+			    "descriptors: %s", strerror(errno)) == -1)
+				j->cause = NULL;
+			if (i == 1)
+				close(dfd[0]);
+			return;
+		}
+	}
+	j->ds = dataset_open_files(j->name, &j->spec, dfd[0], dfd[1], false,
+	    &j->content, &j->cause);
+}
+
+/* A helper thread: do the job, hand it back to the loop, wake it. */
+static void *
+session_job_run(void *arg)
+{
+	struct session_job	*j = arg;
+	struct session_checks	*sc = j->sc;
+	bool			 last;
+	char			 c = 1;
+
+	if (j->nfds > 0)
+		session_job_files(j);
+	if (j->want_groups) {
+		atomic_store(&j->stage, STAGE_GROUPS);
+		j->have_groups = catalogue_user_groups(j->uid, j->gid,
+		    &j->groups, &j->ngroups) == 0;
+	}
+	atomic_store(&j->stage, STAGE_DONE);
+	pthread_mutex_lock(&sc->mtx);
+	if (sc->closing) {
+		/* The daemon is stopping: nothing waits for this any more. */
+		session_job_free(j);
+		last = --sc->threads == 0;
+		pthread_mutex_unlock(&sc->mtx);
+		if (last) {
+			pthread_mutex_destroy(&sc->mtx);
+			free(sc);
+		}
+		return (NULL);
+	}
+	TAILQ_INSERT_TAIL(&sc->done, j, entry);
+	sc->threads--;
+	(void)!write(sc->wake[1], &c, 1);	/* full: already woken */
+	pthread_mutex_unlock(&sc->mtx);
+	return (NULL);
+}
+
+/* The pending Attach can end: its owner calls session_attach_end(). */
+static void
+session_pending_ready(struct session_pending *p)
+{
+	evtimer_del(p->timer);
+	p->cb(p->arg);
+}
+
+/*
+ * Fail the pending Attach with @code and a message: now, or, when @later,
+ * on the next loop pass (the caller may be session_attach_begin(), which
+ * never calls back).
+ */
+static void PRINTFLIKE(4, 5)
+session_pending_fail(struct session_pending *p, bool later,
+    Infeed__ErrorCode code, const char *fmt, ...)
+{
+	struct timeval	zero = { 0, 0 };
+	va_list		ap;
+
+	p->failed = true;
+	p->code = code;
+	va_start(ap, fmt);
+	if (vasprintf(&p->cause, fmt, ap) == -1)
+		fatal("vasprintf");
+	va_end(ap);
+	if (!later) {
+		session_pending_ready(p);
+		return;
+	}
+	p->settle_until_ms = 0;		/* the timer finds it ready */
+	evtimer_add(p->timer, &zero);
+}
+
+/* Settling: go on once no removed ring's job runs, or the time is up. */
+static void
+session_pending_settle(struct session_pending *p)
+{
+	struct timeval	tv = { 0, SESSION_SETTLE_POLL_MS * 1000 };
+
+	if (p->failed || !pool_settling(p->sc->pool) ||
+	    clock_now_ms() >= p->settle_until_ms) {
+		session_pending_ready(p);
+		return;
+	}
+	evtimer_add(p->timer, &tv);
+}
+
+/* The thread's answer for pending Attach @p. */
+static void
+session_pending_checked(struct session_pending *p, struct session_job *j)
+{
+	p->job = NULL;
+	evtimer_del(p->timer);
+	if (j->nfds > 0 && j->ds == NULL) {
+		p->failed = true;
+		p->code = j->content ? INFEED__ERROR_CODE__ERROR_DATA :
+		    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+		p->cause = j->cause != NULL ? j->cause :
+		    xasprintf("out of memory");
+		j->cause = NULL;
+		session_pending_ready(p);
+		return;
+	}
+	p->chk.ds = j->ds;
+	j->ds = NULL;
+	p->chk.files = j->spec;
+	p->chk.have_groups = j->have_groups;
+	p->chk.groups = j->groups;
+	p->chk.ngroups = j->ngroups;
+	j->groups = NULL;
+	p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
+	session_pending_settle(p);
+}
+
+/* Threads handed jobs back: answer their Attaches, start queued ones. */
+static void
+session_checks_wake_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session_checks	*sc = arg;
+	struct session_job_list	 done;
+	struct session_job	*j;
+	char			 buf[64];
+
+	(void)ev;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	TAILQ_INIT(&done);
+	pthread_mutex_lock(&sc->mtx);
+	TAILQ_CONCAT(&done, &sc->done, entry);
+	pthread_mutex_unlock(&sc->mtx);
+	while ((j = TAILQ_FIRST(&done)) != NULL) {
+		TAILQ_REMOVE(&done, j, entry);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		if (j->p == NULL) {
+			sc->stuck--;
+			log_debug("a helper thread checking a client's Attach "
+			    "returned after it was given up (%u still out)",
+			    sc->stuck);
+		} else {
+			sc->running--;
+			session_pending_checked(j->p, j);
+		}
+		session_job_free(j);
+	}
+	session_checks_run(sc);
+}
+
+/*
+ * Start queued jobs while fewer than INFEED_MAX_ATTACH_CHECKS run and
+ * fewer than INFEED_MAX_STUCK_CHECKS were given up: threads stay bounded
+ * however many files never answer.
+ */
+static void
+session_checks_run(struct session_checks *sc)
+{
+	struct session_job	*j;
+	pthread_attr_t		 attr;
+	pthread_t		 t;
+	int			 rc;
+
+	while (!sc->stopping && sc->running < INFEED_MAX_ATTACH_CHECKS &&
+	    sc->stuck < INFEED_MAX_STUCK_CHECKS &&
+	    (j = TAILQ_FIRST(&sc->queue)) != NULL) {
+		TAILQ_REMOVE(&sc->queue, j, entry);
+		sc->nqueued--;
+		atomic_store(&j->stage, j->nfds > 0 ? STAGE_DATA :
+		    STAGE_GROUPS);
+		pthread_mutex_lock(&sc->mtx);
+		sc->threads++;
+		pthread_mutex_unlock(&sc->mtx);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, session_job_run, j);
+		pthread_attr_destroy(&attr);
+		if (rc == 0) {
+			sc->running++;
+			continue;
+		}
+		pthread_mutex_lock(&sc->mtx);
+		sc->threads--;
+		pthread_mutex_unlock(&sc->mtx);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		j->p->job = NULL;
+		session_pending_fail(j->p, true,
+		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "infeedd "
+		    "cannot start a thread to check this Attach: %s; try "
+		    "again later", strerror(rc));
+		session_job_free(j);
+	}
+}
+
+/* A pending Attach's deadline (or, settling, its next look). */
+static void
+session_pending_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session_pending	*p = arg;
+	struct session_checks	*sc = p->sc;
+	struct session_job	*j = p->job;
+	const char		*file;
+	int			 stage;
+
+	(void)fd;
+	(void)ev;
+	if (j == NULL) {
+		session_pending_settle(p);
+		return;
+	}
+	p->job = NULL;
+	stage = atomic_load(&j->stage);
+	if (stage == STAGE_QUEUED) {
+		TAILQ_REMOVE(&sc->queue, j, entry);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		sc->nqueued--;
+		session_job_free(j);
+		session_pending_fail(p, false,
+		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "infeedd is "
+		    "busy checking other clients' Attach requests (%u running, "
+		    "%u waiting, %u that never returned) and did not get to "
+		    "this one in %d s; try again later", sc->running,
+		    sc->nqueued, sc->stuck, INFEED_ATTACH_CHECK_S);
+		return;
+	}
+	/* The thread cannot be stopped: its job is given up. */
+	pthread_mutex_lock(&sc->mtx);
+	j->p = NULL;
+	pthread_mutex_unlock(&sc->mtx);
+	sc->running--;
+	sc->stuck++;
+	log_warnx("client %llu (pid %d): an Attach's check did not return "
+	    "in %d s (%s); %u such checks are out", (unsigned long long)
+	    p->client.peer_id, (int)p->client.pid, INFEED_ATTACH_CHECK_S,
+	    stage == STAGE_GROUPS ? "the group database" : "the client's "
+	    "files", sc->stuck);
+	session_checks_run(sc);
+	if (stage == STAGE_GROUPS) {
+		session_pending_fail(p, false,
+		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "the host's "
+		    "group database did not answer in %d s when infeedd asked "
+		    "for the groups of uid %u, which allow_groups of '%s' "
+		    "needs; try again later, and tell the operator (NSS, "
+		    "LDAP or SSSD may be down)", INFEED_ATTACH_CHECK_S,
+		    (unsigned)p->client.uid, p->a->dataset);
+		return;
+	}
+	file = stage == STAGE_DATA ? "the data file" : stage == STAGE_LABELS ?
+	    "the labels file" : "the data or the labels file";
+	session_pending_fail(p, false, INFEED__ERROR_CODE__ERROR_DATA, "%s did not "
+	    "answer in %d s: fstat or a read of its header never returned "
+	    "(a file on a FUSE or network mount that does not answer?); "
+	    "infeedd gave up on it.  Fix the mount, or copy the file to a "
+	    "local disk, and Attach again", file, INFEED_ATTACH_CHECK_S);
+}
+
+/* The helper threads' state, with the loop's end of their pipe. */
+struct session_checks *
+session_checks_new(struct event_base *base, struct pool *pool)
+{
+	struct session_checks	*sc;
+
+	sc = xcalloc(1, sizeof(*sc));
+	sc->base = base;
+	sc->pool = pool;
+	TAILQ_INIT(&sc->pending);
+	TAILQ_INIT(&sc->queue);
+	TAILQ_INIT(&sc->jobs);
+	TAILQ_INIT(&sc->done);
+	if (pthread_mutex_init(&sc->mtx, NULL) != 0)
+		fatalx("pthread_mutex_init");
+	if (pipe2(sc->wake, O_NONBLOCK | O_CLOEXEC) == -1)
+		fatal("pipe2");
+	sc->wake_ev = event_new(base, sc->wake[0], EV_READ | EV_PERSIST,
+	    session_checks_wake_cb, sc);
+	if (sc->wake_ev == NULL || event_add(sc->wake_ev, NULL) == -1)
+		fatalx("event_new for the helper threads");
+	return (sc);
+}
+
+/* Free a pending Attach and what it holds. */
+static void
+session_pending_free(struct session_pending *p)
+{
+	TAILQ_REMOVE(&p->sc->pending, p, entry);
+	event_free(p->timer);
+	if (p->a != NULL)
+		infeed__attach__free_unpacked(p->a, NULL);
+	dataset_free(p->chk.ds);
+	free(p->chk.groups);
+	free(p->cause);
+	free(p);
+}
+
+/*
+ * Free it all.  Threads still running (stuck on a file, in shutdown) free
+ * their own jobs when they return, and the last one frees @sc: nothing
+ * waits for them, so SIGTERM ends the daemon whatever they do.
+ */
+void
+session_checks_free(struct session_checks *sc)
+{
+	struct session_job	*j;
+	bool			 last;
+
+	if (sc == NULL)
+		return;
+	sc->stopping = true;
+	while (!TAILQ_EMPTY(&sc->pending))
+		session_attach_cancel(TAILQ_FIRST(&sc->pending));
+	event_free(sc->wake_ev);
+	pthread_mutex_lock(&sc->mtx);
+	sc->closing = true;
+	/* Handed back, not read yet. */
+	while ((j = TAILQ_FIRST(&sc->done)) != NULL) {
+		TAILQ_REMOVE(&sc->done, j, entry);
+		session_job_free(j);
+	}
+	close(sc->wake[0]);
+	close(sc->wake[1]);
+	last = sc->threads == 0;
+	pthread_mutex_unlock(&sc->mtx);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&sc->mtx);
+	free(sc);
+}
+
+/*
+ * In a new worker process: close the descriptors that came with pending
+ * Attach frames.  The threads are not in this process, and their mutex
+ * may have been held at the fork: touch only what the loop owns.
+ */
+void
+session_checks_forget(struct session_checks *sc)
+{
+	struct session_job	*j;
+	size_t			 i;
+
+	if (sc == NULL)
+		return;
+	close(sc->wake[0]);
+	close(sc->wake[1]);
+	TAILQ_FOREACH(j, &sc->jobs, all) {
+		for (i = 0; i < j->nfds; i++)
+			close(j->fds[i]);
+	}
+}
+
+/*
+ * Attach requests waiting for checks or for memory, and checks given up
+ * whose threads have not returned (they hold the frames' descriptors).
+ */
+unsigned
+session_checks_pending(const struct session_checks *sc)
+{
+	const struct session_pending	*p;
+	unsigned			 n = sc->stuck;
+
+	TAILQ_FOREACH(p, &sc->pending, entry)
+		n++;
+	return (n);
+}
+
+/* A copy of the Attach, which outlives the frame. */
+static Infeed__Attach *
+session_copy_attach(const Infeed__Attach *a)
+{
+	Infeed__Attach	*copy;
+	uint8_t		*packed;
+	size_t		 len;
+
+	len = infeed__attach__get_packed_size(a);
+	packed = xmalloc(len);
+	infeed__attach__pack(a, packed);
+	copy = infeed__attach__unpack(NULL, len, packed);
+	free(packed);
+	if (copy == NULL)
+		fatalx("cannot copy an Attach");
+	return (copy);
+}
+
+/* Begin an Attach: see session.h. */
+int
+session_attach_begin(struct session_checks *sc,
+    const struct session_host *host, const struct session_client *client,
+    const Infeed__Attach *a, int *fds, size_t nfds, session_checked_cb *cb,
+    void *arg, struct session_pending **out, Infeed__ErrorCode *code,
+    char **cause)
+{
+	struct session_pending	*p;
+	struct session_job	*j = NULL;
+	struct dataset_files	 spec;
+	struct timeval		 tv = { INFEED_ATTACH_CHECK_S, 0 };
+	size_t			 idx, i;
+	bool			 groups = false;
+
+	*out = NULL;
+	*cause = NULL;
+	/* Descriptors without files: session_new_files() refuses them. */
+	if (a->files == NULL && nfds > 0)
+		return (0);
+	if (a->files == NULL && catalogue_find(host->cat, a->dataset,
+	    &idx) != NULL)
+		groups = !catalogue_allows_gid(host->cat, idx, client->gid);
+	/* Nothing of the client's to check, and no memory to wait for. */
+	if (a->files == NULL && !groups && !pool_settling(sc->pool))
+		return (0);
+	if (a->files != NULL &&
+	    session_files_spec(a, nfds, &spec, code, cause) == -1)
+		goto refuse;
+	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+	if ((a->files != NULL || groups) &&
+	    sc->stuck >= INFEED_MAX_STUCK_CHECKS) {
+		*cause = xasprintf("%u checks of clients' files or groups "
+		    "were given up and have not returned (files on mounts "
+		    "that do not answer, or a group database that does not); "
+		    "infeedd takes no Attach that needs one until they do "
+		    "(at most %d may be out): try "
+		    "again later, or attach to a catalogue dataset, and tell "
+		    "the operator", sc->stuck, INFEED_MAX_STUCK_CHECKS);
+		goto refuse;
+	}
+	if ((a->files != NULL || groups) &&
+	    sc->running >= INFEED_MAX_ATTACH_CHECKS &&
+	    sc->nqueued >= INFEED_MAX_ATTACH_QUEUE) {
+		*cause = xasprintf("infeedd is checking %u other Attach "
+		    "requests' files or groups and %u more wait (at most "
+		    "%d and %d); try again in a moment", sc->running,
+		    sc->nqueued, INFEED_MAX_ATTACH_CHECKS,
+		    INFEED_MAX_ATTACH_QUEUE);
+		goto refuse;
+	}
+
+	p = xcalloc(1, sizeof(*p));
+	p->sc = sc;
+	p->a = session_copy_attach(a);
+	p->client = *client;
+	p->cb = cb;
+	p->arg = arg;
+	if ((p->timer = evtimer_new(sc->base, session_pending_timer_cb, p)) ==
+	    NULL)
+		fatalx("evtimer_new");
+	TAILQ_INSERT_TAIL(&sc->pending, p, entry);
+	*out = p;
+	if (a->files == NULL && !groups) {
+		p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
+		session_pending_settle(p);	/* not ready: it settles */
+		return (1);
+	}
+	j = xcalloc(1, sizeof(*j));
+	j->sc = sc;
+	j->p = p;
+	j->name = xstrdup(a->dataset);
+	j->spec = spec;
+	j->nfds = a->files != NULL ? nfds : 0;
+	for (i = 0; i < j->nfds; i++)
+		j->fds[i] = fds[i];
+	j->want_groups = groups;
+	j->uid = client->uid;
+	j->gid = client->gid;
+	atomic_init(&j->stage, STAGE_QUEUED);
+	p->job = j;
+	TAILQ_INSERT_TAIL(&sc->jobs, j, all);
+	TAILQ_INSERT_TAIL(&sc->queue, j, entry);
+	sc->nqueued++;
+	evtimer_add(p->timer, &tv);
+	session_checks_run(sc);
+	return (1);
+
+refuse:
+	for (i = 0; i < nfds; i++)
+		close(fds[i]);
+	return (-1);
+}
+
+/* The dataset (or session) name a pending Attach asks for. */
+const char *
+session_pending_name(const struct session_pending *p)
+{
+	return (p->a->dataset);
+}
+
+/* End a pending Attach whose callback came: make the session, or fail. */
+struct session *
+session_attach_end(struct session_pending *p, const struct session_host *host,
+    const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
+    char **cause)
+{
+	struct session	*s = NULL;
+
+	*cause = NULL;
+	if (p->failed) {
+		*code = p->code;
+		*cause = p->cause;
+		p->cause = NULL;
+	} else
+		s = session_make(host, &p->client, p->a, NULL, 0, &p->chk,
+		    false, ev, arg, code, cause);
+	session_pending_free(p);
+	return (s);
+}
+
+/*
+ * The client went away: no callback.  A job still queued goes now; one
+ * running is given up, and freed when its thread returns.
+ */
+void
+session_attach_cancel(struct session_pending *p)
+{
+	struct session_checks	*sc = p->sc;
+	struct session_job	*j = p->job;
+
+	if (j != NULL && atomic_load(&j->stage) == STAGE_QUEUED) {
+		TAILQ_REMOVE(&sc->queue, j, entry);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		sc->nqueued--;
+		session_job_free(j);
+	} else if (j != NULL) {
+		pthread_mutex_lock(&sc->mtx);
+		j->p = NULL;
+		pthread_mutex_unlock(&sc->mtx);
+		sc->running--;
+		sc->stuck++;
+	}
+	p->job = NULL;
+	session_pending_free(p);
+	session_checks_run(sc);
 }

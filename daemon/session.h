@@ -90,6 +90,79 @@ struct session	*session_new_files(const struct session_host *host,
 		    const struct session_events *ev, void *arg,
 		    Infeed__ErrorCode *code, char **cause);
 
+/*
+ * Attach as infeedd does it, never blocking its event loop: the checks of
+ * what the client controls (its files' fstat and headers, its groups for
+ * allow_groups) run on helper threads, bounded in number and in time
+ * (common/infeed-limits.h), and a ring that wants memory a removed ring
+ * still holds waits for it on a timer (POOL_SETTLE_MS at most).
+ */
+struct event_base;
+struct session_checks;
+struct session_pending;
+
+/* A pending Attach's checks ended: call session_attach_end() now. */
+typedef void	session_checked_cb(void *arg);
+
+/**
+ * session_checks_new() - the helper threads' state, on @base; @pool is
+ * asked whether removed rings still settle.  session_checks_free() gives
+ * up every pending Attach (no callback) and frees what it can; threads
+ * that have not returned free their own jobs when they do.
+ */
+struct session_checks *session_checks_new(struct event_base *base,
+		    struct pool *pool);
+void		 session_checks_free(struct session_checks *sc);
+
+/**
+ * session_checks_forget() - in a freshly forked worker: close the
+ * descriptors of pending Attach frames (the threads are not in it).
+ */
+void		 session_checks_forget(struct session_checks *sc);
+
+/*
+ * Attach requests that wait for their checks or for ring memory, and
+ * given-up checks whose threads have not returned yet.
+ */
+unsigned	 session_checks_pending(const struct session_checks *sc);
+
+/**
+ * session_attach_begin() - begin Attach @a, with the @nfds descriptors
+ * @fds of its frame.
+ * Return: 0 when nothing needs waiting for: make the session now with
+ * session_new_files() (the descriptors are still the caller's); 1 when
+ * they were taken over and the checks go on: @cb(@arg) comes later from
+ * the loop (never from within this call), then call session_attach_end()
+ * with *@out; or -1, refused at once (too many checks out), with *@code
+ * and *@cause set and the descriptors closed.
+ */
+int		 session_attach_begin(struct session_checks *sc,
+		    const struct session_host *host,
+		    const struct session_client *client,
+		    const Infeed__Attach *a, int *fds, size_t nfds,
+		    session_checked_cb *cb, void *arg,
+		    struct session_pending **out, Infeed__ErrorCode *code,
+		    char **cause);
+
+/**
+ * session_attach_end() - once @p's callback came: make its session with
+ * @host as it is now (a reload may have come meanwhile), or say why not,
+ * as session_new() does.  @p is freed.
+ */
+struct session	*session_attach_end(struct session_pending *p,
+		    const struct session_host *host,
+		    const struct session_events *ev, void *arg,
+		    Infeed__ErrorCode *code, char **cause);
+
+/* The dataset name (or files session name) pending Attach @p asks for. */
+const char	*session_pending_name(const struct session_pending *p);
+
+/**
+ * session_attach_cancel() - the client went away while @p waited: free it,
+ * without a callback; a thread still checking its files is given up.
+ */
+void		 session_attach_cancel(struct session_pending *p);
+
 /**
  * session_free() - end the session: unregister and free the ring.  Next
  * requests still waiting are dropped silently; use session_cancel()

@@ -239,7 +239,9 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 	int			rc = 0;
 
 	if (dataset_read_encoded(ds, index, &w->enc, label) == -1) {
-		snprintf(reason, len, "cannot read it (%s)", strerror(errno));
+		snprintf(reason, len, "cannot read it (%s)", errno == EXDEV ?
+		    "it is reached through a symlink that the dataset's "
+		    "follow_symlinks refuses" : strerror(errno));
 		transform_work_trim(w);
 		return (-1);
 	}

@@ -91,8 +91,8 @@ worker_bus_cb(int sig)
  * Read the rows of JOB @m, whose dataset indices are @indices (from the
  * pool, never from the ring), into its slot.  Return: WORKER_OK, or
  * WORKER_READ_ERROR with m->bad_index (and m->reason for an image), or
- * WORKER_LABEL_RANGE with m->bad_index and m->bad_label (a label outside
- * int32 when the ring's labels are int32).
+ * WORKER_LABEL_RANGE with m->bad_index and m->bad_label (a label that is
+ * no class number, or outside int32 when the ring's labels are int32).
  */
 static int
 worker_rows(struct wring *w, struct transform_work *tw,
@@ -143,9 +143,17 @@ worker_rows(struct wring *w, struct transform_work *tw,
 				    (float *)(void *)dst);
 			m->bytes += ds->sample_bytes;
 		}
+		/*
+		 * A client's labels are checked here, row by row, not at
+		 * Attach: no class number is negative or past uint32.
+		 */
+		if (label < 0 || label >= UINT32_MAX) {
+			m->bad_label = label;
+			return (WORKER_LABEL_RANGE);
+		}
 		if (labels64 != NULL)
 			labels64[r] = label;
-		else if (label < INT32_MIN || label > INT32_MAX) {
+		else if (label > INT32_MAX) {
 			/* Never wrapped into another class. */
 			m->bad_label = label;
 			return (WORKER_LABEL_RANGE);

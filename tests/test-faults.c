@@ -18,9 +18,13 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -430,6 +434,487 @@ START_TEST(test_log_injection)
 	ck_assert_ptr_null(strstr(log, "\n2026-01-01T00:00:00Z"));
 	ck_assert_ptr_null(strstr(log, "\n<3>"));
 	ck_assert_ptr_null(strchr(log, '\x1b'));
+}
+END_TEST
+
+/* nftw's callback for rm_tree(): remove, never follow. */
+static int
+rm_tree_cb(const char *path, const struct stat *st, int flag,
+    struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return (0);
+}
+
+/* Remove @rel under the test's directory, symlinks unfollowed. */
+static void
+rm_tree(const char *rel)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	nftw(path, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Copy fixture @name of tests/images to @rel under the test's directory. */
+static void
+copy_fixture(const char *name, const char *rel)
+{
+	const char	*fixtures = getenv("IMAGE_FIXTURES");
+	static char	 buf[1 << 16];
+	char		 path[600];
+	ssize_t		 n;
+	int		 fd;
+
+	ck_assert_msg(fixtures != NULL, "set IMAGE_FIXTURES to tests/images");
+	snprintf(path, sizeof(path), "%s/%s", fixtures, name);
+	ck_assert_int_ne(fd = open(path, O_RDONLY), -1);
+	ck_assert_int_gt(n = read(fd, buf, sizeof(buf)), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	write_file(path, buf, (size_t)n);
+}
+
+/* mkdir under the test's directory. */
+static void
+mkdir_rel(const char *rel)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	ck_assert(mkdir(path, 0755) == 0 || errno == EEXIST);
+}
+
+/* symlink @rel (under the test's directory) to @to. */
+static void
+symlink_rel(const char *to, const char *rel)
+{
+	char	path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	ck_assert_int_eq(symlink(to, path), 0);
+}
+
+/*
+ * Whoever can write into an imagefolder tree cannot make infeedd read
+ * outside it: a dataset with a link out of its root is refused at start
+ * with a log line naming the link; an image swapped for such a link after
+ * indexing fails its session, telling the client why; a link inside the
+ * root works.  A diamond of directory links 30 levels deep (2^30 paths)
+ * added by a reload is refused at once, and a bystander is served
+ * throughout.
+ */
+START_TEST(test_imagefolder_links_stay_inside_root)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed		*f;
+	char			 extra[2048], log[65536], rel[64], to[64];
+	uint64_t		 t0;
+	int			 i, rc;
+
+	/* imgs: a real tree with a link inside; leaky: a link out. */
+	mkdir_rel("imgs");
+	mkdir_rel("imgs/a");
+	mkdir_rel("imgs/b");
+	copy_fixture("j420-odd.jpg", "imgs/a/0.jpg");
+	copy_fixture("j444-odd.jpg", "imgs/a/1.jpg");
+	copy_fixture("j420-even.jpg", "imgs/b/0.jpg");
+	symlink_rel("../a/0.jpg", "imgs/b/1.jpg");
+	mkdir_rel("closed");
+	copy_fixture("jgrey-odd.jpg", "closed/secret.jpg");
+	mkdir_rel("leaky");
+	mkdir_rel("leaky/a");
+	copy_fixture("j420-odd.jpg", "leaky/a/0.jpg");
+	symlink_rel("../../closed/secret.jpg", "leaky/a/1.jpg");
+	snprintf(extra, sizeof(extra),
+	    "[dataset imgs]\ntype = imagefolder\nroot = %s/imgs\n\n"
+	    "[dataset leaky]\ntype = imagefolder\nroot = %s/leaky\n\n"
+	    "[dataset closed]\ntype = imagefolder\nroot = %s/closed\n"
+	    "allow_groups = root\n\n", dir, dir, dir);
+	daemon_stop();
+	make_config(extra);
+	daemon_start(NULL);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "dataset 'leaky' refused") != NULL &&
+	    strstr(log, "leaky/a/1.jpg' is a symlink that leads out of root") !=
+	    NULL, "no refusal naming the link in the log:\n%s", log);
+
+	f = client();
+	ck_assert_int_eq(infeed_attach(f, "leaky", NULL, NULL),
+	    INFEED_ERR_DAEMON);
+	infeed_options_init(&o);
+	o.batch_size = 4;
+	o.buffer_size = 1;
+	o.transform = "Resize((8, 8)), ToTensor()";
+	ck_assert_msg(infeed_attach(f, "imgs", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+
+	/* Swapped for a link out after indexing: refused when read. */
+	rm_tree("imgs/a/1.jpg");
+	symlink_rel("../../closed/secret.jpg", "imgs/a/1.jpg");
+	ck_assert_int_eq(infeed_attach(f, "imgs", &o, NULL), INFEED_OK);
+	rc = infeed_next(f, &st);
+	ck_assert_int_ne(rc, INFEED_OK);
+	ck_assert_msg(strstr(infeed_error(f), "imgs/a/1.jpg") != NULL &&
+	    strstr(infeed_error(f), "symlink that the dataset's "
+	    "follow_symlinks refuses") != NULL, "%s", infeed_error(f));
+	infeed_free(f);
+
+	/* A diamond added by a reload: refused at once, others served. */
+	mkdir_rel("diamond");
+	mkdir_rel("diamond/c");
+	copy_fixture("j420-odd.jpg", "diamond/c/x.jpg");
+	for (i = 0; i <= 30; i++) {
+		snprintf(rel, sizeof(rel), "diamond/c/L%d", i);
+		mkdir_rel(rel);
+	}
+	for (i = 0; i < 30; i++) {
+		snprintf(to, sizeof(to), "../L%d", i + 1);
+		snprintf(rel, sizeof(rel), "diamond/c/L%d/a", i);
+		symlink_rel(to, rel);
+		snprintf(rel, sizeof(rel), "diamond/c/L%d/b", i);
+		symlink_rel(to, rel);
+	}
+	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+	    "[dataset diamond]\ntype = imagefolder\nroot = %s/diamond\n"
+	    "follow_symlinks = all\n\n", dir);
+	make_config(extra);
+	bystander_start(&b);
+	usleep(200000);
+	t0 = now_ms();
+	kill(daemon_pid, SIGHUP);
+	for (;;) {
+		read_log(log, sizeof(log));
+		if (strstr(log, "dataset 'diamond' refused") != NULL)
+			break;
+		ck_assert_msg(now_ms() - t0 < 5000, "no word on the diamond "
+		    "5 s after the reload");
+		usleep(20000);
+	}
+	usleep(300000);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	ck_assert_ptr_nonnull(strstr(log, "again, reached twice under one "
+	    "class through symlinks"));
+	ck_assert_int_eq(kill(daemon_pid, 0), 0);
+	rm_tree("imgs");
+	rm_tree("leaky");
+	rm_tree("closed");
+	rm_tree("diamond");
+}
+END_TEST
+
+/* Descriptors open in process @pid. */
+static int
+count_fds_of(pid_t pid)
+{
+	struct dirent	*de;
+	char		 path[64];
+	DIR		*d;
+	int		 n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return (-1);
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return (n);
+}
+
+/* A TCP connection to 127.0.0.1:@port, non-blocking. */
+static int
+tcp_connect(uint16_t port)
+{
+	struct sockaddr_in	sin;
+	int			fd;
+
+	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	return (fd);
+}
+
+/* Whether the server closed connection @fd (EOF or reset). */
+static bool
+tcp_closed(int fd)
+{
+	char	buf[4096];
+	ssize_t	n;
+
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		;
+	return (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK));
+}
+
+/* GET /metrics on @port: the whole answer in @buf, within 3 s. */
+static void
+scrape(uint16_t port, char *buf, size_t len)
+{
+	static const char	 req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	struct pollfd		 pfd;
+	uint64_t		 t0 = now_ms();
+	size_t			 got = 0;
+	ssize_t			 n;
+	int			 fd = tcp_connect(port);
+
+	ck_assert_int_eq(send(fd, req, sizeof(req) - 1, 0),
+	    (ssize_t)sizeof(req) - 1);
+	buf[0] = '\0';
+	while (got + 1 < len && now_ms() - t0 < 3000) {
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		poll(&pfd, 1, 100);
+		n = recv(fd, buf + got, len - 1 - got, 0);
+		if (n == 0)
+			break;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	buf[got] = '\0';
+	close(fd);
+}
+
+/*
+ * The metrics endpoint cannot take the daemon's descriptors: 64
+ * connections that trickle a byte a second (each byte restarted libevent's
+ * 5 s timeout, so they stayed for ever) hold at most 16 descriptors, each
+ * is closed at most 10 s after its accept, a real scrape is answered, a
+ * client attaches and gets its ring, and a bystander is served on time.
+ */
+START_TEST(test_metrics_tricklers_bounded)
+{
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	char			 log[65536], *p, *resp;
+	int			 fds[64], base, worst = 0, n, i, open;
+	uint64_t		 t0, last = 0;
+	uint16_t		 port;
+	bool			 scraped = false, attached = false;
+
+	daemon_stop();
+	make_config("metrics_listen = 127.0.0.1:0");
+	daemon_start(NULL);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_ptr_nonnull(p = strstr(log, "metrics on http://127.0.0.1:"));
+	port = (uint16_t)atoi(p + strlen("metrics on http://127.0.0.1:"));
+	ck_assert_uint_ne(port, 0);
+	resp = malloc(1 << 20);
+	scrape(port, resp, 1 << 20);
+	ck_assert_msg(strstr(resp, " 200 ") != NULL, "%s", resp);
+	base = count_fds_of(daemon_pid);
+
+	bystander_start(&b);
+	for (i = 0; i < 64; i++) {
+		fds[i] = tcp_connect(port);
+		ck_assert_int_eq(send(fds[i], "GET /metrics HTTP/1.1\r\nX: ",
+		    27, 0), 27);
+	}
+	t0 = now_ms();
+	for (;;) {
+		open = 0;
+		for (i = 0; i < 64; i++) {
+			if (fds[i] == -1)
+				continue;
+			if (tcp_closed(fds[i])) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			open++;
+			if (now_ms() - last >= 1000)
+				(void)send(fds[i], "x", 1, MSG_NOSIGNAL);
+		}
+		if (now_ms() - last >= 1000)
+			last = now_ms();
+		if ((n = count_fds_of(daemon_pid)) > worst)
+			worst = n;
+		if (!scraped && now_ms() - t0 > 2000) {
+			scrape(port, resp, 1 << 20);
+			ck_assert_msg(strstr(resp, " 200 ") != NULL &&
+			    strstr(resp, "infeed_uptime_seconds") != NULL,
+			    "a scrape among the tricklers: '%.200s'", resp);
+			scraped = true;
+		}
+		if (!attached && now_ms() - t0 > 3000) {
+			f = client();
+			ck_assert_msg(infeed_attach(f, "raw", NULL, NULL) ==
+			    INFEED_OK, "%s", infeed_error(f));
+			ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+			infeed_free(f);
+			attached = true;
+		}
+		if (open == 0 || now_ms() - t0 > 13000)
+			break;
+		usleep(50000);
+	}
+	bystander_stop(&b, &r);
+	for (i = 0; i < 64; i++)
+		if (fds[i] != -1)
+			close(fds[i]);
+	free(resp);
+	fprintf(stderr, "metrics tricklers: %d still open after %llu ms; the "
+	    "daemon held at most %d descriptors (%d before)\n", open,
+	    (unsigned long long)(now_ms() - t0), worst, base);
+	ck_assert_msg(open == 0, "%d trickling connections still open %llu ms "
+	    "after they connected", open, (unsigned long long)(now_ms() - t0));
+	ck_assert_msg(worst <= base + 16 + 4, "the daemon held %d descriptors "
+	    "with 64 trickling metrics connections, %d before", worst, base);
+	ck_assert(scraped && attached);
+	bystander_assert(&r, 250);
+	ck_assert_int_eq(kill(daemon_pid, 0), 0);
+}
+END_TEST
+
+/*
+ * Out of descriptors, the metrics listener pauses instead of spinning:
+ * one warning, not one per turn of the event loop, and a connection
+ * waiting meanwhile is served once descriptors are free again.
+ */
+START_TEST(test_metrics_out_of_descriptors_pauses)
+{
+	const char	*bin = getenv("INFEEDD");
+	Infeed__Hello	 h = INFEED__HELLO__INIT;
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r;
+	struct wire_in	 in;
+	char		*log, *p, *resp;
+	int		 fds[60], i, n, lines = 0, mfd;
+	uint16_t	 port;
+	uint64_t	 t0;
+	ssize_t		 got;
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+
+	daemon_stop();
+	make_config("max_clients = 1000\nmetrics_listen = 127.0.0.1:0");
+	daemon_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
+	    (char *)bin, (char *)"--config", conf_path, (char *)"--socket",
+	    sock_path, (char *)"--workers", (char *)"2", NULL });
+	for (i = 0; i < 500 && access(sock_path, F_OK) != 0; i++)
+		usleep(10000);
+	usleep(200000);
+	log = malloc(1 << 20);
+	resp = malloc(1 << 20);
+	read_log(log, 1 << 20);
+	ck_assert_ptr_nonnull(p = strstr(log, "metrics on http://127.0.0.1:"));
+	port = (uint16_t)atoi(p + strlen("metrics on http://127.0.0.1:"));
+	/* Take every descriptor with clients. */
+	h.protocol_version = WIRE_PROTOCOL_VERSION;
+	f.msg_case = INFEED__FRAME__MSG_HELLO;
+	f.hello = &h;
+	for (n = 0; n < 60; n++) {
+		fds[n] = raw_connect();
+		raw_send(fds[n], &f);
+		wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
+		r = raw_recv(fds[n], &in);
+		wire_in_clear(&in);
+		if (r != NULL && r->msg_case == INFEED__FRAME__MSG_ERROR) {
+			infeed__frame__free_unpacked(r, NULL);
+			n++;
+			break;
+		}
+		if (r != NULL)
+			infeed__frame__free_unpacked(r, NULL);
+	}
+	mfd = tcp_connect(port);
+	ck_assert_int_eq(send(mfd, req, sizeof(req) - 1, 0),
+	    (ssize_t)sizeof(req) - 1);
+	usleep(1500000);
+	read_log(log, 1 << 20);
+	for (p = log; (p = strstr(p, "accept")) != NULL; p++)
+		lines++;
+	fprintf(stderr, "metrics out of descriptors: %d log lines about "
+	    "accept in 1.5 s\n", lines);
+	ck_assert_msg(lines >= 1 && lines <= 3, "%d log lines about accept "
+	    "failures in 1.5 s out of descriptors", lines);
+	ck_assert_ptr_nonnull(strstr(log, "metrics: cannot accept a "
+	    "connection (Too many open files)"));
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	/* The waiting scrape is answered within the pause. */
+	t0 = now_ms();
+	got = 0;
+	while (now_ms() - t0 < 3000) {
+		ssize_t	k = recv(mfd, resp + got, (1 << 20) - 1 - (size_t)got,
+		    0);
+
+		if (k == 0)
+			break;
+		if (k > 0)
+			got += k;
+		else
+			usleep(20000);
+	}
+	resp[got] = '\0';
+	close(mfd);
+	read_log(log, 1 << 20);
+	if (strstr(resp, " 200 ") == NULL)
+		fprintf(stderr, "LOG: %s\n", log);
+	ck_assert_msg(strstr(resp, " 200 ") != NULL, "the waiting scrape got "
+	    "'%.200s' (%zd bytes)", resp, got);
+	free(log);
+	free(resp);
+}
+END_TEST
+
+/*
+ * The name of a session on a client's own files is a client string too: it
+ * reaches the log (the session's line, its failures) and other clients'
+ * Stats on one line, with its newline and escape shown as '?'.
+ */
+START_TEST(test_log_injection_files_session_name)
+{
+	struct infeed		*f = infeed_new();
+	struct infeed_files	 fl;
+	struct infeed_options	 o;
+	char			 log[65536], path[400];
+	int			 dfd;
+
+	snprintf(path, sizeof(path), "%s/raw.bin", dir);
+	ck_assert_int_ne(dfd = open(path, O_RDONLY), -1);
+	infeed_files_init(&fl);
+	fl.data_fd = dfd;
+	fl.data_format = INFEED_FILE_RAW;
+	fl.dtype = INFEED_DTYPE_UINT8;
+	fl.ndim = 1;
+	fl.shape[0] = RAW_BYTES;
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_connect(f, sock_path, "files-name"),
+	    INFEED_OK);
+	ck_assert_msg(infeed_attach_files(f, "x\n<3>warning: forged files"
+	    "\x1b[2J\x1b]0;title\x07", &fl, &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	infeed_free(f);
+	close(dfd);
+	usleep(100000);
+	read_log(log, sizeof(log));
+	ck_assert_ptr_nonnull(strstr(log, "forged files"));
+	ck_assert_ptr_null(strstr(log, "\n<3>"));
+	ck_assert_ptr_null(strchr(log, '\x1b'));
+	ck_assert_ptr_null(strchr(log, '\x07'));
 }
 END_TEST
 
@@ -1057,8 +1542,11 @@ START_TEST(test_workers_let_kept_ring_memory_go_with_the_daemon)
 	uint64_t		 deadline;
 	int			 i, rings;
 
-	/* A ring of 1000 raw rows is 84 KiB, of 100 rows 12 KiB. */
-	restart("memory_budget = 90K", NULL);
+	/*
+	 * A ring of 1000 raw rows is 84 KiB and its index tables 47 KiB, of
+	 * 600 rows 60 KiB and 28 KiB.
+	 */
+	restart("memory_budget = 135K", NULL);
 	f = client();
 	infeed_options_init(&o);
 	o.batch_size = 1000;
@@ -1071,8 +1559,8 @@ START_TEST(test_workers_let_kept_ring_memory_go_with_the_daemon)
 	usleep(100000);
 	ck_assert_msg((rings = worker_rings()) > 0, "the workers dropped the "
 	    "ring memory the daemon keeps (%d mappings)", rings);
-	/* 84 + 12 KiB do not fit in 90: the kept memory goes. */
-	o.batch_size = 100;
+	/* 84 + 88 KiB do not fit in 135: the kept memory goes. */
+	o.batch_size = 600;
 	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
 	    infeed_error(f));
 	deadline = now_ms() + 2000;
@@ -1359,6 +1847,10 @@ faults_suite(void)
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
 	tcase_add_test(tc, test_unread_replies_bound_memory);
 	tcase_add_test(tc, test_log_injection);
+	tcase_add_test(tc, test_log_injection_files_session_name);
+	tcase_add_test(tc, test_imagefolder_links_stay_inside_root);
+	tcase_add_test(tc, test_metrics_tricklers_bounded);
+	tcase_add_test(tc, test_metrics_out_of_descriptors_pauses);
 	tcase_add_test(tc, test_log_rate_limited_per_client);
 	tcase_add_test(tc, test_out_of_descriptors_clients_refused);
 	tcase_add_test(tc, test_writable_ring_steers_nothing);

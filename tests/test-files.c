@@ -9,7 +9,8 @@
  * is closed in the daemon and its workers after detach; a worker killed
  * mid-session is replaced and the session goes on with the same data; a
  * daemon restart is ridden out by re-sending the files; descriptors with
- * any other frame are closed and the frame refused.
+ * any other frame are closed and the frame refused; a shuffled sparse file
+ * of 2^40 samples is served (no permutation table) while a bystander is.
  */
 
 #include <sys/socket.h>
@@ -24,9 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "sampler.h"
 
 #define N		103	/* samples: not a multiple of the batch */
 #define B		4
@@ -756,6 +759,206 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 }
 END_TEST
 
+/* Monotonic milliseconds. */
+static uint64_t
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/* The daemon's peak resident memory, in KiB (VmHWM), or -1. */
+static long
+daemon_peak_kib(void)
+{
+	char	 path[64], line[256];
+	FILE	*fp;
+	long	 kib = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)daemon_pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (-1);
+	while (fgets(line, sizeof(line), fp) != NULL)
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	fclose(fp);
+	return (kib);
+}
+
+#define HUGE_N		((uint64_t)1 << 40)
+#define HUGE_B		64
+
+/* Attach to the sparse file @fd as one-byte samples, shuffled, seed 5. */
+static void
+huge_attach(struct infeed *f, int fd)
+{
+	struct infeed_files		fl;
+	struct infeed_options		o;
+	struct infeed_session_info	info;
+
+	infeed_files_init(&fl);
+	fl.data_fd = fd;
+	fl.labels_fd = -1;
+	fl.data_format = INFEED_FILE_RAW;
+	fl.labels_format = INFEED_FILE_NONE;
+	fl.dtype = INFEED_DTYPE_UINT8;
+	fl.ndim = 1;
+	fl.shape[0] = 1;
+	infeed_options_init(&o);
+	o.batch_size = HUGE_B;
+	o.shuffle = true;
+	o.seed = 5;
+	/*
+	 * One of the two workers: each row in a hole of a sparse file costs
+	 * its worker a readahead window of zeroed page cache (8 MiB where
+	 * read_ahead_kb is 8192: 3 to 40 ms a row), the session's own reads,
+	 * which would keep both workers from the bystander for seconds.
+	 */
+	o.num_workers = 1;
+	o.reconnect_timeout_ms = 0;	/* a daemon that died fails the test */
+	ck_assert_msg(infeed_attach_files(f, "huge", &fl, &o, &info) ==
+	    INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(info.steps_per_epoch, HUGE_N / HUGE_B);
+}
+
+/*
+ * Take step @step of epoch 0: @want's indices (when not NULL), each row
+ * byte @bytes[j] (0 when NULL), label 0.  Returns its indices in @got.
+ */
+static void
+huge_step(struct infeed *f, uint64_t step, const uint64_t *want,
+    const uint8_t *bytes, uint64_t *got)
+{
+	struct infeed_step	 st;
+	const uint8_t		*x;
+	uint64_t		 j;
+
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "step %llu: %s",
+	    (unsigned long long)step, infeed_error(f));
+	ck_assert_uint_eq(st.epoch, 0);
+	ck_assert_uint_eq(st.step, step);
+	ck_assert_uint_eq(st.rows, HUGE_B);
+	x = st.data;
+	for (j = 0; j < HUGE_B; j++) {
+		ck_assert_uint_lt(st.indices[j], HUGE_N);
+		if (want != NULL)
+			ck_assert_msg(st.indices[j] == want[j], "step %llu row "
+			    "%llu is index %llu, the documented order says "
+			    "%llu", (unsigned long long)step,
+			    (unsigned long long)j,
+			    (unsigned long long)st.indices[j],
+			    (unsigned long long)want[j]);
+		ck_assert_uint_eq(x[j], bytes != NULL ? bytes[j] : 0);
+		ck_assert_int_eq(st.labels[j], 0);
+		if (got != NULL)
+			got[j] = st.indices[j];
+	}
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+}
+
+/* Wait until no worker is busy: a detached session's last job is done. */
+static void
+workers_idle(struct infeed *f)
+{
+	struct infeed_stats	*st;
+	size_t			 i, busy;
+	int			 tries;
+
+	for (tries = 0; tries < 3000; tries++) {
+		ck_assert_msg(infeed_get_stats(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		for (i = 0, busy = 0; i < st->nworkers; i++)
+			busy += strcmp(st->workers[i]->state, "idle") != 0;
+		infeed_stats_free(st);
+		if (busy == 0)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("the workers stayed busy for 30 s");
+}
+
+/*
+ * A trainer's own raw file of 2^40 one-byte samples (sparse: it costs the
+ * trainer nothing), shuffled: infeedd allocated the permutation's table of
+ * N x 8 bytes at the first Next, failed and exited (fatalx), taking every
+ * trainer's session with it.  Now the steps come, in the documented order,
+ * each row the file's byte at the index the step names; the daemon's
+ * memory stays small and a bystander is served throughout.
+ */
+START_TEST(huge_shuffled_file_served_without_a_table)
+{
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct sampler_opts	 so;
+	struct sampler		 sm;
+	struct infeed		*f;
+	uint64_t		 got[2][HUGE_B], want[2][HUGE_B], step, j, t0;
+	uint8_t			 bytes[HUGE_B];
+	char			*cause = NULL;
+	long			 peak;
+	int			 fd;
+
+	ck_assert_int_ne(fd = open(tpath("huge.bin"), O_RDWR | O_CREAT |
+	    O_CLOEXEC, 0600), -1);
+	ck_assert_msg(ftruncate(fd, (off_t)HUGE_N) == 0, "a sparse file of "
+	    "2^40 bytes in %s: %s", dir, strerror(errno));
+	bystander_start(&b);
+	t0 = now_ms();
+
+	/* All holes: two steps of zeros. */
+	f = client();
+	huge_attach(f, fd);
+	for (step = 0; step < 2; step++)
+		huge_step(f, step, NULL, NULL, got[step]);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	/* Its ring's next step may still be read: one worker for B below. */
+	workers_idle(f);
+
+	/* Those are the order docs/protocol.md gives for (seed 5, epoch 0). */
+	memset(&so, 0, sizeof(so));
+	so.samples = HUGE_N;
+	so.batch_size = HUGE_B;
+	so.device_iterations = so.replication_factor =
+	    so.gradient_accumulation = 1;
+	so.shuffle = true;
+	so.seed = 5;
+	so.drop_last = true;
+	so.process_count = 1;
+	ck_assert_msg(sampler_init(&sm, &so, &cause) == 0, "%s", cause);
+	for (step = 0; step < 2; step++) {
+		ck_assert_uint_eq(sampler_step_indices(&sm, 0, step,
+		    want[step]), HUGE_B);
+		ck_assert_mem_eq(got[step], want[step], sizeof(want[step]));
+	}
+	sampler_clear(&sm);
+
+	/* A known byte at each of step 0's indices: a new session reads them. */
+	for (j = 0; j < HUGE_B; j++) {
+		bytes[j] = (uint8_t)(1 + j * 3);
+		ck_assert_int_eq(pwrite(fd, &bytes[j], 1, (off_t)want[0][j]),
+		    1);
+	}
+	huge_attach(f, fd);
+	huge_step(f, 0, want[0], bytes, NULL);
+	huge_step(f, 1, want[1], NULL, NULL);
+	/* More steps, for half a second at least: the bystander's rounds. */
+	for (step = 2; now_ms() - t0 < 500; step++)
+		huge_step(f, step, NULL, NULL, NULL);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	/* A table would have been 8 TiB; the daemon stays small. */
+	peak = daemon_peak_kib();
+	ck_assert_msg(peak > 0 && peak < 256 * 1024, "infeedd's peak RSS is "
+	    "%ld KiB", peak);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	infeed_free(f);
+	close(fd);
+	unlink(tpath("huge.bin"));
+}
+END_TEST
+
 static Suite *
 files_suite(void)
 {
@@ -786,6 +989,12 @@ files_suite(void)
 	tcase_add_test(tc,
 	    file_truncated_under_session_is_error_data_no_worker_dies);
 	tcase_add_test(tc, daemon_restart_resumes_with_the_same_files);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("hostile");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, huge_shuffled_file_served_without_a_table);
 	suite_add_tcase(s, tc);
 	return (s);
 }

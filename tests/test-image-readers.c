@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -400,7 +401,12 @@ START_TEST(imagefolder_refuses_with_torchvisions_words)
 }
 END_TEST
 
-/* A symlink cycle is refused, not walked forever; a shared target is not one. */
+/*
+ * A symlink cycle is refused, not walked forever; a directory shared by
+ * two classes is no cycle, but one reached twice under one class is
+ * refused (os.walk would list it twice; a chain of such links doubles the
+ * walk at each level).
+ */
 START_TEST(imagefolder_refuses_a_symlink_cycle)
 {
 	struct dataset	*ds;
@@ -411,19 +417,18 @@ START_TEST(imagefolder_refuses_a_symlink_cycle)
 	touch("r/a/sub/x.jpg");
 	touch("r/shared/s.png");
 	ck_assert_int_eq(symlink("../shared", tpath("r/a/s1")), 0);
-	ck_assert_int_eq(symlink("../../shared", tpath("r/a/sub/s2")), 0);
 	ds = folder_open("r");
-	/* os.walk visits a directory reached twice twice. */
-	ck_assert_uint_eq(ds->samples, 4);
+	ck_assert_uint_eq(ds->samples, 3);
 	snprintf(want, sizeof want, "'%s'", tpath("r/a/s1/s.png"));
 	ck_assert_str_eq(dataset_sample_where(ds, 0, where, sizeof where),
 	    want);
 	check_sample(ds, 1, "r/a/sub/x.jpg", 0);
-	snprintf(want, sizeof want, "'%s'", tpath("r/a/sub/s2/s.png"));
-	ck_assert_str_eq(dataset_sample_where(ds, 2, where, sizeof where),
-	    want);
-	check_sample(ds, 3, "r/shared/s.png", 1);
+	check_sample(ds, 2, "r/shared/s.png", 1);
 	dataset_free(ds);
+	ck_assert_int_eq(symlink("../../shared", tpath("r/a/sub/s2")), 0);
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    NULL), "again, reached twice under one class through symlinks");
+	unlink(tpath("r/a/sub/s2"));
 
 	ck_assert_int_eq(symlink("..", tpath("r/a/sub/up")), 0);
 	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
@@ -432,6 +437,175 @@ START_TEST(imagefolder_refuses_a_symlink_cycle)
 	ck_assert_int_eq(symlink(".", tpath("r/shared/self")), 0);
 	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
 	    NULL), "/self' is a symlink cycle");
+}
+END_TEST
+
+/*
+ * A diamond of directory links, two a level and 30 levels deep (2^30
+ * paths), is refused at once, in every follow_symlinks mode.
+ */
+START_TEST(imagefolder_diamond_of_links_refused_fast)
+{
+	static const char *const modes[] = { "inside", "all" };
+	struct timespec	 t0, t1;
+	char		 rel[64], to[64];
+	size_t		 m;
+	int		 i;
+	double		 s;
+
+	mkdirs("r/c");
+	touch("r/c/x.jpg");
+	for (i = 0; i <= 30; i++) {
+		snprintf(rel, sizeof rel, "r/c/L%d", i);
+		mkdirs(rel);
+	}
+	for (i = 0; i < 30; i++) {
+		snprintf(to, sizeof to, "../L%d", i + 1);
+		snprintf(rel, sizeof rel, "r/c/L%d/a", i);
+		ck_assert_int_eq(symlink(to, tpath(rel)), 0);
+		snprintf(rel, sizeof rel, "r/c/L%d/b", i);
+		ck_assert_int_eq(symlink(to, tpath(rel)), 0);
+	}
+	for (m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		/* The first time with the default. */
+		open_fails(m == 0 ? conf_new("imgs", "type", "imagefolder",
+		    "root", tpath("r"), NULL) : conf_new("imgs", "type",
+		    "imagefolder", "root", tpath("r"), "follow_symlinks",
+		    modes[m], NULL),
+		    "again, reached twice under one class through symlinks");
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		s = (double)(t1.tv_sec - t0.tv_sec) +
+		    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		ck_assert_msg(s < 1.0, "%s: %.2f s to refuse the diamond",
+		    modes[m], s);
+	}
+}
+END_TEST
+
+/* max_directories and max_files bound the walk, with advice. */
+START_TEST(imagefolder_walk_capped)
+{
+	struct dataset	*ds;
+	char		 rel[64];
+	int		 i;
+
+	for (i = 0; i < 10; i++) {
+		snprintf(rel, sizeof rel, "r/c/d%d/x.jpg", i);
+		mkdirs(rel);
+		rmdir(tpath(rel));
+		touch(rel);
+	}
+	/* 11 directories (the class and its 10), 10 files. */
+	ds = open_ok(conf_new("imgs", "type", "imagefolder", "root",
+	    tpath("r"), "max_directories", "11", "max_files", "10", NULL));
+	ck_assert_uint_eq(ds->samples, 10);
+	dataset_free(ds);
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    "max_directories", "10", NULL), "passed max_directories = 10 "
+	    "directories");
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    "max_files", "9", NULL), "passed max_files = 9 files");
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    "max_files", "0", NULL), "'max_files = 0'");
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    "follow_symlinks", "yes", NULL), "'follow_symlinks = yes': "
+	    "expected inside");
+}
+END_TEST
+
+/*
+ * Whoever writes into the tree cannot make infeedd read outside it: by
+ * default a link out of root is refused at indexing, naming it, and an
+ * image swapped for such a link after indexing fails to read (EXDEV);
+ * links that stay inside work, relative or absolute; none refuses every
+ * link; all follows them all, as torchvision.
+ */
+START_TEST(imagefolder_symlinks_stay_inside_root)
+{
+	struct dataset_buf	 buf = { 0 };
+	struct dataset		*ds;
+	int64_t			 label;
+	char			 want[PATH_MAX + 64];
+
+	mkdirs("r/a");
+	mkdirs("r/b/sub");
+	mkdirs("secret/dir");
+	touch("r/a/x.jpg");
+	touch("r/b/sub/y.jpg");
+	touch("secret/s.jpg");
+	touch("secret/dir/y.jpg");
+	/* Inside: relative and absolute links, to a file and a directory. */
+	ck_assert_int_eq(symlink("x.jpg", tpath("r/a/rel.jpg")), 0);
+	ck_assert_int_eq(symlink(tpath("r/a/x.jpg"), tpath("r/a/abs.jpg")),
+	    0);
+	ck_assert_int_eq(symlink(tpath("r/b/sub"), tpath("r/a/dir")), 0);
+	ds = folder_open("r");
+	ck_assert_uint_eq(ds->samples, 5);	/* abs, rel, x, dir/y, sub/y */
+	ck_assert_int_eq(dataset_read_encoded(ds, 0, &buf, &label), 0);
+	ck_assert_uint_eq(buf.len, strlen("r/a/x.jpg"));
+	ck_assert_int_eq(dataset_read_encoded(ds, 1, &buf, &label), 0);
+	ck_assert_uint_eq(buf.len, strlen("r/a/x.jpg"));
+	check_sample(ds, 2, "r/a/x.jpg", 0);
+	ck_assert_int_eq(dataset_read_encoded(ds, 3, &buf, &label), 0);
+	ck_assert(memcmp(buf.p, "r/b/sub/y.jpg", buf.len) == 0);
+
+	/* Swapped after indexing: refused when read, whatever the link. */
+	ck_assert_int_eq(unlink(tpath("r/a/rel.jpg")), 0);
+	ck_assert_int_eq(symlink("../../secret/s.jpg", tpath("r/a/rel.jpg")),
+	    0);
+	ck_assert_int_eq(dataset_read_encoded(ds, 1, &buf, &label), -1);
+	ck_assert_int_eq(errno, EXDEV);
+	ck_assert_int_eq(unlink(tpath("r/a/abs.jpg")), 0);
+	ck_assert_int_eq(symlink(tpath("secret/s.jpg"), tpath("r/a/abs.jpg")),
+	    0);
+	ck_assert_int_eq(dataset_read_encoded(ds, 0, &buf, &label), -1);
+	ck_assert_int_eq(errno, EXDEV);
+	/* ... and so is a directory on the way swapped for a link out. */
+	ck_assert_int_eq(rename(tpath("r/b/sub"), tpath("r/b/old")), 0);
+	ck_assert_int_eq(symlink("../../secret/dir", tpath("r/b/sub")), 0);
+	ck_assert_int_eq(dataset_read_encoded(ds, 4, &buf, &label), -1);
+	ck_assert_int_eq(errno, EXDEV);
+	dataset_free(ds);
+
+	/* A link out is refused at indexing, naming it, unless all. */
+	snprintf(want, sizeof want, "'%s/", tpath("r/a"));
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    NULL), want);
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    NULL), "is a symlink that leads out of root");
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    "follow_symlinks", "inside", NULL), "follow_symlinks = all");
+	ds = open_ok(conf_new("imgs", "type", "imagefolder", "root",
+	    tpath("r"), "follow_symlinks", "all", NULL));
+	ck_assert_int_eq(dataset_read_encoded(ds, 0, &buf, &label), 0);
+	ck_assert_uint_eq(buf.len, strlen("secret/s.jpg"));
+	dataset_free(ds);
+	/* A class that is a link out, too. */
+	unlink(tpath("r/a/abs.jpg"));
+	unlink(tpath("r/a/rel.jpg"));
+	unlink(tpath("r/b/sub"));
+	rename(tpath("r/b/old"), tpath("r/b/sub"));
+	ck_assert_int_eq(symlink("../secret", tpath("r/leak")), 0);
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    NULL), "/r/leak' is a symlink that leads out of root");
+	unlink(tpath("r/leak"));
+
+	/* none: no link at all, not even inside; a plain tree reads. */
+	open_fails(conf_new("imgs", "type", "imagefolder", "root", tpath("r"),
+	    "follow_symlinks", "none", NULL), "/r/a/dir' is a symlink, and "
+	    "'follow_symlinks = none' refuses");
+	unlink(tpath("r/a/dir"));
+	ds = open_ok(conf_new("imgs", "type", "imagefolder", "root",
+	    tpath("r"), "follow_symlinks", "none", NULL));
+	ck_assert_uint_eq(ds->samples, 2);
+	check_sample(ds, 0, "r/a/x.jpg", 0);
+	ck_assert_int_eq(rename(tpath("r/b/sub"), tpath("r/b/old")), 0);
+	ck_assert_int_eq(symlink("old", tpath("r/b/sub")), 0);
+	ck_assert_int_eq(dataset_read_encoded(ds, 1, &buf, &label), -1);
+	ck_assert_int_eq(errno, EXDEV);
+	dataset_free(ds);
+	dataset_buf_free(&buf);
 }
 END_TEST
 
@@ -1025,6 +1199,9 @@ image_readers_suite(void)
 	tcase_add_test(tc, imagefolder_orders_as_torchvision);
 	tcase_add_test(tc, imagefolder_refuses_with_torchvisions_words);
 	tcase_add_test(tc, imagefolder_refuses_a_symlink_cycle);
+	tcase_add_test(tc, imagefolder_diamond_of_links_refused_fast);
+	tcase_add_test(tc, imagefolder_walk_capped);
+	tcase_add_test(tc, imagefolder_symlinks_stay_inside_root);
 	tcase_add_test(tc, imagefolder_reads_files_and_their_errors);
 	suite_add_tcase(s, tc);
 

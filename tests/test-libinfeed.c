@@ -13,7 +13,11 @@
  * infeedd on a private socket (tests/harness.h).
  */
 
+#include <sys/mman.h>
+
+#include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,7 @@
 #include <check.h>
 
 #include "harness.h"
+#include "libinfeed-private.h"
 #include "infeed.h"
 
 #define GUARD		0xa5
@@ -634,6 +639,95 @@ START_TEST(test_copy_on_write_writes_stay_private)
 }
 END_TEST
 
+/* MADV_PAGEOUT (Linux 5.4), for older headers. */
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT	21
+#endif
+
+/* Whether the page at @p is swapped out, by /proc/self/pagemap's bit 62. */
+static bool
+page_swapped(const void *p)
+{
+	uint64_t	ent = 0;
+	size_t		page = (size_t)sysconf(_SC_PAGESIZE);
+	int		fd;
+
+	if ((fd = open("/proc/self/pagemap", O_RDONLY)) == -1)
+		return (false);
+	if (pread(fd, &ent, sizeof(ent), (off_t)((uintptr_t)p / page *
+	    sizeof(ent))) != sizeof(ent))
+		ent = 0;
+	close(fd);
+	return ((ent >> 62 & 1) != 0);
+}
+
+/*
+ * copy_on_write with swap: a page the trainer wrote that went to swap is
+ * dropped too, so the slot shows the daemon's bytes when it comes back
+ * (it was not, and the trainer saw its own old bytes).  Without swap,
+ * MADV_PAGEOUT keeps the page and this checks what it can; the decision
+ * on each pagemap entry is tested alone below.
+ */
+START_TEST(test_copy_on_write_swapped_writes_dropped)
+{
+	struct infeed		*f = attach_plain(true);
+	struct infeed_step	 st;
+	size_t			 page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t		 lo, hi;
+	uint64_t		 n, r;
+	unsigned		 j, swapped = 0;
+
+	for (n = 0; n < 10; n++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		for (r = 0; r < st.rows; r++)
+			for (j = 0; j < RAW_BYTES; j++)
+				ck_assert_msg(((const uint8_t *)st.data)[r *
+				    RAW_BYTES + j] == raw_byte(st.indices[r],
+				    j), "step %llu row %llu: the trainer's own "
+				    "old bytes came back",
+				    (unsigned long long)n,
+				    (unsigned long long)r);
+		memset((void *)(uintptr_t)st.data, 0xee, st.rows * RAW_BYTES);
+		lo = (uintptr_t)st.data / page * page;
+		hi = ((uintptr_t)st.data + st.rows * RAW_BYTES + page - 1) /
+		    page * page;
+		(void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+		if (page_swapped((const void *)lo))
+			swapped++;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	if (swapped == 0)
+		fprintf(stderr, "test_copy_on_write_swapped_writes_dropped: no "
+		    "page went to swap (no swap here?): only the decision "
+		    "test checks swapped pages\n");
+	else
+		fprintf(stderr, "test_copy_on_write_swapped_writes_dropped: "
+		    "%u of 10 written steps were swapped out before release\n",
+		    swapped);
+	infeed_free(f);
+}
+END_TEST
+
+/* Which pagemap entries infeed_release() drops from a copy-on-write ring. */
+START_TEST(test_pagemap_written_decision)
+{
+	const uint64_t	present = 1ULL << 63, swapped = 1ULL << 62,
+			file = 1ULL << 61, exclusive = 1ULL << 56,
+			soft_dirty = 1ULL << 55;
+
+	ck_assert(infeed_pagemap_written(present | 0x1234));
+	ck_assert(infeed_pagemap_written(present | exclusive | soft_dirty));
+	ck_assert(infeed_pagemap_written(swapped | 0x5678));
+	ck_assert(infeed_pagemap_written(swapped | soft_dirty));
+	ck_assert(!infeed_pagemap_written(0));
+	ck_assert(!infeed_pagemap_written(soft_dirty));
+	ck_assert(!infeed_pagemap_written(present | file));
+	ck_assert(!infeed_pagemap_written(present | file | exclusive));
+	/* A page of the daemon's shared memory being migrated. */
+	ck_assert(!infeed_pagemap_written(swapped | file));
+}
+END_TEST
+
 static Suite *
 libinfeed_suite(void)
 {
@@ -645,6 +739,7 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_init_options_defaults);
 	tcase_add_test(tc, test_init_new_options_zeroes_unknown_fields);
 	tcase_add_test(tc, test_attach_refuses_uninitialised_options);
+	tcase_add_test(tc, test_pagemap_written_decision);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("daemon");
@@ -663,6 +758,7 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_next_timeout_returns_on_a_signal);
 	tcase_add_test(tc, test_detach_with_a_next_outstanding);
 	tcase_add_test(tc, test_copy_on_write_writes_stay_private);
+	tcase_add_test(tc, test_copy_on_write_swapped_writes_dropped);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -95,11 +95,13 @@ static const struct {
 	{ "not-found-reloaded", 1 },
 	{ "memory-budget", 1 },
 	{ "reply-too-large", 1 },
+	{ "attach-busy", 0 },		/* tests/test-attach.c (FUSE) */
 	{ "max-clients", 1 },		/* the max-clients case */
 	{ "permission-denied", 1 },
 	{ "data", 1 },
 	{ "data-files", 1 },
 	{ "internal-workers", 0 },	/* test-session, test-pool */
+	{ "data-files-timeout", 0 },	/* tests/test-attach.c (FUSE) */
 	{ "internal", 0 },		/* a failing dup() in the daemon */
 };
 
@@ -267,6 +269,7 @@ struct doc_cover {
 	int	shuffle[2], drop_last[2];
 	int	replicas, accumulation, iterations, uneven_split;
 	int	short_step, empty_step;
+	int	table_edge, feistel;	/* N = 2^22 and N > 2^22, shuffled */
 };
 
 /* One vector's state while its lines are read. */
@@ -320,6 +323,8 @@ doc_vector_options(struct doc_vector *v, char **tok, int n, const char *line,
 	c->iterations += o.device_iterations > 1;
 	c->uneven_split += o.process_count > 1 &&
 	    o.samples % o.process_count != 0;
+	c->table_edge += o.shuffle && o.samples == SAMPLER_TABLE_MAX;
+	c->feistel += o.shuffle && o.samples > SAMPLER_TABLE_MAX;
 }
 
 /* "step S rows R: i i i ...": rows and the first indices, in row order. */
@@ -395,6 +400,35 @@ doc_permutation(char **tok, int n, const char *line)
 		    line);
 }
 
+/* "feistel seed=S epoch=E N=N h=H: p p ...": perm[0 ..] above 2^22. */
+static void
+doc_feistel(char **tok, int n, const char *line)
+{
+	struct sampler_feistel	f;
+	uint64_t		seed, epoch, samples, h, i;
+	size_t			len;
+
+	ck_assert_msg(n >= 6 && strncmp(tok[1], "seed=", 5) == 0 &&
+	    strncmp(tok[2], "epoch=", 6) == 0 && strncmp(tok[3], "N=", 2) == 0
+	    && strncmp(tok[4], "h=", 2) == 0 && (len = strlen(tok[4])) > 3 &&
+	    tok[4][len - 1] == ':', "expected 'feistel seed=S epoch=E N=N "
+	    "h=H: ...': %s", line);
+	tok[4][len - 1] = '\0';
+	seed = doc_u64(tok[1] + 5, 10, line);
+	epoch = doc_u64(tok[2] + 6, 10, line);
+	samples = doc_u64(tok[3] + 2, 10, line);
+	h = doc_u64(tok[4] + 2, 10, line);
+	ck_assert_msg(samples > SAMPLER_TABLE_MAX, "a feistel line is for N "
+	    "above %" PRIu64 ": %s", (uint64_t)SAMPLER_TABLE_MAX, line);
+	sampler_feistel_init(&f, samples, seed, epoch);
+	ck_assert_msg(f.half_bits == h, "h is %u: %s", f.half_bits, line);
+	for (i = 0; i < (uint64_t)(n - 5); i++)
+		ck_assert_msg(doc_u64(tok[5 + i], 10, line) ==
+		    sampler_feistel_index(&f, i), "feistel seed=%" PRIu64
+		    " epoch=%" PRIu64 ": perm[%" PRIu64 "] is %" PRIu64 ": %s",
+		    seed, epoch, i, sampler_feistel_index(&f, i), line);
+}
+
 /* "stream seed=S epoch=E: key=0xK 0xW1 0xW2 0xW3": the generator. */
 static void
 doc_stream(char **tok, int n, const char *line)
@@ -430,6 +464,7 @@ START_TEST(test_doc_vectors)
 	char			*start, *end, *block, *line, *save = NULL;
 	char			*copy, *tok[DOC_MAX_ROWS + 8];
 	int			 n, nvec = 0, nperm = 0, nstream = 0;
+	int			 nfeistel = 0;
 	int			 open = 0;
 
 	doc_load();
@@ -481,6 +516,10 @@ START_TEST(test_doc_vectors)
 			ck_assert_msg(!open, "%s", line);
 			doc_permutation(tok, n, line);
 			nperm++;
+		} else if (strcmp(tok[0], "feistel") == 0) {
+			ck_assert_msg(!open, "%s", line);
+			doc_feistel(tok, n, line);
+			nfeistel++;
 		} else if (strcmp(tok[0], "stream") == 0) {
 			ck_assert_msg(!open, "%s", line);
 			doc_stream(tok, n, line);
@@ -494,8 +533,8 @@ START_TEST(test_doc_vectors)
 	ck_assert_msg(!open, "vector %s has no 'end'", v.name);
 	ck_assert_msg(nvec >= DOC_MIN_VECTORS, "%d vectors; expected at least "
 	    "%d", nvec, DOC_MIN_VECTORS);
-	ck_assert_msg(nperm > 0 && nstream > 0, "no permutation or stream "
-	    "lines");
+	ck_assert_msg(nperm > 0 && nstream > 0 && nfeistel > 0, "no "
+	    "permutation, feistel or stream lines");
 	ck_assert_msg(c.shuffle[0] && c.shuffle[1] && c.drop_last[0] &&
 	    c.drop_last[1], "vectors must cover shuffle and drop_last on and "
 	    "off");
@@ -505,6 +544,8 @@ START_TEST(test_doc_vectors)
 	    "of N not divisible by P");
 	ck_assert_msg(c.short_step && c.empty_step, "vectors must cover a "
 	    "short and an empty step");
+	ck_assert_msg(c.table_edge && c.feistel, "vectors must cover a "
+	    "shuffle of N = 2^22 (the last table) and of N > 2^22 (Feistel)");
 }
 END_TEST
 
@@ -574,6 +615,10 @@ START_TEST(test_doc_limits)
 		{ "INFEED_MAX_WORKERS", INFEED_MAX_WORKERS },
 		{ "INFEED_MAX_CLIENTS", INFEED_MAX_CLIENTS },
 		{ "INFEED_MAX_IMAGE_BYTES", INFEED_MAX_IMAGE_BYTES },
+		{ "INFEED_ATTACH_CHECK_S", INFEED_ATTACH_CHECK_S },
+		{ "INFEED_MAX_ATTACH_CHECKS", INFEED_MAX_ATTACH_CHECKS },
+		{ "INFEED_MAX_ATTACH_QUEUE", INFEED_MAX_ATTACH_QUEUE },
+		{ "INFEED_MAX_STUCK_CHECKS", INFEED_MAX_STUCK_CHECKS },
 	};
 	char		*sec, *line, *save = NULL, name[64], value[64];
 	size_t		 i;

@@ -4,12 +4,15 @@
  * the memory budget and the messages of a refusal in exact units, the
  * read-only descriptor the client gets, the seals, the memory kept from
  * ended sessions (zeroed, for the same user only, given up under
- * pressure and with time), and the one cycle of
+ * pressure and with time, punched), the memory of an ended session whose
+ * client's process still holds steps (charged until that process exits,
+ * whose refusals name it), and the one cycle of
  * slot states (a forbidden move is fatal: those tests run it in a forked
  * child and read what it said on its way out).
  */
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <dirent.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include <check.h>
+#include <event2/event.h>
 
 #include "log.h"
 #include "ring.h"
@@ -35,7 +39,7 @@
 #define TEST_UID	1000	/* the user of every ring but where said */
 #define TEST_GID	100
 
-static const struct ring_owner	 test_owner = { TEST_UID, TEST_GID, 0 };
+static const struct ring_owner	 test_owner = { TEST_UID, TEST_GID, 0, 0 };
 static struct ring_budget	 budget;
 static char			*cause;
 
@@ -273,13 +277,16 @@ START_TEST(test_budget_charged_at_new_and_given_back_at_free)
 	struct ring	*a, *b;
 	uint64_t	 abytes;
 
+	/* The ring, and its index tables: rows x slots x 8 bytes, twice. */
 	a = ring_ok(100, 1000, 3);
-	abytes = a->layout.ring_bytes;
+	ck_assert_uint_eq(a->tables, 100 * 3 * 8 * 2);
+	abytes = a->layout.ring_bytes + a->tables;
 	ck_assert_uint_eq(budget.used, abytes);
 	b = ring_ok(10, 10, 2);
-	ck_assert_uint_eq(budget.used, abytes + b->layout.ring_bytes);
+	ck_assert_uint_eq(budget.used, abytes + b->layout.ring_bytes +
+	    b->tables);
 	ring_free(a);
-	ck_assert_uint_eq(budget.used, b->layout.ring_bytes);
+	ck_assert_uint_eq(budget.used, b->layout.ring_bytes + b->tables);
 	ring_free(b);
 	ck_assert_uint_eq(budget.used, 0);
 	ring_free(NULL);
@@ -293,7 +300,7 @@ START_TEST(test_budget_exact_fit_made_one_byte_short_refused)
 	uint64_t	 need;
 
 	r = ring_ok(10, 12, 3);
-	need = r->layout.ring_bytes;
+	need = r->layout.ring_bytes + r->tables;
 	ring_free(r);
 
 	budget.limit = need;
@@ -318,8 +325,9 @@ START_TEST(test_budget_refusal_in_kib_not_zero_mib)
 	ck_assert_ptr_null(ring_new(&budget, 100, 1024, INFEED_DTYPE_INT32, 2,
 	    &test_owner, &cause));
 	ck_assert_ptr_nonnull(cause);
-	ck_assert_msg(strstr(cause, "needs 208 KiB (2 slots of 104 KiB)") !=
-	    NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "needs 211.1 KiB (216192 bytes) (2 slots "
+	    "of 104 KiB and 3.1 KiB (3200 bytes) of index tables)") != NULL,
+	    "%s", cause);
 	ck_assert_msg(strstr(cause, "only 100 KiB") != NULL, "%s", cause);
 	ck_assert_msg(strstr(cause, "(100 KiB, memory_budget in "
 	    "/etc/infeed/test.conf)") != NULL, "%s", cause);
@@ -335,17 +343,17 @@ START_TEST(test_budget_refusal_counts_what_others_use)
 	uint64_t	 left;
 
 	budget.limit = 1536 * KiB;
-	a = ring_ok(100, 1024, 2);		/* 208 KiB */
-	left = budget.limit - a->layout.ring_bytes;
-	ck_assert_uint_eq(left, 1328 * KiB);
+	a = ring_ok(100, 1024, 2);		/* 208 KiB + 3200 bytes */
+	left = budget.limit - a->layout.ring_bytes - a->tables;
+	ck_assert_uint_eq(left, 1328 * KiB - 3200);
 	/* 8 slots of 256 KiB + one page: 2080 KiB, more than is left. */
 	ck_assert_ptr_null(ring_new(&budget, 256, 1024, INFEED_DTYPE_INT32, 8,
 	    &test_owner, &cause));
-	ck_assert_msg(strstr(cause, "only 1.3 MiB (1359872 bytes)") != NULL,
+	ck_assert_msg(strstr(cause, "only 1.3 MiB (1356672 bytes)") != NULL,
 	    "%s", cause);
 	ck_assert_msg(strstr(cause, "(1.5 MiB (1572864 bytes), "
 	    "memory_budget") != NULL, "%s", cause);
-	ck_assert_uint_eq(budget.used, a->layout.ring_bytes);
+	ck_assert_uint_eq(budget.used, a->layout.ring_bytes + a->tables);
 	ring_free(a);
 	ck_assert_uint_eq(budget.used, 0);
 
@@ -650,7 +658,7 @@ static struct ring *
 ring_of_content(uid_t uid, uint64_t content, uint64_t rows,
     uint64_t row_bytes)
 {
-	struct ring_owner	 o = { uid, TEST_GID, content };
+	struct ring_owner	 o = { uid, TEST_GID, content, 0 };
 	struct ring		*r;
 
 	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, &o,
@@ -705,7 +713,7 @@ START_TEST(test_kept_memory_reused_zeroed_for_the_same_user)
 	ck_assert_uint_eq(budget.reused, 1);
 	ck_assert_uint_eq(budget.made, 1);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
-	ck_assert_uint_eq(budget.used, bytes);
+	ck_assert_uint_eq(budget.used, bytes + r->tables);
 	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
 	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
 	ck_assert_ptr_ne(ro, MAP_FAILED);
@@ -749,7 +757,7 @@ START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
 {
 	struct ring		*r, *other, *big;
 	uint64_t		 id;
-	struct ring_owner	 setgid = { TEST_UID, TEST_GID + 1, 0 };
+	struct ring_owner	 setgid = { TEST_UID, TEST_GID + 1, 0, 0 };
 
 	r = ring_of(TEST_UID, 64, 4096);
 	id = r->mem->id;
@@ -778,6 +786,7 @@ START_TEST(test_kept_memory_only_for_same_user_drained_and_size)
 	nforgotten = 0;
 	id = other->mem->id;
 	ring_release(other, false);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(nforgotten, 1);
 	ck_assert_uint_eq(forgotten[0], id);
 	ck_assert_uint_eq(budget.used, budget.kept_bytes);
@@ -799,7 +808,7 @@ START_TEST(test_kept_memory_freed_when_the_budget_needs_it)
 	ck_assert_uint_eq(nforgotten, 1);
 	ck_assert_uint_eq(forgotten[0], id);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
-	ck_assert_uint_eq(budget.used, r->mem->bytes);
+	ck_assert_uint_eq(budget.used, r->mem->bytes + r->tables);
 	ring_free(r);
 }
 END_TEST
@@ -900,8 +909,264 @@ START_TEST(test_kept_memory_freed_after_keep_ms)
 	/* The scrubber may have restarted the clock: a later time. */
 	ring_budget_trim(&budget, t + 3600000);
 	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ring_budget_settle(&budget);
 	ck_assert_uint_eq(budget.used, 0);
 	ck_assert_uint_eq(nforgotten, 1);
+}
+END_TEST
+
+/* A process that waits to be killed: a client that holds steps. */
+static pid_t
+holder_start(void)
+{
+	pid_t	pid;
+
+	if ((pid = fork()) == 0) {
+		for (;;)
+			pause();
+	}
+	ck_assert_int_gt(pid, 0);
+	return (pid);
+}
+
+/* End a holder and reap it. */
+static void
+holder_end(pid_t pid)
+{
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+
+/* Bytes of shared memory a descriptor's pages really take. */
+static uint64_t
+fd_allocated(int fd)
+{
+	struct stat	sb;
+
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	return ((uint64_t)sb.st_blocks * 512);
+}
+
+/* A ring of @pid's whose slot 0 its client holds, filled with 0x5a. */
+static struct ring *
+ring_held_by(pid_t pid, uid_t uid, uint64_t rows, uint64_t row_bytes)
+{
+	struct ring_owner	 o = { uid, TEST_GID, 7, pid };
+	struct ring		*r;
+
+	r = ring_new(&budget, rows, row_bytes, INFEED_DTYPE_INT32, 3, &o,
+	    &cause);
+	ck_assert_msg(r != NULL, "ring_new: %s", cause);
+	memset(r->mem->map, 0x5a, r->mem->bytes);
+	ring_slot_set(r, 0, SLOT_FILLING);
+	ring_slot_set(r, 0, SLOT_READY);
+	ring_slot_set(r, 0, SLOT_HELD);
+	return (r);
+}
+
+/* 3 slots of it take 64 MiB less 412 KiB. */
+#define BIG_ROW		(21 * MiB + 200 * KiB)
+
+/*
+ * An ended session whose client still holds a step: its ring stays as it
+ * is and charged (its tables are not) until the client's process exits,
+ * and a ring that does not fit meanwhile is refused naming that process;
+ * then its pages are freed, though the client's mapping survives.
+ */
+START_TEST(test_held_memory_charged_until_its_process_exits)
+{
+	struct ring	*r, *big;
+	pid_t		 pid = holder_start(), who;
+	uint64_t	 bytes, id;
+	uint8_t		*ro;
+	char		 want[64];
+	int		 fd;
+
+	r = ring_held_by(pid, TEST_UID, 64, 4096);	/* 3 x 260 KiB */
+	bytes = r->mem->bytes;
+	id = r->mem->id;
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(ro, MAP_FAILED);
+	ck_assert_uint_eq(fd_allocated(fd), bytes);
+	ring_release(r, false);
+	ck_assert_uint_eq(budget.held_bytes, bytes);
+	ck_assert_uint_eq(budget.used, bytes);
+	ck_assert_uint_eq(ring_budget_held_by(&budget, TEST_UID, &who), bytes);
+	ck_assert_int_eq(who, pid);
+	ck_assert_uint_eq(ring_budget_held_by(&budget, TEST_UID + 1, NULL), 0);
+	ck_assert_uint_eq(nforgotten, 0);
+	ck_assert_uint_eq(fd_allocated(fd), bytes);
+	ck_assert_uint_eq(ro[bytes - 1], 0x5a);
+
+	/* 64 MiB less 780 KiB: 64 MiB less 412 KiB does not fit. */
+	ck_assert_ptr_null(ring_new(&budget, 1, BIG_ROW, INFEED_DTYPE_INT32, 3,
+	    &test_owner, &cause));
+	snprintf(want, sizeof(want), "your process %d still holds 780 KiB",
+	    (int)pid);
+	ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "drop the tensors or end the process") !=
+	    NULL, "%s", cause);
+	free(cause);
+	cause = NULL;
+	/* Another user is told that others' processes hold it. */
+	big = ring_new(&budget, 1, BIG_ROW, INFEED_DTYPE_INT32, 3,
+	    &(struct ring_owner){ TEST_UID + 1, TEST_GID, 0, 1 }, &cause);
+	ck_assert_ptr_null(big);
+	ck_assert_msg(strstr(cause, "780 KiB is held for ended sessions of "
+	    "other users' processes") != NULL, "%s", cause);
+	ck_assert_msg(strstr(cause, "your process") == NULL, "%s", cause);
+	free(cause);
+	cause = NULL;
+
+	/* The process exits: the next ring finds the budget free. */
+	holder_end(pid);
+	big = ring_new(&budget, 1, BIG_ROW, INFEED_DTYPE_INT32, 3,
+	    &test_owner, &cause);
+	ck_assert_msg(big != NULL, "%s", cause);
+	ck_assert_uint_eq(budget.held_bytes, 0);
+	ck_assert_uint_eq(budget.used, big->mem->bytes + big->tables);
+	ck_assert_uint_eq(nforgotten, 1);
+	ck_assert_uint_eq(forgotten[0], id);
+	/* Its pages are gone; a mapping that survives reads zeroes. */
+	ck_assert_uint_eq(fd_allocated(fd), 0);
+	ck_assert_uint_eq(ro[bytes - 1], 0);
+	munmap(ro, bytes);
+	close(fd);
+	ring_free(big);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+/* Two processes of the user hold memory: both are named, all counted. */
+START_TEST(test_held_memory_of_two_processes_named_together)
+{
+	struct ring	*r;
+	pid_t		 p1 = holder_start(), p2 = holder_start();
+	char		 want[128];
+
+	ring_release(ring_held_by(p1, TEST_UID, 64, 4096), false);
+	ring_release(ring_held_by(p2, TEST_UID, 64, 4096), false);
+	ring_release(ring_held_by(p2, TEST_UID, 64, 4096), false);
+	ck_assert_uint_eq(budget.held_bytes, 3 * 780 * KiB);
+	r = ring_new(&budget, 1, BIG_ROW, INFEED_DTYPE_INT32, 3, &test_owner,
+	    &cause);
+	ck_assert_ptr_null(r);
+	snprintf(want, sizeof(want), "your processes %d, %d still hold 2.3 "
+	    "MiB (2396160 bytes) of ended sessions", (int)p1, (int)p2);
+	ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
+	holder_end(p1);
+	holder_end(p2);
+	ring_budget_reap(&budget);
+	ck_assert_uint_eq(budget.held_bytes, 0);
+	ring_budget_settle(&budget);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+/* A process already gone when its session ends holds nothing. */
+START_TEST(test_held_memory_of_a_gone_process_freed_at_once)
+{
+	struct ring	*r;
+	pid_t		 pid = holder_start();
+	int		 fd;
+
+	r = ring_held_by(pid, TEST_UID, 64, 4096);
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	holder_end(pid);
+	ring_release(r, true);
+	ck_assert_uint_eq(budget.held_bytes, 0);
+	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ring_budget_settle(&budget);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert_uint_eq(fd_allocated(fd), 0);
+	close(fd);
+}
+END_TEST
+
+/* On an event loop, the process's exit frees its memory at once. */
+START_TEST(test_held_memory_freed_when_the_loop_sees_the_exit)
+{
+	struct event_base	*base = event_base_new();
+	struct ring		*r;
+	pid_t			 pid = holder_start();
+	int			 fd, i;
+
+	ck_assert_ptr_nonnull(base);
+	ring_budget_watch(&budget, base);
+	r = ring_held_by(pid, TEST_UID, 64, 4096);
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ring_release(r, true);
+	ck_assert_uint_ne(budget.held_bytes, 0);
+	/* Its exit is watched, and nothing came yet. */
+	ck_assert_int_eq(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+	ck_assert_uint_ne(budget.held_bytes, 0);
+	holder_end(pid);
+	for (i = 0; i < 100 && budget.held_bytes != 0; i++)
+		(void)event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_uint_eq(budget.held_bytes, 0);
+	ring_budget_settle(&budget);
+	ck_assert_uint_eq(budget.used, 0);
+	ck_assert_uint_eq(fd_allocated(fd), 0);
+	close(fd);
+	ring_budget_clear(&budget);
+	event_base_free(base);
+}
+END_TEST
+
+/*
+ * Kept memory given up for a ring that needs the budget is punched: a
+ * client that still maps it (it holds no step, but keeps the mapping)
+ * holds none of its pages, and reads zeroes.
+ */
+START_TEST(test_kept_memory_given_up_is_punched)
+{
+	struct ring	*r;
+	uint64_t	 bytes;
+	uint8_t		*ro;
+	int		 fd;
+
+	r = ring_of(TEST_UID, 4, 4 * MiB);	/* 48 MiB of 64 */
+	bytes = r->mem->bytes;
+	memset(r->mem->map, 0x5a, bytes);
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(ro, MAP_FAILED);
+	ring_release(r, true);
+	ck_assert_uint_eq(budget.kept_bytes, bytes);
+	ck_assert_uint_eq(fd_allocated(fd), bytes);
+	r = ring_of(TEST_UID + 1, 4, 4 * MiB);
+	ck_assert_uint_eq(budget.kept_bytes, 0);
+	ck_assert_uint_eq(fd_allocated(fd), 0);
+	ck_assert_uint_eq(ro[0], 0);
+	ck_assert_uint_eq(budget.used, r->mem->bytes + r->tables);
+	ring_free(r);
+	munmap(ro, bytes);
+	close(fd);
+}
+END_TEST
+
+/* A ring freed for good (nothing kept) is punched too. */
+START_TEST(test_freed_memory_is_punched)
+{
+	struct ring	*r;
+	uint64_t	 bytes;
+	int		 fd;
+
+	r = ring_ok(64, 4096, 3);
+	bytes = r->mem->bytes;
+	memset(r->mem->map, 0x5a, r->mem->bytes);
+	ck_assert_int_ge(fd = ring_readonly_fd(r), 0);
+	ck_assert_uint_eq(fd_allocated(fd), r->mem->bytes);
+	ring_release(r, false);
+	/* Charged until its pages are gone (the scrubber punches them). */
+	ck_assert_uint_eq(budget.freeing_bytes, bytes);
+	ck_assert_uint_eq(budget.used, bytes);
+	ring_budget_settle(&budget);
+	ck_assert_uint_eq(fd_allocated(fd), 0);
+	ck_assert_uint_eq(budget.freeing_bytes, 0);
+	ck_assert_uint_eq(budget.used, 0);
+	close(fd);
 }
 END_TEST
 
@@ -943,6 +1208,16 @@ ring_suite(void)
 	tcase_add_test(tc, test_kept_memory_freed_after_keep_ms);
 	tcase_add_test(tc, test_kept_memory_of_another_dataset_zeroed);
 	tcase_add_test(tc, test_kept_memory_of_the_same_dataset_taken_at_once);
+	tcase_add_test(tc, test_kept_memory_given_up_is_punched);
+	tcase_add_test(tc, test_freed_memory_is_punched);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("held");
+	tcase_add_checked_fixture(tc, setup_keep, teardown);
+	tcase_add_test(tc, test_held_memory_charged_until_its_process_exits);
+	tcase_add_test(tc, test_held_memory_of_two_processes_named_together);
+	tcase_add_test(tc, test_held_memory_of_a_gone_process_freed_at_once);
+	tcase_add_test(tc, test_held_memory_freed_when_the_loop_sees_the_exit);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("slots");

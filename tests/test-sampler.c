@@ -2,18 +2,25 @@
 /*
  * Unit tests for the step sampler: the poptorch worked examples (step
  * counts, distributed blocks), the row layout rule, the shuffle's
- * reproducibility and uniformity, and the messages of sampler_init().
+ * reproducibility and uniformity, the table-free Feistel shuffle of
+ * datasets above SAMPLER_TABLE_MAX (a bijection, keyed on seed and epoch
+ * alone, spread evenly, a step of a 2^40-sample dataset in microseconds
+ * with no table), and the messages of sampler_init().
  */
+
+#include <sys/resource.h>
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <check.h>
 
 #include "sampler.h"
+#include "splitmix64.h"
 
 static struct sampler	smp;
 
@@ -416,6 +423,57 @@ START_TEST(shuffle_matches_an_independent_transcription)
 }
 END_TEST
 
+/* The table's shuffle as docs/protocol.md writes it, one draw at a time. */
+static void
+plain_fisher_yates(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t *out)
+{
+	uint64_t		key, ctr = 0, i, j, t, m, thr;
+	unsigned __int128	p;
+
+	key = splitmix64_mix(seed ^ splitmix64_mix(epoch ^
+	    0x6a09e667f3bcc909ULL));
+	for (i = 0; i < n; i++)
+		out[i] = i;
+	for (i = n > 1 ? n - 1 : 0; i > 0; i--) {
+		m = i + 1;
+		p = (unsigned __int128)splitmix64_mix(key + ++ctr *
+		    SPLITMIX64_GAMMA) * m;
+		thr = -m % m;
+		while ((uint64_t)p < thr)
+			p = (unsigned __int128)splitmix64_mix(key + ++ctr *
+			    SPLITMIX64_GAMMA) * m;
+		j = (uint64_t)(p >> 64);
+		t = out[i];
+		out[i] = out[j];
+		out[j] = t;
+	}
+}
+
+/*
+ * sampler.c makes its draws ahead of the swaps to prefetch the table; the
+ * order must be the plain pass's, for every N around the look-ahead.
+ */
+START_TEST(table_shuffle_is_the_plain_fisher_yates)
+{
+	uint64_t	*a, *b, n, seed;
+
+	a = malloc(70000 * sizeof *a);
+	b = malloc(70000 * sizeof *b);
+	ck_assert(a != NULL && b != NULL);
+	for (n = 1; n <= 100; n++)
+		for (seed = 0; seed < 4; seed++) {
+			plain_fisher_yates(n, seed, n, a);
+			sampler_permutation(n, true, seed, n, b);
+			ck_assert_mem_eq(a, b, n * sizeof *a);
+		}
+	plain_fisher_yates(65537, 11, 2, a);
+	sampler_permutation(65537, true, 11, 2, b);
+	ck_assert_mem_eq(a, b, 65537 * sizeof *a);
+	free(a);
+	free(b);
+}
+END_TEST
+
 /*
  * All 24 orders of 4 elements must come out about equally often over many
  * epochs; the counts are deterministic, so this cannot flake.
@@ -769,6 +827,433 @@ START_TEST(test_invalid_null_cause)
 }
 END_TEST
 
+/*
+ * The Feistel shuffle (N > SAMPLER_TABLE_MAX), exercised on small N too
+ * through sampler_feistel_*() and sampler_init_table_max().
+ */
+
+/* Feistel order of [0, N) for (seed, epoch) into @out. */
+static void
+feistel_order(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t *out)
+{
+	struct sampler_feistel	f;
+	uint64_t		i;
+
+	sampler_feistel_init(&f, n, seed, epoch);
+	for (i = 0; i < n; i++)
+		out[i] = sampler_feistel_index(&f, i);
+}
+
+/* How many entries of @order (N of them) miss [0, N) or repeat one. */
+static uint64_t
+not_a_permutation(const uint64_t *order, uint64_t n)
+{
+	unsigned char	*seen;
+	uint64_t	 i, bad = 0;
+
+	ck_assert_ptr_nonnull(seen = calloc(n, 1));
+	for (i = 0; i < n; i++) {
+		if (order[i] >= n || seen[order[i]] != 0)
+			bad++;
+		else
+			seen[order[i]] = 1;
+	}
+	free(seen);
+	return (bad);
+}
+
+START_TEST(feistel_is_a_bijection_for_every_small_n)
+{
+	static const uint64_t	ns[] = { 1, 2, 3, 4, 5, 7, 16, 17, 100, 1000,
+				    4096, 4097, 65537 };
+	static const uint64_t	keys[][2] = { { 0, 0 }, { 42, 1 },
+				    { 7, 12345 }, { UINT64_MAX, UINT64_MAX } };
+	uint64_t		*out;
+	size_t			 i, k;
+
+	ck_assert_ptr_nonnull(out = malloc(65537 * sizeof *out));
+	for (i = 0; i < sizeof ns / sizeof ns[0]; i++)
+		for (k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+			feistel_order(ns[i], keys[k][0], keys[k][1], out);
+			ck_assert_msg(not_a_permutation(out, ns[i]) == 0,
+			    "N=%ju seed=%ju epoch=%ju: not a permutation",
+			    (uintmax_t)ns[i], (uintmax_t)keys[k][0],
+			    (uintmax_t)keys[k][1]);
+		}
+	free(out);
+}
+END_TEST
+
+START_TEST(feistel_steps_of_every_process_cover_the_epoch_once)
+{
+	struct sampler_opts	 o = opts_default(1003, 7, 3);
+	struct sampler		 s;
+	uint64_t		*whole, *part, nw, np, done, i;
+	uint32_t		 p, procs;
+
+	/* The same order as sampler_feistel_index(), by process blocks. */
+	o.shuffle = true;
+	o.seed = 77;
+	o.drop_last = false;
+	ck_assert_int_eq(sampler_init_table_max(&smp, &o, 0, NULL), 0);
+	ck_assert_ptr_null(smp.perm);
+	whole = epoch_indices(&smp, 4, &nw);
+	ck_assert_uint_eq(nw, 1003);
+	ck_assert_uint_eq(not_a_permutation(whole, nw), 0);
+	part = malloc(nw * sizeof *part);
+	ck_assert_ptr_nonnull(part);
+	feistel_order(1003, 77, 4, part);
+	ck_assert_mem_eq(whole, part, nw * sizeof *part);
+	free(part);
+	for (procs = 2; procs <= 4; procs++) {
+		o.process_count = procs;
+		for (p = 0, done = 0; p < procs; p++) {
+			o.process_id = p;
+			ck_assert_int_eq(sampler_init_table_max(&s, &o, 0,
+			    NULL), 0);
+			part = epoch_indices(&s, 4, &np);
+			ck_assert_mem_eq(part, whole + done,
+			    np * sizeof *part);
+			done += np;
+			free(part);
+			sampler_clear(&s);
+		}
+		ck_assert_uint_eq(done, 1003);
+	}
+	/* With drop_last a process's steps hold distinct indices too. */
+	o.drop_last = true;
+	o.process_count = 3;
+	o.process_id = 1;
+	ck_assert_int_eq(sampler_init_table_max(&s, &o, 0, NULL), 0);
+	part = epoch_indices(&s, 4, &np);
+	ck_assert_uint_eq(np, 21 * (1003 / 63));
+	for (i = 0; i < np; i++)
+		ck_assert_uint_eq(part[i], whole[s.block_offset + i]);
+	free(part);
+	sampler_clear(&s);
+	free(whole);
+}
+END_TEST
+
+START_TEST(feistel_depends_on_seed_and_epoch_only)
+{
+	struct sampler_opts	 o = opts_default(4097, 16, 3);
+	struct sampler		 other;
+	uint64_t		*a, *b, *c, na, nb, e, i, moved;
+
+	o.shuffle = true;
+	o.seed = 0x1234;
+	o.drop_last = false;
+	ck_assert_int_eq(sampler_init_table_max(&smp, &o, 0, NULL), 0);
+	for (e = 0; e < 5; e++) {
+		a = epoch_indices(&smp, e, &na);
+		free(a);
+	}
+	a = epoch_indices(&smp, 5, &na);
+	/* A fresh sampler and another geometry give the same epoch 5. */
+	o.batch_size = 5;
+	o.device_iterations = 11;
+	ck_assert_int_eq(sampler_init_table_max(&other, &o, 0, NULL), 0);
+	b = epoch_indices(&other, 5, &nb);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_mem_eq(a, b, na * sizeof *a);
+	sampler_clear(&other);
+	free(b);
+	/* Going back to an epoch already seen gives it again. */
+	b = epoch_indices(&smp, 0, &nb);
+	free(b);
+	b = epoch_indices(&smp, 5, &nb);
+	ck_assert_mem_eq(a, b, na * sizeof *a);
+	free(b);
+
+	/* Other epochs, other seeds, seed and epoch swapped: other orders. */
+	ck_assert_ptr_nonnull(b = malloc(4097 * sizeof *b));
+	ck_assert_ptr_nonnull(c = malloc(4097 * sizeof *c));
+	feistel_order(4097, 0x1234, 6, b);
+	ck_assert(memcmp(a, b, na * sizeof *a) != 0);
+	feistel_order(4097, 0x1235, 5, b);
+	ck_assert(memcmp(a, b, na * sizeof *a) != 0);
+	feistel_order(4097, 5, 0x1234, b);
+	ck_assert(memcmp(a, b, na * sizeof *a) != 0);
+	feistel_order(4097, 0x1234, 5 + ((uint64_t)1 << 32), c);
+	ck_assert(memcmp(a, c, na * sizeof *a) != 0);
+	/* Far from the identity: a shuffle of 4097 fixes very few points. */
+	for (i = 0, moved = 0; i < na; i++)
+		moved += a[i] != i;
+	ck_assert_uint_gt(moved, 4097 - 20);
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+/* An order of [0, N) for the spread check: position -> index. */
+typedef uint64_t (*order_fn)(const void *, uint64_t);
+
+static uint64_t
+order_feistel(const void *arg, uint64_t i)
+{
+	return (sampler_feistel_index(arg, i));
+}
+
+static uint64_t
+order_identity(const void *arg, uint64_t i)
+{
+	(void)arg;
+	return (i);
+}
+
+/* Rotation by a third of N. */
+static uint64_t
+order_rotation(const void *arg, uint64_t i)
+{
+	const uint64_t	n = *(const uint64_t *)arg;
+
+	return ((i + n / 3) % n);
+}
+
+/* i * 0x9e3779b97f4a7c15 mod N, N prime: a bijection spread over [0, N). */
+static uint64_t
+order_affine(const void *arg, uint64_t i)
+{
+	const uint64_t	n = *(const uint64_t *)arg;
+	uint64_t	a = 0x9e3779b97f4a7c15ULL % n;
+
+	return ((uint64_t)(((unsigned __int128)i * a) % n));
+}
+
+#define SPREAD_CELLS	64
+
+/*
+ * Chi-square statistics of an order of [0, N) on 64 x 64 cells: (position,
+ * index) finds an order that keeps indices near their positions (the
+ * identity, a rotation), (index, next index) one whose neighbours are
+ * related (an affine map).  Each has 4095 degrees of freedom: about
+ * 4095 +- 91 for a random permutation.
+ */
+static void
+spread_chi2(order_fn fn, const void *arg, uint64_t n, double *pos,
+    double *next)
+{
+	uint32_t	*a, *b;
+	uint64_t	 i, y, prev = 0;
+	double		 want = (double)n / (SPREAD_CELLS * SPREAD_CELLS), d;
+	size_t		 c, cells = SPREAD_CELLS * SPREAD_CELLS;
+
+	a = calloc(cells, sizeof *a);
+	b = calloc(cells, sizeof *b);
+	ck_assert(a != NULL && b != NULL);
+	for (i = 0; i < n; i++) {
+		y = fn(arg, i);
+		a[i * SPREAD_CELLS / n * SPREAD_CELLS + y * SPREAD_CELLS / n]++;
+		if (i > 0)
+			b[prev * SPREAD_CELLS / n * SPREAD_CELLS +
+			    y * SPREAD_CELLS / n]++;
+		prev = y;
+	}
+	*pos = *next = 0;
+	for (c = 0; c < cells; c++) {
+		d = a[c] - want;
+		*pos += d * d / want;
+		d = b[c] - want;
+		*next += d * d / want;
+	}
+	free(a);
+	free(b);
+}
+
+START_TEST(feistel_spreads_like_a_random_permutation)
+{
+	struct sampler_feistel	f;
+	static const uint64_t	sizes[] = { 1000003,
+				    SAMPLER_TABLE_MAX + 1 };
+	uint64_t		n, e, i, *counts;
+	double			pos, next, chi, want, d;
+	size_t			k;
+
+	/*
+	 * Within an epoch: the Feistel orders pass, orders with structure
+	 * fail (the statistics are deterministic: nothing can flake).
+	 */
+	for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		n = sizes[k];
+		sampler_feistel_init(&f, n, 2024, 3);
+		spread_chi2(order_feistel, &f, n, &pos, &next);
+		ck_assert_msg(pos > 4095 - 600 && pos < 4095 + 600 &&
+		    next > 4095 - 600 && next < 4095 + 600, "N=%ju: chi-square "
+		    "%.0f (positions) and %.0f (neighbours), expected about "
+		    "4095", (uintmax_t)n, pos, next);
+	}
+	n = 1000003;
+	spread_chi2(order_identity, &n, n, &pos, &next);
+	ck_assert(pos > 4095 * 10);
+	spread_chi2(order_rotation, &n, n, &pos, &next);
+	ck_assert(pos > 4095 * 10);
+	spread_chi2(order_affine, &n, n, &pos, &next);
+	ck_assert(pos < 4095 + 600);	/* its positions look random */
+	ck_assert(next > 4095 * 10);	/* its neighbours do not */
+
+	/* Across epochs: where each position's index falls, for N = 100. */
+	ck_assert_ptr_nonnull(counts = calloc(100 * 100, sizeof *counts));
+	for (e = 0; e < 10000; e++) {
+		sampler_feistel_init(&f, 100, 9, e);
+		for (i = 0; i < 100; i++)
+			counts[i * 100 + sampler_feistel_index(&f, i)]++;
+	}
+	/* 9801 degrees of freedom: 9801 +- 140. */
+	for (i = 0, chi = 0, want = 100; i < 100 * 100; i++) {
+		d = (double)counts[i] - want;
+		chi += d * d / want;
+	}
+	ck_assert_msg(chi > 9801 - 900 && chi < 9801 + 900, "chi-square %.0f "
+	    "over epochs, expected about 9801", chi);
+	free(counts);
+}
+END_TEST
+
+START_TEST(feistel_bijection_just_above_the_table)
+{
+	struct sampler_feistel	f;
+	const uint64_t		n = SAMPLER_TABLE_MAX + 1;
+	uint64_t		i, y, bad = 0;
+	unsigned char		*seen;
+
+	/* The smallest N on the Feistel path, every position once. */
+	ck_assert_ptr_nonnull(seen = calloc(n, 1));
+	sampler_feistel_init(&f, n, 1, 0);
+	ck_assert_uint_eq(f.half_bits, 12);
+	for (i = 0; i < n; i++) {
+		y = sampler_feistel_index(&f, i);
+		if (y >= n || seen[y] != 0)
+			bad++;
+		else
+			seen[y] = 1;
+	}
+	ck_assert_uint_eq(bad, 0);
+	free(seen);
+}
+END_TEST
+
+START_TEST(table_up_to_the_threshold_then_feistel)
+{
+	struct sampler_opts	 o = opts_default(SAMPLER_TABLE_MAX, 64, 1);
+	struct sampler_feistel	 f;
+	uint64_t		*perm, out[64], j;
+
+	/* N = 2^22: the table, the Fisher-Yates order of earlier releases. */
+	o.shuffle = true;
+	o.seed = 3;
+	init_ok(&smp, &o);
+	ck_assert_ptr_nonnull(smp.perm);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 2, 1, out), 64);
+	ck_assert_ptr_nonnull(perm = malloc(SAMPLER_TABLE_MAX * sizeof *perm));
+	sampler_permutation(SAMPLER_TABLE_MAX, true, 3, 2, perm);
+	ck_assert_mem_eq(out, perm + 64, sizeof out);
+	free(perm);
+	sampler_clear(&smp);
+
+	/* No table without shuffle. */
+	o.shuffle = false;
+	init_ok(&smp, &o);
+	ck_assert_ptr_null(smp.perm);
+	sampler_clear(&smp);
+
+	/* N = 2^22 + 1: no table, each row's index from the bijection. */
+	o = opts_default(SAMPLER_TABLE_MAX + 1, 64, 1);
+	o.shuffle = true;
+	o.seed = 3;
+	init_ok(&smp, &o);
+	ck_assert_ptr_null(smp.perm);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 2, 1, out), 64);
+	sampler_feistel_init(&f, SAMPLER_TABLE_MAX + 1, 3, 2);
+	for (j = 0; j < 64; j++)
+		ck_assert_uint_eq(out[j], sampler_feistel_index(&f, 64 + j));
+}
+END_TEST
+
+/* Monotonic microseconds. */
+static uint64_t
+now_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000);
+}
+
+/* The peak resident set of this process, in KiB. */
+static long
+max_rss_kib(void)
+{
+	struct rusage	ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+	return (ru.ru_maxrss);
+}
+
+/* Step @step of @epoch: @rows distinct indices below N, timed. */
+static uint64_t
+huge_step(struct sampler *s, uint64_t epoch, uint64_t step, uint64_t rows,
+    uint64_t *out)
+{
+	uint64_t	t0, us, j, k;
+
+	t0 = now_us();
+	ck_assert_uint_eq(sampler_step_indices(s, epoch, step, out), rows);
+	us = now_us() - t0;
+	for (j = 0; j < rows; j++) {
+		ck_assert_uint_lt(out[j], s->opts.samples);
+		for (k = 0; k < j; k++)
+			ck_assert_uint_ne(out[j], out[k]);
+	}
+	return (us);
+}
+
+START_TEST(huge_shuffled_dataset_needs_no_table)
+{
+	struct sampler_opts	o = opts_default((uint64_t)1 << 40, 64, 4);
+	uint64_t		out[256], us = 0, last;
+	long			rss;
+
+	/*
+	 * A client's sparse file of 2^40 one-byte samples: sampler_init()
+	 * allocates nothing, and any step, of any epoch, is a few
+	 * microseconds (a table would be 8 TiB, and its pass hours).
+	 */
+	o.shuffle = true;
+	o.seed = 99;
+	rss = max_rss_kib();
+	init_ok(&smp, &o);
+	ck_assert_ptr_null(smp.perm);
+	ck_assert_uint_eq(smp.steps_per_epoch, ((uint64_t)1 << 40) / 256);
+	last = smp.steps_per_epoch - 1;
+	us += huge_step(&smp, 0, 0, 256, out);
+	us += huge_step(&smp, 0, last, 256, out);
+	us += huge_step(&smp, 7000000000ULL, 12345, 256, out);
+	us += huge_step(&smp, 1, last / 2, 256, out);
+	/* Loose for sanitizers and a busy machine; it is about 10 us. */
+	ck_assert_msg(us < 50000, "four steps of 256 rows took %ju us",
+	    (uintmax_t)us);
+	/* A table would be 8 TiB; sanitizers' own bookkeeping is some MiB. */
+	ck_assert_msg(max_rss_kib() - rss < 64 * 1024, "the peak RSS grew by "
+	    "%ld KiB", max_rss_kib() - rss);
+	sampler_clear(&smp);
+
+	/* The largest N there is, split over 3 processes, short last step. */
+	o = opts_default(UINT64_MAX, 64, 4);
+	o.shuffle = true;
+	o.seed = UINT64_MAX;
+	o.drop_last = false;
+	o.process_count = 3;
+	o.process_id = 2;
+	init_ok(&smp, &o);
+	ck_assert_ptr_null(smp.perm);
+	last = smp.steps_per_epoch - 1;
+	huge_step(&smp, UINT64_MAX, 0, 256, out);
+	huge_step(&smp, UINT64_MAX, last, sampler_step_rows(&smp, last), out);
+}
+END_TEST
+
 /* Build the suite, one case per concern. */
 static Suite *
 sampler_suite(void)
@@ -800,9 +1285,22 @@ sampler_suite(void)
 	tcase_add_test(tc, test_shuffle_epochs_and_seeds_differ);
 	tcase_add_test(tc, test_shuffle_trivial_sizes);
 	tcase_add_test(tc, shuffle_matches_an_independent_transcription);
+	tcase_add_test(tc, table_shuffle_is_the_plain_fisher_yates);
 	tcase_add_test(tc, test_shuffle_uniform);
 	tcase_add_test(tc, test_shuffle_large);
 	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("feistel");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, feistel_is_a_bijection_for_every_small_n);
+	tcase_add_test(tc, feistel_steps_of_every_process_cover_the_epoch_once);
+	tcase_add_test(tc, feistel_depends_on_seed_and_epoch_only);
+	tcase_add_test(tc, feistel_spreads_like_a_random_permutation);
+	tcase_add_test(tc, feistel_bijection_just_above_the_table);
+	tcase_add_test(tc, table_up_to_the_threshold_then_feistel);
+	tcase_add_test(tc, huge_shuffled_dataset_needs_no_table);
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("distributed");

@@ -54,8 +54,9 @@ static void make_images(char *extra, size_t len)
 			ck_assert_int_eq(symlink(from, to), 0);
 		}
 	}
+	/* The tree links the fixtures, outside root: a symlink farm. */
 	snprintf(extra, len, "%s[dataset imgs]\ntype = imagefolder\n"
-	    "root = %s/imgs\n", datasets, dir);
+	    "root = %s/imgs\nfollow_symlinks = all\n", datasets, dir);
 }
 
 static void train_setup(void)

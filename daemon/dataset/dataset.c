@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "utf8.h"
 
 static const struct dataset_ops *readers[] = {
 	&dataset_idx_ops,
@@ -971,7 +972,7 @@ dataset_open_files(const char *name, const struct dataset_files *spec,
 	*content = false;
 	flags = DATASET_MAP_SHARED | (map ? DATASET_MAP_READ : 0);
 	if ((ds = calloc(1, sizeof *ds)) == NULL ||
-	    (ds->name = strdup(name)) == NULL ||
+	    (ds->name = utf8_clean(name, INFEED_MAX_DATASET_NAME)) == NULL ||
 	    (p = calloc(1, sizeof *p)) == NULL) {
 		if (asprintf(cause, "dataset '%s': %s", name,
 		    strerror(ENOMEM)) == -1)

@@ -25,9 +25,12 @@
  * A client's own files (Attach.files) are a dataset too, of the raw and
  * npy readers, opened from the descriptors the client passed
  * (dataset_open_files()): the same checks as for files opened by path, and
- * never a path opened on a client's behalf.  The main process only checks
- * them, with pread (a client may truncate its file at any time, and a
- * mapping would then raise SIGBUS in the daemon); the workers map them.
+ * never a path opened on a client's behalf.  The daemon only checks
+ * them, with fstat and pread of their headers, on a helper thread (a
+ * client may truncate its file at any time, and a mapping would then raise
+ * SIGBUS in the daemon; a file on the client's own FUSE mount may never
+ * answer); the workers map them.  Their labels are not scanned at open
+ * (see dataset_npy_labels()).
  */
 #ifndef INFEED_DATASET_H
 #define INFEED_DATASET_H
@@ -205,8 +208,9 @@ int		 dataset_read(const struct dataset *ds, uint64_t index,
  * shard is shorter than when it was indexed (cut since), EFBIG for a
  * sample over INFEED_MAX_IMAGE_BYTES, ENOENT or EACCES for an image file
  * that is gone or unreadable, EINVAL for one that is no longer a regular
- * file, ENOMEM, EOPNOTSUPP when @ds is not encoded, ERANGE for an @index
- * past the end.
+ * file, EXDEV for an image file reached through a symlink that the
+ * dataset's follow_symlinks refuses (imagefolder), ENOMEM, EOPNOTSUPP when
+ * @ds is not encoded, ERANGE for an @index past the end.
  */
 int		 dataset_read_encoded(const struct dataset *ds,
 		    uint64_t index, struct dataset_buf *buf, int64_t *label);
@@ -390,6 +394,11 @@ void		 dataset_pair_close(struct dataset *ds);
  * from the .npy header, and *@off to where the samples start.
  * dataset_npy_labels() - an integer .npy of shape (ds->samples,): set
  * ds->label_dtype and *@off, check each label.
+ *
+ * The labels are scanned for the catalogue's files only: a client's
+ * (ds->client_files) are checked in O(1), their sizes and header, and each
+ * label is checked by the worker that copies it (a bad one is ERROR_DATA
+ * naming the sample), so a huge labels file costs the Attach nothing.
  */
 int		 dataset_raw_samples(struct dataset *ds, const char *what,
 		    const struct dataset_map *m, const char *hint,

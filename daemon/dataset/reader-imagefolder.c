@@ -9,6 +9,9 @@
  *	root = /data/imagenet/train	root/<class>/.../<image>
  *	allow_empty = false		(optional) true keeps a class with
  *					no image as a class without samples
+ *	follow_symlinks = inside	(optional) inside, all or none
+ *	max_directories = 1000000	(optional) caps on the walk
+ *	max_files = 20000000
  *
  * The rules (torchvision's find_classes and make_dataset):
  * - the classes are every entry of root that is a directory, following
@@ -23,8 +26,20 @@
  *   os.walk does; a class without any image file is an error naming all
  *   such classes, in torchvision's words, unless allow_empty.
  * Where infeed differs, it refuses rather than guess: a name that is not
- * valid UTF-8 (Python would sort it as surrogates, not bytes) and a
- * symlink cycle (os.walk would loop forever) are errors.
+ * valid UTF-8 (Python would sort it as surrogates, not bytes), a symlink
+ * cycle (os.walk would loop forever) and a directory reached twice under
+ * one class (os.walk lists it twice; a chain of such links doubles the walk
+ * at each level) are errors, and so is a walk past max_directories or
+ * max_files.
+ *
+ * Symlinks: whoever can write into the tree must not make infeedd read
+ * what they cannot (another dataset's files, closed by allow_groups, are
+ * readable by infeedd).  With follow_symlinks = inside (the default) a
+ * link is followed only when what it leads to lies inside root, resolved,
+ * and one leading out is an error naming it; with none any link that
+ * would be a class, a directory or an image is an error; all follows every
+ * link as torchvision does.  The same rule holds when a worker opens an
+ * image: a link swapped in after indexing is refused (EXDEV) then too.
  *
  * The index is one string table of paths relative to root, an offset per
  * sample into it and a label per sample: about 40 bytes a sample for
@@ -34,6 +49,9 @@
  */
 
 #include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <linux/openat2.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,6 +70,23 @@
 #define IMAGEFOLDER_MAX_DEPTH	128
 /* Empty classes the error message names before "and N more". */
 #define IMAGEFOLDER_MAX_NAMED	50
+/* The defaults of max_directories and max_files. */
+#define IMAGEFOLDER_MAX_DIRS	1000000
+#define IMAGEFOLDER_MAX_FILES	20000000
+
+/* follow_symlinks. */
+enum imagefolder_follow {
+	FOLLOW_INSIDE,
+	FOLLOW_ALL,
+	FOLLOW_NONE,
+};
+
+/* What a directory entry is to the walk. */
+enum imagefolder_kind {
+	KIND_SKIP,
+	KIND_DIR,
+	KIND_FILE,
+};
 
 #define IMAGEFOLDER_EXTENSIONS \
 	".jpg, .jpeg, .png, .ppm, .bmp, .pgm, .tif, .tiff, .webp"
@@ -65,6 +100,8 @@ static const char *const imagefolder_exts[] = {
 struct imagefolder {
 	int		 rootfd;
 	char		*root;		/* as configured, for messages */
+	char		*realroot;	/* resolved, for follow_symlinks */
+	int		 follow;	/* enum imagefolder_follow */
 	char		*strtab;	/* "class/dir/file\0" per sample */
 	size_t		 strlen;
 	size_t		 strcap;
@@ -105,6 +142,20 @@ struct walk {
 		ino_t	ino;
 	}		 stack[IMAGEFOLDER_MAX_DEPTH];
 	unsigned	 depth;
+	struct wseen	*seen;		/* the class's directories, hashed */
+	size_t		 nseen;
+	size_t		 cseen;		/* a power of two */
+	uint64_t	 ndirs;		/* walked in the whole dataset */
+	uint64_t	 nfiles;
+	uint64_t	 max_dirs;
+	uint64_t	 max_files;
+};
+
+/* A directory already walked under the current class. */
+struct wseen {
+	dev_t	dev;
+	ino_t	ino;
+	size_t	path;		/* in walk.dirs; SIZE_MAX: an empty slot */
 };
 
 static int	imagefolder_open(struct dataset *, const struct dataset_conf *,
@@ -117,7 +168,8 @@ static void	imagefolder_close(struct dataset *);
 
 const struct dataset_ops dataset_imagefolder_ops = {
 	.type = "imagefolder",
-	.keys = (const char *const []){ "root", "allow_empty", NULL },
+	.keys = (const char *const []){ "root", "allow_empty",
+	    "follow_symlinks", "max_directories", "max_files", NULL },
 	.data_key = "root",
 	.open = imagefolder_open,
 	.close = imagefolder_close,
@@ -190,20 +242,6 @@ imagefolder_is_image(const char *name)
 	return (0);
 }
 
-/* os.scandir's is_dir(): a directory, or a symlink to one. */
-static int
-imagefolder_is_dir(DIR *d, const struct dirent *de)
-{
-	struct stat	st;
-
-	if (de->d_type == DT_DIR)
-		return (1);
-	if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
-		return (0);
-	return (fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
-	    S_ISDIR(st.st_mode));
-}
-
 /* "root/rel" as torchvision's os.path.join writes it, cleaned for a log. */
 static char *
 imagefolder_path(const struct imagefolder *f, const char *rel, char *buf,
@@ -222,6 +260,158 @@ imagefolder_path(const struct imagefolder *f, const char *rel, char *buf,
 	}
 	free(full);
 	return (buf);
+}
+
+/*
+ * Where open descriptor @fd lies: 1 inside the resolved root, 0 outside,
+ * -1 with errno when the kernel cannot say (no /proc).
+ */
+static int
+imagefolder_fd_inside(const struct imagefolder *f, int fd)
+{
+	char	link[64], got[PATH_MAX + 1];
+	size_t	rl = strlen(f->realroot);
+	ssize_t	n;
+
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, got, sizeof got - 1)) == -1)
+		return (-1);
+	got[n] = '\0';
+	if (strcmp(f->realroot, "/") == 0)
+		return (1);
+	return (strncmp(got, f->realroot, rl) == 0 &&
+	    (got[rl] == '/' || got[rl] == '\0'));
+}
+
+/*
+ * What entry @de of directory @d (at @dir under root) is: a directory to
+ * walk (os.scandir's is_dir(): a directory or a link to one), a file, or
+ * nothing for the walk; a symlink that follow_symlinks refuses is an error
+ * when it would be a class, a directory or an image.
+ */
+static int
+imagefolder_kind(const struct imagefolder *f, struct dataset *ds,
+    char **cause, DIR *d, const char *dir, const struct dirent *de,
+    enum imagefolder_kind *kind)
+{
+	struct stat	 st;
+	char		 rel[PATH_MAX + 256], where[1024];
+	int		 pfd, in, isdir;
+
+	*kind = KIND_FILE;
+	if (de->d_type == DT_DIR) {
+		*kind = KIND_DIR;
+		return (0);
+	}
+	if (de->d_type == DT_UNKNOWN) {
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ==
+		    -1)
+			return (0);
+		if (S_ISDIR(st.st_mode))
+			*kind = KIND_DIR;
+		if (!S_ISLNK(st.st_mode))
+			return (0);
+	} else if (de->d_type != DT_LNK)
+		return (0);
+
+	/* A symlink. */
+	isdir = fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
+	    S_ISDIR(st.st_mode);
+	if (isdir)
+		*kind = KIND_DIR;
+	if (f->follow == FOLLOW_ALL)
+		return (0);
+	if (!isdir && (*dir == '\0' || !imagefolder_is_image(de->d_name))) {
+		*kind = KIND_SKIP;
+		return (0);
+	}
+	snprintf(rel, sizeof rel, "%s%s%s", dir, *dir != '\0' ? "/" : "",
+	    de->d_name);
+	if (f->follow == FOLLOW_NONE)
+		return (dataset_error(cause, ds, "'%s' is a symlink, and "
+		    "'follow_symlinks = none' refuses every link in the tree; "
+		    "replace it with what it points to, or set "
+		    "'follow_symlinks = inside' (links within root) or 'all'",
+		    imagefolder_path(f, rel, where, sizeof where)));
+	/* A dangling link is a file that fails when read, as in torchvision. */
+	if ((pfd = openat(dirfd(d), de->d_name, O_PATH | O_CLOEXEC)) == -1)
+		return (0);
+	in = imagefolder_fd_inside(f, pfd);
+	close(pfd);
+	if (in == 1)
+		return (0);
+	if (in == -1)
+		return (dataset_error(cause, ds, "'%s' is a symlink, and "
+		    "where it leads cannot be checked (/proc/self/fd: %s) for "
+		    "'follow_symlinks = inside'; mount /proc, or set "
+		    "'follow_symlinks = all' if every writer of the tree may "
+		    "read all that infeedd can", imagefolder_path(f, rel,
+		    where, sizeof where), strerror(errno)));
+	return (dataset_error(cause, ds, "'%s' is a symlink that leads out "
+	    "of root (%s), which 'follow_symlinks = inside' (the default) "
+	    "refuses: whoever can write into the tree could otherwise make "
+	    "infeedd read files they cannot; move the target inside root, or "
+	    "set 'follow_symlinks = all' if every writer of the tree may read "
+	    "all that infeedd can", imagefolder_path(f, rel, where,
+	    sizeof where), f->realroot));
+}
+
+/*
+ * Record directory @dev/@ino, at @path in w->dirs, as walked under this
+ * class; its earlier path when it was walked already, else NULL.
+ */
+static const char *
+imagefolder_seen(struct walk *w, dev_t dev, ino_t ino, size_t path,
+    int *nomem)
+{
+	struct wseen	*t;
+	size_t		 i, c, h;
+
+	*nomem = 0;
+	if (2 * (w->nseen + 1) > w->cseen) {
+		c = w->cseen == 0 ? 256 : w->cseen * 2;
+		if ((t = calloc(c, sizeof *t)) == NULL) {
+			*nomem = 1;
+			return (NULL);
+		}
+		for (i = 0; i < c; i++)
+			t[i].path = SIZE_MAX;
+		for (i = 0; i < w->cseen; i++) {
+			if (w->seen[i].path == SIZE_MAX)
+				continue;
+			h = ((uint64_t)w->seen[i].ino * 0x9e3779b97f4a7c15ULL ^
+			    (uint64_t)w->seen[i].dev) & (c - 1);
+			while (t[h].path != SIZE_MAX)
+				h = (h + 1) & (c - 1);
+			t[h] = w->seen[i];
+		}
+		free(w->seen);
+		w->seen = t;
+		w->cseen = c;
+	}
+	h = ((uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev) &
+	    (w->cseen - 1);
+	while (w->seen[h].path != SIZE_MAX) {
+		if (w->seen[h].dev == dev && w->seen[h].ino == ino)
+			return (w->dirs.p + w->seen[h].path);
+		h = (h + 1) & (w->cseen - 1);
+	}
+	w->seen[h].dev = dev;
+	w->seen[h].ino = ino;
+	w->seen[h].path = path;
+	w->nseen++;
+	return (NULL);
+}
+
+/* Forget the directories of the last class. */
+static void
+imagefolder_seen_clear(struct walk *w)
+{
+	size_t	i;
+
+	for (i = 0; i < w->cseen; i++)
+		w->seen[i].path = SIZE_MAX;
+	w->nseen = 0;
 }
 
 /* Refuse a name Python would sort differently from its bytes. */
@@ -253,10 +443,12 @@ imagefolder_walk(struct walk *w, const char *path)
 	struct arena	 subs = { 0 };
 	struct dirent	*de;
 	DIR		*d;
+	enum imagefolder_kind kind;
+	const char	*seen;
 	size_t		 off, di, i, plen = strlen(path);
-	char		 child[PATH_MAX], where[1024];
+	char		 child[PATH_MAX], where[1024], twice[1024];
 	unsigned	 k;
-	int		 fd, rc = -1;
+	int		 fd, rc = -1, nomem;
 
 	/* Unreadable directories are skipped, as os.walk skips them. */
 	if ((fd = openat(w->f->rootfd, path, O_RDONLY | O_DIRECTORY |
@@ -285,6 +477,34 @@ imagefolder_walk(struct walk *w, const char *path)
 		    "symlink loop?", imagefolder_path(w->f, path, where,
 		    sizeof where), IMAGEFOLDER_MAX_DEPTH));
 	}
+	if (++w->ndirs > w->max_dirs) {
+		close(fd);
+		return (dataset_error(w->cause, w->ds, "the walk of root %s "
+		    "passed max_directories = %" PRIu64 " directories (at "
+		    "'%s'); raise max_directories for this dataset if the tree "
+		    "really holds that many, or look for symlinks that "
+		    "multiply it", w->f->root, w->max_dirs, imagefolder_path(
+		    w->f, path, where, sizeof where)));
+	}
+	if (arena_add(&w->dirs, path, plen, &off) != 0) {
+		close(fd);
+		return (dataset_error(w->cause, w->ds, "%s",
+		    strerror(ENOMEM)));
+	}
+	if ((seen = imagefolder_seen(w, st.st_dev, st.st_ino, off,
+	    &nomem)) != NULL || nomem) {
+		close(fd);
+		if (nomem)
+			return (dataset_error(w->cause, w->ds, "%s",
+			    strerror(ENOMEM)));
+		imagefolder_path(w->f, seen, twice, sizeof twice);
+		return (dataset_error(w->cause, w->ds, "'%s' is the directory "
+		    "'%s' again, reached twice under one class through "
+		    "symlinks: torchvision's ImageFolder would list its images "
+		    "twice, and a chain of such links doubles the walk at "
+		    "every level; remove one of the links", imagefolder_path(
+		    w->f, path, where, sizeof where), twice));
+	}
 	if ((d = fdopendir(fd)) == NULL) {
 		close(fd);
 		return (0);
@@ -293,8 +513,7 @@ imagefolder_walk(struct walk *w, const char *path)
 	w->stack[w->depth].ino = st.st_ino;
 	w->depth++;
 
-	if (grow(&w->dv, &w->cd, w->nd, sizeof *w->dv) != 0 ||
-	    arena_add(&w->dirs, path, plen, &off) != 0)
+	if (grow(&w->dv, &w->cd, w->nd, sizeof *w->dv) != 0)
 		goto nomem;
 	di = w->nd++;
 	w->dv[di].path = off;
@@ -307,13 +526,26 @@ imagefolder_walk(struct walk *w, const char *path)
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
-		if (imagefolder_is_dir(d, de)) {
+		if (imagefolder_kind(w->f, w->ds, w->cause, d, path, de,
+		    &kind) != 0)
+			goto out;
+		if (kind != KIND_DIR && ++w->nfiles > w->max_files) {
+			dataset_error(w->cause, w->ds, "the walk of root %s "
+			    "passed max_files = %" PRIu64 " files (in '%s'); "
+			    "raise max_files for this dataset if the tree "
+			    "really holds that many", w->f->root,
+			    w->max_files, imagefolder_path(w->f, path, where,
+			    sizeof where));
+			goto out;
+		}
+		if (kind == KIND_DIR) {
 			if (imagefolder_check_name(w, path, de->d_name) != 0)
 				goto out;
 			if (arena_add(&subs, de->d_name, strlen(de->d_name),
 			    &off) != 0)
 				goto nomem;
-		} else if (imagefolder_is_image(de->d_name)) {
+		} else if (kind == KIND_FILE &&
+		    imagefolder_is_image(de->d_name)) {
 			if (imagefolder_check_name(w, path, de->d_name) != 0)
 				goto out;
 			if (grow(&w->files, &w->cf, w->nf,
@@ -388,6 +620,7 @@ imagefolder_class(struct walk *w, uint32_t c, uint64_t *n)
 	w->dirs.len = w->names.len = 0;
 	w->nd = w->nf = 0;
 	w->depth = 0;
+	imagefolder_seen_clear(w);
 	if (imagefolder_walk(w, name) != 0)
 		return (-1);
 	if (w->nd > 1)
@@ -445,6 +678,7 @@ nomem:
 static int
 imagefolder_classes(struct dataset *ds, struct imagefolder *f, char **cause)
 {
+	enum imagefolder_kind kind;
 	struct arena	 names = { 0 };
 	struct dirent	*de;
 	size_t		*offs = NULL, n = 0, cap = 0, i;
@@ -464,8 +698,11 @@ imagefolder_classes(struct dataset *ds, struct imagefolder *f, char **cause)
 		if ((de = readdir(d)) == NULL)
 			break;
 		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0 ||
-		    !imagefolder_is_dir(d, de))
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (imagefolder_kind(f, ds, cause, d, "", de, &kind) != 0)
+			goto out;
+		if (kind != KIND_DIR)
 			continue;
 		if (!utf8_valid(de->d_name, strlen(de->d_name))) {
 			dataset_error(cause, ds, "class folder '%s': the name "
@@ -569,6 +806,7 @@ imagefolder_open(struct dataset *ds, const struct dataset_conf *conf,
 	const char		*root, *v;
 	char			*p;
 	uint8_t			*empty = NULL;
+	const char		*errstr;
 	uint64_t		 n;
 	uint32_t		 c;
 	int			 allow_empty = 0, any_empty = 0;
@@ -593,6 +831,36 @@ imagefolder_open(struct dataset *ds, const struct dataset_conf *conf,
 			goto fail;
 		}
 	}
+	f->follow = FOLLOW_INSIDE;
+	if ((v = dataset_conf_get(conf, "follow_symlinks")) != NULL) {
+		if (strcmp(v, "all") == 0)
+			f->follow = FOLLOW_ALL;
+		else if (strcmp(v, "none") == 0)
+			f->follow = FOLLOW_NONE;
+		else if (strcmp(v, "inside") != 0) {
+			dataset_error(cause, ds, "'follow_symlinks = %s': "
+			    "expected inside (links whose target lies inside "
+			    "root, the default), all (every link, as "
+			    "torchvision) or none", v);
+			goto fail;
+		}
+	}
+	w.max_dirs = IMAGEFOLDER_MAX_DIRS;
+	w.max_files = IMAGEFOLDER_MAX_FILES;
+	if ((v = dataset_conf_get(conf, "max_directories")) != NULL &&
+	    dataset_u64_parse(v, 1, UINT32_MAX, &w.max_dirs, &errstr) != 0) {
+		dataset_error(cause, ds, "'max_directories = %s': %s; "
+		    "expected 1 to %u (the default is %u)", v, errstr,
+		    UINT32_MAX, IMAGEFOLDER_MAX_DIRS);
+		goto fail;
+	}
+	if ((v = dataset_conf_get(conf, "max_files")) != NULL &&
+	    dataset_u64_parse(v, 1, UINT32_MAX, &w.max_files, &errstr) != 0) {
+		dataset_error(cause, ds, "'max_files = %s': %s; expected 1 to "
+		    "%u (the default is %u)", v, errstr, UINT32_MAX,
+		    IMAGEFOLDER_MAX_FILES);
+		goto fail;
+	}
 	if ((f->root = strdup(root)) == NULL) {
 		dataset_error(cause, ds, "%s", strerror(ENOMEM));
 		goto fail;
@@ -602,6 +870,11 @@ imagefolder_open(struct dataset *ds, const struct dataset_conf *conf,
 		dataset_error(cause, ds, "'root = %s': %s; expected a folder "
 		    "of class folders (root/<class>/<image>)", root,
 		    strerror(errno));
+		goto fail;
+	}
+	if ((f->realroot = realpath(root, NULL)) == NULL) {
+		dataset_error(cause, ds, "'root = %s': cannot resolve it: %s",
+		    root, strerror(errno));
 		goto fail;
 	}
 	if (imagefolder_classes(ds, f, cause) != 0)
@@ -642,6 +915,7 @@ imagefolder_open(struct dataset *ds, const struct dataset_conf *conf,
 	free(w.dv);
 	free(w.names.p);
 	free(w.files);
+	free(w.seen);
 	return (0);
 
 fail:
@@ -650,8 +924,99 @@ fail:
 	free(w.dv);
 	free(w.names.p);
 	free(w.files);
+	free(w.seen);
 	imagefolder_close(ds);
 	return (-1);
+}
+
+/* openat2(2), which glibc may not wrap. */
+static int
+imagefolder_openat2(int dirfd, const char *path, int flags, uint64_t resolve)
+{
+	struct open_how	how;
+
+	memset(&how, 0, sizeof how);
+	how.flags = (uint64_t)flags;
+	how.resolve = resolve;
+	return ((int)syscall(SYS_openat2, dirfd, path, &how, sizeof how));
+}
+
+/* @rel under root with no symlink anywhere on the way (none). */
+static int
+imagefolder_open_nofollow(const struct imagefolder *f, const char *rel,
+    int flags)
+{
+	char		 comp[NAME_MAX + 1];
+	const char	*p = rel, *slash;
+	int		 dir, fd, saved;
+
+	fd = imagefolder_openat2(f->rootfd, rel, flags, RESOLVE_BENEATH |
+	    RESOLVE_NO_SYMLINKS);
+	if (fd != -1 || (errno != ENOSYS && errno != EPERM &&
+	    errno != E2BIG && errno != EAGAIN))
+		return (fd == -1 && errno == ELOOP ? (errno = EXDEV, -1) : fd);
+	/* No openat2: one component at a time, none of them a link. */
+	if ((dir = dup(f->rootfd)) == -1)
+		return (-1);
+	while ((slash = strchr(p, '/')) != NULL) {
+		if ((size_t)(slash - p) > NAME_MAX) {
+			close(dir);
+			errno = ENAMETOOLONG;
+			return (-1);
+		}
+		memcpy(comp, p, (size_t)(slash - p));
+		comp[slash - p] = '\0';
+		fd = openat(dir, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		saved = errno;
+		close(dir);
+		if (fd == -1) {
+			errno = saved == ELOOP || saved == ENOTDIR ? EXDEV :
+			    saved;
+			return (-1);
+		}
+		dir = fd;
+		p = slash + 1;
+	}
+	fd = openat(dir, p, flags | O_NOFOLLOW);
+	saved = errno;
+	close(dir);
+	if (fd == -1)
+		errno = saved == ELOOP ? EXDEV : saved;
+	return (fd);
+}
+
+/* @rel under root, through links that stay inside it (inside). */
+static int
+imagefolder_open_inside(const struct imagefolder *f, const char *rel,
+    int flags)
+{
+	char	link[64];
+	int	pfd, fd, in, saved;
+
+	/* Relative links that stay beneath root: the kernel checks. */
+	fd = imagefolder_openat2(f->rootfd, rel, flags, RESOLVE_BENEATH |
+	    RESOLVE_NO_MAGICLINKS);
+	if (fd != -1 || errno == ENOENT || errno == EACCES)
+		return (fd);
+	/*
+	 * Absolute links (which RESOLVE_BENEATH refuses) or no openat2:
+	 * resolve without opening (O_PATH), check where it landed, then
+	 * open that very file.
+	 */
+	if ((pfd = openat(f->rootfd, rel, O_PATH | O_CLOEXEC)) == -1)
+		return (-1);
+	if ((in = imagefolder_fd_inside(f, pfd)) != 1) {
+		close(pfd);
+		errno = in == 0 ? EXDEV : EACCES;
+		return (-1);
+	}
+	snprintf(link, sizeof link, "/proc/self/fd/%d", pfd);
+	fd = open(link, flags);
+	saved = errno;
+	close(pfd);
+	errno = saved;
+	return (fd);
 }
 
 /* Read a whole image file: open it under root, pread it, close it. */
@@ -660,13 +1025,20 @@ imagefolder_read(const struct dataset *ds, uint64_t index,
     struct dataset_buf *buf, int64_t *label)
 {
 	const struct imagefolder	*f = ds->priv;
+	const char			*rel = f->strtab + f->off[index];
 	struct stat			 st;
 	size_t				 got = 0;
 	ssize_t				 r;
-	int				 fd, saved;
+	int				 fd, saved, flags;
 
-	if ((fd = openat(f->rootfd, f->strtab + f->off[index], O_RDONLY |
-	    O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) == -1)
+	flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+	if (f->follow == FOLLOW_INSIDE)
+		fd = imagefolder_open_inside(f, rel, flags);
+	else if (f->follow == FOLLOW_NONE)
+		fd = imagefolder_open_nofollow(f, rel, flags);
+	else
+		fd = openat(f->rootfd, rel, flags);
+	if (fd == -1)
 		return (-1);
 	if (fstat(fd, &st) == -1)
 		goto fail;
@@ -728,6 +1100,7 @@ imagefolder_close(struct dataset *ds)
 	if (f->rootfd != -1)
 		close(f->rootfd);
 	free(f->root);
+	free(f->realroot);
 	free(f->strtab);
 	free(f->off);
 	free(f->label);

@@ -459,7 +459,7 @@ dataset_npy_samples(struct dataset *ds, const char *path,
 	return (0);
 }
 
-/* The labels: integers of shape (N,), each a class number. */
+/* The labels: integers of shape (N,), each a class number (see above). */
 int
 dataset_npy_labels(struct dataset *ds, const char *lpath, const char *path,
     const struct dataset_map *m, uint64_t *off, char **cause)
@@ -481,6 +481,9 @@ dataset_npy_labels(struct dataset *ds, const char *lpath, const char *path,
 		    lpath, shape, path, ds->samples));
 	ds->label_dtype = lh.dtype;
 	*off = lh.data_off;
+	/* A client's labels are checked as the workers read them. */
+	if (ds->client_files)
+		return (0);
 	return (dataset_labels_check_file(ds, lpath, m, lh.data_off,
 	    ds->label_dtype, cause));
 }

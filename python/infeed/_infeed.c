@@ -5,11 +5,17 @@
  *
  * A Client is one connection to infeedd with at most one session.
  * Client.next() returns a Lease per device step: a small object that
- * exports the step's bytes in the ring through the buffer protocol, so
- * every numpy array and torch tensor built on it keeps it alive.  When the
- * last view is gone the lease dies and queues its step; the owning thread
- * sends the Release at its next call.  A lease may die on any thread, even
- * while next() waits with the GIL released, so it never calls libinfeed.
+ * describes the step's bytes in the ring through numpy's array interface
+ * (__array_struct__), so the array numpy makes of it, and every array
+ * and torch tensor built on that, keeps it alive.  When the last view is
+ * gone the lease dies and queues its step; the owning thread sends the
+ * Release at its next call.  A lease may die on any thread, even while
+ * next() waits with the GIL released, so it never calls libinfeed.
+ *
+ * Written to Python's limited API of 3.9 (Py_LIMITED_API, set by meson),
+ * so that one build, _infeed.abi3.so, loads in every CPython from 3.9 on:
+ * hence heap types from specs, and the array interface rather than the
+ * buffer protocol, which entered the limited API only in 3.11.
  *
  * The wait for a step releases the GIL and runs in slices, so that Ctrl-C
  * and other signal handlers run within a slice; an interrupted Next stays
@@ -52,6 +58,29 @@ typedef struct {
 	size_t			 capdead;
 } ClientObject;
 
+/*
+ * PyArrayInterface, the C side of numpy's array interface protocol
+ * (__array_struct__, in numpy's "The array interface protocol"), declared
+ * here as the protocol defines it: numpy reads it without a dict to parse,
+ * and nothing of numpy's C API or ABI is used.
+ */
+struct array_interface {
+	int		 two;		/* 2, a sanity check */
+	int		 nd;
+	char		 typekind;	/* 'u': unsigned integers */
+	int		 itemsize;
+	int		 flags;
+	Py_intptr_t	*shape;
+	Py_intptr_t	*strides;
+	void		*data;
+	PyObject	*descr;
+};
+#define ARRAY_C_CONTIGUOUS	0x0001
+#define ARRAY_F_CONTIGUOUS	0x0002
+#define ARRAY_ALIGNED		0x0100
+#define ARRAY_NOTSWAPPED	0x0200
+#define ARRAY_WRITEABLE		0x0400
+
 typedef struct {
 	PyObject_HEAD
 	ClientObject		*client;
@@ -62,10 +91,14 @@ typedef struct {
 	Py_ssize_t		 data_offset;
 	Py_ssize_t		 labels_offset;
 	Py_ssize_t		 indices_offset;
+	struct array_interface	 ai;		/* of the bytes, as uint8 */
+	Py_intptr_t		 ai_len;
+	Py_intptr_t		 ai_stride;
 } LeaseObject;
 
-static PyTypeObject	ClientType;
-static PyTypeObject	LeaseType;
+/* Heap types, made from their specs at module init. */
+static PyTypeObject	*ClientType;
+static PyTypeObject	*LeaseType;
 
 /* Raise the class registered under @key (or RuntimeError) with @msg. */
 static PyObject *
@@ -197,7 +230,7 @@ Client_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
 	ClientObject	*self;
 
-	if ((self = (ClientObject *)type->tp_alloc(type, 0)) == NULL)
+	if ((self = (ClientObject *)PyType_GenericAlloc(type, 0)) == NULL)
 		return (NULL);
 	pthread_mutex_init(&self->mu, NULL);
 	return ((PyObject *)self);
@@ -207,11 +240,34 @@ Client_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static void
 Client_dealloc(ClientObject *self)
 {
+	PyTypeObject	*tp = Py_TYPE(self);
+	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
 	if (self->f != NULL && self->pid == getpid())
 		infeed_free(self->f);
 	free(self->dead);
 	pthread_mutex_destroy(&self->mu);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	tp_free(self);
+	Py_DECREF(tp);	/* an instance of a heap type holds its type */
+}
+
+/* A tuple of the @n sizes in @dims. */
+static PyObject *
+shape_tuple(const uint64_t *dims, uint32_t n)
+{
+	PyObject	*shape, *v;
+	uint32_t	 i;
+
+	if ((shape = PyTuple_New(n)) == NULL)
+		return (NULL);
+	for (i = 0; i < n; i++) {
+		if ((v = PyLong_FromUnsignedLongLong(dims[i])) == NULL ||
+		    PyTuple_SetItem(shape, i, v) == -1) {
+			Py_DECREF(shape);
+			return (NULL);
+		}
+	}
+	return (shape);
 }
 
 /* A dict of one catalogue entry. */
@@ -219,13 +275,9 @@ static PyObject *
 dataset_dict(const struct infeed_dataset *d)
 {
 	PyObject	*shape;
-	uint32_t	 i;
 
-	if ((shape = PyTuple_New(d->ndim)) == NULL)
+	if ((shape = shape_tuple(d->shape, d->ndim)) == NULL)
 		return (NULL);
-	for (i = 0; i < d->ndim; i++)
-		PyTuple_SET_ITEM(shape, i,
-		    PyLong_FromUnsignedLongLong(d->shape[i]));
 	return (Py_BuildValue("{s:s,s:s,s:K,s:N,s:s,s:s,s:I}",
 	    "name", d->name, "type", d->type ? d->type : "",
 	    "samples", (unsigned long long)d->samples, "shape", shape,
@@ -264,6 +316,40 @@ Client_datasets(ClientObject *self, PyObject *unused)
 done:
 	infeed_datasets_free(list, n);
 	return (out);
+}
+
+/* The items of sequence @v as a tuple, or NULL with TypeError(@msg). */
+static PyObject *
+sequence_tuple(PyObject *v, const char *msg)
+{
+	PyObject	*t = PySequence_Tuple(v);
+
+	if (t == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_TypeError, msg);
+	}
+	return (t);
+}
+
+/*
+ * The UTF-8 bytes of str @v, or NULL with an error (PyUnicode_AsUTF8 is
+ * in the limited API only from 3.10); the caller keeps the bytes object
+ * for as long as it uses PyBytes_AsString's pointer.
+ */
+static PyObject *
+utf8_bytes(PyObject *v, const char *what)
+{
+	PyObject	*type;
+
+	if (!PyUnicode_Check(v)) {
+		type = PyObject_GetAttrString((PyObject *)Py_TYPE(v),
+		    "__name__");
+		PyErr_Format(PyExc_TypeError, "%s must be a str, not %S", what,
+		    type != NULL ? type : Py_None);
+		Py_XDECREF(type);
+		return (NULL);
+	}
+	return (PyUnicode_AsUTF8String(v));
 }
 
 /* Option @key of dict @d as an unsigned integer up to @max, if present. */
@@ -317,9 +403,9 @@ opt_floats(PyObject *d, const char *key, float *out, uint32_t max,
 			*n = 1;
 		return (PyErr_Occurred() ? -1 : 0);
 	}
-	if ((seq = PySequence_Fast(v, "expected numbers")) == NULL)
+	if ((seq = sequence_tuple(v, "expected numbers")) == NULL)
 		return (-1);
-	len = PySequence_Fast_GET_SIZE(seq);
+	len = PyTuple_Size(seq);
 	if (len < 1 || (uint64_t)len > max || n == NULL) {
 		Py_DECREF(seq);
 		PyErr_Format(PyExc_ValueError, "%s takes 1 to %u values, not "
@@ -327,36 +413,35 @@ opt_floats(PyObject *d, const char *key, float *out, uint32_t max,
 		return (-1);
 	}
 	for (i = 0; i < len; i++)
-		out[i] = (float)PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq,
-		    i));
+		out[i] = (float)PyFloat_AsDouble(PyTuple_GetItem(seq, i));
 	Py_DECREF(seq);
 	*n = (uint32_t)len;
 	return (PyErr_Occurred() ? -1 : 0);
 }
 
 /*
- * Option @key: a str, or None, into *@out (borrowed from @d, so valid while
- * @d holds it: libinfeed copies it at attach).
+ * Option @key: a str, or None, into *@out, valid while the caller holds
+ * *@keep, its UTF-8 bytes (libinfeed copies it at attach).
  */
 static int
-opt_str(PyObject *d, const char *key, const char **out)
+opt_str(PyObject *d, const char *key, PyObject **keep, const char **out)
 {
 	PyObject	*v = PyDict_GetItemString(d, key);
 
 	if (v == NULL || v == Py_None)
 		return (0);
-	if (!PyUnicode_Check(v)) {
-		PyErr_Format(PyExc_TypeError, "%s must be a str, not %s", key,
-		    Py_TYPE(v)->tp_name);
+	if ((*keep = utf8_bytes(v, key)) == NULL)
 		return (-1);
-	}
-	*out = PyUnicode_AsUTF8(v);
+	*out = PyBytes_AsString(*keep);
 	return (*out == NULL ? -1 : 0);
 }
 
-/* Loader options from the dict the Python layer built. */
+/*
+ * Loader options from the dict the Python layer built; *@keep holds the
+ * bytes that o->transform points into (NULL if none), even on failure.
+ */
 static int
-options_from(PyObject *d, struct infeed_options *o)
+options_from(PyObject *d, struct infeed_options *o, PyObject **keep)
 {
 	uint64_t	u;
 	uint32_t	nmean = 0, nstd = 0;
@@ -395,7 +480,7 @@ options_from(PyObject *d, struct infeed_options *o)
 	    opt_bool(d, "early_preload", &o->early_preload) == -1 ||
 	    opt_bool(d, "to_float32", &o->to_float32) == -1 ||
 	    opt_bool(d, "copy_on_write", &o->copy_on_write) == -1 ||
-	    opt_str(d, "transform", &o->transform) == -1 ||
+	    opt_str(d, "transform", keep, &o->transform) == -1 ||
 	    opt_floats(d, "scale", &o->scale, 1, NULL) == -1 ||
 	    opt_floats(d, "mean", o->mean, INFEED_MAX_CHANNELS, &nmean) ==
 	    -1 || opt_floats(d, "std", o->std, INFEED_MAX_CHANNELS, &nstd) ==
@@ -416,13 +501,9 @@ static PyObject *
 info_dict(const struct infeed_session_info *in)
 {
 	PyObject	*shape;
-	uint32_t	 i;
 
-	if ((shape = PyTuple_New(in->ndim)) == NULL)
+	if ((shape = shape_tuple(in->sample_shape, in->ndim)) == NULL)
 		return (NULL);
-	for (i = 0; i < in->ndim; i++)
-		PyTuple_SET_ITEM(shape, i,
-		    PyLong_FromUnsignedLongLong(in->sample_shape[i]));
 	return (Py_BuildValue("{s:K,s:I,s:K,s:K,s:K,s:N,s:s,s:K,s:s}",
 	    "session_id", (unsigned long long)in->session_id,
 	    "slots", in->slots,
@@ -450,6 +531,20 @@ dtype_number(const char *name)
 	return (0);
 }
 
+/* The number of the dtype named by str @name, or 0 with an error. */
+static int
+dtype_of(PyObject *name)
+{
+	PyObject	*b;
+	int		 t;
+
+	if ((b = utf8_bytes(name, "dtype")) == NULL)
+		return (0);
+	t = dtype_number(PyBytes_AsString(b));
+	Py_DECREF(b);
+	return (t);
+}
+
 /* Attach to @dataset, or to the trainer's @files when not NULL. */
 static PyObject *
 client_attach(ClientObject *self, const char *dataset, PyObject *opts,
@@ -457,21 +552,21 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 {
 	struct infeed_options		o;
 	struct infeed_session_info	info;
-	PyObject			*keep;
+	PyObject			*keep = NULL;
 	int				r;
 
-	if (options_from(opts, &o) == -1)
+	/* o.transform points into keep: held across the wait. */
+	if (options_from(opts, &o, &keep) == -1 ||
+	    client_enter(self) == -1) {
+		Py_XDECREF(keep);
 		return (NULL);
-	if (client_enter(self) == -1)
-		return (NULL);
+	}
 	if (self->attached) {
 		self->busy = 0;
+		Py_XDECREF(keep);
 		return (raise_keyed("usage", "already attached; detach "
 		    "first"));
 	}
-	/* o.transform is the str's own UTF-8: hold it without the GIL. */
-	keep = PyDict_GetItemString(opts, "transform");
-	Py_XINCREF(keep);
 	(void)client_flush(self);
 	PyErr_Clear();	/* releases of an ended session cannot fail us */
 	Py_BEGIN_ALLOW_THREADS
@@ -519,11 +614,11 @@ files_raw_from(PyObject *spec, struct infeed_files *fl)
 		    "dtype=");
 		return (-1);
 	}
-	if ((fl->dtype = dtype_number(PyUnicode_AsUTF8(dtype))) == 0 ||
-	    (seq = PySequence_Fast(shape, "shape must be a sequence")) ==
+	if ((fl->dtype = dtype_of(dtype)) == 0 ||
+	    (seq = sequence_tuple(shape, "shape must be a sequence")) ==
 	    NULL)
 		return (-1);
-	n = PySequence_Fast_GET_SIZE(seq);
+	n = PyTuple_Size(seq);
 	if (n < 1 || n > INFEED_MAX_DIMS) {
 		Py_DECREF(seq);
 		PyErr_Format(PyExc_ValueError, "shape has %zd dimensions; a "
@@ -533,7 +628,7 @@ files_raw_from(PyObject *spec, struct infeed_files *fl)
 	fl->ndim = (uint32_t)n;
 	for (i = 0; i < n; i++)
 		fl->shape[i] = PyLong_AsUnsignedLongLong(
-		    PySequence_Fast_GET_ITEM(seq, i));
+		    PyTuple_GetItem(seq, i));
 	Py_DECREF(seq);
 	return (PyErr_Occurred() ? -1 : 0);
 }
@@ -568,8 +663,7 @@ Client_attach_files(ClientObject *self, PyObject *args)
 		    INFEED_FILE_NPY : INFEED_FILE_RAW;
 		v = PyDict_GetItemString(spec, "label_dtype");
 		if (fl.labels_format == INFEED_FILE_RAW && v != NULL &&
-		    PyUnicode_Check(v) && (fl.label_dtype =
-		    dtype_number(PyUnicode_AsUTF8(v))) == 0)
+		    PyUnicode_Check(v) && (fl.label_dtype = dtype_of(v)) == 0)
 			return (NULL);
 	}
 	return (client_attach(self, name, opts, &fl));
@@ -584,7 +678,7 @@ lease_new(ClientObject *self, const struct infeed_step *st)
 	uint64_t	 n[3];
 	int		 i;
 
-	if ((l = PyObject_New(LeaseObject, &LeaseType)) == NULL)
+	if ((l = PyObject_New(LeaseObject, LeaseType)) == NULL)
 		return (NULL);
 	Py_INCREF(self);
 	l->client = self;
@@ -610,6 +704,13 @@ lease_new(ClientObject *self, const struct infeed_step *st)
 	l->labels_offset = p[1] - lo;
 	l->indices_offset = p[2] - lo;
 	l->readonly = !self->writable;
+	l->ai_len = l->len;
+	l->ai_stride = 1;
+	l->ai = (struct array_interface){ .two = 2, .nd = 1, .typekind = 'u',
+	    .itemsize = 1, .flags = ARRAY_C_CONTIGUOUS | ARRAY_F_CONTIGUOUS |
+	    ARRAY_ALIGNED | ARRAY_NOTSWAPPED | (l->readonly ? 0 :
+	    ARRAY_WRITEABLE), .shape = &l->ai_len, .strides = &l->ai_stride,
+	    .data = l->base, .descr = NULL };
 	pthread_mutex_lock(&self->mu);
 	self->held++;
 	pthread_mutex_unlock(&self->mu);
@@ -785,17 +886,22 @@ static PyGetSetDef Client_getset[] = {
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 
-static PyTypeObject ClientType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "infeed._infeed.Client",
-	.tp_doc = "A connection to infeedd with at most one session.",
-	.tp_basicsize = sizeof(ClientObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_new = Client_new,
-	.tp_init = (initproc)Client_init,
-	.tp_dealloc = (destructor)Client_dealloc,
-	.tp_methods = Client_methods,
-	.tp_getset = Client_getset,
+static PyType_Slot Client_slots[] = {
+	{ Py_tp_doc, (void *)"A connection to infeedd with at most one "
+	  "session." },
+	{ Py_tp_new, (void *)Client_new },
+	{ Py_tp_init, (void *)Client_init },
+	{ Py_tp_dealloc, (void *)Client_dealloc },
+	{ Py_tp_methods, Client_methods },
+	{ Py_tp_getset, Client_getset },
+	{ 0, NULL }
+};
+
+static PyType_Spec Client_spec = {
+	.name = "infeed._infeed.Client",
+	.basicsize = sizeof(ClientObject),
+	.flags = Py_TPFLAGS_DEFAULT,
+	.slots = Client_slots,
 };
 
 /*
@@ -821,6 +927,7 @@ Lease_dealloc(LeaseObject *self)
 		pthread_mutex_unlock(&c->mu);
 		Py_DECREF(c);
 		PyObject_Free(self);
+		Py_DECREF(LeaseType);	/* each instance holds its type */
 		return;
 	}
 	pthread_mutex_lock(&c->mu);
@@ -839,18 +946,36 @@ Lease_dealloc(LeaseObject *self)
 	pthread_mutex_unlock(&c->mu);
 	Py_DECREF(c);
 	PyObject_Free(self);
+	Py_DECREF(LeaseType);
 }
 
-static int
-Lease_getbuffer(LeaseObject *self, Py_buffer *view, int flags)
+/* A capsule of a lease's array interface holds the lease. */
+static void
+lease_capsule_free(PyObject *capsule)
 {
-	return (PyBuffer_FillInfo(view, (PyObject *)self, self->base,
-	    self->len, self->readonly, flags));
+	Py_XDECREF((PyObject *)PyCapsule_GetContext(capsule));
 }
 
-static PyBufferProcs Lease_as_buffer = {
-	.bf_getbuffer = (getbufferproc)Lease_getbuffer,
-};
+/*
+ * __array_struct__: numpy.asarray(lease) makes a uint8 array of the step's
+ * bytes whose base is the lease.
+ */
+static PyObject *
+lease_array_struct(LeaseObject *self)
+{
+	PyObject	*c;
+
+	/* numpy takes only a capsule without a name. */
+	if ((c = PyCapsule_New(&self->ai, NULL, lease_capsule_free)) == NULL)
+		return (NULL);
+	Py_INCREF(self);
+	if (PyCapsule_SetContext(c, self) == -1) {
+		Py_DECREF(self);
+		Py_DECREF(c);
+		return (NULL);
+	}
+	return (c);
+}
 
 static PyObject *
 Lease_get(LeaseObject *self, void *which)
@@ -870,6 +995,8 @@ Lease_get(LeaseObject *self, void *which)
 		return (PyLong_FromUnsignedLongLong(self->st.step));
 	case 6:
 		return (PyLong_FromUnsignedLong(self->st.slot));
+	case 8:
+		return (lease_array_struct(self));
 	default:
 		return (PyBool_FromLong(!self->readonly));
 	}
@@ -884,19 +1011,32 @@ static PyGetSetDef Lease_getset[] = {
 	{ "step", (getter)Lease_get, NULL, NULL, (void *)5 },
 	{ "slot", (getter)Lease_get, NULL, NULL, (void *)6 },
 	{ "writable", (getter)Lease_get, NULL, NULL, (void *)7 },
+	{ "__array_struct__", (getter)Lease_get, NULL, NULL, (void *)8 },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 
-static PyTypeObject LeaseType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "infeed._infeed.Lease",
-	.tp_doc = "One device step's bytes in the ring; its slot goes back "
-	    "to infeedd when the last view of it is gone.",
-	.tp_basicsize = sizeof(LeaseObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_dealloc = (destructor)Lease_dealloc,
-	.tp_as_buffer = &Lease_as_buffer,
-	.tp_getset = Lease_getset,
+/* Only Client.next() makes leases (a heap type inherits object's new). */
+static PyObject *
+Lease_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyErr_SetString(PyExc_TypeError, "leases come from Client.next()");
+	return (NULL);
+}
+
+static PyType_Slot Lease_slots[] = {
+	{ Py_tp_doc, (void *)"One device step's bytes in the ring; its slot "
+	  "goes back to infeedd when the last view of it is gone." },
+	{ Py_tp_new, (void *)Lease_new },
+	{ Py_tp_dealloc, (void *)Lease_dealloc },
+	{ Py_tp_getset, Lease_getset },
+	{ 0, NULL }
+};
+
+static PyType_Spec Lease_spec = {
+	.name = "infeed._infeed.Lease",
+	.basicsize = sizeof(LeaseObject),
+	.flags = Py_TPFLAGS_DEFAULT,
+	.slots = Lease_slots,
 };
 
 /* set_error_classes(dict): the exception class for each error key. */
@@ -965,7 +1105,11 @@ PyInit__infeed(void)
 {
 	PyObject	*m, *step;
 
-	if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&LeaseType) < 0)
+	if (ClientType == NULL && (ClientType = (PyTypeObject *)
+	    PyType_FromSpec(&Client_spec)) == NULL)
+		return (NULL);
+	if (LeaseType == NULL && (LeaseType = (PyTypeObject *)
+	    PyType_FromSpec(&Lease_spec)) == NULL)
 		return (NULL);
 	if ((m = PyModule_Create(&module_def)) == NULL)
 		return (NULL);
@@ -975,10 +1119,10 @@ PyInit__infeed(void)
 		Py_DECREF(m);
 		return (NULL);
 	}
-	Py_INCREF(&ClientType);
-	Py_INCREF(&LeaseType);
-	if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0 ||
-	    PyModule_AddObject(m, "Lease", (PyObject *)&LeaseType) < 0 ||
+	Py_INCREF(ClientType);
+	Py_INCREF(LeaseType);
+	if (PyModule_AddObject(m, "Client", (PyObject *)ClientType) < 0 ||
+	    PyModule_AddObject(m, "Lease", (PyObject *)LeaseType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_CHANNELS",
 	    INFEED_MAX_CHANNELS) < 0) {
 		Py_DECREF(m);

@@ -372,15 +372,17 @@ class DataLoader:
     def _step(self, lease):
         np = self._np
         rows = lease.rows
-        # np.ndarray over the lease: one call, and the array keeps a buffer
-        # export of the lease for as long as it (or a view of it) lives.
-        data = np.ndarray((rows,) + self._shape, self._dtype, lease,
+        # The step's bytes as a uint8 array whose base is the lease (its
+        # __array_interface__); every array made over it keeps it, and so
+        # the lease, alive for as long as it (or a view of it) lives.
+        buf = np.asarray(lease)
+        data = np.ndarray((rows,) + self._shape, self._dtype, buf,
                           lease.data_offset)
-        labels = np.ndarray((rows,), self._label_dtype, lease,
+        labels = np.ndarray((rows,), self._label_dtype, buf,
                             lease.labels_offset)
         # A copy (8 bytes a row): keeping a step's indices, as trainers do
         # for bookkeeping, must not hold its slot.
-        indices = np.frombuffer(lease, np.uint64, rows,
+        indices = np.frombuffer(buf, np.uint64, rows,
                                 lease.indices_offset).copy()
         if self._output == "torch":
             from_numpy = self._torch.from_numpy
