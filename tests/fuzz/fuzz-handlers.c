@@ -38,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -130,6 +131,7 @@ struct client {
 	bool		 reading;	/* drains replies */
 	bool		 eof;		/* the daemon hung up */
 	int		 sendfd;	/* goes with the next byte sent */
+	pid_t		 proc;		/* the client's process, for the daemon */
 	unsigned	 requests;
 	unsigned	 replies;
 
@@ -279,6 +281,58 @@ fuzz_init(void)
 	owner = getpid();
 	restarts = fuzz_worker_restarts();
 	atexit(fuzz_teardown);
+}
+
+/*
+ * A socketpair made by a short-lived child, so that the daemon sees that
+ * child as the client's process (SO_PEERCRED) and, when it ends at
+ * client_close(), gives back ring memory an ended session still held, as
+ * for a trainer's process that exits; the child waits to be killed.
+ */
+static pid_t
+fuzz_client_socketpair(int sv[2])
+{
+	char		 cbuf[CMSG_SPACE(2 * sizeof(int))], c;
+	struct iovec	 iov = { &c, 1 };
+	struct msghdr	 msg;
+	struct cmsghdr	*cm;
+	pid_t		 pid;
+	int		 ch[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) == -1)
+		fuzz_fail(__LINE__, "socketpair", "%s", strerror(errno));
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	if ((pid = fork()) == -1)
+		fuzz_fail(__LINE__, "fork", "%s", strerror(errno));
+	if (pid == 0) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0, sv) == -1)
+			_exit(1);
+		c = 0;
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+		memcpy(CMSG_DATA(cm), sv, 2 * sizeof(int));
+		if (sendmsg(ch[1], &msg, 0) != 1)
+			_exit(1);
+		close(sv[0]);
+		close(sv[1]);
+		for (;;)
+			pause();
+	}
+	close(ch[1]);
+	if (recvmsg(ch[0], &msg, MSG_CMSG_CLOEXEC) != 1 ||
+	    (cm = CMSG_FIRSTHDR(&msg)) == NULL ||
+	    cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+		fuzz_fail(__LINE__, "recvmsg", "no socketpair from the child");
+	memcpy(sv, CMSG_DATA(cm), 2 * sizeof(int));
+	close(ch[0]);
+	return (pid);
 }
 
 /* Whether the daemon still has this client's peer. */
@@ -892,6 +946,16 @@ client_close(struct client *c)
 	/* Once more, for anything the peer's end left queued. */
 	fuzz_pass(false);
 	client_unmap(c);
+	/* The client's process ends: memory its session held goes back. */
+	kill(c->proc, SIGKILL);
+	waitpid(c->proc, NULL, 0);	/* unless the pool reaped it */
+	deadline = clock_now_ms() + FUZZ_IDLE_MS;
+	while (d->budget.held_bytes > 0) {
+		FUZZ_ASSERT(clock_now_ms() < deadline, "the ring memory of an "
+		    "ended session outlived its client's process by %d ms",
+		    FUZZ_IDLE_MS);
+		fuzz_pass(true);
+	}
 	wire_in_clear(&c->in);
 	wire_in_clear(&c->sent);
 }
@@ -905,6 +969,7 @@ fuzz_check_daemon(int fds)
 
 	FUZZ_ASSERT(peers_count(d->peers) == 0, "%u peers left",
 	    peers_count(d->peers));
+	ring_budget_settle(&d->budget);		/* given-up memory punched */
 	FUZZ_ASSERT(d->budget.used == 0, "%llu bytes of rings still counted",
 	    (unsigned long long)d->budget.used);
 	FUZZ_ASSERT(pool_idle(d->pool), "jobs left in the pool");
@@ -939,10 +1004,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size--;
 	fds = fuzz_count_fds();
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
-	    sv) == -1)
-		fuzz_fail(__LINE__, "socketpair", "%s", strerror(errno));
 	memset(&c, 0, sizeof(c));
+	c.proc = fuzz_client_socketpair(sv);
 	c.fd = sv[1];
 	c.reading = !(mode & 0x40);
 	wire_in_init(&c.in, d->conf->max_frame_size);
