@@ -5,6 +5,9 @@
  * bytes of the input, with one decoder reused as a worker reuses it.
  * Images over FUZZ_MAX_PIXELS are opened but not decoded, so a header
  * claiming a huge size costs no more than libFuzzer's memory limit allows.
+ * The decoder has a memory cap, as a worker's has (image_memory_max):
+ * run with -malloc_limit_mb a little above FUZZ_MEMORY_MAX and any
+ * allocation the cap should have refused is reported.
  */
 
 #include <stddef.h>
@@ -15,6 +18,7 @@
 #include "image-decode.h"
 
 #define FUZZ_MAX_PIXELS	(4u << 20)
+#define FUZZ_MEMORY_MAX	(64u << 20)	/* the decoder's image_memory_max */
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
@@ -38,8 +42,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t			*out;
 	uint32_t		 x, y, w, h;
 
-	if (decoder == NULL && (decoder = image_decoder_new()) == NULL)
-		abort();
+	if (decoder == NULL) {
+		if ((decoder = image_decoder_new()) == NULL)
+			abort();
+		image_decoder_set_memory_max(decoder, FUZZ_MEMORY_MAX);
+	}
 	if (image_open(decoder, data, size, &info) == -1)
 		return (0);
 	if ((uint64_t)info.width * info.height > FUZZ_MAX_PIXELS)
