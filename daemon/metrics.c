@@ -136,6 +136,7 @@ struct metrics_series {
 	uint64_t	 steps;
 	uint64_t	 rows;
 	uint64_t	 bytes_read;
+	uint64_t	 samples_replaced;
 	double		 data_wait_s;
 	double		 active_s;
 	const uint64_t	*wait_counts;	/* SESSION_WAIT_BUCKETS */
@@ -161,6 +162,8 @@ metrics_per_series(struct evbuffer *b, const struct metrics_series *s,
 
 static double	get_steps(const struct metrics_series *s) { return (s->steps); }
 static double	get_rows(const struct metrics_series *s) { return (s->rows); }
+static double	get_replaced(const struct metrics_series *s)
+		    { return (s->samples_replaced); }
 static double	get_bytes(const struct metrics_series *s)
 		    { return (s->bytes_read); }
 static double	get_wait(const struct metrics_series *s)
@@ -226,6 +229,7 @@ metrics_series(const struct peers *ps, const Infeed__Stats *st, size_t *n)
 		s[i].steps = ss->steps_delivered;
 		s[i].rows = ss->rows_delivered;
 		s[i].bytes_read = ss->bytes_read;
+		s[i].samples_replaced = ss->samples_replaced;
 		s[i].data_wait_s = ss->data_wait_s;
 		s[i].active_s = ss->active_s;
 		s[i].wait_counts = ss->next_wait_counts;
@@ -238,6 +242,7 @@ metrics_series(const struct peers *ps, const Infeed__Stats *st, size_t *n)
 		s[st->n_sessions + i].steps = e[i].steps;
 		s[st->n_sessions + i].rows = e[i].rows;
 		s[st->n_sessions + i].bytes_read = e[i].bytes_read;
+		s[st->n_sessions + i].samples_replaced = e[i].samples_replaced;
 		s[st->n_sessions + i].data_wait_s = e[i].data_wait_us / 1e6;
 		s[st->n_sessions + i].active_s = e[i].active_us / 1e6;
 		s[st->n_sessions + i].wait_counts = e[i].wait_counts;
@@ -398,6 +403,10 @@ metrics_cb(struct evhttp_request *req, void *arg)
 	metrics_per_series(b, s, n, "infeed_read_bytes_total", "counter",
 	    "Bytes the workers read from the dataset for the session (sum by "
 	    "dataset for a dataset's).", get_bytes);
+	metrics_per_series(b, s, n, "infeed_samples_replaced_total", "counter",
+	    "Bad samples (images that cannot be decoded) replaced by other "
+	    "samples of the dataset, with bad_samples = replace.",
+	    get_replaced);
 	metrics_per_series(b, s, n, "infeed_data_wait_seconds_total",
 	    "counter", "Seconds the trainer waited in Next with no step "
 	    "ready: divided by infeed_active_seconds_total, the share of time "

@@ -494,6 +494,7 @@ peer_end_session(struct peer *p)
 	e->steps += t.steps;
 	e->rows += t.rows;
 	e->bytes_read += t.bytes_read;
+	e->samples_replaced += t.samples_replaced;
 	e->data_wait_us += t.data_wait_us;
 	e->active_us += t.active_us;
 	for (b = 0; b < SESSION_WAIT_BUCKETS; b++)

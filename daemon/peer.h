@@ -118,6 +118,7 @@ struct peers_ended {
 	uint64_t	 steps;
 	uint64_t	 rows;
 	uint64_t	 bytes_read;
+	uint64_t	 samples_replaced;
 	uint64_t	 data_wait_us;
 	uint64_t	 active_us;
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];

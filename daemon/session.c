@@ -869,6 +869,7 @@ session_totals(const struct session *s, struct session_totals *t)
 	t->steps = s->steps_delivered;
 	t->rows = s->rows_delivered;
 	t->bytes_read = s->bytes_read;
+	t->samples_replaced = s->samples_replaced;
 	session_data_wait(s, &t->data_wait_us, &t->active_us);
 	memcpy(t->wait_counts, s->wait_counts, sizeof(t->wait_counts));
 }

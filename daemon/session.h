@@ -237,6 +237,7 @@ struct session_totals {
 	uint64_t	 steps;
 	uint64_t	 rows;
 	uint64_t	 bytes_read;	/* from the dataset, by the workers */
+	uint64_t	 samples_replaced; /* bad ones, by others (bad_samples) */
 	uint64_t	 data_wait_us;
 	uint64_t	 active_us;
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];

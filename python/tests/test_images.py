@@ -3,11 +3,15 @@
 WebDataset tar shards, served by a real infeedd, against torchvision's
 ImageFolder and transforms on the same files."""
 
+import gc
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
+import time
+import urllib.request
 
 import pytest
 
@@ -122,7 +126,8 @@ def tree(tmp_path_factory):
 
 
 def _config(tree):
-    return (f"\n[dataset imgs]\ntype = imagefolder\nroot = {tree['root']}\n"
+    return ("metrics_listen = 127.0.0.1:0\n"
+            f"\n[dataset imgs]\ntype = imagefolder\nroot = {tree['root']}\n"
             f"\n[dataset imgs-tar]\ntype = tar\nshards = {tree['pattern']}\n"
             f"\n[dataset imgs-bad]\ntype = imagefolder\nroot = {tree['bad']}\n"
             f"\n[dataset imgs-replace]\ntype = imagefolder\n"
@@ -259,7 +264,36 @@ def test_bad_samples_replace_goes_on_and_counts(images):
              if s["dataset"] == "imgs-replace"]
     assert ss["samples_replaced"] == 1
     assert ss["transform"] == pipeline
+    # And as a Prometheus series, while the session lives and once ended.
+    assert _replaced_series(images, "imgs-replace", live=True) == [1.0]
     assert list(it) == []
+    del it, loader
+    gc.collect()
+    for _ in range(100):
+        if not _replaced_series(images, "imgs-replace", live=True):
+            break
+        time.sleep(0.05)
+    assert _replaced_series(images, "imgs-replace", live=True) == []
+    (ended,) = _replaced_series(images, "imgs-replace", live=False)
+    assert ended >= 1.0
+
+
+def _metrics(daemon):
+    port = re.search(r"metrics on http://127.0.0.1:(\d+)/metrics",
+                     daemon.log_text()).group(1)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                timeout=10) as r:
+        return r.read().decode()
+
+
+def _replaced_series(daemon, dataset, live):
+    """infeed_samples_replaced_total of @dataset's live sessions' series,
+    or of its ended sessions' one series."""
+    return [float(line.rsplit(" ", 1)[1])
+            for line in _metrics(daemon).splitlines()
+            if line.startswith("infeed_samples_replaced_total{") and
+            f'dataset="{dataset}"' in line and
+            ('session="ended"' in line) != live]
 
 
 def test_transforms_are_refused_by_name(images):
