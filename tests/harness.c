@@ -495,10 +495,17 @@ bystander_stop(struct bystander *b, struct bystander_report *r)
 
 /* The bystander was served throughout, every round trip within @limit_ms. */
 void
-bystander_assert(const struct bystander_report *r, uint64_t limit_ms)
+bystander_assert_in(const char *test, const struct bystander_report *r,
+    uint64_t limit_ms)
 {
-	fprintf(stderr, "bystander: %llu rounds, worst ListDatasets %llu ms, "
-	    "worst Next %llu ms\n", (unsigned long long)r->rounds,
+	size_t	n = strlen(test);
+
+	/* Check names a test's function NAME_fn. */
+	if (n > 3 && strcmp(test + n - 3, "_fn") == 0)
+		n -= 3;
+	fprintf(stderr, "bystander in %.*s: %llu rounds, worst ListDatasets "
+	    "%llu ms, worst Next %llu ms\n", (int)n, test,
+	    (unsigned long long)r->rounds,
 	    (unsigned long long)r->worst_list_ms,
 	    (unsigned long long)r->worst_next_ms);
 	ck_assert_msg(r->errors == 0, "the bystander failed: %s", r->error);

@@ -67,7 +67,10 @@ struct bystander_report {
 };
 void		 bystander_start(struct bystander *b);
 void		 bystander_stop(struct bystander *b, struct bystander_report *r);
-void		 bystander_assert(const struct bystander_report *r,
-		    uint64_t limit_ms);
+/* Print the figures (naming the test), then assert them. */
+#define bystander_assert(r, limit_ms)					\
+	bystander_assert_in(__func__, (r), (limit_ms))
+void		 bystander_assert_in(const char *test,
+		    const struct bystander_report *r, uint64_t limit_ms);
 
 #endif /* INFEED_TEST_HARNESS_H */

@@ -724,9 +724,9 @@ START_TEST(settling_attaches_do_not_block_the_loop)
 		    "a settler failed: status %d", status);
 	}
 	bystander_stop(&b, &r);
-	fprintf(stderr, "bystander: %llu rounds, worst ListDatasets %llu ms "
+	fprintf(stderr, "bystander in %s: %llu rounds, worst ListDatasets %llu ms "
 	    "(Next not timed: the workers are busy on purpose)\n",
-	    (unsigned long long)r.rounds,
+	    __func__, (unsigned long long)r.rounds,
 	    (unsigned long long)r.worst_list_ms);
 	ck_assert_msg(r.errors == 0, "the bystander failed: %s", r.error);
 	ck_assert_msg(r.worst_list_ms < 250, "a bystander's ListDatasets "
