@@ -868,34 +868,13 @@ ring_budget_clear(struct ring_budget *b)
 	b->done_fd = -1;
 }
 
-/* In a new worker: the kept memory belongs to the main process. */
-void
-ring_budget_forget(struct ring_budget *b)
+/* Unmap and close every memory of @list, which the main process owns. */
+static void
+ring_mem_list_forget(struct ring_mem_list *list)
 {
 	struct ring_mem	*m;
 
-	TAILQ_FOREACH(m, &b->kept, entry) {
-		if (m->map != NULL)
-			munmap(m->map, m->bytes);
-		if (m->memfd != -1)
-			close(m->memfd);
-		m->map = NULL;
-		m->memfd = -1;
-	}
-	TAILQ_FOREACH(m, &b->freeing, entry) {
-		if (m->map != NULL)
-			munmap(m->map, m->bytes);
-		if (m->memfd != -1)
-			close(m->memfd);
-		m->map = NULL;
-		m->memfd = -1;
-	}
-	/* The parent's events are not ours: leave them be. */
-	if (b->done_fd != -1)
-		close(b->done_fd);
-	b->done_fd = -1;
-	b->done_ev = NULL;
-	TAILQ_FOREACH(m, &b->held, entry) {
+	TAILQ_FOREACH(m, list, entry) {
 		if (m->map != NULL)
 			munmap(m->map, m->bytes);
 		if (m->memfd != -1)
@@ -904,8 +883,22 @@ ring_budget_forget(struct ring_budget *b)
 			close(m->pidfd);
 		m->map = NULL;
 		m->memfd = m->pidfd = -1;
-		m->ev = NULL;
+		m->ev = NULL;	/* the parent's event, not ours */
 	}
+}
+
+/* In a new worker: the kept memory belongs to the main process. */
+void
+ring_budget_forget(struct ring_budget *b)
+{
+	ring_mem_list_forget(&b->kept);
+	ring_mem_list_forget(&b->freeing);
+	ring_mem_list_forget(&b->held);
+	/* The parent's events are not ours: leave them be. */
+	if (b->done_fd != -1)
+		close(b->done_fd);
+	b->done_fd = -1;
+	b->done_ev = NULL;
 }
 
 /* The scrubber punched memory out: uncharge it. */

@@ -578,21 +578,24 @@ session_check(struct session *s, const Infeed__Attach *a,
 	return (0);
 }
 
-/* Keep a copy of the options, for status. */
-static Infeed__LoaderOptions *
-session_copy_options(const Infeed__LoaderOptions *o)
+/*
+ * A deep copy of a protocol message (an Attach, which outlives its frame;
+ * the options, kept for status), by packing and unpacking it.
+ */
+static void *
+session_copy_message(const ProtobufCMessage *m)
 {
-	Infeed__LoaderOptions	*copy;
+	ProtobufCMessage	*copy;
 	uint8_t			*packed;
 	size_t			 len;
 
-	len = infeed__loader_options__get_packed_size(o);
+	len = protobuf_c_message_get_packed_size(m);
 	packed = xmalloc(len);
-	infeed__loader_options__pack(o, packed);
-	copy = infeed__loader_options__unpack(NULL, len, packed);
+	protobuf_c_message_pack(m, packed);
+	copy = protobuf_c_message_unpack(m->descriptor, NULL, len, packed);
 	free(packed);
 	if (copy == NULL)
-		fatalx("cannot copy loader options");
+		fatalx("cannot copy a %s", m->descriptor->short_name);
 	return (copy);
 }
 
@@ -688,7 +691,7 @@ session_make(const struct session_host *host,
 	s->load_indefinitely = o->load_indefinitely;
 	s->fill_epoch = o->start_epoch;
 	s->fill_step = o->start_step;
-	s->opts = session_copy_options(o);
+	s->opts = session_copy_message(&o->base);
 	log_info("client %llu: session %llu on %s'%s': combined batch %llu, "
 	    "%llu steps per epoch, %u slots of %llu KiB, shuffle %s, "
 	    "process %u of %u", (unsigned long long)client->peer_id,
@@ -1616,24 +1619,6 @@ session_checks_pending(const struct session_checks *sc)
 	return (n);
 }
 
-/* A copy of the Attach, which outlives the frame. */
-static Infeed__Attach *
-session_copy_attach(const Infeed__Attach *a)
-{
-	Infeed__Attach	*copy;
-	uint8_t		*packed;
-	size_t		 len;
-
-	len = infeed__attach__get_packed_size(a);
-	packed = xmalloc(len);
-	infeed__attach__pack(a, packed);
-	copy = infeed__attach__unpack(NULL, len, packed);
-	free(packed);
-	if (copy == NULL)
-		fatalx("cannot copy an Attach");
-	return (copy);
-}
-
 /* Begin an Attach: see session.h. */
 int
 session_attach_begin(struct session_checks *sc,
@@ -1688,7 +1673,7 @@ session_attach_begin(struct session_checks *sc,
 
 	p = xcalloc(1, sizeof(*p));
 	p->sc = sc;
-	p->a = session_copy_attach(a);
+	p->a = session_copy_message(&a->base);
 	p->client = *client;
 	p->cb = cb;
 	p->arg = arg;
