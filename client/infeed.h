@@ -247,6 +247,8 @@ struct infeed_session_stats {
 	 */
 	char		*transform;
 	uint64_t	 samples_replaced;
+	/* Since libinfeed 1.4: Error frames sent to the client meanwhile. */
+	uint64_t	 errors_sent;
 };
 
 /* One worker process in the daemon's Stats. */

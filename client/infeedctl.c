@@ -226,8 +226,9 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 		    ss->batch_size, ss->device_iterations,
 		    ss->replication_factor, ss->gradient_accumulation,
 		    ss->shuffle ? "true" : "false", ss->buffer_size);
-	printf(",\"samples_replaced\":%llu",
-	    (unsigned long long)ss->samples_replaced);
+	printf(",\"samples_replaced\":%llu,\"errors_sent\":%llu",
+	    (unsigned long long)ss->samples_replaced,
+	    (unsigned long long)ss->errors_sent);
 	if (ss->transform != NULL) {
 		printf(",\"transform\":");
 		json_string(ss->transform);
@@ -456,9 +457,10 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 		    "\"sessions\":[", st->clients, st->nworkers, busy);
 	else
 		printf("infeedd: %u clients, %zu sessions, workers %u of %zu "
-		    "busy\n\n%-16.16s %-18.18s %10s %12s %6s %9s\n",
+		    "busy\n\n%-16.16s %-18.18s %10s %12s %6s %7s %9s\n",
 		    st->clients, st->nsessions, busy, st->nworkers, "CLIENT",
-		    "DATASET", "ITEMS/S", "INPUT-BOUND", "RING", "PID");
+		    "DATASET", "ITEMS/S", "INPUT-BOUND", "RING", "ERRORS",
+		    "PID");
 	for (i = 0; i < st->nsessions; i++) {
 		top_rates(st->sessions[i], top_find(prev,
 		    st->sessions[i]->session_id), dt, &row);
@@ -472,17 +474,21 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 			    row.ss->client_pid);
 			json_string(row.ss->dataset ? row.ss->dataset : "");
 			printf(",\"items_per_s\":%.1f,\"input_bound\":%.4f,"
-			    "\"slots_ready\":%u,\"slots\":%u}",
+			    "\"slots_ready\":%u,\"slots\":%u,"
+			    "\"errors_sent\":%llu}",
 			    row.items_per_s, row.input_bound,
-			    row.ss->slots_ready, row.ss->slots);
+			    row.ss->slots_ready, row.ss->slots,
+			    (unsigned long long)row.ss->errors_sent);
 			continue;
 		}
 		snprintf(ring, sizeof(ring), "%u/%u", row.ss->slots_ready,
 		    row.ss->slots);
-		printf("%-16.16s %-18.18s %10.0f %11.0f%% %6s %9d\n",
+		printf("%-16.16s %-18.18s %10.0f %11.0f%% %6s %7llu %9d\n",
 		    row.ss->client_name ? row.ss->client_name : "",
 		    row.ss->dataset ? row.ss->dataset : "", row.items_per_s,
-		    row.input_bound * 100, ring, row.ss->client_pid);
+		    row.input_bound * 100, ring,
+		    (unsigned long long)row.ss->errors_sent,
+		    row.ss->client_pid);
 	}
 	if (json)
 		printf("]}\n");
@@ -490,7 +496,8 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 		printf("(no sessions)\n");
 	else
 		printf("\nINPUT-BOUND: the share of time the trainer waited "
-		    "for a step; RING: ready/slots.\n");
+		    "for a step; RING: ready/slots; ERRORS: errors the "
+		    "daemon sent it.\n");
 	fflush(stdout);
 }
 

@@ -121,7 +121,7 @@ _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, memory_held),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
-    FIELD_END(struct infeed_session_stats, samples_replaced),
+    FIELD_END(struct infeed_session_stats, errors_sent),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");
@@ -1633,6 +1633,7 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->data_wait_s = in->has_data_wait_s ? in->data_wait_s : 0;
 	ss->active_s = in->has_active_s ? in->active_s : 0;
 	ss->samples_replaced = in->samples_replaced;
+	ss->errors_sent = in->errors_sent;
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
 	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
 	    !infeed_strdup_opt(&ss->transform, lo != NULL &&

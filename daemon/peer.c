@@ -75,6 +75,7 @@ struct peer {
 	gid_t			 gid;
 	char			*name;		/* clean UTF-8, one line */
 	struct session		*session;
+	uint64_t		 session_errors;	/* sent during it */
 	/* An Attach whose checks go on: no request is read meanwhile. */
 	struct session_pending	*pending;
 	struct session_req	 attach_req;	/* ... and its request */
@@ -288,6 +289,8 @@ peer_send_error(struct peer *p, struct session_req req,
 	e.message = clean;
 	if ((unsigned)code < PEERS_ERROR_CODES)
 		p->ps->errors[code]++;
+	if (p->session != NULL)
+		p->session_errors++;
 	f.msg_case = INFEED__FRAME__MSG_ERROR;
 	f.error = &e;
 	peer_log_error(p, clean);
@@ -839,6 +842,7 @@ peer_attach_checked_cb(void *arg)
 		event_del(p->closed_ev);
 	peer_session_host(p, &sh);
 	name = xstrdup(session_pending_name(pending));
+	p->session_errors = 0;
 	p->session = session_attach_end(pending, &sh, &peer_session_events, p,
 	    &code, &cause);
 	peer_attached(p, p->attach_req, name, code, cause);
@@ -917,6 +921,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 		break;
 	}
 	/* The session takes the descriptors over, whatever comes of it. */
+	p->session_errors = 0;
 	p->session = session_new_files(&sh, &sc, a, p->req_fds, p->req_nfds,
 	    &peer_session_events, p, &code, &cause);
 	p->req_nfds = 0;
@@ -1020,6 +1025,8 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 		infeed__session_stats__init(&ss[n]);
 		session_fill_stats(q->session, &ss[n]);
 		ss[n].client_name = q->name;
+		ss[n].has_errors_sent = 1;
+		ss[n].errors_sent = q->session_errors;
 		ssp[n] = &ss[n];
 		n++;
 	}

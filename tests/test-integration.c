@@ -830,6 +830,8 @@ START_TEST(float32_transform_normalises_rows)
 }
 END_TEST
 
+static uint64_t	session_errors_sent(void);
+
 /*
  * Releasing a slot that is not held is refused; the session goes on, and
  * the step whose reply came with the refusal is delivered next.
@@ -857,9 +859,43 @@ START_TEST(release_of_an_unheld_slot_refused)
 	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	ck_assert_uint_eq(st.step, 2);
+	/* The refusal is counted against the session, for infeedctl top. */
+	ck_assert_uint_eq(session_errors_sent(), 1);
 	infeed_free(f);
 }
 END_TEST
+
+/* Errors sent during the only session, as another client sees them in
+ * Stats and infeedctl top --once --json shows them. */
+static uint64_t
+session_errors_sent(void)
+{
+	const char		*ctl = getenv("INFEEDCTL");
+	struct infeed_stats	*st;
+	struct infeed		*g = client();
+	uint64_t		 n;
+	char			 cmd[1024], out[4096];
+	FILE			*fp;
+	size_t			 len;
+
+	ck_assert_msg(infeed_get_stats(g, &st) == INFEED_OK, "%s",
+	    infeed_error(g));
+	ck_assert_uint_eq(st->nsessions, 1);
+	n = st->sessions[0]->errors_sent;
+	infeed_stats_free(st);
+	infeed_free(g);
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' top --once --json",
+	    ctl, sock_path);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	len = fread(out, 1, sizeof(out) - 1, fp);
+	out[len] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+	snprintf(cmd, sizeof(cmd), "\"errors_sent\":%llu}",
+	    (unsigned long long)n);
+	ck_assert_msg(strstr(out, cmd) != NULL, "%s", out);
+	return (n);
+}
 
 /* The ring is mapped read-only: the client cannot write the daemon's data. */
 START_TEST(ring_mapped_read_only_in_the_client)
