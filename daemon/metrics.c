@@ -488,6 +488,9 @@ metrics_conn_found_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	TAILQ_REMOVE(&m->pending, c, entry);
+	/* Room is made below: the next connection may be accepted. */
+	if (!evtimer_pending(m->ev_resume, NULL))
+		evconnlistener_enable(m->listener);
 	bufferevent_getcb(c->bev, NULL, NULL, NULL, &cbarg);
 	/* Freed by evhttp already (it failed): only our reference is left. */
 	bufferevent_decref(c->bev);
@@ -532,6 +535,12 @@ metrics_bev_cb(struct event_base *base, void *arg)
 		fatalx("metrics: out of memory");
 	/* Ours until found, so that it cannot be freed under us. */
 	bufferevent_incref(c->bev);
+	/*
+	 * One accept a turn of the loop: the listener would otherwise accept
+	 * a whole burst (up to the backlog) before any is found and counted,
+	 * every one a descriptor; it is enabled again once this one is.
+	 */
+	evconnlistener_disable(m->listener);
 	TAILQ_INSERT_TAIL(&m->pending, c, entry);
 	event_active(c->ev, EV_TIMEOUT, 1);
 	return (c->bev);
