@@ -386,8 +386,8 @@ raw_closed(int fd)
 }
 
 /* Milliseconds on the monotonic clock. */
-static uint64_t
-bystander_now_ms(void)
+uint64_t
+now_ms(void)
 {
 	struct timespec	ts;
 
@@ -429,20 +429,20 @@ bystander_run(int stop_fd, int report_fd, int ready_fd)
 	(void)write(ready_fd, &c, 1);
 	close(ready_fd);
 	while (r.errors == 0 && poll(&pfd, 1, 20) == 0) {
-		t0 = bystander_now_ms();
+		t0 = now_ms();
 		if (infeed_list_datasets(f, &list, &n) != INFEED_OK) {
 			bystander_fail(&r, f, "ListDatasets");
 			break;
 		}
 		infeed_datasets_free(list, n);
-		ms = bystander_now_ms() - t0;
+		ms = now_ms() - t0;
 		r.worst_list_ms = ms > r.worst_list_ms ? ms : r.worst_list_ms;
-		t0 = bystander_now_ms();
+		t0 = now_ms();
 		if (infeed_next(f, &st) != INFEED_OK) {
 			bystander_fail(&r, f, "Next");
 			break;
 		}
-		ms = bystander_now_ms() - t0;
+		ms = now_ms() - t0;
 		r.worst_next_ms = ms > r.worst_next_ms ? ms : r.worst_next_ms;
 		if (infeed_release(f, &st) != INFEED_OK) {
 			bystander_fail(&r, f, "Release");

@@ -46,6 +46,7 @@ void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
 void		 read_log(char *buf, size_t len);
+uint64_t	 now_ms(void);		/* monotonic milliseconds */
 
 /*
  * A well-behaved trainer beside a hostile scenario: a child process on its

@@ -45,16 +45,6 @@
 
 #define N	103	/* samples of the small npy file */
 
-/* Milliseconds on the monotonic clock. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /* A path in the test's directory. */
 static const char *
 tpath(const char *name)

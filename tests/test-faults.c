@@ -50,16 +50,6 @@
 	"dtype = float32\n" \
 	"classes = 10\n"
 
-/* Milliseconds on the monotonic clock. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /* The daemon's worker processes (its children), at most @max of them. */
 static int
 worker_pids(pid_t *out, int max)

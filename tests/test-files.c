@@ -759,16 +759,6 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 }
 END_TEST
 
-/* Monotonic milliseconds. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /* The daemon's peak resident memory, in KiB (VmHWM), or -1. */
 static long
 daemon_peak_kib(void)

@@ -49,16 +49,6 @@ setup_big(void)
 	daemon_start(NULL);
 }
 
-/* Milliseconds on the monotonic clock. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /* A raw connection, said hello on. */
 struct conn {
 	int		fd;
