@@ -67,6 +67,9 @@ static int	sampler_no_step(const struct sampler_opts *, uint64_t,
 		    char **);
 static void	sampler_fisher_yates(uint64_t, uint64_t, uint64_t,
 		    uint64_t *);
+static uint64_t	split_block(uint64_t, uint32_t, uint32_t, uint64_t, bool,
+		    uint64_t *, uint64_t *);
+static int	sampler_init_stages(struct sampler *, char **);
 static uint64_t	sampler_feistel_encrypt(const struct sampler_feistel *,
 		    uint64_t);
 
@@ -221,9 +224,7 @@ sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
     uint64_t table_max, char **cause)
 {
 	const struct sampler_opts	*o = opts;
-	uint64_t			 n, cbs, per, rem, longest;
-	uint64_t			 steps;
-	uint32_t			 p, np;
+	uint64_t			 cbs, steps, n = opts->samples;
 
 	memset(s, 0, sizeof *s);
 	if (cause != NULL)
@@ -245,29 +246,16 @@ sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
 		    o->device_iterations, o->replication_factor,
 		    o->gradient_accumulation));
 
-	n = o->samples;
-	p = o->process_id;
-	np = o->process_count;
-	if (o->drop_last) {
-		/* floor(N / (CBS*P)) without forming CBS*P, which may wrap. */
-		steps = n / cbs / np;
-		if (steps == 0)
-			return (sampler_no_step(o, cbs, cause));
-		s->block_length = steps * cbs;
-		s->block_offset = p * s->block_length;
-	} else {
-		/* poptorch's _SubDataset: the first N % P blocks are longer. */
-		per = n / np;
-		rem = n % np;
-		s->block_length = per + (p < rem ? 1 : 0);
-		s->block_offset = p * per + (p < rem ? p : rem);
-		longest = per + (rem != 0 ? 1 : 0);
-		steps = longest / cbs + (longest % cbs != 0 ? 1 : 0);
-	}
+	steps = split_block(o->samples, o->process_count, o->process_id, cbs,
+	    o->drop_last, &s->block_offset, &s->block_length);
+	if (steps == 0 && o->drop_last)
+		return (sampler_no_step(o, cbs, cause));
 
 	s->opts = *o;
 	s->cbs = cbs;
 	s->steps_per_epoch = steps;
+	if (o->nstages > 0 && sampler_init_stages(s, cause) != 0)
+		return (-1);
 	if (o->shuffle && n <= table_max) {
 		if (n > SIZE_MAX / sizeof *s->perm ||
 		    (s->perm = malloc(n * sizeof *s->perm)) == NULL) {
@@ -281,6 +269,137 @@ sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
 	return (0);
 }
 
+/*
+ * Process @p's block of @n positions split among @np processes of @cbs
+ * rows a step, by the rules in sampler.h; return the steps every process
+ * takes.
+ */
+static uint64_t
+split_block(uint64_t n, uint32_t np, uint32_t p, uint64_t cbs, bool drop_last,
+    uint64_t *offset, uint64_t *length)
+{
+	uint64_t	per, rem, longest, steps;
+
+	if (drop_last) {
+		/* floor(N / (CBS*P)) without forming CBS*P, which may wrap. */
+		steps = n / cbs / np;
+		*length = steps * cbs;
+		*offset = p * *length;
+		return (steps);
+	}
+	/* poptorch's _SubDataset: the first N % P blocks are longer. */
+	per = n / np;
+	rem = n % np;
+	*length = per + (p < rem ? 1 : 0);
+	*offset = p * per + (p < rem ? p : rem);
+	longest = per + (rem != 0 ? 1 : 0);
+	return (longest / cbs + (longest % cbs != 0 ? 1 : 0));
+}
+
+/* Entries of a block of @len left after @k steps of @cbs. */
+static uint64_t
+split_left_of(uint64_t len, uint64_t k, uint64_t cbs)
+{
+	uint64_t	done;
+
+	if (__builtin_mul_overflow(k, cbs, &done) || done >= len)
+		return (0);
+	return (len - done);
+}
+
+/*
+ * A stage's blocks: @nlong blocks of @long_len first, then blocks of
+ * @short_len (with drop_last every block is "long").
+ */
+static void
+split_lengths(const struct sampler_split *sp, bool drop_last,
+    uint64_t *nlong, uint64_t *long_len, uint64_t *short_len)
+{
+	uint64_t	n = sp->length, np = sp->process_count;
+
+	if (drop_last) {
+		*nlong = np;
+		*long_len = *short_len = n / sp->cbs / np * sp->cbs;
+		return;
+	}
+	*nlong = n % np;
+	*short_len = n / np;
+	*long_len = *short_len + 1;
+}
+
+/* Positions of a finished stage's list that no process received. */
+static uint64_t
+split_left(const struct sampler_split *sp, bool drop_last)
+{
+	uint64_t	nlong, long_len, short_len;
+
+	split_lengths(sp, drop_last, &nlong, &long_len, &short_len);
+	return (nlong * split_left_of(long_len, sp->steps_done, sp->cbs) +
+	    (sp->process_count - nlong) *
+	    split_left_of(short_len, sp->steps_done, sp->cbs));
+}
+
+/* Where entry @j of the list after stage @sp lies in the stage's list. */
+static uint64_t
+split_parent(const struct sampler_split *sp, bool drop_last, uint64_t j)
+{
+	uint64_t	nlong, long_len, short_len, left;
+
+	split_lengths(sp, drop_last, &nlong, &long_len, &short_len);
+	left = split_left_of(long_len, sp->steps_done, sp->cbs);
+	if (j < nlong * left)
+		return (j / left * long_len + (long_len - left) + j % left);
+	j -= nlong * left;
+	left = split_left_of(short_len, sp->steps_done, sp->cbs);
+	return (nlong * long_len + j / left * short_len +
+	    (short_len - left) + j % left);
+}
+
+/* Check the elastic epoch's stages and split the current stage's list. */
+static int
+sampler_init_stages(struct sampler *s, char **cause)
+{
+	const struct sampler_opts	*o = &s->opts;
+	struct sampler_split		*sp;
+	uint64_t			 m = o->samples, steps, off, len;
+	uint32_t			 i;
+
+	if (o->nstages > SAMPLER_MAX_STAGES)
+		return (sampler_fail(cause, "the epoch went through %" PRIu32
+		    " changes of process count; expected at most %d",
+		    o->nstages, SAMPLER_MAX_STAGES));
+	for (i = 0; i < o->nstages; i++) {
+		sp = &s->split[i];
+		sp->length = m;
+		sp->process_count = o->stages[i].process_count;
+		sp->cbs = o->stages[i].cbs;
+		sp->steps_done = o->stages[i].steps_done;
+		if (sp->process_count == 0 || sp->cbs == 0)
+			return (sampler_fail(cause, "stage %" PRIu32 " of epoch "
+			    "%" PRIu64 " has process_count %" PRIu32 " and "
+			    "combined batch size %" PRIu64 "; expected at "
+			    "least 1 of each", i, o->stages_epoch,
+			    sp->process_count, sp->cbs));
+		steps = split_block(m, sp->process_count, 0, sp->cbs,
+		    o->drop_last, &off, &len);
+		if (sp->steps_done > steps)
+			return (sampler_fail(cause, "stage %" PRIu32 " of epoch "
+			    "%" PRIu64 " completed %" PRIu64 " steps, but its "
+			    "%" PRIu64 " samples split among %" PRIu32
+			    " processes of combined batch size %" PRIu64
+			    " make %" PRIu64 " steps; expected at most that "
+			    "(is the state from this dataset and drop_last?)",
+			    i, o->stages_epoch, sp->steps_done, m,
+			    sp->process_count, sp->cbs, steps));
+		m = split_left(sp, o->drop_last);
+	}
+	s->stage_length = m;
+	s->stage_steps = split_block(m, o->process_count, o->process_id,
+	    s->cbs, o->drop_last, &s->stage_block_offset,
+	    &s->stage_block_length);
+	return (0);
+}
+
 /* Free the cached permutation; the sampler may be initialised again. */
 void
 sampler_clear(struct sampler *s)
@@ -290,60 +409,119 @@ sampler_clear(struct sampler *s)
 	s->perm_valid = false;
 }
 
-/* Rows in a step: what is left of the block, at most CBS. */
-uint64_t
-sampler_step_rows(const struct sampler *s, uint64_t step)
+/* Rows in a step of a block: what is left of it, at most CBS. */
+static uint64_t
+block_step_rows(uint64_t steps, uint64_t block_length, uint64_t cbs,
+    uint64_t step)
 {
 	uint64_t	start;
 
-	if (step >= s->steps_per_epoch)
+	if (step >= steps)
 		return (0);
 	/* step*CBS < ceil(N/P) here, so it cannot wrap. */
-	start = step * s->cbs;
-	if (start >= s->block_length)
+	start = step * cbs;
+	if (start >= block_length)
 		return (0);
-	if (s->block_length - start < s->cbs)
-		return (s->block_length - start);
-	return (s->cbs);
+	if (block_length - start < cbs)
+		return (block_length - start);
+	return (cbs);
+}
+
+/* Whether @epoch is the elastic epoch of the stages. */
+static bool
+sampler_elastic(const struct sampler *s, uint64_t epoch)
+{
+	return (s->opts.nstages > 0 && epoch == s->opts.stages_epoch);
+}
+
+/* Rows in a step of an ordinary epoch. */
+uint64_t
+sampler_step_rows(const struct sampler *s, uint64_t step)
+{
+	return (block_step_rows(s->steps_per_epoch, s->block_length, s->cbs,
+	    step));
+}
+
+/* Steps of an epoch, the elastic one included. */
+uint64_t
+sampler_epoch_steps(const struct sampler *s, uint64_t epoch)
+{
+	return (sampler_elastic(s, epoch) ? s->stage_steps :
+	    s->steps_per_epoch);
+}
+
+/* Rows in a step of any epoch. */
+uint64_t
+sampler_epoch_step_rows(const struct sampler *s, uint64_t epoch,
+    uint64_t step)
+{
+	if (sampler_elastic(s, epoch))
+		return (block_step_rows(s->stage_steps,
+		    s->stage_block_length, s->cbs, step));
+	return (sampler_step_rows(s, step));
+}
+
+/* A position of the current stage's list as a position of [0, N). */
+static uint64_t
+sampler_stage_position(const struct sampler *s, uint64_t pos)
+{
+	uint32_t	i;
+
+	for (i = s->opts.nstages; i-- > 0;)
+		pos = split_parent(&s->split[i], s->opts.drop_last, pos);
+	return (pos);
+}
+
+/* Make the table or the Feistel keys epoch @epoch's, if they are not. */
+static void
+sampler_perm_epoch(struct sampler *s, uint64_t epoch)
+{
+	if (s->perm_valid && s->perm_epoch == epoch)
+		return;
+	if (s->perm != NULL)
+		sampler_fisher_yates(s->opts.samples, s->opts.seed, epoch,
+		    s->perm);
+	else
+		sampler_feistel_init(&s->feistel, s->opts.samples, s->opts.seed,
+		    epoch);
+	s->perm_epoch = epoch;
+	s->perm_valid = true;
 }
 
 /*
  * Without shuffle the indices are computed; with it they come from the
  * table sampler_init() allocated, filled again when the epoch changes, or
  * from the Feistel bijection keyed again when it changes (a few words).
+ * In the elastic epoch each row's position is mapped back through the
+ * stages first (sampler.h).
  */
 uint64_t
 sampler_step_indices(struct sampler *s, uint64_t epoch, uint64_t step,
     uint64_t *out)
 {
-	uint64_t	rows, start, j, n = s->opts.samples;
+	uint64_t	rows, start, j;
+	bool		elastic = sampler_elastic(s, epoch);
 
-	rows = sampler_step_rows(s, step);
+	rows = sampler_epoch_step_rows(s, epoch, step);
 	if (rows == 0)
 		return (0);
-	start = s->block_offset + step * s->cbs;
-
-	if (!s->opts.shuffle) {
-		for (j = 0; j < rows; j++)
-			out[j] = start + j;
+	start = (elastic ? s->stage_block_offset : s->block_offset) +
+	    step * s->cbs;
+	for (j = 0; j < rows; j++)
+		out[j] = elastic ? sampler_stage_position(s, start + j) :
+		    start + j;
+	if (!s->opts.shuffle)
 		return (rows);
-	}
 
-	if (!s->perm_valid || s->perm_epoch != epoch) {
-		if (s->perm != NULL)
-			sampler_fisher_yates(n, s->opts.seed, epoch, s->perm);
-		else
-			sampler_feistel_init(&s->feistel, n, s->opts.seed,
-			    epoch);
-		s->perm_epoch = epoch;
-		s->perm_valid = true;
-	}
-	if (s->perm != NULL)
+	sampler_perm_epoch(s, epoch);
+	if (s->perm != NULL && !elastic)
 		memcpy(out, s->perm + start, rows * sizeof *out);
-	else {
+	else if (s->perm != NULL)
 		for (j = 0; j < rows; j++)
-			out[j] = sampler_feistel_index(&s->feistel, start + j);
-	}
+			out[j] = s->perm[out[j]];
+	else
+		for (j = 0; j < rows; j++)
+			out[j] = sampler_feistel_index(&s->feistel, out[j]);
 	return (rows);
 }
 

@@ -34,6 +34,20 @@
  *
  * A configuration that yields no step at all (N < CBS*P with drop_last) is
  * refused with a message, where poptorch divides by zero.
+ *
+ * Elastic resume (issue 26): an epoch begun under P0 processes, each with
+ * combined batch size C0, that completed k0 global steps together (every
+ * process took k0 steps), then went on under P1 processes with C1 that
+ * completed k1 steps, and so on ("stages"), is finished by the loader's
+ * own P and CBS.  The positions of the permutation that no process has
+ * received form a list: stage 0's list is [0, N); the next stage's is,
+ * block after block in process order, what is left of each of the stage's
+ * blocks after its first k*C entries (the drop_last remainder of a stage,
+ * the positions past P*per_proc, is never delivered in that epoch).  The
+ * current stage splits its list as the rules above split [0, N): its block
+ * p, its steps (with drop_last, floor(M / (CBS*P)), possibly 0: the epoch
+ * is over; otherwise ceil(ceil(M/P) / CBS)).  Every process derives its
+ * share from the stages alone.  The epochs after it are ordinary.
  */
 #ifndef INFEED_SAMPLER_H
 #define INFEED_SAMPLER_H
@@ -57,6 +71,16 @@ struct sampler_feistel {
 	uint64_t	round_key[SAMPLER_FEISTEL_ROUNDS];
 };
 
+/* The most stages an epoch may have gone through (changes of P in it). */
+#define SAMPLER_MAX_STAGES	16
+
+/* A finished stage of an elastic epoch: see above. */
+struct sampler_stage {
+	uint32_t	process_count;		/* P of the stage */
+	uint64_t	cbs;			/* each process's CBS in it */
+	uint64_t	steps_done;		/* global steps completed */
+};
+
 struct sampler_opts {
 	uint64_t	samples;		/* N */
 	uint32_t	batch_size;
@@ -68,6 +92,18 @@ struct sampler_opts {
 	bool		drop_last;
 	uint32_t	process_id;
 	uint32_t	process_count;
+	/* Elastic resume: epoch stages_epoch went through nstages stages. */
+	uint64_t	stages_epoch;
+	uint32_t	nstages;		/* 0: no elastic epoch */
+	struct sampler_stage stages[SAMPLER_MAX_STAGES];
+};
+
+/* One stage's list and split, computed by sampler_init(). */
+struct sampler_split {
+	uint64_t	length;			/* M: positions in its list */
+	uint32_t	process_count;
+	uint64_t	cbs;
+	uint64_t	steps_done;
 };
 
 struct sampler {
@@ -80,6 +116,13 @@ struct sampler {
 	struct sampler_feistel feistel;		/* otherwise, for perm_epoch */
 	uint64_t	perm_epoch;
 	bool		perm_valid;
+	/* The elastic epoch (opts.nstages > 0): the finished stages, then
+	 * this process's block of the current stage's list and its steps. */
+	struct sampler_split split[SAMPLER_MAX_STAGES];
+	uint64_t	stage_length;		/* M of the current stage */
+	uint64_t	stage_steps;
+	uint64_t	stage_block_offset;
+	uint64_t	stage_block_length;
 };
 
 /**
@@ -115,8 +158,22 @@ void		sampler_clear(struct sampler *s);
 uint64_t	sampler_step_rows(const struct sampler *s, uint64_t step);
 
 /**
+ * sampler_epoch_steps() - steps of epoch @epoch: steps_per_epoch, or the
+ * current stage's steps in an elastic epoch.
+ */
+uint64_t	sampler_epoch_steps(const struct sampler *s, uint64_t epoch);
+
+/**
+ * sampler_epoch_step_rows() - rows in step @step of epoch @epoch, as
+ * sampler_step_rows() but for the elastic epoch too; 0 past its steps.
+ */
+uint64_t	sampler_epoch_step_rows(const struct sampler *s, uint64_t epoch,
+		    uint64_t step);
+
+/**
  * sampler_step_indices() - write the dataset index of every row of
- * (@epoch, @step) to @out (sampler_step_rows() entries, in row order).
+ * (@epoch, @step) to @out (sampler_epoch_step_rows() entries, in row
+ * order).
  * Fills the table with the epoch's permutation when the epoch changes
  * (N <= SAMPLER_TABLE_MAX), or computes each row's index on its own.
  * Never fails and never allocates.

@@ -270,6 +270,9 @@ struct doc_cover {
 	int	replicas, accumulation, iterations, uneven_split;
 	int	short_step, empty_step;
 	int	table_edge, feistel;	/* N = 2^22 and N > 2^22, shuffled */
+	int	elastic[2][2];		/* [shuffle][drop_last], stages= */
+	int	elastic_to[9];		/* the resumed P, from 4 */
+	int	elastic_chain;		/* two stages or more */
 };
 
 /* One vector's state while its lines are read. */
@@ -279,6 +282,42 @@ struct doc_vector {
 	uint64_t	epoch;
 	struct sampler	s;
 };
+
+/*
+ * An optional "stages=PxC:K,PxC:K...": the epoch's finished stages of an
+ * elastic resume, each P processes of combined batch size C that completed
+ * K global steps.
+ */
+static void
+doc_vector_stages(struct sampler_opts *o, uint64_t epoch, char **tok, int n,
+    const char *line)
+{
+	char	*p = NULL, *end;
+	int	 i;
+
+	for (i = 0; i < n; i++)
+		if (strncmp(tok[i], "stages=", 7) == 0)
+			p = tok[i] + 7;
+	if (p == NULL)
+		return;
+	o->stages_epoch = epoch;
+	while (*p != '\0') {
+		struct sampler_stage	*st = &o->stages[o->nstages];
+
+		ck_assert_msg(o->nstages < SAMPLER_MAX_STAGES, "%s", line);
+		st->process_count = (uint32_t)strtoul(p, &end, 10);
+		ck_assert_msg(*end == 'x', "expected stages=PxC:K,...: %s",
+		    line);
+		st->cbs = strtoull(end + 1, &end, 10);
+		ck_assert_msg(*end == ':', "expected stages=PxC:K,...: %s",
+		    line);
+		st->steps_done = strtoull(end + 1, &end, 10);
+		ck_assert_msg(*end == ',' || *end == '\0',
+		    "expected stages=PxC:K,...: %s", line);
+		o->nstages++;
+		p = *end == ',' ? end + 1 : end;
+	}
+}
 
 /* "options seed=.. epoch=.. N=.. B=.. DI=.. R=.. GA=.. shuffle=.. ..." */
 static void
@@ -313,6 +352,7 @@ doc_vector_options(struct doc_vector *v, char **tok, int n, const char *line,
 	*slash = '\0';
 	o.process_id = (uint32_t)doc_u64(procs, 10, line);
 	o.process_count = (uint32_t)doc_u64(slash + 1, 10, line);
+	doc_vector_stages(&o, v->epoch, tok, n, line);
 	ck_assert_msg(sampler_init(&v->s, &o, &cause) == 0,
 	    "vector %s: the sampler refuses it: %s", v->name, cause);
 	v->has_options = 1;
@@ -325,6 +365,12 @@ doc_vector_options(struct doc_vector *v, char **tok, int n, const char *line,
 	    o.samples % o.process_count != 0;
 	c->table_edge += o.shuffle && o.samples == SAMPLER_TABLE_MAX;
 	c->feistel += o.shuffle && o.samples > SAMPLER_TABLE_MAX;
+	if (o.nstages > 0) {
+		c->elastic[o.shuffle][o.drop_last]++;
+		if (o.stages[0].process_count == 4 && o.process_count < 9)
+			c->elastic_to[o.process_count]++;
+		c->elastic_chain += o.nstages > 1;
+	}
 }
 
 /* "step S rows R: i i i ...": rows and the first indices, in row order. */
@@ -344,11 +390,13 @@ doc_vector_step(struct doc_vector *v, char **tok, int n, const char *line,
 	tok[3][len - 1] = '\0';
 	step = doc_u64(tok[1], 10, line);
 	rows = doc_u64(tok[3], 10, line);
-	ck_assert_msg(step < v->s.steps_per_epoch, "vector %s: step %" PRIu64
-	    " of %" PRIu64, v->name, step, v->s.steps_per_epoch);
-	ck_assert_msg(sampler_step_rows(&v->s, step) == rows, "vector %s: "
-	    "step %" PRIu64 " has %" PRIu64 " rows, the document says %"
-	    PRIu64, v->name, step, sampler_step_rows(&v->s, step), rows);
+	ck_assert_msg(step < sampler_epoch_steps(&v->s, v->epoch), "vector "
+	    "%s: step %" PRIu64 " of %" PRIu64, v->name, step,
+	    sampler_epoch_steps(&v->s, v->epoch));
+	ck_assert_msg(sampler_epoch_step_rows(&v->s, v->epoch, step) == rows,
+	    "vector %s: step %" PRIu64 " has %" PRIu64 " rows, the document "
+	    "says %" PRIu64, v->name, step, sampler_epoch_step_rows(&v->s,
+	    v->epoch, step), rows);
 	all = calloc(v->s.cbs, sizeof(*all));
 	ck_assert_ptr_nonnull(all);
 	got = sampler_step_indices(&v->s, v->epoch, step, all);
@@ -369,7 +417,7 @@ doc_vector_step(struct doc_vector *v, char **tok, int n, const char *line,
 	}
 	free(all);
 	v->has_first |= step == 0;
-	v->has_last |= step == v->s.steps_per_epoch - 1;
+	v->has_last |= step == sampler_epoch_steps(&v->s, v->epoch) - 1;
 	c->empty_step += rows == 0;
 	c->short_step += rows > 0 && rows < v->s.cbs;
 }
@@ -498,9 +546,9 @@ START_TEST(test_doc_vectors)
 			ck_assert_msg(open && v.has_options && n == 2, "%s",
 			    line);
 			ck_assert_msg(doc_u64(tok[1], 10, line) ==
-			    v.s.steps_per_epoch, "vector %s: %" PRIu64 " steps "
-			    "per epoch, the document says %s", v.name,
-			    v.s.steps_per_epoch, tok[1]);
+			    sampler_epoch_steps(&v.s, v.epoch), "vector %s: %"
+			    PRIu64 " steps in the epoch, the document says %s",
+			    v.name, sampler_epoch_steps(&v.s, v.epoch), tok[1]);
 			v.has_steps = 1;
 		} else if (strcmp(tok[0], "step") == 0) {
 			ck_assert_msg(open, "%s", line);
@@ -546,6 +594,11 @@ START_TEST(test_doc_vectors)
 	    "short and an empty step");
 	ck_assert_msg(c.table_edge && c.feistel, "vectors must cover a "
 	    "shuffle of N = 2^22 (the last table) and of N > 2^22 (Feistel)");
+	ck_assert_msg(c.elastic[0][0] && c.elastic[0][1] && c.elastic[1][0] &&
+	    c.elastic[1][1] && c.elastic_to[2] && c.elastic_to[3] &&
+	    c.elastic_to[8] && c.elastic_chain, "elastic vectors must cover "
+	    "4 processes resumed as 2, 3 and 8, shuffle and drop_last on and "
+	    "off, and two changes in one epoch");
 }
 END_TEST
 

@@ -1255,6 +1255,229 @@ START_TEST(huge_shuffled_dataset_needs_no_table)
 END_TEST
 
 /* Build the suite, one case per concern. */
+/*
+ * Elastic resume (issue 26), checked against a model that keeps the
+ * epoch's undelivered positions as an explicit list and splits it by
+ * poptorch's rules, stage after stage.
+ */
+struct model_stage {
+	uint32_t	np;
+	uint32_t	batch;		/* B, with DI 1: the stage's CBS */
+	uint64_t	steps;		/* steps done; UINT64_MAX: to the end */
+};
+
+/* Process p's block of a list of @m entries, as sampler.h says. */
+static uint64_t
+model_block(uint64_t m, uint32_t np, uint32_t p, uint64_t cbs, bool drop_last,
+    uint64_t *off, uint64_t *len)
+{
+	uint64_t	q, r, longest;
+
+	if (drop_last) {
+		*len = m / (cbs * np) * cbs;
+		*off = p * *len;
+		return (m / (cbs * np));
+	}
+	q = m / np;
+	r = m % np;
+	*len = q + (p < r);
+	*off = p * q + (p < r ? p : r);
+	longest = q + (r != 0);
+	return ((longest + cbs - 1) / cbs);
+}
+
+/*
+ * Run the epoch's stages through the model and through samplers, one per
+ * process of each stage, comparing every step's indices; check that no
+ * index comes twice and that the undelivered ones are exactly the stages'
+ * drop_last remainders.
+ */
+static void
+check_elastic(uint64_t n, bool shuffle, bool drop_last,
+    const struct model_stage *st, uint32_t nst)
+{
+	struct sampler_opts	 o;
+	struct sampler		 s;
+	uint64_t		*list, *next, *perm, *got, *seen;
+	uint64_t		 m = n, mnext, off, len, steps, k = 0, j, r, rows;
+	uint64_t		 remainder = 0, delivered = 0, epoch = 3;
+	uint32_t		 i, p;
+
+	list = malloc(n * sizeof *list);
+	next = malloc(n * sizeof *next);
+	perm = malloc(n * sizeof *perm);
+	got = malloc(n * sizeof *got);
+	seen = calloc(n, sizeof *seen);
+	ck_assert(list && next && perm && got && seen);
+	for (j = 0; j < n; j++)
+		list[j] = j;
+	sampler_permutation(n, shuffle, 7, epoch, perm);
+	o = opts_default(n, 1, 1);
+	o.shuffle = shuffle;
+	o.seed = 7;
+	o.drop_last = drop_last;
+	o.stages_epoch = epoch;
+	for (i = 0; i < nst; i++) {
+		o.batch_size = st[i].batch;
+		o.process_count = st[i].np;
+		o.nstages = i;
+		mnext = 0;
+		for (p = 0; p < st[i].np; p++) {
+			steps = model_block(m, st[i].np, p, st[i].batch,
+			    drop_last, &off, &len);
+			o.process_id = p;
+			init_ok(&s, &o);
+			ck_assert_uint_eq(sampler_epoch_steps(&s, epoch), steps);
+			k = st[i].steps < steps ? st[i].steps : steps;
+			for (r = 0; r < k; r++) {
+				rows = sampler_step_indices(&s, epoch, r, got);
+				ck_assert_uint_eq(rows, sampler_epoch_step_rows(
+				    &s, epoch, r));
+				for (j = 0; j < rows; j++) {
+					ck_assert_uint_eq(got[j], perm[list[off +
+					    r * st[i].batch + j]]);
+					ck_assert_uint_eq(seen[got[j]]++, 0);
+					delivered++;
+				}
+				ck_assert_uint_eq(rows, r * st[i].batch >= len ?
+				    0 : len - r * st[i].batch < st[i].batch ?
+				    len - r * st[i].batch : st[i].batch);
+			}
+			/* What is left of the block goes to the next stage. */
+			for (j = off + k * st[i].batch; j < off + len; j++)
+				next[mnext++] = list[j];
+			/* The next epoch is the ordinary split for this P. */
+			if (p == 0 && i == nst - 1) {
+				struct sampler	plain;
+				struct sampler_opts po = o;
+
+				po.nstages = 0;
+				init_ok(&plain, &po);
+				ck_assert_uint_eq(sampler_epoch_steps(&s,
+				    epoch + 1), plain.steps_per_epoch);
+				rows = sampler_step_indices(&s, epoch + 1, 0,
+				    got);
+				rows = sampler_step_indices(&plain, epoch + 1,
+				    0, got + rows);
+				ck_assert_mem_eq(got, got + rows,
+				    rows * sizeof *got);
+				sampler_clear(&plain);
+			}
+			sampler_clear(&s);
+		}
+		if (drop_last)
+			remainder += m - (uint64_t)st[i].np *
+			    (m / ((uint64_t)st[i].batch * st[i].np) *
+			    st[i].batch);
+		if (i < nst - 1) {
+			o.stages[i].process_count = st[i].np;
+			o.stages[i].cbs = st[i].batch;
+			o.stages[i].steps_done = k;	/* as the trainer ran */
+		}
+		memcpy(list, next, mnext * sizeof *list);
+		m = mnext;
+	}
+	/* The last stage ran to its end: what is left is the remainders. */
+	ck_assert_uint_eq(delivered + remainder, n);
+	ck_assert_uint_eq(drop_last ? remainder : 0, n - delivered);
+	free(list);
+	free(next);
+	free(perm);
+	free(got);
+	free(seen);
+}
+
+START_TEST(elastic_resume_delivers_every_sample_once)
+{
+	/* The issue's cases: 4 processes saved at step k, resumed with 2, 3
+	 * and 8, with and without shuffle and drop_last. */
+	static const uint32_t	 resumed[] = { 2, 3, 8 };
+	static const uint64_t	 ns[] = { 1000, 1003, 997, 200 };
+	uint64_t		 k;
+	unsigned		 a, b, c;
+
+	for (a = 0; a < 4; a++)
+		for (k = 0; k <= 3; k++)
+			for (b = 0; b < 3; b++)
+				for (c = 0; c < 4; c++) {
+					struct model_stage st[2] = {
+						{ 4, 16, k },
+						{ resumed[b], 16, UINT64_MAX },
+					};
+
+					check_elastic(ns[a], c & 1, c & 2, st,
+					    2);
+				}
+}
+END_TEST
+
+START_TEST(elastic_repeated_changes_within_an_epoch)
+{
+	/* 4 -> 2 -> 3, and per-process batches that change with P. */
+	struct model_stage	 a[3] = {
+		{ 4, 16, 5 }, { 2, 16, 7 }, { 3, 16, UINT64_MAX } };
+	struct model_stage	 b[4] = {
+		{ 4, 10, 3 }, { 2, 20, 4 }, { 8, 5, 2 },
+		{ 3, 7, UINT64_MAX } };
+	unsigned		 c;
+
+	for (c = 0; c < 4; c++) {
+		check_elastic(1000, c & 1, c & 2, a, 3);
+		check_elastic(1009, c & 1, c & 2, b, 4);
+		/* A stage saved at its last step leaves only remainders. */
+		a[0].steps = 15;
+		check_elastic(1000, c & 1, c & 2, a, 3);
+		a[0].steps = 5;
+	}
+}
+END_TEST
+
+START_TEST(elastic_resume_above_the_table)
+{
+	/* 2^40 samples, Feistel: positions map back through the stages in
+	 * O(stages) a row, with no table. */
+	struct sampler_opts	 o = opts_default((uint64_t)1 << 40, 16, 50);
+	uint64_t		 got[800], i, j;
+
+	o.shuffle = true;
+	o.seed = 11;
+	o.process_count = 3;
+	o.process_id = 2;
+	o.stages_epoch = 0;
+	o.nstages = 2;
+	o.stages[0] = (struct sampler_stage){ 4, 800, 1000 };
+	o.stages[1] = (struct sampler_stage){ 2, 1600, 17 };
+	init_ok(&smp, &o);
+	ck_assert_ptr_null(smp.perm);
+	ck_assert_uint_eq(sampler_step_indices(&smp, 0, 12345, got), 800);
+	for (i = 0; i < 800; i++) {
+		ck_assert_uint_lt(got[i], (uint64_t)1 << 40);
+		for (j = 0; j < i; j++)
+			ck_assert_uint_ne(got[i], got[j]);
+	}
+}
+END_TEST
+
+START_TEST(elastic_stages_refused_with_messages)
+{
+	struct sampler_opts	o = opts_default(1000, 16, 1);
+
+	o.process_count = 2;
+	o.nstages = 1;
+	o.stages[0] = (struct sampler_stage){ 4, 16, 16 };
+	/* 1000 samples, 4 processes, CBS 16, drop_last: 15 steps. */
+	expect_cause(&o, "stage 0", "completed 16 steps", "make 15 steps",
+	    NULL);
+	o.stages[0] = (struct sampler_stage){ 0, 16, 1 };
+	expect_cause(&o, "process_count 0", "expected at least 1", NULL);
+	o.stages[0] = (struct sampler_stage){ 4, 0, 1 };
+	expect_cause(&o, "combined batch size 0", NULL);
+	o.stages[0] = (struct sampler_stage){ 4, 16, 1 };
+	o.nstages = SAMPLER_MAX_STAGES + 1;
+	expect_cause(&o, "changes of process count", "at most 16", NULL);
+}
+END_TEST
+
 static Suite *
 sampler_suite(void)
 {
@@ -1320,6 +1543,15 @@ sampler_suite(void)
 	tcase_add_test(tc, test_invalid_overflow);
 	tcase_add_test(tc, test_invalid_no_step);
 	tcase_add_test(tc, test_invalid_null_cause);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("elastic");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, elastic_resume_delivers_every_sample_once);
+	tcase_add_test(tc, elastic_repeated_changes_within_an_epoch);
+	tcase_add_test(tc, elastic_resume_above_the_table);
+	tcase_add_test(tc, elastic_stages_refused_with_messages);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 
 	return (s);
