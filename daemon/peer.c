@@ -44,7 +44,8 @@
 
 /*
  * The protocol ends here: the layers below take and give plain C, which
- * numbers error codes, dtypes and file formats as infeed.proto does.
+ * numbers error codes, dtypes (checked in wire.c) and file formats as
+ * infeed.proto does.
  */
 _Static_assert((int)ERRCODE_VERSION_MISMATCH ==
     (int)ERRCODE_VERSION_MISMATCH &&
@@ -60,13 +61,6 @@ _Static_assert((int)ERRCODE_VERSION_MISMATCH ==
     (int)ERRCODE_DATA == (int)ERRCODE_DATA &&
     (int)ERRCODE_INTERNAL == (int)ERRCODE_INTERNAL,
     "errcode.h and infeed.proto disagree on error codes");
-_Static_assert((int)INFEED_DTYPE_UINT8 == (int)INFEED__DTYPE__DTYPE_UINT8 &&
-    (int)INFEED_DTYPE_INT32 == (int)INFEED__DTYPE__DTYPE_INT32 &&
-    (int)INFEED_DTYPE_INT64 == (int)INFEED__DTYPE__DTYPE_INT64 &&
-    (int)INFEED_DTYPE_FLOAT16 == (int)INFEED__DTYPE__DTYPE_FLOAT16 &&
-    (int)INFEED_DTYPE_FLOAT32 == (int)INFEED__DTYPE__DTYPE_FLOAT32 &&
-    (int)INFEED_DTYPE_FLOAT64 == (int)INFEED__DTYPE__DTYPE_FLOAT64,
-    "infeed-dtype.h and infeed.proto disagree on dtypes");
 _Static_assert((int)DATASET_FORMAT_NONE ==
     (int)INFEED__FILE_FORMAT__FILE_FORMAT_NONE &&
     (int)DATASET_FORMAT_RAW == (int)INFEED__FILE_FORMAT__FILE_FORMAT_RAW &&

@@ -459,6 +459,38 @@ START_TEST(test_attach_start_step_past_the_epoch_invalid)
 }
 END_TEST
 
+/* Labels are int32 or int64; any other DType is named as infeed.proto does. */
+START_TEST(test_attach_label_dtype_other_than_int32_or_int64_invalid)
+{
+	static const struct {
+		uint32_t	 dtype;
+		const char	*want;
+	} bad[] = {
+		{ 0, "label_dtype is DTYPE_UNSPECIFIED (0); expected DTYPE_INT32 "
+		  "(2, the default) or DTYPE_INT64 (3, what torch's "
+		  "CrossEntropyLoss takes)" },
+		{ 1, "label_dtype is DTYPE_UINT8 (1); expected" },
+		{ 4, "label_dtype is DTYPE_FLOAT16 (4); expected" },
+		{ 6, "label_dtype is DTYPE_FLOAT64 (6); expected" },
+		{ 7, "label_dtype is 7, which is no DType; expected DTYPE_INT32" },
+		{ 0x80000000u, "label_dtype is -2147483648, which is no DType" },
+	};
+	enum errcode	code = 0;
+	size_t		i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		opts.label_dtype = bad[i].dtype;
+		ck_assert_ptr_null(try_attach("f32", &code));
+		ck_assert_int_eq(code, ERRCODE_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(cause, bad[i].want) != NULL, "%s", cause);
+	}
+	ck_assert_uint_eq(budget.used, 0);
+	opts.label_dtype = INFEED_DTYPE_INT64;
+	attach("f32");
+	ck_assert_uint_eq(at.layout.label_dtype, INFEED_DTYPE_INT64);
+}
+END_TEST
+
 START_TEST(test_attach_over_the_budget_is_resource_exhausted)
 {
 	enum errcode	code = 0;
@@ -861,6 +893,8 @@ session_suite(void)
 	tcase_add_test(tc,
 	    test_attach_buffer_size_outside_1_to_max_slots_invalid);
 	tcase_add_test(tc, test_attach_start_step_past_the_epoch_invalid);
+	tcase_add_test(tc,
+	    test_attach_label_dtype_other_than_int32_or_int64_invalid);
 	tcase_add_test(tc, test_attach_over_the_budget_is_resource_exhausted);
 	suite_add_tcase(s, tc);
 
