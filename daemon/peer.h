@@ -3,6 +3,9 @@
  * Client connections: every peer's socket, its state, and the only code
  * that writes frames to clients.  A peer turns requests into calls on its
  * session and the session's answers (through session_events) into frames.
+ * The protocol ends here: requests are converted into the plain C structs
+ * and codes of the layers below (session.h, errcode.h), and their answers
+ * and the stats snapshot (stats.h) back into frames.
  *
  * A peer's states and their transitions (peer_set_state):
  *

@@ -68,7 +68,10 @@ struct session_files {
 	uint64_t	shape[INFEED_MAX_DIMS];	/* are kept */
 };
 
-/* An Attach request. */
+/*
+ * An Attach request.  Its strings (the name, a transform's pipeline) are
+ * borrowed from the frame, or a session_attach_copy()'s own.
+ */
 struct session_attach {
 	char			*dataset;	/* a name; with files, its own */
 	struct session_options	 options;
@@ -150,9 +153,10 @@ struct session_checked {
 
 /**
  * session_new_checked() - session_new() for an Attach whose client's files
- * were opened, or groups looked up, on a helper thread (@chk, whose
- * dataset it takes over), and whose ring memory settled: with @host as it
- * is now (a reload may have come meanwhile).
+ * were opened, or groups looked up, on a helper thread (@chk: its dataset
+ * is taken over, chk->ds then NULL; the rest stays the caller's), and
+ * whose ring memory settled: with @host as it is now (a reload may have
+ * come meanwhile).
  */
 struct session	*session_new_checked(const struct session_host *host,
 		    const struct session_client *client,
