@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "stats.h"
 #include "version.h"
 #include "xmalloc.h"
 
@@ -46,32 +47,39 @@ static void
 daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct daemon		*d = arg;
-	struct peers_totals	 t;
-	uint64_t		 now = clock_now_ms();
+	struct stats		 st;
+	uint64_t		 now = clock_now_ms(), rows = 0, wait_us = 0;
+	uint64_t		 active_us = 0;
 	double			 rate = 0, bound = 0;
+	size_t			 i;
 
 	(void)fd;
 	(void)ev;
-	peers_totals(d->peers, &t);
+	peers_stats(d->peers, &st);
+	for (i = 0; i < st.nsessions; i++) {
+		rows += st.sessions[i].report.rows;
+		wait_us += st.sessions[i].report.data_wait_us;
+		active_us += st.sessions[i].report.active_us;
+	}
 	/*
 	 * Over the last interval; sessions that ended in between make the
 	 * totals go down, and that interval says nothing.
 	 */
-	if (now > d->status_ms && t.rows >= d->status_rows)
-		rate = (double)(t.rows - d->status_rows) * 1000.0 /
+	if (now > d->status_ms && rows >= d->status_rows)
+		rate = (double)(rows - d->status_rows) * 1000.0 /
 		    (double)(now - d->status_ms);
-	if (t.active_us > d->status_active_us &&
-	    t.data_wait_us >= d->status_wait_us)
-		bound = (double)(t.data_wait_us - d->status_wait_us) /
-		    (double)(t.active_us - d->status_active_us);
+	if (active_us > d->status_active_us && wait_us >= d->status_wait_us)
+		bound = (double)(wait_us - d->status_wait_us) /
+		    (double)(active_us - d->status_active_us);
 	ring_budget_trim(&d->budget, now);
-	d->status_rows = t.rows;
+	d->status_rows = rows;
 	d->status_ms = now;
-	d->status_wait_us = t.data_wait_us;
-	d->status_active_us = t.active_us;
-	sd_notifyf(0, "STATUS=%u sessions, %u clients, %.0f items/s, "
-	    "trainers input-bound %.0f%% of the time", t.sessions,
-	    peers_count(d->peers), rate, bound > 1 ? 100.0 : bound * 100);
+	d->status_wait_us = wait_us;
+	d->status_active_us = active_us;
+	sd_notifyf(0, "STATUS=%zu sessions, %u clients, %.0f items/s, "
+	    "trainers input-bound %.0f%% of the time", st.nsessions,
+	    st.clients, rate, bound > 1 ? 100.0 : bound * 100);
+	stats_clear(&st);
 }
 
 /* SIGTERM or SIGINT: leave the loop. */

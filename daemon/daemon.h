@@ -9,12 +9,14 @@
  * The layers, each calling only those below it (tests/check-layers reads
  * this list and fails the build's tests when an #include goes up or round):
  *
- * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
- *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
- *   readers are part of it), image (dataset/image-*: decoders and image
- *   transforms) -> braces -> log, xmalloc, clock, paths, procmem
+ * Layers: main -> daemon -> metrics -> listen -> peer -> stats, attach-check
+ *   -> session -> pool -> worker -> ring, transform -> catalogue -> config
+ *   -> dataset (dataset/: the readers are part of it), image
+ *   (dataset/image-*: decoders and image transforms) -> braces -> log,
+ *   xmalloc, clock, paths, procmem, errcode
  *
- * common/ and proto/ lie under them all.
+ * common/ and proto/ lie under them all, but the protocol's messages end at
+ * peer: below it, requests, answers and error codes are plain C.
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H

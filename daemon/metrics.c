@@ -2,7 +2,7 @@
 /*
  * Prometheus metrics over HTTP, with libevent's HTTP server, when the
  * configuration sets metrics_listen.  GET /metrics answers the text
- * exposition format from one snapshot of the daemon (peers_stats), so a
+ * exposition format from one snapshot of the daemon (stats.h), so a
  * scrape costs time and memory in proportion to the sessions and workers,
  * both bounded by the configuration.  Only GET is served, headers are
  * capped at 8 KiB, bodies refused, and a connection that sends nothing for
@@ -43,10 +43,11 @@
 #include <event2/listener.h>
 
 #include "clock.h"
-
+#include "errcode.h"
 #include "log.h"
 #include "metrics.h"
 #include "session.h"
+#include "stats.h"
 #include "xmalloc.h"
 
 #define METRICS_MAX_HEADERS	8192
@@ -211,78 +212,83 @@ metrics_wait_histogram(struct evbuffer *b, const struct metrics_series *s,
 
 /* Live sessions, then ended ones folded per dataset, as series. */
 static struct metrics_series *
-metrics_series(const struct peers *ps, const Infeed__Stats *st, size_t *n)
+metrics_series(const struct stats *st, size_t *n)
 {
-	const struct peers_ended	*e;
-	struct metrics_series		*s;
-	const Infeed__SessionStats	*ss;
-	size_t				 nended, i;
+	const struct stats_history	*h = st->history;
+	const struct session_report	*r;
+	const struct stats_ended	*e;
+	struct metrics_series		*s, *x;
+	size_t				 i;
 
-	e = peers_ended(ps, &nended);
-	s = xcalloc(st->n_sessions + nended + 1, sizeof(*s));
-	for (i = 0; i < st->n_sessions; i++) {
-		ss = st->sessions[i];
-		s[i].dataset = ss->dataset;
-		s[i].client = ss->client_name;
-		snprintf(s[i].session, sizeof(s[i].session), "%llu",
-		    (unsigned long long)ss->session_id);
-		s[i].steps = ss->steps_delivered;
-		s[i].rows = ss->rows_delivered;
-		s[i].bytes_read = ss->bytes_read;
-		s[i].samples_replaced = ss->samples_replaced;
-		s[i].data_wait_s = ss->data_wait_s;
-		s[i].active_s = ss->active_s;
-		s[i].wait_counts = ss->next_wait_counts;
-		s[i].nwait_counts = ss->n_next_wait_counts;
+	s = xcalloc(st->nsessions + h->nended + 1, sizeof(*s));
+	for (i = 0; i < st->nsessions; i++) {
+		r = &st->sessions[i].report;
+		x = &s[i];
+		x->dataset = r->dataset;
+		x->client = st->sessions[i].client_name;
+		snprintf(x->session, sizeof(x->session), "%llu",
+		    (unsigned long long)r->id);
+		x->steps = r->steps;
+		x->rows = r->rows;
+		x->bytes_read = r->bytes_read;
+		x->samples_replaced = r->samples_replaced;
+		x->data_wait_s = (double)r->data_wait_us / 1e6;
+		x->active_s = (double)r->active_us / 1e6;
+		x->wait_counts = r->wait_counts;
+		x->nwait_counts = SESSION_WAIT_BUCKETS;
 	}
-	for (i = 0; i < nended; i++) {
-		s[st->n_sessions + i].dataset = e[i].dataset;
-		s[st->n_sessions + i].client = "";
-		snprintf(s[st->n_sessions + i].session, 32, "ended");
-		s[st->n_sessions + i].steps = e[i].steps;
-		s[st->n_sessions + i].rows = e[i].rows;
-		s[st->n_sessions + i].bytes_read = e[i].bytes_read;
-		s[st->n_sessions + i].samples_replaced = e[i].samples_replaced;
-		s[st->n_sessions + i].data_wait_s = e[i].data_wait_us / 1e6;
-		s[st->n_sessions + i].active_s = e[i].active_us / 1e6;
-		s[st->n_sessions + i].wait_counts = e[i].wait_counts;
-		s[st->n_sessions + i].nwait_counts = SESSION_WAIT_BUCKETS;
+	for (i = 0; i < h->nended; i++) {
+		e = &h->ended[i];
+		x = &s[st->nsessions + i];
+		x->dataset = e->dataset;
+		x->client = "";
+		snprintf(x->session, sizeof(x->session), "ended");
+		x->steps = e->steps;
+		x->rows = e->rows;
+		x->bytes_read = e->bytes_read;
+		x->samples_replaced = e->samples_replaced;
+		x->data_wait_s = e->data_wait_us / 1e6;
+		x->active_s = e->active_us / 1e6;
+		x->wait_counts = e->wait_counts;
+		x->nwait_counts = SESSION_WAIT_BUCKETS;
 	}
-	*n = st->n_sessions + nended;
+	*n = st->nsessions + h->nended;
 	return (s);
 }
 
 /* The ring slots of live sessions, by state. */
 static void
-metrics_rings(struct evbuffer *b, const Infeed__Stats *st)
+metrics_rings(struct evbuffer *b, const struct stats *st)
 {
-	const Infeed__SessionStats	*ss;
+	const struct stats_session	*ss;
 	char				 id[32];
 	size_t				 i;
 
 	metrics_family(b, "infeed_ring_slots", "gauge", "Slots of a "
 	    "session's ring: ready (filled, not yet taken), held (by the "
 	    "trainer) and all.");
-	for (i = 0; i < st->n_sessions; i++) {
-		ss = st->sessions[i];
+	for (i = 0; i < st->nsessions; i++) {
+		ss = &st->sessions[i];
 		snprintf(id, sizeof(id), "%llu",
-		    (unsigned long long)ss->session_id);
+		    (unsigned long long)ss->report.id);
 		evbuffer_add(b, "infeed_ring_slots", 17);
-		metrics_labels(b, ss->dataset, ss->client_name, id,
+		metrics_labels(b, ss->report.dataset, ss->client_name, id,
 		    "state=\"ready\"");
-		evbuffer_add_printf(b, " %u\ninfeed_ring_slots", ss->slots_ready);
-		metrics_labels(b, ss->dataset, ss->client_name, id,
+		evbuffer_add_printf(b, " %u\ninfeed_ring_slots",
+		    ss->report.slots_ready);
+		metrics_labels(b, ss->report.dataset, ss->client_name, id,
 		    "state=\"held\"");
-		evbuffer_add_printf(b, " %u\ninfeed_ring_slots", ss->slots_held);
-		metrics_labels(b, ss->dataset, ss->client_name, id,
+		evbuffer_add_printf(b, " %u\ninfeed_ring_slots",
+		    ss->report.slots_held);
+		metrics_labels(b, ss->report.dataset, ss->client_name, id,
 		    "state=\"all\"");
-		evbuffer_add_printf(b, " %u\n", ss->slots);
+		evbuffer_add_printf(b, " %u\n", ss->report.slots);
 	}
 }
 
 /* Worker processes: busy time, rows, restarts, stuck kills. */
 static void
-metrics_workers(struct evbuffer *b, const Infeed__Stats *st)
+metrics_workers(struct evbuffer *b, const struct stats *st)
 {
 	static const struct {
 		const char	*name, *type, *help;
@@ -297,14 +303,14 @@ metrics_workers(struct evbuffer *b, const Infeed__Stats *st)
 		{ "infeed_worker_stuck_total", "counter",
 		  "Times the worker was killed for missing job_timeout.", 3 },
 	};
-	const Infeed__WorkerStats	*w;
+	const struct pool_worker_info	*w;
 	size_t				 f, i;
 	double				 v;
 
 	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
 		metrics_family(b, fam[f].name, fam[f].type, fam[f].help);
-		for (i = 0; i < st->n_workers; i++) {
-			w = st->workers[i];
+		for (i = 0; i < st->nworkers; i++) {
+			w = &st->workers[i];
 			v = fam[f].which == 0 ? w->busy_s : fam[f].which == 1 ?
 			    (double)w->rows_done : fam[f].which == 2 ?
 			    (double)w->restarts : (double)w->stuck;
@@ -316,17 +322,14 @@ metrics_workers(struct evbuffer *b, const Infeed__Stats *st)
 
 /* The daemon's own gauges and its errors by code. */
 static void
-metrics_daemon(struct evbuffer *b, const struct peers *ps,
-    const Infeed__Stats *st)
+metrics_daemon(struct evbuffer *b, const struct stats *st)
 {
-	const ProtobufCEnumValue	*v;
-	const uint64_t			*errors = peers_errors(ps);
-	size_t				 c;
+	size_t	c;
 
 	metrics_family(b, "infeed_clients", "gauge", "Connected clients.");
 	evbuffer_add_printf(b, "infeed_clients %u\n", st->clients);
 	metrics_family(b, "infeed_sessions", "gauge", "Attached sessions.");
-	evbuffer_add_printf(b, "infeed_sessions %zu\n", st->n_sessions);
+	evbuffer_add_printf(b, "infeed_sessions %zu\n", st->nsessions);
 	metrics_family(b, "infeed_memory_used_bytes", "gauge", "Shared "
 	    "memory in the step rings of sessions.");
 	evbuffer_add_printf(b, "infeed_memory_used_bytes %llu\n",
@@ -370,32 +373,21 @@ metrics_daemon(struct evbuffer *b, const struct peers *ps,
 	evbuffer_add_printf(b, "infeed_jobs_queued %u\n", st->jobs_queued);
 	metrics_family(b, "infeed_errors_total", "counter", "Errors sent to "
 	    "clients, by the protocol's ErrorCode.");
-	for (c = 1; c < PEERS_ERROR_CODES; c++) {
-		v = protobuf_c_enum_descriptor_get_value(
-		    &infeed__error_code__descriptor, (int)c);
-		if (v != NULL)
-			evbuffer_add_printf(b, "infeed_errors_total{code=\"%s\"} "
-			    "%llu\n", v->name, (unsigned long long)errors[c]);
-	}
+	for (c = ERRCODE_NONE + 1; c < ERRCODE_COUNT; c++)
+		evbuffer_add_printf(b, "infeed_errors_total{code=\"%s\"} "
+		    "%llu\n", errcode_name((enum errcode)c),
+		    (unsigned long long)st->history->errors[c]);
 }
 
-/* GET /metrics */
-static void
-metrics_cb(struct evhttp_request *req, void *arg)
+/* The exposition text of snapshot @st. */
+void
+metrics_render(struct evbuffer *b, const struct stats *st)
 {
-	struct metrics		*m = arg;
 	struct metrics_series	*s;
-	struct evbuffer		*b;
-	Infeed__Stats		 st;
 	size_t			 n;
 
-	if ((b = evbuffer_new()) == NULL) {
-		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
-		return;
-	}
-	peers_stats(m->peers, &st);
-	s = metrics_series(m->peers, &st, &n);
-	metrics_daemon(b, m->peers, &st);
+	s = metrics_series(st, &n);
+	metrics_daemon(b, st);
 	metrics_per_series(b, s, n, "infeed_steps_delivered_total", "counter",
 	    "Device steps delivered to the trainer.", get_steps);
 	metrics_per_series(b, s, n, "infeed_items_delivered_total", "counter",
@@ -414,10 +406,26 @@ metrics_cb(struct evhttp_request *req, void *arg)
 	metrics_per_series(b, s, n, "infeed_active_seconds_total", "counter",
 	    "Seconds since the session's first Next.", get_active);
 	metrics_wait_histogram(b, s, n);
-	metrics_rings(b, &st);
-	metrics_workers(b, &st);
+	metrics_rings(b, st);
+	metrics_workers(b, st);
 	free(s);
-	peers_stats_clear(&st);
+}
+
+/* GET /metrics */
+static void
+metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct metrics		*m = arg;
+	struct evbuffer		*b;
+	struct stats		 st;
+
+	if ((b = evbuffer_new()) == NULL) {
+		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
+		return;
+	}
+	peers_stats(m->peers, &st);
+	metrics_render(b, &st);
+	stats_clear(&st);
 	evhttp_add_header(evhttp_request_get_output_headers(req),
 	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 	evhttp_send_reply(req, HTTP_OK, "OK", b);
@@ -644,6 +652,13 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 	    strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
 	    (unsigned)m->port);
 	return (m);
+}
+
+/* The port it listens on. */
+uint16_t
+metrics_port(const struct metrics *m)
+{
+	return (m->port);
 }
 
 void

@@ -6,7 +6,9 @@
 #include <stdint.h>
 
 #include "peer.h"
+#include "stats.h"
 
+struct evbuffer;
 struct event_base;
 struct metrics;
 
@@ -17,6 +19,17 @@ struct metrics;
  */
 struct metrics	*metrics_new(struct event_base *base, const char *host,
 		    uint16_t port, struct peers *ps, char **cause);
+
+/**
+ * metrics_port() - the port @m listens on (the one it found, for port 0).
+ */
+uint16_t	 metrics_port(const struct metrics *m);
+
+/**
+ * metrics_render() - append the text exposition of snapshot @st to @b:
+ * what GET /metrics answers.
+ */
+void		 metrics_render(struct evbuffer *b, const struct stats *st);
 
 /**
  * metrics_close_fd() - in a new worker: close the listening socket and the

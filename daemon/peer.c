@@ -26,11 +26,12 @@
 
 #include <event2/event.h>
 
+#include "attach-check.h"
 #include "clock.h"
 #include "log.h"
 #include "peer.h"
-#include "procmem.h"
 #include "session.h"
+#include "stats.h"
 #include "utf8.h"
 #include "version.h"
 #include "wire.h"
@@ -40,6 +41,36 @@
 #define PEER_LOG_PER_S		10	/* error lines logged per client */
 #define PEER_BATCH		64	/* requests before the others' turn */
 #define PEER_HELLO_WAIT_S	10	/* for a new client's Hello */
+
+/*
+ * The protocol ends here: the layers below take and give plain C, which
+ * numbers error codes, dtypes (checked in wire.c) and file formats as
+ * infeed.proto does.
+ */
+_Static_assert((int)ERRCODE_VERSION_MISMATCH ==
+    (int)INFEED__ERROR_CODE__ERROR_VERSION_MISMATCH &&
+    (int)ERRCODE_BAD_FRAME ==
+    (int)INFEED__ERROR_CODE__ERROR_BAD_FRAME &&
+    (int)ERRCODE_UNEXPECTED ==
+    (int)INFEED__ERROR_CODE__ERROR_UNEXPECTED &&
+    (int)ERRCODE_INVALID_ARGUMENT ==
+    (int)INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT &&
+    (int)ERRCODE_NOT_FOUND ==
+    (int)INFEED__ERROR_CODE__ERROR_NOT_FOUND &&
+    (int)ERRCODE_RESOURCE_EXHAUSTED ==
+    (int)INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED &&
+    (int)ERRCODE_PERMISSION_DENIED ==
+    (int)INFEED__ERROR_CODE__ERROR_PERMISSION_DENIED &&
+    (int)ERRCODE_DATA ==
+    (int)INFEED__ERROR_CODE__ERROR_DATA &&
+    (int)ERRCODE_INTERNAL ==
+    (int)INFEED__ERROR_CODE__ERROR_INTERNAL,
+    "errcode.h and infeed.proto disagree on error codes");
+_Static_assert((int)DATASET_FORMAT_NONE ==
+    (int)INFEED__FILE_FORMAT__FILE_FORMAT_NONE &&
+    (int)DATASET_FORMAT_RAW == (int)INFEED__FILE_FORMAT__FILE_FORMAT_RAW &&
+    (int)DATASET_FORMAT_NPY == (int)INFEED__FILE_FORMAT__FILE_FORMAT_NPY,
+    "dataset.h and infeed.proto disagree on file formats");
 
 enum peer_state {
 	PEER_HELLO,
@@ -77,7 +108,7 @@ struct peer {
 	struct session		*session;
 	uint64_t		 session_errors;	/* sent during it */
 	/* An Attach whose checks go on: no request is read meanwhile. */
-	struct session_pending	*pending;
+	struct attach_pending	*pending;
 	struct session_req	 attach_req;	/* ... and its request */
 	struct event		*closed_ev;	/* ... and a hang-up */
 	char			*ended_why;	/* ENDED: what a reload did */
@@ -97,11 +128,8 @@ struct peers {
 	struct peer_list	 list;
 	unsigned		 n;
 	uint64_t		 next_id;
-	/* Ended sessions, folded per dataset, so metrics stay bounded. */
-	struct peers_ended	*ended;
-	size_t			 nended;
-	uint64_t		 errors[PEERS_ERROR_CODES];	/* sent */
-	struct session_checks	*checks;	/* pending Attaches */
+	struct stats_history	 history;	/* ended sessions, errors */
+	struct attach_checks	*checks;	/* pending Attaches */
 };
 
 static void	peer_read_cb(evutil_socket_t, short, void *);
@@ -277,7 +305,7 @@ peer_log_error(struct peer *p, const char *msg)
  */
 static void
 peer_send_error(struct peer *p, struct session_req req,
-    Infeed__ErrorCode code, const char *msg)
+    enum errcode code, const char *msg)
 {
 	Infeed__Frame	 f = INFEED__FRAME__INIT;
 	Infeed__Error	 e = INFEED__ERROR__INIT;
@@ -285,10 +313,9 @@ peer_send_error(struct peer *p, struct session_req req,
 
 	if ((clean = utf8_clean(msg, 2047)) == NULL)
 		fatal("utf8_clean");
-	e.code = code;
+	e.code = (Infeed__ErrorCode)code;
 	e.message = clean;
-	if ((unsigned)code < PEERS_ERROR_CODES)
-		p->ps->errors[code]++;
+	stats_history_error(&p->ps->history, code);
 	if (p->session != NULL)
 		p->session_errors++;
 	f.msg_case = INFEED__FRAME__MSG_ERROR;
@@ -300,7 +327,7 @@ peer_send_error(struct peer *p, struct session_req req,
 
 /* Answer the current request with an Error; the connection stays up. */
 static void PRINTFLIKE(3, 4)
-peer_error(struct peer *p, Infeed__ErrorCode code, const char *fmt, ...)
+peer_error(struct peer *p, enum errcode code, const char *fmt, ...)
 {
 	va_list	 ap;
 	char	 msg[2048];
@@ -313,7 +340,7 @@ peer_error(struct peer *p, Infeed__ErrorCode code, const char *fmt, ...)
 
 /* Answer with a final Error if the socket takes it, then close the peer. */
 static void PRINTFLIKE(3, 4)
-peer_fail(struct peer *p, Infeed__ErrorCode code, const char *fmt, ...)
+peer_fail(struct peer *p, enum errcode code, const char *fmt, ...)
 {
 	va_list	 ap;
 	char	 msg[2048];
@@ -361,7 +388,7 @@ peer_end_of_data_cb(void *arg, struct session_req req, uint64_t epoch)
 /* The session answers a Next with an error. */
 static void
 peer_session_error_cb(void *arg, struct session_req req,
-    Infeed__ErrorCode code, const char *msg)
+    enum errcode code, const char *msg)
 {
 	peer_send_error(arg, req, code, msg);
 }
@@ -381,7 +408,7 @@ peers_new(const struct peers_host *host)
 	ps = xcalloc(1, sizeof(*ps));
 	ps->host = *host;
 	TAILQ_INIT(&ps->list);
-	ps->checks = session_checks_new(host->base, host->pool);
+	ps->checks = attach_check_new(host->base, host->pool);
 	return (ps);
 }
 
@@ -395,10 +422,8 @@ peers_free(struct peers *ps)
 		return;
 	while ((p = TAILQ_FIRST(&ps->list)) != NULL)
 		peer_free(p);
-	session_checks_free(ps->checks);
-	while (ps->nended > 0)
-		free(ps->ended[--ps->nended].dataset);
-	free(ps->ended);
+	attach_check_free(ps->checks);
+	stats_history_clear(&ps->history);
 	free(ps);
 }
 
@@ -464,44 +489,13 @@ peers_accept(struct peers *ps, int fd)
 	return (p->id);
 }
 
-/*
- * End @p's session: add what it delivered to its dataset's totals (the
- * client's own files all count as "(files)", whatever they are called),
- * then free it.
- */
+/* End @p's session: add what it did to the history, then free it. */
 static void
 peer_end_session(struct peer *p)
 {
-	struct peers		*ps = p->ps;
-	struct session_totals	 t;
-	struct peers_ended	*e = NULL;
-	const char		*name;
-	size_t			 i;
-	unsigned		 b;
-
 	if (p->session == NULL)
 		return;
-	session_totals(p->session, &t);
-	name = t.own_files ? "(files)" : t.dataset;
-	for (i = 0; i < ps->nended && e == NULL; i++)
-		if (strcmp(ps->ended[i].dataset, name) == 0)
-			e = &ps->ended[i];
-	if (e == NULL) {
-		ps->ended = xreallocarray(ps->ended, ps->nended + 1,
-		    sizeof(*ps->ended));
-		e = &ps->ended[ps->nended++];
-		memset(e, 0, sizeof(*e));
-		e->dataset = xstrdup(name);
-	}
-	e->sessions++;
-	e->steps += t.steps;
-	e->rows += t.rows;
-	e->bytes_read += t.bytes_read;
-	e->samples_replaced += t.samples_replaced;
-	e->data_wait_us += t.data_wait_us;
-	e->active_us += t.active_us;
-	for (b = 0; b < SESSION_WAIT_BUCKETS; b++)
-		e->wait_counts[b] += t.wait_counts[b];
+	stats_history_end(&p->ps->history, p->session);
 	session_free(p->session);
 	p->session = NULL;
 }
@@ -515,7 +509,7 @@ peer_free(struct peer *p)
 	if (p == NULL)
 		return;
 	if (p->pending != NULL)
-		session_attach_cancel(p->pending);
+		attach_check_cancel(p->pending);
 	p->pending = NULL;
 	peer_end_session(p);
 	peer_drop_fds(p);
@@ -597,7 +591,7 @@ peer_read_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	/* More descriptors than any frame carries, or lost ones. */
 	if (n == -1 && errno == EPROTO) {
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
+		peer_fail(p, ERRCODE_BAD_FRAME,
 		    "unexpected file descriptors from the client: more than "
 		    "%d, or cut off; only an Attach with files carries any, "
 		    "at most 2 (docs/protocol.md)", WIRE_MAX_FDS);
@@ -665,7 +659,7 @@ peer_process(struct peer *p)
 				peer_free(p);
 			return;
 		case WIRE_BAD:
-			peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
+			peer_fail(p, ERRCODE_BAD_FRAME,
 			    "bad frame: %s; a frame is a 4-byte little-endian "
 			    "length and one infeed.Frame (docs/protocol.md)",
 			    cause ? cause : "out of memory");
@@ -681,7 +675,7 @@ peer_process(struct peer *p)
 			p->req_fds[p->req_nfds++] = wire_in_take_fd(&p->in);
 		if (p->req_nfds > 0 && f->msg_case != INFEED__FRAME__MSG_ATTACH) {
 			peer_drop_fds(p);
-			peer_fail(p, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
+			peer_fail(p, ERRCODE_BAD_FRAME,
 			    "%s came with file descriptors; only an Attach "
 			    "with files carries any (docs/protocol.md)",
 			    wire_case_name(f->msg_case));
@@ -714,7 +708,7 @@ peer_hello(struct peer *p, const Infeed__Hello *h)
 	Infeed__Welcome	w = INFEED__WELCOME__INIT;
 
 	if (h->protocol_version != WIRE_PROTOCOL_VERSION) {
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_VERSION_MISMATCH,
+		peer_fail(p, ERRCODE_VERSION_MISMATCH,
 		    "protocol version mismatch: the client speaks version %u, "
 		    "infeedd %s speaks version %u; use a libinfeed of the same "
 		    "release as the daemon", h->protocol_version,
@@ -795,15 +789,16 @@ peer_session_host(const struct peer *p, struct session_host *sh)
  */
 static void
 peer_attached(struct peer *p, struct session_req req, const char *name,
-    Infeed__ErrorCode code, char *cause)
+    enum errcode code, char *cause)
 {
 	Infeed__Frame		 f = INFEED__FRAME__INIT;
 	Infeed__Attached	 at = INFEED__ATTACHED__INIT;
+	struct session_info	 info;
 	char			*msg;
 	int			 fd = -1;
 
 	if (p->session != NULL && (fd = session_ring_fd(p->session)) == -1) {
-		code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		code = ERRCODE_INTERNAL;
 		cause = xasprintf("cannot duplicate the ring descriptor: %s",
 		    strerror(errno));
 		peer_end_session(p);
@@ -817,7 +812,23 @@ peer_attached(struct peer *p, struct session_req req, const char *name,
 		return;
 	}
 	peer_set_state(p, PEER_ATTACHED);
-	session_fill_attached(p->session, &at);
+	session_describe(p->session, &info);
+	at.session_id = info.id;
+	at.combined_batch_size = info.combined_batch_size;
+	at.steps_per_epoch = info.steps_per_epoch;
+	at.last_step_rows = info.last_step_rows;
+	at.slots = info.layout.slots;
+	at.slot_bytes = info.layout.slot_bytes;
+	at.ring_bytes = info.layout.ring_bytes;
+	at.data_offset = info.layout.data_offset;
+	at.labels_offset = info.layout.labels_offset;
+	at.indices_offset = info.layout.indices_offset;
+	at.n_sample_shape = info.sample_dims;
+	at.sample_shape = (uint64_t *)(uintptr_t)info.sample_shape;
+	at.data_dtype = (Infeed__DType)info.data_dtype;
+	at.sample_bytes = info.sample_bytes;
+	at.has_label_dtype = 1;
+	at.label_dtype = (Infeed__DType)info.layout.label_dtype;
 	f.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	f.attached = &at;
 	peer_send(p, req, &f, fd);
@@ -831,9 +842,9 @@ static void
 peer_attach_checked_cb(void *arg)
 {
 	struct peer		*p = arg;
-	struct session_pending	*pending = p->pending;
+	struct attach_pending	*pending = p->pending;
 	struct session_host	 sh;
-	Infeed__ErrorCode	 code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+	enum errcode		 code = ERRCODE_INTERNAL;
 	struct timeval		 zero = { 0, 0 };
 	char			*cause = NULL, *name;
 
@@ -841,9 +852,9 @@ peer_attach_checked_cb(void *arg)
 	if (p->closed_ev != NULL)
 		event_del(p->closed_ev);
 	peer_session_host(p, &sh);
-	name = xstrdup(session_pending_name(pending));
+	name = xstrdup(attach_check_name(pending));
 	p->session_errors = 0;
-	p->session = session_attach_end(pending, &sh, &peer_session_events, p,
+	p->session = attach_check_end(pending, &sh, &peer_session_events, p,
 	    &code, &cause);
 	peer_attached(p, p->attach_req, name, code, cause);
 	free(name);
@@ -864,18 +875,84 @@ peer_closed_cb(evutil_socket_t fd, short ev, void *arg)
 	peer_free(p);
 }
 
+/*
+ * An Attach frame's request in plain C, for the session: LoaderOptions'
+ * values (the protocol's defaults for those not set; the client's own
+ * Transform, Files as they are).  Strings are borrowed from @a; of
+ * repeated fields beyond what a session takes, only the counts are kept,
+ * for the session to refuse.
+ */
+static void
+peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
+{
+	static const Infeed__LoaderOptions defaults =
+	    INFEED__LOADER_OPTIONS__INIT;
+	const Infeed__LoaderOptions	*lo = a->options ? a->options :
+					    &defaults;
+	const Infeed__Transform		*t = lo->transform;
+	const Infeed__Files		*f = a->files;
+	struct session_options		*o = &out->options;
+	size_t				 i;
+
+	memset(out, 0, sizeof(*out));
+	out->dataset = a->dataset;
+	o->batch_size = lo->batch_size;
+	o->device_iterations = lo->device_iterations;
+	o->replication_factor = lo->replication_factor;
+	o->gradient_accumulation = lo->gradient_accumulation;
+	o->shuffle = lo->shuffle;
+	o->seed = lo->seed;
+	o->drop_last = lo->drop_last;
+	o->num_workers = lo->num_workers;
+	o->persistent_workers = lo->persistent_workers;
+	o->buffer_size = lo->buffer_size;
+	o->load_indefinitely = lo->load_indefinitely;
+	o->early_preload = lo->early_preload;
+	o->process_id = lo->distributed_process_id;
+	o->process_count = lo->distributed_process_count;
+	o->start_epoch = lo->start_epoch;
+	o->start_step = lo->start_step;
+	o->label_dtype = (uint32_t)lo->label_dtype;
+	if ((o->has_transform = t != NULL)) {
+		o->transform.to_float32 = t->to_float32;
+		o->transform.scale = t->scale;
+		o->transform.nmean = t->n_mean;
+		o->transform.nstd = t->n_std;
+		for (i = 0; i < t->n_mean && i < INFEED_MAX_CHANNELS; i++)
+			o->transform.mean[i] = t->mean[i];
+		for (i = 0; i < t->n_std && i < INFEED_MAX_CHANNELS; i++)
+			o->transform.std[i] = t->std[i];
+		o->transform.pipeline = t->pipeline;
+	}
+	if ((out->has_files = f != NULL)) {
+		out->files.data_format = f->has_data_format ?
+		    (uint32_t)f->data_format : 0;
+		out->files.labels_format = f->has_labels_format ?
+		    (uint32_t)f->labels_format : 0;
+		out->files.has_dtype = f->has_dtype;
+		out->files.dtype = (uint32_t)f->dtype;
+		out->files.has_label_dtype = f->has_label_dtype;
+		out->files.label_dtype = (uint32_t)f->label_dtype;
+		out->files.ndim = f->n_shape;
+		for (i = 0; i < f->n_shape && i < INFEED_MAX_DIMS; i++)
+			out->files.shape[i] = f->shape[i];
+	}
+}
+
 /* Attach: start a session on a dataset and send its ring. */
 static void
-peer_attach(struct peer *p, const Infeed__Attach *a)
+peer_attach(struct peer *p, const Infeed__Attach *frame)
 {
+	struct session_attach	 req, *a = &req;
 	struct session_host	 sh;
 	struct session_client	 sc;
-	Infeed__ErrorCode	 code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+	enum errcode		 code = ERRCODE_INTERNAL;
 	char			*cause = NULL, *name;
 
+	peer_attach_request(frame, &req);
 	if (p->state == PEER_ATTACHED) {
 		peer_drop_fds(p);
-		peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+		peer_error(p, ERRCODE_UNEXPECTED,
 		    "this connection is already attached to a dataset; detach "
 		    "first or open another connection");
 		return;
@@ -888,7 +965,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	if (strlen(a->dataset) > INFEED_MAX_DATASET_NAME) {
 		if ((name = utf8_clean(a->dataset, 32)) == NULL)
 			fatal("utf8_clean");
-		peer_error(p, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+		peer_error(p, ERRCODE_INVALID_ARGUMENT,
 		    "cannot attach to '%s...': a dataset name has at most %d "
 		    "bytes; 'infeedctl datasets' lists the catalogue", name,
 		    INFEED_MAX_DATASET_NAME);
@@ -901,7 +978,7 @@ peer_attach(struct peer *p, const Infeed__Attach *a)
 	sc.uid = p->uid;
 	sc.gid = p->gid;
 	/* What the client controls is checked off the loop, if need be. */
-	switch (session_attach_begin(p->ps->checks, &sh, &sc, a, p->req_fds,
+	switch (attach_check_begin(p->ps->checks, &sh, &sc, a, p->req_fds,
 	    p->req_nfds, peer_attach_checked_cb, p, &p->pending, &code,
 	    &cause)) {
 	case -1:
@@ -935,7 +1012,7 @@ peer_detach(struct peer *p)
 	Infeed__Frame		f = INFEED__FRAME__INIT;
 	Infeed__Detached	dd = INFEED__DETACHED__INIT;
 
-	session_cancel(p->session, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+	session_cancel(p->session, ERRCODE_UNEXPECTED,
 	    "Next: the client detached before the step was ready");
 	peer_end_session(p);
 	peer_set_state(p, PEER_READY);
@@ -948,7 +1025,7 @@ peer_detach(struct peer *p)
 static void
 peer_next(struct peer *p)
 {
-	Infeed__ErrorCode	 code;
+	enum errcode		 code;
 	char			*cause = NULL;
 
 	if (session_next(p->session, p->req, &code, &cause) == -1) {
@@ -966,7 +1043,7 @@ peer_release(struct peer *p, const Infeed__Release *r)
 	char			*cause = NULL;
 
 	if (session_release(p->session, r->slot, &cause) == -1) {
-		peer_error(p, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s",
+		peer_error(p, ERRCODE_INVALID_ARGUMENT, "%s",
 		    cause);
 		free(cause);
 		return;
@@ -977,131 +1054,188 @@ peer_release(struct peer *p, const Infeed__Release *r)
 	peer_send(p, p->req, &f, -1);
 }
 
-/* The pool's workers, for GetStats; free with peer_free_workers(). */
-static void
-peer_fill_workers(const struct pool *pool, Infeed__Stats *st)
-{
-	struct pool_worker_info	 wi;
-	Infeed__WorkerStats	*ws;
-	unsigned		 i;
-
-	st->has_jobs_queued = 1;
-	st->jobs_queued = pool_jobs_queued(pool);
-	st->has_rows_reissued = 1;
-	st->rows_reissued = pool_rows_reissued(pool);
-	st->n_workers = pool_size(pool);
-	st->workers = xcalloc(st->n_workers, sizeof(*st->workers));
-	for (i = 0; i < st->n_workers; i++) {
-		pool_worker_info(pool, i, &wi);
-		ws = xcalloc(1, sizeof(*ws));
-		infeed__worker_stats__init(ws);
-		ws->pid = wi.pid;
-		ws->state = (char *)wi.state;
-		ws->has_rows_done = ws->has_restarts = 1;
-		ws->rows_done = wi.rows_done;
-		ws->restarts = wi.restarts;
-		ws->has_stuck = 1;
-		ws->stuck = wi.stuck;
-		ws->has_busy_s = 1;
-		ws->busy_s = wi.busy_s;
-		st->workers[i] = ws;
-	}
-}
-
-/* The daemon, its sessions and its workers now; free with peers_stats_clear. */
+/* The daemon, its sessions and its workers now: the one snapshot. */
 void
-peers_stats(const struct peers *ps, Infeed__Stats *st_out)
+peers_stats(const struct peers *ps, struct stats *st)
 {
-	Infeed__Stats		  st = INFEED__STATS__INIT;
-	Infeed__SessionStats	 *ss, **ssp;
-	const struct peer	 *q;
-	size_t			  n = 0, i;
+	const struct peer	*q;
 
-	ss = xcalloc(ps->n + 1, sizeof(*ss));
-	ssp = xcalloc(ps->n + 1, sizeof(*ssp));
+	stats_take(st, ps->host.pool, ps->host.budget, ps->host.started_ms,
+	    ps->n, ps->n, &ps->history);
 	TAILQ_FOREACH(q, &ps->list, entry) {
-		if (q->session == NULL)
-			continue;
-		infeed__session_stats__init(&ss[n]);
-		session_fill_stats(q->session, &ss[n]);
-		ss[n].client_name = q->name;
-		ss[n].has_errors_sent = 1;
-		ss[n].errors_sent = q->session_errors;
-		ssp[n] = &ss[n];
-		n++;
+		if (q->session != NULL)
+			stats_add_session(st, q->session, q->name,
+			    q->session_errors);
 	}
-	if (n == 0)
-		free(ss);	/* peers_stats_clear frees sessions[0] */
-	st.daemon_version = (char *)INFEED_VERSION;
-	st.has_uptime_ms = 1;
-	st.uptime_ms = clock_now_ms() - ps->host.started_ms;
-	st.has_clients = 1;
-	st.clients = ps->n;
-	st.n_sessions = n;
-	st.sessions = ssp;
-	st.has_memory_used = st.has_memory_budget = 1;
-	st.memory_used = ps->host.budget->used - ps->host.budget->kept_bytes -
-	    ps->host.budget->held_bytes - ps->host.budget->freeing_bytes;
-	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
-	st.memory_kept = ps->host.budget->kept_bytes;
-	st.has_memory_held = 1;
-	st.memory_held = ps->host.budget->held_bytes;
-	st.rings_reused = ps->host.budget->reused;
-	st.rings_made = ps->host.budget->made;
-	st.memory_budget = ps->host.budget->limit;
-	peer_fill_workers(ps->host.pool, &st);
-	st.huge_pages = (char *)ring_huge_pages();
-	st.has_memory_private = 1;
-	st.memory_private = procmem_private(getpid());
-	for (i = 0; i < st.n_workers; i++) {
-		if (st.workers[i]->pid > 0)
-			st.memory_private += procmem_private(
-			    st.workers[i]->pid);
-	}
-	*st_out = st;
 }
 
-/* Free what peers_stats allocated (the strings are borrowed). */
-void
-peers_stats_clear(Infeed__Stats *st)
+/* A session's LoaderOptions, as it was asked for, for its SessionStats. */
+static void
+peer_stats_options(const struct session_options *o, Infeed__LoaderOptions *lo,
+    Infeed__Transform *t)
 {
-	size_t	i;
-
-	for (i = 0; i < st->n_workers; i++)
-		free(st->workers[i]);
-	free(st->workers);
-	if (st->n_sessions > 0)
-		free(st->sessions[0]);	/* the array of them all */
-	free(st->sessions);
+	infeed__loader_options__init(lo);
+	lo->has_batch_size = lo->has_device_iterations = 1;
+	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
+	lo->batch_size = o->batch_size;
+	lo->device_iterations = o->device_iterations;
+	lo->replication_factor = o->replication_factor;
+	lo->gradient_accumulation = o->gradient_accumulation;
+	lo->has_shuffle = lo->has_seed = lo->has_drop_last = 1;
+	lo->shuffle = o->shuffle;
+	lo->seed = o->seed;
+	lo->drop_last = o->drop_last;
+	lo->has_num_workers = lo->has_persistent_workers = 1;
+	lo->num_workers = o->num_workers;
+	lo->persistent_workers = o->persistent_workers;
+	lo->has_buffer_size = lo->has_load_indefinitely = 1;
+	lo->buffer_size = o->buffer_size;
+	lo->load_indefinitely = o->load_indefinitely;
+	lo->has_early_preload = 1;
+	lo->early_preload = o->early_preload;
+	lo->has_distributed_process_id = lo->has_distributed_process_count = 1;
+	lo->distributed_process_id = o->process_id;
+	lo->distributed_process_count = o->process_count;
+	lo->has_start_epoch = lo->has_start_step = 1;
+	lo->start_epoch = o->start_epoch;
+	lo->start_step = o->start_step;
+	lo->has_label_dtype = 1;
+	lo->label_dtype = (Infeed__DType)o->label_dtype;
+	if (!o->has_transform)
+		return;
+	infeed__transform__init(t);
+	t->has_to_float32 = t->has_scale = 1;
+	t->to_float32 = o->transform.to_float32;
+	t->scale = o->transform.scale;
+	/* A session's counts are at most INFEED_MAX_CHANNELS. */
+	t->n_mean = o->transform.nmean;
+	t->mean = (float *)(uintptr_t)o->transform.mean;
+	t->n_std = o->transform.nstd;
+	t->std = (float *)(uintptr_t)o->transform.std;
+	t->pipeline = o->transform.pipeline;
+	lo->transform = t;
 }
 
-/* GetStats: the daemon, its sessions and its workers. */
+/* A live session of the snapshot as a SessionStats. */
+static void
+peer_stats_session(const struct stats_session *in, Infeed__SessionStats *ss,
+    Infeed__LoaderOptions *lo, Infeed__Transform *t)
+{
+	const struct session_report	*r = &in->report;
+
+	infeed__session_stats__init(ss);
+	ss->session_id = r->id;
+	ss->dataset = (char *)(uintptr_t)r->dataset;
+	peer_stats_options(r->options, lo, t);
+	ss->options = lo;
+	ss->has_epoch = ss->has_step = 1;
+	ss->epoch = r->epoch;
+	ss->step = r->step;
+	ss->has_slots_ready = ss->has_slots_held = ss->has_slots = 1;
+	ss->slots_ready = r->slots_ready;
+	ss->slots_held = r->slots_held;
+	ss->slots = r->slots;
+	ss->has_steps_delivered = ss->has_rows_delivered = 1;
+	ss->steps_delivered = r->steps;
+	ss->rows_delivered = r->rows;
+	ss->has_bytes_read = 1;
+	ss->bytes_read = r->bytes_read;
+	ss->has_samples_replaced = 1;
+	ss->samples_replaced = r->samples_replaced;
+	ss->has_items_per_s = 1;
+	ss->items_per_s = r->items_per_s;
+	ss->has_data_wait_s = ss->has_active_s = 1;
+	ss->data_wait_s = (double)r->data_wait_us / 1e6;
+	ss->active_s = (double)r->active_us / 1e6;
+	ss->n_next_wait_counts = SESSION_WAIT_BUCKETS;
+	ss->next_wait_counts = (uint64_t *)(uintptr_t)r->wait_counts;
+	ss->has_client_pid = ss->has_client_uid = 1;
+	ss->client_pid = r->client_pid;
+	ss->client_uid = r->client_uid;
+	ss->client_name = (char *)(uintptr_t)in->client_name;
+	ss->has_errors_sent = 1;
+	ss->errors_sent = in->errors_sent;
+}
+
+/* A worker of the snapshot as a WorkerStats. */
+static void
+peer_stats_worker(const struct pool_worker_info *wi, Infeed__WorkerStats *ws)
+{
+	infeed__worker_stats__init(ws);
+	ws->pid = wi->pid;
+	ws->state = (char *)(uintptr_t)wi->state;
+	ws->has_rows_done = ws->has_restarts = 1;
+	ws->rows_done = wi->rows_done;
+	ws->restarts = wi->restarts;
+	ws->has_stuck = 1;
+	ws->stuck = wi->stuck;
+	ws->has_busy_s = 1;
+	ws->busy_s = wi->busy_s;
+}
+
+/* GetStats: the snapshot, as a Stats frame. */
 static void
 peer_stats(struct peer *p)
 {
-	Infeed__Frame	f = INFEED__FRAME__INIT;
-	Infeed__Stats	st;
+	Infeed__Frame		  f = INFEED__FRAME__INIT;
+	Infeed__Stats		  st = INFEED__STATS__INIT;
+	Infeed__SessionStats	 *ss, **ssp;
+	Infeed__LoaderOptions	 *lo;
+	Infeed__Transform	 *tr;
+	Infeed__WorkerStats	 *ws, **wsp;
+	struct stats		  snap;
+	size_t			  i;
 
-	peers_stats(p->ps, &st);
+	peers_stats(p->ps, &snap);
+	ss = xcalloc(snap.nsessions + 1, sizeof(*ss));
+	ssp = xcalloc(snap.nsessions + 1, sizeof(*ssp));
+	lo = xcalloc(snap.nsessions + 1, sizeof(*lo));
+	tr = xcalloc(snap.nsessions + 1, sizeof(*tr));
+	for (i = 0; i < snap.nsessions; i++) {
+		peer_stats_session(&snap.sessions[i], &ss[i], &lo[i], &tr[i]);
+		ssp[i] = &ss[i];
+	}
+	ws = xcalloc(snap.nworkers + 1, sizeof(*ws));
+	wsp = xcalloc(snap.nworkers + 1, sizeof(*wsp));
+	for (i = 0; i < snap.nworkers; i++) {
+		peer_stats_worker(&snap.workers[i], &ws[i]);
+		wsp[i] = &ws[i];
+	}
+	st.daemon_version = (char *)INFEED_VERSION;
+	st.has_uptime_ms = 1;
+	st.uptime_ms = snap.uptime_ms;
+	st.has_clients = 1;
+	st.clients = snap.clients;
+	st.n_sessions = snap.nsessions;
+	st.sessions = ssp;
+	st.has_memory_used = st.has_memory_budget = 1;
+	st.memory_used = snap.memory_used;
+	st.memory_budget = snap.memory_budget;
+	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
+	st.memory_kept = snap.memory_kept;
+	st.rings_reused = snap.rings_reused;
+	st.rings_made = snap.rings_made;
+	st.has_memory_held = 1;
+	st.memory_held = snap.memory_held;
+	st.has_jobs_queued = 1;
+	st.jobs_queued = snap.jobs_queued;
+	st.has_rows_reissued = 1;
+	st.rows_reissued = snap.rows_reissued;
+	st.n_workers = snap.nworkers;
+	st.workers = wsp;
+	st.huge_pages = (char *)(uintptr_t)snap.huge_pages;
+	st.has_memory_private = 1;
+	st.memory_private = snap.memory_private;
 	f.msg_case = INFEED__FRAME__MSG_STATS;
 	f.stats = &st;
 	peer_send(p, p->req, &f, -1);
-	peers_stats_clear(&st);
-}
-
-/* Ended sessions' totals per dataset: *@n entries. */
-const struct peers_ended *
-peers_ended(const struct peers *ps, size_t *n)
-{
-	*n = ps->nended;
-	return (ps->ended);
-}
-
-/* Errors sent to clients since start, by ErrorCode. */
-const uint64_t *
-peers_errors(const struct peers *ps)
-{
-	return (ps->errors);
+	free(wsp);
+	free(ws);
+	free(tr);
+	free(lo);
+	free(ssp);
+	free(ss);
+	stats_clear(&snap);
 }
 
 /* Next, Release and Detach need a session. */
@@ -1111,12 +1245,12 @@ peer_session_request(struct peer *p, Infeed__Frame *f)
 	Infeed__Frame__MsgCase	c = f->msg_case;
 
 	if (p->state == PEER_ENDED) {
-		peer_error(p, INFEED__ERROR_CODE__ERROR_NOT_FOUND, "%s",
+		peer_error(p, ERRCODE_NOT_FOUND, "%s",
 		    p->ended_why);
 		return;
 	}
 	if (p->state != PEER_ATTACHED) {
-		peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+		peer_error(p, ERRCODE_UNEXPECTED,
 		    "%s without a session; send Attach first",
 		    wire_case_name(c));
 		return;
@@ -1136,19 +1270,19 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 	Infeed__Frame__MsgCase	c = f->msg_case;
 
 	if (p->state == PEER_REFUSED && p->refused_why != NULL) {
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "%s",
+		peer_fail(p, ERRCODE_RESOURCE_EXHAUSTED, "%s",
 		    p->refused_why);
 		return;
 	}
 	if (p->state == PEER_REFUSED) {
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED,
+		peer_fail(p, ERRCODE_RESOURCE_EXHAUSTED,
 		    "infeedd already serves %u clients (max_clients in %s); "
 		    "try again later or ask the operator to raise the limit",
 		    p->ps->host.conf->max_clients, p->ps->host.conf->path);
 		return;
 	}
 	if (p->state == PEER_HELLO && c != INFEED__FRAME__MSG_HELLO) {
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+		peer_fail(p, ERRCODE_UNEXPECTED,
 		    "%s before Hello; the first frame must be Hello with "
 		    "protocol_version %u", wire_case_name(c),
 		    WIRE_PROTOCOL_VERSION);
@@ -1157,7 +1291,7 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 	switch (c) {
 	case INFEED__FRAME__MSG_HELLO:
 		if (p->state != PEER_HELLO) {
-			peer_error(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+			peer_error(p, ERRCODE_UNEXPECTED,
 			    "Hello twice; it is the first frame only");
 			break;
 		}
@@ -1178,7 +1312,7 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 		peer_session_request(p, f);
 		break;
 	default:
-		peer_fail(p, INFEED__ERROR_CODE__ERROR_UNEXPECTED,
+		peer_fail(p, ERRCODE_UNEXPECTED,
 		    "%s is a reply, not a request; clients send Hello, "
 		    "ListDatasets, Attach, Next, Release, GetStats or Detach",
 		    wire_case_name(c));
@@ -1207,7 +1341,7 @@ peers_reload(struct peers *ps, const struct config *conf,
 		p->ended_why = xasprintf("the operator reloaded infeedd and "
 		    "dataset '%s' changed or was removed; this session ended, "
 		    "attach again", session_dataset_name(p->session));
-		session_cancel(p->session, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
+		session_cancel(p->session, ERRCODE_NOT_FOUND,
 		    p->ended_why);
 		peer_end_session(p);
 		peer_set_state(p, PEER_ENDED);
@@ -1226,7 +1360,7 @@ peers_close_fds(struct peers *ps)
 	struct peer	*p;
 	struct outframe	*of;
 
-	session_checks_forget(ps->checks);
+	attach_check_forget(ps->checks);
 	TAILQ_FOREACH(p, &ps->list, entry) {
 		close(p->fd);
 		peer_drop_fds(p);
@@ -1270,24 +1404,5 @@ peers_count(const struct peers *ps)
 unsigned
 peers_attaching(const struct peers *ps)
 {
-	return (session_checks_pending(ps->checks));
-}
-
-/* Sessions now and the rows they delivered. */
-void
-peers_totals(const struct peers *ps, struct peers_totals *t)
-{
-	const struct peer	*p;
-	uint64_t		 wait, active;
-
-	memset(t, 0, sizeof(*t));
-	TAILQ_FOREACH(p, &ps->list, entry) {
-		if (p->session == NULL)
-			continue;
-		t->sessions++;
-		t->rows += session_rows_delivered(p->session);
-		session_data_wait(p->session, &wait, &active);
-		t->data_wait_us += wait;
-		t->active_us += active;
-	}
+	return (attach_check_pending(ps->checks));
 }

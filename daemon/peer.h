@@ -3,6 +3,9 @@
  * Client connections: every peer's socket, its state, and the only code
  * that writes frames to clients.  A peer turns requests into calls on its
  * session and the session's answers (through session_events) into frames.
+ * The protocol ends here: requests are converted into the plain C structs
+ * and codes of the layers below (session.h, errcode.h), and their answers
+ * and the stats snapshot (stats.h) back into frames.
  *
  * A peer's states and their transitions (peer_set_state):
  *
@@ -26,7 +29,7 @@
 #include "pool.h"
 #include "ring.h"
 #include "session.h"
-#include "infeed.pb-c.h"
+#include "stats.h"
 
 struct event_base;
 struct peers;
@@ -95,38 +98,11 @@ unsigned	 peers_count(const struct peers *ps);
 unsigned	 peers_attaching(const struct peers *ps);
 /* Whether peer @id is still connected. */
 bool		 peers_has(const struct peers *ps, uint64_t id);
-/* Sessions now, the rows they delivered and how long their clients waited. */
-struct peers_totals {
-	unsigned	sessions;
-	uint64_t	rows;
-	uint64_t	data_wait_us;	/* in Next with no step ready */
-	uint64_t	active_us;	/* since each session's first Next */
-};
-void		 peers_totals(const struct peers *ps, struct peers_totals *t);
-
-/*
- * peers_stats() - the daemon, its sessions and workers now, as GetStats
- * answers; strings are borrowed.  Free with peers_stats_clear().
+/**
+ * peers_stats() - the daemon, its sessions and workers now (stats.h): the
+ * one snapshot that GetStats, /metrics and STATUS= render.  Clear it with
+ * stats_clear().
  */
-void		 peers_stats(const struct peers *ps, Infeed__Stats *st);
-void		 peers_stats_clear(Infeed__Stats *st);
-
-/* Sessions that ended, folded per dataset ("(files)" for clients' files). */
-struct peers_ended {
-	char		*dataset;
-	uint64_t	 sessions;
-	uint64_t	 steps;
-	uint64_t	 rows;
-	uint64_t	 bytes_read;
-	uint64_t	 samples_replaced;
-	uint64_t	 data_wait_us;
-	uint64_t	 active_us;
-	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
-};
-const struct peers_ended *peers_ended(const struct peers *ps, size_t *n);
-
-/* Errors sent to clients since start, indexed by ErrorCode. */
-#define PEERS_ERROR_CODES	16
-const uint64_t	*peers_errors(const struct peers *ps);
+void		 peers_stats(const struct peers *ps, struct stats *st);
 
 #endif /* INFEED_PEER_H */

@@ -5,37 +5,24 @@
  * as soon as the next step is ready, never by polling.
  */
 
-#include <sys/queue.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 
+#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <event2/event.h>
-
 #include "clock.h"
+#include "dtype.h"
 #include "log.h"
 #include "sampler.h"
 #include "session.h"
 #include "transform.h"
 #include "utf8.h"
 #include "xmalloc.h"
-
-/* dataset.h numbers the formats as infeed.proto does. */
-_Static_assert((int)DATASET_FORMAT_NONE ==
-    (int)INFEED__FILE_FORMAT__FILE_FORMAT_NONE &&
-    (int)DATASET_FORMAT_RAW == (int)INFEED__FILE_FORMAT__FILE_FORMAT_RAW &&
-    (int)DATASET_FORMAT_NPY == (int)INFEED__FILE_FORMAT__FILE_FORMAT_NPY,
-    "dataset.h and infeed.proto disagree on file formats");
 
 #define SESSION_JOBS_PER_WORKER	4	/* jobs a step is cut into, per worker */
 /*
@@ -65,7 +52,7 @@ struct session {
 	struct dataset_files	 files;		/* with own_ds */
 	bool			 own_ds;	/* the client's files */
 	struct sampler		 sampler;
-	Infeed__LoaderOptions	*opts;		/* a copy, for status */
+	struct session_options	 opts;		/* a copy, for status */
 	bool			 load_indefinitely;
 	enum infeed_dtype	 label_dtype;	/* in the ring */
 	struct transform	 transform;
@@ -73,7 +60,7 @@ struct session {
 	uint64_t		*indices;	/* per slot, our own copy */
 	struct pool_ring	*pool_ring;
 	char			*failure;
-	Infeed__ErrorCode	 failure_code;	/* DATA, or INTERNAL */
+	enum errcode		 failure_code;	/* DATA, or INTERNAL */
 	uint64_t		 failed_seq;	/* the first step that failed */
 	bool			 jobs_dropped;	/* ... and the rest dropped */
 
@@ -112,15 +99,14 @@ const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1] = {
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
 
-struct session_checked;
-
 static void	session_fill(struct session *);
 static void	session_deliver(struct session *);
 static struct session *session_make(const struct session_host *,
-		    const struct session_client *, const Infeed__Attach *,
-		    int *, size_t, struct session_checked *, bool,
-		    const struct session_events *, void *,
-		    Infeed__ErrorCode *, char **);
+		    const struct session_client *,
+		    const struct session_attach *, int *, size_t,
+		    struct session_checked *, bool,
+		    const struct session_events *, void *, enum errcode *,
+		    char **);
 
 /*
  * A new session id.  Ids never repeat across daemon instances (a client
@@ -254,13 +240,13 @@ session_fail(struct session *s, const struct pool_report *r)
 		snprintf(row, sizeof(row), "row %llu of ",
 		    (unsigned long long)r->bad);
 	}
-	s->failure_code = INFEED__ERROR_CODE__ERROR_DATA;
+	s->failure_code = ERRCODE_DATA;
 	if (r->result == POOL_JOB_CRASHED && r->signal == 0) {
 		/* Not the data's doing (fatal() in a worker): ours. */
 		snprintf(what, sizeof(what), "workers exited %u times (status "
 		    "%d; the daemon's log says why) reading", r->deaths,
 		    r->status);
-		s->failure_code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		s->failure_code = ERRCODE_INTERNAL;
 	} else if (r->result == POOL_JOB_CRASHED && r->signal == SIGKILL)
 		snprintf(what, sizeof(what), "workers were killed %u times "
 		    "(SIGKILL: the kernel's OOM killer? check the kernel log, "
@@ -280,7 +266,7 @@ session_fail(struct session *s, const struct pool_report *r)
 		snprintf(what, sizeof(what), "cannot read");
 	files = session_sample_files(s->ds);
 	if (r->result == POOL_JOB_INTERNAL) {
-		s->failure_code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		s->failure_code = ERRCODE_INTERNAL;
 		s->failure = xasprintf("dataset '%s': the daemon cannot fill "
 		    "step %llu (epoch %llu): %s; see the daemon's log",
 		    s->ds->name, (unsigned long long)sl->step,
@@ -354,27 +340,39 @@ session_done_cb(void *arg, const struct pool_report *r)
 	session_deliver(s);
 }
 
-/* Check the label dtype asked for: int32 (the default) or int64. */
+/*
+ * Check the label dtype asked for: int32 (the default) or int64.  A dtype
+ * is named as infeed.proto's DType names it, DTYPE_ and the upper case of
+ * its name.
+ */
 static int
-session_check_label_dtype(struct session *s, const Infeed__LoaderOptions *o,
+session_check_label_dtype(struct session *s, const struct session_options *o,
     char **cause)
 {
-	const ProtobufCEnumValue *v;
+	char		name[32] = "DTYPE_UNSPECIFIED";
+	const char	*low;
+	size_t		i;
+	bool		known = o->label_dtype == 0;
 
 	switch (o->label_dtype) {
-	case INFEED__DTYPE__DTYPE_INT32:
-	case INFEED__DTYPE__DTYPE_INT64:
+	case INFEED_DTYPE_INT32:
+	case INFEED_DTYPE_INT64:
 		s->label_dtype = (enum infeed_dtype)o->label_dtype;
 		return (0);
 	default:
 		break;
 	}
-	v = protobuf_c_enum_descriptor_get_value(&infeed__dtype__descriptor,
-	    (int)o->label_dtype);
-	if (v != NULL)
+	if (!known && dtype_size((enum infeed_dtype)o->label_dtype) != 0) {
+		known = true;
+		low = dtype_name((enum infeed_dtype)o->label_dtype);
+		for (i = 0; low[i] != '\0' && i + 7 < sizeof(name); i++)
+			name[6 + i] = (char)toupper((unsigned char)low[i]);
+		name[6 + i] = '\0';
+	}
+	if (known)
 		*cause = xasprintf("label_dtype is %s (%d); expected "
 		    "DTYPE_INT32 (2, the default) or DTYPE_INT64 (3, what "
-		    "torch's CrossEntropyLoss takes)", v->name,
+		    "torch's CrossEntropyLoss takes)", name,
 		    (int)o->label_dtype);
 	else
 		*cause = xasprintf("label_dtype is %d, which is no DType; "
@@ -386,23 +384,22 @@ session_check_label_dtype(struct session *s, const Infeed__LoaderOptions *o,
 /*
  * Read what Attach.files says of the client's files into @spec, and refuse
  * what is wrong with it before any descriptor is touched: on the event
- * loop, since it reads only the frame.
+ * loop, since it reads only the request.
  */
-static int
-session_files_spec(const Infeed__Attach *a, size_t nfds,
-    struct dataset_files *spec, Infeed__ErrorCode *code, char **cause)
+int
+session_files_check(const struct session_attach *a, size_t nfds,
+    struct dataset_files *spec, enum errcode *code, char **cause)
 {
-	const Infeed__Files	*f = a->files;
-	size_t			 want, i;
+	const struct session_files	*f = &a->files;
+	size_t				 want, i;
 
-	*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	*code = ERRCODE_INVALID_ARGUMENT;
 	*cause = NULL;
 	memset(spec, 0, sizeof(*spec));
-	spec->data_format = f->has_data_format ? (uint32_t)f->data_format : 0;
-	spec->labels_format = f->has_labels_format ?
-	    (uint32_t)f->labels_format : 0;
-	spec->dtype = f->has_dtype ? (uint32_t)f->dtype : 0;
-	spec->label_dtype = f->has_label_dtype ? (uint32_t)f->label_dtype : 0;
+	spec->data_format = f->data_format;
+	spec->labels_format = f->labels_format;
+	spec->dtype = f->has_dtype ? f->dtype : 0;
+	spec->label_dtype = f->has_label_dtype ? f->label_dtype : 0;
 	want = spec->labels_format == DATASET_FORMAT_NONE ? 1 : 2;
 	if (*a->dataset == '\0' || !utf8_valid(a->dataset,
 	    strlen(a->dataset)))
@@ -414,11 +411,11 @@ session_files_spec(const Infeed__Attach *a, size_t nfds,
 		    "frame where its files need %zu: the data file's, then "
 		    "the labels file's when labels_format is not none, as "
 		    "SCM_RIGHTS with the frame's first byte", nfds, want);
-	else if (f->n_shape > INFEED_MAX_DIMS)
+	else if (f->ndim > INFEED_MAX_DIMS)
 		*cause = xasprintf("Files.shape has %zu dimensions; a sample "
-		    "has at most %d", f->n_shape, INFEED_MAX_DIMS);
+		    "has at most %d", f->ndim, INFEED_MAX_DIMS);
 	else if (spec->data_format == DATASET_FORMAT_NPY &&
-	    (f->n_shape > 0 || f->has_dtype))
+	    (f->ndim > 0 || f->has_dtype))
 		*cause = xasprintf("npy data says its own shape and dtype; "
 		    "leave Files.shape and Files.dtype unset");
 	else if (spec->labels_format != DATASET_FORMAT_RAW &&
@@ -427,8 +424,8 @@ session_files_spec(const Infeed__Attach *a, size_t nfds,
 		    "leave it unset");
 	if (*cause != NULL)
 		return (-1);
-	spec->ndim = (uint32_t)f->n_shape;
-	for (i = 0; i < f->n_shape; i++)
+	spec->ndim = (uint32_t)f->ndim;
+	for (i = 0; i < f->ndim; i++)
 		spec->shape[i] = f->shape[i];
 	return (0);
 }
@@ -439,16 +436,16 @@ session_files_spec(const Infeed__Attach *a, size_t nfds,
  * there is no catalogue to find it in or allow_groups to check: the kernel
  * checked the client's own access when it opened the files.  This is the
  * synchronous way, for session_new_files(); infeedd checks them on a
- * helper thread (session_attach_begin()).
+ * helper thread (attach-check.c).
  */
 static int
-session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
-    size_t nfds, Infeed__ErrorCode *code, char **cause)
+session_open_files(struct session *s, const struct session_attach *a,
+    int *fds, size_t nfds, enum errcode *code, char **cause)
 {
 	size_t	i;
 	bool	content;
 
-	if (session_files_spec(a, nfds, &s->files, code, cause) == -1) {
+	if (session_files_check(a, nfds, &s->files, code, cause) == -1) {
 		for (i = 0; i < nfds; i++)
 			close(fds[i]);
 		return (-1);
@@ -457,7 +454,7 @@ session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
 	    nfds > 1 ? fds[1] : -1, false, &content, cause);
 	if (s->ds == NULL) {
 		if (content)
-			*code = INFEED__ERROR_CODE__ERROR_DATA;
+			*code = ERRCODE_DATA;
 		if (*cause == NULL)
 			*cause = xasprintf("out of memory");
 		return (-1);
@@ -466,15 +463,6 @@ session_open_files(struct session *s, const Infeed__Attach *a, int *fds,
 	s->ds_index = UINT32_MAX;
 	return (0);
 }
-
-/* What a helper thread checked for an Attach, for session_check(). */
-struct session_checked {
-	struct dataset		*ds;		/* the client's files, or NULL */
-	struct dataset_files	 files;		/* ... as Attach.files says */
-	bool			 have_groups;	/* the client's groups: */
-	gid_t			*groups;
-	size_t			 ngroups;
-};
 
 /* May the client attach to catalogue dataset s->ds_index? */
 static bool
@@ -501,30 +489,31 @@ session_allowed(const struct session *s, const struct session_checked *chk)
  * a helper thread already: take them from there.
  */
 static int
-session_check(struct session *s, const Infeed__Attach *a,
-    const Infeed__LoaderOptions *o, int *fds, size_t nfds,
-    struct session_checked *chk, Infeed__ErrorCode *code, char **cause)
+session_check(struct session *s, const struct session_attach *a,
+    int *fds, size_t nfds, struct session_checked *chk, enum errcode *code,
+    char **cause)
 {
-	struct sampler_opts	so;
+	const struct session_options	*o = &a->options;
+	struct sampler_opts		 so;
 
-	if (a->files != NULL && chk != NULL && chk->ds != NULL) {
+	if (a->has_files && chk != NULL && chk->ds != NULL) {
 		s->files = chk->files;
 		s->ds = chk->ds;
 		chk->ds = NULL;
 		s->own_ds = true;
 		s->ds_index = UINT32_MAX;
-	} else if (a->files != NULL) {
+	} else if (a->has_files) {
 		if (session_open_files(s, a, fds, nfds, code, cause) == -1)
 			return (-1);
 	} else if ((s->ds = catalogue_find(s->host.cat, a->dataset,
 	    &s->ds_index)) == NULL) {
-		*code = INFEED__ERROR_CODE__ERROR_NOT_FOUND;
+		*code = ERRCODE_NOT_FOUND;
 		*cause = xasprintf("no such dataset; 'infeedctl datasets' "
 		    "lists the catalogue");
 		return (-1);
 	}
 	if (!s->own_ds && !session_allowed(s, chk)) {
-		*code = INFEED__ERROR_CODE__ERROR_PERMISSION_DENIED;
+		*code = ERRCODE_PERMISSION_DENIED;
 		*cause = xasprintf("permission denied: uid %u (gid %u) is not in "
 		    "any group that allow_groups in %s permits for this "
 		    "dataset; ask the operator to add you to one",
@@ -536,7 +525,7 @@ session_check(struct session *s, const Infeed__Attach *a,
 		    (unsigned)s->client.uid, s->ds->name);
 		return (-1);
 	}
-	*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	*code = ERRCODE_INVALID_ARGUMENT;
 	if (o->buffer_size == 0 || o->buffer_size > INFEED_MAX_SLOTS) {
 		*cause = xasprintf("buffer_size is %u; expected 1 to %d slots "
 		    "(poptorch's default is 3)", o->buffer_size,
@@ -554,11 +543,11 @@ session_check(struct session *s, const Infeed__Attach *a,
 	so.shuffle = o->shuffle;
 	so.seed = o->seed;
 	so.drop_last = o->drop_last;
-	so.process_id = o->distributed_process_id;
-	so.process_count = o->distributed_process_count;
+	so.process_id = o->process_id;
+	so.process_count = o->process_count;
 	if (sampler_init(&s->sampler, &so, cause) == -1) {
 		if (errno == ENOMEM)
-			*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+			*code = ERRCODE_RESOURCE_EXHAUSTED;
 		return (-1);
 	}
 	if (o->start_step >= s->sampler.steps_per_epoch) {
@@ -568,7 +557,8 @@ session_check(struct session *s, const Infeed__Attach *a,
 		    (unsigned long long)s->sampler.steps_per_epoch - 1);
 		return (-1);
 	}
-	if (transform_init(&s->transform, o->transform, s->ds, cause) == -1)
+	if (transform_init(&s->transform, o->has_transform ? &o->transform :
+	    NULL, s->ds, cause) == -1)
 		return (-1);
 	/* An image's crop and flip draw from the shuffle's seed. */
 	s->transform.seed = o->seed;
@@ -578,32 +568,40 @@ session_check(struct session *s, const Infeed__Attach *a,
 	return (0);
 }
 
-/*
- * A deep copy of a protocol message (an Attach, which outlives its frame;
- * the options, kept for status), by packing and unpacking it.
- */
-static void *
-session_copy_message(const ProtobufCMessage *m)
+/* A copy of @src's options for @dst to keep; its own pipeline text. */
+static void
+session_options_copy(struct session_options *dst,
+    const struct session_options *src)
 {
-	ProtobufCMessage	*copy;
-	uint8_t			*packed;
-	size_t			 len;
+	*dst = *src;
+	if (src->transform.pipeline != NULL)
+		dst->transform.pipeline = xstrdup(src->transform.pipeline);
+}
 
-	len = protobuf_c_message_get_packed_size(m);
-	packed = xmalloc(len);
-	protobuf_c_message_pack(m, packed);
-	copy = protobuf_c_message_unpack(m->descriptor, NULL, len, packed);
-	free(packed);
-	if (copy == NULL)
-		fatalx("cannot copy a %s", m->descriptor->short_name);
-	return (copy);
+/* A deep copy of an Attach that outlives its request. */
+void
+session_attach_copy(struct session_attach *dst,
+    const struct session_attach *src)
+{
+	*dst = *src;
+	dst->dataset = xstrdup(src->dataset);
+	session_options_copy(&dst->options, &src->options);
+}
+
+/* Free what session_attach_copy() made. */
+void
+session_attach_clear(struct session_attach *a)
+{
+	free(a->dataset);
+	free(a->options.transform.pipeline);
+	memset(a, 0, sizeof(*a));
 }
 
 /* Attach: check everything, then make the ring and register it. */
 struct session *
 session_new(const struct session_host *host,
-    const struct session_client *client, const Infeed__Attach *a,
-    const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
+    const struct session_client *client, const struct session_attach *a,
+    const struct session_events *ev, void *arg, enum errcode *code,
     char **cause)
 {
 	return (session_new_files(host, client, a, NULL, 0, ev, arg, code,
@@ -613,11 +611,22 @@ session_new(const struct session_host *host,
 /* Attach, with the descriptors that came with the frame (taken over). */
 struct session *
 session_new_files(const struct session_host *host,
-    const struct session_client *client, const Infeed__Attach *a,
+    const struct session_client *client, const struct session_attach *a,
     int *fds, size_t nfds, const struct session_events *ev, void *arg,
-    Infeed__ErrorCode *code, char **cause)
+    enum errcode *code, char **cause)
 {
 	return (session_make(host, client, a, fds, nfds, NULL, true, ev, arg,
+	    code, cause));
+}
+
+/* Attach, once a helper thread checked it and ring memory settled. */
+struct session *
+session_new_checked(const struct session_host *host,
+    const struct session_client *client, const struct session_attach *a,
+    struct session_checked *chk, const struct session_events *ev, void *arg,
+    enum errcode *code, char **cause)
+{
+	return (session_make(host, client, a, NULL, 0, chk, false, ev, arg,
 	    code, cause));
 }
 
@@ -628,26 +637,23 @@ session_new_files(const struct session_host *host,
  */
 static struct session *
 session_make(const struct session_host *host,
-    const struct session_client *client, const Infeed__Attach *a,
+    const struct session_client *client, const struct session_attach *a,
     int *fds, size_t nfds, struct session_checked *chk, bool settle,
-    const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
+    const struct session_events *ev, void *arg, enum errcode *code,
     char **cause)
 {
-	static const Infeed__LoaderOptions defaults =
-	    INFEED__LOADER_OPTIONS__INIT;
-	const Infeed__LoaderOptions *o;
-	struct session		*s;
-	struct ring_owner	 owner;
+	const struct session_options	*o = &a->options;
+	struct session			*s;
+	struct ring_owner		 owner;
 
-	o = a->options != NULL ? a->options : &defaults;
 	s = xcalloc(1, sizeof(*s));
 	s->host = *host;
 	s->client = *client;
 	s->ev = *ev;
 	s->arg = arg;
 	*cause = NULL;
-	if (a->files == NULL && nfds > 0) {
-		*code = INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	if (!a->has_files && nfds > 0) {
+		*code = ERRCODE_INVALID_ARGUMENT;
 		*cause = xasprintf("%zu file descriptors came with an Attach "
 		    "to a catalogue dataset; descriptors come only with "
 		    "Attach.files", nfds);
@@ -655,9 +661,9 @@ session_make(const struct session_host *host,
 			close(fds[--nfds]);
 		goto fail;
 	}
-	if (session_check(s, a, o, fds, nfds, chk, code, cause) == -1)
+	if (session_check(s, a, fds, nfds, chk, code, cause) == -1)
 		goto fail;
-	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
+	*code = ERRCODE_RESOURCE_EXHAUSTED;
 	/* A trainer started again: its last ring may still be draining. */
 	if (settle)
 		pool_settle(host->pool);
@@ -684,14 +690,14 @@ session_make(const struct session_host *host,
 		goto fail;
 	if (s->own_ds && pool_ring_files(s->pool_ring, &s->files, s->ds,
 	    cause) == -1) {
-		*code = INFEED__ERROR_CODE__ERROR_INTERNAL;
+		*code = ERRCODE_INTERNAL;
 		goto fail;
 	}
 	s->id = session_new_id();
 	s->load_indefinitely = o->load_indefinitely;
 	s->fill_epoch = o->start_epoch;
 	s->fill_step = o->start_step;
-	s->opts = session_copy_message(&o->base);
+	session_options_copy(&s->opts, o);
 	log_info("client %llu: session %llu on %s'%s': combined batch %llu, "
 	    "%llu steps per epoch, %u slots of %llu KiB, shuffle %s, "
 	    "process %u of %u", (unsigned long long)client->peer_id,
@@ -701,8 +707,7 @@ session_make(const struct session_host *host,
 	    (unsigned long long)s->sampler.steps_per_epoch,
 	    s->ring->layout.slots,
 	    (unsigned long long)(s->ring->layout.slot_bytes >> 10),
-	    o->shuffle ? "on" : "off", o->distributed_process_id,
-	    o->distributed_process_count);
+	    o->shuffle ? "on" : "off", o->process_id, o->process_count);
 	/* Fill the ring now; the first Step still waits for the first Next. */
 	if (o->early_preload) {
 		session_set_state(s, SESSION_FILLING);
@@ -735,8 +740,7 @@ session_free(struct session *s)
 	if (s->own_ds)
 		dataset_free(s->ds);
 	free(s->indices);
-	if (s->opts != NULL)
-		infeed__loader_options__free_unpacked(s->opts, NULL);
+	free(s->opts.transform.pipeline);
 	sampler_clear(&s->sampler);
 	free(s->failure);
 	free(s);
@@ -849,7 +853,7 @@ session_wait_end(struct session *s)
  * The data wait so far, in microseconds, counting a wait still going on,
  * and the time since the first Next (the session's active time).
  */
-void
+static void
 session_data_wait(const struct session *s, uint64_t *wait_us,
     uint64_t *active_us)
 {
@@ -861,20 +865,6 @@ session_data_wait(const struct session *s, uint64_t *wait_us,
 	*active_us = s->first_next_ms ? now - s->first_next_ms * 1000 : 0;
 	if (*wait_us > *active_us)
 		*wait_us = *active_us;
-}
-
-/* What the session delivered so far, and its waits. */
-void
-session_totals(const struct session *s, struct session_totals *t)
-{
-	t->dataset = s->ds->name;
-	t->own_files = s->own_ds;
-	t->steps = s->steps_delivered;
-	t->rows = s->rows_delivered;
-	t->bytes_read = s->bytes_read;
-	t->samples_replaced = s->samples_replaced;
-	session_data_wait(s, &t->data_wait_us, &t->active_us);
-	memcpy(t->wait_counts, s->wait_counts, sizeof(t->wait_counts));
 }
 
 /* Answer waiting Next requests with ready steps, in order. */
@@ -924,11 +914,11 @@ session_deliver(struct session *s)
 /* Next: start filling if needed, answer when the next step is ready. */
 int
 session_next(struct session *s, struct session_req req,
-    Infeed__ErrorCode *code, char **cause)
+    enum errcode *code, char **cause)
 {
 	uint32_t	nslots = s->ring->layout.slots;
 
-	*code = INFEED__ERROR_CODE__ERROR_UNEXPECTED;
+	*code = ERRCODE_UNEXPECTED;
 	if (ring_count(s->ring, SLOT_HELD) == nslots) {
 		*cause = xasprintf("all %u slots are held; release a step "
 		    "before asking for the next one (or attach with a larger "
@@ -976,7 +966,7 @@ session_release(struct session *s, uint32_t slot, char **cause)
 
 /* Answer every waiting Next with an error. */
 void
-session_cancel(struct session *s, Infeed__ErrorCode code, const char *message)
+session_cancel(struct session *s, enum errcode code, const char *message)
 {
 	while (s->nwaiting > 0)
 		s->ev.error(s->arg, session_pop(s), code, message);
@@ -1004,68 +994,48 @@ session_reload(struct session *s, const struct catalogue *cat)
 	return (0);
 }
 
-/* The Attached reply. */
+/* The Attached reply's facts. */
 void
-session_fill_attached(const struct session *s, Infeed__Attached *at)
+session_describe(const struct session *s, struct session_info *info)
 {
-	const struct ring_layout *l = &s->ring->layout;
-
-	at->session_id = s->id;
-	at->combined_batch_size = s->sampler.cbs;
-	at->steps_per_epoch = s->sampler.steps_per_epoch;
-	at->last_step_rows = sampler_step_rows(&s->sampler,
+	info->id = s->id;
+	info->combined_batch_size = s->sampler.cbs;
+	info->steps_per_epoch = s->sampler.steps_per_epoch;
+	info->last_step_rows = sampler_step_rows(&s->sampler,
 	    s->sampler.steps_per_epoch - 1);
-	at->slots = l->slots;
-	at->slot_bytes = l->slot_bytes;
-	at->ring_bytes = l->ring_bytes;
-	at->data_offset = l->data_offset;
-	at->labels_offset = l->labels_offset;
-	at->indices_offset = l->indices_offset;
-	at->n_sample_shape = s->out_dims;
-	at->sample_shape = (uint64_t *)s->out_shape;	/* protobuf-c's type */
-	at->data_dtype = (Infeed__DType)transform_out_dtype(&s->transform,
-	    s->ds);
-	at->sample_bytes = s->transform.out_sample_bytes;
-	at->has_label_dtype = 1;
-	at->label_dtype = (Infeed__DType)l->label_dtype;
+	info->layout = s->ring->layout;
+	info->sample_dims = s->out_dims;
+	info->sample_shape = s->out_shape;
+	info->data_dtype = transform_out_dtype(&s->transform, s->ds);
+	info->sample_bytes = s->transform.out_sample_bytes;
 }
 
-/* The session's part of GetStats. */
+/* What the session is and did so far, for the stats. */
 void
-session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
+session_report(const struct session *s, struct session_report *r)
 {
-	uint64_t	elapsed, wait_us, active_us;
+	uint64_t	elapsed;
 
-	ss->session_id = s->id;
-	ss->dataset = s->ds->name;
-	ss->options = s->opts;
-	ss->has_epoch = ss->has_step = 1;
-	ss->epoch = s->epoch;
-	ss->step = s->step;
-	ss->has_slots_ready = ss->has_slots_held = ss->has_slots = 1;
-	ss->slots_ready = ring_count(s->ring, SLOT_READY);
-	ss->slots_held = ring_count(s->ring, SLOT_HELD);
-	ss->slots = s->ring->layout.slots;
-	ss->has_steps_delivered = ss->has_rows_delivered = 1;
-	ss->steps_delivered = s->steps_delivered;
-	ss->rows_delivered = s->rows_delivered;
-	ss->has_bytes_read = 1;
-	ss->bytes_read = s->bytes_read;
-	ss->has_samples_replaced = 1;
-	ss->samples_replaced = s->samples_replaced;
+	r->id = s->id;
+	r->dataset = s->ds->name;
+	r->own_files = s->own_ds;
+	r->options = &s->opts;
+	r->client_pid = s->client.pid;
+	r->client_uid = s->client.uid;
+	r->epoch = s->epoch;
+	r->step = s->step;
+	r->slots_ready = ring_count(s->ring, SLOT_READY);
+	r->slots_held = ring_count(s->ring, SLOT_HELD);
+	r->slots = s->ring->layout.slots;
+	r->steps = s->steps_delivered;
+	r->rows = s->rows_delivered;
+	r->bytes_read = s->bytes_read;
+	r->samples_replaced = s->samples_replaced;
 	elapsed = s->first_next_ms ? clock_now_ms() - s->first_next_ms : 0;
-	ss->has_items_per_s = 1;
-	ss->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /
+	r->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /
 	    (double)elapsed : 0.0;
-	session_data_wait(s, &wait_us, &active_us);
-	ss->has_data_wait_s = ss->has_active_s = 1;
-	ss->data_wait_s = (double)wait_us / 1e6;
-	ss->active_s = (double)active_us / 1e6;
-	ss->n_next_wait_counts = SESSION_WAIT_BUCKETS;
-	ss->next_wait_counts = (uint64_t *)(uintptr_t)s->wait_counts;
-	ss->has_client_pid = ss->has_client_uid = 1;
-	ss->client_pid = s->client.pid;
-	ss->client_uid = s->client.uid;
+	session_data_wait(s, &r->data_wait_us, &r->active_us);
+	memcpy(r->wait_counts, s->wait_counts, sizeof(r->wait_counts));
 }
 
 /* In a new worker: let go of the ring and of the client's files. */
@@ -1094,675 +1064,9 @@ session_id(const struct session *s)
 	return (s->id);
 }
 
-/* Rows sent to the client so far. */
-uint64_t
-session_rows_delivered(const struct session *s)
-{
-	return (s->rows_delivered);
-}
-
 /* The name of the session's dataset. */
 const char *
 session_dataset_name(const struct session *s)
 {
 	return (s->ds->name);
-}
-
-/*
- * Attaches in progress.  Whatever an Attach asks of what its client
- * controls runs on a helper thread, never on the event loop: fstat and the
- * headers of the client's files (a file on the client's own FUSE mount may
- * never answer) and the client's groups for allow_groups (the group
- * database may be LDAP, and slow).  At most INFEED_MAX_ATTACH_CHECKS
- * threads run for live Attach requests, INFEED_MAX_ATTACH_QUEUE more wait;
- * a check not done in INFEED_ATTACH_CHECK_S is given up: its Attach gets
- * an error, and its thread, which nothing can stop, is counted as stuck
- * until it returns (past INFEED_MAX_STUCK_CHECKS, Attach requests that
- * need a thread are refused).  A thread touches only its own job; it hands
- * it back on a list under the mutex and wakes the loop through a pipe.
- * Descriptors that came with the frame stay open until the loop frees the
- * job, so a worker forked meanwhile can close them (the thread checks
- * duplicates, made after its first reads, which such a worker may keep).
- *
- * Then, when a removed ring's job is still running in a worker, the
- * Attach waits up to POOL_SETTLE_MS for its memory on a timer, so that a
- * trainer started again gets its old ring memory back without the loop
- * ever blocking.
- */
-
-#define SESSION_SETTLE_POLL_MS	2	/* how often a settling Attach looks */
-
-/* What a job's thread is doing, for the message when it takes too long. */
-enum session_stage {
-	STAGE_QUEUED,		/* no thread yet */
-	STAGE_DATA,		/* fstat and header of the data file */
-	STAGE_LABELS,		/* ... of the labels file */
-	STAGE_FILES,		/* both, through the readers' checks */
-	STAGE_GROUPS,		/* the client's groups, from NSS */
-	STAGE_DONE,
-};
-
-struct session_checks;
-
-/* The work of one Attach on a helper thread. */
-struct session_job {
-	TAILQ_ENTRY(session_job)	 entry;	/* queue, then done list */
-	TAILQ_ENTRY(session_job)	 all;	/* the loop's, till freed */
-	struct session_checks		*sc;
-	struct session_pending		*p;	/* NULL: given up */
-	/* Read by the thread, set before it starts. */
-	char				*name;
-	struct dataset_files		 spec;
-	int				 fds[2];	/* the frame's */
-	size_t				 nfds;
-	bool				 want_groups;
-	uid_t				 uid;
-	gid_t				 gid;
-	/* Written by the thread, read by the loop once it is done. */
-	atomic_int			 stage;
-	struct dataset			*ds;
-	bool				 content;
-	char				*cause;
-	gid_t				*groups;
-	size_t				 ngroups;
-	bool				 have_groups;
-};
-TAILQ_HEAD(session_job_list, session_job);
-
-struct session_pending {
-	TAILQ_ENTRY(session_pending)	 entry;
-	struct session_checks		*sc;
-	Infeed__Attach			*a;	/* a copy */
-	struct session_client		 client;
-	struct session_job		*job;	/* while it runs or waits */
-	struct event			*timer;	/* deadline, then settling */
-	uint64_t			 settle_until_ms;
-	session_checked_cb		*cb;
-	void				*arg;
-	struct session_checked		 chk;
-	bool				 failed;
-	Infeed__ErrorCode		 code;
-	char				*cause;
-};
-TAILQ_HEAD(session_pending_list, session_pending);
-
-struct session_checks {
-	struct event_base		*base;
-	struct pool			*pool;
-	struct session_pending_list	 pending;
-	struct session_job_list		 queue;	/* not started */
-	struct session_job_list		 jobs;	/* every job not freed */
-	unsigned			 nqueued;
-	unsigned			 running;	/* for live Attaches */
-	unsigned			 stuck;		/* given up, running */
-	bool				 stopping;	/* start no thread */
-	int				 wake[2];	/* pipe */
-	struct event			*wake_ev;
-	/* Shared with the threads. */
-	pthread_mutex_t			 mtx;
-	struct session_job_list		 done;
-	unsigned			 threads;
-	bool				 closing;
-};
-
-static void	session_checks_run(struct session_checks *);
-
-/* Free a job: the loop's side, or a thread's once the loop has gone. */
-static void
-session_job_free(struct session_job *j)
-{
-	size_t	i;
-
-	for (i = 0; i < j->nfds; i++)
-		if (j->fds[i] != -1)
-			close(j->fds[i]);
-	dataset_free(j->ds);
-	free(j->groups);
-	free(j->cause);
-	free(j->name);
-	free(j);
-}
-
-/*
- * Check the client's files as the catalogue's readers do, on the thread.
- * Each file's fstat and first bytes are read first, one file at a time, so
- * that a file that does not answer can be named; then the readers' checks
- * run on duplicates (taken over by the dataset), the frame's descriptors
- * staying the loop's.
- */
-static void
-session_job_files(struct session_job *j)
-{
-	struct stat	sb;
-	uint8_t		head[128];
-	int		dfd[2] = { -1, -1 };
-	size_t		i;
-
-	for (i = 0; i < j->nfds; i++) {
-		atomic_store(&j->stage, i == 0 ? STAGE_DATA : STAGE_LABELS);
-		if (fstat(j->fds[i], &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    sb.st_size > 0 && (i == 0 ? j->spec.data_format :
-		    j->spec.labels_format) == DATASET_FORMAT_NPY)
-			(void)!pread(j->fds[i], head, (size_t)sb.st_size <
-			    sizeof(head) ? (size_t)sb.st_size : sizeof(head), 0);
-	}
-	atomic_store(&j->stage, STAGE_FILES);
-	for (i = 0; i < j->nfds; i++) {
-		if ((dfd[i] = fcntl(j->fds[i], F_DUPFD_CLOEXEC, 0)) == -1) {
-			if (asprintf(&j->cause, "cannot duplicate the files' "
-			    "descriptors: %s", strerror(errno)) == -1)
-				j->cause = NULL;
-			if (i == 1)
-				close(dfd[0]);
-			return;
-		}
-	}
-	j->ds = dataset_open_files(j->name, &j->spec, dfd[0], dfd[1], false,
-	    &j->content, &j->cause);
-}
-
-/* A helper thread: do the job, hand it back to the loop, wake it. */
-static void *
-session_job_run(void *arg)
-{
-	struct session_job	*j = arg;
-	struct session_checks	*sc = j->sc;
-	bool			 last;
-	char			 c = 1;
-
-	if (j->nfds > 0)
-		session_job_files(j);
-	if (j->want_groups) {
-		atomic_store(&j->stage, STAGE_GROUPS);
-		j->have_groups = catalogue_user_groups(j->uid, j->gid,
-		    &j->groups, &j->ngroups) == 0;
-	}
-	atomic_store(&j->stage, STAGE_DONE);
-	pthread_mutex_lock(&sc->mtx);
-	if (sc->closing) {
-		/* The daemon is stopping: nothing waits for this any more. */
-		session_job_free(j);
-		last = --sc->threads == 0;
-		pthread_mutex_unlock(&sc->mtx);
-		if (last) {
-			pthread_mutex_destroy(&sc->mtx);
-			free(sc);
-		}
-		return (NULL);
-	}
-	TAILQ_INSERT_TAIL(&sc->done, j, entry);
-	sc->threads--;
-	(void)!write(sc->wake[1], &c, 1);	/* full: already woken */
-	pthread_mutex_unlock(&sc->mtx);
-	return (NULL);
-}
-
-/* The pending Attach can end: its owner calls session_attach_end(). */
-static void
-session_pending_ready(struct session_pending *p)
-{
-	evtimer_del(p->timer);
-	p->cb(p->arg);
-}
-
-/*
- * Fail the pending Attach with @code and a message: now, or, when @later,
- * on the next loop pass (the caller may be session_attach_begin(), which
- * never calls back).
- */
-static void PRINTFLIKE(4, 5)
-session_pending_fail(struct session_pending *p, bool later,
-    Infeed__ErrorCode code, const char *fmt, ...)
-{
-	struct timeval	zero = { 0, 0 };
-	va_list		ap;
-
-	p->failed = true;
-	p->code = code;
-	va_start(ap, fmt);
-	if (vasprintf(&p->cause, fmt, ap) == -1)
-		fatal("vasprintf");
-	va_end(ap);
-	if (!later) {
-		session_pending_ready(p);
-		return;
-	}
-	p->settle_until_ms = 0;		/* the timer finds it ready */
-	evtimer_add(p->timer, &zero);
-}
-
-/* Settling: go on once no removed ring's job runs, or the time is up. */
-static void
-session_pending_settle(struct session_pending *p)
-{
-	struct timeval	tv = { 0, SESSION_SETTLE_POLL_MS * 1000 };
-
-	if (p->failed || !pool_settling(p->sc->pool) ||
-	    clock_now_ms() >= p->settle_until_ms) {
-		session_pending_ready(p);
-		return;
-	}
-	evtimer_add(p->timer, &tv);
-}
-
-/* The thread's answer for pending Attach @p. */
-static void
-session_pending_checked(struct session_pending *p, struct session_job *j)
-{
-	p->job = NULL;
-	evtimer_del(p->timer);
-	if (j->nfds > 0 && j->ds == NULL) {
-		p->failed = true;
-		p->code = j->content ? INFEED__ERROR_CODE__ERROR_DATA :
-		    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT;
-		p->cause = j->cause != NULL ? j->cause :
-		    xasprintf("out of memory");
-		j->cause = NULL;
-		session_pending_ready(p);
-		return;
-	}
-	p->chk.ds = j->ds;
-	j->ds = NULL;
-	p->chk.files = j->spec;
-	p->chk.have_groups = j->have_groups;
-	p->chk.groups = j->groups;
-	p->chk.ngroups = j->ngroups;
-	j->groups = NULL;
-	p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
-	session_pending_settle(p);
-}
-
-/* Threads handed jobs back: answer their Attaches, start queued ones. */
-static void
-session_checks_wake_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct session_checks	*sc = arg;
-	struct session_job_list	 done;
-	struct session_job	*j;
-	char			 buf[64];
-
-	(void)ev;
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	TAILQ_INIT(&done);
-	pthread_mutex_lock(&sc->mtx);
-	TAILQ_CONCAT(&done, &sc->done, entry);
-	pthread_mutex_unlock(&sc->mtx);
-	while ((j = TAILQ_FIRST(&done)) != NULL) {
-		TAILQ_REMOVE(&done, j, entry);
-		TAILQ_REMOVE(&sc->jobs, j, all);
-		if (j->p == NULL) {
-			sc->stuck--;
-			log_debug("a helper thread checking a client's Attach "
-			    "returned after it was given up (%u still out)",
-			    sc->stuck);
-		} else {
-			sc->running--;
-			session_pending_checked(j->p, j);
-		}
-		session_job_free(j);
-	}
-	session_checks_run(sc);
-}
-
-/*
- * Start queued jobs while fewer than INFEED_MAX_ATTACH_CHECKS run and
- * fewer than INFEED_MAX_STUCK_CHECKS were given up: threads stay bounded
- * however many files never answer.
- */
-static void
-session_checks_run(struct session_checks *sc)
-{
-	struct session_job	*j;
-	pthread_attr_t		 attr;
-	pthread_t		 t;
-	int			 rc;
-
-	while (!sc->stopping && sc->running < INFEED_MAX_ATTACH_CHECKS &&
-	    sc->stuck < INFEED_MAX_STUCK_CHECKS &&
-	    (j = TAILQ_FIRST(&sc->queue)) != NULL) {
-		TAILQ_REMOVE(&sc->queue, j, entry);
-		sc->nqueued--;
-		atomic_store(&j->stage, j->nfds > 0 ? STAGE_DATA :
-		    STAGE_GROUPS);
-		pthread_mutex_lock(&sc->mtx);
-		sc->threads++;
-		pthread_mutex_unlock(&sc->mtx);
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		rc = pthread_create(&t, &attr, session_job_run, j);
-		pthread_attr_destroy(&attr);
-		if (rc == 0) {
-			sc->running++;
-			continue;
-		}
-		pthread_mutex_lock(&sc->mtx);
-		sc->threads--;
-		pthread_mutex_unlock(&sc->mtx);
-		TAILQ_REMOVE(&sc->jobs, j, all);
-		j->p->job = NULL;
-		session_pending_fail(j->p, true,
-		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "infeedd "
-		    "cannot start a thread to check this Attach: %s; try "
-		    "again later", strerror(rc));
-		session_job_free(j);
-	}
-}
-
-/* A pending Attach's deadline (or, settling, its next look). */
-static void
-session_pending_timer_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct session_pending	*p = arg;
-	struct session_checks	*sc = p->sc;
-	struct session_job	*j = p->job;
-	const char		*file;
-	int			 stage;
-
-	(void)fd;
-	(void)ev;
-	if (j == NULL) {
-		session_pending_settle(p);
-		return;
-	}
-	p->job = NULL;
-	stage = atomic_load(&j->stage);
-	if (stage == STAGE_QUEUED) {
-		TAILQ_REMOVE(&sc->queue, j, entry);
-		TAILQ_REMOVE(&sc->jobs, j, all);
-		sc->nqueued--;
-		session_job_free(j);
-		session_pending_fail(p, false,
-		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "infeedd is "
-		    "busy checking other clients' Attach requests (%u running, "
-		    "%u waiting, %u that never returned) and did not get to "
-		    "this one in %d s; try again later", sc->running,
-		    sc->nqueued, sc->stuck, INFEED_ATTACH_CHECK_S);
-		return;
-	}
-	/* The thread cannot be stopped: its job is given up. */
-	pthread_mutex_lock(&sc->mtx);
-	j->p = NULL;
-	pthread_mutex_unlock(&sc->mtx);
-	sc->running--;
-	sc->stuck++;
-	log_warnx("client %llu (pid %d): an Attach's check did not return "
-	    "in %d s (%s); %u such checks are out", (unsigned long long)
-	    p->client.peer_id, (int)p->client.pid, INFEED_ATTACH_CHECK_S,
-	    stage == STAGE_GROUPS ? "the group database" : "the client's "
-	    "files", sc->stuck);
-	session_checks_run(sc);
-	if (stage == STAGE_GROUPS) {
-		session_pending_fail(p, false,
-		    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED, "the host's "
-		    "group database did not answer in %d s when infeedd asked "
-		    "for the groups of uid %u, which allow_groups of '%s' "
-		    "needs; try again later, and tell the operator (NSS, "
-		    "LDAP or SSSD may be down)", INFEED_ATTACH_CHECK_S,
-		    (unsigned)p->client.uid, p->a->dataset);
-		return;
-	}
-	file = stage == STAGE_DATA ? "the data file" : stage == STAGE_LABELS ?
-	    "the labels file" : "the data or the labels file";
-	session_pending_fail(p, false, INFEED__ERROR_CODE__ERROR_DATA, "%s did not "
-	    "answer in %d s: fstat or a read of its header never returned "
-	    "(a file on a FUSE or network mount that does not answer?); "
-	    "infeedd gave up on it.  Fix the mount, or copy the file to a "
-	    "local disk, and Attach again", file, INFEED_ATTACH_CHECK_S);
-}
-
-/* The helper threads' state, with the loop's end of their pipe. */
-struct session_checks *
-session_checks_new(struct event_base *base, struct pool *pool)
-{
-	struct session_checks	*sc;
-
-	sc = xcalloc(1, sizeof(*sc));
-	sc->base = base;
-	sc->pool = pool;
-	TAILQ_INIT(&sc->pending);
-	TAILQ_INIT(&sc->queue);
-	TAILQ_INIT(&sc->jobs);
-	TAILQ_INIT(&sc->done);
-	if (pthread_mutex_init(&sc->mtx, NULL) != 0)
-		fatalx("pthread_mutex_init");
-	if (pipe2(sc->wake, O_NONBLOCK | O_CLOEXEC) == -1)
-		fatal("pipe2");
-	sc->wake_ev = event_new(base, sc->wake[0], EV_READ | EV_PERSIST,
-	    session_checks_wake_cb, sc);
-	if (sc->wake_ev == NULL || event_add(sc->wake_ev, NULL) == -1)
-		fatalx("event_new for the helper threads");
-	return (sc);
-}
-
-/* Free a pending Attach and what it holds. */
-static void
-session_pending_free(struct session_pending *p)
-{
-	TAILQ_REMOVE(&p->sc->pending, p, entry);
-	event_free(p->timer);
-	if (p->a != NULL)
-		infeed__attach__free_unpacked(p->a, NULL);
-	dataset_free(p->chk.ds);
-	free(p->chk.groups);
-	free(p->cause);
-	free(p);
-}
-
-/*
- * Free it all.  Threads still running (stuck on a file, in shutdown) free
- * their own jobs when they return, and the last one frees @sc: nothing
- * waits for them, so SIGTERM ends the daemon whatever they do.
- */
-void
-session_checks_free(struct session_checks *sc)
-{
-	struct session_job	*j;
-	bool			 last;
-
-	if (sc == NULL)
-		return;
-	sc->stopping = true;
-	while (!TAILQ_EMPTY(&sc->pending))
-		session_attach_cancel(TAILQ_FIRST(&sc->pending));
-	event_free(sc->wake_ev);
-	pthread_mutex_lock(&sc->mtx);
-	sc->closing = true;
-	/* Handed back, not read yet. */
-	while ((j = TAILQ_FIRST(&sc->done)) != NULL) {
-		TAILQ_REMOVE(&sc->done, j, entry);
-		session_job_free(j);
-	}
-	close(sc->wake[0]);
-	close(sc->wake[1]);
-	last = sc->threads == 0;
-	pthread_mutex_unlock(&sc->mtx);
-	if (!last)
-		return;
-	pthread_mutex_destroy(&sc->mtx);
-	free(sc);
-}
-
-/*
- * In a new worker process: close the descriptors that came with pending
- * Attach frames.  The threads are not in this process, and their mutex
- * may have been held at the fork: touch only what the loop owns.
- */
-void
-session_checks_forget(struct session_checks *sc)
-{
-	struct session_job	*j;
-	size_t			 i;
-
-	if (sc == NULL)
-		return;
-	close(sc->wake[0]);
-	close(sc->wake[1]);
-	TAILQ_FOREACH(j, &sc->jobs, all) {
-		for (i = 0; i < j->nfds; i++)
-			close(j->fds[i]);
-	}
-}
-
-/*
- * Attach requests waiting for checks or for memory, and checks given up
- * whose threads have not returned (they hold the frames' descriptors).
- */
-unsigned
-session_checks_pending(const struct session_checks *sc)
-{
-	const struct session_pending	*p;
-	unsigned			 n = sc->stuck;
-
-	TAILQ_FOREACH(p, &sc->pending, entry)
-		n++;
-	return (n);
-}
-
-/* Begin an Attach: see session.h. */
-int
-session_attach_begin(struct session_checks *sc,
-    const struct session_host *host, const struct session_client *client,
-    const Infeed__Attach *a, int *fds, size_t nfds, session_checked_cb *cb,
-    void *arg, struct session_pending **out, Infeed__ErrorCode *code,
-    char **cause)
-{
-	struct session_pending	*p;
-	struct session_job	*j = NULL;
-	struct dataset_files	 spec;
-	struct timeval		 tv = { INFEED_ATTACH_CHECK_S, 0 };
-	size_t			 idx, i;
-	bool			 groups = false;
-
-	*out = NULL;
-	*cause = NULL;
-	/* Descriptors without files: session_new_files() refuses them. */
-	if (a->files == NULL && nfds > 0)
-		return (0);
-	if (a->files == NULL && catalogue_find(host->cat, a->dataset,
-	    &idx) != NULL)
-		groups = !catalogue_allows_gid(host->cat, idx, client->gid);
-	/* Nothing of the client's to check, and no memory to wait for. */
-	if (a->files == NULL && !groups && !pool_settling(sc->pool))
-		return (0);
-	if (a->files != NULL &&
-	    session_files_spec(a, nfds, &spec, code, cause) == -1)
-		goto refuse;
-	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
-	if ((a->files != NULL || groups) &&
-	    sc->stuck >= INFEED_MAX_STUCK_CHECKS) {
-		*cause = xasprintf("%u checks of clients' files or groups "
-		    "were given up and have not returned (files on mounts "
-		    "that do not answer, or a group database that does not); "
-		    "infeedd takes no Attach that needs one until they do "
-		    "(at most %d may be out): try "
-		    "again later, or attach to a catalogue dataset, and tell "
-		    "the operator", sc->stuck, INFEED_MAX_STUCK_CHECKS);
-		goto refuse;
-	}
-	if ((a->files != NULL || groups) &&
-	    sc->running >= INFEED_MAX_ATTACH_CHECKS &&
-	    sc->nqueued >= INFEED_MAX_ATTACH_QUEUE) {
-		*cause = xasprintf("infeedd is checking %u other Attach "
-		    "requests' files or groups and %u more wait (at most "
-		    "%d and %d); try again in a moment", sc->running,
-		    sc->nqueued, INFEED_MAX_ATTACH_CHECKS,
-		    INFEED_MAX_ATTACH_QUEUE);
-		goto refuse;
-	}
-
-	p = xcalloc(1, sizeof(*p));
-	p->sc = sc;
-	p->a = session_copy_message(&a->base);
-	p->client = *client;
-	p->cb = cb;
-	p->arg = arg;
-	if ((p->timer = evtimer_new(sc->base, session_pending_timer_cb, p)) ==
-	    NULL)
-		fatalx("evtimer_new");
-	TAILQ_INSERT_TAIL(&sc->pending, p, entry);
-	*out = p;
-	if (a->files == NULL && !groups) {
-		p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
-		session_pending_settle(p);	/* not ready: it settles */
-		return (1);
-	}
-	j = xcalloc(1, sizeof(*j));
-	j->sc = sc;
-	j->p = p;
-	j->name = xstrdup(a->dataset);
-	j->spec = spec;
-	j->nfds = a->files != NULL ? nfds : 0;
-	for (i = 0; i < j->nfds; i++)
-		j->fds[i] = fds[i];
-	j->want_groups = groups;
-	j->uid = client->uid;
-	j->gid = client->gid;
-	atomic_init(&j->stage, STAGE_QUEUED);
-	p->job = j;
-	TAILQ_INSERT_TAIL(&sc->jobs, j, all);
-	TAILQ_INSERT_TAIL(&sc->queue, j, entry);
-	sc->nqueued++;
-	evtimer_add(p->timer, &tv);
-	session_checks_run(sc);
-	return (1);
-
-refuse:
-	for (i = 0; i < nfds; i++)
-		close(fds[i]);
-	return (-1);
-}
-
-/* The dataset (or session) name a pending Attach asks for. */
-const char *
-session_pending_name(const struct session_pending *p)
-{
-	return (p->a->dataset);
-}
-
-/* End a pending Attach whose callback came: make the session, or fail. */
-struct session *
-session_attach_end(struct session_pending *p, const struct session_host *host,
-    const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
-    char **cause)
-{
-	struct session	*s = NULL;
-
-	*cause = NULL;
-	if (p->failed) {
-		*code = p->code;
-		*cause = p->cause;
-		p->cause = NULL;
-	} else
-		s = session_make(host, &p->client, p->a, NULL, 0, &p->chk,
-		    false, ev, arg, code, cause);
-	session_pending_free(p);
-	return (s);
-}
-
-/*
- * The client went away: no callback.  A job still queued goes now; one
- * running is given up, and freed when its thread returns.
- */
-void
-session_attach_cancel(struct session_pending *p)
-{
-	struct session_checks	*sc = p->sc;
-	struct session_job	*j = p->job;
-
-	if (j != NULL && atomic_load(&j->stage) == STAGE_QUEUED) {
-		TAILQ_REMOVE(&sc->queue, j, entry);
-		TAILQ_REMOVE(&sc->jobs, j, all);
-		sc->nqueued--;
-		session_job_free(j);
-	} else if (j != NULL) {
-		pthread_mutex_lock(&sc->mtx);
-		j->p = NULL;
-		pthread_mutex_unlock(&sc->mtx);
-		sc->running--;
-		sc->stuck++;
-	}
-	p->job = NULL;
-	session_pending_free(p);
-	session_checks_run(sc);
 }

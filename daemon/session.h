@@ -22,11 +22,62 @@
 #include <stdint.h>
 
 #include "catalogue.h"
+#include "errcode.h"
 #include "pool.h"
 #include "ring.h"
-#include "wire.h"
+#include "transform.h"
 
 struct session;
+
+/*
+ * What a client asks of its session (infeed.proto's LoaderOptions, which
+ * peer.c converts): poptorch's options, with the defaults the protocol
+ * gives for those not set; unchecked, session_new() judges them.
+ */
+struct session_options {
+	uint32_t		batch_size;
+	uint32_t		device_iterations;
+	uint32_t		replication_factor;
+	uint32_t		gradient_accumulation;
+	bool			shuffle;
+	uint64_t		seed;
+	bool			drop_last;
+	uint32_t		num_workers;	/* 0: the whole pool */
+	bool			persistent_workers;	/* always, in fact */
+	uint32_t		buffer_size;	/* slots */
+	bool			load_indefinitely;
+	bool			early_preload;
+	uint32_t		process_id;
+	uint32_t		process_count;
+	bool			has_transform;
+	struct transform_spec	transform;
+	uint64_t		start_epoch;
+	uint64_t		start_step;
+	uint32_t		label_dtype;	/* enum infeed_dtype, or not */
+};
+
+/* The client's own files, as its Attach describes them (Attach.files). */
+struct session_files {
+	uint32_t	data_format;	/* enum dataset_format */
+	uint32_t	labels_format;
+	uint32_t	dtype;		/* with has_dtype */
+	uint32_t	label_dtype;	/* with has_label_dtype */
+	bool		has_dtype;
+	bool		has_label_dtype;
+	size_t		ndim;		/* given: the first INFEED_MAX_DIMS */
+	uint64_t	shape[INFEED_MAX_DIMS];	/* are kept */
+};
+
+/*
+ * An Attach request.  Its strings (the name, a transform's pipeline) are
+ * borrowed from the frame, or a session_attach_copy()'s own.
+ */
+struct session_attach {
+	char			*dataset;	/* a name; with files, its own */
+	struct session_options	 options;
+	bool			 has_files;
+	struct session_files	 files;
+};
 
 /* The request a Next answer belongs to (the client's request_id). */
 struct session_req {
@@ -47,7 +98,7 @@ struct session_events {
 	void	(*step)(void *arg, struct session_req,
 		    const struct session_step *);
 	void	(*end_of_data)(void *arg, struct session_req, uint64_t epoch);
-	void	(*error)(void *arg, struct session_req, Infeed__ErrorCode,
+	void	(*error)(void *arg, struct session_req, enum errcode,
 		    const char *message);
 };
 
@@ -74,8 +125,9 @@ struct session_client {
  */
 struct session	*session_new(const struct session_host *host,
 		    const struct session_client *client,
-		    const Infeed__Attach *a, const struct session_events *ev,
-		    void *arg, Infeed__ErrorCode *code, char **cause);
+		    const struct session_attach *a,
+		    const struct session_events *ev, void *arg,
+		    enum errcode *code, char **cause);
 
 /**
  * session_new_files() - session_new() for an Attach with files: the
@@ -86,82 +138,48 @@ struct session	*session_new(const struct session_host *host,
  */
 struct session	*session_new_files(const struct session_host *host,
 		    const struct session_client *client,
-		    const Infeed__Attach *a, int *fds, size_t nfds,
+		    const struct session_attach *a, int *fds, size_t nfds,
 		    const struct session_events *ev, void *arg,
-		    Infeed__ErrorCode *code, char **cause);
+		    enum errcode *code, char **cause);
 
-/*
- * Attach as infeedd does it, never blocking its event loop: the checks of
- * what the client controls (its files' fstat and headers, its groups for
- * allow_groups) run on helper threads, bounded in number and in time
- * (common/infeed-limits.h), and a ring that wants memory a removed ring
- * still holds waits for it on a timer (POOL_SETTLE_MS at most).
- */
-struct event_base;
-struct session_checks;
-struct session_pending;
-
-/* A pending Attach's checks ended: call session_attach_end() now. */
-typedef void	session_checked_cb(void *arg);
+/* What a helper thread checked of an Attach (attach-check.h), or nothing. */
+struct session_checked {
+	struct dataset		*ds;		/* the client's files, or NULL */
+	struct dataset_files	 files;		/* ... as Attach.files says */
+	bool			 have_groups;	/* the client's groups: */
+	gid_t			*groups;
+	size_t			 ngroups;
+};
 
 /**
- * session_checks_new() - the helper threads' state, on @base; @pool is
- * asked whether removed rings still settle.  session_checks_free() gives
- * up every pending Attach (no callback) and frees what it can; threads
- * that have not returned free their own jobs when they do.
+ * session_new_checked() - session_new() for an Attach whose client's files
+ * were opened, or groups looked up, on a helper thread (@chk: its dataset
+ * is taken over, chk->ds then NULL; the rest stays the caller's), and
+ * whose ring memory settled: with @host as it is now (a reload may have
+ * come meanwhile).
  */
-struct session_checks *session_checks_new(struct event_base *base,
-		    struct pool *pool);
-void		 session_checks_free(struct session_checks *sc);
-
-/**
- * session_checks_forget() - in a freshly forked worker: close the
- * descriptors of pending Attach frames (the threads are not in it).
- */
-void		 session_checks_forget(struct session_checks *sc);
-
-/*
- * Attach requests that wait for their checks or for ring memory, and
- * given-up checks whose threads have not returned yet.
- */
-unsigned	 session_checks_pending(const struct session_checks *sc);
-
-/**
- * session_attach_begin() - begin Attach @a, with the @nfds descriptors
- * @fds of its frame.
- * Return: 0 when nothing needs waiting for: make the session now with
- * session_new_files() (the descriptors are still the caller's); 1 when
- * they were taken over and the checks go on: @cb(@arg) comes later from
- * the loop (never from within this call), then call session_attach_end()
- * with *@out; or -1, refused at once (too many checks out), with *@code
- * and *@cause set and the descriptors closed.
- */
-int		 session_attach_begin(struct session_checks *sc,
-		    const struct session_host *host,
+struct session	*session_new_checked(const struct session_host *host,
 		    const struct session_client *client,
-		    const Infeed__Attach *a, int *fds, size_t nfds,
-		    session_checked_cb *cb, void *arg,
-		    struct session_pending **out, Infeed__ErrorCode *code,
-		    char **cause);
-
-/**
- * session_attach_end() - once @p's callback came: make its session with
- * @host as it is now (a reload may have come meanwhile), or say why not,
- * as session_new() does.  @p is freed.
- */
-struct session	*session_attach_end(struct session_pending *p,
-		    const struct session_host *host,
+		    const struct session_attach *a, struct session_checked *chk,
 		    const struct session_events *ev, void *arg,
-		    Infeed__ErrorCode *code, char **cause);
-
-/* The dataset name (or files session name) pending Attach @p asks for. */
-const char	*session_pending_name(const struct session_pending *p);
+		    enum errcode *code, char **cause);
 
 /**
- * session_attach_cancel() - the client went away while @p waited: free it,
- * without a callback; a thread still checking its files is given up.
+ * session_files_check() - what Attach @a says of the client's files, and
+ * the @nfds descriptors that came with it, read into @spec, or refused
+ * (-1 with *@code and *@cause) before any descriptor is touched.
  */
-void		 session_attach_cancel(struct session_pending *p);
+int		 session_files_check(const struct session_attach *a,
+		    size_t nfds, struct dataset_files *spec,
+		    enum errcode *code, char **cause);
+
+/**
+ * session_attach_copy(), session_attach_clear() - a deep copy of @a, for
+ * an Attach that outlives its frame; and freeing one.
+ */
+void		 session_attach_copy(struct session_attach *dst,
+		    const struct session_attach *src);
+void		 session_attach_clear(struct session_attach *a);
 
 /**
  * session_free() - end the session: unregister and free the ring.  Next
@@ -176,7 +194,7 @@ void		 session_free(struct session *s);
  * (every slot held, or too many Next requests waiting).
  */
 int		 session_next(struct session *s, struct session_req req,
-		    Infeed__ErrorCode *code, char **cause);
+		    enum errcode *code, char **cause);
 
 /**
  * session_release() - the client gave slot @slot back.
@@ -189,7 +207,7 @@ int		 session_release(struct session *s, uint32_t slot,
  * session_cancel() - answer every waiting Next with an error @code and
  * @message through the error event.
  */
-void		 session_cancel(struct session *s, Infeed__ErrorCode code,
+void		 session_cancel(struct session *s, enum errcode code,
 		    const char *message);
 
 /**
@@ -198,18 +216,24 @@ void		 session_cancel(struct session *s, Infeed__ErrorCode code,
  */
 int		 session_reload(struct session *s, const struct catalogue *cat);
 
-/**
- * session_fill_attached() - the Attached reply; pointers borrow from @s.
- */
-void		 session_fill_attached(const struct session *s,
-		    Infeed__Attached *at);
+/* What the Attached reply says of a new session. */
+struct session_info {
+	uint64_t		 id;
+	uint64_t		 combined_batch_size;
+	uint64_t		 steps_per_epoch;
+	uint64_t		 last_step_rows;
+	struct ring_layout	 layout;
+	uint32_t		 sample_dims;
+	const uint64_t		*sample_shape;	/* borrowed */
+	enum infeed_dtype	 data_dtype;
+	uint64_t		 sample_bytes;
+};
 
 /**
- * session_fill_stats() - the session's part of GetStats; pointers borrow
- * from @s.
+ * session_describe() - the Attached reply's facts; pointers borrow from @s.
  */
-void		 session_fill_stats(const struct session *s,
-		    Infeed__SessionStats *ss);
+void		 session_describe(const struct session *s,
+		    struct session_info *info);
 
 /**
  * session_forget() - in a freshly forked worker: let go of the session's
@@ -224,37 +248,39 @@ void		 session_forget(struct session *s);
 int		 session_ring_fd(const struct session *s);
 
 uint64_t	 session_id(const struct session *s);
-uint64_t	 session_rows_delivered(const struct session *s);
+const char	*session_dataset_name(const struct session *s);
 
 /* Buckets of the per-Next wait histogram: the bounds, then +Inf. */
 #define SESSION_WAIT_BUCKETS	9
 extern const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1];
 
-/* What a session delivered and how long its client waited, for metrics. */
-struct session_totals {
-	const char	*dataset;
+/* What a session is and did so far, for the stats (stats.h). */
+struct session_report {
+	uint64_t	 id;
+	const char	*dataset;	/* borrowed */
 	bool		 own_files;	/* the client's files, not the catalogue */
-	uint64_t	 steps;
+	const struct session_options *options;	/* borrowed: as asked */
+	pid_t		 client_pid;
+	uid_t		 client_uid;
+	uint64_t	 epoch;		/* of the last step delivered */
+	uint64_t	 step;
+	uint32_t	 slots_ready;
+	uint32_t	 slots_held;
+	uint32_t	 slots;
+	uint64_t	 steps;		/* delivered */
 	uint64_t	 rows;
 	uint64_t	 bytes_read;	/* from the dataset, by the workers */
 	uint64_t	 samples_replaced; /* bad ones, by others (bad_samples) */
-	uint64_t	 data_wait_us;
-	uint64_t	 active_us;
+	double		 items_per_s;	/* rows since the first Next */
+	uint64_t	 data_wait_us;	/* in Next with no step ready */
+	uint64_t	 active_us;	/* since the first Next */
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
 };
 
 /**
- * session_totals() - what @s delivered so far, and its waits.
+ * session_report() - what @s is and did so far; pointers borrow from @s.
  */
-void		 session_totals(const struct session *s,
-		    struct session_totals *t);
-
-/**
- * session_data_wait() - microseconds the client waited in Next with no
- * step ready (*@wait_us), and since its first Next (*@active_us).
- */
-void		 session_data_wait(const struct session *s, uint64_t *wait_us,
-		    uint64_t *active_us);
-const char	*session_dataset_name(const struct session *s);
+void		 session_report(const struct session *s,
+		    struct session_report *r);
 
 #endif /* INFEED_SESSION_H */

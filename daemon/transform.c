@@ -34,7 +34,7 @@ struct transform_work {
 
 /* Check an image dataset's pipeline and describe it for the workers. */
 static int
-transform_init_image(struct transform *tf, const Infeed__Transform *t,
+transform_init_image(struct transform *tf, const struct transform_spec *t,
     const struct dataset *ds, char **cause)
 {
 	char	*why = NULL;
@@ -48,8 +48,7 @@ transform_init_image(struct transform *tf, const Infeed__Transform *t,
 		    "evaluate", ds->name, ds->type);
 		return (-1);
 	}
-	if (t->to_float32 || t->n_mean || t->n_std || (t->has_scale &&
-	    t->scale != 1.0f)) {
+	if (t->to_float32 || t->nmean || t->nstd || t->scale != 1.0f) {
 		*cause = xasprintf("transform: to_float32, scale, mean and std "
 		    "are for array datasets; for images, end the pipeline "
 		    "with ToTensor() and Normalize(mean, std)");
@@ -69,7 +68,7 @@ transform_init_image(struct transform *tf, const Infeed__Transform *t,
 
 /* Check the client's transform and describe it for the workers. */
 int
-transform_init(struct transform *tf, const Infeed__Transform *t,
+transform_init(struct transform *tf, const struct transform_spec *t,
     const struct dataset *ds, char **cause)
 {
 	size_t	i, n;
@@ -90,8 +89,7 @@ transform_init(struct transform *tf, const Infeed__Transform *t,
 		return (-1);
 	}
 	if (t == NULL || !t->to_float32) {
-		if (t != NULL && (t->n_mean || t->n_std || (t->has_scale &&
-		    t->scale != 1.0f))) {
+		if (t != NULL && (t->nmean || t->nstd || t->scale != 1.0f)) {
 			*cause = xasprintf("transform: scale, mean and std need "
 			    "to_float32 = true");
 			return (-1);
@@ -110,11 +108,11 @@ transform_init(struct transform *tf, const Infeed__Transform *t,
 		    "number, e.g. 1/255");
 		return (-1);
 	}
-	n = t->n_mean;
-	if (n != t->n_std) {
+	n = t->nmean;
+	if (n != t->nstd) {
 		*cause = xasprintf("transform: %zu mean values but %zu std "
-		    "values; give one of each per channel", t->n_mean,
-		    t->n_std);
+		    "values; give one of each per channel", t->nmean,
+		    t->nstd);
 		return (-1);
 	}
 	if (n > 1 && (ds->ndim == 0 || n != ds->shape[0] ||

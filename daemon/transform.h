@@ -11,12 +11,27 @@
 #ifndef INFEED_TRANSFORM_H
 #define INFEED_TRANSFORM_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dataset.h"
 #include "image-transform.h"
 #include "infeed-limits.h"
-#include "wire.h"
+
+/*
+ * What a client asks of its samples, as its Attach says (peer.c converts
+ * infeed.proto's Transform): unchecked, transform_init() judges it.
+ */
+struct transform_spec {
+	bool		 to_float32;
+	float		 scale;			/* 1 when not given */
+	size_t		 nmean;			/* values given: */
+	size_t		 nstd;			/* the first INFEED_MAX_CHANNELS */
+	float		 mean[INFEED_MAX_CHANNELS];	/* are kept */
+	float		 std[INFEED_MAX_CHANNELS];
+	char		*pipeline;		/* images: the text; or NULL */
+};
 
 /* Plain data: it travels to the workers inside a message. */
 struct transform {
@@ -41,7 +56,7 @@ struct transform {
  * @ds and fill in @tf.
  * Return: 0, or -1 with *@cause saying what is wrong and what is expected.
  */
-int	 transform_init(struct transform *tf, const Infeed__Transform *t,
+int	 transform_init(struct transform *tf, const struct transform_spec *t,
 	    const struct dataset *ds, char **cause);
 
 /**

@@ -372,15 +372,13 @@ done_cmp(const void *a, const void *b)
  */
 START_TEST(test_float32_kept_as_it_is_is_not_converted)
 {
-	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
+	struct transform_spec	 t = { .scale = 1.0f };
 	struct transform	 tf;
 	const struct dataset	*ds;
 	size_t			 index;
 
 	ck_assert_ptr_nonnull(ds = catalogue_find(cat, "f32", &index));
-	t.to_float32 = 1;
-	t.has_scale = 1;
-	t.scale = 1.0f;
+	t.to_float32 = true;
 	ck_assert_int_eq(transform_init(&tf, &t, ds, &cause), 0);
 	ck_assert(!tf.to_float32);
 	ck_assert_uint_eq(tf.out_sample_bytes, ds->sample_bytes);

@@ -63,7 +63,7 @@ struct ev {
 	struct session_req	req;
 	struct session_step	step;
 	uint64_t		epoch;		/* EndOfData */
-	Infeed__ErrorCode	code;
+	enum errcode	code;
 	char			msg[1024];
 };
 
@@ -72,13 +72,13 @@ static char			 tmpdir[PATH_MAX];	/* made per test */
 static char			 raw_path[PATH_MAX];
 static struct session_host	 host;
 static struct session		*sess;
-static Infeed__LoaderOptions	 opts;
+static struct session_options	 opts;
 static struct sampler		 smp;
 static char			*cause;
 static struct ev		 evs[MAX_EVENTS];
 static unsigned			 nev;
 static uint8_t			*view;		/* the client's mapping */
-static Infeed__Attached		 at;
+static struct session_info	 at;
 
 /*
  * A fresh directory, configuration, catalogue, event base, pool and
@@ -87,8 +87,14 @@ static Infeed__Attached		 at;
 static void
 setup(void)
 {
-	static const Infeed__LoaderOptions defaults =
-	    INFEED__LOADER_OPTIONS__INIT;
+	/* LoaderOptions' defaults (infeed.proto). */
+	static const struct session_options defaults = {
+		.batch_size = 1, .device_iterations = 1,
+		.replication_factor = 1, .gradient_accumulation = 1,
+		.drop_last = true, .buffer_size = 3,
+		.load_indefinitely = true, .process_count = 1,
+		.label_dtype = INFEED_DTYPE_INT32,
+	};
 	char		path[PATH_MAX], labels_path[PATH_MAX], text[2048];
 	uint8_t		data[256], labels[64];
 	int		i;
@@ -162,7 +168,7 @@ teardown(void)
 	uint64_t	deadline;
 
 	if (view != NULL)
-		munmap(view, at.ring_bytes);
+		munmap(view, at.layout.ring_bytes);
 	session_free(sess);
 	sess = NULL;
 	/* The ring's memory goes once the jobs the workers run are done. */
@@ -210,7 +216,7 @@ ev_end_cb(void *arg, struct session_req req, uint64_t epoch)
 
 /* A Next is answered with an error. */
 static void
-ev_error_cb(void *arg, struct session_req req, Infeed__ErrorCode code,
+ev_error_cb(void *arg, struct session_req req, enum errcode code,
     const char *message)
 {
 	struct ev	*e;
@@ -231,12 +237,11 @@ static const struct session_client client = { 1, 1234, 1000, 1000 };
 
 /* Attach to @name with the options; NULL with *@code and cause if refused. */
 static struct session *
-try_attach(const char *name, Infeed__ErrorCode *code)
+try_attach(const char *name, enum errcode *code)
 {
-	Infeed__Attach	a = INFEED__ATTACH__INIT;
+	struct session_attach	a = { .options = opts };
 
 	a.dataset = (char *)(uintptr_t)name;
-	a.options = &opts;
 	free(cause);
 	cause = NULL;
 	return (session_new(&host, &client, &a, &events, NULL, code, &cause));
@@ -247,16 +252,16 @@ try_attach(const char *name, Infeed__ErrorCode *code)
 static struct session *
 attach(const char *name)
 {
-	Infeed__ErrorCode	 code;
+	enum errcode	 code;
 	struct sampler_opts	 so;
 	const struct dataset	*ds;
 	int			 fd;
 
 	sess = try_attach(name, &code);
 	ck_assert_msg(sess != NULL, "attach to %s: %s", name, cause);
-	session_fill_attached(sess, &at);
+	session_describe(sess, &at);
 	ck_assert_int_ge(fd = session_ring_fd(sess), 0);
-	view = mmap(NULL, at.ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	view = mmap(NULL, at.layout.ring_bytes, PROT_READ, MAP_SHARED, fd, 0);
 	ck_assert_ptr_ne(view, MAP_FAILED);
 	close(fd);
 
@@ -270,8 +275,8 @@ attach(const char *name)
 	so.shuffle = opts.shuffle;
 	so.seed = opts.seed;
 	so.drop_last = opts.drop_last;
-	so.process_id = opts.distributed_process_id;
-	so.process_count = opts.distributed_process_count;
+	so.process_id = opts.process_id;
+	so.process_count = opts.process_count;
 	ck_assert_int_eq(sampler_init(&smp, &so, &cause), 0);
 	ck_assert_uint_eq(at.combined_batch_size, smp.cbs);
 	ck_assert_uint_eq(at.steps_per_epoch, smp.steps_per_epoch);
@@ -291,7 +296,7 @@ req(uint64_t id)
 static void
 next(uint64_t id)
 {
-	Infeed__ErrorCode	code;
+	enum errcode	code;
 
 	free(cause);
 	cause = NULL;
@@ -351,13 +356,13 @@ check_step(unsigned i, uint64_t id, uint64_t epoch, uint64_t step)
 	ck_assert_uint_eq(e->req.id, id);
 	ck_assert_uint_eq(e->step.epoch, epoch);
 	ck_assert_uint_eq(e->step.step, step);
-	ck_assert_uint_lt(e->step.slot, at.slots);
+	ck_assert_uint_lt(e->step.slot, at.layout.slots);
 	ck_assert_uint_le(smp.cbs, 64);
 	ck_assert_uint_eq(e->step.rows, sampler_step_rows(&smp, step));
 	ck_assert_uint_eq(sampler_step_indices(&smp, epoch, step, want),
 	    e->step.rows);
-	sb = view + e->step.slot * at.slot_bytes;
-	ck_assert_msg(memcmp(sb + at.indices_offset, want, e->step.rows *
+	sb = view + e->step.slot * at.layout.slot_bytes;
+	ck_assert_msg(memcmp(sb + at.layout.indices_offset, want, e->step.rows *
 	    sizeof(uint64_t)) == 0, "step (%llu, %llu): indices differ from "
 	    "the sampler's", (unsigned long long)epoch,
 	    (unsigned long long)step);
@@ -366,19 +371,19 @@ check_step(unsigned i, uint64_t id, uint64_t epoch, uint64_t step)
 	ck_assert_uint_le(ds->sample_bytes, sizeof(row));
 	for (k = 0; k < e->step.rows; k++) {
 		ck_assert_int_eq(dataset_read(ds, want[k], row, &label), 0);
-		ck_assert_msg(memcmp(sb + at.data_offset + k * at.sample_bytes,
+		ck_assert_msg(memcmp(sb + at.layout.data_offset + k * at.sample_bytes,
 		    row, ds->sample_bytes) == 0, "step (%llu, %llu) row %llu: "
 		    "not the dataset's sample %llu", (unsigned long long)epoch,
 		    (unsigned long long)step, (unsigned long long)k,
 		    (unsigned long long)want[k]);
 		ck_assert_int_eq(((const int32_t *)(const void *)(sb +
-		    at.labels_offset))[k], label);
+		    at.layout.labels_offset))[k], label);
 	}
 }
 
 /* Event @i must be an error @code answering request @id. */
 static const char *
-check_error(unsigned i, uint64_t id, Infeed__ErrorCode code)
+check_error(unsigned i, uint64_t id, enum errcode code)
 {
 	const struct ev	*e = &evs[i];
 
@@ -393,10 +398,10 @@ check_error(unsigned i, uint64_t id, Infeed__ErrorCode code)
 
 START_TEST(test_attach_unknown_dataset_is_not_found)
 {
-	Infeed__ErrorCode	code = 0;
+	enum errcode	code = 0;
 
 	ck_assert_ptr_null(try_attach("nonesuch", &code));
-	ck_assert_int_eq(code, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
+	ck_assert_int_eq(code, ERRCODE_NOT_FOUND);
 	ck_assert_msg(strstr(cause, "no such dataset") != NULL, "%s", cause);
 	ck_assert_uint_eq(budget.used, 0);
 }
@@ -405,7 +410,7 @@ END_TEST
 START_TEST(test_attach_buffer_size_outside_1_to_max_slots_invalid)
 {
 	static const uint32_t	 bad[] = { 0, INFEED_MAX_SLOTS + 1, 1000 };
-	Infeed__ErrorCode	 code;
+	enum errcode	 code;
 	char			 want[64];
 	size_t			 i;
 
@@ -414,7 +419,7 @@ START_TEST(test_attach_buffer_size_outside_1_to_max_slots_invalid)
 		code = 0;
 		ck_assert_ptr_null(try_attach("f32", &code));
 		ck_assert_int_eq(code,
-		    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+		    ERRCODE_INVALID_ARGUMENT);
 		unit_fmt(want, sizeof(want), "buffer_size is %u; expected 1 to %d "
 		    "slots", bad[i], INFEED_MAX_SLOTS);
 		ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
@@ -423,24 +428,24 @@ START_TEST(test_attach_buffer_size_outside_1_to_max_slots_invalid)
 	/* Both ends of the range are taken. */
 	opts.buffer_size = INFEED_MAX_SLOTS;
 	attach("f32");
-	ck_assert_uint_eq(at.slots, INFEED_MAX_SLOTS);
+	ck_assert_uint_eq(at.layout.slots, INFEED_MAX_SLOTS);
 	session_free(sess);
-	munmap(view, at.ring_bytes);
+	munmap(view, at.layout.ring_bytes);
 	sampler_clear(&smp);
 	opts.buffer_size = 1;
 	attach("f32");
-	ck_assert_uint_eq(at.slots, 1);
+	ck_assert_uint_eq(at.layout.slots, 1);
 }
 END_TEST
 
 START_TEST(test_attach_start_step_past_the_epoch_invalid)
 {
-	Infeed__ErrorCode	code = 0;
+	enum errcode	code = 0;
 
 	/* 100 samples in batches of 4: steps 0 to 24. */
 	opts.start_step = 25;
 	ck_assert_ptr_null(try_attach("f32", &code));
-	ck_assert_int_eq(code, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(code, ERRCODE_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(cause, "start_step is 25 but an epoch has 25 "
 	    "steps (0 to 24)") != NULL, "%s", cause);
 	ck_assert_uint_eq(budget.used, 0);
@@ -454,14 +459,46 @@ START_TEST(test_attach_start_step_past_the_epoch_invalid)
 }
 END_TEST
 
+/* Labels are int32 or int64; any other DType is named as infeed.proto does. */
+START_TEST(test_attach_label_dtype_other_than_int32_or_int64_invalid)
+{
+	static const struct {
+		uint32_t	 dtype;
+		const char	*want;
+	} bad[] = {
+		{ 0, "label_dtype is DTYPE_UNSPECIFIED (0); expected DTYPE_INT32 "
+		  "(2, the default) or DTYPE_INT64 (3, what torch's "
+		  "CrossEntropyLoss takes)" },
+		{ 1, "label_dtype is DTYPE_UINT8 (1); expected" },
+		{ 4, "label_dtype is DTYPE_FLOAT16 (4); expected" },
+		{ 6, "label_dtype is DTYPE_FLOAT64 (6); expected" },
+		{ 7, "label_dtype is 7, which is no DType; expected DTYPE_INT32" },
+		{ 0x80000000u, "label_dtype is -2147483648, which is no DType" },
+	};
+	enum errcode	code = 0;
+	size_t		i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		opts.label_dtype = bad[i].dtype;
+		ck_assert_ptr_null(try_attach("f32", &code));
+		ck_assert_int_eq(code, ERRCODE_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(cause, bad[i].want) != NULL, "%s", cause);
+	}
+	ck_assert_uint_eq(budget.used, 0);
+	opts.label_dtype = INFEED_DTYPE_INT64;
+	attach("f32");
+	ck_assert_uint_eq(at.layout.label_dtype, INFEED_DTYPE_INT64);
+}
+END_TEST
+
 START_TEST(test_attach_over_the_budget_is_resource_exhausted)
 {
-	Infeed__ErrorCode	code = 0;
+	enum errcode	code = 0;
 
 	/* 3 slots of one page each, and 192 bytes of tables; 8 KiB left. */
 	budget.limit = 8192;
 	ck_assert_ptr_null(try_attach("f32", &code));
-	ck_assert_int_eq(code, INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(code, ERRCODE_RESOURCE_EXHAUSTED);
 	ck_assert_msg(strstr(cause, "needs 12.2 KiB (12480 bytes) (3 slots of "
 	    "4 KiB and 192 bytes of index tables)") != NULL, "%s", cause);
 	ck_assert_msg(strstr(cause, "only 8 KiB") != NULL, "%s", cause);
@@ -478,8 +515,9 @@ END_TEST
 
 START_TEST(test_next_answered_in_order_with_the_samplers_steps)
 {
-	uint64_t	id, step, epoch;
-	unsigned	i;
+	struct session_report	r;
+	uint64_t		id, step, epoch;
+	unsigned		i;
 
 	opts.shuffle = true;
 	opts.seed = 42;
@@ -503,7 +541,11 @@ START_TEST(test_next_answered_in_order_with_the_samplers_steps)
 		epoch = (id - 1) / 25;
 		check_step((unsigned)id - 1, id, epoch, step);
 	}
-	ck_assert_uint_eq(session_rows_delivered(sess), 30 * 4);
+	session_report(sess, &r);
+	ck_assert_uint_eq(r.rows, 30 * 4);
+	ck_assert_uint_eq(r.steps, 30);
+	ck_assert_uint_eq(r.epoch, 1);
+	ck_assert_uint_eq(r.step, 4);
 	run_for(30);
 	ck_assert_uint_eq(nev, 30);
 }
@@ -511,7 +553,7 @@ END_TEST
 
 START_TEST(test_next_without_request_id_answered_without_one)
 {
-	Infeed__ErrorCode	code;
+	enum errcode	code;
 	struct session_req	none = { 0, false };
 
 	attach("f32");
@@ -526,7 +568,7 @@ END_TEST
 
 START_TEST(test_next_with_every_slot_held_refused_at_once)
 {
-	Infeed__ErrorCode	code = 0;
+	enum errcode	code = 0;
 
 	opts.buffer_size = 2;
 	attach("f32");
@@ -536,7 +578,7 @@ START_TEST(test_next_with_every_slot_held_refused_at_once)
 	check_step(0, 1, 0, 0);
 	check_step(1, 2, 0, 1);
 	ck_assert_int_eq(session_next(sess, req(3), &code, &cause), -1);
-	ck_assert_int_eq(code, INFEED__ERROR_CODE__ERROR_UNEXPECTED);
+	ck_assert_int_eq(code, ERRCODE_UNEXPECTED);
 	ck_assert_msg(strstr(cause, "all 2 slots are held") != NULL, "%s",
 	    cause);
 	run_for(50);
@@ -551,7 +593,7 @@ END_TEST
 
 START_TEST(test_release_of_a_slot_not_held_refused)
 {
-	Infeed__SessionStats	ss = INFEED__SESSION_STATS__INIT;
+	struct session_report	ss;
 	uint64_t		deadline;
 	uint32_t		slot, ready = 0;
 
@@ -573,7 +615,7 @@ START_TEST(test_release_of_a_slot_not_held_refused)
 	deadline = unit_now_ms() + DEADLINE_MS;
 	while (ready < 2 && unit_now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE);
-		session_fill_stats(sess, &ss);
+		session_report(sess, &ss);
 		ready = ss.slots_ready;
 	}
 	ck_assert_uint_eq(ready, 2);
@@ -677,17 +719,17 @@ START_TEST(test_cancel_answers_every_waiting_next_with_the_code)
 	next(3);
 	/* The workers have not answered yet: all three wait. */
 	ck_assert_uint_eq(nev, 0);
-	session_cancel(sess, INFEED__ERROR_CODE__ERROR_NOT_FOUND,
+	session_cancel(sess, ERRCODE_NOT_FOUND,
 	    "dataset 'f32' left the catalogue");
 	ck_assert_uint_eq(nev, 3);
 	for (i = 0; i < 3; i++)
 		ck_assert_str_eq(check_error(i, i + 1,
-		    INFEED__ERROR_CODE__ERROR_NOT_FOUND),
+		    ERRCODE_NOT_FOUND),
 		    "dataset 'f32' left the catalogue");
 	/* Steps that become ready later go to nobody. */
 	run_for(100);
 	ck_assert_uint_eq(nev, 3);
-	session_cancel(sess, INFEED__ERROR_CODE__ERROR_UNEXPECTED, "again");
+	session_cancel(sess, ERRCODE_UNEXPECTED, "again");
 	ck_assert_uint_eq(nev, 3);
 }
 END_TEST
@@ -709,17 +751,17 @@ START_TEST(test_read_failure_is_error_data_for_every_waiting_and_later_next)
 	next(3);
 	next(4);
 	wait_events(4);
-	msg = check_error(2, 3, INFEED__ERROR_CODE__ERROR_DATA);
+	msg = check_error(2, 3, ERRCODE_DATA);
 	ck_assert_msg(strstr(msg, "sample 9 ") != NULL, "%s", msg);
 	ck_assert_msg(strstr(msg, "epoch 0, step 2") != NULL, "%s", msg);
 	ck_assert_msg(strstr(msg, FLAKY_PATH) != NULL, "%s", msg);
 	ck_assert_msg(strstr(msg, "'flaky'") != NULL, "%s", msg);
-	ck_assert_str_eq(check_error(3, 4, INFEED__ERROR_CODE__ERROR_DATA),
+	ck_assert_str_eq(check_error(3, 4, ERRCODE_DATA),
 	    msg);
 	/* Later ones get it at once. */
 	next(5);
 	ck_assert_uint_eq(nev, 5);
-	ck_assert_str_eq(check_error(4, 5, INFEED__ERROR_CODE__ERROR_DATA),
+	ck_assert_str_eq(check_error(4, 5, ERRCODE_DATA),
 	    msg);
 	run_for(30);
 	ck_assert_uint_eq(nev, 5);
@@ -738,8 +780,8 @@ START_TEST(test_raw_file_truncated_to_nothing_is_error_data)
 	next(1);
 	next(2);
 	wait_events(2);
-	msg = check_error(0, 1, INFEED__ERROR_CODE__ERROR_DATA);
-	ck_assert_str_eq(check_error(1, 2, INFEED__ERROR_CODE__ERROR_DATA),
+	msg = check_error(0, 1, ERRCODE_DATA);
+	ck_assert_str_eq(check_error(1, 2, ERRCODE_DATA),
 	    msg);
 	ck_assert_msg(strstr(msg, raw_path) != NULL, "%s", msg);
 	ck_assert_msg((p = strstr(msg, "cannot read sample ")) != NULL, "%s",
@@ -750,7 +792,7 @@ START_TEST(test_raw_file_truncated_to_nothing_is_error_data)
 	ck_assert_uint_eq(sample / 4, step);	/* no shuffle */
 	next(3);
 	ck_assert_uint_eq(nev, 3);
-	ck_assert_str_eq(check_error(2, 3, INFEED__ERROR_CODE__ERROR_DATA),
+	ck_assert_str_eq(check_error(2, 3, ERRCODE_DATA),
 	    msg);
 }
 END_TEST
@@ -766,12 +808,11 @@ START_TEST(test_crashing_sample_is_error_data_naming_the_signal)
 
 	/* Batches of 4 of "flaky" from step 3: index 13 is its row 1. */
 	opts.batch_size = 4;
-	opts.has_start_step = 1;
 	opts.start_step = 3;
 	attach("flaky");
 	next(1);
 	wait_events(1);
-	msg = check_error(0, 1, INFEED__ERROR_CODE__ERROR_DATA);
+	msg = check_error(0, 1, ERRCODE_DATA);
 	unit_fmt(want, sizeof(want), "workers crashed 3 times (SIGSEGV) reading "
 	    "sample %d (row 1 of epoch 0, step 3)", FLAKY_CRASH);
 	ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
@@ -792,12 +833,11 @@ START_TEST(test_sample_that_makes_workers_exit_is_answered)
 
 	/* Batches of 4 of "flaky" from step 4: index 17 is its row 1. */
 	opts.batch_size = 4;
-	opts.has_start_step = 1;
 	opts.start_step = 4;
 	attach("flaky");
 	next(1);
 	wait_events(1);
-	msg = check_error(0, 1, INFEED__ERROR_CODE__ERROR_INTERNAL);
+	msg = check_error(0, 1, ERRCODE_INTERNAL);
 	unit_fmt(want, sizeof(want), "workers exited 3 times (status 1; the "
 	    "daemon's log says why) reading sample %d (row 1 of epoch 0, "
 	    "step 4)", FLAKY_EXIT);
@@ -831,7 +871,7 @@ START_TEST(test_raw_file_cut_mid_page_rows_past_the_end_are_error_data)
 	}
 	next(9);
 	wait_events(9);
-	msg = check_error(8, 9, INFEED__ERROR_CODE__ERROR_DATA);
+	msg = check_error(8, 9, ERRCODE_DATA);
 	ck_assert_msg(strstr(msg, raw_path) != NULL, "%s", msg);
 	ck_assert_msg(strstr(msg, "sample 32") != NULL ||
 	    strstr(msg, "sample 33") != NULL ||
@@ -853,6 +893,8 @@ session_suite(void)
 	tcase_add_test(tc,
 	    test_attach_buffer_size_outside_1_to_max_slots_invalid);
 	tcase_add_test(tc, test_attach_start_step_past_the_epoch_invalid);
+	tcase_add_test(tc,
+	    test_attach_label_dtype_other_than_int32_or_int64_invalid);
 	tcase_add_test(tc, test_attach_over_the_budget_is_resource_exhausted);
 	suite_add_tcase(s, tc);
 

@@ -57,6 +57,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "wire.h"
 
 #define FUZZ_MAX_SLOTS		INFEED_MAX_SLOTS
 #define FUZZ_IDLE_MS		10000	/* longer than this is a hang */

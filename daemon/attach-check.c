@@ -1,0 +1,679 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The checks of an Attach (see attach-check.h), moved off the event loop.
+ * Whatever an Attach asks of what its client controls runs on a helper
+ * thread, never on the event loop: fstat and the headers of the client's
+ * files (a file on the client's own FUSE mount may never answer) and the
+ * client's groups for allow_groups (the group database may be LDAP, and
+ * slow).  At most INFEED_MAX_ATTACH_CHECKS threads run for live Attach
+ * requests, INFEED_MAX_ATTACH_QUEUE more wait; a check not done in
+ * INFEED_ATTACH_CHECK_S is given up: its Attach gets an error, and its
+ * thread, which nothing can stop, is counted as stuck until it returns
+ * (past INFEED_MAX_STUCK_CHECKS, Attach requests that need a thread are
+ * refused).  A thread touches only its own job; it hands it back on a list
+ * under the mutex and wakes the loop through a pipe.  Descriptors that
+ * came with the frame stay open until the loop frees the job, so a worker
+ * forked meanwhile can close them (the thread checks duplicates, made
+ * after its first reads, which such a worker may keep).
+ *
+ * Then, when a removed ring's job is still running in a worker, the
+ * Attach waits up to POOL_SETTLE_MS for its memory on a timer, so that a
+ * trainer started again gets its old ring memory back without the loop
+ * ever blocking.
+ */
+
+#include <sys/queue.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "attach-check.h"
+#include "clock.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#define ATTACH_SETTLE_POLL_MS	2	/* how often a settling Attach looks */
+
+/* What a job's thread is doing, for the message when it takes too long. */
+enum attach_stage {
+	STAGE_QUEUED,		/* no thread yet */
+	STAGE_DATA,		/* fstat and header of the data file */
+	STAGE_LABELS,		/* ... of the labels file */
+	STAGE_FILES,		/* both, through the readers' checks */
+	STAGE_GROUPS,		/* the client's groups, from NSS */
+	STAGE_DONE,
+};
+
+struct attach_checks;
+
+/* The work of one Attach on a helper thread. */
+struct attach_job {
+	TAILQ_ENTRY(attach_job)	 entry;	/* queue, then done list */
+	TAILQ_ENTRY(attach_job)	 all;	/* the loop's, till freed */
+	struct attach_checks		*sc;
+	struct attach_pending		*p;	/* NULL: given up */
+	/* Read by the thread, set before it starts. */
+	char				*name;
+	struct dataset_files		 spec;
+	int				 fds[2];	/* the frame's */
+	size_t				 nfds;
+	bool				 want_groups;
+	uid_t				 uid;
+	gid_t				 gid;
+	/* Written by the thread, read by the loop once it is done. */
+	atomic_int			 stage;
+	struct dataset			*ds;
+	bool				 content;
+	char				*cause;
+	gid_t				*groups;
+	size_t				 ngroups;
+	bool				 have_groups;
+};
+TAILQ_HEAD(attach_job_list, attach_job);
+
+struct attach_pending {
+	TAILQ_ENTRY(attach_pending)	 entry;
+	struct attach_checks		*sc;
+	struct session_attach		 a;	/* a copy */
+	struct session_client		 client;
+	struct attach_job		*job;	/* while it runs or waits */
+	struct event			*timer;	/* deadline, then settling */
+	uint64_t			 settle_until_ms;
+	attach_checked_cb		*cb;
+	void				*arg;
+	struct session_checked		 chk;
+	bool				 failed;
+	enum errcode		 code;
+	char				*cause;
+};
+TAILQ_HEAD(attach_pending_list, attach_pending);
+
+struct attach_checks {
+	struct event_base		*base;
+	struct pool			*pool;
+	struct attach_pending_list	 pending;
+	struct attach_job_list		 queue;	/* not started */
+	struct attach_job_list		 jobs;	/* every job not freed */
+	unsigned			 nqueued;
+	unsigned			 running;	/* for live Attaches */
+	unsigned			 stuck;		/* given up, running */
+	bool				 stopping;	/* start no thread */
+	int				 wake[2];	/* pipe */
+	struct event			*wake_ev;
+	/* Shared with the threads. */
+	pthread_mutex_t			 mtx;
+	struct attach_job_list		 done;
+	unsigned			 threads;
+	bool				 closing;
+};
+
+static void	attach_check_run(struct attach_checks *);
+
+/* Free a job: the loop's side, or a thread's once the loop has gone. */
+static void
+attach_job_free(struct attach_job *j)
+{
+	size_t	i;
+
+	for (i = 0; i < j->nfds; i++)
+		if (j->fds[i] != -1)
+			close(j->fds[i]);
+	dataset_free(j->ds);
+	free(j->groups);
+	free(j->cause);
+	free(j->name);
+	free(j);
+}
+
+/*
+ * Check the client's files as the catalogue's readers do, on the thread.
+ * Each file's fstat and first bytes are read first, one file at a time, so
+ * that a file that does not answer can be named; then the readers' checks
+ * run on duplicates (taken over by the dataset), the frame's descriptors
+ * staying the loop's.
+ */
+static void
+attach_job_files(struct attach_job *j)
+{
+	struct stat	sb;
+	uint8_t		head[128];
+	int		dfd[2] = { -1, -1 };
+	size_t		i;
+
+	for (i = 0; i < j->nfds; i++) {
+		atomic_store(&j->stage, i == 0 ? STAGE_DATA : STAGE_LABELS);
+		if (fstat(j->fds[i], &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    sb.st_size > 0 && (i == 0 ? j->spec.data_format :
+		    j->spec.labels_format) == DATASET_FORMAT_NPY)
+			(void)!pread(j->fds[i], head, (size_t)sb.st_size <
+			    sizeof(head) ? (size_t)sb.st_size : sizeof(head), 0);
+	}
+	atomic_store(&j->stage, STAGE_FILES);
+	for (i = 0; i < j->nfds; i++) {
+		if ((dfd[i] = fcntl(j->fds[i], F_DUPFD_CLOEXEC, 0)) == -1) {
+			if (asprintf(&j->cause, "cannot duplicate the files' "
+			    "descriptors: %s", strerror(errno)) == -1)
+				j->cause = NULL;
+			if (i == 1)
+				close(dfd[0]);
+			return;
+		}
+	}
+	j->ds = dataset_open_files(j->name, &j->spec, dfd[0], dfd[1], false,
+	    &j->content, &j->cause);
+}
+
+/* A helper thread: do the job, hand it back to the loop, wake it. */
+static void *
+attach_job_run(void *arg)
+{
+	struct attach_job	*j = arg;
+	struct attach_checks	*sc = j->sc;
+	bool			 last;
+	char			 c = 1;
+
+	if (j->nfds > 0)
+		attach_job_files(j);
+	if (j->want_groups) {
+		atomic_store(&j->stage, STAGE_GROUPS);
+		j->have_groups = catalogue_user_groups(j->uid, j->gid,
+		    &j->groups, &j->ngroups) == 0;
+	}
+	atomic_store(&j->stage, STAGE_DONE);
+	pthread_mutex_lock(&sc->mtx);
+	if (sc->closing) {
+		/* The daemon is stopping: nothing waits for this any more. */
+		attach_job_free(j);
+		last = --sc->threads == 0;
+		pthread_mutex_unlock(&sc->mtx);
+		if (last) {
+			pthread_mutex_destroy(&sc->mtx);
+			free(sc);
+		}
+		return (NULL);
+	}
+	TAILQ_INSERT_TAIL(&sc->done, j, entry);
+	sc->threads--;
+	(void)!write(sc->wake[1], &c, 1);	/* full: already woken */
+	pthread_mutex_unlock(&sc->mtx);
+	return (NULL);
+}
+
+/* The pending Attach can end: its owner calls attach_check_end(). */
+static void
+attach_pending_ready(struct attach_pending *p)
+{
+	evtimer_del(p->timer);
+	p->cb(p->arg);
+}
+
+/*
+ * Fail the pending Attach with @code and a message: now, or, when @later,
+ * on the next loop pass (the caller may be attach_check_begin(), which
+ * never calls back).
+ */
+static void PRINTFLIKE(4, 5)
+attach_pending_fail(struct attach_pending *p, bool later,
+    enum errcode code, const char *fmt, ...)
+{
+	struct timeval	zero = { 0, 0 };
+	va_list		ap;
+
+	p->failed = true;
+	p->code = code;
+	va_start(ap, fmt);
+	if (vasprintf(&p->cause, fmt, ap) == -1)
+		fatal("vasprintf");
+	va_end(ap);
+	if (!later) {
+		attach_pending_ready(p);
+		return;
+	}
+	p->settle_until_ms = 0;		/* the timer finds it ready */
+	evtimer_add(p->timer, &zero);
+}
+
+/* Settling: go on once no removed ring's job runs, or the time is up. */
+static void
+attach_pending_settle(struct attach_pending *p)
+{
+	struct timeval	tv = { 0, ATTACH_SETTLE_POLL_MS * 1000 };
+
+	if (p->failed || !pool_settling(p->sc->pool) ||
+	    clock_now_ms() >= p->settle_until_ms) {
+		attach_pending_ready(p);
+		return;
+	}
+	evtimer_add(p->timer, &tv);
+}
+
+/* The thread's answer for pending Attach @p. */
+static void
+attach_pending_checked(struct attach_pending *p, struct attach_job *j)
+{
+	p->job = NULL;
+	evtimer_del(p->timer);
+	if (j->nfds > 0 && j->ds == NULL) {
+		p->failed = true;
+		p->code = j->content ? ERRCODE_DATA :
+		    ERRCODE_INVALID_ARGUMENT;
+		p->cause = j->cause != NULL ? j->cause :
+		    xasprintf("out of memory");
+		j->cause = NULL;
+		attach_pending_ready(p);
+		return;
+	}
+	p->chk.ds = j->ds;
+	j->ds = NULL;
+	p->chk.files = j->spec;
+	p->chk.have_groups = j->have_groups;
+	p->chk.groups = j->groups;
+	p->chk.ngroups = j->ngroups;
+	j->groups = NULL;
+	p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
+	attach_pending_settle(p);
+}
+
+/* Threads handed jobs back: answer their Attaches, start queued ones. */
+static void
+attach_check_wake_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct attach_checks	*sc = arg;
+	struct attach_job_list	 done;
+	struct attach_job	*j;
+	char			 buf[64];
+
+	(void)ev;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	TAILQ_INIT(&done);
+	pthread_mutex_lock(&sc->mtx);
+	TAILQ_CONCAT(&done, &sc->done, entry);
+	pthread_mutex_unlock(&sc->mtx);
+	while ((j = TAILQ_FIRST(&done)) != NULL) {
+		TAILQ_REMOVE(&done, j, entry);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		if (j->p == NULL) {
+			sc->stuck--;
+			log_debug("a helper thread checking a client's Attach "
+			    "returned after it was given up (%u still out)",
+			    sc->stuck);
+		} else {
+			sc->running--;
+			attach_pending_checked(j->p, j);
+		}
+		attach_job_free(j);
+	}
+	attach_check_run(sc);
+}
+
+/*
+ * Start queued jobs while fewer than INFEED_MAX_ATTACH_CHECKS run and
+ * fewer than INFEED_MAX_STUCK_CHECKS were given up: threads stay bounded
+ * however many files never answer.
+ */
+static void
+attach_check_run(struct attach_checks *sc)
+{
+	struct attach_job	*j;
+	pthread_attr_t		 attr;
+	pthread_t		 t;
+	int			 rc;
+
+	while (!sc->stopping && sc->running < INFEED_MAX_ATTACH_CHECKS &&
+	    sc->stuck < INFEED_MAX_STUCK_CHECKS &&
+	    (j = TAILQ_FIRST(&sc->queue)) != NULL) {
+		TAILQ_REMOVE(&sc->queue, j, entry);
+		sc->nqueued--;
+		atomic_store(&j->stage, j->nfds > 0 ? STAGE_DATA :
+		    STAGE_GROUPS);
+		pthread_mutex_lock(&sc->mtx);
+		sc->threads++;
+		pthread_mutex_unlock(&sc->mtx);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, attach_job_run, j);
+		pthread_attr_destroy(&attr);
+		if (rc == 0) {
+			sc->running++;
+			continue;
+		}
+		pthread_mutex_lock(&sc->mtx);
+		sc->threads--;
+		pthread_mutex_unlock(&sc->mtx);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		j->p->job = NULL;
+		attach_pending_fail(j->p, true,
+		    ERRCODE_RESOURCE_EXHAUSTED, "infeedd "
+		    "cannot start a thread to check this Attach: %s; try "
+		    "again later", strerror(rc));
+		attach_job_free(j);
+	}
+}
+
+/* A pending Attach's deadline (or, settling, its next look). */
+static void
+attach_pending_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct attach_pending	*p = arg;
+	struct attach_checks	*sc = p->sc;
+	struct attach_job	*j = p->job;
+	const char		*file;
+	int			 stage;
+
+	(void)fd;
+	(void)ev;
+	if (j == NULL) {
+		attach_pending_settle(p);
+		return;
+	}
+	p->job = NULL;
+	stage = atomic_load(&j->stage);
+	if (stage == STAGE_QUEUED) {
+		TAILQ_REMOVE(&sc->queue, j, entry);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		sc->nqueued--;
+		attach_job_free(j);
+		attach_pending_fail(p, false,
+		    ERRCODE_RESOURCE_EXHAUSTED, "infeedd is "
+		    "busy checking other clients' Attach requests (%u running, "
+		    "%u waiting, %u that never returned) and did not get to "
+		    "this one in %d s; try again later", sc->running,
+		    sc->nqueued, sc->stuck, INFEED_ATTACH_CHECK_S);
+		return;
+	}
+	/* The thread cannot be stopped: its job is given up. */
+	pthread_mutex_lock(&sc->mtx);
+	j->p = NULL;
+	pthread_mutex_unlock(&sc->mtx);
+	sc->running--;
+	sc->stuck++;
+	log_warnx("client %llu (pid %d): an Attach's check did not return "
+	    "in %d s (%s); %u such checks are out", (unsigned long long)
+	    p->client.peer_id, (int)p->client.pid, INFEED_ATTACH_CHECK_S,
+	    stage == STAGE_GROUPS ? "the group database" : "the client's "
+	    "files", sc->stuck);
+	attach_check_run(sc);
+	if (stage == STAGE_GROUPS) {
+		attach_pending_fail(p, false,
+		    ERRCODE_RESOURCE_EXHAUSTED, "the host's "
+		    "group database did not answer in %d s when infeedd asked "
+		    "for the groups of uid %u, which allow_groups of '%s' "
+		    "needs; try again later, and tell the operator (NSS, "
+		    "LDAP or SSSD may be down)", INFEED_ATTACH_CHECK_S,
+		    (unsigned)p->client.uid, p->a.dataset);
+		return;
+	}
+	file = stage == STAGE_DATA ? "the data file" : stage == STAGE_LABELS ?
+	    "the labels file" : "the data or the labels file";
+	attach_pending_fail(p, false, ERRCODE_DATA, "%s did not "
+	    "answer in %d s: fstat or a read of its header never returned "
+	    "(a file on a FUSE or network mount that does not answer?); "
+	    "infeedd gave up on it.  Fix the mount, or copy the file to a "
+	    "local disk, and Attach again", file, INFEED_ATTACH_CHECK_S);
+}
+
+/* The helper threads' state, with the loop's end of their pipe. */
+struct attach_checks *
+attach_check_new(struct event_base *base, struct pool *pool)
+{
+	struct attach_checks	*sc;
+
+	sc = xcalloc(1, sizeof(*sc));
+	sc->base = base;
+	sc->pool = pool;
+	TAILQ_INIT(&sc->pending);
+	TAILQ_INIT(&sc->queue);
+	TAILQ_INIT(&sc->jobs);
+	TAILQ_INIT(&sc->done);
+	if (pthread_mutex_init(&sc->mtx, NULL) != 0)
+		fatalx("pthread_mutex_init");
+	if (pipe2(sc->wake, O_NONBLOCK | O_CLOEXEC) == -1)
+		fatal("pipe2");
+	sc->wake_ev = event_new(base, sc->wake[0], EV_READ | EV_PERSIST,
+	    attach_check_wake_cb, sc);
+	if (sc->wake_ev == NULL || event_add(sc->wake_ev, NULL) == -1)
+		fatalx("event_new for the helper threads");
+	return (sc);
+}
+
+/* Free a pending Attach and what it holds. */
+static void
+attach_pending_free(struct attach_pending *p)
+{
+	TAILQ_REMOVE(&p->sc->pending, p, entry);
+	event_free(p->timer);
+	session_attach_clear(&p->a);
+	dataset_free(p->chk.ds);
+	free(p->chk.groups);
+	free(p->cause);
+	free(p);
+}
+
+/*
+ * Free it all.  Threads still running (stuck on a file, in shutdown) free
+ * their own jobs when they return, and the last one frees @sc: nothing
+ * waits for them, so SIGTERM ends the daemon whatever they do.
+ */
+void
+attach_check_free(struct attach_checks *sc)
+{
+	struct attach_job	*j;
+	bool			 last;
+
+	if (sc == NULL)
+		return;
+	sc->stopping = true;
+	while (!TAILQ_EMPTY(&sc->pending))
+		attach_check_cancel(TAILQ_FIRST(&sc->pending));
+	event_free(sc->wake_ev);
+	pthread_mutex_lock(&sc->mtx);
+	sc->closing = true;
+	/* Handed back, not read yet. */
+	while ((j = TAILQ_FIRST(&sc->done)) != NULL) {
+		TAILQ_REMOVE(&sc->done, j, entry);
+		attach_job_free(j);
+	}
+	close(sc->wake[0]);
+	close(sc->wake[1]);
+	last = sc->threads == 0;
+	pthread_mutex_unlock(&sc->mtx);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&sc->mtx);
+	free(sc);
+}
+
+/*
+ * In a new worker process: close the descriptors that came with pending
+ * Attach frames.  The threads are not in this process, and their mutex
+ * may have been held at the fork: touch only what the loop owns.
+ */
+void
+attach_check_forget(struct attach_checks *sc)
+{
+	struct attach_job	*j;
+	size_t			 i;
+
+	if (sc == NULL)
+		return;
+	close(sc->wake[0]);
+	close(sc->wake[1]);
+	TAILQ_FOREACH(j, &sc->jobs, all) {
+		for (i = 0; i < j->nfds; i++)
+			close(j->fds[i]);
+	}
+}
+
+/*
+ * Attach requests waiting for checks or for memory, and checks given up
+ * whose threads have not returned (they hold the frames' descriptors).
+ */
+unsigned
+attach_check_pending(const struct attach_checks *sc)
+{
+	const struct attach_pending	*p;
+	unsigned			 n = sc->stuck;
+
+	TAILQ_FOREACH(p, &sc->pending, entry)
+		n++;
+	return (n);
+}
+
+/* Begin an Attach: see attach-check.h. */
+int
+attach_check_begin(struct attach_checks *sc,
+    const struct session_host *host, const struct session_client *client,
+    const struct session_attach *a, int *fds, size_t nfds,
+    attach_checked_cb *cb, void *arg, struct attach_pending **out,
+    enum errcode *code, char **cause)
+{
+	struct attach_pending	*p;
+	struct attach_job	*j = NULL;
+	struct dataset_files	 spec;
+	struct timeval		 tv = { INFEED_ATTACH_CHECK_S, 0 };
+	size_t			 idx, i;
+	bool			 groups = false;
+
+	*out = NULL;
+	*cause = NULL;
+	/* Descriptors without files: session_new_files() refuses them. */
+	if (!a->has_files && nfds > 0)
+		return (0);
+	if (!a->has_files && catalogue_find(host->cat, a->dataset,
+	    &idx) != NULL)
+		groups = !catalogue_allows_gid(host->cat, idx, client->gid);
+	/* Nothing of the client's to check, and no memory to wait for. */
+	if (!a->has_files && !groups && !pool_settling(sc->pool))
+		return (0);
+	if (a->has_files &&
+	    session_files_check(a, nfds, &spec, code, cause) == -1)
+		goto refuse;
+	*code = ERRCODE_RESOURCE_EXHAUSTED;
+	if ((a->has_files || groups) &&
+	    sc->stuck >= INFEED_MAX_STUCK_CHECKS) {
+		*cause = xasprintf("%u checks of clients' files or groups "
+		    "were given up and have not returned (files on mounts "
+		    "that do not answer, or a group database that does not); "
+		    "infeedd takes no Attach that needs one until they do "
+		    "(at most %d may be out): try "
+		    "again later, or attach to a catalogue dataset, and tell "
+		    "the operator", sc->stuck, INFEED_MAX_STUCK_CHECKS);
+		goto refuse;
+	}
+	if ((a->has_files || groups) &&
+	    sc->running >= INFEED_MAX_ATTACH_CHECKS &&
+	    sc->nqueued >= INFEED_MAX_ATTACH_QUEUE) {
+		*cause = xasprintf("infeedd is checking %u other Attach "
+		    "requests' files or groups and %u more wait (at most "
+		    "%d and %d); try again in a moment", sc->running,
+		    sc->nqueued, INFEED_MAX_ATTACH_CHECKS,
+		    INFEED_MAX_ATTACH_QUEUE);
+		goto refuse;
+	}
+
+	p = xcalloc(1, sizeof(*p));
+	p->sc = sc;
+	session_attach_copy(&p->a, a);
+	p->client = *client;
+	p->cb = cb;
+	p->arg = arg;
+	if ((p->timer = evtimer_new(sc->base, attach_pending_timer_cb, p)) ==
+	    NULL)
+		fatalx("evtimer_new");
+	TAILQ_INSERT_TAIL(&sc->pending, p, entry);
+	*out = p;
+	if (!a->has_files && !groups) {
+		p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
+		attach_pending_settle(p);	/* not ready: it settles */
+		return (1);
+	}
+	j = xcalloc(1, sizeof(*j));
+	j->sc = sc;
+	j->p = p;
+	j->name = xstrdup(a->dataset);
+	j->spec = spec;
+	j->nfds = a->has_files ? nfds : 0;
+	for (i = 0; i < j->nfds; i++)
+		j->fds[i] = fds[i];
+	j->want_groups = groups;
+	j->uid = client->uid;
+	j->gid = client->gid;
+	atomic_init(&j->stage, STAGE_QUEUED);
+	p->job = j;
+	TAILQ_INSERT_TAIL(&sc->jobs, j, all);
+	TAILQ_INSERT_TAIL(&sc->queue, j, entry);
+	sc->nqueued++;
+	evtimer_add(p->timer, &tv);
+	attach_check_run(sc);
+	return (1);
+
+refuse:
+	for (i = 0; i < nfds; i++)
+		close(fds[i]);
+	return (-1);
+}
+
+/* The dataset (or session) name a pending Attach asks for. */
+const char *
+attach_check_name(const struct attach_pending *p)
+{
+	return (p->a.dataset);
+}
+
+/* End a pending Attach whose callback came: make the session, or fail. */
+struct session *
+attach_check_end(struct attach_pending *p, const struct session_host *host,
+    const struct session_events *ev, void *arg, enum errcode *code,
+    char **cause)
+{
+	struct session	*s = NULL;
+
+	*cause = NULL;
+	if (p->failed) {
+		*code = p->code;
+		*cause = p->cause;
+		p->cause = NULL;
+	} else
+		s = session_new_checked(host, &p->client, &p->a, &p->chk, ev,
+		    arg, code, cause);
+	attach_pending_free(p);
+	return (s);
+}
+
+/*
+ * The client went away: no callback.  A job still queued goes now; one
+ * running is given up, and freed when its thread returns.
+ */
+void
+attach_check_cancel(struct attach_pending *p)
+{
+	struct attach_checks	*sc = p->sc;
+	struct attach_job	*j = p->job;
+
+	if (j != NULL && atomic_load(&j->stage) == STAGE_QUEUED) {
+		TAILQ_REMOVE(&sc->queue, j, entry);
+		TAILQ_REMOVE(&sc->jobs, j, all);
+		sc->nqueued--;
+		attach_job_free(j);
+	} else if (j != NULL) {
+		pthread_mutex_lock(&sc->mtx);
+		j->p = NULL;
+		pthread_mutex_unlock(&sc->mtx);
+		sc->running--;
+		sc->stuck++;
+	}
+	p->job = NULL;
+	attach_pending_free(p);
+	attach_check_run(sc);
+}

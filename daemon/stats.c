@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The statistics model (see stats.h): a snapshot's daemon-wide part read
+ * from the pool and the ring budget, its sessions' parts from the sessions
+ * themselves, and the history of ended sessions and errors sent.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "procmem.h"
+#include "stats.h"
+#include "xmalloc.h"
+
+/* Begin a snapshot: everything but the sessions. */
+void
+stats_take(struct stats *st, const struct pool *pool,
+    const struct ring_budget *budget, uint64_t started_ms, unsigned clients,
+    size_t max_sessions, const struct stats_history *h)
+{
+	unsigned	i;
+
+	memset(st, 0, sizeof(*st));
+	st->uptime_ms = clock_now_ms() - started_ms;
+	st->clients = clients;
+	st->sessions = xcalloc(max_sessions + 1, sizeof(*st->sessions));
+	st->nworkers = pool_size(pool);
+	st->workers = xcalloc(st->nworkers + 1, sizeof(*st->workers));
+	for (i = 0; i < st->nworkers; i++)
+		pool_worker_info(pool, i, &st->workers[i]);
+	st->jobs_queued = pool_jobs_queued(pool);
+	st->rows_reissued = pool_rows_reissued(pool);
+	/* The budget charges kept, held and freeing memory too. */
+	st->memory_used = budget->used - budget->kept_bytes -
+	    budget->held_bytes - budget->freeing_bytes;
+	st->memory_kept = budget->kept_bytes;
+	st->memory_held = budget->held_bytes;
+	st->memory_budget = budget->limit;
+	st->rings_reused = budget->reused;
+	st->rings_made = budget->made;
+	st->huge_pages = ring_huge_pages();
+	st->memory_private = procmem_private(getpid());
+	for (i = 0; i < st->nworkers; i++) {
+		if (st->workers[i].pid > 0)
+			st->memory_private += procmem_private(
+			    st->workers[i].pid);
+	}
+	st->history = h;
+}
+
+/* Add a live session; stats_take() made room for it. */
+void
+stats_add_session(struct stats *st, const struct session *s,
+    const char *client_name, uint64_t errors_sent)
+{
+	struct stats_session	*ss = &st->sessions[st->nsessions++];
+
+	session_report(s, &ss->report);
+	ss->client_name = client_name;
+	ss->errors_sent = errors_sent;
+}
+
+/* Free the snapshot's arrays. */
+void
+stats_clear(struct stats *st)
+{
+	free(st->sessions);
+	free(st->workers);
+	memset(st, 0, sizeof(*st));
+}
+
+/* Fold an ending session into its dataset's totals. */
+void
+stats_history_end(struct stats_history *h, const struct session *s)
+{
+	struct session_report	 r;
+	struct stats_ended	*e = NULL;
+	const char		*name;
+	size_t			 i;
+	unsigned		 b;
+
+	session_report(s, &r);
+	name = r.own_files ? "(files)" : r.dataset;
+	for (i = 0; i < h->nended && e == NULL; i++)
+		if (strcmp(h->ended[i].dataset, name) == 0)
+			e = &h->ended[i];
+	if (e == NULL) {
+		h->ended = xreallocarray(h->ended, h->nended + 1,
+		    sizeof(*h->ended));
+		e = &h->ended[h->nended++];
+		memset(e, 0, sizeof(*e));
+		e->dataset = xstrdup(name);
+	}
+	e->sessions++;
+	e->steps += r.steps;
+	e->rows += r.rows;
+	e->bytes_read += r.bytes_read;
+	e->samples_replaced += r.samples_replaced;
+	e->data_wait_us += r.data_wait_us;
+	e->active_us += r.active_us;
+	for (b = 0; b < SESSION_WAIT_BUCKETS; b++)
+		e->wait_counts[b] += r.wait_counts[b];
+}
+
+/* Count an Error frame sent. */
+void
+stats_history_error(struct stats_history *h, enum errcode code)
+{
+	if ((unsigned)code < ERRCODE_COUNT)
+		h->errors[code]++;
+}
+
+/* Free the history. */
+void
+stats_history_clear(struct stats_history *h)
+{
+	while (h->nended > 0)
+		free(h->ended[--h->nended].dataset);
+	free(h->ended);
+	memset(h, 0, sizeof(*h));
+}
