@@ -7,12 +7,13 @@
  * stops cleanly; SIGHUP reloads.
  *
  * The layers, each calling only those below it (tests/check-layers reads
- * this list and fails the build's tests when an #include goes up or round):
+ * this list and fails the build's tests when an #include goes up or round,
+ * or round the files of one folder):
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
  *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
- *   readers are part of it), image (dataset/image-*: decoders and image
- *   transforms) -> braces -> log, xmalloc, clock, paths, procmem
+ *   front, the readers and what they share), image (image/: decoders and
+ *   image transforms) -> log, xmalloc, clock, paths, procmem
  *
  * common/ and proto/ lie under them all.
  */

@@ -63,7 +63,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "reader-imagefolder.h"
 #include "utf8.h"
 
 /* Deeper than this under a class is refused (a cycle guard besides). */

@@ -38,7 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "reader-synthetic.h"
 #include "splitmix64.h"
 
 

@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "braces.h"
-#include "dataset.h"
+#include "reader-tar.h"
 #include "utf8.h"
 
 #define TAR_BLOCK	512
