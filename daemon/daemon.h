@@ -13,9 +13,10 @@
  * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
  *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
  *   front, the readers and what they share), image (image/: decoders and
- *   image transforms) -> log, xmalloc, clock, paths, procmem
+ *   image transforms) -> log, xmalloc, paths, procmem
  *
- * common/ and proto/ lie under them all.
+ * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
+ * proto/ lie under them all.
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H

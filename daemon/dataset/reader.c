@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "number.h"
 #include "reader.h"
 
 static int	dataset_vcause(char **, const char *, const char *, va_list)
@@ -83,56 +84,6 @@ dataset_conf_need(const struct dataset *ds, const struct dataset_conf *conf,
 	return (NULL);
 }
 
-/* Parse an unsigned 64-bit number, decimal or 0x hexadecimal. */
-int
-dataset_u64_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out,
-    const char **errstr)
-{
-	uint64_t	v = 0;
-	unsigned int	base = 10, d;
-	const char	*p = s;
-	int		ndigits = 0;
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
-		base = 16;
-		p += 2;
-	}
-	for (; *p != '\0'; p++) {
-		if (*p >= '0' && *p <= '9')
-			d = *p - '0';
-		else if (base == 16 && *p >= 'a' && *p <= 'f')
-			d = *p - 'a' + 10;
-		else if (base == 16 && *p >= 'A' && *p <= 'F')
-			d = *p - 'A' + 10;
-		else
-			break;
-		if (v > (UINT64_MAX - d) / base) {
-			*errstr = "too large";
-			return (-1);
-		}
-		v = v * base + d;
-		ndigits++;
-	}
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (ndigits == 0 || *p != '\0') {
-		*errstr = "not a non-negative whole number";
-		return (-1);
-	}
-	if (v < min) {
-		*errstr = min == 1 ? "must be at least 1" : "too small";
-		return (-1);
-	}
-	if (v > max) {
-		*errstr = "too large";
-		return (-1);
-	}
-	*out = v;
-	return (0);
-}
-
 /* Parse a comma-separated list of positive dimensions. */
 int
 dataset_shape_parse(const char *s, uint64_t shape[INFEED_MAX_DIMS],
@@ -156,7 +107,7 @@ dataset_shape_parse(const char *s, uint64_t shape[INFEED_MAX_DIMS],
 		}
 		memcpy(buf, p, len);
 		buf[len] = '\0';
-		if (dataset_u64_parse(buf, 1, UINT64_MAX, &shape[n],
+		if (number_parse_u64(buf, 1, UINT64_MAX, &shape[n],
 		    errstr) != 0) {
 			*errstr = "must be positive whole numbers separated "
 			    "by commas, like 1,28,28";
@@ -642,7 +593,7 @@ dataset_conf_classes(struct dataset *ds, const struct dataset_conf *conf,
 	ds->classes = 0;
 	if ((v = dataset_conf_get(conf, "classes")) == NULL)
 		return (0);
-	if (dataset_u64_parse(v, 1, UINT32_MAX - 1, &n, &errstr) != 0)
+	if (number_parse_u64(v, 1, UINT32_MAX - 1, &n, &errstr) != 0)
 		return (dataset_error(cause, ds, "'classes = %s': %s", v,
 		    errstr));
 	ds->classes = (uint32_t)n;

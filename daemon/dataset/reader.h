@@ -165,14 +165,6 @@ const char	*dataset_conf_need(const struct dataset *ds,
 		    const char *what, char **cause);
 
 /**
- * dataset_u64_parse() - parse decimal (or 0x hexadecimal) @s into *@out,
- * which must lie in [@min, @max].  Return: 0, or -1 with *@errstr set to
- * a static phrase such as "not a number".
- */
-int		 dataset_u64_parse(const char *s, uint64_t min, uint64_t max,
-		    uint64_t *out, const char **errstr);
-
-/**
  * dataset_shape_parse() - parse "1,128,128" into @shape (at most
  * INFEED_MAX_DIMS positive integers) and *@ndim.  Return: 0, or -1 with
  * *@errstr set to a static phrase.
