@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Datasets: the readers behind a catalogue entry.
+ * Datasets: the readers behind a catalogue entry.  This header is the
+ * front the daemon includes (dataset.c); struct dataset, its buffers and
+ * what every reader shares are in reader.h, which it includes.
  *
  * A dataset is opened once, in the daemon's main process, when the
  * catalogue loads; opening checks every file (magic, sizes, shapes, label
@@ -42,7 +44,6 @@
 #include "dtype.h"
 #include "infeed-limits.h"
 #include "reader.h"
-
 
 /**
  * dataset_key_guess() - the key of NULL-terminated @keys that @key is

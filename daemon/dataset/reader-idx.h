@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The idx reader (reader-idx.c): MNIST's IDX files, gzipped or not.  dataset.c's table of
- * readers holds its operations.
+ * The idx reader (reader-idx.c): MNIST's IDX files, gzipped or not.
+ * dataset.c's table of readers holds its operations.
  */
 #ifndef INFEED_READER_IDX_H
 #define INFEED_READER_IDX_H

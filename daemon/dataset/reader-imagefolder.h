@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The imagefolder reader (reader-imagefolder.c): a torchvision ImageFolder tree of image files.  dataset.c's table of
- * readers holds its operations.
+ * The imagefolder reader (reader-imagefolder.c): a torchvision ImageFolder
+ * tree of image files.  dataset.c's table of readers holds its operations.
  */
 #ifndef INFEED_READER_IMAGEFOLDER_H
 #define INFEED_READER_IMAGEFOLDER_H

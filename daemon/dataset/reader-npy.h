@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The npy reader (reader-npy.c): NumPy .npy files of samples and of labels, catalogue or client files alike.  dataset.c's table of
- * readers holds its operations.
+ * The npy reader (reader-npy.c): NumPy .npy files of samples and of labels,
+ * catalogue or client files alike.  dataset.c's table of readers holds its
+ * operations.
  */
 #ifndef INFEED_READER_NPY_H
 #define INFEED_READER_NPY_H

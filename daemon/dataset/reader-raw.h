@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The raw reader (reader-raw.c): a file of fixed-size samples and one of labels, catalogue or client files alike.  dataset.c's table of
- * readers holds its operations.
+ * The raw reader (reader-raw.c): a file of fixed-size samples and one of
+ * labels, catalogue or client files alike.  dataset.c's table of readers
+ * holds its operations.
  */
 #ifndef INFEED_READER_RAW_H
 #define INFEED_READER_RAW_H

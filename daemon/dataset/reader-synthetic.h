@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The synthetic reader (reader-synthetic.c): samples made from a seed, no file read.  dataset.c's table of
- * readers holds its operations.
+ * The synthetic reader (reader-synthetic.c): samples made from a seed, no
+ * file read.  dataset.c's table of readers holds its operations.
  */
 #ifndef INFEED_READER_SYNTHETIC_H
 #define INFEED_READER_SYNTHETIC_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tar reader (reader-tar.c): WebDataset-style tar shards of images.  dataset.c's table of
- * readers holds its operations.
+ * The tar reader (reader-tar.c): WebDataset-style tar shards of images.
+ * dataset.c's table of readers holds its operations.
  */
 #ifndef INFEED_READER_TAR_H
 #define INFEED_READER_TAR_H
