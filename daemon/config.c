@@ -27,6 +27,7 @@
 #include <ini.h>
 
 #include "config.h"
+#include "number.h"
 #include "paths.h"
 #include "xmalloc.h"
 
@@ -63,36 +64,15 @@ struct config_parse {
 	char		*section;	/* of the previous key */
 };
 
-/* Parse an unsigned decimal that fits in @max. */
-static int
-config_parse_uint(const char *s, uint64_t max, uint64_t *out)
-{
-	char			*end;
-	unsigned long long	 v;
-
-	if (*s == '\0' || !isdigit((unsigned char)*s))
-		return (-1);
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > max)
-		return (-1);
-	*out = v;
-	return (0);
-}
-
 /* Parse a byte count with an optional K, M, G or T suffix (powers of 1024). */
 int
 config_parse_size(const char *s, uint64_t *out)
 {
-	char			*end;
-	unsigned long long	 v;
-	unsigned		 shift = 0;
+	const char	*end;
+	uint64_t	 v;
+	unsigned	 shift = 0;
 
-	if (*s == '\0' || !isdigit((unsigned char)*s))
-		return (-1);
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0)
+	if (number_scan_u64(s, &v, &end) != 0)
 		return (-1);
 	switch (toupper((unsigned char)*end)) {
 	case '\0':
@@ -118,15 +98,10 @@ config_parse_size(const char *s, uint64_t *out)
 static int
 config_parse_duration(const char *s, uint64_t *ms)
 {
-	char			*end;
-	unsigned long long	 v;
-	uint64_t		 mul;
+	const char	*end;
+	uint64_t	 v, mul;
 
-	if (*s == '\0' || !isdigit((unsigned char)*s))
-		return (-1);
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0)
+	if (number_scan_u64(s, &v, &end) != 0)
 		return (-1);
 	if (strcmp(end, "ms") == 0)
 		mul = 1;
@@ -153,8 +128,7 @@ config_parse_listen(const char *value, struct config *conf)
 {
 	char		 host[64], buf[16];
 	const char	*port = NULL, *end;
-	unsigned long	 p = CONFIG_DEFAULT_METRICS_PORT;
-	char		*e;
+	uint64_t	 p = CONFIG_DEFAULT_METRICS_PORT;
 	size_t		 n;
 
 	if (strcmp(value, "off") == 0 || *value == '\0') {
@@ -184,12 +158,8 @@ config_parse_listen(const char *value, struct config *conf)
 	if (inet_pton(AF_INET, host, buf) != 1 &&
 	    inet_pton(AF_INET6, host, buf) != 1)
 		return (-1);
-	if (port != NULL) {
-		errno = 0;
-		p = strtoul(port, &e, 10);
-		if (*port == '\0' || *e != '\0' || errno != 0 || p > 65535)
-			return (-1);
-	}
+	if (port != NULL && number_parse_u64(port, 0, 65535, &p, NULL) != 0)
+		return (-1);
 	free(conf->metrics_host);
 	conf->metrics_host = xstrdup(host);
 	conf->metrics_port = (uint16_t)p;
@@ -214,7 +184,7 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		free(conf->socket_path);
 		conf->socket_path = xstrdup(value);
 	} else if (strcmp(name, "workers") == 0) {
-		if (config_parse_uint(value, INFEED_MAX_WORKERS, &v) == -1) {
+		if (number_parse_u64(value, 0, INFEED_MAX_WORKERS, &v, NULL) == -1) {
 			cp->error = xasprintf("[infeedd] workers = %s: expected "
 			    "a number of worker processes from 0 (one per CPU) "
 			    "to %d", value, INFEED_MAX_WORKERS);
@@ -222,8 +192,8 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		}
 		conf->workers = (unsigned)v;
 	} else if (strcmp(name, "max_clients") == 0) {
-		if (config_parse_uint(value, INFEED_MAX_CLIENTS, &v) == -1 ||
-		    v == 0) {
+		if (number_parse_u64(value, 1, INFEED_MAX_CLIENTS, &v,
+		    NULL) == -1) {
 			cp->error = xasprintf("[infeedd] max_clients = %s: "
 			    "expected a number from 1 to %d", value,
 			    INFEED_MAX_CLIENTS);

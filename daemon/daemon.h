@@ -7,16 +7,18 @@
  * stops cleanly; SIGHUP reloads.
  *
  * The layers, each calling only those below it (tests/check-layers reads
- * this list and fails the build's tests when an #include goes up or round):
+ * this list and fails the build's tests when an #include goes up or round,
+ * or round the files of one folder):
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> stats, attach-check
  *   -> session -> pool -> worker -> ring, transform -> catalogue -> config
- *   -> dataset (dataset/: the readers are part of it), image
- *   (dataset/image-*: decoders and image transforms) -> braces -> log,
- *   xmalloc, clock, paths, procmem, errcode
+ *   -> dataset (dataset/: the front, the readers and what they share), image
+ *   (image/: decoders and image transforms) -> log, xmalloc, paths, procmem,
+ *   errcode
  *
- * common/ and proto/ lie under them all, but the protocol's messages end at
- * peer: below it, requests, answers and error codes are plain C.
+ * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
+ * proto/ lie under them all, but the protocol's messages end at peer:
+ * below it, requests, answers and error codes are plain C.
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H

@@ -18,6 +18,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "number.h"
 #include "paths.h"
 #include "version.h"
 
@@ -57,8 +58,7 @@ main(int argc, char **argv)
 	};
 	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true };
 	struct daemon		*d;
-	char			*end;
-	long		 workers = -1;
+	uint64_t		 workers;
 	int		 ch, verbose = 0;
 
 	while ((ch = getopt_long(argc, argv, "c:s:w:vVh", longopts, NULL))
@@ -71,10 +71,8 @@ main(int argc, char **argv)
 			args.socket_path = optarg;
 			break;
 		case 'w':
-			errno = 0;
-			workers = strtol(optarg, &end, 10);
-			if (errno || *end != '\0' || workers < 1 ||
-			    workers > INFEED_MAX_WORKERS) {
+			if (number_parse_u64(optarg, 1, INFEED_MAX_WORKERS,
+			    &workers, NULL) != 0) {
 				fprintf(stderr, "infeedd: --workers %s: expected "
 				    "a number from 1 to %d\n", optarg,
 				    INFEED_MAX_WORKERS);

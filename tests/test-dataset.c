@@ -1301,6 +1301,10 @@ START_TEST(synthetic_values_of_each_dtype_lie_in_range)
 	    "shape", "3", NULL), "'samples = 0'", "at least 1");
 	open_fails(conf_new("s", "type", "synthetic", "samples", "10",
 	    "shape", "3", "seed", "x", NULL), "'seed = x'", NULL);
+	/* Numbers are decimal, as everywhere in the configuration. */
+	open_fails(conf_new("s", "type", "synthetic", "samples", "10",
+	    "shape", "3", "seed", "0x10", NULL), "'seed = 0x10': not a "
+	    "non-negative whole number", NULL);
 	open_fails(conf_new("s", "type", "synthetic", "samples", "10",
 	    "shape", "3", "dtype", "bfloat16", NULL), "'dtype = bfloat16'",
 	    NULL);

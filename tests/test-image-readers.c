@@ -26,6 +26,7 @@
 
 #include "braces.h"
 #include "dataset.h"
+#include "reader-tar.h"
 
 static char	rundir[PATH_MAX];	/* made by main() */
 static char	tmpdir[PATH_MAX];	/* made for each test */

@@ -17,8 +17,25 @@
 
 #include "cli.h"
 #include "fail.h"
+#include "number.h"
 
 #define CLI_MAX_OPTS	64
+
+/* Parse a whole number from @lo to @hi for option @opt. */
+int
+cli_int(const char *opt, const char *s, long lo, long hi, long *v)
+{
+	uint64_t	n;
+
+	if (lo < 0 || number_parse_u64(s, (uint64_t)lo, (uint64_t)hi, &n,
+	    NULL) != 0) {
+		fprintf(stderr, "infeed-train: --%s takes a whole number from "
+		    "%ld to %ld, got '%s'\n", opt, lo, hi, s);
+		return (-1);
+	}
+	*v = (long)n;
+	return (0);
+}
 
 /* Parse a finite number for option @opt, or say what is wrong. */
 int

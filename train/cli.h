@@ -55,6 +55,12 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv,
     void *args);
 
 /**
+ * cli_int() - parse --@opt's @s as a whole number in [@lo, @hi] (@lo at
+ * least 0) into *@v; on failure print the advice on stderr and return -1.
+ */
+int cli_int(const char *opt, const char *s, long lo, long hi, long *v);
+
+/**
  * cli_float() - parse --@opt's @s as a finite non-negative number into
  * *@v; on failure print the advice on stderr and return -1.
  */

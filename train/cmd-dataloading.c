@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cli.h"
 #include "commands.h"
 #include "fail.h"
@@ -261,7 +262,7 @@ measure(const struct dl_args *a, struct executor *x, const struct device *dev,
 	progress_begin(&bar, title, a->steps + 1, a->quiet);
 	for (s = 0; s <= a->steps; s++) {
 		if (s == 1)
-			t0 = now_seconds();     /* after the warm-up step */
+			t0 = clock_now_s();     /* after the warm-up step */
 		if ((rc = source_next(&src, &data, &labels, &rows, err,
 		    errlen)) == 1)
 			rc = source_next(&src, &data, &labels, &rows, err,
@@ -272,7 +273,7 @@ measure(const struct dl_args *a, struct executor *x, const struct device *dev,
 				    "empty epoch");
 			goto out;
 		}
-		ready = now_seconds();
+		ready = clock_now_s();
 		if (what != SYNTHETIC)
 			(void)host_transfer(data, rows * bytes);
 		if (a->compute && what != LOADER_ALONE) {
@@ -291,7 +292,7 @@ measure(const struct dl_args *a, struct executor *x, const struct device *dev,
 			items += rows;
 		progress_update(&bar, s + 1, NULL);
 	}
-	rate = items / (now_seconds() - t0);
+	rate = items / (clock_now_s() - t0);
 out:
 	progress_end(&bar, a->steps + 1, NULL);
 	source_close(&src);

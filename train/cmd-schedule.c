@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "costmodel.h"
 #include "schedule.h"
 #include "trace.h"
@@ -41,7 +42,6 @@ struct cmd_schedule_opts {
 
 int		cmd_schedule(int, char **);	/* called by main.c */
 static void	cmd_schedule_usage(FILE *);
-static int	cmd_schedule_int(const char *, const char *, int, int, int *);
 static int	cmd_schedule_parse(int, char **, struct cmd_schedule_opts *);
 static void	cmd_schedule_table(const struct schedule *);
 static int	cmd_schedule_profile(const struct schedule *, double,
@@ -108,30 +108,12 @@ cmd_schedule_usage(FILE *f)
 	    "  -h, --help                     this text\n", f);
 }
 
-/* Parse @arg as an int in [@lo, @hi] for option @name. */
-static int
-cmd_schedule_int(const char *name, const char *arg, int lo, int hi, int *out)
-{
-	char	*end;
-	long	 v;
-
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (end == arg || *end != '\0' || errno == ERANGE || v < lo ||
-	    v > hi) {
-		fprintf(stderr, "infeed-train schedule: --%s needs a whole "
-		    "number from %d to %d, not \"%s\"\n", name, lo, hi, arg);
-		return (-1);
-	}
-	*out = (int)v;
-	return (0);
-}
-
 /* Fill @o from the command line; 0, 1 for --help, -1 on a usage error. */
 static int
 cmd_schedule_parse(int argc, char **argv, struct cmd_schedule_opts *o)
 {
 	char	*end;
+	long	 v;
 	int	 ch;
 
 	memset(o, 0, sizeof *o);
@@ -146,14 +128,16 @@ cmd_schedule_parse(int argc, char **argv, struct cmd_schedule_opts *o)
 	    cmd_schedule_longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
-			if (cmd_schedule_int("stages", optarg, 1,
-			    SCHEDULE_MAX_STAGES, &o->stages) == -1)
+			if (cli_int("stages", optarg, 1, SCHEDULE_MAX_STAGES,
+			    &v) == -1)
 				return (-1);
+			o->stages = (int)v;
 			break;
 		case 'm':
-			if (cmd_schedule_int("gradient-accumulation", optarg,
-			    1, SCHEDULE_MAX_MICRO, &o->micro) == -1)
+			if (cli_int("gradient-accumulation", optarg, 1,
+			    SCHEDULE_MAX_MICRO, &v) == -1)
 				return (-1);
+			o->micro = (int)v;
 			break;
 		case 's':
 			if ((o->kind = schedule_parse(optarg)) == -1) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cli.h"
 #include "commands.h"
 #include "fail.h"
@@ -440,7 +441,7 @@ run_pass(const struct train_args *a, struct executor *x, struct device *dev,
 	const float	*data;
 	const int32_t	*labels;
 	size_t		 rows;
-	double		 t0 = now_seconds(), wait0, ready;
+	double		 t0 = clock_now_s(), wait0, ready;
 	int		 rc;
 
 	memset(r, 0, sizeof(*r));
@@ -448,13 +449,13 @@ run_pass(const struct train_args *a, struct executor *x, struct device *dev,
 		p.spec.mode = OUTPUT_ALL;
 	progress_begin(&bar, title, steps, a->quiet);
 	for (;;) {
-		wait0 = now_seconds();
+		wait0 = clock_now_s();
 		rc = source_next(src, &data, &labels, &rows, err, errlen);
 		if (rc == 1)
 			break;
 		if (rc < 0)
 			goto fail;
-		ready = now_seconds();
+		ready = clock_now_s();
 		if (a->profile && lr != NULL && r->steps == 0 &&
 		    device_profile(dev, a->profile, "train", ready - wait0,
 		    err, errlen) < 0)
@@ -469,7 +470,7 @@ run_pass(const struct train_args *a, struct executor *x, struct device *dev,
 		    executor_step_rows(x);
 		progress_update(&bar, r->steps, p.status);
 	}
-	r->seconds = now_seconds() - t0;
+	r->seconds = clock_now_s() - t0;
 	rc = 0;
 	goto out;
 fail:

@@ -85,7 +85,7 @@ device_call_seconds(const struct device *d)
 	return (d->timing.call);
 }
 
-/* Sleep until @t on the monotonic clock (now_seconds()). */
+/* Sleep until @t on the monotonic clock (clock_now_s()). */
 void
 device_wait_until(double t)
 {

@@ -5,17 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "progress.h"
-
-/* Seconds on the monotonic clock. */
-double
-now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (ts.tv_sec + ts.tv_nsec / 1e9);
-}
 
 /* Start a progress bar of @total steps. */
 void
@@ -28,7 +19,7 @@ progress_begin(struct progress *p, const char *title, uint64_t total,
 	p->tty = isatty(fileno(stderr));
 	p->quiet = quiet;
 	p->last_tenth = -1;
-	p->start = now_seconds();
+	p->start = clock_now_s();
 }
 
 /* Draw "title 40%|########            | 6/15 [00:03] status". */
@@ -37,7 +28,7 @@ draw(struct progress *p, uint64_t done, const char *status, const char *end)
 {
 	char bar[21];
 	int fill = (int)(20 * done / p->total);
-	double t = now_seconds() - p->start;
+	double t = clock_now_s() - p->start;
 	int i;
 
 	for (i = 0; i < 20; i++)

@@ -25,7 +25,4 @@ void progress_begin(struct progress *p, const char *title, uint64_t total,
 void progress_update(struct progress *p, uint64_t done, const char *status);
 void progress_end(struct progress *p, uint64_t done, const char *status);
 
-/** now_seconds() - CLOCK_MONOTONIC in seconds. */
-double now_seconds(void);
-
 #endif

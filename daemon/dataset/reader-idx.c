@@ -33,7 +33,7 @@
 #define ZLIB_CONST	/* next_in is const: the input is a read-only map */
 #include <zlib.h>
 
-#include "dataset.h"
+#include "reader-idx.h"
 
 #define IDX_TYPE_UBYTE	0x08
 #define IDX_MAX_DIMS	4

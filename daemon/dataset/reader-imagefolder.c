@@ -63,7 +63,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "number.h"
+#include "reader-imagefolder.h"
 #include "utf8.h"
 
 /* Deeper than this under a class is refused (a cycle guard besides). */
@@ -848,14 +849,14 @@ imagefolder_open(struct dataset *ds, const struct dataset_conf *conf,
 	w.max_dirs = IMAGEFOLDER_MAX_DIRS;
 	w.max_files = IMAGEFOLDER_MAX_FILES;
 	if ((v = dataset_conf_get(conf, "max_directories")) != NULL &&
-	    dataset_u64_parse(v, 1, UINT32_MAX, &w.max_dirs, &errstr) != 0) {
+	    number_parse_u64(v, 1, UINT32_MAX, &w.max_dirs, &errstr) != 0) {
 		dataset_error(cause, ds, "'max_directories = %s': %s; "
 		    "expected 1 to %u (the default is %u)", v, errstr,
 		    UINT32_MAX, IMAGEFOLDER_MAX_DIRS);
 		goto fail;
 	}
 	if ((v = dataset_conf_get(conf, "max_files")) != NULL &&
-	    dataset_u64_parse(v, 1, UINT32_MAX, &w.max_files, &errstr) != 0) {
+	    number_parse_u64(v, 1, UINT32_MAX, &w.max_files, &errstr) != 0) {
 		dataset_error(cause, ds, "'max_files = %s': %s; expected 1 to "
 		    "%u (the default is %u)", v, errstr, UINT32_MAX,
 		    IMAGEFOLDER_MAX_FILES);

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset.h"
+#include "reader-raw.h"
 
 static int	raw_open(struct dataset *, const struct dataset_conf *,
 		    char **);

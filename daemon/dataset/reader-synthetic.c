@@ -38,7 +38,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "number.h"
+#include "reader-synthetic.h"
 #include "splitmix64.h"
 
 
@@ -123,7 +124,7 @@ synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
 	if ((v = dataset_conf_need(ds, conf, "samples",
 	    "how many samples to make", cause)) == NULL)
 		goto fail;
-	if (dataset_u64_parse(v, 1, UINT64_MAX, &ds->samples, &errstr) != 0) {
+	if (number_parse_u64(v, 1, UINT64_MAX, &ds->samples, &errstr) != 0) {
 		dataset_error(cause, ds, "'samples = %s': %s", v, errstr);
 		goto fail;
 	}
@@ -154,14 +155,14 @@ synthetic_open(struct dataset *ds, const struct dataset_conf *conf,
 		ds->classes = 10;
 	ds->label_dtype = INFEED_DTYPE_INT64;
 	if ((v = dataset_conf_get(conf, "seed")) != NULL) {
-		if (dataset_u64_parse(v, 0, UINT64_MAX, &n, &errstr) != 0) {
+		if (number_parse_u64(v, 0, UINT64_MAX, &n, &errstr) != 0) {
 			dataset_error(cause, ds, "'seed = %s': %s", v, errstr);
 			goto fail;
 		}
 		s->seed = n;
 	}
 	if ((v = dataset_conf_get(conf, "sample_delay_us")) != NULL) {
-		if (dataset_u64_parse(v, 0, 10000000, &n, &errstr) != 0) {
+		if (number_parse_u64(v, 0, 10000000, &n, &errstr) != 0) {
 			dataset_error(cause, ds, "'sample_delay_us = %s': %s "
 			    "(microseconds, at most 10000000)", v, errstr);
 			goto fail;

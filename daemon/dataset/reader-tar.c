@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "braces.h"
-#include "dataset.h"
+#include "reader-tar.h"
 #include "utf8.h"
 
 #define TAR_BLOCK	512
@@ -397,193 +397,223 @@ tar_blocks(uint64_t size)
 }
 
 /*
- * The next member: 1 with it->name, data_off, size and regular set; 0 at
- * the end of the archive; -1 with it->err set.  Extension headers before
- * a member are applied as tarfile applies them: the first name-giving
- * header of the chain ('L', or 'x' with a path) wins, then a 'g' path,
- * then the ustar name and prefix.
+ * What the extension headers before a member said of it: as tarfile
+ * applies them, the first name-giving header of the chain ('L', or 'x'
+ * with a path) wins, and so does the first size.
+ */
+struct tar_chain {
+	char		*name;		/* malloc'd; NULL until name_set */
+	bool		 name_set;
+	bool		 size_set;
+	bool		 sparse;
+	uint64_t	 size;
+};
+
+/*
+ * Read the header block at @pos into @h and its size field into *@size.
+ * Return: 1, or 0 at the end of the archive (its end of file, or the
+ * zero block that ends it), or -1 with it->err set.
  */
 static int
-tar_next(struct tar_iter *it)
+tar_header(struct tar_iter *it, uint64_t pos, uint8_t h[TAR_BLOCK],
+    uint64_t *size)
 {
-	uint8_t		 h[TAR_BLOCK], *b = NULL;
+	size_t	i;
+
+	if (pos == it->fsize)
+		return (0);	/* no end blocks: tarfile stops too */
+	if (pos == 0 && it->fsize < TAR_BLOCK)
+		return (tar_fail(it, "not a tar archive: %" PRIu64 " bytes, "
+		    "less than one header", it->fsize));
+	if (it->fsize - pos < TAR_BLOCK)
+		return (tar_fail(it, "a header cut short at byte %" PRIu64
+		    " (the shard's last %" PRIu64 " bytes); is it "
+		    "truncated?", pos, it->fsize - pos));
+	if (tar_pread(it, pos, h, TAR_BLOCK) != 0)
+		return (tar_fail(it, "cannot read at byte %" PRIu64 ": %s",
+		    pos, strerror(errno)));
+	for (i = 0; i < TAR_BLOCK && h[i] == 0; i++)
+		;
+	if (i == TAR_BLOCK)
+		return (0);	/* the end-of-archive block */
+	if (!tar_checksum_ok(h))
+		return (tar_fail(it, "%s at byte %" PRIu64, pos == 0 ? "not a "
+		    "tar archive: no valid header" : "a header with a bad "
+		    "checksum (corrupt, or not a tar member)", pos));
+	if (tar_number(h + 124, 12, size) != 0 || *size > INT64_MAX / 2)
+		return (tar_fail(it, "a header with a bad size field at byte %"
+		    PRIu64, pos));
+	return (1);
+}
+
+/*
+ * A pax header ('x' or 'X' for the next member, 'g' for all that follow)
+ * of @size bytes at @pos: into @ch, or into it->gpath and it->gsize.
+ */
+static int
+tar_chain_pax(struct tar_iter *it, struct tar_chain *ch, char type,
+    uint64_t pos, uint64_t size)
+{
 	struct tar_pax	 px;
-	char		*cname = NULL, ustar[256];
-	bool		 name_set = false, size_set = false, sparse = false;
-	uint64_t	 size, csize = 0, pos;
-	size_t		 i, nlen, plen;
-	char		 type;
-	int		 rc = -1;
+	uint8_t		*b;
+	int		 rc;
 
-	for (;;) {
-		pos = it->pos;
-		if (pos == it->fsize) {
-			rc = 0;		/* no end blocks: tarfile stops too */
-			goto out;
-		}
-		if (pos == 0 && it->fsize < TAR_BLOCK) {
-			tar_fail(it, "not a tar archive: %" PRIu64 " bytes, "
-			    "less than one header", it->fsize);
-			goto out;
-		}
-		if (it->fsize - pos < TAR_BLOCK) {
-			tar_fail(it, "a header cut short at byte %" PRIu64
-			    " (the shard's last %" PRIu64 " bytes); is it "
-			    "truncated?", pos, it->fsize - pos);
-			goto out;
-		}
-		if (tar_pread(it, pos, h, TAR_BLOCK) != 0) {
-			tar_fail(it, "cannot read at byte %" PRIu64 ": %s",
-			    pos, strerror(errno));
-			goto out;
-		}
-		for (i = 0; i < TAR_BLOCK && h[i] == 0; i++)
-			;
-		if (i == TAR_BLOCK) {
-			rc = 0;		/* the end-of-archive block */
-			goto out;
-		}
-		if (!tar_checksum_ok(h)) {
-			tar_fail(it, "%s at byte %" PRIu64, pos == 0 ? "not a "
-			    "tar archive: no valid header" : "a header with "
-			    "a bad checksum (corrupt, or not a tar member)",
-			    pos);
-			goto out;
-		}
-		if (tar_number(h + 124, 12, &size) != 0 ||
-		    size > INT64_MAX / 2) {
-			tar_fail(it, "a header with a bad size field at byte %"
-			    PRIu64, pos);
-			goto out;
-		}
-		type = (char)h[156];
-		if (type == 'x' || type == 'X' || type == 'g') {
-			memset(&px, 0, sizeof px);
-			if (tar_ext_data(it, pos, size, TAR_MAX_PAX,
-			    "a pax header", &b) != 0)
-				goto out;
-			if (tar_pax_parse(it, b, (size_t)size, pos,
-			    &px) != 0) {
-				free(px.path);
-				goto out;
-			}
-			free(b);
-			b = NULL;
-			if (type == 'g') {
-				if (px.path != NULL) {
-					free(it->gpath);
-					it->gpath = px.path;
-					px.path = NULL;
-				}
-				if (px.has_size) {
-					it->has_gsize = true;
-					it->gsize = px.size;
-				}
-			} else {
-				if (px.path == NULL && it->gpath != NULL &&
-				    tar_setstr(&px.path, it->gpath,
-				    strlen(it->gpath)) != 0) {
-					tar_fail(it, "%s", strerror(ENOMEM));
-					goto out;
-				}
-				if (!name_set && px.path != NULL) {
-					free(cname);
-					cname = px.path;
-					px.path = NULL;
-					name_set = true;
-				}
-				if (!size_set && (px.has_size ||
-				    it->has_gsize)) {
-					csize = px.has_size ? px.size :
-					    it->gsize;
-					size_set = true;
-				}
-				sparse = sparse || px.sparse;
-			}
-			free(px.path);
-			it->pos = pos + TAR_BLOCK + tar_blocks(size);
-			continue;
-		}
-		if (type == 'L' || type == 'K') {
-			if (tar_ext_data(it, pos, size, TAR_MAX_NAME,
-			    type == 'L' ? "a GNU long name" :
-			    "a GNU long link name", &b) != 0)
-				goto out;
-			if (type == 'L' && !name_set) {
-				if (tar_setstr(&cname, b, strlen((char *)b)) !=
-				    0) {
-					tar_fail(it, "%s", strerror(ENOMEM));
-					goto out;
-				}
-				name_set = true;
-			}
-			free(b);
-			b = NULL;
-			it->pos = pos + TAR_BLOCK + tar_blocks(size);
-			continue;
-		}
-		break;
+	memset(&px, 0, sizeof px);
+	if (tar_ext_data(it, pos, size, TAR_MAX_PAX, "a pax header", &b) != 0)
+		return (-1);
+	rc = tar_pax_parse(it, b, (size_t)size, pos, &px);
+	free(b);
+	if (rc != 0) {
+		free(px.path);
+		return (-1);
 	}
+	if (type == 'g') {
+		if (px.path != NULL) {
+			free(it->gpath);
+			it->gpath = px.path;
+			px.path = NULL;
+		}
+		if (px.has_size) {
+			it->has_gsize = true;
+			it->gsize = px.size;
+		}
+		return (0);
+	}
+	if (px.path == NULL && it->gpath != NULL &&
+	    tar_setstr(&px.path, it->gpath, strlen(it->gpath)) != 0)
+		return (tar_fail(it, "%s", strerror(ENOMEM)));
+	if (!ch->name_set && px.path != NULL) {
+		free(ch->name);
+		ch->name = px.path;
+		px.path = NULL;
+		ch->name_set = true;
+	}
+	if (!ch->size_set && (px.has_size || it->has_gsize)) {
+		ch->size = px.has_size ? px.size : it->gsize;
+		ch->size_set = true;
+	}
+	ch->sparse = ch->sparse || px.sparse;
+	free(px.path);
+	return (0);
+}
 
-	/* A member: its name, size and kind. */
-	nlen = strnlen((char *)h, 100);
-	plen = memcmp(h + 257, "ustar\0", 6) == 0 ? strnlen((char *)h + 345,
-	    155) : 0;
+/* A GNU long name ('L') or long link name ('K') of @size bytes at @pos. */
+static int
+tar_chain_gnu(struct tar_iter *it, struct tar_chain *ch, char type,
+    uint64_t pos, uint64_t size)
+{
+	uint8_t	*b;
+	int	 rc = 0;
+
+	if (tar_ext_data(it, pos, size, TAR_MAX_NAME, type == 'L' ?
+	    "a GNU long name" : "a GNU long link name", &b) != 0)
+		return (-1);
+	if (type == 'L' && !ch->name_set) {
+		if (tar_setstr(&ch->name, b, strlen((char *)b)) != 0)
+			rc = tar_fail(it, "%s", strerror(ENOMEM));
+		else
+			ch->name_set = true;
+	}
+	free(b);
+	return (rc);
+}
+
+/*
+ * The member whose header @h is at @pos: set it->name (the chain's, then
+ * a 'g' path, then the ustar name and prefix), data_off, size and regular,
+ * and move it->pos past its data.  Return: 1, or -1 with it->err set.
+ */
+static int
+tar_member_at(struct tar_iter *it, struct tar_chain *ch, const uint8_t *h,
+    uint64_t pos, uint64_t size)
+{
+	char		 ustar[256], type = (char)h[156];
+	const char	*name;
+	size_t		 nlen, plen;
+
+	nlen = strnlen((const char *)h, 100);
+	plen = memcmp(h + 257, "ustar\0", 6) == 0 ?
+	    strnlen((const char *)h + 345, 155) : 0;
 	if (plen > 0)
 		snprintf(ustar, sizeof ustar, "%.*s/%.*s", (int)plen,
-		    (char *)h + 345, (int)nlen, (char *)h);
+		    (const char *)h + 345, (int)nlen, (const char *)h);
 	else
-		snprintf(ustar, sizeof ustar, "%.*s", (int)nlen, (char *)h);
-	if (name_set) {
+		snprintf(ustar, sizeof ustar, "%.*s", (int)nlen,
+		    (const char *)h);
+	if (ch->name_set) {
 		free(it->name);
-		it->name = cname;
-		cname = NULL;
-	} else if (tar_setstr(&it->name, it->gpath != NULL ? it->gpath :
-	    ustar, strlen(it->gpath != NULL ? it->gpath : ustar)) != 0) {
-		tar_fail(it, "%s", strerror(ENOMEM));
-		goto out;
+		it->name = ch->name;
+		ch->name = NULL;
+	} else {
+		name = it->gpath != NULL ? it->gpath : ustar;
+		if (tar_setstr(&it->name, name, strlen(name)) != 0)
+			return (tar_fail(it, "%s", strerror(ENOMEM)));
 	}
-	if (size_set)
-		size = csize;
+	if (ch->size_set)
+		size = ch->size;
 	else if (it->has_gsize)
 		size = it->gsize;
-	if (size > INT64_MAX / 2) {
-		tar_fail(it, "a member of %" PRIu64 " bytes at byte %" PRIu64,
-		    size, pos);
-		goto out;
-	}
+	if (size > INT64_MAX / 2)
+		return (tar_fail(it, "a member of %" PRIu64 " bytes at byte %"
+		    PRIu64, size, pos));
 	it->regular = (type == '0' || type == '\0' || type == '7') &&
 	    !(type == '\0' && nlen > 0 && h[nlen - 1] == '/');
-	if (it->regular && sparse) {
-		tar_fail(it, "a sparse member at byte %" PRIu64 ", which "
-		    "cannot be read by offset", pos);
-		goto out;
-	}
-	if (type == 'S') {
-		tar_fail(it, "a GNU sparse member at byte %" PRIu64 ", which "
-		    "cannot be read by offset", pos);
-		goto out;
-	}
+	if (it->regular && ch->sparse)
+		return (tar_fail(it, "a sparse member at byte %" PRIu64 ", "
+		    "which cannot be read by offset", pos));
+	if (type == 'S')
+		return (tar_fail(it, "a GNU sparse member at byte %" PRIu64
+		    ", which cannot be read by offset", pos));
 	it->data_off = pos + TAR_BLOCK;
 	it->size = size;
 	/* tarfile skips the data of regular and unknown types only. */
 	if (it->regular || (type != '\0' && strchr("123456", type) == NULL)) {
-		if (size > it->fsize - it->data_off) {
-			tar_fail(it, "a member of %" PRIu64 " bytes at byte %"
-			    PRIu64 " that runs past the end of the shard (%"
-			    PRIu64 " bytes); is it truncated?", size, pos,
-			    it->fsize);
-			goto out;
-		}
+		if (size > it->fsize - it->data_off)
+			return (tar_fail(it, "a member of %" PRIu64 " bytes at "
+			    "byte %" PRIu64 " that runs past the end of the "
+			    "shard (%" PRIu64 " bytes); is it truncated?", size,
+			    pos, it->fsize));
 		it->pos = it->data_off + tar_blocks(size);
 		if (it->pos > it->fsize)
 			it->pos = it->fsize;
 	} else
 		it->pos = it->data_off;
-	rc = 1;
-out:
-	free(b);
-	free(cname);
+	return (1);
+}
+
+/*
+ * The next member: 1 with it->name, data_off, size and regular set; 0 at
+ * the end of the archive; -1 with it->err set.  Extension headers before
+ * a member are applied as tarfile applies them (see struct tar_chain and
+ * tar_member_at()).
+ */
+static int
+tar_next(struct tar_iter *it)
+{
+	uint8_t			h[TAR_BLOCK];
+	struct tar_chain	ch = { NULL, false, false, false, 0 };
+	uint64_t		size, pos;
+	char			type;
+	int			rc;
+
+	for (;;) {
+		pos = it->pos;
+		if ((rc = tar_header(it, pos, h, &size)) != 1)
+			break;
+		type = (char)h[156];
+		if (type == 'x' || type == 'X' || type == 'g')
+			rc = tar_chain_pax(it, &ch, type, pos, size);
+		else if (type == 'L' || type == 'K')
+			rc = tar_chain_gnu(it, &ch, type, pos, size);
+		else {
+			rc = tar_member_at(it, &ch, h, pos, size);
+			break;
+		}
+		if (rc != 0)
+			break;
+		it->pos = pos + TAR_BLOCK + tar_blocks(size);
+	}
+	free(ch.name);
 	return (rc);
 }
 

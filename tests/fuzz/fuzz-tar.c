@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "reader-tar.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

@@ -31,7 +31,8 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
-#include "image-private.h"
+#include "image-codec.h"
+#include "image-jpeg.h"
 
 /*
  * The narrowest crop asked of libjpeg.  Very narrow crops (a chroma row of

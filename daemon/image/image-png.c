@@ -30,7 +30,8 @@
 
 #include <spng.h>
 
-#include "image-private.h"
+#include "image-codec.h"
+#include "image-png.h"
 
 #define PNG_CHUNK_MAX	(16u << 20)	/* one ancillary chunk, inflated */
 #define PNG_CACHE_MAX	(64u << 20)	/* all of them */

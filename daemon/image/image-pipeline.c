@@ -1,22 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Image transforms: the pipeline parser, the per-sample plans and the
- * driver that runs a plan (image-resize.c resamples, image-output.c writes
- * the tensor).
- *
- * The parser reads a pipeline written as torchvision code, with
- * torchvision 0.14's signatures, positional and keyword arguments, and
- * refuses, by name, whatever infeed cannot reproduce exactly.
- *
- * A plan follows torchvision 0.14 to the pixel: RandomResizedCrop's
- * get_params (10 attempts, half-even rounding, then the clamped centre
- * crop), Resize's truncated long side and max_size rule, CenterCrop's zero
- * padding and half-even centring.  Only the draws differ: draw number n of
- * sample (seed, epoch, index) is image_draw(seed, epoch, index, n), a
- * splitmix64 counter, so no plan depends on another, on the worker that
- * makes it or on the order of the calls.  Attempt a of RandomResizedCrop
- * uses draws 4a..4a+3 (area, log ratio, top, left); the flip uses draw
- * IMAGE_DRAW_FLIP.
+ * The pipeline parser: a pipeline written as torchvision code, with
+ * torchvision 0.14's signatures, positional and keyword arguments, read
+ * into a struct image_pipeline; whatever infeed cannot reproduce exactly
+ * is refused by name.  image_pipeline_format() writes the canonical text
+ * back.
  */
 
 #include <errno.h>
@@ -27,14 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "image-transform.h"
-#include "image-internal.h"
-#include "splitmix64.h"
-
-#define IMAGE_DRAW_DOMAIN	0x696d6167652d7466ULL	/* "image-tf" */
-#define IMAGE_DRAW_CROP		0
-#define IMAGE_DRAW_FLIP		(1ULL << 32)
-#define IMAGE_MAX_RESIZED	(1U << 30)
+#include "image-pipeline.h"
 
 /* A value in the pipeline text. */
 enum pval_kind { PV_NUM, PV_SEQ, PV_NAME, PV_STR };
@@ -508,276 +489,334 @@ get_channels(const char *what, const struct pval *v, float *out, bool isstd,
 	return (0);
 }
 
-/**
- * image_pipeline_parse() - parse a pipeline written as torchvision code
- * @text: e.g. "RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor()",
- *	optionally inside Compose([...])
- * @p: filled on success
- * @cause: on failure, a malloc'd message naming the transform and the fault
- *
- * Return: 0, or -1 with *@cause set.
- */
-int
-image_pipeline_parse(const char *text, struct image_pipeline *p, char **cause)
+/* What the transforms read so far allow next, and how they read. */
+struct seen {
+	bool	geom, resize, ccrop, flip, tensor, norm;
+	char	crop_name[64];	/* the last of RandomResizedCrop, Resize
+				   and CenterCrop */
+};
+
+/* Read "Compose([" or "Compose(transforms=[", or "[", or neither. */
+static int
+parse_opening(struct parser *ps, bool *compose, bool *list)
 {
-	struct parser	 ps = { text, text, cause };
-	struct pcall	 c;
-	char		 name[64], crop_name[64] = "";
-	const char	*t, *dot, *save;
-	double		 d[2];
-	bool		 compose = false, list = false, single;
-	bool		 have_geom = false, have_resize = false;
-	bool		 have_ccrop = false, have_flip = false;
-	bool		 have_tensor = false, have_norm = false;
-	uint32_t	 h, w;
+	char		 name[64];
+	const char	*dot, *save;
 
-	if (cause != NULL)
-		*cause = NULL;
-	memset(p, 0, sizeof *p);
-	p->output = IMAGE_OUT_UINT8_HWC;
-	p->std[0] = p->std[1] = p->std[2] = 1;
-
-	skip_space(&ps);
-	save = ps.p;
-	if (parse_ident(&ps, name, sizeof name) == 0 && eat(&ps, '(')) {
+	*compose = *list = false;
+	skip_space(ps);
+	save = ps->p;
+	if (parse_ident(ps, name, sizeof name) == 0 && eat(ps, '(')) {
 		dot = strrchr(name, '.');
-		compose = strcmp(dot == NULL ? name : dot + 1, "Compose") == 0;
+		*compose = strcmp(dot == NULL ? name : dot + 1, "Compose") == 0;
 	}
-	if (cause != NULL) {
-		free(*cause);
-		*cause = NULL;
+	if (ps->cause != NULL) {
+		free(*ps->cause);
+		*ps->cause = NULL;
 	}
-	if (!compose)
-		ps.p = save;
-	if (compose) {
-		skip_space(&ps);
-		if (strncmp(ps.p, "transforms", 10) == 0 && (ps.p[10] == '=' ||
-		    ps.p[10] == ' ')) {
-			ps.p += 10;
-			if (!eat(&ps, '='))
-				return (syntax(&ps, "'='"));
-		}
-		if (!eat(&ps, '['))
-			return (syntax(&ps, "'[' after Compose("));
-	} else if (eat(&ps, '['))
-		list = true;
-
-	for (;;) {
-		skip_space(&ps);
-		if (*ps.p == '\0' || *ps.p == ']')
-			break;
-		if (parse_ident(&ps, name, sizeof name) != 0)
-			return (-1);
-		dot = strrchr(name, '.');
-		t = dot == NULL ? name : dot + 1;
-		memset(&c, 0, sizeof c);
-		if (strcmp(t, "RandomResizedCrop") == 0) {
-			c.params = rrc_params;
-			c.nparams = 5;
-		} else if (strcmp(t, "Resize") == 0) {
-			c.params = resize_params;
-			c.nparams = 4;
-		} else if (strcmp(t, "CenterCrop") == 0) {
-			c.params = ccrop_params;
-			c.nparams = 1;
-		} else if (strcmp(t, "RandomHorizontalFlip") == 0) {
-			c.params = flip_params;
-			c.nparams = 1;
-		} else if (strcmp(t, "Normalize") == 0) {
-			c.params = normalize_params;
-			c.nparams = 3;
-		} else if (strcmp(t, "ToTensor") != 0 &&
-		    strcmp(t, "PILToTensor") != 0)
-			return (perr(cause, "unknown transform '%s': %s", t,
-			    known));
-		c.name = t;
-		if (!eat(&ps, '('))
-			return (syntax(&ps, "'(' after the transform's name"));
-		if (parse_call(&ps, &c, t) != 0)
-			return (-1);
-
-		if (have_tensor && strcmp(t, "Normalize") != 0 &&
-		    strcmp(t, "RandomHorizontalFlip") != 0)
-			return (perr(cause, "%s after %s: infeed runs the "
-			    "transforms of PIL images first, then ToTensor or "
-			    "PILToTensor, then Normalize", t,
-			    p->output == IMAGE_OUT_FLOAT32_CHW ? "ToTensor" :
-			    "PILToTensor"));
-		if (strcmp(t, "RandomResizedCrop") == 0 ||
-		    strcmp(t, "Resize") == 0 || strcmp(t, "CenterCrop") == 0) {
-			if (have_flip)
-				return (perr(cause, "%s after "
-				    "RandomHorizontalFlip: infeed flips after "
-				    "cropping and resizing; put "
-				    "RandomHorizontalFlip after %s", t, t));
-			if (have_geom && !(have_resize && !have_ccrop &&
-			    strcmp(t, "CenterCrop") == 0))
-				return (perr(cause, "%s after %s: infeed runs "
-				    "one of RandomResizedCrop, Resize, "
-				    "CenterCrop, or Resize then CenterCrop", t,
-				    crop_name));
-		}
-
-		if (strcmp(t, "RandomResizedCrop") == 0) {
-			if (!c.set[0])
-				return (perr(cause, "RandomResizedCrop: missing "
-				    "required argument 'size'"));
-			if (get_size(t, "size", &c.arg[0], &p->crop_h,
-			    &p->crop_w, NULL, cause) != 0)
-				return (-1);
-			d[0] = 0.08;
-			d[1] = 1.0;
-			if (c.set[1] && get_pair(t, "scale", &c.arg[1], d,
-			    cause) != 0)
-				return (-1);
-			if (!(d[0] > 0 && d[1] <= 1))
-				return (perr(cause, "RandomResizedCrop: scale "
-				    "%s is out of range: scale values are "
-				    "fractions of the image's area, in (0, 1]",
-				    c.arg[1].text));
-			p->scale[0] = (float)d[0];
-			p->scale[1] = (float)d[1];
-			d[0] = 3.0 / 4.0;
-			d[1] = 4.0 / 3.0;
-			if (c.set[2] && get_pair(t, "ratio", &c.arg[2], d,
-			    cause) != 0)
-				return (-1);
-			if (!(d[0] >= 1e-3 && d[1] <= 1e3))
-				return (perr(cause, "RandomResizedCrop: ratio "
-				    "%s is out of range: aspect ratios (width "
-				    "/ height) go from 0.001 to 1000",
-				    c.arg[2].text));
-			p->ratio64[0] = d[0];
-			p->ratio64[1] = d[1];
-			p->ratio[0] = (float)d[0];
-			p->ratio[1] = (float)d[1];
-			if (get_interp(t, &c, 3, cause) != 0 ||
-			    get_antialias(t, &c, 4, cause) != 0)
-				return (-1);
-			p->crop = IMAGE_CROP_RANDOM_RESIZED;
-			have_geom = true;
-		} else if (strcmp(t, "Resize") == 0) {
-			if (!c.set[0])
-				return (perr(cause, "Resize: missing required "
-				    "argument 'size'"));
-			if (get_size(t, "size", &c.arg[0], &h, &w, &single,
-			    cause) != 0)
-				return (-1);
-			if (single)
-				p->resize = h;
-			else {
-				p->resize_h = h;
-				p->resize_w = w;
-			}
-			if (c.set[2] && !(c.arg[2].kind == PV_NAME &&
-			    strcmp(c.arg[2].name, "None") == 0)) {
-				if (c.arg[2].kind != PV_NUM ||
-				    !c.arg[2].isint)
-					return (perr(cause, "Resize: max_size %s "
-					    "is not an integer",
-					    c.arg[2].text));
-				if (!single)
-					return (perr(cause, "Resize: max_size "
-					    "should only be passed if size "
-					    "specifies the length of the "
-					    "smaller edge, i.e. size should be "
-					    "an int"));
-				if (!(c.arg[2].num > h))
-					return (perr(cause, "Resize: max_size = "
-					    "%s must be strictly greater than "
-					    "the requested size for the "
-					    "smaller edge size = %u",
-					    c.arg[2].text, h));
-				if (c.arg[2].num > IMAGE_MAX_SIZE)
-					return (perr(cause, "Resize: max_size "
-					    "%s is out of range: sizes go from "
-					    "1 to %d", c.arg[2].text,
-					    IMAGE_MAX_SIZE));
-				p->max_size = (uint32_t)c.arg[2].num;
-			}
-			if (get_interp(t, &c, 1, cause) != 0 ||
-			    get_antialias(t, &c, 3, cause) != 0)
-				return (-1);
-			have_geom = have_resize = true;
-		} else if (strcmp(t, "CenterCrop") == 0) {
-			if (!c.set[0])
-				return (perr(cause, "CenterCrop: missing "
-				    "required argument 'size'"));
-			if (get_size(t, "size", &c.arg[0], &p->crop_h,
-			    &p->crop_w, NULL, cause) != 0)
-				return (-1);
-			p->crop = IMAGE_CROP_CENTER;
-			have_geom = have_ccrop = true;
-		} else if (strcmp(t, "RandomHorizontalFlip") == 0) {
-			if (have_flip)
-				return (perr(cause, "RandomHorizontalFlip "
-				    "twice: infeed flips at most once"));
-			d[0] = 0.5;
-			if (c.set[0]) {
-				if (c.arg[0].kind != PV_NUM)
-					return (perr(cause, "RandomHorizontalFlip"
-					    ": p %s is not a number",
-					    c.arg[0].text));
-				d[0] = c.arg[0].num;
-			}
-			if (!(d[0] >= 0 && d[0] <= 1))
-				return (perr(cause, "RandomHorizontalFlip: p "
-				    "%s is out of range: a probability, in [0, "
-				    "1]", c.arg[0].text));
-			p->flip_p = (float)d[0];
-			have_flip = true;
-		} else if (strcmp(t, "ToTensor") == 0 ||
-		    strcmp(t, "PILToTensor") == 0) {
-			if (have_tensor)
-				return (perr(cause, "%s after %s: a pipeline "
-				    "converts to a tensor once", t,
-				    p->output == IMAGE_OUT_FLOAT32_CHW ?
-				    "ToTensor" : "PILToTensor"));
-			p->output = t[0] == 'T' ? IMAGE_OUT_FLOAT32_CHW :
-			    IMAGE_OUT_UINT8_CHW;
-			have_tensor = true;
-		} else {	/* Normalize */
-			if (!have_tensor)
-				return (perr(cause, "Normalize before ToTensor: "
-				    "Normalize needs a float tensor; put "
-				    "ToTensor() before it"));
-			if (p->output != IMAGE_OUT_FLOAT32_CHW)
-				return (perr(cause, "Normalize after "
-				    "PILToTensor: Normalize needs a float "
-				    "tensor; use ToTensor() instead"));
-			if (have_norm)
-				return (perr(cause, "Normalize twice: infeed "
-				    "normalises once"));
-			if (!c.set[0] || !c.set[1])
-				return (perr(cause, "Normalize: missing required "
-				    "argument '%s'", c.set[0] ? "std" :
-				    "mean"));
-			if (get_channels("mean", &c.arg[0], p->mean, false,
-			    cause) != 0 || get_channels("std", &c.arg[1],
-			    p->std, true, cause) != 0)
-				return (-1);
-			if (c.set[2] && !(c.arg[2].kind == PV_NAME &&
-			    (strcmp(c.arg[2].name, "True") == 0 ||
-			    strcmp(c.arg[2].name, "False") == 0)))
-				return (perr(cause, "Normalize: inplace %s is "
-				    "not True or False", c.arg[2].text));
-			p->normalize = 1;
-			have_norm = true;
-		}
-		if (c.params == rrc_params || c.params == resize_params ||
-		    c.params == ccrop_params)
-			snprintf(crop_name, sizeof crop_name, "%s", t);
-		if (!eat(&ps, ','))
-			break;
+	if (!*compose) {
+		ps->p = save;
+		if (eat(ps, '['))
+			*list = true;
+		return (0);
 	}
-	if ((compose || list) && !eat(&ps, ']'))
-		return (syntax(&ps, "',' or ']'"));
-	if (compose && !eat(&ps, ')'))
-		return (syntax(&ps, "')' closing Compose("));
-	skip_space(&ps);
-	if (*ps.p != '\0')
-		return (syntax(&ps, "',' between transforms"));
+	skip_space(ps);
+	if (strncmp(ps->p, "transforms", 10) == 0 && (ps->p[10] == '=' ||
+	    ps->p[10] == ' ')) {
+		ps->p += 10;
+		if (!eat(ps, '='))
+			return (syntax(ps, "'='"));
+	}
+	if (!eat(ps, '['))
+		return (syntax(ps, "'[' after Compose("));
+	return (0);
+}
 
+/*
+ * Read one transform, "Name(arguments)", into @c, with @t its name without
+ * a module ("transforms.Resize" is Resize); an unknown name is refused.
+ */
+static int
+parse_transform(struct parser *ps, struct pcall *c, char *name, size_t len,
+    const char **t)
+{
+	const char	*dot;
+
+	if (parse_ident(ps, name, len) != 0)
+		return (-1);
+	dot = strrchr(name, '.');
+	*t = dot == NULL ? name : dot + 1;
+	memset(c, 0, sizeof *c);
+	if (strcmp(*t, "RandomResizedCrop") == 0) {
+		c->params = rrc_params;
+		c->nparams = 5;
+	} else if (strcmp(*t, "Resize") == 0) {
+		c->params = resize_params;
+		c->nparams = 4;
+	} else if (strcmp(*t, "CenterCrop") == 0) {
+		c->params = ccrop_params;
+		c->nparams = 1;
+	} else if (strcmp(*t, "RandomHorizontalFlip") == 0) {
+		c->params = flip_params;
+		c->nparams = 1;
+	} else if (strcmp(*t, "Normalize") == 0) {
+		c->params = normalize_params;
+		c->nparams = 3;
+	} else if (strcmp(*t, "ToTensor") != 0 &&
+	    strcmp(*t, "PILToTensor") != 0)
+		return (perr(ps->cause, "unknown transform '%s': %s", *t,
+		    known));
+	c->name = *t;
+	if (!eat(ps, '('))
+		return (syntax(ps, "'(' after the transform's name"));
+	return (parse_call(ps, c, *t));
+}
+
+/* Is @c one of RandomResizedCrop, Resize and CenterCrop? */
+static bool
+is_geometry(const struct pcall *c)
+{
+	return (c->params == rrc_params || c->params == resize_params ||
+	    c->params == ccrop_params);
+}
+
+/* Refuse transform @t where the ones seen so far do not allow it. */
+static int
+check_order(const struct seen *s, const struct image_pipeline *p,
+    const struct pcall *c, const char *t, char **cause)
+{
+	if (s->tensor && strcmp(t, "Normalize") != 0 &&
+	    strcmp(t, "RandomHorizontalFlip") != 0)
+		return (perr(cause, "%s after %s: infeed runs the transforms "
+		    "of PIL images first, then ToTensor or PILToTensor, then "
+		    "Normalize", t, p->output == IMAGE_OUT_FLOAT32_CHW ?
+		    "ToTensor" : "PILToTensor"));
+	if (!is_geometry(c))
+		return (0);
+	if (s->flip)
+		return (perr(cause, "%s after RandomHorizontalFlip: infeed "
+		    "flips after cropping and resizing; put "
+		    "RandomHorizontalFlip after %s", t, t));
+	if (s->geom && !(s->resize && !s->ccrop &&
+	    strcmp(t, "CenterCrop") == 0))
+		return (perr(cause, "%s after %s: infeed runs one of "
+		    "RandomResizedCrop, Resize, CenterCrop, or Resize then "
+		    "CenterCrop", t, s->crop_name));
+	return (0);
+}
+
+/* RandomResizedCrop(size, scale, ratio, interpolation, antialias). */
+static int
+set_random_resized_crop(struct seen *s, struct image_pipeline *p,
+    const struct pcall *c, const char *t, char **cause)
+{
+	double	d[2];
+
+	if (!c->set[0])
+		return (perr(cause, "RandomResizedCrop: missing required "
+		    "argument 'size'"));
+	if (get_size(t, "size", &c->arg[0], &p->crop_h, &p->crop_w, NULL,
+	    cause) != 0)
+		return (-1);
+	d[0] = 0.08;
+	d[1] = 1.0;
+	if (c->set[1] && get_pair(t, "scale", &c->arg[1], d, cause) != 0)
+		return (-1);
+	if (!(d[0] > 0 && d[1] <= 1))
+		return (perr(cause, "RandomResizedCrop: scale %s is out of "
+		    "range: scale values are fractions of the image's area, "
+		    "in (0, 1]", c->arg[1].text));
+	p->scale[0] = (float)d[0];
+	p->scale[1] = (float)d[1];
+	d[0] = 3.0 / 4.0;
+	d[1] = 4.0 / 3.0;
+	if (c->set[2] && get_pair(t, "ratio", &c->arg[2], d, cause) != 0)
+		return (-1);
+	if (!(d[0] >= 1e-3 && d[1] <= 1e3))
+		return (perr(cause, "RandomResizedCrop: ratio %s is out of "
+		    "range: aspect ratios (width / height) go from 0.001 to "
+		    "1000", c->arg[2].text));
+	p->ratio64[0] = d[0];
+	p->ratio64[1] = d[1];
+	p->ratio[0] = (float)d[0];
+	p->ratio[1] = (float)d[1];
+	if (get_interp(t, c, 3, cause) != 0 ||
+	    get_antialias(t, c, 4, cause) != 0)
+		return (-1);
+	p->crop = IMAGE_CROP_RANDOM_RESIZED;
+	s->geom = true;
+	return (0);
+}
+
+/* Resize's max_size (argument 2), when given and not None. */
+static int
+set_max_size(struct image_pipeline *p, const struct pcall *c, bool single,
+    uint32_t h, char **cause)
+{
+	const struct pval	*v = &c->arg[2];
+
+	if (!c->set[2] || (v->kind == PV_NAME && strcmp(v->name, "None") ==
+	    0))
+		return (0);
+	if (v->kind != PV_NUM || !v->isint)
+		return (perr(cause, "Resize: max_size %s is not an integer",
+		    v->text));
+	if (!single)
+		return (perr(cause, "Resize: max_size should only be passed "
+		    "if size specifies the length of the smaller edge, i.e. "
+		    "size should be an int"));
+	if (!(v->num > h))
+		return (perr(cause, "Resize: max_size = %s must be strictly "
+		    "greater than the requested size for the smaller edge "
+		    "size = %u", v->text, h));
+	if (v->num > IMAGE_MAX_SIZE)
+		return (perr(cause, "Resize: max_size %s is out of range: "
+		    "sizes go from 1 to %d", v->text, IMAGE_MAX_SIZE));
+	p->max_size = (uint32_t)v->num;
+	return (0);
+}
+
+/* Resize(size, interpolation, max_size, antialias). */
+static int
+set_resize(struct seen *s, struct image_pipeline *p, const struct pcall *c,
+    const char *t, char **cause)
+{
+	uint32_t	h, w;
+	bool		single;
+
+	if (!c->set[0])
+		return (perr(cause, "Resize: missing required argument "
+		    "'size'"));
+	if (get_size(t, "size", &c->arg[0], &h, &w, &single, cause) != 0)
+		return (-1);
+	if (single)
+		p->resize = h;
+	else {
+		p->resize_h = h;
+		p->resize_w = w;
+	}
+	if (set_max_size(p, c, single, h, cause) != 0 ||
+	    get_interp(t, c, 1, cause) != 0 ||
+	    get_antialias(t, c, 3, cause) != 0)
+		return (-1);
+	s->geom = s->resize = true;
+	return (0);
+}
+
+/* CenterCrop(size). */
+static int
+set_center_crop(struct seen *s, struct image_pipeline *p,
+    const struct pcall *c, const char *t, char **cause)
+{
+	if (!c->set[0])
+		return (perr(cause, "CenterCrop: missing required argument "
+		    "'size'"));
+	if (get_size(t, "size", &c->arg[0], &p->crop_h, &p->crop_w, NULL,
+	    cause) != 0)
+		return (-1);
+	p->crop = IMAGE_CROP_CENTER;
+	s->geom = s->ccrop = true;
+	return (0);
+}
+
+/* RandomHorizontalFlip(p), once. */
+static int
+set_flip(struct seen *s, struct image_pipeline *p, const struct pcall *c,
+    char **cause)
+{
+	double	prob = 0.5;
+
+	if (s->flip)
+		return (perr(cause, "RandomHorizontalFlip twice: infeed flips "
+		    "at most once"));
+	if (c->set[0]) {
+		if (c->arg[0].kind != PV_NUM)
+			return (perr(cause, "RandomHorizontalFlip: p %s is not "
+			    "a number", c->arg[0].text));
+		prob = c->arg[0].num;
+	}
+	if (!(prob >= 0 && prob <= 1))
+		return (perr(cause, "RandomHorizontalFlip: p %s is out of "
+		    "range: a probability, in [0, 1]", c->arg[0].text));
+	p->flip_p = (float)prob;
+	s->flip = true;
+	return (0);
+}
+
+/* ToTensor() or PILToTensor(), once. */
+static int
+set_to_tensor(struct seen *s, struct image_pipeline *p, const char *t,
+    char **cause)
+{
+	if (s->tensor)
+		return (perr(cause, "%s after %s: a pipeline converts to a "
+		    "tensor once", t, p->output == IMAGE_OUT_FLOAT32_CHW ?
+		    "ToTensor" : "PILToTensor"));
+	p->output = t[0] == 'T' ? IMAGE_OUT_FLOAT32_CHW : IMAGE_OUT_UINT8_CHW;
+	s->tensor = true;
+	return (0);
+}
+
+/* Normalize(mean, std, inplace), once, after ToTensor. */
+static int
+set_normalize(struct seen *s, struct image_pipeline *p,
+    const struct pcall *c, char **cause)
+{
+	if (!s->tensor)
+		return (perr(cause, "Normalize before ToTensor: Normalize "
+		    "needs a float tensor; put ToTensor() before it"));
+	if (p->output != IMAGE_OUT_FLOAT32_CHW)
+		return (perr(cause, "Normalize after PILToTensor: Normalize "
+		    "needs a float tensor; use ToTensor() instead"));
+	if (s->norm)
+		return (perr(cause, "Normalize twice: infeed normalises "
+		    "once"));
+	if (!c->set[0] || !c->set[1])
+		return (perr(cause, "Normalize: missing required argument "
+		    "'%s'", c->set[0] ? "std" : "mean"));
+	if (get_channels("mean", &c->arg[0], p->mean, false, cause) != 0 ||
+	    get_channels("std", &c->arg[1], p->std, true, cause) != 0)
+		return (-1);
+	if (c->set[2] && !(c->arg[2].kind == PV_NAME &&
+	    (strcmp(c->arg[2].name, "True") == 0 ||
+	    strcmp(c->arg[2].name, "False") == 0)))
+		return (perr(cause, "Normalize: inplace %s is not True or "
+		    "False", c->arg[2].text));
+	p->normalize = 1;
+	s->norm = true;
+	return (0);
+}
+
+/* Apply transform @t, read into @c, to @p. */
+static int
+set_transform(struct seen *s, struct image_pipeline *p,
+    const struct pcall *c, const char *t, char **cause)
+{
+	int	rc;
+
+	if (check_order(s, p, c, t, cause) != 0)
+		return (-1);
+	if (strcmp(t, "RandomResizedCrop") == 0)
+		rc = set_random_resized_crop(s, p, c, t, cause);
+	else if (strcmp(t, "Resize") == 0)
+		rc = set_resize(s, p, c, t, cause);
+	else if (strcmp(t, "CenterCrop") == 0)
+		rc = set_center_crop(s, p, c, t, cause);
+	else if (strcmp(t, "RandomHorizontalFlip") == 0)
+		rc = set_flip(s, p, c, cause);
+	else if (strcmp(t, "ToTensor") == 0 || strcmp(t, "PILToTensor") == 0)
+		rc = set_to_tensor(s, p, t, cause);
+	else
+		rc = set_normalize(s, p, c, cause);
+	if (rc == 0 && is_geometry(c))
+		snprintf(s->crop_name, sizeof s->crop_name, "%s", t);
+	return (rc);
+}
+
+/* Every sample's output size, which a pipeline must fix. */
+static int
+set_output_size(struct image_pipeline *p, char **cause)
+{
 	if (p->crop != IMAGE_CROP_NONE) {
 		p->out_h = p->crop_h;
 		p->out_w = p->crop_w;
@@ -797,6 +836,53 @@ image_pipeline_parse(const char *text, struct image_pipeline *p, char **cause)
 	p->out_bytes = (uint64_t)p->out_h * p->out_w * 3 *
 	    (p->output == IMAGE_OUT_FLOAT32_CHW ? 4 : 1);
 	return (0);
+}
+
+/**
+ * image_pipeline_parse() - parse a pipeline written as torchvision code
+ * @text: e.g. "RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor()",
+ *	optionally inside Compose([...])
+ * @p: filled on success
+ * @cause: on failure, a malloc'd message naming the transform and the fault
+ *
+ * Return: 0, or -1 with *@cause set.
+ */
+int
+image_pipeline_parse(const char *text, struct image_pipeline *p, char **cause)
+{
+	struct parser	 ps = { text, text, cause };
+	struct seen	 s = { 0 };
+	struct pcall	 c;
+	char		 name[64];
+	const char	*t;
+	bool		 compose, list;
+
+	if (cause != NULL)
+		*cause = NULL;
+	memset(p, 0, sizeof *p);
+	p->output = IMAGE_OUT_UINT8_HWC;
+	p->std[0] = p->std[1] = p->std[2] = 1;
+
+	if (parse_opening(&ps, &compose, &list) != 0)
+		return (-1);
+	for (;;) {
+		skip_space(&ps);
+		if (*ps.p == '\0' || *ps.p == ']')
+			break;
+		if (parse_transform(&ps, &c, name, sizeof name, &t) != 0 ||
+		    set_transform(&s, p, &c, t, cause) != 0)
+			return (-1);
+		if (!eat(&ps, ','))
+			break;
+	}
+	if ((compose || list) && !eat(&ps, ']'))
+		return (syntax(&ps, "',' or ']'"));
+	if (compose && !eat(&ps, ')'))
+		return (syntax(&ps, "')' closing Compose("));
+	skip_space(&ps);
+	if (*ps.p != '\0')
+		return (syntax(&ps, "',' between transforms"));
+	return (set_output_size(p, cause));
 }
 
 /* The shortest decimal that reads back as @v (Python's repr of float32). */
@@ -921,232 +1007,4 @@ image_pipeline_format(const struct image_pipeline *p, char *buf, size_t len)
 		    "%s])", m[0], m[1], m[2], s[0], s[1], s[2]);
 	}
 	return (buf);
-}
-
-/**
- * image_draw() - draw number @n of a sample: 64 random bits
- * @seed: the attach's seed
- * @epoch: the epoch
- * @index: the sample's index in the dataset
- * @n: the draw number
- *
- * A pure function of its arguments (splitmix64's finaliser over the key,
- * then element @n of the splitmix64 stream that starts there).
- *
- * Return: the draw.
- */
-uint64_t
-image_draw(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t n)
-{
-	uint64_t	k;
-
-	k = splitmix64_mix(seed ^ IMAGE_DRAW_DOMAIN);
-	k = splitmix64_mix(k + epoch);
-	k = splitmix64_mix(k ^ index);
-	return (splitmix64_mix(k + (n + 1) * SPLITMIX64_GAMMA));
-}
-
-/**
- * image_draw_unit() - draw number @n as a float32 in [0, 1)
- * @seed: the attach's seed
- * @epoch: the epoch
- * @index: the sample's index
- * @n: the draw number
- *
- * 24 random bits, as torch draws a float32.
- *
- * Return: the draw.
- */
-float
-image_draw_unit(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t n)
-{
-	return ((float)(image_draw(seed, epoch, index, n) >> 40) * 0x1p-24f);
-}
-
-/* A float32 uniform in [a, b) from the unit draw @u. */
-static float
-uniform_f32(float a, float b, float u)
-{
-	/* u * (b - a) is exact in double: fused or not, the same float. */
-	return ((float)((double)u * (double)(b - a) + (double)a));
-}
-
-/* torch.randint(0, n): a uniform integer in [0, n). */
-static uint32_t
-randint(uint64_t draw, uint32_t n)
-{
-	return ((uint32_t)(((unsigned __int128)draw * n) >> 64));
-}
-
-/* RandomResizedCrop.get_params: the box of (H, W) to crop. */
-static void
-rrc_box(const struct image_pipeline *p, uint32_t W, uint32_t H,
-    uint64_t seed, uint64_t epoch, uint64_t index, struct image_box *b)
-{
-	double		area = (double)W * H, target, ar, wd, hd, r;
-	float		lr0 = logf(p->ratio[0]), lr1 = logf(p->ratio[1]), u;
-	uint64_t	n;
-	int		a;
-
-	for (a = 0; a < 10; a++) {
-		n = IMAGE_DRAW_CROP + 4 * (uint64_t)a;
-		u = image_draw_unit(seed, epoch, index, n);
-		target = area * (double)uniform_f32(p->scale[0], p->scale[1],
-		    u);
-		u = image_draw_unit(seed, epoch, index, n + 1);
-		ar = (double)expf(uniform_f32(lr0, lr1, u));
-		wd = rint(sqrt(target * ar));
-		hd = rint(sqrt(target / ar));
-		if (wd > 0 && wd <= W && hd > 0 && hd <= H) {
-			b->w = (uint32_t)wd;
-			b->h = (uint32_t)hd;
-			b->y = randint(image_draw(seed, epoch, index, n + 2),
-			    H - b->h + 1);
-			b->x = randint(image_draw(seed, epoch, index, n + 3),
-			    W - b->w + 1);
-			return;
-		}
-	}
-	/* The fallback: a centre crop with the ratio clamped. */
-	r = (double)W / (double)H;
-	if (r < p->ratio64[0]) {
-		wd = W;
-		hd = rint(wd / p->ratio64[0]);
-	} else if (r > p->ratio64[1]) {
-		hd = H;
-		wd = rint(hd * p->ratio64[1]);
-	} else {
-		wd = W;
-		hd = H;
-	}
-	/* torchvision would crop nothing here; infeed keeps a pixel. */
-	b->w = wd < 1 ? 1 : wd > W ? W : (uint32_t)wd;
-	b->h = hd < 1 ? 1 : hd > H ? H : (uint32_t)hd;
-	b->y = (H - b->h) / 2;
-	b->x = (W - b->w) / 2;
-}
-
-/* torchvision 0.14's _compute_resized_output_size. */
-static void
-resized_size(const struct image_pipeline *p, uint32_t W, uint32_t H,
-    uint32_t *rw, uint32_t *rh)
-{
-	uint32_t	shortside, longside;
-	double		ns, nl;
-
-	if (p->resize_h != 0) {
-		*rw = p->resize_w;
-		*rh = p->resize_h;
-		return;
-	}
-	if (p->resize == 0) {
-		*rw = W;
-		*rh = H;
-		return;
-	}
-	shortside = W <= H ? W : H;
-	longside = W <= H ? H : W;
-	ns = p->resize;
-	nl = trunc((double)((uint64_t)p->resize * longside) / shortside);
-	if (p->max_size != 0 && nl > p->max_size) {
-		ns = trunc((double)p->max_size * ns / nl);
-		nl = p->max_size;
-	}
-	/* torchvision would fail on 0 and on sizes beyond memory. */
-	if (ns < 1)
-		ns = 1;
-	if (nl > IMAGE_MAX_RESIZED)
-		nl = IMAGE_MAX_RESIZED;
-	*rw = (uint32_t)(W <= H ? ns : nl);
-	*rh = (uint32_t)(W <= H ? nl : ns);
-}
-
-/* CenterCrop @c of @ax->out pixels: padding, then half-even centring. */
-static void
-center_axis(struct image_axis *ax, uint32_t c)
-{
-	uint32_t	d;
-
-	if (c > ax->out) {
-		ax->first = 0;
-		ax->count = ax->out;
-		ax->pad = (c - ax->out) / 2;
-	} else {
-		d = ax->out - c;
-		ax->first = (d >> 1) + (d & 1 & (d >> 1));
-		ax->count = c;
-		ax->pad = 0;
-	}
-}
-
-/* The source pixels @ax reads: [*x, *x + *w). */
-static void
-axis_span(const struct image_axis *ax, uint32_t *x, uint32_t *w)
-{
-	int32_t	lo0, hi0, lo1, hi1;
-
-	if (ax->count == 0) {
-		*x = *w = 0;
-		return;
-	}
-	if (ax->in == ax->out) {
-		*x = ax->src + ax->first;
-		*w = ax->count;
-		return;
-	}
-	image_resize_bounds(ax->in, ax->out, ax->first, &lo0, &hi0);
-	image_resize_bounds(ax->in, ax->out, ax->first + ax->count - 1, &lo1,
-	    &hi1);
-	*x = ax->src + lo0;
-	*w = hi1 - lo0;
-}
-
-/**
- * image_plan_make() - what one sample needs
- * @p: the pipeline
- * @width: the image's width
- * @height: the image's height
- * @seed: the attach's seed
- * @epoch: the epoch
- * @index: the sample's index
- * @plan: filled in; plan->decode is the box of source pixels to decode
- *
- * A pure function of its arguments.  An image of width or height 0 gives a
- * plan with an empty decode box and an output of padding only.
- */
-void
-image_plan_make(const struct image_pipeline *p, uint32_t width,
-    uint32_t height, uint64_t seed, uint64_t epoch, uint64_t index,
-    struct image_plan *plan)
-{
-	struct image_box	b;
-	uint32_t		rw, rh;
-
-	memset(plan, 0, sizeof *plan);
-	if (width == 0 || height == 0)
-		goto flip;
-	if (p->crop == IMAGE_CROP_RANDOM_RESIZED) {
-		rrc_box(p, width, height, seed, epoch, index, &b);
-		plan->crop = b;
-		plan->x = (struct image_axis){ b.x, b.w, p->crop_w, 0,
-		    p->crop_w, 0 };
-		plan->y = (struct image_axis){ b.y, b.h, p->crop_h, 0,
-		    p->crop_h, 0 };
-	} else {
-		resized_size(p, width, height, &rw, &rh);
-		plan->x = (struct image_axis){ 0, width, rw, 0, rw, 0 };
-		plan->y = (struct image_axis){ 0, height, rh, 0, rh, 0 };
-		if (p->crop == IMAGE_CROP_CENTER) {
-			center_axis(&plan->x, p->crop_w);
-			center_axis(&plan->y, p->crop_h);
-		}
-		plan->crop = (struct image_box){ plan->x.first,
-		    plan->y.first, plan->x.count, plan->y.count };
-	}
-	axis_span(&plan->x, &plan->decode.x, &plan->decode.w);
-	axis_span(&plan->y, &plan->decode.y, &plan->decode.h);
-flip:
-	if (p->flip_p > 0)
-		plan->flip = image_draw_unit(seed, epoch, index,
-		    IMAGE_DRAW_FLIP) < p->flip_p;
 }

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The image decoder's front: format detection from magic bytes, the
- * open/decode state, region checks and the error phrase; image-jpeg.c and
- * image-png.c do the decoding (see image-decode.h for the contract).
+ * open/decode state and region checks; image-jpeg.c and image-png.c do the
+ * decoding, on the state and with the helpers of image-codec.c (see
+ * image-decode.h for the contract).
  */
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "image-decode.h"
-#include "image-private.h"
+#include "image-codec.h"
+#include "image-jpeg.h"
+#include "image-png.h"
 
 static const uint8_t	jpeg_magic[3] = { 0xff, 0xd8, 0xff };
 static const uint8_t	png_magic[8] = {
@@ -42,54 +44,10 @@ image_decoder_set_memory_max(struct image_decoder *d, uint64_t bytes)
 	d->memory_max = bytes;
 }
 
-/* "image needs 1367 MiB to decode (...), above image_memory_max (256 MiB)" */
-int
-image_memory_refuse(struct image_decoder *d, const char *what, uint64_t need,
-    uint64_t max)
-{
-	return (image_error(d, "image needs %llu MiB to decode (%s), above "
-	    "image_memory_max (%llu MiB)", (unsigned long long)((need +
-	    (1u << 20) - 1) >> 20), what, (unsigned long long)(max >> 20)));
-}
-
 const char *
 image_decoder_error(const struct image_decoder *d)
 {
 	return (d->err);
-}
-
-/* Set the error phrase. */
-int
-image_error(struct image_decoder *d, const char *fmt, ...)
-{
-	va_list	ap;
-
-	va_start(ap, fmt);
-	vsnprintf(d->err, sizeof d->err, fmt, ap);
-	va_end(ap);
-	return (-1);
-}
-
-/* Grow the scratch buffer to @len bytes. */
-uint8_t *
-image_scratch(struct image_decoder *d, size_t len)
-{
-	uint8_t	*p;
-
-	if (len == 0)
-		len = 1;
-	if (d->scratch_len >= len)
-		return (d->scratch);
-	free(d->scratch);
-	d->scratch_len = 0;
-	if ((p = malloc(len)) == NULL) {
-		d->scratch = NULL;
-		image_error(d, "out of memory (%zu bytes of rows)", len);
-		return (NULL);
-	}
-	d->scratch = p;
-	d->scratch_len = len;
-	return (p);
 }
 
 /* Say what @buf starts with, for "not a JPEG or PNG image". */

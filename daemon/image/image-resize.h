@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the image transform's files share: Pillow's resampling weights
- * (image-resize.c) for the plans (image-transform.c) and the driver
- * (image-output.c).  Not for use outside them.
+ * Pillow's bilinear resampling (image-resize.c): the bounds and weights of
+ * each output, the horizontal and vertical passes, and which code runs
+ * them (scalar or AVX2).  The plans (image-plan.c) read the bounds, the
+ * driver (image-transform.c) runs the passes.
  */
-#ifndef INFEED_IMAGE_INTERNAL_H
-#define INFEED_IMAGE_INTERNAL_H
+#ifndef INFEED_IMAGE_RESIZE_H
+#define INFEED_IMAGE_RESIZE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "image-transform.h"
+/* Which code image_plan_run() uses: the tests and the benchmark force one. */
+enum image_simd {
+	IMAGE_SIMD_AUTO = 0,
+	IMAGE_SIMD_SCALAR = 1,
+	IMAGE_SIMD_AVX2 = 2,
+};
+enum image_simd	 image_simd_select(enum image_simd);
 
 /* The weights of a window of one axis's outputs. */
 struct image_coeffs {
@@ -43,4 +50,4 @@ void		 image_resize_hpass(const struct image_coeffs *, uint32_t,
 void		 image_resize_vrow(const int32_t *, int32_t, const uint8_t *,
 		    size_t, uint32_t, uint8_t *);
 
-#endif /* INFEED_IMAGE_INTERNAL_H */
+#endif /* INFEED_IMAGE_RESIZE_H */

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The monotonic clock every layer of the daemon reads. */
+/*
+ * The monotonic clock, the one every part of infeed reads for timeouts,
+ * rates and durations (never the wall clock, which steps).
+ */
 #ifndef INFEED_CLOCK_H
 #define INFEED_CLOCK_H
 
@@ -24,6 +27,16 @@ clock_now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000);
+}
+
+/* Seconds on the monotonic clock, for rates and progress. */
+static inline double
+clock_now_s(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
 }
 
 #endif /* INFEED_CLOCK_H */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Running a plan: the resampling passes (image-resize.c), then each output
- * row written into the tensor: float32 CHW through a per-channel table of
- * ToTensor + Normalize, uint8 CHW, or uint8 HWC, with zeros (what
- * CenterCrop pads with, normalised like any pixel) around the kept window.
+ * Running a plan (image_plan_run()): the resampling passes
+ * (image-resize.c), then each output row written into the tensor: float32
+ * CHW through a per-channel table of ToTensor + Normalize, uint8 CHW, or
+ * uint8 HWC, with zeros (what CenterCrop pads with, normalised like any
+ * pixel) around the kept window.
  *
  * The table holds ((v / 255.0f) - mean) / std for each byte v, computed in
  * float32 with true divisions, as torch computes x.div(255) then
@@ -22,7 +23,6 @@
 #endif
 
 #include "image-transform.h"
-#include "image-internal.h"
 
 /* Where one output row goes. */
 struct out_row {

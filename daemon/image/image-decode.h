@@ -33,18 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum image_format {
-	IMAGE_FORMAT_UNKNOWN = 0,
-	IMAGE_FORMAT_JPEG = 1,
-	IMAGE_FORMAT_PNG = 2
-};
-
-struct image_info {
-	enum image_format	format;
-	uint32_t		width, height;
-};
-
-#define IMAGE_MAX_PIXELS 178956970ULL	/* Pillow's DecompressionBombError limit */
+#include "image-info.h"
 
 struct image_decoder;		/* one per worker thread, reused for every image */
 
@@ -96,13 +85,6 @@ int	image_decode_region(struct image_decoder *d, uint32_t x, uint32_t y,
  * Rows and other buffers of a width's size are not counted.
  */
 void	image_decoder_set_memory_max(struct image_decoder *d, uint64_t bytes);
-
-/**
- * image_memory_refuse() - the phrase for an image that needs @need bytes
- * of @what where @max are allowed, in @d's error; returns -1.
- */
-int	image_memory_refuse(struct image_decoder *d, const char *what,
-	    uint64_t need, uint64_t max);
 
 /**
  * image_decoder_error() - the last error, a short English phrase such as

@@ -27,8 +27,7 @@
 #define IMAGE_HAVE_AVX2	1
 #endif
 
-#include "image-transform.h"
-#include "image-internal.h"
+#include "image-resize.h"
 
 #define PRECISION_BITS	22
 

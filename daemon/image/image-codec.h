@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What image-decode.c shares with the format decoders, image-jpeg.c and
- * image-png.c; nothing outside daemon/dataset/image-*.c includes it.
+ * The codecs' shared ground: the decoder's state, which the front
+ * (image-decode.c) and each format's decoder (image-jpeg.c, image-png.c)
+ * work on, and the helpers they share (the error phrase, the scratch rows,
+ * the memory cap's refusal).  Nothing outside daemon/image/ includes it.
  */
-#ifndef INFEED_IMAGE_PRIVATE_H
-#define INFEED_IMAGE_PRIVATE_H
+#ifndef INFEED_IMAGE_CODEC_H
+#define INFEED_IMAGE_CODEC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "image-decode.h"
+#include "image-info.h"
 
 #define IMAGE_ERROR_MAX		256	/* bytes of an error phrase */
 #define IMAGE_SCRATCH_KEEP	(16u << 20)	/* scratch kept between images */
@@ -42,15 +44,11 @@ int	image_error(struct image_decoder *d, const char *fmt, ...)
 /* A scratch buffer of at least @len bytes, or NULL with the error set. */
 uint8_t	*image_scratch(struct image_decoder *d, size_t len);
 
-int	image_jpeg_open(struct image_decoder *d);
-int	image_jpeg_decode(struct image_decoder *d, uint32_t x, uint32_t y,
-	    uint32_t w, uint32_t h, uint8_t *dst, size_t dst_stride);
-void	image_jpeg_free(struct image_jpeg *j);
+/**
+ * image_memory_refuse() - the phrase for an image that needs @need bytes
+ * of @what where @max are allowed, in @d's error; returns -1.
+ */
+int	image_memory_refuse(struct image_decoder *d, const char *what,
+	    uint64_t need, uint64_t max);
 
-int	image_png_open(struct image_decoder *d);
-int	image_png_decode(struct image_decoder *d, uint32_t x, uint32_t y,
-	    uint32_t w, uint32_t h, uint8_t *dst, size_t dst_stride);
-void	image_png_close(struct image_decoder *d);
-void	image_png_free(struct image_png *p);
-
-#endif /* INFEED_IMAGE_PRIVATE_H */
+#endif /* INFEED_IMAGE_CODEC_H */
