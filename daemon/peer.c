@@ -588,9 +588,10 @@ peer_more_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 /*
- * Handle the whole frames buffered, while the client's replies stay under
- * PEER_OUTQ_HIGH; the rest wait (in the buffer, then the socket) until it
- * reads.  A request may close the peer, so look it up again each round.
+ * Handle the whole frames buffered while the transport is not paused (the
+ * client's replies went past PEER_OUTQ_HIGH); the rest wait (in the
+ * buffer, then the socket) until it has read them down to PEER_OUTQ_LOW.
+ * A request may close the peer, so look it up again each round.
  */
 static void
 peer_process(struct peer *p)
