@@ -14,9 +14,7 @@
  */
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,6 +30,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "unit-fds.h"
 #include "wire.h"
 
 #define DEADLINE_MS	10000
@@ -56,22 +55,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
-/* Count this process's open descriptors (the daemon's are ours). */
-static int
-count_fds(void)
-{
-	DIR		*dir;
-	struct dirent	*de;
-	int		 n = 0;
-
-	ck_assert_ptr_nonnull(dir = opendir("/proc/self/fd"));
-	while ((de = readdir(dir)) != NULL)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(dir);
-	return (n);
 }
 
 /* A daemon on a configuration of one synthetic dataset and @extra. */
@@ -346,13 +329,13 @@ START_TEST(test_fds_with_a_request_closed_with_the_peer)
 	connect_client(&c, 0);
 	send_hello(&c, 1);
 	infeed__frame__free_unpacked(client_recv(&c), NULL);
-	before = count_fds();
+	before = unit_count_fds(0);
 	send_list(&c, 2, p, 2);
 	expect_error(&c, 2, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
 	    "came with file descriptors");
 	expect_closed(&c);
 	/* The daemon's end and both descriptors it received are closed. */
-	ck_assert_int_eq(count_fds(), before - 1);
+	ck_assert_int_eq(unit_count_fds(0), before - 1);
 	client_close(&c);
 	close(p[0]);
 	close(p[1]);
@@ -365,43 +348,20 @@ END_TEST
  */
 START_TEST(test_too_many_fds_refused_and_closed)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int) * 8)];
-	} cbuf;
-	struct client	 c;
-	struct msghdr	 msg;
-	struct iovec	 iov;
-	struct cmsghdr	*cmsg;
-	char		 byte = 0;
-	int		 devnull, before, i;
+	struct client	c;
+	int		devnull, before;
 
 	ck_assert_int_ge(devnull = open("/dev/null", O_RDONLY | O_CLOEXEC),
 	    0);
 	connect_client(&c, 0);
 	send_hello(&c, 1);
 	infeed__frame__free_unpacked(client_recv(&c), NULL);
-	before = count_fds();
-	memset(&msg, 0, sizeof(msg));
-	memset(&cbuf, 0, sizeof(cbuf));
-	iov.iov_base = &byte;
-	iov.iov_len = 1;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf.buf;
-	msg.msg_controllen = sizeof(cbuf.buf);
-	cmsg = CMSG_FIRSTHDR(&msg);
-	cmsg->cmsg_level = SOL_SOCKET;
-	cmsg->cmsg_type = SCM_RIGHTS;
-	cmsg->cmsg_len = CMSG_LEN(sizeof(int) * 8);
-	for (i = 0; i < 8; i++)
-		memcpy(CMSG_DATA(cmsg) + (size_t)i * sizeof(int), &devnull,
-		    sizeof(int));
-	ck_assert_int_eq(sendmsg(c.fd, &msg, 0), 1);
+	before = unit_count_fds(0);
+	unit_send_fds(c.fd, devnull, 8);
 	expect_error(&c, 0, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
 	    "unexpected file descriptors");
 	expect_closed(&c);
-	ck_assert_int_eq(count_fds(), before - 1);
+	ck_assert_int_eq(unit_count_fds(0), before - 1);
 	client_close(&c);
 	close(devnull);
 }

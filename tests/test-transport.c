@@ -14,7 +14,6 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -26,6 +25,7 @@
 #include <event2/event.h>
 
 #include "transport.h"
+#include "unit-fds.h"
 #include "wire.h"
 
 #define BIG		(1024 * 1024)
@@ -43,23 +43,8 @@ struct heard {
 
 static struct event_base	*base;
 static int			 sv[2] = { -1, -1 };	/* [0]: the transport's */
+static int			 pipe_fds[2] = { -1, -1 };	/* to pass */
 static struct heard		 heard;
-
-/* Count this process's open descriptors, to show that none leaked. */
-static int
-count_fds(void)
-{
-	DIR		*d;
-	struct dirent	*de;
-	int		 n = 0;
-
-	ck_assert_ptr_nonnull(d = opendir("/proc/self/fd"));
-	while ((de = readdir(d)) != NULL)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return (n);
-}
 
 /* Whether @fd is an open descriptor. */
 static int
@@ -126,6 +111,7 @@ setup(void)
 	ck_assert_ptr_nonnull(base = event_base_new());
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 	    sv), 0);
+	ck_assert_int_eq(pipe2(pipe_fds, O_CLOEXEC), 0);
 	memset(&heard, 0, sizeof(heard));
 }
 
@@ -148,7 +134,19 @@ teardown(void)
 	if (sv[1] != -1)
 		close(sv[1]);
 	sv[0] = sv[1] = -1;
+	close(pipe_fds[0]);
+	close(pipe_fds[1]);
 	event_base_free(base);
+}
+
+/* Shrink the transport's send buffer, so its messages must wait. */
+static void
+small_sndbuf(void)
+{
+	int	sndbuf = 4096;
+
+	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+	    sizeof(sndbuf)), 0);
 }
 
 /* One pass of the loop, not waiting. */
@@ -176,39 +174,6 @@ message(unsigned tag, size_t len)
 	for (i = 0; i < len; i++)
 		m[i] = pattern(tag, i);
 	return (m);
-}
-
-/* Send one byte from @sock with @count copies of @fd, by hand. */
-static void
-send_fds_raw(int sock, int fd, int count)
-{
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int) * 16)];
-	} cbuf;
-	struct msghdr	 msg;
-	struct iovec	 iov;
-	struct cmsghdr	*cmsg;
-	char		 byte = 'x';
-	int		 i;
-
-	ck_assert_int_le(count, 16);
-	memset(&msg, 0, sizeof(msg));
-	memset(&cbuf, 0, sizeof(cbuf));
-	iov.iov_base = &byte;
-	iov.iov_len = 1;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf.buf;
-	msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)count);
-	cmsg = CMSG_FIRSTHDR(&msg);
-	cmsg->cmsg_level = SOL_SOCKET;
-	cmsg->cmsg_type = SCM_RIGHTS;
-	cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)count);
-	for (i = 0; i < count; i++)
-		memcpy(CMSG_DATA(cmsg) + (size_t)i * sizeof(int), &fd,
-		    sizeof(int));
-	ck_assert_int_eq(sendmsg(sock, &msg, 0), 1);
 }
 
 /* A packed Hello naming @name. */
@@ -247,25 +212,24 @@ START_TEST(test_stream_frames_whole_with_their_fds)
 	uint8_t			*buf;
 	size_t			 len;
 	char			*cause = NULL;
-	int			 p[2], fd, before, got = 0;
+	int			 fd, before, got = 0;
 	unsigned		 i;
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	a = make(TRANSPORT_STREAM, 0, 0);
 	ck_assert_ptr_nonnull(b = transport_new(base, sv[1], &tc));
 	sv[1] = -1;
 	transport_read_on(b, NULL);
-	before = count_fds();
+	before = unit_count_fds(0);
 	for (i = 0; i < 3; i++) {
 		buf = pack_hello(names[i], &len);
-		fd = i == 1 ? dup(p[0]) : -1;
+		fd = i == 1 ? dup(pipe_fds[0]) : -1;
 		ck_assert_int_eq(transport_send_consume(a, buf, len, &fd,
 		    fd != -1), 0);
 		free(buf);
 	}
 	/* Sent at once: the one descriptor went, and is closed here. */
 	ck_assert_uint_eq(transport_queued(a), 0);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	pass();
 	ck_assert_uint_ge(heard.reads, 1);
 	while (transport_recv(b) > 0)
@@ -288,8 +252,6 @@ START_TEST(test_stream_frames_whole_with_their_fds)
 	ck_assert_int_eq(wire_in_frame(in, &f, &cause), WIRE_AGAIN);
 	transport_free(a);
 	transport_free(b);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -305,7 +267,7 @@ START_TEST(test_partial_writes_finished_in_order)
 	uint8_t			*big, *small, *got;
 	size_t			 have = 0, total = BIG + 100;
 	ssize_t			 n;
-	int			 sndbuf = 4096, p[2], fd, nfds = 0;
+	int			 fd, nfds = 0;
 	union {
 		struct cmsghdr	hdr;
 		char		buf[CMSG_SPACE(sizeof(int) * 4)];
@@ -314,14 +276,12 @@ START_TEST(test_partial_writes_finished_in_order)
 	struct iovec		 iov;
 	struct cmsghdr		*cmsg;
 
-	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-	    sizeof(sndbuf)), 0);
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	small_sndbuf();
 	t = make(TRANSPORT_STREAM, 0, 0);
 	big = message(1, BIG);
 	small = message(2, 100);
 	ck_assert_ptr_nonnull(got = malloc(total));
-	fd = dup(p[0]);
+	fd = dup(pipe_fds[0]);
 	ck_assert_int_eq(transport_send_consume(t, big, BIG, &fd, 1), 0);
 	/* Some went, with the descriptor, which is closed here now. */
 	ck_assert_uint_eq(transport_queued(t), 1);
@@ -365,8 +325,6 @@ START_TEST(test_partial_writes_finished_in_order)
 	free(big);
 	free(small);
 	free(got);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -379,12 +337,10 @@ START_TEST(test_high_and_low_marks_pause_and_resume)
 {
 	struct transport	*t;
 	uint8_t			*m, sink[4096];
-	int			 sndbuf = 4096;
 	bool			 between = false;
 	unsigned		 sent = 0;
 
-	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-	    sizeof(sndbuf)), 0);
+	small_sndbuf();
 	t = make(TRANSPORT_STREAM, HIGH, LOW);
 	transport_read_on(t, NULL);
 	ck_assert(transport_reading(t));
@@ -439,10 +395,8 @@ START_TEST(test_drain_found_by_flush_told_from_the_loop)
 {
 	struct transport	*t;
 	uint8_t			*m, sink[65536];
-	int			 sndbuf = 4096;
 
-	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-	    sizeof(sndbuf)), 0);
+	small_sndbuf();
 	t = make(TRANSPORT_STREAM, HIGH, LOW);
 	transport_read_on(t, NULL);
 	m = message(4, 2 * HIGH);
@@ -497,36 +451,32 @@ START_TEST(test_fds_owned_until_sent_or_freed)
 {
 	struct transport	*t;
 	uint8_t			*m;
-	int			 sndbuf = 4096, p[2], before, fd;
+	int			 before, fd;
 
-	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-	    sizeof(sndbuf)), 0);
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	small_sndbuf();
 	t = make(TRANSPORT_STREAM, 0, 0);
-	before = count_fds();
+	before = unit_count_fds(0);
 	/* Goes at once: no duplicate, the caller's still open. */
-	ck_assert_int_eq(transport_send_dup(t, "hi", 2, &p[0], 1), 0);
+	ck_assert_int_eq(transport_send_dup(t, "hi", 2, &pipe_fds[0], 1), 0);
 	ck_assert_uint_eq(transport_queued(t), 0);
-	ck_assert(is_open(p[0]));
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert(is_open(pipe_fds[0]));
+	ck_assert_int_eq(unit_count_fds(0), before);
 	/* Fill the socket; then a message waits with a duplicate. */
 	m = message(5, BIG);
 	ck_assert_int_eq(transport_send_consume(t, m, BIG, NULL, 0), 0);
-	ck_assert_int_eq(transport_send_dup(t, "hi", 2, &p[0], 1), 0);
-	ck_assert_int_eq(count_fds(), before + 1);
-	ck_assert(is_open(p[0]));
+	ck_assert_int_eq(transport_send_dup(t, "hi", 2, &pipe_fds[0], 1), 0);
+	ck_assert_int_eq(unit_count_fds(0), before + 1);
+	ck_assert(is_open(pipe_fds[0]));
 	/* A consumed one waits too, then both are closed with the queue. */
-	fd = dup(p[1]);
+	fd = dup(pipe_fds[1]);
 	ck_assert_int_eq(transport_send_consume(t, "ho", 2, &fd, 1), 0);
-	ck_assert_int_eq(count_fds(), before + 2);
+	ck_assert_int_eq(unit_count_fds(0), before + 2);
 	ck_assert_uint_eq(transport_queued(t), 3);
 	transport_free(t);
 	/* ... and the socket itself. */
-	ck_assert_int_eq(count_fds(), before - 1);
-	ck_assert(is_open(p[0]) && is_open(p[1]));
+	ck_assert_int_eq(unit_count_fds(0), before - 1);
+	ck_assert(is_open(pipe_fds[0]) && is_open(pipe_fds[1]));
 	free(m);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -539,41 +489,37 @@ START_TEST(test_broken_transport_closes_everything_tells_once)
 {
 	struct transport	*t;
 	uint8_t			*m;
-	int			 sndbuf = 4096, p[2], before, fds[2];
+	int			 before, fds[2];
 
-	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-	    sizeof(sndbuf)), 0);
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	small_sndbuf();
 	t = make(TRANSPORT_STREAM, 0, 0);
 	m = message(6, BIG);
 	ck_assert_int_eq(transport_send_consume(t, m, BIG, NULL, 0), 0);
-	before = count_fds();
-	fds[0] = dup(p[0]);
-	fds[1] = dup(p[1]);
+	before = unit_count_fds(0);
+	fds[0] = dup(pipe_fds[0]);
+	fds[1] = dup(pipe_fds[1]);
 	ck_assert_int_eq(transport_send_consume(t, "x", 1, fds, 2), 0);
-	ck_assert_int_eq(count_fds(), before + 2);
+	ck_assert_int_eq(unit_count_fds(0), before + 2);
 	close(sv[1]);
 	sv[1] = -1;
 	ck_assert_int_eq(transport_flush(t), -1);
 	ck_assert_int_eq(errno, EPIPE);
 	ck_assert_uint_eq(transport_queued(t), 0);
-	ck_assert_int_eq(count_fds(), before - 1);	/* sv[1] too */
+	ck_assert_int_eq(unit_count_fds(0), before - 1);	/* sv[1] too */
 	ck_assert_uint_eq(heard.broken, 0);	/* not inside the call */
 	pass();
 	ck_assert_uint_eq(heard.broken, 1);
 	ck_assert(heard.error == EPIPE || heard.error == ECONNRESET);
-	fds[0] = dup(p[0]);
+	fds[0] = dup(pipe_fds[0]);
 	ck_assert_int_eq(transport_send_consume(t, "y", 1, fds, 1), -1);
 	ck_assert_int_eq(errno, EPIPE);
 	ck_assert(!is_open(fds[0]));
-	ck_assert_int_eq(transport_send_dup(t, "y", 1, p, 1), -1);
-	ck_assert(is_open(p[0]));
+	ck_assert_int_eq(transport_send_dup(t, "y", 1, pipe_fds, 1), -1);
+	ck_assert(is_open(pipe_fds[0]));
 	pass();
 	ck_assert_uint_eq(heard.broken, 1);
 	transport_free(t);
 	free(m);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -581,21 +527,18 @@ END_TEST
 START_TEST(test_too_many_fds_to_send_closed)
 {
 	struct transport	*t;
-	int			 p[2], fds[TRANSPORT_MAX_FDS + 1], before;
+	int			 fds[TRANSPORT_MAX_FDS + 1], before;
 	unsigned		 i;
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	t = make(TRANSPORT_STREAM, 0, 0);
-	before = count_fds();
+	before = unit_count_fds(0);
 	for (i = 0; i < TRANSPORT_MAX_FDS + 1; i++)
-		fds[i] = dup(p[0]);
+		fds[i] = dup(pipe_fds[0]);
 	ck_assert_int_eq(transport_send_consume(t, "x", 1, fds,
 	    TRANSPORT_MAX_FDS + 1), -1);
 	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	transport_free(t);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -607,37 +550,33 @@ START_TEST(test_close_fds_in_a_child)
 {
 	struct transport	*t;
 	uint8_t			*m;
-	int			 sndbuf = 4096, p[2], fd, status, before;
+	int			 fd, status, before;
 	pid_t			 pid;
 
-	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-	    sizeof(sndbuf)), 0);
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	small_sndbuf();
 	t = make(TRANSPORT_STREAM, 0, 0);
 	m = message(7, BIG);
 	ck_assert_int_eq(transport_send_consume(t, m, BIG, NULL, 0), 0);
-	fd = dup(p[0]);
+	fd = dup(pipe_fds[0]);
 	ck_assert_int_eq(transport_send_consume(t, "x", 1, &fd, 1), 0);
-	send_fds_raw(sv[1], p[1], 1);
+	unit_send_fds(sv[1], pipe_fds[1], 1);
 	ck_assert_int_eq(transport_recv(t), 1);
 	ck_assert_uint_eq(transport_in(t)->nfds, 1);
-	before = count_fds();
+	before = unit_count_fds(0);
 	if ((pid = fork()) == 0) {
 		transport_close_fds(t);
 		/* The socket, the queued and the received descriptors. */
-		_exit(count_fds() == before - 3 && transport_fd(t) == -1 ?
+		_exit(unit_count_fds(0) == before - 3 && transport_fd(t) == -1 ?
 		    0 : 1);
 	}
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* The parent's are all still there. */
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	transport_free(t);
-	ck_assert_int_eq(count_fds(), before - 3);
+	ck_assert_int_eq(unit_count_fds(0), before - 3);
 	free(m);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -647,22 +586,21 @@ START_TEST(test_packet_records_whole_with_their_fds)
 	struct transport	*a, *b;
 	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
 	char			 buf[64];
-	int			 p[2], fds[TRANSPORT_MAX_FDS], before;
+	int			 fds[TRANSPORT_MAX_FDS], before;
 	size_t			 nfds;
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	a = make(TRANSPORT_PACKET, 0, 0);
 	/* The worker's side: blocking, no loop. */
 	ck_assert_ptr_nonnull(b = transport_new(NULL, sv[1], &tc));
 	sv[1] = -1;
-	before = count_fds();
-	ck_assert_int_eq(transport_send_dup(a, "first", 5, p, 2), 0);
+	before = unit_count_fds(0);
+	ck_assert_int_eq(transport_send_dup(a, "first", 5, pipe_fds, 2), 0);
 	ck_assert_int_eq(transport_send_dup(a, "second", 6, NULL, 0), 0);
 	ck_assert_int_eq(transport_recv_msg(b, buf, sizeof(buf), fds, 3,
 	    &nfds), 5);
 	ck_assert_int_eq(memcmp(buf, "first", 5), 0);
 	ck_assert_uint_eq(nfds, 2);
-	ck_assert_int_eq(count_fds(), before + 2);
+	ck_assert_int_eq(unit_count_fds(0), before + 2);
 	close(fds[0]);
 	close(fds[1]);
 	ck_assert_int_eq(transport_recv_msg(b, buf, sizeof(buf), fds, 3,
@@ -679,9 +617,7 @@ START_TEST(test_packet_records_whole_with_their_fds)
 	ck_assert_int_eq(errno, EAGAIN);
 	transport_free(a);
 	transport_free(b);
-	ck_assert_int_eq(count_fds(), before - 2);
-	close(p[0]);
-	close(p[1]);
+	ck_assert_int_eq(unit_count_fds(0), before - 2);
 }
 END_TEST
 
@@ -690,23 +626,20 @@ START_TEST(test_packet_cut_record_refused)
 {
 	struct transport	*t;
 	char			 big[100], buf[50];
-	int			 p[2], fds[TRANSPORT_MAX_FDS], before;
+	int			 fds[TRANSPORT_MAX_FDS], before;
 	size_t			 nfds;
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	t = make(TRANSPORT_PACKET, 0, 0);
 	memset(big, 'b', sizeof(big));
-	before = count_fds();
-	ck_assert_int_eq(wire_send_fds(sv[1], big, sizeof(big), p, 1),
+	before = unit_count_fds(0);
+	ck_assert_int_eq(wire_send_fds(sv[1], big, sizeof(big), pipe_fds, 1),
 	    (ssize_t)sizeof(big));
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EMSGSIZE);
 	ck_assert_uint_eq(nfds, 0);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	transport_free(t);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -719,40 +652,37 @@ START_TEST(test_ctrunc_and_surplus_fds_refused)
 {
 	struct transport	*t;
 	char			 buf[8];
-	int			 p[2], fds[TRANSPORT_MAX_FDS], before;
+	int			 fds[TRANSPORT_MAX_FDS], before;
 	size_t			 nfds;
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	t = make(TRANSPORT_PACKET, 0, 0);
-	before = count_fds();
-	send_fds_raw(sv[1], p[0], 12);
+	before = unit_count_fds(0);
+	unit_send_fds(sv[1], pipe_fds[0], 12);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EPROTO);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	/* Four fit the buffer, but the caller takes three. */
-	send_fds_raw(sv[1], p[0], 4);
+	unit_send_fds(sv[1], pipe_fds[0], 4);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EPROTO);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	/* One a caller takes none of. */
-	send_fds_raw(sv[1], p[0], 1);
+	unit_send_fds(sv[1], pipe_fds[0], 1);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 0,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EPROTO);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	/* The next is whole again. */
-	send_fds_raw(sv[1], p[0], 3);
+	unit_send_fds(sv[1], pipe_fds[0], 3);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), 1);
 	ck_assert_uint_eq(nfds, 3);
 	while (nfds > 0)
 		close(fds[--nfds]);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	transport_free(t);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 
@@ -760,19 +690,16 @@ END_TEST
 START_TEST(test_stream_ctrunc_refused)
 {
 	struct transport	*t;
-	int			 p[2], before;
+	int			 before;
 
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	t = make(TRANSPORT_STREAM, 0, 0);
-	before = count_fds();
-	send_fds_raw(sv[1], p[0], 12);
+	before = unit_count_fds(0);
+	unit_send_fds(sv[1], pipe_fds[0], 12);
 	ck_assert_int_eq(transport_recv(t), -1);
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_uint_eq(transport_in(t)->nfds, 0);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(unit_count_fds(0), before);
 	transport_free(t);
-	close(p[0]);
-	close(p[1]);
 }
 END_TEST
 

@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,6 +35,7 @@
 #include "ring.h"
 #include "transform.h"
 #include "transport.h"
+#include "unit-fds.h"
 #include "worker.h"
 
 #define ROWS		8
@@ -155,24 +155,6 @@ teardown(void)
 	rmdir(tmpdir);
 }
 
-/* The worker's open descriptors. */
-static int
-worker_fds(void)
-{
-	char		 path[64];
-	DIR		*d;
-	struct dirent	*de;
-	int		 n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)worker);
-	ck_assert_ptr_nonnull(d = opendir(path));
-	while ((de = readdir(d)) != NULL)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return (n);
-}
-
 /* Send the ring, its memfd with it. */
 static void
 send_map(void)
@@ -256,7 +238,7 @@ START_TEST(test_jobs_fill_rows_and_answer_done)
 	int			fds;
 
 	start_worker();
-	fds = worker_fds();
+	fds = unit_count_fds(worker);
 	send_map();
 	send_job(RING_ID, 0, 0, ROWS);
 	recv_done(&m);
@@ -271,7 +253,7 @@ START_TEST(test_jobs_fill_rows_and_answer_done)
 	ck_assert_int_eq(m.error, WORKER_OK);
 	check_rows(1, 2, 5);
 	/* The ring's memfd was mapped and closed: none is kept. */
-	ck_assert_int_eq(worker_fds(), fds);
+	ck_assert_int_eq(unit_count_fds(worker), fds);
 	ck_assert_uint_ge(beat->rows, ROWS + 3);
 }
 END_TEST
@@ -332,7 +314,7 @@ START_TEST(test_malformed_messages_dropped_with_their_fds)
 	ck_assert_int_ge(devnull = open("/dev/null", O_RDONLY | O_CLOEXEC),
 	    0);
 	start_worker();
-	fds = worker_fds();
+	fds = unit_count_fds(worker);
 	ck_assert_int_eq(transport_send_consume(pool_end, "short", 5, NULL,
 	    0), 0);
 	memset(&m, 0, sizeof(m));
@@ -354,7 +336,7 @@ START_TEST(test_malformed_messages_dropped_with_their_fds)
 	ck_assert_int_eq(m.error, WORKER_OK);
 	ck_assert_uint_eq(m.row_end, 3);
 	check_rows(0, 0, 3);
-	ck_assert_int_eq(worker_fds(), fds);
+	ck_assert_int_eq(unit_count_fds(worker), fds);
 	close(devnull);
 }
 END_TEST
