@@ -22,12 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
 #include <event2/event.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "unit-fds.h"
@@ -46,16 +46,6 @@ struct client {
 static char		 tmpdir[PATH_MAX];
 static char		 conf_path[PATH_MAX];
 static struct daemon	*d;
-
-/* Milliseconds on a clock that only goes forward. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
 
 /* A daemon on a configuration of one synthetic dataset and @extra. */
 static void
@@ -133,11 +123,11 @@ client_write(struct client *c, const void *buf, size_t len, const int *fds,
     size_t nfds)
 {
 	const uint8_t	*p = buf;
-	uint64_t	 deadline = now_ms() + DEADLINE_MS;
+	uint64_t	 deadline = clock_now_ms() + DEADLINE_MS;
 	ssize_t		 n;
 
 	while (len > 0) {
-		ck_assert_msg(now_ms() < deadline, "the daemon read nothing "
+		ck_assert_msg(clock_now_ms() < deadline, "the daemon read nothing "
 		    "for %d ms", DEADLINE_MS);
 		n = wire_send_fds(c->fd, p, len, fds, nfds);
 		if (n == -1) {
@@ -198,7 +188,7 @@ send_list(struct client *c, uint64_t id, const int *fds, size_t nfds)
 static Infeed__Frame *
 client_recv(struct client *c)
 {
-	uint64_t	 deadline = now_ms() + DEADLINE_MS;
+	uint64_t	 deadline = clock_now_ms() + DEADLINE_MS;
 	Infeed__Frame	*f;
 	char		*cause = NULL;
 	ssize_t		 n;
@@ -213,7 +203,7 @@ client_recv(struct client *c)
 		case WIRE_AGAIN:
 			break;
 		}
-		ck_assert_msg(now_ms() < deadline, "no reply in %d ms",
+		ck_assert_msg(clock_now_ms() < deadline, "no reply in %d ms",
 		    DEADLINE_MS);
 		n = wire_in_recv(&c->in, c->fd);
 		if (n == 0)
@@ -439,11 +429,11 @@ START_TEST(test_backpressure_pauses_then_serves_in_order)
 	ck_assert_uint_gt(len, 64 * 1024);
 	client_write(&c, all, len, NULL, 0);
 	free(all);
-	deadline = now_ms() + DEADLINE_MS;
+	deadline = clock_now_ms() + DEADLINE_MS;
 	do {
 		pass();
 		ck_assert_int_eq(peers_probe(d->peers, c.id, &pp), 0);
-		ck_assert_msg(now_ms() < deadline, "never paused");
+		ck_assert_msg(clock_now_ms() < deadline, "never paused");
 	} while (pp.reading);
 	ck_assert_uint_gt(pp.queued, 256 * 1024);
 	/* Paused: the loop turns, nothing more is handled or read. */
