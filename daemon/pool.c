@@ -186,14 +186,24 @@ pool_send(struct worker *w, const struct worker_msg *m, size_t len,
 	return (0);
 }
 
-/* A message did not go: the worker is gone, SIGCHLD replaces it. */
+/*
+ * A message did not go, nor will any after it: a worker that closed its
+ * end is gone (SIGCHLD replaces it); one that is still there but cannot be
+ * sent to is killed, so that its replacement gets what it missed.
+ */
 static void
 pool_worker_broken_cb(void *arg, int error)
 {
 	struct worker	*w = arg;
+	char		 why[128];
 
-	log_warnx("worker %u (pid %d): send: %s", w->idx, (int)w->pid,
-	    strerror(error));
+	if (error == EPIPE || error == ECONNRESET) {
+		log_warnx("worker %u (pid %d): send: %s", w->idx, (int)w->pid,
+		    strerror(error));
+		return;
+	}
+	snprintf(why, sizeof(why), "cannot be sent to (%s)", strerror(error));
+	pool_kill_stuck(w, why);
 }
 
 /* The pool's record of a ring. */

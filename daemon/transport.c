@@ -57,6 +57,8 @@ struct transport {
 static void	transport_read_cb(evutil_socket_t, short, void *);
 static void	transport_write_cb(evutil_socket_t, short, void *);
 
+static const struct transport_events transport_no_events;
+
 /* Close @n descriptors of @fds. */
 static void
 transport_close_all(const int *fds, size_t n)
@@ -92,6 +94,8 @@ transport_new(struct event_base *base, int fd,
 	t->base = base;
 	t->fd = fd;
 	t->conf = *conf;
+	if (conf->events == NULL)
+		t->conf.events = &transport_no_events;
 	TAILQ_INIT(&t->queue);
 	if (conf->kind == TRANSPORT_STREAM)
 		wire_in_init(&t->in, conf->max_frame);

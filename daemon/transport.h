@@ -54,7 +54,10 @@ enum transport_kind {
 	TRANSPORT_PACKET,	/* SOCK_SEQPACKET: a message is a record */
 };
 
-/* What the owner hears, each with transport_conf's @arg; any may be NULL. */
+/*
+ * What the owner hears, each with transport_conf's @arg; any may be NULL,
+ * and so may transport_conf's @events.
+ */
 struct transport_events {
 	void	(*read)(void *arg);	/* the socket has something to read */
 	void	(*read_timeout)(void *arg);	/* ... not within the timeout */
