@@ -392,10 +392,9 @@ peers_refuse(struct peers *ps, int fd, const char *why)
 uint64_t
 peers_accept(struct peers *ps, int fd)
 {
-	struct peer	*p;
-	struct ucred	 cred;
-	socklen_t	 len = sizeof(cred);
-
+	struct peer		*p;
+	struct ucred		 cred;
+	socklen_t		 len = sizeof(cred);
 	struct transport_conf	 tc = {
 		.kind = TRANSPORT_STREAM,
 		.max_frame = ps->host.conf->max_frame_size,

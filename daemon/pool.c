@@ -178,7 +178,7 @@ pool_send(struct worker *w, const struct worker_msg *m, size_t len,
 	}
 	/* The ring's descriptors may be closed before a queued MAP goes. */
 	if (transport_send_dup(w->t, m, len, fds, nfds) == -1) {
-		if (errno != EPIPE)	/* a broken one was logged */
+		if (errno != EPIPE)	/* pool_worker_broken_cb says why */
 			log_warn("worker %u (pid %d): send", w->idx,
 			    (int)w->pid);
 		return (-1);
