@@ -11,10 +11,10 @@
  * or round the files of one folder):
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> stats, attach-check
- *   -> session -> pool -> worker -> ring, transform -> catalogue -> config
- *   -> dataset (dataset/: the front, the readers and what they share), image
- *   (image/: decoders and image transforms) -> log, xmalloc, paths, procmem,
- *   errcode
+ *   -> session -> pool -> worker -> transport -> ring, transform -> catalogue
+ *   -> config -> dataset (dataset/: the front, the readers and what they
+ *   share), image (image/: decoders and image transforms) -> log, xmalloc,
+ *   paths, procmem, errcode
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
  * proto/ lie under them all, but the protocol's messages end at peer:

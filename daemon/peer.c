@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client connections (see peer.h).  Each peer is a non-blocking Unix
- * socket with a read event, a write event armed only while its output
- * queue is non-empty, and a wire_in that cuts what it reads into frames.
- * Requests are handled in order by one switch on the frame's oneof case;
- * every reply copies the request's request_id.  A client that stops
- * reading has its output bounded: past PEER_OUTQ_HIGH queued bytes we
- * handle none of its requests, buffered or not, until it drains, so one
+ * Client connections (see peer.h).  Each peer's socket is a transport
+ * (transport.h), which reads into a wire_in, queues the replies the socket
+ * does not take and owns the descriptors they carry; this file cuts the
+ * frames, dispatches them and answers.  Requests are handled in order by
+ * one switch on the frame's oneof case; every reply copies the request's
+ * request_id.  A client that stops reading has its output bounded: past
+ * PEER_OUTQ_HIGH queued bytes the transport pauses and we handle none of
+ * its requests, buffered or not, until it drains to PEER_OUTQ_LOW, so one
  * reply (at most max_frame_size) is the most it can add.  Its refused
  * requests are logged at most PEER_LOG_PER_S times a second, with a count
  * of the rest.  A burst of requests is handled PEER_BATCH at a time, with
@@ -32,12 +33,14 @@
 #include "peer.h"
 #include "session.h"
 #include "stats.h"
+#include "transport.h"
 #include "utf8.h"
 #include "version.h"
 #include "wire.h"
 #include "xmalloc.h"
 
-#define PEER_OUTQ_HIGH		(256 * 1024)
+#define PEER_OUTQ_HIGH		(256 * 1024)	/* queued replies: pause */
+#define PEER_OUTQ_LOW		(64 * 1024)	/* ... and read again */
 #define PEER_LOG_PER_S		10	/* error lines logged per client */
 #define PEER_BATCH		64	/* requests before the others' turn */
 #define PEER_HELLO_WAIT_S	10	/* for a new client's Hello */
@@ -80,27 +83,13 @@ enum peer_state {
 	PEER_ENDED,
 };
 
-struct outframe {
-	TAILQ_ENTRY(outframe)	 entry;
-	uint8_t			*buf;
-	size_t			 len;
-	size_t			 off;
-	int			 fd;	/* sent with byte 0, closed after */
-};
-TAILQ_HEAD(outframe_list, outframe);
-
 struct peer {
 	TAILQ_ENTRY(peer)	 entry;
 	struct peers		*ps;
 	uint64_t		 id;
 	enum peer_state		 state;
-	int			 fd;
-	struct event		*rev;
-	struct event		*wev;
+	struct transport	*t;
 	struct event		*more_ev;	/* buffered requests wait */
-	struct wire_in		 in;
-	struct outframe_list	 outq;
-	size_t			 outq_bytes;
 	pid_t			 pid;
 	uid_t			 uid;
 	gid_t			 gid;
@@ -116,7 +105,6 @@ struct peer {
 	struct session_req	 req;		/* the request being handled */
 	int			 req_fds[WIRE_MAX_FDS];	/* came with it */
 	size_t			 req_nfds;
-	bool			 paused;	/* output over PEER_OUTQ_HIGH */
 	uint64_t		 log_second;	/* when its log window began */
 	unsigned		 log_lines;	/* error lines in that window */
 	unsigned		 log_dropped;	/* not logged in it */
@@ -132,14 +120,23 @@ struct peers {
 	struct attach_checks	*checks;	/* pending Attaches */
 };
 
-static void	peer_read_cb(evutil_socket_t, short, void *);
+static void	peer_read_cb(void *);
+static void	peer_hello_timeout_cb(void *);
+static void	peer_drained_cb(void *);
+static void	peer_broken_cb(void *, int);
 static void	peer_more_cb(evutil_socket_t, short, void *);
-static void	peer_write_cb(evutil_socket_t, short, void *);
 static void	peer_dispatch(struct peer *, Infeed__Frame *);
 static void	peer_process(struct peer *);
 static void	peer_free(struct peer *);
 static void	peer_drop_fds(struct peer *);
 static void	peer_closed_cb(evutil_socket_t, short, void *);
+
+static const struct transport_events peer_transport_events = {
+	.read = peer_read_cb,
+	.read_timeout = peer_hello_timeout_cb,
+	.drained = peer_drained_cb,
+	.broken = peer_broken_cb,
+};
 
 /* Move to state @st; the allowed transitions are all here. */
 static void
@@ -180,67 +177,42 @@ peer_read_on(struct peer *p)
 
 	if (p->pending != NULL)		/* its Attach comes first */
 		return;
-	event_add(p->rev, p->state == PEER_HELLO || p->state == PEER_REFUSED ?
-	    &tv : NULL);
+	/* Paused, the transport reads again once its replies drain. */
+	transport_read_on(p->t, p->state == PEER_HELLO ||
+	    p->state == PEER_REFUSED ? &tv : NULL);
 }
 
 /* Send queued output; returns -1 when the peer is gone. */
 static int
 peer_flush(struct peer *p)
 {
-	struct outframe	*of;
-	ssize_t		 n;
-
-	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
-		n = wire_send_some(p->fd, of->buf + of->off, of->len - of->off,
-		    of->off == 0 ? of->fd : -1);
-		if (n == -1) {
-			if (errno == EAGAIN)
-				break;
-			log_debug("client %llu: send: %s",
-			    (unsigned long long)p->id, strerror(errno));
-			return (-1);
-		}
-		of->off += (size_t)n;
-		p->outq_bytes -= (size_t)n;
-		if (of->fd != -1) {
-			close(of->fd);
-			of->fd = -1;
-		}
-		if (of->off < of->len)
-			break;
-		TAILQ_REMOVE(&p->outq, of, entry);
-		free(of->buf);
-		free(of);
+	if (transport_flush(p->t) == -1) {
+		log_debug("client %llu: send: %s", (unsigned long long)p->id,
+		    strerror(errno));
+		return (-1);
 	}
-	if (TAILQ_EMPTY(&p->outq))
-		event_del(p->wev);
-	else
-		event_add(p->wev, NULL);
-	/* Backpressure: read requests again only once replies drain. */
-	if (p->outq_bytes > PEER_OUTQ_HIGH) {
-		event_del(p->rev);
-		p->paused = true;
-	} else if (!p->paused)
-		peer_read_on(p);
+	peer_read_on(p);
 	return (0);
 }
 
-/* Pack a reply to @req (and an fd, which the queue now owns) and queue it. */
+/*
+ * Pack a reply to @req and send it, with @fd (the transport's now, or
+ * closed) if not -1.  A failed send is heard later, from the loop.
+ */
 static void
 peer_send(struct peer *p, struct session_req req, Infeed__Frame *f, int fd)
 {
 	const struct config	*conf = p->ps->host.conf;
-	struct outframe		*of;
 	Infeed__Frame		 ef = INFEED__FRAME__INIT;
 	Infeed__Error		 e = INFEED__ERROR__INIT;
 	char			 msg[512];
+	uint8_t			*buf;
+	size_t			 len;
 
 	f->has_request_id = req.has_id;
 	f->request_id = req.id;
-	of = xcalloc(1, sizeof(*of));
-	of->buf = wire_pack(f, conf->max_frame_size, &of->len);
-	if (of->buf == NULL && errno == EMSGSIZE) {
+	buf = wire_pack(f, conf->max_frame_size, &len);
+	if (buf == NULL && errno == EMSGSIZE) {
 		/* Too large a reply (Stats of many sessions) fails this one. */
 		snprintf(msg, sizeof(msg), "the %s reply needs %zu bytes, more "
 		    "than the largest frame (max_frame_size = %u in %s); ask "
@@ -258,14 +230,12 @@ peer_send(struct peer *p, struct session_req req, Infeed__Frame *f, int fd)
 		if (fd != -1)
 			close(fd);
 		fd = -1;
-		of->buf = wire_pack(&ef, conf->max_frame_size, &of->len);
+		buf = wire_pack(&ef, conf->max_frame_size, &len);
 	}
-	if (of->buf == NULL)
+	if (buf == NULL)
 		fatal("cannot pack a %s reply", wire_case_name(f->msg_case));
-	of->fd = fd;
-	TAILQ_INSERT_TAIL(&p->outq, of, entry);
-	p->outq_bytes += of->len;
-	event_add(p->wev, NULL);
+	(void)transport_send_consume(p->t, buf, len, &fd, fd != -1);
+	free(buf);
 }
 
 /* Say how many of the client's errors went unlogged, if any. */
@@ -350,7 +320,7 @@ peer_fail(struct peer *p, enum errcode code, const char *fmt, ...)
 	va_end(ap);
 	peer_send_error(p, p->req, code, msg);
 	(void)peer_flush(p);
-	shutdown(p->fd, SHUT_RDWR);
+	shutdown(transport_fd(p->t), SHUT_RDWR);
 	peer_free(p);
 }
 
@@ -447,30 +417,32 @@ peers_refuse(struct peers *ps, int fd, const char *why)
 uint64_t
 peers_accept(struct peers *ps, int fd)
 {
-	struct peer	*p;
-	struct ucred	 cred;
-	socklen_t	 len = sizeof(cred);
+	struct peer		*p;
+	struct ucred		 cred;
+	socklen_t		 len = sizeof(cred);
+	struct transport_conf	 tc = {
+		.kind = TRANSPORT_STREAM,
+		.max_frame = ps->host.conf->max_frame_size,
+		.high = PEER_OUTQ_HIGH,
+		.low = PEER_OUTQ_LOW,
+		.events = &peer_transport_events,
+	};
 
 	p = xcalloc(1, sizeof(*p));
 	p->ps = ps;
-	p->fd = fd;
 	p->id = ++ps->next_id;
 	p->pid = -1;
 	p->uid = (uid_t)-1;
 	p->gid = (gid_t)-1;
-	TAILQ_INIT(&p->outq);
-	wire_in_init(&p->in, ps->host.conf->max_frame_size);
+	tc.arg = p;
+	p->t = transport_new(ps->host.base, fd, &tc);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
 		p->pid = cred.pid;
 		p->uid = cred.uid;
 		p->gid = cred.gid;
 	}
-	p->rev = event_new(ps->host.base, fd, EV_READ | EV_PERSIST,
-	    peer_read_cb, p);
-	p->wev = event_new(ps->host.base, fd, EV_WRITE | EV_PERSIST,
-	    peer_write_cb, p);
 	p->more_ev = event_new(ps->host.base, -1, 0, peer_more_cb, p);
-	if (p->rev == NULL || p->wev == NULL || p->more_ev == NULL)
+	if (p->more_ev == NULL)
 		fatalx("event_new for a client");
 	/* While an Attach is checked, a hang-up is noticed (epoll's RDHUP). */
 	if ((event_base_get_features(ps->host.base) &
@@ -504,8 +476,6 @@ peer_end_session(struct peer *p)
 static void
 peer_free(struct peer *p)
 {
-	struct outframe	*of;
-
 	if (p == NULL)
 		return;
 	if (p->pending != NULL)
@@ -513,23 +483,13 @@ peer_free(struct peer *p)
 	p->pending = NULL;
 	peer_end_session(p);
 	peer_drop_fds(p);
-	while ((of = TAILQ_FIRST(&p->outq)) != NULL) {
-		TAILQ_REMOVE(&p->outq, of, entry);
-		if (of->fd != -1)
-			close(of->fd);
-		free(of->buf);
-		free(of);
-	}
 	peer_log_dropped(p);
 	TAILQ_REMOVE(&p->ps->list, p, entry);
 	p->ps->n--;
-	event_free(p->rev);
-	event_free(p->wev);
 	event_free(p->more_ev);
 	if (p->closed_ev != NULL)
 		event_free(p->closed_ev);
-	wire_in_clear(&p->in);
-	close(p->fd);
+	transport_free(p->t);
 	log_debug("client %llu closed", (unsigned long long)p->id);
 	free(p->ended_why);
 	free(p->refused_why);
@@ -537,22 +497,22 @@ peer_free(struct peer *p)
 	free(p);
 }
 
-/* The socket can take more output; below the limit, requests go on. */
+/* The client read its replies down to the low mark: requests go on. */
 static void
-peer_write_cb(evutil_socket_t fd, short ev, void *arg)
+peer_drained_cb(void *arg)
+{
+	peer_process(arg);
+}
+
+/* A reply could not be sent: the client is gone. */
+static void
+peer_broken_cb(void *arg, int error)
 {
 	struct peer	*p = arg;
 
-	(void)fd;
-	(void)ev;
-	if (peer_flush(p) == -1) {
-		peer_free(p);
-		return;
-	}
-	if (p->paused && p->outq_bytes <= PEER_OUTQ_HIGH) {
-		p->paused = false;
-		peer_process(p);
-	}
+	log_debug("client %llu: send: %s", (unsigned long long)p->id,
+	    strerror(error));
+	peer_free(p);
 }
 
 /* Whether peer @id is still connected. */
@@ -568,21 +528,25 @@ peers_has(const struct peers *ps, uint64_t id)
 	return (false);
 }
 
+/* No Hello in PEER_HELLO_WAIT_S. */
+static void
+peer_hello_timeout_cb(void *arg)
+{
+	struct peer	*p = arg;
+
+	log_debug("client %llu: no Hello within %d s; closing",
+	    (unsigned long long)p->id, PEER_HELLO_WAIT_S);
+	peer_free(p);
+}
+
 /* Read what arrived and handle every whole frame. */
 static void
-peer_read_cb(evutil_socket_t fd, short ev, void *arg)
+peer_read_cb(void *arg)
 {
 	struct peer	*p = arg;
 	ssize_t		 n;
 
-	(void)fd;
-	if (ev & EV_TIMEOUT) {		/* no Hello in PEER_HELLO_WAIT_S */
-		log_debug("client %llu: no Hello within %d s; closing",
-		    (unsigned long long)p->id, PEER_HELLO_WAIT_S);
-		peer_free(p);
-		return;
-	}
-	n = wire_in_recv(&p->in, p->fd);
+	n = transport_recv(p->t);
 	if (n == 0) {
 		peer_free(p);
 		return;
@@ -612,19 +576,21 @@ peer_more_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	if (!p->paused)
+	if (!transport_paused(p->t))
 		peer_process(p);
 }
 
 /*
- * Handle the whole frames buffered, while the client's replies stay under
- * PEER_OUTQ_HIGH; the rest wait (in the buffer, then the socket) until it
- * reads.  A request may close the peer, so look it up again each round.
+ * Handle the whole frames buffered while the transport is not paused (the
+ * client's replies went past PEER_OUTQ_HIGH); the rest wait (in the
+ * buffer, then the socket) until it has read them down to PEER_OUTQ_LOW.
+ * A request may close the peer, so look it up again each round.
  */
 static void
 peer_process(struct peer *p)
 {
 	struct peers	*ps = p->ps;
+	struct wire_in	*in = transport_in(p->t);
 	Infeed__Frame	*f;
 	char		*cause = NULL;
 	struct timeval	 zero = { 0, 0 };
@@ -640,11 +606,9 @@ peer_process(struct peer *p)
 				peer_free(p);
 			return;
 		}
-		if (p->outq_bytes > PEER_OUTQ_HIGH) {
-			event_del(p->rev);
-			p->paused = true;
+		/* Over the high mark: its requests wait until it reads. */
+		if (transport_paused(p->t))
 			return;
-		}
 		/* A burst yields to the other clients now and then. */
 		if (handled == PEER_BATCH) {
 			/* A zero timer runs after the next poll, not before. */
@@ -653,7 +617,7 @@ peer_process(struct peer *p)
 				peer_free(p);
 			return;
 		}
-		switch (wire_in_frame(&p->in, &f, &cause)) {
+		switch (wire_in_frame(in, &f, &cause)) {
 		case WIRE_AGAIN:
 			if (peer_flush(p) == -1)
 				peer_free(p);
@@ -671,8 +635,8 @@ peer_process(struct peer *p)
 		p->req.has_id = f->has_request_id;
 		p->req.id = f->request_id;
 		/* The descriptors that came with this frame are its own. */
-		while (wire_in_frame_fds(&p->in) > 0)
-			p->req_fds[p->req_nfds++] = wire_in_take_fd(&p->in);
+		while (wire_in_frame_fds(in) > 0)
+			p->req_fds[p->req_nfds++] = wire_in_take_fd(in);
 		if (p->req_nfds > 0 && f->msg_case != INFEED__FRAME__MSG_ATTACH) {
 			peer_drop_fds(p);
 			peer_fail(p, ERRCODE_BAD_FRAME,
@@ -688,7 +652,7 @@ peer_process(struct peer *p)
 			return;
 		peer_drop_fds(p);
 		if (p->pending != NULL)
-			event_del(p->rev);
+			transport_read_off(p->t);
 	}
 }
 
@@ -990,7 +954,7 @@ peer_attach(struct peer *p, const Infeed__Attach *frame)
 	case 1:
 		p->req_nfds = 0;
 		p->attach_req = p->req;
-		event_del(p->rev);
+		transport_read_off(p->t);
 		if (p->closed_ev != NULL)
 			event_add(p->closed_ev, NULL);
 		return;
@@ -1358,17 +1322,11 @@ void
 peers_close_fds(struct peers *ps)
 {
 	struct peer	*p;
-	struct outframe	*of;
 
 	attach_check_forget(ps->checks);
 	TAILQ_FOREACH(p, &ps->list, entry) {
-		close(p->fd);
+		transport_close_fds(p->t);
 		peer_drop_fds(p);
-		wire_in_clear(&p->in);
-		TAILQ_FOREACH(of, &p->outq, entry) {
-			if (of->fd != -1)
-				close(of->fd);
-		}
 		if (p->session != NULL)
 			session_forget(p->session);
 	}
@@ -1383,11 +1341,12 @@ peers_probe(const struct peers *ps, uint64_t id, struct peer_probe *out)
 	TAILQ_FOREACH(p, &ps->list, entry) {
 		if (p->id != id)
 			continue;
-		out->reading = event_pending(p->rev, EV_READ, NULL) != 0;
+		out->reading = transport_reading(p->t);
 		out->unread = 0;
-		if (ioctl(p->fd, FIONREAD, &out->unread) == -1)
+		if (ioctl(transport_fd(p->t), FIONREAD, &out->unread) == -1)
 			out->unread = 0;
-		out->fds_kept = p->in.nfds;
+		out->fds_kept = transport_in(p->t)->nfds;
+		out->queued = transport_queued_bytes(p->t);
 		return (0);
 	}
 	return (-1);

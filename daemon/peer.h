@@ -85,6 +85,7 @@ struct peer_probe {
 	bool	reading;	/* its requests are read (no backpressure) */
 	int	unread;		/* bytes waiting in its socket */
 	size_t	fds_kept;	/* descriptors it received and holds */
+	size_t	queued;		/* bytes of replies its socket did not take */
 };
 
 /**

@@ -25,7 +25,7 @@
 #include "clock.h"
 #include "log.h"
 #include "pool.h"
-#include "wire.h"
+#include "transport.h"
 #include "worker.h"
 #include "xmalloc.h"
 
@@ -74,28 +74,14 @@ struct pool_ring {
 };
 TAILQ_HEAD(pool_ring_list, pool_ring);
 
-/* A message the worker's socket did not take yet. */
-struct wmsg {
-	TAILQ_ENTRY(wmsg)	 entry;
-	int			 fds[WORKER_MAX_FDS];	/* our duplicates */
-	size_t			 nfds;
-	size_t			 len;
-	uint8_t			 buf[];
-};
-TAILQ_HEAD(wmsg_list, wmsg);
-
 struct worker {
 	struct pool	*pool;
 	unsigned	 idx;
 	pid_t		 pid;
-	int		 fd;
-	struct event	*ev;
+	struct transport *t;		/* its socket; NULL while none */
 	struct event	*deadline_ev;	/* the running job's */
-	struct event	*wev;		/* armed while outq is not empty */
 	struct event	*respawn_ev;	/* its restart, after a backoff */
 	struct worker_beat *beat;	/* its progress, shared with it */
-	struct wmsg_list outq;
-	unsigned	 noutq;
 	struct job	*job;
 	uint64_t	 rows_done;
 	uint64_t	 job_start_us;	/* of the running job */
@@ -138,10 +124,16 @@ static void	pool_dispatch(struct pool *);
 static void	pool_ring_free(struct pool_ring *);
 static void	pool_ring_finish(struct pool_ring *);
 static void	job_free(struct job *);
-static void	pool_worker_cb(evutil_socket_t, short, void *);
+static void	pool_worker_read_cb(void *);
+static void	pool_worker_broken_cb(void *, int);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
 static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
+
+static const struct transport_events pool_transport_events = {
+	.read = pool_worker_read_cb,
+	.broken = pool_worker_broken_cb,
+};
 
 /* A job, its indices and all; NULL is a no-op. */
 static void
@@ -167,115 +159,51 @@ pool_kill_stuck(struct worker *w, const char *why)
 	kill(w->pid, SIGKILL);
 }
 
-/* A queued message and its descriptors. */
-static void
-pool_wmsg_free(struct wmsg *q)
-{
-	size_t	i;
-
-	for (i = 0; i < q->nfds; i++)
-		close(q->fds[i]);
-	free(q);
-}
-
-/* Forget what a worker had not read yet. */
-static void
-pool_outq_clear(struct worker *w)
-{
-	struct wmsg	*q;
-
-	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
-		TAILQ_REMOVE(&w->outq, q, entry);
-		pool_wmsg_free(q);
-	}
-	w->noutq = 0;
-	if (w->wev != NULL)
-		event_del(w->wev);
-}
-
-/* Send what waits for the worker's socket, in order, while it takes it. */
-static void
-pool_outq_flush(struct worker *w)
-{
-	struct wmsg	*q;
-
-	while ((q = TAILQ_FIRST(&w->outq)) != NULL) {
-		if (wire_send_fds(w->fd, q->buf, q->len, q->fds, q->nfds) ==
-		    -1) {
-			if (errno == EAGAIN)
-				break;
-			/* Gone: SIGCHLD replaces it; drop what it missed. */
-			log_warn("worker %u (pid %d): send", w->idx,
-			    (int)w->pid);
-			pool_outq_clear(w);
-			return;
-		}
-		TAILQ_REMOVE(&w->outq, q, entry);
-		pool_wmsg_free(q);
-		w->noutq--;
-	}
-	if (TAILQ_EMPTY(&w->outq))
-		event_del(w->wev);
-	else
-		event_add(w->wev, NULL);
-}
-
-/* The worker's socket takes more. */
-static void
-pool_worker_write_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	(void)fd;
-	(void)ev;
-	pool_outq_flush(arg);
-}
-
 /*
- * Send a message (and @nfds fds) to a worker without ever blocking: what
- * its socket does not take waits in its queue, in order.  A worker that
- * leaves POOL_MAX_QUEUED messages unread is stuck, and killed.  -1 when
- * the message cannot go (the worker is gone or stuck).
+ * Send a message (and @nfds fds, which stay the caller's) to a worker
+ * without ever blocking: what its socket does not take waits in its
+ * transport, in order.  A worker that leaves POOL_MAX_QUEUED messages
+ * unread is stuck, and killed.  -1 when the message cannot go (the worker
+ * is gone or stuck, or no descriptor is left to queue it with).
  */
 static int
 pool_send(struct worker *w, const struct worker_msg *m, size_t len,
     const int *fds, size_t nfds)
 {
-	struct wmsg	*q;
-	size_t		 i;
-
-	if (w->stuck || w->fd == -1)
+	if (w->stuck || w->t == NULL)
 		return (-1);
-	if (TAILQ_EMPTY(&w->outq)) {
-		if (wire_send_fds(w->fd, m, len, fds, nfds) != -1)
-			return (0);
-		if (errno != EAGAIN) {
-			log_warn("worker %u (pid %d): send", w->idx,
-			    (int)w->pid);
-			return (-1);
-		}
-	}
-	if (w->noutq >= POOL_MAX_QUEUED) {
+	if (transport_queued(w->t) >= POOL_MAX_QUEUED) {
 		pool_kill_stuck(w, "leaves its socket unread");
 		return (-1);
 	}
-	q = xmalloc(sizeof(*q) + len);
-	memcpy(q->buf, m, len);
-	q->len = len;
-	/* The ring's descriptors may be closed before this is sent. */
-	for (q->nfds = 0; q->nfds < nfds; q->nfds++) {
-		q->fds[q->nfds] = fcntl(fds[q->nfds], F_DUPFD_CLOEXEC, 0);
-		if (q->fds[q->nfds] == -1) {
-			log_warn("worker %u: dup for a queued message",
-			    w->idx);
-			for (i = 0; i < q->nfds; i++)
-				close(q->fds[i]);
-			free(q);
-			return (-1);
-		}
+	/* The ring's descriptors may be closed before a queued MAP goes. */
+	if (transport_send_dup(w->t, m, len, fds, nfds) == -1) {
+		if (errno != EPIPE)	/* pool_worker_broken_cb says why */
+			log_warn("worker %u (pid %d): send", w->idx,
+			    (int)w->pid);
+		return (-1);
 	}
-	TAILQ_INSERT_TAIL(&w->outq, q, entry);
-	w->noutq++;
-	event_add(w->wev, NULL);
 	return (0);
+}
+
+/*
+ * A message did not go, nor will any after it: a worker that closed its
+ * end is gone (SIGCHLD replaces it); one that is still there but cannot be
+ * sent to is killed, so that its replacement gets what it missed.
+ */
+static void
+pool_worker_broken_cb(void *arg, int error)
+{
+	struct worker	*w = arg;
+	char		 why[128];
+
+	if (error == EPIPE || error == ECONNRESET) {
+		log_warnx("worker %u (pid %d): send: %s", w->idx, (int)w->pid,
+		    strerror(error));
+		return;
+	}
+	snprintf(why, sizeof(why), "cannot be sent to (%s)", strerror(error));
+	pool_kill_stuck(w, why);
 }
 
 /* The pool's record of a ring. */
@@ -296,7 +224,6 @@ static void
 pool_child_close(struct pool *pool, struct worker *self)
 {
 	struct pool_ring	*pr;
-	struct wmsg		*q;
 	unsigned		 i;
 	size_t			 j;
 
@@ -308,12 +235,8 @@ pool_child_close(struct pool *pool, struct worker *self)
 			close(pr->files[j]);
 	}
 	for (i = 0; i < pool->n; i++) {
-		if (&pool->workers[i] != self && pool->workers[i].fd != -1)
-			close(pool->workers[i].fd);
-		TAILQ_FOREACH(q, &pool->workers[i].outq, entry) {
-			for (j = 0; j < q->nfds; j++)
-				close(q->fds[j]);
-		}
+		if (&pool->workers[i] != self && pool->workers[i].t != NULL)
+			transport_close_fds(pool->workers[i].t);
 	}
 }
 
@@ -326,8 +249,13 @@ pool_spawn(struct pool *pool, struct worker *w)
 {
 	struct pool_ring	*pr;
 	struct worker_conf	 wc;
+	struct transport_conf	 tc = {
+		.kind = TRANSPORT_PACKET,
+		.events = &pool_transport_events,
+		.arg = w,
+	};
 	sigset_t		 all, old;
-	int			 sv[2], flags;
+	int			 sv[2];
 	pid_t			 pid;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
@@ -350,7 +278,6 @@ pool_spawn(struct pool *pool, struct worker *w)
 		return (-1);
 	case 0:
 		close(sv[0]);
-		w->fd = -1;
 		pool_child_close(pool, w);
 		wc.beat = w->beat;
 		wc.image_memory_max = pool->image_memory_max;
@@ -361,35 +288,20 @@ pool_spawn(struct pool *pool, struct worker *w)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(sv[1]);
 	/* The main process never blocks on a worker. */
-	if ((flags = fcntl(sv[0], F_GETFL)) == -1 ||
-	    fcntl(sv[0], F_SETFL, flags | O_NONBLOCK) == -1)
-		fatal("worker %u: O_NONBLOCK", w->idx);
+	w->t = transport_new(pool->base, sv[0], &tc);
+	transport_read_on(w->t, NULL);
 	w->pid = pid;
-	w->fd = sv[0];
 	w->job = NULL;
 	w->stuck = false;
 	w->ready = false;
 	TAILQ_FOREACH(pr, &pool->rings, entry)
 		pr->mapped[w->idx] = false;
-	if (w->ev == NULL)
-		w->ev = event_new(pool->base, w->fd, EV_READ | EV_PERSIST,
-		    pool_worker_cb, w);
-	else
-		event_assign(w->ev, pool->base, w->fd, EV_READ | EV_PERSIST,
-		    pool_worker_cb, w);
 	if (w->deadline_ev == NULL)
 		w->deadline_ev = evtimer_new(pool->base, pool_deadline_cb, w);
 	if (w->respawn_ev == NULL)
 		w->respawn_ev = evtimer_new(pool->base, pool_worker_respawn_cb,
 		    w);
-	if (w->wev == NULL)
-		w->wev = event_new(pool->base, w->fd, EV_WRITE | EV_PERSIST,
-		    pool_worker_write_cb, w);
-	else
-		event_assign(w->wev, pool->base, w->fd, EV_WRITE | EV_PERSIST,
-		    pool_worker_write_cb, w);
-	if (w->ev == NULL || w->deadline_ev == NULL || w->wev == NULL ||
-	    w->respawn_ev == NULL || event_add(w->ev, NULL) == -1)
+	if (w->deadline_ev == NULL || w->respawn_ev == NULL)
 		fatalx("cannot watch worker %u", w->idx);
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
 	return (0);
@@ -459,10 +371,8 @@ pool_retire(struct worker *w)
 	struct timeval	tv = { POOL_STOP_MS / 1000,
 			    (POOL_STOP_MS % 1000) * 1000 };
 
-	event_del(w->ev);
-	pool_outq_clear(w);
-	close(w->fd);
-	w->fd = -1;
+	transport_free(w->t);
+	w->t = NULL;
 	/* One that does not go (stopped, stuck) is killed, then replaced. */
 	evtimer_add(w->deadline_ev, &tv);
 }
@@ -524,17 +434,20 @@ pool_worker_read(struct worker *w)
 	struct worker_msg	 m;
 	struct job		*job;
 	ssize_t			 n;
+	size_t			 nfds;
 
-	n = recv(w->fd, &m, sizeof(m), MSG_DONTWAIT);
-	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+	/* A worker sends no descriptor, nor more than one message's bytes. */
+	n = transport_recv_msg(w->t, &m, sizeof(m), NULL, 0, &nfds);
+	if (n == -1 && errno == EAGAIN)
 		return (0);
 	if (n == sizeof(m) && m.type == WORKER_MSG_READY && !w->ready) {
 		w->ready = true;
 		return (1);
 	}
 	if (n != sizeof(m) || m.type != WORKER_MSG_DONE || w->job == NULL) {
-		event_del(w->ev);
-		if (n > 0)
+		transport_read_off(w->t);
+		if (n > 0 || (n == -1 && (errno == EPROTO ||
+		    errno == EMSGSIZE)))
 			kill(w->pid, SIGKILL);
 		return (-1);
 	}
@@ -563,12 +476,10 @@ pool_worker_read(struct worker *w)
 
 /* A worker answered: a job is done; give out the next. */
 static void
-pool_worker_cb(evutil_socket_t fd, short ev, void *arg)
+pool_worker_read_cb(void *arg)
 {
 	struct worker	*w = arg;
 
-	(void)fd;
-	(void)ev;
 	if (pool_worker_read(w) == 1)
 		pool_dispatch(w->pool);
 }
@@ -632,7 +543,7 @@ pool_retry_later(struct pool *pool, struct worker *w)
 {
 	struct timeval	tv = { 0, POOL_RETRY_MS * 1000 };
 
-	if (w->pid != -1 && w->fd != -1 && !w->stuck &&
+	if (w->pid != -1 && w->t != NULL && !w->stuck &&
 	    !evtimer_pending(pool->retry_ev, NULL))
 		evtimer_add(pool->retry_ev, &tv);
 }
@@ -660,7 +571,7 @@ pool_dispatch(struct pool *pool)
 
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->job != NULL || w->pid == -1 || w->fd == -1 ||
+		if (w->job != NULL || w->pid == -1 || w->t == NULL ||
 		    !w->ready || w->retiring || w->stuck)
 			continue;
 		if ((job = pool_next_job(pool, &pr)) == NULL)
@@ -951,12 +862,9 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 		row = w->beat->job == w->job_id ? w->beat->row : UINT64_MAX;
 		died = !(w->retiring && WIFEXITED(status) &&
 		    WEXITSTATUS(status) == 0);
-		event_del(w->ev);
 		event_del(w->deadline_ev);
-		pool_outq_clear(w);
-		if (w->fd != -1)
-			close(w->fd);
-		w->fd = -1;
+		transport_free(w->t);
+		w->t = NULL;
 		w->pid = -1;
 		if (w->job != NULL) {
 			pool_requeue(pool, w->job, why, csig, code, counts,
@@ -1007,10 +915,8 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	for (i = 0; i < workers; i++) {
 		pool->workers[i].pool = pool;
 		pool->workers[i].idx = i;
-		pool->workers[i].fd = -1;
 		pool->workers[i].pid = -1;
 		pool->workers[i].beat = &pool->beats[i];
-		TAILQ_INIT(&pool->workers[i].outq);
 	}
 	for (i = 0; i < workers; i++) {
 		if (pool_spawn(pool, &pool->workers[i]) == -1)
@@ -1081,18 +987,13 @@ pool_free(struct pool *pool)
 	for (i = 0; i < pool->n; i++) {
 		if (pool->workers[i].pid != -1)
 			kill(pool->workers[i].pid, SIGTERM);
-		if (pool->workers[i].fd != -1)
-			close(pool->workers[i].fd);
+		transport_free(pool->workers[i].t);
+		pool->workers[i].t = NULL;
 	}
 	pool_reap_all(pool);
 	for (i = 0; i < pool->n; i++) {
-		if (pool->workers[i].ev != NULL)
-			event_free(pool->workers[i].ev);
 		if (pool->workers[i].deadline_ev != NULL)
 			event_free(pool->workers[i].deadline_ev);
-		pool_outq_clear(&pool->workers[i]);
-		if (pool->workers[i].wev != NULL)
-			event_free(pool->workers[i].wev);
 		if (pool->workers[i].respawn_ev != NULL)
 			event_free(pool->workers[i].respawn_ev);
 		job_free(pool->workers[i].job);
@@ -1187,13 +1088,13 @@ pool_settle(struct pool *pool)
 	deadline = clock_now_ms() + POOL_SETTLE_MS;
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		while (w->job != NULL && w->fd != -1 &&
+		while (w->job != NULL && w->t != NULL &&
 		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
 		    pr->removed) {
 			now = clock_now_ms();
 			if (now >= deadline)
 				goto out;
-			pfd.fd = w->fd;
+			pfd.fd = transport_fd(w->t);
 			pfd.events = POLLIN;
 			if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
 				goto out;
@@ -1216,7 +1117,7 @@ pool_settling(struct pool *pool)
 
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->job != NULL && w->fd != -1 &&
+		if (w->job != NULL && w->t != NULL &&
 		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
 		    pr->removed)
 			return (true);
@@ -1246,7 +1147,7 @@ pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 	m.type = WORKER_MSG_UNMAP;
 	m.ring_id = pr->desc.ring_id;
 	for (i = 0; i < pool->n; i++) {
-		if (pr->mapped[i] && pool->workers[i].fd != -1)
+		if (pr->mapped[i] && pool->workers[i].t != NULL)
 			(void)pool_send(&pool->workers[i], &m, sizeof(m),
 			    NULL, 0);
 	}
@@ -1265,7 +1166,7 @@ pool_forget_mem(struct pool *pool, uint64_t mem_id)
 	m.type = WORKER_MSG_FORGET;
 	m.ring.mem_id = mem_id;
 	for (i = 0; i < pool->n; i++) {
-		if (pool->workers[i].fd != -1)
+		if (pool->workers[i].t != NULL)
 			(void)pool_send(&pool->workers[i], &m, sizeof(m),
 			    NULL, 0);
 	}
@@ -1367,7 +1268,7 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 	pool->image_memory_max = image_memory_max;
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->pid == -1 || w->fd == -1)
+		if (w->pid == -1 || w->t == NULL)
 			continue;
 		w->retiring = true;
 		if (w->job == NULL)

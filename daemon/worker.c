@@ -18,7 +18,6 @@
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,11 +30,15 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "transport.h"
 #include "worker.h"
 #include "xmalloc.h"
 
 /* Datasets are populated when they take at most this share of RAM. */
 #define WORKER_POPULATE_SHARE	4
+
+_Static_assert(WORKER_MAX_FDS <= TRANSPORT_MAX_FDS,
+    "a MAP carries more descriptors than a message may");
 
 /* A ring memory mapped in this worker, kept until FORGET. */
 struct wmem {
@@ -247,46 +250,6 @@ worker_job_ok(const struct wring *w, const struct worker_msg *m, size_t n)
 	return (n == sizeof(*m) + rows * sizeof(uint64_t) &&
 	    m->row_end * w->desc.transform.out_sample_bytes <=
 	    l->labels_offset);
-}
-
-/* Receive one message (at most @len bytes) and up to WORKER_MAX_FDS fds. */
-static ssize_t
-worker_recv(int sock, void *m, size_t len, int *fds, size_t *nfds)
-{
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int) * WORKER_MAX_FDS)];
-	} cbuf;
-	struct msghdr	 msg;
-	struct iovec	 iov;
-	struct cmsghdr	*cmsg;
-	ssize_t		 n;
-	size_t		 i, k;
-
-	*nfds = 0;
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = m;
-	iov.iov_len = len;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf.buf;
-	msg.msg_controllen = sizeof(cbuf.buf);
-	do {
-		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-	} while (n == -1 && errno == EINTR);
-	if (n <= 0)
-		return (n);
-	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL;
-	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-		if (cmsg->cmsg_level != SOL_SOCKET ||
-		    cmsg->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < k && *nfds < WORKER_MAX_FDS; i++)
-			memcpy(&fds[(*nfds)++], CMSG_DATA(cmsg) +
-			    i * sizeof(int), sizeof(int));
-	}
-	return (n);
 }
 
 /* Find a mapped ring. */
@@ -505,6 +468,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	struct sigaction	 sa;
 	size_t			 nrings = 0, nmems = 0, len;
 	struct worker_msg	*mp;
+	struct transport	*t;
+	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
 	uint64_t		*indices;
 	ssize_t			 n;
 	size_t			 nfds, i;
@@ -528,13 +493,20 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE);
 	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
 	mp = xcalloc(1, len);
+	/* Blocking: a worker has nothing else to do meanwhile. */
+	t = transport_new(NULL, sock, &tc);
 	mp->type = WORKER_MSG_READY;
-	if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
+	if (transport_send_consume(t, mp, sizeof(*mp), NULL, 0) == -1)
 		_exit(0);
 	indices = (uint64_t *)(void *)(mp + 1);
 	tw = transform_work_new(wc->image_memory_max);
 	for (;;) {
-		n = worker_recv(sock, mp, len, fds, &nfds);
+		n = transport_recv_msg(t, mp, len, fds, WORKER_MAX_FDS, &nfds);
+		/* The pool sends neither: a MAP cut short would lose a ring. */
+		if (n == -1 && (errno == EPROTO || errno == EMSGSIZE))
+			fatal("worker: a message from the pool came cut off "
+			    "or with more than %d descriptors",
+			    WORKER_MAX_FDS);
 		if (n <= 0)
 			_exit(0);
 		if ((size_t)n < sizeof(*mp) || (mp->type != WORKER_MSG_JOB &&
@@ -560,7 +532,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 		case WORKER_MSG_JOB:
 			worker_job(cat, rings, nrings, &tw, mp, (size_t)n,
 			    indices, wc->image_memory_max);
-			if (send(sock, mp, sizeof(*mp), MSG_NOSIGNAL) == -1)
+			if (transport_send_consume(t, mp, sizeof(*mp), NULL,
+			    0) == -1)
 				_exit(0);
 			break;
 		default:

@@ -4,7 +4,8 @@
  * already open, they read samples and write them straight into step slots
  * in shared memory.
  *
- * The pool and a worker talk over one SOCK_SEQPACKET socketpair: MAP (with
+ * The pool and a worker talk over one SOCK_SEQPACKET socketpair, through a
+ * transport (transport.h) on each side, one message a record: MAP (with
  * a ring's memfd, sent the first time the worker gets a job of that ring,
  * and after it the descriptors of a client's files when the ring's dataset
  * is theirs: the worker opens that dataset itself, with

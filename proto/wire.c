@@ -104,33 +104,10 @@ wire_in_feed(struct wire_in *in, const void *data, size_t len)
 	return (0);
 }
 
-/*
- * Keep the fds of one control message, which came with the bytes up to
- * stream offset @at; extras beyond our queue fail.
- */
-static int
-wire_in_keep_fds(struct wire_in *in, struct cmsghdr *cmsg, uint64_t at)
-{
-	size_t	 n, i;
-	int	 fd, bad = 0;
-
-	n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-	for (i = 0; i < n; i++) {
-		memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
-		if (in->nfds < WIRE_MAX_FDS) {
-			in->fd_at[in->nfds] = at;
-			in->fds[in->nfds++] = fd;
-		} else {
-			close(fd);
-			bad = 1;
-		}
-	}
-	return (bad ? -1 : 0);
-}
-
-/* Receive what the socket has, with any fds. */
+/* One recvmsg with its descriptors, refusing cut or surplus ones. */
 ssize_t
-wire_in_recv(struct wire_in *in, int sock)
+wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t maxfds,
+    size_t *nfds)
 {
 	union {
 		struct cmsghdr	hdr;
@@ -140,23 +117,21 @@ wire_in_recv(struct wire_in *in, int sock)
 	struct iovec	 iov;
 	struct cmsghdr	*cmsg;
 	ssize_t		 n;
-	int		 bad = 0;
+	size_t		 i, k;
+	int		 fd, error = 0;
 
-	if (wire_in_reserve(in, WIRE_RECV_CHUNK) == -1)
-		return (-1);
-	/* Never read past one maximal frame's worth of buffered bytes. */
-	iov.iov_base = in->buf + in->len;
-	iov.iov_len = in->cap - in->len;
-	if (iov.iov_len == 0) {
-		errno = EAGAIN;
+	*nfds = 0;
+	if (maxfds > WIRE_MAX_FDS) {
+		errno = EINVAL;
 		return (-1);
 	}
 	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = len;
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
 	msg.msg_control = cbuf.buf;
 	msg.msg_controllen = sizeof(cbuf.buf);
-
 	do {
 		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
 	} while (n == -1 && errno == EINTR);
@@ -165,20 +140,62 @@ wire_in_recv(struct wire_in *in, int sock)
 
 	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL;
 	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-		if (cmsg->cmsg_level == SOL_SOCKET &&
-		    cmsg->cmsg_type == SCM_RIGHTS &&
-		    wire_in_keep_fds(in, cmsg, in->rx + (uint64_t)n) == -1)
-			bad = 1;
+		if (cmsg->cmsg_level != SOL_SOCKET ||
+		    cmsg->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < k; i++) {
+			memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int),
+			    sizeof(int));
+			if (*nfds < maxfds)
+				fds[(*nfds)++] = fd;
+			else {
+				close(fd);
+				error = EPROTO;
+			}
+		}
 	}
-	/* Truncated ancillary data may have lost fds: the stream is broken. */
+	/* Cut ancillary data may have lost descriptors: nothing is whole. */
 	if (msg.msg_flags & MSG_CTRUNC)
-		bad = 1;
-	in->len += (size_t)n;
-	in->rx += (uint64_t)n;
-	if (bad) {
-		errno = EPROTO;
+		error = EPROTO;
+	else if (msg.msg_flags & MSG_TRUNC)
+		error = EMSGSIZE;
+	if (error != 0) {
+		while (*nfds > 0)
+			close(fds[--*nfds]);
+		errno = error;
 		return (-1);
 	}
+	return (n);
+}
+
+/* Receive what the socket has, with any fds. */
+ssize_t
+wire_in_recv(struct wire_in *in, int sock)
+{
+	ssize_t	n;
+	size_t	nfds, i;
+	int	fds[WIRE_MAX_FDS];
+
+	if (wire_in_reserve(in, WIRE_RECV_CHUNK) == -1)
+		return (-1);
+	/* Never read past one maximal frame's worth of buffered bytes. */
+	if (in->cap == in->len) {
+		errno = EAGAIN;
+		return (-1);
+	}
+	/* No more descriptors than the queue has room for. */
+	n = wire_recv_fds(sock, in->buf + in->len, in->cap - in->len, fds,
+	    WIRE_MAX_FDS - in->nfds, &nfds);
+	if (n == -1)
+		return (-1);
+	/* They came with the bytes up to this read's last. */
+	for (i = 0; i < nfds; i++) {
+		in->fd_at[in->nfds] = in->rx + (uint64_t)n;
+		in->fds[in->nfds++] = fds[i];
+	}
+	in->len += (size_t)n;
+	in->rx += (uint64_t)n;
 	return (n);
 }
 

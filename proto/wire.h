@@ -75,9 +75,24 @@ int			 wire_in_feed(struct wire_in *in, const void *data,
  *
  * Return: bytes read, 0 at end of stream, or -1 with errno set (EAGAIN when
  * nothing is there; EPROTO when ancillary data was truncated or an fd
- * arrived beyond WIRE_MAX_FDS).
+ * arrived beyond WIRE_MAX_FDS queued: wire_recv_fds(), whose refusals
+ * close what the read brought; the stream is then broken).
  */
 ssize_t			 wire_in_recv(struct wire_in *in, int sock);
+
+/**
+ * wire_recv_fds() - one recvmsg() of at most @len bytes into @buf from
+ * @sock, with the descriptors that came into @fds (*@nfds of them, at most
+ * @maxfds, which is at most WIRE_MAX_FDS; the caller owns them).
+ *
+ * Return: bytes read, 0 at end of stream, or -1 with errno set: EAGAIN when
+ * nothing is there; EPROTO when the ancillary data was cut (MSG_CTRUNC: more
+ * descriptors than WIRE_MAX_FDS, or none left to receive them into) or more
+ * than @maxfds came; EMSGSIZE when a record (SOCK_SEQPACKET) was longer than
+ * @len and cut (MSG_TRUNC).  On -1 every descriptor received is closed.
+ */
+ssize_t			 wire_recv_fds(int sock, void *buf, size_t len,
+			    int *fds, size_t maxfds, size_t *nfds);
 
 /**
  * wire_in_frame() - cut the next frame off @in.

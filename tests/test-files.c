@@ -695,16 +695,49 @@ raw_send_fd(int sock, const Infeed__Frame *fr, int fd)
 	free(buf);
 }
 
+/*
+ * Wait (2 s at most) until the daemon serves no connection but watcher
+ * @sock: those before it (the harness's readiness probe, the test's own)
+ * are closed in the daemon too, so that its descriptors can be counted.
+ */
+static void
+wait_only_watcher(int sock, struct wire_in *in)
+{
+	Infeed__Frame		 fr = INFEED__FRAME__INIT, *r;
+	Infeed__GetStats	 gs = INFEED__GET_STATS__INIT;
+	uint64_t		 clients = 0;
+	int			 tries;
+
+	fr.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	fr.get_stats = &gs;
+	for (tries = 0; tries < 200; tries++) {
+		raw_send(sock, &fr);
+		ck_assert_ptr_nonnull(r = raw_recv(sock, in));
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STATS);
+		clients = r->stats->clients;
+		infeed__frame__free_unpacked(r, NULL);
+		if (clients == 1)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("the daemon still serves %llu clients",
+	    (unsigned long long)clients);
+}
+
 START_TEST(descriptors_with_other_frames_closed_and_refused)
 {
 	Infeed__Frame		 fr = INFEED__FRAME__INIT, *r;
 	Infeed__GetStats	 gs = INFEED__GET_STATS__INIT;
 	Infeed__Attach		 a = INFEED__ATTACH__INIT;
-	struct wire_in		 in;
-	int			 sock, fd, before, after, tries;
+	struct wire_in		 in, win;
+	int			 sock, fd, before, after, tries, watcher;
 
 	make_npy_pair();
 	ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
+	watcher = raw_connect();
+	wire_in_init(&win, INFEED_DEFAULT_MAX_FRAME);
+	raw_hello(watcher, &win, WIRE_PROTOCOL_VERSION);
+	wait_only_watcher(watcher, &win);
 	before = count_fds(daemon_pid);
 
 	/* GetStats with a descriptor: BAD_FRAME, then the daemon hangs up. */
@@ -749,12 +782,15 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 	wire_in_clear(&in);
 
 	/* Neither descriptor stays in the daemon. */
+	wait_only_watcher(watcher, &win);
 	for (tries = 0; tries < 200; tries++) {
 		if ((after = count_fds(daemon_pid)) == before)
 			break;
 		usleep(10000);
 	}
 	ck_assert_int_eq(after, before);
+	close(watcher);
+	wire_in_clear(&win);
 	close(fd);
 }
 END_TEST
