@@ -276,6 +276,13 @@ class DataLoader:
     def _connect(self):
         if self._client is None:
             self._client = _infeed.Client(self._socket, self._client_name)
+            if self._output == "torch":
+                # Steps built in C, as DLPack tensors: no numpy on the way.
+                # torch's own converter of a capsule when it has one (what
+                # the public from_dlpack calls after a Python-level check).
+                self._client.set_from_dlpack(
+                    getattr(self._torch._C, "_from_dlpack",
+                            self._torch.utils.dlpack.from_dlpack))
         return self._client
 
     def _session(self, epoch, step):
@@ -356,20 +363,26 @@ class DataLoader:
 
     def _take(self, epoch):
         """The next step of @epoch, or None when it is over."""
-        lease = self._client.next(self._timeout)
-        if lease is None or lease.epoch != epoch:
+        if self._output == "torch":
+            step = self._client.next_step(self._timeout)
+        else:
+            step = self._client.next(self._timeout)
+        if step is None or step.epoch != epoch:
             # EndOfData: the session now starts the next epoch.
             self._position = (epoch + 1, 0)
             self._cursor = None
-            if lease is not None:
+            if step is not None:
                 raise RuntimeError("infeed: a step of epoch "
-                                   f"{lease.epoch} came in epoch {epoch}")
+                                   f"{step.epoch} came in epoch {epoch}")
             return None
-        self._position = (lease.epoch, lease.step + 1)
+        self._position = (step.epoch, step.step + 1)
         self._cursor = self._position
-        return self._step(lease)
+        if self._output == "torch":
+            return step
+        return self._step(step)
 
     def _step(self, lease):
+        """The numpy arrays of a step's lease."""
         np = self._np
         rows = lease.rows
         # The step's bytes as a uint8 array whose base is the lease (its
@@ -384,11 +397,6 @@ class DataLoader:
         # for bookkeeping, must not hold its slot.
         indices = np.frombuffer(buf, np.uint64, rows,
                                 lease.indices_offset).copy()
-        if self._output == "torch":
-            from_numpy = self._torch.from_numpy
-            data = from_numpy(data)
-            labels = from_numpy(labels)
-            indices = from_numpy(indices.view(np.int64))
         return _infeed.Step((data, labels, indices, lease.epoch, lease.step))
 
     def set_epoch(self, epoch):

@@ -261,6 +261,30 @@ def test_slot_returns_when_the_last_view_is_gone(loader_args):
     assert loader._client.held == 0
 
 
+@needs_torch
+def test_labels_alone_hold_the_slot_and_die_on_any_thread(loader_args):
+    # data and labels are DLPack tensors over one lease: either keeps the
+    # slot; the indices are a copy and keep nothing.
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=2, **loader_args)
+    it = iter(loader)
+    s = next(it)
+    labels, indices = s.labels, s.indices
+    want = [label_of(i) for i in indices.numpy()]
+    del s
+    gc.collect()
+    assert loader._client.held == 1
+    assert labels.tolist() == want
+    box = [labels]
+    del labels
+    t = threading.Thread(target=box.pop)    # the last reference dies there
+    t.start()
+    t.join()
+    assert loader._client.held == 0
+    assert indices.dtype == torch.int64 and len(indices) == 100
+    assert next(it).step == 1               # the flush of that release
+
+
 @needs_numpy
 def test_keeping_every_slot_raises_instead_of_hanging(loader_args):
     loader = infeed.DataLoader(opts(), "raw", batch_size=100,
