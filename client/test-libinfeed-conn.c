@@ -3,7 +3,9 @@
  * Unit tests of libinfeed's connection (libinfeed-conn.c) over a
  * socketpair, the test playing infeedd: the outstanding Next's reply state
  * (none, pending, held back), Release acknowledgements taken on the way,
- * and a refused Release reported before the step that came with it.
+ * and a refused Release reported before the step that came with it; and
+ * infeed_get_state() reporting that state, in a caller's struct of any
+ * size.
  */
 
 #include <sys/socket.h>
@@ -12,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "libinfeed-private.h"
@@ -252,6 +255,35 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 }
 END_TEST
 
+START_TEST(state_reports_the_pending_next_in_any_callers_size)
+{
+	Infeed__Frame		*reply;
+	struct infeed_state	 st;
+	uint8_t			 buf[sizeof(st) + 8];
+	size_t			 cut = FIELD_END(struct infeed_state, session_id);
+
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.struct_size, sizeof(st));
+	ck_assert(!st.attached && !st.next_pending && !st.end_of_data_owed);
+	ck_assert_uint_eq(st.slots, 0);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert(st.next_pending);
+	/* An older caller's struct: filled up to its size, no further. */
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
+	    (void *)buf, cut), INFEED_OK);
+	ck_assert_uint_eq(((struct infeed_state *)(void *)buf)->struct_size,
+	    cut);
+	ck_assert_uint_eq(buf[cut], 0xa5);
+	/* A newer caller's: the bytes past ours zeroed. */
+	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
+	    (void *)buf, sizeof(buf)), INFEED_OK);
+	ck_assert_uint_eq(buf[sizeof(buf) - 1], 0);
+	ck_assert_int_eq(infeed_get_state_size(f, &st, 2), INFEED_ERR_USAGE);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -270,6 +302,7 @@ main(void)
 	tcase_add_test(tc, acknowledged_releases_are_taken_on_the_way);
 	tcase_add_test(tc, an_error_reply_or_a_closed_connection_ends_the_next);
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
+	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

@@ -3,7 +3,9 @@
  * infeed._infeed: the CPython binding of libinfeed, used by the infeed
  * package's Python layer (DataLoader); not meant to be used directly.
  *
- * A Client is one connection to infeedd with at most one session.
+ * A Client is one connection to infeedd with at most one session.  Where
+ * the session is (attached, its id, the held slots, an outstanding Next,
+ * the position) is libinfeed's (infeed_get_state), never copied here.
  * Client.next() returns a Lease per device step: a small object that
  * describes the step's bytes in the ring through numpy's array interface
  * (__array_struct__), so the array numpy makes of it, and every array
@@ -50,12 +52,7 @@ typedef struct {
 	struct infeed		*f;
 	pid_t			 pid;		/* the process that connected */
 	int			 busy;		/* a call is running */
-	bool			 attached;
-	bool			 next_pending;	/* a Next waits on the wire */
-	uint64_t		 session;
-	uint32_t		 slots;
-	uint32_t		 held;		/* live leases of session */
-	int			 label_dtype;
+	/* The session's facts from its Attached, to build steps. */
 	int			 data_dtype;
 	uint64_t		 sample_bytes;
 	uint32_t		 ndim;
@@ -611,12 +608,6 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 		Py_XDECREF(keep);
 		return (NULL);
 	}
-	if (self->attached) {
-		self->busy = 0;
-		Py_XDECREF(keep);
-		return (raise_keyed("usage", "already attached; detach "
-		    "first"));
-	}
 	(void)client_flush(self);
 	PyErr_Clear();	/* releases of an ended session cannot fail us */
 	Py_BEGIN_ALLOW_THREADS
@@ -629,12 +620,6 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 	self->busy = 0;
 	if (r != INFEED_OK)
 		return (raise_infeed(self, r));
-	self->attached = true;
-	self->next_pending = false;
-	self->session = info.session_id;
-	self->slots = info.slots;
-	self->held = 0;
-	self->label_dtype = info.label_dtype;
 	self->data_dtype = info.data_dtype;
 	self->sample_bytes = info.sample_bytes;
 	self->ndim = info.ndim;
@@ -765,9 +750,6 @@ lease_new(ClientObject *self, const struct infeed_step *st)
 	    ARRAY_ALIGNED | ARRAY_NOTSWAPPED | (l->readonly ? 0 :
 	    ARRAY_WRITEABLE), .shape = &l->ai_len, .strides = &l->ai_stride,
 	    .data = l->base, .descr = NULL };
-	pthread_mutex_lock(&self->mu);
-	self->held++;
-	pthread_mutex_unlock(&self->mu);
 	return ((PyObject *)l);
 }
 
@@ -799,11 +781,8 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 		Py_BEGIN_ALLOW_THREADS
 		r = infeed_next_timeout(self->f, st, ms);
 		Py_END_ALLOW_THREADS
-		if (r != INFEED_TIMEOUT) {
-			self->next_pending = false;
+		if (r != INFEED_TIMEOUT)
 			return (r);
-		}
-		self->next_pending = true;
 		if (PyErr_CheckSignals() == -1)
 			return (INFEED_TIMEOUT);
 		if (deadline > 0 && now_ms() >= deadline) {
@@ -816,10 +795,21 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 	}
 }
 
+/* libinfeed's state of @self's handle (its size is ours: no error). */
+static struct infeed_state
+client_state(ClientObject *self)
+{
+	struct infeed_state	st;
+
+	(void)infeed_get_state(self->f, &st);
+	return (st);
+}
+
 static PyObject *
 Client_next(ClientObject *self, PyObject *args)
 {
 	struct infeed_step	st;
+	struct infeed_state	state;
 	double			timeout_s = 0;
 	char			msg[512];
 	int			r;
@@ -828,7 +818,7 @@ Client_next(ClientObject *self, PyObject *args)
 		return (NULL);
 	if (client_enter(self) == -1)
 		return (NULL);
-	if (!self->attached) {
+	if (!client_state(self).attached) {
 		self->busy = 0;
 		return (raise_keyed("usage", "not attached"));
 	}
@@ -836,13 +826,14 @@ Client_next(ClientObject *self, PyObject *args)
 		self->busy = 0;
 		return (NULL);
 	}
-	if (!self->next_pending && self->held >= self->slots) {
+	state = client_state(self);
+	if (!state.next_pending && state.slots_held >= state.slots) {
 		self->busy = 0;
 		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
 		    "is held by a step you still reference (its data, labels "
 		    "or indices, or a view of them); infeed would wait "
 		    "forever: drop those references (or .clone() what you "
-		    "keep), or raise buffer_size", self->slots);
+		    "keep), or raise buffer_size", state.slots);
 		return (raise_keyed("slots", msg));
 	}
 	r = client_wait(self, &st, timeout_s);
@@ -851,21 +842,9 @@ Client_next(ClientObject *self, PyObject *args)
 		return (NULL);	/* a signal's exception, or the timeout */
 	if (r == INFEED_END_OF_DATA)
 		Py_RETURN_NONE;
-	if (r != INFEED_OK) {
-		if (PyErr_Occurred())
-			return (NULL);
-		/* The daemon ended the session (NOT_FOUND): attach again. */
-		if (r == INFEED_ERR_DAEMON && infeed_daemon_code(self->f) == 5)
-			self->attached = false;
-		return (raise_infeed(self, r));
-	}
-	if (st.session != self->session) {
-		/* libinfeed resumed after a daemon restart: a new ring. */
-		pthread_mutex_lock(&self->mu);
-		self->session = st.session;
-		self->held = 0;
-		pthread_mutex_unlock(&self->mu);
-	}
+	/* The daemon ended the session (a reload): libinfeed detached. */
+	if (r != INFEED_OK)
+		return (PyErr_Occurred() ? NULL : raise_infeed(self, r));
 	return (lease_new(self, &st));
 }
 
@@ -1068,32 +1047,64 @@ Client_detach(ClientObject *self, PyObject *unused)
 
 	if (client_enter(self) == -1)
 		return (NULL);
-	if (!self->attached) {
+	if (!client_state(self).attached) {
 		self->busy = 0;
 		Py_RETURN_NONE;
 	}
 	(void)client_flush(self);
 	PyErr_Clear();
+	/* Leases of the old session keep their (still mapped) ring. */
 	Py_BEGIN_ALLOW_THREADS
 	r = infeed_detach(self->f);
 	Py_END_ALLOW_THREADS
-	self->attached = false;
-	self->next_pending = false;
-	/* Leases of the old session keep their (still mapped) ring. */
-	pthread_mutex_lock(&self->mu);
-	self->held = 0;
-	self->session = 0;
-	pthread_mutex_unlock(&self->mu);
 	self->busy = 0;
 	if (r != INFEED_OK && r != INFEED_ERR_CLOSED)
 		return (raise_infeed(self, r));
 	Py_RETURN_NONE;
 }
 
+/*
+ * Steps of the session still referenced: those libinfeed holds, less the
+ * dead leases' whose Release waits for the next call.
+ */
 static PyObject *
 Client_get_held(ClientObject *self, void *closure)
 {
-	return (PyLong_FromUnsignedLong(self->held));
+	struct infeed_state	st;
+	size_t			i;
+
+	if (self->f == NULL || self->pid != getpid())
+		return (PyLong_FromLong(0));
+	st = client_state(self);
+	pthread_mutex_lock(&self->mu);
+	for (i = 0; i < self->ndead; i++)
+		if (st.attached && self->dead[i].session == st.session_id &&
+		    st.slots_held > 0)
+			st.slots_held--;
+	pthread_mutex_unlock(&self->mu);
+	return (PyLong_FromUnsignedLong(st.slots_held));
+}
+
+/*
+ * state() -> dict: where the session is, as libinfeed knows it: attached,
+ * epoch and step (the step it gives next), end_of_data_owed (the epoch's
+ * last step went out; its EndOfData comes first), next_pending.
+ */
+static PyObject *
+Client_state(ClientObject *self, PyObject *unused)
+{
+	struct infeed_state	st;
+
+	if (client_enter(self) == -1)
+		return (NULL);
+	st = client_state(self);
+	self->busy = 0;
+	return (Py_BuildValue("{s:O,s:K,s:K,s:O,s:O}",
+	    "attached", st.attached ? Py_True : Py_False,
+	    "epoch", (unsigned long long)st.next_epoch,
+	    "step", (unsigned long long)st.next_step,
+	    "end_of_data_owed", st.end_of_data_owed ? Py_True : Py_False,
+	    "next_pending", st.next_pending ? Py_True : Py_False));
 }
 
 static PyMethodDef Client_methods[] = {
@@ -1111,6 +1122,8 @@ static PyMethodDef Client_methods[] = {
 	{ "set_from_dlpack", (PyCFunction)Client_set_from_dlpack, METH_O,
 	  "set_from_dlpack(fn): torch.utils.dlpack.from_dlpack, for "
 	  "next_step()" },
+	{ "state", (PyCFunction)Client_state, METH_NOARGS,
+	  "state() -> dict: where the session is (libinfeed's)" },
 	{ "flush", (PyCFunction)Client_flush, METH_NOARGS,
 	  "flush(): send the releases of dead leases now" },
 	{ "detach", (PyCFunction)Client_detach, METH_NOARGS,
@@ -1159,10 +1172,6 @@ Lease_dealloc(LeaseObject *self)
 		/* A refusal comes back with the next reply, as usual. */
 		(void)infeed_release(c->f, &self->st);
 		c->busy = 0;
-		pthread_mutex_lock(&c->mu);
-		if (self->st.session == c->session && c->held > 0)
-			c->held--;
-		pthread_mutex_unlock(&c->mu);
 		Py_DECREF(c);
 		PyObject_Free(self);
 		Py_DECREF(LeaseType);	/* each instance holds its type */
@@ -1179,8 +1188,6 @@ Lease_dealloc(LeaseObject *self)
 	/* Without memory the slot stays held until the session ends. */
 	if (c->ndead < c->capdead)
 		c->dead[c->ndead++] = self->st;
-	if (self->st.session == c->session && c->held > 0)
-		c->held--;
 	pthread_mutex_unlock(&c->mu);
 	Py_DECREF(c);
 	PyObject_Free(self);
@@ -1336,6 +1343,29 @@ static struct PyModuleDef module_def = {
 	.m_methods = module_methods,
 };
 
+/* DTYPE_UINT8 ... DTYPE_FLOAT64: infeed-dtype.h's numbers, by name. */
+static int
+add_dtype_constants(PyObject *m)
+{
+	char		 name[32];
+	const char	*n;
+	int		 t;
+	size_t		 i;
+
+	for (t = 1; t < 64; t++) {
+		n = infeed_dtype_name(t);
+		if (strcmp(n, infeed_dtype_name(0)) == 0)
+			continue;	/* not a dtype */
+		snprintf(name, sizeof(name), "DTYPE_%s", n);
+		for (i = 6; name[i] != '\0'; i++)
+			if (name[i] >= 'a' && name[i] <= 'z')
+				name[i] -= 'a' - 'A';
+		if (PyModule_AddIntConstant(m, name, t) < 0)
+			return (-1);
+	}
+	return (0);
+}
+
 PyMODINIT_FUNC	PyInit__infeed(void);
 
 PyMODINIT_FUNC
@@ -1365,7 +1395,7 @@ PyInit__infeed(void)
 	if (PyModule_AddObject(m, "Client", (PyObject *)ClientType) < 0 ||
 	    PyModule_AddObject(m, "Lease", (PyObject *)LeaseType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_CHANNELS",
-	    INFEED_MAX_CHANNELS) < 0) {
+	    INFEED_MAX_CHANNELS) < 0 || add_dtype_constants(m) == -1) {
 		Py_DECREF(m);
 		return (NULL);
 	}

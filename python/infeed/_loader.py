@@ -216,7 +216,8 @@ class DataLoader:
                     drop_last=bool(drop_last), num_workers=num_workers,
                     buffer_size=buffer_size,
                     early_preload=bool(early_preload),
-                    load_indefinitely=False, label_dtype=3,
+                    load_indefinitely=False,
+                    label_dtype=_infeed.DTYPE_INT64,
                     copy_on_write=bool(writable),
                     reconnect_timeout_ms=int(reconnect_timeout * 1000))
         opts.update(self._kwargs(kwargs))
@@ -225,10 +226,11 @@ class DataLoader:
         self._opts = opts
         self._client = None
         self._info = None
-        self._position = None    # (epoch, step) the session delivers next
+        # Where the session is, is libinfeed's (Client.state()); here only
+        # what the program asked for.
         self._next_epoch = 0     # what the next iter() starts
         self._resume = None      # (epoch, step) from load_state_dict
-        self._cursor = None      # the next step of the running epoch
+        self._running = False    # an epoch is being iterated
         if early_preload:
             self._session(0, 0)
 
@@ -285,9 +287,17 @@ class DataLoader:
                             self._torch.utils.dlpack.from_dlpack))
         return self._client
 
+    def _at(self, epoch, step):
+        """Whether the session gives (epoch, step) next."""
+        if self._info is None:
+            return False
+        st = self._client.state()
+        return (st["attached"] and not st["end_of_data_owed"]
+                and (st["epoch"], st["step"]) == (epoch, step))
+
     def _session(self, epoch, step):
         """A session whose next step is (epoch, step)."""
-        if self._info is not None and self._position == (epoch, step):
+        if self._at(epoch, step):
             return
         if self._info is not None:
             self._client.detach()
@@ -297,7 +307,6 @@ class DataLoader:
             self._info = self._attach_files(opts)
         else:
             self._info = self._connect().attach(self._dataset, opts)
-        self._position = (epoch, step)
         self._shape = (self._info["sample_shape"])
         self._dtype = self._np.dtype(self._info["dtype"])
         self._label_dtype = self._np.dtype(self._info["label_dtype"])
@@ -358,7 +367,7 @@ class DataLoader:
         self._resume = None
         self._next_epoch = epoch + 1
         self._session(epoch, step)
-        self._cursor = (epoch, step)
+        self._running = True
         return _Iterator(self, epoch)
 
     def _take(self, epoch):
@@ -369,14 +378,11 @@ class DataLoader:
             step = self._client.next(self._timeout)
         if step is None or step.epoch != epoch:
             # EndOfData: the session now starts the next epoch.
-            self._position = (epoch + 1, 0)
-            self._cursor = None
+            self._running = False
             if step is not None:
                 raise RuntimeError("infeed: a step of epoch "
                                    f"{step.epoch} came in epoch {epoch}")
             return None
-        self._position = (step.epoch, step.step + 1)
-        self._cursor = self._position
         if self._output == "torch":
             return step
         return self._step(step)
@@ -423,10 +429,9 @@ class DataLoader:
     def state_dict(self):
         """Where the loader is: ``{"epoch", "step", "fingerprint"}``, the
         next step the program would get (torchdata's name)."""
-        if self._cursor is not None:
-            epoch, step = self._cursor
-            if step >= self.info["steps_per_epoch"]:
-                epoch, step = epoch + 1, 0
+        if self._running:
+            st = self._client.state()
+            epoch, step = st["epoch"], st["step"]
         elif self._resume is not None:
             epoch, step = self._resume
         else:
@@ -456,14 +461,14 @@ class DataLoader:
             raise ValueError(f"step {step} is outside an epoch of "
                              f"{mine['steps_per_epoch']} steps")
         self._resume = (epoch, step)
-        self._cursor = None
+        self._running = False
 
     def close(self):
         """End the session (steps still referenced stay readable)."""
         if self._client is not None:
             self._client.detach()
         self._info = None
-        self._cursor = None
+        self._running = False
 
     terminate = close    # poptorch's name
 
