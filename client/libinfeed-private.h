@@ -4,17 +4,19 @@
  * Nothing here is exported from the shared library (libinfeed.map lists
  * every exported name); the unit tests beside the files call it.
  *
- * libinfeed is split by job, each file over the one below it:
+ * libinfeed is split by job; calls go only down this list:
  *
+ *	libinfeed-stats.c	the daemon's Stats decoded into public structs
+ *	libinfeed-abi.c		size widening: every public entry point that
+ *				takes or fills a size-carrying struct, handed
+ *				on as whole structs
  *	libinfeed.c		the session: connect, attach, next, release,
  *				detach, resume after a daemon restart
- *	libinfeed-abi.c		size widening: every public entry point that
- *				takes or fills a size-carrying struct
- *	libinfeed-stats.c	the daemon's Stats decoded into public structs
  *	libinfeed-conn.c	the connection: frames, request ids, the
  *				outstanding Next's reply state
  *	libinfeed-ring.c	the ring's mapping, rings of ended sessions,
  *				copy-on-write restore
+ *	libinfeed-error.c	the handle's last error, which all of them set
  */
 #ifndef INFEED_LIBINFEED_PRIVATE_H
 #define INFEED_LIBINFEED_PRIVATE_H
@@ -107,8 +109,6 @@ struct infeed {
 };
 
 /* libinfeed.c: the session. */
-int	infeed_fail(struct infeed *f, int code, const char *fmt, ...)
-	    __attribute__((format(printf, 3, 4)));
 int	infeed_attach_dataset(struct infeed *f, const char *dataset,
 	    const struct infeed_options *o, struct infeed_session_info *info);
 int	infeed_attach_files_whole(struct infeed *f, const char *name,
@@ -152,6 +152,10 @@ void	infeed_ring_give_back(struct infeed_ring *r, uint32_t slot);
 bool	infeed_ring_release_old(struct infeed_ring *r, uint64_t session_id,
 	    uint32_t slot);
 uint32_t infeed_ring_held_count(const struct infeed_ring *r);
+
+/* libinfeed-error.c: the last error. */
+int	infeed_fail(struct infeed *f, int code, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
 
 /**
  * infeed_pagemap_written() - whether /proc/self/pagemap entry @ent of a

@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,18 +22,6 @@
 
 #include "dtype.h"
 #include "libinfeed-private.h"
-
-/* Record an error message and return @code. */
-int
-infeed_fail(struct infeed *f, int code, const char *fmt, ...)
-{
-	va_list	ap;
-
-	va_start(ap, fmt);
-	vsnprintf(f->error, sizeof(f->error), fmt, ap);
-	va_end(ap);
-	return (code);
-}
 
 /* A fresh handle. */
 struct infeed *
@@ -84,20 +71,6 @@ infeed_free(struct infeed *f)
 	free(f->dataset);
 	free(f->transform);
 	free(f);
-}
-
-/* The last error's text. */
-const char *
-infeed_error(const struct infeed *f)
-{
-	return (f->error[0] ? f->error : "no error");
-}
-
-/* The daemon's ErrorCode behind the last INFEED_ERR_DAEMON. */
-int
-infeed_daemon_code(const struct infeed *f)
-{
-	return (f->daemon_code);
 }
 
 /* Connect and exchange Hello/Welcome; remember where, to resume. */
