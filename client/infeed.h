@@ -464,6 +464,40 @@ int		 infeed_release(struct infeed *f, const struct infeed_step *step);
  */
 int		 infeed_detach(struct infeed *f);
 
+/*
+ * Where a handle is (since libinfeed 1.5), for bindings that would
+ * otherwise keep a copy of it: the position survives a resume after a
+ * daemon restart, and the handle is detached when the daemon ended the
+ * session.
+ */
+struct infeed_state {
+	uint32_t	struct_size;		/* set by the library */
+	uint32_t	slots_held;		/* steps of this session not
+						   released yet */
+	uint64_t	session_id;		/* of the session; 0: none */
+	uint64_t	next_epoch;		/* the step infeed_next gives */
+	uint64_t	next_step;		/* next, within its epoch */
+	bool		attached;
+	bool		next_pending;		/* a Next is outstanding: the
+						   next infeed_next collects
+						   it (after INFEED_TIMEOUT) */
+	bool		end_of_data_owed;	/* the epoch's last step went
+						   out: INFEED_END_OF_DATA
+						   comes before next_epoch */
+	uint8_t		reserved0;		/* 0 */
+	uint32_t	slots;			/* of the session's ring */
+};
+
+/**
+ * infeed_get_state() - fill *@st with where the handle is; cheap (no
+ * request to the daemon), so a binding may ask before every step.
+ * Return: INFEED_OK, or INFEED_ERR_USAGE for a struct too small.
+ */
+#define infeed_get_state(f, st)						\
+	infeed_get_state_size((f), (st), sizeof(*(st)))
+int		 infeed_get_state_size(struct infeed *f,
+		    struct infeed_state *st, size_t size);
+
 /**
  * infeed_get_stats() - the daemon's Stats: sessions, workers and memory.
  * Free *@out with infeed_stats_free().  Every object is allocated at least

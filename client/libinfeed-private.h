@@ -1,13 +1,161 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libinfeed's internals that its tests call; not exported from the shared
- * library (libinfeed.map lists every exported name).
+ * libinfeed's inside: the handle and what its files call of one another.
+ * Nothing here is exported from the shared library (libinfeed.map lists
+ * every exported name); the unit tests beside the files call it.
+ *
+ * libinfeed is split by job; calls go only down this list:
+ *
+ *	libinfeed-stats.c	the daemon's Stats decoded into public structs
+ *	libinfeed-abi.c		size widening: every public entry point that
+ *				takes or fills a size-carrying struct, handed
+ *				on as whole structs
+ *	libinfeed.c		the session: connect, attach, next, release,
+ *				detach, resume after a daemon restart
+ *	libinfeed-conn.c	the connection: frames, request ids, the
+ *				outstanding Next's reply state
+ *	libinfeed-ring.c	the ring's mapping, rings of ended sessions,
+ *				copy-on-write restore
+ *	libinfeed-error.c	the handle's last error, which all of them set
  */
 #ifndef INFEED_LIBINFEED_PRIVATE_H
 #define INFEED_LIBINFEED_PRIVATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "infeed.h"
+#include "wire.h"
+
+/* The end of @field in @type: a struct of that size holds it wholly. */
+#define FIELD_END(type, field)						\
+	(offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* A struct_size above this is not one any infeed.h ever had. */
+#define INFEED_MAX_STRUCT_SIZE	4096
+
+/*
+ * The outstanding Next, as the connection knows it.  Replies come in the
+ * order of the requests; a Next's reply may be left unread (a wait that
+ * timed out, a refused Release reported first) and is collected by the
+ * next infeed_next.
+ */
+enum infeed_next_state {
+	INFEED_NEXT_NONE,	/* none outstanding: the next call sends one */
+	INFEED_NEXT_PENDING,	/* sent; its reply not read yet */
+	INFEED_NEXT_HELD,	/* its reply read and held back, because a
+				   refused Release was reported first */
+};
+
+/* The connection to infeedd (libinfeed-conn.c). */
+struct infeed_conn {
+	int			 fd;		/* -1: not connected */
+	struct wire_in		 in;
+	uint32_t		 max_frame;
+	unsigned		 releases_unanswered;
+	enum infeed_next_state	 next;
+	Infeed__Frame		*held;		/* with INFEED_NEXT_HELD */
+};
+
+/* A ring of an ended session whose steps the caller still holds. */
+struct infeed_old_ring {
+	uint8_t		*base;
+	size_t		 bytes;
+	uint64_t	 session_id;
+	uint64_t	 held;		/* a bit per slot */
+};
+
+/* The session's ring, mapped from the daemon's (libinfeed-ring.c). */
+struct infeed_ring {
+	uint8_t			*base;		/* NULL: none mapped */
+	size_t			 bytes;
+	uint32_t		 slots;
+	uint64_t		 held;		/* a bit per slot held */
+	uint64_t		 slot_bytes;
+	uint64_t		 data_offset;
+	uint64_t		 labels_offset;
+	uint64_t		 indices_offset;
+	int			 label_dtype;	/* INT32 or INT64 */
+	bool			 copy_on_write;
+	struct infeed_old_ring	*old;
+	size_t			 nold;
+	int			 pagemap;	/* /proc/self/pagemap, or -1 */
+	bool			 no_pagemap_scan; /* the kernel lacks it */
+};
+
+struct infeed {
+	struct infeed_conn	 conn;
+	struct infeed_ring	 ring;
+	char			 error[1024];
+	int			 daemon_code;
+
+	bool			 attached;
+	bool			 eod_owed;	/* the epoch's last step went */
+	uint64_t		 session_id;
+	uint64_t		 steps_per_epoch;
+	uint64_t		 next_epoch;	/* the step the session gives */
+	uint64_t		 next_step;	/* next */
+
+	/* What it takes to reconnect and resume. */
+	char			*path;
+	char			*name;
+	char			*dataset;
+	struct infeed_options	 opts;		/* its transform: ours */
+	char			*transform;	/* opts.transform's copy */
+	struct infeed_files	 files;		/* with nfiles */
+	int			 files_fd[2];	/* our duplicates */
+	size_t			 nfiles;	/* 0: a catalogue dataset */
+};
+
+/* libinfeed.c: the session. */
+int	infeed_attach_dataset(struct infeed *f, const char *dataset,
+	    const struct infeed_options *o, struct infeed_session_info *info);
+int	infeed_attach_files_whole(struct infeed *f, const char *name,
+	    const struct infeed_files *files, const struct infeed_options *o,
+	    struct infeed_session_info *info);
+int	infeed_next_whole(struct infeed *f, struct infeed_step *step,
+	    int timeout_ms);
+void	infeed_state_whole(const struct infeed *f, struct infeed_state *st);
+
+/* libinfeed-abi.c: the caller's sizes. */
+size_t	infeed_put(void *dst, size_t size, const void *src, size_t have);
+int	infeed_check_out_size(struct infeed *f, const char *what,
+	    size_t size);
+void	*infeed_alloc_out(size_t size, size_t have);
+
+/* libinfeed-conn.c: the connection. */
+void	infeed_conn_init(struct infeed_conn *c);
+void	infeed_conn_close(struct infeed_conn *c);
+int	infeed_conn_open(struct infeed *f, const char *path,
+	    const char *name);
+int	infeed_conn_request(struct infeed *f, Infeed__Frame *fr,
+	    const int *fds, size_t nfds, Infeed__Frame__MsgCase want,
+	    Infeed__Frame **reply);
+int	infeed_conn_call(struct infeed *f, Infeed__Frame *fr,
+	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
+int	infeed_conn_next(struct infeed *f, Infeed__Frame **reply,
+	    int timeout_ms);
+int	infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
+	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
+int	infeed_conn_release(struct infeed *f, uint32_t slot);
+
+/* libinfeed-ring.c: the ring. */
+void	infeed_ring_init(struct infeed_ring *r);
+int	infeed_ring_label_dtype(const Infeed__Attached *at);
+int	infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
+	    bool copy_on_write);
+void	infeed_ring_unmap(struct infeed_ring *r, uint64_t session_id);
+void	infeed_ring_free(struct infeed_ring *r);
+const uint8_t *infeed_ring_take(struct infeed_ring *r, uint32_t slot);
+void	infeed_ring_give_back(struct infeed_ring *r, uint32_t slot);
+bool	infeed_ring_release_old(struct infeed_ring *r, uint64_t session_id,
+	    uint32_t slot);
+uint32_t infeed_ring_held_count(const struct infeed_ring *r);
+
+/* libinfeed-error.c: the last error. */
+int	infeed_fail(struct infeed *f, int code, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
 
 /**
  * infeed_pagemap_written() - whether /proc/self/pagemap entry @ent of a

@@ -3,7 +3,9 @@
  * infeed._infeed: the CPython binding of libinfeed, used by the infeed
  * package's Python layer (DataLoader); not meant to be used directly.
  *
- * A Client is one connection to infeedd with at most one session.
+ * A Client is one connection to infeedd with at most one session.  Where
+ * the session is (attached, its id, the held slots, an outstanding Next,
+ * the position) is libinfeed's (infeed_get_state), never copied here.
  * Client.next() returns a Lease per device step: a small object that
  * describes the step's bytes in the ring through numpy's array interface
  * (__array_struct__), so the array numpy makes of it, and every array
@@ -16,6 +18,13 @@
  * so that one build, _infeed.abi3.so, loads in every CPython from 3.9 on:
  * hence heap types from specs, and the array interface rather than the
  * buffer protocol, which entered the limited API only in 3.11.
+ *
+ * With torch output, Client.next_step() builds the whole Step in C: data
+ * and labels are DLPack tensors over the lease (each holds it; the last
+ * one gone frees it, on whichever thread), indices a DLPack tensor over a
+ * copy.  Numpy and Python code on the per-step path cost far more than
+ * their hot-loop times when the step's 52 MB have just left the caches
+ * (docs/performance.md).
  *
  * The wait for a step releases the GIL and runs in slices, so that Ctrl-C
  * and other signal handlers run within a slice; an interrupted Next stays
@@ -43,13 +52,12 @@ typedef struct {
 	struct infeed		*f;
 	pid_t			 pid;		/* the process that connected */
 	int			 busy;		/* a call is running */
-	bool			 attached;
-	bool			 next_pending;	/* a Next waits on the wire */
-	uint64_t		 session;
-	uint32_t		 slots;
-	uint32_t		 held;		/* live leases of session */
-	int			 label_dtype;
+	/* The session's facts from its Attached, to build steps. */
+	int			 data_dtype;
 	uint64_t		 sample_bytes;
+	uint32_t		 ndim;
+	uint64_t		 sample_shape[INFEED_MAX_DIMS];
+	PyObject		*from_dlpack;	/* torch's, or NULL */
 	bool			 writable;	/* copy-on-write mapping */
 	/* Steps whose leases died, to release; guarded by mu. */
 	pthread_mutex_t		 mu;
@@ -81,6 +89,39 @@ struct array_interface {
 #define ARRAY_NOTSWAPPED	0x0200
 #define ARRAY_WRITEABLE		0x0400
 
+/*
+ * DLPack's tensor (dlpack.h, the unversioned ABI that every DLPack
+ * consumer takes in a capsule named "dltensor"), declared here as the
+ * standard defines it, as the array interface above is.
+ */
+struct dl_tensor {
+	void		*data;
+	int32_t		 device_type;	/* 1: kDLCPU */
+	int32_t		 device_id;
+	int32_t		 ndim;
+	uint8_t		 code;		/* 0 int, 1 uint, 2 float */
+	uint8_t		 bits;
+	uint16_t	 lanes;
+	int64_t		*shape;
+	int64_t		*strides;	/* in elements */
+	uint64_t	 byte_offset;
+};
+struct dl_managed_tensor {
+	struct dl_tensor	  t;
+	void			 *manager_ctx;
+	void			(*deleter)(struct dl_managed_tensor *);
+};
+#define DL_CPU			1
+#define DL_DIMS			(1 + INFEED_MAX_DIMS)	/* rows first */
+
+/* The indices of a step: a DLPack tensor over its own copy. */
+struct dl_indices {
+	struct dl_managed_tensor mt;
+	int64_t			 shape;
+	int64_t			 stride;
+	uint64_t		 idx[];
+};
+
 typedef struct {
 	PyObject_HEAD
 	ClientObject		*client;
@@ -94,11 +135,16 @@ typedef struct {
 	struct array_interface	 ai;		/* of the bytes, as uint8 */
 	Py_intptr_t		 ai_len;
 	Py_intptr_t		 ai_stride;
+	/* The data and labels tensors of Client.next_step(). */
+	struct dl_managed_tensor dl[2];
+	int64_t			 dl_shape[2][DL_DIMS];
+	int64_t			 dl_strides[2][DL_DIMS];
 } LeaseObject;
 
 /* Heap types, made from their specs at module init. */
 static PyTypeObject	*ClientType;
 static PyTypeObject	*LeaseType;
+static PyTypeObject	*StepType;
 
 /* Raise the class registered under @key (or RuntimeError) with @msg. */
 static PyObject *
@@ -246,6 +292,7 @@ Client_dealloc(ClientObject *self)
 	if (self->f != NULL && self->pid == getpid())
 		infeed_free(self->f);
 	free(self->dead);
+	Py_XDECREF(self->from_dlpack);
 	pthread_mutex_destroy(&self->mu);
 	tp_free(self);
 	Py_DECREF(tp);	/* an instance of a heap type holds its type */
@@ -561,12 +608,6 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 		Py_XDECREF(keep);
 		return (NULL);
 	}
-	if (self->attached) {
-		self->busy = 0;
-		Py_XDECREF(keep);
-		return (raise_keyed("usage", "already attached; detach "
-		    "first"));
-	}
 	(void)client_flush(self);
 	PyErr_Clear();	/* releases of an ended session cannot fail us */
 	Py_BEGIN_ALLOW_THREADS
@@ -579,13 +620,11 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 	self->busy = 0;
 	if (r != INFEED_OK)
 		return (raise_infeed(self, r));
-	self->attached = true;
-	self->next_pending = false;
-	self->session = info.session_id;
-	self->slots = info.slots;
-	self->held = 0;
-	self->label_dtype = info.label_dtype;
+	self->data_dtype = info.data_dtype;
 	self->sample_bytes = info.sample_bytes;
+	self->ndim = info.ndim;
+	memcpy(self->sample_shape, info.sample_shape,
+	    sizeof(self->sample_shape));
 	self->writable = o.copy_on_write;
 	return (info_dict(&info));
 }
@@ -711,9 +750,6 @@ lease_new(ClientObject *self, const struct infeed_step *st)
 	    ARRAY_ALIGNED | ARRAY_NOTSWAPPED | (l->readonly ? 0 :
 	    ARRAY_WRITEABLE), .shape = &l->ai_len, .strides = &l->ai_stride,
 	    .data = l->base, .descr = NULL };
-	pthread_mutex_lock(&self->mu);
-	self->held++;
-	pthread_mutex_unlock(&self->mu);
 	return ((PyObject *)l);
 }
 
@@ -745,11 +781,8 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 		Py_BEGIN_ALLOW_THREADS
 		r = infeed_next_timeout(self->f, st, ms);
 		Py_END_ALLOW_THREADS
-		if (r != INFEED_TIMEOUT) {
-			self->next_pending = false;
+		if (r != INFEED_TIMEOUT)
 			return (r);
-		}
-		self->next_pending = true;
 		if (PyErr_CheckSignals() == -1)
 			return (INFEED_TIMEOUT);
 		if (deadline > 0 && now_ms() >= deadline) {
@@ -762,10 +795,21 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 	}
 }
 
+/* libinfeed's state of @self's handle (its size is ours: no error). */
+static struct infeed_state
+client_state(ClientObject *self)
+{
+	struct infeed_state	st;
+
+	(void)infeed_get_state(self->f, &st);
+	return (st);
+}
+
 static PyObject *
 Client_next(ClientObject *self, PyObject *args)
 {
 	struct infeed_step	st;
+	struct infeed_state	state;
 	double			timeout_s = 0;
 	char			msg[512];
 	int			r;
@@ -774,7 +818,7 @@ Client_next(ClientObject *self, PyObject *args)
 		return (NULL);
 	if (client_enter(self) == -1)
 		return (NULL);
-	if (!self->attached) {
+	if (!client_state(self).attached) {
 		self->busy = 0;
 		return (raise_keyed("usage", "not attached"));
 	}
@@ -782,13 +826,14 @@ Client_next(ClientObject *self, PyObject *args)
 		self->busy = 0;
 		return (NULL);
 	}
-	if (!self->next_pending && self->held >= self->slots) {
+	state = client_state(self);
+	if (!state.next_pending && state.slots_held >= state.slots) {
 		self->busy = 0;
 		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
 		    "is held by a step you still reference (its data, labels "
 		    "or indices, or a view of them); infeed would wait "
 		    "forever: drop those references (or .clone() what you "
-		    "keep), or raise buffer_size", self->slots);
+		    "keep), or raise buffer_size", state.slots);
 		return (raise_keyed("slots", msg));
 	}
 	r = client_wait(self, &st, timeout_s);
@@ -797,22 +842,188 @@ Client_next(ClientObject *self, PyObject *args)
 		return (NULL);	/* a signal's exception, or the timeout */
 	if (r == INFEED_END_OF_DATA)
 		Py_RETURN_NONE;
-	if (r != INFEED_OK) {
-		if (PyErr_Occurred())
-			return (NULL);
-		/* The daemon ended the session (NOT_FOUND): attach again. */
-		if (r == INFEED_ERR_DAEMON && infeed_daemon_code(self->f) == 5)
-			self->attached = false;
-		return (raise_infeed(self, r));
-	}
-	if (st.session != self->session) {
-		/* libinfeed resumed after a daemon restart: a new ring. */
-		pthread_mutex_lock(&self->mu);
-		self->session = st.session;
-		self->held = 0;
-		pthread_mutex_unlock(&self->mu);
-	}
+	/* The daemon ended the session (a reload): libinfeed detached. */
+	if (r != INFEED_OK)
+		return (PyErr_Occurred() ? NULL : raise_infeed(self, r));
 	return (lease_new(self, &st));
+}
+
+/* DLPack's element type of infeed dtype @dtype into @t. */
+static void
+dl_dtype(struct dl_tensor *t, int dtype)
+{
+	static const struct { uint8_t code, bits; } types[] = {
+		[INFEED_DTYPE_UINT8] = { 1, 8 },
+		[INFEED_DTYPE_INT32] = { 0, 32 },
+		[INFEED_DTYPE_INT64] = { 0, 64 },
+		[INFEED_DTYPE_FLOAT16] = { 2, 16 },
+		[INFEED_DTYPE_FLOAT32] = { 2, 32 },
+		[INFEED_DTYPE_FLOAT64] = { 2, 64 },
+	};
+
+	if (dtype > 0 && (size_t)dtype < sizeof(types) / sizeof(types[0])) {
+		t->code = types[dtype].code;
+		t->bits = types[dtype].bits;
+	}
+	t->lanes = 1;
+}
+
+/* A C-contiguous CPU tensor of @ndim sizes (in @shape) at @data. */
+static void
+dl_describe(struct dl_managed_tensor *mt, void *data, int dtype,
+    int64_t *shape, int64_t *strides, int ndim)
+{
+	int	i;
+
+	memset(&mt->t, 0, sizeof(mt->t));
+	mt->t.data = data;
+	mt->t.device_type = DL_CPU;
+	mt->t.ndim = ndim;
+	mt->t.shape = shape;
+	mt->t.strides = strides;
+	dl_dtype(&mt->t, dtype);
+	for (i = ndim - 1; i >= 0; i--)
+		strides[i] = i == ndim - 1 ? 1 : strides[i + 1] * shape[i + 1];
+}
+
+/*
+ * A data or labels tensor is gone: drop its reference to the lease.  Torch
+ * may free a tensor on a thread without the GIL; after the interpreter is
+ * finalized the lease is left alone.
+ */
+static void
+dl_lease_deleter(struct dl_managed_tensor *mt)
+{
+	PyGILState_STATE	g;
+
+	if (!Py_IsInitialized())
+		return;
+	g = PyGILState_Ensure();
+	Py_DECREF((PyObject *)mt->manager_ctx);
+	PyGILState_Release(g);
+}
+
+/* An indices tensor is gone: free its copy. */
+static void
+dl_indices_deleter(struct dl_managed_tensor *mt)
+{
+	free(mt);
+}
+
+/* A capsule that no consumer took frees its tensor (DLPack's rule). */
+static void
+dl_capsule_free(PyObject *capsule)
+{
+	struct dl_managed_tensor	*mt;
+
+	if (!PyCapsule_IsValid(capsule, "dltensor"))
+		return;		/* renamed "used_dltensor" by its consumer */
+	mt = PyCapsule_GetPointer(capsule, "dltensor");
+	mt->deleter(mt);
+}
+
+/* The tensor that @from_dlpack makes of @mt, which it owns from here. */
+static PyObject *
+dl_tensor_new(PyObject *from_dlpack, struct dl_managed_tensor *mt)
+{
+	PyObject	*capsule, *t;
+
+	if ((capsule = PyCapsule_New(mt, "dltensor", dl_capsule_free)) ==
+	    NULL) {
+		mt->deleter(mt);
+		return (NULL);
+	}
+	t = PyObject_CallFunctionObjArgs(from_dlpack, capsule, NULL);
+	Py_DECREF(capsule);
+	return (t);
+}
+
+/* Lease @l's data, labels or indices (@which 0, 1, 2) as a tensor. */
+static PyObject *
+lease_tensor(ClientObject *self, LeaseObject *l, int which)
+{
+	const struct infeed_step	*st = &l->st;
+	struct dl_indices		*ix;
+	uint32_t			 i;
+
+	if (which == 2) {
+		if ((ix = malloc(sizeof(*ix) + st->rows * sizeof(uint64_t))) ==
+		    NULL)
+			return (PyErr_NoMemory());
+		/* A copy: keeping the indices must not hold the slot. */
+		memcpy(ix->idx, st->indices, st->rows * sizeof(uint64_t));
+		ix->shape = (int64_t)st->rows;
+		dl_describe(&ix->mt, ix->idx, INFEED_DTYPE_INT64, &ix->shape,
+		    &ix->stride, 1);
+		ix->mt.manager_ctx = NULL;
+		ix->mt.deleter = dl_indices_deleter;
+		return (dl_tensor_new(self->from_dlpack, &ix->mt));
+	}
+	l->dl_shape[which][0] = (int64_t)st->rows;
+	if (which == 0) {
+		for (i = 0; i < self->ndim; i++)
+			l->dl_shape[0][i + 1] = (int64_t)self->sample_shape[i];
+		dl_describe(&l->dl[0], l->base + l->data_offset,
+		    self->data_dtype, l->dl_shape[0], l->dl_strides[0],
+		    (int)self->ndim + 1);
+	} else
+		dl_describe(&l->dl[1], l->base + l->labels_offset,
+		    st->label_dtype, l->dl_shape[1], l->dl_strides[1], 1);
+	l->dl[which].manager_ctx = l;
+	l->dl[which].deleter = dl_lease_deleter;
+	Py_INCREF(l);		/* the tensor's, dropped by its deleter */
+	return (dl_tensor_new(self->from_dlpack, &l->dl[which]));
+}
+
+/*
+ * next_step(timeout_s=0) -> Step of torch tensors, or None at the end of
+ * the epoch; set_from_dlpack() first.
+ */
+static PyObject *
+Client_next_step(ClientObject *self, PyObject *args)
+{
+	PyObject	*lease, *step, *v;
+	int		 i;
+
+	if (self->from_dlpack == NULL)
+		return (raise_keyed("usage", "next_step() needs "
+		    "set_from_dlpack() first"));
+	if ((lease = Client_next(self, args)) == NULL || lease == Py_None)
+		return (lease);
+	if ((step = PyStructSequence_New(StepType)) == NULL) {
+		Py_DECREF(lease);
+		return (NULL);
+	}
+	for (i = 0; i < 5; i++) {
+		if (i < 3)
+			v = lease_tensor(self, (LeaseObject *)lease, i);
+		else
+			v = PyLong_FromUnsignedLongLong(i == 3 ?
+			    ((LeaseObject *)lease)->st.epoch :
+			    ((LeaseObject *)lease)->st.step);
+		if (v == NULL) {
+			Py_DECREF(step);
+			Py_DECREF(lease);
+			return (NULL);
+		}
+		PyStructSequence_SetItem(step, i, v);
+	}
+	Py_DECREF(lease);	/* the tensors hold it now */
+	return (step);
+}
+
+/* set_from_dlpack(fn): torch's from_dlpack, which next_step() calls. */
+static PyObject *
+Client_set_from_dlpack(ClientObject *self, PyObject *fn)
+{
+	if (!PyCallable_Check(fn)) {
+		PyErr_SetString(PyExc_TypeError, "expected a callable");
+		return (NULL);
+	}
+	Py_INCREF(fn);
+	Py_XDECREF(self->from_dlpack);
+	self->from_dlpack = fn;
+	Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -836,32 +1047,64 @@ Client_detach(ClientObject *self, PyObject *unused)
 
 	if (client_enter(self) == -1)
 		return (NULL);
-	if (!self->attached) {
+	if (!client_state(self).attached) {
 		self->busy = 0;
 		Py_RETURN_NONE;
 	}
 	(void)client_flush(self);
 	PyErr_Clear();
+	/* Leases of the old session keep their (still mapped) ring. */
 	Py_BEGIN_ALLOW_THREADS
 	r = infeed_detach(self->f);
 	Py_END_ALLOW_THREADS
-	self->attached = false;
-	self->next_pending = false;
-	/* Leases of the old session keep their (still mapped) ring. */
-	pthread_mutex_lock(&self->mu);
-	self->held = 0;
-	self->session = 0;
-	pthread_mutex_unlock(&self->mu);
 	self->busy = 0;
 	if (r != INFEED_OK && r != INFEED_ERR_CLOSED)
 		return (raise_infeed(self, r));
 	Py_RETURN_NONE;
 }
 
+/*
+ * Steps of the session still referenced: those libinfeed holds, less the
+ * dead leases' whose Release waits for the next call.
+ */
 static PyObject *
 Client_get_held(ClientObject *self, void *closure)
 {
-	return (PyLong_FromUnsignedLong(self->held));
+	struct infeed_state	st;
+	size_t			i;
+
+	if (self->f == NULL || self->pid != getpid())
+		return (PyLong_FromLong(0));
+	st = client_state(self);
+	pthread_mutex_lock(&self->mu);
+	for (i = 0; i < self->ndead; i++)
+		if (st.attached && self->dead[i].session == st.session_id &&
+		    st.slots_held > 0)
+			st.slots_held--;
+	pthread_mutex_unlock(&self->mu);
+	return (PyLong_FromUnsignedLong(st.slots_held));
+}
+
+/*
+ * state() -> dict: where the session is, as libinfeed knows it: attached,
+ * epoch and step (the step it gives next), end_of_data_owed (the epoch's
+ * last step went out; its EndOfData comes first), next_pending.
+ */
+static PyObject *
+Client_state(ClientObject *self, PyObject *unused)
+{
+	struct infeed_state	st;
+
+	if (client_enter(self) == -1)
+		return (NULL);
+	st = client_state(self);
+	self->busy = 0;
+	return (Py_BuildValue("{s:O,s:K,s:K,s:O,s:O}",
+	    "attached", st.attached ? Py_True : Py_False,
+	    "epoch", (unsigned long long)st.next_epoch,
+	    "step", (unsigned long long)st.next_step,
+	    "end_of_data_owed", st.end_of_data_owed ? Py_True : Py_False,
+	    "next_pending", st.next_pending ? Py_True : Py_False));
 }
 
 static PyMethodDef Client_methods[] = {
@@ -873,6 +1116,14 @@ static PyMethodDef Client_methods[] = {
 	  "attach_files(name, options, (data_fd, labels_fd), spec) -> dict" },
 	{ "next", (PyCFunction)Client_next, METH_VARARGS,
 	  "next(timeout_s=0) -> Lease, or None at the end of the epoch" },
+	{ "next_step", (PyCFunction)Client_next_step, METH_VARARGS,
+	  "next_step(timeout_s=0) -> Step of torch tensors, or None at the "
+	  "end of the epoch" },
+	{ "set_from_dlpack", (PyCFunction)Client_set_from_dlpack, METH_O,
+	  "set_from_dlpack(fn): torch.utils.dlpack.from_dlpack, for "
+	  "next_step()" },
+	{ "state", (PyCFunction)Client_state, METH_NOARGS,
+	  "state() -> dict: where the session is (libinfeed's)" },
 	{ "flush", (PyCFunction)Client_flush, METH_NOARGS,
 	  "flush(): send the releases of dead leases now" },
 	{ "detach", (PyCFunction)Client_detach, METH_NOARGS,
@@ -921,10 +1172,6 @@ Lease_dealloc(LeaseObject *self)
 		/* A refusal comes back with the next reply, as usual. */
 		(void)infeed_release(c->f, &self->st);
 		c->busy = 0;
-		pthread_mutex_lock(&c->mu);
-		if (self->st.session == c->session && c->held > 0)
-			c->held--;
-		pthread_mutex_unlock(&c->mu);
 		Py_DECREF(c);
 		PyObject_Free(self);
 		Py_DECREF(LeaseType);	/* each instance holds its type */
@@ -941,8 +1188,6 @@ Lease_dealloc(LeaseObject *self)
 	/* Without memory the slot stays held until the session ends. */
 	if (c->ndead < c->capdead)
 		c->dead[c->ndead++] = self->st;
-	if (self->st.session == c->session && c->held > 0)
-		c->held--;
 	pthread_mutex_unlock(&c->mu);
 	Py_DECREF(c);
 	PyObject_Free(self);
@@ -1098,6 +1343,29 @@ static struct PyModuleDef module_def = {
 	.m_methods = module_methods,
 };
 
+/* DTYPE_UINT8 ... DTYPE_FLOAT64: infeed-dtype.h's numbers, by name. */
+static int
+add_dtype_constants(PyObject *m)
+{
+	char		 name[32];
+	const char	*n;
+	int		 t;
+	size_t		 i;
+
+	for (t = 1; t < 64; t++) {
+		n = infeed_dtype_name(t);
+		if (strcmp(n, infeed_dtype_name(0)) == 0)
+			continue;	/* not a dtype */
+		snprintf(name, sizeof(name), "DTYPE_%s", n);
+		for (i = 6; name[i] != '\0'; i++)
+			if (name[i] >= 'a' && name[i] <= 'z')
+				name[i] -= 'a' - 'A';
+		if (PyModule_AddIntConstant(m, name, t) < 0)
+			return (-1);
+	}
+	return (0);
+}
+
 PyMODINIT_FUNC	PyInit__infeed(void);
 
 PyMODINIT_FUNC
@@ -1119,12 +1387,15 @@ PyInit__infeed(void)
 		Py_DECREF(m);
 		return (NULL);
 	}
+	Py_XDECREF(StepType);
+	Py_INCREF(step);	/* next_step() makes them */
+	StepType = (PyTypeObject *)step;
 	Py_INCREF(ClientType);
 	Py_INCREF(LeaseType);
 	if (PyModule_AddObject(m, "Client", (PyObject *)ClientType) < 0 ||
 	    PyModule_AddObject(m, "Lease", (PyObject *)LeaseType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_CHANNELS",
-	    INFEED_MAX_CHANNELS) < 0) {
+	    INFEED_MAX_CHANNELS) < 0 || add_dtype_constants(m) == -1) {
 		Py_DECREF(m);
 		return (NULL);
 	}

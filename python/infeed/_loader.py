@@ -216,7 +216,8 @@ class DataLoader:
                     drop_last=bool(drop_last), num_workers=num_workers,
                     buffer_size=buffer_size,
                     early_preload=bool(early_preload),
-                    load_indefinitely=False, label_dtype=3,
+                    load_indefinitely=False,
+                    label_dtype=_infeed.DTYPE_INT64,
                     copy_on_write=bool(writable),
                     reconnect_timeout_ms=int(reconnect_timeout * 1000))
         opts.update(self._kwargs(kwargs))
@@ -225,10 +226,11 @@ class DataLoader:
         self._opts = opts
         self._client = None
         self._info = None
-        self._position = None    # (epoch, step) the session delivers next
+        # Where the session is, is libinfeed's (Client.state()); here only
+        # what the program asked for.
         self._next_epoch = 0     # what the next iter() starts
         self._resume = None      # (epoch, step) from load_state_dict
-        self._cursor = None      # the next step of the running epoch
+        self._running = False    # an epoch is being iterated
         if early_preload:
             self._session(0, 0)
 
@@ -276,11 +278,26 @@ class DataLoader:
     def _connect(self):
         if self._client is None:
             self._client = _infeed.Client(self._socket, self._client_name)
+            if self._output == "torch":
+                # Steps built in C, as DLPack tensors: no numpy on the way.
+                # torch's own converter of a capsule when it has one (what
+                # the public from_dlpack calls after a Python-level check).
+                self._client.set_from_dlpack(
+                    getattr(self._torch._C, "_from_dlpack",
+                            self._torch.utils.dlpack.from_dlpack))
         return self._client
+
+    def _at(self, epoch, step):
+        """Whether the session gives (epoch, step) next."""
+        if self._info is None:
+            return False
+        st = self._client.state()
+        return (st["attached"] and not st["end_of_data_owed"]
+                and (st["epoch"], st["step"]) == (epoch, step))
 
     def _session(self, epoch, step):
         """A session whose next step is (epoch, step)."""
-        if self._info is not None and self._position == (epoch, step):
+        if self._at(epoch, step):
             return
         if self._info is not None:
             self._client.detach()
@@ -290,7 +307,6 @@ class DataLoader:
             self._info = self._attach_files(opts)
         else:
             self._info = self._connect().attach(self._dataset, opts)
-        self._position = (epoch, step)
         self._shape = (self._info["sample_shape"])
         self._dtype = self._np.dtype(self._info["dtype"])
         self._label_dtype = self._np.dtype(self._info["label_dtype"])
@@ -351,25 +367,28 @@ class DataLoader:
         self._resume = None
         self._next_epoch = epoch + 1
         self._session(epoch, step)
-        self._cursor = (epoch, step)
+        self._running = True
         return _Iterator(self, epoch)
 
     def _take(self, epoch):
         """The next step of @epoch, or None when it is over."""
-        lease = self._client.next(self._timeout)
-        if lease is None or lease.epoch != epoch:
+        if self._output == "torch":
+            step = self._client.next_step(self._timeout)
+        else:
+            step = self._client.next(self._timeout)
+        if step is None or step.epoch != epoch:
             # EndOfData: the session now starts the next epoch.
-            self._position = (epoch + 1, 0)
-            self._cursor = None
-            if lease is not None:
+            self._running = False
+            if step is not None:
                 raise RuntimeError("infeed: a step of epoch "
-                                   f"{lease.epoch} came in epoch {epoch}")
+                                   f"{step.epoch} came in epoch {epoch}")
             return None
-        self._position = (lease.epoch, lease.step + 1)
-        self._cursor = self._position
-        return self._step(lease)
+        if self._output == "torch":
+            return step
+        return self._step(step)
 
     def _step(self, lease):
+        """The numpy arrays of a step's lease."""
         np = self._np
         rows = lease.rows
         # The step's bytes as a uint8 array whose base is the lease (its
@@ -384,11 +403,6 @@ class DataLoader:
         # for bookkeeping, must not hold its slot.
         indices = np.frombuffer(buf, np.uint64, rows,
                                 lease.indices_offset).copy()
-        if self._output == "torch":
-            from_numpy = self._torch.from_numpy
-            data = from_numpy(data)
-            labels = from_numpy(labels)
-            indices = from_numpy(indices.view(np.int64))
         return _infeed.Step((data, labels, indices, lease.epoch, lease.step))
 
     def set_epoch(self, epoch):
@@ -415,10 +429,9 @@ class DataLoader:
     def state_dict(self):
         """Where the loader is: ``{"epoch", "step", "fingerprint"}``, the
         next step the program would get (torchdata's name)."""
-        if self._cursor is not None:
-            epoch, step = self._cursor
-            if step >= self.info["steps_per_epoch"]:
-                epoch, step = epoch + 1, 0
+        if self._running:
+            st = self._client.state()
+            epoch, step = st["epoch"], st["step"]
         elif self._resume is not None:
             epoch, step = self._resume
         else:
@@ -448,14 +461,14 @@ class DataLoader:
             raise ValueError(f"step {step} is outside an epoch of "
                              f"{mine['steps_per_epoch']} steps")
         self._resume = (epoch, step)
-        self._cursor = None
+        self._running = False
 
     def close(self):
         """End the session (steps still referenced stay readable)."""
         if self._client is not None:
             self._client.detach()
         self._info = None
-        self._cursor = None
+        self._running = False
 
     terminate = close    # poptorch's name
 

@@ -199,6 +199,31 @@ def test_state_dict_resumes_exactly(loader_args):
 
 
 @needs_numpy
+def test_the_position_is_libinfeeds(loader_args):
+    # The loader keeps no copy of where the session is: it asks libinfeed,
+    # which says the epoch's last step went out before its EndOfData came.
+    loader = infeed.DataLoader(opts(di=2), "raw", batch_size=10,
+                               output="numpy", **loader_args)
+    it = iter(loader)
+    steps = len(loader)
+    for _ in range(steps):
+        next(it)
+    st = loader._client.state()
+    assert st["attached"] and st["end_of_data_owed"]
+    assert (st["epoch"], st["step"]) == (1, 0)
+    assert loader.state_dict()["epoch"] == 1
+    assert list(it) == []                   # the EndOfData
+    st = loader._client.state()
+    assert not st["end_of_data_owed"] and (st["epoch"], st["step"]) == (1, 0)
+    session = loader.info["session_id"]
+    assert [s.epoch for s in loader] == [1] * steps
+    assert loader.info["session_id"] == session     # the same session
+    loader.close()
+    assert not loader._client.state()["attached"]
+    assert infeed._infeed.DTYPE_INT64 == infeed._infeed.dtype("int64")[0]
+
+
+@needs_numpy
 def test_set_epoch_gives_that_epochs_order(loader_args):
     a = infeed.DataLoader(opts(seed=9), "raw", batch_size=50, shuffle=True,
                           output="numpy", **loader_args)
@@ -259,6 +284,30 @@ def test_slot_returns_when_the_last_view_is_gone(loader_args):
     assert loader._client.held == 1
     del view
     assert loader._client.held == 0
+
+
+@needs_torch
+def test_labels_alone_hold_the_slot_and_die_on_any_thread(loader_args):
+    # data and labels are DLPack tensors over one lease: either keeps the
+    # slot; the indices are a copy and keep nothing.
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=2, **loader_args)
+    it = iter(loader)
+    s = next(it)
+    labels, indices = s.labels, s.indices
+    want = [label_of(i) for i in indices.numpy()]
+    del s
+    gc.collect()
+    assert loader._client.held == 1
+    assert labels.tolist() == want
+    box = [labels]
+    del labels
+    t = threading.Thread(target=box.pop)    # the last reference dies there
+    t.start()
+    t.join()
+    assert loader._client.held == 0
+    assert indices.dtype == torch.int64 and len(indices) == 100
+    assert next(it).step == 1               # the flush of that release
 
 
 @needs_numpy

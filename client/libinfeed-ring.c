@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libinfeed's view of the daemon's ring: the mapping of the session's
+ * ring, the held slots, the rings of ended sessions whose steps the caller
+ * still holds, and the copy-on-write restore of a slot given back.
+ *
+ * Copy-on-write: the mapping is private over a read-only descriptor, so
+ * the trainer's writes land in private pages and never reach the daemon;
+ * when a slot goes back its private pages are dropped, so that it shows
+ * the daemon's bytes again when it is refilled.
+ */
+
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/param.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libinfeed-private.h"
+
+/* No ring, no pagemap open. */
+void
+infeed_ring_init(struct infeed_ring *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->pagemap = -1;
+}
+
+/* The bit of @slot in a held mask (slots are fewer than 64). */
+static uint64_t
+infeed_ring_slot_bit(uint32_t slot)
+{
+	return (slot < 64 ? UINT64_C(1) << slot : 0);
+}
+
+/*
+ * The session ended (a daemon restart, a reload, a detach): unmap its
+ * ring, unless the caller still holds steps in it; then keep the mapping
+ * (as @session_id's) until they are released, so that a held step stays
+ * readable and unchanged (a new ring is mapped elsewhere).
+ */
+void
+infeed_ring_unmap(struct infeed_ring *r, uint64_t session_id)
+{
+	struct infeed_old_ring	*o;
+
+	if (r->base != NULL && r->held > 0 && (o = reallocarray(r->old,
+	    r->nold + 1, sizeof(*r->old))) != NULL) {
+		r->old = o;
+		o[r->nold].base = r->base;
+		o[r->nold].bytes = r->bytes;
+		o[r->nold].session_id = session_id;
+		o[r->nold].held = r->held;
+		r->nold++;
+	} else if (r->base != NULL)
+		munmap(r->base, r->bytes);
+	r->base = NULL;
+	r->held = 0;
+}
+
+/* Unmap every ring, held or not, and close the pagemap. */
+void
+infeed_ring_free(struct infeed_ring *r)
+{
+	r->held = 0;
+	infeed_ring_unmap(r, 0);
+	while (r->nold > 0) {
+		r->nold--;
+		munmap(r->old[r->nold].base, r->old[r->nold].bytes);
+	}
+	free(r->old);
+	r->old = NULL;
+	if (r->pagemap != -1)
+		close(r->pagemap);
+	r->pagemap = -1;
+}
+
+/*
+ * A step of an ended session was released: unmap its ring after the
+ * last.  Returns whether @session_id was such a session.
+ */
+bool
+infeed_ring_release_old(struct infeed_ring *r, uint64_t session_id,
+    uint32_t slot)
+{
+	size_t	i;
+
+	for (i = 0; i < r->nold; i++) {
+		if (r->old[i].session_id != session_id)
+			continue;
+		/* Releasing a step twice does not free another's ring. */
+		r->old[i].held &= ~infeed_ring_slot_bit(slot);
+		if (r->old[i].held == 0) {
+			munmap(r->old[i].base, r->old[i].bytes);
+			r->old[i] = r->old[--r->nold];
+		}
+		return (true);
+	}
+	return (false);
+}
+
+/* The labels' dtype in the ring @at describes; int32 when it does not say. */
+int
+infeed_ring_label_dtype(const Infeed__Attached *at)
+{
+	return (at->has_label_dtype ? (int)at->label_dtype :
+	    INFEED_DTYPE_INT32);
+}
+
+/* Map the ring @at describes from @fd, which it closes. */
+int
+infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
+    bool copy_on_write)
+{
+	struct infeed_ring	*r = &f->ring;
+	int			 label_dtype = infeed_ring_label_dtype(at);
+
+	if (label_dtype != INFEED_DTYPE_INT32 &&
+	    label_dtype != INFEED_DTYPE_INT64) {
+		close(fd);
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached says "
+		    "the ring's labels are of dtype %d; this libinfeed reads "
+		    "int32 (%d) and int64 (%d)", label_dtype,
+		    INFEED_DTYPE_INT32, INFEED_DTYPE_INT64));
+	}
+	r->bytes = at->ring_bytes;
+	/*
+	 * Copy-on-write: the descriptor stays read-only, so the trainer's
+	 * writes land in private pages and never reach the daemon.
+	 */
+	if (copy_on_write)
+		r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE, fd, 0);
+	else
+		r->base = mmap(NULL, r->bytes, PROT_READ, MAP_SHARED, fd,
+		    0);
+	close(fd);
+	if (r->base == MAP_FAILED) {
+		r->base = NULL;
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot map the step "
+		    "ring (%zu bytes): %s", r->bytes, strerror(errno)));
+	}
+#ifdef MADV_HUGEPAGE
+	/*
+	 * Where the daemon's pages are huge, map them so: fewer faults.  Not
+	 * copy-on-write, where a write would copy 2 MiB instead of 4 KiB.
+	 */
+	if (!copy_on_write)
+		(void)madvise(r->base, r->bytes, MADV_HUGEPAGE);
+#endif
+	r->slot_bytes = at->slot_bytes;
+	r->data_offset = at->data_offset;
+	r->labels_offset = at->labels_offset;
+	r->indices_offset = at->indices_offset;
+	r->label_dtype = label_dtype;
+	r->slots = at->slots;
+	r->copy_on_write = copy_on_write;
+	return (INFEED_OK);
+}
+
+/*
+ * The PAGEMAP_SCAN ioctl of /proc/self/pagemap (Linux 6.7), for headers
+ * older than it (Debian 12's are 6.1): it returns the ranges of pages
+ * that match, so finding a slot's written pages costs a page-table walk
+ * in the kernel instead of reading 8 bytes per page.
+ */
+#ifndef PAGEMAP_SCAN
+struct page_region {
+	uint64_t	start;
+	uint64_t	end;
+	uint64_t	categories;
+};
+
+struct pm_scan_arg {
+	uint64_t	size;
+	uint64_t	flags;
+	uint64_t	start;
+	uint64_t	end;
+	uint64_t	walk_end;
+	uint64_t	vec;
+	uint64_t	vec_len;
+	uint64_t	max_pages;
+	uint64_t	category_inverted;
+	uint64_t	category_mask;
+	uint64_t	category_anyof_mask;
+	uint64_t	return_mask;
+};
+
+#define PAGEMAP_SCAN	_IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_FILE	(1 << 2)
+#define PAGE_IS_PRESENT	(1 << 3)
+#define PAGE_IS_SWAPPED	(1 << 4)
+#endif
+
+/*
+ * Whether /proc/self/pagemap entry @ent, of the copy-on-write ring, is a
+ * page the trainer wrote: a private (anonymous) copy, in memory (bit 63)
+ * or swapped out (bit 62).  File pages (bit 61: the daemon's shared
+ * memory, or one of its pages being migrated) are not.
+ */
+bool
+infeed_pagemap_written(uint64_t ent)
+{
+	return (((ent >> 63 & 1) || (ent >> 62 & 1)) && !(ent >> 61 & 1));
+}
+
+/* Drop the private copies of pages in [@p, @p + @len). */
+static void
+infeed_drop_pages(uint8_t *p, size_t len)
+{
+	(void)madvise(p, len, MADV_DONTNEED);
+}
+
+/*
+ * Drop the private pages in [@lo, @hi) found by PAGEMAP_SCAN: not
+ * file-backed, and present or swapped (a written page that went to swap
+ * would come back from it when the slot is refilled); -1 when the kernel
+ * has no such ioctl (then never again).
+ */
+static int
+infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi)
+{
+	struct page_region	reg[32];
+	struct pm_scan_arg	arg;
+	long			n, i;
+
+	while (lo < hi) {
+		memset(&arg, 0, sizeof(arg));
+		arg.size = sizeof(arg);
+		arg.start = lo;
+		arg.end = hi;
+		arg.vec = (uintptr_t)reg;
+		arg.vec_len = sizeof(reg) / sizeof(reg[0]);
+		arg.category_mask = PAGE_IS_FILE;
+		arg.category_inverted = PAGE_IS_FILE;
+		arg.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+		arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+		if ((n = ioctl(r->pagemap, PAGEMAP_SCAN, &arg)) == -1) {
+			r->no_pagemap_scan = true;
+			return (-1);
+		}
+		for (i = 0; i < n; i++)
+			infeed_drop_pages((uint8_t *)(uintptr_t)reg[i].start,
+			    reg[i].end - reg[i].start);
+		if (arg.walk_end <= lo)
+			break;
+		lo = arg.walk_end;
+	}
+	return (0);
+}
+
+/*
+ * Copy-on-write ring: drop the private pages the trainer wrote in @slot,
+ * so that the slot shows the daemon's bytes again when it is refilled.
+ * /proc/self/pagemap says which pages are private copies (present or
+ * swapped, and not file-backed): dropping only those costs far less than
+ * dropping the whole slot, and nothing when nothing was written.
+ * MADV_DONTNEED on the private mapping frees a swapped copy's swap entry
+ * too.
+ */
+static void
+infeed_restore_slot(struct infeed_ring *r, uint32_t slot)
+{
+	uint64_t	 ent[512];
+	size_t		 page = (size_t)sysconf(_SC_PAGESIZE), npages, i, j, n;
+	size_t		 run = SIZE_MAX;
+	uintptr_t	 lo, hi;
+	uint8_t		*first;
+
+	lo = (uintptr_t)(r->base + (uint64_t)slot * r->slot_bytes);
+	hi = lo + r->slot_bytes;
+	lo -= lo % page;
+	hi = (hi + page - 1) / page * page;
+	first = (uint8_t *)lo;
+	npages = (hi - lo) / page;
+	if (r->pagemap == -1 && (r->pagemap = open("/proc/self/pagemap",
+	    O_RDONLY | O_CLOEXEC)) == -1) {
+		infeed_drop_pages(first, hi - lo);
+		return;
+	}
+	if (!r->no_pagemap_scan && infeed_restore_scan(r, lo, hi) == 0)
+		return;
+	for (i = 0; i < npages; i += n) {
+		n = MIN(npages - i, sizeof(ent) / sizeof(ent[0]));
+		if (pread(r->pagemap, ent, n * sizeof(*ent),
+		    (off_t)((lo / page + i) * sizeof(*ent))) !=
+		    (ssize_t)(n * sizeof(*ent))) {
+			infeed_drop_pages(first + i * page,
+			    (npages - i) * page);
+			return;
+		}
+		for (j = 0; j < n; j++) {
+			if (infeed_pagemap_written(ent[j])) {
+				if (run == SIZE_MAX)
+					run = i + j;
+			} else if (run != SIZE_MAX) {
+				infeed_drop_pages(first + run * page,
+				    (i + j - run) * page);
+				run = SIZE_MAX;
+			}
+		}
+	}
+	if (run != SIZE_MAX)
+		infeed_drop_pages(first + run * page, (npages - run) * page);
+}
+
+/*
+ * The step in @slot goes to the caller: held until given back.  Return:
+ * the slot's first byte, or NULL when the slot is outside the ring.
+ */
+const uint8_t *
+infeed_ring_take(struct infeed_ring *r, uint32_t slot)
+{
+	if ((uint64_t)slot * r->slot_bytes >= r->bytes)
+		return (NULL);
+	r->held |= infeed_ring_slot_bit(slot);
+	return (r->base + (uint64_t)slot * r->slot_bytes);
+}
+
+/* The caller gave @slot back: restore it if it may have been written. */
+void
+infeed_ring_give_back(struct infeed_ring *r, uint32_t slot)
+{
+	if (r->copy_on_write && (r->held & infeed_ring_slot_bit(slot)))
+		infeed_restore_slot(r, slot);
+	r->held &= ~infeed_ring_slot_bit(slot);
+}
+
+/* How many slots of the session's ring the caller holds. */
+uint32_t
+infeed_ring_held_count(const struct infeed_ring *r)
+{
+	return ((uint32_t)__builtin_popcountll(r->held));
+}

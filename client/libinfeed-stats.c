@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libinfeed's Stats: the daemon's Stats reply decoded into the public
+ * structs (each allocated at least as large as the caller's, zeroed
+ * first), or handed over packed for tools that decode it themselves.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "libinfeed-private.h"
+
+/* A copy of a string that may be absent; false when out of memory. */
+static bool
+infeed_strdup_opt(char **out, const char *s)
+{
+	*out = s != NULL ? strdup(s) : NULL;
+	return (s == NULL || *out != NULL);
+}
+
+/* One session's stats; NULL without memory. */
+static struct infeed_session_stats *
+infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
+{
+	struct infeed_session_stats	*ss;
+	const Infeed__LoaderOptions	*lo = in->options;
+
+	if ((ss = infeed_alloc_out(size, sizeof(*ss))) == NULL)
+		return (NULL);
+	ss->struct_size = sizeof(*ss);
+	ss->session_id = in->session_id;
+	ss->client_pid = in->client_pid;
+	ss->client_uid = in->client_uid;
+	ss->epoch = in->epoch;
+	ss->step = in->step;
+	ss->slots = in->slots;
+	ss->slots_ready = in->slots_ready;
+	ss->slots_held = in->slots_held;
+	ss->steps_delivered = in->steps_delivered;
+	ss->items_per_s = in->items_per_s;
+	if (lo != NULL) {
+		ss->has_options = true;
+		ss->batch_size = lo->batch_size;
+		ss->device_iterations = lo->device_iterations;
+		ss->replication_factor = lo->replication_factor;
+		ss->gradient_accumulation = lo->gradient_accumulation;
+		ss->shuffle = lo->shuffle;
+		ss->seed = lo->seed;
+		ss->drop_last = lo->drop_last;
+		ss->num_workers = lo->num_workers;
+		ss->buffer_size = lo->buffer_size;
+		ss->distributed_process_id = lo->distributed_process_id;
+		ss->distributed_process_count = lo->distributed_process_count;
+	}
+	ss->data_wait_s = in->has_data_wait_s ? in->data_wait_s : 0;
+	ss->active_s = in->has_active_s ? in->active_s : 0;
+	ss->samples_replaced = in->samples_replaced;
+	ss->errors_sent = in->errors_sent;
+	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
+	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
+	    !infeed_strdup_opt(&ss->transform, lo != NULL &&
+	    lo->transform != NULL ? lo->transform->pipeline : NULL)) {
+		free(ss->dataset);
+		free(ss->client_name);
+		free(ss);
+		return (NULL);
+	}
+	return (ss);
+}
+
+/* One worker's stats; NULL without memory. */
+static struct infeed_worker_stats *
+infeed_worker_stats_from(const Infeed__WorkerStats *in, size_t size)
+{
+	struct infeed_worker_stats	*ws;
+
+	if ((ws = infeed_alloc_out(size, sizeof(*ws))) == NULL)
+		return (NULL);
+	ws->struct_size = sizeof(*ws);
+	ws->pid = in->pid;
+	ws->rows_done = in->rows_done;
+	ws->restarts = in->restarts;
+	ws->stuck = in->has_stuck ? in->stuck : 0;
+	if (!infeed_strdup_opt(&ws->state, in->state)) {
+		free(ws);
+		return (NULL);
+	}
+	return (ws);
+}
+
+/* The daemon-wide part of Stats and its arrays; NULL without memory. */
+static struct infeed_stats *
+infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
+    size_t worker_size)
+{
+	struct infeed_stats	*st;
+	size_t			 i;
+
+	if ((st = infeed_alloc_out(size, sizeof(*st))) == NULL)
+		return (NULL);
+	st->struct_size = sizeof(*st);
+	st->uptime_ms = in->uptime_ms;
+	st->clients = in->clients;
+	st->memory_used = in->memory_used;
+	st->memory_budget = in->memory_budget;
+	st->memory_kept = in->memory_kept;
+	st->rings_reused = in->rings_reused;
+	st->rings_made = in->rings_made;
+	st->memory_private = in->memory_private;
+	st->memory_held = in->memory_held;
+	st->jobs_queued = in->jobs_queued;
+	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
+	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));
+	if (st->sessions == NULL || st->workers == NULL ||
+	    !infeed_strdup_opt(&st->daemon_version, in->daemon_version) ||
+	    !infeed_strdup_opt(&st->huge_pages, in->huge_pages))
+		goto fail;
+	for (; st->nsessions < in->n_sessions; st->nsessions++) {
+		i = st->nsessions;
+		if ((st->sessions[i] = infeed_session_stats_from(
+		    in->sessions[i], session_size)) == NULL)
+			goto fail;
+	}
+	for (; st->nworkers < in->n_workers; st->nworkers++) {
+		i = st->nworkers;
+		if ((st->workers[i] = infeed_worker_stats_from(in->workers[i],
+		    worker_size)) == NULL)
+			goto fail;
+	}
+	return (st);
+fail:
+	infeed_stats_free(st);
+	return (NULL);
+}
+
+/* The daemon's Stats, decoded; objects at least the caller's sizes. */
+int
+infeed_get_stats_size(struct infeed *f, struct infeed_stats **out,
+    size_t size, size_t session_size, size_t worker_size)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	int		 r;
+
+	if ((r = infeed_check_out_size(f, "struct infeed_stats", size)) !=
+	    INFEED_OK || (r = infeed_check_out_size(f,
+	    "struct infeed_session_stats", session_size)) != INFEED_OK ||
+	    (r = infeed_check_out_size(f, "struct infeed_worker_stats",
+	    worker_size)) != INFEED_OK)
+		return (r);
+	fr.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	fr.get_stats = &gs;
+	if ((r = infeed_conn_call(f, &fr, INFEED__FRAME__MSG_STATS, &reply)) !=
+	    INFEED_OK)
+		return (r);
+	*out = infeed_stats_from(reply->stats, size, session_size,
+	    worker_size);
+	infeed__frame__free_unpacked(reply, NULL);
+	if (*out == NULL)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
+	return (INFEED_OK);
+}
+
+/* Free decoded Stats. */
+void
+infeed_stats_free(struct infeed_stats *st)
+{
+	size_t	i;
+
+	if (st == NULL)
+		return;
+	for (i = 0; i < st->nsessions; i++) {
+		free(st->sessions[i]->dataset);
+		free(st->sessions[i]->client_name);
+		free(st->sessions[i]->transform);
+		free(st->sessions[i]);
+	}
+	for (i = 0; i < st->nworkers; i++) {
+		free(st->workers[i]->state);
+		free(st->workers[i]);
+	}
+	free(st->sessions);
+	free(st->workers);
+	free(st->daemon_version);
+	free(st->huge_pages);
+	free(st);
+}
+
+/* The daemon's Stats reply, packed, for tools that decode it. */
+int
+infeed_stats_frame(struct infeed *f, uint8_t **buf, size_t *len)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__GetStats gs = INFEED__GET_STATS__INIT;
+	int		 r;
+
+	fr.msg_case = INFEED__FRAME__MSG_GET_STATS;
+	fr.get_stats = &gs;
+	if ((r = infeed_conn_call(f, &fr, INFEED__FRAME__MSG_STATS, &reply)) !=
+	    INFEED_OK)
+		return (r);
+	*len = infeed__frame__get_packed_size(reply);
+	if ((*buf = malloc(*len ? *len : 1)) == NULL) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
+	}
+	infeed__frame__pack(reply, *buf);
+	infeed__frame__free_unpacked(reply, NULL);
+	return (INFEED_OK);
+}

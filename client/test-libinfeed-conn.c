@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of libinfeed's connection (libinfeed-conn.c) over a
+ * socketpair, the test playing infeedd: the outstanding Next's reply state
+ * (none, pending, held back), Release acknowledgements taken on the way,
+ * and a refused Release reported before the step that came with it; and
+ * infeed_get_state() reporting that state, in a caller's struct of any
+ * size.
+ */
+
+#include <sys/socket.h>
+
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libinfeed-private.h"
+
+#define ID_RELEASE	1	/* the request ids libinfeed-conn.c sends */
+#define ID_NEXT		2
+#define ID_CALL		3
+
+static struct infeed	*f;
+static int		 peer = -1;	/* infeedd's end */
+static struct wire_in	 peer_in;
+
+static void
+setup(void)
+{
+	int	sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+	    sv), 0);
+	ck_assert_ptr_nonnull(f = infeed_new());
+	f->conn.fd = sv[0];
+	peer = sv[1];
+	wire_in_init(&peer_in, INFEED_DEFAULT_MAX_FRAME);
+}
+
+static void
+teardown(void)
+{
+	infeed_free(f);
+	if (peer != -1)
+		close(peer);
+	peer = -1;
+	wire_in_clear(&peer_in);
+}
+
+/* infeedd sends @fr with request id @id. */
+static void
+peer_send(Infeed__Frame *fr, uint64_t id)
+{
+	uint8_t	*buf;
+	size_t	 len;
+
+	fr->has_request_id = 1;
+	fr->request_id = id;
+	ck_assert_ptr_nonnull(buf = wire_pack(fr, INFEED_DEFAULT_MAX_FRAME,
+	    &len));
+	ck_assert_int_eq(wire_send_all(peer, buf, len, -1), 0);
+	free(buf);
+}
+
+/* infeedd answers request @id with the Step of @slot. */
+static void
+peer_step(uint64_t id, uint32_t slot)
+{
+	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Step	st = INFEED__STEP__INIT;
+
+	st.slot = slot;
+	st.step = slot;
+	fr.msg_case = INFEED__FRAME__MSG_STEP;
+	fr.step = &st;
+	peer_send(&fr, id);
+}
+
+/* infeedd refuses request @id with @code. */
+static void
+peer_error(uint64_t id, Infeed__ErrorCode code)
+{
+	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Error	e = INFEED__ERROR__INIT;
+
+	e.code = code;
+	e.message = (char *)"refused by the test";
+	fr.msg_case = INFEED__FRAME__MSG_ERROR;
+	fr.error = &e;
+	peer_send(&fr, id);
+}
+
+/* How many frames of @what the client sent that infeedd has not read. */
+static int
+peer_count(Infeed__Frame__MsgCase what)
+{
+	struct pollfd	 pfd = { .fd = peer, .events = POLLIN };
+	Infeed__Frame	*fr;
+	char		*cause = NULL;
+	int		 n = 0;
+
+	for (;;) {
+		while (wire_in_frame(&peer_in, &fr, &cause) == WIRE_OK) {
+			n += fr->msg_case == what;
+			infeed__frame__free_unpacked(fr, NULL);
+		}
+		ck_assert_ptr_null(cause);
+		if (poll(&pfd, 1, 0) != 1 ||
+		    wire_in_recv(&peer_in, peer) <= 0)
+			return (n);
+	}
+}
+
+/* The client's next reply, expected to be a Step of @slot. */
+static void
+next_is_step(int timeout_ms, uint32_t slot)
+{
+	Infeed__Frame	*reply = NULL;
+
+	ck_assert_msg(infeed_conn_next(f, &reply, timeout_ms) == INFEED_OK,
+	    "%s", infeed_error(f));
+	ck_assert_int_eq(reply->msg_case, INFEED__FRAME__MSG_STEP);
+	ck_assert_uint_eq(reply->step->slot, slot);
+	infeed__frame__free_unpacked(reply, NULL);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+}
+
+START_TEST(next_stays_pending_after_a_timeout_and_is_not_sent_again)
+{
+	Infeed__Frame	*reply;
+
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 10), INFEED_TIMEOUT);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
+	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
+	peer_step(ID_NEXT, 2);
+	next_is_step(-1, 2);
+	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 0);
+	/* Collected: the next call asks again. */
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
+}
+END_TEST
+
+START_TEST(a_refused_release_is_reported_first_and_the_step_held_back)
+{
+	Infeed__Frame	*reply;
+
+	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
+	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
+	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(ID_NEXT, 0);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(f),
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
+	ck_assert_ptr_nonnull(f->conn.held);
+	ck_assert_uint_eq(f->conn.releases_unanswered, 0);
+	/* The held step comes next, without another Next. */
+	next_is_step(0, 0);
+	ck_assert_ptr_null(f->conn.held);
+	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
+}
+END_TEST
+
+START_TEST(a_bounded_wait_reports_the_refusal_before_the_step_comes)
+{
+	Infeed__Frame	*reply;
+
+	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
+	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 1000),
+	    INFEED_ERR_DAEMON);
+	/* Its reply not read yet: still pending, nothing held. */
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
+	ck_assert_ptr_null(f->conn.held);
+	peer_step(ID_NEXT, 1);
+	next_is_step(1000, 1);
+	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
+}
+END_TEST
+
+START_TEST(acknowledged_releases_are_taken_on_the_way)
+{
+	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Released rl = INFEED__RELEASED__INIT;
+
+	ck_assert_int_eq(infeed_conn_release(f, 0), INFEED_OK);
+	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
+	ck_assert_uint_eq(f->conn.releases_unanswered, 2);
+	fr.msg_case = INFEED__FRAME__MSG_RELEASED;
+	fr.released = &rl;
+	peer_send(&fr, ID_RELEASE);
+	peer_step(ID_NEXT, 2);
+	peer_send(&fr, ID_RELEASE);	/* after the step: pipelined */
+	next_is_step(-1, 2);
+	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
+}
+END_TEST
+
+START_TEST(an_error_reply_or_a_closed_connection_ends_the_next)
+{
+	Infeed__Frame	*reply;
+
+	peer_error(ID_NEXT, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(f),
+	    INFEED__ERROR_CODE__ERROR_NOT_FOUND);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+	close(peer);
+	peer = -1;
+	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_CLOSED);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+}
+END_TEST
+
+START_TEST(a_call_that_ends_the_session_drops_a_held_step)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, dfr = INFEED__FRAME__INIT;
+	Infeed__Frame	*reply;
+	Infeed__Detach	 dt = INFEED__DETACH__INIT;
+	Infeed__Detached dd = INFEED__DETACHED__INIT;
+
+	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
+	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(ID_NEXT, 0);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
+	/* Held, so no reply of the Next is read in place of Detached. */
+	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
+	dfr.detached = &dd;
+	peer_send(&dfr, ID_CALL);
+	fr.msg_case = INFEED__FRAME__MSG_DETACH;
+	fr.detach = &dt;
+	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
+	    INFEED__FRAME__MSG_DETACHED, &reply) == INFEED_OK, "%s",
+	    infeed_error(f));
+	infeed__frame__free_unpacked(reply, NULL);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+	ck_assert_ptr_null(f->conn.held);
+	/* Pending instead: its reply comes first, and is dropped. */
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	peer_step(ID_NEXT, 1);
+	peer_send(&dfr, ID_CALL);
+	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
+	    INFEED__FRAME__MSG_DETACHED, &reply) == INFEED_OK, "%s",
+	    infeed_error(f));
+	infeed__frame__free_unpacked(reply, NULL);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+}
+END_TEST
+
+START_TEST(state_reports_the_pending_next_in_any_callers_size)
+{
+	Infeed__Frame		*reply;
+	struct infeed_state	 st;
+	uint8_t			 buf[sizeof(st) + 8];
+	size_t			 cut = FIELD_END(struct infeed_state, session_id);
+
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.struct_size, sizeof(st));
+	ck_assert(!st.attached && !st.next_pending && !st.end_of_data_owed);
+	ck_assert_uint_eq(st.slots, 0);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert(st.next_pending);
+	/* An older caller's struct: filled up to its size, no further. */
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
+	    (void *)buf, cut), INFEED_OK);
+	ck_assert_uint_eq(((struct infeed_state *)(void *)buf)->struct_size,
+	    cut);
+	ck_assert_uint_eq(buf[cut], 0xa5);
+	/* A newer caller's: the bytes past ours zeroed. */
+	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
+	    (void *)buf, sizeof(buf)), INFEED_OK);
+	ck_assert_uint_eq(buf[sizeof(buf) - 1], 0);
+	ck_assert_int_eq(infeed_get_state_size(f, &st, 2), INFEED_ERR_USAGE);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("libinfeed-conn");
+	TCase	*tc = tcase_create("reply state");
+	SRunner	*sr;
+	int	 failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc,
+	    next_stays_pending_after_a_timeout_and_is_not_sent_again);
+	tcase_add_test(tc,
+	    a_refused_release_is_reported_first_and_the_step_held_back);
+	tcase_add_test(tc,
+	    a_bounded_wait_reports_the_refusal_before_the_step_comes);
+	tcase_add_test(tc, acknowledged_releases_are_taken_on_the_way);
+	tcase_add_test(tc, an_error_reply_or_a_closed_connection_ends_the_next);
+	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
+	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return (failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+}
