@@ -24,7 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "infeed.h"
+#include "number.h"
 #include "sampler.h"
 #include "version.h"
 
@@ -59,12 +61,9 @@ usage(FILE *fp)
 static uint64_t
 parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
-	unsigned long long	 v;
-	char			*end;
+	uint64_t	v;
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*s == '-' || errno != 0 || *end != '\0' || v < min || v > max) {
+	if (number_parse_u64(s, min, max, &v, NULL) == -1) {
 		fprintf(stderr, "infeedctl: %s %s: expected a whole number "
 		    "from %llu to %llu\n", opt, s, (unsigned long long)min,
 		    (unsigned long long)max);
@@ -501,7 +500,6 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 	fflush(stdout);
 }
 
-static double	now_s(void);
 
 /* infeedctl top [--once] [--json] */
 static int
@@ -524,7 +522,7 @@ cmd_top(int argc, char **argv)
 	}
 	f = connect_or_die();
 	for (;;) {
-		t = now_s();
+		t = clock_now_s();
 		if (infeed_get_stats(f, &st) != INFEED_OK) {
 			fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
 			infeed_stats_free(prev);
@@ -549,16 +547,6 @@ cmd_top(int argc, char **argv)
 	infeed_stats_free(prev);
 	infeed_free(f);
 	return (0);
-}
-
-/* Seconds on the monotonic clock. */
-static double
-now_s(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
 }
 
 /* Read one byte of every page of a step, as a trainer's copy would. */
@@ -872,19 +860,19 @@ bench_loop(struct infeed *f, const struct bench_args *a,
 	double			t0;
 
 	total = a->epochs * spe;
-	t0 = now_s();
+	t0 = clock_now_s();
 	for (k = 0; k < total; k++) {
 		if (infeed_next(f, &st) != INFEED_OK)
 			return (-1);
 		if (k == 0)
-			run->first_step_s = now_s() - run->t_attach;
+			run->first_step_s = clock_now_s() - run->t_attach;
 		e = k / spe;
 		s = k % spe;
 		bench_take(a, run, &st, e, s);
 		if (infeed_release(f, &st) != INFEED_OK)
 			return (-1);
 		if (e == 0 && s + 1 == spe) {
-			run->first_epoch_s = now_s() - t0;
+			run->first_epoch_s = clock_now_s() - t0;
 			run->first_epoch_items = run->items;
 		}
 		if (!a->json && isatty(STDERR_FILENO) && s + 1 == spe)
@@ -892,7 +880,7 @@ bench_loop(struct infeed *f, const struct bench_args *a,
 			    (unsigned long long)e + 1,
 			    (unsigned long long)a->epochs);
 	}
-	run->secs = now_s() - t0;
+	run->secs = clock_now_s() - t0;
 	if (!a->json && isatty(STDERR_FILENO))
 		fprintf(stderr, "\n");
 	return (0);
@@ -989,7 +977,7 @@ cmd_bench(int argc, char **argv)
 	f = connect_or_die();
 	if (infeed_list_datasets(f, &list, &n) != INFEED_OK)
 		goto fail;
-	run.t_attach = now_s();
+	run.t_attach = clock_now_s();
 	if ((r = bench_attach(f, &a, &run, list, n)) == 1)
 		goto fail;
 	if (r == -1)

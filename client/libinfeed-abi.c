@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "libinfeed-private.h"
+#include "number.h"
 
 /*
  * No struct may end in padding: a field added later would start inside an
@@ -192,14 +193,9 @@ static int
 infeed_env_uint(const char *name, uint32_t *out)
 {
 	const char	*s = getenv(name);
-	char		*end;
-	unsigned long	 v;
+	uint64_t	 v;
 
-	if (s == NULL || *s == '\0')
-		return (-1);
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > UINT32_MAX)
+	if (s == NULL || number_parse_u64(s, 0, UINT32_MAX, &v, NULL) == -1)
 		return (-1);
 	*out = (uint32_t)v;
 	return (0);

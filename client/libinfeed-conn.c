@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "libinfeed-private.h"
+#include "number.h"
 
 #define INFEED_HANDSHAKE_MS	10000	/* connect and Hello, by default */
 
@@ -112,14 +113,10 @@ static unsigned
 infeed_handshake_ms(void)
 {
 	const char	*e = getenv("INFEED_CONNECT_TIMEOUT_MS");
-	char		*end;
-	unsigned long	 v;
+	uint64_t	 v;
 
-	if (e != NULL) {
-		v = strtoul(e, &end, 10);
-		if (*e != '\0' && *end == '\0' && v > 0 && v < 3600000)
-			return ((unsigned)v);
-	}
+	if (e != NULL && number_parse_u64(e, 1, 3599999, &v, NULL) == 0)
+		return ((unsigned)v);
 	return (INFEED_HANDSHAKE_MS);
 }
 

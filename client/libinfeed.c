@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "libinfeed-private.h"
 
@@ -303,16 +304,6 @@ infeed_attach_files_whole(struct infeed *f, const char *name,
 	return (r);
 }
 
-/* Milliseconds on the monotonic clock. */
-static uint64_t
-infeed_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /* The daemon went away: reconnect and attach again where we were. */
 static int
 infeed_resume(struct infeed *f, int why)
@@ -327,7 +318,7 @@ infeed_resume(struct infeed *f, int why)
 	    f->dataset == NULL)
 		return (why);
 	snprintf(saved, sizeof(saved), "%s", f->error);
-	deadline = infeed_now_ms() + f->opts.reconnect_timeout_ms;
+	deadline = clock_now_ms() + f->opts.reconnect_timeout_ms;
 	path = strdup(f->path);
 	name = f->name != NULL ? strdup(f->name) : NULL;
 	dataset = strdup(f->dataset);
@@ -343,7 +334,7 @@ infeed_resume(struct infeed *f, int why)
 			r = infeed_attach_whole(f, dataset, &o, NULL);
 			break;
 		}
-		if (infeed_now_ms() >= deadline)
+		if (clock_now_ms() >= deadline)
 			break;
 		usleep(100000);
 	}

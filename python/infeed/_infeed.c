@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "infeed.h"
 
 #define CLIENT_SLICE_MS	100	/* signal handlers run at least this often */
@@ -753,14 +754,11 @@ lease_new(ClientObject *self, const struct infeed_step *st)
 	return ((PyObject *)l);
 }
 
-/* Milliseconds on the monotonic clock. */
+/* Milliseconds on the monotonic clock, with their fraction. */
 static double
 now_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6);
+	return ((double)clock_now_us() / 1e3);
 }
 
 /* Wait for the next step in slices; the step in *@st, or a result. */
