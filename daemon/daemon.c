@@ -65,6 +65,7 @@ daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
 		bound = (double)(t.data_wait_us - d->status_wait_us) /
 		    (double)(t.active_us - d->status_active_us);
 	ring_budget_trim(&d->budget, now);
+	pool_let_go(d->pool);	/* memory that trim gave up */
 	d->status_rows = t.rows;
 	d->status_ms = now;
 	d->status_wait_us = t.data_wait_us;
@@ -98,16 +99,6 @@ daemon_child_cb(void *arg)
 	metrics_close_fd(d->metrics);
 	if (d->peers != NULL)
 		peers_close_fds(d->peers);
-}
-
-/* Ring memory is freed for good: the workers let go of it too. */
-static void
-daemon_forget_mem_cb(void *arg, uint64_t mem_id)
-{
-	struct daemon	*d = arg;
-
-	if (d->pool != NULL)
-		pool_forget_mem(d->pool, mem_id);
 }
 
 /* Signals, the watchdog and the STATUS= timer of a service. */
@@ -194,11 +185,11 @@ daemon_start(const struct daemon_args *args)
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	ring_budget_init(&d->budget, d->conf->memory_budget, d->conf->path,
-	    d->conf->keep_ring_ms, daemon_forget_mem_cb, d);
+	    d->conf->keep_ring_ms);
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
-	d->pool = pool_new(d->base, d->cat, d->conf->workers,
+	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max,
 	    daemon_child_cb, d);
 	ph.base = d->base;
@@ -240,7 +231,7 @@ daemon_free(struct daemon *d)
 	metrics_free(d->metrics);	/* it reads the peers */
 	peers_free(d->peers);
 	listen_free(d->listener);
-	ring_budget_clear(&d->budget);	/* tells the pool */
+	ring_budget_clear(&d->budget);
 	pool_free(d->pool);
 	if (d->ev_term != NULL) {
 		event_free(d->ev_term);

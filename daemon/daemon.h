@@ -10,9 +10,10 @@
  * this list and fails the build's tests when an #include goes up or round):
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
- *   -> ring, transform -> catalogue -> config -> dataset (dataset/: the
- *   readers are part of it), image (dataset/image-*: decoders and image
- *   transforms) -> braces -> log, xmalloc, clock, paths, procmem
+ *   -> ring, transform -> ring-memory -> catalogue -> config -> dataset
+ *   (dataset/: the readers are part of it), image (dataset/image-*:
+ *   decoders and image transforms) -> braces -> log, xmalloc, clock,
+ *   paths, procmem
  *
  * common/ and proto/ lie under them all.
  */

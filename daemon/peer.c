@@ -1050,7 +1050,7 @@ peers_stats(const struct peers *ps, Infeed__Stats *st_out)
 	st.rings_made = ps->host.budget->made;
 	st.memory_budget = ps->host.budget->limit;
 	peer_fill_workers(ps->host.pool, &st);
-	st.huge_pages = (char *)ring_huge_pages();
+	st.huge_pages = (char *)ring_mem_huge_pages();
 	st.has_memory_private = 1;
 	st.memory_private = procmem_private(getpid());
 	for (i = 0; i < st.n_workers; i++) {

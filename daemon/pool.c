@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -96,6 +95,8 @@ struct worker {
 	struct worker_beat *beat;	/* its progress, shared with it */
 	struct wmsg_list outq;
 	unsigned	 noutq;
+	uint64_t	*mems;		/* ring memory it maps, by id */
+	unsigned	 nmems;
 	struct job	*job;
 	uint64_t	 rows_done;
 	uint64_t	 job_start_us;	/* of the running job */
@@ -114,6 +115,7 @@ struct worker {
 struct pool {
 	struct event_base	*base;
 	const struct catalogue	*cat;
+	struct ring_budget	*budget;	/* what it keeps; or NULL */
 	pool_child_cb		*child_cb;
 	void			*child_arg;
 	struct worker		*workers;
@@ -142,6 +144,7 @@ static void	pool_worker_cb(evutil_socket_t, short, void *);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
 static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
+static void	pool_worker_maps(struct worker *, uint64_t);
 
 /* A job, its indices and all; NULL is a no-op. */
 static void
@@ -369,6 +372,7 @@ pool_spawn(struct pool *pool, struct worker *w)
 	w->job = NULL;
 	w->stuck = false;
 	w->ready = false;
+	w->nmems = 0;		/* a new process maps nothing */
 	TAILQ_FOREACH(pr, &pool->rings, entry)
 		pr->mapped[w->idx] = false;
 	if (w->ev == NULL)
@@ -678,6 +682,7 @@ pool_dispatch(struct pool *pool)
 				continue;
 			}
 			pr->mapped[w->idx] = true;
+			pool_worker_maps(w, pr->desc.mem_id);
 		}
 		rows = job->row_end - job->row_begin;
 		memset(jm, 0, sizeof(*jm));
@@ -977,8 +982,8 @@ pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
 /* Start the pool's worker processes. */
 struct pool *
 pool_new(struct event_base *base, const struct catalogue *cat,
-    unsigned workers, uint32_t job_timeout_ms, uint64_t image_memory_max,
-    pool_child_cb *child_cb, void *child_arg)
+    struct ring_budget *budget, unsigned workers, uint32_t job_timeout_ms,
+    uint64_t image_memory_max, pool_child_cb *child_cb, void *child_arg)
 {
 	struct pool	*pool;
 	void		*beats;
@@ -987,6 +992,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool = xcalloc(1, sizeof(*pool));
 	pool->base = base;
 	pool->cat = cat;
+	pool->budget = budget;
 	pool->child_cb = child_cb;
 	pool->child_arg = child_arg;
 	pool->job_timeout_ms = job_timeout_ms;
@@ -1096,6 +1102,7 @@ pool_free(struct pool *pool)
 		if (pool->workers[i].respawn_ev != NULL)
 			event_free(pool->workers[i].respawn_ev);
 		job_free(pool->workers[i].job);
+		free(pool->workers[i].mems);
 	}
 	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {
 		TAILQ_REMOVE(&pool->jobs, job, entry);
@@ -1157,6 +1164,8 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 	pr->done = done;
 	pr->arg = arg;
 	TAILQ_INSERT_TAIL(&pool->rings, pr, entry);
+	/* The ring may have made room by giving kept memory up. */
+	pool_let_go(pool);
 	return (pr);
 }
 
@@ -1164,46 +1173,13 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 static void
 pool_ring_finish(struct pool_ring *pr)
 {
+	struct pool	*pool = pr->pool;
+
 	ring_release(pr->ring, pr->keep);
-	TAILQ_REMOVE(&pr->pool->rings, pr, entry);
+	TAILQ_REMOVE(&pool->rings, pr, entry);
 	pool_ring_free(pr);
-}
-
-/*
- * Wait, POOL_SETTLE_MS at most, for the running jobs of removed rings, so
- * that their memory is released (kept for reuse) before a new ring is
- * made: a trainer started again right after it stopped finds its warm
- * memory, though its last session ended with jobs running.
- */
-void
-pool_settle(struct pool *pool)
-{
-	struct worker		*w;
-	struct pool_ring	*pr;
-	struct pollfd		 pfd;
-	uint64_t		 deadline, now;
-	unsigned		 i;
-
-	deadline = clock_now_ms() + POOL_SETTLE_MS;
-	for (i = 0; i < pool->n; i++) {
-		w = &pool->workers[i];
-		while (w->job != NULL && w->fd != -1 &&
-		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
-		    pr->removed) {
-			now = clock_now_ms();
-			if (now >= deadline)
-				goto out;
-			pfd.fd = w->fd;
-			pfd.events = POLLIN;
-			if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
-				goto out;
-			if (pool_worker_read(w) == -1)
-				break;
-		}
-	}
-out:
-	/* Workers it freed take queued jobs. */
-	pool_dispatch(pool);
+	/* Kept, its mappings stay; held or given up, they go. */
+	pool_let_go(pool);
 }
 
 /* Does a worker run a job of a removed ring (whose memory is not free yet)? */
@@ -1254,20 +1230,81 @@ pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 		pool_ring_finish(pr);
 }
 
-/* Memory freed for good: every worker unmaps it. */
-void
-pool_forget_mem(struct pool *pool, uint64_t mem_id)
+/* Tell worker @w to unmap memory @mem_id. */
+static void
+pool_worker_forget(struct worker *w, uint64_t mem_id)
 {
 	struct worker_msg	m;
-	unsigned		i;
 
+	if (w->fd == -1)
+		return;
 	memset(&m, 0, sizeof(m));
 	m.type = WORKER_MSG_FORGET;
 	m.ring.mem_id = mem_id;
+	(void)pool_send(w, &m, sizeof(m), NULL, 0);
+}
+
+/* Every worker unmaps memory @mem_id. */
+void
+pool_forget_mem(struct pool *pool, uint64_t mem_id)
+{
+	unsigned	i;
+
+	for (i = 0; i < pool->n; i++)
+		pool_worker_forget(&pool->workers[i], mem_id);
+}
+
+/* Worker @w maps memory @mem_id (a MAP went), until it is told to forget. */
+static void
+pool_worker_maps(struct worker *w, uint64_t mem_id)
+{
+	unsigned	i;
+
+	for (i = 0; i < w->nmems; i++) {
+		if (w->mems[i] == mem_id)
+			return;
+	}
+	w->mems = xreallocarray(w->mems, w->nmems + 1, sizeof(*w->mems));
+	w->mems[w->nmems++] = mem_id;
+}
+
+/* Whether a ring of the pool, draining or not, is on memory @mem_id. */
+static bool
+pool_mem_in_use(const struct pool *pool, uint64_t mem_id)
+{
+	const struct pool_ring	*pr;
+
+	TAILQ_FOREACH(pr, &pool->rings, entry) {
+		if (pr->desc.mem_id == mem_id)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * Workers unmap the memory no ring is on that the budget does not keep.
+ * Memory given up is punched first, so a mapping that lingers until the
+ * pool looks holds no page, only address space.
+ */
+void
+pool_let_go(struct pool *pool)
+{
+	struct worker	*w;
+	uint64_t	 id;
+	unsigned	 i, k;
+
 	for (i = 0; i < pool->n; i++) {
-		if (pool->workers[i].fd != -1)
-			(void)pool_send(&pool->workers[i], &m, sizeof(m),
-			    NULL, 0);
+		w = &pool->workers[i];
+		for (k = 0; k < w->nmems;) {
+			id = w->mems[k];
+			if (pool_mem_in_use(pool, id) || (pool->budget !=
+			    NULL && ring_budget_keeps(pool->budget, id))) {
+				k++;
+				continue;
+			}
+			pool_worker_forget(w, id);
+			w->mems[k] = w->mems[--w->nmems];
+		}
 	}
 }
 

@@ -34,7 +34,7 @@
 #include "transform.h"
 
 #define POOL_STOP_MS		2000	/* SIGTERM to SIGKILL at shutdown */
-#define POOL_SETTLE_MS		100	/* removed rings' running jobs, at most */
+#define POOL_SETTLE_MS		100	/* an Attach waits for removed rings' jobs */
 
 struct event_base;
 struct pool;
@@ -82,13 +82,15 @@ struct pool_worker_info {
 
 /**
  * pool_new() - fork @workers processes that read from @cat; @child_cb runs
- * in each new worker first, to close what belongs to the main process.  A
+ * in each new worker first, to close what belongs to the main process.
+ * Workers keep their mappings of ring memory that @budget keeps (may be
+ * NULL: none) for the next ring on it (see pool_let_go()).  A
  * worker that does no row of its job within @job_timeout_ms is killed and
  * replaced.  Workers refuse an image that needs more than
  * @image_memory_max bytes to decode.
  */
 struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
-		    unsigned workers, uint32_t job_timeout_ms,
+		    struct ring_budget *budget, unsigned workers, uint32_t job_timeout_ms,
 		    uint64_t image_memory_max, pool_child_cb *child_cb,
 		    void *child_arg);
 
@@ -129,28 +131,31 @@ int		 pool_ring_files(struct pool_ring *pr,
  * waiting for them: then ring_release(@r, @keep), which the pool takes
  * over (a worker may write @r's memory until then, so it is not given to
  * another ring before).  The workers keep their mappings of the memory
- * until pool_forget_mem().  A NULL @pr releases @r at once.
+ * while the budget keeps it (pool_let_go()).  A NULL @pr releases @r at
+ * once.
  */
 void		 pool_remove_ring(struct pool_ring *pr, struct ring *r,
 		    bool keep);
 
 /**
- * pool_settle() - wait a little (100 ms at most) for the jobs workers are
- * running for removed rings, so that their memory is released, and kept
- * for reuse, before a new ring is made.
- */
-void		 pool_settle(struct pool *pool);
-
-/**
  * pool_settling() - whether a worker runs a job of a removed ring, whose
- * memory is released (and kept for reuse) once it ends: what pool_settle()
- * waits for, asked without waiting, for a caller that waits on its loop.
+ * memory is released (and kept for reuse) once it ends: an Attach waits
+ * for that on the loop (POOL_SETTLE_MS at most), so that a trainer
+ * started again finds its warm memory.
  */
 bool		 pool_settling(struct pool *pool);
 
 /**
- * pool_forget_mem() - the ring memory @mem_id is freed: every worker
- * unmaps it.
+ * pool_let_go() - every worker unmaps the ring memory it maps that no
+ * ring of the pool is on and the budget does not keep (given up, held
+ * for a client, or freed).  The pool does so itself whenever a ring is
+ * added or released; the daemon after ring_budget_trim().  The budget
+ * calls nobody: this asks it.
+ */
+void		 pool_let_go(struct pool *pool);
+
+/**
+ * pool_forget_mem() - every worker unmaps ring memory @mem_id now.
  */
 void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
 

@@ -118,7 +118,7 @@ static void	session_fill(struct session *);
 static void	session_deliver(struct session *);
 static struct session *session_make(const struct session_host *,
 		    const struct session_client *, const Infeed__Attach *,
-		    int *, size_t, struct session_checked *, bool,
+		    int *, size_t, struct session_checked *,
 		    const struct session_events *, void *,
 		    Infeed__ErrorCode *, char **);
 
@@ -617,19 +617,20 @@ session_new_files(const struct session_host *host,
     int *fds, size_t nfds, const struct session_events *ev, void *arg,
     Infeed__ErrorCode *code, char **cause)
 {
-	return (session_make(host, client, a, fds, nfds, NULL, true, ev, arg,
-	    code, cause));
+	return (session_make(host, client, a, fds, nfds, NULL, ev, arg, code,
+	    cause));
 }
 
 /*
  * Make the session an Attach asks for: check it (with what a helper
- * thread checked already, @chk), wait for removed rings' memory when
- * @settle (else the caller waited), make the ring and register it.
+ * thread checked already, @chk), make the ring and register it.  A
+ * removed ring's memory that workers still write is not waited for here:
+ * session_attach_begin() waits for it on the loop.
  */
 static struct session *
 session_make(const struct session_host *host,
     const struct session_client *client, const Infeed__Attach *a,
-    int *fds, size_t nfds, struct session_checked *chk, bool settle,
+    int *fds, size_t nfds, struct session_checked *chk,
     const struct session_events *ev, void *arg, Infeed__ErrorCode *code,
     char **cause)
 {
@@ -658,9 +659,6 @@ session_make(const struct session_host *host,
 	if (session_check(s, a, o, fds, nfds, chk, code, cause) == -1)
 		goto fail;
 	*code = INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED;
-	/* A trainer started again: its last ring may still be draining. */
-	if (settle)
-		pool_settle(host->pool);
 	owner.uid = client->uid;
 	owner.gid = client->gid;
 	owner.content = s->ds->serial;
@@ -1735,7 +1733,7 @@ session_attach_end(struct session_pending *p, const struct session_host *host,
 		p->cause = NULL;
 	} else
 		s = session_make(host, &p->client, p->a, NULL, 0, &p->chk,
-		    false, ev, arg, code, cause);
+		    ev, arg, code, cause);
 	session_pending_free(p);
 	return (s);
 }

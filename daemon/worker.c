@@ -382,11 +382,11 @@ worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
 		m->map = NULL;
 		return (NULL);
 	}
-	ring_map_advise(m->map, bytes);
+	ring_mem_advise(m->map, bytes);
 	return (m->map);
 }
 
-/* FORGET: the daemon freed memory @id; a ring on it is gone already. */
+/* FORGET: memory @id is not kept any more; a ring on it is gone already. */
 static void
 worker_forget(struct wmem *mems, size_t n, uint64_t id)
 {

@@ -13,9 +13,9 @@
  * row), DONE and FORGET.  A worker has at most one job at a time.
  *
  * A worker keeps its mapping of a ring's memory after UNMAP, for the next
- * ring the daemon makes on the same memory (ring.h: kept memory), so
- * that its pages are not faulted again; FORGET (mem_id) drops it when
- * the daemon frees the memory.
+ * ring the daemon makes on the same memory (ring-memory.h: kept memory),
+ * so that its pages are not faulted again; FORGET (mem_id) drops it once
+ * the budget no longer keeps that memory (pool_let_go()).
  *
  * The indices travel in the message, not through the ring: the client
  * maps the ring too, and nothing it could write there (through a
@@ -37,7 +37,7 @@ enum worker_msg_type {
 	WORKER_MSG_UNMAP,
 	WORKER_MSG_JOB,
 	WORKER_MSG_DONE,
-	WORKER_MSG_FORGET,	/* a ring memory is freed: unmap it */
+	WORKER_MSG_FORGET,	/* a ring memory is not kept: unmap it */
 	/*
 	 * The worker's first message: its datasets' pages are populated
 	 * (which may read gigabytes from disk), so jobs may come, each with
