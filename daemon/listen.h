@@ -11,6 +11,9 @@
 
 #include "peer.h"
 
+/* Out of descriptors, accepting pauses this long, then tries again. */
+#define LISTEN_RETRY_MS		100
+
 struct event_base;
 struct listener;
 
