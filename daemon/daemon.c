@@ -87,20 +87,6 @@ daemon_stop_cb(evutil_socket_t sig, short ev, void *arg)
 	event_base_loopexit(d->base, NULL);
 }
 
-/* In a new worker: close what belongs to the main process. */
-static void
-daemon_child_cb(void *arg)
-{
-	struct daemon	*d = arg;
-
-	ring_budget_forget(&d->budget);
-	/* The first workers start before there is a listener or a peer. */
-	listen_close_fd(d->listener);
-	metrics_close_fd(d->metrics);
-	if (d->peers != NULL)
-		peers_close_fds(d->peers);
-}
-
 /* Signals, the watchdog and the STATUS= timer of a service. */
 static void
 daemon_service_events(struct daemon *d)
@@ -190,8 +176,7 @@ daemon_start(const struct daemon_args *args)
 	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
 	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers,
-	    d->conf->job_timeout_ms, d->conf->image_memory_max,
-	    daemon_child_cb, d);
+	    d->conf->job_timeout_ms, d->conf->image_memory_max);
 	ph.base = d->base;
 	ph.conf = d->conf;
 	ph.cat = d->cat;
@@ -315,7 +300,7 @@ daemon_reload(struct daemon *d)
 	d->budget.limit = nconf->memory_budget;
 	d->budget.source = nconf->path;
 	d->budget.keep_ms = nconf->keep_ring_ms;
-	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
+	pool_reload(d->pool, ncat, nconf->path, nconf->job_timeout_ms,
 	    nconf->image_memory_max);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);

@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The daemon: the top layer, which makes and owns every other one.
- * Start-up order: read the configuration, open the catalogue, fork the
- * worker pool (so workers inherit the datasets' mappings and nothing of any
- * client), then listen and tell systemd we are ready.  SIGTERM or SIGINT
+ * Start-up order: read the configuration, open the catalogue, start the
+ * worker pool (its fork server, forked now, holds the datasets' mappings
+ * and nothing of any client, and forks every worker), then listen and
+ * tell systemd we are ready.  SIGTERM or SIGINT
  * stops cleanly; SIGHUP reloads.
  *
  * The layers, each calling only those below it (tests/check-layers reads
  * this list and fails the build's tests when an #include goes up or round):
  *
- * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool -> worker
- *   -> ring, transform -> ring-memory -> catalogue -> config -> dataset
- *   (dataset/: the readers are part of it), image (dataset/image-*:
- *   decoders and image transforms) -> braces -> log, xmalloc, clock,
- *   paths, procmem
+ * Layers: main -> daemon -> metrics -> listen -> peer -> session -> pool
+ *   -> forker -> worker -> ring, transform -> ring-memory -> catalogue
+ *   -> config -> dataset (dataset/: the readers are part of it), image
+ *   (dataset/image-*: decoders and image transforms) -> braces -> log,
+ *   xmalloc, clock, paths, procmem
  *
  * common/ and proto/ lie under them all.
  */

@@ -263,13 +263,3 @@ listen_free(struct listener *l)
 	free(l);
 }
 
-/* In a new worker process: close the listening socket. */
-void
-listen_close_fd(struct listener *l)
-{
-	if (l == NULL)
-		return;
-	close(l->fd);
-	if (l->spare != -1)
-		close(l->spare);
-}

@@ -30,9 +30,4 @@ struct listener	*listen_open(struct event_base *base, const char *path,
  */
 void		 listen_free(struct listener *l);
 
-/**
- * listen_close_fd() - in a freshly forked worker: close the socket.
- */
-void		 listen_close_fd(struct listener *l);
-
 #endif /* INFEED_LISTEN_H */

@@ -19,12 +19,6 @@ struct metrics	*metrics_new(struct event_base *base, const char *host,
 		    uint16_t port, struct peers *ps, char **cause);
 
 /**
- * metrics_close_fd() - in a new worker: close the listening socket and the
- * HTTP connections, which belong to the main process.  NULL is a no-op.
- */
-void		 metrics_close_fd(struct metrics *m);
-
-/**
  * metrics_free() - stop serving; NULL is a no-op.
  */
 void		 metrics_free(struct metrics *m);

@@ -704,18 +704,6 @@ ring_mem_destroy(struct ring_mem *m, uint64_t extra)
 	ring_mem_free(m->budget, m);
 }
 
-/* In a new worker: drop the main process's mapping and descriptor. */
-void
-ring_mem_forget(struct ring_mem *m)
-{
-	if (m->map != NULL)
-		munmap(m->map, m->bytes);
-	if (m->memfd != -1)
-		close(m->memfd);
-	m->map = NULL;
-	m->memfd = -1;
-}
-
 /* Whether memory is kept for a next ring. */
 bool
 ring_budget_keeps(struct ring_budget *b, uint64_t mem_id)
@@ -795,39 +783,6 @@ ring_budget_clear(struct ring_budget *b)
 		close(b->done_fd);
 	b->done_ev = NULL;
 	b->done_fd = -1;
-}
-
-/* Unmap and close every memory of @list, which the main process owns. */
-static void
-ring_mem_list_forget(struct ring_mem_list *list)
-{
-	struct ring_mem	*m;
-
-	TAILQ_FOREACH(m, list, entry) {
-		if (m->map != NULL)
-			munmap(m->map, m->bytes);
-		if (m->memfd != -1)
-			close(m->memfd);
-		if (m->pidfd != -1)
-			close(m->pidfd);
-		m->map = NULL;
-		m->memfd = m->pidfd = -1;
-		m->ev = NULL;	/* the parent's event, not ours */
-	}
-}
-
-/* In a new worker: the kept memory belongs to the main process. */
-void
-ring_budget_forget(struct ring_budget *b)
-{
-	ring_mem_list_forget(&b->kept);
-	ring_mem_list_forget(&b->freeing);
-	ring_mem_list_forget(&b->held);
-	/* The parent's events are not ours: leave them be. */
-	if (b->done_fd != -1)
-		close(b->done_fd);
-	b->done_fd = -1;
-	b->done_ev = NULL;
 }
 
 /* The scrubber punched memory out: uncharge it. */

@@ -146,13 +146,6 @@ void		 ring_mem_release(struct ring_mem *m, uint64_t extra,
 void		 ring_mem_destroy(struct ring_mem *m, uint64_t extra);
 
 /**
- * ring_mem_forget() - in a freshly forked worker: unmap and close @m
- * without touching the budget (the main process still owns it), so that
- * the worker never pins the memory of a session that ends.
- */
-void		 ring_mem_forget(struct ring_mem *m);
-
-/**
  * ring_mem_readonly_fd() - a new read-only descriptor of @m's memfd, for
  * the client, or -1 with errno set.
  */
@@ -214,12 +207,6 @@ uint64_t	 ring_budget_held_by(const struct ring_budget *b, uid_t uid,
  * to its clients, as the daemon goes) and stop the scrubber.
  */
 void		 ring_budget_clear(struct ring_budget *b);
-
-/**
- * ring_budget_forget() - in a freshly forked worker: close and unmap the
- * kept and held memory (and the pidfds) without touching the budget.
- */
-void		 ring_budget_forget(struct ring_budget *b);
 
 /**
  * ring_budget_init() - an empty budget of @limit bytes set in @source

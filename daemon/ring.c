@@ -136,13 +136,6 @@ ring_free(struct ring *r)
 	free(r);
 }
 
-/* In a new worker: drop the main process's mapping and descriptor. */
-void
-ring_forget(struct ring *r)
-{
-	ring_mem_forget(r->mem);
-}
-
 /* A read-only descriptor of the ring, so the client cannot write it. */
 int
 ring_readonly_fd(const struct ring *r)

@@ -99,13 +99,6 @@ void		 ring_free(struct ring *r);
 uint64_t	 ring_tables_bytes(uint64_t rows, uint32_t slots);
 
 /**
- * ring_forget() - in a freshly forked worker: unmap and close the ring
- * without touching the budget (the main process still owns it), so that
- * the worker never pins the memory of a session that ends.
- */
-void		 ring_forget(struct ring *r);
-
-/**
  * ring_readonly_fd() - a new read-only descriptor of the memfd, for the
  * client, or -1 with errno set.
  */

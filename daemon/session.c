@@ -1066,18 +1066,6 @@ session_fill_stats(const struct session *s, Infeed__SessionStats *ss)
 	ss->client_uid = s->client.uid;
 }
 
-/* In a new worker: let go of the ring and of the client's files. */
-void
-session_forget(struct session *s)
-{
-	ring_forget(s->ring);
-	if (s->own_ds) {
-		dataset_free(s->ds);
-		s->ds = NULL;
-		s->own_ds = false;
-	}
-}
-
 /* A read-only descriptor of the ring for the client. */
 int
 session_ring_fd(const struct session *s)
@@ -1579,27 +1567,6 @@ session_checks_free(struct session_checks *sc)
 		return;
 	pthread_mutex_destroy(&sc->mtx);
 	free(sc);
-}
-
-/*
- * In a new worker process: close the descriptors that came with pending
- * Attach frames.  The threads are not in this process, and their mutex
- * may have been held at the fork: touch only what the loop owns.
- */
-void
-session_checks_forget(struct session_checks *sc)
-{
-	struct session_job	*j;
-	size_t			 i;
-
-	if (sc == NULL)
-		return;
-	close(sc->wake[0]);
-	close(sc->wake[1]);
-	TAILQ_FOREACH(j, &sc->jobs, all) {
-		for (i = 0; i < j->nfds; i++)
-			close(j->fds[i]);
-	}
 }
 
 /*

@@ -114,12 +114,6 @@ struct session_checks *session_checks_new(struct event_base *base,
 		    struct pool *pool);
 void		 session_checks_free(struct session_checks *sc);
 
-/**
- * session_checks_forget() - in a freshly forked worker: close the
- * descriptors of pending Attach frames (the threads are not in it).
- */
-void		 session_checks_forget(struct session_checks *sc);
-
 /*
  * Attach requests that wait for their checks or for ring memory, and
  * given-up checks whose threads have not returned yet.
@@ -210,12 +204,6 @@ void		 session_fill_attached(const struct session *s,
  */
 void		 session_fill_stats(const struct session *s,
 		    Infeed__SessionStats *ss);
-
-/**
- * session_forget() - in a freshly forked worker: let go of the session's
- * ring (see ring_forget()) and of the client's files, if it reads those.
- */
-void		 session_forget(struct session *s);
 
 /**
  * session_ring_fd() - a new read-only descriptor of the step ring, for the

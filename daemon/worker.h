@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Worker processes, the child side: forked by the pool with the catalogue
- * already open, they read samples and write them straight into step slots
- * in shared memory.
+ * Worker processes, the child side: forked by the fork server (forker.h)
+ * with the catalogue already open and nothing of any client, they read
+ * samples and write them straight into step slots in shared memory.
+ * A ring names its catalogue dataset by index and by name, with its
+ * samples and their size: the fork server opened its catalogue itself
+ * after a reload, and a dataset that is not the daemon's (it changed on
+ * disk in between, or did not open) fails the ring's jobs, saying so.
  *
  * The pool and a worker talk over one SOCK_SEQPACKET socketpair: MAP (with
  * a ring's memfd, sent the first time the worker gets a job of that ring,
@@ -27,6 +31,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "catalogue.h"
 #include "ring.h"
@@ -66,6 +71,9 @@ struct worker_ring {
 	uint64_t		mem_id;	/* its memory, kept mapped across rings */
 	uint64_t		mem_bytes;
 	uint32_t		dataset_index;	/* in the catalogue */
+	char			dataset[INFEED_MAX_DATASET_NAME + 1];
+	uint64_t		samples;	/* the daemon's dataset's */
+	uint64_t		sample_bytes;
 	uint32_t		nfiles;	/* 0, or a client's files: 1 or 2 */
 	struct ring_layout	layout;
 	struct transform	transform;
@@ -95,6 +103,7 @@ struct worker_beat {
 
 /* What a worker is started with, besides the catalogue. */
 struct worker_conf {
+	pid_t			 parent;	/* it dies with it */
 	struct worker_beat	*beat;
 	uint64_t		 image_memory_max;	/* bytes a decode may take */
 };
