@@ -27,6 +27,7 @@
 #include "config.h"
 #include "forker.h"
 #include "log.h"
+#include "wire.h"
 #include "xmalloc.h"
 
 struct forker {
@@ -42,9 +43,8 @@ struct forker_child {
 
 /* The fork server's state, in its own process. */
 struct forker_server {
-	const struct catalogue	*cat;
-	struct catalogue	*own_cat;	/* opened at a reload, or NULL */
-	struct config		*own_conf;	/* what own_cat borrows from */
+	struct catalogue	*cat;		/* the daemon's, then reloaded */
+	struct config		*conf;		/* a reload's, or NULL */
 	struct worker_beat	*beats;
 	int			 sock;
 	int			 sigfd;
@@ -57,34 +57,8 @@ struct forker_server {
 static int
 forker_send(int sock, const struct forker_msg *m, int fd)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cbuf;
-	struct msghdr	 msg;
-	struct iovec	 iov;
-	struct cmsghdr	*cmsg;
-	ssize_t		 n;
-
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = (void *)(uintptr_t)m;
-	iov.iov_len = sizeof(*m);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	if (fd != -1) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		msg.msg_control = cbuf.buf;
-		msg.msg_controllen = sizeof(cbuf.buf);
-		cmsg = CMSG_FIRSTHDR(&msg);
-		cmsg->cmsg_level = SOL_SOCKET;
-		cmsg->cmsg_type = SCM_RIGHTS;
-		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-	}
-	do {
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	} while (n == -1 && errno == EINTR);
-	return (n == (ssize_t)sizeof(*m) ? 0 : -1);
+	return (wire_send_fds(sock, m, sizeof(*m), &fd, fd != -1) ==
+	    (ssize_t)sizeof(*m) ? 0 : -1);
 }
 
 /*
@@ -235,14 +209,12 @@ forker_reload_catalogue(struct forker_server *fs, const char *path)
 		free(cause);
 		return;
 	}
-	cat = catalogue_open(conf, (struct catalogue *)(uintptr_t)fs->cat);
-	/* The first catalogue is the daemon's, inherited: its memory. */
-	if (fs->own_cat != NULL)
-		catalogue_free(fs->own_cat);
-	config_free(fs->own_conf);
-	fs->own_cat = cat;
-	fs->own_conf = conf;
+	/* The old one is this process's copy: the daemon's is its own. */
+	cat = catalogue_open(conf, fs->cat);
+	catalogue_free(fs->cat);
+	config_free(fs->conf);
 	fs->cat = cat;
+	fs->conf = conf;
 }
 
 /*
@@ -294,9 +266,10 @@ forker_main(struct forker_server *fs, pid_t daemon_pid)
 	if (getppid() != daemon_pid)	/* gone before the line above */
 		_exit(0);
 	prctl(PR_SET_NAME, "infeedd-forker");
+	/* Stopped by the daemon (EOF), not by a signal to the service's group. */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	signal(SIGTERM, SIG_DFL);
+	signal(SIGTERM, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
 	log_init("infeedd-forker", 0);
@@ -362,7 +335,7 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 	case 0:
 		close(sv[0]);
 		memset(&fs, 0, sizeof(fs));
-		fs.cat = cat;
+		fs.cat = (struct catalogue *)(uintptr_t)cat;	/* a copy */
 		fs.beats = beats;
 		fs.sock = sv[1];
 		fs.sigfd = -1;

@@ -1028,7 +1028,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 {
 	struct pool	*pool;
 	void		*beats;
-	unsigned	 i, left;
+	unsigned	 i;
 
 	pool = xcalloc(1, sizeof(*pool));
 	pool->base = base;
@@ -1062,19 +1062,18 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	}
 	/* Before any client: it holds nothing of one, nor do its workers. */
 	pool->forker = forker_start(cat, pool->beats);
+	/* One at a time: the requests never fill the socket. */
 	pool->starting = true;
 	for (i = 0; i < workers; i++) {
 		if (pool_spawn(pool, &pool->workers[i]) == -1)
 			fatalx("cannot start worker %u", i);
+		while (pool->workers[i].spawning) {
+			if (!forker_wait(pool->forker, POOL_START_MS))
+				fatalx("the fork server did not start worker "
+				    "%u within %d ms", i, POOL_START_MS);
+			pool_forker_read(pool);
+		}
 	}
-	do {
-		if (!forker_wait(pool->forker, POOL_START_MS))
-			fatalx("the fork server did not start the workers "
-			    "within %d ms", POOL_START_MS);
-		pool_forker_read(pool);
-		for (i = left = 0; i < pool->n; i++)
-			left += pool->workers[i].spawning;
-	} while (left > 0);
 	pool->starting = false;
 	pool->forker_ev = event_new(base, forker_fd(pool->forker), EV_READ |
 	    EV_PERSIST, pool_forker_cb, pool);
