@@ -148,7 +148,7 @@ static void	pool_deadline_cb(evutil_socket_t, short, void *);
 static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
 static void	pool_worker_maps(struct worker *, uint64_t);
-static void	pool_respawn_failed(struct pool *, struct worker *);
+static void	pool_respawn_failed(struct worker *);
 
 /* A job, its indices and all; NULL is a no-op. */
 static void
@@ -160,7 +160,7 @@ job_free(struct job *job)
 	free(job);
 }
 
-/* Kill a worker that stopped doing its job; SIGCHLD replaces it. */
+/* Kill a worker that stopped doing its job; its end replaces it. */
 static void
 pool_kill_stuck(struct worker *w, const char *why)
 {
@@ -211,7 +211,7 @@ pool_outq_flush(struct worker *w)
 		    -1) {
 			if (errno == EAGAIN)
 				break;
-			/* Gone: SIGCHLD replaces it; drop what it missed. */
+			/* Gone: its end replaces it; drop what it missed. */
 			log_warn("worker %u (pid %d): send", w->idx,
 			    (int)w->pid);
 			pool_outq_clear(w);
@@ -412,7 +412,7 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 	pool_kill_stuck(w, why);
 }
 
-/* Let an idle worker go: it exits on EOF and SIGCHLD replaces it. */
+/* Let an idle worker go: it exits on EOF and its end replaces it. */
 static void
 pool_retire(struct worker *w)
 {
@@ -474,7 +474,7 @@ pool_done_result(const struct worker_msg *m)
 /*
  * Read a worker's answer: its job is done.  Return: 1 when it was, 0 when
  * there was nothing to read, -1 when the worker died or said nonsense
- * (killed; SIGCHLD does the rest).
+ * (killed; its end, which the fork server reports, does the rest).
  */
 static int
 pool_worker_read(struct worker *w)
@@ -892,12 +892,11 @@ pool_worker_respawn_cb(evutil_socket_t fd, short ev, void *arg)
 
 /* A worker could not be started: try again in POOL_RESPAWN_MS. */
 static void
-pool_respawn_failed(struct pool *pool, struct worker *w)
+pool_respawn_failed(struct worker *w)
 {
 	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
 			    (POOL_RESPAWN_MS % 1000) * 1000 };
 
-	(void)pool;
 	log_warnx("worker %u: trying again in %d ms; the other workers go on "
 	    "serving", w->idx, POOL_RESPAWN_MS);
 	evtimer_add(w->respawn_ev, &tv);
@@ -908,7 +907,7 @@ static void
 pool_respawn(struct pool *pool, struct worker *w)
 {
 	if (pool_spawn(pool, w) == -1)
-		pool_respawn_failed(pool, w);
+		pool_respawn_failed(w);
 }
 
 /* Worker @pid ended (the fork server reaped it): restart it, re-issue its work. */
@@ -992,14 +991,16 @@ pool_forker_read(struct pool *pool)
 		    w->spawning && fd != -1) {
 			pool_spawned(pool, w, m.pid, fd);
 			fd = -1;
-		} else if (m.type == FORKER_MSG_FAILED && w != NULL &&
+		} else if ((m.type == FORKER_MSG_FAILED ||
+		    m.type == FORKER_MSG_SPAWNED) && w != NULL &&
 		    w->spawning) {
+			/* A SPAWNED without its socket: that one exits. */
 			w->spawning = false;
-			errno = m.status;
+			errno = m.type == FORKER_MSG_FAILED ? m.status : EBADF;
 			if (pool->starting)
 				fatal("cannot start worker %u", w->idx);
 			log_warn("worker %u: fork", w->idx);
-			pool_respawn_failed(pool, w);
+			pool_respawn_failed(w);
 		}
 		if (fd != -1)
 			close(fd);
