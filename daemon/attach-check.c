@@ -495,27 +495,6 @@ attach_check_free(struct attach_checks *sc)
 }
 
 /*
- * In a new worker process: close the descriptors that came with pending
- * Attach frames.  The threads are not in this process, and their mutex
- * may have been held at the fork: touch only what the loop owns.
- */
-void
-attach_check_forget(struct attach_checks *sc)
-{
-	struct attach_job	*j;
-	size_t			 i;
-
-	if (sc == NULL)
-		return;
-	close(sc->wake[0]);
-	close(sc->wake[1]);
-	TAILQ_FOREACH(j, &sc->jobs, all) {
-		for (i = 0; i < j->nfds; i++)
-			close(j->fds[i]);
-	}
-}
-
-/*
  * Attach requests waiting for checks or for memory, and checks given up
  * whose threads have not returned (they hold the frames' descriptors).
  */

@@ -33,12 +33,6 @@ struct attach_checks *attach_check_new(struct event_base *base,
 		    struct pool *pool);
 void		 attach_check_free(struct attach_checks *sc);
 
-/**
- * attach_check_forget() - in a freshly forked worker: close the
- * descriptors of pending Attach frames (the threads are not in it).
- */
-void		 attach_check_forget(struct attach_checks *sc);
-
 /*
  * Attach requests that wait for their checks or for ring memory, and
  * given-up checks whose threads have not returned yet.

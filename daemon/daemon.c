@@ -72,6 +72,7 @@ daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
 		bound = (double)(wait_us - d->status_wait_us) /
 		    (double)(active_us - d->status_active_us);
 	ring_budget_trim(&d->budget, now);
+	pool_let_go(d->pool);	/* memory that trim gave up */
 	d->status_rows = rows;
 	d->status_ms = now;
 	d->status_wait_us = wait_us;
@@ -92,30 +93,6 @@ daemon_stop_cb(evutil_socket_t sig, short ev, void *arg)
 	log_info("%s received, shutting down", strsignal(sig));
 	sd_notify(0, "STOPPING=1");
 	event_base_loopexit(d->base, NULL);
-}
-
-/* In a new worker: close what belongs to the main process. */
-static void
-daemon_child_cb(void *arg)
-{
-	struct daemon	*d = arg;
-
-	ring_budget_forget(&d->budget);
-	/* The first workers start before there is a listener or a peer. */
-	listen_close_fd(d->listener);
-	metrics_close_fd(d->metrics);
-	if (d->peers != NULL)
-		peers_close_fds(d->peers);
-}
-
-/* Ring memory is freed for good: the workers let go of it too. */
-static void
-daemon_forget_mem_cb(void *arg, uint64_t mem_id)
-{
-	struct daemon	*d = arg;
-
-	if (d->pool != NULL)
-		pool_forget_mem(d->pool, mem_id);
 }
 
 /* Signals, the watchdog and the STATUS= timer of a service. */
@@ -202,13 +179,12 @@ daemon_start(const struct daemon_args *args)
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	ring_budget_init(&d->budget, d->conf->memory_budget, d->conf->path,
-	    d->conf->keep_ring_ms, daemon_forget_mem_cb, d);
+	    d->conf->keep_ring_ms);
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
-	d->pool = pool_new(d->base, d->cat, d->conf->workers,
-	    d->conf->job_timeout_ms, d->conf->image_memory_max,
-	    daemon_child_cb, d);
+	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers,
+	    d->conf->job_timeout_ms, d->conf->image_memory_max);
 	ph.base = d->base;
 	ph.conf = d->conf;
 	ph.cat = d->cat;
@@ -248,7 +224,7 @@ daemon_free(struct daemon *d)
 	metrics_free(d->metrics);	/* it reads the peers */
 	peers_free(d->peers);
 	listen_free(d->listener);
-	ring_budget_clear(&d->budget);	/* tells the pool */
+	ring_budget_clear(&d->budget);
 	pool_free(d->pool);
 	if (d->ev_term != NULL) {
 		event_free(d->ev_term);
@@ -332,7 +308,7 @@ daemon_reload(struct daemon *d)
 	d->budget.limit = nconf->memory_budget;
 	d->budget.source = nconf->path;
 	d->budget.keep_ms = nconf->keep_ring_ms;
-	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
+	pool_reload(d->pool, ncat, nconf->path, nconf->job_timeout_ms,
 	    nconf->image_memory_max);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);

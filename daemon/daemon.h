@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The daemon: the top layer, which makes and owns every other one.
- * Start-up order: read the configuration, open the catalogue, fork the
- * worker pool (so workers inherit the datasets' mappings and nothing of any
- * client), then listen and tell systemd we are ready.  SIGTERM or SIGINT
+ * Start-up order: read the configuration, open the catalogue, start the
+ * worker pool (its fork server, forked now, holds the datasets' mappings
+ * and nothing of any client, and forks every worker), then listen and
+ * tell systemd we are ready.  SIGTERM or SIGINT
  * stops cleanly; SIGHUP reloads.
  *
  * The layers, each calling only those below it (tests/check-layers reads
@@ -11,10 +12,10 @@
  * or round the files of one folder):
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> stats, attach-check
- *   -> session -> pool -> worker -> transport -> ring, transform -> catalogue
- *   -> config -> dataset (dataset/: the front, the readers and what they
- *   share), image (image/: decoders and image transforms) -> log, xmalloc,
- *   paths, procmem, errcode
+ *   -> session -> pool -> forker -> worker -> transport -> ring, transform
+ *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
+ *   the readers and what they share), image (image/: decoders and image
+ *   transforms) -> log, xmalloc, paths, procmem, errcode
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
  * proto/ lie under them all, but the protocol's messages end at peer:

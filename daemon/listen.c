@@ -43,7 +43,6 @@ struct listener {
 	struct event		*retry_ev;
 };
 
-#define LISTEN_RETRY_MS		100	/* out of descriptors: try again */
 #define LISTEN_LOG_EVERY_MS	10000	/* and say so at most this often */
 
 static void	listen_accept_cb(evutil_socket_t, short, void *);
@@ -196,7 +195,7 @@ listen_retry_cb(evutil_socket_t fd, short ev, void *arg)
 
 /*
  * No descriptor left: give up the spare to accept one waiting client and
- * have it refused; then pause accepting for a second.
+ * have it refused; then pause accepting for LISTEN_RETRY_MS.
  */
 static void
 listen_exhausted(struct listener *l)
@@ -264,13 +263,3 @@ listen_free(struct listener *l)
 	free(l);
 }
 
-/* In a new worker process: close the listening socket. */
-void
-listen_close_fd(struct listener *l)
-{
-	if (l == NULL)
-		return;
-	close(l->fd);
-	if (l->spare != -1)
-		close(l->spare);
-}

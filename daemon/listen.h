@@ -11,6 +11,9 @@
 
 #include "peer.h"
 
+/* Out of descriptors, accepting pauses this long, then tries again. */
+#define LISTEN_RETRY_MS		100
+
 struct event_base;
 struct listener;
 
@@ -26,10 +29,5 @@ struct listener	*listen_open(struct event_base *base, const char *path,
  * no-op.
  */
 void		 listen_free(struct listener *l);
-
-/**
- * listen_close_fd() - in a freshly forked worker: close the socket.
- */
-void		 listen_close_fd(struct listener *l);
 
 #endif /* INFEED_LISTEN_H */

@@ -83,7 +83,6 @@ struct metrics {
 	uint64_t		 evicted_logged_ms;
 	bool			 accept_failing;	/* since the last accept */
 	struct metrics		*next;		/* in metrics_all */
-	int			 fd;		/* the listening socket */
 	uint16_t		 port;		/* bound */
 };
 
@@ -642,7 +641,6 @@ metrics_new(struct event_base *base, const char *host, uint16_t port,
 		    "free?", host, (unsigned)port);
 		return (NULL);
 	}
-	m->fd = evhttp_bound_socket_get_fd(bound);
 	m->port = metrics_bound_port(bound);
 	m->listener = evhttp_bound_socket_get_listener(bound);
 	m->next = metrics_all;
@@ -659,24 +657,6 @@ uint16_t
 metrics_port(const struct metrics *m)
 {
 	return (m->port);
-}
-
-void
-metrics_close_fd(struct metrics *m)
-{
-	struct metrics_conn	*c;
-	int			 fd;
-
-	if (m == NULL)
-		return;
-	close(m->fd);
-	/* A worker must not keep a client's connection open either. */
-	TAILQ_FOREACH(c, &m->open, entry)
-		if ((fd = bufferevent_getfd(c->bev)) != -1)
-			close(fd);
-	TAILQ_FOREACH(c, &m->pending, entry)
-		if ((fd = bufferevent_getfd(c->bev)) != -1)
-			close(fd);
 }
 
 void

@@ -32,12 +32,6 @@ uint16_t	 metrics_port(const struct metrics *m);
 void		 metrics_render(struct evbuffer *b, const struct stats *st);
 
 /**
- * metrics_close_fd() - in a new worker: close the listening socket and the
- * HTTP connections, which belong to the main process.  NULL is a no-op.
- */
-void		 metrics_close_fd(struct metrics *m);
-
-/**
  * metrics_free() - stop serving; NULL is a no-op.
  */
 void		 metrics_free(struct metrics *m);

@@ -1313,25 +1313,6 @@ peers_reload(struct peers *ps, const struct config *conf,
 	}
 }
 
-/*
- * In a new worker process: close every client's socket and the ring
- * descriptors queued for them, and let go of every session's ring, so a
- * worker never keeps a session's memory after the session ends.
- */
-void
-peers_close_fds(struct peers *ps)
-{
-	struct peer	*p;
-
-	attach_check_forget(ps->checks);
-	TAILQ_FOREACH(p, &ps->list, entry) {
-		transport_close_fds(p->t);
-		peer_drop_fds(p);
-		if (p->session != NULL)
-			session_forget(p->session);
-	}
-}
-
 /* What a test may see of a peer. */
 int
 peers_probe(const struct peers *ps, uint64_t id, struct peer_probe *out)

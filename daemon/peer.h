@@ -75,11 +75,6 @@ void		 peers_reload(struct peers *ps, const struct config *conf,
 		    const struct catalogue *cat, unsigned *kept,
 		    unsigned *ended);
 
-/**
- * peers_close_fds() - in a freshly forked worker: close every socket.
- */
-void		 peers_close_fds(struct peers *ps);
-
 /* What tests and fuzz targets may see of one connection. */
 struct peer_probe {
 	bool	reading;	/* its requests are read (no backpressure) */

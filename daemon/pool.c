@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The worker pool, the parent side (see pool.h).  Jobs name their ring by
+ * The worker pool, the daemon's side (see pool.h).  Jobs name their ring by
  * id, so a job still running when its ring goes is simply dropped when it
  * comes back.
  */
@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 #include <event2/event.h>
 
 #include "clock.h"
+#include "forker.h"
 #include "log.h"
 #include "pool.h"
 #include "transport.h"
@@ -36,6 +36,7 @@
 #define POOL_BACKOFF_MAX_MS	1000	/* ... doubling to this, till a job is done */
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
+#define POOL_START_MS		30000	/* the first workers, at most */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -82,6 +83,8 @@ struct worker {
 	struct event	*deadline_ev;	/* the running job's */
 	struct event	*respawn_ev;	/* its restart, after a backoff */
 	struct worker_beat *beat;	/* its progress, shared with it */
+	uint64_t	*mems;		/* ring memory it maps, by id */
+	unsigned	 nmems;
 	struct job	*job;
 	uint64_t	 rows_done;
 	uint64_t	 job_start_us;	/* of the running job */
@@ -95,13 +98,16 @@ struct worker {
 	bool		 stuck;		/* killed for its deadline or socket */
 	bool		 ready;		/* said READY: it may take jobs */
 	bool		 retiring;	/* reload: replace once idle */
+	bool		 spawning;	/* asked of the fork server */
 };
 
 struct pool {
 	struct event_base	*base;
 	const struct catalogue	*cat;
-	pool_child_cb		*child_cb;
-	void			*child_arg;
+	struct ring_budget	*budget;	/* what it keeps; or NULL */
+	struct forker		*forker;	/* forks the workers */
+	struct event		*forker_ev;
+	bool			 starting;	/* pool_new(): failures are fatal */
 	struct worker		*workers;
 	unsigned		 n;
 	struct job_list		 jobs;
@@ -112,7 +118,6 @@ struct pool {
 	uint32_t		 job_timeout_ms;	/* per row */
 	uint64_t		 image_memory_max;
 	struct worker_beat	*beats;		/* shared, one per worker */
-	struct event		*sigchld_ev;
 	struct event		*retry_ev;	/* pool_dispatch() again */
 	struct worker_msg	*jobmsg;	/* a JOB and its indices */
 	bool			 stopping;
@@ -129,6 +134,8 @@ static void	pool_worker_broken_cb(void *, int);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
 static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
+static void	pool_worker_maps(struct worker *, uint64_t);
+static void	pool_respawn_failed(struct worker *);
 
 static const struct transport_events pool_transport_events = {
 	.read = pool_worker_read_cb,
@@ -145,7 +152,7 @@ job_free(struct job *job)
 	free(job);
 }
 
-/* Kill a worker that stopped doing its job; SIGCHLD replaces it. */
+/* Kill a worker that stopped doing its job; its end replaces it. */
 static void
 pool_kill_stuck(struct worker *w, const char *why)
 {
@@ -188,8 +195,9 @@ pool_send(struct worker *w, const struct worker_msg *m, size_t len,
 
 /*
  * A message did not go, nor will any after it: a worker that closed its
- * end is gone (SIGCHLD replaces it); one that is still there but cannot be
- * sent to is killed, so that its replacement gets what it missed.
+ * end is gone (the fork server reports its exit, and it is replaced); one
+ * that is still there but cannot be sent to is killed, so that its
+ * replacement gets what it missed.
  */
 static void
 pool_worker_broken_cb(void *arg, int error)
@@ -219,92 +227,50 @@ pool_find(struct pool *pool, uint64_t id)
 	return (NULL);
 }
 
-/* In a new worker: close what belongs to the main process. */
-static void
-pool_child_close(struct pool *pool, struct worker *self)
-{
-	struct pool_ring	*pr;
-	unsigned		 i;
-	size_t			 j;
-
-	if (pool->child_cb != NULL)
-		pool->child_cb(pool->child_arg);
-	TAILQ_FOREACH(pr, &pool->rings, entry) {
-		close(pr->memfd);
-		for (j = 0; j < pr->desc.nfiles; j++)
-			close(pr->files[j]);
-	}
-	for (i = 0; i < pool->n; i++) {
-		if (&pool->workers[i] != self && pool->workers[i].t != NULL)
-			transport_close_fds(pool->workers[i].t);
-	}
-}
-
 /*
- * Start (or restart) one worker process and watch its socket.  Returns -1
- * (logged) when the system has no descriptor or process to spare.
+ * Start (or restart) one worker: ask the fork server, whose SPAWNED
+ * brings its socket (pool_spawned()).  Returns -1 (logged) when the
+ * request could not be sent.
  */
 static int
 pool_spawn(struct pool *pool, struct worker *w)
 {
+	if (forker_spawn(pool->forker, w->idx, pool->image_memory_max) ==
+	    -1) {
+		log_warn("worker %u: asking the fork server", w->idx);
+		return (-1);
+	}
+	w->spawning = true;
+	return (0);
+}
+
+/* The fork server forked worker @w as @pid: watch its socket @fd. */
+static void
+pool_spawned(struct pool *pool, struct worker *w, pid_t pid, int fd)
+{
 	struct pool_ring	*pr;
-	struct worker_conf	 wc;
 	struct transport_conf	 tc = {
 		.kind = TRANSPORT_PACKET,
 		.events = &pool_transport_events,
 		.arg = w,
 	};
-	sigset_t		 all, old;
-	int			 sv[2];
-	pid_t			 pid;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		log_warn("worker %u: socketpair", w->idx);
-		return (-1);
-	}
-	/*
-	 * Until the child has its own signal dispositions, a signal would run
-	 * libevent's handler there, which writes to the socket the main
-	 * process reads: block them all across the fork.
-	 */
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &old);
-	switch ((pid = fork())) {
-	case -1:
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		log_warn("worker %u: fork", w->idx);
-		close(sv[0]);
-		close(sv[1]);
-		return (-1);
-	case 0:
-		close(sv[0]);
-		pool_child_close(pool, w);
-		wc.beat = w->beat;
-		wc.image_memory_max = pool->image_memory_max;
-		worker_main(pool->cat, sv[1], &old, &wc);
-	default:
-		break;
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(sv[1]);
 	/* The main process never blocks on a worker. */
-	w->t = transport_new(pool->base, sv[0], &tc);
+	w->t = transport_new(pool->base, fd, &tc);
 	transport_read_on(w->t, NULL);
+	w->spawning = false;
 	w->pid = pid;
 	w->job = NULL;
 	w->stuck = false;
 	w->ready = false;
+	w->nmems = 0;		/* a new process maps nothing */
 	TAILQ_FOREACH(pr, &pool->rings, entry)
 		pr->mapped[w->idx] = false;
 	if (w->deadline_ev == NULL)
 		w->deadline_ev = evtimer_new(pool->base, pool_deadline_cb, w);
-	if (w->respawn_ev == NULL)
-		w->respawn_ev = evtimer_new(pool->base, pool_worker_respawn_cb,
-		    w);
 	if (w->deadline_ev == NULL || w->respawn_ev == NULL)
 		fatalx("cannot watch worker %u", w->idx);
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
-	return (0);
 }
 
 /* Wake the deadline check in @ms. */
@@ -364,7 +330,7 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 	pool_kill_stuck(w, why);
 }
 
-/* Let an idle worker go: it exits on EOF and SIGCHLD replaces it. */
+/* Let an idle worker go: it exits on EOF and its end replaces it. */
 static void
 pool_retire(struct worker *w)
 {
@@ -424,7 +390,7 @@ pool_done_result(const struct worker_msg *m)
 /*
  * Read a worker's answer: its job is done.  Return: 1 when it was, 0 when
  * there was nothing to read, -1 when the worker died or said nonsense
- * (killed; SIGCHLD does the rest).
+ * (killed; its end, which the fork server reports, does the rest).
  */
 static int
 pool_worker_read(struct worker *w)
@@ -557,6 +523,25 @@ pool_retry_cb(evutil_socket_t fd, short ev, void *arg)
 	pool_dispatch(arg);
 }
 
+/*
+ * Name a ring's catalogue dataset for the workers, with its samples and
+ * their size: a worker checks that its dataset of that name is the same
+ * (the fork server opens the catalogue itself at a reload).
+ */
+static void
+pool_ring_describe(const struct pool *pool, struct pool_ring *pr)
+{
+	const struct dataset	*ds;
+
+	if (pr->desc.nfiles > 0 || pr->desc.dataset_index >=
+	    pool->cat->ndatasets ||
+	    (ds = pool->cat->datasets[pr->desc.dataset_index]) == NULL)
+		return;
+	snprintf(pr->desc.dataset, sizeof(pr->desc.dataset), "%s", ds->name);
+	pr->desc.samples = ds->samples;
+	pr->desc.sample_bytes = ds->sample_bytes;
+}
+
 /* Give queued jobs to idle workers, within each ring's cap. */
 static void
 pool_dispatch(struct pool *pool)
@@ -579,6 +564,7 @@ pool_dispatch(struct pool *pool)
 		memset(&m, 0, sizeof(m));
 		if (!pr->mapped[w->idx]) {
 			m.type = WORKER_MSG_MAP;
+			pool_ring_describe(pool, pr);
 			m.ring = pr->desc;
 			fds[0] = pr->memfd;
 			for (j = 0; j < pr->desc.nfiles; j++)
@@ -589,6 +575,7 @@ pool_dispatch(struct pool *pool)
 				continue;
 			}
 			pr->mapped[w->idx] = true;
+			pool_worker_maps(w, pr->desc.mem_id);
 		}
 		rows = job->row_end - job->row_begin;
 		memset(jm, 0, sizeof(*jm));
@@ -814,79 +801,145 @@ pool_worker_respawn_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	if (w->pool->stopping || w->pid != -1)
+	if (w->pool->stopping || w->pid != -1 || w->spawning)
 		return;
 	pool_respawn(w->pool, w);
 	pool_dispatch(w->pool);
+}
+
+/* A worker could not be started: try again in POOL_RESPAWN_MS. */
+static void
+pool_respawn_failed(struct worker *w)
+{
+	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
+			    (POOL_RESPAWN_MS % 1000) * 1000 };
+
+	log_warnx("worker %u: trying again in %d ms; the other workers go on "
+	    "serving", w->idx, POOL_RESPAWN_MS);
+	evtimer_add(w->respawn_ev, &tv);
 }
 
 /* Start a worker again, or try later when the system has no room. */
 static void
 pool_respawn(struct pool *pool, struct worker *w)
 {
-	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
-			    (POOL_RESPAWN_MS % 1000) * 1000 };
-
-	if (pool_spawn(pool, w) == -1) {
-		log_warnx("worker %u: trying again in %d ms; the other workers "
-		    "go on serving", w->idx, POOL_RESPAWN_MS);
-		evtimer_add(w->respawn_ev, &tv);
-	}
+	if (pool_spawn(pool, w) == -1)
+		pool_respawn_failed(w);
 }
 
-/* Reap dead workers, restart them and re-issue their work. */
+/* Worker @pid ended (the fork server reaped it): restart it, re-issue its work. */
 static void
-pool_sigchld_cb(evutil_socket_t sig, short ev, void *arg)
+pool_worker_exited(struct pool *pool, pid_t pid, int status)
 {
-	struct pool		*pool = arg;
 	struct worker		*w;
 	enum pool_job_result	 why;
-	pid_t			 pid;
 	unsigned		 i;
-	int			 status, csig, code;
+	int			 csig, code;
 	bool			 died, counts;
 	uint64_t		 row;
 
-	(void)sig;
-	(void)ev;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (i = 0; i < pool->n; i++) {
-			if (pool->workers[i].pid == pid)
-				break;
-		}
-		if (i == pool->n)
-			continue;
-		w = &pool->workers[i];
-		pool_log_exit(w, pid, status);
-		why = pool_blame(pool, w, status, &csig, &code, &counts);
-		row = w->beat->job == w->job_id ? w->beat->row : UINT64_MAX;
-		died = !(w->retiring && WIFEXITED(status) &&
-		    WEXITSTATUS(status) == 0);
-		event_del(w->deadline_ev);
-		transport_free(w->t);
-		w->t = NULL;
-		w->pid = -1;
-		if (w->job != NULL) {
-			pool_requeue(pool, w->job, why, csig, code, counts,
-			    row);
-			w->job = NULL;
-		}
-		if (pool->stopping)
-			continue;
-		if (!w->retiring)
-			w->restarts++;
-		w->retiring = false;
-		w->stuck = false;
-		pool_respawn_later(pool, w, died);
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].pid == pid)
+			break;
 	}
+	if (i == pool->n)
+		return;
+	w = &pool->workers[i];
+	pool_log_exit(w, pid, status);
+	why = pool_blame(pool, w, status, &csig, &code, &counts);
+	row = w->beat->job == w->job_id ? w->beat->row : UINT64_MAX;
+	died = !(w->retiring && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0);
+	event_del(w->deadline_ev);
+	transport_free(w->t);
+	w->t = NULL;
+	w->pid = -1;
+	if (w->job != NULL) {
+		pool_requeue(pool, w->job, why, csig, code, counts, row);
+		w->job = NULL;
+	}
+	if (pool->stopping)
+		return;
+	if (!w->retiring)
+		w->restarts++;
+	w->retiring = false;
+	w->stuck = false;
+	pool_respawn_later(pool, w, died);
+}
+
+/* How the fork server ended, for the message that says infeedd cannot go on. */
+static void __attribute__((noreturn))
+pool_forker_died(struct pool *pool)
+{
+	pid_t	pid = forker_pid(pool->forker);
+	int	status = 0;
+
+	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+		;
+	if (WIFSIGNALED(status))
+		fatalx("the fork server (pid %d) was killed by signal %d (%s); "
+		    "infeedd cannot start workers without it", (int)pid,
+		    WTERMSIG(status), sigabbrev_np(WTERMSIG(status)) ?
+		    sigabbrev_np(WTERMSIG(status)) : "?");
+	fatalx("the fork server (pid %d) exited with status %d; infeedd "
+	    "cannot start workers without it", (int)pid,
+	    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/*
+ * What the fork server says: a worker forked (its socket with it), one
+ * that could not be, one that ended.  Its EOF: it died, fatal.
+ */
+static void
+pool_forker_read(struct pool *pool)
+{
+	struct forker_msg	 m;
+	struct worker		*w;
+	int			 rc, fd;
+
+	while ((rc = forker_recv(pool->forker, &m, &fd)) == 1) {
+		w = m.idx < pool->n ? &pool->workers[m.idx] : NULL;
+		if (m.type == FORKER_MSG_EXITED) {
+			pool_worker_exited(pool, m.pid, m.status);
+		} else if (m.type == FORKER_MSG_SPAWNED && w != NULL &&
+		    w->spawning && fd != -1) {
+			pool_spawned(pool, w, m.pid, fd);
+			fd = -1;
+		} else if ((m.type == FORKER_MSG_FAILED ||
+		    m.type == FORKER_MSG_SPAWNED) && w != NULL &&
+		    w->spawning) {
+			/* A SPAWNED without its socket: that one exits. */
+			w->spawning = false;
+			errno = m.type == FORKER_MSG_FAILED ? m.status : EBADF;
+			if (pool->starting)
+				fatal("cannot start worker %u", w->idx);
+			log_warn("worker %u: fork", w->idx);
+			pool_respawn_failed(w);
+		}
+		if (fd != -1)
+			close(fd);
+	}
+	if (rc == -1)
+		pool_forker_died(pool);
+}
+
+/* The fork server spoke. */
+static void
+pool_forker_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool	*pool = arg;
+
+	(void)fd;
+	(void)ev;
+	pool_forker_read(pool);
 	pool_dispatch(pool);
 }
 
 /* Start the pool's worker processes. */
 struct pool *
 pool_new(struct event_base *base, const struct catalogue *cat,
-    unsigned workers, uint32_t job_timeout_ms, uint64_t image_memory_max,
-    pool_child_cb *child_cb, void *child_arg)
+    struct ring_budget *budget, unsigned workers, uint32_t job_timeout_ms,
+    uint64_t image_memory_max)
 {
 	struct pool	*pool;
 	void		*beats;
@@ -895,12 +948,11 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool = xcalloc(1, sizeof(*pool));
 	pool->base = base;
 	pool->cat = cat;
-	pool->child_cb = child_cb;
-	pool->child_arg = child_arg;
+	pool->budget = budget;
 	pool->job_timeout_ms = job_timeout_ms;
 	pool->image_memory_max = image_memory_max;
 	pool->oom_kills = pool_oom_kills();
-	/* Shared with every worker, forked now or later. */
+	/* Shared with every worker: the fork server maps it too. */
 	beats = mmap(NULL, workers * sizeof(*pool->beats), PROT_READ |
 	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (beats == MAP_FAILED)
@@ -917,53 +969,34 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		pool->workers[i].idx = i;
 		pool->workers[i].pid = -1;
 		pool->workers[i].beat = &pool->beats[i];
+		if ((pool->workers[i].respawn_ev = evtimer_new(base,
+		    pool_worker_respawn_cb, &pool->workers[i])) == NULL)
+			fatalx("evtimer_new");
 	}
+	/* Before any client: it holds nothing of one, nor do its workers. */
+	pool->forker = forker_start(cat, pool->beats);
+	/* One at a time: the requests never fill the socket. */
+	pool->starting = true;
 	for (i = 0; i < workers; i++) {
 		if (pool_spawn(pool, &pool->workers[i]) == -1)
 			fatalx("cannot start worker %u", i);
-	}
-	pool->sigchld_ev = evsignal_new(base, SIGCHLD, pool_sigchld_cb, pool);
-	pool->retry_ev = evtimer_new(base, pool_retry_cb, pool);
-	if (pool->sigchld_ev == NULL || pool->retry_ev == NULL ||
-	    event_add(pool->sigchld_ev, NULL))
-		fatalx("cannot watch SIGCHLD");
-	log_info("%u worker processes started", workers);
-	return (pool);
-}
-
-/*
- * Wait for the workers told to stop, at most POOL_STOP_MS; then kill
- * those still there (stopped with SIGSTOP, or stuck in I/O) and say so.
- */
-static void
-pool_reap_all(struct pool *pool)
-{
-	struct timespec	 pause = { 0, 10 * 1000 * 1000 };
-	struct worker	*w;
-	unsigned	 i, left, ms;
-
-	for (ms = 0;; ms += 10) {
-		left = 0;
-		for (i = 0; i < pool->n; i++) {
-			w = &pool->workers[i];
-			if (w->pid != -1 && waitpid(w->pid, NULL, WNOHANG) != 0)
-				w->pid = -1;
-			left += w->pid != -1;
+		while (pool->workers[i].spawning) {
+			if (!forker_wait(pool->forker, POOL_START_MS))
+				fatalx("the fork server did not start worker "
+				    "%u within %d ms", i, POOL_START_MS);
+			pool_forker_read(pool);
 		}
-		if (left == 0 || ms >= POOL_STOP_MS)
-			break;
-		nanosleep(&pause, NULL);
 	}
-	for (i = 0; i < pool->n; i++) {
-		w = &pool->workers[i];
-		if (w->pid == -1)
-			continue;
-		log_warnx("worker %u (pid %d) did not stop within %d ms of "
-		    "SIGTERM; killing it", i, (int)w->pid, POOL_STOP_MS);
-		kill(w->pid, SIGKILL);
-		waitpid(w->pid, NULL, 0);
-		w->pid = -1;
-	}
+	pool->starting = false;
+	pool->forker_ev = event_new(base, forker_fd(pool->forker), EV_READ |
+	    EV_PERSIST, pool_forker_cb, pool);
+	pool->retry_ev = evtimer_new(base, pool_retry_cb, pool);
+	if (pool->forker_ev == NULL || pool->retry_ev == NULL ||
+	    event_add(pool->forker_ev, NULL))
+		fatalx("cannot watch the fork server");
+	log_info("%u worker processes started by the fork server (pid %d)",
+	    workers, (int)forker_pid(pool->forker));
+	return (pool);
 }
 
 /* Stop the workers and free the pool. */
@@ -990,13 +1023,17 @@ pool_free(struct pool *pool)
 		transport_free(pool->workers[i].t);
 		pool->workers[i].t = NULL;
 	}
-	pool_reap_all(pool);
+	/* It waits for them (POOL_STOP_MS), kills those left, and goes. */
+	if (pool->forker_ev != NULL)
+		event_free(pool->forker_ev);
+	forker_stop(pool->forker);
 	for (i = 0; i < pool->n; i++) {
 		if (pool->workers[i].deadline_ev != NULL)
 			event_free(pool->workers[i].deadline_ev);
 		if (pool->workers[i].respawn_ev != NULL)
 			event_free(pool->workers[i].respawn_ev);
 		job_free(pool->workers[i].job);
+		free(pool->workers[i].mems);
 	}
 	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {
 		TAILQ_REMOVE(&pool->jobs, job, entry);
@@ -1006,8 +1043,6 @@ pool_free(struct pool *pool)
 		TAILQ_REMOVE(&pool->rings, pr, entry);
 		pool_ring_free(pr);
 	}
-	if (pool->sigchld_ev != NULL)
-		event_free(pool->sigchld_ev);
 	if (pool->retry_ev != NULL)
 		event_free(pool->retry_ev);
 	munmap(pool->beats, pool->n * sizeof(*pool->beats));
@@ -1058,6 +1093,8 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 	pr->done = done;
 	pr->arg = arg;
 	TAILQ_INSERT_TAIL(&pool->rings, pr, entry);
+	/* The ring may have made room by giving kept memory up. */
+	pool_let_go(pool);
 	return (pr);
 }
 
@@ -1065,46 +1102,13 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 static void
 pool_ring_finish(struct pool_ring *pr)
 {
+	struct pool	*pool = pr->pool;
+
 	ring_release(pr->ring, pr->keep);
-	TAILQ_REMOVE(&pr->pool->rings, pr, entry);
+	TAILQ_REMOVE(&pool->rings, pr, entry);
 	pool_ring_free(pr);
-}
-
-/*
- * Wait, POOL_SETTLE_MS at most, for the running jobs of removed rings, so
- * that their memory is released (kept for reuse) before a new ring is
- * made: a trainer started again right after it stopped finds its warm
- * memory, though its last session ended with jobs running.
- */
-void
-pool_settle(struct pool *pool)
-{
-	struct worker		*w;
-	struct pool_ring	*pr;
-	struct pollfd		 pfd;
-	uint64_t		 deadline, now;
-	unsigned		 i;
-
-	deadline = clock_now_ms() + POOL_SETTLE_MS;
-	for (i = 0; i < pool->n; i++) {
-		w = &pool->workers[i];
-		while (w->job != NULL && w->t != NULL &&
-		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
-		    pr->removed) {
-			now = clock_now_ms();
-			if (now >= deadline)
-				goto out;
-			pfd.fd = transport_fd(w->t);
-			pfd.events = POLLIN;
-			if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
-				goto out;
-			if (pool_worker_read(w) == -1)
-				break;
-		}
-	}
-out:
-	/* Workers it freed take queued jobs. */
-	pool_dispatch(pool);
+	/* Kept, its mappings stay; held or given up, they go. */
+	pool_let_go(pool);
 }
 
 /* Does a worker run a job of a removed ring (whose memory is not free yet)? */
@@ -1155,20 +1159,81 @@ pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 		pool_ring_finish(pr);
 }
 
-/* Memory freed for good: every worker unmaps it. */
-void
-pool_forget_mem(struct pool *pool, uint64_t mem_id)
+/* Tell worker @w to unmap memory @mem_id. */
+static void
+pool_worker_forget(struct worker *w, uint64_t mem_id)
 {
 	struct worker_msg	m;
-	unsigned		i;
 
+	if (w->t == NULL)
+		return;
 	memset(&m, 0, sizeof(m));
 	m.type = WORKER_MSG_FORGET;
 	m.ring.mem_id = mem_id;
+	(void)pool_send(w, &m, sizeof(m), NULL, 0);
+}
+
+/* Every worker unmaps memory @mem_id. */
+void
+pool_forget_mem(struct pool *pool, uint64_t mem_id)
+{
+	unsigned	i;
+
+	for (i = 0; i < pool->n; i++)
+		pool_worker_forget(&pool->workers[i], mem_id);
+}
+
+/* Worker @w maps memory @mem_id (a MAP went), until it is told to forget. */
+static void
+pool_worker_maps(struct worker *w, uint64_t mem_id)
+{
+	unsigned	i;
+
+	for (i = 0; i < w->nmems; i++) {
+		if (w->mems[i] == mem_id)
+			return;
+	}
+	w->mems = xreallocarray(w->mems, w->nmems + 1, sizeof(*w->mems));
+	w->mems[w->nmems++] = mem_id;
+}
+
+/* Whether a ring of the pool, draining or not, is on memory @mem_id. */
+static bool
+pool_mem_in_use(const struct pool *pool, uint64_t mem_id)
+{
+	const struct pool_ring	*pr;
+
+	TAILQ_FOREACH(pr, &pool->rings, entry) {
+		if (pr->desc.mem_id == mem_id)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * Workers unmap the memory no ring is on that the budget does not keep.
+ * Memory given up is punched first, so a mapping that lingers until the
+ * pool looks holds no page, only address space.
+ */
+void
+pool_let_go(struct pool *pool)
+{
+	struct worker	*w;
+	uint64_t	 id;
+	unsigned	 i, k;
+
 	for (i = 0; i < pool->n; i++) {
-		if (pool->workers[i].t != NULL)
-			(void)pool_send(&pool->workers[i], &m, sizeof(m),
-			    NULL, 0);
+		w = &pool->workers[i];
+		for (k = 0; k < w->nmems;) {
+			id = w->mems[k];
+			if (pool_mem_in_use(pool, id) || (pool->budget !=
+			    NULL && ring_budget_keeps(pool->budget, id))) {
+				k++;
+				continue;
+			}
+			pool_worker_forget(w, id);
+			w->mems[k] = w->mems[--w->nmems];
+		}
 	}
 }
 
@@ -1258,11 +1323,16 @@ pool_ring_set_dataset(struct pool_ring *pr, uint32_t dataset_index)
 /* Reload: replace every worker, so new ones inherit the new catalogue. */
 void
 pool_reload(struct pool *pool, const struct catalogue *cat,
-    uint32_t job_timeout_ms, uint64_t image_memory_max)
+    const char *config_path, uint32_t job_timeout_ms,
+    uint64_t image_memory_max)
 {
 	struct worker	*w;
 	unsigned	 i;
 
+	/* Before any replacement is asked for: they read the new datasets. */
+	if (forker_reload(pool->forker, config_path) == -1)
+		log_warn("reload: the fork server was not told; new workers "
+		    "read the datasets as they were");
 	pool->cat = cat;
 	pool->job_timeout_ms = job_timeout_ms;
 	pool->image_memory_max = image_memory_max;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The worker pool, the parent side: worker processes forked at start-up,
- * a queue of jobs (a range of rows of one slot of one ring), and restarts.
+ * The worker pool, the daemon's side: worker processes, forked by the
+ * fork server (forker.h) that it starts before the daemon takes any
+ * client, a queue of jobs (a range of rows of one slot of one ring), and
+ * restarts.
  *
  * A session registers its ring with pool_add_ring() and a callback; every
  * job it submits is reported back through that callback when its rows are
@@ -30,11 +32,12 @@
 #include <stdint.h>
 
 #include "catalogue.h"
+#include "forker.h"
 #include "ring.h"
 #include "transform.h"
 
-#define POOL_STOP_MS		2000	/* SIGTERM to SIGKILL at shutdown */
-#define POOL_SETTLE_MS		100	/* removed rings' running jobs, at most */
+#define POOL_STOP_MS		FORKER_STOP_MS	/* SIGTERM to SIGKILL */
+#define POOL_SETTLE_MS		100	/* an Attach waits for removed rings' jobs */
 
 struct event_base;
 struct pool;
@@ -66,9 +69,6 @@ struct pool_report {
 };
 typedef void	pool_done_cb(void *arg, const struct pool_report *report);
 
-/* What the daemon must close in a freshly forked worker. */
-typedef void	pool_child_cb(void *arg);
-
 /* One worker, for status. */
 struct pool_worker_info {
 	pid_t		 pid;		/* -1 while restarting */
@@ -81,20 +81,22 @@ struct pool_worker_info {
 };
 
 /**
- * pool_new() - fork @workers processes that read from @cat; @child_cb runs
- * in each new worker first, to close what belongs to the main process.  A
- * worker that does no row of its job within @job_timeout_ms is killed and
- * replaced.  Workers refuse an image that needs more than
- * @image_memory_max bytes to decode.
+ * pool_new() - start the fork server, which holds @cat (and no client),
+ * and have it fork @workers processes that read from @cat; they are up
+ * when it returns (fatal when they cannot be).  Workers keep their
+ * mappings of ring memory that @budget keeps (may be NULL: none) for the
+ * next ring on it (see pool_let_go()).  A worker that does no row of its
+ * job within @job_timeout_ms is killed and replaced.  Workers refuse an
+ * image that needs more than @image_memory_max bytes to decode.
  */
 struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
-		    unsigned workers, uint32_t job_timeout_ms,
-		    uint64_t image_memory_max, pool_child_cb *child_cb,
-		    void *child_arg);
+		    struct ring_budget *budget, unsigned workers,
+		    uint32_t job_timeout_ms, uint64_t image_memory_max);
 
 /**
- * pool_free() - stop the workers (SIGTERM, then SIGKILL for any still
- * there after POOL_STOP_MS) and free the pool; NULL is a no-op.
+ * pool_free() - stop the workers (SIGTERM, then SIGKILL from the fork
+ * server for any still there after POOL_STOP_MS), and the fork server,
+ * and free the pool; NULL is a no-op.
  */
 void		 pool_free(struct pool *pool);
 
@@ -129,28 +131,31 @@ int		 pool_ring_files(struct pool_ring *pr,
  * waiting for them: then ring_release(@r, @keep), which the pool takes
  * over (a worker may write @r's memory until then, so it is not given to
  * another ring before).  The workers keep their mappings of the memory
- * until pool_forget_mem().  A NULL @pr releases @r at once.
+ * while the budget keeps it (pool_let_go()).  A NULL @pr releases @r at
+ * once.
  */
 void		 pool_remove_ring(struct pool_ring *pr, struct ring *r,
 		    bool keep);
 
 /**
- * pool_settle() - wait a little (100 ms at most) for the jobs workers are
- * running for removed rings, so that their memory is released, and kept
- * for reuse, before a new ring is made.
- */
-void		 pool_settle(struct pool *pool);
-
-/**
  * pool_settling() - whether a worker runs a job of a removed ring, whose
- * memory is released (and kept for reuse) once it ends: what pool_settle()
- * waits for, asked without waiting, for a caller that waits on its loop.
+ * memory is released (and kept for reuse) once it ends: an Attach waits
+ * for that on the loop (POOL_SETTLE_MS at most), so that a trainer
+ * started again finds its warm memory.
  */
 bool		 pool_settling(struct pool *pool);
 
 /**
- * pool_forget_mem() - the ring memory @mem_id is freed: every worker
- * unmaps it.
+ * pool_let_go() - every worker unmaps the ring memory it maps that no
+ * ring of the pool is on and the budget does not keep (given up, held
+ * for a client, or freed).  The pool does so itself whenever a ring is
+ * added or released; the daemon after ring_budget_trim().  The budget
+ * calls nobody: this asks it.
+ */
+void		 pool_let_go(struct pool *pool);
+
+/**
+ * pool_forget_mem() - every worker unmaps ring memory @mem_id now.
  */
 void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
 
@@ -189,13 +194,15 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 		    uint32_t dataset_index);
 
 /**
- * pool_reload() - replace every worker once idle, so that new ones
- * inherit @cat; a retired worker that has not gone after POOL_STOP_MS is
- * killed.  Jobs from now on have @job_timeout_ms, and new workers
- * @image_memory_max.
+ * pool_reload() - the daemon reloaded the configuration at @config_path
+ * into @cat: the fork server opens its datasets again (forker_reload())
+ * and every worker is replaced once idle, so that new ones inherit them;
+ * a retired worker that has not gone after POOL_STOP_MS is killed.  Jobs
+ * from now on have @job_timeout_ms, and new workers @image_memory_max.
  */
 void		 pool_reload(struct pool *pool, const struct catalogue *cat,
-		    uint32_t job_timeout_ms, uint64_t image_memory_max);
+		    const char *config_path, uint32_t job_timeout_ms,
+		    uint64_t image_memory_max);
 
 unsigned	 pool_size(const struct pool *pool);
 /* No job queued or running, and every worker up. */

@@ -10,49 +10,19 @@
  * FREE (released).  ring_slot_set() is the one place that moves a slot and
  * it refuses any other transition: a held slot is never rewritten.
  *
- * Every ring's memory counts against one ring_budget (memory_budget in the
- * configuration), charged when it is made and given back only once no
- * process can hold its pages any more: the session's index tables with it
- * (its own and the pool's jobs' copies, slots x rows x 8 bytes each).
- * Memory given up is punched out of its memfd (FALLOC_FL_PUNCH_HOLE, by
- * the scrubber thread, off the event loop) before the budget forgets it
- * (a ring that needs that room waits for it), so a mapping that a client
- * keeps of it holds no page of infeedd's: it reads zeroes (the kernel
- * fills what it reads with new pages, charged to that client's memory
- * cgroup).
- *
- * A ring whose client still holds steps when its session ends is held:
- * libinfeed keeps reading held steps after a session ends (a kept tensor),
- * so its pages stay as they are, charged to the budget and attributed to
- * that client's user and process, until the process exits (a pidfd on the
- * event loop; ring_budget_reap() checks them too).
- *
- * Warm start: when a session ends and no worker can write its ring any
- * more, ring_release() keeps the memory (sealed memfd, its pages and the
- * workers' mappings of them) for the next session of the same user whose
- * ring fits it.  Since the last client may still have it mapped, it only
- * ever goes to a client of the same user and group (SO_PEERCRED's: a
- * setgid program may read datasets its user may not).  Every byte in it was written
- * from one dataset (its content: that dataset's serial) or is zero; a
- * scrubber thread zeroes it in the background, and a ring of another
- * content takes it only once that is done (new memory until then: the
- * main thread never zeroes more than a scrubber's chunk), so a client
- * never sees bytes of a dataset other than its own.  The next ring of the same user and the same dataset
- * (a trainer started again) takes it at once, stopping the scrubber where
- * it is: those bytes were that user's to read anyway.  Kept memory is
- * freed when a ring that needs the budget would not fit otherwise, after
- * keep_ms unused (ring_budget_trim()), and at exit.
+ * A ring lives on ring memory (ring-memory.h): taken from the budget,
+ * with the session's index tables (its own and the pool's jobs' copies,
+ * slots x rows x 8 bytes each) charged with it, and released when the
+ * session is over and no worker writes it any more.
  */
 #ifndef INFEED_RING_H
 #define INFEED_RING_H
-
-#include <sys/queue.h>
-#include <sys/types.h>
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "infeed-dtype.h"
+#include "ring-memory.h"
 
 /* Where things are in a ring; plain data, sent to the workers. */
 struct ring_layout {
@@ -82,73 +52,7 @@ struct ring_slot {
 	uint64_t	rows_pending;
 };
 
-enum ring_mem_state {
-	RING_MEM_IN_USE,	/* a ring's */
-	RING_MEM_DIRTY,		/* kept, waiting for the scrubber */
-	RING_MEM_SCRUBBING,	/* kept, being zeroed */
-	RING_MEM_CLAIMED,	/* being zeroed, wanted by a ring: stop */
-	RING_MEM_CLEAN,		/* kept, all zeroes */
-	RING_MEM_HELD,		/* an ended session's, its client holds steps */
-	RING_MEM_FREEING,	/* given up, its pages being punched out */
-	RING_MEM_FREED,		/* given up, punched: to uncharge */
-};
-
-/* Who a ring is for, and what it will hold. */
-struct ring_owner {
-	uid_t		 uid;		/* the client's, from SO_PEERCRED */
-	gid_t		 gid;
-	uint64_t	 content;	/* the dataset's serial; 0: unshared */
-	pid_t		 pid;		/* the client's process; 0: unknown */
-};
-
-/* The memory of a ring: a sealed memfd and the main process's mapping. */
-struct ring_mem {
-	TAILQ_ENTRY(ring_mem)	 entry;
-	uint64_t		 id;	/* unique in the daemon, for workers */
-	int			 memfd;
-	uint8_t			*map;
-	uint64_t		 bytes;
-	struct ring_owner	 owner;	/* of the client it was handed to */
-	enum ring_mem_state	 state;	/* under the budget's lock when kept */
-	uint64_t		 idle_since_ms;
-	int			 pidfd;	/* held: the client's process, or -1 */
-	struct event		*ev;	/* held: its exit, or NULL */
-	int			 punch_errno;	/* the scrubber's, or 0 */
-	struct ring_budget	*budget;
-};
-TAILQ_HEAD(ring_mem_list, ring_mem);
-
-/* Memory freed for good: workers that mapped it must let go of it. */
-typedef void	ring_forget_cb(void *arg, uint64_t mem_id);
-
-struct event_base;
-struct ring_scrubber;
-
-/* The memory that all rings together may take, and what is kept. */
-struct ring_budget {
-	uint64_t		 limit;		/* bytes */
-	uint64_t		 used;		/* rings, tables, kept, held */
-	const char		*source;	/* the file that sets it */
-	uint64_t		 keep_ms;	/* 0: nothing is kept */
-	struct ring_mem_list	 kept;		/* oldest first */
-	uint64_t		 kept_bytes;
-	struct ring_mem_list	 held;		/* RING_MEM_HELD, oldest first */
-	uint64_t		 held_bytes;
-	struct ring_mem_list	 freeing;	/* given up, not uncharged yet */
-	uint64_t		 freeing_bytes;
-	uint64_t		 next_mem_id;
-	uint64_t		 reused;	/* rings made on kept memory */
-	uint64_t		 made;		/* rings made on new memory */
-	ring_forget_cb		*forget;
-	void			*forget_arg;
-	struct ring_scrubber	*scrubber;	/* started on first use */
-	struct event_base	*base;		/* watches held memory; or NULL */
-	int			 done_fd;	/* the scrubber's punches, or -1 */
-	struct event		*done_ev;
-};
-
 struct ring {
-	struct ring_budget	*budget;
 	struct ring_layout	 layout;
 	struct ring_mem		*mem;
 	struct ring_slot	*slot;	/* layout.slots of them */
@@ -160,11 +64,9 @@ struct ring {
  * label of @label_dtype (INFEED_DTYPE_INT32 or INFEED_DTYPE_INT64;
  * anything else is a broken invariant, fatal) for @owner, a client of a
  * user and group that will hold bytes of a dataset (its serial; 0 for
- * data that no other ring may share): on kept memory of the same user and
- * group that fits, as it is when it held the same dataset, else once
- * zeroed; else on a new sealed memfd charged to @budget, freeing kept
- * memory, oldest first, when the budget needs it.  The session's index
- * tables (ring_tables_bytes()) are charged with it.
+ * data that no other ring may share), on memory from @budget
+ * (ring_mem_take(): kept memory of the same user, or new), with the
+ * session's index tables (ring_tables_bytes()) charged with it.
  * Return: the ring, or NULL with *@cause (malloc'd) saying what did not
  * fit (and what of the budget ended sessions' processes hold, @owner's
  * own first) or which system call failed, in exact units.
@@ -176,12 +78,9 @@ struct ring	*ring_new(struct ring_budget *budget, uint64_t rows,
 
 /**
  * ring_release() - the session is over and no worker writes the ring any
- * more: its tables are uncharged; its memory is held, still charged,
- * while the client holds steps in it (a slot HELD) until the client's
- * process (@owner.pid at ring_new()) exits; else kept for the next ring
- * of the same user when @keep and the budget keeps memory; else given
- * up: punched, then unmapped, closed and uncharged (see
- * ring_budget_collect()).  NULL is a no-op.
+ * more: its tables are uncharged and its memory released
+ * (ring_mem_release()): held while the client holds steps in it (a slot
+ * HELD), else kept when @keep, else given up.  NULL is a no-op.
  */
 void		 ring_release(struct ring *r, bool keep);
 
@@ -198,91 +97,6 @@ void		 ring_free(struct ring *r);
  * UINT64_MAX when that overflows.
  */
 uint64_t	 ring_tables_bytes(uint64_t rows, uint32_t slots);
-
-/**
- * ring_forget() - in a freshly forked worker: unmap and close the ring
- * without touching the budget (the main process still owns it), so that
- * the worker never pins the memory of a session that ends.
- */
-void		 ring_forget(struct ring *r);
-
-/**
- * ring_budget_trim() - free kept memory unused for keep_ms at @now_ms
- * (CLOCK_MONOTONIC), or all of it when keep_ms is 0.
- */
-void		 ring_budget_trim(struct ring_budget *b, uint64_t now_ms);
-
-/**
- * ring_budget_reap() - give up (see ring_budget_collect()) the held
- * memory of processes that exited.
- */
-void		 ring_budget_reap(struct ring_budget *b);
-
-/**
- * ring_budget_collect() - uncharge the memory given up whose pages the
- * scrubber has punched out (ring_new() and ring_budget_trim() call it).
- */
-void		 ring_budget_collect(struct ring_budget *b);
-
-/**
- * ring_budget_settle() - wait until all memory given up is punched out,
- * and uncharge it.
- */
-void		 ring_budget_settle(struct ring_budget *b);
-
-/**
- * ring_budget_watch() - watch the processes that hold memory on @base:
- * their exits free it at once; and uncharge memory given up as soon as
- * the scrubber has punched it out.  Without it, held memory is freed when
- * ring_budget_reap() (ring_new() and ring_budget_trim() call it) finds
- * its process gone, and memory given up is uncharged by
- * ring_budget_collect().  Call it before any ring is made.
- */
-void		 ring_budget_watch(struct ring_budget *b,
-		    struct event_base *base);
-
-/**
- * ring_budget_held_by() - the bytes of held memory attributed to @uid,
- * and the first such process in *@pid (may be NULL); every user's with
- * @uid (uid_t)-1.
- */
-uint64_t	 ring_budget_held_by(const struct ring_budget *b, uid_t uid,
-		    pid_t *pid);
-
-/**
- * ring_budget_clear() - free all kept and held memory (held memory left
- * to its clients, as the daemon goes) and stop the scrubber.
- */
-void		 ring_budget_clear(struct ring_budget *b);
-
-/**
- * ring_budget_forget() - in a freshly forked worker: close and unmap the
- * kept and held memory (and the pidfds) without touching the budget.
- */
-void		 ring_budget_forget(struct ring_budget *b);
-
-/**
- * ring_budget_init() - an empty budget of @limit bytes set in @source
- * that keeps ended sessions' memory @keep_ms; @forget (may be NULL) is
- * told of every memory freed for good.
- */
-void		 ring_budget_init(struct ring_budget *b, uint64_t limit,
-		    const char *source, uint64_t keep_ms,
-		    ring_forget_cb *forget, void *forget_arg);
-
-/**
- * ring_map_advise() - a mapping of ring memory (the main process's or a
- * worker's): ask for transparent huge pages, which the kernel gives where
- * the operator allows them (/sys/kernel/mm/transparent_hugepage/
- * shmem_enabled = advise), so a 2 MiB page costs one fault, not 512.
- */
-void		 ring_map_advise(void *map, uint64_t bytes);
-
-/**
- * ring_huge_pages() - the kernel's mode for huge pages of shared memory,
- * as shmem_enabled names it ("advise", "never", ...), or "unknown".
- */
-const char	*ring_huge_pages(void);
 
 /**
  * ring_readonly_fd() - a new read-only descriptor of the memfd, for the
@@ -311,10 +125,5 @@ uint32_t	 ring_count(const struct ring *r, enum slot_state st);
  * the cycle above is a broken invariant and fatal.
  */
 void		 ring_slot_set(struct ring *r, uint32_t i, enum slot_state st);
-
-/**
- * ring_format_bytes() - "300 bytes", "512 KiB", "1.5 MiB" into @buf.
- */
-const char	*ring_format_bytes(uint64_t v, char *buf, size_t len);
 
 #endif /* INFEED_RING_H */

@@ -104,7 +104,7 @@ static void	session_deliver(struct session *);
 static struct session *session_make(const struct session_host *,
 		    const struct session_client *,
 		    const struct session_attach *, int *, size_t,
-		    struct session_checked *, bool,
+		    struct session_checked *,
 		    const struct session_events *, void *, enum errcode *,
 		    char **);
 
@@ -615,8 +615,8 @@ session_new_files(const struct session_host *host,
     int *fds, size_t nfds, const struct session_events *ev, void *arg,
     enum errcode *code, char **cause)
 {
-	return (session_make(host, client, a, fds, nfds, NULL, true, ev, arg,
-	    code, cause));
+	return (session_make(host, client, a, fds, nfds, NULL, ev, arg, code,
+	    cause));
 }
 
 /* Attach, once a helper thread checked it and ring memory settled. */
@@ -626,19 +626,20 @@ session_new_checked(const struct session_host *host,
     struct session_checked *chk, const struct session_events *ev, void *arg,
     enum errcode *code, char **cause)
 {
-	return (session_make(host, client, a, NULL, 0, chk, false, ev, arg,
-	    code, cause));
+	return (session_make(host, client, a, NULL, 0, chk, ev, arg, code,
+	    cause));
 }
 
 /*
  * Make the session an Attach asks for: check it (with what a helper
- * thread checked already, @chk), wait for removed rings' memory when
- * @settle (else the caller waited), make the ring and register it.
+ * thread checked already, @chk), make the ring and register it.  A
+ * removed ring's memory that workers still write is not waited for here:
+ * session_attach_begin() waits for it on the loop.
  */
 static struct session *
 session_make(const struct session_host *host,
     const struct session_client *client, const struct session_attach *a,
-    int *fds, size_t nfds, struct session_checked *chk, bool settle,
+    int *fds, size_t nfds, struct session_checked *chk,
     const struct session_events *ev, void *arg, enum errcode *code,
     char **cause)
 {
@@ -664,9 +665,6 @@ session_make(const struct session_host *host,
 	if (session_check(s, a, fds, nfds, chk, code, cause) == -1)
 		goto fail;
 	*code = ERRCODE_RESOURCE_EXHAUSTED;
-	/* A trainer started again: its last ring may still be draining. */
-	if (settle)
-		pool_settle(host->pool);
 	owner.uid = client->uid;
 	owner.gid = client->gid;
 	owner.content = s->ds->serial;
@@ -1036,18 +1034,6 @@ session_report(const struct session *s, struct session_report *r)
 	    (double)elapsed : 0.0;
 	session_data_wait(s, &r->data_wait_us, &r->active_us);
 	memcpy(r->wait_counts, s->wait_counts, sizeof(r->wait_counts));
-}
-
-/* In a new worker: let go of the ring and of the client's files. */
-void
-session_forget(struct session *s)
-{
-	ring_forget(s->ring);
-	if (s->own_ds) {
-		dataset_free(s->ds);
-		s->ds = NULL;
-		s->own_ds = false;
-	}
 }
 
 /* A read-only descriptor of the ring for the client. */

@@ -236,12 +236,6 @@ void		 session_describe(const struct session *s,
 		    struct session_info *info);
 
 /**
- * session_forget() - in a freshly forked worker: let go of the session's
- * ring (see ring_forget()) and of the client's files, if it reads those.
- */
-void		 session_forget(struct session *s);
-
-/**
  * session_ring_fd() - a new read-only descriptor of the step ring, for the
  * client; -1 with errno set on failure.
  */

@@ -40,7 +40,7 @@ stats_take(struct stats *st, const struct pool *pool,
 	st->memory_budget = budget->limit;
 	st->rings_reused = budget->reused;
 	st->rings_made = budget->made;
-	st->huge_pages = ring_huge_pages();
+	st->huge_pages = ring_mem_huge_pages();
 	st->memory_private = procmem_private(getpid());
 	for (i = 0; i < st->nworkers; i++) {
 		if (st->workers[i].pid > 0)

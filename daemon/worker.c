@@ -54,6 +54,7 @@ struct wring {
 	uint8_t			*map;		/* its memory's */
 	uint8_t			*tmp;		/* one input sample */
 	float			*lut;		/* uint8 -> float, per channel */
+	const struct dataset	*ds;		/* the catalogue's, or NULL */
 	struct dataset		*files;		/* a client's, or NULL */
 	char			*files_why;	/* why not, when refused */
 	char			*why;		/* its jobs fail: ours, why */
@@ -345,11 +346,11 @@ worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
 		m->map = NULL;
 		return (NULL);
 	}
-	ring_map_advise(m->map, bytes);
+	ring_mem_advise(m->map, bytes);
 	return (m->map);
 }
 
-/* FORGET: the daemon freed memory @id; a ring on it is gone already. */
+/* FORGET: memory @id is not kept any more; a ring on it is gone already. */
 static void
 worker_forget(struct wmem *mems, size_t n, uint64_t id)
 {
@@ -363,12 +364,49 @@ worker_forget(struct wmem *mems, size_t n, uint64_t id)
 	}
 }
 
+/*
+ * The catalogue dataset of ring @desc, the daemon's: the one at its index
+ * or of its name, of as many samples of as many bytes.  NULL when there
+ * is none, with *@why.
+ */
+static const struct dataset *
+worker_dataset(const struct catalogue *cat, const struct worker_ring *desc,
+    char **why)
+{
+	const struct dataset	*ds = NULL;
+	char			 name[sizeof(desc->dataset)];
+	size_t			 i;
+
+	memcpy(name, desc->dataset, sizeof(name));
+	name[sizeof(name) - 1] = '\0';
+	i = desc->dataset_index;
+	if (i < cat->ndatasets && cat->datasets[i] != NULL &&
+	    strcmp(cat->datasets[i]->name, name) == 0)
+		ds = cat->datasets[i];
+	else
+		ds = catalogue_find(cat, name, &i);
+	if (ds != NULL && ds->samples == desc->samples &&
+	    ds->sample_bytes == desc->sample_bytes)
+		return (ds);
+	log_warnx("ring %llu: the workers' dataset '%s' is not the daemon's",
+	    (unsigned long long)desc->ring_id, name);
+	*why = xasprintf("the workers' dataset '%s' is not the daemon's (%llu "
+	    "samples of %llu bytes): it changed on disk, or could not be "
+	    "opened, when the workers' fork server read the configuration "
+	    "again; reload infeedd again", name,
+	    (unsigned long long)desc->samples,
+	    (unsigned long long)desc->sample_bytes);
+	return (NULL);
+}
+
 /* Take a ring the pool sent, in a free entry of *@w. */
 static void
-worker_map(struct wring **w, size_t *n, struct wmem **mems, size_t *nmems,
-    const struct worker_msg *m, const int *fds, size_t nfds)
+worker_map(const struct catalogue *cat, struct wring **w, size_t *n,
+    struct wmem **mems, size_t *nmems, const struct worker_msg *m,
+    const int *fds, size_t nfds)
 {
 	struct wring	*r;
+	char		*why;
 	size_t		 i;
 
 	for (i = 0; i < *n && (*w)[i].used; i++)
@@ -396,6 +434,11 @@ worker_map(struct wring **w, size_t *n, struct wmem **mems, size_t *nmems,
 	else {
 		for (i = 1; i < nfds; i++)
 			close(fds[i]);
+		if ((r->ds = worker_dataset(cat, &m->ring, &why)) == NULL &&
+		    r->why == NULL)
+			r->why = why;
+		else if (r->ds == NULL)
+			free(why);
 	}
 	if (m->ring.transform.to_float32)	/* arrays converted */
 		r->tmp = xmalloc(m->ring.transform.in_sample_bytes);
@@ -446,8 +489,8 @@ worker_job(const struct catalogue *cat, struct wring *rings, size_t nrings,
 		if (ds == NULL && w->files_why != NULL)
 			snprintf(m->reason, sizeof(m->reason), "%s",
 			    w->files_why);
-	} else if (w != NULL && w->desc.dataset_index < cat->ndatasets)
-		ds = cat->datasets[w->desc.dataset_index];
+	} else if (w != NULL)
+		ds = w->ds;
 	if (ds == NULL || !worker_job_ok(w, m, n))
 		return;
 	m->error = worker_fill(w, twp, ds, m, indices, image_memory_max);
@@ -476,6 +519,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	int			 fds[WORKER_MAX_FDS];
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != wc->parent)	/* gone before the line above */
+		_exit(0);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_IGN);
@@ -518,8 +563,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 		}
 		switch (mp->type) {
 		case WORKER_MSG_MAP:
-			worker_map(&rings, &nrings, &mems, &nmems, mp, fds,
-			    nfds);
+			worker_map(cat, &rings, &nrings, &mems, &nmems, mp,
+			    fds, nfds);
 			break;
 		case WORKER_MSG_FORGET:
 			worker_forget(mems, nmems, mp->ring.mem_id);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Worker processes, the child side: forked by the pool with the catalogue
- * already open, they read samples and write them straight into step slots
- * in shared memory.
+ * Worker processes, the child side: forked by the fork server (forker.h)
+ * with the catalogue already open and nothing of any client, they read
+ * samples and write them straight into step slots in shared memory.
+ * A ring names its catalogue dataset by index and by name, with its
+ * samples and their size: the fork server opened its catalogue itself
+ * after a reload, and a dataset that is not the daemon's (it changed on
+ * disk in between, or did not open) fails the ring's jobs, saying so.
  *
  * The pool and a worker talk over one SOCK_SEQPACKET socketpair, through a
  * transport (transport.h) on each side, one message a record: MAP (with
@@ -14,9 +18,9 @@
  * row), DONE and FORGET.  A worker has at most one job at a time.
  *
  * A worker keeps its mapping of a ring's memory after UNMAP, for the next
- * ring the daemon makes on the same memory (ring.h: kept memory), so
- * that its pages are not faulted again; FORGET (mem_id) drops it when
- * the daemon frees the memory.
+ * ring the daemon makes on the same memory (ring-memory.h: kept memory),
+ * so that its pages are not faulted again; FORGET (mem_id) drops it once
+ * the budget no longer keeps that memory (pool_let_go()).
  *
  * The indices travel in the message, not through the ring: the client
  * maps the ring too, and nothing it could write there (through a
@@ -28,6 +32,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "catalogue.h"
 #include "ring.h"
@@ -38,7 +43,7 @@ enum worker_msg_type {
 	WORKER_MSG_UNMAP,
 	WORKER_MSG_JOB,
 	WORKER_MSG_DONE,
-	WORKER_MSG_FORGET,	/* a ring memory is freed: unmap it */
+	WORKER_MSG_FORGET,	/* a ring memory is not kept: unmap it */
 	/*
 	 * The worker's first message: its datasets' pages are populated
 	 * (which may read gigabytes from disk), so jobs may come, each with
@@ -67,6 +72,9 @@ struct worker_ring {
 	uint64_t		mem_id;	/* its memory, kept mapped across rings */
 	uint64_t		mem_bytes;
 	uint32_t		dataset_index;	/* in the catalogue */
+	char			dataset[INFEED_MAX_DATASET_NAME + 1];
+	uint64_t		samples;	/* the daemon's dataset's */
+	uint64_t		sample_bytes;
 	uint32_t		nfiles;	/* 0, or a client's files: 1 or 2 */
 	struct ring_layout	layout;
 	struct transform	transform;
@@ -96,6 +104,7 @@ struct worker_beat {
 
 /* What a worker is started with, besides the catalogue. */
 struct worker_conf {
+	pid_t			 parent;	/* it dies with it */
 	struct worker_beat	*beat;
 	uint64_t		 image_memory_max;	/* bytes a decode may take */
 };

@@ -11,9 +11,9 @@
  * INFEED_MAX_ATTACH_CHECKS + INFEED_MAX_ATTACH_QUEUE are refused at once,
  * and SIGTERM still stops the daemon with a check stuck; Attach requests
  * back to back while the workers still run removed rings' jobs do not
- * block the loop (pool_settle); a user in 300 groups, the allowed one
- * last, gets in, and a group database that does not answer holds only the
- * Attach that asked it.  The FUSE and group database tests need root (a
+ * block the loop (they wait on it: pool_settling()); a user in 300
+ * groups, the allowed one last, gets in, and a group database that does
+ * not answer holds only the Attach that asked it.  The FUSE and group database tests need root (a
  * mount namespace of their own); without it they say so and pass.
  */
 

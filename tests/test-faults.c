@@ -50,28 +50,44 @@
 	"dtype = float32\n" \
 	"classes = 10\n"
 
-/* The daemon's worker processes (its children), at most @max of them. */
+/* The parent of process @pid, or -1. */
+static int
+parent_of(int pid)
+{
+	char	 path[64], buf[512], *p;
+	FILE	*fp;
+	int	 ppid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (-1);
+	if (fgets(buf, sizeof(buf), fp) == NULL ||
+	    (p = strrchr(buf, ')')) == NULL ||
+	    sscanf(p + 2, "%*c %d", &ppid) != 1)
+		ppid = -1;
+	fclose(fp);
+	return (ppid);
+}
+
+/*
+ * The daemon's worker processes, at most @max of them: the children of
+ * its fork server, the one child of the daemon's.
+ */
 static int
 worker_pids(pid_t *out, int max)
 {
 	DIR		*d;
 	struct dirent	*de;
-	char		 path[300], buf[512], *p;
-	FILE		*fp;
-	int		 n = 0, ppid;
+	int		 n = 0, pid, ppid;
 
 	ck_assert_ptr_nonnull(d = opendir("/proc"));
 	while ((de = readdir(d)) != NULL && n < max) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		if ((fp = fopen(path, "r")) == NULL)
-			continue;
-		if (fgets(buf, sizeof(buf), fp) != NULL &&
-		    (p = strrchr(buf, ')')) != NULL &&
-		    sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == daemon_pid)
-			out[n++] = (pid_t)atoi(de->d_name);
-		fclose(fp);
+		pid = atoi(de->d_name);
+		if ((ppid = parent_of(pid)) > 0 && ppid != daemon_pid &&
+		    parent_of(ppid) == daemon_pid)
+			out[n++] = (pid_t)pid;
 	}
 	closedir(d);
 	return (n);
@@ -303,6 +319,123 @@ START_TEST(test_sigterm_with_stuck_worker)
 	read_log(log, sizeof(log));
 	ck_assert_msg(strstr(log, "did not stop within 2000 ms of SIGTERM; "
 	    "killing it") != NULL, "%s", log);
+}
+END_TEST
+
+/* The sockets and the mappings of ring memory that process @pid holds. */
+static void
+holds(pid_t pid, int *sockets, int *rings)
+{
+	DIR		*d;
+	struct dirent	*de;
+	FILE		*fp;
+	char		 path[320], link[128], line[512];
+	ssize_t		 n;
+
+	*sockets = *rings = 0;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	ck_assert_ptr_nonnull(d = opendir(path));
+	while ((de = readdir(d)) != NULL) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)pid,
+		    de->d_name);
+		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[n] = '\0';
+		*sockets += strncmp(link, "socket:", 7) == 0;
+		*rings += strstr(link, "infeed-ring") != NULL;
+	}
+	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
+	while (fgets(line, sizeof(line), fp) != NULL)
+		*rings += strstr(line, "infeed-ring") != NULL;
+	fclose(fp);
+}
+
+/*
+ * Workers come from a fork server that the daemon started before its
+ * first client, not from the daemon: with a client attached (its socket
+ * and its ring in the daemon), the fork server holds no more sockets than
+ * before and no ring, and a worker forked then (a replacement) holds as
+ * many sockets as one forked before any client, and no ring before it is
+ * sent one.
+ */
+START_TEST(test_workers_forked_from_a_process_without_clients)
+{
+	struct infeed_options	 o;
+	struct infeed		*f;
+	pid_t			 w[4], now[4], forker, fresh;
+	uint64_t		 deadline;
+	int			 n, sockets, rings, forker_sockets;
+	int			 worker_sockets;
+
+	ck_assert_int_eq(worker_pids(w, 4), 2);
+	forker = (pid_t)parent_of(w[0]);
+	ck_assert_int_ne(forker, daemon_pid);
+	ck_assert_int_eq(parent_of(forker), daemon_pid);
+	holds(forker, &forker_sockets, &rings);
+	holds(w[0], &worker_sockets, &rings);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 8;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	holds(daemon_pid, &sockets, &rings);
+	ck_assert_int_ge(rings, 1);	/* the daemon maps the client's ring */
+	holds(forker, &sockets, &rings);
+	ck_assert_int_eq(sockets, forker_sockets);
+	ck_assert_int_eq(rings, 0);
+	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
+	deadline = now_ms() + 5000;
+	do {
+		usleep(20000);
+		n = worker_pids(now, 4);
+	} while ((n != 2 || now[0] == w[0] || now[1] == w[0]) &&
+	    now_ms() < deadline);
+	ck_assert_int_eq(n, 2);
+	fresh = now[0] == w[1] ? now[1] : now[0];
+	ck_assert_int_eq(parent_of(fresh), forker);
+	holds(fresh, &sockets, &rings);
+	ck_assert_int_eq(sockets, worker_sockets);
+	ck_assert_int_eq(rings, 0);
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * The fork server killed: the daemon cannot start workers any more, and
+ * exits saying so; the workers go with the fork server.
+ */
+START_TEST(test_fork_server_death_is_fatal_and_said)
+{
+	pid_t		 w[4], d = daemon_pid, forker;
+	char		 log[65536], want[128];
+	uint64_t	 deadline;
+	int		 status, left, i;
+
+	ck_assert_int_eq(worker_pids(w, 4), 2);
+	forker = (pid_t)parent_of(w[0]);
+	ck_assert_int_eq(kill(forker, SIGKILL), 0);
+	status = wait_ms(d, 5000);
+	if (status == -1) {
+		kill(d, SIGKILL);
+		waitpid(d, NULL, 0);
+	}
+	daemon_pid = -1;
+	ck_assert_msg(status != -1, "infeedd went on 5 s without its fork "
+	    "server");
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	read_log(log, sizeof(log));
+	snprintf(want, sizeof(want), "the fork server (pid %d) was killed by "
+	    "signal 9 (KILL); infeedd cannot start workers without it",
+	    (int)forker);
+	ck_assert_msg(strstr(log, want) != NULL, "%s", log);
+	deadline = now_ms() + 5000;
+	do {
+		for (left = i = 0; i < 2; i++)
+			left += kill(w[i], 0) == 0;
+		usleep(10000);
+	} while (left > 0 && now_ms() < deadline);
+	ck_assert_msg(left == 0, "%d workers outlived the fork server", left);
 }
 END_TEST
 
@@ -1850,6 +1983,8 @@ faults_suite(void)
 	tcase_add_test(tc, test_stopped_worker_replaced);
 	tcase_add_test(tc, test_unread_worker_socket_does_not_freeze);
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
+	tcase_add_test(tc, test_workers_forked_from_a_process_without_clients);
+	tcase_add_test(tc, test_fork_server_death_is_fatal_and_said);
 	tcase_add_test(tc, test_unread_replies_bound_memory);
 	tcase_add_test(tc, test_log_injection);
 	tcase_add_test(tc, test_log_injection_files_session_name);

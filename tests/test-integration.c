@@ -928,7 +928,9 @@ START_TEST(killed_workers_restarted_and_rows_redone)
 	o.shuffle = true;
 	o.drop_last = false;
 	o.buffer_size = 2;
-	snprintf(cmd, sizeof(cmd), "pkill -9 -P %d", (int)daemon_pid);
+	/* The workers: the children of the fork server, the daemon's child. */
+	snprintf(cmd, sizeof(cmd), "pkill -9 -P \"$(pgrep -d, -P %d)\"",
+	    (int)daemon_pid);
 	ck_assert_int_eq(system(cmd), 0);
 	run_epochs(&o, 2, 1);
 	ck_assert_int_eq(system(cmd), 0);

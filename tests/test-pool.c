@@ -226,6 +226,14 @@ pred_idle(const void *arg)
 	return (pool_idle(pool));
 }
 
+/* Whether no worker runs a job of a removed ring any more. */
+static bool
+pred_not_settling(const void *arg)
+{
+	(void)arg;
+	return (!pool_settling(pool));
+}
+
 /* Workers busy now. */
 static unsigned
 busy_workers(void)
@@ -587,7 +595,7 @@ one_worker_begin(void)
 	uint64_t		deadline = unit_now_ms() + DEADLINE_MS;
 
 	two_workers = pool;
-	pool = pool_new(base, cat, 1, 30000, 256 << 20, NULL, NULL);
+	pool = pool_new(base, cat, &budget, 1, 30000, 256 << 20);
 	do {
 		event_base_loop(base, EVLOOP_ONCE);
 		pool_worker_info(pool, 0, &info);
@@ -732,7 +740,7 @@ START_TEST(test_no_job_before_a_worker_is_ready)
 	struct pool_ring	*pr;
 	struct ring		*r;
 
-	pool = pool_new(base, cat, 1, 30000, 256 << 20, NULL, NULL);
+	pool = pool_new(base, cat, &budget, 1, 30000, 256 << 20);
 	pool_worker_info(pool, 0, &info);
 	ck_assert_str_eq(info.state, "starting");
 	pr = add_ring("f32", 10, 1, 0, &rec, &r, &ds);
@@ -815,8 +823,8 @@ START_TEST(test_removed_ring_released_when_its_running_job_is_done)
 END_TEST
 
 /*
- * pool_settle() (a new session attaching) waits for a removed ring's
- * running job, so its memory is released before a new ring is made.
+ * pool_settling() says a removed ring's job still runs, until it ends and
+ * the ring's memory is released (what an Attach waits for on the loop).
  */
 START_TEST(test_settle_releases_removed_rings)
 {
@@ -831,7 +839,8 @@ START_TEST(test_settle_releases_removed_rings)
 	ck_assert_uint_eq(busy_workers(), 1);
 	pool_remove_ring(pr, r, true);
 	ck_assert_uint_gt(budget.used, 0);
-	pool_settle(pool);
+	ck_assert(pool_settling(pool));
+	ck_assert(run_until(pred_not_settling, NULL));
 	ring_budget_settle(&budget);		/* its pages punched out */
 	ck_assert_uint_eq(budget.used, 0);
 	ck_assert(pool_idle(pool));
@@ -1127,6 +1136,38 @@ pred_one(const void *arg)
 }
 
 /*
+ * A ring whose dataset is not the one the workers have (the fork server
+ * opened its own catalogue at a reload, and the file changed in between;
+ * here the daemon's copy says one sample more): its jobs fail, saying so,
+ * and nothing is read from the wrong dataset.
+ */
+START_TEST(test_ring_of_a_dataset_unlike_the_workers_fails_saying_so)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct dataset		*daemons;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	uint64_t		 samples;
+
+	pr = add_ring("f32", 4, 1, 0, &rec, &r, &ds);
+	daemons = (struct dataset *)(uintptr_t)ds;
+	samples = daemons->samples;
+	daemons->samples = samples + 1;
+	fill_indices(r, 0, 4, samples);
+	pool_submit(pr, 0, 0, 0, 0, 4, ring_indices(r, 0));
+	ck_assert(run_until(pred_one, &rec));
+	daemons->samples = samples;
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_INTERNAL);
+	ck_assert_msg(strstr(rec.done[0].reason, "the workers' dataset 'f32' "
+	    "is not the daemon's") != NULL, "%s", rec.done[0].reason);
+	ck_assert(slot_is_zero(r, 0));
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/*
  * A file cut while a worker copies a row out of its mapping (20 rows of
  * 20 ms, the file cut 100 ms in): the copy's SIGBUS is caught, the row
  * is a read error that says so, and no worker dies (each busy one used
@@ -1181,7 +1222,6 @@ START_TEST(test_job_sent_again_after_a_queued_map_could_not_be)
 	struct pool_ring	*pr;
 	struct ring		*r;
 	struct rlimit		 rl, low;
-	sigset_t		 chld, old;
 	unsigned		 i;
 	uint64_t		 end;
 
@@ -1191,7 +1231,7 @@ START_TEST(test_job_sent_again_after_a_queued_map_could_not_be)
 		pool_worker_info(pool, i, &info[i]);
 		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
 	}
-	run_for(50);		/* the SIGCHLD of their stops */
+	run_for(50);
 	/* Fill both workers' sockets: the rest waits in their queues. */
 	for (i = 0; i < 500; i++)
 		pool_forget_mem(pool, 1000000 + i);
@@ -1203,19 +1243,13 @@ START_TEST(test_job_sent_again_after_a_queued_map_could_not_be)
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 1);	/* it could not go */
 	/*
-	 * The workers go on, and the SIGCHLD that says so is taken away
-	 * unseen: nothing but the pool's own retry may send the job now.
+	 * The workers go on, which nothing tells the pool (they are the fork
+	 * server's children, and it reports ends only): nothing but the
+	 * pool's own retry may send the job now.
 	 */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	ck_assert_int_eq(sigprocmask(SIG_BLOCK, &chld, &old), 0);
 	for (i = 0; i < WORKERS; i++)
 		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
 	usleep(200000);
-	while (sigtimedwait(&chld, NULL, &(struct timespec){ 0, 0 }) ==
-	    SIGCHLD)
-		;
-	ck_assert_int_eq(sigprocmask(SIG_SETMASK, &old, NULL), 0);
 	end = unit_now_ms() + 3000;
 	while (rec.n == 0 && unit_now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
@@ -1278,6 +1312,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_first_steps_before_second_steps);
 	tcase_add_test(tc, test_removed_ring_released_when_its_running_job_is_done);
 	tcase_add_test(tc, test_settle_releases_removed_rings);
+	tcase_add_test(tc,
+	    test_ring_of_a_dataset_unlike_the_workers_fails_saying_so);
 	tcase_add_test(tc, test_no_job_before_a_worker_is_ready);
 	tcase_add_test(tc, test_unreadable_index_reported_as_read_error);
 	tcase_add_test(tc, test_int64_labels_written_whole);

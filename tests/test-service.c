@@ -173,7 +173,10 @@ START_TEST(serves_on_the_socket_systemd_passes)
 }
 END_TEST
 
-/* Reload: an unchanged dataset's session goes on, a new one appears. */
+/*
+ * Reload: an unchanged dataset's session goes on, a new one appears and
+ * is read by the new workers.
+ */
 START_TEST(sighup_reload_applies_a_good_config)
 {
 	struct infeed		*f, *g;
@@ -228,6 +231,17 @@ START_TEST(sighup_reload_applies_a_good_config)
 	ck_assert_ptr_nonnull(strstr(infeed_error(g), "reloaded"));
 	ck_assert_int_eq(infeed_attach(g, "synthetic", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(g, &st), INFEED_OK);
+	infeed_release(g, &st);
+	/*
+	 * The new dataset is read by workers the fork server forked after it
+	 * opened the new configuration too: the right bytes, not an error.
+	 */
+	ck_assert_int_eq(infeed_detach(g), INFEED_OK);
+	ck_assert_int_eq(infeed_attach(g, "raw-copy", &o, NULL), INFEED_OK);
+	ck_assert_msg(infeed_next(g, &st) == INFEED_OK, "%s", infeed_error(g));
+	for (i = 0; i < 10; i++)
+		ck_assert_int_eq(((const uint8_t *)st.data)[i * RAW_BYTES + 1],
+		    raw_byte(st.indices[i], 1));
 	infeed_free(f);
 	infeed_free(g);
 }

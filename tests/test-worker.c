@@ -82,8 +82,7 @@ setup(void)
 	ck_assert_ptr_nonnull(ds = catalogue_find(cat, "u8", &index));
 	ck_assert_uint_eq(index, 0);
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
-	ring_budget_init(&budget, conf->memory_budget, conf->path, 0, NULL,
-	    NULL);
+	ring_budget_init(&budget, conf->memory_budget, conf->path, 0);
 	ring = ring_new(&budget, ROWS, tf.out_sample_bytes, INFEED_DTYPE_INT32,
 	    SLOTS, &owner, &cause);
 	ck_assert_msg(ring != NULL, "ring_new: %s", cause);
@@ -99,7 +98,7 @@ static void
 start_worker(void)
 {
 	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
-	struct worker_conf	 wc = { beat, 64 << 20 };
+	struct worker_conf	 wc = { getpid(), beat, 64 << 20 };
 	struct worker_msg	 m;
 	sigset_t		 all, old;
 	size_t			 nfds;
@@ -167,6 +166,10 @@ send_map(void)
 	m.ring.mem_id = ring->mem->id;
 	m.ring.mem_bytes = ring->mem->bytes;
 	m.ring.dataset_index = 0;
+	/* The worker checks the catalogue's dataset is the pool's. */
+	snprintf(m.ring.dataset, sizeof(m.ring.dataset), "%s", ds->name);
+	m.ring.samples = ds->samples;
+	m.ring.sample_bytes = ds->sample_bytes;
 	m.ring.layout = ring->layout;
 	m.ring.transform = tf;
 	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m),

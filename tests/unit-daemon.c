@@ -173,15 +173,6 @@ unit_add_flaky(struct catalogue *c)
 }
 
 /* Config, catalogue (with "flaky"), budget, event base and pool. */
-/* Memory freed: the workers unmap it, as in the daemon. */
-static void
-unit_forget_mem_cb(void *arg, uint64_t mem_id)
-{
-	(void)arg;
-	if (pool != NULL)
-		pool_forget_mem(pool, mem_id);
-}
-
 /* Run the loop until every worker has said READY (within 15 s). */
 static void
 unit_wait_ready(void)
@@ -211,14 +202,13 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	cat = catalogue_open(conf, NULL);
 	ck_assert_uint_eq(cat->ndatasets, ndatasets);
 	unit_add_flaky(cat);
-	ring_budget_init(&budget, conf->memory_budget, conf->path, 0,
-	    unit_forget_mem_cb, NULL);
+	ring_budget_init(&budget, conf->memory_budget, conf->path, 0);
 	ck_assert_ptr_nonnull(base = event_base_new());
 	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST,
 	    unit_tick_cb, NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
-	pool = pool_new(base, cat, workers, conf->job_timeout_ms,
-	    conf->image_memory_max, NULL, NULL);
+	pool = pool_new(base, cat, &budget, workers, conf->job_timeout_ms,
+	    conf->image_memory_max);
 	unit_wait_ready();
 }
 

@@ -194,8 +194,12 @@ def test_worker_deaths_show_as_restarts_and_reissued_rows(metrics_daemon):
         for step in loader:         # workers busy all the time
             seen.append(step.indices.copy())
             if len(seen) % 20 == 5:
+                # The workers are the children of the fork server.
+                forker = subprocess.run(
+                    ["pgrep", "-d,", "-P", str(d.proc.pid)],
+                    capture_output=True, text=True).stdout.strip()
                 workers = subprocess.run(
-                    ["pgrep", "-P", str(d.proc.pid)], capture_output=True,
+                    ["pgrep", "-P", forker], capture_output=True,
                     text=True).stdout.split()
                 for pid in workers:
                     os.kill(int(pid), 9)

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fork server (see forker.h): the daemon's side, which asks and
+ * listens, and the fork server's own loop, which forks, reaps and
+ * reports.  The fork server is single-threaded and blocks in poll() on
+ * its socket and a signalfd of SIGCHLD; the daemon never blocks on it
+ * but at start-up and shutdown.
+ */
+
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "forker.h"
+#include "log.h"
+#include "wire.h"
+#include "xmalloc.h"
+
+struct forker {
+	pid_t	pid;
+	int	fd;
+};
+
+/* What the fork server knows of one worker it forked. */
+struct forker_child {
+	pid_t		pid;
+	unsigned	idx;
+};
+
+/* The fork server's state, in its own process. */
+struct forker_server {
+	struct catalogue	*cat;		/* the daemon's, then reloaded */
+	struct config		*conf;		/* a reload's, or NULL */
+	struct worker_beat	*beats;
+	int			 sock;
+	int			 sigfd;
+	sigset_t		 mask;		/* the daemon's, for workers */
+	struct forker_child	*children;
+	size_t			 nchildren;
+};
+
+/* Send @m, with @fd (-1: none) as SCM_RIGHTS. */
+static int
+forker_send(int sock, const struct forker_msg *m, int fd)
+{
+	return (wire_send_fds(sock, m, sizeof(*m), &fd, fd != -1) ==
+	    (ssize_t)sizeof(*m) ? 0 : -1);
+}
+
+/*
+ * Receive one message and at most one descriptor.  Return: 1, 0 when
+ * nothing waits, -1 at EOF, on error or for a message that is not one
+ * (short, or with its descriptors cut: MSG_CTRUNC).
+ */
+static int
+forker_recv_on(int sock, struct forker_msg *m, int *fd)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	struct msghdr	 msg;
+	struct iovec	 iov;
+	struct cmsghdr	*cmsg;
+	ssize_t		 n;
+
+	*fd = -1;
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = m;
+	iov.iov_len = sizeof(*m);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf.buf;
+	msg.msg_controllen = sizeof(cbuf.buf);
+	do {
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	} while (n == -1 && errno == EINTR);
+	if (n == -1 && errno == EAGAIN)
+		return (0);
+	for (cmsg = CMSG_FIRSTHDR(&msg); n > 0 && cmsg != NULL;
+	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+		if (cmsg->cmsg_level == SOL_SOCKET &&
+		    cmsg->cmsg_type == SCM_RIGHTS &&
+		    cmsg->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
+	}
+	if (n != (ssize_t)sizeof(*m) || (msg.msg_flags & MSG_CTRUNC) != 0) {
+		if (*fd != -1)
+			close(*fd);
+		*fd = -1;
+		return (-1);
+	}
+	m->path[sizeof(m->path) - 1] = '\0';
+	return (1);
+}
+
+/* In the fork server: fork worker @idx and hand its socket back. */
+static void
+forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
+{
+	struct forker_msg	 m;
+	struct worker_conf	 wc;
+	sigset_t		 all, old;
+	pid_t			 pid;
+	int			 sv[2];
+
+	memset(&m, 0, sizeof(m));
+	m.idx = req->idx;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+		m.type = FORKER_MSG_FAILED;
+		m.status = errno;
+		(void)forker_send(fs->sock, &m, -1);
+		return;
+	}
+	/* The child sets its own dispositions before it takes a signal. */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	if ((pid = fork()) == 0) {
+		close(sv[0]);
+		close(fs->sock);
+		close(fs->sigfd);
+		wc.parent = getppid();
+		wc.beat = &fs->beats[req->idx];
+		wc.image_memory_max = req->image_memory_max;
+		worker_main(fs->cat, sv[1], &fs->mask, &wc);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(sv[1]);
+	if (pid == -1) {
+		m.type = FORKER_MSG_FAILED;
+		m.status = errno;
+		close(sv[0]);
+		(void)forker_send(fs->sock, &m, -1);
+		return;
+	}
+	fs->children = xreallocarray(fs->children, fs->nchildren + 1,
+	    sizeof(*fs->children));
+	fs->children[fs->nchildren].pid = pid;
+	fs->children[fs->nchildren++].idx = req->idx;
+	m.type = FORKER_MSG_SPAWNED;
+	m.pid = pid;
+	(void)forker_send(fs->sock, &m, sv[0]);
+	close(sv[0]);
+}
+
+/* In the fork server: forget child @i. */
+static void
+forker_child_gone(struct forker_server *fs, size_t i)
+{
+	fs->children[i] = fs->children[--fs->nchildren];
+}
+
+/* In the fork server: reap the workers that ended and report them. */
+static void
+forker_reap(struct forker_server *fs)
+{
+	struct forker_msg	m;
+	pid_t			pid;
+	size_t			i;
+	int			status;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (i = 0; i < fs->nchildren; i++) {
+			if (fs->children[i].pid == pid)
+				break;
+		}
+		if (i == fs->nchildren)
+			continue;
+		memset(&m, 0, sizeof(m));
+		m.type = FORKER_MSG_EXITED;
+		m.idx = fs->children[i].idx;
+		m.pid = pid;
+		m.status = status;
+		forker_child_gone(fs, i);
+		(void)forker_send(fs->sock, &m, -1);
+	}
+}
+
+/*
+ * In the fork server: open the catalogue of the configuration at @path
+ * as the daemon did, taking over the datasets whose sections did not
+ * change; a configuration it cannot read leaves the catalogue as it was
+ * (the workers check each ring's dataset against the daemon's).
+ */
+static void
+forker_reload_catalogue(struct forker_server *fs, const char *path)
+{
+	struct config		*conf;
+	struct catalogue	*cat;
+	char			*cause = NULL;
+
+	if ((conf = config_load(path, &cause)) == NULL) {
+		log_warnx("fork server: reload: %s; new workers read the "
+		    "datasets as they were", cause);
+		free(cause);
+		return;
+	}
+	/* The old one is this process's copy: the daemon's is its own. */
+	cat = catalogue_open(conf, fs->cat);
+	catalogue_free(fs->cat);
+	config_free(fs->conf);
+	fs->cat = cat;
+	fs->conf = conf;
+}
+
+/*
+ * In the fork server, the daemon gone: give the workers (told to stop by
+ * the daemon, or left without it) FORKER_STOP_MS, then kill those left.
+ */
+static void __attribute__((noreturn))
+forker_exit(struct forker_server *fs)
+{
+	struct timespec	 pause = { 0, 10 * 1000 * 1000 };
+	unsigned	 ms;
+	size_t		 i;
+	pid_t		 pid;
+
+	for (i = 0; i < fs->nchildren; i++)
+		kill(fs->children[i].pid, SIGTERM);
+	for (ms = 0; fs->nchildren > 0 && ms < FORKER_STOP_MS; ms += 10) {
+		while ((pid = waitpid(-1, NULL, WNOHANG)) > 0) {
+			for (i = 0; i < fs->nchildren; i++) {
+				if (fs->children[i].pid == pid) {
+					forker_child_gone(fs, i);
+					break;
+				}
+			}
+		}
+		if (fs->nchildren > 0)
+			nanosleep(&pause, NULL);
+	}
+	for (i = 0; i < fs->nchildren; i++) {
+		log_warnx("worker %u (pid %d) did not stop within %d ms of "
+		    "SIGTERM; killing it", fs->children[i].idx,
+		    (int)fs->children[i].pid, FORKER_STOP_MS);
+		kill(fs->children[i].pid, SIGKILL);
+		waitpid(fs->children[i].pid, NULL, 0);
+	}
+	_exit(0);
+}
+
+/* The fork server: fork, reap and report until the daemon goes. */
+static void __attribute__((noreturn))
+forker_main(struct forker_server *fs, pid_t daemon_pid)
+{
+	struct pollfd		pfd[2];
+	struct forker_msg	m;
+	sigset_t		chld;
+	int			fd, rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != daemon_pid)	/* gone before the line above */
+		_exit(0);
+	prctl(PR_SET_NAME, "infeedd-forker");
+	/* Stopped by the daemon (EOF), not by a signal to the service's group. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGCHLD, SIG_DFL);
+	log_init("infeedd-forker", 0);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if ((fs->sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) ==
+	    -1)
+		fatal("fork server: signalfd");
+	/* Every signal was blocked across the fork; SIGCHLD stays so. */
+	sigprocmask(SIG_SETMASK, &fs->mask, NULL);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	for (;;) {
+		pfd[0].fd = fs->sock;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = fs->sigfd;
+		pfd[1].events = POLLIN;
+		if (poll(pfd, 2, -1) == -1) {
+			if (errno == EINTR)
+				continue;
+			fatal("fork server: poll");
+		}
+		if (pfd[1].revents != 0) {
+			struct signalfd_siginfo	si;
+
+			while (read(fs->sigfd, &si, sizeof(si)) > 0)
+				;
+			forker_reap(fs);
+		}
+		if (pfd[0].revents == 0)
+			continue;
+		while ((rc = forker_recv_on(fs->sock, &m, &fd)) == 1) {
+			if (fd != -1)
+				close(fd);
+			if (m.type == FORKER_MSG_SPAWN)
+				forker_spawn_worker(fs, &m);
+			else if (m.type == FORKER_MSG_RELOAD)
+				forker_reload_catalogue(fs, m.path);
+		}
+		if (rc == -1)
+			forker_exit(fs);
+	}
+}
+
+/* Fork the fork server, before any client. */
+struct forker *
+forker_start(const struct catalogue *cat, struct worker_beat *beats)
+{
+	struct forker_server	 fs;
+	struct forker		*f;
+	sigset_t		 all, old;
+	pid_t			 self = getpid();
+	int			 sv[2], flags;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
+		fatal("fork server: socketpair");
+	/* No handler of the daemon's may run in it: signals wait. */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	f = xcalloc(1, sizeof(*f));
+	switch ((f->pid = fork())) {
+	case -1:
+		fatal("cannot fork the fork server");
+	case 0:
+		close(sv[0]);
+		memset(&fs, 0, sizeof(fs));
+		fs.cat = (struct catalogue *)(uintptr_t)cat;	/* a copy */
+		fs.beats = beats;
+		fs.sock = sv[1];
+		fs.sigfd = -1;
+		fs.mask = old;
+		forker_main(&fs, self);
+	default:
+		break;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(sv[1]);
+	f->fd = sv[0];
+	if ((flags = fcntl(f->fd, F_GETFL)) == -1 ||
+	    fcntl(f->fd, F_SETFL, flags | O_NONBLOCK) == -1)
+		fatal("fork server: O_NONBLOCK");
+	log_debug("fork server started, pid %d", (int)f->pid);
+	return (f);
+}
+
+/* The daemon's end of the socket. */
+int
+forker_fd(const struct forker *f)
+{
+	return (f->fd);
+}
+
+/* The fork server's pid. */
+pid_t
+forker_pid(const struct forker *f)
+{
+	return (f->pid);
+}
+
+/* Ask for worker @idx. */
+int
+forker_spawn(struct forker *f, unsigned idx, uint64_t image_memory_max)
+{
+	struct forker_msg	m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = FORKER_MSG_SPAWN;
+	m.idx = idx;
+	m.image_memory_max = image_memory_max;
+	return (forker_send(f->fd, &m, -1));
+}
+
+/* New workers read the catalogue of @path. */
+int
+forker_reload(struct forker *f, const char *path)
+{
+	struct forker_msg	m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = FORKER_MSG_RELOAD;
+	if (strlen(path) >= sizeof(m.path)) {
+		errno = ENAMETOOLONG;
+		return (-1);
+	}
+	strcpy(m.path, path);
+	return (forker_send(f->fd, &m, -1));
+}
+
+/* The fork server's next message. */
+int
+forker_recv(struct forker *f, struct forker_msg *m, int *fd)
+{
+	return (forker_recv_on(f->fd, m, fd));
+}
+
+/* Wait for a message. */
+int
+forker_wait(struct forker *f, int ms)
+{
+	struct pollfd	pfd = { f->fd, POLLIN, 0 };
+	int		rc;
+
+	do {
+		rc = poll(&pfd, 1, ms);
+	} while (rc == -1 && errno == EINTR);
+	return (rc > 0);
+}
+
+/* Close the socket and wait for the fork server to go. */
+void
+forker_stop(struct forker *f)
+{
+	if (f == NULL)
+		return;
+	close(f->fd);
+	while (waitpid(f->pid, NULL, 0) == -1 && errno == EINTR)
+		;
+	free(f);
+}
