@@ -62,48 +62,37 @@ forker_send(int sock, const struct forker_msg *m, int fd)
 }
 
 /*
- * Receive one message and at most one descriptor.  Return: 1, 0 when
- * nothing waits, -1 at EOF, on error or for a message that is not one
- * (short, or with its descriptors cut: MSG_CTRUNC).
+ * Receive one message and at most one descriptor, through the receive
+ * every daemon socket shares (wire_recv_fds(): cut ancillary data, a
+ * surplus descriptor or a cut record refused, what came closed).  Return:
+ * 1, 0 when nothing waits, -1 at EOF, on error or for a message that is
+ * not one.
  */
 static int
 forker_recv_on(int sock, struct forker_msg *m, int *fd)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cbuf;
-	struct msghdr	 msg;
-	struct iovec	 iov;
-	struct cmsghdr	*cmsg;
-	ssize_t		 n;
+	struct pollfd	pfd = { sock, POLLIN, 0 };
+	size_t		nfds;
+	ssize_t		n;
+	int		rc;
 
 	*fd = -1;
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = m;
-	iov.iov_len = sizeof(*m);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf.buf;
-	msg.msg_controllen = sizeof(cbuf.buf);
-	do {
-		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	} while (n == -1 && errno == EINTR);
+	/* Never block: a record is there whole, or nothing is. */
+	while ((rc = poll(&pfd, 1, 0)) == -1 && errno == EINTR)
+		;
+	if (rc == 0)
+		return (0);
+	n = wire_recv_fds(sock, m, sizeof(*m), fd, 1, &nfds);
 	if (n == -1 && errno == EAGAIN)
 		return (0);
-	for (cmsg = CMSG_FIRSTHDR(&msg); n > 0 && cmsg != NULL;
-	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-		if (cmsg->cmsg_level == SOL_SOCKET &&
-		    cmsg->cmsg_type == SCM_RIGHTS &&
-		    cmsg->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
-	}
-	if (n != (ssize_t)sizeof(*m) || (msg.msg_flags & MSG_CTRUNC) != 0) {
-		if (*fd != -1)
+	if (n != (ssize_t)sizeof(*m)) {
+		if (n > 0 && nfds > 0)
 			close(*fd);
 		*fd = -1;
 		return (-1);
 	}
+	if (nfds == 0)
+		*fd = -1;
 	m->path[sizeof(m->path) - 1] = '\0';
 	return (1);
 }
