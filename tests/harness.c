@@ -4,6 +4,7 @@
  * with small dataset files and a catalogue, the real infeedd started on a
  * private socket in it, and raw-socket helpers for frames that libinfeed
  * would never send.  $INFEEDD names the daemon binary (meson sets it).
+ * The programs' main() runs their suite with runner.c's run_suite().
  */
 
 #include <sys/socket.h>
@@ -211,20 +212,6 @@ setup(void)
 {
 	make_files(NULL);
 	daemon_start(NULL);
-}
-
-/* Run a suite's tests (Check's CK_* variables apply); the exit status. */
-int
-run_suite(Suite *s)
-{
-	SRunner	*sr = srunner_create(s);
-	int	 nfailed;
-
-	signal(SIGPIPE, SIG_IGN);
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 
 /* Stop the daemon and clean up. */

@@ -13,6 +13,7 @@
 #include <check.h>
 
 #include "infeed.h"
+#include "runner.h"
 #include "wire.h"
 
 #define RAW_N		1000
@@ -36,7 +37,6 @@ int		 daemon_stop(void);
 void		 rm_dir(void);
 void		 make_files(const char *extra);
 void		 setup(void);
-int		 run_suite(Suite *);
 void		 teardown(void);
 struct infeed	*client(void);
 int		 raw_connect(void);

@@ -20,6 +20,7 @@
 
 #include <check.h>
 
+#include "runner.h"
 #include "wire.h"
 
 #define SMALL_CAP	(128 * 1024)	/* "nothing big was allocated" */
@@ -854,12 +855,5 @@ wire_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfailed;
-
-	sr = srunner_create(wire_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(wire_suite()));
 }

@@ -30,6 +30,7 @@
 
 #include "log.h"
 #include "ring.h"
+#include "runner.h"
 
 #define KiB	(UINT64_C(1) << 10)
 #define MiB	(UINT64_C(1) << 20)
@@ -1233,13 +1234,6 @@ ring_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfailed;
-
 	log_init("test-ring", -1);
-	sr = srunner_create(ring_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(ring_suite()));
 }

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "paths.h"
+#include "runner.h"
 
 static char	rundir[PATH_MAX];	/* made by main() */
 static char	conf_file[PATH_MAX];	/* the test's configuration */
@@ -566,21 +567,6 @@ config_suite(void)
 int
 main(void)
 {
-	SRunner		*sr;
-	const char	*tmp;
-	int		 nfailed;
-
-	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	snprintf(rundir, sizeof rundir, "%s/test-config.XXXXXX", tmp);
-	if (mkdtemp(rundir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
-		return (EXIT_FAILURE);
-	}
-	sr = srunner_create(config_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	rmdir(rundir);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite_in_dir(config_suite(), "test-config", rundir,
+	    sizeof(rundir)));
 }

@@ -21,6 +21,7 @@
 
 #include "catalogue.h"
 #include "log.h"
+#include "runner.h"
 
 static char	rundir[PATH_MAX];	/* made by main() */
 static char	conf_file[PATH_MAX + 32];
@@ -63,6 +64,7 @@ conf_load(const char *text)
 	FILE		*f;
 	char		*cause = NULL;
 
+	snprintf(conf_file, sizeof conf_file, "%s/infeedd.conf", rundir);
 	ck_assert_ptr_nonnull(f = fopen(conf_file, "w"));
 	ck_assert_int_ge(fputs(text, f), 0);
 	ck_assert_int_eq(fclose(f), 0);
@@ -323,23 +325,6 @@ catalogue_suite(void)
 int
 main(void)
 {
-	SRunner		*sr;
-	const char	*tmp;
-	int		 nfailed;
-
-	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	snprintf(rundir, sizeof rundir, "%s/test-catalogue.XXXXXX", tmp);
-	if (mkdtemp(rundir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
-		return (EXIT_FAILURE);
-	}
-	snprintf(conf_file, sizeof conf_file, "%s/infeedd.conf", rundir);
-	sr = srunner_create(catalogue_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	unlink(conf_file);
-	rmdir(rundir);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite_in_dir(catalogue_suite(), "test-catalogue", rundir,
+	    sizeof(rundir)));
 }

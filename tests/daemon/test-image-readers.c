@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -26,20 +25,10 @@
 
 #include "braces.h"
 #include "dataset.h"
+#include "runner.h"
 
 static char	rundir[PATH_MAX];	/* made by main() */
 static char	tmpdir[PATH_MAX];	/* made for each test */
-
-/* Remove one entry of a tree. */
-static int
-rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return (0);
-}
 
 /* A fresh directory for the test's files. */
 static void
@@ -57,7 +46,7 @@ static void
 teardown(void)
 {
 	chmod(tmpdir, 0700);
-	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tree(tmpdir);
 }
 
 /* Path of @rel in the test's directory; eight in use at once. */
@@ -1222,21 +1211,6 @@ image_readers_suite(void)
 int
 main(void)
 {
-	SRunner		*sr;
-	const char	*tmp;
-	int		 nfailed;
-
-	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	snprintf(rundir, sizeof rundir, "%s/test-image-readers.XXXXXX", tmp);
-	if (mkdtemp(rundir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
-		return (EXIT_FAILURE);
-	}
-	sr = srunner_create(image_readers_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	nftw(rundir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite_in_dir(image_readers_suite(), "test-image-readers", rundir,
+	    sizeof(rundir)));
 }

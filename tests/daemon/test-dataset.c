@@ -13,7 +13,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -27,6 +26,7 @@
 #include <zlib.h>
 
 #include "dataset.h"
+#include "runner.h"
 
 #define FASHION_DIR	"/usr/share/datasets/fashion-mnist"
 
@@ -1710,38 +1710,10 @@ dataset_suite(void)
 	return (s);
 }
 
-/* Remove one entry of the run's directory tree. */
-static int
-rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return (0);
-}
-
 /* Run every test in a directory of its own, then remove it. */
 int
 main(void)
 {
-	SRunner		*sr;
-	const char	*tmp;
-	int		 nfailed;
-
-	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	snprintf(rundir, sizeof rundir, "%s/test-dataset.XXXXXX", tmp);
-	if (mkdtemp(rundir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
-		return (EXIT_FAILURE);
-	}
-
-	sr = srunner_create(dataset_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-
-	nftw(rundir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite_in_dir(dataset_suite(), "test-dataset", rundir,
+	    sizeof(rundir)));
 }

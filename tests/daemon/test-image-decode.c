@@ -22,6 +22,7 @@
 
 #include "image-bombs.h"
 #include "image-decode.h"
+#include "runner.h"
 
 #define MAX_FIXTURES	64
 #define PAD		7	/* bytes after each row, left untouched */
@@ -509,13 +510,6 @@ image_decode_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfailed;
-
 	load_fixtures();
-	sr = srunner_create(image_decode_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(image_decode_suite()));
 }

@@ -24,7 +24,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -427,20 +426,6 @@ START_TEST(test_log_injection)
 }
 END_TEST
 
-/* nftw's callback for rm_tree(): remove, never follow. */
-static int
-rm_tree_cb(const char *path, const struct stat *st, int flag,
-    struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return (0);
-}
-
 /* Remove @rel under the test's directory, symlinks unfollowed. */
 static void
 rm_tree(const char *rel)
@@ -448,7 +433,7 @@ rm_tree(const char *rel)
 	char	path[600];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	nftw(path, rm_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tree(path);
 }
 
 /* Copy fixture @name of tests/images to @rel under the test's directory. */

@@ -19,6 +19,7 @@
 
 #include <check.h>
 
+#include "runner.h"
 #include "sampler.h"
 #include "splitmix64.h"
 
@@ -1329,12 +1330,5 @@ sampler_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfailed;
-
-	sr = srunner_create(sampler_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(sampler_suite()));
 }

@@ -27,6 +27,7 @@
 
 #include "lr-schedule.h"
 #include "model.h"
+#include "runner.h"
 #include "splitmix64.h"
 
 
@@ -1341,17 +1342,10 @@ model_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfailed;
-
 	/*
 	 * These matrices are small: a second OpenBLAS thread only spins,
 	 * which costs a lot when the tests run in parallel.
 	 */
 	openblas_set_num_threads(1);
-	sr = srunner_create(model_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(model_suite()));
 }

@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -44,6 +43,7 @@
 #include "log.h"
 #include "pool.h"
 #include "ring.h"
+#include "runner.h"
 #include "sampler.h"
 #include "session.h"
 
@@ -144,17 +144,6 @@ setup(void)
 	nev = 0;
 }
 
-/* Remove one entry of a directory tree. */
-static int
-rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return (0);
-}
-
 /* End the session, stop the workers and free what the test left. */
 static void
 teardown(void)
@@ -175,7 +164,7 @@ teardown(void)
 	sampler_clear(&smp);
 	free(cause);
 	cause = NULL;
-	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tree(tmpdir);
 }
 
 /* Record one event. */
@@ -886,25 +875,7 @@ session_suite(void)
 int
 main(void)
 {
-	SRunner		*sr;
-	const char	*tmp;
-	int		 nfailed;
-
-	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	snprintf(rundir, sizeof(rundir), "%s/test-session.XXXXXX", tmp);
-	if (mkdtemp(rundir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
-		return (EXIT_FAILURE);
-	}
 	log_init("test-session", getenv("TEST_VERBOSE") != NULL ? 1 : -1);
-	signal(SIGPIPE, SIG_IGN);
-
-	sr = srunner_create(session_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-
-	nftw(rundir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite_in_dir(session_suite(), "test-session", rundir,
+	    sizeof(rundir)));
 }

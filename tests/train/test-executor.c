@@ -13,6 +13,7 @@
 
 #include "executor.h"
 #include "outputs.h"
+#include "runner.h"
 
 /* Deterministic step data: n rows of 1x28x28 and labels. */
 static void make_step(size_t n, float **data, int32_t **labels)
@@ -553,11 +554,5 @@ static Suite *executor_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(executor_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_suite(executor_suite());
 }

@@ -95,13 +95,13 @@ static const struct {
 	{ "not-found-reloaded", 1 },
 	{ "memory-budget", 1 },
 	{ "reply-too-large", 1 },
-	{ "attach-busy", 0 },		/* tests/test-attach.c (FUSE) */
+	{ "attach-busy", 0 },		/* tests/daemon/test-attach.c (FUSE) */
 	{ "max-clients", 1 },		/* the max-clients case */
 	{ "permission-denied", 1 },
 	{ "data", 1 },
 	{ "data-files", 1 },
 	{ "internal-workers", 0 },	/* test-session, test-pool */
-	{ "data-files-timeout", 0 },	/* tests/test-attach.c (FUSE) */
+	{ "data-files-timeout", 0 },	/* tests/daemon/test-attach.c (FUSE) */
 	{ "internal", 0 },		/* a failing dup() in the daemon */
 };
 
@@ -590,7 +590,7 @@ START_TEST(test_doc_error_table)
 		    k++)
 			found |= strcmp(cases[k].id, e->id) == 0;
 		ck_assert_msg(found, "case %s of the error table has no test "
-		    "in tests/test-protocol.c", e->id);
+		    "in tests/proto/test-protocol.c", e->id);
 	}
 	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
 		(void)doc_error_find(cases[k].id);

@@ -15,6 +15,7 @@
 #include <check.h>
 
 #include "image-transform.h"
+#include "runner.h"
 #include "splitmix64.h"
 
 static const char *const imagenet_train = "RandomResizedCrop(224, "
@@ -417,11 +418,5 @@ image_transform_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(image_transform_suite());
-	int	 failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(image_transform_suite()));
 }

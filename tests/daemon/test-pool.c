@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -41,6 +40,7 @@
 #include "log.h"
 #include "pool.h"
 #include "ring.h"
+#include "runner.h"
 #include "transform.h"
 
 #define WORKERS		2
@@ -153,17 +153,6 @@ setup(void)
 	unit_daemon_start(path, 4, WORKERS);
 }
 
-/* Remove one entry of a directory tree. */
-static int
-rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return (0);
-}
-
 /* Stop the workers and free everything the test left. */
 static void
 teardown(void)
@@ -171,7 +160,7 @@ teardown(void)
 	unit_daemon_stop();
 	free(cause);
 	cause = NULL;
-	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tree(tmpdir);
 }
 
 /* The ring's callback: record the report. */
@@ -1314,25 +1303,7 @@ pool_suite(void)
 int
 main(void)
 {
-	SRunner		*sr;
-	const char	*tmp;
-	int		 nfailed;
-
-	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-		tmp = "/tmp";
-	snprintf(rundir, sizeof(rundir), "%s/test-pool.XXXXXX", tmp);
-	if (mkdtemp(rundir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", rundir, strerror(errno));
-		return (EXIT_FAILURE);
-	}
 	log_init("test-pool", getenv("TEST_VERBOSE") != NULL ? 1 : -1);
-	signal(SIGPIPE, SIG_IGN);
-
-	sr = srunner_create(pool_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-
-	nftw(rundir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite_in_dir(pool_suite(), "test-pool", rundir,
+	    sizeof(rundir)));
 }

@@ -20,6 +20,7 @@
 #include <check.h>
 
 #include "costmodel.h"
+#include "runner.h"
 #include "schedule.h"
 #include "trace.h"
 
@@ -1401,12 +1402,5 @@ schedule_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfailed;
-
-	sr = srunner_create(schedule_suite());
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (run_suite(schedule_suite()));
 }
