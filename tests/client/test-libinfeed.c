@@ -540,12 +540,12 @@ START_TEST(test_next_timeout_keeps_the_next_outstanding)
 
 	ck_assert_int_eq(infeed_next(f, &a), INFEED_OK);
 	ck_assert_uint_eq(a.step, 0);
-	kill(daemon_pid, SIGSTOP);
+	kill(infeedd_pid, SIGSTOP);
 	ck_assert_int_eq(infeed_next_timeout(f, &b, 0), INFEED_TIMEOUT);
 	ck_assert_int_eq(infeed_next_timeout(f, &b, 50), INFEED_TIMEOUT);
 	/* A release while the Next waits. */
 	ck_assert_int_eq(infeed_release(f, &a), INFEED_OK);
-	kill(daemon_pid, SIGCONT);
+	kill(infeedd_pid, SIGCONT);
 	while ((r = infeed_next_timeout(f, &b, 100)) == INFEED_TIMEOUT)
 		;
 	ck_assert_int_eq(r, INFEED_OK);
@@ -574,10 +574,10 @@ START_TEST(test_next_timeout_returns_on_a_signal)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = alarm_cb;	/* no SA_RESTART, as Python's */
 	sigaction(SIGALRM, &sa, NULL);
-	kill(daemon_pid, SIGSTOP);
+	kill(infeedd_pid, SIGSTOP);
 	ualarm(100000, 0);
 	ck_assert_int_eq(infeed_next_timeout(f, &st, 30000), INFEED_TIMEOUT);
-	kill(daemon_pid, SIGCONT);
+	kill(infeedd_pid, SIGCONT);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	ck_assert_uint_eq(st.step, 0);
 	infeed_free(f);
@@ -591,9 +591,9 @@ START_TEST(test_detach_with_a_next_outstanding)
 	struct infeed_options	 o;
 	struct infeed_step	 st;
 
-	kill(daemon_pid, SIGSTOP);
+	kill(infeedd_pid, SIGSTOP);
 	ck_assert_int_eq(infeed_next_timeout(f, &st, 20), INFEED_TIMEOUT);
-	kill(daemon_pid, SIGCONT);
+	kill(infeedd_pid, SIGCONT);
 	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
 	infeed_options_init(&o);
 	o.batch_size = 100;

@@ -462,7 +462,7 @@ START_TEST(blocking_file_times_out_others_served)
 	 * is answered or aborted (a read a FUSE server took cannot be
 	 * interrupted), which the server's end does here.
 	 */
-	kill(daemon_pid, SIGTERM);
+	kill(infeedd_pid, SIGTERM);
 	for (t0 = now_ms(); now_ms() - t0 < 5000; usleep(10000)) {
 		read_log(log, sizeof(log));
 		if (strstr(log, "info: stopped") != NULL)
@@ -472,8 +472,8 @@ START_TEST(blocking_file_times_out_others_served)
 	    "stop in 5 s");
 	close(fd);
 	fuse_stop(&fs);
-	ck_assert_int_eq(waitpid(daemon_pid, &status, 0), daemon_pid);
-	daemon_pid = -1;
+	ck_assert_int_eq(waitpid(infeedd_pid, &status, 0), infeedd_pid);
+	infeedd_pid = -1;
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	    "infeedd exited with status %d", status);
 	free(data);
@@ -554,7 +554,7 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 	}
 	ck_assert_int_ne(fd = open(fs.path, O_RDONLY), -1);
 	bystander_start(&b);
-	before = count_fds(daemon_pid);
+	before = count_fds(infeedd_pid);
 	sock = raw_attach_fd(&in, fd);
 	usleep(300000);			/* its thread is in the read now */
 	close(sock);
@@ -566,7 +566,7 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 	infeed__frame__free_unpacked(st, NULL);
 	fuse_release(&fs);
 	for (tries = 0; tries < 300; tries++) {
-		if ((after = count_fds(daemon_pid)) == before)
+		if ((after = count_fds(infeedd_pid)) == before)
 			break;
 		usleep(10000);
 	}
@@ -680,11 +680,11 @@ START_TEST(settling_attaches_do_not_block_the_loop)
 	uint64_t		 until;
 	int			 i, k, status;
 
-	ck_assert_int_eq(daemon_stop(), 0);
+	ck_assert_int_eq(infeedd_stop(), 0);
 	make_config("[dataset slow]\ntype = synthetic\nsamples = 100000\n"
 	    "shape = 4\ndtype = float32\nclasses = 10\nseed = 1\n"
 	    "sample_delay_us = 5000\n");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	bystander_start(&b);
 	for (i = 0; i < 6; i++) {
 		pid[i] = fork();
@@ -780,14 +780,14 @@ START_TEST(many_groups_and_a_slow_group_database)
 	if (!fuse_start(&fs, (const uint8_t *)group, ng))
 		return;
 	/* A daemon in this mount namespace, which sees the files below. */
-	ck_assert_int_eq(daemon_stop(), 0);
+	ck_assert_int_eq(infeedd_stop(), 0);
 	write_file(tpath("passwd"), passwd, np);
 	write_file(tpath("group"), group, ng);
 	bind_over(tpath("passwd"), "/etc/passwd");
 	bind_over(tpath("group"), "/etc/group");
 	make_config("[dataset private]\ntype = synthetic\nsamples = 100\n"
 	    "shape = 4\nallow_groups = infg299\n");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	ck_assert_int_eq(chmod(dir, 0755), 0);
 	ck_assert_int_eq(chmod(sock_path, 0666), 0);
 	bystander_start(&b);

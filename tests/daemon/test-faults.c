@@ -68,7 +68,7 @@ worker_pids(pid_t *out, int max)
 			continue;
 		if (fgets(buf, sizeof(buf), fp) != NULL &&
 		    (p = strrchr(buf, ')')) != NULL &&
-		    sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == daemon_pid)
+		    sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == infeedd_pid)
 			out[n++] = (pid_t)atoi(de->d_name);
 		fclose(fp);
 	}
@@ -80,9 +80,9 @@ worker_pids(pid_t *out, int max)
 static void
 restart(const char *extra, const char *workers)
 {
-	daemon_stop();
+	infeedd_stop();
 	make_config(extra);
-	daemon_start(workers);
+	infeedd_start(workers);
 }
 
 /* In a child: take @steps steps of @dataset; exit 0 only if all came. */
@@ -271,7 +271,7 @@ END_TEST
  */
 START_TEST(test_sigterm_with_stuck_worker)
 {
-	pid_t		 w[4], d = daemon_pid;
+	pid_t		 w[4], d = infeedd_pid;
 	char		 log[65536];
 	uint64_t	 deadline;
 	int		 status = -1, st;
@@ -293,11 +293,11 @@ START_TEST(test_sigterm_with_stuck_worker)
 		kill(w[0], SIGKILL);
 		kill(d, SIGKILL);
 		waitpid(d, NULL, 0);
-		daemon_pid = -1;
+		infeedd_pid = -1;
 		ck_abort_msg("infeedd did not stop within 8 s of SIGTERM with "
 		    "a stuck worker");
 	}
-	daemon_pid = -1;
+	infeedd_pid = -1;
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	read_log(log, sizeof(log));
 	ck_assert_msg(strstr(log, "did not stop within 2000 ms of SIGTERM; "
@@ -313,7 +313,7 @@ daemon_rss_kib(void)
 	FILE	*fp;
 	long	kib = -1;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)daemon_pid);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)infeedd_pid);
 	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
 	while (fgets(line, sizeof(line), fp) != NULL) {
 		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
@@ -514,9 +514,9 @@ START_TEST(test_imagefolder_links_stay_inside_root)
 	    "[dataset leaky]\ntype = imagefolder\nroot = %s/leaky\n\n"
 	    "[dataset closed]\ntype = imagefolder\nroot = %s/closed\n"
 	    "allow_groups = root\n\n", dir, dir, dir);
-	daemon_stop();
+	infeedd_stop();
 	make_config(extra);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	usleep(100000);
 	read_log(log, sizeof(log));
 	ck_assert_msg(strstr(log, "dataset 'leaky' refused") != NULL &&
@@ -570,7 +570,7 @@ START_TEST(test_imagefolder_links_stay_inside_root)
 	bystander_start(&b);
 	usleep(200000);
 	t0 = now_ms();
-	kill(daemon_pid, SIGHUP);
+	kill(infeedd_pid, SIGHUP);
 	for (;;) {
 		read_log(log, sizeof(log));
 		if (strstr(log, "dataset 'diamond' refused") != NULL)
@@ -584,7 +584,7 @@ START_TEST(test_imagefolder_links_stay_inside_root)
 	bystander_assert(&r, 250);
 	ck_assert_ptr_nonnull(strstr(log, "again, reached twice under one "
 	    "class through symlinks"));
-	ck_assert_int_eq(kill(daemon_pid, 0), 0);
+	ck_assert_int_eq(kill(infeedd_pid, 0), 0);
 	rm_tree("imgs");
 	rm_tree("leaky");
 	rm_tree("closed");
@@ -687,9 +687,9 @@ START_TEST(test_metrics_tricklers_bounded)
 	uint16_t		 port;
 	bool			 scraped = false, attached = false;
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("metrics_listen = 127.0.0.1:0");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	usleep(100000);
 	read_log(log, sizeof(log));
 	ck_assert_ptr_nonnull(p = strstr(log, "metrics on http://127.0.0.1:"));
@@ -698,7 +698,7 @@ START_TEST(test_metrics_tricklers_bounded)
 	resp = malloc(1 << 20);
 	scrape(port, resp, 1 << 20);
 	ck_assert_msg(strstr(resp, " 200 ") != NULL, "%s", resp);
-	base = count_fds_of(daemon_pid);
+	base = count_fds_of(infeedd_pid);
 
 	bystander_start(&b);
 	for (i = 0; i < 64; i++) {
@@ -723,7 +723,7 @@ START_TEST(test_metrics_tricklers_bounded)
 		}
 		if (now_ms() - last >= 1000)
 			last = now_ms();
-		if ((n = count_fds_of(daemon_pid)) > worst)
+		if ((n = count_fds_of(infeedd_pid)) > worst)
 			worst = n;
 		if (!scraped && now_ms() - t0 > 2000) {
 			scrape(port, resp, 1 << 20);
@@ -765,7 +765,7 @@ START_TEST(test_metrics_tricklers_bounded)
 	    "with 64 trickling metrics connections, %d before", worst, base);
 	ck_assert(scraped && attached);
 	bystander_assert(&r, 250);
-	ck_assert_int_eq(kill(daemon_pid, 0), 0);
+	ck_assert_int_eq(kill(infeedd_pid, 0), 0);
 }
 END_TEST
 
@@ -787,9 +787,9 @@ START_TEST(test_metrics_out_of_descriptors_pauses)
 	ssize_t		 got;
 	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("max_clients = 1000\nmetrics_listen = 127.0.0.1:0");
-	daemon_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
+	infeedd_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
 	    (char *)bin, (char *)"--config", conf_path, (char *)"--socket",
 	    sock_path, (char *)"--workers", (char *)"2", NULL });
 	for (i = 0; i < 500 && access(sock_path, F_OK) != 0; i++)
@@ -960,10 +960,10 @@ START_TEST(test_out_of_descriptors_clients_refused)
 	int		 fds[60], i, welcomed = 0, refused = 0;
 	uint64_t	 t0;
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("max_clients = 1000");
 	/* prlimit sets the limit, then execs infeedd in the same process. */
-	daemon_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
+	infeedd_spawn((char *const []){ (char *)"prlimit", (char *)"--nofile=40",
 	    (char *)bin, (char *)"--config", conf_path, (char *)"--socket",
 	    sock_path, (char *)"--workers", (char *)"2", NULL });
 	for (i = 0; i < 500 && access(sock_path, F_OK) != 0; i++)
@@ -1129,8 +1129,8 @@ START_TEST(test_session_ids_unique_across_restarts)
 
 	for (i = 0; i < 4; i++) {
 		if (i > 0) {
-			daemon_stop();
-			daemon_start(NULL);
+			infeedd_stop();
+			infeedd_start(NULL);
 		}
 		f = client();
 		ck_assert_int_eq(infeed_attach(f, "raw", NULL, &info),
@@ -1199,7 +1199,7 @@ START_TEST(test_sigterm_with_held_step_and_waiting_next)
 	int			 fd, status;
 
 	restart(BIG_SECTION, "1");
-	d = daemon_pid;
+	d = infeedd_pid;
 	fd = raw_greeted();
 	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	lo.has_buffer_size = 1;
@@ -1221,7 +1221,7 @@ START_TEST(test_sigterm_with_held_step_and_waiting_next)
 	raw_send(fd, &f);			/* waits: 64 MiB rows */
 	ck_assert_int_eq(kill(d, SIGTERM), 0);
 	status = wait_ms(d, 5000);
-	daemon_pid = -1;
+	infeedd_pid = -1;
 	ck_assert_msg(status != -1, "infeedd did not stop within 5 s");
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert(raw_closed(fd));
@@ -1247,7 +1247,7 @@ START_TEST(test_reconnect_timeout_runs_out)
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
-	daemon_stop();
+	infeedd_stop();
 	t0 = now_ms();
 	r = infeed_next(f, &st);
 	ms = now_ms() - t0;
@@ -1279,7 +1279,7 @@ START_TEST(test_reload_storm_during_attach_and_detach)
 	ck_assert_int_ne(hup = fork(), -1);
 	if (hup == 0) {
 		for (i = 0; i < 40; i++) {
-			kill(daemon_pid, SIGHUP);
+			kill(infeedd_pid, SIGHUP);
 			usleep(5000);
 		}
 		_exit(0);
@@ -1332,8 +1332,8 @@ START_TEST(test_distributed_exactly_once_through_a_restart)
 	steps = (RAW_N / 2 + 29) / 30;
 	for (s = 0; s < steps; s++) {
 		if (s == steps / 2) {
-			daemon_stop();
-			daemon_start(NULL);
+			infeedd_stop();
+			infeedd_start(NULL);
 		}
 		for (p = 0; p < 2; p++) {
 			ck_assert_msg(infeed_next(f[p], &st) == INFEED_OK,
@@ -1500,7 +1500,7 @@ START_TEST(test_workers_keep_no_ring_of_an_ended_session)
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	/* A reload replaces the workers while the session lives. */
-	ck_assert_int_eq(kill(daemon_pid, SIGHUP), 0);
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
 	deadline = now_ms() + 5000;
 	do {
 		usleep(20000);
@@ -1575,7 +1575,7 @@ START_TEST(test_retired_stopped_worker_replaced)
 
 	ck_assert_int_eq(worker_pids(w, 4), 2);
 	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
-	ck_assert_int_eq(kill(daemon_pid, SIGHUP), 0);
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
 	deadline = now_ms() + 6000;
 	do {
 		usleep(50000);
@@ -1786,7 +1786,7 @@ START_TEST(test_bad_tar_member_named_without_reading_in_the_daemon)
 	snprintf(extra, sizeof(extra), "[dataset shards]\ntype = tar\n"
 	    "shards = %s\n", path);
 	restart(extra, "2");
-	before = rchar_of(daemon_pid);
+	before = rchar_of(infeedd_pid);
 	for (i = 0; i < 20; i++) {
 		f = client();
 		infeed_options_init(&o);
@@ -1803,7 +1803,7 @@ START_TEST(test_bad_tar_member_named_without_reading_in_the_daemon)
 		    infeed_error(f));
 		infeed_free(f);
 	}
-	after = rchar_of(daemon_pid);
+	after = rchar_of(infeedd_pid);
 	ck_assert_msg(after - before < 512 * 1024, "the daemon's main "
 	    "process read %llu bytes for 20 failures",
 	    (unsigned long long)(after - before));

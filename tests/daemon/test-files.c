@@ -264,7 +264,7 @@ worker_pids(struct infeed *f, pid_t *pids, size_t max)
 static int
 count_all(const pid_t *pids, size_t n)
 {
-	int	total = count_fds(daemon_pid);
+	int	total = count_fds(infeedd_pid);
 	size_t	i;
 
 	for (i = 0; i < n; i++)
@@ -674,8 +674,8 @@ START_TEST(daemon_restart_resumes_with_the_same_files)
 		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 	}
-	ck_assert_int_eq(daemon_stop(), 0);
-	daemon_start(NULL);
+	ck_assert_int_eq(infeedd_stop(), 0);
+	infeedd_start(NULL);
 	/* The handle's duplicates go to the new daemon. */
 	read_epochs(f, 1, 1);
 	infeed_free(f);
@@ -705,7 +705,7 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 
 	make_npy_pair();
 	ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
-	before = count_fds(daemon_pid);
+	before = count_fds(infeedd_pid);
 
 	/* GetStats with a descriptor: BAD_FRAME, then the daemon hangs up. */
 	sock = raw_connect();
@@ -750,7 +750,7 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 
 	/* Neither descriptor stays in the daemon. */
 	for (tries = 0; tries < 200; tries++) {
-		if ((after = count_fds(daemon_pid)) == before)
+		if ((after = count_fds(infeedd_pid)) == before)
 			break;
 		usleep(10000);
 	}
@@ -767,7 +767,7 @@ daemon_peak_kib(void)
 	FILE	*fp;
 	long	 kib = -1;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)daemon_pid);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)infeedd_pid);
 	if ((fp = fopen(path, "r")) == NULL)
 		return (-1);
 	while (fgets(line, sizeof(line), fp) != NULL)

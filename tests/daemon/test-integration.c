@@ -487,7 +487,7 @@ start_with_big_labels(void)
 	char		path[400], extra[1024];
 	unsigned	i;
 
-	daemon_stop();
+	infeedd_stop();
 	for (i = 0; i < RAW_N; i++)
 		labels[i] = i % 10;
 	labels[BIG_INDEX] = BIG_LABEL;
@@ -502,7 +502,7 @@ start_with_big_labels(void)
 	    "labels = %s\n"
 	    "label_dtype = int64\n", dir, RAW_H, RAW_W, path);
 	make_config(extra);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 }
 
 /*
@@ -581,8 +581,8 @@ START_TEST(order_independent_of_worker_count)
 	o.buffer_size = 6;
 	b = collect(&o, 45, &nb);
 	/* And across a daemon restart with another pool size. */
-	daemon_stop();
-	daemon_start("1");
+	infeedd_stop();
+	infeedd_start("1");
 	c = collect(&o, 45, &nc);
 	ck_assert_uint_eq(na, nb);
 	ck_assert_uint_eq(na, nc);
@@ -677,9 +677,9 @@ START_TEST(attach_past_the_memory_budget_refused_until_freed)
 	struct infeed_options	 o;
 
 	/* synthetic: 256 B a sample; 500 rows x 64 slots is about 9 MiB. */
-	daemon_stop();
+	infeedd_stop();
 	make_config("memory_budget = 12M");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	infeed_free(f);
 	infeed_free(g);
 	f = client();
@@ -778,9 +778,9 @@ START_TEST(test_memory_budget_in_exact_units)
 	struct infeed_options	 o;
 	const char		*e;
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("memory_budget = 100K");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	f = client();
 	infeed_options_init(&o);
 	o.batch_size = 1000;
@@ -928,7 +928,7 @@ START_TEST(killed_workers_restarted_and_rows_redone)
 	o.shuffle = true;
 	o.drop_last = false;
 	o.buffer_size = 2;
-	snprintf(cmd, sizeof(cmd), "pkill -9 -P %d", (int)daemon_pid);
+	snprintf(cmd, sizeof(cmd), "pkill -9 -P %d", (int)infeedd_pid);
 	ck_assert_int_eq(system(cmd), 0);
 	run_epochs(&o, 2, 1);
 	ck_assert_int_eq(system(cmd), 0);
@@ -944,7 +944,7 @@ START_TEST(sigterm_stops_cleanly_and_removes_the_socket)
 	int		 status;
 
 	ck_assert_int_eq(stat(sock_path, &sb), 0);
-	status = daemon_stop();
+	status = infeedd_stop();
 	ck_assert(WIFEXITED(status));
 	ck_assert_int_eq(WEXITSTATUS(status), 0);
 	ck_assert_int_eq(stat(sock_path, &sb), -1);
@@ -1022,10 +1022,10 @@ START_TEST(data_wait_tells_a_slow_trainer_from_slow_data)
 	FILE			*fp;
 	size_t			 n;
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("\n[dataset slow]\ntype = synthetic\nsamples = 400\n"
 	    "shape = 1,4,4\ndtype = uint8\nsample_delay_us = 2000\n");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	fast = infeed_new();
 	slow = infeed_new();
 	ck_assert_int_eq(infeed_connect(fast, sock_path, "thinker"), INFEED_OK);

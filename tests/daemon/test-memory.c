@@ -46,7 +46,7 @@ setup_big(void)
 	    "[dataset big]\ntype = synthetic\nsamples = %d\nshape = 1,8,8\n"
 	    "dtype = uint8\nclasses = 10\nseed = 3\n", BUDGET, BIG_ROWS);
 	make_files(extra);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 }
 
 /* A raw connection, said hello on. */

@@ -32,7 +32,7 @@ daemon_fds(void)
 	struct dirent	*de;
 	int		 n = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)daemon_pid);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)infeedd_pid);
 	ck_assert_ptr_nonnull(d = opendir(path));
 	while ((de = readdir(d)) != NULL)
 		n += de->d_name[0] != '.';
@@ -138,8 +138,8 @@ START_TEST(daemon_restart_reconnects_with_the_same_order)
 	o.reconnect_timeout_ms = 10000;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	take(f, 4, got, &ng);
-	daemon_stop();			/* systemctl restart, in short */
-	daemon_start("1");
+	infeedd_stop();			/* systemctl restart, in short */
+	infeedd_start("1");
 	take(f, 16, got, &ng);
 	ck_assert_uint_eq(ng, na);
 	ck_assert_int_eq(memcmp(got, all, na * sizeof(*all)), 0);
@@ -177,8 +177,8 @@ START_TEST(steps_held_across_a_restart_stay_unchanged)
 		memcpy(copy[i], held[i].indices, sizeof(copy[i]));
 		memcpy(bytes[i], held[i].data, sizeof(bytes[i]));
 	}
-	daemon_stop();
-	daemon_start("1");
+	infeedd_stop();
+	infeedd_start("1");
 	/* The next step resumes; the held ones must not change under us. */
 	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
 	ck_assert_uint_ne(st.session, held[0].session);
@@ -229,8 +229,8 @@ START_TEST(end_of_data_owed_survives_a_restart)
 		ck_assert_uint_eq(st.step, i);
 		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 	}
-	daemon_stop();
-	daemon_start("1");
+	infeedd_stop();
+	infeedd_start("1");
 	ck_assert_msg(infeed_next(f, &st) == INFEED_END_OF_DATA, "%s",
 	    infeed_error(f));
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
@@ -266,8 +266,8 @@ START_TEST(no_false_end_of_data_after_a_detach_and_a_restart)
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
-	daemon_stop();
-	daemon_start("1");
+	infeedd_stop();
+	infeedd_start("1");
 	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
 	ck_assert_uint_eq(st.epoch, 0);
 	ck_assert_uint_eq(st.step, 1);
@@ -286,11 +286,11 @@ START_TEST(daemon_restart_without_reconnect_is_closed)
 	resume_options(&o);
 	o.reconnect_timeout_ms = 0;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
-	daemon_stop();
+	infeedd_stop();
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_ERR_CLOSED);
 	ck_assert_ptr_nonnull(strstr(infeed_error(f), "closed"));
 	infeed_free(f);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 }
 END_TEST
 
@@ -470,9 +470,9 @@ START_TEST(connections_past_max_clients_are_told_why)
 	Infeed__Hello	 hello = INFEED__HELLO__INIT;
 	int		 fds[60], i, refused = 0;
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("max_clients = 40");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	for (i = 0; i < 60; i++)
 		fds[i] = raw_connect();
 	/*
@@ -520,9 +520,9 @@ START_TEST(reply_too_large_fails_only_that_request)
 	char			 name[65];
 	int			 i;
 
-	daemon_stop();
+	infeedd_stop();
 	make_config("max_frame_size = 4K");
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	memset(name, 'n', 64);
 	name[64] = '\0';
 	infeed_options_init(&o);

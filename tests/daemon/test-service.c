@@ -113,7 +113,7 @@ START_TEST(sd_notify_ready_status_and_stopping)
 
 	notify_open();
 	setenv("WATCHDOG_USEC", "400000", 1);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	ck_assert_msg(notify_wait("READY=1", 2000, msg, sizeof(msg)),
 	    "no READY=1");
 	ck_assert_ptr_nonnull(strstr(msg, "STATUS="));
@@ -125,11 +125,11 @@ START_TEST(sd_notify_ready_status_and_stopping)
 	ck_assert_msg(notify_wait("sessions", 7000, msg, sizeof(msg)),
 	    "no periodic STATUS= line");
 	ck_assert_ptr_nonnull(strstr(msg, "items/s"));
-	kill(daemon_pid, SIGTERM);
+	kill(infeedd_pid, SIGTERM);
 	ck_assert_msg(notify_wait("STOPPING=1", 2000, NULL, 0),
 	    "no STOPPING=1");
-	waitpid(daemon_pid, &status, 0);
-	daemon_pid = -1;
+	waitpid(infeedd_pid, &status, 0);
+	infeedd_pid = -1;
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 END_TEST
@@ -145,7 +145,7 @@ START_TEST(serves_on_the_socket_systemd_passes)
 
 	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
 	/* No --socket: the passed socket must win over the default. */
-	daemon_spawn((char *const []){ (char *)"systemd-socket-activate",
+	infeedd_spawn((char *const []){ (char *)"systemd-socket-activate",
 	    (char *)"-l", sock_path, (char *)bin, (char *)"--config", conf_path,
 	    NULL });
 	for (i = 0; i < 200 && stat(sock_path, &sb) == -1; i++)
@@ -156,7 +156,7 @@ START_TEST(serves_on_the_socket_systemd_passes)
 	f = client();
 	ck_assert(listed(f, "raw"));
 	infeed_free(f);
-	daemon_stop();
+	infeedd_stop();
 	/* The socket file belongs to the activator, not to infeedd. */
 	logfd = open(log, O_RDONLY);
 	ck_assert_int_ne(logfd, -1);
@@ -183,7 +183,7 @@ START_TEST(sighup_reload_applies_a_good_config)
 	int			 i;
 
 	notify_open();
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
 	f = client();
 	g = client();
@@ -207,7 +207,7 @@ START_TEST(sighup_reload_applies_a_good_config)
 		    conf_path);
 		ck_assert_int_eq(system(cmd), 0);
 	}
-	kill(daemon_pid, SIGHUP);
+	kill(infeedd_pid, SIGHUP);
 	ck_assert_msg(notify_wait("RELOADING=1", 2000, NULL, 0),
 	    "no RELOADING=1");
 	ck_assert_msg(notify_wait("READY=1", 2000, NULL, 0),
@@ -242,14 +242,14 @@ START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
 	char			 msg[1024];
 
 	notify_open();
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
 	f = client();
 	infeed_options_init(&o);
 	o.batch_size = 10;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	write_file(conf_path, "[infeedd]\nworkers = lots\n", 25);
-	kill(daemon_pid, SIGHUP);
+	kill(infeedd_pid, SIGHUP);
 	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
 	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
 	ck_assert_ptr_nonnull(strstr(msg, "reload refused"));
@@ -275,10 +275,10 @@ START_TEST(unknown_keys_refuse_the_dataset_or_the_file)
 	int		 status;
 
 	make_config("workrs = 2");
-	daemon_spawn((char *const []){ (char *)bin, (char *)"--config",
+	infeedd_spawn((char *const []){ (char *)bin, (char *)"--config",
 	    conf_path, (char *)"--socket", sock_path, NULL });
-	ck_assert_int_eq(waitpid(daemon_pid, &status, 0), daemon_pid);
-	daemon_pid = -1;
+	ck_assert_int_eq(waitpid(infeedd_pid, &status, 0), infeedd_pid);
+	infeedd_pid = -1;
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
 	read_log(log, sizeof(log));
 	snprintf(want, sizeof(want), "%s:4: unknown key 'workrs' in section "
@@ -294,7 +294,7 @@ START_TEST(unknown_keys_refuse_the_dataset_or_the_file)
 	    PRIVATE_SECTION);
 	make_config(extra);
 	notify_open();
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
 	f = client();
 	ck_assert(!listed(f, "typo"));
@@ -314,14 +314,14 @@ START_TEST(unknown_keys_refuse_the_dataset_or_the_file)
 	    "synthetic\nsamples = 10\nshape = 4\nclasses = 3\n",
 	    PRIVATE_SECTION);
 	make_config(extra);
-	kill(daemon_pid, SIGHUP);
+	kill(infeedd_pid, SIGHUP);
 	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
 	ck_assert_msg(strstr(msg, "reloaded") != NULL, "%s", msg);
 	ck_assert(listed(f, "typo"));
 
 	/* A typo in [infeedd] on reload: refused, the old catalogue stays. */
 	make_config("max_client = 10");
-	kill(daemon_pid, SIGHUP);
+	kill(infeedd_pid, SIGHUP);
 	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
 	ck_assert_msg(strstr(msg, "reload refused") != NULL &&
 	    strstr(msg, "unknown key 'max_client' in section [infeedd] (did "
@@ -389,7 +389,7 @@ START_TEST(allow_groups_refuses_other_groups)
 {
 	struct infeed	*f;
 
-	daemon_start(NULL);
+	infeedd_start(NULL);
 	if (getuid() == 0) {
 		/* Let an unprivileged user reach the socket at all. */
 		ck_assert_int_eq(chmod(dir, 0755), 0);

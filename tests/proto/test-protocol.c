@@ -852,7 +852,7 @@ expect_case(const char *id, Infeed__Frame *r, int fd, struct wire_in *in)
 
 /*
  * A raw connection past Hello when the daemon has just started: until it
- * has seen daemon_start()'s probe hang up, that may count as a client.
+ * has seen infeedd_start()'s probe hang up, that may count as a client.
  */
 static int
 conn_first(struct wire_in *in)
@@ -893,9 +893,9 @@ conn_close(int fd, struct wire_in *in)
 static void
 restart_with(const char *extra)
 {
-	daemon_stop();
+	infeedd_stop();
 	make_config(extra);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 }
 
 START_TEST(test_version_mismatch)
@@ -1228,7 +1228,7 @@ START_TEST(test_not_found_reloaded)
 	attach(fd, &in, "gone", 10, 2);
 	release(fd, &in, next_step(fd, &in));
 	make_config(NULL);
-	kill(daemon_pid, SIGHUP);
+	kill(infeedd_pid, SIGHUP);
 	for (i = 0; i < 300 && listed(fd, &in, "gone"); i++)
 		usleep(10000);
 	ck_assert_msg(!listed(fd, &in, "gone"), "the reload did not happen");

@@ -66,7 +66,7 @@ static void train_setup(void)
 	make_files(datasets);
 	make_images(extra, sizeof(extra));
 	make_config(extra);
-	daemon_start(NULL);
+	infeedd_start(NULL);
 }
 
 /* Read a whole small file into @buf. */
