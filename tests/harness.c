@@ -4,6 +4,7 @@
  * with small dataset files and a catalogue, the real infeedd started on a
  * private socket in it, and raw-socket helpers for frames that libinfeed
  * would never send.  $INFEEDD names the daemon binary (meson sets it).
+ * The programs' main() runs their suite with runner.c's run_suite().
  */
 
 #include <sys/socket.h>
@@ -30,7 +31,7 @@
 char		 dir[256];
 char		 sock_path[300];
 char		 conf_path[300];
-pid_t		 daemon_pid = -1;
+pid_t		 infeedd_pid = -1;
 
 /* Byte j of raw sample i: anything a wrong row or offset would not match. */
 uint8_t
@@ -114,15 +115,15 @@ make_config(const char *extra)
 
 /* Fork and exec @argv as the daemon, its stderr going to DIR/infeedd.log. */
 void
-daemon_spawn(char *const argv[])
+infeedd_spawn(char *const argv[])
 {
 	char	log[400];
 	int	logfd;
 
 	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
-	daemon_pid = fork();
-	ck_assert_int_ne(daemon_pid, -1);
-	if (daemon_pid == 0) {
+	infeedd_pid = fork();
+	ck_assert_int_ne(infeedd_pid, -1);
+	if (infeedd_pid == 0) {
 		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		dup2(logfd, 2);
 		execvp(argv[0], argv);
@@ -132,14 +133,14 @@ daemon_spawn(char *const argv[])
 
 /* Start infeedd and wait until its socket answers. */
 void
-daemon_start(const char *workers)
+infeedd_start(const char *workers)
 {
 	const char	*bin = getenv("INFEEDD");
 	struct sockaddr_un sun;
 	int		 i, fd;
 
 	ck_assert_msg(bin != NULL, "set INFEEDD to the infeedd binary");
-	daemon_spawn((char *const []){ (char *)bin, (char *)"--config",
+	infeedd_spawn((char *const []){ (char *)bin, (char *)"--config",
 	    conf_path, (char *)"--socket", sock_path, (char *)"--workers",
 	    (char *)(workers ? workers : "2"), NULL });
 	memset(&sun, 0, sizeof(sun));
@@ -159,15 +160,15 @@ daemon_start(const char *workers)
 
 /* Stop infeedd with SIGTERM and return its exit status. */
 int
-daemon_stop(void)
+infeedd_stop(void)
 {
 	int	status = -1;
 
-	if (daemon_pid <= 0)
+	if (infeedd_pid <= 0)
 		return (-1);
-	kill(daemon_pid, SIGTERM);
-	waitpid(daemon_pid, &status, 0);
-	daemon_pid = -1;
+	kill(infeedd_pid, SIGTERM);
+	waitpid(infeedd_pid, &status, 0);
+	infeedd_pid = -1;
 	return (status);
 }
 
@@ -210,21 +211,7 @@ void
 setup(void)
 {
 	make_files(NULL);
-	daemon_start(NULL);
-}
-
-/* Run a suite's tests (Check's CK_* variables apply); the exit status. */
-int
-run_suite(Suite *s)
-{
-	SRunner	*sr = srunner_create(s);
-	int	 nfailed;
-
-	signal(SIGPIPE, SIG_IGN);
-	srunner_run_all(sr, CK_ENV);
-	nfailed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (nfailed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	infeedd_start(NULL);
 }
 
 /* Stop the daemon and clean up. */
@@ -236,7 +223,7 @@ teardown(void)
 	ssize_t	n;
 
 	/* A daemon that crashed or leaked (under ASan) fails the test. */
-	status = daemon_stop();
+	status = infeedd_stop();
 	if (status != -1 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
 		snprintf(log, sizeof(log), "%s/infeedd.log", dir);
 		buf[0] = '\0';

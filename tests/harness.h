@@ -13,6 +13,7 @@
 #include <check.h>
 
 #include "infeed.h"
+#include "runner.h"
 #include "wire.h"
 
 #define RAW_N		1000
@@ -24,19 +25,18 @@
 extern char	dir[256];		/* the test's temporary directory */
 extern char	sock_path[300];		/* infeedd's socket in it */
 extern char	conf_path[300];		/* its configuration */
-extern pid_t	daemon_pid;
+extern pid_t	infeedd_pid;
 
 uint8_t		 raw_byte(uint64_t i, unsigned j);
 void		 write_file(const char *path, const void *buf, size_t len);
 void		 make_raw(void);
 void		 make_config(const char *extra);
-void		 daemon_spawn(char *const argv[]);
-void		 daemon_start(const char *workers);
-int		 daemon_stop(void);
+void		 infeedd_spawn(char *const argv[]);
+void		 infeedd_start(const char *workers);
+int		 infeedd_stop(void);
 void		 rm_dir(void);
 void		 make_files(const char *extra);
 void		 setup(void);
-int		 run_suite(Suite *);
 void		 teardown(void);
 struct infeed	*client(void);
 int		 raw_connect(void);

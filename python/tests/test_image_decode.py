@@ -2,9 +2,9 @@
 """infeed's image decoders against PIL on real photographs: JPEGs and PNGs
 made here from skimage's pictures (several qualities, subsamplings, sizes,
 greyscale, CMYK, progressive, 16-bit and palette PNGs), decoded whole and
-in random regions by tests/image-decode-tool ($INFEED_IMAGE_DECODE_TOOL),
-must equal Image.open(f).convert("RGB") bit for bit.  Skipped without PIL
-or without the tool."""
+in random regions by tests/daemon/image-decode-tool
+($INFEED_IMAGE_DECODE_TOOL), must equal Image.open(f).convert("RGB") bit
+for bit.  Skipped without PIL or without the tool."""
 
 import io
 import os

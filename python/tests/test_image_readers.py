@@ -4,7 +4,7 @@ ImageFolder on a generated tree (classes, class_to_idx, samples, errors),
 and tar shards written by Python's tarfile (as webdataset writes them)
 against webdataset's grouping rules, reimplemented here from the
 reference (webdataset itself is not a Debian package).  The C index comes
-from tests/image-index-tool (meson sets $INFEED_IMAGE_INDEX_TOOL)."""
+from tests/daemon/image-index-tool (meson sets $INFEED_IMAGE_INDEX_TOOL)."""
 
 import io
 import os

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """infeed's image transforms (daemon/dataset/image-*.c, through
-tests/image-transform-tool) against torchvision 0.14 on PIL images, bit for
-bit: for the crop box and flip the tool reports, torchvision's
+tests/daemon/image-transform-tool) against torchvision 0.14 on PIL images,
+bit for bit: for the crop box and flip the tool reports, torchvision's
 resized_crop -> hflip -> to_tensor -> normalize must give the same bytes;
 Resize + CenterCrop, CenterCrop with padding and Resize((h, w)) are
 compared with torchvision's own transforms.  Then the crop boxes' spread

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for daemon/worker.c, the child side of the pool, driven over
+ * a SOCK_SEQPACKET socketpair as the pool drives it, with the test as the
+ * pool (a blocking transport, as the worker's own): READY first; MAP and
+ * JOB fill a ring's slot with the dataset's rows and labels and answer
+ * DONE; a JOB of a ring it was not sent, or of a length that does not
+ * match its rows, is answered as an error and the worker goes on; a
+ * message too short, a MAP without its descriptor and a message carrying
+ * descriptors it should not are dropped with those descriptors closed; a
+ * MAP with more descriptors than a MAP carries, or a record longer than
+ * the largest message, ends the worker with a failure status (it never
+ * keeps some of them); the pool's end closing ends the worker cleanly.
+ */
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "catalogue.h"
+#include "config.h"
+#include "dataset.h"
+#include "ring.h"
+#include "transform.h"
+#include "transport.h"
+#include "unit-fds.h"
+#include "worker.h"
+#include "runner.h"
+
+#define ROWS		8
+#define SLOTS		2
+#define RING_ID		7
+
+static char			 tmpdir[PATH_MAX];
+static char			 conf_path[PATH_MAX];
+static struct config		*conf;
+static struct catalogue		*cat;
+static const struct dataset	*ds;
+static struct ring_budget	 budget;
+static struct ring		*ring;
+static struct transform		 tf;
+static struct worker_beat	*beat;
+static struct transport		*pool_end;	/* the test, as the pool */
+static pid_t			 worker = -1;
+static struct worker_msg	*jm;		/* a JOB and its indices */
+
+/* A configuration with one synthetic dataset, its catalogue and a ring. */
+static void
+setup(void)
+{
+	struct ring_owner	 owner = { getuid(), getgid(), 0, 0 };
+	FILE			*f;
+	char			*cause = NULL;
+	const char		*tmp = getenv("TMPDIR");
+	size_t			 index;
+
+	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/test-worker."
+	    "XXXXXX", tmp != NULL && *tmp != '\0' ? tmp : "/tmp"),
+	    (int)sizeof(tmpdir));
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
+	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
+	ck_assert_ptr_nonnull(f = fopen(conf_path, "w"));
+	fputs("[infeedd]\nworkers = 1\nmemory_budget = 16M\n"
+	    "[dataset u8]\ntype = synthetic\nsamples = 37\nshape = 3,2\n"
+	    "dtype = uint8\nclasses = 5\nseed = 3\n", f);
+	ck_assert_int_eq(fclose(f), 0);
+	conf = config_load(conf_path, &cause);
+	ck_assert_msg(conf != NULL, "config: %s", cause);
+	cat = catalogue_open(conf, NULL);
+	ck_assert_ptr_nonnull(ds = catalogue_find(cat, "u8", &index));
+	ck_assert_uint_eq(index, 0);
+	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);
+	ring_budget_init(&budget, conf->memory_budget, conf->path, 0);
+	ring = ring_new(&budget, ROWS, tf.out_sample_bytes, INFEED_DTYPE_INT32,
+	    SLOTS, &owner, &cause);
+	ck_assert_msg(ring != NULL, "ring_new: %s", cause);
+	beat = mmap(NULL, sizeof(*beat), PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	ck_assert(beat != MAP_FAILED);
+	ck_assert_ptr_nonnull(jm = calloc(1, sizeof(*jm) +
+	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t)));
+}
+
+/* Start the worker, as pool_spawn() does, and take its READY. */
+static void
+start_worker(void)
+{
+	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
+	struct worker_conf	 wc = { getpid(), beat, 64 << 20 };
+	struct worker_msg	 m;
+	sigset_t		 all, old;
+	size_t			 nfds;
+	int			 sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+	    sv), 0);
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	if ((worker = fork()) == 0) {
+		close(sv[0]);
+		worker_main(cat, sv[1], &old, &wc);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	ck_assert_int_gt(worker, 0);
+	close(sv[1]);
+	pool_end = transport_new(NULL, sv[0], &tc);
+	ck_assert_int_eq(transport_recv_msg(pool_end, &m, sizeof(m), NULL, 0,
+	    &nfds), (ssize_t)sizeof(m));
+	ck_assert_uint_eq(m.type, WORKER_MSG_READY);
+}
+
+/* Remove a file of the scratch directory. */
+static void
+remove_in(const char *name)
+{
+	char	path[PATH_MAX];
+
+	ck_assert_int_lt(snprintf(path, sizeof(path), "%s/%s", tmpdir, name),
+	    (int)sizeof(path));
+	(void)unlink(path);
+}
+
+static void
+teardown(void)
+{
+	int	status;
+
+	transport_free(pool_end);
+	pool_end = NULL;
+	if (worker > 0) {
+		kill(worker, SIGKILL);
+		(void)waitpid(worker, &status, 0);
+	}
+	worker = -1;
+	ring_free(ring);
+	ring_budget_clear(&budget);
+	catalogue_free(cat);
+	config_free(conf);
+	munmap(beat, sizeof(*beat));
+	free(jm);
+	remove_in("infeedd.conf");
+	rmdir(tmpdir);
+}
+
+/* Send the ring, its memfd with it. */
+static void
+send_map(void)
+{
+	struct worker_msg	m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = WORKER_MSG_MAP;
+	m.ring.ring_id = RING_ID;
+	m.ring.mem_id = ring->mem->id;
+	m.ring.mem_bytes = ring->mem->bytes;
+	m.ring.dataset_index = 0;
+	/* The worker checks the catalogue's dataset is the pool's. */
+	snprintf(m.ring.dataset, sizeof(m.ring.dataset), "%s", ds->name);
+	m.ring.samples = ds->samples;
+	m.ring.sample_bytes = ds->sample_bytes;
+	m.ring.layout = ring->layout;
+	m.ring.transform = tf;
+	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m),
+	    &ring->mem->memfd, 1), 0);
+}
+
+/* Send a JOB of rows [@begin, @end) of @slot of ring @ring_id. */
+static void
+send_job(uint64_t ring_id, uint32_t slot, uint64_t begin, uint64_t end)
+{
+	uint64_t	*idx = (uint64_t *)(void *)(jm + 1);
+	uint64_t	 r;
+
+	memset(jm, 0, sizeof(*jm));
+	jm->type = WORKER_MSG_JOB;
+	jm->ring_id = ring_id;
+	jm->slot = slot;
+	jm->row_begin = begin;
+	jm->row_end = end;
+	jm->job_id = begin + 1;
+	for (r = begin; r < end; r++)
+		idx[r - begin] = (r * 11 + slot * 5 + 2) % ds->samples;
+	ck_assert_int_eq(transport_send_consume(pool_end, jm, sizeof(*jm) +
+	    (end - begin) * sizeof(uint64_t), NULL, 0), 0);
+}
+
+/* The worker's answer: a DONE. */
+static void
+recv_done(struct worker_msg *m)
+{
+	size_t	nfds;
+
+	ck_assert_int_eq(transport_recv_msg(pool_end, m, sizeof(*m), NULL, 0,
+	    &nfds), (ssize_t)sizeof(*m));
+	ck_assert_uint_eq(m->type, WORKER_MSG_DONE);
+}
+
+/* Rows [@begin, @end) of @slot hold what the dataset gives. */
+static void
+check_rows(uint32_t slot, uint64_t begin, uint64_t end)
+{
+	const struct ring_layout *l = &ring->layout;
+	const uint8_t		*base = ring->mem->map +
+				    (uint64_t)slot * l->slot_bytes;
+	const int32_t		*labels = (const int32_t *)(const void *)
+				    (base + l->labels_offset);
+	const uint64_t		*indices = (const uint64_t *)(const void *)
+				    (base + l->indices_offset);
+	uint8_t			 want[64];
+	int64_t			 label;
+	uint64_t		 r;
+
+	ck_assert_uint_le(ds->sample_bytes, sizeof(want));
+	for (r = begin; r < end; r++) {
+		ck_assert_uint_eq(indices[r], (r * 11 + slot * 5 + 2) %
+		    ds->samples);
+		ck_assert_int_eq(dataset_read(ds, indices[r], want, &label),
+		    0);
+		ck_assert_int_eq(memcmp(base + l->data_offset +
+		    r * tf.out_sample_bytes, want, ds->sample_bytes), 0);
+		ck_assert_int_eq(labels[r], label);
+	}
+}
+
+/* MAP then JOBs: each answered DONE, the rows written, the memfd closed. */
+START_TEST(test_jobs_fill_rows_and_answer_done)
+{
+	struct worker_msg	m;
+	int			fds;
+
+	start_worker();
+	fds = unit_count_fds(worker);
+	send_map();
+	send_job(RING_ID, 0, 0, ROWS);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_OK);
+	ck_assert_uint_eq(m.ring_id, RING_ID);
+	ck_assert_uint_eq(m.row_begin, 0);
+	ck_assert_uint_eq(m.row_end, ROWS);
+	ck_assert_uint_eq(m.bytes, ROWS * ds->sample_bytes);
+	check_rows(0, 0, ROWS);
+	send_job(RING_ID, 1, 2, 5);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_OK);
+	check_rows(1, 2, 5);
+	/* The ring's memfd was mapped and closed: none is kept. */
+	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_uint_ge(beat->rows, ROWS + 3);
+}
+END_TEST
+
+/*
+ * A JOB of a ring it was not sent, or unmapped, or one whose length is
+ * not its rows' is answered with an error, and the worker goes on.
+ */
+START_TEST(test_bad_jobs_answered_as_errors)
+{
+	struct worker_msg	m;
+
+	start_worker();
+	send_job(RING_ID + 1, 0, 0, 2);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+	ck_assert_uint_eq(m.bad_index, (0 * 11 + 2) % ds->samples);
+	send_map();
+	/* A slot the ring does not have. */
+	send_job(RING_ID, SLOTS, 0, 1);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+	/* Four indices' bytes for rows [0, 2). */
+	memset(jm, 0, sizeof(*jm));
+	jm->type = WORKER_MSG_JOB;
+	jm->ring_id = RING_ID;
+	jm->row_end = 2;
+	ck_assert_int_eq(transport_send_consume(pool_end, jm, sizeof(*jm) +
+	    4 * sizeof(uint64_t), NULL, 0), 0);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+	send_job(RING_ID, 0, 0, ROWS);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_OK);
+	check_rows(0, 0, ROWS);
+	/* Unmapped, its jobs fail. */
+	memset(&m, 0, sizeof(m));
+	m.type = WORKER_MSG_UNMAP;
+	m.ring_id = RING_ID;
+	ck_assert_int_eq(transport_send_consume(pool_end, &m, sizeof(m), NULL,
+	    0), 0);
+	send_job(RING_ID, 0, 0, 1);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+}
+END_TEST
+
+/*
+ * Messages the pool never sends are dropped, and any descriptor that came
+ * with them closed: a short one, a MAP without its memfd, a FORGET and a
+ * JOB carrying one.  The worker then serves a JOB as before.
+ */
+START_TEST(test_malformed_messages_dropped_with_their_fds)
+{
+	struct worker_msg	m;
+	int			fds, devnull;
+
+	ck_assert_int_ge(devnull = open("/dev/null", O_RDONLY | O_CLOEXEC),
+	    0);
+	start_worker();
+	fds = unit_count_fds(worker);
+	ck_assert_int_eq(transport_send_consume(pool_end, "short", 5, NULL,
+	    0), 0);
+	memset(&m, 0, sizeof(m));
+	m.type = WORKER_MSG_MAP;
+	ck_assert_int_eq(transport_send_consume(pool_end, &m, sizeof(m), NULL,
+	    0), 0);
+	m.type = WORKER_MSG_FORGET;
+	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m), &devnull,
+	    1), 0);
+	memset(jm, 0, sizeof(*jm));
+	jm->type = WORKER_MSG_JOB;
+	jm->ring_id = RING_ID;
+	jm->row_end = 1;
+	ck_assert_int_eq(transport_send_dup(pool_end, jm, sizeof(*jm) +
+	    sizeof(uint64_t), &devnull, 1), 0);
+	send_map();
+	send_job(RING_ID, 0, 0, 3);
+	recv_done(&m);
+	ck_assert_int_eq(m.error, WORKER_OK);
+	ck_assert_uint_eq(m.row_end, 3);
+	check_rows(0, 0, 3);
+	ck_assert_int_eq(unit_count_fds(worker), fds);
+	close(devnull);
+}
+END_TEST
+
+/* How the worker ended, within 5 s. */
+static int
+worker_status(void)
+{
+	int	status = 0, i;
+	pid_t	pid = 0;
+
+	for (i = 0; i < 500 && (pid = waitpid(worker, &status, WNOHANG)) == 0;
+	    i++)
+		usleep(10000);
+	ck_assert_int_eq(pid, worker);
+	worker = -1;
+	return (status);
+}
+
+/*
+ * A MAP with more descriptors than a MAP carries: the worker kept three
+ * and leaked the fourth before; now it refuses the message, closing them
+ * all, and ends with a status (the pool then blames no sample but says
+ * why in the log).
+ */
+START_TEST(test_map_with_too_many_fds_ends_the_worker)
+{
+	struct worker_msg	m;
+	int			fds[4], status, i;
+
+	start_worker();
+	memset(&m, 0, sizeof(m));
+	m.type = WORKER_MSG_MAP;
+	m.ring.ring_id = RING_ID;
+	for (i = 0; i < 4; i++)
+		fds[i] = ring->mem->memfd;
+	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m), fds, 4),
+	    0);
+	status = worker_status();
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_ne(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+/* A record longer than the longest JOB is cut: the worker ends. */
+START_TEST(test_cut_record_ends_the_worker)
+{
+	size_t	len = sizeof(*jm) + (WORKER_MAX_JOB_ROWS + 1) *
+		    sizeof(uint64_t);
+	void	*big;
+	int	 status;
+
+	start_worker();
+	ck_assert_ptr_nonnull(big = calloc(1, len));
+	((struct worker_msg *)big)->type = WORKER_MSG_JOB;
+	ck_assert_int_eq(transport_send_consume(pool_end, big, len, NULL, 0),
+	    0);
+	free(big);
+	status = worker_status();
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_ne(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+/* The pool's end closing ends the worker, with status 0. */
+START_TEST(test_pool_gone_ends_the_worker)
+{
+	int	status;
+
+	start_worker();
+	transport_free(pool_end);
+	pool_end = NULL;
+	status = worker_status();
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+static Suite *
+worker_suite(void)
+{
+	Suite	*s;
+	TCase	*tc;
+
+	s = suite_create("worker");
+
+	tc = tcase_create("messages");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_jobs_fill_rows_and_answer_done);
+	tcase_add_test(tc, test_bad_jobs_answered_as_errors);
+	tcase_add_test(tc, test_malformed_messages_dropped_with_their_fds);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("refusals");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_map_with_too_many_fds_ends_the_worker);
+	tcase_add_test(tc, test_cut_record_ends_the_worker);
+	tcase_add_test(tc, test_pool_gone_ends_the_worker);
+	suite_add_tcase(s, tc);
+
+	return (s);
+}
+
+int
+main(void)
+{
+	return (run_suite(worker_suite()));
+}
