@@ -781,6 +781,9 @@ peer_attached(struct peer *p, struct session_req req, const char *name,
 	at.combined_batch_size = info.combined_batch_size;
 	at.steps_per_epoch = info.steps_per_epoch;
 	at.last_step_rows = info.last_step_rows;
+	at.has_start_epoch_steps = at.has_start_epoch_last_step_rows = 1;
+	at.start_epoch_steps = info.start_epoch_steps;
+	at.start_epoch_last_step_rows = info.start_epoch_last_step_rows;
 	at.slots = info.layout.slots;
 	at.slot_bytes = info.layout.slot_bytes;
 	at.ring_bytes = info.layout.ring_bytes;
@@ -877,6 +880,14 @@ peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
 	o->start_epoch = lo->start_epoch;
 	o->start_step = lo->start_step;
 	o->label_dtype = (uint32_t)lo->label_dtype;
+	o->nstages = lo->n_start_epoch_stages;
+	for (i = 0; i < lo->n_start_epoch_stages &&
+	    i < INFEED_MAX_ELASTIC_STAGES; i++) {
+		o->stages[i].process_count =
+		    lo->start_epoch_stages[i]->process_count;
+		o->stages[i].cbs = lo->start_epoch_stages[i]->combined_batch_size;
+		o->stages[i].steps_done = lo->start_epoch_stages[i]->steps_done;
+	}
 	if ((o->has_transform = t != NULL)) {
 		o->transform.to_float32 = t->to_float32;
 		o->transform.scale = t->scale;
