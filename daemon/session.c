@@ -492,9 +492,9 @@ session_check_stages(const struct session_options *o, struct sampler_opts *so,
     char **cause)
 {
 	if (o->nstages > INFEED_MAX_ELASTIC_STAGES) {
-		*cause = xasprintf("start_epoch_stages has %zu stages; expected "
-		    "at most %d (INFEED_MAX_ELASTIC_STAGES), one for each "
-		    "process count epoch %llu went through", o->nstages,
+		*cause = xasprintf("start_epoch_stages has %zu stages; "
+		    "expected at most %d (INFEED_MAX_ELASTIC_STAGES), one for "
+		    "each process count epoch %llu went through", o->nstages,
 		    INFEED_MAX_ELASTIC_STAGES,
 		    (unsigned long long)o->start_epoch);
 		return (-1);
@@ -514,8 +514,9 @@ static int
 session_check_start_step(const struct session *s,
     const struct session_options *o, char **cause)
 {
-	uint64_t	steps = sampler_epoch_steps(&s->sampler, o->start_epoch);
+	uint64_t	steps;
 
+	steps = sampler_epoch_steps(&s->sampler, o->start_epoch);
 	if (o->start_step < steps || (steps == 0 && o->start_step == 0))
 		return (0);
 	if (o->nstages == 0)

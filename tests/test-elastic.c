@@ -414,11 +414,33 @@ START_TEST(four_to_two_to_three_exactly_once)
 }
 END_TEST
 
+/* The one session's SessionStats.options show @n stages @st. */
+static void
+el_stats_stages(const struct sampler_stage *st, size_t n)
+{
+	Infeed__Frame		*r = raw_stats();
+	Infeed__LoaderOptions	*lo;
+	Infeed__ElasticStage	*es;
+	size_t			 i;
+
+	ck_assert_uint_eq(r->stats->n_sessions, 1);
+	lo = r->stats->sessions[0]->options;
+	ck_assert_ptr_nonnull(lo);
+	ck_assert_uint_eq(lo->n_start_epoch_stages, n);
+	for (i = 0; i < n; i++) {
+		es = lo->start_epoch_stages[i];
+		ck_assert_uint_eq(es->process_count, st[i].process_count);
+		ck_assert_uint_eq(es->combined_batch_size, st[i].cbs);
+		ck_assert_uint_eq(es->steps_done, st[i].steps_done);
+	}
+	infeed__frame__free_unpacked(r, NULL);
+}
+
 /*
  * start_step counts steps of the last stage: a process of the new count
  * restarted after 2 of its steps gets its step 2 next; across the epoch's
  * end with load_indefinitely, the ring fills into the next epoch
- * (early_preload fills it at Attach).
+ * (early_preload fills it at Attach).  Stats show the stages as asked.
  */
 START_TEST(start_step_counts_the_last_stage)
 {
@@ -438,6 +460,7 @@ START_TEST(start_step_counts_the_last_stage)
 	a.indefinitely = true;
 	a.early_preload = true;
 	el_open(&pr, &job, &a);
+	el_stats_stages(st, 1);
 	n = pr.start_epoch_steps;
 	ck_assert_uint_gt(n, 3);
 	ck_assert_uint_lt(n, pr.steps_per_epoch);
@@ -558,6 +581,7 @@ START_TEST(no_stages_as_before)
 	a.batch_size = 8;
 	a.start_step = 4;
 	el_open(&pr, &job, &a);
+	el_stats_stages(NULL, 0);
 	ck_assert_uint_eq(pr.start_epoch_steps, pr.steps_per_epoch);
 	/* 1000 samples in 3: the last block has 333, its last step 13. */
 	ck_assert_uint_eq(pr.steps_per_epoch, 21);
