@@ -150,7 +150,8 @@ el_oracle(struct sampler *s, const struct el_job *job,
 	so.process_count = a->process_count;
 	so.stages_epoch = EL_EPOCH;
 	so.nstages = (uint32_t)a->nstages;
-	memcpy(so.stages, a->stages, a->nstages * sizeof(a->stages[0]));
+	if (a->nstages > 0)
+		memcpy(so.stages, a->stages, a->nstages * sizeof(so.stages[0]));
 	ck_assert_msg(sampler_init(s, &so, &cause) == 0, "oracle: %s", cause);
 }
 
