@@ -21,6 +21,11 @@
 #define INFEED_DEFAULT_MAX_FRAME	(1024 * 1024)
 #define INFEED_MIN_MAX_FRAME		4096
 #define INFEED_MAX_MAX_FRAME		(64 * 1024 * 1024)
+/*
+ * Stages of an elastic epoch (LoaderOptions.start_epoch_stages): the
+ * process counts an epoch went through before the loader's own.
+ */
+#define INFEED_MAX_ELASTIC_STAGES	16
 /* Worker processes of one daemon. */
 #define INFEED_MAX_WORKERS		256
 /* Clients one daemon serves at once (max_clients). */

@@ -55,6 +55,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "infeed-limits.h"
+
 /*
  * The most samples whose shuffle is a table (2^22: 32 MiB, a Fisher-Yates
  * pass of some tens of milliseconds); larger datasets use the Feistel
@@ -72,7 +74,7 @@ struct sampler_feistel {
 };
 
 /* The most stages an epoch may have gone through (changes of P in it). */
-#define SAMPLER_MAX_STAGES	16
+#define SAMPLER_MAX_STAGES	INFEED_MAX_ELASTIC_STAGES
 
 /* A finished stage of an elastic epoch: see above. */
 struct sampler_stage {

@@ -781,6 +781,9 @@ peer_attached(struct peer *p, struct session_req req, const char *name,
 	at.combined_batch_size = info.combined_batch_size;
 	at.steps_per_epoch = info.steps_per_epoch;
 	at.last_step_rows = info.last_step_rows;
+	at.has_start_epoch_steps = at.has_start_epoch_last_step_rows = 1;
+	at.start_epoch_steps = info.start_epoch_steps;
+	at.start_epoch_last_step_rows = info.start_epoch_last_step_rows;
 	at.slots = info.layout.slots;
 	at.slot_bytes = info.layout.slot_bytes;
 	at.ring_bytes = info.layout.ring_bytes;
@@ -855,6 +858,7 @@ peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
 					    &defaults;
 	const Infeed__Transform		*t = lo->transform;
 	const Infeed__Files		*f = a->files;
+	const Infeed__ElasticStage	*es;
 	struct session_options		*o = &out->options;
 	size_t				 i;
 
@@ -877,6 +881,14 @@ peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
 	o->start_epoch = lo->start_epoch;
 	o->start_step = lo->start_step;
 	o->label_dtype = (uint32_t)lo->label_dtype;
+	o->nstages = lo->n_start_epoch_stages;
+	for (i = 0; i < lo->n_start_epoch_stages &&
+	    i < INFEED_MAX_ELASTIC_STAGES; i++) {
+		es = lo->start_epoch_stages[i];
+		o->stages[i].process_count = es->process_count;
+		o->stages[i].cbs = es->combined_batch_size;
+		o->stages[i].steps_done = es->steps_done;
+	}
 	if ((o->has_transform = t != NULL)) {
 		o->transform.to_float32 = t->to_float32;
 		o->transform.scale = t->scale;
@@ -1033,11 +1045,23 @@ peers_stats(const struct peers *ps, struct stats *st)
 	}
 }
 
+/* A SessionStats's LoaderOptions and the messages they point to. */
+struct peer_stats_options {
+	Infeed__LoaderOptions	 lo;
+	Infeed__Transform	 t;
+	Infeed__ElasticStage	 stage[INFEED_MAX_ELASTIC_STAGES];
+	Infeed__ElasticStage	*stagep[INFEED_MAX_ELASTIC_STAGES];
+};
+
 /* A session's LoaderOptions, as it was asked for, for its SessionStats. */
 static void
-peer_stats_options(const struct session_options *o, Infeed__LoaderOptions *lo,
-    Infeed__Transform *t)
+peer_stats_options(const struct session_options *o,
+    struct peer_stats_options *out)
 {
+	Infeed__LoaderOptions	*lo = &out->lo;
+	Infeed__Transform	*t = &out->t;
+	size_t			 i;
+
 	infeed__loader_options__init(lo);
 	lo->has_batch_size = lo->has_device_iterations = 1;
 	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
@@ -1065,6 +1089,16 @@ peer_stats_options(const struct session_options *o, Infeed__LoaderOptions *lo,
 	lo->start_step = o->start_step;
 	lo->has_label_dtype = 1;
 	lo->label_dtype = (Infeed__DType)o->label_dtype;
+	/* A session's count is at most INFEED_MAX_ELASTIC_STAGES. */
+	for (i = 0; i < o->nstages; i++) {
+		infeed__elastic_stage__init(&out->stage[i]);
+		out->stage[i].process_count = o->stages[i].process_count;
+		out->stage[i].combined_batch_size = o->stages[i].cbs;
+		out->stage[i].steps_done = o->stages[i].steps_done;
+		out->stagep[i] = &out->stage[i];
+	}
+	lo->n_start_epoch_stages = o->nstages;
+	lo->start_epoch_stages = out->stagep;
 	if (!o->has_transform)
 		return;
 	infeed__transform__init(t);
@@ -1083,15 +1117,15 @@ peer_stats_options(const struct session_options *o, Infeed__LoaderOptions *lo,
 /* A live session of the snapshot as a SessionStats. */
 static void
 peer_stats_session(const struct stats_session *in, Infeed__SessionStats *ss,
-    Infeed__LoaderOptions *lo, Infeed__Transform *t)
+    struct peer_stats_options *opts)
 {
 	const struct session_report	*r = &in->report;
 
 	infeed__session_stats__init(ss);
 	ss->session_id = r->id;
 	ss->dataset = (char *)(uintptr_t)r->dataset;
-	peer_stats_options(r->options, lo, t);
-	ss->options = lo;
+	peer_stats_options(r->options, opts);
+	ss->options = &opts->lo;
 	ss->has_epoch = ss->has_step = 1;
 	ss->epoch = r->epoch;
 	ss->step = r->step;
@@ -1144,8 +1178,7 @@ peer_stats(struct peer *p)
 	Infeed__Frame		  f = INFEED__FRAME__INIT;
 	Infeed__Stats		  st = INFEED__STATS__INIT;
 	Infeed__SessionStats	 *ss, **ssp;
-	Infeed__LoaderOptions	 *lo;
-	Infeed__Transform	 *tr;
+	struct peer_stats_options *opts;
 	Infeed__WorkerStats	 *ws, **wsp;
 	struct stats		  snap;
 	size_t			  i;
@@ -1153,10 +1186,9 @@ peer_stats(struct peer *p)
 	peers_stats(p->ps, &snap);
 	ss = xcalloc(snap.nsessions + 1, sizeof(*ss));
 	ssp = xcalloc(snap.nsessions + 1, sizeof(*ssp));
-	lo = xcalloc(snap.nsessions + 1, sizeof(*lo));
-	tr = xcalloc(snap.nsessions + 1, sizeof(*tr));
+	opts = xcalloc(snap.nsessions + 1, sizeof(*opts));
 	for (i = 0; i < snap.nsessions; i++) {
-		peer_stats_session(&snap.sessions[i], &ss[i], &lo[i], &tr[i]);
+		peer_stats_session(&snap.sessions[i], &ss[i], &opts[i]);
 		ssp[i] = &ss[i];
 	}
 	ws = xcalloc(snap.nworkers + 1, sizeof(*ws));
@@ -1195,8 +1227,7 @@ peer_stats(struct peer *p)
 	peer_send(p, p->req, &f, -1);
 	free(wsp);
 	free(ws);
-	free(tr);
-	free(lo);
+	free(opts);
 	free(ssp);
 	free(ss);
 	stats_clear(&snap);

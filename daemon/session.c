@@ -484,6 +484,60 @@ session_allowed(const struct session *s, const struct session_checked *chk)
 }
 
 /*
+ * Elastic resume: start_epoch's stages into the sampler's options, their
+ * count checked before anything is allocated (the sampler checks each).
+ */
+static int
+session_check_stages(const struct session_options *o, struct sampler_opts *so,
+    char **cause)
+{
+	if (o->nstages > INFEED_MAX_ELASTIC_STAGES) {
+		*cause = xasprintf("start_epoch_stages has %zu stages; "
+		    "expected at most %d (INFEED_MAX_ELASTIC_STAGES), one for "
+		    "each process count epoch %llu went through", o->nstages,
+		    INFEED_MAX_ELASTIC_STAGES,
+		    (unsigned long long)o->start_epoch);
+		return (-1);
+	}
+	so->stages_epoch = o->start_epoch;
+	so->nstages = (uint32_t)o->nstages;
+	memcpy(so->stages, o->stages, o->nstages * sizeof(o->stages[0]));
+	return (0);
+}
+
+/*
+ * start_step counts steps of start_epoch as this process count splits it:
+ * of the whole epoch, or of what its stages left.  An elastic epoch with
+ * nothing left has no step: start_step 0 then starts at its end.
+ */
+static int
+session_check_start_step(const struct session *s,
+    const struct session_options *o, char **cause)
+{
+	uint64_t	steps;
+
+	steps = sampler_epoch_steps(&s->sampler, o->start_epoch);
+	if (o->start_step < steps || (steps == 0 && o->start_step == 0))
+		return (0);
+	if (o->nstages == 0)
+		*cause = xasprintf("start_step is %llu but an epoch has %llu "
+		    "steps (0 to %llu)", (unsigned long long)o->start_step,
+		    (unsigned long long)steps,
+		    (unsigned long long)steps - 1);
+	else
+		*cause = xasprintf("start_step is %llu but what the %zu "
+		    "start_epoch_stages left of epoch %llu makes %llu steps "
+		    "for %u processes; expected %s%llu (start_step counts "
+		    "the steps of the last stage, this one)",
+		    (unsigned long long)o->start_step, o->nstages,
+		    (unsigned long long)o->start_epoch,
+		    (unsigned long long)steps, o->process_count,
+		    steps > 0 ? "0 to " : "", (unsigned long long)(steps > 0 ?
+		    steps - 1 : 0));
+	return (-1);
+}
+
+/*
  * Check the access and options an Attach brings; fill in the sampler.
  * With @chk, the client's files were opened (and its groups looked up) on
  * a helper thread already: take them from there.
@@ -545,18 +599,15 @@ session_check(struct session *s, const struct session_attach *a,
 	so.drop_last = o->drop_last;
 	so.process_id = o->process_id;
 	so.process_count = o->process_count;
+	if (session_check_stages(o, &so, cause) == -1)
+		return (-1);
 	if (sampler_init(&s->sampler, &so, cause) == -1) {
 		if (errno == ENOMEM)
 			*code = ERRCODE_RESOURCE_EXHAUSTED;
 		return (-1);
 	}
-	if (o->start_step >= s->sampler.steps_per_epoch) {
-		*cause = xasprintf("start_step is %llu but an epoch has %llu "
-		    "steps (0 to %llu)", (unsigned long long)o->start_step,
-		    (unsigned long long)s->sampler.steps_per_epoch,
-		    (unsigned long long)s->sampler.steps_per_epoch - 1);
+	if (session_check_start_step(s, o, cause) == -1)
 		return (-1);
-	}
 	if (transform_init(&s->transform, o->has_transform ? &o->transform :
 	    NULL, s->ds, cause) == -1)
 		return (-1);
@@ -706,6 +757,14 @@ session_make(const struct session_host *host,
 	    s->ring->layout.slots,
 	    (unsigned long long)(s->ring->layout.slot_bytes >> 10),
 	    o->shuffle ? "on" : "off", o->process_id, o->process_count);
+	if (o->nstages > 0)
+		log_info("client %llu: session %llu resumes epoch %llu after "
+		    "%zu stages of other process counts: %llu steps left",
+		    (unsigned long long)client->peer_id,
+		    (unsigned long long)s->id,
+		    (unsigned long long)o->start_epoch, o->nstages,
+		    (unsigned long long)sampler_epoch_steps(&s->sampler,
+		    o->start_epoch));
 	/* Fill the ring now; the first Step still waits for the first Next. */
 	if (o->early_preload) {
 		session_set_state(s, SESSION_FILLING);
@@ -777,7 +836,8 @@ session_fill(struct session *s)
 	int			 i;
 
 	while (s->state == SESSION_FILLING) {
-		if (s->fill_step >= s->sampler.steps_per_epoch) {
+		if (s->fill_step >= sampler_epoch_steps(&s->sampler,
+		    s->fill_epoch)) {
 			if (!s->load_indefinitely) {
 				session_set_state(s, SESSION_EPOCH_END);
 				return;
@@ -1001,6 +1061,11 @@ session_describe(const struct session *s, struct session_info *info)
 	info->steps_per_epoch = s->sampler.steps_per_epoch;
 	info->last_step_rows = sampler_step_rows(&s->sampler,
 	    s->sampler.steps_per_epoch - 1);
+	info->start_epoch_steps = sampler_epoch_steps(&s->sampler,
+	    s->opts.start_epoch);
+	info->start_epoch_last_step_rows = info->start_epoch_steps == 0 ? 0 :
+	    sampler_epoch_step_rows(&s->sampler, s->opts.start_epoch,
+	    info->start_epoch_steps - 1);
 	info->layout = s->ring->layout;
 	info->sample_dims = s->out_dims;
 	info->sample_shape = s->out_shape;

@@ -25,6 +25,7 @@
 #include "errcode.h"
 #include "pool.h"
 #include "ring.h"
+#include "sampler.h"
 #include "transform.h"
 
 struct session;
@@ -54,6 +55,13 @@ struct session_options {
 	uint64_t		start_epoch;
 	uint64_t		start_step;
 	uint32_t		label_dtype;	/* enum infeed_dtype, or not */
+	/*
+	 * Elastic resume: start_epoch's finished stages, as many as asked
+	 * (more than INFEED_MAX_ELASTIC_STAGES are refused), of which the
+	 * first INFEED_MAX_ELASTIC_STAGES are kept.
+	 */
+	size_t			nstages;
+	struct sampler_stage	stages[INFEED_MAX_ELASTIC_STAGES];
 };
 
 /* The client's own files, as its Attach describes them (Attach.files). */
@@ -222,6 +230,8 @@ struct session_info {
 	uint64_t		 combined_batch_size;
 	uint64_t		 steps_per_epoch;
 	uint64_t		 last_step_rows;
+	uint64_t		 start_epoch_steps;	/* elastic: its own */
+	uint64_t		 start_epoch_last_step_rows;
 	struct ring_layout	 layout;
 	uint32_t		 sample_dims;
 	const uint64_t		*sample_shape;	/* borrowed */
