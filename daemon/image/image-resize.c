@@ -76,6 +76,25 @@ resize_scale(uint32_t in, uint32_t out, double *scale, double *fscale,
 	*support = 1.0 * *fscale;
 }
 
+/*
+ * The inputs [*xmin, *xmax) that output @o reads, as Pillow computes them;
+ * returns the output's centre in input coordinates.
+ */
+static double
+resize_window(uint32_t in, double scale, double support, uint32_t o,
+    int *xmin, int *xmax)
+{
+	double	center = 0.0 + (o + 0.5) * scale;
+
+	*xmin = (int)(center - support + 0.5);
+	if (*xmin < 0)
+		*xmin = 0;
+	*xmax = (int)(center + support + 0.5);
+	if (*xmax > (int)in)
+		*xmax = in;
+	return (center);
+}
+
 /**
  * image_resize_bounds() - the inputs output @o of a resize reads
  * @in: input size
@@ -88,17 +107,11 @@ void
 image_resize_bounds(uint32_t in, uint32_t out, uint32_t o, int32_t *lo,
     int32_t *hi)
 {
-	double	scale, fscale, support, center;
+	double	scale, fscale, support;
 	int	xmin, xmax;
 
 	resize_scale(in, out, &scale, &fscale, &support);
-	center = 0.0 + (o + 0.5) * scale;
-	xmin = (int)(center - support + 0.5);
-	if (xmin < 0)
-		xmin = 0;
-	xmax = (int)(center + support + 0.5);
-	if (xmax > (int)in)
-		xmax = in;
+	(void)resize_window(in, scale, support, o, &xmin, &xmax);
 	*lo = xmin;
 	*hi = xmax;
 }
@@ -169,13 +182,7 @@ image_resize_coeffs(uint32_t in, uint32_t out, uint32_t first,
 			co->maxn = 1;
 			continue;
 		}
-		center = 0.0 + (o + 0.5) * scale;
-		xmin = (int)(center - support + 0.5);
-		if (xmin < 0)
-			xmin = 0;
-		xmax = (int)(center + support + 0.5);
-		if (xmax > (int)in)
-			xmax = in;
+		center = resize_window(in, scale, support, o, &xmin, &xmax);
 		xmax -= xmin;
 		kk = co->dk;
 		ww = 0.0;
