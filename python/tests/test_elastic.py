@@ -157,8 +157,10 @@ def loader(daemon, process=(0, 1), seed=SEED, batch=7, shuffle=True, **kw):
 
 
 def take(ld, n):
+    """Take @n steps of the next epoch, keeping none."""
     it = iter(ld)
-    return [next(it) for _ in range(n)]
+    for _ in range(n):
+        next(it)
 
 
 def test_a_state_from_before_loads_with_the_same_count(daemon):
@@ -203,3 +205,31 @@ def test_refusals_name_what_differs(daemon):
     same.load_state_dict(state)
     assert len(same) == ld.info["steps_per_epoch"]
     assert same.state_dict() == state
+
+
+def test_daemon_restart_within_the_elastic_epoch(daemon):
+    """libinfeed re-attaches with the stages, counting the current stage's
+    steps: the steps are those of an uninterrupted resume."""
+    first = loader(daemon, (0, 4))
+    take(first, 10)
+    state = first.state_dict()
+    first.close()
+
+    def resumed():
+        ld = loader(daemon, (1, 3), batch=9)
+        ld.load_state_dict(state)
+        return ld
+    want = [list(s.indices) for s in resumed()]
+    ld = resumed()
+    assert len(ld) == len(want)
+    it = iter(ld)
+    got = [list(next(it).indices) for _ in range(4)]
+    assert ld.state_dict()["stages"] == [[4, 7, 10]]
+    assert daemon.stop() == 0
+    daemon.start()
+    got += [list(s.indices) for s in it]
+    assert got == want
+    # The next epoch is the ordinary one for 3 processes of 9.
+    fresh = loader(daemon, (1, 3), batch=9)
+    fresh.set_epoch(1)
+    assert [list(s.indices) for s in ld] == [list(s.indices) for s in fresh]
