@@ -281,6 +281,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 		infeed__frame__free_unpacked(reply, NULL);
 		free(transform);
 		(void)infeed_detach(f);
+		f->daemon_code = 0;	/* not a refusal of the daemon's */
 		return (infeed_fail(f, INFEED_ERR_DAEMON, "the daemon does "
 		    "not know elastic resume (start_epoch_stages): its "
 		    "Attached has no start_epoch_steps, so it ignored the "

@@ -487,8 +487,9 @@ class DataLoader:
                 count = int(saved["process"][1])
                 cbs = int(saved["combined_batch_size"])
                 stages = []
-            for key in ("dataset", "shuffle", "seed", "drop_last"):
-                saved[key]
+            if not {"dataset", "shuffle", "seed", "drop_last"} <= \
+                    saved.keys():
+                raise KeyError("fingerprint")
         except (KeyError, TypeError, ValueError, IndexError):
             raise ValueError(
                 "not an infeed.DataLoader state: expected a dict with "

@@ -146,6 +146,9 @@ def test_four_then_two_then_three_in_one_epoch(daemon):
         ([[4, 7, 10]], 2, 6)
     third = job(daemon, 3, 7, state=state)
     check_epoch([first, second, third], [[4, 7, 10], [2, 7, 6]], 3, 7, True)
+    # With the same count again, the stage goes on where it was.
+    again = job(daemon, 2, 7, state=state)
+    check_epoch([first, second, again], [[4, 7, 10]], 2, 7, True)
 
 
 def loader(daemon, process=(0, 1), seed=SEED, batch=7, shuffle=True, **kw):
