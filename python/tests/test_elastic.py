@@ -4,10 +4,11 @@ its state mid-epoch, and a job of P' processes resumes from it; every
 process is its own Python process, with torchrun's RANK and WORLD_SIZE.
 Over the epoch no index comes twice and every index comes but the
 drop_last remainders of docs/protocol.md's rule; the next epoch is the
-ordinary one for P'."""
+ordinary one for P'.  One run goes under mpirun as well."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ import pytest
 
 import infeed
 from conftest import N
+from test_mpirun import mpirun
 
 np = pytest.importorskip("numpy")
 
@@ -48,7 +50,12 @@ if cfg["next_epoch"]:
                               output="numpy", socket=cfg["socket"])
     fresh.set_epoch(out["state"]["epoch"])
     out["fresh"] = [int(i) for s in fresh for i in s.indices]
-print(json.dumps(out))
+if cfg.get("out"):       # under mpirun: a file per rank
+    rank = infeed.Options().Distributed.processId
+    with open(f"{cfg['out']}/{rank}.json", "w") as f:
+        json.dump(out, f)
+else:
+    print(json.dumps(out))
 """ % (SEED, SEED)
 
 
@@ -136,6 +143,32 @@ def test_four_processes_resume_with_another_count(daemon, shuffle, drop_last,
     for o in rest:      # the next epoch is the ordinary one for P'
         assert o["next"] == o["fresh"] and o["next"]
     assert same_state(rest)["epoch"] == 1
+
+
+def mpirun_job(daemon, tmp, count, **cfg):
+    """@count processes under mpirun (OMPI_COMM_WORLD_RANK/_SIZE)."""
+    out = tmp / f"job-{count}-{len(list(tmp.iterdir()))}"
+    out.mkdir()
+    cfg = dict({"batch": 7, "shuffle": True, "drop_last": True,
+                "socket": daemon.socket, "state": None, "take": None,
+                "next_epoch": False}, **cfg, out=str(out))
+    run = mpirun(count, [sys.executable, "-c", WORKER, json.dumps(cfg)])
+    assert run.returncode == 0, run.stdout + run.stderr
+    return [json.loads((out / f"{r}.json").read_text())
+            for r in range(count)]
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None,
+                    reason="needs mpirun: apt-get install openmpi-bin")
+def test_mpirun_four_then_two(daemon, tmp_path):
+    if mpirun(2, ["true"]).returncode != 0:
+        pytest.skip("mpirun cannot start processes here")
+    first = mpirun_job(daemon, tmp_path, 4, take=10)
+    rest = mpirun_job(daemon, tmp_path, 2, state=same_state(first),
+                      next_epoch=True)
+    check_epoch([first, rest], [[4, 7, 10]], 2, 7, True)
+    for o in rest:
+        assert o["next"] == o["fresh"] and o["next"]
 
 
 def test_four_then_two_then_three_in_one_epoch(daemon):
