@@ -104,6 +104,20 @@ struct infeed_dataset {
 };
 
 /*
+ * Since libinfeed 1.6, elastic resume (docs/protocol.md, "Elastic resume"):
+ * a finished stage of the start epoch that its processes ran under another
+ * process count.  process_count processes took steps of
+ * combined_batch_size rows (what their infeed_session_info said), and all
+ * of them completed steps_done steps together.
+ */
+struct infeed_elastic_stage {
+	uint32_t	process_count;
+	uint32_t	reserved0;		/* 0 */
+	uint64_t	combined_batch_size;
+	uint64_t	steps_done;
+};
+
+/*
  * Loader options: poptorch.DataLoader and AsynchronousDataAccessor.  Use
  * infeed_options_init() for poptorch's defaults, then change what you need.
  */
@@ -167,6 +181,18 @@ struct infeed_options {
 	 * datasets refuse one.  The library keeps its own copy.
 	 */
 	const char	*transform;		/* NULL */
+	/*
+	 * Since libinfeed 1.6, elastic resume: start_epoch's finished stages,
+	 * first to last, when the job began that epoch under other process
+	 * counts; start_step then counts the steps of the current stage (this
+	 * process count's).  Every process sends the same stages.  A daemon
+	 * that knows no stages is refused (INFEED_ERR_DAEMON, detached); so
+	 * is a resume after a daemon restart that lands there.  The stages
+	 * apply to start_epoch only; the epochs after it are ordinary.
+	 */
+	uint32_t	nstart_epoch_stages;	/* 0: none, an ordinary resume */
+	uint32_t	reserved1;		/* 0 */
+	struct infeed_elastic_stage start_epoch_stages[INFEED_MAX_ELASTIC_STAGES];
 };
 
 /* What Attach told us about the session and its steps. */
@@ -187,6 +213,14 @@ struct infeed_session_info {
 	 */
 	int		label_dtype;
 	uint32_t	reserved0;		/* 0; no tail padding */
+	/*
+	 * Since libinfeed 1.6: the steps of start_epoch from its first step
+	 * (of the current stage, with elastic stages) and its last step's
+	 * rows; the same as steps_per_epoch and last_step_rows without
+	 * stages.  0 for an epoch that the earlier stages finished.
+	 */
+	uint64_t	start_epoch_steps;
+	uint64_t	start_epoch_last_step_rows;
 };
 
 /* One device step, valid until infeed_release(). */

@@ -20,10 +20,10 @@
  * older struct's size, and an older caller's padding would be read as it.
  */
 _Static_assert(sizeof(struct infeed_options) ==
-    FIELD_END(struct infeed_options, transform),
+    FIELD_END(struct infeed_options, start_epoch_stages),
     "infeed_options has tail padding");
 _Static_assert(sizeof(struct infeed_session_info) ==
-    FIELD_END(struct infeed_session_info, reserved0),
+    FIELD_END(struct infeed_session_info, start_epoch_last_step_rows),
     "infeed_session_info has tail padding");
 _Static_assert(sizeof(struct infeed_step) ==
     FIELD_END(struct infeed_step, reserved0), "infeed_step has tail padding");
@@ -41,6 +41,9 @@ _Static_assert(sizeof(struct infeed_files) ==
 _Static_assert(sizeof(struct infeed_worker_stats) ==
     FIELD_END(struct infeed_worker_stats, reserved),
     "infeed_worker_stats has tail padding");
+_Static_assert(sizeof(struct infeed_elastic_stage) ==
+    FIELD_END(struct infeed_elastic_stage, steps_done),
+    "infeed_elastic_stage has tail padding");
 _Static_assert(sizeof(struct infeed_state) ==
     FIELD_END(struct infeed_state, slots), "infeed_state has tail padding");
 
@@ -267,6 +270,10 @@ infeed_options_take(struct infeed *f, const struct infeed_options *o,
 	if (out->nchannels > INFEED_MAX_CHANNELS)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "nchannels is %u; at "
 		    "most %d", out->nchannels, INFEED_MAX_CHANNELS));
+	if (out->nstart_epoch_stages > INFEED_MAX_ELASTIC_STAGES)
+		return (infeed_fail(f, INFEED_ERR_USAGE, "nstart_epoch_stages "
+		    "is %u; at most %d", out->nstart_epoch_stages,
+		    INFEED_MAX_ELASTIC_STAGES));
 	return (INFEED_OK);
 }
 

@@ -94,6 +94,7 @@ struct infeed {
 	bool			 eod_owed;	/* the epoch's last step went */
 	uint64_t		 session_id;
 	uint64_t		 steps_per_epoch;
+	uint64_t		 start_epoch_steps; /* of opts.start_epoch */
 	uint64_t		 next_epoch;	/* the step the session gives */
 	uint64_t		 next_step;	/* next */
 

@@ -9,7 +9,9 @@
  * Resume: the handle remembers where it is (the next epoch and step) and
  * how it attached, so when the daemon goes away infeed_next can reconnect
  * and attach again with start_epoch/start_step, and the trainer sees the
- * same steps it would have seen without the interruption.
+ * same steps it would have seen without the interruption.  Within an
+ * elastic epoch (start_epoch_stages) it sends the same stages again, and
+ * start_step counts the current stage's steps, as the daemon's do.
  */
 
 #include <errno.h>
@@ -97,11 +99,22 @@ infeed_connect(struct infeed *f, const char *path, const char *name)
 	return (INFEED_OK);
 }
 
-/* LoaderOptions (and its Transform @t) from whole options. */
+/* Room for the messages that LoaderOptions points to. */
+struct infeed_loader_parts {
+	Infeed__Transform	 transform;
+	Infeed__ElasticStage	 stages[INFEED_MAX_ELASTIC_STAGES];
+	Infeed__ElasticStage	*stage_ptrs[INFEED_MAX_ELASTIC_STAGES];
+};
+
+/* LoaderOptions (and the messages it points to, in @parts) from @o. */
 static void
-infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
-    const struct infeed_options *o)
+infeed_loader_options(Infeed__LoaderOptions *lo,
+    struct infeed_loader_parts *parts, const struct infeed_options *o)
 {
+	Infeed__Transform	*t = &parts->transform;
+	uint32_t		 i;
+
+	*t = (Infeed__Transform)INFEED__TRANSFORM__INIT;
 	lo->has_batch_size = lo->has_device_iterations = 1;
 	lo->batch_size = o->batch_size;
 	lo->device_iterations = o->device_iterations;
@@ -125,6 +138,19 @@ infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
 	lo->has_start_epoch = lo->has_start_step = 1;
 	lo->start_epoch = o->start_epoch;
 	lo->start_step = o->start_step;
+	for (i = 0; i < o->nstart_epoch_stages; i++) {
+		parts->stages[i] = (Infeed__ElasticStage)
+		    INFEED__ELASTIC_STAGE__INIT;
+		parts->stages[i].process_count =
+		    o->start_epoch_stages[i].process_count;
+		parts->stages[i].combined_batch_size =
+		    o->start_epoch_stages[i].combined_batch_size;
+		parts->stages[i].steps_done =
+		    o->start_epoch_stages[i].steps_done;
+		parts->stage_ptrs[i] = &parts->stages[i];
+	}
+	lo->n_start_epoch_stages = o->nstart_epoch_stages;
+	lo->start_epoch_stages = parts->stage_ptrs;
 	/* 0 is the default; anything else goes as it is, for the daemon. */
 	if (o->label_dtype != 0) {
 		lo->has_label_dtype = 1;
@@ -143,6 +169,14 @@ infeed_loader_options(Infeed__LoaderOptions *lo, Infeed__Transform *t,
 		t->pipeline = (char *)(uintptr_t)o->transform;
 		lo->transform = t;
 	}
+}
+
+/* The steps of start_epoch, as Attached said; an older daemon's are all. */
+static uint64_t
+infeed_start_epoch_steps(const Infeed__Attached *at)
+{
+	return (at->has_start_epoch_steps ? at->start_epoch_steps :
+	    at->steps_per_epoch);
 }
 
 /* The whole session info from Attached. */
@@ -165,6 +199,9 @@ infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
 	info->data_dtype = at->data_dtype;
 	info->sample_bytes = at->sample_bytes;
 	info->label_dtype = infeed_ring_label_dtype(at);
+	info->start_epoch_steps = infeed_start_epoch_steps(at);
+	info->start_epoch_last_step_rows = at->has_start_epoch_last_step_rows ?
+	    at->start_epoch_last_step_rows : at->last_step_rows;
 }
 
 /* The Files message of whole files @in; pointers borrow from @in. */
@@ -199,7 +236,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
 	Infeed__Attach		 a = INFEED__ATTACH__INIT;
 	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
-	Infeed__Transform	 t = INFEED__TRANSFORM__INIT;
+	struct infeed_loader_parts parts;
 	Infeed__Files		 fl = INFEED__FILES__INIT;
 	Infeed__Attached	*at;
 	char			*transform = NULL;
@@ -209,7 +246,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	if (&f->opts != o && o->transform != NULL &&
 	    (transform = strdup(o->transform)) == NULL)
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
-	infeed_loader_options(&lo, &t, o);
+	infeed_loader_options(&lo, &parts, o);
 	a.dataset = (char *)(uintptr_t)dataset;
 	a.options = &lo;
 	/* The files of infeed_attach_files, again when resuming. */
@@ -238,6 +275,20 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	f->attached = true;
 	f->session_id = at->session_id;
 	f->steps_per_epoch = at->steps_per_epoch;
+	f->start_epoch_steps = infeed_start_epoch_steps(at);
+	/* A daemon that knows no stages ignored them: its order is wrong. */
+	if (o->nstart_epoch_stages > 0 && !at->has_start_epoch_steps) {
+		infeed__frame__free_unpacked(reply, NULL);
+		free(transform);
+		(void)infeed_detach(f);
+		f->daemon_code = 0;	/* not a refusal of the daemon's */
+		return (infeed_fail(f, INFEED_ERR_DAEMON, "the daemon does "
+		    "not know elastic resume (start_epoch_stages): its "
+		    "Attached has no start_epoch_steps, so it ignored the "
+		    "%u stages and would deliver the wrong samples; upgrade "
+		    "infeedd, or resume with the process count the state "
+		    "was saved with", o->nstart_epoch_stages));
+	}
 	f->next_epoch = o->start_epoch;
 	f->next_step = o->start_step;
 	if (f->dataset != dataset) {
@@ -322,6 +373,10 @@ infeed_resume(struct infeed *f, int why)
 	path = strdup(f->path);
 	name = f->name != NULL ? strdup(f->name) : NULL;
 	dataset = strdup(f->dataset);
+	/* Within the elastic epoch, its stages again: next_step counts the
+	   current stage's steps. */
+	if (f->next_epoch != o.start_epoch)
+		o.nstart_epoch_stages = 0;
 	o.start_epoch = f->next_epoch;
 	o.start_step = f->next_step;
 	owed = f->eod_owed;
@@ -349,6 +404,15 @@ infeed_resume(struct infeed *f, int why)
 }
 
 static int	infeed_next_once(struct infeed *, struct infeed_step *, int);
+
+/* The steps of @epoch: fewer in an elastic epoch (start_epoch_stages). */
+static uint64_t
+infeed_epoch_steps(const struct infeed *f, uint64_t epoch)
+{
+	if (epoch == f->opts.start_epoch)
+		return (f->start_epoch_steps);
+	return (f->steps_per_epoch);
+}
 
 /* Wait for the next step, resuming after a daemon restart. */
 int
@@ -423,7 +487,7 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 	step->session = f->session_id;
 	f->next_epoch = step->epoch;
 	f->next_step = step->step + 1;
-	if (f->next_step == f->steps_per_epoch) {
+	if (f->next_step == infeed_epoch_steps(f, step->epoch)) {
 		f->next_epoch++;
 		f->next_step = 0;
 		/* Without load_indefinitely, an EndOfData comes next. */

@@ -8,6 +8,7 @@
  * size.
  */
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <check.h>
@@ -255,6 +256,84 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 }
 END_TEST
 
+/*
+ * infeedd answers the Attach with an Attached of a one-slot ring (a memfd
+ * it passes along) and, when @elastic, start_epoch_steps (an older daemon
+ * sends none); then the Detached of a Detach, if one comes.
+ */
+static void
+peer_attached(bool elastic)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, dfr = INFEED__FRAME__INIT;
+	Infeed__Attached at = INFEED__ATTACHED__INIT;
+	Infeed__Detached dd = INFEED__DETACHED__INIT;
+	uint8_t		*buf;
+	size_t		 len;
+	int		 fd;
+
+	ck_assert_int_ne(fd = memfd_create("ring", MFD_CLOEXEC), -1);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	at.session_id = 9;
+	at.slots = 1;
+	at.ring_bytes = at.slot_bytes = 4096;
+	at.combined_batch_size = 10;
+	at.steps_per_epoch = 25;
+	at.last_step_rows = 10;
+	at.has_start_epoch_steps = at.has_start_epoch_last_step_rows = elastic;
+	at.start_epoch_steps = 20;
+	at.start_epoch_last_step_rows = 4;
+	fr.msg_case = INFEED__FRAME__MSG_ATTACHED;
+	fr.attached = &at;
+	fr.has_request_id = 1;
+	fr.request_id = ID_CALL;
+	ck_assert_ptr_nonnull(buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME,
+	    &len));
+	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
+	free(buf);
+	close(fd);
+	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
+	dfr.detached = &dd;
+	peer_send(&dfr, ID_CALL);
+}
+
+/*
+ * Elastic resume and an older daemon: its Attached has no
+ * start_epoch_steps, so it ignored the stages; the library detaches and
+ * says why.  Without stages the same daemon is fine, and its epoch's steps
+ * stand for start_epoch's.
+ */
+START_TEST(stages_to_a_daemon_that_ignores_them_are_refused)
+{
+	struct infeed_options		o;
+	struct infeed_session_info	info;
+
+	infeed_options_init(&o);
+	o.nstart_epoch_stages = 1;
+	o.start_epoch_stages[0].process_count = 4;
+	o.start_epoch_stages[0].combined_batch_size = 10;
+	o.start_epoch_stages[0].steps_done = 7;
+	peer_attached(false);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_DAEMON);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "start_epoch_stages"));
+	ck_assert(!f->attached);
+	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_DETACH), 1);
+	/* A daemon that knows them: start_epoch's own steps. */
+	peer_attached(true);
+	ck_assert_msg(infeed_attach(f, "raw", &o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_uint_eq(info.start_epoch_steps, 20);
+	ck_assert_uint_eq(info.start_epoch_last_step_rows, 4);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	/* No stages, an older daemon: start_epoch is an ordinary epoch. */
+	o.nstart_epoch_stages = 0;
+	peer_attached(false);
+	ck_assert_msg(infeed_attach(f, "raw", &o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_uint_eq(info.start_epoch_steps, 25);
+	ck_assert_uint_eq(info.start_epoch_last_step_rows, 10);
+}
+END_TEST
+
 START_TEST(state_reports_the_pending_next_in_any_callers_size)
 {
 	Infeed__Frame		*reply;
@@ -297,6 +376,7 @@ main(void)
 	    next_stays_pending_after_a_timeout_and_is_not_sent_again);
 	tcase_add_test(tc,
 	    a_refused_release_is_reported_first_and_the_step_held_back);
+	tcase_add_test(tc, stages_to_a_daemon_that_ignores_them_are_refused);
 	tcase_add_test(tc,
 	    a_bounded_wait_reports_the_refusal_before_the_step_comes);
 	tcase_add_test(tc, acknowledged_releases_are_taken_on_the_way);

@@ -484,6 +484,83 @@ opt_str(PyObject *d, const char *key, PyObject **keep, const char **out)
 	return (*out == NULL ? -1 : 0);
 }
 
+/* The integer @v as one up to @max into *@out, or -1 naming @what. */
+static int
+stage_uint(PyObject *v, const char *what, uint64_t max, uint64_t *out)
+{
+	unsigned long long	x = PyLong_AsUnsignedLongLong(v);
+
+	if (PyErr_Occurred() || x > max || x == 0) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "start_epoch_stages: %s must be "
+		    "an integer from 1 to %llu, not %R", what,
+		    (unsigned long long)max, v);
+		return (-1);
+	}
+	*out = x;
+	return (0);
+}
+
+/*
+ * Option start_epoch_stages: a sequence of [process_count,
+ * combined_batch_size, steps_done], at most INFEED_MAX_ELASTIC_STAGES.
+ */
+static int
+opt_stages(PyObject *d, struct infeed_options *o)
+{
+	PyObject	*v = PyDict_GetItemString(d, "start_epoch_stages");
+	PyObject	*seq, *one = NULL;
+	Py_ssize_t	 i, n;
+	uint64_t	 p = 0, c = 0, k = 0;
+	int		 r = -1;
+
+	if (v == NULL || v == Py_None)
+		return (0);
+	if ((seq = sequence_tuple(v, "start_epoch_stages must be a list of "
+	    "[process_count, combined_batch_size, steps_done]")) == NULL)
+		return (-1);
+	if ((n = PyTuple_Size(seq)) > INFEED_MAX_ELASTIC_STAGES) {
+		PyErr_Format(PyExc_ValueError, "start_epoch_stages has %zd "
+		    "stages; at most %d", n, INFEED_MAX_ELASTIC_STAGES);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if ((one = sequence_tuple(PyTuple_GetItem(seq, i), "a stage "
+		    "must be [process_count, combined_batch_size, "
+		    "steps_done]")) == NULL)
+			goto out;
+		if (PyTuple_Size(one) != 3) {
+			PyErr_Format(PyExc_ValueError, "stage %zd has %zd "
+			    "values: expected [process_count, "
+			    "combined_batch_size, steps_done]", i,
+			    PyTuple_Size(one));
+			goto out;
+		}
+		if (stage_uint(PyTuple_GetItem(one, 0), "process_count",
+		    UINT32_MAX, &p) == -1 || stage_uint(PyTuple_GetItem(one,
+		    1), "combined_batch_size", UINT64_MAX, &c) == -1)
+			goto out;
+		k = PyLong_AsUnsignedLongLong(PyTuple_GetItem(one, 2));
+		if (PyErr_Occurred()) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError, "start_epoch_stages: "
+			    "steps_done must be an integer >= 0, not %R",
+			    PyTuple_GetItem(one, 2));
+			goto out;
+		}
+		o->start_epoch_stages[i].process_count = (uint32_t)p;
+		o->start_epoch_stages[i].combined_batch_size = c;
+		o->start_epoch_stages[i].steps_done = k;
+		Py_CLEAR(one);
+	}
+	o->nstart_epoch_stages = (uint32_t)n;
+	r = 0;
+out:
+	Py_XDECREF(one);
+	Py_DECREF(seq);
+	return (r);
+}
+
 /*
  * Loader options from the dict the Python layer built; *@keep holds the
  * bytes that o->transform points into (NULL if none), even on failure.
@@ -528,6 +605,7 @@ options_from(PyObject *d, struct infeed_options *o, PyObject **keep)
 	    opt_bool(d, "early_preload", &o->early_preload) == -1 ||
 	    opt_bool(d, "to_float32", &o->to_float32) == -1 ||
 	    opt_bool(d, "copy_on_write", &o->copy_on_write) == -1 ||
+	    opt_stages(d, o) == -1 ||
 	    opt_str(d, "transform", keep, &o->transform) == -1 ||
 	    opt_floats(d, "scale", &o->scale, 1, NULL) == -1 ||
 	    opt_floats(d, "mean", o->mean, INFEED_MAX_CHANNELS, &nmean) ==
@@ -552,8 +630,11 @@ info_dict(const struct infeed_session_info *in)
 
 	if ((shape = shape_tuple(in->sample_shape, in->ndim)) == NULL)
 		return (NULL);
-	return (Py_BuildValue("{s:K,s:I,s:K,s:K,s:K,s:N,s:s,s:K,s:s}",
+	return (Py_BuildValue("{s:K,s:I,s:K,s:K,s:K,s:K,s:K,s:N,s:s,s:K,s:s}",
 	    "session_id", (unsigned long long)in->session_id,
+	    "start_epoch_steps", (unsigned long long)in->start_epoch_steps,
+	    "start_epoch_last_step_rows",
+	    (unsigned long long)in->start_epoch_last_step_rows,
 	    "slots", in->slots,
 	    "combined_batch_size",
 	    (unsigned long long)in->combined_batch_size,
@@ -1393,7 +1474,9 @@ PyInit__infeed(void)
 	if (PyModule_AddObject(m, "Client", (PyObject *)ClientType) < 0 ||
 	    PyModule_AddObject(m, "Lease", (PyObject *)LeaseType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_CHANNELS",
-	    INFEED_MAX_CHANNELS) < 0 || add_dtype_constants(m) == -1) {
+	    INFEED_MAX_CHANNELS) < 0 ||
+	    PyModule_AddIntConstant(m, "MAX_ELASTIC_STAGES",
+	    INFEED_MAX_ELASTIC_STAGES) < 0 || add_dtype_constants(m) == -1) {
 		Py_DECREF(m);
 		return (NULL);
 	}

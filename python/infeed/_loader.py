@@ -171,7 +171,9 @@ class DataLoader:
     Tensors view infeedd's memory: nothing is copied.  A step's memory goes
     back to infeedd when the last tensor or array made from it is gone, so
     a tensor kept by the program never changes.  ``len(loader)`` is the
-    number of steps per epoch (per process when distributed).
+    number of steps per epoch (per process when distributed); for an epoch
+    resumed under another process count (``load_state_dict``), the steps
+    that this process count delivers of it (``info["start_epoch_steps"]``).
     """
 
     def __init__(self, options, dataset, batch_size=1, shuffle=False,
@@ -229,8 +231,12 @@ class DataLoader:
         # Where the session is, is libinfeed's (Client.state()); here only
         # what the program asked for.
         self._next_epoch = 0     # what the next iter() starts
-        self._resume = None      # (epoch, step) from load_state_dict
+        self._resume = None      # (epoch, step, stages), load_state_dict's
         self._running = False    # an epoch is being iterated
+        self._epoch = 0          # the epoch being (or last) iterated
+        # Elastic resume: (epoch, its finished stages) that the session
+        # attached with; the stages belong to that epoch only.
+        self._stages = None
         if early_preload:
             self._session(0, 0)
 
@@ -295,18 +301,29 @@ class DataLoader:
         return (st["attached"] and not st["end_of_data_owed"]
                 and (st["epoch"], st["step"]) == (epoch, step))
 
-    def _session(self, epoch, step):
-        """A session whose next step is (epoch, step)."""
-        if self._at(epoch, step):
+    def _stages_of(self, epoch):
+        """The finished stages of @epoch the session attached with."""
+        if self._stages is not None and self._stages[0] == epoch:
+            return self._stages[1]
+        return []
+
+    def _session(self, epoch, step, stages=()):
+        """A session whose next step is (epoch, step), after @epoch's
+        finished @stages (elastic resume; none: an ordinary epoch)."""
+        stages = [list(st) for st in stages]
+        if self._at(epoch, step) and self._stages_of(epoch) == stages:
             return
         if self._info is not None:
             self._client.detach()
             self._info = None
-        opts = dict(self._opts, start_epoch=epoch, start_step=step)
+        self._stages = None
+        opts = dict(self._opts, start_epoch=epoch, start_step=step,
+                    start_epoch_stages=stages)
         if isinstance(self._dataset, Files):
             self._info = self._attach_files(opts)
         else:
             self._info = self._connect().attach(self._dataset, opts)
+        self._stages = (epoch, stages)
         self._shape = (self._info["sample_shape"])
         self._dtype = self._np.dtype(self._info["dtype"])
         self._label_dtype = self._np.dtype(self._info["label_dtype"])
@@ -342,7 +359,7 @@ class DataLoader:
         """The session: sample_shape, dtype, label_dtype,
         combined_batch_size, steps_per_epoch, slots, ..."""
         if self._info is None:
-            start = self._resume or (self._next_epoch, 0)
+            start = self._resume or (self._next_epoch, 0, [])
             self._session(*start)
         return dict(self._info)
 
@@ -357,17 +374,26 @@ class DataLoader:
         return self._options
 
     def __len__(self):
-        """Steps per epoch, as poptorch's len(DataLoader)."""
-        return self.info["steps_per_epoch"]
+        """Steps per epoch, as poptorch's len(DataLoader); for an epoch
+        resumed under another process count, its steps under this one."""
+        info = self.info
+        if self._running:
+            epoch = self._epoch
+        else:
+            epoch = (self._resume or (self._next_epoch,))[0]
+        if self._stages_of(epoch):
+            return info["start_epoch_steps"]
+        return info["steps_per_epoch"]
 
     # Iteration, epochs and state
 
     def __iter__(self):
-        epoch, step = self._resume or (self._next_epoch, 0)
+        epoch, step, stages = self._resume or (self._next_epoch, 0, [])
         self._resume = None
         self._next_epoch = epoch + 1
-        self._session(epoch, step)
+        self._session(epoch, step, stages)
         self._running = True
+        self._epoch = epoch
         return _Iterator(self, epoch)
 
     def _take(self, epoch):
@@ -414,53 +440,106 @@ class DataLoader:
         self._next_epoch = epoch
 
     def _fingerprint(self):
-        info = self.info
+        """What must be the same for a state to resume here."""
         o = self._opts
         name = self._dataset if isinstance(self._dataset, str) else \
             repr(self._dataset)
-        return {"dataset": name,
-                "combined_batch_size": info["combined_batch_size"],
-                "steps_per_epoch": info["steps_per_epoch"],
-                "shuffle": o["shuffle"], "seed": o.get("seed", 0),
-                "drop_last": o["drop_last"],
-                "process": [o["distributed_process_id"],
-                            o["distributed_process_count"]]}
+        return {"dataset": name, "shuffle": o["shuffle"],
+                "seed": o.get("seed", 0), "drop_last": o["drop_last"],
+                "transform": o.get("transform")}
 
     def state_dict(self):
-        """Where the loader is: ``{"epoch", "step", "fingerprint"}``, the
-        next step the program would get (torchdata's name)."""
+        """Where the whole job is (torchdata's name), the same in every
+        process: ``epoch``; ``stages``, the epoch's finished stages under
+        other process counts, each ``[process_count, combined_batch_size,
+        steps_done]``; the current stage's ``process_count``,
+        ``combined_batch_size`` and ``step`` (its steps completed, so the
+        next step the program would get); and the ``fingerprint`` of the
+        dataset, seed, shuffle, drop_last and transform.  Plain values
+        only: it serialises to JSON."""
         if self._running:
             st = self._client.state()
             epoch, step = st["epoch"], st["step"]
+            stages = self._stages_of(epoch)
         elif self._resume is not None:
-            epoch, step = self._resume
+            epoch, step, stages = self._resume
         else:
-            epoch, step = self._next_epoch, 0
-        return {"epoch": epoch, "step": step,
-                "fingerprint": self._fingerprint()}
+            epoch, step, stages = self._next_epoch, 0, []
+        return {"epoch": epoch, "stages": [list(st) for st in stages],
+                "process_count": self._opts["distributed_process_count"],
+                "combined_batch_size": self.info["combined_batch_size"],
+                "step": step, "fingerprint": self._fingerprint()}
 
-    def load_state_dict(self, state):
-        """The next iteration resumes at ``state`` exactly: the same
-        remaining steps in the same order.  A state of another dataset or
-        other options is refused."""
+    @staticmethod
+    def _parse_state(state):
+        """(epoch, stages, process_count, combined_batch_size, step,
+        fingerprint) of a state, this version's or an older one's (whose
+        fingerprint held the process and the combined batch)."""
         try:
             epoch, step = int(state["epoch"]), int(state["step"])
-            saved = state["fingerprint"]
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("not an infeed.DataLoader state: expected a "
-                             "dict with epoch, step and fingerprint") \
-                from None
+            saved = dict(state["fingerprint"])
+            if "process_count" in state:
+                count = int(state["process_count"])
+                cbs = int(state["combined_batch_size"])
+                stages = [[int(p), int(c), int(k)]
+                          for p, c, k in state["stages"]]
+            else:
+                count = int(saved["process"][1])
+                cbs = int(saved["combined_batch_size"])
+                stages = []
+            if not {"dataset", "shuffle", "seed", "drop_last"} <= \
+                    saved.keys():
+                raise KeyError("fingerprint")
+        except (KeyError, TypeError, ValueError, IndexError):
+            raise ValueError(
+                "not an infeed.DataLoader state: expected a dict with "
+                "epoch, stages, process_count, combined_batch_size, step "
+                "and fingerprint (as state_dict() gives)") from None
+        if min([epoch, step, count - 1, cbs - 1] +
+               [min(st[0] - 1, st[1] - 1, st[2]) for st in stages]) < 0:
+            raise ValueError(f"this state has a negative or zero count: "
+                             f"epoch {epoch}, step {step}, process_count "
+                             f"{count}, combined_batch_size {cbs}, stages "
+                             f"{stages}")
+        return epoch, stages, count, cbs, step, saved
+
+    def load_state_dict(self, state):
+        """The next iteration resumes where ``state`` says the job was.
+        With the process count and combined batch it was saved with, the
+        same remaining steps in the same order; with others (elastic
+        resume), the samples of the epoch no process was given yet, split
+        among this job's processes by docs/protocol.md's rule.  A state of
+        another dataset, seed, shuffle, drop_last or transform is refused,
+        naming what differs."""
+        epoch, stages, count, cbs, step, saved = self._parse_state(state)
         mine = self._fingerprint()
-        diff = [k for k in mine if saved.get(k) != mine[k]]
+        # An older state did not record the transform.
+        diff = [k for k in mine if k in saved and saved[k] != mine[k]]
         if diff:
             raise ValueError(
                 "this state was saved by a loader with other "
                 + ", ".join(f"{k} ({saved.get(k)!r}, here {mine[k]!r})"
                             for k in diff))
-        if not 0 <= step < mine["steps_per_epoch"] or epoch < 0:
+        here = (self._opts["distributed_process_count"],
+                self.info["combined_batch_size"])
+        if (count, cbs) != here and step > 0:
+            # The saved stage is finished: this job starts a new one.
+            stages = stages + [[count, cbs, step]]
+            step = 0
+        if len(stages) > _infeed.MAX_ELASTIC_STAGES:
+            raise ValueError(
+                f"this state's epoch changed process counts "
+                f"{len(stages)} times; at most "
+                f"{_infeed.MAX_ELASTIC_STAGES}: finish the epoch with the "
+                f"process count of its last stage ({stages[-1][0]})")
+        if not stages and step >= self.info["steps_per_epoch"]:
             raise ValueError(f"step {step} is outside an epoch of "
-                             f"{mine['steps_per_epoch']} steps")
-        self._resume = (epoch, step)
+                             f"{self.info['steps_per_epoch']} steps")
+        if stages:
+            # Attach now: the daemon checks the stages (a refusal is
+            # raised here), and len() counts this process count's steps.
+            self._session(epoch, step, stages)
+        self._resume = (epoch, step, stages)
         self._running = False
 
     def close(self):

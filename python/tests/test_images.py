@@ -222,6 +222,38 @@ def test_random_crops_depend_on_seed_epoch_and_index_only(tmp_path, tree):
     assert not np.array_equal(by_index[0], by_index[2])
 
 
+def test_random_crops_survive_an_elastic_resume(images, tree):
+    """4 processes take 2 steps of an epoch, 2 processes of another batch
+    resume it (load_state_dict): every sample gets the crop it gets in an
+    uninterrupted epoch of one process, and none comes twice."""
+    idx, _, data = _epoch(images, "imgs", TRAIN, shuffle=True)
+    want = dict(zip(idx.tolist(), data))
+
+    def loader(p, count, batch):
+        o = _opts()
+        o.Distributed.configureProcessId(p, count)
+        return infeed.DataLoader(o, "imgs", batch_size=batch, shuffle=True,
+                                 drop_last=False, transform=TRAIN,
+                                 output="numpy", socket=images.socket)
+    got = []
+    for p in range(4):
+        ld = loader(p, 4, 2)
+        it = iter(ld)
+        for _ in range(2):
+            step = next(it)
+            got += zip(step.indices.tolist(), np.array(step.data))
+        state = ld.state_dict()
+        ld.close()
+    for p in range(2):
+        ld = loader(p, 2, 3)
+        ld.load_state_dict(state)
+        for step in ld:
+            got += zip(step.indices.tolist(), np.array(step.data))
+    assert sorted(i for i, _ in got) == sorted(want)
+    for i, crop in got:
+        assert np.array_equal(crop, want[i]), i
+
+
 def test_tar_shards_give_the_folders_samples(images, tree):
     n = len(tree["folder"].samples)
     for name in ("imgs", "imgs-tar"):

@@ -512,6 +512,128 @@ START_TEST(test_get_stats_newer_caller_sizes)
 }
 END_TEST
 
+/*
+ * Elastic resume's fields (libinfeed 1.6) and an older caller: options cut
+ * before nstart_epoch_stages send no stages (the guard, read as a count,
+ * would be refused), and session info cut before start_epoch_steps is
+ * written to its size; today's gets start_epoch_steps, which without
+ * stages are the epoch's.
+ */
+START_TEST(test_elastic_fields_cut_off_for_older_callers)
+{
+	struct infeed			*f = client();
+	GUARDED(struct infeed_options)	 go;
+	GUARDED(struct infeed_session_info) gi;
+	struct infeed_session_info	 info;
+	size_t				 osize, isize;
+
+	osize = offsetof(struct infeed_options, nstart_epoch_stages);
+	isize = offsetof(struct infeed_session_info, start_epoch_steps);
+	guard_fill(&go, sizeof(go));
+	infeed_options_init_size(&go.v, osize);
+	go.v.batch_size = 10;
+	guard_fill(&gi, sizeof(gi));
+	ck_assert_msg(infeed_attach_size(f, "raw", &go.v, &gi.v, isize) ==
+	    INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(gi.v.struct_size, isize);
+	ck_assert_uint_eq(gi.v.steps_per_epoch, RAW_N / 10);
+	ck_assert(guard_intact((uint8_t *)&gi + isize, sizeof(gi) - isize));
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	ck_assert_msg(infeed_attach_size(f, "raw", &go.v, &info,
+	    sizeof(info)) == INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(info.struct_size, sizeof(info));
+	ck_assert_uint_eq(info.start_epoch_steps, RAW_N / 10);
+	ck_assert_uint_eq(info.start_epoch_last_step_rows, 10);
+	infeed_free(f);
+}
+END_TEST
+
+/* Options for the elastic tests: process @p of @count, in order. */
+static void
+elastic_options(struct infeed_options *o, uint32_t p, uint32_t count,
+    uint32_t batch)
+{
+	infeed_options_init(o);
+	o->batch_size = batch;
+	o->distributed_process_id = p;
+	o->distributed_process_count = count;
+}
+
+/*
+ * End to end: 4 processes of 10 rows take 7 steps of epoch 0; 3 processes
+ * of 9 resume it with that stage.  Their steps are the rule's
+ * (start_epoch_steps, the last step's rows), no index comes twice and all
+ * but the remainders come; after the elastic epoch comes epoch 1 step 0,
+ * the ordinary one for 3.  17 stages are refused by the library.
+ */
+START_TEST(test_elastic_stage_attach)
+{
+	static bool			 seen[RAW_N];
+	struct infeed			*f;
+	struct infeed_options		 o;
+	struct infeed_session_info	 info;
+	struct infeed_step		 st;
+	uint64_t			 delivered = 0, s, k, left;
+	uint32_t			 p;
+
+	memset(seen, 0, sizeof(seen));
+	for (p = 0; p < 4; p++) {
+		f = client();
+		elastic_options(&o, p, 4, 10);
+		ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+		for (s = 0; s < 7; s++) {
+			ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+			for (k = 0; k < st.rows; k++) {
+				ck_assert(!seen[st.indices[k]]);
+				seen[st.indices[k]] = true;
+				delivered++;
+			}
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		}
+		infeed_free(f);
+	}
+	/* Stage 0: blocks of 25 steps of 10; 18 steps of each are left. */
+	left = 4 * (25 - 7) * 10;
+	for (p = 0; p < 3; p++) {
+		f = client();
+		elastic_options(&o, p, 3, 9);
+		o.nstart_epoch_stages = 1;
+		o.start_epoch_stages[0].process_count = 4;
+		o.start_epoch_stages[0].combined_batch_size = 10;
+		o.start_epoch_stages[0].steps_done = 7;
+		ck_assert_msg(infeed_attach(f, "raw", &o, &info) == INFEED_OK,
+		    "%s", infeed_error(f));
+		ck_assert_uint_eq(info.start_epoch_steps, left / (3 * 9));
+		ck_assert_uint_eq(info.start_epoch_last_step_rows, 9);
+		ck_assert_uint_eq(info.steps_per_epoch, RAW_N / (3 * 9));
+		for (s = 0; s < info.start_epoch_steps; s++) {
+			ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+			ck_assert_uint_eq(st.epoch, 0);
+			ck_assert_uint_eq(st.step, s);
+			for (k = 0; k < st.rows; k++) {
+				ck_assert(!seen[st.indices[k]]);
+				seen[st.indices[k]] = true;
+				delivered++;
+			}
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		}
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_uint_eq(st.epoch, 1);
+		ck_assert_uint_eq(st.step, 0);
+		/* The ordinary split for 3: block p starts at p·S·CBS. */
+		ck_assert_uint_eq(st.indices[0], p * info.steps_per_epoch * 9);
+		infeed_free(f);
+	}
+	ck_assert_uint_eq(delivered, 4 * 7 * 10 + left / 27 * 27);
+	f = client();
+	elastic_options(&o, 0, 3, 9);
+	o.nstart_epoch_stages = INFEED_MAX_ELASTIC_STAGES + 1;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_ERR_USAGE);
+	ck_assert_ptr_nonnull(strstr(infeed_error(f), "at most 16"));
+	infeed_free(f);
+}
+END_TEST
+
 /* The suite: struct sizes alone, then against the daemon. */
 /* Options for the wait tests: 10 steps of 100 rows, in order. */
 static struct infeed *
@@ -752,6 +874,8 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_label_dtype_cut_off_for_older_callers);
 	tcase_add_test(tc, test_label_dtype_reported_in_info_and_step);
 	tcase_add_test(tc, test_list_old_datasets_at_their_stride);
+	tcase_add_test(tc, test_elastic_fields_cut_off_for_older_callers);
+	tcase_add_test(tc, test_elastic_stage_attach);
 	tcase_add_test(tc, test_get_stats);
 	tcase_add_test(tc, test_get_stats_newer_caller_sizes);
 	tcase_add_test(tc, test_next_timeout_keeps_the_next_outstanding);
