@@ -44,6 +44,7 @@ struct client {
 	struct wire_in	in;
 };
 
+static char		 rundir[PATH_MAX];	/* the run's, made by the runner */
 static char		 tmpdir[PATH_MAX];
 static char		 conf_path[PATH_MAX];
 static struct daemon	*d;
@@ -53,12 +54,11 @@ static void
 start(const char *extra)
 {
 	struct daemon_args	 args = { NULL, NULL, 0, false };
-	const char		*tmp = getenv("TMPDIR");
 	FILE			*f;
 
-	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/test-peer."
-	    "XXXXXX", tmp != NULL && *tmp != '\0' ? tmp : "/tmp"),
-	    (int)sizeof(tmpdir));
+	/* One directory a test, in the run's (run_suite_in_dir()). */
+	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX",
+	    rundir), (int)sizeof(tmpdir));
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
 	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
@@ -491,5 +491,6 @@ peer_suite(void)
 int
 main(void)
 {
-	return (run_suite(peer_suite()));
+	return (run_suite_in_dir(peer_suite(), "test-peer", rundir,
+	    sizeof(rundir)));
 }

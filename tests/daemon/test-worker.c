@@ -43,6 +43,7 @@
 #define SLOTS		2
 #define RING_ID		7
 
+static char			 rundir[PATH_MAX];	/* the run's, made by the runner */
 static char			 tmpdir[PATH_MAX];
 static char			 conf_path[PATH_MAX];
 static struct config		*conf;
@@ -63,12 +64,11 @@ setup(void)
 	struct ring_owner	 owner = { getuid(), getgid(), 0, 0 };
 	FILE			*f;
 	char			*cause = NULL;
-	const char		*tmp = getenv("TMPDIR");
 	size_t			 index;
 
-	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/test-worker."
-	    "XXXXXX", tmp != NULL && *tmp != '\0' ? tmp : "/tmp"),
-	    (int)sizeof(tmpdir));
+	/* One directory a test, in the run's (run_suite_in_dir()). */
+	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX",
+	    rundir), (int)sizeof(tmpdir));
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
 	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
@@ -447,5 +447,6 @@ worker_suite(void)
 int
 main(void)
 {
-	return (run_suite(worker_suite()));
+	return (run_suite_in_dir(worker_suite(), "test-worker", rundir,
+	    sizeof(rundir)));
 }
