@@ -79,7 +79,7 @@
  * next limit).  Every mode prints its figures and then one line of JSON.
  *
  * usage: loader-vs-gather INFEEDD [--rounds N] [--epochs E]
- *	      [--session [--pause-ms MS]] [--clients N]
+ *	      [--session [--pause-ms MS]] [--clients N [--from-attach]]
  *	      [--row-bytes X --rows R [--samples S] [--buffer-size SLOTS]
  *	      [--gb G]]
  *
@@ -90,6 +90,10 @@
  *   --session         the 72-step session timed from Attach, as above
  *   --pause-ms MS     --session: pause between the two sessions (0)
  *   --clients N       N concurrent distributed clients, as above
+ *   --from-attach     --clients: each client starts at the barrier,
+ *                     attaches and takes 72 steps (whole epochs of its
+ *                     share), timed from infeed_attach() with the first
+ *                     step, as a user times a run (issue 25)
  *   --row-bytes X     cell mode: bytes a row (4 to 64 MiB)
  *   --rows R          cell mode: rows a step (combined batch)
  *   --samples S       cell mode: samples in the file
@@ -206,6 +210,7 @@ struct bench {
 	char		 sock[300];
 	unsigned	 rounds, epochs;
 	bool		 epochs_set;
+	bool		 from_attach;	/* --clients: time as a user would */
 };
 
 /* Seconds on the monotonic clock. */
@@ -567,6 +572,13 @@ client_run(struct run *r)
 		fprintf(stderr, "bench: %s\n", infeed_error(f));
 		goto out;
 	}
+	/* Timed from the Attach: the clients start together before it. */
+	if (r->ready_fd != -1 && r->from_attach) {
+		if (write(r->ready_fd, "r", 1) != 1)
+			goto out;
+		close(r->ready_fd);
+		barrier_wait(r->go_fd);
+	}
 	r->t0 = now_s();
 	if (infeed_attach(f, r->dataset, &o, &info) != INFEED_OK) {
 		fprintf(stderr, "bench: %s\n", infeed_error(f));
@@ -574,7 +586,7 @@ client_run(struct run *r)
 	}
 	r->steps_per_epoch = info.steps_per_epoch;
 	r->cbs = info.combined_batch_size;
-	if (r->ready_fd != -1) {
+	if (r->ready_fd != -1 && !r->from_attach) {
 		/* Closed, so that the parent sees EOF if another client dies. */
 		if (write(r->ready_fd, "r", 1) != 1)
 			goto out;
@@ -970,6 +982,7 @@ clients_round(const struct bench *b, struct shared *sh, struct check *chk,
 		r.process_id = i;
 		r.process_count = n;
 		r.max_steps = max_steps;
+		r.from_attach = b->from_attach && chk != NULL;
 		r.ready_fd = ready[1];
 		r.go_fd = go[0];
 		r.chk = chk;
@@ -1123,8 +1136,9 @@ clients_main(const struct bench *b, unsigned n)
 	ma = median(agg, (int)rounds);
 	printf("workload          10000 x [1,128,128] float32, %u clients, "
 	    "each distributed process i of %u: B 16, DI 50 (800 rows/step), "
-	    "shuffled, same seed, %u epochs of %" PRIu64 " steps each, first "
-	    "step left out\n", n, n, b->epochs, spe);
+	    "shuffled, same seed, %u epochs of %" PRIu64 " steps each, %s\n",
+	    n, n, b->epochs, spe, b->from_attach ? "each timed from its "
+	    "Attach, first step included" : "first step left out");
 	printf("gather limit      %.0f items/s (%.2f GB/s), median of %u\n",
 	    ml, ml * SAMPLE_BYTES / 1e9, rounds);
 	printf("aggregate         %.0f items/s (%.2f GB/s), median of %u\n",
@@ -1142,10 +1156,10 @@ clients_main(const struct bench *b, unsigned n)
 	    "(medians), after an untimed warm-up of 4 steps a client\n",
 	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3);
 	check_print(&chk, once, (uint64_t)n * spe * cbs);
-	printf("{\"mode\":\"clients\",\"clients\":%u,\"gather_items_per_s\":"
+	printf("{\"mode\":\"clients\",\"from_attach\":%s,\"clients\":%u,\"gather_items_per_s\":"
 	    "%.1f,\"memcpy_items_per_s\":%.1f,\"aggregate_items_per_s\":%.1f,\"gather_gb_per_s\":%.3f,"
 	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"fairness\":%.4f,"
-	    "\"client_items_per_s\":[", n, ml, median(cpy, (int)rounds), ma, ml * SAMPLE_BYTES / 1e9,
+	    "\"client_items_per_s\":[", b->from_attach ? "true" : "false", n, ml, median(cpy, (int)rounds), ma, ml * SAMPLE_BYTES / 1e9,
 	    ma * SAMPLE_BYTES / 1e9, median(ratio, (int)rounds),
 	    median(fair, (int)rounds));
 	for (i = 0; i < n; i++)
@@ -1475,7 +1489,8 @@ main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: loader-vs-gather INFEEDD [--rounds N] "
 		    "[--epochs E]\n"
-		    "           [--session [--pause-ms MS]] [--clients N]\n"
+		    "           [--session [--pause-ms MS]] [--clients N "
+		    "[--from-attach]]\n"
 		    "           [--row-bytes X --rows R [--samples S] "
 		    "[--buffer-size SLOTS] [--gb G]]\n");
 		return (2);
@@ -1495,7 +1510,9 @@ main(int argc, char **argv)
 		    strcmp(argv[i], "--epochs") == 0) {
 			b.epochs = (unsigned)atoi(argv[++i]);
 			b.epochs_set = true;
-		} else if (i + 1 < (unsigned)argc &&
+		} else if (strcmp(argv[i], "--from-attach") == 0)
+			b.from_attach = true;
+		else if (i + 1 < (unsigned)argc &&
 		    strcmp(argv[i], "--clients") == 0)
 			clients = (unsigned)arg_uint(argv[i], argv[i + 1], 1,
 			    MAX_CLIENTS), i++;
@@ -1539,8 +1556,24 @@ main(int argc, char **argv)
 		    "--gb)\n");
 		return (2);
 	}
+	if (b.from_attach && (clients == 0 || b.epochs_set)) {
+		fprintf(stderr, "bench: --from-attach goes with --clients N "
+		    "and takes no --epochs (72 steps a client)\n");
+		return (2);
+	}
+	/* 72 steps a client: a whole number of epochs for 1, 2, 4 or 8. */
+	if (b.from_attach) {
+		spe = N_SAMPLES / (CBS * clients);
+		if (72 % spe != 0) {
+			fprintf(stderr, "bench: --from-attach: 72 steps are "
+			    "not whole epochs of %u steps; use 1, 2, 4 or 8 "
+			    "clients\n", spe);
+			return (2);
+		}
+		b.epochs = 72 / spe;
+	}
 	/* 8 epochs, and at least 24 steps a client: its share is 1/N. */
-	if (clients != 0 && !b.epochs_set) {
+	if (clients != 0 && !b.epochs_set && !b.from_attach) {
 		spe = N_SAMPLES / (CBS * clients);
 		b.epochs = (24 + spe - 1) / spe;
 		if (b.epochs < 8)
