@@ -8,7 +8,8 @@
  *             shuffled.
  *   limit:    gathering 800 random 64 KiB rows of the mapped file into one
  *             reused, page-aligned buffer (as a ring's slot is) with 2
- *             threads, as fast as memcpy goes.
+ *             threads, with the copy the workers use (common/copy.h:
+ *             streaming stores for a slot past the last-level cache).
  *   infeed:   the real infeedd (2 workers) serving the same file as a `raw`
  *             dataset, read through libinfeed by a client that touches
  *             every page of every step.
@@ -17,7 +18,7 @@
  * pre-touched source, 2 threads kept for the run, measured in the same run
  * as infeed and interleaved with it, round by round; every figure is a
  * median.  The limit checks itself: the same threads also time a plain
- * memcpy of the same bytes from pre-faulted anonymous memory (256 MiB or
+ * copy of the same bytes from pre-faulted anonymous memory (256 MiB or
  * more, past any cache), and a limit below half of that is reported as a
  * broken measurement (exit status 3), not as a ratio.
  *
@@ -120,6 +121,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "infeed.h"
 
 #define N_SAMPLES	10000
@@ -137,8 +139,8 @@
 #define CELL_MIN_STEPS	16
 #define WARM_STEPS	4		/* untimed steps a client takes first */
 #define GIB		(1024ULL * 1024 * 1024)
-#define PLAIN_BYTES	(256ULL << 20)	/* the memcpy check's source */
-/* A limit below this fraction of a plain memcpy is a broken measurement. */
+#define PLAIN_BYTES	(256ULL << 20)	/* the copy check's source */
+/* A limit below this fraction of a plain copy is a broken measurement. */
 #define LIMIT_MIN_OF_MEMCPY	0.5
 #define CELL_SPARE	(3 * GIB)	/* memory a cell leaves to others */
 
@@ -266,6 +268,7 @@ gpool_main(void *p)
 	struct gpool_arg	*a = p;
 	struct gpool		*g = a->g;
 	unsigned		 r, begin, end;
+	bool			 stream = copy_streams(g->row_bytes, g->rows);
 
 	begin = a->t * g->rows / THREADS;
 	end = (a->t + 1) * g->rows / THREADS;
@@ -275,8 +278,10 @@ gpool_main(void *p)
 		if (g->stop)
 			break;
 		for (r = begin; r < end; r++)
-			memcpy(g->dst + (size_t)r * g->row_bytes, g->src +
-			    (size_t)g->idx[r] * g->row_bytes, g->row_bytes);
+			copy_row(g->dst + (size_t)r * g->row_bytes, g->src +
+			    (size_t)g->idx[r] * g->row_bytes, g->row_bytes,
+			    stream);
+		copy_fence();
 		pthread_barrier_wait(&g->done);
 	}
 	return (NULL);
@@ -345,14 +350,14 @@ gpool_rate(struct gpool *g, uint64_t steps)
 }
 
 /*
- * items/s of a plain memcpy of @steps steps' bytes by the same threads
- * into the same buffer, row after row of @plain (@plain_rows rows of
- * pre-faulted anonymous memory, more than any cache holds): the limit's
- * self-check.  The limit gathers the same bytes from random rows of the
+ * items/s of a plain copy (the limit's own copy_row()) of @steps steps'
+ * bytes by the same threads into the same buffer, row after row of
+ * @plain (@plain_rows rows of pre-faulted anonymous memory, more than
+ * any cache holds): the limit's self-check.  The limit gathers the same bytes from random rows of the
  * file; far below this, it measures something else.
  */
 static double
-gpool_memcpy_rate(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
+gpool_copy_rate(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
     uint64_t steps)
 {
 	const uint8_t	*src = g->src;
@@ -374,7 +379,7 @@ gpool_memcpy_rate(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
 	return ((double)steps * g->rows / (now_s() - t0));
 }
 
-/* Rows of the memcpy check's source: at least 256 MiB and a step. */
+/* Rows of the copy check's source: at least 256 MiB and a step. */
 static uint64_t
 plain_rows_for(size_t row_bytes, unsigned rows)
 {
@@ -384,20 +389,20 @@ plain_rows_for(size_t row_bytes, unsigned rows)
 }
 
 /*
- * Print the memcpy check beside the limit (medians of the rounds), or,
+ * Print the copy check beside the limit (medians of the rounds), or,
  * when the limit is far below it, say the measurement is broken and exit:
  * a ratio to a wrong limit is not a figure.
  */
 static void
 limit_check(double lim, double cpy, size_t row_bytes)
 {
-	printf("memcpy check      %.0f items/s (%.2f GB/s): the limit is "
-	    "%.2f of a plain memcpy (>= %.2f expected)\n", cpy,
+	printf("copy check        %.0f items/s (%.2f GB/s): the limit is "
+	    "%.2f of a plain copy (>= %.2f expected)\n", cpy,
 	    cpy * row_bytes / 1e9, lim / cpy, LIMIT_MIN_OF_MEMCPY);
 	if (lim >= LIMIT_MIN_OF_MEMCPY * cpy)
 		return;
 	printf("broken measurement: the gather limit (%.0f items/s) is %.2f "
-	    "of a plain memcpy of the same bytes by the same threads in the "
+	    "of a plain copy of the same bytes by the same threads in the "
 	    "same run (%.0f items/s); expected at least %.2f.  The limit is "
 	    "wrong (its buffers, threads or timing), so no ratio is "
 	    "reported.\n", lim, lim / cpy, cpy, LIMIT_MIN_OF_MEMCPY);
@@ -870,7 +875,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	for (r = 0; r < rounds; r++) {
 		daemon_settle(pid);
 		lim[r] = gpool_rate(&g, 12 * epochs);
-		cpy[r] = gpool_memcpy_rate(&g, plain, plain_rows, 12 * epochs);
+		cpy[r] = gpool_copy_rate(&g, plain, plain_rows, 12 * epochs);
 		if (session) {
 			daemon_stop(pid);
 			pid = daemon_start(b->infeedd, b->conf, b->sock);
@@ -922,7 +927,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 		    "ms (medians; targets >= 0.70, <= 20 ms)\n",
 		    median(warm, (int)rounds), median(warm_f, (int)rounds) *
 		    1e3);
-		printf("{\"gather_items_per_s\":%.1f,\"memcpy_items_per_s\":"
+		printf("{\"gather_items_per_s\":%.1f,\"plain_copy_items_per_s\":"
 		    "%.1f,\"first_session_ratio\":"
 		    "%.4f,\"first_session_first_step_s\":%.4f,"
 		    "\"next_session_ratio\":%.4f,\"next_session_first_step_s\":"
@@ -940,7 +945,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	printf("infeed            %.0f items/s (%.2f GB/s), median of %u\n",
 	    mi, mi * SAMPLE_BYTES / 1e9, rounds);
 	printf("ratio             %.2f (target >= 0.70)\n", mi / ml);
-	printf("{\"gather_items_per_s\":%.1f,\"memcpy_items_per_s\":%.1f,"
+	printf("{\"gather_items_per_s\":%.1f,\"plain_copy_items_per_s\":%.1f,"
 	    "\"infeed_items_per_s\":%.1f,\"ratio\":%.4f,\"rounds\":%u,"
 	    "\"epochs\":%u}\n", ml, median(cpy, (int)rounds), mi, mi / ml,
 	    rounds, epochs);
@@ -1075,7 +1080,7 @@ clients_main(const struct bench *b, unsigned n)
 	for (r = 0; !failed && r < rounds; r++) {
 		daemon_settle(pid);
 		lim[r] = gpool_rate(&g, (uint64_t)n * b->epochs * spe);
-		cpy[r] = gpool_memcpy_rate(&g, plain, plain_rows,
+		cpy[r] = gpool_copy_rate(&g, plain, plain_rows,
 		    (uint64_t)n * b->epochs * spe);
 		memset(sh, 0, shlen);
 		if (clients_round(b, sh, &chk, n, r, b->epochs, 0) == -1) {
@@ -1157,7 +1162,7 @@ clients_main(const struct bench *b, unsigned n)
 	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3);
 	check_print(&chk, once, (uint64_t)n * spe * cbs);
 	printf("{\"mode\":\"clients\",\"from_attach\":%s,\"clients\":%u,\"gather_items_per_s\":"
-	    "%.1f,\"memcpy_items_per_s\":%.1f,\"aggregate_items_per_s\":%.1f,\"gather_gb_per_s\":%.3f,"
+	    "%.1f,\"plain_copy_items_per_s\":%.1f,\"aggregate_items_per_s\":%.1f,\"gather_gb_per_s\":%.3f,"
 	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"fairness\":%.4f,"
 	    "\"client_items_per_s\":[", b->from_attach ? "true" : "false", n, ml, median(cpy, (int)rounds), ma, ml * SAMPLE_BYTES / 1e9,
 	    ma * SAMPLE_BYTES / 1e9, median(ratio, (int)rounds),
@@ -1394,7 +1399,7 @@ cell_main(const struct bench *b, uint64_t x, unsigned rows, uint64_t samples,
 	for (r = 0; !failed && r < rounds; r++) {
 		daemon_settle(pid);
 		lim[r] = gpool_rate(&g, steps - 1);
-		cpy[r] = gpool_memcpy_rate(&g, plain, plain_rows, steps - 1);
+		cpy[r] = gpool_copy_rate(&g, plain, plain_rows, steps - 1);
 		memset(sh, 0, shlen);
 		run.seed = r;
 		run.epochs = epochs;
@@ -1442,7 +1447,7 @@ cell_main(const struct bench *b, uint64_t x, unsigned rows, uint64_t samples,
 	printf("{\"mode\":\"cell\",\"row_bytes\":%" PRIu64 ",\"rows\":%u,"
 	    "\"samples\":%" PRIu64 ",\"dtype\":\"%s\",\"batch_size\":%u,"
 	    "\"device_iterations\":%u,\"buffer_size\":%u,\"memory_budget_mib\":"
-	    "%" PRIu64 ",\"gather_items_per_s\":%.1f,\"memcpy_items_per_s\":"
+	    "%" PRIu64 ",\"gather_items_per_s\":%.1f,\"plain_copy_items_per_s\":"
 	    "%.1f,\"infeed_items_per_s\":"
 	    "%.1f,\"gather_gb_per_s\":%.3f,\"infeed_gb_per_s\":%.3f,\"ratio\":"
 	    "%.4f,\"exactly_once\":%s,\"skipped\":false,\"steps_per_epoch\":%"

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "log.h"
 #include "transport.h"
 #include "worker.h"
@@ -45,13 +46,23 @@ struct wmem {
 	uint64_t		 id;
 	uint64_t		 bytes;
 	uint8_t			*map;
+	uint8_t			*populated;	/* per chunk: mapped here */
 };
+
+/*
+ * A worker maps the pages of its memories a chunk at a time, in one call,
+ * the first time it writes there (worker_populate()): a fault a page
+ * cost about 15 % of the workers' time in the first session on a ring's
+ * memory (perf, issue 25).
+ */
+#define WORKER_POPULATE_CHUNK	(2u << 20)
 
 /* A ring this worker fills, on one of its memories. */
 struct wring {
 	bool			 used;
 	struct worker_ring	 desc;
 	uint8_t			*map;		/* its memory's */
+	uint8_t			*populated;	/* its memory's */
 	uint8_t			*tmp;		/* one input sample */
 	float			*lut;		/* uint8 -> float, per channel */
 	const struct dataset	*ds;		/* the catalogue's, or NULL */
@@ -92,6 +103,36 @@ worker_bus_cb(int sig)
 }
 
 /*
+ * Map the pages of @len bytes at @off of ring @w here, a chunk in one
+ * call, unless done before.  Only a hint: a page it misses, or one the
+ * kernel takes back later, faults in as before.
+ */
+static void
+worker_populate(struct wring *w, uint64_t off, uint64_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	uint64_t	c, last, at, n;
+
+	if (len == 0 || w->populated == NULL)
+		return;
+	last = (off + len - 1) / WORKER_POPULATE_CHUNK;
+	for (c = off / WORKER_POPULATE_CHUNK; c <= last; c++) {
+		if (w->populated[c])
+			continue;
+		at = c * WORKER_POPULATE_CHUNK;
+		n = w->desc.mem_bytes - at < WORKER_POPULATE_CHUNK ?
+		    w->desc.mem_bytes - at : WORKER_POPULATE_CHUNK;
+		(void)madvise(w->map + at, n, MADV_POPULATE_WRITE);
+		w->populated[c] = 1;
+	}
+#else
+	(void)w;
+	(void)off;
+	(void)len;
+#endif
+}
+
+/*
  * Read the rows of JOB @m, whose dataset indices are @indices (from the
  * pool, never from the ring), into its slot.  Return: WORKER_OK, or
  * WORKER_READ_ERROR with m->bad_index (and m->reason for an image), or
@@ -112,7 +153,14 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	int64_t			 label;
 	uint64_t		 r, idx;
 	int			 rc;
+	/* A slot past the cache is written around it (copy.h). */
+	bool			 stream = !tf->to_float32 && l->row_bytes != 0 &&
+				    copy_streams(l->row_bytes, (l->labels_offset -
+				    l->data_offset) / l->row_bytes);
 
+	worker_populate(w, (uint64_t)m->slot * l->slot_bytes + l->data_offset +
+	    m->row_begin * tf->out_sample_bytes, (m->row_end - m->row_begin) *
+	    tf->out_sample_bytes);
 	labels = (int32_t *)(void *)(base + l->labels_offset);
 	if (l->label_dtype == INFEED_DTYPE_INT64)
 		labels64 = (int64_t *)(void *)(base + l->labels_offset);
@@ -136,7 +184,7 @@ worker_rows(struct wring *w, struct transform_work *tw,
 				return (WORKER_READ_ERROR);
 		} else {
 			if (dataset_read(ds, idx, tf->to_float32 ? w->tmp :
-			    dst, &label) == -1) {
+			    dst, &label, stream) == -1) {
 				if (errno == EIO)	/* a file cut short */
 					dataset_short_why(m->reason,
 					    sizeof(m->reason));
@@ -197,11 +245,14 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
 			    "error)");
 		transform_work_free(*twp);
 		*twp = transform_work_new(image_memory_max);
+		copy_fence();
 		return (WORKER_READ_ERROR);
 	}
 	worker_bus_armed = 1;
 	rc = worker_rows(w, *twp, ds, m, indices);
 	worker_bus_armed = 0;
+	/* The rows' streaming stores land before DONE says they are there. */
+	copy_fence();
 	return (rc);
 }
 
@@ -321,7 +372,8 @@ worker_files(const struct worker_ring *desc, const int *fds, size_t nfds,
  * daemon makes on it.  NULL (errno set) when it cannot be mapped.
  */
 static uint8_t *
-worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
+worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd,
+    uint8_t **populated)
 {
 	struct wmem	*m;
 	size_t		 i;
@@ -330,6 +382,7 @@ worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
 		if ((*mems)[i].map != NULL && (*mems)[i].id == id &&
 		    (*mems)[i].bytes == bytes) {
 			close(fd);
+			*populated = (*mems)[i].populated;
 			return ((*mems)[i].map);
 		}
 	}
@@ -347,6 +400,9 @@ worker_mem(struct wmem **mems, size_t *n, uint64_t id, uint64_t bytes, int fd)
 		return (NULL);
 	}
 	ring_mem_advise(m->map, bytes);
+	m->populated = xcalloc((size_t)((bytes + WORKER_POPULATE_CHUNK - 1) /
+	    WORKER_POPULATE_CHUNK), 1);
+	*populated = m->populated;
 	return (m->map);
 }
 
@@ -360,6 +416,8 @@ worker_forget(struct wmem *mems, size_t n, uint64_t id)
 		if (mems[i].map != NULL && mems[i].id == id) {
 			munmap(mems[i].map, mems[i].bytes);
 			mems[i].map = NULL;
+			free(mems[i].populated);
+			mems[i].populated = NULL;
 		}
 	}
 }
@@ -422,8 +480,9 @@ worker_map(const struct catalogue *cat, struct wring **w, size_t *n,
 		fatalx("worker: a ring of %llu bytes on %llu bytes of memory",
 		    (unsigned long long)m->ring.layout.ring_bytes,
 		    (unsigned long long)m->ring.mem_bytes);
+	r->populated = NULL;
 	r->map = worker_mem(mems, nmems, m->ring.mem_id, m->ring.mem_bytes,
-	    fds[0]);
+	    fds[0], &r->populated);
 	if (r->map == NULL)
 		r->why = xasprintf("a worker cannot map the step ring (%llu "
 		    "bytes): %s", (unsigned long long)m->ring.mem_bytes,

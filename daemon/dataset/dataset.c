@@ -437,7 +437,7 @@ dataset_files_fds(const struct dataset *ds, int fds[2])
 /* Write one sample and its label; never for an encoded dataset. */
 int
 dataset_read(const struct dataset *ds, uint64_t index, void *dst,
-    int64_t *label)
+    int64_t *label, bool stream)
 {
 	if (ds->encoded || ds->ops->read == NULL) {
 		errno = EOPNOTSUPP;
@@ -447,7 +447,7 @@ dataset_read(const struct dataset *ds, uint64_t index, void *dst,
 		errno = ERANGE;
 		return (-1);
 	}
-	return (ds->ops->read(ds, index, dst, label));
+	return (ds->ops->read(ds, index, dst, label, stream));
 }
 
 /* Read one encoded sample's bytes and its label. */

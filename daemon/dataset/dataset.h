@@ -110,12 +110,15 @@ unsigned	 dataset_files_fds(const struct dataset *ds, int fds[2]);
 
 /**
  * dataset_read() - write sample @index's bytes to @dst and its label to
- * *@label.  @index must be below ds->samples.  Return: 0, or -1 when the
+ * *@label.  @index must be below ds->samples.  @stream: write @dst with
+ * streaming stores (copy_row(); the caller calls copy_fence() before it
+ * says the rows are there), as copy_streams() chose for the slot; a
+ * reader that computes its sample may ignore it.  Return: 0, or -1 when the
  * underlying file can no longer be read, such as a sample or label that is
  * no longer wholly inside a file truncated since the dataset opened.
  */
 int		 dataset_read(const struct dataset *ds, uint64_t index,
-		    void *dst, int64_t *label);
+		    void *dst, int64_t *label, bool stream);
 
 /**
  * dataset_read_encoded() - read sample @index of an encoded dataset: its

@@ -33,6 +33,7 @@
 #define ZLIB_CONST	/* next_in is const: the input is a read-only map */
 #include <zlib.h>
 
+#include "copy.h"
 #include "reader-idx.h"
 
 #define IDX_TYPE_UBYTE	0x08
@@ -63,7 +64,8 @@ struct idx_gz {
 
 static int	idx_open(struct dataset *, const struct dataset_conf *,
 		    char **);
-static int	idx_read(const struct dataset *, uint64_t, void *, int64_t *);
+static int	idx_read(const struct dataset *, uint64_t, void *, int64_t *,
+		    bool);
 static void	idx_close(struct dataset *);
 static int	idx_magic(struct dataset *, struct idx_file *,
 		    const uint8_t *, int, char **);
@@ -468,7 +470,8 @@ fail:
  * inflated gzip file is anonymous memory, which nothing can cut short.
  */
 static int
-idx_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
+idx_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label,
+    bool stream)
 {
 	const struct idx	*x = ds->priv;
 
@@ -476,8 +479,8 @@ idx_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label)
 	    (index + 1) * ds->sample_bytes) ||
 	    !dataset_map_holds(&x->labels.map, x->labels.off + index + 1))
 		return (-1);
-	memcpy(dst, x->images.map.base + x->images.off +
-	    index * ds->sample_bytes, ds->sample_bytes);
+	copy_row(dst, x->images.map.base + x->images.off +
+	    index * ds->sample_bytes, ds->sample_bytes, stream);
 	*label = x->labels.map.base[x->labels.off + index];
 	return (0);
 }

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "number.h"
 #include "reader-synthetic.h"
 #include "splitmix64.h"
@@ -60,7 +61,7 @@ struct synthetic {
 static int	synthetic_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	synthetic_read(const struct dataset *, uint64_t, void *,
-		    int64_t *);
+		    int64_t *, bool);
 static void	synthetic_close(struct dataset *);
 
 const struct dataset_ops dataset_synthetic_ops = {
@@ -310,7 +311,7 @@ synthetic_make(const struct dataset *ds, uint64_t index, void *dst,
 /* Sample index of ds into dst: from the cache when it is made there. */
 static int
 synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
-    int64_t *label)
+    int64_t *label, bool stream)
 {
 	const struct synthetic	*s = ds->priv;
 	uint8_t			*at, expect = SYNTHETIC_NOT_MADE;
@@ -332,7 +333,7 @@ synthetic_read(const struct dataset *ds, uint64_t index, void *dst,
 	/* Being made by another worker (or one that died at it). */
 	if (state != SYNTHETIC_MADE)
 		return (synthetic_make(ds, index, dst, label));
-	memcpy(dst, at, ds->sample_bytes);
+	copy_row(dst, at, ds->sample_bytes, stream);
 	*label = synthetic_label(ds, synthetic_state(s, index));
 	return (0);
 }

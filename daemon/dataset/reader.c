@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "number.h"
 #include "reader.h"
 
@@ -607,7 +608,7 @@ dataset_conf_classes(struct dataset *ds, const struct dataset_conf *conf,
  */
 int
 dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
-    int64_t *label)
+    int64_t *label, bool stream)
 {
 	const struct dataset_pair	*p = ds->priv;
 	size_t				 lsize = dtype_size(ds->label_dtype);
@@ -622,8 +623,8 @@ dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
 	    !dataset_map_holds(&p->labels, p->labels_off + (index + 1) *
 	    lsize)))
 		return (-1);
-	memcpy(dst, p->data.base + p->data_off + index * ds->sample_bytes,
-	    ds->sample_bytes);
+	copy_row(dst, p->data.base + p->data_off + index * ds->sample_bytes,
+	    ds->sample_bytes, stream);
 	*label = p->labels.fd == -1 ? 0 : dataset_label_get(p->labels.base +
 	    p->labels_off, ds->label_dtype, index);
 	return (0);

@@ -76,9 +76,10 @@ struct dataset_ops {
 	const char	*labels_key;	/* ... and the labels' file */
 	int		(*open)(struct dataset *, const struct dataset_conf *,
 			    char **cause);
-	/* Write sample @index to @dst; return 0 and set *label, or -1. */
+	/* Write sample @index to @dst (dataset_read()'s @stream); return 0
+	 * and set *label, or -1. */
 	int		(*read)(const struct dataset *, uint64_t index, void *dst,
-			    int64_t *label);
+			    int64_t *label, bool stream);
 	void		(*close)(struct dataset *);
 	/* Encoded readers: see dataset_read_encoded(), dataset_sample_where(). */
 	int		(*read_encoded)(const struct dataset *, uint64_t index,
@@ -216,7 +217,7 @@ int		 dataset_pread(const struct dataset_map *m, void *buf,
  * read and close: ds->priv is a struct dataset_pair.
  */
 int		 dataset_pair_read(const struct dataset *ds, uint64_t index,
-		    void *dst, int64_t *label);
+		    void *dst, int64_t *label, bool stream);
 void		 dataset_pair_close(struct dataset *ds);
 
 /**

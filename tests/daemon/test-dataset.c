@@ -253,7 +253,7 @@ check_idx_sample(struct dataset *ds, uint32_t i)
 	uint32_t	j;
 
 	ck_assert_uint_le(ds->sample_bytes, sizeof buf);
-	ck_assert_int_eq(dataset_read(ds, i, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, i, buf, &label, false), 0);
 	ck_assert_int_eq(label, label_of(i));
 	for (j = 0; j < ds->sample_bytes; j++)
 		ck_assert_uint_eq(buf[j], pixel(i, j));
@@ -366,7 +366,7 @@ START_TEST(idx_plain_reads_geometry_bytes_and_labels)
 	check_idx_sample(ds, 0);
 	check_idx_sample(ds, 3);
 	check_idx_sample(ds, 6);
-	ck_assert_int_eq(dataset_read(ds, 7, buf, &label), -1);
+	ck_assert_int_eq(dataset_read(ds, 7, buf, &label, false), -1);
 	dataset_free(ds);
 	dataset_free(NULL);
 	free(img);
@@ -608,11 +608,11 @@ START_TEST(idx_reads_installed_fashion_mnist)
 	ck_assert_uint_eq(ds->sample_bytes, 784);
 	ck_assert_uint_eq(ds->classes, 10);
 	for (i = 0; i < 60000; i += 5999) {
-		ck_assert_int_eq(dataset_read(ds, i, buf, &label), 0);
+		ck_assert_int_eq(dataset_read(ds, i, buf, &label, false), 0);
 		ck_assert(label >= 0 && label < 10);
 	}
 	/* The first training image is an ankle boot (class 9), not blank. */
-	ck_assert_int_eq(dataset_read(ds, 0, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 0, buf, &label, false), 0);
 	ck_assert_int_eq(label, 9);
 	for (sum = 0, i = 0; i < sizeof buf; i++)
 		sum += buf[i];
@@ -688,7 +688,7 @@ START_TEST(raw_reads_every_dtype_and_label_dtype)
 		ck_assert_int_eq(ds->label_dtype, lt);
 		ck_assert_uint_eq(ds->classes, 5);
 		for (i = 0; i < 5; i++) {
-			ck_assert_int_eq(dataset_read(ds, i, buf, &label), 0);
+			ck_assert_int_eq(dataset_read(ds, i, buf, &label, false), 0);
 			ck_assert_int_eq(label, 4 - (int64_t)i);
 			for (j = 0; j < 6; j++) {
 				put_elem(want, t, (uint32_t)(i * 10 + j));
@@ -710,7 +710,7 @@ START_TEST(raw_reads_every_dtype_and_label_dtype)
 	ck_assert_uint_eq(ds->classes, 7);
 	ck_assert_str_eq(ds->data_path, tpath("data"));
 	ck_assert_str_eq(ds->labels_path, tpath("labels"));
-	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label, false), 0);
 	ck_assert_int_eq(label, 3);
 	dataset_free(ds);
 }
@@ -847,7 +847,7 @@ START_TEST(npy_files_by_descriptor)
 	ck_assert_uint_eq(ds->samples, 3);
 	/* A client's labels are not scanned (issue 24): classes unknown. */
 	ck_assert_uint_eq(ds->classes, 0);
-	ck_assert_int_eq(dataset_read(ds, 0, got, &label), -1);
+	ck_assert_int_eq(dataset_read(ds, 0, got, &label, false), -1);
 	dataset_free(ds);
 
 	/* Mapped: the bytes and labels, and the offset still 0. */
@@ -857,7 +857,7 @@ START_TEST(npy_files_by_descriptor)
 	ds = dataset_open_files("mine", &spec, fd, lfd, true, NULL, &cause);
 	ck_assert_msg(ds != NULL, "%s", cause);
 	dataset_job_begin();
-	ck_assert_int_eq(dataset_read(ds, 2, got, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 2, got, &label, false), 0);
 	ck_assert_int_eq(dataset_job_end(NULL), 0);
 	ck_assert_int_eq(memcmp(got, x + 32, sizeof got), 0);
 	ck_assert_int_eq(label, 1);
@@ -910,7 +910,7 @@ START_TEST(npy_reads_version_1_2_and_3_headers)
 	ck_assert_uint_eq(ds->sample_bytes, 64);
 	ck_assert_uint_eq(ds->classes, 3);
 	for (i = 0; i < 3; i++) {
-		ck_assert_int_eq(dataset_read(ds, i, buf, &label), 0);
+		ck_assert_int_eq(dataset_read(ds, i, buf, &label, false), 0);
 		ck_assert_int_eq(label, y[i]);
 		ck_assert_mem_eq(buf, x + 16 * i, sizeof buf);
 	}
@@ -927,7 +927,7 @@ START_TEST(npy_reads_version_1_2_and_3_headers)
 	ck_assert_uint_eq(ds->shape[0], 16);
 	ck_assert_int_eq(ds->label_dtype, INFEED_DTYPE_UINT8);
 	ck_assert_uint_eq(ds->classes, 5);
-	ck_assert_int_eq(dataset_read(ds, 2, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 2, buf, &label, false), 0);
 	ck_assert_int_eq(label, 2);
 	ck_assert_mem_eq(buf, x + 32, sizeof buf);
 	dataset_free(ds);
@@ -1108,7 +1108,7 @@ timed_read(const struct dataset *ds, uint64_t index, uint8_t *buf,
 {
 	double	t0 = now_s();
 
-	ck_assert_int_eq(dataset_read(ds, index, buf, label), 0);
+	ck_assert_int_eq(dataset_read(ds, index, buf, label, false), 0);
 	return (now_s() - t0);
 }
 
@@ -1140,13 +1140,13 @@ START_TEST(synthetic_cache_makes_each_sample_once_for_every_worker)
 
 	/* A worker makes sample 2. */
 	if ((pid = fork()) == 0) {
-		_exit(dataset_read(cached, 2, got, &lg) == 0 ? 0 : 1);
+		_exit(dataset_read(cached, 2, got, &lg, false) == 0 ? 0 : 1);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert_msg(timed_read(cached, 2, got, &lg) < 0.15, "sample 2, "
 	    "made by another process, was made again");
-	ck_assert_int_eq(dataset_read(plain, 2, want, &lw), 0);
+	ck_assert_int_eq(dataset_read(plain, 2, want, &lw, false), 0);
 	ck_assert_mem_eq(got, want, plain->sample_bytes);
 	ck_assert_int_eq(lg, lw);
 
@@ -1155,8 +1155,8 @@ START_TEST(synthetic_cache_makes_each_sample_once_for_every_worker)
 	ck_assert_msg(timed_read(cached, 3, got, &lg) < 0.15, "sample 3 "
 	    "was made twice");
 	for (i = 0; i < 4; i++) {
-		ck_assert_int_eq(dataset_read(cached, i, got, &lg), 0);
-		ck_assert_int_eq(dataset_read(plain, i, want, &lw), 0);
+		ck_assert_int_eq(dataset_read(cached, i, got, &lg, false), 0);
+		ck_assert_int_eq(dataset_read(plain, i, want, &lw, false), 0);
 		ck_assert_mem_eq(got, want, plain->sample_bytes);
 		ck_assert_int_eq(lg, lw);
 	}
@@ -1204,8 +1204,8 @@ START_TEST(synthetic_sample_depends_on_seed_and_index_alone)
 
 	/* Same (seed, index): same bytes and label, in either dataset. */
 	for (k = 0; k < sizeof idx / sizeof idx[0]; k++) {
-		ck_assert_int_eq(dataset_read(a, idx[k], ba, &la), 0);
-		ck_assert_int_eq(dataset_read(b, idx[k], bb, &lb), 0);
+		ck_assert_int_eq(dataset_read(a, idx[k], ba, &la, false), 0);
+		ck_assert_int_eq(dataset_read(b, idx[k], bb, &lb, false), 0);
 		ck_assert_mem_eq(ba, bb, a->sample_bytes);
 		ck_assert_int_eq(la, lb);
 		ck_assert(la >= 0 && la < 10);
@@ -1215,19 +1215,19 @@ START_TEST(synthetic_sample_depends_on_seed_and_index_alone)
 		}
 	}
 	/* Reading in another order changes nothing. */
-	ck_assert_int_eq(dataset_read(b, 1, bb, &lb), 0);
-	ck_assert_int_eq(dataset_read(b, 0, bb, &lb), 0);
-	ck_assert_int_eq(dataset_read(a, 0, ba, &la), 0);
+	ck_assert_int_eq(dataset_read(b, 1, bb, &lb, false), 0);
+	ck_assert_int_eq(dataset_read(b, 0, bb, &lb, false), 0);
+	ck_assert_int_eq(dataset_read(a, 0, ba, &la, false), 0);
 	ck_assert_mem_eq(ba, bb, a->sample_bytes);
 	/* Another index differs. */
-	ck_assert_int_eq(dataset_read(b, 1, bb, &lb), 0);
+	ck_assert_int_eq(dataset_read(b, 1, bb, &lb, false), 0);
 	ck_assert(memcmp(ba, bb, a->sample_bytes) != 0);
 	dataset_free(b);
 
 	/* Another seed differs. */
 	b = open_ok(conf_new("s", "type", "synthetic", "samples", "100000",
 	    "shape", "3,5,7", "seed", "43", NULL));
-	ck_assert_int_eq(dataset_read(b, 0, bb, &lb), 0);
+	ck_assert_int_eq(dataset_read(b, 0, bb, &lb, false), 0);
 	ck_assert(memcmp(ba, bb, a->sample_bytes) != 0);
 	dataset_free(b);
 	dataset_free(a);
@@ -1257,7 +1257,7 @@ START_TEST(synthetic_values_of_each_dtype_lie_in_range)
 		ck_assert_uint_eq(ds->classes, 3);
 		memset(seen, 0, sizeof seen);
 		for (s = 0; s < 50; s++) {
-			ck_assert_int_eq(dataset_read(ds, s, buf, &label), 0);
+			ck_assert_int_eq(dataset_read(ds, s, buf, &label, false), 0);
 			ck_assert(label >= 0 && label < 3);
 			for (i = 0; i < 37; i++) {
 				switch (t) {
@@ -1451,7 +1451,7 @@ cut_read_ok(struct dataset *ds, uint64_t i, int64_t want_label)
 	int64_t		label = -1;
 	unsigned	j;
 
-	ck_assert_msg(dataset_read(ds, i, buf, &label) == 0, "row %" PRIu64
+	ck_assert_msg(dataset_read(ds, i, buf, &label, false) == 0, "row %" PRIu64
 	    " should read", i);
 	ck_assert_int_eq(label, want_label);
 	for (j = 0; j < 16; j++)
@@ -1466,7 +1466,7 @@ cut_read_fails(struct dataset *ds, uint64_t i)
 	int64_t		label = -1;
 
 	ck_assert_uint_le(ds->sample_bytes, sizeof buf);
-	ck_assert_msg(dataset_read(ds, i, buf, &label) == -1, "row %" PRIu64
+	ck_assert_msg(dataset_read(ds, i, buf, &label, false) == -1, "row %" PRIu64
 	    " is not wholly inside its file but read", i);
 }
 
@@ -1502,13 +1502,13 @@ START_TEST(client_file_changed_within_a_job_is_seen)
 	ck_assert_msg(ds != NULL, "%s", cause);
 
 	dataset_job_begin();
-	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label, false), 0);
 	ck_assert_int_eq(dataset_job_end(&size), 0);
 
 	/* Cut and written again, the same bytes: still a change. */
 	usleep(20000);		/* past the ctime's clock tick */
 	dataset_job_begin();
-	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label, false), 0);
 	ck_assert_int_eq(truncate(tpath("c.bin"), 0), 0);
 	write_file(tpath("c.bin"), data, sizeof data);
 	ck_assert_int_eq(dataset_job_end(&size), 1);
@@ -1516,11 +1516,11 @@ START_TEST(client_file_changed_within_a_job_is_seen)
 
 	/* Cut: seen with its size; a row past it says why. */
 	dataset_job_begin();
-	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label, false), 0);
 	ck_assert_int_eq(truncate(tpath("c.bin"), 40), 0);
 	ck_assert_int_eq(dataset_job_end(&size), 1);
 	ck_assert_uint_eq(size, 40);
-	ck_assert_int_eq(dataset_read(ds, 3, buf, &label), -1);
+	ck_assert_int_eq(dataset_read(ds, 3, buf, &label, false), -1);
 	ck_assert_str_eq(dataset_short_why(why, sizeof why), "the file is 40 "
 	    "bytes now, and the sample needs bytes up to 64: it was truncated "
 	    "after the session began");
@@ -1597,7 +1597,7 @@ START_TEST(npy_read_fails_for_rows_past_a_truncated_file)
 	/* The labels too: 300 of them left. */
 	ck_assert_int_eq(stat(tpath("y.npy"), &st), 0);
 	ck_assert_int_eq(truncate(tpath("y.npy"), st.st_size - 300 * 8), 0);
-	ck_assert_int_eq(dataset_read(ds, 150, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 150, buf, &label, false), 0);
 	ck_assert_int_eq(label, 0);
 	cut_read_fails(ds, 301);
 	dataset_free(ds);
@@ -1638,7 +1638,7 @@ START_TEST(idx_read_fails_for_rows_past_a_truncated_plain_file)
 	ck_assert_int_eq(truncate(tpath("img.gz"), 10), 0);
 	ck_assert_int_eq(truncate(tpath("lab.gz"), 10), 0);
 	check_idx_sample(ds, 599);
-	ck_assert_int_eq(dataset_read(ds, 0, buf, &label), 0);
+	ck_assert_int_eq(dataset_read(ds, 0, buf, &label, false), 0);
 	dataset_free(ds);
 	free(img);
 	free(lab);

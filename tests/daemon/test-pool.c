@@ -322,7 +322,7 @@ check_rows(const struct ring *r, const struct dataset *ds, uint32_t slot,
 	labels64 = (const int64_t *)(const void *)(sb + l->labels_offset);
 	for (k = 0; k < rows; k++) {
 		idx = ring_indices(r, slot)[k];
-		ck_assert_int_eq(dataset_read(ds, idx, want, &label), 0);
+		ck_assert_int_eq(dataset_read(ds, idx, want, &label, false), 0);
 		ck_assert_msg(memcmp(sb + l->data_offset + k * l->row_bytes,
 		    want, ds->sample_bytes) == 0, "slot %u row %llu (index "
 		    "%llu): data differs from dataset_read", slot,

@@ -359,7 +359,7 @@ check_step(unsigned i, uint64_t id, uint64_t epoch, uint64_t step)
 	    session_dataset_name(sess), NULL));
 	ck_assert_uint_le(ds->sample_bytes, sizeof(row));
 	for (k = 0; k < e->step.rows; k++) {
-		ck_assert_int_eq(dataset_read(ds, want[k], row, &label), 0);
+		ck_assert_int_eq(dataset_read(ds, want[k], row, &label, false), 0);
 		ck_assert_msg(memcmp(sb + at.layout.data_offset + k * at.sample_bytes,
 		    row, ds->sample_bytes) == 0, "step (%llu, %llu) row %llu: "
 		    "not the dataset's sample %llu", (unsigned long long)epoch,

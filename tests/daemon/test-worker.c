@@ -227,7 +227,7 @@ check_rows(uint32_t slot, uint64_t begin, uint64_t end)
 	for (r = begin; r < end; r++) {
 		ck_assert_uint_eq(indices[r], (r * 11 + slot * 5 + 2) %
 		    ds->samples);
-		ck_assert_int_eq(dataset_read(ds, indices[r], want, &label),
+		ck_assert_int_eq(dataset_read(ds, indices[r], want, &label, false),
 		    0);
 		ck_assert_int_eq(memcmp(base + l->data_offset +
 		    r * tf.out_sample_bytes, want, ds->sample_bytes), 0);

@@ -112,9 +112,10 @@ flaky_mapped(void *dst)
 /* Sample i is three bytes of i; FLAKY_BAD fails, FLAKY_CRASH crashes. */
 static int
 flaky_read(const struct dataset *ds, uint64_t index, void *dst,
-    int64_t *label)
+    int64_t *label, bool stream)
 {
 	(void)ds;
+	(void)stream;
 	if (index == FLAKY_MAPPED && unit_flaky_map[0] != '\0') {
 		*label = (int64_t)(index % 4);
 		return (flaky_mapped(dst));

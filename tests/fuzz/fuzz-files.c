@@ -56,7 +56,7 @@ fuzz_read(const struct dataset *ds)
 	pick[1] = ds->samples / 2;
 	pick[2] = ds->samples - 1;
 	for (i = 0; i < 3; i++)
-		(void)dataset_read(ds, pick[i], dst, &label);
+		(void)dataset_read(ds, pick[i], dst, &label, false);
 	free(dst);
 }
 

@@ -472,7 +472,7 @@ client_step(struct client *c, const Infeed__Step *st)
 		FUZZ_ASSERT(indices[r] < c->ds->samples, "row %llu: index "
 		    "%llu", (unsigned long long)r,
 		    (unsigned long long)indices[r]);
-		FUZZ_ASSERT(dataset_read(c->ds, indices[r], sample, &label) ==
+		FUZZ_ASSERT(dataset_read(c->ds, indices[r], sample, &label, false) ==
 		    0, "dataset_read");
 		got = c->label_dtype == INFEED__DTYPE__DTYPE_INT64 ?
 		    labels64[r] : labels[r];
