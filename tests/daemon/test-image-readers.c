@@ -64,6 +64,34 @@ tpath(const char *rel)
 	return (p);
 }
 
+/*
+ * @s as a "shards =" value names it: a space, tab, comma, brace or
+ * backslash in the path (a checkout under "My Files") escaped with a
+ * backslash, as the reader's patterns read them; eight in use at once.
+ */
+static const char *
+shards_escape(const char *s)
+{
+	static char	buf[8][2 * PATH_MAX];
+	static int	next;
+	char		*p = buf[next++ % 8], *q = p;
+
+	for (; *s != '\0'; s++) {
+		if (strchr(" \t,{}\\", *s) != NULL)
+			*q++ = '\\';
+		*q++ = *s;
+	}
+	*q = '\0';
+	return (p);
+}
+
+/* tpath(@rel) as a "shards =" value. */
+static const char *
+spath(const char *rel)
+{
+	return (shards_escape(tpath(rel)));
+}
+
 /* Make directory @rel and its parents. */
 static void
 mkdirs(const char *rel)
@@ -815,7 +843,7 @@ START_TEST(tar_reads_ustar_pax_gnu_and_base256)
 {
 	struct tw	 w;
 	struct dataset	*ds;
-	char		 longname[300], longdir[200], list[3 * PATH_MAX];
+	char		 longname[300], longdir[200], list[6 * PATH_MAX];
 	char		 big[1500];
 
 	memset(longdir, 'd', 130);
@@ -863,8 +891,8 @@ START_TEST(tar_reads_ustar_pax_gnu_and_base256)
 	tw_add(&w, "v.cls", '7', "2", 1);
 	tw_close(&w, true);
 
-	snprintf(list, sizeof list, "%s/{pax,gnu}.tar,%s  %s", tmpdir,
-	    tpath("ustar.tar"), tpath("v7.tar"));
+	snprintf(list, sizeof list, "%s/{pax,gnu}.tar,%s  %s",
+	    shards_escape(tmpdir), spath("ustar.tar"), spath("v7.tar"));
 	ds = tar_open_ok(list);
 	ck_assert_str_eq(ds->type, "tar");
 	ck_assert_ptr_null(ds->class_names);
@@ -881,13 +909,13 @@ START_TEST(tar_reads_ustar_pax_gnu_and_base256)
 	dataset_free(ds);
 
 	/* classes = N is kept, and every label must be below it. */
-	ds = open_ok(conf_new("wds", "type", "tar", "shards", tpath("v7.tar"),
+	ds = open_ok(conf_new("wds", "type", "tar", "shards", spath("v7.tar"),
 	    "classes", "10", NULL));
 	ck_assert_uint_eq(ds->classes, 10);
 	dataset_free(ds);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("v7.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("v7.tar"),
 	    "classes", "2", NULL), "member 'v.cls' of shard '");
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("v7.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("v7.tar"),
 	    "classes", "2", NULL), "the label 2 is not below 'classes = 2'");
 }
 END_TEST
@@ -916,13 +944,34 @@ START_TEST(tar_groups_as_webdataset)
 	tw_file(&w, "./y.webp", "y");
 	tw_file(&w, "./y.cls", "0");
 	tw_close(&w, true);
-	ds = tar_open_ok(tpath("s.tar"));
+	ds = tar_open_ok(spath("s.tar"));
 	ck_assert_uint_eq(ds->samples, 4);
 	check_member(ds, 0, "image c", 4, "a.b/c.JPG", "s.tar");
 	check_member(ds, 1, "x's image", 1, "x.jpeg", "s.tar");
 	check_member(ds, 2, "dir/'s image", 2, "dir/.png", "s.tar");
 	check_member(ds, 3, "y", 0, "./y.webp", "s.tar");
 	dataset_free(ds);
+}
+END_TEST
+
+/* A shard whose path holds a space, a comma and braces: escaped, it opens. */
+START_TEST(tar_opens_a_path_with_spaces_commas_and_braces)
+{
+	struct tw	 w;
+	struct dataset	*ds;
+
+	mkdirs("My Data, {v1}");
+	tw_open(&w, "My Data, {v1}/a b.tar", T_USTAR);
+	tw_file(&w, "k.jpg", "image k");
+	tw_file(&w, "k.cls", "3");
+	tw_close(&w, true);
+	ds = tar_open_ok(spath("My Data, {v1}/a b.tar"));
+	ck_assert_uint_eq(ds->samples, 1);
+	check_member(ds, 0, "image k", 3, "k.jpg", "My Data, {v1}/a b.tar");
+	dataset_free(ds);
+	/* Unescaped, the space splits it into two paths. */
+	open_fails(conf_new("wds", "type", "tar", "shards",
+	    tpath("My Data, {v1}/a b.tar"), NULL), "cannot open");
 }
 END_TEST
 
@@ -944,7 +993,7 @@ tar_refused(const char *want, int n, ...)
 	}
 	va_end(ap);
 	tw_close(&w, true);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("bad.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("bad.tar"),
 	    NULL), want);
 }
 
@@ -1024,7 +1073,7 @@ START_TEST(tar_reads_labels_as_python_int)
 		tw_file(&w, name, cases[i].text);
 	}
 	tw_close(&w, true);
-	ds = tar_open_ok(tpath("c.tar"));
+	ds = tar_open_ok(spath("c.tar"));
 	ck_assert_uint_eq(ds->samples, sizeof cases / sizeof cases[0]);
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		snprintf(name, sizeof name, "s%zu.jpg", i);
@@ -1048,7 +1097,7 @@ START_TEST(tar_refuses_broken_and_compressed_shards)
 	w.bad_sum = true;
 	tw_file(&w, "x.cls", "1");
 	tw_close(&w, true);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("sum.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("sum.tar"),
 	    NULL), "a header with a bad checksum (corrupt, or not a tar "
 	    "member) at byte 1024");
 
@@ -1057,41 +1106,42 @@ START_TEST(tar_refuses_broken_and_compressed_shards)
 	tw_file(&w, "x.cls", "1");
 	tw_close(&w, true);
 	ck_assert_int_eq(truncate(tpath("cut.tar"), 512 + 3), 0);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("cut.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("cut.tar"),
 	    NULL), "a member of 5 bytes at byte 0 that runs past the end of "
 	    "the shard (515 bytes); is it truncated?");
 	ck_assert_int_eq(truncate(tpath("cut.tar"), 1024 + 100), 0);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("cut.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("cut.tar"),
 	    NULL), "a header cut short at byte 1024");
 
 	put("plain.txt", "hello, this is not a tar file", 29);
 	open_fails(conf_new("wds", "type", "tar", "shards",
-	    tpath("plain.txt"), NULL), "not a tar archive: 29 bytes, less "
+	    spath("plain.txt"), NULL), "not a tar archive: 29 bytes, less "
 	    "than one header");
 	memset(block, 'x', sizeof block);
 	put("plain.txt", block, sizeof block);
 	open_fails(conf_new("wds", "type", "tar", "shards",
-	    tpath("plain.txt"), NULL), "not a tar archive: no valid header "
+	    spath("plain.txt"), NULL), "not a tar archive: no valid header "
 	    "at byte 0");
 	put("empty.tar", "", 0);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("empty.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("empty.tar"),
 	    NULL), "is empty; expected a tar file");
 	put("z.tar.gz", gz, sizeof gz);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("z.tar.gz"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("z.tar.gz"),
 	    NULL), "is gzip-compressed; infeed reads samples at random by "
 	    "their offset, which needs an uncompressed tar");
 	mkdirs("dir.tar");
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("dir.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("dir.tar"),
 	    NULL), "is not a regular file");
 
 	/* Only zero blocks: a valid tar without samples. */
 	fd = open(tpath("zero.tar"), O_WRONLY | O_CREAT, 0644);
 	ck_assert_int_eq(ftruncate(fd, 10240), 0);
 	close(fd);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("zero.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("zero.tar"),
 	    NULL), "the shards hold no sample");
 
-	snprintf(pattern, sizeof pattern, "%s/s-{0..1}.tar", tmpdir);
+	snprintf(pattern, sizeof pattern, "%s/s-{0..1}.tar",
+	    shards_escape(tmpdir));
 	open_fails(conf_new("wds", "type", "tar", "shards", pattern, NULL),
 	    "s-0.tar': cannot open: No such file or directory");
 	open_fails(conf_new("wds", "type", "tar", "shards", "/x/{a,b", NULL),
@@ -1105,7 +1155,7 @@ START_TEST(tar_refuses_broken_and_compressed_shards)
 	tw_add(&w, "././@PaxHeader", 'x', "9 path\n", 7);
 	tw_file(&w, "x.jpg", "i");
 	tw_close(&w, true);
-	open_fails(conf_new("wds", "type", "tar", "shards", tpath("pax.tar"),
+	open_fails(conf_new("wds", "type", "tar", "shards", spath("pax.tar"),
 	    NULL), "a malformed pax header at byte 0");
 }
 END_TEST
@@ -1125,7 +1175,7 @@ START_TEST(tar_read_fails_past_a_shard_cut_after_indexing)
 	tw_file(&w, "b.jpg", "second image");
 	tw_file(&w, "b.cls", "1");
 	tw_close(&w, true);
-	ds = tar_open_ok(tpath("s.tar"));
+	ds = tar_open_ok(spath("s.tar"));
 	ck_assert_uint_eq(ds->samples, 2);
 	ck_assert_int_eq(truncate(tpath("s.tar"), 2048 + 512 + 5), 0);
 	ck_assert_int_eq(dataset_read_encoded(ds, 0, &buf, &label), 0);
@@ -1199,6 +1249,7 @@ image_readers_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, tar_reads_ustar_pax_gnu_and_base256);
 	tcase_add_test(tc, tar_groups_as_webdataset);
+	tcase_add_test(tc, tar_opens_a_path_with_spaces_commas_and_braces);
 	tcase_add_test(tc, tar_refuses_bad_samples_naming_shard_and_member);
 	tcase_add_test(tc, tar_reads_labels_as_python_int);
 	tcase_add_test(tc, tar_refuses_broken_and_compressed_shards);
