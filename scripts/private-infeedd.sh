@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: MIT
 # Sourced by scripts/demo and the benchmarks (not run): start infeedd from
-# ${BUILD:-build} on the default catalogue (packaging/infeedd.conf) on a
-# private socket in a fresh temporary directory, wait until it answers,
-# and stop it and remove the directory on exit.  Sets $run (the directory,
-# free for the caller's files too), $sock and $build.  Run from the
+# ${BUILD:-build} on a copy of the default catalogue (packaging/infeedd.conf)
+# on a private socket in a fresh temporary directory, wait until it
+# answers, and stop it and remove the directory on exit.  Sets $run (the
+# directory, free for the caller's files too), $conf (the copy: add a
+# dataset, then `kill -HUP $pid`), $pid, $sock and $build.  Run from the
 # repository's root.
 build=${BUILD:-build}
 run=$(mktemp -d "${TMPDIR:-/tmp}/infeed.XXXXXX")
 sock="$run/infeedd.sock"
-"$build/daemon/infeedd" --config packaging/infeedd.conf --socket "$sock" \
+conf="$run/infeedd.conf"
+cp packaging/infeedd.conf "$conf"
+"$build/daemon/infeedd" --config "$conf" --socket "$sock" \
     2>"$run/infeedd.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$run"' EXIT
