@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -35,8 +36,10 @@
 #include "worker.h"
 #include "xmalloc.h"
 
-/* Datasets are populated when they take at most this share of RAM. */
+/* Datasets are populated when they take at most this share of RAM, */
 #define WORKER_POPULATE_SHARE	4
+/* ... this much at a time between jobs (a few ms). */
+#define WORKER_IDLE_POPULATE_CHUNK	(16u << 20)
 
 _Static_assert(WORKER_MAX_FDS <= TRANSPORT_MAX_FDS,
     "a MAP carries more descriptors than a message may");
@@ -559,6 +562,15 @@ worker_job(const struct catalogue *cat, struct wring *rings, size_t nrings,
 		    sizeof(m->where));
 }
 
+/* Whether a message from the pool is waiting (or the pool is gone). */
+static bool
+worker_message_waits(const struct transport *t)
+{
+	struct pollfd	pfd = { transport_fd(t), POLLIN, 0 };
+
+	return (poll(&pfd, 1, 0) != 0);
+}
+
 /* The worker process: serve jobs until the pool goes away. */
 void
 worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
@@ -576,7 +588,11 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	ssize_t			 n;
 	size_t			 nfds, i;
 	int			 fds[WORKER_MAX_FDS];
+	uint64_t		 populate_max;
+	bool			 populating = true;
 
+	populate_max = (uint64_t)sysconf(_SC_PHYS_PAGES) *
+	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != wc->parent)	/* gone before the line above */
 		_exit(0);
@@ -592,9 +608,6 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	worker_beat = wc->beat;
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
-	/* The datasets' pages, mapped once here, never faulted per job. */
-	(void)dataset_populate((uint64_t)sysconf(_SC_PHYS_PAGES) *
-	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE);
 	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
 	mp = xcalloc(1, len);
 	/* Blocking: a worker has nothing else to do meanwhile. */
@@ -605,6 +618,14 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	indices = (uint64_t *)(void *)(mp + 1);
 	tw = transform_work_new(wc->image_memory_max);
 	for (;;) {
+		/*
+		 * The datasets' pages, mapped a chunk at a time while no
+		 * message waits, never faulted per job; but never before a
+		 * job either (a session that starts with the daemon).
+		 */
+		while (populating && !worker_message_waits(t))
+			populating = dataset_populate(populate_max,
+			    WORKER_IDLE_POPULATE_CHUNK);
 		n = transport_recv_msg(t, mp, len, fds, WORKER_MAX_FDS, &nfds);
 		/* The pool sends neither: a MAP cut short would lose a ring. */
 		if (n == -1 && (errno == EPROTO || errno == EMSGSIZE))

@@ -197,6 +197,12 @@ struct dataset_mapped {
 static struct dataset_mapped	*mapped;
 static size_t			 nmapped;
 
+/* dataset_populate()'s files (len 0 once unmapped) and where it stands. */
+static struct dataset_mapped	*pop;
+static size_t			 npop, pop_file;
+static uint64_t			 pop_off;
+static bool			 pop_started;
+
 static void
 dataset_maps_add(uint8_t *base, size_t len)
 {
@@ -212,6 +218,9 @@ dataset_maps_remove(const uint8_t *base)
 {
 	size_t	i;
 
+	for (i = 0; i < npop; i++)
+		if (pop[i].base == base)
+			pop[i].len = 0;
 	for (i = 0; i < nmapped; i++) {
 		if (mapped[i].base == base) {
 			mapped[i] = mapped[--nmapped];
@@ -220,23 +229,42 @@ dataset_maps_remove(const uint8_t *base)
 	}
 }
 
-/* Map the pages of every mapped file, if they fit in @max_bytes. */
-uint64_t
-dataset_populate(uint64_t max_bytes)
+bool
+dataset_populate(uint64_t max_bytes, uint64_t chunk)
 {
-	uint64_t	total = 0;
+#ifdef MADV_POPULATE_READ
+	uint64_t	total = 0, n;
 	size_t		i;
 
-	for (i = 0; i < nmapped; i++)
-		total += mapped[i].len;
-	if (total > max_bytes)
-		return (0);
-#ifdef MADV_POPULATE_READ
-	for (i = 0; i < nmapped; i++)
-		(void)madvise(mapped[i].base, mapped[i].len,
-		    MADV_POPULATE_READ);
+	/* The files mapped at the first call: a client's, later, are not. */
+	if (!pop_started) {
+		pop_started = true;
+		for (i = 0; i < nmapped; i++)
+			total += mapped[i].len;
+		if (total > max_bytes || nmapped == 0)
+			return (false);
+		if ((pop = calloc(nmapped, sizeof(*pop))) == NULL)
+			return (false);
+		memcpy(pop, mapped, nmapped * sizeof(*pop));
+		npop = nmapped;
+	}
+	while (pop_file < npop && pop_off >= pop[pop_file].len) {
+		pop_file++;
+		pop_off = 0;
+	}
+	if (pop_file >= npop)
+		return (false);
+	/* Whole pages from a page-aligned base: madvise's own bounds. */
+	n = pop[pop_file].len - pop_off < chunk ? pop[pop_file].len - pop_off :
+	    chunk;
+	(void)madvise(pop[pop_file].base + pop_off, n, MADV_POPULATE_READ);
+	pop_off += n;
+	return (pop_file + 1 < npop || pop_off < pop[pop_file].len);
+#else
+	(void)max_bytes;
+	(void)chunk;
+	return (false);
 #endif
-	return (total);
 }
 
 /*

@@ -221,12 +221,14 @@ int		 dataset_pair_read(const struct dataset *ds, uint64_t index,
 void		 dataset_pair_close(struct dataset *ds);
 
 /**
- * dataset_populate() - map every page of the files mapped in this process
- * (MADV_POPULATE_READ, which reads what is not cached), when together they
- * take at most @max_bytes; a worker calls it once as it starts.
- * Return: the bytes populated, 0 when over @max_bytes.
+ * dataset_populate() - map the pages of the next @chunk bytes of the files
+ * mapped in this process (MADV_POPULATE_READ, which reads what is not
+ * cached), a chunk a call, file after file, when together they take at
+ * most @max_bytes.  A worker calls it while it has no job, so that its
+ * first jobs never wait for the whole dataset.
+ * Return: true while some pages are left to map.
  */
-uint64_t	 dataset_populate(uint64_t max_bytes);
+bool		 dataset_populate(uint64_t max_bytes, uint64_t chunk);
 
 /**
  * dataset_unmap() - undo dataset_map_file() (or any mmap kept in @m, with

@@ -1646,6 +1646,94 @@ START_TEST(idx_read_fails_for_rows_past_a_truncated_plain_file)
 END_TEST
 
 /* Every test, in cases by reader. */
+/* 1024 int64 labels of class 0. */
+static const uint8_t	zero8k[8192];
+
+/* Kilobytes of the mapping at @base mapped in this process (smaps' Rss). */
+static unsigned long
+mapped_kb(const void *base)
+{
+	char		 line[512];
+	unsigned long	 kb = 0, lo, hi;
+	bool		 in = false;
+	FILE		*f;
+
+	ck_assert_ptr_nonnull(f = fopen("/proc/self/smaps", "r"));
+	while (fgets(line, sizeof line, f) != NULL) {
+		/* A mapping's first line: "lo-hi perms ...". */
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			if (in)
+				break;
+			in = lo == (unsigned long)base;
+		} else if (in && sscanf(line, "Rss: %lu kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return (kb);
+}
+
+/*
+ * A worker maps its datasets' pages a chunk a call between jobs: 4 MiB
+ * of samples take 4 calls of 1 MiB (and the labels' file one more), each
+ * mapping more of them.
+ */
+START_TEST(populate_maps_a_chunk_a_call)
+{
+	const struct dataset_pair	*p;
+	struct dataset			*ds;
+	uint8_t				*data;
+	unsigned long			 before;
+	int				 calls = 0;
+	bool				 more;
+
+	ck_assert_ptr_nonnull(data = calloc(1, 4u << 20));
+	write_file(tpath("data"), data, 4u << 20);
+	free(data);
+	write_file(tpath("labels"), zero8k, sizeof(zero8k));
+	ds = open_ok(conf_new("r", "type", "raw", "path", tpath("data"),
+	    "shape", "4096", "dtype", "uint8", "labels", tpath("labels"),
+	    "classes", "2", NULL));
+	p = ds->priv;
+	ck_assert_ptr_nonnull(p->data.base);
+	ck_assert_uint_lt(mapped_kb(p->data.base), 1024);
+	/* The kernel may map a large folio's neighbours at once: more. */
+	do {
+		before = mapped_kb(p->data.base);
+		more = dataset_populate(64u << 20, 1u << 20);
+		ck_assert_uint_ge(mapped_kb(p->data.base), before);
+		if (calls++ == 0) {
+			ck_assert_uint_ge(mapped_kb(p->data.base), 1024);
+			ck_assert_uint_lt(mapped_kb(p->data.base), 4096);
+		}
+	} while (more);
+	ck_assert_int_eq(calls, 5);
+	ck_assert_uint_eq(mapped_kb(p->data.base), 4096);
+	ck_assert(!dataset_populate(64u << 20, 1u << 20));
+	dataset_free(ds);
+}
+END_TEST
+
+/* Over the share of memory given, a worker maps nothing ahead. */
+START_TEST(populate_skips_datasets_over_the_share)
+{
+	const struct dataset_pair	*p;
+	struct dataset			*ds;
+	uint8_t				*data;
+
+	ck_assert_ptr_nonnull(data = calloc(1, 4u << 20));
+	write_file(tpath("data"), data, 4u << 20);
+	free(data);
+	write_file(tpath("labels"), zero8k, sizeof(zero8k));
+	ds = open_ok(conf_new("r", "type", "raw", "path", tpath("data"),
+	    "shape", "4096", "dtype", "uint8", "labels", tpath("labels"),
+	    "classes", "2", NULL));
+	p = ds->priv;
+	ck_assert(!dataset_populate(1u << 20, 1u << 20));
+	ck_assert_uint_lt(mapped_kb(p->data.base), 1024);
+	dataset_free(ds);
+}
+END_TEST
+
 static Suite *
 dataset_suite(void)
 {
@@ -1655,6 +1743,8 @@ dataset_suite(void)
 	tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, dtype_sizes_names_and_parsing);
+	tcase_add_test(tc, populate_maps_a_chunk_a_call);
+	tcase_add_test(tc, populate_skips_datasets_over_the_share);
 	tcase_add_test(tc, conf_get_takes_the_last_line_of_a_key);
 	tcase_add_test(tc, shape_parse_takes_only_positive_dimensions);
 	tcase_add_test(tc, dataset_refuses_unknown_or_missing_type);
