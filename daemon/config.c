@@ -184,10 +184,15 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		free(conf->socket_path);
 		conf->socket_path = xstrdup(value);
 	} else if (strcmp(name, "workers") == 0) {
-		if (number_parse_u64(value, 0, INFEED_MAX_WORKERS, &v, NULL) == -1) {
+		conf->workers_auto = strcmp(value, "auto") == 0;
+		if (conf->workers_auto)
+			v = 1;	/* it starts with one and grows (autotune.h) */
+		else if (number_parse_u64(value, 0, INFEED_MAX_WORKERS, &v,
+		    NULL) == -1) {
 			cp->error = xasprintf("[infeedd] workers = %s: expected "
-			    "a number of worker processes from 0 (one per CPU) "
-			    "to %d", value, INFEED_MAX_WORKERS);
+			    "auto (the pool sizes itself) or a number of worker "
+			    "processes from 0 (one per CPU) to %d", value,
+			    INFEED_MAX_WORKERS);
 			return (0);
 		}
 		conf->workers = (unsigned)v;
@@ -381,14 +386,135 @@ config_read_line(char *str, int num, void *stream)
 	return (fgets(str, num, cp->fp));
 }
 
-/* Count the CPUs we may run on. */
-static unsigned
-config_ncpus(void)
+/* Parse a cgroup v2 cpu.max line: "QUOTA PERIOD" or "max PERIOD". */
+int
+config_cpu_max_parse(const char *text, double *cpus)
 {
-	long	n = sysconf(_SC_NPROCESSORS_ONLN);
+	const char	*end;
+	uint64_t	 quota = 0, period;
+	bool		 max = strncmp(text, "max", 3) == 0;
 
-	return (n < 1 ? 1 : (n > INFEED_MAX_WORKERS ?
-	    INFEED_MAX_WORKERS : (unsigned)n));
+	if (max)
+		end = text + 3;
+	else if (number_scan_u64(text, &quota, &end) != 0 || quota == 0)
+		return (-1);
+	if (*end != ' ' || number_scan_u64(end + 1, &period, &end) != 0 ||
+	    period == 0 || (*end != '\0' && *end != '\n'))
+		return (-1);
+	*cpus = max ? 0 : (double)quota / (double)period;
+	return (0);
+}
+
+/* Read the first line of file @path into @buf; -1 when it cannot be. */
+static int
+config_read_small(const char *path, char *buf, size_t len)
+{
+	FILE	*fp;
+	bool	 ok;
+
+	if ((fp = fopen(path, "re")) == NULL)
+		return (-1);
+	ok = fgets(buf, (int)len, fp) != NULL;
+	fclose(fp);
+	return (ok ? 0 : -1);
+}
+
+/*
+ * The least cpu.max quota of the cgroup v2 path in @proc_cgroup ("0::/a/b")
+ * and its parents under @root, in CPUs; 0 when none has a quota.
+ */
+static double
+config_cgroup_quota(const char *proc_cgroup, const char *root)
+{
+	char		 path[PATH_MAX + 16], dir[PATH_MAX], line[128], *slash;
+	const char	*p;
+	double		 cpus, least = 0;
+	size_t		 n;
+
+	if (proc_cgroup == NULL)
+		return (0);
+	if (strncmp(proc_cgroup, "0::", 3) == 0)
+		p = proc_cgroup + 3;
+	else if ((p = strstr(proc_cgroup, "\n0::")) != NULL)
+		p += 4;
+	else
+		return (0);
+	n = strcspn(p, "\n");
+	if (*p != '/' || n >= sizeof(dir))
+		return (0);
+	memcpy(dir, p, n);
+	dir[n] = '\0';
+	for (;;) {
+		n = (size_t)snprintf(path, sizeof(path), "%s%s/cpu.max", root,
+		    strcmp(dir, "/") == 0 ? "" : dir);
+		if (n < sizeof(path) &&
+		    config_read_small(path, line, sizeof(line)) == 0 &&
+		    config_cpu_max_parse(line, &cpus) == 0 && cpus > 0 &&
+		    (least == 0 || cpus < least))
+			least = cpus;
+		if (strcmp(dir, "/") == 0)
+			break;
+		slash = strrchr(dir, '/');
+		slash[slash == dir ? 1 : 0] = '\0';
+	}
+	return (least);
+}
+
+/* The CPUs that @mask and the cgroup's cpu.max allow, and why. */
+void
+config_cpus_from(const cpu_set_t *mask, size_t setsize,
+    const char *proc_cgroup, const char *cgroup_root, struct config_cpus *out)
+{
+	double		whole;
+	unsigned	n;
+
+	memset(out, 0, sizeof(*out));
+	out->affinity = (unsigned)CPU_COUNT_S(setsize, mask);
+	out->quota = config_cgroup_quota(proc_cgroup, cgroup_root);
+	n = out->affinity;
+	if (out->quota > 0) {
+		whole = out->quota - (double)(unsigned)out->quota > 1e-9 ?
+		    (double)(unsigned)out->quota + 1 : out->quota;
+		if (whole < n)
+			n = (unsigned)whole;
+		snprintf(out->why, sizeof(out->why), "cgroup cpu.max %.1f "
+		    "CPUs, affinity %u", out->quota, out->affinity);
+	} else
+		snprintf(out->why, sizeof(out->why), "affinity %u, no cgroup "
+		    "cpu.max quota", out->affinity);
+	out->n = n < 1 ? 1 : n > INFEED_MAX_WORKERS ? INFEED_MAX_WORKERS : n;
+}
+
+/* The CPUs this process may use: its affinity, its cgroup's quota. */
+unsigned
+config_ncpus(struct config_cpus *out)
+{
+	struct config_cpus	 scratch;
+	cpu_set_t		*mask;
+	size_t			 setsize;
+	char			 cg[4096];
+	long			 online = sysconf(_SC_NPROCESSORS_CONF);
+	int			 ncpu = online > 1024 ? (int)online : 1024;
+	bool			 have_cg;
+
+	if (out == NULL)
+		out = &scratch;
+	have_cg = config_read_small("/proc/self/cgroup", cg, sizeof(cg)) == 0;
+	/* A mask wide enough for the machine's CPUs (CPU_SETSIZE is 1024). */
+	mask = CPU_ALLOC(ncpu);
+	setsize = CPU_ALLOC_SIZE(ncpu);
+	if (mask == NULL || sched_getaffinity(0, setsize, mask) == -1) {
+		if (mask != NULL)
+			CPU_FREE(mask);
+		mask = CPU_ALLOC(1);
+		setsize = CPU_ALLOC_SIZE(1);
+		CPU_ZERO_S(setsize, mask);
+		CPU_SET_S(0, setsize, mask);
+	}
+	config_cpus_from(mask, setsize, have_cg ? cg : NULL, "/sys/fs/cgroup",
+	    out);
+	CPU_FREE(mask);
+	return (out->n);
 }
 
 /* Read and check the configuration file. */
@@ -431,7 +557,7 @@ config_load(const char *path, char **cause)
 	}
 	free(cp.section);
 	if (conf->workers == 0)
-		conf->workers = config_ncpus();
+		conf->workers = config_ncpus(NULL);
 	return (conf);
 
 fail:

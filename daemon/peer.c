@@ -1036,8 +1036,8 @@ peers_stats(const struct peers *ps, struct stats *st)
 {
 	const struct peer	*q;
 
-	stats_take(st, ps->host.pool, ps->host.budget, ps->host.started_ms,
-	    ps->n, ps->n, &ps->history);
+	stats_take(st, ps->host.pool, ps->host.budget, ps->host.autotune,
+	    ps->host.started_ms, ps->n, ps->n, &ps->history);
 	TAILQ_FOREACH(q, &ps->list, entry) {
 		if (q->session != NULL)
 			stats_add_session(st, q->session, q->name,

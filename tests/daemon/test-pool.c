@@ -584,7 +584,7 @@ one_worker_begin(void)
 	uint64_t		deadline = unit_now_ms() + DEADLINE_MS;
 
 	two_workers = pool;
-	pool = pool_new(base, cat, &budget, 1, 30000, 256 << 20);
+	pool = pool_new(base, cat, &budget, 1, 0, 30000, 256 << 20);
 	do {
 		event_base_loop(base, EVLOOP_ONCE);
 		pool_worker_info(pool, 0, &info);
@@ -729,7 +729,7 @@ START_TEST(test_no_job_before_a_worker_is_ready)
 	struct pool_ring	*pr;
 	struct ring		*r;
 
-	pool = pool_new(base, cat, &budget, 1, 30000, 256 << 20);
+	pool = pool_new(base, cat, &budget, 1, 0, 30000, 256 << 20);
 	pool_worker_info(pool, 0, &info);
 	ck_assert_str_eq(info.state, "starting");
 	pr = add_ring("f32", 10, 1, 0, &rec, &r, &ds);
