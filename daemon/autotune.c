@@ -245,9 +245,10 @@ autotune_delta(uint64_t now, uint64_t then)
 	return (now > then ? now - then : 0);
 }
 
-/* Note a resize and why, for status: "grew at 12:00:01 because ...". */
+/* Note a resize to @workers and why: "grew at 12:00:01 because ...". */
 static void
-autotune_note(struct autotune *at, const char *verb, const char *why)
+autotune_note(struct autotune *at, const char *verb, unsigned workers,
+    const char *why)
 {
 	struct tm	tm;
 	time_t		t = time(NULL);
@@ -257,8 +258,8 @@ autotune_note(struct autotune *at, const char *verb, const char *why)
 	strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
 	snprintf(at->last, sizeof(at->last), "%s at %s because %s", verb, hms,
 	    why);
-	log_info("workers = auto: %s to %u workers because %s", verb,
-	    pool_size(at->pool), why);
+	log_info("workers = auto: %s to %u workers because %s", verb, workers,
+	    why);
 }
 
 /* Take this interval's readings, decide, act. */
@@ -311,11 +312,11 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 		act = autotune_decide(&at->state, &in, why, sizeof(why));
 		if (act == AUTOTUNE_GROW && pool_grow(at->pool) == 0) {
 			at->grows++;
-			autotune_note(at, "grew", why);
+			autotune_note(at, "grew", in.workers + 1, why);
 		} else if (act == AUTOTUNE_SHRINK &&
 		    pool_shrink(at->pool) == 0) {
 			at->shrinks++;
-			autotune_note(at, "shrank", why);
+			autotune_note(at, "shrank", in.workers - 1, why);
 		}
 		snprintf(at->now, sizeof(at->now), "%s: %s", act ==
 		    AUTOTUNE_GROW ? "growing" : act == AUTOTUNE_SHRINK ?

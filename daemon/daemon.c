@@ -195,9 +195,9 @@ daemon_start(const struct daemon_args *args)
 		free(d->conf->socket_path);
 		d->conf->socket_path = xstrdup(args->socket_path);
 	}
-	if (args->workers > 0) {
-		d->conf->workers = args->workers;
-		d->conf->workers_auto = false;
+	if (args->workers > 0 || args->workers_auto) {
+		d->conf->workers = args->workers_auto ? 1 : args->workers;
+		d->conf->workers_auto = args->workers_auto;
 	}
 	/* auto: from one worker up to the CPUs it may use. */
 	if (d->conf->workers_auto)

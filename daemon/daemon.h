@@ -67,6 +67,7 @@ struct daemon_args {
 	const char	*socket_path;	/* NULL: the configuration's */
 	unsigned	 workers;	/* 0: the configuration's */
 	bool		 service;	/* listen, signals, systemd notices */
+	bool		 workers_auto;	/* --workers auto: the pool sizes itself */
 };
 
 /**
