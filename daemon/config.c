@@ -405,18 +405,19 @@ config_cpu_max_parse(const char *text, double *cpus)
 	return (0);
 }
 
-/* Read the first line of file @path into @buf; -1 when it cannot be. */
+/* Read small file @path (what fits) into @buf; -1 when it cannot be. */
 static int
 config_read_small(const char *path, char *buf, size_t len)
 {
 	FILE	*fp;
-	bool	 ok;
+	size_t	 n;
 
 	if ((fp = fopen(path, "re")) == NULL)
 		return (-1);
-	ok = fgets(buf, (int)len, fp) != NULL;
+	n = fread(buf, 1, len - 1, fp);
 	fclose(fp);
-	return (ok ? 0 : -1);
+	buf[n] = '\0';
+	return (n > 0 ? 0 : -1);
 }
 
 /*
