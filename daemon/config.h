@@ -33,8 +33,10 @@ struct config {
 
 /*
  * The CPUs the daemon may use: the least of its affinity mask and its
- * cgroup v2 cpu.max quota (its own cgroup's and every parent's), never
- * the host's count; containers and taskset limit a daemon in these.
+ * cgroup's CPU quota (its own cgroup's and every parent's: cgroup v2's
+ * cpu.max, or, on a v1 host, the cpu controller's cfs_quota_us over
+ * cfs_period_us), never the host's count; containers, Slurm and taskset
+ * limit a daemon in these.
  */
 struct config_cpus {
 	unsigned	n;		/* 1 to INFEED_MAX_WORKERS */
@@ -52,10 +54,11 @@ int		 config_cpu_max_parse(const char *text, double *cpus);
 
 /**
  * config_cpus_from() - the CPUs of affinity mask @mask (@setsize bytes)
- * bounded by the cpu.max files under @cgroup_root of the cgroup that
- * @proc_cgroup (the text of /proc/self/cgroup) names, and its parents'
- * (a quota rounded up: 1.5 CPUs is 2 workers); a file that is missing
- * or unreadable bounds nothing.  @proc_cgroup may be NULL (no cgroup v2).
+ * bounded by the quota files under @cgroup_root (cpu.max; v1: under its
+ * cpu/) of the cgroup that @proc_cgroup (the text of /proc/self/cgroup)
+ * names, and its parents' (a quota rounded up: 1.5 CPUs is 2 workers); a
+ * file that is missing or malformed bounds nothing.  @proc_cgroup may be
+ * NULL (no cgroup).
  */
 void		 config_cpus_from(const cpu_set_t *mask, size_t setsize,
 		    const char *proc_cgroup, const char *cgroup_root,

@@ -293,6 +293,16 @@ write_cgroup_file(const char *dir, const char *name, const char *text)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Remove file @dir/@name. */
+static void
+unlink_in(const char *dir, const char *name)
+{
+	char	path[PATH_MAX];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	ck_assert_int_eq(unlink(path), 0);
+}
+
 /* The CPUs of mask @cpus[0..n) and the cgroup tree under @root. */
 static unsigned
 cpus_of(const int *cpus, size_t n, const char *proc_cgroup,
@@ -331,7 +341,7 @@ START_TEST(config_counts_the_cpus_it_may_use)
 	ck_assert_uint_eq(cpus_of(four, 4, NULL, root, &c), 4);
 	ck_assert_uint_eq(c.affinity, 4);
 	ck_assert(c.quota == 0);
-	ck_assert_str_eq(c.why, "affinity 4, no cgroup cpu.max quota");
+	ck_assert_str_eq(c.why, "affinity 4, no cgroup CPU quota");
 	ck_assert_uint_eq(cpus_of(one, 1, "0::/a\n", root, &c), 1);
 	ck_assert_uint_eq(cpus_of(four, 4, "1:name=systemd:/x\n", root, &c),
 	    4);
@@ -362,20 +372,44 @@ START_TEST(config_counts_the_cpus_it_may_use)
 	ck_assert_uint_eq(cpus_of(four, 4, "0::/\n", root, &c), 3);
 	ck_assert_uint_eq(cpus_of(four, 4, "0::/a/b c\n", root, &c), 2);
 
+	/* A cgroup v1 host: the cpu controller's hierarchy, under cpu/. */
+	unlink_in(root, "cpu.max");
+	snprintf(a, sizeof a, "%s/cpu", root);
+	snprintf(b, sizeof b, "%s/cpu/a", root);
+	write_cgroup_file(a, "cpu.cfs_quota_us", "-1\n");
+	write_cgroup_file(a, "cpu.cfs_period_us", "100000\n");
+	write_cgroup_file(b, "cpu.cfs_quota_us", "150000\n");
+	write_cgroup_file(b, "cpu.cfs_period_us", "100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "5:cpuset:/x\n4:cpu,cpuacct:/a\n"
+	    "0::/\n", root, &c), 2);
+	ck_assert(c.quota == 1.5);
+	ck_assert_str_eq(c.why, "cgroup cpu.cfs_quota_us 1.5 CPUs, affinity 4");
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpuacct,cpu:/a\n", root, &c), 2);
+	/* Not the cpu controller's hierarchy; "-1" is no quota. */
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpuacct:/a\n", root, &c), 4);
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpu:/\n", root, &c), 4);
+	/* A v2 quota, where there is one, is the one. */
+	write_cgroup_file(root, "cpu.max", "300000 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpu:/a\n0::/\n", root, &c), 3);
+	unlink_in(b, "cpu.cfs_quota_us");
+	unlink_in(b, "cpu.cfs_period_us");
+	rmdir(b);
+	unlink_in(a, "cpu.cfs_quota_us");
+	unlink_in(a, "cpu.cfs_period_us");
+	rmdir(a);
+
 	/* This process: within the host's count, and at least one. */
 	ck_assert_uint_ge(config_ncpus(&c), 1);
 	ck_assert_uint_le(c.n, (unsigned)sysconf(_SC_NPROCESSORS_CONF));
 	ck_assert_uint_le(c.n, c.affinity);
 
-	snprintf(a, sizeof a, "%s/a/b c/cpu.max", root);
-	unlink(a);
+	snprintf(b, sizeof b, "%s/a/b c", root);
+	unlink_in(b, "cpu.max");
 	rmdir(b);
-	snprintf(a, sizeof a, "%s/a/cpu.max", root);
-	unlink(a);
 	snprintf(a, sizeof a, "%s/a", root);
+	unlink_in(a, "cpu.max");
 	rmdir(a);
-	snprintf(a, sizeof a, "%s/cpu.max", root);
-	unlink(a);
+	unlink_in(root, "cpu.max");
 }
 END_TEST
 
