@@ -328,6 +328,19 @@ struct infeed_stats {
 	 * still hold steps, charged to the budget until they exit.
 	 */
 	uint64_t			  memory_held;
+	/*
+	 * Since libinfeed 1.7: workers = auto, the pool sizing itself (0
+	 * and NULL: a fixed pool, or a daemon that did not say).
+	 */
+	uint32_t			  workers_auto;	/* 1: workers = auto */
+	uint32_t			  workers_max;	/* CPUs it may use */
+	char				 *workers_max_why; /* "cgroup cpu.max 2.0
+							     CPUs, affinity 2" */
+	char				 *pool_last_resize; /* "grew at 12:00:01
+							      because ...", or "" */
+	char				 *pool_decision; /* the latest, and why */
+	uint64_t			  pool_grows;	/* trainers waited */
+	uint64_t			  pool_shrinks;	/* workers idle */
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

@@ -235,6 +235,25 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	printf("}");
 }
 
+/*
+ * The pool in a line: "workers: auto, 2 of 2 (max 2: cgroup cpu.max 2.0
+ * CPUs, affinity 2): grew at 12:00:01 because ...", or "workers: 2".
+ */
+static void
+status_pool_line(const struct infeed_stats *st)
+{
+	if (!st->workers_auto) {
+		printf("workers: %zu\n", st->nworkers);
+		return;
+	}
+	printf("workers: auto, %zu of %u (max %u: %s): %s\n  now %s\n",
+	    st->nworkers, st->workers_max, st->workers_max,
+	    st->workers_max_why ? st->workers_max_why : "?",
+	    st->pool_last_resize && *st->pool_last_resize ?
+	    st->pool_last_resize : "not resized yet",
+	    st->pool_decision ? st->pool_decision : "?");
+}
+
 /* infeedctl status --json */
 static void
 status_json(const struct infeed_stats *st)
@@ -260,7 +279,20 @@ status_json(const struct infeed_stats *st)
 	printf(",\"sessions\":[");
 	for (i = 0; i < st->nsessions; i++)
 		status_json_session(st->sessions[i], i == 0);
-	printf("],\"workers\":[");
+	printf("],\"workers_auto\":%s", st->workers_auto ? "true" : "false");
+	if (st->workers_auto) {
+		printf(",\"workers_max\":%u,\"workers_max_why\":",
+		    st->workers_max);
+		json_string(st->workers_max_why ? st->workers_max_why : "");
+		printf(",\"pool_last_resize\":");
+		json_string(st->pool_last_resize ? st->pool_last_resize : "");
+		printf(",\"pool_decision\":");
+		json_string(st->pool_decision ? st->pool_decision : "");
+		printf(",\"pool_grows\":%llu,\"pool_shrinks\":%llu",
+		    (unsigned long long)st->pool_grows,
+		    (unsigned long long)st->pool_shrinks);
+	}
+	printf(",\"workers\":[");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
 		printf("%s{\"pid\":%d,\"state\":\"%s\",\"rows_done\":"
@@ -336,7 +368,9 @@ status_text(const struct infeed_stats *st)
 			    (unsigned long long)ss->session_id, ss->transform,
 			    (unsigned long long)ss->samples_replaced);
 	}
-	printf("\n%-8s %-8s %-11s %12s %8s %6s\n", "WORKER", "PID", "STATE",
+	printf("\n");
+	status_pool_line(st);
+	printf("%-8s %-8s %-11s %12s %8s %6s\n", "WORKER", "PID", "STATE",
 	    "ROWS", "RESTARTS", "STUCK");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
@@ -451,15 +485,26 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 	char		ring[16];
 
 	top_workers(st, &busy);
-	if (json)
-		printf("{\"clients\":%u,\"workers\":%zu,\"workers_busy\":%u,"
-		    "\"sessions\":[", st->clients, st->nworkers, busy);
-	else
+	if (json) {
+		printf("{\"clients\":%u,\"workers\":%zu,\"workers_busy\":%u,",
+		    st->clients, st->nworkers, busy);
+		if (st->workers_auto) {
+			printf("\"workers_max\":%u,\"pool_last_resize\":",
+			    st->workers_max);
+			json_string(st->pool_last_resize ?
+			    st->pool_last_resize : "");
+			printf(",");
+		}
+		printf("\"sessions\":[");
+	} else {
 		printf("infeedd: %u clients, %zu sessions, workers %u of %zu "
-		    "busy\n\n%-16.16s %-18.18s %10s %12s %6s %7s %9s\n",
-		    st->clients, st->nsessions, busy, st->nworkers, "CLIENT",
-		    "DATASET", "ITEMS/S", "INPUT-BOUND", "RING", "ERRORS",
-		    "PID");
+		    "busy\n", st->clients, st->nsessions, busy, st->nworkers);
+		if (st->workers_auto)
+			status_pool_line(st);
+		printf("\n%-16.16s %-18.18s %10s %12s %6s %7s %9s\n",
+		    "CLIENT", "DATASET", "ITEMS/S", "INPUT-BOUND", "RING",
+		    "ERRORS", "PID");
+	}
 	for (i = 0; i < st->nsessions; i++) {
 		top_rates(st->sessions[i], top_find(prev,
 		    st->sessions[i]->session_id), dt, &row);

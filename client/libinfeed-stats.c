@@ -108,12 +108,19 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->rings_made = in->rings_made;
 	st->memory_private = in->memory_private;
 	st->memory_held = in->memory_held;
+	st->workers_auto = in->has_workers_auto && in->workers_auto;
+	st->workers_max = in->workers_max;
+	st->pool_grows = in->pool_grows;
+	st->pool_shrinks = in->pool_shrinks;
 	st->jobs_queued = in->jobs_queued;
 	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
 	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));
 	if (st->sessions == NULL || st->workers == NULL ||
 	    !infeed_strdup_opt(&st->daemon_version, in->daemon_version) ||
-	    !infeed_strdup_opt(&st->huge_pages, in->huge_pages))
+	    !infeed_strdup_opt(&st->huge_pages, in->huge_pages) ||
+	    !infeed_strdup_opt(&st->workers_max_why, in->workers_max_why) ||
+	    !infeed_strdup_opt(&st->pool_last_resize, in->pool_last_resize) ||
+	    !infeed_strdup_opt(&st->pool_decision, in->pool_decision))
 		goto fail;
 	for (; st->nsessions < in->n_sessions; st->nsessions++) {
 		i = st->nsessions;
@@ -183,6 +190,9 @@ infeed_stats_free(struct infeed_stats *st)
 	free(st->workers);
 	free(st->daemon_version);
 	free(st->huge_pages);
+	free(st->workers_max_why);
+	free(st->pool_last_resize);
+	free(st->pool_decision);
 	free(st);
 }
 

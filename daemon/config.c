@@ -184,10 +184,15 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		free(conf->socket_path);
 		conf->socket_path = xstrdup(value);
 	} else if (strcmp(name, "workers") == 0) {
-		if (number_parse_u64(value, 0, INFEED_MAX_WORKERS, &v, NULL) == -1) {
+		conf->workers_auto = strcmp(value, "auto") == 0;
+		if (conf->workers_auto)
+			v = 1;	/* it starts with one and grows (autotune.h) */
+		else if (number_parse_u64(value, 0, INFEED_MAX_WORKERS, &v,
+		    NULL) == -1) {
 			cp->error = xasprintf("[infeedd] workers = %s: expected "
-			    "a number of worker processes from 0 (one per CPU) "
-			    "to %d", value, INFEED_MAX_WORKERS);
+			    "auto (the pool sizes itself) or a number of worker "
+			    "processes from 0 (one per CPU) to %d", value,
+			    INFEED_MAX_WORKERS);
 			return (0);
 		}
 		conf->workers = (unsigned)v;
@@ -381,14 +386,206 @@ config_read_line(char *str, int num, void *stream)
 	return (fgets(str, num, cp->fp));
 }
 
-/* Count the CPUs we may run on. */
-static unsigned
-config_ncpus(void)
+/* Parse a cgroup v2 cpu.max line: "QUOTA PERIOD" or "max PERIOD". */
+int
+config_cpu_max_parse(const char *text, double *cpus)
 {
-	long	n = sysconf(_SC_NPROCESSORS_ONLN);
+	const char	*end;
+	uint64_t	 quota = 0, period;
+	bool		 max = strncmp(text, "max", 3) == 0;
 
-	return (n < 1 ? 1 : (n > INFEED_MAX_WORKERS ?
-	    INFEED_MAX_WORKERS : (unsigned)n));
+	if (max)
+		end = text + 3;
+	else if (number_scan_u64(text, &quota, &end) != 0 || quota == 0)
+		return (-1);
+	if (*end != ' ' || number_scan_u64(end + 1, &period, &end) != 0 ||
+	    period == 0 || (*end != '\0' && *end != '\n'))
+		return (-1);
+	*cpus = max ? 0 : (double)quota / (double)period;
+	return (0);
+}
+
+/* Read small file @path (what fits) into @buf; -1 when it cannot be. */
+static int
+config_read_small(const char *path, char *buf, size_t len)
+{
+	FILE	*fp;
+	size_t	 n;
+
+	if ((fp = fopen(path, "re")) == NULL)
+		return (-1);
+	n = fread(buf, 1, len - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	return (n > 0 ? 0 : -1);
+}
+
+/*
+ * The quota that cgroup directory @dir sets, in CPUs (0: none): cgroup
+ * v2's cpu.max, or v1's cpu.cfs_quota_us over cpu.cfs_period_us (-1: none).
+ */
+static double
+config_cgroup_dir_quota(const char *dir, bool v1)
+{
+	char		 path[PATH_MAX + 32], line[128];
+	uint64_t	 quota, period;
+	double		 cpus;
+	int		 n;
+
+	n = snprintf(path, sizeof(path), "%s/%s", dir, v1 ?
+	    "cpu.cfs_quota_us" : "cpu.max");
+	if (n < 0 || (size_t)n >= sizeof(path) ||
+	    config_read_small(path, line, sizeof(line)) == -1)
+		return (0);
+	if (!v1)
+		return (config_cpu_max_parse(line, &cpus) == 0 ? cpus : 0);
+	line[strcspn(line, "\n")] = '\0';
+	if (number_parse_u64(line, 1, UINT64_MAX, &quota, NULL) == -1)
+		return (0);	/* "-1": no quota */
+	n = snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
+	if (n < 0 || (size_t)n >= sizeof(path) ||
+	    config_read_small(path, line, sizeof(line)) == -1)
+		return (0);
+	line[strcspn(line, "\n")] = '\0';
+	if (number_parse_u64(line, 1, UINT64_MAX, &period, NULL) == -1)
+		return (0);
+	return ((double)quota / (double)period);
+}
+
+/*
+ * The cgroup path of this process in @proc_cgroup's text: cgroup v2's
+ * ("0::/a/b"), or with @v1 the one of the v1 hierarchy that has the cpu
+ * controller ("4:cpu,cpuacct:/a/b"), copied to @dir; -1 when none.
+ */
+static int
+config_cgroup_path(const char *proc_cgroup, bool v1, char *dir, size_t len)
+{
+	const char	*line, *list, *path;
+	size_t		 n, k;
+
+	for (line = proc_cgroup; *line != '\0'; line += n + (line[n] != '\0')) {
+		n = strcspn(line, "\n");
+		if ((list = memchr(line, ':', n)) == NULL ||
+		    (path = memchr(list + 1, ':', n - (size_t)(list + 1 -
+		    line))) == NULL)
+			continue;
+		list++;
+		if (!v1 && (list != line + 2 || line[0] != '0' ||
+		    path != list))
+			continue;
+		if (v1) {
+			/* One of the comma-separated controllers is "cpu". */
+			for (k = 0; list + k < path; k += strcspn(list + k,
+			    ",:") + 1) {
+				if (strncmp(list + k, "cpu", 3) == 0 &&
+				    (list[k + 3] == ',' || list[k + 3] == ':'))
+					break;
+			}
+			if (list + k >= path)
+				continue;
+		}
+		path++;
+		if (*path != '/' || (size_t)(line + n - path) >= len)
+			return (-1);
+		memcpy(dir, path, (size_t)(line + n - path));
+		dir[line + n - path] = '\0';
+		return (0);
+	}
+	return (-1);
+}
+
+/*
+ * The least quota of this process's cgroup and its parents under @root
+ * (v2: @root itself; v1: its "cpu" hierarchy), in CPUs; 0 when none has
+ * one.  A v2 quota is used where there is one, else a v1 quota; *@file
+ * names the file it is in.
+ */
+static double
+config_cgroup_quota(const char *proc_cgroup, const char *root,
+    const char **file)
+{
+	char	 base[PATH_MAX], dir[PATH_MAX], full[PATH_MAX * 2], *slash;
+	double	 cpus, least = 0;
+	int	 v1;
+
+	if (proc_cgroup == NULL)
+		return (0);
+	for (v1 = 0; v1 <= 1 && least == 0; v1++) {
+		if (config_cgroup_path(proc_cgroup, v1, dir, sizeof(dir)) == -1)
+			continue;
+		snprintf(base, sizeof(base), "%s%s", root, v1 ? "/cpu" : "");
+		*file = v1 ? "cpu.cfs_quota_us" : "cpu.max";
+		for (;;) {
+			snprintf(full, sizeof(full), "%s%s", base,
+			    strcmp(dir, "/") == 0 ? "" : dir);
+			cpus = config_cgroup_dir_quota(full, v1);
+			if (cpus > 0 && (least == 0 || cpus < least))
+				least = cpus;
+			if (strcmp(dir, "/") == 0)
+				break;
+			slash = strrchr(dir, '/');
+			slash[slash == dir ? 1 : 0] = '\0';
+		}
+	}
+	return (least);
+}
+
+/* The CPUs that @mask and the cgroup's quota allow, and why. */
+void
+config_cpus_from(const cpu_set_t *mask, size_t setsize,
+    const char *proc_cgroup, const char *cgroup_root, struct config_cpus *out)
+{
+	const char	*file = "cpu.max";
+	double		 whole;
+	unsigned	 n;
+
+	memset(out, 0, sizeof(*out));
+	out->affinity = (unsigned)CPU_COUNT_S(setsize, mask);
+	out->quota = config_cgroup_quota(proc_cgroup, cgroup_root, &file);
+	n = out->affinity;
+	if (out->quota > 0) {
+		whole = out->quota - (double)(unsigned)out->quota > 1e-9 ?
+		    (double)(unsigned)out->quota + 1 : out->quota;
+		if (whole < n)
+			n = (unsigned)whole;
+		snprintf(out->why, sizeof(out->why), "cgroup %s %.1f CPUs, "
+		    "affinity %u", file, out->quota, out->affinity);
+	} else
+		snprintf(out->why, sizeof(out->why), "affinity %u, no cgroup "
+		    "CPU quota", out->affinity);
+	out->n = n < 1 ? 1 : n > INFEED_MAX_WORKERS ? INFEED_MAX_WORKERS : n;
+}
+
+/* The CPUs this process may use: its affinity, its cgroup's quota. */
+unsigned
+config_ncpus(struct config_cpus *out)
+{
+	struct config_cpus	 scratch;
+	cpu_set_t		*mask;
+	size_t			 setsize;
+	char			 cg[4096];
+	long			 online = sysconf(_SC_NPROCESSORS_CONF);
+	int			 ncpu = online > 1024 ? (int)online : 1024;
+	bool			 have_cg;
+
+	if (out == NULL)
+		out = &scratch;
+	have_cg = config_read_small("/proc/self/cgroup", cg, sizeof(cg)) == 0;
+	/* A mask wide enough for the machine's CPUs (CPU_SETSIZE is 1024). */
+	mask = CPU_ALLOC(ncpu);
+	setsize = CPU_ALLOC_SIZE(ncpu);
+	if (mask == NULL || sched_getaffinity(0, setsize, mask) == -1) {
+		if (mask != NULL)
+			CPU_FREE(mask);
+		mask = CPU_ALLOC(1);
+		setsize = CPU_ALLOC_SIZE(1);
+		CPU_ZERO_S(setsize, mask);
+		CPU_SET_S(0, setsize, mask);
+	}
+	config_cpus_from(mask, setsize, have_cg ? cg : NULL, "/sys/fs/cgroup",
+	    out);
+	CPU_FREE(mask);
+	return (out->n);
 }
 
 /* Read and check the configuration file. */
@@ -431,7 +628,7 @@ config_load(const char *path, char **cause)
 	}
 	free(cp.section);
 	if (conf->workers == 0)
-		conf->workers = config_ncpus();
+		conf->workers = config_ncpus(NULL);
 	return (conf);
 
 fail:

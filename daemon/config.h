@@ -7,6 +7,8 @@
 #ifndef INFEED_CONFIG_H
 #define INFEED_CONFIG_H
 
+#include <sched.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,7 +17,8 @@
 struct config {
 	char			*path;
 	char			*socket_path;
-	unsigned		 workers;	/* worker processes */
+	unsigned		 workers;	/* worker processes; auto: to start */
+	bool			 workers_auto;	/* workers = auto (autotune.h) */
 	unsigned		 max_clients;
 	uint32_t		 max_frame_size;
 	uint64_t		 memory_budget;	/* bytes, all step rings */
@@ -27,6 +30,46 @@ struct config {
 	struct dataset_conf	*datasets;
 	size_t			 ndatasets;
 };
+
+/*
+ * The CPUs the daemon may use: the least of its affinity mask and its
+ * cgroup's CPU quota (its own cgroup's and every parent's: cgroup v2's
+ * cpu.max, or, on a v1 host, the cpu controller's cfs_quota_us over
+ * cfs_period_us), never the host's count; containers, Slurm and taskset
+ * limit a daemon in these.
+ */
+struct config_cpus {
+	unsigned	n;		/* 1 to INFEED_MAX_WORKERS */
+	unsigned	affinity;	/* CPUs in the affinity mask */
+	double		quota;		/* cpu.max in CPUs; 0: no quota */
+	char		why[96];	/* "cgroup cpu.max 1.5 CPUs, affinity 2" */
+};
+
+/**
+ * config_cpu_max_parse() - a cgroup v2 cpu.max line, "QUOTA PERIOD" or
+ * "max PERIOD", into *@cpus (QUOTA / PERIOD; 0 for "max": no quota).
+ * Return: 0, or -1 when @text is not such a line.
+ */
+int		 config_cpu_max_parse(const char *text, double *cpus);
+
+/**
+ * config_cpus_from() - the CPUs of affinity mask @mask (@setsize bytes)
+ * bounded by the quota files under @cgroup_root (cpu.max; v1: under its
+ * cpu/) of the cgroup that @proc_cgroup (the text of /proc/self/cgroup)
+ * names, and its parents' (a quota rounded up: 1.5 CPUs is 2 workers); a
+ * file that is missing or malformed bounds nothing.  @proc_cgroup may be
+ * NULL (no cgroup).
+ */
+void		 config_cpus_from(const cpu_set_t *mask, size_t setsize,
+		    const char *proc_cgroup, const char *cgroup_root,
+		    struct config_cpus *out);
+
+/**
+ * config_ncpus() - the CPUs this process may use now (config_cpus_from()
+ * with its own affinity, /proc/self/cgroup and /sys/fs/cgroup): the
+ * default worker count, and the most that workers = auto starts.
+ */
+unsigned	 config_ncpus(struct config_cpus *out);
 
 /**
  * config_load() - read and check the file at @path.

@@ -83,6 +83,26 @@ daemon_status_cb(evutil_socket_t fd, short ev, void *arg)
 	stats_clear(&st);
 }
 
+/* workers = auto: every AUTOTUNE_TICK_MS, size the pool (autotune.h). */
+static void
+daemon_autotune_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+	struct stats	 st;
+	uint64_t	 wait_us, active_us, room, charged;
+
+	(void)fd;
+	(void)ev;
+	peers_stats(d->peers, &st);
+	stats_trainer_wait(&st, &wait_us, &active_us);
+	/* Kept memory is given up for what needs the room. */
+	charged = st.memory_used + st.memory_held;
+	room = charged < st.memory_budget ? st.memory_budget - charged : 0;
+	autotune_tick(d->autotune, wait_us, active_us, st.memory_private,
+	    room);
+	stats_clear(&st);
+}
+
 /* SIGTERM or SIGINT: leave the loop. */
 static void
 daemon_stop_cb(evutil_socket_t sig, short ev, void *arg)
@@ -133,7 +153,7 @@ daemon_service_events(struct daemon *d)
  * and its ring, and the pool a copy of the ring).
  */
 static void
-daemon_raise_nofile(const struct config *conf)
+daemon_raise_nofile(const struct config *conf, unsigned workers)
 {
 	struct rlimit	rl;
 	uint64_t	need;
@@ -146,7 +166,7 @@ daemon_raise_nofile(const struct config *conf)
 			log_warn("setrlimit RLIMIT_NOFILE");
 		(void)getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	need = (uint64_t)conf->max_clients * 3 + conf->workers * 2 + 32;
+	need = (uint64_t)conf->max_clients * 3 + workers * 2 + 32;
 	if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
 		log_warnx("max_clients = %u needs about %llu file descriptors "
 		    "but the limit is %llu (LimitNOFILE= under systemd); "
@@ -160,7 +180,10 @@ daemon_start(const struct daemon_args *args)
 {
 	struct peers_host	 ph;
 	struct daemon		*d;
+	struct config_cpus	 cpus;
+	struct timeval		 tick = { 0, AUTOTUNE_TICK_MS * 1000 };
 	char			*cause = NULL;
+	unsigned		 max = 0;
 
 	d = xcalloc(1, sizeof(*d));
 	d->started_ms = clock_now_ms();
@@ -172,9 +195,15 @@ daemon_start(const struct daemon_args *args)
 		free(d->conf->socket_path);
 		d->conf->socket_path = xstrdup(args->socket_path);
 	}
-	if (args->workers > 0)
-		d->conf->workers = args->workers;
-	daemon_raise_nofile(d->conf);
+	if (args->workers > 0 || args->workers_auto) {
+		d->conf->workers = args->workers_auto ? 1 : args->workers;
+		d->conf->workers_auto = args->workers_auto;
+	}
+	/* auto: from one worker up to the CPUs it may use. */
+	if (d->conf->workers_auto)
+		max = config_ncpus(&cpus);
+	daemon_raise_nofile(d->conf, max > d->conf->workers ? max :
+	    d->conf->workers);
 	log_info("infeedd %s starting with %s", INFEED_VERSION, d->conf->path);
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
@@ -183,13 +212,22 @@ daemon_start(const struct daemon_args *args)
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
-	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers,
+	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers, max,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max);
+	if (d->conf->workers_auto) {
+		d->autotune = autotune_new(d->pool, &cpus);
+		d->ev_autotune = event_new(d->base, -1, EV_PERSIST,
+		    daemon_autotune_cb, d);
+		if (d->ev_autotune == NULL ||
+		    event_add(d->ev_autotune, &tick) == -1)
+			fatalx("cannot create the autotune timer");
+	}
 	ph.base = d->base;
 	ph.conf = d->conf;
 	ph.cat = d->cat;
 	ph.pool = d->pool;
 	ph.budget = &d->budget;
+	ph.autotune = d->autotune;
 	ph.started_ms = d->started_ms;
 	d->peers = peers_new(&ph);
 	if (!args->service)
@@ -203,10 +241,11 @@ daemon_start(const struct daemon_args *args)
 	    d->conf->metrics_host, d->conf->metrics_port, d->peers, &cause)) ==
 	    NULL)
 		fatalx("%s", cause);
-	log_info("ready: %zu datasets, %u workers", d->cat->ndatasets,
-	    d->conf->workers);
-	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers, "
-	    "0 sessions", d->cat->ndatasets, d->conf->workers);
+	log_info("ready: %zu datasets, %u workers%s", d->cat->ndatasets,
+	    d->conf->workers, d->conf->workers_auto ? " (auto)" : "");
+	sd_notifyf(0, "READY=1\nSTATUS=serving %zu datasets with %u workers%s, "
+	    "0 sessions", d->cat->ndatasets, d->conf->workers,
+	    d->conf->workers_auto ? " (auto)" : "");
 	return (d);
 }
 
@@ -222,7 +261,10 @@ void
 daemon_free(struct daemon *d)
 {
 	metrics_free(d->metrics);	/* it reads the peers */
+	if (d->ev_autotune != NULL)
+		event_free(d->ev_autotune);
 	peers_free(d->peers);
+	autotune_free(d->autotune);
 	listen_free(d->listener);
 	ring_budget_clear(&d->budget);
 	pool_free(d->pool);
@@ -298,6 +340,7 @@ daemon_reload(struct daemon *d)
 	free(nconf->socket_path);
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;
+	nconf->workers_auto = d->conf->workers_auto;
 	daemon_reload_metrics(d, nconf);
 	ncat = catalogue_open(nconf, d->cat);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);

@@ -12,7 +12,7 @@
  * or round the files of one folder):
  *
  * Layers: main -> daemon -> metrics -> listen -> peer -> stats, attach-check
- *   -> session -> pool -> forker -> worker -> transport -> ring, transform
+ *   -> autotune -> session -> pool -> forker -> worker -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
  *   transforms) -> log, xmalloc, paths, procmem, errcode
@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autotune.h"
 #include "catalogue.h"
 #include "config.h"
 #include "listen.h"
@@ -47,6 +48,8 @@ struct daemon {
 	struct peers		*peers;
 	struct listener		*listener;	/* NULL unless a service */
 	struct metrics		*metrics;	/* NULL without metrics_listen */
+	struct autotune		*autotune;	/* NULL unless workers = auto */
+	struct event		*ev_autotune;
 	uint64_t		 started_ms;
 	uint64_t		 status_ms;	/* last STATUS= line */
 	uint64_t		 status_rows;
@@ -64,6 +67,7 @@ struct daemon_args {
 	const char	*socket_path;	/* NULL: the configuration's */
 	unsigned	 workers;	/* 0: the configuration's */
 	bool		 service;	/* listen, signals, systemd notices */
+	bool		 workers_auto;	/* --workers auto: the pool sizes itself */
 };
 
 /**

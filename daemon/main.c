@@ -37,7 +37,7 @@ main_usage(FILE *fp)
 	    "  -s, --socket PATH   listen here (default: [infeedd] socket, "
 	    "or %s)\n"
 	    "  -w, --workers N     worker processes (default: [infeedd] "
-	    "workers, or one per CPU)\n"
+	    "workers, or one per CPU; auto: the pool sizes itself)\n"
 	    "  -v, --verbose       log debug messages too\n"
 	    "  -V, --version       print the version and exit\n"
 	    "  -h, --help          print this help and exit\n",
@@ -56,7 +56,7 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true };
+	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true, false };
 	struct daemon		*d;
 	uint64_t		 workers;
 	int		 ch, verbose = 0;
@@ -71,14 +71,20 @@ main(int argc, char **argv)
 			args.socket_path = optarg;
 			break;
 		case 'w':
+			if (strcmp(optarg, "auto") == 0) {
+				args.workers_auto = true;
+				args.workers = 0;
+				break;
+			}
 			if (number_parse_u64(optarg, 1, INFEED_MAX_WORKERS,
 			    &workers, NULL) != 0) {
 				fprintf(stderr, "infeedd: --workers %s: expected "
-				    "a number from 1 to %d\n", optarg,
+				    "auto or a number from 1 to %d\n", optarg,
 				    INFEED_MAX_WORKERS);
 				return (2);
 			}
 			args.workers = (unsigned)workers;
+			args.workers_auto = false;
 			break;
 		case 'v':
 			verbose = 1;

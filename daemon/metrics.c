@@ -370,6 +370,22 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	metrics_family(b, "infeed_jobs_queued", "gauge", "Jobs (parts of "
 	    "steps) waiting for a free worker.");
 	evbuffer_add_printf(b, "infeed_jobs_queued %u\n", st->jobs_queued);
+	metrics_family(b, "infeed_workers", "gauge", "Worker processes "
+	    "(one being retired by workers = auto too).");
+	evbuffer_add_printf(b, "infeed_workers %u\n", st->nworkers);
+	metrics_family(b, "infeed_workers_max", "gauge", "The most workers "
+	    "the pool may have: with workers = auto the CPUs infeedd may use "
+	    "(affinity, cgroup cpu.max), else workers.");
+	evbuffer_add_printf(b, "infeed_workers_max %u\n", st->workers_auto ?
+	    st->autotune.max : st->nworkers);
+	metrics_family(b, "infeed_pool_resizes_total", "counter", "Workers "
+	    "added and retired by workers = auto, and why.");
+	evbuffer_add_printf(b, "infeed_pool_resizes_total{direction=\"grow\","
+	    "reason=\"trainers_waiting\"} %llu\n",
+	    (unsigned long long)st->autotune.grows);
+	evbuffer_add_printf(b, "infeed_pool_resizes_total{direction="
+	    "\"shrink\",reason=\"workers_idle\"} %llu\n",
+	    (unsigned long long)st->autotune.shrinks);
 	metrics_family(b, "infeed_errors_total", "counter", "Errors sent to "
 	    "clients, by the protocol's ErrorCode.");
 	for (c = ERRCODE_NONE + 1; c < ERRCODE_COUNT; c++)

@@ -1036,8 +1036,8 @@ peers_stats(const struct peers *ps, struct stats *st)
 {
 	const struct peer	*q;
 
-	stats_take(st, ps->host.pool, ps->host.budget, ps->host.started_ms,
-	    ps->n, ps->n, &ps->history);
+	stats_take(st, ps->host.pool, ps->host.budget, ps->host.autotune,
+	    ps->host.started_ms, ps->n, ps->n, &ps->history);
 	TAILQ_FOREACH(q, &ps->list, entry) {
 		if (q->session != NULL)
 			stats_add_session(st, q->session, q->name,
@@ -1222,6 +1222,17 @@ peer_stats(struct peer *p)
 	st.huge_pages = (char *)(uintptr_t)snap.huge_pages;
 	st.has_memory_private = 1;
 	st.memory_private = snap.memory_private;
+	if (snap.workers_auto) {
+		st.has_workers_auto = st.has_workers_max = 1;
+		st.workers_auto = 1;
+		st.workers_max = snap.autotune.max;
+		st.workers_max_why = (char *)(uintptr_t)snap.autotune.max_why;
+		st.pool_last_resize = (char *)(uintptr_t)snap.autotune.last;
+		st.pool_decision = (char *)(uintptr_t)snap.autotune.now;
+		st.has_pool_grows = st.has_pool_shrinks = 1;
+		st.pool_grows = snap.autotune.grows;
+		st.pool_shrinks = snap.autotune.shrinks;
+	}
 	f.msg_case = INFEED__FRAME__MSG_STATS;
 	f.stats = &st;
 	peer_send(p, p->req, &f, -1);

@@ -41,6 +41,7 @@ struct peers_host {
 	const struct catalogue	*cat;
 	struct pool		*pool;
 	struct ring_budget	*budget;
+	const struct autotune	*autotune;	/* NULL: a fixed pool */
 	uint64_t		 started_ms;
 };
 

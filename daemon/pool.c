@@ -98,6 +98,7 @@ struct worker {
 	bool		 stuck;		/* killed for its deadline or socket */
 	bool		 ready;		/* said READY: it may take jobs */
 	bool		 retiring;	/* reload: replace once idle */
+	bool		 parking;	/* pool_shrink(): goes once idle, for good */
 	bool		 spawning;	/* asked of the fork server */
 };
 
@@ -109,7 +110,8 @@ struct pool {
 	struct event		*forker_ev;
 	bool			 starting;	/* pool_new(): failures are fatal */
 	struct worker		*workers;
-	unsigned		 n;
+	unsigned		 n;		/* slots: the most it may grow to */
+	unsigned		 size;		/* slots [0, size) in use */
 	struct job_list		 jobs;
 	struct pool_ring_list	 rings;
 	uint64_t		 next_ring_id;
@@ -309,7 +311,7 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 	(void)ev;
 	if (w->retiring && w->job == NULL) {
 		snprintf(why, sizeof(why), "did not exit within %d ms of "
-		    "being retired by a reload", POOL_STOP_MS);
+		    "being retired", POOL_STOP_MS);
 		pool_kill_stuck(w, why);
 		return;
 	}
@@ -860,6 +862,14 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 	}
 	if (pool->stopping)
 		return;
+	if (w->parking) {
+		/* pool_shrink(): the slot stays empty; its job went back. */
+		w->parking = false;
+		w->retiring = false;
+		w->stuck = false;
+		pool->size--;
+		return;
+	}
 	if (!w->retiring)
 		w->restarts++;
 	w->retiring = false;
@@ -938,12 +948,12 @@ pool_forker_cb(evutil_socket_t fd, short ev, void *arg)
 /* Start the pool's worker processes. */
 struct pool *
 pool_new(struct event_base *base, const struct catalogue *cat,
-    struct ring_budget *budget, unsigned workers, uint32_t job_timeout_ms,
-    uint64_t image_memory_max)
+    struct ring_budget *budget, unsigned workers, unsigned max_workers,
+    uint32_t job_timeout_ms, uint64_t image_memory_max)
 {
 	struct pool	*pool;
 	void		*beats;
-	unsigned	 i;
+	unsigned	 i, slots = max_workers > workers ? max_workers : workers;
 
 	pool = xcalloc(1, sizeof(*pool));
 	pool->base = base;
@@ -953,18 +963,19 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->image_memory_max = image_memory_max;
 	pool->oom_kills = pool_oom_kills();
 	/* Shared with every worker: the fork server maps it too. */
-	beats = mmap(NULL, workers * sizeof(*pool->beats), PROT_READ |
+	beats = mmap(NULL, slots * sizeof(*pool->beats), PROT_READ |
 	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (beats == MAP_FAILED)
 		fatal("worker progress memory");
 	pool->beats = beats;
 	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
 	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t));
-	pool->n = workers;
-	pool->workers = xcalloc(workers, sizeof(*pool->workers));
+	pool->n = slots;
+	pool->size = workers;
+	pool->workers = xcalloc(slots, sizeof(*pool->workers));
 	TAILQ_INIT(&pool->jobs);
 	TAILQ_INIT(&pool->rings);
-	for (i = 0; i < workers; i++) {
+	for (i = 0; i < slots; i++) {
 		pool->workers[i].pool = pool;
 		pool->workers[i].idx = i;
 		pool->workers[i].pid = -1;
@@ -1346,11 +1357,83 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 	}
 }
 
-/* How many workers the pool has. */
+/* How many workers the pool has (one being retired by a shrink too). */
 unsigned
 pool_size(const struct pool *pool)
 {
+	return (pool->size);
+}
+
+/* The most it may grow to. */
+unsigned
+pool_max(const struct pool *pool)
+{
 	return (pool->n);
+}
+
+/* A worker being added or retired. */
+bool
+pool_resizing(const struct pool *pool)
+{
+	unsigned	i;
+
+	for (i = 0; i < pool->size; i++) {
+		if (pool->workers[i].parking || pool->workers[i].spawning)
+			return (true);
+	}
+	return (false);
+}
+
+/* Add a worker in the next slot. */
+int
+pool_grow(struct pool *pool)
+{
+	struct worker	*w;
+
+	if (pool->size == pool->n || pool_resizing(pool))
+		return (-1);
+	w = &pool->workers[pool->size++];
+	w->backoff_ms = 0;
+	pool_respawn(pool, w);
+	return (0);
+}
+
+/* Retire the last slot's worker once its job (if any) is done. */
+int
+pool_shrink(struct pool *pool)
+{
+	struct worker	*w;
+
+	if (pool->size <= 1 || pool_resizing(pool))
+		return (-1);
+	w = &pool->workers[pool->size - 1];
+	if (w->pid == -1) {
+		/* Waiting out a backoff: it is not started again. */
+		event_del(w->respawn_ev);
+		pool->size--;
+		return (0);
+	}
+	w->parking = true;
+	w->retiring = true;
+	if (w->job == NULL && w->t != NULL)
+		pool_retire(w);
+	return (0);
+}
+
+/* Time in jobs of every worker there has been, the running ones too. */
+uint64_t
+pool_busy_us(const struct pool *pool)
+{
+	const struct worker	*w;
+	uint64_t		 us = 0, now = clock_now_us();
+	unsigned		 i;
+
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		us += w->busy_us + (w->job != NULL ? now - w->job_start_us :
+		    0);
+	}
+	return (us);
 }
 
 /* No job queued or running, and every worker up. */
@@ -1361,7 +1444,7 @@ pool_idle(const struct pool *pool)
 
 	if (!TAILQ_EMPTY(&pool->jobs))
 		return (false);
-	for (i = 0; i < pool->n; i++) {
+	for (i = 0; i < pool->size; i++) {
 		if (pool->workers[i].job != NULL ||
 		    pool->workers[i].pid == -1)
 			return (false);

@@ -83,7 +83,8 @@ struct pool_worker_info {
 /**
  * pool_new() - start the fork server, which holds @cat (and no client),
  * and have it fork @workers processes that read from @cat; they are up
- * when it returns (fatal when they cannot be).  Workers keep their
+ * when it returns (fatal when they cannot be).  The pool may grow to
+ * @max_workers (pool_grow(); less than @workers: it stays at @workers).  Workers keep their
  * mappings of ring memory that @budget keeps (may be NULL: none) for the
  * next ring on it (see pool_let_go()).  A worker that does no row of its
  * job within @job_timeout_ms is killed and replaced.  Workers refuse an
@@ -91,7 +92,8 @@ struct pool_worker_info {
  */
 struct pool	*pool_new(struct event_base *base, const struct catalogue *cat,
 		    struct ring_budget *budget, unsigned workers,
-		    uint32_t job_timeout_ms, uint64_t image_memory_max);
+		    unsigned max_workers, uint32_t job_timeout_ms,
+		    uint64_t image_memory_max);
 
 /**
  * pool_free() - stop the workers (SIGTERM, then SIGKILL from the fork
@@ -204,6 +206,22 @@ void		 pool_reload(struct pool *pool, const struct catalogue *cat,
 		    const char *config_path, uint32_t job_timeout_ms,
 		    uint64_t image_memory_max);
 
+/*
+ * Resizing (workers = auto, autotune.h decides): pool_grow() starts a
+ * worker in the next slot, up to pool_max(); pool_shrink() retires the
+ * last slot's worker once its running job is done (it takes no other
+ * meanwhile, and a job it dies in goes back to the queue, so nothing is
+ * lost or done twice), and does not replace it.  Both refuse (-1) while
+ * one is under way (pool_resizing()), and at the bounds (1 worker).
+ */
+int		 pool_grow(struct pool *pool);
+int		 pool_shrink(struct pool *pool);
+bool		 pool_resizing(const struct pool *pool);
+unsigned	 pool_max(const struct pool *pool);
+/* Workers' time in jobs since the pool started, the retired ones' too. */
+uint64_t	 pool_busy_us(const struct pool *pool);
+
+/* Workers in use, one that pool_shrink() retires too. */
 unsigned	 pool_size(const struct pool *pool);
 /* No job queued or running, and every worker up. */
 bool		 pool_idle(const struct pool *pool);

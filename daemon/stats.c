@@ -17,8 +17,9 @@
 /* Begin a snapshot: everything but the sessions. */
 void
 stats_take(struct stats *st, const struct pool *pool,
-    const struct ring_budget *budget, uint64_t started_ms, unsigned clients,
-    size_t max_sessions, const struct stats_history *h)
+    const struct ring_budget *budget, const struct autotune *at,
+    uint64_t started_ms, unsigned clients, size_t max_sessions,
+    const struct stats_history *h)
 {
 	unsigned	i;
 
@@ -30,6 +31,8 @@ stats_take(struct stats *st, const struct pool *pool,
 	st->workers = xcalloc(st->nworkers + 1, sizeof(*st->workers));
 	for (i = 0; i < st->nworkers; i++)
 		pool_worker_info(pool, i, &st->workers[i]);
+	if ((st->workers_auto = at != NULL))
+		autotune_report(at, &st->autotune);
 	st->jobs_queued = pool_jobs_queued(pool);
 	st->rows_reissued = pool_rows_reissued(pool);
 	/* The budget charges kept, held and freeing memory too. */
@@ -60,6 +63,25 @@ stats_add_session(struct stats *st, const struct session *s,
 	session_report(s, &ss->report);
 	ss->client_name = client_name;
 	ss->errors_sent = errors_sent;
+}
+
+/* Trainers' data wait and active time, live sessions and ended ones. */
+void
+stats_trainer_wait(const struct stats *st, uint64_t *wait_us,
+    uint64_t *active_us)
+{
+	size_t	i;
+
+	*wait_us = 0;
+	*active_us = 0;
+	for (i = 0; i < st->nsessions; i++) {
+		*wait_us += st->sessions[i].report.data_wait_us;
+		*active_us += st->sessions[i].report.active_us;
+	}
+	for (i = 0; st->history != NULL && i < st->history->nended; i++) {
+		*wait_us += st->history->ended[i].data_wait_us;
+		*active_us += st->history->ended[i].active_us;
+	}
 }
 
 /* Free the snapshot's arrays. */

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "autotune.h"
 #include "errcode.h"
 #include "pool.h"
 #include "ring.h"
@@ -57,6 +58,8 @@ struct stats {
 	size_t			 nsessions;
 	struct pool_worker_info	*workers;
 	unsigned		 nworkers;
+	bool			 workers_auto;	/* workers = auto: */
+	struct autotune_report	 autotune;	/* ... its bound, decisions */
 	unsigned		 jobs_queued;
 	uint64_t		 rows_reissued;
 	uint64_t		 memory_used;	/* live rings and their tables */
@@ -71,13 +74,14 @@ struct stats {
 };
 
 /**
- * stats_take() - begin a snapshot: the pool's workers and queue, the ring
- * budget, the uptime since @started_ms, @clients connected and history
- * @h; room for @max_sessions sessions, added with stats_add_session().
- * Clear it with stats_clear().
+ * stats_take() - begin a snapshot: the pool's workers and queue (and how
+ * @at sizes it; NULL: a fixed pool), the ring budget, the uptime since
+ * @started_ms, @clients connected and history @h; room for @max_sessions
+ * sessions, added with stats_add_session().  Clear it with stats_clear().
  */
 void	 stats_take(struct stats *st, const struct pool *pool,
-	    const struct ring_budget *budget, uint64_t started_ms,
+	    const struct ring_budget *budget, const struct autotune *at,
+	    uint64_t started_ms,
 	    unsigned clients, size_t max_sessions,
 	    const struct stats_history *h);
 
@@ -88,6 +92,14 @@ void	 stats_take(struct stats *st, const struct pool *pool,
  */
 void	 stats_add_session(struct stats *st, const struct session *s,
 	    const char *client_name, uint64_t errors_sent);
+
+/**
+ * stats_trainer_wait() - what every trainer since the daemon started
+ * (the live sessions of @st and the ended ones of its history) waited
+ * for data, in *@wait_us, of its active time, in *@active_us.
+ */
+void	 stats_trainer_wait(const struct stats *st, uint64_t *wait_us,
+	    uint64_t *active_us);
 
 /**
  * stats_clear() - free what the snapshot allocated (not what it borrows).

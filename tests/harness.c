@@ -140,8 +140,10 @@ infeedd_start(const char *workers)
 	int		 i, fd;
 
 	ck_assert_msg(bin != NULL, "set INFEEDD to the infeedd binary");
+	/* "": the configuration's workers. */
 	infeedd_spawn((char *const []){ (char *)bin, (char *)"--config",
-	    conf_path, (char *)"--socket", sock_path, (char *)"--workers",
+	    conf_path, (char *)"--socket", sock_path, (char *)(workers &&
+	    *workers == '\0' ? NULL : "--workers"),
 	    (char *)(workers ? workers : "2"), NULL });
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;

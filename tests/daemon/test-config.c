@@ -106,11 +106,11 @@ load_fails(const char *text, int line, const char *msg)
 START_TEST(config_gives_defaults_for_an_empty_file)
 {
 	struct config	*conf = load_ok("");
-	long		 ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 
+	/* One worker per CPU the daemon may use, not per CPU of the host. */
 	ck_assert_str_eq(conf->socket_path, INFEEDD_DEFAULT_SOCKET);
-	ck_assert_uint_eq(conf->workers, ncpus < 1 ? 1 :
-	    ncpus > INFEED_MAX_WORKERS ? INFEED_MAX_WORKERS : ncpus);
+	ck_assert_uint_eq(conf->workers, config_ncpus(NULL));
+	ck_assert(!conf->workers_auto);
 	ck_assert_uint_eq(conf->max_clients, 256);
 	ck_assert_uint_eq(conf->max_frame_size, INFEED_DEFAULT_MAX_FRAME);
 	ck_assert_uint_eq(conf->memory_budget, 4ULL << 30);
@@ -236,11 +236,180 @@ START_TEST(config_refuses_a_bad_workers_count)
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		snprintf(text, sizeof text, "[infeedd]\nworkers = %s\n",
 		    bad[i]);
-		snprintf(msg, sizeof msg, "[infeedd] workers = %s: expected a "
-		    "number of worker processes from 0 (one per CPU) to 256",
-		    bad[i]);
+		snprintf(msg, sizeof msg, "[infeedd] workers = %s: expected "
+		    "auto (the pool sizes itself) or a number of worker "
+		    "processes from 0 (one per CPU) to 256", bad[i]);
 		load_fails(text, 2, msg);
 	}
+}
+END_TEST
+
+/* workers = auto: the pool starts with one worker and sizes itself. */
+START_TEST(config_reads_workers_auto)
+{
+	struct config	*conf = load_ok("[infeedd]\nworkers = auto\n");
+
+	ck_assert(conf->workers_auto);
+	ck_assert_uint_eq(conf->workers, 1);
+	config_free(conf);
+	load_fails("[infeedd]\nworkers = Auto\n", 2, "[infeedd] workers = "
+	    "Auto: expected auto (the pool sizes itself) or a number of worker "
+	    "processes from 0 (one per CPU) to 256");
+}
+END_TEST
+
+/* cpu.max: "QUOTA PERIOD" or "max PERIOD", nothing else. */
+START_TEST(config_parses_cgroup_cpu_max)
+{
+	static const char *const bad[] = { "", "max", "150000", "0 100000",
+	    "150000 0", "-1 100000", "150000 100000 x", "maxi 100000",
+	    "1.5 1" };
+	double	cpus = -1;
+	size_t	i;
+
+	ck_assert_int_eq(config_cpu_max_parse("max 100000\n", &cpus), 0);
+	ck_assert(cpus == 0);
+	ck_assert_int_eq(config_cpu_max_parse("150000 100000\n", &cpus), 0);
+	ck_assert(cpus == 1.5);
+	ck_assert_int_eq(config_cpu_max_parse("50000 100000", &cpus), 0);
+	ck_assert(cpus == 0.5);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(config_cpu_max_parse(bad[i], &cpus) == -1,
+		    "took cpu.max '%s'", bad[i]);
+}
+END_TEST
+
+/* Write @text as file @dir/@name, making @dir first. */
+static void
+write_cgroup_file(const char *dir, const char *name, const char *text)
+{
+	char	path[PATH_MAX];
+	FILE	*f;
+
+	ck_assert(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	ck_assert_int_eq(fputs(text, f) >= 0, 1);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Remove file @dir/@name. */
+static void
+unlink_in(const char *dir, const char *name)
+{
+	char	path[PATH_MAX];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	ck_assert_int_eq(unlink(path), 0);
+}
+
+/* The CPUs of mask @cpus[0..n) and the cgroup tree under @root. */
+static unsigned
+cpus_of(const int *cpus, size_t n, const char *proc_cgroup,
+    const char *root, struct config_cpus *out)
+{
+	cpu_set_t	mask;
+	size_t		i;
+
+	CPU_ZERO(&mask);
+	for (i = 0; i < n; i++)
+		CPU_SET(cpus[i], &mask);
+	config_cpus_from(&mask, sizeof(mask), proc_cgroup, root, out);
+	return (out->n);
+}
+
+/*
+ * The daemon's CPUs: its affinity mask bounded by the least cpu.max of
+ * its cgroup and every parent, a quota rounded up; never the host's.
+ */
+START_TEST(config_counts_the_cpus_it_may_use)
+{
+	static const int	 four[] = { 0, 1, 5, 7 }, one[] = { 3 };
+	struct config_cpus	 c;
+	char			 root[PATH_MAX / 2], a[PATH_MAX], b[PATH_MAX];
+	size_t			 n = (size_t)(strrchr(conf_file, '/') -
+				    conf_file);
+
+	/* The test's directory stands for /sys/fs/cgroup. */
+	ck_assert_uint_lt(n, sizeof root);
+	memcpy(root, conf_file, n);
+	root[n] = '\0';
+	snprintf(a, sizeof a, "%s/a", root);
+	snprintf(b, sizeof b, "%s/a/b c", root);
+
+	/* No cgroup v2 (or no cpu.max anywhere): the affinity mask. */
+	ck_assert_uint_eq(cpus_of(four, 4, NULL, root, &c), 4);
+	ck_assert_uint_eq(c.affinity, 4);
+	ck_assert(c.quota == 0);
+	ck_assert_str_eq(c.why, "affinity 4, no cgroup CPU quota");
+	ck_assert_uint_eq(cpus_of(one, 1, "0::/a\n", root, &c), 1);
+	ck_assert_uint_eq(cpus_of(four, 4, "1:name=systemd:/x\n", root, &c),
+	    4);
+
+	/* "max": no quota; 150000/100000 is 2 workers; 50000/100000 one. */
+	write_cgroup_file(a, "cpu.max", "max 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "0::/a\n", root, &c), 4);
+	write_cgroup_file(a, "cpu.max", "150000 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "0::/a\n", root, &c), 2);
+	ck_assert(c.quota == 1.5);
+	ck_assert_str_eq(c.why, "cgroup cpu.max 1.5 CPUs, affinity 4");
+	ck_assert_uint_eq(cpus_of(one, 1, "0::/a\n", root, &c), 1);
+	write_cgroup_file(a, "cpu.max", "200000 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "0::/a\n", root, &c), 2);
+	ck_assert_str_eq(c.why, "cgroup cpu.max 2.0 CPUs, affinity 4");
+
+	/* A child's cgroup is bounded by its parent's quota too... */
+	write_cgroup_file(b, "cpu.max", "max 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "0::/a/b c\n", root, &c), 2);
+	/* ... and by its own, the least of them, on any line of the file. */
+	write_cgroup_file(b, "cpu.max", "50000 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "12:cpu:/v1\n0::/a/b c\n", root,
+	    &c), 1);
+	ck_assert(c.quota == 0.5);
+	/* The root's cpu.max counts as well; a malformed one bounds nothing. */
+	write_cgroup_file(root, "cpu.max", "300000 100000\n");
+	write_cgroup_file(b, "cpu.max", "garbage\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "0::/\n", root, &c), 3);
+	ck_assert_uint_eq(cpus_of(four, 4, "0::/a/b c\n", root, &c), 2);
+
+	/* A cgroup v1 host: the cpu controller's hierarchy, under cpu/. */
+	unlink_in(root, "cpu.max");
+	snprintf(a, sizeof a, "%s/cpu", root);
+	snprintf(b, sizeof b, "%s/cpu/a", root);
+	write_cgroup_file(a, "cpu.cfs_quota_us", "-1\n");
+	write_cgroup_file(a, "cpu.cfs_period_us", "100000\n");
+	write_cgroup_file(b, "cpu.cfs_quota_us", "150000\n");
+	write_cgroup_file(b, "cpu.cfs_period_us", "100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "5:cpuset:/x\n4:cpu,cpuacct:/a\n"
+	    "0::/\n", root, &c), 2);
+	ck_assert(c.quota == 1.5);
+	ck_assert_str_eq(c.why, "cgroup cpu.cfs_quota_us 1.5 CPUs, affinity 4");
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpuacct,cpu:/a\n", root, &c), 2);
+	/* Not the cpu controller's hierarchy; "-1" is no quota. */
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpuacct:/a\n", root, &c), 4);
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpu:/\n", root, &c), 4);
+	/* A v2 quota, where there is one, is the one. */
+	write_cgroup_file(root, "cpu.max", "300000 100000\n");
+	ck_assert_uint_eq(cpus_of(four, 4, "4:cpu:/a\n0::/\n", root, &c), 3);
+	unlink_in(b, "cpu.cfs_quota_us");
+	unlink_in(b, "cpu.cfs_period_us");
+	rmdir(b);
+	unlink_in(a, "cpu.cfs_quota_us");
+	unlink_in(a, "cpu.cfs_period_us");
+	rmdir(a);
+
+	/* This process: within the host's count, and at least one. */
+	ck_assert_uint_ge(config_ncpus(&c), 1);
+	ck_assert_uint_le(c.n, (unsigned)sysconf(_SC_NPROCESSORS_CONF));
+	ck_assert_uint_le(c.n, c.affinity);
+
+	snprintf(b, sizeof b, "%s/a/b c", root);
+	unlink_in(b, "cpu.max");
+	rmdir(b);
+	snprintf(a, sizeof a, "%s/a", root);
+	unlink_in(a, "cpu.max");
+	rmdir(a);
+	unlink_in(root, "cpu.max");
 }
 END_TEST
 
@@ -550,6 +719,9 @@ config_suite(void)
 	tcase_add_test(tc, config_reads_metrics_listen);
 	tcase_add_test(tc, config_refuses_a_bad_socket_path);
 	tcase_add_test(tc, config_refuses_a_bad_workers_count);
+	tcase_add_test(tc, config_reads_workers_auto);
+	tcase_add_test(tc, config_parses_cgroup_cpu_max);
+	tcase_add_test(tc, config_counts_the_cpus_it_may_use);
 	tcase_add_test(tc, config_refuses_a_bad_max_clients);
 	tcase_add_test(tc, config_refuses_a_bad_max_frame_size);
 	tcase_add_test(tc, config_refuses_a_bad_memory_budget);

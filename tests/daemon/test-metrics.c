@@ -164,6 +164,24 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_uptime_seconds 61.500");
 	has_line("infeed_rows_reissued_total 8");
 	has_line("infeed_jobs_queued 5");
+	/* A fixed pool: its max is its size, and it never resizes. */
+	has_line("infeed_workers 2");
+	has_line("infeed_workers_max 2");
+	has_line("infeed_pool_resizes_total{direction=\"grow\","
+	    "reason=\"trainers_waiting\"} 0");
+	has_line("infeed_pool_resizes_total{direction=\"shrink\","
+	    "reason=\"workers_idle\"} 0");
+	/* workers = auto: its bound and its resizes, by direction and why. */
+	st.workers_auto = true;
+	st.autotune.max = 4;
+	st.autotune.grows = 3;
+	st.autotune.shrinks = 1;
+	render(&st);
+	has_line("infeed_workers_max 4");
+	has_line("infeed_pool_resizes_total{direction=\"grow\","
+	    "reason=\"trainers_waiting\"} 3");
+	has_line("infeed_pool_resizes_total{direction=\"shrink\","
+	    "reason=\"workers_idle\"} 1");
 	/* Every code but the unspecified one, by its name in infeed.proto. */
 	has_line("infeed_errors_total{code=\"ERROR_NOT_FOUND\"} 4");
 	has_line("infeed_errors_total{code=\"ERROR_DATA\"} 1");
@@ -222,7 +240,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_worker_restarts_total{worker=\"1\"} 2");
 	has_line("infeed_worker_stuck_total{worker=\"1\"} 1");
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 25);
+	ck_assert_uint_eq(count_lines("# TYPE "), 28);
 	free(h.ended);
 }
 END_TEST

@@ -584,7 +584,7 @@ one_worker_begin(void)
 	uint64_t		deadline = unit_now_ms() + DEADLINE_MS;
 
 	two_workers = pool;
-	pool = pool_new(base, cat, &budget, 1, 30000, 256 << 20);
+	pool = pool_new(base, cat, &budget, 1, 0, 30000, 256 << 20);
 	do {
 		event_base_loop(base, EVLOOP_ONCE);
 		pool_worker_info(pool, 0, &info);
@@ -729,7 +729,7 @@ START_TEST(test_no_job_before_a_worker_is_ready)
 	struct pool_ring	*pr;
 	struct ring		*r;
 
-	pool = pool_new(base, cat, &budget, 1, 30000, 256 << 20);
+	pool = pool_new(base, cat, &budget, 1, 0, 30000, 256 << 20);
 	pool_worker_info(pool, 0, &info);
 	ck_assert_str_eq(info.state, "starting");
 	pr = add_ring("f32", 10, 1, 0, &rec, &r, &ds);
@@ -934,6 +934,88 @@ START_TEST(test_killed_worker_replaced_and_its_job_completes_once)
 		}
 	}
 	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/* Whether the pool's size is @arg's and no worker is being added or retired. */
+static bool
+pred_size(const void *arg)
+{
+	return (pool_size(pool) == *(const unsigned *)arg &&
+	    !pool_resizing(pool));
+}
+
+/*
+ * workers = auto's pool (pool_grow(), pool_shrink()): it grows to its max
+ * and no further, one at a time; a worker retired while it runs a job
+ * finishes that job first and takes no other, so every row of a step is
+ * written and reported exactly once across the resizes; it never goes
+ * below one worker.
+ */
+START_TEST(test_pool_grows_and_shrinks_losing_nothing)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	struct pool		*fixed = pool;
+	unsigned		 i, want;
+	uint64_t		 rows = 0;
+
+	pool = pool_new(base, cat, &budget, 1, 3, 30000, 256 << 20);
+	ck_assert_uint_eq(pool_size(pool), 1);
+	ck_assert_uint_eq(pool_max(pool), 3);
+	ck_assert_int_eq(pool_shrink(pool), -1);	/* one is the least */
+
+	/* 8 jobs of one row of 50 ms each: the workers are busy a while. */
+	pr = add_ring("slow", 8, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 8, ds->samples);
+	submit_jobs(pr, r, 0, 0, 8, 1);
+	ck_assert_int_eq(pool_grow(pool), 0);
+	ck_assert_uint_eq(pool_size(pool), 2);
+	ck_assert_int_eq(pool_grow(pool), -1);	/* one at a time */
+	want = 2;
+	ck_assert_msg(run_until(pred_size, &want), "no second worker");
+
+	/* Retire the second while it reads a row: it finishes it first. */
+	while (busy_workers() < 2 && !pool_idle(pool))
+		event_base_loop(base, EVLOOP_ONCE);
+	pool_worker_info(pool, 1, &info);
+	ck_assert_str_eq(info.state, "busy");
+	ck_assert_int_eq(pool_shrink(pool), 0);
+	pool_worker_info(pool, 1, &info);
+	ck_assert_str_eq(info.state, "busy");
+	ck_assert_uint_eq(pool_size(pool), 2);
+	want = 1;
+	ck_assert_msg(run_until(pred_size, &want), "the worker was not "
+	    "retired");
+	ck_assert_msg(run_until(pred_rows, &rec), "the jobs never completed");
+	run_for(100);
+	for (i = 0; i < rec.n; i++) {
+		ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+		rows += rec.done[i].rows;
+	}
+	ck_assert_uint_eq(rows, 8);
+	ck_assert_uint_eq(rec.n, 8);
+	check_rows(r, ds, 0, 8);
+	pool_worker_info(pool, 0, &info);
+	ck_assert_uint_eq(info.restarts, 0);
+
+	/* Up to its max, one at a time, and no further. */
+	for (want = 2; want <= 3; want++) {
+		ck_assert_int_eq(pool_grow(pool), 0);
+		ck_assert_msg(run_until(pred_size, &want), "no worker %u",
+		    want);
+	}
+	ck_assert_int_eq(pool_grow(pool), -1);
+	for (i = 0; i < 3; i++) {
+		pool_worker_info(pool, i, &info);
+		ck_assert_int_gt(info.pid, 0);
+	}
+	pool_remove_ring(pr, r, false);
+	pool_free(pool);
+	pool = fixed;
 }
 END_TEST
 
@@ -1323,6 +1405,7 @@ pool_suite(void)
 	tcase_add_test(tc,
 	    test_row_that_exits_workers_reported_with_its_status);
 	tcase_add_test(tc, test_respawns_of_dying_workers_back_off);
+	tcase_add_test(tc, test_pool_grows_and_shrinks_losing_nothing);
 	tcase_add_test(tc, test_sigbus_while_copying_is_the_rows_read_error);
 	suite_add_tcase(s, tc);
 

@@ -178,7 +178,7 @@ START_TEST(snapshot_holds_the_pool_the_budget_and_the_clients)
 	unsigned		i;
 
 	memset(&h, 0, sizeof(h));
-	stats_take(&st, pool, &budget, started, 3, 0, &h);
+	stats_take(&st, pool, &budget, NULL, started, 3, 0, &h);
 	ck_assert_uint_ge(st.uptime_ms, 1500);
 	ck_assert_uint_lt(st.uptime_ms, 1500 + DEADLINE_MS);
 	ck_assert_uint_eq(st.clients, 3);
@@ -202,7 +202,7 @@ START_TEST(snapshot_holds_the_pool_the_budget_and_the_clients)
 	budget.used += 3000;
 	budget.kept_bytes += 1000;
 	budget.held_bytes += 500;
-	stats_take(&st, pool, &budget, started, 0, 0, &h);
+	stats_take(&st, pool, &budget, NULL, started, 0, 0, &h);
 	ck_assert_uint_eq(st.memory_used, 1500);
 	ck_assert_uint_eq(st.memory_kept, 1000);
 	ck_assert_uint_eq(st.memory_held, 500);
@@ -230,7 +230,7 @@ START_TEST(snapshot_holds_each_live_session)
 	a = attach("a", &o);
 	b = attach("b", &opts);
 	take_steps(a, 2);
-	stats_take(&st, pool, &budget, clock_now_ms(), 2, 2, &h);
+	stats_take(&st, pool, &budget, NULL, clock_now_ms(), 2, 2, &h);
 	stats_add_session(&st, a, "trainer", 3);
 	stats_add_session(&st, b, NULL, 0);
 	ck_assert_uint_eq(st.nsessions, 2);

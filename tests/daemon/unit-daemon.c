@@ -208,7 +208,7 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	ck_assert_ptr_nonnull(tick = event_new(base, -1, EV_PERSIST,
 	    unit_tick_cb, NULL));
 	ck_assert_int_eq(event_add(tick, &tv), 0);
-	pool = pool_new(base, cat, &budget, workers, conf->job_timeout_ms,
+	pool = pool_new(base, cat, &budget, workers, 0, conf->job_timeout_ms,
 	    conf->image_memory_max);
 	unit_wait_ready();
 }

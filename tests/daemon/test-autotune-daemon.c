@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * workers = auto on the real infeedd (issue 25): a trainer on a dataset
+ * whose reads wait (sample_delay_us, a slow-storage stand-in) makes the
+ * pool grow above one worker within seconds, up to the CPUs the daemon
+ * may use (config_ncpus(): its affinity and cgroup cpu.max; a machine
+ * that gives it one CPU keeps one worker) and no further; when the
+ * trainer stops, the idle pool shrinks back to one.  Every index of every
+ * epoch comes exactly once across the resizes, each with the same bytes
+ * every epoch.  Stats, `infeedctl status` and the log say what was
+ * decided and why.  Directions, not timings, are asserted: the machine
+ * may be loaded.
+ */
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "config.h"
+#include "harness.h"
+
+#define SLOW_SAMPLES	400
+#define SLOW_BYTES	16
+#define SLOW_BATCH	8
+#define DEADLINE_MS	30000
+
+/*
+ * The daemon with the pool sizing itself, from the configuration file
+ * (its workers = 2 comes first: the later key wins), and a synthetic
+ * dataset whose every read sleeps 2 ms.
+ */
+static void
+setup_auto(void)
+{
+	make_files("workers = auto\n"
+	    "[dataset slow]\n"
+	    "type = synthetic\n"
+	    "samples = 400\n"
+	    "shape = 16\n"
+	    "dtype = uint8\n"
+	    "sample_delay_us = 2000\n");
+	infeedd_start("");
+}
+
+/* The daemon's Stats now. */
+static struct infeed_stats *
+stats_now(struct infeed *g)
+{
+	struct infeed_stats	*st;
+
+	ck_assert_msg(infeed_get_stats(g, &st) == INFEED_OK, "%s",
+	    infeed_error(g));
+	return (st);
+}
+
+/* What a trainer saw: per epoch, how often each index came. */
+struct seen {
+	uint8_t		count[SLOW_SAMPLES];
+	uint8_t		bytes[SLOW_SAMPLES][SLOW_BYTES];
+	bool		known[SLOW_SAMPLES];
+	uint64_t	epoch;
+	unsigned	epochs_done;
+};
+
+/* Count step @st's indices; an epoch ends with every index once. */
+static void
+seen_step(struct seen *s, const struct infeed_step *st)
+{
+	const uint8_t	*data = st->data;
+	uint64_t	 r, idx;
+	unsigned	 i;
+
+	if (st->epoch != s->epoch) {
+		for (i = 0; i < SLOW_SAMPLES; i++)
+			ck_assert_msg(s->count[i] == 1, "epoch %llu: index "
+			    "%u came %u times", (unsigned long long)s->epoch,
+			    i, s->count[i]);
+		memset(s->count, 0, sizeof(s->count));
+		s->epoch = st->epoch;
+		s->epochs_done++;
+	}
+	for (r = 0; r < st->rows; r++) {
+		idx = st->indices[r];
+		ck_assert_uint_lt(idx, SLOW_SAMPLES);
+		s->count[idx]++;
+		/* A row lost or written twice would show other bytes. */
+		if (!s->known[idx]) {
+			memcpy(s->bytes[idx], data + r * SLOW_BYTES,
+			    SLOW_BYTES);
+			s->known[idx] = true;
+		} else
+			ck_assert_msg(memcmp(s->bytes[idx], data + r *
+			    SLOW_BYTES, SLOW_BYTES) == 0, "index %llu: other "
+			    "bytes in epoch %llu", (unsigned long long)idx,
+			    (unsigned long long)st->epoch);
+	}
+}
+
+/* Take one step of @f into @s. */
+static void
+take_step(struct infeed *f, struct seen *s)
+{
+	struct infeed_step	st;
+	int			r;
+
+	while ((r = infeed_next(f, &st)) == INFEED_END_OF_DATA)
+		;
+	ck_assert_msg(r == INFEED_OK, "%s", infeed_error(f));
+	seen_step(s, &st);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+}
+
+/* `infeedctl status` as text. */
+static void
+ctl_status(char *out, size_t len)
+{
+	const char	*ctl = getenv("INFEEDCTL");
+	char		 cmd[1024];
+	FILE		*fp;
+	size_t		 n;
+
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status", ctl,
+	    sock_path);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, len - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+}
+
+/*
+ * A trainer waiting for a slow dataset: the pool grows past one worker
+ * (where the daemon may use more than one CPU), never past its max; every
+ * epoch exactly once across the resizes; the idle pool shrinks back.
+ */
+START_TEST(auto_pool_grows_while_the_trainer_waits_then_shrinks)
+{
+	struct infeed		*f = client(), *g = client();
+	struct infeed_options	 o;
+	struct infeed_stats	*st;
+	struct seen		*s = calloc(1, sizeof(*s));
+	unsigned		 max = config_ncpus(NULL), steps = 0;
+	uint64_t		 start = now_ms(), deadline = start + DEADLINE_MS;
+	unsigned		 grew_in = 0;	/* the epoch, from 1 */
+	char			 out[8192], want[128];
+
+	ck_assert_ptr_nonnull(s);
+	st = stats_now(g);
+	ck_assert_uint_eq(st->workers_auto, 1);
+	ck_assert_uint_eq(st->workers_max, max);
+	ck_assert_uint_eq(st->nworkers, 1);
+	ck_assert_ptr_nonnull(st->workers_max_why);
+	infeed_stats_free(st);
+
+	infeed_options_init(&o);
+	o.batch_size = SLOW_BATCH;
+	o.shuffle = true;
+	o.seed = 3;
+	ck_assert_msg(infeed_attach(f, "slow", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	/*
+	 * Steps until the pool has grown (with one CPU: for 4 s), then the
+	 * epoch it grew in and one more, every index of each once.
+	 */
+	while (max > 1 ? grew_in == 0 : now_ms() < start + 4000) {
+		ck_assert_msg(now_ms() < deadline, "the pool did not grow "
+		    "within %d ms", DEADLINE_MS);
+		take_step(f, s);
+		if (++steps % 5 != 0)
+			continue;
+		st = stats_now(g);
+		ck_assert_uint_le(st->nworkers, max);
+		if (st->pool_grows > 0)
+			grew_in = s->epochs_done + 1;
+		infeed_stats_free(st);
+	}
+	while (s->epochs_done < grew_in + 1)
+		take_step(f, s);
+	st = stats_now(g);
+	if (max > 1) {
+		ck_assert_uint_ge(st->pool_grows, 1);
+		ck_assert_ptr_nonnull(st->pool_last_resize);
+		ck_assert_msg(strncmp(st->pool_last_resize, "grew at ", 8) ==
+		    0 && strstr(st->pool_last_resize, " because trainers "
+		    "waited ") != NULL, "%s", st->pool_last_resize);
+	} else {
+		ck_assert_uint_eq(st->pool_grows, 0);
+		ck_assert_uint_eq(st->nworkers, 1);
+	}
+	ck_assert_uint_le(st->nworkers, max);
+	infeed_stats_free(st);
+
+	ctl_status(out, sizeof(out));
+	snprintf(want, sizeof(want), "workers: auto, ");
+	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+	snprintf(want, sizeof(want), " of %u (max %u: ", max, max);
+	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+	if (max > 1)
+		ck_assert_msg(strstr(out, "): grew at ") != NULL ||
+		    strstr(out, "): shrank at ") != NULL, "%s", out);
+
+	/* The trainer stops: the idle pool goes back to one worker. */
+	infeed_free(f);
+	deadline = now_ms() + DEADLINE_MS;
+	for (;;) {
+		st = stats_now(g);
+		if (st->nworkers == 1 && (max == 1 || st->pool_shrinks > 0))
+			break;
+		infeed_stats_free(st);
+		ck_assert_msg(now_ms() < deadline, "the idle pool did not "
+		    "shrink within %d ms", DEADLINE_MS);
+		usleep(100000);
+	}
+	if (max > 1)
+		ck_assert_msg(strncmp(st->pool_last_resize, "shrank at ", 10) ==
+		    0 && strstr(st->pool_last_resize, "workers were") != NULL,
+		    "%s", st->pool_last_resize);
+	infeed_stats_free(st);
+	infeed_free(g);
+	free(s);
+}
+END_TEST
+
+/* workers = N keeps a fixed pool, and says so. */
+START_TEST(fixed_pool_stays_as_configured)
+{
+	struct infeed		*g = client();
+	struct infeed_stats	*st = stats_now(g);
+	char			 out[8192];
+
+	ck_assert_uint_eq(st->workers_auto, 0);
+	ck_assert_uint_eq(st->nworkers, 2);
+	ck_assert_ptr_null(st->pool_last_resize);
+	infeed_stats_free(st);
+	ctl_status(out, sizeof(out));
+	ck_assert_msg(strstr(out, "\nworkers: 2\n") != NULL, "%s", out);
+	infeed_free(g);
+}
+END_TEST
+
+static Suite *
+autotune_daemon_suite(void)
+{
+	Suite	*s = suite_create("autotune-daemon");
+	TCase	*tc;
+
+	tc = tcase_create("auto");
+	tcase_add_checked_fixture(tc, setup_auto, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, auto_pool_grows_while_the_trainer_waits_then_shrinks);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fixed");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, fixed_pool_stays_as_configured);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	return (run_suite(autotune_daemon_suite()));
+}

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * workers = auto's decision (daemon/autotune.c), a pure function of one
+ * interval's numbers: it grows while trainers wait and the workers are
+ * what they wait for, only with a CPU free (or workers that wait for
+ * storage) and memory for a worker, never past the CPUs the daemon may
+ * use; it shrinks after AUTOTUNE_SHRINK_MS of idle workers, never below
+ * one; and it says why each time.
+ */
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "autotune.h"
+#include "runner.h"
+
+static char	rundir[PATH_MAX];	/* made by main() */
+
+/* An interval where trainers waited 40% and one of two workers ran flat out. */
+static struct autotune_input
+waiting(void)
+{
+	struct autotune_input	in;
+
+	memset(&in, 0, sizeof(in));
+	in.workers = 1;
+	in.max = 2;
+	in.trainers = true;
+	in.waited = 0.40;
+	in.busy = 0.95;
+	in.cpu_free = 1.0;
+	in.computing = 0.9;
+	in.worker_bytes = 16 << 20;
+	in.memory_room = 1ULL << 30;
+	in.interval_ms = AUTOTUNE_TICK_MS;
+	return (in);
+}
+
+/* Trainers that wait for busy workers, with a CPU free: grow, saying why. */
+START_TEST(autotune_grows_while_trainers_wait_for_busy_workers)
+{
+	struct autotune_state	st = { 0 };
+	struct autotune_input	in = waiting();
+	char			why[256];
+
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_GROW);
+	ck_assert_str_eq(why, "trainers waited 40% of their time and workers "
+	    "were 95% busy");
+
+	/* Storage-bound workers need no CPU of their own to add one. */
+	in.cpu_free = 0.1;
+	in.computing = 0.05;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_GROW);
+}
+END_TEST
+
+/* No growth past the max, onto busy CPUs, beyond memory, or mid-resize. */
+START_TEST(autotune_holds_at_its_bounds)
+{
+	struct autotune_state	st = { 0 };
+	struct autotune_input	in = waiting();
+	char			why[256];
+
+	in.workers = 2;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "trainers waited 40% of their time and workers "
+	    "were 95% busy, but the pool is at its max of 2");
+	in.max = 1;
+	in.workers = 1;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+
+	in = waiting();
+	in.cpu_free = 0.3;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "trainers waited 40% of their time and workers "
+	    "were 95% busy, but no CPU was free (0.3 idle)");
+
+	in = waiting();
+	in.memory_room = 8 << 20;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "trainers waited 40% of their time and workers "
+	    "were 95% busy, but memory would not hold another worker (8 MiB "
+	    "left, it takes 16 MiB)");
+
+	in = waiting();
+	in.resizing = true;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "a worker is starting or retiring");
+
+	/* Trainers that wait for something other than the workers. */
+	in = waiting();
+	in.busy = 0.5;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	/* Trainers that do not wait (or none at all). */
+	in = waiting();
+	in.waited = 0.05;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "trainers waited 5% of their time, workers "
+	    "were 95% busy");
+	in.trainers = false;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "no trainer is taking steps");
+}
+END_TEST
+
+/*
+ * Idle workers: one goes after AUTOTUNE_SHRINK_MS of idle intervals in a
+ * row (a busy one starts the count again), then the count starts over;
+ * never below one worker.
+ */
+START_TEST(autotune_shrinks_after_workers_idle_a_while)
+{
+	struct autotune_state	st = { 0 };
+	struct autotune_input	in = waiting(), busy;
+	char			why[256];
+	unsigned		ticks = AUTOTUNE_SHRINK_MS / AUTOTUNE_TICK_MS, i;
+
+	in.workers = 3;
+	in.max = 4;
+	in.trainers = false;
+	in.waited = 0;
+	in.busy = 0.2;
+	busy = in;
+	busy.busy = 0.9;
+	for (i = 0; i + 1 < ticks; i++)
+		ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+		    AUTOTUNE_HOLD);
+	ck_assert_str_eq(why, "workers were 20% busy (one goes after 3 s of "
+	    "that)");
+	ck_assert_int_eq(autotune_decide(&st, &busy, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+	for (i = 0; i + 1 < ticks; i++)
+		ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+		    AUTOTUNE_HOLD);
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_SHRINK);
+	ck_assert_str_eq(why, "workers were 20% busy and trainers waited 0% "
+	    "of their time for 3.0 s");
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_HOLD);
+
+	/* Work that needs every worker but one at more than half: hold. */
+	memset(&st, 0, sizeof(st));
+	in.busy = 0.4;		/* 1.2 workers' worth > 2 x 0.5 */
+	for (i = 0; i < 2 * ticks; i++)
+		ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+		    AUTOTUNE_HOLD);
+
+	/* One worker stays, idle or not. */
+	in.workers = 1;
+	in.busy = 0;
+	for (i = 0; i < 2 * ticks; i++)
+		ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+		    AUTOTUNE_HOLD);
+}
+END_TEST
+
+static Suite *
+autotune_suite(void)
+{
+	Suite	*s = suite_create("autotune");
+	TCase	*tc = tcase_create("decide");
+
+	tcase_add_test(tc, autotune_grows_while_trainers_wait_for_busy_workers);
+	tcase_add_test(tc, autotune_holds_at_its_bounds);
+	tcase_add_test(tc, autotune_shrinks_after_workers_idle_a_while);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+/* Run every test in a directory of its own, then remove it. */
+int
+main(void)
+{
+	return (run_suite_in_dir(autotune_suite(), "test-autotune", rundir,
+	    sizeof(rundir)));
+}
