@@ -193,6 +193,18 @@ struct infeed_options {
 	uint32_t	nstart_epoch_stages;	/* 0: none, an ordinary resume */
 	uint32_t	reserved1;		/* 0 */
 	struct infeed_elastic_stage start_epoch_stages[INFEED_MAX_ELASTIC_STAGES];
+	/*
+	 * Since libinfeed 1.7, shared pipelines (docs/protocol.md): true
+	 * joins a group of trainers of the same user whose options give the
+	 * same bytes at every step, so each step is read and decoded once
+	 * into one slot they all map; every trainer still gets every sample
+	 * of its epochs once, from its own position.  A trainer that falls
+	 * behind leaves the group and goes on alone (the library maps its
+	 * new ring; step.slot may then be buffer_size or more).  false: a
+	 * ring of its own, always.
+	 */
+	bool		share;			/* true */
+	uint8_t		reserved2[7];		/* 0; no tail padding */
 };
 
 /* What Attach told us about the session and its steps. */
