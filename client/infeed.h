@@ -295,6 +295,17 @@ struct infeed_session_stats {
 	uint64_t	 samples_replaced;
 	/* Since libinfeed 1.4: Error frames sent to the client meanwhile. */
 	uint64_t	 errors_sent;
+	/*
+	 * Since libinfeed 1.7, shared pipelines: the session's group (0:
+	 * none), its members, whether the session left one for falling
+	 * behind, and the steps the group filled and bytes its workers read
+	 * once for all its members (a member's bytes_read is then 0).
+	 */
+	uint64_t	 group_id;
+	uint32_t	 group_members;
+	uint32_t	 group_left;
+	uint64_t	 group_steps_filled;
+	uint64_t	 group_bytes_read;
 };
 
 /* One worker process in the daemon's Stats. */

@@ -34,7 +34,7 @@ _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, memory_held),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
-    FIELD_END(struct infeed_session_stats, errors_sent),
+    FIELD_END(struct infeed_session_stats, group_bytes_read),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");

@@ -143,6 +143,9 @@ static uint64_t	session_next_id;	/* 0: not seeded yet */
 static void	session_fill(struct session *);
 static void	session_deliver(struct session *);
 static void	session_group_deliver(struct session_group *);
+static void	session_group_credit(struct session_group *,
+		    const struct pool_report *);
+static void	session_group_start(struct session_group *);
 static const struct ring *session_view_ring(const struct session *);
 static struct session *session_make(const struct session_host *,
 		    const struct session_client *,
@@ -372,6 +375,8 @@ session_done_cb(void *arg, const struct pool_report *r)
 	sl = &s->ring->slot[r->slot];
 	s->bytes_read += r->bytes;
 	s->samples_replaced += r->replaced;
+	if (s->producer)
+		session_group_credit(s->group, r);
 	if (r->result != POOL_JOB_DONE)
 		session_fail(s, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -825,6 +830,7 @@ session_group_matches(const struct session *p, const struct session *s)
 	    a->process_count == b->process_count &&
 	    p->label_dtype == s->label_dtype &&
 	    a->buffer_size == b->buffer_size &&
+	    a->load_indefinitely == b->load_indefinitely &&
 	    session_group_same_transform(a, b));
 }
 
@@ -928,7 +934,6 @@ session_group_join(struct session *s, const struct session_attach *a,
 	if (g == NULL) {
 		pa = *a;
 		pa.options.share = false;
-		pa.options.load_indefinitely = true;
 		pa.options.early_preload = false;
 		p = session_make(&s->host, &s->client, &pa, NULL, 0, chk,
 		    &session_group_events, NULL, code, cause);
@@ -955,16 +960,53 @@ session_group_join(struct session *s, const struct session_attach *a,
 	return (0);
 }
 
-/* A member asked for steps: the producer fills from now on. */
+/*
+ * A member asked for steps: the producer fills from now on; without
+ * load_indefinitely it stops at each epoch's end (as a lone session
+ * does: nothing is read for an epoch no one asked for yet) and goes on
+ * with the next when a member asks for its first step.
+ */
 static void
 session_group_start(struct session_group *g)
 {
-	struct session	*p = g->producer;
+	struct session		*p = g->producer;
+	const struct session	*m;
 
+	if (p->state == SESSION_EPOCH_END) {
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (!m->left && m->nwaiting > 0 &&
+			    m->deliver_seq == p->fill_seq &&
+			    m->state != SESSION_EPOCH_END)
+				break;
+		}
+		if (m == NULL)
+			return;
+		session_set_state(p, SESSION_IDLE);
+		p->fill_epoch++;
+		p->fill_step = 0;
+	}
 	if (p->state != SESSION_IDLE)
 		return;
 	session_set_state(p, SESSION_FILLING);
 	session_fill(p);
+}
+
+/*
+ * What the workers read for the group is counted once, on its oldest
+ * member (a lone member's counts are then a lone session's).
+ */
+static void
+session_group_credit(struct session_group *g, const struct pool_report *r)
+{
+	struct session	*m;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (!m->left) {
+			m->bytes_read += r->bytes;
+			m->samples_replaced += r->replaced;
+			return;
+		}
+	}
 }
 
 /* Whether a member holds group ring slot @i or still takes step @seq. */
@@ -1500,8 +1542,10 @@ session_member_deliver(struct session *m)
 			session_set_state(m, SESSION_IDLE);
 			m->ev.end_of_data(m->arg, session_pop(m),
 			    m->pos_epoch - 1);
-			if (m->nwaiting > 0)
+			if (m->nwaiting > 0) {
 				session_set_state(m, SESSION_FILLING);
+				session_group_start(m->group);
+			}
 			continue;
 		}
 		sl = NULL;
@@ -1751,8 +1795,6 @@ session_report(const struct session *s, struct session_report *r)
 	r->rows = s->rows_delivered;
 	r->bytes_read = s->bytes_read;
 	r->samples_replaced = s->samples_replaced;
-	if (s->group != NULL && !s->left)
-		r->samples_replaced = s->group->producer->samples_replaced;
 	elapsed = s->first_next_ms ? clock_now_ms() - s->first_next_ms : 0;
 	r->items_per_s = elapsed ? (double)s->rows_delivered * 1000.0 /
 	    (double)elapsed : 0.0;

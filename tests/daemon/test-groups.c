@@ -184,6 +184,24 @@ gr_group(const struct gr_member *m)
 	return (g);
 }
 
+/* `infeedctl status` (with @args) into @out. */
+static void
+gr_status(const char *args, char *out, size_t len)
+{
+	const char	*ctl = getenv("INFEEDCTL");
+	char		 cmd[1024];
+	FILE		*fp;
+	size_t		 n;
+
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status %s", ctl,
+	    sock_path, args);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, len - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+}
+
 /* Rows the workers read since the daemon started. */
 static uint64_t
 gr_rows_read(const Infeed__Frame *st)
@@ -208,6 +226,7 @@ START_TEST(four_members_share_one_stream_exactly_once)
 	Infeed__Frame			*st;
 	uint64_t			 steps = 0, rows;
 	unsigned			 i, k;
+	char				 out[8192], want[128];
 
 	gr_options(&o);
 	for (i = 0; i < 4; i++)
@@ -220,7 +239,15 @@ START_TEST(four_members_share_one_stream_exactly_once)
 		ck_assert_uint_eq(ss->group_id, gr_session(st, &m[0])->group_id);
 		ck_assert_uint_eq(ss->group_members, 4);
 	}
+	/* The operator sees one group of four, in words and in JSON. */
+	snprintf(want, sizeof(want), "group %llu: 4 members",
+	    (unsigned long long)gr_session(st, &m[0])->group_id);
 	infeed__frame__free_unpacked(st, NULL);
+	gr_status("", out, sizeof(out));
+	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
+	    out);
+	gr_status("--json", out, sizeof(out));
+	ck_assert_msg(strstr(out, "\"group_members\":4") != NULL, "%s", out);
 	/* Two epochs, the members in turn; some hold a step while taking. */
 	for (k = 0; k < 2 * m[0].oracle.steps_per_epoch; k++) {
 		for (i = 0; i < 4; i++)
@@ -240,9 +267,12 @@ START_TEST(four_members_share_one_stream_exactly_once)
 	ck_assert_uint_ge(ss->group_steps_filled, steps);
 	ck_assert_uint_le(ss->group_steps_filled, steps + GR_SLOTS);
 	ck_assert_uint_le(rows, (steps + GR_SLOTS) * m[0].oracle.cbs);
-	ck_assert_uint_eq(ss->bytes_read, 0);
 	ck_assert_uint_ge(ss->group_bytes_read, steps * m[0].oracle.cbs *
 	    RAW_BYTES);
+	/* Counted once, on the oldest member. */
+	ck_assert_uint_eq(ss->bytes_read, ss->group_bytes_read);
+	for (i = 1; i < 4; i++)
+		ck_assert_uint_eq(gr_session(st, &m[i])->bytes_read, 0);
 	infeed__frame__free_unpacked(st, NULL);
 	for (i = 0; i < 4; i++)
 		gr_done(&m[i]);
@@ -263,6 +293,7 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	Infeed__Frame			*st;
 	uint64_t			 t0, worst = 0, per_epoch;
 	unsigned			 i, k;
+	char				 out[8192], want[128];
 
 	gr_options(&o);
 	for (i = 0; i < 3; i++)
@@ -290,7 +321,12 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	ck_assert_uint_eq(gr_session(st, &m[0])->group_left, 0);
 	ss = gr_session(st, &m[2]);
 	ck_assert_uint_eq(ss->group_left, 1);
+	snprintf(want, sizeof(want), "session %llu left its group",
+	    (unsigned long long)ss->session_id);
 	infeed__frame__free_unpacked(st, NULL);
+	gr_status("", out, sizeof(out));
+	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
+	    out);
 	/* It goes on: the rest of its epoch and the next, every index once. */
 	for (k = 0; k < 2 * per_epoch; k++)
 		gr_take(&m[2], k % 3 == 0);
@@ -339,6 +375,42 @@ START_TEST(a_late_member_joins_only_at_a_step_the_group_has)
 			gr_take(&m[i], i == 1);
 	}
 	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * Without load_indefinitely, every member gets EndOfData after each epoch,
+ * and the group reads nothing of the next until a member asks for it.
+ */
+START_TEST(epochs_end_for_every_member_without_load_indefinitely)
+{
+	struct gr_member	*m = calloc(2, sizeof(*m));
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	Infeed__Frame		*stats;
+	unsigned		 e, i, k;
+
+	gr_options(&o);
+	o.load_indefinitely = false;
+	gr_attach(&m[0], &o);
+	gr_attach(&m[1], &o);
+	ck_assert_uint_eq(gr_group(&m[1]), gr_group(&m[0]));
+	for (e = 0; e < 2; e++) {
+		for (k = 0; k < m[0].oracle.steps_per_epoch; k++) {
+			for (i = 0; i < 2; i++)
+				gr_take(&m[i], false);
+		}
+		stats = raw_stats();
+		ck_assert_uint_eq(gr_session(stats, &m[0])->group_steps_filled,
+		    (e + 1) * m[0].oracle.steps_per_epoch);
+		infeed__frame__free_unpacked(stats, NULL);
+		for (i = 0; i < 2; i++)
+			ck_assert_int_eq(infeed_next(m[i].f, &st),
+			    INFEED_END_OF_DATA);
+	}
+	for (i = 0; i < 2; i++)
 		gr_done(&m[i]);
 	free(m);
 }
@@ -457,6 +529,7 @@ groups_suite(void)
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
 	tcase_add_test(tc, a_stopped_member_leaves_and_finishes_alone);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
+	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);
 	tcase_add_test(tc, another_user_never_shares);
 	suite_add_tcase(s, tc);
