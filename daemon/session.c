@@ -34,14 +34,6 @@
  */
 #define SESSION_JOB_MIN_BYTES	(4 * 1024 * 1024)
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
-/*
- * How long a member of a shared group may hold the others back (every
- * slot filled, one of them waiting for the next step, and this member
- * still before a slot) before it leaves the group.
- */
-#define SESSION_GROUP_SLACK_MS	1000
-/* Members' slots are numbered below 64 twice over: theirs, then their own. */
-#define SESSION_GROUP_MAX_SLOTS	32
 
 enum session_state {
 	SESSION_IDLE,		/* nothing asked for yet, or after EndOfData */
@@ -786,7 +778,7 @@ session_group_may_share(const struct session *s,
 {
 	return (s->opts.share && host->base != NULL && !s->own_ds &&
 	    s->opts.nstages == 0 &&
-	    s->opts.buffer_size <= SESSION_GROUP_MAX_SLOTS);
+	    s->opts.buffer_size <= INFEED_MAX_GROUP_SLOTS);
 }
 
 /* Whether two transforms, as asked, are the same. */
@@ -1048,8 +1040,8 @@ session_group_blocked(const struct session_group *g)
 static void
 session_group_watch(struct session_group *g)
 {
-	struct timeval	tv = { SESSION_GROUP_SLACK_MS / 1000,
-			    SESSION_GROUP_SLACK_MS % 1000 * 1000 };
+	struct timeval	tv = { INFEED_GROUP_SLACK_MS / 1000,
+			    INFEED_GROUP_SLACK_MS % 1000 * 1000 };
 
 	if (!session_group_blocked(g)) {
 		g->blocked_since_ms = 0;
@@ -1176,7 +1168,7 @@ session_group_leave(struct session *m)
 	log_info("session %llu left group %llu after holding it back for %d "
 	    "ms; it goes on alone from epoch %llu step %llu",
 	    (unsigned long long)m->id, (unsigned long long)g->id,
-	    SESSION_GROUP_SLACK_MS, (unsigned long long)m->pos_epoch,
+	    INFEED_GROUP_SLACK_MS, (unsigned long long)m->pos_epoch,
 	    (unsigned long long)m->pos_step);
 	m->left = true;
 	g->nmembers--;
@@ -1652,7 +1644,7 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	struct session_group	*g = s->group;
 
 	/* A slot of the group's ring (a member's, or one that left). */
-	if (g != NULL && slot < SESSION_GROUP_MAX_SLOTS &&
+	if (g != NULL && slot < INFEED_MAX_GROUP_SLOTS &&
 	    (s->shared_held & session_group_bit(slot))) {
 		s->shared_held &= ~session_group_bit(slot);
 		if (s->left && s->shared_held == 0)

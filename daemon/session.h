@@ -20,7 +20,7 @@
  * it, each step once; every member takes each step from its own position
  * (its epoch and step), and a slot is refilled once every member is past
  * it and none holds it.  A member that holds the others back for
- * SESSION_GROUP_SLACK_MS leaves: it gets a ring of its own and goes on
+ * INFEED_GROUP_SLACK_MS leaves: it gets a ring of its own and goes on
  * from its position (Step.new_ring).  A late member joins only at a step
  * the group still has or fills next; elsewhere it starts its own group.
  */
