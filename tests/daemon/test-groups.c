@@ -519,6 +519,82 @@ START_TEST(another_user_never_shares)
 }
 END_TEST
 
+/*
+ * "big": 300000 samples of 64 bytes; a ring of one step of all of them
+ * (3 slots, 65 MiB with its tables 79 MiB) fits in 100 MiB once, not
+ * twice.
+ */
+static void
+setup_big(void)
+{
+	make_files("memory_budget = 100M\n\n[dataset big]\ntype = synthetic\n"
+	    "samples = 300000\nshape = 1,8,8\ndtype = uint8\nclasses = 10\n"
+	    "seed = 3\n");
+	infeedd_start(NULL);
+}
+
+/* Take a step of "big" from @f, checking its position; keep it in @st. */
+static void
+gr_big_take(struct infeed *f, struct infeed_step *st, uint64_t step)
+{
+	ck_assert_msg(infeed_next(f, st) == INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(st->epoch, step);
+	ck_assert_uint_eq(st->step, 0);
+	ck_assert_uint_eq(st->rows, 300000);
+}
+
+/*
+ * A member that falls behind when the budget cannot hold a ring of its
+ * own stays in the group, which waits for it (and says why in its log);
+ * once it takes steps again, so do the others.
+ */
+START_TEST(a_member_without_room_for_its_own_ring_stays)
+{
+	struct infeed_options	 o;
+	struct infeed		*f[2];
+	struct infeed_step	 st[2], next;
+	Infeed__Frame		*stats;
+	char			 log[16384];
+	unsigned		 i;
+
+	infeed_options_init(&o);
+	o.batch_size = 300000;
+	for (i = 0; i < 2; i++) {
+		f[i] = client();
+		ck_assert_msg(infeed_attach(f[i], "big", &o, NULL) ==
+		    INFEED_OK, "%s", infeed_error(f[i]));
+	}
+	for (i = 0; i < 2; i++)
+		gr_big_take(f[i], &st[i], 0);
+	/* f[1] keeps step 0; f[0] takes the next two, then must wait. */
+	ck_assert_int_eq(infeed_release(f[0], &st[0]), INFEED_OK);
+	gr_big_take(f[0], &st[0], 1);
+	ck_assert_int_eq(infeed_release(f[0], &st[0]), INFEED_OK);
+	gr_big_take(f[0], &st[0], 2);
+	ck_assert_int_eq(infeed_release(f[0], &st[0]), INFEED_OK);
+	ck_assert_int_eq(infeed_next_timeout(f[0], &next,
+	    3 * INFEED_GROUP_SLACK_MS), INFEED_TIMEOUT);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "stays in it") != NULL &&
+	    strstr(log, "memory_budget") != NULL, "%s", log);
+	stats = raw_stats();
+	for (i = 0; i < stats->stats->n_sessions; i++) {
+		ck_assert_uint_eq(stats->stats->sessions[i]->group_members, 2);
+		ck_assert_uint_eq(stats->stats->sessions[i]->group_left, 0);
+	}
+	infeed__frame__free_unpacked(stats, NULL);
+	/* It goes on: the slot comes free, and f[0] gets its step. */
+	ck_assert_int_eq(infeed_release(f[1], &st[1]), INFEED_OK);
+	gr_big_take(f[1], &st[1], 1);
+	ck_assert_int_eq(infeed_release(f[1], &st[1]), INFEED_OK);
+	ck_assert_int_eq(infeed_next_timeout(f[0], &next, 30000), INFEED_OK);
+	ck_assert_uint_eq(next.epoch, 3);
+	ck_assert_int_eq(infeed_release(f[0], &next), INFEED_OK);
+	for (i = 0; i < 2; i++)
+		infeed_free(f[i]);
+}
+END_TEST
+
 static Suite *
 groups_suite(void)
 {
@@ -534,6 +610,12 @@ groups_suite(void)
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);
 	tcase_add_test(tc, another_user_never_shares);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("budget");
+	tcase_add_checked_fixture(tc, setup_big, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, a_member_without_room_for_its_own_ring_stays);
 	suite_add_tcase(s, tc);
 	return (s);
 }
