@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include <grp.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -349,6 +350,45 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 END_TEST
 
 /*
+ * A worker killed while the group's members take steps loses nothing:
+ * its rows are read again, and every member still gets every index once.
+ */
+START_TEST(a_worker_killed_mid_run_loses_nothing_for_any_member)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint32_t		 restarts = 0;
+	unsigned		 i, k;
+	size_t			 w;
+
+	gr_options(&o);
+	for (i = 0; i < 3; i++)
+		gr_attach(&m[i], &o);
+	for (k = 0; k < 10; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], false);
+	}
+	st = raw_stats();
+	ck_assert_int_eq(kill(st->stats->workers[0]->pid, SIGKILL), 0);
+	infeed__frame__free_unpacked(st, NULL);
+	for (k = 0; k < m[0].oracle.steps_per_epoch + 10; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], i == 2);
+	}
+	st = raw_stats();
+	for (w = 0; w < st->stats->n_workers; w++)
+		restarts += st->stats->workers[w]->restarts;
+	ck_assert_uint_ge(restarts, 1);
+	ck_assert_uint_eq(gr_session(st, &m[0])->group_members, 3);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
  * A late trainer at a step the group still has joins it; one at another
  * epoch starts a group of its own; both get their epochs exactly once.
  */
@@ -544,9 +584,10 @@ gr_big_take(struct infeed *f, struct infeed_step *st, uint64_t step)
 }
 
 /*
- * A member that falls behind when the budget cannot hold a ring of its
- * own stays in the group, which waits for it (and says why in its log);
- * once it takes steps again, so do the others.
+ * The group's ring is charged once: the second member attaches where a
+ * second ring would not fit.  A member that falls behind when the budget
+ * cannot hold a ring of its own stays in the group, which waits for it
+ * (and says why in its log); once it takes steps again, so do the others.
  */
 START_TEST(a_member_without_room_for_its_own_ring_stays)
 {
@@ -607,6 +648,7 @@ groups_suite(void)
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
 	tcase_add_test(tc, a_stopped_member_leaves_and_finishes_alone);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
+	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);
 	tcase_add_test(tc, another_user_never_shares);
