@@ -193,6 +193,18 @@ struct infeed_options {
 	uint32_t	nstart_epoch_stages;	/* 0: none, an ordinary resume */
 	uint32_t	reserved1;		/* 0 */
 	struct infeed_elastic_stage start_epoch_stages[INFEED_MAX_ELASTIC_STAGES];
+	/*
+	 * Since libinfeed 1.7, shared pipelines (docs/protocol.md): true
+	 * joins a group of trainers of the same user whose options give the
+	 * same bytes at every step, so each step is read and decoded once
+	 * into one slot they all map; every trainer still gets every sample
+	 * of its epochs once, from its own position.  A trainer that falls
+	 * behind leaves the group and goes on alone (the library maps its
+	 * new ring; step.slot may then be buffer_size or more).  false: a
+	 * ring of its own, always.
+	 */
+	bool		share;			/* true */
+	uint8_t		reserved2[7];		/* 0; no tail padding */
 };
 
 /* What Attach told us about the session and its steps. */
@@ -283,6 +295,17 @@ struct infeed_session_stats {
 	uint64_t	 samples_replaced;
 	/* Since libinfeed 1.4: Error frames sent to the client meanwhile. */
 	uint64_t	 errors_sent;
+	/*
+	 * Since libinfeed 1.7, shared pipelines: the session's group (0:
+	 * none), its members, whether the session left one for falling
+	 * behind, and the steps the group filled and bytes its workers read
+	 * once for all its members (a member's bytes_read is then 0).
+	 */
+	uint64_t	 group_id;
+	uint32_t	 group_members;
+	uint32_t	 group_left;
+	uint64_t	 group_steps_filled;
+	uint64_t	 group_bytes_read;
 };
 
 /* One worker process in the daemon's Stats. */

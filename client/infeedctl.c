@@ -228,6 +228,12 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	printf(",\"samples_replaced\":%llu,\"errors_sent\":%llu",
 	    (unsigned long long)ss->samples_replaced,
 	    (unsigned long long)ss->errors_sent);
+	/* Shared pipelines (issue 25). */
+	printf(",\"group_id\":%llu,\"group_members\":%u,\"group_left\":"
+	    "%u,\"group_steps_filled\":%llu,\"group_bytes_read\":%llu",
+	    (unsigned long long)ss->group_id, ss->group_members,
+	    ss->group_left, (unsigned long long)ss->group_steps_filled,
+	    (unsigned long long)ss->group_bytes_read);
 	if (ss->transform != NULL) {
 		printf(",\"transform\":");
 		json_string(ss->transform);
@@ -323,6 +329,44 @@ status_huge_pages(const char *mode)
 	return (line);
 }
 
+/*
+ * Shared pipelines (issue 25): one line per group, its members' sessions
+ * and what it read once for them; and the sessions that left one.
+ */
+static void
+status_groups(const struct infeed_stats *st)
+{
+	const struct infeed_session_stats	*ss, *m;
+	size_t					 i, j;
+
+	for (i = 0; i < st->nsessions; i++) {
+		ss = st->sessions[i];
+		for (j = 0; j < i; j++) {
+			if (st->sessions[j]->group_id == ss->group_id)
+				break;
+		}
+		if (ss->group_id == 0 || j < i)
+			continue;
+		printf("group %llu: %u members (sessions", (unsigned long long)
+		    ss->group_id, ss->group_members);
+		for (j = i; j < st->nsessions; j++) {
+			m = st->sessions[j];
+			if (m->group_id == ss->group_id && !m->group_left)
+				printf(" %llu", (unsigned long long)
+				    m->session_id);
+		}
+		printf("), %llu steps filled once for all, %.1f MiB read\n",
+		    (unsigned long long)ss->group_steps_filled,
+		    (double)ss->group_bytes_read / (1 << 20));
+	}
+	for (i = 0; i < st->nsessions; i++) {
+		if (st->sessions[i]->group_left)
+			printf("session %llu left its group (it fell behind) "
+			    "and goes on alone\n", (unsigned long long)
+			    st->sessions[i]->session_id);
+	}
+}
+
 /* infeedctl status, as tables. */
 static void
 status_text(const struct infeed_stats *st)
@@ -361,6 +405,7 @@ status_text(const struct infeed_stats *st)
 	}
 	if (st->nsessions == 0)
 		printf("(no sessions)\n");
+	status_groups(st);
 	for (i = 0; i < st->nsessions; i++) {
 		ss = st->sessions[i];
 		if (ss->transform != NULL)
@@ -519,9 +564,12 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 			json_string(row.ss->dataset ? row.ss->dataset : "");
 			printf(",\"items_per_s\":%.1f,\"input_bound\":%.4f,"
 			    "\"slots_ready\":%u,\"slots\":%u,"
+			    "\"group_id\":%llu,\"group_members\":%u,"
 			    "\"errors_sent\":%llu}",
 			    row.items_per_s, row.input_bound,
 			    row.ss->slots_ready, row.ss->slots,
+			    (unsigned long long)row.ss->group_id,
+			    row.ss->group_members,
 			    (unsigned long long)row.ss->errors_sent);
 			continue;
 		}
@@ -538,10 +586,13 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 		printf("]}\n");
 	else if (st->nsessions == 0)
 		printf("(no sessions)\n");
-	else
-		printf("\nINPUT-BOUND: the share of time the trainer waited "
+	else {
+		printf("\n");
+		status_groups(st);
+		printf("INPUT-BOUND: the share of time the trainer waited "
 		    "for a step; RING: ready/slots; ERRORS: errors the "
 		    "daemon sent it.\n");
+	}
 	fflush(stdout);
 }
 

@@ -20,7 +20,7 @@
  * older struct's size, and an older caller's padding would be read as it.
  */
 _Static_assert(sizeof(struct infeed_options) ==
-    FIELD_END(struct infeed_options, start_epoch_stages),
+    FIELD_END(struct infeed_options, reserved2),
     "infeed_options has tail padding");
 _Static_assert(sizeof(struct infeed_session_info) ==
     FIELD_END(struct infeed_session_info, start_epoch_last_step_rows),
@@ -34,7 +34,7 @@ _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, pool_shrinks),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
-    FIELD_END(struct infeed_session_stats, errors_sent),
+    FIELD_END(struct infeed_session_stats, group_bytes_read),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");
@@ -222,6 +222,7 @@ infeed_options_defaults(struct infeed_options *o)
 	o->distributed_process_count = 1;
 	o->scale = 1.0f;
 	o->reconnect_timeout_ms = 60000;
+	o->share = true;
 	if (infeed_env_uint("OMPI_COMM_WORLD_RANK", &rank) == 0 &&
 	    infeed_env_uint("OMPI_COMM_WORLD_SIZE", &size) == 0) {
 		o->distributed_process_id = rank;

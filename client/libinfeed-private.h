@@ -77,6 +77,7 @@ struct infeed_ring {
 	uint64_t		 labels_offset;
 	uint64_t		 indices_offset;
 	int			 label_dtype;	/* INT32 or INT64 */
+	uint32_t		 first_slot;	/* Step.slot of slot 0 */
 	bool			 copy_on_write;
 	struct infeed_old_ring	*old;
 	size_t			 nold;
@@ -147,6 +148,7 @@ int	infeed_ring_label_dtype(const Infeed__Attached *at);
 int	infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
 	    bool copy_on_write);
 void	infeed_ring_unmap(struct infeed_ring *r, uint64_t session_id);
+int	infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring);
 void	infeed_ring_free(struct infeed_ring *r);
 const uint8_t *infeed_ring_take(struct infeed_ring *r, uint32_t slot);
 void	infeed_ring_give_back(struct infeed_ring *r, uint32_t slot);

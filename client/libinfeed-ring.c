@@ -90,7 +90,9 @@ infeed_ring_release_old(struct infeed_ring *r, uint64_t session_id,
 	size_t	i;
 
 	for (i = 0; i < r->nold; i++) {
-		if (r->old[i].session_id != session_id)
+		/* A session that left its group has two rings: find the one. */
+		if (r->old[i].session_id != session_id ||
+		    !(r->old[i].held & infeed_ring_slot_bit(slot)))
 			continue;
 		/* Releasing a step twice does not free another's ring. */
 		r->old[i].held &= ~infeed_ring_slot_bit(slot);
@@ -111,6 +113,78 @@ infeed_ring_label_dtype(const Infeed__Attached *at)
 	    INFEED_DTYPE_INT32);
 }
 
+/* Map @r->bytes of @fd (not closed) as @r says: its base, or NULL. */
+static uint8_t *
+infeed_ring_mmap(struct infeed_ring *r, int fd, bool copy_on_write)
+{
+	uint8_t	*base;
+
+	/*
+	 * Copy-on-write: the descriptor stays read-only, so the trainer's
+	 * writes land in private pages and never reach the daemon.
+	 */
+	if (copy_on_write)
+		base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE, fd, 0);
+	else
+		base = mmap(NULL, r->bytes, PROT_READ, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		return (NULL);
+#ifdef MADV_HUGEPAGE
+	/*
+	 * Where the daemon's pages are huge, map them so: fewer faults.  Not
+	 * copy-on-write, where a write would copy 2 MiB instead of 4 KiB.
+	 */
+	if (!copy_on_write)
+		(void)madvise(base, r->bytes, MADV_HUGEPAGE);
+#endif
+	return (base);
+}
+
+/*
+ * The session left its shared group: map its own ring, which came with
+ * the Step that says @ring; the group's stays mapped (as an ended
+ * session's) while the caller holds steps in it, released to the daemon
+ * by their slot numbers, below @ring->first_slot.
+ */
+int
+infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring)
+{
+	struct infeed_ring	*r = &f->ring;
+	uint8_t			*base;
+	int			 fd;
+
+	if ((fd = wire_in_take_fd(&f->conn.in)) == -1)
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "a Step with a new "
+		    "ring came without its file descriptor"));
+	if (ring->slots == 0 || ring->first_slot < r->first_slot + r->slots ||
+	    ring->first_slot + (uint64_t)ring->slots > 64 ||
+	    ring->slot_bytes != r->slot_bytes ||
+	    ring->ring_bytes / ring->slots < ring->slot_bytes ||
+	    ring->ring_bytes > SIZE_MAX) {
+		close(fd);
+		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "a Step's new ring "
+		    "(%u slots of %llu bytes from slot %u, %llu bytes) does "
+		    "not follow the ring of %u slots of %llu bytes from slot "
+		    "%u", ring->slots, (unsigned long long)ring->slot_bytes,
+		    ring->first_slot, (unsigned long long)ring->ring_bytes,
+		    r->slots, (unsigned long long)r->slot_bytes,
+		    r->first_slot));
+	}
+	infeed_ring_unmap(r, f->session_id);
+	r->bytes = ring->ring_bytes;
+	base = infeed_ring_mmap(r, fd, r->copy_on_write);
+	close(fd);
+	if (base == NULL)
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot map the "
+		    "session's new ring (%zu bytes): %s", r->bytes,
+		    strerror(errno)));
+	r->base = base;
+	r->slots = ring->slots;
+	r->first_slot = ring->first_slot;
+	return (INFEED_OK);
+}
+
 /* Map the ring @at describes from @fd, which it closes. */
 int
 infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
@@ -128,30 +202,12 @@ infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
 		    INFEED_DTYPE_INT32, INFEED_DTYPE_INT64));
 	}
 	r->bytes = at->ring_bytes;
-	/*
-	 * Copy-on-write: the descriptor stays read-only, so the trainer's
-	 * writes land in private pages and never reach the daemon.
-	 */
-	if (copy_on_write)
-		r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE, fd, 0);
-	else
-		r->base = mmap(NULL, r->bytes, PROT_READ, MAP_SHARED, fd,
-		    0);
+	r->base = infeed_ring_mmap(r, fd, copy_on_write);
 	close(fd);
-	if (r->base == MAP_FAILED) {
-		r->base = NULL;
+	if (r->base == NULL)
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "cannot map the step "
 		    "ring (%zu bytes): %s", r->bytes, strerror(errno)));
-	}
-#ifdef MADV_HUGEPAGE
-	/*
-	 * Where the daemon's pages are huge, map them so: fewer faults.  Not
-	 * copy-on-write, where a write would copy 2 MiB instead of 4 KiB.
-	 */
-	if (!copy_on_write)
-		(void)madvise(r->base, r->bytes, MADV_HUGEPAGE);
-#endif
+	r->first_slot = 0;
 	r->slot_bytes = at->slot_bytes;
 	r->data_offset = at->data_offset;
 	r->labels_offset = at->labels_offset;
@@ -271,7 +327,8 @@ infeed_restore_slot(struct infeed_ring *r, uint32_t slot)
 	uintptr_t	 lo, hi;
 	uint8_t		*first;
 
-	lo = (uintptr_t)(r->base + (uint64_t)slot * r->slot_bytes);
+	lo = (uintptr_t)(r->base + (uint64_t)(slot - r->first_slot) *
+	    r->slot_bytes);
 	hi = lo + r->slot_bytes;
 	lo -= lo % page;
 	hi = (hi + page - 1) / page * page;
@@ -315,10 +372,11 @@ infeed_restore_slot(struct infeed_ring *r, uint32_t slot)
 const uint8_t *
 infeed_ring_take(struct infeed_ring *r, uint32_t slot)
 {
-	if ((uint64_t)slot * r->slot_bytes >= r->bytes)
+	if (slot < r->first_slot ||
+	    (uint64_t)(slot - r->first_slot) * r->slot_bytes >= r->bytes)
 		return (NULL);
 	r->held |= infeed_ring_slot_bit(slot);
-	return (r->base + (uint64_t)slot * r->slot_bytes);
+	return (r->base + (uint64_t)(slot - r->first_slot) * r->slot_bytes);
 }
 
 /* The caller gave @slot back: restore it if it may have been written. */

@@ -56,6 +56,11 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->active_s = in->has_active_s ? in->active_s : 0;
 	ss->samples_replaced = in->samples_replaced;
 	ss->errors_sent = in->errors_sent;
+	ss->group_id = in->group_id;
+	ss->group_members = in->group_members;
+	ss->group_left = in->group_left;
+	ss->group_steps_filled = in->group_steps_filled;
+	ss->group_bytes_read = in->group_bytes_read;
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
 	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
 	    !infeed_strdup_opt(&ss->transform, lo != NULL &&

@@ -151,6 +151,9 @@ infeed_loader_options(Infeed__LoaderOptions *lo,
 	}
 	lo->n_start_epoch_stages = o->nstart_epoch_stages;
 	lo->start_epoch_stages = parts->stage_ptrs;
+	/* The daemon may then give this session a new ring in a Step. */
+	lo->has_share = 1;
+	lo->share = o->share;
 	/* 0 is the default; anything else goes as it is, for the daemon. */
 	if (o->label_dtype != 0) {
 		lo->has_label_dtype = 1;
@@ -461,6 +464,12 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 		infeed__frame__free_unpacked(reply, NULL);
 		return (INFEED_END_OF_DATA);
 	}
+	/* The session left its shared group: its own ring comes now. */
+	if (reply->step->ring != NULL &&
+	    (r = infeed_ring_remap(f, reply->step->ring)) != INFEED_OK) {
+		infeed__frame__free_unpacked(reply, NULL);
+		return (r);
+	}
 	if ((base = infeed_ring_take(&f->ring, reply->step->slot)) == NULL) {
 		infeed__frame__free_unpacked(reply, NULL);
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "step in slot %u "
@@ -522,7 +531,12 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
 	    step->session != f->session_id)
 		return (INFEED_OK);
-	infeed_ring_give_back(&f->ring, step->slot);
+	/* A step of the group's ring, which the session left: tell it. */
+	if (step->slot < f->ring.first_slot)
+		(void)infeed_ring_release_old(&f->ring, f->session_id,
+		    step->slot);
+	else
+		infeed_ring_give_back(&f->ring, step->slot);
 	r = infeed_conn_release(f, step->slot);
 	/* The daemon went away with the slot; infeed_next will resume. */
 	if ((r == INFEED_ERR_CLOSED || r == INFEED_ERR_SYSTEM) &&

@@ -44,5 +44,14 @@
 #define INFEED_MAX_ATTACH_CHECKS	4
 #define INFEED_MAX_ATTACH_QUEUE		32
 #define INFEED_MAX_STUCK_CHECKS		8
+/*
+ * Shared pipelines (LoaderOptions.share): a member that holds its group
+ * back (every slot filled, another member waiting for the next step) for
+ * this many milliseconds leaves it; a group's ring has at most
+ * INFEED_MAX_GROUP_SLOTS slots (a member's Step.slot numbers the group's
+ * slots, then its own ring's, below 64).
+ */
+#define INFEED_GROUP_SLACK_MS		500
+#define INFEED_MAX_GROUP_SLOTS		32
 
 #endif /* INFEED_LIMITS_H */

@@ -285,6 +285,47 @@ metrics_rings(struct evbuffer *b, const struct stats *st)
 	}
 }
 
+/*
+ * Shared pipelines (issue 25): each member session's group and its
+ * members, and the steps each group filled once for all of them.
+ */
+static void
+metrics_groups(struct evbuffer *b, const struct stats *st)
+{
+	const struct session_report	*r;
+	char				 id[32], group[48];
+	size_t				 i, j;
+
+	metrics_family(b, "infeed_group_members", "gauge", "Members of the "
+	    "shared group the session belongs to (group: the group's id).");
+	for (i = 0; i < st->nsessions; i++) {
+		r = &st->sessions[i].report;
+		if (r->group_id == 0)
+			continue;
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)r->id);
+		snprintf(group, sizeof(group), "group=\"%llu\"",
+		    (unsigned long long)r->group_id);
+		evbuffer_add(b, "infeed_group_members", 20);
+		metrics_labels(b, r->dataset, st->sessions[i].client_name, id,
+		    group);
+		evbuffer_add_printf(b, " %u\n", r->group_members);
+	}
+	metrics_family(b, "infeed_group_steps_filled_total", "counter",
+	    "Steps a shared group filled, each once for all its members.");
+	for (i = 0; i < st->nsessions; i++) {
+		r = &st->sessions[i].report;
+		for (j = 0; j < i; j++) {
+			if (st->sessions[j].report.group_id == r->group_id)
+				break;
+		}
+		if (r->group_id != 0 && j == i)
+			evbuffer_add_printf(b, "infeed_group_steps_filled_total"
+			    "{group=\"%llu\"} %llu\n", (unsigned long long)
+			    r->group_id, (unsigned long long)
+			    r->group_steps_filled);
+	}
+}
+
 /* Worker processes: busy time, rows, restarts, stuck kills. */
 static void
 metrics_workers(struct evbuffer *b, const struct stats *st)
@@ -422,6 +463,7 @@ metrics_render(struct evbuffer *b, const struct stats *st)
 	    "Seconds since the session's first Next.", get_active);
 	metrics_wait_histogram(b, s, n);
 	metrics_rings(b, st);
+	metrics_groups(b, st);
 	metrics_workers(b, st);
 	free(s);
 }

@@ -331,14 +331,33 @@ peer_step_cb(void *arg, struct session_req req, const struct session_step *s)
 	struct peer	*p = arg;
 	Infeed__Frame	 f = INFEED__FRAME__INIT;
 	Infeed__Step	 st = INFEED__STEP__INIT;
+	Infeed__Ring	 ring = INFEED__RING__INIT;
+	int		 fd = -1;
 
 	st.slot = s->slot;
 	st.epoch = s->epoch;
 	st.step = s->step;
 	st.rows = s->rows;
+	/* The session left its group: its own ring goes with this Step. */
+	if (s->new_ring) {
+		if ((fd = session_ring_fd(p->session)) == -1) {
+			peer_send_error(p, req, ERRCODE_INTERNAL, "the session "
+			    "left its shared group, and the daemon cannot "
+			    "duplicate its new ring's descriptor; see the "
+			    "daemon's log");
+			log_warn("session %llu: its new ring's descriptor",
+			    (unsigned long long)session_id(p->session));
+			return;
+		}
+		ring.slots = s->ring_slots;
+		ring.slot_bytes = s->slot_bytes;
+		ring.ring_bytes = s->ring_bytes;
+		ring.first_slot = s->first_slot;
+		st.ring = &ring;
+	}
 	f.msg_case = INFEED__FRAME__MSG_STEP;
 	f.step = &st;
-	peer_send(p, req, &f, -1);
+	peer_send(p, req, &f, fd);
 }
 
 /* The session ended an epoch for a Next. */
@@ -745,6 +764,7 @@ peer_session_host(const struct peer *p, struct session_host *sh)
 	sh->pool = h->pool;
 	sh->budget = h->budget;
 	sh->config_path = h->conf->path;
+	sh->base = h->base;
 }
 
 /*
@@ -796,6 +816,10 @@ peer_attached(struct peer *p, struct session_req req, const char *name,
 	at.sample_bytes = info.sample_bytes;
 	at.has_label_dtype = 1;
 	at.label_dtype = (Infeed__DType)info.layout.label_dtype;
+	if (info.group_id != 0) {
+		at.has_group_id = 1;
+		at.group_id = info.group_id;
+	}
 	f.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	f.attached = &at;
 	peer_send(p, req, &f, fd);
@@ -881,6 +905,7 @@ peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
 	o->start_epoch = lo->start_epoch;
 	o->start_step = lo->start_step;
 	o->label_dtype = (uint32_t)lo->label_dtype;
+	o->share = lo->share;
 	o->nstages = lo->n_start_epoch_stages;
 	for (i = 0; i < lo->n_start_epoch_stages &&
 	    i < INFEED_MAX_ELASTIC_STAGES; i++) {
@@ -1089,6 +1114,8 @@ peer_stats_options(const struct session_options *o,
 	lo->start_step = o->start_step;
 	lo->has_label_dtype = 1;
 	lo->label_dtype = (Infeed__DType)o->label_dtype;
+	lo->has_share = 1;
+	lo->share = o->share;
 	/* A session's count is at most INFEED_MAX_ELASTIC_STAGES. */
 	for (i = 0; i < o->nstages; i++) {
 		infeed__elastic_stage__init(&out->stage[i]);
@@ -1153,6 +1180,16 @@ peer_stats_session(const struct stats_session *in, Infeed__SessionStats *ss,
 	ss->client_name = (char *)(uintptr_t)in->client_name;
 	ss->has_errors_sent = 1;
 	ss->errors_sent = in->errors_sent;
+	if (r->group_id != 0) {
+		ss->has_group_id = ss->has_group_members = 1;
+		ss->group_id = r->group_id;
+		ss->group_members = r->group_members;
+		ss->has_group_steps_filled = ss->has_group_bytes_read = 1;
+		ss->group_steps_filled = r->group_steps_filled;
+		ss->group_bytes_read = r->group_bytes_read;
+	}
+	ss->has_group_left = 1;
+	ss->group_left = r->group_left;
 }
 
 /* A worker of the snapshot as a WorkerStats. */

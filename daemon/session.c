@@ -5,6 +5,7 @@
  * as soon as the next step is ready, never by polling.
  */
 
+#include <sys/queue.h>
 #include <sys/random.h>
 
 #include <ctype.h>
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "clock.h"
 #include "dtype.h"
@@ -90,7 +93,37 @@ struct session {
 	uint64_t		 data_wait_us;
 	/* Nexts answered, by how long each waited (session_wait_bounds). */
 	uint64_t		 wait_counts[SESSION_WAIT_BUCKETS];
+
+	/*
+	 * Shared groups (session.h).  A member takes its group's producer's
+	 * slots: ring, indices and pool_ring are NULL until it leaves; its
+	 * deliver_seq counts in the producer's sequence.
+	 */
+	struct session_group	*group;	/* NULL: none (any more) */
+	bool			 producer;	/* the group's hidden session */
+	bool			 left;	/* fell behind; pins shared_held */
+	uint64_t		 shared_held;	/* group ring slots, a bit each */
+	uint64_t		 pos_epoch;	/* the member's next step */
+	uint64_t		 pos_step;
+	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
+	bool			 new_ring;	/* the next Step carries it */
+	TAILQ_ENTRY(session)	 member_entry;
 };
+
+/* A shared group: its producer and its members (see session.h). */
+struct session_group {
+	uint64_t		 id;
+	struct session		*producer;
+	TAILQ_HEAD(, session)	 members;	/* and those left, pinning */
+	uint32_t		 nmembers;	/* not left */
+	bool			 held_at_end;	/* a member ended holding */
+	struct event		*ev_slack;
+	uint64_t		 blocked_since_ms;	/* 0: not blocked */
+	TAILQ_ENTRY(session_group) entry;
+};
+
+static TAILQ_HEAD(, session_group) session_groups =
+    TAILQ_HEAD_INITIALIZER(session_groups);
 
 /* The upper bounds, in seconds, of the wait histogram's buckets. */
 const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1] = {
@@ -101,6 +134,11 @@ static uint64_t	session_next_id;	/* 0: not seeded yet */
 
 static void	session_fill(struct session *);
 static void	session_deliver(struct session *);
+static void	session_group_deliver(struct session_group *);
+static void	session_group_credit(struct session_group *,
+		    const struct pool_report *);
+static void	session_group_start(struct session_group *);
+static const struct ring *session_view_ring(const struct session *);
 static struct session *session_make(const struct session_host *,
 		    const struct session_client *,
 		    const struct session_attach *, int *, size_t,
@@ -329,6 +367,8 @@ session_done_cb(void *arg, const struct pool_report *r)
 	sl = &s->ring->slot[r->slot];
 	s->bytes_read += r->bytes;
 	s->samples_replaced += r->replaced;
+	if (s->producer)
+		session_group_credit(s->group, r);
 	if (r->result != POOL_JOB_DONE)
 		session_fail(s, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -337,7 +377,10 @@ session_done_cb(void *arg, const struct pool_report *r)
 		ring_slot_set(s->ring, r->slot, SLOT_READY);
 	if (s->state == SESSION_FAILED)
 		session_drop_after_failure(s);
-	session_deliver(s);
+	if (s->producer)
+		session_group_deliver(s->group);
+	else
+		session_deliver(s);
 }
 
 /*
@@ -682,6 +725,514 @@ session_new_checked(const struct session_host *host,
 }
 
 /*
+ * Make the session's own ring (at Attach, or when it leaves its group),
+ * its index tables and its registration with the pool.
+ */
+static int
+session_make_ring(struct session *s, enum errcode *code, char **cause)
+{
+	struct ring_owner	owner;
+	uint32_t		slots = s->opts.buffer_size;
+
+	*code = ERRCODE_RESOURCE_EXHAUSTED;
+	owner.uid = s->client.uid;
+	owner.gid = s->client.gid;
+	owner.content = s->ds->serial;
+	owner.pid = s->client.pid;
+	s->ring = ring_new(s->host.budget, s->sampler.cbs,
+	    s->transform.out_sample_bytes, s->label_dtype, slots, &owner,
+	    cause);
+	if (s->ring == NULL)
+		return (-1);
+	if ((s->indices = calloc(slots, s->sampler.cbs *
+	    sizeof(uint64_t))) == NULL) {
+		*cause = xasprintf("no memory for the index tables of %u "
+		    "slots of %llu rows", slots,
+		    (unsigned long long)s->sampler.cbs);
+		return (-1);
+	}
+	s->pool_ring = pool_add_ring(s->host.pool, (uint32_t)s->ds_index,
+	    &s->ring->layout, &s->transform, s->ring->mem,
+	    s->opts.num_workers, session_done_cb, s, cause);
+	if (s->pool_ring == NULL)
+		return (-1);
+	if (s->own_ds && pool_ring_files(s->pool_ring, &s->files, s->ds,
+	    cause) == -1) {
+		*code = ERRCODE_INTERNAL;
+		return (-1);
+	}
+	return (0);
+}
+
+/* The bit of group ring slot @i in a member's shared_held. */
+static uint64_t
+session_group_bit(uint32_t i)
+{
+	return (UINT64_C(1) << i);
+}
+
+/* Whether @s asked to share and may: a catalogue dataset, no stages. */
+static bool
+session_group_may_share(const struct session *s,
+    const struct session_host *host)
+{
+	return (s->opts.share && host->base != NULL && !s->own_ds &&
+	    s->opts.nstages == 0 &&
+	    s->opts.buffer_size <= INFEED_MAX_GROUP_SLOTS);
+}
+
+/* Whether two transforms, as asked, are the same. */
+static bool
+session_group_same_transform(const struct session_options *a,
+    const struct session_options *b)
+{
+	const struct transform_spec	*x = &a->transform, *y = &b->transform;
+
+	if (a->has_transform != b->has_transform)
+		return (false);
+	if (!a->has_transform)
+		return (true);
+	if ((x->pipeline == NULL) != (y->pipeline == NULL) ||
+	    (x->pipeline != NULL && strcmp(x->pipeline, y->pipeline) != 0))
+		return (false);
+	return (x->to_float32 == y->to_float32 && x->scale == y->scale &&
+	    x->nmean == y->nmean && x->nstd == y->nstd &&
+	    memcmp(x->mean, y->mean, x->nmean * sizeof(x->mean[0])) == 0 &&
+	    memcmp(x->std, y->std, x->nstd * sizeof(x->std[0])) == 0);
+}
+
+/*
+ * Whether member @s reads exactly the bytes of producer @p at every step:
+ * the same dataset, user and group (a ring holds their data, and only
+ * they may map it), and every option that decides a step's bytes.
+ */
+static bool
+session_group_matches(const struct session *p, const struct session *s)
+{
+	const struct session_options	*a = &p->opts, *b = &s->opts;
+
+	return (p->host.pool == s->host.pool && p->ds == s->ds &&
+	    p->client.uid == s->client.uid && p->client.gid == s->client.gid &&
+	    a->batch_size == b->batch_size &&
+	    a->device_iterations == b->device_iterations &&
+	    a->replication_factor == b->replication_factor &&
+	    a->gradient_accumulation == b->gradient_accumulation &&
+	    a->shuffle == b->shuffle && a->seed == b->seed &&
+	    a->drop_last == b->drop_last && a->process_id == b->process_id &&
+	    a->process_count == b->process_count &&
+	    p->label_dtype == s->label_dtype &&
+	    a->buffer_size == b->buffer_size &&
+	    a->load_indefinitely == b->load_indefinitely &&
+	    session_group_same_transform(a, b));
+}
+
+/* The lowest position in the group's sequence a member still takes. */
+static uint64_t
+session_group_min_seq(const struct session_group *g)
+{
+	const struct session	*m;
+	uint64_t		 min = g->producer->fill_seq;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (!m->left && m->deliver_seq < min)
+			min = m->deliver_seq;
+	}
+	return (min);
+}
+
+/*
+ * Where step (@epoch, @step) is in @g's sequence: a slot it still has for
+ * every member (not before the slowest one), or the next it fills.
+ * Return: 0 with *@seq, or -1 when the group has it no more or not yet.
+ */
+static int
+session_group_position(const struct session_group *g, uint64_t epoch,
+    uint64_t step, uint64_t *seq)
+{
+	const struct session	*p = g->producer;
+	const struct ring_slot	*sl;
+	uint64_t		 fe = p->fill_epoch, fs = p->fill_step;
+	uint32_t		 i;
+
+	if (p->state == SESSION_FAILED)
+		return (-1);
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		sl = &p->ring->slot[i];
+		if (sl->state != SLOT_FREE && sl->epoch == epoch &&
+		    sl->step == step && sl->seq >= session_group_min_seq(g)) {
+			*seq = sl->seq;
+			return (0);
+		}
+	}
+	if (fs >= sampler_epoch_steps(&p->sampler, fe)) {
+		fe++;
+		fs = 0;
+	}
+	if (fe != epoch || fs != step)
+		return (-1);
+	*seq = p->fill_seq;
+	return (0);
+}
+
+static void	session_group_slack_cb(int, short, void *);
+
+/* Nothing to tell: the producer never has a Next to answer. */
+static void
+session_group_no_step(void *arg, struct session_req req,
+    const struct session_step *st)
+{
+	(void)arg, (void)req, (void)st;
+}
+
+static void
+session_group_no_end(void *arg, struct session_req req, uint64_t epoch)
+{
+	(void)arg, (void)req, (void)epoch;
+}
+
+static void
+session_group_no_error(void *arg, struct session_req req, enum errcode code,
+    const char *message)
+{
+	(void)arg, (void)req, (void)code, (void)message;
+}
+
+static const struct session_events session_group_events = {
+	.step = session_group_no_step,
+	.end_of_data = session_group_no_end,
+	.error = session_group_no_error,
+};
+
+/*
+ * Join a group that has member @s's next step, or make one: its producer
+ * is a session of @s's Attach @a that loads indefinitely, on the group's
+ * ring, charged once.
+ */
+static int
+session_group_join(struct session *s, const struct session_attach *a,
+    struct session_checked *chk, enum errcode *code, char **cause)
+{
+	struct session_group	*g;
+	struct session_attach	 pa;
+	struct session		*p;
+	uint64_t		 seq = 0;
+
+	TAILQ_FOREACH(g, &session_groups, entry) {
+		if (session_group_matches(g->producer, s) &&
+		    session_group_position(g, s->pos_epoch, s->pos_step,
+		    &seq) == 0)
+			break;
+	}
+	if (g == NULL) {
+		pa = *a;
+		pa.options.share = false;
+		pa.options.early_preload = false;
+		p = session_make(&s->host, &s->client, &pa, NULL, 0, chk,
+		    &session_group_events, NULL, code, cause);
+		if (p == NULL)
+			return (-1);
+		g = xcalloc(1, sizeof(*g));
+		g->id = p->id;
+		g->producer = p;
+		p->producer = true;
+		p->group = g;
+		TAILQ_INIT(&g->members);
+		g->ev_slack = evtimer_new(s->host.base, session_group_slack_cb,
+		    g);
+		if (g->ev_slack == NULL)
+			fatalx("cannot make a timer for group %llu",
+			    (unsigned long long)g->id);
+		TAILQ_INSERT_TAIL(&session_groups, g, entry);
+		seq = 0;
+	}
+	s->group = g;
+	s->deliver_seq = seq;
+	TAILQ_INSERT_TAIL(&g->members, s, member_entry);
+	g->nmembers++;
+	return (0);
+}
+
+/*
+ * A member asked for steps: the producer fills from now on; without
+ * load_indefinitely it stops at each epoch's end (as a lone session
+ * does: nothing is read for an epoch no one asked for yet) and goes on
+ * with the next when a member asks for its first step.
+ */
+static void
+session_group_start(struct session_group *g)
+{
+	struct session		*p = g->producer;
+	const struct session	*m;
+
+	if (p->state == SESSION_EPOCH_END) {
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (!m->left && m->nwaiting > 0 &&
+			    m->deliver_seq == p->fill_seq &&
+			    m->state != SESSION_EPOCH_END)
+				break;
+		}
+		if (m == NULL)
+			return;
+		session_set_state(p, SESSION_IDLE);
+		p->fill_epoch++;
+		p->fill_step = 0;
+	}
+	if (p->state != SESSION_IDLE)
+		return;
+	session_set_state(p, SESSION_FILLING);
+	session_fill(p);
+}
+
+/*
+ * What the workers read for the group is counted once, on its oldest
+ * member (a lone member's counts are then a lone session's).
+ */
+static void
+session_group_credit(struct session_group *g, const struct pool_report *r)
+{
+	struct session	*m;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (!m->left) {
+			m->bytes_read += r->bytes;
+			m->samples_replaced += r->replaced;
+			return;
+		}
+	}
+}
+
+/* Whether a member holds group ring slot @i or still takes step @seq. */
+static bool
+session_group_pinned(const struct session_group *g, uint32_t i, uint64_t seq)
+{
+	const struct session	*m;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (m->shared_held & session_group_bit(i))
+			return (true);
+		if (!m->left && m->deliver_seq <= seq)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * Whether the group holds a member back: every slot taken, and a member
+ * waiting for the step the producer would fill next.
+ */
+static bool
+session_group_blocked(const struct session_group *g)
+{
+	const struct session	*p = g->producer, *m;
+
+	if (p->state != SESSION_FILLING ||
+	    ring_find(p->ring, SLOT_FREE) != -1)
+		return (false);
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (!m->left && m->nwaiting > 0 &&
+		    m->deliver_seq == p->fill_seq)
+			return (true);
+	}
+	return (false);
+}
+
+/* Start or stop the slack's clock as the group is blocked or not. */
+static void
+session_group_watch(struct session_group *g)
+{
+	struct timeval	tv = { INFEED_GROUP_SLACK_MS / 1000,
+			    INFEED_GROUP_SLACK_MS % 1000 * 1000 };
+
+	if (!session_group_blocked(g)) {
+		g->blocked_since_ms = 0;
+		evtimer_del(g->ev_slack);
+		return;
+	}
+	if (g->blocked_since_ms != 0)
+		return;
+	g->blocked_since_ms = clock_now_ms();
+	evtimer_add(g->ev_slack, &tv);
+}
+
+/*
+ * Free the group ring's slots that every member is past and none holds,
+ * and fill them with the next steps.
+ */
+static void
+session_group_reclaim(struct session_group *g)
+{
+	struct session		*p = g->producer;
+	struct ring_slot	*sl;
+	bool			 freed = false;
+	uint32_t		 i;
+
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		sl = &p->ring->slot[i];
+		if (sl->state != SLOT_READY ||
+		    session_group_pinned(g, i, sl->seq))
+			continue;
+		/* The producer's client is the group: it took it and gave it. */
+		ring_slot_set(p->ring, i, SLOT_HELD);
+		ring_slot_set(p->ring, i, SLOT_FREE);
+		freed = true;
+	}
+	if (freed)
+		session_fill(p);
+}
+
+/* Free group @g, whose last member went. */
+static void
+session_group_free(struct session_group *g)
+{
+	struct session	*p = g->producer;
+	uint32_t	 i;
+
+	TAILQ_REMOVE(&session_groups, g, entry);
+	event_free(g->ev_slack);
+	/*
+	 * A member that ended holding steps may still read them: keep the
+	 * ring's pages as they are (held, ring_release()) rather than reuse
+	 * them.
+	 */
+	for (i = 0; g->held_at_end && i < p->ring->layout.slots; i++) {
+		if (p->ring->slot[i].state == SLOT_READY)
+			ring_slot_set(p->ring, i, SLOT_HELD);
+	}
+	p->group = NULL;
+	session_free(p);
+	free(g);
+}
+
+/* Member @m is out of @g's list (it ended, or left and holds no slot). */
+static void
+session_group_drop(struct session *m)
+{
+	struct session_group	*g = m->group;
+
+	TAILQ_REMOVE(&g->members, m, member_entry);
+	if (!m->left)
+		g->nmembers--;
+	m->group = NULL;
+	if (TAILQ_EMPTY(&g->members)) {
+		session_group_free(g);
+		return;
+	}
+	session_group_reclaim(g);
+	session_group_watch(g);
+}
+
+static void	session_member_deliver(struct session *);
+
+/* Answer the members' waiting Nexts with the group's ready steps. */
+static void
+session_group_deliver(struct session_group *g)
+{
+	struct session	*m, *next;
+
+	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, member_entry);
+		if (!m->left)
+			session_member_deliver(m);
+	}
+	pool_ring_delivered(g->producer->pool_ring, session_group_min_seq(g));
+	session_group_watch(g);
+}
+
+/*
+ * Member @m falls behind: it gets a ring of its own (charged to the
+ * budget) and fills it from its own position; what it holds of the
+ * group's ring stays its own until released.  When the budget cannot
+ * hold that ring it stays in the group (which waits) and tries again
+ * after the next slack.  Return: 0, or -1 when it stayed.
+ */
+static int
+session_group_leave(struct session *m)
+{
+	struct session_group	*g = m->group;
+	struct session		*p = g->producer;
+	enum errcode		 code;
+	char			*cause = NULL;
+
+	if (session_make_ring(m, &code, &cause) == -1) {
+		log_warnx("session %llu falls behind group %llu but stays in "
+		    "it: %s", (unsigned long long)m->id,
+		    (unsigned long long)g->id, cause);
+		free(cause);
+		pool_remove_ring(m->pool_ring, m->ring, true);
+		m->pool_ring = NULL;
+		m->ring = NULL;
+		free(m->indices);
+		m->indices = NULL;
+		return (-1);
+	}
+	log_info("session %llu left group %llu after holding it back for %d "
+	    "ms; it goes on alone from epoch %llu step %llu",
+	    (unsigned long long)m->id, (unsigned long long)g->id,
+	    INFEED_GROUP_SLACK_MS, (unsigned long long)m->pos_epoch,
+	    (unsigned long long)m->pos_step);
+	m->left = true;
+	g->nmembers--;
+	m->first_slot = p->ring->layout.slots;
+	m->new_ring = true;
+	m->fill_seq = m->deliver_seq = 0;
+	m->fill_epoch = m->pos_epoch;
+	m->fill_step = m->pos_step;
+	/* An EndOfData is owed for the epoch it finished (session_end_epoch). */
+	if (m->state == SESSION_EPOCH_END && m->pos_epoch > 0) {
+		m->fill_epoch = m->pos_epoch - 1;
+		m->fill_step = sampler_epoch_steps(&m->sampler, m->fill_epoch);
+	}
+	session_fill(m);
+	session_deliver(m);
+	return (0);
+}
+
+/*
+ * The slack ran out: the members that keep the oldest slot from being
+ * refilled leave the group, unless it is no longer blocked.
+ */
+static void
+session_group_slack_cb(int fd, short what, void *arg)
+{
+	struct session_group	*g = arg;
+	struct session		*p = g->producer, *m, *next;
+	uint64_t		 oldest = UINT64_MAX;
+	uint32_t		 i, oldest_slot = 0;
+
+	(void)fd, (void)what;
+	g->blocked_since_ms = 0;
+	if (!session_group_blocked(g))
+		return;
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		if (p->ring->slot[i].state == SLOT_READY &&
+		    p->ring->slot[i].seq < oldest) {
+			oldest = p->ring->slot[i].seq;
+			oldest_slot = i;
+		}
+	}
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (!m->left && ((m->shared_held &
+		    session_group_bit(oldest_slot)) ||
+		    (m->deliver_seq <= oldest && m->nwaiting == 0)))
+			(void)session_group_leave(m);
+	}
+	/* Those that left holding nothing of the group's ring are gone. */
+	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, member_entry);
+		if (m->left && m->shared_held == 0) {
+			TAILQ_REMOVE(&g->members, m, member_entry);
+			m->group = NULL;
+		}
+	}
+	if (TAILQ_EMPTY(&g->members))
+		session_group_free(g);
+	else {
+		session_group_reclaim(g);
+		session_group_watch(g);
+	}
+}
+
+/*
  * Make the session an Attach asks for: check it (with what a helper
  * thread checked already, @chk), make the ring and register it.  A
  * removed ring's memory that workers still write is not waited for here:
@@ -696,7 +1247,6 @@ session_make(const struct session_host *host,
 {
 	const struct session_options	*o = &a->options;
 	struct session			*s;
-	struct ring_owner		 owner;
 
 	s = xcalloc(1, sizeof(*s));
 	s->host = *host;
@@ -715,38 +1265,16 @@ session_make(const struct session_host *host,
 	}
 	if (session_check(s, a, fds, nfds, chk, code, cause) == -1)
 		goto fail;
-	*code = ERRCODE_RESOURCE_EXHAUSTED;
-	owner.uid = client->uid;
-	owner.gid = client->gid;
-	owner.content = s->ds->serial;
-	owner.pid = client->pid;
-	s->ring = ring_new(host->budget, s->sampler.cbs,
-	    s->transform.out_sample_bytes, s->label_dtype, o->buffer_size,
-	    &owner, cause);
-	if (s->ring == NULL)
-		goto fail;
-	if ((s->indices = calloc(o->buffer_size, s->sampler.cbs *
-	    sizeof(uint64_t))) == NULL) {
-		*cause = xasprintf("no memory for the index tables of %u "
-		    "slots of %llu rows", o->buffer_size,
-		    (unsigned long long)s->sampler.cbs);
-		goto fail;
-	}
-	s->pool_ring = pool_add_ring(host->pool, (uint32_t)s->ds_index,
-	    &s->ring->layout, &s->transform, s->ring->mem, o->num_workers,
-	    session_done_cb, s, cause);
-	if (s->pool_ring == NULL)
-		goto fail;
-	if (s->own_ds && pool_ring_files(s->pool_ring, &s->files, s->ds,
-	    cause) == -1) {
-		*code = ERRCODE_INTERNAL;
-		goto fail;
-	}
-	s->id = session_new_id();
 	s->load_indefinitely = o->load_indefinitely;
-	s->fill_epoch = o->start_epoch;
-	s->fill_step = o->start_step;
+	s->fill_epoch = s->pos_epoch = o->start_epoch;
+	s->fill_step = s->pos_step = o->start_step;
 	session_options_copy(&s->opts, o);
+	if (session_group_may_share(s, host)) {
+		if (session_group_join(s, a, chk, code, cause) == -1)
+			goto fail;
+	} else if (session_make_ring(s, code, cause) == -1)
+		goto fail;
+	s->id = session_new_id();
 	log_info("client %llu: session %llu on %s'%s': combined batch %llu, "
 	    "%llu steps per epoch, %u slots of %llu KiB, shuffle %s, "
 	    "process %u of %u", (unsigned long long)client->peer_id,
@@ -754,8 +1282,8 @@ session_make(const struct session_host *host,
 	    s->ds->name,
 	    (unsigned long long)s->sampler.cbs,
 	    (unsigned long long)s->sampler.steps_per_epoch,
-	    s->ring->layout.slots,
-	    (unsigned long long)(s->ring->layout.slot_bytes >> 10),
+	    session_view_ring(s)->layout.slots,
+	    (unsigned long long)(session_view_ring(s)->layout.slot_bytes >> 10),
 	    o->shuffle ? "on" : "off", o->process_id, o->process_count);
 	if (o->nstages > 0)
 		log_info("client %llu: session %llu resumes epoch %llu after "
@@ -765,8 +1293,15 @@ session_make(const struct session_host *host,
 		    (unsigned long long)o->start_epoch, o->nstages,
 		    (unsigned long long)sampler_epoch_steps(&s->sampler,
 		    o->start_epoch));
+	if (s->group != NULL)
+		log_info("client %llu: session %llu shares group %llu (%u "
+		    "members)", (unsigned long long)client->peer_id,
+		    (unsigned long long)s->id,
+		    (unsigned long long)s->group->id, s->group->nmembers);
 	/* Fill the ring now; the first Step still waits for the first Next. */
-	if (o->early_preload) {
+	if (o->early_preload && s->group != NULL)
+		session_group_start(s->group);
+	else if (o->early_preload) {
 		session_set_state(s, SESSION_FILLING);
 		session_fill(s);
 	}
@@ -783,6 +1318,12 @@ session_free(struct session *s)
 {
 	if (s == NULL)
 		return;
+	if (s->group != NULL && !s->producer) {
+		if (s->shared_held != 0)
+			s->group->held_at_end = true;
+		s->shared_held = 0;
+		session_group_drop(s);
+	}
 	/*
 	 * Its memory is kept for the next session only when the client holds
 	 * no step, and only once no job writes it any more: the pool releases
@@ -960,13 +1501,89 @@ session_deliver(struct session *s)
 		s->step = sl->step;
 		s->steps_delivered++;
 		s->rows_delivered += sl->rows;
+		st.slot = i + s->first_slot;
+		st.epoch = sl->epoch;
+		st.step = sl->step;
+		st.rows = sl->rows;
+		st.new_ring = s->new_ring;
+		st.first_slot = s->first_slot;
+		st.ring_slots = s->ring->layout.slots;
+		st.slot_bytes = s->ring->layout.slot_bytes;
+		st.ring_bytes = s->ring->layout.ring_bytes;
+		s->new_ring = false;
+		s->ev.step(s->arg, session_pop(s), &st);
+	}
+	session_wait_end(s);
+}
+
+/*
+ * A member's session_deliver(): its waiting Nexts get the group's ready
+ * steps from its own position on, and an EndOfData after each epoch
+ * without load_indefinitely (the producer fills on into the next).
+ */
+static void
+session_member_deliver(struct session *m)
+{
+	struct session		*p = m->group->producer;
+	struct session_step	 st;
+	struct ring_slot	*sl;
+	uint32_t		 i = 0;
+
+	while (m->nwaiting > 0) {
+		if (m->state == SESSION_EPOCH_END) {
+			session_set_state(m, SESSION_IDLE);
+			m->ev.end_of_data(m->arg, session_pop(m),
+			    m->pos_epoch - 1);
+			if (m->nwaiting > 0) {
+				session_set_state(m, SESSION_FILLING);
+				session_group_start(m->group);
+			}
+			continue;
+		}
+		sl = NULL;
+		for (i = 0; i < p->ring->layout.slots; i++) {
+			if (p->ring->slot[i].state != SLOT_FREE &&
+			    p->ring->slot[i].seq == m->deliver_seq) {
+				sl = &p->ring->slot[i];
+				break;
+			}
+		}
+		/* Failed: the steps before the failed one still go out. */
+		if (p->state == SESSION_FAILED && sl != NULL &&
+		    sl->seq < p->failed_seq && sl->state == SLOT_FILLING &&
+		    !p->jobs_dropped)
+			break;
+		if (p->state == SESSION_FAILED && (sl == NULL ||
+		    sl->seq >= p->failed_seq || sl->state != SLOT_READY)) {
+			m->ev.error(m->arg, session_pop(m), p->failure_code,
+			    p->failure);
+			continue;
+		}
+		if (sl == NULL || sl->state != SLOT_READY)
+			break;
+		m->shared_held |= session_group_bit(i);
+		m->deliver_seq++;
+		m->epoch = sl->epoch;
+		m->step = sl->step;
+		m->pos_epoch = sl->epoch;
+		m->pos_step = sl->step + 1;
+		if (m->pos_step >= sampler_epoch_steps(&p->sampler,
+		    sl->epoch)) {
+			m->pos_epoch++;
+			m->pos_step = 0;
+			if (!m->load_indefinitely)
+				session_set_state(m, SESSION_EPOCH_END);
+		}
+		m->steps_delivered++;
+		m->rows_delivered += sl->rows;
+		memset(&st, 0, sizeof(st));
 		st.slot = i;
 		st.epoch = sl->epoch;
 		st.step = sl->step;
 		st.rows = sl->rows;
-		s->ev.step(s->arg, session_pop(s), &st);
+		m->ev.step(m->arg, session_pop(m), &st);
 	}
-	session_wait_end(s);
+	session_wait_end(m);
 }
 
 /* Next: start filling if needed, answer when the next step is ready. */
@@ -974,10 +1591,17 @@ int
 session_next(struct session *s, struct session_req req,
     enum errcode *code, char **cause)
 {
-	uint32_t	nslots = s->ring->layout.slots;
+	uint32_t	nslots, held;
 
+	if (s->group != NULL && !s->left) {
+		nslots = s->group->producer->ring->layout.slots;
+		held = (uint32_t)__builtin_popcountll(s->shared_held);
+	} else {
+		nslots = s->ring->layout.slots;
+		held = ring_count(s->ring, SLOT_HELD);
+	}
 	*code = ERRCODE_UNEXPECTED;
-	if (ring_count(s->ring, SLOT_HELD) == nslots) {
+	if (held == nslots) {
 		*cause = xasprintf("all %u slots are held; release a step "
 		    "before asking for the next one (or attach with a larger "
 		    "buffer_size)", nslots);
@@ -998,11 +1622,18 @@ session_next(struct session *s, struct session_req req,
 	s->nwaiting++;
 	if (s->state == SESSION_IDLE)
 		session_set_state(s, SESSION_FILLING);
-	session_fill(s);
-	session_deliver(s);
+	if (s->group != NULL && !s->left) {
+		session_group_start(s->group);
+		session_member_deliver(s);
+	} else {
+		session_fill(s);
+		session_deliver(s);
+	}
 	/* Not answered at once: the client waits for data from now. */
 	if (s->nwaiting > 0 && s->wait_since_us == 0)
 		s->wait_since_us = clock_now_us();
+	if (s->group != NULL && !s->left)
+		session_group_watch(s->group);
 	return (0);
 }
 
@@ -1010,13 +1641,28 @@ session_next(struct session *s, struct session_req req,
 int
 session_release(struct session *s, uint32_t slot, char **cause)
 {
-	if (slot >= s->ring->layout.slots ||
-	    s->ring->slot[slot].state != SLOT_HELD) {
+	struct session_group	*g = s->group;
+
+	/* A slot of the group's ring (a member's, or one that left). */
+	if (g != NULL && slot < INFEED_MAX_GROUP_SLOTS &&
+	    (s->shared_held & session_group_bit(slot))) {
+		s->shared_held &= ~session_group_bit(slot);
+		if (s->left && s->shared_held == 0)
+			session_group_drop(s);
+		else {
+			session_group_reclaim(g);
+			session_group_watch(g);
+		}
+		return (0);
+	}
+	if ((g != NULL && !s->left) || slot < s->first_slot ||
+	    slot - s->first_slot >= s->ring->layout.slots ||
+	    s->ring->slot[slot - s->first_slot].state != SLOT_HELD) {
 		*cause = xasprintf("slot %u is not held by this session; "
 		    "release only slots received in a Step, once each", slot);
 		return (-1);
 	}
-	ring_slot_set(s->ring, slot, SLOT_FREE);
+	ring_slot_set(s->ring, slot - s->first_slot, SLOT_FREE);
 	session_fill(s);
 	session_deliver(s);
 	return (0);
@@ -1040,6 +1686,9 @@ session_reload(struct session *s, const struct catalogue *cat)
 	/* The client's files are no part of the catalogue. */
 	if (s->own_ds)
 		return (0);
+	if (s->group != NULL && !s->producer &&
+	    session_reload(s->group->producer, cat) == -1)
+		return (-1);
 	for (i = 0; i < cat->ndatasets; i++) {
 		if (cat->datasets[i] == s->ds)
 			break;
@@ -1048,7 +1697,8 @@ session_reload(struct session *s, const struct catalogue *cat)
 		return (-1);
 	s->host.cat = cat;
 	s->ds_index = i;
-	pool_ring_set_dataset(s->pool_ring, (uint32_t)i);
+	if (s->pool_ring != NULL)
+		pool_ring_set_dataset(s->pool_ring, (uint32_t)i);
 	return (0);
 }
 
@@ -1066,11 +1716,51 @@ session_describe(const struct session *s, struct session_info *info)
 	info->start_epoch_last_step_rows = info->start_epoch_steps == 0 ? 0 :
 	    sampler_epoch_step_rows(&s->sampler, s->opts.start_epoch,
 	    info->start_epoch_steps - 1);
-	info->layout = s->ring->layout;
+	info->layout = session_view_ring(s)->layout;
+	info->group_id = s->group != NULL ? s->group->id : 0;
 	info->sample_dims = s->out_dims;
 	info->sample_shape = s->out_shape;
 	info->data_dtype = transform_out_dtype(&s->transform, s->ds);
 	info->sample_bytes = s->transform.out_sample_bytes;
+}
+
+/* The ring the client maps now: its group's, or its own. */
+static const struct ring *
+session_view_ring(const struct session *s)
+{
+	return (s->group != NULL && !s->left ? s->group->producer->ring :
+	    s->ring);
+}
+
+/* A member's group, and its ring's slots, for the stats. */
+static void
+session_group_report(const struct session *s, struct session_report *r)
+{
+	const struct session	*p;
+	uint32_t		 i;
+
+	r->group_id = 0;
+	r->group_members = 0;
+	r->group_steps_filled = 0;
+	r->group_bytes_read = 0;
+	r->group_left = s->left || s->first_slot != 0;
+	if (s->group == NULL)
+		return;
+	p = s->group->producer;
+	r->group_id = s->group->id;
+	r->group_members = s->group->nmembers;
+	r->group_steps_filled = p->fill_seq;
+	r->group_bytes_read = p->bytes_read;
+	if (s->left)
+		return;
+	r->slots_ready = 0;
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		if (p->ring->slot[i].state == SLOT_READY &&
+		    p->ring->slot[i].seq >= s->deliver_seq)
+			r->slots_ready++;
+	}
+	r->slots_held = (uint32_t)__builtin_popcountll(s->shared_held);
+	r->slots = p->ring->layout.slots;
 }
 
 /* What the session is and did so far, for the stats. */
@@ -1087,9 +1777,12 @@ session_report(const struct session *s, struct session_report *r)
 	r->client_uid = s->client.uid;
 	r->epoch = s->epoch;
 	r->step = s->step;
-	r->slots_ready = ring_count(s->ring, SLOT_READY);
-	r->slots_held = ring_count(s->ring, SLOT_HELD);
-	r->slots = s->ring->layout.slots;
+	session_group_report(s, r);
+	if (s->group == NULL || s->left) {
+		r->slots_ready = ring_count(s->ring, SLOT_READY);
+		r->slots_held = ring_count(s->ring, SLOT_HELD);
+		r->slots = s->ring->layout.slots;
+	}
 	r->steps = s->steps_delivered;
 	r->rows = s->rows_delivered;
 	r->bytes_read = s->bytes_read;
@@ -1105,7 +1798,7 @@ session_report(const struct session *s, struct session_report *r)
 int
 session_ring_fd(const struct session *s)
 {
-	return (ring_readonly_fd(s->ring));
+	return (ring_readonly_fd(session_view_ring(s)));
 }
 
 /* The session's id, unique in this daemon. */

@@ -12,6 +12,17 @@
  *   IDLE --Next or early_preload--> FILLING --last step of the epoch
  *   queued, load_indefinitely off--> EPOCH_END --EndOfData sent--> IDLE
  *   any --a sample could not be read--> FAILED (every Next gets the error)
+ *
+ * Shared groups (LoaderOptions.share): sessions of the same user and
+ * group whose options fix the same bytes for every step (dataset,
+ * transform, seed, shuffle, batch sizes, drop_last, distributed share,
+ * label dtype, slots) share one ring.  A hidden producer session fills
+ * it, each step once; every member takes each step from its own position
+ * (its epoch and step), and a slot is refilled once every member is past
+ * it and none holds it.  A member that holds the others back for
+ * INFEED_GROUP_SLACK_MS leaves: it gets a ring of its own and goes on
+ * from its position (Step.new_ring).  A late member joins only at a step
+ * the group still has or fills next; elsewhere it starts its own group.
  */
 #ifndef INFEED_SESSION_H
 #define INFEED_SESSION_H
@@ -28,6 +39,7 @@
 #include "sampler.h"
 #include "transform.h"
 
+struct event_base;
 struct session;
 
 /*
@@ -62,6 +74,7 @@ struct session_options {
 	 */
 	size_t			nstages;
 	struct sampler_stage	stages[INFEED_MAX_ELASTIC_STAGES];
+	bool			share;	/* may join a group (LoaderOptions) */
 };
 
 /* The client's own files, as its Attach describes them (Attach.files). */
@@ -99,6 +112,16 @@ struct session_step {
 	uint64_t	epoch;
 	uint64_t	step;
 	uint64_t	rows;
+	/*
+	 * The first step in the session's own ring after it left its group:
+	 * the Step carries that ring (session_ring_fd()), whose slots are
+	 * numbered from first_slot.
+	 */
+	bool		new_ring;
+	uint32_t	first_slot;
+	uint32_t	ring_slots;
+	uint64_t	slot_bytes;
+	uint64_t	ring_bytes;
 };
 
 /* How a session answers Next requests; called from any session_* call. */
@@ -116,6 +139,7 @@ struct session_host {
 	struct pool		*pool;
 	struct ring_budget	*budget;
 	const char		*config_path;	/* for messages */
+	struct event_base	*base;	/* NULL: no shared groups (tests) */
 };
 
 /* Who attaches, for access control and logs. */
@@ -237,6 +261,7 @@ struct session_info {
 	const uint64_t		*sample_shape;	/* borrowed */
 	enum infeed_dtype	 data_dtype;
 	uint64_t		 sample_bytes;
+	uint64_t		 group_id;	/* 0: not in a shared group */
 };
 
 /**
@@ -279,6 +304,12 @@ struct session_report {
 	uint64_t	 data_wait_us;	/* in Next with no step ready */
 	uint64_t	 active_us;	/* since the first Next */
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
+	/* Its shared group, if any (then bytes_read counts none). */
+	uint64_t	 group_id;
+	uint32_t	 group_members;
+	uint64_t	 group_steps_filled;
+	uint64_t	 group_bytes_read;
+	bool		 group_left;	/* left one for falling behind */
 };
 
 /**

@@ -605,6 +605,7 @@ options_from(PyObject *d, struct infeed_options *o, PyObject **keep)
 	    opt_bool(d, "early_preload", &o->early_preload) == -1 ||
 	    opt_bool(d, "to_float32", &o->to_float32) == -1 ||
 	    opt_bool(d, "copy_on_write", &o->copy_on_write) == -1 ||
+	    opt_bool(d, "share", &o->share) == -1 ||
 	    opt_stages(d, o) == -1 ||
 	    opt_str(d, "transform", keep, &o->transform) == -1 ||
 	    opt_floats(d, "scale", &o->scale, 1, NULL) == -1 ||

@@ -156,6 +156,13 @@ class DataLoader:
             mid-session (the order is unchanged); 0 raises at once.
         async_options: poptorch's dict; its ``buffer_size`` and
             ``early_preload`` are used.
+        share: join the other trainers of this user that read the same
+            steps (same dataset, transform, seed, shuffle, batch sizes,
+            drop_last, distributed share, buffer_size): infeedd reads
+            and decodes each step once for all of them (default True).
+            Each still gets every sample of its epochs once, in its own
+            order; one that falls behind goes on alone.  False: steps of
+            its own.
         transform: for an image dataset (``type = imagefolder`` or
             ``tar``), what infeedd's workers do to each image: a
             ``torchvision.transforms.Compose`` or one built from
@@ -181,7 +188,7 @@ class DataLoader:
                  early_preload=False, output="torch", socket=None,
                  client_name=None, *, timeout=0, seed=None, writable=True,
                  reconnect_timeout=60.0, async_options=None, transform=None,
-                 **kwargs):
+                 share=True, **kwargs):
         self._np = _numpy()
         if output not in ("torch", "numpy"):
             raise ValueError(f'output must be "torch" or "numpy", not '
@@ -221,6 +228,7 @@ class DataLoader:
                     load_indefinitely=False,
                     label_dtype=_infeed.DTYPE_INT64,
                     copy_on_write=bool(writable),
+                    share=bool(share),
                     reconnect_timeout_ms=int(reconnect_timeout * 1000))
         opts.update(self._kwargs(kwargs))
         if transform is not None:

@@ -499,3 +499,32 @@ def test_a_file_cut_under_the_session_raises_data_error(loader_args, daemon):
     with pytest.raises(infeed.DataError, match="raw.bin"):
         for _ in range(20):
             next(it)
+
+
+def _sessions(daemon):
+    out = subprocess.run([os.environ["INFEEDCTL"], "--socket",
+                          str(daemon.socket), "status", "--json"],
+                         capture_output=True, text=True, check=True)
+    import json
+    return json.loads(out.stdout)["sessions"]
+
+
+@needs_numpy
+def test_loaders_of_the_same_data_share_one_pipeline(daemon, loader_args):
+    """Two loaders of the same options share one group (issue 25) and
+    each gets every index of the epoch once, in the same order; one with
+    share=False has steps of its own."""
+    def loader(**kw):
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, output="numpy", **kw,
+                                 **loader_args)
+    its = [iter(loader()), iter(loader()), iter(loader(share=False))]
+    got = [[next(it).indices] for it in its]
+    groups = sorted(s["group_id"] for s in _sessions(daemon))
+    assert groups[0] == 0 and groups[1] == groups[2] != 0
+    for i, it in enumerate(its):
+        got[i] += [step.indices for step in it]
+    for g in got:
+        assert sorted(np.concatenate(g).tolist()) == list(range(N))
+    for a, b in zip(got[0], got[1]):
+        assert (a == b).all()

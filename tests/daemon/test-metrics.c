@@ -114,6 +114,9 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	ss[0].report.slots_ready = 1;
 	ss[0].report.slots_held = 2;
 	ss[0].report.slots = 3;
+	ss[0].report.group_id = 9;
+	ss[0].report.group_members = 4;
+	ss[0].report.group_steps_filled = 11;
 	ss[0].client_name = "job \"a\"\n\\x";
 	h.ended = calloc(1, sizeof(*h.ended));
 	ck_assert_ptr_nonnull(h.ended);
@@ -239,8 +242,12 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_worker_rows_total{worker=\"0\"} 300");
 	has_line("infeed_worker_restarts_total{worker=\"1\"} 2");
 	has_line("infeed_worker_stuck_total{worker=\"1\"} 1");
+	/* Shared pipelines: the member's group, and what the group filled. */
+	has_line("infeed_group_members{dataset=\"mnist\",client=\"job "
+	    "\\\"a\\\"\\n\\\\x\",session=\"42\",group=\"9\"} 4");
+	has_line("infeed_group_steps_filled_total{group=\"9\"} 11");
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 28);
+	ck_assert_uint_eq(count_lines("# TYPE "), 30);
 	free(h.ended);
 }
 END_TEST

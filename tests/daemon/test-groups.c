@@ -1,0 +1,669 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared pipelines on the real infeedd (issue 25, item 3): trainers that
+ * attach with the same data share one group, whose ring holds each step
+ * once (docs/protocol.md, "Shared pipelines").
+ *
+ * Checked, with libinfeed clients taking steps in turn: four members of
+ * one group (the stats say 1 group of 4) each get every index of each
+ * epoch exactly once, in the order of a lone client of the same options
+ * (the sampler), while the workers read each step once (rows read and the
+ * group's steps filled are 1x, not 4x); a member that stops taking steps
+ * for longer than the slack leaves, the others go on, and it then
+ * finishes its epochs from its own ring with nothing lost or repeated; a
+ * late member joins at a step the group still has, and one at another
+ * position runs alone; share = false, different options and another user
+ * never share.
+ */
+
+#include <sys/wait.h>
+
+#include <grp.h>
+#include <signal.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "harness.h"
+#include "infeed-limits.h"
+#include "sampler.h"
+
+#define GR_SEED		5
+#define GR_BATCH	10
+#define GR_DI		2	/* combined batch 20: 50 steps an epoch */
+#define GR_SLOTS	3
+#define GR_MAX		8	/* members in one test */
+
+/* One trainer: its handle, the sampler of its options, where it is. */
+struct gr_member {
+	struct infeed	*f;
+	struct sampler	 oracle;
+	uint64_t	 epoch;		/* the step it takes next */
+	uint64_t	 step;
+	uint64_t	 bad;		/* rows not the oracle's, or twice */
+	uint8_t		 seen[RAW_N];	/* in the current epoch */
+	bool		 whole;		/* ... taken from its first step */
+	struct infeed_step held;	/* a step kept, when holding */
+	bool		 holding;
+};
+
+/* The shared options: shuffled, seed 5, B 10 x DI 2, 3 slots. */
+static void
+gr_options(struct infeed_options *o)
+{
+	infeed_options_init(o);
+	o->batch_size = GR_BATCH;
+	o->device_iterations = GR_DI;
+	o->shuffle = true;
+	o->seed = GR_SEED;
+	o->buffer_size = GR_SLOTS;
+}
+
+/* Attach @m to "raw" with @o, and set up its oracle. */
+static void
+gr_attach(struct gr_member *m, const struct infeed_options *o)
+{
+	struct sampler_opts	so;
+	char			*cause = NULL;
+
+	memset(m, 0, sizeof(*m));
+	m->f = client();
+	ck_assert_msg(infeed_attach(m->f, "raw", o, NULL) == INFEED_OK, "%s",
+	    infeed_error(m->f));
+	memset(&so, 0, sizeof(so));
+	so.samples = RAW_N;
+	so.batch_size = o->batch_size;
+	so.device_iterations = o->device_iterations;
+	so.replication_factor = o->replication_factor;
+	so.gradient_accumulation = o->gradient_accumulation;
+	so.shuffle = o->shuffle;
+	so.seed = o->seed;
+	so.drop_last = o->drop_last;
+	so.process_id = o->distributed_process_id;
+	so.process_count = o->distributed_process_count;
+	ck_assert_int_eq(sampler_init(&m->oracle, &so, &cause), 0);
+	m->epoch = o->start_epoch;
+	m->step = o->start_step;
+}
+
+/*
+ * Take @m's next step and check it against the oracle: its position,
+ * its indices, its bytes and labels, no index twice in the epoch.  With
+ * @hold, keep it (released by the next call); else release it now.
+ */
+static void
+gr_take(struct gr_member *m, bool hold)
+{
+	struct infeed_step	 st;
+	uint64_t		 expect[RAW_N], r, n;
+	const uint8_t		*row;
+	unsigned		 j;
+
+	ck_assert_msg(infeed_next(m->f, &st) == INFEED_OK, "%s",
+	    infeed_error(m->f));
+	ck_assert_uint_eq(st.epoch, m->epoch);
+	ck_assert_uint_eq(st.step, m->step);
+	if (m->step == 0) {
+		memset(m->seen, 0, sizeof(m->seen));
+		m->whole = true;
+	}
+	n = sampler_step_indices(&m->oracle, st.epoch, st.step, expect);
+	ck_assert_uint_eq(st.rows, n);
+	for (r = 0; r < st.rows; r++) {
+		if (st.indices[r] != expect[r] || st.indices[r] >= RAW_N ||
+		    m->seen[st.indices[r]]++) {
+			m->bad++;
+			continue;
+		}
+		row = (const uint8_t *)st.data + r * RAW_BYTES;
+		for (j = 0; j < RAW_BYTES; j++)
+			m->bad += row[j] != raw_byte(st.indices[r], j);
+		m->bad += st.labels[r] !=
+		    (int32_t)((st.indices[r] * 3) % RAW_CLASSES);
+	}
+	if (m->holding)
+		ck_assert_msg(infeed_release(m->f, &m->held) == INFEED_OK,
+		    "%s", infeed_error(m->f));
+	m->holding = false;
+	if (hold) {
+		m->held = st;
+		m->holding = true;
+	} else
+		ck_assert_msg(infeed_release(m->f, &st) == INFEED_OK, "%s",
+		    infeed_error(m->f));
+	if (++m->step == m->oracle.steps_per_epoch) {
+		/* The epoch is over: every index came once. */
+		for (r = 0; m->whole && r < RAW_N; r++)
+			m->bad += m->seen[r] != 1;
+		m->epoch++;
+		m->step = 0;
+	}
+}
+
+/* Release what @m holds, check it saw nothing wrong, and free it. */
+static void
+gr_done(struct gr_member *m)
+{
+	if (m->holding)
+		ck_assert_int_eq(infeed_release(m->f, &m->held), INFEED_OK);
+	ck_assert_msg(m->bad == 0, "%llu rows wrong, missing or repeated",
+	    (unsigned long long)m->bad);
+	sampler_clear(&m->oracle);
+	infeed_free(m->f);
+}
+
+/* The stats' session of @m (by its handle's session id). */
+static const Infeed__SessionStats *
+gr_session(const Infeed__Frame *st, const struct gr_member *m)
+{
+	struct infeed_state	s;
+	size_t			i;
+
+	ck_assert_int_eq(infeed_get_state(m->f, &s), INFEED_OK);
+	for (i = 0; i < st->stats->n_sessions; i++) {
+		if (st->stats->sessions[i]->session_id == s.session_id)
+			return (st->stats->sessions[i]);
+	}
+	ck_abort_msg("session %llu is not in the stats",
+	    (unsigned long long)s.session_id);
+	return (NULL);
+}
+
+/* The group of @m now (0: none). */
+static uint64_t
+gr_group(const struct gr_member *m)
+{
+	Infeed__Frame	*st = raw_stats();
+	uint64_t	 g = gr_session(st, m)->group_id;
+
+	infeed__frame__free_unpacked(st, NULL);
+	return (g);
+}
+
+/* `infeedctl status` (with @args) into @out. */
+static void
+gr_status(const char *args, char *out, size_t len)
+{
+	const char	*ctl = getenv("INFEEDCTL");
+	char		 cmd[1024];
+	FILE		*fp;
+	size_t		 n;
+
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status %s", ctl,
+	    sock_path, args);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, len - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+}
+
+/* Rows the workers read since the daemon started. */
+static uint64_t
+gr_rows_read(const Infeed__Frame *st)
+{
+	uint64_t	n = 0;
+	size_t		i;
+
+	for (i = 0; i < st->stats->n_workers; i++)
+		n += st->stats->workers[i]->rows_done;
+	return (n);
+}
+
+/*
+ * Four trainers, one group: each gets two epochs exactly once in the
+ * sampler's order, and the workers read each step once for all four.
+ */
+START_TEST(four_members_share_one_stream_exactly_once)
+{
+	struct gr_member		*m = calloc(4, sizeof(*m));
+	const Infeed__SessionStats	*ss;
+	struct infeed_options		 o;
+	Infeed__Frame			*st;
+	uint64_t			 steps = 0, rows;
+	unsigned			 i, k;
+	char				 out[8192], want[128];
+
+	gr_options(&o);
+	for (i = 0; i < 4; i++)
+		gr_attach(&m[i], &o);
+	st = raw_stats();
+	for (i = 0; i < 4; i++) {
+		ss = gr_session(st, &m[i]);
+		ck_assert_msg(ss->has_group_id && ss->group_id != 0,
+		    "member %u is in no group", i);
+		ck_assert_uint_eq(ss->group_id, gr_session(st, &m[0])->group_id);
+		ck_assert_uint_eq(ss->group_members, 4);
+	}
+	/* The operator sees one group of four, in words and in JSON. */
+	snprintf(want, sizeof(want), "group %llu: 4 members",
+	    (unsigned long long)gr_session(st, &m[0])->group_id);
+	infeed__frame__free_unpacked(st, NULL);
+	gr_status("", out, sizeof(out));
+	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
+	    out);
+	gr_status("--json", out, sizeof(out));
+	ck_assert_msg(strstr(out, "\"group_members\":4") != NULL, "%s", out);
+	/* Two epochs, the members in turn; some hold a step while taking. */
+	for (k = 0; k < 2 * m[0].oracle.steps_per_epoch; k++) {
+		for (i = 0; i < 4; i++)
+			gr_take(&m[i], i % 2 == 1);
+		steps++;
+	}
+	st = raw_stats();
+	ss = gr_session(st, &m[0]);
+	rows = gr_rows_read(st);
+	fprintf(stderr, "4 members, %llu steps each: the group filled %llu "
+	    "steps, the workers read %llu rows (1 member's steps: %llu)\n",
+	    (unsigned long long)steps,
+	    (unsigned long long)ss->group_steps_filled,
+	    (unsigned long long)rows,
+	    (unsigned long long)(steps * m[0].oracle.cbs));
+	ck_assert_uint_eq(ss->group_members, 4);
+	ck_assert_uint_ge(ss->group_steps_filled, steps);
+	ck_assert_uint_le(ss->group_steps_filled, steps + GR_SLOTS);
+	ck_assert_uint_le(rows, (steps + GR_SLOTS) * m[0].oracle.cbs);
+	ck_assert_uint_ge(ss->group_bytes_read, steps * m[0].oracle.cbs *
+	    RAW_BYTES);
+	/* Counted once, on the oldest member. */
+	ck_assert_uint_eq(ss->bytes_read, ss->group_bytes_read);
+	for (i = 1; i < 4; i++)
+		ck_assert_uint_eq(gr_session(st, &m[i])->bytes_read, 0);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 4; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * A member stops taking steps, holding one: the others wait at most the
+ * slack, it leaves the group, and later finishes its epochs from its own
+ * ring with nothing lost or repeated.
+ */
+START_TEST(a_stopped_member_leaves_and_finishes_alone)
+{
+	struct gr_member		*m = calloc(3, sizeof(*m));
+	const Infeed__SessionStats	*ss;
+	struct infeed_options		 o;
+	Infeed__Frame			*st;
+	uint64_t			 t0, worst = 0, per_epoch;
+	unsigned			 i, k;
+	char				 out[8192], want[128];
+
+	gr_options(&o);
+	for (i = 0; i < 3; i++)
+		gr_attach(&m[i], &o);
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < 5; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], true);
+	}
+	/* m[2] stops, holding its step; the others go on for an epoch. */
+	for (k = 0; k < per_epoch; k++) {
+		for (i = 0; i < 2; i++) {
+			t0 = now_ms();
+			gr_take(&m[i], true);
+			if (now_ms() - t0 > worst)
+				worst = now_ms() - t0;
+		}
+	}
+	fprintf(stderr, "the others' longest wait while one member stopped: "
+	    "%llu ms (slack %d ms)\n", (unsigned long long)worst,
+	    INFEED_GROUP_SLACK_MS);
+	ck_assert_uint_ge(worst, INFEED_GROUP_SLACK_MS - 100);
+	ck_assert_uint_le(worst, 5000);
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[0])->group_members, 2);
+	ck_assert_uint_eq(gr_session(st, &m[0])->group_left, 0);
+	ss = gr_session(st, &m[2]);
+	ck_assert_uint_eq(ss->group_left, 1);
+	snprintf(want, sizeof(want), "session %llu left its group",
+	    (unsigned long long)ss->session_id);
+	infeed__frame__free_unpacked(st, NULL);
+	gr_status("", out, sizeof(out));
+	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
+	    out);
+	/* It goes on: the rest of its epoch and the next, every index once. */
+	for (k = 0; k < 2 * per_epoch; k++)
+		gr_take(&m[2], k % 3 == 0);
+	for (k = 0; k < per_epoch; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	ck_assert_uint_eq(m[2].epoch, 2);
+	ck_assert_uint_eq(m[2].step, 5);
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[2])->group_id, 0);
+	ck_assert_uint_gt(gr_session(st, &m[2])->bytes_read, 0);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * A worker killed while the group's members take steps loses nothing:
+ * its rows are read again, and every member still gets every index once.
+ */
+START_TEST(a_worker_killed_mid_run_loses_nothing_for_any_member)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint32_t		 restarts = 0;
+	unsigned		 i, k;
+	size_t			 w;
+
+	gr_options(&o);
+	for (i = 0; i < 3; i++)
+		gr_attach(&m[i], &o);
+	for (k = 0; k < 10; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], false);
+	}
+	st = raw_stats();
+	ck_assert_int_eq(kill(st->stats->workers[0]->pid, SIGKILL), 0);
+	infeed__frame__free_unpacked(st, NULL);
+	for (k = 0; k < m[0].oracle.steps_per_epoch + 10; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], i == 2);
+	}
+	st = raw_stats();
+	for (w = 0; w < st->stats->n_workers; w++)
+		restarts += st->stats->workers[w]->restarts;
+	ck_assert_uint_ge(restarts, 1);
+	ck_assert_uint_eq(gr_session(st, &m[0])->group_members, 3);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * A late trainer at a step the group still has joins it; one at another
+ * epoch starts a group of its own; both get their epochs exactly once.
+ */
+START_TEST(a_late_member_joins_only_at_a_step_the_group_has)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	gr_attach(&m[0], &o);
+	for (k = 0; k < 10; k++)
+		gr_take(&m[0], false);
+	/* Its next step is one the group has filled or fills next. */
+	o.start_step = 10;
+	gr_attach(&m[1], &o);
+	o.start_epoch = 3;
+	o.start_step = 0;
+	gr_attach(&m[2], &o);
+	ck_assert_uint_ne(gr_group(&m[0]), 0);
+	ck_assert_uint_eq(gr_group(&m[1]), gr_group(&m[0]));
+	ck_assert_uint_ne(gr_group(&m[2]), 0);
+	ck_assert_uint_ne(gr_group(&m[2]), gr_group(&m[0]));
+	for (k = 0; k < m[0].oracle.steps_per_epoch + 7; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], i == 1);
+	}
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * Without load_indefinitely, every member gets EndOfData after each epoch,
+ * and the group reads nothing of the next until a member asks for it.
+ */
+START_TEST(epochs_end_for_every_member_without_load_indefinitely)
+{
+	struct gr_member	*m = calloc(2, sizeof(*m));
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	Infeed__Frame		*stats;
+	unsigned		 e, i, k;
+
+	gr_options(&o);
+	o.load_indefinitely = false;
+	gr_attach(&m[0], &o);
+	gr_attach(&m[1], &o);
+	ck_assert_uint_eq(gr_group(&m[1]), gr_group(&m[0]));
+	for (e = 0; e < 2; e++) {
+		for (k = 0; k < m[0].oracle.steps_per_epoch; k++) {
+			for (i = 0; i < 2; i++)
+				gr_take(&m[i], false);
+		}
+		stats = raw_stats();
+		ck_assert_uint_eq(gr_session(stats, &m[0])->group_steps_filled,
+		    (e + 1) * m[0].oracle.steps_per_epoch);
+		infeed__frame__free_unpacked(stats, NULL);
+		for (i = 0; i < 2; i++)
+			ck_assert_int_eq(infeed_next(m[i].f, &st),
+			    INFEED_END_OF_DATA);
+	}
+	for (i = 0; i < 2; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/* share = false, and options that change the bytes, never share. */
+START_TEST(opt_out_and_other_options_never_share)
+{
+	struct gr_member	*m = calloc(5, sizeof(*m));
+	struct infeed_options	 o;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	gr_attach(&m[0], &o);
+	o.share = false;
+	gr_attach(&m[1], &o);
+	gr_options(&o);
+	o.seed = GR_SEED + 1;
+	gr_attach(&m[2], &o);
+	gr_options(&o);
+	o.drop_last = false;
+	gr_attach(&m[3], &o);
+	gr_options(&o);
+	o.distributed_process_count = 2;
+	gr_attach(&m[4], &o);
+	ck_assert_uint_ne(gr_group(&m[0]), 0);
+	ck_assert_uint_eq(gr_group(&m[1]), 0);
+	for (i = 2; i < 5; i++) {
+		ck_assert_uint_ne(gr_group(&m[i]), 0);
+		ck_assert_uint_ne(gr_group(&m[i]), gr_group(&m[0]));
+	}
+	for (k = 0; k < 12; k++) {
+		for (i = 0; i < 5; i++)
+			gr_take(&m[i], false);
+	}
+	for (i = 0; i < 5; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/* Another user's trainer with the same options gets a group of its own. */
+START_TEST(another_user_never_shares)
+{
+	struct gr_member	 m;
+	struct infeed_options	 o;
+	struct infeed		*f;
+	Infeed__Frame		*st;
+	uint64_t		 mine, theirs = 0;
+	pid_t			 pid;
+	size_t			 i;
+	int			 go[2], done[2], status;
+	char			 c;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "another_user_never_shares: skipped (needs "
+		    "root to run a client as another user)\n");
+		return;
+	}
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(chmod(sock_path, 0666), 0);
+	gr_options(&o);
+	gr_attach(&m, &o);
+	mine = gr_group(&m);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	pid = fork();
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0) {
+		close(go[0]);
+		close(done[1]);
+		if (setgroups(0, NULL) == -1 || setgid(4242) == -1 ||
+		    setuid(4242) == -1)
+			_exit(100);
+		f = infeed_new();
+		if (infeed_connect(f, sock_path, "other-user") != INFEED_OK ||
+		    infeed_attach(f, "raw", &o, NULL) != INFEED_OK) {
+			fprintf(stderr, "other user: %s\n", infeed_error(f));
+			_exit(101);
+		}
+		(void)write(go[1], "a", 1);
+		(void)read(done[0], &c, 1);
+		infeed_free(f);
+		_exit(0);
+	}
+	close(go[1]);
+	close(done[0]);
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	st = raw_stats();
+	for (i = 0; i < st->stats->n_sessions; i++) {
+		if (st->stats->sessions[i]->client_uid == 4242)
+			theirs = st->stats->sessions[i]->group_id;
+	}
+	infeed__frame__free_unpacked(st, NULL);
+	close(done[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the other user's client failed (status %d)", status);
+	ck_assert_uint_ne(mine, 0);
+	ck_assert_uint_ne(theirs, 0);
+	ck_assert_uint_ne(theirs, mine);
+	close(go[0]);
+	gr_done(&m);
+}
+END_TEST
+
+/*
+ * "big": 300000 samples of 64 bytes; a ring of one step of all of them
+ * (3 slots, 65 MiB with its tables 79 MiB) fits in 100 MiB once, not
+ * twice.
+ */
+static void
+setup_big(void)
+{
+	make_files("memory_budget = 100M\n\n[dataset big]\ntype = synthetic\n"
+	    "samples = 300000\nshape = 1,8,8\ndtype = uint8\nclasses = 10\n"
+	    "seed = 3\n");
+	infeedd_start(NULL);
+}
+
+/* Take a step of "big" from @f, checking its position; keep it in @st. */
+static void
+gr_big_take(struct infeed *f, struct infeed_step *st, uint64_t step)
+{
+	ck_assert_msg(infeed_next(f, st) == INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(st->epoch, step);
+	ck_assert_uint_eq(st->step, 0);
+	ck_assert_uint_eq(st->rows, 300000);
+}
+
+/*
+ * The group's ring is charged once: the second member attaches where a
+ * second ring would not fit.  A member that falls behind when the budget
+ * cannot hold a ring of its own stays in the group, which waits for it
+ * (and says why in its log); once it takes steps again, so do the others.
+ */
+START_TEST(a_member_without_room_for_its_own_ring_stays)
+{
+	struct infeed_options	 o;
+	struct infeed		*f[2];
+	struct infeed_step	 st[2], next;
+	Infeed__Frame		*stats;
+	char			 log[16384];
+	unsigned		 i;
+
+	infeed_options_init(&o);
+	o.batch_size = 300000;
+	for (i = 0; i < 2; i++) {
+		f[i] = client();
+		ck_assert_msg(infeed_attach(f[i], "big", &o, NULL) ==
+		    INFEED_OK, "%s", infeed_error(f[i]));
+	}
+	for (i = 0; i < 2; i++)
+		gr_big_take(f[i], &st[i], 0);
+	/* f[1] keeps step 0; f[0] takes the next two, then must wait. */
+	ck_assert_int_eq(infeed_release(f[0], &st[0]), INFEED_OK);
+	gr_big_take(f[0], &st[0], 1);
+	ck_assert_int_eq(infeed_release(f[0], &st[0]), INFEED_OK);
+	gr_big_take(f[0], &st[0], 2);
+	ck_assert_int_eq(infeed_release(f[0], &st[0]), INFEED_OK);
+	ck_assert_int_eq(infeed_next_timeout(f[0], &next,
+	    3 * INFEED_GROUP_SLACK_MS), INFEED_TIMEOUT);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "stays in it") != NULL &&
+	    strstr(log, "memory_budget") != NULL, "%s", log);
+	stats = raw_stats();
+	for (i = 0; i < stats->stats->n_sessions; i++) {
+		ck_assert_uint_eq(stats->stats->sessions[i]->group_members, 2);
+		ck_assert_uint_eq(stats->stats->sessions[i]->group_left, 0);
+	}
+	infeed__frame__free_unpacked(stats, NULL);
+	/* It goes on: the slot comes free, and f[0] gets its step. */
+	ck_assert_int_eq(infeed_release(f[1], &st[1]), INFEED_OK);
+	gr_big_take(f[1], &st[1], 1);
+	ck_assert_int_eq(infeed_release(f[1], &st[1]), INFEED_OK);
+	ck_assert_int_eq(infeed_next_timeout(f[0], &next, 30000), INFEED_OK);
+	ck_assert_uint_eq(next.epoch, 3);
+	ck_assert_int_eq(infeed_release(f[0], &next), INFEED_OK);
+	for (i = 0; i < 2; i++)
+		infeed_free(f[i]);
+}
+END_TEST
+
+static Suite *
+groups_suite(void)
+{
+	Suite	*s = suite_create("groups");
+	TCase	*tc;
+
+	tc = tcase_create("shared");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
+	tcase_add_test(tc, a_stopped_member_leaves_and_finishes_alone);
+	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
+	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
+	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
+	tcase_add_test(tc, opt_out_and_other_options_never_share);
+	tcase_add_test(tc, another_user_never_shares);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("budget");
+	tcase_add_checked_fixture(tc, setup_big, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, a_member_without_room_for_its_own_ring_stays);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	return (run_suite(groups_suite()));
+}
