@@ -72,6 +72,8 @@ struct infeed_ring {
 	size_t			 bytes;
 	uint32_t		 slots;
 	uint64_t		 held;		/* a bit per slot held */
+	/* Given back since the last restore: may hold private pages. */
+	uint64_t		 unrestored;	/* a bit per slot */
 	uint64_t		 slot_bytes;
 	uint64_t		 data_offset;
 	uint64_t		 labels_offset;

@@ -5,9 +5,13 @@
  * still holds, and the copy-on-write restore of a slot given back.
  *
  * Copy-on-write: the mapping is private over a read-only descriptor, so
- * the trainer's writes land in private pages and never reach the daemon;
- * when a slot goes back its private pages are dropped, so that it shows
- * the daemon's bytes again when it is refilled.
+ * the trainer's writes land in private pages and never reach the daemon.
+ * A slot given back keeps its private pages until it is taken again;
+ * then those of every slot given back since are dropped, found in one
+ * page-table walk, so that the slot shows the daemon's bytes.  One walk
+ * serves several slots: with the trainer holding one step at a time, a
+ * walk every `slots` steps instead of one per step, the walk being most
+ * of what a step nobody wrote costs.
  */
 
 #include <sys/ioctl.h>
@@ -60,6 +64,7 @@ infeed_ring_unmap(struct infeed_ring *r, uint64_t session_id)
 		munmap(r->base, r->bytes);
 	r->base = NULL;
 	r->held = 0;
+	r->unrestored = 0;
 }
 
 /* Unmap every ring, held or not, and close the pagemap. */
@@ -159,6 +164,7 @@ infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
 	r->label_dtype = label_dtype;
 	r->slots = at->slots;
 	r->copy_on_write = copy_on_write;
+	r->unrestored = 0;
 	return (INFEED_OK);
 }
 
@@ -208,21 +214,50 @@ infeed_pagemap_written(uint64_t ent)
 	return (((ent >> 63 & 1) || (ent >> 62 & 1)) && !(ent >> 61 & 1));
 }
 
-/* Drop the private copies of pages in [@p, @p + @len). */
+/* The page-aligned bounds of @slot in the ring. */
 static void
-infeed_drop_pages(uint8_t *p, size_t len)
+infeed_ring_slot_pages(const struct infeed_ring *r, uint32_t slot,
+    uintptr_t *lo, uintptr_t *hi)
 {
-	(void)madvise(p, len, MADV_DONTNEED);
+	size_t	page = (size_t)sysconf(_SC_PAGESIZE);
+
+	*lo = (uintptr_t)(r->base + (uint64_t)slot * r->slot_bytes);
+	*hi = *lo + r->slot_bytes;
+	*lo -= *lo % page;
+	*hi = (*hi + page - 1) / page * page;
 }
 
 /*
- * Drop the private pages in [@lo, @hi) found by PAGEMAP_SCAN: not
- * file-backed, and present or swapped (a written page that went to swap
- * would come back from it when the slot is refilled); -1 when the kernel
- * has no such ioctl (then never again).
+ * Drop the private copies of pages in [@lo, @hi) that lie in a slot of
+ * @mask: a walk over several slots may find the pages of a held slot
+ * between them, which stay.
+ */
+static void
+infeed_drop_pages(const struct infeed_ring *r, uint64_t mask, uintptr_t lo,
+    uintptr_t hi)
+{
+	uintptr_t	a, b;
+	uint32_t	slot;
+
+	for (; mask != 0; mask &= mask - 1) {
+		slot = (uint32_t)__builtin_ctzll(mask);
+		infeed_ring_slot_pages(r, slot, &a, &b);
+		a = MAX(a, lo);
+		b = MIN(b, hi);
+		if (a < b)
+			(void)madvise((void *)a, b - a, MADV_DONTNEED);
+	}
+}
+
+/*
+ * Drop the private pages of @mask's slots in [@lo, @hi) found by
+ * PAGEMAP_SCAN: not file-backed, and present or swapped (a written page
+ * that went to swap would come back from it when the slot is refilled);
+ * -1 when the kernel has no such ioctl (then never again).
  */
 static int
-infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi)
+infeed_restore_scan(struct infeed_ring *r, uint64_t mask, uintptr_t lo,
+    uintptr_t hi)
 {
 	struct page_region	reg[32];
 	struct pm_scan_arg	arg;
@@ -244,8 +279,7 @@ infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi)
 			return (-1);
 		}
 		for (i = 0; i < n; i++)
-			infeed_drop_pages((uint8_t *)(uintptr_t)reg[i].start,
-			    reg[i].end - reg[i].start);
+			infeed_drop_pages(r, mask, reg[i].start, reg[i].end);
 		if (arg.walk_end <= lo)
 			break;
 		lo = arg.walk_end;
@@ -254,43 +288,40 @@ infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi)
 }
 
 /*
- * Copy-on-write ring: drop the private pages the trainer wrote in @slot,
- * so that the slot shows the daemon's bytes again when it is refilled.
+ * Copy-on-write ring: drop the private pages the trainer wrote in the
+ * slots of @mask (none held), so that they show the daemon's bytes again.
  * /proc/self/pagemap says which pages are private copies (present or
  * swapped, and not file-backed): dropping only those costs far less than
- * dropping the whole slot, and nothing when nothing was written.
- * MADV_DONTNEED on the private mapping frees a swapped copy's swap entry
- * too.
+ * dropping whole slots.  One walk covers the slots from the first of
+ * @mask to the last.  MADV_DONTNEED on the private mapping frees a
+ * swapped copy's swap entry too.
  */
 static void
-infeed_restore_slot(struct infeed_ring *r, uint32_t slot)
+infeed_restore_slots(struct infeed_ring *r, uint64_t mask)
 {
 	uint64_t	 ent[512];
 	size_t		 page = (size_t)sysconf(_SC_PAGESIZE), npages, i, j, n;
 	size_t		 run = SIZE_MAX;
-	uintptr_t	 lo, hi;
-	uint8_t		*first;
+	uintptr_t	 lo, hi, unused;
 
-	lo = (uintptr_t)(r->base + (uint64_t)slot * r->slot_bytes);
-	hi = lo + r->slot_bytes;
-	lo -= lo % page;
-	hi = (hi + page - 1) / page * page;
-	first = (uint8_t *)lo;
+	infeed_ring_slot_pages(r, (uint32_t)__builtin_ctzll(mask), &lo,
+	    &unused);
+	infeed_ring_slot_pages(r, 63 - (uint32_t)__builtin_clzll(mask),
+	    &unused, &hi);
 	npages = (hi - lo) / page;
 	if (r->pagemap == -1 && (r->pagemap = open("/proc/self/pagemap",
 	    O_RDONLY | O_CLOEXEC)) == -1) {
-		infeed_drop_pages(first, hi - lo);
+		infeed_drop_pages(r, mask, lo, hi);
 		return;
 	}
-	if (!r->no_pagemap_scan && infeed_restore_scan(r, lo, hi) == 0)
+	if (!r->no_pagemap_scan && infeed_restore_scan(r, mask, lo, hi) == 0)
 		return;
 	for (i = 0; i < npages; i += n) {
 		n = MIN(npages - i, sizeof(ent) / sizeof(ent[0]));
 		if (pread(r->pagemap, ent, n * sizeof(*ent),
 		    (off_t)((lo / page + i) * sizeof(*ent))) !=
 		    (ssize_t)(n * sizeof(*ent))) {
-			infeed_drop_pages(first + i * page,
-			    (npages - i) * page);
+			infeed_drop_pages(r, mask, lo + i * page, hi);
 			return;
 		}
 		for (j = 0; j < n; j++) {
@@ -298,35 +329,44 @@ infeed_restore_slot(struct infeed_ring *r, uint32_t slot)
 				if (run == SIZE_MAX)
 					run = i + j;
 			} else if (run != SIZE_MAX) {
-				infeed_drop_pages(first + run * page,
-				    (i + j - run) * page);
+				infeed_drop_pages(r, mask, lo + run * page,
+				    lo + (i + j) * page);
 				run = SIZE_MAX;
 			}
 		}
 	}
 	if (run != SIZE_MAX)
-		infeed_drop_pages(first + run * page, (npages - run) * page);
+		infeed_drop_pages(r, mask, lo + run * page, hi);
 }
 
 /*
- * The step in @slot goes to the caller: held until given back.  Return:
- * the slot's first byte, or NULL when the slot is outside the ring.
+ * The step in @slot goes to the caller: held until given back.  A slot
+ * that may hold the trainer's writes from an earlier step is restored
+ * first, with every other slot given back since.  Return: the slot's
+ * first byte, or NULL when the slot is outside the ring.
  */
 const uint8_t *
 infeed_ring_take(struct infeed_ring *r, uint32_t slot)
 {
 	if ((uint64_t)slot * r->slot_bytes >= r->bytes)
 		return (NULL);
+	if (r->unrestored & infeed_ring_slot_bit(slot)) {
+		infeed_restore_slots(r, r->unrestored);
+		r->unrestored = 0;
+	}
 	r->held |= infeed_ring_slot_bit(slot);
 	return (r->base + (uint64_t)slot * r->slot_bytes);
 }
 
-/* The caller gave @slot back: restore it if it may have been written. */
+/*
+ * The caller gave @slot back; in a copy-on-write ring it may hold the
+ * trainer's writes, dropped when the slot is taken again.
+ */
 void
 infeed_ring_give_back(struct infeed_ring *r, uint32_t slot)
 {
 	if (r->copy_on_write && (r->held & infeed_ring_slot_bit(slot)))
-		infeed_restore_slot(r, slot);
+		r->unrestored |= infeed_ring_slot_bit(slot);
 	r->held &= ~infeed_ring_slot_bit(slot);
 }
 
