@@ -84,6 +84,9 @@ struct infeed_ring {
 	size_t			 nold;
 	int			 pagemap;	/* /proc/self/pagemap, or -1 */
 	bool			 no_pagemap_scan; /* the kernel lacks it */
+	int			 uffd;		/* write tracking, or -1 */
+	bool			 no_uffd;	/* none to be had */
+	uint64_t		 tracked;	/* a bit per slot tracked */
 };
 
 struct infeed {

@@ -777,10 +777,12 @@ step_is_daemons(const struct infeed_step *st)
 }
 
 /*
- * copy_on_write: the slots given back are restored together when one of
- * them is taken again, in one walk over the slots from the first to the
- * last; the writes in a slot the trainer still holds, between them,
- * stay.
+ * copy_on_write: the slots given back are restored when one of them is
+ * taken again, the writes in a slot the trainer still holds between them
+ * staying; and once that slot is given back, its writes are found and
+ * dropped in turn (a walk over it while it was held must not have
+ * protected them again).  Each slot was written and restored once
+ * before, so that the kernel tracks its writes where it can.
  */
 START_TEST(test_copy_on_write_restore_keeps_held_writes)
 {
@@ -789,6 +791,13 @@ START_TEST(test_copy_on_write_restore_keeps_held_writes)
 	unsigned		 i, n, mid = 3;
 	uint64_t		 b;
 
+	for (n = 0; n < 4; n++) {
+		ck_assert_int_eq(infeed_next(f, &next), INFEED_OK);
+		ck_assert(step_is_daemons(&next));
+		memset((void *)(uintptr_t)next.data, 0xee,
+		    next.rows * RAW_BYTES);
+		ck_assert_int_eq(infeed_release(f, &next), INFEED_OK);
+	}
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(infeed_next(f, &st[i]), INFEED_OK);
 		memset((void *)(uintptr_t)st[i].data, 0xee,
@@ -812,6 +821,13 @@ START_TEST(test_copy_on_write_restore_keeps_held_writes)
 		ck_assert_int_eq(infeed_release(f, &next), INFEED_OK);
 	}
 	ck_assert_int_eq(infeed_release(f, &st[mid]), INFEED_OK);
+	for (n = 0; n < 3; n++) {
+		ck_assert_int_eq(infeed_next(f, &next), INFEED_OK);
+		ck_assert_msg(step_is_daemons(&next), "step %llu in slot %u "
+		    "shows the trainer's old writes",
+		    (unsigned long long)next.step, next.slot);
+		ck_assert_int_eq(infeed_release(f, &next), INFEED_OK);
+	}
 	infeed_free(f);
 }
 END_TEST
