@@ -223,22 +223,35 @@ struct pm_scan_arg {
 #define UFFD_FEATURE_WP_ASYNC	(1 << 15)
 #endif
 
+/* What a PAGEMAP_SCAN of the ring looks for (infeed_restore_scan). */
+enum infeed_scan {
+	INFEED_SCAN_FILE,	/* untracked: private pages, dropped */
+	INFEED_SCAN_WRITTEN,	/* tracked: written pages, dropped */
+	INFEED_SCAN_PROTECT	/* pages mapped, protected */
+};
+
+static int	infeed_restore_scan(struct infeed_ring *, uintptr_t, uintptr_t,
+		    enum infeed_scan);
+
 /*
  * Have the kernel track the pages the trainer writes in [@lo, @hi), just
  * restored: registered for write-protect in asynchronous mode, a write
  * clears a page's protection without stopping the writer, and
  * PAGEMAP_SCAN finds the unprotected (written) pages from the page-table
- * entries alone, protecting them again.  Returns whether it does; where
- * the kernel, its settings or a seccomp filter deny userfaultfd, never.
+ * entries alone, protecting them again.  The pages mapped now are
+ * protected; one mapped later (a first read) counts as written once, and
+ * is dropped and protected then: protecting the whole range instead
+ * would fill its page tables with markers, which every walk reads.
+ * Returns whether it does; where the kernel, its settings or a seccomp
+ * filter deny userfaultfd, never.
  */
 static bool
 infeed_track_writes(struct infeed_ring *r, uintptr_t lo, uintptr_t hi)
 {
 	struct uffdio_api		api;
 	struct uffdio_register		reg;
-	struct uffdio_writeprotect	wp;
 
-	if (r->no_uffd)
+	if (r->no_uffd || r->no_pagemap_scan || r->pagemap == -1)
 		return (false);
 	if (r->uffd == -1) {
 		memset(&api, 0, sizeof(api));
@@ -259,11 +272,8 @@ infeed_track_writes(struct infeed_ring *r, uintptr_t lo, uintptr_t hi)
 	reg.range.start = lo;
 	reg.range.len = hi - lo;
 	reg.mode = UFFDIO_REGISTER_MODE_WP;
-	memset(&wp, 0, sizeof(wp));
-	wp.range = reg.range;
-	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
 	if (ioctl(r->uffd, UFFDIO_REGISTER, &reg) == -1 ||
-	    ioctl(r->uffd, UFFDIO_WRITEPROTECT, &wp) == -1) {
+	    infeed_restore_scan(r, lo, hi, INFEED_SCAN_PROTECT) == -1) {
 		(void)ioctl(r->uffd, UFFDIO_UNREGISTER, &reg.range);
 		r->no_uffd = true;
 		return (false);
@@ -291,16 +301,17 @@ infeed_drop_pages(uintptr_t lo, uintptr_t hi)
 }
 
 /*
- * Drop the private pages in [@lo, @hi) found by PAGEMAP_SCAN: written
- * (and protected again) where @tracked; else not file-backed, and present
- * or swapped (a written page that went to swap would come back from it
- * when the slot is refilled).  -1 when the kernel has no such ioctl (then
- * never again), or refuses the tracked scan (then no slot is tracked
+ * Drop the private pages in [@lo, @hi) found by PAGEMAP_SCAN, as @scan
+ * says: written (and protected again) where tracked; else not
+ * file-backed, and present or swapped (a written page that went to swap
+ * would come back from it when the slot is refilled).  Or protect the
+ * pages mapped, dropping none.  -1 when the kernel has no such ioctl
+ * (then never again), or refuses a tracked scan (then no slot is tracked
  * again, and the caller scans untracked).
  */
 static int
 infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi,
-    bool tracked)
+    enum infeed_scan scan)
 {
 	struct page_region	reg[32];
 	struct pm_scan_arg	arg;
@@ -313,7 +324,7 @@ infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi,
 		arg.end = hi;
 		arg.vec = (uintptr_t)reg;
 		arg.vec_len = sizeof(reg) / sizeof(reg[0]);
-		if (tracked) {
+		if (scan != INFEED_SCAN_FILE) {
 			arg.flags = PM_SCAN_WP_MATCHING |
 			    PM_SCAN_CHECK_WPASYNC;
 			arg.category_mask = PAGE_IS_WRITTEN;
@@ -326,13 +337,13 @@ infeed_restore_scan(struct infeed_ring *r, uintptr_t lo, uintptr_t hi,
 			arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 		}
 		if ((n = ioctl(r->pagemap, PAGEMAP_SCAN, &arg)) == -1) {
-			if (tracked)
+			if (scan != INFEED_SCAN_FILE)
 				r->no_uffd = true;
 			else
 				r->no_pagemap_scan = true;
 			return (-1);
 		}
-		for (i = 0; i < n; i++)
+		for (i = 0; scan != INFEED_SCAN_PROTECT && i < n; i++)
 			infeed_drop_pages(reg[i].start, reg[i].end);
 		if (arg.walk_end <= lo)
 			break;
@@ -363,10 +374,11 @@ infeed_restore_range(struct infeed_ring *r, uintptr_t lo, uintptr_t hi,
 		return;
 	}
 	if (tracked && !r->no_pagemap_scan && !r->no_uffd &&
-	    infeed_restore_scan(r, lo, hi, true) == 0)
+	    infeed_restore_scan(r, lo, hi, INFEED_SCAN_WRITTEN) == 0)
 		return;
 	/* Untracked, or a tracked scan refused. */
-	if (!r->no_pagemap_scan && infeed_restore_scan(r, lo, hi, false) == 0)
+	if (!r->no_pagemap_scan && infeed_restore_scan(r, lo, hi,
+	    INFEED_SCAN_FILE) == 0)
 		return;
 	for (i = 0; i < npages; i += n) {
 		n = MIN(npages - i, sizeof(ent) / sizeof(ent[0]));
