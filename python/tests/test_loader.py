@@ -272,6 +272,15 @@ def test_in_place_write_changes_only_that_step(loader_args):
         assert np.array_equal(s.data.numpy(), expected_data(idx))
 
 
+def daemons_step(s):
+    """Assert torch step @s holds the daemon's data and labels; its
+    indices as int64."""
+    idx = s.indices.numpy().astype(np.int64)
+    assert np.array_equal(s.data.numpy(), expected_data(idx))
+    assert (s.labels.numpy() == [label_of(i) for i in idx]).all()
+    return idx
+
+
 @needs_torch
 def test_writes_to_a_held_step_stay_while_other_slots_restore(loader_args):
     # Copy-on-write: the slots given back are restored when taken again,
@@ -285,17 +294,14 @@ def test_writes_to_a_held_step_stay_while_other_slots_restore(loader_args):
     held.data.fill_(-1.0)
     held.labels.fill_(-1)
     for s in it:
-        idx = s.indices.numpy()
-        assert np.array_equal(s.data.numpy(), expected_data(idx))
-        assert (s.labels.numpy() == [label_of(i) for i in idx]).all()
+        daemons_step(s)
         s.data.add_(1000.0)
     assert (held.data.numpy() == -1).all()
     assert (held.labels.numpy() == -1).all()
     assert np.array_equal(held.indices.numpy(), want)
     del held, s
     for s in loader:
-        idx = s.indices.numpy()
-        assert np.array_equal(s.data.numpy(), expected_data(idx))
+        daemons_step(s)
 
 
 @needs_torch
@@ -324,23 +330,13 @@ def test_torch_steps_follow_the_ring_across_a_daemon_restart(loader_args,
     # come out with a step of the new one.
     loader = infeed.DataLoader(opts(seed=2), "raw", batch_size=25,
                                shuffle=True, **loader_args)
-    got = []
-
-    def check(s):
-        idx = s.indices.numpy().astype(np.int64)
-        assert np.array_equal(s.data.numpy(), expected_data(idx))
-        assert (s.labels.numpy() == [label_of(i) for i in idx]).all()
-        got.append(idx.copy())
-
     it = iter(loader)
-    for _ in range(12):
-        check(next(it))
+    got = [daemons_step(next(it)) for _ in range(12)]
     kept = next(it)
-    check(kept)
+    got.append(daemons_step(kept))
     assert daemon.stop() == 0
     daemon.start()
-    for s in it:
-        check(s)
+    got += [daemons_step(s) for s in it]
     assert np.array_equal(np.sort(np.concatenate(got)), np.arange(N))
     assert np.array_equal(kept.data.numpy(), expected_data(got[12]))
 
