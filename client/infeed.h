@@ -166,9 +166,10 @@ struct infeed_options {
 	 * (MAP_PRIVATE from the read-only descriptor), so the trainer may
 	 * write into a step it holds (an in-place op on a tensor): the write
 	 * lands in private pages that neither the daemon nor other clients
-	 * see, and infeed_release() drops them before the slot goes back, so
-	 * the next step in that slot shows the daemon's bytes.  Off: the
-	 * ring is read-only, and a write faults.
+	 * see, and infeed_next() drops them before it hands over the slot's
+	 * next step, so that step shows the daemon's bytes.  Where the
+	 * kernel allows (Linux 6.7), a userfaultfd descriptor tracks them.
+	 * Off: the ring is read-only, and a write faults.
 	 */
 	bool		copy_on_write;		/* false */
 	uint8_t		reserved0[3];		/* 0; no tail padding */

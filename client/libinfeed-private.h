@@ -72,6 +72,8 @@ struct infeed_ring {
 	size_t			 bytes;
 	uint32_t		 slots;
 	uint64_t		 held;		/* a bit per slot held */
+	/* Given back since the last restore: may hold private pages. */
+	uint64_t		 unrestored;	/* a bit per slot */
 	uint64_t		 slot_bytes;
 	uint64_t		 data_offset;
 	uint64_t		 labels_offset;
@@ -83,6 +85,9 @@ struct infeed_ring {
 	size_t			 nold;
 	int			 pagemap;	/* /proc/self/pagemap, or -1 */
 	bool			 no_pagemap_scan; /* the kernel lacks it */
+	int			 uffd;		/* write tracking, or -1 */
+	bool			 no_uffd;	/* none to be had */
+	uint64_t		 tracked;	/* a bit per slot tracked */
 };
 
 struct infeed {

@@ -24,7 +24,11 @@
  * one gone frees it, on whichever thread), indices a DLPack tensor over a
  * copy.  Numpy and Python code on the per-step path cost far more than
  * their hot-loop times when the step's 52 MB have just left the caches
- * (docs/performance.md).
+ * (docs/performance.md).  So the tensors are made ahead, several steps'
+ * worth at a time ("spares"): each slot's place in the ring is known from
+ * the first step seen in it, and a step in that slot gets a set made for
+ * it, fresh (never handed out before), with its indices copied in; the
+ * first torch call after a wait costs ten times the next ones.
  *
  * The wait for a step releases the GIL and runs in slices, so that Ctrl-C
  * and other signal handlers run within a slice; an interrupted Next stays
@@ -33,6 +37,8 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <sys/param.h>
 
 #include <pthread.h>
 #include <stdint.h>
@@ -59,7 +65,13 @@ typedef struct {
 	uint32_t		 ndim;
 	uint64_t		 sample_shape[INFEED_MAX_DIMS];
 	PyObject		*from_dlpack;	/* torch's, or NULL */
+	PyObject		*inference_mode; /* torch's check, or NULL */
 	bool			 writable;	/* copy-on-write mapping */
+	/* Tensors made ahead for full steps, by slot (none: NULL). */
+	struct spare_slot	*spare;
+	uint32_t		 nspare_slots;
+	uint32_t		 spares_per_slot;
+	uint64_t		 full_rows;	/* a full step's rows */
 	/* Steps whose leases died, to release; guarded by mu. */
 	pthread_mutex_t		 mu;
 	struct infeed_step	*dead;
@@ -141,6 +153,32 @@ typedef struct {
 	int64_t			 dl_shape[2][DL_DIMS];
 	int64_t			 dl_strides[2][DL_DIMS];
 } LeaseObject;
+
+#define SPARES_MAX		16	/* sets made ahead, in all */
+#define SPARES_PER_SLOT		4	/* at most, for one slot */
+#define SPARES_INDEX_BYTES	(4u << 20)	/* their index copies */
+
+/*
+ * A step's tensors made ahead: data and labels over one slot, through a
+ * lease without a client until it is handed out (so it holds none, and
+ * a set dropped unused releases nothing), indices over a buffer of their
+ * own, filled when it is handed out.
+ */
+struct spare {
+	PyObject		*t[3];		/* data, labels, indices */
+	LeaseObject		*lease;		/* held by t[0] and t[1] */
+	struct dl_indices	*ix;		/* owned by t[2] */
+};
+
+/* A slot's place in the ring, from a step seen in it, and its spares. */
+struct spare_slot {
+	const uint8_t		*data;		/* NULL: no step seen in it */
+	const uint8_t		*labels;
+	const uint64_t		*indices;
+	int			 label_dtype;
+	uint32_t		 n;
+	struct spare		 s[SPARES_PER_SLOT];
+};
 
 /* Heap types, made from their specs at module init. */
 static PyTypeObject	*ClientType;
@@ -283,6 +321,8 @@ Client_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	return ((PyObject *)self);
 }
 
+static void	spares_clear(ClientObject *);
+
 /* No lease is alive (each holds a reference): free everything. */
 static void
 Client_dealloc(ClientObject *self)
@@ -290,10 +330,12 @@ Client_dealloc(ClientObject *self)
 	PyTypeObject	*tp = Py_TYPE(self);
 	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
+	spares_clear(self);
 	if (self->f != NULL && self->pid == getpid())
 		infeed_free(self->f);
 	free(self->dead);
 	Py_XDECREF(self->from_dlpack);
+	Py_XDECREF(self->inference_mode);
 	pthread_mutex_destroy(&self->mu);
 	tp_free(self);
 	Py_DECREF(tp);	/* an instance of a heap type holds its type */
@@ -675,6 +717,9 @@ dtype_of(PyObject *name)
 	return (t);
 }
 
+static void	spares_setup(ClientObject *,
+		    const struct infeed_session_info *);
+
 /* Attach to @dataset, or to the trainer's @files when not NULL. */
 static PyObject *
 client_attach(ClientObject *self, const char *dataset, PyObject *opts,
@@ -701,8 +746,10 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 	Py_END_ALLOW_THREADS
 	Py_XDECREF(keep);
 	self->busy = 0;
+	spares_clear(self);	/* of the old session's ring and shape */
 	if (r != INFEED_OK)
 		return (raise_infeed(self, r));
+	spares_setup(self, &info);
 	self->data_dtype = info.data_dtype;
 	self->sample_bytes = info.sample_bytes;
 	self->ndim = info.ndim;
@@ -791,19 +838,15 @@ Client_attach_files(ClientObject *self, PyObject *args)
 	return (client_attach(self, name, opts, &fl));
 }
 
-/* A Lease over step @st of @self. */
-static PyObject *
-lease_new(ClientObject *self, const struct infeed_step *st)
+/* Lease @l describes step @st's bytes, as @self's session lays them. */
+static void
+lease_describe(ClientObject *self, LeaseObject *l,
+    const struct infeed_step *st)
 {
-	LeaseObject	*l;
 	const uint8_t	*lo, *hi, *p[3];
 	uint64_t	 n[3];
 	int		 i;
 
-	if ((l = PyObject_New(LeaseObject, LeaseType)) == NULL)
-		return (NULL);
-	Py_INCREF(self);
-	l->client = self;
 	l->st = *st;
 	p[0] = st->data;
 	n[0] = st->rows * self->sample_bytes;
@@ -833,6 +876,19 @@ lease_new(ClientObject *self, const struct infeed_step *st)
 	    ARRAY_ALIGNED | ARRAY_NOTSWAPPED | (l->readonly ? 0 :
 	    ARRAY_WRITEABLE), .shape = &l->ai_len, .strides = &l->ai_stride,
 	    .data = l->base, .descr = NULL };
+}
+
+/* A Lease over step @st of @self. */
+static PyObject *
+lease_new(ClientObject *self, const struct infeed_step *st)
+{
+	LeaseObject	*l;
+
+	if ((l = PyObject_New(LeaseObject, LeaseType)) == NULL)
+		return (NULL);
+	Py_INCREF(self);
+	l->client = self;
+	lease_describe(self, l, st);
 	return ((PyObject *)l);
 }
 
@@ -885,26 +941,30 @@ client_state(ClientObject *self)
 	return (st);
 }
 
-static PyObject *
-Client_next(ClientObject *self, PyObject *args)
+/*
+ * The next step into *@st for next(timeout_s=0) and next_step(): 1, or 0
+ * at the end of the epoch, or -1 with an error.
+ */
+static int
+client_take(ClientObject *self, PyObject *args, struct infeed_step *st)
 {
-	struct infeed_step	st;
 	struct infeed_state	state;
 	double			timeout_s = 0;
 	char			msg[512];
 	int			r;
 
 	if (!PyArg_ParseTuple(args, "|d", &timeout_s))
-		return (NULL);
+		return (-1);
 	if (client_enter(self) == -1)
-		return (NULL);
+		return (-1);
 	if (!client_state(self).attached) {
 		self->busy = 0;
-		return (raise_keyed("usage", "not attached"));
+		raise_keyed("usage", "not attached");
+		return (-1);
 	}
 	if (client_flush(self) == -1) {
 		self->busy = 0;
-		return (NULL);
+		return (-1);
 	}
 	state = client_state(self);
 	if (!state.next_pending && state.slots_held >= state.slots) {
@@ -914,17 +974,35 @@ Client_next(ClientObject *self, PyObject *args)
 		    "or indices, or a view of them); infeed would wait "
 		    "forever: drop those references (or .clone() what you "
 		    "keep), or raise buffer_size", state.slots);
-		return (raise_keyed("slots", msg));
+		raise_keyed("slots", msg);
+		return (-1);
 	}
-	r = client_wait(self, &st, timeout_s);
+	r = client_wait(self, st, timeout_s);
 	self->busy = 0;
 	if (r == INFEED_TIMEOUT)
-		return (NULL);	/* a signal's exception, or the timeout */
+		return (-1);	/* a signal's exception, or the timeout */
 	if (r == INFEED_END_OF_DATA)
-		Py_RETURN_NONE;
+		return (0);
 	/* The daemon ended the session (a reload): libinfeed detached. */
-	if (r != INFEED_OK)
-		return (PyErr_Occurred() ? NULL : raise_infeed(self, r));
+	if (r != INFEED_OK) {
+		if (!PyErr_Occurred())
+			raise_infeed(self, r);
+		return (-1);
+	}
+	return (1);
+}
+
+static PyObject *
+Client_next(ClientObject *self, PyObject *args)
+{
+	struct infeed_step	st;
+	int			r;
+
+	if ((r = client_take(self, args, &st)) != 1) {
+		if (r == -1)
+			return (NULL);
+		Py_RETURN_NONE;
+	}
 	return (lease_new(self, &st));
 }
 
@@ -1018,6 +1096,30 @@ dl_tensor_new(PyObject *from_dlpack, struct dl_managed_tensor *mt)
 	return (t);
 }
 
+/*
+ * An int64 tensor of @rows indices over a buffer of its own, *@ix (freed
+ * with the tensor), with a copy of @from unless NULL: keeping the indices
+ * must not hold the slot.
+ */
+static PyObject *
+indices_tensor(ClientObject *self, uint64_t rows, const uint64_t *from,
+    struct dl_indices **ix)
+{
+	struct dl_indices	*x;
+
+	if ((x = malloc(sizeof(*x) + rows * sizeof(uint64_t))) == NULL)
+		return (PyErr_NoMemory());
+	if (from != NULL)
+		memcpy(x->idx, from, rows * sizeof(uint64_t));
+	x->shape = (int64_t)rows;
+	dl_describe(&x->mt, x->idx, INFEED_DTYPE_INT64, &x->shape, &x->stride,
+	    1);
+	x->mt.manager_ctx = NULL;
+	x->mt.deleter = dl_indices_deleter;
+	*ix = x;
+	return (dl_tensor_new(self->from_dlpack, &x->mt));
+}
+
 /* Lease @l's data, labels or indices (@which 0, 1, 2) as a tensor. */
 static PyObject *
 lease_tensor(ClientObject *self, LeaseObject *l, int which)
@@ -1026,19 +1128,8 @@ lease_tensor(ClientObject *self, LeaseObject *l, int which)
 	struct dl_indices		*ix;
 	uint32_t			 i;
 
-	if (which == 2) {
-		if ((ix = malloc(sizeof(*ix) + st->rows * sizeof(uint64_t))) ==
-		    NULL)
-			return (PyErr_NoMemory());
-		/* A copy: keeping the indices must not hold the slot. */
-		memcpy(ix->idx, st->indices, st->rows * sizeof(uint64_t));
-		ix->shape = (int64_t)st->rows;
-		dl_describe(&ix->mt, ix->idx, INFEED_DTYPE_INT64, &ix->shape,
-		    &ix->stride, 1);
-		ix->mt.manager_ctx = NULL;
-		ix->mt.deleter = dl_indices_deleter;
-		return (dl_tensor_new(self->from_dlpack, &ix->mt));
-	}
+	if (which == 2)
+		return (indices_tensor(self, st->rows, st->indices, &ix));
 	l->dl_shape[which][0] = (int64_t)st->rows;
 	if (which == 0) {
 		for (i = 0; i < self->ndim; i++)
@@ -1055,21 +1146,220 @@ lease_tensor(ClientObject *self, LeaseObject *l, int which)
 	return (dl_tensor_new(self->from_dlpack, &l->dl[which]));
 }
 
+/* Drop every spare and the table (a new session, the end of one). */
+static void
+spares_clear(ClientObject *self)
+{
+	struct spare_slot	*table = self->spare;
+	uint32_t		 i, j, k;
+
+	self->spare = NULL;
+	for (i = 0; table != NULL && i < self->nspare_slots; i++)
+		for (j = 0; j < table[i].n; j++)
+			for (k = 0; k < 3; k++)
+				Py_DECREF(table[i].s[j].t[k]);
+	free(table);
+	self->nspare_slots = 0;
+}
+
+/*
+ * A table of spares for the session @info describes: as many per slot as
+ * SPARES_MAX allows, fewer where their index copies would take more than
+ * SPARES_INDEX_BYTES; none (and no table) without memory.
+ */
+static void
+spares_setup(ClientObject *self, const struct infeed_session_info *info)
+{
+	uint64_t	per = SPARES_MAX / MAX(info->slots, 1);
+
+	per = MIN(MAX(per, 1), SPARES_PER_SLOT);
+	while (per > 0 && info->slots * per * info->combined_batch_size *
+	    sizeof(uint64_t) > SPARES_INDEX_BYTES)
+		per--;
+	if (per == 0 || info->slots == 0 ||
+	    (self->spare = calloc(info->slots, sizeof(*self->spare))) == NULL)
+		return;
+	self->nspare_slots = info->slots;
+	self->spares_per_slot = (uint32_t)per;
+	self->full_rows = info->combined_batch_size;
+}
+
+/* Make a spare for slot @sp into @out; -1 with an error. */
+static int
+spare_make(ClientObject *self, const struct spare_slot *sp,
+    struct spare *out)
+{
+	struct infeed_step	 st;
+	LeaseObject		*l;
+	int			 k;
+
+	memset(&st, 0, sizeof(st));
+	st.struct_size = sizeof(st);
+	st.rows = self->full_rows;
+	st.data = sp->data;
+	st.label_dtype = sp->label_dtype;
+	if (sp->label_dtype == INFEED_DTYPE_INT64)
+		st.labels64 = (const int64_t *)(const void *)sp->labels;
+	else
+		st.labels = (const int32_t *)(const void *)sp->labels;
+	st.indices = sp->indices;
+	if ((l = PyObject_New(LeaseObject, LeaseType)) == NULL)
+		return (-1);
+	l->client = NULL;	/* until handed out */
+	lease_describe(self, l, &st);
+	out->lease = l;
+	out->t[0] = lease_tensor(self, l, 0);
+	out->t[1] = out->t[0] != NULL ? lease_tensor(self, l, 1) : NULL;
+	Py_DECREF(l);		/* the tensors hold it */
+	out->t[2] = out->t[1] != NULL ? indices_tensor(self, st.rows, NULL,
+	    &out->ix) : NULL;
+	if (out->t[2] != NULL)
+		return (0);
+	for (k = 0; k < 3; k++)
+		Py_XDECREF(out->t[k]);
+	return (-1);
+}
+
+/*
+ * Top up the spares of every slot whose place is known; -1 with an
+ * error.  None while torch's inference mode is on: a tensor made in it is
+ * an inference tensor, which autograd refuses outside it.
+ */
+static int
+spares_fill(ClientObject *self)
+{
+	struct spare_slot	*sp;
+	PyObject		*on;
+	uint32_t		 i;
+	int			 inference;
+
+	if (self->inference_mode == NULL)
+		return (0);
+	if ((on = PyObject_CallObject(self->inference_mode, NULL)) == NULL)
+		return (-1);
+	inference = PyObject_IsTrue(on);
+	Py_DECREF(on);
+	if (inference != 0)
+		return (inference);
+	for (i = 0; i < self->nspare_slots; i++) {
+		sp = &self->spare[i];
+		while (sp->data != NULL && sp->n < self->spares_per_slot) {
+			if (spare_make(self, sp, &sp->s[sp->n]) == -1)
+				return (-1);
+			sp->n++;
+		}
+	}
+	return (0);
+}
+
+/*
+ * The spares' slot of step @st, whose place is recorded from it (a
+ * reconnect maps a new ring: the slot's old spares go); NULL when the
+ * step is not a full one, or there are no spares.
+ */
+static struct spare_slot *
+spare_slot_of(ClientObject *self, const struct infeed_step *st)
+{
+	struct spare_slot	*sp;
+	const uint8_t		*labels;
+	uint32_t		 j, k;
+
+	if (st->slot >= self->nspare_slots || st->rows != self->full_rows)
+		return (NULL);
+	sp = &self->spare[st->slot];
+	labels = st->label_dtype == INFEED_DTYPE_INT64 ?
+	    (const uint8_t *)st->labels64 : (const uint8_t *)st->labels;
+	if (sp->data == st->data && sp->labels == labels &&
+	    sp->indices == st->indices && sp->label_dtype == st->label_dtype)
+		return (sp);
+	for (j = 0; j < sp->n; j++)
+		for (k = 0; k < 3; k++)
+			Py_DECREF(sp->s[j].t[k]);
+	sp->n = 0;
+	sp->data = st->data;
+	sp->labels = labels;
+	sp->indices = st->indices;
+	sp->label_dtype = st->label_dtype;
+	return (sp);
+}
+
+/* Step @st as a Step of a spare of its slot @sp (one is there). */
+static PyObject *
+spare_step(ClientObject *self, struct spare_slot *sp,
+    const struct infeed_step *st)
+{
+	struct spare	*s = &sp->s[sp->n - 1];
+	PyObject	*step, *epoch, *number;
+	int		 k;
+
+	epoch = PyLong_FromUnsignedLongLong(st->epoch);
+	number = PyLong_FromUnsignedLongLong(st->step);
+	if (epoch == NULL || number == NULL ||
+	    (step = PyStructSequence_New(StepType)) == NULL) {
+		Py_XDECREF(epoch);
+		Py_XDECREF(number);
+		return (NULL);
+	}
+	sp->n--;
+	s->lease->st = *st;
+	Py_INCREF(self);
+	s->lease->client = self;	/* its death releases the step now */
+	memcpy(s->ix->idx, st->indices, st->rows * sizeof(uint64_t));
+	for (k = 0; k < 3; k++)
+		PyStructSequence_SetItem(step, k, s->t[k]);
+	PyStructSequence_SetItem(step, 3, epoch);
+	PyStructSequence_SetItem(step, 4, number);
+	return (step);
+}
+
+/* Give back step @st, which could not be handed out. */
+static void
+client_give_back(ClientObject *self, const struct infeed_step *st)
+{
+	self->busy = 1;
+	(void)infeed_release(self->f, st);
+	self->busy = 0;
+}
+
 /*
  * next_step(timeout_s=0) -> Step of torch tensors, or None at the end of
- * the epoch; set_from_dlpack() first.
+ * the epoch; set_from_dlpack() first.  A full step gets a spare of its
+ * slot (all slots are topped up when it has none); another, tensors made
+ * for it.
  */
 static PyObject *
 Client_next_step(ClientObject *self, PyObject *args)
 {
-	PyObject	*lease, *step, *v;
-	int		 i;
+	struct infeed_step	 st;
+	struct spare_slot	*sp;
+	PyObject		*lease, *step, *v;
+	int			 i, r;
 
 	if (self->from_dlpack == NULL)
 		return (raise_keyed("usage", "next_step() needs "
 		    "set_from_dlpack() first"));
-	if ((lease = Client_next(self, args)) == NULL || lease == Py_None)
-		return (lease);
+	if ((r = client_take(self, args, &st)) != 1) {
+		if (r == -1)
+			return (NULL);
+		Py_RETURN_NONE;
+	}
+	/* torch's calls may let another thread in: not to the spares. */
+	self->busy = 1;
+	step = NULL;
+	if ((sp = spare_slot_of(self, &st)) != NULL && sp->n == 0 &&
+	    spares_fill(self) == -1)
+		goto given_back;
+	if (sp != NULL && sp->n > 0) {
+		if ((step = spare_step(self, sp, &st)) == NULL)
+			goto given_back;
+		self->busy = 0;
+		return (step);
+	}
+	self->busy = 0;
+	if ((lease = lease_new(self, &st)) == NULL) {
+		client_give_back(self, &st);
+		return (NULL);
+	}
 	if ((step = PyStructSequence_New(StepType)) == NULL) {
 		Py_DECREF(lease);
 		return (NULL);
@@ -1090,19 +1380,38 @@ Client_next_step(ClientObject *self, PyObject *args)
 	}
 	Py_DECREF(lease);	/* the tensors hold it now */
 	return (step);
+given_back:
+	(void)infeed_release(self->f, &st);
+	self->busy = 0;
+	return (NULL);
 }
 
-/* set_from_dlpack(fn): torch's from_dlpack, which next_step() calls. */
+/*
+ * set_from_dlpack(fn, inference_mode_enabled=None): torch's from_dlpack,
+ * which next_step() calls, and torch.is_inference_mode_enabled (without
+ * it, no tensors are made ahead).
+ */
 static PyObject *
-Client_set_from_dlpack(ClientObject *self, PyObject *fn)
+Client_set_from_dlpack(ClientObject *self, PyObject *args)
 {
-	if (!PyCallable_Check(fn)) {
+	PyObject	*fn, *inference = Py_None;
+
+	if (!PyArg_ParseTuple(args, "O|O", &fn, &inference))
+		return (NULL);
+	if (!PyCallable_Check(fn) || (inference != Py_None &&
+	    !PyCallable_Check(inference))) {
 		PyErr_SetString(PyExc_TypeError, "expected a callable");
 		return (NULL);
 	}
 	Py_INCREF(fn);
 	Py_XDECREF(self->from_dlpack);
 	self->from_dlpack = fn;
+	Py_XDECREF(self->inference_mode);
+	self->inference_mode = NULL;
+	if (inference != Py_None) {
+		Py_INCREF(inference);
+		self->inference_mode = inference;
+	}
 	Py_RETURN_NONE;
 }
 
@@ -1133,6 +1442,7 @@ Client_detach(ClientObject *self, PyObject *unused)
 	}
 	(void)client_flush(self);
 	PyErr_Clear();
+	spares_clear(self);
 	/* Leases of the old session keep their (still mapped) ring. */
 	Py_BEGIN_ALLOW_THREADS
 	r = infeed_detach(self->f);
@@ -1199,9 +1509,10 @@ static PyMethodDef Client_methods[] = {
 	{ "next_step", (PyCFunction)Client_next_step, METH_VARARGS,
 	  "next_step(timeout_s=0) -> Step of torch tensors, or None at the "
 	  "end of the epoch" },
-	{ "set_from_dlpack", (PyCFunction)Client_set_from_dlpack, METH_O,
-	  "set_from_dlpack(fn): torch.utils.dlpack.from_dlpack, for "
-	  "next_step()" },
+	{ "set_from_dlpack", (PyCFunction)Client_set_from_dlpack,
+	  METH_VARARGS, "set_from_dlpack(fn, inference_mode_enabled=None): "
+	  "torch.utils.dlpack.from_dlpack and torch.is_inference_mode_enabled,"
+	  " for next_step()" },
 	{ "state", (PyCFunction)Client_state, METH_NOARGS,
 	  "state() -> dict: where the session is (libinfeed's)" },
 	{ "flush", (PyCFunction)Client_flush, METH_NOARGS,
@@ -1247,6 +1558,11 @@ Lease_dealloc(LeaseObject *self)
 	struct infeed_step	*grown;
 	size_t			 cap;
 
+	if (c == NULL) {	/* a spare never handed out */
+		PyObject_Free(self);
+		Py_DECREF(LeaseType);
+		return;
+	}
 	if (!c->busy && c->f != NULL && c->pid == getpid()) {
 		c->busy = 1;
 		/* A refusal comes back with the next reply, as usual. */

@@ -295,10 +295,13 @@ class DataLoader:
             if self._output == "torch":
                 # Steps built in C, as DLPack tensors: no numpy on the way.
                 # torch's own converter of a capsule when it has one (what
-                # the public from_dlpack calls after a Python-level check).
+                # the public from_dlpack calls after a Python-level check);
+                # tensors are made ahead only outside inference mode.
                 self._client.set_from_dlpack(
                     getattr(self._torch._C, "_from_dlpack",
-                            self._torch.utils.dlpack.from_dlpack))
+                            self._torch.utils.dlpack.from_dlpack),
+                    getattr(self._torch, "is_inference_mode_enabled",
+                            None))
         return self._client
 
     def _at(self, epoch, step):

@@ -272,6 +272,75 @@ def test_in_place_write_changes_only_that_step(loader_args):
         assert np.array_equal(s.data.numpy(), expected_data(idx))
 
 
+def daemons_step(s):
+    """Assert torch step @s holds the daemon's data and labels; its
+    indices as int64."""
+    idx = s.indices.numpy().astype(np.int64)
+    assert np.array_equal(s.data.numpy(), expected_data(idx))
+    assert (s.labels.numpy() == [label_of(i) for i in idx]).all()
+    return idx
+
+
+@needs_torch
+def test_writes_to_a_held_step_stay_while_other_slots_restore(loader_args):
+    # Copy-on-write: the slots given back are restored when taken again,
+    # one walk for several; the held step's own writes stay, and are
+    # undone once it goes back.
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=3, **loader_args)
+    it = iter(loader)
+    held = next(it)
+    want = held.indices.numpy().copy()
+    held.data.fill_(-1.0)
+    held.labels.fill_(-1)
+    for s in it:
+        daemons_step(s)
+        s.data.add_(1000.0)
+    assert (held.data.numpy() == -1).all()
+    assert (held.labels.numpy() == -1).all()
+    assert np.array_equal(held.indices.numpy(), want)
+    del held, s
+    for s in loader:
+        daemons_step(s)
+
+
+@needs_torch
+def test_tensors_made_in_inference_mode_stay_in_it(loader_args):
+    # Tensors are made ahead, several steps at a time: none made under
+    # torch.inference_mode() (inference tensors, which autograd refuses)
+    # may come out after it.
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               **loader_args)
+    it = iter(loader)
+    with torch.inference_mode():
+        for _ in range(3):
+            s = next(it)
+    del s
+    w = torch.ones(1, requires_grad=True)
+    for s in it:
+        for t in (s.data, s.labels, s.indices):
+            assert not t.is_inference()
+        (s.data * w).sum().backward()
+
+
+@needs_torch
+def test_torch_steps_follow_the_ring_across_a_daemon_restart(loader_args,
+                                                            daemon):
+    # A reconnect maps a new ring: no tensor made for the old one may
+    # come out with a step of the new one.
+    loader = infeed.DataLoader(opts(seed=2), "raw", batch_size=25,
+                               shuffle=True, **loader_args)
+    it = iter(loader)
+    got = [daemons_step(next(it)) for _ in range(12)]
+    kept = next(it)
+    got.append(daemons_step(kept))
+    assert daemon.stop() == 0
+    daemon.start()
+    got += [daemons_step(s) for s in it]
+    assert np.array_equal(np.sort(np.concatenate(got)), np.arange(N))
+    assert np.array_equal(kept.data.numpy(), expected_data(got[12]))
+
+
 @needs_torch
 def test_slot_returns_when_the_last_view_is_gone(loader_args):
     loader = infeed.DataLoader(opts(), "raw", batch_size=100,

@@ -761,6 +761,77 @@ START_TEST(test_copy_on_write_writes_stay_private)
 }
 END_TEST
 
+/* Whether each byte of @st's data is the daemon's. */
+static bool
+step_is_daemons(const struct infeed_step *st)
+{
+	uint64_t	r;
+	unsigned	j;
+
+	for (r = 0; r < st->rows; r++)
+		for (j = 0; j < RAW_BYTES; j++)
+			if (((const uint8_t *)st->data)[r * RAW_BYTES + j] !=
+			    raw_byte(st->indices[r], j))
+				return (false);
+	return (true);
+}
+
+/*
+ * copy_on_write: the slots given back are restored when one of them is
+ * taken again, the writes in a slot the trainer still holds between them
+ * staying; and once that slot is given back, its writes are found and
+ * dropped in turn (a walk over it while it was held must not have
+ * protected them again).  Each slot was written and restored once
+ * before, so that the kernel tracks its writes where it can.
+ */
+START_TEST(test_copy_on_write_restore_keeps_held_writes)
+{
+	struct infeed		*f = attach_plain(true);
+	struct infeed_step	 st[3], next;
+	unsigned		 i, n, mid = 3;
+	uint64_t		 b;
+
+	for (n = 0; n < 4; n++) {
+		ck_assert_int_eq(infeed_next(f, &next), INFEED_OK);
+		ck_assert(step_is_daemons(&next));
+		memset((void *)(uintptr_t)next.data, 0xee,
+		    next.rows * RAW_BYTES);
+		ck_assert_int_eq(infeed_release(f, &next), INFEED_OK);
+	}
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(infeed_next(f, &st[i]), INFEED_OK);
+		memset((void *)(uintptr_t)st[i].data, 0xee,
+		    st[i].rows * RAW_BYTES);
+		if (st[i].slot == 1)
+			mid = i;
+	}
+	ck_assert_uint_lt(mid, 3);
+	for (i = 0; i < 3; i++)
+		if (i != mid)
+			ck_assert_int_eq(infeed_release(f, &st[i]), INFEED_OK);
+	for (n = 0; n < 4; n++) {
+		ck_assert_int_eq(infeed_next(f, &next), INFEED_OK);
+		ck_assert_uint_ne(next.slot, 1);
+		ck_assert_msg(step_is_daemons(&next), "step %llu in slot %u "
+		    "shows the trainer's old writes",
+		    (unsigned long long)next.step, next.slot);
+		for (b = 0; b < st[mid].rows * RAW_BYTES; b++)
+			ck_assert_uint_eq(((const uint8_t *)st[mid].data)[b],
+			    0xee);
+		ck_assert_int_eq(infeed_release(f, &next), INFEED_OK);
+	}
+	ck_assert_int_eq(infeed_release(f, &st[mid]), INFEED_OK);
+	for (n = 0; n < 3; n++) {
+		ck_assert_int_eq(infeed_next(f, &next), INFEED_OK);
+		ck_assert_msg(step_is_daemons(&next), "step %llu in slot %u "
+		    "shows the trainer's old writes",
+		    (unsigned long long)next.step, next.slot);
+		ck_assert_int_eq(infeed_release(f, &next), INFEED_OK);
+	}
+	infeed_free(f);
+}
+END_TEST
+
 /* MADV_PAGEOUT (Linux 5.4), for older headers. */
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT	21
@@ -883,6 +954,7 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_detach_with_a_next_outstanding);
 	tcase_add_test(tc, test_copy_on_write_writes_stay_private);
 	tcase_add_test(tc, test_copy_on_write_swapped_writes_dropped);
+	tcase_add_test(tc, test_copy_on_write_restore_keeps_held_writes);
 	suite_add_tcase(s, tc);
 	return (s);
 }

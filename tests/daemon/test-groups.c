@@ -51,6 +51,7 @@ struct gr_member {
 	bool		 whole;		/* ... taken from its first step */
 	struct infeed_step held;	/* a step kept, when holding */
 	bool		 holding;
+	bool		 scribble;	/* copy_on_write: write over each step */
 };
 
 /* The shared options: shuffled, seed 5, B 10 x DI 2, 3 slots. */
@@ -127,6 +128,10 @@ gr_take(struct gr_member *m, bool hold)
 		m->bad += st.labels[r] !=
 		    (int32_t)((st.indices[r] * 3) % RAW_CLASSES);
 	}
+	/* A trainer's writes, which the ring must drop before the slot's
+	 * next step (the bytes above would not be the sample's). */
+	if (m->scribble)
+		memset((void *)(uintptr_t)st.data, 0xa5, st.rows * RAW_BYTES);
 	if (m->holding)
 		ck_assert_msg(infeed_release(m->f, &m->held) == INFEED_OK,
 		    "%s", infeed_error(m->f));
@@ -285,7 +290,10 @@ END_TEST
 /*
  * A member stops taking steps, holding one: the others wait at most the
  * slack, it leaves the group, and later finishes its epochs from its own
- * ring with nothing lost or repeated.
+ * ring with nothing lost or repeated.  Again with copy_on_write rings
+ * that every member writes over: each slot, the group's and the leaver's
+ * own (whose slots are numbered after the group's), comes back with the
+ * daemon's bytes.
  */
 START_TEST(a_stopped_member_leaves_and_finishes_alone)
 {
@@ -298,8 +306,11 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	char				 out[8192], want[128];
 
 	gr_options(&o);
-	for (i = 0; i < 3; i++)
+	o.copy_on_write = _i == 1;
+	for (i = 0; i < 3; i++) {
 		gr_attach(&m[i], &o);
+		m[i].scribble = o.copy_on_write;
+	}
 	per_epoch = m[0].oracle.steps_per_epoch;
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 3; i++)
@@ -646,7 +657,8 @@ groups_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
-	tcase_add_test(tc, a_stopped_member_leaves_and_finishes_alone);
+	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
+	    2);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
