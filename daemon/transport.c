@@ -48,6 +48,7 @@ struct transport {
 	size_t			 queued;
 	bool			 want_read;	/* transport_read_on() */
 	bool			 has_timeout;
+	bool			 armed_timeout;	/* rev added with one */
 	struct timeval		 timeout;
 	bool			 paused;	/* over the high mark */
 	int			 broken;	/* the failed send's errno */
@@ -153,6 +154,10 @@ transport_arm_read(struct transport *t)
 {
 	if (t->base == NULL || !t->want_read || t->paused)
 		return;
+	/* event_add() with no timeout keeps the one an added event has. */
+	if (t->armed_timeout && !t->has_timeout)
+		event_del(t->rev);
+	t->armed_timeout = t->has_timeout;
 	event_add(t->rev, t->has_timeout ? &t->timeout : NULL);
 }
 

@@ -444,6 +444,34 @@ START_TEST(test_read_timeout_and_read_off)
 END_TEST
 
 /*
+ * Reading on again without a timeout drops the one it had: libevent keeps
+ * an added event's timeout through event_add(..., NULL), and a client
+ * past its Hello was closed 10 s after it connected (issue 25).
+ */
+START_TEST(test_read_on_without_timeout_drops_it)
+{
+	struct transport	*t;
+	struct timeval		 tv = { 0, 20000 }, wait = { 0, 80000 };
+
+	t = make(TRANSPORT_STREAM, 0, 0);
+	transport_read_on(t, &tv);
+	transport_read_on(t, NULL);
+	event_base_loopexit(base, &wait);
+	event_base_dispatch(base);
+	ck_assert_uint_eq(heard.timeouts, 0);
+	ck_assert(transport_reading(t));
+	/* And after a read: the persistent event has no timeout either. */
+	ck_assert_int_eq(write(sv[1], "x", 1), 1);
+	pass();
+	ck_assert_uint_eq(heard.reads, 1);
+	event_base_loopexit(base, &wait);
+	event_base_dispatch(base);
+	ck_assert_uint_eq(heard.timeouts, 0);
+	transport_free(t);
+}
+END_TEST
+
+/*
  * _dup leaves the caller's descriptors alone: none is duplicated for a
  * message that goes at once, and a waiting one holds a duplicate, closed
  * when the transport is freed.  _consume's are closed on every path.
@@ -717,6 +745,7 @@ transport_suite(void)
 	tcase_add_test(tc, test_stream_frames_whole_with_their_fds);
 	tcase_add_test(tc, test_partial_writes_finished_in_order);
 	tcase_add_test(tc, test_read_timeout_and_read_off);
+	tcase_add_test(tc, test_read_on_without_timeout_drops_it);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("marks");
