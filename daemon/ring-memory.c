@@ -238,6 +238,7 @@ static void
 ring_mem_free(struct ring_budget *b, struct ring_mem *m)
 {
 	ring_mem_unwatch(m);
+	free(m->heirs);
 	if (m->map != NULL)
 		munmap(m->map, m->bytes);
 	if (m->memfd != -1)
@@ -593,21 +594,87 @@ ring_mem_holder_gone(const struct ring_mem *m)
 	return (kill(m->owner.pid, 0) == -1 && errno == ESRCH);
 }
 
+/* Pass @m to its next holder (ring_mem_hold_for()): false when none. */
+static bool
+ring_mem_next_holder(struct ring_mem *m)
+{
+	if (m->nheirs == 0)
+		return (false);
+	m->owner.pid = m->heirs[0];
+	m->nheirs--;
+	memmove(m->heirs, m->heirs + 1, m->nheirs * sizeof(*m->heirs));
+	return (true);
+}
+
+static void	ring_mem_holder_exit_cb(evutil_socket_t, short, void *);
+
+/*
+ * Watch the exit of @m's holder, or of the first of its next ones still
+ * there: false when none is.  A process already gone, or unknown (a pid
+ * of another namespace), holds nothing.
+ */
+static bool
+ring_mem_watch_holder(struct ring_budget *b, struct ring_mem *m)
+{
+	const struct timeval	poll_tv = { RING_HOLDER_POLL_MS / 1000,
+				    RING_HOLDER_POLL_MS % 1000 * 1000 };
+
+	for (;;) {
+		if (m->owner.pid <= 0)
+			log_warnx("a client of uid %u whose process is not "
+			    "known here (of another pid namespace) held steps "
+			    "of its ended session; their memory is not kept "
+			    "for it: it may read zeroes now",
+			    (unsigned)m->owner.uid);
+		else if (kill(m->owner.pid, 0) == 0 || errno != ESRCH)
+			break;
+		if (!ring_mem_next_holder(m))
+			return (false);
+	}
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->owner.pid, 0);
+	/*
+	 * Without a pidfd (a kernel before 5.3, valgrind), kill(pid, 0) every
+	 * RING_HOLDER_POLL_MS: a zombie still counts as there until reaped.
+	 */
+	if (b->base != NULL) {
+		m->ev = m->pidfd != -1 ? event_new(b->base, m->pidfd, EV_READ,
+		    ring_mem_holder_exit_cb, m) : event_new(b->base, -1,
+		    EV_PERSIST, ring_mem_holder_exit_cb, m);
+		if (m->ev != NULL && event_add(m->ev, m->pidfd != -1 ? NULL :
+		    &poll_tv) == -1) {
+			event_free(m->ev);
+			m->ev = NULL;
+		}
+	}
+	return (true);
+}
+
 /* Free held memory whose process exited. */
 void
 ring_budget_reap(struct ring_budget *b)
 {
 	struct ring_mem	*m, *next;
 	char		 size[48];
+	pid_t		 gone;
 
 	for (m = TAILQ_FIRST(&b->held); m != NULL; m = next) {
 		next = TAILQ_NEXT(m, entry);
 		if (!ring_mem_holder_gone(m))
 			continue;
+		gone = m->owner.pid;
+		ring_mem_unwatch(m);
+		if (ring_mem_next_holder(m) && ring_mem_watch_holder(b, m)) {
+			log_info("process %d (uid %u) exited: the %s of ring "
+			    "memory it held stay charged, held by process %d "
+			    "(of the same group) until it exits", (int)gone,
+			    (unsigned)m->owner.uid, ring_mem_format_bytes(
+			    m->bytes, size, sizeof(size)), (int)m->owner.pid);
+			continue;
+		}
 		TAILQ_REMOVE(&b->held, m, entry);
 		b->held_bytes -= m->bytes;
 		log_info("process %d (uid %u) exited: the %s of ring memory it "
-		    "held of an ended session are freed", (int)m->owner.pid,
+		    "held of an ended session are freed", (int)gone,
 		    (unsigned)m->owner.uid, ring_mem_format_bytes(m->bytes, size,
 		    sizeof(size)));
 		ring_mem_drop(b, m);
@@ -626,43 +693,20 @@ ring_mem_holder_exit_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 /*
- * Hold @m for its client's process, which still holds steps in it: still
- * charged, its pages as they are, until the process exits.  A process
- * already gone, or unknown (a pid of another namespace), holds nothing.
+ * Hold @m for its client's process (or those of ring_mem_hold_for()),
+ * which still holds steps in it: still charged, its pages as they are,
+ * until the process exits.
  */
 static void
 ring_mem_hold(struct ring_budget *b, struct ring_mem *m)
 {
-	const struct timeval	poll_tv = { RING_HOLDER_POLL_MS / 1000,
-				    RING_HOLDER_POLL_MS % 1000 * 1000 };
-	char			size[48];
+	char	size[48];
 
-	if (m->owner.pid <= 0)
-		log_warnx("a client of uid %u whose process is not known here "
-		    "(of another pid namespace) held steps of its ended "
-		    "session; their memory is freed: they read zeroes now",
-		    (unsigned)m->owner.uid);
-	if (m->owner.pid <= 0 || (kill(m->owner.pid, 0) == -1 &&
-	    errno == ESRCH)) {
+	if (!ring_mem_watch_holder(b, m)) {
 		ring_mem_drop(b, m);
 		return;
 	}
 	m->state = RING_MEM_HELD;
-	m->pidfd = (int)syscall(SYS_pidfd_open, m->owner.pid, 0);
-	/*
-	 * Without a pidfd (a kernel before 5.3, valgrind), kill(pid, 0) every
-	 * RING_HOLDER_POLL_MS: a zombie still counts as there until reaped.
-	 */
-	if (b->base != NULL) {
-		m->ev = m->pidfd != -1 ? event_new(b->base, m->pidfd, EV_READ,
-		    ring_mem_holder_exit_cb, m) : event_new(b->base, -1,
-		    EV_PERSIST, ring_mem_holder_exit_cb, m);
-		if (m->ev != NULL && event_add(m->ev, m->pidfd != -1 ? NULL :
-		    &poll_tv) == -1) {
-			event_free(m->ev);
-			m->ev = NULL;
-		}
-	}
 	TAILQ_INSERT_TAIL(&b->held, m, entry);
 	b->held_bytes += m->bytes;
 	log_info("process %d (uid %u) still holds steps of its ended session: "
@@ -673,6 +717,17 @@ ring_mem_hold(struct ring_budget *b, struct ring_mem *m)
 	ring_budget_reap(b);
 }
 
+/* The processes that hold @m when it is released held. */
+void
+ring_mem_hold_for(struct ring_mem *m, const pid_t *pids, size_t n)
+{
+	free(m->heirs);
+	m->owner.pid = pids[0];
+	m->nheirs = n - 1;
+	m->heirs = xcalloc(n, sizeof(*m->heirs));
+	memcpy(m->heirs, pids + 1, m->nheirs * sizeof(*m->heirs));
+}
+
 /* A ring is over: hold its memory, keep it or give it up. */
 void
 ring_mem_release(struct ring_mem *m, uint64_t extra, bool held, bool keep)
@@ -680,9 +735,15 @@ ring_mem_release(struct ring_mem *m, uint64_t extra, bool held, bool keep)
 	struct ring_budget	*b = m->budget;
 
 	b->used -= extra;
-	if (held)
+	if (held) {
 		ring_mem_hold(b, m);
-	else if (keep && b->keep_ms > 0) {
+		return;
+	}
+	/* Not held: whoever ring_mem_hold_for() named holds nothing. */
+	free(m->heirs);
+	m->heirs = NULL;
+	m->nheirs = 0;
+	if (keep && b->keep_ms > 0) {
 		if (b->scrubber == NULL)
 			ring_mem_scrubber_start(b);
 		ring_mem_lock(b);

@@ -19,7 +19,10 @@
  * libinfeed keeps reading held steps after a session ends (a kept
  * tensor), so its pages stay as they are, charged to the budget and
  * attributed to that client's user and process, until the process exits
- * (a pidfd on the event loop; ring_budget_reap() checks them too).
+ * (a pidfd on the event loop; ring_budget_reap() checks them too).  A
+ * ring that several processes read (a shared group's) is held for each
+ * of those that ended holding steps of it (ring_mem_hold_for()), one
+ * after the other: it stays charged until the last of them exits.
  *
  * Kept (warm start): when a session ends and no worker can write its
  * ring any more, ring_mem_release() keeps the memory (sealed memfd, its
@@ -80,6 +83,8 @@ struct ring_mem {
 	uint64_t		 idle_since_ms;
 	int			 pidfd;	/* held: the client's process, or -1 */
 	struct event		*ev;	/* held: its exit, or NULL */
+	pid_t			*heirs;	/* held: who holds it after owner.pid */
+	size_t			 nheirs;
 	int			 punch_errno;	/* the scrubber's, or 0 */
 	struct ring_budget	*budget;
 };
@@ -133,10 +138,20 @@ struct ring_mem	*ring_mem_take(struct ring_budget *b, uint64_t bytes,
  * client holds steps in it) until the client's process (@owner.pid)
  * exits; else kept for the next ring of the same user when @keep and the
  * budget keeps memory; else given up: punched, then unmapped, closed and
- * uncharged (see ring_budget_collect()).
+ * uncharged (see ring_budget_collect()).  Held memory whose holder exits
+ * passes to the next process of ring_mem_hold_for()'s, if any is left.
  */
 void		 ring_mem_release(struct ring_mem *m, uint64_t extra,
 		    bool held, bool keep);
+
+/**
+ * ring_mem_hold_for() - the @n (at least 1) processes that may still
+ * hold pages of @m when it is released held, in place of its owner's (a
+ * shared group's ring: the members that ended holding steps of it): it
+ * stays held, attributed to each in turn, until all of them have exited.
+ */
+void		 ring_mem_hold_for(struct ring_mem *m, const pid_t *pids,
+		    size_t n);
 
 /**
  * ring_mem_destroy() - free @m and uncharge it and its @extra bytes now,

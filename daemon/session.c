@@ -116,7 +116,8 @@ struct session_group {
 	struct session		*producer;
 	TAILQ_HEAD(, session)	 members;	/* and those left, pinning */
 	uint32_t		 nmembers;	/* not left */
-	bool			 held_at_end;	/* a member ended holding */
+	pid_t			*holders;	/* members that ended holding */
+	size_t			 nholders;
 	struct event		*ev_slack;
 	uint64_t		 blocked_since_ms;	/* 0: not blocked */
 	TAILQ_ENTRY(session_group) entry;
@@ -1080,6 +1081,21 @@ session_group_reclaim(struct session_group *g)
 		session_fill(p);
 }
 
+/* Process @pid ended a session of @g holding steps of its ring. */
+static void
+session_group_add_holder(struct session_group *g, pid_t pid)
+{
+	size_t	i;
+
+	for (i = 0; i < g->nholders && g->holders[i] != pid; i++)
+		;
+	if (i < g->nholders)
+		return;
+	g->holders = xreallocarray(g->holders, g->nholders + 1,
+	    sizeof(*g->holders));
+	g->holders[g->nholders++] = pid;
+}
+
 /* Free group @g, whose last member went. */
 static void
 session_group_free(struct session_group *g)
@@ -1092,14 +1108,18 @@ session_group_free(struct session_group *g)
 	/*
 	 * A member that ended holding steps may still read them: keep the
 	 * ring's pages as they are (held, ring_release()) rather than reuse
-	 * them.
+	 * them, charged until the last such member's process exits (not the
+	 * producer's client's: the ring is the group's).
 	 */
-	for (i = 0; g->held_at_end && i < p->ring->layout.slots; i++) {
+	for (i = 0; g->nholders > 0 && i < p->ring->layout.slots; i++) {
 		if (p->ring->slot[i].state == SLOT_READY)
 			ring_slot_set(p->ring, i, SLOT_HELD);
 	}
+	if (g->nholders > 0)
+		ring_mem_hold_for(p->ring->mem, g->holders, g->nholders);
 	p->group = NULL;
 	session_free(p);
+	free(g->holders);
 	free(g);
 }
 
@@ -1320,7 +1340,7 @@ session_free(struct session *s)
 		return;
 	if (s->group != NULL && !s->producer) {
 		if (s->shared_held != 0)
-			s->group->held_at_end = true;
+			session_group_add_holder(s->group, s->client.pid);
 		s->shared_held = 0;
 		session_group_drop(s);
 	}

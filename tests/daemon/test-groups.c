@@ -13,7 +13,9 @@
  * finishes its epochs from its own ring with nothing lost or repeated; a
  * late member joins at a step the group still has, and one at another
  * position runs alone; share = false, different options and another user
- * never share.
+ * never share; a group's ring that a member's process holds steps of
+ * after its session ended stays charged until that process exits, not
+ * the group's creator's.
  */
 
 #include <sys/wait.h>
@@ -571,6 +573,157 @@ START_TEST(another_user_never_shares)
 END_TEST
 
 /*
+ * A trainer in its own process for gr_holder_test: attaches to the group
+ * and says so on @say ('a'), waits for a byte on @go, takes step 0 (kept
+ * when @hold, else released) and ends its session (a kept step stays
+ * mapped: libinfeed reads it on), says so ('d'), then lives on until
+ * killed.  Exits 1 with a message on any failure.
+ */
+static void
+gr_holder_child(const char *name, bool hold, int say, int go)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f = infeed_new();
+	char			 c;
+
+	gr_options(&o);
+	if (infeed_connect(f, sock_path, name) != INFEED_OK ||
+	    infeed_attach(f, "raw", &o, NULL) != INFEED_OK ||
+	    write(say, "a", 1) != 1 || read(go, &c, 1) != 1 ||
+	    infeed_next(f, &st) != INFEED_OK || st.step != 0 ||
+	    (!hold && infeed_release(f, &st) != INFEED_OK) ||
+	    infeed_detach(f) != INFEED_OK || write(say, "d", 1) != 1) {
+		fprintf(stderr, "%s: %s\n", name, infeed_error(f));
+		_exit(1);
+	}
+	for (;;)
+		pause();
+}
+
+/* Fork gr_holder_child(); its pipes in @say (read end) and @go (write). */
+static pid_t
+gr_holder_fork(const char *name, bool hold, int *say, int *go)
+{
+	int	s[2], g[2];
+	pid_t	pid;
+
+	ck_assert_int_eq(pipe(s), 0);
+	ck_assert_int_eq(pipe(g), 0);
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		close(s[0]);
+		close(g[1]);
+		gr_holder_child(name, hold, s[1], g[0]);
+	}
+	close(s[1]);
+	close(g[0]);
+	*say = s[0];
+	*go = g[1];
+	return (pid);
+}
+
+/* Wait for @c from a gr_holder_child() (its pipe @say). */
+static void
+gr_holder_wait(int say, char c)
+{
+	char	got = 0;
+
+	ck_assert_int_eq(read(say, &got, 1), 1);
+	ck_assert_int_eq(got, c);
+}
+
+/* The daemon's figure of held memory (Stats.memory_held). */
+static uint64_t
+gr_memory_held(void)
+{
+	Infeed__Frame	*st = raw_stats();
+	uint64_t	 v = st->stats->memory_held;
+
+	infeed__frame__free_unpacked(st, NULL);
+	return (v);
+}
+
+/* Poll gr_memory_held() for up to @ms until it is (not) zero: its value. */
+static uint64_t
+gr_memory_held_until(bool zero, uint64_t ms)
+{
+	uint64_t	deadline = now_ms() + ms, v;
+
+	while ((v = gr_memory_held()) != 0 && zero && now_ms() < deadline)
+		usleep(20000);
+	while ((v = gr_memory_held()) == 0 && !zero && now_ms() < deadline)
+		usleep(20000);
+	return (v);
+}
+
+/*
+ * A group's ring that a member's process still maps, holding a step of
+ * its ended session, stays charged to the budget until that process
+ * exits, whoever made the group: the creator ends its session first,
+ * holding nothing, and lives on; the other member ends keeping step 0.
+ * The ring is held while the holder lives, whether the creator exits
+ * first (_i 0: that changes nothing) or lives on (_i 1), and the holder's
+ * exit gives the memory back.
+ */
+START_TEST(a_group_ring_stays_held_for_the_member_that_holds_it)
+{
+	Infeed__Frame	*st;
+	uint64_t	 group = 0, held;
+	pid_t		 creator, holder;
+	size_t		 i, n = 0;
+	int		 c_say, c_go, h_say, h_go;
+
+	creator = gr_holder_fork("creator", false, &c_say, &c_go);
+	gr_holder_wait(c_say, 'a');
+	holder = gr_holder_fork("holder", true, &h_say, &h_go);
+	gr_holder_wait(h_say, 'a');
+	st = raw_stats();
+	for (i = 0; i < st->stats->n_sessions; i++) {
+		if (st->stats->sessions[i]->group_id == 0)
+			continue;
+		ck_assert(group == 0 ||
+		    st->stats->sessions[i]->group_id == group);
+		group = st->stats->sessions[i]->group_id;
+		n++;
+	}
+	infeed__frame__free_unpacked(st, NULL);
+	ck_assert_msg(n == 2, "%zu sessions in a group, not the 2", n);
+	ck_assert_int_eq(write(c_go, "g", 1), 1);
+	gr_holder_wait(c_say, 'd');
+	ck_assert_int_eq(write(h_go, "g", 1), 1);
+	gr_holder_wait(h_say, 'd');
+	held = gr_memory_held_until(false, 5000);
+	ck_assert_msg(held > 0, "the group's ring is not held, though a "
+	    "member's process still holds step 0 of it");
+	if (_i == 0) {
+		/* The creator's exit is not the holder's. */
+		ck_assert_int_eq(kill(creator, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(creator, NULL, 0), creator);
+		usleep(1500000);	/* past a pidfd-less poll (valgrind) */
+		ck_assert_msg(gr_memory_held() == held, "%llu bytes held "
+		    "after the creator exited, not the %llu its member still "
+		    "holds", (unsigned long long)gr_memory_held(),
+		    (unsigned long long)held);
+	}
+	ck_assert_int_eq(kill(holder, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(holder, NULL, 0), holder);
+	held = gr_memory_held_until(true, 3000);
+	ck_assert_msg(held == 0, "%llu bytes still held 3 s after the "
+	    "holder exited (the creator %s)", (unsigned long long)held,
+	    _i == 0 ? "exited before" : "lives on");
+	if (_i == 1) {
+		ck_assert_int_eq(kill(creator, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(creator, NULL, 0), creator);
+	}
+	close(c_say);
+	close(c_go);
+	close(h_say);
+	close(h_go);
+}
+END_TEST
+
+/*
  * "big": 300000 samples of 64 bytes; a ring of one step of all of them
  * (3 slots, 65 MiB with its tables 79 MiB) fits in 100 MiB once, not
  * twice.
@@ -664,6 +817,8 @@ groups_suite(void)
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);
 	tcase_add_test(tc, another_user_never_shares);
+	tcase_add_loop_test(tc,
+	    a_group_ring_stays_held_for_the_member_that_holds_it, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("budget");

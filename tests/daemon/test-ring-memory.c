@@ -5,7 +5,8 @@
  * by ring_budget_keeps(), the one question the pool asks) or given up,
  * taken back by the same owner, destroyed at once; a refusal is a clause
  * naming the budget and its file for the caller to finish; held memory
- * stays charged until its process exits.  test-ring.c covers the rest
+ * stays charged until its process exits (or the last of those it is
+ * held for).  test-ring.c covers the rest
  * (zeroing, punching, pidfds on a loop) through ring_new().
  */
 
@@ -144,6 +145,60 @@ START_TEST(test_held_until_its_process_exits)
 }
 END_TEST
 
+/* A child that waits to be killed. */
+static pid_t
+sleeper(void)
+{
+	pid_t	pid;
+
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return (pid);
+}
+
+/*
+ * Held for several processes (ring_mem_hold_for(), a group's members),
+ * memory stays charged, attributed to each in turn, until the last one
+ * exits, whichever order they exit in; one gone already, and its owner
+ * (the group's creator, not named), hold nothing.
+ */
+START_TEST(test_held_until_the_last_of_its_processes_exits)
+{
+	struct ring_owner	 o = owner;
+	struct ring_mem		*m;
+	pid_t			 pids[3], gone, who;
+
+	ck_assert_int_ne(gone = fork(), -1);
+	if (gone == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(gone, NULL, 0), gone);
+	pids[0] = gone;
+	pids[1] = sleeper();
+	pids[2] = sleeper();
+	o.pid = getpid();	/* the creator lives on, holding nothing */
+	m = take(256 * KiB, 0, &o);
+	ring_mem_hold_for(m, pids, 3);
+	ring_mem_release(m, 0, true, true);
+	ck_assert_uint_eq(budget.held_bytes, 256 * KiB);
+	ck_assert_uint_eq(ring_budget_held_by(&budget, o.uid, &who), 256 * KiB);
+	ck_assert_int_eq(who, pids[1]);
+	kill(pids[1], SIGKILL);
+	ck_assert_int_eq(waitpid(pids[1], NULL, 0), pids[1]);
+	ring_budget_reap(&budget);
+	ck_assert_uint_eq(ring_budget_held_by(&budget, o.uid, &who), 256 * KiB);
+	ck_assert_int_eq(who, pids[2]);
+	kill(pids[2], SIGKILL);
+	ck_assert_int_eq(waitpid(pids[2], NULL, 0), pids[2]);
+	ring_budget_reap(&budget);
+	ck_assert_uint_eq(budget.held_bytes, 0);
+	ring_budget_settle(&budget);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
 static Suite *
 ring_memory_suite(void)
 {
@@ -155,6 +210,7 @@ ring_memory_suite(void)
 	tcase_add_test(tc, test_given_up_not_kept_then_uncharged);
 	tcase_add_test(tc, test_refusal_is_a_clause_naming_the_budget);
 	tcase_add_test(tc, test_held_until_its_process_exits);
+	tcase_add_test(tc, test_held_until_the_last_of_its_processes_exits);
 	suite_add_tcase(s, tc);
 	return (s);
 }
