@@ -347,8 +347,9 @@ status_groups(const struct infeed_stats *st)
 		}
 		if (ss->group_id == 0 || j < i)
 			continue;
-		printf("group %llu: %u members (sessions", (unsigned long long)
-		    ss->group_id, ss->group_members);
+		printf("group %llu: %u member%s (session%s", (unsigned long long)
+		    ss->group_id, ss->group_members, ss->group_members == 1 ?
+		    "" : "s", ss->group_members == 1 ? "" : "s");
 		for (j = i; j < st->nsessions; j++) {
 			m = st->sessions[j];
 			if (m->group_id == ss->group_id && !m->group_left)
