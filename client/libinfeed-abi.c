@@ -222,7 +222,7 @@ infeed_options_defaults(struct infeed_options *o)
 	o->distributed_process_count = 1;
 	o->scale = 1.0f;
 	o->reconnect_timeout_ms = 60000;
-	o->share = true;
+	o->share = false;
 	if (infeed_env_uint("OMPI_COMM_WORLD_RANK", &rank) == 0 &&
 	    infeed_env_uint("OMPI_COMM_WORLD_SIZE", &size) == 0) {
 		o->distributed_process_id = rank;

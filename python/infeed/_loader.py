@@ -159,10 +159,11 @@ class DataLoader:
         share: join the other trainers of this user that read the same
             steps (same dataset, transform, seed, shuffle, batch sizes,
             drop_last, distributed share, buffer_size): infeedd reads
-            and decodes each step once for all of them (default True).
-            Each still gets every sample of its epochs once, in its own
-            order; one that falls behind goes on alone.  False: steps of
-            its own.
+            and decodes each step once for all of them.  Each still gets
+            every sample of its epochs once, in its own order; one that
+            falls behind goes on alone, but the steps it holds keep their
+            slots from the group.  False (the default): steps of its
+            own.
         transform: for an image dataset (``type = imagefolder`` or
             ``tar``), what infeedd's workers do to each image: a
             ``torchvision.transforms.Compose`` or one built from
@@ -188,7 +189,7 @@ class DataLoader:
                  early_preload=False, output="torch", socket=None,
                  client_name=None, *, timeout=0, seed=None, writable=True,
                  reconnect_timeout=60.0, async_options=None, transform=None,
-                 share=True, **kwargs):
+                 share=False, **kwargs):
         self._np = _numpy()
         if output not in ("torch", "numpy"):
             raise ValueError(f'output must be "torch" or "numpy", not '

@@ -587,7 +587,8 @@ def test_loaders_of_the_same_data_share_one_pipeline(daemon, loader_args):
         return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
                                  shuffle=True, output="numpy", **kw,
                                  **loader_args)
-    its = [iter(loader()), iter(loader()), iter(loader(share=False))]
+    its = [iter(loader(share=True)), iter(loader(share=True)),
+           iter(loader())]
     got = [[next(it).indices] for it in its]
     groups = sorted(s["group_id"] for s in _sessions(daemon))
     assert groups[0] == 0 and groups[1] == groups[2] != 0

@@ -66,6 +66,7 @@ gr_options(struct infeed_options *o)
 	o->shuffle = true;
 	o->seed = GR_SEED;
 	o->buffer_size = GR_SLOTS;
+	o->share = true;
 }
 
 /* Attach @m to "raw" with @o, and set up its oracle. */
@@ -764,6 +765,7 @@ START_TEST(a_member_without_room_for_its_own_ring_stays)
 
 	infeed_options_init(&o);
 	o.batch_size = 300000;
+	o.share = true;
 	for (i = 0; i < 2; i++) {
 		f[i] = client();
 		ck_assert_msg(infeed_attach(f[i], "big", &o, NULL) ==
