@@ -389,7 +389,8 @@ main(int argc, char **argv)
 	}
 	c.infeedd = argv[1];
 	c.train_dir = argv[2];
-	snprintf(c.dir, sizeof(c.dir), "/tmp/infeed-shared-XXXXXX");
+	snprintf(c.dir, sizeof(c.dir), "%s/infeed-shared-XXXXXX",
+	    getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
 	if (mkdtemp(c.dir) == NULL) {
 		perror("mkdtemp");
 		return (2);
