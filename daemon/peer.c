@@ -547,19 +547,12 @@ peers_has(const struct peers *ps, uint64_t id)
 	return (false);
 }
 
-/*
- * No Hello in PEER_HELLO_WAIT_S.  Only before the Hello (or refused): an
- * attached client whose first step takes long is not silent, it waits.
- */
+/* No Hello in PEER_HELLO_WAIT_S. */
 static void
 peer_hello_timeout_cb(void *arg)
 {
 	struct peer	*p = arg;
 
-	if (p->state != PEER_HELLO && p->state != PEER_REFUSED) {
-		peer_read_on(p);
-		return;
-	}
 	log_debug("client %llu: no Hello within %d s; closing",
 	    (unsigned long long)p->id, PEER_HELLO_WAIT_S);
 	peer_free(p);
