@@ -596,6 +596,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != wc->parent)	/* gone before the line above */
 		_exit(0);
+	/* What ps, top and perf show: a worker, not the fork server. */
+	prctl(PR_SET_NAME, "infeedd-worker");
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_IGN);

@@ -195,6 +195,44 @@ START_TEST(test_killed_workers_blame_no_sample)
 }
 END_TEST
 
+/* The name of process @pid (its comm, as ps and top show it), or "". */
+static void
+comm_of(pid_t pid, char *buf, size_t len)
+{
+	char	 path[64];
+	FILE	*fp;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	if (fgets(buf, (int)len, fp) == NULL)
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(fp);
+}
+
+/* Operators tell workers from the fork server in ps, top and perf. */
+START_TEST(test_workers_named_for_operators)
+{
+	pid_t	 w[4];
+	char	 name[32];
+	int	 n, i;
+
+	restart("", "2");
+	n = worker_pids(w, 4);
+	ck_assert_int_eq(n, 2);
+	for (i = 0; i < n; i++) {
+		comm_of(w[i], name, sizeof(name));
+		ck_assert_msg(strcmp(name, "infeedd-worker") == 0,
+		    "worker %d is named '%s', not infeedd-worker", (int)w[i],
+		    name);
+	}
+	comm_of(parent_of(w[0]), name, sizeof(name));
+	ck_assert_str_eq(name, "infeedd-forker");
+}
+END_TEST
+
 /*
  * A stopped worker holding a job is found by the job's deadline, killed,
  * replaced, and its job re-issued: the trainer gets its step, the log says
@@ -1965,6 +2003,7 @@ faults_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_killed_workers_blame_no_sample);
+	tcase_add_test(tc, test_workers_named_for_operators);
 	tcase_add_test(tc, test_stopped_worker_replaced);
 	tcase_add_test(tc, test_unread_worker_socket_does_not_freeze);
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
