@@ -216,6 +216,46 @@ setup(void)
 	infeedd_start(NULL);
 }
 
+/*
+ * The first line of the daemon's log that says one of its processes
+ * crashed, into @buf: a worker killed by a signal that only a bug sends
+ * (tests kill workers with SIGKILL, SIGTERM or SIGSTOP), or a sanitizer's
+ * report from any of them.  The daemon's exit status does not show its
+ * workers' deaths: the pool replaces a crashed worker and runs its job
+ * again, so one crash in a test that then passes would go unseen.
+ * Return: whether there is one.
+ */
+bool
+infeedd_log_crash(char *buf, size_t len)
+{
+	static const char *const marks[] = {
+		"(SEGV)", "(BUS)", "(ILL)", "(FPE)", "(ABRT)", "(SYS)",
+		"(TRAP)", "AddressSanitizer", "LeakSanitizer", "runtime error:",
+	};
+	char	 path[400], *line = NULL;
+	size_t	 cap = 0, i;
+	bool	 found = false;
+	FILE	*fp;
+
+	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (false);
+	while (!found && getline(&line, &cap, fp) != -1) {
+		for (i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+			if (strstr(line, marks[i]) != NULL &&
+			    (marks[i][0] != '(' ||
+			    strstr(line, "killed by signal") != NULL)) {
+				snprintf(buf, len, "%s", line);
+				found = true;
+				break;
+			}
+		}
+	}
+	free(line);
+	fclose(fp);
+	return (found);
+}
+
 /* Stop the daemon and clean up. */
 void
 teardown(void)
@@ -226,6 +266,12 @@ teardown(void)
 
 	/* A daemon that crashed or leaked (under ASan) fails the test. */
 	status = infeedd_stop();
+	/* So does a worker that crashed, whatever the test saw. */
+	if (infeedd_log_crash(buf, sizeof(buf))) {
+		rm_dir();
+		ck_abort_msg("a process of infeedd crashed; its log says: %s",
+		    buf);
+	}
 	if (status != -1 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
 		snprintf(log, sizeof(log), "%s/infeedd.log", dir);
 		buf[0] = '\0';

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,7 @@ void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
 void		 read_log(char *buf, size_t len);
+bool		 infeedd_log_crash(char *buf, size_t len);
 uint64_t	 now_ms(void);		/* monotonic milliseconds */
 
 /*

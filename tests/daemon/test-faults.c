@@ -234,6 +234,37 @@ START_TEST(test_workers_named_for_operators)
 END_TEST
 
 /*
+ * A worker that crashes is replaced and its job done again, so the test
+ * that caused it might pass: the harness finds the crash in the daemon's
+ * log (infeedd_log_crash(), which teardown() asks) and fails the test.
+ * SIGKILL, as the other tests send, is no crash.
+ */
+START_TEST(test_worker_crash_fails_the_test)
+{
+	char	line[4096], log[400];
+	pid_t	w[4];
+	int	i;
+
+	ck_assert_int_ge(worker_pids(w, 4), 1);
+	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
+	trainer_ok("raw");
+	ck_assert_msg(!infeedd_log_crash(line, sizeof(line)), "%s", line);
+	ck_assert_int_ge(worker_pids(w, 4), 1);
+	ck_assert_int_eq(kill(w[0], SIGSEGV), 0);
+	for (i = 0; i < 500 && !infeedd_log_crash(line, sizeof(line)); i++)
+		usleep(10000);
+	/* Under ASan its handler reports the signal, and the worker exits. */
+	ck_assert_msg(strstr(line, "was killed by signal 11 (SEGV)") != NULL ||
+	    strstr(line, "AddressSanitizer:DEADLYSIGNAL") != NULL,
+	    "no worker crash in the log: '%s'", line);
+	trainer_ok("raw");
+	/* The crash was this test's: teardown() must not fail for it. */
+	snprintf(log, sizeof(log), "%s/infeedd.log", dir);
+	ck_assert_int_eq(truncate(log, 0), 0);
+}
+END_TEST
+
+/*
  * A stopped worker holding a job is found by the job's deadline, killed,
  * replaced, and its job re-issued: the trainer gets its step, the log says
  * what happened, and status counts the stuck worker.
@@ -2004,6 +2035,7 @@ faults_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_killed_workers_blame_no_sample);
 	tcase_add_test(tc, test_workers_named_for_operators);
+	tcase_add_test(tc, test_worker_crash_fails_the_test);
 	tcase_add_test(tc, test_stopped_worker_replaced);
 	tcase_add_test(tc, test_unread_worker_socket_does_not_freeze);
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
