@@ -547,12 +547,20 @@ peers_has(const struct peers *ps, uint64_t id)
 	return (false);
 }
 
-/* No Hello in PEER_HELLO_WAIT_S. */
+/*
+ * No Hello in PEER_HELLO_WAIT_S.  Only a client before its Hello (or
+ * refused) is waited for so; one past it may be silent for as long as it
+ * likes (a trainer at a checkpoint), whatever timer fired.
+ */
 static void
 peer_hello_timeout_cb(void *arg)
 {
 	struct peer	*p = arg;
 
+	if (p->state != PEER_HELLO && p->state != PEER_REFUSED) {
+		peer_read_on(p);
+		return;
+	}
 	log_debug("client %llu: no Hello within %d s; closing",
 	    (unsigned long long)p->id, PEER_HELLO_WAIT_S);
 	peer_free(p);

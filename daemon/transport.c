@@ -154,9 +154,16 @@ transport_arm_read(struct transport *t)
 {
 	if (t->base == NULL || !t->want_read || t->paused)
 		return;
-	/* event_add() with no timeout keeps the one an added event has. */
-	if (t->armed_timeout && !t->has_timeout)
+	/*
+	 * libevent keeps a persistent event's timeout through event_del()
+	 * and event_add(..., NULL), and puts it back at the next read: only
+	 * assigning the event again forgets it.
+	 */
+	if (t->armed_timeout && !t->has_timeout) {
 		event_del(t->rev);
+		event_assign(t->rev, t->base, t->fd, EV_READ | EV_PERSIST,
+		    transport_read_cb, t);
+	}
 	t->armed_timeout = t->has_timeout;
 	event_add(t->rev, t->has_timeout ? &t->timeout : NULL);
 }

@@ -472,6 +472,37 @@ START_TEST(test_read_on_without_timeout_drops_it)
 END_TEST
 
 /*
+ * As a client goes on past its Hello: a request read with the timeout, the
+ * read on again without it, more requests, then silence.  libevent keeps
+ * a persistent event's timeout even through event_del() and puts it back
+ * at its next read: an attached client silent for the Hello's wait was
+ * closed.
+ */
+START_TEST(test_timeout_dropped_stays_dropped_after_reads)
+{
+	struct transport	*t;
+	struct timeval		 tv = { 0, 20000 }, wait = { 0, 80000 };
+	char			 c;
+	int			 i;
+
+	t = make(TRANSPORT_STREAM, 0, 0);
+	transport_read_on(t, &tv);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(write(sv[1], "x", 1), 1);
+		pass();
+		ck_assert_int_eq(read(transport_fd(t), &c, 1), 1);	/* heard */
+		transport_read_on(t, NULL);
+	}
+	ck_assert_uint_eq(heard.reads, 3);
+	event_base_loopexit(base, &wait);
+	event_base_dispatch(base);
+	ck_assert_uint_eq(heard.timeouts, 0);
+	ck_assert(transport_reading(t));
+	transport_free(t);
+}
+END_TEST
+
+/*
  * _dup leaves the caller's descriptors alone: none is duplicated for a
  * message that goes at once, and a waiting one holds a duplicate, closed
  * when the transport is freed.  _consume's are closed on every path.
@@ -746,6 +777,7 @@ transport_suite(void)
 	tcase_add_test(tc, test_partial_writes_finished_in_order);
 	tcase_add_test(tc, test_read_timeout_and_read_off);
 	tcase_add_test(tc, test_read_on_without_timeout_drops_it);
+	tcase_add_test(tc, test_timeout_dropped_stays_dropped_after_reads);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("marks");
