@@ -1166,7 +1166,7 @@ session_group_deliver(struct session_group *g)
  * after the next slack.  Return: 0, or -1 when it stayed.
  */
 static int
-session_group_leave(struct session *m)
+session_group_leave(struct session *m, const char *why)
 {
 	struct session_group	*g = m->group;
 	struct session		*p = g->producer;
@@ -1185,11 +1185,10 @@ session_group_leave(struct session *m)
 		m->indices = NULL;
 		return (-1);
 	}
-	log_info("session %llu left group %llu after holding it back for %d "
-	    "ms; it goes on alone from epoch %llu step %llu",
-	    (unsigned long long)m->id, (unsigned long long)g->id,
-	    INFEED_GROUP_SLACK_MS, (unsigned long long)m->pos_epoch,
-	    (unsigned long long)m->pos_step);
+	log_info("session %llu left group %llu %s for %d ms; it goes on "
+	    "alone from epoch %llu step %llu", (unsigned long long)m->id,
+	    (unsigned long long)g->id, why, INFEED_GROUP_SLACK_MS,
+	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
 	m->left = true;
 	g->nmembers--;
 	m->first_slot = p->ring->layout.slots;
@@ -1209,7 +1208,8 @@ session_group_leave(struct session *m)
 
 /*
  * The slack ran out: the members that keep the oldest slot from being
- * refilled leave the group, unless it is no longer blocked.
+ * refilled leave the group, unless it is no longer blocked; when the
+ * slots they keep holding still block it, its waiting members leave too.
  */
 static void
 session_group_slack_cb(int fd, short what, void *arg)
@@ -1234,7 +1234,22 @@ session_group_slack_cb(int fd, short what, void *arg)
 		if (!m->left && ((m->shared_held &
 		    session_group_bit(oldest_slot)) ||
 		    (m->deliver_seq <= oldest && m->nwaiting == 0)))
-			(void)session_group_leave(m);
+			(void)session_group_leave(m, "after holding it back");
+	}
+	/*
+	 * The group's slots that those keep holding stay theirs: when the
+	 * group still cannot fill the step a member waits for, nothing but
+	 * their releases would free a slot, so that member goes on alone too
+	 * (a stopped member never freezes the others).
+	 */
+	session_group_reclaim(g);
+	if (session_group_blocked(g)) {
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (!m->left && m->nwaiting > 0 &&
+			    m->deliver_seq == p->fill_seq)
+				(void)session_group_leave(m, "after waiting on "
+				    "slots that those that left still hold");
+		}
 	}
 	/* Those that left holding nothing of the group's ring are gone. */
 	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {

@@ -41,6 +41,7 @@
 #define GR_DI		2	/* combined batch 20: 50 steps an epoch */
 #define GR_SLOTS	3
 #define GR_MAX		8	/* members in one test */
+#define GR_WAIT_MS	20000	/* a step later than this: frozen */
 
 /* One trainer: its handle, the sampler of its options, where it is. */
 struct gr_member {
@@ -53,6 +54,8 @@ struct gr_member {
 	bool		 whole;		/* ... taken from its first step */
 	struct infeed_step held;	/* a step kept, when holding */
 	bool		 holding;
+	struct infeed_step kept[GR_SLOTS];	/* gr_keep()'s */
+	unsigned	 nkept;
 	bool		 scribble;	/* copy_on_write: write over each step */
 };
 
@@ -109,8 +112,9 @@ gr_take(struct gr_member *m, bool hold)
 	const uint8_t		*row;
 	unsigned		 j;
 
-	ck_assert_msg(infeed_next(m->f, &st) == INFEED_OK, "%s",
-	    infeed_error(m->f));
+	ck_assert_msg(infeed_next_timeout(m->f, &st, GR_WAIT_MS) == INFEED_OK,
+	    "epoch %llu step %llu: %s", (unsigned long long)m->epoch,
+	    (unsigned long long)m->step, infeed_error(m->f));
 	ck_assert_uint_eq(st.epoch, m->epoch);
 	ck_assert_uint_eq(st.step, m->step);
 	if (m->step == 0) {
@@ -154,10 +158,29 @@ gr_take(struct gr_member *m, bool hold)
 	}
 }
 
+/* Take @m's next step as gr_take() does, and keep it with those kept. */
+static void
+gr_keep(struct gr_member *m)
+{
+	gr_take(m, true);
+	m->kept[m->nkept++] = m->held;
+	m->holding = false;
+}
+
+/* Release the steps gr_keep() kept. */
+static void
+gr_release_kept(struct gr_member *m)
+{
+	while (m->nkept > 0)
+		ck_assert_msg(infeed_release(m->f, &m->kept[--m->nkept]) ==
+		    INFEED_OK, "%s", infeed_error(m->f));
+}
+
 /* Release what @m holds, check it saw nothing wrong, and free it. */
 static void
 gr_done(struct gr_member *m)
 {
+	gr_release_kept(m);
 	if (m->holding)
 		ck_assert_int_eq(infeed_release(m->f, &m->held), INFEED_OK);
 	ck_assert_msg(m->bad == 0, "%llu rows wrong, missing or repeated",
@@ -358,6 +381,66 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	ck_assert_uint_gt(gr_session(st, &m[2])->bytes_read, 0);
 	infeed__frame__free_unpacked(st, NULL);
 	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * A member keeps buffer_size steps, every slot of the group's ring, and
+ * stops (a trainer holding its prefetched steps, or two loaders zipped in
+ * one process): the other waits the slack, then goes on alone from its
+ * own ring; the stopped one later finishes from its position.  Both get
+ * every index once.
+ */
+START_TEST(a_member_holding_every_slot_freezes_no_one)
+{
+	struct gr_member		*m = calloc(2, sizeof(*m));
+	const Infeed__SessionStats	*ss;
+	struct infeed_options		 o;
+	Infeed__Frame			*st;
+	uint64_t			 t0, worst = 0, per_epoch;
+	unsigned			 i, k;
+
+	gr_options(&o);
+	o.copy_on_write = _i == 1;
+	for (i = 0; i < 2; i++) {
+		gr_attach(&m[i], &o);
+		m[i].scribble = o.copy_on_write;
+	}
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	for (k = 0; k < GR_SLOTS; k++)
+		gr_keep(&m[1]);
+	for (k = 0; k < per_epoch; k++) {
+		t0 = now_ms();
+		gr_take(&m[0], k % 2 == 0);
+		if (now_ms() - t0 > worst)
+			worst = now_ms() - t0;
+	}
+	fprintf(stderr, "the other's longest wait while one member held "
+	    "every slot: %llu ms (slack %d ms)\n", (unsigned long long)worst,
+	    INFEED_GROUP_SLACK_MS);
+	ck_assert_uint_ge(worst, INFEED_GROUP_SLACK_MS - 100);
+	ck_assert_uint_le(worst, 5000);
+	st = raw_stats();
+	for (i = 0; i < 2; i++) {
+		ss = gr_session(st, &m[i]);
+		ck_assert_uint_eq(ss->group_left, 1);
+	}
+	infeed__frame__free_unpacked(st, NULL);
+	/* The stopped one goes on from its own position. */
+	gr_release_kept(&m[1]);
+	for (k = 0; k < per_epoch; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], k % 3 == 0);
+	}
+	ck_assert_uint_eq(m[1].epoch, 1);
+	ck_assert_uint_eq(m[1].step, 2 + GR_SLOTS);
+	for (i = 0; i < 2; i++)
 		gr_done(&m[i]);
 	free(m);
 }
@@ -813,6 +896,8 @@ groups_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
 	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
+	    2);
+	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
 	    2);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
