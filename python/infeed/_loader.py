@@ -161,8 +161,8 @@ class DataLoader:
             drop_last, distributed share, buffer_size): infeedd reads
             and decodes each step once for all of them.  Each still gets
             every sample of its epochs once, in its own order; one that
-            falls behind goes on alone, and holds the others back for
-            half a second at most.  True by default; False: steps of
+            falls behind goes on alone until it catches up, and holds
+            the others back for half a second at most.  True by default; False: steps of
             its own.
         transform: for an image dataset (``type = imagefolder`` or
             ``tar``), what infeedd's workers do to each image: a

@@ -56,6 +56,7 @@ struct gr_member {
 	bool		 holding;
 	struct infeed_step kept[GR_SLOTS];	/* gr_keep()'s */
 	unsigned	 nkept;
+	uint32_t	 last_slot;	/* of the last step taken */
 	bool		 scribble;	/* copy_on_write: write over each step */
 };
 
@@ -117,6 +118,7 @@ gr_take(struct gr_member *m, bool hold)
 	    (unsigned long long)m->step, infeed_error(m->f));
 	ck_assert_uint_eq(st.epoch, m->epoch);
 	ck_assert_uint_eq(st.step, m->step);
+	m->last_slot = st.slot;
 	if (m->step == 0) {
 		memset(m->seen, 0, sizeof(m->seen));
 		m->whole = true;
@@ -367,15 +369,18 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	gr_status("", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
-	/* It goes on: the rest of its epoch and the next, every index once. */
-	for (k = 0; k < 2 * per_epoch; k++)
+	/*
+	 * It goes on: the rest of its epoch, every index once (still behind
+	 * the group, which it would rejoin on catching up).
+	 */
+	for (k = 5; k < per_epoch; k++)
 		gr_take(&m[2], k % 3 == 0);
 	for (k = 0; k < per_epoch; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], false);
 	}
-	ck_assert_uint_eq(m[2].epoch, 2);
-	ck_assert_uint_eq(m[2].step, 5);
+	ck_assert_uint_eq(m[2].epoch, 1);
+	ck_assert_uint_eq(m[2].step, 0);
 	st = raw_stats();
 	ck_assert_uint_eq(gr_session(st, &m[2])->group_id, 0);
 	ck_assert_uint_gt(gr_session(st, &m[2])->bytes_read, 0);
@@ -441,6 +446,93 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 	ck_assert_uint_eq(m[1].epoch, 1);
 	ck_assert_uint_eq(m[1].step, 2 + GR_SLOTS);
 	for (i = 0; i < 2; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/* Whether @m is a member of its group now (not one that left). */
+static bool
+gr_in_group(const struct gr_member *m)
+{
+	Infeed__Frame			*st = raw_stats();
+	const Infeed__SessionStats	*ss = gr_session(st, m);
+	bool				 in = ss->group_id != 0 &&
+					    !ss->group_left;
+
+	infeed__frame__free_unpacked(st, NULL);
+	return (in);
+}
+
+/*
+ * A member that left rejoins when it catches up: it stops (holding a
+ * step) until it leaves, then takes steps alone, faster than the group,
+ * until the step it takes next is one the group still holds; from there
+ * its steps come from the group's ring again (slot numbers below
+ * buffer_size), while it still holds a step of its own ring across the
+ * switch.  It leaves again when it stops again.  Every member gets every
+ * index once through both transitions, with copy_on_write rings written
+ * over by every member too (_i 1).
+ */
+START_TEST(a_member_that_left_rejoins_when_it_catches_up)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint64_t		 per_epoch, at;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	o.copy_on_write = _i == 1;
+	for (i = 0; i < 3; i++) {
+		gr_attach(&m[i], &o);
+		m[i].scribble = o.copy_on_write;
+	}
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < 5; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], true);
+	}
+	/* m[2] stops, holding step 4, and leaves. */
+	for (k = 0; k < 10; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	ck_assert(!gr_in_group(&m[2]));
+	ck_assert(gr_in_group(&m[0]));
+	/* Alone, from its own ring, until it is where the group is. */
+	for (k = 0; k < 10; k++) {
+		gr_take(&m[2], k % 2 == 0);
+		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
+	}
+	ck_assert(!gr_in_group(&m[2]));
+	at = m[2].step;
+	gr_take(&m[2], true);
+	ck_assert_msg(m[2].last_slot < GR_SLOTS, "step %llu came in slot "
+	    "%u, not the group's ring", (unsigned long long)at,
+	    m[2].last_slot);
+	ck_assert(gr_in_group(&m[2]));
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[2])->group_members, 3);
+	infeed__frame__free_unpacked(st, NULL);
+	/* Together again, for more than an epoch. */
+	for (k = 0; k < per_epoch + 5; k++) {
+		for (i = 0; i < 3; i++) {
+			gr_take(&m[i], i == k % 3);
+			ck_assert_uint_lt(m[i].last_slot, GR_SLOTS);
+		}
+	}
+	/* It stops again: it leaves again, and goes on alone again. */
+	for (k = 0; k < 10; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	ck_assert(!gr_in_group(&m[2]));
+	for (k = 0; k < 5; k++) {
+		gr_take(&m[2], k % 2 == 0);
+		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
+	}
+	for (i = 0; i < 3; i++)
 		gr_done(&m[i]);
 	free(m);
 }
@@ -899,6 +991,8 @@ groups_suite(void)
 	    2);
 	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
 	    2);
+	tcase_add_loop_test(tc, a_member_that_left_rejoins_when_it_catches_up,
+	    0, 2);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
