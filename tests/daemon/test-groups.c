@@ -77,27 +77,34 @@ gr_options(struct infeed_options *o)
 static void
 gr_attach(struct gr_member *m, const struct infeed_options *o)
 {
-	struct sampler_opts	so;
-	char			*cause = NULL;
-
 	memset(m, 0, sizeof(*m));
 	m->f = client();
 	ck_assert_msg(infeed_attach(m->f, "raw", o, NULL) == INFEED_OK, "%s",
 	    infeed_error(m->f));
-	memset(&so, 0, sizeof(so));
-	so.samples = RAW_N;
-	so.batch_size = o->batch_size;
-	so.device_iterations = o->device_iterations;
-	so.replication_factor = o->replication_factor;
-	so.gradient_accumulation = o->gradient_accumulation;
-	so.shuffle = o->shuffle;
-	so.seed = o->seed;
-	so.drop_last = o->drop_last;
-	so.process_id = o->distributed_process_id;
-	so.process_count = o->distributed_process_count;
-	ck_assert_int_eq(sampler_init(&m->oracle, &so, &cause), 0);
+	raw_oracle(&m->oracle, o);
 	m->epoch = o->start_epoch;
 	m->step = o->start_step;
+}
+
+/*
+ * @n members of the shared options, with copy_on_write rings that each
+ * writes over when @copy_on_write; calloc'd.
+ */
+static struct gr_member *
+gr_attach_all(unsigned n, bool copy_on_write)
+{
+	struct gr_member	*m = calloc(n, sizeof(*m));
+	struct infeed_options	 o;
+	unsigned		 i;
+
+	ck_assert_ptr_nonnull(m);
+	gr_options(&o);
+	o.copy_on_write = copy_on_write;
+	for (i = 0; i < n; i++) {
+		gr_attach(&m[i], &o);
+		m[i].scribble = copy_on_write;
+	}
+	return (m);
 }
 
 /*
@@ -325,20 +332,13 @@ END_TEST
  */
 START_TEST(a_stopped_member_leaves_and_finishes_alone)
 {
-	struct gr_member		*m = calloc(3, sizeof(*m));
+	struct gr_member		*m = gr_attach_all(3, _i == 1);
 	const Infeed__SessionStats	*ss;
-	struct infeed_options		 o;
 	Infeed__Frame			*st;
 	uint64_t			 t0, worst = 0, per_epoch;
 	unsigned			 i, k;
 	char				 out[8192], want[128];
 
-	gr_options(&o);
-	o.copy_on_write = _i == 1;
-	for (i = 0; i < 3; i++) {
-		gr_attach(&m[i], &o);
-		m[i].scribble = o.copy_on_write;
-	}
 	per_epoch = m[0].oracle.steps_per_epoch;
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 3; i++)
@@ -400,19 +400,12 @@ END_TEST
  */
 START_TEST(a_member_holding_every_slot_freezes_no_one)
 {
-	struct gr_member		*m = calloc(2, sizeof(*m));
+	struct gr_member		*m = gr_attach_all(2, _i == 1);
 	const Infeed__SessionStats	*ss;
-	struct infeed_options		 o;
 	Infeed__Frame			*st;
 	uint64_t			 t0, worst = 0, per_epoch;
 	unsigned			 i, k;
 
-	gr_options(&o);
-	o.copy_on_write = _i == 1;
-	for (i = 0; i < 2; i++) {
-		gr_attach(&m[i], &o);
-		m[i].scribble = o.copy_on_write;
-	}
 	per_epoch = m[0].oracle.steps_per_epoch;
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < 2; i++)
@@ -476,18 +469,11 @@ gr_in_group(const struct gr_member *m)
  */
 START_TEST(a_member_that_left_rejoins_when_it_catches_up)
 {
-	struct gr_member	*m = calloc(3, sizeof(*m));
-	struct infeed_options	 o;
+	struct gr_member	*m = gr_attach_all(3, _i == 1);
 	Infeed__Frame		*st;
 	uint64_t		 per_epoch, at;
 	unsigned		 i, k;
 
-	gr_options(&o);
-	o.copy_on_write = _i == 1;
-	for (i = 0; i < 3; i++) {
-		gr_attach(&m[i], &o);
-		m[i].scribble = o.copy_on_write;
-	}
 	per_epoch = m[0].oracle.steps_per_epoch;
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 3; i++)
