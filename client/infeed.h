@@ -201,12 +201,13 @@ struct infeed_options {
 	 * into one slot they all map; every trainer still gets every sample
 	 * of its epochs once, from its own position.  A trainer that falls
 	 * behind leaves the group and goes on alone (the library maps its
-	 * new ring; step.slot may then be buffer_size or more).  A step it
-	 * keeps holding keeps its slot from the group: members that hold
-	 * buffer_size steps between them and stop can hold up the rest.
-	 * false (the default): a ring of its own, always.
+	 * new ring; step.slot may then be buffer_size or more), and rejoins
+	 * when it catches up (the group's ring again); one that stops holds
+	 * the others back for INFEED_GROUP_SLACK_MS at most.
+	 * true, the default (a caller built before 1.7 never shares);
+	 * false: a ring of its own, always.
 	 */
-	bool		share;			/* false */
+	bool		share;			/* true */
 	uint8_t		reserved2[7];		/* 0; no tail padding */
 };
 

@@ -363,8 +363,8 @@ status_groups(const struct infeed_stats *st)
 	for (i = 0; i < st->nsessions; i++) {
 		if (st->sessions[i]->group_left)
 			printf("session %llu left its group (it fell behind) "
-			    "and goes on alone\n", (unsigned long long)
-			    st->sessions[i]->session_id);
+			    "and goes on alone until it catches up\n",
+			    (unsigned long long)st->sessions[i]->session_id);
 	}
 }
 

@@ -222,7 +222,7 @@ infeed_options_defaults(struct infeed_options *o)
 	o->distributed_process_count = 1;
 	o->scale = 1.0f;
 	o->reconnect_timeout_ms = 60000;
-	o->share = false;
+	o->share = true;
 	if (infeed_env_uint("OMPI_COMM_WORLD_RANK", &rank) == 0 &&
 	    infeed_env_uint("OMPI_COMM_WORLD_SIZE", &size) == 0) {
 		o->distributed_process_id = rank;
@@ -268,6 +268,12 @@ infeed_options_take(struct infeed *f, const struct infeed_options *o,
 		    sizeof(*out), size));
 	memcpy(out, o, size < sizeof(*out) ? size : sizeof(*out));
 	out->struct_size = sizeof(*out);
+	/*
+	 * A caller built before 1.7 may count on step.slot below buffer_size,
+	 * which a shared session's own ring breaks: it never shares.
+	 */
+	if (size < FIELD_END(struct infeed_options, share))
+		out->share = false;
 	if (out->nchannels > INFEED_MAX_CHANNELS)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "nchannels is %u; at "
 		    "most %d", out->nchannels, INFEED_MAX_CHANNELS));

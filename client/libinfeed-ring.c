@@ -159,32 +159,54 @@ infeed_ring_mmap(struct infeed_ring *r, int fd, bool copy_on_write)
 	return (base);
 }
 
+/* Whether the caller holds a step of @session_id numbered in @mask. */
+static bool
+infeed_ring_holds(const struct infeed_ring *r, uint64_t session_id,
+    uint64_t mask)
+{
+	size_t	i;
+
+	if (r->held & mask)
+		return (true);
+	for (i = 0; i < r->nold; i++) {
+		if (r->old[i].session_id == session_id &&
+		    (r->old[i].held & mask))
+			return (true);
+	}
+	return (false);
+}
+
 /*
- * The session left its shared group: map its own ring, which came with
- * the Step that says @ring; the group's stays mapped (as an ended
- * session's) while the caller holds steps in it, released to the daemon
- * by their slot numbers, below @ring->first_slot.
+ * The session left its shared group, or rejoined it: map the ring that
+ * came with the Step that says @ring (its own, or the group's again); the
+ * one it replaces stays mapped (as an ended session's) while the caller
+ * holds steps in it, released to the daemon by their slot numbers, which
+ * the new ring's do not overlap.
  */
 int
 infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring)
 {
 	struct infeed_ring	*r = &f->ring;
 	uint8_t			*base;
+	uint64_t		 numbers = 0;
 	int			 fd;
 
 	if ((fd = wire_in_take_fd(&f->conn.in)) == -1)
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "a Step with a new "
 		    "ring came without its file descriptor"));
-	if (ring->slots == 0 || ring->first_slot < r->first_slot + r->slots ||
-	    ring->first_slot + (uint64_t)ring->slots > 64 ||
+	if (ring->slots > 0 && ring->first_slot + (uint64_t)ring->slots <= 64)
+		numbers = (ring->slots == 64 ? ~UINT64_C(0) :
+		    (UINT64_C(1) << ring->slots) - 1) << ring->first_slot;
+	if (numbers == 0 || infeed_ring_holds(r, f->session_id, numbers) ||
 	    ring->slot_bytes != r->slot_bytes ||
 	    ring->ring_bytes / ring->slots < ring->slot_bytes ||
 	    ring->ring_bytes > SIZE_MAX) {
 		close(fd);
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "a Step's new ring "
 		    "(%u slots of %llu bytes from slot %u, %llu bytes) does "
-		    "not follow the ring of %u slots of %llu bytes from slot "
-		    "%u", ring->slots, (unsigned long long)ring->slot_bytes,
+		    "not fit beside the ring of %u slots of %llu bytes from "
+		    "slot %u (at most 64 slot numbers, none of a step still "
+		    "held)", ring->slots, (unsigned long long)ring->slot_bytes,
 		    ring->first_slot, (unsigned long long)ring->ring_bytes,
 		    r->slots, (unsigned long long)r->slot_bytes,
 		    r->first_slot));

@@ -464,7 +464,7 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 		infeed__frame__free_unpacked(reply, NULL);
 		return (INFEED_END_OF_DATA);
 	}
-	/* The session left its shared group: its own ring comes now. */
+	/* The session left its shared group (or rejoined): a ring comes. */
 	if (reply->step->ring != NULL &&
 	    (r = infeed_ring_remap(f, reply->step->ring)) != INFEED_OK) {
 		infeed__frame__free_unpacked(reply, NULL);
@@ -531,8 +531,9 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 	if (step->struct_size >= FIELD_END(struct infeed_step, session) &&
 	    step->session != f->session_id)
 		return (INFEED_OK);
-	/* A step of the group's ring, which the session left: tell it. */
-	if (step->slot < f->ring.first_slot)
+	/* A step of a ring the session left (its group's, or its own). */
+	if (step->slot < f->ring.first_slot ||
+	    step->slot - f->ring.first_slot >= f->ring.slots)
 		(void)infeed_ring_release_old(&f->ring, f->session_id,
 		    step->slot);
 	else

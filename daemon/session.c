@@ -101,12 +101,12 @@ struct session {
 	 */
 	struct session_group	*group;	/* NULL: none (any more) */
 	bool			 producer;	/* the group's hidden session */
-	bool			 left;	/* fell behind; pins shared_held */
+	bool			 left;	/* fell behind; may rejoin */
 	uint64_t		 shared_held;	/* group ring slots, a bit each */
 	uint64_t		 pos_epoch;	/* the member's next step */
 	uint64_t		 pos_step;
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
-	bool			 new_ring;	/* the next Step carries it */
+	bool			 new_ring;	/* the next Step carries its ring */
 	TAILQ_ENTRY(session)	 member_entry;
 };
 
@@ -114,7 +114,7 @@ struct session {
 struct session_group {
 	uint64_t		 id;
 	struct session		*producer;
-	TAILQ_HEAD(, session)	 members;	/* and those left, pinning */
+	TAILQ_HEAD(, session)	 members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
 	pid_t			*holders;	/* members that ended holding */
 	size_t			 nholders;
@@ -362,6 +362,9 @@ session_done_cb(void *arg, const struct pool_report *r)
 	struct session	 *s = arg;
 	struct ring_slot *sl;
 
+	/* A member that rejoined its group: its own ring's last jobs. */
+	if (s->group != NULL && !s->left && !s->producer)
+		return;
 	if (r->slot >= s->ring->layout.slots ||
 	    s->ring->slot[r->slot].state != SLOT_FILLING)
 		return;
@@ -1096,13 +1099,20 @@ session_group_add_holder(struct session_group *g, pid_t pid)
 	g->holders[g->nholders++] = pid;
 }
 
-/* Free group @g, whose last member went. */
+/*
+ * Free group @g, whose last member went: those that left and hold none of
+ * its slots may no longer rejoin it.
+ */
 static void
 session_group_free(struct session_group *g)
 {
-	struct session	*p = g->producer;
+	struct session	*p = g->producer, *m;
 	uint32_t	 i;
 
+	while ((m = TAILQ_FIRST(&g->members)) != NULL) {
+		TAILQ_REMOVE(&g->members, m, member_entry);
+		m->group = NULL;
+	}
 	TAILQ_REMOVE(&session_groups, g, entry);
 	event_free(g->ev_slack);
 	/*
@@ -1123,7 +1133,29 @@ session_group_free(struct session_group *g)
 	free(g);
 }
 
-/* Member @m is out of @g's list (it ended, or left and holds no slot). */
+/*
+ * Free @g once no member is in it and none that left holds its slots
+ * (those that left are kept in its list only to rejoin it); else refill
+ * what its members are done with.
+ */
+static void
+session_group_settle(struct session_group *g)
+{
+	const struct session	*m;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (!m->left || m->shared_held != 0)
+			break;
+	}
+	if (m == NULL) {
+		session_group_free(g);
+		return;
+	}
+	session_group_reclaim(g);
+	session_group_watch(g);
+}
+
+/* Member @m is out of @g's list: its session ended. */
 static void
 session_group_drop(struct session *m)
 {
@@ -1133,12 +1165,7 @@ session_group_drop(struct session *m)
 	if (!m->left)
 		g->nmembers--;
 	m->group = NULL;
-	if (TAILQ_EMPTY(&g->members)) {
-		session_group_free(g);
-		return;
-	}
-	session_group_reclaim(g);
-	session_group_watch(g);
+	session_group_settle(g);
 }
 
 static void	session_member_deliver(struct session *);
@@ -1166,13 +1193,21 @@ session_group_deliver(struct session_group *g)
  * after the next slack.  Return: 0, or -1 when it stayed.
  */
 static int
-session_group_leave(struct session *m)
+session_group_leave(struct session *m, const char *why)
 {
 	struct session_group	*g = m->group;
 	struct session		*p = g->producer;
 	enum errcode		 code;
 	char			*cause = NULL;
 
+	/* Steps of the ring it had before it rejoined: one ring of its own. */
+	if (m->ring != NULL) {
+		log_info("session %llu falls behind group %llu but stays in "
+		    "it until it releases the steps it holds of the ring it "
+		    "had before it rejoined", (unsigned long long)m->id,
+		    (unsigned long long)g->id);
+		return (-1);
+	}
 	if (session_make_ring(m, &code, &cause) == -1) {
 		log_warnx("session %llu falls behind group %llu but stays in "
 		    "it: %s", (unsigned long long)m->id,
@@ -1185,11 +1220,10 @@ session_group_leave(struct session *m)
 		m->indices = NULL;
 		return (-1);
 	}
-	log_info("session %llu left group %llu after holding it back for %d "
-	    "ms; it goes on alone from epoch %llu step %llu",
-	    (unsigned long long)m->id, (unsigned long long)g->id,
-	    INFEED_GROUP_SLACK_MS, (unsigned long long)m->pos_epoch,
-	    (unsigned long long)m->pos_step);
+	log_info("session %llu left group %llu %s for %d ms; it goes on "
+	    "alone from epoch %llu step %llu", (unsigned long long)m->id,
+	    (unsigned long long)g->id, why, INFEED_GROUP_SLACK_MS,
+	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
 	m->left = true;
 	g->nmembers--;
 	m->first_slot = p->ring->layout.slots;
@@ -1207,15 +1241,72 @@ session_group_leave(struct session *m)
 	return (0);
 }
 
+/* A member that rejoined gives up its own ring once it holds none of it. */
+static void
+session_own_ring_drop(struct session *s)
+{
+	if (s->ring == NULL || ring_count(s->ring, SLOT_HELD) > 0)
+		return;
+	pool_remove_ring(s->pool_ring, s->ring, true);
+	s->pool_ring = NULL;
+	s->ring = NULL;
+	free(s->indices);
+	s->indices = NULL;
+}
+
+/*
+ * Left member @m caught up: the step it takes next is one its group still
+ * holds for the others, or fills next.  From there it takes the group's
+ * steps again (the next Step brings the group's ring back when its client
+ * maps its own), and gives up its own ring once it holds none of it.
+ * Only between steps (no Next waits), and holding none of the group's
+ * slots (a client maps the group's ring once).  Return: whether it did.
+ */
+static bool
+session_group_rejoin(struct session *m)
+{
+	struct session_group	*g = m->group;
+	uint64_t		 epoch = m->pos_epoch, step = m->pos_step, seq;
+
+	if (m->nwaiting > 0 || m->shared_held != 0 || m->ring == NULL ||
+	    (m->state != SESSION_FILLING && m->state != SESSION_IDLE))
+		return (false);
+	if (m->steps_delivered > 0) {
+		epoch = m->epoch;
+		step = m->step + 1;
+		if (step >= sampler_epoch_steps(&m->sampler, epoch)) {
+			epoch++;
+			step = 0;
+		}
+	}
+	if (session_group_position(g, epoch, step, &seq) == -1)
+		return (false);
+	log_info("session %llu caught up with group %llu and rejoins it at "
+	    "epoch %llu step %llu", (unsigned long long)m->id,
+	    (unsigned long long)g->id, (unsigned long long)epoch,
+	    (unsigned long long)step);
+	m->left = false;
+	g->nmembers++;
+	m->deliver_seq = seq;
+	m->pos_epoch = epoch;
+	m->pos_step = step;
+	/* Its client maps its own ring, unless no Step brought it yet. */
+	m->new_ring = !m->new_ring;
+	pool_drop_jobs(m->pool_ring);
+	session_own_ring_drop(m);
+	return (true);
+}
+
 /*
  * The slack ran out: the members that keep the oldest slot from being
- * refilled leave the group, unless it is no longer blocked.
+ * refilled leave the group, unless it is no longer blocked; when the
+ * slots they keep holding still block it, its waiting members leave too.
  */
 static void
 session_group_slack_cb(int fd, short what, void *arg)
 {
 	struct session_group	*g = arg;
-	struct session		*p = g->producer, *m, *next;
+	struct session		*p = g->producer, *m;
 	uint64_t		 oldest = UINT64_MAX;
 	uint32_t		 i, oldest_slot = 0;
 
@@ -1234,22 +1325,24 @@ session_group_slack_cb(int fd, short what, void *arg)
 		if (!m->left && ((m->shared_held &
 		    session_group_bit(oldest_slot)) ||
 		    (m->deliver_seq <= oldest && m->nwaiting == 0)))
-			(void)session_group_leave(m);
+			(void)session_group_leave(m, "after holding it back");
 	}
-	/* Those that left holding nothing of the group's ring are gone. */
-	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
-		next = TAILQ_NEXT(m, member_entry);
-		if (m->left && m->shared_held == 0) {
-			TAILQ_REMOVE(&g->members, m, member_entry);
-			m->group = NULL;
+	/*
+	 * The group's slots that those keep holding stay theirs: when the
+	 * group still cannot fill the step a member waits for, nothing but
+	 * their releases would free a slot, so that member goes on alone too
+	 * (a stopped member never freezes the others).
+	 */
+	session_group_reclaim(g);
+	if (session_group_blocked(g)) {
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (!m->left && m->nwaiting > 0 &&
+			    m->deliver_seq == p->fill_seq)
+				(void)session_group_leave(m, "after waiting on "
+				    "slots that those that left still hold");
 		}
 	}
-	if (TAILQ_EMPTY(&g->members))
-		session_group_free(g);
-	else {
-		session_group_reclaim(g);
-		session_group_watch(g);
-	}
+	session_group_settle(g);
 }
 
 /*
@@ -1601,6 +1694,14 @@ session_member_deliver(struct session *m)
 		st.epoch = sl->epoch;
 		st.step = sl->step;
 		st.rows = sl->rows;
+		/* It rejoined: the group's ring goes with this Step. */
+		if (m->new_ring) {
+			st.new_ring = true;
+			st.ring_slots = p->ring->layout.slots;
+			st.slot_bytes = p->ring->layout.slot_bytes;
+			st.ring_bytes = p->ring->layout.ring_bytes;
+			m->new_ring = false;
+		}
 		m->ev.step(m->arg, session_pop(m), &st);
 	}
 	session_wait_end(m);
@@ -1613,6 +1714,8 @@ session_next(struct session *s, struct session_req req,
 {
 	uint32_t	nslots, held;
 
+	if (s->group != NULL && s->left)
+		(void)session_group_rejoin(s);
 	if (s->group != NULL && !s->left) {
 		nslots = s->group->producer->ring->layout.slots;
 		held = (uint32_t)__builtin_popcountll(s->shared_held);
@@ -1667,15 +1770,11 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	if (g != NULL && slot < INFEED_MAX_GROUP_SLOTS &&
 	    (s->shared_held & session_group_bit(slot))) {
 		s->shared_held &= ~session_group_bit(slot);
-		if (s->left && s->shared_held == 0)
-			session_group_drop(s);
-		else {
-			session_group_reclaim(g);
-			session_group_watch(g);
-		}
+		session_group_settle(g);
 		return (0);
 	}
-	if ((g != NULL && !s->left) || slot < s->first_slot ||
+	/* A slot of its own ring (also one it kept when it rejoined). */
+	if (s->ring == NULL || slot < s->first_slot ||
 	    slot - s->first_slot >= s->ring->layout.slots ||
 	    s->ring->slot[slot - s->first_slot].state != SLOT_HELD) {
 		*cause = xasprintf("slot %u is not held by this session; "
@@ -1683,6 +1782,10 @@ session_release(struct session *s, uint32_t slot, char **cause)
 		return (-1);
 	}
 	ring_slot_set(s->ring, slot - s->first_slot, SLOT_FREE);
+	if (g != NULL && !s->left) {
+		session_own_ring_drop(s);
+		return (0);
+	}
 	session_fill(s);
 	session_deliver(s);
 	return (0);
@@ -1763,8 +1866,9 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_members = 0;
 	r->group_steps_filled = 0;
 	r->group_bytes_read = 0;
-	r->group_left = s->left || s->first_slot != 0;
-	if (s->group == NULL)
+	r->group_left = s->left;
+	/* One that left shows its group while it holds slots there. */
+	if (s->group == NULL || (s->left && s->shared_held == 0))
 		return;
 	p = s->group->producer;
 	r->group_id = s->group->id;

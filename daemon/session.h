@@ -21,8 +21,12 @@
  * (its epoch and step), and a slot is refilled once every member is past
  * it and none holds it.  A member that holds the others back for
  * INFEED_GROUP_SLACK_MS leaves: it gets a ring of its own and goes on
- * from its position (Step.new_ring).  A late member joins only at a step
- * the group still has or fills next; elsewhere it starts its own group.
+ * from its position (Step.new_ring); so do members that wait while only
+ * the slots those that left still hold block the group.  One that left
+ * rejoins at a Next whose step the group still has or fills next (it
+ * caught up), and gives up its own ring once it holds none of it.  A late
+ * member joins only at a step the group still has or fills next;
+ * elsewhere it starts its own group.
  */
 #ifndef INFEED_SESSION_H
 #define INFEED_SESSION_H

@@ -27,6 +27,7 @@
 #include <check.h>
 
 #include "harness.h"
+#include "sampler.h"
 
 char		 dir[256];
 char		 sock_path[300];
@@ -38,6 +39,30 @@ uint8_t
 raw_byte(uint64_t i, unsigned j)
 {
 	return ((uint8_t)(i * 7 + j * 13 + (i >> 8)));
+}
+
+/*
+ * The sampler of a client of options @o over "raw": the order its steps
+ * must come in (sampler_clear() it).
+ */
+void
+raw_oracle(struct sampler *smp, const struct infeed_options *o)
+{
+	struct sampler_opts	so;
+	char			*cause = NULL;
+
+	memset(&so, 0, sizeof(so));
+	so.samples = RAW_N;
+	so.batch_size = o->batch_size;
+	so.device_iterations = o->device_iterations;
+	so.replication_factor = o->replication_factor;
+	so.gradient_accumulation = o->gradient_accumulation;
+	so.shuffle = o->shuffle;
+	so.seed = o->seed;
+	so.drop_last = o->drop_last;
+	so.process_id = o->distributed_process_id;
+	so.process_count = o->distributed_process_count;
+	ck_assert_msg(sampler_init(smp, &so, &cause) == 0, "%s", cause);
 }
 
 /* Write @len bytes to @path or fail the test. */

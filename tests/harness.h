@@ -28,7 +28,11 @@ extern char	sock_path[300];		/* infeedd's socket in it */
 extern char	conf_path[300];		/* its configuration */
 extern pid_t	infeedd_pid;
 
+struct sampler;
+
 uint8_t		 raw_byte(uint64_t i, unsigned j);
+void		 raw_oracle(struct sampler *smp,
+		    const struct infeed_options *o);
 void		 write_file(const char *path, const void *buf, size_t len);
 void		 make_raw(void);
 void		 make_config(const char *extra);

@@ -67,6 +67,9 @@ typedef struct {
 	PyObject		*from_dlpack;	/* torch's, or NULL */
 	PyObject		*inference_mode; /* torch's check, or NULL */
 	bool			 writable;	/* copy-on-write mapping */
+	bool			 shared;	/* may be in a group */
+	bool			 own_ring;	/* the last step was of its
+						   own ring, having left */
 	/* Tensors made ahead for full steps, by slot (none: NULL). */
 	struct spare_slot	*spare;
 	uint32_t		 nspare_slots;
@@ -756,6 +759,8 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 	memcpy(self->sample_shape, info.sample_shape,
 	    sizeof(self->sample_shape));
 	self->writable = o.copy_on_write;
+	self->shared = o.share;
+	self->own_ring = false;
 	return (info_dict(&info));
 }
 
@@ -942,6 +947,32 @@ client_state(ClientObject *self)
 }
 
 /*
+ * Whether session @id left its shared group, as the daemon's Stats say
+ * (asked only when every slot is held): the steps it holds are then of
+ * the group's ring, and its next Step brings a ring of its own.
+ */
+static bool
+client_left_group(ClientObject *self, uint64_t id)
+{
+	struct infeed_stats	*st = NULL;
+	bool			 left = false;
+	size_t			 i;
+	int			 r;
+
+	if (!self->shared || self->own_ring)
+		return (false);
+	Py_BEGIN_ALLOW_THREADS
+	r = infeed_get_stats(self->f, &st);
+	Py_END_ALLOW_THREADS
+	for (i = 0; r == INFEED_OK && i < st->nsessions; i++) {
+		if (st->sessions[i]->session_id == id)
+			left = st->sessions[i]->group_left != 0;
+	}
+	infeed_stats_free(st);
+	return (left);
+}
+
+/*
  * The next step into *@st for next(timeout_s=0) and next_step(): 1, or 0
  * at the end of the epoch, or -1 with an error.
  */
@@ -967,7 +998,8 @@ client_take(ClientObject *self, PyObject *args, struct infeed_step *st)
 		return (-1);
 	}
 	state = client_state(self);
-	if (!state.next_pending && state.slots_held >= state.slots) {
+	if (!state.next_pending && state.slots_held >= state.slots &&
+	    !client_left_group(self, state.session_id)) {
 		self->busy = 0;
 		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
 		    "is held by a step you still reference (its data, labels "
@@ -989,6 +1021,8 @@ client_take(ClientObject *self, PyObject *args, struct infeed_step *st)
 			raise_infeed(self, r);
 		return (-1);
 	}
+	/* A step of its own ring: the session left its group (for now). */
+	self->own_ring = st->slot >= state.slots;
 	return (1);
 }
 

@@ -161,9 +161,9 @@ class DataLoader:
             drop_last, distributed share, buffer_size): infeedd reads
             and decodes each step once for all of them.  Each still gets
             every sample of its epochs once, in its own order; one that
-            falls behind goes on alone, but the steps it holds keep their
-            slots from the group.  False (the default): steps of its
-            own.
+            falls behind goes on alone until it catches up, and holds
+            the others back for half a second at most.  True by default; False: steps of
+            its own.
         transform: for an image dataset (``type = imagefolder`` or
             ``tar``), what infeedd's workers do to each image: a
             ``torchvision.transforms.Compose`` or one built from
@@ -189,7 +189,7 @@ class DataLoader:
                  early_preload=False, output="torch", socket=None,
                  client_name=None, *, timeout=0, seed=None, writable=True,
                  reconnect_timeout=60.0, async_options=None, transform=None,
-                 share=False, **kwargs):
+                 share=True, **kwargs):
         self._np = _numpy()
         if output not in ("torch", "numpy"):
             raise ValueError(f'output must be "torch" or "numpy", not '

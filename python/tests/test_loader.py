@@ -580,15 +580,14 @@ def _sessions(daemon):
 
 @needs_numpy
 def test_loaders_of_the_same_data_share_one_pipeline(daemon, loader_args):
-    """Two loaders of the same options share one group (issue 25) and
-    each gets every index of the epoch once, in the same order; one with
-    share=False has steps of its own."""
+    """Two loaders of the same options share one group (issue 25; by
+    default) and each gets every index of the epoch once, in the same
+    order; one with share=False has steps of its own."""
     def loader(**kw):
         return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
                                  shuffle=True, output="numpy", **kw,
                                  **loader_args)
-    its = [iter(loader(share=True)), iter(loader(share=True)),
-           iter(loader())]
+    its = [iter(loader()), iter(loader()), iter(loader(share=False))]
     got = [[next(it).indices] for it in its]
     groups = sorted(s["group_id"] for s in _sessions(daemon))
     assert groups[0] == 0 and groups[1] == groups[2] != 0
@@ -598,3 +597,69 @@ def test_loaders_of_the_same_data_share_one_pipeline(daemon, loader_args):
         assert sorted(np.concatenate(g).tolist()) == list(range(N))
     for a, b in zip(got[0], got[1]):
         assert (a == b).all()
+
+
+@needs_numpy
+def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
+        daemon, loader_args):
+    """A loader that stops holding a step leaves its group (the other
+    goes on after the slack); taking steps alone, faster, it rejoins the
+    group where the other is; each gets every index once (issue 25)."""
+    def loader():
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, output="numpy", timeout=20,
+                                 **loader_args)
+
+    def left(it):
+        sid = it._loader._info["session_id"]
+        return [s["group_left"] for s in _sessions(daemon)
+                if s["session_id"] == sid][0]
+    ita, itb = iter(loader()), iter(loader())
+    got_a, got_b = [], []
+    for _ in range(5):
+        got_a.append(next(ita).indices)
+        got_b.append(next(itb).indices)
+    kept = next(ita)                    # a stops, holding this step
+    got_a.append(kept.indices)
+    for _ in range(10):
+        got_b.append(next(itb).indices)
+    assert left(ita)
+    del kept
+    for _ in range(9):                  # alone, to where b is
+        got_a.append(next(ita).indices)
+    assert left(ita)
+    got_a.append(next(ita).indices)     # step 15, from the group's ring
+    got_b.append(next(itb).indices)
+    assert not left(ita)
+    assert not left(itb)
+    for a, b in zip(ita, itb):
+        got_a.append(a.indices)
+        got_b.append(b.indices)
+    for got in (got_a, got_b):
+        assert sorted(np.concatenate(got).tolist()) == list(range(N))
+    for a, b in zip(got_a, got_b):
+        assert (a == b).all()
+
+
+@needs_numpy
+def test_a_loader_keeping_its_steps_freezes_no_loader_of_the_same_data(
+        daemon, loader_args):
+    """One of two loaders of the same data (one group, by default) keeps
+    every slot's step and stops taking more, as zip() leaves a loader at
+    an epoch's end: the other waits the group's slack, not for ever, and
+    both get every index of the epoch once (issue 25)."""
+    def loader():
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, buffer_size=2,
+                                 output="numpy", timeout=20, **loader_args)
+    ita, itb = iter(loader()), iter(loader())
+    kept = [next(ita), next(ita)]      # their data holds their slots
+    groups = {s["group_id"] for s in _sessions(daemon)}
+    assert len(groups) == 1 and 0 not in groups
+    started = time.monotonic()
+    got_b = [step.indices for step in itb]
+    assert time.monotonic() - started < 20
+    got_a = [k.indices for k in kept] + [step.indices for step in ita]
+    del kept
+    for got in (got_a, got_b):
+        assert sorted(np.concatenate(got).tolist()) == list(range(N))

@@ -548,6 +548,52 @@ START_TEST(test_elastic_fields_cut_off_for_older_callers)
 }
 END_TEST
 
+/* The group of @f's session in the daemon's Stats (0: none). */
+static uint64_t
+session_group_of(struct infeed *f)
+{
+	struct infeed_stats	*stats;
+	struct infeed_state	 state;
+	uint64_t		 g = UINT64_MAX;
+	size_t			 i;
+
+	ck_assert_int_eq(infeed_get_state(f, &state), INFEED_OK);
+	ck_assert_int_eq(infeed_get_stats(f, &stats), INFEED_OK);
+	for (i = 0; i < stats->nsessions; i++) {
+		if (stats->sessions[i]->session_id == state.session_id)
+			g = stats->sessions[i]->group_id;
+	}
+	infeed_stats_free(stats);
+	ck_assert_msg(g != UINT64_MAX, "the session is not in the stats");
+	return (g);
+}
+
+/*
+ * Shared pipelines (1.7) are on by default; share = false opts out, and a
+ * caller whose options end before share never shares: it may count on
+ * step.slot below buffer_size, which a session that left its group breaks.
+ */
+START_TEST(test_share_by_default_but_not_for_older_callers)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+
+	infeed_options_init(&o);
+	ck_assert(o.share);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_uint_ne(session_group_of(f), 0);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	o.share = false;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_uint_eq(session_group_of(f), 0);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	infeed_options_init_size(&o, offsetof(struct infeed_options, share));
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_uint_eq(session_group_of(f), 0);
+	infeed_free(f);
+}
+END_TEST
+
 /* Options for the elastic tests: process @p of @count, in order. */
 static void
 elastic_options(struct infeed_options *o, uint32_t p, uint32_t count,
@@ -946,6 +992,7 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_label_dtype_reported_in_info_and_step);
 	tcase_add_test(tc, test_list_old_datasets_at_their_stride);
 	tcase_add_test(tc, test_elastic_fields_cut_off_for_older_callers);
+	tcase_add_test(tc, test_share_by_default_but_not_for_older_callers);
 	tcase_add_test(tc, test_elastic_stage_attach);
 	tcase_add_test(tc, test_get_stats);
 	tcase_add_test(tc, test_get_stats_newer_caller_sizes);

@@ -41,6 +41,7 @@
 #define GR_DI		2	/* combined batch 20: 50 steps an epoch */
 #define GR_SLOTS	3
 #define GR_MAX		8	/* members in one test */
+#define GR_WAIT_MS	20000	/* a step later than this: frozen */
 
 /* One trainer: its handle, the sampler of its options, where it is. */
 struct gr_member {
@@ -53,6 +54,9 @@ struct gr_member {
 	bool		 whole;		/* ... taken from its first step */
 	struct infeed_step held;	/* a step kept, when holding */
 	bool		 holding;
+	struct infeed_step kept[GR_SLOTS];	/* gr_keep()'s */
+	unsigned	 nkept;
+	uint32_t	 last_slot;	/* of the last step taken */
 	bool		 scribble;	/* copy_on_write: write over each step */
 };
 
@@ -73,27 +77,34 @@ gr_options(struct infeed_options *o)
 static void
 gr_attach(struct gr_member *m, const struct infeed_options *o)
 {
-	struct sampler_opts	so;
-	char			*cause = NULL;
-
 	memset(m, 0, sizeof(*m));
 	m->f = client();
 	ck_assert_msg(infeed_attach(m->f, "raw", o, NULL) == INFEED_OK, "%s",
 	    infeed_error(m->f));
-	memset(&so, 0, sizeof(so));
-	so.samples = RAW_N;
-	so.batch_size = o->batch_size;
-	so.device_iterations = o->device_iterations;
-	so.replication_factor = o->replication_factor;
-	so.gradient_accumulation = o->gradient_accumulation;
-	so.shuffle = o->shuffle;
-	so.seed = o->seed;
-	so.drop_last = o->drop_last;
-	so.process_id = o->distributed_process_id;
-	so.process_count = o->distributed_process_count;
-	ck_assert_int_eq(sampler_init(&m->oracle, &so, &cause), 0);
+	raw_oracle(&m->oracle, o);
 	m->epoch = o->start_epoch;
 	m->step = o->start_step;
+}
+
+/*
+ * @n members of the shared options, with copy_on_write rings that each
+ * writes over when @copy_on_write; calloc'd.
+ */
+static struct gr_member *
+gr_attach_all(unsigned n, bool copy_on_write)
+{
+	struct gr_member	*m = calloc(n, sizeof(*m));
+	struct infeed_options	 o;
+	unsigned		 i;
+
+	ck_assert_ptr_nonnull(m);
+	gr_options(&o);
+	o.copy_on_write = copy_on_write;
+	for (i = 0; i < n; i++) {
+		gr_attach(&m[i], &o);
+		m[i].scribble = copy_on_write;
+	}
+	return (m);
 }
 
 /*
@@ -109,10 +120,12 @@ gr_take(struct gr_member *m, bool hold)
 	const uint8_t		*row;
 	unsigned		 j;
 
-	ck_assert_msg(infeed_next(m->f, &st) == INFEED_OK, "%s",
-	    infeed_error(m->f));
+	ck_assert_msg(infeed_next_timeout(m->f, &st, GR_WAIT_MS) == INFEED_OK,
+	    "epoch %llu step %llu: %s", (unsigned long long)m->epoch,
+	    (unsigned long long)m->step, infeed_error(m->f));
 	ck_assert_uint_eq(st.epoch, m->epoch);
 	ck_assert_uint_eq(st.step, m->step);
+	m->last_slot = st.slot;
 	if (m->step == 0) {
 		memset(m->seen, 0, sizeof(m->seen));
 		m->whole = true;
@@ -154,10 +167,29 @@ gr_take(struct gr_member *m, bool hold)
 	}
 }
 
+/* Take @m's next step as gr_take() does, and keep it with those kept. */
+static void
+gr_keep(struct gr_member *m)
+{
+	gr_take(m, true);
+	m->kept[m->nkept++] = m->held;
+	m->holding = false;
+}
+
+/* Release the steps gr_keep() kept. */
+static void
+gr_release_kept(struct gr_member *m)
+{
+	while (m->nkept > 0)
+		ck_assert_msg(infeed_release(m->f, &m->kept[--m->nkept]) ==
+		    INFEED_OK, "%s", infeed_error(m->f));
+}
+
 /* Release what @m holds, check it saw nothing wrong, and free it. */
 static void
 gr_done(struct gr_member *m)
 {
+	gr_release_kept(m);
 	if (m->holding)
 		ck_assert_int_eq(infeed_release(m->f, &m->held), INFEED_OK);
 	ck_assert_msg(m->bad == 0, "%llu rows wrong, missing or repeated",
@@ -300,20 +332,13 @@ END_TEST
  */
 START_TEST(a_stopped_member_leaves_and_finishes_alone)
 {
-	struct gr_member		*m = calloc(3, sizeof(*m));
+	struct gr_member		*m = gr_attach_all(3, _i == 1);
 	const Infeed__SessionStats	*ss;
-	struct infeed_options		 o;
 	Infeed__Frame			*st;
 	uint64_t			 t0, worst = 0, per_epoch;
 	unsigned			 i, k;
 	char				 out[8192], want[128];
 
-	gr_options(&o);
-	o.copy_on_write = _i == 1;
-	for (i = 0; i < 3; i++) {
-		gr_attach(&m[i], &o);
-		m[i].scribble = o.copy_on_write;
-	}
 	per_epoch = m[0].oracle.steps_per_epoch;
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 3; i++)
@@ -344,19 +369,155 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	gr_status("", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
-	/* It goes on: the rest of its epoch and the next, every index once. */
-	for (k = 0; k < 2 * per_epoch; k++)
+	/*
+	 * It goes on: the rest of its epoch, every index once (still behind
+	 * the group, which it would rejoin on catching up).
+	 */
+	for (k = 5; k < per_epoch; k++)
 		gr_take(&m[2], k % 3 == 0);
 	for (k = 0; k < per_epoch; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], false);
 	}
-	ck_assert_uint_eq(m[2].epoch, 2);
-	ck_assert_uint_eq(m[2].step, 5);
+	ck_assert_uint_eq(m[2].epoch, 1);
+	ck_assert_uint_eq(m[2].step, 0);
 	st = raw_stats();
 	ck_assert_uint_eq(gr_session(st, &m[2])->group_id, 0);
 	ck_assert_uint_gt(gr_session(st, &m[2])->bytes_read, 0);
 	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * A member keeps buffer_size steps, every slot of the group's ring, and
+ * stops (a trainer holding its prefetched steps, or two loaders zipped in
+ * one process): the other waits the slack, then goes on alone from its
+ * own ring; the stopped one later finishes from its position.  Both get
+ * every index once.
+ */
+START_TEST(a_member_holding_every_slot_freezes_no_one)
+{
+	struct gr_member		*m = gr_attach_all(2, _i == 1);
+	const Infeed__SessionStats	*ss;
+	Infeed__Frame			*st;
+	uint64_t			 t0, worst = 0, per_epoch;
+	unsigned			 i, k;
+
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	for (k = 0; k < GR_SLOTS; k++)
+		gr_keep(&m[1]);
+	for (k = 0; k < per_epoch; k++) {
+		t0 = now_ms();
+		gr_take(&m[0], k % 2 == 0);
+		if (now_ms() - t0 > worst)
+			worst = now_ms() - t0;
+	}
+	fprintf(stderr, "the other's longest wait while one member held "
+	    "every slot: %llu ms (slack %d ms)\n", (unsigned long long)worst,
+	    INFEED_GROUP_SLACK_MS);
+	ck_assert_uint_ge(worst, INFEED_GROUP_SLACK_MS - 100);
+	ck_assert_uint_le(worst, 5000);
+	st = raw_stats();
+	for (i = 0; i < 2; i++) {
+		ss = gr_session(st, &m[i]);
+		ck_assert_uint_eq(ss->group_left, 1);
+	}
+	infeed__frame__free_unpacked(st, NULL);
+	/* The stopped one goes on from its own position. */
+	gr_release_kept(&m[1]);
+	for (k = 0; k < per_epoch; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], k % 3 == 0);
+	}
+	ck_assert_uint_eq(m[1].epoch, 1);
+	ck_assert_uint_eq(m[1].step, 2 + GR_SLOTS);
+	for (i = 0; i < 2; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/* Whether @m is a member of its group now (not one that left). */
+static bool
+gr_in_group(const struct gr_member *m)
+{
+	Infeed__Frame			*st = raw_stats();
+	const Infeed__SessionStats	*ss = gr_session(st, m);
+	bool				 in = ss->group_id != 0 &&
+					    !ss->group_left;
+
+	infeed__frame__free_unpacked(st, NULL);
+	return (in);
+}
+
+/*
+ * A member that left rejoins when it catches up: it stops (holding a
+ * step) until it leaves, then takes steps alone, faster than the group,
+ * until the step it takes next is one the group still holds; from there
+ * its steps come from the group's ring again (slot numbers below
+ * buffer_size), while it still holds a step of its own ring across the
+ * switch.  It leaves again when it stops again.  Every member gets every
+ * index once through both transitions, with copy_on_write rings written
+ * over by every member too (_i 1).
+ */
+START_TEST(a_member_that_left_rejoins_when_it_catches_up)
+{
+	struct gr_member	*m = gr_attach_all(3, _i == 1);
+	Infeed__Frame		*st;
+	uint64_t		 per_epoch, at;
+	unsigned		 i, k;
+
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < 5; k++) {
+		for (i = 0; i < 3; i++)
+			gr_take(&m[i], true);
+	}
+	/* m[2] stops, holding step 4, and leaves. */
+	for (k = 0; k < 10; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	ck_assert(!gr_in_group(&m[2]));
+	ck_assert(gr_in_group(&m[0]));
+	/* Alone, from its own ring, until it is where the group is. */
+	for (k = 0; k < 10; k++) {
+		gr_take(&m[2], k % 2 == 0);
+		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
+	}
+	ck_assert(!gr_in_group(&m[2]));
+	at = m[2].step;
+	gr_take(&m[2], true);
+	ck_assert_msg(m[2].last_slot < GR_SLOTS, "step %llu came in slot "
+	    "%u, not the group's ring", (unsigned long long)at,
+	    m[2].last_slot);
+	ck_assert(gr_in_group(&m[2]));
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[2])->group_members, 3);
+	infeed__frame__free_unpacked(st, NULL);
+	/* Together again, for more than an epoch. */
+	for (k = 0; k < per_epoch + 5; k++) {
+		for (i = 0; i < 3; i++) {
+			gr_take(&m[i], i == k % 3);
+			ck_assert_uint_lt(m[i].last_slot, GR_SLOTS);
+		}
+	}
+	/* It stops again: it leaves again, and goes on alone again. */
+	for (k = 0; k < 10; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	ck_assert(!gr_in_group(&m[2]));
+	for (k = 0; k < 5; k++) {
+		gr_take(&m[2], k % 2 == 0);
+		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
+	}
 	for (i = 0; i < 3; i++)
 		gr_done(&m[i]);
 	free(m);
@@ -814,6 +975,10 @@ groups_suite(void)
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
 	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
 	    2);
+	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
+	    2);
+	tcase_add_loop_test(tc, a_member_that_left_rejoins_when_it_catches_up,
+	    0, 2);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);

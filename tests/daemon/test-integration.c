@@ -250,26 +250,13 @@ run_epochs(struct infeed_options *o, unsigned epochs, int covers_all)
 	struct infeed			*f = client();
 	struct infeed_session_info	 info;
 	struct sampler			 smp;
-	struct sampler_opts		 so;
 	uint8_t				*seen;
 	uint64_t			 count, i;
 	unsigned			 e;
-	char				*cause = NULL;
 
 	ck_assert_msg(infeed_attach(f, "raw", o, &info) == INFEED_OK, "%s",
 	    infeed_error(f));
-	memset(&so, 0, sizeof(so));
-	so.samples = RAW_N;
-	so.batch_size = o->batch_size;
-	so.device_iterations = o->device_iterations;
-	so.replication_factor = o->replication_factor;
-	so.gradient_accumulation = o->gradient_accumulation;
-	so.shuffle = o->shuffle;
-	so.seed = o->seed;
-	so.drop_last = o->drop_last;
-	so.process_id = o->distributed_process_id;
-	so.process_count = o->distributed_process_count;
-	ck_assert_int_eq(sampler_init(&smp, &so, &cause), 0);
+	raw_oracle(&smp, o);
 	ck_assert_uint_eq(info.combined_batch_size, smp.cbs);
 	ck_assert_uint_eq(info.steps_per_epoch, smp.steps_per_epoch);
 	/* Labels are int32 unless int64 were asked for. */
