@@ -6,13 +6,15 @@
  * sum in the Python round does) and prints one JSON line: items per
  * second and the median time per step.
  *
- *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [ready]
+ *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [ready|callgrind]
  *
  * With "ready" the steps are not read, and each Next is sent 20 ms after
  * the last step was released, when the ring is full again: the median
  * time of Next and Release is then the client's own cost per step, and
  * ready_cpu_median_s its CPU time (this thread's), which a busy machine's
- * preemption does not inflate.
+ * preemption does not inflate.  "callgrind" is "ready" with each step's
+ * Next and Release between callgrind-marks.c's marks, for a run under
+ * callgrind (benchmarks/python-loader --callgrind).
  */
 
 #include <stdio.h>
@@ -22,6 +24,12 @@
 #include <unistd.h>
 
 #include "infeed.h"
+
+#ifdef HAVE_CALLGRIND_MARKS
+void	callgrind_caches_empty(void);
+void	callgrind_step_begin(void);
+void	callgrind_step_end(int);
+#endif
 
 /* Seconds on the monotonic clock. */
 static double
@@ -83,14 +91,23 @@ main(int argc, char **argv)
 	size_t				 n = 0, cap;
 	int				 r;
 
-	int				 ready;
+	int				 ready, marks;
 
-	if (argc != 6 && !(argc == 7 && strcmp(argv[6], "ready") == 0)) {
+	if (argc != 6 && !(argc == 7 && (strcmp(argv[6], "ready") == 0 ||
+	    strcmp(argv[6], "callgrind") == 0))) {
 		fprintf(stderr, "usage: c-loader SOCKET DATASET BATCH "
-		    "DEVICE_ITERATIONS EPOCHS [ready]\n");
+		    "DEVICE_ITERATIONS EPOCHS [ready|callgrind]\n");
 		return (2);
 	}
 	ready = argc == 7;
+	marks = ready && strcmp(argv[6], "callgrind") == 0;
+#ifndef HAVE_CALLGRIND_MARKS
+	if (marks) {
+		fprintf(stderr, "c-loader: built without valgrind's "
+		    "callgrind.h (install valgrind)\n");
+		return (2);
+	}
+#endif
 	infeed_options_init(&o);
 	o.batch_size = (uint32_t)atoi(argv[3]);
 	o.device_iterations = (uint32_t)atoi(argv[4]);
@@ -117,7 +134,24 @@ main(int argc, char **argv)
 			t0 = now_s();
 			c0 = cpu_s();
 		}
-		if ((r = infeed_next(f, &st)) == INFEED_END_OF_DATA) {
+#ifdef HAVE_CALLGRIND_MARKS
+		if (marks) {
+			callgrind_caches_empty();
+			callgrind_step_begin();
+		}
+#endif
+		if ((r = infeed_next(f, &st)) == INFEED_OK) {
+			if (!ready)
+				sink += touch(st.data,
+				    st.rows * info.sample_bytes);
+			items += st.rows;
+			infeed_release(f, &st);
+		}
+#ifdef HAVE_CALLGRIND_MARKS
+		if (marks)
+			callgrind_step_end(r == INFEED_OK);
+#endif
+		if (r == INFEED_END_OF_DATA) {
 			done++;
 			continue;
 		}
@@ -125,10 +159,6 @@ main(int argc, char **argv)
 			fprintf(stderr, "c-loader: %s\n", infeed_error(f));
 			return (1);
 		}
-		if (!ready)
-			sink += touch(st.data, st.rows * info.sample_bytes);
-		items += st.rows;
-		infeed_release(f, &st);
 		t = now_s();
 		if (n < cap) {
 			cpus[n] = cpu_s() - c0;
