@@ -12,7 +12,8 @@
  * the last step was released, when the ring is full again: the median
  * time of Next and Release is then the client's own cost per step, and
  * ready_cpu_median_s its CPU time (this thread's), which a busy machine's
- * preemption does not inflate.  "callgrind" is "ready" with each step's
+ * preemption does not inflate; ready_cpu_mean_s is their mean, which
+ * counts the work that only some steps do.  "callgrind" is "ready" with each step's
  * Next and Release between callgrind-marks.c's marks, for a run under
  * callgrind (benchmarks/python-loader --callgrind).
  */
@@ -86,9 +87,9 @@ main(int argc, char **argv)
 	struct infeed_step		 st;
 	struct infeed			*f;
 	double				*times, *cpus, t0, t, start;
-	double				 c0 = 0;
+	double				 c0 = 0, cpu_sum = 0;
 	uint64_t			 items = 0, sink = 0, epochs, done = 0;
-	size_t				 n = 0, cap;
+	size_t				 n = 0, cap, i;
 	int				 r;
 
 	int				 ready, marks;
@@ -167,12 +168,16 @@ main(int argc, char **argv)
 		t0 = t;
 	}
 	t = now_s() - start;
+	for (i = 0; i < n; i++)
+		cpu_sum += cpus[i];
 	qsort(times, n, sizeof(*times), cmp_double);
 	qsort(cpus, n, sizeof(*cpus), cmp_double);
 	printf("{\"items_per_s\": %.1f, \"step_median_s\": %.6f, "
-	    "\"ready_cpu_median_s\": %.6f, \"steps\": %zu, \"sink\": "
-	    "%llu}\n", (double)items / t, n ? times[n / 2] : 0.0,
-	    ready && n ? cpus[n / 2] : 0.0, n, (unsigned long long)(sink & 1));
+	    "\"ready_cpu_median_s\": %.6f, \"ready_cpu_mean_s\": %.6f, "
+	    "\"steps\": %zu, \"sink\": %llu}\n", (double)items / t,
+	    n ? times[n / 2] : 0.0, ready && n ? cpus[n / 2] : 0.0,
+	    ready && n ? cpu_sum / (double)n : 0.0, n,
+	    (unsigned long long)(sink & 1));
 	free(times);
 	free(cpus);
 	infeed_free(f);

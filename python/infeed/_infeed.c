@@ -909,7 +909,10 @@ now_ms(void)
 	return ((double)clock_now_us() / 1e3);
 }
 
-/* Wait for the next step in slices; the step in *@st, or a result. */
+/*
+ * Wait for the next step in slices, the dead leases' steps given back
+ * before each (the first by the caller); the step in *@st, or a result.
+ */
 static int
 client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 {
@@ -918,8 +921,6 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 	int	r, ms;
 
 	for (;;) {
-		if (client_flush(self) == -1)
-			return (INFEED_ERR_DAEMON);
 		ms = CLIENT_SLICE_MS;
 		if (deadline > 0 && deadline - now_ms() < ms)
 			ms = deadline - now_ms() > 0 ?
@@ -938,6 +939,9 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 			raise_keyed("timeout", msg);
 			return (INFEED_TIMEOUT);
 		}
+		/* Leases that died meanwhile, on other threads. */
+		if (client_flush(self) == -1)
+			return (INFEED_ERR_DAEMON);
 	}
 }
 
@@ -964,16 +968,15 @@ client_take(ClientObject *self, double timeout_s, struct infeed_step *st)
 
 	if (client_enter(self) == -1)
 		return (-1);
-	if (!client_state(self).attached) {
-		self->busy = 0;
-		raise_keyed("usage", "not attached");
-		return (-1);
-	}
 	if (client_flush(self) == -1) {
 		self->busy = 0;
 		return (-1);
 	}
-	state = client_state(self);
+	if (!(state = client_state(self)).attached) {
+		self->busy = 0;
+		raise_keyed("usage", "not attached");
+		return (-1);
+	}
 	if (!state.next_pending && state.slots_held >= state.slots) {
 		self->busy = 0;
 		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
