@@ -6,7 +6,8 @@
  * sum in the Python round does) and prints one JSON line: items per
  * second and the median time per step.
  *
- *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [ready|callgrind]
+ *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS
+ *	    [ready|callgrind]
  *
  * With "ready" the steps are not read, and each Next is sent 20 ms after
  * the last step was released, when the ring is full again: the median
