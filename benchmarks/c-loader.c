@@ -6,13 +6,17 @@
  * sum in the Python round does) and prints one JSON line: items per
  * second and the median time per step.
  *
- *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS [ready]
+ *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS
+ *	    [ready|callgrind]
  *
  * With "ready" the steps are not read, and each Next is sent 20 ms after
  * the last step was released, when the ring is full again: the median
  * time of Next and Release is then the client's own cost per step, and
  * ready_cpu_median_s its CPU time (this thread's), which a busy machine's
- * preemption does not inflate.
+ * preemption does not inflate; ready_cpu_mean_s is their mean, which
+ * counts the work that only some steps do.  "callgrind" is "ready" with each step's
+ * Next and Release between callgrind-marks.c's marks, for a run under
+ * callgrind (benchmarks/python-loader --callgrind).
  */
 
 #include <stdio.h>
@@ -22,6 +26,12 @@
 #include <unistd.h>
 
 #include "infeed.h"
+
+#ifdef HAVE_CALLGRIND_MARKS
+void	callgrind_caches_empty(void);
+void	callgrind_step_begin(void);
+void	callgrind_step_end(int);
+#endif
 
 /* Seconds on the monotonic clock. */
 static double
@@ -78,19 +88,28 @@ main(int argc, char **argv)
 	struct infeed_step		 st;
 	struct infeed			*f;
 	double				*times, *cpus, t0, t, start;
-	double				 c0 = 0;
+	double				 c0 = 0, cpu_sum = 0;
 	uint64_t			 items = 0, sink = 0, epochs, done = 0;
-	size_t				 n = 0, cap;
+	size_t				 n = 0, cap, i;
 	int				 r;
 
-	int				 ready;
+	int				 ready, marks;
 
-	if (argc != 6 && !(argc == 7 && strcmp(argv[6], "ready") == 0)) {
+	if (argc != 6 && !(argc == 7 && (strcmp(argv[6], "ready") == 0 ||
+	    strcmp(argv[6], "callgrind") == 0))) {
 		fprintf(stderr, "usage: c-loader SOCKET DATASET BATCH "
-		    "DEVICE_ITERATIONS EPOCHS [ready]\n");
+		    "DEVICE_ITERATIONS EPOCHS [ready|callgrind]\n");
 		return (2);
 	}
 	ready = argc == 7;
+	marks = ready && strcmp(argv[6], "callgrind") == 0;
+#ifndef HAVE_CALLGRIND_MARKS
+	if (marks) {
+		fprintf(stderr, "c-loader: built without valgrind's "
+		    "callgrind.h (install valgrind)\n");
+		return (2);
+	}
+#endif
 	infeed_options_init(&o);
 	o.batch_size = (uint32_t)atoi(argv[3]);
 	o.device_iterations = (uint32_t)atoi(argv[4]);
@@ -117,7 +136,24 @@ main(int argc, char **argv)
 			t0 = now_s();
 			c0 = cpu_s();
 		}
-		if ((r = infeed_next(f, &st)) == INFEED_END_OF_DATA) {
+#ifdef HAVE_CALLGRIND_MARKS
+		if (marks) {
+			callgrind_caches_empty();
+			callgrind_step_begin();
+		}
+#endif
+		if ((r = infeed_next(f, &st)) == INFEED_OK) {
+			if (!ready)
+				sink += touch(st.data,
+				    st.rows * info.sample_bytes);
+			items += st.rows;
+			infeed_release(f, &st);
+		}
+#ifdef HAVE_CALLGRIND_MARKS
+		if (marks)
+			callgrind_step_end(r == INFEED_OK);
+#endif
+		if (r == INFEED_END_OF_DATA) {
 			done++;
 			continue;
 		}
@@ -125,10 +161,6 @@ main(int argc, char **argv)
 			fprintf(stderr, "c-loader: %s\n", infeed_error(f));
 			return (1);
 		}
-		if (!ready)
-			sink += touch(st.data, st.rows * info.sample_bytes);
-		items += st.rows;
-		infeed_release(f, &st);
 		t = now_s();
 		if (n < cap) {
 			cpus[n] = cpu_s() - c0;
@@ -137,12 +169,16 @@ main(int argc, char **argv)
 		t0 = t;
 	}
 	t = now_s() - start;
+	for (i = 0; i < n; i++)
+		cpu_sum += cpus[i];
 	qsort(times, n, sizeof(*times), cmp_double);
 	qsort(cpus, n, sizeof(*cpus), cmp_double);
 	printf("{\"items_per_s\": %.1f, \"step_median_s\": %.6f, "
-	    "\"ready_cpu_median_s\": %.6f, \"steps\": %zu, \"sink\": "
-	    "%llu}\n", (double)items / t, n ? times[n / 2] : 0.0,
-	    ready && n ? cpus[n / 2] : 0.0, n, (unsigned long long)(sink & 1));
+	    "\"ready_cpu_median_s\": %.6f, \"ready_cpu_mean_s\": %.6f, "
+	    "\"steps\": %zu, \"sink\": %llu}\n", (double)items / t,
+	    n ? times[n / 2] : 0.0, ready && n ? cpus[n / 2] : 0.0,
+	    ready && n ? cpu_sum / (double)n : 0.0, n,
+	    (unsigned long long)(sink & 1));
 	free(times);
 	free(cpus);
 	infeed_free(f);

@@ -6,29 +6,35 @@
  * A Client is one connection to infeedd with at most one session.  Where
  * the session is (attached, its id, the held slots, an outstanding Next,
  * the position) is libinfeed's (infeed_get_state), never copied here.
- * Client.next() returns a Lease per device step: a small object that
- * describes the step's bytes in the ring through numpy's array interface
- * (__array_struct__), so the array numpy makes of it, and every array
- * and torch tensor built on that, keeps it alive.  When the last view is
- * gone the lease dies and queues its step; the owning thread sends the
- * Release at its next call.  A lease may die on any thread, even while
- * next() waits with the GIL released, so it never calls libinfeed.
+ * Client.epoch() gives the iterator of one epoch (`for ... in loader`),
+ * whose next() runs here, without a Python frame.  Each step it takes is
+ * held by a Lease: a small object that describes the step's bytes in the
+ * ring, also through numpy's array interface (__array_struct__), so the
+ * array numpy makes of it, and every array and torch tensor built on that,
+ * keeps it alive.  When the last view is gone the lease dies and gives the
+ * slot back at once, or queues it for the call running on the loader.  A
+ * lease may die on any thread, even while a call waits with the GIL
+ * released, so then it never calls libinfeed.
  *
  * Written to Python's limited API of 3.9 (Py_LIMITED_API, set by meson),
  * so that one build, _infeed.abi3.so, loads in every CPython from 3.9 on:
  * hence heap types from specs, and the array interface rather than the
  * buffer protocol, which entered the limited API only in 3.11.
  *
- * With torch output, Client.next_step() builds the whole Step in C: data
- * and labels are DLPack tensors over the lease (each holds it; the last
- * one gone frees it, on whichever thread), indices a DLPack tensor over a
- * copy.  Numpy and Python code on the per-step path cost far more than
- * their hot-loop times when the step's 52 MB have just left the caches
- * (docs/performance.md).  So the tensors are made ahead, several steps'
- * worth at a time ("spares"): each slot's place in the ring is known from
- * the first step seen in it, and a step in that slot gets a set made for
- * it, fresh (never handed out before), with its indices copied in; the
- * first torch call after a wait costs ten times the next ones.
+ * With torch output the whole Step is built here: data and labels are
+ * DLPack tensors over the lease (each holds it; the last one gone frees
+ * it, on whichever thread).  Python and torch code on the per-step path
+ * cost far more than their hot-loop times when the step's 52 MB have just
+ * left the caches (docs/performance.md), so a step touches as little as
+ * it can.  The tensors are made ahead, several steps' worth at a time
+ * ("spares"): each slot's place in the ring is known from the first step
+ * seen in it, and a step in that slot gets a set made for it, fresh (never
+ * handed out before).  The indices are copied out of the slot into a
+ * tensor of their own only when the program first reads Step.indices:
+ * until then the step holds its lease in their place (through its data the
+ * slot is held anyway), and most trainers never read them.  The pid of
+ * the process is kept up to date by a fork handler, not asked of the
+ * kernel on every step.
  *
  * The wait for a step releases the GIL and runs in slices, so that Ctrl-C
  * and other signal handlers run within a slice; an interrupted Next stays
@@ -40,6 +46,7 @@
 
 #include <sys/param.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -151,26 +158,24 @@ typedef struct {
 	struct array_interface	 ai;		/* of the bytes, as uint8 */
 	Py_intptr_t		 ai_len;
 	Py_intptr_t		 ai_stride;
-	/* The data and labels tensors of Client.next_step(). */
+	/* The data and labels tensors of a torch Step. */
 	struct dl_managed_tensor dl[2];
 	int64_t			 dl_shape[2][DL_DIMS];
 	int64_t			 dl_strides[2][DL_DIMS];
+	int			 tensors;	/* alive; they hold one ref */
 } LeaseObject;
 
 #define SPARES_MAX		16	/* sets made ahead, in all */
 #define SPARES_PER_SLOT		4	/* at most, for one slot */
-#define SPARES_INDEX_BYTES	(4u << 20)	/* their index copies */
 
 /*
- * A step's tensors made ahead: data and labels over one slot, through a
- * lease without a client until it is handed out (so it holds none, and
- * a set dropped unused releases nothing), indices over a buffer of their
- * own, filled when it is handed out.
+ * A Step made ahead: its data and labels over one slot, through a lease
+ * without a client until it is handed out (so it holds none, and a spare
+ * dropped unused releases nothing); its epoch and step are set then.
  */
 struct spare {
-	PyObject		*t[3];		/* data, labels, indices */
-	LeaseObject		*lease;		/* held by t[0] and t[1] */
-	struct dl_indices	*ix;		/* owned by t[2] */
+	PyObject		*step;
+	LeaseObject		*lease;		/* held by its tensors */
 };
 
 /* A slot's place in the ring, from a step seen in it, and its spares. */
@@ -187,6 +192,10 @@ struct spare_slot {
 static PyTypeObject	*ClientType;
 static PyTypeObject	*LeaseType;
 static PyTypeObject	*StepType;
+static PyTypeObject	*EpochType;
+
+/* This process's id: set at import and by the fork handler in a child. */
+static volatile pid_t	 this_pid;
 
 /* Raise the class registered under @key (or RuntimeError) with @msg. */
 static PyObject *
@@ -239,7 +248,7 @@ client_enter(ClientObject *self)
 		raise_keyed("usage", "this loader is closed");
 		return (-1);
 	}
-	if (self->pid != getpid()) {
+	if (self->pid != this_pid) {
 		snprintf(msg, sizeof(msg), "this connection to infeedd was "
 		    "made in process %d; a forked process must make its own "
 		    "(create the DataLoader after the fork)", (int)self->pid);
@@ -303,7 +312,7 @@ Client_init(ClientObject *self, PyObject *args, PyObject *kw)
 	r = infeed_connect(f, path, name);
 	Py_END_ALLOW_THREADS
 	self->f = f;
-	self->pid = getpid();
+	self->pid = this_pid;
 	if (r != INFEED_OK) {
 		raise_infeed(self, r);
 		self->f = NULL;
@@ -334,7 +343,7 @@ Client_dealloc(ClientObject *self)
 	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
 	spares_clear(self);
-	if (self->f != NULL && self->pid == getpid())
+	if (self->f != NULL && self->pid == this_pid)
 		infeed_free(self->f);
 	free(self->dead);
 	Py_XDECREF(self->from_dlpack);
@@ -874,6 +883,7 @@ lease_describe(ClientObject *self, LeaseObject *l,
 	l->labels_offset = p[1] - lo;
 	l->indices_offset = p[2] - lo;
 	l->readonly = !self->writable;
+	l->tensors = 0;
 	l->ai_len = l->len;
 	l->ai_stride = 1;
 	l->ai = (struct array_interface){ .two = 2, .nd = 1, .typekind = 'u',
@@ -904,7 +914,10 @@ now_ms(void)
 	return ((double)clock_now_us() / 1e3);
 }
 
-/* Wait for the next step in slices; the step in *@st, or a result. */
+/*
+ * Wait for the next step in slices, the dead leases' steps given back
+ * before each (the first by the caller); the step in *@st, or a result.
+ */
 static int
 client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 {
@@ -913,8 +926,6 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 	int	r, ms;
 
 	for (;;) {
-		if (client_flush(self) == -1)
-			return (INFEED_ERR_DAEMON);
 		ms = CLIENT_SLICE_MS;
 		if (deadline > 0 && deadline - now_ms() < ms)
 			ms = deadline - now_ms() > 0 ?
@@ -933,6 +944,9 @@ client_wait(ClientObject *self, struct infeed_step *st, double timeout_s)
 			raise_keyed("timeout", msg);
 			return (INFEED_TIMEOUT);
 		}
+		/* Leases that died meanwhile, on other threads. */
+		if (client_flush(self) == -1)
+			return (INFEED_ERR_DAEMON);
 	}
 }
 
@@ -973,37 +987,33 @@ client_left_group(ClientObject *self, uint64_t id)
 }
 
 /*
- * The next step into *@st for next(timeout_s=0) and next_step(): 1, or 0
- * at the end of the epoch, or -1 with an error.
+ * The next step into *@st, waiting up to @timeout_s (0: for ever): 1, or
+ * 0 at the end of the epoch, or -1 with an error.
  */
 static int
-client_take(ClientObject *self, PyObject *args, struct infeed_step *st)
+client_take(ClientObject *self, double timeout_s, struct infeed_step *st)
 {
 	struct infeed_state	state;
-	double			timeout_s = 0;
 	char			msg[512];
 	int			r;
 
-	if (!PyArg_ParseTuple(args, "|d", &timeout_s))
-		return (-1);
 	if (client_enter(self) == -1)
 		return (-1);
-	if (!client_state(self).attached) {
-		self->busy = 0;
-		raise_keyed("usage", "not attached");
-		return (-1);
-	}
 	if (client_flush(self) == -1) {
 		self->busy = 0;
 		return (-1);
 	}
-	state = client_state(self);
+	if (!(state = client_state(self)).attached) {
+		self->busy = 0;
+		raise_keyed("usage", "not attached");
+		return (-1);
+	}
 	if (!state.next_pending && state.slots_held >= state.slots &&
 	    !client_left_group(self, state.session_id)) {
 		self->busy = 0;
 		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
-		    "is held by a step you still reference (its data, labels "
-		    "or indices, or a view of them); infeed would wait "
+		    "is held by a step you still reference (its data or "
+		    "labels, a view of them, or the step); infeed would wait "
 		    "forever: drop those references (or .clone() what you "
 		    "keep), or raise buffer_size", state.slots);
 		raise_keyed("slots", msg);
@@ -1024,20 +1034,6 @@ client_take(ClientObject *self, PyObject *args, struct infeed_step *st)
 	/* A step of its own ring: the session left its group (for now). */
 	self->own_ring = st->slot >= state.slots;
 	return (1);
-}
-
-static PyObject *
-Client_next(ClientObject *self, PyObject *args)
-{
-	struct infeed_step	st;
-	int			r;
-
-	if ((r = client_take(self, args, &st)) != 1) {
-		if (r == -1)
-			return (NULL);
-		Py_RETURN_NONE;
-	}
-	return (lease_new(self, &st));
 }
 
 /* DLPack's element type of infeed dtype @dtype into @t. */
@@ -1079,19 +1075,22 @@ dl_describe(struct dl_managed_tensor *mt, void *data, int dtype,
 }
 
 /*
- * A data or labels tensor is gone: drop its reference to the lease.  Torch
- * may free a tensor on a thread without the GIL; after the interpreter is
- * finalized the lease is left alone.
+ * A data or labels tensor is gone; the last of them drops their reference
+ * to the lease (taking the GIL once a step).  Torch may free a tensor on a
+ * thread without the GIL; after the interpreter is finalized the lease is
+ * left alone.
  */
 static void
 dl_lease_deleter(struct dl_managed_tensor *mt)
 {
-	PyGILState_STATE	g;
+	LeaseObject		*l = mt->manager_ctx;
+	PyGILState_STATE	 g;
 
-	if (!Py_IsInitialized())
+	if (__atomic_sub_fetch(&l->tensors, 1, __ATOMIC_ACQ_REL) > 0 ||
+	    !Py_IsInitialized())
 		return;
 	g = PyGILState_Ensure();
-	Py_DECREF((PyObject *)mt->manager_ctx);
+	Py_DECREF(l);
 	PyGILState_Release(g);
 }
 
@@ -1131,39 +1130,33 @@ dl_tensor_new(PyObject *from_dlpack, struct dl_managed_tensor *mt)
 }
 
 /*
- * An int64 tensor of @rows indices over a buffer of its own, *@ix (freed
- * with the tensor), with a copy of @from unless NULL: keeping the indices
- * must not hold the slot.
+ * An int64 tensor of lease @l's indices over a copy of its own (freed with
+ * the tensor): keeping the indices must not hold the slot.
  */
 static PyObject *
-indices_tensor(ClientObject *self, uint64_t rows, const uint64_t *from,
-    struct dl_indices **ix)
+indices_tensor(LeaseObject *l)
 {
 	struct dl_indices	*x;
+	uint64_t		 rows = l->st.rows;
 
 	if ((x = malloc(sizeof(*x) + rows * sizeof(uint64_t))) == NULL)
 		return (PyErr_NoMemory());
-	if (from != NULL)
-		memcpy(x->idx, from, rows * sizeof(uint64_t));
+	memcpy(x->idx, l->st.indices, rows * sizeof(uint64_t));
 	x->shape = (int64_t)rows;
 	dl_describe(&x->mt, x->idx, INFEED_DTYPE_INT64, &x->shape, &x->stride,
 	    1);
 	x->mt.manager_ctx = NULL;
 	x->mt.deleter = dl_indices_deleter;
-	*ix = x;
-	return (dl_tensor_new(self->from_dlpack, &x->mt));
+	return (dl_tensor_new(l->client->from_dlpack, &x->mt));
 }
 
-/* Lease @l's data, labels or indices (@which 0, 1, 2) as a tensor. */
+/* Lease @l's data or labels (@which 0 or 1) as a tensor. */
 static PyObject *
 lease_tensor(ClientObject *self, LeaseObject *l, int which)
 {
 	const struct infeed_step	*st = &l->st;
-	struct dl_indices		*ix;
 	uint32_t			 i;
 
-	if (which == 2)
-		return (indices_tensor(self, st->rows, st->indices, &ix));
 	l->dl_shape[which][0] = (int64_t)st->rows;
 	if (which == 0) {
 		for (i = 0; i < self->ndim; i++)
@@ -1176,8 +1169,161 @@ lease_tensor(ClientObject *self, LeaseObject *l, int which)
 		    st->label_dtype, l->dl_shape[1], l->dl_strides[1], 1);
 	l->dl[which].manager_ctx = l;
 	l->dl[which].deleter = dl_lease_deleter;
-	Py_INCREF(l);		/* the tensor's, dropped by its deleter */
+	/* Made before the step is handed out: no deleter runs meanwhile. */
+	if (l->tensors++ == 0)
+		Py_INCREF(l);	/* the tensors', dropped by the last one */
 	return (dl_tensor_new(self->from_dlpack, &l->dl[which]));
+}
+
+/*
+ * Whether a Step reads its indices at the first look (Step's "indices"
+ * replaced, at import); if the type refuses it, they are copied as each
+ * step is handed out.
+ */
+static bool	step_lazy_indices;
+
+/*
+ * A Step of tensors @data and @labels over lease @l, which it also holds
+ * in place of the indices; its epoch and step are set as it is handed out
+ * (step_hand_out).  The references are taken, even on failure (a NULL
+ * tensor fails it).
+ */
+static PyObject *
+step_of(LeaseObject *l, PyObject *data, PyObject *labels)
+{
+	PyObject	*step;
+	int		 i;
+
+	if (data == NULL || labels == NULL ||
+	    (step = PyStructSequence_New(StepType)) == NULL) {
+		Py_XDECREF(data);
+		Py_XDECREF(labels);
+		return (NULL);
+	}
+	PyStructSequence_SetItem(step, 0, data);
+	PyStructSequence_SetItem(step, 1, labels);
+	Py_INCREF(l);
+	PyStructSequence_SetItem(step, 2, (PyObject *)l);
+	for (i = 3; i < 5; i++) {
+		Py_INCREF(Py_None);
+		PyStructSequence_SetItem(step, i, Py_None);
+	}
+	return (step);
+}
+
+/* Set @i of @step, new and not handed out yet, to @v (taken). */
+static PyObject *
+step_set(PyObject *step, int i, PyObject *v)
+{
+	PyObject	*old = PyStructSequence_GetItem(step, i);
+
+	if (v == NULL) {
+		Py_DECREF(step);
+		return (NULL);
+	}
+	PyStructSequence_SetItem(step, i, v);
+	Py_DECREF(old);
+	return (step);
+}
+
+/*
+ * @step of step_of(), over lease @l now holding a step of the session,
+ * with that step's epoch and number (and, where Step reads its indices
+ * up front, them); NULL with an error, @step dropped.
+ */
+static PyObject *
+step_hand_out(PyObject *step, LeaseObject *l)
+{
+	if (!step_lazy_indices &&
+	    step_set(step, 2, indices_tensor(l)) == NULL)
+		return (NULL);
+	if (step_set(step, 3, PyLong_FromUnsignedLongLong(l->st.epoch)) ==
+	    NULL)
+		return (NULL);
+	return (step_set(step, 4, PyLong_FromUnsignedLongLong(l->st.step)));
+}
+
+/*
+ * Step.indices: a step handed out holds its lease in their place until
+ * the first look copies them out of the slot, which is held meanwhile (by
+ * the step's data); a Step made in Python holds its own.
+ */
+static PyObject *
+step_indices(PyObject *step, void *closure)
+{
+	PyObject	*v = PyStructSequence_GetItem(step, 2), *t;
+
+	if (Py_TYPE(v) != LeaseType) {
+		Py_INCREF(v);
+		return (v);
+	}
+	if ((t = indices_tensor((LeaseObject *)v)) == NULL)
+		return (NULL);
+	/* torch's call may have let another thread look first. */
+	if (PyStructSequence_GetItem(step, 2) == v) {
+		PyStructSequence_SetItem(step, 2, t);	/* takes t */
+		Py_DECREF(v);
+	} else {
+		Py_DECREF(t);
+		t = PyStructSequence_GetItem(step, 2);
+	}
+	Py_INCREF(t);
+	return (t);
+}
+
+/* Step's own __reduce__, which pickles what is in place of the indices. */
+static PyObject	*step_reduce_fields;
+
+/* Step.__reduce__: the indices first, then the struct sequence's. */
+static PyObject *
+Step_reduce(PyObject *step, PyObject *unused)
+{
+	PyObject	*t;
+
+	if ((t = step_indices(step, NULL)) == NULL)
+		return (NULL);
+	Py_DECREF(t);
+	return (PyObject_CallFunctionObjArgs(step_reduce_fields, step, NULL));
+}
+
+static PyGetSetDef step_indices_def = {
+	"indices", step_indices, NULL,
+	"[rows]: their indices in the dataset", NULL
+};
+
+static PyMethodDef step_reduce_def = {
+	"__reduce__", (PyCFunction)Step_reduce, METH_NOARGS, NULL
+};
+
+/*
+ * Make Step read its indices at the first look: its "indices" member and
+ * __reduce__ replaced by step_indices and Step_reduce.  0, or -1 with an
+ * error (the type is left as it was).
+ */
+static int
+step_type_lazy(void)
+{
+	PyObject	*get, *reduce;
+	int		 r = -1;
+
+	if ((step_reduce_fields = PyObject_GetAttrString(
+	    (PyObject *)StepType, "__reduce__")) == NULL)
+		return (-1);
+	get = PyDescr_NewGetSet(StepType, &step_indices_def);
+	reduce = PyDescr_NewMethod(StepType, &step_reduce_def);
+	if (get != NULL && reduce != NULL &&
+	    PyObject_SetAttrString((PyObject *)StepType, "__reduce__",
+	    reduce) == 0) {
+		if (PyObject_SetAttrString((PyObject *)StepType, "indices",
+		    get) == 0)
+			r = 0;
+		else
+			(void)PyObject_SetAttrString((PyObject *)StepType,
+			    "__reduce__", step_reduce_fields);
+	}
+	Py_XDECREF(get);
+	Py_XDECREF(reduce);
+	return (r);
 }
 
 /* Drop every spare and the table (a new session, the end of one). */
@@ -1185,21 +1331,19 @@ static void
 spares_clear(ClientObject *self)
 {
 	struct spare_slot	*table = self->spare;
-	uint32_t		 i, j, k;
+	uint32_t		 i, j;
 
 	self->spare = NULL;
 	for (i = 0; table != NULL && i < self->nspare_slots; i++)
 		for (j = 0; j < table[i].n; j++)
-			for (k = 0; k < 3; k++)
-				Py_DECREF(table[i].s[j].t[k]);
+			Py_DECREF(table[i].s[j].step);
 	free(table);
 	self->nspare_slots = 0;
 }
 
 /*
  * A table of spares for the session @info describes: as many per slot as
- * SPARES_MAX allows, fewer where their index copies would take more than
- * SPARES_INDEX_BYTES; none (and no table) without memory.
+ * SPARES_MAX allows; none (and no table) without memory.
  */
 static void
 spares_setup(ClientObject *self, const struct infeed_session_info *info)
@@ -1207,10 +1351,7 @@ spares_setup(ClientObject *self, const struct infeed_session_info *info)
 	uint64_t	per = SPARES_MAX / MAX(info->slots, 1);
 
 	per = MIN(MAX(per, 1), SPARES_PER_SLOT);
-	while (per > 0 && info->slots * per * info->combined_batch_size *
-	    sizeof(uint64_t) > SPARES_INDEX_BYTES)
-		per--;
-	if (per == 0 || info->slots == 0 ||
+	if (info->slots == 0 ||
 	    (self->spare = calloc(info->slots, sizeof(*self->spare))) == NULL)
 		return;
 	self->nspare_slots = info->slots;
@@ -1225,7 +1366,7 @@ spare_make(ClientObject *self, const struct spare_slot *sp,
 {
 	struct infeed_step	 st;
 	LeaseObject		*l;
-	int			 k;
+	PyObject		*data;
 
 	memset(&st, 0, sizeof(st));
 	st.struct_size = sizeof(st);
@@ -1242,16 +1383,11 @@ spare_make(ClientObject *self, const struct spare_slot *sp,
 	l->client = NULL;	/* until handed out */
 	lease_describe(self, l, &st);
 	out->lease = l;
-	out->t[0] = lease_tensor(self, l, 0);
-	out->t[1] = out->t[0] != NULL ? lease_tensor(self, l, 1) : NULL;
-	Py_DECREF(l);		/* the tensors hold it */
-	out->t[2] = out->t[1] != NULL ? indices_tensor(self, st.rows, NULL,
-	    &out->ix) : NULL;
-	if (out->t[2] != NULL)
-		return (0);
-	for (k = 0; k < 3; k++)
-		Py_XDECREF(out->t[k]);
-	return (-1);
+	data = lease_tensor(self, l, 0);
+	out->step = step_of(l, data, data != NULL ? lease_tensor(self, l, 1) :
+	    NULL);
+	Py_DECREF(l);		/* the step and its tensors hold it */
+	return (out->step != NULL ? 0 : -1);
 }
 
 /*
@@ -1296,7 +1432,7 @@ spare_slot_of(ClientObject *self, const struct infeed_step *st)
 {
 	struct spare_slot	*sp;
 	const uint8_t		*labels;
-	uint32_t		 j, k;
+	uint32_t		 j;
 
 	if (st->slot >= self->nspare_slots || st->rows != self->full_rows)
 		return (NULL);
@@ -1307,43 +1443,13 @@ spare_slot_of(ClientObject *self, const struct infeed_step *st)
 	    sp->indices == st->indices && sp->label_dtype == st->label_dtype)
 		return (sp);
 	for (j = 0; j < sp->n; j++)
-		for (k = 0; k < 3; k++)
-			Py_DECREF(sp->s[j].t[k]);
+		Py_DECREF(sp->s[j].step);
 	sp->n = 0;
 	sp->data = st->data;
 	sp->labels = labels;
 	sp->indices = st->indices;
 	sp->label_dtype = st->label_dtype;
 	return (sp);
-}
-
-/* Step @st as a Step of a spare of its slot @sp (one is there). */
-static PyObject *
-spare_step(ClientObject *self, struct spare_slot *sp,
-    const struct infeed_step *st)
-{
-	struct spare	*s = &sp->s[sp->n - 1];
-	PyObject	*step, *epoch, *number;
-	int		 k;
-
-	epoch = PyLong_FromUnsignedLongLong(st->epoch);
-	number = PyLong_FromUnsignedLongLong(st->step);
-	if (epoch == NULL || number == NULL ||
-	    (step = PyStructSequence_New(StepType)) == NULL) {
-		Py_XDECREF(epoch);
-		Py_XDECREF(number);
-		return (NULL);
-	}
-	sp->n--;
-	s->lease->st = *st;
-	Py_INCREF(self);
-	s->lease->client = self;	/* its death releases the step now */
-	memcpy(s->ix->idx, st->indices, st->rows * sizeof(uint64_t));
-	for (k = 0; k < 3; k++)
-		PyStructSequence_SetItem(step, k, s->t[k]);
-	PyStructSequence_SetItem(step, 3, epoch);
-	PyStructSequence_SetItem(step, 4, number);
-	return (step);
 }
 
 /* Give back step @st, which could not be handed out. */
@@ -1356,73 +1462,181 @@ client_give_back(ClientObject *self, const struct infeed_step *st)
 }
 
 /*
- * next_step(timeout_s=0) -> Step of torch tensors, or None at the end of
- * the epoch; set_from_dlpack() first.  A full step gets a spare of its
- * slot (all slots are topped up when it has none); another, tensors made
- * for it.
+ * Step @st as a Step of torch tensors, or NULL with an error (the step
+ * given back).  A full step gets a spare of its slot (all slots are topped
+ * up when it has none); another, tensors made for it.
  */
 static PyObject *
-Client_next_step(ClientObject *self, PyObject *args)
+torch_step(ClientObject *self, const struct infeed_step *st)
 {
-	struct infeed_step	 st;
 	struct spare_slot	*sp;
-	PyObject		*lease, *step, *v;
-	int			 i, r;
+	struct spare		*s;
+	LeaseObject		*l;
+	PyObject		*data, *step;
 
-	if (self->from_dlpack == NULL)
-		return (raise_keyed("usage", "next_step() needs "
-		    "set_from_dlpack() first"));
-	if ((r = client_take(self, args, &st)) != 1) {
-		if (r == -1)
-			return (NULL);
-		Py_RETURN_NONE;
-	}
 	/* torch's calls may let another thread in: not to the spares. */
 	self->busy = 1;
-	step = NULL;
-	if ((sp = spare_slot_of(self, &st)) != NULL && sp->n == 0 &&
-	    spares_fill(self) == -1)
-		goto given_back;
-	if (sp != NULL && sp->n > 0) {
-		if ((step = spare_step(self, sp, &st)) == NULL)
-			goto given_back;
+	if ((sp = spare_slot_of(self, st)) != NULL && sp->n == 0 &&
+	    spares_fill(self) == -1) {
+		(void)infeed_release(self->f, st);
 		self->busy = 0;
-		return (step);
+		return (NULL);
 	}
 	self->busy = 0;
-	if ((lease = lease_new(self, &st)) == NULL) {
-		client_give_back(self, &st);
+	if (sp != NULL && sp->n > 0) {
+		s = &sp->s[--sp->n];
+		l = s->lease;
+		l->st = *st;
+		Py_INCREF(self);
+		l->client = self;	/* its death releases the step now */
+		return (step_hand_out(s->step, l));
+	}
+	if ((l = (LeaseObject *)lease_new(self, st)) == NULL) {
+		client_give_back(self, st);
 		return (NULL);
 	}
-	if ((step = PyStructSequence_New(StepType)) == NULL) {
-		Py_DECREF(lease);
+	data = lease_tensor(self, l, 0);
+	step = step_of(l, data, data != NULL ? lease_tensor(self, l, 1) :
+	    NULL);
+	Py_DECREF(l);		/* the step and its tensors hold it now */
+	return (step != NULL ? step_hand_out(step, l) : NULL);
+}
+
+/*
+ * One epoch's steps: the iterator of `for ... in loader`, from
+ * Client.epoch().  When the epoch ends, its loader's _running goes False.
+ */
+typedef struct {
+	PyObject_HEAD
+	ClientObject		*client;
+	PyObject		*loader;
+	PyObject		*make;		/* make(lease) -> Step; NULL: torch */
+	uint64_t		 epoch;
+	double			 timeout_s;
+	int			 done;
+} EpochObject;
+
+/* next(): the epoch's next step, or NULL without an error at its end. */
+static PyObject *
+Epoch_next(EpochObject *self)
+{
+	struct infeed_step	 st;
+	PyObject		*lease, *step;
+	int			 r;
+
+	if (self->done)
 		return (NULL);
-	}
-	for (i = 0; i < 5; i++) {
-		if (i < 3)
-			v = lease_tensor(self, (LeaseObject *)lease, i);
-		else
-			v = PyLong_FromUnsignedLongLong(i == 3 ?
-			    ((LeaseObject *)lease)->st.epoch :
-			    ((LeaseObject *)lease)->st.step);
-		if (v == NULL) {
-			Py_DECREF(step);
-			Py_DECREF(lease);
+	if ((r = client_take(self->client, self->timeout_s, &st)) == -1)
+		return (NULL);
+	if (r == 1 && st.epoch == self->epoch) {
+		if (self->make == NULL)
+			return (torch_step(self->client, &st));
+		if ((lease = lease_new(self->client, &st)) == NULL) {
+			client_give_back(self->client, &st);
 			return (NULL);
 		}
-		PyStructSequence_SetItem(step, i, v);
+		step = PyObject_CallFunctionObjArgs(self->make, lease, NULL);
+		Py_DECREF(lease);
+		return (step);
 	}
-	Py_DECREF(lease);	/* the tensors hold it now */
-	return (step);
-given_back:
-	(void)infeed_release(self->f, &st);
-	self->busy = 0;
+	/* EndOfData: the session now starts the next epoch. */
+	if (r == 1)
+		client_give_back(self->client, &st);
+	else
+		self->done = 1;
+	if (PyObject_SetAttrString(self->loader, "_running", Py_False) == -1)
+		return (NULL);
+	if (r == 1)
+		PyErr_Format(PyExc_RuntimeError, "infeed: a step of epoch %llu "
+		    "came in epoch %llu", (unsigned long long)st.epoch,
+		    (unsigned long long)self->epoch);
+	return (NULL);	/* without an exception: StopIteration */
+}
+
+/* len(iter(loader)) is len(loader). */
+static Py_ssize_t
+Epoch_len(EpochObject *self)
+{
+	return (PyObject_Size(self->loader));
+}
+
+static void
+Epoch_dealloc(EpochObject *self)
+{
+	PyTypeObject	*tp = Py_TYPE(self);
+
+	Py_DECREF(self->client);
+	Py_DECREF(self->loader);
+	Py_XDECREF(self->make);
+	PyObject_Free(self);
+	Py_DECREF(tp);		/* an instance of a heap type holds its type */
+}
+
+/* Only a Client makes leases and epochs (a heap type inherits object's). */
+static PyObject *
+refuse_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyErr_SetString(PyExc_TypeError, "leases and epochs come from "
+	    "infeed.DataLoader");
 	return (NULL);
+}
+
+static PyType_Slot Epoch_slots[] = {
+	{ Py_tp_doc, (void *)"One epoch's steps of a DataLoader." },
+	{ Py_tp_new, (void *)refuse_new },
+	{ Py_tp_dealloc, (void *)Epoch_dealloc },
+	{ Py_tp_iter, (void *)PyObject_SelfIter },
+	{ Py_tp_iternext, (void *)Epoch_next },
+	{ Py_sq_length, (void *)Epoch_len },
+	{ 0, NULL }
+};
+
+static PyType_Spec Epoch_spec = {
+	.name = "infeed._infeed.Epoch",
+	.basicsize = sizeof(EpochObject),
+	.flags = Py_TPFLAGS_DEFAULT,
+	.slots = Epoch_slots,
+};
+
+/*
+ * epoch(loader, epoch, timeout_s, make=None) -> the iterator of @epoch's
+ * steps: Steps of torch tensors (set_from_dlpack() first), or make(lease)
+ * of each step's Lease.
+ */
+static PyObject *
+Client_epoch(ClientObject *self, PyObject *args)
+{
+	EpochObject		*it;
+	PyObject		*loader, *make = Py_None;
+	unsigned long long	 epoch;
+	double			 timeout_s;
+
+	if (!PyArg_ParseTuple(args, "OKd|O", &loader, &epoch, &timeout_s,
+	    &make))
+		return (NULL);
+	if (make == Py_None && self->from_dlpack == NULL)
+		return (raise_keyed("usage", "torch steps need "
+		    "set_from_dlpack() first"));
+	if ((it = PyObject_New(EpochObject, EpochType)) == NULL)
+		return (NULL);
+	Py_INCREF(self);
+	it->client = self;
+	Py_INCREF(loader);
+	it->loader = loader;
+	it->make = NULL;
+	if (make != Py_None) {
+		Py_INCREF(make);
+		it->make = make;
+	}
+	it->epoch = epoch;
+	it->timeout_s = timeout_s;
+	it->done = 0;
+	return ((PyObject *)it);
 }
 
 /*
  * set_from_dlpack(fn, inference_mode_enabled=None): torch's from_dlpack,
- * which next_step() calls, and torch.is_inference_mode_enabled (without
+ * which torch steps call, and torch.is_inference_mode_enabled (without
  * it, no tensors are made ahead).
  */
 static PyObject *
@@ -1497,7 +1711,7 @@ Client_get_held(ClientObject *self, void *closure)
 	struct infeed_state	st;
 	size_t			i;
 
-	if (self->f == NULL || self->pid != getpid())
+	if (self->f == NULL || self->pid != this_pid)
 		return (PyLong_FromLong(0));
 	st = client_state(self);
 	pthread_mutex_lock(&self->mu);
@@ -1538,15 +1752,13 @@ static PyMethodDef Client_methods[] = {
 	  "attach(dataset, options: dict) -> dict: start a session" },
 	{ "attach_files", (PyCFunction)Client_attach_files, METH_VARARGS,
 	  "attach_files(name, options, (data_fd, labels_fd), spec) -> dict" },
-	{ "next", (PyCFunction)Client_next, METH_VARARGS,
-	  "next(timeout_s=0) -> Lease, or None at the end of the epoch" },
-	{ "next_step", (PyCFunction)Client_next_step, METH_VARARGS,
-	  "next_step(timeout_s=0) -> Step of torch tensors, or None at the "
-	  "end of the epoch" },
+	{ "epoch", (PyCFunction)Client_epoch, METH_VARARGS,
+	  "epoch(loader, epoch, timeout_s, make=None) -> iterator of the "
+	  "epoch's Steps (torch, or make(lease))" },
 	{ "set_from_dlpack", (PyCFunction)Client_set_from_dlpack,
 	  METH_VARARGS, "set_from_dlpack(fn, inference_mode_enabled=None): "
 	  "torch.utils.dlpack.from_dlpack and torch.is_inference_mode_enabled,"
-	  " for next_step()" },
+	  " for torch steps" },
 	{ "state", (PyCFunction)Client_state, METH_NOARGS,
 	  "state() -> dict: where the session is (libinfeed's)" },
 	{ "flush", (PyCFunction)Client_flush, METH_NOARGS,
@@ -1597,7 +1809,7 @@ Lease_dealloc(LeaseObject *self)
 		Py_DECREF(LeaseType);
 		return;
 	}
-	if (!c->busy && c->f != NULL && c->pid == getpid()) {
+	if (!c->busy && c->f != NULL && c->pid == this_pid) {
 		c->busy = 1;
 		/* A refusal comes back with the next reply, as usual. */
 		(void)infeed_release(c->f, &self->st);
@@ -1690,18 +1902,10 @@ static PyGetSetDef Lease_getset[] = {
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 
-/* Only Client.next() makes leases (a heap type inherits object's new). */
-static PyObject *
-Lease_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-	PyErr_SetString(PyExc_TypeError, "leases come from Client.next()");
-	return (NULL);
-}
-
 static PyType_Slot Lease_slots[] = {
 	{ Py_tp_doc, (void *)"One device step's bytes in the ring; its slot "
 	  "goes back to infeedd when the last view of it is gone." },
-	{ Py_tp_new, (void *)Lease_new },
+	{ Py_tp_new, (void *)refuse_new },
 	{ Py_tp_dealloc, (void *)Lease_dealloc },
 	{ Py_tp_getset, Lease_getset },
 	{ 0, NULL }
@@ -1796,18 +2000,34 @@ add_dtype_constants(PyObject *m)
 	return (0);
 }
 
+/* In a forked child, this process is another. */
+static void
+fork_child(void)
+{
+	this_pid = getpid();
+}
+
 PyMODINIT_FUNC	PyInit__infeed(void);
 
 PyMODINIT_FUNC
 PyInit__infeed(void)
 {
+	static bool	 fork_handler;
 	PyObject	*m, *step;
 
+	this_pid = getpid();
+	if (!fork_handler && (errno = pthread_atfork(NULL, NULL,
+	    fork_child)) != 0)
+		return (PyErr_SetFromErrno(PyExc_OSError));
+	fork_handler = true;
 	if (ClientType == NULL && (ClientType = (PyTypeObject *)
 	    PyType_FromSpec(&Client_spec)) == NULL)
 		return (NULL);
 	if (LeaseType == NULL && (LeaseType = (PyTypeObject *)
 	    PyType_FromSpec(&Lease_spec)) == NULL)
+		return (NULL);
+	if (EpochType == NULL && (EpochType = (PyTypeObject *)
+	    PyType_FromSpec(&Epoch_spec)) == NULL)
 		return (NULL);
 	if ((m = PyModule_Create(&module_def)) == NULL)
 		return (NULL);
@@ -1818,8 +2038,11 @@ PyInit__infeed(void)
 		return (NULL);
 	}
 	Py_XDECREF(StepType);
-	Py_INCREF(step);	/* next_step() makes them */
+	Py_INCREF(step);	/* torch_step() makes them */
 	StepType = (PyTypeObject *)step;
+	Py_CLEAR(step_reduce_fields);
+	if (!(step_lazy_indices = step_type_lazy() == 0))
+		PyErr_Clear();	/* the type is read-only: copies up front */
 	Py_INCREF(ClientType);
 	Py_INCREF(LeaseType);
 	if (PyModule_AddObject(m, "Client", (PyObject *)ClientType) < 0 ||

@@ -406,24 +406,11 @@ class DataLoader:
         self._session(epoch, step, stages)
         self._running = True
         self._epoch = epoch
-        return _Iterator(self, epoch)
-
-    def _take(self, epoch):
-        """The next step of @epoch, or None when it is over."""
-        if self._output == "torch":
-            step = self._client.next_step(self._timeout)
-        else:
-            step = self._client.next(self._timeout)
-        if step is None or step.epoch != epoch:
-            # EndOfData: the session now starts the next epoch.
-            self._running = False
-            if step is not None:
-                raise RuntimeError("infeed: a step of epoch "
-                                   f"{step.epoch} came in epoch {epoch}")
-            return None
-        if self._output == "torch":
-            return step
-        return self._step(step)
+        # Its next() runs in C, without a Python frame (torch output);
+        # it sets _running to False when the epoch ends.
+        return self._client.epoch(self, epoch, self._timeout,
+                                  None if self._output == "torch"
+                                  else self._step)
 
     def _step(self, lease):
         """The numpy arrays of a step's lease."""
@@ -573,27 +560,3 @@ class DataLoader:
         return (f"infeed.DataLoader({self._dataset!r}, batch_size="
                 f"{self._opts['batch_size']}, shuffle="
                 f"{self._opts['shuffle']})")
-
-
-class _Iterator:
-    """One epoch of a DataLoader."""
-
-    def __init__(self, loader, epoch):
-        self._loader = loader
-        self._epoch = epoch
-        self._done = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._done:
-            raise StopIteration
-        step = self._loader._take(self._epoch)
-        if step is None:
-            self._done = True
-            raise StopIteration
-        return step
-
-    def __len__(self):
-        return len(self._loader)

@@ -379,6 +379,78 @@ def test_labels_alone_hold_the_slot_and_die_on_any_thread(loader_args):
     assert next(it).step == 1               # the flush of that release
 
 
+@needs_torch
+def test_indices_are_copied_at_the_first_look_and_pickle(loader_args):
+    # A torch step copies its indices out of the slot only when they are
+    # first read (the step holds the slot meanwhile), once; a pickle or
+    # copy of a step has them, and holds no slot.
+    import copy
+    import pickle
+    loader = infeed.DataLoader(opts(seed=4), "raw", batch_size=100,
+                               shuffle=True, buffer_size=3, **loader_args)
+    it = iter(loader)
+    kept = next(it)
+    for _ in range(6):                      # the other slots, refilled
+        next(it)
+    indices = kept.indices
+    assert kept.indices is indices
+    assert indices.dtype == torch.int64 and indices.shape == (100,)
+    assert np.array_equal(kept.data.numpy(), expected_data(indices))
+    pickled = pickle.loads(pickle.dumps(next(it)))
+    copied = copy.copy(next(it))
+    gc.collect()
+    assert loader._client.held == 2         # kept and copied: same tensors
+    assert np.array_equal(pickled.data.numpy(),
+                          expected_data(pickled.indices))
+    assert np.array_equal(copied.data.numpy(),
+                          expected_data(copied.indices))
+    want = indices.clone()
+    del kept, copied
+    for s in it:                            # every slot refilled
+        pass
+    assert torch.equal(indices, want)
+
+
+@needs_torch
+def test_the_epoch_iterator_ends_once_and_has_a_length(loader_args):
+    loader = infeed.DataLoader(opts(), "raw", batch_size=250, **loader_args)
+    it = iter(loader)
+    assert iter(it) is it and len(it) == len(loader) == N // 250
+    assert [s.step for s in it] == list(range(N // 250))
+    assert not loader._running
+    with pytest.raises(StopIteration):
+        next(it)
+    assert [s.epoch for s in loader] == [1] * (N // 250)
+    with pytest.raises(TypeError):
+        type(it)()
+
+
+@needs_torch
+def test_a_forked_child_takes_and_releases_nothing(loader_args):
+    # The pid that guards the connection is the fork handler's: the child
+    # may neither take steps nor give back the parent's.
+    loader = infeed.DataLoader(opts(), "raw", batch_size=100,
+                               buffer_size=2, **loader_args)
+    it = iter(loader)
+    s = next(it)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            next(it)
+        except infeed.Error as e:
+            code = 0 if "forked process must make its own" in str(e) else 2
+        del s                               # must not release the slot
+        gc.collect()
+        os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert loader._client.held == 1
+    got = [s.indices.numpy().copy()]
+    del s
+    got += [t.indices.numpy().copy() for t in it]
+    assert np.array_equal(np.concatenate(got), np.arange(N))
+
+
 @needs_numpy
 def test_keeping_every_slot_raises_instead_of_hanging(loader_args):
     loader = infeed.DataLoader(opts(), "raw", batch_size=100,
