@@ -682,11 +682,12 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
                                  shuffle=True, output="numpy", timeout=20,
                                  **loader_args)
 
-    def left(it):
-        sid = it._loader._info["session_id"]
+    def left(dl):
+        sid = dl._info["session_id"]
         return [s["group_left"] for s in _sessions(daemon)
                 if s["session_id"] == sid][0]
-    ita, itb = iter(loader()), iter(loader())
+    la, lb = loader(), loader()
+    ita, itb = iter(la), iter(lb)
     got_a, got_b = [], []
     for _ in range(5):
         got_a.append(next(ita).indices)
@@ -695,15 +696,15 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
     got_a.append(kept.indices)
     for _ in range(10):
         got_b.append(next(itb).indices)
-    assert left(ita)
+    assert left(la)
     del kept
     for _ in range(9):                  # alone, to where b is
         got_a.append(next(ita).indices)
-    assert left(ita)
+    assert left(la)
     got_a.append(next(ita).indices)     # step 15, from the group's ring
     got_b.append(next(itb).indices)
-    assert not left(ita)
-    assert not left(itb)
+    assert not left(la)
+    assert not left(lb)
     for a, b in zip(ita, itb):
         got_a.append(a.indices)
         got_b.append(b.indices)
