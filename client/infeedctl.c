@@ -1022,6 +1022,10 @@ bench_report_json(const struct bench_args *a, const struct bench_run *run)
 	    a->verify ? (run->bad == 0 ? "true" : "false") : "null");
 }
 
+/* What a run's first epoch and first step pay for, once. */
+static const char bench_first_use[] =
+    "the ring's memory, a dataset cache being made";
+
 /* Print bench's results for a person. */
 static void
 bench_report_text(const struct bench_args *a, const struct bench_run *run)
@@ -1036,21 +1040,27 @@ bench_report_text(const struct bench_args *a, const struct bench_run *run)
 	printf("steps                %llu\n", (unsigned long long)run->steps);
 	printf("items                %llu\n", (unsigned long long)run->items);
 	printf("seconds              %.3f\n", run->secs);
-	printf("items/s              %.1f\n", (double)run->items / run->secs);
 	/*
 	 * The first epoch pays for first use (the ring's pages, a dataset's
-	 * cache made as it is read): show the steady rate beside it.
+	 * cache made as it is read), and so does the first step: each line
+	 * that includes it says so, beside the steady rate when there is one.
 	 */
+	printf("items/s              %.1f", (double)run->items / run->secs);
 	if (a->epochs > 1)
-		printf("  first epoch        %.1f (with first use: the ring's "
-		    "memory, a dataset cache being made)\n"
+		printf(" over %llu epochs; %.1f steady, after the first\n"
+		    "  first epoch        %.1f (with first use: %s)\n"
 		    "  later epochs       %.1f (steady)\n",
-		    bench_first_rate(run), bench_later_rate(a, run));
+		    (unsigned long long)a->epochs,
+		    bench_later_rate(a, run), bench_first_rate(run),
+		    bench_first_use, bench_later_rate(a, run));
+	else
+		printf(" (with first use; --epochs 2 or more shows the "
+		    "steady rate)\n");
 	printf("GB/s                 %.3f\n",
 	    (double)run->bytes / run->secs / 1e9);
-	printf("first step           %.1f ms after the attach was sent%s\n",
-	    run->first_step_s * 1e3, a->epochs > 1 ? "" : " (with first use; "
-	    "--epochs 2 or more shows the steady rate)");
+	printf("first step           %.1f ms after the attach was sent "
+	    "(with first use: %s)\n", run->first_step_s * 1e3,
+	    bench_first_use);
 	if (a->verify)
 		printf("verify               %s\n", run->bad == 0 ?
 		    "passed: every index in the documented order, "
