@@ -45,8 +45,9 @@
  * many steps as they take together.  Each client's items/s is over its
  * own timed span; the aggregate is all timed items over (last end -
  * first start).  It prints the aggregate, its ratio to the same round's
- * limit (the median of the rounds' ratios; target >= 0.8), each client's
- * items/s and the fairness, max |client - mean| / mean (target <= 0.25).
+ * limit (the median of the rounds' ratios; target >= 0.8, and 0.85 when
+ * timed from the Attach), each client's items/s and the fairness,
+ * max |client - mean| / mean (target <= 0.25).
  * Every client checks every step: its epoch and step in sequence, full
  * rows, each row's index in range and its first word the sample's; over
  * each of the first 16 epochs, no index may reach two rows of the N
@@ -1148,8 +1149,10 @@ clients_main(const struct bench *b, unsigned n)
 	    ml, ml * SAMPLE_BYTES / 1e9, rounds);
 	printf("aggregate         %.0f items/s (%.2f GB/s), median of %u\n",
 	    ma, ma * SAMPLE_BYTES / 1e9, rounds);
+	/* Issue 25's target from the Attach; issue 17's for steady clients. */
 	printf("ratio             %.2f of the limit (median of the rounds' "
-	    "ratios; target >= 0.80)\n", median(ratio, (int)rounds));
+	    "ratios; target >= %.2f)\n", median(ratio, (int)rounds),
+	    b->from_attach ? 0.85 : 0.80);
 	for (i = 0; i < n; i++) {
 		crate[i] = median(rate[i], (int)rounds);
 		printf("client %u          %.0f items/s (%.2f GB/s)\n", i,
