@@ -191,6 +191,8 @@ daemon_start(const struct daemon_args *args)
 		sd_notifyf(0, "STATUS=bad configuration: %s", cause);
 		fatalx("configuration: %s", cause);
 	}
+	/* A reload warns when the file's socket changes, not --socket's. */
+	d->conf_socket = xstrdup(d->conf->socket_path);
 	if (args->socket_path != NULL) {
 		free(d->conf->socket_path);
 		d->conf->socket_path = xstrdup(args->socket_path);
@@ -278,6 +280,7 @@ daemon_free(struct daemon *d)
 	catalogue_free(d->cat);
 	event_base_free(d->base);
 	config_free(d->conf);
+	free(d->conf_socket);
 	free(d);
 }
 
@@ -335,8 +338,10 @@ daemon_reload(struct daemon *d)
 		return;
 	}
 	/* The socket and pool size need a restart; keep what runs. */
-	if (strcmp(nconf->socket_path, d->conf->socket_path) != 0)
-		log_warnx("reload: the socket path changes only at restart");
+	if (strcmp(nconf->socket_path, d->conf_socket) != 0)
+		log_warnx("reload: the socket path (now %s) changes only at "
+		    "restart; infeedd still listens on %s",
+		    nconf->socket_path, d->conf->socket_path);
 	free(nconf->socket_path);
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;

@@ -42,6 +42,7 @@ struct event_base;
 struct daemon {
 	struct event_base	*base;
 	struct config		*conf;
+	char			*conf_socket;	/* the file's socket at start */
 	struct catalogue	*cat;
 	struct pool		*pool;
 	struct ring_budget	 budget;

@@ -182,7 +182,7 @@ START_TEST(sighup_reload_applies_a_good_config)
 	struct infeed		*f, *g;
 	struct infeed_options	 o;
 	struct infeed_step	 st;
-	char			 extra[1024];
+	char			 extra[1024], log[16384];
 	int			 i;
 
 	notify_open();
@@ -244,6 +244,32 @@ START_TEST(sighup_reload_applies_a_good_config)
 		    raw_byte(st.indices[i], 1));
 	infeed_free(f);
 	infeed_free(g);
+	/* The socket came from --socket: the file's absent one is no change. */
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "changes only at restart") == NULL,
+	    "a reload that changed no socket warned: %s", log);
+}
+END_TEST
+
+/* A reload that changes the file's socket says it waits for a restart. */
+START_TEST(sighup_reload_warns_of_a_new_socket)
+{
+	struct infeed	*f;
+	char		 log[16384], extra[600];
+
+	notify_open();
+	infeedd_start(NULL);
+	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
+	snprintf(extra, sizeof(extra), "socket = %s/elsewhere.sock", dir);
+	make_config(extra);
+	kill(infeedd_pid, SIGHUP);
+	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "elsewhere.sock) changes only at restart; "
+	    "infeedd still listens on") != NULL, "no warning: %s", log);
+	f = client();		/* still on the old socket */
+	ck_assert(listed(f, "raw"));
+	infeed_free(f);
 }
 END_TEST
 
@@ -430,6 +456,7 @@ service_suite(void)
 	tcase_add_test(tc, sd_notify_ready_status_and_stopping);
 	tcase_add_test(tc, serves_on_the_socket_systemd_passes);
 	tcase_add_test(tc, sighup_reload_applies_a_good_config);
+	tcase_add_test(tc, sighup_reload_warns_of_a_new_socket);
 	tcase_add_test(tc, sighup_reload_keeps_the_config_when_the_new_one_is_bad);
 	tcase_add_test(tc, unknown_keys_refuse_the_dataset_or_the_file);
 	tcase_add_test(tc, allow_groups_refuses_other_groups);
