@@ -295,6 +295,36 @@ START_TEST(daemon_restart_without_reconnect_is_closed)
 END_TEST
 
 /*
+ * A trainer silent for longer than a new client's wait for its Hello (10 s,
+ * PEER_HELLO_WAIT_S: a checkpoint, a debugger) is not closed: libevent
+ * kept the Hello's timeout on the connection's read event and re-armed it
+ * at every request, so a C client without reconnect failed (INFEED_ERR_
+ * CLOSED) and Python's reconnected.
+ */
+START_TEST(client_silent_past_the_hello_wait_stays_attached)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	uint64_t		 i;
+
+	resume_options(&o);
+	o.reconnect_timeout_ms = 0;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	for (i = 0; i < 3; i++) {	/* requests after the Hello */
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		infeed_release(f, &st);
+	}
+	sleep(11);
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "after 11 s of "
+	    "silence: %s", infeed_error(f));
+	ck_assert_uint_eq(st.step, 3);
+	infeed_release(f, &st);
+	infeed_free(f);
+}
+END_TEST
+
+/*
  * A file truncated under a session is that session's error, not a crash,
  * and the error names the dataset, the sample's index and its files.  No
  * row is delivered that is not wholly inside the file: the rows in the
@@ -633,6 +663,7 @@ reliability_suite(void)
 	tcase_add_test(tc, end_of_data_owed_survives_a_restart);
 	tcase_add_test(tc, no_false_end_of_data_after_a_detach_and_a_restart);
 	tcase_add_test(tc, daemon_restart_without_reconnect_is_closed);
+	tcase_add_test(tc, client_silent_past_the_hello_wait_stays_attached);
 	tcase_add_test(tc,
 	    truncated_file_fails_the_session_at_the_first_cut_row);
 	tcase_add_test(tc, killed_clients_leave_nothing_behind);
