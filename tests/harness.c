@@ -243,30 +243,36 @@ setup(void)
 
 /*
  * The first line of the daemon's log that says one of its processes
- * crashed, into @buf: a worker killed by a signal that only a bug sends
- * (tests kill workers with SIGKILL, SIGTERM or SIGSTOP), or a sanitizer's
- * report from any of them.  The daemon's exit status does not show its
- * workers' deaths: the pool replaces a crashed worker and runs its job
- * again, so one crash in a test that then passes would go unseen.
+ * crashed, into @buf: a mark of tests/crash-marks ($INFEED_CRASH_MARKS),
+ * a worker killed by a signal that only a bug sends or a sanitizer's
+ * report.  The daemon's exit status does not show its workers' deaths:
+ * the pool replaces a crashed worker and runs its job again, so one crash
+ * in a test that then passes would go unseen.
  * Return: whether there is one.
  */
 bool
 infeedd_log_crash(char *buf, size_t len)
 {
-	static const char *const marks[] = {
-		"(SEGV)", "(BUS)", "(ILL)", "(FPE)", "(ABRT)", "(SYS)",
-		"(TRAP)", "AddressSanitizer", "LeakSanitizer", "runtime error:",
-	};
-	char	 path[400], *line = NULL;
-	size_t	 cap = 0, i;
-	bool	 found = false;
-	FILE	*fp;
+	char		 marks[32][64], path[400], *line = NULL;
+	const char	*file = getenv("INFEED_CRASH_MARKS");
+	size_t		 cap = 0, i, n = 0;
+	bool		 found = false;
+	FILE		*fp;
 
+	ck_assert_msg(file != NULL && (fp = fopen(file, "r")) != NULL,
+	    "cannot read the crash marks ($INFEED_CRASH_MARKS: %s)",
+	    file ? file : "unset");
+	while (n < 32 && getline(&line, &cap, fp) != -1) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] != '#' && line[0] != '\0')
+			snprintf(marks[n++], sizeof(marks[0]), "%s", line);
+	}
+	fclose(fp);
 	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
 	if ((fp = fopen(path, "r")) == NULL)
 		return (false);
 	while (!found && getline(&line, &cap, fp) != -1) {
-		for (i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+		for (i = 0; i < n; i++) {
 			if (strstr(line, marks[i]) != NULL &&
 			    (marks[i][0] != '(' ||
 			    strstr(line, "killed by signal") != NULL)) {

@@ -78,13 +78,31 @@ class Daemon:
         raise RuntimeError(f"infeedd did not start; see {self.log}")
 
     def stop(self):
+        """Stop infeedd and return its exit status; fail if one of its
+        processes crashed: the pool replaces a crashed worker and runs its
+        job again, so the test itself may not see it."""
         if self.proc is None:
             return 0
         self.proc.send_signal(signal.SIGCONT)
         self.proc.terminate()
         rc = self.proc.wait(timeout=30)
         self.proc = None
+        crash = self.crash_line()
+        assert crash is None, f"a process of infeedd crashed: {crash}"
         return rc
+
+    def crash_line(self):
+        """The first line of the log with a mark of tests/crash-marks
+        (its header says how they count), or None."""
+        with open(os.environ["INFEED_CRASH_MARKS"]) as f:
+            marks = [m.rstrip("\n") for m in f
+                     if m.strip() and not m.startswith("#")]
+        for line in self.log_text().splitlines():
+            for m in marks:
+                if m in line and (not m.startswith("(") or
+                                  "killed by signal" in line):
+                    return line
+        return None
 
     def pause(self):
         self.proc.send_signal(signal.SIGSTOP)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import infeed
-from conftest import (CLASSES, N, SHAPE, expected_data, label_of,
+from conftest import (CLASSES, N, SHAPE, Daemon, expected_data, label_of,
                       open_to_others)
 
 try:
@@ -736,3 +736,39 @@ def test_a_loader_keeping_its_steps_freezes_no_loader_of_the_same_data(
     del kept
     for got in (got_a, got_b):
         assert sorted(np.concatenate(got).tolist()) == list(range(N))
+
+
+def _children(pid):
+    """The processes whose parent is @pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def test_a_worker_crash_fails_the_test(tmp_path):
+    """A worker that crashes is replaced and its job run again, so a test
+    may pass through it: stopping the daemon finds the crash in its log
+    (tests/crash-marks) and fails; a SIGKILL is no crash."""
+    d = Daemon(tmp_path)
+    forker = _children(d.proc.pid)
+    assert len(forker) == 1
+    workers = _children(forker[0])
+    assert workers
+    os.kill(workers[0], signal.SIGKILL)
+    assert d.crash_line() is None
+    os.kill(_children(forker[0])[0], signal.SIGSEGV)
+    for _ in range(500):
+        if d.crash_line() is not None:
+            break
+        time.sleep(0.01)
+    assert "(SEGV)" in d.crash_line()
+    with pytest.raises(AssertionError, match="crashed"):
+        d.stop()
