@@ -946,7 +946,7 @@ gr_big_take(struct infeed *f, struct infeed_step *st, uint64_t step)
  * The group's ring is charged once: the second member attaches where a
  * second ring would not fit.  A member that falls behind when the budget
  * cannot hold a ring of its own stays in the group, which waits for it
- * (and says why in its log); once it takes steps again, so do the others.
+ * (and says why in its log, and counts it in group_stays); once it takes steps again, so do the others.
  */
 START_TEST(a_member_without_room_for_its_own_ring_stays)
 {
@@ -982,6 +982,10 @@ START_TEST(a_member_without_room_for_its_own_ring_stays)
 	for (i = 0; i < stats->stats->n_sessions; i++) {
 		ck_assert_uint_eq(stats->stats->sessions[i]->group_members, 2);
 		ck_assert_uint_eq(stats->stats->sessions[i]->group_left, 0);
+		/* Counted as stays (one a slack), not as leaves. */
+		ck_assert_uint_ge(stats->stats->sessions[i]->group_stays, 1);
+		ck_assert_uint_eq(
+		    stats->stats->sessions[i]->group_leaves_held_back, 0);
 	}
 	infeed__frame__free_unpacked(stats, NULL);
 	/* It goes on: the slot comes free, and f[0] gets its step. */
