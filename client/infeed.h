@@ -310,6 +310,18 @@ struct infeed_session_stats {
 	uint32_t	 group_left;
 	uint64_t	 group_steps_filled;
 	uint64_t	 group_bytes_read;
+	/*
+	 * Since libinfeed 1.8, the group's history (the same for each of its
+	 * members; 0 outside a group): members that left it for holding it
+	 * back past the slack, or for waiting on slots that those that left
+	 * still hold; members that fell behind but stayed (no room in the
+	 * memory budget for a ring of their own, or steps of their former
+	 * ring still held); members that rejoined it.
+	 */
+	uint64_t	 group_leaves_held_back;
+	uint64_t	 group_leaves_waited;
+	uint64_t	 group_stays;
+	uint64_t	 group_rejoins;
 };
 
 /* One worker process in the daemon's Stats. */

@@ -234,6 +234,12 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	    (unsigned long long)ss->group_id, ss->group_members,
 	    ss->group_left, (unsigned long long)ss->group_steps_filled,
 	    (unsigned long long)ss->group_bytes_read);
+	printf(",\"group_leaves_held_back\":%llu,\"group_leaves_waited\":%llu,"
+	    "\"group_stays\":%llu,\"group_rejoins\":%llu",
+	    (unsigned long long)ss->group_leaves_held_back,
+	    (unsigned long long)ss->group_leaves_waited,
+	    (unsigned long long)ss->group_stays,
+	    (unsigned long long)ss->group_rejoins);
 	if (ss->transform != NULL) {
 		printf(",\"transform\":");
 		json_string(ss->transform);
@@ -330,8 +336,9 @@ status_huge_pages(const char *mode)
 }
 
 /*
- * Shared pipelines (issue 25): one line per group, its members' sessions
- * and what it read once for them; and the sessions that left one.
+ * Shared pipelines (issue 25): one line per group, its members' sessions,
+ * what it read once for them, and its members' leaves (by reason), stays
+ * and rejoins so far; then the sessions that left one.
  */
 static void
 status_groups(const struct infeed_stats *st)
@@ -356,9 +363,17 @@ status_groups(const struct infeed_stats *st)
 				printf(" %llu", (unsigned long long)
 				    m->session_id);
 		}
-		printf("), %llu steps filled once for all, %.1f MiB read\n",
+		printf("), %llu steps filled once for all, %.1f MiB read; "
+		    "%llu left (%llu held it back, %llu waited on leavers' "
+		    "slots), %llu stayed, %llu rejoined\n",
 		    (unsigned long long)ss->group_steps_filled,
-		    (double)ss->group_bytes_read / (1 << 20));
+		    (double)ss->group_bytes_read / (1 << 20),
+		    (unsigned long long)(ss->group_leaves_held_back +
+		    ss->group_leaves_waited),
+		    (unsigned long long)ss->group_leaves_held_back,
+		    (unsigned long long)ss->group_leaves_waited,
+		    (unsigned long long)ss->group_stays,
+		    (unsigned long long)ss->group_rejoins);
 	}
 	for (i = 0; i < st->nsessions; i++) {
 		if (st->sessions[i]->group_left)

@@ -34,7 +34,7 @@ _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, pool_shrinks),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
-    FIELD_END(struct infeed_session_stats, group_bytes_read),
+    FIELD_END(struct infeed_session_stats, group_rejoins),
     "infeed_session_stats has tail padding");
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");

@@ -61,6 +61,10 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->group_left = in->group_left;
 	ss->group_steps_filled = in->group_steps_filled;
 	ss->group_bytes_read = in->group_bytes_read;
+	ss->group_leaves_held_back = in->group_leaves_held_back;
+	ss->group_leaves_waited = in->group_leaves_waited;
+	ss->group_stays = in->group_stays;
+	ss->group_rejoins = in->group_rejoins;
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
 	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
 	    !infeed_strdup_opt(&ss->transform, lo != NULL &&

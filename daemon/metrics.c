@@ -30,6 +30,7 @@
 #include <netinet/in.h>
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,16 +286,57 @@ metrics_rings(struct evbuffer *b, const struct stats *st)
 	}
 }
 
+/* Whether session @i of @st is its group's first: one series per group. */
+static bool
+metrics_group_first(const struct stats *st, size_t i)
+{
+	uint64_t	group = st->sessions[i].report.group_id;
+	size_t		j;
+
+	if (group == 0)
+		return (false);
+	for (j = 0; j < i; j++) {
+		if (st->sessions[j].report.group_id == group)
+			return (false);
+	}
+	return (true);
+}
+
+/*
+ * Counter family @name (@help) with one series per group: the uint64_t
+ * at offset @field of its first session's report.
+ */
+static void
+metrics_group_counter(struct evbuffer *b, const struct stats *st,
+    const char *name, const char *help, size_t field)
+{
+	const struct session_report	*r;
+	uint64_t			 v;
+	size_t				 i;
+
+	metrics_family(b, name, "counter", help);
+	for (i = 0; i < st->nsessions; i++) {
+		r = &st->sessions[i].report;
+		if (!metrics_group_first(st, i))
+			continue;
+		memcpy(&v, (const char *)r + field, sizeof(v));
+		evbuffer_add_printf(b, "%s{group=\"%llu\"} %llu\n", name,
+		    (unsigned long long)r->group_id, (unsigned long long)v);
+	}
+}
+
 /*
  * Shared pipelines (issue 25): each member session's group and its
- * members, and the steps each group filled once for all of them.
+ * members; per group, the steps it filled once for all of them, and its
+ * members that left it (by reason), stayed, and rejoined.
  */
 static void
 metrics_groups(struct evbuffer *b, const struct stats *st)
 {
 	const struct session_report	*r;
 	char				 id[32], group[48];
-	size_t				 i, j;
+	size_t				 i;
+	int				 k;
 
 	metrics_family(b, "infeed_group_members", "gauge", "Members of the "
 	    "shared group the session belongs to (group: the group's id).");
@@ -310,20 +352,31 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 		    group);
 		evbuffer_add_printf(b, " %u\n", r->group_members);
 	}
-	metrics_family(b, "infeed_group_steps_filled_total", "counter",
-	    "Steps a shared group filled, each once for all its members.");
+	metrics_group_counter(b, st, "infeed_group_steps_filled_total",
+	    "Steps a shared group filled, each once for all its members.",
+	    offsetof(struct session_report, group_steps_filled));
+	metrics_family(b, "infeed_group_leaves_total", "counter",
+	    "Members that left a shared group for a ring of their own, by "
+	    "reason: held_back (it held the group back past the slack), "
+	    "waited (it waited on slots that members that left still hold).");
 	for (i = 0; i < st->nsessions; i++) {
 		r = &st->sessions[i].report;
-		for (j = 0; j < i; j++) {
-			if (st->sessions[j].report.group_id == r->group_id)
-				break;
-		}
-		if (r->group_id != 0 && j == i)
-			evbuffer_add_printf(b, "infeed_group_steps_filled_total"
-			    "{group=\"%llu\"} %llu\n", (unsigned long long)
-			    r->group_id, (unsigned long long)
-			    r->group_steps_filled);
+		for (k = 0; k < SESSION_LEAVE_REASONS &&
+		    metrics_group_first(st, i); k++)
+			evbuffer_add_printf(b, "infeed_group_leaves_total"
+			    "{group=\"%llu\",reason=\"%s\"} %llu\n",
+			    (unsigned long long)r->group_id,
+			    session_leave_names[k],
+			    (unsigned long long)r->group_leaves[k]);
 	}
+	metrics_group_counter(b, st, "infeed_group_stays_total",
+	    "Members that fell behind a shared group but stayed in it (no "
+	    "room in the memory budget for a ring of their own, or steps of "
+	    "their former ring still held).",
+	    offsetof(struct session_report, group_stays));
+	metrics_group_counter(b, st, "infeed_group_rejoins_total",
+	    "Members that left a shared group and rejoined it on catching "
+	    "up.", offsetof(struct session_report, group_rejoins));
 }
 
 /* Worker processes: busy time, rows, restarts, stuck kills. */

@@ -1195,6 +1195,13 @@ peer_stats_session(const struct stats_session *in, Infeed__SessionStats *ss,
 		ss->has_group_steps_filled = ss->has_group_bytes_read = 1;
 		ss->group_steps_filled = r->group_steps_filled;
 		ss->group_bytes_read = r->group_bytes_read;
+		ss->has_group_leaves_held_back = ss->has_group_leaves_waited =
+		    ss->has_group_stays = ss->has_group_rejoins = 1;
+		ss->group_leaves_held_back =
+		    r->group_leaves[SESSION_LEAVE_HELD_BACK];
+		ss->group_leaves_waited = r->group_leaves[SESSION_LEAVE_WAITED];
+		ss->group_stays = r->group_stays;
+		ss->group_rejoins = r->group_rejoins;
 	}
 	ss->has_group_left = 1;
 	ss->group_left = r->group_left;

@@ -120,6 +120,9 @@ struct session_group {
 	size_t			 nholders;
 	struct event		*ev_slack;
 	uint64_t		 blocked_since_ms;	/* 0: not blocked */
+	uint64_t		 leaves[SESSION_LEAVE_REASONS];	/* the stats' */
+	uint64_t		 stays;	/* fell behind but could not leave */
+	uint64_t		 rejoins;
 	TAILQ_ENTRY(session_group) entry;
 };
 
@@ -129,6 +132,15 @@ static TAILQ_HEAD(, session_group) session_groups =
 /* The upper bounds, in seconds, of the wait histogram's buckets. */
 const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1] = {
 	0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5,
+};
+
+/* The metrics' reason labels, and what the log says, by session_leave. */
+const char *const session_leave_names[SESSION_LEAVE_REASONS] = {
+	"held_back", "waited",
+};
+static const char *const session_leave_why[SESSION_LEAVE_REASONS] = {
+	"after holding it back",
+	"after waiting on slots that those that left still hold",
 };
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
@@ -1190,10 +1202,11 @@ session_group_deliver(struct session_group *g)
  * budget) and fills it from its own position; what it holds of the
  * group's ring stays its own until released.  When the budget cannot
  * hold that ring it stays in the group (which waits) and tries again
- * after the next slack.  Return: 0, or -1 when it stayed.
+ * after the next slack.  Return: 0, or -1 when it stayed.  The group
+ * counts either, by @why.
  */
 static int
-session_group_leave(struct session *m, const char *why)
+session_group_leave(struct session *m, enum session_leave why)
 {
 	struct session_group	*g = m->group;
 	struct session		*p = g->producer;
@@ -1206,6 +1219,7 @@ session_group_leave(struct session *m, const char *why)
 		    "it until it releases the steps it holds of the ring it "
 		    "had before it rejoined", (unsigned long long)m->id,
 		    (unsigned long long)g->id);
+		g->stays++;
 		return (-1);
 	}
 	if (session_make_ring(m, &code, &cause) == -1) {
@@ -1218,14 +1232,17 @@ session_group_leave(struct session *m, const char *why)
 		m->ring = NULL;
 		free(m->indices);
 		m->indices = NULL;
+		g->stays++;
 		return (-1);
 	}
 	log_info("session %llu left group %llu %s for %d ms; it goes on "
 	    "alone from epoch %llu step %llu", (unsigned long long)m->id,
-	    (unsigned long long)g->id, why, INFEED_GROUP_SLACK_MS,
+	    (unsigned long long)g->id, session_leave_why[why],
+	    INFEED_GROUP_SLACK_MS,
 	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
 	m->left = true;
 	g->nmembers--;
+	g->leaves[why]++;
 	m->first_slot = p->ring->layout.slots;
 	m->new_ring = true;
 	m->fill_seq = m->deliver_seq = 0;
@@ -1287,6 +1304,7 @@ session_group_rejoin(struct session *m)
 	    (unsigned long long)step);
 	m->left = false;
 	g->nmembers++;
+	g->rejoins++;
 	m->deliver_seq = seq;
 	m->pos_epoch = epoch;
 	m->pos_step = step;
@@ -1325,7 +1343,8 @@ session_group_slack_cb(int fd, short what, void *arg)
 		if (!m->left && ((m->shared_held &
 		    session_group_bit(oldest_slot)) ||
 		    (m->deliver_seq <= oldest && m->nwaiting == 0)))
-			(void)session_group_leave(m, "after holding it back");
+			(void)session_group_leave(m,
+			    SESSION_LEAVE_HELD_BACK);
 	}
 	/*
 	 * The group's slots that those keep holding stay theirs: when the
@@ -1338,8 +1357,8 @@ session_group_slack_cb(int fd, short what, void *arg)
 		TAILQ_FOREACH(m, &g->members, member_entry) {
 			if (!m->left && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq)
-				(void)session_group_leave(m, "after waiting on "
-				    "slots that those that left still hold");
+				(void)session_group_leave(m,
+				    SESSION_LEAVE_WAITED);
 		}
 	}
 	session_group_settle(g);
@@ -1867,11 +1886,16 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_steps_filled = 0;
 	r->group_bytes_read = 0;
 	r->group_left = s->left;
+	memset(r->group_leaves, 0, sizeof(r->group_leaves));
+	r->group_stays = r->group_rejoins = 0;
 	/* One that left shows its group while it holds slots there. */
 	if (s->group == NULL || (s->left && s->shared_held == 0))
 		return;
 	p = s->group->producer;
 	r->group_id = s->group->id;
+	memcpy(r->group_leaves, s->group->leaves, sizeof(r->group_leaves));
+	r->group_stays = s->group->stays;
+	r->group_rejoins = s->group->rejoins;
 	r->group_members = s->group->nmembers;
 	r->group_steps_filled = p->fill_seq;
 	r->group_bytes_read = p->bytes_read;

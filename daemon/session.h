@@ -287,6 +287,14 @@ const char	*session_dataset_name(const struct session *s);
 #define SESSION_WAIT_BUCKETS	9
 extern const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1];
 
+/* Why a member left its shared group (session_report's group_leaves). */
+enum session_leave {
+	SESSION_LEAVE_HELD_BACK,	/* it held the group back past the slack */
+	SESSION_LEAVE_WAITED,	/* it waited on slots that leavers still hold */
+	SESSION_LEAVE_REASONS
+};
+extern const char *const session_leave_names[SESSION_LEAVE_REASONS];
+
 /* What a session is and did so far, for the stats (stats.h). */
 struct session_report {
 	uint64_t	 id;
@@ -314,6 +322,10 @@ struct session_report {
 	uint64_t	 group_steps_filled;
 	uint64_t	 group_bytes_read;
 	bool		 group_left;	/* left one for falling behind */
+	/* Its group's members that left it, by why, stayed, and rejoined. */
+	uint64_t	 group_leaves[SESSION_LEAVE_REASONS];
+	uint64_t	 group_stays;
+	uint64_t	 group_rejoins;
 };
 
 /**

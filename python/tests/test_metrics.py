@@ -90,6 +90,41 @@ def test_data_wait_of_a_starved_and_a_thinking_trainer(metrics_daemon):
     thinker.close()
 
 
+def test_a_group_counts_the_member_that_left(metrics_daemon):
+    d = metrics_daemon
+    loaders = [infeed.DataLoader(None, "raw", batch_size=10, output="numpy",
+                                 socket=d.socket, client_name=name)
+               for name in ("runner", "stopper")]
+    its = [iter(x) for x in loaders]
+    for _ in range(3):
+        for it in its:
+            next(it)
+    text = scrape(d)
+    group = sample(text, "infeed_group_members", client="runner")
+    assert group == 2, text
+    # The stopper holds its step past the slack: it leaves, held_back.
+    for _ in range(12):
+        next(its[0])
+    text = scrape(d)
+    g = next(line.split('group="')[1].split('"')[0]
+             for line in text.splitlines()
+             if line.startswith("infeed_group_members{") and
+             'client="runner"' in line)
+    assert sample(text, "infeed_group_leaves_total", group=g,
+                  reason="held_back") == 1, text
+    assert sample(text, "infeed_group_leaves_total", group=g,
+                  reason="waited") == 0, text
+    assert sample(text, "infeed_group_stays_total", group=g) == 0, text
+    assert sample(text, "infeed_group_rejoins_total", group=g) == 0, text
+    assert "# TYPE infeed_group_leaves_total counter" in text
+    if shutil.which("promtool"):
+        out = subprocess.run(["promtool", "check", "metrics"], input=text,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+    for x in loaders:
+        x.close()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,7 +12,8 @@
  * for longer than the slack leaves, the others go on, and it then
  * finishes its epochs from its own ring with nothing lost or repeated; a
  * late member joins at a step the group still has, and one at another
- * position runs alone; share = false, different options and another user
+ * position runs alone; the group counts its members' leaves by reason,
+ * and rejoins, in the Stats frame and infeedctl status; share = false, different options and another user
  * never share; a group's ring that a member's process holds steps of
  * after its session ended stays charged until that process exits, not
  * the group's creator's.
@@ -244,6 +245,21 @@ gr_status(const char *args, char *out, size_t len)
 	ck_assert_int_eq(pclose(fp), 0);
 }
 
+/*
+ * What the Stats frame's entry @ss says of its group's members: @held_back
+ * and @waited leaves, none that stayed, and @rejoins.
+ */
+static void
+gr_counts(const Infeed__SessionStats *ss, uint64_t held_back,
+    uint64_t waited, uint64_t rejoins)
+{
+	ck_assert_uint_ne(ss->group_id, 0);
+	ck_assert_uint_eq(ss->group_leaves_held_back, held_back);
+	ck_assert_uint_eq(ss->group_leaves_waited, waited);
+	ck_assert_uint_eq(ss->group_stays, 0);
+	ck_assert_uint_eq(ss->group_rejoins, rejoins);
+}
+
 /* Rows the workers read since the daemon started. */
 static uint64_t
 gr_rows_read(const Infeed__Frame *st)
@@ -338,6 +354,7 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	uint64_t			 t0, worst = 0, per_epoch;
 	unsigned			 i, k;
 	char				 out[8192], want[128];
+	const char			*want_text;
 
 	per_epoch = m[0].oracle.steps_per_epoch;
 	for (k = 0; k < 5; k++) {
@@ -361,6 +378,7 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	st = raw_stats();
 	ck_assert_uint_eq(gr_session(st, &m[0])->group_members, 2);
 	ck_assert_uint_eq(gr_session(st, &m[0])->group_left, 0);
+	gr_counts(gr_session(st, &m[0]), 1, 0, 0);
 	ss = gr_session(st, &m[2]);
 	ck_assert_uint_eq(ss->group_left, 1);
 	snprintf(want, sizeof(want), "session %llu left its group",
@@ -369,6 +387,15 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	gr_status("", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
+	want_text = "; 1 left (1 held it back, 0 waited on leavers' slots), "
+	    "0 stayed, 0 rejoined\n";
+	ck_assert_msg(strstr(out, want_text) != NULL, "no '%s' in:\n%s",
+	    want_text, out);
+	gr_status("--json", out, sizeof(out));
+	want_text = "\"group_leaves_held_back\":1,\"group_leaves_waited\":0,"
+	    "\"group_stays\":0,\"group_rejoins\":0";
+	ck_assert_msg(strstr(out, want_text) != NULL, "no '%s' in:\n%s",
+	    want_text, out);
 	/*
 	 * It goes on: the rest of its epoch, every index once (still behind
 	 * the group, which it would rejoin on catching up).
@@ -429,6 +456,8 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 		ss = gr_session(st, &m[i]);
 		ck_assert_uint_eq(ss->group_left, 1);
 	}
+	/* The one that keeps the group's slots shows it: one leave each. */
+	gr_counts(gr_session(st, &m[1]), 1, 1, 0);
 	infeed__frame__free_unpacked(st, NULL);
 	/* The stopped one goes on from its own position. */
 	gr_release_kept(&m[1]);
@@ -500,6 +529,7 @@ START_TEST(a_member_that_left_rejoins_when_it_catches_up)
 	ck_assert(gr_in_group(&m[2]));
 	st = raw_stats();
 	ck_assert_uint_eq(gr_session(st, &m[2])->group_members, 3);
+	gr_counts(gr_session(st, &m[2]), 1, 0, 1);
 	infeed__frame__free_unpacked(st, NULL);
 	/* Together again, for more than an epoch. */
 	for (k = 0; k < per_epoch + 5; k++) {
@@ -514,6 +544,9 @@ START_TEST(a_member_that_left_rejoins_when_it_catches_up)
 			gr_take(&m[i], false);
 	}
 	ck_assert(!gr_in_group(&m[2]));
+	st = raw_stats();
+	gr_counts(gr_session(st, &m[0]), 2, 0, 1);
+	infeed__frame__free_unpacked(st, NULL);
 	for (k = 0; k < 5; k++) {
 		gr_take(&m[2], k % 2 == 0);
 		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
@@ -913,7 +946,7 @@ gr_big_take(struct infeed *f, struct infeed_step *st, uint64_t step)
  * The group's ring is charged once: the second member attaches where a
  * second ring would not fit.  A member that falls behind when the budget
  * cannot hold a ring of its own stays in the group, which waits for it
- * (and says why in its log); once it takes steps again, so do the others.
+ * (and says why in its log, and counts it in group_stays); once it takes steps again, so do the others.
  */
 START_TEST(a_member_without_room_for_its_own_ring_stays)
 {
@@ -949,6 +982,10 @@ START_TEST(a_member_without_room_for_its_own_ring_stays)
 	for (i = 0; i < stats->stats->n_sessions; i++) {
 		ck_assert_uint_eq(stats->stats->sessions[i]->group_members, 2);
 		ck_assert_uint_eq(stats->stats->sessions[i]->group_left, 0);
+		/* Counted as stays (one a slack), not as leaves. */
+		ck_assert_uint_ge(stats->stats->sessions[i]->group_stays, 1);
+		ck_assert_uint_eq(
+		    stats->stats->sessions[i]->group_leaves_held_back, 0);
 	}
 	infeed__frame__free_unpacked(stats, NULL);
 	/* It goes on: the slot comes free, and f[0] gets its step. */

@@ -117,6 +117,10 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	ss[0].report.group_id = 9;
 	ss[0].report.group_members = 4;
 	ss[0].report.group_steps_filled = 11;
+	ss[0].report.group_leaves[SESSION_LEAVE_HELD_BACK] = 3;
+	ss[0].report.group_leaves[SESSION_LEAVE_WAITED] = 2;
+	ss[0].report.group_stays = 1;
+	ss[0].report.group_rejoins = 4;
 	ss[0].client_name = "job \"a\"\n\\x";
 	h.ended = calloc(1, sizeof(*h.ended));
 	ck_assert_ptr_nonnull(h.ended);
@@ -246,8 +250,18 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_group_members{dataset=\"mnist\",client=\"job "
 	    "\\\"a\\\"\\n\\\\x\",session=\"42\",group=\"9\"} 4");
 	has_line("infeed_group_steps_filled_total{group=\"9\"} 11");
+	/* ... and its members' leaves by reason, stays and rejoins. */
+	has_line("infeed_group_leaves_total{group=\"9\",reason=\"held_back\"}"
+	    " 3");
+	has_line("infeed_group_leaves_total{group=\"9\",reason=\"waited\"} 2");
+	ck_assert_uint_eq(count_lines("infeed_group_leaves_total{"), 2);
+	has_line("infeed_group_stays_total{group=\"9\"} 1");
+	has_line("infeed_group_rejoins_total{group=\"9\"} 4");
+	has_line("# TYPE infeed_group_leaves_total counter");
+	has_line("# TYPE infeed_group_stays_total counter");
+	has_line("# TYPE infeed_group_rejoins_total counter");
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 30);
+	ck_assert_uint_eq(count_lines("# TYPE "), 33);
 	free(h.ended);
 }
 END_TEST
