@@ -269,8 +269,10 @@ infeedd_log_crash(char *buf, size_t len)
 	}
 	fclose(fp);
 	snprintf(path, sizeof(path), "%s/infeedd.log", dir);
-	if ((fp = fopen(path, "r")) == NULL)
+	if ((fp = fopen(path, "r")) == NULL) {
+		free(line);
 		return (false);
+	}
 	while (!found && getline(&line, &cap, fp) != -1) {
 		for (i = 0; i < n; i++) {
 			if (strstr(line, marks[i]) != NULL &&
