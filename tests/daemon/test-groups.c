@@ -941,6 +941,8 @@ START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 	for (k = 0; k < 10; k++)
 		gr_take(&m[0], false);
 	ck_assert(!gr_in_group(&m[1]));
+	/* m[1] takes step 6 from its own ring: it holds none of the group's. */
+	gr_take(&m[1], true);
 	/* m[0] keeps steps 15 to 17, every slot, and stops. */
 	for (k = 0; k < GR_SLOTS; k++)
 		gr_keep(&m[0]);
