@@ -16,7 +16,11 @@
  * and rejoins, in the Stats frame and infeedctl status; share = false, different options and another user
  * never share; a group's ring that a member's process holds steps of
  * after its session ended stays charged until that process exits, not
- * the group's creator's.
+ * the group's creator's.  Issue 39: a slower or pausing member does not
+ * keep the others to its pace (item 9); one catching up while holding a
+ * step of its own ring never freezes, and one with no room for a ring of
+ * its own is ended rather than freeze the others (10); a step kept after
+ * its session ended never changes while the group goes on (11).
  */
 
 #include <sys/wait.h>
