@@ -1366,9 +1366,8 @@ session_group_end(struct session *m, const char *cause)
 {
 	struct session_group	*g = m->group;
 
-	log_warnx("session %llu held group %llu back and is ended: no room "
-	    "for a ring of its own: %s", (unsigned long long)m->id,
-	    (unsigned long long)g->id, cause);
+	log_warnx("session %llu held group %llu back and is ended: %s",
+	    (unsigned long long)m->id, (unsigned long long)g->id, cause);
 	m->left = true;
 	g->nmembers--;
 	g->stays++;
