@@ -303,6 +303,24 @@ stats_fork_server(pid_t *pid, unsigned *restarts)
 	infeed__frame__free_unpacked(r, NULL);
 }
 
+/* What infeedctl status prints, into @out. */
+static void
+infeedctl_status(char *out, size_t len)
+{
+	const char	*ctl = getenv("INFEEDCTL");
+	char		 cmd[1024];
+	FILE		*fp;
+	size_t		 n;
+
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status", ctl,
+	    sock_path);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, len - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+}
+
 /*
  * kill -9 of the fork server while a trainer runs: the trainer never
  * waits 2 s for a step, a bystander is served within 250 ms, infeedd
@@ -347,6 +365,10 @@ START_TEST(test_killed_fork_server_is_replaced)
 	stats_fork_server(&spid, &restarts);
 	ck_assert_int_eq(spid, fresh);
 	ck_assert_uint_eq(restarts, 1);
+	infeedctl_status(log, sizeof(log));
+	snprintf(want, sizeof(want), "\nfork server: pid %d, started again 1 "
+	    "times\n", (int)fresh);
+	ck_assert_msg(strstr(log, want) != NULL, "%s", log);
 	worker_replaced_by(fresh);
 	worker_replaced_by(fresh);	/* the other first worker */
 }
