@@ -39,6 +39,7 @@
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 #define POOL_START_MS		30000	/* the first workers, at most */
 #define POOL_FORKER_HEALTHY_MS	10000	/* a fork server up this long died once */
+#define POOL_FORKER_ANSWER_MS	500	/* a worker asked for: is it stopped? */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -103,6 +104,7 @@ struct worker {
 	bool		 parking;	/* pool_shrink(): goes once idle, for good */
 	bool		 spawning;	/* asked of the fork server */
 	bool		 adopted;	/* its fork server died: ours */
+	bool		 closed;	/* its socket: its end is awaited */
 };
 
 struct pool {
@@ -112,6 +114,7 @@ struct pool {
 	struct forker		*forker;	/* forks the workers; NULL: none up */
 	struct event		*forker_ev;
 	struct event		*forker_restart_ev;
+	struct event		*forker_check_ev;	/* POOL_FORKER_ANSWER_MS */
 	struct event		*chld_ev;	/* SIGCHLD: adopted workers, */
 	pid_t			*forkers_gone;	/* ... dead fork servers to reap */
 	size_t			 nforkers_gone;
@@ -153,6 +156,7 @@ static void	pool_worker_maps(struct worker *, uint64_t);
 static void	pool_respawn_failed(struct worker *);
 static void	pool_forker_cb(evutil_socket_t, short, void *);
 static void	pool_forker_later(struct pool *);
+static void	pool_forker_check_later(struct pool *);
 
 static const struct transport_events pool_transport_events = {
 	.read = pool_worker_read_cb,
@@ -262,6 +266,7 @@ pool_spawn(struct pool *pool, struct worker *w)
 		w->spawning = false;
 		return (-1);
 	}
+	pool_forker_check_later(pool);
 	return (0);
 }
 
@@ -281,6 +286,7 @@ pool_spawned(struct pool *pool, struct worker *w, pid_t pid, int fd)
 	transport_read_on(w->t, NULL);
 	w->spawning = false;
 	w->adopted = false;
+	w->closed = false;
 	w->pid = pid;
 	w->job = NULL;
 	w->stuck = false;
@@ -467,9 +473,15 @@ static void
 pool_worker_read_cb(void *arg)
 {
 	struct worker	*w = arg;
+	int		 rc;
 
-	if (pool_worker_read(w) == 1)
+	if ((rc = pool_worker_read(w)) == 1)
 		pool_dispatch(w->pool);
+	else if (rc == -1) {
+		/* Its end comes from its fork server: is that one stopped? */
+		w->closed = true;
+		pool_forker_check_later(w->pool);
+	}
 }
 
 /* Start the running job's clock: its first row is due in job_timeout. */
@@ -945,6 +957,77 @@ pool_forker_ask_again(struct pool *pool)
 			pool_respawn_failed(w);
 		}
 	}
+	pool_forker_check_later(pool);
+}
+
+/*
+ * Whether process @pid is stopped (SIGSTOP, or under a debugger): the
+ * state in /proc/PID/stat, a read that never blocks on disk.
+ */
+static bool
+pool_stopped(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	ssize_t	 n;
+	int	 fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return (false);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return (false);
+	buf[n] = '\0';
+	return ((p = strrchr(buf, ')')) != NULL && (p[2] == 'T' ||
+	    p[2] == 't'));
+}
+
+/* Look at the fork server in POOL_FORKER_ANSWER_MS, unless due to. */
+static void
+pool_forker_check_later(struct pool *pool)
+{
+	struct timeval	tv = { POOL_FORKER_ANSWER_MS / 1000,
+			    (POOL_FORKER_ANSWER_MS % 1000) * 1000 };
+
+	if (!evtimer_pending(pool->forker_check_ev, NULL))
+		evtimer_add(pool->forker_check_ev, &tv);
+}
+
+/*
+ * A worker was asked for, or one closed its socket and its end was not
+ * reported, POOL_FORKER_ANSWER_MS ago or more: a fork server that is
+ * stopped would hold up the replacement for as long as it stays so, so
+ * it is killed, and a new one starts (its death is handled as any other;
+ * the dead worker, reparented to the daemon, is reaped by it).  One that
+ * is slow (opening a large catalogue) is left alone.
+ */
+static void
+pool_forker_check_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool	*pool = arg;
+	struct worker	*w;
+	unsigned	 i;
+
+	(void)fd;
+	(void)ev;
+	if (pool->forker == NULL || pool->stopping)
+		return;
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->spawning || (w->closed && !w->adopted && w->pid != -1))
+			break;
+	}
+	if (i == pool->n)
+		return;
+	if (!pool_stopped(forker_pid(pool->forker))) {
+		pool_forker_check_later(pool);
+		return;
+	}
+	log_warnx("the fork server (pid %d) is stopped and worker %u's "
+	    "replacement waits for it; killing it and starting a new one",
+	    (int)forker_pid(pool->forker), i);
+	kill(forker_pid(pool->forker), SIGKILL);
 }
 
 /* Watch the fork server's socket. */
@@ -1191,7 +1274,9 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->chld_ev = evsignal_new(base, SIGCHLD, pool_chld_cb, pool);
 	pool->forker_restart_ev = evtimer_new(base, pool_forker_restart_cb,
 	    pool);
+	pool->forker_check_ev = evtimer_new(base, pool_forker_check_cb, pool);
 	if (pool->chld_ev == NULL || pool->forker_restart_ev == NULL ||
+	    pool->forker_check_ev == NULL ||
 	    event_add(pool->chld_ev, NULL) == -1)
 		fatalx("cannot watch the fork server");
 	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
@@ -1328,6 +1413,7 @@ pool_free(struct pool *pool)
 		event_free(pool->retry_ev);
 	event_free(pool->chld_ev);
 	event_free(pool->forker_restart_ev);
+	event_free(pool->forker_check_ev);
 	free(pool->forkers_gone);
 	free(pool->config_path);
 	if (pool->exe_fd != -1)

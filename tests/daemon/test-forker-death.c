@@ -404,6 +404,50 @@ START_TEST(test_stopped_fork_server_hurts_nothing)
 END_TEST
 
 /*
+ * A worker killed (the only one) while the fork server is stopped: the
+ * stopped fork server, which cannot report its end nor fork its
+ * replacement, is killed and replaced, so the trainer waits less than
+ * 2 s, and a bystander is served.
+ */
+START_TEST(test_stopped_fork_server_replaced_when_a_worker_waits)
+{
+	struct bystander	 b;
+	struct bystander_report	 br;
+	struct trainer		 t;
+	char			 log[65536], want[160];
+	pid_t			 forker, fresh, w[4];
+	uint64_t		 deadline;
+
+	infeedd_stop();
+	infeedd_start("1");
+	ck_assert_int_ne(forker = fork_server(), -1);
+	ck_assert_int_eq(daemon_procs("infeedd-worker", w, 4), 1);
+	bystander_start(&b);
+	trainer_start(&t);
+	usleep(300000);
+	ck_assert_int_eq(kill(forker, SIGSTOP), 0);
+	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
+	fresh = new_fork_server(forker, WAIT_MS);
+	ck_assert_msg(fresh != -1, "no new fork server within %d ms",
+	    WAIT_MS);
+	deadline = now_ms() + WAIT_MS;
+	while ((daemon_procs("infeedd-worker", w, 4) != 1 ||
+	    parent_of(w[0]) != fresh) && now_ms() < deadline)
+		usleep(10000);
+	usleep(500000);
+	trainer_stop(&t, __func__);
+	bystander_stop(&b, &br);
+	bystander_assert(&br, 250);
+	ck_assert(daemon_up());
+	ck_assert_int_eq(parent_of(w[0]), fresh);
+	read_log(log, sizeof(log));
+	snprintf(want, sizeof(want), "the fork server (pid %d) is stopped "
+	    "and worker 0's replacement waits for it", (int)forker);
+	ck_assert_msg(strstr(log, want) != NULL, "%s", log);
+}
+END_TEST
+
+/*
  * A fork server that cannot start (its configuration, edited without a
  * reload, no longer reads) dies at once, over and over: infeedd starts it
  * again with a backoff (not hundreds of times a second), serves on with
@@ -463,6 +507,7 @@ forker_death_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_killed_fork_server_is_replaced);
 	tcase_add_test(tc, test_stopped_fork_server_hurts_nothing);
+	tcase_add_test(tc, test_stopped_fork_server_replaced_when_a_worker_waits);
 	tcase_add_test(tc, test_fork_server_dying_over_and_over_is_backed_off);
 	suite_add_tcase(s, tc);
 	return (s);
