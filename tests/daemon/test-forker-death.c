@@ -448,6 +448,49 @@ START_TEST(test_stopped_fork_server_replaced_when_a_worker_waits)
 END_TEST
 
 /*
+ * A new fork server reads the configuration infeedd last loaded: after a
+ * reload that adds a dataset, the fork server killed, and both workers
+ * replaced by the new one, a trainer reads the new dataset (a worker
+ * whose catalogue lacked it would fail its jobs).
+ */
+START_TEST(test_new_fork_server_reads_the_reloaded_catalogue)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	char			 log[65536];
+	uint64_t		 deadline;
+	pid_t			 old, fresh;
+	int			 i;
+
+	make_config("[dataset late]\ntype = synthetic\nsamples = 64\n"
+	    "shape = 8\ndtype = uint8\n");
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
+	deadline = now_ms() + WAIT_MS;
+	do {
+		usleep(10000);
+		read_log(log, sizeof(log));
+	} while (strstr(log, "reloaded:") == NULL && now_ms() < deadline);
+	ck_assert_msg(strstr(log, "reloaded:") != NULL, "%s", log);
+	ck_assert_int_ne(old = fork_server(), -1);
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	ck_assert_int_ne(fresh = new_fork_server(old, WAIT_MS), -1);
+	worker_replaced_by(fresh);
+	worker_replaced_by(fresh);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 4;
+	ck_assert_int_eq(infeed_attach(f, "late", &o, NULL), INFEED_OK);
+	for (i = 0; i < 20; i++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		infeed_release(f, &st);
+	}
+	infeed_free(f);
+}
+END_TEST
+
+/*
  * A fork server that cannot start (its configuration, edited without a
  * reload, no longer reads) dies at once, over and over: infeedd starts it
  * again with a backoff (not hundreds of times a second), serves on with
@@ -508,6 +551,7 @@ forker_death_suite(void)
 	tcase_add_test(tc, test_killed_fork_server_is_replaced);
 	tcase_add_test(tc, test_stopped_fork_server_hurts_nothing);
 	tcase_add_test(tc, test_stopped_fork_server_replaced_when_a_worker_waits);
+	tcase_add_test(tc, test_new_fork_server_reads_the_reloaded_catalogue);
 	tcase_add_test(tc, test_fork_server_dying_over_and_over_is_backed_off);
 	suite_add_tcase(s, tc);
 	return (s);
