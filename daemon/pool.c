@@ -1103,10 +1103,53 @@ pool_forker_later(struct pool *pool)
 	evtimer_add(pool->forker_restart_ev, &tv);
 }
 
+/* Whether @pid is a process the pool knows: a fork server or a worker. */
+static bool
+pool_knows(const struct pool *pool, pid_t pid)
+{
+	size_t	i;
+
+	if (pool->forker != NULL && forker_pid(pool->forker) == pid)
+		return (true);
+	for (i = 0; i < pool->nforkers_gone; i++) {
+		if (pool->forkers_gone[i] == pid)
+			return (true);
+	}
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].pid == pid)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * In infeedd, whose every child is the pool's: reap the ended children
+ * the pool does not know, workers a fork server forked as it died, before
+ * it could say so.  Stops at the first known one, which is its own path's
+ * (pool_reap() and pool_forker_died() come back here).
+ */
+static void
+pool_reap_strays(struct pool *pool)
+{
+	siginfo_t	si;
+
+	for (;;) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1 ||
+		    si.si_pid == 0 || pool_knows(pool, si.si_pid))
+			return;
+		log_debug("process %d, a worker whose fork server died as it "
+		    "forked it, ended", (int)si.si_pid);
+		while (waitpid(si.si_pid, NULL, 0) == -1 && errno == EINTR)
+			;
+	}
+}
+
 /*
  * Reap what is the daemon's to reap: dead fork servers (their end said in
  * the log), and adopted workers, whose ends count as the EXITED a fork
- * server would have sent.  Only known pids: the process may have others.
+ * server would have sent.  Only known pids, but in infeedd itself (which
+ * starts fork servers again: every child is the pool's).
  */
 static void
 pool_reap(struct pool *pool)
@@ -1114,18 +1157,19 @@ pool_reap(struct pool *pool)
 	struct worker	*w;
 	char		 how[96];
 	size_t		 i;
-	pid_t		 pid;
+	pid_t		 pid, rc;
 	int		 status;
 
 	for (i = 0; i < pool->nforkers_gone; ) {
 		pid = pool->forkers_gone[i];
-		if (waitpid(pid, &status, WNOHANG) == 0) {
+		if ((rc = waitpid(pid, &status, WNOHANG)) == 0 ||
+		    (rc == -1 && errno == EINTR)) {
 			i++;
 			continue;
 		}
 		pool->forkers_gone[i] =
 		    pool->forkers_gone[--pool->nforkers_gone];
-		if (pool->stopping)
+		if (pool->stopping || rc == -1)
 			continue;
 		pool_forker_how(status, how, sizeof(how));
 		if (pool->forker != NULL)
@@ -1146,6 +1190,8 @@ pool_reap(struct pool *pool)
 			pool_worker_exited(pool, w->pid, status);
 		}
 	}
+	if (pool->exe_fd != -1)
+		pool_reap_strays(pool);
 }
 
 /* SIGCHLD: an adopted worker or a fork server ended. */
