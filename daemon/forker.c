@@ -337,7 +337,7 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 		memset(&fs, 0, sizeof(fs));
 		fs.cat = (struct catalogue *)(uintptr_t)cat;	/* a copy */
 		fs.beats = beats;
-		fs.nbeats = SIZE_MAX;	/* the pool's own: it asks for no other */
+		fs.nbeats = SIZE_MAX;	/* the pool asks for no other */
 		fs.daemon = self;
 		fs.sock = sv[1];
 		fs.sigfd = -1;

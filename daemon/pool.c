@@ -38,8 +38,8 @@
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 #define POOL_START_MS		30000	/* the first workers, at most */
-#define POOL_FORKER_HEALTHY_MS	10000	/* a fork server up this long died once */
-#define POOL_FORKER_ANSWER_MS	500	/* a worker asked for: is it stopped? */
+#define POOL_FORKER_HEALTHY_MS	10000	/* up so long: restarted at once */
+#define POOL_FORKER_ANSWER_MS	500	/* a worker waits: is it stopped? */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -111,16 +111,16 @@ struct pool {
 	struct event_base	*base;
 	const struct catalogue	*cat;
 	struct ring_budget	*budget;	/* what it keeps; or NULL */
-	struct forker		*forker;	/* forks the workers; NULL: none up */
+	struct forker		*forker;	/* NULL: none up */
 	struct event		*forker_ev;
 	struct event		*forker_restart_ev;
-	struct event		*forker_check_ev;	/* POOL_FORKER_ANSWER_MS */
+	struct event		*forker_check_ev; /* is it stopped? */
 	struct event		*chld_ev;	/* SIGCHLD: adopted workers, */
-	pid_t			*forkers_gone;	/* ... dead fork servers to reap */
+	pid_t			*forkers_gone;	/* ... dead fork servers */
 	size_t			 nforkers_gone;
-	int			 exe_fd;	/* infeedd's binary; -1: no restart */
-	char			*config_path;	/* what a new fork server opens */
-	int			 beats_fd;	/* the beats, for a new one */
+	int			 exe_fd;	/* infeedd's; -1: no restart */
+	char			*config_path;	/* a new fork server's */
+	int			 beats_fd;	/* for a new fork server */
 	unsigned		 forker_restarts;
 	unsigned		 forker_backoff_ms;
 	uint64_t		 forker_started_ms;
@@ -909,7 +909,7 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 	pool_respawn_later(pool, w, died);
 }
 
-/* How a fork server ended, as the log says it: "was killed by signal 9 (KILL)". */
+/* How a fork server ended, as the log says: "was killed by signal 9 (KILL)". */
 static void
 pool_forker_how(int status, char *buf, size_t len)
 {
