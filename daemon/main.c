@@ -57,7 +57,8 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true, false, true };
+	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true,
+				    false, true };
 	struct daemon		*d;
 	uint64_t		 workers;
 	int		 ch, verbose = 0;
