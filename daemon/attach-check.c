@@ -719,6 +719,32 @@ attach_check_name(const struct attach_pending *p)
 	return (p->a.dataset);
 }
 
+/*
+ * Have the workers map the client's files when its uid's, and all
+ * clients', mapped files stay within bounds (dataset_files_charge()), else
+ * read them with pread: a client's sparse files of tens of TiB cannot
+ * take the workers' address space from the others.
+ */
+static void
+attach_check_charge(struct attach_pending *p)
+{
+	uint64_t	mine, all;
+
+	if (dataset_files_charge(p->chk.ds, p->client.uid, &p->chk.files))
+		return;
+	mine = dataset_files_charged(p->client.uid, &all);
+	log_info("client %llu (pid %d, uid %u): the workers read its files "
+	    "for '%s' with pread, not mapped: %llu MiB with uid %u's %llu "
+	    "MiB mapped would pass %llu MiB a uid or %llu MiB in all "
+	    "(%llu MiB mapped)", (unsigned long long)p->client.peer_id,
+	    (int)p->client.pid, (unsigned)p->client.uid, p->a.dataset,
+	    (unsigned long long)(dataset_files_bytes(p->chk.ds) >> 20),
+	    (unsigned)p->client.uid, (unsigned long long)(mine >> 20),
+	    (unsigned long long)(DATASET_FILES_MAP_UID_MAX >> 20),
+	    (unsigned long long)(DATASET_FILES_MAP_MAX >> 20),
+	    (unsigned long long)(all >> 20));
+}
+
 /* End a pending Attach whose callback came: make the session, or fail. */
 struct session *
 attach_check_end(struct attach_pending *p, const struct session_host *host,
@@ -732,9 +758,12 @@ attach_check_end(struct attach_pending *p, const struct session_host *host,
 		*code = p->code;
 		*cause = p->cause;
 		p->cause = NULL;
-	} else
+	} else {
+		if (p->chk.ds != NULL)
+			attach_check_charge(p);
 		s = session_new_checked(host, &p->client, &p->a, &p->chk, ev,
 		    arg, code, cause);
+	}
 	attach_pending_free(p);
 	return (s);
 }

@@ -274,10 +274,11 @@ dataset_populate(uint64_t max_bytes, uint64_t chunk)
  */
 int
 dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
-    struct dataset_map *m, char **cause)
+    uint64_t max, struct dataset_map *m, char **cause)
 {
 	struct stat	 st;
 	void		*p;
+	size_t		 len;
 	int		 fl, saved_errno;
 
 	memset(m, 0, sizeof *m);
@@ -323,9 +324,9 @@ dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
 		return (dataset_error(cause, ds, "%s: too large to map",
 		    what));
 	}
-	if (flags & DATASET_MAP_READ) {
-		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd,
-		    0);
+	len = (uint64_t)st.st_size < max ? (size_t)st.st_size : (size_t)max;
+	if ((flags & DATASET_MAP_READ) && len > 0) {
+		p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED) {
 			saved_errno = errno;
 			close(fd);
@@ -333,7 +334,7 @@ dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
 			    what, strerror(saved_errno)));
 		}
 		m->base = p;
-		m->len = (size_t)st.st_size;
+		m->len = len;
 		dataset_maps_add(p, m->len);
 	}
 	m->fd = fd;
@@ -355,7 +356,8 @@ dataset_map_file(const struct dataset *ds, const char *path,
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (dataset_error(cause, ds, "%s: cannot open: %s", path,
 		    strerror(errno)));
-	return (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, m, cause));
+	return (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, DATASET_MAP_ALL,
+	    m, cause));
 }
 
 /* Unmap what a dataset_map holds and close its file. */
@@ -632,7 +634,9 @@ dataset_conf_classes(struct dataset *ds, const struct dataset_conf *conf,
 /*
  * The raw and npy readers' read: copy one sample out and read its label
  * (0 without labels); -1 when either file no longer holds it (truncated
- * since it was mapped: see dataset_map_holds()).
+ * since it was mapped: see dataset_map_holds()).  What a map does not
+ * reach (a client's file the daemon would not have the workers map whole)
+ * is read with pread: a system call a row, but no address space.
  */
 int
 dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
@@ -640,21 +644,32 @@ dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
 {
 	const struct dataset_pair	*p = ds->priv;
 	size_t				 lsize = dtype_size(ds->label_dtype);
+	uint64_t			 off, loff;
+	uint8_t				 lbuf[8];
 
-	if (p->data.base == NULL ||
-	    (p->labels.fd != -1 && p->labels.base == NULL)) {
-		errno = EBADF;		/* only checked, never mapped */
+	if (!p->reads) {
+		errno = EBADF;		/* only checked, never read */
 		return (-1);
 	}
-	if (!dataset_map_holds(&p->data, p->data_off + (index + 1) *
-	    ds->sample_bytes) || (p->labels.fd != -1 &&
-	    !dataset_map_holds(&p->labels, p->labels_off + (index + 1) *
+	off = p->data_off + index * ds->sample_bytes;
+	loff = p->labels_off + index * lsize;
+	if (!dataset_map_holds(&p->data, off + ds->sample_bytes) ||
+	    (p->labels.fd != -1 && !dataset_map_holds(&p->labels, loff +
 	    lsize)))
 		return (-1);
-	copy_row(dst, p->data.base + p->data_off + index * ds->sample_bytes,
-	    ds->sample_bytes, stream);
-	*label = p->labels.fd == -1 ? 0 : dataset_label_get(p->labels.base +
-	    p->labels_off, ds->label_dtype, index);
+	if (off + ds->sample_bytes <= p->data.len)
+		copy_row(dst, p->data.base + off, ds->sample_bytes, stream);
+	else if (dataset_pread(&p->data, dst, ds->sample_bytes, off) != 0)
+		return (-1);
+	if (p->labels.fd == -1)
+		*label = 0;
+	else if (loff + lsize <= p->labels.len)
+		*label = dataset_label_get(p->labels.base + p->labels_off,
+		    ds->label_dtype, index);
+	else if (dataset_pread(&p->labels, lbuf, lsize, loff) != 0)
+		return (-1);
+	else
+		*label = dataset_label_get(lbuf, ds->label_dtype, 0);
 	return (0);
 }
 
@@ -666,6 +681,7 @@ dataset_pair_close(struct dataset *ds)
 
 	if (p == NULL)
 		return;
+	dataset_files_uncharge(p);
 	dataset_unmap(&p->data);
 	dataset_unmap(&p->labels);
 	free(p);
