@@ -732,7 +732,7 @@ attach_check_charge(struct attach_pending *p)
 
 	if (dataset_files_charge(p->chk.ds, p->client.uid, &p->chk.files))
 		return;
-	mine = dataset_files_charged(p->client.uid, &all);
+	mine = dataset_charged(p->client.uid, &all);
 	log_info("client %llu (pid %d, uid %u): the workers read its files "
 	    "for '%s' with pread, not mapped: %llu MiB with uid %u's %llu "
 	    "MiB mapped would pass %llu MiB a uid or %llu MiB in all "

@@ -421,39 +421,6 @@ fail:
 	return (NULL);
 }
 
-/*
- * What the workers map of clients' files, per uid and in all: the daemon's
- * (see dataset_files_charge()).
- */
-struct dataset_charge {
-	uid_t		uid;
-	uint64_t	bytes;
-};
-static struct dataset_charge	*charges;
-static size_t			 ncharges;
-static uint64_t			 charged_all;
-
-/* @uid's entry in the ledger; NULL when it has none and !@add. */
-static struct dataset_charge *
-dataset_charge_find(uid_t uid, bool add)
-{
-	struct dataset_charge	*c;
-	size_t			 i;
-
-	for (i = 0; i < ncharges; i++)
-		if (charges[i].uid == uid)
-			return (&charges[i]);
-	if (!add)
-		return (NULL);
-	if ((c = reallocarray(charges, ncharges + 1, sizeof(*c))) == NULL)
-		return (NULL);
-	charges = c;
-	c = &charges[ncharges++];
-	c->uid = uid;
-	c->bytes = 0;
-	return (c);
-}
-
 /* Both files' sizes, as the check found them. */
 uint64_t
 dataset_files_bytes(const struct dataset *ds)
@@ -471,58 +438,17 @@ dataset_files_charge(struct dataset *ds, uid_t uid,
     struct dataset_files *spec)
 {
 	struct dataset_pair	*p = ds->priv;
-	struct dataset_charge	*c;
-	uint64_t		 bytes, had;
+	uint64_t		 bytes = dataset_files_bytes(ds);
 
 	spec->map_data = spec->map_labels = 0;
-	if (!ds->client_files || p == NULL || p->charged != 0)
+	if (!ds->client_files || p == NULL || p->charged != 0 ||
+	    !dataset_charge(uid, bytes))
 		return (false);
-	bytes = dataset_files_bytes(ds);
-	c = dataset_charge_find(uid, false);
-	had = c != NULL ? c->bytes : 0;
-	if (bytes > DATASET_FILES_MAP_UID_MAX - had ||
-	    bytes > DATASET_FILES_MAP_MAX - charged_all ||
-	    (c = dataset_charge_find(uid, true)) == NULL)
-		return (false);
-	c->bytes += bytes;
-	charged_all += bytes;
 	p->charged = bytes;
 	p->charged_uid = uid;
 	spec->map_data = p->data.size;
 	spec->map_labels = p->labels.fd != -1 ? p->labels.size : 0;
 	return (true);
-}
-
-/* Give back what closing files had charged. */
-void
-dataset_files_uncharge(struct dataset_pair *p)
-{
-	struct dataset_charge	*c;
-
-	if (p->charged == 0)
-		return;
-	if ((c = dataset_charge_find(p->charged_uid, false)) != NULL) {
-		c->bytes -= p->charged;
-		if (c->bytes == 0)
-			*c = charges[--ncharges];
-	}
-	charged_all -= p->charged;
-	p->charged = 0;
-	if (ncharges == 0) {
-		free(charges);
-		charges = NULL;
-	}
-}
-
-/* What @uid, and all, have charged. */
-uint64_t
-dataset_files_charged(uid_t uid, uint64_t *all)
-{
-	struct dataset_charge	*c = dataset_charge_find(uid, false);
-
-	if (all != NULL)
-		*all = charged_all;
-	return (c != NULL ? c->bytes : 0);
 }
 
 /* A client dataset's descriptors, data then labels. */

@@ -96,12 +96,6 @@ struct dataset_files {
 	uint64_t	map_labels;
 };
 
-/*
- * Bytes of clients' files the workers map at most: one uid's sessions
- * together, and all clients' (a worker's address space is 128 TiB).
- */
-#define DATASET_FILES_MAP_UID_MAX	((uint64_t)4 << 40)
-#define DATASET_FILES_MAP_MAX		((uint64_t)16 << 40)
 
 /**
  * dataset_open_files() - a dataset @name of a client's files: samples in
@@ -126,24 +120,21 @@ struct dataset	*dataset_open_files(const char *name,
 		    int labels_fd, bool map, bool *content, char **cause);
 
 /**
- * dataset_files_charge() - the daemon's ledger of what the workers map of
- * clients' files: charge the files of @ds, a dataset_open_files() of
- * @uid's, with their sizes, and set spec->map_data and spec->map_labels
- * to them, when @uid's charged files stay within
- * DATASET_FILES_MAP_UID_MAX and all within DATASET_FILES_MAP_MAX; else
- * charge nothing and set both to 0 (the workers read them with pread).
- * Freeing @ds gives the charge back.  Not thread-safe: the daemon's loop
- * calls it, and frees the datasets it charged there.
+ * dataset_files_charge() - have the workers map the files of @ds, a
+ * dataset_open_files() of @uid's, if the ledger (dataset_charge()) takes
+ * their sizes: then set spec->map_data and spec->map_labels to them, else
+ * to 0 (the workers read the files with pread).  Freeing @ds gives the
+ * charge back.  Not thread-safe: the daemon's loop calls it, and frees
+ * the datasets it charged there.
  * Return: whether the files are mapped.
  */
 bool		 dataset_files_charge(struct dataset *ds, uid_t uid,
 		    struct dataset_files *spec);
 
 /**
- * dataset_files_charged() - bytes charged to @uid, and to all, in *@all.
- * dataset_files_bytes() - the bytes of a client's files, both together.
+ * dataset_files_bytes() - the bytes of a client's files, both together,
+ * as they were checked.
  */
-uint64_t	 dataset_files_charged(uid_t uid, uint64_t *all);
 uint64_t	 dataset_files_bytes(const struct dataset *ds);
 
 /**

@@ -681,11 +681,89 @@ dataset_pair_close(struct dataset *ds)
 
 	if (p == NULL)
 		return;
-	dataset_files_uncharge(p);
+	if (p->charged != 0)
+		dataset_uncharge(p->charged_uid, p->charged);
 	dataset_unmap(&p->data);
 	dataset_unmap(&p->labels);
 	free(p);
 	ds->priv = NULL;
+}
+
+/*
+ * What the workers map of clients' files, per uid and in all: the
+ * daemon's ledger (dataset_files_charge()).
+ */
+struct dataset_charge {
+	uid_t		uid;
+	uint64_t	bytes;
+};
+static struct dataset_charge	*charges;
+static size_t			 ncharges;
+static uint64_t			 charged_all;
+
+/* @uid's entry in the ledger, or NULL. */
+static struct dataset_charge *
+dataset_charge_find(uid_t uid)
+{
+	size_t	i;
+
+	for (i = 0; i < ncharges; i++)
+		if (charges[i].uid == uid)
+			return (&charges[i]);
+	return (NULL);
+}
+
+/* Charge @bytes to @uid if both bounds hold. */
+bool
+dataset_charge(uid_t uid, uint64_t bytes)
+{
+	struct dataset_charge	*c = dataset_charge_find(uid);
+	uint64_t		 had = c != NULL ? c->bytes : 0;
+
+	if (bytes > DATASET_FILES_MAP_UID_MAX - had ||
+	    bytes > DATASET_FILES_MAP_MAX - charged_all)
+		return (false);
+	if (c == NULL) {
+		if ((c = reallocarray(charges, ncharges + 1,
+		    sizeof(*c))) == NULL)
+			return (false);
+		charges = c;
+		c = &charges[ncharges++];
+		c->uid = uid;
+		c->bytes = 0;
+	}
+	c->bytes += bytes;
+	charged_all += bytes;
+	return (true);
+}
+
+/* Give back what dataset_charge() took. */
+void
+dataset_uncharge(uid_t uid, uint64_t bytes)
+{
+	struct dataset_charge	*c = dataset_charge_find(uid);
+
+	if (c != NULL) {
+		c->bytes -= bytes;
+		if (c->bytes == 0)
+			*c = charges[--ncharges];
+	}
+	charged_all -= bytes;
+	if (ncharges == 0) {
+		free(charges);
+		charges = NULL;
+	}
+}
+
+/* What @uid, and all, have charged. */
+uint64_t
+dataset_charged(uid_t uid, uint64_t *all)
+{
+	struct dataset_charge	*c = dataset_charge_find(uid);
+
+	if (all != NULL)
+		*all = charged_all;
+	return (c != NULL ? c->bytes : 0);
 }
 
 /* Grow a worker's buffer, up to the largest image it may hold. */

@@ -229,13 +229,31 @@ int		 dataset_pread(const struct dataset_map *m, void *buf,
 /**
  * dataset_pair_read(), dataset_pair_close() - the raw and npy readers'
  * read and close: ds->priv is a struct dataset_pair.  Closing a client's
- * files gives back what dataset_files_charge() charged for them
- * (dataset_files_uncharge(), in dataset.c).
+ * files gives back what dataset_files_charge() charged for them.
  */
 int		 dataset_pair_read(const struct dataset *ds, uint64_t index,
 		    void *dst, int64_t *label, bool stream);
 void		 dataset_pair_close(struct dataset *ds);
-void		 dataset_files_uncharge(struct dataset_pair *p);
+
+/*
+ * Bytes of clients' files the workers map at most: one uid's sessions
+ * together, and all clients' (a worker's address space is 128 TiB).
+ */
+#define DATASET_FILES_MAP_UID_MAX	((uint64_t)4 << 40)
+#define DATASET_FILES_MAP_MAX		((uint64_t)16 << 40)
+
+/**
+ * dataset_charge(), dataset_uncharge() - the daemon's ledger of what the
+ * workers map of clients' files (see dataset_files_charge()): charge
+ * @bytes to @uid when its charges stay within DATASET_FILES_MAP_UID_MAX
+ * and all within DATASET_FILES_MAP_MAX (else charge nothing and return
+ * false), or give them back.  Not thread-safe: the daemon's loop only.
+ * dataset_charged() - what @uid has charged, and all in *@all (may be
+ * NULL).
+ */
+bool		 dataset_charge(uid_t uid, uint64_t bytes);
+void		 dataset_uncharge(uid_t uid, uint64_t bytes);
+uint64_t	 dataset_charged(uid_t uid, uint64_t *all);
 
 /**
  * dataset_populate() - map the pages of the next @chunk bytes of the files

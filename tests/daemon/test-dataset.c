@@ -1528,11 +1528,11 @@ START_TEST(client_files_mapped_within_bounds)
 	ds[1] = charged_files(3 * tib);
 	ck_assert(!dataset_files_charge(ds[1], 1000, &spec));
 	ck_assert_uint_eq(spec.map_data, 0);
-	ck_assert_uint_eq(dataset_files_charged(1000, &all), 3 * tib);
+	ck_assert_uint_eq(dataset_charged(1000, &all), 3 * tib);
 	ck_assert_uint_eq(all, 3 * tib);
 	/* Given back when the first is freed: now the second fits. */
 	dataset_free(ds[0]);
-	ck_assert_uint_eq(dataset_files_charged(1000, &all), 0);
+	ck_assert_uint_eq(dataset_charged(1000, &all), 0);
 	ck_assert_uint_eq(all, 0);
 	ck_assert(dataset_files_charge(ds[1], 1000, &spec));
 	ck_assert_uint_eq(spec.map_data, 3 * tib);
@@ -1544,11 +1544,11 @@ START_TEST(client_files_mapped_within_bounds)
 		ck_assert(dataset_files_charge(ds[uid], 2000 + uid, &spec) ==
 		    (uid < 5));
 	}
-	ck_assert_uint_eq(dataset_files_charged(2005, &all), 0);
+	ck_assert_uint_eq(dataset_charged(2005, &all), 0);
 	ck_assert_uint_eq(all, 15 * tib);
 	for (uid = 0; uid < 6; uid++)
 		dataset_free(ds[uid]);
-	ck_assert_uint_eq(dataset_files_charged(2000, &all), 0);
+	ck_assert_uint_eq(dataset_charged(2000, &all), 0);
 	ck_assert_uint_eq(all, 0);
 	unlink(tpath("sparse.bin"));
 }
