@@ -734,15 +734,15 @@ attach_check_charge(struct attach_pending *p)
 		return;
 	mine = dataset_charged(p->client.uid, &all);
 	log_info("client %llu (pid %d, uid %u): the workers read its files "
-	    "for '%s' with pread, not mapped: %llu MiB with uid %u's %llu "
-	    "MiB mapped would pass %llu MiB a uid or %llu MiB in all "
-	    "(%llu MiB mapped)", (unsigned long long)p->client.peer_id,
+	    "for '%s' (%llu MiB) with pread, not mapped: uid %u has %llu MiB "
+	    "of files mapped, of at most %llu, and all clients %llu MiB, of "
+	    "at most %llu", (unsigned long long)p->client.peer_id,
 	    (int)p->client.pid, (unsigned)p->client.uid, p->a.dataset,
 	    (unsigned long long)(dataset_files_bytes(p->chk.ds) >> 20),
 	    (unsigned)p->client.uid, (unsigned long long)(mine >> 20),
 	    (unsigned long long)(DATASET_FILES_MAP_UID_MAX >> 20),
-	    (unsigned long long)(DATASET_FILES_MAP_MAX >> 20),
-	    (unsigned long long)(all >> 20));
+	    (unsigned long long)(all >> 20),
+	    (unsigned long long)(DATASET_FILES_MAP_MAX >> 20));
 }
 
 /* End a pending Attach whose callback came: make the session, or fail. */

@@ -96,7 +96,6 @@ struct dataset_files {
 	uint64_t	map_labels;
 };
 
-
 /**
  * dataset_open_files() - a dataset @name of a client's files: samples in
  * @data_fd, labels in @labels_fd (-1 when @spec has none; every label is
