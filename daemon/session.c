@@ -7,6 +7,7 @@
 
 #include <sys/queue.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -130,13 +131,26 @@ struct session {
 	TAILQ_ENTRY(session)	 member_entry;
 };
 
+/*
+ * A process that ended a session of a group holding slots of its ring:
+ * they are its to read until it exits (watched with a pidfd, else
+ * kill(pid, 0) as the group settles).
+ */
+struct session_holder {
+	struct session_group	*g;
+	pid_t			 pid;
+	uint64_t		 slots;	/* a bit each */
+	int			 pidfd;	/* -1: none */
+	struct event		*ev;	/* its exit, or NULL */
+};
+
 /* A shared group: its producer and its members (see session.h). */
 struct session_group {
 	uint64_t		 id;
 	struct session		*producer;
 	TAILQ_HEAD(, session)	 members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
-	pid_t			*holders;	/* members that ended holding */
+	struct session_holder	**holders;	/* members that ended holding */
 	size_t			 nholders;
 	uint64_t		 kept;	/* slots they hold: never refilled */
 	struct event		*ev_slack;
@@ -1254,19 +1268,94 @@ session_group_reclaim(struct session_group *g)
 		session_fill(p);
 }
 
-/* Process @pid ended a session of @g holding steps of its ring. */
-static void
-session_group_add_holder(struct session_group *g, pid_t pid)
-{
-	size_t	i;
+static void	session_group_settle(struct session_group *);
 
-	for (i = 0; i < g->nholders && g->holders[i] != pid; i++)
+/* Forget holder @k of @g: its slots are the group's to refill again. */
+static void
+session_group_holder_drop(struct session_group *g, size_t k)
+{
+	struct session_holder	*h = g->holders[k];
+	size_t			 i;
+
+	if (h->ev != NULL)
+		event_free(h->ev);
+	if (h->pidfd != -1)
+		close(h->pidfd);
+	free(h);
+	g->holders[k] = g->holders[--g->nholders];
+	g->kept = 0;
+	for (i = 0; i < g->nholders; i++)
+		g->kept |= g->holders[i]->slots;
+}
+
+/*
+ * Forget the holders whose processes exited (@pidfd's, readable, or
+ * those without a pidfd that kill() finds gone).  Return: whether any.
+ */
+static bool
+session_group_reap(struct session_group *g, int pidfd)
+{
+	struct session_holder	*h;
+	size_t			 i;
+	bool			 any = false;
+
+	for (i = 0; i < g->nholders; ) {
+		h = g->holders[i];
+		if ((pidfd != -1 && h->pidfd == pidfd) || (h->pidfd == -1 &&
+		    h->pid > 0 && kill(h->pid, 0) == -1 && errno == ESRCH)) {
+			log_info("process %d, which kept steps of group %llu "
+			    "after its session ended, exited: their slots are "
+			    "refilled again", (int)h->pid,
+			    (unsigned long long)g->id);
+			session_group_holder_drop(g, i);
+			any = true;
+		} else
+			i++;
+	}
+	return (any);
+}
+
+/* A holder's process exited. */
+static void
+session_group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session_holder	*h = arg;
+	struct session_group	*g = h->g;
+
+	(void)what;
+	if (session_group_reap(g, fd))
+		session_group_settle(g);
+}
+
+/*
+ * Process @pid ended a session of @g holding slots @slots of its ring: the
+ * group refills them no more until it exits.
+ */
+static void
+session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
+{
+	struct session_holder	*h;
+	size_t			 i;
+
+	for (i = 0; i < g->nholders && g->holders[i]->pid != pid; i++)
 		;
-	if (i < g->nholders)
-		return;
-	g->holders = xreallocarray(g->holders, g->nholders + 1,
-	    sizeof(*g->holders));
-	g->holders[g->nholders++] = pid;
+	if (i == g->nholders) {
+		h = xcalloc(1, sizeof(*h));
+		h->g = g;
+		h->pid = pid;
+		h->pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+		if (h->pidfd != -1 && (h->ev = event_new(g->producer->host.base,
+		    h->pidfd, EV_READ, session_group_holder_exit_cb, h)) !=
+		    NULL && event_add(h->ev, NULL) == -1) {
+			event_free(h->ev);
+			h->ev = NULL;
+		}
+		g->holders = xreallocarray(g->holders, g->nholders + 1,
+		    sizeof(*g->holders));
+		g->holders[g->nholders++] = h;
+	}
+	g->holders[i]->slots |= slots;
+	g->kept |= slots;
 }
 
 /*
@@ -1277,6 +1366,8 @@ static void
 session_group_free(struct session_group *g)
 {
 	struct session	*p = g->producer, *m;
+	pid_t		*pids;
+	size_t		 n = g->nholders;
 	uint32_t	 i;
 
 	while ((m = TAILQ_FIRST(&g->members)) != NULL) {
@@ -1291,12 +1382,18 @@ session_group_free(struct session_group *g)
 	 * them, charged until the last such member's process exits (not the
 	 * producer's client's: the ring is the group's).
 	 */
-	for (i = 0; g->nholders > 0 && i < p->ring->layout.slots; i++) {
+	for (i = 0; n > 0 && i < p->ring->layout.slots; i++) {
 		if (p->ring->slot[i].state == SLOT_READY)
 			ring_slot_set(p->ring, i, SLOT_HELD);
 	}
-	if (g->nholders > 0)
-		ring_mem_hold_for(p->ring->mem, g->holders, g->nholders);
+	pids = xreallocarray(NULL, n + 1, sizeof(*pids));
+	for (i = 0; i < n; i++)
+		pids[i] = g->holders[i]->pid;
+	while (g->nholders > 0)
+		session_group_holder_drop(g, 0);
+	if (n > 0)
+		ring_mem_hold_for(p->ring->mem, pids, n);
+	free(pids);
 	p->group = NULL;
 	session_free(p);
 	free(g->holders);
@@ -1321,6 +1418,7 @@ session_group_settle(struct session_group *g)
 		session_group_free(g);
 		return;
 	}
+	(void)session_group_reap(g, -1);
 	session_group_reclaim(g);
 	session_group_watch(g);
 }
@@ -1672,8 +1770,8 @@ session_free(struct session *s)
 	 */
 	if (s->group != NULL && !s->producer) {
 		if (s->shared_held != 0)
-			session_group_add_holder(s->group, s->client.pid);
-		s->group->kept |= s->shared_held;
+			session_group_add_holder(s->group, s->client.pid,
+			    s->shared_held);
 		s->shared_held = 0;
 		session_group_drop(s);
 	}
