@@ -19,8 +19,8 @@
  * label dtype, slots) share one ring.  A hidden producer session fills
  * it, each step once; every member takes each step from its own position
  * (its epoch and step), and a slot is refilled once every member is past
- * it and none holds it, never if a member held it when its session ended
- * (a kept step never changes).  The time the group is blocked (every slot
+ * it and none holds it, and not while the process of a member that held
+ * it when its session ended lives (a kept step never changes).  The time the group is blocked (every slot
  * taken, a member waiting) is charged to the members it waits on; one
  * charged INFEED_GROUP_SLACK_MS within five times as long leaves: it gets
  * a ring of its own and goes on from its position (Step.new_ring), or,
