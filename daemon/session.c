@@ -46,7 +46,8 @@
  */
 #define SESSION_BLAME_WINDOW_MS	(5 * INFEED_GROUP_SLACK_MS)
 #define SESSION_BLAME_BUCKETS	10
-#define SESSION_BLAME_BUCKET_MS	(SESSION_BLAME_WINDOW_MS / SESSION_BLAME_BUCKETS)
+#define SESSION_BLAME_BUCKET_MS	\
+	(SESSION_BLAME_WINDOW_MS / SESSION_BLAME_BUCKETS)
 
 enum session_state {
 	SESSION_IDLE,		/* nothing asked for yet, or after EndOfData */
@@ -57,7 +58,7 @@ enum session_state {
 
 /* Time a group was blocked on someone, over the last window. */
 struct session_blame {
-	uint64_t	bucket;		/* the newest, in SESSION_BLAME_BUCKET_MS */
+	uint64_t	bucket;		/* the newest: ms / BUCKET_MS */
 	uint32_t	ms[SESSION_BLAME_BUCKETS];
 };
 
@@ -127,7 +128,7 @@ struct session {
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
 	bool			 new_ring;	/* the next Step carries its ring */
 	struct session_blame	 blame;	/* the group blocked on it */
-	bool			 blamed;	/* ... since the group's charged_ms */
+	bool			 blamed;	/* ... since charged_ms */
 	TAILQ_ENTRY(session)	 member_entry;
 };
 
@@ -150,13 +151,13 @@ struct session_group {
 	struct session		*producer;
 	TAILQ_HEAD(, session)	 members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
-	struct session_holder	**holders;	/* members that ended holding */
+	struct session_holder	**holders;	/* ended members' */
 	size_t			 nholders;
-	uint64_t		 kept;	/* slots they hold: never refilled */
+	uint64_t		 kept;	/* their slots: not refilled */
 	struct event		*ev_slack;
-	uint64_t		 charged_ms;	/* blame charged until; 0: not blocked */
-	uint64_t		 retry_ms;	/* a member could not leave: not before */
-	struct session_blame	 orphan;	/* blocked on slots no member holds */
+	uint64_t		 charged_ms;	/* blamed to; 0: free */
+	uint64_t		 retry_ms;	/* one stayed: not before */
+	struct session_blame	 orphan;	/* on others' slots */
 	bool			 orphaned;	/* ... since charged_ms */
 	uint64_t		 leaves[SESSION_LEAVE_REASONS];	/* the stats' */
 	uint64_t		 stays;	/* fell behind but could not leave */
@@ -1155,7 +1156,8 @@ session_blame_add(struct session_blame *b, uint64_t from, uint64_t to)
 			end = to;
 		session_blame_advance(b, k);
 		if (k + SESSION_BLAME_BUCKETS > b->bucket)
-			b->ms[k % SESSION_BLAME_BUCKETS] += (uint32_t)(end - from);
+			b->ms[k % SESSION_BLAME_BUCKETS] +=
+			    (uint32_t)(end - from);
 	}
 }
 
@@ -2051,8 +2053,9 @@ session_next(struct session *s, struct session_req req,
     enum errcode *code, char **cause)
 {
 	uint32_t	nslots, held;
-	bool		ended = s->ring == NULL && (s->group == NULL || s->left);
+	bool		ended;
 
+	ended = s->ring == NULL && (s->group == NULL || s->left);
 	if (s->group != NULL && s->left && !ended)
 		(void)session_group_rejoin(s);
 	if (ended) {
