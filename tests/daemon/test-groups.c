@@ -955,9 +955,9 @@ START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 		gr_take(&m[1], true);
 	for (k = 0; k < 5; k++) {
 		t0 = now_ms();
-		ck_assert_msg(infeed_next_timeout(m[1].f, &m[1].kept[0], 8000) ==
-		    INFEED_OK, "step %llu: %s", (unsigned long long)m[1].step,
-		    infeed_error(m[1].f));
+		ck_assert_msg(infeed_next_timeout(m[1].f, &m[1].kept[0],
+		    8000) == INFEED_OK, "step %llu: %s",
+		    (unsigned long long)m[1].step, infeed_error(m[1].f));
 		if (now_ms() - t0 > worst)
 			worst = now_ms() - t0;
 		ck_assert_uint_eq(m[1].kept[0].step, m[1].step);
