@@ -78,6 +78,7 @@ struct pool_worker_info {
 	double		 busy_s;	/* in jobs, since it started */
 	unsigned	 restarts;
 	unsigned	 stuck;		/* killed for missing a deadline */
+	unsigned	 taken_over;	/* its job taken over: it stalled */
 };
 
 /**
