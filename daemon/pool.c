@@ -37,12 +37,6 @@
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 #define POOL_START_MS		30000	/* the first workers, at most */
-/*
- * A running job whose worker began no row and used no CPU for this long
- * (stopped, or waiting on its storage) is taken over by an idle worker;
- * only with a job_timeout longer than it (a shorter one kills first).
- */
-#define POOL_TAKEOVER_MS	1000
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -1736,7 +1730,8 @@ pool_worker_info(const struct pool *pool, unsigned i,
 	const struct worker	*w = &pool->workers[i];
 
 	info->pid = w->pid;
-	info->state = w->pid == -1 ? "restarting" : w->stuck ? "stuck" :
+	info->state = w->pid == -1 ? "restarting" : w->stuck && w->job !=
+	    NULL && w->job->won != NULL ? "taken-over" : w->stuck ? "stuck" :
 	    w->job != NULL ? "busy" : w->retiring ? "retiring" : !w->ready ?
 	    "starting" : "idle";
 	info->rows_done = w->rows_done;
