@@ -72,6 +72,7 @@ static char			 tmpdir[PATH_MAX];	/* made per test */
 static char			 raw_path[PATH_MAX];
 static char			*cause;
 static const char		*setup_extra = "";	/* [infeedd] lines */
+static const char		*setup_more = "";	/* a dataset section */
 
 /* Dataset "big": record BIG_ROW's label does not fit in int32. */
 #define BIG_ROW		9
@@ -139,9 +140,9 @@ setup(void)
 	    "samples = 10\n"
 	    "shape = 4\n"
 	    "dtype = uint8\n"
-	    "sample_delay_us = 50000\n", WORKERS, setup_extra, raw_path,
-	    labels_path,
-	    raw_path, big_path);
+	    "sample_delay_us = 50000\n"
+	    "%s", WORKERS, setup_extra, raw_path, labels_path, raw_path,
+	    big_path, setup_more);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
 	/* FLAKY_MAPPED's file, mapped by the workers: 1 MiB, sparse. */
@@ -150,7 +151,7 @@ setup(void)
 	unit_write_file(unit_flaky_map, "", 0);
 	ck_assert_int_eq(truncate(unit_flaky_map, FLAKY_MAP_BYTES), 0);
 
-	unit_daemon_start(path, 4, WORKERS);
+	unit_daemon_start(path, *setup_more != '\0' ? 5 : 4, WORKERS);
 }
 
 /* Stop the workers and free everything the test left. */
@@ -1496,6 +1497,58 @@ START_TEST(test_first_of_two_copies_wins_the_other_is_killed)
 }
 END_TEST
 
+/* The pool with "sleepy", a dataset whose one sample takes 2 s to read. */
+static void
+setup_sleepy(void)
+{
+	setup_more = "[dataset sleepy]\n"
+	    "type = synthetic\n"
+	    "samples = 1\n"
+	    "shape = 4\n"
+	    "dtype = uint8\n"
+	    "sample_delay_us = 2000000\n";
+	setup();
+	setup_more = "";
+}
+
+/*
+ * A row that is slow on every worker (a 2 s sleep: no row begun, no CPU)
+ * is taken over once, and the first copy to finish gives it: reported
+ * once at about 2 s, not after the takeover's second plus another 2 s,
+ * nor taken over again; the copy that lost is killed, no worker is
+ * counted as stuck.
+ */
+START_TEST(test_row_slow_everywhere_first_copy_wins)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 restarts, stuck, taken;
+	uint64_t		 t0, took;
+
+	pr = add_ring("sleepy", 1, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 1, ds->samples);
+	t0 = unit_now_ms();
+	pool_submit(pr, 0, 0, 0, 0, 1, ring_indices(r, 0));
+	ck_assert(run_until(pred_slow_done, &rec));
+	took = unit_now_ms() - t0;
+	run_for(300);
+	printf("row_slow_everywhere_first_copy_wins: a 2 s row came in %llu "
+	    "ms\n", (unsigned long long)took);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	check_rows(r, ds, 0, 1);
+	ck_assert_msg(took < 2900, "a 2 s row came in %llu ms",
+	    (unsigned long long)took);
+	worker_counts(&restarts, &stuck, &taken);
+	ck_assert_uint_eq(taken, 1);
+	ck_assert_uint_eq(restarts, 1);
+	ck_assert_uint_eq(stuck, 0);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* Every test, in cases by contract. */
 static Suite *
 pool_suite(void)
@@ -1547,6 +1600,11 @@ pool_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_stopped_workers_job_taken_over);
 	tcase_add_test(tc, test_first_of_two_copies_wins_the_other_is_killed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("takeover-slow");
+	tcase_add_checked_fixture(tc, setup_sleepy, teardown);
+	tcase_add_test(tc, test_row_slow_everywhere_first_copy_wins);
 	suite_add_tcase(s, tc);
 	return (s);
 }
