@@ -23,6 +23,12 @@
  * finishes a job, so that a crash loop does not spin.  No send to a
  * worker blocks: a worker whose socket is full is stuck and killed.
  *
+ * The fork server dying costs no worker: its workers, reparented to the
+ * daemon (a child subreaper), serve on and are reaped by the pool, and a
+ * new fork server is started (pool_forker_restarts_from()), at once, or
+ * after the same backoff when they keep dying; workers to start meanwhile
+ * are asked of it.
+ *
  * Takeover: a worker that begins no row of its job and uses no CPU for
  * POOL_TAKEOVER_MS (1 s; stopped, or waiting in the kernel for a store
  * that hiccups) holds its client for no longer when another worker is
@@ -32,12 +38,13 @@
  * death is dropped, blaming nothing.  The fence: the copy that lost is
  * killed (SIGKILL) at once, and the first DONE is reported only once that
  * copy's worker is quiet: its own DONE (sent after its last write) or its
- * end, which the fork server reports after reaping it.  A killed process
- * runs no more of its code and a reaped one has no mapping left, so no
- * row of the loser, even one half written when it stopped, lands in the
- * slot after it is handed out (the client sees the slot only after the
- * report) and refilled; until then the job counts as running, so the
- * ring's memory is not released or reused either.  A stopped process
+ * end, known once it is reaped (by the fork server, or by the pool for a
+ * worker whose fork server died).  A killed process runs no more of its
+ * code and a reaped one has no mapping left, so no row of the loser, even
+ * one half written when it stopped, lands in the slot after it is handed
+ * out (the client sees the slot only after the report) and refilled;
+ * until then the job counts as running, so the ring's memory is not
+ * released or reused either.  A stopped process
  * dies of SIGKILL at once; one in an uninterruptible wait dies when the
  * wait ends, and the report waits for that (as job_timeout's kill does).
  * A job is taken over once (a copy that dies leaves the other running,
@@ -232,6 +239,24 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 void		 pool_reload(struct pool *pool, const struct catalogue *cat,
 		    const char *config_path, uint32_t job_timeout_ms,
 		    uint64_t image_memory_max);
+
+/**
+ * pool_forker_restarts_from() - a fork server that dies is started again
+ * (after a backoff when they keep dying) from infeedd's own binary
+ * (/proc/self/exe, opened now) and the configuration at @config_path,
+ * which pool_reload() changes; the workers go on serving meanwhile.
+ * Only infeedd calls it: in a process that does not, a dead fork server
+ * is not replaced (and workers that die then are not either).
+ */
+void		 pool_forker_restarts_from(struct pool *pool,
+		    const char *config_path);
+
+/**
+ * pool_forker_info() - the fork server's pid (-1 while none is up) and
+ * how many times it was started again.
+ */
+void		 pool_forker_info(const struct pool *pool, pid_t *pid,
+		    unsigned *restarts);
 
 /*
  * Resizing (workers = auto, autotune.h decides): pool_grow() starts a
