@@ -330,7 +330,9 @@ struct infeed_worker_stats {
 	int32_t		 pid;
 	uint32_t	 restarts;
 	char		*state;			/* starting (reading its datasets in),
-						   idle, busy, stuck, retiring,
+						   idle, busy, stuck, taken-over
+						   (killed: another finished its
+						   job first), retiring,
 						   restarting */
 	uint64_t	 rows_done;
 	uint32_t	 stuck;			/* killed at job_timeout */
