@@ -133,6 +133,21 @@ struct ring_mem	*ring_mem_take(struct ring_budget *b, uint64_t bytes,
 		    char **cause);
 
 /**
+ * ring_budget_charge() - charge @bytes that are no ring's memory (a
+ * session's shuffle table) for @owner, making room as ring_mem_take()
+ * does.
+ * Return: 0, or -1 with *@cause (malloc'd) the clause ring_mem_take()
+ * gives when the budget is short.
+ */
+int		 ring_budget_charge(struct ring_budget *b, uint64_t bytes,
+		    const struct ring_owner *owner, char **cause);
+
+/**
+ * ring_budget_uncharge() - give back @bytes of ring_budget_charge()'s.
+ */
+void		 ring_budget_uncharge(struct ring_budget *b, uint64_t bytes);
+
+/**
  * ring_mem_release() - no worker writes @m any more and its @extra bytes
  * (ring_mem_take()'s) are uncharged: held, still charged, when @held (its
  * client holds steps in it) until the client's process (@owner.pid)
