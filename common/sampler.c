@@ -688,8 +688,8 @@ sampler_fy_run(struct sampler_fy *fy, uint64_t samples, uint64_t *out,
 		}
 		fy->primed = true;
 	}
-	for (i = fy->i; i > 0 && *work >= SAMPLER_COST_SWAP; i--) {
-		*work -= SAMPLER_COST_SWAP;
+	for (i = fy->i; i > 0 && *work > 0; i--) {
+		*work -= *work < SAMPLER_COST_SWAP ? *work : SAMPLER_COST_SWAP;
 		j = draw[i % SAMPLER_FY_AHEAD];
 		t = out[i];
 		out[i] = out[j];
