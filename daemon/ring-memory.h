@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Ring memory: the sealed memfds that step rings live on, the one budget
- * (memory_budget in the configuration) they are all charged to, and what
- * becomes of a ring's memory when its session ends.  It knows nothing of
+ * (memory_budget in the configuration) they are all charged to (with the
+ * rings' index tables and, ring_budget_charge(), the sessions' shuffle
+ * tables), and what becomes of a ring's memory when its session ends.  It knows nothing of
  * slots or layouts (ring.h) and calls nobody back: who maps its memory
  * asks it (ring_budget_keeps()) whether that memory is still worth
  * mapping.

@@ -2,7 +2,10 @@
 /*
  * Sessions (see session.h).  Steps are filled and delivered in sequence
  * order; a slow client stalls only its own session.  A Next is answered
- * as soon as the next step is ready, never by polling.
+ * as soon as the next step is ready, never by polling.  A step's indices
+ * and jobs are made a bounded amount per loop callback (session_prepare),
+ * whatever its rows, stages and shuffle, and its shuffle's table is
+ * charged to memory_budget (session_table).
  */
 
 #include <sys/queue.h>
