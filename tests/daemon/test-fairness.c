@@ -318,6 +318,7 @@ START_TEST(shuffle_tables_charged_to_the_budget)
 	    (unsigned long long)attached, (double)(used - used0) / MiB,
 	    (double)((int64_t)anon - (int64_t)anon0) / MiB,
 	    refused ? why : "none");
+	fflush(stdout);
 	ck_assert_msg(refused, "all %d shuffled sessions attached: their "
 	    "tables of 32 MiB each are outside memory_budget (256 MiB)",
 	    TABLE_SESSIONS);
