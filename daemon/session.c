@@ -39,12 +39,13 @@
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
 /*
  * A step's indices are computed and its jobs queued this many work units
- * (sampler_row_cost(), SAMPLER_COST_*: a few nanoseconds each) at a time,
- * a callback each, with the loop's sockets looked at in between: a step
- * of 2^26 rows, shuffled or of 16 elastic stages, costs the event loop
- * about a millisecond per callback, never the whole step at once.
+ * (sampler_row_cost(), SAMPLER_COST_*: about a nanosecond each) at a
+ * time, a callback each, with the loop's sockets looked at in between: a
+ * step of 2^26 rows, shuffled or of 16 elastic stages, costs the event
+ * loop about a millisecond per callback (15 s at once before), never the
+ * whole step.
  */
-#define SESSION_PREPARE_WORK	(256 * 1024)
+#define SESSION_PREPARE_WORK	(1024 * 1024)
 
 enum session_state {
 	SESSION_IDLE,		/* nothing asked for yet, or after EndOfData */
