@@ -380,6 +380,13 @@ struct infeed_stats {
 	char				 *pool_decision; /* the latest, and why */
 	uint64_t			  pool_grows;	/* trainers waited */
 	uint64_t			  pool_shrinks;	/* workers idle */
+	/*
+	 * Since libinfeed 1.9: the fork server, which starts the workers:
+	 * its pid (0 while none is up, and from a daemon that did not say),
+	 * and how many times infeedd started a new one after one died.
+	 */
+	int32_t				  fork_server_pid;
+	uint32_t			  fork_server_restarts;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

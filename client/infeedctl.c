@@ -254,6 +254,13 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 static void
 status_pool_line(const struct infeed_stats *st)
 {
+	if (st->fork_server_pid > 0)
+		printf("fork server: pid %d, started again %u times\n",
+		    st->fork_server_pid, st->fork_server_restarts);
+	else
+		printf("fork server: none up (one died; started again %u "
+		    "times): workers that die wait for the next one\n",
+		    st->fork_server_restarts);
 	if (!st->workers_auto) {
 		printf("workers: %zu\n", st->nworkers);
 		return;
@@ -304,6 +311,8 @@ status_json(const struct infeed_stats *st)
 		    (unsigned long long)st->pool_grows,
 		    (unsigned long long)st->pool_shrinks);
 	}
+	printf(",\"fork_server_pid\":%d,\"fork_server_restarts\":%u",
+	    st->fork_server_pid, st->fork_server_restarts);
 	printf(",\"workers\":[");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];

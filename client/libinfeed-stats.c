@@ -122,6 +122,8 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->pool_grows = in->pool_grows;
 	st->pool_shrinks = in->pool_shrinks;
 	st->jobs_queued = in->jobs_queued;
+	st->fork_server_pid = in->fork_server_pid;
+	st->fork_server_restarts = in->fork_server_restarts;
 	st->sessions = calloc(in->n_sessions + 1, sizeof(*st->sessions));
 	st->workers = calloc(in->n_workers + 1, sizeof(*st->workers));
 	if (st->sessions == NULL || st->workers == NULL ||

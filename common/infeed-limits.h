@@ -35,15 +35,19 @@
 /*
  * An Attach whose checks touch what the client controls (its files' fstat
  * and headers, its groups for allow_groups) waits for them at most this
- * many seconds; at most INFEED_MAX_ATTACH_CHECKS such checks run at once,
- * INFEED_MAX_ATTACH_QUEUE more wait their turn, and past
- * INFEED_MAX_STUCK_CHECKS checks that never returned (a file on a mount
- * that does not answer) such Attach requests are refused.
+ * many seconds.  The checks are counted per uid: at most
+ * INFEED_MAX_ATTACH_CHECKS of one uid's run at once, INFEED_MAX_ATTACH_QUEUE
+ * more wait their turn, and past INFEED_MAX_STUCK_CHECKS of its checks that
+ * never returned (a file on a mount that does not answer) that uid's
+ * Attach requests that need one are refused; other uids' go on.  All uids
+ * together have at most INFEED_MAX_ATTACH_THREADS threads, running or
+ * given up.
  */
 #define INFEED_ATTACH_CHECK_S		10
 #define INFEED_MAX_ATTACH_CHECKS	4
 #define INFEED_MAX_ATTACH_QUEUE		32
 #define INFEED_MAX_STUCK_CHECKS		8
+#define INFEED_MAX_ATTACH_THREADS	64
 /*
  * Shared pipelines (LoaderOptions.share): a member that holds its group
  * back (every slot filled, another member waiting for the next step) for

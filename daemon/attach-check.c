@@ -5,12 +5,17 @@
  * thread, never on the event loop: fstat and the headers of the client's
  * files (a file on the client's own FUSE mount may never answer) and the
  * client's groups for allow_groups (the group database may be LDAP, and
- * slow).  At most INFEED_MAX_ATTACH_CHECKS threads run for live Attach
- * requests, INFEED_MAX_ATTACH_QUEUE more wait; a check not done in
- * INFEED_ATTACH_CHECK_S is given up: its Attach gets an error, and its
- * thread, which nothing can stop, is counted as stuck until it returns
- * (past INFEED_MAX_STUCK_CHECKS, Attach requests that need a thread are
- * refused).  A thread touches only its own job; it hands it back on a list
+ * slow).  The checks are counted per uid, so that what one user's files
+ * or groups do holds only that user's Attach requests: at most
+ * INFEED_MAX_ATTACH_CHECKS threads run for one uid's live Attach requests,
+ * INFEED_MAX_ATTACH_QUEUE more of its wait; a check not done in
+ * INFEED_ATTACH_CHECK_S, or whose client hung up, is given up: its Attach
+ * gets an error, and its thread, which nothing can stop, is counted as
+ * stuck against that uid until it returns (past INFEED_MAX_STUCK_CHECKS of
+ * one uid, that uid's Attach requests that need a thread are refused).
+ * However many uids, at most INFEED_MAX_ATTACH_THREADS threads exist,
+ * running and stuck together: a check waits for one to return beyond
+ * that.  A thread touches only its own job; it hands it back on a list
  * under the mutex and wakes the loop through a pipe.  Descriptors that
  * came with the frame stay open until the loop frees the job, so a worker
  * forked meanwhile can close them (the thread checks duplicates, made
@@ -98,15 +103,29 @@ struct attach_pending {
 };
 TAILQ_HEAD(attach_pending_list, attach_pending);
 
+/* What a uid's checks are doing, counted in attach_count(). */
+enum attach_count {
+	COUNT_QUEUED,		/* waiting for a thread */
+	COUNT_RUNNING,		/* on a thread, for a live Attach */
+	COUNT_STUCK,		/* on a thread, given up, not returned */
+	COUNT_N,
+};
+
+/* One uid's checks; an entry goes once its counts are all 0. */
+struct attach_uid {
+	uid_t		uid;
+	unsigned	n[COUNT_N];
+};
+
 struct attach_checks {
 	struct event_base		*base;
 	struct pool			*pool;
 	struct attach_pending_list	 pending;
 	struct attach_job_list		 queue;	/* not started */
 	struct attach_job_list		 jobs;	/* every job not freed */
-	unsigned			 nqueued;
-	unsigned			 running;	/* for live Attaches */
-	unsigned			 stuck;		/* given up, running */
+	unsigned			 n[COUNT_N];	/* all uids' */
+	struct attach_uid		*uids;
+	size_t				 nuids;
 	bool				 stopping;	/* start no thread */
 	int				 wake[2];	/* pipe */
 	struct event			*wake_ev;
@@ -118,6 +137,46 @@ struct attach_checks {
 };
 
 static void	attach_check_run(struct attach_checks *);
+
+/* The counts of @uid's checks; zeros when it has none. */
+static struct attach_uid
+attach_uid_counts(const struct attach_checks *sc, uid_t uid)
+{
+	struct attach_uid	none = { .uid = uid };
+	size_t			i;
+
+	for (i = 0; i < sc->nuids; i++)
+		if (sc->uids[i].uid == uid)
+			return (sc->uids[i]);
+	return (none);
+}
+
+/* Count @delta more (or fewer) checks of @uid in state @c. */
+static void
+attach_count(struct attach_checks *sc, uid_t uid, enum attach_count c,
+    int delta)
+{
+	struct attach_uid	*u;
+	size_t			 i;
+	int			 k;
+
+	for (i = 0; i < sc->nuids && sc->uids[i].uid != uid; i++)
+		;
+	if (i == sc->nuids) {
+		sc->uids = xreallocarray(sc->uids, sc->nuids + 1,
+		    sizeof(*sc->uids));
+		memset(&sc->uids[i], 0, sizeof(sc->uids[i]));
+		sc->uids[i].uid = uid;
+		sc->nuids++;
+	}
+	u = &sc->uids[i];
+	u->n[c] += (unsigned)delta;
+	sc->n[c] += (unsigned)delta;
+	for (k = 0; k < COUNT_N; k++)
+		if (u->n[k] != 0)
+			return;
+	sc->uids[i] = sc->uids[--sc->nuids];
+}
 
 /* Free a job: the loop's side, or a thread's once the loop has gone. */
 static void
@@ -304,12 +363,12 @@ attach_check_wake_cb(evutil_socket_t fd, short ev, void *arg)
 		TAILQ_REMOVE(&done, j, entry);
 		TAILQ_REMOVE(&sc->jobs, j, all);
 		if (j->p == NULL) {
-			sc->stuck--;
-			log_debug("a helper thread checking a client's Attach "
+			attach_count(sc, j->uid, COUNT_STUCK, -1);
+			log_debug("a helper thread checking an Attach of uid %u "
 			    "returned after it was given up (%u still out)",
-			    sc->stuck);
+			    (unsigned)j->uid, sc->n[COUNT_STUCK]);
 		} else {
-			sc->running--;
+			attach_count(sc, j->uid, COUNT_RUNNING, -1);
 			attach_pending_checked(j->p, j);
 		}
 		attach_job_free(j);
@@ -318,23 +377,32 @@ attach_check_wake_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 /*
- * Start queued jobs while fewer than INFEED_MAX_ATTACH_CHECKS run and
- * fewer than INFEED_MAX_STUCK_CHECKS were given up: threads stay bounded
- * however many files never answer.
+ * Start queued jobs, oldest first, of each uid that runs fewer than
+ * INFEED_MAX_ATTACH_CHECKS and has fewer than INFEED_MAX_STUCK_CHECKS
+ * given up, while fewer than INFEED_MAX_ATTACH_THREADS threads exist:
+ * threads stay bounded however many files never answer, and one uid's
+ * never take another's turn.
  */
 static void
 attach_check_run(struct attach_checks *sc)
 {
-	struct attach_job	*j;
+	struct attach_job	*j, *next;
+	struct attach_uid	 u;
 	pthread_attr_t		 attr;
 	pthread_t		 t;
 	int			 rc;
 
-	while (!sc->stopping && sc->running < INFEED_MAX_ATTACH_CHECKS &&
-	    sc->stuck < INFEED_MAX_STUCK_CHECKS &&
-	    (j = TAILQ_FIRST(&sc->queue)) != NULL) {
+	for (j = TAILQ_FIRST(&sc->queue); j != NULL; j = next) {
+		next = TAILQ_NEXT(j, entry);
+		if (sc->stopping || sc->n[COUNT_RUNNING] +
+		    sc->n[COUNT_STUCK] >= INFEED_MAX_ATTACH_THREADS)
+			return;
+		u = attach_uid_counts(sc, j->uid);
+		if (u.n[COUNT_RUNNING] >= INFEED_MAX_ATTACH_CHECKS ||
+		    u.n[COUNT_STUCK] >= INFEED_MAX_STUCK_CHECKS)
+			continue;
 		TAILQ_REMOVE(&sc->queue, j, entry);
-		sc->nqueued--;
+		attach_count(sc, j->uid, COUNT_QUEUED, -1);
 		atomic_store(&j->stage, j->nfds > 0 ? STAGE_DATA :
 		    STAGE_GROUPS);
 		pthread_mutex_lock(&sc->mtx);
@@ -345,7 +413,7 @@ attach_check_run(struct attach_checks *sc)
 		rc = pthread_create(&t, &attr, attach_job_run, j);
 		pthread_attr_destroy(&attr);
 		if (rc == 0) {
-			sc->running++;
+			attach_count(sc, j->uid, COUNT_RUNNING, 1);
 			continue;
 		}
 		pthread_mutex_lock(&sc->mtx);
@@ -361,6 +429,20 @@ attach_check_run(struct attach_checks *sc)
 	}
 }
 
+/*
+ * Give up running job @j: nothing waits for it any more, and its thread
+ * counts as stuck against its uid until it returns.
+ */
+static void
+attach_job_give_up(struct attach_checks *sc, struct attach_job *j)
+{
+	pthread_mutex_lock(&sc->mtx);
+	j->p = NULL;
+	pthread_mutex_unlock(&sc->mtx);
+	attach_count(sc, j->uid, COUNT_RUNNING, -1);
+	attach_count(sc, j->uid, COUNT_STUCK, 1);
+}
+
 /* A pending Attach's deadline (or, settling, its next look). */
 static void
 attach_pending_timer_cb(evutil_socket_t fd, short ev, void *arg)
@@ -368,6 +450,7 @@ attach_pending_timer_cb(evutil_socket_t fd, short ev, void *arg)
 	struct attach_pending	*p = arg;
 	struct attach_checks	*sc = p->sc;
 	struct attach_job	*j = p->job;
+	struct attach_uid	 u;
 	const char		*file;
 	int			 stage;
 
@@ -382,27 +465,30 @@ attach_pending_timer_cb(evutil_socket_t fd, short ev, void *arg)
 	if (stage == STAGE_QUEUED) {
 		TAILQ_REMOVE(&sc->queue, j, entry);
 		TAILQ_REMOVE(&sc->jobs, j, all);
-		sc->nqueued--;
+		attach_count(sc, j->uid, COUNT_QUEUED, -1);
 		attach_job_free(j);
+		u = attach_uid_counts(sc, p->client.uid);
 		attach_pending_fail(p, false,
 		    ERRCODE_RESOURCE_EXHAUSTED, "infeedd is "
-		    "busy checking other clients' Attach requests (%u running, "
-		    "%u waiting, %u that never returned) and did not get to "
-		    "this one in %d s; try again later", sc->running,
-		    sc->nqueued, sc->stuck, INFEED_ATTACH_CHECK_S);
+		    "busy checking other Attach requests (of uid %u: %u "
+		    "running, %u waiting, %u that never returned; of all "
+		    "users: %u threads of at most %d) and did not get to "
+		    "this one in %d s; try again later",
+		    (unsigned)p->client.uid, u.n[COUNT_RUNNING],
+		    u.n[COUNT_QUEUED], u.n[COUNT_STUCK], sc->n[COUNT_RUNNING] +
+		    sc->n[COUNT_STUCK], INFEED_MAX_ATTACH_THREADS,
+		    INFEED_ATTACH_CHECK_S);
 		return;
 	}
 	/* The thread cannot be stopped: its job is given up. */
-	pthread_mutex_lock(&sc->mtx);
-	j->p = NULL;
-	pthread_mutex_unlock(&sc->mtx);
-	sc->running--;
-	sc->stuck++;
-	log_warnx("client %llu (pid %d): an Attach's check did not return "
-	    "in %d s (%s); %u such checks are out", (unsigned long long)
-	    p->client.peer_id, (int)p->client.pid, INFEED_ATTACH_CHECK_S,
+	attach_job_give_up(sc, j);
+	log_warnx("client %llu (pid %d, uid %u): an Attach's check did not "
+	    "return in %d s (%s); %u such checks of uid %u are out",
+	    (unsigned long long)p->client.peer_id, (int)p->client.pid,
+	    (unsigned)p->client.uid, INFEED_ATTACH_CHECK_S,
 	    stage == STAGE_GROUPS ? "the group database" : "the client's "
-	    "files", sc->stuck);
+	    "files", attach_uid_counts(sc, j->uid).n[COUNT_STUCK],
+	    (unsigned)j->uid);
 	attach_check_run(sc);
 	if (stage == STAGE_GROUPS) {
 		attach_pending_fail(p, false,
@@ -486,6 +572,9 @@ attach_check_free(struct attach_checks *sc)
 	}
 	close(sc->wake[0]);
 	close(sc->wake[1]);
+	free(sc->uids);
+	sc->uids = NULL;
+	sc->nuids = 0;
 	last = sc->threads == 0;
 	pthread_mutex_unlock(&sc->mtx);
 	if (!last)
@@ -502,11 +591,49 @@ unsigned
 attach_check_pending(const struct attach_checks *sc)
 {
 	const struct attach_pending	*p;
-	unsigned			 n = sc->stuck;
+	unsigned			 n = sc->n[COUNT_STUCK];
 
 	TAILQ_FOREACH(p, &sc->pending, entry)
 		n++;
 	return (n);
+}
+
+/*
+ * Why an Attach of @uid that needs a thread is refused at once (its uid's
+ * checks given up, every thread's given up, or its uid's running and
+ * queue full), or NULL: it may queue.
+ */
+static char *
+attach_check_room(const struct attach_checks *sc, uid_t uid)
+{
+	struct attach_uid	u = attach_uid_counts(sc, uid);
+
+	if (u.n[COUNT_STUCK] >= INFEED_MAX_STUCK_CHECKS)
+		return (xasprintf("%u checks of files or groups for Attach "
+		    "requests of uid %u were given up and have not returned "
+		    "(files on mounts that do not answer, or a group "
+		    "database that does not); infeedd takes no Attach of "
+		    "uid %u that needs one until they do (at most %d may be "
+		    "out a user): fix the mount or copy the files to a local "
+		    "disk, or attach to a catalogue dataset, and try again "
+		    "later", u.n[COUNT_STUCK], (unsigned)uid, (unsigned)uid,
+		    INFEED_MAX_STUCK_CHECKS));
+	if (sc->n[COUNT_STUCK] >= INFEED_MAX_ATTACH_THREADS)
+		return (xasprintf("%u checks of clients' files or groups "
+		    "were given up and have not returned (files on mounts "
+		    "that do not answer, or a group database that does not); "
+		    "infeedd takes no Attach that needs one until some do "
+		    "(at most %d threads): try again later, or attach to a "
+		    "catalogue dataset, and tell the operator",
+		    sc->n[COUNT_STUCK], INFEED_MAX_ATTACH_THREADS));
+	if (u.n[COUNT_RUNNING] >= INFEED_MAX_ATTACH_CHECKS &&
+	    u.n[COUNT_QUEUED] >= INFEED_MAX_ATTACH_QUEUE)
+		return (xasprintf("infeedd is checking %u other Attach "
+		    "requests' files or groups of uid %u and %u more wait (at "
+		    "most %d and %d a user); try again in a moment",
+		    u.n[COUNT_RUNNING], (unsigned)uid, u.n[COUNT_QUEUED],
+		    INFEED_MAX_ATTACH_CHECKS, INFEED_MAX_ATTACH_QUEUE));
+	return (NULL);
 }
 
 /* Begin an Attach: see attach-check.h. */
@@ -540,26 +667,8 @@ attach_check_begin(struct attach_checks *sc,
 		goto refuse;
 	*code = ERRCODE_RESOURCE_EXHAUSTED;
 	if ((a->has_files || groups) &&
-	    sc->stuck >= INFEED_MAX_STUCK_CHECKS) {
-		*cause = xasprintf("%u checks of clients' files or groups "
-		    "were given up and have not returned (files on mounts "
-		    "that do not answer, or a group database that does not); "
-		    "infeedd takes no Attach that needs one until they do "
-		    "(at most %d may be out): try "
-		    "again later, or attach to a catalogue dataset, and tell "
-		    "the operator", sc->stuck, INFEED_MAX_STUCK_CHECKS);
+	    (*cause = attach_check_room(sc, client->uid)) != NULL)
 		goto refuse;
-	}
-	if ((a->has_files || groups) &&
-	    sc->running >= INFEED_MAX_ATTACH_CHECKS &&
-	    sc->nqueued >= INFEED_MAX_ATTACH_QUEUE) {
-		*cause = xasprintf("infeedd is checking %u other Attach "
-		    "requests' files or groups and %u more wait (at most "
-		    "%d and %d); try again in a moment", sc->running,
-		    sc->nqueued, INFEED_MAX_ATTACH_CHECKS,
-		    INFEED_MAX_ATTACH_QUEUE);
-		goto refuse;
-	}
 
 	p = xcalloc(1, sizeof(*p));
 	p->sc = sc;
@@ -592,7 +701,7 @@ attach_check_begin(struct attach_checks *sc,
 	p->job = j;
 	TAILQ_INSERT_TAIL(&sc->jobs, j, all);
 	TAILQ_INSERT_TAIL(&sc->queue, j, entry);
-	sc->nqueued++;
+	attach_count(sc, j->uid, COUNT_QUEUED, 1);
 	evtimer_add(p->timer, &tv);
 	attach_check_run(sc);
 	return (1);
@@ -610,6 +719,32 @@ attach_check_name(const struct attach_pending *p)
 	return (p->a.dataset);
 }
 
+/*
+ * Have the workers map the client's files when its uid's, and all
+ * clients', mapped files stay within bounds (dataset_files_charge()), else
+ * read them with pread: a client's sparse files of tens of TiB cannot
+ * take the workers' address space from the others.
+ */
+static void
+attach_check_charge(struct attach_pending *p)
+{
+	uint64_t	mine, all;
+
+	if (dataset_files_charge(p->chk.ds, p->client.uid, &p->chk.files))
+		return;
+	mine = dataset_charged(p->client.uid, &all);
+	log_info("client %llu (pid %d, uid %u): the workers read its files "
+	    "for '%s' (%llu MiB) with pread, not mapped: uid %u has %llu MiB "
+	    "of files mapped, of at most %llu, and all clients %llu MiB, of "
+	    "at most %llu", (unsigned long long)p->client.peer_id,
+	    (int)p->client.pid, (unsigned)p->client.uid, p->a.dataset,
+	    (unsigned long long)(dataset_files_bytes(p->chk.ds) >> 20),
+	    (unsigned)p->client.uid, (unsigned long long)(mine >> 20),
+	    (unsigned long long)(DATASET_FILES_MAP_UID_MAX >> 20),
+	    (unsigned long long)(all >> 20),
+	    (unsigned long long)(DATASET_FILES_MAP_MAX >> 20));
+}
+
 /* End a pending Attach whose callback came: make the session, or fail. */
 struct session *
 attach_check_end(struct attach_pending *p, const struct session_host *host,
@@ -623,9 +758,12 @@ attach_check_end(struct attach_pending *p, const struct session_host *host,
 		*code = p->code;
 		*cause = p->cause;
 		p->cause = NULL;
-	} else
+	} else {
+		if (p->chk.ds != NULL)
+			attach_check_charge(p);
 		s = session_new_checked(host, &p->client, &p->a, &p->chk, ev,
 		    arg, code, cause);
+	}
 	attach_pending_free(p);
 	return (s);
 }
@@ -643,15 +781,10 @@ attach_check_cancel(struct attach_pending *p)
 	if (j != NULL && atomic_load(&j->stage) == STAGE_QUEUED) {
 		TAILQ_REMOVE(&sc->queue, j, entry);
 		TAILQ_REMOVE(&sc->jobs, j, all);
-		sc->nqueued--;
+		attach_count(sc, j->uid, COUNT_QUEUED, -1);
 		attach_job_free(j);
-	} else if (j != NULL) {
-		pthread_mutex_lock(&sc->mtx);
-		j->p = NULL;
-		pthread_mutex_unlock(&sc->mtx);
-		sc->running--;
-		sc->stuck++;
-	}
+	} else if (j != NULL)
+		attach_job_give_up(sc, j);
 	p->job = NULL;
 	attach_pending_free(p);
 	attach_check_run(sc);

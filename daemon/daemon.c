@@ -216,6 +216,8 @@ daemon_start(const struct daemon_args *args)
 	d->cat = catalogue_open(d->conf, NULL);
 	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers, max,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max);
+	if (args->forker_restarts)
+		pool_forker_restarts_from(d->pool, d->conf->path);
 	if (d->conf->workers_auto) {
 		d->autotune = autotune_new(d->pool, &cpus);
 		d->ev_autotune = event_new(d->base, -1, EV_PERSIST,

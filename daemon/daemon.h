@@ -69,6 +69,8 @@ struct daemon_args {
 	unsigned	 workers;	/* 0: the configuration's */
 	bool		 service;	/* listen, signals, systemd notices */
 	bool		 workers_auto;	/* --workers auto: the pool sizes itself */
+	bool		 forker_restarts; /* infeedd's binary: a dead fork
+					   server is started from it again */
 };
 
 /**

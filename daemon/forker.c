@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fork server (see forker.h): the daemon's side, which asks and
- * listens, and the fork server's own loop, which forks, reaps and
- * reports.  The fork server is single-threaded and blocks in poll() on
- * its socket and a signalfd of SIGCHLD; the daemon never blocks on it
+ * The fork server (see forker.h): the daemon's side, which starts it,
+ * asks and listens, and the fork server's own loop, which forks, reaps
+ * and reports.  The fork server is single-threaded and blocks in poll()
+ * on its socket and a signalfd of SIGCHLD; the daemon never blocks on it
  * but at start-up and shutdown.
  */
 
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -46,6 +48,8 @@ struct forker_server {
 	struct catalogue	*cat;		/* the daemon's, then reloaded */
 	struct config		*conf;		/* a reload's, or NULL */
 	struct worker_beat	*beats;
+	size_t			 nbeats;
+	pid_t			 daemon;	/* its workers die with it */
 	int			 sock;
 	int			 sigfd;
 	sigset_t		 mask;		/* the daemon's, for workers */
@@ -109,6 +113,12 @@ forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
 
 	memset(&m, 0, sizeof(m));
 	m.idx = req->idx;
+	if (req->idx >= fs->nbeats) {
+		m.type = FORKER_MSG_FAILED;
+		m.status = EINVAL;
+		(void)forker_send(fs->sock, &m, -1);
+		return;
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
 		m.type = FORKER_MSG_FAILED;
 		m.status = errno;
@@ -123,6 +133,7 @@ forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
 		close(fs->sock);
 		close(fs->sigfd);
 		wc.parent = getppid();
+		wc.daemon = fs->daemon;
 		wc.beat = &fs->beats[req->idx];
 		wc.image_memory_max = req->image_memory_max;
 		worker_main(fs->cat, sv[1], &fs->mask, &wc);
@@ -244,7 +255,7 @@ forker_exit(struct forker_server *fs)
 
 /* The fork server: fork, reap and report until the daemon goes. */
 static void __attribute__((noreturn))
-forker_main(struct forker_server *fs, pid_t daemon_pid)
+forker_main(struct forker_server *fs)
 {
 	struct pollfd		pfd[2];
 	struct forker_msg	m;
@@ -252,7 +263,7 @@ forker_main(struct forker_server *fs, pid_t daemon_pid)
 	int			fd, rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != daemon_pid)	/* gone before the line above */
+	if (getppid() != fs->daemon)	/* gone before the line above */
 		_exit(0);
 	prctl(PR_SET_NAME, "infeedd-forker");
 	/* Stopped by the daemon (EOF), not by a signal to the service's group. */
@@ -326,10 +337,12 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 		memset(&fs, 0, sizeof(fs));
 		fs.cat = (struct catalogue *)(uintptr_t)cat;	/* a copy */
 		fs.beats = beats;
+		fs.nbeats = SIZE_MAX;	/* the pool asks for no other */
+		fs.daemon = self;
 		fs.sock = sv[1];
 		fs.sigfd = -1;
 		fs.mask = old;
-		forker_main(&fs, self);
+		forker_main(&fs);
 	default:
 		break;
 	}
@@ -341,6 +354,106 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 		fatal("fork server: O_NONBLOCK");
 	log_debug("fork server started, pid %d", (int)f->pid);
 	return (f);
+}
+
+/*
+ * In forker_exec()'s child, which may call only what is safe after a
+ * fork of a process with threads: @sock and @beats to FORKER_SOCK_FD and
+ * FORKER_BEATS_FD, the binary @exe to the one after them (close-on-exec),
+ * every other descriptor past stdio closed (they are close-on-exec too).
+ * Return: the binary's new descriptor, or -1.
+ */
+static int
+forker_exec_fds(int sock, int beats, int exe)
+{
+	int	s, b, e, to = FORKER_BEATS_FD + 1;
+
+	/* Above the targets first, so that no dup2() lands on another. */
+	if ((s = fcntl(sock, F_DUPFD_CLOEXEC, to + 1)) == -1 ||
+	    (b = fcntl(beats, F_DUPFD_CLOEXEC, to + 1)) == -1 ||
+	    (e = fcntl(exe, F_DUPFD_CLOEXEC, to + 1)) == -1)
+		return (-1);
+	/* dup2() clears close-on-exec on the copies, and only on them. */
+	if (dup2(s, FORKER_SOCK_FD) == -1 || dup2(b, FORKER_BEATS_FD) == -1 ||
+	    dup3(e, to, O_CLOEXEC) == -1)
+		return (-1);
+	(void)close_range(to + 1, ~0U, 0);
+	return (to);
+}
+
+/* Start a fork server from infeedd's own binary. */
+struct forker *
+forker_exec(int exe_fd, const char *config_path, int beats_fd)
+{
+	extern char	**environ;
+	static char	 name[] = "infeedd-forker", mode[] = "--fork-server";
+	char		*argv[] = { name, mode,
+			    (char *)(uintptr_t)config_path, NULL };
+	struct forker	*f;
+	sigset_t	 all, old;
+	pid_t		 self = getpid(), pid;
+	int		 sv[2], flags, saved;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
+		return (NULL);
+	/* No handler of the daemon's may run in it; forker_serve() unblocks. */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	if ((pid = fork()) == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* kept by execve() */
+		if (getppid() == self && (exe_fd = forker_exec_fds(sv[1],
+		    beats_fd, exe_fd)) != -1)
+			execveat(exe_fd, "", argv, environ, AT_EMPTY_PATH);
+		_exit(127);
+	}
+	saved = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(sv[1]);
+	if (pid == -1) {
+		close(sv[0]);
+		errno = saved;
+		return (NULL);
+	}
+	f = xcalloc(1, sizeof(*f));
+	f->pid = pid;
+	f->fd = sv[0];
+	if ((flags = fcntl(f->fd, F_GETFL)) == -1 ||
+	    fcntl(f->fd, F_SETFL, flags | O_NONBLOCK) == -1)
+		fatal("fork server: O_NONBLOCK");
+	return (f);
+}
+
+/* The fork server forker_exec() started, in its own process. */
+void
+forker_serve(const char *config_path)
+{
+	struct forker_server	 fs;
+	struct stat		 sb;
+	void			*beats;
+	char			*cause = NULL;
+
+	log_init("infeedd-forker", 0);
+	memset(&fs, 0, sizeof(fs));
+	fs.daemon = getppid();
+	fs.sock = FORKER_SOCK_FD;
+	fs.sigfd = -1;
+	sigemptyset(&fs.mask);		/* the daemon blocks none */
+	if (fstat(FORKER_BEATS_FD, &sb) == -1 ||
+	    (size_t)sb.st_size < sizeof(*fs.beats))
+		fatalx("fork server: descriptor %d is not the workers' beats "
+		    "(infeedd runs itself with --fork-server; it is not for "
+		    "operators)", FORKER_BEATS_FD);
+	beats = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, FORKER_BEATS_FD, 0);
+	if (beats == MAP_FAILED)
+		fatal("fork server: the workers' beats");
+	close(FORKER_BEATS_FD);
+	fs.beats = beats;
+	fs.nbeats = (size_t)sb.st_size / sizeof(*fs.beats);
+	if ((fs.conf = config_load(config_path, &cause)) == NULL)
+		fatalx("fork server: %s", cause);
+	fs.cat = catalogue_open(fs.conf, NULL);
+	forker_main(&fs);
 }
 
 /* The daemon's end of the socket. */
@@ -404,6 +517,16 @@ forker_wait(struct forker *f, int ms)
 		rc = poll(&pfd, 1, ms);
 	} while (rc == -1 && errno == EINTR);
 	return (rc > 0);
+}
+
+/* Close the socket of a fork server that is gone; the caller reaps it. */
+void
+forker_free(struct forker *f)
+{
+	if (f == NULL)
+		return;
+	close(f->fd);
+	free(f);
 }
 
 /* Close the socket and wait for the fork server to go. */

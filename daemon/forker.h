@@ -18,8 +18,15 @@
  *
  * The fork server dies with the daemon (PR_SET_PDEATHSIG, and EOF on its
  * socket: then it gives its workers FORKER_STOP_MS to go, kills those
- * left and exits); its workers die with it (theirs).  The daemon sees its
- * death as EOF, and cannot go on without it (fatal).
+ * left and exits).  Its workers do not die with it: they die with the
+ * daemon (worker.h), which is a child subreaper, so that the workers of
+ * a fork server that died become the daemon's children, serve on and are
+ * reaped by the pool.  The daemon sees the fork server's death as EOF and
+ * starts a new one with forker_exec(): infeedd's own binary run again as
+ * "infeedd --fork-server CONFIG", with its socket and the beats' memory
+ * as its only descriptors beyond stdio, so that it holds nothing of any
+ * client either; it opens the catalogue of CONFIG, the configuration the
+ * daemon last loaded.
  */
 #ifndef INFEED_FORKER_H
 #define INFEED_FORKER_H
@@ -34,6 +41,10 @@
 
 /* At shutdown, workers told to stop have this long before SIGKILL. */
 #define FORKER_STOP_MS		2000
+
+/* Where forker_exec() puts the fork server's socket and beats memory. */
+#define FORKER_SOCK_FD		3
+#define FORKER_BEATS_FD		4
 
 enum forker_msg_type {
 	FORKER_MSG_SPAWN = 1,
@@ -61,6 +72,27 @@ struct forker;
  */
 struct forker	*forker_start(const struct catalogue *cat,
 		    struct worker_beat *beats);
+
+/**
+ * forker_exec() - start a fork server that holds nothing of the daemon's:
+ * fork, and execute the binary open at @exe_fd (infeedd's, opened from
+ * /proc/self/exe at start-up) as "infeedd --fork-server @config_path",
+ * with the beats' shared memory @beats_fd (a memfd of whole struct
+ * worker_beat) and its socket as its only other descriptors.  It forks
+ * workers once it has opened the catalogue of @config_path; requests
+ * sent meanwhile wait in its socket.
+ * Return: the fork server, or NULL (errno set) when it cannot be forked.
+ */
+struct forker	*forker_exec(int exe_fd, const char *config_path,
+		    int beats_fd);
+
+/**
+ * forker_serve() - the fork server that forker_exec() started, in its
+ * own process (infeedd's main() calls it for --fork-server): open the
+ * catalogue of @config_path and serve the daemon.  Fatal when it cannot.
+ */
+void		 forker_serve(const char *config_path)
+		    __attribute__((noreturn));
 
 /**
  * forker_fd() - the daemon's end of the socket, non-blocking, to watch.
@@ -106,5 +138,11 @@ int		 forker_wait(struct forker *f, int ms);
  * a no-op.
  */
 void		 forker_stop(struct forker *f);
+
+/**
+ * forker_free() - close the socket of a fork server that is gone (or
+ * going) without waiting for it: its caller reaps it; NULL is a no-op.
+ */
+void		 forker_free(struct forker *f);
 
 #endif /* INFEED_FORKER_H */

@@ -17,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon.h"
+#include "forker.h"
 #include "log.h"
 #include "number.h"
 #include "paths.h"
@@ -56,10 +57,15 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true, false };
+	struct daemon_args	 args = { INFEEDD_DEFAULT_CONFIG, NULL, 0, true,
+				    false, true };
 	struct daemon		*d;
 	uint64_t		 workers;
 	int		 ch, verbose = 0;
+
+	/* A fork server that infeedd started again (forker_exec()). */
+	if (argc == 3 && strcmp(argv[1], "--fork-server") == 0)
+		forker_serve(argv[2]);
 
 	while ((ch = getopt_long(argc, argv, "c:s:w:vVh", longopts, NULL))
 	    != -1) {

@@ -461,6 +461,14 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	    "given to a worker again after the one reading them died.");
 	evbuffer_add_printf(b, "infeed_rows_reissued_total %llu\n",
 	    (unsigned long long)st->rows_reissued);
+	metrics_family(b, "infeed_fork_server_restarts_total", "counter",
+	    "New fork servers infeedd started after one died.");
+	evbuffer_add_printf(b, "infeed_fork_server_restarts_total %u\n",
+	    st->fork_server_restarts);
+	metrics_family(b, "infeed_fork_server_up", "gauge", "1 while a fork "
+	    "server is up to start workers, 0 while a new one is awaited.");
+	evbuffer_add_printf(b, "infeed_fork_server_up %d\n",
+	    st->fork_server_pid > 0);
 	metrics_family(b, "infeed_jobs_queued", "gauge", "Jobs (parts of "
 	    "steps) waiting for a free worker.");
 	evbuffer_add_printf(b, "infeed_jobs_queued %u\n", st->jobs_queued);

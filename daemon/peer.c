@@ -1269,6 +1269,10 @@ peer_stats(struct peer *p)
 	st.jobs_queued = snap.jobs_queued;
 	st.has_rows_reissued = 1;
 	st.rows_reissued = snap.rows_reissued;
+	st.has_fork_server_pid = st.has_fork_server_restarts = 1;
+	st.fork_server_pid = snap.fork_server_pid > 0 ? snap.fork_server_pid :
+	    0;
+	st.fork_server_restarts = snap.fork_server_restarts;
 	st.n_workers = snap.nworkers;
 	st.workers = wsp;
 	st.huge_pages = (char *)(uintptr_t)snap.huge_pages;

@@ -6,6 +6,7 @@
  */
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -37,6 +38,8 @@
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_MAX_QUEUED		1024	/* messages a worker may leave unread */
 #define POOL_START_MS		30000	/* the first workers, at most */
+#define POOL_FORKER_HEALTHY_MS	10000	/* up so long: restarted at once */
+#define POOL_FORKER_ANSWER_MS	500	/* a worker waits: is it stopped? */
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
@@ -100,14 +103,27 @@ struct worker {
 	bool		 retiring;	/* reload: replace once idle */
 	bool		 parking;	/* pool_shrink(): goes once idle, for good */
 	bool		 spawning;	/* asked of the fork server */
+	bool		 adopted;	/* its fork server died: ours */
+	bool		 closed;	/* its socket: its end is awaited */
 };
 
 struct pool {
 	struct event_base	*base;
 	const struct catalogue	*cat;
 	struct ring_budget	*budget;	/* what it keeps; or NULL */
-	struct forker		*forker;	/* forks the workers */
+	struct forker		*forker;	/* NULL: none up */
 	struct event		*forker_ev;
+	struct event		*forker_restart_ev;
+	struct event		*forker_check_ev; /* is it stopped? */
+	struct event		*chld_ev;	/* SIGCHLD: adopted workers, */
+	pid_t			*forkers_gone;	/* ... dead fork servers */
+	size_t			 nforkers_gone;
+	int			 exe_fd;	/* infeedd's; -1: no restart */
+	char			*config_path;	/* a new fork server's */
+	int			 beats_fd;	/* for a new fork server */
+	unsigned		 forker_restarts;
+	unsigned		 forker_backoff_ms;
+	uint64_t		 forker_started_ms;
 	bool			 starting;	/* pool_new(): failures are fatal */
 	struct worker		*workers;
 	unsigned		 n;		/* slots: the most it may grow to */
@@ -138,6 +154,9 @@ static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
 static void	pool_worker_maps(struct worker *, uint64_t);
 static void	pool_respawn_failed(struct worker *);
+static void	pool_forker_cb(evutil_socket_t, short, void *);
+static void	pool_forker_later(struct pool *);
+static void	pool_forker_check_later(struct pool *);
 
 static const struct transport_events pool_transport_events = {
 	.read = pool_worker_read_cb,
@@ -231,18 +250,23 @@ pool_find(struct pool *pool, uint64_t id)
 
 /*
  * Start (or restart) one worker: ask the fork server, whose SPAWNED
- * brings its socket (pool_spawned()).  Returns -1 (logged) when the
- * request could not be sent.
+ * brings its socket (pool_spawned()).  While none is up, or when the one
+ * up has just died, the next one is asked (pool_forker_restart()).
+ * Returns -1 (logged) when the request could not be sent otherwise.
  */
 static int
 pool_spawn(struct pool *pool, struct worker *w)
 {
+	w->spawning = true;
+	if (pool->forker == NULL)
+		return (0);
 	if (forker_spawn(pool->forker, w->idx, pool->image_memory_max) ==
-	    -1) {
+	    -1 && errno != EPIPE && errno != ECONNRESET) {
 		log_warn("worker %u: asking the fork server", w->idx);
+		w->spawning = false;
 		return (-1);
 	}
-	w->spawning = true;
+	pool_forker_check_later(pool);
 	return (0);
 }
 
@@ -261,6 +285,8 @@ pool_spawned(struct pool *pool, struct worker *w, pid_t pid, int fd)
 	w->t = transport_new(pool->base, fd, &tc);
 	transport_read_on(w->t, NULL);
 	w->spawning = false;
+	w->adopted = false;
+	w->closed = false;
 	w->pid = pid;
 	w->job = NULL;
 	w->stuck = false;
@@ -447,9 +473,15 @@ static void
 pool_worker_read_cb(void *arg)
 {
 	struct worker	*w = arg;
+	int		 rc;
 
-	if (pool_worker_read(w) == 1)
+	if ((rc = pool_worker_read(w)) == 1)
 		pool_dispatch(w->pool);
+	else if (rc == -1) {
+		/* Its end comes from its fork server: is that one stopped? */
+		w->closed = true;
+		pool_forker_check_later(w->pool);
+	}
 }
 
 /* Start the running job's clock: its first row is due in job_timeout. */
@@ -877,28 +909,334 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 	pool_respawn_later(pool, w, died);
 }
 
-/* How the fork server ended, for the message that says infeedd cannot go on. */
+/* How a fork server ended, as the log says: "was killed by signal 9 (KILL)". */
+static void
+pool_forker_how(int status, char *buf, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "was killed by signal %d (%s)",
+		    WTERMSIG(status), sigabbrev_np(WTERMSIG(status)) ?
+		    sigabbrev_np(WTERMSIG(status)) : "?");
+	else
+		snprintf(buf, len, "exited with status %d",
+		    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* The fork server died while the pool started: start-up fails. */
 static void __attribute__((noreturn))
-pool_forker_died(struct pool *pool)
+pool_forker_died_starting(struct pool *pool)
 {
 	pid_t	pid = forker_pid(pool->forker);
+	char	how[96];
 	int	status = 0;
 
 	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
 		;
-	if (WIFSIGNALED(status))
-		fatalx("the fork server (pid %d) was killed by signal %d (%s); "
-		    "infeedd cannot start workers without it", (int)pid,
-		    WTERMSIG(status), sigabbrev_np(WTERMSIG(status)) ?
-		    sigabbrev_np(WTERMSIG(status)) : "?");
-	fatalx("the fork server (pid %d) exited with status %d; infeedd "
-	    "cannot start workers without it", (int)pid,
-	    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	pool_forker_how(status, how, sizeof(how));
+	fatalx("the fork server (pid %d) %s while infeedd started", (int)pid,
+	    how);
+}
+
+/*
+ * A fork server is up again: ask it for the workers still to start (those
+ * the dead one was asked for, or that died meanwhile).
+ */
+static void
+pool_forker_ask_again(struct pool *pool)
+{
+	struct worker	*w;
+	unsigned	 i;
+
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->spawning && forker_spawn(pool->forker, w->idx,
+		    pool->image_memory_max) == -1 && errno != EPIPE &&
+		    errno != ECONNRESET) {
+			log_warn("worker %u: asking the fork server", w->idx);
+			w->spawning = false;
+			pool_respawn_failed(w);
+		}
+	}
+	pool_forker_check_later(pool);
+}
+
+/*
+ * Whether process @pid is stopped (SIGSTOP, or under a debugger): the
+ * state in /proc/PID/stat, a read that never blocks on disk.
+ */
+static bool
+pool_stopped(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	ssize_t	 n;
+	int	 fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return (false);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return (false);
+	buf[n] = '\0';
+	return ((p = strrchr(buf, ')')) != NULL && (p[2] == 'T' ||
+	    p[2] == 't'));
+}
+
+/* Look at the fork server in POOL_FORKER_ANSWER_MS, unless due to. */
+static void
+pool_forker_check_later(struct pool *pool)
+{
+	struct timeval	tv = { POOL_FORKER_ANSWER_MS / 1000,
+			    (POOL_FORKER_ANSWER_MS % 1000) * 1000 };
+
+	if (!evtimer_pending(pool->forker_check_ev, NULL))
+		evtimer_add(pool->forker_check_ev, &tv);
+}
+
+/*
+ * A worker was asked for, or one closed its socket and its end was not
+ * reported, POOL_FORKER_ANSWER_MS ago or more: a fork server that is
+ * stopped would hold up the replacement for as long as it stays so, so
+ * it is killed, and a new one starts (its death is handled as any other;
+ * the dead worker, reparented to the daemon, is reaped by it).  One that
+ * is slow (opening a large catalogue) is left alone.
+ */
+static void
+pool_forker_check_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool	*pool = arg;
+	struct worker	*w;
+	unsigned	 i;
+
+	(void)fd;
+	(void)ev;
+	if (pool->forker == NULL || pool->stopping)
+		return;
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->spawning || (w->closed && !w->adopted && w->pid != -1))
+			break;
+	}
+	if (i == pool->n)
+		return;
+	if (!pool_stopped(forker_pid(pool->forker))) {
+		pool_forker_check_later(pool);
+		return;
+	}
+	log_warnx("the fork server (pid %d) is stopped and worker %u's "
+	    "replacement waits for it; killing it and starting a new one",
+	    (int)forker_pid(pool->forker), i);
+	kill(forker_pid(pool->forker), SIGKILL);
+}
+
+/* Watch the fork server's socket. */
+static void
+pool_forker_watch(struct pool *pool)
+{
+	pool->forker_ev = event_new(pool->base, forker_fd(pool->forker),
+	    EV_READ | EV_PERSIST, pool_forker_cb, pool);
+	if (pool->forker_ev == NULL || event_add(pool->forker_ev, NULL))
+		fatalx("cannot watch the fork server");
+	pool->forker_started_ms = clock_now_ms();
+}
+
+/*
+ * Start a new fork server, from infeedd's own binary, so that it inherits
+ * nothing of the daemon's (forker_exec()); one that cannot be forked is
+ * tried again after the backoff.
+ */
+static void
+pool_forker_restart(struct pool *pool)
+{
+	if (pool->stopping || pool->forker != NULL)
+		return;
+	if (pool->exe_fd == -1) {
+		log_warnx("no fork server: this process cannot start one "
+		    "again; workers that die are not replaced");
+		return;
+	}
+	if ((pool->forker = forker_exec(pool->exe_fd, pool->config_path,
+	    pool->beats_fd)) == NULL) {
+		log_warn("cannot start a new fork server");
+		pool_forker_later(pool);
+		return;
+	}
+	pool->forker_restarts++;
+	pool_forker_watch(pool);
+	log_info("fork server started again, pid %d (restart %u)",
+	    (int)forker_pid(pool->forker), pool->forker_restarts);
+	pool_forker_ask_again(pool);
+}
+
+/* The restart's backoff is over. */
+static void
+pool_forker_restart_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool	*pool = arg;
+
+	(void)fd;
+	(void)ev;
+	pool_forker_restart(pool);
+	pool_dispatch(pool);
+}
+
+/*
+ * Start a new fork server after a backoff: none for one that was up
+ * POOL_FORKER_HEALTHY_MS, else doubling as for workers, so that a fork
+ * server that keeps dying does not make the daemon spin.
+ */
+static void
+pool_forker_later(struct pool *pool)
+{
+	struct timeval	tv;
+
+	if (clock_now_ms() - pool->forker_started_ms >= POOL_FORKER_HEALTHY_MS)
+		pool->forker_backoff_ms = 0;
+	else
+		pool->forker_backoff_ms = pool->forker_backoff_ms == 0 ?
+		    POOL_BACKOFF_MIN_MS : pool->forker_backoff_ms * 2 >
+		    POOL_BACKOFF_MAX_MS ? POOL_BACKOFF_MAX_MS :
+		    pool->forker_backoff_ms * 2;
+	tv.tv_sec = pool->forker_backoff_ms / 1000;
+	tv.tv_usec = (suseconds_t)(pool->forker_backoff_ms % 1000) * 1000;
+	evtimer_add(pool->forker_restart_ev, &tv);
+}
+
+/* Whether @pid is a process the pool knows: a fork server or a worker. */
+static bool
+pool_knows(const struct pool *pool, pid_t pid)
+{
+	size_t	i;
+
+	if (pool->forker != NULL && forker_pid(pool->forker) == pid)
+		return (true);
+	for (i = 0; i < pool->nforkers_gone; i++) {
+		if (pool->forkers_gone[i] == pid)
+			return (true);
+	}
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].pid == pid)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * In infeedd, whose every child is the pool's: reap the ended children
+ * the pool does not know, workers a fork server forked as it died, before
+ * it could say so.  Stops at the first known one, which is its own path's
+ * (pool_reap() and pool_forker_died() come back here).
+ */
+static void
+pool_reap_strays(struct pool *pool)
+{
+	siginfo_t	si;
+
+	for (;;) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1 ||
+		    si.si_pid == 0 || pool_knows(pool, si.si_pid))
+			return;
+		log_debug("process %d, a worker whose fork server died as it "
+		    "forked it, ended", (int)si.si_pid);
+		while (waitpid(si.si_pid, NULL, 0) == -1 && errno == EINTR)
+			;
+	}
+}
+
+/*
+ * Reap what is the daemon's to reap: dead fork servers (their end said in
+ * the log), and adopted workers, whose ends count as the EXITED a fork
+ * server would have sent.  Only known pids, but in infeedd itself (which
+ * starts fork servers again: every child is the pool's).
+ */
+static void
+pool_reap(struct pool *pool)
+{
+	struct worker	*w;
+	char		 how[96];
+	size_t		 i;
+	pid_t		 pid, rc;
+	int		 status;
+
+	for (i = 0; i < pool->nforkers_gone; ) {
+		pid = pool->forkers_gone[i];
+		if ((rc = waitpid(pid, &status, WNOHANG)) == 0 ||
+		    (rc == -1 && errno == EINTR)) {
+			i++;
+			continue;
+		}
+		pool->forkers_gone[i] =
+		    pool->forkers_gone[--pool->nforkers_gone];
+		if (pool->stopping || rc == -1)
+			continue;
+		pool_forker_how(status, how, sizeof(how));
+		if (pool->forker != NULL)
+			log_warnx("the fork server (pid %d) %s; a new one (pid "
+			    "%d) starts workers from now on, and the workers "
+			    "go on serving", (int)pid, how,
+			    (int)forker_pid(pool->forker));
+		else
+			log_warnx("the fork server (pid %d) %s; a new one "
+			    "starts within %u ms, and the workers go on "
+			    "serving", (int)pid, how, pool->forker_backoff_ms);
+	}
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->adopted && w->pid != -1 &&
+		    waitpid(w->pid, &status, WNOHANG) == w->pid) {
+			w->adopted = false;
+			pool_worker_exited(pool, w->pid, status);
+		}
+	}
+	if (pool->exe_fd != -1)
+		pool_reap_strays(pool);
+}
+
+/* SIGCHLD: an adopted worker or a fork server ended. */
+static void
+pool_chld_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	struct pool	*pool = arg;
+
+	(void)sig;
+	(void)ev;
+	pool_reap(pool);
+	pool_dispatch(pool);
+}
+
+/*
+ * The fork server's socket closed: it died.  Its workers serve on, the
+ * daemon's children now (a child subreaper), reaped by pool_reap(); a new
+ * fork server starts (after a backoff when they keep dying) and is asked
+ * for the workers still to start.
+ */
+static void
+pool_forker_died(struct pool *pool)
+{
+	unsigned	i;
+
+	if (pool->starting)
+		pool_forker_died_starting(pool);
+	pool->forkers_gone = xreallocarray(pool->forkers_gone,
+	    pool->nforkers_gone + 1, sizeof(*pool->forkers_gone));
+	pool->forkers_gone[pool->nforkers_gone++] = forker_pid(pool->forker);
+	event_free(pool->forker_ev);
+	pool->forker_ev = NULL;
+	forker_free(pool->forker);
+	pool->forker = NULL;
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].pid != -1)
+			pool->workers[i].adopted = true;
+	}
+	pool_forker_later(pool);
+	pool_reap(pool);
 }
 
 /*
  * What the fork server says: a worker forked (its socket with it), one
- * that could not be, one that ended.  Its EOF: it died, fatal.
+ * that could not be, one that ended.  Its EOF: it died (pool_forker_died()).
  */
 static void
 pool_forker_read(struct pool *pool)
@@ -962,12 +1300,31 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->job_timeout_ms = job_timeout_ms;
 	pool->image_memory_max = image_memory_max;
 	pool->oom_kills = pool_oom_kills();
-	/* Shared with every worker: the fork server maps it too. */
+	pool->exe_fd = -1;
+	/*
+	 * Shared with every worker, and with the fork server: a memfd, which
+	 * a fork server started again maps from its descriptor.
+	 */
+	if ((pool->beats_fd = memfd_create("infeedd-beats", MFD_CLOEXEC)) ==
+	    -1 || ftruncate(pool->beats_fd, (off_t)(slots *
+	    sizeof(*pool->beats))) == -1)
+		fatal("worker progress memory");
 	beats = mmap(NULL, slots * sizeof(*pool->beats), PROT_READ |
-	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	    PROT_WRITE, MAP_SHARED, pool->beats_fd, 0);
 	if (beats == MAP_FAILED)
 		fatal("worker progress memory");
 	pool->beats = beats;
+	/* The workers of a fork server that died become ours (pool_reap()). */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1)
+		fatal("PR_SET_CHILD_SUBREAPER");
+	pool->chld_ev = evsignal_new(base, SIGCHLD, pool_chld_cb, pool);
+	pool->forker_restart_ev = evtimer_new(base, pool_forker_restart_cb,
+	    pool);
+	pool->forker_check_ev = evtimer_new(base, pool_forker_check_cb, pool);
+	if (pool->chld_ev == NULL || pool->forker_restart_ev == NULL ||
+	    pool->forker_check_ev == NULL ||
+	    event_add(pool->chld_ev, NULL) == -1)
+		fatalx("cannot watch the fork server");
 	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
 	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t));
 	pool->n = slots;
@@ -999,15 +1356,56 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		}
 	}
 	pool->starting = false;
-	pool->forker_ev = event_new(base, forker_fd(pool->forker), EV_READ |
-	    EV_PERSIST, pool_forker_cb, pool);
-	pool->retry_ev = evtimer_new(base, pool_retry_cb, pool);
-	if (pool->forker_ev == NULL || pool->retry_ev == NULL ||
-	    event_add(pool->forker_ev, NULL))
-		fatalx("cannot watch the fork server");
+	pool_forker_watch(pool);
+	if ((pool->retry_ev = evtimer_new(base, pool_retry_cb, pool)) == NULL)
+		fatalx("evtimer_new");
 	log_info("%u worker processes started by the fork server (pid %d)",
 	    workers, (int)forker_pid(pool->forker));
 	return (pool);
+}
+
+/*
+ * At shutdown, the workers of dead fork servers (told to stop) and the
+ * dead fork servers: wait until @stop_ms for the workers, kill those
+ * left, and reap them all.
+ */
+static void
+pool_stop_adopted(struct pool *pool, uint64_t stop_ms)
+{
+	struct timespec	 pause = { 0, 10 * 1000 * 1000 };
+	struct worker	*w;
+	unsigned	 i, left;
+
+	for (;;) {
+		for (left = i = 0; i < pool->n; i++) {
+			w = &pool->workers[i];
+			if (!w->adopted || w->pid == -1)
+				continue;
+			if (waitpid(w->pid, NULL, WNOHANG) == 0)
+				left++;
+			else
+				w->pid = -1;
+		}
+		if (left == 0 || clock_now_ms() >= stop_ms)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (!w->adopted || w->pid == -1)
+			continue;
+		log_warnx("worker %u (pid %d) did not stop within %d ms of "
+		    "SIGTERM; killing it", w->idx, (int)w->pid, POOL_STOP_MS);
+		kill(w->pid, SIGKILL);
+		while (waitpid(w->pid, NULL, 0) == -1 && errno == EINTR)
+			;
+		w->pid = -1;
+	}
+	while (pool->nforkers_gone > 0) {
+		while (waitpid(pool->forkers_gone[--pool->nforkers_gone], NULL,
+		    0) == -1 && errno == EINTR)
+			;
+	}
 }
 
 /* Stop the workers and free the pool. */
@@ -1016,6 +1414,7 @@ pool_free(struct pool *pool)
 {
 	struct pool_ring	*pr;
 	struct job		*job;
+	uint64_t		 stop_ms;
 	unsigned		 i;
 
 	if (pool == NULL)
@@ -1035,9 +1434,11 @@ pool_free(struct pool *pool)
 		pool->workers[i].t = NULL;
 	}
 	/* It waits for them (POOL_STOP_MS), kills those left, and goes. */
+	stop_ms = clock_now_ms() + POOL_STOP_MS;
 	if (pool->forker_ev != NULL)
 		event_free(pool->forker_ev);
 	forker_stop(pool->forker);
+	pool_stop_adopted(pool, stop_ms);
 	for (i = 0; i < pool->n; i++) {
 		if (pool->workers[i].deadline_ev != NULL)
 			event_free(pool->workers[i].deadline_ev);
@@ -1056,6 +1457,14 @@ pool_free(struct pool *pool)
 	}
 	if (pool->retry_ev != NULL)
 		event_free(pool->retry_ev);
+	event_free(pool->chld_ev);
+	event_free(pool->forker_restart_ev);
+	event_free(pool->forker_check_ev);
+	free(pool->forkers_gone);
+	free(pool->config_path);
+	if (pool->exe_fd != -1)
+		close(pool->exe_fd);
+	close(pool->beats_fd);
 	munmap(pool->beats, pool->n * sizeof(*pool->beats));
 	free(pool->jobmsg);
 	free(pool->workers);
@@ -1341,9 +1750,15 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 	unsigned	 i;
 
 	/* Before any replacement is asked for: they read the new datasets. */
-	if (forker_reload(pool->forker, config_path) == -1)
+	if (pool->forker != NULL && forker_reload(pool->forker,
+	    config_path) == -1)
 		log_warn("reload: the fork server was not told; new workers "
 		    "read the datasets as they were");
+	/* A fork server started from now on opens it too. */
+	if (pool->config_path != NULL) {
+		free(pool->config_path);
+		pool->config_path = xstrdup(config_path);
+	}
 	pool->cat = cat;
 	pool->job_timeout_ms = job_timeout_ms;
 	pool->image_memory_max = image_memory_max;
@@ -1355,6 +1770,24 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 		if (w->job == NULL)
 			pool_retire(w);
 	}
+}
+
+/* A dead fork server is started again from infeedd's own binary. */
+void
+pool_forker_restarts_from(struct pool *pool, const char *config_path)
+{
+	/* Now: the binary that runs, even once a package replaced it. */
+	if ((pool->exe_fd = open("/proc/self/exe", O_PATH | O_CLOEXEC)) == -1)
+		fatal("/proc/self/exe");
+	pool->config_path = xstrdup(config_path);
+}
+
+/* The fork server now, for status. */
+void
+pool_forker_info(const struct pool *pool, pid_t *pid, unsigned *restarts)
+{
+	*pid = pool->forker != NULL ? forker_pid(pool->forker) : -1;
+	*restarts = pool->forker_restarts;
 }
 
 /* How many workers the pool has (one being retired by a shrink too). */

@@ -22,6 +22,12 @@
  * after a backoff, 10 ms doubling to 1 s with each death until it
  * finishes a job, so that a crash loop does not spin.  No send to a
  * worker blocks: a worker whose socket is full is stuck and killed.
+ *
+ * The fork server dying costs no worker: its workers, reparented to the
+ * daemon (a child subreaper), serve on and are reaped by the pool, and a
+ * new fork server is started (pool_forker_restarts_from()), at once, or
+ * after the same backoff when they keep dying; workers to start meanwhile
+ * are asked of it.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
@@ -205,6 +211,24 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 void		 pool_reload(struct pool *pool, const struct catalogue *cat,
 		    const char *config_path, uint32_t job_timeout_ms,
 		    uint64_t image_memory_max);
+
+/**
+ * pool_forker_restarts_from() - a fork server that dies is started again
+ * (after a backoff when they keep dying) from infeedd's own binary
+ * (/proc/self/exe, opened now) and the configuration at @config_path,
+ * which pool_reload() changes; the workers go on serving meanwhile.
+ * Only infeedd calls it: in a process that does not, a dead fork server
+ * is not replaced (and workers that die then are not either).
+ */
+void		 pool_forker_restarts_from(struct pool *pool,
+		    const char *config_path);
+
+/**
+ * pool_forker_info() - the fork server's pid (-1 while none is up) and
+ * how many times it was started again.
+ */
+void		 pool_forker_info(const struct pool *pool, pid_t *pid,
+		    unsigned *restarts);
 
 /*
  * Resizing (workers = auto, autotune.h decides): pool_grow() starts a

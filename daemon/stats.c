@@ -35,6 +35,8 @@ stats_take(struct stats *st, const struct pool *pool,
 		autotune_report(at, &st->autotune);
 	st->jobs_queued = pool_jobs_queued(pool);
 	st->rows_reissued = pool_rows_reissued(pool);
+	pool_forker_info(pool, &st->fork_server_pid,
+	    &st->fork_server_restarts);
 	/* The budget charges kept, held and freeing memory too. */
 	st->memory_used = budget->used - budget->kept_bytes -
 	    budget->held_bytes - budget->freeing_bytes;

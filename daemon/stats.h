@@ -62,6 +62,8 @@ struct stats {
 	struct autotune_report	 autotune;	/* ... its bound, decisions */
 	unsigned		 jobs_queued;
 	uint64_t		 rows_reissued;
+	pid_t			 fork_server_pid;	/* -1: none up */
+	unsigned		 fork_server_restarts;
 	uint64_t		 memory_used;	/* live rings and their tables */
 	uint64_t		 memory_kept;
 	uint64_t		 memory_held;

@@ -90,6 +90,22 @@ worker_beat_row(uint64_t row)
 	    __ATOMIC_RELAXED);
 }
 
+/* The daemon, whose death ends the worker (worker_orphan_cb()). */
+static pid_t	worker_daemon;
+
+/*
+ * The parent-death signal: the parent died, the fork server or the
+ * daemon.  The fork server's death leaves the worker with the daemon (a
+ * child subreaper), which a new fork server replaces: it serves on.
+ */
+static void
+worker_orphan_cb(int sig)
+{
+	(void)sig;
+	if (getppid() != worker_daemon)
+		_exit(0);
+}
+
 /*
  * SIGBUS: while rows are copied, a mapped file cut under them; go back to
  * worker_fill().  Anywhere else it is a bug: the default action, on the
@@ -593,9 +609,16 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 
 	populate_max = (uint64_t)sysconf(_SC_PHYS_PAGES) *
 	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != wc->parent)	/* gone before the line above */
-		_exit(0);
+	/* Sent again on each parent's death, the fork server's too. */
+	worker_daemon = wc->daemon;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = worker_orphan_cb;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(WORKER_ORPHAN_SIGNAL, &sa, NULL);
+	prctl(PR_SET_PDEATHSIG, WORKER_ORPHAN_SIGNAL);
+	if (getppid() != wc->parent && getppid() != wc->daemon)
+		_exit(0);	/* gone before the line above */
 	/* What ps, top and perf show: a worker, not the fork server. */
 	prctl(PR_SET_NAME, "infeedd-worker");
 	signal(SIGINT, SIG_IGN);

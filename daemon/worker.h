@@ -5,8 +5,10 @@
  * samples and write them straight into step slots in shared memory.
  * A ring names its catalogue dataset by index and by name, with its
  * samples and their size: the fork server opened its catalogue itself
- * after a reload, and a dataset that is not the daemon's (it changed on
- * disk in between, or did not open) fails the ring's jobs, saying so.
+ * after a reload (or when it was started again), and a dataset that is
+ * not the daemon's (it changed on disk in between, or did not open) fails
+ * the ring's jobs, saying so.  A worker dies with the daemon, not with
+ * the fork server: it outlives a fork server that dies (WORKER_ORPHAN_SIGNAL).
  *
  * The pool and a worker talk over one SOCK_SEQPACKET socketpair, through a
  * transport (transport.h) on each side, one message a record: MAP (with
@@ -81,6 +83,12 @@ struct worker_ring {
 	struct dataset_files	files;	/* with nfiles: how to read them */
 };
 
+/*
+ * A worker's parent-death signal: it checks whether its parent is still
+ * the daemon (the fork server died) or not (the daemon died: it exits).
+ */
+#define WORKER_ORPHAN_SIGNAL	SIGUSR2
+
 /* Rows in one JOB message at most (its indices: 32 KiB). */
 #define WORKER_MAX_JOB_ROWS	4096
 
@@ -104,7 +112,8 @@ struct worker_beat {
 
 /* What a worker is started with, besides the catalogue. */
 struct worker_conf {
-	pid_t			 parent;	/* it dies with it */
+	pid_t			 parent;	/* the fork server */
+	pid_t			 daemon;	/* it dies with it */
 	struct worker_beat	*beat;
 	uint64_t		 image_memory_max;	/* bytes a decode may take */
 };

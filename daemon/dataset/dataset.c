@@ -360,7 +360,9 @@ dataset_open_files(const char *name, const struct dataset_files *spec,
 	if (dataset_files_check(ds, spec, labels_fd, cause) != 0)
 		goto fail;
 
-	rc = dataset_map_fd(ds, what, data_fd, flags, &p->data, cause);
+	p->reads = map;
+	rc = dataset_map_fd(ds, what, data_fd, flags, spec->map_data, &p->data,
+	    cause);
 	data_fd = -1;
 	if (rc != 0)
 		goto fail;
@@ -376,8 +378,8 @@ dataset_open_files(const char *name, const struct dataset_files *spec,
 
 	if (labels_fd != -1) {
 		*content = false;
-		rc = dataset_map_fd(ds, lwhat, labels_fd, flags, &p->labels,
-		    cause);
+		rc = dataset_map_fd(ds, lwhat, labels_fd, flags,
+		    spec->map_labels, &p->labels, cause);
 		labels_fd = -1;
 		if (rc != 0)
 			goto fail;
@@ -417,6 +419,36 @@ fail:
 		ds->ops = NULL;
 	dataset_free(ds);
 	return (NULL);
+}
+
+/* Both files' sizes, as the check found them. */
+uint64_t
+dataset_files_bytes(const struct dataset *ds)
+{
+	const struct dataset_pair	*p = ds->priv;
+
+	if (!ds->client_files || p == NULL)
+		return (0);
+	return (p->data.size + (p->labels.fd != -1 ? p->labels.size : 0));
+}
+
+/* Charge a client's files, within the bounds, or have them read. */
+bool
+dataset_files_charge(struct dataset *ds, uid_t uid,
+    struct dataset_files *spec)
+{
+	struct dataset_pair	*p = ds->priv;
+	uint64_t		 bytes = dataset_files_bytes(ds);
+
+	spec->map_data = spec->map_labels = 0;
+	if (!ds->client_files || p == NULL || p->charged != 0 ||
+	    !dataset_charge(uid, bytes))
+		return (false);
+	p->charged = bytes;
+	p->charged_uid = uid;
+	spec->map_data = p->data.size;
+	spec->map_labels = p->labels.fd != -1 ? p->labels.size : 0;
+	return (true);
 }
 
 /* A client dataset's descriptors, data then labels. */

@@ -31,11 +31,18 @@
  * them, with fstat and pread of their headers, on a helper thread (a
  * client may truncate its file at any time, and a mapping would then raise
  * SIGBUS in the daemon; a file on the client's own FUSE mount may never
- * answer); the workers map them.  Their labels are not scanned at open
- * (see dataset_npy_labels()).
+ * answer); the workers map them, within bounds: a client's files take a
+ * worker's address space, and a sparse file of tens of TiB costs its
+ * client nothing, so the daemon charges what it has the workers map,
+ * DATASET_FILES_MAP_UID_MAX a uid and DATASET_FILES_MAP_MAX in all
+ * (dataset_files_charge()); files beyond are read with pread, a system
+ * call a row.  Their labels are not scanned at open (see
+ * dataset_npy_labels()).
  */
 #ifndef INFEED_DATASET_H
 #define INFEED_DATASET_H
+
+#include <sys/types.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -80,6 +87,13 @@ struct dataset_files {
 	uint32_t	ndim;		/* RAW data: one sample's shape */
 	uint32_t	pad;
 	uint64_t	shape[INFEED_MAX_DIMS];
+	/*
+	 * The daemon's, never the client's (0 from the Attach): the bytes of
+	 * each file the workers may map, as dataset_files_charge() allowed;
+	 * they read the rest with pread.
+	 */
+	uint64_t	map_data;
+	uint64_t	map_labels;
 };
 
 /**
@@ -89,8 +103,10 @@ struct dataset_files {
  * Each is checked (open for reading, a regular file, not empty) and so is
  * its content, with the raw and npy readers' own checks; their offsets,
  * which the client shares, are never moved.
- * @map: map the files for dataset_read() (a worker); else only check them
- *       and keep the descriptors for dataset_files_fds() (the daemon).
+ * @map: read the files with dataset_read() (a worker), mapping at most
+ *       spec->map_data and spec->map_labels bytes of them; else only
+ *       check them and keep the descriptors for dataset_files_fds() (the
+ *       daemon, which never maps a client's file).
  * @content: on failure, set to whether the files' content was at fault
  *           (rather than @spec or what the descriptors are); may be NULL.
  * @cause: on failure, "dataset 'NAME': the data file: ..." saying what
@@ -101,6 +117,24 @@ struct dataset_files {
 struct dataset	*dataset_open_files(const char *name,
 		    const struct dataset_files *spec, int data_fd,
 		    int labels_fd, bool map, bool *content, char **cause);
+
+/**
+ * dataset_files_charge() - have the workers map the files of @ds, a
+ * dataset_open_files() of @uid's, if the ledger (dataset_charge()) takes
+ * their sizes: then set spec->map_data and spec->map_labels to them, else
+ * to 0 (the workers read the files with pread).  Freeing @ds gives the
+ * charge back.  Not thread-safe: the daemon's loop calls it, and frees
+ * the datasets it charged there.
+ * Return: whether the files are mapped.
+ */
+bool		 dataset_files_charge(struct dataset *ds, uid_t uid,
+		    struct dataset_files *spec);
+
+/**
+ * dataset_files_bytes() - the bytes of a client's files, both together,
+ * as they were checked.
+ */
+uint64_t	 dataset_files_bytes(const struct dataset *ds);
 
 /**
  * dataset_files_fds() - the descriptors of a dataset_open_files() dataset,

@@ -514,6 +514,7 @@ npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	    dataset_npy_labels(ds, lpath, path, &n->labels, &n->labels_off,
 	    cause) != 0)
 		goto fail;
+	n->reads = true;
 	return (0);
 
 fail:

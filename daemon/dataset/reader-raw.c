@@ -144,6 +144,7 @@ raw_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	    dataset_raw_labels(ds, lpath, path, &r->labels,
 	    "check 'label_dtype ='", cause) != 0)
 		goto fail;
+	r->reads = true;
 	return (0);
 
 fail:

@@ -274,10 +274,11 @@ dataset_populate(uint64_t max_bytes, uint64_t chunk)
  */
 int
 dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
-    struct dataset_map *m, char **cause)
+    uint64_t max, struct dataset_map *m, char **cause)
 {
 	struct stat	 st;
 	void		*p;
+	size_t		 len;
 	int		 fl, saved_errno;
 
 	memset(m, 0, sizeof *m);
@@ -323,9 +324,9 @@ dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
 		return (dataset_error(cause, ds, "%s: too large to map",
 		    what));
 	}
-	if (flags & DATASET_MAP_READ) {
-		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd,
-		    0);
+	len = (uint64_t)st.st_size < max ? (size_t)st.st_size : (size_t)max;
+	if ((flags & DATASET_MAP_READ) && len > 0) {
+		p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED) {
 			saved_errno = errno;
 			close(fd);
@@ -333,7 +334,7 @@ dataset_map_fd(const struct dataset *ds, const char *what, int fd, int flags,
 			    what, strerror(saved_errno)));
 		}
 		m->base = p;
-		m->len = (size_t)st.st_size;
+		m->len = len;
 		dataset_maps_add(p, m->len);
 	}
 	m->fd = fd;
@@ -355,7 +356,8 @@ dataset_map_file(const struct dataset *ds, const char *path,
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (dataset_error(cause, ds, "%s: cannot open: %s", path,
 		    strerror(errno)));
-	return (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, m, cause));
+	return (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, DATASET_MAP_ALL,
+	    m, cause));
 }
 
 /* Unmap what a dataset_map holds and close its file. */
@@ -632,7 +634,9 @@ dataset_conf_classes(struct dataset *ds, const struct dataset_conf *conf,
 /*
  * The raw and npy readers' read: copy one sample out and read its label
  * (0 without labels); -1 when either file no longer holds it (truncated
- * since it was mapped: see dataset_map_holds()).
+ * since it was mapped: see dataset_map_holds()).  What a map does not
+ * reach (a client's file the daemon would not have the workers map whole)
+ * is read with pread: a system call a row, but no address space.
  */
 int
 dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
@@ -640,21 +644,32 @@ dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
 {
 	const struct dataset_pair	*p = ds->priv;
 	size_t				 lsize = dtype_size(ds->label_dtype);
+	uint64_t			 off, loff;
+	uint8_t				 lbuf[8];
 
-	if (p->data.base == NULL ||
-	    (p->labels.fd != -1 && p->labels.base == NULL)) {
-		errno = EBADF;		/* only checked, never mapped */
+	if (!p->reads) {
+		errno = EBADF;		/* only checked, never read */
 		return (-1);
 	}
-	if (!dataset_map_holds(&p->data, p->data_off + (index + 1) *
-	    ds->sample_bytes) || (p->labels.fd != -1 &&
-	    !dataset_map_holds(&p->labels, p->labels_off + (index + 1) *
+	off = p->data_off + index * ds->sample_bytes;
+	loff = p->labels_off + index * lsize;
+	if (!dataset_map_holds(&p->data, off + ds->sample_bytes) ||
+	    (p->labels.fd != -1 && !dataset_map_holds(&p->labels, loff +
 	    lsize)))
 		return (-1);
-	copy_row(dst, p->data.base + p->data_off + index * ds->sample_bytes,
-	    ds->sample_bytes, stream);
-	*label = p->labels.fd == -1 ? 0 : dataset_label_get(p->labels.base +
-	    p->labels_off, ds->label_dtype, index);
+	if (off + ds->sample_bytes <= p->data.len)
+		copy_row(dst, p->data.base + off, ds->sample_bytes, stream);
+	else if (dataset_pread(&p->data, dst, ds->sample_bytes, off) != 0)
+		return (-1);
+	if (p->labels.fd == -1)
+		*label = 0;
+	else if (loff + lsize <= p->labels.len)
+		*label = dataset_label_get(p->labels.base + p->labels_off,
+		    ds->label_dtype, index);
+	else if (dataset_pread(&p->labels, lbuf, lsize, loff) != 0)
+		return (-1);
+	else
+		*label = dataset_label_get(lbuf, ds->label_dtype, 0);
 	return (0);
 }
 
@@ -666,10 +681,89 @@ dataset_pair_close(struct dataset *ds)
 
 	if (p == NULL)
 		return;
+	if (p->charged != 0)
+		dataset_uncharge(p->charged_uid, p->charged);
 	dataset_unmap(&p->data);
 	dataset_unmap(&p->labels);
 	free(p);
 	ds->priv = NULL;
+}
+
+/*
+ * What the workers map of clients' files, per uid and in all: the
+ * daemon's ledger (dataset_files_charge()).
+ */
+struct dataset_charge {
+	uid_t		uid;
+	uint64_t	bytes;
+};
+static struct dataset_charge	*charges;
+static size_t			 ncharges;
+static uint64_t			 charged_all;
+
+/* @uid's entry in the ledger, or NULL. */
+static struct dataset_charge *
+dataset_charge_find(uid_t uid)
+{
+	size_t	i;
+
+	for (i = 0; i < ncharges; i++)
+		if (charges[i].uid == uid)
+			return (&charges[i]);
+	return (NULL);
+}
+
+/* Charge @bytes to @uid if both bounds hold. */
+bool
+dataset_charge(uid_t uid, uint64_t bytes)
+{
+	struct dataset_charge	*c = dataset_charge_find(uid);
+	uint64_t		 had = c != NULL ? c->bytes : 0;
+
+	if (bytes > DATASET_FILES_MAP_UID_MAX - had ||
+	    bytes > DATASET_FILES_MAP_MAX - charged_all)
+		return (false);
+	if (c == NULL) {
+		if ((c = reallocarray(charges, ncharges + 1,
+		    sizeof(*c))) == NULL)
+			return (false);
+		charges = c;
+		c = &charges[ncharges++];
+		c->uid = uid;
+		c->bytes = 0;
+	}
+	c->bytes += bytes;
+	charged_all += bytes;
+	return (true);
+}
+
+/* Give back what dataset_charge() took. */
+void
+dataset_uncharge(uid_t uid, uint64_t bytes)
+{
+	struct dataset_charge	*c = dataset_charge_find(uid);
+
+	if (c != NULL) {
+		c->bytes -= bytes;
+		if (c->bytes == 0)
+			*c = charges[--ncharges];
+	}
+	charged_all -= bytes;
+	if (ncharges == 0) {
+		free(charges);
+		charges = NULL;
+	}
+}
+
+/* What @uid, and all, have charged. */
+uint64_t
+dataset_charged(uid_t uid, uint64_t *all)
+{
+	struct dataset_charge	*c = dataset_charge_find(uid);
+
+	if (all != NULL)
+		*all = charged_all;
+	return (c != NULL ? c->bytes : 0);
 }
 
 /* Grow a worker's buffer, up to the largest image it may hold. */

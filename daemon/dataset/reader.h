@@ -13,6 +13,8 @@
 #ifndef INFEED_READER_H
 #define INFEED_READER_H
 
+#include <sys/types.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -138,15 +140,24 @@ struct dataset_map {
 #define DATASET_MAP_READ	0x1	/* map it, for dataset_read() */
 #define DATASET_MAP_SHARED	0x2	/* its offset is a client's too */
 
+/* dataset_map_fd()'s @max: the whole file. */
+#define DATASET_MAP_ALL		UINT64_MAX
+
 /*
  * What the raw and npy readers hold, catalogue or client files alike: a
- * file of samples and one of labels (none for a client's without).
+ * file of samples and one of labels (none for a client's without).  A
+ * client's files may be mapped only in part, or not at all: the rows
+ * beyond a map's len are read with pread (dataset_pair_read()).
  */
 struct dataset_pair {
 	struct dataset_map	data;
 	struct dataset_map	labels;		/* fd -1: no labels */
 	uint64_t		data_off;	/* where the samples start */
 	uint64_t		labels_off;	/* ... and the labels */
+	bool			reads;		/* dataset_read() may read */
+	/* A client's, in the daemon: charged to dataset_files_charge(). */
+	uint64_t		charged;	/* bytes; 0: none */
+	uid_t			charged_uid;
 };
 
 /**
@@ -199,11 +210,14 @@ int		 dataset_map_file(const struct dataset *ds, const char *path,
 /**
  * dataset_map_fd() - what dataset_map_file() does once the file is open:
  * take over @fd (closed on failure), refuse it unless it is open for
- * reading, a regular file and not empty, and with DATASET_MAP_READ map it.
- * @what names the file in *@cause.  m->size is the file's size.
+ * reading, a regular file and not empty, and with DATASET_MAP_READ map its
+ * first @max bytes at most (DATASET_MAP_ALL: all of it; 0: none, m->base
+ * stays NULL).  @what names the file in *@cause.  m->size is the file's
+ * size, m->len the bytes mapped.
  */
 int		 dataset_map_fd(const struct dataset *ds, const char *what,
-		    int fd, int flags, struct dataset_map *m, char **cause);
+		    int fd, int flags, uint64_t max, struct dataset_map *m,
+		    char **cause);
 
 /**
  * dataset_pread() - read @len bytes at @off of the file behind @m, all of
@@ -214,11 +228,32 @@ int		 dataset_pread(const struct dataset_map *m, void *buf,
 
 /**
  * dataset_pair_read(), dataset_pair_close() - the raw and npy readers'
- * read and close: ds->priv is a struct dataset_pair.
+ * read and close: ds->priv is a struct dataset_pair.  Closing a client's
+ * files gives back what dataset_files_charge() charged for them.
  */
 int		 dataset_pair_read(const struct dataset *ds, uint64_t index,
 		    void *dst, int64_t *label, bool stream);
 void		 dataset_pair_close(struct dataset *ds);
+
+/*
+ * Bytes of clients' files the workers map at most: one uid's sessions
+ * together, and all clients' (a worker's address space is 128 TiB).
+ */
+#define DATASET_FILES_MAP_UID_MAX	((uint64_t)4 << 40)
+#define DATASET_FILES_MAP_MAX		((uint64_t)16 << 40)
+
+/**
+ * dataset_charge(), dataset_uncharge() - the daemon's ledger of what the
+ * workers map of clients' files (see dataset_files_charge()): charge
+ * @bytes to @uid when its charges stay within DATASET_FILES_MAP_UID_MAX
+ * and all within DATASET_FILES_MAP_MAX (else charge nothing and return
+ * false), or give them back.  Not thread-safe: the daemon's loop only.
+ * dataset_charged() - what @uid has charged, and all in *@all (may be
+ * NULL).
+ */
+bool		 dataset_charge(uid_t uid, uint64_t bytes);
+void		 dataset_uncharge(uid_t uid, uint64_t bytes);
+uint64_t	 dataset_charged(uid_t uid, uint64_t *all);
 
 /**
  * dataset_populate() - map the pages of the next @chunk bytes of the files

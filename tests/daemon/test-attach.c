@@ -580,6 +580,140 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 }
 END_TEST
 
+#define STUCK_UID	4243	/* the user whose checks never return */
+
+/*
+ * The stuck user's side, in a child of uid STUCK_UID: two rounds of 4
+ * Attach requests of the FUSE file @fd, each hung up once its check is in
+ * the read, then a ninth, which must be refused at once naming that uid.
+ * Exit 0, or a number saying what went wrong.
+ */
+static void
+stuck_user(int fd)
+{
+	struct wire_in	 in[9];
+	Infeed__Frame	*fr;
+	int		 sock[9], round, i, ok;
+
+	if (setgroups(0, NULL) == -1 || setgid(STUCK_UID) == -1 ||
+	    setuid(STUCK_UID) == -1)
+		_exit(10);
+	for (round = 0; round < 2; round++) {
+		for (i = round * 4; i < round * 4 + 4; i++)
+			sock[i] = raw_attach_fd(&in[i], fd);
+		usleep(300000);		/* their threads are in the read */
+		for (i = round * 4; i < round * 4 + 4; i++) {
+			close(sock[i]);
+			wire_in_clear(&in[i]);
+		}
+	}
+	usleep(200000);			/* the daemon saw the hang-ups */
+	sock[8] = raw_attach_fd(&in[8], fd);
+	if ((fr = raw_recv(sock[8], &in[8])) == NULL)
+		_exit(11);
+	ok = fr->msg_case == INFEED__FRAME__MSG_ERROR && fr->error->code ==
+	    INFEED__ERROR_CODE__ERROR_RESOURCE_EXHAUSTED &&
+	    strstr(fr->error->message, "of uid 4243 were given up") != NULL;
+	if (!ok)
+		fprintf(stderr, "the stuck user's ninth Attach: %s: %s\n",
+		    wire_case_name(fr->msg_case), fr->msg_case ==
+		    INFEED__FRAME__MSG_ERROR ? fr->error->message : "");
+	infeed__frame__free_unpacked(fr, NULL);
+	close(sock[8]);
+	wire_in_clear(&in[8]);
+	_exit(ok ? 0 : 12);
+}
+
+/*
+ * Issue 39, item 6: one user's checks stuck on a FUSE file that never
+ * answers (two rounds of 4 hung-up Attach requests) hold only that user:
+ * its next Attach with files is refused naming its uid, while another
+ * user attaches with files and reads, and an Attach that needs a group
+ * lookup is answered, each in under 250 ms (main refused every Attach
+ * that needed a check, anyone's, with attach-busy until the FUSE server
+ * died).
+ */
+START_TEST(stuck_checks_hold_only_their_user)
+{
+	struct fusefs		 fs;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed		*f;
+	struct infeed_files	 fl;
+	struct infeed_step	 st;
+	uint8_t			*data, *npy;
+	size_t			 dlen, nlen;
+	uint64_t		 t0, ms;
+	pid_t			 pid;
+	int			 fd, xfd, status, s;
+
+	data = small_npy(&dlen);
+	if (!fuse_start(&fs, data, dlen)) {
+		free(data);
+		return;
+	}
+	/* "private" needs a group lookup for root, which is not in it. */
+	ck_assert_int_eq(infeedd_stop(), 0);
+	make_config("[dataset private]\ntype = synthetic\nsamples = 100\n"
+	    "shape = 4\nallow_groups = daemon\n");
+	infeedd_start(NULL);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(chmod(sock_path, 0666), 0);
+	npy = small_npy(&nlen);
+	write_file(tpath("x.npy"), npy, nlen);
+	free(npy);
+	ck_assert_int_ne(fd = open(fs.path, O_RDONLY), -1);
+	bystander_start(&b);
+
+	pid = fork();
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0)
+		stuck_user(fd);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+
+	/* Another user (root) attaches with files and reads, at once. */
+	ck_assert_int_ne(xfd = open(tpath("x.npy"), O_RDONLY), -1);
+	f = client();
+	npy_files(&fl, xfd);
+	t0 = now_ms();
+	ck_assert_msg(infeed_attach_files(f, "mine", &fl, NULL, NULL) ==
+	    INFEED_OK, "another user's Attach with files: %s",
+	    infeed_error(f));
+	for (s = 0; s < 3; s++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ms = now_ms() - t0;
+	fprintf(stderr, "with 8 stuck checks of uid %d: another user's "
+	    "Attach with files and 3 steps in %llu ms\n", STUCK_UID,
+	    (unsigned long long)ms);
+	ck_assert_msg(ms < 250, "took %llu ms", (unsigned long long)ms);
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+
+	/* ... and one that needs a group lookup is answered, not busy. */
+	t0 = now_ms();
+	ck_assert_int_eq(infeed_attach(f, "private", NULL, NULL),
+	    INFEED_ERR_DAEMON);
+	ms = now_ms() - t0;
+	ck_assert_msg(infeed_daemon_code(f) == 7, "not permission denied "
+	    "but %s", infeed_error(f));
+	fprintf(stderr, "a group lookup's Attach: %llu ms (%s)\n",
+	    (unsigned long long)ms, infeed_error(f));
+	ck_assert_msg(ms < 250, "took %llu ms", (unsigned long long)ms);
+	infeed_free(f);
+	close(xfd);
+	/* Its own ninth Attach was refused at once, naming its uid. */
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the stuck user's side failed (status %d)", status);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	close(fd);
+	fuse_stop(&fs);
+	free(data);
+}
+END_TEST
+
 #define CAP	(INFEED_MAX_ATTACH_CHECKS + INFEED_MAX_ATTACH_QUEUE)
 
 /*
@@ -652,6 +786,7 @@ START_TEST(attaches_beyond_the_cap_refused_at_once)
 		close(sock[i]);
 	}
 	ck_assert_int_eq(attached, CAP);
+	usleep(100000);			/* the bystander's rounds */
 	bystander_stop(&b, &r);
 	bystander_assert(&r, 250);
 	for (i = 0; i < CAP + 3; i++) {
@@ -852,6 +987,7 @@ attach_suite(void)
 	tcase_add_test(tc, blocking_file_times_out_others_served);
 	tcase_add_test(tc, hang_up_while_checked_leaves_nothing);
 	tcase_add_test(tc, attaches_beyond_the_cap_refused_at_once);
+	tcase_add_test(tc, stuck_checks_hold_only_their_user);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("settle");

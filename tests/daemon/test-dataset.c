@@ -829,7 +829,8 @@ START_TEST(npy_files_by_descriptor)
 	int64_t			 y[3], label;
 	char			*cause = NULL;
 	bool			 content;
-	int			 fd, lfd, w;
+	uint64_t		 i;
+	int			 fd, lfd, w, m;
 
 	npy_fixture(x, y);
 	write_npy(tpath("x.npy"), 1, "{'descr': '<f4', 'fortran_order': "
@@ -850,20 +851,34 @@ START_TEST(npy_files_by_descriptor)
 	ck_assert_int_eq(dataset_read(ds, 0, got, &label, false), -1);
 	dataset_free(ds);
 
-	/* Mapped: the bytes and labels, and the offset still 0. */
-	ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
-	ck_assert_int_ne(lfd = open(tpath("y.npy"), O_RDONLY), -1);
-	ck_assert_int_ne(w = dup(fd), -1);
-	ds = dataset_open_files("mine", &spec, fd, lfd, true, NULL, &cause);
-	ck_assert_msg(ds != NULL, "%s", cause);
-	dataset_job_begin();
-	ck_assert_int_eq(dataset_read(ds, 2, got, &label, false), 0);
-	ck_assert_int_eq(dataset_job_end(NULL), 0);
-	ck_assert_int_eq(memcmp(got, x + 32, sizeof got), 0);
-	ck_assert_int_eq(label, 1);
-	ck_assert_int_eq(lseek(w, 0, SEEK_CUR), 0);
-	dataset_free(ds);
-	close(w);
+	/*
+	 * Read: the bytes and labels, and the offset still 0, whether the
+	 * files are mapped whole, in part (the rest read with pread) or
+	 * not at all (the daemon would not have the workers map them).
+	 */
+	for (m = 0; m < 3; m++) {
+		spec.map_data = m == 0 ? DATASET_MAP_ALL : m == 1 ? 200 : 0;
+		spec.map_labels = m == 0 ? DATASET_MAP_ALL : m == 1 ? 140 : 0;
+		ck_assert_int_ne(fd = open(tpath("x.npy"), O_RDONLY), -1);
+		ck_assert_int_ne(lfd = open(tpath("y.npy"), O_RDONLY), -1);
+		ck_assert_int_ne(w = dup(fd), -1);
+		ds = dataset_open_files("mine", &spec, fd, lfd, true, NULL,
+		    &cause);
+		ck_assert_msg(ds != NULL, "%s", cause);
+		for (i = 0; i < 3; i++) {
+			dataset_job_begin();
+			ck_assert_int_eq(dataset_read(ds, i, got, &label,
+			    false), 0);
+			ck_assert_int_eq(dataset_job_end(NULL), 0);
+			ck_assert_int_eq(memcmp(got, x + 16 * i, sizeof got),
+			    0);
+			ck_assert_int_eq(label, y[i]);
+		}
+		ck_assert_int_eq(lseek(w, 0, SEEK_CUR), 0);
+		dataset_free(ds);
+		close(w);
+	}
+	spec.map_data = spec.map_labels = 0;
 
 	/* Content refused as content, the descriptor as the descriptor. */
 	write_npy(tpath("x.npy"), 1, "{'descr': '<f4', 'fortran_order': "
@@ -1470,6 +1485,75 @@ cut_read_fails(struct dataset *ds, uint64_t i)
 	    " is not wholly inside its file but read", i);
 }
 
+/* A client's sparse raw file of @size bytes, as the daemon checks it. */
+static struct dataset *
+charged_files(uint64_t size)
+{
+	struct dataset_files	 spec = { 0 };
+	struct dataset		*ds;
+	char			*cause = NULL;
+	int			 fd;
+
+	ck_assert_int_ne(fd = open(tpath("sparse.bin"), O_RDWR | O_CREAT |
+	    O_TRUNC, 0600), -1);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	spec.data_format = DATASET_FORMAT_RAW;
+	spec.dtype = INFEED_DTYPE_UINT8;
+	spec.ndim = 1;
+	spec.shape[0] = 1;
+	ds = dataset_open_files("mine", &spec, fd, -1, false, NULL, &cause);
+	ck_assert_msg(ds != NULL, "%s", cause);
+	return (ds);
+}
+
+/*
+ * Issue 39, item 4: what the workers map of clients' files is charged, at
+ * most DATASET_FILES_MAP_UID_MAX a uid and DATASET_FILES_MAP_MAX in all;
+ * files past either are read with pread (map_data 0), and freeing a
+ * dataset gives its charge back.
+ */
+START_TEST(client_files_mapped_within_bounds)
+{
+	struct dataset_files	 spec;
+	struct dataset		*ds[8];
+	uint64_t		 tib = (uint64_t)1 << 40, all;
+	uid_t			 uid;
+
+	/* 3 TiB of uid 1000's: mapped; 3 more: over its 4 TiB. */
+	memset(&spec, 0, sizeof(spec));
+	ds[0] = charged_files(3 * tib);
+	ck_assert(dataset_files_charge(ds[0], 1000, &spec));
+	ck_assert_uint_eq(spec.map_data, 3 * tib);
+	ck_assert_uint_eq(spec.map_labels, 0);
+	ds[1] = charged_files(3 * tib);
+	ck_assert(!dataset_files_charge(ds[1], 1000, &spec));
+	ck_assert_uint_eq(spec.map_data, 0);
+	ck_assert_uint_eq(dataset_charged(1000, &all), 3 * tib);
+	ck_assert_uint_eq(all, 3 * tib);
+	/* Given back when the first is freed: now the second fits. */
+	dataset_free(ds[0]);
+	ck_assert_uint_eq(dataset_charged(1000, &all), 0);
+	ck_assert_uint_eq(all, 0);
+	ck_assert(dataset_files_charge(ds[1], 1000, &spec));
+	ck_assert_uint_eq(spec.map_data, 3 * tib);
+	dataset_free(ds[1]);
+
+	/* 16 TiB in all: five uids of 3 TiB, and a sixth is read. */
+	for (uid = 0; uid < 6; uid++) {
+		ds[uid] = charged_files(3 * tib);
+		ck_assert(dataset_files_charge(ds[uid], 2000 + uid, &spec) ==
+		    (uid < 5));
+	}
+	ck_assert_uint_eq(dataset_charged(2005, &all), 0);
+	ck_assert_uint_eq(all, 15 * tib);
+	for (uid = 0; uid < 6; uid++)
+		dataset_free(ds[uid]);
+	ck_assert_uint_eq(dataset_charged(2000, &all), 0);
+	ck_assert_uint_eq(all, 0);
+	unlink(tpath("sparse.bin"));
+}
+END_TEST
+
 /*
  * A client's raw file (fstat'ed, as a client's are) changed under a job:
  * cut, it is seen at the job's end with its new size, and a later read
@@ -1777,6 +1861,7 @@ dataset_suite(void)
 
 	tc = tcase_create("npy");
 	tcase_add_test(tc, npy_files_by_descriptor);
+	tcase_add_test(tc, client_files_mapped_within_bounds);
 	tcase_add_test(tc, client_file_changed_within_a_job_is_seen);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);

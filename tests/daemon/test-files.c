@@ -985,6 +985,131 @@ START_TEST(huge_shuffled_file_served_without_a_table)
 }
 END_TEST
 
+/* A sparse file of @size bytes in /dev/shm (tmpfs takes tens of TiB). */
+static int
+shm_sparse(uint64_t size)
+{
+	char	path[] = "/dev/shm/infeed-test-XXXXXX";
+	int	fd;
+
+	ck_assert_msg((fd = mkstemp(path)) != -1, "mkstemp in /dev/shm: %s",
+	    strerror(errno));
+	unlink(path);			/* the descriptor is what is sent */
+	ck_assert_msg(ftruncate(fd, (off_t)size) == 0, "a sparse file of "
+	    "%llu bytes in /dev/shm: %s", (unsigned long long)size,
+	    strerror(errno));
+	return (fd);
+}
+
+/*
+ * Attach @f to @fd, a raw file of one-byte samples read in order, and take
+ * a step, so that the worker opens it; or -1 with the error in @why.
+ */
+static int
+sparse_session(struct infeed *f, int fd, char *why, size_t len)
+{
+	struct infeed_files	fl;
+	struct infeed_options	o;
+	struct infeed_step	st;
+
+	infeed_files_init(&fl);
+	fl.data_fd = fd;
+	fl.labels_fd = -1;
+	fl.data_format = INFEED_FILE_RAW;
+	fl.labels_format = INFEED_FILE_NONE;
+	fl.dtype = INFEED_DTYPE_UINT8;
+	fl.ndim = 1;
+	fl.shape[0] = 1;
+	infeed_options_init(&o);
+	o.batch_size = 8;
+	o.reconnect_timeout_ms = 0;
+	if (infeed_attach_files(f, "sparse", &fl, &o, NULL) != INFEED_OK ||
+	    infeed_next(f, &st) != INFEED_OK) {
+		snprintf(why, len, "%s", infeed_error(f));
+		return (-1);
+	}
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	return (0);
+}
+
+#define SPARSE_MAX	200	/* sessions at most */
+
+/*
+ * Issue 39, item 4: one client's sessions over sparse files in /dev/shm,
+ * of 2 TiB each, until it has asked for more than a worker's 128 TiB of
+ * address space (and, each time a session fails, on with files half as
+ * large, down to 4 KiB, as an attacker fills what is left): every one is
+ * served (the workers map the first 4 TiB of the uid's files,
+ * DATASET_FILES_MAP_UID_MAX, and read the rest with pread), and then
+ * another client attaches to a catalogue dataset and to files of its own
+ * and reads, with a bystander served throughout.  main mapped every file
+ * whole: the sessions past the address space failed, and then so did
+ * another client's ("a worker cannot map the step ring ... Cannot
+ * allocate memory").
+ */
+START_TEST(sparse_files_cannot_take_the_workers_address_space)
+{
+	static struct infeed	*f[SPARSE_MAX];
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct infeed		*g;
+	struct infeed_step	 st;
+	uint64_t		 size = (uint64_t)2 << 40, asked = 0, t0, ms;
+	static char		 why[512], first[512], log[1 << 16];
+	int			 fd, k, n, failed = 0, first_k = -1;
+
+	/* One worker: every session's file is opened in the same one. */
+	ck_assert_int_eq(infeedd_stop(), 0);
+	infeedd_start("1");
+	bystander_start(&b);
+	for (n = 0; n < SPARSE_MAX && size >= 4096 &&
+	    (failed > 0 || asked <= (uint64_t)128 << 40); n++) {
+		fd = shm_sparse(size);
+		f[n] = client();
+		if (sparse_session(f[n], fd, why, sizeof(why)) == 0)
+			asked += size;
+		else {
+			if (failed++ == 0) {
+				first_k = n;
+				snprintf(first, sizeof(first), "%s", why);
+			}
+			size /= 2;
+		}
+		close(fd);
+	}
+
+	/* Another client: a catalogue dataset, then files of its own. */
+	g = client();
+	t0 = now_ms();
+	ck_assert_msg(infeed_attach(g, "raw", NULL, NULL) == INFEED_OK &&
+	    infeed_next(g, &st) == INFEED_OK, "another client, after %d "
+	    "sparse sessions (%d failed, the first, session %d: %s): %s",
+	    n, failed, first_k, first, infeed_error(g));
+	ck_assert_int_eq(infeed_release(g, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_detach(g), INFEED_OK);
+	fd = shm_sparse(4096);
+	ck_assert_msg(sparse_session(g, fd, why, sizeof(why)) == 0,
+	    "another client's files: %s", why);
+	ms = now_ms() - t0;
+	close(fd);
+	fprintf(stderr, "after %d sessions over sparse files (%llu GiB; %d "
+	    "failed, the first %d: %s), another client's two Attach and "
+	    "Next: %llu ms\n", n, (unsigned long long)(asked >> 30), failed,
+	    first_k, failed ? first : "-", (unsigned long long)ms);
+	ck_assert_msg(failed == 0, "%d of the sparse sessions failed, the "
+	    "first, session %d: %s", failed, first_k, first);
+	ck_assert_msg(ms < 250, "took %llu ms", (unsigned long long)ms);
+	infeed_free(g);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "with pread, not mapped") != NULL, "the "
+	    "log does not say which files are read with pread");
+	for (k = 0; k < n; k++)
+		infeed_free(f[k]);
+}
+END_TEST
+
 static Suite *
 files_suite(void)
 {
@@ -1021,6 +1146,7 @@ files_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, huge_shuffled_file_served_without_a_table);
+	tcase_add_test(tc, sparse_files_cannot_take_the_workers_address_space);
 	suite_add_tcase(s, tc);
 	return (s);
 }

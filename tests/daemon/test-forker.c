@@ -6,10 +6,12 @@
  * death is reported with how it ended; after a reload of the
  * configuration, workers still come; forker_stop() ends the fork server
  * and the workers it left; the fork server killed, forker_recv() says it
- * is gone and its workers die with it.
+ * is gone, and its workers serve on as the daemon's children when the
+ * daemon is a child subreaper (infeedd is), or exit when it is not.
  */
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -227,8 +229,13 @@ START_TEST(test_stop_ends_the_fork_server_and_its_workers)
 }
 END_TEST
 
-/* The fork server killed: it is gone for forker_recv(), its workers too. */
-START_TEST(test_killed_fork_server_is_seen_and_takes_its_workers)
+/*
+ * The fork server killed: it is gone for forker_recv().  Its worker,
+ * whose daemon (this process) is no child subreaper, is nobody's child
+ * of ours then, and exits though its socket is still open: a worker
+ * never outlives its daemon.
+ */
+START_TEST(test_killed_fork_server_is_seen_and_orphans_exit)
 {
 	struct forker_msg	m;
 	pid_t			pid;
@@ -245,6 +252,37 @@ START_TEST(test_killed_fork_server_is_seen_and_takes_its_workers)
 }
 END_TEST
 
+/*
+ * The fork server killed under a daemon that is a child subreaper, as
+ * infeedd is: its worker serves on, the daemon's child now, until its
+ * socket closes.
+ */
+START_TEST(test_worker_outlives_its_fork_server_with_the_daemon)
+{
+	struct forker_msg	m;
+	pid_t			pid;
+	int			fd, extra, rc, status;
+
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	pid = spawn(0, &fd);
+	ck_assert_int_eq(kill(forker_pid(forker), SIGKILL), 0);
+	ck_assert(forker_wait(forker, DEADLINE_MS));
+	while ((rc = forker_recv(forker, &m, &extra)) == 1)
+		;
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(waitpid(forker_pid(forker), NULL, 0),
+	    forker_pid(forker));
+	forker_free(forker);
+	forker = NULL;
+	usleep(200000);		/* its parent-death signal came and went */
+	ck_assert_int_eq(parent_of(pid), getpid());
+	ck_assert_int_eq(waitpid(pid, &status, WNOHANG), 0);
+	close(fd);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+END_TEST
+
 static Suite *
 forker_suite(void)
 {
@@ -256,7 +294,8 @@ forker_suite(void)
 	tcase_add_test(tc, test_worker_that_loses_its_socket_exits_cleanly);
 	tcase_add_test(tc, test_workers_come_after_a_reload);
 	tcase_add_test(tc, test_stop_ends_the_fork_server_and_its_workers);
-	tcase_add_test(tc, test_killed_fork_server_is_seen_and_takes_its_workers);
+	tcase_add_test(tc, test_killed_fork_server_is_seen_and_orphans_exit);
+	tcase_add_test(tc, test_worker_outlives_its_fork_server_with_the_daemon);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -154,6 +154,8 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	st.memory_private = 777;
 	st.rings_reused = 1;
 	st.rings_made = 3;
+	st.fork_server_pid = 4321;
+	st.fork_server_restarts = 2;
 	st.history = &h;
 	render(&st);
 
@@ -171,6 +173,8 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_uptime_seconds 61.500");
 	has_line("infeed_rows_reissued_total 8");
 	has_line("infeed_jobs_queued 5");
+	has_line("infeed_fork_server_restarts_total 2");
+	has_line("infeed_fork_server_up 1");
 	/* A fixed pool: its max is its size, and it never resizes. */
 	has_line("infeed_workers 2");
 	has_line("infeed_workers_max 2");
@@ -261,7 +265,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("# TYPE infeed_group_stays_total counter");
 	has_line("# TYPE infeed_group_rejoins_total counter");
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 33);
+	ck_assert_uint_eq(count_lines("# TYPE "), 35);
 	free(h.ended);
 }
 END_TEST

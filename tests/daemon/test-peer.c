@@ -53,7 +53,7 @@ static struct daemon	*d;
 static void
 start(const char *extra)
 {
-	struct daemon_args	 args = { NULL, NULL, 0, false, false };
+	struct daemon_args	 args = { NULL, NULL, 0, false, false, false };
 	FILE			*f;
 
 	/* One directory a test, in the run's (run_suite_in_dir()). */

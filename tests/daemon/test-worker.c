@@ -99,7 +99,7 @@ static void
 start_worker(void)
 {
 	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
-	struct worker_conf	 wc = { getpid(), beat, 64 << 20 };
+	struct worker_conf	 wc = { getpid(), getpid(), beat, 64 << 20 };
 	struct worker_msg	 m;
 	sigset_t		 all, old;
 	size_t			 nfds;

@@ -5,8 +5,9 @@
  * data file ends and the labels file begins, plus how far each file is
  * grown with a sparse tail; both go to memfds.  The daemon's check
  * (dataset_open_files() without mapping) and, when it accepts, the
- * worker's opening (mapped) and reads of the first, last and a middle
- * sample must never crash, hang or allocate by what a header claims.
+ * worker's opening (mapped whole, in part or not at all, as bytes 13 to
+ * 15 say) and reads of the first, last and a middle sample must never
+ * crash, hang or allocate by what a header claims.
  */
 
 #include <sys/mman.h>
@@ -111,6 +112,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return (0);
 	}
 	dataset_free(ds);
+	/* Mapped whole, in part (the rest read with pread) or not at all. */
+	spec.map_data = data[13] % 3 == 0 ? DATASET_MAP_ALL :
+	    data[13] % 3 == 1 ? (uint64_t)data[14] << 4 : 0;
+	spec.map_labels = data[13] % 3 == 0 ? DATASET_MAP_ALL :
+	    data[13] % 3 == 1 ? (uint64_t)data[15] << 4 : 0;
 	ds = dataset_open_files("fuzz", &spec, map_fds[0], map_fds[1], true,
 	    &content, &cause);
 	free(cause);

@@ -256,7 +256,7 @@ static void
 fuzz_init(void)
 {
 	const char	*tmp = getenv("TMPDIR");
-	struct daemon_args	 args = { NULL, NULL, 0, false, false };
+	struct daemon_args	 args = { NULL, NULL, 0, false, false, false };
 	char			 path[4096];
 	int			 fd;
 
