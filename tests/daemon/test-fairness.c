@@ -40,7 +40,7 @@
  * MiB of ring and index tables.
  */
 #define BIG_ROWS	(UINT64_C(1) << 23)
-#define BIG_STEPS	2
+#define BIG_STEPS	1
 #define BIG_BUDGET	"memory_budget = 512M\n"
 #define SPARSE_N	(UINT64_C(1) << 34)	/* in order: read in order */
 #define FEISTEL_N	(UINT64_C(1) << 24)	/* shuffled: above 2^22 */
