@@ -48,10 +48,6 @@
 #include "splitmix64.h"
 
 #define SAMPLER_EPOCH_SALT	0x6a09e667f3bcc909ULL
-#define SAMPLER_FY_AHEAD	32	/* Fisher-Yates draws made early */
-
-_Static_assert(sizeof(((struct sampler_fy *)0)->draw) ==
-    SAMPLER_FY_AHEAD * sizeof(uint64_t), "sampler_fy's draws");
 
 /* A counter-based random stream: word n is mix(key + n * golden). */
 struct sampler_rng {

@@ -92,6 +92,8 @@ struct sampler_feistel {
 #define SAMPLER_COST_STAGE	4
 #define SAMPLER_COST_SWAP	4
 
+#define SAMPLER_FY_AHEAD	32	/* Fisher-Yates draws made early */
+
 /* A Fisher-Yates pass over the table, a bounded amount at a time. */
 struct sampler_fy {
 	uint64_t	key;			/* the (seed, epoch) stream */
@@ -100,7 +102,7 @@ struct sampler_fy {
 	bool		primed;			/* the first draws are made */
 	uint64_t	i;			/* the next swap's, 0: done */
 	uint64_t	ahead;			/* the next draw to make */
-	uint64_t	draw[32];		/* SAMPLER_FY_AHEAD of sampler.c */
+	uint64_t	draw[SAMPLER_FY_AHEAD];	/* iteration i's at i % AHEAD */
 };
 
 /* The most stages an epoch may have gone through (changes of P in it). */
