@@ -127,7 +127,8 @@ struct session {
 	struct session_group	*group;	/* NULL: none (any more) */
 	bool			 producer;	/* the group's hidden session */
 	bool			 left;	/* fell behind; may rejoin */
-	uint64_t		 shared_held;	/* group ring slots, a bit each */
+	uint64_t		 shared_held;	/* the group ring's slots it holds
+						   (the ring counts holders) */
 	uint64_t		 pos_epoch;	/* the member's next step */
 	uint64_t		 pos_step;
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
@@ -145,7 +146,7 @@ struct session {
 struct session_holder {
 	struct session_group	*g;
 	pid_t			 pid;
-	uint64_t		 slots;	/* a bit each */
+	uint32_t		 holds[INFEED_MAX_GROUP_SLOTS];	/* per slot */
 	int			 pidfd;	/* -1: none */
 	struct event		*ev;	/* its exit, or NULL */
 };
@@ -158,7 +159,6 @@ struct session_group {
 	uint32_t		 nmembers;	/* not left */
 	struct session_holder	**holders;	/* ended members' */
 	size_t			 nholders;
-	uint64_t		 kept;	/* their slots: not refilled */
 	struct event		*ev_slack;
 	uint64_t		 charged_ms;	/* blamed to; 0: free */
 	uint64_t		 retry_ms;	/* one stayed: not before */
@@ -753,20 +753,16 @@ session_group_credit(struct session_group *g, const struct pool_report *r)
 }
 
 /*
- * Whether a member holds group ring slot @i or still takes step @seq, or
- * a member whose session ended held it then (its process may still read
- * it: a kept step never changes).
+ * Whether a member still takes step @seq (a slot someone holds, a member
+ * or the process of one whose session ended, is HELD in the ring and
+ * never refilled: ring.c sees to that).
  */
 static bool
-session_group_pinned(const struct session_group *g, uint32_t i, uint64_t seq)
+session_group_pinned(const struct session_group *g, uint64_t seq)
 {
 	const struct session	*m;
 
-	if (g->kept & session_group_bit(i))
-		return (true);
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (m->shared_held & session_group_bit(i))
-			return (true);
 		if (!m->left && m->deliver_seq <= seq)
 			return (true);
 	}
@@ -804,18 +800,21 @@ session_group_oldest(const struct session_group *g, uint32_t *slot,
 {
 	const struct ring	*r = g->producer->ring;
 	const struct session	*m;
-	uint64_t		 others = g->kept;
-	uint32_t		 i;
+	uint32_t		 i, others;
 	bool			 found = false;
 
-	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (m->left)
-			others |= m->shared_held;
-	}
 	for (i = 0; i < r->layout.slots; i++) {
-		if (r->slot[i].state != SLOT_READY ||
-		    (others & session_group_bit(i)) ||
+		if (!ring_slot_filled(r, i) ||
 		    (found && r->slot[i].seq >= *seq))
+			continue;
+		/* Its holders, less the members in the group. */
+		others = r->slot[i].holders;
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (!m->left && (m->shared_held &
+			    session_group_bit(i)))
+				others--;
+		}
+		if (others > 0)
 			continue;
 		*slot = i;
 		*seq = r->slot[i].seq;
@@ -955,10 +954,8 @@ session_group_reclaim(struct session_group *g)
 	for (i = 0; i < p->ring->layout.slots; i++) {
 		sl = &p->ring->slot[i];
 		if (sl->state != SLOT_READY ||
-		    session_group_pinned(g, i, sl->seq))
+		    session_group_pinned(g, sl->seq))
 			continue;
-		/* The producer's client is the group: it took it and gave it. */
-		ring_slot_set(p->ring, i, SLOT_HELD);
 		ring_slot_set(p->ring, i, SLOT_FREE);
 		freed = true;
 	}
@@ -968,22 +965,28 @@ session_group_reclaim(struct session_group *g)
 
 static void	session_group_settle(struct session_group *);
 
-/* Forget holder @k of @g: its slots are the group's to refill again. */
+/*
+ * Forget holder @k of @g; with @unhold, its process exited: it lets go of
+ * the slots it held, which the group refills again.
+ */
 static void
-session_group_holder_drop(struct session_group *g, size_t k)
+session_group_holder_drop(struct session_group *g, size_t k, bool unhold)
 {
 	struct session_holder	*h = g->holders[k];
-	size_t			 i;
+	uint32_t		 i;
 
+	for (i = 0; unhold && i < INFEED_MAX_GROUP_SLOTS; i++) {
+		while (h->holds[i] > 0) {
+			ring_slot_unhold(g->producer->ring, i);
+			h->holds[i]--;
+		}
+	}
 	if (h->ev != NULL)
 		event_free(h->ev);
 	if (h->pidfd != -1)
 		close(h->pidfd);
 	free(h);
 	g->holders[k] = g->holders[--g->nholders];
-	g->kept = 0;
-	for (i = 0; i < g->nholders; i++)
-		g->kept |= g->holders[i]->slots;
 }
 
 /*
@@ -1005,7 +1008,7 @@ session_group_reap(struct session_group *g, int pidfd)
 			    "after its session ended, exited: their slots are "
 			    "refilled again", (int)h->pid,
 			    (unsigned long long)g->id);
-			session_group_holder_drop(g, i);
+			session_group_holder_drop(g, i, true);
 			any = true;
 		} else
 			i++;
@@ -1026,14 +1029,16 @@ session_group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Process @pid ended a session of @g holding slots @slots of its ring: the
- * group refills them no more until it exits.
+ * Process @pid ended a session of @g holding slots @slots of its ring: its
+ * holds in the ring stay until it exits, and the group refills them no
+ * more till then.
  */
 static void
 session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
 {
 	struct session_holder	*h;
 	size_t			 i;
+	uint32_t		 k;
 
 	for (i = 0; i < g->nholders && g->holders[i]->pid != pid; i++)
 		;
@@ -1052,8 +1057,10 @@ session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
 		    sizeof(*g->holders));
 		g->holders[g->nholders++] = h;
 	}
-	g->holders[i]->slots |= slots;
-	g->kept |= slots;
+	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+		if (slots & session_group_bit(k))
+			g->holders[i]->holds[k]++;
+	}
 }
 
 /*
@@ -1075,20 +1082,16 @@ session_group_free(struct session_group *g)
 	TAILQ_REMOVE(&session_groups, g, entry);
 	event_free(g->ev_slack);
 	/*
-	 * A member that ended holding steps may still read them: keep the
-	 * ring's pages as they are (held, ring_release()) rather than reuse
-	 * them, charged until the last such member's process exits (not the
-	 * producer's client's: the ring is the group's).
+	 * A member that ended holding steps may still read them: their slots
+	 * stay held, so the ring's pages stay as they are (ring_release())
+	 * rather than be reused, charged until the last such member's process
+	 * exits (not the producer's client's: the ring is the group's).
 	 */
-	for (i = 0; n > 0 && i < p->ring->layout.slots; i++) {
-		if (p->ring->slot[i].state == SLOT_READY)
-			ring_slot_set(p->ring, i, SLOT_HELD);
-	}
 	pids = xreallocarray(NULL, n + 1, sizeof(*pids));
 	for (i = 0; i < n; i++)
 		pids[i] = g->holders[i]->pid;
 	while (g->nholders > 0)
-		session_group_holder_drop(g, 0);
+		session_group_holder_drop(g, 0, false);
 	if (n > 0)
 		ring_mem_hold_for(p->ring->mem, pids, n);
 	free(pids);
@@ -1258,7 +1261,7 @@ session_group_ready(const struct session_group *g, uint64_t seq)
 	uint32_t		 i;
 
 	for (i = 0; i < r->layout.slots; i++) {
-		if (r->slot[i].state == SLOT_READY && r->slot[i].seq == seq)
+		if (ring_slot_filled(r, i) && r->slot[i].seq == seq)
 			return (true);
 	}
 	return (false);
@@ -1738,7 +1741,7 @@ session_deliver(struct session *s)
 		}
 		if (sl == NULL || sl->state != SLOT_READY)
 			return;
-		ring_slot_set(s->ring, i, SLOT_HELD);
+		ring_slot_hold(s->ring, i);
 		s->deliver_seq++;
 		pool_ring_delivered(s->pool_ring, s->deliver_seq);
 		s->epoch = sl->epoch;
@@ -1798,13 +1801,14 @@ session_member_deliver(struct session *m)
 		    !p->jobs_dropped)
 			break;
 		if (p->state == SESSION_FAILED && (sl == NULL ||
-		    sl->seq >= p->failed_seq || sl->state != SLOT_READY)) {
+		    sl->seq >= p->failed_seq || !ring_slot_filled(p->ring, i))) {
 			m->ev.error(m->arg, session_pop(m), p->failure_code,
 			    p->failure);
 			continue;
 		}
-		if (sl == NULL || sl->state != SLOT_READY)
+		if (sl == NULL || !ring_slot_filled(p->ring, i))
 			break;
+		ring_slot_hold(p->ring, i);
 		m->shared_held |= session_group_bit(i);
 		m->deliver_seq++;
 		m->epoch = sl->epoch;
@@ -1911,6 +1915,7 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	if (g != NULL && slot < INFEED_MAX_GROUP_SLOTS &&
 	    (s->shared_held & session_group_bit(slot))) {
 		s->shared_held &= ~session_group_bit(slot);
+		ring_slot_unhold(g->producer->ring, slot);
 		session_group_settle(g);
 		return (0);
 	}
@@ -1922,6 +1927,8 @@ session_release(struct session *s, uint32_t slot, char **cause)
 		    "release only slots received in a Step, once each", slot);
 		return (-1);
 	}
+	/* Its only reader is done with it: it takes a later step. */
+	ring_slot_unhold(s->ring, slot - s->first_slot);
 	ring_slot_set(s->ring, slot - s->first_slot, SLOT_FREE);
 	if (g != NULL && !s->left) {
 		session_own_ring_drop(s);
@@ -2025,7 +2032,7 @@ session_group_report(const struct session *s, struct session_report *r)
 		return;
 	r->slots_ready = 0;
 	for (i = 0; i < p->ring->layout.slots; i++) {
-		if (p->ring->slot[i].state == SLOT_READY &&
+		if (ring_slot_filled(p->ring, i) &&
 		    p->ring->slot[i].seq >= s->deliver_seq)
 			r->slots_ready++;
 	}
