@@ -65,6 +65,25 @@ enum session_state {
 	SESSION_FAILED,		/* a sample could not be read */
 };
 
+/*
+ * What a session reads its steps from (session_set_reader() moves it):
+ *
+ *   ALONE (its own ring) --attach, shares--> MEMBER (its group's ring)
+ *   MEMBER --falls behind--> LEFT (catching up on a ring of its own; a
+ *     freed group's stays LEFT) --caught up--> REJOINED (the group's ring
+ *     again, holding steps of its own) --holds none--> MEMBER
+ *   MEMBER --falls behind, no room for a ring--> ENDED (Nexts get why)
+ *   ALONE --made for a group--> PRODUCER (the group's hidden filler)
+ */
+enum session_reader {
+	SESSION_ALONE,
+	SESSION_MEMBER,
+	SESSION_LEFT,
+	SESSION_REJOINED,
+	SESSION_ENDED,
+	SESSION_PRODUCER,
+};
+
 /* Time a group was blocked on someone, over the last window. */
 struct session_blame {
 	uint64_t	bucket;		/* the newest: ms / BUCKET_MS */
@@ -79,7 +98,7 @@ struct session {
 	uint64_t		 id;
 	enum session_state	 state;
 
-	struct session_source	 src;		/* dataset, sampler, transform */
+	struct session_source	 src;		/* its data and sampler */
 	uint64_t		 table_charged;	/* its table's, to the budget */
 	struct session_options	 opts;		/* a copy, for status */
 	bool			 load_indefinitely;
@@ -125,10 +144,9 @@ struct session {
 	 * deliver_seq counts in the producer's sequence.
 	 */
 	struct session_group	*group;	/* NULL: none (any more) */
-	bool			 producer;	/* the group's hidden session */
-	bool			 left;	/* fell behind; may rejoin */
-	uint64_t		 shared_held;	/* the group ring's slots it holds
-						   (the ring counts holders) */
+	enum session_reader	 reader;
+	/* The group ring's slots it holds, a bit each (the ring counts). */
+	uint64_t		 shared_held;
 	uint64_t		 pos_epoch;	/* the member's next step */
 	uint64_t		 pos_step;
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
@@ -244,6 +262,40 @@ session_set_state(struct session *s, enum session_state st)
 		fatalx("session %llu: no transition from state %d to %d",
 		    (unsigned long long)s->id, (int)s->state, (int)st);
 	s->state = st;
+}
+
+/* Move reader state to @to; the allowed transitions are all here. */
+static void
+session_set_reader(struct session *s, enum session_reader to)
+{
+	/* A bit for each state it may come from. */
+	static const uint8_t	from[] = {
+		[SESSION_ALONE] = 0,
+		[SESSION_MEMBER] = 1 << SESSION_ALONE | 1 << SESSION_REJOINED,
+		[SESSION_LEFT] = 1 << SESSION_MEMBER,
+		[SESSION_REJOINED] = 1 << SESSION_LEFT,
+		[SESSION_ENDED] = 1 << SESSION_MEMBER,
+		[SESSION_PRODUCER] = 1 << SESSION_ALONE,
+	};
+
+	if ((from[to] & 1 << s->reader) == 0)
+		fatalx("session %llu: no reader transition from %d to %d",
+		    (unsigned long long)s->id, (int)s->reader, (int)to);
+	s->reader = to;
+}
+
+/* Whether @s takes its group's steps (a member, or back in as one). */
+static bool
+session_in_group(const struct session *s)
+{
+	return (s->reader == SESSION_MEMBER || s->reader == SESSION_REJOINED);
+}
+
+/* Whether member @s is out of its group: it fell behind, or was ended. */
+static bool
+session_left(const struct session *s)
+{
+	return (s->reader == SESSION_LEFT || s->reader == SESSION_ENDED);
 }
 
 /* Take the oldest waiting Next. */
@@ -384,7 +436,8 @@ session_fail(struct session *s, const struct pool_report *r)
 		 * where; after a death, name it without reading anything.
 		 */
 		at = r->where != NULL && r->where[0] != '\0' ? r->where :
-		    dataset_sample_brief(s->src.ds, index, where, sizeof(where));
+		    dataset_sample_brief(s->src.ds, index, where,
+		    sizeof(where));
 		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
 		    "%llu, step %llu), %s: %s; fix or remove that file, or set "
 		    "'bad_samples = replace' for the dataset", s->src.ds->name,
@@ -414,7 +467,7 @@ session_done_cb(void *arg, const struct pool_report *r)
 	struct ring_slot *sl;
 
 	/* A member that rejoined its group: its own ring's last jobs. */
-	if (s->group != NULL && !s->left && !s->producer)
+	if (session_in_group(s))
 		return;
 	if (r->slot >= s->ring->layout.slots ||
 	    s->ring->slot[r->slot].state != SLOT_FILLING)
@@ -422,7 +475,7 @@ session_done_cb(void *arg, const struct pool_report *r)
 	sl = &s->ring->slot[r->slot];
 	s->bytes_read += r->bytes;
 	s->samples_replaced += r->replaced;
-	if (s->producer)
+	if (s->reader == SESSION_PRODUCER)
 		session_group_credit(s->group, r);
 	if (r->result != POOL_JOB_DONE)
 		session_fail(s, r);
@@ -432,7 +485,7 @@ session_done_cb(void *arg, const struct pool_report *r)
 		ring_slot_set(s->ring, r->slot, SLOT_READY);
 	if (s->state == SESSION_FAILED)
 		session_drop_after_failure(s);
-	if (s->producer)
+	if (s->reader == SESSION_PRODUCER)
 		session_group_deliver(s->group);
 	else
 		session_deliver(s);
@@ -491,8 +544,8 @@ session_make_ring(struct session *s, enum errcode *code, char **cause)
 	if (session_table(s, &owner, cause) == -1)
 		return (-1);
 	s->ring = ring_new(s->host.budget, s->src.sampler.cbs,
-	    s->src.transform.out_sample_bytes, s->src.label_dtype, slots, &owner,
-	    cause);
+	    s->src.transform.out_sample_bytes, s->src.label_dtype, slots,
+	    &owner, cause);
 	if (s->ring == NULL)
 		return (-1);
 	if ((s->indices = calloc(slots, s->src.sampler.cbs *
@@ -507,8 +560,8 @@ session_make_ring(struct session *s, enum errcode *code, char **cause)
 	    s->opts.num_workers, session_done_cb, s, cause);
 	if (s->pool_ring == NULL)
 		return (-1);
-	if (s->src.own_ds && pool_ring_files(s->pool_ring, &s->src.files, s->src.ds,
-	    cause) == -1) {
+	if (s->src.own_ds && pool_ring_files(s->pool_ring, &s->src.files,
+	    s->src.ds, cause) == -1) {
 		*code = ERRCODE_INTERNAL;
 		return (-1);
 	}
@@ -585,7 +638,7 @@ session_group_min_seq(const struct session_group *g)
 	uint64_t		 min = g->producer->fill_seq;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && m->deliver_seq < min)
+		if (session_in_group(m) && m->deliver_seq < min)
 			min = m->deliver_seq;
 	}
 	return (min);
@@ -685,7 +738,7 @@ session_group_join(struct session *s, const struct session_attach *a,
 		g = xcalloc(1, sizeof(*g));
 		g->id = p->id;
 		g->producer = p;
-		p->producer = true;
+		session_set_reader(p, SESSION_PRODUCER);
 		p->group = g;
 		TAILQ_INIT(&g->members);
 		g->ev_slack = evtimer_new(s->host.base, session_group_slack_cb,
@@ -697,6 +750,7 @@ session_group_join(struct session *s, const struct session_attach *a,
 		seq = 0;
 	}
 	s->group = g;
+	session_set_reader(s, SESSION_MEMBER);
 	s->deliver_seq = seq;
 	TAILQ_INSERT_TAIL(&g->members, s, member_entry);
 	g->nmembers++;
@@ -717,7 +771,7 @@ session_group_start(struct session_group *g)
 
 	if (p->state == SESSION_EPOCH_END) {
 		TAILQ_FOREACH(m, &g->members, member_entry) {
-			if (!m->left && m->nwaiting > 0 &&
+			if (session_in_group(m) && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq &&
 			    m->state != SESSION_EPOCH_END)
 				break;
@@ -744,7 +798,7 @@ session_group_credit(struct session_group *g, const struct pool_report *r)
 	struct session	*m;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left) {
+		if (session_in_group(m)) {
 			m->bytes_read += r->bytes;
 			m->samples_replaced += r->replaced;
 			return;
@@ -763,7 +817,7 @@ session_group_pinned(const struct session_group *g, uint64_t seq)
 	const struct session	*m;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && m->deliver_seq <= seq)
+		if (session_in_group(m) && m->deliver_seq <= seq)
 			return (true);
 	}
 	return (false);
@@ -782,7 +836,7 @@ session_group_blocked(const struct session_group *g)
 	    ring_find(p->ring, SLOT_FREE) != -1)
 		return (false);
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && m->nwaiting > 0 &&
+		if (session_in_group(m) && m->nwaiting > 0 &&
 		    m->deliver_seq == p->fill_seq)
 			return (true);
 	}
@@ -810,7 +864,7 @@ session_group_oldest(const struct session_group *g, uint32_t *slot,
 		/* Its holders, less the members in the group. */
 		others = r->slot[i].holders;
 		TAILQ_FOREACH(m, &g->members, member_entry) {
-			if (!m->left && (m->shared_held &
+			if (session_in_group(m) && (m->shared_held &
 			    session_group_bit(i)))
 				others--;
 		}
@@ -910,7 +964,7 @@ session_group_watch(struct session_group *g)
 	oldest = blocked && session_group_oldest(g, &slot, &seq);
 	wait = INFEED_GROUP_SLACK_MS;
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		m->blamed = oldest && !m->left && m->nwaiting == 0 &&
+		m->blamed = oldest && session_in_group(m) && m->nwaiting == 0 &&
 		    ((m->shared_held & session_group_bit(slot)) ||
 		    m->deliver_seq <= seq);
 		if (!m->blamed)
@@ -1112,7 +1166,7 @@ session_group_settle(struct session_group *g)
 	const struct session	*m;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left || m->shared_held != 0)
+		if (session_in_group(m) || m->shared_held != 0)
 			break;
 	}
 	if (m == NULL) {
@@ -1131,7 +1185,7 @@ session_group_drop(struct session *m)
 	struct session_group	*g = m->group;
 
 	TAILQ_REMOVE(&g->members, m, member_entry);
-	if (!m->left)
+	if (session_in_group(m))
 		g->nmembers--;
 	m->group = NULL;
 	session_group_settle(g);
@@ -1147,7 +1201,7 @@ session_group_deliver(struct session_group *g)
 
 	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
 		next = TAILQ_NEXT(m, member_entry);
-		if (!m->left)
+		if (session_in_group(m))
 			session_member_deliver(m);
 	}
 	pool_ring_delivered(g->producer->pool_ring, session_group_min_seq(g));
@@ -1167,7 +1221,7 @@ session_group_end(struct session *m, const char *cause)
 
 	log_warnx("session %llu held group %llu back and is ended: %s",
 	    (unsigned long long)m->id, (unsigned long long)g->id, cause);
-	m->left = true;
+	session_set_reader(m, SESSION_ENDED);
 	g->nmembers--;
 	g->stays++;
 	free(m->failure);
@@ -1200,7 +1254,7 @@ session_group_leave(struct session *m, enum session_leave why)
 	char			*cause = NULL, *msg;
 
 	/* Steps of the ring it had before it rejoined: one ring of its own. */
-	if (m->ring != NULL) {
+	if (m->reader == SESSION_REJOINED) {
 		log_info("session %llu falls behind group %llu but stays in "
 		    "it until it releases the steps it holds of the ring it "
 		    "had before it rejoined", (unsigned long long)m->id,
@@ -1235,7 +1289,7 @@ session_group_leave(struct session *m, enum session_leave why)
 	    "epoch %llu step %llu", (unsigned long long)m->id,
 	    (unsigned long long)g->id, session_leave_why[why],
 	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
-	m->left = true;
+	session_set_reader(m, SESSION_LEFT);
 	g->nmembers--;
 	g->leaves[why]++;
 	m->first_slot = p->ring->layout.slots;
@@ -1246,7 +1300,8 @@ session_group_leave(struct session *m, enum session_leave why)
 	/* An EndOfData is owed for the epoch it finished (session_end_epoch). */
 	if (m->state == SESSION_EPOCH_END && m->pos_epoch > 0) {
 		m->fill_epoch = m->pos_epoch - 1;
-		m->fill_step = sampler_epoch_steps(&m->src.sampler, m->fill_epoch);
+		m->fill_step = sampler_epoch_steps(&m->src.sampler,
+		    m->fill_epoch);
 	}
 	session_fill(m);
 	session_deliver(m);
@@ -1278,6 +1333,7 @@ session_own_ring_drop(struct session *s)
 	s->ring = NULL;
 	free(s->indices);
 	s->indices = NULL;
+	session_set_reader(s, SESSION_MEMBER);
 }
 
 /*
@@ -1319,7 +1375,7 @@ session_group_rejoin(struct session *m)
 	    "epoch %llu step %llu", (unsigned long long)m->id,
 	    (unsigned long long)g->id, (unsigned long long)epoch,
 	    (unsigned long long)step);
-	m->left = false;
+	session_set_reader(m, SESSION_REJOINED);
 	g->nmembers++;
 	g->rejoins++;
 	m->deliver_seq = seq;
@@ -1362,7 +1418,7 @@ session_group_slack_cb(int fd, short what, void *arg)
 			continue;
 		acted = true;
 		if (session_group_leave(m, SESSION_LEAVE_HELD_BACK) == -1 &&
-		    !m->left)
+		    session_in_group(m))
 			stuck = true;
 	}
 	session_group_reclaim(g);
@@ -1370,7 +1426,7 @@ session_group_slack_cb(int fd, short what, void *arg)
 	if (g->charged_ms != 0 && (stuck || g->orphaned) && (acted ||
 	    session_blame_left(&g->orphan, now) == 0)) {
 		TAILQ_FOREACH(m, &g->members, member_entry) {
-			if (!m->left && m->nwaiting > 0 &&
+			if (session_in_group(m) && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq)
 				(void)session_group_leave(m,
 				    SESSION_LEAVE_WAITED);
@@ -1416,8 +1472,8 @@ session_new(const struct session_host *host,
 	log_info("client %llu: session %llu on %s'%s': combined batch %llu, "
 	    "%llu steps per epoch, %u slots of %llu KiB, shuffle %s, "
 	    "process %u of %u", (unsigned long long)client->peer_id,
-	    (unsigned long long)s->id, s->src.own_ds ? "the client's files " : "",
-	    s->src.ds->name,
+	    (unsigned long long)s->id,
+	    s->src.own_ds ? "the client's files " : "", s->src.ds->name,
 	    (unsigned long long)s->src.sampler.cbs,
 	    (unsigned long long)s->src.sampler.steps_per_epoch,
 	    session_view_ring(s)->layout.slots,
@@ -1462,7 +1518,7 @@ session_free(struct session *s)
 	 * The group's slots it holds are its process's to read on (a kept
 	 * step never changes): the group never refills them.
 	 */
-	if (s->group != NULL && !s->producer) {
+	if (s->group != NULL && s->reader != SESSION_PRODUCER) {
 		if (s->shared_held != 0)
 			session_group_add_holder(s->group, s->client.pid,
 			    s->shared_held);
@@ -1532,7 +1588,7 @@ session_prepare_slot(const struct session *s)
 	uint32_t		 i;
 	int			 best = -1;
 
-	if (s->ring == NULL || (s->group != NULL && !s->left && !s->producer))
+	if (s->ring == NULL || session_in_group(s))
 		return (-1);
 	for (i = 0; i < s->ring->layout.slots; i++) {
 		sl = &s->ring->slot[i];
@@ -1566,8 +1622,8 @@ session_prepare(struct session *s)
 		n = work / cost > 0 ? work / cost : 1;
 		if (n > sl->rows - begin)
 			n = sl->rows - begin;
-		sampler_rows_indices(&s->src.sampler, sl->epoch, sl->step, begin,
-		    begin + n, session_indices(s, (uint32_t)i) + begin);
+		sampler_rows_indices(&s->src.sampler, sl->epoch, sl->step,
+		    begin, begin + n, session_indices(s, (uint32_t)i) + begin);
 		s->prepared[i] = begin + n;
 		work -= n * cost < work ? n * cost : work;
 		session_submit(s, (uint32_t)i, begin, begin + n);
@@ -1652,22 +1708,6 @@ session_fill(struct session *s)
 	session_prepare_later(s);
 }
 
-/* The slot holding the next step to deliver, or NULL. */
-static struct ring_slot *
-session_next_slot(struct session *s, uint32_t *index)
-{
-	uint32_t	i;
-
-	for (i = 0; i < s->ring->layout.slots; i++) {
-		if (s->ring->slot[i].state != SLOT_FREE &&
-		    s->ring->slot[i].seq == s->deliver_seq) {
-			*index = i;
-			return (&s->ring->slot[i]);
-		}
-	}
-	return (NULL);
-}
-
 /* Every step of the epoch went out: answer with EndOfData. */
 static void
 session_end_epoch(struct session *s)
@@ -1713,26 +1753,93 @@ session_data_wait(const struct session *s, uint64_t *wait_us,
 		*wait_us = *active_us;
 }
 
+/* What a waiting Next gets from a (failed) producer's slot @sl. */
+enum session_gate {
+	SESSION_GATE_STEP,	/* the step, if it is ready */
+	SESSION_GATE_WAIT,	/* a step before the failed one, filling */
+	SESSION_GATE_ERROR,	/* the failure */
+};
+
+/*
+ * Failed: the steps before the failed one still go out as they become
+ * ready (until the jobs are dropped); every other Next gets the error.
+ */
+static enum session_gate
+session_gate(const struct session *p, const struct ring_slot *sl)
+{
+	if (p->state != SESSION_FAILED)
+		return (SESSION_GATE_STEP);
+	if (sl != NULL && sl->seq < p->failed_seq &&
+	    sl->state == SLOT_FILLING && !p->jobs_dropped)
+		return (SESSION_GATE_WAIT);
+	if (sl == NULL || sl->seq >= p->failed_seq ||
+	    (sl->state != SLOT_READY && sl->state != SLOT_HELD))
+		return (SESSION_GATE_ERROR);
+	return (SESSION_GATE_STEP);
+}
+
+/*
+ * Answer the oldest waiting Next with slot @i of ring @r (held for @s
+ * already), numbered from @first_slot; with its ring when s->new_ring.
+ */
+static void
+session_send_step(struct session *s, const struct ring *r, uint32_t i,
+    uint32_t first_slot)
+{
+	const struct ring_slot	*sl = &r->slot[i];
+	struct session_step	 st;
+
+	memset(&st, 0, sizeof(st));
+	st.slot = i + first_slot;
+	st.epoch = sl->epoch;
+	st.step = sl->step;
+	st.rows = sl->rows;
+	st.new_ring = s->new_ring;
+	st.first_slot = first_slot;
+	st.ring_slots = r->layout.slots;
+	st.slot_bytes = r->layout.slot_bytes;
+	st.ring_bytes = r->layout.ring_bytes;
+	s->new_ring = false;
+	s->epoch = sl->epoch;
+	s->step = sl->step;
+	s->steps_delivered++;
+	s->rows_delivered += sl->rows;
+	s->ev.step(s->arg, session_pop(s), &st);
+}
+
+/* The slot of ring @r that holds step @seq, or NULL. */
+static struct ring_slot *
+session_find_seq(const struct ring *r, uint64_t seq, uint32_t *index)
+{
+	uint32_t	i;
+
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state != SLOT_FREE && r->slot[i].seq == seq) {
+			*index = i;
+			return (&r->slot[i]);
+		}
+	}
+	return (NULL);
+}
+
 /* Answer waiting Next requests with ready steps, in order. */
 static void
 session_deliver(struct session *s)
 {
-	struct session_step	 st;
 	struct ring_slot	*sl;
 	uint32_t		 i = 0;
 
 	while (s->nwaiting > 0) {
-		sl = session_next_slot(s, &i);
-		/* Failed: the steps before the failed one still go out. */
-		if (s->state == SESSION_FAILED && sl != NULL &&
-		    sl->seq < s->failed_seq && sl->state == SLOT_FILLING &&
-		    !s->jobs_dropped)
+		sl = session_find_seq(s->ring, s->deliver_seq, &i);
+		switch (session_gate(s, sl)) {
+		case SESSION_GATE_WAIT:
 			return;
-		if (s->state == SESSION_FAILED && (sl == NULL ||
-		    sl->seq >= s->failed_seq || sl->state != SLOT_READY)) {
+		case SESSION_GATE_ERROR:
 			s->ev.error(s->arg, session_pop(s),
 			    s->failure_code, s->failure);
 			continue;
+		case SESSION_GATE_STEP:
+			break;
 		}
 		if (sl == NULL && s->state == SESSION_EPOCH_END &&
 		    s->deliver_seq == s->fill_seq) {
@@ -1744,21 +1851,7 @@ session_deliver(struct session *s)
 		ring_slot_hold(s->ring, i);
 		s->deliver_seq++;
 		pool_ring_delivered(s->pool_ring, s->deliver_seq);
-		s->epoch = sl->epoch;
-		s->step = sl->step;
-		s->steps_delivered++;
-		s->rows_delivered += sl->rows;
-		st.slot = i + s->first_slot;
-		st.epoch = sl->epoch;
-		st.step = sl->step;
-		st.rows = sl->rows;
-		st.new_ring = s->new_ring;
-		st.first_slot = s->first_slot;
-		st.ring_slots = s->ring->layout.slots;
-		st.slot_bytes = s->ring->layout.slot_bytes;
-		st.ring_bytes = s->ring->layout.ring_bytes;
-		s->new_ring = false;
-		s->ev.step(s->arg, session_pop(s), &st);
+		session_send_step(s, s->ring, i, s->first_slot);
 	}
 	session_wait_end(s);
 }
@@ -1772,7 +1865,6 @@ static void
 session_member_deliver(struct session *m)
 {
 	struct session		*p = m->group->producer;
-	struct session_step	 st;
 	struct ring_slot	*sl;
 	uint32_t		 i = 0;
 
@@ -1787,32 +1879,22 @@ session_member_deliver(struct session *m)
 			}
 			continue;
 		}
-		sl = NULL;
-		for (i = 0; i < p->ring->layout.slots; i++) {
-			if (p->ring->slot[i].state != SLOT_FREE &&
-			    p->ring->slot[i].seq == m->deliver_seq) {
-				sl = &p->ring->slot[i];
-				break;
-			}
-		}
-		/* Failed: the steps before the failed one still go out. */
-		if (p->state == SESSION_FAILED && sl != NULL &&
-		    sl->seq < p->failed_seq && sl->state == SLOT_FILLING &&
-		    !p->jobs_dropped)
-			break;
-		if (p->state == SESSION_FAILED && (sl == NULL ||
-		    sl->seq >= p->failed_seq || !ring_slot_filled(p->ring, i))) {
+		sl = session_find_seq(p->ring, m->deliver_seq, &i);
+		switch (session_gate(p, sl)) {
+		case SESSION_GATE_WAIT:
+			goto out;
+		case SESSION_GATE_ERROR:
 			m->ev.error(m->arg, session_pop(m), p->failure_code,
 			    p->failure);
 			continue;
+		case SESSION_GATE_STEP:
+			break;
 		}
 		if (sl == NULL || !ring_slot_filled(p->ring, i))
 			break;
 		ring_slot_hold(p->ring, i);
 		m->shared_held |= session_group_bit(i);
 		m->deliver_seq++;
-		m->epoch = sl->epoch;
-		m->step = sl->step;
 		m->pos_epoch = sl->epoch;
 		m->pos_step = sl->step + 1;
 		if (m->pos_step >= sampler_epoch_steps(&p->src.sampler,
@@ -1822,23 +1904,10 @@ session_member_deliver(struct session *m)
 			if (!m->load_indefinitely)
 				session_set_state(m, SESSION_EPOCH_END);
 		}
-		m->steps_delivered++;
-		m->rows_delivered += sl->rows;
-		memset(&st, 0, sizeof(st));
-		st.slot = i;
-		st.epoch = sl->epoch;
-		st.step = sl->step;
-		st.rows = sl->rows;
-		/* It rejoined: the group's ring goes with this Step. */
-		if (m->new_ring) {
-			st.new_ring = true;
-			st.ring_slots = p->ring->layout.slots;
-			st.slot_bytes = p->ring->layout.slot_bytes;
-			st.ring_bytes = p->ring->layout.ring_bytes;
-			m->new_ring = false;
-		}
-		m->ev.step(m->arg, session_pop(m), &st);
+		/* The group's ring, numbered from 0 (sent if it rejoined). */
+		session_send_step(m, p->ring, i, 0);
 	}
+out:
 	session_wait_end(m);
 }
 
@@ -1850,14 +1919,14 @@ session_next(struct session *s, struct session_req req,
 	uint32_t	nslots, held;
 	bool		ended;
 
-	ended = s->ring == NULL && (s->group == NULL || s->left);
-	if (s->group != NULL && s->left && !ended)
+	ended = s->reader == SESSION_ENDED;
+	if (s->reader == SESSION_LEFT && s->group != NULL)
 		(void)session_group_rejoin(s);
 	if (ended) {
 		/* Ended by its group (session_group_end()): it says why. */
 		nslots = 1;
 		held = 0;
-	} else if (s->group != NULL && !s->left) {
+	} else if (session_in_group(s)) {
 		nslots = s->group->producer->ring->layout.slots;
 		held = (uint32_t)__builtin_popcountll(s->shared_held);
 	} else {
@@ -1890,7 +1959,7 @@ session_next(struct session *s, struct session_req req,
 	}
 	if (s->state == SESSION_IDLE)
 		session_set_state(s, SESSION_FILLING);
-	if (s->group != NULL && !s->left) {
+	if (session_in_group(s)) {
 		session_group_start(s->group);
 		session_member_deliver(s);
 	} else {
@@ -1900,7 +1969,7 @@ session_next(struct session *s, struct session_req req,
 	/* Not answered at once: the client waits for data from now. */
 	if (s->nwaiting > 0 && s->wait_since_us == 0)
 		s->wait_since_us = clock_now_us();
-	if (s->group != NULL && !s->left)
+	if (session_in_group(s))
 		session_group_watch(s->group);
 	return (0);
 }
@@ -1930,7 +1999,7 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	/* Its only reader is done with it: it takes a later step. */
 	ring_slot_unhold(s->ring, slot - s->first_slot);
 	ring_slot_set(s->ring, slot - s->first_slot, SLOT_FREE);
-	if (g != NULL && !s->left) {
+	if (session_in_group(s)) {
 		session_own_ring_drop(s);
 		return (0);
 	}
@@ -1957,7 +2026,7 @@ session_reload(struct session *s, const struct catalogue *cat)
 	/* The client's files are no part of the catalogue. */
 	if (s->src.own_ds)
 		return (0);
-	if (s->group != NULL && !s->producer &&
+	if (s->group != NULL && s->reader != SESSION_PRODUCER &&
 	    session_reload(s->group->producer, cat) == -1)
 		return (-1);
 	for (i = 0; i < cat->ndatasets; i++) {
@@ -1999,7 +2068,7 @@ session_describe(const struct session *s, struct session_info *info)
 static const struct ring *
 session_view_ring(const struct session *s)
 {
-	return (s->group != NULL && !s->left ? s->group->producer->ring :
+	return (session_in_group(s) ? s->group->producer->ring :
 	    s->ring);
 }
 
@@ -2014,11 +2083,11 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_members = 0;
 	r->group_steps_filled = 0;
 	r->group_bytes_read = 0;
-	r->group_left = s->left;
+	r->group_left = session_left(s);
 	memset(r->group_leaves, 0, sizeof(r->group_leaves));
 	r->group_stays = r->group_rejoins = 0;
 	/* One that left shows its group while it holds slots there. */
-	if (s->group == NULL || (s->left && s->shared_held == 0))
+	if (s->group == NULL || (session_left(s) && s->shared_held == 0))
 		return;
 	p = s->group->producer;
 	r->group_id = s->group->id;
@@ -2028,7 +2097,7 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_members = s->group->nmembers;
 	r->group_steps_filled = p->fill_seq;
 	r->group_bytes_read = p->bytes_read;
-	if (s->left)
+	if (session_left(s))
 		return;
 	r->slots_ready = 0;
 	for (i = 0; i < p->ring->layout.slots; i++) {
@@ -2055,10 +2124,10 @@ session_report(const struct session *s, struct session_report *r)
 	r->epoch = s->epoch;
 	r->step = s->step;
 	session_group_report(s, r);
-	if (s->ring == NULL && (s->group == NULL || s->left)) {
+	if (s->reader == SESSION_ENDED) {
 		/* Ended by its group (session_group_end()). */
 		r->slots_ready = r->slots_held = r->slots = 0;
-	} else if (s->group == NULL || s->left) {
+	} else if (!session_in_group(s)) {
 		r->slots_ready = ring_count(s->ring, SLOT_READY);
 		r->slots_held = ring_count(s->ring, SLOT_HELD);
 		r->slots = s->ring->layout.slots;
