@@ -23,6 +23,12 @@
 #define RAW_BYTES	(RAW_H * RAW_W)
 #define RAW_CLASSES	10
 
+/*
+ * count_fds()'s @but for infeedd's descriptors less ring memory, which it
+ * keeps from an ended session for the next one (keep_ring_memory).
+ */
+#define RING_MEMFD	"memfd:infeed-ring"
+
 extern char	dir[256];		/* the test's temporary directory */
 extern char	sock_path[300];		/* infeedd's socket in it */
 extern char	conf_path[300];		/* its configuration */
@@ -33,7 +39,6 @@ struct sampler;
 uint8_t		 raw_byte(uint64_t i, unsigned j);
 void		 raw_oracle(struct sampler *smp,
 		    const struct infeed_options *o);
-void		 write_file(const char *path, const void *buf, size_t len);
 void		 make_raw(void);
 void		 make_config(const char *extra);
 void		 infeedd_spawn(char *const argv[]);
@@ -51,8 +56,10 @@ void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
 void		 read_log(char *buf, size_t len);
+void		 infeedctl_run(const char *args, char *out, size_t len);
+/* The sockets, and descriptors and mappings of ring memory, @pid holds. */
+void		 holds(pid_t pid, int *sockets, int *rings);
 bool		 infeedd_log_crash(char *buf, size_t len);
-uint64_t	 now_ms(void);		/* monotonic milliseconds */
 
 /*
  * A well-behaved trainer beside a hostile scenario: a child process on its

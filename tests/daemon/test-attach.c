@@ -27,7 +27,6 @@
 
 #include <linux/fuse.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -480,31 +479,6 @@ START_TEST(blocking_file_times_out_others_served)
 }
 END_TEST
 
-/* Descriptors open in process @pid, but for ring memory. */
-static int
-count_fds(pid_t pid)
-{
-	char		 path[64], link[PATH_MAX], to[PATH_MAX];
-	DIR		*d;
-	struct dirent	*de;
-	ssize_t		 len;
-	int		 n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	if ((d = opendir(path)) == NULL)
-		return (-1);
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(link, sizeof(link), "%s/%s", path, de->d_name);
-		len = readlink(link, to, sizeof(to) - 1);
-		to[len > 0 ? len : 0] = '\0';
-		n += strstr(to, "memfd:infeed-ring") == NULL;
-	}
-	closedir(d);
-	return (n);
-}
-
 /* A raw connection, said hello, that sends Attach with files fd @fd. */
 static int
 raw_attach_fd(struct wire_in *in, int fd)
@@ -554,7 +528,7 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 	}
 	ck_assert_int_ne(fd = open(fs.path, O_RDONLY), -1);
 	bystander_start(&b);
-	before = count_fds(infeedd_pid);
+	before = count_fds(infeedd_pid, RING_MEMFD);
 	sock = raw_attach_fd(&in, fd);
 	usleep(300000);			/* its thread is in the read now */
 	close(sock);
@@ -566,7 +540,7 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 	infeed__frame__free_unpacked(st, NULL);
 	fuse_release(&fs);
 	for (tries = 0; tries < 300; tries++) {
-		if ((after = count_fds(infeedd_pid)) == before)
+		if ((after = count_fds(infeedd_pid, RING_MEMFD)) == before)
 			break;
 		usleep(10000);
 	}

@@ -80,18 +80,6 @@ tpath(const char *name)
 	return (p);
 }
 
-/* Write len bytes to path. */
-static void
-write_file(const char *path, const void *data, size_t len)
-{
-	FILE	*f;
-
-	f = fopen(path, "wb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* Write len bytes to path gzip-compressed; mode "wb" or "ab". */
 static void
 write_gz(const char *path, const char *mode, const void *data, size_t len)

@@ -297,7 +297,7 @@ static void
 http(uint16_t port, const char *request)
 {
 	struct sockaddr_in	 sin;
-	uint64_t		 deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t		 deadline = now_ms() + DEADLINE_MS;
 	size_t			 len = 0, cap = 1 << 16;
 	ssize_t			 n = -1;
 	int			 fd;
@@ -314,7 +314,7 @@ http(uint16_t port, const char *request)
 	ck_assert_int_eq(write(fd, request, strlen(request)),
 	    (ssize_t)strlen(request));
 	ck_assert_int_ne(fcntl(fd, F_SETFL, O_NONBLOCK), -1);
-	while (unit_now_ms() < deadline) {
+	while (now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		n = read(fd, text + len, cap - 1 - len);
 		if (n == 0)
@@ -344,7 +344,7 @@ START_TEST(server_answers_get_metrics_from_the_daemon)
 	    "memory_budget = 16M\n[dataset a]\ntype = synthetic\n"
 	    "samples = 10\nshape = 4\ndtype = uint8\n");
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, conf_text, strlen(conf_text));
+	write_file(path, conf_text, strlen(conf_text));
 	unit_daemon_start(path, 1, 2);
 	memset(&ph, 0, sizeof(ph));
 	ph.base = base;

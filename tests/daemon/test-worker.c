@@ -35,7 +35,6 @@
 #include "ring.h"
 #include "transform.h"
 #include "transport.h"
-#include "unit-fds.h"
 #include "worker.h"
 #include "runner.h"
 
@@ -242,7 +241,7 @@ START_TEST(test_jobs_fill_rows_and_answer_done)
 	int			fds;
 
 	start_worker();
-	fds = unit_count_fds(worker);
+	fds = count_fds(worker, NULL);
 	send_map();
 	send_job(RING_ID, 0, 0, ROWS);
 	recv_done(&m);
@@ -257,7 +256,7 @@ START_TEST(test_jobs_fill_rows_and_answer_done)
 	ck_assert_int_eq(m.error, WORKER_OK);
 	check_rows(1, 2, 5);
 	/* The ring's memfd was mapped and closed: none is kept. */
-	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_int_eq(count_fds(worker, NULL), fds);
 	ck_assert_uint_ge(beat->rows, ROWS + 3);
 }
 END_TEST
@@ -318,7 +317,7 @@ START_TEST(test_malformed_messages_dropped_with_their_fds)
 	ck_assert_int_ge(devnull = open("/dev/null", O_RDONLY | O_CLOEXEC),
 	    0);
 	start_worker();
-	fds = unit_count_fds(worker);
+	fds = count_fds(worker, NULL);
 	ck_assert_int_eq(transport_send_consume(pool_end, "short", 5, NULL,
 	    0), 0);
 	memset(&m, 0, sizeof(m));
@@ -340,7 +339,7 @@ START_TEST(test_malformed_messages_dropped_with_their_fds)
 	ck_assert_int_eq(m.error, WORKER_OK);
 	ck_assert_uint_eq(m.row_end, 3);
 	check_rows(0, 0, 3);
-	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_int_eq(count_fds(worker, NULL), fds);
 	close(devnull);
 }
 END_TEST
