@@ -23,12 +23,6 @@
 #define RAW_BYTES	(RAW_H * RAW_W)
 #define RAW_CLASSES	10
 
-/*
- * count_fds()'s @but for infeedd's descriptors less ring memory, which it
- * keeps from an ended session for the next one (keep_ring_memory).
- */
-#define RING_MEMFD	"memfd:infeed-ring"
-
 extern char	dir[256];		/* the test's temporary directory */
 extern char	sock_path[300];		/* infeedd's socket in it */
 extern char	conf_path[300];		/* its configuration */

@@ -28,11 +28,16 @@ void		write_file(const char *path, const void *buf, size_t len);
 
 /*
  * Open descriptors of process @pid (0: this one), from /proc, less those
- * whose target's name holds @but (NULL: none left out, or e.g.
- * "memfd:infeed-ring" for all but ring memory); -1 when the process is
- * gone or its list cannot be read.
+ * whose target's name holds @but (NULL: none left out); -1 when the
+ * process is gone or its list cannot be read.
  */
 int		count_fds(pid_t pid, const char *but);
+
+/*
+ * count_fds()'s @but for all but ring memory, which infeedd keeps from an
+ * ended session for the next one (keep_ring_memory).
+ */
+#define RING_MEMFD	"memfd:infeed-ring"
 
 /* Send one byte on @sock with @count (at most 16) copies of @fd. */
 void		send_fds(int sock, int fd, int count);

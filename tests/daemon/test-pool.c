@@ -187,14 +187,7 @@ done_cb(void *arg, const struct pool_report *r)
 static bool
 run_until(bool (*pred)(const void *), const void *arg)
 {
-	uint64_t	deadline = now_ms() + DEADLINE_MS;
-
-	while (!pred(arg)) {
-		if (now_ms() > deadline)
-			return (false);
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	return (true);
+	return (unit_run_until(pred, arg, DEADLINE_MS));
 }
 
 /* Whether the pool has nothing queued or running. */

@@ -53,6 +53,20 @@ unit_fmt(char *buf, size_t len, const char *f, ...)
 	ck_assert(n >= 0 && (size_t)n < len);
 }
 
+/* Turn the loop until @pred(@arg) holds; false after @ms. */
+bool
+unit_run_until(bool (*pred)(const void *), const void *arg, uint64_t ms)
+{
+	uint64_t	deadline = now_ms() + ms;
+
+	while (!pred(arg)) {
+		if (now_ms() > deadline)
+			return (false);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	return (true);
+}
+
 /* Turn the loop for @ms, so that late or extra events come in. */
 void
 unit_run_for(uint64_t ms)

@@ -12,6 +12,7 @@
 #ifndef INFEED_TEST_UNIT_DAEMON_H
 #define INFEED_TEST_UNIT_DAEMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,10 @@ void		unit_daemon_stop(void);
 /* snprintf that fails the test rather than cut. */
 void		unit_fmt(char *buf, size_t len, const char *f, ...)
 		    __attribute__((format(printf, 3, 4)));
+
+/* Turn the loop until @pred(@arg) holds; false after @ms. */
+bool		unit_run_until(bool (*pred)(const void *), const void *arg,
+		    uint64_t ms);
 
 /* Turn the loop for @ms, so that late or extra events come in. */
 void		unit_run_for(uint64_t ms);
