@@ -2,11 +2,15 @@
 /*
  * Sessions (see session.h).  Steps are filled and delivered in sequence
  * order; a slow client stalls only its own session.  A Next is answered
- * as soon as the next step is ready, never by polling.
+ * as soon as the next step is ready, never by polling.  A step's indices
+ * and jobs are made a bounded amount per loop callback (session_prepare),
+ * whatever its rows, stages and shuffle, and its shuffle's table is
+ * charged to memory_budget (session_table).
  */
 
 #include <sys/queue.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -34,12 +38,40 @@
  */
 #define SESSION_JOB_MIN_BYTES	(4 * 1024 * 1024)
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
+/*
+ * A step's indices are computed and its jobs queued this many work units
+ * (sampler_row_cost(), SAMPLER_COST_*: about a nanosecond each) at a
+ * time, a callback each, with the loop's sockets looked at in between: a
+ * step of 2^26 rows, shuffled or of 16 elastic stages, costs the event
+ * loop about a millisecond per callback (15 s at once before), never the
+ * whole step.
+ */
+#define SESSION_PREPARE_WORK	(1024 * 1024)
+/*
+ * A member leaves its group once the group was blocked on it (every slot
+ * taken, another member waiting) for INFEED_GROUP_SLACK_MS in all within
+ * the last SESSION_BLAME_WINDOW_MS: each other member then ran at 0.8 of
+ * its own pace at least over that window.  A stopped member costs the
+ * others the slack once; a slower one, or one that pauses, leaves as soon
+ * as it has cost them that much, however often the group moved meanwhile.
+ * The window is kept in buckets.
+ */
+#define SESSION_BLAME_WINDOW_MS	(5 * INFEED_GROUP_SLACK_MS)
+#define SESSION_BLAME_BUCKETS	10
+#define SESSION_BLAME_BUCKET_MS	\
+	(SESSION_BLAME_WINDOW_MS / SESSION_BLAME_BUCKETS)
 
 enum session_state {
 	SESSION_IDLE,		/* nothing asked for yet, or after EndOfData */
 	SESSION_FILLING,	/* steps are being filled and delivered */
 	SESSION_EPOCH_END,	/* the epoch's last step is queued */
 	SESSION_FAILED,		/* a sample could not be read */
+};
+
+/* Time a group was blocked on someone, over the last window. */
+struct session_blame {
+	uint64_t	bucket;		/* the newest: ms / BUCKET_MS */
+	uint32_t	ms[SESSION_BLAME_BUCKETS];
 };
 
 struct session {
@@ -55,6 +87,7 @@ struct session {
 	struct dataset_files	 files;		/* with own_ds */
 	bool			 own_ds;	/* the client's files */
 	struct sampler		 sampler;
+	uint64_t		 table_charged;	/* its table's, to the budget */
 	struct session_options	 opts;		/* a copy, for status */
 	bool			 load_indefinitely;
 	enum infeed_dtype	 label_dtype;	/* in the ring */
@@ -70,6 +103,9 @@ struct session {
 	uint64_t		 fill_epoch;
 	uint64_t		 fill_step;
 	uint64_t		 fill_seq;
+	/* Rows of each filling slot whose jobs are queued (session_prepare). */
+	uint64_t		 prepared[INFEED_MAX_SLOTS];
+	struct event		*ev_prepare;	/* the next rows, or NULL */
 	uint64_t		 deliver_seq;
 	struct session_req	 waiting[SESSION_MAX_WAITING];	/* FIFO */
 	uint64_t		 waiting_us[SESSION_MAX_WAITING]; /* since */
@@ -107,7 +143,22 @@ struct session {
 	uint64_t		 pos_step;
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
 	bool			 new_ring;	/* the next Step carries its ring */
+	struct session_blame	 blame;	/* the group blocked on it */
+	bool			 blamed;	/* ... since charged_ms */
 	TAILQ_ENTRY(session)	 member_entry;
+};
+
+/*
+ * A process that ended a session of a group holding slots of its ring:
+ * they are its to read until it exits (watched with a pidfd, else
+ * kill(pid, 0) as the group settles).
+ */
+struct session_holder {
+	struct session_group	*g;
+	pid_t			 pid;
+	uint64_t		 slots;	/* a bit each */
+	int			 pidfd;	/* -1: none */
+	struct event		*ev;	/* its exit, or NULL */
 };
 
 /* A shared group: its producer and its members (see session.h). */
@@ -116,10 +167,14 @@ struct session_group {
 	struct session		*producer;
 	TAILQ_HEAD(, session)	 members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
-	pid_t			*holders;	/* members that ended holding */
+	struct session_holder	**holders;	/* ended members' */
 	size_t			 nholders;
+	uint64_t		 kept;	/* their slots: not refilled */
 	struct event		*ev_slack;
-	uint64_t		 blocked_since_ms;	/* 0: not blocked */
+	uint64_t		 charged_ms;	/* blamed to; 0: free */
+	uint64_t		 retry_ms;	/* one stayed: not before */
+	struct session_blame	 orphan;	/* on others' slots */
+	bool			 orphaned;	/* ... since charged_ms */
 	uint64_t		 leaves[SESSION_LEAVE_REASONS];	/* the stats' */
 	uint64_t		 stays;	/* fell behind but could not leave */
 	uint64_t		 rejoins;
@@ -139,13 +194,14 @@ const char *const session_leave_names[SESSION_LEAVE_REASONS] = {
 	"held_back", "waited",
 };
 static const char *const session_leave_why[SESSION_LEAVE_REASONS] = {
-	"after holding it back",
-	"after waiting on slots that those that left still hold",
+	"after holding it back for the slack within the blame window",
+	"after waiting on slots that those that left or ended still hold",
 };
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
 
 static void	session_fill(struct session *);
+static void	session_prepare_later(struct session *);
 static void	session_deliver(struct session *);
 static void	session_group_deliver(struct session_group *);
 static void	session_group_credit(struct session_group *,
@@ -660,11 +716,9 @@ session_check(struct session *s, const struct session_attach *a,
 	so.process_count = o->process_count;
 	if (session_check_stages(o, &so, cause) == -1)
 		return (-1);
-	if (sampler_init(&s->sampler, &so, cause) == -1) {
-		if (errno == ENOMEM)
-			*code = ERRCODE_RESOURCE_EXHAUSTED;
+	/* Its table, if any, comes with a ring: session_table(). */
+	if (sampler_init_deferred(&s->sampler, &so, cause) == -1)
 		return (-1);
-	}
 	if (session_check_start_step(s, o, cause) == -1)
 		return (-1);
 	if (transform_init(&s->transform, o->has_transform ? &o->transform :
@@ -741,8 +795,42 @@ session_new_checked(const struct session_host *host,
 }
 
 /*
+ * The shuffle's table (N x 8 bytes, up to 32 MiB at 2^22 samples), for a
+ * session that fills steps: a lone session, a group's producer, a member
+ * when it leaves (a member in its group fills nothing and has none).  It
+ * is charged to memory_budget before it is allocated, once, until the
+ * session ends.
+ */
+static int
+session_table(struct session *s, const struct ring_owner *owner,
+    char **cause)
+{
+	uint64_t	 bytes = sampler_table_bytes(&s->sampler);
+	char		 size[48], *why;
+
+	if (bytes == 0 || s->table_charged != 0)
+		return (0);
+	if (ring_budget_charge(s->host.budget, bytes, owner, &why) == -1) {
+		*cause = xasprintf("the shuffle's table of %llu samples needs "
+		    "%s but %s; attach with shuffle off, wait for other "
+		    "sessions to end, or ask the operator to raise the budget",
+		    (unsigned long long)s->sampler.opts.samples,
+		    ring_mem_format_bytes(bytes, size, sizeof(size)), why);
+		free(why);
+		return (-1);
+	}
+	if (sampler_table_alloc(&s->sampler, cause) == -1) {
+		ring_budget_uncharge(s->host.budget, bytes);
+		return (-1);
+	}
+	s->table_charged = bytes;
+	return (0);
+}
+
+/*
  * Make the session's own ring (at Attach, or when it leaves its group),
- * its index tables and its registration with the pool.
+ * its index tables, its shuffle's table and its registration with the
+ * pool.
  */
 static int
 session_make_ring(struct session *s, enum errcode *code, char **cause)
@@ -755,6 +843,8 @@ session_make_ring(struct session *s, enum errcode *code, char **cause)
 	owner.gid = s->client.gid;
 	owner.content = s->ds->serial;
 	owner.pid = s->client.pid;
+	if (session_table(s, &owner, cause) == -1)
+		return (-1);
 	s->ring = ring_new(s->host.budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, slots, &owner,
 	    cause);
@@ -1017,12 +1107,18 @@ session_group_credit(struct session_group *g, const struct pool_report *r)
 	}
 }
 
-/* Whether a member holds group ring slot @i or still takes step @seq. */
+/*
+ * Whether a member holds group ring slot @i or still takes step @seq, or
+ * a member whose session ended held it then (its process may still read
+ * it: a kept step never changes).
+ */
 static bool
 session_group_pinned(const struct session_group *g, uint32_t i, uint64_t seq)
 {
 	const struct session	*m;
 
+	if (g->kept & session_group_bit(i))
+		return (true);
 	TAILQ_FOREACH(m, &g->members, member_entry) {
 		if (m->shared_held & session_group_bit(i))
 			return (true);
@@ -1052,21 +1148,150 @@ session_group_blocked(const struct session_group *g)
 	return (false);
 }
 
-/* Start or stop the slack's clock as the group is blocked or not. */
+/*
+ * The oldest ready slot of the group's ring that members alone keep from
+ * being refilled (not one that those that left or ended hold), in *@slot
+ * and *@seq.  Return: whether there is one.
+ */
+static bool
+session_group_oldest(const struct session_group *g, uint32_t *slot,
+    uint64_t *seq)
+{
+	const struct ring	*r = g->producer->ring;
+	const struct session	*m;
+	uint64_t		 others = g->kept;
+	uint32_t		 i;
+	bool			 found = false;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (m->left)
+			others |= m->shared_held;
+	}
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state != SLOT_READY ||
+		    (others & session_group_bit(i)) ||
+		    (found && r->slot[i].seq >= *seq))
+			continue;
+		*slot = i;
+		*seq = r->slot[i].seq;
+		found = true;
+	}
+	return (found);
+}
+
+/* Move @b's window on to bucket @k: older buckets fall out of it. */
+static void
+session_blame_advance(struct session_blame *b, uint64_t k)
+{
+	uint64_t	j;
+
+	for (j = b->bucket + 1; j <= k &&
+	    j <= b->bucket + SESSION_BLAME_BUCKETS; j++)
+		b->ms[j % SESSION_BLAME_BUCKETS] = 0;
+	if (k > b->bucket)
+		b->bucket = k;
+}
+
+/* Add the time from @from to @to (ms, CLOCK_MONOTONIC) to @b. */
+static void
+session_blame_add(struct session_blame *b, uint64_t from, uint64_t to)
+{
+	uint64_t	k, end;
+
+	if (to - from > SESSION_BLAME_WINDOW_MS)
+		from = to - SESSION_BLAME_WINDOW_MS;
+	for (; from < to; from = end) {
+		k = from / SESSION_BLAME_BUCKET_MS;
+		end = (k + 1) * SESSION_BLAME_BUCKET_MS;
+		if (end > to)
+			end = to;
+		session_blame_advance(b, k);
+		if (k + SESSION_BLAME_BUCKETS > b->bucket)
+			b->ms[k % SESSION_BLAME_BUCKETS] +=
+			    (uint32_t)(end - from);
+	}
+}
+
+/* @b's time within the window that ends at @now. */
+static uint64_t
+session_blame_sum(struct session_blame *b, uint64_t now)
+{
+	uint64_t	sum = 0;
+	unsigned	i;
+
+	session_blame_advance(b, now / SESSION_BLAME_BUCKET_MS);
+	for (i = 0; i < SESSION_BLAME_BUCKETS; i++)
+		sum += b->ms[i];
+	return (sum);
+}
+
+/* What is left of the slack after @b's time in the window ending @now. */
+static uint64_t
+session_blame_left(struct session_blame *b, uint64_t now)
+{
+	uint64_t	used = session_blame_sum(b, now);
+
+	return (used < INFEED_GROUP_SLACK_MS ? INFEED_GROUP_SLACK_MS - used :
+	    0);
+}
+
+/*
+ * Charge the time the group was blocked since the last look to whom it
+ * was blocked on then (the members that keep its oldest slot from being
+ * refilled and do not wait themselves; else no member: the slots those
+ * that left or ended hold), see who it is blocked on now, and set the
+ * slack's timer for when the first of them will have cost the others
+ * INFEED_GROUP_SLACK_MS within the window.  Called whenever a member
+ * takes, releases, asks or goes, and by the timer.
+ */
 static void
 session_group_watch(struct session_group *g)
 {
-	struct timeval	tv = { INFEED_GROUP_SLACK_MS / 1000,
-			    INFEED_GROUP_SLACK_MS % 1000 * 1000 };
+	struct session	*m;
+	struct timeval	 tv;
+	uint64_t	 now = clock_now_ms(), seq = 0, wait, left;
+	uint32_t	 slot = 0;
+	bool		 blocked, oldest, any = false;
 
-	if (!session_group_blocked(g)) {
-		g->blocked_since_ms = 0;
+	if (g->charged_ms != 0 && now > g->charged_ms) {
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (m->blamed)
+				session_blame_add(&m->blame, g->charged_ms,
+				    now);
+		}
+		if (g->orphaned)
+			session_blame_add(&g->orphan, g->charged_ms, now);
+	}
+	blocked = session_group_blocked(g);
+	oldest = blocked && session_group_oldest(g, &slot, &seq);
+	wait = INFEED_GROUP_SLACK_MS;
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		m->blamed = oldest && !m->left && m->nwaiting == 0 &&
+		    ((m->shared_held & session_group_bit(slot)) ||
+		    m->deliver_seq <= seq);
+		if (!m->blamed)
+			continue;
+		any = true;
+		left = session_blame_left(&m->blame, now);
+		if (left < wait)
+			wait = left;
+	}
+	g->orphaned = blocked && !any;
+	if (g->orphaned)
+		wait = session_blame_left(&g->orphan, now);
+	if (!blocked) {
+		g->charged_ms = 0;
 		evtimer_del(g->ev_slack);
 		return;
 	}
-	if (g->blocked_since_ms != 0)
-		return;
-	g->blocked_since_ms = clock_now_ms();
+	g->charged_ms = now;
+	/* One that could not leave is tried again after the slack. */
+	if (g->retry_ms > now + wait)
+		wait = g->retry_ms - now;
+	if (wait == 0)
+		wait = 1;
+	tv.tv_sec = (time_t)(wait / 1000);
+	tv.tv_usec = (suseconds_t)(wait % 1000 * 1000);
 	evtimer_add(g->ev_slack, &tv);
 }
 
@@ -1096,19 +1321,94 @@ session_group_reclaim(struct session_group *g)
 		session_fill(p);
 }
 
-/* Process @pid ended a session of @g holding steps of its ring. */
-static void
-session_group_add_holder(struct session_group *g, pid_t pid)
-{
-	size_t	i;
+static void	session_group_settle(struct session_group *);
 
-	for (i = 0; i < g->nholders && g->holders[i] != pid; i++)
+/* Forget holder @k of @g: its slots are the group's to refill again. */
+static void
+session_group_holder_drop(struct session_group *g, size_t k)
+{
+	struct session_holder	*h = g->holders[k];
+	size_t			 i;
+
+	if (h->ev != NULL)
+		event_free(h->ev);
+	if (h->pidfd != -1)
+		close(h->pidfd);
+	free(h);
+	g->holders[k] = g->holders[--g->nholders];
+	g->kept = 0;
+	for (i = 0; i < g->nholders; i++)
+		g->kept |= g->holders[i]->slots;
+}
+
+/*
+ * Forget the holders whose processes exited (@pidfd's, readable, or
+ * those without a pidfd that kill() finds gone).  Return: whether any.
+ */
+static bool
+session_group_reap(struct session_group *g, int pidfd)
+{
+	struct session_holder	*h;
+	size_t			 i;
+	bool			 any = false;
+
+	for (i = 0; i < g->nholders; ) {
+		h = g->holders[i];
+		if ((pidfd != -1 && h->pidfd == pidfd) || (h->pidfd == -1 &&
+		    h->pid > 0 && kill(h->pid, 0) == -1 && errno == ESRCH)) {
+			log_info("process %d, which kept steps of group %llu "
+			    "after its session ended, exited: their slots are "
+			    "refilled again", (int)h->pid,
+			    (unsigned long long)g->id);
+			session_group_holder_drop(g, i);
+			any = true;
+		} else
+			i++;
+	}
+	return (any);
+}
+
+/* A holder's process exited. */
+static void
+session_group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session_holder	*h = arg;
+	struct session_group	*g = h->g;
+
+	(void)what;
+	if (session_group_reap(g, fd))
+		session_group_settle(g);
+}
+
+/*
+ * Process @pid ended a session of @g holding slots @slots of its ring: the
+ * group refills them no more until it exits.
+ */
+static void
+session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
+{
+	struct session_holder	*h;
+	size_t			 i;
+
+	for (i = 0; i < g->nholders && g->holders[i]->pid != pid; i++)
 		;
-	if (i < g->nholders)
-		return;
-	g->holders = xreallocarray(g->holders, g->nholders + 1,
-	    sizeof(*g->holders));
-	g->holders[g->nholders++] = pid;
+	if (i == g->nholders) {
+		h = xcalloc(1, sizeof(*h));
+		h->g = g;
+		h->pid = pid;
+		h->pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+		if (h->pidfd != -1 && (h->ev = event_new(g->producer->host.base,
+		    h->pidfd, EV_READ, session_group_holder_exit_cb, h)) !=
+		    NULL && event_add(h->ev, NULL) == -1) {
+			event_free(h->ev);
+			h->ev = NULL;
+		}
+		g->holders = xreallocarray(g->holders, g->nholders + 1,
+		    sizeof(*g->holders));
+		g->holders[g->nholders++] = h;
+	}
+	g->holders[i]->slots |= slots;
+	g->kept |= slots;
 }
 
 /*
@@ -1119,6 +1419,8 @@ static void
 session_group_free(struct session_group *g)
 {
 	struct session	*p = g->producer, *m;
+	pid_t		*pids;
+	size_t		 n = g->nholders;
 	uint32_t	 i;
 
 	while ((m = TAILQ_FIRST(&g->members)) != NULL) {
@@ -1133,12 +1435,18 @@ session_group_free(struct session_group *g)
 	 * them, charged until the last such member's process exits (not the
 	 * producer's client's: the ring is the group's).
 	 */
-	for (i = 0; g->nholders > 0 && i < p->ring->layout.slots; i++) {
+	for (i = 0; n > 0 && i < p->ring->layout.slots; i++) {
 		if (p->ring->slot[i].state == SLOT_READY)
 			ring_slot_set(p->ring, i, SLOT_HELD);
 	}
-	if (g->nholders > 0)
-		ring_mem_hold_for(p->ring->mem, g->holders, g->nholders);
+	pids = xreallocarray(NULL, n + 1, sizeof(*pids));
+	for (i = 0; i < n; i++)
+		pids[i] = g->holders[i]->pid;
+	while (g->nholders > 0)
+		session_group_holder_drop(g, 0);
+	if (n > 0)
+		ring_mem_hold_for(p->ring->mem, pids, n);
+	free(pids);
 	p->group = NULL;
 	session_free(p);
 	free(g->holders);
@@ -1163,6 +1471,7 @@ session_group_settle(struct session_group *g)
 		session_group_free(g);
 		return;
 	}
+	(void)session_group_reap(g, -1);
 	session_group_reclaim(g);
 	session_group_watch(g);
 }
@@ -1198,12 +1507,41 @@ session_group_deliver(struct session_group *g)
 }
 
 /*
+ * Member @m, which held the others back, has no room for a ring of its
+ * own (@cause): it is ended rather than freeze them.  Its Nexts get the
+ * error from now on; the group's slots it holds stay its own until it
+ * releases them (a kept step never changes), the others it kept free.
+ */
+static void
+session_group_end(struct session *m, const char *cause)
+{
+	struct session_group	*g = m->group;
+
+	log_warnx("session %llu held group %llu back and is ended: %s",
+	    (unsigned long long)m->id, (unsigned long long)g->id, cause);
+	m->left = true;
+	g->nmembers--;
+	g->stays++;
+	free(m->failure);
+	m->failure = xasprintf("this session held the other trainers of its "
+	    "shared group back for %d ms (stopped, or slower than they are), "
+	    "and %s, so it was ended to let them go on; release its steps and "
+	    "attach again (with share=False it never waits on others, nor "
+	    "they on it)", INFEED_GROUP_SLACK_MS, cause);
+	m->failure_code = ERRCODE_RESOURCE_EXHAUSTED;
+	session_set_state(m, SESSION_FAILED);
+	session_cancel(m, m->failure_code, m->failure);
+}
+
+/*
  * Member @m falls behind: it gets a ring of its own (charged to the
  * budget) and fills it from its own position; what it holds of the
  * group's ring stays its own until released.  When the budget cannot
- * hold that ring it stays in the group (which waits) and tries again
- * after the next slack.  Return: 0, or -1 when it stayed.  The group
- * counts either, by @why.
+ * hold that ring, one that held the group back is ended
+ * (session_group_end()); one that waited stays in the group, which
+ * waits, and tries again after the slack, as one does that still holds
+ * steps of the ring it had before it rejoined.  Return: 0, or -1 when it
+ * stayed or was ended.  The group counts either, by @why.
  */
 static int
 session_group_leave(struct session *m, enum session_leave why)
@@ -1211,7 +1549,7 @@ session_group_leave(struct session *m, enum session_leave why)
 	struct session_group	*g = m->group;
 	struct session		*p = g->producer;
 	enum errcode		 code;
-	char			*cause = NULL;
+	char			*cause = NULL, *msg;
 
 	/* Steps of the ring it had before it rejoined: one ring of its own. */
 	if (m->ring != NULL) {
@@ -1220,25 +1558,34 @@ session_group_leave(struct session *m, enum session_leave why)
 		    "had before it rejoined", (unsigned long long)m->id,
 		    (unsigned long long)g->id);
 		g->stays++;
+		g->retry_ms = clock_now_ms() + INFEED_GROUP_SLACK_MS;
 		return (-1);
 	}
 	if (session_make_ring(m, &code, &cause) == -1) {
-		log_warnx("session %llu falls behind group %llu but stays in "
-		    "it: %s", (unsigned long long)m->id,
-		    (unsigned long long)g->id, cause);
-		free(cause);
 		pool_remove_ring(m->pool_ring, m->ring, true);
 		m->pool_ring = NULL;
 		m->ring = NULL;
 		free(m->indices);
 		m->indices = NULL;
+		msg = xasprintf("memory_budget has no room for a ring of its "
+		    "own: %s", cause);
+		free(cause);
+		if (why == SESSION_LEAVE_HELD_BACK) {
+			session_group_end(m, msg);
+			free(msg);
+			return (-1);
+		}
+		log_warnx("session %llu waits on group %llu but stays in "
+		    "it: %s", (unsigned long long)m->id,
+		    (unsigned long long)g->id, msg);
+		free(msg);
 		g->stays++;
+		g->retry_ms = clock_now_ms() + INFEED_GROUP_SLACK_MS;
 		return (-1);
 	}
-	log_info("session %llu left group %llu %s for %d ms; it goes on "
-	    "alone from epoch %llu step %llu", (unsigned long long)m->id,
+	log_info("session %llu left group %llu %s; it goes on alone from "
+	    "epoch %llu step %llu", (unsigned long long)m->id,
 	    (unsigned long long)g->id, session_leave_why[why],
-	    INFEED_GROUP_SLACK_MS,
 	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
 	m->left = true;
 	g->nmembers--;
@@ -1256,6 +1603,20 @@ session_group_leave(struct session *m, enum session_leave why)
 	session_fill(m);
 	session_deliver(m);
 	return (0);
+}
+
+/* Whether step @seq of group @g is ready in its ring. */
+static bool
+session_group_ready(const struct session_group *g, uint64_t seq)
+{
+	const struct ring	*r = g->producer->ring;
+	uint32_t		 i;
+
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state == SLOT_READY && r->slot[i].seq == seq)
+			return (true);
+	}
+	return (false);
 }
 
 /* A member that rejoined gives up its own ring once it holds none of it. */
@@ -1296,7 +1657,15 @@ session_group_rejoin(struct session *m)
 			step = 0;
 		}
 	}
-	if (session_group_position(g, epoch, step, &seq) == -1)
+	/*
+	 * Only where its first Step from the group goes out at once, and
+	 * holding at most one step of its own ring (a for-loop's last): so it
+	 * never waits in the group with steps of its own ring still held,
+	 * which would keep it from leaving again.
+	 */
+	if (session_group_position(g, epoch, step, &seq) == -1 ||
+	    !session_group_ready(g, seq) ||
+	    ring_count(m->ring, SLOT_HELD) > 1)
 		return (false);
 	log_info("session %llu caught up with group %llu and rejoins it at "
 	    "epoch %llu step %llu", (unsigned long long)m->id,
@@ -1308,6 +1677,7 @@ session_group_rejoin(struct session *m)
 	m->deliver_seq = seq;
 	m->pos_epoch = epoch;
 	m->pos_step = step;
+	memset(&m->blame, 0, sizeof(m->blame));
 	/* Its client maps its own ring, unless no Step brought it yet. */
 	m->new_ring = !m->new_ring;
 	pool_drop_jobs(m->pool_ring);
@@ -1316,44 +1686,41 @@ session_group_rejoin(struct session *m)
 }
 
 /*
- * The slack ran out: the members that keep the oldest slot from being
- * refilled leave the group, unless it is no longer blocked; when the
- * slots they keep holding still block it, its waiting members leave too.
+ * A member's blame reached the slack: those that cost the others the
+ * slack within the window leave the group (or are ended: no room for a
+ * ring).  When the group still cannot fill the step a member waits for
+ * and no member it could wait on is to blame (the slots that those that
+ * left or ended hold block it, or one that could not leave), the members
+ * that wait go on alone too: at once when someone was just dealt with,
+ * else once they waited the slack on such slots within the window.  A
+ * stopped member never freezes the others.
  */
 static void
 session_group_slack_cb(int fd, short what, void *arg)
 {
 	struct session_group	*g = arg;
 	struct session		*p = g->producer, *m;
-	uint64_t		 oldest = UINT64_MAX;
-	uint32_t		 i, oldest_slot = 0;
+	uint64_t		 now = clock_now_ms();
+	bool			 acted = false, stuck = false;
 
 	(void)fd, (void)what;
-	g->blocked_since_ms = 0;
-	if (!session_group_blocked(g))
+	session_group_watch(g);
+	if (g->charged_ms == 0 || now < g->retry_ms)
 		return;
-	for (i = 0; i < p->ring->layout.slots; i++) {
-		if (p->ring->slot[i].state == SLOT_READY &&
-		    p->ring->slot[i].seq < oldest) {
-			oldest = p->ring->slot[i].seq;
-			oldest_slot = i;
-		}
-	}
+	g->retry_ms = 0;
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && ((m->shared_held &
-		    session_group_bit(oldest_slot)) ||
-		    (m->deliver_seq <= oldest && m->nwaiting == 0)))
-			(void)session_group_leave(m,
-			    SESSION_LEAVE_HELD_BACK);
+		if (!m->blamed ||
+		    session_blame_left(&m->blame, now) > 0)
+			continue;
+		acted = true;
+		if (session_group_leave(m, SESSION_LEAVE_HELD_BACK) == -1 &&
+		    !m->left)
+			stuck = true;
 	}
-	/*
-	 * The group's slots that those keep holding stay theirs: when the
-	 * group still cannot fill the step a member waits for, nothing but
-	 * their releases would free a slot, so that member goes on alone too
-	 * (a stopped member never freezes the others).
-	 */
 	session_group_reclaim(g);
-	if (session_group_blocked(g)) {
+	session_group_watch(g);
+	if (g->charged_ms != 0 && (stuck || g->orphaned) && (acted ||
+	    session_blame_left(&g->orphan, now) == 0)) {
 		TAILQ_FOREACH(m, &g->members, member_entry) {
 			if (!m->left && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq)
@@ -1450,9 +1817,16 @@ session_free(struct session *s)
 {
 	if (s == NULL)
 		return;
+	if (s->ev_prepare != NULL)
+		event_free(s->ev_prepare);
+	/*
+	 * The group's slots it holds are its process's to read on (a kept
+	 * step never changes): the group never refills them.
+	 */
 	if (s->group != NULL && !s->producer) {
 		if (s->shared_held != 0)
-			session_group_add_holder(s->group, s->client.pid);
+			session_group_add_holder(s->group, s->client.pid,
+			    s->shared_held);
 		s->shared_held = 0;
 		session_group_drop(s);
 	}
@@ -1472,19 +1846,23 @@ session_free(struct session *s)
 	free(s->indices);
 	free(s->opts.transform.pipeline);
 	sampler_clear(&s->sampler);
+	ring_budget_uncharge(s->host.budget, s->table_charged);
 	free(s->failure);
 	free(s);
 }
 
 /*
- * Queue the rows of slot @i on the pool, cut so every worker gets some
- * (of arrays, 4 MiB a job at least), as the step the client takes in
- * the ring's order (the pool serves the nearest steps first).
+ * Queue rows [@begin, @end) of slot @i on the pool, their indices
+ * computed: the step is cut so every worker gets some (of arrays, 4 MiB a
+ * job at least), as the step the client takes in the ring's order (the
+ * pool serves the nearest steps first); rows prepared in several
+ * callbacks are cut where those end too.
  */
 static void
-session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
+session_submit(struct session *s, uint32_t i, uint64_t begin, uint64_t end)
 {
-	uint64_t	chunk, r, njobs;
+	const struct ring_slot	*sl = &s->ring->slot[i];
+	uint64_t		 chunk, r, stop, njobs, rows = sl->rows;
 
 	njobs = (uint64_t)pool_size(s->host.pool) * SESSION_JOBS_PER_WORKER;
 	if (!s->transform.image &&
@@ -1494,13 +1872,114 @@ session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 	if (njobs == 0)
 		njobs = 1;
 	chunk = (rows + njobs - 1) / njobs;
-	for (r = 0; r < rows; r += chunk)
-		pool_submit(s->pool_ring, i, epoch, s->ring->slot[i].seq, r,
-		    r + chunk < rows ? r + chunk : rows,
+	for (r = begin; r < end; r = stop) {
+		stop = (r / chunk + 1) * chunk;
+		if (stop > end)
+			stop = end;
+		pool_submit(s->pool_ring, i, sl->epoch, sl->seq, r, stop,
 		    session_indices(s, i) + r);
+	}
 }
 
-/* Start filling free slots with the next steps in order. */
+/*
+ * The filling slot whose next rows are to be prepared (the lowest step in
+ * the ring's order with rows not yet queued), or -1.  None on a ring the
+ * session no longer fills (a member back in its group keeps its own only
+ * for the steps it holds), and none past a failed step (its jobs are
+ * dropped, session_drop_after_failure()).
+ */
+static int
+session_prepare_slot(const struct session *s)
+{
+	const struct ring_slot	*sl;
+	uint32_t		 i;
+	int			 best = -1;
+
+	if (s->ring == NULL || (s->group != NULL && !s->left && !s->producer))
+		return (-1);
+	for (i = 0; i < s->ring->layout.slots; i++) {
+		sl = &s->ring->slot[i];
+		if (sl->state != SLOT_FILLING || s->prepared[i] >= sl->rows ||
+		    (s->state == SESSION_FAILED && sl->seq >= s->failed_seq))
+			continue;
+		if (best == -1 || sl->seq < s->ring->slot[best].seq)
+			best = (int)i;
+	}
+	return (best);
+}
+
+/*
+ * Compute the indices of the next rows and queue their jobs, for about
+ * SESSION_PREPARE_WORK units (a new epoch's shuffle table among them);
+ * return whether rows are left to prepare.
+ */
+static bool
+session_prepare(struct session *s)
+{
+	const struct ring_slot	*sl;
+	uint64_t		 work = SESSION_PREPARE_WORK, cost, n, begin;
+	int			 i;
+
+	while (work > 0 && (i = session_prepare_slot(s)) != -1) {
+		sl = &s->ring->slot[i];
+		if (!sampler_prepare(&s->sampler, sl->epoch, &work))
+			return (true);
+		cost = sampler_row_cost(&s->sampler, sl->epoch);
+		begin = s->prepared[i];
+		n = work / cost > 0 ? work / cost : 1;
+		if (n > sl->rows - begin)
+			n = sl->rows - begin;
+		sampler_rows_indices(&s->sampler, sl->epoch, sl->step, begin,
+		    begin + n, session_indices(s, (uint32_t)i) + begin);
+		s->prepared[i] = begin + n;
+		work -= n * cost < work ? n * cost : work;
+		session_submit(s, (uint32_t)i, begin, begin + n);
+	}
+	return (session_prepare_slot(s) != -1);
+}
+
+/* The next rows' preparation, after the loop has looked at its sockets. */
+static void
+session_prepare_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session	*s = arg;
+
+	(void)fd;
+	(void)what;
+	if (session_prepare(s))
+		session_prepare_later(s);
+}
+
+/*
+ * Prepare the filling slots' rows from a timer of no delay (run once the
+ * loop has polled its sockets, unlike an event made active); without an
+ * event base (the session tests), all at once.
+ */
+static void
+session_prepare_later(struct session *s)
+{
+	static const struct timeval	now = { 0, 0 };
+
+	if (session_prepare_slot(s) == -1)
+		return;
+	if (s->host.base == NULL) {
+		while (session_prepare(s))
+			;
+		return;
+	}
+	if (s->ev_prepare == NULL && (s->ev_prepare = evtimer_new(s->host.base,
+	    session_prepare_cb, s)) == NULL)
+		fatalx("cannot make a timer for session %llu",
+		    (unsigned long long)s->id);
+	if (!evtimer_pending(s->ev_prepare, NULL))
+		evtimer_add(s->ev_prepare, &now);
+}
+
+/*
+ * Start filling free slots with the next steps in order: each takes its
+ * step, its sequence number and its row count now; its indices and jobs
+ * follow a bounded amount at a time (session_prepare()).
+ */
 static void
 session_fill(struct session *s)
 {
@@ -1513,28 +1992,27 @@ session_fill(struct session *s)
 		    s->fill_epoch)) {
 			if (!s->load_indefinitely) {
 				session_set_state(s, SESSION_EPOCH_END);
-				return;
+				break;
 			}
 			s->fill_epoch++;
 			s->fill_step = 0;
 		}
 		if ((i = ring_find(s->ring, SLOT_FREE)) == -1)
-			return;
+			break;
 		sl = &s->ring->slot[i];
-		/* Never fails: sampler_init() allocated what it needs. */
-		rows = sampler_step_indices(&s->sampler, s->fill_epoch,
-		    s->fill_step, session_indices(s, (uint32_t)i));
+		rows = sampler_epoch_step_rows(&s->sampler, s->fill_epoch,
+		    s->fill_step);
 		ring_slot_set(s->ring, (uint32_t)i, SLOT_FILLING);
 		sl->seq = s->fill_seq++;
 		sl->epoch = s->fill_epoch;
 		sl->step = s->fill_step++;
 		sl->rows = rows;
 		sl->rows_pending = rows;
+		s->prepared[i] = 0;
 		if (rows == 0)
 			ring_slot_set(s->ring, (uint32_t)i, SLOT_READY);
-		else
-			session_submit(s, (uint32_t)i, sl->epoch, rows);
 	}
+	session_prepare_later(s);
 }
 
 /* The slot holding the next step to deliver, or NULL. */
@@ -1732,10 +2210,16 @@ session_next(struct session *s, struct session_req req,
     enum errcode *code, char **cause)
 {
 	uint32_t	nslots, held;
+	bool		ended;
 
-	if (s->group != NULL && s->left)
+	ended = s->ring == NULL && (s->group == NULL || s->left);
+	if (s->group != NULL && s->left && !ended)
 		(void)session_group_rejoin(s);
-	if (s->group != NULL && !s->left) {
+	if (ended) {
+		/* Ended by its group (session_group_end()): it says why. */
+		nslots = 1;
+		held = 0;
+	} else if (s->group != NULL && !s->left) {
 		nslots = s->group->producer->ring->layout.slots;
 		held = (uint32_t)__builtin_popcountll(s->shared_held);
 	} else {
@@ -1762,6 +2246,10 @@ session_next(struct session *s, struct session_req req,
 	s->waiting_us[(s->waiting_first + s->nwaiting) % SESSION_MAX_WAITING] =
 	    clock_now_us();
 	s->nwaiting++;
+	if (ended) {
+		session_cancel(s, s->failure_code, s->failure);
+		return (0);
+	}
 	if (s->state == SESSION_IDLE)
 		session_set_state(s, SESSION_FILLING);
 	if (s->group != NULL && !s->left) {
@@ -1926,7 +2414,10 @@ session_report(const struct session *s, struct session_report *r)
 	r->epoch = s->epoch;
 	r->step = s->step;
 	session_group_report(s, r);
-	if (s->group == NULL || s->left) {
+	if (s->ring == NULL && (s->group == NULL || s->left)) {
+		/* Ended by its group (session_group_end()). */
+		r->slots_ready = r->slots_held = r->slots = 0;
+	} else if (s->group == NULL || s->left) {
 		r->slots_ready = ring_count(s->ring, SLOT_READY);
 		r->slots_held = ring_count(s->ring, SLOT_HELD);
 		r->slots = s->ring->layout.slots;
