@@ -5,8 +5,8 @@
  * say (CK_RUN_CASE, CK_VERBOSITY, CK_FORK...) and gives the exit status;
  * run_suite_in_dir() does so in a directory of the run's own, made under
  * $TMPDIR (or /tmp) and removed with everything in it at the end, for the
- * programs that write files; remove_tree() is the removal, for the tests'
- * own directories too.  And the few helpers that every kind of test uses,
+ * programs that write files, make_test_dir() one of a test's own in it,
+ * and remove_tree() the removal, for the tests' own directories too.  And the few helpers that every kind of test uses,
  * unit and integration alike, so that none keeps a copy: the monotonic
  * clock, a file written whole, a process's descriptors counted and
  * descriptors passed by hand.
@@ -74,6 +74,17 @@ run_suite_in_dir(Suite *s, const char *name, char *rundir, size_t len)
 	status = run_suite(s);
 	remove_tree(rundir);
 	return (status);
+}
+
+/* A fresh directory @rundir/t.XXXXXX for one test, its path in @dir. */
+void
+make_test_dir(const char *rundir, char *dir, size_t len)
+{
+	int	n;
+
+	n = snprintf(dir, len, "%s/t.XXXXXX", rundir);
+	ck_assert(n > 0 && (size_t)n < len);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
 /* nftw's callback for remove_tree(): one entry, children first. */

@@ -16,6 +16,7 @@
 int		run_suite(Suite *s);
 int		run_suite_in_dir(Suite *s, const char *name, char *rundir,
 		    size_t len);
+void		make_test_dir(const char *rundir, char *dir, size_t len);
 void		remove_tree(const char *path);
 
 #define RUNNER_MAX_SEND_FDS	16	/* more than any frame carries */

@@ -106,8 +106,7 @@ setup(void)
 	    "[dataset small]\ntype = synthetic\nsamples = 12\nshape = 2\n"
 	    "dtype = uint8\n";
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	write_file(path, text, strlen(text));
 	unit_fmt(good_path, sizeof(good_path), "%s/good.bin", tmpdir);

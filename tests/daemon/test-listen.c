@@ -51,8 +51,7 @@ setup(void)
 	struct peers_host	 ph;
 	char			 path[PATH_MAX], text[512];
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = 1\n"

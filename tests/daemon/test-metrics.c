@@ -340,8 +340,7 @@ START_TEST(server_answers_get_metrics_from_the_daemon)
 	struct metrics		*m;
 	char			 path[PATH_MAX], conf_text[256], *cause = NULL;
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(conf_text, sizeof(conf_text), "[infeedd]\nworkers = 2\n"
 	    "memory_budget = 16M\n[dataset a]\ntype = synthetic\n"
 	    "samples = 10\nshape = 4\ndtype = uint8\n");

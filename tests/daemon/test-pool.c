@@ -93,8 +93,7 @@ setup(void)
 	int64_t		big[16];
 	int		i;
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	for (i = 0; i < 64; i++)
 		data[i] = (uint8_t)(i * 3 + 1);
 	for (i = 0; i < 16; i++)

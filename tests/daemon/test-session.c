@@ -99,8 +99,7 @@ setup(void)
 	uint8_t		data[256], labels[64];
 	int		i;
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	for (i = 0; i < 256; i++)
 		data[i] = (uint8_t)(i / 4 + 1);		/* never 0 */
 	for (i = 0; i < 64; i++)

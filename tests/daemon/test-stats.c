@@ -52,8 +52,7 @@ setup(void)
 {
 	char	path[PATH_MAX], text[1024];
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\nworkers = %d\nmemory_budget = 16M\n"
 	    "[dataset a]\ntype = synthetic\nsamples = 40\nshape = 4\n"

@@ -66,9 +66,7 @@ setup(void)
 	size_t			 index;
 
 	/* One directory a test, in the run's (run_suite_in_dir()). */
-	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX",
-	    rundir), (int)sizeof(tmpdir));
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
 	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
 	ck_assert_ptr_nonnull(f = fopen(conf_path, "w"));
