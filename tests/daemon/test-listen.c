@@ -48,7 +48,6 @@ static struct listener	*listener;
 static void
 setup(void)
 {
-	struct peers_host	 ph;
 	char			 path[PATH_MAX], text[512];
 
 	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
@@ -64,14 +63,7 @@ setup(void)
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	write_file(path, text, strlen(text));
 	unit_daemon_start(path, 1, 1);
-	memset(&ph, 0, sizeof(ph));
-	ph.base = base;
-	ph.conf = conf;
-	ph.cat = cat;
-	ph.pool = pool;
-	ph.budget = &budget;
-	ph.started_ms = now_ms();
-	peers = peers_new(&ph);
+	peers = unit_peers_new();
 	unit_fmt(sock_path, sizeof(sock_path), "%s/s", tmpdir);
 	ck_assert_ptr_nonnull(listener = listen_open(base, sock_path, peers));
 }

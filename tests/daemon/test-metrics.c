@@ -28,7 +28,6 @@
 #include <check.h>
 #include <event2/buffer.h>
 
-#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "peer.h"
@@ -335,7 +334,6 @@ http(uint16_t port, const char *request)
 
 START_TEST(server_answers_get_metrics_from_the_daemon)
 {
-	struct peers_host	 ph;
 	struct peers		*ps;
 	struct metrics		*m;
 	char			 path[PATH_MAX], conf_text[256], *cause = NULL;
@@ -347,14 +345,7 @@ START_TEST(server_answers_get_metrics_from_the_daemon)
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	write_file(path, conf_text, strlen(conf_text));
 	unit_daemon_start(path, 1, 2);
-	memset(&ph, 0, sizeof(ph));
-	ph.base = base;
-	ph.conf = conf;
-	ph.cat = cat;
-	ph.pool = pool;
-	ph.budget = &budget;
-	ph.started_ms = clock_now_ms();
-	ps = peers_new(&ph);
+	ps = unit_peers_new();
 	m = metrics_new(base, "127.0.0.1", 0, ps, &cause);
 	ck_assert_msg(m != NULL, "%s", cause);
 	ck_assert_uint_ne(metrics_port(m), 0);

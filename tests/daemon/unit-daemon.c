@@ -16,6 +16,7 @@
 #include <check.h>
 
 #include "config.h"
+#include "peer.h"
 #include "pool.h"
 #include "unit-daemon.h"
 
@@ -213,6 +214,22 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	pool = pool_new(base, cat, &budget, workers, 0, conf->job_timeout_ms,
 	    conf->image_memory_max);
 	unit_wait_ready();
+}
+
+/* Peers over what unit_daemon_start() made, a fixed pool's. */
+struct peers *
+unit_peers_new(void)
+{
+	struct peers_host	ph;
+
+	memset(&ph, 0, sizeof(ph));
+	ph.base = base;
+	ph.conf = conf;
+	ph.cat = cat;
+	ph.pool = pool;
+	ph.budget = &budget;
+	ph.started_ms = now_ms();
+	return (peers_new(&ph));
 }
 
 /* Free it all, the pool first. */

@@ -30,6 +30,7 @@
 #define FLAKY_PATH	"/srv/data/flaky.bin"
 
 struct config;
+struct peers;
 struct pool;
 
 /* FLAKY_MAPPED's file, set before unit_daemon_start(); "": none. */
@@ -53,6 +54,9 @@ void		unit_daemon_start(const char *path, size_t ndatasets,
 
 /* Stop the pool and free what unit_daemon_start() made. */
 void		unit_daemon_stop(void);
+
+/* Peers (peer.h) over what unit_daemon_start() made, a fixed pool's. */
+struct peers	*unit_peers_new(void);
 
 /* snprintf that fails the test rather than cut. */
 void		unit_fmt(char *buf, size_t len, const char *f, ...)
