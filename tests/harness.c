@@ -407,6 +407,13 @@ raw_stats(void)
 	return (r);
 }
 
+/* @name in the test's directory (path_in()'s eight at once). */
+const char *
+tpath(const char *name)
+{
+	return (path_in(dir, name));
+}
+
 /* The daemon's log so far (DIR/infeedd.log), into @buf. */
 void
 read_log(char *buf, size_t len)

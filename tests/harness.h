@@ -49,6 +49,7 @@ Infeed__Frame	*raw_recv(int fd, struct wire_in *in);
 void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
+const char	*tpath(const char *name);
 void		 read_log(char *buf, size_t len);
 void		 infeedctl_run(const char *args, char *out, size_t len);
 /* The sockets, and descriptors and mappings of ring memory, @pid holds. */

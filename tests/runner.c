@@ -87,6 +87,20 @@ make_test_dir(const char *rundir, char *dir, size_t len)
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
+/* @dir/@name, in one of eight buffers: eight such paths in use at once. */
+const char *
+path_in(const char *dir, const char *name)
+{
+	static char	buf[8][PATH_MAX];
+	static int	next;
+	char		*p = buf[next++ % 8];
+	int		 n;
+
+	n = snprintf(p, PATH_MAX, "%s/%s", dir, name);
+	ck_assert(n > 0 && n < PATH_MAX);
+	return (p);
+}
+
 /* nftw's callback for remove_tree(): one entry, children first. */
 static int
 remove_tree_cb(const char *path, const struct stat *st, int flag,

@@ -19,6 +19,9 @@ int		run_suite_in_dir(Suite *s, const char *name, char *rundir,
 void		make_test_dir(const char *rundir, char *dir, size_t len);
 void		remove_tree(const char *path);
 
+/* @dir/@name, valid until eight more such paths are asked for. */
+const char	*path_in(const char *dir, const char *name);
+
 #define RUNNER_MAX_SEND_FDS	16	/* more than any frame carries */
 
 /* Milliseconds on a clock that only goes forward. */

@@ -41,18 +41,6 @@
 
 #define N	103	/* samples of the small npy file */
 
-/* A path in the test's directory. */
-static const char *
-tpath(const char *name)
-{
-	static char	path[4][400];
-	static int	k;
-
-	k = (k + 1) % 4;
-	snprintf(path[k], sizeof(path[k]), "%s/%s", dir, name);
-	return (path[k]);
-}
-
 /* A version 1.0 .npy image with header dict @dict, into *@len bytes. */
 static uint8_t *
 npy_bytes(const char *dict, const void *data, size_t len, size_t *total)

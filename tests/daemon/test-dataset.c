@@ -66,14 +66,7 @@ teardown(void)
 static const char *
 tpath(const char *name)
 {
-	static char	buf[8][PATH_MAX];
-	static int	next;
-	char		*p = buf[next++ % 8];
-	int		 n;
-
-	n = snprintf(p, PATH_MAX, "%s/%s", tmpdir, name);
-	ck_assert(n > 0 && n < PATH_MAX);
-	return (p);
+	return (path_in(tmpdir, name));
 }
 
 /* Write len bytes to path gzip-compressed; mode "wb" or "ab". */

@@ -69,18 +69,6 @@ write_npy(const char *path, const char *dict, const void *data, size_t len)
 	free(buf);
 }
 
-/* A path in the test's directory. */
-static const char *
-tpath(const char *name)
-{
-	static char	path[4][400];
-	static int	k;
-
-	k = (k + 1) % 4;
-	snprintf(path[k], sizeof(path[k]), "%s/%s", dir, name);
-	return (path[k]);
-}
-
 /* x.npy (N, 2, 3) float32 and y.npy (N,) int64. */
 static void
 make_npy_pair(void)
