@@ -12,18 +12,6 @@
  * alike, so that none keeps a copy: the monotonic clock, a file written
  * whole, a process's descriptors counted and descriptors passed by hand.
  */
-/*
- * The one main() of every Check program, less what the program sets up
- * for itself: run_suite() runs a suite's tests as Check's CK_* variables
- * say (CK_RUN_CASE, CK_VERBOSITY, CK_FORK...) and gives the exit status;
- * run_suite_in_dir() does so in a directory of the run's own, made under
- * $TMPDIR (or /tmp) and removed with everything in it at the end, for the
- * programs that write files, make_test_dir() one of a test's own in it,
- * and remove_tree() the removal, for the tests' own directories too.  And the few helpers that every kind of test uses,
- * unit and integration alike, so that none keeps a copy: the monotonic
- * clock, a file written whole, a process's descriptors counted and
- * descriptors passed by hand.
- */
 
 #include <sys/socket.h>
 #include <sys/stat.h>
