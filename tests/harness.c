@@ -2,8 +2,10 @@
 /*
  * The test harness shared by the integration tests: a temporary directory
  * with small dataset files and a catalogue, the real infeedd started on a
- * private socket in it, and raw-socket helpers for frames that libinfeed
- * would never send.  $INFEEDD names the daemon binary (meson sets it).
+ * private socket in it, raw-socket helpers for frames that libinfeed
+ * would never send, infeedctl run against it, what a process of it holds,
+ * and a bystander trainer.  $INFEEDD names the daemon binary (meson sets
+ * it).
  * The programs' main() runs their suite with runner.c's run_suite().
  */
 
