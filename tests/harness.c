@@ -449,6 +449,25 @@ infeedctl_run(const char *args, char *out, size_t len)
 	ck_assert_int_eq(pclose(fp), 0);
 }
 
+/* The parent of process @pid, from /proc, or -1. */
+pid_t
+parent_of(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	FILE	*fp;
+	int	 ppid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (-1);
+	if (fgets(buf, sizeof(buf), fp) == NULL ||
+	    (p = strrchr(buf, ')')) == NULL ||
+	    sscanf(p + 2, "%*c %d", &ppid) != 1)
+		ppid = -1;
+	fclose(fp);
+	return ((pid_t)ppid);
+}
+
 /* The sockets and the mappings of ring memory that process @pid holds. */
 void
 holds(pid_t pid, int *sockets, int *rings)

@@ -52,6 +52,7 @@ Infeed__Frame	*raw_stats(void);
 const char	*tpath(const char *name);
 void		 read_log(char *buf, size_t len);
 void		 infeedctl_run(const char *args, char *out, size_t len);
+pid_t		 parent_of(pid_t pid);
 /* The sockets, and descriptors and mappings of ring memory, @pid holds. */
 void		 holds(pid_t pid, int *sockets, int *rings);
 bool		 infeedd_log_crash(char *buf, size_t len);

@@ -49,25 +49,6 @@
 	"dtype = float32\n" \
 	"classes = 10\n"
 
-/* The parent of process @pid, or -1. */
-static int
-parent_of(int pid)
-{
-	char	 path[64], buf[512], *p;
-	FILE	*fp;
-	int	 ppid = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if ((fp = fopen(path, "r")) == NULL)
-		return (-1);
-	if (fgets(buf, sizeof(buf), fp) == NULL ||
-	    (p = strrchr(buf, ')')) == NULL ||
-	    sscanf(p + 2, "%*c %d", &ppid) != 1)
-		ppid = -1;
-	fclose(fp);
-	return (ppid);
-}
-
 /*
  * The daemon's worker processes, at most @max of them: the children of
  * its fork server, the one child of the daemon's.

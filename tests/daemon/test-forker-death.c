@@ -32,25 +32,6 @@
 #define GAP_MAX_MS	2000	/* the longest a trainer may wait for a step */
 #define WAIT_MS		10000	/* for what the daemon does at once */
 
-/* The parent of process @pid, or -1. */
-static pid_t
-parent_of(pid_t pid)
-{
-	char	 path[64], buf[512], *p;
-	FILE	*fp;
-	int	 ppid = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fp = fopen(path, "r")) == NULL)
-		return (-1);
-	if (fgets(buf, sizeof(buf), fp) == NULL ||
-	    (p = strrchr(buf, ')')) == NULL ||
-	    sscanf(p + 2, "%*c %d", &ppid) != 1)
-		ppid = -1;
-	fclose(fp);
-	return ((pid_t)ppid);
-}
-
 /* Whether process @pid is named @name (its comm) and not a zombie. */
 static bool
 is_named(pid_t pid, const char *name)
