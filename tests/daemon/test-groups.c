@@ -915,9 +915,12 @@ END_TEST
 START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 {
 	struct gr_member	*m = gr_attach_all(2, false);
+	struct bystander	 b;
+	struct bystander_report	 br;
 	uint64_t		 t0, worst = 0;
 	unsigned		 i, k;
 
+	bystander_start(&b);
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], false);
@@ -951,6 +954,8 @@ START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 	    "own, waited %llu ms at most for its next (slack %d ms)\n",
 	    (unsigned long long)worst, INFEED_GROUP_SLACK_MS);
 	ck_assert_uint_le(worst, INFEED_GROUP_SLACK_MS + 1500);
+	bystander_stop(&b, &br);
+	bystander_assert(&br, 250);
 	/* m[0] goes on too; both finish the epoch with every index once. */
 	gr_release_kept(&m[0]);
 	m[1].whole = false;
@@ -1072,6 +1077,8 @@ START_TEST(a_slow_or_pausing_member_keeps_no_one_to_its_pace)
 {
 	struct gr_member		*m = calloc(2, sizeof(*m));
 	struct infeed_options		 o;
+	struct bystander		 b;
+	struct bystander_report		 br;
 	Infeed__Frame			*st;
 	const Infeed__SessionStats	*ss;
 	uint64_t			 alone, shared;
@@ -1098,7 +1105,9 @@ START_TEST(a_slow_or_pausing_member_keeps_no_one_to_its_pace)
 	close(say[1]);
 	ck_assert_int_eq(read(say[0], &c, 1), 1);
 	ck_assert_msg(gr_in_group(&m[0]), "the pacer did not join the group");
+	bystander_start(&b);
 	shared = gr_pace(&m[0], n, 10);
+	bystander_stop(&b, &br);
 	ratio = (double)alone / (double)shared;
 	fprintf(stderr, "%u steps of 10 ms: %llu ms alone, %llu ms beside one "
 	    "%s: %.2f of the pace alone\n", n, (unsigned long long)alone,
@@ -1117,6 +1126,7 @@ START_TEST(a_slow_or_pausing_member_keeps_no_one_to_its_pace)
 	ck_assert_msg(ratio >= 0.5, "beside a slower member the trainer kept "
 	    "%.2f of its pace alone; expected 0.8 (0.5 with margin for a "
 	    "loaded machine)", ratio);
+	bystander_assert(&br, 250);
 	gr_done(&m[0]);
 	free(m);
 }
