@@ -26,15 +26,6 @@
 
 #define INFEED_HANDSHAKE_MS	10000	/* connect and Hello, by default */
 
-/*
- * Request ids (docs/protocol.md, pipelining): a Release's reply may come
- * before or after the Step of a Next sent earlier, so every reply is told
- * apart by the id its request carried.
- */
-#define INFEED_ID_RELEASE	1
-#define INFEED_ID_NEXT		2
-#define INFEED_ID_CALL		3
-
 /* Not connected, nothing outstanding. */
 void
 infeed_conn_init(struct infeed_conn *c)

@@ -36,6 +36,15 @@
 #define INFEED_MAX_STRUCT_SIZE	4096
 
 /*
+ * Request ids (docs/protocol.md, pipelining): a Release's reply may come
+ * before or after the Step of a Next sent earlier, so every reply is told
+ * apart by the id its request carried (libinfeed-conn.c sends them).
+ */
+#define INFEED_ID_RELEASE	1
+#define INFEED_ID_NEXT		2
+#define INFEED_ID_CALL		3
+
+/*
  * The outstanding Next, as the connection knows it.  Replies come in the
  * order of the requests; a Next's reply may be left unread (a wait that
  * timed out, a refused Release reported first) and is collected by the

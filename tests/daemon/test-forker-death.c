@@ -32,25 +32,6 @@
 #define GAP_MAX_MS	2000	/* the longest a trainer may wait for a step */
 #define WAIT_MS		10000	/* for what the daemon does at once */
 
-/* The parent of process @pid, or -1. */
-static pid_t
-parent_of(pid_t pid)
-{
-	char	 path[64], buf[512], *p;
-	FILE	*fp;
-	int	 ppid = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fp = fopen(path, "r")) == NULL)
-		return (-1);
-	if (fgets(buf, sizeof(buf), fp) == NULL ||
-	    (p = strrchr(buf, ')')) == NULL ||
-	    sscanf(p + 2, "%*c %d", &ppid) != 1)
-		ppid = -1;
-	fclose(fp);
-	return ((pid_t)ppid);
-}
-
 /* Whether process @pid is named @name (its comm) and not a zombie. */
 static bool
 is_named(pid_t pid, const char *name)
@@ -144,36 +125,6 @@ new_fork_server(pid_t old, unsigned ms)
 		usleep(10000);
 	} while (now_ms() < deadline);
 	return (-1);
-}
-
-/* Sockets and step rings process @pid holds (descriptors and mappings). */
-static void
-holds(pid_t pid, int *sockets, int *rings)
-{
-	DIR		*d;
-	struct dirent	*de;
-	FILE		*fp;
-	char		 path[320], link[128], line[512];
-	ssize_t		 n;
-
-	*sockets = *rings = 0;
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	ck_assert_ptr_nonnull(d = opendir(path));
-	while ((de = readdir(d)) != NULL) {
-		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)pid,
-		    de->d_name);
-		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
-			continue;
-		link[n] = '\0';
-		*sockets += strncmp(link, "socket:", 7) == 0;
-		*rings += strstr(link, "infeed-ring") != NULL;
-	}
-	closedir(d);
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
-	while (fgets(line, sizeof(line), fp) != NULL)
-		*rings += strstr(line, "infeed-ring") != NULL;
-	fclose(fp);
 }
 
 /* A trainer in a child process, taking steps until told to stop. */
@@ -325,24 +276,6 @@ stats_fork_server(pid_t *pid, unsigned *restarts)
 	infeed__frame__free_unpacked(r, NULL);
 }
 
-/* What infeedctl status prints, into @out. */
-static void
-infeedctl_status(char *out, size_t len)
-{
-	const char	*ctl = getenv("INFEEDCTL");
-	char		 cmd[1024];
-	FILE		*fp;
-	size_t		 n;
-
-	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
-	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status", ctl,
-	    sock_path);
-	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-	n = fread(out, 1, len - 1, fp);
-	out[n] = '\0';
-	ck_assert_int_eq(pclose(fp), 0);
-}
-
 /*
  * kill -9 of the fork server while a trainer runs: the trainer never
  * waits 2 s for a step, a bystander is served within 250 ms, infeedd
@@ -387,7 +320,7 @@ START_TEST(test_killed_fork_server_is_replaced)
 	stats_fork_server(&spid, &restarts);
 	ck_assert_int_eq(spid, fresh);
 	ck_assert_uint_eq(restarts, 1);
-	infeedctl_status(log, sizeof(log));
+	infeedctl_run("status", log, sizeof(log));
 	snprintf(want, sizeof(want), "\nfork server: pid %d, started again 1 "
 	    "times\n", (int)fresh);
 	ck_assert_msg(strstr(log, want) != NULL, "%s", log);

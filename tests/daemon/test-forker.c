@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -41,16 +40,6 @@ static struct config		*conf;
 static struct catalogue		*cat;
 static struct worker_beat	*beats;
 static struct forker		*forker;
-
-/* Milliseconds on a clock that only goes forward. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
 
 /* A catalogue of one synthetic dataset, beats, and a fork server. */
 static void

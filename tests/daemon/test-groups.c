@@ -231,24 +231,6 @@ gr_group(const struct gr_member *m)
 	return (g);
 }
 
-/* `infeedctl status` (with @args) into @out. */
-static void
-gr_status(const char *args, char *out, size_t len)
-{
-	const char	*ctl = getenv("INFEEDCTL");
-	char		 cmd[1024];
-	FILE		*fp;
-	size_t		 n;
-
-	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
-	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status %s", ctl,
-	    sock_path, args);
-	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-	n = fread(out, 1, len - 1, fp);
-	out[n] = '\0';
-	ck_assert_int_eq(pclose(fp), 0);
-}
-
 /*
  * What the Stats frame's entry @ss says of its group's members: @held_back
  * and @waited leaves, none that stayed, and @rejoins.
@@ -305,10 +287,10 @@ START_TEST(four_members_share_one_stream_exactly_once)
 	snprintf(want, sizeof(want), "group %llu: 4 members",
 	    (unsigned long long)gr_session(st, &m[0])->group_id);
 	infeed__frame__free_unpacked(st, NULL);
-	gr_status("", out, sizeof(out));
+	infeedctl_run("status", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
-	gr_status("--json", out, sizeof(out));
+	infeedctl_run("status --json", out, sizeof(out));
 	ck_assert_msg(strstr(out, "\"group_members\":4") != NULL, "%s", out);
 	/* Two epochs, the members in turn; some hold a step while taking. */
 	for (k = 0; k < 2 * m[0].oracle.steps_per_epoch; k++) {
@@ -388,14 +370,14 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	snprintf(want, sizeof(want), "session %llu left its group",
 	    (unsigned long long)ss->session_id);
 	infeed__frame__free_unpacked(st, NULL);
-	gr_status("", out, sizeof(out));
+	infeedctl_run("status", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
 	want_text = "; 1 left (1 held it back, 0 waited on leavers' slots), "
 	    "0 stayed, 0 rejoined\n";
 	ck_assert_msg(strstr(out, want_text) != NULL, "no '%s' in:\n%s",
 	    want_text, out);
-	gr_status("--json", out, sizeof(out));
+	infeedctl_run("status --json", out, sizeof(out));
 	want_text = "\"group_leaves_held_back\":1,\"group_leaves_waited\":0,"
 	    "\"group_stays\":0,\"group_rejoins\":0";
 	ck_assert_msg(strstr(out, want_text) != NULL, "no '%s' in:\n%s",

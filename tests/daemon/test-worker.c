@@ -35,7 +35,6 @@
 #include "ring.h"
 #include "transform.h"
 #include "transport.h"
-#include "unit-fds.h"
 #include "worker.h"
 #include "runner.h"
 
@@ -67,9 +66,7 @@ setup(void)
 	size_t			 index;
 
 	/* One directory a test, in the run's (run_suite_in_dir()). */
-	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX",
-	    rundir), (int)sizeof(tmpdir));
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
 	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
 	ck_assert_ptr_nonnull(f = fopen(conf_path, "w"));
@@ -242,7 +239,7 @@ START_TEST(test_jobs_fill_rows_and_answer_done)
 	int			fds;
 
 	start_worker();
-	fds = unit_count_fds(worker);
+	fds = count_fds(worker, NULL);
 	send_map();
 	send_job(RING_ID, 0, 0, ROWS);
 	recv_done(&m);
@@ -257,7 +254,7 @@ START_TEST(test_jobs_fill_rows_and_answer_done)
 	ck_assert_int_eq(m.error, WORKER_OK);
 	check_rows(1, 2, 5);
 	/* The ring's memfd was mapped and closed: none is kept. */
-	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_int_eq(count_fds(worker, NULL), fds);
 	ck_assert_uint_ge(beat->rows, ROWS + 3);
 }
 END_TEST
@@ -318,7 +315,7 @@ START_TEST(test_malformed_messages_dropped_with_their_fds)
 	ck_assert_int_ge(devnull = open("/dev/null", O_RDONLY | O_CLOEXEC),
 	    0);
 	start_worker();
-	fds = unit_count_fds(worker);
+	fds = count_fds(worker, NULL);
 	ck_assert_int_eq(transport_send_consume(pool_end, "short", 5, NULL,
 	    0), 0);
 	memset(&m, 0, sizeof(m));
@@ -340,7 +337,7 @@ START_TEST(test_malformed_messages_dropped_with_their_fds)
 	ck_assert_int_eq(m.error, WORKER_OK);
 	ck_assert_uint_eq(m.row_end, 3);
 	check_rows(0, 0, 3);
-	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_int_eq(count_fds(worker, NULL), fds);
 	close(devnull);
 }
 END_TEST

@@ -19,10 +19,7 @@
 #include <unistd.h>
 
 #include "libinfeed-private.h"
-
-#define ID_RELEASE	1	/* the request ids libinfeed-conn.c sends */
-#define ID_NEXT		2
-#define ID_CALL		3
+#include "runner.h"
 
 static struct infeed	*f;
 static int		 peer = -1;	/* infeedd's end */
@@ -139,7 +136,7 @@ START_TEST(next_stays_pending_after_a_timeout_and_is_not_sent_again)
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 10), INFEED_TIMEOUT);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
-	peer_step(ID_NEXT, 2);
+	peer_step(INFEED_ID_NEXT, 2);
 	next_is_step(-1, 2);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 0);
 	/* Collected: the next call asks again. */
@@ -154,8 +151,9 @@ START_TEST(a_refused_release_is_reported_first_and_the_step_held_back)
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
 	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
-	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
-	peer_step(ID_NEXT, 0);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(INFEED_ID_NEXT, 0);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(infeed_daemon_code(f),
 	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
@@ -174,13 +172,14 @@ START_TEST(a_bounded_wait_reports_the_refusal_before_the_step_comes)
 	Infeed__Frame	*reply;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
-	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 1000),
 	    INFEED_ERR_DAEMON);
 	/* Its reply not read yet: still pending, nothing held. */
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
 	ck_assert_ptr_null(f->conn.held);
-	peer_step(ID_NEXT, 1);
+	peer_step(INFEED_ID_NEXT, 1);
 	next_is_step(1000, 1);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
 }
@@ -196,9 +195,10 @@ START_TEST(acknowledged_releases_are_taken_on_the_way)
 	ck_assert_uint_eq(f->conn.releases_unanswered, 2);
 	fr.msg_case = INFEED__FRAME__MSG_RELEASED;
 	fr.released = &rl;
-	peer_send(&fr, ID_RELEASE);
-	peer_step(ID_NEXT, 2);
-	peer_send(&fr, ID_RELEASE);	/* after the step: pipelined */
+	peer_send(&fr, INFEED_ID_RELEASE);
+	peer_step(INFEED_ID_NEXT, 2);
+	/* After the step: pipelined. */
+	peer_send(&fr, INFEED_ID_RELEASE);
 	next_is_step(-1, 2);
 	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
 }
@@ -208,7 +208,7 @@ START_TEST(an_error_reply_or_a_closed_connection_ends_the_next)
 {
 	Infeed__Frame	*reply;
 
-	peer_error(ID_NEXT, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
+	peer_error(INFEED_ID_NEXT, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(infeed_daemon_code(f),
 	    INFEED__ERROR_CODE__ERROR_NOT_FOUND);
@@ -228,14 +228,15 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	Infeed__Detached dd = INFEED__DETACHED__INIT;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
-	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
-	peer_step(ID_NEXT, 0);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(INFEED_ID_NEXT, 0);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
 	/* Held, so no reply of the Next is read in place of Detached. */
 	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
 	dfr.detached = &dd;
-	peer_send(&dfr, ID_CALL);
+	peer_send(&dfr, INFEED_ID_CALL);
 	fr.msg_case = INFEED__FRAME__MSG_DETACH;
 	fr.detach = &dt;
 	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
@@ -246,8 +247,8 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	ck_assert_ptr_null(f->conn.held);
 	/* Pending instead: its reply comes first, and is dropped. */
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
-	peer_step(ID_NEXT, 1);
-	peer_send(&dfr, ID_CALL);
+	peer_step(INFEED_ID_NEXT, 1);
+	peer_send(&dfr, INFEED_ID_CALL);
 	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
 	    INFEED__FRAME__MSG_DETACHED, &reply) == INFEED_OK, "%s",
 	    infeed_error(f));
@@ -285,7 +286,7 @@ peer_attached(bool elastic)
 	fr.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	fr.attached = &at;
 	fr.has_request_id = 1;
-	fr.request_id = ID_CALL;
+	fr.request_id = INFEED_ID_CALL;
 	ck_assert_ptr_nonnull(buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME,
 	    &len));
 	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
@@ -293,7 +294,7 @@ peer_attached(bool elastic)
 	close(fd);
 	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
 	dfr.detached = &dd;
-	peer_send(&dfr, ID_CALL);
+	peer_send(&dfr, INFEED_ID_CALL);
 }
 
 /*
@@ -363,13 +364,12 @@ START_TEST(state_reports_the_pending_next_in_any_callers_size)
 }
 END_TEST
 
-int
-main(void)
+/* One case: the connection's reply state. */
+static Suite *
+libinfeed_conn_suite(void)
 {
 	Suite	*s = suite_create("libinfeed-conn");
 	TCase	*tc = tcase_create("reply state");
-	SRunner	*sr;
-	int	 failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc,
@@ -384,9 +384,11 @@ main(void)
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
 	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (s);
+}
+
+int
+main(void)
+{
+	return (run_suite(libinfeed_conn_suite()));
 }
