@@ -350,6 +350,39 @@ pool_beat_every(const struct pool *pool)
 	return (ms > 25 ? ms : 25);
 }
 
+/*
+ * Process @pid's state letter in /proc/PID/stat (R running or runnable, S
+ * sleeping, D in an uninterruptible wait, T stopped, ...), a read that
+ * never blocks on disk; '?' when it cannot be read.
+ */
+static char
+pool_proc_state(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	ssize_t	 n;
+	int	 fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return ('?');
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return ('?');
+	buf[n] = '\0';
+	return ((p = strrchr(buf, ')')) != NULL && p[1] == ' ' && p[2] != '\0' ?
+	    p[2] : '?');
+}
+
+/* Whether process @pid is stopped (SIGSTOP, or under a debugger). */
+static bool
+pool_stopped(pid_t pid)
+{
+	char	st = pool_proc_state(pid);
+
+	return (st == 'T' || st == 't');
+}
+
 /* Worker @w's CPU time in ns, or 0 when it cannot be read. */
 static uint64_t
 pool_worker_cpu_ns(struct worker *w)
@@ -373,7 +406,9 @@ pool_worker_cpu_ns(struct worker *w)
  * Look at a busy worker's progress at @now: a row begun (its beat's
  * count: job_timeout's clock) or CPU time used since the last look (its
  * heartbeat: a worker that is stopped, or waits in the kernel for its
- * storage, uses none) keeps it live.
+ * storage, uses none) keeps it live, and so does being runnable: on a
+ * loaded machine a worker may wait a second for a CPU, and a copy of its
+ * job would only wait beside it.
  */
 static void
 pool_worker_look(struct worker *w, uint64_t now)
@@ -391,6 +426,8 @@ pool_worker_look(struct worker *w, uint64_t now)
 		w->cpu_ns = cpu;
 		w->live_ms = now;
 	}
+	if (w->pid != -1 && pool_proc_state(w->pid) == 'R')
+		w->live_ms = now;
 }
 
 /*
@@ -1209,29 +1246,6 @@ pool_forker_ask_again(struct pool *pool)
 		}
 	}
 	pool_forker_check_later(pool);
-}
-
-/*
- * Whether process @pid is stopped (SIGSTOP, or under a debugger): the
- * state in /proc/PID/stat, a read that never blocks on disk.
- */
-static bool
-pool_stopped(pid_t pid)
-{
-	char	 path[64], buf[512], *p;
-	ssize_t	 n;
-	int	 fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return (false);
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return (false);
-	buf[n] = '\0';
-	return ((p = strrchr(buf, ')')) != NULL && (p[2] == 'T' ||
-	    p[2] == 't'));
 }
 
 /* Look at the fork server in POOL_FORKER_ANSWER_MS, unless due to. */

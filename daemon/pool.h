@@ -29,9 +29,10 @@
  * after the same backoff when they keep dying; workers to start meanwhile
  * are asked of it.
  *
- * Takeover: a worker that begins no row of its job and uses no CPU for
- * POOL_TAKEOVER_MS (1 s; stopped, or waiting in the kernel for a store
- * that hiccups) holds its client for no longer when another worker is
+ * Takeover: a worker that begins no row of its job, uses no CPU and is
+ * not waiting for one for POOL_TAKEOVER_MS (1 s; stopped, or waiting in
+ * the kernel for a store that hiccups; one that is only runnable on a
+ * loaded machine is not taken over) holds its client for no longer when another worker is
  * idle: that one runs the same job again, and the first DONE of the two
  * is the job's result.  Exactly once: the two copies are linked, and the
  * job is reported once, with the first DONE; the other copy's DONE or
