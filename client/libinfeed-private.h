@@ -56,6 +56,13 @@ struct infeed_conn {
 	unsigned		 releases_unanswered;
 	enum infeed_next_state	 next;
 	Infeed__Frame		*held;		/* with INFEED_NEXT_HELD */
+	/*
+	 * The descriptor that came with the last reply read (a ring's), until
+	 * infeed_conn_take_fd takes it or the next read closes it; held_fd
+	 * goes with held.  -1: none.
+	 */
+	int			 reply_fd;
+	int			 held_fd;
 };
 
 /* A ring of an ended session whose steps the caller still holds. */
@@ -146,6 +153,8 @@ int	infeed_conn_next(struct infeed *f, Infeed__Frame **reply,
 int	infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
 	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
 int	infeed_conn_release(struct infeed *f, uint32_t slot);
+int	infeed_conn_take_fd(struct infeed_conn *c);
+void	infeed_conn_next_give_back(struct infeed *f);
 
 /* libinfeed-ring.c: the ring. */
 void	infeed_ring_init(struct infeed_ring *r);
