@@ -841,14 +841,15 @@ def _forget_a_step(daemon, loader_args, kept):
     with pytest.raises(infeed.StepTimeoutError):
         next(itv)                           # waits for step 2: none
     sid = v._info["session_id"]
-    for _ in range(500):                    # the slack, and V's Step
-        left = [s["group_left"] for s in _status(daemon)["sessions"]
-                if s["session_id"] == sid]
-        if left and left[0]:
+    for _ in range(2000):                   # the slack, and V's Step sent
+        me = [s for s in _status(daemon)["sessions"]
+              if s["session_id"] == sid]
+        if me and me[0]["group_left"] and me[0]["steps_delivered"] == 3:
             break
         time.sleep(0.01)
-    assert left and left[0], "V did not leave its group"
-    time.sleep(0.3)                         # its Step on the socket
+    assert me and me[0]["group_left"], "V did not leave its group"
+    assert me[0]["steps_delivered"] == 3, "V's Step did not come"
+    time.sleep(0.05)                        # on its way to V's socket
     return a, v, got
 
 
