@@ -12,8 +12,9 @@
  *				on as whole structs
  *	libinfeed.c		the session: connect, attach, next, release,
  *				detach, resume after a daemon restart
- *	libinfeed-conn.c	the connection: frames, request ids, the
- *				outstanding Next's reply state
+ *	libinfeed-conn.c	the connection: frames and the descriptor
+ *				each carried, request ids, the outstanding
+ *				Next's reply state
  *	libinfeed-ring.c	the ring's mapping, rings of ended sessions,
  *				copy-on-write restore
  *	libinfeed-error.c	the handle's last error, which all of them set
