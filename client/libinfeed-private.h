@@ -12,8 +12,9 @@
  *				on as whole structs
  *	libinfeed.c		the session: connect, attach, next, release,
  *				detach, resume after a daemon restart
- *	libinfeed-conn.c	the connection: frames, request ids, the
- *				outstanding Next's reply state
+ *	libinfeed-conn.c	the connection: frames and the descriptor
+ *				each carried, request ids, the outstanding
+ *				Next's reply state
  *	libinfeed-ring.c	the ring's mapping, rings of ended sessions,
  *				copy-on-write restore
  *	libinfeed-error.c	the handle's last error, which all of them set
@@ -65,6 +66,13 @@ struct infeed_conn {
 	unsigned		 releases_unanswered;
 	enum infeed_next_state	 next;
 	Infeed__Frame		*held;		/* with INFEED_NEXT_HELD */
+	/*
+	 * The descriptor that came with the last reply read (a ring's), until
+	 * infeed_conn_take_fd takes it or the next read closes it; held_fd
+	 * goes with held.  -1: none.
+	 */
+	int			 reply_fd;
+	int			 held_fd;
 };
 
 /* A ring of an ended session whose steps the caller still holds. */
@@ -155,6 +163,8 @@ int	infeed_conn_next(struct infeed *f, Infeed__Frame **reply,
 int	infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
 	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
 int	infeed_conn_release(struct infeed *f, uint32_t slot);
+int	infeed_conn_take_fd(struct infeed_conn *c);
+void	infeed_conn_next_give_back(struct infeed *f);
 
 /* libinfeed-ring.c: the ring. */
 void	infeed_ring_init(struct infeed_ring *r);

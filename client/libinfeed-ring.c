@@ -191,7 +191,7 @@ infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring)
 	uint64_t		 numbers = 0;
 	int			 fd;
 
-	if ((fd = wire_in_take_fd(&f->conn.in)) == -1)
+	if ((fd = infeed_conn_take_fd(&f->conn)) == -1)
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "a Step with a new "
 		    "ring came without its file descriptor"));
 	if (ring->slots > 0 && ring->first_slot + (uint64_t)ring->slots <= 64)

@@ -67,6 +67,9 @@ infeed_free(struct infeed *f)
 	if (f == NULL)
 		return;
 	infeed_files_close(f);
+	/* A Step come for a Next nobody collects goes back before the end. */
+	if (f->attached && f->conn.fd != -1)
+		infeed_conn_next_give_back(f);
 	infeed_ring_free(&f->ring);
 	infeed_conn_close(&f->conn);
 	free(f->path);
@@ -265,7 +268,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 		return (r);
 	}
 	at = reply->attached;
-	if ((fd = wire_in_take_fd(&f->conn.in)) == -1)
+	if ((fd = infeed_conn_take_fd(&f->conn)) == -1)
 		r = infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
 		    "without the ring's file descriptor");
 	else

@@ -3,7 +3,9 @@
  * Unit tests of libinfeed's connection (libinfeed-conn.c) over a
  * socketpair, the test playing infeedd: the outstanding Next's reply state
  * (none, pending, held back), Release acknowledgements taken on the way,
- * and a refused Release reported before the step that came with it; and
+ * a refused Release reported before the step that came with it, a Step
+ * nobody will collect given back when the session ends (its ring's
+ * descriptor closed, never mapped by the next session); and
  * infeed_get_state() reporting that state, in a caller's struct of any
  * size.
  */
@@ -14,6 +16,7 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,18 +66,74 @@ peer_send(Infeed__Frame *fr, uint64_t id)
 	free(buf);
 }
 
+/*
+ * infeedd answers request @id with the Step of @slot; with @fd (not -1),
+ * a Step that brings a new ring of one slot, @fd its descriptor.
+ */
+static void
+peer_step_fd(uint64_t id, uint32_t slot, int fd)
+{
+	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Step	st = INFEED__STEP__INIT;
+	Infeed__Ring	rg = INFEED__RING__INIT;
+	uint8_t		*buf;
+	size_t		 len;
+
+	st.slot = slot;
+	st.step = slot;
+	if (fd != -1) {
+		rg.slots = 1;
+		rg.first_slot = slot;
+		rg.ring_bytes = rg.slot_bytes = 4096;
+		st.ring = &rg;
+	}
+	fr.msg_case = INFEED__FRAME__MSG_STEP;
+	fr.step = &st;
+	fr.has_request_id = 1;
+	fr.request_id = id;
+	ck_assert_ptr_nonnull(buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME,
+	    &len));
+	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
+	free(buf);
+}
+
 /* infeedd answers request @id with the Step of @slot. */
 static void
 peer_step(uint64_t id, uint32_t slot)
 {
-	Infeed__Frame	fr = INFEED__FRAME__INIT;
-	Infeed__Step	st = INFEED__STEP__INIT;
+	peer_step_fd(id, slot, -1);
+}
 
-	st.slot = slot;
-	st.step = slot;
-	fr.msg_case = INFEED__FRAME__MSG_STEP;
-	fr.step = &st;
-	peer_send(&fr, id);
+/* A ring of one slot whose bytes are all @byte, by descriptor. */
+static int
+ring_memfd(uint8_t byte)
+{
+	uint8_t	buf[4096];
+	int	fd;
+
+	memset(buf, byte, sizeof(buf));
+	ck_assert_int_ne(fd = memfd_create("ring", MFD_CLOEXEC), -1);
+	ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	return (fd);
+}
+
+/* How many descriptors of this process are open on a memfd. */
+static unsigned
+memfds_open(void)
+{
+	char	path[64], link[256];
+	ssize_t	n;
+	int	fd;
+	unsigned count = 0;
+
+	for (fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[n] = '\0';
+		count += strncmp(link, "/memfd:", 7) == 0;
+	}
+	return (count);
 }
 
 /* infeedd refuses request @id with @code. */
@@ -91,18 +150,30 @@ peer_error(uint64_t id, Infeed__ErrorCode code)
 	peer_send(&fr, id);
 }
 
-/* How many frames of @what the client sent that infeedd has not read. */
+/*
+ * How many frames of @what the client sent that infeedd has not read; the
+ * slot of the last Release among them in *@slot, and whether it came
+ * before any Detach in *@first, when not NULL.
+ */
 static int
-peer_count(Infeed__Frame__MsgCase what)
+peer_count_release(Infeed__Frame__MsgCase what, uint32_t *slot,
+    bool *first)
 {
 	struct pollfd	 pfd = { .fd = peer, .events = POLLIN };
 	Infeed__Frame	*fr;
 	char		*cause = NULL;
+	bool		 detached = false;
 	int		 n = 0;
 
 	for (;;) {
 		while (wire_in_frame(&peer_in, &fr, &cause) == WIRE_OK) {
 			n += fr->msg_case == what;
+			if (fr->msg_case == INFEED__FRAME__MSG_RELEASE &&
+			    slot != NULL) {
+				*slot = fr->release->slot;
+				*first = !detached;
+			}
+			detached |= fr->msg_case == INFEED__FRAME__MSG_DETACH;
 			infeed__frame__free_unpacked(fr, NULL);
 		}
 		ck_assert_ptr_null(cause);
@@ -110,6 +181,13 @@ peer_count(Infeed__Frame__MsgCase what)
 		    wire_in_recv(&peer_in, peer) <= 0)
 			return (n);
 	}
+}
+
+/* How many frames of @what the client sent that infeedd has not read. */
+static int
+peer_count(Infeed__Frame__MsgCase what)
+{
+	return (peer_count_release(what, NULL, NULL));
 }
 
 /* The client's next reply, expected to be a Step of @slot. */
@@ -226,6 +304,8 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	Infeed__Frame	*reply;
 	Infeed__Detach	 dt = INFEED__DETACH__INIT;
 	Infeed__Detached dd = INFEED__DETACHED__INIT;
+	uint32_t	 slot = 9;
+	bool		 first = false;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
 	peer_error(INFEED_ID_RELEASE,
@@ -245,7 +325,12 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	infeed__frame__free_unpacked(reply, NULL);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
 	ck_assert_ptr_null(f->conn.held);
-	/* Pending instead: its reply comes first, and is dropped. */
+	/* Its step given back before the Detach (and the refused one). */
+	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
+	    &first), 2);
+	ck_assert_uint_eq(slot, 0);
+	ck_assert(first);
+	/* Pending instead: its reply, come already, is given back too. */
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
 	peer_step(INFEED_ID_NEXT, 1);
 	peer_send(&dfr, INFEED_ID_CALL);
@@ -254,6 +339,57 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	    infeed_error(f));
 	infeed__frame__free_unpacked(reply, NULL);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
+	    &first), 1);
+	ck_assert_uint_eq(slot, 1);
+	ck_assert(first);
+}
+END_TEST
+
+static void	peer_attached(bool elastic);
+
+/*
+ * Issue 39, item 7: a Step that brought a new ring, come for a Next that
+ * timed out, when the session ends: its slot is released, its descriptor
+ * closed, and the next Attached maps its own ring, not that one.
+ */
+START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__Detach	 dt = INFEED__DETACH__INIT;
+	Infeed__Detached dd = INFEED__DETACHED__INIT;
+	struct infeed_options o;
+	uint32_t	 slot = 0;
+	bool		 first = false;
+	int		 stale;
+
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	stale = ring_memfd(0xee);
+	peer_step_fd(ID_NEXT, 5, stale);
+	close(stale);
+	ck_assert_uint_eq(memfds_open(), 0);	/* in flight */
+	fr.msg_case = INFEED__FRAME__MSG_DETACHED;
+	fr.detached = &dd;
+	peer_send(&fr, ID_CALL);
+	fr = (Infeed__Frame)INFEED__FRAME__INIT;
+	fr.msg_case = INFEED__FRAME__MSG_DETACH;
+	fr.detach = &dt;
+	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
+	    INFEED__FRAME__MSG_DETACHED, &reply) == INFEED_OK, "%s",
+	    infeed_error(f));
+	infeed__frame__free_unpacked(reply, NULL);
+	ck_assert_uint_eq(memfds_open(), 0);
+	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
+	    &first), 1);
+	ck_assert_uint_eq(slot, 5);
+	ck_assert(first);
+	/* The next session's ring is the one its Attached brought. */
+	infeed_options_init(&o);
+	peer_attached(true);
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_uint_eq(f->ring.base[0], 0);
+	ck_assert_uint_eq(memfds_open(), 0);
 }
 END_TEST
 
@@ -382,6 +518,7 @@ libinfeed_conn_suite(void)
 	tcase_add_test(tc, acknowledged_releases_are_taken_on_the_way);
 	tcase_add_test(tc, an_error_reply_or_a_closed_connection_ends_the_next);
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
+	tcase_add_test(tc, a_forgotten_steps_ring_is_closed_never_mapped);
 	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
 	suite_add_tcase(s, tc);
 	return (s);
