@@ -365,12 +365,12 @@ START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
 
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
 	stale = ring_memfd(0xee);
-	peer_step_fd(ID_NEXT, 5, stale);
+	peer_step_fd(INFEED_ID_NEXT, 5, stale);
 	close(stale);
 	ck_assert_uint_eq(memfds_open(), 0);	/* in flight */
 	fr.msg_case = INFEED__FRAME__MSG_DETACHED;
 	fr.detached = &dd;
-	peer_send(&fr, ID_CALL);
+	peer_send(&fr, INFEED_ID_CALL);
 	fr = (Infeed__Frame)INFEED__FRAME__INIT;
 	fr.msg_case = INFEED__FRAME__MSG_DETACH;
 	fr.detach = &dt;
