@@ -29,7 +29,7 @@
 #include "config.h"
 #include "forker.h"
 #include "log.h"
-#include "wire.h"
+#include "wire-frame.h"
 #include "xmalloc.h"
 
 struct forker {

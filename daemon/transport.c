@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One connection's transport (see transport.h).  The bytes and descriptors
- * go through proto/wire.c (wire_send_fds, wire_recv_fds, wire_in); this
+ * go through proto/wire-frame.c (wire_send_fds, wire_recv_fds, wire_in); this
  * file adds the queue, who closes each descriptor, the marks and the
  * events.
  */
@@ -19,11 +19,11 @@
 
 #include "log.h"
 #include "transport.h"
-#include "wire.h"
+#include "wire-frame.h"
 #include "xmalloc.h"
 
 _Static_assert(TRANSPORT_MAX_FDS == WIRE_MAX_FDS,
-    "transport.h and wire.h disagree on descriptors a message");
+    "transport.h and wire-frame.h disagree on descriptors a message");
 
 /* A message, or what is left of it, that the socket did not take yet. */
 struct tmsg {

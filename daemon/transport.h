@@ -9,7 +9,7 @@
  * Output: transport_send_*() sends at once what the socket takes and
  * queues the rest, in order.  Every sendmsg carries bytes of one message
  * only, its descriptors on its first byte, so the receiver can tell whose
- * they are (wire.h).  On an event loop a write event, armed only while the
+ * they are (wire-frame.h).  On an event loop a write event, armed only while the
  * queue is not empty, sends the rest; without one (a worker) a send blocks
  * until the whole message is gone.
  *
@@ -124,7 +124,7 @@ size_t		 transport_queued(const struct transport *t);
  */
 ssize_t		 transport_recv(struct transport *t);
 
-/* STREAM: what was read and not yet cut into frames (wire.h). */
+/* STREAM: what was read and not yet cut into frames (wire-frame.h). */
 struct wire_in	*transport_in(struct transport *t);
 
 /**
