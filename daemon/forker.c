@@ -29,12 +29,11 @@
 #include "config.h"
 #include "forker.h"
 #include "log.h"
-#include "wire-frame.h"
 #include "xmalloc.h"
 
 struct forker {
-	pid_t	pid;
-	int	fd;
+	pid_t			 pid;
+	struct transport	*t;
 };
 
 /* What the fork server knows of one worker it forked. */
@@ -50,32 +49,63 @@ struct forker_server {
 	struct worker_beat	*beats;
 	size_t			 nbeats;
 	pid_t			 daemon;	/* its workers die with it */
-	int			 sock;
+	struct transport	*t;		/* blocking: sends wait */
 	int			 sigfd;
 	sigset_t		 mask;		/* the daemon's, for workers */
 	struct forker_child	*children;
 	size_t			 nchildren;
 };
 
-/* Send @m, with @fd (-1: none) as SCM_RIGHTS. */
+/* The daemon's and the fork server's transports: records, no marks. */
+static const struct transport_conf forker_transport_conf = {
+	.kind = TRANSPORT_PACKET,
+};
+
+/* Send message @m of @len bytes, with @fd (-1: none; still the caller's). */
 static int
-forker_send(int sock, const struct forker_msg *m, int fd)
+forker_send(struct transport *t, void *m, size_t len, uint32_t type, int fd)
 {
-	return (wire_send_fds(sock, m, sizeof(*m), &fd, fd != -1) ==
-	    (ssize_t)sizeof(*m) ? 0 : -1);
+	struct forker_hdr	*h = m;
+
+	h->type = type;
+	h->len = (uint32_t)len;
+	return (transport_send_dup(t, m, len, &fd, fd != -1));
+}
+
+/* Whether @n bytes are one whole message of the type @h says. */
+static bool
+forker_whole(const struct forker_hdr *h, size_t n)
+{
+	if (n < sizeof(*h) || h->len != n)
+		return (false);
+	switch (h->type) {
+	case FORKER_MSG_SPAWN:
+		return (n == sizeof(struct forker_msg_spawn));
+	case FORKER_MSG_RELOAD:
+		/* A path, NUL-terminated. */
+		return (n > sizeof(*h) && ((const char *)h)[n - 1] == '\0');
+	case FORKER_MSG_SPAWNED:
+		return (n == sizeof(struct forker_msg_spawned));
+	case FORKER_MSG_FAILED:
+		return (n == sizeof(struct forker_msg_failed));
+	case FORKER_MSG_EXITED:
+		return (n == sizeof(struct forker_msg_exited));
+	default:
+		return (false);
+	}
 }
 
 /*
- * Receive one message and at most one descriptor, through the receive
- * every daemon socket shares (wire_recv_fds(): cut ancillary data, a
- * surplus descriptor or a cut record refused, what came closed).  Return:
- * 1, 0 when nothing waits, -1 at EOF, on error or for a message that is
- * not one.
+ * Receive one message of at most @len bytes into @buf and at most one
+ * descriptor, through the transport's receive (cut ancillary data, a
+ * surplus descriptor or a cut record refused, what came closed).
+ * Return: 1, 0 when nothing waits, -1 at EOF, on error or for a record
+ * that is not a whole message of its type.
  */
 static int
-forker_recv_on(int sock, struct forker_msg *m, int *fd)
+forker_recv_on(struct transport *t, void *buf, size_t len, int *fd)
 {
-	struct pollfd	pfd = { sock, POLLIN, 0 };
+	struct pollfd	pfd = { transport_fd(t), POLLIN, 0 };
 	size_t		nfds;
 	ssize_t		n;
 	int		rc;
@@ -86,10 +116,10 @@ forker_recv_on(int sock, struct forker_msg *m, int *fd)
 		;
 	if (rc == 0)
 		return (0);
-	n = wire_recv_fds(sock, m, sizeof(*m), fd, 1, &nfds);
+	n = transport_recv_msg(t, buf, len, fd, 1, &nfds);
 	if (n == -1 && errno == EAGAIN)
 		return (0);
-	if (n != (ssize_t)sizeof(*m)) {
+	if (n <= 0 || !forker_whole(buf, (size_t)n)) {
 		if (n > 0 && nfds > 0)
 			close(*fd);
 		*fd = -1;
@@ -97,32 +127,33 @@ forker_recv_on(int sock, struct forker_msg *m, int *fd)
 	}
 	if (nfds == 0)
 		*fd = -1;
-	m->path[sizeof(m->path) - 1] = '\0';
 	return (1);
 }
 
 /* In the fork server: fork worker @idx and hand its socket back. */
 static void
-forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
+forker_spawn_worker(struct forker_server *fs,
+    const struct forker_msg_spawn *req)
 {
-	struct forker_msg	 m;
-	struct worker_conf	 wc;
-	sigset_t		 all, old;
-	pid_t			 pid;
-	int			 sv[2];
+	struct forker_msg_failed	 no;
+	struct forker_msg_spawned	 m;
+	struct worker_conf		 wc;
+	sigset_t			 all, old;
+	pid_t				 pid;
+	int				 sv[2];
 
-	memset(&m, 0, sizeof(m));
-	m.idx = req->idx;
+	memset(&no, 0, sizeof(no));
+	no.idx = req->idx;
 	if (req->idx >= fs->nbeats) {
-		m.type = FORKER_MSG_FAILED;
-		m.status = EINVAL;
-		(void)forker_send(fs->sock, &m, -1);
+		no.error = EINVAL;
+		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
+		    -1);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		m.type = FORKER_MSG_FAILED;
-		m.status = errno;
-		(void)forker_send(fs->sock, &m, -1);
+		no.error = errno;
+		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
+		    -1);
 		return;
 	}
 	/* The child sets its own dispositions before it takes a signal. */
@@ -130,7 +161,7 @@ forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
 	sigprocmask(SIG_SETMASK, &all, &old);
 	if ((pid = fork()) == 0) {
 		close(sv[0]);
-		close(fs->sock);
+		transport_close_fds(fs->t);
 		close(fs->sigfd);
 		wc.parent = getppid();
 		wc.daemon = fs->daemon;
@@ -141,19 +172,20 @@ forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(sv[1]);
 	if (pid == -1) {
-		m.type = FORKER_MSG_FAILED;
-		m.status = errno;
+		no.error = errno;
 		close(sv[0]);
-		(void)forker_send(fs->sock, &m, -1);
+		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
+		    -1);
 		return;
 	}
 	fs->children = xreallocarray(fs->children, fs->nchildren + 1,
 	    sizeof(*fs->children));
 	fs->children[fs->nchildren].pid = pid;
 	fs->children[fs->nchildren++].idx = req->idx;
-	m.type = FORKER_MSG_SPAWNED;
+	memset(&m, 0, sizeof(m));
+	m.idx = req->idx;
 	m.pid = pid;
-	(void)forker_send(fs->sock, &m, sv[0]);
+	(void)forker_send(fs->t, &m, sizeof(m), FORKER_MSG_SPAWNED, sv[0]);
 	close(sv[0]);
 }
 
@@ -168,10 +200,10 @@ forker_child_gone(struct forker_server *fs, size_t i)
 static void
 forker_reap(struct forker_server *fs)
 {
-	struct forker_msg	m;
-	pid_t			pid;
-	size_t			i;
-	int			status;
+	struct forker_msg_exited	m;
+	pid_t				pid;
+	size_t				i;
+	int				status;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		for (i = 0; i < fs->nchildren; i++) {
@@ -181,12 +213,11 @@ forker_reap(struct forker_server *fs)
 		if (i == fs->nchildren)
 			continue;
 		memset(&m, 0, sizeof(m));
-		m.type = FORKER_MSG_EXITED;
 		m.idx = fs->children[i].idx;
 		m.pid = pid;
 		m.status = status;
 		forker_child_gone(fs, i);
-		(void)forker_send(fs->sock, &m, -1);
+		(void)forker_send(fs->t, &m, sizeof(m), FORKER_MSG_EXITED, -1);
 	}
 }
 
@@ -257,10 +288,10 @@ forker_exit(struct forker_server *fs)
 static void __attribute__((noreturn))
 forker_main(struct forker_server *fs)
 {
-	struct pollfd		pfd[2];
-	struct forker_msg	m;
-	sigset_t		chld;
-	int			fd, rc;
+	struct pollfd		 pfd[2];
+	struct forker_hdr	*h;
+	sigset_t		 chld;
+	int			 fd, rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != fs->daemon)	/* gone before the line above */
@@ -281,8 +312,9 @@ forker_main(struct forker_server *fs)
 	/* Every signal was blocked across the fork; SIGCHLD stays so. */
 	sigprocmask(SIG_SETMASK, &fs->mask, NULL);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
+	h = xmalloc(FORKER_MAX_MSG);
 	for (;;) {
-		pfd[0].fd = fs->sock;
+		pfd[0].fd = transport_fd(fs->t);
 		pfd[0].events = POLLIN;
 		pfd[1].fd = fs->sigfd;
 		pfd[1].events = POLLIN;
@@ -300,28 +332,46 @@ forker_main(struct forker_server *fs)
 		}
 		if (pfd[0].revents == 0)
 			continue;
-		while ((rc = forker_recv_on(fs->sock, &m, &fd)) == 1) {
+		while ((rc = forker_recv_on(fs->t, h, FORKER_MAX_MSG,
+		    &fd)) == 1) {
 			if (fd != -1)
 				close(fd);
-			if (m.type == FORKER_MSG_SPAWN)
-				forker_spawn_worker(fs, &m);
-			else if (m.type == FORKER_MSG_RELOAD)
-				forker_reload_catalogue(fs, m.path);
+			if (h->type == FORKER_MSG_SPAWN)
+				forker_spawn_worker(fs, (void *)h);
+			else if (h->type == FORKER_MSG_RELOAD)
+				forker_reload_catalogue(fs,
+				    ((struct forker_msg_reload *)h)->path);
 		}
 		if (rc == -1)
 			forker_exit(fs);
 	}
 }
 
+/* The daemon's side: a transport over @fd, heard on @base. */
+static void
+forker_listen(struct forker *f, struct event_base *base, int fd,
+    const struct transport_events *events, void *arg)
+{
+	struct transport_conf	tc = forker_transport_conf;
+
+	tc.events = events;
+	tc.arg = arg;
+	f->t = transport_new(base, fd, &tc);
+	if (base != NULL)
+		transport_read_on(f->t, NULL);
+}
+
 /* Fork the fork server, before any client. */
 struct forker *
-forker_start(const struct catalogue *cat, struct worker_beat *beats)
+forker_start(struct event_base *base, const struct catalogue *cat,
+    struct worker_beat *beats, const struct transport_events *events,
+    void *arg)
 {
 	struct forker_server	 fs;
 	struct forker		*f;
 	sigset_t		 all, old;
 	pid_t			 self = getpid();
-	int			 sv[2], flags;
+	int			 sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		fatal("fork server: socketpair");
@@ -339,7 +389,7 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 		fs.beats = beats;
 		fs.nbeats = SIZE_MAX;	/* the pool asks for no other */
 		fs.daemon = self;
-		fs.sock = sv[1];
+		fs.t = transport_new(NULL, sv[1], &forker_transport_conf);
 		fs.sigfd = -1;
 		fs.mask = old;
 		forker_main(&fs);
@@ -348,10 +398,7 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(sv[1]);
-	f->fd = sv[0];
-	if ((flags = fcntl(f->fd, F_GETFL)) == -1 ||
-	    fcntl(f->fd, F_SETFL, flags | O_NONBLOCK) == -1)
-		fatal("fork server: O_NONBLOCK");
+	forker_listen(f, base, sv[0], events, arg);
 	log_debug("fork server started, pid %d", (int)f->pid);
 	return (f);
 }
@@ -383,7 +430,8 @@ forker_exec_fds(int sock, int beats, int exe)
 
 /* Start a fork server from infeedd's own binary. */
 struct forker *
-forker_exec(int exe_fd, const char *config_path, int beats_fd)
+forker_exec(struct event_base *base, int exe_fd, const char *config_path,
+    int beats_fd, const struct transport_events *events, void *arg)
 {
 	extern char	**environ;
 	static char	 name[] = "infeedd-forker", mode[] = "--fork-server";
@@ -392,7 +440,7 @@ forker_exec(int exe_fd, const char *config_path, int beats_fd)
 	struct forker	*f;
 	sigset_t	 all, old;
 	pid_t		 self = getpid(), pid;
-	int		 sv[2], flags, saved;
+	int		 sv[2], saved;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		return (NULL);
@@ -416,10 +464,7 @@ forker_exec(int exe_fd, const char *config_path, int beats_fd)
 	}
 	f = xcalloc(1, sizeof(*f));
 	f->pid = pid;
-	f->fd = sv[0];
-	if ((flags = fcntl(f->fd, F_GETFL)) == -1 ||
-	    fcntl(f->fd, F_SETFL, flags | O_NONBLOCK) == -1)
-		fatal("fork server: O_NONBLOCK");
+	forker_listen(f, base, sv[0], events, arg);
 	return (f);
 }
 
@@ -435,7 +480,7 @@ forker_serve(const char *config_path)
 	log_init("infeedd-forker", 0);
 	memset(&fs, 0, sizeof(fs));
 	fs.daemon = getppid();
-	fs.sock = FORKER_SOCK_FD;
+	fs.t = transport_new(NULL, FORKER_SOCK_FD, &forker_transport_conf);
 	fs.sigfd = -1;
 	sigemptyset(&fs.mask);		/* the daemon blocks none */
 	if (fstat(FORKER_BEATS_FD, &sb) == -1 ||
@@ -460,7 +505,7 @@ forker_serve(const char *config_path)
 int
 forker_fd(const struct forker *f)
 {
-	return (f->fd);
+	return (transport_fd(f->t));
 }
 
 /* The fork server's pid. */
@@ -474,43 +519,57 @@ forker_pid(const struct forker *f)
 int
 forker_spawn(struct forker *f, unsigned idx, uint64_t image_memory_max)
 {
-	struct forker_msg	m;
+	struct forker_msg_spawn	m;
 
 	memset(&m, 0, sizeof(m));
-	m.type = FORKER_MSG_SPAWN;
 	m.idx = idx;
 	m.image_memory_max = image_memory_max;
-	return (forker_send(f->fd, &m, -1));
+	return (forker_send(f->t, &m, sizeof(m), FORKER_MSG_SPAWN, -1));
 }
 
 /* New workers read the catalogue of @path. */
 int
 forker_reload(struct forker *f, const char *path)
 {
-	struct forker_msg	m;
+	struct forker_msg_reload	*m;
+	size_t				 len;
+	int				 rc;
 
-	memset(&m, 0, sizeof(m));
-	m.type = FORKER_MSG_RELOAD;
-	if (strlen(path) >= sizeof(m.path)) {
+	len = sizeof(*m) + strlen(path) + 1;
+	if (len > FORKER_MAX_MSG) {
 		errno = ENAMETOOLONG;
 		return (-1);
 	}
-	strcpy(m.path, path);
-	return (forker_send(f->fd, &m, -1));
+	m = xcalloc(1, len);
+	memcpy(m->path, path, strlen(path));
+	rc = forker_send(f->t, m, len, FORKER_MSG_RELOAD, -1);
+	free(m);
+	return (rc);
 }
 
 /* The fork server's next message. */
 int
-forker_recv(struct forker *f, struct forker_msg *m, int *fd)
+forker_recv(struct forker *f, union forker_reply *m, int *fd)
 {
-	return (forker_recv_on(f->fd, m, fd));
+	int	rc;
+
+	rc = forker_recv_on(f->t, m, sizeof(*m), fd);
+	/* Only the fork server's messages come this way. */
+	if (rc == 1 && (m->hdr.type == FORKER_MSG_SPAWN ||
+	    m->hdr.type == FORKER_MSG_RELOAD)) {
+		if (*fd != -1)
+			close(*fd);
+		*fd = -1;
+		return (-1);
+	}
+	return (rc);
 }
 
 /* Wait for a message. */
 int
 forker_wait(struct forker *f, int ms)
 {
-	struct pollfd	pfd = { f->fd, POLLIN, 0 };
+	struct pollfd	pfd = { transport_fd(f->t), POLLIN, 0 };
 	int		rc;
 
 	do {
@@ -525,7 +584,7 @@ forker_free(struct forker *f)
 {
 	if (f == NULL)
 		return;
-	close(f->fd);
+	transport_free(f->t);
 	free(f);
 }
 
@@ -535,7 +594,7 @@ forker_stop(struct forker *f)
 {
 	if (f == NULL)
 		return;
-	close(f->fd);
+	transport_free(f->t);
 	while (waitpid(f->pid, NULL, 0) == -1 && errno == EINTR)
 		;
 	free(f);

@@ -6,13 +6,16 @@
  * client: no socket, no ring, no client's file.  Every worker it forks
  * inherits only that, with no clean-up after the fork.
  *
- * The daemon and the fork server talk over one SOCK_SEQPACKET socketpair
- * of struct forker_msg: SPAWN (start worker @idx) and RELOAD (open the
- * catalogue of the configuration at @path again, as the daemon did, so
- * that later workers inherit the new datasets) one way; SPAWNED (worker
- * @idx is @pid, the daemon's end of its socket comes with it,
- * SCM_RIGHTS), FAILED (it could not be forked: @status is errno) and
- * EXITED (worker @pid ended, @status as waitpid() says) the other.  The
+ * The daemon and the fork server talk over one SOCK_SEQPACKET socketpair,
+ * through a transport (transport.h) on each side, one message a record:
+ * a header (its type and length) and its type's payload.  SPAWN (start
+ * worker @idx) and RELOAD (open the catalogue of the configuration at
+ * @path again, as the daemon did, so that later workers inherit the new
+ * datasets) one way; SPAWNED (worker @idx is @pid, the daemon's end of its
+ * socket comes with it, SCM_RIGHTS), FAILED (it could not be forked:
+ * @error is errno) and EXITED (worker @pid ended, @status as waitpid()
+ * says) the other.  A record that is not a whole message of its type is
+ * refused as the fork server gone.  The
  * workers are the fork server's children, not the daemon's: it reaps them
  * and reports their ends; the daemon signals them by pid.
  *
@@ -33,11 +36,13 @@
 
 #include <sys/types.h>
 
-#include <limits.h>
 #include <stdint.h>
 
 #include "catalogue.h"
+#include "transport.h"
 #include "worker.h"
+
+struct event_base;
 
 /* At shutdown, workers told to stop have this long before SIGKILL. */
 #define FORKER_STOP_MS		2000
@@ -45,6 +50,9 @@
 /* Where forker_exec() puts the fork server's socket and beats memory. */
 #define FORKER_SOCK_FD		3
 #define FORKER_BEATS_FD		4
+
+/* A message's bytes at most, header and payload (a RELOAD's path). */
+#define FORKER_MAX_MSG		8192
 
 enum forker_msg_type {
 	FORKER_MSG_SPAWN = 1,
@@ -54,24 +62,68 @@ enum forker_msg_type {
 	FORKER_MSG_EXITED,
 };
 
-struct forker_msg {
-	uint32_t	type;
-	uint32_t	idx;			/* the worker's slot in the pool */
-	int32_t		pid;			/* SPAWNED, EXITED */
-	int32_t		status;			/* EXITED: waitpid's; FAILED: errno */
-	uint64_t	image_memory_max;	/* SPAWN: bytes a decode may take */
-	char		path[PATH_MAX];		/* RELOAD: the configuration */
+/* Every message begins with it; its type's payload follows. */
+struct forker_hdr {
+	uint32_t	type;		/* enum forker_msg_type */
+	uint32_t	len;		/* the whole message's bytes */
+};
+
+/* Fork worker @idx (its slot in the pool). */
+struct forker_msg_spawn {
+	struct forker_hdr hdr;
+	uint32_t	idx;
+	uint32_t	pad;
+	uint64_t	image_memory_max;	/* bytes a decode may take */
+};
+
+/* Open the catalogue of the configuration at @path (NUL-terminated). */
+struct forker_msg_reload {
+	struct forker_hdr hdr;
+	char		path[];
+};
+
+/* Worker @idx is @pid; the daemon's end of its socket comes with it. */
+struct forker_msg_spawned {
+	struct forker_hdr hdr;
+	uint32_t	idx;
+	int32_t		pid;
+};
+
+/* Worker @idx could not be forked. */
+struct forker_msg_failed {
+	struct forker_hdr hdr;
+	uint32_t	idx;
+	int32_t		error;		/* errno */
+};
+
+/* Worker @idx, @pid, ended. */
+struct forker_msg_exited {
+	struct forker_hdr hdr;
+	uint32_t	idx;
+	int32_t		pid;
+	int32_t		status;		/* as waitpid() says */
+};
+
+/* What the fork server says to the daemon: its header says which. */
+union forker_reply {
+	struct forker_hdr	hdr;
+	struct forker_msg_spawned	spawned;
+	struct forker_msg_failed	failed;
+	struct forker_msg_exited	exited;
 };
 
 struct forker;
 
 /**
  * forker_start() - fork the fork server, which forks workers from @cat
- * with the beats @beats[idx] (shared memory, mapped before).  Fatal when
- * it cannot be started.
+ * with the beats @beats[idx] (shared memory, mapped before).  With @base,
+ * its messages are heard on that loop (@events->read, with @arg: call
+ * forker_recv() until it says nothing waits); without, nothing calls
+ * back and sends block (tests).  Fatal when it cannot be started.
  */
-struct forker	*forker_start(const struct catalogue *cat,
-		    struct worker_beat *beats);
+struct forker	*forker_start(struct event_base *base,
+		    const struct catalogue *cat, struct worker_beat *beats,
+		    const struct transport_events *events, void *arg);
 
 /**
  * forker_exec() - start a fork server that holds nothing of the daemon's:
@@ -81,10 +133,12 @@ struct forker	*forker_start(const struct catalogue *cat,
  * worker_beat) and its socket as its only other descriptors.  It forks
  * workers once it has opened the catalogue of @config_path; requests
  * sent meanwhile wait in its socket.
+ * Its messages are heard as forker_start()'s.
  * Return: the fork server, or NULL (errno set) when it cannot be forked.
  */
-struct forker	*forker_exec(int exe_fd, const char *config_path,
-		    int beats_fd);
+struct forker	*forker_exec(struct event_base *base, int exe_fd,
+		    const char *config_path, int beats_fd,
+		    const struct transport_events *events, void *arg);
 
 /**
  * forker_serve() - the fork server that forker_exec() started, in its
@@ -95,7 +149,7 @@ void		 forker_serve(const char *config_path)
 		    __attribute__((noreturn));
 
 /**
- * forker_fd() - the daemon's end of the socket, non-blocking, to watch.
+ * forker_fd() - the daemon's end of the socket (its transport's).
  */
 int		 forker_fd(const struct forker *f);
 
@@ -120,11 +174,13 @@ int		 forker_spawn(struct forker *f, unsigned idx,
 int		 forker_reload(struct forker *f, const char *path);
 
 /**
- * forker_recv() - the fork server's next message into @m, and for
- * SPAWNED the new worker's socket in *@fd (-1 otherwise; taken over).
- * Return: 1, 0 when nothing waits, -1 when the fork server is gone.
+ * forker_recv() - the fork server's next message into @m (m->hdr.type
+ * says which), and for SPAWNED the new worker's socket in *@fd (-1
+ * otherwise; taken over).
+ * Return: 1, 0 when nothing waits, -1 when the fork server is gone (or
+ * said what is not a whole message of its type).
  */
-int		 forker_recv(struct forker *f, struct forker_msg *m, int *fd);
+int		 forker_recv(struct forker *f, union forker_reply *m, int *fd);
 
 /**
  * forker_wait() - wait up to @ms for forker_recv() to have a message.

@@ -112,7 +112,6 @@ struct pool {
 	const struct catalogue	*cat;
 	struct ring_budget	*budget;	/* what it keeps; or NULL */
 	struct forker		*forker;	/* NULL: none up */
-	struct event		*forker_ev;
 	struct event		*forker_restart_ev;
 	struct event		*forker_check_ev; /* is it stopped? */
 	struct event		*chld_ev;	/* SIGCHLD: adopted workers, */
@@ -154,9 +153,13 @@ static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
 static void	pool_worker_maps(struct worker *, uint64_t);
 static void	pool_respawn_failed(struct worker *);
-static void	pool_forker_cb(evutil_socket_t, short, void *);
+static void	pool_forker_cb(void *);
 static void	pool_forker_later(struct pool *);
 static void	pool_forker_check_later(struct pool *);
+
+static const struct transport_events pool_forker_events = {
+	.read = pool_forker_cb,
+};
 
 static const struct transport_events pool_transport_events = {
 	.read = pool_worker_read_cb,
@@ -1030,14 +1033,10 @@ pool_forker_check_cb(evutil_socket_t fd, short ev, void *arg)
 	kill(forker_pid(pool->forker), SIGKILL);
 }
 
-/* Watch the fork server's socket. */
+/* A fork server is up (its transport heard on the loop): since when. */
 static void
 pool_forker_watch(struct pool *pool)
 {
-	pool->forker_ev = event_new(pool->base, forker_fd(pool->forker),
-	    EV_READ | EV_PERSIST, pool_forker_cb, pool);
-	if (pool->forker_ev == NULL || event_add(pool->forker_ev, NULL))
-		fatalx("cannot watch the fork server");
 	pool->forker_started_ms = clock_now_ms();
 }
 
@@ -1056,8 +1055,9 @@ pool_forker_restart(struct pool *pool)
 		    "again; workers that die are not replaced");
 		return;
 	}
-	if ((pool->forker = forker_exec(pool->exe_fd, pool->config_path,
-	    pool->beats_fd)) == NULL) {
+	if ((pool->forker = forker_exec(pool->base, pool->exe_fd,
+	    pool->config_path, pool->beats_fd, &pool_forker_events,
+	    pool)) == NULL) {
 		log_warn("cannot start a new fork server");
 		pool_forker_later(pool);
 		return;
@@ -1222,8 +1222,6 @@ pool_forker_died(struct pool *pool)
 	pool->forkers_gone = xreallocarray(pool->forkers_gone,
 	    pool->nforkers_gone + 1, sizeof(*pool->forkers_gone));
 	pool->forkers_gone[pool->nforkers_gone++] = forker_pid(pool->forker);
-	event_free(pool->forker_ev);
-	pool->forker_ev = NULL;
 	forker_free(pool->forker);
 	pool->forker = NULL;
 	for (i = 0; i < pool->n; i++) {
@@ -1241,24 +1239,29 @@ pool_forker_died(struct pool *pool)
 static void
 pool_forker_read(struct pool *pool)
 {
-	struct forker_msg	 m;
+	union forker_reply	 m;
 	struct worker		*w;
+	uint32_t		 idx;
 	int			 rc, fd;
 
 	while ((rc = forker_recv(pool->forker, &m, &fd)) == 1) {
-		w = m.idx < pool->n ? &pool->workers[m.idx] : NULL;
-		if (m.type == FORKER_MSG_EXITED) {
-			pool_worker_exited(pool, m.pid, m.status);
-		} else if (m.type == FORKER_MSG_SPAWNED && w != NULL &&
+		/* SPAWNED, FAILED and EXITED each name the worker first. */
+		idx = m.hdr.type == FORKER_MSG_EXITED ? m.exited.idx :
+		    m.hdr.type == FORKER_MSG_FAILED ? m.failed.idx :
+		    m.spawned.idx;
+		w = idx < pool->n ? &pool->workers[idx] : NULL;
+		if (m.hdr.type == FORKER_MSG_EXITED) {
+			pool_worker_exited(pool, m.exited.pid,
+			    m.exited.status);
+		} else if (m.hdr.type == FORKER_MSG_SPAWNED && w != NULL &&
 		    w->spawning && fd != -1) {
-			pool_spawned(pool, w, m.pid, fd);
+			pool_spawned(pool, w, m.spawned.pid, fd);
 			fd = -1;
-		} else if ((m.type == FORKER_MSG_FAILED ||
-		    m.type == FORKER_MSG_SPAWNED) && w != NULL &&
-		    w->spawning) {
+		} else if (w != NULL && w->spawning) {
 			/* A SPAWNED without its socket: that one exits. */
 			w->spawning = false;
-			errno = m.type == FORKER_MSG_FAILED ? m.status : EBADF;
+			errno = m.hdr.type == FORKER_MSG_FAILED ?
+			    m.failed.error : EBADF;
 			if (pool->starting)
 				fatal("cannot start worker %u", w->idx);
 			log_warn("worker %u: fork", w->idx);
@@ -1273,12 +1276,10 @@ pool_forker_read(struct pool *pool)
 
 /* The fork server spoke. */
 static void
-pool_forker_cb(evutil_socket_t fd, short ev, void *arg)
+pool_forker_cb(void *arg)
 {
 	struct pool	*pool = arg;
 
-	(void)fd;
-	(void)ev;
 	pool_forker_read(pool);
 	pool_dispatch(pool);
 }
@@ -1342,7 +1343,8 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 			fatalx("evtimer_new");
 	}
 	/* Before any client: it holds nothing of one, nor do its workers. */
-	pool->forker = forker_start(cat, pool->beats);
+	pool->forker = forker_start(base, cat, pool->beats,
+	    &pool_forker_events, pool);
 	/* One at a time: the requests never fill the socket. */
 	pool->starting = true;
 	for (i = 0; i < workers; i++) {
@@ -1435,8 +1437,6 @@ pool_free(struct pool *pool)
 	}
 	/* It waits for them (POOL_STOP_MS), kills those left, and goes. */
 	stop_ms = clock_now_ms() + POOL_STOP_MS;
-	if (pool->forker_ev != NULL)
-		event_free(pool->forker_ev);
 	forker_stop(pool->forker);
 	pool_stop_adopted(pool, stop_ms);
 	for (i = 0; i < pool->n; i++) {

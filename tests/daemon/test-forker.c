@@ -74,7 +74,7 @@ setup(void)
 	beats = mmap(NULL, 2 * sizeof(*beats), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(beats, MAP_FAILED);
-	forker = forker_start(cat, beats);
+	forker = forker_start(NULL, cat, beats, NULL, NULL);
 }
 
 static void
@@ -89,7 +89,7 @@ teardown(void)
 
 /* The fork server's next message, waiting for it. */
 static void
-next_msg(struct forker_msg *m, int *fd)
+next_msg(union forker_reply *m, int *fd)
 {
 	ck_assert_msg(forker_wait(forker, DEADLINE_MS), "the fork server "
 	    "said nothing in %d ms", DEADLINE_MS);
@@ -100,18 +100,18 @@ next_msg(struct forker_msg *m, int *fd)
 static pid_t
 spawn(unsigned idx, int *fd)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	struct worker_msg	w;
 
 	ck_assert_int_eq(forker_spawn(forker, idx, 64 << 20), 0);
 	next_msg(&m, fd);
-	ck_assert_int_eq(m.type, FORKER_MSG_SPAWNED);
-	ck_assert_uint_eq(m.idx, idx);
-	ck_assert_int_gt(m.pid, 0);
+	ck_assert_int_eq(m.hdr.type, FORKER_MSG_SPAWNED);
+	ck_assert_uint_eq(m.spawned.idx, idx);
+	ck_assert_int_gt(m.spawned.pid, 0);
 	ck_assert_int_ne(*fd, -1);
 	ck_assert_int_eq(recv(*fd, &w, sizeof(w), 0), (ssize_t)sizeof(w));
 	ck_assert_int_eq(w.type, WORKER_MSG_READY);
-	return ((pid_t)m.pid);
+	return ((pid_t)m.spawned.pid);
 }
 
 /* Process @pid's state letter and parent; '-' and -1 when it is gone. */
@@ -166,7 +166,7 @@ gone(pid_t pid)
  */
 START_TEST(test_spawned_worker_and_its_death_reported)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra;
 
@@ -176,10 +176,11 @@ START_TEST(test_spawned_worker_and_its_death_reported)
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	next_msg(&m, &extra);
 	ck_assert_int_eq(extra, -1);
-	ck_assert_int_eq(m.type, FORKER_MSG_EXITED);
-	ck_assert_int_eq(m.pid, pid);
-	ck_assert_uint_eq(m.idx, 1);
-	ck_assert(WIFSIGNALED(m.status) && WTERMSIG(m.status) == SIGKILL);
+	ck_assert_int_eq(m.hdr.type, FORKER_MSG_EXITED);
+	ck_assert_int_eq(m.exited.pid, pid);
+	ck_assert_uint_eq(m.exited.idx, 1);
+	ck_assert(WIFSIGNALED(m.exited.status) &&
+	    WTERMSIG(m.exited.status) == SIGKILL);
 	close(fd);
 }
 END_TEST
@@ -187,16 +188,17 @@ END_TEST
 /* A worker whose socket the daemon closes exits 0, and that is said. */
 START_TEST(test_worker_that_loses_its_socket_exits_cleanly)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra;
 
 	pid = spawn(0, &fd);
 	close(fd);
 	next_msg(&m, &extra);
-	ck_assert_int_eq(m.type, FORKER_MSG_EXITED);
-	ck_assert_int_eq(m.pid, pid);
-	ck_assert(WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0);
+	ck_assert_int_eq(m.hdr.type, FORKER_MSG_EXITED);
+	ck_assert_int_eq(m.exited.pid, pid);
+	ck_assert(WIFEXITED(m.exited.status) &&
+	    WEXITSTATUS(m.exited.status) == 0);
 }
 END_TEST
 
@@ -237,7 +239,7 @@ END_TEST
  */
 START_TEST(test_killed_fork_server_is_seen_and_orphans_exit)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra, rc;
 
@@ -259,7 +261,7 @@ END_TEST
  */
 START_TEST(test_worker_outlives_its_fork_server_with_the_daemon)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra, rc, status;
 
