@@ -44,8 +44,9 @@ struct forker_child {
 
 /* The fork server's state, in its own process. */
 struct forker_server {
-	struct catalogue	*cat;		/* the daemon's, then reloaded */
-	struct config		*conf;		/* a reload's, or NULL */
+	struct catalogue	*cat;		/* the daemon's, or as it sent */
+	struct config		*conf;		/* its sections, or NULL */
+	struct config		*pending;	/* DATASETs before a CATALOGUE */
 	struct worker_beat	*beats;
 	size_t			 nbeats;
 	pid_t			 daemon;	/* its workers die with it */
@@ -81,9 +82,12 @@ forker_whole(const struct forker_hdr *h, size_t n)
 	switch (h->type) {
 	case FORKER_MSG_SPAWN:
 		return (n == sizeof(struct forker_msg_spawn));
-	case FORKER_MSG_RELOAD:
-		/* A path, NUL-terminated. */
-		return (n > sizeof(*h) && ((const char *)h)[n - 1] == '\0');
+	case FORKER_MSG_DATASET:
+		/* Strings, the last NUL-terminated (forker_dataset_take()). */
+		return (n > sizeof(struct forker_msg_dataset) &&
+		    ((const char *)h)[n - 1] == '\0');
+	case FORKER_MSG_CATALOGUE:
+		return (n == sizeof(struct forker_msg_catalogue));
 	case FORKER_MSG_SPAWNED:
 		return (n == sizeof(struct forker_msg_spawned));
 	case FORKER_MSG_FAILED:
@@ -144,7 +148,8 @@ forker_spawn_worker(struct forker_server *fs,
 
 	memset(&no, 0, sizeof(no));
 	no.idx = req->idx;
-	if (req->idx >= fs->nbeats) {
+	/* No catalogue yet: the daemon sends it first, so never. */
+	if (req->idx >= fs->nbeats || fs->cat == NULL) {
 		no.error = EINVAL;
 		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
 		    -1);
@@ -221,24 +226,130 @@ forker_reap(struct forker_server *fs)
 	}
 }
 
-/*
- * In the fork server: open the catalogue of the configuration at @path
- * as the daemon did, taking over the datasets whose sections did not
- * change; a configuration it cannot read leaves the catalogue as it was
- * (the workers check each ring's dataset against the daemon's).
- */
-static void
-forker_reload_catalogue(struct forker_server *fs, const char *path)
+/* Bytes of string @str in a DATASET (NULL: ""). */
+static size_t
+forker_str_len(const char *str)
 {
-	struct config		*conf;
-	struct catalogue	*cat;
-	char			*cause = NULL;
+	return ((str != NULL ? strlen(str) : 0) + 1);
+}
 
-	if ((conf = config_load(path, &cause)) == NULL) {
-		log_warnx("fork server: reload: %s; new workers read the "
-		    "datasets as they were", cause);
-		free(cause);
-		return;
+/* Append string @str (NULL: "") at *@p. */
+static void
+forker_str_put(char **p, const char *str)
+{
+	size_t	n = forker_str_len(str);
+
+	memcpy(*p, str != NULL ? str : "", n);
+	*p += n;
+}
+
+/*
+ * The DATASET message of section @dc, malloc'd, and its *@len; NULL
+ * (errno EMSGSIZE) when it would be over FORKER_MAX_MSG.
+ */
+static struct forker_msg_dataset *
+forker_dataset_msg(const struct dataset_conf *dc, size_t *len)
+{
+	struct forker_msg_dataset	*m;
+	size_t				 i;
+	char				*p;
+
+	*len = sizeof(*m) + forker_str_len(dc->name) +
+	    forker_str_len(dc->source);
+	for (i = 0; i < dc->nkv; i++)
+		*len += forker_str_len(dc->kv[i].key) +
+		    forker_str_len(dc->kv[i].value);
+	if (*len > FORKER_MAX_MSG) {
+		errno = EMSGSIZE;
+		return (NULL);
+	}
+	m = xcalloc(1, *len);
+	m->nkv = (uint32_t)dc->nkv;
+	p = m->strings;
+	forker_str_put(&p, dc->name);
+	forker_str_put(&p, dc->source);
+	for (i = 0; i < dc->nkv; i++) {
+		forker_str_put(&p, dc->kv[i].key);
+		forker_str_put(&p, dc->kv[i].value);
+	}
+	return (m);
+}
+
+/* The next string of a DATASET, from *@p before @end; NULL if none. */
+static char *
+forker_str_take(const char **p, const char *end)
+{
+	const char	*nul;
+	char		*str;
+
+	if (*p >= end || (nul = memchr(*p, '\0', (size_t)(end - *p))) == NULL)
+		return (NULL);
+	str = xstrdup(*p);
+	*p = nul + 1;
+	return (str);
+}
+
+/*
+ * In the fork server: DATASET @m, a section, added to the catalogue to
+ * come.  Return: 0, or -1 when its strings are not its name, source and
+ * nkv keys and values exactly.
+ */
+static int
+forker_dataset_take(struct forker_server *fs,
+    const struct forker_msg_dataset *m)
+{
+	const char		*p = m->strings;
+	const char		*end = (const char *)m + m->hdr.len;
+	struct dataset_conf	*dc;
+	struct config		*c;
+	size_t			 i;
+
+	if (m->nkv > FORKER_MAX_MSG / 2)
+		return (-1);
+	if (fs->pending == NULL)
+		fs->pending = xcalloc(1, sizeof(*fs->pending));
+	c = fs->pending;
+	c->datasets = xreallocarray(c->datasets, c->ndatasets + 1,
+	    sizeof(*c->datasets));
+	dc = &c->datasets[c->ndatasets++];
+	memset(dc, 0, sizeof(*dc));
+	dc->name = forker_str_take(&p, end);
+	dc->source = forker_str_take(&p, end);
+	dc->kv = xcalloc(m->nkv, sizeof(*dc->kv));
+	for (i = 0; i < m->nkv && dc->source != NULL; i++) {
+		if ((dc->kv[i].key = forker_str_take(&p, end)) == NULL ||
+		    (dc->kv[i].value = forker_str_take(&p, end)) == NULL) {
+			free(dc->kv[i].key);
+			break;
+		}
+		dc->nkv++;
+	}
+	/* Freed with fs->pending; every string came, and nothing more. */
+	if (dc->name == NULL || dc->source == NULL || dc->nkv != m->nkv ||
+	    p != end)
+		return (-1);
+	return (0);
+}
+
+/*
+ * In the fork server: CATALOGUE @m, the sections sent since the last one
+ * are the daemon's catalogue; open it, taking over the datasets whose
+ * sections did not change.  Return: 0, or -1 when @m counts other
+ * sections than came.
+ */
+static int
+forker_catalogue_take(struct forker_server *fs,
+    const struct forker_msg_catalogue *m)
+{
+	struct config		*conf = fs->pending;
+	struct catalogue	*cat;
+
+	if (conf == NULL)
+		conf = xcalloc(1, sizeof(*conf));
+	fs->pending = NULL;
+	if (conf->ndatasets != m->ndatasets) {
+		config_free(conf);
+		return (-1);
 	}
 	/* The old one is this process's copy: the daemon's is its own. */
 	cat = catalogue_open(conf, fs->cat);
@@ -246,6 +357,7 @@ forker_reload_catalogue(struct forker_server *fs, const char *path)
 	config_free(fs->conf);
 	fs->cat = cat;
 	fs->conf = conf;
+	return (0);
 }
 
 /*
@@ -338,9 +450,20 @@ forker_main(struct forker_server *fs)
 				close(fd);
 			if (h->type == FORKER_MSG_SPAWN)
 				forker_spawn_worker(fs, (void *)h);
-			else if (h->type == FORKER_MSG_RELOAD)
-				forker_reload_catalogue(fs,
-				    ((struct forker_msg_reload *)h)->path);
+			else if (h->type == FORKER_MSG_DATASET)
+				rc = forker_dataset_take(fs, (void *)h);
+			else if (h->type == FORKER_MSG_CATALOGUE)
+				rc = forker_catalogue_take(fs, (void *)h);
+			else
+				rc = -1;	/* one of its own */
+			if (rc == -1) {
+				log_warnx("fork server: a %s from the daemon "
+				    "is not one; going", h->type ==
+				    FORKER_MSG_DATASET ? "DATASET" :
+				    h->type == FORKER_MSG_CATALOGUE ?
+				    "CATALOGUE" : "message");
+				break;
+			}
 		}
 		if (rc == -1)
 			forker_exit(fs);
@@ -430,13 +553,12 @@ forker_exec_fds(int sock, int beats, int exe)
 
 /* Start a fork server from infeedd's own binary. */
 struct forker *
-forker_exec(struct event_base *base, int exe_fd, const char *config_path,
+forker_exec(struct event_base *base, int exe_fd, const struct catalogue *cat,
     int beats_fd, const struct transport_events *events, void *arg)
 {
 	extern char	**environ;
 	static char	 name[] = "infeedd-forker", mode[] = "--fork-server";
-	char		*argv[] = { name, mode,
-			    (char *)(uintptr_t)config_path, NULL };
+	char		*argv[] = { name, mode, NULL };
 	struct forker	*f;
 	sigset_t	 all, old;
 	pid_t		 self = getpid(), pid;
@@ -465,17 +587,24 @@ forker_exec(struct event_base *base, int exe_fd, const char *config_path,
 	f = xcalloc(1, sizeof(*f));
 	f->pid = pid;
 	forker_listen(f, base, sv[0], events, arg);
+	/* Its catalogue first: it waits in the socket until it execs. */
+	if (forker_reload(f, cat) == -1) {
+		saved = errno;
+		kill(pid, SIGKILL);
+		forker_stop(f);
+		errno = saved;
+		return (NULL);
+	}
 	return (f);
 }
 
 /* The fork server forker_exec() started, in its own process. */
 void
-forker_serve(const char *config_path)
+forker_serve(void)
 {
 	struct forker_server	 fs;
 	struct stat		 sb;
 	void			*beats;
-	char			*cause = NULL;
 
 	log_init("infeedd-forker", 0);
 	memset(&fs, 0, sizeof(fs));
@@ -495,9 +624,7 @@ forker_serve(const char *config_path)
 	close(FORKER_BEATS_FD);
 	fs.beats = beats;
 	fs.nbeats = (size_t)sb.st_size / sizeof(*fs.beats);
-	if ((fs.conf = config_load(config_path, &cause)) == NULL)
-		fatalx("fork server: %s", cause);
-	fs.cat = catalogue_open(fs.conf, NULL);
+	/* The daemon's catalogue is the first thing it reads (forker_exec()). */
 	forker_main(&fs);
 }
 
@@ -527,23 +654,37 @@ forker_spawn(struct forker *f, unsigned idx, uint64_t image_memory_max)
 	return (forker_send(f->t, &m, sizeof(m), FORKER_MSG_SPAWN, -1));
 }
 
-/* New workers read the catalogue of @path. */
+/* New workers read the datasets of @cat. */
 int
-forker_reload(struct forker *f, const char *path)
+forker_reload(struct forker *f, const struct catalogue *cat)
 {
-	struct forker_msg_reload	*m;
-	size_t				 len;
-	int				 rc;
+	struct forker_msg_catalogue	  end;
+	struct forker_msg_dataset	**m;
+	size_t				 *len, i;
+	int				  rc = 0;
 
-	len = sizeof(*m) + strlen(path) + 1;
-	if (len > FORKER_MAX_MSG) {
-		errno = ENAMETOOLONG;
-		return (-1);
+	/* Every section fits, or none is sent. */
+	m = xcalloc(cat->ndatasets + 1, sizeof(*m));
+	len = xcalloc(cat->ndatasets + 1, sizeof(*len));
+	for (i = 0; i < cat->ndatasets; i++) {
+		if ((m[i] = forker_dataset_msg(cat->entries[i].conf,
+		    &len[i])) == NULL) {
+			rc = -1;
+			break;
+		}
 	}
-	m = xcalloc(1, len);
-	memcpy(m->path, path, strlen(path));
-	rc = forker_send(f->t, m, len, FORKER_MSG_RELOAD, -1);
+	for (i = 0; rc == 0 && i < cat->ndatasets; i++)
+		rc = forker_send(f->t, m[i], len[i], FORKER_MSG_DATASET, -1);
+	if (rc == 0) {
+		memset(&end, 0, sizeof(end));
+		end.ndatasets = (uint32_t)cat->ndatasets;
+		rc = forker_send(f->t, &end, sizeof(end),
+		    FORKER_MSG_CATALOGUE, -1);
+	}
+	for (i = 0; i < cat->ndatasets; i++)
+		free(m[i]);
 	free(m);
+	free(len);
 	return (rc);
 }
 
@@ -555,8 +696,9 @@ forker_recv(struct forker *f, union forker_reply *m, int *fd)
 
 	rc = forker_recv_on(f->t, m, sizeof(*m), fd);
 	/* Only the fork server's messages come this way. */
-	if (rc == 1 && (m->hdr.type == FORKER_MSG_SPAWN ||
-	    m->hdr.type == FORKER_MSG_RELOAD)) {
+	if (rc == 1 && m->hdr.type != FORKER_MSG_SPAWNED &&
+	    m->hdr.type != FORKER_MSG_FAILED &&
+	    m->hdr.type != FORKER_MSG_EXITED) {
 		if (*fd != -1)
 			close(*fd);
 		*fd = -1;

@@ -9,9 +9,10 @@
  * The daemon and the fork server talk over one SOCK_SEQPACKET socketpair,
  * through a transport (transport.h) on each side, one message a record:
  * a header (its type and length) and its type's payload.  SPAWN (start
- * worker @idx) and RELOAD (open the catalogue of the configuration at
- * @path again, as the daemon did, so that later workers inherit the new
- * datasets) one way; SPAWNED (worker @idx is @pid, the daemon's end of its
+ * worker @idx), DATASET (one dataset section of the daemon's catalogue)
+ * and CATALOGUE (the @ndatasets DATASETs sent since the last one are the
+ * catalogue now: open it, as the daemon did, so that later workers
+ * inherit its datasets) one way; SPAWNED (worker @idx is @pid, the daemon's end of its
  * socket comes with it, SCM_RIGHTS), FAILED (it could not be forked:
  * @error is errno) and EXITED (worker @pid ended, @status as waitpid()
  * says) the other.  A record that is not a whole message of its type is
@@ -26,10 +27,17 @@
  * a fork server that died become the daemon's children, serve on and are
  * reaped by the pool.  The daemon sees the fork server's death as EOF and
  * starts a new one with forker_exec(): infeedd's own binary run again as
- * "infeedd --fork-server CONFIG", with its socket and the beats' memory
- * as its only descriptors beyond stdio, so that it holds nothing of any
- * client either; it opens the catalogue of CONFIG, the configuration the
- * daemon last loaded.
+ * "infeedd --fork-server", with its socket and the beats' memory as its
+ * only descriptors beyond stdio, so that it holds nothing of any client
+ * either; the daemon sends it its catalogue first.
+ *
+ * The catalogue travels as the dataset sections the daemon parsed (name,
+ * source, keys and values), not as the configuration's path: the fork
+ * server never reads the configuration, so a file edited since the last
+ * reload changes nothing until infeedd reloads it.  The sections are all
+ * catalogue_open() reads, and what a reload compares to keep a dataset
+ * open; an open dataset (its mappings and descriptors) cannot cross an
+ * exec, and the daemon's own order gives the same catalogue indices.
  */
 #ifndef INFEED_FORKER_H
 #define INFEED_FORKER_H
@@ -51,12 +59,13 @@ struct event_base;
 #define FORKER_SOCK_FD		3
 #define FORKER_BEATS_FD		4
 
-/* A message's bytes at most, header and payload (a RELOAD's path). */
-#define FORKER_MAX_MSG		8192
+/* A message's bytes at most, header and payload (a DATASET's section). */
+#define FORKER_MAX_MSG		65536
 
 enum forker_msg_type {
 	FORKER_MSG_SPAWN = 1,
-	FORKER_MSG_RELOAD,
+	FORKER_MSG_DATASET,
+	FORKER_MSG_CATALOGUE,
 	FORKER_MSG_SPAWNED,
 	FORKER_MSG_FAILED,
 	FORKER_MSG_EXITED,
@@ -76,10 +85,22 @@ struct forker_msg_spawn {
 	uint64_t	image_memory_max;	/* bytes a decode may take */
 };
 
-/* Open the catalogue of the configuration at @path (NUL-terminated). */
-struct forker_msg_reload {
+/*
+ * One dataset section: its name, source, then @nkv keys and values, each
+ * a NUL-terminated string, one after the other.
+ */
+struct forker_msg_dataset {
 	struct forker_hdr hdr;
-	char		path[];
+	uint32_t	nkv;
+	uint32_t	pad;
+	char		strings[];
+};
+
+/* The @ndatasets sections sent since the last CATALOGUE: open them. */
+struct forker_msg_catalogue {
+	struct forker_hdr hdr;
+	uint32_t	ndatasets;
+	uint32_t	pad;
 };
 
 /* Worker @idx is @pid; the daemon's end of its socket comes with it. */
@@ -106,7 +127,7 @@ struct forker_msg_exited {
 
 /* What the fork server says to the daemon: its header says which. */
 union forker_reply {
-	struct forker_hdr	hdr;
+	struct forker_hdr		hdr;
 	struct forker_msg_spawned	spawned;
 	struct forker_msg_failed	failed;
 	struct forker_msg_exited	exited;
@@ -128,25 +149,25 @@ struct forker	*forker_start(struct event_base *base,
 /**
  * forker_exec() - start a fork server that holds nothing of the daemon's:
  * fork, and execute the binary open at @exe_fd (infeedd's, opened from
- * /proc/self/exe at start-up) as "infeedd --fork-server @config_path",
- * with the beats' shared memory @beats_fd (a memfd of whole struct
- * worker_beat) and its socket as its only other descriptors.  It forks
- * workers once it has opened the catalogue of @config_path; requests
- * sent meanwhile wait in its socket.
+ * /proc/self/exe at start-up) as "infeedd --fork-server", with the beats'
+ * shared memory @beats_fd (a memfd of whole struct worker_beat) and its
+ * socket as its only other descriptors, and send it @cat.  It forks
+ * workers once it has opened that catalogue; requests sent meanwhile
+ * wait in its socket.
  * Its messages are heard as forker_start()'s.
  * Return: the fork server, or NULL (errno set) when it cannot be forked.
  */
 struct forker	*forker_exec(struct event_base *base, int exe_fd,
-		    const char *config_path, int beats_fd,
+		    const struct catalogue *cat, int beats_fd,
 		    const struct transport_events *events, void *arg);
 
 /**
  * forker_serve() - the fork server that forker_exec() started, in its
  * own process (infeedd's main() calls it for --fork-server): open the
- * catalogue of @config_path and serve the daemon.  Fatal when it cannot.
+ * catalogue the daemon sends first and serve the daemon.  Fatal when it
+ * cannot.
  */
-void		 forker_serve(const char *config_path)
-		    __attribute__((noreturn));
+void		 forker_serve(void) __attribute__((noreturn));
 
 /**
  * forker_fd() - the daemon's end of the socket (its transport's).
@@ -167,11 +188,12 @@ int		 forker_spawn(struct forker *f, unsigned idx,
 		    uint64_t image_memory_max);
 
 /**
- * forker_reload() - workers forked from now on read the catalogue of the
- * configuration at @path, opened again by the fork server (datasets whose
- * sections did not change stay as they were).  Return: 0, or -1.
+ * forker_reload() - workers forked from now on read the datasets of @cat,
+ * the daemon's new catalogue, opened by the fork server from its sections
+ * (datasets whose sections did not change stay as they were).
+ * Return: 0, or -1 (errno set; EMSGSIZE: a section over FORKER_MAX_MSG).
  */
-int		 forker_reload(struct forker *f, const char *path);
+int		 forker_reload(struct forker *f, const struct catalogue *cat);
 
 /**
  * forker_recv() - the fork server's next message into @m (m->hdr.type

@@ -118,7 +118,6 @@ struct pool {
 	pid_t			*forkers_gone;	/* ... dead fork servers */
 	size_t			 nforkers_gone;
 	int			 exe_fd;	/* infeedd's; -1: no restart */
-	char			*config_path;	/* a new fork server's */
 	int			 beats_fd;	/* for a new fork server */
 	unsigned		 forker_restarts;
 	unsigned		 forker_backoff_ms;
@@ -1056,7 +1055,7 @@ pool_forker_restart(struct pool *pool)
 		return;
 	}
 	if ((pool->forker = forker_exec(pool->base, pool->exe_fd,
-	    pool->config_path, pool->beats_fd, &pool_forker_events,
+	    pool->cat, pool->beats_fd, &pool_forker_events,
 	    pool)) == NULL) {
 		log_warn("cannot start a new fork server");
 		pool_forker_later(pool);
@@ -1461,7 +1460,6 @@ pool_free(struct pool *pool)
 	event_free(pool->forker_restart_ev);
 	event_free(pool->forker_check_ev);
 	free(pool->forkers_gone);
-	free(pool->config_path);
 	if (pool->exe_fd != -1)
 		close(pool->exe_fd);
 	close(pool->beats_fd);
@@ -1743,22 +1741,16 @@ pool_ring_set_dataset(struct pool_ring *pr, uint32_t dataset_index)
 /* Reload: replace every worker, so new ones inherit the new catalogue. */
 void
 pool_reload(struct pool *pool, const struct catalogue *cat,
-    const char *config_path, uint32_t job_timeout_ms,
-    uint64_t image_memory_max)
+    uint32_t job_timeout_ms, uint64_t image_memory_max)
 {
 	struct worker	*w;
 	unsigned	 i;
 
 	/* Before any replacement is asked for: they read the new datasets. */
-	if (pool->forker != NULL && forker_reload(pool->forker,
-	    config_path) == -1)
+	if (pool->forker != NULL && forker_reload(pool->forker, cat) == -1)
 		log_warn("reload: the fork server was not told; new workers "
 		    "read the datasets as they were");
-	/* A fork server started from now on opens it too. */
-	if (pool->config_path != NULL) {
-		free(pool->config_path);
-		pool->config_path = xstrdup(config_path);
-	}
+	/* A fork server started from now on is sent it too. */
 	pool->cat = cat;
 	pool->job_timeout_ms = job_timeout_ms;
 	pool->image_memory_max = image_memory_max;
@@ -1774,12 +1766,11 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 
 /* A dead fork server is started again from infeedd's own binary. */
 void
-pool_forker_restarts_from(struct pool *pool, const char *config_path)
+pool_forker_restarts(struct pool *pool)
 {
 	/* Now: the binary that runs, even once a package replaced it. */
 	if ((pool->exe_fd = open("/proc/self/exe", O_PATH | O_CLOEXEC)) == -1)
 		fatal("/proc/self/exe");
-	pool->config_path = xstrdup(config_path);
 }
 
 /* The fork server now, for status. */

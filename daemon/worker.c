@@ -469,8 +469,8 @@ worker_dataset(const struct catalogue *cat, const struct worker_ring *desc,
 	    (unsigned long long)desc->ring_id, name);
 	*why = xasprintf("the workers' dataset '%s' is not the daemon's (%llu "
 	    "samples of %llu bytes): it changed on disk, or could not be "
-	    "opened, when the workers' fork server read the configuration "
-	    "again; reload infeedd again", name,
+	    "opened, when the workers' fork server opened the catalogue "
+	    "infeedd sent it; reload infeedd again", name,
 	    (unsigned long long)desc->samples,
 	    (unsigned long long)desc->sample_bytes);
 	return (NULL);

@@ -4,10 +4,10 @@
  * with the catalogue already open and nothing of any client, they read
  * samples and write them straight into step slots in shared memory.
  * A ring names its catalogue dataset by index and by name, with its
- * samples and their size: the fork server opened its catalogue itself
- * after a reload (or when it was started again), and a dataset that is
- * not the daemon's (it changed on disk in between, or did not open) fails
- * the ring's jobs, saying so.  A worker dies with the daemon, not with
+ * samples and their size: the fork server opened its catalogue itself,
+ * from the sections the daemon sent after a reload (or when it was
+ * started again), and a dataset that is not the daemon's (it changed on
+ * disk in between, or did not open) fails the ring's jobs, saying so.  A worker dies with the daemon, not with
  * the fork server: it outlives a fork server that dies (WORKER_ORPHAN_SIGNAL).
  *
  * The pool and a worker talk over one SOCK_SEQPACKET socketpair, through a

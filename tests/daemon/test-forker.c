@@ -3,8 +3,9 @@
  * Unit tests for daemon/forker.c, the fork server, driven as the pool
  * drives it: a worker asked for comes back as its pid and a socket on
  * which it says READY, is the fork server's child (not ours), and its
- * death is reported with how it ended; after a reload of the
- * configuration, workers still come; forker_stop() ends the fork server
+ * death is reported with how it ended; after a reload of the catalogue
+ * (its sections sent), workers still come; a message that is not a whole
+ * one of its type ends the fork server rather than being misread; forker_stop() ends the fork server
  * and the workers it left; the fork server killed, forker_recv() says it
  * is gone, and its workers serve on as the daemon's children when the
  * daemon is a child subreaper (infeedd is), or exit when it is not.
@@ -208,10 +209,37 @@ START_TEST(test_workers_come_after_a_reload)
 	pid_t	pid;
 	int	fd;
 
-	ck_assert_int_eq(forker_reload(forker, conf_path), 0);
+	ck_assert_int_eq(forker_reload(forker, cat), 0);
 	pid = spawn(0, &fd);
 	ck_assert_int_eq(parent_of(pid), forker_pid(forker));
 	close(fd);
+}
+END_TEST
+
+/*
+ * A DATASET whose strings are fewer than its count of keys says is no
+ * message: the fork server goes (EOF), having opened nothing from it.
+ */
+START_TEST(test_malformed_dataset_ends_the_fork_server)
+{
+	struct {
+		struct forker_msg_dataset	m;
+		char				strings[8];
+	} bad;
+	union forker_reply	m;
+	int			extra, rc;
+
+	memset(&bad, 0, sizeof(bad));
+	bad.m.hdr.type = FORKER_MSG_DATASET;
+	bad.m.hdr.len = sizeof(bad);
+	bad.m.nkv = 1;			/* a key and a value that never come */
+	memcpy(bad.strings, "raw\0src", 8);
+	ck_assert_int_eq(send(forker_fd(forker), &bad, sizeof(bad), 0),
+	    (ssize_t)sizeof(bad));
+	ck_assert(forker_wait(forker, DEADLINE_MS));
+	while ((rc = forker_recv(forker, &m, &extra)) == 1)
+		;
+	ck_assert_int_eq(rc, -1);
 }
 END_TEST
 
@@ -295,6 +323,7 @@ forker_suite(void)
 	tcase_add_test(tc, test_spawned_worker_and_its_death_reported);
 	tcase_add_test(tc, test_worker_that_loses_its_socket_exits_cleanly);
 	tcase_add_test(tc, test_workers_come_after_a_reload);
+	tcase_add_test(tc, test_malformed_dataset_ends_the_fork_server);
 	tcase_add_test(tc, test_stop_ends_the_fork_server_and_its_workers);
 	tcase_add_test(tc, test_killed_fork_server_is_seen_and_orphans_exit);
 	tcase_add_test(tc, test_worker_outlives_its_fork_server_with_the_daemon);
