@@ -330,11 +330,17 @@ struct infeed_worker_stats {
 	int32_t		 pid;
 	uint32_t	 restarts;
 	char		*state;			/* starting (reading its datasets in),
-						   idle, busy, stuck, retiring,
+						   idle, busy, stuck, taken-over
+						   (killed: another finished its
+						   job first), retiring,
 						   restarting */
 	uint64_t	 rows_done;
 	uint32_t	 stuck;			/* killed at job_timeout */
-	uint32_t	 reserved;		/* 0; no tail padding */
+	/*
+	 * Since libinfeed 1.9 (in what was reserved, 0 before): jobs another
+	 * worker took over from it, which did nothing for a second.
+	 */
+	uint32_t	 taken_over;
 };
 
 /*

@@ -317,9 +317,10 @@ status_json(const struct infeed_stats *st)
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
 		printf("%s{\"pid\":%d,\"state\":\"%s\",\"rows_done\":"
-		    "%llu,\"restarts\":%u,\"stuck\":%u}", i ? "," : "",
-		    ws->pid, ws->state ? ws->state : "", (unsigned long long)
-		    ws->rows_done, ws->restarts, ws->stuck);
+		    "%llu,\"restarts\":%u,\"stuck\":%u,\"taken_over\":%u}",
+		    i ? "," : "", ws->pid, ws->state ? ws->state : "",
+		    (unsigned long long)ws->rows_done, ws->restarts, ws->stuck,
+		    ws->taken_over);
 	}
 	printf("]}\n");
 }
@@ -440,14 +441,14 @@ status_text(const struct infeed_stats *st)
 	}
 	printf("\n");
 	status_pool_line(st);
-	printf("%-8s %-8s %-11s %12s %8s %6s\n", "WORKER", "PID", "STATE",
-	    "ROWS", "RESTARTS", "STUCK");
+	printf("%-8s %-8s %-11s %12s %8s %6s %10s\n", "WORKER", "PID",
+	    "STATE", "ROWS", "RESTARTS", "STUCK", "TAKEN-OVER");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
-		printf("%-8zu %-8d %-11s %12llu %8u %6u\n", i, ws->pid,
+		printf("%-8zu %-8d %-11s %12llu %8u %6u %10u\n", i, ws->pid,
 		    ws->state ? ws->state : "",
 		    (unsigned long long)ws->rows_done, ws->restarts,
-		    ws->stuck);
+		    ws->stuck, ws->taken_over);
 	}
 	printf("\nRING is ready+held/slots.\n");
 }

@@ -39,7 +39,7 @@ _Static_assert(sizeof(struct infeed_session_stats) ==
 _Static_assert(sizeof(struct infeed_files) ==
     FIELD_END(struct infeed_files, shape), "infeed_files has tail padding");
 _Static_assert(sizeof(struct infeed_worker_stats) ==
-    FIELD_END(struct infeed_worker_stats, reserved),
+    FIELD_END(struct infeed_worker_stats, taken_over),
     "infeed_worker_stats has tail padding");
 _Static_assert(sizeof(struct infeed_elastic_stage) ==
     FIELD_END(struct infeed_elastic_stage, steps_done),

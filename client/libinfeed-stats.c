@@ -90,6 +90,7 @@ infeed_worker_stats_from(const Infeed__WorkerStats *in, size_t size)
 	ws->rows_done = in->rows_done;
 	ws->restarts = in->restarts;
 	ws->stuck = in->has_stuck ? in->stuck : 0;
+	ws->taken_over = in->has_taken_over ? in->taken_over : 0;
 	if (!infeed_strdup_opt(&ws->state, in->state)) {
 		free(ws);
 		return (NULL);

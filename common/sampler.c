@@ -48,7 +48,6 @@
 #include "splitmix64.h"
 
 #define SAMPLER_EPOCH_SALT	0x6a09e667f3bcc909ULL
-#define SAMPLER_FY_AHEAD	32	/* Fisher-Yates draws made early */
 
 /* A counter-based random stream: word n is mix(key + n * golden). */
 struct sampler_rng {
@@ -65,6 +64,10 @@ static uint64_t	sampler_rng_below(struct sampler_rng *, uint64_t);
 static int	sampler_check(const struct sampler_opts *, char **);
 static int	sampler_no_step(const struct sampler_opts *, uint64_t,
 		    char **);
+static void	sampler_fy_start(struct sampler_fy *, uint64_t, uint64_t,
+		    uint64_t);
+static bool	sampler_fy_run(struct sampler_fy *, uint64_t, uint64_t *,
+		    uint64_t *);
 static void	sampler_fisher_yates(uint64_t, uint64_t, uint64_t,
 		    uint64_t *);
 static uint64_t	split_block(uint64_t, uint32_t, uint32_t, uint64_t, bool,
@@ -72,6 +75,8 @@ static uint64_t	split_block(uint64_t, uint32_t, uint32_t, uint64_t, bool,
 static int	sampler_init_stages(struct sampler *, char **);
 static uint64_t	sampler_feistel_encrypt(const struct sampler_feistel *,
 		    uint64_t);
+static int	sampler_setup(struct sampler *, const struct sampler_opts *,
+		    uint64_t, bool, char **);
 
 /* Set *cause to a formatted message, if the caller wants one, and fail. */
 static int
@@ -211,17 +216,62 @@ int
 sampler_init(struct sampler *s, const struct sampler_opts *opts,
     char **cause)
 {
-	return (sampler_init_table_max(s, opts, SAMPLER_TABLE_MAX, cause));
+	return (sampler_setup(s, opts, SAMPLER_TABLE_MAX, true, cause));
+}
+
+/* The same, with another threshold (for tests). */
+int
+sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
+    uint64_t table_max, char **cause)
+{
+	return (sampler_setup(s, opts, table_max, true, cause));
+}
+
+/* The geometry alone: the caller charges the table, then allocates it. */
+int
+sampler_init_deferred(struct sampler *s, const struct sampler_opts *opts,
+    char **cause)
+{
+	return (sampler_setup(s, opts, SAMPLER_TABLE_MAX, false, cause));
+}
+
+/* The table's bytes, whether it is allocated yet or not. */
+uint64_t
+sampler_table_bytes(const struct sampler *s)
+{
+	return (s->table ? s->opts.samples * sizeof *s->perm : 0);
+}
+
+/* Allocate the table, where a failure is an answer to the caller. */
+int
+sampler_table_alloc(struct sampler *s, char **cause)
+{
+	uint64_t	n = s->opts.samples;
+
+	if (cause != NULL)
+		*cause = NULL;
+	if (!s->table || s->perm != NULL)
+		return (0);
+	if (n > SIZE_MAX / sizeof *s->perm ||
+	    (s->perm = malloc(n * sizeof *s->perm)) == NULL) {
+		sampler_fail(cause, "no memory for the shuffle's table of %"
+		    PRIu64 " samples (%" PRIu64 " MiB); try again later", n,
+		    (n * sizeof *s->perm) >> 20);
+		errno = ENOMEM;
+		return (-1);
+	}
+	return (0);
 }
 
 /*
  * The struct is zeroed first, so sampler_clear() is safe after a failed
- * sampler_init() too.  The table is allocated here, where a failure is an
- * answer to the caller, so that sampler_step_indices() cannot fail.
+ * sampler_init() too.  The table is allocated here (with @alloc), where a
+ * failure is an answer to the caller, so that sampler_step_indices()
+ * cannot fail.
  */
-int
-sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
-    uint64_t table_max, char **cause)
+static int
+sampler_setup(struct sampler *s, const struct sampler_opts *opts,
+    uint64_t table_max, bool alloc, char **cause)
 {
 	const struct sampler_opts	*o = opts;
 	uint64_t			 cbs, steps, n = opts->samples;
@@ -256,16 +306,9 @@ sampler_init_table_max(struct sampler *s, const struct sampler_opts *opts,
 	s->steps_per_epoch = steps;
 	if (o->nstages > 0 && sampler_init_stages(s, cause) != 0)
 		return (-1);
-	if (o->shuffle && n <= table_max) {
-		if (n > SIZE_MAX / sizeof *s->perm ||
-		    (s->perm = malloc(n * sizeof *s->perm)) == NULL) {
-			sampler_fail(cause, "no memory for the shuffle's table "
-			    "of %" PRIu64 " samples (%" PRIu64 " MiB); try "
-			    "again later", n, (n * sizeof *s->perm) >> 20);
-			errno = ENOMEM;
-			return (-1);
-		}
-	}
+	s->table = o->shuffle && n <= table_max;
+	if (alloc)
+		return (sampler_table_alloc(s, cause));
 	return (0);
 }
 
@@ -407,6 +450,7 @@ sampler_clear(struct sampler *s)
 	free(s->perm);
 	s->perm = NULL;
 	s->perm_valid = false;
+	s->perm_filling = false;
 }
 
 /* Rows in a step of a block: what is left of it, at most CBS. */
@@ -472,56 +516,95 @@ sampler_stage_position(const struct sampler *s, uint64_t pos)
 	return (pos);
 }
 
-/* Make the table or the Feistel keys epoch @epoch's, if they are not. */
-static void
-sampler_perm_epoch(struct sampler *s, uint64_t epoch)
+/*
+ * Make the table or the Feistel keys epoch @epoch's, if they are not, a
+ * bounded amount at a time: the Fisher-Yates pass of a new epoch goes on
+ * where the last call left it.
+ */
+bool
+sampler_prepare(struct sampler *s, uint64_t epoch, uint64_t *work)
 {
-	if (s->perm_valid && s->perm_epoch == epoch)
-		return;
-	if (s->perm != NULL)
-		sampler_fisher_yates(s->opts.samples, s->opts.seed, epoch,
-		    s->perm);
-	else
+	if (!s->opts.shuffle || (s->perm_valid && s->perm_epoch == epoch))
+		return (true);
+	if (!s->table) {
 		sampler_feistel_init(&s->feistel, s->opts.samples, s->opts.seed,
 		    epoch);
-	s->perm_epoch = epoch;
+		s->perm_epoch = epoch;
+		s->perm_valid = true;
+		*work -= *work < SAMPLER_FEISTEL_ROUNDS ? *work :
+		    SAMPLER_FEISTEL_ROUNDS;
+		return (true);
+	}
+	if (!s->perm_filling || s->perm_epoch != epoch) {
+		sampler_fy_start(&s->fy, s->opts.samples, s->opts.seed, epoch);
+		s->perm_epoch = epoch;
+		s->perm_valid = false;
+		s->perm_filling = true;
+	}
+	if (!sampler_fy_run(&s->fy, s->opts.samples, s->perm, work))
+		return (false);
+	s->perm_filling = false;
 	s->perm_valid = true;
+	return (true);
+}
+
+/* A row's work units: its position, its stages, its shuffle. */
+uint64_t
+sampler_row_cost(const struct sampler *s, uint64_t epoch)
+{
+	uint64_t	cost = 1;
+
+	if (sampler_elastic(s, epoch))
+		cost += SAMPLER_COST_STAGE * s->opts.nstages;
+	if (s->opts.shuffle)
+		cost += s->table ? 1 : SAMPLER_COST_FEISTEL;
+	return (cost);
 }
 
 /*
  * Without shuffle the indices are computed; with it they come from the
- * table sampler_init() allocated, filled again when the epoch changes, or
- * from the Feistel bijection keyed again when it changes (a few words).
- * In the elastic epoch each row's position is mapped back through the
- * stages first (sampler.h).
+ * table (sampler_prepare() filled it for the epoch) or from the Feistel
+ * bijection.  In the elastic epoch each row's position is mapped back
+ * through the stages first (sampler.h).
  */
+void
+sampler_rows_indices(const struct sampler *s, uint64_t epoch, uint64_t step,
+    uint64_t begin, uint64_t end, uint64_t *out)
+{
+	uint64_t	start, j, n = end - begin;
+	bool		elastic = sampler_elastic(s, epoch);
+
+	start = (elastic ? s->stage_block_offset : s->block_offset) +
+	    step * s->cbs + begin;
+	if (s->opts.shuffle && s->perm != NULL && !elastic) {
+		memcpy(out, s->perm + start, n * sizeof *out);
+		return;
+	}
+	for (j = 0; j < n; j++)
+		out[j] = elastic ? sampler_stage_position(s, start + j) :
+		    start + j;
+	if (!s->opts.shuffle)
+		return;
+	if (s->perm != NULL)
+		for (j = 0; j < n; j++)
+			out[j] = s->perm[out[j]];
+	else
+		for (j = 0; j < n; j++)
+			out[j] = sampler_feistel_index(&s->feistel, out[j]);
+}
+
+/* A whole step at once (its epoch's table filled first, if it must be). */
 uint64_t
 sampler_step_indices(struct sampler *s, uint64_t epoch, uint64_t step,
     uint64_t *out)
 {
-	uint64_t	rows, start, j;
-	bool		elastic = sampler_elastic(s, epoch);
+	uint64_t	rows, work = UINT64_MAX;
 
 	rows = sampler_epoch_step_rows(s, epoch, step);
 	if (rows == 0)
 		return (0);
-	start = (elastic ? s->stage_block_offset : s->block_offset) +
-	    step * s->cbs;
-	for (j = 0; j < rows; j++)
-		out[j] = elastic ? sampler_stage_position(s, start + j) :
-		    start + j;
-	if (!s->opts.shuffle)
-		return (rows);
-
-	sampler_perm_epoch(s, epoch);
-	if (s->perm != NULL && !elastic)
-		memcpy(out, s->perm + start, rows * sizeof *out);
-	else if (s->perm != NULL)
-		for (j = 0; j < rows; j++)
-			out[j] = s->perm[out[j]];
-	else
-		for (j = 0; j < rows; j++)
-			out[j] = sampler_feistel_index(&s->feistel, out[j]);
+	sampler_prepare(s, epoch, &work);
+	sampler_rows_indices(s, epoch, step, 0, rows, out);
 	return (rows);
 }
 
@@ -545,45 +628,91 @@ sampler_row_owner(const struct sampler *s, uint64_t k, uint32_t *iteration,
 		*iteration = (uint32_t)k;
 }
 
-/*
- * Shuffle the identity of [0, N) in @out by Fisher-Yates (see the top).
- * The draws do not depend on the table, so they are made
- * SAMPLER_FY_AHEAD iterations early and the entry each will swap is
- * prefetched: the swaps miss the cache otherwise (a 2^22 table is 32 MiB),
- * and this makes the pass about 3.5 times faster, with the same order.
- */
+/* Begin epoch @epoch's Fisher-Yates pass over a table of @samples. */
 static void
-sampler_fisher_yates(uint64_t samples, uint64_t seed, uint64_t epoch,
-    uint64_t *out)
+sampler_fy_start(struct sampler_fy *fy, uint64_t samples, uint64_t seed,
+    uint64_t epoch)
 {
 	struct sampler_rng	g;
-	uint64_t		i, j, t, ahead, draw[SAMPLER_FY_AHEAD];
 
-	for (i = 0; i < samples; i++)
-		out[i] = i;
-	if (samples < 2)
-		return;
 	sampler_rng_init(&g, seed, epoch);
-	/* draw[i % AHEAD] is iteration i's j, made when ahead was i. */
-	ahead = samples - 1;
-	for (; ahead > 0 && samples - 1 - ahead < SAMPLER_FY_AHEAD; ahead--) {
-		draw[ahead % SAMPLER_FY_AHEAD] = sampler_rng_below(&g,
-		    ahead + 1);
-		__builtin_prefetch(&out[draw[ahead % SAMPLER_FY_AHEAD]], 1);
+	fy->key = g.key;
+	fy->ctr = g.ctr;
+	fy->filled = 0;
+	fy->primed = false;
+	fy->i = samples - 1;
+	fy->ahead = samples - 1;
+}
+
+/*
+ * Shuffle the identity of [0, N) in @out by Fisher-Yates (see the top),
+ * going on where the last call stopped, for about *@work units; return
+ * whether the table is done.  The draws do not depend on the table, so
+ * they are made SAMPLER_FY_AHEAD iterations early and the entry each will
+ * swap is prefetched: the swaps miss the cache otherwise (a 2^22 table is
+ * 32 MiB), and this makes the pass about 3.5 times faster, with the same
+ * order.
+ */
+static bool
+sampler_fy_run(struct sampler_fy *fy, uint64_t samples, uint64_t *out,
+    uint64_t *work)
+{
+	struct sampler_rng	g = { fy->key, fy->ctr };
+	uint64_t		i, j, t, stop, *draw = fy->draw;
+
+	/* The identity first: a unit an entry. */
+	if (fy->filled < samples) {
+		stop = samples - fy->filled < *work ? samples : fy->filled +
+		    *work;
+		for (i = fy->filled; i < stop; i++)
+			out[i] = i;
+		*work -= stop - fy->filled;
+		fy->filled = stop;
+		if (stop < samples)
+			return (false);
 	}
-	for (i = samples - 1; i > 0; i--) {
+	if (samples < 2)
+		return (true);
+	/* draw[i % AHEAD] is iteration i's j, made when ahead was i. */
+	if (!fy->primed) {
+		for (; fy->ahead > 0 && samples - 1 - fy->ahead <
+		    SAMPLER_FY_AHEAD; fy->ahead--) {
+			draw[fy->ahead % SAMPLER_FY_AHEAD] =
+			    sampler_rng_below(&g, fy->ahead + 1);
+			__builtin_prefetch(&out[draw[fy->ahead %
+			    SAMPLER_FY_AHEAD]], 1);
+		}
+		fy->primed = true;
+	}
+	for (i = fy->i; i > 0 && *work > 0; i--) {
+		*work -= *work < SAMPLER_COST_SWAP ? *work : SAMPLER_COST_SWAP;
 		j = draw[i % SAMPLER_FY_AHEAD];
 		t = out[i];
 		out[i] = out[j];
 		out[j] = t;
-		if (ahead > 0) {
-			draw[ahead % SAMPLER_FY_AHEAD] = sampler_rng_below(&g,
-			    ahead + 1);
-			__builtin_prefetch(&out[draw[ahead % SAMPLER_FY_AHEAD]],
-			    1);
-			ahead--;
+		if (fy->ahead > 0) {
+			draw[fy->ahead % SAMPLER_FY_AHEAD] =
+			    sampler_rng_below(&g, fy->ahead + 1);
+			__builtin_prefetch(&out[draw[fy->ahead %
+			    SAMPLER_FY_AHEAD]], 1);
+			fy->ahead--;
 		}
 	}
+	fy->i = i;
+	fy->ctr = g.ctr;
+	return (i == 0);
+}
+
+/* The whole pass at once. */
+static void
+sampler_fisher_yates(uint64_t samples, uint64_t seed, uint64_t epoch,
+    uint64_t *out)
+{
+	struct sampler_fy	fy;
+	uint64_t		work = UINT64_MAX;
+
+	sampler_fy_start(&fy, samples, seed, epoch);
+	sampler_fy_run(&fy, samples, out, &work);
 }
 
 /* Write the identity, or the epoch's shuffle by the rule at the top. */

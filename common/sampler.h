@@ -21,6 +21,15 @@
  * Feistel bijection of [0, N) computed position by position, with no
  * table, so that memory and time stay bounded by the rows of a step.
  *
+ * The daemon computes a step's indices a bounded amount at a time
+ * (sampler_prepare(), sampler_rows_indices(), sampler_row_cost()), so
+ * that no size a client chooses holds its event loop: the table's
+ * Fisher-Yates pass goes a number of swaps at a time, and rows of a step
+ * go a number at a time, each row's cost weighed by its shuffle and
+ * stages.  sampler_init_deferred() leaves the table to be allocated by
+ * the caller (sampler_table_alloc()), once it has charged its
+ * sampler_table_bytes() to the memory budget.
+ *
  * Distributed process p of P reads one contiguous block of the epoch's
  * permutation:
  *   drop_last:  per_proc = CBS * floor(N / (CBS*P)), block p starts at
@@ -73,6 +82,29 @@ struct sampler_feistel {
 	uint64_t	round_key[SAMPLER_FEISTEL_ROUNDS];
 };
 
+/*
+ * The work units of sampler_prepare() and sampler_row_cost(): about a
+ * nanosecond each (0.7 to 1.4 on a 2-core EPYC).  A row costs 1, a
+ * Feistel row SAMPLER_COST_FEISTEL more, each stage of an elastic epoch
+ * SAMPLER_COST_STAGE more; a Fisher-Yates swap SAMPLER_COST_SWAP.
+ */
+#define SAMPLER_COST_FEISTEL	16
+#define SAMPLER_COST_STAGE	4
+#define SAMPLER_COST_SWAP	4
+
+#define SAMPLER_FY_AHEAD	32	/* Fisher-Yates draws made early */
+
+/* A Fisher-Yates pass over the table, a bounded amount at a time. */
+struct sampler_fy {
+	uint64_t	key;			/* the (seed, epoch) stream */
+	uint64_t	ctr;
+	uint64_t	filled;			/* identity written below this */
+	bool		primed;			/* the first draws are made */
+	uint64_t	i;			/* the next swap's, 0: done */
+	uint64_t	ahead;			/* the next draw to make */
+	uint64_t	draw[SAMPLER_FY_AHEAD];	/* iteration i's at i % AHEAD */
+};
+
 /* The most stages an epoch may have gone through (changes of P in it). */
 #define SAMPLER_MAX_STAGES	INFEED_MAX_ELASTIC_STAGES
 
@@ -114,10 +146,13 @@ struct sampler {
 	uint64_t	steps_per_epoch;
 	uint64_t	block_offset;		/* start of this process's block */
 	uint64_t	block_length;		/* samples in it */
-	uint64_t	*perm;			/* the shuffle table, or NULL */
+	bool		table;			/* the shuffle is a table */
+	uint64_t	*perm;			/* the table, or NULL */
 	struct sampler_feistel feistel;		/* otherwise, for perm_epoch */
 	uint64_t	perm_epoch;
-	bool		perm_valid;
+	bool		perm_valid;		/* ready for perm_epoch */
+	bool		perm_filling;		/* ... fy under way for it */
+	struct sampler_fy fy;
 	/* The elastic epoch (opts.nstages > 0): the finished stages, then
 	 * this process's block of the current stage's list and its steps. */
 	struct sampler_split split[SAMPLER_MAX_STAGES];
@@ -149,6 +184,26 @@ int		sampler_init_table_max(struct sampler *s,
 		    char **cause);
 
 /**
+ * sampler_init_deferred() - sampler_init() without allocating the table:
+ * sampler_table_bytes() says what sampler_table_alloc() will take.
+ */
+int		sampler_init_deferred(struct sampler *s,
+		    const struct sampler_opts *opts, char **cause);
+
+/**
+ * sampler_table_bytes() - the bytes of the shuffle's table that @s uses
+ * (N x 8 with shuffle and N <= SAMPLER_TABLE_MAX), or 0: none.
+ */
+uint64_t	sampler_table_bytes(const struct sampler *s);
+
+/**
+ * sampler_table_alloc() - allocate the table sampler_init_deferred() left
+ * out, if @s uses one and has none yet.
+ * Return: 0, or -1 with *@cause (malloc'd) and errno ENOMEM.
+ */
+int		sampler_table_alloc(struct sampler *s, char **cause);
+
+/**
  * sampler_clear() - free what sampler_init() and the cache allocated.
  */
 void		sampler_clear(struct sampler *s);
@@ -177,12 +232,39 @@ uint64_t	sampler_epoch_step_rows(const struct sampler *s, uint64_t epoch,
  * (@epoch, @step) to @out (sampler_epoch_step_rows() entries, in row
  * order).
  * Fills the table with the epoch's permutation when the epoch changes
- * (N <= SAMPLER_TABLE_MAX), or computes each row's index on its own.
- * Never fails and never allocates.
+ * (N <= SAMPLER_TABLE_MAX), or computes each row's index on its own, all
+ * at once (sampler_prepare() and sampler_rows_indices() go a bounded
+ * amount at a time).  Never fails and never allocates: after
+ * sampler_init_deferred(), the table must be allocated first.
  * Return: the number of rows written, sampler_step_rows().
  */
 uint64_t	sampler_step_indices(struct sampler *s, uint64_t epoch,
 		    uint64_t step, uint64_t *out);
+
+/**
+ * sampler_prepare() - make the table (or the Feistel keys) epoch
+ * @epoch's, spending at most about *@work units (SAMPLER_COST_*) and
+ * taking what it spent from *@work; call again to go on.  The table must
+ * be allocated (sampler_table_alloc()) if @s uses one.
+ * Return: whether sampler_rows_indices() may now run for @epoch.
+ */
+bool		sampler_prepare(struct sampler *s, uint64_t epoch,
+		    uint64_t *work);
+
+/**
+ * sampler_row_cost() - the work units one row of epoch @epoch costs
+ * sampler_rows_indices(): 1, plus its shuffle's and stages'.
+ */
+uint64_t	sampler_row_cost(const struct sampler *s, uint64_t epoch);
+
+/**
+ * sampler_rows_indices() - write the dataset indices of rows [@begin,
+ * @end) of (@epoch, @step) to @out, once sampler_prepare() said @epoch is
+ * ready; @end <= sampler_epoch_step_rows().
+ */
+void		sampler_rows_indices(const struct sampler *s, uint64_t epoch,
+		    uint64_t step, uint64_t begin, uint64_t end,
+		    uint64_t *out);
 
 /**
  * sampler_row_owner() - split row @k into (device iteration, accumulation

@@ -379,7 +379,7 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 	    "up.", offsetof(struct session_report, group_rejoins));
 }
 
-/* Worker processes: busy time, rows, restarts, stuck kills. */
+/* Worker processes: busy time, rows, restarts, stuck kills, takeovers. */
 static void
 metrics_workers(struct evbuffer *b, const struct stats *st)
 {
@@ -395,6 +395,9 @@ metrics_workers(struct evbuffer *b, const struct stats *st)
 		  "Times the worker process died and was started again.", 2 },
 		{ "infeed_worker_stuck_total", "counter",
 		  "Times the worker was killed for missing job_timeout.", 3 },
+		{ "infeed_worker_taken_over_total", "counter",
+		  "Jobs another worker took over from the worker: it began no "
+		  "row and used no CPU for a second.", 4 },
 	};
 	const struct pool_worker_info	*w;
 	size_t				 f, i;
@@ -406,7 +409,8 @@ metrics_workers(struct evbuffer *b, const struct stats *st)
 			w = &st->workers[i];
 			v = fam[f].which == 0 ? w->busy_s : fam[f].which == 1 ?
 			    (double)w->rows_done : fam[f].which == 2 ?
-			    (double)w->restarts : (double)w->stuck;
+			    (double)w->restarts : fam[f].which == 3 ?
+			    (double)w->stuck : (double)w->taken_over;
 			evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n",
 			    fam[f].name, i, v);
 		}

@@ -1217,8 +1217,9 @@ peer_stats_worker(const struct pool_worker_info *wi, Infeed__WorkerStats *ws)
 	ws->has_rows_done = ws->has_restarts = 1;
 	ws->rows_done = wi->rows_done;
 	ws->restarts = wi->restarts;
-	ws->has_stuck = 1;
+	ws->has_stuck = ws->has_taken_over = 1;
 	ws->stuck = wi->stuck;
+	ws->taken_over = wi->taken_over;
 	ws->has_busy_s = 1;
 	ws->busy_s = wi->busy_s;
 }

@@ -56,6 +56,17 @@ struct job {
 	int			 signal;	/* the last death's signal, or 0 */
 	int			 status;	/* ... its exit status (signal 0) */
 	uint64_t		*indices;	/* row_end - row_begin of them */
+	/*
+	 * A takeover: the same job runs on two workers, each copy the
+	 * other's twin, until the first DONE; a job is taken over once.
+	 */
+	struct job		*twin;
+	bool			 taken;
+	/*
+	 * The copy that lost, on a worker being killed: the winner's DONE,
+	 * reported once this copy's worker is quiet (its DONE or its end).
+	 */
+	struct worker_msg	*won;
 };
 TAILQ_HEAD(job_list, job);
 
@@ -94,9 +105,14 @@ struct worker {
 	uint64_t	 beat_rows;	/* its beat's count, last seen */
 	uint64_t	 beat_ms;	/* ... changing, or the job's start */
 	uint64_t	 job_id;	/* the running job's, in its beat */
+	clockid_t	 cpu_clock;	/* its CPU time: a heartbeat */
+	pid_t		 cpu_pid;	/* ... of this process; -1: none */
+	uint64_t	 cpu_ns;	/* ... last seen */
+	uint64_t	 live_ms;	/* a row begun or CPU used, last seen */
 	uint64_t	 busy_us;	/* in jobs done */
 	unsigned	 restarts;
 	unsigned	 stuck_kills;
+	unsigned	 taken_over;	/* jobs another worker took from it */
 	unsigned	 backoff_ms;	/* its next respawn's wait; 0: healthy */
 	bool		 stuck;		/* killed for its deadline or socket */
 	bool		 ready;		/* said READY: it may take jobs */
@@ -145,6 +161,11 @@ static void	pool_dispatch(struct pool *);
 static void	pool_ring_free(struct pool_ring *);
 static void	pool_ring_finish(struct pool_ring *);
 static void	job_free(struct job *);
+static struct job *job_part(const struct job *, uint64_t, uint64_t);
+static void	pool_job_end(struct pool *, struct job *,
+		    const struct worker_msg *);
+static void	pool_fence(struct pool *, struct job *,
+		    const struct worker_msg *);
 static void	pool_worker_read_cb(void *);
 static void	pool_worker_broken_cb(void *, int);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
@@ -171,6 +192,9 @@ job_free(struct job *job)
 {
 	if (job == NULL)
 		return;
+	if (job->twin != NULL)
+		job->twin->twin = NULL;
+	free(job->won);
 	free(job->indices);
 	free(job);
 }
@@ -314,25 +338,94 @@ pool_deadline_in(struct worker *w, uint64_t ms)
 	evtimer_add(w->deadline_ev, &tv);
 }
 
-/* How often a busy worker's beat is looked at: a quarter of job_timeout. */
+/*
+ * How often a busy worker's beat is looked at: a quarter of job_timeout,
+ * and of POOL_TAKEOVER_MS.
+ */
 static uint64_t
 pool_beat_every(const struct pool *pool)
 {
-	return (pool->job_timeout_ms / 4 > 25 ? pool->job_timeout_ms / 4 : 25);
+	uint64_t	ms = pool->job_timeout_ms / 4;
+
+	if (ms > POOL_TAKEOVER_MS / 4)
+		ms = POOL_TAKEOVER_MS / 4;
+	return (ms > 25 ? ms : 25);
+}
+
+/* Worker @w's CPU time in ns, or 0 when it cannot be read. */
+static uint64_t
+pool_worker_cpu_ns(struct worker *w)
+{
+	struct timespec	ts;
+
+	if (w->pid == -1)
+		return (0);
+	if (w->cpu_pid != w->pid) {
+		w->cpu_pid = -1;
+		if (clock_getcpuclockid(w->pid, &w->cpu_clock) != 0)
+			return (0);
+		w->cpu_pid = w->pid;
+	}
+	if (clock_gettime(w->cpu_clock, &ts) == -1)
+		return (0);
+	return ((uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec);
+}
+
+/*
+ * Look at a busy worker's progress at @now: a row begun (its beat's
+ * count: job_timeout's clock) or CPU time used since the last look (its
+ * heartbeat: a worker that is stopped, or waits in the kernel for its
+ * storage, uses none) keeps it live.
+ */
+static void
+pool_worker_look(struct worker *w, uint64_t now)
+{
+	uint64_t	rows, cpu;
+
+	rows = __atomic_load_n(&w->beat->rows, __ATOMIC_RELAXED);
+	if (rows != w->beat_rows) {
+		w->beat_rows = rows;
+		w->beat_ms = now;
+		w->live_ms = now;
+	}
+	cpu = pool_worker_cpu_ns(w);
+	if (cpu != w->cpu_ns) {
+		w->cpu_ns = cpu;
+		w->live_ms = now;
+	}
+}
+
+/*
+ * Whether worker @w's job may be taken over at @now: it did nothing for
+ * POOL_TAKEOVER_MS (looked at again if it seems so), the job was not
+ * taken over before, and job_timeout would not kill the worker first.
+ */
+static bool
+pool_takeover_due(struct worker *w, uint64_t now)
+{
+	if (w->job == NULL || w->job->taken || w->stuck || w->t == NULL ||
+	    w->pool->job_timeout_ms <= POOL_TAKEOVER_MS ||
+	    now < w->live_ms + POOL_TAKEOVER_MS)
+		return (false);
+	pool_worker_look(w, now);
+	return (now >= w->live_ms + POOL_TAKEOVER_MS);
 }
 
 /*
  * A worker's deadline check: job_timeout is per row, so a job of many
  * slow rows is not stuck while its rows keep coming.  The worker counts
  * the rows it begins in its beat (a store, no clock, per row); looked at
- * every quarter of job_timeout, the job is stuck when the count has not
- * moved for job_timeout (found within a quarter more).
+ * every quarter of job_timeout (POOL_TAKEOVER_MS at most), the job is
+ * stuck when the count has not moved for job_timeout (found within a
+ * quarter more).  Before that, a worker that did nothing for
+ * POOL_TAKEOVER_MS has its job taken over by an idle one, if any
+ * (pool_dispatch()).
  */
 static void
 pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct worker	*w = arg;
-	uint64_t	 rows, now, left;
+	uint64_t	 now, left;
 	char		 why[128];
 
 	(void)fd;
@@ -343,16 +436,14 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 		pool_kill_stuck(w, why);
 		return;
 	}
-	rows = __atomic_load_n(&w->beat->rows, __ATOMIC_RELAXED);
 	now = clock_now_ms();
-	if (rows != w->beat_rows) {
-		w->beat_rows = rows;
-		w->beat_ms = now;
-	}
+	pool_worker_look(w, now);
 	if (w->job != NULL && now < w->beat_ms + w->pool->job_timeout_ms) {
 		left = w->beat_ms + w->pool->job_timeout_ms - now;
 		pool_deadline_in(w, left < pool_beat_every(w->pool) ? left :
 		    pool_beat_every(w->pool));
+		if (pool_takeover_due(w, now))
+			pool_dispatch(w->pool);
 		return;
 	}
 	snprintf(why, sizeof(why), "read no row of its job for %u ms "
@@ -418,6 +509,68 @@ pool_done_result(const struct worker_msg *m)
 }
 
 /*
+ * A running job ended on its worker: reported with @done (a DONE; NULL:
+ * not reported), unless its ring was removed, which is released when its
+ * last job ends; then freed.
+ */
+static void
+pool_job_end(struct pool *pool, struct job *job, const struct worker_msg *done)
+{
+	struct pool_ring	*pr;
+
+	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
+		pr->inflight--;
+		if (!pr->removed && done != NULL)
+			pool_report(pr, job, job->row_end - job->row_begin,
+			    pool_done_result(done), done->bad_index,
+			    done->bad_label, done);
+		else if (pr->removed && pr->inflight == 0)
+			pool_ring_finish(pr);
+	}
+	job_free(job);
+}
+
+/* The worker running @job, or NULL. */
+static struct worker *
+pool_job_worker(struct pool *pool, const struct job *job)
+{
+	unsigned	i;
+
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].job == job)
+			return (&pool->workers[i]);
+	}
+	return (NULL);
+}
+
+/*
+ * The twin of @loser reported first (@won): @loser's worker may still
+ * write the slot, so it is killed, and the result is reported only when
+ * that worker is quiet: its DONE (sent after its last row) or its end,
+ * which the fork server reports once it has reaped it.  A killed process
+ * writes nothing more, and a reaped one has no mapping left: no row of
+ * it can land in the slot once a client may see it.  Meanwhile the job
+ * counts as running, so its ring's memory is not released either.
+ */
+static void
+pool_fence(struct pool *pool, struct job *loser, const struct worker_msg *won)
+{
+	struct worker	*w = pool_job_worker(pool, loser);
+
+	loser->twin->twin = NULL;
+	loser->twin = NULL;
+	loser->won = xmalloc(sizeof(*won));
+	*loser->won = *won;
+	if (w == NULL || w->stuck)	/* being killed already */
+		return;
+	log_info("worker %u (pid %d) lost its job to the copy that finished "
+	    "first; killing it before the rows go out", w->idx, (int)w->pid);
+	w->stuck = true;
+	event_del(w->deadline_ev);
+	kill(w->pid, SIGKILL);
+}
+
+/*
  * Read a worker's answer: its job is done.  Return: 1 when it was, 0 when
  * there was nothing to read, -1 when the worker died or said nonsense
  * (killed; its end, which the fork server reports, does the rest).
@@ -426,7 +579,6 @@ static int
 pool_worker_read(struct worker *w)
 {
 	struct pool		*pool = w->pool;
-	struct pool_ring	*pr;
 	struct worker_msg	 m;
 	struct job		*job;
 	ssize_t			 n;
@@ -453,18 +605,17 @@ pool_worker_read(struct worker *w)
 	w->rows_done += job->row_end - job->row_begin;
 	w->busy_us += clock_now_us() - w->job_start_us;
 	w->backoff_ms = 0;	/* it works: a later death respawns at once */
-	if ((pr = pool_find(pool, job->ring_id)) != NULL) {
-		pr->inflight--;
-		m.reason[sizeof(m.reason) - 1] = '\0';
-		m.where[sizeof(m.where) - 1] = '\0';
-		if (!pr->removed)
-			pool_report(pr, job, job->row_end - job->row_begin,
-			    pool_done_result(&m), m.bad_index, m.bad_label,
-			    &m);
-		else if (pr->inflight == 0)
-			pool_ring_finish(pr);
-	}
-	job_free(job);
+	m.reason[sizeof(m.reason) - 1] = '\0';
+	m.where[sizeof(m.where) - 1] = '\0';
+	if (job->won != NULL) {
+		/* It lost, and wrote its last row: the winner's result goes. */
+		pool_job_end(pool, job, job->won);
+	} else if (job->twin != NULL) {
+		/* The first result: it goes once the other copy is fenced. */
+		pool_fence(pool, job->twin, &m);
+		pool_job_end(pool, job, NULL);
+	} else
+		pool_job_end(pool, job, &m);
 	if (w->retiring)
 		pool_retire(w);
 	return (1);
@@ -493,7 +644,15 @@ pool_arm_deadline(struct worker *w)
 	pool_deadline_in(w, pool_beat_every(w->pool));
 	w->job_start_us = clock_now_us();
 	w->beat_ms = clock_now_ms();
+	w->live_ms = w->beat_ms;
 	w->beat_rows = __atomic_load_n(&w->beat->rows, __ATOMIC_RELAXED);
+}
+
+/* How many steps @pr's client takes before @job's. */
+static uint64_t
+pool_job_depth(const struct pool_ring *pr, const struct job *job)
+{
+	return (job->seq > pr->delivered ? job->seq - pr->delivered : 0);
 }
 
 /*
@@ -520,8 +679,7 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 		}
 		if (pr->inflight >= pr->max_jobs)
 			continue;
-		depth = job->seq > pr->delivered ? job->seq - pr->delivered :
-		    0;
+		depth = pool_job_depth(pr, job);
 		since = depth == 0 && pr->delivered_at > job->queued ?
 		    pr->delivered_at : job->queued;
 		if (best == NULL || depth < best_depth || (depth ==
@@ -578,60 +736,142 @@ pool_ring_describe(const struct pool *pool, struct pool_ring *pr)
 	pr->desc.sample_bytes = ds->sample_bytes;
 }
 
-/* Give queued jobs to idle workers, within each ring's cap. */
+/*
+ * Send @job of ring @pr to idle worker @w (its ring first, if @w does not
+ * have it) and start its clock.  Return: 0, or -1 when it could not go.
+ */
+static int
+pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
+    struct job *job)
+{
+	struct worker_msg	 m, *jm = pool->jobmsg;
+	uint64_t		 rows;
+	unsigned		 j;
+	int			 fds[WORKER_MAX_FDS];
+
+	if (!pr->mapped[w->idx]) {
+		memset(&m, 0, sizeof(m));
+		m.type = WORKER_MSG_MAP;
+		pool_ring_describe(pool, pr);
+		m.ring = pr->desc;
+		fds[0] = pr->memfd;
+		for (j = 0; j < pr->desc.nfiles; j++)
+			fds[1 + j] = pr->files[j];
+		if (pool_send(w, &m, sizeof(m), fds, 1 + pr->desc.nfiles) ==
+		    -1)
+			return (-1);
+		pr->mapped[w->idx] = true;
+		pool_worker_maps(w, pr->desc.mem_id);
+	}
+	rows = job->row_end - job->row_begin;
+	memset(jm, 0, sizeof(*jm));
+	jm->type = WORKER_MSG_JOB;
+	jm->ring_id = job->ring_id;
+	jm->slot = job->slot;
+	jm->epoch = job->epoch;
+	jm->row_begin = job->row_begin;
+	jm->row_end = job->row_end;
+	jm->job_id = w->job_id = ++pool->next_job_id;
+	memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
+	if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t), NULL, 0) ==
+	    -1)
+		return (-1);
+	w->job = job;
+	pr->inflight++;
+	pool_arm_deadline(w);
+	return (0);
+}
+
+/*
+ * The running job of the least depth that may be taken over now
+ * (pool_takeover_due()), on a ring that is not removed; or NULL.
+ */
+static struct worker *
+pool_stalled(struct pool *pool, struct pool_ring **prp)
+{
+	struct pool_ring	*pr;
+	struct worker		*w, *best = NULL;
+	uint64_t		 now = clock_now_ms(), depth, best_depth = 0;
+	unsigned		 i;
+
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (!pool_takeover_due(w, now) ||
+		    (pr = pool_find(pool, w->job->ring_id)) == NULL ||
+		    pr->removed)
+			continue;
+		depth = pool_job_depth(pr, w->job);
+		if (best == NULL || depth < best_depth) {
+			best = w;
+			best_depth = depth;
+			*prp = pr;
+		}
+	}
+	return (best);
+}
+
+/*
+ * Idle worker @w takes over the job of @from, which did nothing for
+ * POOL_TAKEOVER_MS: a copy runs on @w, and the first DONE of the two is
+ * the job's (pool_fence()).  Return: 0, or -1 when it could not go.
+ */
+static int
+pool_takeover(struct pool *pool, struct worker *w, struct pool_ring *pr,
+    struct worker *from)
+{
+	struct job	*job = from->job, *copy;
+
+	copy = job_part(job, job->row_begin, job->row_end);
+	copy->attempts = job->attempts;
+	copy->kills = job->kills;
+	if (pool_start_job(pool, w, pr, copy) == -1) {
+		job_free(copy);
+		return (-1);
+	}
+	copy->taken = job->taken = true;
+	copy->twin = job;
+	job->twin = copy;
+	from->taken_over++;
+	log_warnx("worker %u (pid %d) began no row and used no CPU for %d ms "
+	    "(stopped, or waiting on its storage); worker %u takes its job "
+	    "over, and the first to finish it gives the rows", from->idx,
+	    (int)from->pid, POOL_TAKEOVER_MS, w->idx);
+	return (0);
+}
+
+/*
+ * Give queued jobs to idle workers, within each ring's cap; an idle
+ * worker takes over a stalled job first when no queued job is as near
+ * its client.
+ */
 static void
 pool_dispatch(struct pool *pool)
 {
-	struct pool_ring	*pr = NULL;
-	struct worker_msg	 m, *jm = pool->jobmsg;
-	struct worker		*w;
+	struct pool_ring	*pr = NULL, *spr = NULL;
+	struct worker		*w, *from;
 	struct job		*job;
-	uint64_t		 rows;
-	unsigned		 i, j;
-	int			 fds[WORKER_MAX_FDS];
+	unsigned		 i;
 
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
 		if (w->job != NULL || w->pid == -1 || w->t == NULL ||
 		    !w->ready || w->retiring || w->stuck)
 			continue;
-		if ((job = pool_next_job(pool, &pr)) == NULL)
-			return;
-		memset(&m, 0, sizeof(m));
-		if (!pr->mapped[w->idx]) {
-			m.type = WORKER_MSG_MAP;
-			pool_ring_describe(pool, pr);
-			m.ring = pr->desc;
-			fds[0] = pr->memfd;
-			for (j = 0; j < pr->desc.nfiles; j++)
-				fds[1 + j] = pr->files[j];
-			if (pool_send(w, &m, sizeof(m), fds,
-			    1 + pr->desc.nfiles) == -1) {
+		job = pool_next_job(pool, &pr);
+		from = pool_stalled(pool, &spr);
+		if (from != NULL && (job == NULL || pool_job_depth(spr,
+		    from->job) <= pool_job_depth(pr, job))) {
+			if (pool_takeover(pool, w, spr, from) == -1)
 				pool_retry_later(pool, w);
-				continue;
-			}
-			pr->mapped[w->idx] = true;
-			pool_worker_maps(w, pr->desc.mem_id);
+			continue;
 		}
-		rows = job->row_end - job->row_begin;
-		memset(jm, 0, sizeof(*jm));
-		jm->type = WORKER_MSG_JOB;
-		jm->ring_id = job->ring_id;
-		jm->slot = job->slot;
-		jm->epoch = job->epoch;
-		jm->row_begin = job->row_begin;
-		jm->row_end = job->row_end;
-		jm->job_id = w->job_id = ++pool->next_job_id;
-		memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
-		if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t),
-		    NULL, 0) == -1) {
+		if (job == NULL)
+			return;
+		if (pool_start_job(pool, w, pr, job) == -1) {
 			pool_retry_later(pool, w);
 			continue;
 		}
 		TAILQ_REMOVE(&pool->jobs, job, entry);
-		w->job = job;
-		pr->inflight++;
-		pool_arm_deadline(w);
 	}
 }
 
@@ -647,6 +887,9 @@ job_part(const struct job *job, uint64_t begin, uint64_t end)
 	part->row_end = end;
 	part->attempts = 0;
 	part->kills = 0;
+	part->twin = NULL;
+	part->taken = false;
+	part->won = NULL;
 	part->indices = xreallocarray(NULL, end - begin, sizeof(uint64_t));
 	memcpy(part->indices, job->indices + (begin - job->row_begin),
 	    (end - begin) * sizeof(uint64_t));
@@ -868,6 +1111,7 @@ static void
 pool_worker_exited(struct pool *pool, pid_t pid, int status)
 {
 	struct worker		*w;
+	struct job		*job;
 	enum pool_job_result	 why;
 	unsigned		 i;
 	int			 csig, code;
@@ -890,10 +1134,17 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 	transport_free(w->t);
 	w->t = NULL;
 	w->pid = -1;
-	if (w->job != NULL) {
-		pool_requeue(pool, w->job, why, csig, code, counts, row);
-		w->job = NULL;
-	}
+	job = w->job;
+	w->job = NULL;
+	if (job != NULL && job->won != NULL) {
+		/* The copy that lost, gone: the winner's result goes. */
+		died = false;	/* the pool killed it: no backoff */
+		pool_job_end(pool, job, job->won);
+	} else if (job != NULL && job->twin != NULL) {
+		/* Its twin goes on alone; this end blames nothing. */
+		pool_job_end(pool, job, NULL);
+	} else if (job != NULL)
+		pool_requeue(pool, job, why, csig, code, counts, row);
 	if (pool->stopping)
 		return;
 	if (w->parking) {
@@ -1903,7 +2154,8 @@ pool_worker_info(const struct pool *pool, unsigned i,
 	const struct worker	*w = &pool->workers[i];
 
 	info->pid = w->pid;
-	info->state = w->pid == -1 ? "restarting" : w->stuck ? "stuck" :
+	info->state = w->pid == -1 ? "restarting" : w->stuck && w->job !=
+	    NULL && w->job->won != NULL ? "taken-over" : w->stuck ? "stuck" :
 	    w->job != NULL ? "busy" : w->retiring ? "retiring" : !w->ready ?
 	    "starting" : "idle";
 	info->rows_done = w->rows_done;
@@ -1911,4 +2163,5 @@ pool_worker_info(const struct pool *pool, unsigned i,
 	    clock_now_us() - w->job_start_us : 0)) / 1e6;
 	info->restarts = w->restarts;
 	info->stuck = w->stuck_kills;
+	info->taken_over = w->taken_over;
 }

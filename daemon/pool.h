@@ -28,6 +28,30 @@
  * new fork server is started (pool_forker_restarts()), at once, or
  * after the same backoff when they keep dying; workers to start meanwhile
  * are asked of it.
+ *
+ * Takeover: a worker that begins no row of its job and uses no CPU for
+ * POOL_TAKEOVER_MS (1 s; stopped, or waiting in the kernel for a store
+ * that hiccups) holds its client for no longer when another worker is
+ * idle: that one runs the same job again, and the first DONE of the two
+ * is the job's result.  Exactly once: the two copies are linked, and the
+ * job is reported once, with the first DONE; the other copy's DONE or
+ * death is dropped, blaming nothing.  The fence: the copy that lost is
+ * killed (SIGKILL) at once, and the first DONE is reported only once that
+ * copy's worker is quiet: its own DONE (sent after its last write) or its
+ * end, known once it is reaped (by the fork server, or by the pool for a
+ * worker whose fork server died).  A killed process runs no more of its
+ * code and a reaped one has no mapping left, so no row of the loser, even
+ * one half written when it stopped, lands in the slot after it is handed
+ * out (the client sees the slot only after the report) and refilled;
+ * until then the job counts as running, so the ring's memory is not
+ * released or reused either.  A stopped process
+ * dies of SIGKILL at once; one in an uninterruptible wait dies when the
+ * wait ends, and the report waits for that (as job_timeout's kill does).
+ * A job is taken over once (a copy that dies leaves the other running,
+ * under job_timeout); with no idle worker it waits for one, before queued
+ * jobs further from their client; a pool of one worker cannot take over,
+ * and a stopped worker holds its job until job_timeout kills it.  Nor
+ * does a job_timeout of POOL_TAKEOVER_MS or less, which kills first.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
@@ -44,6 +68,7 @@
 
 #define POOL_STOP_MS		FORKER_STOP_MS	/* SIGTERM to SIGKILL */
 #define POOL_SETTLE_MS		100	/* an Attach waits for removed rings' jobs */
+#define POOL_TAKEOVER_MS	1000	/* a job that long without progress */
 
 struct event_base;
 struct pool;
@@ -78,12 +103,15 @@ typedef void	pool_done_cb(void *arg, const struct pool_report *report);
 /* One worker, for status. */
 struct pool_worker_info {
 	pid_t		 pid;		/* -1 while restarting */
-	const char	*state;		/* starting, idle, busy, stuck, retiring,
+	const char	*state;		/* starting, idle, busy, stuck,
+					   taken-over (being killed: its job
+					   was done first by another), retiring,
 					   restarting */
 	uint64_t	 rows_done;
 	double		 busy_s;	/* in jobs, since it started */
 	unsigned	 restarts;
 	unsigned	 stuck;		/* killed for missing a deadline */
+	unsigned	 taken_over;	/* jobs another worker took over */
 };
 
 /**

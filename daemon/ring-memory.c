@@ -528,15 +528,45 @@ ring_mem_held_note(const struct ring_budget *b, const struct ring_owner *o)
 	return (note);
 }
 
+/*
+ * Room for @need bytes more: kept memory freed, oldest first, and memory
+ * given up waited for when that is enough; else a clause saying what is
+ * free (ring_mem_take()'s).
+ */
+static int
+ring_budget_room(struct ring_budget *b, uint64_t need,
+    const struct ring_owner *owner, char **cause)
+{
+	uint64_t	 avail;
+	char		 free_[48], limit[48];
+	char		*note;
+
+	ring_mem_make_room(b, need);
+	avail = b->limit > b->used ? b->limit - b->used : 0;
+	/* It fits once memory given up is gone: wait for that, no more. */
+	if (need > avail && need - avail <= b->freeing_bytes) {
+		ring_budget_settle(b);
+		avail = b->limit > b->used ? b->limit - b->used : 0;
+	}
+	if (need <= avail)
+		return (0);
+	note = ring_mem_held_note(b, owner);
+	*cause = xasprintf("only %s of the daemon's memory budget (%s, "
+	    "memory_budget in %s) is free%s",
+	    ring_mem_format_bytes(avail, free_, sizeof(free_)),
+	    ring_mem_format_bytes(b->limit, limit, sizeof(limit)),
+	    b->source, note);
+	free(note);
+	return (-1);
+}
+
 /* Kept memory of the same user, or new memory, charged with @extra. */
 struct ring_mem *
 ring_mem_take(struct ring_budget *b, uint64_t bytes, uint64_t extra,
     const struct ring_owner *owner, bool *over, char **cause)
 {
 	struct ring_mem	*m;
-	uint64_t	 avail, need;
-	char		 free_[48], limit[48];
-	char		*note;
+	uint64_t	 need;
 
 	*over = false;
 	if (__builtin_add_overflow(bytes, extra, &need)) {
@@ -549,22 +579,8 @@ ring_mem_take(struct ring_budget *b, uint64_t bytes, uint64_t extra,
 	ring_budget_reap(b);
 	if ((m = ring_mem_reuse(b, bytes, owner)) != NULL)
 		need = extra;	/* the memory is charged already */
-	ring_mem_make_room(b, need);
-	avail = b->limit > b->used ? b->limit - b->used : 0;
-	/* It fits once memory given up is gone: wait for that, no more. */
-	if (need > avail && need - avail <= b->freeing_bytes) {
-		ring_budget_settle(b);
-		avail = b->limit > b->used ? b->limit - b->used : 0;
-	}
-	if (need > avail) {
-		note = ring_mem_held_note(b, owner);
+	if (ring_budget_room(b, need, owner, cause) == -1) {
 		*over = true;
-		*cause = xasprintf("only %s of the daemon's memory budget (%s, "
-		    "memory_budget in %s) is free%s",
-		    ring_mem_format_bytes(avail, free_, sizeof(free_)),
-		    ring_mem_format_bytes(b->limit, limit, sizeof(limit)),
-		    b->source, note);
-		free(note);
 		/* Kept memory that does not make room goes as room would. */
 		if (m != NULL) {
 			b->reused--;
@@ -577,6 +593,26 @@ ring_mem_take(struct ring_budget *b, uint64_t bytes, uint64_t extra,
 	b->used += extra;
 	m->owner = *owner;
 	return (m);
+}
+
+/* Memory that is no ring's (a shuffle's table), charged if it fits. */
+int
+ring_budget_charge(struct ring_budget *b, uint64_t bytes,
+    const struct ring_owner *owner, char **cause)
+{
+	ring_budget_collect(b);
+	ring_budget_reap(b);
+	if (ring_budget_room(b, bytes, owner, cause) == -1)
+		return (-1);
+	b->used += bytes;
+	return (0);
+}
+
+/* Give back what ring_budget_charge() charged. */
+void
+ring_budget_uncharge(struct ring_budget *b, uint64_t bytes)
+{
+	b->used -= bytes;
 }
 
 /* Whether the process that holds @m is gone. */

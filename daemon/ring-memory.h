@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Ring memory: the sealed memfds that step rings live on, the one budget
- * (memory_budget in the configuration) they are all charged to, and what
- * becomes of a ring's memory when its session ends.  It knows nothing of
+ * (memory_budget in the configuration) they are all charged to (with the
+ * rings' index tables and, ring_budget_charge(), the sessions' shuffle
+ * tables), and what becomes of a ring's memory when its session ends.  It knows nothing of
  * slots or layouts (ring.h) and calls nobody back: who maps its memory
  * asks it (ring_budget_keeps()) whether that memory is still worth
  * mapping.
@@ -131,6 +132,21 @@ struct ring_budget {
 struct ring_mem	*ring_mem_take(struct ring_budget *b, uint64_t bytes,
 		    uint64_t extra, const struct ring_owner *owner, bool *over,
 		    char **cause);
+
+/**
+ * ring_budget_charge() - charge @bytes that are no ring's memory (a
+ * session's shuffle table) for @owner, making room as ring_mem_take()
+ * does.
+ * Return: 0, or -1 with *@cause (malloc'd) the clause ring_mem_take()
+ * gives when the budget is short.
+ */
+int		 ring_budget_charge(struct ring_budget *b, uint64_t bytes,
+		    const struct ring_owner *owner, char **cause);
+
+/**
+ * ring_budget_uncharge() - give back @bytes of ring_budget_charge()'s.
+ */
+void		 ring_budget_uncharge(struct ring_budget *b, uint64_t bytes);
 
 /**
  * ring_mem_release() - no worker writes @m any more and its @extra bytes

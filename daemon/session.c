@@ -2,7 +2,10 @@
 /*
  * Sessions (see session.h).  Steps are filled and delivered in sequence
  * order; a slow client stalls only its own session.  A Next is answered
- * as soon as the next step is ready, never by polling.
+ * as soon as the next step is ready, never by polling.  A step's indices
+ * and jobs are made a bounded amount per loop callback (session_prepare),
+ * whatever its rows, stages and shuffle, and its shuffle's table is
+ * charged to memory_budget (session_table).
  */
 
 #include <sys/queue.h>
@@ -34,6 +37,15 @@
  */
 #define SESSION_JOB_MIN_BYTES	(4 * 1024 * 1024)
 #define SESSION_MAX_WAITING	INFEED_MAX_SLOTS	/* Next requests */
+/*
+ * A step's indices are computed and its jobs queued this many work units
+ * (sampler_row_cost(), SAMPLER_COST_*: about a nanosecond each) at a
+ * time, a callback each, with the loop's sockets looked at in between: a
+ * step of 2^26 rows, shuffled or of 16 elastic stages, costs the event
+ * loop about a millisecond per callback (15 s at once before), never the
+ * whole step.
+ */
+#define SESSION_PREPARE_WORK	(1024 * 1024)
 
 enum session_state {
 	SESSION_IDLE,		/* nothing asked for yet, or after EndOfData */
@@ -55,6 +67,7 @@ struct session {
 	struct dataset_files	 files;		/* with own_ds */
 	bool			 own_ds;	/* the client's files */
 	struct sampler		 sampler;
+	uint64_t		 table_charged;	/* its table's, to the budget */
 	struct session_options	 opts;		/* a copy, for status */
 	bool			 load_indefinitely;
 	enum infeed_dtype	 label_dtype;	/* in the ring */
@@ -70,6 +83,9 @@ struct session {
 	uint64_t		 fill_epoch;
 	uint64_t		 fill_step;
 	uint64_t		 fill_seq;
+	/* Rows of each filling slot whose jobs are queued (session_prepare). */
+	uint64_t		 prepared[INFEED_MAX_SLOTS];
+	struct event		*ev_prepare;	/* the next rows, or NULL */
 	uint64_t		 deliver_seq;
 	struct session_req	 waiting[SESSION_MAX_WAITING];	/* FIFO */
 	uint64_t		 waiting_us[SESSION_MAX_WAITING]; /* since */
@@ -146,6 +162,7 @@ static const char *const session_leave_why[SESSION_LEAVE_REASONS] = {
 static uint64_t	session_next_id;	/* 0: not seeded yet */
 
 static void	session_fill(struct session *);
+static void	session_prepare_later(struct session *);
 static void	session_deliver(struct session *);
 static void	session_group_deliver(struct session_group *);
 static void	session_group_credit(struct session_group *,
@@ -660,11 +677,9 @@ session_check(struct session *s, const struct session_attach *a,
 	so.process_count = o->process_count;
 	if (session_check_stages(o, &so, cause) == -1)
 		return (-1);
-	if (sampler_init(&s->sampler, &so, cause) == -1) {
-		if (errno == ENOMEM)
-			*code = ERRCODE_RESOURCE_EXHAUSTED;
+	/* Its table, if any, comes with a ring: session_table(). */
+	if (sampler_init_deferred(&s->sampler, &so, cause) == -1)
 		return (-1);
-	}
 	if (session_check_start_step(s, o, cause) == -1)
 		return (-1);
 	if (transform_init(&s->transform, o->has_transform ? &o->transform :
@@ -741,8 +756,42 @@ session_new_checked(const struct session_host *host,
 }
 
 /*
+ * The shuffle's table (N x 8 bytes, up to 32 MiB at 2^22 samples), for a
+ * session that fills steps: a lone session, a group's producer, a member
+ * when it leaves (a member in its group fills nothing and has none).  It
+ * is charged to memory_budget before it is allocated, once, until the
+ * session ends.
+ */
+static int
+session_table(struct session *s, const struct ring_owner *owner,
+    char **cause)
+{
+	uint64_t	 bytes = sampler_table_bytes(&s->sampler);
+	char		 size[48], *why;
+
+	if (bytes == 0 || s->table_charged != 0)
+		return (0);
+	if (ring_budget_charge(s->host.budget, bytes, owner, &why) == -1) {
+		*cause = xasprintf("the shuffle's table of %llu samples needs "
+		    "%s but %s; attach with shuffle off, wait for other "
+		    "sessions to end, or ask the operator to raise the budget",
+		    (unsigned long long)s->sampler.opts.samples,
+		    ring_mem_format_bytes(bytes, size, sizeof(size)), why);
+		free(why);
+		return (-1);
+	}
+	if (sampler_table_alloc(&s->sampler, cause) == -1) {
+		ring_budget_uncharge(s->host.budget, bytes);
+		return (-1);
+	}
+	s->table_charged = bytes;
+	return (0);
+}
+
+/*
  * Make the session's own ring (at Attach, or when it leaves its group),
- * its index tables and its registration with the pool.
+ * its index tables, its shuffle's table and its registration with the
+ * pool.
  */
 static int
 session_make_ring(struct session *s, enum errcode *code, char **cause)
@@ -755,6 +804,8 @@ session_make_ring(struct session *s, enum errcode *code, char **cause)
 	owner.gid = s->client.gid;
 	owner.content = s->ds->serial;
 	owner.pid = s->client.pid;
+	if (session_table(s, &owner, cause) == -1)
+		return (-1);
 	s->ring = ring_new(s->host.budget, s->sampler.cbs,
 	    s->transform.out_sample_bytes, s->label_dtype, slots, &owner,
 	    cause);
@@ -1450,6 +1501,8 @@ session_free(struct session *s)
 {
 	if (s == NULL)
 		return;
+	if (s->ev_prepare != NULL)
+		event_free(s->ev_prepare);
 	if (s->group != NULL && !s->producer) {
 		if (s->shared_held != 0)
 			session_group_add_holder(s->group, s->client.pid);
@@ -1472,19 +1525,23 @@ session_free(struct session *s)
 	free(s->indices);
 	free(s->opts.transform.pipeline);
 	sampler_clear(&s->sampler);
+	ring_budget_uncharge(s->host.budget, s->table_charged);
 	free(s->failure);
 	free(s);
 }
 
 /*
- * Queue the rows of slot @i on the pool, cut so every worker gets some
- * (of arrays, 4 MiB a job at least), as the step the client takes in
- * the ring's order (the pool serves the nearest steps first).
+ * Queue rows [@begin, @end) of slot @i on the pool, their indices
+ * computed: the step is cut so every worker gets some (of arrays, 4 MiB a
+ * job at least), as the step the client takes in the ring's order (the
+ * pool serves the nearest steps first); rows prepared in several
+ * callbacks are cut where those end too.
  */
 static void
-session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
+session_submit(struct session *s, uint32_t i, uint64_t begin, uint64_t end)
 {
-	uint64_t	chunk, r, njobs;
+	const struct ring_slot	*sl = &s->ring->slot[i];
+	uint64_t		 chunk, r, stop, njobs, rows = sl->rows;
 
 	njobs = (uint64_t)pool_size(s->host.pool) * SESSION_JOBS_PER_WORKER;
 	if (!s->transform.image &&
@@ -1494,13 +1551,114 @@ session_submit(struct session *s, uint32_t i, uint64_t epoch, uint64_t rows)
 	if (njobs == 0)
 		njobs = 1;
 	chunk = (rows + njobs - 1) / njobs;
-	for (r = 0; r < rows; r += chunk)
-		pool_submit(s->pool_ring, i, epoch, s->ring->slot[i].seq, r,
-		    r + chunk < rows ? r + chunk : rows,
+	for (r = begin; r < end; r = stop) {
+		stop = (r / chunk + 1) * chunk;
+		if (stop > end)
+			stop = end;
+		pool_submit(s->pool_ring, i, sl->epoch, sl->seq, r, stop,
 		    session_indices(s, i) + r);
+	}
 }
 
-/* Start filling free slots with the next steps in order. */
+/*
+ * The filling slot whose next rows are to be prepared (the lowest step in
+ * the ring's order with rows not yet queued), or -1.  None on a ring the
+ * session no longer fills (a member back in its group keeps its own only
+ * for the steps it holds), and none past a failed step (its jobs are
+ * dropped, session_drop_after_failure()).
+ */
+static int
+session_prepare_slot(const struct session *s)
+{
+	const struct ring_slot	*sl;
+	uint32_t		 i;
+	int			 best = -1;
+
+	if (s->ring == NULL || (s->group != NULL && !s->left && !s->producer))
+		return (-1);
+	for (i = 0; i < s->ring->layout.slots; i++) {
+		sl = &s->ring->slot[i];
+		if (sl->state != SLOT_FILLING || s->prepared[i] >= sl->rows ||
+		    (s->state == SESSION_FAILED && sl->seq >= s->failed_seq))
+			continue;
+		if (best == -1 || sl->seq < s->ring->slot[best].seq)
+			best = (int)i;
+	}
+	return (best);
+}
+
+/*
+ * Compute the indices of the next rows and queue their jobs, for about
+ * SESSION_PREPARE_WORK units (a new epoch's shuffle table among them);
+ * return whether rows are left to prepare.
+ */
+static bool
+session_prepare(struct session *s)
+{
+	const struct ring_slot	*sl;
+	uint64_t		 work = SESSION_PREPARE_WORK, cost, n, begin;
+	int			 i;
+
+	while (work > 0 && (i = session_prepare_slot(s)) != -1) {
+		sl = &s->ring->slot[i];
+		if (!sampler_prepare(&s->sampler, sl->epoch, &work))
+			return (true);
+		cost = sampler_row_cost(&s->sampler, sl->epoch);
+		begin = s->prepared[i];
+		n = work / cost > 0 ? work / cost : 1;
+		if (n > sl->rows - begin)
+			n = sl->rows - begin;
+		sampler_rows_indices(&s->sampler, sl->epoch, sl->step, begin,
+		    begin + n, session_indices(s, (uint32_t)i) + begin);
+		s->prepared[i] = begin + n;
+		work -= n * cost < work ? n * cost : work;
+		session_submit(s, (uint32_t)i, begin, begin + n);
+	}
+	return (session_prepare_slot(s) != -1);
+}
+
+/* The next rows' preparation, after the loop has looked at its sockets. */
+static void
+session_prepare_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session	*s = arg;
+
+	(void)fd;
+	(void)what;
+	if (session_prepare(s))
+		session_prepare_later(s);
+}
+
+/*
+ * Prepare the filling slots' rows from a timer of no delay (run once the
+ * loop has polled its sockets, unlike an event made active); without an
+ * event base (the session tests), all at once.
+ */
+static void
+session_prepare_later(struct session *s)
+{
+	static const struct timeval	now = { 0, 0 };
+
+	if (session_prepare_slot(s) == -1)
+		return;
+	if (s->host.base == NULL) {
+		while (session_prepare(s))
+			;
+		return;
+	}
+	if (s->ev_prepare == NULL && (s->ev_prepare = evtimer_new(s->host.base,
+	    session_prepare_cb, s)) == NULL)
+		fatalx("cannot make a timer for session %llu",
+		    (unsigned long long)s->id);
+	if (!evtimer_pending(s->ev_prepare, NULL))
+		evtimer_add(s->ev_prepare, &now);
+}
+
+/*
+ * Start filling free slots with the next steps in order: each takes its
+ * step, its sequence number and its row count now; its indices and jobs
+ * follow a bounded amount at a time (session_prepare()).
+ */
 static void
 session_fill(struct session *s)
 {
@@ -1513,28 +1671,27 @@ session_fill(struct session *s)
 		    s->fill_epoch)) {
 			if (!s->load_indefinitely) {
 				session_set_state(s, SESSION_EPOCH_END);
-				return;
+				break;
 			}
 			s->fill_epoch++;
 			s->fill_step = 0;
 		}
 		if ((i = ring_find(s->ring, SLOT_FREE)) == -1)
-			return;
+			break;
 		sl = &s->ring->slot[i];
-		/* Never fails: sampler_init() allocated what it needs. */
-		rows = sampler_step_indices(&s->sampler, s->fill_epoch,
-		    s->fill_step, session_indices(s, (uint32_t)i));
+		rows = sampler_epoch_step_rows(&s->sampler, s->fill_epoch,
+		    s->fill_step);
 		ring_slot_set(s->ring, (uint32_t)i, SLOT_FILLING);
 		sl->seq = s->fill_seq++;
 		sl->epoch = s->fill_epoch;
 		sl->step = s->fill_step++;
 		sl->rows = rows;
 		sl->rows_pending = rows;
+		s->prepared[i] = 0;
 		if (rows == 0)
 			ring_slot_set(s->ring, (uint32_t)i, SLOT_READY);
-		else
-			session_submit(s, (uint32_t)i, sl->epoch, rows);
 	}
+	session_prepare_later(s);
 }
 
 /* The slot holding the next step to deliver, or NULL. */

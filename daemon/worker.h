@@ -101,7 +101,10 @@ struct worker_ring {
  * A worker's progress, in memory the pool maps shared before it forks:
  * the worker counts the rows it begins, so that job_timeout holds per
  * row, and says which row of which job it reads, so that the row that
- * killed it is known.  Only the worker writes it.
+ * killed it is known.  Only the worker writes it.  The pool takes a job
+ * over (pool.h) when neither this count nor the worker's CPU time (the
+ * kernel's clock of it, a heartbeat the worker need not keep) moved for
+ * a second.
  */
 struct worker_beat {
 	uint64_t		rows;	/* rows begun, ever */

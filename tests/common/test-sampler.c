@@ -1479,6 +1479,170 @@ START_TEST(elastic_stages_refused_with_messages)
 }
 END_TEST
 
+/*
+ * Every step of epochs @e0, @e1, @e0 again (a table started for one epoch
+ * and left for another) the same from the bounded calls, @work units and
+ * @chunk rows at a time, as from sampler_step_indices().
+ */
+static void
+check_bounded(const struct sampler_opts *o, uint64_t work, uint64_t chunk)
+{
+	static const uint64_t	 epochs[] = { 2, 5, 2 };
+	struct sampler		 whole, part;
+	uint64_t		*want, *got, step, steps, rows, r, w, calls, e;
+	uint64_t		 epoch;
+	char			*why = NULL;
+
+	init_ok(&whole, o);
+	ck_assert_msg(sampler_init_deferred(&part, o, &why) == 0, "%s", why);
+	ck_assert_ptr_null(part.perm);
+	ck_assert_int_eq(sampler_table_alloc(&part, &why), 0);
+	want = malloc(whole.cbs * sizeof *want);
+	got = malloc(whole.cbs * sizeof *got);
+	ck_assert(want != NULL && got != NULL);
+	for (e = 0; e < 3; e++) {
+		epoch = epochs[e];
+		/* A pass begun for the other epoch, then left. */
+		w = work;
+		sampler_prepare(&part, epoch == 2 ? 5 : 2, &w);
+		for (calls = 0;; calls++) {
+			w = work;
+			if (sampler_prepare(&part, epoch, &w))
+				break;
+			if (calls > 100000000)
+				ck_abort_msg("sampler_prepare never ends");
+		}
+		/* The first 200 steps and the last (a short one, maybe). */
+		steps = sampler_epoch_steps(&whole, epoch);
+		for (step = 0; step < steps; step++) {
+			if (step == 200 && steps > 201)
+				step = steps - 1;
+			rows = sampler_step_indices(&whole, epoch, step, want);
+			if (rows != sampler_epoch_step_rows(&part, epoch, step))
+				ck_abort_msg("the step rows differ");
+			for (r = 0; r < rows; r += chunk)
+				sampler_rows_indices(&part, epoch, step, r,
+				    r + chunk < rows ? r + chunk : rows,
+				    got + r);
+			if (memcmp(want, got, rows * sizeof *got) != 0)
+				ck_abort_msg("epoch %llu step %llu differs in chunks of %llu "
+			    "rows, %llu units", (unsigned long long)epoch,
+			    (unsigned long long)step, (unsigned long long)chunk,
+			    (unsigned long long)work);
+		}
+	}
+	free(want);
+	free(got);
+	sampler_clear(&whole);
+	sampler_clear(&part);
+}
+
+/*
+ * The bounded calls the daemon makes (sampler_prepare() a few units at a
+ * time, sampler_rows_indices() a few rows at a time) give the steps of
+ * sampler_step_indices(): plain, the table's shuffle, the Feistel
+ * shuffle, elastic stages with each, distributed, short last steps.
+ */
+START_TEST(bounded_calls_give_the_same_steps)
+{
+	static const uint64_t	units[] = { 1, 7, 1000, UINT64_MAX };
+	static const uint64_t	chunks[] = { 1, 5, 64 };
+	struct sampler_opts	o;
+	unsigned		i, j, k;
+
+	for (i = 0; i < 6; i++) {
+		o = opts_default(i < 4 ? 1003 : SAMPLER_TABLE_MAX + 9, 8, 3);
+		o.shuffle = i % 2 == 1;
+		o.seed = 17;
+		o.drop_last = i == 0;
+		o.process_count = i == 2 ? 3 : 1;
+		o.process_id = i == 2 ? 1 : 0;
+		if (i >= 3) {
+			o.stages_epoch = 2;
+			o.nstages = 2;
+			o.stages[0] = (struct sampler_stage){ 4, 16, 3 };
+			o.stages[1] = (struct sampler_stage){ 3, 8, 5 };
+		}
+		for (j = 0; j < 4; j++)
+			for (k = 0; k < 3; k++) {
+				/* The big ones once, at full speed. */
+				if (i >= 4 && (j != 3 || k != 2))
+					continue;
+				check_bounded(&o, units[j], chunks[k]);
+			}
+	}
+}
+END_TEST
+
+/*
+ * A 2^22-sample table's Fisher-Yates pass in bounded calls: each spends
+ * no more than it is given (one swap over at most), and all of them
+ * together about N x (1 + SAMPLER_COST_SWAP) units.
+ */
+START_TEST(table_pass_spends_what_it_is_given)
+{
+	struct sampler_opts	o = opts_default(SAMPLER_TABLE_MAX, 64, 1);
+	struct sampler		whole;
+	uint64_t		w, spent = 0, calls = 0, give = 256 * 1024;
+	char			*why = NULL;
+
+	o.shuffle = true;
+	o.seed = 3;
+	ck_assert_int_eq(sampler_init_deferred(&smp, &o, &why), 0);
+	ck_assert_uint_eq(sampler_table_bytes(&smp), SAMPLER_TABLE_MAX * 8);
+	ck_assert_ptr_null(smp.perm);
+	ck_assert_int_eq(sampler_table_alloc(&smp, &why), 0);
+	ck_assert_ptr_nonnull(smp.perm);
+	for (;;) {
+		w = give;
+		calls++;
+		if (sampler_prepare(&smp, 4, &w))
+			break;
+		ck_assert_uint_le(w, give);
+		ck_assert_uint_lt(w, SAMPLER_COST_SWAP);
+		spent += give - w;
+	}
+	spent += give - w;
+	ck_assert_uint_le(spent, SAMPLER_TABLE_MAX * (1 + SAMPLER_COST_SWAP));
+	ck_assert_uint_ge(spent, (SAMPLER_TABLE_MAX - 1) *
+	    (1 + SAMPLER_COST_SWAP));
+	ck_assert_uint_ge(calls, spent / give);
+	init_ok(&whole, &o);
+	w = UINT64_MAX;
+	ck_assert(sampler_prepare(&whole, 4, &w));
+	ck_assert_mem_eq(whole.perm, smp.perm, SAMPLER_TABLE_MAX * 8);
+	sampler_clear(&whole);
+}
+END_TEST
+
+/* What a row costs, and which samplers have a table to charge. */
+START_TEST(row_costs_and_table_bytes)
+{
+	struct sampler_opts	o = opts_default(1000, 10, 1);
+	char			*why = NULL;
+
+	ck_assert_int_eq(sampler_init_deferred(&smp, &o, &why), 0);
+	ck_assert_uint_eq(sampler_row_cost(&smp, 0), 1);
+	ck_assert_uint_eq(sampler_table_bytes(&smp), 0);
+	sampler_clear(&smp);
+	o.shuffle = true;
+	ck_assert_int_eq(sampler_init_deferred(&smp, &o, &why), 0);
+	ck_assert_uint_eq(sampler_row_cost(&smp, 0), 2);
+	ck_assert_uint_eq(sampler_table_bytes(&smp), 8000);
+	sampler_clear(&smp);
+	o.samples = SAMPLER_TABLE_MAX + 1;
+	o.stages_epoch = 1;
+	o.nstages = 3;
+	o.stages[0] = o.stages[1] = o.stages[2] =
+	    (struct sampler_stage){ 2, 1, 1 };
+	ck_assert_int_eq(sampler_init_deferred(&smp, &o, &why), 0);
+	ck_assert_uint_eq(sampler_table_bytes(&smp), 0);
+	ck_assert_uint_eq(sampler_row_cost(&smp, 0), 1 + SAMPLER_COST_FEISTEL);
+	ck_assert_uint_eq(sampler_row_cost(&smp, 1), 1 + SAMPLER_COST_FEISTEL +
+	    3 * SAMPLER_COST_STAGE);
+}
+END_TEST
+
 static Suite *
 sampler_suite(void)
 {
@@ -1552,6 +1716,14 @@ sampler_suite(void)
 	tcase_add_test(tc, elastic_repeated_changes_within_an_epoch);
 	tcase_add_test(tc, elastic_resume_above_the_table);
 	tcase_add_test(tc, elastic_stages_refused_with_messages);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("bounded");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, bounded_calls_give_the_same_steps);
+	tcase_add_test(tc, table_pass_spends_what_it_is_given);
+	tcase_add_test(tc, row_costs_and_table_bytes);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 

@@ -2020,6 +2020,152 @@ START_TEST(test_silent_connection_closed)
 }
 END_TEST
 
+/* Whether step @st of epoch 0 is @smp's step @step, with raw's bytes. */
+static void
+check_raw_step(struct sampler *smp, const struct infeed_step *st,
+    uint64_t step)
+{
+	const uint8_t	*data = st->data;
+	uint64_t	 want[8], k;
+	unsigned	 j;
+
+	ck_assert_uint_eq(st->epoch, 0);
+	ck_assert_uint_eq(st->step, step);
+	ck_assert_uint_le(st->rows, 8);
+	ck_assert_uint_eq(sampler_step_indices(smp, 0, step, want), st->rows);
+	for (k = 0; k < st->rows; k++) {
+		ck_assert_msg(st->indices[k] == want[k], "step %llu row %llu: "
+		    "index %llu where %llu was due", (unsigned long long)step,
+		    (unsigned long long)k, (unsigned long long)st->indices[k],
+		    (unsigned long long)want[k]);
+		for (j = 0; j < RAW_BYTES; j++)
+			ck_assert_msg(data[k * RAW_BYTES + j] ==
+			    raw_byte(want[k], j), "step %llu row %llu: byte "
+			    "%u is not sample %llu's", (unsigned long long)step,
+			    (unsigned long long)k, j,
+			    (unsigned long long)want[k]);
+		ck_assert_int_eq(st->labels[k],
+		    (int32_t)((want[k] * 3) % RAW_CLASSES));
+	}
+}
+
+/* Worker @i's state in Stats is @state. */
+static bool
+worker_state_is(unsigned i, const char *state)
+{
+	Infeed__Frame	*r = raw_stats();
+	bool		 is;
+
+	is = r->stats->n_workers > i && r->stats->workers[i]->state != NULL &&
+	    strcmp(r->stats->workers[i]->state, state) == 0;
+	infeed__frame__free_unpacked(r, NULL);
+	return (is);
+}
+
+#define TAKEOVER_STOP_MS	5000	/* the worker stays stopped */
+#define TAKEOVER_HELD		4	/* steps held at the SIGCONT: every slot */
+
+/*
+ * A stopped worker does not hold its trainer for job_timeout (issue 39,
+ * item 2): one of two workers is stopped (SIGSTOP) with a job of a
+ * trainer taking a step every 10 ms; its job is taken over, so the
+ * trainer's longest wait between steps stays under 2.5 s (job_timeout is
+ * 10 s) and every step is the sampler's, in order, with raw's bytes; a
+ * bystander is served within 250 ms meanwhile.  The stopped worker was
+ * killed before the rows of its job went out: with a step held in every
+ * slot, SIGCONT can make nothing of it write, and the held steps' bytes
+ * stay as they were.  Stats count the takeover on the stopped worker.
+ */
+START_TEST(test_stopped_workers_job_taken_over)
+{
+	struct infeed_options	 o;
+	struct infeed_step	 st, held[TAKEOVER_HELD];
+	struct bystander	 b;
+	struct bystander_report	 br;
+	struct sampler		 smp;
+	struct infeed		*f;
+	Infeed__Frame		*r;
+	uint8_t			 copy[TAKEOVER_HELD][8 * RAW_BYTES];
+	uint64_t		 step = 0, t0, last, gap, worst = 0, stop_at;
+	pid_t			 w[4], victim;
+	unsigned		 i;
+	bool			 started = false;
+
+	restart("job_timeout = 10s", "2");
+	ck_assert_int_eq(worker_pids(w, 4), 2);
+	r = raw_stats();
+	ck_assert_uint_eq(r->stats->n_workers, 2);
+	victim = r->stats->workers[0]->pid;
+	infeed__frame__free_unpacked(r, NULL);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 1;
+	o.buffer_size = TAKEOVER_HELD;
+	o.shuffle = true;
+	o.seed = 39;
+	raw_oracle(&smp, &o);
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	t0 = last = now_ms();
+	stop_at = t0 + 1000;
+	while (now_ms() < stop_at + TAKEOVER_STOP_MS) {
+		if (victim > 0 && now_ms() >= stop_at) {
+			/* Worker 0 takes the next job: the trainer's. */
+			ck_assert_int_eq(kill(victim, SIGSTOP), 0);
+			stop_at = now_ms();
+			victim = -victim;
+		}
+		if (victim < 0 && !started && worker_state_is(0, "busy")) {
+			/* Only now: none of its jobs goes to the stopped one. */
+			bystander_start(&b);
+			started = true;
+		}
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		gap = now_ms() - last;
+		worst = gap > worst ? gap : worst;
+		check_raw_step(&smp, &st, step++);
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		last = now_ms();
+		usleep(10000);
+	}
+	ck_assert_msg(started, "the stopped worker was never given a job");
+	victim = -victim;
+	fprintf(stderr, "test_stopped_workers_job_taken_over: %llu steps, the "
+	    "longest wait between two %llu ms, one of two workers stopped "
+	    "for %d ms\n", (unsigned long long)step,
+	    (unsigned long long)worst, TAKEOVER_STOP_MS);
+	ck_assert_msg(worst < 2500, "the trainer waited %llu ms for a step "
+	    "behind a stopped worker", (unsigned long long)worst);
+	/* Every slot held, then the stopped worker let go on. */
+	for (i = 0; i < TAKEOVER_HELD; i++) {
+		ck_assert_int_eq(infeed_next(f, &held[i]), INFEED_OK);
+		check_raw_step(&smp, &held[i], step++);
+		memcpy(copy[i], held[i].data, held[i].rows * RAW_BYTES);
+	}
+	ck_assert_msg(kill(victim, 0) == -1 && errno == ESRCH, "the stopped "
+	    "worker (pid %d) was not killed when its job was taken over",
+	    (int)victim);
+	(void)kill(victim, SIGCONT);
+	usleep(300000);
+	for (i = 0; i < TAKEOVER_HELD; i++) {
+		ck_assert_msg(memcmp(copy[i], held[i].data, held[i].rows *
+		    RAW_BYTES) == 0, "a held step changed after the SIGCONT");
+		check_raw_step(&smp, &held[i], held[i].step);
+		ck_assert_int_eq(infeed_release(f, &held[i]), INFEED_OK);
+	}
+	bystander_stop(&b, &br);
+	bystander_assert(&br, 250);
+	r = raw_stats();
+	ck_assert_uint_eq(r->stats->workers[0]->taken_over, 1);
+	ck_assert_uint_eq(r->stats->workers[0]->stuck, 0);
+	ck_assert_uint_eq(r->stats->workers[0]->restarts, 1);
+	ck_assert_uint_eq(r->stats->workers[1]->taken_over, 0);
+	infeed__frame__free_unpacked(r, NULL);
+	sampler_clear(&smp);
+	infeed_free(f);
+}
+END_TEST
+
 static Suite *
 faults_suite(void)
 {
@@ -2060,6 +2206,13 @@ faults_suite(void)
 	tcase_add_test(tc, test_image_bombs_refused_at_image_memory_max);
 	tcase_add_test(tc,
 	    test_bad_tar_member_named_without_reading_in_the_daemon);
+	suite_add_tcase(s, tc);
+
+	/* A stopped worker's job taken over (issue 39, item 2). */
+	tc = tcase_create("takeover");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_stopped_workers_job_taken_over);
 	suite_add_tcase(s, tc);
 	return (s);
 }

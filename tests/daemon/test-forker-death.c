@@ -98,15 +98,37 @@ daemon_procs(const char *name, pid_t *out, int max)
 	return (n);
 }
 
-/* The fork server now (the daemon's child), or -1. */
+/*
+ * infeedd's fork servers other than @old: its children named so (a
+ * worker just forked carries its fork server's name until it renames
+ * itself, and a fork server killed a moment ago may not be a zombie yet).
+ * Return: how many, the first in *@pid (-1: none).
+ */
+static int
+fork_servers_but(pid_t old, pid_t *pid)
+{
+	pid_t	p[8];
+	int	i, n, found = 0;
+
+	*pid = -1;
+	n = daemon_procs("infeedd-forker", p, 8);
+	for (i = 0; i < n; i++) {
+		if (p[i] == old || parent_of(p[i]) != infeedd_pid)
+			continue;
+		if (found++ == 0)
+			*pid = p[i];
+	}
+	return (found);
+}
+
+/* The fork server now (the daemon's child, and only one), or -1. */
 static pid_t
 fork_server(void)
 {
-	pid_t	pid[4];
-	int	n = daemon_procs("infeedd-forker", pid, 4);
+	pid_t	pid;
 
-	ck_assert_int_le(n, 1);
-	return (n == 1 && parent_of(pid[0]) == infeedd_pid ? pid[0] : -1);
+	ck_assert_int_le(fork_servers_but(-1, &pid), 1);
+	return (pid);
 }
 
 /* Wait up to @ms for a fork server other than @old; it, or -1. */
@@ -117,7 +139,7 @@ new_fork_server(pid_t old, unsigned ms)
 	pid_t		pid;
 
 	do {
-		if ((pid = fork_server()) != -1 && pid != old)
+		if (fork_servers_but(old, &pid) == 1)
 			return (pid);
 		usleep(10000);
 	} while (now_ms() < deadline);

@@ -139,6 +139,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	w[1].pid = -1;
 	w[1].restarts = 2;
 	w[1].stuck = 1;
+	w[1].taken_over = 3;
 	st.uptime_ms = 61500;
 	st.clients = 2;
 	st.sessions = ss;
@@ -250,6 +251,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_worker_rows_total{worker=\"0\"} 300");
 	has_line("infeed_worker_restarts_total{worker=\"1\"} 2");
 	has_line("infeed_worker_stuck_total{worker=\"1\"} 1");
+	has_line("infeed_worker_taken_over_total{worker=\"1\"} 3");
 	/* Shared pipelines: the member's group, and what the group filled. */
 	has_line("infeed_group_members{dataset=\"mnist\",client=\"job "
 	    "\\\"a\\\"\\n\\\\x\",session=\"42\",group=\"9\"} 4");
@@ -265,7 +267,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("# TYPE infeed_group_stays_total counter");
 	has_line("# TYPE infeed_group_rejoins_total counter");
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 35);
+	ck_assert_uint_eq(count_lines("# TYPE "), 36);
 	free(h.ended);
 }
 END_TEST

@@ -72,6 +72,7 @@ static char			 tmpdir[PATH_MAX];	/* made per test */
 static char			 raw_path[PATH_MAX];
 static char			*cause;
 static const char		*setup_extra = "";	/* [infeedd] lines */
+static const char		*setup_more = "";	/* a dataset section */
 
 /* Dataset "big": record BIG_ROW's label does not fit in int32. */
 #define BIG_ROW		9
@@ -139,9 +140,9 @@ setup(void)
 	    "samples = 10\n"
 	    "shape = 4\n"
 	    "dtype = uint8\n"
-	    "sample_delay_us = 50000\n", WORKERS, setup_extra, raw_path,
-	    labels_path,
-	    raw_path, big_path);
+	    "sample_delay_us = 50000\n"
+	    "%s", WORKERS, setup_extra, raw_path, labels_path, raw_path,
+	    big_path, setup_more);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
 	unit_write_file(path, text, strlen(text));
 	/* FLAKY_MAPPED's file, mapped by the workers: 1 MiB, sparse. */
@@ -150,7 +151,7 @@ setup(void)
 	unit_write_file(unit_flaky_map, "", 0);
 	ck_assert_int_eq(truncate(unit_flaky_map, FLAKY_MAP_BYTES), 0);
 
-	unit_daemon_start(path, 4, WORKERS);
+	unit_daemon_start(path, *setup_more != '\0' ? 5 : 4, WORKERS);
 }
 
 /* Stop the workers and free everything the test left. */
@@ -1367,6 +1368,187 @@ START_TEST(test_idle_means_nothing_queued_or_running)
 }
 END_TEST
 
+/* The index of the worker busy now other than @not, or WORKERS. */
+static unsigned
+busy_worker(unsigned not)
+{
+	struct pool_worker_info	info;
+	unsigned		i;
+
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		if (i != not && strcmp(info.state, "busy") == 0)
+			return (i);
+	}
+	return (WORKERS);
+}
+
+/* The workers' restarts, stuck kills and jobs taken over, summed. */
+static void
+worker_counts(unsigned *restarts, unsigned *stuck, unsigned *taken)
+{
+	struct pool_worker_info	info;
+	unsigned		i;
+
+	*restarts = *stuck = *taken = 0;
+	for (i = 0; i < pool_size(pool); i++) {
+		pool_worker_info(pool, i, &info);
+		*restarts += info.restarts;
+		*stuck += info.stuck;
+		*taken += info.taken_over;
+	}
+}
+
+/*
+ * A stopped worker's job is taken over by the idle one after about a
+ * second (POOL_TAKEOVER_MS), not at job_timeout (30 s here): reported
+ * once, its rows right; the stopped worker is killed (its writes fenced
+ * before the report) and replaced, counted as taken over, not as stuck,
+ * and nothing more is reported after.
+ */
+START_TEST(test_stopped_workers_job_taken_over)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 before, after;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 victim, restarts, stuck, taken;
+	uint64_t		 t0, took;
+
+	pr = add_ring("slow", 4, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 4, ds->samples);
+	t0 = unit_now_ms();
+	pool_submit(pr, 0, 0, 0, 0, 4, ring_indices(r, 0));
+	ck_assert_uint_lt(victim = busy_worker(WORKERS), WORKERS);
+	pool_worker_info(pool, victim, &before);
+	ck_assert_int_eq(kill(before.pid, SIGSTOP), 0);
+	ck_assert_msg(run_until(pred_slow_done, &rec), "the job never "
+	    "completed");
+	took = unit_now_ms() - t0;
+	printf("stopped_workers_job_taken_over: the job came %llu ms after "
+	    "its worker stopped\n", (unsigned long long)took);
+	ck_assert_msg(took < 2500, "the job came %llu ms after its worker "
+	    "stopped", (unsigned long long)took);
+	run_for(300);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	ck_assert_uint_eq(rec.done[0].rows, 4);
+	check_rows(r, ds, 0, 4);
+	pool_worker_info(pool, victim, &after);
+	ck_assert_int_ne(after.pid, before.pid);
+	ck_assert_uint_eq(after.taken_over, 1);
+	worker_counts(&restarts, &stuck, &taken);
+	ck_assert_uint_eq(restarts, 1);
+	ck_assert_uint_eq(stuck, 0);
+	ck_assert_uint_eq(taken, 1);
+	(void)kill(before.pid, SIGCONT);	/* gone: ESRCH */
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/*
+ * The first result wins: a worker stopped half way through a job of 10
+ * slow rows, its job taken over, then let go on: it finishes first, and
+ * the copy that lost is killed before the job is reported, once.
+ */
+START_TEST(test_first_of_two_copies_wins_the_other_is_killed)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 a, b, after;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 first, second, restarts, stuck, taken;
+	uint64_t		 end;
+
+	pr = add_ring("slow", 10, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 10, ds->samples);
+	pool_submit(pr, 0, 0, 0, 0, 10, ring_indices(r, 0));
+	ck_assert_uint_lt(first = busy_worker(WORKERS), WORKERS);
+	pool_worker_info(pool, first, &a);
+	run_for(275);			/* about 5 rows of 10 */
+	ck_assert_int_eq(kill(a.pid, SIGSTOP), 0);
+	end = unit_now_ms() + 5000;
+	while ((second = busy_worker(first)) == WORKERS &&
+	    unit_now_ms() < end)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_msg(second < WORKERS, "the stopped worker's job was not "
+	    "taken over within 5 s");
+	pool_worker_info(pool, second, &b);
+	ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
+	ck_assert(run_until(pred_slow_done, &rec));
+	run_for(300);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	ck_assert_uint_eq(rec.done[0].rows, 10);
+	check_rows(r, ds, 0, 10);
+	/* The copy that lost (5 rows behind) was killed, not the winner. */
+	worker_counts(&restarts, &stuck, &taken);
+	ck_assert_uint_eq(restarts, 1);
+	ck_assert_uint_eq(stuck, 0);
+	ck_assert_uint_eq(taken, 1);
+	pool_worker_info(pool, first, &after);
+	ck_assert_uint_eq(after.taken_over, 1);
+	ck_assert_int_eq(after.pid, a.pid);
+	pool_worker_info(pool, second, &after);
+	ck_assert_int_ne(after.pid, b.pid);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/* The pool with "sleepy", a dataset whose one sample takes 2 s to read. */
+static void
+setup_sleepy(void)
+{
+	setup_more = "[dataset sleepy]\n"
+	    "type = synthetic\n"
+	    "samples = 1\n"
+	    "shape = 4\n"
+	    "dtype = uint8\n"
+	    "sample_delay_us = 2000000\n";
+	setup();
+	setup_more = "";
+}
+
+/*
+ * A row that is slow on every worker (a 2 s sleep: no row begun, no CPU)
+ * is taken over once, and the first copy to finish gives it: reported
+ * once at about 2 s, not after the takeover's second plus another 2 s,
+ * nor taken over again; the copy that lost is killed, no worker is
+ * counted as stuck.
+ */
+START_TEST(test_row_slow_everywhere_first_copy_wins)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 restarts, stuck, taken;
+	uint64_t		 t0, took;
+
+	pr = add_ring("sleepy", 1, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 1, ds->samples);
+	t0 = unit_now_ms();
+	pool_submit(pr, 0, 0, 0, 0, 1, ring_indices(r, 0));
+	ck_assert(run_until(pred_slow_done, &rec));
+	took = unit_now_ms() - t0;
+	run_for(300);
+	printf("row_slow_everywhere_first_copy_wins: a 2 s row came in %llu "
+	    "ms\n", (unsigned long long)took);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
+	check_rows(r, ds, 0, 1);
+	ck_assert_msg(took < 2900, "a 2 s row came in %llu ms",
+	    (unsigned long long)took);
+	worker_counts(&restarts, &stuck, &taken);
+	ck_assert_uint_eq(taken, 1);
+	ck_assert_uint_eq(restarts, 1);
+	ck_assert_uint_eq(stuck, 0);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* Every test, in cases by contract. */
 static Suite *
 pool_suite(void)
@@ -1412,6 +1594,17 @@ pool_suite(void)
 	tc = tcase_create("deadlines");
 	tcase_add_checked_fixture(tc, setup_deadlines, teardown);
 	tcase_add_test(tc, test_job_timeout_is_per_row);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("takeover");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_stopped_workers_job_taken_over);
+	tcase_add_test(tc, test_first_of_two_copies_wins_the_other_is_killed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("takeover-slow");
+	tcase_add_checked_fixture(tc, setup_sleepy, teardown);
+	tcase_add_test(tc, test_row_slow_everywhere_first_copy_wins);
 	suite_add_tcase(s, tc);
 	return (s);
 }
