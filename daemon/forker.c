@@ -66,19 +66,13 @@ static const struct transport_conf forker_transport_conf = {
 static int
 forker_send(struct transport *t, void *m, size_t len, uint32_t type, int fd)
 {
-	struct forker_hdr	*h = m;
-
-	h->type = type;
-	h->len = (uint32_t)len;
-	return (transport_send_dup(t, m, len, &fd, fd != -1));
+	return (transport_send_typed(t, m, len, type, &fd, fd != -1));
 }
 
-/* Whether @n bytes are one whole message of the type @h says. */
+/* Whether the @n bytes of @h are the payload its type has. */
 static bool
-forker_whole(const struct forker_hdr *h, size_t n)
+forker_whole(const struct transport_hdr *h, size_t n)
 {
-	if (n < sizeof(*h) || h->len != n)
-		return (false);
 	switch (h->type) {
 	case FORKER_MSG_SPAWN:
 		return (n == sizeof(struct forker_msg_spawn));
@@ -120,7 +114,7 @@ forker_recv_on(struct transport *t, void *buf, size_t len, int *fd)
 		;
 	if (rc == 0)
 		return (0);
-	n = transport_recv_msg(t, buf, len, fd, 1, &nfds);
+	n = transport_recv_typed(t, buf, len, fd, 1, &nfds);
 	if (n == -1 && errno == EAGAIN)
 		return (0);
 	if (n <= 0 || !forker_whole(buf, (size_t)n)) {
@@ -401,7 +395,7 @@ static void __attribute__((noreturn))
 forker_main(struct forker_server *fs)
 {
 	struct pollfd		 pfd[2];
-	struct forker_hdr	*h;
+	struct transport_hdr	*h;
 	sigset_t		 chld;
 	int			 fd, rc;
 

@@ -8,7 +8,8 @@
  *
  * The daemon and the fork server talk over one SOCK_SEQPACKET socketpair,
  * through a transport (transport.h) on each side, one message a record:
- * a header (its type and length) and its type's payload.  SPAWN (start
+ * a header (struct transport_hdr: its type, enum forker_msg_type, and
+ * its length) and its type's payload.  SPAWN (start
  * worker @idx), DATASET (one dataset section of the daemon's catalogue)
  * and CATALOGUE (the @ndatasets DATASETs sent since the last one are the
  * catalogue now: open it, as the daemon did, so that later workers
@@ -71,15 +72,9 @@ enum forker_msg_type {
 	FORKER_MSG_EXITED,
 };
 
-/* Every message begins with it; its type's payload follows. */
-struct forker_hdr {
-	uint32_t	type;		/* enum forker_msg_type */
-	uint32_t	len;		/* the whole message's bytes */
-};
-
 /* Fork worker @idx (its slot in the pool). */
 struct forker_msg_spawn {
-	struct forker_hdr hdr;
+	struct transport_hdr hdr;
 	uint32_t	idx;
 	uint32_t	pad;
 	uint64_t	image_memory_max;	/* bytes a decode may take */
@@ -90,7 +85,7 @@ struct forker_msg_spawn {
  * a NUL-terminated string, one after the other.
  */
 struct forker_msg_dataset {
-	struct forker_hdr hdr;
+	struct transport_hdr hdr;
 	uint32_t	nkv;
 	uint32_t	pad;
 	char		strings[];
@@ -98,28 +93,28 @@ struct forker_msg_dataset {
 
 /* The @ndatasets sections sent since the last CATALOGUE: open them. */
 struct forker_msg_catalogue {
-	struct forker_hdr hdr;
+	struct transport_hdr hdr;
 	uint32_t	ndatasets;
 	uint32_t	pad;
 };
 
 /* Worker @idx is @pid; the daemon's end of its socket comes with it. */
 struct forker_msg_spawned {
-	struct forker_hdr hdr;
+	struct transport_hdr hdr;
 	uint32_t	idx;
 	int32_t		pid;
 };
 
 /* Worker @idx could not be forked. */
 struct forker_msg_failed {
-	struct forker_hdr hdr;
+	struct transport_hdr hdr;
 	uint32_t	idx;
 	int32_t		error;		/* errno */
 };
 
 /* Worker @idx, @pid, ended. */
 struct forker_msg_exited {
-	struct forker_hdr hdr;
+	struct transport_hdr hdr;
 	uint32_t	idx;
 	int32_t		pid;
 	int32_t		status;		/* as waitpid() says */
@@ -127,7 +122,7 @@ struct forker_msg_exited {
 
 /* What the fork server says to the daemon: its header says which. */
 union forker_reply {
-	struct forker_hdr		hdr;
+	struct transport_hdr		hdr;
 	struct forker_msg_spawned	spawned;
 	struct forker_msg_failed	failed;
 	struct forker_msg_exited	exited;

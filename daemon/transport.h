@@ -49,6 +49,16 @@ struct wire_in;
 /* Descriptors one message carries at most (WIRE_MAX_FDS). */
 #define TRANSPORT_MAX_FDS	4
 
+/*
+ * PACKET: a typed message, as the pool, the fork server and the workers
+ * send them, begins with this header; its type's payload follows
+ * (forker.h, worker.h say which payload each type has).
+ */
+struct transport_hdr {
+	uint32_t	type;
+	uint32_t	len;		/* the whole message's bytes */
+};
+
 enum transport_kind {
 	TRANSPORT_STREAM,	/* SOCK_STREAM: wire frames, cut by wire_in */
 	TRANSPORT_PACKET,	/* SOCK_SEQPACKET: a message is a record */
@@ -136,6 +146,23 @@ struct wire_in	*transport_in(struct transport *t);
  */
 ssize_t		 transport_recv_msg(struct transport *t, void *buf,
 		    size_t len, int *fds, size_t maxfds, size_t *nfds);
+
+/**
+ * transport_recv_typed() - PACKET: transport_recv_msg() of one typed
+ * message (struct transport_hdr, then its payload) into @buf: a record
+ * shorter than the header, or whose header gives another length, is
+ * refused with errno EBADMSG and its descriptors closed (the stream goes
+ * on); the caller checks the payload its type has.
+ */
+ssize_t		 transport_recv_typed(struct transport *t, void *buf,
+		    size_t len, int *fds, size_t maxfds, size_t *nfds);
+
+/**
+ * transport_send_typed() - set @m's header (@type, @len bytes in all) and
+ * send it as transport_send_dup() does.
+ */
+int		 transport_send_typed(struct transport *t, void *m,
+		    size_t len, uint32_t type, const int *fds, size_t nfds);
 
 /**
  * transport_send_consume() - send @len bytes of @buf (copied if they must

@@ -102,7 +102,7 @@ static pid_t
 spawn(unsigned idx, int *fd)
 {
 	union forker_reply	m;
-	struct worker_msg	w;
+	struct worker_msg_ready	w;
 
 	ck_assert_int_eq(forker_spawn(forker, idx, 64 << 20), 0);
 	next_msg(&m, fd);
@@ -111,7 +111,7 @@ spawn(unsigned idx, int *fd)
 	ck_assert_int_gt(m.spawned.pid, 0);
 	ck_assert_int_ne(*fd, -1);
 	ck_assert_int_eq(recv(*fd, &w, sizeof(w), 0), (ssize_t)sizeof(w));
-	ck_assert_int_eq(w.type, WORKER_MSG_READY);
+	ck_assert_int_eq(w.hdr.type, WORKER_MSG_READY);
 	return ((pid_t)m.spawned.pid);
 }
 
