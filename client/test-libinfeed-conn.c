@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 
 #define ID_RELEASE	1	/* the request ids libinfeed-conn.c sends */
 #define ID_NEXT		2
