@@ -51,7 +51,9 @@
 /*
  * Shared pipelines (LoaderOptions.share): a member that holds its group
  * back (every slot filled, another member waiting for the next step) for
- * this many milliseconds leaves it; a group's ring has at most
+ * this many milliseconds in all, within five times as long, leaves it
+ * (so no member runs below 0.8 of its own pace for another); a group's
+ * ring has at most
  * INFEED_MAX_GROUP_SLOTS slots (a member's Step.slot numbers the group's
  * slots, then its own ring's, below 64).
  */

@@ -370,9 +370,10 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 			    (unsigned long long)r->group_leaves[k]);
 	}
 	metrics_group_counter(b, st, "infeed_group_stays_total",
-	    "Members that fell behind a shared group but stayed in it (no "
-	    "room in the memory budget for a ring of their own, or steps of "
-	    "their former ring still held).",
+	    "Members that fell behind a shared group with no room in the "
+	    "memory budget for a ring of their own (ended if they held it "
+	    "back, else stayed), or with steps of their former ring still "
+	    "held (stayed).",
 	    offsetof(struct session_report, group_stays));
 	metrics_group_counter(b, st, "infeed_group_rejoins_total",
 	    "Members that left a shared group and rejoined it on catching "

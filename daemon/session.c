@@ -10,6 +10,7 @@
 
 #include <sys/queue.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -46,12 +47,31 @@
  * whole step.
  */
 #define SESSION_PREPARE_WORK	(1024 * 1024)
+/*
+ * A member leaves its group once the group was blocked on it (every slot
+ * taken, another member waiting) for INFEED_GROUP_SLACK_MS in all within
+ * the last SESSION_BLAME_WINDOW_MS: each other member then ran at 0.8 of
+ * its own pace at least over that window.  A stopped member costs the
+ * others the slack once; a slower one, or one that pauses, leaves as soon
+ * as it has cost them that much, however often the group moved meanwhile.
+ * The window is kept in buckets.
+ */
+#define SESSION_BLAME_WINDOW_MS	(5 * INFEED_GROUP_SLACK_MS)
+#define SESSION_BLAME_BUCKETS	10
+#define SESSION_BLAME_BUCKET_MS	\
+	(SESSION_BLAME_WINDOW_MS / SESSION_BLAME_BUCKETS)
 
 enum session_state {
 	SESSION_IDLE,		/* nothing asked for yet, or after EndOfData */
 	SESSION_FILLING,	/* steps are being filled and delivered */
 	SESSION_EPOCH_END,	/* the epoch's last step is queued */
 	SESSION_FAILED,		/* a sample could not be read */
+};
+
+/* Time a group was blocked on someone, over the last window. */
+struct session_blame {
+	uint64_t	bucket;		/* the newest: ms / BUCKET_MS */
+	uint32_t	ms[SESSION_BLAME_BUCKETS];
 };
 
 struct session {
@@ -123,7 +143,22 @@ struct session {
 	uint64_t		 pos_step;
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
 	bool			 new_ring;	/* the next Step carries its ring */
+	struct session_blame	 blame;	/* the group blocked on it */
+	bool			 blamed;	/* ... since charged_ms */
 	TAILQ_ENTRY(session)	 member_entry;
+};
+
+/*
+ * A process that ended a session of a group holding slots of its ring:
+ * they are its to read until it exits (watched with a pidfd, else
+ * kill(pid, 0) as the group settles).
+ */
+struct session_holder {
+	struct session_group	*g;
+	pid_t			 pid;
+	uint64_t		 slots;	/* a bit each */
+	int			 pidfd;	/* -1: none */
+	struct event		*ev;	/* its exit, or NULL */
 };
 
 /* A shared group: its producer and its members (see session.h). */
@@ -132,10 +167,14 @@ struct session_group {
 	struct session		*producer;
 	TAILQ_HEAD(, session)	 members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
-	pid_t			*holders;	/* members that ended holding */
+	struct session_holder	**holders;	/* ended members' */
 	size_t			 nholders;
+	uint64_t		 kept;	/* their slots: not refilled */
 	struct event		*ev_slack;
-	uint64_t		 blocked_since_ms;	/* 0: not blocked */
+	uint64_t		 charged_ms;	/* blamed to; 0: free */
+	uint64_t		 retry_ms;	/* one stayed: not before */
+	struct session_blame	 orphan;	/* on others' slots */
+	bool			 orphaned;	/* ... since charged_ms */
 	uint64_t		 leaves[SESSION_LEAVE_REASONS];	/* the stats' */
 	uint64_t		 stays;	/* fell behind but could not leave */
 	uint64_t		 rejoins;
@@ -155,8 +194,8 @@ const char *const session_leave_names[SESSION_LEAVE_REASONS] = {
 	"held_back", "waited",
 };
 static const char *const session_leave_why[SESSION_LEAVE_REASONS] = {
-	"after holding it back",
-	"after waiting on slots that those that left still hold",
+	"after holding it back for the slack within the blame window",
+	"after waiting on slots that those that left or ended still hold",
 };
 
 static uint64_t	session_next_id;	/* 0: not seeded yet */
@@ -1068,12 +1107,18 @@ session_group_credit(struct session_group *g, const struct pool_report *r)
 	}
 }
 
-/* Whether a member holds group ring slot @i or still takes step @seq. */
+/*
+ * Whether a member holds group ring slot @i or still takes step @seq, or
+ * a member whose session ended held it then (its process may still read
+ * it: a kept step never changes).
+ */
 static bool
 session_group_pinned(const struct session_group *g, uint32_t i, uint64_t seq)
 {
 	const struct session	*m;
 
+	if (g->kept & session_group_bit(i))
+		return (true);
 	TAILQ_FOREACH(m, &g->members, member_entry) {
 		if (m->shared_held & session_group_bit(i))
 			return (true);
@@ -1103,21 +1148,150 @@ session_group_blocked(const struct session_group *g)
 	return (false);
 }
 
-/* Start or stop the slack's clock as the group is blocked or not. */
+/*
+ * The oldest ready slot of the group's ring that members alone keep from
+ * being refilled (not one that those that left or ended hold), in *@slot
+ * and *@seq.  Return: whether there is one.
+ */
+static bool
+session_group_oldest(const struct session_group *g, uint32_t *slot,
+    uint64_t *seq)
+{
+	const struct ring	*r = g->producer->ring;
+	const struct session	*m;
+	uint64_t		 others = g->kept;
+	uint32_t		 i;
+	bool			 found = false;
+
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		if (m->left)
+			others |= m->shared_held;
+	}
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state != SLOT_READY ||
+		    (others & session_group_bit(i)) ||
+		    (found && r->slot[i].seq >= *seq))
+			continue;
+		*slot = i;
+		*seq = r->slot[i].seq;
+		found = true;
+	}
+	return (found);
+}
+
+/* Move @b's window on to bucket @k: older buckets fall out of it. */
+static void
+session_blame_advance(struct session_blame *b, uint64_t k)
+{
+	uint64_t	j;
+
+	for (j = b->bucket + 1; j <= k &&
+	    j <= b->bucket + SESSION_BLAME_BUCKETS; j++)
+		b->ms[j % SESSION_BLAME_BUCKETS] = 0;
+	if (k > b->bucket)
+		b->bucket = k;
+}
+
+/* Add the time from @from to @to (ms, CLOCK_MONOTONIC) to @b. */
+static void
+session_blame_add(struct session_blame *b, uint64_t from, uint64_t to)
+{
+	uint64_t	k, end;
+
+	if (to - from > SESSION_BLAME_WINDOW_MS)
+		from = to - SESSION_BLAME_WINDOW_MS;
+	for (; from < to; from = end) {
+		k = from / SESSION_BLAME_BUCKET_MS;
+		end = (k + 1) * SESSION_BLAME_BUCKET_MS;
+		if (end > to)
+			end = to;
+		session_blame_advance(b, k);
+		if (k + SESSION_BLAME_BUCKETS > b->bucket)
+			b->ms[k % SESSION_BLAME_BUCKETS] +=
+			    (uint32_t)(end - from);
+	}
+}
+
+/* @b's time within the window that ends at @now. */
+static uint64_t
+session_blame_sum(struct session_blame *b, uint64_t now)
+{
+	uint64_t	sum = 0;
+	unsigned	i;
+
+	session_blame_advance(b, now / SESSION_BLAME_BUCKET_MS);
+	for (i = 0; i < SESSION_BLAME_BUCKETS; i++)
+		sum += b->ms[i];
+	return (sum);
+}
+
+/* What is left of the slack after @b's time in the window ending @now. */
+static uint64_t
+session_blame_left(struct session_blame *b, uint64_t now)
+{
+	uint64_t	used = session_blame_sum(b, now);
+
+	return (used < INFEED_GROUP_SLACK_MS ? INFEED_GROUP_SLACK_MS - used :
+	    0);
+}
+
+/*
+ * Charge the time the group was blocked since the last look to whom it
+ * was blocked on then (the members that keep its oldest slot from being
+ * refilled and do not wait themselves; else no member: the slots those
+ * that left or ended hold), see who it is blocked on now, and set the
+ * slack's timer for when the first of them will have cost the others
+ * INFEED_GROUP_SLACK_MS within the window.  Called whenever a member
+ * takes, releases, asks or goes, and by the timer.
+ */
 static void
 session_group_watch(struct session_group *g)
 {
-	struct timeval	tv = { INFEED_GROUP_SLACK_MS / 1000,
-			    INFEED_GROUP_SLACK_MS % 1000 * 1000 };
+	struct session	*m;
+	struct timeval	 tv;
+	uint64_t	 now = clock_now_ms(), seq = 0, wait, left;
+	uint32_t	 slot = 0;
+	bool		 blocked, oldest, any = false;
 
-	if (!session_group_blocked(g)) {
-		g->blocked_since_ms = 0;
+	if (g->charged_ms != 0 && now > g->charged_ms) {
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (m->blamed)
+				session_blame_add(&m->blame, g->charged_ms,
+				    now);
+		}
+		if (g->orphaned)
+			session_blame_add(&g->orphan, g->charged_ms, now);
+	}
+	blocked = session_group_blocked(g);
+	oldest = blocked && session_group_oldest(g, &slot, &seq);
+	wait = INFEED_GROUP_SLACK_MS;
+	TAILQ_FOREACH(m, &g->members, member_entry) {
+		m->blamed = oldest && !m->left && m->nwaiting == 0 &&
+		    ((m->shared_held & session_group_bit(slot)) ||
+		    m->deliver_seq <= seq);
+		if (!m->blamed)
+			continue;
+		any = true;
+		left = session_blame_left(&m->blame, now);
+		if (left < wait)
+			wait = left;
+	}
+	g->orphaned = blocked && !any;
+	if (g->orphaned)
+		wait = session_blame_left(&g->orphan, now);
+	if (!blocked) {
+		g->charged_ms = 0;
 		evtimer_del(g->ev_slack);
 		return;
 	}
-	if (g->blocked_since_ms != 0)
-		return;
-	g->blocked_since_ms = clock_now_ms();
+	g->charged_ms = now;
+	/* One that could not leave is tried again after the slack. */
+	if (g->retry_ms > now + wait)
+		wait = g->retry_ms - now;
+	if (wait == 0)
+		wait = 1;
+	tv.tv_sec = (time_t)(wait / 1000);
+	tv.tv_usec = (suseconds_t)(wait % 1000 * 1000);
 	evtimer_add(g->ev_slack, &tv);
 }
 
@@ -1147,19 +1321,94 @@ session_group_reclaim(struct session_group *g)
 		session_fill(p);
 }
 
-/* Process @pid ended a session of @g holding steps of its ring. */
-static void
-session_group_add_holder(struct session_group *g, pid_t pid)
-{
-	size_t	i;
+static void	session_group_settle(struct session_group *);
 
-	for (i = 0; i < g->nholders && g->holders[i] != pid; i++)
+/* Forget holder @k of @g: its slots are the group's to refill again. */
+static void
+session_group_holder_drop(struct session_group *g, size_t k)
+{
+	struct session_holder	*h = g->holders[k];
+	size_t			 i;
+
+	if (h->ev != NULL)
+		event_free(h->ev);
+	if (h->pidfd != -1)
+		close(h->pidfd);
+	free(h);
+	g->holders[k] = g->holders[--g->nholders];
+	g->kept = 0;
+	for (i = 0; i < g->nholders; i++)
+		g->kept |= g->holders[i]->slots;
+}
+
+/*
+ * Forget the holders whose processes exited (@pidfd's, readable, or
+ * those without a pidfd that kill() finds gone).  Return: whether any.
+ */
+static bool
+session_group_reap(struct session_group *g, int pidfd)
+{
+	struct session_holder	*h;
+	size_t			 i;
+	bool			 any = false;
+
+	for (i = 0; i < g->nholders; ) {
+		h = g->holders[i];
+		if ((pidfd != -1 && h->pidfd == pidfd) || (h->pidfd == -1 &&
+		    h->pid > 0 && kill(h->pid, 0) == -1 && errno == ESRCH)) {
+			log_info("process %d, which kept steps of group %llu "
+			    "after its session ended, exited: their slots are "
+			    "refilled again", (int)h->pid,
+			    (unsigned long long)g->id);
+			session_group_holder_drop(g, i);
+			any = true;
+		} else
+			i++;
+	}
+	return (any);
+}
+
+/* A holder's process exited. */
+static void
+session_group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session_holder	*h = arg;
+	struct session_group	*g = h->g;
+
+	(void)what;
+	if (session_group_reap(g, fd))
+		session_group_settle(g);
+}
+
+/*
+ * Process @pid ended a session of @g holding slots @slots of its ring: the
+ * group refills them no more until it exits.
+ */
+static void
+session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
+{
+	struct session_holder	*h;
+	size_t			 i;
+
+	for (i = 0; i < g->nholders && g->holders[i]->pid != pid; i++)
 		;
-	if (i < g->nholders)
-		return;
-	g->holders = xreallocarray(g->holders, g->nholders + 1,
-	    sizeof(*g->holders));
-	g->holders[g->nholders++] = pid;
+	if (i == g->nholders) {
+		h = xcalloc(1, sizeof(*h));
+		h->g = g;
+		h->pid = pid;
+		h->pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+		if (h->pidfd != -1 && (h->ev = event_new(g->producer->host.base,
+		    h->pidfd, EV_READ, session_group_holder_exit_cb, h)) !=
+		    NULL && event_add(h->ev, NULL) == -1) {
+			event_free(h->ev);
+			h->ev = NULL;
+		}
+		g->holders = xreallocarray(g->holders, g->nholders + 1,
+		    sizeof(*g->holders));
+		g->holders[g->nholders++] = h;
+	}
+	g->holders[i]->slots |= slots;
+	g->kept |= slots;
 }
 
 /*
@@ -1170,6 +1419,8 @@ static void
 session_group_free(struct session_group *g)
 {
 	struct session	*p = g->producer, *m;
+	pid_t		*pids;
+	size_t		 n = g->nholders;
 	uint32_t	 i;
 
 	while ((m = TAILQ_FIRST(&g->members)) != NULL) {
@@ -1184,12 +1435,18 @@ session_group_free(struct session_group *g)
 	 * them, charged until the last such member's process exits (not the
 	 * producer's client's: the ring is the group's).
 	 */
-	for (i = 0; g->nholders > 0 && i < p->ring->layout.slots; i++) {
+	for (i = 0; n > 0 && i < p->ring->layout.slots; i++) {
 		if (p->ring->slot[i].state == SLOT_READY)
 			ring_slot_set(p->ring, i, SLOT_HELD);
 	}
-	if (g->nholders > 0)
-		ring_mem_hold_for(p->ring->mem, g->holders, g->nholders);
+	pids = xreallocarray(NULL, n + 1, sizeof(*pids));
+	for (i = 0; i < n; i++)
+		pids[i] = g->holders[i]->pid;
+	while (g->nholders > 0)
+		session_group_holder_drop(g, 0);
+	if (n > 0)
+		ring_mem_hold_for(p->ring->mem, pids, n);
+	free(pids);
 	p->group = NULL;
 	session_free(p);
 	free(g->holders);
@@ -1214,6 +1471,7 @@ session_group_settle(struct session_group *g)
 		session_group_free(g);
 		return;
 	}
+	(void)session_group_reap(g, -1);
 	session_group_reclaim(g);
 	session_group_watch(g);
 }
@@ -1249,12 +1507,41 @@ session_group_deliver(struct session_group *g)
 }
 
 /*
+ * Member @m, which held the others back, has no room for a ring of its
+ * own (@cause): it is ended rather than freeze them.  Its Nexts get the
+ * error from now on; the group's slots it holds stay its own until it
+ * releases them (a kept step never changes), the others it kept free.
+ */
+static void
+session_group_end(struct session *m, const char *cause)
+{
+	struct session_group	*g = m->group;
+
+	log_warnx("session %llu held group %llu back and is ended: %s",
+	    (unsigned long long)m->id, (unsigned long long)g->id, cause);
+	m->left = true;
+	g->nmembers--;
+	g->stays++;
+	free(m->failure);
+	m->failure = xasprintf("this session held the other trainers of its "
+	    "shared group back for %d ms (stopped, or slower than they are), "
+	    "and %s, so it was ended to let them go on; release its steps and "
+	    "attach again (with share=False it never waits on others, nor "
+	    "they on it)", INFEED_GROUP_SLACK_MS, cause);
+	m->failure_code = ERRCODE_RESOURCE_EXHAUSTED;
+	session_set_state(m, SESSION_FAILED);
+	session_cancel(m, m->failure_code, m->failure);
+}
+
+/*
  * Member @m falls behind: it gets a ring of its own (charged to the
  * budget) and fills it from its own position; what it holds of the
  * group's ring stays its own until released.  When the budget cannot
- * hold that ring it stays in the group (which waits) and tries again
- * after the next slack.  Return: 0, or -1 when it stayed.  The group
- * counts either, by @why.
+ * hold that ring, one that held the group back is ended
+ * (session_group_end()); one that waited stays in the group, which
+ * waits, and tries again after the slack, as one does that still holds
+ * steps of the ring it had before it rejoined.  Return: 0, or -1 when it
+ * stayed or was ended.  The group counts either, by @why.
  */
 static int
 session_group_leave(struct session *m, enum session_leave why)
@@ -1262,7 +1549,7 @@ session_group_leave(struct session *m, enum session_leave why)
 	struct session_group	*g = m->group;
 	struct session		*p = g->producer;
 	enum errcode		 code;
-	char			*cause = NULL;
+	char			*cause = NULL, *msg;
 
 	/* Steps of the ring it had before it rejoined: one ring of its own. */
 	if (m->ring != NULL) {
@@ -1271,25 +1558,34 @@ session_group_leave(struct session *m, enum session_leave why)
 		    "had before it rejoined", (unsigned long long)m->id,
 		    (unsigned long long)g->id);
 		g->stays++;
+		g->retry_ms = clock_now_ms() + INFEED_GROUP_SLACK_MS;
 		return (-1);
 	}
 	if (session_make_ring(m, &code, &cause) == -1) {
-		log_warnx("session %llu falls behind group %llu but stays in "
-		    "it: %s", (unsigned long long)m->id,
-		    (unsigned long long)g->id, cause);
-		free(cause);
 		pool_remove_ring(m->pool_ring, m->ring, true);
 		m->pool_ring = NULL;
 		m->ring = NULL;
 		free(m->indices);
 		m->indices = NULL;
+		msg = xasprintf("memory_budget has no room for a ring of its "
+		    "own: %s", cause);
+		free(cause);
+		if (why == SESSION_LEAVE_HELD_BACK) {
+			session_group_end(m, msg);
+			free(msg);
+			return (-1);
+		}
+		log_warnx("session %llu waits on group %llu but stays in "
+		    "it: %s", (unsigned long long)m->id,
+		    (unsigned long long)g->id, msg);
+		free(msg);
 		g->stays++;
+		g->retry_ms = clock_now_ms() + INFEED_GROUP_SLACK_MS;
 		return (-1);
 	}
-	log_info("session %llu left group %llu %s for %d ms; it goes on "
-	    "alone from epoch %llu step %llu", (unsigned long long)m->id,
+	log_info("session %llu left group %llu %s; it goes on alone from "
+	    "epoch %llu step %llu", (unsigned long long)m->id,
 	    (unsigned long long)g->id, session_leave_why[why],
-	    INFEED_GROUP_SLACK_MS,
 	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
 	m->left = true;
 	g->nmembers--;
@@ -1307,6 +1603,20 @@ session_group_leave(struct session *m, enum session_leave why)
 	session_fill(m);
 	session_deliver(m);
 	return (0);
+}
+
+/* Whether step @seq of group @g is ready in its ring. */
+static bool
+session_group_ready(const struct session_group *g, uint64_t seq)
+{
+	const struct ring	*r = g->producer->ring;
+	uint32_t		 i;
+
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state == SLOT_READY && r->slot[i].seq == seq)
+			return (true);
+	}
+	return (false);
 }
 
 /* A member that rejoined gives up its own ring once it holds none of it. */
@@ -1347,7 +1657,15 @@ session_group_rejoin(struct session *m)
 			step = 0;
 		}
 	}
-	if (session_group_position(g, epoch, step, &seq) == -1)
+	/*
+	 * Only where its first Step from the group goes out at once, and
+	 * holding at most one step of its own ring (a for-loop's last): so it
+	 * never waits in the group with steps of its own ring still held,
+	 * which would keep it from leaving again.
+	 */
+	if (session_group_position(g, epoch, step, &seq) == -1 ||
+	    !session_group_ready(g, seq) ||
+	    ring_count(m->ring, SLOT_HELD) > 1)
 		return (false);
 	log_info("session %llu caught up with group %llu and rejoins it at "
 	    "epoch %llu step %llu", (unsigned long long)m->id,
@@ -1359,6 +1677,7 @@ session_group_rejoin(struct session *m)
 	m->deliver_seq = seq;
 	m->pos_epoch = epoch;
 	m->pos_step = step;
+	memset(&m->blame, 0, sizeof(m->blame));
 	/* Its client maps its own ring, unless no Step brought it yet. */
 	m->new_ring = !m->new_ring;
 	pool_drop_jobs(m->pool_ring);
@@ -1367,44 +1686,41 @@ session_group_rejoin(struct session *m)
 }
 
 /*
- * The slack ran out: the members that keep the oldest slot from being
- * refilled leave the group, unless it is no longer blocked; when the
- * slots they keep holding still block it, its waiting members leave too.
+ * A member's blame reached the slack: those that cost the others the
+ * slack within the window leave the group (or are ended: no room for a
+ * ring).  When the group still cannot fill the step a member waits for
+ * and no member it could wait on is to blame (the slots that those that
+ * left or ended hold block it, or one that could not leave), the members
+ * that wait go on alone too: at once when someone was just dealt with,
+ * else once they waited the slack on such slots within the window.  A
+ * stopped member never freezes the others.
  */
 static void
 session_group_slack_cb(int fd, short what, void *arg)
 {
 	struct session_group	*g = arg;
 	struct session		*p = g->producer, *m;
-	uint64_t		 oldest = UINT64_MAX;
-	uint32_t		 i, oldest_slot = 0;
+	uint64_t		 now = clock_now_ms();
+	bool			 acted = false, stuck = false;
 
 	(void)fd, (void)what;
-	g->blocked_since_ms = 0;
-	if (!session_group_blocked(g))
+	session_group_watch(g);
+	if (g->charged_ms == 0 || now < g->retry_ms)
 		return;
-	for (i = 0; i < p->ring->layout.slots; i++) {
-		if (p->ring->slot[i].state == SLOT_READY &&
-		    p->ring->slot[i].seq < oldest) {
-			oldest = p->ring->slot[i].seq;
-			oldest_slot = i;
-		}
-	}
+	g->retry_ms = 0;
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && ((m->shared_held &
-		    session_group_bit(oldest_slot)) ||
-		    (m->deliver_seq <= oldest && m->nwaiting == 0)))
-			(void)session_group_leave(m,
-			    SESSION_LEAVE_HELD_BACK);
+		if (!m->blamed ||
+		    session_blame_left(&m->blame, now) > 0)
+			continue;
+		acted = true;
+		if (session_group_leave(m, SESSION_LEAVE_HELD_BACK) == -1 &&
+		    !m->left)
+			stuck = true;
 	}
-	/*
-	 * The group's slots that those keep holding stay theirs: when the
-	 * group still cannot fill the step a member waits for, nothing but
-	 * their releases would free a slot, so that member goes on alone too
-	 * (a stopped member never freezes the others).
-	 */
 	session_group_reclaim(g);
-	if (session_group_blocked(g)) {
+	session_group_watch(g);
+	if (g->charged_ms != 0 && (stuck || g->orphaned) && (acted ||
+	    session_blame_left(&g->orphan, now) == 0)) {
 		TAILQ_FOREACH(m, &g->members, member_entry) {
 			if (!m->left && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq)
@@ -1503,9 +1819,14 @@ session_free(struct session *s)
 		return;
 	if (s->ev_prepare != NULL)
 		event_free(s->ev_prepare);
+	/*
+	 * The group's slots it holds are its process's to read on (a kept
+	 * step never changes): the group never refills them.
+	 */
 	if (s->group != NULL && !s->producer) {
 		if (s->shared_held != 0)
-			session_group_add_holder(s->group, s->client.pid);
+			session_group_add_holder(s->group, s->client.pid,
+			    s->shared_held);
 		s->shared_held = 0;
 		session_group_drop(s);
 	}
@@ -1889,10 +2210,16 @@ session_next(struct session *s, struct session_req req,
     enum errcode *code, char **cause)
 {
 	uint32_t	nslots, held;
+	bool		ended;
 
-	if (s->group != NULL && s->left)
+	ended = s->ring == NULL && (s->group == NULL || s->left);
+	if (s->group != NULL && s->left && !ended)
 		(void)session_group_rejoin(s);
-	if (s->group != NULL && !s->left) {
+	if (ended) {
+		/* Ended by its group (session_group_end()): it says why. */
+		nslots = 1;
+		held = 0;
+	} else if (s->group != NULL && !s->left) {
 		nslots = s->group->producer->ring->layout.slots;
 		held = (uint32_t)__builtin_popcountll(s->shared_held);
 	} else {
@@ -1919,6 +2246,10 @@ session_next(struct session *s, struct session_req req,
 	s->waiting_us[(s->waiting_first + s->nwaiting) % SESSION_MAX_WAITING] =
 	    clock_now_us();
 	s->nwaiting++;
+	if (ended) {
+		session_cancel(s, s->failure_code, s->failure);
+		return (0);
+	}
 	if (s->state == SESSION_IDLE)
 		session_set_state(s, SESSION_FILLING);
 	if (s->group != NULL && !s->left) {
@@ -2083,7 +2414,10 @@ session_report(const struct session *s, struct session_report *r)
 	r->epoch = s->epoch;
 	r->step = s->step;
 	session_group_report(s, r);
-	if (s->group == NULL || s->left) {
+	if (s->ring == NULL && (s->group == NULL || s->left)) {
+		/* Ended by its group (session_group_end()). */
+		r->slots_ready = r->slots_held = r->slots = 0;
+	} else if (s->group == NULL || s->left) {
 		r->slots_ready = ring_count(s->ring, SLOT_READY);
 		r->slots_held = ring_count(s->ring, SLOT_HELD);
 		r->slots = s->ring->layout.slots;

@@ -19,14 +19,18 @@
  * label dtype, slots) share one ring.  A hidden producer session fills
  * it, each step once; every member takes each step from its own position
  * (its epoch and step), and a slot is refilled once every member is past
- * it and none holds it.  A member that holds the others back for
- * INFEED_GROUP_SLACK_MS leaves: it gets a ring of its own and goes on
- * from its position (Step.new_ring); so do members that wait while only
- * the slots those that left still hold block the group.  One that left
- * rejoins at a Next whose step the group still has or fills next (it
- * caught up), and gives up its own ring once it holds none of it.  A late
- * member joins only at a step the group still has or fills next;
- * elsewhere it starts its own group.
+ * it and none holds it, and not while the process of a member that held
+ * it when its session ended lives (a kept step never changes).  The time the group is blocked (every slot
+ * taken, a member waiting) is charged to the members it waits on; one
+ * charged INFEED_GROUP_SLACK_MS within five times as long leaves: it gets
+ * a ring of its own and goes on from its position (Step.new_ring), or,
+ * with no room in the budget for one, is ended (its Nexts get why); so do
+ * members that wait while only the slots those that left or ended hold
+ * block the group.  One that left rejoins at a Next whose step the group
+ * has ready (it caught up), holding at most one step of its own ring, and
+ * gives up its own ring once it holds none of it.  A late member joins
+ * only at a step the group still has or fills next; elsewhere it starts
+ * its own group.
  */
 #ifndef INFEED_SESSION_H
 #define INFEED_SESSION_H
@@ -290,7 +294,7 @@ extern const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1];
 /* Why a member left its shared group (session_report's group_leaves). */
 enum session_leave {
 	SESSION_LEAVE_HELD_BACK,	/* it held the group back past the slack */
-	SESSION_LEAVE_WAITED,	/* it waited on slots that leavers still hold */
+	SESSION_LEAVE_WAITED,	/* it waited on slots that leavers hold */
 	SESSION_LEAVE_REASONS
 };
 extern const char *const session_leave_names[SESSION_LEAVE_REASONS];

@@ -489,6 +489,7 @@ bystander_run(int stop_fd, int report_fd, int ready_fd)
 	memset(&r, 0, sizeof(r));
 	infeed_options_init(&o);
 	o.batch_size = 10;
+	o.share = false;	/* beside the scenario, never in its group */
 	if (f == NULL || infeed_connect(f, sock_path, "bystander") !=
 	    INFEED_OK || infeed_attach(f, "raw", &o, NULL) != INFEED_OK ||
 	    infeed_next(f, &st) != INFEED_OK ||

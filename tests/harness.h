@@ -57,8 +57,9 @@ uint64_t	 now_ms(void);		/* monotonic milliseconds */
 /*
  * A well-behaved trainer beside a hostile scenario: a child process on its
  * own connection that loops ListDatasets, then Next and Release of a small
- * step of "raw" (ready by then: it sleeps between steps), timing each round
- * trip, until bystander_stop().
+ * step of "raw" (ready by then: it sleeps between steps; share off, so it
+ * never joins a group under test), timing each round trip, until
+ * bystander_stop().
  */
 struct bystander {
 	pid_t		pid;

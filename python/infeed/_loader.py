@@ -161,9 +161,12 @@ class DataLoader:
             drop_last, distributed share, buffer_size): infeedd reads
             and decodes each step once for all of them.  Each still gets
             every sample of its epochs once, in its own order; one that
-            falls behind goes on alone until it catches up, and holds
-            the others back for half a second at most.  True by default; False: steps of
-            its own.
+            holds the others back for half a second in all within 2.5 s
+            (stopped, or slower) goes on alone until it catches up, so
+            none runs below 0.8 of its own pace for another (one with no
+            room in infeedd's memory_budget for steps of its own is
+            ended: its next() raises saying so).  True by default;
+            False: steps of its own.
         transform: for an image dataset (``type = imagefolder`` or
             ``tar``), what infeedd's workers do to each image: a
             ``torchvision.transforms.Compose`` or one built from
@@ -178,7 +181,9 @@ class DataLoader:
 
     Tensors view infeedd's memory: nothing is copied.  A step's memory goes
     back to infeedd when the last tensor or array made from it is gone, so
-    a tensor kept by the program never changes.  ``len(loader)`` is the
+    a tensor kept by the program never changes, after ``close()`` too and
+    in a shared group (the group does not refill its slot).
+    ``len(loader)`` is the
     number of steps per epoch (per process when distributed); for an epoch
     resumed under another process count (``load_state_dict``), the steps
     that this process count delivers of it (``info["start_epoch_steps"]``).
@@ -542,7 +547,8 @@ class DataLoader:
         self._running = False
 
     def close(self):
-        """End the session (steps still referenced stay readable)."""
+        """End the session.  Steps still referenced stay readable and
+        never change, shared or not: infeedd refills no slot they view."""
         if self._client is not None:
             self._client.detach()
         self._info = None

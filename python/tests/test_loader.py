@@ -738,6 +738,38 @@ def test_a_loader_keeping_its_steps_freezes_no_loader_of_the_same_data(
         assert sorted(np.concatenate(got).tolist()) == list(range(N))
 
 
+@needs_numpy
+def test_a_step_kept_after_close_never_changes_while_the_group_goes_on(
+        daemon, loader_args):
+    """A loader of a shared group (the default) is closed while the
+    program keeps its last step: the other loader goes on to the end of
+    the next epoch, and the kept step's data still holds the samples it
+    came with (issue 39, item 11: the group refilled its slot)."""
+    def loader():
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, output="numpy", timeout=20,
+                                 **loader_args)
+    la, lb = loader(), loader()
+    ita, itb = iter(la), iter(lb)
+    for _ in range(3):
+        next(ita)
+        next(itb)
+    kept = next(itb)
+    indices = kept.indices.copy()
+    before = np.array(kept.data, copy=True)
+    assert (before == expected_data(indices)).all()
+    lb.close()
+    for _ in ita:                       # the rest of the epoch, and one more
+        pass
+    for _ in la:
+        pass
+    row0 = int(round(float(np.asarray(kept.data).reshape(
+        len(indices), -1)[0, 0])))
+    assert (np.asarray(kept.data) == before).all(), (
+        f"row 0 holds sample {row0}, not {indices[0]}")
+    la.close()
+
+
 def _children(pid):
     """The processes whose parent is @pid."""
     out = []

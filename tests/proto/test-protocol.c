@@ -94,6 +94,7 @@ static const struct {
 	{ "not-found-dataset", 1 },
 	{ "not-found-reloaded", 1 },
 	{ "memory-budget", 1 },
+	{ "group-ended", 0 },		/* tests/daemon/test-groups.c */
 	{ "reply-too-large", 1 },
 	{ "attach-busy", 0 },		/* tests/daemon/test-attach.c (FUSE) */
 	{ "max-clients", 1 },		/* the max-clients case */
