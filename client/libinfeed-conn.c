@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 #include "number.h"
 
 #define INFEED_HANDSHAKE_MS	10000	/* connect and Hello, by default */

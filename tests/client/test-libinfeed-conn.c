@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libinfeed-conn.h"
 #include "libinfeed-private.h"
 #include "runner.h"
 
