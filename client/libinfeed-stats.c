@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 
 /* A copy of a string that may be absent; false when out of memory. */
 static bool

@@ -20,7 +20,9 @@
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
  * proto/ lie under them all, but the protocol's messages end at peer:
- * below it, requests, answers and error codes are plain C.
+ * below it, requests, answers and error codes are plain C, and no file
+ * includes a protobuf header (proto/wire.h, the codec, is peer.c's; the
+ * layers below use proto/wire-frame.h, framing and descriptors).
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H

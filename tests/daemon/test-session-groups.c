@@ -85,7 +85,7 @@ setup(void)
 	    "dtype = float32\n"
 	    "seed = 3\n", WORKERS);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, text, strlen(text));
+	write_file(path, text, strlen(text));
 	unit_daemon_start(path, 1, WORKERS);
 	host.cat = cat;
 	host.pool = pool;
@@ -112,8 +112,8 @@ teardown(void)
 	session_free(ma.s);
 	session_free(mb.s);
 	session_free(mc.s);
-	deadline = unit_now_ms() + DEADLINE_MS;
-	while (!pool_idle(pool) && unit_now_ms() < deadline)
+	deadline = now_ms() + DEADLINE_MS;
+	while (!pool_idle(pool) && now_ms() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	ring_budget_settle(&budget);
 	ck_assert_uint_eq(budget.used, 0);
@@ -202,11 +202,11 @@ release(struct member *m, uint32_t slot)
 static void
 wait_steps(struct member *m, unsigned n)
 {
-	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t	deadline = now_ms() + DEADLINE_MS;
 
 	while (m->nsteps < n) {
 		ck_assert_msg(m->nerrors == 0, "an error: %s", m->error);
-		ck_assert_msg(unit_now_ms() < deadline, "%u steps, not %u, by "
+		ck_assert_msg(now_ms() < deadline, "%u steps, not %u, by "
 		    "the deadline", m->nsteps, n);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -216,9 +216,9 @@ wait_steps(struct member *m, unsigned n)
 static void
 run_for(uint64_t ms)
 {
-	uint64_t	end = unit_now_ms() + ms;
+	uint64_t	end = now_ms() + ms;
 
-	while (unit_now_ms() < end)
+	while (now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
 }
 
@@ -390,10 +390,10 @@ START_TEST(test_member_holding_the_group_back_leaves_with_its_own_ring)
 	wait_steps(&ma, 2);
 	slot1 = last_step(&ma, 0, 1);
 	release(&ma, slot1);
-	t0 = unit_now_ms();
+	t0 = now_ms();
 	next(&ma);
 	wait_steps(&ma, 3);
-	waited = unit_now_ms() - t0;
+	waited = now_ms() - t0;
 	release(&ma, ma.steps[2].slot);
 	printf("the member waited %llu ms on the one that stopped (slack "
 	    "%d ms)\n", (unsigned long long)waited, INFEED_GROUP_SLACK_MS);
