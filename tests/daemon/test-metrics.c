@@ -31,7 +31,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
-#include "peer.h"
+#include "peers.h"
 #include "stats.h"
 #include "unit-daemon.h"
 #include "wire.h"
