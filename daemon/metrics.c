@@ -49,6 +49,7 @@
 #include "metrics.h"
 #include "session.h"
 #include "stats.h"
+#include "stats-schema.h"
 #include "xmalloc.h"
 
 #define METRICS_MAX_HEADERS	8192
@@ -302,26 +303,49 @@ metrics_group_first(const struct stats *st, size_t i)
 	return (true);
 }
 
+/* The group counters of the schema (stats-schema.h), for /metrics. */
+static const struct {
+	const char	*name, *help;	/* NULL name: not in /metrics */
+	int		 reason;	/* session_leave_names; -1: none */
+	size_t		 field;		/* a uint64_t in session_report */
+} metrics_group_stats[] = {
+#define METRICS_GROUP_STAT(name, report, metric, reason, help)		\
+	{ metric, help, reason, offsetof(struct session_report, report) },
+	INFEED_GROUP_STATS(METRICS_GROUP_STAT)
+#undef METRICS_GROUP_STAT
+};
+
 /*
- * Counter family @name (@help) with one series per group: the uint64_t
- * at offset @field of its first session's report.
+ * The group counter families of metrics_group_stats[@f..@g) (one family,
+ * a series per reason), each series per group: its first session's.
  */
 static void
-metrics_group_counter(struct evbuffer *b, const struct stats *st,
-    const char *name, const char *help, size_t field)
+metrics_group_family(struct evbuffer *b, const struct stats *st, size_t f,
+    size_t g)
 {
 	const struct session_report	*r;
 	uint64_t			 v;
-	size_t				 i;
+	size_t				 i, k;
 
-	metrics_family(b, name, "counter", help);
+	metrics_family(b, metrics_group_stats[f].name, "counter",
+	    metrics_group_stats[f].help);
 	for (i = 0; i < st->nsessions; i++) {
 		r = &st->sessions[i].report;
 		if (!metrics_group_first(st, i))
 			continue;
-		memcpy(&v, (const char *)r + field, sizeof(v));
-		evbuffer_add_printf(b, "%s{group=\"%llu\"} %llu\n", name,
-		    (unsigned long long)r->group_id, (unsigned long long)v);
+		for (k = f; k < g; k++) {
+			memcpy(&v, (const char *)r + metrics_group_stats[k].field,
+			    sizeof(v));
+			evbuffer_add_printf(b, "%s{group=\"%llu\"",
+			    metrics_group_stats[k].name,
+			    (unsigned long long)r->group_id);
+			if (metrics_group_stats[k].reason >= 0)
+				evbuffer_add_printf(b, ",reason=\"%s\"",
+				    session_leave_names[
+				    metrics_group_stats[k].reason]);
+			evbuffer_add_printf(b, "} %llu\n",
+			    (unsigned long long)v);
+		}
 	}
 }
 
@@ -335,8 +359,7 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 {
 	const struct session_report	*r;
 	char				 id[32], group[48];
-	size_t				 i;
-	int				 k;
+	size_t				 i, f, g, n;
 
 	metrics_family(b, "infeed_group_members", "gauge", "Members of the "
 	    "shared group the session belongs to (group: the group's id).");
@@ -352,70 +375,33 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 		    group);
 		evbuffer_add_printf(b, " %u\n", r->group_members);
 	}
-	metrics_group_counter(b, st, "infeed_group_steps_filled_total",
-	    "Steps a shared group filled, each once for all its members.",
-	    offsetof(struct session_report, group_steps_filled));
-	metrics_family(b, "infeed_group_leaves_total", "counter",
-	    "Members that left a shared group for a ring of their own, by "
-	    "reason: held_back (it held the group back past the slack), "
-	    "waited (it waited on slots that members that left still hold).");
-	for (i = 0; i < st->nsessions; i++) {
-		r = &st->sessions[i].report;
-		for (k = 0; k < SESSION_LEAVE_REASONS &&
-		    metrics_group_first(st, i); k++)
-			evbuffer_add_printf(b, "infeed_group_leaves_total"
-			    "{group=\"%llu\",reason=\"%s\"} %llu\n",
-			    (unsigned long long)r->group_id,
-			    session_leave_names[k],
-			    (unsigned long long)r->group_leaves[k]);
+	/* Each family of the schema's group counters, in its order. */
+	n = sizeof(metrics_group_stats) / sizeof(metrics_group_stats[0]);
+	for (f = 0; f < n; f = g) {
+		for (g = f + 1; g < n && metrics_group_stats[g].name != NULL &&
+		    metrics_group_stats[f].name != NULL &&
+		    strcmp(metrics_group_stats[g].name,
+		    metrics_group_stats[f].name) == 0; g++)
+			continue;
+		if (metrics_group_stats[f].name != NULL)
+			metrics_group_family(b, st, f, g);
 	}
-	metrics_group_counter(b, st, "infeed_group_stays_total",
-	    "Members that fell behind a shared group with no room in the "
-	    "memory budget for a ring of their own (ended if they held it "
-	    "back, else stayed), or with steps of their former ring still "
-	    "held (stayed).",
-	    offsetof(struct session_report, group_stays));
-	metrics_group_counter(b, st, "infeed_group_rejoins_total",
-	    "Members that left a shared group and rejoined it on catching "
-	    "up.", offsetof(struct session_report, group_rejoins));
 }
 
-/* Worker processes: busy time, rows, restarts, stuck kills, takeovers. */
+/* Worker processes: the schema's counters (stats-schema.h). */
 static void
 metrics_workers(struct evbuffer *b, const struct stats *st)
 {
-	static const struct {
-		const char	*name, *type, *help;
-		int		 which;
-	} fam[] = {
-		{ "infeed_worker_busy_seconds_total", "counter",
-		  "Seconds the worker spent reading and writing rows.", 0 },
-		{ "infeed_worker_rows_total", "counter",
-		  "Rows the worker wrote into rings.", 1 },
-		{ "infeed_worker_restarts_total", "counter",
-		  "Times the worker process died and was started again.", 2 },
-		{ "infeed_worker_stuck_total", "counter",
-		  "Times the worker was killed for missing job_timeout.", 3 },
-		{ "infeed_worker_taken_over_total", "counter",
-		  "Jobs another worker took over from the worker: it began no "
-		  "row and used no CPU for a second.", 4 },
-	};
-	const struct pool_worker_info	*w;
-	size_t				 f, i;
-	double				 v;
+	size_t	i;
 
-	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
-		metrics_family(b, fam[f].name, fam[f].type, fam[f].help);
-		for (i = 0; i < st->nworkers; i++) {
-			w = &st->workers[i];
-			v = fam[f].which == 0 ? w->busy_s : fam[f].which == 1 ?
-			    (double)w->rows_done : fam[f].which == 2 ?
-			    (double)w->restarts : fam[f].which == 3 ?
-			    (double)w->stuck : (double)w->taken_over;
-			evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n",
-			    fam[f].name, i, v);
-		}
-	}
+#define METRICS_WORKER_STAT(field, type, name, help, ...)		\
+	metrics_family(b, name, "counter", help);			\
+	for (i = 0; i < st->nworkers; i++)				\
+		evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n", name,	\
+		    i, (double)st->workers[i].field);
+	INFEED_WORKER_STATS_DAEMON(METRICS_WORKER_STAT)
+	INFEED_WORKER_STATS(METRICS_WORKER_STAT)
+#undef METRICS_WORKER_STAT
 }
 
 /* The daemon's own gauges and its errors by code. */

@@ -11,8 +11,22 @@
 #include <string.h>
 
 #include "stats-frame.h"
+#include "stats-schema.h"
 #include "version.h"
 #include "xmalloc.h"
+
+/* The schema's types are the proto's (stats-schema.h). */
+#define STATS_FRAME_TYPE(msg, name, type)				\
+	_Static_assert(_Generic(((msg *)0)->name, type: 1, default: 0),	\
+	    "infeed.proto's " #name " is not " #type " as stats-schema.h "	\
+	    "says");
+#define STATS_FRAME_WORKER_TYPE(name, type, ...)			\
+	STATS_FRAME_TYPE(Infeed__WorkerStats, name, type)
+#define STATS_FRAME_GROUP_TYPE(name, ...)				\
+	STATS_FRAME_TYPE(Infeed__SessionStats, name, uint64_t)
+INFEED_WORKER_STATS_DAEMON(STATS_FRAME_WORKER_TYPE)
+INFEED_WORKER_STATS(STATS_FRAME_WORKER_TYPE)
+INFEED_GROUP_STATS(STATS_FRAME_GROUP_TYPE)
 
 /* A session's LoaderOptions, as it was asked for, for its SessionStats. */
 static void
@@ -120,16 +134,11 @@ stats_frame_session(const struct stats_session *in, Infeed__SessionStats *ss,
 		ss->has_group_id = ss->has_group_members = 1;
 		ss->group_id = r->group_id;
 		ss->group_members = r->group_members;
-		ss->has_group_steps_filled = ss->has_group_bytes_read = 1;
-		ss->group_steps_filled = r->group_steps_filled;
-		ss->group_bytes_read = r->group_bytes_read;
-		ss->has_group_leaves_held_back = ss->has_group_leaves_waited =
-		    ss->has_group_stays = ss->has_group_rejoins = 1;
-		ss->group_leaves_held_back =
-		    r->group_leaves[SESSION_LEAVE_HELD_BACK];
-		ss->group_leaves_waited = r->group_leaves[SESSION_LEAVE_WAITED];
-		ss->group_stays = r->group_stays;
-		ss->group_rejoins = r->group_rejoins;
+#define STATS_FRAME_GROUP(name, report, ...)				\
+		ss->has_##name = 1;					\
+		ss->name = r->report;
+		INFEED_GROUP_STATS(STATS_FRAME_GROUP)
+#undef STATS_FRAME_GROUP
 	}
 	ss->has_group_left = 1;
 	ss->group_left = r->group_left;
@@ -142,14 +151,12 @@ stats_frame_worker(const struct pool_worker_info *wi, Infeed__WorkerStats *ws)
 	infeed__worker_stats__init(ws);
 	ws->pid = wi->pid;
 	ws->state = (char *)(uintptr_t)wi->state;
-	ws->has_rows_done = ws->has_restarts = 1;
-	ws->rows_done = wi->rows_done;
-	ws->restarts = wi->restarts;
-	ws->has_stuck = ws->has_taken_over = 1;
-	ws->stuck = wi->stuck;
-	ws->taken_over = wi->taken_over;
-	ws->has_busy_s = 1;
-	ws->busy_s = wi->busy_s;
+#define STATS_FRAME_WORKER(name, ...)					\
+	ws->has_##name = 1;						\
+	ws->name = wi->name;
+	INFEED_WORKER_STATS_DAEMON(STATS_FRAME_WORKER)
+	INFEED_WORKER_STATS(STATS_FRAME_WORKER)
+#undef STATS_FRAME_WORKER
 }
 
 /* The snapshot as a Stats message. */

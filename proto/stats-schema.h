@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The statistics' counters, each declared once: X-macro tables from which
+ * the daemon fills the Stats frame (daemon/stats-frame.c) and renders
+ * /metrics (daemon/metrics.c), libinfeed converts the frame into its
+ * public structs (client/libinfeed-stats.c) and infeedctl status prints
+ * them (client/infeedctl.c).  A counter's name is its field in
+ * infeed.proto's message and in infeed.h's struct, which stay as they
+ * are (their field numbers and order are the ABI); libinfeed-stats.c and
+ * stats-frame.c check each entry's type against both at compile time.
+ *
+ * A new counter of these tables is its proto field, its infeed.h field,
+ * one line here and the code that counts it.
+ */
+#ifndef INFEED_STATS_SCHEMA_H
+#define INFEED_STATS_SCHEMA_H
+
+/*
+ * A worker's counters: X(name, type, metric, help, column, width), where
+ * metric is the /metrics counter family (one series per worker, labelled
+ * worker="i"), and column and width its heading in infeedctl status's
+ * table of workers.  Those of INFEED_WORKER_STATS_DAEMON are in the Stats
+ * frame and /metrics only (infeed.h's struct has no room for them); the
+ * daemon's struct pool_worker_info holds both lists, in this order.
+ */
+#define INFEED_WORKER_STATS_DAEMON(X)					\
+	X(busy_s, double, "infeed_worker_busy_seconds_total",		\
+	    "Seconds the worker spent reading and writing rows.", "", 0)
+
+#define INFEED_WORKER_STATS(X)						\
+	X(rows_done, uint64_t, "infeed_worker_rows_total",		\
+	    "Rows the worker wrote into rings.", "ROWS", 12)		\
+	X(restarts, uint32_t, "infeed_worker_restarts_total",		\
+	    "Times the worker process died and was started again.",	\
+	    "RESTARTS", 8)						\
+	X(stuck, uint32_t, "infeed_worker_stuck_total",			\
+	    "Times the worker was killed for missing job_timeout.",	\
+	    "STUCK", 6)							\
+	X(taken_over, uint32_t, "infeed_worker_taken_over_total",	\
+	    "Jobs another worker took over from the worker: it began no "	\
+	    "row and used no CPU for a second.", "TAKEN-OVER", 10)
+
+/*
+ * A shared group's counters, uint64_t each and the same on every member's
+ * SessionStats (sent only for a session in a group):
+ * X(name, report, metric, reason, help), where report is the field of
+ * the daemon's struct session_report that holds it, and metric the
+ * /metrics counter family, one series per group (NULL: none).  Entries
+ * of one family follow each other, each a reason (session_leave_names,
+ * -1: none) of it; the first carries the family's help.  infeedctl status
+ * --json prints them all, in this order.
+ */
+#define INFEED_GROUP_STATS(X)						\
+	X(group_steps_filled, group_steps_filled,			\
+	    "infeed_group_steps_filled_total", -1,			\
+	    "Steps a shared group filled, each once for all its members.") \
+	X(group_bytes_read, group_bytes_read, NULL, -1, NULL)		\
+	X(group_leaves_held_back, group_leaves[SESSION_LEAVE_HELD_BACK],	\
+	    "infeed_group_leaves_total", SESSION_LEAVE_HELD_BACK,	\
+	    "Members that left a shared group for a ring of their own, by " \
+	    "reason: held_back (it held the group back past the slack), " \
+	    "waited (it waited on slots that members that left still "	\
+	    "hold).")							\
+	X(group_leaves_waited, group_leaves[SESSION_LEAVE_WAITED],	\
+	    "infeed_group_leaves_total", SESSION_LEAVE_WAITED, NULL)	\
+	X(group_stays, group_stays, "infeed_group_stays_total", -1,	\
+	    "Members that fell behind a shared group with no room in the " \
+	    "memory budget for a ring of their own (ended if they held it " \
+	    "back, else stayed), or with steps of their former ring still " \
+	    "held (stayed).")						\
+	X(group_rejoins, group_rejoins, "infeed_group_rejoins_total", -1, \
+	    "Members that left a shared group and rejoined it on catching " \
+	    "up.")
+
+#endif /* INFEED_STATS_SCHEMA_H */
