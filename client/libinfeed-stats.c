@@ -9,6 +9,22 @@
 #include <string.h>
 
 #include "libinfeed-private.h"
+#include "stats-schema.h"
+
+/*
+ * The counters of stats-schema.h are fields of infeed.h's structs as it
+ * declares them: the table follows the ABI, never the other way round.
+ */
+#define INFEED_STATS_TYPE(str, name, type)				\
+	_Static_assert(_Generic(((struct str *)0)->name, type: 1,	\
+	    default: 0), "infeed.h's " #str "." #name " is not " #type	\
+	    " as stats-schema.h says");
+#define INFEED_WORKER_TYPE(name, type, ...)				\
+	INFEED_STATS_TYPE(infeed_worker_stats, name, type)
+#define INFEED_GROUP_TYPE(name, ...)					\
+	INFEED_STATS_TYPE(infeed_session_stats, name, uint64_t)
+INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
+INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
 
 /* A copy of a string that may be absent; false when out of memory. */
 static bool
@@ -59,12 +75,9 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->group_id = in->group_id;
 	ss->group_members = in->group_members;
 	ss->group_left = in->group_left;
-	ss->group_steps_filled = in->group_steps_filled;
-	ss->group_bytes_read = in->group_bytes_read;
-	ss->group_leaves_held_back = in->group_leaves_held_back;
-	ss->group_leaves_waited = in->group_leaves_waited;
-	ss->group_stays = in->group_stays;
-	ss->group_rejoins = in->group_rejoins;
+#define INFEED_GROUP_STAT(name, ...)	ss->name = in->name;
+	INFEED_GROUP_STATS(INFEED_GROUP_STAT)
+#undef INFEED_GROUP_STAT
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
 	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
 	    !infeed_strdup_opt(&ss->transform, lo != NULL &&
@@ -87,10 +100,10 @@ infeed_worker_stats_from(const Infeed__WorkerStats *in, size_t size)
 		return (NULL);
 	ws->struct_size = sizeof(*ws);
 	ws->pid = in->pid;
-	ws->rows_done = in->rows_done;
-	ws->restarts = in->restarts;
-	ws->stuck = in->has_stuck ? in->stuck : 0;
-	ws->taken_over = in->has_taken_over ? in->taken_over : 0;
+#define INFEED_WORKER_STAT(name, ...)					\
+	ws->name = in->has_##name ? in->name : 0;
+	INFEED_WORKER_STATS(INFEED_WORKER_STAT)
+#undef INFEED_WORKER_STAT
 	if (!infeed_strdup_opt(&ws->state, in->state)) {
 		free(ws);
 		return (NULL);
