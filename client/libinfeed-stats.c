@@ -23,6 +23,10 @@
 	INFEED_STATS_TYPE(infeed_worker_stats, name, type)
 #define INFEED_GROUP_TYPE(name, ...)					\
 	INFEED_STATS_TYPE(infeed_session_stats, name, uint64_t)
+#define INFEED_SESSION_TYPE(name, report, scale, metric, help, lib)	\
+	INFEED_STATS_##lib(INFEED_STATS_TYPE(infeed_session_stats, name,	\
+	    __typeof__((uint64_t)0 / (scale))))
+INFEED_SESSION_STATS(INFEED_SESSION_TYPE)
 INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
 INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
 
@@ -52,7 +56,6 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->slots = in->slots;
 	ss->slots_ready = in->slots_ready;
 	ss->slots_held = in->slots_held;
-	ss->steps_delivered = in->steps_delivered;
 	ss->items_per_s = in->items_per_s;
 	if (lo != NULL) {
 		ss->has_options = true;
@@ -68,9 +71,10 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 		ss->distributed_process_id = lo->distributed_process_id;
 		ss->distributed_process_count = lo->distributed_process_count;
 	}
-	ss->data_wait_s = in->has_data_wait_s ? in->data_wait_s : 0;
-	ss->active_s = in->has_active_s ? in->active_s : 0;
-	ss->samples_replaced = in->samples_replaced;
+#define INFEED_SESSION_STAT(name, report, scale, metric, help, lib)	\
+	INFEED_STATS_##lib(ss->name = in->has_##name ? in->name : 0;)
+	INFEED_SESSION_STATS(INFEED_SESSION_STAT)
+#undef INFEED_SESSION_STAT
 	ss->errors_sent = in->errors_sent;
 	ss->group_id = in->group_id;
 	ss->group_members = in->group_members;

@@ -130,48 +130,39 @@ metrics_labels(struct evbuffer *b, const char *dataset, const char *client,
 	    extra ? "," : "", extra ? extra : "");
 }
 
+/* The session counters of the schema (stats-schema.h), for /metrics. */
+enum {
+#define METRICS_SESSION_INDEX(name, ...)	METRICS_##name,
+	INFEED_SESSION_STATS(METRICS_SESSION_INDEX)
+#undef METRICS_SESSION_INDEX
+	METRICS_SESSION_STATS
+};
+
 /* One session's series (live or folded), whose sample @w is in @buf. */
 struct metrics_series {
 	const char	*dataset;
 	const char	*client;
 	char		 session[32];	/* an id, or "ended" */
-	uint64_t	 steps;
-	uint64_t	 rows;
-	uint64_t	 bytes_read;
-	uint64_t	 samples_replaced;
-	double		 data_wait_s;
-	double		 active_s;
+	double		 v[METRICS_SESSION_STATS];	/* by the schema */
 	const uint64_t	*wait_counts;	/* SESSION_WAIT_BUCKETS */
 	size_t		 nwait_counts;
 };
 
-/* A counter or gauge of every series, read by @get. */
+/* Counter family @name (@help): entry @k of every series. */
 static void
 metrics_per_series(struct evbuffer *b, const struct metrics_series *s,
-    size_t n, const char *name, const char *type, const char *help,
-    double (*get)(const struct metrics_series *))
+    size_t n, const char *name, const char *help, size_t k)
 {
 	size_t	i;
 
-	metrics_family(b, name, type, help);
+	metrics_family(b, name, "counter", help);
 	for (i = 0; i < n; i++) {
 		evbuffer_add_printf(b, "%s", name);
 		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
 		    NULL);
-		evbuffer_add_printf(b, " %.10g\n", get(&s[i]));
+		evbuffer_add_printf(b, " %.10g\n", s[i].v[k]);
 	}
 }
-
-static double	get_steps(const struct metrics_series *s) { return (s->steps); }
-static double	get_rows(const struct metrics_series *s) { return (s->rows); }
-static double	get_replaced(const struct metrics_series *s)
-		    { return (s->samples_replaced); }
-static double	get_bytes(const struct metrics_series *s)
-		    { return (s->bytes_read); }
-static double	get_wait(const struct metrics_series *s)
-		    { return (s->data_wait_s); }
-static double	get_active(const struct metrics_series *s)
-		    { return (s->active_s); }
 
 /* The histogram of each Next's wait, per series. */
 static void
@@ -203,8 +194,8 @@ metrics_wait_histogram(struct evbuffer *b, const struct metrics_series *s,
 		evbuffer_add_printf(b, "%s_sum", name);
 		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
 		    NULL);
-		evbuffer_add_printf(b, " %.10g\n%s_count", s[i].data_wait_s,
-		    name);
+		evbuffer_add_printf(b, " %.10g\n%s_count",
+		    s[i].v[METRICS_data_wait_s], name);
 		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
 		    NULL);
 		evbuffer_add_printf(b, " %llu\n", (unsigned long long)cum);
@@ -229,12 +220,10 @@ metrics_series(const struct stats *st, size_t *n)
 		x->client = st->sessions[i].client_name;
 		snprintf(x->session, sizeof(x->session), "%llu",
 		    (unsigned long long)r->id);
-		x->steps = r->steps;
-		x->rows = r->rows;
-		x->bytes_read = r->bytes_read;
-		x->samples_replaced = r->samples_replaced;
-		x->data_wait_s = (double)r->data_wait_us / 1e6;
-		x->active_s = (double)r->active_us / 1e6;
+#define METRICS_SERIES_LIVE(name, report, scale, ...)			\
+		x->v[METRICS_##name] = (double)(r->report / (scale));
+		INFEED_SESSION_STATS(METRICS_SERIES_LIVE)
+#undef METRICS_SERIES_LIVE
 		x->wait_counts = r->wait_counts;
 		x->nwait_counts = SESSION_WAIT_BUCKETS;
 	}
@@ -244,12 +233,10 @@ metrics_series(const struct stats *st, size_t *n)
 		x->dataset = e->dataset;
 		x->client = "";
 		snprintf(x->session, sizeof(x->session), "ended");
-		x->steps = e->steps;
-		x->rows = e->rows;
-		x->bytes_read = e->bytes_read;
-		x->samples_replaced = e->samples_replaced;
-		x->data_wait_s = e->data_wait_us / 1e6;
-		x->active_s = e->active_us / 1e6;
+#define METRICS_SERIES_ENDED(name, report, scale, ...)			\
+		x->v[METRICS_##name] = (double)(e->report / (scale));
+		INFEED_SESSION_STATS(METRICS_SERIES_ENDED)
+#undef METRICS_SERIES_ENDED
 		x->wait_counts = e->wait_counts;
 		x->nwait_counts = SESSION_WAIT_BUCKETS;
 	}
@@ -496,23 +483,10 @@ metrics_render(struct evbuffer *b, const struct stats *st)
 
 	s = metrics_series(st, &n);
 	metrics_daemon(b, st);
-	metrics_per_series(b, s, n, "infeed_steps_delivered_total", "counter",
-	    "Device steps delivered to the trainer.", get_steps);
-	metrics_per_series(b, s, n, "infeed_items_delivered_total", "counter",
-	    "Samples delivered to the trainer.", get_rows);
-	metrics_per_series(b, s, n, "infeed_read_bytes_total", "counter",
-	    "Bytes the workers read from the dataset for the session (sum by "
-	    "dataset for a dataset's).", get_bytes);
-	metrics_per_series(b, s, n, "infeed_samples_replaced_total", "counter",
-	    "Bad samples (images that cannot be decoded) replaced by other "
-	    "samples of the dataset, with bad_samples = replace.",
-	    get_replaced);
-	metrics_per_series(b, s, n, "infeed_data_wait_seconds_total",
-	    "counter", "Seconds the trainer waited in Next with no step "
-	    "ready: divided by infeed_active_seconds_total, the share of time "
-	    "it was input-bound.", get_wait);
-	metrics_per_series(b, s, n, "infeed_active_seconds_total", "counter",
-	    "Seconds since the session's first Next.", get_active);
+#define METRICS_SESSION_FAMILY(name, report, scale, metric, help, ...)	\
+	metrics_per_series(b, s, n, metric, help, METRICS_##name);
+	INFEED_SESSION_STATS(METRICS_SESSION_FAMILY)
+#undef METRICS_SESSION_FAMILY
 	metrics_wait_histogram(b, s, n);
 	metrics_rings(b, st);
 	metrics_groups(b, st);

@@ -24,6 +24,10 @@
 	STATS_FRAME_TYPE(Infeed__WorkerStats, name, type)
 #define STATS_FRAME_GROUP_TYPE(name, ...)				\
 	STATS_FRAME_TYPE(Infeed__SessionStats, name, uint64_t)
+#define STATS_FRAME_SESSION_TYPE(name, report, scale, ...)		\
+	STATS_FRAME_TYPE(Infeed__SessionStats, name,			\
+	    __typeof__((uint64_t)0 / (scale)))
+INFEED_SESSION_STATS(STATS_FRAME_SESSION_TYPE)
 INFEED_WORKER_STATS_DAEMON(STATS_FRAME_WORKER_TYPE)
 INFEED_WORKER_STATS(STATS_FRAME_WORKER_TYPE)
 INFEED_GROUP_STATS(STATS_FRAME_GROUP_TYPE)
@@ -110,18 +114,13 @@ stats_frame_session(const struct stats_session *in, Infeed__SessionStats *ss,
 	ss->slots_ready = r->slots_ready;
 	ss->slots_held = r->slots_held;
 	ss->slots = r->slots;
-	ss->has_steps_delivered = ss->has_rows_delivered = 1;
-	ss->steps_delivered = r->steps;
-	ss->rows_delivered = r->rows;
-	ss->has_bytes_read = 1;
-	ss->bytes_read = r->bytes_read;
-	ss->has_samples_replaced = 1;
-	ss->samples_replaced = r->samples_replaced;
+#define STATS_FRAME_SESSION(name, report, scale, ...)			\
+	ss->has_##name = 1;						\
+	ss->name = r->report / (scale);
+	INFEED_SESSION_STATS(STATS_FRAME_SESSION)
+#undef STATS_FRAME_SESSION
 	ss->has_items_per_s = 1;
 	ss->items_per_s = r->items_per_s;
-	ss->has_data_wait_s = ss->has_active_s = 1;
-	ss->data_wait_s = (double)r->data_wait_us / 1e6;
-	ss->active_s = (double)r->active_us / 1e6;
 	ss->n_next_wait_counts = SESSION_WAIT_BUCKETS;
 	ss->next_wait_counts = (uint64_t *)(uintptr_t)r->wait_counts;
 	ss->has_client_pid = ss->has_client_uid = 1;

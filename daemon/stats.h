@@ -22,6 +22,7 @@
 #include "pool.h"
 #include "ring.h"
 #include "session.h"
+#include "stats-schema.h"
 
 /* A live session, with what its peer knows of the client. */
 struct stats_session {
@@ -34,12 +35,10 @@ struct stats_session {
 struct stats_ended {
 	char		*dataset;
 	uint64_t	 sessions;
-	uint64_t	 steps;
-	uint64_t	 rows;
-	uint64_t	 bytes_read;
-	uint64_t	 samples_replaced;
-	uint64_t	 data_wait_us;
-	uint64_t	 active_us;
+	/* steps, rows, ..., active_us: INFEED_SESSION_STATS' report fields */
+#define STATS_ENDED_FIELD(name, report, ...)	uint64_t report;
+	INFEED_SESSION_STATS(STATS_ENDED_FIELD)
+#undef STATS_ENDED_FIELD
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
 };
 

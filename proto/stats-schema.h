@@ -16,6 +16,39 @@
 #define INFEED_STATS_SCHEMA_H
 
 /*
+ * A session's cumulative counters, which outlive it (the daemon folds an
+ * ended session's into its dataset's history) and are /metrics series
+ * per session and per dataset of ended ones:
+ * X(name, report, scale, metric, help, lib), where report is the uint64_t
+ * field of the daemon's struct session_report (and struct stats_ended)
+ * that counts it, divided by scale for the Stats frame and /metrics (1e6:
+ * microseconds counted, seconds sent); lib is LIB where infeed.h's
+ * struct infeed_session_stats has the field, else NOLIB.
+ */
+#define INFEED_SESSION_STATS(X)						\
+	X(steps_delivered, steps, 1, "infeed_steps_delivered_total",	\
+	    "Device steps delivered to the trainer.", LIB)		\
+	X(rows_delivered, rows, 1, "infeed_items_delivered_total",	\
+	    "Samples delivered to the trainer.", NOLIB)			\
+	X(bytes_read, bytes_read, 1, "infeed_read_bytes_total",		\
+	    "Bytes the workers read from the dataset for the session (sum " \
+	    "by dataset for a dataset's).", NOLIB)			\
+	X(samples_replaced, samples_replaced, 1,			\
+	    "infeed_samples_replaced_total", "Bad samples (images that "	\
+	    "cannot be decoded) replaced by other samples of the dataset, " \
+	    "with bad_samples = replace.", LIB)				\
+	X(data_wait_s, data_wait_us, 1e6, "infeed_data_wait_seconds_total", \
+	    "Seconds the trainer waited in Next with no step ready: "	\
+	    "divided by infeed_active_seconds_total, the share of time it " \
+	    "was input-bound.", LIB)					\
+	X(active_s, active_us, 1e6, "infeed_active_seconds_total",	\
+	    "Seconds since the session's first Next.", LIB)
+
+/* For a table's lib column: the code for infeed.h's fields only. */
+#define INFEED_STATS_LIB(code)		code
+#define INFEED_STATS_NOLIB(code)
+
+/*
  * A worker's counters: X(name, type, metric, help, column, width), where
  * metric is the /metrics counter family (one series per worker, labelled
  * worker="i"), and column and width its heading in infeedctl status's
