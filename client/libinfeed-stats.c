@@ -26,6 +26,9 @@
 #define INFEED_SESSION_TYPE(name, report, scale, metric, help, lib)	\
 	INFEED_STATS_##lib(INFEED_STATS_TYPE(infeed_session_stats, name,	\
 	    __typeof__((uint64_t)0 / (scale))))
+#define INFEED_MEMORY_TYPE(name, ...)					\
+	INFEED_STATS_TYPE(infeed_stats, name, uint64_t)
+INFEED_MEMORY_STATS(INFEED_MEMORY_TYPE)
 INFEED_SESSION_STATS(INFEED_SESSION_TYPE)
 INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
 INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
@@ -128,13 +131,9 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->struct_size = sizeof(*st);
 	st->uptime_ms = in->uptime_ms;
 	st->clients = in->clients;
-	st->memory_used = in->memory_used;
-	st->memory_budget = in->memory_budget;
-	st->memory_kept = in->memory_kept;
-	st->rings_reused = in->rings_reused;
-	st->rings_made = in->rings_made;
-	st->memory_private = in->memory_private;
-	st->memory_held = in->memory_held;
+#define INFEED_MEMORY_STAT(name, ...)	st->name = in->name;
+	INFEED_MEMORY_STATS(INFEED_MEMORY_STAT)
+#undef INFEED_MEMORY_STAT
 	st->workers_auto = in->has_workers_auto && in->workers_auto;
 	st->workers_max = in->workers_max;
 	st->pool_grows = in->pool_grows;

@@ -401,36 +401,12 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	evbuffer_add_printf(b, "infeed_clients %u\n", st->clients);
 	metrics_family(b, "infeed_sessions", "gauge", "Attached sessions.");
 	evbuffer_add_printf(b, "infeed_sessions %zu\n", st->nsessions);
-	metrics_family(b, "infeed_memory_used_bytes", "gauge", "Shared "
-	    "memory in the step rings of sessions.");
-	evbuffer_add_printf(b, "infeed_memory_used_bytes %llu\n",
-	    (unsigned long long)st->memory_used);
-	metrics_family(b, "infeed_memory_kept_bytes", "gauge", "Ring memory "
-	    "of ended sessions kept warm for the next (keep_ring_memory).");
-	evbuffer_add_printf(b, "infeed_memory_kept_bytes %llu\n",
-	    (unsigned long long)st->memory_kept);
-	metrics_family(b, "infeed_memory_held_bytes", "gauge", "Ring memory "
-	    "of ended sessions whose client processes still hold steps, "
-	    "charged to the budget until they exit.");
-	evbuffer_add_printf(b, "infeed_memory_held_bytes %llu\n",
-	    (unsigned long long)st->memory_held);
-	metrics_family(b, "infeed_rings_reused_total", "counter", "Rings "
-	    "made on kept memory.");
-	evbuffer_add_printf(b, "infeed_rings_reused_total %llu\n",
-	    (unsigned long long)st->rings_reused);
-	metrics_family(b, "infeed_rings_made_total", "counter", "Rings made "
-	    "on new memory.");
-	evbuffer_add_printf(b, "infeed_rings_made_total %llu\n",
-	    (unsigned long long)st->rings_made);
-	metrics_family(b, "infeed_memory_private_bytes", "gauge", "infeedd's "
-	    "own memory beyond rings and datasets: resident anonymous memory "
-	    "and page tables of the main process and its workers.");
-	evbuffer_add_printf(b, "infeed_memory_private_bytes %llu\n",
-	    (unsigned long long)st->memory_private);
-	metrics_family(b, "infeed_memory_budget_bytes", "gauge", "The "
-	    "configured memory_budget for rings.");
-	evbuffer_add_printf(b, "infeed_memory_budget_bytes %llu\n",
-	    (unsigned long long)st->memory_budget);
+#define METRICS_MEMORY(name, metric, type, help)			\
+	metrics_family(b, metric, type, help);				\
+	evbuffer_add_printf(b, metric " %llu\n",			\
+	    (unsigned long long)st->name);
+	INFEED_MEMORY_STATS(METRICS_MEMORY)
+#undef METRICS_MEMORY
 	metrics_family(b, "infeed_uptime_seconds", "gauge", "Seconds since "
 	    "infeedd started.");
 	evbuffer_add_printf(b, "infeed_uptime_seconds %.3f\n",

@@ -27,6 +27,9 @@
 #define STATS_FRAME_SESSION_TYPE(name, report, scale, ...)		\
 	STATS_FRAME_TYPE(Infeed__SessionStats, name,			\
 	    __typeof__((uint64_t)0 / (scale)))
+#define STATS_FRAME_MEMORY_TYPE(name, ...)				\
+	STATS_FRAME_TYPE(Infeed__Stats, name, uint64_t)
+INFEED_MEMORY_STATS(STATS_FRAME_MEMORY_TYPE)
 INFEED_SESSION_STATS(STATS_FRAME_SESSION_TYPE)
 INFEED_WORKER_STATS_DAEMON(STATS_FRAME_WORKER_TYPE)
 INFEED_WORKER_STATS(STATS_FRAME_WORKER_TYPE)
@@ -188,15 +191,11 @@ stats_frame_fill(struct stats_frame *sf, const struct stats *snap)
 	st->clients = snap->clients;
 	st->n_sessions = snap->nsessions;
 	st->sessions = sf->ssp;
-	st->has_memory_used = st->has_memory_budget = 1;
-	st->memory_used = snap->memory_used;
-	st->memory_budget = snap->memory_budget;
-	st->has_memory_kept = st->has_rings_reused = st->has_rings_made = 1;
-	st->memory_kept = snap->memory_kept;
-	st->rings_reused = snap->rings_reused;
-	st->rings_made = snap->rings_made;
-	st->has_memory_held = 1;
-	st->memory_held = snap->memory_held;
+#define STATS_FRAME_MEMORY(name, ...)					\
+	st->has_##name = 1;						\
+	st->name = snap->name;
+	INFEED_MEMORY_STATS(STATS_FRAME_MEMORY)
+#undef STATS_FRAME_MEMORY
 	st->has_jobs_queued = 1;
 	st->jobs_queued = snap->jobs_queued;
 	st->has_rows_reissued = 1;
@@ -208,8 +207,6 @@ stats_frame_fill(struct stats_frame *sf, const struct stats *snap)
 	st->n_workers = snap->nworkers;
 	st->workers = sf->wsp;
 	st->huge_pages = (char *)(uintptr_t)snap->huge_pages;
-	st->has_memory_private = 1;
-	st->memory_private = snap->memory_private;
 	if (snap->workers_auto) {
 		st->has_workers_auto = st->has_workers_max = 1;
 		st->workers_auto = 1;

@@ -63,13 +63,13 @@ struct stats {
 	uint64_t		 rows_reissued;
 	pid_t			 fork_server_pid;	/* -1: none up */
 	unsigned		 fork_server_restarts;
-	uint64_t		 memory_used;	/* live rings and their tables */
-	uint64_t		 memory_kept;
-	uint64_t		 memory_held;
-	uint64_t		 memory_budget;
-	uint64_t		 memory_private; /* main process and workers */
-	uint64_t		 rings_reused;
-	uint64_t		 rings_made;
+	/*
+	 * memory_used (live rings and their tables), memory_kept, ...,
+	 * memory_private (main process and workers): stats-schema.h.
+	 */
+#define STATS_MEMORY_FIELD(name, ...)	uint64_t name;
+	INFEED_MEMORY_STATS(STATS_MEMORY_FIELD)
+#undef STATS_MEMORY_FIELD
 	const char		*huge_pages;
 	const struct stats_history *history;	/* borrowed */
 };

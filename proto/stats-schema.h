@@ -16,6 +16,32 @@
 #define INFEED_STATS_SCHEMA_H
 
 /*
+ * The daemon's memory and rings, uint64_t each, in the Stats message,
+ * the daemon's struct stats and infeed.h's struct infeed_stats:
+ * X(name, metric, type, help), where metric is the /metrics family (one
+ * series, no label) and type its Prometheus type.
+ */
+#define INFEED_MEMORY_STATS(X)						\
+	X(memory_used, "infeed_memory_used_bytes", "gauge",		\
+	    "Shared memory in the step rings of sessions.")		\
+	X(memory_kept, "infeed_memory_kept_bytes", "gauge",		\
+	    "Ring memory of ended sessions kept warm for the next "	\
+	    "(keep_ring_memory).")					\
+	X(memory_held, "infeed_memory_held_bytes", "gauge",		\
+	    "Ring memory of ended sessions whose client processes still " \
+	    "hold steps, charged to the budget until they exit.")	\
+	X(rings_reused, "infeed_rings_reused_total", "counter",		\
+	    "Rings made on kept memory.")				\
+	X(rings_made, "infeed_rings_made_total", "counter",		\
+	    "Rings made on new memory.")				\
+	X(memory_private, "infeed_memory_private_bytes", "gauge",	\
+	    "infeedd's own memory beyond rings and datasets: resident "	\
+	    "anonymous memory and page tables of the main process and its " \
+	    "workers.")							\
+	X(memory_budget, "infeed_memory_budget_bytes", "gauge",		\
+	    "The configured memory_budget for rings.")
+
+/*
  * A session's cumulative counters, which outlive it (the daemon folds an
  * ended session's into its dataset's history) and are /metrics series
  * per session and per dataset of ended ones:
