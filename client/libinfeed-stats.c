@@ -24,7 +24,7 @@
 #define INFEED_GROUP_TYPE(name, ...)					\
 	INFEED_STATS_TYPE(infeed_session_stats, name, uint64_t)
 #define INFEED_SESSION_TYPE(name, report, scale, metric, help, lib)	\
-	INFEED_STATS_##lib(INFEED_STATS_TYPE(infeed_session_stats, name,	\
+	INFEED_STATS_##lib(INFEED_STATS_TYPE(infeed_session_stats, name, \
 	    __typeof__((uint64_t)0 / (scale))))
 #define INFEED_MEMORY_TYPE(name, ...)					\
 	INFEED_STATS_TYPE(infeed_stats, name, uint64_t)

@@ -321,8 +321,8 @@ metrics_group_family(struct evbuffer *b, const struct stats *st, size_t f,
 		if (!metrics_group_first(st, i))
 			continue;
 		for (k = f; k < g; k++) {
-			memcpy(&v, (const char *)r + metrics_group_stats[k].field,
-			    sizeof(v));
+			memcpy(&v, (const char *)r +
+			    metrics_group_stats[k].field, sizeof(v));
 			evbuffer_add_printf(b, "%s{group=\"%llu\"",
 			    metrics_group_stats[k].name,
 			    (unsigned long long)r->group_id);
@@ -384,7 +384,7 @@ metrics_workers(struct evbuffer *b, const struct stats *st)
 #define METRICS_WORKER_STAT(field, type, name, help, ...)		\
 	metrics_family(b, name, "counter", help);			\
 	for (i = 0; i < st->nworkers; i++)				\
-		evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n", name,	\
+		evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n", name, \
 		    i, (double)st->workers[i].field);
 	INFEED_WORKER_STATS_DAEMON(METRICS_WORKER_STAT)
 	INFEED_WORKER_STATS(METRICS_WORKER_STAT)

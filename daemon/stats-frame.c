@@ -18,7 +18,7 @@
 /* The schema's types are the proto's (stats-schema.h). */
 #define STATS_FRAME_TYPE(msg, name, type)				\
 	_Static_assert(_Generic(((msg *)0)->name, type: 1, default: 0),	\
-	    "infeed.proto's " #name " is not " #type " as stats-schema.h "	\
+	    "infeed.proto's " #name " is not " #type " as stats-schema.h " \
 	    "says");
 #define STATS_FRAME_WORKER_TYPE(name, type, ...)			\
 	STATS_FRAME_TYPE(Infeed__WorkerStats, name, type)

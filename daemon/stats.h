@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The daemon's statistics, as one model: a snapshot taken at once from the
- * peers, their sessions, the worker pool and the ring budget (peer.c's
- * peers_stats() fills it), rendered three ways: the Stats frame (peer.c),
- * /metrics (metrics.c) and systemd's STATUS= line (daemon.c).  Plain data:
+ * peers, their sessions, the worker pool and the ring budget (peers.c's
+ * peers_stats() fills it), rendered three ways: the Stats frame
+ * (stats-frame.c), /metrics (metrics.c) and systemd's STATUS= line
+ * (daemon.c).  Counters that several renderings share are declared once,
+ * in proto/stats-schema.h.  Plain data:
  * its strings are borrowed from what they describe, so a snapshot is used
  * at once, then cleared.
  *

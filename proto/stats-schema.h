@@ -60,7 +60,7 @@
 	    "Bytes the workers read from the dataset for the session (sum " \
 	    "by dataset for a dataset's).", NOLIB)			\
 	X(samples_replaced, samples_replaced, 1,			\
-	    "infeed_samples_replaced_total", "Bad samples (images that "	\
+	    "infeed_samples_replaced_total", "Bad samples (images that " \
 	    "cannot be decoded) replaced by other samples of the dataset, " \
 	    "with bad_samples = replace.", LIB)				\
 	X(data_wait_s, data_wait_us, 1e6, "infeed_data_wait_seconds_total", \
@@ -96,7 +96,7 @@
 	    "Times the worker was killed for missing job_timeout.",	\
 	    "STUCK", 6)							\
 	X(taken_over, uint32_t, "infeed_worker_taken_over_total",	\
-	    "Jobs another worker took over from the worker: it began no "	\
+	    "Jobs another worker took over from the worker: it began no " \
 	    "row and used no CPU for a second.", "TAKEN-OVER", 10)
 
 /*
@@ -114,7 +114,7 @@
 	    "infeed_group_steps_filled_total", -1,			\
 	    "Steps a shared group filled, each once for all its members.") \
 	X(group_bytes_read, group_bytes_read, NULL, -1, NULL)		\
-	X(group_leaves_held_back, group_leaves[SESSION_LEAVE_HELD_BACK],	\
+	X(group_leaves_held_back, group_leaves[SESSION_LEAVE_HELD_BACK], \
 	    "infeed_group_leaves_total", SESSION_LEAVE_HELD_BACK,	\
 	    "Members that left a shared group for a ring of their own, by " \
 	    "reason: held_back (it held the group back past the slack), " \
