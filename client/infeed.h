@@ -545,6 +545,8 @@ int		 infeed_next_size(struct infeed *f, struct infeed_step *step,
  * Ctrl-C).  The Next stays outstanding: the next infeed_next or
  * infeed_next_timeout collects its step, and infeed_release may be called
  * meanwhile (a step released then frees its slot for the one awaited).
+ * When the session ends first (infeed_detach, infeed_free), a step already
+ * come for it is given back, never handed out (since 1.9.1).
  */
 #define infeed_next_timeout(f, step, timeout_ms)			\
 	infeed_next_timeout_size((f), (step), sizeof(*(step)), (timeout_ms))
@@ -559,7 +561,8 @@ int		 infeed_next_timeout_size(struct infeed *f,
 int		 infeed_release(struct infeed *f, const struct infeed_step *step);
 
 /**
- * infeed_detach() - end the session; the connection stays open.
+ * infeed_detach() - end the session; the connection stays open.  A Next
+ * still outstanding is dropped, its step given back if it has come.
  */
 int		 infeed_detach(struct infeed *f);
 

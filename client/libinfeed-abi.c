@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 #include "number.h"
 
 /*

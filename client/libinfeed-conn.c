@@ -10,6 +10,13 @@
  * pending while its reply is unread (a wait that timed out, a refused
  * Release reported first), held when its reply was read but a refused
  * Release was reported first; the next infeed_conn_next collects it.
+ *
+ * A descriptor belongs to the frame it came with (a ring's, with Attached
+ * or a Step that moves the session to a new ring): each frame read takes
+ * its own off the queue, and one nobody takes is closed, so a frame never
+ * gets another's.  A Next whose reply nobody will collect (the session
+ * ends) gives its Step's slot back at once: the daemon would otherwise
+ * charge that slot's ring to the process until it exits.
  */
 
 #include <sys/socket.h>
@@ -21,19 +28,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 #include "number.h"
 
 #define INFEED_HANDSHAKE_MS	10000	/* connect and Hello, by default */
-
-/*
- * Request ids (docs/protocol.md, pipelining): a Release's reply may come
- * before or after the Step of a Next sent earlier, so every reply is told
- * apart by the id its request carried.
- */
-#define INFEED_ID_RELEASE	1
-#define INFEED_ID_NEXT		2
-#define INFEED_ID_CALL		3
 
 /* Not connected, nothing outstanding. */
 void
@@ -42,7 +40,27 @@ infeed_conn_init(struct infeed_conn *c)
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	c->max_frame = INFEED_DEFAULT_MAX_FRAME;
+	c->reply_fd = c->held_fd = -1;
 	wire_in_init(&c->in, c->max_frame);
+}
+
+/* Close *@fd if it is open, and forget it. */
+static void
+infeed_conn_fd_close(int *fd)
+{
+	if (*fd != -1)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The descriptor of the last reply read, now the caller's; -1: none. */
+int
+infeed_conn_take_fd(struct infeed_conn *c)
+{
+	int	fd = c->reply_fd;
+
+	c->reply_fd = -1;
+	return (fd);
 }
 
 /* Forget the outstanding Next and its reply, if any. */
@@ -52,6 +70,7 @@ infeed_conn_next_clear(struct infeed_conn *c)
 	if (c->held != NULL)
 		infeed__frame__free_unpacked(c->held, NULL);
 	c->held = NULL;
+	infeed_conn_fd_close(&c->held_fd);
 	c->next = INFEED_NEXT_NONE;
 }
 
@@ -65,6 +84,7 @@ infeed_conn_close(struct infeed_conn *c)
 	wire_in_clear(&c->in);
 	wire_in_init(&c->in, c->max_frame);
 	c->releases_unanswered = 0;
+	infeed_conn_fd_close(&c->reply_fd);
 	infeed_conn_next_clear(c);
 }
 
@@ -153,17 +173,41 @@ infeed_poll(struct infeed *f, int timeout_ms)
 	return (INFEED_OK);
 }
 
-/* Read the next frame, waiting up to @timeout_ms (-1: for ever). */
+/*
+ * Take the descriptors that came with the frame just cut: the first is
+ * its own (-1: none), any more are closed (no reply carries two).
+ */
 static int
-infeed_recv_any(struct infeed *f, Infeed__Frame **out, int timeout_ms)
+infeed_frame_fd(struct wire_in *in)
+{
+	int	fd = -1;
+
+	while (wire_in_frame_fds(in) > 0) {
+		if (fd == -1)
+			fd = wire_in_take_fd(in);
+		else
+			close(wire_in_take_fd(in));
+	}
+	return (fd);
+}
+
+/*
+ * Read the next frame and its descriptor (*@fd, -1: none), waiting up to
+ * @timeout_ms (-1: for ever).
+ */
+static int
+infeed_recv_any(struct infeed *f, Infeed__Frame **out, int *fd,
+    int timeout_ms)
 {
 	char		*cause = NULL;
 	ssize_t		 n;
 	int		 r;
 
+	*fd = -1;
 	for (;;) {
 		switch (wire_in_frame(&f->conn.in, out, &cause)) {
 		case WIRE_OK:
+			*fd = infeed_frame_fd(&f->conn.in);
 			return (INFEED_OK);
 		case WIRE_BAD:
 			infeed_fail(f, INFEED_ERR_PROTOCOL, "bad frame from "
@@ -215,7 +259,9 @@ infeed_is_release_reply(const struct infeed *f, const Infeed__Frame *fr)
  * the wait ran out, the connection failed, or (with a bounded wait) a
  * refused Release is reported first.  A reply read is *@out, or an Error
  * (INFEED_ERR_DAEMON) or neither @want nor @also (INFEED_ERR_PROTOCOL),
- * freed; *@refused says a Release was refused on the way.
+ * freed; *@refused says a Release was refused on the way.  The reply's
+ * descriptor is f->conn.reply_fd until taken (infeed_conn_take_fd); the
+ * last reply's that nobody took is closed now.
  */
 static int
 infeed_conn_read_reply(struct infeed *f, Infeed__Frame__MsgCase want,
@@ -223,15 +269,18 @@ infeed_conn_read_reply(struct infeed *f, Infeed__Frame__MsgCase want,
     bool *answered, bool *refused)
 {
 	Infeed__Frame	*fr;
-	int		 r;
+	int		 r, fd;
 
 	f->daemon_code = 0;
 	*answered = *refused = false;
+	infeed_conn_fd_close(&f->conn.reply_fd);
 	for (;;) {
-		if ((r = infeed_recv_any(f, &fr, timeout_ms)) != INFEED_OK)
+		if ((r = infeed_recv_any(f, &fr, &fd, timeout_ms)) !=
+		    INFEED_OK)
 			return (r);
 		if (!infeed_is_release_reply(f, fr))
 			break;
+		infeed_conn_fd_close(&fd);
 		if (f->conn.releases_unanswered > 0)
 			f->conn.releases_unanswered--;
 		if (fr->msg_case == INFEED__FRAME__MSG_ERROR) {
@@ -244,7 +293,9 @@ infeed_conn_read_reply(struct infeed *f, Infeed__Frame__MsgCase want,
 			return (INFEED_ERR_DAEMON);
 	}
 	*answered = true;
+	f->conn.reply_fd = fd;
 	if (fr->msg_case == INFEED__FRAME__MSG_ERROR) {
+		infeed_conn_fd_close(&f->conn.reply_fd);
 		r = infeed_daemon_error(f, fr->error);
 		infeed__frame__free_unpacked(fr, NULL);
 		return (r);
@@ -253,6 +304,7 @@ infeed_conn_read_reply(struct infeed *f, Infeed__Frame__MsgCase want,
 		r = infeed_fail(f, INFEED_ERR_PROTOCOL, "infeedd answered %s "
 		    "where %s was expected", wire_case_name(fr->msg_case),
 		    wire_case_name(want));
+		infeed_conn_fd_close(&f->conn.reply_fd);
 		infeed__frame__free_unpacked(fr, NULL);
 		return (r);
 	}
@@ -372,6 +424,9 @@ infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
 	case INFEED_NEXT_HELD:
 		*reply = f->conn.held;
 		f->conn.held = NULL;
+		infeed_conn_fd_close(&f->conn.reply_fd);
+		f->conn.reply_fd = f->conn.held_fd;
+		f->conn.held_fd = -1;
 		f->conn.next = INFEED_NEXT_NONE;
 		return (INFEED_OK);
 	case INFEED_NEXT_NONE:
@@ -394,6 +449,7 @@ infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
 	if (r == INFEED_OK && refused) {
 		/* Keep the step for the next call; report the release. */
 		f->conn.held = *reply;
+		f->conn.held_fd = infeed_conn_take_fd(&f->conn);
 		f->conn.next = INFEED_NEXT_HELD;
 		return (INFEED_ERR_DAEMON);
 	}
@@ -401,8 +457,47 @@ infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
 }
 
 /*
- * The session ends: drop the outstanding Next's reply, held or still to
- * come (a Step, or an Error since the session ends; neither matters now).
+ * A Next nobody will collect (the session ends): its reply, if it has come
+ * (without waiting), is dropped with its descriptor, and a Step's slot is
+ * released now, before the session ends holding it.  A Next still waiting
+ * stays outstanding.
+ */
+void
+infeed_conn_next_give_back(struct infeed *f)
+{
+	Infeed__Frame	*reply = NULL;
+	bool		 answered = false, refused;
+	int		 r;
+
+	if (f->conn.next == INFEED_NEXT_HELD) {
+		reply = f->conn.held;
+		f->conn.held = NULL;
+		answered = true;
+	} else if (f->conn.next == INFEED_NEXT_PENDING) {
+		/* A refused Release on the way matters no more. */
+		do
+			r = infeed_conn_read_reply(f, INFEED__FRAME__MSG_STEP,
+			    INFEED__FRAME__MSG_END_OF_DATA, &reply, 0,
+			    &answered, &refused);
+		while (r == INFEED_ERR_DAEMON && !answered);
+		if (r != INFEED_OK)
+			reply = NULL;
+	}
+	if (!answered)
+		return;
+	infeed_conn_next_clear(&f->conn);
+	infeed_conn_fd_close(&f->conn.reply_fd);
+	if (reply == NULL)
+		return;
+	if (reply->msg_case == INFEED__FRAME__MSG_STEP)
+		(void)infeed_conn_release(f, reply->step->slot);
+	infeed__frame__free_unpacked(reply, NULL);
+}
+
+/*
+ * The session has ended (Detach sent): drop the outstanding Next's reply,
+ * still to come (an Error, since the session ends, or a Step sent before
+ * the daemon read the Detach; neither matters now), and its descriptor.
  */
 static int
 infeed_conn_next_forget(struct infeed *f)
@@ -420,13 +515,15 @@ infeed_conn_next_forget(struct infeed *f)
 		if (r == INFEED_OK || r == INFEED_ERR_DAEMON)
 			r = INFEED_OK;
 	}
+	infeed_conn_fd_close(&f->conn.reply_fd);
 	infeed_conn_next_clear(&f->conn);
 	return (r);
 }
 
 /*
  * A call that ends the session (Detach) while a Next may be outstanding:
- * the Next's reply comes first, and is dropped.
+ * a Step already come is given back first; a reply still to come comes
+ * before the call's, and is dropped.
  */
 int
 infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
@@ -434,6 +531,7 @@ infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
 {
 	int	r;
 
+	infeed_conn_next_give_back(f);
 	fr->has_request_id = 1;
 	fr->request_id = INFEED_ID_CALL;
 	if ((r = infeed_conn_send(f, fr)) != INFEED_OK) {

@@ -12,11 +12,17 @@
  *				on as whole structs
  *	libinfeed.c		the session: connect, attach, next, release,
  *				detach, resume after a daemon restart
- *	libinfeed-conn.c	the connection: frames, request ids, the
- *				outstanding Next's reply state
+ *	libinfeed-conn.c	the connection: frames and the descriptor
+ *				each carried, request ids, the outstanding
+ *				Next's reply state
  *	libinfeed-ring.c	the ring's mapping, rings of ended sessions,
  *				copy-on-write restore
  *	libinfeed-error.c	the handle's last error, which all of them set
+ *
+ * The protocol's frames stop at the connection: only the files above it
+ * include libinfeed-conn.h, which declares its calls that take and give
+ * frames (and so proto/wire.h and protobuf); the ring and the error see
+ * plain C (tests/check-layers --client).
  */
 #ifndef INFEED_LIBINFEED_PRIVATE_H
 #define INFEED_LIBINFEED_PRIVATE_H
@@ -26,7 +32,7 @@
 #include <stdint.h>
 
 #include "infeed.h"
-#include "wire.h"
+#include "wire-frame.h"
 
 /* The end of @field in @type: a struct of that size holds it wholly. */
 #define FIELD_END(type, field)						\
@@ -34,6 +40,15 @@
 
 /* A struct_size above this is not one any infeed.h ever had. */
 #define INFEED_MAX_STRUCT_SIZE	4096
+
+/*
+ * Request ids (docs/protocol.md, pipelining): a Release's reply may come
+ * before or after the Step of a Next sent earlier, so every reply is told
+ * apart by the id its request carried (libinfeed-conn.c sends them).
+ */
+#define INFEED_ID_RELEASE	1
+#define INFEED_ID_NEXT		2
+#define INFEED_ID_CALL		3
 
 /*
  * The outstanding Next, as the connection knows it.  Replies come in the
@@ -55,7 +70,14 @@ struct infeed_conn {
 	uint32_t		 max_frame;
 	unsigned		 releases_unanswered;
 	enum infeed_next_state	 next;
-	Infeed__Frame		*held;		/* with INFEED_NEXT_HELD */
+	struct Infeed__Frame	*held;		/* with INFEED_NEXT_HELD */
+	/*
+	 * The descriptor that came with the last reply read (a ring's), until
+	 * infeed_conn_take_fd takes it or the next read closes it; held_fd
+	 * goes with held.  -1: none.
+	 */
+	int			 reply_fd;
+	int			 held_fd;
 };
 
 /* A ring of an ended session whose steps the caller still holds. */
@@ -64,6 +86,18 @@ struct infeed_old_ring {
 	size_t		 bytes;
 	uint64_t	 session_id;
 	uint64_t	 held;		/* a bit per slot */
+};
+
+/* A ring as Attached (or a Step's new ring) describes it. */
+struct infeed_ring_shape {
+	uint64_t	ring_bytes;
+	uint64_t	slot_bytes;
+	uint64_t	data_offset;	/* Attached's alone: */
+	uint64_t	labels_offset;
+	uint64_t	indices_offset;
+	uint32_t	slots;
+	uint32_t	first_slot;	/* a Step's ring's alone */
+	int		label_dtype;	/* INT32 or INT64; Attached's alone */
 };
 
 /* The session's ring, mapped from the daemon's (libinfeed-ring.c). */
@@ -131,29 +165,22 @@ int	infeed_check_out_size(struct infeed *f, const char *what,
 	    size_t size);
 void	*infeed_alloc_out(size_t size, size_t have);
 
-/* libinfeed-conn.c: the connection. */
+/* libinfeed-conn.c: the connection (its calls of frames: libinfeed-conn.h). */
 void	infeed_conn_init(struct infeed_conn *c);
 void	infeed_conn_close(struct infeed_conn *c);
 int	infeed_conn_open(struct infeed *f, const char *path,
 	    const char *name);
-int	infeed_conn_request(struct infeed *f, Infeed__Frame *fr,
-	    const int *fds, size_t nfds, Infeed__Frame__MsgCase want,
-	    Infeed__Frame **reply);
-int	infeed_conn_call(struct infeed *f, Infeed__Frame *fr,
-	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
-int	infeed_conn_next(struct infeed *f, Infeed__Frame **reply,
-	    int timeout_ms);
-int	infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
-	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
 int	infeed_conn_release(struct infeed *f, uint32_t slot);
+int	infeed_conn_take_fd(struct infeed_conn *c);
+void	infeed_conn_next_give_back(struct infeed *f);
 
 /* libinfeed-ring.c: the ring. */
 void	infeed_ring_init(struct infeed_ring *r);
-int	infeed_ring_label_dtype(const Infeed__Attached *at);
-int	infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
-	    bool copy_on_write);
+int	infeed_ring_map(struct infeed *f, int fd,
+	    const struct infeed_ring_shape *shape, bool copy_on_write);
 void	infeed_ring_unmap(struct infeed_ring *r, uint64_t session_id);
-int	infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring);
+int	infeed_ring_remap(struct infeed *f,
+	    const struct infeed_ring_shape *ring);
 void	infeed_ring_free(struct infeed_ring *r);
 const uint8_t *infeed_ring_take(struct infeed_ring *r, uint32_t slot);
 void	infeed_ring_give_back(struct infeed_ring *r, uint32_t slot);

@@ -123,14 +123,6 @@ infeed_ring_release_old(struct infeed_ring *r, uint64_t session_id,
 	return (false);
 }
 
-/* The labels' dtype in the ring @at describes; int32 when it does not say. */
-int
-infeed_ring_label_dtype(const Infeed__Attached *at)
-{
-	return (at->has_label_dtype ? (int)at->label_dtype :
-	    INFEED_DTYPE_INT32);
-}
-
 /* Map @r->bytes of @fd (not closed) as @r says: its base, or NULL. */
 static uint8_t *
 infeed_ring_mmap(struct infeed_ring *r, int fd, bool copy_on_write)
@@ -184,14 +176,14 @@ infeed_ring_holds(const struct infeed_ring *r, uint64_t session_id,
  * the new ring's do not overlap.
  */
 int
-infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring)
+infeed_ring_remap(struct infeed *f, const struct infeed_ring_shape *ring)
 {
 	struct infeed_ring	*r = &f->ring;
 	uint8_t			*base;
 	uint64_t		 numbers = 0;
 	int			 fd;
 
-	if ((fd = wire_in_take_fd(&f->conn.in)) == -1)
+	if ((fd = infeed_conn_take_fd(&f->conn)) == -1)
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "a Step with a new "
 		    "ring came without its file descriptor"));
 	if (ring->slots > 0 && ring->first_slot + (uint64_t)ring->slots <= 64)
@@ -227,11 +219,11 @@ infeed_ring_remap(struct infeed *f, const Infeed__Ring *ring)
 
 /* Map the ring @at describes from @fd, which it closes. */
 int
-infeed_ring_map(struct infeed *f, int fd, const Infeed__Attached *at,
+infeed_ring_map(struct infeed *f, int fd, const struct infeed_ring_shape *at,
     bool copy_on_write)
 {
 	struct infeed_ring	*r = &f->ring;
-	int			 label_dtype = infeed_ring_label_dtype(at);
+	int			 label_dtype = at->label_dtype;
 
 	if (label_dtype != INFEED_DTYPE_INT32 &&
 	    label_dtype != INFEED_DTYPE_INT64) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 #include "stats-schema.h"
 
 /*

@@ -24,7 +24,7 @@
 
 #include "clock.h"
 #include "dtype.h"
-#include "libinfeed-private.h"
+#include "libinfeed-conn.h"
 
 /* A fresh handle. */
 struct infeed *
@@ -67,6 +67,9 @@ infeed_free(struct infeed *f)
 	if (f == NULL)
 		return;
 	infeed_files_close(f);
+	/* A Step come for a Next nobody collects goes back before the end. */
+	if (f->attached && f->conn.fd != -1)
+		infeed_conn_next_give_back(f);
 	infeed_ring_free(&f->ring);
 	infeed_conn_close(&f->conn);
 	free(f->path);
@@ -182,6 +185,14 @@ infeed_start_epoch_steps(const Infeed__Attached *at)
 	    at->steps_per_epoch);
 }
 
+/* The labels' dtype in the ring @at describes; int32 when it does not say. */
+static int
+infeed_label_dtype(const Infeed__Attached *at)
+{
+	return (at->has_label_dtype ? (int)at->label_dtype :
+	    INFEED_DTYPE_INT32);
+}
+
 /* The whole session info from Attached. */
 static void
 infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
@@ -201,7 +212,7 @@ infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
 		info->sample_shape[i] = at->sample_shape[i];
 	info->data_dtype = at->data_dtype;
 	info->sample_bytes = at->sample_bytes;
-	info->label_dtype = infeed_ring_label_dtype(at);
+	info->label_dtype = infeed_label_dtype(at);
 	info->start_epoch_steps = infeed_start_epoch_steps(at);
 	info->start_epoch_last_step_rows = at->has_start_epoch_last_step_rows ?
 	    at->start_epoch_last_step_rows : at->last_step_rows;
@@ -242,6 +253,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	struct infeed_loader_parts parts;
 	Infeed__Files		 fl = INFEED__FILES__INIT;
 	Infeed__Attached	*at;
+	struct infeed_ring_shape shape;
 	char			*transform = NULL;
 	int			 r, fd;
 
@@ -265,11 +277,20 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 		return (r);
 	}
 	at = reply->attached;
-	if ((fd = wire_in_take_fd(&f->conn.in)) == -1)
+	if ((fd = infeed_conn_take_fd(&f->conn)) == -1)
 		r = infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
 		    "without the ring's file descriptor");
-	else
-		r = infeed_ring_map(f, fd, at, o->copy_on_write);
+	else {
+		memset(&shape, 0, sizeof(shape));
+		shape.ring_bytes = at->ring_bytes;
+		shape.slot_bytes = at->slot_bytes;
+		shape.data_offset = at->data_offset;
+		shape.labels_offset = at->labels_offset;
+		shape.indices_offset = at->indices_offset;
+		shape.slots = at->slots;
+		shape.label_dtype = infeed_label_dtype(at);
+		r = infeed_ring_map(f, fd, &shape, o->copy_on_write);
+	}
 	if (r != INFEED_OK) {
 		infeed__frame__free_unpacked(reply, NULL);
 		free(transform);
@@ -443,9 +464,11 @@ infeed_next_whole(struct infeed *f, struct infeed_step *step, int timeout_ms)
 static int
 infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 {
-	Infeed__Frame	*reply;
-	const uint8_t	*base;
-	int		 r;
+	Infeed__Frame		*reply;
+	const Infeed__Ring	*ring;
+	struct infeed_ring_shape shape;
+	const uint8_t		*base;
+	int			 r;
 
 	if (!f->attached)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached; call "
@@ -465,8 +488,14 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 		return (INFEED_END_OF_DATA);
 	}
 	/* The session left its shared group (or rejoined): a ring comes. */
-	if (reply->step->ring != NULL &&
-	    (r = infeed_ring_remap(f, reply->step->ring)) != INFEED_OK) {
+	if ((ring = reply->step->ring) != NULL) {
+		memset(&shape, 0, sizeof(shape));
+		shape.ring_bytes = ring->ring_bytes;
+		shape.slot_bytes = ring->slot_bytes;
+		shape.slots = ring->slots;
+		shape.first_slot = ring->first_slot;
+	}
+	if (ring != NULL && (r = infeed_ring_remap(f, &shape)) != INFEED_OK) {
 		infeed__frame__free_unpacked(reply, NULL);
 		return (r);
 	}

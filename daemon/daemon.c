@@ -217,7 +217,7 @@ daemon_start(const struct daemon_args *args)
 	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers, max,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max);
 	if (args->forker_restarts)
-		pool_forker_restarts_from(d->pool, d->conf->path);
+		pool_forker_restarts(d->pool);
 	if (d->conf->workers_auto) {
 		d->autotune = autotune_new(d->pool, &cpus);
 		d->ev_autotune = event_new(d->base, -1, EV_PERSIST,
@@ -358,7 +358,7 @@ daemon_reload(struct daemon *d)
 	d->budget.limit = nconf->memory_budget;
 	d->budget.source = nconf->path;
 	d->budget.keep_ms = nconf->keep_ring_ms;
-	pool_reload(d->pool, ncat, nconf->path, nconf->job_timeout_ms,
+	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
 	    nconf->image_memory_max);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);

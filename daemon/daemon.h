@@ -20,7 +20,10 @@
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
  * proto/ lie under them all, but the protocol's messages end at peer and
- * stats-frame: below them, requests, answers and error codes are plain C.
+ * stats-frame: below them, requests, answers and error codes are plain C,
+ * and no file includes a protobuf header (proto/wire.h, the codec, is
+ * peer.c's, the generated messages stats-frame.c's too; the layers below
+ * use proto/wire-frame.h, framing and descriptors).
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H

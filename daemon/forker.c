@@ -29,12 +29,11 @@
 #include "config.h"
 #include "forker.h"
 #include "log.h"
-#include "wire.h"
 #include "xmalloc.h"
 
 struct forker {
-	pid_t	pid;
-	int	fd;
+	pid_t			 pid;
+	struct transport	*t;
 };
 
 /* What the fork server knows of one worker it forked. */
@@ -45,37 +44,66 @@ struct forker_child {
 
 /* The fork server's state, in its own process. */
 struct forker_server {
-	struct catalogue	*cat;		/* the daemon's, then reloaded */
-	struct config		*conf;		/* a reload's, or NULL */
+	struct catalogue	*cat;		/* the daemon's, or as it sent */
+	struct config		*conf;		/* its sections, or NULL */
+	struct config		*pending;	/* DATASETs before a CATALOGUE */
 	struct worker_beat	*beats;
 	size_t			 nbeats;
 	pid_t			 daemon;	/* its workers die with it */
-	int			 sock;
+	struct transport	*t;		/* blocking: sends wait */
 	int			 sigfd;
 	sigset_t		 mask;		/* the daemon's, for workers */
 	struct forker_child	*children;
 	size_t			 nchildren;
 };
 
-/* Send @m, with @fd (-1: none) as SCM_RIGHTS. */
+/* The daemon's and the fork server's transports: records, no marks. */
+static const struct transport_conf forker_transport_conf = {
+	.kind = TRANSPORT_PACKET,
+};
+
+/* Send message @m of @len bytes, with @fd (-1: none; still the caller's). */
 static int
-forker_send(int sock, const struct forker_msg *m, int fd)
+forker_send(struct transport *t, void *m, size_t len, uint32_t type, int fd)
 {
-	return (wire_send_fds(sock, m, sizeof(*m), &fd, fd != -1) ==
-	    (ssize_t)sizeof(*m) ? 0 : -1);
+	return (transport_send_typed(t, m, len, type, &fd, fd != -1));
+}
+
+/* Whether the @n bytes of @h are the payload its type has. */
+static bool
+forker_whole(const struct transport_hdr *h, size_t n)
+{
+	switch (h->type) {
+	case FORKER_MSG_SPAWN:
+		return (n == sizeof(struct forker_msg_spawn));
+	case FORKER_MSG_DATASET:
+		/* Strings, the last NUL-terminated (forker_dataset_take()). */
+		return (n > sizeof(struct forker_msg_dataset) &&
+		    ((const char *)h)[n - 1] == '\0');
+	case FORKER_MSG_CATALOGUE:
+		return (n == sizeof(struct forker_msg_catalogue));
+	case FORKER_MSG_SPAWNED:
+		return (n == sizeof(struct forker_msg_spawned));
+	case FORKER_MSG_FAILED:
+		return (n == sizeof(struct forker_msg_failed));
+	case FORKER_MSG_EXITED:
+		return (n == sizeof(struct forker_msg_exited));
+	default:
+		return (false);
+	}
 }
 
 /*
- * Receive one message and at most one descriptor, through the receive
- * every daemon socket shares (wire_recv_fds(): cut ancillary data, a
- * surplus descriptor or a cut record refused, what came closed).  Return:
- * 1, 0 when nothing waits, -1 at EOF, on error or for a message that is
- * not one.
+ * Receive one message of at most @len bytes into @buf and at most one
+ * descriptor, through the transport's receive (cut ancillary data, a
+ * surplus descriptor or a cut record refused, what came closed).
+ * Return: 1, 0 when nothing waits, -1 at EOF, on error or for a record
+ * that is not a whole message of its type.
  */
 static int
-forker_recv_on(int sock, struct forker_msg *m, int *fd)
+forker_recv_on(struct transport *t, void *buf, size_t len, int *fd)
 {
-	struct pollfd	pfd = { sock, POLLIN, 0 };
+	struct pollfd	pfd = { transport_fd(t), POLLIN, 0 };
 	size_t		nfds;
 	ssize_t		n;
 	int		rc;
@@ -86,10 +114,10 @@ forker_recv_on(int sock, struct forker_msg *m, int *fd)
 		;
 	if (rc == 0)
 		return (0);
-	n = wire_recv_fds(sock, m, sizeof(*m), fd, 1, &nfds);
+	n = transport_recv_typed(t, buf, len, fd, 1, &nfds);
 	if (n == -1 && errno == EAGAIN)
 		return (0);
-	if (n != (ssize_t)sizeof(*m)) {
+	if (n <= 0 || !forker_whole(buf, (size_t)n)) {
 		if (n > 0 && nfds > 0)
 			close(*fd);
 		*fd = -1;
@@ -97,32 +125,34 @@ forker_recv_on(int sock, struct forker_msg *m, int *fd)
 	}
 	if (nfds == 0)
 		*fd = -1;
-	m->path[sizeof(m->path) - 1] = '\0';
 	return (1);
 }
 
 /* In the fork server: fork worker @idx and hand its socket back. */
 static void
-forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
+forker_spawn_worker(struct forker_server *fs,
+    const struct forker_msg_spawn *req)
 {
-	struct forker_msg	 m;
-	struct worker_conf	 wc;
-	sigset_t		 all, old;
-	pid_t			 pid;
-	int			 sv[2];
+	struct forker_msg_failed	 no;
+	struct forker_msg_spawned	 m;
+	struct worker_conf		 wc;
+	sigset_t			 all, old;
+	pid_t				 pid;
+	int				 sv[2];
 
-	memset(&m, 0, sizeof(m));
-	m.idx = req->idx;
-	if (req->idx >= fs->nbeats) {
-		m.type = FORKER_MSG_FAILED;
-		m.status = EINVAL;
-		(void)forker_send(fs->sock, &m, -1);
+	memset(&no, 0, sizeof(no));
+	no.idx = req->idx;
+	/* No catalogue yet: the daemon sends it first, so never. */
+	if (req->idx >= fs->nbeats || fs->cat == NULL) {
+		no.error = EINVAL;
+		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
+		    -1);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		m.type = FORKER_MSG_FAILED;
-		m.status = errno;
-		(void)forker_send(fs->sock, &m, -1);
+		no.error = errno;
+		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
+		    -1);
 		return;
 	}
 	/* The child sets its own dispositions before it takes a signal. */
@@ -130,7 +160,7 @@ forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
 	sigprocmask(SIG_SETMASK, &all, &old);
 	if ((pid = fork()) == 0) {
 		close(sv[0]);
-		close(fs->sock);
+		transport_close_fds(fs->t);
 		close(fs->sigfd);
 		wc.parent = getppid();
 		wc.daemon = fs->daemon;
@@ -141,19 +171,20 @@ forker_spawn_worker(struct forker_server *fs, const struct forker_msg *req)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(sv[1]);
 	if (pid == -1) {
-		m.type = FORKER_MSG_FAILED;
-		m.status = errno;
+		no.error = errno;
 		close(sv[0]);
-		(void)forker_send(fs->sock, &m, -1);
+		(void)forker_send(fs->t, &no, sizeof(no), FORKER_MSG_FAILED,
+		    -1);
 		return;
 	}
 	fs->children = xreallocarray(fs->children, fs->nchildren + 1,
 	    sizeof(*fs->children));
 	fs->children[fs->nchildren].pid = pid;
 	fs->children[fs->nchildren++].idx = req->idx;
-	m.type = FORKER_MSG_SPAWNED;
+	memset(&m, 0, sizeof(m));
+	m.idx = req->idx;
 	m.pid = pid;
-	(void)forker_send(fs->sock, &m, sv[0]);
+	(void)forker_send(fs->t, &m, sizeof(m), FORKER_MSG_SPAWNED, sv[0]);
 	close(sv[0]);
 }
 
@@ -168,10 +199,10 @@ forker_child_gone(struct forker_server *fs, size_t i)
 static void
 forker_reap(struct forker_server *fs)
 {
-	struct forker_msg	m;
-	pid_t			pid;
-	size_t			i;
-	int			status;
+	struct forker_msg_exited	m;
+	pid_t				pid;
+	size_t				i;
+	int				status;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		for (i = 0; i < fs->nchildren; i++) {
@@ -181,33 +212,138 @@ forker_reap(struct forker_server *fs)
 		if (i == fs->nchildren)
 			continue;
 		memset(&m, 0, sizeof(m));
-		m.type = FORKER_MSG_EXITED;
 		m.idx = fs->children[i].idx;
 		m.pid = pid;
 		m.status = status;
 		forker_child_gone(fs, i);
-		(void)forker_send(fs->sock, &m, -1);
+		(void)forker_send(fs->t, &m, sizeof(m), FORKER_MSG_EXITED, -1);
 	}
 }
 
-/*
- * In the fork server: open the catalogue of the configuration at @path
- * as the daemon did, taking over the datasets whose sections did not
- * change; a configuration it cannot read leaves the catalogue as it was
- * (the workers check each ring's dataset against the daemon's).
- */
-static void
-forker_reload_catalogue(struct forker_server *fs, const char *path)
+/* Bytes of string @str in a DATASET (NULL: ""). */
+static size_t
+forker_str_len(const char *str)
 {
-	struct config		*conf;
-	struct catalogue	*cat;
-	char			*cause = NULL;
+	return ((str != NULL ? strlen(str) : 0) + 1);
+}
 
-	if ((conf = config_load(path, &cause)) == NULL) {
-		log_warnx("fork server: reload: %s; new workers read the "
-		    "datasets as they were", cause);
-		free(cause);
-		return;
+/* Append string @str (NULL: "") at *@p. */
+static void
+forker_str_put(char **p, const char *str)
+{
+	size_t	n = forker_str_len(str);
+
+	memcpy(*p, str != NULL ? str : "", n);
+	*p += n;
+}
+
+/*
+ * The DATASET message of section @dc, malloc'd, and its *@len; NULL
+ * (errno EMSGSIZE) when it would be over FORKER_MAX_MSG.
+ */
+static struct forker_msg_dataset *
+forker_dataset_msg(const struct dataset_conf *dc, size_t *len)
+{
+	struct forker_msg_dataset	*m;
+	size_t				 i;
+	char				*p;
+
+	*len = sizeof(*m) + forker_str_len(dc->name) +
+	    forker_str_len(dc->source);
+	for (i = 0; i < dc->nkv; i++)
+		*len += forker_str_len(dc->kv[i].key) +
+		    forker_str_len(dc->kv[i].value);
+	if (*len > FORKER_MAX_MSG) {
+		errno = EMSGSIZE;
+		return (NULL);
+	}
+	m = xcalloc(1, *len);
+	m->nkv = (uint32_t)dc->nkv;
+	p = m->strings;
+	forker_str_put(&p, dc->name);
+	forker_str_put(&p, dc->source);
+	for (i = 0; i < dc->nkv; i++) {
+		forker_str_put(&p, dc->kv[i].key);
+		forker_str_put(&p, dc->kv[i].value);
+	}
+	return (m);
+}
+
+/* The next string of a DATASET, from *@p before @end; NULL if none. */
+static char *
+forker_str_take(const char **p, const char *end)
+{
+	const char	*nul;
+	char		*str;
+
+	if (*p >= end || (nul = memchr(*p, '\0', (size_t)(end - *p))) == NULL)
+		return (NULL);
+	str = xstrdup(*p);
+	*p = nul + 1;
+	return (str);
+}
+
+/*
+ * In the fork server: DATASET @m, a section, added to the catalogue to
+ * come.  Return: 0, or -1 when its strings are not its name, source and
+ * nkv keys and values exactly.
+ */
+static int
+forker_dataset_take(struct forker_server *fs,
+    const struct forker_msg_dataset *m)
+{
+	const char		*p = m->strings;
+	const char		*end = (const char *)m + m->hdr.len;
+	struct dataset_conf	*dc;
+	struct config		*c;
+	size_t			 i;
+
+	if (m->nkv > FORKER_MAX_MSG / 2)
+		return (-1);
+	if (fs->pending == NULL)
+		fs->pending = xcalloc(1, sizeof(*fs->pending));
+	c = fs->pending;
+	c->datasets = xreallocarray(c->datasets, c->ndatasets + 1,
+	    sizeof(*c->datasets));
+	dc = &c->datasets[c->ndatasets++];
+	memset(dc, 0, sizeof(*dc));
+	dc->name = forker_str_take(&p, end);
+	dc->source = forker_str_take(&p, end);
+	dc->kv = xcalloc(m->nkv, sizeof(*dc->kv));
+	for (i = 0; i < m->nkv && dc->source != NULL; i++) {
+		if ((dc->kv[i].key = forker_str_take(&p, end)) == NULL ||
+		    (dc->kv[i].value = forker_str_take(&p, end)) == NULL) {
+			free(dc->kv[i].key);
+			break;
+		}
+		dc->nkv++;
+	}
+	/* Freed with fs->pending; every string came, and nothing more. */
+	if (dc->name == NULL || dc->source == NULL || dc->nkv != m->nkv ||
+	    p != end)
+		return (-1);
+	return (0);
+}
+
+/*
+ * In the fork server: CATALOGUE @m, the sections sent since the last one
+ * are the daemon's catalogue; open it, taking over the datasets whose
+ * sections did not change.  Return: 0, or -1 when @m counts other
+ * sections than came.
+ */
+static int
+forker_catalogue_take(struct forker_server *fs,
+    const struct forker_msg_catalogue *m)
+{
+	struct config		*conf = fs->pending;
+	struct catalogue	*cat;
+
+	if (conf == NULL)
+		conf = xcalloc(1, sizeof(*conf));
+	fs->pending = NULL;
+	if (conf->ndatasets != m->ndatasets) {
+		config_free(conf);
+		return (-1);
 	}
 	/* The old one is this process's copy: the daemon's is its own. */
 	cat = catalogue_open(conf, fs->cat);
@@ -215,6 +351,7 @@ forker_reload_catalogue(struct forker_server *fs, const char *path)
 	config_free(fs->conf);
 	fs->cat = cat;
 	fs->conf = conf;
+	return (0);
 }
 
 /*
@@ -257,10 +394,10 @@ forker_exit(struct forker_server *fs)
 static void __attribute__((noreturn))
 forker_main(struct forker_server *fs)
 {
-	struct pollfd		pfd[2];
-	struct forker_msg	m;
-	sigset_t		chld;
-	int			fd, rc;
+	struct pollfd		 pfd[2];
+	struct transport_hdr	*h;
+	sigset_t		 chld;
+	int			 fd, rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != fs->daemon)	/* gone before the line above */
@@ -281,8 +418,9 @@ forker_main(struct forker_server *fs)
 	/* Every signal was blocked across the fork; SIGCHLD stays so. */
 	sigprocmask(SIG_SETMASK, &fs->mask, NULL);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
+	h = xmalloc(FORKER_MAX_MSG);
 	for (;;) {
-		pfd[0].fd = fs->sock;
+		pfd[0].fd = transport_fd(fs->t);
 		pfd[0].events = POLLIN;
 		pfd[1].fd = fs->sigfd;
 		pfd[1].events = POLLIN;
@@ -300,28 +438,57 @@ forker_main(struct forker_server *fs)
 		}
 		if (pfd[0].revents == 0)
 			continue;
-		while ((rc = forker_recv_on(fs->sock, &m, &fd)) == 1) {
+		while ((rc = forker_recv_on(fs->t, h, FORKER_MAX_MSG,
+		    &fd)) == 1) {
 			if (fd != -1)
 				close(fd);
-			if (m.type == FORKER_MSG_SPAWN)
-				forker_spawn_worker(fs, &m);
-			else if (m.type == FORKER_MSG_RELOAD)
-				forker_reload_catalogue(fs, m.path);
+			if (h->type == FORKER_MSG_SPAWN)
+				forker_spawn_worker(fs, (void *)h);
+			else if (h->type == FORKER_MSG_DATASET)
+				rc = forker_dataset_take(fs, (void *)h);
+			else if (h->type == FORKER_MSG_CATALOGUE)
+				rc = forker_catalogue_take(fs, (void *)h);
+			else
+				rc = -1;	/* one of its own */
+			if (rc == -1) {
+				log_warnx("fork server: a %s from the daemon "
+				    "is not one; going", h->type ==
+				    FORKER_MSG_DATASET ? "DATASET" :
+				    h->type == FORKER_MSG_CATALOGUE ?
+				    "CATALOGUE" : "message");
+				break;
+			}
 		}
 		if (rc == -1)
 			forker_exit(fs);
 	}
 }
 
+/* The daemon's side: a transport over @fd, heard on @base. */
+static void
+forker_listen(struct forker *f, struct event_base *base, int fd,
+    const struct transport_events *events, void *arg)
+{
+	struct transport_conf	tc = forker_transport_conf;
+
+	tc.events = events;
+	tc.arg = arg;
+	f->t = transport_new(base, fd, &tc);
+	if (base != NULL)
+		transport_read_on(f->t, NULL);
+}
+
 /* Fork the fork server, before any client. */
 struct forker *
-forker_start(const struct catalogue *cat, struct worker_beat *beats)
+forker_start(struct event_base *base, const struct catalogue *cat,
+    struct worker_beat *beats, const struct transport_events *events,
+    void *arg)
 {
 	struct forker_server	 fs;
 	struct forker		*f;
 	sigset_t		 all, old;
 	pid_t			 self = getpid();
-	int			 sv[2], flags;
+	int			 sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		fatal("fork server: socketpair");
@@ -339,7 +506,7 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 		fs.beats = beats;
 		fs.nbeats = SIZE_MAX;	/* the pool asks for no other */
 		fs.daemon = self;
-		fs.sock = sv[1];
+		fs.t = transport_new(NULL, sv[1], &forker_transport_conf);
 		fs.sigfd = -1;
 		fs.mask = old;
 		forker_main(&fs);
@@ -348,10 +515,7 @@ forker_start(const struct catalogue *cat, struct worker_beat *beats)
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(sv[1]);
-	f->fd = sv[0];
-	if ((flags = fcntl(f->fd, F_GETFL)) == -1 ||
-	    fcntl(f->fd, F_SETFL, flags | O_NONBLOCK) == -1)
-		fatal("fork server: O_NONBLOCK");
+	forker_listen(f, base, sv[0], events, arg);
 	log_debug("fork server started, pid %d", (int)f->pid);
 	return (f);
 }
@@ -383,16 +547,16 @@ forker_exec_fds(int sock, int beats, int exe)
 
 /* Start a fork server from infeedd's own binary. */
 struct forker *
-forker_exec(int exe_fd, const char *config_path, int beats_fd)
+forker_exec(struct event_base *base, int exe_fd, const struct catalogue *cat,
+    int beats_fd, const struct transport_events *events, void *arg)
 {
 	extern char	**environ;
 	static char	 name[] = "infeedd-forker", mode[] = "--fork-server";
-	char		*argv[] = { name, mode,
-			    (char *)(uintptr_t)config_path, NULL };
+	char		*argv[] = { name, mode, NULL };
 	struct forker	*f;
 	sigset_t	 all, old;
 	pid_t		 self = getpid(), pid;
-	int		 sv[2], flags, saved;
+	int		 sv[2], saved;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		return (NULL);
@@ -416,26 +580,30 @@ forker_exec(int exe_fd, const char *config_path, int beats_fd)
 	}
 	f = xcalloc(1, sizeof(*f));
 	f->pid = pid;
-	f->fd = sv[0];
-	if ((flags = fcntl(f->fd, F_GETFL)) == -1 ||
-	    fcntl(f->fd, F_SETFL, flags | O_NONBLOCK) == -1)
-		fatal("fork server: O_NONBLOCK");
+	forker_listen(f, base, sv[0], events, arg);
+	/* Its catalogue first: it waits in the socket until it execs. */
+	if (forker_reload(f, cat) == -1) {
+		saved = errno;
+		kill(pid, SIGKILL);
+		forker_stop(f);
+		errno = saved;
+		return (NULL);
+	}
 	return (f);
 }
 
 /* The fork server forker_exec() started, in its own process. */
 void
-forker_serve(const char *config_path)
+forker_serve(void)
 {
 	struct forker_server	 fs;
 	struct stat		 sb;
 	void			*beats;
-	char			*cause = NULL;
 
 	log_init("infeedd-forker", 0);
 	memset(&fs, 0, sizeof(fs));
 	fs.daemon = getppid();
-	fs.sock = FORKER_SOCK_FD;
+	fs.t = transport_new(NULL, FORKER_SOCK_FD, &forker_transport_conf);
 	fs.sigfd = -1;
 	sigemptyset(&fs.mask);		/* the daemon blocks none */
 	if (fstat(FORKER_BEATS_FD, &sb) == -1 ||
@@ -450,9 +618,7 @@ forker_serve(const char *config_path)
 	close(FORKER_BEATS_FD);
 	fs.beats = beats;
 	fs.nbeats = (size_t)sb.st_size / sizeof(*fs.beats);
-	if ((fs.conf = config_load(config_path, &cause)) == NULL)
-		fatalx("fork server: %s", cause);
-	fs.cat = catalogue_open(fs.conf, NULL);
+	/* The daemon's catalogue is the first thing it reads (forker_exec()). */
 	forker_main(&fs);
 }
 
@@ -460,7 +626,7 @@ forker_serve(const char *config_path)
 int
 forker_fd(const struct forker *f)
 {
-	return (f->fd);
+	return (transport_fd(f->t));
 }
 
 /* The fork server's pid. */
@@ -474,43 +640,72 @@ forker_pid(const struct forker *f)
 int
 forker_spawn(struct forker *f, unsigned idx, uint64_t image_memory_max)
 {
-	struct forker_msg	m;
+	struct forker_msg_spawn	m;
 
 	memset(&m, 0, sizeof(m));
-	m.type = FORKER_MSG_SPAWN;
 	m.idx = idx;
 	m.image_memory_max = image_memory_max;
-	return (forker_send(f->fd, &m, -1));
+	return (forker_send(f->t, &m, sizeof(m), FORKER_MSG_SPAWN, -1));
 }
 
-/* New workers read the catalogue of @path. */
+/* New workers read the datasets of @cat. */
 int
-forker_reload(struct forker *f, const char *path)
+forker_reload(struct forker *f, const struct catalogue *cat)
 {
-	struct forker_msg	m;
+	struct forker_msg_catalogue	  end;
+	struct forker_msg_dataset	**m;
+	size_t				 *len, i;
+	int				  rc = 0;
 
-	memset(&m, 0, sizeof(m));
-	m.type = FORKER_MSG_RELOAD;
-	if (strlen(path) >= sizeof(m.path)) {
-		errno = ENAMETOOLONG;
-		return (-1);
+	/* Every section fits, or none is sent. */
+	m = xcalloc(cat->ndatasets + 1, sizeof(*m));
+	len = xcalloc(cat->ndatasets + 1, sizeof(*len));
+	for (i = 0; i < cat->ndatasets; i++) {
+		if ((m[i] = forker_dataset_msg(cat->entries[i].conf,
+		    &len[i])) == NULL) {
+			rc = -1;
+			break;
+		}
 	}
-	strcpy(m.path, path);
-	return (forker_send(f->fd, &m, -1));
+	for (i = 0; rc == 0 && i < cat->ndatasets; i++)
+		rc = forker_send(f->t, m[i], len[i], FORKER_MSG_DATASET, -1);
+	if (rc == 0) {
+		memset(&end, 0, sizeof(end));
+		end.ndatasets = (uint32_t)cat->ndatasets;
+		rc = forker_send(f->t, &end, sizeof(end),
+		    FORKER_MSG_CATALOGUE, -1);
+	}
+	for (i = 0; i < cat->ndatasets; i++)
+		free(m[i]);
+	free(m);
+	free(len);
+	return (rc);
 }
 
 /* The fork server's next message. */
 int
-forker_recv(struct forker *f, struct forker_msg *m, int *fd)
+forker_recv(struct forker *f, union forker_reply *m, int *fd)
 {
-	return (forker_recv_on(f->fd, m, fd));
+	int	rc;
+
+	rc = forker_recv_on(f->t, m, sizeof(*m), fd);
+	/* Only the fork server's messages come this way. */
+	if (rc == 1 && m->hdr.type != FORKER_MSG_SPAWNED &&
+	    m->hdr.type != FORKER_MSG_FAILED &&
+	    m->hdr.type != FORKER_MSG_EXITED) {
+		if (*fd != -1)
+			close(*fd);
+		*fd = -1;
+		return (-1);
+	}
+	return (rc);
 }
 
 /* Wait for a message. */
 int
 forker_wait(struct forker *f, int ms)
 {
-	struct pollfd	pfd = { f->fd, POLLIN, 0 };
+	struct pollfd	pfd = { transport_fd(f->t), POLLIN, 0 };
 	int		rc;
 
 	do {
@@ -525,7 +720,7 @@ forker_free(struct forker *f)
 {
 	if (f == NULL)
 		return;
-	close(f->fd);
+	transport_free(f->t);
 	free(f);
 }
 
@@ -535,7 +730,7 @@ forker_stop(struct forker *f)
 {
 	if (f == NULL)
 		return;
-	close(f->fd);
+	transport_free(f->t);
 	while (waitpid(f->pid, NULL, 0) == -1 && errno == EINTR)
 		;
 	free(f);

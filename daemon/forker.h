@@ -6,13 +6,18 @@
  * client: no socket, no ring, no client's file.  Every worker it forks
  * inherits only that, with no clean-up after the fork.
  *
- * The daemon and the fork server talk over one SOCK_SEQPACKET socketpair
- * of struct forker_msg: SPAWN (start worker @idx) and RELOAD (open the
- * catalogue of the configuration at @path again, as the daemon did, so
- * that later workers inherit the new datasets) one way; SPAWNED (worker
- * @idx is @pid, the daemon's end of its socket comes with it,
- * SCM_RIGHTS), FAILED (it could not be forked: @status is errno) and
- * EXITED (worker @pid ended, @status as waitpid() says) the other.  The
+ * The daemon and the fork server talk over one SOCK_SEQPACKET socketpair,
+ * through a transport (transport.h) on each side, one message a record:
+ * a header (struct transport_hdr: its type, enum forker_msg_type, and
+ * its length) and its type's payload.  SPAWN (start
+ * worker @idx), DATASET (one dataset section of the daemon's catalogue)
+ * and CATALOGUE (the @ndatasets DATASETs sent since the last one are the
+ * catalogue now: open it, as the daemon did, so that later workers
+ * inherit its datasets) one way; SPAWNED (worker @idx is @pid, the daemon's end of its
+ * socket comes with it, SCM_RIGHTS), FAILED (it could not be forked:
+ * @error is errno) and EXITED (worker @pid ended, @status as waitpid()
+ * says) the other.  A record that is not a whole message of its type is
+ * refused as the fork server gone.  The
  * workers are the fork server's children, not the daemon's: it reaps them
  * and reports their ends; the daemon signals them by pid.
  *
@@ -23,21 +28,30 @@
  * a fork server that died become the daemon's children, serve on and are
  * reaped by the pool.  The daemon sees the fork server's death as EOF and
  * starts a new one with forker_exec(): infeedd's own binary run again as
- * "infeedd --fork-server CONFIG", with its socket and the beats' memory
- * as its only descriptors beyond stdio, so that it holds nothing of any
- * client either; it opens the catalogue of CONFIG, the configuration the
- * daemon last loaded.
+ * "infeedd --fork-server", with its socket and the beats' memory as its
+ * only descriptors beyond stdio, so that it holds nothing of any client
+ * either; the daemon sends it its catalogue first.
+ *
+ * The catalogue travels as the dataset sections the daemon parsed (name,
+ * source, keys and values), not as the configuration's path: the fork
+ * server never reads the configuration, so a file edited since the last
+ * reload changes nothing until infeedd reloads it.  The sections are all
+ * catalogue_open() reads, and what a reload compares to keep a dataset
+ * open; an open dataset (its mappings and descriptors) cannot cross an
+ * exec, and the daemon's own order gives the same catalogue indices.
  */
 #ifndef INFEED_FORKER_H
 #define INFEED_FORKER_H
 
 #include <sys/types.h>
 
-#include <limits.h>
 #include <stdint.h>
 
 #include "catalogue.h"
+#include "transport.h"
 #include "worker.h"
+
+struct event_base;
 
 /* At shutdown, workers told to stop have this long before SIGKILL. */
 #define FORKER_STOP_MS		2000
@@ -46,56 +60,112 @@
 #define FORKER_SOCK_FD		3
 #define FORKER_BEATS_FD		4
 
+/* A message's bytes at most, header and payload (a DATASET's section). */
+#define FORKER_MAX_MSG		65536
+
 enum forker_msg_type {
 	FORKER_MSG_SPAWN = 1,
-	FORKER_MSG_RELOAD,
+	FORKER_MSG_DATASET,
+	FORKER_MSG_CATALOGUE,
 	FORKER_MSG_SPAWNED,
 	FORKER_MSG_FAILED,
 	FORKER_MSG_EXITED,
 };
 
-struct forker_msg {
-	uint32_t	type;
-	uint32_t	idx;			/* the worker's slot in the pool */
-	int32_t		pid;			/* SPAWNED, EXITED */
-	int32_t		status;			/* EXITED: waitpid's; FAILED: errno */
-	uint64_t	image_memory_max;	/* SPAWN: bytes a decode may take */
-	char		path[PATH_MAX];		/* RELOAD: the configuration */
+/* Fork worker @idx (its slot in the pool). */
+struct forker_msg_spawn {
+	struct transport_hdr hdr;
+	uint32_t	idx;
+	uint32_t	pad;
+	uint64_t	image_memory_max;	/* bytes a decode may take */
+};
+
+/*
+ * One dataset section: its name, source, then @nkv keys and values, each
+ * a NUL-terminated string, one after the other.
+ */
+struct forker_msg_dataset {
+	struct transport_hdr hdr;
+	uint32_t	nkv;
+	uint32_t	pad;
+	char		strings[];
+};
+
+/* The @ndatasets sections sent since the last CATALOGUE: open them. */
+struct forker_msg_catalogue {
+	struct transport_hdr hdr;
+	uint32_t	ndatasets;
+	uint32_t	pad;
+};
+
+/* Worker @idx is @pid; the daemon's end of its socket comes with it. */
+struct forker_msg_spawned {
+	struct transport_hdr hdr;
+	uint32_t	idx;
+	int32_t		pid;
+};
+
+/* Worker @idx could not be forked. */
+struct forker_msg_failed {
+	struct transport_hdr hdr;
+	uint32_t	idx;
+	int32_t		error;		/* errno */
+};
+
+/* Worker @idx, @pid, ended. */
+struct forker_msg_exited {
+	struct transport_hdr hdr;
+	uint32_t	idx;
+	int32_t		pid;
+	int32_t		status;		/* as waitpid() says */
+};
+
+/* What the fork server says to the daemon: its header says which. */
+union forker_reply {
+	struct transport_hdr		hdr;
+	struct forker_msg_spawned	spawned;
+	struct forker_msg_failed	failed;
+	struct forker_msg_exited	exited;
 };
 
 struct forker;
 
 /**
  * forker_start() - fork the fork server, which forks workers from @cat
- * with the beats @beats[idx] (shared memory, mapped before).  Fatal when
- * it cannot be started.
+ * with the beats @beats[idx] (shared memory, mapped before).  With @base,
+ * its messages are heard on that loop (@events->read, with @arg: call
+ * forker_recv() until it says nothing waits); without, nothing calls
+ * back and sends block (tests).  Fatal when it cannot be started.
  */
-struct forker	*forker_start(const struct catalogue *cat,
-		    struct worker_beat *beats);
+struct forker	*forker_start(struct event_base *base,
+		    const struct catalogue *cat, struct worker_beat *beats,
+		    const struct transport_events *events, void *arg);
 
 /**
  * forker_exec() - start a fork server that holds nothing of the daemon's:
  * fork, and execute the binary open at @exe_fd (infeedd's, opened from
- * /proc/self/exe at start-up) as "infeedd --fork-server @config_path",
- * with the beats' shared memory @beats_fd (a memfd of whole struct
- * worker_beat) and its socket as its only other descriptors.  It forks
- * workers once it has opened the catalogue of @config_path; requests
- * sent meanwhile wait in its socket.
+ * /proc/self/exe at start-up) as "infeedd --fork-server", with the beats'
+ * shared memory @beats_fd (a memfd of whole struct worker_beat) and its
+ * socket as its only other descriptors, and send it @cat.  It forks
+ * workers once it has opened that catalogue; requests sent meanwhile
+ * wait in its socket.
+ * Its messages are heard as forker_start()'s.
  * Return: the fork server, or NULL (errno set) when it cannot be forked.
  */
-struct forker	*forker_exec(int exe_fd, const char *config_path,
-		    int beats_fd);
+struct forker	*forker_exec(struct event_base *base, int exe_fd,
+		    const struct catalogue *cat, int beats_fd,
+		    const struct transport_events *events, void *arg);
 
 /**
  * forker_serve() - the fork server that forker_exec() started, in its
  * own process (infeedd's main() calls it for --fork-server): open the
- * catalogue of @config_path and serve the daemon.  Fatal when it cannot.
+ * catalogue the daemon sends first and serve the daemon.  Fatal when it
+ * cannot.
  */
-void		 forker_serve(const char *config_path)
-		    __attribute__((noreturn));
+void		 forker_serve(void) __attribute__((noreturn));
 
 /**
- * forker_fd() - the daemon's end of the socket, non-blocking, to watch.
+ * forker_fd() - the daemon's end of the socket (its transport's).
  */
 int		 forker_fd(const struct forker *f);
 
@@ -113,18 +183,21 @@ int		 forker_spawn(struct forker *f, unsigned idx,
 		    uint64_t image_memory_max);
 
 /**
- * forker_reload() - workers forked from now on read the catalogue of the
- * configuration at @path, opened again by the fork server (datasets whose
- * sections did not change stay as they were).  Return: 0, or -1.
+ * forker_reload() - workers forked from now on read the datasets of @cat,
+ * the daemon's new catalogue, opened by the fork server from its sections
+ * (datasets whose sections did not change stay as they were).
+ * Return: 0, or -1 (errno set; EMSGSIZE: a section over FORKER_MAX_MSG).
  */
-int		 forker_reload(struct forker *f, const char *path);
+int		 forker_reload(struct forker *f, const struct catalogue *cat);
 
 /**
- * forker_recv() - the fork server's next message into @m, and for
- * SPAWNED the new worker's socket in *@fd (-1 otherwise; taken over).
- * Return: 1, 0 when nothing waits, -1 when the fork server is gone.
+ * forker_recv() - the fork server's next message into @m (m->hdr.type
+ * says which), and for SPAWNED the new worker's socket in *@fd (-1
+ * otherwise; taken over).
+ * Return: 1, 0 when nothing waits, -1 when the fork server is gone (or
+ * said what is not a whole message of its type).
  */
-int		 forker_recv(struct forker *f, struct forker_msg *m, int *fd);
+int		 forker_recv(struct forker *f, union forker_reply *m, int *fd);
 
 /**
  * forker_wait() - wait up to @ms for forker_recv() to have a message.

@@ -64,8 +64,8 @@ main(int argc, char **argv)
 	int		 ch, verbose = 0;
 
 	/* A fork server that infeedd started again (forker_exec()). */
-	if (argc == 3 && strcmp(argv[1], "--fork-server") == 0)
-		forker_serve(argv[2]);
+	if (argc == 2 && strcmp(argv[1], "--fork-server") == 0)
+		forker_serve();
 
 	while ((ch = getopt_long(argc, argv, "c:s:w:vVh", longopts, NULL))
 	    != -1) {

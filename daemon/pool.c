@@ -66,7 +66,7 @@ struct job {
 	 * The copy that lost, on a worker being killed: the winner's DONE,
 	 * reported once this copy's worker is quiet (its DONE or its end).
 	 */
-	struct worker_msg	*won;
+	struct worker_msg_done	*won;
 };
 TAILQ_HEAD(job_list, job);
 
@@ -128,14 +128,12 @@ struct pool {
 	const struct catalogue	*cat;
 	struct ring_budget	*budget;	/* what it keeps; or NULL */
 	struct forker		*forker;	/* NULL: none up */
-	struct event		*forker_ev;
 	struct event		*forker_restart_ev;
 	struct event		*forker_check_ev; /* is it stopped? */
 	struct event		*chld_ev;	/* SIGCHLD: adopted workers, */
 	pid_t			*forkers_gone;	/* ... dead fork servers */
 	size_t			 nforkers_gone;
 	int			 exe_fd;	/* infeedd's; -1: no restart */
-	char			*config_path;	/* a new fork server's */
 	int			 beats_fd;	/* for a new fork server */
 	unsigned		 forker_restarts;
 	unsigned		 forker_backoff_ms;
@@ -153,7 +151,8 @@ struct pool {
 	uint64_t		 image_memory_max;
 	struct worker_beat	*beats;		/* shared, one per worker */
 	struct event		*retry_ev;	/* pool_dispatch() again */
-	struct worker_msg	*jobmsg;	/* a JOB and its indices */
+	struct worker_msg_job	*jobmsg;	/* a JOB and its indices */
+	struct worker_msg_done	*donemsg;	/* a DONE read */
 	bool			 stopping;
 	uint64_t		 rows_reissued;	/* after worker deaths */
 	uint64_t		 events;	/* jobs queued and steps delivered */
@@ -165,9 +164,9 @@ static void	pool_ring_finish(struct pool_ring *);
 static void	job_free(struct job *);
 static struct job *job_part(const struct job *, uint64_t, uint64_t);
 static void	pool_job_end(struct pool *, struct job *,
-		    const struct worker_msg *);
+		    const struct worker_msg_done *);
 static void	pool_fence(struct pool *, struct job *,
-		    const struct worker_msg *);
+		    const struct worker_msg_done *);
 static void	pool_worker_read_cb(void *);
 static void	pool_worker_broken_cb(void *, int);
 static void	pool_deadline_cb(evutil_socket_t, short, void *);
@@ -175,9 +174,13 @@ static void	pool_worker_respawn_cb(evutil_socket_t, short, void *);
 static void	pool_respawn(struct pool *, struct worker *);
 static void	pool_worker_maps(struct worker *, uint64_t);
 static void	pool_respawn_failed(struct worker *);
-static void	pool_forker_cb(evutil_socket_t, short, void *);
+static void	pool_forker_cb(void *);
 static void	pool_forker_later(struct pool *);
 static void	pool_forker_check_later(struct pool *);
+
+static const struct transport_events pool_forker_events = {
+	.read = pool_forker_cb,
+};
 
 static const struct transport_events pool_transport_events = {
 	.read = pool_worker_read_cb,
@@ -219,7 +222,7 @@ pool_kill_stuck(struct worker *w, const char *why)
  * is gone or stuck, or no descriptor is left to queue it with).
  */
 static int
-pool_send(struct worker *w, const struct worker_msg *m, size_t len,
+pool_send(struct worker *w, void *m, size_t len, uint32_t type,
     const int *fds, size_t nfds)
 {
 	if (w->stuck || w->t == NULL)
@@ -229,7 +232,7 @@ pool_send(struct worker *w, const struct worker_msg *m, size_t len,
 		return (-1);
 	}
 	/* The ring's descriptors may be closed before a queued MAP goes. */
-	if (transport_send_dup(w->t, m, len, fds, nfds) == -1) {
+	if (transport_send_typed(w->t, m, len, type, fds, nfds) == -1) {
 		if (errno != EPIPE)	/* pool_worker_broken_cb says why */
 			log_warn("worker %u (pid %d): send", w->idx,
 			    (int)w->pid);
@@ -350,6 +353,39 @@ pool_beat_every(const struct pool *pool)
 	return (ms > 25 ? ms : 25);
 }
 
+/*
+ * Process @pid's state letter in /proc/PID/stat (R running or runnable, S
+ * sleeping, D in an uninterruptible wait, T stopped, ...), a read that
+ * never blocks on disk; '?' when it cannot be read.
+ */
+static char
+pool_proc_state(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	ssize_t	 n;
+	int	 fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return ('?');
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return ('?');
+	buf[n] = '\0';
+	return ((p = strrchr(buf, ')')) != NULL && p[1] == ' ' && p[2] != '\0' ?
+	    p[2] : '?');
+}
+
+/* Whether process @pid is stopped (SIGSTOP, or under a debugger). */
+static bool
+pool_stopped(pid_t pid)
+{
+	char	st = pool_proc_state(pid);
+
+	return (st == 'T' || st == 't');
+}
+
 /* Worker @w's CPU time in ns, or 0 when it cannot be read. */
 static uint64_t
 pool_worker_cpu_ns(struct worker *w)
@@ -373,7 +409,9 @@ pool_worker_cpu_ns(struct worker *w)
  * Look at a busy worker's progress at @now: a row begun (its beat's
  * count: job_timeout's clock) or CPU time used since the last look (its
  * heartbeat: a worker that is stopped, or waits in the kernel for its
- * storage, uses none) keeps it live.
+ * storage, uses none) keeps it live, and so does being runnable: on a
+ * loaded machine a worker may wait a second for a CPU, and a copy of its
+ * job would only wait beside it.
  */
 static void
 pool_worker_look(struct worker *w, uint64_t now)
@@ -391,6 +429,8 @@ pool_worker_look(struct worker *w, uint64_t now)
 		w->cpu_ns = cpu;
 		w->live_ms = now;
 	}
+	if (w->pid != -1 && pool_proc_state(w->pid) == 'R')
+		w->live_ms = now;
 }
 
 /*
@@ -466,7 +506,7 @@ pool_retire(struct worker *w)
 static void
 pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
     enum pool_job_result result, uint64_t bad, int64_t label,
-    const struct worker_msg *done)
+    const struct worker_msg_done *done)
 {
 	struct pool_report	r;
 
@@ -474,8 +514,8 @@ pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
 	r.reason = "";
 	r.where = "";
 	if (done != NULL) {
-		r.reason = done->reason;
-		r.where = done->where;
+		r.reason = done->text;
+		r.where = worker_done_where(done);
 		r.replaced = done->replaced;
 		r.bytes = done->bytes;
 	}
@@ -492,7 +532,7 @@ pool_report(struct pool_ring *pr, const struct job *job, uint64_t rows,
 
 /* What a worker's DONE says about its job. */
 static enum pool_job_result
-pool_done_result(const struct worker_msg *m)
+pool_done_result(const struct worker_msg_done *m)
 {
 	switch (m->error) {
 	case WORKER_OK:
@@ -512,7 +552,8 @@ pool_done_result(const struct worker_msg *m)
  * last job ends; then freed.
  */
 static void
-pool_job_end(struct pool *pool, struct job *job, const struct worker_msg *done)
+pool_job_end(struct pool *pool, struct job *job,
+    const struct worker_msg_done *done)
 {
 	struct pool_ring	*pr;
 
@@ -551,14 +592,15 @@ pool_job_worker(struct pool *pool, const struct job *job)
  * counts as running, so its ring's memory is not released either.
  */
 static void
-pool_fence(struct pool *pool, struct job *loser, const struct worker_msg *won)
+pool_fence(struct pool *pool, struct job *loser,
+    const struct worker_msg_done *won)
 {
 	struct worker	*w = pool_job_worker(pool, loser);
 
 	loser->twin->twin = NULL;
 	loser->twin = NULL;
-	loser->won = xmalloc(sizeof(*won));
-	*loser->won = *won;
+	loser->won = xmalloc(won->hdr.len);
+	memcpy(loser->won, won, won->hdr.len);
 	if (w == NULL || w->stuck)	/* being killed already */
 		return;
 	log_info("worker %u (pid %d) lost its job to the copy that finished "
@@ -577,23 +619,25 @@ static int
 pool_worker_read(struct worker *w)
 {
 	struct pool		*pool = w->pool;
-	struct worker_msg	 m;
+	struct worker_msg_done	*m = pool->donemsg;
 	struct job		*job;
 	ssize_t			 n;
 	size_t			 nfds;
 
 	/* A worker sends no descriptor, nor more than one message's bytes. */
-	n = transport_recv_msg(w->t, &m, sizeof(m), NULL, 0, &nfds);
+	n = transport_recv_typed(w->t, m, WORKER_MAX_DONE, NULL, 0, &nfds);
 	if (n == -1 && errno == EAGAIN)
 		return (0);
-	if (n == sizeof(m) && m.type == WORKER_MSG_READY && !w->ready) {
+	if (n == sizeof(struct worker_msg_ready) &&
+	    m->hdr.type == WORKER_MSG_READY && !w->ready) {
 		w->ready = true;
 		return (1);
 	}
-	if (n != sizeof(m) || m.type != WORKER_MSG_DONE || w->job == NULL) {
+	if (n <= 0 || m->hdr.type != WORKER_MSG_DONE ||
+	    !worker_done_whole(m, (size_t)n) || w->job == NULL) {
 		transport_read_off(w->t);
 		if (n > 0 || (n == -1 && (errno == EPROTO ||
-		    errno == EMSGSIZE)))
+		    errno == EMSGSIZE || errno == EBADMSG)))
 			kill(w->pid, SIGKILL);
 		return (-1);
 	}
@@ -603,17 +647,15 @@ pool_worker_read(struct worker *w)
 	w->rows_done += job->row_end - job->row_begin;
 	w->busy_us += clock_now_us() - w->job_start_us;
 	w->backoff_ms = 0;	/* it works: a later death respawns at once */
-	m.reason[sizeof(m.reason) - 1] = '\0';
-	m.where[sizeof(m.where) - 1] = '\0';
 	if (job->won != NULL) {
 		/* It lost, and wrote its last row: the winner's result goes. */
 		pool_job_end(pool, job, job->won);
 	} else if (job->twin != NULL) {
 		/* The first result: it goes once the other copy is fenced. */
-		pool_fence(pool, job->twin, &m);
+		pool_fence(pool, job->twin, m);
 		pool_job_end(pool, job, NULL);
 	} else
-		pool_job_end(pool, job, &m);
+		pool_job_end(pool, job, m);
 	if (w->retiring)
 		pool_retire(w);
 	return (1);
@@ -742,37 +784,36 @@ static int
 pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
     struct job *job)
 {
-	struct worker_msg	 m, *jm = pool->jobmsg;
+	struct worker_msg_map	 m;
+	struct worker_msg_job	*jm = pool->jobmsg;
 	uint64_t		 rows;
 	unsigned		 j;
 	int			 fds[WORKER_MAX_FDS];
 
 	if (!pr->mapped[w->idx]) {
 		memset(&m, 0, sizeof(m));
-		m.type = WORKER_MSG_MAP;
 		pool_ring_describe(pool, pr);
 		m.ring = pr->desc;
 		fds[0] = pr->memfd;
 		for (j = 0; j < pr->desc.nfiles; j++)
 			fds[1 + j] = pr->files[j];
-		if (pool_send(w, &m, sizeof(m), fds, 1 + pr->desc.nfiles) ==
-		    -1)
+		if (pool_send(w, &m, sizeof(m), WORKER_MSG_MAP, fds,
+		    1 + pr->desc.nfiles) == -1)
 			return (-1);
 		pr->mapped[w->idx] = true;
 		pool_worker_maps(w, pr->desc.mem_id);
 	}
 	rows = job->row_end - job->row_begin;
 	memset(jm, 0, sizeof(*jm));
-	jm->type = WORKER_MSG_JOB;
 	jm->ring_id = job->ring_id;
 	jm->slot = job->slot;
 	jm->epoch = job->epoch;
 	jm->row_begin = job->row_begin;
 	jm->row_end = job->row_end;
 	jm->job_id = w->job_id = ++pool->next_job_id;
-	memcpy(jm + 1, job->indices, rows * sizeof(uint64_t));
-	if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t), NULL, 0) ==
-	    -1)
+	memcpy(jm->indices, job->indices, rows * sizeof(uint64_t));
+	if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t),
+	    WORKER_MSG_JOB, NULL, 0) == -1)
 		return (-1);
 	w->job = job;
 	pr->inflight++;
@@ -1211,29 +1252,6 @@ pool_forker_ask_again(struct pool *pool)
 	pool_forker_check_later(pool);
 }
 
-/*
- * Whether process @pid is stopped (SIGSTOP, or under a debugger): the
- * state in /proc/PID/stat, a read that never blocks on disk.
- */
-static bool
-pool_stopped(pid_t pid)
-{
-	char	 path[64], buf[512], *p;
-	ssize_t	 n;
-	int	 fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return (false);
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return (false);
-	buf[n] = '\0';
-	return ((p = strrchr(buf, ')')) != NULL && (p[2] == 'T' ||
-	    p[2] == 't'));
-}
-
 /* Look at the fork server in POOL_FORKER_ANSWER_MS, unless due to. */
 static void
 pool_forker_check_later(struct pool *pool)
@@ -1281,14 +1299,10 @@ pool_forker_check_cb(evutil_socket_t fd, short ev, void *arg)
 	kill(forker_pid(pool->forker), SIGKILL);
 }
 
-/* Watch the fork server's socket. */
+/* A fork server is up (its transport heard on the loop): since when. */
 static void
 pool_forker_watch(struct pool *pool)
 {
-	pool->forker_ev = event_new(pool->base, forker_fd(pool->forker),
-	    EV_READ | EV_PERSIST, pool_forker_cb, pool);
-	if (pool->forker_ev == NULL || event_add(pool->forker_ev, NULL))
-		fatalx("cannot watch the fork server");
 	pool->forker_started_ms = clock_now_ms();
 }
 
@@ -1307,8 +1321,9 @@ pool_forker_restart(struct pool *pool)
 		    "again; workers that die are not replaced");
 		return;
 	}
-	if ((pool->forker = forker_exec(pool->exe_fd, pool->config_path,
-	    pool->beats_fd)) == NULL) {
+	if ((pool->forker = forker_exec(pool->base, pool->exe_fd,
+	    pool->cat, pool->beats_fd, &pool_forker_events,
+	    pool)) == NULL) {
 		log_warn("cannot start a new fork server");
 		pool_forker_later(pool);
 		return;
@@ -1473,8 +1488,6 @@ pool_forker_died(struct pool *pool)
 	pool->forkers_gone = xreallocarray(pool->forkers_gone,
 	    pool->nforkers_gone + 1, sizeof(*pool->forkers_gone));
 	pool->forkers_gone[pool->nforkers_gone++] = forker_pid(pool->forker);
-	event_free(pool->forker_ev);
-	pool->forker_ev = NULL;
 	forker_free(pool->forker);
 	pool->forker = NULL;
 	for (i = 0; i < pool->n; i++) {
@@ -1492,24 +1505,29 @@ pool_forker_died(struct pool *pool)
 static void
 pool_forker_read(struct pool *pool)
 {
-	struct forker_msg	 m;
+	union forker_reply	 m;
 	struct worker		*w;
+	uint32_t		 idx;
 	int			 rc, fd;
 
 	while ((rc = forker_recv(pool->forker, &m, &fd)) == 1) {
-		w = m.idx < pool->n ? &pool->workers[m.idx] : NULL;
-		if (m.type == FORKER_MSG_EXITED) {
-			pool_worker_exited(pool, m.pid, m.status);
-		} else if (m.type == FORKER_MSG_SPAWNED && w != NULL &&
+		/* SPAWNED, FAILED and EXITED each name the worker first. */
+		idx = m.hdr.type == FORKER_MSG_EXITED ? m.exited.idx :
+		    m.hdr.type == FORKER_MSG_FAILED ? m.failed.idx :
+		    m.spawned.idx;
+		w = idx < pool->n ? &pool->workers[idx] : NULL;
+		if (m.hdr.type == FORKER_MSG_EXITED) {
+			pool_worker_exited(pool, m.exited.pid,
+			    m.exited.status);
+		} else if (m.hdr.type == FORKER_MSG_SPAWNED && w != NULL &&
 		    w->spawning && fd != -1) {
-			pool_spawned(pool, w, m.pid, fd);
+			pool_spawned(pool, w, m.spawned.pid, fd);
 			fd = -1;
-		} else if ((m.type == FORKER_MSG_FAILED ||
-		    m.type == FORKER_MSG_SPAWNED) && w != NULL &&
-		    w->spawning) {
+		} else if (w != NULL && w->spawning) {
 			/* A SPAWNED without its socket: that one exits. */
 			w->spawning = false;
-			errno = m.type == FORKER_MSG_FAILED ? m.status : EBADF;
+			errno = m.hdr.type == FORKER_MSG_FAILED ?
+			    m.failed.error : EBADF;
 			if (pool->starting)
 				fatal("cannot start worker %u", w->idx);
 			log_warn("worker %u: fork", w->idx);
@@ -1524,12 +1542,10 @@ pool_forker_read(struct pool *pool)
 
 /* The fork server spoke. */
 static void
-pool_forker_cb(evutil_socket_t fd, short ev, void *arg)
+pool_forker_cb(void *arg)
 {
 	struct pool	*pool = arg;
 
-	(void)fd;
-	(void)ev;
 	pool_forker_read(pool);
 	pool_dispatch(pool);
 }
@@ -1578,6 +1594,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		fatalx("cannot watch the fork server");
 	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
 	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t));
+	pool->donemsg = xmalloc(WORKER_MAX_DONE);
 	pool->n = slots;
 	pool->size = workers;
 	pool->workers = xcalloc(slots, sizeof(*pool->workers));
@@ -1593,7 +1610,8 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 			fatalx("evtimer_new");
 	}
 	/* Before any client: it holds nothing of one, nor do its workers. */
-	pool->forker = forker_start(cat, pool->beats);
+	pool->forker = forker_start(base, cat, pool->beats,
+	    &pool_forker_events, pool);
 	/* One at a time: the requests never fill the socket. */
 	pool->starting = true;
 	for (i = 0; i < workers; i++) {
@@ -1686,8 +1704,6 @@ pool_free(struct pool *pool)
 	}
 	/* It waits for them (POOL_STOP_MS), kills those left, and goes. */
 	stop_ms = clock_now_ms() + POOL_STOP_MS;
-	if (pool->forker_ev != NULL)
-		event_free(pool->forker_ev);
 	forker_stop(pool->forker);
 	pool_stop_adopted(pool, stop_ms);
 	for (i = 0; i < pool->n; i++) {
@@ -1712,12 +1728,12 @@ pool_free(struct pool *pool)
 	event_free(pool->forker_restart_ev);
 	event_free(pool->forker_check_ev);
 	free(pool->forkers_gone);
-	free(pool->config_path);
 	if (pool->exe_fd != -1)
 		close(pool->exe_fd);
 	close(pool->beats_fd);
 	munmap(pool->beats, pool->n * sizeof(*pool->beats));
 	free(pool->jobmsg);
+	free(pool->donemsg);
 	free(pool->workers);
 	free(pool);
 }
@@ -1805,7 +1821,7 @@ void
 pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 {
 	struct pool		*pool;
-	struct worker_msg	 m;
+	struct worker_msg_unmap	 m;
 	unsigned		 i;
 
 	if (pr == NULL) {
@@ -1819,12 +1835,11 @@ pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 	pr->keep = keep;
 	/* A worker reads it after the job it may be running. */
 	memset(&m, 0, sizeof(m));
-	m.type = WORKER_MSG_UNMAP;
 	m.ring_id = pr->desc.ring_id;
 	for (i = 0; i < pool->n; i++) {
 		if (pr->mapped[i] && pool->workers[i].t != NULL)
 			(void)pool_send(&pool->workers[i], &m, sizeof(m),
-			    NULL, 0);
+			    WORKER_MSG_UNMAP, NULL, 0);
 	}
 	if (pr->inflight == 0)
 		pool_ring_finish(pr);
@@ -1834,14 +1849,13 @@ pool_remove_ring(struct pool_ring *pr, struct ring *r, bool keep)
 static void
 pool_worker_forget(struct worker *w, uint64_t mem_id)
 {
-	struct worker_msg	m;
+	struct worker_msg_forget	m;
 
 	if (w->t == NULL)
 		return;
 	memset(&m, 0, sizeof(m));
-	m.type = WORKER_MSG_FORGET;
-	m.ring.mem_id = mem_id;
-	(void)pool_send(w, &m, sizeof(m), NULL, 0);
+	m.mem_id = mem_id;
+	(void)pool_send(w, &m, sizeof(m), WORKER_MSG_FORGET, NULL, 0);
 }
 
 /* Every worker unmaps memory @mem_id. */
@@ -1994,22 +2008,16 @@ pool_ring_set_dataset(struct pool_ring *pr, uint32_t dataset_index)
 /* Reload: replace every worker, so new ones inherit the new catalogue. */
 void
 pool_reload(struct pool *pool, const struct catalogue *cat,
-    const char *config_path, uint32_t job_timeout_ms,
-    uint64_t image_memory_max)
+    uint32_t job_timeout_ms, uint64_t image_memory_max)
 {
 	struct worker	*w;
 	unsigned	 i;
 
 	/* Before any replacement is asked for: they read the new datasets. */
-	if (pool->forker != NULL && forker_reload(pool->forker,
-	    config_path) == -1)
+	if (pool->forker != NULL && forker_reload(pool->forker, cat) == -1)
 		log_warn("reload: the fork server was not told; new workers "
 		    "read the datasets as they were");
-	/* A fork server started from now on opens it too. */
-	if (pool->config_path != NULL) {
-		free(pool->config_path);
-		pool->config_path = xstrdup(config_path);
-	}
+	/* A fork server started from now on is sent it too. */
 	pool->cat = cat;
 	pool->job_timeout_ms = job_timeout_ms;
 	pool->image_memory_max = image_memory_max;
@@ -2025,12 +2033,11 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 
 /* A dead fork server is started again from infeedd's own binary. */
 void
-pool_forker_restarts_from(struct pool *pool, const char *config_path)
+pool_forker_restarts(struct pool *pool)
 {
 	/* Now: the binary that runs, even once a package replaced it. */
 	if ((pool->exe_fd = open("/proc/self/exe", O_PATH | O_CLOEXEC)) == -1)
 		fatal("/proc/self/exe");
-	pool->config_path = xstrdup(config_path);
 }
 
 /* The fork server now, for status. */

@@ -25,13 +25,14 @@
  *
  * The fork server dying costs no worker: its workers, reparented to the
  * daemon (a child subreaper), serve on and are reaped by the pool, and a
- * new fork server is started (pool_forker_restarts_from()), at once, or
+ * new fork server is started (pool_forker_restarts()), at once, or
  * after the same backoff when they keep dying; workers to start meanwhile
  * are asked of it.
  *
- * Takeover: a worker that begins no row of its job and uses no CPU for
- * POOL_TAKEOVER_MS (1 s; stopped, or waiting in the kernel for a store
- * that hiccups) holds its client for no longer when another worker is
+ * Takeover: a worker that begins no row of its job, uses no CPU and is
+ * not waiting for one for POOL_TAKEOVER_MS (1 s; stopped, or waiting in
+ * the kernel for a store that hiccups; one that is only runnable on a
+ * loaded machine is not taken over) holds its client for no longer when another worker is
  * idle: that one runs the same job again, and the first DONE of the two
  * is the job's result.  Exactly once: the two copies are linked, and the
  * job is reported once, with the first DONE; the other copy's DONE or
@@ -231,26 +232,25 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 		    uint32_t dataset_index);
 
 /**
- * pool_reload() - the daemon reloaded the configuration at @config_path
- * into @cat: the fork server opens its datasets again (forker_reload())
+ * pool_reload() - the daemon reloaded its configuration into @cat: the
+ * fork server opens its datasets again (forker_reload(), which sends it
+ * their sections)
  * and every worker is replaced once idle, so that new ones inherit them;
  * a retired worker that has not gone after POOL_STOP_MS is killed.  Jobs
  * from now on have @job_timeout_ms, and new workers @image_memory_max.
  */
 void		 pool_reload(struct pool *pool, const struct catalogue *cat,
-		    const char *config_path, uint32_t job_timeout_ms,
-		    uint64_t image_memory_max);
+		    uint32_t job_timeout_ms, uint64_t image_memory_max);
 
 /**
- * pool_forker_restarts_from() - a fork server that dies is started again
+ * pool_forker_restarts() - a fork server that dies is started again
  * (after a backoff when they keep dying) from infeedd's own binary
- * (/proc/self/exe, opened now) and the configuration at @config_path,
- * which pool_reload() changes; the workers go on serving meanwhile.
+ * (/proc/self/exe, opened now) and sent the catalogue the pool has now
+ * (pool_reload() changes it); the workers go on serving meanwhile.
  * Only infeedd calls it: in a process that does not, a dead fork server
  * is not replaced (and workers that die then are not either).
  */
-void		 pool_forker_restarts_from(struct pool *pool,
-		    const char *config_path);
+void		 pool_forker_restarts(struct pool *pool);
 
 /**
  * pool_forker_info() - the fork server's pid (-1 while none is up) and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One connection's transport (see transport.h).  The bytes and descriptors
- * go through proto/wire.c (wire_send_fds, wire_recv_fds, wire_in); this
+ * go through proto/wire-frame.c (wire_send_fds, wire_recv_fds, wire_in); this
  * file adds the queue, who closes each descriptor, the marks and the
  * events.
  */
@@ -19,11 +19,11 @@
 
 #include "log.h"
 #include "transport.h"
-#include "wire.h"
+#include "wire-frame.h"
 #include "xmalloc.h"
 
 _Static_assert(TRANSPORT_MAX_FDS == WIRE_MAX_FDS,
-    "transport.h and wire.h disagree on descriptors a message");
+    "transport.h and wire-frame.h disagree on descriptors a message");
 
 /* A message, or what is left of it, that the socket did not take yet. */
 struct tmsg {
@@ -396,6 +396,36 @@ transport_recv_msg(struct transport *t, void *buf, size_t len, int *fds,
     size_t maxfds, size_t *nfds)
 {
 	return (wire_recv_fds(t->fd, buf, len, fds, maxfds, nfds));
+}
+
+/* PACKET: one typed message, its header's length its record's. */
+ssize_t
+transport_recv_typed(struct transport *t, void *buf, size_t len, int *fds,
+    size_t maxfds, size_t *nfds)
+{
+	const struct transport_hdr	*h = buf;
+	ssize_t				 n;
+
+	n = transport_recv_msg(t, buf, len, fds, maxfds, nfds);
+	if (n > 0 && ((size_t)n < sizeof(*h) || h->len != (size_t)n)) {
+		transport_close_all(fds, *nfds);
+		*nfds = 0;
+		errno = EBADMSG;
+		return (-1);
+	}
+	return (n);
+}
+
+/* PACKET: a typed message, its header set here. */
+int
+transport_send_typed(struct transport *t, void *m, size_t len, uint32_t type,
+    const int *fds, size_t nfds)
+{
+	struct transport_hdr	*h = m;
+
+	h->type = type;
+	h->len = (uint32_t)len;
+	return (transport_send_dup(t, m, len, fds, nfds));
 }
 
 /* The socket has something, or stayed silent past the timeout. */

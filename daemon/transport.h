@@ -9,7 +9,7 @@
  * Output: transport_send_*() sends at once what the socket takes and
  * queues the rest, in order.  Every sendmsg carries bytes of one message
  * only, its descriptors on its first byte, so the receiver can tell whose
- * they are (wire.h).  On an event loop a write event, armed only while the
+ * they are (wire-frame.h).  On an event loop a write event, armed only while the
  * queue is not empty, sends the rest; without one (a worker) a send blocks
  * until the whole message is gone.
  *
@@ -48,6 +48,16 @@ struct wire_in;
 
 /* Descriptors one message carries at most (WIRE_MAX_FDS). */
 #define TRANSPORT_MAX_FDS	4
+
+/*
+ * PACKET: a typed message, as the pool, the fork server and the workers
+ * send them, begins with this header; its type's payload follows
+ * (forker.h, worker.h say which payload each type has).
+ */
+struct transport_hdr {
+	uint32_t	type;
+	uint32_t	len;		/* the whole message's bytes */
+};
 
 enum transport_kind {
 	TRANSPORT_STREAM,	/* SOCK_STREAM: wire frames, cut by wire_in */
@@ -124,7 +134,7 @@ size_t		 transport_queued(const struct transport *t);
  */
 ssize_t		 transport_recv(struct transport *t);
 
-/* STREAM: what was read and not yet cut into frames (wire.h). */
+/* STREAM: what was read and not yet cut into frames (wire-frame.h). */
 struct wire_in	*transport_in(struct transport *t);
 
 /**
@@ -136,6 +146,23 @@ struct wire_in	*transport_in(struct transport *t);
  */
 ssize_t		 transport_recv_msg(struct transport *t, void *buf,
 		    size_t len, int *fds, size_t maxfds, size_t *nfds);
+
+/**
+ * transport_recv_typed() - PACKET: transport_recv_msg() of one typed
+ * message (struct transport_hdr, then its payload) into @buf: a record
+ * shorter than the header, or whose header gives another length, is
+ * refused with errno EBADMSG and its descriptors closed (the stream goes
+ * on); the caller checks the payload its type has.
+ */
+ssize_t		 transport_recv_typed(struct transport *t, void *buf,
+		    size_t len, int *fds, size_t maxfds, size_t *nfds);
+
+/**
+ * transport_send_typed() - set @m's header (@type, @len bytes in all) and
+ * send it as transport_send_dup() does.
+ */
+int		 transport_send_typed(struct transport *t, void *m,
+		    size_t len, uint32_t type, const int *fds, size_t nfds);
 
 /**
  * transport_send_consume() - send @len bytes of @buf (copied if they must

@@ -43,6 +43,9 @@
 
 _Static_assert(WORKER_MAX_FDS <= TRANSPORT_MAX_FDS,
     "a MAP carries more descriptors than a message may");
+_Static_assert(sizeof(struct worker_msg_map) <= sizeof(struct worker_msg_job) +
+    WORKER_MAX_JOB_ROWS * sizeof(uint64_t),
+    "a MAP is longer than the longest JOB, the worker's buffer");
 
 /* A ring memory mapped in this worker, kept until FORGET. */
 struct wmem {
@@ -152,19 +155,21 @@ worker_populate(struct wring *w, uint64_t off, uint64_t len)
 }
 
 /*
- * Read the rows of JOB @m, whose dataset indices are @indices (from the
- * pool, never from the ring), into its slot.  Return: WORKER_OK, or
- * WORKER_READ_ERROR with m->bad_index (and m->reason for an image), or
- * WORKER_LABEL_RANGE with m->bad_index and m->bad_label (a label that is
- * no class number, or outside int32 when the ring's labels are int32).
+ * Read the rows of @job, whose dataset indices are @indices (from the
+ * pool, never from the ring), into its slot, and say so in DONE @d.
+ * Return: WORKER_OK, or WORKER_READ_ERROR with d->bad_index (and its
+ * reason in d->text for an image), or WORKER_LABEL_RANGE with
+ * d->bad_index and d->bad_label (a label that is no class number, or
+ * outside int32 when the ring's labels are int32).
  */
 static int
 worker_rows(struct wring *w, struct transform_work *tw,
-    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices)
+    const struct dataset *ds, const struct worker_msg_job *job,
+    struct worker_msg_done *d, const uint64_t *indices)
 {
 	const struct ring_layout *l = &w->desc.layout;
 	const struct transform	*tf = &w->desc.transform;
-	uint8_t			*base = w->map + (uint64_t)m->slot *
+	uint8_t			*base = w->map + (uint64_t)job->slot *
 				    l->slot_bytes;
 	int32_t			*labels;
 	int64_t			*labels64 = NULL;
@@ -177,56 +182,56 @@ worker_rows(struct wring *w, struct transform_work *tw,
 				    copy_streams(l->row_bytes, (l->labels_offset -
 				    l->data_offset) / l->row_bytes);
 
-	worker_populate(w, (uint64_t)m->slot * l->slot_bytes + l->data_offset +
-	    m->row_begin * tf->out_sample_bytes, (m->row_end - m->row_begin) *
+	worker_populate(w, (uint64_t)job->slot * l->slot_bytes + l->data_offset +
+	    job->row_begin * tf->out_sample_bytes, (job->row_end - job->row_begin) *
 	    tf->out_sample_bytes);
 	labels = (int32_t *)(void *)(base + l->labels_offset);
 	if (l->label_dtype == INFEED_DTYPE_INT64)
 		labels64 = (int64_t *)(void *)(base + l->labels_offset);
-	memcpy(base + l->indices_offset + m->row_begin * sizeof(uint64_t),
-	    indices, (m->row_end - m->row_begin) * sizeof(uint64_t));
-	m->bytes = 0;
-	m->replaced = 0;
-	m->reason[0] = '\0';
-	for (r = m->row_begin; r < m->row_end; r++) {
+	memcpy(base + l->indices_offset + job->row_begin * sizeof(uint64_t),
+	    indices, (job->row_end - job->row_begin) * sizeof(uint64_t));
+	d->bytes = 0;
+	d->replaced = 0;
+	d->text[0] = '\0';
+	for (r = job->row_begin; r < job->row_end; r++) {
 		worker_beat_row(r);
-		idx = indices[r - m->row_begin];
+		idx = indices[r - job->row_begin];
 		dst = base + l->data_offset + r * tf->out_sample_bytes;
-		m->bad_index = idx;
+		d->bad_index = idx;
 		if (idx >= ds->samples)
 			return (WORKER_READ_ERROR);
 		if (tf->image) {
-			rc = transform_image_row(tf, tw, ds, m->epoch, idx, dst,
-			    &label, &m->bytes, &m->replaced, m->reason,
-			    sizeof(m->reason));
+			rc = transform_image_row(tf, tw, ds, job->epoch, idx, dst,
+			    &label, &d->bytes, &d->replaced, d->text,
+			    WORKER_REASON_LEN);
 			if (rc == -1)
 				return (WORKER_READ_ERROR);
 		} else {
 			if (dataset_read(ds, idx, tf->to_float32 ? w->tmp :
 			    dst, &label, stream) == -1) {
 				if (errno == EIO)	/* a file cut short */
-					dataset_short_why(m->reason,
-					    sizeof(m->reason));
+					dataset_short_why(d->text,
+					    WORKER_REASON_LEN);
 				return (WORKER_READ_ERROR);
 			}
 			if (tf->to_float32)
 				transform_row(tf, w->lut, w->tmp,
 				    (float *)(void *)dst);
-			m->bytes += ds->sample_bytes;
+			d->bytes += ds->sample_bytes;
 		}
 		/*
 		 * A client's labels are checked here, row by row, not at
 		 * Attach: no class number is negative or past uint32.
 		 */
 		if (label < 0 || label >= UINT32_MAX) {
-			m->bad_label = label;
+			d->bad_label = label;
 			return (WORKER_LABEL_RANGE);
 		}
 		if (labels64 != NULL)
 			labels64[r] = label;
 		else if (label > INT32_MAX) {
 			/* Never wrapped into another class. */
-			m->bad_label = label;
+			d->bad_label = label;
 			return (WORKER_LABEL_RANGE);
 		} else
 			labels[r] = (int32_t)label;
@@ -242,7 +247,8 @@ worker_rows(struct wring *w, struct transform_work *tw,
  */
 static int
 worker_rows_guarded(struct wring *w, struct transform_work **twp,
-    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices,
+    const struct dataset *ds, const struct worker_msg_job *job,
+    struct worker_msg_done *d, const uint64_t *indices,
     uint64_t image_memory_max, bool *faulted)
 {
 	int		rc;
@@ -253,12 +259,12 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
 	if (sigsetjmp(worker_bus_jb, 0) != 0) {
 		*faulted = true;
 		if (dataset_job_end(&size) && size != UINT64_MAX)
-			snprintf(m->reason, sizeof(m->reason), "the file was "
+			snprintf(d->text, WORKER_REASON_LEN, "the file was "
 			    "truncated to %" PRIu64 " bytes while the session "
 			    "read it; sample %" PRIu64 " is beyond it", size,
-			    m->bad_index);
+			    d->bad_index);
 		else
-			snprintf(m->reason, sizeof(m->reason), "reading it "
+			snprintf(d->text, WORKER_REASON_LEN, "reading it "
 			    "through its mapping raised SIGBUS (the file "
 			    "changed while the session read it, or an I/O "
 			    "error)");
@@ -268,7 +274,7 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
 		return (WORKER_READ_ERROR);
 	}
 	worker_bus_armed = 1;
-	rc = worker_rows(w, *twp, ds, m, indices);
+	rc = worker_rows(w, *twp, ds, job, d, indices);
 	worker_bus_armed = 0;
 	/* The rows' streaming stores land before DONE says they are there. */
 	copy_fence();
@@ -276,7 +282,7 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
 }
 
 /*
- * Fill the rows of JOB @m; an enum worker_result, as worker_rows().  The
+ * Fill the rows of @job into DONE @d; an enum worker_result, as worker_rows().  The
  * files' sizes are checked once before the rows and once after: if a file
  * shrank (or a client's changed) meanwhile, the rows are read again, so a
  * row it cut off fails instead of going out as the zeros of a truncated
@@ -284,22 +290,23 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
  */
 static int
 worker_fill(struct wring *w, struct transform_work **twp,
-    const struct dataset *ds, struct worker_msg *m, const uint64_t *indices,
+    const struct dataset *ds, const struct worker_msg_job *job,
+    struct worker_msg_done *d, const uint64_t *indices,
     uint64_t image_memory_max)
 {
 	bool	faulted;
 	int	rc;
 
-	worker_beat->job = m->job_id;
-	worker_beat_row(m->row_begin);
+	worker_beat->job = job->job_id;
+	worker_beat_row(job->row_begin);
 	dataset_job_begin();
-	rc = worker_rows_guarded(w, twp, ds, m, indices, image_memory_max,
-	    &faulted);
+	rc = worker_rows_guarded(w, twp, ds, job, d, indices,
+	    image_memory_max, &faulted);
 	if (faulted)
 		return (rc);
 	if (dataset_job_end(NULL) && rc == WORKER_OK) {
 		dataset_job_begin();
-		rc = worker_rows_guarded(w, twp, ds, m, indices,
+		rc = worker_rows_guarded(w, twp, ds, job, d, indices,
 		    image_memory_max, &faulted);
 		if (!faulted)
 			(void)dataset_job_end(NULL);
@@ -309,17 +316,17 @@ worker_fill(struct wring *w, struct transform_work **twp,
 
 /* Whether a JOB fits its ring: a slot, rows and indices that exist. */
 static int
-worker_job_ok(const struct wring *w, const struct worker_msg *m, size_t n)
+worker_job_ok(const struct wring *w, const struct worker_msg_job *job, size_t n)
 {
 	const struct ring_layout *l = &w->desc.layout;
 	uint64_t		 rows;
 
-	if (m->slot >= l->slots || m->row_begin >= m->row_end ||
-	    m->row_end - m->row_begin > WORKER_MAX_JOB_ROWS)
+	if (job->slot >= l->slots || job->row_begin >= job->row_end ||
+	    job->row_end - job->row_begin > WORKER_MAX_JOB_ROWS)
 		return (0);
-	rows = m->row_end - m->row_begin;
-	return (n == sizeof(*m) + rows * sizeof(uint64_t) &&
-	    m->row_end * w->desc.transform.out_sample_bytes <=
+	rows = job->row_end - job->row_begin;
+	return (n == sizeof(*job) + rows * sizeof(uint64_t) &&
+	    job->row_end * w->desc.transform.out_sample_bytes <=
 	    l->labels_offset);
 }
 
@@ -469,8 +476,8 @@ worker_dataset(const struct catalogue *cat, const struct worker_ring *desc,
 	    (unsigned long long)desc->ring_id, name);
 	*why = xasprintf("the workers' dataset '%s' is not the daemon's (%llu "
 	    "samples of %llu bytes): it changed on disk, or could not be "
-	    "opened, when the workers' fork server read the configuration "
-	    "again; reload infeedd again", name,
+	    "opened, when the workers' fork server opened the catalogue "
+	    "infeedd sent it; reload infeedd again", name,
 	    (unsigned long long)desc->samples,
 	    (unsigned long long)desc->sample_bytes);
 	return (NULL);
@@ -479,7 +486,7 @@ worker_dataset(const struct catalogue *cat, const struct worker_ring *desc,
 /* Take a ring the pool sent, in a free entry of *@w. */
 static void
 worker_map(const struct catalogue *cat, struct wring **w, size_t *n,
-    struct wmem **mems, size_t *nmems, const struct worker_msg *m,
+    struct wmem **mems, size_t *nmems, const struct worker_msg_map *m,
     const int *fds, size_t nfds)
 {
 	struct wring	*r;
@@ -540,42 +547,68 @@ worker_unmap(struct wring *w)
 }
 
 /*
- * JOB @m (@n bytes, with its @indices): fill its rows and make @m its
- * DONE.  A ring the worker could not take fails every job, with why.
+ * @job (@n bytes, with its @indices): fill its rows and make @d its DONE.
+ * A ring the worker could not take fails every job, with why.  Return:
+ * @d's length.
  */
-static void
+static size_t
 worker_job(const struct catalogue *cat, struct wring *rings, size_t nrings,
-    struct transform_work **twp, struct worker_msg *m, size_t n,
-    const uint64_t *indices, uint64_t image_memory_max)
+    struct transform_work **twp, const struct worker_msg_job *job, size_t n,
+    struct worker_msg_done *d, uint64_t image_memory_max)
 {
 	const struct dataset	*ds = NULL;
 	struct wring		*w;
+	char			*where;
 
-	w = worker_find(rings, nrings, m->ring_id);
-	m->type = WORKER_MSG_DONE;
-	m->error = WORKER_READ_ERROR;
-	m->bad_index = indices[0];
-	m->reason[0] = '\0';
-	m->where[0] = '\0';
+	memset(d, 0, sizeof(*d));
+	w = worker_find(rings, nrings, job->ring_id);
+	d->job_id = job->job_id;
+	d->error = WORKER_READ_ERROR;
+	d->bad_index = job->indices[0];
+	d->text[0] = '\0';
 	if (w != NULL && w->why != NULL) {
-		m->error = WORKER_INTERNAL;
-		snprintf(m->reason, sizeof(m->reason), "%s", w->why);
-		return;
-	}
-	if (w != NULL && w->desc.nfiles > 0) {
+		d->error = WORKER_INTERNAL;
+		snprintf(d->text, WORKER_REASON_LEN, "%s", w->why);
+	} else if (w != NULL && w->desc.nfiles > 0) {
 		ds = w->files;
 		if (ds == NULL && w->files_why != NULL)
-			snprintf(m->reason, sizeof(m->reason), "%s",
+			snprintf(d->text, WORKER_REASON_LEN, "%s",
 			    w->files_why);
 	} else if (w != NULL)
 		ds = w->ds;
-	if (ds == NULL || !worker_job_ok(w, m, n))
-		return;
-	m->error = worker_fill(w, twp, ds, m, indices, image_memory_max);
-	/* Named here: a tar shard's headers are read in no one's way. */
-	if (m->error == WORKER_READ_ERROR && ds->encoded)
-		(void)dataset_sample_where(ds, m->bad_index, m->where,
-		    sizeof(m->where));
+	if (ds != NULL && worker_job_ok(w, job, n))
+		d->error = worker_fill(w, twp, ds, job, d, job->indices,
+		    image_memory_max);
+	/* The where after the reason; named here: no one waits on a tar's. */
+	where = d->text + strlen(d->text) + 1;
+	where[0] = '\0';
+	if (ds != NULL && d->error == WORKER_READ_ERROR && ds->encoded)
+		(void)dataset_sample_where(ds, d->bad_index, where,
+		    WORKER_WHERE_LEN);
+	return (sizeof(*d) + (size_t)(where - d->text) + strlen(where) + 1);
+}
+
+/*
+ * Whether @h (@n bytes, with @nfds descriptors) is a message the pool
+ * sends, whole: its type's payload, descriptors with a MAP alone.
+ */
+static bool
+worker_msg_whole(const struct transport_hdr *h, size_t n, size_t nfds)
+{
+	switch (h->type) {
+	case WORKER_MSG_MAP:
+		return (n == sizeof(struct worker_msg_map) && nfds > 0);
+	case WORKER_MSG_UNMAP:
+		return (n == sizeof(struct worker_msg_unmap) && nfds == 0);
+	case WORKER_MSG_FORGET:
+		return (n == sizeof(struct worker_msg_forget) && nfds == 0);
+	case WORKER_MSG_JOB:
+		/* Its rows are checked against its length (worker_job_ok()). */
+		return (n >= sizeof(struct worker_msg_job) +
+		    sizeof(uint64_t) && nfds == 0);
+	default:
+		return (false);
+	}
 }
 
 /* Whether a message from the pool is waiting (or the pool is gone). */
@@ -597,12 +630,13 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	struct transform_work	*tw;
 	struct sigaction	 sa;
 	size_t			 nrings = 0, nmems = 0, len;
-	struct worker_msg	*mp;
+	struct transport_hdr	*mp;
+	struct worker_msg_ready	 ready;
+	struct worker_msg_done	*done;
 	struct transport	*t;
 	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
-	uint64_t		*indices;
 	ssize_t			 n;
-	size_t			 nfds, i;
+	size_t			 nfds, i, len_done;
 	int			 fds[WORKER_MAX_FDS];
 	uint64_t		 populate_max;
 	bool			 populating = true;
@@ -633,14 +667,16 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	worker_beat = wc->beat;
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
-	len = sizeof(*mp) + WORKER_MAX_JOB_ROWS * sizeof(uint64_t);
+	/* The longest message from the pool: a JOB of the most rows. */
+	len = sizeof(struct worker_msg_job) + WORKER_MAX_JOB_ROWS *
+	    sizeof(uint64_t);
 	mp = xcalloc(1, len);
+	done = xcalloc(1, WORKER_MAX_DONE);
 	/* Blocking: a worker has nothing else to do meanwhile. */
 	t = transport_new(NULL, sock, &tc);
-	mp->type = WORKER_MSG_READY;
-	if (transport_send_consume(t, mp, sizeof(*mp), NULL, 0) == -1)
+	if (transport_send_typed(t, &ready, sizeof(ready), WORKER_MSG_READY,
+	    NULL, 0) == -1)
 		_exit(0);
-	indices = (uint64_t *)(void *)(mp + 1);
 	tw = transform_work_new(wc->image_memory_max);
 	for (;;) {
 		/*
@@ -651,42 +687,42 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 		while (populating && !worker_message_waits(t))
 			populating = dataset_populate(populate_max,
 			    WORKER_IDLE_POPULATE_CHUNK);
-		n = transport_recv_msg(t, mp, len, fds, WORKER_MAX_FDS, &nfds);
+		n = transport_recv_typed(t, mp, len, fds, WORKER_MAX_FDS,
+		    &nfds);
 		/* The pool sends neither: a MAP cut short would lose a ring. */
 		if (n == -1 && (errno == EPROTO || errno == EMSGSIZE))
 			fatal("worker: a message from the pool came cut off "
 			    "or with more than %d descriptors",
 			    WORKER_MAX_FDS);
+		if (n == -1 && errno == EBADMSG)
+			continue;	/* its descriptors closed */
 		if (n <= 0)
 			_exit(0);
-		if ((size_t)n < sizeof(*mp) || (mp->type != WORKER_MSG_JOB &&
-		    (size_t)n != sizeof(*mp)) || (mp->type == WORKER_MSG_MAP) !=
-		    (nfds > 0)) {
+		if (!worker_msg_whole(mp, (size_t)n, nfds)) {
 			for (i = 0; i < nfds; i++)
 				close(fds[i]);
 			continue;
 		}
 		switch (mp->type) {
 		case WORKER_MSG_MAP:
-			worker_map(cat, &rings, &nrings, &mems, &nmems, mp,
-			    fds, nfds);
+			worker_map(cat, &rings, &nrings, &mems, &nmems,
+			    (void *)mp, fds, nfds);
 			break;
 		case WORKER_MSG_FORGET:
-			worker_forget(mems, nmems, mp->ring.mem_id);
+			worker_forget(mems, nmems,
+			    ((struct worker_msg_forget *)mp)->mem_id);
 			break;
 		case WORKER_MSG_UNMAP:
-			if ((w = worker_find(rings, nrings, mp->ring_id)) !=
-			    NULL)
+			if ((w = worker_find(rings, nrings,
+			    ((struct worker_msg_unmap *)mp)->ring_id)) != NULL)
 				worker_unmap(w);
 			break;
 		case WORKER_MSG_JOB:
-			worker_job(cat, rings, nrings, &tw, mp, (size_t)n,
-			    indices, wc->image_memory_max);
-			if (transport_send_consume(t, mp, sizeof(*mp), NULL,
-			    0) == -1)
+			len_done = worker_job(cat, rings, nrings, &tw,
+			    (void *)mp, (size_t)n, done, wc->image_memory_max);
+			if (transport_send_typed(t, done, len_done,
+			    WORKER_MSG_DONE, NULL, 0) == -1)
 				_exit(0);
-			break;
-		default:
 			break;
 		}
 	}

@@ -4,20 +4,25 @@
  * with the catalogue already open and nothing of any client, they read
  * samples and write them straight into step slots in shared memory.
  * A ring names its catalogue dataset by index and by name, with its
- * samples and their size: the fork server opened its catalogue itself
- * after a reload (or when it was started again), and a dataset that is
- * not the daemon's (it changed on disk in between, or did not open) fails
- * the ring's jobs, saying so.  A worker dies with the daemon, not with
+ * samples and their size: the fork server opened its catalogue itself,
+ * from the sections the daemon sent after a reload (or when it was
+ * started again), and a dataset that is not the daemon's (it changed on
+ * disk in between, or did not open) fails the ring's jobs, saying so.  A worker dies with the daemon, not with
  * the fork server: it outlives a fork server that dies (WORKER_ORPHAN_SIGNAL).
  *
  * The pool and a worker talk over one SOCK_SEQPACKET socketpair, through a
- * transport (transport.h) on each side, one message a record: MAP (with
+ * transport (transport.h) on each side, one message a record, each a
+ * header (struct transport_hdr: its type, enum worker_msg_type, and its
+ * length) and its type's payload (struct worker_msg_*): MAP (with
  * a ring's memfd, sent the first time the worker gets a job of that ring,
  * and after it the descriptors of a client's files when the ring's dataset
  * is theirs: the worker opens that dataset itself, with
  * dataset_open_files(), and closes it at UNMAP), UNMAP, JOB (rows
  * [row_begin, row_end) of one slot, followed by the dataset index of each
- * row), DONE and FORGET.  A worker has at most one job at a time.
+ * row), DONE (the job's result; its reason and where, when it failed,
+ * follow as two strings, as long as they are) and FORGET.  A worker has
+ * at most one job at a time.  A record that is not a whole message of its
+ * type is dropped by the worker and kills the worker at the pool.
  *
  * A worker keeps its mapping of a ring's memory after UNMAP, for the next
  * ring the daemon makes on the same memory (ring-memory.h: kept memory),
@@ -33,12 +38,15 @@
 #define INFEED_WORKER_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "catalogue.h"
 #include "ring.h"
 #include "transform.h"
+#include "transport.h"
 
 enum worker_msg_type {
 	WORKER_MSG_MAP = 1,
@@ -92,9 +100,9 @@ struct worker_ring {
 /* Rows in one JOB message at most (its indices: 32 KiB). */
 #define WORKER_MAX_JOB_ROWS	4096
 
-/* DONE's reason: what was wrong with the sample that failed. */
+/* DONE's reason, with its NUL at most: what was wrong with the sample. */
 #define WORKER_REASON_LEN	256
-/* DONE's where: the file (tar member, image) of that sample, or "". */
+/* DONE's where, likewise: the file (tar member, image) of it, or "". */
 #define WORKER_WHERE_LEN	512
 
 /*
@@ -121,24 +129,90 @@ struct worker_conf {
 	uint64_t		 image_memory_max;	/* bytes a decode may take */
 };
 
-struct worker_msg {
-	uint32_t		type;
+/* MAP: a ring to fill; its memfd (and a client's files) come with it. */
+struct worker_msg_map {
+	struct transport_hdr	hdr;
+	struct worker_ring	ring;
+};
+
+/* UNMAP: ring @ring_id is gone. */
+struct worker_msg_unmap {
+	struct transport_hdr	hdr;
+	uint64_t		ring_id;
+};
+
+/* FORGET: ring memory @mem_id is not kept: unmap it. */
+struct worker_msg_forget {
+	struct transport_hdr	hdr;
+	uint64_t		mem_id;
+};
+
+/* JOB: rows [row_begin, row_end) of @slot, their dataset indices after. */
+struct worker_msg_job {
+	struct transport_hdr	hdr;
 	uint32_t		slot;
+	uint32_t		pad;
 	uint64_t		ring_id;
 	uint64_t		row_begin;
 	uint64_t		row_end;
-	uint64_t		epoch;		/* JOB: the step's epoch */
-	uint64_t		job_id;		/* JOB: for the beat */
-	int32_t			error;		/* DONE: enum worker_result */
-	uint32_t		replaced;	/* DONE: bad samples replaced */
-	uint64_t		bytes;		/* DONE: read from the dataset */
-	uint64_t		bad_index;	/* DONE: the index that failed */
-	int64_t			bad_label;	/* DONE, LABEL_RANGE: its label */
-	char			reason[WORKER_REASON_LEN]; /* DONE; "" */
-	char			where[WORKER_WHERE_LEN]; /* DONE: the file */
-	struct worker_ring	ring;		/* MAP */
-	/* JOB: row_end - row_begin dataset indices follow. */
+	uint64_t		epoch;		/* the step's */
+	uint64_t		job_id;		/* for the beat, and DONE */
+	uint64_t		indices[];	/* row_end - row_begin */
 };
+
+/* READY: the worker's first message. */
+struct worker_msg_ready {
+	struct transport_hdr	hdr;
+};
+
+/*
+ * DONE: JOB @job_id's result.  @text holds its reason (what was wrong
+ * with the sample that failed; "" when none) and after it its where (the
+ * file of that sample, or ""), each NUL-terminated, the message ending
+ * with the second; each shorter than WORKER_REASON_LEN and
+ * WORKER_WHERE_LEN.
+ */
+struct worker_msg_done {
+	struct transport_hdr	hdr;
+	int32_t			error;		/* enum worker_result */
+	uint32_t		replaced;	/* bad samples replaced */
+	uint64_t		job_id;
+	uint64_t		bytes;		/* read from the dataset */
+	uint64_t		bad_index;	/* the index that failed */
+	int64_t			bad_label;	/* LABEL_RANGE: its label */
+	char			text[];
+};
+
+/* The longest DONE. */
+#define WORKER_MAX_DONE		(sizeof(struct worker_msg_done) + \
+				    WORKER_REASON_LEN + WORKER_WHERE_LEN)
+
+/*
+ * Whether DONE @d, @n bytes, is whole: its reason and where, each shorter
+ * than its bound, the message ending with the second's NUL.  Inline: the
+ * format's one home, read by the pool.
+ */
+static inline bool
+worker_done_whole(const struct worker_msg_done *d, size_t n)
+{
+	const char	*end = (const char *)d + n, *where;
+	size_t		 len;
+
+	if (n <= sizeof(*d) || n > WORKER_MAX_DONE || end[-1] != '\0')
+		return (false);
+	len = strnlen(d->text, (size_t)(end - d->text));
+	where = d->text + len + 1;
+	return (len < WORKER_REASON_LEN && where < end &&
+	    strlen(where) == (size_t)(end - where) - 1 &&
+	    (size_t)(end - where) <= WORKER_WHERE_LEN);
+}
+
+/* A DONE's where, after its reason. */
+static inline const char *
+worker_done_where(const struct worker_msg_done *d)
+{
+	return (d->text + strlen(d->text) + 1);
+}
 
 /**
  * worker_main() - serve jobs on @sock from the datasets of @cat until the

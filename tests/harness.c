@@ -2,8 +2,10 @@
 /*
  * The test harness shared by the integration tests: a temporary directory
  * with small dataset files and a catalogue, the real infeedd started on a
- * private socket in it, and raw-socket helpers for frames that libinfeed
- * would never send.  $INFEEDD names the daemon binary (meson sets it).
+ * private socket in it, raw-socket helpers for frames that libinfeed
+ * would never send, infeedctl run against it, what a process of it holds,
+ * and a bystander trainer.  $INFEEDD names the daemon binary (meson sets
+ * it).
  * The programs' main() runs their suite with runner.c's run_suite().
  */
 
@@ -21,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -63,17 +64,6 @@ raw_oracle(struct sampler *smp, const struct infeed_options *o)
 	so.process_id = o->distributed_process_id;
 	so.process_count = o->distributed_process_count;
 	ck_assert_msg(sampler_init(smp, &so, &cause) == 0, "%s", cause);
-}
-
-/* Write @len bytes to @path or fail the test. */
-void
-write_file(const char *path, const void *buf, size_t len)
-{
-	FILE	*fp = fopen(path, "w");
-
-	ck_assert_ptr_nonnull(fp);
-	ck_assert_uint_eq(fwrite(buf, 1, len, fp), len);
-	ck_assert_int_eq(fclose(fp), 0);
 }
 
 /* Make the raw dataset's files and a truncated copy. */
@@ -419,6 +409,13 @@ raw_stats(void)
 	return (r);
 }
 
+/* @name in the test's directory (path_in()'s eight at once). */
+const char *
+tpath(const char *name)
+{
+	return (path_in(dir, name));
+}
+
 /* The daemon's log so far (DIR/infeedd.log), into @buf. */
 void
 read_log(char *buf, size_t len)
@@ -432,6 +429,73 @@ read_log(char *buf, size_t len)
 	n = read(fd, buf, len - 1);
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* `infeedctl --socket SOCK @args` (it must exit 0), its output in @out. */
+void
+infeedctl_run(const char *args, char *out, size_t len)
+{
+	const char	*ctl = getenv("INFEEDCTL");
+	char		 cmd[1024];
+	FILE		*fp;
+	size_t		 n;
+
+	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' %s", ctl, sock_path,
+	    args);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(out, 1, len - 1, fp);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(fp), 0);
+}
+
+/* The parent of process @pid, from /proc, or -1. */
+pid_t
+parent_of(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	FILE	*fp;
+	int	 ppid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (-1);
+	if (fgets(buf, sizeof(buf), fp) == NULL ||
+	    (p = strrchr(buf, ')')) == NULL ||
+	    sscanf(p + 2, "%*c %d", &ppid) != 1)
+		ppid = -1;
+	fclose(fp);
+	return ((pid_t)ppid);
+}
+
+/* The sockets and the mappings of ring memory that process @pid holds. */
+void
+holds(pid_t pid, int *sockets, int *rings)
+{
+	DIR		*d;
+	struct dirent	*de;
+	FILE		*fp;
+	char		 path[320], link[128], line[512];
+	ssize_t		 n;
+
+	*sockets = *rings = 0;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	ck_assert_ptr_nonnull(d = opendir(path));
+	while ((de = readdir(d)) != NULL) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)pid,
+		    de->d_name);
+		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[n] = '\0';
+		*sockets += strncmp(link, "socket:", 7) == 0;
+		*rings += strstr(link, "infeed-ring") != NULL;
+	}
+	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
+	while (fgets(line, sizeof(line), fp) != NULL)
+		*rings += strstr(line, "infeed-ring") != NULL;
+	fclose(fp);
 }
 
 /* True when the daemon has closed @fd (EOF within two seconds). */
@@ -451,16 +515,6 @@ raw_closed(int fd)
 		if (n == -1)
 			return (0);
 	}
-}
-
-/* Milliseconds on the monotonic clock. */
-uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 }
 
 /* Note a failed call: count it and keep the first message. */
@@ -489,6 +543,7 @@ bystander_run(int stop_fd, int report_fd, int ready_fd)
 	memset(&r, 0, sizeof(r));
 	infeed_options_init(&o);
 	o.batch_size = 10;
+	o.share = false;	/* beside the scenario, never in its group */
 	if (f == NULL || infeed_connect(f, sock_path, "bystander") !=
 	    INFEED_OK || infeed_attach(f, "raw", &o, NULL) != INFEED_OK ||
 	    infeed_next(f, &st) != INFEED_OK ||

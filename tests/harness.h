@@ -33,7 +33,6 @@ struct sampler;
 uint8_t		 raw_byte(uint64_t i, unsigned j);
 void		 raw_oracle(struct sampler *smp,
 		    const struct infeed_options *o);
-void		 write_file(const char *path, const void *buf, size_t len);
 void		 make_raw(void);
 void		 make_config(const char *extra);
 void		 infeedd_spawn(char *const argv[]);
@@ -50,15 +49,20 @@ Infeed__Frame	*raw_recv(int fd, struct wire_in *in);
 void		 raw_hello(int fd, struct wire_in *in, uint32_t version);
 int		 raw_closed(int fd);
 Infeed__Frame	*raw_stats(void);
+const char	*tpath(const char *name);
 void		 read_log(char *buf, size_t len);
+void		 infeedctl_run(const char *args, char *out, size_t len);
+pid_t		 parent_of(pid_t pid);
+/* The sockets, and descriptors and mappings of ring memory, @pid holds. */
+void		 holds(pid_t pid, int *sockets, int *rings);
 bool		 infeedd_log_crash(char *buf, size_t len);
-uint64_t	 now_ms(void);		/* monotonic milliseconds */
 
 /*
  * A well-behaved trainer beside a hostile scenario: a child process on its
  * own connection that loops ListDatasets, then Next and Release of a small
- * step of "raw" (ready by then: it sleeps between steps), timing each round
- * trip, until bystander_stop().
+ * step of "raw" (ready by then: it sleeps between steps; share off, so it
+ * never joins a group under test), timing each round trip, until
+ * bystander_stop().
  */
 struct bystander {
 	pid_t		pid;

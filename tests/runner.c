@@ -5,18 +5,28 @@
  * say (CK_RUN_CASE, CK_VERBOSITY, CK_FORK...) and gives the exit status;
  * run_suite_in_dir() does so in a directory of the run's own, made under
  * $TMPDIR (or /tmp) and removed with everything in it at the end, for the
- * programs that write files; remove_tree() is the removal, for the tests'
- * own directories too.
+ * programs that write files; make_test_dir() makes a test's own in it,
+ * path_in() names a file there, remove_tree() removes it.
+ *
+ * And the few helpers every kind of test uses, unit and integration
+ * alike, so that none keeps a copy: the monotonic clock, a file written
+ * whole, a process's descriptors counted and descriptors passed by hand.
  */
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <check.h>
 
@@ -67,6 +77,31 @@ run_suite_in_dir(Suite *s, const char *name, char *rundir, size_t len)
 	return (status);
 }
 
+/* A fresh directory @rundir/t.XXXXXX for one test, its path in @dir. */
+void
+make_test_dir(const char *rundir, char *dir, size_t len)
+{
+	int	n;
+
+	n = snprintf(dir, len, "%s/t.XXXXXX", rundir);
+	ck_assert(n > 0 && (size_t)n < len);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/* @dir/@name, in one of eight buffers: eight such paths in use at once. */
+const char *
+path_in(const char *dir, const char *name)
+{
+	static char	buf[8][PATH_MAX];
+	static int	next;
+	char		*p = buf[next++ % 8];
+	int		 n;
+
+	n = snprintf(p, PATH_MAX, "%s/%s", dir, name);
+	ck_assert(n > 0 && n < PATH_MAX);
+	return (p);
+}
+
 /* nftw's callback for remove_tree(): one entry, children first. */
 static int
 remove_tree_cb(const char *path, const struct stat *st, int flag,
@@ -84,4 +119,95 @@ void
 remove_tree(const char *path)
 {
 	nftw(path, remove_tree_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Milliseconds on a clock that only goes forward. */
+uint64_t
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+/* Write @len bytes to @path or fail the test. */
+void
+write_file(const char *path, const void *buf, size_t len)
+{
+	FILE	*fp;
+
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(buf, 1, len, fp), len);
+	ck_assert_int_eq(fclose(fp), 0);
+}
+
+/*
+ * Count the entries of /proc/PID/fd (of /proc/self/fd for 0, less the
+ * one opendir() reads them through) whose link does not name @but.
+ */
+int
+count_fds(pid_t pid, const char *but)
+{
+	char		 path[64], link[PATH_MAX + 64], to[PATH_MAX];
+	DIR		*d;
+	struct dirent	*de;
+	ssize_t		 len;
+	int		 n = 0;
+
+	if (pid == 0)
+		snprintf(path, sizeof(path), "/proc/self/fd");
+	else
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return (-1);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (but != NULL) {
+			snprintf(link, sizeof(link), "%s/%s", path,
+			    de->d_name);
+			len = readlink(link, to, sizeof(to) - 1);
+			to[len > 0 ? len : 0] = '\0';
+			if (strstr(to, but) != NULL)
+				continue;
+		}
+		n++;
+	}
+	closedir(d);
+	return (pid == 0 ? n - 1 : n);
+}
+
+/* One byte with @count copies of @fd in a hand-built SCM_RIGHTS. */
+void
+send_fds(int sock, int fd, int count)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int) *
+				    RUNNER_MAX_SEND_FDS)];
+	} cbuf;
+	struct msghdr	 msg;
+	struct iovec	 iov;
+	struct cmsghdr	*cmsg;
+	char		 byte = 'x';
+	int		 i;
+
+	ck_assert_int_le(count, RUNNER_MAX_SEND_FDS);
+	memset(&msg, 0, sizeof(msg));
+	memset(&cbuf, 0, sizeof(cbuf));
+	iov.iov_base = &byte;
+	iov.iov_len = 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf.buf;
+	msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)count);
+	cmsg = CMSG_FIRSTHDR(&msg);
+	cmsg->cmsg_level = SOL_SOCKET;
+	cmsg->cmsg_type = SCM_RIGHTS;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)count);
+	for (i = 0; i < count; i++)
+		memcpy(CMSG_DATA(cmsg) + (size_t)i * sizeof(int), &fd,
+		    sizeof(int));
+	ck_assert_int_eq(sendmsg(sock, &msg, MSG_NOSIGNAL), 1);
 }

@@ -804,3 +804,108 @@ def test_a_worker_crash_fails_the_test(tmp_path):
     assert "(SEGV)" in d.crash_line()
     with pytest.raises(AssertionError, match="crashed"):
         d.stop()
+
+
+def _status(daemon):
+    out = subprocess.run([os.environ["INFEEDCTL"], "--socket",
+                          str(daemon.socket), "status", "--json"],
+                         capture_output=True, text=True, check=True)
+    import json
+    return json.loads(out.stdout)
+
+
+def _ring_fds():
+    """How many descriptors of this process are open on a memfd (a ring's:
+    libinfeed closes them once mapped)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:")
+        except OSError:
+            pass                # listdir's own
+    return n
+
+
+def _forget_a_step(daemon, loader_args, kept):
+    """A loader V of a group of two whose next() times out while the other
+    keeps every slot (@kept); after the slack V leaves and its waiting Next
+    is answered by a Step with V's own ring, which nobody collects."""
+    def loader():
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, buffer_size=2,
+                                 output="numpy", timeout=0.1, **loader_args)
+    a, v = loader(), loader()
+    ita, itv = iter(a), iter(v)
+    kept += [next(ita), next(ita)]          # a holds both group slots
+    got = [next(itv).indices, next(itv).indices]
+    with pytest.raises(infeed.StepTimeoutError):
+        next(itv)                           # waits for step 2: none
+    sid = v._info["session_id"]
+    for _ in range(2000):                   # the slack, and V's Step sent
+        me = [s for s in _status(daemon)["sessions"]
+              if s["session_id"] == sid]
+        if me and me[0]["group_left"] and me[0]["steps_delivered"] == 3:
+            break
+        time.sleep(0.01)
+    assert me and me[0]["group_left"], "V did not leave its group"
+    assert me[0]["steps_delivered"] == 3, "V's Step did not come"
+    time.sleep(0.05)                        # on its way to V's socket
+    return a, v, got
+
+
+@needs_numpy
+def test_a_forgotten_step_maps_no_stale_ring_and_leaks_nothing(
+        daemon, loader_args):
+    """A loader whose next() timed out, closed after its group left it
+    (its Step with a new ring unread), then iterated again: the new
+    epoch's steps are that epoch's, not steps of the old ring, and no
+    descriptor stays open (issue 39, item 7)."""
+    ref = infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                            shuffle=True, share=False, output="numpy",
+                            **loader_args)
+    epoch0 = [step.indices for step in ref]
+    want = [step.indices for step in ref]
+    ref.close()
+    kept = []
+    a, v, _ = _forget_a_step(daemon, loader_args, kept)
+    assert _ring_fds() == 0     # the Step's descriptor not received yet
+    v.close()
+    got = [(step.epoch, step.step, step.indices, step.data.copy())
+           for step in v]
+    for n, (e, s, idx, data) in enumerate(got):
+        assert (e, s) == (1, n)
+        old = [k for k, w in enumerate(epoch0) if (w == idx).all()]
+        assert (idx == want[n]).all(), \
+            f"epoch 1 step {n} has the indices of epoch 0 step {old}"
+        assert (data == expected_data(idx)).all()
+    assert _ring_fds() == 0, "a ring's descriptor stays open"
+    del kept
+    a.close()
+    v.close()
+
+
+@needs_numpy
+def test_a_forgotten_step_is_given_back_when_its_loader_closes(
+        daemon, loader_args):
+    """Three loaders closed after a next() that timed out, each with its
+    Step unread: the daemon's memory_used returns to what it was while
+    this process lives on (issue 39, item 8)."""
+    def charged():
+        st = _status(daemon)
+        return st["memory_used"] + st["memory_held"]
+    base = charged()
+    for _ in range(3):
+        kept = []
+        a, v, _ = _forget_a_step(daemon, loader_args, kept)
+        v.close()
+        del kept
+        a.close()
+    for _ in range(300):
+        used = charged()
+        if used == base:
+            break
+        time.sleep(0.01)
+    print(f"memory_used + memory_held {base} B before, {used} B after "
+          f"three loaders closed ({(used - base) / 2**20:.3f} MiB held)")
+    assert used == base, "a forgotten step stays charged to the budget"
+    assert "still holds steps" not in daemon.log_text()

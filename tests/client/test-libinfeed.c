@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -773,6 +774,154 @@ START_TEST(test_detach_with_a_next_outstanding)
 }
 END_TEST
 
+/* How many of this process's descriptors are open on a memfd (a ring's). */
+static unsigned
+ring_fds(void)
+{
+	char	path[64], link[256];
+	ssize_t	n;
+	int	fd;
+	unsigned count = 0;
+
+	for (fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[n] = '\0';
+		count += strncmp(link, "/memfd:", 7) == 0;
+	}
+	return (count);
+}
+
+/* Whether session @sid left its group, as @g's Stats say. */
+static bool
+group_left(struct infeed *g, uint64_t sid)
+{
+	struct infeed_stats	*st;
+	bool			 left = false;
+	size_t			 i;
+
+	ck_assert_int_eq(infeed_get_stats(g, &st), INFEED_OK);
+	for (i = 0; i < st->nsessions; i++)
+		if (st->sessions[i]->session_id == sid)
+			left = st->sessions[i]->group_left != 0;
+	infeed_stats_free(st);
+	return (left);
+}
+
+/* What the budget charges: memory_used and memory_held, as @g sees them. */
+static uint64_t
+charged(struct infeed *g)
+{
+	struct infeed_stats	*st;
+	uint64_t		 v;
+
+	ck_assert_int_eq(infeed_get_stats(g, &st), INFEED_OK);
+	v = st->memory_used + st->memory_held;
+	infeed_stats_free(st);
+	return (v);
+}
+
+/*
+ * Loader V of a group of two (*@a keeps both slots) times out in its third
+ * infeed_next; once the group leaves V (the slack) its waiting Next is
+ * answered by a Step with V's own ring, which nobody collects.
+ */
+static struct infeed *
+forget_a_step(struct infeed **a, struct infeed_step *kept)
+{
+	struct infeed		*v = client(), *g = client();
+	struct infeed_options	 o;
+	struct infeed_session_info info;
+	struct infeed_step	 st;
+	struct pollfd		 pfd;
+	uint64_t		 start;
+
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	o.buffer_size = 2;
+	*a = client();
+	ck_assert_int_eq(infeed_attach(*a, "raw", &o, NULL), INFEED_OK);
+	info.struct_size = sizeof(info);
+	ck_assert_int_eq(infeed_attach(v, "raw", &o, &info), INFEED_OK);
+	ck_assert_int_eq(infeed_next(*a, &kept[0]), INFEED_OK);
+	ck_assert_int_eq(infeed_next(*a, &kept[1]), INFEED_OK);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(infeed_next(v, &st), INFEED_OK);
+		ck_assert_int_eq(infeed_release(v, &st), INFEED_OK);
+	}
+	ck_assert_int_eq(infeed_next_timeout(v, &st, 50), INFEED_TIMEOUT);
+	start = now_ms();
+	while (!group_left(g, info.session_id)) {
+		ck_assert_msg(now_ms() - start < 20000, "V never left");
+		usleep(10000);
+	}
+	/* Its Step, come but unread. */
+	pfd = (struct pollfd){ .fd = v->conn.fd, .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
+	infeed_free(g);
+	return (v);
+}
+
+/*
+ * Issue 39, items 7 and 8: a Step nobody collected (its infeed_next timed
+ * out, then the session ended) is released at once, with its ring's
+ * descriptor closed: the budget holds nothing of it while the process
+ * lives on, and the next session's steps come from its own ring (epoch 1
+ * step 0 is samples 0-99, not epoch 0 step 3's from the stale ring).
+ */
+START_TEST(test_forgotten_step_given_back_and_never_mapped)
+{
+	struct infeed		*a, *v, *g = client();
+	struct infeed_options	 o;
+	struct infeed_step	 kept[2], st;
+	uint64_t		 base = charged(g), used = 0, start;
+	unsigned		 j;
+
+	/* Detached: its next session maps its own ring. */
+	v = forget_a_step(&a, kept);
+	ck_assert_int_eq(infeed_detach(v), INFEED_OK);
+	infeed_options_init(&o);
+	o.batch_size = 100;
+	o.buffer_size = 2;
+	o.start_epoch = 1;
+	ck_assert_int_eq(infeed_attach(v, "raw", &o, NULL), INFEED_OK);
+	for (uint64_t s = 0; s < 3; s++) {
+		ck_assert_int_eq(infeed_next(v, &st), INFEED_OK);
+		ck_assert_uint_eq(st.epoch, 1);
+		ck_assert_uint_eq(st.step, s);
+		ck_assert_msg(st.indices[0] == s * 100, "epoch 1 step %llu "
+		    "has sample %llu first: a stale ring's step",
+		    (unsigned long long)s, (unsigned long long)st.indices[0]);
+		for (j = 0; j < RAW_BYTES; j++)
+			ck_assert_uint_eq(((const uint8_t *)st.data)[
+			    99 * RAW_BYTES + j], raw_byte(s * 100 + 99, j));
+		ck_assert_int_eq(infeed_release(v, &st), INFEED_OK);
+	}
+	ck_assert_uint_eq(ring_fds(), 0);
+	infeed_free(v);
+	ck_assert_int_eq(infeed_release(a, &kept[0]), INFEED_OK);
+	ck_assert_int_eq(infeed_release(a, &kept[1]), INFEED_OK);
+	infeed_free(a);
+	/* Freed without a detach: the same. */
+	v = forget_a_step(&a, kept);
+	infeed_free(v);
+	ck_assert_int_eq(infeed_release(a, &kept[0]), INFEED_OK);
+	ck_assert_int_eq(infeed_release(a, &kept[1]), INFEED_OK);
+	infeed_free(a);
+	ck_assert_uint_eq(ring_fds(), 0);
+	start = now_ms();
+	while ((used = charged(g)) != base && now_ms() - start < 5000)
+		usleep(10000);
+	printf("forgotten steps: %llu bytes charged before, %llu after two "
+	    "loaders ended\n", (unsigned long long)base,
+	    (unsigned long long)used);
+	ck_assert_msg(used == base, "%llu bytes of forgotten steps stay "
+	    "charged", (unsigned long long)(used - base));
+	infeed_free(g);
+}
+END_TEST
+
 /*
  * copy_on_write: a trainer writes all over a step it holds; a second
  * client sees the daemon's bytes, and when the slot comes back to the
@@ -999,6 +1148,7 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_next_timeout_keeps_the_next_outstanding);
 	tcase_add_test(tc, test_next_timeout_returns_on_a_signal);
 	tcase_add_test(tc, test_detach_with_a_next_outstanding);
+	tcase_add_test(tc, test_forgotten_step_given_back_and_never_mapped);
 	tcase_add_test(tc, test_copy_on_write_writes_stay_private);
 	tcase_add_test(tc, test_copy_on_write_swapped_writes_dropped);
 	tcase_add_test(tc, test_copy_on_write_restore_keeps_held_writes);

@@ -22,17 +22,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 
-#include <linux/fuse.h>
-
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,22 +35,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuse-file.h"
 #include "harness.h"
 #include "infeed-limits.h"
 
 #define N	103	/* samples of the small npy file */
-
-/* A path in the test's directory. */
-static const char *
-tpath(const char *name)
-{
-	static char	path[4][400];
-	static int	k;
-
-	k = (k + 1) % 4;
-	snprintf(path[k], sizeof(path[k]), "%s/%s", dir, name);
-	return (path[k]);
-}
 
 /* A version 1.0 .npy image with header dict @dict, into *@len bytes. */
 static uint8_t *
@@ -211,198 +195,6 @@ START_TEST(bad_label_fails_the_step_that_reads_it)
 }
 END_TEST
 
-/*
- * A FUSE file served by a child of this test, on a mount in this test's
- * own mount namespace: GETATTR and OPEN are answered, READs are held
- * unanswered until fuse_release() (or for ever).
- */
-struct fusefs {
-	pid_t	pid;
-	int	ctl;		/* 'r' releases the held reads */
-	char	path[400];
-};
-
-/* Answer FUSE request @unique with error @err and @len bytes of @body. */
-static void
-fuse_reply(int dev, uint64_t unique, int err, const void *body, size_t len)
-{
-	struct fuse_out_header	h;
-	struct iovec		iov[2];
-
-	h.len = (uint32_t)(sizeof(h) + len);
-	h.error = -err;
-	h.unique = unique;
-	iov[0].iov_base = &h;
-	iov[0].iov_len = sizeof(h);
-	iov[1].iov_base = (void *)(uintptr_t)body;
-	iov[1].iov_len = len;
-	(void)!writev(dev, iov, len > 0 ? 2 : 1);
-}
-
-/* Answer a READ of @size bytes at @off of @data (@dlen bytes). */
-static void
-fuse_read_reply(int dev, uint64_t unique, const uint8_t *data, size_t dlen,
-    uint64_t off, uint32_t size)
-{
-	size_t	n = off >= dlen ? 0 : dlen - off < size ? dlen - off : size;
-
-	fuse_reply(dev, unique, 0, data + (off < dlen ? off : 0), n);
-}
-
-/* The FUSE server's loop, in its own process. */
-static void
-fuse_serve(int dev, int ctl, const uint8_t *data, size_t dlen)
-{
-	static uint8_t			 buf[FUSE_MIN_READ_BUFFER + 131072];
-	struct {
-		uint64_t	unique, off;
-		uint32_t	size;
-	}				 held[512];
-	struct pollfd			 pfd[2] = { { dev, POLLIN, 0 },
-					    { ctl, POLLIN, 0 } };
-	struct fuse_in_header		*in = (void *)buf;
-	struct fuse_init_in		*ii;
-	struct fuse_init_out		 io;
-	struct fuse_attr_out		 ao;
-	struct fuse_open_out		 oo;
-	struct fuse_read_in		*ri;
-	size_t				 nheld = 0, i;
-	ssize_t				 n;
-	bool				 hold = true;
-	char				 c;
-
-	for (;;) {
-		if (poll(pfd, 2, -1) == -1)
-			continue;
-		if (pfd[1].revents != 0) {
-			if (read(ctl, &c, 1) != 1)
-				_exit(0);	/* the test is gone */
-			hold = false;
-			for (i = 0; i < nheld; i++)
-				fuse_read_reply(dev, held[i].unique, data,
-				    dlen, held[i].off, held[i].size);
-			nheld = 0;
-		}
-		if (pfd[0].revents == 0)
-			continue;
-		if ((n = read(dev, buf, sizeof(buf))) == -1) {
-			if (errno == ENODEV)
-				_exit(0);	/* unmounted */
-			continue;
-		}
-		if ((size_t)n < sizeof(*in))
-			continue;
-		switch (in->opcode) {
-		case FUSE_INIT:
-			ii = (void *)(in + 1);
-			memset(&io, 0, sizeof(io));
-			io.major = FUSE_KERNEL_VERSION;
-			io.minor = ii->minor < FUSE_KERNEL_MINOR_VERSION ?
-			    ii->minor : FUSE_KERNEL_MINOR_VERSION;
-			io.max_readahead = ii->max_readahead;
-			io.max_write = 65536;
-			fuse_reply(dev, in->unique, 0, &io, sizeof(io));
-			break;
-		case FUSE_GETATTR:
-			memset(&ao, 0, sizeof(ao));
-			ao.attr.ino = 1;
-			ao.attr.size = dlen;
-			ao.attr.blocks = (dlen + 511) / 512;
-			ao.attr.mode = S_IFREG | 0444;
-			ao.attr.nlink = 1;
-			ao.attr.blksize = 4096;
-			fuse_reply(dev, in->unique, 0, &ao, sizeof(ao));
-			break;
-		case FUSE_OPEN:
-			memset(&oo, 0, sizeof(oo));
-			oo.fh = 1;
-			oo.open_flags = FOPEN_DIRECT_IO;
-			fuse_reply(dev, in->unique, 0, &oo, sizeof(oo));
-			break;
-		case FUSE_READ:
-			ri = (void *)(in + 1);
-			if (!hold)
-				fuse_read_reply(dev, in->unique, data, dlen,
-				    ri->offset, ri->size);
-			else if (nheld < sizeof(held) / sizeof(held[0])) {
-				held[nheld].unique = in->unique;
-				held[nheld].off = ri->offset;
-				held[nheld++].size = ri->size;
-			}
-			break;
-		case FUSE_FLUSH:
-		case FUSE_RELEASE:
-			fuse_reply(dev, in->unique, 0, NULL, 0);
-			break;
-		case FUSE_FORGET:
-		case FUSE_BATCH_FORGET:
-		case FUSE_INTERRUPT:
-			break;
-		default:
-			fuse_reply(dev, in->unique, ENOSYS, NULL, 0);
-			break;
-		}
-	}
-}
-
-/* Mount a FUSE file serving @data; false (the test passes) without root. */
-static bool
-fuse_start(struct fusefs *fs, const uint8_t *data, size_t dlen)
-{
-	char	opts[256];
-	int	dev, ctl[2];
-
-	if (geteuid() != 0 || unshare(CLONE_NEWNS) == -1 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1 ||
-	    (dev = open("/dev/fuse", O_RDWR | O_CLOEXEC)) == -1) {
-		fprintf(stderr, "skipped: a FUSE mount needs root and "
-		    "/dev/fuse (%s)\n", strerror(errno));
-		return (false);
-	}
-	snprintf(fs->path, sizeof(fs->path), "%s/fuse-file", dir);
-	write_file(fs->path, "", 0);
-	snprintf(opts, sizeof(opts), "fd=%d,rootmode=100444,user_id=0,"
-	    "group_id=0,allow_other", dev);
-	if (mount("infeed-test", fs->path, "fuse", MS_NOSUID | MS_NODEV,
-	    opts) == -1) {
-		fprintf(stderr, "skipped: cannot mount FUSE: %s\n",
-		    strerror(errno));
-		close(dev);
-		return (false);
-	}
-	ck_assert_int_eq(pipe(ctl), 0);
-	fs->pid = fork();
-	ck_assert_int_ne(fs->pid, -1);
-	if (fs->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(ctl[1]);
-		fuse_serve(dev, ctl[0], data, dlen);
-		_exit(0);
-	}
-	close(dev);
-	close(ctl[0]);
-	fs->ctl = ctl[1];
-	return (true);
-}
-
-/* Answer the held reads, and every read from now on. */
-static void
-fuse_release(struct fusefs *fs)
-{
-	ck_assert_int_eq(write(fs->ctl, "r", 1), 1);
-}
-
-/* Stop the server (reads still held fail) and unmount. */
-static void
-fuse_stop(struct fusefs *fs)
-{
-	kill(fs->pid, SIGKILL);
-	waitpid(fs->pid, NULL, 0);
-	close(fs->ctl);
-	umount2(fs->path, MNT_DETACH);
-	unlink(fs->path);
-}
-
 /* The npy data file on FUSE, as Files for libinfeed. */
 static void
 npy_files(struct infeed_files *fl, int fd)
@@ -433,7 +225,7 @@ START_TEST(blocking_file_times_out_others_served)
 	int			 fd, status;
 
 	data = small_npy(&dlen);
-	if (!fuse_start(&fs, data, dlen)) {
+	if (!fuse_start(&fs, dir, data, dlen)) {
 		free(data);
 		return;
 	}
@@ -480,31 +272,6 @@ START_TEST(blocking_file_times_out_others_served)
 }
 END_TEST
 
-/* Descriptors open in process @pid, but for ring memory. */
-static int
-count_fds(pid_t pid)
-{
-	char		 path[64], link[PATH_MAX], to[PATH_MAX];
-	DIR		*d;
-	struct dirent	*de;
-	ssize_t		 len;
-	int		 n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	if ((d = opendir(path)) == NULL)
-		return (-1);
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(link, sizeof(link), "%s/%s", path, de->d_name);
-		len = readlink(link, to, sizeof(to) - 1);
-		to[len > 0 ? len : 0] = '\0';
-		n += strstr(to, "memfd:infeed-ring") == NULL;
-	}
-	closedir(d);
-	return (n);
-}
-
 /* A raw connection, said hello, that sends Attach with files fd @fd. */
 static int
 raw_attach_fd(struct wire_in *in, int fd)
@@ -548,13 +315,13 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 	int			 fd, sock, before, after, tries;
 
 	data = small_npy(&dlen);
-	if (!fuse_start(&fs, data, dlen)) {
+	if (!fuse_start(&fs, dir, data, dlen)) {
 		free(data);
 		return;
 	}
 	ck_assert_int_ne(fd = open(fs.path, O_RDONLY), -1);
 	bystander_start(&b);
-	before = count_fds(infeedd_pid);
+	before = count_fds(infeedd_pid, RING_MEMFD);
 	sock = raw_attach_fd(&in, fd);
 	usleep(300000);			/* its thread is in the read now */
 	close(sock);
@@ -566,7 +333,7 @@ START_TEST(hang_up_while_checked_leaves_nothing)
 	infeed__frame__free_unpacked(st, NULL);
 	fuse_release(&fs);
 	for (tries = 0; tries < 300; tries++) {
-		if ((after = count_fds(infeedd_pid)) == before)
+		if ((after = count_fds(infeedd_pid, RING_MEMFD)) == before)
 			break;
 		usleep(10000);
 	}
@@ -648,7 +415,7 @@ START_TEST(stuck_checks_hold_only_their_user)
 	int			 fd, xfd, status, s;
 
 	data = small_npy(&dlen);
-	if (!fuse_start(&fs, data, dlen)) {
+	if (!fuse_start(&fs, dir, data, dlen)) {
 		free(data);
 		return;
 	}
@@ -736,7 +503,7 @@ START_TEST(attaches_beyond_the_cap_refused_at_once)
 	int			 attached = 0;
 
 	data = small_npy(&dlen);
-	if (!fuse_start(&fs, data, dlen)) {
+	if (!fuse_start(&fs, dir, data, dlen)) {
 		free(data);
 		return;
 	}
@@ -912,7 +679,7 @@ START_TEST(many_groups_and_a_slow_group_database)
 		ng += (size_t)snprintf(group + ng, sizeof(group) - ng,
 		    "infg%d:x:%d:infeedmany\n", i, 50000 + i);
 	/* The same group file, on FUSE: reads wait until released. */
-	if (!fuse_start(&fs, (const uint8_t *)group, ng))
+	if (!fuse_start(&fs, dir, (const uint8_t *)group, ng))
 		return;
 	/* A daemon in this mount namespace, which sees the files below. */
 	ck_assert_int_eq(infeedd_stop(), 0);

@@ -114,24 +114,6 @@ take_step(struct infeed *f, struct seen *s)
 	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 }
 
-/* `infeedctl status` as text. */
-static void
-ctl_status(char *out, size_t len)
-{
-	const char	*ctl = getenv("INFEEDCTL");
-	char		 cmd[1024];
-	FILE		*fp;
-	size_t		 n;
-
-	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
-	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status", ctl,
-	    sock_path);
-	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-	n = fread(out, 1, len - 1, fp);
-	out[n] = '\0';
-	ck_assert_int_eq(pclose(fp), 0);
-}
-
 /*
  * A trainer waiting for a slow dataset: the pool grows past one worker
  * (where the daemon may use more than one CPU), never past its max; every
@@ -194,7 +176,7 @@ START_TEST(auto_pool_grows_while_the_trainer_waits_then_shrinks)
 	ck_assert_uint_le(st->nworkers, max);
 	infeed_stats_free(st);
 
-	ctl_status(out, sizeof(out));
+	infeedctl_run("status", out, sizeof(out));
 	snprintf(want, sizeof(want), "workers: auto, ");
 	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
 	snprintf(want, sizeof(want), " of %u (max %u: ", max, max);
@@ -236,7 +218,7 @@ START_TEST(fixed_pool_stays_as_configured)
 	ck_assert_uint_eq(st->nworkers, 2);
 	ck_assert_ptr_null(st->pool_last_resize);
 	infeed_stats_free(st);
-	ctl_status(out, sizeof(out));
+	infeedctl_run("status", out, sizeof(out));
 	ck_assert_msg(strstr(out, "\nworkers: 2\n") != NULL, "%s", out);
 	infeed_free(g);
 }

@@ -34,9 +34,7 @@ setup(void)
 	char	dir[PATH_MAX];
 	int	n;
 
-	n = snprintf(dir, sizeof dir, "%s/t.XXXXXX", rundir);
-	ck_assert(n > 0 && (size_t)n < sizeof dir);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	make_test_dir(rundir, dir, sizeof(dir));
 	n = snprintf(conf_file, sizeof conf_file, "%s/infeedd.conf", dir);
 	ck_assert(n > 0 && (size_t)n < sizeof conf_file);
 	cause = NULL;

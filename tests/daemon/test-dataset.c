@@ -37,11 +37,7 @@ static char	tmpdir[PATH_MAX];	/* made for each test */
 static void
 setup(void)
 {
-	int	n;
-
-	n = snprintf(tmpdir, sizeof tmpdir, "%s/t.XXXXXX", rundir);
-	ck_assert(n > 0 && (size_t)n < sizeof tmpdir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 }
 
 /* Remove the test's directory and its files. */
@@ -70,26 +66,7 @@ teardown(void)
 static const char *
 tpath(const char *name)
 {
-	static char	buf[8][PATH_MAX];
-	static int	next;
-	char		*p = buf[next++ % 8];
-	int		 n;
-
-	n = snprintf(p, PATH_MAX, "%s/%s", tmpdir, name);
-	ck_assert(n > 0 && n < PATH_MAX);
-	return (p);
-}
-
-/* Write len bytes to path. */
-static void
-write_file(const char *path, const void *data, size_t len)
-{
-	FILE	*f;
-
-	f = fopen(path, "wb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
+	return (path_in(tmpdir, name));
 }
 
 /* Write len bytes to path gzip-compressed; mode "wb" or "ab". */

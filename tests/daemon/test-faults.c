@@ -49,25 +49,6 @@
 	"dtype = float32\n" \
 	"classes = 10\n"
 
-/* The parent of process @pid, or -1. */
-static int
-parent_of(int pid)
-{
-	char	 path[64], buf[512], *p;
-	FILE	*fp;
-	int	 ppid = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if ((fp = fopen(path, "r")) == NULL)
-		return (-1);
-	if (fgets(buf, sizeof(buf), fp) == NULL ||
-	    (p = strrchr(buf, ')')) == NULL ||
-	    sscanf(p + 2, "%*c %d", &ppid) != 1)
-		ppid = -1;
-	fclose(fp);
-	return (ppid);
-}
-
 /*
  * The daemon's worker processes, at most @max of them: the children of
  * its fork server, the one child of the daemon's.
@@ -389,36 +370,6 @@ START_TEST(test_sigterm_with_stuck_worker)
 	    "killing it") != NULL, "%s", log);
 }
 END_TEST
-
-/* The sockets and the mappings of ring memory that process @pid holds. */
-static void
-holds(pid_t pid, int *sockets, int *rings)
-{
-	DIR		*d;
-	struct dirent	*de;
-	FILE		*fp;
-	char		 path[320], link[128], line[512];
-	ssize_t		 n;
-
-	*sockets = *rings = 0;
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	ck_assert_ptr_nonnull(d = opendir(path));
-	while ((de = readdir(d)) != NULL) {
-		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)pid,
-		    de->d_name);
-		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
-			continue;
-		link[n] = '\0';
-		*sockets += strncmp(link, "socket:", 7) == 0;
-		*rings += strstr(link, "infeed-ring") != NULL;
-	}
-	closedir(d);
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	ck_assert_ptr_nonnull(fp = fopen(path, "r"));
-	while (fgets(line, sizeof(line), fp) != NULL)
-		*rings += strstr(line, "infeed-ring") != NULL;
-	fclose(fp);
-}
 
 /*
  * Workers come from a fork server that the daemon started before its
@@ -789,25 +740,6 @@ START_TEST(test_imagefolder_links_stay_inside_root)
 }
 END_TEST
 
-/* Descriptors open in process @pid. */
-static int
-count_fds_of(pid_t pid)
-{
-	struct dirent	*de;
-	char		 path[64];
-	DIR		*d;
-	int		 n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	if ((d = opendir(path)) == NULL)
-		return (-1);
-	while ((de = readdir(d)) != NULL)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return (n);
-}
-
 /* A TCP connection to 127.0.0.1:@port, non-blocking. */
 static int
 tcp_connect(uint16_t port)
@@ -895,7 +827,7 @@ START_TEST(test_metrics_tricklers_bounded)
 	resp = malloc(1 << 20);
 	scrape(port, resp, 1 << 20);
 	ck_assert_msg(strstr(resp, " 200 ") != NULL, "%s", resp);
-	base = count_fds_of(infeedd_pid);
+	base = count_fds(infeedd_pid, NULL);
 
 	bystander_start(&b);
 	for (i = 0; i < 64; i++) {
@@ -920,7 +852,7 @@ START_TEST(test_metrics_tricklers_bounded)
 		}
 		if (now_ms() - last >= 1000)
 			last = now_ms();
-		if ((n = count_fds_of(infeedd_pid)) > worst)
+		if ((n = count_fds(infeedd_pid, NULL)) > worst)
 			worst = n;
 		if (!scraped && now_ms() - t0 > 2000) {
 			scrape(port, resp, 1 << 20);

@@ -18,7 +18,6 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -68,18 +67,6 @@ write_npy(const char *path, const char *dict, const void *data, size_t len)
 	memcpy(buf + 10 + hlen, data, len);
 	write_file(path, buf, total);
 	free(buf);
-}
-
-/* A path in the test's directory. */
-static const char *
-tpath(const char *name)
-{
-	static char	path[4][400];
-	static int	k;
-
-	k = (k + 1) % 4;
-	snprintf(path[k], sizeof(path[k]), "%s/%s", dir, name);
-	return (path[k]);
 }
 
 /* x.npy (N, 2, 3) float32 and y.npy (N,) int64. */
@@ -215,34 +202,6 @@ read_epochs(struct infeed *f, unsigned epochs, int labels)
 	}
 }
 
-/*
- * Descriptors open in process @pid, but for ring memory: the daemon keeps
- * an ended session's for the next one (keep_ring_memory).
- */
-static int
-count_fds(pid_t pid)
-{
-	char		 path[64], link[PATH_MAX], to[PATH_MAX];
-	DIR		*d;
-	struct dirent	*de;
-	ssize_t		 len;
-	int		 n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	if ((d = opendir(path)) == NULL)
-		return (-1);
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(link, sizeof(link), "%s/%s", path, de->d_name);
-		len = readlink(link, to, sizeof(to) - 1);
-		to[len > 0 ? len : 0] = '\0';
-		n += strstr(to, "memfd:infeed-ring") == NULL;
-	}
-	closedir(d);
-	return (n);
-}
-
 /* The workers' pids, from the daemon's Stats. */
 static size_t
 worker_pids(struct infeed *f, pid_t *pids, size_t max)
@@ -264,11 +223,11 @@ worker_pids(struct infeed *f, pid_t *pids, size_t max)
 static int
 count_all(const pid_t *pids, size_t n)
 {
-	int	total = count_fds(infeedd_pid);
+	int	total = count_fds(infeedd_pid, RING_MEMFD);
 	size_t	i;
 
 	for (i = 0; i < n; i++)
-		total += count_fds(pids[i]);
+		total += count_fds(pids[i], RING_MEMFD);
 	return (total);
 }
 
@@ -738,7 +697,7 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 	wire_in_init(&win, INFEED_DEFAULT_MAX_FRAME);
 	raw_hello(watcher, &win, WIRE_PROTOCOL_VERSION);
 	wait_only_watcher(watcher, &win);
-	before = count_fds(infeedd_pid);
+	before = count_fds(infeedd_pid, RING_MEMFD);
 
 	/* GetStats with a descriptor: BAD_FRAME, then the daemon hangs up. */
 	sock = raw_connect();
@@ -784,7 +743,7 @@ START_TEST(descriptors_with_other_frames_closed_and_refused)
 	/* Neither descriptor stays in the daemon. */
 	wait_only_watcher(watcher, &win);
 	for (tries = 0; tries < 200; tries++) {
-		if ((after = count_fds(infeedd_pid)) == before)
+		if ((after = count_fds(infeedd_pid, RING_MEMFD)) == before)
 			break;
 		usleep(10000);
 	}

@@ -3,8 +3,9 @@
  * Unit tests for daemon/forker.c, the fork server, driven as the pool
  * drives it: a worker asked for comes back as its pid and a socket on
  * which it says READY, is the fork server's child (not ours), and its
- * death is reported with how it ended; after a reload of the
- * configuration, workers still come; forker_stop() ends the fork server
+ * death is reported with how it ended; after a reload of the catalogue
+ * (its sections sent), workers still come; a message that is not a whole
+ * one of its type ends the fork server rather than being misread; forker_stop() ends the fork server
  * and the workers it left; the fork server killed, forker_recv() says it
  * is gone, and its workers serve on as the daemon's children when the
  * daemon is a child subreaper (infeedd is), or exit when it is not.
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -41,16 +41,6 @@ static struct config		*conf;
 static struct catalogue		*cat;
 static struct worker_beat	*beats;
 static struct forker		*forker;
-
-/* Milliseconds on a clock that only goes forward. */
-static uint64_t
-now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
 
 /* A catalogue of one synthetic dataset, beats, and a fork server. */
 static void
@@ -74,7 +64,7 @@ setup(void)
 	beats = mmap(NULL, 2 * sizeof(*beats), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(beats, MAP_FAILED);
-	forker = forker_start(cat, beats);
+	forker = forker_start(NULL, cat, beats, NULL, NULL);
 }
 
 static void
@@ -89,7 +79,7 @@ teardown(void)
 
 /* The fork server's next message, waiting for it. */
 static void
-next_msg(struct forker_msg *m, int *fd)
+next_msg(union forker_reply *m, int *fd)
 {
 	ck_assert_msg(forker_wait(forker, DEADLINE_MS), "the fork server "
 	    "said nothing in %d ms", DEADLINE_MS);
@@ -100,18 +90,18 @@ next_msg(struct forker_msg *m, int *fd)
 static pid_t
 spawn(unsigned idx, int *fd)
 {
-	struct forker_msg	m;
-	struct worker_msg	w;
+	union forker_reply	m;
+	struct worker_msg_ready	w;
 
 	ck_assert_int_eq(forker_spawn(forker, idx, 64 << 20), 0);
 	next_msg(&m, fd);
-	ck_assert_int_eq(m.type, FORKER_MSG_SPAWNED);
-	ck_assert_uint_eq(m.idx, idx);
-	ck_assert_int_gt(m.pid, 0);
+	ck_assert_int_eq(m.hdr.type, FORKER_MSG_SPAWNED);
+	ck_assert_uint_eq(m.spawned.idx, idx);
+	ck_assert_int_gt(m.spawned.pid, 0);
 	ck_assert_int_ne(*fd, -1);
 	ck_assert_int_eq(recv(*fd, &w, sizeof(w), 0), (ssize_t)sizeof(w));
-	ck_assert_int_eq(w.type, WORKER_MSG_READY);
-	return ((pid_t)m.pid);
+	ck_assert_int_eq(w.hdr.type, WORKER_MSG_READY);
+	return ((pid_t)m.spawned.pid);
 }
 
 /* Process @pid's state letter and parent; '-' and -1 when it is gone. */
@@ -166,7 +156,7 @@ gone(pid_t pid)
  */
 START_TEST(test_spawned_worker_and_its_death_reported)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra;
 
@@ -176,10 +166,11 @@ START_TEST(test_spawned_worker_and_its_death_reported)
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	next_msg(&m, &extra);
 	ck_assert_int_eq(extra, -1);
-	ck_assert_int_eq(m.type, FORKER_MSG_EXITED);
-	ck_assert_int_eq(m.pid, pid);
-	ck_assert_uint_eq(m.idx, 1);
-	ck_assert(WIFSIGNALED(m.status) && WTERMSIG(m.status) == SIGKILL);
+	ck_assert_int_eq(m.hdr.type, FORKER_MSG_EXITED);
+	ck_assert_int_eq(m.exited.pid, pid);
+	ck_assert_uint_eq(m.exited.idx, 1);
+	ck_assert(WIFSIGNALED(m.exited.status) &&
+	    WTERMSIG(m.exited.status) == SIGKILL);
 	close(fd);
 }
 END_TEST
@@ -187,16 +178,17 @@ END_TEST
 /* A worker whose socket the daemon closes exits 0, and that is said. */
 START_TEST(test_worker_that_loses_its_socket_exits_cleanly)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra;
 
 	pid = spawn(0, &fd);
 	close(fd);
 	next_msg(&m, &extra);
-	ck_assert_int_eq(m.type, FORKER_MSG_EXITED);
-	ck_assert_int_eq(m.pid, pid);
-	ck_assert(WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0);
+	ck_assert_int_eq(m.hdr.type, FORKER_MSG_EXITED);
+	ck_assert_int_eq(m.exited.pid, pid);
+	ck_assert(WIFEXITED(m.exited.status) &&
+	    WEXITSTATUS(m.exited.status) == 0);
 }
 END_TEST
 
@@ -206,10 +198,37 @@ START_TEST(test_workers_come_after_a_reload)
 	pid_t	pid;
 	int	fd;
 
-	ck_assert_int_eq(forker_reload(forker, conf_path), 0);
+	ck_assert_int_eq(forker_reload(forker, cat), 0);
 	pid = spawn(0, &fd);
 	ck_assert_int_eq(parent_of(pid), forker_pid(forker));
 	close(fd);
+}
+END_TEST
+
+/*
+ * A DATASET whose strings are fewer than its count of keys says is no
+ * message: the fork server goes (EOF), having opened nothing from it.
+ */
+START_TEST(test_malformed_dataset_ends_the_fork_server)
+{
+	struct {
+		struct forker_msg_dataset	m;
+		char				strings[8];
+	} bad;
+	union forker_reply	m;
+	int			extra, rc;
+
+	memset(&bad, 0, sizeof(bad));
+	bad.m.hdr.type = FORKER_MSG_DATASET;
+	bad.m.hdr.len = sizeof(bad);
+	bad.m.nkv = 1;			/* a key and a value that never come */
+	memcpy(bad.strings, "raw\0src", 8);
+	ck_assert_int_eq(send(forker_fd(forker), &bad, sizeof(bad), 0),
+	    (ssize_t)sizeof(bad));
+	ck_assert(forker_wait(forker, DEADLINE_MS));
+	while ((rc = forker_recv(forker, &m, &extra)) == 1)
+		;
+	ck_assert_int_eq(rc, -1);
 }
 END_TEST
 
@@ -237,7 +256,7 @@ END_TEST
  */
 START_TEST(test_killed_fork_server_is_seen_and_orphans_exit)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra, rc;
 
@@ -259,7 +278,7 @@ END_TEST
  */
 START_TEST(test_worker_outlives_its_fork_server_with_the_daemon)
 {
-	struct forker_msg	m;
+	union forker_reply	m;
 	pid_t			pid;
 	int			fd, extra, rc, status;
 
@@ -293,6 +312,7 @@ forker_suite(void)
 	tcase_add_test(tc, test_spawned_worker_and_its_death_reported);
 	tcase_add_test(tc, test_worker_that_loses_its_socket_exits_cleanly);
 	tcase_add_test(tc, test_workers_come_after_a_reload);
+	tcase_add_test(tc, test_malformed_dataset_ends_the_fork_server);
 	tcase_add_test(tc, test_stop_ends_the_fork_server_and_its_workers);
 	tcase_add_test(tc, test_killed_fork_server_is_seen_and_orphans_exit);
 	tcase_add_test(tc, test_worker_outlives_its_fork_server_with_the_daemon);

@@ -231,24 +231,6 @@ gr_group(const struct gr_member *m)
 	return (g);
 }
 
-/* `infeedctl status` (with @args) into @out. */
-static void
-gr_status(const char *args, char *out, size_t len)
-{
-	const char	*ctl = getenv("INFEEDCTL");
-	char		 cmd[1024];
-	FILE		*fp;
-	size_t		 n;
-
-	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
-	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' status %s", ctl,
-	    sock_path, args);
-	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-	n = fread(out, 1, len - 1, fp);
-	out[n] = '\0';
-	ck_assert_int_eq(pclose(fp), 0);
-}
-
 /*
  * What the Stats frame's entry @ss says of its group's members: @held_back
  * and @waited leaves, none that stayed, and @rejoins.
@@ -305,10 +287,10 @@ START_TEST(four_members_share_one_stream_exactly_once)
 	snprintf(want, sizeof(want), "group %llu: 4 members",
 	    (unsigned long long)gr_session(st, &m[0])->group_id);
 	infeed__frame__free_unpacked(st, NULL);
-	gr_status("", out, sizeof(out));
+	infeedctl_run("status", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
-	gr_status("--json", out, sizeof(out));
+	infeedctl_run("status --json", out, sizeof(out));
 	ck_assert_msg(strstr(out, "\"group_members\":4") != NULL, "%s", out);
 	/* Two epochs, the members in turn; some hold a step while taking. */
 	for (k = 0; k < 2 * m[0].oracle.steps_per_epoch; k++) {
@@ -388,14 +370,14 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	snprintf(want, sizeof(want), "session %llu left its group",
 	    (unsigned long long)ss->session_id);
 	infeed__frame__free_unpacked(st, NULL);
-	gr_status("", out, sizeof(out));
+	infeedctl_run("status", out, sizeof(out));
 	ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want,
 	    out);
 	want_text = "; 1 left (1 held it back, 0 waited on leavers' slots), "
 	    "0 stayed, 0 rejoined\n";
 	ck_assert_msg(strstr(out, want_text) != NULL, "no '%s' in:\n%s",
 	    want_text, out);
-	gr_status("--json", out, sizeof(out));
+	infeedctl_run("status --json", out, sizeof(out));
 	want_text = "\"group_leaves_held_back\":1,\"group_leaves_waited\":0,"
 	    "\"group_stays\":0,\"group_rejoins\":0";
 	ck_assert_msg(strstr(out, want_text) != NULL, "no '%s' in:\n%s",
@@ -933,9 +915,12 @@ END_TEST
 START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 {
 	struct gr_member	*m = gr_attach_all(2, false);
+	struct bystander	 b;
+	struct bystander_report	 br;
 	uint64_t		 t0, worst = 0;
 	unsigned		 i, k;
 
+	bystander_start(&b);
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], false);
@@ -969,6 +954,8 @@ START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 	    "own, waited %llu ms at most for its next (slack %d ms)\n",
 	    (unsigned long long)worst, INFEED_GROUP_SLACK_MS);
 	ck_assert_uint_le(worst, INFEED_GROUP_SLACK_MS + 1500);
+	bystander_stop(&b, &br);
+	bystander_assert(&br, 250);
 	/* m[0] goes on too; both finish the epoch with every index once. */
 	gr_release_kept(&m[0]);
 	m[1].whole = false;
@@ -1090,6 +1077,8 @@ START_TEST(a_slow_or_pausing_member_keeps_no_one_to_its_pace)
 {
 	struct gr_member		*m = calloc(2, sizeof(*m));
 	struct infeed_options		 o;
+	struct bystander		 b;
+	struct bystander_report		 br;
 	Infeed__Frame			*st;
 	const Infeed__SessionStats	*ss;
 	uint64_t			 alone, shared;
@@ -1116,7 +1105,9 @@ START_TEST(a_slow_or_pausing_member_keeps_no_one_to_its_pace)
 	close(say[1]);
 	ck_assert_int_eq(read(say[0], &c, 1), 1);
 	ck_assert_msg(gr_in_group(&m[0]), "the pacer did not join the group");
+	bystander_start(&b);
 	shared = gr_pace(&m[0], n, 10);
+	bystander_stop(&b, &br);
 	ratio = (double)alone / (double)shared;
 	fprintf(stderr, "%u steps of 10 ms: %llu ms alone, %llu ms beside one "
 	    "%s: %.2f of the pace alone\n", n, (unsigned long long)alone,
@@ -1135,6 +1126,7 @@ START_TEST(a_slow_or_pausing_member_keeps_no_one_to_its_pace)
 	ck_assert_msg(ratio >= 0.5, "beside a slower member the trainer kept "
 	    "%.2f of its pace alone; expected 0.8 (0.5 with margin for a "
 	    "loaded machine)", ratio);
+	bystander_assert(&br, 250);
 	gr_done(&m[0]);
 	free(m);
 }

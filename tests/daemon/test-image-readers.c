@@ -35,11 +35,7 @@ static char	tmpdir[PATH_MAX];	/* made for each test */
 static void
 setup(void)
 {
-	int	n;
-
-	n = snprintf(tmpdir, sizeof tmpdir, "%s/t.XXXXXX", rundir);
-	ck_assert(n > 0 && (size_t)n < sizeof tmpdir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 }
 
 /* Remove the test's tree (symlinks are removed, not followed). */
@@ -54,14 +50,7 @@ teardown(void)
 static const char *
 tpath(const char *rel)
 {
-	static char	buf[8][PATH_MAX];
-	static int	next;
-	char		*p = buf[next++ % 8];
-	int		 n;
-
-	n = snprintf(p, PATH_MAX, "%s/%s", tmpdir, rel);
-	ck_assert(n > 0 && n < PATH_MAX);
-	return (p);
+	return (path_in(tmpdir, rel));
 }
 
 /*

@@ -857,13 +857,10 @@ END_TEST
 static uint64_t
 session_errors_sent(void)
 {
-	const char		*ctl = getenv("INFEEDCTL");
 	struct infeed_stats	*st;
 	struct infeed		*g = client();
 	uint64_t		 n;
-	char			 cmd[1024], out[4096];
-	FILE			*fp;
-	size_t			 len;
+	char			 want[64], out[4096];
 
 	ck_assert_msg(infeed_get_stats(g, &st) == INFEED_OK, "%s",
 	    infeed_error(g));
@@ -871,16 +868,10 @@ session_errors_sent(void)
 	n = st->sessions[0]->errors_sent;
 	infeed_stats_free(st);
 	infeed_free(g);
-	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
-	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' top --once --json",
-	    ctl, sock_path);
-	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-	len = fread(out, 1, sizeof(out) - 1, fp);
-	out[len] = '\0';
-	ck_assert_int_eq(pclose(fp), 0);
-	snprintf(cmd, sizeof(cmd), "\"errors_sent\":%llu}",
+	infeedctl_run("top --once --json", out, sizeof(out));
+	snprintf(want, sizeof(want), "\"errors_sent\":%llu}",
 	    (unsigned long long)n);
-	ck_assert_msg(strstr(out, cmd) != NULL, "%s", out);
+	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
 	return (n);
 }
 
@@ -1006,10 +997,7 @@ START_TEST(data_wait_tells_a_slow_trainer_from_slow_data)
 	struct infeed_options	 o;
 	struct infeed_stats	*st;
 	const struct infeed_session_stats *a, *b;
-	const char		*ctl = getenv("INFEEDCTL");
-	char			 cmd[1024], out[8192];
-	FILE			*fp;
-	size_t			 n;
+	char			 out[8192];
 
 	infeedd_stop();
 	make_config("\n[dataset slow]\ntype = synthetic\nsamples = 400\n"
@@ -1035,40 +1023,17 @@ START_TEST(data_wait_tells_a_slow_trainer_from_slow_data)
 	    "starved waited %.3f s of %.3f", b->data_wait_s, b->active_s);
 	infeed_stats_free(st);
 	infeed_free(f);
-	if (ctl != NULL) {
-		snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' top --once "
-		    "--json", ctl, sock_path);
-		ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-		n = fread(out, 1, sizeof(out) - 1, fp);
-		out[n] = '\0';
-		ck_assert_int_eq(pclose(fp), 0);
-		ck_assert_msg(strstr(out, "\"client_name\":\"starved\"") !=
-		    NULL && strstr(out, "\"input_bound\":") != NULL, "%s", out);
-	}
+	infeedctl_run("top --once --json", out, sizeof(out));
+	ck_assert_msg(strstr(out, "\"client_name\":\"starved\"") != NULL &&
+	    strstr(out, "\"input_bound\":") != NULL, "%s", out);
 	infeed_free(fast);
 	infeed_free(slow);
 }
 END_TEST
 
-/* Run infeedctl bench, 3 verified epochs of a small step, with extra
- * options; its output in out. */
-static void
-bench_output(const char *extra, char *out, size_t len)
-{
-	const char	*ctl = getenv("INFEEDCTL");
-	char		 cmd[1024];
-	FILE		*fp;
-	size_t		 n;
-
-	ck_assert_msg(ctl != NULL, "set INFEEDCTL to infeedctl");
-	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' bench --dataset "
-	    "synthetic --batch-size 7 --shuffle --epochs 3 --no-drop-last "
-	    "--verify %s", ctl, sock_path, extra);
-	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
-	n = fread(out, 1, len - 1, fp);
-	out[n] = '\0';
-	ck_assert_int_eq(pclose(fp), 0);
-}
+/* infeedctl bench: 3 verified epochs of a small step. */
+#define BENCH	"bench --dataset synthetic --batch-size 7 --shuffle " \
+		"--epochs 3 --no-drop-last --verify"
 
 /* The operator's benchmark: every step checked, the time to the first
  * step reported and within the run's. */
@@ -1077,7 +1042,7 @@ START_TEST(infeedctl_bench_verifies_and_reports_the_first_step)
 	char		 out[4096], *p;
 	double		 first, secs;
 
-	bench_output("--json", out, sizeof(out));
+	infeedctl_run(BENCH " --json", out, sizeof(out));
 	ck_assert_msg(strstr(out, "\"verified\":true") != NULL, "%s", out);
 	ck_assert_msg(strstr(out, "\"items\":1500,") != NULL, "%s", out);
 	ck_assert_ptr_nonnull(p = strstr(out, "\"first_step_s\":"));
@@ -1102,7 +1067,7 @@ START_TEST(infeedctl_bench_text_says_why_the_first_figures_are_slow)
 {
 	char		 out[4096], *line;
 
-	bench_output("", out, sizeof(out));
+	infeedctl_run(BENCH, out, sizeof(out));
 	ck_assert_ptr_nonnull(line = strstr(out, "\nitems/s "));
 	line = strndup(line + 1, strcspn(line + 1, "\n"));
 	ck_assert_msg(strstr(line, " over 3 epochs; ") != NULL &&

@@ -48,11 +48,9 @@ static struct listener	*listener;
 static void
 setup(void)
 {
-	struct peers_host	 ph;
 	char			 path[PATH_MAX], text[512];
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = 1\n"
@@ -63,16 +61,9 @@ setup(void)
 	    "shape = 2\n"
 	    "dtype = uint8\n", MAX_CLIENTS);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, text, strlen(text));
+	write_file(path, text, strlen(text));
 	unit_daemon_start(path, 1, 1);
-	memset(&ph, 0, sizeof(ph));
-	ph.base = base;
-	ph.conf = conf;
-	ph.cat = cat;
-	ph.pool = pool;
-	ph.budget = &budget;
-	ph.started_ms = unit_now_ms();
-	peers = peers_new(&ph);
+	peers = unit_peers_new();
 	unit_fmt(sock_path, sizeof(sock_path), "%s/s", tmpdir);
 	ck_assert_ptr_nonnull(listener = listen_open(base, sock_path, peers));
 }
@@ -110,10 +101,10 @@ client(void)
 static bool
 run_until_peers(unsigned n)
 {
-	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t	deadline = now_ms() + DEADLINE_MS;
 
 	while (peers_count(peers) != n) {
-		if (unit_now_ms() > deadline)
+		if (now_ms() > deadline)
 			return (false);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -127,7 +118,7 @@ hello(int fd)
 	Infeed__Frame	 f = INFEED__FRAME__INIT, *r = NULL;
 	Infeed__Hello	 h = INFEED__HELLO__INIT;
 	struct wire_in	 in;
-	uint64_t	 deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t	 deadline = now_ms() + DEADLINE_MS;
 	uint8_t		*buf;
 	size_t		 len;
 	char		*cause = NULL;
@@ -141,7 +132,7 @@ hello(int fd)
 	free(buf);
 	wire_in_init(&in, INFEED_DEFAULT_MAX_FRAME);
 	while (wire_in_frame(&in, &r, &cause) != WIRE_OK) {
-		ck_assert_msg(unit_now_ms() < deadline, "no answer to Hello");
+		ck_assert_msg(now_ms() < deadline, "no answer to Hello");
 		event_base_loop(base, EVLOOP_ONCE);
 		(void)wire_in_recv(&in, fd);
 	}
@@ -227,14 +218,14 @@ START_TEST(test_out_of_descriptors_refuses_one_and_pauses)
 	low.rlim_cur = (rlim_t)lowest;
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
 	ck_assert(run_until_peers(1));		/* the one the spare let in */
-	t0 = unit_now_ms();
+	t0 = now_ms();
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	/* Paused: b waits in the backlog, though descriptors are back. */
-	while (unit_now_ms() - t0 < LISTEN_RETRY_MS / 2)
+	while (now_ms() - t0 < LISTEN_RETRY_MS / 2)
 		event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_uint_eq(peers_count(peers), 1);
 	ck_assert(run_until_peers(2));		/* the retry took b */
-	waited = unit_now_ms() - t0;
+	waited = now_ms() - t0;
 	ck_assert_msg(waited + 5 >= LISTEN_RETRY_MS && waited < 1000,
 	    "accepting resumed after %llu ms, not %d",
 	    (unsigned long long)waited, LISTEN_RETRY_MS);

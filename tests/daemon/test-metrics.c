@@ -28,7 +28,6 @@
 #include <check.h>
 #include <event2/buffer.h>
 
-#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "peers.h"
@@ -299,7 +298,7 @@ static void
 http(uint16_t port, const char *request)
 {
 	struct sockaddr_in	 sin;
-	uint64_t		 deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t		 deadline = now_ms() + DEADLINE_MS;
 	size_t			 len = 0, cap = 1 << 16;
 	ssize_t			 n = -1;
 	int			 fd;
@@ -316,7 +315,7 @@ http(uint16_t port, const char *request)
 	ck_assert_int_eq(write(fd, request, strlen(request)),
 	    (ssize_t)strlen(request));
 	ck_assert_int_ne(fcntl(fd, F_SETFL, O_NONBLOCK), -1);
-	while (unit_now_ms() < deadline) {
+	while (now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		n = read(fd, text + len, cap - 1 - len);
 		if (n == 0)
@@ -335,27 +334,18 @@ http(uint16_t port, const char *request)
 
 START_TEST(server_answers_get_metrics_from_the_daemon)
 {
-	struct peers_host	 ph;
 	struct peers		*ps;
 	struct metrics		*m;
 	char			 path[PATH_MAX], conf_text[256], *cause = NULL;
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(conf_text, sizeof(conf_text), "[infeedd]\nworkers = 2\n"
 	    "memory_budget = 16M\n[dataset a]\ntype = synthetic\n"
 	    "samples = 10\nshape = 4\ndtype = uint8\n");
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, conf_text, strlen(conf_text));
+	write_file(path, conf_text, strlen(conf_text));
 	unit_daemon_start(path, 1, 2);
-	memset(&ph, 0, sizeof(ph));
-	ph.base = base;
-	ph.conf = conf;
-	ph.cat = cat;
-	ph.pool = pool;
-	ph.budget = &budget;
-	ph.started_ms = clock_now_ms();
-	ps = peers_new(&ph);
+	ps = unit_peers_new();
 	m = metrics_new(base, "127.0.0.1", 0, ps, &cause);
 	ck_assert_msg(m != NULL, "%s", cause);
 	ck_assert_uint_ne(metrics_port(m), 0);

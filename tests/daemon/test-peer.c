@@ -30,7 +30,6 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
-#include "unit-fds.h"
 #include "wire.h"
 #include "runner.h"
 
@@ -57,9 +56,7 @@ start(const char *extra)
 	FILE			*f;
 
 	/* One directory a test, in the run's (run_suite_in_dir()). */
-	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX",
-	    rundir), (int)sizeof(tmpdir));
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
 	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
 	ck_assert_ptr_nonnull(f = fopen(conf_path, "w"));
@@ -320,13 +317,13 @@ START_TEST(test_fds_with_a_request_closed_with_the_peer)
 	connect_client(&c, 0);
 	send_hello(&c, 1);
 	infeed__frame__free_unpacked(client_recv(&c), NULL);
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	send_list(&c, 2, p, 2);
 	expect_error(&c, 2, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
 	    "came with file descriptors");
 	expect_closed(&c);
 	/* The daemon's end and both descriptors it received are closed. */
-	ck_assert_int_eq(unit_count_fds(0), before - 1);
+	ck_assert_int_eq(count_fds(0, NULL), before - 1);
 	client_close(&c);
 	close(p[0]);
 	close(p[1]);
@@ -347,12 +344,12 @@ START_TEST(test_too_many_fds_refused_and_closed)
 	connect_client(&c, 0);
 	send_hello(&c, 1);
 	infeed__frame__free_unpacked(client_recv(&c), NULL);
-	before = unit_count_fds(0);
-	unit_send_fds(c.fd, devnull, 8);
+	before = count_fds(0, NULL);
+	send_fds(c.fd, devnull, 8);
 	expect_error(&c, 0, INFEED__ERROR_CODE__ERROR_BAD_FRAME,
 	    "unexpected file descriptors");
 	expect_closed(&c);
-	ck_assert_int_eq(unit_count_fds(0), before - 1);
+	ck_assert_int_eq(count_fds(0, NULL), before - 1);
 	client_close(&c);
 	close(devnull);
 }

@@ -93,8 +93,7 @@ setup(void)
 	int64_t		big[16];
 	int		i;
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	for (i = 0; i < 64; i++)
 		data[i] = (uint8_t)(i * 3 + 1);
 	for (i = 0; i < 16; i++)
@@ -102,13 +101,13 @@ setup(void)
 	unit_fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
 	unit_fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin",
 	    tmpdir);
-	unit_write_file(raw_path, data, sizeof(data));
-	unit_write_file(labels_path, labels, sizeof(labels));
+	write_file(raw_path, data, sizeof(data));
+	write_file(labels_path, labels, sizeof(labels));
 	for (i = 0; i < 16; i++)
 		big[i] = i % 5;
 	big[BIG_ROW] = BIG_LABEL;
 	unit_fmt(big_path, sizeof(big_path), "%s/big-labels.bin", tmpdir);
-	unit_write_file(big_path, big, sizeof(big));
+	write_file(big_path, big, sizeof(big));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = %d\n"
@@ -144,11 +143,11 @@ setup(void)
 	    "%s", WORKERS, setup_extra, raw_path, labels_path, raw_path,
 	    big_path, setup_more);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, text, strlen(text));
+	write_file(path, text, strlen(text));
 	/* FLAKY_MAPPED's file, mapped by the workers: 1 MiB, sparse. */
 	unit_fmt(unit_flaky_map, sizeof(unit_flaky_map), "%s/flaky-map.bin",
 	    tmpdir);
-	unit_write_file(unit_flaky_map, "", 0);
+	write_file(unit_flaky_map, "", 0);
 	ck_assert_int_eq(truncate(unit_flaky_map, FLAKY_MAP_BYTES), 0);
 
 	unit_daemon_start(path, *setup_more != '\0' ? 5 : 4, WORKERS);
@@ -188,24 +187,7 @@ done_cb(void *arg, const struct pool_report *r)
 static bool
 run_until(bool (*pred)(const void *), const void *arg)
 {
-	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
-
-	while (!pred(arg)) {
-		if (unit_now_ms() > deadline)
-			return (false);
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	return (true);
-}
-
-/* Run the loop for @ms, so that late or extra reports come in. */
-static void
-run_for(uint64_t ms)
-{
-	uint64_t	end = unit_now_ms() + ms;
-
-	while (unit_now_ms() < end)
-		event_base_loop(base, EVLOOP_ONCE);
+	return (unit_run_until(pred, arg, DEADLINE_MS));
 }
 
 /* Whether the pool has nothing queued or running. */
@@ -415,7 +397,7 @@ START_TEST(test_jobs_complete_once_with_the_datasets_rows)
 	ck_assert(!pool_idle(pool));
 
 	ck_assert_msg(run_until(pred_idle, NULL), "jobs did not finish");
-	run_for(50);
+	unit_run_for(50);
 	ck_assert_uint_eq(rec.n, nwant);
 	for (i = 0; i < rec.n; i++) {
 		ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
@@ -460,7 +442,7 @@ START_TEST(test_unreadable_index_reported_as_read_error)
 	idx[3] = 3;
 	pool_submit(pr, 1, 0, 0, 0, 4, ring_indices(r, 1) + 0);
 	ck_assert(run_until(pred_idle, NULL));
-	run_for(30);
+	unit_run_for(30);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_uint_eq(rec.done[0].slot, 1);
 	ck_assert_uint_eq(rec.done[0].rows, 4);
@@ -487,7 +469,7 @@ START_TEST(test_int64_labels_written_whole)
 		idx[k] = 15 - k;
 	pool_submit(pr, 1, 0, 0, 0, 16, ring_indices(r, 1) + 0);
 	ck_assert(run_until(pred_idle, NULL));
-	run_for(30);
+	unit_run_for(30);
 	ck_assert_uint_gt(rec.n, 0);
 	for (k = 0; k < rec.n; k++)
 		ck_assert_int_eq(rec.done[k].result, POOL_JOB_DONE);
@@ -516,7 +498,7 @@ START_TEST(test_label_too_large_for_int32_reported)
 		idx[k] = k;
 	pool_submit(pr, 0, 0, 0, 0, 16, ring_indices(r, 0) + 0);
 	ck_assert(run_until(pred_idle, NULL));
-	run_for(30);
+	unit_run_for(30);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_LABEL_RANGE);
 	ck_assert_uint_eq(rec.done[0].bad, BIG_ROW);
@@ -540,8 +522,8 @@ START_TEST(test_max_jobs_caps_a_rings_running_jobs)
 	submit_jobs(a, ra, 0, 0, 4, 10);
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 3);
-	deadline = unit_now_ms() + DEADLINE_MS;
-	while (rec_a.n < 4 && unit_now_ms() < deadline) {
+	deadline = now_ms() + DEADLINE_MS;
+	while (rec_a.n < 4 && now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE);
 		if (busy_workers() > most)
 			most = busy_workers();
@@ -582,7 +564,7 @@ static void
 one_worker_begin(void)
 {
 	struct pool_worker_info	info;
-	uint64_t		deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t		deadline = now_ms() + DEADLINE_MS;
 
 	two_workers = pool;
 	pool = pool_new(base, cat, &budget, 1, 0, 30000, 256 << 20);
@@ -590,7 +572,7 @@ one_worker_begin(void)
 		event_base_loop(base, EVLOOP_ONCE);
 		pool_worker_info(pool, 0, &info);
 	} while (strcmp(info.state, "starting") == 0 &&
-	    unit_now_ms() < deadline);
+	    now_ms() < deadline);
 	ck_assert_str_eq(info.state, "idle");
 }
 
@@ -764,7 +746,7 @@ START_TEST(test_remove_ring_drops_its_jobs_unreported)
 	pool_remove_ring(pr, r, false);
 	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
 	ck_assert(run_until(pred_idle, NULL));
-	run_for(50);
+	unit_run_for(50);
 	/* Neither the removed ring nor the other one heard of the job. */
 	ck_assert_uint_eq(rec.n, 0);
 	ck_assert_uint_eq(rec2.n, 0);
@@ -805,7 +787,7 @@ START_TEST(test_removed_ring_released_when_its_running_job_is_done)
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert_uint_eq(budget.used, used);
 	ck_assert(run_until(pred_idle, NULL));
-	run_for(20);
+	unit_run_for(20);
 	ring_budget_settle(&budget);		/* its pages punched out */
 	ck_assert_uint_eq(budget.used, 0);	/* keep_ms 0: freed */
 	ck_assert_uint_eq(rec.n, 0);
@@ -854,7 +836,7 @@ START_TEST(test_drop_jobs_drops_queued_running_one_finishes)
 	ck_assert_uint_eq(busy_workers(), 1);
 	ck_assert(!pool_idle(pool));
 	ck_assert(run_until(pred_idle, NULL));
-	run_for(50);
+	unit_run_for(50);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_uint_eq(rec.done[0].rows, 10);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
@@ -914,7 +896,7 @@ START_TEST(test_killed_worker_replaced_and_its_job_completes_once)
 	}
 
 	ck_assert_msg(run_until(pred_rows, &rec), "the job never completed");
-	run_for(100);
+	unit_run_for(100);
 	for (i = 0; i < rec.n; i++) {
 		ck_assert_uint_eq(rec.done[i].slot, 1);
 		ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
@@ -992,7 +974,7 @@ START_TEST(test_pool_grows_and_shrinks_losing_nothing)
 	ck_assert_msg(run_until(pred_size, &want), "the worker was not "
 	    "retired");
 	ck_assert_msg(run_until(pred_rows, &rec), "the jobs never completed");
-	run_for(100);
+	unit_run_for(100);
 	for (i = 0; i < rec.n; i++) {
 		ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
 		rows += rec.done[i].rows;
@@ -1045,7 +1027,7 @@ START_TEST(test_row_that_kills_workers_three_times_reported_crashed)
 	idx[1] = 12;
 	pool_submit(pr, 0, 0, 0, 0, 2, ring_indices(r, 0));
 	ck_assert_msg(run_until(pred_two, &rec), "%u reports", rec.n);
-	run_for(100);
+	unit_run_for(100);
 	ck_assert_uint_eq(rec.n, 2);
 	qsort(rec.done, rec.n, sizeof(rec.done[0]), done_cmp);
 	/* Row 0 crashed three times; row 1, retried alone, was read. */
@@ -1091,7 +1073,7 @@ START_TEST(test_row_that_exits_workers_reported_with_its_status)
 	pool_submit(pr, 0, 0, 0, 0, 2, ring_indices(r, 0));
 	ck_assert_msg(run_until(pred_two, &rec), "%u reports: the row that "
 	    "makes workers exit was never reported", rec.n);
-	run_for(100);
+	unit_run_for(100);
 	ck_assert_uint_eq(rec.n, 2);
 	for (i = 0; i < 2; i++) {
 		ck_assert_uint_eq(rec.done[i].rows, 1);
@@ -1139,8 +1121,8 @@ START_TEST(test_respawns_of_dying_workers_back_off)
 	pr = add_ring("flaky", 1, 1, 0, &rec, &r, &ds);
 	idx = ring_indices(r, 0);
 	idx[0] = FLAKY_EXIT;
-	end = unit_now_ms() + 1000;
-	while (unit_now_ms() < end) {
+	end = now_ms() + 1000;
+	while (now_ms() < end) {
 		if (pool_quiet() && rec.n < MAX_DONE - 1)
 			pool_submit(pr, 0, 0, 0, 0, 1, idx);
 		event_base_loop(base, EVLOOP_ONCE);
@@ -1260,12 +1242,12 @@ START_TEST(test_sigbus_while_copying_is_the_rows_read_error)
 	for (i = 0; i < 20; i++)
 		idx[i] = FLAKY_MAPPED;
 	pool_submit(pr, 0, 0, 0, 0, 20, idx);
-	end = unit_now_ms() + 100;
-	while (unit_now_ms() < end)
+	end = now_ms() + 100;
+	while (now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_int_eq(truncate(unit_flaky_map, 0), 0);
 	ck_assert(run_until(pred_one, &rec));
-	run_for(100);
+	unit_run_for(100);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_READ_ERROR);
 	ck_assert_uint_eq(rec.done[0].bad, FLAKY_MAPPED);
@@ -1303,7 +1285,7 @@ START_TEST(test_job_sent_again_after_a_queued_map_could_not_be)
 		pool_worker_info(pool, i, &info[i]);
 		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
 	}
-	run_for(50);
+	unit_run_for(50);
 	/* Fill both workers' sockets: the rest waits in their queues. */
 	for (i = 0; i < 500; i++)
 		pool_forget_mem(pool, 1000000 + i);
@@ -1322,8 +1304,8 @@ START_TEST(test_job_sent_again_after_a_queued_map_could_not_be)
 	for (i = 0; i < WORKERS; i++)
 		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
 	usleep(200000);
-	end = unit_now_ms() + 3000;
-	while (rec.n == 0 && unit_now_ms() < end)
+	end = now_ms() + 3000;
+	while (rec.n == 0 && now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_msg(rec.n == 1, "the job waited 3 s after its MAP could not "
 	    "be queued");
@@ -1418,19 +1400,19 @@ START_TEST(test_stopped_workers_job_taken_over)
 
 	pr = add_ring("slow", 4, 1, 0, &rec, &r, &ds);
 	fill_indices(r, 0, 4, ds->samples);
-	t0 = unit_now_ms();
+	t0 = now_ms();
 	pool_submit(pr, 0, 0, 0, 0, 4, ring_indices(r, 0));
 	ck_assert_uint_lt(victim = busy_worker(WORKERS), WORKERS);
 	pool_worker_info(pool, victim, &before);
 	ck_assert_int_eq(kill(before.pid, SIGSTOP), 0);
 	ck_assert_msg(run_until(pred_slow_done, &rec), "the job never "
 	    "completed");
-	took = unit_now_ms() - t0;
+	took = now_ms() - t0;
 	printf("stopped_workers_job_taken_over: the job came %llu ms after "
 	    "its worker stopped\n", (unsigned long long)took);
 	ck_assert_msg(took < 2500, "the job came %llu ms after its worker "
 	    "stopped", (unsigned long long)took);
-	run_for(300);
+	unit_run_for(300);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
 	ck_assert_uint_eq(rec.done[0].rows, 4);
@@ -1467,18 +1449,18 @@ START_TEST(test_first_of_two_copies_wins_the_other_is_killed)
 	pool_submit(pr, 0, 0, 0, 0, 10, ring_indices(r, 0));
 	ck_assert_uint_lt(first = busy_worker(WORKERS), WORKERS);
 	pool_worker_info(pool, first, &a);
-	run_for(275);			/* about 5 rows of 10 */
+	unit_run_for(275);			/* about 5 rows of 10 */
 	ck_assert_int_eq(kill(a.pid, SIGSTOP), 0);
-	end = unit_now_ms() + 5000;
+	end = now_ms() + 5000;
 	while ((second = busy_worker(first)) == WORKERS &&
-	    unit_now_ms() < end)
+	    now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_msg(second < WORKERS, "the stopped worker's job was not "
 	    "taken over within 5 s");
 	pool_worker_info(pool, second, &b);
 	ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
 	ck_assert(run_until(pred_slow_done, &rec));
-	run_for(300);
+	unit_run_for(300);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert_int_eq(rec.done[0].result, POOL_JOB_DONE);
 	ck_assert_uint_eq(rec.done[0].rows, 10);
@@ -1529,11 +1511,11 @@ START_TEST(test_row_slow_everywhere_first_copy_wins)
 
 	pr = add_ring("sleepy", 1, 1, 0, &rec, &r, &ds);
 	fill_indices(r, 0, 1, ds->samples);
-	t0 = unit_now_ms();
+	t0 = now_ms();
 	pool_submit(pr, 0, 0, 0, 0, 1, ring_indices(r, 0));
 	ck_assert(run_until(pred_slow_done, &rec));
-	took = unit_now_ms() - t0;
-	run_for(300);
+	took = now_ms() - t0;
+	unit_run_for(300);
 	printf("row_slow_everywhere_first_copy_wins: a 2 s row came in %llu "
 	    "ms\n", (unsigned long long)took);
 	ck_assert_uint_eq(rec.n, 1);

@@ -99,16 +99,15 @@ setup(void)
 	uint8_t		data[256], labels[64];
 	int		i;
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	for (i = 0; i < 256; i++)
 		data[i] = (uint8_t)(i / 4 + 1);		/* never 0 */
 	for (i = 0; i < 64; i++)
 		labels[i] = (uint8_t)(i % 3);
 	unit_fmt(raw_path, sizeof(raw_path), "%s/raw.bin", tmpdir);
 	unit_fmt(labels_path, sizeof(labels_path), "%s/raw-labels.bin", tmpdir);
-	unit_write_file(raw_path, data, sizeof(data));
-	unit_write_file(labels_path, labels, sizeof(labels));
+	write_file(raw_path, data, sizeof(data));
+	write_file(labels_path, labels, sizeof(labels));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\n"
 	    "workers = %d\n"
@@ -132,7 +131,7 @@ setup(void)
 	    "labels = %s\n"
 	    "label_dtype = uint8\n", WORKERS, raw_path, labels_path);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, text, strlen(text));
+	write_file(path, text, strlen(text));
 
 	unit_daemon_start(path, 3, WORKERS);
 	host.cat = cat;
@@ -161,8 +160,8 @@ teardown(void)
 	session_free(sess);
 	sess = NULL;
 	/* The ring's memory goes once the jobs the workers run are done. */
-	deadline = unit_now_ms() + 15000;
-	while (!pool_idle(pool) && unit_now_ms() < deadline)
+	deadline = now_ms() + 15000;
+	while (!pool_idle(pool) && now_ms() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	ring_budget_settle(&budget);	/* its pages punched out */
 	ck_assert_uint_eq(budget.used, 0);
@@ -307,23 +306,13 @@ release(uint32_t slot)
 static void
 wait_events(unsigned n)
 {
-	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t	deadline = now_ms() + DEADLINE_MS;
 
 	while (nev < n) {
-		ck_assert_msg(unit_now_ms() < deadline, "%u answers, not %u, by "
+		ck_assert_msg(now_ms() < deadline, "%u answers, not %u, by "
 		    "the deadline", nev, n);
 		event_base_loop(base, EVLOOP_ONCE);
 	}
-}
-
-/* Run the loop for @ms, so that late or extra answers come in. */
-static void
-run_for(uint64_t ms)
-{
-	uint64_t	end = unit_now_ms() + ms;
-
-	while (unit_now_ms() < end)
-		event_base_loop(base, EVLOOP_ONCE);
 }
 
 /* Event @i must be step (@epoch, @step) answering request @id, and its
@@ -535,7 +524,7 @@ START_TEST(test_next_answered_in_order_with_the_samplers_steps)
 	ck_assert_uint_eq(r.steps, 30);
 	ck_assert_uint_eq(r.epoch, 1);
 	ck_assert_uint_eq(r.step, 4);
-	run_for(30);
+	unit_run_for(30);
 	ck_assert_uint_eq(nev, 30);
 }
 END_TEST
@@ -570,7 +559,7 @@ START_TEST(test_next_with_every_slot_held_refused_at_once)
 	ck_assert_int_eq(code, ERRCODE_UNEXPECTED);
 	ck_assert_msg(strstr(cause, "all 2 slots are held") != NULL, "%s",
 	    cause);
-	run_for(50);
+	unit_run_for(50);
 	ck_assert_uint_eq(nev, 2);
 	/* A Release makes room again. */
 	release(evs[0].step.slot);
@@ -601,8 +590,8 @@ START_TEST(test_release_of_a_slot_not_held_refused)
 	free(cause);
 	cause = NULL;
 	/* early_preload fills both slots; ready is still not held. */
-	deadline = unit_now_ms() + DEADLINE_MS;
-	while (ready < 2 && unit_now_ms() < deadline) {
+	deadline = now_ms() + DEADLINE_MS;
+	while (ready < 2 && now_ms() < deadline) {
 		event_base_loop(base, EVLOOP_ONCE);
 		session_report(sess, &ss);
 		ready = ss.slots_ready;
@@ -621,7 +610,7 @@ START_TEST(test_release_of_a_slot_not_held_refused)
 	/* Once each. */
 	ck_assert_int_eq(session_release(sess, slot, &cause), -1);
 	ck_assert_msg(strstr(cause, "not held") != NULL, "%s", cause);
-	run_for(20);
+	unit_run_for(20);
 	ck_assert_uint_eq(nev, 1);
 }
 END_TEST
@@ -666,7 +655,7 @@ START_TEST(test_end_of_data_after_the_epoch_then_the_next_epoch)
 		check_step((unsigned)id - 1, id, 1, id - 5);
 		release(evs[id - 1].step.slot);
 	}
-	run_for(30);
+	unit_run_for(30);
 	ck_assert_uint_eq(nev, 7);
 	next(8);
 	wait_events(8);
@@ -716,7 +705,7 @@ START_TEST(test_cancel_answers_every_waiting_next_with_the_code)
 		    ERRCODE_NOT_FOUND),
 		    "dataset 'f32' left the catalogue");
 	/* Steps that become ready later go to nobody. */
-	run_for(100);
+	unit_run_for(100);
 	ck_assert_uint_eq(nev, 3);
 	session_cancel(sess, ERRCODE_UNEXPECTED, "again");
 	ck_assert_uint_eq(nev, 3);
@@ -752,7 +741,7 @@ START_TEST(test_read_failure_is_error_data_for_every_waiting_and_later_next)
 	ck_assert_uint_eq(nev, 5);
 	ck_assert_str_eq(check_error(4, 5, ERRCODE_DATA),
 	    msg);
-	run_for(30);
+	unit_run_for(30);
 	ck_assert_uint_eq(nev, 5);
 }
 END_TEST

@@ -52,8 +52,7 @@ setup(void)
 {
 	char	path[PATH_MAX], text[1024];
 
-	unit_fmt(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", rundir);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	unit_fmt(text, sizeof(text),
 	    "[infeedd]\nworkers = %d\nmemory_budget = 16M\n"
 	    "[dataset a]\ntype = synthetic\nsamples = 40\nshape = 4\n"
@@ -61,7 +60,7 @@ setup(void)
 	    "[dataset b]\ntype = synthetic\nsamples = 40\nshape = 2\n"
 	    "dtype = float32\n", WORKERS);
 	unit_fmt(path, sizeof(path), "%s/infeedd.conf", tmpdir);
-	unit_write_file(path, text, strlen(text));
+	write_file(path, text, strlen(text));
 	unit_daemon_start(path, 2, WORKERS);
 	host.cat = cat;
 	host.pool = pool;
@@ -74,9 +73,9 @@ setup(void)
 static void
 teardown(void)
 {
-	uint64_t	deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t	deadline = now_ms() + DEADLINE_MS;
 
-	while (!pool_idle(pool) && unit_now_ms() < deadline)
+	while (!pool_idle(pool) && now_ms() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	unit_daemon_stop();
 	remove_tree(tmpdir);
@@ -139,7 +138,7 @@ attach_files(const char *name)
 
 	memset(data, 5, sizeof(data));
 	unit_fmt(path, sizeof(path), "%s/%s.bin", tmpdir, name);
-	unit_write_file(path, data, sizeof(data));
+	write_file(path, data, sizeof(data));
 	ck_assert_int_ge(fd = open(path, O_RDONLY | O_CLOEXEC), 0);
 	a.dataset = (char *)(uintptr_t)name;
 	a.files.data_format = DATASET_FORMAT_RAW;
@@ -158,14 +157,14 @@ static void
 take_steps(struct session *s, unsigned n)
 {
 	struct session_req	 req = { 0, false };
-	uint64_t		 deadline = unit_now_ms() + DEADLINE_MS;
+	uint64_t		 deadline = now_ms() + DEADLINE_MS;
 	enum errcode		 code;
 	unsigned		 want = nsteps + n, i;
 	char			*cause = NULL;
 
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(session_next(s, req, &code, &cause), 0);
-	while (nsteps < want && unit_now_ms() < deadline)
+	while (nsteps < want && now_ms() < deadline)
 		event_base_loop(base, EVLOOP_ONCE);
 	ck_assert_uint_eq(nsteps, want);
 }

@@ -25,7 +25,6 @@
 #include <event2/event.h>
 
 #include "transport.h"
-#include "unit-fds.h"
 #include "wire.h"
 #include "runner.h"
 
@@ -220,7 +219,7 @@ START_TEST(test_stream_frames_whole_with_their_fds)
 	ck_assert_ptr_nonnull(b = transport_new(base, sv[1], &tc));
 	sv[1] = -1;
 	transport_read_on(b, NULL);
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	for (i = 0; i < 3; i++) {
 		buf = pack_hello(names[i], &len);
 		fd = i == 1 ? dup(pipe_fds[0]) : -1;
@@ -230,7 +229,7 @@ START_TEST(test_stream_frames_whole_with_their_fds)
 	}
 	/* Sent at once: the one descriptor went, and is closed here. */
 	ck_assert_uint_eq(transport_queued(a), 0);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	pass();
 	ck_assert_uint_ge(heard.reads, 1);
 	while (transport_recv(b) > 0)
@@ -515,26 +514,26 @@ START_TEST(test_fds_owned_until_sent_or_freed)
 
 	small_sndbuf();
 	t = make(TRANSPORT_STREAM, 0, 0);
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	/* Goes at once: no duplicate, the caller's still open. */
 	ck_assert_int_eq(transport_send_dup(t, "hi", 2, &pipe_fds[0], 1), 0);
 	ck_assert_uint_eq(transport_queued(t), 0);
 	ck_assert(is_open(pipe_fds[0]));
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	/* Fill the socket; then a message waits with a duplicate. */
 	m = message(5, BIG);
 	ck_assert_int_eq(transport_send_consume(t, m, BIG, NULL, 0), 0);
 	ck_assert_int_eq(transport_send_dup(t, "hi", 2, &pipe_fds[0], 1), 0);
-	ck_assert_int_eq(unit_count_fds(0), before + 1);
+	ck_assert_int_eq(count_fds(0, NULL), before + 1);
 	ck_assert(is_open(pipe_fds[0]));
 	/* A consumed one waits too, then both are closed with the queue. */
 	fd = dup(pipe_fds[1]);
 	ck_assert_int_eq(transport_send_consume(t, "ho", 2, &fd, 1), 0);
-	ck_assert_int_eq(unit_count_fds(0), before + 2);
+	ck_assert_int_eq(count_fds(0, NULL), before + 2);
 	ck_assert_uint_eq(transport_queued(t), 3);
 	transport_free(t);
 	/* ... and the socket itself. */
-	ck_assert_int_eq(unit_count_fds(0), before - 1);
+	ck_assert_int_eq(count_fds(0, NULL), before - 1);
 	ck_assert(is_open(pipe_fds[0]) && is_open(pipe_fds[1]));
 	free(m);
 }
@@ -555,17 +554,17 @@ START_TEST(test_broken_transport_closes_everything_tells_once)
 	t = make(TRANSPORT_STREAM, 0, 0);
 	m = message(6, BIG);
 	ck_assert_int_eq(transport_send_consume(t, m, BIG, NULL, 0), 0);
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	fds[0] = dup(pipe_fds[0]);
 	fds[1] = dup(pipe_fds[1]);
 	ck_assert_int_eq(transport_send_consume(t, "x", 1, fds, 2), 0);
-	ck_assert_int_eq(unit_count_fds(0), before + 2);
+	ck_assert_int_eq(count_fds(0, NULL), before + 2);
 	close(sv[1]);
 	sv[1] = -1;
 	ck_assert_int_eq(transport_flush(t), -1);
 	ck_assert_int_eq(errno, EPIPE);
 	ck_assert_uint_eq(transport_queued(t), 0);
-	ck_assert_int_eq(unit_count_fds(0), before - 1);	/* sv[1] too */
+	ck_assert_int_eq(count_fds(0, NULL), before - 1);	/* sv[1] too */
 	ck_assert_uint_eq(heard.broken, 0);	/* not inside the call */
 	pass();
 	ck_assert_uint_eq(heard.broken, 1);
@@ -591,13 +590,13 @@ START_TEST(test_too_many_fds_to_send_closed)
 	unsigned		 i;
 
 	t = make(TRANSPORT_STREAM, 0, 0);
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	for (i = 0; i < TRANSPORT_MAX_FDS + 1; i++)
 		fds[i] = dup(pipe_fds[0]);
 	ck_assert_int_eq(transport_send_consume(t, "x", 1, fds,
 	    TRANSPORT_MAX_FDS + 1), -1);
 	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	transport_free(t);
 }
 END_TEST
@@ -619,23 +618,23 @@ START_TEST(test_close_fds_in_a_child)
 	ck_assert_int_eq(transport_send_consume(t, m, BIG, NULL, 0), 0);
 	fd = dup(pipe_fds[0]);
 	ck_assert_int_eq(transport_send_consume(t, "x", 1, &fd, 1), 0);
-	unit_send_fds(sv[1], pipe_fds[1], 1);
+	send_fds(sv[1], pipe_fds[1], 1);
 	ck_assert_int_eq(transport_recv(t), 1);
 	ck_assert_uint_eq(transport_in(t)->nfds, 1);
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	if ((pid = fork()) == 0) {
 		transport_close_fds(t);
 		/* The socket, the queued and the received descriptors. */
-		_exit(unit_count_fds(0) == before - 3 && transport_fd(t) == -1 ?
+		_exit(count_fds(0, NULL) == before - 3 && transport_fd(t) == -1 ?
 		    0 : 1);
 	}
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* The parent's are all still there. */
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	transport_free(t);
-	ck_assert_int_eq(unit_count_fds(0), before - 3);
+	ck_assert_int_eq(count_fds(0, NULL), before - 3);
 	free(m);
 }
 END_TEST
@@ -653,14 +652,14 @@ START_TEST(test_packet_records_whole_with_their_fds)
 	/* The worker's side: blocking, no loop. */
 	ck_assert_ptr_nonnull(b = transport_new(NULL, sv[1], &tc));
 	sv[1] = -1;
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	ck_assert_int_eq(transport_send_dup(a, "first", 5, pipe_fds, 2), 0);
 	ck_assert_int_eq(transport_send_dup(a, "second", 6, NULL, 0), 0);
 	ck_assert_int_eq(transport_recv_msg(b, buf, sizeof(buf), fds, 3,
 	    &nfds), 5);
 	ck_assert_int_eq(memcmp(buf, "first", 5), 0);
 	ck_assert_uint_eq(nfds, 2);
-	ck_assert_int_eq(unit_count_fds(0), before + 2);
+	ck_assert_int_eq(count_fds(0, NULL), before + 2);
 	close(fds[0]);
 	close(fds[1]);
 	ck_assert_int_eq(transport_recv_msg(b, buf, sizeof(buf), fds, 3,
@@ -677,7 +676,7 @@ START_TEST(test_packet_records_whole_with_their_fds)
 	ck_assert_int_eq(errno, EAGAIN);
 	transport_free(a);
 	transport_free(b);
-	ck_assert_int_eq(unit_count_fds(0), before - 2);
+	ck_assert_int_eq(count_fds(0, NULL), before - 2);
 }
 END_TEST
 
@@ -691,14 +690,14 @@ START_TEST(test_packet_cut_record_refused)
 
 	t = make(TRANSPORT_PACKET, 0, 0);
 	memset(big, 'b', sizeof(big));
-	before = unit_count_fds(0);
+	before = count_fds(0, NULL);
 	ck_assert_int_eq(wire_send_fds(sv[1], big, sizeof(big), pipe_fds, 1),
 	    (ssize_t)sizeof(big));
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EMSGSIZE);
 	ck_assert_uint_eq(nfds, 0);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	transport_free(t);
 }
 END_TEST
@@ -716,32 +715,32 @@ START_TEST(test_ctrunc_and_surplus_fds_refused)
 	size_t			 nfds;
 
 	t = make(TRANSPORT_PACKET, 0, 0);
-	before = unit_count_fds(0);
-	unit_send_fds(sv[1], pipe_fds[0], 12);
+	before = count_fds(0, NULL);
+	send_fds(sv[1], pipe_fds[0], 12);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EPROTO);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	/* Four fit the buffer, but the caller takes three. */
-	unit_send_fds(sv[1], pipe_fds[0], 4);
+	send_fds(sv[1], pipe_fds[0], 4);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EPROTO);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	/* One a caller takes none of. */
-	unit_send_fds(sv[1], pipe_fds[0], 1);
+	send_fds(sv[1], pipe_fds[0], 1);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 0,
 	    &nfds), -1);
 	ck_assert_int_eq(errno, EPROTO);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	/* The next is whole again. */
-	unit_send_fds(sv[1], pipe_fds[0], 3);
+	send_fds(sv[1], pipe_fds[0], 3);
 	ck_assert_int_eq(transport_recv_msg(t, buf, sizeof(buf), fds, 3,
 	    &nfds), 1);
 	ck_assert_uint_eq(nfds, 3);
 	while (nfds > 0)
 		close(fds[--nfds]);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	transport_free(t);
 }
 END_TEST
@@ -753,12 +752,12 @@ START_TEST(test_stream_ctrunc_refused)
 	int			 before;
 
 	t = make(TRANSPORT_STREAM, 0, 0);
-	before = unit_count_fds(0);
-	unit_send_fds(sv[1], pipe_fds[0], 12);
+	before = count_fds(0, NULL);
+	send_fds(sv[1], pipe_fds[0], 12);
 	ck_assert_int_eq(transport_recv(t), -1);
 	ck_assert_int_eq(errno, EPROTO);
 	ck_assert_uint_eq(transport_in(t)->nfds, 0);
-	ck_assert_int_eq(unit_count_fds(0), before);
+	ck_assert_int_eq(count_fds(0, NULL), before);
 	transport_free(t);
 }
 END_TEST

@@ -35,7 +35,6 @@
 #include "ring.h"
 #include "transform.h"
 #include "transport.h"
-#include "unit-fds.h"
 #include "worker.h"
 #include "runner.h"
 
@@ -55,7 +54,8 @@ static struct transform		 tf;
 static struct worker_beat	*beat;
 static struct transport		*pool_end;	/* the test, as the pool */
 static pid_t			 worker = -1;
-static struct worker_msg	*jm;		/* a JOB and its indices */
+static struct worker_msg_job	*jm;		/* a JOB and its indices */
+static struct worker_msg_done	*done;		/* its DONE */
 
 /* A configuration with one synthetic dataset, its catalogue and a ring. */
 static void
@@ -67,9 +67,7 @@ setup(void)
 	size_t			 index;
 
 	/* One directory a test, in the run's (run_suite_in_dir()). */
-	ck_assert_int_lt(snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX",
-	    rundir), (int)sizeof(tmpdir));
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	make_test_dir(rundir, tmpdir, sizeof(tmpdir));
 	ck_assert_int_lt(snprintf(conf_path, sizeof(conf_path),
 	    "%s/infeedd.conf", tmpdir), (int)sizeof(conf_path));
 	ck_assert_ptr_nonnull(f = fopen(conf_path, "w"));
@@ -92,6 +90,7 @@ setup(void)
 	ck_assert(beat != MAP_FAILED);
 	ck_assert_ptr_nonnull(jm = calloc(1, sizeof(*jm) +
 	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t)));
+	ck_assert_ptr_nonnull(done = calloc(1, WORKER_MAX_DONE));
 }
 
 /* Start the worker, as pool_spawn() does, and take its READY. */
@@ -100,7 +99,7 @@ start_worker(void)
 {
 	struct transport_conf	 tc = { .kind = TRANSPORT_PACKET };
 	struct worker_conf	 wc = { getpid(), getpid(), beat, 64 << 20 };
-	struct worker_msg	 m;
+	struct worker_msg_ready	 m;
 	sigset_t		 all, old;
 	size_t			 nfds;
 	int			 sv[2];
@@ -117,9 +116,9 @@ start_worker(void)
 	ck_assert_int_gt(worker, 0);
 	close(sv[1]);
 	pool_end = transport_new(NULL, sv[0], &tc);
-	ck_assert_int_eq(transport_recv_msg(pool_end, &m, sizeof(m), NULL, 0,
+	ck_assert_int_eq(transport_recv_typed(pool_end, &m, sizeof(m), NULL, 0,
 	    &nfds), (ssize_t)sizeof(m));
-	ck_assert_uint_eq(m.type, WORKER_MSG_READY);
+	ck_assert_uint_eq(m.hdr.type, WORKER_MSG_READY);
 }
 
 /* Remove a file of the scratch directory. */
@@ -151,6 +150,7 @@ teardown(void)
 	config_free(conf);
 	munmap(beat, sizeof(*beat));
 	free(jm);
+	free(done);
 	remove_in("infeedd.conf");
 	rmdir(tmpdir);
 }
@@ -159,10 +159,9 @@ teardown(void)
 static void
 send_map(void)
 {
-	struct worker_msg	m;
+	struct worker_msg_map	m;
 
 	memset(&m, 0, sizeof(m));
-	m.type = WORKER_MSG_MAP;
 	m.ring.ring_id = RING_ID;
 	m.ring.mem_id = ring->mem->id;
 	m.ring.mem_bytes = ring->mem->bytes;
@@ -173,39 +172,47 @@ send_map(void)
 	m.ring.sample_bytes = ds->sample_bytes;
 	m.ring.layout = ring->layout;
 	m.ring.transform = tf;
-	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m),
-	    &ring->mem->memfd, 1), 0);
+	ck_assert_int_eq(transport_send_typed(pool_end, &m, sizeof(m),
+	    WORKER_MSG_MAP, &ring->mem->memfd, 1), 0);
 }
 
 /* Send a JOB of rows [@begin, @end) of @slot of ring @ring_id. */
 static void
 send_job(uint64_t ring_id, uint32_t slot, uint64_t begin, uint64_t end)
 {
-	uint64_t	*idx = (uint64_t *)(void *)(jm + 1);
-	uint64_t	 r;
+	uint64_t	r;
 
 	memset(jm, 0, sizeof(*jm));
-	jm->type = WORKER_MSG_JOB;
 	jm->ring_id = ring_id;
 	jm->slot = slot;
 	jm->row_begin = begin;
 	jm->row_end = end;
 	jm->job_id = begin + 1;
 	for (r = begin; r < end; r++)
-		idx[r - begin] = (r * 11 + slot * 5 + 2) % ds->samples;
-	ck_assert_int_eq(transport_send_consume(pool_end, jm, sizeof(*jm) +
-	    (end - begin) * sizeof(uint64_t), NULL, 0), 0);
+		jm->indices[r - begin] = (r * 11 + slot * 5 + 2) % ds->samples;
+	ck_assert_int_eq(transport_send_typed(pool_end, jm, sizeof(*jm) +
+	    (end - begin) * sizeof(uint64_t), WORKER_MSG_JOB, NULL, 0), 0);
 }
 
-/* The worker's answer: a DONE. */
-static void
-recv_done(struct worker_msg *m)
+/*
+ * The worker's answer into done: a DONE, no longer than its reason and
+ * where; its where.
+ */
+static const char *
+recv_done(void)
 {
-	size_t	nfds;
+	const char	*where;
+	ssize_t		 n;
+	size_t		 nfds;
 
-	ck_assert_int_eq(transport_recv_msg(pool_end, m, sizeof(*m), NULL, 0,
-	    &nfds), (ssize_t)sizeof(*m));
-	ck_assert_uint_eq(m->type, WORKER_MSG_DONE);
+	n = transport_recv_typed(pool_end, done, WORKER_MAX_DONE, NULL, 0,
+	    &nfds);
+	ck_assert_uint_eq(done->hdr.type, WORKER_MSG_DONE);
+	ck_assert(worker_done_whole(done, (size_t)n));
+	where = worker_done_where(done);
+	ck_assert_int_eq(n, (ssize_t)(where + strlen(where) + 1 -
+	    (const char *)done));
+	return (where);
 }
 
 /* Rows [@begin, @end) of @slot hold what the dataset gives. */
@@ -238,26 +245,24 @@ check_rows(uint32_t slot, uint64_t begin, uint64_t end)
 /* MAP then JOBs: each answered DONE, the rows written, the memfd closed. */
 START_TEST(test_jobs_fill_rows_and_answer_done)
 {
-	struct worker_msg	m;
-	int			fds;
+	int	fds;
 
 	start_worker();
-	fds = unit_count_fds(worker);
+	fds = count_fds(worker, NULL);
 	send_map();
 	send_job(RING_ID, 0, 0, ROWS);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_OK);
-	ck_assert_uint_eq(m.ring_id, RING_ID);
-	ck_assert_uint_eq(m.row_begin, 0);
-	ck_assert_uint_eq(m.row_end, ROWS);
-	ck_assert_uint_eq(m.bytes, ROWS * ds->sample_bytes);
+	ck_assert_str_eq(recv_done(), "");
+	ck_assert_int_eq(done->error, WORKER_OK);
+	ck_assert_uint_eq(done->job_id, 1);
+	ck_assert_str_eq(done->text, "");
+	ck_assert_uint_eq(done->bytes, ROWS * ds->sample_bytes);
 	check_rows(0, 0, ROWS);
 	send_job(RING_ID, 1, 2, 5);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_OK);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_OK);
 	check_rows(1, 2, 5);
 	/* The ring's memfd was mapped and closed: none is kept. */
-	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_int_eq(count_fds(worker, NULL), fds);
 	ck_assert_uint_ge(beat->rows, ROWS + 3);
 }
 END_TEST
@@ -268,40 +273,38 @@ END_TEST
  */
 START_TEST(test_bad_jobs_answered_as_errors)
 {
-	struct worker_msg	m;
+	struct worker_msg_unmap	um;
 
 	start_worker();
 	send_job(RING_ID + 1, 0, 0, 2);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
-	ck_assert_uint_eq(m.bad_index, (0 * 11 + 2) % ds->samples);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_READ_ERROR);
+	ck_assert_uint_eq(done->bad_index, (0 * 11 + 2) % ds->samples);
 	send_map();
 	/* A slot the ring does not have. */
 	send_job(RING_ID, SLOTS, 0, 1);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_READ_ERROR);
 	/* Four indices' bytes for rows [0, 2). */
 	memset(jm, 0, sizeof(*jm));
-	jm->type = WORKER_MSG_JOB;
 	jm->ring_id = RING_ID;
 	jm->row_end = 2;
-	ck_assert_int_eq(transport_send_consume(pool_end, jm, sizeof(*jm) +
-	    4 * sizeof(uint64_t), NULL, 0), 0);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+	ck_assert_int_eq(transport_send_typed(pool_end, jm, sizeof(*jm) +
+	    4 * sizeof(uint64_t), WORKER_MSG_JOB, NULL, 0), 0);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_READ_ERROR);
 	send_job(RING_ID, 0, 0, ROWS);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_OK);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_OK);
 	check_rows(0, 0, ROWS);
 	/* Unmapped, its jobs fail. */
-	memset(&m, 0, sizeof(m));
-	m.type = WORKER_MSG_UNMAP;
-	m.ring_id = RING_ID;
-	ck_assert_int_eq(transport_send_consume(pool_end, &m, sizeof(m), NULL,
-	    0), 0);
+	memset(&um, 0, sizeof(um));
+	um.ring_id = RING_ID;
+	ck_assert_int_eq(transport_send_typed(pool_end, &um, sizeof(um),
+	    WORKER_MSG_UNMAP, NULL, 0), 0);
 	send_job(RING_ID, 0, 0, 1);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_READ_ERROR);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_READ_ERROR);
 }
 END_TEST
 
@@ -312,36 +315,75 @@ END_TEST
  */
 START_TEST(test_malformed_messages_dropped_with_their_fds)
 {
-	struct worker_msg	m;
-	int			fds, devnull;
+	struct worker_msg_map		m;
+	struct worker_msg_forget	fm;
+	struct transport_hdr		h;
+	int				fds, devnull;
 
 	ck_assert_int_ge(devnull = open("/dev/null", O_RDONLY | O_CLOEXEC),
 	    0);
 	start_worker();
-	fds = unit_count_fds(worker);
+	fds = count_fds(worker, NULL);
 	ck_assert_int_eq(transport_send_consume(pool_end, "short", 5, NULL,
 	    0), 0);
+	/* A header whose length is not its record's, a descriptor with it. */
+	memset(&h, 0, sizeof(h));
+	h.type = WORKER_MSG_UNMAP;
+	h.len = sizeof(struct worker_msg_unmap);
+	ck_assert_int_eq(transport_send_dup(pool_end, &h, sizeof(h),
+	    &devnull, 1), 0);
 	memset(&m, 0, sizeof(m));
-	m.type = WORKER_MSG_MAP;
-	ck_assert_int_eq(transport_send_consume(pool_end, &m, sizeof(m), NULL,
-	    0), 0);
-	m.type = WORKER_MSG_FORGET;
-	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m), &devnull,
-	    1), 0);
+	ck_assert_int_eq(transport_send_typed(pool_end, &m, sizeof(m),
+	    WORKER_MSG_MAP, NULL, 0), 0);
+	memset(&fm, 0, sizeof(fm));
+	ck_assert_int_eq(transport_send_typed(pool_end, &fm, sizeof(fm),
+	    WORKER_MSG_FORGET, &devnull, 1), 0);
+	/* A FORGET as long as a MAP. */
+	ck_assert_int_eq(transport_send_typed(pool_end, &m, sizeof(m),
+	    WORKER_MSG_FORGET, NULL, 0), 0);
 	memset(jm, 0, sizeof(*jm));
-	jm->type = WORKER_MSG_JOB;
 	jm->ring_id = RING_ID;
 	jm->row_end = 1;
-	ck_assert_int_eq(transport_send_dup(pool_end, jm, sizeof(*jm) +
-	    sizeof(uint64_t), &devnull, 1), 0);
+	ck_assert_int_eq(transport_send_typed(pool_end, jm, sizeof(*jm) +
+	    sizeof(uint64_t), WORKER_MSG_JOB, &devnull, 1), 0);
 	send_map();
 	send_job(RING_ID, 0, 0, 3);
-	recv_done(&m);
-	ck_assert_int_eq(m.error, WORKER_OK);
-	ck_assert_uint_eq(m.row_end, 3);
+	recv_done();
+	ck_assert_int_eq(done->error, WORKER_OK);
+	ck_assert_uint_eq(done->job_id, 1);
 	check_rows(0, 0, 3);
-	ck_assert_int_eq(unit_count_fds(worker), fds);
+	ck_assert_int_eq(count_fds(worker, NULL), fds);
 	close(devnull);
+}
+END_TEST
+
+/*
+ * A DONE is whole only as the worker makes it: a reason and a where, each
+ * NUL-terminated within its bound, and nothing after.
+ */
+START_TEST(test_done_whole_only_with_its_two_strings)
+{
+	struct worker_msg_done	*d = done;
+	size_t			 base = sizeof(*d);
+
+	memset(d, 0, WORKER_MAX_DONE);
+	memcpy(d->text, "bad\0f.jpg", 10);
+	ck_assert(worker_done_whole(d, base + 10));
+	ck_assert_str_eq(worker_done_where(d), "f.jpg");
+	memcpy(d->text, "\0", 2);
+	ck_assert(worker_done_whole(d, base + 2));	/* both "" */
+	ck_assert(!worker_done_whole(d, base));		/* no strings */
+	ck_assert(!worker_done_whole(d, base + 1));	/* no where */
+	memcpy(d->text, "bad\0f.jpg\0x", 12);
+	ck_assert(!worker_done_whole(d, base + 12));	/* bytes after */
+	memcpy(d->text, "bad\0\0\0", 6);
+	ck_assert(!worker_done_whole(d, base + 6));	/* a third string */
+	/* A reason as long as its bound, its NUL past it. */
+	memset(d->text, 'r', WORKER_REASON_LEN);
+	d->text[WORKER_REASON_LEN] = '\0';
+	d->text[WORKER_REASON_LEN + 1] = '\0';
+	ck_assert(!worker_done_whole(d, base + WORKER_REASON_LEN + 2));
+	ck_assert(!worker_done_whole(d, WORKER_MAX_DONE + 1));
 }
 END_TEST
 
@@ -368,17 +410,16 @@ worker_status(void)
  */
 START_TEST(test_map_with_too_many_fds_ends_the_worker)
 {
-	struct worker_msg	m;
+	struct worker_msg_map	m;
 	int			fds[4], status, i;
 
 	start_worker();
 	memset(&m, 0, sizeof(m));
-	m.type = WORKER_MSG_MAP;
 	m.ring.ring_id = RING_ID;
 	for (i = 0; i < 4; i++)
 		fds[i] = ring->mem->memfd;
-	ck_assert_int_eq(transport_send_dup(pool_end, &m, sizeof(m), fds, 4),
-	    0);
+	ck_assert_int_eq(transport_send_typed(pool_end, &m, sizeof(m),
+	    WORKER_MSG_MAP, fds, 4), 0);
 	status = worker_status();
 	ck_assert(WIFEXITED(status));
 	ck_assert_int_ne(WEXITSTATUS(status), 0);
@@ -395,9 +436,8 @@ START_TEST(test_cut_record_ends_the_worker)
 
 	start_worker();
 	ck_assert_ptr_nonnull(big = calloc(1, len));
-	((struct worker_msg *)big)->type = WORKER_MSG_JOB;
-	ck_assert_int_eq(transport_send_consume(pool_end, big, len, NULL, 0),
-	    0);
+	ck_assert_int_eq(transport_send_typed(pool_end, big, len,
+	    WORKER_MSG_JOB, NULL, 0), 0);
 	free(big);
 	status = worker_status();
 	ck_assert(WIFEXITED(status));
@@ -432,6 +472,7 @@ worker_suite(void)
 	tcase_add_test(tc, test_jobs_fill_rows_and_answer_done);
 	tcase_add_test(tc, test_bad_jobs_answered_as_errors);
 	tcase_add_test(tc, test_malformed_messages_dropped_with_their_fds);
+	tcase_add_test(tc, test_done_whole_only_with_its_two_strings);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("refusals");

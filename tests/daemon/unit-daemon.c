@@ -11,12 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
 
 #include "config.h"
+#include "peers.h"
 #include "pool.h"
 #include "unit-daemon.h"
 
@@ -41,16 +41,6 @@ __asan_default_options(void)
 	return ("handle_sigbus=0:handle_segv=0");
 }
 
-/* Milliseconds on a clock that only goes forward. */
-uint64_t
-unit_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 /* snprintf that fails the test rather than cut. */
 void
 unit_fmt(char *buf, size_t len, const char *f, ...)
@@ -64,15 +54,28 @@ unit_fmt(char *buf, size_t len, const char *f, ...)
 	ck_assert(n >= 0 && (size_t)n < len);
 }
 
-/* Write @len bytes to @path. */
-void
-unit_write_file(const char *path, const void *buf, size_t len)
+/* Turn the loop until @pred(@arg) holds; false after @ms. */
+bool
+unit_run_until(bool (*pred)(const void *), const void *arg, uint64_t ms)
 {
-	FILE	*f;
+	uint64_t	deadline = now_ms() + ms;
 
-	ck_assert_ptr_nonnull(f = fopen(path, "w"));
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
+	while (!pred(arg)) {
+		if (now_ms() > deadline)
+			return (false);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	return (true);
+}
+
+/* Turn the loop for @ms, so that late or extra events come in. */
+void
+unit_run_for(uint64_t ms)
+{
+	uint64_t	end = now_ms() + ms;
+
+	while (now_ms() < end)
+		event_base_loop(base, EVLOOP_ONCE);
 }
 
 /* The tick: ends each round of the loop, so deadlines are checked. */
@@ -179,7 +182,7 @@ static void
 unit_wait_ready(void)
 {
 	struct pool_worker_info	info;
-	uint64_t		deadline = unit_now_ms() + 15000;
+	uint64_t		deadline = now_ms() + 15000;
 	unsigned		i, starting;
 
 	do {
@@ -188,7 +191,7 @@ unit_wait_ready(void)
 			pool_worker_info(pool, i, &info);
 			starting += strcmp(info.state, "starting") == 0;
 		}
-	} while (starting > 0 && unit_now_ms() < deadline);
+	} while (starting > 0 && now_ms() < deadline);
 	ck_assert_msg(starting == 0, "%u workers never said READY", starting);
 }
 
@@ -211,6 +214,22 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 	pool = pool_new(base, cat, &budget, workers, 0, conf->job_timeout_ms,
 	    conf->image_memory_max);
 	unit_wait_ready();
+}
+
+/* Peers over what unit_daemon_start() made, a fixed pool's. */
+struct peers *
+unit_peers_new(void)
+{
+	struct peers_host	ph;
+
+	memset(&ph, 0, sizeof(ph));
+	ph.base = base;
+	ph.conf = conf;
+	ph.cat = cat;
+	ph.pool = pool;
+	ph.budget = &budget;
+	ph.started_ms = now_ms();
+	return (peers_new(&ph));
 }
 
 /* Free it all, the pool first. */

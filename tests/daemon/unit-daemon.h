@@ -12,6 +12,7 @@
 #ifndef INFEED_TEST_UNIT_DAEMON_H
 #define INFEED_TEST_UNIT_DAEMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,7 @@
 
 #include "catalogue.h"
 #include "ring.h"
+#include "runner.h"
 
 #define FLAKY_BAD	9
 #define FLAKY_CRASH	13
@@ -28,6 +30,7 @@
 #define FLAKY_PATH	"/srv/data/flaky.bin"
 
 struct config;
+struct peers;
 struct pool;
 
 /* FLAKY_MAPPED's file, set before unit_daemon_start(); "": none. */
@@ -52,15 +55,19 @@ void		unit_daemon_start(const char *path, size_t ndatasets,
 /* Stop the pool and free what unit_daemon_start() made. */
 void		unit_daemon_stop(void);
 
-/* Milliseconds on a clock that only goes forward. */
-uint64_t	unit_now_ms(void);
+/* Peers (peer.h) over what unit_daemon_start() made, a fixed pool's. */
+struct peers	*unit_peers_new(void);
 
 /* snprintf that fails the test rather than cut. */
 void		unit_fmt(char *buf, size_t len, const char *f, ...)
 		    __attribute__((format(printf, 3, 4)));
 
-/* Write @len bytes to @path. */
-void		unit_write_file(const char *path, const void *buf, size_t len);
+/* Turn the loop until @pred(@arg) holds; false after @ms. */
+bool		unit_run_until(bool (*pred)(const void *), const void *arg,
+		    uint64_t ms);
+
+/* Turn the loop for @ms, so that late or extra events come in. */
+void		unit_run_for(uint64_t ms);
 
 /* A timer callback that does nothing: it ends each round of the loop. */
 void		unit_tick_cb(evutil_socket_t fd, short ev, void *arg);

@@ -3,7 +3,9 @@
  * Unit tests of libinfeed's connection (libinfeed-conn.c) over a
  * socketpair, the test playing infeedd: the outstanding Next's reply state
  * (none, pending, held back), Release acknowledgements taken on the way,
- * and a refused Release reported before the step that came with it; and
+ * a refused Release reported before the step that came with it, a Step
+ * nobody will collect given back when the session ends (its ring's
+ * descriptor closed, never mapped by the next session); and
  * infeed_get_state() reporting that state, in a caller's struct of any
  * size.
  */
@@ -14,15 +16,14 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "libinfeed-conn.h"
 #include "libinfeed-private.h"
-
-#define ID_RELEASE	1	/* the request ids libinfeed-conn.c sends */
-#define ID_NEXT		2
-#define ID_CALL		3
+#include "runner.h"
 
 static struct infeed	*f;
 static int		 peer = -1;	/* infeedd's end */
@@ -66,18 +67,74 @@ peer_send(Infeed__Frame *fr, uint64_t id)
 	free(buf);
 }
 
+/*
+ * infeedd answers request @id with the Step of @slot; with @fd (not -1),
+ * a Step that brings a new ring of one slot, @fd its descriptor.
+ */
+static void
+peer_step_fd(uint64_t id, uint32_t slot, int fd)
+{
+	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Step	st = INFEED__STEP__INIT;
+	Infeed__Ring	rg = INFEED__RING__INIT;
+	uint8_t		*buf;
+	size_t		 len;
+
+	st.slot = slot;
+	st.step = slot;
+	if (fd != -1) {
+		rg.slots = 1;
+		rg.first_slot = slot;
+		rg.ring_bytes = rg.slot_bytes = 4096;
+		st.ring = &rg;
+	}
+	fr.msg_case = INFEED__FRAME__MSG_STEP;
+	fr.step = &st;
+	fr.has_request_id = 1;
+	fr.request_id = id;
+	ck_assert_ptr_nonnull(buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME,
+	    &len));
+	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
+	free(buf);
+}
+
 /* infeedd answers request @id with the Step of @slot. */
 static void
 peer_step(uint64_t id, uint32_t slot)
 {
-	Infeed__Frame	fr = INFEED__FRAME__INIT;
-	Infeed__Step	st = INFEED__STEP__INIT;
+	peer_step_fd(id, slot, -1);
+}
 
-	st.slot = slot;
-	st.step = slot;
-	fr.msg_case = INFEED__FRAME__MSG_STEP;
-	fr.step = &st;
-	peer_send(&fr, id);
+/* A ring of one slot whose bytes are all @byte, by descriptor. */
+static int
+ring_memfd(uint8_t byte)
+{
+	uint8_t	buf[4096];
+	int	fd;
+
+	memset(buf, byte, sizeof(buf));
+	ck_assert_int_ne(fd = memfd_create("ring", MFD_CLOEXEC), -1);
+	ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	return (fd);
+}
+
+/* How many descriptors of this process are open on a memfd. */
+static unsigned
+memfds_open(void)
+{
+	char	path[64], link[256];
+	ssize_t	n;
+	int	fd;
+	unsigned count = 0;
+
+	for (fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[n] = '\0';
+		count += strncmp(link, "/memfd:", 7) == 0;
+	}
+	return (count);
 }
 
 /* infeedd refuses request @id with @code. */
@@ -94,18 +151,30 @@ peer_error(uint64_t id, Infeed__ErrorCode code)
 	peer_send(&fr, id);
 }
 
-/* How many frames of @what the client sent that infeedd has not read. */
+/*
+ * How many frames of @what the client sent that infeedd has not read; the
+ * slot of the last Release among them in *@slot, and whether it came
+ * before any Detach in *@first, when not NULL.
+ */
 static int
-peer_count(Infeed__Frame__MsgCase what)
+peer_count_release(Infeed__Frame__MsgCase what, uint32_t *slot,
+    bool *first)
 {
 	struct pollfd	 pfd = { .fd = peer, .events = POLLIN };
 	Infeed__Frame	*fr;
 	char		*cause = NULL;
+	bool		 detached = false;
 	int		 n = 0;
 
 	for (;;) {
 		while (wire_in_frame(&peer_in, &fr, &cause) == WIRE_OK) {
 			n += fr->msg_case == what;
+			if (fr->msg_case == INFEED__FRAME__MSG_RELEASE &&
+			    slot != NULL) {
+				*slot = fr->release->slot;
+				*first = !detached;
+			}
+			detached |= fr->msg_case == INFEED__FRAME__MSG_DETACH;
 			infeed__frame__free_unpacked(fr, NULL);
 		}
 		ck_assert_ptr_null(cause);
@@ -113,6 +182,13 @@ peer_count(Infeed__Frame__MsgCase what)
 		    wire_in_recv(&peer_in, peer) <= 0)
 			return (n);
 	}
+}
+
+/* How many frames of @what the client sent that infeedd has not read. */
+static int
+peer_count(Infeed__Frame__MsgCase what)
+{
+	return (peer_count_release(what, NULL, NULL));
 }
 
 /* The client's next reply, expected to be a Step of @slot. */
@@ -139,7 +215,7 @@ START_TEST(next_stays_pending_after_a_timeout_and_is_not_sent_again)
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 10), INFEED_TIMEOUT);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
-	peer_step(ID_NEXT, 2);
+	peer_step(INFEED_ID_NEXT, 2);
 	next_is_step(-1, 2);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 0);
 	/* Collected: the next call asks again. */
@@ -154,8 +230,9 @@ START_TEST(a_refused_release_is_reported_first_and_the_step_held_back)
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
 	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
-	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
-	peer_step(ID_NEXT, 0);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(INFEED_ID_NEXT, 0);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(infeed_daemon_code(f),
 	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
@@ -174,13 +251,14 @@ START_TEST(a_bounded_wait_reports_the_refusal_before_the_step_comes)
 	Infeed__Frame	*reply;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
-	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 1000),
 	    INFEED_ERR_DAEMON);
 	/* Its reply not read yet: still pending, nothing held. */
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
 	ck_assert_ptr_null(f->conn.held);
-	peer_step(ID_NEXT, 1);
+	peer_step(INFEED_ID_NEXT, 1);
 	next_is_step(1000, 1);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
 }
@@ -196,9 +274,10 @@ START_TEST(acknowledged_releases_are_taken_on_the_way)
 	ck_assert_uint_eq(f->conn.releases_unanswered, 2);
 	fr.msg_case = INFEED__FRAME__MSG_RELEASED;
 	fr.released = &rl;
-	peer_send(&fr, ID_RELEASE);
-	peer_step(ID_NEXT, 2);
-	peer_send(&fr, ID_RELEASE);	/* after the step: pipelined */
+	peer_send(&fr, INFEED_ID_RELEASE);
+	peer_step(INFEED_ID_NEXT, 2);
+	/* After the step: pipelined. */
+	peer_send(&fr, INFEED_ID_RELEASE);
 	next_is_step(-1, 2);
 	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
 }
@@ -208,7 +287,7 @@ START_TEST(an_error_reply_or_a_closed_connection_ends_the_next)
 {
 	Infeed__Frame	*reply;
 
-	peer_error(ID_NEXT, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
+	peer_error(INFEED_ID_NEXT, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(infeed_daemon_code(f),
 	    INFEED__ERROR_CODE__ERROR_NOT_FOUND);
@@ -226,16 +305,19 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	Infeed__Frame	*reply;
 	Infeed__Detach	 dt = INFEED__DETACH__INIT;
 	Infeed__Detached dd = INFEED__DETACHED__INIT;
+	uint32_t	 slot = 9;
+	bool		 first = false;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
-	peer_error(ID_RELEASE, INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
-	peer_step(ID_NEXT, 0);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(INFEED_ID_NEXT, 0);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
 	/* Held, so no reply of the Next is read in place of Detached. */
 	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
 	dfr.detached = &dd;
-	peer_send(&dfr, ID_CALL);
+	peer_send(&dfr, INFEED_ID_CALL);
 	fr.msg_case = INFEED__FRAME__MSG_DETACH;
 	fr.detach = &dt;
 	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
@@ -244,15 +326,71 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	infeed__frame__free_unpacked(reply, NULL);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
 	ck_assert_ptr_null(f->conn.held);
-	/* Pending instead: its reply comes first, and is dropped. */
+	/* Its step given back before the Detach (and the refused one). */
+	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
+	    &first), 2);
+	ck_assert_uint_eq(slot, 0);
+	ck_assert(first);
+	/* Pending instead: its reply, come already, is given back too. */
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
-	peer_step(ID_NEXT, 1);
-	peer_send(&dfr, ID_CALL);
+	peer_step(INFEED_ID_NEXT, 1);
+	peer_send(&dfr, INFEED_ID_CALL);
 	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
 	    INFEED__FRAME__MSG_DETACHED, &reply) == INFEED_OK, "%s",
 	    infeed_error(f));
 	infeed__frame__free_unpacked(reply, NULL);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
+	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
+	    &first), 1);
+	ck_assert_uint_eq(slot, 1);
+	ck_assert(first);
+}
+END_TEST
+
+static void	peer_attached(bool elastic);
+
+/*
+ * Issue 39, item 7: a Step that brought a new ring, come for a Next that
+ * timed out, when the session ends: its slot is released, its descriptor
+ * closed, and the next Attached maps its own ring, not that one.
+ */
+START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	Infeed__Detach	 dt = INFEED__DETACH__INIT;
+	Infeed__Detached dd = INFEED__DETACHED__INIT;
+	struct infeed_options o;
+	uint32_t	 slot = 0;
+	bool		 first = false;
+	int		 stale;
+
+	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	stale = ring_memfd(0xee);
+	peer_step_fd(INFEED_ID_NEXT, 5, stale);
+	close(stale);
+	ck_assert_uint_eq(memfds_open(), 0);	/* in flight */
+	fr.msg_case = INFEED__FRAME__MSG_DETACHED;
+	fr.detached = &dd;
+	peer_send(&fr, INFEED_ID_CALL);
+	fr = (Infeed__Frame)INFEED__FRAME__INIT;
+	fr.msg_case = INFEED__FRAME__MSG_DETACH;
+	fr.detach = &dt;
+	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
+	    INFEED__FRAME__MSG_DETACHED, &reply) == INFEED_OK, "%s",
+	    infeed_error(f));
+	infeed__frame__free_unpacked(reply, NULL);
+	ck_assert_uint_eq(memfds_open(), 0);
+	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
+	    &first), 1);
+	ck_assert_uint_eq(slot, 5);
+	ck_assert(first);
+	/* The next session's ring is the one its Attached brought. */
+	infeed_options_init(&o);
+	peer_attached(true);
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_uint_eq(f->ring.base[0], 0);
+	ck_assert_uint_eq(memfds_open(), 0);
 }
 END_TEST
 
@@ -285,7 +423,7 @@ peer_attached(bool elastic)
 	fr.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	fr.attached = &at;
 	fr.has_request_id = 1;
-	fr.request_id = ID_CALL;
+	fr.request_id = INFEED_ID_CALL;
 	ck_assert_ptr_nonnull(buf = wire_pack(&fr, INFEED_DEFAULT_MAX_FRAME,
 	    &len));
 	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
@@ -293,7 +431,7 @@ peer_attached(bool elastic)
 	close(fd);
 	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
 	dfr.detached = &dd;
-	peer_send(&dfr, ID_CALL);
+	peer_send(&dfr, INFEED_ID_CALL);
 }
 
 /*
@@ -363,13 +501,12 @@ START_TEST(state_reports_the_pending_next_in_any_callers_size)
 }
 END_TEST
 
-int
-main(void)
+/* One case: the connection's reply state. */
+static Suite *
+libinfeed_conn_suite(void)
 {
 	Suite	*s = suite_create("libinfeed-conn");
 	TCase	*tc = tcase_create("reply state");
-	SRunner	*sr;
-	int	 failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc,
@@ -382,11 +519,14 @@ main(void)
 	tcase_add_test(tc, acknowledged_releases_are_taken_on_the_way);
 	tcase_add_test(tc, an_error_reply_or_a_closed_connection_ends_the_next);
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
+	tcase_add_test(tc, a_forgotten_steps_ring_is_closed_never_mapped);
 	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return (failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	return (s);
+}
+
+int
+main(void)
+{
+	return (run_suite(libinfeed_conn_suite()));
 }
