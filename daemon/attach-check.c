@@ -45,6 +45,7 @@
 #include "attach-check.h"
 #include "clock.h"
 #include "log.h"
+#include "session-check.h"
 #include "xmalloc.h"
 
 #define ATTACH_SETTLE_POLL_MS	2	/* how often a settling Attach looks */
@@ -653,7 +654,7 @@ attach_check_begin(struct attach_checks *sc,
 
 	*out = NULL;
 	*cause = NULL;
-	/* Descriptors without files: session_new_files() refuses them. */
+	/* Descriptors without files: session_check() refuses them. */
 	if (!a->has_files && nfds > 0)
 		return (0);
 	if (!a->has_files && catalogue_find(host->cat, a->dataset,
@@ -761,7 +762,7 @@ attach_check_end(struct attach_pending *p, const struct session_host *host,
 	} else {
 		if (p->chk.ds != NULL)
 			attach_check_charge(p);
-		s = session_new_checked(host, &p->client, &p->a, &p->chk, ev,
+		s = session_new(host, &p->client, &p->a, NULL, 0, &p->chk, ev,
 		    arg, code, cause);
 	}
 	attach_pending_free(p);

@@ -5,7 +5,7 @@
  * allow_groups) run on helper threads, bounded in number and in time
  * (common/infeed-limits.h), and a ring that wants memory a removed ring
  * still holds waits for it on a timer (POOL_SETTLE_MS at most).  Then the
- * session is made (session_new_checked()).
+ * session is made (session_new() with what the threads checked).
  */
 #ifndef INFEED_ATTACH_CHECK_H
 #define INFEED_ATTACH_CHECK_H
@@ -43,7 +43,7 @@ unsigned	 attach_check_pending(const struct attach_checks *sc);
  * attach_check_begin() - begin Attach @a, with the @nfds descriptors
  * @fds of its frame.
  * Return: 0 when nothing needs waiting for: make the session now with
- * session_new_files() (the descriptors are still the caller's); 1 when
+ * session_new() (the descriptors are still the caller's); 1 when
  * they were taken over and the checks go on: @cb(@arg) comes later from
  * the loop (never from within this call), then call attach_check_end()
  * with *@out; or -1, refused at once (too many checks out), with *@code

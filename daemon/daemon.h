@@ -13,7 +13,8 @@
  *
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
- *   -> autotune -> session -> pool -> forker -> worker -> transport -> ring, transform
+ *   -> autotune -> session -> session-check -> pool -> forker -> worker
+ *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
  *   transforms) -> log, xmalloc, paths, procmem, errcode

@@ -945,7 +945,7 @@ peer_attach(struct peer *p, const Infeed__Attach *frame)
 	}
 	/* The session takes the descriptors over, whatever comes of it. */
 	p->session_errors = 0;
-	p->session = session_new_files(&sh, &sc, a, p->req_fds, p->req_nfds,
+	p->session = session_new(&sh, &sc, a, p->req_fds, p->req_nfds, NULL,
 	    &peer_session_events, p, &code, &cause);
 	p->req_nfds = 0;
 	peer_attached(p, p->req, a->dataset, code, cause);

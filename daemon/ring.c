@@ -175,6 +175,16 @@ ring_count(const struct ring *r, enum slot_state st)
 	return (n);
 }
 
+/* Slot @i, which must exist. */
+static struct ring_slot *
+ring_slot(const struct ring *r, uint32_t i)
+{
+	if (i >= r->layout.slots)
+		fatalx("ring: slot %u of %u does not exist", i,
+		    r->layout.slots);
+	return (&r->slot[i]);
+}
+
 /* Move a slot along its cycle; nothing else is allowed. */
 void
 ring_slot_set(struct ring *r, uint32_t i, enum slot_state st)
@@ -182,15 +192,47 @@ ring_slot_set(struct ring *r, uint32_t i, enum slot_state st)
 	static const enum slot_state next[] = {
 		[SLOT_FREE] = SLOT_FILLING,
 		[SLOT_FILLING] = SLOT_READY,
-		[SLOT_READY] = SLOT_HELD,
-		[SLOT_HELD] = SLOT_FREE,
+		[SLOT_READY] = SLOT_FREE,
+		[SLOT_HELD] = SLOT_HELD,	/* only by its holders */
 	};
+	struct ring_slot	*sl = ring_slot(r, i);
 
-	if (i >= r->layout.slots)
-		fatalx("ring: slot %u of %u does not exist", i,
-		    r->layout.slots);
-	if (next[r->slot[i].state] != st)
+	if (next[sl->state] != st || sl->state == SLOT_HELD)
 		fatalx("ring: slot %u cannot go from state %d to %d", i,
-		    (int)r->slot[i].state, (int)st);
-	r->slot[i].state = st;
+		    (int)sl->state, (int)st);
+	sl->state = st;
+}
+
+/* A reader takes a ready slot: held until every holder let go. */
+void
+ring_slot_hold(struct ring *r, uint32_t i)
+{
+	struct ring_slot	*sl = ring_slot(r, i);
+
+	if (sl->state != SLOT_READY && sl->state != SLOT_HELD)
+		fatalx("ring: slot %u cannot be held in state %d", i,
+		    (int)sl->state);
+	sl->holders++;
+	sl->state = SLOT_HELD;
+}
+
+/* A reader lets go of a slot it held: READY again once none holds it. */
+void
+ring_slot_unhold(struct ring *r, uint32_t i)
+{
+	struct ring_slot	*sl = ring_slot(r, i);
+
+	if (sl->state != SLOT_HELD || sl->holders == 0)
+		fatalx("ring: slot %u is not held (state %d)", i,
+		    (int)sl->state);
+	if (--sl->holders == 0)
+		sl->state = SLOT_READY;
+}
+
+/* Whether a slot holds a whole step, held or not. */
+bool
+ring_slot_filled(const struct ring *r, uint32_t i)
+{
+	return (r->slot[i].state == SLOT_READY ||
+	    r->slot[i].state == SLOT_HELD);
 }

@@ -6,9 +6,14 @@
  * the workers map it read-write and fill the slots.
  *
  * A slot goes FREE -> FILLING (its indices are written and its rows are
- * being read) -> READY (every row written) -> HELD (sent to the client) ->
- * FREE (released).  ring_slot_set() is the one place that moves a slot and
- * it refuses any other transition: a held slot is never rewritten.
+ * being read) -> READY (every row written) -> FREE (every reader is past
+ * it: it takes a later step).  A ready slot is HELD while readers hold it
+ * (sent to a client, not released yet; a shared group's ring has several
+ * readers, each holding a slot once): the ring counts its holders, and it
+ * is READY again when the last lets go.  ring_slot_set() and
+ * ring_slot_hold()/ring_slot_unhold() are the one place that moves a slot
+ * and they refuse any other transition: a held slot is never rewritten,
+ * however many readers hold it.
  *
  * A ring lives on ring memory (ring-memory.h): taken from the budget,
  * with the session's index tables (its own and the pool's jobs' copies,
@@ -50,6 +55,7 @@ struct ring_slot {
 	uint64_t	step;
 	uint64_t	rows;
 	uint64_t	rows_pending;
+	uint32_t	holders;	/* readers holding it: HELD */
 };
 
 struct ring {
@@ -121,9 +127,24 @@ int		 ring_find(const struct ring *r, enum slot_state st);
 uint32_t	 ring_count(const struct ring *r, enum slot_state st);
 
 /**
- * ring_slot_set() - move slot @i to @st; any transition but the four of
- * the cycle above is a broken invariant and fatal.
+ * ring_slot_set() - move slot @i to @st along FREE -> FILLING -> READY ->
+ * FREE; any other transition (a held slot freed or refilled among them)
+ * is a broken invariant and fatal.
  */
 void		 ring_slot_set(struct ring *r, uint32_t i, enum slot_state st);
+
+/**
+ * ring_slot_hold(), ring_slot_unhold() - a reader takes ready slot @i
+ * (READY or HELD: HELD from now on), or lets go of it (READY again once
+ * no reader holds it).  Holding a slot not ready, or letting go of one no
+ * reader holds, is a broken invariant and fatal.
+ */
+void		 ring_slot_hold(struct ring *r, uint32_t i);
+void		 ring_slot_unhold(struct ring *r, uint32_t i);
+
+/**
+ * ring_slot_filled() - whether slot @i holds a whole step (READY or HELD).
+ */
+bool		 ring_slot_filled(const struct ring *r, uint32_t i);
 
 #endif /* INFEED_RING_H */

@@ -12,7 +12,6 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 
-#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,12 +22,10 @@
 #include <event2/event.h>
 
 #include "clock.h"
-#include "dtype.h"
 #include "log.h"
 #include "sampler.h"
 #include "session.h"
 #include "transform.h"
-#include "utf8.h"
 #include "xmalloc.h"
 
 #define SESSION_JOBS_PER_WORKER	4	/* jobs a step is cut into, per worker */
@@ -68,6 +65,25 @@ enum session_state {
 	SESSION_FAILED,		/* a sample could not be read */
 };
 
+/*
+ * What a session reads its steps from (session_set_reader() moves it):
+ *
+ *   ALONE (its own ring) --attach, shares--> MEMBER (its group's ring)
+ *   MEMBER --falls behind--> LEFT (catching up on a ring of its own; a
+ *     freed group's stays LEFT) --caught up--> REJOINED (the group's ring
+ *     again, holding steps of its own) --holds none--> MEMBER
+ *   MEMBER --falls behind, no room for a ring--> ENDED (Nexts get why)
+ *   ALONE --made for a group--> PRODUCER (the group's hidden filler)
+ */
+enum session_reader {
+	SESSION_ALONE,
+	SESSION_MEMBER,
+	SESSION_LEFT,
+	SESSION_REJOINED,
+	SESSION_ENDED,
+	SESSION_PRODUCER,
+};
+
 /* Time a group was blocked on someone, over the last window. */
 struct session_blame {
 	uint64_t	bucket;		/* the newest: ms / BUCKET_MS */
@@ -82,16 +98,10 @@ struct session {
 	uint64_t		 id;
 	enum session_state	 state;
 
-	struct dataset		*ds;
-	size_t			 ds_index;
-	struct dataset_files	 files;		/* with own_ds */
-	bool			 own_ds;	/* the client's files */
-	struct sampler		 sampler;
+	struct session_source	 src;		/* its data and sampler */
 	uint64_t		 table_charged;	/* its table's, to the budget */
 	struct session_options	 opts;		/* a copy, for status */
 	bool			 load_indefinitely;
-	enum infeed_dtype	 label_dtype;	/* in the ring */
-	struct transform	 transform;
 	struct ring		*ring;
 	uint64_t		*indices;	/* per slot, our own copy */
 	struct pool_ring	*pool_ring;
@@ -123,8 +133,6 @@ struct session {
 	 */
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
 	uint64_t		 samples_replaced; /* bad ones, by others */
-	uint64_t		 out_shape[INFEED_MAX_DIMS]; /* of a row */
-	uint32_t		 out_dims;
 	uint64_t		 wait_since_us;	/* 0: no Next waits */
 	uint64_t		 data_wait_us;
 	/* Nexts answered, by how long each waited (session_wait_bounds). */
@@ -136,9 +144,9 @@ struct session {
 	 * deliver_seq counts in the producer's sequence.
 	 */
 	struct session_group	*group;	/* NULL: none (any more) */
-	bool			 producer;	/* the group's hidden session */
-	bool			 left;	/* fell behind; may rejoin */
-	uint64_t		 shared_held;	/* group ring slots, a bit each */
+	enum session_reader	 reader;
+	/* The group ring's slots it holds, a bit each (the ring counts). */
+	uint64_t		 shared_held;
 	uint64_t		 pos_epoch;	/* the member's next step */
 	uint64_t		 pos_step;
 	uint32_t		 first_slot;	/* Step.slot of own slot 0 */
@@ -156,7 +164,7 @@ struct session {
 struct session_holder {
 	struct session_group	*g;
 	pid_t			 pid;
-	uint64_t		 slots;	/* a bit each */
+	uint32_t		 holds[INFEED_MAX_GROUP_SLOTS];	/* per slot */
 	int			 pidfd;	/* -1: none */
 	struct event		*ev;	/* its exit, or NULL */
 };
@@ -169,7 +177,6 @@ struct session_group {
 	uint32_t		 nmembers;	/* not left */
 	struct session_holder	**holders;	/* ended members' */
 	size_t			 nholders;
-	uint64_t		 kept;	/* their slots: not refilled */
 	struct event		*ev_slack;
 	uint64_t		 charged_ms;	/* blamed to; 0: free */
 	uint64_t		 retry_ms;	/* one stayed: not before */
@@ -208,12 +215,6 @@ static void	session_group_credit(struct session_group *,
 		    const struct pool_report *);
 static void	session_group_start(struct session_group *);
 static const struct ring *session_view_ring(const struct session *);
-static struct session *session_make(const struct session_host *,
-		    const struct session_client *,
-		    const struct session_attach *, int *, size_t,
-		    struct session_checked *,
-		    const struct session_events *, void *, enum errcode *,
-		    char **);
 
 /*
  * A new session id.  Ids never repeat across daemon instances (a client
@@ -263,6 +264,40 @@ session_set_state(struct session *s, enum session_state st)
 	s->state = st;
 }
 
+/* Move reader state to @to; the allowed transitions are all here. */
+static void
+session_set_reader(struct session *s, enum session_reader to)
+{
+	/* A bit for each state it may come from. */
+	static const uint8_t	from[] = {
+		[SESSION_ALONE] = 0,
+		[SESSION_MEMBER] = 1 << SESSION_ALONE | 1 << SESSION_REJOINED,
+		[SESSION_LEFT] = 1 << SESSION_MEMBER,
+		[SESSION_REJOINED] = 1 << SESSION_LEFT,
+		[SESSION_ENDED] = 1 << SESSION_MEMBER,
+		[SESSION_PRODUCER] = 1 << SESSION_ALONE,
+	};
+
+	if ((from[to] & 1 << s->reader) == 0)
+		fatalx("session %llu: no reader transition from %d to %d",
+		    (unsigned long long)s->id, (int)s->reader, (int)to);
+	s->reader = to;
+}
+
+/* Whether @s takes its group's steps (a member, or back in as one). */
+static bool
+session_in_group(const struct session *s)
+{
+	return (s->reader == SESSION_MEMBER || s->reader == SESSION_REJOINED);
+}
+
+/* Whether member @s is out of its group: it fell behind, or was ended. */
+static bool
+session_left(const struct session *s)
+{
+	return (s->reader == SESSION_LEFT || s->reader == SESSION_ENDED);
+}
+
 /* Take the oldest waiting Next. */
 static struct session_req
 session_pop(struct session *s)
@@ -290,7 +325,7 @@ session_pop(struct session *s)
 static uint64_t *
 session_indices(const struct session *s, uint32_t i)
 {
-	return (s->indices + (uint64_t)i * s->sampler.cbs);
+	return (s->indices + (uint64_t)i * s->src.sampler.cbs);
 }
 
 /* "from FILE (labels: FILE); check those files", for a sample's error. */
@@ -371,12 +406,12 @@ session_fail(struct session *s, const struct pool_report *r)
 		    "job_timeout %u times reading", r->deaths);
 	else
 		snprintf(what, sizeof(what), "cannot read");
-	files = session_sample_files(s->ds);
+	files = session_sample_files(s->src.ds);
 	if (r->result == POOL_JOB_INTERNAL) {
 		s->failure_code = ERRCODE_INTERNAL;
 		s->failure = xasprintf("dataset '%s': the daemon cannot fill "
 		    "step %llu (epoch %llu): %s; see the daemon's log",
-		    s->ds->name, (unsigned long long)sl->step,
+		    s->src.ds->name, (unsigned long long)sl->step,
 		    (unsigned long long)sl->epoch, r->reason[0] != '\0' ?
 		    r->reason : "a worker failed");
 	} else if (r->result == POOL_JOB_LABEL_RANGE &&
@@ -384,7 +419,7 @@ session_fail(struct session *s, const struct pool_report *r)
 		s->failure = xasprintf("dataset '%s': the label of sample %llu "
 		    "(epoch %llu, step %llu) is %lld, which is no class "
 		    "number: labels are 0 to %u; check the labels %s",
-		    s->ds->name, (unsigned long long)index,
+		    s->src.ds->name, (unsigned long long)index,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
 		    (long long)r->label, UINT32_MAX - 1, files);
 	else if (r->result == POOL_JOB_LABEL_RANGE)
@@ -392,25 +427,26 @@ session_fail(struct session *s, const struct pool_report *r)
 		    "%llu (epoch %llu, step %llu) is %lld, which does not fit "
 		    "in the int32 labels this session asked for; attach with "
 		    "label_dtype DTYPE_INT64, or check the labels %s",
-		    s->ds->name, (unsigned long long)index,
+		    s->src.ds->name, (unsigned long long)index,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
 		    (long long)r->label, files);
-	else if (s->ds->encoded) {
+	else if (s->src.ds->encoded) {
 		/*
 		 * An image: the worker says what was wrong with it, and
 		 * where; after a death, name it without reading anything.
 		 */
 		at = r->where != NULL && r->where[0] != '\0' ? r->where :
-		    dataset_sample_brief(s->ds, index, where, sizeof(where));
+		    dataset_sample_brief(s->src.ds, index, where,
+		    sizeof(where));
 		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
 		    "%llu, step %llu), %s: %s; fix or remove that file, or set "
-		    "'bad_samples = replace' for the dataset", s->ds->name,
+		    "'bad_samples = replace' for the dataset", s->src.ds->name,
 		    what, (unsigned long long)index, row,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
 		    at, r->reason[0] != '\0' ? r->reason : "it cannot be read");
 	} else
 		s->failure = xasprintf("dataset '%s': %s sample %llu (%sepoch "
-		    "%llu, step %llu) %s%s%s%s", s->ds->name, what,
+		    "%llu, step %llu) %s%s%s%s", s->src.ds->name, what,
 		    (unsigned long long)index, row,
 		    (unsigned long long)sl->epoch, (unsigned long long)sl->step,
 		    files, r->reason[0] != '\0' ? " (" : "", r->reason,
@@ -431,7 +467,7 @@ session_done_cb(void *arg, const struct pool_report *r)
 	struct ring_slot *sl;
 
 	/* A member that rejoined its group: its own ring's last jobs. */
-	if (s->group != NULL && !s->left && !s->producer)
+	if (session_in_group(s))
 		return;
 	if (r->slot >= s->ring->layout.slots ||
 	    s->ring->slot[r->slot].state != SLOT_FILLING)
@@ -439,7 +475,7 @@ session_done_cb(void *arg, const struct pool_report *r)
 	sl = &s->ring->slot[r->slot];
 	s->bytes_read += r->bytes;
 	s->samples_replaced += r->replaced;
-	if (s->producer)
+	if (s->reader == SESSION_PRODUCER)
 		session_group_credit(s->group, r);
 	if (r->result != POOL_JOB_DONE)
 		session_fail(s, r);
@@ -449,350 +485,12 @@ session_done_cb(void *arg, const struct pool_report *r)
 		ring_slot_set(s->ring, r->slot, SLOT_READY);
 	if (s->state == SESSION_FAILED)
 		session_drop_after_failure(s);
-	if (s->producer)
+	if (s->reader == SESSION_PRODUCER)
 		session_group_deliver(s->group);
 	else
 		session_deliver(s);
 }
 
-/*
- * Check the label dtype asked for: int32 (the default) or int64.  A dtype
- * is named as infeed.proto's DType names it, DTYPE_ and the upper case of
- * its name.
- */
-static int
-session_check_label_dtype(struct session *s, const struct session_options *o,
-    char **cause)
-{
-	char		name[32] = "DTYPE_UNSPECIFIED";
-	const char	*low;
-	size_t		i;
-	bool		known = o->label_dtype == 0;
-
-	switch (o->label_dtype) {
-	case INFEED_DTYPE_INT32:
-	case INFEED_DTYPE_INT64:
-		s->label_dtype = (enum infeed_dtype)o->label_dtype;
-		return (0);
-	default:
-		break;
-	}
-	if (!known && dtype_size((enum infeed_dtype)o->label_dtype) != 0) {
-		known = true;
-		low = dtype_name((enum infeed_dtype)o->label_dtype);
-		for (i = 0; low[i] != '\0' && i + 7 < sizeof(name); i++)
-			name[6 + i] = (char)toupper((unsigned char)low[i]);
-		name[6 + i] = '\0';
-	}
-	if (known)
-		*cause = xasprintf("label_dtype is %s (%d); expected "
-		    "DTYPE_INT32 (2, the default) or DTYPE_INT64 (3, what "
-		    "torch's CrossEntropyLoss takes)", name,
-		    (int)o->label_dtype);
-	else
-		*cause = xasprintf("label_dtype is %d, which is no DType; "
-		    "expected DTYPE_INT32 (2, the default) or DTYPE_INT64 (3, "
-		    "what torch's CrossEntropyLoss takes)", (int)o->label_dtype);
-	return (-1);
-}
-
-/*
- * Read what Attach.files says of the client's files into @spec, and refuse
- * what is wrong with it before any descriptor is touched: on the event
- * loop, since it reads only the request.
- */
-int
-session_files_check(const struct session_attach *a, size_t nfds,
-    struct dataset_files *spec, enum errcode *code, char **cause)
-{
-	const struct session_files	*f = &a->files;
-	size_t				 want, i;
-
-	*code = ERRCODE_INVALID_ARGUMENT;
-	*cause = NULL;
-	memset(spec, 0, sizeof(*spec));
-	spec->data_format = f->data_format;
-	spec->labels_format = f->labels_format;
-	spec->dtype = f->has_dtype ? f->dtype : 0;
-	spec->label_dtype = f->has_label_dtype ? f->label_dtype : 0;
-	want = spec->labels_format == DATASET_FORMAT_NONE ? 1 : 2;
-	if (*a->dataset == '\0' || !utf8_valid(a->dataset,
-	    strlen(a->dataset)))
-		*cause = xasprintf("a session on files needs a name (Attach."
-		    "dataset, shown in logs and stats): 1 to %d bytes of "
-		    "UTF-8", INFEED_MAX_DATASET_NAME);
-	else if (nfds != want)
-		*cause = xasprintf("%zu file descriptors came with the Attach "
-		    "frame where its files need %zu: the data file's, then "
-		    "the labels file's when labels_format is not none, as "
-		    "SCM_RIGHTS with the frame's first byte", nfds, want);
-	else if (f->ndim > INFEED_MAX_DIMS)
-		*cause = xasprintf("Files.shape has %zu dimensions; a sample "
-		    "has at most %d", f->ndim, INFEED_MAX_DIMS);
-	else if (spec->data_format == DATASET_FORMAT_NPY &&
-	    (f->ndim > 0 || f->has_dtype))
-		*cause = xasprintf("npy data says its own shape and dtype; "
-		    "leave Files.shape and Files.dtype unset");
-	else if (spec->labels_format != DATASET_FORMAT_RAW &&
-	    f->has_label_dtype)
-		*cause = xasprintf("Files.label_dtype is for raw labels only; "
-		    "leave it unset");
-	if (*cause != NULL)
-		return (-1);
-	spec->ndim = (uint32_t)f->ndim;
-	for (i = 0; i < f->ndim; i++)
-		spec->shape[i] = f->shape[i];
-	return (0);
-}
-
-/*
- * Open the client's files as the session's dataset, from the descriptors
- * that came with the Attach (taken over).  The name is only for display;
- * there is no catalogue to find it in or allow_groups to check: the kernel
- * checked the client's own access when it opened the files.  This is the
- * synchronous way, for session_new_files(); infeedd checks them on a
- * helper thread (attach-check.c).
- */
-static int
-session_open_files(struct session *s, const struct session_attach *a,
-    int *fds, size_t nfds, enum errcode *code, char **cause)
-{
-	size_t	i;
-	bool	content;
-
-	if (session_files_check(a, nfds, &s->files, code, cause) == -1) {
-		for (i = 0; i < nfds; i++)
-			close(fds[i]);
-		return (-1);
-	}
-	s->ds = dataset_open_files(a->dataset, &s->files, fds[0],
-	    nfds > 1 ? fds[1] : -1, false, &content, cause);
-	if (s->ds == NULL) {
-		if (content)
-			*code = ERRCODE_DATA;
-		if (*cause == NULL)
-			*cause = xasprintf("out of memory");
-		return (-1);
-	}
-	s->own_ds = true;
-	s->ds_index = UINT32_MAX;
-	return (0);
-}
-
-/* May the client attach to catalogue dataset s->ds_index? */
-static bool
-session_allowed(const struct session *s, const struct session_checked *chk)
-{
-	const struct catalogue	*cat = s->host.cat;
-
-	if (catalogue_allows_gid(cat, s->ds_index, s->client.gid))
-		return (true);
-	if (chk != NULL && chk->have_groups)
-		return (catalogue_allows_groups(cat, s->ds_index,
-		    s->client.gid, chk->groups, chk->ngroups));
-	/*
-	 * Only without a thread's answer (session_new(), or a reload that
-	 * restricted the dataset while the Attach waited): ask now.
-	 */
-	return (catalogue_allows(cat, s->ds_index, s->client.uid,
-	    s->client.gid));
-}
-
-/*
- * Elastic resume: start_epoch's stages into the sampler's options, their
- * count checked before anything is allocated (the sampler checks each).
- */
-static int
-session_check_stages(const struct session_options *o, struct sampler_opts *so,
-    char **cause)
-{
-	if (o->nstages > INFEED_MAX_ELASTIC_STAGES) {
-		*cause = xasprintf("start_epoch_stages has %zu stages; "
-		    "expected at most %d (INFEED_MAX_ELASTIC_STAGES), one for "
-		    "each process count epoch %llu went through", o->nstages,
-		    INFEED_MAX_ELASTIC_STAGES,
-		    (unsigned long long)o->start_epoch);
-		return (-1);
-	}
-	so->stages_epoch = o->start_epoch;
-	so->nstages = (uint32_t)o->nstages;
-	memcpy(so->stages, o->stages, o->nstages * sizeof(o->stages[0]));
-	return (0);
-}
-
-/*
- * start_step counts steps of start_epoch as this process count splits it:
- * of the whole epoch, or of what its stages left.  An elastic epoch with
- * nothing left has no step: start_step 0 then starts at its end.
- */
-static int
-session_check_start_step(const struct session *s,
-    const struct session_options *o, char **cause)
-{
-	uint64_t	steps;
-
-	steps = sampler_epoch_steps(&s->sampler, o->start_epoch);
-	if (o->start_step < steps || (steps == 0 && o->start_step == 0))
-		return (0);
-	if (o->nstages == 0)
-		*cause = xasprintf("start_step is %llu but an epoch has %llu "
-		    "steps (0 to %llu)", (unsigned long long)o->start_step,
-		    (unsigned long long)steps,
-		    (unsigned long long)steps - 1);
-	else
-		*cause = xasprintf("start_step is %llu but what the %zu "
-		    "start_epoch_stages left of epoch %llu makes %llu steps "
-		    "for %u processes; expected %s%llu (start_step counts "
-		    "the steps of the last stage, this one)",
-		    (unsigned long long)o->start_step, o->nstages,
-		    (unsigned long long)o->start_epoch,
-		    (unsigned long long)steps, o->process_count,
-		    steps > 0 ? "0 to " : "", (unsigned long long)(steps > 0 ?
-		    steps - 1 : 0));
-	return (-1);
-}
-
-/*
- * Check the access and options an Attach brings; fill in the sampler.
- * With @chk, the client's files were opened (and its groups looked up) on
- * a helper thread already: take them from there.
- */
-static int
-session_check(struct session *s, const struct session_attach *a,
-    int *fds, size_t nfds, struct session_checked *chk, enum errcode *code,
-    char **cause)
-{
-	const struct session_options	*o = &a->options;
-	struct sampler_opts		 so;
-
-	if (a->has_files && chk != NULL && chk->ds != NULL) {
-		s->files = chk->files;
-		s->ds = chk->ds;
-		chk->ds = NULL;
-		s->own_ds = true;
-		s->ds_index = UINT32_MAX;
-	} else if (a->has_files) {
-		if (session_open_files(s, a, fds, nfds, code, cause) == -1)
-			return (-1);
-	} else if ((s->ds = catalogue_find(s->host.cat, a->dataset,
-	    &s->ds_index)) == NULL) {
-		*code = ERRCODE_NOT_FOUND;
-		*cause = xasprintf("no such dataset; 'infeedctl datasets' "
-		    "lists the catalogue");
-		return (-1);
-	}
-	if (!s->own_ds && !session_allowed(s, chk)) {
-		*code = ERRCODE_PERMISSION_DENIED;
-		*cause = xasprintf("permission denied: uid %u (gid %u) is not in "
-		    "any group that allow_groups in %s permits for this "
-		    "dataset; ask the operator to add you to one",
-		    (unsigned)s->client.uid, (unsigned)s->client.gid,
-		    s->host.config_path);
-		log_warnx("client %llu (pid %d, uid %u): refused attach to "
-		    "'%s' by allow_groups", (unsigned long long)
-		    s->client.peer_id, (int)s->client.pid,
-		    (unsigned)s->client.uid, s->ds->name);
-		return (-1);
-	}
-	*code = ERRCODE_INVALID_ARGUMENT;
-	if (o->buffer_size == 0 || o->buffer_size > INFEED_MAX_SLOTS) {
-		*cause = xasprintf("buffer_size is %u; expected 1 to %d slots "
-		    "(poptorch's default is 3)", o->buffer_size,
-		    INFEED_MAX_SLOTS);
-		return (-1);
-	}
-	if (session_check_label_dtype(s, o, cause) == -1)
-		return (-1);
-	memset(&so, 0, sizeof(so));
-	so.samples = s->ds->samples;
-	so.batch_size = o->batch_size;
-	so.device_iterations = o->device_iterations;
-	so.replication_factor = o->replication_factor;
-	so.gradient_accumulation = o->gradient_accumulation;
-	so.shuffle = o->shuffle;
-	so.seed = o->seed;
-	so.drop_last = o->drop_last;
-	so.process_id = o->process_id;
-	so.process_count = o->process_count;
-	if (session_check_stages(o, &so, cause) == -1)
-		return (-1);
-	/* Its table, if any, comes with a ring: session_table(). */
-	if (sampler_init_deferred(&s->sampler, &so, cause) == -1)
-		return (-1);
-	if (session_check_start_step(s, o, cause) == -1)
-		return (-1);
-	if (transform_init(&s->transform, o->has_transform ? &o->transform :
-	    NULL, s->ds, cause) == -1)
-		return (-1);
-	/* An image's crop and flip draw from the shuffle's seed. */
-	s->transform.seed = o->seed;
-	s->transform.bad_replace = !s->own_ds &&
-	    s->host.cat->entries[s->ds_index].bad_replace;
-	s->out_dims = transform_out_shape(&s->transform, s->ds, s->out_shape);
-	return (0);
-}
-
-/* A copy of @src's options for @dst to keep; its own pipeline text. */
-static void
-session_options_copy(struct session_options *dst,
-    const struct session_options *src)
-{
-	*dst = *src;
-	if (src->transform.pipeline != NULL)
-		dst->transform.pipeline = xstrdup(src->transform.pipeline);
-}
-
-/* A deep copy of an Attach that outlives its request. */
-void
-session_attach_copy(struct session_attach *dst,
-    const struct session_attach *src)
-{
-	*dst = *src;
-	dst->dataset = xstrdup(src->dataset);
-	session_options_copy(&dst->options, &src->options);
-}
-
-/* Free what session_attach_copy() made. */
-void
-session_attach_clear(struct session_attach *a)
-{
-	free(a->dataset);
-	free(a->options.transform.pipeline);
-	memset(a, 0, sizeof(*a));
-}
-
-/* Attach: check everything, then make the ring and register it. */
-struct session *
-session_new(const struct session_host *host,
-    const struct session_client *client, const struct session_attach *a,
-    const struct session_events *ev, void *arg, enum errcode *code,
-    char **cause)
-{
-	return (session_new_files(host, client, a, NULL, 0, ev, arg, code,
-	    cause));
-}
-
-/* Attach, with the descriptors that came with the frame (taken over). */
-struct session *
-session_new_files(const struct session_host *host,
-    const struct session_client *client, const struct session_attach *a,
-    int *fds, size_t nfds, const struct session_events *ev, void *arg,
-    enum errcode *code, char **cause)
-{
-	return (session_make(host, client, a, fds, nfds, NULL, ev, arg, code,
-	    cause));
-}
-
-/* Attach, once a helper thread checked it and ring memory settled. */
-struct session *
-session_new_checked(const struct session_host *host,
-    const struct session_client *client, const struct session_attach *a,
-    struct session_checked *chk, const struct session_events *ev, void *arg,
-    enum errcode *code, char **cause)
-{
-	return (session_make(host, client, a, NULL, 0, chk, ev, arg, code,
-	    cause));
-}
 
 /*
  * The shuffle's table (N x 8 bytes, up to 32 MiB at 2^22 samples), for a
@@ -805,7 +503,7 @@ static int
 session_table(struct session *s, const struct ring_owner *owner,
     char **cause)
 {
-	uint64_t	 bytes = sampler_table_bytes(&s->sampler);
+	uint64_t	 bytes = sampler_table_bytes(&s->src.sampler);
 	char		 size[48], *why;
 
 	if (bytes == 0 || s->table_charged != 0)
@@ -814,12 +512,12 @@ session_table(struct session *s, const struct ring_owner *owner,
 		*cause = xasprintf("the shuffle's table of %llu samples needs "
 		    "%s but %s; attach with shuffle off, wait for other "
 		    "sessions to end, or ask the operator to raise the budget",
-		    (unsigned long long)s->sampler.opts.samples,
+		    (unsigned long long)s->src.sampler.opts.samples,
 		    ring_mem_format_bytes(bytes, size, sizeof(size)), why);
 		free(why);
 		return (-1);
 	}
-	if (sampler_table_alloc(&s->sampler, cause) == -1) {
+	if (sampler_table_alloc(&s->src.sampler, cause) == -1) {
 		ring_budget_uncharge(s->host.budget, bytes);
 		return (-1);
 	}
@@ -841,29 +539,29 @@ session_make_ring(struct session *s, enum errcode *code, char **cause)
 	*code = ERRCODE_RESOURCE_EXHAUSTED;
 	owner.uid = s->client.uid;
 	owner.gid = s->client.gid;
-	owner.content = s->ds->serial;
+	owner.content = s->src.ds->serial;
 	owner.pid = s->client.pid;
 	if (session_table(s, &owner, cause) == -1)
 		return (-1);
-	s->ring = ring_new(s->host.budget, s->sampler.cbs,
-	    s->transform.out_sample_bytes, s->label_dtype, slots, &owner,
-	    cause);
+	s->ring = ring_new(s->host.budget, s->src.sampler.cbs,
+	    s->src.transform.out_sample_bytes, s->src.label_dtype, slots,
+	    &owner, cause);
 	if (s->ring == NULL)
 		return (-1);
-	if ((s->indices = calloc(slots, s->sampler.cbs *
+	if ((s->indices = calloc(slots, s->src.sampler.cbs *
 	    sizeof(uint64_t))) == NULL) {
 		*cause = xasprintf("no memory for the index tables of %u "
 		    "slots of %llu rows", slots,
-		    (unsigned long long)s->sampler.cbs);
+		    (unsigned long long)s->src.sampler.cbs);
 		return (-1);
 	}
-	s->pool_ring = pool_add_ring(s->host.pool, (uint32_t)s->ds_index,
-	    &s->ring->layout, &s->transform, s->ring->mem,
+	s->pool_ring = pool_add_ring(s->host.pool, (uint32_t)s->src.ds_index,
+	    &s->ring->layout, &s->src.transform, s->ring->mem,
 	    s->opts.num_workers, session_done_cb, s, cause);
 	if (s->pool_ring == NULL)
 		return (-1);
-	if (s->own_ds && pool_ring_files(s->pool_ring, &s->files, s->ds,
-	    cause) == -1) {
+	if (s->src.own_ds && pool_ring_files(s->pool_ring, &s->src.files,
+	    s->src.ds, cause) == -1) {
 		*code = ERRCODE_INTERNAL;
 		return (-1);
 	}
@@ -882,7 +580,7 @@ static bool
 session_group_may_share(const struct session *s,
     const struct session_host *host)
 {
-	return (s->opts.share && host->base != NULL && !s->own_ds &&
+	return (s->opts.share && host->base != NULL && !s->src.own_ds &&
 	    s->opts.nstages == 0 &&
 	    s->opts.buffer_size <= INFEED_MAX_GROUP_SLOTS);
 }
@@ -917,7 +615,7 @@ session_group_matches(const struct session *p, const struct session *s)
 {
 	const struct session_options	*a = &p->opts, *b = &s->opts;
 
-	return (p->host.pool == s->host.pool && p->ds == s->ds &&
+	return (p->host.pool == s->host.pool && p->src.ds == s->src.ds &&
 	    p->client.uid == s->client.uid && p->client.gid == s->client.gid &&
 	    a->batch_size == b->batch_size &&
 	    a->device_iterations == b->device_iterations &&
@@ -926,7 +624,7 @@ session_group_matches(const struct session *p, const struct session *s)
 	    a->shuffle == b->shuffle && a->seed == b->seed &&
 	    a->drop_last == b->drop_last && a->process_id == b->process_id &&
 	    a->process_count == b->process_count &&
-	    p->label_dtype == s->label_dtype &&
+	    p->src.label_dtype == s->src.label_dtype &&
 	    a->buffer_size == b->buffer_size &&
 	    a->load_indefinitely == b->load_indefinitely &&
 	    session_group_same_transform(a, b));
@@ -940,7 +638,7 @@ session_group_min_seq(const struct session_group *g)
 	uint64_t		 min = g->producer->fill_seq;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && m->deliver_seq < min)
+		if (session_in_group(m) && m->deliver_seq < min)
 			min = m->deliver_seq;
 	}
 	return (min);
@@ -970,7 +668,7 @@ session_group_position(const struct session_group *g, uint64_t epoch,
 			return (0);
 		}
 	}
-	if (fs >= sampler_epoch_steps(&p->sampler, fe)) {
+	if (fs >= sampler_epoch_steps(&p->src.sampler, fe)) {
 		fe++;
 		fs = 0;
 	}
@@ -1033,14 +731,14 @@ session_group_join(struct session *s, const struct session_attach *a,
 		pa = *a;
 		pa.options.share = false;
 		pa.options.early_preload = false;
-		p = session_make(&s->host, &s->client, &pa, NULL, 0, chk,
+		p = session_new(&s->host, &s->client, &pa, NULL, 0, chk,
 		    &session_group_events, NULL, code, cause);
 		if (p == NULL)
 			return (-1);
 		g = xcalloc(1, sizeof(*g));
 		g->id = p->id;
 		g->producer = p;
-		p->producer = true;
+		session_set_reader(p, SESSION_PRODUCER);
 		p->group = g;
 		TAILQ_INIT(&g->members);
 		g->ev_slack = evtimer_new(s->host.base, session_group_slack_cb,
@@ -1052,6 +750,7 @@ session_group_join(struct session *s, const struct session_attach *a,
 		seq = 0;
 	}
 	s->group = g;
+	session_set_reader(s, SESSION_MEMBER);
 	s->deliver_seq = seq;
 	TAILQ_INSERT_TAIL(&g->members, s, member_entry);
 	g->nmembers++;
@@ -1072,7 +771,7 @@ session_group_start(struct session_group *g)
 
 	if (p->state == SESSION_EPOCH_END) {
 		TAILQ_FOREACH(m, &g->members, member_entry) {
-			if (!m->left && m->nwaiting > 0 &&
+			if (session_in_group(m) && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq &&
 			    m->state != SESSION_EPOCH_END)
 				break;
@@ -1099,7 +798,7 @@ session_group_credit(struct session_group *g, const struct pool_report *r)
 	struct session	*m;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left) {
+		if (session_in_group(m)) {
 			m->bytes_read += r->bytes;
 			m->samples_replaced += r->replaced;
 			return;
@@ -1108,21 +807,17 @@ session_group_credit(struct session_group *g, const struct pool_report *r)
 }
 
 /*
- * Whether a member holds group ring slot @i or still takes step @seq, or
- * a member whose session ended held it then (its process may still read
- * it: a kept step never changes).
+ * Whether a member still takes step @seq (a slot someone holds, a member
+ * or the process of one whose session ended, is HELD in the ring and
+ * never refilled: ring.c sees to that).
  */
 static bool
-session_group_pinned(const struct session_group *g, uint32_t i, uint64_t seq)
+session_group_pinned(const struct session_group *g, uint64_t seq)
 {
 	const struct session	*m;
 
-	if (g->kept & session_group_bit(i))
-		return (true);
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (m->shared_held & session_group_bit(i))
-			return (true);
-		if (!m->left && m->deliver_seq <= seq)
+		if (session_in_group(m) && m->deliver_seq <= seq)
 			return (true);
 	}
 	return (false);
@@ -1141,7 +836,7 @@ session_group_blocked(const struct session_group *g)
 	    ring_find(p->ring, SLOT_FREE) != -1)
 		return (false);
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left && m->nwaiting > 0 &&
+		if (session_in_group(m) && m->nwaiting > 0 &&
 		    m->deliver_seq == p->fill_seq)
 			return (true);
 	}
@@ -1159,18 +854,21 @@ session_group_oldest(const struct session_group *g, uint32_t *slot,
 {
 	const struct ring	*r = g->producer->ring;
 	const struct session	*m;
-	uint64_t		 others = g->kept;
-	uint32_t		 i;
+	uint32_t		 i, others;
 	bool			 found = false;
 
-	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (m->left)
-			others |= m->shared_held;
-	}
 	for (i = 0; i < r->layout.slots; i++) {
-		if (r->slot[i].state != SLOT_READY ||
-		    (others & session_group_bit(i)) ||
+		if (!ring_slot_filled(r, i) ||
 		    (found && r->slot[i].seq >= *seq))
+			continue;
+		/* Its holders, less the members in the group. */
+		others = r->slot[i].holders;
+		TAILQ_FOREACH(m, &g->members, member_entry) {
+			if (session_in_group(m) && (m->shared_held &
+			    session_group_bit(i)))
+				others--;
+		}
+		if (others > 0)
 			continue;
 		*slot = i;
 		*seq = r->slot[i].seq;
@@ -1266,7 +964,7 @@ session_group_watch(struct session_group *g)
 	oldest = blocked && session_group_oldest(g, &slot, &seq);
 	wait = INFEED_GROUP_SLACK_MS;
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		m->blamed = oldest && !m->left && m->nwaiting == 0 &&
+		m->blamed = oldest && session_in_group(m) && m->nwaiting == 0 &&
 		    ((m->shared_held & session_group_bit(slot)) ||
 		    m->deliver_seq <= seq);
 		if (!m->blamed)
@@ -1310,10 +1008,8 @@ session_group_reclaim(struct session_group *g)
 	for (i = 0; i < p->ring->layout.slots; i++) {
 		sl = &p->ring->slot[i];
 		if (sl->state != SLOT_READY ||
-		    session_group_pinned(g, i, sl->seq))
+		    session_group_pinned(g, sl->seq))
 			continue;
-		/* The producer's client is the group: it took it and gave it. */
-		ring_slot_set(p->ring, i, SLOT_HELD);
 		ring_slot_set(p->ring, i, SLOT_FREE);
 		freed = true;
 	}
@@ -1323,22 +1019,28 @@ session_group_reclaim(struct session_group *g)
 
 static void	session_group_settle(struct session_group *);
 
-/* Forget holder @k of @g: its slots are the group's to refill again. */
+/*
+ * Forget holder @k of @g; with @unhold, its process exited: it lets go of
+ * the slots it held, which the group refills again.
+ */
 static void
-session_group_holder_drop(struct session_group *g, size_t k)
+session_group_holder_drop(struct session_group *g, size_t k, bool unhold)
 {
 	struct session_holder	*h = g->holders[k];
-	size_t			 i;
+	uint32_t		 i;
 
+	for (i = 0; unhold && i < INFEED_MAX_GROUP_SLOTS; i++) {
+		while (h->holds[i] > 0) {
+			ring_slot_unhold(g->producer->ring, i);
+			h->holds[i]--;
+		}
+	}
 	if (h->ev != NULL)
 		event_free(h->ev);
 	if (h->pidfd != -1)
 		close(h->pidfd);
 	free(h);
 	g->holders[k] = g->holders[--g->nholders];
-	g->kept = 0;
-	for (i = 0; i < g->nholders; i++)
-		g->kept |= g->holders[i]->slots;
 }
 
 /*
@@ -1360,7 +1062,7 @@ session_group_reap(struct session_group *g, int pidfd)
 			    "after its session ended, exited: their slots are "
 			    "refilled again", (int)h->pid,
 			    (unsigned long long)g->id);
-			session_group_holder_drop(g, i);
+			session_group_holder_drop(g, i, true);
 			any = true;
 		} else
 			i++;
@@ -1381,14 +1083,16 @@ session_group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Process @pid ended a session of @g holding slots @slots of its ring: the
- * group refills them no more until it exits.
+ * Process @pid ended a session of @g holding slots @slots of its ring: its
+ * holds in the ring stay until it exits, and the group refills them no
+ * more till then.
  */
 static void
 session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
 {
 	struct session_holder	*h;
 	size_t			 i;
+	uint32_t		 k;
 
 	for (i = 0; i < g->nholders && g->holders[i]->pid != pid; i++)
 		;
@@ -1407,8 +1111,10 @@ session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
 		    sizeof(*g->holders));
 		g->holders[g->nholders++] = h;
 	}
-	g->holders[i]->slots |= slots;
-	g->kept |= slots;
+	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+		if (slots & session_group_bit(k))
+			g->holders[i]->holds[k]++;
+	}
 }
 
 /*
@@ -1430,20 +1136,16 @@ session_group_free(struct session_group *g)
 	TAILQ_REMOVE(&session_groups, g, entry);
 	event_free(g->ev_slack);
 	/*
-	 * A member that ended holding steps may still read them: keep the
-	 * ring's pages as they are (held, ring_release()) rather than reuse
-	 * them, charged until the last such member's process exits (not the
-	 * producer's client's: the ring is the group's).
+	 * A member that ended holding steps may still read them: their slots
+	 * stay held, so the ring's pages stay as they are (ring_release())
+	 * rather than be reused, charged until the last such member's process
+	 * exits (not the producer's client's: the ring is the group's).
 	 */
-	for (i = 0; n > 0 && i < p->ring->layout.slots; i++) {
-		if (p->ring->slot[i].state == SLOT_READY)
-			ring_slot_set(p->ring, i, SLOT_HELD);
-	}
 	pids = xreallocarray(NULL, n + 1, sizeof(*pids));
 	for (i = 0; i < n; i++)
 		pids[i] = g->holders[i]->pid;
 	while (g->nholders > 0)
-		session_group_holder_drop(g, 0);
+		session_group_holder_drop(g, 0, false);
 	if (n > 0)
 		ring_mem_hold_for(p->ring->mem, pids, n);
 	free(pids);
@@ -1464,7 +1166,7 @@ session_group_settle(struct session_group *g)
 	const struct session	*m;
 
 	TAILQ_FOREACH(m, &g->members, member_entry) {
-		if (!m->left || m->shared_held != 0)
+		if (session_in_group(m) || m->shared_held != 0)
 			break;
 	}
 	if (m == NULL) {
@@ -1483,7 +1185,7 @@ session_group_drop(struct session *m)
 	struct session_group	*g = m->group;
 
 	TAILQ_REMOVE(&g->members, m, member_entry);
-	if (!m->left)
+	if (session_in_group(m))
 		g->nmembers--;
 	m->group = NULL;
 	session_group_settle(g);
@@ -1499,7 +1201,7 @@ session_group_deliver(struct session_group *g)
 
 	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
 		next = TAILQ_NEXT(m, member_entry);
-		if (!m->left)
+		if (session_in_group(m))
 			session_member_deliver(m);
 	}
 	pool_ring_delivered(g->producer->pool_ring, session_group_min_seq(g));
@@ -1519,7 +1221,7 @@ session_group_end(struct session *m, const char *cause)
 
 	log_warnx("session %llu held group %llu back and is ended: %s",
 	    (unsigned long long)m->id, (unsigned long long)g->id, cause);
-	m->left = true;
+	session_set_reader(m, SESSION_ENDED);
 	g->nmembers--;
 	g->stays++;
 	free(m->failure);
@@ -1552,7 +1254,7 @@ session_group_leave(struct session *m, enum session_leave why)
 	char			*cause = NULL, *msg;
 
 	/* Steps of the ring it had before it rejoined: one ring of its own. */
-	if (m->ring != NULL) {
+	if (m->reader == SESSION_REJOINED) {
 		log_info("session %llu falls behind group %llu but stays in "
 		    "it until it releases the steps it holds of the ring it "
 		    "had before it rejoined", (unsigned long long)m->id,
@@ -1587,7 +1289,7 @@ session_group_leave(struct session *m, enum session_leave why)
 	    "epoch %llu step %llu", (unsigned long long)m->id,
 	    (unsigned long long)g->id, session_leave_why[why],
 	    (unsigned long long)m->pos_epoch, (unsigned long long)m->pos_step);
-	m->left = true;
+	session_set_reader(m, SESSION_LEFT);
 	g->nmembers--;
 	g->leaves[why]++;
 	m->first_slot = p->ring->layout.slots;
@@ -1598,7 +1300,8 @@ session_group_leave(struct session *m, enum session_leave why)
 	/* An EndOfData is owed for the epoch it finished (session_end_epoch). */
 	if (m->state == SESSION_EPOCH_END && m->pos_epoch > 0) {
 		m->fill_epoch = m->pos_epoch - 1;
-		m->fill_step = sampler_epoch_steps(&m->sampler, m->fill_epoch);
+		m->fill_step = sampler_epoch_steps(&m->src.sampler,
+		    m->fill_epoch);
 	}
 	session_fill(m);
 	session_deliver(m);
@@ -1613,7 +1316,7 @@ session_group_ready(const struct session_group *g, uint64_t seq)
 	uint32_t		 i;
 
 	for (i = 0; i < r->layout.slots; i++) {
-		if (r->slot[i].state == SLOT_READY && r->slot[i].seq == seq)
+		if (ring_slot_filled(r, i) && r->slot[i].seq == seq)
 			return (true);
 	}
 	return (false);
@@ -1630,6 +1333,7 @@ session_own_ring_drop(struct session *s)
 	s->ring = NULL;
 	free(s->indices);
 	s->indices = NULL;
+	session_set_reader(s, SESSION_MEMBER);
 }
 
 /*
@@ -1652,7 +1356,7 @@ session_group_rejoin(struct session *m)
 	if (m->steps_delivered > 0) {
 		epoch = m->epoch;
 		step = m->step + 1;
-		if (step >= sampler_epoch_steps(&m->sampler, epoch)) {
+		if (step >= sampler_epoch_steps(&m->src.sampler, epoch)) {
 			epoch++;
 			step = 0;
 		}
@@ -1671,7 +1375,7 @@ session_group_rejoin(struct session *m)
 	    "epoch %llu step %llu", (unsigned long long)m->id,
 	    (unsigned long long)g->id, (unsigned long long)epoch,
 	    (unsigned long long)step);
-	m->left = false;
+	session_set_reader(m, SESSION_REJOINED);
 	g->nmembers++;
 	g->rejoins++;
 	m->deliver_seq = seq;
@@ -1714,7 +1418,7 @@ session_group_slack_cb(int fd, short what, void *arg)
 			continue;
 		acted = true;
 		if (session_group_leave(m, SESSION_LEAVE_HELD_BACK) == -1 &&
-		    !m->left)
+		    session_in_group(m))
 			stuck = true;
 	}
 	session_group_reclaim(g);
@@ -1722,7 +1426,7 @@ session_group_slack_cb(int fd, short what, void *arg)
 	if (g->charged_ms != 0 && (stuck || g->orphaned) && (acted ||
 	    session_blame_left(&g->orphan, now) == 0)) {
 		TAILQ_FOREACH(m, &g->members, member_entry) {
-			if (!m->left && m->nwaiting > 0 &&
+			if (session_in_group(m) && m->nwaiting > 0 &&
 			    m->deliver_seq == p->fill_seq)
 				(void)session_group_leave(m,
 				    SESSION_LEAVE_WAITED);
@@ -1737,8 +1441,8 @@ session_group_slack_cb(int fd, short what, void *arg)
  * removed ring's memory that workers still write is not waited for here:
  * session_attach_begin() waits for it on the loop.
  */
-static struct session *
-session_make(const struct session_host *host,
+struct session *
+session_new(const struct session_host *host,
     const struct session_client *client, const struct session_attach *a,
     int *fds, size_t nfds, struct session_checked *chk,
     const struct session_events *ev, void *arg, enum errcode *code,
@@ -1752,17 +1456,8 @@ session_make(const struct session_host *host,
 	s->client = *client;
 	s->ev = *ev;
 	s->arg = arg;
-	*cause = NULL;
-	if (!a->has_files && nfds > 0) {
-		*code = ERRCODE_INVALID_ARGUMENT;
-		*cause = xasprintf("%zu file descriptors came with an Attach "
-		    "to a catalogue dataset; descriptors come only with "
-		    "Attach.files", nfds);
-		while (nfds > 0)
-			close(fds[--nfds]);
-		goto fail;
-	}
-	if (session_check(s, a, fds, nfds, chk, code, cause) == -1)
+	if (session_check(host, client, a, fds, nfds, chk, &s->src, code,
+	    cause) == -1)
 		goto fail;
 	s->load_indefinitely = o->load_indefinitely;
 	s->fill_epoch = s->pos_epoch = o->start_epoch;
@@ -1777,10 +1472,10 @@ session_make(const struct session_host *host,
 	log_info("client %llu: session %llu on %s'%s': combined batch %llu, "
 	    "%llu steps per epoch, %u slots of %llu KiB, shuffle %s, "
 	    "process %u of %u", (unsigned long long)client->peer_id,
-	    (unsigned long long)s->id, s->own_ds ? "the client's files " : "",
-	    s->ds->name,
-	    (unsigned long long)s->sampler.cbs,
-	    (unsigned long long)s->sampler.steps_per_epoch,
+	    (unsigned long long)s->id,
+	    s->src.own_ds ? "the client's files " : "", s->src.ds->name,
+	    (unsigned long long)s->src.sampler.cbs,
+	    (unsigned long long)s->src.sampler.steps_per_epoch,
 	    session_view_ring(s)->layout.slots,
 	    (unsigned long long)(session_view_ring(s)->layout.slot_bytes >> 10),
 	    o->shuffle ? "on" : "off", o->process_id, o->process_count);
@@ -1790,7 +1485,7 @@ session_make(const struct session_host *host,
 		    (unsigned long long)client->peer_id,
 		    (unsigned long long)s->id,
 		    (unsigned long long)o->start_epoch, o->nstages,
-		    (unsigned long long)sampler_epoch_steps(&s->sampler,
+		    (unsigned long long)sampler_epoch_steps(&s->src.sampler,
 		    o->start_epoch));
 	if (s->group != NULL)
 		log_info("client %llu: session %llu shares group %llu (%u "
@@ -1823,7 +1518,7 @@ session_free(struct session *s)
 	 * The group's slots it holds are its process's to read on (a kept
 	 * step never changes): the group never refills them.
 	 */
-	if (s->group != NULL && !s->producer) {
+	if (s->group != NULL && s->reader != SESSION_PRODUCER) {
 		if (s->shared_held != 0)
 			session_group_add_holder(s->group, s->client.pid,
 			    s->shared_held);
@@ -1841,11 +1536,9 @@ session_free(struct session *s)
 	 */
 	pool_remove_ring(s->pool_ring, s->ring, s->ring != NULL &&
 	    ring_count(s->ring, SLOT_HELD) == 0);
-	if (s->own_ds)
-		dataset_free(s->ds);
+	session_source_clear(&s->src);
 	free(s->indices);
 	free(s->opts.transform.pipeline);
-	sampler_clear(&s->sampler);
 	ring_budget_uncharge(s->host.budget, s->table_charged);
 	free(s->failure);
 	free(s);
@@ -1865,7 +1558,7 @@ session_submit(struct session *s, uint32_t i, uint64_t begin, uint64_t end)
 	uint64_t		 chunk, r, stop, njobs, rows = sl->rows;
 
 	njobs = (uint64_t)pool_size(s->host.pool) * SESSION_JOBS_PER_WORKER;
-	if (!s->transform.image &&
+	if (!s->src.transform.image &&
 	    rows * s->ring->layout.row_bytes / SESSION_JOB_MIN_BYTES < njobs)
 		njobs = rows * s->ring->layout.row_bytes /
 		    SESSION_JOB_MIN_BYTES;
@@ -1895,7 +1588,7 @@ session_prepare_slot(const struct session *s)
 	uint32_t		 i;
 	int			 best = -1;
 
-	if (s->ring == NULL || (s->group != NULL && !s->left && !s->producer))
+	if (s->ring == NULL || session_in_group(s))
 		return (-1);
 	for (i = 0; i < s->ring->layout.slots; i++) {
 		sl = &s->ring->slot[i];
@@ -1922,15 +1615,15 @@ session_prepare(struct session *s)
 
 	while (work > 0 && (i = session_prepare_slot(s)) != -1) {
 		sl = &s->ring->slot[i];
-		if (!sampler_prepare(&s->sampler, sl->epoch, &work))
+		if (!sampler_prepare(&s->src.sampler, sl->epoch, &work))
 			return (true);
-		cost = sampler_row_cost(&s->sampler, sl->epoch);
+		cost = sampler_row_cost(&s->src.sampler, sl->epoch);
 		begin = s->prepared[i];
 		n = work / cost > 0 ? work / cost : 1;
 		if (n > sl->rows - begin)
 			n = sl->rows - begin;
-		sampler_rows_indices(&s->sampler, sl->epoch, sl->step, begin,
-		    begin + n, session_indices(s, (uint32_t)i) + begin);
+		sampler_rows_indices(&s->src.sampler, sl->epoch, sl->step,
+		    begin, begin + n, session_indices(s, (uint32_t)i) + begin);
 		s->prepared[i] = begin + n;
 		work -= n * cost < work ? n * cost : work;
 		session_submit(s, (uint32_t)i, begin, begin + n);
@@ -1988,7 +1681,7 @@ session_fill(struct session *s)
 	int			 i;
 
 	while (s->state == SESSION_FILLING) {
-		if (s->fill_step >= sampler_epoch_steps(&s->sampler,
+		if (s->fill_step >= sampler_epoch_steps(&s->src.sampler,
 		    s->fill_epoch)) {
 			if (!s->load_indefinitely) {
 				session_set_state(s, SESSION_EPOCH_END);
@@ -2000,7 +1693,7 @@ session_fill(struct session *s)
 		if ((i = ring_find(s->ring, SLOT_FREE)) == -1)
 			break;
 		sl = &s->ring->slot[i];
-		rows = sampler_epoch_step_rows(&s->sampler, s->fill_epoch,
+		rows = sampler_epoch_step_rows(&s->src.sampler, s->fill_epoch,
 		    s->fill_step);
 		ring_slot_set(s->ring, (uint32_t)i, SLOT_FILLING);
 		sl->seq = s->fill_seq++;
@@ -2013,22 +1706,6 @@ session_fill(struct session *s)
 			ring_slot_set(s->ring, (uint32_t)i, SLOT_READY);
 	}
 	session_prepare_later(s);
-}
-
-/* The slot holding the next step to deliver, or NULL. */
-static struct ring_slot *
-session_next_slot(struct session *s, uint32_t *index)
-{
-	uint32_t	i;
-
-	for (i = 0; i < s->ring->layout.slots; i++) {
-		if (s->ring->slot[i].state != SLOT_FREE &&
-		    s->ring->slot[i].seq == s->deliver_seq) {
-			*index = i;
-			return (&s->ring->slot[i]);
-		}
-	}
-	return (NULL);
 }
 
 /* Every step of the epoch went out: answer with EndOfData. */
@@ -2076,26 +1753,93 @@ session_data_wait(const struct session *s, uint64_t *wait_us,
 		*wait_us = *active_us;
 }
 
+/* What a waiting Next gets from a (failed) producer's slot @sl. */
+enum session_gate {
+	SESSION_GATE_STEP,	/* the step, if it is ready */
+	SESSION_GATE_WAIT,	/* a step before the failed one, filling */
+	SESSION_GATE_ERROR,	/* the failure */
+};
+
+/*
+ * Failed: the steps before the failed one still go out as they become
+ * ready (until the jobs are dropped); every other Next gets the error.
+ */
+static enum session_gate
+session_gate(const struct session *p, const struct ring_slot *sl)
+{
+	if (p->state != SESSION_FAILED)
+		return (SESSION_GATE_STEP);
+	if (sl != NULL && sl->seq < p->failed_seq &&
+	    sl->state == SLOT_FILLING && !p->jobs_dropped)
+		return (SESSION_GATE_WAIT);
+	if (sl == NULL || sl->seq >= p->failed_seq ||
+	    (sl->state != SLOT_READY && sl->state != SLOT_HELD))
+		return (SESSION_GATE_ERROR);
+	return (SESSION_GATE_STEP);
+}
+
+/*
+ * Answer the oldest waiting Next with slot @i of ring @r (held for @s
+ * already), numbered from @first_slot; with its ring when s->new_ring.
+ */
+static void
+session_send_step(struct session *s, const struct ring *r, uint32_t i,
+    uint32_t first_slot)
+{
+	const struct ring_slot	*sl = &r->slot[i];
+	struct session_step	 st;
+
+	memset(&st, 0, sizeof(st));
+	st.slot = i + first_slot;
+	st.epoch = sl->epoch;
+	st.step = sl->step;
+	st.rows = sl->rows;
+	st.new_ring = s->new_ring;
+	st.first_slot = first_slot;
+	st.ring_slots = r->layout.slots;
+	st.slot_bytes = r->layout.slot_bytes;
+	st.ring_bytes = r->layout.ring_bytes;
+	s->new_ring = false;
+	s->epoch = sl->epoch;
+	s->step = sl->step;
+	s->steps_delivered++;
+	s->rows_delivered += sl->rows;
+	s->ev.step(s->arg, session_pop(s), &st);
+}
+
+/* The slot of ring @r that holds step @seq, or NULL. */
+static struct ring_slot *
+session_find_seq(const struct ring *r, uint64_t seq, uint32_t *index)
+{
+	uint32_t	i;
+
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state != SLOT_FREE && r->slot[i].seq == seq) {
+			*index = i;
+			return (&r->slot[i]);
+		}
+	}
+	return (NULL);
+}
+
 /* Answer waiting Next requests with ready steps, in order. */
 static void
 session_deliver(struct session *s)
 {
-	struct session_step	 st;
 	struct ring_slot	*sl;
 	uint32_t		 i = 0;
 
 	while (s->nwaiting > 0) {
-		sl = session_next_slot(s, &i);
-		/* Failed: the steps before the failed one still go out. */
-		if (s->state == SESSION_FAILED && sl != NULL &&
-		    sl->seq < s->failed_seq && sl->state == SLOT_FILLING &&
-		    !s->jobs_dropped)
+		sl = session_find_seq(s->ring, s->deliver_seq, &i);
+		switch (session_gate(s, sl)) {
+		case SESSION_GATE_WAIT:
 			return;
-		if (s->state == SESSION_FAILED && (sl == NULL ||
-		    sl->seq >= s->failed_seq || sl->state != SLOT_READY)) {
+		case SESSION_GATE_ERROR:
 			s->ev.error(s->arg, session_pop(s),
 			    s->failure_code, s->failure);
 			continue;
+		case SESSION_GATE_STEP:
+			break;
 		}
 		if (sl == NULL && s->state == SESSION_EPOCH_END &&
 		    s->deliver_seq == s->fill_seq) {
@@ -2104,24 +1848,10 @@ session_deliver(struct session *s)
 		}
 		if (sl == NULL || sl->state != SLOT_READY)
 			return;
-		ring_slot_set(s->ring, i, SLOT_HELD);
+		ring_slot_hold(s->ring, i);
 		s->deliver_seq++;
 		pool_ring_delivered(s->pool_ring, s->deliver_seq);
-		s->epoch = sl->epoch;
-		s->step = sl->step;
-		s->steps_delivered++;
-		s->rows_delivered += sl->rows;
-		st.slot = i + s->first_slot;
-		st.epoch = sl->epoch;
-		st.step = sl->step;
-		st.rows = sl->rows;
-		st.new_ring = s->new_ring;
-		st.first_slot = s->first_slot;
-		st.ring_slots = s->ring->layout.slots;
-		st.slot_bytes = s->ring->layout.slot_bytes;
-		st.ring_bytes = s->ring->layout.ring_bytes;
-		s->new_ring = false;
-		s->ev.step(s->arg, session_pop(s), &st);
+		session_send_step(s, s->ring, i, s->first_slot);
 	}
 	session_wait_end(s);
 }
@@ -2135,7 +1865,6 @@ static void
 session_member_deliver(struct session *m)
 {
 	struct session		*p = m->group->producer;
-	struct session_step	 st;
 	struct ring_slot	*sl;
 	uint32_t		 i = 0;
 
@@ -2150,57 +1879,35 @@ session_member_deliver(struct session *m)
 			}
 			continue;
 		}
-		sl = NULL;
-		for (i = 0; i < p->ring->layout.slots; i++) {
-			if (p->ring->slot[i].state != SLOT_FREE &&
-			    p->ring->slot[i].seq == m->deliver_seq) {
-				sl = &p->ring->slot[i];
-				break;
-			}
-		}
-		/* Failed: the steps before the failed one still go out. */
-		if (p->state == SESSION_FAILED && sl != NULL &&
-		    sl->seq < p->failed_seq && sl->state == SLOT_FILLING &&
-		    !p->jobs_dropped)
-			break;
-		if (p->state == SESSION_FAILED && (sl == NULL ||
-		    sl->seq >= p->failed_seq || sl->state != SLOT_READY)) {
+		sl = session_find_seq(p->ring, m->deliver_seq, &i);
+		switch (session_gate(p, sl)) {
+		case SESSION_GATE_WAIT:
+			goto out;
+		case SESSION_GATE_ERROR:
 			m->ev.error(m->arg, session_pop(m), p->failure_code,
 			    p->failure);
 			continue;
-		}
-		if (sl == NULL || sl->state != SLOT_READY)
+		case SESSION_GATE_STEP:
 			break;
+		}
+		if (sl == NULL || !ring_slot_filled(p->ring, i))
+			break;
+		ring_slot_hold(p->ring, i);
 		m->shared_held |= session_group_bit(i);
 		m->deliver_seq++;
-		m->epoch = sl->epoch;
-		m->step = sl->step;
 		m->pos_epoch = sl->epoch;
 		m->pos_step = sl->step + 1;
-		if (m->pos_step >= sampler_epoch_steps(&p->sampler,
+		if (m->pos_step >= sampler_epoch_steps(&p->src.sampler,
 		    sl->epoch)) {
 			m->pos_epoch++;
 			m->pos_step = 0;
 			if (!m->load_indefinitely)
 				session_set_state(m, SESSION_EPOCH_END);
 		}
-		m->steps_delivered++;
-		m->rows_delivered += sl->rows;
-		memset(&st, 0, sizeof(st));
-		st.slot = i;
-		st.epoch = sl->epoch;
-		st.step = sl->step;
-		st.rows = sl->rows;
-		/* It rejoined: the group's ring goes with this Step. */
-		if (m->new_ring) {
-			st.new_ring = true;
-			st.ring_slots = p->ring->layout.slots;
-			st.slot_bytes = p->ring->layout.slot_bytes;
-			st.ring_bytes = p->ring->layout.ring_bytes;
-			m->new_ring = false;
-		}
-		m->ev.step(m->arg, session_pop(m), &st);
+		/* The group's ring, numbered from 0 (sent if it rejoined). */
+		session_send_step(m, p->ring, i, 0);
 	}
+out:
 	session_wait_end(m);
 }
 
@@ -2212,14 +1919,14 @@ session_next(struct session *s, struct session_req req,
 	uint32_t	nslots, held;
 	bool		ended;
 
-	ended = s->ring == NULL && (s->group == NULL || s->left);
-	if (s->group != NULL && s->left && !ended)
+	ended = s->reader == SESSION_ENDED;
+	if (s->reader == SESSION_LEFT && s->group != NULL)
 		(void)session_group_rejoin(s);
 	if (ended) {
 		/* Ended by its group (session_group_end()): it says why. */
 		nslots = 1;
 		held = 0;
-	} else if (s->group != NULL && !s->left) {
+	} else if (session_in_group(s)) {
 		nslots = s->group->producer->ring->layout.slots;
 		held = (uint32_t)__builtin_popcountll(s->shared_held);
 	} else {
@@ -2252,7 +1959,7 @@ session_next(struct session *s, struct session_req req,
 	}
 	if (s->state == SESSION_IDLE)
 		session_set_state(s, SESSION_FILLING);
-	if (s->group != NULL && !s->left) {
+	if (session_in_group(s)) {
 		session_group_start(s->group);
 		session_member_deliver(s);
 	} else {
@@ -2262,7 +1969,7 @@ session_next(struct session *s, struct session_req req,
 	/* Not answered at once: the client waits for data from now. */
 	if (s->nwaiting > 0 && s->wait_since_us == 0)
 		s->wait_since_us = clock_now_us();
-	if (s->group != NULL && !s->left)
+	if (session_in_group(s))
 		session_group_watch(s->group);
 	return (0);
 }
@@ -2277,6 +1984,7 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	if (g != NULL && slot < INFEED_MAX_GROUP_SLOTS &&
 	    (s->shared_held & session_group_bit(slot))) {
 		s->shared_held &= ~session_group_bit(slot);
+		ring_slot_unhold(g->producer->ring, slot);
 		session_group_settle(g);
 		return (0);
 	}
@@ -2288,8 +1996,10 @@ session_release(struct session *s, uint32_t slot, char **cause)
 		    "release only slots received in a Step, once each", slot);
 		return (-1);
 	}
+	/* Its only reader is done with it: it takes a later step. */
+	ring_slot_unhold(s->ring, slot - s->first_slot);
 	ring_slot_set(s->ring, slot - s->first_slot, SLOT_FREE);
-	if (g != NULL && !s->left) {
+	if (session_in_group(s)) {
 		session_own_ring_drop(s);
 		return (0);
 	}
@@ -2314,19 +2024,19 @@ session_reload(struct session *s, const struct catalogue *cat)
 	size_t	i;
 
 	/* The client's files are no part of the catalogue. */
-	if (s->own_ds)
+	if (s->src.own_ds)
 		return (0);
-	if (s->group != NULL && !s->producer &&
+	if (s->group != NULL && s->reader != SESSION_PRODUCER &&
 	    session_reload(s->group->producer, cat) == -1)
 		return (-1);
 	for (i = 0; i < cat->ndatasets; i++) {
-		if (cat->datasets[i] == s->ds)
+		if (cat->datasets[i] == s->src.ds)
 			break;
 	}
 	if (i == cat->ndatasets)
 		return (-1);
 	s->host.cat = cat;
-	s->ds_index = i;
+	s->src.ds_index = i;
 	if (s->pool_ring != NULL)
 		pool_ring_set_dataset(s->pool_ring, (uint32_t)i);
 	return (0);
@@ -2337,28 +2047,28 @@ void
 session_describe(const struct session *s, struct session_info *info)
 {
 	info->id = s->id;
-	info->combined_batch_size = s->sampler.cbs;
-	info->steps_per_epoch = s->sampler.steps_per_epoch;
-	info->last_step_rows = sampler_step_rows(&s->sampler,
-	    s->sampler.steps_per_epoch - 1);
-	info->start_epoch_steps = sampler_epoch_steps(&s->sampler,
+	info->combined_batch_size = s->src.sampler.cbs;
+	info->steps_per_epoch = s->src.sampler.steps_per_epoch;
+	info->last_step_rows = sampler_step_rows(&s->src.sampler,
+	    s->src.sampler.steps_per_epoch - 1);
+	info->start_epoch_steps = sampler_epoch_steps(&s->src.sampler,
 	    s->opts.start_epoch);
 	info->start_epoch_last_step_rows = info->start_epoch_steps == 0 ? 0 :
-	    sampler_epoch_step_rows(&s->sampler, s->opts.start_epoch,
+	    sampler_epoch_step_rows(&s->src.sampler, s->opts.start_epoch,
 	    info->start_epoch_steps - 1);
 	info->layout = session_view_ring(s)->layout;
 	info->group_id = s->group != NULL ? s->group->id : 0;
-	info->sample_dims = s->out_dims;
-	info->sample_shape = s->out_shape;
-	info->data_dtype = transform_out_dtype(&s->transform, s->ds);
-	info->sample_bytes = s->transform.out_sample_bytes;
+	info->sample_dims = s->src.out_dims;
+	info->sample_shape = s->src.out_shape;
+	info->data_dtype = transform_out_dtype(&s->src.transform, s->src.ds);
+	info->sample_bytes = s->src.transform.out_sample_bytes;
 }
 
 /* The ring the client maps now: its group's, or its own. */
 static const struct ring *
 session_view_ring(const struct session *s)
 {
-	return (s->group != NULL && !s->left ? s->group->producer->ring :
+	return (session_in_group(s) ? s->group->producer->ring :
 	    s->ring);
 }
 
@@ -2373,11 +2083,11 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_members = 0;
 	r->group_steps_filled = 0;
 	r->group_bytes_read = 0;
-	r->group_left = s->left;
+	r->group_left = session_left(s);
 	memset(r->group_leaves, 0, sizeof(r->group_leaves));
 	r->group_stays = r->group_rejoins = 0;
 	/* One that left shows its group while it holds slots there. */
-	if (s->group == NULL || (s->left && s->shared_held == 0))
+	if (s->group == NULL || (session_left(s) && s->shared_held == 0))
 		return;
 	p = s->group->producer;
 	r->group_id = s->group->id;
@@ -2387,11 +2097,11 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_members = s->group->nmembers;
 	r->group_steps_filled = p->fill_seq;
 	r->group_bytes_read = p->bytes_read;
-	if (s->left)
+	if (session_left(s))
 		return;
 	r->slots_ready = 0;
 	for (i = 0; i < p->ring->layout.slots; i++) {
-		if (p->ring->slot[i].state == SLOT_READY &&
+		if (ring_slot_filled(p->ring, i) &&
 		    p->ring->slot[i].seq >= s->deliver_seq)
 			r->slots_ready++;
 	}
@@ -2406,18 +2116,18 @@ session_report(const struct session *s, struct session_report *r)
 	uint64_t	elapsed;
 
 	r->id = s->id;
-	r->dataset = s->ds->name;
-	r->own_files = s->own_ds;
+	r->dataset = s->src.ds->name;
+	r->own_files = s->src.own_ds;
 	r->options = &s->opts;
 	r->client_pid = s->client.pid;
 	r->client_uid = s->client.uid;
 	r->epoch = s->epoch;
 	r->step = s->step;
 	session_group_report(s, r);
-	if (s->ring == NULL && (s->group == NULL || s->left)) {
+	if (s->reader == SESSION_ENDED) {
 		/* Ended by its group (session_group_end()). */
 		r->slots_ready = r->slots_held = r->slots = 0;
-	} else if (s->group == NULL || s->left) {
+	} else if (!session_in_group(s)) {
 		r->slots_ready = ring_count(s->ring, SLOT_READY);
 		r->slots_held = ring_count(s->ring, SLOT_HELD);
 		r->slots = s->ring->layout.slots;
@@ -2451,5 +2161,5 @@ session_id(const struct session *s)
 const char *
 session_dataset_name(const struct session *s)
 {
-	return (s->ds->name);
+	return (s->src.ds->name);
 }

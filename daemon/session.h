@@ -20,11 +20,12 @@
  * it, each step once; every member takes each step from its own position
  * (its epoch and step), and a slot is refilled once every member is past
  * it and none holds it, and not while the process of a member that held
- * it when its session ended lives (a kept step never changes).  The time the group is blocked (every slot
- * taken, a member waiting) is charged to the members it waits on; one
- * charged INFEED_GROUP_SLACK_MS within five times as long leaves: it gets
- * a ring of its own and goes on from its position (Step.new_ring), or,
- * with no room in the budget for one, is ended (its Nexts get why); so do
+ * it when its session ended lives (a kept step never changes).  The
+ * time the group is blocked (every slot taken, a member waiting) is
+ * charged to the members it waits on; one charged INFEED_GROUP_SLACK_MS
+ * within five times as long leaves: it gets a ring of its own and goes
+ * on from its position (Step.new_ring), or, with no room in the budget
+ * for one, is ended (its Nexts get why); so do
  * members that wait while only the slots those that left or ended hold
  * block the group.  One that left rejoins at a Next whose step the group
  * has ready (it caught up), holding at most one step of its own ring, and
@@ -40,73 +41,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "catalogue.h"
 #include "errcode.h"
 #include "pool.h"
 #include "ring.h"
-#include "sampler.h"
-#include "transform.h"
+#include "session-check.h"
 
-struct event_base;
 struct session;
-
-/*
- * What a client asks of its session (infeed.proto's LoaderOptions, which
- * peer.c converts): poptorch's options, with the defaults the protocol
- * gives for those not set; unchecked, session_new() judges them.
- */
-struct session_options {
-	uint32_t		batch_size;
-	uint32_t		device_iterations;
-	uint32_t		replication_factor;
-	uint32_t		gradient_accumulation;
-	bool			shuffle;
-	uint64_t		seed;
-	bool			drop_last;
-	uint32_t		num_workers;	/* 0: the whole pool */
-	bool			persistent_workers;	/* always, in fact */
-	uint32_t		buffer_size;	/* slots */
-	bool			load_indefinitely;
-	bool			early_preload;
-	uint32_t		process_id;
-	uint32_t		process_count;
-	bool			has_transform;
-	struct transform_spec	transform;
-	uint64_t		start_epoch;
-	uint64_t		start_step;
-	uint32_t		label_dtype;	/* enum infeed_dtype, or not */
-	/*
-	 * Elastic resume: start_epoch's finished stages, as many as asked
-	 * (more than INFEED_MAX_ELASTIC_STAGES are refused), of which the
-	 * first INFEED_MAX_ELASTIC_STAGES are kept.
-	 */
-	size_t			nstages;
-	struct sampler_stage	stages[INFEED_MAX_ELASTIC_STAGES];
-	bool			share;	/* may join a group (LoaderOptions) */
-};
-
-/* The client's own files, as its Attach describes them (Attach.files). */
-struct session_files {
-	uint32_t	data_format;	/* enum dataset_format */
-	uint32_t	labels_format;
-	uint32_t	dtype;		/* with has_dtype */
-	uint32_t	label_dtype;	/* with has_label_dtype */
-	bool		has_dtype;
-	bool		has_label_dtype;
-	size_t		ndim;		/* given: the first INFEED_MAX_DIMS */
-	uint64_t	shape[INFEED_MAX_DIMS];	/* are kept */
-};
-
-/*
- * An Attach request.  Its strings (the name, a transform's pipeline) are
- * borrowed from the frame, or a session_attach_copy()'s own.
- */
-struct session_attach {
-	char			*dataset;	/* a name; with files, its own */
-	struct session_options	 options;
-	bool			 has_files;
-	struct session_files	 files;
-};
 
 /* The request a Next answer belongs to (the client's request_id). */
 struct session_req {
@@ -141,85 +81,21 @@ struct session_events {
 		    const char *message);
 };
 
-/* What a session needs from the daemon. */
-struct session_host {
-	const struct catalogue	*cat;
-	struct pool		*pool;
-	struct ring_budget	*budget;
-	const char		*config_path;	/* for messages */
-	struct event_base	*base;	/* NULL: no shared groups (tests) */
-};
-
-/* Who attaches, for access control and logs. */
-struct session_client {
-	uint64_t	 peer_id;
-	pid_t		 pid;
-	uid_t		 uid;
-	gid_t		 gid;
-};
-
 /**
- * session_new() - attach to a dataset: check the client's access and
- * options, make the sampler, the ring and its pool registration.
+ * session_new() - attach to a dataset: judge the Attach (session_check():
+ * @fds, @nfds and @chk as it takes them; @chk NULL when no helper thread
+ * looked at it), then make the sampler, the ring and its pool
+ * registration, or join a shared group; with @host as it is now (a reload
+ * may have come while a helper thread checked).  Client files' dataset,
+ * and with it every copy of their descriptors, goes with the session.
  * Return: the session, or NULL with *@code and *@cause (malloc'd) set.
  */
 struct session	*session_new(const struct session_host *host,
 		    const struct session_client *client,
-		    const struct session_attach *a,
-		    const struct session_events *ev, void *arg,
-		    enum errcode *code, char **cause);
-
-/**
- * session_new_files() - session_new() for an Attach with files: the
- * client's files, whose @nfds descriptors @fds came with the frame (data,
- * then labels), are the session's own dataset; a->dataset only names it.
- * The descriptors are taken over (closed on failure too); the dataset,
- * and with it every copy of them, goes with the session.
- */
-struct session	*session_new_files(const struct session_host *host,
-		    const struct session_client *client,
 		    const struct session_attach *a, int *fds, size_t nfds,
+		    struct session_checked *chk,
 		    const struct session_events *ev, void *arg,
 		    enum errcode *code, char **cause);
-
-/* What a helper thread checked of an Attach (attach-check.h), or nothing. */
-struct session_checked {
-	struct dataset		*ds;		/* the client's files, or NULL */
-	struct dataset_files	 files;		/* ... as Attach.files says */
-	bool			 have_groups;	/* the client's groups: */
-	gid_t			*groups;
-	size_t			 ngroups;
-};
-
-/**
- * session_new_checked() - session_new() for an Attach whose client's files
- * were opened, or groups looked up, on a helper thread (@chk: its dataset
- * is taken over, chk->ds then NULL; the rest stays the caller's), and
- * whose ring memory settled: with @host as it is now (a reload may have
- * come meanwhile).
- */
-struct session	*session_new_checked(const struct session_host *host,
-		    const struct session_client *client,
-		    const struct session_attach *a, struct session_checked *chk,
-		    const struct session_events *ev, void *arg,
-		    enum errcode *code, char **cause);
-
-/**
- * session_files_check() - what Attach @a says of the client's files, and
- * the @nfds descriptors that came with it, read into @spec, or refused
- * (-1 with *@code and *@cause) before any descriptor is touched.
- */
-int		 session_files_check(const struct session_attach *a,
-		    size_t nfds, struct dataset_files *spec,
-		    enum errcode *code, char **cause);
-
-/**
- * session_attach_copy(), session_attach_clear() - a deep copy of @a, for
- * an Attach that outlives its frame; and freeing one.
- */
-void		 session_attach_copy(struct session_attach *dst,
-		    const struct session_attach *src);
-void		 session_attach_clear(struct session_attach *a);
 
 /**
  * session_free() - end the session: unregister and free the ring.  Next

@@ -479,8 +479,10 @@ START_TEST(test_slot_cycle_free_filling_ready_held_free)
 		ck_assert_int_eq(r->slot[1].state, SLOT_FILLING);
 		ring_slot_set(r, 1, SLOT_READY);
 		ck_assert_int_eq(r->slot[1].state, SLOT_READY);
-		ring_slot_set(r, 1, SLOT_HELD);
+		ring_slot_hold(r, 1);
 		ck_assert_int_eq(r->slot[1].state, SLOT_HELD);
+		ring_slot_unhold(r, 1);
+		ck_assert_int_eq(r->slot[1].state, SLOT_READY);
 		ring_slot_set(r, 1, SLOT_FREE);
 		ck_assert_int_eq(r->slot[1].state, SLOT_FREE);
 	}
@@ -489,25 +491,84 @@ START_TEST(test_slot_cycle_free_filling_ready_held_free)
 }
 END_TEST
 
-/* In the child: bring slot 1 to state (arg >> 2) the allowed way, then
- * ask for state (arg & 3). */
+/*
+ * A slot of a shared ring is HELD while any of its readers holds it, and
+ * READY again only once the last lets go: never refilled meanwhile.
+ */
+START_TEST(test_slot_held_until_its_last_holder_lets_go)
+{
+	struct ring	*r;
+
+	r = ring_ok(4, 8, 3);
+	ring_slot_set(r, 2, SLOT_FILLING);
+	ring_slot_set(r, 2, SLOT_READY);
+	ck_assert(ring_slot_filled(r, 2));
+	ring_slot_hold(r, 2);
+	ring_slot_hold(r, 2);
+	ring_slot_hold(r, 2);
+	ck_assert_uint_eq(r->slot[2].holders, 3);
+	ring_slot_unhold(r, 2);
+	ring_slot_unhold(r, 2);
+	ck_assert_int_eq(r->slot[2].state, SLOT_HELD);
+	ck_assert(ring_slot_filled(r, 2));
+	ck_assert_uint_eq(ring_count(r, SLOT_HELD), 1);
+	ring_slot_unhold(r, 2);
+	ck_assert_int_eq(r->slot[2].state, SLOT_READY);
+	ck_assert_uint_eq(r->slot[2].holders, 0);
+	ck_assert(!ring_slot_filled(r, 0));
+	ring_free(r);
+}
+END_TEST
+
+/*
+ * In the child: bring slot 1 to state (arg >> 2) the allowed way (HELD by
+ * two readers), then ask for state (arg & 3): HELD by one more holder.
+ */
 static void
 child_move(struct ring *r, int arg)
 {
 	enum slot_state	from = (enum slot_state)(arg >> 2);
 	enum slot_state	to = (enum slot_state)(arg & 3);
-	enum slot_state	st;
 
 	log_init("test-ring", 0);
-	for (st = SLOT_FREE; st != from; st = (enum slot_state)(st + 1))
-		ring_slot_set(r, 1, (enum slot_state)(st + 1));
-	ring_slot_set(r, 1, to);
+	if (from != SLOT_FREE)
+		ring_slot_set(r, 1, SLOT_FILLING);
+	if (from == SLOT_READY || from == SLOT_HELD)
+		ring_slot_set(r, 1, SLOT_READY);
+	if (from == SLOT_HELD) {
+		ring_slot_hold(r, 1);
+		ring_slot_hold(r, 1);
+	}
+	if (to == SLOT_HELD)
+		ring_slot_hold(r, 1);
+	else
+		ring_slot_set(r, 1, to);
+}
+
+/* In the child: let go of slot 1, held once, twice. */
+static void
+child_unhold_twice(struct ring *r, int arg)
+{
+	(void)arg;
+	log_init("test-ring", 0);
+	ring_slot_set(r, 1, SLOT_FILLING);
+	ring_slot_set(r, 1, SLOT_READY);
+	ring_slot_hold(r, 1);
+	ring_slot_unhold(r, 1);
+	ring_slot_unhold(r, 1);
 }
 
 START_TEST(test_slot_forbidden_transition_is_fatal)
 {
 	static const char *const names[] = { "FREE", "FILLING", "READY",
 	    "HELD" };
+	static const int allowed[4][4] = {
+		[SLOT_FREE][SLOT_FILLING] = 1,
+		[SLOT_FILLING][SLOT_READY] = 1,
+		[SLOT_READY][SLOT_FREE] = 1,
+		[SLOT_READY][SLOT_HELD] = 1,
+		[SLOT_HELD][SLOT_HELD] = 1,	/* one more holder */
+	};
 	struct ring	*r;
 	char		 err[4096], want[64];
 	int		 from, to, status;
@@ -517,7 +578,7 @@ START_TEST(test_slot_forbidden_transition_is_fatal)
 		for (to = SLOT_FREE; to <= SLOT_HELD; to++) {
 			status = run_in_child(child_move, r, from << 2 | to,
 			    err, sizeof(err));
-			if (to == (from + 1) % 4) {
+			if (allowed[from][to]) {
 				ck_assert_msg(WIFEXITED(status) &&
 				    WEXITSTATUS(status) == 0, "%s -> %s "
 				    "refused: %s", names[from], names[to],
@@ -527,13 +588,22 @@ START_TEST(test_slot_forbidden_transition_is_fatal)
 			ck_assert_msg(WIFEXITED(status) &&
 			    WEXITSTATUS(status) != 0, "%s -> %s was allowed",
 			    names[from], names[to]);
-			snprintf(want, sizeof(want), "slot 1 cannot go from "
-			    "state %d to %d", from, to);
+			if (to == SLOT_HELD)
+				snprintf(want, sizeof(want), "slot 1 cannot "
+				    "be held in state %d", from);
+			else
+				snprintf(want, sizeof(want), "slot 1 cannot "
+				    "go from state %d to %d", from, to);
 			ck_assert_msg(strstr(err, want) != NULL,
 			    "%s -> %s: said '%s'", names[from], names[to],
 			    err);
 		}
 	}
+	status = run_in_child(child_unhold_twice, r, 0, err, sizeof(err));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+	    "a slot held once was let go of twice");
+	ck_assert_msg(strstr(err, "slot 1 is not held") != NULL, "said '%s'",
+	    err);
 	/* The parent's copy never moved. */
 	ck_assert_uint_eq(ring_count(r, SLOT_FREE), 3);
 	ring_free(r);
@@ -590,7 +660,7 @@ START_TEST(test_find_and_count_by_state)
 	ring_slot_set(r, 3, SLOT_READY);
 	ring_slot_set(r, 4, SLOT_FILLING);
 	ring_slot_set(r, 4, SLOT_READY);
-	ring_slot_set(r, 4, SLOT_HELD);
+	ring_slot_hold(r, 4);
 	ck_assert_int_eq(ring_find(r, SLOT_FREE), 1);
 	ck_assert_int_eq(ring_find(r, SLOT_FILLING), 0);
 	ck_assert_int_eq(ring_find(r, SLOT_READY), 3);
@@ -931,7 +1001,7 @@ ring_held_by(pid_t pid, uid_t uid, uint64_t rows, uint64_t row_bytes)
 	memset(r->mem->map, 0x5a, r->mem->bytes);
 	ring_slot_set(r, 0, SLOT_FILLING);
 	ring_slot_set(r, 0, SLOT_READY);
-	ring_slot_set(r, 0, SLOT_HELD);
+	ring_slot_hold(r, 0);
 	return (r);
 }
 
@@ -1192,6 +1262,7 @@ ring_suite(void)
 	tc = tcase_create("slots");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_slot_cycle_free_filling_ready_held_free);
+	tcase_add_test(tc, test_slot_held_until_its_last_holder_lets_go);
 	tcase_add_test(tc, test_slot_forbidden_transition_is_fatal);
 	tcase_add_test(tc, test_slot_index_out_of_range_is_fatal);
 	tcase_add_test(tc, test_find_and_count_by_state);

@@ -232,7 +232,8 @@ try_attach(const char *name, enum errcode *code)
 	a.dataset = (char *)(uintptr_t)name;
 	free(cause);
 	cause = NULL;
-	return (session_new(&host, &client, &a, &events, NULL, code, &cause));
+	return (session_new(&host, &client, &a, NULL, 0, NULL, &events, NULL,
+	    code, &cause));
 }
 
 /* Attach to @name, which must work; map the ring as a client would and

@@ -120,7 +120,8 @@ attach(const char *name, const struct session_options *o)
 	char			*cause = NULL;
 
 	a.dataset = (char *)(uintptr_t)name;
-	s = session_new(&host, &client, &a, &events, NULL, &code, &cause);
+	s = session_new(&host, &client, &a, NULL, 0, NULL, &events, NULL,
+	    &code, &cause);
 	ck_assert_msg(s != NULL, "attach to %s: %s", name, cause);
 	return (s);
 }
@@ -146,7 +147,7 @@ attach_files(const char *name)
 	a.files.dtype = INFEED_DTYPE_UINT8;
 	a.files.ndim = 1;
 	a.files.shape[0] = 4;
-	s = session_new_files(&host, &client, &a, &fd, 1, &events, NULL,
+	s = session_new(&host, &client, &a, &fd, 1, NULL, &events, NULL,
 	    &code, &cause);
 	ck_assert_msg(s != NULL, "attach to files %s: %s", name, cause);
 	return (s);
