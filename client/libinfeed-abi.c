@@ -45,7 +45,7 @@ _Static_assert(sizeof(struct infeed_elastic_stage) ==
     FIELD_END(struct infeed_elastic_stage, steps_done),
     "infeed_elastic_stage has tail padding");
 _Static_assert(sizeof(struct infeed_state) ==
-    FIELD_END(struct infeed_state, slots), "infeed_state has tail padding");
+    FIELD_END(struct infeed_state, reserved1), "infeed_state has tail padding");
 
 /*
  * Write the library's @have bytes at @src to the caller's @size bytes at

@@ -164,6 +164,10 @@ struct infeed {
 	bool			 attached;
 	bool			 eod_owed;	/* the epoch's last step went */
 	uint64_t		 session_id;
+	uint64_t		 group_id;	/* Attached's; 0: none */
+	bool			 own_ring;	/* the ring read is the
+						   session's own, not its
+						   group's */
 	uint64_t		 steps_per_epoch;
 	uint64_t		 start_epoch_steps; /* of opts.start_epoch */
 	uint64_t		 next_epoch;	/* the step the session gives */

@@ -130,6 +130,8 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	}
 	f->attached = true;
 	f->session_id = at.info.session_id;
+	f->group_id = at.group_id;
+	f->own_ring = at.group_id == 0;
 	f->steps_per_epoch = at.info.steps_per_epoch;
 	f->start_epoch_steps = at.info.start_epoch_steps;
 	/* A daemon that knows no stages ignored them: its order is wrong. */
@@ -315,9 +317,13 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 		return (INFEED_END_OF_DATA);
 	}
 	/* The session left its shared group (or rejoined): a ring comes. */
-	if (reply.new_ring &&
-	    (r = infeed_ring_remap(f, &reply.ring)) != INFEED_OK)
-		return (r);
+	if (reply.new_ring) {
+		if ((r = infeed_ring_remap(f, &reply.ring)) != INFEED_OK)
+			return (r);
+		/* A member's ring moves between its group's and its own. */
+		if (f->group_id != 0)
+			f->own_ring = !f->own_ring;
+	}
 	if ((base = infeed_ring_take(&f->ring, reply.slot)) == NULL)
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "step in slot %u "
 		    "is outside the ring", reply.slot));
@@ -417,6 +423,9 @@ infeed_state_whole(const struct infeed *f, struct infeed_state *st)
 		st->session_id = f->session_id;
 		st->slots = f->ring.slots;
 		st->slots_held = infeed_ring_held_count(&f->ring);
+		st->group_id = f->group_id;
+		st->first_slot = f->ring.first_slot;
+		st->own_ring = f->own_ring;
 	}
 	st->next_epoch = f->next_epoch;
 	st->next_step = f->next_step;

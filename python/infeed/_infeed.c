@@ -74,9 +74,6 @@ typedef struct {
 	PyObject		*from_dlpack;	/* torch's, or NULL */
 	PyObject		*inference_mode; /* torch's check, or NULL */
 	bool			 writable;	/* copy-on-write mapping */
-	bool			 shared;	/* may be in a group */
-	bool			 own_ring;	/* the last step was of its
-						   own ring, having left */
 	/* Tensors made ahead for full steps, by slot (none: NULL). */
 	struct spare_slot	*spare;
 	uint32_t		 nspare_slots;
@@ -768,8 +765,6 @@ client_attach(ClientObject *self, const char *dataset, PyObject *opts,
 	memcpy(self->sample_shape, info.sample_shape,
 	    sizeof(self->sample_shape));
 	self->writable = o.copy_on_write;
-	self->shared = o.share;
-	self->own_ring = false;
 	return (info_dict(&info));
 }
 
@@ -961,19 +956,23 @@ client_state(ClientObject *self)
 }
 
 /*
- * Whether session @id left its shared group, as the daemon's Stats say
- * (asked only when every slot is held): the steps it holds are then of
- * the group's ring, and its next Step brings a ring of its own.
+ * Whether the session of @state left its shared group: the steps it holds
+ * are then of the group's ring, and its next Step brings a ring of its
+ * own.  libinfeed's state says whether it reads its group's ring; only
+ * then, and only when every slot of it is held, are the daemon's Stats
+ * asked, for the daemon tells a member it left only in the Step that
+ * answers its next Next.
  */
 static bool
-client_left_group(ClientObject *self, uint64_t id)
+client_left_group(ClientObject *self, const struct infeed_state *state)
 {
 	struct infeed_stats	*st = NULL;
+	uint64_t		 id = state->session_id;
 	bool			 left = false;
 	size_t			 i;
 	int			 r;
 
-	if (!self->shared || self->own_ring)
+	if (state->group_id == 0 || state->own_ring)
 		return (false);
 	Py_BEGIN_ALLOW_THREADS
 	r = infeed_get_stats(self->f, &st);
@@ -1009,7 +1008,7 @@ client_take(ClientObject *self, double timeout_s, struct infeed_step *st)
 		return (-1);
 	}
 	if (!state.next_pending && state.slots_held >= state.slots &&
-	    !client_left_group(self, state.session_id)) {
+	    !client_left_group(self, &state)) {
 		self->busy = 0;
 		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
 		    "is held by a step you still reference (its data or "
@@ -1031,8 +1030,6 @@ client_take(ClientObject *self, double timeout_s, struct infeed_step *st)
 			raise_infeed(self, r);
 		return (-1);
 	}
-	/* A step of its own ring: the session left its group (for now). */
-	self->own_ring = st->slot >= state.slots;
 	return (1);
 }
 
@@ -1726,7 +1723,9 @@ Client_get_held(ClientObject *self, void *closure)
 /*
  * state() -> dict: where the session is, as libinfeed knows it: attached,
  * epoch and step (the step it gives next), end_of_data_owed (the epoch's
- * last step went out; its EndOfData comes first), next_pending.
+ * last step went out; its EndOfData comes first), next_pending, group_id
+ * (its shared group, 0: none) and own_ring (the ring it reads is its own:
+ * no group, or it left it).
  */
 static PyObject *
 Client_state(ClientObject *self, PyObject *unused)
@@ -1737,12 +1736,14 @@ Client_state(ClientObject *self, PyObject *unused)
 		return (NULL);
 	st = client_state(self);
 	self->busy = 0;
-	return (Py_BuildValue("{s:O,s:K,s:K,s:O,s:O}",
+	return (Py_BuildValue("{s:O,s:K,s:K,s:O,s:O,s:K,s:O}",
 	    "attached", st.attached ? Py_True : Py_False,
 	    "epoch", (unsigned long long)st.next_epoch,
 	    "step", (unsigned long long)st.next_step,
 	    "end_of_data_owed", st.end_of_data_owed ? Py_True : Py_False,
-	    "next_pending", st.next_pending ? Py_True : Py_False));
+	    "next_pending", st.next_pending ? Py_True : Py_False,
+	    "group_id", (unsigned long long)st.group_id,
+	    "own_ring", st.own_ring ? Py_True : Py_False));
 }
 
 static PyMethodDef Client_methods[] = {

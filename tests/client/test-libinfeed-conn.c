@@ -392,17 +392,29 @@ START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
 }
 END_TEST
 
+/* infeedd answers a Detach. */
+static void
+peer_detached(void)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT;
+	Infeed__Detached dd = INFEED__DETACHED__INIT;
+
+	fr.msg_case = INFEED__FRAME__MSG_DETACHED;
+	fr.detached = &dd;
+	peer_send(&fr, INFEED_ID_CALL);
+}
+
 /*
  * infeedd answers the Attach with an Attached of a one-slot ring (a memfd
  * it passes along) and, when @elastic, start_epoch_steps (an older daemon
- * sends none); then the Detached of a Detach, if one comes.
+ * sends none), of shared group @group_id (0: none); then, when @detached,
+ * the Detached of a Detach, if one comes.
  */
 static void
-peer_attached(bool elastic)
+peer_attached_group(bool elastic, uint64_t group_id, bool detached)
 {
-	Infeed__Frame	 fr = INFEED__FRAME__INIT, dfr = INFEED__FRAME__INIT;
+	Infeed__Frame	 fr = INFEED__FRAME__INIT;
 	Infeed__Attached at = INFEED__ATTACHED__INIT;
-	Infeed__Detached dd = INFEED__DETACHED__INIT;
 	uint8_t		*buf;
 	size_t		 len;
 	int		 fd;
@@ -418,6 +430,8 @@ peer_attached(bool elastic)
 	at.has_start_epoch_steps = at.has_start_epoch_last_step_rows = elastic;
 	at.start_epoch_steps = 20;
 	at.start_epoch_last_step_rows = 4;
+	at.has_group_id = group_id != 0;
+	at.group_id = group_id;
 	fr.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	fr.attached = &at;
 	fr.has_request_id = 1;
@@ -427,10 +441,74 @@ peer_attached(bool elastic)
 	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
 	free(buf);
 	close(fd);
-	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
-	dfr.detached = &dd;
-	peer_send(&dfr, INFEED_ID_CALL);
+	if (detached)
+		peer_detached();
 }
+
+/* An Attached of no group, then a Detached (see peer_attached_group). */
+static void
+peer_attached(bool elastic)
+{
+	peer_attached_group(elastic, 0, true);
+}
+
+/*
+ * Issue 34, item 4: infeed_state says the session's group and whether the
+ * ring it reads is its own, and from which slot number, so a binding
+ * decodes no slot number: a member's ring moves to its own when a Step
+ * brings one (it left the group) and back when the next brings the
+ * group's (it rejoined).
+ */
+START_TEST(state_follows_the_group_and_the_ring_it_reads)
+{
+	struct infeed_options	o;
+	struct infeed_state	st;
+	struct infeed_step	step;
+	int			fd;
+
+	infeed_options_init(&o);
+	peer_attached_group(true, 7, false);
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.group_id, 7);
+	ck_assert(!st.own_ring);
+	ck_assert_uint_eq(st.first_slot, 0);
+	/* It left its group: its own ring, numbered from slot 1. */
+	peer_step_fd(INFEED_ID_NEXT, 1, fd = ring_memfd(0));
+	close(fd);
+	ck_assert_msg(infeed_next(f, &step) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.group_id, 7);
+	ck_assert(st.own_ring);
+	ck_assert_uint_eq(st.first_slot, 1);
+	ck_assert_uint_eq(st.slots_held, 1);
+	/* It rejoined: the group's ring again. */
+	ck_assert_int_eq(infeed_release(f, &step), INFEED_OK);
+	peer_step_fd(INFEED_ID_NEXT, 0, fd = ring_memfd(0));
+	close(fd);
+	ck_assert_msg(infeed_next(f, &step) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert(!st.own_ring);
+	ck_assert_uint_eq(st.first_slot, 0);
+	ck_assert_int_eq(infeed_release(f, &step), INFEED_OK);
+	peer_detached();
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	/* Detached: no group, no ring. */
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert(!st.attached && !st.own_ring);
+	ck_assert_uint_eq(st.group_id, 0);
+	/* A session of no group reads its own ring. */
+	peer_attached_group(true, 0, false);
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.group_id, 0);
+	ck_assert(st.own_ring);
+}
+END_TEST
 
 /*
  * Elastic resume and an older daemon: its Attached has no
@@ -491,6 +569,14 @@ START_TEST(state_reports_the_pending_next_in_any_callers_size)
 	ck_assert_uint_eq(((struct infeed_state *)(void *)buf)->struct_size,
 	    cut);
 	ck_assert_uint_eq(buf[cut], 0xa5);
+	/* A 1.9 caller's: it ends before the group and ring (1.10). */
+	cut = FIELD_END(struct infeed_state, slots);
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
+	    (void *)buf, cut), INFEED_OK);
+	ck_assert_uint_eq(((struct infeed_state *)(void *)buf)->struct_size,
+	    cut);
+	ck_assert_uint_eq(buf[cut], 0xa5);
 	/* A newer caller's: the bytes past ours zeroed. */
 	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
 	    (void *)buf, sizeof(buf)), INFEED_OK);
@@ -519,6 +605,7 @@ libinfeed_conn_suite(void)
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
 	tcase_add_test(tc, a_forgotten_steps_ring_is_closed_never_mapped);
 	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
+	tcase_add_test(tc, state_follows_the_group_and_the_ring_it_reads);
 	suite_add_tcase(s, tc);
 	return (s);
 }
