@@ -6,6 +6,10 @@
  * the reply of a later request, and a refused Release is reported by that
  * later call.  Replies are told apart by the request ids below.
  *
+ * The Next's reply is read into a plain struct infeed_next_reply here, so
+ * no frame goes above the protocol's edge (this file and
+ * libinfeed-proto.c, which builds the other requests).
+ *
  * The outstanding Next has a state of its own (enum infeed_next_state):
  * pending while its reply is unread (a wait that timed out, a refused
  * Release reported first), held when its reply was read but a refused

@@ -2,9 +2,11 @@
 /*
  * libinfeed: see infeed.h for the contract, libinfeed-private.h for the
  * files it is made of.  This one is the session: connect, attach, next,
- * release, detach, over the connection (libinfeed-conn.c) and the ring
- * (libinfeed-ring.c), with whole structs only (libinfeed-abi.c widens
- * the caller's).
+ * release, detach, over the protocol's edge (libinfeed-proto.c and the
+ * connection, libinfeed-conn.c, which read frames into plain structs: no
+ * frame reaches this file) and the ring (libinfeed-ring.c), with whole
+ * structs only (libinfeed-abi.c widens the caller's).  It knows which
+ * ring the session reads (its group's or its own) for infeed_state.
  *
  * Resume: the handle remembers where it is (the next epoch and step) and
  * how it attached, so when the daemon goes away infeed_next can reconnect
