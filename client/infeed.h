@@ -588,6 +588,18 @@ struct infeed_state {
 						   comes before next_epoch */
 	uint8_t		reserved0;		/* 0 */
 	uint32_t	slots;			/* of the session's ring */
+	/*
+	 * Since libinfeed 1.10, the session's group and ring, so a binding
+	 * decodes no slot number: the shared group it joined (Attached; 0:
+	 * none), whether the ring it reads now is its own (not in a group,
+	 * or it left its group: a Step brought that ring; false again once
+	 * a Step brings the group's back), and the step slot number of the
+	 * ring's first slot (slots numbers from it).
+	 */
+	uint64_t	group_id;
+	uint32_t	first_slot;
+	bool		own_ring;
+	uint8_t		reserved1[3];		/* 0 */
 };
 
 /**

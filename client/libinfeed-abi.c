@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libinfeed-conn.h"
+#include "libinfeed-private.h"
 #include "number.h"
 
 /*
@@ -45,7 +45,7 @@ _Static_assert(sizeof(struct infeed_elastic_stage) ==
     FIELD_END(struct infeed_elastic_stage, steps_done),
     "infeed_elastic_stage has tail padding");
 _Static_assert(sizeof(struct infeed_state) ==
-    FIELD_END(struct infeed_state, slots), "infeed_state has tail padding");
+    FIELD_END(struct infeed_state, reserved1), "infeed_state has tail padding");
 
 /*
  * Write the library's @have bytes at @src to the caller's @size bytes at
@@ -102,77 +102,38 @@ infeed_dataset_clear(struct infeed_dataset *d, size_t size)
 		free(d->type);
 }
 
-/* One catalogue entry from its DatasetInfo; -1 without memory. */
-static int
-infeed_dataset_from(struct infeed_dataset *d, const Infeed__DatasetInfo *di)
-{
-	size_t	j;
-
-	memset(d, 0, sizeof(*d));
-	d->struct_size = sizeof(*d);
-	d->name = strdup(di->name);
-	d->type = strdup(di->type ? di->type : "");
-	d->samples = di->samples;
-	d->ndim = di->n_shape < INFEED_MAX_DIMS ? (uint32_t)di->n_shape :
-	    INFEED_MAX_DIMS;
-	for (j = 0; j < d->ndim; j++)
-		d->shape[j] = di->shape[j];
-	d->dtype = di->dtype;
-	d->label_dtype = di->label_dtype;
-	d->classes = di->classes;
-	if (d->name == NULL || d->type == NULL) {
-		infeed_dataset_clear(d, sizeof(*d));
-		return (-1);
-	}
-	return (0);
-}
-
 /* Fetch the catalogue as an array of the caller's @size per entry. */
 int
 infeed_list_datasets_size(struct infeed *f, struct infeed_dataset **list,
     size_t *n, size_t size)
 {
-	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
-	Infeed__ListDatasets	 ld = INFEED__LIST_DATASETS__INIT;
-	Infeed__DatasetList	*dl;
-	struct infeed_dataset	 d, *e;
+	struct infeed_dataset	*whole, *e;
 	uint8_t			*out;
-	size_t			 i, k;
+	size_t			 i, k, count;
 	int			 r;
 
 	if ((r = infeed_check_out_size(f, "struct infeed_dataset", size)) !=
 	    INFEED_OK)
 		return (r);
-	fr.msg_case = INFEED__FRAME__MSG_LIST_DATASETS;
-	fr.list_datasets = &ld;
-	if ((r = infeed_conn_call(f, &fr, INFEED__FRAME__MSG_DATASET_LIST,
-	    &reply)) != INFEED_OK)
+	if ((r = infeed_proto_datasets(f, &whole, &count)) != INFEED_OK)
 		return (r);
-	dl = reply->dataset_list;
-	if ((out = calloc(dl->n_datasets + 1, size)) == NULL) {
-		infeed__frame__free_unpacked(reply, NULL);
+	if ((out = calloc(count + 1, size)) == NULL) {
+		infeed_datasets_free_size(whole, count, sizeof(*whole));
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
 	}
-	for (i = 0; i < dl->n_datasets; i++) {
-		if (infeed_dataset_from(&d, dl->datasets[i]) == -1) {
-			infeed_datasets_free_size((struct infeed_dataset *)
-			    (void *)out, i, size);
-			infeed__frame__free_unpacked(reply, NULL);
-			return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of "
-			    "memory"));
-		}
+	for (i = 0; i < count; i++) {
 		e = (struct infeed_dataset *)(void *)(out + i * size);
-		k = infeed_put(e, size, &d, sizeof(d));
+		k = infeed_put(e, size, &whole[i], sizeof(whole[i]));
 		e->struct_size = (uint32_t)k;
 		/* Strings past the caller's struct were not handed over. */
 		if (k < FIELD_END(struct infeed_dataset, name))
-			free(d.name);
+			free(whole[i].name);
 		if (k < FIELD_END(struct infeed_dataset, type))
-			free(d.type);
+			free(whole[i].type);
 	}
-	*n = dl->n_datasets;
+	free(whole);
+	*n = count;
 	*list = (struct infeed_dataset *)(void *)out;
-	infeed__frame__free_unpacked(reply, NULL);
 	return (INFEED_OK);
 }
 

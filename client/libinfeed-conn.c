@@ -6,6 +6,10 @@
  * the reply of a later request, and a refused Release is reported by that
  * later call.  Replies are told apart by the request ids below.
  *
+ * The Next's reply is read into a plain struct infeed_next_reply here, so
+ * no frame goes above the protocol's edge (this file and
+ * libinfeed-proto.c, which builds the other requests).
+ *
  * The outstanding Next has a state of its own (enum infeed_next_state):
  * pending while its reply is unread (a wait that timed out, a refused
  * Release reported first), held when its reply was read but a refused
@@ -67,9 +71,6 @@ infeed_conn_take_fd(struct infeed_conn *c)
 static void
 infeed_conn_next_clear(struct infeed_conn *c)
 {
-	if (c->held != NULL)
-		infeed__frame__free_unpacked(c->held, NULL);
-	c->held = NULL;
 	infeed_conn_fd_close(&c->held_fd);
 	c->next = INFEED_NEXT_NONE;
 }
@@ -406,6 +407,32 @@ infeed_conn_open(struct infeed *f, const char *path, const char *name)
 	return (INFEED_OK);
 }
 
+/* The Step or EndOfData @fr, read into *@out. */
+static void
+infeed_next_reply_from(struct infeed_next_reply *out, const Infeed__Frame *fr)
+{
+	const Infeed__Ring	*ring;
+
+	memset(out, 0, sizeof(*out));
+	if (fr->msg_case == INFEED__FRAME__MSG_END_OF_DATA) {
+		out->end_of_data = true;
+		out->epoch = fr->end_of_data->epoch;
+		return;
+	}
+	out->slot = fr->step->slot;
+	out->epoch = fr->step->epoch;
+	out->step = fr->step->step;
+	out->rows = fr->step->rows;
+	/* The session left its shared group (or rejoined): a ring comes. */
+	if ((ring = fr->step->ring) != NULL) {
+		out->new_ring = true;
+		out->ring.ring_bytes = ring->ring_bytes;
+		out->ring.slot_bytes = ring->slot_bytes;
+		out->ring.slots = ring->slots;
+		out->ring.first_slot = ring->first_slot;
+	}
+}
+
 /*
  * The reply to the Next, sending one unless one is outstanding; wait up
  * to @timeout_ms.  The Next stays outstanding after INFEED_TIMEOUT and
@@ -413,9 +440,10 @@ infeed_conn_open(struct infeed *f, const char *path, const char *name)
  * it had come); a failed connection forgets it (a resume asks again).
  */
 int
-infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
+infeed_conn_next(struct infeed *f, struct infeed_next_reply *reply,
+    int timeout_ms)
 {
-	Infeed__Frame	fr = INFEED__FRAME__INIT;
+	Infeed__Frame	fr = INFEED__FRAME__INIT, *got;
 	Infeed__Next	nx = INFEED__NEXT__INIT;
 	bool		answered, refused;
 	int		r;
@@ -423,7 +451,6 @@ infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
 	switch (f->conn.next) {
 	case INFEED_NEXT_HELD:
 		*reply = f->conn.held;
-		f->conn.held = NULL;
 		infeed_conn_fd_close(&f->conn.reply_fd);
 		f->conn.reply_fd = f->conn.held_fd;
 		f->conn.held_fd = -1;
@@ -442,18 +469,22 @@ infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
 		break;
 	}
 	r = infeed_conn_read_reply(f, INFEED__FRAME__MSG_STEP,
-	    INFEED__FRAME__MSG_END_OF_DATA, reply, timeout_ms, &answered,
+	    INFEED__FRAME__MSG_END_OF_DATA, &got, timeout_ms, &answered,
 	    &refused);
 	if (answered || (r != INFEED_TIMEOUT && r != INFEED_ERR_DAEMON))
 		f->conn.next = INFEED_NEXT_NONE;
-	if (r == INFEED_OK && refused) {
+	if (r != INFEED_OK)
+		return (r);
+	infeed_next_reply_from(reply, got);
+	infeed__frame__free_unpacked(got, NULL);
+	if (refused) {
 		/* Keep the step for the next call; report the release. */
 		f->conn.held = *reply;
 		f->conn.held_fd = infeed_conn_take_fd(&f->conn);
 		f->conn.next = INFEED_NEXT_HELD;
 		return (INFEED_ERR_DAEMON);
 	}
-	return (r);
+	return (INFEED_OK);
 }
 
 /*
@@ -465,33 +496,33 @@ infeed_conn_next(struct infeed *f, Infeed__Frame **reply, int timeout_ms)
 void
 infeed_conn_next_give_back(struct infeed *f)
 {
-	Infeed__Frame	*reply = NULL;
-	bool		 answered = false, refused;
-	int		 r;
+	struct infeed_next_reply reply;
+	Infeed__Frame		*got;
+	bool			 answered = false, refused;
+	int			 r = INFEED_ERR_CLOSED;
 
 	if (f->conn.next == INFEED_NEXT_HELD) {
 		reply = f->conn.held;
-		f->conn.held = NULL;
 		answered = true;
+		r = INFEED_OK;
 	} else if (f->conn.next == INFEED_NEXT_PENDING) {
 		/* A refused Release on the way matters no more. */
 		do
 			r = infeed_conn_read_reply(f, INFEED__FRAME__MSG_STEP,
-			    INFEED__FRAME__MSG_END_OF_DATA, &reply, 0,
+			    INFEED__FRAME__MSG_END_OF_DATA, &got, 0,
 			    &answered, &refused);
 		while (r == INFEED_ERR_DAEMON && !answered);
-		if (r != INFEED_OK)
-			reply = NULL;
+		if (r == INFEED_OK) {
+			infeed_next_reply_from(&reply, got);
+			infeed__frame__free_unpacked(got, NULL);
+		}
 	}
 	if (!answered)
 		return;
 	infeed_conn_next_clear(&f->conn);
 	infeed_conn_fd_close(&f->conn.reply_fd);
-	if (reply == NULL)
-		return;
-	if (reply->msg_case == INFEED__FRAME__MSG_STEP)
-		(void)infeed_conn_release(f, reply->step->slot);
-	infeed__frame__free_unpacked(reply, NULL);
+	if (r == INFEED_OK && !reply.end_of_data)
+		(void)infeed_conn_release(f, reply.slot);
 }
 
 /*

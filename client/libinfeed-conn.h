@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The connection's calls that take and give frames (libinfeed-conn.c),
- * for the files above it in libinfeed-private.h's list.  It alone brings
- * in the protobuf codec (proto/wire.h): the files below the connection
- * (the ring, the error) include libinfeed-private.h only and see plain C,
- * as tests/check-layers --client checks.
+ * for the files of the protocol's edge (libinfeed-private.h's "Frames:"
+ * line).  It alone brings in the protobuf codec (proto/wire.h): every
+ * other file includes libinfeed-private.h only and sees plain C, as
+ * tests/check-layers --client checks.
  */
 #ifndef INFEED_LIBINFEED_CONN_H
 #define INFEED_LIBINFEED_CONN_H
@@ -27,12 +27,5 @@ int	infeed_conn_call(struct infeed *f, Infeed__Frame *fr,
 	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
 int	infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
 	    Infeed__Frame__MsgCase want, Infeed__Frame **reply);
-
-/*
- * The reply to the Next, sending one unless one is outstanding, within
- * @timeout_ms.
- */
-int	infeed_conn_next(struct infeed *f, Infeed__Frame **reply,
-	    int timeout_ms);
 
 #endif /* INFEED_LIBINFEED_CONN_H */

@@ -12,17 +12,24 @@
  *				on as whole structs
  *	libinfeed.c		the session: connect, attach, next, release,
  *				detach, resume after a daemon restart
+ *	libinfeed-proto.c	the protocol's edge for the session's calls:
+ *				Attach, Detach and ListDatasets built from
+ *				plain structs, their replies read into them
  *	libinfeed-conn.c	the connection: frames and the descriptor
  *				each carried, request ids, the outstanding
- *				Next's reply state
+ *				Next's reply state (a Step read into a
+ *				plain struct)
  *	libinfeed-ring.c	the ring's mapping, rings of ended sessions,
  *				copy-on-write restore
  *	libinfeed-error.c	the handle's last error, which all of them set
  *
- * The protocol's frames stop at the connection: only the files above it
- * include libinfeed-conn.h, which declares its calls that take and give
- * frames (and so proto/wire.h and protobuf); the ring and the error see
- * plain C (tests/check-layers --client).
+ * The protocol's frames stop at its edge, as the daemon's stop at peer.c:
+ * only the files named on the next line include libinfeed-conn.h, which
+ * declares the connection's calls that take and give frames (and so
+ * proto/wire.h and protobuf), and name a protobuf type; every other file
+ * sees the plain structs below (tests/check-layers --client).
+ *
+ * Frames: libinfeed-stats.c libinfeed-proto.c libinfeed-conn.c
  */
 #ifndef INFEED_LIBINFEED_PRIVATE_H
 #define INFEED_LIBINFEED_PRIVATE_H
@@ -50,6 +57,9 @@
 #define INFEED_ID_NEXT		2
 #define INFEED_ID_CALL		3
 
+/* ErrorCode NOT_FOUND (infeed.proto): the daemon ended the session. */
+#define INFEED_DAEMON_NOT_FOUND	5
+
 /*
  * The outstanding Next, as the connection knows it.  Replies come in the
  * order of the requests; a Next's reply may be left unread (a wait that
@@ -63,6 +73,39 @@ enum infeed_next_state {
 				   refused Release was reported first */
 };
 
+/* A ring as Attached (or a Step's new ring) describes it. */
+struct infeed_ring_shape {
+	uint64_t	ring_bytes;
+	uint64_t	slot_bytes;
+	uint64_t	data_offset;	/* Attached's alone: */
+	uint64_t	labels_offset;
+	uint64_t	indices_offset;
+	uint32_t	slots;
+	uint32_t	first_slot;	/* a Step's ring's alone */
+	int		label_dtype;	/* INT32 or INT64; Attached's alone */
+};
+
+/* A Next's reply, as the connection read it: a Step or an EndOfData. */
+struct infeed_next_reply {
+	bool			 end_of_data;	/* of epoch @epoch */
+	bool			 new_ring;	/* @ring: the session moved */
+	uint32_t		 slot;
+	uint64_t		 epoch;
+	uint64_t		 step;
+	uint64_t		 rows;
+	struct infeed_ring_shape ring;		/* with new_ring */
+};
+
+/* Attached, as libinfeed-proto.c read it. */
+struct infeed_attached {
+	struct infeed_session_info info;	/* whole */
+	struct infeed_ring_shape ring;
+	uint64_t		 group_id;	/* 0: a ring of its own */
+	bool			 knows_stages;	/* it sent start_epoch_steps:
+						   the daemon knows stages */
+	int			 ring_fd;	/* the caller's */
+};
+
 /* The connection to infeedd (libinfeed-conn.c). */
 struct infeed_conn {
 	int			 fd;		/* -1: not connected */
@@ -70,7 +113,7 @@ struct infeed_conn {
 	uint32_t		 max_frame;
 	unsigned		 releases_unanswered;
 	enum infeed_next_state	 next;
-	struct Infeed__Frame	*held;		/* with INFEED_NEXT_HELD */
+	struct infeed_next_reply held;		/* with INFEED_NEXT_HELD */
 	/*
 	 * The descriptor that came with the last reply read (a ring's), until
 	 * infeed_conn_take_fd takes it or the next read closes it; held_fd
@@ -86,18 +129,6 @@ struct infeed_old_ring {
 	size_t		 bytes;
 	uint64_t	 session_id;
 	uint64_t	 held;		/* a bit per slot */
-};
-
-/* A ring as Attached (or a Step's new ring) describes it. */
-struct infeed_ring_shape {
-	uint64_t	ring_bytes;
-	uint64_t	slot_bytes;
-	uint64_t	data_offset;	/* Attached's alone: */
-	uint64_t	labels_offset;
-	uint64_t	indices_offset;
-	uint32_t	slots;
-	uint32_t	first_slot;	/* a Step's ring's alone */
-	int		label_dtype;	/* INT32 or INT64; Attached's alone */
 };
 
 /* The session's ring, mapped from the daemon's (libinfeed-ring.c). */
@@ -133,6 +164,10 @@ struct infeed {
 	bool			 attached;
 	bool			 eod_owed;	/* the epoch's last step went */
 	uint64_t		 session_id;
+	uint64_t		 group_id;	/* Attached's; 0: none */
+	bool			 own_ring;	/* the ring read is the
+						   session's own, not its
+						   group's */
 	uint64_t		 steps_per_epoch;
 	uint64_t		 start_epoch_steps; /* of opts.start_epoch */
 	uint64_t		 next_epoch;	/* the step the session gives */
@@ -165,11 +200,21 @@ int	infeed_check_out_size(struct infeed *f, const char *what,
 	    size_t size);
 void	*infeed_alloc_out(size_t size, size_t have);
 
+/* libinfeed-proto.c: the session's requests and replies. */
+int	infeed_proto_attach(struct infeed *f, const char *dataset,
+	    const struct infeed_options *o, const struct infeed_files *files,
+	    const int *fds, size_t nfds, struct infeed_attached *out);
+int	infeed_proto_detach(struct infeed *f);
+int	infeed_proto_datasets(struct infeed *f, struct infeed_dataset **list,
+	    size_t *n);
+
 /* libinfeed-conn.c: the connection (its calls of frames: libinfeed-conn.h). */
 void	infeed_conn_init(struct infeed_conn *c);
 void	infeed_conn_close(struct infeed_conn *c);
 int	infeed_conn_open(struct infeed *f, const char *path,
 	    const char *name);
+int	infeed_conn_next(struct infeed *f, struct infeed_next_reply *reply,
+	    int timeout_ms);
 int	infeed_conn_release(struct infeed *f, uint32_t slot);
 int	infeed_conn_take_fd(struct infeed_conn *c);
 void	infeed_conn_next_give_back(struct infeed *f);

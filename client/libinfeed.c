@@ -2,9 +2,11 @@
 /*
  * libinfeed: see infeed.h for the contract, libinfeed-private.h for the
  * files it is made of.  This one is the session: connect, attach, next,
- * release, detach, over the connection (libinfeed-conn.c) and the ring
- * (libinfeed-ring.c), with whole structs only (libinfeed-abi.c widens
- * the caller's).
+ * release, detach, over the protocol's edge (libinfeed-proto.c and the
+ * connection, libinfeed-conn.c, which read frames into plain structs: no
+ * frame reaches this file) and the ring (libinfeed-ring.c), with whole
+ * structs only (libinfeed-abi.c widens the caller's).  It knows which
+ * ring the session reads (its group's or its own) for infeed_state.
  *
  * Resume: the handle remembers where it is (the next epoch and step) and
  * how it attached, so when the daemon goes away infeed_next can reconnect
@@ -24,7 +26,7 @@
 
 #include "clock.h"
 #include "dtype.h"
-#include "libinfeed-conn.h"
+#include "libinfeed-private.h"
 
 /* A fresh handle. */
 struct infeed *
@@ -102,142 +104,6 @@ infeed_connect(struct infeed *f, const char *path, const char *name)
 	return (INFEED_OK);
 }
 
-/* Room for the messages that LoaderOptions points to. */
-struct infeed_loader_parts {
-	Infeed__Transform	 transform;
-	Infeed__ElasticStage	 stages[INFEED_MAX_ELASTIC_STAGES];
-	Infeed__ElasticStage	*stage_ptrs[INFEED_MAX_ELASTIC_STAGES];
-};
-
-/* LoaderOptions (and the messages it points to, in @parts) from @o. */
-static void
-infeed_loader_options(Infeed__LoaderOptions *lo,
-    struct infeed_loader_parts *parts, const struct infeed_options *o)
-{
-	Infeed__Transform	*t = &parts->transform;
-	uint32_t		 i;
-
-	*t = (Infeed__Transform)INFEED__TRANSFORM__INIT;
-	lo->has_batch_size = lo->has_device_iterations = 1;
-	lo->batch_size = o->batch_size;
-	lo->device_iterations = o->device_iterations;
-	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
-	lo->replication_factor = o->replication_factor;
-	lo->gradient_accumulation = o->gradient_accumulation;
-	lo->has_shuffle = lo->has_seed = lo->has_drop_last = 1;
-	lo->shuffle = o->shuffle;
-	lo->seed = o->seed;
-	lo->drop_last = o->drop_last;
-	lo->has_num_workers = lo->has_buffer_size = 1;
-	lo->num_workers = o->num_workers;
-	lo->buffer_size = o->buffer_size;
-	lo->has_load_indefinitely = lo->has_early_preload = 1;
-	lo->load_indefinitely = o->load_indefinitely;
-	lo->early_preload = o->early_preload;
-	lo->has_distributed_process_id = 1;
-	lo->has_distributed_process_count = 1;
-	lo->distributed_process_id = o->distributed_process_id;
-	lo->distributed_process_count = o->distributed_process_count;
-	lo->has_start_epoch = lo->has_start_step = 1;
-	lo->start_epoch = o->start_epoch;
-	lo->start_step = o->start_step;
-	for (i = 0; i < o->nstart_epoch_stages; i++) {
-		parts->stages[i] = (Infeed__ElasticStage)
-		    INFEED__ELASTIC_STAGE__INIT;
-		parts->stages[i].process_count =
-		    o->start_epoch_stages[i].process_count;
-		parts->stages[i].combined_batch_size =
-		    o->start_epoch_stages[i].combined_batch_size;
-		parts->stages[i].steps_done =
-		    o->start_epoch_stages[i].steps_done;
-		parts->stage_ptrs[i] = &parts->stages[i];
-	}
-	lo->n_start_epoch_stages = o->nstart_epoch_stages;
-	lo->start_epoch_stages = parts->stage_ptrs;
-	/* The daemon may then give this session a new ring in a Step. */
-	lo->has_share = 1;
-	lo->share = o->share;
-	/* 0 is the default; anything else goes as it is, for the daemon. */
-	if (o->label_dtype != 0) {
-		lo->has_label_dtype = 1;
-		lo->label_dtype = (Infeed__DType)o->label_dtype;
-	}
-	if (o->to_float32) {
-		t->has_to_float32 = t->has_scale = 1;
-		t->to_float32 = 1;
-		t->scale = o->scale;
-		t->n_mean = t->n_std = o->nchannels;
-		t->mean = (float *)(uintptr_t)o->mean;
-		t->std = (float *)(uintptr_t)o->std;
-		lo->transform = t;
-	}
-	if (o->transform != NULL) {
-		t->pipeline = (char *)(uintptr_t)o->transform;
-		lo->transform = t;
-	}
-}
-
-/* The steps of start_epoch, as Attached said; an older daemon's are all. */
-static uint64_t
-infeed_start_epoch_steps(const Infeed__Attached *at)
-{
-	return (at->has_start_epoch_steps ? at->start_epoch_steps :
-	    at->steps_per_epoch);
-}
-
-/* The labels' dtype in the ring @at describes; int32 when it does not say. */
-static int
-infeed_label_dtype(const Infeed__Attached *at)
-{
-	return (at->has_label_dtype ? (int)at->label_dtype :
-	    INFEED_DTYPE_INT32);
-}
-
-/* The whole session info from Attached. */
-static void
-infeed_info_from(struct infeed_session_info *info, const Infeed__Attached *at)
-{
-	size_t	i;
-
-	memset(info, 0, sizeof(*info));
-	info->struct_size = sizeof(*info);
-	info->session_id = at->session_id;
-	info->combined_batch_size = at->combined_batch_size;
-	info->steps_per_epoch = at->steps_per_epoch;
-	info->last_step_rows = at->last_step_rows;
-	info->slots = at->slots;
-	info->ndim = at->n_sample_shape < INFEED_MAX_DIMS ?
-	    (uint32_t)at->n_sample_shape : INFEED_MAX_DIMS;
-	for (i = 0; i < info->ndim; i++)
-		info->sample_shape[i] = at->sample_shape[i];
-	info->data_dtype = at->data_dtype;
-	info->sample_bytes = at->sample_bytes;
-	info->label_dtype = infeed_label_dtype(at);
-	info->start_epoch_steps = infeed_start_epoch_steps(at);
-	info->start_epoch_last_step_rows = at->has_start_epoch_last_step_rows ?
-	    at->start_epoch_last_step_rows : at->last_step_rows;
-}
-
-/* The Files message of whole files @in; pointers borrow from @in. */
-static void
-infeed_files_message(Infeed__Files *out, const struct infeed_files *in)
-{
-	out->has_data_format = 1;
-	out->data_format = (Infeed__FileFormat)in->data_format;
-	out->has_labels_format = 1;
-	out->labels_format = (Infeed__FileFormat)in->labels_format;
-	if (in->data_format == INFEED_FILE_RAW) {
-		out->n_shape = in->ndim;
-		out->shape = (uint64_t *)(uintptr_t)in->shape;
-		out->has_dtype = 1;
-		out->dtype = (Infeed__DType)in->dtype;
-	}
-	if (in->labels_format == INFEED_FILE_RAW && in->label_dtype != 0) {
-		out->has_label_dtype = 1;
-		out->label_dtype = (Infeed__DType)in->label_dtype;
-	}
-}
-
 /*
  * Attach with whole options @o and map the ring; remember how, to resume.
  * With f->nfiles, the dataset is the files of infeed_attach_files.
@@ -247,62 +113,31 @@ static int
 infeed_attach_whole(struct infeed *f, const char *dataset,
     const struct infeed_options *o, struct infeed_session_info *info)
 {
-	Infeed__Frame		 fr = INFEED__FRAME__INIT, *reply;
-	Infeed__Attach		 a = INFEED__ATTACH__INIT;
-	Infeed__LoaderOptions	 lo = INFEED__LOADER_OPTIONS__INIT;
-	struct infeed_loader_parts parts;
-	Infeed__Files		 fl = INFEED__FILES__INIT;
-	Infeed__Attached	*at;
-	struct infeed_ring_shape shape;
+	struct infeed_attached	 at;
 	char			*transform = NULL;
-	int			 r, fd;
+	int			 r;
 
 	/* Our own copy of the transform's text, kept for resuming. */
 	if (&f->opts != o && o->transform != NULL &&
 	    (transform = strdup(o->transform)) == NULL)
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "out of memory"));
-	infeed_loader_options(&lo, &parts, o);
-	a.dataset = (char *)(uintptr_t)dataset;
-	a.options = &lo;
 	/* The files of infeed_attach_files, again when resuming. */
-	if (f->nfiles > 0) {
-		infeed_files_message(&fl, &f->files);
-		a.files = &fl;
-	}
-	fr.msg_case = INFEED__FRAME__MSG_ATTACH;
-	fr.attach = &a;
-	if ((r = infeed_conn_request(f, &fr, f->files_fd, f->nfiles,
-	    INFEED__FRAME__MSG_ATTACHED, &reply)) != INFEED_OK) {
-		free(transform);
-		return (r);
-	}
-	at = reply->attached;
-	if ((fd = infeed_conn_take_fd(&f->conn)) == -1)
-		r = infeed_fail(f, INFEED_ERR_PROTOCOL, "Attached came "
-		    "without the ring's file descriptor");
-	else {
-		memset(&shape, 0, sizeof(shape));
-		shape.ring_bytes = at->ring_bytes;
-		shape.slot_bytes = at->slot_bytes;
-		shape.data_offset = at->data_offset;
-		shape.labels_offset = at->labels_offset;
-		shape.indices_offset = at->indices_offset;
-		shape.slots = at->slots;
-		shape.label_dtype = infeed_label_dtype(at);
-		r = infeed_ring_map(f, fd, &shape, o->copy_on_write);
-	}
+	r = infeed_proto_attach(f, dataset, o, f->nfiles > 0 ? &f->files :
+	    NULL, f->files_fd, f->nfiles, &at);
+	if (r == INFEED_OK)
+		r = infeed_ring_map(f, at.ring_fd, &at.ring, o->copy_on_write);
 	if (r != INFEED_OK) {
-		infeed__frame__free_unpacked(reply, NULL);
 		free(transform);
 		return (r);
 	}
 	f->attached = true;
-	f->session_id = at->session_id;
-	f->steps_per_epoch = at->steps_per_epoch;
-	f->start_epoch_steps = infeed_start_epoch_steps(at);
+	f->session_id = at.info.session_id;
+	f->group_id = at.group_id;
+	f->own_ring = at.group_id == 0;
+	f->steps_per_epoch = at.info.steps_per_epoch;
+	f->start_epoch_steps = at.info.start_epoch_steps;
 	/* A daemon that knows no stages ignored them: its order is wrong. */
-	if (o->nstart_epoch_stages > 0 && !at->has_start_epoch_steps) {
-		infeed__frame__free_unpacked(reply, NULL);
+	if (o->nstart_epoch_stages > 0 && !at.knows_stages) {
 		free(transform);
 		(void)infeed_detach(f);
 		f->daemon_code = 0;	/* not a refusal of the daemon's */
@@ -326,8 +161,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 		f->opts.transform = transform;
 	}
 	if (info != NULL)
-		infeed_info_from(info, at);
-	infeed__frame__free_unpacked(reply, NULL);
+		*info = at.info;
 	return (INFEED_OK);
 }
 
@@ -464,9 +298,7 @@ infeed_next_whole(struct infeed *f, struct infeed_step *step, int timeout_ms)
 static int
 infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 {
-	Infeed__Frame		*reply;
-	const Infeed__Ring	*ring;
-	struct infeed_ring_shape shape;
+	struct infeed_next_reply reply;
 	const uint8_t		*base;
 	int			 r;
 
@@ -476,39 +308,32 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 	if ((r = infeed_conn_next(f, &reply, timeout_ms)) != INFEED_OK) {
 		/* The daemon ended the session (a reload): attach again. */
 		if (r == INFEED_ERR_DAEMON &&
-		    f->daemon_code == INFEED__ERROR_CODE__ERROR_NOT_FOUND)
+		    f->daemon_code == INFEED_DAEMON_NOT_FOUND)
 			infeed_session_end(f);
 		return (r);
 	}
-	if (reply->msg_case == INFEED__FRAME__MSG_END_OF_DATA) {
-		f->next_epoch = reply->end_of_data->epoch + 1;
+	if (reply.end_of_data) {
+		f->next_epoch = reply.epoch + 1;
 		f->next_step = 0;
 		f->eod_owed = false;
-		infeed__frame__free_unpacked(reply, NULL);
 		return (INFEED_END_OF_DATA);
 	}
 	/* The session left its shared group (or rejoined): a ring comes. */
-	if ((ring = reply->step->ring) != NULL) {
-		memset(&shape, 0, sizeof(shape));
-		shape.ring_bytes = ring->ring_bytes;
-		shape.slot_bytes = ring->slot_bytes;
-		shape.slots = ring->slots;
-		shape.first_slot = ring->first_slot;
+	if (reply.new_ring) {
+		if ((r = infeed_ring_remap(f, &reply.ring)) != INFEED_OK)
+			return (r);
+		/* A member's ring moves between its group's and its own. */
+		if (f->group_id != 0)
+			f->own_ring = !f->own_ring;
 	}
-	if (ring != NULL && (r = infeed_ring_remap(f, &shape)) != INFEED_OK) {
-		infeed__frame__free_unpacked(reply, NULL);
-		return (r);
-	}
-	if ((base = infeed_ring_take(&f->ring, reply->step->slot)) == NULL) {
-		infeed__frame__free_unpacked(reply, NULL);
+	if ((base = infeed_ring_take(&f->ring, reply.slot)) == NULL)
 		return (infeed_fail(f, INFEED_ERR_PROTOCOL, "step in slot %u "
-		    "is outside the ring", reply->step->slot));
-	}
+		    "is outside the ring", reply.slot));
 	step->struct_size = sizeof(*step);
-	step->slot = reply->step->slot;
-	step->epoch = reply->step->epoch;
-	step->step = reply->step->step;
-	step->rows = reply->step->rows;
+	step->slot = reply.slot;
+	step->epoch = reply.epoch;
+	step->step = reply.step;
+	step->rows = reply.rows;
 	step->data = base + f->ring.data_offset;
 	step->labels = NULL;
 	step->labels64 = NULL;
@@ -531,7 +356,6 @@ infeed_next_once(struct infeed *f, struct infeed_step *step, int timeout_ms)
 		/* Without load_indefinitely, an EndOfData comes next. */
 		f->eod_owed = !f->opts.load_indefinitely;
 	}
-	infeed__frame__free_unpacked(reply, NULL);
 	return (INFEED_OK);
 }
 
@@ -579,21 +403,14 @@ infeed_release(struct infeed *f, const struct infeed_step *step)
 int
 infeed_detach(struct infeed *f)
 {
-	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
-	Infeed__Detach	 dt = INFEED__DETACH__INIT;
-	int		 r;
+	int	r;
 
 	if (!f->attached)
 		return (infeed_fail(f, INFEED_ERR_USAGE, "not attached"));
-	fr.msg_case = INFEED__FRAME__MSG_DETACH;
-	fr.detach = &dt;
 	/* A Next still outstanding is answered first. */
-	r = infeed_conn_call_after_next(f, &fr, INFEED__FRAME__MSG_DETACHED,
-	    &reply);
+	r = infeed_proto_detach(f);
 	infeed_session_end(f);
 	infeed_files_close(f);
-	if (r == INFEED_OK)
-		infeed__frame__free_unpacked(reply, NULL);
 	return (r);
 }
 
@@ -608,6 +425,9 @@ infeed_state_whole(const struct infeed *f, struct infeed_state *st)
 		st->session_id = f->session_id;
 		st->slots = f->ring.slots;
 		st->slots_held = infeed_ring_held_count(&f->ring);
+		st->group_id = f->group_id;
+		st->first_slot = f->ring.first_slot;
+		st->own_ring = f->own_ring;
 	}
 	st->next_epoch = f->next_epoch;
 	st->next_step = f->next_step;

@@ -686,6 +686,9 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
         sid = dl._info["session_id"]
         return [s["group_left"] for s in _sessions(daemon)
                 if s["session_id"] == sid][0]
+
+    def own_ring(dl):                   # libinfeed's, no request (issue 34)
+        return dl._client.state()["own_ring"]
     la, lb = loader(), loader()
     ita, itb = iter(la), iter(lb)
     got_a, got_b = [], []
@@ -697,14 +700,18 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
     for _ in range(10):
         got_b.append(next(itb).indices)
     assert left(la)
+    assert la._client.state()["group_id"] != 0
+    assert not own_ring(la)             # no Step has told it yet
     del kept
     for _ in range(9):                  # alone, to where b is
         got_a.append(next(ita).indices)
+        assert own_ring(la)
     assert left(la)
     got_a.append(next(ita).indices)     # step 15, from the group's ring
     got_b.append(next(itb).indices)
     assert not left(la)
     assert not left(lb)
+    assert not own_ring(la) and not own_ring(lb)
     for a, b in zip(ita, itb):
         got_a.append(a.indices)
         got_b.append(b.indices)

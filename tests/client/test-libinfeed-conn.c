@@ -195,19 +195,18 @@ peer_count(Infeed__Frame__MsgCase what)
 static void
 next_is_step(int timeout_ms, uint32_t slot)
 {
-	Infeed__Frame	*reply = NULL;
+	struct infeed_next_reply reply;
 
 	ck_assert_msg(infeed_conn_next(f, &reply, timeout_ms) == INFEED_OK,
 	    "%s", infeed_error(f));
-	ck_assert_int_eq(reply->msg_case, INFEED__FRAME__MSG_STEP);
-	ck_assert_uint_eq(reply->step->slot, slot);
-	infeed__frame__free_unpacked(reply, NULL);
+	ck_assert(!reply.end_of_data);
+	ck_assert_uint_eq(reply.slot, slot);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
 }
 
 START_TEST(next_stays_pending_after_a_timeout_and_is_not_sent_again)
 {
-	Infeed__Frame	*reply;
+	struct infeed_next_reply reply;
 
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
@@ -226,7 +225,7 @@ END_TEST
 
 START_TEST(a_refused_release_is_reported_first_and_the_step_held_back)
 {
-	Infeed__Frame	*reply;
+	struct infeed_next_reply reply;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
 	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
@@ -237,18 +236,17 @@ START_TEST(a_refused_release_is_reported_first_and_the_step_held_back)
 	ck_assert_int_eq(infeed_daemon_code(f),
 	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
-	ck_assert_ptr_nonnull(f->conn.held);
+	ck_assert_uint_eq(f->conn.held.slot, 0);
 	ck_assert_uint_eq(f->conn.releases_unanswered, 0);
 	/* The held step comes next, without another Next. */
 	next_is_step(0, 0);
-	ck_assert_ptr_null(f->conn.held);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
 }
 END_TEST
 
 START_TEST(a_bounded_wait_reports_the_refusal_before_the_step_comes)
 {
-	Infeed__Frame	*reply;
+	struct infeed_next_reply reply;
 
 	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
 	peer_error(INFEED_ID_RELEASE,
@@ -257,7 +255,6 @@ START_TEST(a_bounded_wait_reports_the_refusal_before_the_step_comes)
 	    INFEED_ERR_DAEMON);
 	/* Its reply not read yet: still pending, nothing held. */
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_PENDING);
-	ck_assert_ptr_null(f->conn.held);
 	peer_step(INFEED_ID_NEXT, 1);
 	next_is_step(1000, 1);
 	ck_assert_int_eq(peer_count(INFEED__FRAME__MSG_NEXT), 1);
@@ -285,7 +282,7 @@ END_TEST
 
 START_TEST(an_error_reply_or_a_closed_connection_ends_the_next)
 {
-	Infeed__Frame	*reply;
+	struct infeed_next_reply reply;
 
 	peer_error(INFEED_ID_NEXT, INFEED__ERROR_CODE__ERROR_NOT_FOUND);
 	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
@@ -303,6 +300,7 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 {
 	Infeed__Frame	 fr = INFEED__FRAME__INIT, dfr = INFEED__FRAME__INIT;
 	Infeed__Frame	*reply;
+	struct infeed_next_reply step;
 	Infeed__Detach	 dt = INFEED__DETACH__INIT;
 	Infeed__Detached dd = INFEED__DETACHED__INIT;
 	uint32_t	 slot = 9;
@@ -312,7 +310,7 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	peer_error(INFEED_ID_RELEASE,
 	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
 	peer_step(INFEED_ID_NEXT, 0);
-	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_conn_next(f, &step, -1), INFEED_ERR_DAEMON);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
 	/* Held, so no reply of the Next is read in place of Detached. */
 	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
@@ -325,14 +323,13 @@ START_TEST(a_call_that_ends_the_session_drops_a_held_step)
 	    infeed_error(f));
 	infeed__frame__free_unpacked(reply, NULL);
 	ck_assert_int_eq(f->conn.next, INFEED_NEXT_NONE);
-	ck_assert_ptr_null(f->conn.held);
 	/* Its step given back before the Detach (and the refused one). */
 	ck_assert_int_eq(peer_count_release(INFEED__FRAME__MSG_RELEASE, &slot,
 	    &first), 2);
 	ck_assert_uint_eq(slot, 0);
 	ck_assert(first);
 	/* Pending instead: its reply, come already, is given back too. */
-	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(infeed_conn_next(f, &step, 0), INFEED_TIMEOUT);
 	peer_step(INFEED_ID_NEXT, 1);
 	peer_send(&dfr, INFEED_ID_CALL);
 	ck_assert_msg(infeed_conn_call_after_next(f, &fr,
@@ -357,6 +354,7 @@ static void	peer_attached(bool elastic);
 START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
 {
 	Infeed__Frame	 fr = INFEED__FRAME__INIT, *reply;
+	struct infeed_next_reply step;
 	Infeed__Detach	 dt = INFEED__DETACH__INIT;
 	Infeed__Detached dd = INFEED__DETACHED__INIT;
 	struct infeed_options o;
@@ -364,7 +362,7 @@ START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
 	bool		 first = false;
 	int		 stale;
 
-	ck_assert_int_eq(infeed_conn_next(f, &reply, 0), INFEED_TIMEOUT);
+	ck_assert_int_eq(infeed_conn_next(f, &step, 0), INFEED_TIMEOUT);
 	stale = ring_memfd(0xee);
 	peer_step_fd(INFEED_ID_NEXT, 5, stale);
 	close(stale);
@@ -394,17 +392,29 @@ START_TEST(a_forgotten_steps_ring_is_closed_never_mapped)
 }
 END_TEST
 
+/* infeedd answers a Detach. */
+static void
+peer_detached(void)
+{
+	Infeed__Frame	 fr = INFEED__FRAME__INIT;
+	Infeed__Detached dd = INFEED__DETACHED__INIT;
+
+	fr.msg_case = INFEED__FRAME__MSG_DETACHED;
+	fr.detached = &dd;
+	peer_send(&fr, INFEED_ID_CALL);
+}
+
 /*
  * infeedd answers the Attach with an Attached of a one-slot ring (a memfd
  * it passes along) and, when @elastic, start_epoch_steps (an older daemon
- * sends none); then the Detached of a Detach, if one comes.
+ * sends none), of shared group @group_id (0: none); then, when @detached,
+ * the Detached of a Detach, if one comes.
  */
 static void
-peer_attached(bool elastic)
+peer_attached_group(bool elastic, uint64_t group_id, bool detached)
 {
-	Infeed__Frame	 fr = INFEED__FRAME__INIT, dfr = INFEED__FRAME__INIT;
+	Infeed__Frame	 fr = INFEED__FRAME__INIT;
 	Infeed__Attached at = INFEED__ATTACHED__INIT;
-	Infeed__Detached dd = INFEED__DETACHED__INIT;
 	uint8_t		*buf;
 	size_t		 len;
 	int		 fd;
@@ -420,6 +430,8 @@ peer_attached(bool elastic)
 	at.has_start_epoch_steps = at.has_start_epoch_last_step_rows = elastic;
 	at.start_epoch_steps = 20;
 	at.start_epoch_last_step_rows = 4;
+	at.has_group_id = group_id != 0;
+	at.group_id = group_id;
 	fr.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	fr.attached = &at;
 	fr.has_request_id = 1;
@@ -429,10 +441,74 @@ peer_attached(bool elastic)
 	ck_assert_int_eq(wire_send_all(peer, buf, len, fd), 0);
 	free(buf);
 	close(fd);
-	dfr.msg_case = INFEED__FRAME__MSG_DETACHED;
-	dfr.detached = &dd;
-	peer_send(&dfr, INFEED_ID_CALL);
+	if (detached)
+		peer_detached();
 }
+
+/* An Attached of no group, then a Detached (see peer_attached_group). */
+static void
+peer_attached(bool elastic)
+{
+	peer_attached_group(elastic, 0, true);
+}
+
+/*
+ * Issue 34, item 4: infeed_state says the session's group and whether the
+ * ring it reads is its own, and from which slot number, so a binding
+ * decodes no slot number: a member's ring moves to its own when a Step
+ * brings one (it left the group) and back when the next brings the
+ * group's (it rejoined).
+ */
+START_TEST(state_follows_the_group_and_the_ring_it_reads)
+{
+	struct infeed_options	o;
+	struct infeed_state	st;
+	struct infeed_step	step;
+	int			fd;
+
+	infeed_options_init(&o);
+	peer_attached_group(true, 7, false);
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.group_id, 7);
+	ck_assert(!st.own_ring);
+	ck_assert_uint_eq(st.first_slot, 0);
+	/* It left its group: its own ring, numbered from slot 1. */
+	peer_step_fd(INFEED_ID_NEXT, 1, fd = ring_memfd(0));
+	close(fd);
+	ck_assert_msg(infeed_next(f, &step) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.group_id, 7);
+	ck_assert(st.own_ring);
+	ck_assert_uint_eq(st.first_slot, 1);
+	ck_assert_uint_eq(st.slots_held, 1);
+	/* It rejoined: the group's ring again. */
+	ck_assert_int_eq(infeed_release(f, &step), INFEED_OK);
+	peer_step_fd(INFEED_ID_NEXT, 0, fd = ring_memfd(0));
+	close(fd);
+	ck_assert_msg(infeed_next(f, &step) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert(!st.own_ring);
+	ck_assert_uint_eq(st.first_slot, 0);
+	ck_assert_int_eq(infeed_release(f, &step), INFEED_OK);
+	peer_detached();
+	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	/* Detached: no group, no ring. */
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert(!st.attached && !st.own_ring);
+	ck_assert_uint_eq(st.group_id, 0);
+	/* A session of no group reads its own ring. */
+	peer_attached_group(true, 0, false);
+	ck_assert_msg(infeed_attach(f, "raw", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.group_id, 0);
+	ck_assert(st.own_ring);
+}
+END_TEST
 
 /*
  * Elastic resume and an older daemon: its Attached has no
@@ -474,10 +550,16 @@ END_TEST
 
 START_TEST(state_reports_the_pending_next_in_any_callers_size)
 {
-	Infeed__Frame		*reply;
+	struct infeed_next_reply reply;
 	struct infeed_state	 st;
 	uint8_t			 buf[sizeof(st) + 8];
-	size_t			 cut = FIELD_END(struct infeed_state, session_id);
+	/* Older callers': one cut inside 1.5's, and 1.9's (before 1.10's
+	   group and ring). */
+	const size_t		 cuts[] = {
+		FIELD_END(struct infeed_state, session_id),
+		FIELD_END(struct infeed_state, slots),
+	};
+	size_t			 i;
 
 	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
 	ck_assert_uint_eq(st.struct_size, sizeof(st));
@@ -487,12 +569,14 @@ START_TEST(state_reports_the_pending_next_in_any_callers_size)
 	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
 	ck_assert(st.next_pending);
 	/* An older caller's struct: filled up to its size, no further. */
-	memset(buf, 0xa5, sizeof(buf));
-	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
-	    (void *)buf, cut), INFEED_OK);
-	ck_assert_uint_eq(((struct infeed_state *)(void *)buf)->struct_size,
-	    cut);
-	ck_assert_uint_eq(buf[cut], 0xa5);
+	for (i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		memset(buf, 0xa5, sizeof(buf));
+		ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
+		    (void *)buf, cuts[i]), INFEED_OK);
+		ck_assert_uint_eq(((struct infeed_state *)(void *)buf)->
+		    struct_size, cuts[i]);
+		ck_assert_uint_eq(buf[cuts[i]], 0xa5);
+	}
 	/* A newer caller's: the bytes past ours zeroed. */
 	ck_assert_int_eq(infeed_get_state_size(f, (struct infeed_state *)
 	    (void *)buf, sizeof(buf)), INFEED_OK);
@@ -521,6 +605,7 @@ libinfeed_conn_suite(void)
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
 	tcase_add_test(tc, a_forgotten_steps_ring_is_closed_never_mapped);
 	tcase_add_test(tc, state_reports_the_pending_next_in_any_callers_size);
+	tcase_add_test(tc, state_follows_the_group_and_the_ring_it_reads);
 	suite_add_tcase(s, tc);
 	return (s);
 }
