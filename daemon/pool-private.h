@@ -80,6 +80,7 @@ struct pool_ring {
 	int			 files[2];	/* desc.nfiles of them */
 	unsigned		 max_jobs;
 	unsigned		 inflight;
+	struct job_list		 jobs;		/* queued, in the order they go */
 	bool			 removed;	/* draining: nothing is reported */
 	struct ring		*ring;		/* removed: to release when done */
 	bool			 keep;		/* ... keeping its memory */
@@ -144,7 +145,7 @@ struct pool {
 	struct worker		*workers;
 	unsigned		 n;		/* slots: the most it may grow to */
 	unsigned		 size;		/* slots [0, size) in use */
-	struct job_list		 jobs;
+	unsigned		 queued;	/* jobs in the rings' queues */
 	struct pool_ring_list	 rings;
 	uint64_t		 next_ring_id;
 	uint64_t		 next_job_id;
@@ -168,6 +169,8 @@ int		 pool_start_job(struct pool *pool, struct worker *w,
 
 /* pool-jobs.c */
 void		 pool_job_free(struct job *job);
+void		 pool_job_unqueue(struct pool *pool, struct pool_ring *pr,
+		    struct job *job);
 uint64_t	 pool_job_depth(const struct pool_ring *pr,
 		    const struct job *job);
 struct job	*pool_next_job(struct pool *pool, struct pool_ring **prp);

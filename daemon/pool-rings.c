@@ -101,6 +101,7 @@ pool_add_ring(struct pool *pool, uint32_t dataset_index,
 	pr->max_jobs = max_jobs == 0 || max_jobs > pool->n ? pool->n :
 	    max_jobs;
 	pr->mapped = xcalloc(pool->n, sizeof(*pr->mapped));
+	TAILQ_INIT(&pr->jobs);
 	pr->done = done;
 	pr->arg = arg;
 	TAILQ_INSERT_TAIL(&pool->rings, pr, entry);

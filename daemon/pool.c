@@ -113,7 +113,7 @@ pool_dispatch(struct pool *pool)
 			pool_retry_later(pool, w);
 			continue;
 		}
-		TAILQ_REMOVE(&pool->jobs, job, entry);
+		pool_job_unqueue(pool, pr, job);
 	}
 }
 
@@ -165,7 +165,6 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	pool->n = slots;
 	pool->size = workers;
 	pool->workers = xcalloc(slots, sizeof(*pool->workers));
-	TAILQ_INIT(&pool->jobs);
 	TAILQ_INIT(&pool->rings);
 	for (i = 0; i < slots; i++) {
 		pool->workers[i].pool = pool;
@@ -205,7 +204,6 @@ void
 pool_free(struct pool *pool)
 {
 	struct pool_ring	*pr;
-	struct job		*job;
 	uint64_t		 stop_ms;
 	unsigned		 i;
 
@@ -237,11 +235,8 @@ pool_free(struct pool *pool)
 		pool_job_free(pool->workers[i].job);
 		free(pool->workers[i].mems);
 	}
-	while ((job = TAILQ_FIRST(&pool->jobs)) != NULL) {
-		TAILQ_REMOVE(&pool->jobs, job, entry);
-		pool_job_free(job);
-	}
 	while ((pr = TAILQ_FIRST(&pool->rings)) != NULL) {
+		pool_drop_jobs(pr);
 		TAILQ_REMOVE(&pool->rings, pr, entry);
 		pool_ring_free(pr);
 	}
@@ -293,7 +288,7 @@ pool_idle(const struct pool *pool)
 {
 	unsigned	i;
 
-	if (!TAILQ_EMPTY(&pool->jobs))
+	if (pool->queued > 0)
 		return (false);
 	for (i = 0; i < pool->size; i++) {
 		if (pool->workers[i].job != NULL ||
