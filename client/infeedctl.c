@@ -28,6 +28,7 @@
 #include "infeed.h"
 #include "number.h"
 #include "sampler.h"
+#include "stats-schema.h"
 #include "version.h"
 
 static const char *socket_path;
@@ -230,16 +231,12 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	    (unsigned long long)ss->errors_sent);
 	/* Shared pipelines (issue 25). */
 	printf(",\"group_id\":%llu,\"group_members\":%u,\"group_left\":"
-	    "%u,\"group_steps_filled\":%llu,\"group_bytes_read\":%llu",
-	    (unsigned long long)ss->group_id, ss->group_members,
-	    ss->group_left, (unsigned long long)ss->group_steps_filled,
-	    (unsigned long long)ss->group_bytes_read);
-	printf(",\"group_leaves_held_back\":%llu,\"group_leaves_waited\":%llu,"
-	    "\"group_stays\":%llu,\"group_rejoins\":%llu",
-	    (unsigned long long)ss->group_leaves_held_back,
-	    (unsigned long long)ss->group_leaves_waited,
-	    (unsigned long long)ss->group_stays,
-	    (unsigned long long)ss->group_rejoins);
+	    "%u", (unsigned long long)ss->group_id, ss->group_members,
+	    ss->group_left);
+#define STATUS_GROUP_STAT(name, ...)					\
+	printf(",\"" #name "\":%llu", (unsigned long long)ss->name);
+	INFEED_GROUP_STATS(STATUS_GROUP_STAT)
+#undef STATUS_GROUP_STAT
 	if (ss->transform != NULL) {
 		printf(",\"transform\":");
 		json_string(ss->transform);
@@ -316,11 +313,13 @@ status_json(const struct infeed_stats *st)
 	printf(",\"workers\":[");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
-		printf("%s{\"pid\":%d,\"state\":\"%s\",\"rows_done\":"
-		    "%llu,\"restarts\":%u,\"stuck\":%u,\"taken_over\":%u}",
-		    i ? "," : "", ws->pid, ws->state ? ws->state : "",
-		    (unsigned long long)ws->rows_done, ws->restarts, ws->stuck,
-		    ws->taken_over);
+		printf("%s{\"pid\":%d,\"state\":\"%s\"", i ? "," : "",
+		    ws->pid, ws->state ? ws->state : "");
+#define STATUS_WORKER_JSON(name, ...)					\
+		printf(",\"" #name "\":%llu", (unsigned long long)ws->name);
+		INFEED_WORKER_STATS(STATUS_WORKER_JSON)
+#undef STATUS_WORKER_JSON
+		printf("}");
 	}
 	printf("]}\n");
 }
@@ -441,14 +440,22 @@ status_text(const struct infeed_stats *st)
 	}
 	printf("\n");
 	status_pool_line(st);
-	printf("%-8s %-8s %-11s %12s %8s %6s %10s\n", "WORKER", "PID",
-	    "STATE", "ROWS", "RESTARTS", "STUCK", "TAKEN-OVER");
+	/* A column per counter of stats-schema.h. */
+	printf("%-8s %-8s %-11s", "WORKER", "PID", "STATE");
+#define STATUS_WORKER_HEAD(name, type, metric, help, column, width)	\
+	printf(" %*s", width, column);
+	INFEED_WORKER_STATS(STATUS_WORKER_HEAD)
+#undef STATUS_WORKER_HEAD
+	printf("\n");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
-		printf("%-8zu %-8d %-11s %12llu %8u %6u %10u\n", i, ws->pid,
-		    ws->state ? ws->state : "",
-		    (unsigned long long)ws->rows_done, ws->restarts,
-		    ws->stuck, ws->taken_over);
+		printf("%-8zu %-8d %-11s", i, ws->pid,
+		    ws->state ? ws->state : "");
+#define STATUS_WORKER_CELL(name, type, metric, help, column, width)	\
+		printf(" %*llu", width, (unsigned long long)ws->name);
+		INFEED_WORKER_STATS(STATUS_WORKER_CELL)
+#undef STATUS_WORKER_CELL
+		printf("\n");
 	}
 	printf("\nRING is ready+held/slots.\n");
 }

@@ -9,6 +9,29 @@
 #include <string.h>
 
 #include "libinfeed-conn.h"
+#include "stats-schema.h"
+
+/*
+ * The counters of stats-schema.h are fields of infeed.h's structs as it
+ * declares them: the table follows the ABI, never the other way round.
+ */
+#define INFEED_STATS_TYPE(str, name, type)				\
+	_Static_assert(_Generic(((struct str *)0)->name, type: 1,	\
+	    default: 0), "infeed.h's " #str "." #name " is not " #type	\
+	    " as stats-schema.h says");
+#define INFEED_WORKER_TYPE(name, type, ...)				\
+	INFEED_STATS_TYPE(infeed_worker_stats, name, type)
+#define INFEED_GROUP_TYPE(name, ...)					\
+	INFEED_STATS_TYPE(infeed_session_stats, name, uint64_t)
+#define INFEED_SESSION_TYPE(name, report, scale, metric, help, lib)	\
+	INFEED_STATS_##lib(INFEED_STATS_TYPE(infeed_session_stats, name, \
+	    __typeof__((uint64_t)0 / (scale))))
+#define INFEED_MEMORY_TYPE(name, ...)					\
+	INFEED_STATS_TYPE(infeed_stats, name, uint64_t)
+INFEED_MEMORY_STATS(INFEED_MEMORY_TYPE)
+INFEED_SESSION_STATS(INFEED_SESSION_TYPE)
+INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
+INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
 
 /* A copy of a string that may be absent; false when out of memory. */
 static bool
@@ -36,7 +59,6 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->slots = in->slots;
 	ss->slots_ready = in->slots_ready;
 	ss->slots_held = in->slots_held;
-	ss->steps_delivered = in->steps_delivered;
 	ss->items_per_s = in->items_per_s;
 	if (lo != NULL) {
 		ss->has_options = true;
@@ -52,19 +74,17 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 		ss->distributed_process_id = lo->distributed_process_id;
 		ss->distributed_process_count = lo->distributed_process_count;
 	}
-	ss->data_wait_s = in->has_data_wait_s ? in->data_wait_s : 0;
-	ss->active_s = in->has_active_s ? in->active_s : 0;
-	ss->samples_replaced = in->samples_replaced;
+#define INFEED_SESSION_STAT(name, report, scale, metric, help, lib)	\
+	INFEED_STATS_##lib(ss->name = in->has_##name ? in->name : 0;)
+	INFEED_SESSION_STATS(INFEED_SESSION_STAT)
+#undef INFEED_SESSION_STAT
 	ss->errors_sent = in->errors_sent;
 	ss->group_id = in->group_id;
 	ss->group_members = in->group_members;
 	ss->group_left = in->group_left;
-	ss->group_steps_filled = in->group_steps_filled;
-	ss->group_bytes_read = in->group_bytes_read;
-	ss->group_leaves_held_back = in->group_leaves_held_back;
-	ss->group_leaves_waited = in->group_leaves_waited;
-	ss->group_stays = in->group_stays;
-	ss->group_rejoins = in->group_rejoins;
+#define INFEED_GROUP_STAT(name, ...)	ss->name = in->name;
+	INFEED_GROUP_STATS(INFEED_GROUP_STAT)
+#undef INFEED_GROUP_STAT
 	if (!infeed_strdup_opt(&ss->dataset, in->dataset) ||
 	    !infeed_strdup_opt(&ss->client_name, in->client_name) ||
 	    !infeed_strdup_opt(&ss->transform, lo != NULL &&
@@ -87,10 +107,10 @@ infeed_worker_stats_from(const Infeed__WorkerStats *in, size_t size)
 		return (NULL);
 	ws->struct_size = sizeof(*ws);
 	ws->pid = in->pid;
-	ws->rows_done = in->rows_done;
-	ws->restarts = in->restarts;
-	ws->stuck = in->has_stuck ? in->stuck : 0;
-	ws->taken_over = in->has_taken_over ? in->taken_over : 0;
+#define INFEED_WORKER_STAT(name, ...)					\
+	ws->name = in->has_##name ? in->name : 0;
+	INFEED_WORKER_STATS(INFEED_WORKER_STAT)
+#undef INFEED_WORKER_STAT
 	if (!infeed_strdup_opt(&ws->state, in->state)) {
 		free(ws);
 		return (NULL);
@@ -111,13 +131,9 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->struct_size = sizeof(*st);
 	st->uptime_ms = in->uptime_ms;
 	st->clients = in->clients;
-	st->memory_used = in->memory_used;
-	st->memory_budget = in->memory_budget;
-	st->memory_kept = in->memory_kept;
-	st->rings_reused = in->rings_reused;
-	st->rings_made = in->rings_made;
-	st->memory_private = in->memory_private;
-	st->memory_held = in->memory_held;
+#define INFEED_MEMORY_STAT(name, ...)	st->name = in->name;
+	INFEED_MEMORY_STATS(INFEED_MEMORY_STAT)
+#undef INFEED_MEMORY_STAT
 	st->workers_auto = in->has_workers_auto && in->workers_auto;
 	st->workers_max = in->workers_max;
 	st->pool_grows = in->pool_grows;

@@ -13,17 +13,19 @@
  * share a private header, as pool is pool.c and the files pool-private.h
  * lists):
  *
- * Layers: main -> daemon -> metrics -> listen -> peer -> stats, attach-check
+ * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
+ *   -> stats, attach-check
  *   -> autotune -> session -> pool -> forker -> worker -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
  *   transforms) -> log, xmalloc, paths, procmem, errcode
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
- * proto/ lie under them all, but the protocol's messages end at peer:
- * below it, requests, answers and error codes are plain C, and no file
- * includes a protobuf header (proto/wire.h, the codec, is peer.c's; the
- * layers below use proto/wire-frame.h, framing and descriptors).
+ * proto/ lie under them all, but the protocol's messages end at peer and
+ * stats-frame: below them, requests, answers and error codes are plain C,
+ * and no file includes a protobuf header (proto/wire.h, the codec, is
+ * peer.c's, the generated messages stats-frame.c's too; the layers below
+ * use proto/wire-frame.h, framing and descriptors).
  */
 #ifndef INFEED_DAEMON_H
 #define INFEED_DAEMON_H
@@ -36,7 +38,7 @@
 #include "config.h"
 #include "listen.h"
 #include "metrics.h"
-#include "peer.h"
+#include "peers.h"
 #include "pool.h"
 #include "ring.h"
 

@@ -9,7 +9,7 @@
 #ifndef INFEED_LISTEN_H
 #define INFEED_LISTEN_H
 
-#include "peer.h"
+#include "peers.h"
 
 /* Out of descriptors, accepting pauses this long, then tries again. */
 #define LISTEN_RETRY_MS		100

@@ -49,6 +49,7 @@
 #include "metrics.h"
 #include "session.h"
 #include "stats.h"
+#include "stats-schema.h"
 #include "xmalloc.h"
 
 #define METRICS_MAX_HEADERS	8192
@@ -129,48 +130,39 @@ metrics_labels(struct evbuffer *b, const char *dataset, const char *client,
 	    extra ? "," : "", extra ? extra : "");
 }
 
+/* The session counters of the schema (stats-schema.h), for /metrics. */
+enum {
+#define METRICS_SESSION_INDEX(name, ...)	METRICS_##name,
+	INFEED_SESSION_STATS(METRICS_SESSION_INDEX)
+#undef METRICS_SESSION_INDEX
+	METRICS_SESSION_STATS
+};
+
 /* One session's series (live or folded), whose sample @w is in @buf. */
 struct metrics_series {
 	const char	*dataset;
 	const char	*client;
 	char		 session[32];	/* an id, or "ended" */
-	uint64_t	 steps;
-	uint64_t	 rows;
-	uint64_t	 bytes_read;
-	uint64_t	 samples_replaced;
-	double		 data_wait_s;
-	double		 active_s;
+	double		 v[METRICS_SESSION_STATS];	/* by the schema */
 	const uint64_t	*wait_counts;	/* SESSION_WAIT_BUCKETS */
 	size_t		 nwait_counts;
 };
 
-/* A counter or gauge of every series, read by @get. */
+/* Counter family @name (@help): entry @k of every series. */
 static void
 metrics_per_series(struct evbuffer *b, const struct metrics_series *s,
-    size_t n, const char *name, const char *type, const char *help,
-    double (*get)(const struct metrics_series *))
+    size_t n, const char *name, const char *help, size_t k)
 {
 	size_t	i;
 
-	metrics_family(b, name, type, help);
+	metrics_family(b, name, "counter", help);
 	for (i = 0; i < n; i++) {
 		evbuffer_add_printf(b, "%s", name);
 		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
 		    NULL);
-		evbuffer_add_printf(b, " %.10g\n", get(&s[i]));
+		evbuffer_add_printf(b, " %.10g\n", s[i].v[k]);
 	}
 }
-
-static double	get_steps(const struct metrics_series *s) { return (s->steps); }
-static double	get_rows(const struct metrics_series *s) { return (s->rows); }
-static double	get_replaced(const struct metrics_series *s)
-		    { return (s->samples_replaced); }
-static double	get_bytes(const struct metrics_series *s)
-		    { return (s->bytes_read); }
-static double	get_wait(const struct metrics_series *s)
-		    { return (s->data_wait_s); }
-static double	get_active(const struct metrics_series *s)
-		    { return (s->active_s); }
 
 /* The histogram of each Next's wait, per series. */
 static void
@@ -202,8 +194,8 @@ metrics_wait_histogram(struct evbuffer *b, const struct metrics_series *s,
 		evbuffer_add_printf(b, "%s_sum", name);
 		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
 		    NULL);
-		evbuffer_add_printf(b, " %.10g\n%s_count", s[i].data_wait_s,
-		    name);
+		evbuffer_add_printf(b, " %.10g\n%s_count",
+		    s[i].v[METRICS_data_wait_s], name);
 		metrics_labels(b, s[i].dataset, s[i].client, s[i].session,
 		    NULL);
 		evbuffer_add_printf(b, " %llu\n", (unsigned long long)cum);
@@ -228,12 +220,10 @@ metrics_series(const struct stats *st, size_t *n)
 		x->client = st->sessions[i].client_name;
 		snprintf(x->session, sizeof(x->session), "%llu",
 		    (unsigned long long)r->id);
-		x->steps = r->steps;
-		x->rows = r->rows;
-		x->bytes_read = r->bytes_read;
-		x->samples_replaced = r->samples_replaced;
-		x->data_wait_s = (double)r->data_wait_us / 1e6;
-		x->active_s = (double)r->active_us / 1e6;
+#define METRICS_SERIES_LIVE(name, report, scale, ...)			\
+		x->v[METRICS_##name] = (double)(r->report / (scale));
+		INFEED_SESSION_STATS(METRICS_SERIES_LIVE)
+#undef METRICS_SERIES_LIVE
 		x->wait_counts = r->wait_counts;
 		x->nwait_counts = SESSION_WAIT_BUCKETS;
 	}
@@ -243,12 +233,10 @@ metrics_series(const struct stats *st, size_t *n)
 		x->dataset = e->dataset;
 		x->client = "";
 		snprintf(x->session, sizeof(x->session), "ended");
-		x->steps = e->steps;
-		x->rows = e->rows;
-		x->bytes_read = e->bytes_read;
-		x->samples_replaced = e->samples_replaced;
-		x->data_wait_s = e->data_wait_us / 1e6;
-		x->active_s = e->active_us / 1e6;
+#define METRICS_SERIES_ENDED(name, report, scale, ...)			\
+		x->v[METRICS_##name] = (double)(e->report / (scale));
+		INFEED_SESSION_STATS(METRICS_SERIES_ENDED)
+#undef METRICS_SERIES_ENDED
 		x->wait_counts = e->wait_counts;
 		x->nwait_counts = SESSION_WAIT_BUCKETS;
 	}
@@ -302,26 +290,49 @@ metrics_group_first(const struct stats *st, size_t i)
 	return (true);
 }
 
+/* The group counters of the schema (stats-schema.h), for /metrics. */
+static const struct {
+	const char	*name, *help;	/* NULL name: not in /metrics */
+	int		 reason;	/* session_leave_names; -1: none */
+	size_t		 field;		/* a uint64_t in session_report */
+} metrics_group_stats[] = {
+#define METRICS_GROUP_STAT(name, report, metric, reason, help)		\
+	{ metric, help, reason, offsetof(struct session_report, report) },
+	INFEED_GROUP_STATS(METRICS_GROUP_STAT)
+#undef METRICS_GROUP_STAT
+};
+
 /*
- * Counter family @name (@help) with one series per group: the uint64_t
- * at offset @field of its first session's report.
+ * The group counter families of metrics_group_stats[@f..@g) (one family,
+ * a series per reason), each series per group: its first session's.
  */
 static void
-metrics_group_counter(struct evbuffer *b, const struct stats *st,
-    const char *name, const char *help, size_t field)
+metrics_group_family(struct evbuffer *b, const struct stats *st, size_t f,
+    size_t g)
 {
 	const struct session_report	*r;
 	uint64_t			 v;
-	size_t				 i;
+	size_t				 i, k;
 
-	metrics_family(b, name, "counter", help);
+	metrics_family(b, metrics_group_stats[f].name, "counter",
+	    metrics_group_stats[f].help);
 	for (i = 0; i < st->nsessions; i++) {
 		r = &st->sessions[i].report;
 		if (!metrics_group_first(st, i))
 			continue;
-		memcpy(&v, (const char *)r + field, sizeof(v));
-		evbuffer_add_printf(b, "%s{group=\"%llu\"} %llu\n", name,
-		    (unsigned long long)r->group_id, (unsigned long long)v);
+		for (k = f; k < g; k++) {
+			memcpy(&v, (const char *)r +
+			    metrics_group_stats[k].field, sizeof(v));
+			evbuffer_add_printf(b, "%s{group=\"%llu\"",
+			    metrics_group_stats[k].name,
+			    (unsigned long long)r->group_id);
+			if (metrics_group_stats[k].reason >= 0)
+				evbuffer_add_printf(b, ",reason=\"%s\"",
+				    session_leave_names[
+				    metrics_group_stats[k].reason]);
+			evbuffer_add_printf(b, "} %llu\n",
+			    (unsigned long long)v);
+		}
 	}
 }
 
@@ -335,8 +346,7 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 {
 	const struct session_report	*r;
 	char				 id[32], group[48];
-	size_t				 i;
-	int				 k;
+	size_t				 i, f, g, n;
 
 	metrics_family(b, "infeed_group_members", "gauge", "Members of the "
 	    "shared group the session belongs to (group: the group's id).");
@@ -352,70 +362,33 @@ metrics_groups(struct evbuffer *b, const struct stats *st)
 		    group);
 		evbuffer_add_printf(b, " %u\n", r->group_members);
 	}
-	metrics_group_counter(b, st, "infeed_group_steps_filled_total",
-	    "Steps a shared group filled, each once for all its members.",
-	    offsetof(struct session_report, group_steps_filled));
-	metrics_family(b, "infeed_group_leaves_total", "counter",
-	    "Members that left a shared group for a ring of their own, by "
-	    "reason: held_back (it held the group back past the slack), "
-	    "waited (it waited on slots that members that left still hold).");
-	for (i = 0; i < st->nsessions; i++) {
-		r = &st->sessions[i].report;
-		for (k = 0; k < SESSION_LEAVE_REASONS &&
-		    metrics_group_first(st, i); k++)
-			evbuffer_add_printf(b, "infeed_group_leaves_total"
-			    "{group=\"%llu\",reason=\"%s\"} %llu\n",
-			    (unsigned long long)r->group_id,
-			    session_leave_names[k],
-			    (unsigned long long)r->group_leaves[k]);
+	/* Each family of the schema's group counters, in its order. */
+	n = sizeof(metrics_group_stats) / sizeof(metrics_group_stats[0]);
+	for (f = 0; f < n; f = g) {
+		for (g = f + 1; g < n && metrics_group_stats[g].name != NULL &&
+		    metrics_group_stats[f].name != NULL &&
+		    strcmp(metrics_group_stats[g].name,
+		    metrics_group_stats[f].name) == 0; g++)
+			continue;
+		if (metrics_group_stats[f].name != NULL)
+			metrics_group_family(b, st, f, g);
 	}
-	metrics_group_counter(b, st, "infeed_group_stays_total",
-	    "Members that fell behind a shared group with no room in the "
-	    "memory budget for a ring of their own (ended if they held it "
-	    "back, else stayed), or with steps of their former ring still "
-	    "held (stayed).",
-	    offsetof(struct session_report, group_stays));
-	metrics_group_counter(b, st, "infeed_group_rejoins_total",
-	    "Members that left a shared group and rejoined it on catching "
-	    "up.", offsetof(struct session_report, group_rejoins));
 }
 
-/* Worker processes: busy time, rows, restarts, stuck kills, takeovers. */
+/* Worker processes: the schema's counters (stats-schema.h). */
 static void
 metrics_workers(struct evbuffer *b, const struct stats *st)
 {
-	static const struct {
-		const char	*name, *type, *help;
-		int		 which;
-	} fam[] = {
-		{ "infeed_worker_busy_seconds_total", "counter",
-		  "Seconds the worker spent reading and writing rows.", 0 },
-		{ "infeed_worker_rows_total", "counter",
-		  "Rows the worker wrote into rings.", 1 },
-		{ "infeed_worker_restarts_total", "counter",
-		  "Times the worker process died and was started again.", 2 },
-		{ "infeed_worker_stuck_total", "counter",
-		  "Times the worker was killed for missing job_timeout.", 3 },
-		{ "infeed_worker_taken_over_total", "counter",
-		  "Jobs another worker took over from the worker: it began no "
-		  "row and used no CPU for a second.", 4 },
-	};
-	const struct pool_worker_info	*w;
-	size_t				 f, i;
-	double				 v;
+	size_t	i;
 
-	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
-		metrics_family(b, fam[f].name, fam[f].type, fam[f].help);
-		for (i = 0; i < st->nworkers; i++) {
-			w = &st->workers[i];
-			v = fam[f].which == 0 ? w->busy_s : fam[f].which == 1 ?
-			    (double)w->rows_done : fam[f].which == 2 ?
-			    (double)w->restarts : fam[f].which == 3 ?
-			    (double)w->stuck : (double)w->taken_over;
-			evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n",
-			    fam[f].name, i, v);
-		}
-	}
+#define METRICS_WORKER_STAT(field, type, name, help, ...)		\
+	metrics_family(b, name, "counter", help);			\
+	for (i = 0; i < st->nworkers; i++)				\
+		evbuffer_add_printf(b, "%s{worker=\"%zu\"} %.10g\n", name, \
+		    i, (double)st->workers[i].field);
+	INFEED_WORKER_STATS_DAEMON(METRICS_WORKER_STAT)
+	INFEED_WORKER_STATS(METRICS_WORKER_STAT)
+#undef METRICS_WORKER_STAT
 }
 
 /* The daemon's own gauges and its errors by code. */
@@ -428,36 +401,12 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	evbuffer_add_printf(b, "infeed_clients %u\n", st->clients);
 	metrics_family(b, "infeed_sessions", "gauge", "Attached sessions.");
 	evbuffer_add_printf(b, "infeed_sessions %zu\n", st->nsessions);
-	metrics_family(b, "infeed_memory_used_bytes", "gauge", "Shared "
-	    "memory in the step rings of sessions.");
-	evbuffer_add_printf(b, "infeed_memory_used_bytes %llu\n",
-	    (unsigned long long)st->memory_used);
-	metrics_family(b, "infeed_memory_kept_bytes", "gauge", "Ring memory "
-	    "of ended sessions kept warm for the next (keep_ring_memory).");
-	evbuffer_add_printf(b, "infeed_memory_kept_bytes %llu\n",
-	    (unsigned long long)st->memory_kept);
-	metrics_family(b, "infeed_memory_held_bytes", "gauge", "Ring memory "
-	    "of ended sessions whose client processes still hold steps, "
-	    "charged to the budget until they exit.");
-	evbuffer_add_printf(b, "infeed_memory_held_bytes %llu\n",
-	    (unsigned long long)st->memory_held);
-	metrics_family(b, "infeed_rings_reused_total", "counter", "Rings "
-	    "made on kept memory.");
-	evbuffer_add_printf(b, "infeed_rings_reused_total %llu\n",
-	    (unsigned long long)st->rings_reused);
-	metrics_family(b, "infeed_rings_made_total", "counter", "Rings made "
-	    "on new memory.");
-	evbuffer_add_printf(b, "infeed_rings_made_total %llu\n",
-	    (unsigned long long)st->rings_made);
-	metrics_family(b, "infeed_memory_private_bytes", "gauge", "infeedd's "
-	    "own memory beyond rings and datasets: resident anonymous memory "
-	    "and page tables of the main process and its workers.");
-	evbuffer_add_printf(b, "infeed_memory_private_bytes %llu\n",
-	    (unsigned long long)st->memory_private);
-	metrics_family(b, "infeed_memory_budget_bytes", "gauge", "The "
-	    "configured memory_budget for rings.");
-	evbuffer_add_printf(b, "infeed_memory_budget_bytes %llu\n",
-	    (unsigned long long)st->memory_budget);
+#define METRICS_MEMORY(name, metric, type, help)			\
+	metrics_family(b, metric, type, help);				\
+	evbuffer_add_printf(b, metric " %llu\n",			\
+	    (unsigned long long)st->name);
+	INFEED_MEMORY_STATS(METRICS_MEMORY)
+#undef METRICS_MEMORY
 	metrics_family(b, "infeed_uptime_seconds", "gauge", "Seconds since "
 	    "infeedd started.");
 	evbuffer_add_printf(b, "infeed_uptime_seconds %.3f\n",
@@ -510,23 +459,10 @@ metrics_render(struct evbuffer *b, const struct stats *st)
 
 	s = metrics_series(st, &n);
 	metrics_daemon(b, st);
-	metrics_per_series(b, s, n, "infeed_steps_delivered_total", "counter",
-	    "Device steps delivered to the trainer.", get_steps);
-	metrics_per_series(b, s, n, "infeed_items_delivered_total", "counter",
-	    "Samples delivered to the trainer.", get_rows);
-	metrics_per_series(b, s, n, "infeed_read_bytes_total", "counter",
-	    "Bytes the workers read from the dataset for the session (sum by "
-	    "dataset for a dataset's).", get_bytes);
-	metrics_per_series(b, s, n, "infeed_samples_replaced_total", "counter",
-	    "Bad samples (images that cannot be decoded) replaced by other "
-	    "samples of the dataset, with bad_samples = replace.",
-	    get_replaced);
-	metrics_per_series(b, s, n, "infeed_data_wait_seconds_total",
-	    "counter", "Seconds the trainer waited in Next with no step "
-	    "ready: divided by infeed_active_seconds_total, the share of time "
-	    "it was input-bound.", get_wait);
-	metrics_per_series(b, s, n, "infeed_active_seconds_total", "counter",
-	    "Seconds since the session's first Next.", get_active);
+#define METRICS_SESSION_FAMILY(name, report, scale, metric, help, ...)	\
+	metrics_per_series(b, s, n, metric, help, METRICS_##name);
+	INFEED_SESSION_STATS(METRICS_SESSION_FAMILY)
+#undef METRICS_SESSION_FAMILY
 	metrics_wait_histogram(b, s, n);
 	metrics_rings(b, st);
 	metrics_groups(b, st);

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "peer.h"
+#include "peers.h"
 #include "stats.h"
 
 struct evbuffer;

@@ -15,7 +15,6 @@
  */
 
 #include <sys/ioctl.h>
-#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <errno.h>
@@ -32,7 +31,7 @@
 #include "log.h"
 #include "peer.h"
 #include "session.h"
-#include "stats.h"
+#include "stats-frame.h"
 #include "transport.h"
 #include "utf8.h"
 #include "version.h"
@@ -84,8 +83,7 @@ enum peer_state {
 };
 
 struct peer {
-	TAILQ_ENTRY(peer)	 entry;
-	struct peers		*ps;
+	struct peer_shared	*sh;
 	uint64_t		 id;
 	enum peer_state		 state;
 	struct transport	*t;
@@ -109,17 +107,6 @@ struct peer {
 	unsigned		 log_lines;	/* error lines in that window */
 	unsigned		 log_dropped;	/* not logged in it */
 };
-TAILQ_HEAD(peer_list, peer);
-
-struct peers {
-	struct peers_host	 host;
-	struct peer_list	 list;
-	unsigned		 n;
-	uint64_t		 next_id;
-	struct stats_history	 history;	/* ended sessions, errors */
-	struct attach_checks	*checks;	/* pending Attaches */
-};
-
 static void	peer_read_cb(void *);
 static void	peer_hello_timeout_cb(void *);
 static void	peer_drained_cb(void *);
@@ -127,7 +114,6 @@ static void	peer_broken_cb(void *, int);
 static void	peer_more_cb(evutil_socket_t, short, void *);
 static void	peer_dispatch(struct peer *, Infeed__Frame *);
 static void	peer_process(struct peer *);
-static void	peer_free(struct peer *);
 static void	peer_drop_fds(struct peer *);
 static void	peer_closed_cb(evutil_socket_t, short, void *);
 
@@ -202,7 +188,7 @@ peer_flush(struct peer *p)
 static void
 peer_send(struct peer *p, struct session_req req, Infeed__Frame *f, int fd)
 {
-	const struct config	*conf = p->ps->host.conf;
+	const struct config	*conf = p->sh->host.conf;
 	Infeed__Frame		 ef = INFEED__FRAME__INIT;
 	Infeed__Error		 e = INFEED__ERROR__INIT;
 	char			 msg[512];
@@ -285,7 +271,7 @@ peer_send_error(struct peer *p, struct session_req req,
 		fatal("utf8_clean");
 	e.code = (Infeed__ErrorCode)code;
 	e.message = clean;
-	stats_history_error(&p->ps->history, code);
+	stats_history_error(&p->sh->history, code);
 	if (p->session != NULL)
 		p->session_errors++;
 	f.msg_case = INFEED__FRAME__MSG_ERROR;
@@ -388,96 +374,60 @@ static const struct session_events peer_session_events = {
 	.error = peer_session_error_cb,
 };
 
-/* A new set of connections. */
-struct peers *
-peers_new(const struct peers_host *host)
-{
-	struct peers	*ps;
 
-	ps = xcalloc(1, sizeof(*ps));
-	ps->host = *host;
-	TAILQ_INIT(&ps->list);
-	ps->checks = attach_check_new(host->base, host->pool);
-	return (ps);
-}
-
-/* Close every peer and free the set. */
-void
-peers_free(struct peers *ps)
-{
-	struct peer	*p;
-
-	if (ps == NULL)
-		return;
-	while ((p = TAILQ_FIRST(&ps->list)) != NULL)
-		peer_free(p);
-	attach_check_free(ps->checks);
-	stats_history_clear(&ps->history);
-	free(ps);
-}
-
-/* Take a connection only to refuse it. */
-void
-peers_refuse(struct peers *ps, int fd, const char *why)
-{
-	struct peer	*p;
-	uint64_t	 id = peers_accept(ps, fd);
-
-	TAILQ_FOREACH(p, &ps->list, entry) {
-		if (p->id == id) {
-			p->state = PEER_REFUSED;
-			p->refused_why = xstrdup(why);
-			peer_read_on(p);
-		}
-	}
-}
-
-/* Take a new connection; over the client limit, only to refuse it. */
-uint64_t
-peers_accept(struct peers *ps, int fd)
+/* Serve a new connection, or take it only to refuse it. */
+struct peer *
+peer_new(struct peer_shared *sh, uint64_t id, int fd, bool refused)
 {
 	struct peer		*p;
 	struct ucred		 cred;
 	socklen_t		 len = sizeof(cred);
 	struct transport_conf	 tc = {
 		.kind = TRANSPORT_STREAM,
-		.max_frame = ps->host.conf->max_frame_size,
+		.max_frame = sh->host.conf->max_frame_size,
 		.high = PEER_OUTQ_HIGH,
 		.low = PEER_OUTQ_LOW,
 		.events = &peer_transport_events,
 	};
 
 	p = xcalloc(1, sizeof(*p));
-	p->ps = ps;
-	p->id = ++ps->next_id;
+	p->sh = sh;
+	p->id = id;
 	p->pid = -1;
 	p->uid = (uid_t)-1;
 	p->gid = (gid_t)-1;
 	tc.arg = p;
-	p->t = transport_new(ps->host.base, fd, &tc);
+	p->t = transport_new(sh->host.base, fd, &tc);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
 		p->pid = cred.pid;
 		p->uid = cred.uid;
 		p->gid = cred.gid;
 	}
-	p->more_ev = event_new(ps->host.base, -1, 0, peer_more_cb, p);
+	p->more_ev = event_new(sh->host.base, -1, 0, peer_more_cb, p);
 	if (p->more_ev == NULL)
 		fatalx("event_new for a client");
 	/* While an Attach is checked, a hang-up is noticed (epoll's RDHUP). */
-	if ((event_base_get_features(ps->host.base) &
+	if ((event_base_get_features(sh->host.base) &
 	    EV_FEATURE_EARLY_CLOSE) != 0 && (p->closed_ev = event_new(
-	    ps->host.base, fd, EV_CLOSED, peer_closed_cb, p)) == NULL)
+	    sh->host.base, fd, EV_CLOSED, peer_closed_cb, p)) == NULL)
 		fatalx("event_new for a client");
-	TAILQ_INSERT_TAIL(&ps->list, p, entry);
-	ps->n++;
 	log_debug("client %llu connected (pid %d, uid %u, gid %u)",
 	    (unsigned long long)p->id, (int)p->pid, (unsigned)p->uid,
 	    (unsigned)p->gid);
-	p->state = ps->n > ps->host.conf->max_clients ? PEER_REFUSED :
-	    PEER_HELLO;
+	p->state = refused ? PEER_REFUSED : PEER_HELLO;
 	/* The Hello is read (and answered, or refused), or it times out. */
 	peer_read_on(p);
-	return (p->id);
+	return (p);
+}
+
+/* Refuse a peer not yet heard, saying @why. */
+void
+peer_refuse(struct peer *p, const char *why)
+{
+	p->state = PEER_REFUSED;
+	free(p->refused_why);
+	p->refused_why = xstrdup(why);
+	peer_read_on(p);
 }
 
 /* End @p's session: add what it did to the history, then free it. */
@@ -486,13 +436,13 @@ peer_end_session(struct peer *p)
 {
 	if (p->session == NULL)
 		return;
-	stats_history_end(&p->ps->history, p->session);
+	stats_history_end(&p->sh->history, p->session);
 	session_free(p->session);
 	p->session = NULL;
 }
 
 /* Close a connection and free everything it owned. */
-static void
+void
 peer_free(struct peer *p)
 {
 	if (p == NULL)
@@ -503,8 +453,7 @@ peer_free(struct peer *p)
 	peer_end_session(p);
 	peer_drop_fds(p);
 	peer_log_dropped(p);
-	TAILQ_REMOVE(&p->ps->list, p, entry);
-	p->ps->n--;
+	p->sh->owner->closed(p->sh->owner_arg, p);
 	event_free(p->more_ev);
 	if (p->closed_ev != NULL)
 		event_free(p->closed_ev);
@@ -534,18 +483,6 @@ peer_broken_cb(void *arg, int error)
 	peer_free(p);
 }
 
-/* Whether peer @id is still connected. */
-bool
-peers_has(const struct peers *ps, uint64_t id)
-{
-	const struct peer	*p;
-
-	TAILQ_FOREACH(p, &ps->list, entry) {
-		if (p->id == id)
-			return (true);
-	}
-	return (false);
-}
 
 /*
  * No Hello in PEER_HELLO_WAIT_S.  Only a client before its Hello (or
@@ -616,7 +553,7 @@ peer_more_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 peer_process(struct peer *p)
 {
-	struct peers	*ps = p->ps;
+	struct peer_shared *sh = p->sh;
 	struct wire_in	*in = transport_in(p->t);
 	Infeed__Frame	*f;
 	char		*cause = NULL;
@@ -675,7 +612,7 @@ peer_process(struct peer *p)
 		}
 		peer_dispatch(p, f);
 		infeed__frame__free_unpacked(f, NULL);
-		if (!peers_has(ps, id))
+		if (!sh->owner->has(sh->owner_arg, id))
 			return;
 		peer_drop_fds(p);
 		if (p->pending != NULL)
@@ -714,7 +651,7 @@ peer_hello(struct peer *p, const Infeed__Hello *h)
 	w.protocol_version = WIRE_PROTOCOL_VERSION;
 	w.daemon_version = (char *)INFEED_VERSION;
 	w.has_max_frame_size = 1;
-	w.max_frame_size = p->ps->host.conf->max_frame_size;
+	w.max_frame_size = p->sh->host.conf->max_frame_size;
 	f.msg_case = INFEED__FRAME__MSG_WELCOME;
 	f.welcome = &w;
 	log_info("client %llu: hello from %s (pid %d, uid %u, gid %u)",
@@ -727,7 +664,7 @@ peer_hello(struct peer *p, const Infeed__Hello *h)
 static void
 peer_list_datasets(struct peer *p)
 {
-	const struct catalogue	 *cat = p->ps->host.cat;
+	const struct catalogue	 *cat = p->sh->host.cat;
 	Infeed__Frame		  f = INFEED__FRAME__INIT;
 	Infeed__DatasetList	  dl = INFEED__DATASET_LIST__INIT;
 	Infeed__DatasetInfo	 *infos, **ptrs;
@@ -766,7 +703,7 @@ peer_list_datasets(struct peer *p)
 static void
 peer_session_host(const struct peer *p, struct session_host *sh)
 {
-	const struct peers_host	*h = &p->ps->host;
+	const struct peers_host	*h = &p->sh->host;
 
 	sh->cat = h->cat;
 	sh->pool = h->pool;
@@ -987,7 +924,7 @@ peer_attach(struct peer *p, const Infeed__Attach *frame)
 	sc.uid = p->uid;
 	sc.gid = p->gid;
 	/* What the client controls is checked off the loop, if need be. */
-	switch (attach_check_begin(p->ps->checks, &sh, &sc, a, p->req_fds,
+	switch (attach_check_begin(p->sh->checks, &sh, &sc, a, p->req_fds,
 	    p->req_nfds, peer_attach_checked_cb, p, &p->pending, &code,
 	    &cause)) {
 	case -1:
@@ -1063,241 +1000,20 @@ peer_release(struct peer *p, const Infeed__Release *r)
 	peer_send(p, p->req, &f, -1);
 }
 
-/* The daemon, its sessions and its workers now: the one snapshot. */
-void
-peers_stats(const struct peers *ps, struct stats *st)
-{
-	const struct peer	*q;
-
-	stats_take(st, ps->host.pool, ps->host.budget, ps->host.autotune,
-	    ps->host.started_ms, ps->n, ps->n, &ps->history);
-	TAILQ_FOREACH(q, &ps->list, entry) {
-		if (q->session != NULL)
-			stats_add_session(st, q->session, q->name,
-			    q->session_errors);
-	}
-}
-
-/* A SessionStats's LoaderOptions and the messages they point to. */
-struct peer_stats_options {
-	Infeed__LoaderOptions	 lo;
-	Infeed__Transform	 t;
-	Infeed__ElasticStage	 stage[INFEED_MAX_ELASTIC_STAGES];
-	Infeed__ElasticStage	*stagep[INFEED_MAX_ELASTIC_STAGES];
-};
-
-/* A session's LoaderOptions, as it was asked for, for its SessionStats. */
-static void
-peer_stats_options(const struct session_options *o,
-    struct peer_stats_options *out)
-{
-	Infeed__LoaderOptions	*lo = &out->lo;
-	Infeed__Transform	*t = &out->t;
-	size_t			 i;
-
-	infeed__loader_options__init(lo);
-	lo->has_batch_size = lo->has_device_iterations = 1;
-	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
-	lo->batch_size = o->batch_size;
-	lo->device_iterations = o->device_iterations;
-	lo->replication_factor = o->replication_factor;
-	lo->gradient_accumulation = o->gradient_accumulation;
-	lo->has_shuffle = lo->has_seed = lo->has_drop_last = 1;
-	lo->shuffle = o->shuffle;
-	lo->seed = o->seed;
-	lo->drop_last = o->drop_last;
-	lo->has_num_workers = lo->has_persistent_workers = 1;
-	lo->num_workers = o->num_workers;
-	lo->persistent_workers = o->persistent_workers;
-	lo->has_buffer_size = lo->has_load_indefinitely = 1;
-	lo->buffer_size = o->buffer_size;
-	lo->load_indefinitely = o->load_indefinitely;
-	lo->has_early_preload = 1;
-	lo->early_preload = o->early_preload;
-	lo->has_distributed_process_id = lo->has_distributed_process_count = 1;
-	lo->distributed_process_id = o->process_id;
-	lo->distributed_process_count = o->process_count;
-	lo->has_start_epoch = lo->has_start_step = 1;
-	lo->start_epoch = o->start_epoch;
-	lo->start_step = o->start_step;
-	lo->has_label_dtype = 1;
-	lo->label_dtype = (Infeed__DType)o->label_dtype;
-	lo->has_share = 1;
-	lo->share = o->share;
-	/* A session's count is at most INFEED_MAX_ELASTIC_STAGES. */
-	for (i = 0; i < o->nstages; i++) {
-		infeed__elastic_stage__init(&out->stage[i]);
-		out->stage[i].process_count = o->stages[i].process_count;
-		out->stage[i].combined_batch_size = o->stages[i].cbs;
-		out->stage[i].steps_done = o->stages[i].steps_done;
-		out->stagep[i] = &out->stage[i];
-	}
-	lo->n_start_epoch_stages = o->nstages;
-	lo->start_epoch_stages = out->stagep;
-	if (!o->has_transform)
-		return;
-	infeed__transform__init(t);
-	t->has_to_float32 = t->has_scale = 1;
-	t->to_float32 = o->transform.to_float32;
-	t->scale = o->transform.scale;
-	/* A session's counts are at most INFEED_MAX_CHANNELS. */
-	t->n_mean = o->transform.nmean;
-	t->mean = (float *)(uintptr_t)o->transform.mean;
-	t->n_std = o->transform.nstd;
-	t->std = (float *)(uintptr_t)o->transform.std;
-	t->pipeline = o->transform.pipeline;
-	lo->transform = t;
-}
-
-/* A live session of the snapshot as a SessionStats. */
-static void
-peer_stats_session(const struct stats_session *in, Infeed__SessionStats *ss,
-    struct peer_stats_options *opts)
-{
-	const struct session_report	*r = &in->report;
-
-	infeed__session_stats__init(ss);
-	ss->session_id = r->id;
-	ss->dataset = (char *)(uintptr_t)r->dataset;
-	peer_stats_options(r->options, opts);
-	ss->options = &opts->lo;
-	ss->has_epoch = ss->has_step = 1;
-	ss->epoch = r->epoch;
-	ss->step = r->step;
-	ss->has_slots_ready = ss->has_slots_held = ss->has_slots = 1;
-	ss->slots_ready = r->slots_ready;
-	ss->slots_held = r->slots_held;
-	ss->slots = r->slots;
-	ss->has_steps_delivered = ss->has_rows_delivered = 1;
-	ss->steps_delivered = r->steps;
-	ss->rows_delivered = r->rows;
-	ss->has_bytes_read = 1;
-	ss->bytes_read = r->bytes_read;
-	ss->has_samples_replaced = 1;
-	ss->samples_replaced = r->samples_replaced;
-	ss->has_items_per_s = 1;
-	ss->items_per_s = r->items_per_s;
-	ss->has_data_wait_s = ss->has_active_s = 1;
-	ss->data_wait_s = (double)r->data_wait_us / 1e6;
-	ss->active_s = (double)r->active_us / 1e6;
-	ss->n_next_wait_counts = SESSION_WAIT_BUCKETS;
-	ss->next_wait_counts = (uint64_t *)(uintptr_t)r->wait_counts;
-	ss->has_client_pid = ss->has_client_uid = 1;
-	ss->client_pid = r->client_pid;
-	ss->client_uid = r->client_uid;
-	ss->client_name = (char *)(uintptr_t)in->client_name;
-	ss->has_errors_sent = 1;
-	ss->errors_sent = in->errors_sent;
-	if (r->group_id != 0) {
-		ss->has_group_id = ss->has_group_members = 1;
-		ss->group_id = r->group_id;
-		ss->group_members = r->group_members;
-		ss->has_group_steps_filled = ss->has_group_bytes_read = 1;
-		ss->group_steps_filled = r->group_steps_filled;
-		ss->group_bytes_read = r->group_bytes_read;
-		ss->has_group_leaves_held_back = ss->has_group_leaves_waited =
-		    ss->has_group_stays = ss->has_group_rejoins = 1;
-		ss->group_leaves_held_back =
-		    r->group_leaves[SESSION_LEAVE_HELD_BACK];
-		ss->group_leaves_waited = r->group_leaves[SESSION_LEAVE_WAITED];
-		ss->group_stays = r->group_stays;
-		ss->group_rejoins = r->group_rejoins;
-	}
-	ss->has_group_left = 1;
-	ss->group_left = r->group_left;
-}
-
-/* A worker of the snapshot as a WorkerStats. */
-static void
-peer_stats_worker(const struct pool_worker_info *wi, Infeed__WorkerStats *ws)
-{
-	infeed__worker_stats__init(ws);
-	ws->pid = wi->pid;
-	ws->state = (char *)(uintptr_t)wi->state;
-	ws->has_rows_done = ws->has_restarts = 1;
-	ws->rows_done = wi->rows_done;
-	ws->restarts = wi->restarts;
-	ws->has_stuck = ws->has_taken_over = 1;
-	ws->stuck = wi->stuck;
-	ws->taken_over = wi->taken_over;
-	ws->has_busy_s = 1;
-	ws->busy_s = wi->busy_s;
-}
-
 /* GetStats: the snapshot, as a Stats frame. */
 static void
 peer_stats(struct peer *p)
 {
-	Infeed__Frame		  f = INFEED__FRAME__INIT;
-	Infeed__Stats		  st = INFEED__STATS__INIT;
-	Infeed__SessionStats	 *ss, **ssp;
-	struct peer_stats_options *opts;
-	Infeed__WorkerStats	 *ws, **wsp;
-	struct stats		  snap;
-	size_t			  i;
+	Infeed__Frame		f = INFEED__FRAME__INIT;
+	struct stats_frame	sf;
+	struct stats		snap;
 
-	peers_stats(p->ps, &snap);
-	ss = xcalloc(snap.nsessions + 1, sizeof(*ss));
-	ssp = xcalloc(snap.nsessions + 1, sizeof(*ssp));
-	opts = xcalloc(snap.nsessions + 1, sizeof(*opts));
-	for (i = 0; i < snap.nsessions; i++) {
-		peer_stats_session(&snap.sessions[i], &ss[i], &opts[i]);
-		ssp[i] = &ss[i];
-	}
-	ws = xcalloc(snap.nworkers + 1, sizeof(*ws));
-	wsp = xcalloc(snap.nworkers + 1, sizeof(*wsp));
-	for (i = 0; i < snap.nworkers; i++) {
-		peer_stats_worker(&snap.workers[i], &ws[i]);
-		wsp[i] = &ws[i];
-	}
-	st.daemon_version = (char *)INFEED_VERSION;
-	st.has_uptime_ms = 1;
-	st.uptime_ms = snap.uptime_ms;
-	st.has_clients = 1;
-	st.clients = snap.clients;
-	st.n_sessions = snap.nsessions;
-	st.sessions = ssp;
-	st.has_memory_used = st.has_memory_budget = 1;
-	st.memory_used = snap.memory_used;
-	st.memory_budget = snap.memory_budget;
-	st.has_memory_kept = st.has_rings_reused = st.has_rings_made = 1;
-	st.memory_kept = snap.memory_kept;
-	st.rings_reused = snap.rings_reused;
-	st.rings_made = snap.rings_made;
-	st.has_memory_held = 1;
-	st.memory_held = snap.memory_held;
-	st.has_jobs_queued = 1;
-	st.jobs_queued = snap.jobs_queued;
-	st.has_rows_reissued = 1;
-	st.rows_reissued = snap.rows_reissued;
-	st.has_fork_server_pid = st.has_fork_server_restarts = 1;
-	st.fork_server_pid = snap.fork_server_pid > 0 ? snap.fork_server_pid :
-	    0;
-	st.fork_server_restarts = snap.fork_server_restarts;
-	st.n_workers = snap.nworkers;
-	st.workers = wsp;
-	st.huge_pages = (char *)(uintptr_t)snap.huge_pages;
-	st.has_memory_private = 1;
-	st.memory_private = snap.memory_private;
-	if (snap.workers_auto) {
-		st.has_workers_auto = st.has_workers_max = 1;
-		st.workers_auto = 1;
-		st.workers_max = snap.autotune.max;
-		st.workers_max_why = (char *)(uintptr_t)snap.autotune.max_why;
-		st.pool_last_resize = (char *)(uintptr_t)snap.autotune.last;
-		st.pool_decision = (char *)(uintptr_t)snap.autotune.now;
-		st.has_pool_grows = st.has_pool_shrinks = 1;
-		st.pool_grows = snap.autotune.grows;
-		st.pool_shrinks = snap.autotune.shrinks;
-	}
+	p->sh->owner->snapshot(p->sh->owner_arg, &snap);
+	stats_frame_fill(&sf, &snap);
 	f.msg_case = INFEED__FRAME__MSG_STATS;
-	f.stats = &st;
+	f.stats = &sf.msg;
 	peer_send(p, p->req, &f, -1);
-	free(wsp);
-	free(ws);
-	free(opts);
-	free(ssp);
-	free(ss);
+	stats_frame_clear(&sf);
 	stats_clear(&snap);
 }
 
@@ -1341,7 +1057,7 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 		peer_fail(p, ERRCODE_RESOURCE_EXHAUSTED,
 		    "infeedd already serves %u clients (max_clients in %s); "
 		    "try again later or ask the operator to raise the limit",
-		    p->ps->host.conf->max_clients, p->ps->host.conf->path);
+		    p->sh->host.conf->max_clients, p->sh->host.conf->path);
 		return;
 	}
 	if (p->state == PEER_HELLO && c != INFEED__FRAME__MSG_HELLO) {
@@ -1383,65 +1099,47 @@ peer_dispatch(struct peer *p, Infeed__Frame *f)
 	}
 }
 
-/* After a reload: keep sessions whose dataset did not change. */
-void
-peers_reload(struct peers *ps, const struct config *conf,
-    const struct catalogue *cat, unsigned *kept, unsigned *ended)
+/* Peer @p's id. */
+uint64_t
+peer_id(const struct peer *p)
 {
-	struct peer	*p;
+	return (p->id);
+}
 
-	ps->host.conf = conf;
-	ps->host.cat = cat;
-	*kept = *ended = 0;
-	TAILQ_FOREACH(p, &ps->list, entry) {
-		if (p->session == NULL)
-			continue;
-		if (session_reload(p->session, cat) == 0) {
-			(*kept)++;
-			continue;
-		}
-		/* Answer what waits; later requests get the same reason. */
-		p->ended_why = xasprintf("the operator reloaded infeedd and "
-		    "dataset '%s' changed or was removed; this session ended, "
-		    "attach again", session_dataset_name(p->session));
-		session_cancel(p->session, ERRCODE_NOT_FOUND,
-		    p->ended_why);
-		peer_end_session(p);
-		peer_set_state(p, PEER_ENDED);
-		(*ended)++;
-	}
+/* Add @p's session, if any, to snapshot @st. */
+void
+peer_add_stats(const struct peer *p, struct stats *st)
+{
+	if (p->session != NULL)
+		stats_add_session(st, p->session, p->name, p->session_errors);
+}
+
+/* After a reload: keep the session if its dataset did not change. */
+enum peer_reloaded
+peer_reload(struct peer *p, const struct catalogue *cat)
+{
+	if (p->session == NULL)
+		return (PEER_NO_SESSION);
+	if (session_reload(p->session, cat) == 0)
+		return (PEER_KEPT);
+	/* Answer what waits; later requests get the same reason. */
+	p->ended_why = xasprintf("the operator reloaded infeedd and "
+	    "dataset '%s' changed or was removed; this session ended, "
+	    "attach again", session_dataset_name(p->session));
+	session_cancel(p->session, ERRCODE_NOT_FOUND, p->ended_why);
+	peer_end_session(p);
+	peer_set_state(p, PEER_ENDED);
+	return (PEER_ENDED_SESSION);
 }
 
 /* What a test may see of a peer. */
-int
-peers_probe(const struct peers *ps, uint64_t id, struct peer_probe *out)
+void
+peer_probe(const struct peer *p, struct peer_probe *out)
 {
-	const struct peer	*p;
-
-	TAILQ_FOREACH(p, &ps->list, entry) {
-		if (p->id != id)
-			continue;
-		out->reading = transport_reading(p->t);
+	out->reading = transport_reading(p->t);
+	out->unread = 0;
+	if (ioctl(transport_fd(p->t), FIONREAD, &out->unread) == -1)
 		out->unread = 0;
-		if (ioctl(transport_fd(p->t), FIONREAD, &out->unread) == -1)
-			out->unread = 0;
-		out->fds_kept = transport_in(p->t)->nfds;
-		out->queued = transport_queued_bytes(p->t);
-		return (0);
-	}
-	return (-1);
-}
-
-/* Connections now. */
-unsigned
-peers_count(const struct peers *ps)
-{
-	return (ps->n);
-}
-
-/* Attach requests whose checks (or ring memory) are still awaited. */
-unsigned
-peers_attaching(const struct peers *ps)
-{
-	return (attach_check_pending(ps->checks));
+	out->fds_kept = transport_in(p->t)->nfds;
+	out->queued = transport_queued_bytes(p->t);
 }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client connections: every peer's socket, its state, and the only code
- * that writes frames to clients.  A peer turns requests into calls on its
+ * One client connection: its socket, its state, and the only code that
+ * writes frames to clients.  A peer turns requests into calls on its
  * session and the session's answers (through session_events) into frames.
  * The protocol ends here: requests are converted into the plain C structs
  * and codes of the layers below (session.h, errcode.h), and their answers
- * and the stats snapshot (stats.h) back into frames.
+ * back into frames; the stats snapshot (stats.h) becomes the Stats frame
+ * in stats-frame.c, beside it.  The set of connections, and what they
+ * share, is the registry's (peers.h).
  *
  * A peer's states and their transitions (peer_set_state):
  *
@@ -31,8 +33,9 @@
 #include "session.h"
 #include "stats.h"
 
+struct attach_checks;
 struct event_base;
-struct peers;
+struct peer;
 
 /* What the peers need from the daemon. */
 struct peers_host {
@@ -45,36 +48,24 @@ struct peers_host {
 	uint64_t		 started_ms;
 };
 
-/**
- * peers_new() - an empty set of connections.
- */
-struct peers	*peers_new(const struct peers_host *host);
+/* What a peer asks of the registry that holds it (peers.c). */
+struct peer_owner {
+	/* @p is being freed: forget it. */
+	void	(*closed)(void *arg, struct peer *p);
+	/* Whether peer @id is still connected. */
+	bool	(*has)(void *arg, uint64_t id);
+	/* The one snapshot (stats.h), for GetStats. */
+	void	(*snapshot)(void *arg, struct stats *st);
+};
 
-/**
- * peers_free() - close every connection and free the set; NULL is a no-op.
- */
-void		 peers_free(struct peers *ps);
-
-/**
- * peers_accept() - serve a new connection on @fd (non-blocking).
- * Return: the new peer's id.
- */
-uint64_t	 peers_accept(struct peers *ps, int fd);
-
-/**
- * peers_refuse() - take connection @fd only to refuse it: its first frame
- * (its Hello) is answered with RESOURCE_EXHAUSTED and @why, then it closes.
- */
-void		 peers_refuse(struct peers *ps, int fd, const char *why);
-
-/**
- * peers_reload() - the configuration and catalogue changed: sessions on
- * datasets that did not change go on, the others end (their waiting Next
- * requests get NOT_FOUND).  Counts go to *@kept and *@ended.
- */
-void		 peers_reload(struct peers *ps, const struct config *conf,
-		    const struct catalogue *cat, unsigned *kept,
-		    unsigned *ended);
+/* What every peer shares, kept by the registry. */
+struct peer_shared {
+	struct peers_host	 host;
+	struct stats_history	 history;	/* ended sessions, errors */
+	struct attach_checks	*checks;	/* pending Attaches */
+	const struct peer_owner	*owner;
+	void			*owner_arg;
+};
 
 /* What tests and fuzz targets may see of one connection. */
 struct peer_probe {
@@ -84,22 +75,44 @@ struct peer_probe {
 	size_t	queued;		/* bytes of replies its socket did not take */
 };
 
-/**
- * peers_probe() - fill @out for peer @id.  Return: 0, or -1 when gone.
- */
-int		 peers_probe(const struct peers *ps, uint64_t id,
-		    struct peer_probe *out);
+/* What a reload did to a peer's session. */
+enum peer_reloaded {
+	PEER_NO_SESSION,
+	PEER_KEPT,
+	PEER_ENDED_SESSION,	/* its dataset changed or went */
+};
 
-unsigned	 peers_count(const struct peers *ps);
-/* Attach requests whose checks (or ring memory) are still awaited. */
-unsigned	 peers_attaching(const struct peers *ps);
-/* Whether peer @id is still connected. */
-bool		 peers_has(const struct peers *ps, uint64_t id);
 /**
- * peers_stats() - the daemon, its sessions and workers now (stats.h): the
- * one snapshot that GetStats, /metrics and STATUS= render.  Clear it with
- * stats_clear().
+ * peer_new() - serve connection @fd (non-blocking) as peer @id; @refused:
+ * only to refuse it (its first frame gets RESOURCE_EXHAUSTED).
  */
-void		 peers_stats(const struct peers *ps, struct stats *st);
+struct peer	*peer_new(struct peer_shared *sh, uint64_t id, int fd,
+		    bool refused);
+
+/**
+ * peer_free() - close the connection (telling its owner) and free it.
+ */
+void		 peer_free(struct peer *p);
+
+/**
+ * peer_refuse() - refuse peer @p, saying @why to its first frame.
+ */
+void		 peer_refuse(struct peer *p, const char *why);
+
+uint64_t	 peer_id(const struct peer *p);
+
+/**
+ * peer_add_stats() - add @p's session, if it has one, to snapshot @st.
+ */
+void		 peer_add_stats(const struct peer *p, struct stats *st);
+
+/**
+ * peer_reload() - the catalogue is now @cat: @p's session goes on if its
+ * dataset did not change, else it ends (waiting Next requests get
+ * NOT_FOUND, and so do later ones).
+ */
+enum peer_reloaded peer_reload(struct peer *p, const struct catalogue *cat);
+
+void		 peer_probe(const struct peer *p, struct peer_probe *out);
 
 #endif /* INFEED_PEER_H */

@@ -65,6 +65,7 @@
 #include "catalogue.h"
 #include "forker.h"
 #include "ring.h"
+#include "stats-schema.h"
 #include "transform.h"
 
 #define POOL_STOP_MS		FORKER_STOP_MS	/* SIGTERM to SIGKILL */
@@ -108,11 +109,11 @@ struct pool_worker_info {
 					   taken-over (being killed: its job
 					   was done first by another), retiring,
 					   restarting */
-	uint64_t	 rows_done;
-	double		 busy_s;	/* in jobs, since it started */
-	unsigned	 restarts;
-	unsigned	 stuck;		/* killed for missing a deadline */
-	unsigned	 taken_over;	/* jobs another worker took over */
+	/* busy_s, rows_done, restarts, stuck, taken_over (stats-schema.h) */
+#define POOL_WORKER_FIELD(name, type, ...)	type name;
+	INFEED_WORKER_STATS_DAEMON(POOL_WORKER_FIELD)
+	INFEED_WORKER_STATS(POOL_WORKER_FIELD)
+#undef POOL_WORKER_FIELD
 };
 
 /**

@@ -14,6 +14,13 @@
 #include "stats.h"
 #include "xmalloc.h"
 
+/* The schema's session counters are uint64_t fields of the report. */
+#define STATS_REPORT_TYPE(name, report, ...)				\
+	_Static_assert(_Generic(((struct session_report *)0)->report,	\
+	    uint64_t: 1, default: 0), "session_report's " #report	\
+	    " is not the uint64_t stats-schema.h says");
+INFEED_SESSION_STATS(STATS_REPORT_TYPE)
+
 /* Begin a snapshot: everything but the sessions. */
 void
 stats_take(struct stats *st, const struct pool *pool,
@@ -118,12 +125,9 @@ stats_history_end(struct stats_history *h, const struct session *s)
 		e->dataset = xstrdup(name);
 	}
 	e->sessions++;
-	e->steps += r.steps;
-	e->rows += r.rows;
-	e->bytes_read += r.bytes_read;
-	e->samples_replaced += r.samples_replaced;
-	e->data_wait_us += r.data_wait_us;
-	e->active_us += r.active_us;
+#define STATS_FOLD(name, report, ...)	e->report += r.report;
+	INFEED_SESSION_STATS(STATS_FOLD)
+#undef STATS_FOLD
 	for (b = 0; b < SESSION_WAIT_BUCKETS; b++)
 		e->wait_counts[b] += r.wait_counts[b];
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The daemon's statistics, as one model: a snapshot taken at once from the
- * peers, their sessions, the worker pool and the ring budget (peer.c's
- * peers_stats() fills it), rendered three ways: the Stats frame (peer.c),
- * /metrics (metrics.c) and systemd's STATUS= line (daemon.c).  Plain data:
+ * peers, their sessions, the worker pool and the ring budget (peers.c's
+ * peers_stats() fills it), rendered three ways: the Stats frame
+ * (stats-frame.c), /metrics (metrics.c) and systemd's STATUS= line
+ * (daemon.c).  Counters that several renderings share are declared once,
+ * in proto/stats-schema.h.  Plain data:
  * its strings are borrowed from what they describe, so a snapshot is used
  * at once, then cleared.
  *
@@ -22,6 +24,7 @@
 #include "pool.h"
 #include "ring.h"
 #include "session.h"
+#include "stats-schema.h"
 
 /* A live session, with what its peer knows of the client. */
 struct stats_session {
@@ -34,12 +37,10 @@ struct stats_session {
 struct stats_ended {
 	char		*dataset;
 	uint64_t	 sessions;
-	uint64_t	 steps;
-	uint64_t	 rows;
-	uint64_t	 bytes_read;
-	uint64_t	 samples_replaced;
-	uint64_t	 data_wait_us;
-	uint64_t	 active_us;
+	/* steps, rows, ..., active_us: INFEED_SESSION_STATS' report fields */
+#define STATS_ENDED_FIELD(name, report, ...)	uint64_t report;
+	INFEED_SESSION_STATS(STATS_ENDED_FIELD)
+#undef STATS_ENDED_FIELD
 	uint64_t	 wait_counts[SESSION_WAIT_BUCKETS];
 };
 
@@ -64,13 +65,13 @@ struct stats {
 	uint64_t		 rows_reissued;
 	pid_t			 fork_server_pid;	/* -1: none up */
 	unsigned		 fork_server_restarts;
-	uint64_t		 memory_used;	/* live rings and their tables */
-	uint64_t		 memory_kept;
-	uint64_t		 memory_held;
-	uint64_t		 memory_budget;
-	uint64_t		 memory_private; /* main process and workers */
-	uint64_t		 rings_reused;
-	uint64_t		 rings_made;
+	/*
+	 * memory_used (live rings and their tables), memory_kept, ...,
+	 * memory_private (main process and workers): stats-schema.h.
+	 */
+#define STATS_MEMORY_FIELD(name, ...)	uint64_t name;
+	INFEED_MEMORY_STATS(STATS_MEMORY_FIELD)
+#undef STATS_MEMORY_FIELD
 	const char		*huge_pages;
 	const struct stats_history *history;	/* borrowed */
 };

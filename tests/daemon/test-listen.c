@@ -30,7 +30,7 @@
 #include "config.h"
 #include "listen.h"
 #include "log.h"
-#include "peer.h"
+#include "peers.h"
 #include "unit-daemon.h"
 #include "wire.h"
 #include "runner.h"

@@ -30,7 +30,7 @@
 
 #include "log.h"
 #include "metrics.h"
-#include "peer.h"
+#include "peers.h"
 #include "stats.h"
 #include "unit-daemon.h"
 #include "wire.h"

@@ -16,7 +16,7 @@
 #include <check.h>
 
 #include "config.h"
-#include "peer.h"
+#include "peers.h"
 #include "pool.h"
 #include "unit-daemon.h"
 
