@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pool's jobs (see pool.h, pool-private.h): the queue, taken least
- * depth first, then longest at that depth; a job's end and its report to
+ * The pool's jobs (see pool.h, pool-private.h): a queue a ring, in the
+ * order its jobs go, and the pick among the rings' heads, least depth
+ * first, then longest at that depth; a job's end and its report to
  * its ring's owner; after a worker's death, what it blames and the job
  * requeued, split down to the row that kills; takeover twins, the first
  * DONE of two, and the fence that kills the copy that lost.

@@ -2,8 +2,8 @@
 /*
  * The worker pool's own header: what its files share, and no other file
  * includes (tests/check-layers).  The pool is one layer (pool.h is its
- * contract); its files are one unit each, and call each other freely, for
- * the three subsystems are one another's callers: a worker's DONE ends a
+ * contract); its files are one module and one unit, and call each other
+ * freely, for the three subsystems are one another's callers: a worker's DONE ends a
  * job, which may finish a removed ring, which tells the workers to unmap
  * its memory; a job taken over kills a worker, and a worker's end
  * requeues its job.  The files, by subsystem:
@@ -11,9 +11,9 @@
  *	pool.c	the pool made and freed, a reload, and dispatch: which
  *		idle worker runs which queued job, or takes over which
  *		stalled one
- *	pool-jobs.c	the job queue in depth order, a job's end and
- *		report, blame and requeue after a death, takeover twins and
- *		their fence
+ *	pool-jobs.c	the jobs queued (each ring's in the order they
+ *		go) and the pick, least depth first; a job's end and report,
+ *		blame and requeue after a death, takeover twins and their fence
  *	pool-rings.c	the ring registry: rings added, removed and
  *		drained; MAP, UNMAP and FORGET; which ring memory workers
  *		keep mapped (pool_let_go())
