@@ -9,7 +9,9 @@
  *
  * The layers, each calling only those below it (tests/check-layers reads
  * this list and fails the build's tests when an #include goes up or round,
- * or round the files of one folder):
+ * or round the files of one folder; a layer may be several files that
+ * share a private header, as pool is pool.c and the files pool-private.h
+ * lists):
  *
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
