@@ -778,7 +778,7 @@ def test_a_step_kept_after_close_never_changes_while_the_group_goes_on(
 
 
 def _children(pid):
-    """The processes whose parent is @pid."""
+    """The live processes whose parent is @pid (zombies left out)."""
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -787,7 +787,8 @@ def _children(pid):
                     stat = f.read()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == pid and state != "Z":
                 out.append(int(d))
     return out
 
@@ -803,7 +804,14 @@ def test_a_worker_crash_fails_the_test(tmp_path):
     assert workers
     os.kill(workers[0], signal.SIGKILL)
     assert d.crash_line() is None
-    os.kill(_children(forker[0])[0], signal.SIGSEGV)
+    # Its replacement, once up (the killed one may linger as a zombie).
+    for _ in range(500):
+        fresh = [p for p in _children(forker[0]) if p != workers[0]]
+        if fresh:
+            break
+        time.sleep(0.01)
+    assert fresh, "the killed worker was not replaced within 5 s"
+    os.kill(fresh[0], signal.SIGSEGV)
     for _ in range(500):
         if d.crash_line() is not None:
             break
