@@ -34,12 +34,15 @@ wire_in_frame(struct wire_in *in, Infeed__Frame **out, char **cause)
 	f = infeed__frame__unpack(NULL, flen, body);
 	wire_in_skip(in);
 	if (f == NULL) {
+		/* Its descriptors are no other frame's. */
+		wire_in_drop_frame_fds(in);
 		if (asprintf(cause, "frame of %u bytes is not a valid "
 		    "infeed.Frame message", flen) == -1)
 			*cause = NULL;
 		return (WIRE_BAD);
 	}
 	if (f->msg_case == INFEED__FRAME__MSG__NOT_SET) {
+		wire_in_drop_frame_fds(in);
 		infeed__frame__free_unpacked(f, NULL);
 		if (asprintf(cause, "frame carries no message (unknown or "
 		    "empty oneof)") == -1)

@@ -510,6 +510,43 @@ START_TEST(test_fds_belong_to_their_frame)
 }
 END_TEST
 
+/*
+ * A frame refused (not a valid Frame, or no message this side knows)
+ * takes its fds with it: they are closed, never the next frame's.
+ */
+START_TEST(test_bad_frames_fds_are_not_the_next_frames)
+{
+	static const uint8_t	unknown[] = { 3, 0, 0, 0, 0x98, 0x06, 0x01 };
+	uint8_t			 garbage[WIRE_HEADER_SIZE + 16];
+	uint8_t			*buf;
+	size_t			 len;
+	int			 p[2], before;
+
+	ck_assert_int_eq(pipe(p), 0);
+	before = count_fds(0, NULL);
+	put_le32(garbage, 16);
+	memset(garbage + WIRE_HEADER_SIZE, 0xff, 16);
+	buf = pack_hello(1, &len);
+	ck_assert_int_eq(wire_send_all_fds(sv[1], garbage, sizeof(garbage),
+	    p, 1), 0);
+	ck_assert_int_eq(wire_send_all_fds(sv[1], unknown, sizeof(unknown),
+	    p + 1, 1), 0);
+	ck_assert_int_eq(wire_send_all(sv[1], buf, len, -1), 0);
+	while (wire_in_recv(&in, sv[0]) > 0)
+		;
+	ck_assert_uint_eq(in.nfds, 2);
+	expect_bad("not a valid", NULL);
+	expect_bad("no message", NULL);
+	expect_hello(1);
+	ck_assert_uint_eq(wire_in_frame_fds(&in), 0);
+	ck_assert_uint_eq(in.nfds, 0);
+	ck_assert_int_eq(count_fds(0, NULL), before);
+	free(buf);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 START_TEST(test_fds_in_order)
 {
 	uint8_t	*buf;
@@ -778,6 +815,7 @@ wire_suite(void)
 	tcase_add_test(tc, test_fd_passing);
 	tcase_add_test(tc, test_fds_in_order);
 	tcase_add_test(tc, test_fds_belong_to_their_frame);
+	tcase_add_test(tc, test_bad_frames_fds_are_not_the_next_frames);
 	tcase_add_test(tc, test_clear_closes_untaken);
 	tcase_add_test(tc, test_too_many_fds_one_message);
 	tcase_add_test(tc, test_too_many_fds_queued);
