@@ -1082,6 +1082,18 @@ session_group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
 		session_group_settle(g);
 }
 
+/* Let go of slots @slots of @g's ring, one hold each. */
+static void
+session_group_unhold(struct session_group *g, uint64_t slots)
+{
+	uint32_t	k;
+
+	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+		if (slots & session_group_bit(k))
+			ring_slot_unhold(g->producer->ring, k);
+	}
+}
+
 /*
  * Process @pid ended a session of @g holding slots @slots of its ring: its
  * holds in the ring stay until it exits, and the group refills them no
@@ -1100,12 +1112,17 @@ session_group_add_holder(struct session_group *g, pid_t pid, uint64_t slots)
 		h = xcalloc(1, sizeof(*h));
 		h->g = g;
 		h->pid = pid;
-		h->pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-		if (h->pidfd != -1 && (h->ev = event_new(g->producer->host.base,
-		    h->pidfd, EV_READ, session_group_holder_exit_cb, h)) !=
-		    NULL && event_add(h->ev, NULL) == -1) {
-			event_free(h->ev);
+		h->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (h->pidfd != -1 && ((h->ev = event_new(
+		    g->producer->host.base, h->pidfd, EV_READ,
+		    session_group_holder_exit_cb, h)) == NULL ||
+		    event_add(h->ev, NULL) == -1)) {
+			/* Unwatched: kill(pid, 0) finds its end instead. */
+			if (h->ev != NULL)
+				event_free(h->ev);
 			h->ev = NULL;
+			close(h->pidfd);
+			h->pidfd = -1;
 		}
 		g->holders = xreallocarray(g->holders, g->nholders + 1,
 		    sizeof(*g->holders));
@@ -1519,9 +1536,16 @@ session_free(struct session *s)
 	 * step never changes): the group never refills them.
 	 */
 	if (s->group != NULL && s->reader != SESSION_PRODUCER) {
-		if (s->shared_held != 0)
+		/*
+		 * A client whose pid is not known (another pid namespace)
+		 * cannot be watched: as for ring memory, it holds nothing
+		 * once its session ends.
+		 */
+		if (s->shared_held != 0 && s->client.pid > 0)
 			session_group_add_holder(s->group, s->client.pid,
 			    s->shared_held);
+		else
+			session_group_unhold(s->group, s->shared_held);
 		s->shared_held = 0;
 		session_group_drop(s);
 	}

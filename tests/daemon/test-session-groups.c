@@ -367,6 +367,39 @@ START_TEST(test_ended_member_slot_kept_until_its_process_exits)
 END_TEST
 
 /*
+ * A member whose pid is not known (a client in another pid namespace:
+ * SO_PEERCRED says 0) cannot be watched: its session ending holding a
+ * step lets the slot go, as ring memory does, rather than pin it for the
+ * group's life.
+ */
+START_TEST(test_ended_member_of_unknown_pid_pins_no_slot)
+{
+	uint32_t	kept, other;
+
+	join(&ma, 0);
+	join(&mb, getpid());
+	next(&ma);
+	wait_steps(&ma, 1);
+	kept = last_step(&ma, 0, 0);
+	session_free(ma.s);	/* holding step 0 */
+	ma.s = NULL;
+	next(&mb);
+	wait_steps(&mb, 1);
+	ck_assert_uint_eq(last_step(&mb, 0, 0), kept);
+	release(&mb, kept);
+	next(&mb);
+	wait_steps(&mb, 2);
+	other = last_step(&mb, 0, 1);
+	release(&mb, other);
+	/* Step 2 may go in the slot the ended member held. */
+	next(&mb);
+	wait_steps(&mb, 3);
+	ck_assert_uint_eq(last_step(&mb, 0, 2), kept);
+	release(&mb, kept);
+}
+END_TEST
+
+/*
  * A member that stops holds the group back: after the slack it leaves
  * with a ring of its own (its next Step brings it, numbered after the
  * group's slots), and the other member goes on.
@@ -428,6 +461,7 @@ groups_suite(void)
 	tcase_add_test(tc, test_members_of_the_same_options_share_one_ring);
 	tcase_add_test(tc, test_slot_refilled_once_every_member_is_past_it);
 	tcase_add_test(tc, test_ended_member_slot_kept_until_its_process_exits);
+	tcase_add_test(tc, test_ended_member_of_unknown_pid_pins_no_slot);
 	tcase_add_test(tc,
 	    test_member_holding_the_group_back_leaves_with_its_own_ring);
 	suite_add_tcase(s, tc);
