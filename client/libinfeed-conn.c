@@ -209,6 +209,11 @@ infeed_recv_any(struct infeed *f, Infeed__Frame **out, int *fd,
 		switch (wire_in_frame(&f->conn.in, out, &cause)) {
 		case WIRE_OK:
 			*fd = infeed_frame_fd(&f->conn.in);
+			/* Counted for the Detach (infeed_proto_detach). */
+			if ((*out)->msg_case == INFEED__FRAME__MSG_ATTACHED)
+				f->conn.steps_read = 0;
+			else if ((*out)->msg_case == INFEED__FRAME__MSG_STEP)
+				f->conn.steps_read++;
 			return (INFEED_OK);
 		case WIRE_BAD:
 			infeed_fail(f, INFEED_ERR_PROTOCOL, "bad frame from "

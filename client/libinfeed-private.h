@@ -121,6 +121,7 @@ struct infeed_conn {
 	 */
 	int			 reply_fd;
 	int			 held_fd;
+	uint64_t		 steps_read;	/* Steps read this session */
 };
 
 /* A ring of an ended session whose steps the caller still holds. */

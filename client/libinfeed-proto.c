@@ -187,7 +187,11 @@ infeed_proto_attach(struct infeed *f, const char *dataset,
 	return (INFEED_OK);
 }
 
-/* End the session (Detach); a Next outstanding is answered first. */
+/*
+ * End the session (Detach); a Next outstanding is answered first.  The
+ * Steps read so far go with it, so that a Step that crosses the Detach,
+ * which the caller never sees, is released by the daemon.
+ */
 int
 infeed_proto_detach(struct infeed *f)
 {
@@ -195,6 +199,8 @@ infeed_proto_detach(struct infeed *f)
 	Infeed__Detach	 dt = INFEED__DETACH__INIT;
 	int		 r;
 
+	dt.has_steps_received = 1;
+	dt.steps_received = f->conn.steps_read;
 	fr.msg_case = INFEED__FRAME__MSG_DETACH;
 	fr.detach = &dt;
 	r = infeed_conn_call_after_next(f, &fr, INFEED__FRAME__MSG_DETACHED,

@@ -951,13 +951,18 @@ peer_attach(struct peer *p, const Infeed__Attach *frame)
 	peer_attached(p, p->req, a->dataset, code, cause);
 }
 
-/* Detach: answer the Next requests still waiting, end the session. */
+/*
+ * Detach: release a Step that crossed it unread, answer the Next requests
+ * still waiting, end the session.
+ */
 static void
-peer_detach(struct peer *p)
+peer_detach(struct peer *p, const Infeed__Detach *d)
 {
 	Infeed__Frame		f = INFEED__FRAME__INIT;
 	Infeed__Detached	dd = INFEED__DETACHED__INIT;
 
+	if (d != NULL && d->has_steps_received)
+		session_detaching(p->session, d->steps_received);
 	session_cancel(p->session, ERRCODE_UNEXPECTED,
 	    "Next: the client detached before the step was ready");
 	peer_end_session(p);
@@ -1039,7 +1044,7 @@ peer_session_request(struct peer *p, Infeed__Frame *f)
 	else if (c == INFEED__FRAME__MSG_RELEASE)
 		peer_release(p, f->release);
 	else
-		peer_detach(p);
+		peer_detach(p, f->detach);
 }
 
 /* Handle one request frame. */

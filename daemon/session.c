@@ -125,6 +125,7 @@ struct session {
 	uint64_t		 epoch;		/* of the last step delivered */
 	uint64_t		 step;
 	uint64_t		 steps_delivered;
+	uint32_t		 last_slot;	/* Step.slot of the last */
 	uint64_t		 rows_delivered;
 	uint64_t		 first_next_ms;
 	/*
@@ -1827,6 +1828,7 @@ session_send_step(struct session *s, const struct ring *r, uint32_t i,
 	s->epoch = sl->epoch;
 	s->step = sl->step;
 	s->steps_delivered++;
+	s->last_slot = st.slot;
 	s->rows_delivered += sl->rows;
 	s->ev.step(s->arg, session_pop(s), &st);
 }
@@ -2030,6 +2032,26 @@ session_release(struct session *s, uint32_t slot, char **cause)
 	session_fill(s);
 	session_deliver(s);
 	return (0);
+}
+
+/*
+ * The client detaches having read @received Steps: one more sent than
+ * that crossed the Detach and was never handed out, so it is released
+ * (held, it would stay charged, and a group's slot unfilled, until the
+ * client's process exits).  Any other count changes nothing.
+ */
+void
+session_detaching(struct session *s, uint64_t received)
+{
+	char	*cause = NULL;
+
+	if (s->steps_delivered == 0 || s->steps_delivered != received + 1)
+		return;
+	if (session_release(s, s->last_slot, &cause) == 0)
+		log_debug("session %llu: slot %u, sent as the client "
+		    "detached, released unread", (unsigned long long)s->id,
+		    s->last_slot);
+	free(cause);
 }
 
 /* Answer every waiting Next with an error. */

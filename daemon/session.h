@@ -120,6 +120,12 @@ int		 session_release(struct session *s, uint32_t slot,
 		    char **cause);
 
 /**
+ * session_detaching() - the client detaches having read @received Steps
+ * of this session: the one sent past those, if any, is released.
+ */
+void		 session_detaching(struct session *s, uint64_t received);
+
+/**
  * session_cancel() - answer every waiting Next with an error @code and
  * @message through the error event.
  */

@@ -184,6 +184,36 @@ peer_count_release(Infeed__Frame__MsgCase what, uint32_t *slot,
 	}
 }
 
+/*
+ * The steps_received of the next Detach the client sent (frames before it
+ * skipped): -1 when it carries none, -2 when no Detach came.
+ */
+static int64_t
+peer_detach_steps(void)
+{
+	struct pollfd	 pfd = { .fd = peer, .events = POLLIN };
+	Infeed__Frame	*fr;
+	char		*cause = NULL;
+	int64_t		 n;
+
+	for (;;) {
+		while (wire_in_frame(&peer_in, &fr, &cause) == WIRE_OK) {
+			if (fr->msg_case != INFEED__FRAME__MSG_DETACH) {
+				infeed__frame__free_unpacked(fr, NULL);
+				continue;
+			}
+			n = fr->detach->has_steps_received ?
+			    (int64_t)fr->detach->steps_received : -1;
+			infeed__frame__free_unpacked(fr, NULL);
+			return (n);
+		}
+		ck_assert_ptr_null(cause);
+		if (poll(&pfd, 1, 0) != 1 ||
+		    wire_in_recv(&peer_in, peer) <= 0)
+			return (-2);
+	}
+}
+
 /* How many frames of @what the client sent that infeedd has not read. */
 static int
 peer_count(Infeed__Frame__MsgCase what)
@@ -496,6 +526,8 @@ START_TEST(state_follows_the_group_and_the_ring_it_reads)
 	ck_assert_int_eq(infeed_release(f, &step), INFEED_OK);
 	peer_detached();
 	ck_assert_int_eq(infeed_detach(f), INFEED_OK);
+	/* The Detach says the two Steps read (a third would be released). */
+	ck_assert_int_eq(peer_detach_steps(), 2);
 	/* Detached: no group, no ring. */
 	ck_assert_int_eq(infeed_get_state(f, &st), INFEED_OK);
 	ck_assert(!st.attached && !st.own_ring);

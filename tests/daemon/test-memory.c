@@ -295,6 +295,64 @@ END_TEST
  * client that had it still maps it (it released its steps, but keeps the
  * mapping): its pages are freed, and it reads zeroes.
  */
+/*
+ * Detach while the Step answering the last Next is on its way, never read:
+ * a Detach that says how many Steps were read (libinfeed's, since 1.10.1)
+ * has the daemon release that one, so nothing stays held for the client's
+ * process; one that does not say (an older client) leaves it held until the
+ * process exits, as before.
+ */
+START_TEST(test_step_crossing_the_detach_released)
+{
+	Infeed__Frame	 f = INFEED__FRAME__INIT, *r, *st;
+	Infeed__Next	 n = INFEED__NEXT__INIT;
+	Infeed__Detach	 d = INFEED__DETACH__INIT;
+	struct pollfd	 pfd;
+	struct conn	 c;
+	char		 msg[512], *cause = NULL;
+	uint64_t	 held[2];
+	int		 fd, i;
+
+	for (i = 0; i < 2; i++) {
+		conn_open(&c);
+		conn_attach(&c, 64, &fd, msg, sizeof(msg));
+		ck_assert_int_ge(fd, 0);
+		conn_release(&c, conn_next(&c));
+		f = (Infeed__Frame)INFEED__FRAME__INIT;
+		f.msg_case = INFEED__FRAME__MSG_NEXT;
+		f.next = &n;
+		raw_send(c.fd, &f);
+		/* The Step is here, unread, when the Detach goes. */
+		pfd = (struct pollfd){ c.fd, POLLIN, 0 };
+		ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
+		d.has_steps_received = i == 0;
+		d.steps_received = 1;
+		f = (Infeed__Frame)INFEED__FRAME__INIT;
+		f.msg_case = INFEED__FRAME__MSG_DETACH;
+		f.detach = &d;
+		r = conn_call(&c, &f);
+		ck_assert_int_eq(r->msg_case, INFEED__FRAME__MSG_STEP);
+		while (wire_in_frame(&c.in, &st, &cause) != WIRE_OK) {
+			ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
+			ck_assert_int_gt(wire_in_recv(&c.in, c.fd), 0);
+		}
+		ck_assert_int_eq(st->msg_case, INFEED__FRAME__MSG_DETACHED);
+		infeed__frame__free_unpacked(st, NULL);
+		infeed__frame__free_unpacked(r, NULL);
+		r = raw_stats();
+		held[i] = r->stats->memory_held;
+		infeed__frame__free_unpacked(r, NULL);
+		close(fd);
+		conn_close(&c);
+	}
+	fprintf(stderr, "held after a Step crossed the Detach: %llu bytes "
+	    "with steps_received, %llu without\n", (unsigned long long)held[0],
+	    (unsigned long long)held[1]);
+	ck_assert_uint_eq(held[0], 0);
+	ck_assert_uint_gt(held[1], 0);
+}
+END_TEST
+
 START_TEST(test_kept_memory_given_up_really_goes)
 {
 	struct conn	 c;
@@ -457,6 +515,7 @@ memory_suite(void)
 	tcase_add_test(tc,
 	    test_kept_steps_of_ended_sessions_stay_within_the_budget);
 	tcase_add_test(tc, test_kept_memory_given_up_really_goes);
+	tcase_add_test(tc, test_step_crossing_the_detach_released);
 	tcase_add_test(tc,
 	    test_exit_of_the_holding_process_gives_the_memory_back);
 	tcase_add_test(tc, test_ring_on_larger_kept_memory_read_right);
