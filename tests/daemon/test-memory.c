@@ -310,7 +310,7 @@ START_TEST(test_step_crossing_the_detach_released)
 	struct pollfd	 pfd;
 	struct conn	 c;
 	char		 msg[512], *cause = NULL;
-	uint64_t	 held[2];
+	uint64_t	 held[2], used, deadline;
 	int		 fd, i;
 
 	for (i = 0; i < 2; i++) {
@@ -339,9 +339,18 @@ START_TEST(test_step_crossing_the_detach_released)
 		ck_assert_int_eq(st->msg_case, INFEED__FRAME__MSG_DETACHED);
 		infeed__frame__free_unpacked(st, NULL);
 		infeed__frame__free_unpacked(r, NULL);
-		r = raw_stats();
-		held[i] = r->stats->memory_held;
-		infeed__frame__free_unpacked(r, NULL);
+		/* The ring goes once its running jobs end (used till then). */
+		deadline = now_ms() + 10000;
+		for (;;) {
+			r = raw_stats();
+			used = r->stats->memory_used;
+			held[i] = r->stats->memory_held;
+			infeed__frame__free_unpacked(r, NULL);
+			if (used == 0 || now_ms() > deadline)
+				break;
+			usleep(10000);
+		}
+		ck_assert_uint_eq(used, 0);
 		close(fd);
 		conn_close(&c);
 	}
