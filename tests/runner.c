@@ -178,6 +178,13 @@ count_fds(pid_t pid, const char *but)
 	return (pid == 0 ? n - 1 : n);
 }
 
+/* This process's descriptors on @what: all of them less the others. */
+int
+count_fds_on(const char *what)
+{
+	return (count_fds(0, NULL) - count_fds(0, what));
+}
+
 /* One byte with @count copies of @fd in a hand-built SCM_RIGHTS. */
 void
 send_fds(int sock, int fd, int count)

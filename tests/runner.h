@@ -37,6 +37,9 @@ void		write_file(const char *path, const void *buf, size_t len);
  */
 int		count_fds(pid_t pid, const char *but);
 
+/* This process's descriptors whose target's name holds @what. */
+int		count_fds_on(const char *what);
+
 /*
  * count_fds()'s @but for all but ring memory, which infeedd keeps from an
  * ended session for the next one (keep_ring_memory).

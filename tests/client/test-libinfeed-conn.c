@@ -122,19 +122,7 @@ ring_memfd(uint8_t byte)
 static unsigned
 memfds_open(void)
 {
-	char	path[64], link[256];
-	ssize_t	n;
-	int	fd;
-	unsigned count = 0;
-
-	for (fd = 0; fd < 1024; fd++) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
-			continue;
-		link[n] = '\0';
-		count += strncmp(link, "/memfd:", 7) == 0;
-	}
-	return (count);
+	return ((unsigned)count_fds_on("/memfd:"));
 }
 
 /* infeedd refuses request @id with @code. */
