@@ -226,18 +226,8 @@ group_new(uint64_t id, const struct session_host *host,
 	g->src = *src;
 	memset(src, 0, sizeof(*src));
 	TAILQ_INIT(&g->members);
-	g->spec.pool = host->pool;
-	g->spec.budget = host->budget;
-	g->spec.base = host->base;
-	g->spec.src = &g->src;
-	g->spec.table_charged = &g->table_charged;
-	g->spec.owner.uid = client->uid;
-	g->spec.owner.gid = client->gid;
-	g->spec.owner.content = g->src.ds->serial;
-	g->spec.owner.pid = client->pid;
-	g->spec.slots = o->buffer_size;
-	g->spec.num_workers = o->num_workers;
-	g->spec.load_indefinitely = o->load_indefinitely;
+	producer_spec_init(&g->spec, host, client, o, &g->src,
+	    &g->table_charged);
 	g->p = producer_new(&g->spec, o->start_epoch, o->start_step,
 	    group_done_cb, g, code, cause);
 	if (g->p == NULL) {
@@ -1032,16 +1022,8 @@ group_quit(struct group_member *m)
 int
 group_reload(struct group *g, const struct catalogue *cat)
 {
-	size_t	i;
-
-	for (i = 0; i < cat->ndatasets; i++) {
-		if (cat->datasets[i] == g->src.ds)
-			break;
-	}
-	if (i == cat->ndatasets)
+	if (producer_reload(&g->src, g->p, cat) == -1)
 		return (-1);
 	g->host.cat = cat;
-	g->src.ds_index = i;
-	producer_set_dataset(g->p, (uint32_t)i);
 	return (0);
 }

@@ -282,6 +282,28 @@ producer_table(const struct producer_spec *spec, char **cause)
 	return (0);
 }
 
+/* What a producer of a client's Attach is made of. */
+void
+producer_spec_init(struct producer_spec *spec,
+    const struct session_host *host, const struct session_client *client,
+    const struct session_options *o, struct session_source *src,
+    uint64_t *table_charged)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->pool = host->pool;
+	spec->budget = host->budget;
+	spec->base = host->base;
+	spec->src = src;
+	spec->table_charged = table_charged;
+	spec->owner.uid = client->uid;
+	spec->owner.gid = client->gid;
+	spec->owner.content = src->ds->serial;
+	spec->owner.pid = client->pid;
+	spec->slots = o->buffer_size;
+	spec->num_workers = o->num_workers;
+	spec->load_indefinitely = o->load_indefinitely;
+}
+
 /* Make the producer: see producer.h. */
 struct producer *
 producer_new(const struct producer_spec *spec, uint64_t epoch,
@@ -601,9 +623,21 @@ producer_gate(const struct producer *p, const struct ring_slot *sl)
 	return (PRODUCER_GATE_STEP);
 }
 
-/* The dataset moved in the catalogue. */
-void
-producer_set_dataset(struct producer *p, uint32_t index)
+/* After a reload: where @src's dataset is now, or -1 when it went. */
+int
+producer_reload(struct session_source *src, struct producer *p,
+    const struct catalogue *cat)
 {
-	pool_ring_set_dataset(p->pool_ring, index);
+	size_t	i;
+
+	for (i = 0; i < cat->ndatasets; i++) {
+		if (cat->datasets[i] == src->ds)
+			break;
+	}
+	if (i == cat->ndatasets)
+		return (-1);
+	src->ds_index = i;
+	if (p != NULL)
+		pool_ring_set_dataset(p->pool_ring, (uint32_t)i);
+	return (0);
 }

@@ -26,10 +26,14 @@
 #include "infeed-limits.h"
 #include "ring.h"
 
+struct catalogue;
 struct event;
 struct event_base;
 struct pool;
 struct pool_ring;
+struct session_client;
+struct session_host;
+struct session_options;
 struct session_source;
 
 enum producer_state {
@@ -95,6 +99,16 @@ enum producer_gate {
 	PRODUCER_GATE_WAIT,	/* a step before the failed one, filling */
 	PRODUCER_GATE_ERROR,	/* the failure */
 };
+
+/**
+ * producer_spec_init() - @spec of a producer of @client's options @o on
+ * @host, from source @src whose table's charge @table_charged keeps.
+ */
+void		 producer_spec_init(struct producer_spec *spec,
+		    const struct session_host *host,
+		    const struct session_client *client,
+		    const struct session_options *o,
+		    struct session_source *src, uint64_t *table_charged);
 
 /**
  * producer_new() - charge the source's shuffle table (once per source),
@@ -173,9 +187,11 @@ enum producer_gate producer_gate(const struct producer *p,
 		    const struct ring_slot *sl);
 
 /**
- * producer_set_dataset() - after a reload, the dataset is the
- * catalogue's @index-th.
+ * producer_reload() - after a reload, find source @src's dataset in @cat
+ * and tell the pool where it moved, for @p if any (NULL: @src only).
+ * Return: 0, or -1 when the dataset changed or went.
  */
-void		 producer_set_dataset(struct producer *p, uint32_t index);
+int		 producer_reload(struct session_source *src,
+		    struct producer *p, const struct catalogue *cat);
 
 #endif /* INFEED_PRODUCER_H */

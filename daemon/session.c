@@ -134,18 +134,8 @@ session_new(const struct session_host *host,
 	    cause) == -1)
 		goto fail;
 	session_options_copy(&s->opts, o);
-	s->spec.pool = host->pool;
-	s->spec.budget = host->budget;
-	s->spec.base = host->base;
-	s->spec.src = &s->src;
-	s->spec.table_charged = &s->table_charged;
-	s->spec.owner.uid = client->uid;
-	s->spec.owner.gid = client->gid;
-	s->spec.owner.content = s->src.ds->serial;
-	s->spec.owner.pid = client->pid;
-	s->spec.slots = o->buffer_size;
-	s->spec.num_workers = o->num_workers;
-	s->spec.load_indefinitely = o->load_indefinitely;
+	producer_spec_init(&s->spec, host, client, o, &s->src,
+	    &s->table_charged);
 	if (group_may_share(host, &s->opts, &s->src)) {
 		if (session_join(s, a, chk, code, cause) == -1)
 			goto fail;
@@ -273,23 +263,14 @@ session_cancel(struct session *s, enum errcode code, const char *message)
 int
 session_reload(struct session *s, const struct catalogue *cat)
 {
-	size_t	i;
-
 	/* The client's files are no part of the catalogue. */
 	if (s->src.own_ds)
 		return (0);
 	if (s->gm.g != NULL && group_reload(s->gm.g, cat) == -1)
 		return (-1);
-	for (i = 0; i < cat->ndatasets; i++) {
-		if (cat->datasets[i] == s->src.ds)
-			break;
-	}
-	if (i == cat->ndatasets)
+	if (producer_reload(&s->src, s->rd.own, cat) == -1)
 		return (-1);
 	s->host.cat = cat;
-	s->src.ds_index = i;
-	if (s->rd.own != NULL)
-		producer_set_dataset(s->rd.own, (uint32_t)i);
 	return (0);
 }
 
