@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <check.h>
 
@@ -106,10 +105,11 @@ producer_reach(enum producer_state st)
 
 /* In the child: reader move @from -> @to (@arg = from << 4 | to). */
 static void
-child_consumer(int arg)
+child_consumer(void *p, int arg)
 {
 	struct consumer	c;
 
+	(void)p;
 	consumer_reach(&c, (enum consumer_state)(arg >> 4));
 	log_init("test-stream", 0);
 	consumer_set_state(&c, (enum consumer_state)(arg & 15));
@@ -117,45 +117,14 @@ child_consumer(int arg)
 
 /* In the child: producer move @from -> @to. */
 static void
-child_producer(int arg)
+child_producer(void *p, int arg)
 {
 	enum producer_state	s = producer_reach(
 				    (enum producer_state)(arg >> 4));
 
+	(void)p;
 	log_init("test-stream", 0);
 	producer_state_move(&s, (enum producer_state)(arg & 15), 7);
-}
-
-/*
- * Run @fn(@arg) in a child and return its wait status; what the child
- * wrote to stderr (the fatal message) lands in @err.
- */
-static int
-run_in_child(void (*fn)(int), int arg, char *err, size_t errlen)
-{
-	pid_t	pid;
-	size_t	off = 0;
-	ssize_t	n;
-	int	p[2], status;
-
-	ck_assert_int_eq(pipe(p), 0);
-	fflush(stdout);
-	fflush(stderr);
-	ck_assert_int_ne(pid = fork(), -1);
-	if (pid == 0) {
-		close(p[0]);
-		dup2(p[1], STDERR_FILENO);
-		fn(arg);
-		_exit(0);
-	}
-	close(p[1]);
-	while (off + 1 < errlen &&
-	    (n = read(p[0], err + off, errlen - 1 - off)) > 0)
-		off += (size_t)n;
-	err[off] = '\0';
-	close(p[0]);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	return (status);
 }
 
 START_TEST(test_reader_moves_only_as_allowed)
@@ -172,8 +141,8 @@ START_TEST(test_reader_moves_only_as_allowed)
 
 	for (from = CONSUMER_ALONE; from <= CONSUMER_ENDED; from++) {
 		for (to = CONSUMER_ALONE; to <= CONSUMER_ENDED; to++) {
-			status = run_in_child(child_consumer, from << 4 | to,
-			    err, sizeof(err));
+			status = run_in_child(child_consumer, NULL,
+			    from << 4 | to, err, sizeof(err));
 			if (allowed[from][to]) {
 				ck_assert_msg(WIFEXITED(status) &&
 				    WEXITSTATUS(status) == 0, "%s -> %s "
@@ -209,8 +178,8 @@ START_TEST(test_producer_moves_only_as_allowed)
 
 	for (from = PRODUCER_IDLE; from <= PRODUCER_FAILED; from++) {
 		for (to = PRODUCER_IDLE; to <= PRODUCER_FAILED; to++) {
-			status = run_in_child(child_producer, from << 4 | to,
-			    err, sizeof(err));
+			status = run_in_child(child_producer, NULL,
+			    from << 4 | to, err, sizeof(err));
 			if (allowed[from][to]) {
 				ck_assert_msg(WIFEXITED(status) &&
 				    WEXITSTATUS(status) == 0, "%s -> %s "
