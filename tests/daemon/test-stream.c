@@ -127,6 +127,39 @@ child_producer(void *p, int arg)
 	producer_state_move(&s, (enum producer_state)(arg & 15), 7);
 }
 
+/*
+ * Every move between the @n states named @names, run by @child in a child
+ * (@from << 4 | @to): those @allowed (@n x @n) go through, the others are
+ * fatal and say so ("session 7: @what FROM to TO").
+ */
+static void
+check_moves(const char *const *names, int n, const int *allowed,
+    void (*child)(void *, int), const char *what)
+{
+	char	err[4096], want[96];
+	int	from, to, status;
+
+	for (from = 0; from < n; from++) {
+		for (to = 0; to < n; to++) {
+			status = run_in_child(child, NULL, from << 4 | to, err,
+			    sizeof(err));
+			if (allowed[from * n + to]) {
+				ck_assert_msg(WIFEXITED(status) &&
+				    WEXITSTATUS(status) == 0, "%s -> %s "
+				    "refused: %s", names[from], names[to], err);
+				continue;
+			}
+			ck_assert_msg(WIFEXITED(status) &&
+			    WEXITSTATUS(status) != 0, "%s -> %s was allowed",
+			    names[from], names[to]);
+			snprintf(want, sizeof(want), "session 7: %s %d to %d",
+			    what, from, to);
+			ck_assert_msg(strstr(err, want) != NULL,
+			    "%s -> %s: said '%s'", names[from], names[to], err);
+		}
+	}
+}
+
 START_TEST(test_reader_moves_only_as_allowed)
 {
 	static const int allowed[5][5] = {
@@ -136,30 +169,9 @@ START_TEST(test_reader_moves_only_as_allowed)
 		[CONSUMER_LEFT][CONSUMER_REJOINED] = 1,
 		[CONSUMER_REJOINED][CONSUMER_MEMBER] = 1,
 	};
-	char	err[4096], want[96];
-	int	from, to, status;
 
-	for (from = CONSUMER_ALONE; from <= CONSUMER_ENDED; from++) {
-		for (to = CONSUMER_ALONE; to <= CONSUMER_ENDED; to++) {
-			status = run_in_child(child_consumer, NULL,
-			    from << 4 | to, err, sizeof(err));
-			if (allowed[from][to]) {
-				ck_assert_msg(WIFEXITED(status) &&
-				    WEXITSTATUS(status) == 0, "%s -> %s "
-				    "refused: %s", consumer_names[from],
-				    consumer_names[to], err);
-				continue;
-			}
-			ck_assert_msg(WIFEXITED(status) &&
-			    WEXITSTATUS(status) != 0, "%s -> %s was allowed",
-			    consumer_names[from], consumer_names[to]);
-			snprintf(want, sizeof(want), "session 7: no reader "
-			    "transition from %d to %d", from, to);
-			ck_assert_msg(strstr(err, want) != NULL,
-			    "%s -> %s: said '%s'", consumer_names[from],
-			    consumer_names[to], err);
-		}
-	}
+	check_moves(consumer_names, 5, &allowed[0][0], child_consumer,
+	    "no reader transition from");
 }
 END_TEST
 
@@ -173,30 +185,9 @@ START_TEST(test_producer_moves_only_as_allowed)
 		[PRODUCER_FILLING][PRODUCER_FAILED] = 1,
 		[PRODUCER_EPOCH_END][PRODUCER_FAILED] = 1,
 	};
-	char	err[4096], want[96];
-	int	from, to, status;
 
-	for (from = PRODUCER_IDLE; from <= PRODUCER_FAILED; from++) {
-		for (to = PRODUCER_IDLE; to <= PRODUCER_FAILED; to++) {
-			status = run_in_child(child_producer, NULL,
-			    from << 4 | to, err, sizeof(err));
-			if (allowed[from][to]) {
-				ck_assert_msg(WIFEXITED(status) &&
-				    WEXITSTATUS(status) == 0, "%s -> %s "
-				    "refused: %s", producer_names[from],
-				    producer_names[to], err);
-				continue;
-			}
-			ck_assert_msg(WIFEXITED(status) &&
-			    WEXITSTATUS(status) != 0, "%s -> %s was allowed",
-			    producer_names[from], producer_names[to]);
-			snprintf(want, sizeof(want), "session 7: no transition "
-			    "from state %d to %d", from, to);
-			ck_assert_msg(strstr(err, want) != NULL,
-			    "%s -> %s: said '%s'", producer_names[from],
-			    producer_names[to], err);
-		}
-	}
+	check_moves(producer_names, 4, &allowed[0][0], child_producer,
+	    "no transition from state");
 }
 END_TEST
 
