@@ -126,12 +126,13 @@ group_matches(const struct group *g, const struct session_host *host,
 
 /*
  * The position in the group's sequence from which member @m takes the
- * group's steps (a late one's meeting point), or UINT64_MAX: none.
+ * group's steps (a late one's meeting point), or UINT64_MAX: none (yet:
+ * a late one that has not asked for a step keeps nothing).
  */
 static uint64_t
 group_member_seq(const struct group_member *m)
 {
-	if (consumer_in_group(m->c))
+	if (consumer_in_group(m->c) && !m->late)
 		return (m->c->deliver_seq);
 	return (m->catching ? m->meet_seq : UINT64_MAX);
 }
@@ -322,12 +323,8 @@ group_join(struct group *g, struct group_member *m, struct consumer *c,
 	m->pid = pid;
 	consumer_set_state(c, CONSUMER_MEMBER);
 	c->from = g->p;
-	/* Late: the group keeps its meeting point, as for a member there. */
 	c->deliver_seq = seq;
 	m->late = late;
-	m->meet_seq = seq;
-	if (late)
-		group_seq_step(g, seq, &m->meet_epoch, &m->meet_step);
 	TAILQ_INSERT_TAIL(&g->members, m, entry);
 	g->nmembers++;
 }
@@ -542,7 +539,7 @@ group_watch(struct group *g)
 			excused |= blocked && !m->blamed;
 		} else
 			m->blamed = oldest && consumer_in_group(m->c) &&
-			    m->c->nwaiting == 0 &&
+			    !m->late && m->c->nwaiting == 0 &&
 			    ((m->c->shared_held & group_bit(slot)) ||
 			    m->c->deliver_seq <= seq);
 		if (!m->blamed)
@@ -978,11 +975,13 @@ group_at_stop_cb(void *arg)
 }
 
 /*
- * Late member @m asks for its first step: it fills its own ring from its
- * position up to its meeting point, which the group keeps for it, and
- * takes the group's steps from there (group_rejoin()).  With no room in
- * the budget for that ring it is ended: the group has none of its steps
- * before the meeting point.
+ * Late member @m asks for its first step.  The group may have it still
+ * (it takes the group's steps at once); else it fills its own ring from
+ * its position up to its meeting point, the oldest step the group has
+ * now, which the group keeps for it, and takes the group's steps from
+ * there (group_rejoin()); or, the group being more than an epoch ahead
+ * by now, it goes on alone.  With no room in the budget for that ring it
+ * is ended: the group has none of its steps before the meeting point.
  */
 static void
 group_catch_up(struct group_member *m)
@@ -990,10 +989,22 @@ group_catch_up(struct group_member *m)
 	struct group	*g = m->g;
 	struct consumer	*c = m->c;
 	enum errcode	 code;
+	uint64_t	 seq;
 	char		*cause = NULL, *msg;
 
 	m->late = false;
+	if (group_position(g, c->pos_epoch, c->pos_step, &seq) == 0) {
+		c->deliver_seq = seq;
+		group_next(m);
+		group_watch(g);
+		return;
+	}
+	m->catching = group_behind(g, c->pos_epoch, c->pos_step, &seq);
+	m->meet_seq = seq;
+	if (m->catching)
+		group_seq_step(g, seq, &m->meet_epoch, &m->meet_step);
 	if (consumer_go_alone(c, m->spec, &code, &cause) == -1) {
+		m->catching = false;
 		msg = xasprintf("memory_budget has no room for a ring of its "
 		    "own to catch up with the group, which is ahead of it: "
 		    "%s", cause);
@@ -1002,22 +1013,29 @@ group_catch_up(struct group_member *m)
 		free(msg);
 		return;
 	}
-	log_info("session %llu catches up with group %llu from epoch %llu "
-	    "step %llu to epoch %llu step %llu", (unsigned long long)c->id,
-	    (unsigned long long)g->id, (unsigned long long)c->pos_epoch,
-	    (unsigned long long)c->pos_step,
-	    (unsigned long long)m->meet_epoch,
-	    (unsigned long long)m->meet_step);
+	if (m->catching)
+		log_info("session %llu catches up with group %llu from epoch "
+		    "%llu step %llu to epoch %llu step %llu",
+		    (unsigned long long)c->id, (unsigned long long)g->id,
+		    (unsigned long long)c->pos_epoch,
+		    (unsigned long long)c->pos_step,
+		    (unsigned long long)m->meet_epoch,
+		    (unsigned long long)m->meet_step);
+	else
+		log_info("session %llu is more than an epoch behind group "
+		    "%llu by its first step: it goes on alone",
+		    (unsigned long long)c->id, (unsigned long long)g->id);
 	consumer_set_state(c, CONSUMER_LEFT);
 	g->nmembers--;
-	m->catching = true;
-	c->at_stop = group_at_stop_cb;
-	c->at_stop_arg = m;
 	/* The client maps the group's ring since Attach: its own follows. */
 	c->first_slot = g->p->ring->layout.slots;
 	c->new_ring = true;
 	c->deliver_seq = 0;
-	producer_stop_at(c->own, true, m->meet_epoch, m->meet_step);
+	if (m->catching) {
+		c->at_stop = group_at_stop_cb;
+		c->at_stop_arg = m;
+		producer_stop_at(c->own, true, m->meet_epoch, m->meet_step);
+	}
 	consumer_next(c);
 	group_watch(g);
 }

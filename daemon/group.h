@@ -24,9 +24,10 @@
  * A late member joins at a step the group still has or fills next.  One
  * that attaches behind the group (by at most an epoch) joins too, and
  * catches up: its first Next gives it a producer of its own, from its
- * position to the oldest step the group still had (its meeting point,
- * which the group then keeps for it), and at the meeting point it takes
- * the group's steps (it rejoins).  Its own steps are the group's earlier
+ * position to the oldest step the group has then (its meeting point,
+ * which the group keeps for it from then on; before its first Next it
+ * keeps nothing, and holds no one back), and at the meeting point it
+ * takes the group's steps (it rejoins).  Its own steps are the group's earlier
  * steps (the order is the sampler's, of seed and epoch), and while the
  * group waits for it (its ring full up to the meeting point) the workers
  * fill the late member's steps alone.  A late member that stops asking
