@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "infeed.h"
 #include "number.h"
+#include "options-schema.h"
 #include "sampler.h"
 #include "stats-schema.h"
 #include "version.h"
@@ -861,15 +862,10 @@ bench_verify_init(const struct bench_args *a, struct bench_run *run)
 
 	memset(&so, 0, sizeof(so));
 	so.samples = run->ds->samples;
-	so.batch_size = a->o.batch_size;
-	so.device_iterations = a->o.device_iterations;
-	so.replication_factor = a->o.replication_factor;
-	so.gradient_accumulation = a->o.gradient_accumulation;
-	so.shuffle = a->o.shuffle;
-	so.seed = a->o.seed;
-	so.drop_last = a->o.drop_last;
-	so.process_id = a->o.distributed_process_id;
-	so.process_count = a->o.distributed_process_count;
+#define BENCH_SAMPLER_OPTION(name, field, type, def, limit, kind, ...)	\
+	INFEED_OPTION_SAMPLER_##kind(so.field = a->o.name;)
+	INFEED_LOADER_OPTIONS(BENCH_SAMPLER_OPTION)
+#undef BENCH_SAMPLER_OPTION
 	if (sampler_init(&run->sampler, &so, &cause) == -1) {
 		fprintf(stderr, "infeedctl: the daemon accepted options "
 		    "the sampler refuses: %s\n", cause);
