@@ -219,14 +219,16 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	    (unsigned long long)ss->step, ss->slots, ss->slots_ready,
 	    ss->slots_held, (unsigned long long)ss->steps_delivered,
 	    ss->items_per_s, ss->data_wait_s, ss->active_s);
-	if (ss->has_options)
-		printf(",\"batch_size\":%u,\"device_iterations\":%u,"
-		    "\"replication_factor\":%u,"
-		    "\"gradient_accumulation\":%u,"
-		    "\"shuffle\":%s,\"buffer_size\":%u",
-		    ss->batch_size, ss->device_iterations,
-		    ss->replication_factor, ss->gradient_accumulation,
-		    ss->shuffle ? "true" : "false", ss->buffer_size);
+	/* The options of options-schema.h that the session's stats hold. */
+#define STATUS_OPTION(name, field, type, def, limit, kind, lib, stat, ...) \
+	INFEED_OPTION_##stat(if (_Generic((type)0, bool: 1, default: 0))	\
+		printf(",\"" #name "\":%s", ss->name ? "true" : "false");	\
+	else								\
+		printf(",\"" #name "\":%llu", (unsigned long long)ss->name);)
+	if (ss->has_options) {
+		INFEED_LOADER_OPTIONS(STATUS_OPTION)
+	}
+#undef STATUS_OPTION
 	printf(",\"samples_replaced\":%llu,\"errors_sent\":%llu",
 	    (unsigned long long)ss->samples_replaced,
 	    (unsigned long long)ss->errors_sent);
