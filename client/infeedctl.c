@@ -220,7 +220,7 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	    ss->slots_held, (unsigned long long)ss->steps_delivered,
 	    ss->items_per_s, ss->data_wait_s, ss->active_s);
 	/* The options of options-schema.h that the session's stats hold. */
-#define STATUS_OPTION(name, field, type, def, limit, kind, lib, stat, ...) \
+#define STATUS_OPTION(name, field, type, def, limit, kind, lib, stat)	\
 	INFEED_OPTION_##stat(if (_Generic((type)0, bool: 1, default: 0))	\
 		printf(",\"" #name "\":%s", ss->name ? "true" : "false");	\
 	else								\

@@ -35,7 +35,7 @@ INFEED_SESSION_STATS(INFEED_SESSION_TYPE)
 INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
 INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
 #define INFEED_OPTION_STAT_TYPE(name, field, type, def, limit, kind, lib, \
-    stat, ...)								\
+    stat)								\
 	INFEED_OPTION_##stat(_Static_assert(_Generic(			\
 	    ((struct infeed_session_stats *)0)->name, type: 1, default: 0), \
 	    "infeed.h's infeed_session_stats." #name " is not " #type	\
@@ -72,7 +72,7 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	if (lo != NULL) {
 		ss->has_options = true;
 #define INFEED_SESSION_OPTION(name, field, type, def, limit, kind, lib, \
-    stat, ...)								\
+    stat)								\
 	INFEED_OPTION_##stat(ss->name = (type)lo->name;)
 		INFEED_LOADER_OPTIONS(INFEED_SESSION_OPTION)
 #undef INFEED_SESSION_OPTION

@@ -16,8 +16,10 @@
  * infeed.h's struct infeed_options and the Python binding's key; those
  * two declarations stay as they are (field numbers and the struct's
  * layout are the protocol and the ABI): the code that uses each side
- * checks the entry's type against it at compile time, and the protocol
- * tests check the default against infeed.proto's.
+ * checks the entry's type against it at compile time, and the tests
+ * check the default against infeed.proto's (test-stats-frame) and each
+ * option's row in docs/protocol.md's "Loader options", which says what
+ * it means (test-protocol's document case).
  *
  * A new option is its proto field, its infeed.h field, one line here and
  * the code that acts on it.  The options that are messages or arrays
@@ -34,7 +36,7 @@
 #include "infeed-limits.h"
 
 /*
- * X(name, field, type, def, limit, kind, lib, stat, doc), where
+ * X(name, field, type, def, limit, kind, lib, stat), where
  *  field	the daemon's struct session_options field (and struct
  *		sampler_opts's, for the sampler's options);
  *  type	its C type there, and in infeed.h's struct but for
@@ -55,49 +57,37 @@
  *		(libinfeed reads a session's Stats into it), else NOSTAT.
  */
 #define INFEED_LOADER_OPTIONS(X)					\
-	X(batch_size, batch_size, uint32_t, 1, NOLIMIT, SAMPLER, LIB,	\
-	    STAT, "Samples in a micro-batch of one replica.")		\
+	X(batch_size, batch_size, uint32_t, 1, NOLIMIT, SAMPLER, LIB, STAT) \
 	X(device_iterations, device_iterations, uint32_t, 1, NOLIMIT,	\
-	    SAMPLER, LIB, STAT, "Device iterations a step feeds.")	\
+	    SAMPLER, LIB, STAT)						\
 	X(replication_factor, replication_factor, uint32_t, 1, NOLIMIT,	\
-	    SAMPLER, LIB, STAT, "Replicas of the model.")		\
+	    SAMPLER, LIB, STAT)						\
 	X(gradient_accumulation, gradient_accumulation, uint32_t, 1,	\
-	    NOLIMIT, SAMPLER, LIB, STAT,				\
-	    "Micro-batches per weight update.")				\
-	X(shuffle, shuffle, bool, false, NOLIMIT, SAMPLER, LIB, STAT,	\
-	    "Each epoch in its own order, drawn from seed.")		\
-	X(seed, seed, uint64_t, 0, NOLIMIT, SAMPLER, LIB, STAT,		\
-	    "The shuffle's seed (and an image pipeline's).")		\
-	X(drop_last, drop_last, bool, true, NOLIMIT, SAMPLER, LIB, STAT,	\
-	    "Leave out the short last step of an epoch.")		\
+	    NOLIMIT, SAMPLER, LIB, STAT)				\
+	X(shuffle, shuffle, bool, false, NOLIMIT, SAMPLER, LIB, STAT)	\
+	X(seed, seed, uint64_t, 0, NOLIMIT, SAMPLER, LIB, STAT)		\
+	X(drop_last, drop_last, bool, true, NOLIMIT, SAMPLER, LIB, STAT) \
 	X(num_workers, num_workers, uint32_t, 0, NOLIMIT, SESSION, LIB,	\
-	    STAT, "Workers the session may use at once; 0: the whole "	\
-	    "pool.")							\
+	    STAT)							\
 	X(persistent_workers, persistent_workers, bool, false, NOLIMIT,	\
-	    SESSION, NOLIB, NOSTAT, "Accepted for compatibility: "	\
-	    "infeedd's workers always persist.")			\
+	    SESSION, NOLIB, NOSTAT)					\
 	X(buffer_size, buffer_size, uint32_t, 3,			\
-	    LIMIT(1, INFEED_MAX_SLOTS, "slots"), RING, LIB, STAT,	\
-	    "Steps made ahead: the ring's slots.")			\
+	    LIMIT(1, INFEED_MAX_SLOTS, "slots"), RING, LIB, STAT)	\
 	X(load_indefinitely, load_indefinitely, bool, true, NOLIMIT,	\
-	    RING, LIB, NOSTAT, "Go on into the next epoch, with no "	\
-	    "EndOfData in between.")					\
+	    RING, LIB, NOSTAT)						\
 	X(early_preload, early_preload, bool, false, NOLIMIT, SESSION,	\
-	    LIB, NOSTAT, "Accepted for compatibility with poptorch.")	\
+	    LIB, NOSTAT)						\
 	X(distributed_process_id, process_id, uint32_t, 0, NOLIMIT,	\
-	    SAMPLER, LIB, STAT, "This process's rank in the job.")	\
+	    SAMPLER, LIB, STAT)						\
 	X(distributed_process_count, process_count, uint32_t, 1,	\
-	    NOLIMIT, SAMPLER, LIB, STAT, "The job's processes.")	\
+	    NOLIMIT, SAMPLER, LIB, STAT)				\
 	X(start_epoch, start_epoch, uint64_t, 0, NOLIMIT, SESSION, LIB,	\
-	    NOSTAT, "Resume: the epoch of the first step delivered.")	\
+	    NOSTAT)							\
 	X(start_step, start_step, uint64_t, 0, NOLIMIT, SESSION, LIB,	\
-	    NOSTAT, "Resume: the first step delivered, in start_epoch.") \
+	    NOSTAT)							\
 	X(label_dtype, label_dtype, uint32_t, INFEED_DTYPE_INT32,	\
-	    NOLIMIT, RING, LIB0, NOSTAT, "The labels' type in the ring: " \
-	    "DTYPE_INT32 or DTYPE_INT64 (session_check() says).")	\
-	X(share, share, bool, false, NOLIMIT, SESSION, LIB, NOSTAT,	\
-	    "May join a shared group of sessions that read the same "	\
-	    "steps.")
+	    NOLIMIT, RING, LIB0, NOSTAT)				\
+	X(share, share, bool, false, NOLIMIT, SESSION, LIB, NOSTAT)
 
 /* A limit as arguments: min, max, " unit" (NOLIMIT: the type's). */
 #define INFEED_OPTION_LIMIT(min, max, unit)	(min), (max), " " unit
