@@ -5,12 +5,14 @@
  * daemon declares its struct session_options and reads LoaderOptions into
  * it (daemon/session-check.h, daemon/peer.c), gives the sampler its
  * options and checks their limits (daemon/session-check.c), and renders
- * them into a session's Stats (daemon/stats-frame.c); libinfeed fills in
- * infeed_options_init()'s defaults (client/libinfeed-abi.c), builds
- * LoaderOptions (client/libinfeed-proto.c) and reads a session's back
- * (client/libinfeed-stats.c); the Python binding reads the loader's
- * options dict (python/infeed/_infeed-options.c); the tests' oracle and
- * infeedctl bench --verify make the sampler's options.
+ * them into a session's Stats (daemon/stats-frame.c), and says which a
+ * shared group's members agree on (session_options_same_steps());
+ * libinfeed fills in infeed_options_init()'s defaults
+ * (client/libinfeed-abi.c), builds LoaderOptions (client/libinfeed-proto.c)
+ * and reads a session's back (client/libinfeed-stats.c), which infeedctl
+ * status --json prints; the Python binding reads the loader's options
+ * dict (python/infeed/_infeed-options.c); the tests' oracle and infeedctl
+ * bench --verify make the sampler's options.
  *
  * A name is the option's field in infeed.proto's LoaderOptions, in
  * infeed.h's struct infeed_options and the Python binding's key; those
