@@ -6,7 +6,8 @@
  * it (daemon/session-check.h, daemon/peer.c), gives the sampler its
  * options and checks their limits (daemon/session-check.c), and renders
  * them into a session's Stats (daemon/stats-frame.c), and says which a
- * shared group's members agree on (session_options_same_steps());
+ * shared group's members agree on (session_options_same_steps(), for
+ * daemon/group.c);
  * libinfeed fills in infeed_options_init()'s defaults
  * (client/libinfeed-abi.c), builds LoaderOptions (client/libinfeed-proto.c)
  * and reads a session's back (client/libinfeed-stats.c), which infeedctl
