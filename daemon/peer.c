@@ -833,24 +833,10 @@ peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
 
 	memset(out, 0, sizeof(*out));
 	out->dataset = a->dataset;
-	o->batch_size = lo->batch_size;
-	o->device_iterations = lo->device_iterations;
-	o->replication_factor = lo->replication_factor;
-	o->gradient_accumulation = lo->gradient_accumulation;
-	o->shuffle = lo->shuffle;
-	o->seed = lo->seed;
-	o->drop_last = lo->drop_last;
-	o->num_workers = lo->num_workers;
-	o->persistent_workers = lo->persistent_workers;
-	o->buffer_size = lo->buffer_size;
-	o->load_indefinitely = lo->load_indefinitely;
-	o->early_preload = lo->early_preload;
-	o->process_id = lo->distributed_process_id;
-	o->process_count = lo->distributed_process_count;
-	o->start_epoch = lo->start_epoch;
-	o->start_step = lo->start_step;
-	o->label_dtype = (uint32_t)lo->label_dtype;
-	o->share = lo->share;
+#define PEER_OPTION(name, field, type, ...)				\
+	o->field = (type)lo->name;
+	INFEED_LOADER_OPTIONS(PEER_OPTION)
+#undef PEER_OPTION
 	o->nstages = lo->n_start_epoch_stages;
 	for (i = 0; i < lo->n_start_epoch_stages &&
 	    i < INFEED_MAX_ELASTIC_STAGES; i++) {
