@@ -171,6 +171,21 @@ datasets_text(const struct infeed_dataset *list, size_t n)
 		    "ones)\n");
 }
 
+/*
+ * The only argument a listing command takes: 1 for "--json", 0 for none,
+ * or -1 (usage printed) for anything else.
+ */
+static int
+json_flag(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		return (1);
+	if (argc == 1)
+		return (0);
+	usage(stderr);
+	return (-1);
+}
+
 /* infeedctl datasets */
 static int
 cmd_datasets(int argc, char **argv)
@@ -178,14 +193,10 @@ cmd_datasets(int argc, char **argv)
 	struct infeed_dataset	*list;
 	struct infeed		*f;
 	size_t			 n;
-	int			 json = 0;
+	int			 json;
 
-	if (argc == 2 && strcmp(argv[1], "--json") == 0)
-		json = 1;
-	else if (argc != 1) {
-		usage(stderr);
+	if ((json = json_flag(argc, argv)) == -1)
 		return (2);
-	}
 	f = connect_or_die();
 	if (infeed_list_datasets(f, &list, &n) != INFEED_OK) {
 		fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
@@ -469,14 +480,10 @@ cmd_status(int argc, char **argv)
 {
 	struct infeed		*f;
 	struct infeed_stats	*st;
-	int			 json = 0;
+	int			 json;
 
-	if (argc == 2 && strcmp(argv[1], "--json") == 0)
-		json = 1;
-	else if (argc != 1) {
-		usage(stderr);
+	if ((json = json_flag(argc, argv)) == -1)
 		return (2);
-	}
 	f = connect_or_die();
 	if (infeed_get_stats(f, &st) != INFEED_OK) {
 		fprintf(stderr, "infeedctl: %s\n", infeed_error(f));

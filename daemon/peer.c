@@ -281,17 +281,25 @@ peer_send_error(struct peer *p, struct session_req req,
 	free(clean);
 }
 
+/* Answer the current request with an Error made of @fmt and @ap. */
+static void
+peer_verror(struct peer *p, enum errcode code, const char *fmt, va_list ap)
+{
+	char	 msg[2048];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	peer_send_error(p, p->req, code, msg);
+}
+
 /* Answer the current request with an Error; the connection stays up. */
 static void PRINTFLIKE(3, 4)
 peer_error(struct peer *p, enum errcode code, const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[2048];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	peer_verror(p, code, fmt, ap);
 	va_end(ap);
-	peer_send_error(p, p->req, code, msg);
 }
 
 /* Answer with a final Error if the socket takes it, then close the peer. */
@@ -299,12 +307,10 @@ static void PRINTFLIKE(3, 4)
 peer_fail(struct peer *p, enum errcode code, const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[2048];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	peer_verror(p, code, fmt, ap);
 	va_end(ap);
-	peer_send_error(p, p->req, code, msg);
 	(void)peer_flush(p);
 	shutdown(transport_fd(p->t), SHUT_RDWR);
 	peer_free(p);
