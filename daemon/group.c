@@ -100,7 +100,7 @@ group_same_transform(const struct session_options *a,
  * Whether a session of @client, @src and @b reads exactly the bytes of
  * @g's producer at every step: the same dataset, user and group (a ring
  * holds their data, and only they may map it), and every option that
- * decides a step's bytes.
+ * decides a step's bytes (options-schema.h's SAMPLER and RING ones).
  */
 static bool
 group_matches(const struct group *g, const struct session_host *host,
@@ -111,16 +111,8 @@ group_matches(const struct group *g, const struct session_host *host,
 
 	return (g->host.pool == host->pool && g->src.ds == src->ds &&
 	    g->client.uid == client->uid && g->client.gid == client->gid &&
-	    a->batch_size == b->batch_size &&
-	    a->device_iterations == b->device_iterations &&
-	    a->replication_factor == b->replication_factor &&
-	    a->gradient_accumulation == b->gradient_accumulation &&
-	    a->shuffle == b->shuffle && a->seed == b->seed &&
-	    a->drop_last == b->drop_last && a->process_id == b->process_id &&
-	    a->process_count == b->process_count &&
+	    session_options_same_steps(a, b) &&
 	    g->src.label_dtype == src->label_dtype &&
-	    a->buffer_size == b->buffer_size &&
-	    a->load_indefinitely == b->load_indefinitely &&
 	    group_same_transform(a, b));
 }
 
