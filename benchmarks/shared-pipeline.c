@@ -29,8 +29,8 @@
  * --launch-rounds R (0: skip; issue 35): trainers as users start them,
  * each its own process attaching as soon as it is up, with no barrier:
  * --trainers of them launched together, then 1 s apart, then 2 s apart,
- * each taking 2 epochs, R rounds, each round beside one trainer alone
- * over 2 epochs.  It prints, for each launch, each round's slowest
+ * each taking --launch-epochs epochs (2), R rounds, each round beside
+ * one trainer alone over as many.  It prints, for each launch, each round's slowest
  * trainer over alone (targets: >= 0.8 in every round together, >= 0.7
  * staggered) and the images the workers decoded for all of them over
  * those for the one alone (target, staggered: <= 1.5).
@@ -43,6 +43,7 @@
  *     build/benchmarks/shared-pipeline build/daemon/infeedd TRAIN_DIR
  *         [--trainers 4] [--steps 40] [--batch 32] [--slots 4]
  *         [--workers 2] [--rounds 5] [--stop-s 10] [--launch-rounds 0]
+ *         [--launch-epochs 2]
  *
  * It writes its configuration and socket in a temporary directory and
  * removes them.  Do not read figures off a busy machine.
@@ -87,6 +88,7 @@ struct sp_cfg {
 	unsigned	 rounds;
 	unsigned	 stop_s;
 	unsigned	 launch_rounds;
+	unsigned	 launch_epochs;
 };
 
 /* One trainer's record, in memory its parent shares. */
@@ -139,7 +141,7 @@ sp_hash(const uint64_t *idx, uint64_t rows)
 
 /*
  * One trainer: wait at the barrier (-1: none), attach, take @steps steps
- * (0: two epochs; or, with rec->until, steps until then) checking each,
+ * (0: --launch-epochs epochs; or, with rec->until, steps until then) checking each,
  * record them in @rec.  Runs in its own process.
  */
 static void
@@ -180,7 +182,7 @@ sp_trainer(const struct sp_cfg *c, bool share, uint64_t steps, int barrier,
 	}
 	bytes = info.combined_batch_size * info.sample_bytes;
 	if (steps == 0)
-		steps = 2 * info.steps_per_epoch;
+		steps = c->launch_epochs * info.steps_per_epoch;
 	if (steps > SP_MAX_STEPS)
 		steps = SP_MAX_STEPS;
 	if (rec->until > 0)
@@ -408,9 +410,13 @@ sp_launches(const struct sp_cfg *c, struct sp_rec *rec, uint64_t *bad)
 	unsigned		g, round, i;
 
 	for (g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
-		printf("%u trainers launched %s%.0f s apart, 2 epochs each:\n",
-		    c->trainers, gaps[g] == 0 ? "together (" : "",
-		    gaps[g] / 1000.0);
+		if (gaps[g] == 0)
+			printf("%u trainers launched together, %u epochs "
+			    "each:\n", c->trainers, c->launch_epochs);
+		else
+			printf("%u trainers launched %.0f s apart, %u epochs "
+			    "each:\n", c->trainers, gaps[g] / 1000.0,
+			    c->launch_epochs);
 		for (round = 0; round < c->launch_rounds; round++) {
 			if (sp_launch(c, 1, 0, &rec[c->trainers],
 			    &alone_dec) == -1 ||
@@ -456,7 +462,7 @@ main(int argc, char **argv)
 {
 	struct sp_cfg	 c = { .trainers = 4, .steps = 40, .batch = 32,
 			    .slots = 4, .workers = 2, .rounds = 5,
-			    .stop_s = 10 };
+			    .stop_s = 10, .launch_epochs = 2 };
 	struct sp_rec	*rec;
 	double		 alone[64], shared[64], unshared[64], ratio[64];
 	double		 worst[64], t0 = 0, t1 = 0, before, during, x, gap;
@@ -486,6 +492,9 @@ main(int argc, char **argv)
 		else if (strcmp(argv[a], "--stop-s") == 0)
 			c.stop_s = (unsigned)sp_arg(argv[a], argv[a + 1], 0,
 			    600);
+		else if (strcmp(argv[a], "--launch-epochs") == 0)
+			c.launch_epochs = (unsigned)sp_arg(argv[a],
+			    argv[a + 1], 1, 1000);
 		else if (strcmp(argv[a], "--launch-rounds") == 0)
 			c.launch_rounds = (unsigned)sp_arg(argv[a], argv[a + 1],
 			    0, 64);
@@ -495,7 +504,8 @@ main(int argc, char **argv)
 	if (argc < 3 || a != argc) {
 		fprintf(stderr, "usage: %s INFEEDD TRAIN_DIR [--trainers 4] "
 		    "[--steps 40] [--batch 32] [--slots 4] [--workers 2] "
-		    "[--rounds 5] [--stop-s 10] [--launch-rounds 0]\n",
+		    "[--rounds 5] [--stop-s 10] [--launch-rounds 0] "
+		    "[--launch-epochs 2]\n",
 		    argv[0]);
 		return (2);
 	}

@@ -35,6 +35,9 @@
 #define GROUP_BLAME_WINDOW_MS	(5 * INFEED_GROUP_SLACK_MS)
 #define GROUP_BLAME_BUCKET_MS	(GROUP_BLAME_WINDOW_MS / GROUP_BLAME_BUCKETS)
 
+/* How far behind its group a late member may be and catch up. */
+#define GROUP_CATCH_UP_EPOCHS	2
+
 /*
  * A process that ended a session of a group holding slots of its ring:
  * they are its to read until it exits (watched with a pidfd, else
@@ -205,7 +208,10 @@ group_seq_step(const struct group *g, uint64_t seq, uint64_t *epoch,
 /*
  * Whether a session at step (@epoch, @step) may catch up with @g: the
  * oldest step the group still has, its meeting point (*@seq), is ahead of
- * it by an epoch at most (further, the group would wait too long).
+ * it by GROUP_CATCH_UP_EPOCHS at most.  The members ahead wait about as
+ * long as the late member takes to fill its steps up to there (the least
+ * they can lose: sharing the workers with it meanwhile costs them more),
+ * once; further behind, it would cost them more than most runs gain.
  */
 static bool
 group_behind(const struct group *g, uint64_t epoch, uint64_t step,
@@ -217,7 +223,10 @@ group_behind(const struct group *g, uint64_t epoch, uint64_t step,
 		return (false);
 	*seq = group_min_seq(g);
 	group_seq_step(g, *seq, &me, &ms);
-	return ((me == epoch && step < ms) || (me == epoch + 1 && ms <= step));
+	if (me < epoch || (me == epoch && ms <= step))
+		return (false);
+	return (me - epoch < GROUP_CATCH_UP_EPOCHS ||
+	    (me - epoch == GROUP_CATCH_UP_EPOCHS && ms <= step));
 }
 
 /* A group that has a session's next step, or that it catches up with. */
@@ -971,8 +980,8 @@ group_at_stop_cb(void *arg)
  * (it takes the group's steps at once); else it fills its own ring from
  * its position up to its meeting point, the oldest step the group has
  * now, which the group keeps for it, and takes the group's steps from
- * there (group_rejoin()); or, the group being more than an epoch ahead
- * by now, it goes on alone.  With no room in the budget for that ring it
+ * there (group_rejoin()); or, the group being too far ahead by now
+ * (group_behind()), it goes on alone.  With no room in the budget for that ring it
  * is ended: the group has none of its steps before the meeting point.
  */
 static void
@@ -1014,9 +1023,10 @@ group_catch_up(struct group_member *m)
 		    (unsigned long long)m->meet_epoch,
 		    (unsigned long long)m->meet_step);
 	else
-		log_info("session %llu is more than an epoch behind group "
+		log_info("session %llu is more than %d epochs behind group "
 		    "%llu by its first step: it goes on alone",
-		    (unsigned long long)c->id, (unsigned long long)g->id);
+		    (unsigned long long)c->id, GROUP_CATCH_UP_EPOCHS,
+		    (unsigned long long)g->id);
 	consumer_set_state(c, CONSUMER_LEFT);
 	g->nmembers--;
 	/* The client maps the group's ring since Attach: its own follows. */
