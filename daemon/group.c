@@ -35,8 +35,14 @@
 #define GROUP_BLAME_WINDOW_MS	(5 * INFEED_GROUP_SLACK_MS)
 #define GROUP_BLAME_BUCKET_MS	(GROUP_BLAME_WINDOW_MS / GROUP_BLAME_BUCKETS)
 
-/* How far behind its group a late member may be and catch up. */
-#define GROUP_CATCH_UP_EPOCHS	2
+/*
+ * How far behind its group a late member may be and catch up.  The
+ * members ahead wait for it about as long as it is behind (L), once;
+ * going alone instead, it halves their pace while both run.  Over a run
+ * of S steps, catching up costs them less when L < S / 2, and decodes
+ * S + L rather than 2 S: runs are seldom shorter than two epochs.
+ */
+#define GROUP_CATCH_UP_EPOCHS	1
 
 /*
  * A process that ended a session of a group holding slots of its ring:
@@ -208,10 +214,10 @@ group_seq_step(const struct group *g, uint64_t seq, uint64_t *epoch,
 /*
  * Whether a session at step (@epoch, @step) may catch up with @g: the
  * oldest step the group still has, its meeting point (*@seq), is ahead of
- * it by GROUP_CATCH_UP_EPOCHS at most.  The members ahead wait about as
- * long as the late member takes to fill its steps up to there (the least
- * they can lose: sharing the workers with it meanwhile costs them more),
- * once; further behind, it would cost them more than most runs gain.
+ * it by GROUP_CATCH_UP_EPOCHS at most.  The members ahead wait while the
+ * late member fills its steps up to there, with every worker: the least
+ * they can lose (sharing the workers with it meanwhile, they would lose
+ * more, for longer).
  */
 static bool
 group_behind(const struct group *g, uint64_t epoch, uint64_t step,
@@ -1023,7 +1029,7 @@ group_catch_up(struct group_member *m)
 		    (unsigned long long)m->meet_epoch,
 		    (unsigned long long)m->meet_step);
 	else
-		log_info("session %llu is more than %d epochs behind group "
+		log_info("session %llu is more than %d epoch(s) behind group "
 		    "%llu by its first step: it goes on alone",
 		    (unsigned long long)c->id, GROUP_CATCH_UP_EPOCHS,
 		    (unsigned long long)g->id);

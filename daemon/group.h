@@ -22,7 +22,7 @@
  * own ring once it holds none of it.
  *
  * A late member joins at a step the group still has or fills next.  One
- * that attaches behind the group (by two epochs at most) joins too, and
+ * that attaches behind the group (by an epoch at most) joins too, and
  * catches up: its first Next gives it a producer of its own, from its
  * position to the oldest step the group has then (its meeting point,
  * which the group keeps for it from then on; before its first Next it
@@ -128,7 +128,7 @@ bool		 group_may_share(const struct session_host *host,
  * group_find() - a group whose every step is a session's of @client, @src
  * and @o, and that still has, or fills next, step (@epoch, @step): its
  * position in the group's sequence in *@seq; else one that is ahead of
- * that step by two epochs at most (*@late: the session catches up to the
+ * that step by an epoch at most (*@late: the session catches up to the
  * group's *@seq-th step).  Return: the group, or NULL.
  */
 struct group	*group_find(const struct session_host *host,
