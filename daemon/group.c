@@ -1169,13 +1169,14 @@ static void
 group_slack_cb(int fd, short what, void *arg)
 {
 	struct group		*g = arg;
-	struct group_member	*m;
+	struct group_member	*m, *next;
 	uint64_t		 now = clock_now_ms();
 	bool			 acted = false, stuck = false;
 
 	(void)fd, (void)what;
 	/* Late members whose Nexts wait at their meeting point. */
-	TAILQ_FOREACH(m, &g->members, entry) {
+	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
 		if (m->catching && m->c->nwaiting > 0 &&
 		    producer_at_stop(m->c->own) &&
 		    m->c->deliver_seq == m->c->own->fill_seq)
