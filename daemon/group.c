@@ -262,8 +262,9 @@ group_find(const struct session_host *host,
 
 /*
  * What the workers read for the group is counted once, on its oldest
- * member (a lone member's counts are then a lone session's); then the
- * members get what is ready.
+ * member that takes its steps (a lone member's counts are then a lone
+ * session's; a late one counts its own catch-up); then the members get
+ * what is ready.
  */
 static void
 group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
@@ -272,7 +273,7 @@ group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
 	struct group_member	*m;
 
 	TAILQ_FOREACH(m, &g->members, entry) {
-		if (consumer_in_group(m->c)) {
+		if (consumer_in_group(m->c) && !m->late) {
 			m->c->bytes_read += bytes;
 			m->c->samples_replaced += replaced;
 			break;
