@@ -24,6 +24,7 @@
 #include "reader-raw.h"
 #include "reader-synthetic.h"
 #include "reader-tar.h"
+#include "reader-tokens.h"
 #include "utf8.h"
 
 static const struct dataset_ops *readers[] = {
@@ -33,6 +34,7 @@ static const struct dataset_ops *readers[] = {
 	&dataset_synthetic_ops,
 	&dataset_imagefolder_ops,
 	&dataset_tar_ops,
+	&dataset_tokens_ops,
 };
 
 /* Keys of every section besides the reader's; catalogue.c reads the second. */

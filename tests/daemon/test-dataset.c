@@ -1795,6 +1795,155 @@ START_TEST(populate_skips_datasets_over_the_share)
 }
 END_TEST
 
+/*
+ * Tokens: 5 documents of lengths 3, 5, 9, 2, 4 (23 tokens), token t of the
+ * file being 1000 + t; @bits 16 or 32.  Writes tok.bin and tok.idx.
+ */
+static void
+write_tokens(int bits)
+{
+	static const uint64_t	b[] = { 0, 3, 8, 17, 19, 23 };
+	uint16_t		t16[23];
+	uint32_t		t32[23];
+	int			i;
+
+	for (i = 0; i < 23; i++) {
+		t16[i] = (uint16_t)(1000 + i);
+		t32[i] = (uint32_t)(1000 + i);
+	}
+	if (bits == 16)
+		write_file(tpath("tok.bin"), t16, sizeof t16);
+	else
+		write_file(tpath("tok.bin"), t32, sizeof t32);
+	write_file(tpath("tok.idx"), b, sizeof b);
+}
+
+/*
+ * The rows hold every token once, each piece within one document, with
+ * positions restarting at each piece and segments numbering them.
+ */
+START_TEST(tokens_packs_documents_into_rows)
+{
+	struct dataset	*ds;
+	int32_t		 row[3 * 8];
+	uint8_t		 seen[23];
+	int64_t		 label;
+	uint64_t	 r;
+	int		 bits, j, tok, nseg;
+
+	for (bits = 16; bits <= 32; bits += 16) {
+		write_tokens(bits);
+		ds = open_ok(conf_new("tok", "type", "tokens", "path",
+		    tpath("tok.bin"), "index", tpath("tok.idx"), "dtype",
+		    bits == 16 ? "uint16" : "uint32", "seq_len", "8", NULL));
+		ck_assert_uint_eq(ds->ndim, 2);
+		ck_assert_uint_eq(ds->shape[0], 3);
+		ck_assert_uint_eq(ds->shape[1], 8);
+		ck_assert_int_eq(ds->dtype, INFEED_DTYPE_INT32);
+		/* 3 + 5 | 8 (of 9) | 1 + 2 + 4: 3 rows, 23 of 24 tokens. */
+		ck_assert_uint_eq(ds->samples, 3);
+		memset(seen, 0, sizeof seen);
+		for (r = 0; r < ds->samples; r++) {
+			ck_assert_int_eq(dataset_read(ds, r, row, &label,
+			    false), 0);
+			nseg = 0;
+			for (j = 0; j < 8; j++) {
+				if (row[16 + j] == 0) {	/* padding */
+					ck_assert_int_eq(row[j], 0);
+					continue;
+				}
+				tok = row[j] - 1000;
+				ck_assert_int_ge(tok, 0);
+				ck_assert_int_lt(tok, 23);
+				ck_assert(!seen[tok]);
+				seen[tok] = 1;
+				if (row[8 + j] == 0) {
+					nseg++;
+					ck_assert_int_eq(row[16 + j], nseg);
+				} else {
+					/* The same segment, the next token. */
+					ck_assert_int_eq(row[16 + j],
+					    row[16 + j - 1]);
+					ck_assert_int_eq(row[8 + j],
+					    row[8 + j - 1] + 1);
+					ck_assert_int_eq(row[j], row[j - 1] + 1);
+				}
+			}
+			ck_assert_int_eq(label, nseg);
+		}
+		for (j = 0; j < 23; j++)
+			ck_assert(seen[j]);
+		dataset_free(ds);
+	}
+}
+END_TEST
+
+/* Bad files and keys are refused, naming the file and what is wrong. */
+START_TEST(tokens_refuses_bad_files_with_the_reason)
+{
+	static const uint64_t	short_idx[] = { 0, 3, 8, 17, 19, 22 };
+	static const uint64_t	not_zero[] = { 1, 3, 23 };
+	static const uint64_t	empty_doc[] = { 0, 3, 3, 23 };
+	static const uint32_t	big[] = { 5, 0x80000000u };
+	static const uint64_t	big_idx[] = { 0, 2 };
+
+	write_tokens(16);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), NULL), "seq_len", NULL);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "0", NULL), "seq_len = 0",
+	    NULL);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", "dtype", "int8", NULL),
+	    "uint16 or uint32", NULL);
+	/* 46 bytes as uint32: not whole. */
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", "dtype", "uint32",
+	    NULL), "tok.bin", "not a whole number of uint32");
+	write_file(tpath("tok.idx"), short_idx, sizeof short_idx);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "ends at token 22, but");
+	write_file(tpath("tok.idx"), not_zero, sizeof not_zero);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "starts at token 0");
+	write_file(tpath("tok.idx"), empty_doc, sizeof empty_doc);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "document 1",
+	    "no empty document");
+	write_file(tpath("tok.idx"), empty_doc, 12);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "12 bytes is not an index");
+	write_file(tpath("big.bin"), big, sizeof big);
+	write_file(tpath("big.idx"), big_idx, sizeof big_idx);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("big.bin"),
+	    "index", tpath("big.idx"), "seq_len", "8", "dtype", "uint32",
+	    NULL), "big.bin", "token 1 is 2147483648");
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("nope.idx"), "seq_len", "8", NULL), "nope.idx",
+	    "cannot open");
+}
+END_TEST
+
+/* A row past the end of a token file truncated since is an error. */
+START_TEST(tokens_read_fails_for_rows_past_a_truncated_file)
+{
+	struct dataset	*ds;
+	int32_t		 row[3 * 8];
+	int64_t		 label;
+
+	write_tokens(16);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("tok.bin"), "index", tpath("tok.idx"), "seq_len", "8",
+	    NULL));
+	ck_assert_int_eq(truncate(tpath("tok.bin"), 4), 0);
+	ck_assert_int_eq(dataset_read(ds, 0, row, &label, false), -1);
+	dataset_free(ds);
+}
+END_TEST
+
 static Suite *
 dataset_suite(void)
 {
@@ -1852,6 +2001,13 @@ dataset_suite(void)
 	tcase_add_test(tc, synthetic_sample_depends_on_seed_and_index_alone);
 	tcase_add_test(tc, synthetic_values_of_each_dtype_lie_in_range);
 	tcase_add_test(tc, synthetic_cache_makes_each_sample_once_for_every_worker);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tokens");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, tokens_packs_documents_into_rows);
+	tcase_add_test(tc, tokens_refuses_bad_files_with_the_reason);
+	tcase_add_test(tc, tokens_read_fails_for_rows_past_a_truncated_file);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("truncated");
