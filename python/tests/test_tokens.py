@@ -223,3 +223,24 @@ def test_write_tokens_and_text(tmp_path):
     assert dtype == "uint16"
     assert np.fromfile(i, np.uint64).tolist() == [0, 5, 7, 11]
     assert np.fromfile(b, np.uint16)[:5].tolist() == [97, 98, 32, 99, 0]
+
+
+def test_the_tiny_gpt_example_learns(tmp_path):
+    """examples/tokens-gpt.py, cut short, through its own infeedd."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    pytest.importorskip("torch")
+    ex = pathlib.Path(__file__).resolve().parents[2] / "examples" / \
+        "tokens-gpt.py"
+    out = subprocess.run(
+        [sys.executable, str(ex), "--infeedd", os.environ["INFEEDD"],
+         "--steps", "40", "--batch-size", "8", "--corpus-bytes", "300000",
+         "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.splitlines()[-1])
+    assert r["steps"] == 40 and r["tokens"] > 0.9 * 40 * 8 * r["seq_len"]
+    # Bytes: uniform is ln 256 = 5.5; 40 steps get well below it.
+    assert r["last_loss"] < r["first_loss"] < r["uniform_loss"] + 0.5, r
