@@ -20,6 +20,7 @@
 #include "dataset.h"
 #include "reader-idx.h"
 #include "reader-imagefolder.h"
+#include "reader-mix.h"
 #include "reader-npy.h"
 #include "reader-raw.h"
 #include "reader-synthetic.h"
@@ -35,6 +36,7 @@ static const struct dataset_ops *readers[] = {
 	&dataset_imagefolder_ops,
 	&dataset_tar_ops,
 	&dataset_tokens_ops,
+	&dataset_mix_ops,
 };
 
 /* Keys of every section besides the reader's; catalogue.c reads the second. */
@@ -265,6 +267,13 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 		return (NULL);
 	}
 	return (ds);
+}
+
+/* Let a mix open its sources from the configuration's sections. */
+void
+dataset_sections(const struct dataset_conf *confs, size_t n)
+{
+	dataset_mix_sections(confs, n, confs != NULL ? dataset_open : NULL);
 }
 
 /* Refuse what a client's Files says before touching its files. */

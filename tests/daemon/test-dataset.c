@@ -1944,6 +1944,188 @@ START_TEST(tokens_read_fails_for_rows_past_a_truncated_file)
 }
 END_TEST
 
+/* A raw source of @n int64 samples, sample i being @base + i. */
+static struct dataset_conf *
+mix_source_conf(const char *name, uint64_t n, int64_t base,
+    const char *shape)
+{
+	int64_t		v[64], l[64];
+	char		data[64], labels[64];
+	uint64_t	i;
+
+	ck_assert_uint_le(n, 64);
+	for (i = 0; i < n; i++) {
+		v[i] = base + (int64_t)i;
+		l[i] = 0;
+	}
+	snprintf(data, sizeof data, "%s.bin", name);
+	snprintf(labels, sizeof labels, "%s-labels.bin", name);
+	write_file(tpath(data), v, n * sizeof *v);
+	write_file(tpath(labels), l, n * sizeof *l);
+	return (conf_new(name, "type", "raw", "path", tpath(data), "shape",
+	    shape, "dtype", "int64", "labels", tpath(labels), NULL));
+}
+
+/* Open a mix with the sections @c[0..n-1] known; frees none of them. */
+static struct dataset *
+mix_open_with(struct dataset_conf **c, size_t n, struct dataset_conf *mix,
+    char **cause)
+{
+	struct dataset_conf	 all[8];
+	struct dataset		*ds;
+	size_t			 i;
+
+	for (i = 0; i < n; i++)
+		all[i] = *c[i];
+	all[n] = *mix;
+	dataset_sections(all, n + 1);
+	*cause = NULL;
+	ds = dataset_open(mix, cause);
+	dataset_sections(NULL, 0);
+	return (ds);
+}
+
+/*
+ * 0.7 and 0.3 of a 10-sample and a 3-sample source: every window of 100
+ * rows within one row of 70/30, the whole exactly; each source epoch (10,
+ * resp. 3 of the source's rows in turn) a permutation of the source; the
+ * same rows on a second open; another seed, another order.
+ */
+START_TEST(mix_draws_in_proportion_and_each_source_epoch_once)
+{
+	struct dataset_conf	*src[2], *mix;
+	struct dataset		*ds, *again;
+	char			*cause;
+	int64_t			 v, w, label, *seq;
+	uint64_t		 i, j, na = 0, nb = 0, win[2];
+	uint64_t		 ka = 0, kb = 0, blk[2][10];
+	uint64_t		 rows = 2000;
+
+	src[0] = mix_source_conf("a", 10, 1000, "1");
+	src[1] = mix_source_conf("b", 3, 2000, "1");
+	mix = conf_new("m", "type", "mix", "sources", "a, b", "weights",
+	    "0.7, 0.3", "samples", "2000", NULL);
+	ds = mix_open_with(src, 2, mix, &cause);
+	ck_assert_msg(ds != NULL, "%s", cause);
+	again = mix_open_with(src, 2, mix, &cause);
+	ck_assert_ptr_nonnull(again);
+	ck_assert_uint_eq(ds->samples, rows);
+	ck_assert_uint_eq(ds->sample_bytes, 8);
+	seq = calloc(rows, sizeof *seq);
+	ck_assert_ptr_nonnull(seq);
+	for (i = 0; i < rows; i++) {
+		ck_assert_int_eq(dataset_read(ds, i, &v, &label, false), 0);
+		ck_assert_int_eq(dataset_read(again, i, &w, &label, false), 0);
+		ck_assert_int_eq(v, w);
+		seq[i] = v;
+		if (v < 2000) {
+			na++;
+			blk[0][ka++ % 10] = (uint64_t)(v - 1000);
+			if (ka % 10 == 0) {
+				/* A source epoch: each sample once. */
+				uint64_t seen = 0;
+
+				for (j = 0; j < 10; j++)
+					seen |= (uint64_t)1 << blk[0][j];
+				ck_assert_uint_eq(seen, 0x3ff);
+			}
+		} else {
+			nb++;
+			blk[1][kb++ % 3] = (uint64_t)(v - 2000);
+			if (kb % 3 == 0) {
+				uint64_t seen = 0;
+
+				for (j = 0; j < 3; j++)
+					seen |= (uint64_t)1 << blk[1][j];
+				ck_assert_uint_eq(seen, 0x7);
+			}
+		}
+	}
+	ck_assert_uint_eq(na, 1400);
+	ck_assert_uint_eq(nb, 600);
+	/* Every window of 100 rows: 70 +- 1 of a. */
+	for (i = 0; i + 100 <= rows; i++) {
+		win[0] = 0;
+		for (j = i; j < i + 100; j++)
+			win[0] += seq[j] < 2000;
+		ck_assert_msg(win[0] >= 69 && win[0] <= 71, "rows %llu..: %llu "
+		    "of a in 100", (unsigned long long)i,
+		    (unsigned long long)win[0]);
+	}
+	dataset_free(again);
+	conf_free(mix);
+	/* Another seed: the same proportions, another order of a. */
+	mix = conf_new("m", "type", "mix", "sources", "a, b", "weights",
+	    "0.7, 0.3", "samples", "2000", "seed", "9", NULL);
+	again = mix_open_with(src, 2, mix, &cause);
+	ck_assert_ptr_nonnull(again);
+	for (i = 0, j = 0; i < 100; i++) {
+		ck_assert_int_eq(dataset_read(again, i, &v, &label, false), 0);
+		ck_assert_int_eq(v < 2000, seq[i] < 2000);
+		j += v != seq[i];
+	}
+	ck_assert_uint_gt(j, 0);
+	free(seq);
+	dataset_free(again);
+	dataset_free(ds);
+	conf_free(mix);
+	conf_free(src[0]);
+	conf_free(src[1]);
+}
+END_TEST
+
+/* What a mix refuses, naming the source and what is wrong. */
+START_TEST(mix_refuses_bad_sources_and_weights)
+{
+	struct dataset_conf	*src[3], *mix;
+	struct dataset		*ds;
+	char			*cause;
+	static const struct {
+		const char	*sources, *weights, *a, *b;
+	} bad[] = {
+		{ "a, nope", "1, 1", "source 'nope'", "section" },
+		{ "a, c", "1, 1", "source 'c' has samples of float64 1", NULL },
+		{ "a, b", "1", "1 weights for 2 sources", NULL },
+		{ "a, b", "1, -1", "weight '-1' of source 'b'", NULL },
+		{ "a, b", "1, 0", "weight '0'", NULL },
+		{ "a, b", "1, 0.0001", "weight '0.0001'", NULL },
+		{ "a, g", "1, 1", "source 'g' has 'allow_groups = root'", NULL },
+		{ "a, m", "1, 1", "source 'm' is not another", NULL },
+		{ "a, b", "1, 2000000", "period of 2000001", NULL },
+	};
+	size_t			 i;
+
+	src[0] = mix_source_conf("a", 10, 1000, "1");
+	src[1] = conf_new("c", "type", "raw", "path", tpath("a.bin"), "shape",
+	    "1", "dtype", "float64", "labels", tpath("a-labels.bin"), NULL);
+	src[2] = conf_new("g", "type", "raw", "path", tpath("a.bin"), "shape",
+	    "1", "dtype", "int64", "labels", tpath("a-labels.bin"),
+	    "allow_groups", "root", NULL);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		mix = conf_new("m", "type", "mix", "sources", bad[i].sources,
+		    "weights", bad[i].weights, NULL);
+		{
+			struct dataset_conf *b = mix_source_conf("b", 3, 2000,
+			    "1");
+			struct dataset_conf *all[4] = { src[0], src[1],
+			    src[2], b };
+
+			ds = mix_open_with(all, 4, mix, &cause);
+			conf_free(b);
+		}
+		ck_assert_msg(ds == NULL, "case %zu opened", i);
+		ck_assert_msg(strstr(cause, "dataset 'm': ") == cause &&
+		    strstr(cause, bad[i].a) != NULL && (bad[i].b == NULL ||
+		    strstr(cause, bad[i].b) != NULL), "case %zu: '%s'", i,
+		    cause);
+		free(cause);
+		conf_free(mix);
+	}
+	for (i = 0; i < 3; i++)
+		conf_free(src[i]);
+}
+END_TEST
+
 static Suite *
 dataset_suite(void)
 {
@@ -2008,6 +2190,12 @@ dataset_suite(void)
 	tcase_add_test(tc, tokens_packs_documents_into_rows);
 	tcase_add_test(tc, tokens_refuses_bad_files_with_the_reason);
 	tcase_add_test(tc, tokens_read_fails_for_rows_past_a_truncated_file);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mix");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, mix_draws_in_proportion_and_each_source_epoch_once);
+	tcase_add_test(tc, mix_refuses_bad_sources_and_weights);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("truncated");
