@@ -279,3 +279,79 @@ def test_elastic_resume_eight_then_six_processes_every_token_once(tok):
     total = sum(len(d) for d in tok.docs)
     assert len(seen) == len(set(seen)), "a token came twice"
     assert sorted(seen) == list(range(1, total + 1))
+
+
+@pytest.fixture
+def mixd(tmp_path):
+    """infeedd with two tokens datasets (ids from 1, and from 10^6) and a
+    3:1 mix of them, 600 rows."""
+    docs = documents()
+    other = [[10 ** 6 + t for t in d] for d in documents(200, seed=2)]
+    infeed.write_tokens(tmp_path / "a", docs, "uint32")
+    infeed.write_tokens(tmp_path / "b", other, "uint32")
+    d = Daemon(tmp_path, section("ta", tmp_path / "a", "uint32") +
+               section("tb", tmp_path / "b", "uint32") +
+               "\n[dataset blend]\ntype = mix\nsources = ta, tb\n"
+               "weights = 3, 1\nsamples = 600\nseed = 1\n")
+    d.docs = {"ta": docs, "tb": other}
+    yield d
+    rc = d.stop()
+    assert rc == 0, d.log_text()
+
+
+def mix_rows(loader, resume_every=None, make=None):
+    """Each row's first token, in order; with @resume_every, a new loader
+    (@make()) resumes from the last's state every that many steps."""
+    out, k = [], 0
+    while True:
+        for batch in loader:
+            out += [int(r[0]) for r in batch["input_ids"]]
+            k += 1
+            if resume_every and k % resume_every == 0:
+                break
+        else:
+            loader.close()
+            return out
+        state = loader.state_dict()
+        loader.close()
+        loader = make()
+        loader.load_state_dict(state)
+
+
+def test_mix_proportions_resume_and_elastic(mixd):
+    def make(pid=0, count=1):
+        o = infeed.Options()
+        o.Distributed.configureProcessId(pid, count)
+        return infeed.TokenLoader(o, "blend", batch_size=4, shuffle=False,
+                                  drop_last=False, output="numpy",
+                                  socket=mixd.socket, share=False)
+    whole = mix_rows(make())
+    assert len(whole) == 600
+    src_b = [t >= 10 ** 6 for t in whole]
+    # Every window of 25 steps (100 rows): 25 of tb, within one row.
+    for i in range(len(whole) - 100 + 1):
+        assert 24 <= sum(src_b[i:i + 100]) <= 26, i
+    assert sum(src_b) == 150
+    # Each source's rows: tb (fewer rows than 150) repeats, each of its
+    # epochs every row once; ta is sampled, no row twice.
+    for name, mine in (("ta", [t for t in whole if t < 10 ** 6]),
+                       ("tb", [t for t in whole if t >= 10 ** 6])):
+        per = len(set(mine))
+        for e in range(0, len(mine) - per + 1, per):
+            assert len(set(mine[e:e + per])) == per, name
+    # Resumed every 7 steps: the same rows in the same order.
+    assert mix_rows(make(), 7, make) == whole
+    # 8 processes take 5 steps each, then 6 finish: the same rows.
+    got, states = [], []
+    for pid in range(8):
+        a = make(pid, 8)
+        it = iter(a)
+        for _ in range(5):
+            got += [int(r[0]) for r in next(it)["input_ids"]]
+        states.append(a.state_dict())
+        a.close()
+    for pid in range(6):
+        b = make(pid, 6)
+        b.load_state_dict(states[0])
+        got += mix_rows(b)
+    assert sorted(got) == sorted(whole)
