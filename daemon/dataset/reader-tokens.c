@@ -8,12 +8,15 @@
  *					(nanoGPT's .bin, Megatron's .bin)
  *	index = /data/web.idx		N + 1 uint64: document i is tokens
  *					[index[i], index[i + 1])
+ *	eot = 50256			or, without an index: each document
+ *					ends with this id (nanoGPT's files)
  *	dtype = uint16			uint16 (the default) or uint32
  *	seq_len = 2048			tokens a row
  *	window = 0			pieces packed at a time (0: all)
  *
  * At open both files are checked (sizes, the index starting at 0, rising
- * strictly and ending at the token file's end, uint32 ids below 2^31) and
+ * strictly and ending at the token file's end, uint32 ids below 2^31), or
+ * without an index the documents' ends found by their eot id, and
  * the documents are packed into rows of seq_len (common/packing.c,
  * best-fit decreasing; a document longer than seq_len is cut into pieces
  * of seq_len and a remainder).  The packing depends on the files, seq_len
@@ -54,17 +57,37 @@ static void	tokens_close(struct dataset *);
 
 const struct dataset_ops dataset_tokens_ops = {
 	.type = "tokens",
-	.keys = (const char *const []){ "path", "index", "dtype", "seq_len",
-	    "window", NULL },
+	.keys = (const char *const []){ "path", "index", "eot", "dtype",
+	    "seq_len", "window", NULL },
 	.data_key = "path",
 	.open = tokens_open,
 	.read = tokens_read,
 	.close = tokens_close,
 };
 
+/* Token @i of the file. */
+static inline uint32_t
+tokens_id(const struct tokens *t, uint64_t i)
+{
+	if (t->tsize == 2)
+		return (((const uint16_t *)(const void *)t->data.base)[i]);
+	return (((const uint32_t *)(const void *)t->data.base)[i]);
+}
+
+/* Pack the @n documents of bounds @b. */
+static int
+tokens_pack(struct dataset *ds, struct tokens *t, const uint64_t *b,
+    uint64_t n, uint32_t seq_len, uint64_t window, char **cause)
+{
+	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window) != 0)
+		return (dataset_error(cause, ds, "packing %" PRIu64 " documents: "
+		    "%s", n, strerror(errno)));
+	return (0);
+}
+
 /* Check the index against the token file; pack its documents. */
 static int
-tokens_pack(struct dataset *ds, struct tokens *t, const char *path,
+tokens_pack_index(struct dataset *ds, struct tokens *t, const char *path,
     const char *ipath, uint32_t seq_len, uint64_t window, char **cause)
 {
 	struct dataset_map	 idx;
@@ -106,14 +129,36 @@ tokens_pack(struct dataset *ds, struct tokens *t, const char *path,
 		    ntok, t->tsize == 2 ? "uint16" : "uint32");
 		goto out;
 	}
-	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window) != 0) {
-		dataset_error(cause, ds, "packing %" PRIu64 " documents: %s", n,
-		    strerror(errno));
-		goto out;
-	}
-	rc = 0;
+	rc = tokens_pack(ds, t, b, n, seq_len, window, cause);
 out:
 	dataset_unmap(&idx);
+	return (rc);
+}
+
+/*
+ * No index: each document ends with the id @eot (the last one may end
+ * with the file instead), as nanoGPT's files are written.
+ */
+static int
+tokens_pack_eot(struct dataset *ds, struct tokens *t, uint32_t eot,
+    uint32_t seq_len, uint64_t window, char **cause)
+{
+	uint64_t	ntok = t->data.size / t->tsize, n = 0, i, *b;
+	int		rc;
+
+	for (i = 0; i < ntok; i++)
+		n += tokens_id(t, i) == eot;
+	if (ntok > 0 && tokens_id(t, ntok - 1) != eot)
+		n++;
+	if ((b = malloc((n + 1) * sizeof *b)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	b[0] = 0;
+	for (i = 0, n = 0; i < ntok; i++) {
+		if (tokens_id(t, i) == eot || i + 1 == ntok)
+			b[++n] = i + 1;
+	}
+	rc = tokens_pack(ds, t, b, n, seq_len, window, cause);
+	free(b);
 	return (rc);
 }
 
@@ -143,18 +188,29 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 {
 	struct tokens	*t;
 	const char	*path, *ipath, *v, *errstr;
-	uint64_t	 seq_len, window = 0;
+	uint64_t	 seq_len, window = 0, eot = 0;
 
 	if ((t = calloc(1, sizeof *t)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
 	t->data.fd = -1;
 	ds->priv = t;
 
+	ipath = dataset_conf_get(conf, "index");
+	v = dataset_conf_get(conf, "eot");
+	if ((ipath == NULL) == (v == NULL)) {
+		dataset_error(cause, ds, "%s: give 'index =', the path of the "
+		    "index of documents (N + 1 uint64 offsets), or 'eot =', "
+		    "the id that ends each document", ipath == NULL ?
+		    "no document bounds" : "both 'index =' and 'eot ='");
+		goto fail;
+	}
+	if (v != NULL && number_parse_u64(v, 0, UINT32_MAX, &eot,
+	    &errstr) != 0) {
+		dataset_error(cause, ds, "'eot = %s': %s", v, errstr);
+		goto fail;
+	}
 	if ((path = dataset_conf_need(ds, conf, "path",
 	    "the path of the file of token ids", cause)) == NULL ||
-	    (ipath = dataset_conf_need(ds, conf, "index",
-	    "the path of the index of documents (N + 1 uint64 offsets)",
-	    cause)) == NULL ||
 	    (v = dataset_conf_need(ds, conf, "seq_len",
 	    "the tokens of a packed row, like 2048", cause)) == NULL)
 		goto fail;
@@ -189,9 +245,11 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    t->data.size, t->tsize == 2 ? "uint16" : "uint32");
 		goto fail;
 	}
-	if (tokens_check_ids(ds, t, path, cause) != 0 ||
-	    tokens_pack(ds, t, path, ipath, (uint32_t)seq_len, window,
-	    cause) != 0)
+	if (tokens_check_ids(ds, t, path, cause) != 0)
+		goto fail;
+	if (ipath != NULL ? tokens_pack_index(ds, t, path, ipath,
+	    (uint32_t)seq_len, window, cause) != 0 : tokens_pack_eot(ds, t,
+	    (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
 		goto fail;
 
 	ds->ndim = 2;

@@ -1891,6 +1891,9 @@ START_TEST(tokens_refuses_bad_files_with_the_reason)
 	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
 	    "index", tpath("tok.idx"), NULL), "seq_len", NULL);
 	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", "eot", "x", NULL),
+	    "both", NULL);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
 	    "index", tpath("tok.idx"), "seq_len", "0", NULL), "seq_len = 0",
 	    NULL);
 	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
@@ -1924,6 +1927,49 @@ START_TEST(tokens_refuses_bad_files_with_the_reason)
 	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
 	    "index", tpath("nope.idx"), "seq_len", "8", NULL), "nope.idx",
 	    "cannot open");
+}
+END_TEST
+
+/*
+ * Without an index, eot = ends each document (nanoGPT's files): [1 2 7]
+ * [3 4 5 6 7] [8 9] at seq_len 4 are pieces of 3, 4, 1 and 2 tokens, in
+ * 3 rows; the pieces are whole documents or cut at seq_len.
+ */
+START_TEST(tokens_documents_end_at_eot_without_an_index)
+{
+	static const uint16_t	ids[] = { 1, 2, 7, 3, 4, 5, 6, 7, 8, 9 };
+	struct dataset		*ds;
+	int32_t			 row[3 * 4];
+	int64_t			 label, pieces = 0;
+	uint64_t		 r;
+	int			 j, seen = 0;
+
+	write_file(tpath("eot.bin"), ids, sizeof ids);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("eot.bin"), "eot", "7", "seq_len", "4", NULL));
+	ck_assert_uint_eq(ds->samples, 3);
+	for (r = 0; r < ds->samples; r++) {
+		ck_assert_int_eq(dataset_read(ds, r, row, &label, false), 0);
+		pieces += label;
+		for (j = 0; j < 4; j++) {
+			if (row[8 + j] == 0)
+				continue;
+			seen++;
+			/* A piece starts at a document's start or its 4th. */
+			if (row[4 + j] == 0)
+				ck_assert(row[j] == 1 || row[j] == 3 ||
+				    row[j] == 7 || row[j] == 8);
+		}
+	}
+	ck_assert_int_eq(seen, 10);
+	ck_assert_int_eq(pieces, 4);
+	dataset_free(ds);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
+	    "seq_len", "4", NULL), "no document bounds", "'eot ='");
+	write_tokens(16);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
+	    "index", tpath("tok.idx"), "eot", "7", "seq_len", "4", NULL),
+	    "both 'index =' and 'eot ='", NULL);
 }
 END_TEST
 
@@ -2189,6 +2235,7 @@ dataset_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, tokens_packs_documents_into_rows);
 	tcase_add_test(tc, tokens_refuses_bad_files_with_the_reason);
+	tcase_add_test(tc, tokens_documents_end_at_eot_without_an_index);
 	tcase_add_test(tc, tokens_read_fails_for_rows_past_a_truncated_file);
 	suite_add_tcase(s, tc);
 
