@@ -7,7 +7,8 @@
  *	path = /data/web.bin		token ids, uint16 or uint32, host order
  *					(nanoGPT's .bin, Megatron's .bin)
  *	index = /data/web.idx		N + 1 uint64: document i is tokens
- *					[index[i], index[i + 1])
+ *					[index[i], index[i + 1]); or a
+ *					Megatron .idx (by its magic)
  *	eot = 50256			or, without an index: each document
  *					ends with this id (nanoGPT's files)
  *	dtype = uint16			uint16 (the default) or uint32
@@ -85,6 +86,104 @@ tokens_pack(struct dataset *ds, struct tokens *t, const uint64_t *b,
 	return (0);
 }
 
+/* The magic of Megatron's indexed datasets' .idx files. */
+#define MEGATRON_MAGIC	"MMIDIDX\0\0"
+
+/* A little-endian word of @m at @off (unaligned). */
+static uint64_t
+tokens_u64(const struct dataset_map *m, uint64_t off)
+{
+	uint64_t	v;
+
+	memcpy(&v, m->base + off, sizeof v);
+	return (v);
+}
+
+/*
+ * Megatron's .idx: magic, version 1, a dtype code (8 uint16, 4 int32),
+ * S sequences and D document bounds, then S int32 lengths, S int64 byte
+ * offsets and D int64 first sequences of documents (0 first, S last).  A
+ * document is its sequences together.
+ */
+static int
+tokens_pack_megatron(struct dataset *ds, struct tokens *t,
+    const char *ipath, const struct dataset_map *m, uint32_t seq_len,
+    uint64_t window, char **cause)
+{
+	uint64_t	ntok = t->data.size / t->tsize, ns, nd, i, off, at, *b;
+	uint64_t	lens, ptrs, docs, d, seq;
+	uint8_t		code;
+	int32_t		len;
+	int		rc;
+
+	if (m->size < 34)
+		return (dataset_error(cause, ds, "%s: %" PRIu64 " bytes is "
+		    "shorter than a Megatron index's header", ipath, m->size));
+	code = m->base[17];
+	ns = tokens_u64(m, 18);
+	nd = tokens_u64(m, 26);
+	if (tokens_u64(m, 9) != 1)
+		return (dataset_error(cause, ds, "%s: a Megatron index of "
+		    "version %" PRIu64 "; version 1 is read", ipath,
+		    tokens_u64(m, 9)));
+	if ((code == 8 && t->tsize != 2) || (code == 4 && t->tsize != 4) ||
+	    (code != 8 && code != 4))
+		return (dataset_error(cause, ds, "%s: token dtype code %u; "
+		    "read are 8 (uint16: 'dtype = uint16') and 4 (int32: "
+		    "'dtype = uint32')", ipath, code));
+	lens = 34;
+	ptrs = lens + 4 * ns;
+	docs = ptrs + 8 * ns;
+	if (ns > m->size || nd < 2 || nd > m->size ||
+	    docs + 8 * nd > m->size)
+		return (dataset_error(cause, ds, "%s: %" PRIu64 " bytes cannot "
+		    "hold the %" PRIu64 " sequences and %" PRIu64 " document "
+		    "bounds its header counts", ipath, m->size, ns, nd));
+	for (i = 0, at = 0; i < ns; i++) {
+		memcpy(&len, m->base + lens + 4 * i, sizeof len);
+		off = tokens_u64(m, ptrs + 8 * i);
+		if (len < 0 || off != at * t->tsize)
+			return (dataset_error(cause, ds, "%s: sequence %" PRIu64
+			    " starts at byte %" PRIu64 " with %" PRId32 " "
+			    "tokens; expected byte %" PRIu64 " (sequences one "
+			    "after another)", ipath, i, off, len,
+			    at * t->tsize));
+		at += (uint64_t)len;
+	}
+	if (at != ntok)
+		return (dataset_error(cause, ds, "%s: its sequences hold %"
+		    PRIu64 " tokens, the token file %" PRIu64 "; are they a "
+		    "pair?", ipath, at, ntok));
+	if ((b = malloc(nd * sizeof *b)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	/* Each document's first token: the sum of the lengths before. */
+	for (d = 0, seq = 0, at = 0; d < nd; d++) {
+		uint64_t first = tokens_u64(m, docs + 8 * d);
+
+		if (first > ns || first < seq || (d == 0 && first != 0) ||
+		    (d + 1 == nd && first != ns)) {
+			free(b);
+			return (dataset_error(cause, ds, "%s: document bound %"
+			    PRIu64 " is sequence %" PRIu64 "; bounds rise from "
+			    "0 to %" PRIu64, ipath, d, first, ns));
+		}
+		for (; seq < first; seq++) {
+			memcpy(&len, m->base + lens + 4 * seq, sizeof len);
+			at += (uint64_t)len;
+		}
+		b[d] = at;
+		if (d > 0 && b[d] == b[d - 1]) {
+			free(b);
+			return (dataset_error(cause, ds, "%s: document %" PRIu64
+			    " is empty; a document holds a token at least",
+			    ipath, d - 1));
+		}
+	}
+	rc = tokens_pack(ds, t, b, nd - 1, seq_len, window, cause);
+	free(b);
+	return (rc);
+}
+
 /* Check the index against the token file; pack its documents. */
 static int
 tokens_pack_index(struct dataset *ds, struct tokens *t, const char *path,
@@ -99,6 +198,12 @@ tokens_pack_index(struct dataset *ds, struct tokens *t, const char *path,
 	idx.fd = -1;
 	if (dataset_map_file(ds, ipath, &idx, cause) != 0)
 		return (-1);
+	if (idx.size >= sizeof MEGATRON_MAGIC - 1 && memcmp(idx.base,
+	    MEGATRON_MAGIC, sizeof MEGATRON_MAGIC - 1) == 0) {
+		rc = tokens_pack_megatron(ds, t, ipath, &idx, seq_len, window,
+		    cause);
+		goto out;
+	}
 	b = (const uint64_t *)(const void *)idx.base;
 	if (idx.size % 8 != 0 || idx.size < 16) {
 		dataset_error(cause, ds, "%s: %" PRIu64 " bytes is not an "

@@ -1973,6 +1973,89 @@ START_TEST(tokens_documents_end_at_eot_without_an_index)
 }
 END_TEST
 
+/*
+ * Megatron's .idx of tok.bin's 5 documents as 5 sequences, grouped into
+ * documents by @bounds (@nd of them, 0 first, 5 last); code 8 (uint16).
+ */
+static void
+write_megatron_idx(const uint64_t *bounds, uint64_t nd, uint8_t code,
+    uint64_t skew)
+{
+	static const int32_t	lens[] = { 3, 5, 9, 2, 4 };
+	uint8_t			buf[256];
+	uint64_t		v, ns = 5, i, at = 0;
+	size_t			off = 0;
+
+	memcpy(buf, "MMIDIDX\0\0", 9);
+	off = 9;
+	v = 1;
+	memcpy(buf + off, &v, 8);
+	off += 8;
+	buf[off++] = code;
+	memcpy(buf + off, &ns, 8);
+	off += 8;
+	memcpy(buf + off, &nd, 8);
+	off += 8;
+	memcpy(buf + off, lens, sizeof lens);
+	off += sizeof lens;
+	for (i = 0; i < ns; i++) {
+		v = at * 2 + (i == 3 ? skew : 0);
+		memcpy(buf + off, &v, 8);
+		off += 8;
+		at += (uint64_t)lens[i];
+	}
+	memcpy(buf + off, bounds, nd * 8);
+	off += nd * 8;
+	write_file(tpath("tok.idx"), buf, off);
+}
+
+/* Megatron's .idx is read by its magic; documents group sequences. */
+START_TEST(tokens_reads_megatron_indexes)
+{
+	static const uint64_t	each[] = { 0, 1, 2, 3, 4, 5 };
+	static const uint64_t	two[] = { 0, 2, 5 };
+	static const uint64_t	bad[] = { 0, 3, 2, 5 };
+	struct dataset		*ds;
+	int32_t			 row[3 * 8];
+	int64_t			 label, pieces = 0;
+	uint64_t		 r;
+
+	write_tokens(16);
+	write_megatron_idx(each, 6, 8, 0);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("tok.bin"), "index", tpath("tok.idx"), "seq_len", "8",
+	    NULL));
+	ck_assert_uint_eq(ds->samples, 3);	/* as the plain index's */
+	dataset_free(ds);
+	/* Documents of 8 and 15 tokens: pieces 8 | 8 | 7, 3 rows. */
+	write_megatron_idx(two, 3, 8, 0);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("tok.bin"), "index", tpath("tok.idx"), "seq_len", "8",
+	    NULL));
+	ck_assert_uint_eq(ds->samples, 3);
+	for (r = 0; r < 3; r++) {
+		ck_assert_int_eq(dataset_read(ds, r, row, &label, false), 0);
+		pieces += label;
+		/* One piece a row: positions run 0.. without a restart. */
+		ck_assert_int_eq(label, 1);
+		ck_assert_int_eq(row[8 + 6], 6);
+	}
+	dataset_free(ds);
+	write_megatron_idx(two, 3, 4, 0);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "dtype code 4");
+	write_megatron_idx(two, 3, 8, 2);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL),
+	    "sequence 3 starts at byte 36", "expected byte 34");
+	write_megatron_idx(bad, 4, 8, 0);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL),
+	    "document bound 2 is sequence 2", NULL);
+}
+END_TEST
+
 /* A row past the end of a token file truncated since is an error. */
 START_TEST(tokens_read_fails_for_rows_past_a_truncated_file)
 {
@@ -2236,6 +2319,7 @@ dataset_suite(void)
 	tcase_add_test(tc, tokens_packs_documents_into_rows);
 	tcase_add_test(tc, tokens_refuses_bad_files_with_the_reason);
 	tcase_add_test(tc, tokens_documents_end_at_eot_without_an_index);
+	tcase_add_test(tc, tokens_reads_megatron_indexes);
 	tcase_add_test(tc, tokens_read_fails_for_rows_past_a_truncated_file);
 	suite_add_tcase(s, tc);
 
