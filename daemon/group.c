@@ -1000,8 +1000,9 @@ group_catch_up(struct group_member *m)
 	uint64_t	 seq;
 	char		*cause = NULL, *msg;
 
-	m->late = false;
+	/* Still late here: its own deliver_seq (from Attach) counts for none. */
 	if (group_position(g, c->pos_epoch, c->pos_step, &seq) == 0) {
+		m->late = false;
 		c->deliver_seq = seq;
 		group_next(m);
 		group_watch(g);
@@ -1011,6 +1012,7 @@ group_catch_up(struct group_member *m)
 	m->meet_seq = seq;
 	if (m->catching)
 		group_seq_step(g, seq, &m->meet_epoch, &m->meet_step);
+	m->late = false;
 	if (consumer_go_alone(c, m->spec, &code, &cause) == -1) {
 		m->catching = false;
 		msg = xasprintf("memory_budget has no room for a ring of its "

@@ -640,8 +640,8 @@ END_TEST
 
 /*
  * Issue 35: a trainer that attaches at epoch 0 step 0 after the group's
- * first steps (which it no longer has) joins it all the same and catches
- * up: its first steps come from a ring of its own (slots numbered after
+ * first steps (which it no longer has) joins it all the same and, from
+ * its first Next (the group having gone on meanwhile), catches up: its first steps come from a ring of its own (slots numbered after
  * the group's), the group's earlier steps in the same order, up to the
  * oldest step the group still had; from there it takes the group's steps
  * (its ring), and the workers read each step once for both (the rows read
@@ -668,12 +668,21 @@ START_TEST(a_late_member_catches_up_and_shares)
 	gr_attach(&m[2], &o);
 	ck_assert_uint_ne(gr_group(&m[0]), 0);
 	ck_assert_uint_eq(gr_group(&m[2]), gr_group(&m[0]));
+	/*
+	 * Before its first Next it keeps nothing: the others go on, and
+	 * their steps of then are refilled.
+	 */
+	for (k = 0; k < GR_SLOTS + 1; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], _i == 1);
+	}
+	ahead += GR_SLOTS + 1;
 	/* Its catch-up: the group's earlier steps, from its own ring. */
 	for (k = 0; k < ahead; k++) {
 		gr_take(&m[2], k % 2 == 0);
 		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
 		/* The members ahead draw on the group's ring meanwhile. */
-		if (k % 5 == 0)
+		if (k % 6 == 0)
 			for (i = 0; i < 2; i++)
 				gr_take(&m[i], _i == 1);
 	}
