@@ -871,8 +871,9 @@ group_next(struct group_member *m)
 }
 
 /*
- * Member @m, which held the others back, has no room for a ring of its
- * own (@cause): it is ended rather than freeze them.  Its Nexts get the
+ * Member @m, which held the others back (or, late, cannot take the
+ * steps the group is past), has no room for a ring of its own (@cause):
+ * it is ended rather than freeze them.  Its Nexts get the
  * error from now on; the group's slots it holds stay its own until it
  * releases them (a kept step never changes), the others it kept free.
  */
@@ -882,17 +883,25 @@ group_end(struct group_member *m, const char *cause)
 	struct group	*g = m->g;
 	struct consumer	*c = m->c;
 
-	log_warnx("session %llu held group %llu back and is ended: %s",
-	    (unsigned long long)c->id, (unsigned long long)g->id, cause);
+	log_warnx("session %llu %s group %llu%s and is ended: %s",
+	    (unsigned long long)c->id, m->late ? "cannot catch up with" :
+	    "held", (unsigned long long)g->id, m->late ? "" : " back", cause);
 	consumer_set_state(c, CONSUMER_ENDED);
 	g->nmembers--;
 	g->stays++;
 	free(c->failure);
-	c->failure = xasprintf("this session held the other trainers of its "
-	    "shared group back for %d ms (stopped, or slower than they are), "
-	    "and %s, so it was ended to let them go on; release its steps and "
-	    "attach again (with share=False it never waits on others, nor "
-	    "they on it)", INFEED_GROUP_SLACK_MS, cause);
+	if (m->late)
+		c->failure = xasprintf("this session attached after the other "
+		    "trainers of its shared group had gone on, and %s; attach "
+		    "again once memory_budget has room (or with share=False, "
+		    "which never waits on others)", cause);
+	else
+		c->failure = xasprintf("this session held the other trainers "
+		    "of its shared group back for %d ms (stopped, or slower "
+		    "than they are), and %s, so it was ended to let them go "
+		    "on; release its steps and attach again (with share=False "
+		    "it never waits on others, nor they on it)",
+		    INFEED_GROUP_SLACK_MS, cause);
 	c->failure_code = ERRCODE_RESOURCE_EXHAUSTED;
 	producer_state_move(&c->seen, PRODUCER_FAILED, c->id);
 	consumer_cancel(c, c->failure_code, c->failure);
@@ -1012,17 +1021,18 @@ group_catch_up(struct group_member *m)
 	m->meet_seq = seq;
 	if (m->catching)
 		group_seq_step(g, seq, &m->meet_epoch, &m->meet_step);
-	m->late = false;
 	if (consumer_go_alone(c, m->spec, &code, &cause) == -1) {
 		m->catching = false;
-		msg = xasprintf("memory_budget has no room for a ring of its "
-		    "own to catch up with the group, which is ahead of it: "
+		msg = xasprintf("memory_budget has no room for the ring of "
+		    "its own it needs to take the steps the group is past: "
 		    "%s", cause);
 		free(cause);
-		group_end(m, msg);
+		group_end(m, msg);	/* still late: says so */
 		free(msg);
+		m->late = false;
 		return;
 	}
+	m->late = false;
 	if (m->catching)
 		log_info("session %llu catches up with group %llu from epoch "
 		    "%llu step %llu to epoch %llu step %llu",
