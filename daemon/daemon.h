@@ -19,7 +19,7 @@
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
- *   transforms) -> log, xmalloc, paths, procmem, errcode
+ *   transforms), io-batch (reads in flight) -> log, xmalloc, paths, procmem, errcode
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
  * proto/ lie under them all, but the protocol's messages end at peer and

@@ -470,6 +470,22 @@ dataset_job_end(uint64_t *now)
 	return (shrank);
 }
 
+/* A read came back short: the file's size now, for the why. */
+int
+dataset_map_short(const struct dataset_map *m, uint64_t end)
+{
+	uint64_t	size = 0;
+	int64_t		ctime_ns;
+
+	if (m == NULL || m->fd == -1 ||
+	    dataset_map_size(m, &size, &ctime_ns) == -1)
+		size = 0;
+	dataset_short_size = size;
+	dataset_short_end = end;
+	errno = EIO;
+	return (-1);
+}
+
 /* Why the last dataset_map_holds() said no. */
 char *
 dataset_short_why(char *buf, size_t len)
@@ -661,6 +677,45 @@ dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
 		copy_row(dst, p->data.base + off, ds->sample_bytes, stream);
 	else if (dataset_pread(&p->data, dst, ds->sample_bytes, off) != 0)
 		return (-1);
+	if (p->labels.fd == -1)
+		*label = 0;
+	else if (loff + lsize <= p->labels.len)
+		*label = dataset_label_get(p->labels.base + p->labels_off,
+		    ds->label_dtype, index);
+	else if (dataset_pread(&p->labels, lbuf, lsize, loff) != 0)
+		return (-1);
+	else
+		*label = dataset_label_get(lbuf, ds->label_dtype, 0);
+	return (0);
+}
+
+/* Where a row of the raw or npy reader is, and its label. */
+int
+dataset_pair_locate(const struct dataset *ds, uint64_t index,
+    struct dataset_loc *loc, int64_t *label)
+{
+	const struct dataset_pair	*p = ds->priv;
+	size_t				 lsize = dtype_size(ds->label_dtype);
+	uint64_t			 off, loff;
+	uint8_t				 lbuf[8];
+
+	if (!p->reads) {
+		errno = EBADF;		/* only checked, never read */
+		return (-1);
+	}
+	off = p->data_off + index * ds->sample_bytes;
+	loff = p->labels_off + index * lsize;
+	if (!dataset_map_holds(&p->data, off + ds->sample_bytes) ||
+	    (p->labels.fd != -1 && !dataset_map_holds(&p->labels, loff +
+	    lsize)))
+		return (-1);
+	loc->fd = p->data.fd;
+	loc->off = off;
+	loc->len = ds->sample_bytes;
+	loc->mapped = off + ds->sample_bytes <= p->data.len ? p->data.base +
+	    off : NULL;
+	loc->map = &p->data;
+	loc->owned = false;
 	if (p->labels.fd == -1)
 		*label = 0;
 	else if (loff + lsize <= p->labels.len)
