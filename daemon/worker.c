@@ -131,6 +131,51 @@ worker_beat_row(uint64_t row)
 	    __ATOMIC_RELAXED);
 }
 
+/*
+ * The memory this process may use: the host's, or less where its cgroup
+ * says so (cgroup v2's memory.max, v1's memory.limit_in_bytes), the page
+ * cache included: a dataset populated past it would only be read twice.
+ */
+static uint64_t
+worker_memory_max(void)
+{
+	char		 line[512], path[700];
+	uint64_t	 max, v;
+	FILE		*f;
+	const char	*rel = NULL;
+	bool		 v1 = false;
+
+	max = (uint64_t)sysconf(_SC_PHYS_PAGES) *
+	    (uint64_t)sysconf(_SC_PAGESIZE);
+	if ((f = fopen("/proc/self/cgroup", "re")) == NULL)
+		return (max);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "0::", 3) == 0 && rel == NULL) {
+			rel = line + 3;
+		} else if (strstr(line, ":memory:") != NULL) {
+			rel = strstr(line, ":memory:") + 8;
+			v1 = true;
+			break;
+		}
+	}
+	fclose(f);
+	if (rel == NULL)
+		return (max);
+	if (v1)
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/"
+		    "memory.limit_in_bytes", rel);
+	else
+		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max",
+		    rel);
+	if ((f = fopen(path, "re")) == NULL)
+		return (max);
+	if (fscanf(f, "%" SCNu64, &v) == 1 && v < max)
+		max = v;		/* "max" (v2) reads as no number */
+	fclose(f);
+	return (max);
+}
+
 /* The daemon, whose death ends the worker (worker_orphan_cb()). */
 static pid_t	worker_daemon;
 
@@ -992,8 +1037,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	uint64_t		 populate_max;
 	bool			 populating = true;
 
-	populate_max = (uint64_t)sysconf(_SC_PHYS_PAGES) *
-	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE;
+	populate_max = worker_memory_max() / WORKER_POPULATE_SHARE;
 	/* Sent again on each parent's death, the fork server's too. */
 	worker_daemon = wc->daemon;
 	memset(&sa, 0, sizeof(sa));

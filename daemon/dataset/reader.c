@@ -229,6 +229,37 @@ dataset_maps_remove(const uint8_t *base)
 	}
 }
 
+#ifdef MADV_POPULATE_READ
+/*
+ * Map the pages of @n bytes at @p that the page cache holds, a run of
+ * them a call, and leave the rest: reading those from storage is the
+ * workers' reads in flight (worker.c), at many a time, not a pass of
+ * one read at a time here that a job would wait behind (a chunk of
+ * 16 MiB from a store of 2 ms a read took seconds).
+ */
+static void
+dataset_populate_cached(uint8_t *p, size_t n)
+{
+	unsigned char	*vec;
+	size_t		 page = (size_t)sysconf(_SC_PAGESIZE), pages, i, run;
+
+	pages = (n + page - 1) / page;
+	if ((vec = malloc(pages)) == NULL || mincore(p, n, vec) == -1) {
+		free(vec);
+		return;
+	}
+	for (i = 0; i < pages; i += run) {
+		for (run = 0; i + run < pages && (vec[i + run] & 1) ==
+		    (vec[i] & 1); run++)
+			;
+		if (vec[i] & 1)
+			(void)madvise(p + i * page, run * page < n - i * page ?
+			    run * page : n - i * page, MADV_POPULATE_READ);
+	}
+	free(vec);
+}
+#endif
+
 bool
 dataset_populate(uint64_t max_bytes, uint64_t chunk)
 {
@@ -257,7 +288,7 @@ dataset_populate(uint64_t max_bytes, uint64_t chunk)
 	/* Whole pages from a page-aligned base: madvise's own bounds. */
 	n = pop[pop_file].len - pop_off < chunk ? pop[pop_file].len - pop_off :
 	    chunk;
-	(void)madvise(pop[pop_file].base + pop_off, n, MADV_POPULATE_READ);
+	dataset_populate_cached(pop[pop_file].base + pop_off, n);
 	pop_off += n;
 	return (pop_file + 1 < npop || pop_off < pop[pop_file].len);
 #else

@@ -287,10 +287,11 @@ uint64_t	 dataset_charged(uid_t uid, uint64_t *all);
 
 /**
  * dataset_populate() - map the pages of the next @chunk bytes of the files
- * mapped in this process (MADV_POPULATE_READ, which reads what is not
- * cached), a chunk a call, file after file, when together they take at
- * most @max_bytes.  A worker calls it while it has no job, so that its
- * first jobs never wait for the whole dataset.
+ * mapped in this process that the page cache holds (MADV_POPULATE_READ;
+ * what is not cached is left to the reads in flight, never read here), a
+ * chunk a call, file after file, when together they take at most
+ * @max_bytes.  A worker calls it while it has no job, so that its first
+ * jobs never wait for the whole dataset.
  * Return: true while some pages are left to map.
  */
 bool		 dataset_populate(uint64_t max_bytes, uint64_t chunk);
