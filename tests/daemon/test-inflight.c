@@ -191,6 +191,7 @@ static void
 slow_one_step_in_flight(const char *backend)
 {
 	struct infeed		*f;
+	struct infeed_stats	*stats;
 	struct infeed_step	 st;
 	uint64_t		 t0, ms, depth;
 	char			 log[65536];
@@ -204,6 +205,14 @@ slow_one_step_in_flight(const char *backend)
 	ck_assert_msg(strstr(log, backend) != NULL, "the log does not say "
 	    "reads go through %s: %s", backend, log);
 	f = slow_attach(1, false);
+	/* Status says how, as the log does. */
+	ck_assert_msg(infeed_get_stats(f, &stats) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_ptr_nonnull(stats->reads_in_flight);
+	ck_assert_msg(strncmp(stats->reads_in_flight, backend,
+	    strlen(backend)) == 0, "status says '%s'",
+	    stats->reads_in_flight);
+	infeed_stats_free(stats);
 	t0 = now_ms();
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	ms = now_ms() - t0;
