@@ -160,8 +160,7 @@ io_backend_choose(enum io_backend want, char *why, size_t len)
 	if ((rc = io_uring_probe()) == 0) {
 		snprintf(why, len, "io_uring, kernel %s", u.release);
 		io_chosen = IO_BACKEND_URING;
-		snprintf(io_chosen_why, sizeof(io_chosen_why), "%s", why);
-		return (io_chosen);
+		goto out;
 	}
 	off = io_uring_disabled_sysctl();
 	snprintf(why, len, "threads: io_uring refused (%s%s%s%s), kernel %s",
@@ -174,7 +173,10 @@ io_backend_choose(enum io_backend want, char *why, size_t len)
 		    "or threads", why);
 chosen:
 	io_chosen = IO_BACKEND_THREADS;
+out:
 	snprintf(io_chosen_why, sizeof(io_chosen_why), "%s", why);
+	/* A fork server started again is exec'd: it chooses the same. */
+	(void)setenv("INFEED_IO_BACKEND", io_backend_name(io_chosen), 1);
 	return (io_chosen);
 }
 

@@ -55,9 +55,11 @@ const char	*io_backend_name(enum io_backend b);
  * io_backend_choose() - the backend for @want: AUTO is io_uring when this
  * process may set up a ring and read through it, else threads; URING is
  * io_uring or fatal (the operator asked for it).  @why gets the reason
- * ("io_uring, kernel 6.1" or "threads: io_uring_setup: Operation not
- * permitted (kernel.io_uring_disabled = 2)").  The environment's
- * INFEED_IO_BACKEND, when set, overrides @want (tests and benchmarks).
+ * ("io_uring, kernel 6.1" or "threads: io_uring refused (Operation not
+ * permitted; kernel.io_uring_disabled = 2)").  The environment's
+ * INFEED_IO_BACKEND, when set, overrides @want (tests and benchmarks);
+ * the choice is put there, so that a fork server exec'd again (forker.c)
+ * chooses the same.
  */
 enum io_backend	 io_backend_choose(enum io_backend want, char *why,
 		    size_t len);
