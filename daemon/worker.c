@@ -3,7 +3,13 @@
  * A worker process: takes each row's dataset index from the job, reads the
  * sample through the dataset (whose mappings it inherited at fork),
  * transforms it if the session asked, writes data and label into the slot,
- * and answers DONE.  It keeps one mapping per ring it was sent, and for a
+ * and answers DONE.  The reads of a job's rows go in flight together
+ * (io-batch.h), straight into the slot for arrays (one copy, by the
+ * kernel) and into a buffer for what is converted or decoded, each row
+ * finished as its read completes; a row whose pages are in the page cache
+ * is copied from the mapping instead (mincore), which is faster still.
+ * Before DONE every read of the job has completed, whatever happened: no
+ * read lands in a slot the pool has given back.  It keeps one mapping per ring it was sent, and for a
  * ring that reads a client's files, the dataset it opened from the
  * descriptors that came with the ring (refused, every job of that ring
  * fails as unreadable: the client changed the files since the daemon
@@ -12,8 +18,10 @@
  * A file mapped for reading can be truncated under the worker (a client's
  * own file, typically): rows are copied with a SIGBUS handler armed, and a
  * fault while copying is the row's read error ("truncated to N bytes
- * while the session read it"), not the worker's death.  Each row it begins
- * is counted in its beat, so the pool's deadline is per row.
+ * while the session read it"), not the worker's death; a read that comes
+ * back short is the same error ("the file is N bytes now").  Each row it
+ * finishes is counted in its beat, so the pool's deadline is per row, and
+ * the beat names the row being copied or decoded, the one a crash blames.
  */
 
 #include <sys/mman.h>
