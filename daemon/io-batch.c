@@ -403,6 +403,31 @@ io_batch_read(struct io_batch *io, int fd, void *buf, size_t len,
 	pthread_mutex_unlock(&io->mu);
 }
 
+/*
+ * The rest of request @r read here, blocking: io_uring answers EAGAIN for
+ * a file opened O_NONBLOCK whose pages are not cached, which a resubmit
+ * would only spin on.  Return: as a completion's res, for the rest.
+ */
+static int
+io_read_rest(struct io_req *r)
+{
+	size_t	got = 0;
+	ssize_t	n;
+
+	while (r->got + got < r->len) {
+		n = pread(r->fd, r->buf + r->got + got, r->len - r->got - got,
+		    (off_t)(r->off + r->got + got));
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return (-errno);
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return ((int)got);
+}
+
 /* io_uring: the next whole (or finally short) read; its request index. */
 static unsigned
 io_uring_next(struct io_batch *io, ssize_t *res)
@@ -427,8 +452,9 @@ io_uring_next(struct io_batch *io, ssize_t *res)
 		n = cqe->res;
 		io_uring_cqe_seen(&io->ring, cqe);
 		r = &io->req[i];
-		if (n == -EINTR || n == -EAGAIN ||
-		    (n > 0 && r->got + (size_t)n < r->len)) {
+		if (n == -EAGAIN)
+			n = io_read_rest(r);	/* O_NONBLOCK: not spun on */
+		if (n == -EINTR || (n > 0 && r->got + (size_t)n < r->len)) {
 			if (n > 0)
 				r->got += (size_t)n;
 			io_uring_queue_req(io, i);	/* the rest */

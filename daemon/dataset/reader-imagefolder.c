@@ -1055,6 +1055,13 @@ imagefolder_locate(const struct dataset *ds, uint64_t index,
 		errno = EFBIG;
 		goto fail;
 	}
+	/*
+	 * O_NONBLOCK was for the open (a FIFO put in its place); io_uring
+	 * would answer a read of a regular file that is not cached with
+	 * EAGAIN rather than wait for it.
+	 */
+	if (fcntl(fd, F_SETFL, O_RDONLY) == -1)
+		goto fail;
 	loc->fd = fd;
 	loc->off = 0;
 	loc->len = (size_t)st.st_size;

@@ -1112,7 +1112,11 @@ tar_add_shard(struct dataset *ds, struct tar *t, const char *path, int fd,
 		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
 	}
 	t->fds[t->nshards++] = fd;
-	return (tar_index(ds, t, t->nshards - 1, fd, path, cause));
+	if (tar_index(ds, t, t->nshards - 1, fd, path, cause) == -1)
+		return (-1);
+	/* Indexed, so a regular file: io_uring reads it blocking, not EAGAIN. */
+	(void)fcntl(fd, F_SETFL, O_RDONLY);
+	return (0);
 }
 
 /* Set the class count once every shard is indexed. */
