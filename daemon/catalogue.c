@@ -114,6 +114,7 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 	cat = xcalloc(1, sizeof(*cat));
 	cat->datasets = xcalloc(conf->ndatasets + 1, sizeof(*cat->datasets));
 	cat->entries = xcalloc(conf->ndatasets + 1, sizeof(*cat->entries));
+	dataset_sections(conf->datasets, conf->ndatasets);	/* for mixes */
 	for (i = 0; i < conf->ndatasets; i++) {
 		dc = &conf->datasets[i];
 		e = &cat->entries[cat->ndatasets];
@@ -172,6 +173,7 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 			    (unsigned long long)ds->sample_bytes);
 		cat->ndatasets++;
 	}
+	dataset_sections(NULL, 0);
 	return (cat);
 }
 
