@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "io-batch.h"
 #include "log.h"
 #include "stats.h"
 #include "version.h"
@@ -182,7 +183,7 @@ daemon_start(const struct daemon_args *args)
 	struct daemon		*d;
 	struct config_cpus	 cpus;
 	struct timeval		 tick = { 0, AUTOTUNE_TICK_MS * 1000 };
-	char			*cause = NULL;
+	char			*cause = NULL, why[256];
 	unsigned		 max = 0;
 
 	d = xcalloc(1, sizeof(*d));
@@ -214,6 +215,9 @@ daemon_start(const struct daemon_args *args)
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
+	/* Before the fork server: the workers inherit the choice. */
+	(void)io_backend_choose(d->conf->io_backend, why, sizeof(why));
+	log_info("reads in flight: %s", why);
 	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers, max,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max);
 	if (args->forker_restarts)

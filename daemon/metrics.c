@@ -45,6 +45,7 @@
 
 #include "clock.h"
 #include "errcode.h"
+#include "io-batch.h"
 #include "log.h"
 #include "metrics.h"
 #include "session.h"
@@ -419,6 +420,11 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	    "New fork servers infeedd started after one died.");
 	evbuffer_add_printf(b, "infeed_fork_server_restarts_total %u\n",
 	    st->fork_server_restarts);
+	metrics_family(b, "infeed_reads_in_flight_info", "gauge", "How the "
+	    "workers put their reads in flight (io_backend), chosen at start: "
+	    "io_uring, or threads where the kernel refuses io_uring.");
+	evbuffer_add_printf(b, "infeed_reads_in_flight_info{backend=\"%s\"} 1\n",
+	    io_backend_name(io_backend_chosen()));
 	metrics_family(b, "infeed_fork_server_up", "gauge", "1 while a fork "
 	    "server is up to start workers, 0 while a new one is awaited.");
 	evbuffer_add_printf(b, "infeed_fork_server_up %d\n",

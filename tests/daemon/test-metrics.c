@@ -265,8 +265,11 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("# TYPE infeed_group_leaves_total counter");
 	has_line("# TYPE infeed_group_stays_total counter");
 	has_line("# TYPE infeed_group_rejoins_total counter");
+	/* How reads are put in flight, io_uring or threads. */
+	ck_assert_uint_eq(count_lines("infeed_reads_in_flight_info{backend="),
+	    1);
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 36);
+	ck_assert_uint_eq(count_lines("# TYPE "), 37);
 	free(h.ended);
 }
 END_TEST
