@@ -39,6 +39,8 @@ struct autotune {
 	char			 now[256];	/* the latest decision, and why */
 	uint64_t		 grows;
 	uint64_t		 shrinks;
+	uint64_t		 grows_storage;	/* past the CPUs */
+	uint64_t		 shrinks_cpu;	/* ... given back */
 };
 
 /* Grow, shrink or hold, and why. */
@@ -74,6 +76,7 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			    "%.0f%%", in->workers, in->max,
 			    in->runnable * 100, blocked * 100);
 			st->over_ms = 0;
+			st->cause = AUTOTUNE_CPU_WAITING;
 			return (AUTOTUNE_SHRINK);
 		}
 		snprintf(why, len, "%u workers on %u CPUs waited for a CPU "
@@ -128,16 +131,19 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			    (unsigned long long)(in->worker_bytes >> 20));
 			return (AUTOTUNE_HOLD);
 		}
-		if (in->workers >= in->max)
+		if (in->workers >= in->max) {
 			snprintf(why, len, "trainers waited %.0f%% of their "
 			    "time and workers were %.0f%% busy, waiting for "
 			    "storage %.0f%% of their jobs' time (past the %u "
 			    "CPUs, up to %u)", pct_wait, pct_busy,
 			    blocked * 100, in->max, limit);
-		else
+			st->cause = AUTOTUNE_STORAGE_WAITING;
+		} else {
 			snprintf(why, len, "trainers waited %.0f%% of their "
 			    "time and workers were %.0f%% busy", pct_wait,
 			    pct_busy);
+			st->cause = AUTOTUNE_TRAINERS_WAITING;
+		}
 		return (AUTOTUNE_GROW);
 	}
 	/* What one worker fewer could do at half load. */
@@ -149,6 +155,7 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			    "trainers waited %.0f%% of their time for %.1f s",
 			    pct_busy, pct_wait, (double)st->idle_ms / 1000);
 			st->idle_ms = 0;
+			st->cause = AUTOTUNE_WORKERS_IDLE;
 			return (AUTOTUNE_SHRINK);
 		}
 		snprintf(why, len, "workers were %.0f%% busy (one goes after "
@@ -437,10 +444,14 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 		act = autotune_decide(&at->state, &in, why, sizeof(why));
 		if (act == AUTOTUNE_GROW && pool_grow(at->pool) == 0) {
 			at->grows++;
+			at->grows_storage += at->state.cause ==
+			    AUTOTUNE_STORAGE_WAITING;
 			autotune_note(at, "grew", in.workers + 1, why);
 		} else if (act == AUTOTUNE_SHRINK &&
 		    pool_shrink(at->pool) == 0) {
 			at->shrinks++;
+			at->shrinks_cpu += at->state.cause ==
+			    AUTOTUNE_CPU_WAITING;
 			autotune_note(at, "shrank", in.workers - 1, why);
 		}
 		snprintf(at->now, sizeof(at->now), "%s: %s", act ==
@@ -470,4 +481,6 @@ autotune_report(const struct autotune *at, struct autotune_report *r)
 	r->now = at->now;
 	r->grows = at->grows;
 	r->shrinks = at->shrinks;
+	r->grows_storage = at->grows_storage;
+	r->shrinks_cpu = at->shrinks_cpu;
 }

@@ -85,10 +85,22 @@ struct autotune_input {
 	uint64_t	interval_ms;
 };
 
-/* What a decision remembers: how long the workers have been idle. */
+/* Why a resize, for /metrics' reason label. */
+enum autotune_cause {
+	AUTOTUNE_TRAINERS_WAITING,	/* grow, within the CPUs */
+	AUTOTUNE_STORAGE_WAITING,	/* grow past the CPUs */
+	AUTOTUNE_WORKERS_IDLE,		/* shrink */
+	AUTOTUNE_CPU_WAITING,		/* shrink, past the CPUs */
+};
+
+/*
+ * What a decision remembers: how long the workers have been idle (or
+ * past the CPUs waiting for them), and the cause of its last resize.
+ */
 struct autotune_state {
-	uint64_t	idle_ms;
-	uint64_t	over_ms;	/* past the CPUs, waiting for them */
+	uint64_t		idle_ms;
+	uint64_t		over_ms;
+	enum autotune_cause	cause;
 };
 
 /* For status, top and /metrics. */
@@ -100,6 +112,8 @@ struct autotune_report {
 	const char	*now;		/* the latest decision and why */
 	uint64_t	 grows;		/* reason: trainers waited */
 	uint64_t	 shrinks;	/* reason: workers idle */
+	uint64_t	 grows_storage;	/* ... of them past the CPUs */
+	uint64_t	 shrinks_cpu;	/* ... past the CPUs, waiting for one */
 };
 
 struct autotune;

@@ -203,6 +203,7 @@ START_TEST(autotune_grows_past_the_cpus_for_storage)
 	ck_assert_str_eq(why, "trainers waited 40% of their time and workers "
 	    "were 95% busy, waiting for storage 93% of their jobs' time (past "
 	    "the 2 CPUs, up to 16)");
+	ck_assert_int_eq(st.cause, AUTOTUNE_STORAGE_WAITING);
 	in.workers = 15;
 	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
 	    AUTOTUNE_GROW);
@@ -281,6 +282,7 @@ START_TEST(autotune_gives_back_workers_past_the_cpus_that_compute)
 	    AUTOTUNE_SHRINK);
 	ck_assert_str_eq(why, "8 workers on 2 CPUs waited for a CPU 60% of "
 	    "their jobs' time and for storage 10%");
+	ck_assert_int_eq(st.cause, AUTOTUNE_CPU_WAITING);
 	/* At the CPUs it holds, however long they wait for one. */
 	in.workers = 2;
 	for (i = 0; i < 4 * ticks; i++)
