@@ -131,6 +131,7 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			    (unsigned long long)(in->worker_bytes >> 20));
 			return (AUTOTUNE_HOLD);
 		}
+		st->grow = 1;
 		if (in->workers >= in->max) {
 			snprintf(why, len, "trainers waited %.0f%% of their "
 			    "time and workers were %.0f%% busy, waiting for "
@@ -138,6 +139,16 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			    "CPUs, up to %u)", pct_wait, pct_busy,
 			    blocked * 100, in->max, limit);
 			st->cause = AUTOTUNE_STORAGE_WAITING;
+			/* Reads, not CPUs, bound them: double, as memory allows. */
+			if (in->waited >= AUTOTUNE_WAIT_DOUBLE) {
+				st->grow = in->workers;
+				if (st->grow > limit - in->workers)
+					st->grow = limit - in->workers;
+				if (in->worker_bytes > 0 && st->grow >
+				    in->memory_room / in->worker_bytes)
+					st->grow = (unsigned)(in->memory_room /
+					    in->worker_bytes);
+			}
 		} else {
 			snprintf(why, len, "trainers waited %.0f%% of their "
 			    "time and workers were %.0f%% busy", pct_wait,
@@ -203,9 +214,10 @@ autotune_new(struct pool *pool, const struct config_cpus *cpus)
 	at->cpus = *cpus;
 	at->limit = pool_max(pool) > cpus->n ? pool_max(pool) : cpus->n;
 	if (at->limit > cpus->n)
-		snprintf(at->max_why, sizeof(at->max_why), "%u CPUs (%s) for "
-		    "workers that compute, up to %u for workers that wait for "
-		    "storage", cpus->n, cpus->why, at->limit);
+		snprintf(at->max_why, sizeof(at->max_why), "%u CPU%s (%s) "
+		    "for workers that compute, up to %u for workers that wait "
+		    "for storage", cpus->n, cpus->n == 1 ? "" : "s", cpus->why,
+		    at->limit);
 	else
 		snprintf(at->max_why, sizeof(at->max_why), "%s", cpus->why);
 	snprintf(at->now, sizeof(at->now), "started with %u",
@@ -397,6 +409,7 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 	uint64_t		 avail, active, interval_us, main_cpu, busy_d;
 	uint64_t		 runnable;
 	bool			 idle_known, sched_known;
+	unsigned		 n;
 	char			 why[224];
 
 	busy = pool_busy_us(at->pool);
@@ -442,12 +455,15 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 		avail = autotune_mem_available();
 		in.memory_room = avail < budget_room ? avail : budget_room;
 		act = autotune_decide(&at->state, &in, why, sizeof(why));
-		if (act == AUTOTUNE_GROW && pool_grow(at->pool) == 0) {
+		for (n = 0; act == AUTOTUNE_GROW && n < at->state.grow &&
+		    pool_grow(at->pool) == 0; n++) {
 			at->grows++;
 			at->grows_storage += at->state.cause ==
 			    AUTOTUNE_STORAGE_WAITING;
-			autotune_note(at, "grew", in.workers + 1, why);
-		} else if (act == AUTOTUNE_SHRINK &&
+		}
+		if (act == AUTOTUNE_GROW && n > 0)
+			autotune_note(at, "grew", in.workers + n, why);
+		else if (act == AUTOTUNE_SHRINK &&
 		    pool_shrink(at->pool) == 0) {
 			at->shrinks++;
 			at->shrinks_cpu += at->state.cause ==

@@ -27,7 +27,8 @@
  * store); the pool grows past the CPUs while at least
  * AUTOTUNE_STORAGE_GROW of it was blocked and less than
  * AUTOTUNE_RUNNABLE_MAX waited for a CPU, up to autotune_limit() (memory
- * for each worker is checked as it grows), and gives back one worker past
+ * for each worker is checked as it grows; it doubles while trainers wait
+ * at least AUTOTUNE_WAIT_DOUBLE of their time), and gives back one worker past
  * the CPUs every AUTOTUNE_OVER_MS while they wait for CPUs instead
  * (the store became fast, the pages are cached): no oversubscription.
  * Each decision and its reason are kept for status, top and /metrics
@@ -56,6 +57,7 @@
 #define AUTOTUNE_OVER_BLOCKED	0.25	/* blocked under this, and */
 #define AUTOTUNE_OVER_RUNNABLE	0.25	/* runnable over this: one goes */
 #define AUTOTUNE_OVER_MS	1000	/* ... after this long */
+#define AUTOTUNE_WAIT_DOUBLE	0.5	/* trainers' share waiting to double */
 #define AUTOTUNE_STORAGE_PER_CPU 8	/* the most workers a CPU, */
 #define AUTOTUNE_STORAGE_MIN	16	/* ... and at least this many */
 /* A worker's descriptors in the main process (daemon_raise_nofile()). */
@@ -101,6 +103,7 @@ struct autotune_state {
 	uint64_t		idle_ms;
 	uint64_t		over_ms;
 	enum autotune_cause	cause;
+	unsigned		grow;		/* workers to add on GROW */
 };
 
 /* For status, top and /metrics. */
@@ -110,8 +113,8 @@ struct autotune_report {
 					   compute, up to 16 for storage" */
 	const char	*last;		/* "grew at 12:00:01 because ...", or "" */
 	const char	*now;		/* the latest decision and why */
-	uint64_t	 grows;		/* reason: trainers waited */
-	uint64_t	 shrinks;	/* reason: workers idle */
+	uint64_t	 grows;		/* workers added: trainers waited */
+	uint64_t	 shrinks;	/* workers retired: idle */
 	uint64_t	 grows_storage;	/* ... of them past the CPUs */
 	uint64_t	 shrinks_cpu;	/* ... past the CPUs, waiting for one */
 };

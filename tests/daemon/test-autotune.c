@@ -204,6 +204,31 @@ START_TEST(autotune_grows_past_the_cpus_for_storage)
 	    "were 95% busy, waiting for storage 93% of their jobs' time (past "
 	    "the 2 CPUs, up to 16)");
 	ck_assert_int_eq(st.cause, AUTOTUNE_STORAGE_WAITING);
+	ck_assert_uint_eq(st.grow, 1);
+	/* Trainers waiting most of their time: it doubles, within bounds. */
+	in.waited = 0.9;
+	in.workers = 4;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_GROW);
+	ck_assert_uint_eq(st.grow, 4);
+	in.workers = 12;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_GROW);
+	ck_assert_uint_eq(st.grow, 4);
+	in.workers = 4;
+	in.memory_room = 40 << 20;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_GROW);
+	ck_assert_uint_eq(st.grow, 2);
+	/* Within the CPUs, one at a time. */
+	in = at_the_cpus(0.05, 0.02);
+	in.waited = 0.9;
+	in.workers = 1;
+	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
+	    AUTOTUNE_GROW);
+	ck_assert_uint_eq(st.grow, 1);
+	ck_assert_int_eq(st.cause, AUTOTUNE_TRAINERS_WAITING);
+	in = at_the_cpus(0.05, 0.02);
 	in.workers = 15;
 	ck_assert_int_eq(autotune_decide(&st, &in, why, sizeof(why)),
 	    AUTOTUNE_GROW);
