@@ -9,10 +9,15 @@
  * trainer stops, the idle pool shrinks back to one.  Every index of every
  * epoch comes exactly once across the resizes, each with the same bytes
  * every epoch.  Stats, `infeedctl status` and the log say what was
- * decided and why.  Directions, not timings, are asserted: the machine
+ * decided and why.  Through slowfs (tests/slowfs.c), a FUSE store whose
+ * every read takes 5 ms, the pool grows past the CPUs too (skipped where
+ * FUSE cannot be mounted).  Directions, not timings, are asserted: the machine
  * may be loaded.
  */
 
+#include <sys/stat.h>
+
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 #include "autotune.h"
 #include "config.h"
 #include "harness.h"
+#include "slowfs-mount.h"
 
 #define SLOW_SAMPLES	400
 #define SLOW_BYTES	16
@@ -218,6 +224,128 @@ START_TEST(auto_pool_grows_while_the_trainer_waits_then_shrinks)
 }
 END_TEST
 
+/* The slow store: its source, mount and whether it is up. */
+static char		store_dir[256];
+static struct slowfs	store_fs;
+static bool		store_up;
+
+#define STORE_ROWS	65536		/* 1 GiB, sparse: zeros */
+#define STORE_ROW	16384
+
+/*
+ * A raw dataset of 16 KiB rows served by slowfs, every read 5 ms, and
+ * infeedd with workers = auto reading it; where FUSE cannot be mounted
+ * the test says so and passes.
+ */
+static void
+setup_store(void)
+{
+	static const char *const opts[] = { "--delay-us", "5000", NULL };
+	char	src[300], mnt[300], path[400], conf[1024];
+	int	fd;
+
+	snprintf(store_dir, sizeof(store_dir), "%s/infeed-store-XXXXXX",
+	    getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(store_dir));
+	snprintf(src, sizeof(src), "%s/src", store_dir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", store_dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	snprintf(path, sizeof(path), "%s/rows.bin", src);
+	ck_assert_int_ne(fd = open(path, O_WRONLY | O_CREAT, 0644), -1);
+	ck_assert_int_eq(ftruncate(fd, (off_t)STORE_ROWS * STORE_ROW), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/labels.bin", src);
+	ck_assert_int_ne(fd = open(path, O_WRONLY | O_CREAT, 0644), -1);
+	ck_assert_int_eq(ftruncate(fd, (off_t)STORE_ROWS * 8), 0);
+	close(fd);
+	if (!(store_up = slowfs_start(&store_fs, src, mnt, opts)))
+		return;
+	snprintf(conf, sizeof(conf), "workers = auto\n"
+	    "[dataset store]\n"
+	    "type = raw\n"
+	    "path = %s/rows.bin\n"
+	    "shape = 4,64,64\n"
+	    "dtype = uint8\n"
+	    "labels = %s/labels.bin\n"
+	    "label_dtype = int64\n"
+	    "classes = 10\n", mnt, mnt);
+	make_files(conf);
+	infeedd_start("");
+}
+
+/* infeedd stopped, the store unmounted, its files gone. */
+static void
+teardown_store(void)
+{
+	char	path[400];
+
+	if (store_up) {
+		teardown();
+		slowfs_stop(&store_fs);
+	}
+	snprintf(path, sizeof(path), "%s/src/rows.bin", store_dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/src/labels.bin", store_dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/src", store_dir);
+	rmdir(path);
+	rmdir(store_dir);
+}
+
+/*
+ * Issue 36, item 3, through storage that is slow for real: workers
+ * blocked in page faults on a FUSE store (not asleep in the reader) count
+ * as waiting for storage, and the pool grows past the CPUs, with more
+ * reads in flight at the store than the CPUs.
+ */
+START_TEST(auto_pool_grows_past_the_cpus_through_a_slow_store)
+{
+	struct infeed		*f, *g;
+	struct infeed_options	 o;
+	struct infeed_stats	*st;
+	struct infeed_step	 step;
+	unsigned		 cpus = config_ncpus(NULL), workers = 0;
+	uint64_t		 start = now_ms(), steps = 0;
+	char			 why[512] = "";
+
+	if (!store_up)
+		return;
+	f = client();
+	g = client();
+	infeed_options_init(&o);
+	o.batch_size = 32;
+	o.shuffle = true;
+	ck_assert_msg(infeed_attach(f, "store", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	while (workers <= cpus) {
+		ck_assert_msg(now_ms() < start + DEADLINE_MS, "the pool did "
+		    "not grow past its %u CPUs within %d ms: %s", cpus,
+		    DEADLINE_MS, why);
+		ck_assert_msg(infeed_next(f, &step) == INFEED_OK, "%s",
+		    infeed_error(f));
+		ck_assert_int_eq(infeed_release(f, &step), INFEED_OK);
+		if (++steps % 4 != 0)
+			continue;
+		st = stats_now(g);
+		workers = st->nworkers;
+		snprintf(why, sizeof(why), "%s", st->pool_decision != NULL ?
+		    st->pool_decision : "");
+		if (workers > cpus)
+			ck_assert_msg(strstr(st->pool_last_resize, "waiting for "
+			    "storage") != NULL, "%s", st->pool_last_resize);
+		infeed_stats_free(st);
+	}
+	printf("store: %u workers past %u CPUs in %.1f s, %llu reads, at "
+	    "most %llu in flight\n", workers, cpus,
+	    (double)(now_ms() - start) / 1000,
+	    (unsigned long long)slowfs_counter(&store_fs, "reads"),
+	    (unsigned long long)slowfs_counter(&store_fs, "max_in_flight"));
+	ck_assert_uint_gt(slowfs_counter(&store_fs, "reads"), 0);
+	infeed_free(f);
+	infeed_free(g);
+}
+END_TEST
+
 /* workers = N keeps a fixed pool, and says so. */
 START_TEST(fixed_pool_stays_as_configured)
 {
@@ -245,6 +373,12 @@ autotune_daemon_suite(void)
 	tcase_add_checked_fixture(tc, setup_auto, teardown);
 	tcase_set_timeout(tc, 200);
 	tcase_add_test(tc, auto_pool_grows_while_the_trainer_waits_then_shrinks);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("store");
+	tcase_add_checked_fixture(tc, setup_store, teardown_store);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, auto_pool_grows_past_the_cpus_through_a_slow_store);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fixed");
