@@ -106,9 +106,9 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			else
 				snprintf(why, len, "trainers waited %.0f%% of "
 				    "their time and workers were %.0f%% busy, "
-				    "but the pool is at its %u CPUs and workers "
-				    "waited for storage %.0f%% of their jobs' "
-				    "time, for a CPU %.0f%%", pct_wait,
+				    "but the pool is at its %u CPUs and "
+				    "workers waited for storage %.0f%% of their "
+				    "jobs' time, for a CPU %.0f%%", pct_wait,
 				    pct_busy, in->max, blocked * 100,
 				    in->runnable * 100);
 			return (AUTOTUNE_HOLD);
@@ -139,7 +139,7 @@ autotune_decide(struct autotune_state *st, const struct autotune_input *in,
 			    "CPUs, up to %u)", pct_wait, pct_busy,
 			    blocked * 100, in->max, limit);
 			st->cause = AUTOTUNE_STORAGE_WAITING;
-			/* Reads, not CPUs, bound them: double, as memory allows. */
+			/* Reads bound them, not CPUs: double, within memory. */
 			if (in->waited >= AUTOTUNE_WAIT_DOUBLE) {
 				st->grow = in->workers;
 				if (st->grow > limit - in->workers)

@@ -331,8 +331,9 @@ START_TEST(auto_pool_grows_past_the_cpus_through_a_slow_store)
 		snprintf(why, sizeof(why), "%s", st->pool_decision != NULL ?
 		    st->pool_decision : "");
 		if (workers > cpus)
-			ck_assert_msg(strstr(st->pool_last_resize, "waiting for "
-			    "storage") != NULL, "%s", st->pool_last_resize);
+			ck_assert_msg(strstr(st->pool_last_resize,
+			    "waiting for storage") != NULL, "%s",
+			    st->pool_last_resize);
 		infeed_stats_free(st);
 	}
 	printf("store: %u workers past %u CPUs in %.1f s, %llu reads, at "

@@ -1054,10 +1054,10 @@ pred_size(const void *arg)
 /*
  * workers = auto's pool (pool_grow(), pool_shrink()): it grows to its max
  * and no further, several starting at once but none while one retires
- * (issue 36, item 3: auto doubles for storage); a worker retired while it runs a job
- * finishes that job first and takes no other, so every row of a step is
- * written and reported exactly once across the resizes; it never goes
- * below one worker.
+ * (issue 36, item 3: auto doubles for storage); a worker retired while it
+ * runs a job finishes that job first and takes no other, so every row of
+ * a step is written and reported exactly once across the resizes; it
+ * never goes below one worker.
  */
 START_TEST(test_pool_grows_and_shrinks_losing_nothing)
 {
