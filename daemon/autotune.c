@@ -28,6 +28,7 @@ struct autotune {
 	uint64_t		 active_us;
 	uint64_t		 busy_us;	/* the workers' time in jobs */
 	uint64_t		 cpu_us;	/* the workers' CPU time */
+	uint64_t		 run_us;	/* ... from schedstat */
 	uint64_t		 runnable_us;	/* ... waiting for a CPU */
 	bool			 sched_known;
 	unsigned		 limit;		/* pool_max() */
@@ -288,12 +289,13 @@ autotune_main_cpu_us(void)
 }
 
 /*
- * Process @pid's time waiting for a CPU (the second field of
- * /proc/PID/schedstat: runnable, not running); false when the kernel does
- * not say (no CONFIG_SCHED_INFO) or the process is gone.
+ * Add process @pid's time on a CPU and waiting for one (runnable, not
+ * running) to @run_us and @wait_us, from /proc/PID/schedstat (in ns, finer
+ * than stat's clock ticks); false when the kernel does not say (no
+ * CONFIG_SCHED_INFO) or the process is gone.
  */
 static bool
-autotune_pid_runnable_us(pid_t pid, uint64_t *us)
+autotune_pid_sched_us(pid_t pid, uint64_t *run_us, uint64_t *wait_us)
 {
 	char			 path[64], buf[256];
 	unsigned long long	 run_ns, wait_ns;
@@ -302,30 +304,31 @@ autotune_pid_runnable_us(pid_t pid, uint64_t *us)
 	if (autotune_read(path, buf, sizeof(buf)) == 0 ||
 	    sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2)
 		return (false);
-	*us += wait_ns / 1000;
+	*run_us += run_ns / 1000;
+	*wait_us += wait_ns / 1000;
 	return (true);
 }
 
 /*
- * The workers' CPU time, and their time waiting for a CPU (@sched_known
- * false when not every worker's could be read).
+ * The workers' CPU time; from schedstat, when every worker's could be
+ * read (@sched_known), their time running and waiting for a CPU.
  */
 static uint64_t
-autotune_cpu_us(const struct pool *pool, uint64_t *runnable_us,
-    bool *sched_known)
+autotune_cpu_us(const struct pool *pool, uint64_t *run_us,
+    uint64_t *runnable_us, bool *sched_known)
 {
 	struct pool_worker_info	info;
 	uint64_t		us = 0;
 	unsigned		i;
 
-	*runnable_us = 0;
+	*run_us = *runnable_us = 0;
 	*sched_known = true;
 	for (i = 0; i < pool_size(pool); i++) {
 		pool_worker_info(pool, i, &info);
 		if (info.pid <= 0)
 			continue;
 		us += autotune_pid_cpu_us(info.pid);
-		if (!autotune_pid_runnable_us(info.pid, runnable_us))
+		if (!autotune_pid_sched_us(info.pid, run_us, runnable_us))
 			*sched_known = false;
 	}
 	return (us);
@@ -407,13 +410,13 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 	enum autotune_action	 act;
 	uint64_t		 now = clock_now_ms(), busy, cpu, idle = 0;
 	uint64_t		 avail, active, interval_us, main_cpu, busy_d;
-	uint64_t		 runnable;
+	uint64_t		 run, runnable;
 	bool			 idle_known, sched_known;
 	unsigned		 n;
 	char			 why[224];
 
 	busy = pool_busy_us(at->pool);
-	cpu = autotune_cpu_us(at->pool, &runnable, &sched_known);
+	cpu = autotune_cpu_us(at->pool, &run, &runnable, &sched_known);
 	main_cpu = autotune_main_cpu_us();
 	idle_known = autotune_idle_us(&idle) == 0;
 	memset(&in, 0, sizeof(in));
@@ -434,8 +437,12 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 		    at->cpu_us) / (double)busy_d : 0;
 		/* Known for this interval where it was at both ends. */
 		in.sched_known = sched_known && at->sched_known;
-		in.runnable = busy_d > 0 ? (double)autotune_delta(runnable,
-		    at->runnable_us) / (double)busy_d : 0;
+		if (in.sched_known && busy_d > 0) {
+			in.computing = (double)autotune_delta(run, at->run_us) /
+			    (double)busy_d;
+			in.runnable = (double)autotune_delta(runnable,
+			    at->runnable_us) / (double)busy_d;
+		}
 		in.computing = in.computing > 1 ? 1 : in.computing;
 		in.runnable = in.runnable > 1 ? 1 : in.runnable;
 		in.cpu_free = in.max - (double)(autotune_delta(cpu,
@@ -480,6 +487,7 @@ autotune_tick(struct autotune *at, uint64_t wait_us, uint64_t active_us,
 	at->active_us = active_us;
 	at->busy_us = busy;
 	at->cpu_us = cpu;
+	at->run_us = run;
 	at->runnable_us = runnable;
 	at->sched_known = sched_known;
 	at->main_cpu_us = main_cpu;

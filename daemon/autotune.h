@@ -44,7 +44,7 @@
 #include "config.h"
 #include "pool.h"
 
-#define AUTOTUNE_TICK_MS	500	/* how often it decides */
+#define AUTOTUNE_TICK_MS	250	/* how often it decides */
 #define AUTOTUNE_WAIT_GROW	0.10	/* trainers' share waiting, to grow */
 #define AUTOTUNE_BUSY_GROW	0.75	/* workers' share in jobs, to grow */
 #define AUTOTUNE_CPU_FREE	0.5	/* idle CPUs it may use, to grow */
