@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "infeed.h"
 #include "number.h"
+#include "options-schema.h"
 #include "sampler.h"
 #include "stats-schema.h"
 #include "version.h"
@@ -170,6 +171,21 @@ datasets_text(const struct infeed_dataset *list, size_t n)
 		    "ones)\n");
 }
 
+/*
+ * The only argument a listing command takes: 1 for "--json", 0 for none,
+ * or -1 (usage printed) for anything else.
+ */
+static int
+json_flag(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		return (1);
+	if (argc == 1)
+		return (0);
+	usage(stderr);
+	return (-1);
+}
+
 /* infeedctl datasets */
 static int
 cmd_datasets(int argc, char **argv)
@@ -177,14 +193,10 @@ cmd_datasets(int argc, char **argv)
 	struct infeed_dataset	*list;
 	struct infeed		*f;
 	size_t			 n;
-	int			 json = 0;
+	int			 json;
 
-	if (argc == 2 && strcmp(argv[1], "--json") == 0)
-		json = 1;
-	else if (argc != 1) {
-		usage(stderr);
+	if ((json = json_flag(argc, argv)) == -1)
 		return (2);
-	}
 	f = connect_or_die();
 	if (infeed_list_datasets(f, &list, &n) != INFEED_OK) {
 		fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
@@ -218,14 +230,16 @@ status_json_session(const struct infeed_session_stats *ss, int first)
 	    (unsigned long long)ss->step, ss->slots, ss->slots_ready,
 	    ss->slots_held, (unsigned long long)ss->steps_delivered,
 	    ss->items_per_s, ss->data_wait_s, ss->active_s);
-	if (ss->has_options)
-		printf(",\"batch_size\":%u,\"device_iterations\":%u,"
-		    "\"replication_factor\":%u,"
-		    "\"gradient_accumulation\":%u,"
-		    "\"shuffle\":%s,\"buffer_size\":%u",
-		    ss->batch_size, ss->device_iterations,
-		    ss->replication_factor, ss->gradient_accumulation,
-		    ss->shuffle ? "true" : "false", ss->buffer_size);
+	/* The options of options-schema.h that the session's stats hold. */
+#define STATUS_OPTION(name, field, type, def, limit, kind, lib, stat)	\
+	INFEED_OPTION_##stat(if (_Generic((type)0, bool: 1, default: 0))	\
+		printf(",\"" #name "\":%s", ss->name ? "true" : "false");	\
+	else								\
+		printf(",\"" #name "\":%llu", (unsigned long long)ss->name);)
+	if (ss->has_options) {
+		INFEED_LOADER_OPTIONS(STATUS_OPTION)
+	}
+#undef STATUS_OPTION
 	printf(",\"samples_replaced\":%llu,\"errors_sent\":%llu",
 	    (unsigned long long)ss->samples_replaced,
 	    (unsigned long long)ss->errors_sent);
@@ -466,14 +480,10 @@ cmd_status(int argc, char **argv)
 {
 	struct infeed		*f;
 	struct infeed_stats	*st;
-	int			 json = 0;
+	int			 json;
 
-	if (argc == 2 && strcmp(argv[1], "--json") == 0)
-		json = 1;
-	else if (argc != 1) {
-		usage(stderr);
+	if ((json = json_flag(argc, argv)) == -1)
 		return (2);
-	}
 	f = connect_or_die();
 	if (infeed_get_stats(f, &st) != INFEED_OK) {
 		fprintf(stderr, "infeedctl: %s\n", infeed_error(f));
@@ -861,15 +871,10 @@ bench_verify_init(const struct bench_args *a, struct bench_run *run)
 
 	memset(&so, 0, sizeof(so));
 	so.samples = run->ds->samples;
-	so.batch_size = a->o.batch_size;
-	so.device_iterations = a->o.device_iterations;
-	so.replication_factor = a->o.replication_factor;
-	so.gradient_accumulation = a->o.gradient_accumulation;
-	so.shuffle = a->o.shuffle;
-	so.seed = a->o.seed;
-	so.drop_last = a->o.drop_last;
-	so.process_id = a->o.distributed_process_id;
-	so.process_count = a->o.distributed_process_count;
+#define BENCH_SAMPLER_OPTION(name, field, type, def, limit, kind, ...)	\
+	INFEED_OPTION_SAMPLER_##kind(so.field = a->o.name;)
+	INFEED_LOADER_OPTIONS(BENCH_SAMPLER_OPTION)
+#undef BENCH_SAMPLER_OPTION
 	if (sampler_init(&run->sampler, &so, &cause) == -1) {
 		fprintf(stderr, "infeedctl: the daemon accepted options "
 		    "the sampler refuses: %s\n", cause);

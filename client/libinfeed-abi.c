@@ -14,6 +14,7 @@
 
 #include "libinfeed-private.h"
 #include "number.h"
+#include "options-schema.h"
 
 /*
  * No struct may end in padding: a field added later would start inside an
@@ -173,16 +174,14 @@ infeed_options_defaults(struct infeed_options *o)
 
 	memset(o, 0, sizeof(*o));
 	o->struct_size = sizeof(*o);
-	o->batch_size = 1;
-	o->device_iterations = 1;
-	o->replication_factor = 1;
-	o->gradient_accumulation = 1;
-	o->drop_last = true;
-	o->buffer_size = 3;
-	o->load_indefinitely = true;
-	o->distributed_process_count = 1;
+	/* The protocol's defaults (a LIB0 option's is its 0). */
+#define INFEED_OPTION_DEFAULT(name, field, type, def, limit, kind, lib, ...) \
+	INFEED_OPTION_##lib(o->name = INFEED_OPTION_ALWAYS_##lib ? (def) : 0;)
+	INFEED_LOADER_OPTIONS(INFEED_OPTION_DEFAULT)
+#undef INFEED_OPTION_DEFAULT
 	o->scale = 1.0f;
 	o->reconnect_timeout_ms = 60000;
+	/* A trainer built against 1.7 or later shares (infeed.h). */
 	o->share = true;
 	if (infeed_env_uint("OMPI_COMM_WORLD_RANK", &rank) == 0 &&
 	    infeed_env_uint("OMPI_COMM_WORLD_SIZE", &size) == 0) {

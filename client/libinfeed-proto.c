@@ -12,9 +12,19 @@
 #include <string.h>
 
 #include "libinfeed-conn.h"
+#include "options-schema.h"
 
 _Static_assert(INFEED_DAEMON_NOT_FOUND == INFEED__ERROR_CODE__ERROR_NOT_FOUND,
     "INFEED_DAEMON_NOT_FOUND is not infeed.proto's NOT_FOUND");
+
+/* infeed.h's options hold options-schema.h's values, in their size. */
+#define INFEED_OPTION_TYPE(name, field, type, def, limit, kind, lib, ...) \
+	INFEED_OPTION_##lib(_Static_assert(				\
+	    sizeof(((struct infeed_options *)0)->name) == sizeof(type),	\
+	    "infeed.h's infeed_options." #name " is not the " #type	\
+	    " of options-schema.h");)
+INFEED_LOADER_OPTIONS(INFEED_OPTION_TYPE)
+#undef INFEED_OPTION_TYPE
 
 /* Room for the messages that LoaderOptions points to. */
 struct infeed_loader_parts {
@@ -32,29 +42,15 @@ infeed_loader_options(Infeed__LoaderOptions *lo,
 	uint32_t		 i;
 
 	*t = (Infeed__Transform)INFEED__TRANSFORM__INIT;
-	lo->has_batch_size = lo->has_device_iterations = 1;
-	lo->batch_size = o->batch_size;
-	lo->device_iterations = o->device_iterations;
-	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
-	lo->replication_factor = o->replication_factor;
-	lo->gradient_accumulation = o->gradient_accumulation;
-	lo->has_shuffle = lo->has_seed = lo->has_drop_last = 1;
-	lo->shuffle = o->shuffle;
-	lo->seed = o->seed;
-	lo->drop_last = o->drop_last;
-	lo->has_num_workers = lo->has_buffer_size = 1;
-	lo->num_workers = o->num_workers;
-	lo->buffer_size = o->buffer_size;
-	lo->has_load_indefinitely = lo->has_early_preload = 1;
-	lo->load_indefinitely = o->load_indefinitely;
-	lo->early_preload = o->early_preload;
-	lo->has_distributed_process_id = 1;
-	lo->has_distributed_process_count = 1;
-	lo->distributed_process_id = o->distributed_process_id;
-	lo->distributed_process_count = o->distributed_process_count;
-	lo->has_start_epoch = lo->has_start_step = 1;
-	lo->start_epoch = o->start_epoch;
-	lo->start_step = o->start_step;
+	/* Each of options-schema.h that infeed.h has; LIB0's when set. */
+#define INFEED_LOADER_OPTION(name, field, type, def, limit, kind, lib, ...) \
+	INFEED_OPTION_##lib(						\
+	if (INFEED_OPTION_ALWAYS_##lib || o->name != 0) {		\
+		lo->has_##name = 1;					\
+		lo->name = (__typeof__(lo->name))o->name;		\
+	})
+	INFEED_LOADER_OPTIONS(INFEED_LOADER_OPTION)
+#undef INFEED_LOADER_OPTION
 	for (i = 0; i < o->nstart_epoch_stages; i++) {
 		parts->stages[i] = (Infeed__ElasticStage)
 		    INFEED__ELASTIC_STAGE__INIT;
@@ -68,14 +64,6 @@ infeed_loader_options(Infeed__LoaderOptions *lo,
 	}
 	lo->n_start_epoch_stages = o->nstart_epoch_stages;
 	lo->start_epoch_stages = parts->stage_ptrs;
-	/* The daemon may then give this session a new ring in a Step. */
-	lo->has_share = 1;
-	lo->share = o->share;
-	/* 0 is the default; anything else goes as it is, for the daemon. */
-	if (o->label_dtype != 0) {
-		lo->has_label_dtype = 1;
-		lo->label_dtype = (Infeed__DType)o->label_dtype;
-	}
 	if (o->to_float32) {
 		t->has_to_float32 = t->has_scale = 1;
 		t->to_float32 = 1;

@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "libinfeed-conn.h"
+#include "options-schema.h"
 #include "stats-schema.h"
 
 /*
- * The counters of stats-schema.h are fields of infeed.h's structs as it
+ * The counters of stats-schema.h (and the options of options-schema.h
+ * that a session's stats show) are fields of infeed.h's structs as it
  * declares them: the table follows the ABI, never the other way round.
  */
 #define INFEED_STATS_TYPE(str, name, type)				\
@@ -32,6 +34,13 @@ INFEED_MEMORY_STATS(INFEED_MEMORY_TYPE)
 INFEED_SESSION_STATS(INFEED_SESSION_TYPE)
 INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
 INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
+#define INFEED_OPTION_STAT_TYPE(name, field, type, def, limit, kind, lib, \
+    stat)								\
+	INFEED_OPTION_##stat(_Static_assert(_Generic(			\
+	    ((struct infeed_session_stats *)0)->name, type: 1, default: 0), \
+	    "infeed.h's infeed_session_stats." #name " is not " #type	\
+	    " as options-schema.h says");)
+INFEED_LOADER_OPTIONS(INFEED_OPTION_STAT_TYPE)
 
 /* A copy of a string that may be absent; false when out of memory. */
 static bool
@@ -62,17 +71,11 @@ infeed_session_stats_from(const Infeed__SessionStats *in, size_t size)
 	ss->items_per_s = in->items_per_s;
 	if (lo != NULL) {
 		ss->has_options = true;
-		ss->batch_size = lo->batch_size;
-		ss->device_iterations = lo->device_iterations;
-		ss->replication_factor = lo->replication_factor;
-		ss->gradient_accumulation = lo->gradient_accumulation;
-		ss->shuffle = lo->shuffle;
-		ss->seed = lo->seed;
-		ss->drop_last = lo->drop_last;
-		ss->num_workers = lo->num_workers;
-		ss->buffer_size = lo->buffer_size;
-		ss->distributed_process_id = lo->distributed_process_id;
-		ss->distributed_process_count = lo->distributed_process_count;
+#define INFEED_SESSION_OPTION(name, field, type, def, limit, kind, lib, \
+    stat)								\
+	INFEED_OPTION_##stat(ss->name = (type)lo->name;)
+		INFEED_LOADER_OPTIONS(INFEED_SESSION_OPTION)
+#undef INFEED_SESSION_OPTION
 	}
 #define INFEED_SESSION_STAT(name, report, scale, metric, help, lib)	\
 	INFEED_STATS_##lib(ss->name = in->has_##name ? in->name : 0;)

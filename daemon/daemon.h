@@ -15,11 +15,19 @@
  *
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
- *   -> autotune -> session -> session-check -> pool -> forker -> worker
+ *   -> autotune -> session -> group -> consumer -> producer
+ *   -> session-check -> pool -> forker -> worker
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
  *   transforms) -> log, xmalloc, paths, procmem, errcode
+ *
+ * A session is one reader (consumer) of one stream (producer): its own,
+ * or its shared group's, which several read.  Some layers stay apart from
+ * modules below them too (tests/check-layers, through any header):
+ *
+ * Apart: consumer: pool, sampler (a reader takes steps, it never fills
+ *   them); producer: session, group, consumer (a stream knows no reader)
  *
  * common/ (the sampler, dtypes, limits, numbers, the monotonic clock) and
  * proto/ lie under them all, but the protocol's messages end at peer and

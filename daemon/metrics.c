@@ -182,7 +182,7 @@ metrics_wait_histogram(struct evbuffer *b, const struct metrics_series *s,
 			cum += k < s[i].nwait_counts ? s[i].wait_counts[k] : 0;
 			if (k < SESSION_WAIT_BUCKETS - 1)
 				snprintf(le, sizeof(le), "le=\"%g\"",
-				    session_wait_bounds[k]);
+				    consumer_wait_bounds[k]);
 			else
 				snprintf(le, sizeof(le), "le=\"+Inf\"");
 			evbuffer_add_printf(b, "%s_bucket", name);

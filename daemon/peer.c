@@ -281,17 +281,25 @@ peer_send_error(struct peer *p, struct session_req req,
 	free(clean);
 }
 
+/* Answer the current request with an Error made of @fmt and @ap. */
+static void
+peer_verror(struct peer *p, enum errcode code, const char *fmt, va_list ap)
+{
+	char	 msg[2048];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	peer_send_error(p, p->req, code, msg);
+}
+
 /* Answer the current request with an Error; the connection stays up. */
 static void PRINTFLIKE(3, 4)
 peer_error(struct peer *p, enum errcode code, const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[2048];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	peer_verror(p, code, fmt, ap);
 	va_end(ap);
-	peer_send_error(p, p->req, code, msg);
 }
 
 /* Answer with a final Error if the socket takes it, then close the peer. */
@@ -299,12 +307,10 @@ static void PRINTFLIKE(3, 4)
 peer_fail(struct peer *p, enum errcode code, const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[2048];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	peer_verror(p, code, fmt, ap);
 	va_end(ap);
-	peer_send_error(p, p->req, code, msg);
 	(void)peer_flush(p);
 	shutdown(transport_fd(p->t), SHUT_RDWR);
 	peer_free(p);
@@ -833,24 +839,10 @@ peer_attach_request(const Infeed__Attach *a, struct session_attach *out)
 
 	memset(out, 0, sizeof(*out));
 	out->dataset = a->dataset;
-	o->batch_size = lo->batch_size;
-	o->device_iterations = lo->device_iterations;
-	o->replication_factor = lo->replication_factor;
-	o->gradient_accumulation = lo->gradient_accumulation;
-	o->shuffle = lo->shuffle;
-	o->seed = lo->seed;
-	o->drop_last = lo->drop_last;
-	o->num_workers = lo->num_workers;
-	o->persistent_workers = lo->persistent_workers;
-	o->buffer_size = lo->buffer_size;
-	o->load_indefinitely = lo->load_indefinitely;
-	o->early_preload = lo->early_preload;
-	o->process_id = lo->distributed_process_id;
-	o->process_count = lo->distributed_process_count;
-	o->start_epoch = lo->start_epoch;
-	o->start_step = lo->start_step;
-	o->label_dtype = (uint32_t)lo->label_dtype;
-	o->share = lo->share;
+#define PEER_OPTION(name, field, type, ...)				\
+	o->field = (type)lo->name;
+	INFEED_LOADER_OPTIONS(PEER_OPTION)
+#undef PEER_OPTION
 	o->nstages = lo->n_start_epoch_stages;
 	for (i = 0; i < lo->n_start_epoch_stages &&
 	    i < INFEED_MAX_ELASTIC_STAGES; i++) {

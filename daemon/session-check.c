@@ -18,6 +18,32 @@
 #include "utf8.h"
 #include "xmalloc.h"
 
+/* The sampler's options are the sampler's as options-schema.h says. */
+#define SESSION_SAMPLER_TYPE(name, field, type, def, limit, kind, ...)	\
+	INFEED_OPTION_SAMPLER_##kind(_Static_assert(_Generic(		\
+	    ((struct sampler_opts *)0)->field, type: 1, default: 0),	\
+	    "sampler.h's " #field " is not " #type " as options-schema.h " \
+	    "says");)
+INFEED_LOADER_OPTIONS(SESSION_SAMPLER_TYPE)
+#undef SESSION_SAMPLER_TYPE
+
+/*
+ * Refuse option @name's value @v outside [@min, @max] of its LIMIT in
+ * options-schema.h, saying so in its @unit and with poptorch's default
+ * @def.
+ */
+static int
+session_check_limit(uint64_t v, const char *name, const char *def,
+    uint64_t min, uint64_t max, const char *unit, char **cause)
+{
+	if (v >= min && v <= max)
+		return (0);
+	*cause = xasprintf("%s is %llu; expected %llu to %llu%s (poptorch's "
+	    "default is %s)", name, (unsigned long long)v,
+	    (unsigned long long)min, (unsigned long long)max, unit, def);
+	return (-1);
+}
+
 /*
  * Check the label dtype asked for: int32 (the default) or int64.  A dtype
  * is named as infeed.proto's DType names it, DTYPE_ and the upper case of
@@ -270,25 +296,20 @@ session_check(const struct session_host *host,
 		return (-1);
 	}
 	*code = ERRCODE_INVALID_ARGUMENT;
-	if (o->buffer_size == 0 || o->buffer_size > INFEED_MAX_SLOTS) {
-		*cause = xasprintf("buffer_size is %u; expected 1 to %d slots "
-		    "(poptorch's default is 3)", o->buffer_size,
-		    INFEED_MAX_SLOTS);
+#define SESSION_CHECK_LIMIT(name, field, type, def, limit, ...)	\
+	if (session_check_limit(o->field, #field, #def,			\
+	    INFEED_OPTION_##limit, cause) == -1)			\
 		return (-1);
-	}
+	INFEED_LOADER_OPTIONS(SESSION_CHECK_LIMIT)
+#undef SESSION_CHECK_LIMIT
 	if (session_check_label_dtype(src, o, cause) == -1)
 		return (-1);
 	memset(&so, 0, sizeof(so));
 	so.samples = src->ds->samples;
-	so.batch_size = o->batch_size;
-	so.device_iterations = o->device_iterations;
-	so.replication_factor = o->replication_factor;
-	so.gradient_accumulation = o->gradient_accumulation;
-	so.shuffle = o->shuffle;
-	so.seed = o->seed;
-	so.drop_last = o->drop_last;
-	so.process_id = o->process_id;
-	so.process_count = o->process_count;
+#define SESSION_SAMPLER_OPTION(name, field, type, def, limit, kind, ...) \
+	INFEED_OPTION_SAMPLER_##kind(so.field = o->field;)
+	INFEED_LOADER_OPTIONS(SESSION_SAMPLER_OPTION)
+#undef SESSION_SAMPLER_OPTION
 	if (session_check_stages(o, &so, cause) == -1)
 		return (-1);
 	/* Its table, if any, comes with a ring: session_table(). */
@@ -316,6 +337,19 @@ session_options_copy(struct session_options *dst,
 	*dst = *src;
 	if (src->transform.pipeline != NULL)
 		dst->transform.pipeline = xstrdup(src->transform.pipeline);
+}
+
+/* Whether @a and @b ask for the same steps, as options-schema.h says. */
+bool
+session_options_same_steps(const struct session_options *a,
+    const struct session_options *b)
+{
+#define SESSION_SAME_STEPS(name, field, type, def, limit, kind, ...)	\
+	INFEED_OPTION_STEPS_##kind(if (a->field != b->field)		\
+		return (false);)
+	INFEED_LOADER_OPTIONS(SESSION_SAME_STEPS)
+#undef SESSION_SAME_STEPS
+	return (true);
 }
 
 /* A deep copy of an Attach that outlives its request. */

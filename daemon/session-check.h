@@ -18,6 +18,7 @@
 
 #include "catalogue.h"
 #include "errcode.h"
+#include "options-schema.h"
 #include "sampler.h"
 #include "transform.h"
 
@@ -27,29 +28,16 @@ struct ring_budget;
 
 /*
  * What a client asks of its session (infeed.proto's LoaderOptions, which
- * peer.c converts): poptorch's options, with the defaults the protocol
- * gives for those not set; unchecked, session_new() judges them.
+ * peer.c converts): the options of options-schema.h, with the defaults
+ * the protocol gives for those not set, and the transform and elastic
+ * stages; unchecked, session_check() judges them.
  */
 struct session_options {
-	uint32_t		batch_size;
-	uint32_t		device_iterations;
-	uint32_t		replication_factor;
-	uint32_t		gradient_accumulation;
-	bool			shuffle;
-	uint64_t		seed;
-	bool			drop_last;
-	uint32_t		num_workers;	/* 0: the whole pool */
-	bool			persistent_workers;	/* always, in fact */
-	uint32_t		buffer_size;	/* slots */
-	bool			load_indefinitely;
-	bool			early_preload;
-	uint32_t		process_id;
-	uint32_t		process_count;
+#define SESSION_OPTION_FIELD(name, field, type, ...)	type field;
+	INFEED_LOADER_OPTIONS(SESSION_OPTION_FIELD)
+#undef SESSION_OPTION_FIELD
 	bool			has_transform;
 	struct transform_spec	transform;
-	uint64_t		start_epoch;
-	uint64_t		start_step;
-	uint32_t		label_dtype;	/* enum infeed_dtype, or not */
 	/*
 	 * Elastic resume: start_epoch's finished stages, as many as asked
 	 * (more than INFEED_MAX_ELASTIC_STAGES are refused), of which the
@@ -57,7 +45,6 @@ struct session_options {
 	 */
 	size_t			nstages;
 	struct sampler_stage	stages[INFEED_MAX_ELASTIC_STAGES];
-	bool			share;	/* may join a group (LoaderOptions) */
 };
 
 /* The client's own files, as its Attach describes them (Attach.files). */
@@ -163,6 +150,15 @@ int		 session_files_check(const struct session_attach *a,
  */
 void		 session_options_copy(struct session_options *dst,
 		    const struct session_options *src);
+
+/**
+ * session_options_same_steps() - whether @a and @b agree on every option
+ * that decides which samples a step holds, in what form and when (the
+ * SAMPLER and RING options of options-schema.h): what the members of a
+ * shared group must agree on, with the dataset and the transform.
+ */
+bool		 session_options_same_steps(const struct session_options *a,
+		    const struct session_options *b);
 
 /**
  * session_attach_copy(), session_attach_clear() - a deep copy of @a, for

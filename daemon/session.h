@@ -1,37 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sessions: one attached trainer's view of a dataset.  A session owns a
- * sampler (which index goes in which row of which step), a step ring and
- * its registration with the worker pool, and answers Next requests in
- * order as steps become ready.
+ * Sessions: one attached trainer's view of a dataset, the front that
+ * peer.c calls.  A session judges its Attach (session-check.h) and is one
+ * reader (consumer.h) of one stream (producer.h): its own, a lone
+ * session's, or its shared group's (group.h), one producer read by
+ * several sessions.  It answers Next requests in order as steps become
+ * ready.
  *
  * A session never sends anything: it reports each answer (a step, the end
  * of an epoch, an error) through the events its owner registered, tagged
- * with the request it answers.  Its states and their transitions:
+ * with the request it answers.  Its stream's states and their
+ * transitions:
  *
  *   IDLE --Next or early_preload--> FILLING --last step of the epoch
  *   queued, load_indefinitely off--> EPOCH_END --EndOfData sent--> IDLE
  *   any --a sample could not be read--> FAILED (every Next gets the error)
  *
- * Shared groups (LoaderOptions.share): sessions of the same user and
- * group whose options fix the same bytes for every step (dataset,
- * transform, seed, shuffle, batch sizes, drop_last, distributed share,
- * label dtype, slots) share one ring.  A hidden producer session fills
- * it, each step once; every member takes each step from its own position
- * (its epoch and step), and a slot is refilled once every member is past
- * it and none holds it, and not while the process of a member that held
- * it when its session ended lives (a kept step never changes).  The
- * time the group is blocked (every slot taken, a member waiting) is
- * charged to the members it waits on; one charged INFEED_GROUP_SLACK_MS
- * within five times as long leaves: it gets a ring of its own and goes
- * on from its position (Step.new_ring), or, with no room in the budget
- * for one, is ended (its Nexts get why); so do
- * members that wait while only the slots those that left or ended hold
- * block the group.  One that left rejoins at a Next whose step the group
- * has ready (it caught up), holding at most one step of its own ring, and
- * gives up its own ring once it holds none of it.  A late member joins
- * only at a step the group still has or fills next; elsewhere it starts
- * its own group.
+ * Shared groups (LoaderOptions.share): see group.h.  A member that falls
+ * behind its group leaves it for a ring of its own (Step.new_ring), or is
+ * ended when the budget has no room for one; it rejoins once it caught up.
  */
 #ifndef INFEED_SESSION_H
 #define INFEED_SESSION_H
@@ -41,45 +28,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "consumer.h"
 #include "errcode.h"
-#include "pool.h"
-#include "ring.h"
 #include "session-check.h"
 
 struct session;
-
-/* The request a Next answer belongs to (the client's request_id). */
-struct session_req {
-	uint64_t	id;
-	bool		has_id;
-};
-
-/* A delivered step: the slot now belongs to the client. */
-struct session_step {
-	uint32_t	slot;
-	uint64_t	epoch;
-	uint64_t	step;
-	uint64_t	rows;
-	/*
-	 * The first step in the session's own ring after it left its group:
-	 * the Step carries that ring (session_ring_fd()), whose slots are
-	 * numbered from first_slot.
-	 */
-	bool		new_ring;
-	uint32_t	first_slot;
-	uint32_t	ring_slots;
-	uint64_t	slot_bytes;
-	uint64_t	ring_bytes;
-};
-
-/* How a session answers Next requests; called from any session_* call. */
-struct session_events {
-	void	(*step)(void *arg, struct session_req,
-		    const struct session_step *);
-	void	(*end_of_data)(void *arg, struct session_req, uint64_t epoch);
-	void	(*error)(void *arg, struct session_req, enum errcode,
-		    const char *message);
-};
 
 /**
  * session_new() - attach to a dataset: judge the Attach (session_check():
@@ -169,11 +122,13 @@ int		 session_ring_fd(const struct session *s);
 uint64_t	 session_id(const struct session *s);
 const char	*session_dataset_name(const struct session *s);
 
-/* Buckets of the per-Next wait histogram: the bounds, then +Inf. */
-#define SESSION_WAIT_BUCKETS	9
-extern const double	session_wait_bounds[SESSION_WAIT_BUCKETS - 1];
+/* Buckets of the per-Next wait histogram (consumer_wait_bounds, +Inf). */
+#define SESSION_WAIT_BUCKETS	CONSUMER_WAIT_BUCKETS
 
-/* Why a member left its shared group (session_report's group_leaves). */
+/*
+ * Why a member left its shared group (session_report's group_leaves; as
+ * group.h's group_leave).
+ */
 enum session_leave {
 	SESSION_LEAVE_HELD_BACK,	/* it held the group back past the slack */
 	SESSION_LEAVE_WAITED,	/* it waited on slots that leavers hold */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "options-schema.h"
 #include "stats-frame.h"
 #include "stats-schema.h"
 #include "version.h"
@@ -35,6 +36,17 @@ INFEED_WORKER_STATS_DAEMON(STATS_FRAME_WORKER_TYPE)
 INFEED_WORKER_STATS(STATS_FRAME_WORKER_TYPE)
 INFEED_GROUP_STATS(STATS_FRAME_GROUP_TYPE)
 
+/*
+ * LoaderOptions' fields hold the values of options-schema.h's types
+ * (protobuf-c's bool is an int; a DType, an enum).
+ */
+#define STATS_FRAME_OPTION_TYPE(name, field, type, ...)			\
+	_Static_assert(sizeof(((Infeed__LoaderOptions *)0)->name) ==	\
+	    sizeof(type) || _Generic((type)0, bool: 1, default: 0),	\
+	    "infeed.proto's LoaderOptions." #name " is not " #type	\
+	    " as options-schema.h says");
+INFEED_LOADER_OPTIONS(STATS_FRAME_OPTION_TYPE)
+
 /* A session's LoaderOptions, as it was asked for, for its SessionStats. */
 static void
 stats_frame_options(const struct session_options *o,
@@ -45,34 +57,11 @@ stats_frame_options(const struct session_options *o,
 	size_t			 i;
 
 	infeed__loader_options__init(lo);
-	lo->has_batch_size = lo->has_device_iterations = 1;
-	lo->has_replication_factor = lo->has_gradient_accumulation = 1;
-	lo->batch_size = o->batch_size;
-	lo->device_iterations = o->device_iterations;
-	lo->replication_factor = o->replication_factor;
-	lo->gradient_accumulation = o->gradient_accumulation;
-	lo->has_shuffle = lo->has_seed = lo->has_drop_last = 1;
-	lo->shuffle = o->shuffle;
-	lo->seed = o->seed;
-	lo->drop_last = o->drop_last;
-	lo->has_num_workers = lo->has_persistent_workers = 1;
-	lo->num_workers = o->num_workers;
-	lo->persistent_workers = o->persistent_workers;
-	lo->has_buffer_size = lo->has_load_indefinitely = 1;
-	lo->buffer_size = o->buffer_size;
-	lo->load_indefinitely = o->load_indefinitely;
-	lo->has_early_preload = 1;
-	lo->early_preload = o->early_preload;
-	lo->has_distributed_process_id = lo->has_distributed_process_count = 1;
-	lo->distributed_process_id = o->process_id;
-	lo->distributed_process_count = o->process_count;
-	lo->has_start_epoch = lo->has_start_step = 1;
-	lo->start_epoch = o->start_epoch;
-	lo->start_step = o->start_step;
-	lo->has_label_dtype = 1;
-	lo->label_dtype = (Infeed__DType)o->label_dtype;
-	lo->has_share = 1;
-	lo->share = o->share;
+#define STATS_FRAME_OPTION(name, field, ...)				\
+	lo->has_##name = 1;						\
+	lo->name = (__typeof__(lo->name))o->field;
+	INFEED_LOADER_OPTIONS(STATS_FRAME_OPTION)
+#undef STATS_FRAME_OPTION
 	/* A session's count is at most INFEED_MAX_ELASTIC_STAGES. */
 	for (i = 0; i < o->nstages; i++) {
 		infeed__elastic_stage__init(&out->stage[i]);

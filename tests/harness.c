@@ -28,6 +28,7 @@
 #include <check.h>
 
 #include "harness.h"
+#include "options-schema.h"
 #include "sampler.h"
 
 char		 dir[256];
@@ -54,15 +55,10 @@ raw_oracle(struct sampler *smp, const struct infeed_options *o)
 
 	memset(&so, 0, sizeof(so));
 	so.samples = RAW_N;
-	so.batch_size = o->batch_size;
-	so.device_iterations = o->device_iterations;
-	so.replication_factor = o->replication_factor;
-	so.gradient_accumulation = o->gradient_accumulation;
-	so.shuffle = o->shuffle;
-	so.seed = o->seed;
-	so.drop_last = o->drop_last;
-	so.process_id = o->distributed_process_id;
-	so.process_count = o->distributed_process_count;
+#define RAW_ORACLE_OPTION(name, field, type, def, limit, kind, ...)	\
+	INFEED_OPTION_SAMPLER_##kind(so.field = o->name;)
+	INFEED_LOADER_OPTIONS(RAW_ORACLE_OPTION)
+#undef RAW_ORACLE_OPTION
 	ck_assert_msg(sampler_init(smp, &so, &cause) == 0, "%s", cause);
 }
 

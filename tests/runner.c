@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -176,6 +177,36 @@ count_fds(pid_t pid, const char *but)
 	}
 	closedir(d);
 	return (pid == 0 ? n - 1 : n);
+}
+
+/* Run @fn(@p, @arg) in a child: see runner.h. */
+int
+run_in_child(void (*fn)(void *p, int arg), void *p, int arg, char *err,
+    size_t errlen)
+{
+	pid_t	pid;
+	size_t	off = 0;
+	ssize_t	n;
+	int	fd[2], status;
+
+	ck_assert_int_eq(pipe(fd), 0);
+	fflush(stdout);
+	fflush(stderr);
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		close(fd[0]);
+		dup2(fd[1], STDERR_FILENO);
+		fn(p, arg);
+		_exit(0);
+	}
+	close(fd[1]);
+	while (off + 1 < errlen &&
+	    (n = read(fd[0], err + off, errlen - 1 - off)) > 0)
+		off += (size_t)n;
+	err[off] = '\0';
+	close(fd[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return (status);
 }
 
 /* This process's descriptors on @what: all of them less the others. */

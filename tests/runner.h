@@ -46,6 +46,13 @@ int		count_fds_on(const char *what);
  */
 #define RING_MEMFD	"memfd:infeed-ring"
 
+/*
+ * Run @fn(@p, @arg) in a forked child and return its wait status; what
+ * the child wrote to stderr (a fatal message) lands in @err.
+ */
+int		run_in_child(void (*fn)(void *p, int arg), void *p, int arg,
+		    char *err, size_t errlen);
+
 /* Send one byte on @sock with @count (at most 16) copies of @fd. */
 void		send_fds(int sock, int fd, int count);
 

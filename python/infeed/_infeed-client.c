@@ -297,34 +297,18 @@ client_state(ClientObject *self)
 	return (st);
 }
 
-/*
- * Whether the session of @state left its shared group: the steps it holds
- * are then of the group's ring, and its next Step brings a ring of its
- * own.  libinfeed's state says whether it reads its group's ring; only
- * then, and only when every slot of it is held, are the daemon's Stats
- * asked, for the daemon tells a member it left only in the Step that
- * answers its next Next.
- */
-static bool
-client_left_group(ClientObject *self, const struct infeed_state *state)
+/* Raise SlotsHeldError: every one of the @slots slots is held. */
+static void
+client_slots_held(uint32_t slots)
 {
-	struct infeed_stats	*st = NULL;
-	uint64_t		 id = state->session_id;
-	bool			 left = false;
-	size_t			 i;
-	int			 r;
+	char	msg[512];
 
-	if (state->group_id == 0 || state->own_ring)
-		return (false);
-	Py_BEGIN_ALLOW_THREADS
-	r = infeed_get_stats(self->f, &st);
-	Py_END_ALLOW_THREADS
-	for (i = 0; r == INFEED_OK && i < st->nsessions; i++) {
-		if (st->sessions[i]->session_id == id)
-			left = st->sessions[i]->group_left != 0;
-	}
-	infeed_stats_free(st);
-	return (left);
+	snprintf(msg, sizeof(msg), "every one of the ring's %u slots is held "
+	    "by a step you still reference (its data or labels, a view of "
+	    "them, or the step); infeed would wait forever: drop those "
+	    "references (or .clone() what you keep), or raise buffer_size",
+	    slots);
+	raise_keyed("slots", msg);
 }
 
 /*
@@ -335,7 +319,7 @@ static int
 client_take(ClientObject *self, double timeout_s, struct infeed_step *st)
 {
 	struct infeed_state	state;
-	char			msg[512];
+	bool			full, member;
 	int			r;
 
 	if (client_enter(self) == -1)
@@ -349,19 +333,27 @@ client_take(ClientObject *self, double timeout_s, struct infeed_step *st)
 		raise_keyed("usage", "not attached");
 		return (-1);
 	}
-	if (!state.next_pending && state.slots_held >= state.slots &&
-	    !client_left_group(self, &state)) {
+	/*
+	 * A session holding every slot of its ring waits for ever, but a
+	 * member of a shared group that holds every slot of the group's ring
+	 * asks all the same: the daemon may have moved it out of the group
+	 * (it tells so only in the Step that answers the Next, which brings
+	 * its own ring), else it refuses the Next as unexpected.
+	 */
+	full = !state.next_pending && state.slots_held >= state.slots;
+	member = state.group_id != 0 && !state.own_ring;
+	if (full && !member) {
 		self->busy = 0;
-		snprintf(msg, sizeof(msg), "every one of the ring's %u slots "
-		    "is held by a step you still reference (its data or "
-		    "labels, a view of them, or the step); infeed would wait "
-		    "forever: drop those references (or .clone() what you "
-		    "keep), or raise buffer_size", state.slots);
-		raise_keyed("slots", msg);
+		client_slots_held(state.slots);
 		return (-1);
 	}
 	r = client_wait(self, st, timeout_s);
 	self->busy = 0;
+	if (full && r == INFEED_ERR_DAEMON &&
+	    infeed_daemon_code(self->f) == DAEMON_UNEXPECTED) {
+		client_slots_held(state.slots);
+		return (-1);
+	}
 	if (r == INFEED_TIMEOUT)
 		return (-1);	/* a signal's exception, or the timeout */
 	if (r == INFEED_END_OF_DATA)

@@ -7,6 +7,7 @@
  */
 
 #include "_infeed.h"
+#include "options-schema.h"
 
 /* A tuple of the @n sizes in @dims. */
 static PyObject *
@@ -97,9 +98,9 @@ opt_uint(PyObject *d, const char *key, uint64_t max, uint64_t *out)
 	return (0);
 }
 
-/* Option @key of dict @d as a bool, if present. */
+/* Option @key of dict @d as a bool (0 or 1), if present. */
 static int
-opt_bool(PyObject *d, const char *key, bool *out)
+opt_bool(PyObject *d, const char *key, uint64_t *out)
 {
 	PyObject	*v = PyDict_GetItemString(d, key);
 	int		 b;
@@ -108,8 +109,16 @@ opt_bool(PyObject *d, const char *key, bool *out)
 		return (0);
 	if ((b = PyObject_IsTrue(v)) == -1)
 		return (-1);
-	*out = b;
+	*out = (uint64_t)b;
 	return (0);
+}
+
+/* Option @key as a bool with @max 0, else as an integer up to @max. */
+static int
+opt_scalar(PyObject *d, const char *key, uint64_t max, uint64_t *out)
+{
+	return (max == 0 ? opt_bool(d, key, out) : opt_uint(d, key, max,
+	    out));
 }
 
 /* Option @key: a float, or a sequence of up to @max floats into @out. */
@@ -249,41 +258,23 @@ options_from(PyObject *d, struct infeed_options *o, PyObject **keep)
 	uint32_t	nmean = 0, nstd = 0;
 
 	infeed_options_init(o);
-#define U32(k, field) do {						\
-	u = o->field;							\
-	if (opt_uint(d, k, UINT32_MAX, &u) == -1)			\
+	/* Those of options-schema.h by their types, then libinfeed's own. */
+#define OPTIONS_OWN(name, max) do {					\
+	u = (uint64_t)o->name;						\
+	if (opt_scalar(d, #name, max, &u) == -1)			\
 		return (-1);						\
-	o->field = (uint32_t)u;						\
+	o->name = (__typeof__(o->name))u;				\
 } while (0)
-#define U64(k, field) do {						\
-	u = o->field;							\
-	if (opt_uint(d, k, UINT64_MAX, &u) == -1)			\
-		return (-1);						\
-	o->field = u;							\
-} while (0)
-	U32("batch_size", batch_size);
-	U32("device_iterations", device_iterations);
-	U32("replication_factor", replication_factor);
-	U32("gradient_accumulation", gradient_accumulation);
-	U64("seed", seed);
-	U32("num_workers", num_workers);
-	U32("buffer_size", buffer_size);
-	U32("distributed_process_id", distributed_process_id);
-	U32("distributed_process_count", distributed_process_count);
-	U64("start_epoch", start_epoch);
-	U64("start_step", start_step);
-	U32("reconnect_timeout_ms", reconnect_timeout_ms);
-	U32("label_dtype", label_dtype);
-#undef U32
-#undef U64
-	if (opt_bool(d, "shuffle", &o->shuffle) == -1 ||
-	    opt_bool(d, "drop_last", &o->drop_last) == -1 ||
-	    opt_bool(d, "load_indefinitely", &o->load_indefinitely) == -1 ||
-	    opt_bool(d, "early_preload", &o->early_preload) == -1 ||
-	    opt_bool(d, "to_float32", &o->to_float32) == -1 ||
-	    opt_bool(d, "copy_on_write", &o->copy_on_write) == -1 ||
-	    opt_bool(d, "share", &o->share) == -1 ||
-	    opt_stages(d, o) == -1 ||
+#define OPTIONS_FROM(name, field, type, def, limit, kind, lib, ...)	\
+	INFEED_OPTION_##lib(OPTIONS_OWN(name, _Generic((type)0, bool: 0, \
+	    default: (uint64_t)(type)-1));)
+	INFEED_LOADER_OPTIONS(OPTIONS_FROM)
+#undef OPTIONS_FROM
+	OPTIONS_OWN(reconnect_timeout_ms, UINT32_MAX);
+	OPTIONS_OWN(to_float32, 0);
+	OPTIONS_OWN(copy_on_write, 0);
+#undef OPTIONS_OWN
+	if (opt_stages(d, o) == -1 ||
 	    opt_str(d, "transform", keep, &o->transform) == -1 ||
 	    opt_floats(d, "scale", &o->scale, 1, NULL) == -1 ||
 	    opt_floats(d, "mean", o->mean, INFEED_MAX_CHANNELS, &nmean) ==

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * infeed._infeed's spares: torch Steps made ahead.  Each slot's place in
- * the ring is known from the first step seen in it; a full step in that
+ * the ring the session reads is known from the first step seen in it; a full step in that
  * slot gets a set of tensors made for it beforehand, fresh (never handed
  * out before), so the per-step path touches as little as it can
  * (docs/performance.md).
@@ -107,19 +107,25 @@ spares_fill(ClientObject *self)
 
 /*
  * The spares' slot of step @st, whose place is recorded from it (a
- * reconnect maps a new ring: the slot's old spares go); NULL when the
- * step is not a full one, or there are no spares.
+ * reconnect, or a group member's move to a ring of its own and back, maps
+ * a new ring: the slot's old spares go); NULL when the step is not a
+ * full one, or there are no spares.  The ring's slots are numbered from
+ * its first_slot (a member's own ring's follow the group's).
  */
 static struct spare_slot *
 spare_slot_of(ClientObject *self, const struct infeed_step *st)
 {
+	struct infeed_state	 state;
 	struct spare_slot	*sp;
 	const uint8_t		*labels;
-	uint32_t		 j;
+	uint32_t		 i, j;
 
-	if (st->slot >= self->nspare_slots || st->rows != self->full_rows)
+	(void)infeed_get_state(self->f, &state);
+	i = st->slot - state.first_slot;
+	if (st->slot < state.first_slot || i >= self->nspare_slots ||
+	    st->rows != self->full_rows)
 		return (NULL);
-	sp = &self->spare[st->slot];
+	sp = &self->spare[i];
 	labels = st->label_dtype == INFEED_DTYPE_INT64 ?
 	    (const uint8_t *)st->labels64 : (const uint8_t *)st->labels;
 	if (sp->data == st->data && sp->labels == labels &&

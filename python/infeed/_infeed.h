@@ -38,6 +38,9 @@
 #include "clock.h"
 #include "infeed.h"
 
+/* infeed.proto's ERROR_UNEXPECTED: a request the session cannot take. */
+#define DAEMON_UNEXPECTED	3
+
 typedef struct {
 	PyObject_HEAD
 	struct infeed		*f;

@@ -650,6 +650,21 @@ def _sessions(daemon):
     return json.loads(out.stdout)["sessions"]
 
 
+def _two_slot_loader(loader_args, **kw):
+    """A loader of "raw" in steps of 10 over a ring of two slots, which
+    another of the same arguments shares (a group, by default)."""
+    kw.setdefault("output", "numpy")
+    return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                             shuffle=True, buffer_size=2, **kw,
+                             **loader_args)
+
+
+def _every_index_once(*gots):
+    """Each list of steps' indices holds every index of the epoch once."""
+    for got in gots:
+        assert sorted(np.concatenate(got).tolist()) == list(range(N))
+
+
 @needs_numpy
 def test_loaders_of_the_same_data_share_one_pipeline(daemon, loader_args):
     """Two loaders of the same options share one group (issue 25; by
@@ -715,8 +730,7 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
     for a, b in zip(ita, itb):
         got_a.append(a.indices)
         got_b.append(b.indices)
-    for got in (got_a, got_b):
-        assert sorted(np.concatenate(got).tolist()) == list(range(N))
+    _every_index_once(got_a, got_b)
     for a, b in zip(got_a, got_b):
         assert (a == b).all()
 
@@ -741,8 +755,95 @@ def test_a_loader_keeping_its_steps_freezes_no_loader_of_the_same_data(
     assert time.monotonic() - started < 20
     got_a = [k.indices for k in kept] + [step.indices for step in ita]
     del kept
-    for got in (got_a, got_b):
-        assert sorted(np.concatenate(got).tolist()) == list(range(N))
+    _every_index_once(got_a, got_b)
+
+
+@needs_numpy
+def test_a_member_holding_every_slot_asks_for_its_step_with_a_next_alone(
+        daemon, loader_args):
+    """A loader that keeps every slot of its group's ring, which the
+    daemon moved out of the group meanwhile (the other went on after the
+    slack), asks for its next step with a Next alone, no Stats (issue 34,
+    item 4): with infeedd stopped, next() keeps to its timeout; once
+    infeedd goes on, its steps come from a ring of its own."""
+    la = _two_slot_loader(loader_args, timeout=0.5)
+    lb = _two_slot_loader(loader_args, timeout=20)
+    ita, itb = iter(la), iter(lb)
+    kept = [next(ita), next(ita)]       # both slots of the group's ring
+    got_b = [step.indices for step in itb]
+    sid = la._info["session_id"]
+    assert [s["group_left"] for s in _sessions(daemon)
+            if s["session_id"] == sid] == [1]
+    state = la._client.state()
+    assert state["group_id"] != 0 and not state["own_ring"]
+    daemon.pause()
+    # Were a Stats asked, it would wait for this; the Next would not.
+    timer = threading.Timer(3.0, daemon.resume)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(infeed.StepTimeoutError):
+            next(ita)
+        took = time.monotonic() - started
+    finally:
+        timer.cancel()
+        daemon.resume()
+    print(f"next() of the member holding every slot, infeedd stopped: "
+          f"{took:.3f} s (timeout 0.5 s)")
+    assert took < 2.5
+    got_a = [k.indices for k in kept] + [step.indices for step in ita]
+    assert la._client.state()["own_ring"]
+    _every_index_once(got_a, got_b)
+
+
+@needs_torch
+def test_a_member_on_a_ring_of_its_own_gets_steps_made_ahead(
+        daemon, loader_args):
+    """The steps of the ring a loader left its group for get torch Steps
+    made ahead (spares), as the group's did: their slot numbers follow
+    the group's ring, so they are counted from the ring's first slot
+    (issue 34, item 4)."""
+    la, lb = (_two_slot_loader(loader_args, output="torch", timeout=20)
+              for _ in range(2))
+    ita, itb = iter(la), iter(lb)
+    kept = [next(ita), next(ita)]       # both slots of the group's ring
+    for _ in itb:                       # b goes on; a leaves the group
+        pass
+    lb.close()      # b's spares go: none of them is over a's ring
+    del kept[1]     # kept[0] keeps the group's ring mapped, apart from its own
+    own = set()
+    for _ in range(6):
+        step = next(ita)
+        own.add(step.data.data_ptr())
+        del step
+    assert la._client.state()["own_ring"]
+    gc.collect()
+    ahead = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and
+             o.data_ptr() in own]
+    print(f"tensors made ahead on the ring of its own: {len(ahead)}")
+    assert ahead, "no step of its own ring was made ahead"
+    del kept
+
+
+@needs_numpy
+def test_a_member_holding_every_slot_of_its_group_is_told_so(
+        daemon, loader_args):
+    """A loader that keeps every slot of its group's ring while no other
+    member waits (so the group never moves it out) gets SlotsHeldError
+    from next(), as a lone loader does, not a wait for ever: infeedd
+    refuses its Next (issue 34, item 4); after a release it goes on."""
+    la, lb = (_two_slot_loader(loader_args, timeout=20) for _ in range(2))
+    ita, itb = iter(la), iter(lb)
+    first_b = next(itb).indices
+    kept = [next(ita), next(ita)]       # both slots of the group's ring
+    assert la._client.state()["group_id"] != 0
+    with pytest.raises(infeed.SlotsHeldError, match="buffer_size"):
+        next(ita)
+    got_a = [k.indices for k in kept]
+    del kept
+    got_a += [step.indices for step in ita]
+    got_b = [first_b] + [step.indices for step in itb]
+    _every_index_once(got_a, got_b)
 
 
 @needs_numpy
@@ -845,11 +946,7 @@ def _forget_a_step(daemon, loader_args, kept):
     """A loader V of a group of two whose next() times out while the other
     keeps every slot (@kept); after the slack V leaves and its waiting Next
     is answered by a Step with V's own ring, which nobody collects."""
-    def loader():
-        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
-                                 shuffle=True, buffer_size=2,
-                                 output="numpy", timeout=0.1, **loader_args)
-    a, v = loader(), loader()
+    a, v = (_two_slot_loader(loader_args, timeout=0.1) for _ in range(2))
     ita, itv = iter(a), iter(v)
     kept += [next(ita), next(ita)]          # a holds both group slots
     got = [next(itv).indices, next(itv).indices]

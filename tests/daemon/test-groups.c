@@ -409,13 +409,17 @@ END_TEST
  * stops (a trainer holding its prefetched steps, or two loaders zipped in
  * one process): the other waits the slack, then goes on alone from its
  * own ring; the stopped one later finishes from its position.  Both get
- * every index once.
+ * every index once.  Its Next while it holds them all is refused
+ * (ERROR_UNEXPECTED, its session unchanged) while it is in its group,
+ * and answered from a ring of its own once the group moved it out.
  */
 START_TEST(a_member_holding_every_slot_freezes_no_one)
 {
 	struct gr_member		*m = gr_attach_all(2, _i == 1);
 	const Infeed__SessionStats	*ss;
 	Infeed__Frame			*st;
+	struct infeed_step		 own;
+	struct infeed_state		 state;
 	uint64_t			 t0, worst = 0, per_epoch;
 	unsigned			 i, k;
 
@@ -426,6 +430,17 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 	}
 	for (k = 0; k < GR_SLOTS; k++)
 		gr_keep(&m[1]);
+	/*
+	 * In its group still (no other waits), it asks all the same, as the
+	 * Python binding does: refused, its session goes on unchanged.
+	 */
+	ck_assert_int_eq(infeed_next(m[1].f, &own), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(m[1].f), 3);   /* UNEXPECTED */
+	ck_assert_msg(strstr(infeed_error(m[1].f), "slots are held") != NULL,
+	    "%s", infeed_error(m[1].f));
+	ck_assert_int_eq(infeed_get_state(m[1].f, &state), INFEED_OK);
+	ck_assert(state.attached && state.group_id != 0 && !state.own_ring);
+	ck_assert_uint_eq(state.slots_held, state.slots);
 	for (k = 0; k < per_epoch; k++) {
 		t0 = now_ms();
 		gr_take(&m[0], k % 2 == 0);
@@ -445,6 +460,13 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 	/* The one that keeps the group's slots shows it: one leave each. */
 	gr_counts(gr_session(st, &m[1]), 1, 1, 0);
 	infeed__frame__free_unpacked(st, NULL);
+	/*
+	 * Moved out of the group, holding every slot of its ring still: its
+	 * Next is answered by a Step that brings a ring of its own.
+	 */
+	gr_take(&m[1], false);
+	ck_assert_int_eq(infeed_get_state(m[1].f, &state), INFEED_OK);
+	ck_assert(state.own_ring && state.first_slot == GR_SLOTS);
 	/* The stopped one goes on from its own position. */
 	gr_release_kept(&m[1]);
 	for (k = 0; k < per_epoch; k++) {
@@ -452,7 +474,7 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 			gr_take(&m[i], k % 3 == 0);
 	}
 	ck_assert_uint_eq(m[1].epoch, 1);
-	ck_assert_uint_eq(m[1].step, 2 + GR_SLOTS);
+	ck_assert_uint_eq(m[1].step, 3 + GR_SLOTS);
 	for (i = 0; i < 2; i++)
 		gr_done(&m[i]);
 	free(m);

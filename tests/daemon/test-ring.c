@@ -91,39 +91,6 @@ ring_ok(uint64_t rows, uint64_t row_bytes, uint32_t slots)
 	return (ring_ok_labels(rows, row_bytes, INFEED_DTYPE_INT32, slots));
 }
 
-/*
- * Run @fn(@r, @arg) in a child and return its wait status; what the child
- * wrote to stderr (the fatal message) lands in @err.
- */
-static int
-run_in_child(void (*fn)(struct ring *, int), struct ring *r, int arg,
-    char *err, size_t errlen)
-{
-	pid_t	pid;
-	size_t	off = 0;
-	ssize_t	n;
-	int	p[2], status;
-
-	ck_assert_int_eq(pipe(p), 0);
-	fflush(stdout);
-	fflush(stderr);
-	ck_assert_int_ne(pid = fork(), -1);
-	if (pid == 0) {
-		close(p[0]);
-		dup2(p[1], STDERR_FILENO);
-		fn(r, arg);
-		_exit(0);
-	}
-	close(p[1]);
-	while (off + 1 < errlen &&
-	    (n = read(p[0], err + off, errlen - 1 - off)) > 0)
-		off += (size_t)n;
-	err[off] = '\0';
-	close(p[0]);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	return (status);
-}
-
 /* Check every layout rule for one ring with labels of @label_dtype. */
 static void
 check_layout_labels(uint64_t rows, uint64_t row_bytes,
@@ -221,7 +188,7 @@ END_TEST
 
 /* Labels of another dtype are the session's bug: fatal, and said. */
 static void
-make_float_labels(struct ring *unused, int dtype)
+make_float_labels(void *unused, int dtype)
 {
 	(void)unused;
 	(void)ring_new(&budget, 4, 8, (enum infeed_dtype)dtype, 1, &test_owner,
@@ -525,8 +492,9 @@ END_TEST
  * two readers), then ask for state (arg & 3): HELD by one more holder.
  */
 static void
-child_move(struct ring *r, int arg)
+child_move(void *p, int arg)
 {
+	struct ring	*r = p;
 	enum slot_state	from = (enum slot_state)(arg >> 2);
 	enum slot_state	to = (enum slot_state)(arg & 3);
 
@@ -547,8 +515,10 @@ child_move(struct ring *r, int arg)
 
 /* In the child: let go of slot 1, held once, twice. */
 static void
-child_unhold_twice(struct ring *r, int arg)
+child_unhold_twice(void *p, int arg)
 {
+	struct ring	*r = p;
+
 	(void)arg;
 	log_init("test-ring", 0);
 	ring_slot_set(r, 1, SLOT_FILLING);
@@ -612,8 +582,10 @@ END_TEST
 
 /* In the child: move slot @arg, which does not exist. */
 static void
-child_move_missing(struct ring *r, int arg)
+child_move_missing(void *p, int arg)
 {
+	struct ring	*r = p;
+
 	log_init("test-ring", 0);
 	ring_slot_set(r, (uint32_t)arg, SLOT_FILLING);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for shared groups in daemon/session.c (the integration test
- * test-groups drives them through infeedd; these drive sessions made with
+ * Unit tests for shared groups, daemon/group.c with the readers and the
+ * producer it moves (the integration test test-groups drives them
+ * through infeedd; these drive sessions made with
  * session_new() over a real catalogue and pool of two workers, on an
  * event base, so that sharing is on).  Members of the same options share
  * one ring and each takes every step from its own position; options that

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for daemon/session.c: a session made with session_new() over a
+ * Unit tests for daemon/session.c and the lone session's reader and
+ * producer (consumer.c, producer.c): a session made with session_new() over a
  * real catalogue and a real pool of two workers, with events that record
  * every answer.  Attach refuses what it must with the right code and a
  * message; Next is answered in order with the sampler's steps, each answer

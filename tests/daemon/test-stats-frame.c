@@ -4,7 +4,9 @@
  * becomes the Stats message.  Every counter of proto/stats-schema.h's
  * tables arrives, marked present, under its proto name (a session's
  * microseconds as seconds); a group's counters only for a session in a
- * group; the message packs and unpacks to the same figures.
+ * group; every option of proto/options-schema.h in a session's
+ * LoaderOptions; the message packs and unpacks to the same figures.  The
+ * option table's defaults are infeed.proto's.
  */
 
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <check.h>
 
 #include "log.h"
+#include "options-schema.h"
 #include "session.h"
 #include "stats-frame.h"
 #include "stats.h"
@@ -25,11 +28,18 @@ snapshot(struct stats *st, struct stats_session *ss,
     struct pool_worker_info *w, struct session_options *o,
     struct stats_history *h)
 {
+	uint64_t	k = 0;
+
 	memset(st, 0, sizeof(*st));
 	memset(ss, 0, 2 * sizeof(*ss));
 	memset(w, 0, 2 * sizeof(*w));
 	memset(o, 0, sizeof(*o));
 	memset(h, 0, sizeof(*h));
+	/* Each option a value of its own: 1 for a bool, else by its place. */
+#define SET_OPTION(name, field, type, ...)				\
+	o->field = (type)(++k * 1000 + 1);
+	INFEED_LOADER_OPTIONS(SET_OPTION)
+#undef SET_OPTION
 	ss[0].report.id = 42;
 	ss[0].report.dataset = "mnist";
 	ss[0].report.options = o;
@@ -83,6 +93,8 @@ check_stats(const Infeed__Stats *m)
 {
 	const Infeed__SessionStats	*s0, *s1;
 	const Infeed__WorkerStats	*w0, *w1;
+	const Infeed__LoaderOptions	*lo;
+	uint64_t			 k = 0;
 
 	ck_assert_uint_eq(m->n_sessions, 2);
 	ck_assert_uint_eq(m->n_workers, 2);
@@ -100,6 +112,15 @@ check_stats(const Infeed__Stats *m)
 	ck_assert(s0->has_active_s);
 	ck_assert_double_eq_tol(s0->active_s, 2.0, 1e-12);
 	ck_assert(s0->has_errors_sent && s0->errors_sent == 6);
+	/* The options it asked for, each marked present. */
+	ck_assert_ptr_nonnull(lo = s0->options);
+#define CHECK_OPTION(name, field, type, ...)				\
+	k++;								\
+	ck_assert_msg(lo->has_##name, #name " is not marked present");	\
+	ck_assert_msg((uint64_t)lo->name == (uint64_t)(type)(k * 1000 + 1), \
+	    #name " is %llu", (unsigned long long)lo->name);
+	INFEED_LOADER_OPTIONS(CHECK_OPTION)
+#undef CHECK_OPTION
 	/* A group's, by their proto names; none outside a group. */
 	ck_assert(s0->has_group_id && s0->group_id == 9);
 	ck_assert_uint_eq(s0->group_members, 4);
@@ -164,6 +185,20 @@ START_TEST(frame_carries_every_counter_of_the_schema)
 }
 END_TEST
 
+/* The table's defaults are those infeed.proto gives an unset field. */
+START_TEST(schema_defaults_are_the_protocols)
+{
+	const Infeed__LoaderOptions	lo = INFEED__LOADER_OPTIONS__INIT;
+
+#define CHECK_DEFAULT(name, field, type, def, ...)			\
+	ck_assert_msg((uint64_t)lo.name == (uint64_t)(def),		\
+	    "infeed.proto's default of " #name " is %llu, not " #def	\
+	    " as options-schema.h says", (unsigned long long)lo.name);
+	INFEED_LOADER_OPTIONS(CHECK_DEFAULT)
+#undef CHECK_DEFAULT
+}
+END_TEST
+
 static Suite *
 stats_frame_suite(void)
 {
@@ -171,6 +206,7 @@ stats_frame_suite(void)
 	TCase	*tc = tcase_create("stats-frame");
 
 	tcase_add_test(tc, frame_carries_every_counter_of_the_schema);
+	tcase_add_test(tc, schema_defaults_are_the_protocols);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -5,7 +5,9 @@
  *
  *   document    the sample-order vectors against common/sampler.c, the
  *               error table against ErrorCode in the generated descriptor,
- *               the limits against common/infeed-limits.h;
+ *               the limits against common/infeed-limits.h, the loader
+ *               options against proto/options-schema.h (a row each, with
+ *               its default);
  *   errors      every error a client can provoke, against the real infeedd
  *               on a private socket: the code the table gives for the case,
  *               and the connection state its "connection after" column
@@ -44,6 +46,7 @@
 
 #include "harness.h"
 #include "infeed-limits.h"
+#include "options-schema.h"
 #include "sampler.h"
 #include "splitmix64.h"
 
@@ -709,6 +712,50 @@ START_TEST(test_doc_limits)
 	for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		ck_assert_msg(seen & (1U << i), "docs/protocol.md does not "
 		    "quote %s", limits[i].name);
+}
+END_TEST
+
+/*
+ * Option @name has a row in "## Loader options" whose default is @def,
+ * options-schema.h's ("true" for true, DTYPE_INT32 for INFEED_DTYPE_INT32).
+ */
+static void
+doc_option_row(const char *name, const char *def)
+{
+	char		*sec, *line, *save = NULL, cell[64], *got;
+	bool		 found = false;
+
+	if (strncmp(def, "INFEED_", 7) == 0)
+		def += 7;
+	sec = doc_section("## Loader options");
+	for (line = strtok_r(sec, "\n", &save); line != NULL && !found;
+	    line = strtok_r(NULL, "\n", &save)) {
+		if (doc_cell(line, 0, cell, sizeof(cell)) == -1 ||
+		    strcmp(cell, name) != 0)
+			continue;
+		found = true;
+		ck_assert_msg(doc_cell(line, 1, cell, sizeof(cell)) == 0,
+		    "malformed option row: %s", line);
+		got = cell;
+		if (strncmp(got, "**", 2) == 0 && strlen(got) > 4) {
+			got += 2;
+			got[strlen(got) - 2] = '\0';
+		}
+		ck_assert_msg(strcmp(got, def) == 0, "docs/protocol.md gives "
+		    "%s the default %s; options-schema.h, %s", name, got, def);
+	}
+	free(sec);
+	ck_assert_msg(found, "docs/protocol.md's loader options have no row "
+	    "for %s", name);
+}
+
+/* Every option of options-schema.h, with its default. */
+START_TEST(test_doc_options)
+{
+#define DOC_OPTION(name, field, type, def, ...)				\
+	doc_option_row(#name, #def);
+	INFEED_LOADER_OPTIONS(DOC_OPTION)
+#undef DOC_OPTION
 }
 END_TEST
 
@@ -1738,6 +1785,7 @@ protocol_suite(void)
 	tcase_add_test(tc, test_doc_vectors);
 	tcase_add_test(tc, test_doc_error_table);
 	tcase_add_test(tc, test_doc_limits);
+	tcase_add_test(tc, test_doc_options);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

@@ -1,0 +1,1021 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared groups (see group.h): the list of groups, joining and matching,
+ * the members' delivery from the group's producer, refilling what every
+ * member is done with, the slack (who the group is blocked on, and for
+ * how long), leaving, ending and rejoining, and the processes that keep
+ * steps of an ended member's.
+ */
+
+#include <sys/syscall.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "group.h"
+#include "log.h"
+#include "sampler.h"
+#include "xmalloc.h"
+
+/*
+ * A member leaves its group once the group was blocked on it (every slot
+ * taken, another member waiting) for INFEED_GROUP_SLACK_MS in all within
+ * the last GROUP_BLAME_WINDOW_MS: each other member then ran at 0.8 of
+ * its own pace at least over that window.  A stopped member costs the
+ * others the slack once; a slower one, or one that pauses, leaves as soon
+ * as it has cost them that much, however often the group moved meanwhile.
+ * The window is kept in buckets.
+ */
+#define GROUP_BLAME_WINDOW_MS	(5 * INFEED_GROUP_SLACK_MS)
+#define GROUP_BLAME_BUCKET_MS	(GROUP_BLAME_WINDOW_MS / GROUP_BLAME_BUCKETS)
+
+/*
+ * A process that ended a session of a group holding slots of its ring:
+ * they are its to read until it exits (watched with a pidfd, else
+ * kill(pid, 0) as the group settles).
+ */
+struct group_holder {
+	struct group		*g;
+	pid_t			 pid;
+	uint32_t		 holds[INFEED_MAX_GROUP_SLOTS];	/* per slot */
+	int			 pidfd;	/* -1: none */
+	struct event		*ev;	/* its exit, or NULL */
+};
+
+static TAILQ_HEAD(, group) group_list = TAILQ_HEAD_INITIALIZER(group_list);
+
+/* What the log says of a member that left, by group_leave. */
+static const char *const group_leave_why[GROUP_LEAVE_REASONS] = {
+	"after holding it back for the slack within the blame window",
+	"after waiting on slots that those that left or ended still hold",
+};
+
+static void	group_deliver(struct group *);
+static void	group_settle(struct group *);
+static void	group_slack_cb(int, short, void *);
+
+/* The bit of group ring slot @i in a member's shared_held. */
+static uint64_t
+group_bit(uint32_t i)
+{
+	return (UINT64_C(1) << i);
+}
+
+/* Whether a session asked to share and may: see group.h. */
+bool
+group_may_share(const struct session_host *host,
+    const struct session_options *o, const struct session_source *src)
+{
+	return (o->share && host->base != NULL && !src->own_ds &&
+	    o->nstages == 0 && o->buffer_size <= INFEED_MAX_GROUP_SLOTS);
+}
+
+/* Whether two transforms, as asked, are the same. */
+static bool
+group_same_transform(const struct session_options *a,
+    const struct session_options *b)
+{
+	const struct transform_spec	*x = &a->transform, *y = &b->transform;
+
+	if (a->has_transform != b->has_transform)
+		return (false);
+	if (!a->has_transform)
+		return (true);
+	if ((x->pipeline == NULL) != (y->pipeline == NULL) ||
+	    (x->pipeline != NULL && strcmp(x->pipeline, y->pipeline) != 0))
+		return (false);
+	return (x->to_float32 == y->to_float32 && x->scale == y->scale &&
+	    x->nmean == y->nmean && x->nstd == y->nstd &&
+	    memcmp(x->mean, y->mean, x->nmean * sizeof(x->mean[0])) == 0 &&
+	    memcmp(x->std, y->std, x->nstd * sizeof(x->std[0])) == 0);
+}
+
+/*
+ * Whether a session of @client, @src and @b reads exactly the bytes of
+ * @g's producer at every step: the same dataset, user and group (a ring
+ * holds their data, and only they may map it), and every option that
+ * decides a step's bytes (options-schema.h's SAMPLER and RING ones).
+ */
+static bool
+group_matches(const struct group *g, const struct session_host *host,
+    const struct session_client *client, const struct session_source *src,
+    const struct session_options *b)
+{
+	const struct session_options	*a = &g->opts;
+
+	return (g->host.pool == host->pool && g->src.ds == src->ds &&
+	    g->client.uid == client->uid && g->client.gid == client->gid &&
+	    session_options_same_steps(a, b) &&
+	    g->src.label_dtype == src->label_dtype &&
+	    group_same_transform(a, b));
+}
+
+/* The lowest position in the group's sequence a member still takes. */
+static uint64_t
+group_min_seq(const struct group *g)
+{
+	const struct group_member	*m;
+	uint64_t			 min = g->p->fill_seq;
+
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c) && m->c->deliver_seq < min)
+			min = m->c->deliver_seq;
+	}
+	return (min);
+}
+
+/*
+ * Where step (@epoch, @step) is in @g's sequence: a slot it still has for
+ * every member (not before the slowest one), or the next it fills.
+ * Return: 0 with *@seq, or -1 when the group has it no more or not yet.
+ */
+static int
+group_position(const struct group *g, uint64_t epoch, uint64_t step,
+    uint64_t *seq)
+{
+	const struct producer	*p = g->p;
+	const struct ring_slot	*sl;
+	uint64_t		 fe = p->fill_epoch, fs = p->fill_step;
+	uint32_t		 i;
+
+	if (p->state == PRODUCER_FAILED)
+		return (-1);
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		sl = &p->ring->slot[i];
+		if (sl->state != SLOT_FREE && sl->epoch == epoch &&
+		    sl->step == step && sl->seq >= group_min_seq(g)) {
+			*seq = sl->seq;
+			return (0);
+		}
+	}
+	if (fs >= sampler_epoch_steps(&g->src.sampler, fe)) {
+		fe++;
+		fs = 0;
+	}
+	if (fe != epoch || fs != step)
+		return (-1);
+	*seq = p->fill_seq;
+	return (0);
+}
+
+/* A group that has a session's next step: see group.h. */
+struct group *
+group_find(const struct session_host *host,
+    const struct session_client *client, const struct session_source *src,
+    const struct session_options *o, uint64_t epoch, uint64_t step,
+    uint64_t *seq)
+{
+	struct group	*g;
+
+	TAILQ_FOREACH(g, &group_list, entry) {
+		if (group_matches(g, host, client, src, o) &&
+		    group_position(g, epoch, step, seq) == 0)
+			return (g);
+	}
+	return (NULL);
+}
+
+/*
+ * What the workers read for the group is counted once, on its oldest
+ * member (a lone member's counts are then a lone session's); then the
+ * members get what is ready.
+ */
+static void
+group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
+{
+	struct group		*g = arg;
+	struct group_member	*m;
+
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c)) {
+			m->c->bytes_read += bytes;
+			m->c->samples_replaced += replaced;
+			break;
+		}
+	}
+	group_deliver(g);
+}
+
+/* Make a group: see group.h. */
+struct group *
+group_new(uint64_t id, const struct session_host *host,
+    const struct session_client *client, const struct session_options *o,
+    struct session_source *src, enum errcode *code, char **cause)
+{
+	struct group	*g;
+
+	g = xcalloc(1, sizeof(*g));
+	g->id = id;
+	g->host = *host;
+	g->client = *client;
+	session_options_copy(&g->opts, o);
+	g->src = *src;
+	memset(src, 0, sizeof(*src));
+	TAILQ_INIT(&g->members);
+	producer_spec_init(&g->spec, host, client, o, &g->src,
+	    &g->table_charged);
+	g->p = producer_new(&g->spec, o->start_epoch, o->start_step,
+	    group_done_cb, g, code, cause);
+	if (g->p == NULL) {
+		session_source_clear(&g->src);
+		ring_budget_uncharge(host->budget, g->table_charged);
+		free(g->opts.transform.pipeline);
+		free(g);
+		return (NULL);
+	}
+	g->p->id = id;
+	g->p->kind = "group";
+	g->ev_slack = evtimer_new(host->base, group_slack_cb, g);
+	if (g->ev_slack == NULL)
+		fatalx("cannot make a timer for group %llu",
+		    (unsigned long long)g->id);
+	TAILQ_INSERT_TAIL(&group_list, g, entry);
+	return (g);
+}
+
+/* A member joins: see group.h. */
+void
+group_join(struct group *g, struct group_member *m, struct consumer *c,
+    const struct producer_spec *spec, pid_t pid, uint64_t seq)
+{
+	memset(m, 0, sizeof(*m));
+	m->g = g;
+	m->c = c;
+	m->spec = spec;
+	m->pid = pid;
+	consumer_set_state(c, CONSUMER_MEMBER);
+	c->from = g->p;
+	c->deliver_seq = seq;
+	TAILQ_INSERT_TAIL(&g->members, m, entry);
+	g->nmembers++;
+}
+
+/*
+ * A member asked for steps: the producer fills from now on; without
+ * load_indefinitely it stops at each epoch's end (as a lone session
+ * does: nothing is read for an epoch no one asked for yet) and goes on
+ * with the next when a member asks for its first step.
+ */
+void
+group_start(struct group *g)
+{
+	struct producer			*p = g->p;
+	const struct group_member	*m;
+
+	if (p->state == PRODUCER_EPOCH_END) {
+		TAILQ_FOREACH(m, &g->members, entry) {
+			if (consumer_in_group(m->c) && m->c->nwaiting > 0 &&
+			    m->c->deliver_seq == p->fill_seq &&
+			    m->c->seen != PRODUCER_EPOCH_END)
+				break;
+		}
+		if (m == NULL)
+			return;
+		(void)producer_next_epoch(p);
+	}
+	if (p->state != PRODUCER_IDLE)
+		return;
+	producer_start(p);
+}
+
+/*
+ * Whether a member still takes step @seq (a slot someone holds, a member
+ * or the process of one whose session ended, is HELD in the ring and
+ * never refilled: ring.c sees to that).
+ */
+static bool
+group_pinned(const struct group *g, uint64_t seq)
+{
+	const struct group_member	*m;
+
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c) && m->c->deliver_seq <= seq)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * Whether the group holds a member back: every slot taken, and a member
+ * waiting for the step the producer would fill next.
+ */
+static bool
+group_blocked(const struct group *g)
+{
+	const struct producer		*p = g->p;
+	const struct group_member	*m;
+
+	if (p->state != PRODUCER_FILLING ||
+	    ring_find(p->ring, SLOT_FREE) != -1)
+		return (false);
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c) && m->c->nwaiting > 0 &&
+		    m->c->deliver_seq == p->fill_seq)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * The oldest ready slot of the group's ring that members alone keep from
+ * being refilled (not one that those that left or ended hold), in *@slot
+ * and *@seq.  Return: whether there is one.
+ */
+static bool
+group_oldest(const struct group *g, uint32_t *slot, uint64_t *seq)
+{
+	const struct ring		*r = g->p->ring;
+	const struct group_member	*m;
+	uint32_t			 i, others;
+	bool				 found = false;
+
+	for (i = 0; i < r->layout.slots; i++) {
+		if (!ring_slot_filled(r, i) ||
+		    (found && r->slot[i].seq >= *seq))
+			continue;
+		/* Its holders, less the members in the group. */
+		others = r->slot[i].holders;
+		TAILQ_FOREACH(m, &g->members, entry) {
+			if (consumer_in_group(m->c) && (m->c->shared_held &
+			    group_bit(i)))
+				others--;
+		}
+		if (others > 0)
+			continue;
+		*slot = i;
+		*seq = r->slot[i].seq;
+		found = true;
+	}
+	return (found);
+}
+
+/* Move @b's window on to bucket @k: older buckets fall out of it. */
+static void
+group_blame_advance(struct group_blame *b, uint64_t k)
+{
+	uint64_t	j;
+
+	for (j = b->bucket + 1; j <= k &&
+	    j <= b->bucket + GROUP_BLAME_BUCKETS; j++)
+		b->ms[j % GROUP_BLAME_BUCKETS] = 0;
+	if (k > b->bucket)
+		b->bucket = k;
+}
+
+/* Add the time from @from to @to (ms, CLOCK_MONOTONIC) to @b. */
+static void
+group_blame_add(struct group_blame *b, uint64_t from, uint64_t to)
+{
+	uint64_t	k, end;
+
+	if (to - from > GROUP_BLAME_WINDOW_MS)
+		from = to - GROUP_BLAME_WINDOW_MS;
+	for (; from < to; from = end) {
+		k = from / GROUP_BLAME_BUCKET_MS;
+		end = (k + 1) * GROUP_BLAME_BUCKET_MS;
+		if (end > to)
+			end = to;
+		group_blame_advance(b, k);
+		if (k + GROUP_BLAME_BUCKETS > b->bucket)
+			b->ms[k % GROUP_BLAME_BUCKETS] +=
+			    (uint32_t)(end - from);
+	}
+}
+
+/* @b's time within the window that ends at @now. */
+static uint64_t
+group_blame_sum(struct group_blame *b, uint64_t now)
+{
+	uint64_t	sum = 0;
+	unsigned	i;
+
+	group_blame_advance(b, now / GROUP_BLAME_BUCKET_MS);
+	for (i = 0; i < GROUP_BLAME_BUCKETS; i++)
+		sum += b->ms[i];
+	return (sum);
+}
+
+/* What is left of the slack after @b's time in the window ending @now. */
+static uint64_t
+group_blame_left(struct group_blame *b, uint64_t now)
+{
+	uint64_t	used = group_blame_sum(b, now);
+
+	return (used < INFEED_GROUP_SLACK_MS ? INFEED_GROUP_SLACK_MS - used :
+	    0);
+}
+
+/*
+ * Charge the time the group was blocked since the last look to whom it
+ * was blocked on then (the members that keep its oldest slot from being
+ * refilled and do not wait themselves; else no member: the slots those
+ * that left or ended hold), see who it is blocked on now, and set the
+ * slack's timer for when the first of them will have cost the others
+ * INFEED_GROUP_SLACK_MS within the window.  Called whenever a member
+ * takes, releases, asks or goes, and by the timer.
+ */
+void
+group_watch(struct group *g)
+{
+	struct group_member	*m;
+	struct timeval		 tv;
+	uint64_t		 now = clock_now_ms(), seq = 0, wait, left;
+	uint32_t		 slot = 0;
+	bool			 blocked, oldest, any = false;
+
+	if (g->charged_ms != 0 && now > g->charged_ms) {
+		TAILQ_FOREACH(m, &g->members, entry) {
+			if (m->blamed)
+				group_blame_add(&m->blame, g->charged_ms,
+				    now);
+		}
+		if (g->orphaned)
+			group_blame_add(&g->orphan, g->charged_ms, now);
+	}
+	blocked = group_blocked(g);
+	oldest = blocked && group_oldest(g, &slot, &seq);
+	wait = INFEED_GROUP_SLACK_MS;
+	TAILQ_FOREACH(m, &g->members, entry) {
+		m->blamed = oldest && consumer_in_group(m->c) &&
+		    m->c->nwaiting == 0 &&
+		    ((m->c->shared_held & group_bit(slot)) ||
+		    m->c->deliver_seq <= seq);
+		if (!m->blamed)
+			continue;
+		any = true;
+		left = group_blame_left(&m->blame, now);
+		if (left < wait)
+			wait = left;
+	}
+	g->orphaned = blocked && !any;
+	if (g->orphaned)
+		wait = group_blame_left(&g->orphan, now);
+	if (!blocked) {
+		g->charged_ms = 0;
+		evtimer_del(g->ev_slack);
+		return;
+	}
+	g->charged_ms = now;
+	/* One that could not leave is tried again after the slack. */
+	if (g->retry_ms > now + wait)
+		wait = g->retry_ms - now;
+	if (wait == 0)
+		wait = 1;
+	tv.tv_sec = (time_t)(wait / 1000);
+	tv.tv_usec = (suseconds_t)(wait % 1000 * 1000);
+	evtimer_add(g->ev_slack, &tv);
+}
+
+/*
+ * Free the group ring's slots that every member is past and none holds,
+ * and fill them with the next steps.
+ */
+static void
+group_reclaim(struct group *g)
+{
+	struct producer		*p = g->p;
+	struct ring_slot	*sl;
+	bool			 freed = false;
+	uint32_t		 i;
+
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		sl = &p->ring->slot[i];
+		if (sl->state != SLOT_READY || group_pinned(g, sl->seq))
+			continue;
+		ring_slot_set(p->ring, i, SLOT_FREE);
+		freed = true;
+	}
+	if (freed)
+		producer_fill(p);
+}
+
+/*
+ * Forget holder @k of @g; with @unhold, its process exited: it lets go of
+ * the slots it held, which the group refills again.
+ */
+static void
+group_holder_drop(struct group *g, size_t k, bool unhold)
+{
+	struct group_holder	*h = g->holders[k];
+	uint32_t		 i;
+
+	for (i = 0; unhold && i < INFEED_MAX_GROUP_SLOTS; i++) {
+		while (h->holds[i] > 0) {
+			ring_slot_unhold(g->p->ring, i);
+			h->holds[i]--;
+		}
+	}
+	if (h->ev != NULL)
+		event_free(h->ev);
+	if (h->pidfd != -1)
+		close(h->pidfd);
+	free(h);
+	g->holders[k] = g->holders[--g->nholders];
+}
+
+/*
+ * Forget the holders whose processes exited (@pidfd's, readable, or
+ * those without a pidfd that kill() finds gone).  Return: whether any.
+ */
+static bool
+group_reap(struct group *g, int pidfd)
+{
+	struct group_holder	*h;
+	size_t			 i;
+	bool			 any = false;
+
+	for (i = 0; i < g->nholders; ) {
+		h = g->holders[i];
+		if ((pidfd != -1 && h->pidfd == pidfd) || (h->pidfd == -1 &&
+		    h->pid > 0 && kill(h->pid, 0) == -1 && errno == ESRCH)) {
+			log_info("process %d, which kept steps of group %llu "
+			    "after its session ended, exited: their slots are "
+			    "refilled again", (int)h->pid,
+			    (unsigned long long)g->id);
+			group_holder_drop(g, i, true);
+			any = true;
+		} else
+			i++;
+	}
+	return (any);
+}
+
+/* A holder's process exited. */
+static void
+group_holder_exit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct group_holder	*h = arg;
+	struct group		*g = h->g;
+
+	(void)what;
+	if (group_reap(g, fd))
+		group_settle(g);
+}
+
+/* Let go of slots @slots of @g's ring, one hold each. */
+static void
+group_unhold(struct group *g, uint64_t slots)
+{
+	uint32_t	k;
+
+	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+		if (slots & group_bit(k))
+			ring_slot_unhold(g->p->ring, k);
+	}
+}
+
+/*
+ * Process @pid ended a session of @g holding slots @slots of its ring: its
+ * holds in the ring stay until it exits, and the group refills them no
+ * more till then.
+ */
+static void
+group_add_holder(struct group *g, pid_t pid, uint64_t slots)
+{
+	struct group_holder	*h;
+	size_t			 i;
+	uint32_t		 k;
+
+	for (i = 0; i < g->nholders && g->holders[i]->pid != pid; i++)
+		;
+	if (i == g->nholders) {
+		h = xcalloc(1, sizeof(*h));
+		h->g = g;
+		h->pid = pid;
+		h->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (h->pidfd != -1 && ((h->ev = event_new(g->host.base,
+		    h->pidfd, EV_READ, group_holder_exit_cb, h)) == NULL ||
+		    event_add(h->ev, NULL) == -1)) {
+			/* Unwatched: kill(pid, 0) finds its end instead. */
+			if (h->ev != NULL)
+				event_free(h->ev);
+			h->ev = NULL;
+			close(h->pidfd);
+			h->pidfd = -1;
+		}
+		g->holders = xreallocarray(g->holders, g->nholders + 1,
+		    sizeof(*g->holders));
+		g->holders[g->nholders++] = h;
+	}
+	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+		if (slots & group_bit(k))
+			g->holders[i]->holds[k]++;
+	}
+}
+
+/*
+ * Free group @g, whose last member went: those that left and hold none of
+ * its slots may no longer rejoin it.
+ */
+static void
+group_free(struct group *g)
+{
+	struct group_member	*m;
+	pid_t			*pids;
+	size_t			 n = g->nholders;
+	uint32_t		 i;
+
+	while ((m = TAILQ_FIRST(&g->members)) != NULL) {
+		TAILQ_REMOVE(&g->members, m, entry);
+		m->g = NULL;
+		if (m->c->from == g->p)
+			m->c->from = m->c->own;
+	}
+	TAILQ_REMOVE(&group_list, g, entry);
+	event_free(g->ev_slack);
+	/*
+	 * A member that ended holding steps may still read them: their slots
+	 * stay held, so the ring's pages stay as they are (ring_release())
+	 * rather than be reused, charged until the last such member's process
+	 * exits (not the first member's: the ring is the group's).
+	 */
+	pids = xreallocarray(NULL, n + 1, sizeof(*pids));
+	for (i = 0; i < n; i++)
+		pids[i] = g->holders[i]->pid;
+	while (g->nholders > 0)
+		group_holder_drop(g, 0, false);
+	if (n > 0)
+		ring_mem_hold_for(g->p->ring->mem, pids, n);
+	free(pids);
+	producer_free(g->p);
+	session_source_clear(&g->src);
+	free(g->opts.transform.pipeline);
+	ring_budget_uncharge(g->host.budget, g->table_charged);
+	free(g->holders);
+	free(g);
+}
+
+/*
+ * Free @g once no member is in it and none that left holds its slots
+ * (those that left are kept in its list only to rejoin it); else refill
+ * what its members are done with.
+ */
+static void
+group_settle(struct group *g)
+{
+	const struct group_member	*m;
+
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c) || m->c->shared_held != 0)
+			break;
+	}
+	if (m == NULL) {
+		group_free(g);
+		return;
+	}
+	(void)group_reap(g, -1);
+	group_reclaim(g);
+	group_watch(g);
+}
+
+/*
+ * A member's delivery: its waiting Nexts get the group's ready steps from
+ * its own position on, and an EndOfData after each epoch without
+ * load_indefinitely (the producer fills on into the next).
+ */
+static void
+group_member_deliver(struct group_member *m)
+{
+	struct consumer		*c = m->c;
+	struct producer		*p = m->g->p;
+	struct ring_slot	*sl;
+	uint32_t		 i = 0;
+
+	while (c->nwaiting > 0) {
+		if (c->seen == PRODUCER_EPOCH_END) {
+			producer_state_move(&c->seen, PRODUCER_IDLE, c->id);
+			c->ev.end_of_data(c->arg, consumer_pop(c),
+			    c->pos_epoch - 1);
+			if (c->nwaiting > 0) {
+				producer_state_move(&c->seen,
+				    PRODUCER_FILLING, c->id);
+				group_start(m->g);
+			}
+			continue;
+		}
+		sl = producer_find_seq(p, c->deliver_seq, &i);
+		switch (producer_gate(p, sl)) {
+		case PRODUCER_GATE_WAIT:
+			goto out;
+		case PRODUCER_GATE_ERROR:
+			c->ev.error(c->arg, consumer_pop(c), p->failure_code,
+			    p->failure);
+			continue;
+		case PRODUCER_GATE_STEP:
+			break;
+		}
+		if (sl == NULL || !ring_slot_filled(p->ring, i))
+			break;
+		ring_slot_hold(p->ring, i);
+		c->shared_held |= group_bit(i);
+		c->deliver_seq++;
+		c->pos_epoch = sl->epoch;
+		c->pos_step = sl->step + 1;
+		if (c->pos_step >= sampler_epoch_steps(&m->g->src.sampler,
+		    sl->epoch)) {
+			c->pos_epoch++;
+			c->pos_step = 0;
+			if (!c->load_indefinitely)
+				producer_state_move(&c->seen,
+				    PRODUCER_EPOCH_END, c->id);
+		}
+		/* The group's ring, numbered from 0 (sent if it rejoined). */
+		consumer_send_step(c, p->ring, i, 0);
+	}
+out:
+	consumer_wait_end(c);
+}
+
+/* Answer the members' waiting Nexts with the group's ready steps. */
+static void
+group_deliver(struct group *g)
+{
+	struct group_member	*m, *next;
+
+	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (consumer_in_group(m->c))
+			group_member_deliver(m);
+	}
+	producer_delivered(g->p, group_min_seq(g));
+	group_watch(g);
+}
+
+/* A Next queued for a member in its group. */
+void
+group_next(struct group_member *m)
+{
+	if (m->c->seen == PRODUCER_IDLE)
+		producer_state_move(&m->c->seen, PRODUCER_FILLING, m->c->id);
+	group_start(m->g);
+	group_member_deliver(m);
+}
+
+/*
+ * Member @m, which held the others back, has no room for a ring of its
+ * own (@cause): it is ended rather than freeze them.  Its Nexts get the
+ * error from now on; the group's slots it holds stay its own until it
+ * releases them (a kept step never changes), the others it kept free.
+ */
+static void
+group_end(struct group_member *m, const char *cause)
+{
+	struct group	*g = m->g;
+	struct consumer	*c = m->c;
+
+	log_warnx("session %llu held group %llu back and is ended: %s",
+	    (unsigned long long)c->id, (unsigned long long)g->id, cause);
+	consumer_set_state(c, CONSUMER_ENDED);
+	g->nmembers--;
+	g->stays++;
+	free(c->failure);
+	c->failure = xasprintf("this session held the other trainers of its "
+	    "shared group back for %d ms (stopped, or slower than they are), "
+	    "and %s, so it was ended to let them go on; release its steps and "
+	    "attach again (with share=False it never waits on others, nor "
+	    "they on it)", INFEED_GROUP_SLACK_MS, cause);
+	c->failure_code = ERRCODE_RESOURCE_EXHAUSTED;
+	producer_state_move(&c->seen, PRODUCER_FAILED, c->id);
+	consumer_cancel(c, c->failure_code, c->failure);
+}
+
+/*
+ * Member @m falls behind: it gets a producer of its own (its ring charged
+ * to the budget) and fills it from its own position; what it holds of
+ * the group's ring stays its own until released.  When the budget cannot
+ * hold that ring, one that held the group back is ended (group_end());
+ * one that waited stays in the group, which waits, and tries again after
+ * the slack, as one does that still holds steps of the ring it had
+ * before it rejoined.  Return: 0, or -1 when it stayed or was ended.  The
+ * group counts either, by @why.
+ */
+static int
+group_leave(struct group_member *m, enum group_leave why)
+{
+	struct group	*g = m->g;
+	struct consumer	*c = m->c;
+	enum errcode	 code;
+	uint64_t	 epoch, step;
+	char		*cause = NULL, *msg;
+
+	/* Steps of the ring it had before it rejoined: one ring of its own. */
+	if (c->state == CONSUMER_REJOINED) {
+		log_info("session %llu falls behind group %llu but stays in "
+		    "it until it releases the steps it holds of the ring it "
+		    "had before it rejoined", (unsigned long long)c->id,
+		    (unsigned long long)g->id);
+		g->stays++;
+		g->retry_ms = clock_now_ms() + INFEED_GROUP_SLACK_MS;
+		return (-1);
+	}
+	if (consumer_go_alone(c, m->spec, &code, &cause) == -1) {
+		msg = xasprintf("memory_budget has no room for a ring of its "
+		    "own: %s", cause);
+		free(cause);
+		if (why == GROUP_LEAVE_HELD_BACK) {
+			group_end(m, msg);
+			free(msg);
+			return (-1);
+		}
+		log_warnx("session %llu waits on group %llu but stays in "
+		    "it: %s", (unsigned long long)c->id,
+		    (unsigned long long)g->id, msg);
+		free(msg);
+		g->stays++;
+		g->retry_ms = clock_now_ms() + INFEED_GROUP_SLACK_MS;
+		return (-1);
+	}
+	log_info("session %llu left group %llu %s; it goes on alone from "
+	    "epoch %llu step %llu", (unsigned long long)c->id,
+	    (unsigned long long)g->id, group_leave_why[why],
+	    (unsigned long long)c->pos_epoch, (unsigned long long)c->pos_step);
+	consumer_set_state(c, CONSUMER_LEFT);
+	g->nmembers--;
+	g->leaves[why]++;
+	c->first_slot = g->p->ring->layout.slots;
+	c->new_ring = true;
+	c->deliver_seq = 0;
+	epoch = c->pos_epoch;
+	step = c->pos_step;
+	/* An EndOfData is owed for the epoch it finished (consumer.c). */
+	if (c->seen == PRODUCER_EPOCH_END && c->pos_epoch > 0) {
+		epoch = c->pos_epoch - 1;
+		step = sampler_epoch_steps(&m->spec->src->sampler, epoch);
+	}
+	producer_handover(c->own, epoch, step, c->seen);
+	producer_fill(c->own);
+	consumer_deliver(c);
+	return (0);
+}
+
+/* Whether step @seq of group @g is ready in its ring. */
+static bool
+group_ready(const struct group *g, uint64_t seq)
+{
+	const struct ring	*r = g->p->ring;
+	uint32_t		 i;
+
+	for (i = 0; i < r->layout.slots; i++) {
+		if (ring_slot_filled(r, i) && r->slot[i].seq == seq)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * Left member @m caught up: the step it takes next is one its group still
+ * holds for the others, or fills next.  From there it takes the group's
+ * steps again (the next Step brings the group's ring back when its client
+ * maps its own), and gives up its own ring once it holds none of it.
+ * Only between steps (no Next waits), and holding none of the group's
+ * slots (a client maps the group's ring once).  Return: whether it did.
+ */
+bool
+group_rejoin(struct group_member *m)
+{
+	struct group	*g = m->g;
+	struct consumer	*c = m->c;
+	struct sampler	*sm = &m->spec->src->sampler;
+	uint64_t	 epoch = c->pos_epoch, step = c->pos_step, seq;
+
+	if (c->nwaiting > 0 || c->shared_held != 0 || c->own == NULL ||
+	    (c->own->state != PRODUCER_FILLING &&
+	    c->own->state != PRODUCER_IDLE))
+		return (false);
+	if (c->steps_delivered > 0) {
+		epoch = c->epoch;
+		step = c->step + 1;
+		if (step >= sampler_epoch_steps(sm, epoch)) {
+			epoch++;
+			step = 0;
+		}
+	}
+	/*
+	 * Only where its first Step from the group goes out at once, and
+	 * holding at most one step of its own ring (a for-loop's last): so it
+	 * never waits in the group with steps of its own ring still held,
+	 * which would keep it from leaving again.
+	 */
+	if (group_position(g, epoch, step, &seq) == -1 ||
+	    !group_ready(g, seq) || ring_count(c->own->ring, SLOT_HELD) > 1)
+		return (false);
+	log_info("session %llu caught up with group %llu and rejoins it at "
+	    "epoch %llu step %llu", (unsigned long long)c->id,
+	    (unsigned long long)g->id, (unsigned long long)epoch,
+	    (unsigned long long)step);
+	consumer_set_state(c, CONSUMER_REJOINED);
+	g->nmembers++;
+	g->rejoins++;
+	c->seen = c->own->state;
+	c->from = g->p;
+	c->deliver_seq = seq;
+	c->pos_epoch = epoch;
+	c->pos_step = step;
+	memset(&m->blame, 0, sizeof(m->blame));
+	/* Its client maps its own ring, unless no Step brought it yet. */
+	c->new_ring = !c->new_ring;
+	producer_retire(c->own);
+	consumer_own_drop(c);
+	return (true);
+}
+
+/*
+ * A member's blame reached the slack: those that cost the others the
+ * slack within the window leave the group (or are ended: no room for a
+ * ring).  When the group still cannot fill the step a member waits for
+ * and no member it could wait on is to blame (the slots that those that
+ * left or ended hold block it, or one that could not leave), the members
+ * that wait go on alone too: at once when someone was just dealt with,
+ * else once they waited the slack on such slots within the window.  A
+ * stopped member never freezes the others.
+ */
+static void
+group_slack_cb(int fd, short what, void *arg)
+{
+	struct group		*g = arg;
+	struct group_member	*m;
+	uint64_t		 now = clock_now_ms();
+	bool			 acted = false, stuck = false;
+
+	(void)fd, (void)what;
+	group_watch(g);
+	if (g->charged_ms == 0 || now < g->retry_ms)
+		return;
+	g->retry_ms = 0;
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (!m->blamed || group_blame_left(&m->blame, now) > 0)
+			continue;
+		acted = true;
+		if (group_leave(m, GROUP_LEAVE_HELD_BACK) == -1 &&
+		    consumer_in_group(m->c))
+			stuck = true;
+	}
+	group_reclaim(g);
+	group_watch(g);
+	if (g->charged_ms != 0 && (stuck || g->orphaned) && (acted ||
+	    group_blame_left(&g->orphan, now) == 0)) {
+		TAILQ_FOREACH(m, &g->members, entry) {
+			if (consumer_in_group(m->c) && m->c->nwaiting > 0 &&
+			    m->c->deliver_seq == g->p->fill_seq)
+				(void)group_leave(m, GROUP_LEAVE_WAITED);
+		}
+	}
+	group_settle(g);
+}
+
+/* A member gives back a slot of the group's ring. */
+int
+group_release(struct group_member *m, uint32_t slot)
+{
+	struct group	*g = m->g;
+
+	if (g == NULL || slot >= INFEED_MAX_GROUP_SLOTS ||
+	    (m->c->shared_held & group_bit(slot)) == 0)
+		return (-1);
+	m->c->shared_held &= ~group_bit(slot);
+	ring_slot_unhold(g->p->ring, slot);
+	group_settle(g);
+	return (0);
+}
+
+/* A member's session ends. */
+void
+group_quit(struct group_member *m)
+{
+	struct group	*g = m->g;
+
+	if (g == NULL)
+		return;
+	/*
+	 * The group's slots it holds are its process's to read on (a kept
+	 * step never changes): the group never refills them.  A client whose
+	 * pid is not known (another pid namespace) cannot be watched: as for
+	 * ring memory, it holds nothing once its session ends.
+	 */
+	if (m->c->shared_held != 0 && m->pid > 0)
+		group_add_holder(g, m->pid, m->c->shared_held);
+	else
+		group_unhold(g, m->c->shared_held);
+	m->c->shared_held = 0;
+	TAILQ_REMOVE(&g->members, m, entry);
+	if (consumer_in_group(m->c))
+		g->nmembers--;
+	m->g = NULL;
+	group_settle(g);
+}
+
+/* After a reload: keep going if the group's dataset is unchanged. */
+int
+group_reload(struct group *g, const struct catalogue *cat)
+{
+	if (producer_reload(&g->src, g->p, cat) == -1)
+		return (-1);
+	g->host.cat = cat;
+	return (0);
+}
