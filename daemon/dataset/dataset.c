@@ -20,10 +20,12 @@
 #include "dataset.h"
 #include "reader-idx.h"
 #include "reader-imagefolder.h"
+#include "reader-mix.h"
 #include "reader-npy.h"
 #include "reader-raw.h"
 #include "reader-synthetic.h"
 #include "reader-tar.h"
+#include "reader-tokens.h"
 #include "utf8.h"
 
 static const struct dataset_ops *readers[] = {
@@ -33,6 +35,8 @@ static const struct dataset_ops *readers[] = {
 	&dataset_synthetic_ops,
 	&dataset_imagefolder_ops,
 	&dataset_tar_ops,
+	&dataset_tokens_ops,
+	&dataset_mix_ops,
 };
 
 /* Keys of every section besides the reader's; catalogue.c reads the second. */
@@ -263,6 +267,13 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 		return (NULL);
 	}
 	return (ds);
+}
+
+/* Let a mix open its sources from the configuration's sections. */
+void
+dataset_sections(const struct dataset_conf *confs, size_t n)
+{
+	dataset_mix_sections(confs, n, confs != NULL ? dataset_open : NULL);
 }
 
 /* Refuse what a client's Files says before touching its files. */

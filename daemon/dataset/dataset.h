@@ -71,6 +71,13 @@ const char	*dataset_key_guess(const char *key, const char *const *keys);
  */
 struct dataset	*dataset_open(const struct dataset_conf *conf, char **cause);
 
+/**
+ * dataset_sections() - the configuration's @n dataset sections, which a
+ * mix (type = mix) may name as its sources, while the catalogue opens
+ * them; NULL, 0 after.  Not thread-safe: the loop's, at open and reload.
+ */
+void		 dataset_sections(const struct dataset_conf *confs, size_t n);
+
 /* How a client's file is laid out; numbered as infeed.proto's FileFormat. */
 enum dataset_format {
 	DATASET_FORMAT_NONE = 0,	/* labels only: no labels file */

@@ -20,6 +20,7 @@ from ._errors import (ConnectionClosedError, DataError, Error,
 from ._infeed import Step
 from ._loader import DataLoader, Files, datasets
 from ._options import Options
+from ._tokens import TokenLoader, lm_batch, write_tokens, write_tokens_text
 from . import transforms
 
 __all__ = [
@@ -27,7 +28,8 @@ __all__ = [
     "NotFoundError", "PermissionDeniedError", "InvalidArgumentError",
     "ResourceExhaustedError", "DataError", "ProtocolError",
     "ConnectionClosedError", "StepTimeoutError", "SlotsHeldError",
-    "transforms",
+    "transforms", "TokenLoader", "lm_batch", "write_tokens",
+    "write_tokens_text",
 ]
 
 # The public names say infeed.X in help(), reprs and tracebacks.

@@ -1795,6 +1795,470 @@ START_TEST(populate_skips_datasets_over_the_share)
 }
 END_TEST
 
+/*
+ * Tokens: 5 documents of lengths 3, 5, 9, 2, 4 (23 tokens), token t of the
+ * file being 1000 + t; @bits 16 or 32.  Writes tok.bin and tok.idx.
+ */
+static void
+write_tokens(int bits)
+{
+	static const uint64_t	b[] = { 0, 3, 8, 17, 19, 23 };
+	uint16_t		t16[23];
+	uint32_t		t32[23];
+	int			i;
+
+	for (i = 0; i < 23; i++) {
+		t16[i] = (uint16_t)(1000 + i);
+		t32[i] = (uint32_t)(1000 + i);
+	}
+	if (bits == 16)
+		write_file(tpath("tok.bin"), t16, sizeof t16);
+	else
+		write_file(tpath("tok.bin"), t32, sizeof t32);
+	write_file(tpath("tok.idx"), b, sizeof b);
+}
+
+/*
+ * The rows hold every token once, each piece within one document, with
+ * positions restarting at each piece and segments numbering them.
+ */
+START_TEST(tokens_packs_documents_into_rows)
+{
+	struct dataset	*ds;
+	int32_t		 row[3 * 8];
+	uint8_t		 seen[23];
+	int64_t		 label;
+	uint64_t	 r;
+	int		 bits, j, tok, nseg;
+
+	for (bits = 16; bits <= 32; bits += 16) {
+		write_tokens(bits);
+		ds = open_ok(conf_new("tok", "type", "tokens", "path",
+		    tpath("tok.bin"), "index", tpath("tok.idx"), "dtype",
+		    bits == 16 ? "uint16" : "uint32", "seq_len", "8", NULL));
+		ck_assert_uint_eq(ds->ndim, 2);
+		ck_assert_uint_eq(ds->shape[0], 3);
+		ck_assert_uint_eq(ds->shape[1], 8);
+		ck_assert_int_eq(ds->dtype, INFEED_DTYPE_INT32);
+		/* 3 + 5 | 8 (of 9) | 1 + 2 + 4: 3 rows, 23 of 24 tokens. */
+		ck_assert_uint_eq(ds->samples, 3);
+		memset(seen, 0, sizeof seen);
+		for (r = 0; r < ds->samples; r++) {
+			ck_assert_int_eq(dataset_read(ds, r, row, &label,
+			    false), 0);
+			nseg = 0;
+			for (j = 0; j < 8; j++) {
+				if (row[16 + j] == 0) {	/* padding */
+					ck_assert_int_eq(row[j], 0);
+					continue;
+				}
+				tok = row[j] - 1000;
+				ck_assert_int_ge(tok, 0);
+				ck_assert_int_lt(tok, 23);
+				ck_assert(!seen[tok]);
+				seen[tok] = 1;
+				if (row[8 + j] == 0) {
+					nseg++;
+					ck_assert_int_eq(row[16 + j], nseg);
+				} else {
+					/* The same segment, the next token. */
+					ck_assert_int_eq(row[16 + j],
+					    row[16 + j - 1]);
+					ck_assert_int_eq(row[8 + j],
+					    row[8 + j - 1] + 1);
+					ck_assert_int_eq(row[j], row[j - 1] + 1);
+				}
+			}
+			ck_assert_int_eq(label, nseg);
+		}
+		for (j = 0; j < 23; j++)
+			ck_assert(seen[j]);
+		dataset_free(ds);
+	}
+}
+END_TEST
+
+/* Bad files and keys are refused, naming the file and what is wrong. */
+START_TEST(tokens_refuses_bad_files_with_the_reason)
+{
+	static const uint64_t	short_idx[] = { 0, 3, 8, 17, 19, 22 };
+	static const uint64_t	not_zero[] = { 1, 3, 23 };
+	static const uint64_t	empty_doc[] = { 0, 3, 3, 23 };
+	static const uint32_t	big[] = { 5, 0x80000000u };
+	static const uint64_t	big_idx[] = { 0, 2 };
+
+	write_tokens(16);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), NULL), "seq_len", NULL);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", "eot", "x", NULL),
+	    "both", NULL);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "0", NULL), "seq_len = 0",
+	    NULL);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", "dtype", "int8", NULL),
+	    "uint16 or uint32", NULL);
+	/* 46 bytes as uint32: not whole. */
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", "dtype", "uint32",
+	    NULL), "tok.bin", "not a whole number of uint32");
+	write_file(tpath("tok.idx"), short_idx, sizeof short_idx);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "ends at token 22, but");
+	write_file(tpath("tok.idx"), not_zero, sizeof not_zero);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "starts at token 0");
+	write_file(tpath("tok.idx"), empty_doc, sizeof empty_doc);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "document 1",
+	    "no empty document");
+	write_file(tpath("tok.idx"), empty_doc, 12);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "12 bytes is not an index");
+	write_file(tpath("big.bin"), big, sizeof big);
+	write_file(tpath("big.idx"), big_idx, sizeof big_idx);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("big.bin"),
+	    "index", tpath("big.idx"), "seq_len", "8", "dtype", "uint32",
+	    NULL), "big.bin", "token 1 is 2147483648");
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("nope.idx"), "seq_len", "8", NULL), "nope.idx",
+	    "cannot open");
+}
+END_TEST
+
+/*
+ * Without an index, eot = ends each document (nanoGPT's files): [1 2 7]
+ * [3 4 5 6 7] [8 9] at seq_len 4 are pieces of 3, 4, 1 and 2 tokens, in
+ * 3 rows; the pieces are whole documents or cut at seq_len.
+ */
+START_TEST(tokens_documents_end_at_eot_without_an_index)
+{
+	static const uint16_t	ids[] = { 1, 2, 7, 3, 4, 5, 6, 7, 8, 9 };
+	struct dataset		*ds;
+	int32_t			 row[3 * 4];
+	int64_t			 label, pieces = 0;
+	uint64_t		 r;
+	int			 j, seen = 0;
+
+	write_file(tpath("eot.bin"), ids, sizeof ids);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("eot.bin"), "eot", "7", "seq_len", "4", NULL));
+	ck_assert_uint_eq(ds->samples, 3);
+	for (r = 0; r < ds->samples; r++) {
+		ck_assert_int_eq(dataset_read(ds, r, row, &label, false), 0);
+		pieces += label;
+		for (j = 0; j < 4; j++) {
+			if (row[8 + j] == 0)
+				continue;
+			seen++;
+			/* A piece starts at a document's start or its 4th. */
+			if (row[4 + j] == 0)
+				ck_assert(row[j] == 1 || row[j] == 3 ||
+				    row[j] == 7 || row[j] == 8);
+		}
+	}
+	ck_assert_int_eq(seen, 10);
+	ck_assert_int_eq(pieces, 4);
+	dataset_free(ds);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
+	    "seq_len", "4", NULL), "no document bounds", "'eot ='");
+	write_tokens(16);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
+	    "index", tpath("tok.idx"), "eot", "7", "seq_len", "4", NULL),
+	    "both 'index =' and 'eot ='", NULL);
+	/* An eot no uint16 id can be would make the file one document. */
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
+	    "eot", "100257", "seq_len", "4", NULL), "'eot = 100257'",
+	    "no uint16 token id is that large");
+}
+END_TEST
+
+/*
+ * Megatron's .idx of tok.bin's 5 documents as 5 sequences, grouped into
+ * documents by @bounds (@nd of them, 0 first, 5 last); code 8 (uint16).
+ */
+static void
+write_megatron_idx(const uint64_t *bounds, uint64_t nd, uint8_t code,
+    uint64_t skew)
+{
+	static const int32_t	lens[] = { 3, 5, 9, 2, 4 };
+	uint8_t			buf[256];
+	uint64_t		v, ns = 5, i, at = 0;
+	size_t			off = 0;
+
+	memcpy(buf, "MMIDIDX\0\0", 9);
+	off = 9;
+	v = 1;
+	memcpy(buf + off, &v, 8);
+	off += 8;
+	buf[off++] = code;
+	memcpy(buf + off, &ns, 8);
+	off += 8;
+	memcpy(buf + off, &nd, 8);
+	off += 8;
+	memcpy(buf + off, lens, sizeof lens);
+	off += sizeof lens;
+	for (i = 0; i < ns; i++) {
+		v = at * 2 + (i == 3 ? skew : 0);
+		memcpy(buf + off, &v, 8);
+		off += 8;
+		at += (uint64_t)lens[i];
+	}
+	memcpy(buf + off, bounds, nd * 8);
+	off += nd * 8;
+	write_file(tpath("tok.idx"), buf, off);
+}
+
+/* Megatron's .idx is read by its magic; documents group sequences. */
+START_TEST(tokens_reads_megatron_indexes)
+{
+	static const uint64_t	each[] = { 0, 1, 2, 3, 4, 5 };
+	static const uint64_t	two[] = { 0, 2, 5 };
+	static const uint64_t	bad[] = { 0, 3, 2, 5 };
+	struct dataset		*ds;
+	int32_t			 row[3 * 8];
+	int64_t			 label, pieces = 0;
+	uint64_t		 r;
+
+	write_tokens(16);
+	write_megatron_idx(each, 6, 8, 0);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("tok.bin"), "index", tpath("tok.idx"), "seq_len", "8",
+	    NULL));
+	ck_assert_uint_eq(ds->samples, 3);	/* as the plain index's */
+	dataset_free(ds);
+	/* Documents of 8 and 15 tokens: pieces 8 | 8 | 7, 3 rows. */
+	write_megatron_idx(two, 3, 8, 0);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("tok.bin"), "index", tpath("tok.idx"), "seq_len", "8",
+	    NULL));
+	ck_assert_uint_eq(ds->samples, 3);
+	for (r = 0; r < 3; r++) {
+		ck_assert_int_eq(dataset_read(ds, r, row, &label, false), 0);
+		pieces += label;
+		/* One piece a row: positions run 0.. without a restart. */
+		ck_assert_int_eq(label, 1);
+		ck_assert_int_eq(row[8 + 6], 6);
+	}
+	dataset_free(ds);
+	write_megatron_idx(two, 3, 4, 0);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL), "tok.idx",
+	    "dtype code 4");
+	write_megatron_idx(two, 3, 8, 2);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL),
+	    "sequence 3 starts at byte 36", "expected byte 34");
+	write_megatron_idx(bad, 4, 8, 0);
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("tok.bin"),
+	    "index", tpath("tok.idx"), "seq_len", "8", NULL),
+	    "document bound 2 is sequence 2", NULL);
+}
+END_TEST
+
+/* A row past the end of a token file truncated since is an error. */
+START_TEST(tokens_read_fails_for_rows_past_a_truncated_file)
+{
+	struct dataset	*ds;
+	int32_t		 row[3 * 8];
+	int64_t		 label;
+
+	write_tokens(16);
+	ds = open_ok(conf_new("tok", "type", "tokens", "path",
+	    tpath("tok.bin"), "index", tpath("tok.idx"), "seq_len", "8",
+	    NULL));
+	ck_assert_int_eq(truncate(tpath("tok.bin"), 4), 0);
+	ck_assert_int_eq(dataset_read(ds, 0, row, &label, false), -1);
+	dataset_free(ds);
+}
+END_TEST
+
+/* A raw source of @n int64 samples, sample i being @base + i. */
+static struct dataset_conf *
+mix_source_conf(const char *name, uint64_t n, int64_t base,
+    const char *shape)
+{
+	int64_t		v[64], l[64];
+	char		data[64], labels[64];
+	uint64_t	i;
+
+	ck_assert_uint_le(n, 64);
+	for (i = 0; i < n; i++) {
+		v[i] = base + (int64_t)i;
+		l[i] = 0;
+	}
+	snprintf(data, sizeof data, "%s.bin", name);
+	snprintf(labels, sizeof labels, "%s-labels.bin", name);
+	write_file(tpath(data), v, n * sizeof *v);
+	write_file(tpath(labels), l, n * sizeof *l);
+	return (conf_new(name, "type", "raw", "path", tpath(data), "shape",
+	    shape, "dtype", "int64", "labels", tpath(labels), NULL));
+}
+
+/* Open a mix with the sections @c[0..n-1] known; frees none of them. */
+static struct dataset *
+mix_open_with(struct dataset_conf **c, size_t n, struct dataset_conf *mix,
+    char **cause)
+{
+	struct dataset_conf	 all[8];
+	struct dataset		*ds;
+	size_t			 i;
+
+	for (i = 0; i < n; i++)
+		all[i] = *c[i];
+	all[n] = *mix;
+	dataset_sections(all, n + 1);
+	*cause = NULL;
+	ds = dataset_open(mix, cause);
+	dataset_sections(NULL, 0);
+	return (ds);
+}
+
+/*
+ * 0.7 and 0.3 of a 10-sample and a 3-sample source: every window of 100
+ * rows within one row of 70/30, the whole exactly; each source epoch (10,
+ * resp. 3 of the source's rows in turn) a permutation of the source; the
+ * same rows on a second open; another seed, another order.
+ */
+START_TEST(mix_draws_in_proportion_and_each_source_epoch_once)
+{
+	struct dataset_conf	*src[2], *mix;
+	struct dataset		*ds, *again;
+	char			*cause;
+	int64_t			 v, w, label, *seq;
+	uint64_t		 i, j, na = 0, nb = 0, win[2];
+	uint64_t		 ka = 0, kb = 0, blk[2][10];
+	uint64_t		 rows = 2000;
+
+	src[0] = mix_source_conf("a", 10, 1000, "1");
+	src[1] = mix_source_conf("b", 3, 2000, "1");
+	mix = conf_new("m", "type", "mix", "sources", "a, b", "weights",
+	    "0.7, 0.3", "samples", "2000", NULL);
+	ds = mix_open_with(src, 2, mix, &cause);
+	ck_assert_msg(ds != NULL, "%s", cause);
+	again = mix_open_with(src, 2, mix, &cause);
+	ck_assert_ptr_nonnull(again);
+	ck_assert_uint_eq(ds->samples, rows);
+	ck_assert_uint_eq(ds->sample_bytes, 8);
+	seq = calloc(rows, sizeof *seq);
+	ck_assert_ptr_nonnull(seq);
+	for (i = 0; i < rows; i++) {
+		ck_assert_int_eq(dataset_read(ds, i, &v, &label, false), 0);
+		ck_assert_int_eq(dataset_read(again, i, &w, &label, false), 0);
+		ck_assert_int_eq(v, w);
+		seq[i] = v;
+		if (v < 2000) {
+			na++;
+			blk[0][ka++ % 10] = (uint64_t)(v - 1000);
+			if (ka % 10 == 0) {
+				/* A source epoch: each sample once. */
+				uint64_t seen = 0;
+
+				for (j = 0; j < 10; j++)
+					seen |= (uint64_t)1 << blk[0][j];
+				ck_assert_uint_eq(seen, 0x3ff);
+			}
+		} else {
+			nb++;
+			blk[1][kb++ % 3] = (uint64_t)(v - 2000);
+			if (kb % 3 == 0) {
+				uint64_t seen = 0;
+
+				for (j = 0; j < 3; j++)
+					seen |= (uint64_t)1 << blk[1][j];
+				ck_assert_uint_eq(seen, 0x7);
+			}
+		}
+	}
+	ck_assert_uint_eq(na, 1400);
+	ck_assert_uint_eq(nb, 600);
+	/* Every window of 100 rows: 70 +- 1 of a. */
+	for (i = 0; i + 100 <= rows; i++) {
+		win[0] = 0;
+		for (j = i; j < i + 100; j++)
+			win[0] += seq[j] < 2000;
+		ck_assert_msg(win[0] >= 69 && win[0] <= 71, "rows %llu..: %llu "
+		    "of a in 100", (unsigned long long)i,
+		    (unsigned long long)win[0]);
+	}
+	dataset_free(again);
+	conf_free(mix);
+	/* Another seed: the same proportions, another order of a. */
+	mix = conf_new("m", "type", "mix", "sources", "a, b", "weights",
+	    "0.7, 0.3", "samples", "2000", "seed", "9", NULL);
+	again = mix_open_with(src, 2, mix, &cause);
+	ck_assert_ptr_nonnull(again);
+	for (i = 0, j = 0; i < 100; i++) {
+		ck_assert_int_eq(dataset_read(again, i, &v, &label, false), 0);
+		ck_assert_int_eq(v < 2000, seq[i] < 2000);
+		j += v != seq[i];
+	}
+	ck_assert_uint_gt(j, 0);
+	free(seq);
+	dataset_free(again);
+	dataset_free(ds);
+	conf_free(mix);
+	conf_free(src[0]);
+	conf_free(src[1]);
+}
+END_TEST
+
+/* What a mix refuses, naming the source and what is wrong. */
+START_TEST(mix_refuses_bad_sources_and_weights)
+{
+	struct dataset_conf	*src[3], *mix;
+	struct dataset		*ds;
+	char			*cause;
+	static const struct {
+		const char	*sources, *weights, *a, *b;
+	} bad[] = {
+		{ "a, nope", "1, 1", "source 'nope'", "section" },
+		{ "a, c", "1, 1", "source 'c' has samples of float64 1", NULL },
+		{ "a, b", "1", "1 weights for 2 sources", NULL },
+		{ "a, b", "1, -1", "weight '-1' of source 'b'", NULL },
+		{ "a, b", "1, 0", "weight '0'", NULL },
+		{ "a, b", "1, 0.0001", "weight '0.0001'", NULL },
+		{ "a, g", "1, 1", "source 'g' has 'allow_groups = root'", NULL },
+		{ "a, m", "1, 1", "source 'm' is not another", NULL },
+		{ "a, b", "1, 2000000", "period of 2000001", NULL },
+	};
+	size_t			 i;
+
+	src[0] = mix_source_conf("a", 10, 1000, "1");
+	src[1] = conf_new("c", "type", "raw", "path", tpath("a.bin"), "shape",
+	    "1", "dtype", "float64", "labels", tpath("a-labels.bin"), NULL);
+	src[2] = conf_new("g", "type", "raw", "path", tpath("a.bin"), "shape",
+	    "1", "dtype", "int64", "labels", tpath("a-labels.bin"),
+	    "allow_groups", "root", NULL);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		mix = conf_new("m", "type", "mix", "sources", bad[i].sources,
+		    "weights", bad[i].weights, NULL);
+		{
+			struct dataset_conf *b = mix_source_conf("b", 3, 2000,
+			    "1");
+			struct dataset_conf *all[4] = { src[0], src[1],
+			    src[2], b };
+
+			ds = mix_open_with(all, 4, mix, &cause);
+			conf_free(b);
+		}
+		ck_assert_msg(ds == NULL, "case %zu opened", i);
+		ck_assert_msg(strstr(cause, "dataset 'm': ") == cause &&
+		    strstr(cause, bad[i].a) != NULL && (bad[i].b == NULL ||
+		    strstr(cause, bad[i].b) != NULL), "case %zu: '%s'", i,
+		    cause);
+		free(cause);
+		conf_free(mix);
+	}
+	for (i = 0; i < 3; i++)
+		conf_free(src[i]);
+}
+END_TEST
+
 static Suite *
 dataset_suite(void)
 {
@@ -1852,6 +2316,21 @@ dataset_suite(void)
 	tcase_add_test(tc, synthetic_sample_depends_on_seed_and_index_alone);
 	tcase_add_test(tc, synthetic_values_of_each_dtype_lie_in_range);
 	tcase_add_test(tc, synthetic_cache_makes_each_sample_once_for_every_worker);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tokens");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, tokens_packs_documents_into_rows);
+	tcase_add_test(tc, tokens_refuses_bad_files_with_the_reason);
+	tcase_add_test(tc, tokens_documents_end_at_eot_without_an_index);
+	tcase_add_test(tc, tokens_reads_megatron_indexes);
+	tcase_add_test(tc, tokens_read_fails_for_rows_past_a_truncated_file);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mix");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, mix_draws_in_proportion_and_each_source_epoch_once);
+	tcase_add_test(tc, mix_refuses_bad_sources_and_weights);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("truncated");

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Packed token rows a second: infeed against a standalone gather and a
+PyTorch DataLoader with a packing collator, over the same files.
+
+    PYTHONPATH=build/python /usr/bin/python3 benchmarks/tokens-throughput.py \\
+        build/daemon/infeedd [--tokens 20000000] [--steps 150] [--rounds 3]
+
+The corpus: documents of log-normal lengths like web text's (median 400
+tokens, sigma 1.2, at most 16 x seq_len), uint16 ids, written with
+infeed.write_tokens(); seq_len 2048, 16 rows a step.  Each round, in turn:
+
+- infeed: infeed.TokenLoader (infeedd's workers pack and copy; the
+  trainer's process computes labels and cu_seqlens with lm_batch);
+- gather: the trainer's own process, no daemon: rows packed once
+  (best-fit decreasing, as infeedd), then each step's rows gathered from
+  the memory-mapped file into [16, 3, 2048] int32 with numpy, and
+  lm_batch, as infeed gives them;
+- torch: torch.utils.data.DataLoader, one worker process, shuffled
+  documents, batches of 40 documents (about 16 x 2048 tokens) flattened
+  by a collator like transformers' DataCollatorWithFlattening (input_ids,
+  labels with -100 at each document's start, position_ids).
+
+Prints real tokens a second (padding not counted) for each, the median of
+the rounds, the ratios, and infeed's packing efficiency; --json one line.
+"""
+
+import argparse
+import bisect
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+import infeed
+
+SEQ = 2048
+ROWS = 16
+
+
+def corpus(tokens, seed=0):
+    rng = np.random.default_rng(seed)
+    docs, n = [], 0
+    while n < tokens:
+        k = int(min(max(1, 400 * np.exp(1.2 * rng.standard_normal())),
+                    16 * SEQ))
+        docs.append(rng.integers(1, 50000, k, dtype=np.uint16))
+        n += k
+    return docs
+
+
+def bfd(lengths):
+    """Rows of (start, len) pieces, best-fit decreasing, as infeedd."""
+    pieces, start = [], 0
+    for n in lengths:
+        for off in range(0, n, SEQ):
+            pieces.append((start + off, min(SEQ, n - off)))
+        start += n
+    rows, rooms = [], []
+    for s, n in sorted(pieces, key=lambda p: -p[1]):
+        i = bisect.bisect_left(rooms, (n, -1))
+        if i < len(rooms):
+            room, r = rooms.pop(i)
+        else:
+            room, r = SEQ, len(rows)
+            rows.append([])
+        rows[r].append((s, n))
+        if room - n > 0:
+            bisect.insort(rooms, (room - n, r))
+    return rows
+
+
+def run_infeed(sock, steps):
+    loader = infeed.TokenLoader(None, "web", batch_size=ROWS, shuffle=True,
+                                seed=1, socket=sock, share=False)
+    toks, t0 = 0, time.monotonic()
+    for k, batch in enumerate(loader):
+        toks += int((batch["segment_ids"] != 0).sum())
+        if k + 1 == steps:
+            break
+    dt = time.monotonic() - t0
+    loader.close()
+    return toks / dt
+
+
+def run_gather(tokfile, rows, steps):
+    tok = np.memmap(tokfile, np.uint16, "r")
+    order = np.random.default_rng(1).permutation(len(rows))
+    ar = np.arange(SEQ, dtype=np.int32)
+    toks, t0 = 0, time.monotonic()
+    for k in range(steps):
+        out = np.empty((ROWS, 3, SEQ), np.int32)
+        for b, r in enumerate(order[k * ROWS:(k + 1) * ROWS]):
+            at = 0
+            for seg, (s, n) in enumerate(rows[r], 1):
+                out[b, 0, at:at + n] = tok[s:s + n]
+                out[b, 1, at:at + n] = ar[:n]
+                out[b, 2, at:at + n] = seg
+                at += n
+            out[b, 0, at:] = 0
+            out[b, 1, at:] = ar[:SEQ - at]
+            out[b, 2, at:] = 0
+            toks += at
+        infeed.lm_batch(torch.from_numpy(out))
+    return toks / (time.monotonic() - t0)
+
+
+class Docs(torch.utils.data.Dataset):
+    def __init__(self, tokfile, bounds):
+        self.tokfile, self.bounds, self.tok = tokfile, bounds, None
+
+    def __len__(self):
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i):
+        if self.tok is None:
+            self.tok = np.memmap(self.tokfile, np.uint16, "r")
+        a, b = self.bounds[i], self.bounds[i + 1]
+        return torch.from_numpy(self.tok[a:b].astype(np.int64))
+
+
+def flatten(docs):
+    """DataCollatorWithFlattening's output, from tensors."""
+    ids = torch.cat(docs)
+    pos = torch.cat([torch.arange(len(d)) for d in docs])
+    labels = ids.clone()
+    labels[pos == 0] = -100
+    return {"input_ids": ids[None], "labels": labels[None],
+            "position_ids": pos[None]}
+
+
+def run_torch(tokfile, bounds, steps):
+    loader = torch.utils.data.DataLoader(
+        Docs(tokfile, bounds), batch_size=40, shuffle=True, num_workers=1,
+        collate_fn=flatten, generator=torch.Generator().manual_seed(1))
+    toks, t0 = 0, time.monotonic()
+    for k, batch in enumerate(loader):
+        toks += batch["input_ids"].shape[1]
+        if k + 1 == steps:
+            break
+    return toks / (time.monotonic() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("infeedd")
+    ap.add_argument("--tokens", type=int, default=20_000_000)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="tokens-bench-") as tmp:
+        tmp = pathlib.Path(tmp)
+        docs = corpus(args.tokens)
+        infeed.write_tokens(tmp / "web", docs, "uint16")
+        lengths = [len(d) for d in docs]
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        rows = bfd(lengths)
+        del docs
+        eff_gather = sum(lengths) / (len(rows) * SEQ)
+        conf = tmp / "infeedd.conf"
+        conf.write_text(
+            f"[infeedd]\nworkers = {args.workers}\nmemory_budget = 1G\n"
+            f"\n[dataset web]\ntype = tokens\npath = {tmp}/web.bin\n"
+            f"index = {tmp}/web.idx\nseq_len = {SEQ}\n")
+        sock = str(tmp / "infeedd.sock")
+        proc = subprocess.Popen([args.infeedd, "--config", str(conf),
+                                 "--socket", sock],
+                                stderr=open(tmp / "infeedd.log", "wb"))
+        try:
+            for _ in range(3000):
+                if os.path.exists(sock):
+                    break
+                time.sleep(0.01)
+            info = infeed.TokenLoader(None, "web", socket=sock).info
+            eff = sum(lengths) / (info["steps_per_epoch"] * SEQ)
+            res = {"infeed": [], "gather": [], "torch": []}
+            for _ in range(args.rounds):
+                res["infeed"].append(run_infeed(sock, args.steps))
+                res["gather"].append(run_gather(tmp / "web.bin", rows,
+                                                args.steps))
+                res["torch"].append(run_torch(tmp / "web.bin", bounds,
+                                              args.steps))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    med = {k: statistics.median(v) for k, v in res.items()}
+    out = {"tokens": int(bounds[-1]), "documents": len(lengths),
+           "seq_len": SEQ, "rows_per_step": ROWS, "steps": args.steps,
+           "rounds": args.rounds, "packing_efficiency": round(eff, 5),
+           "gather_packing_efficiency": round(eff_gather, 5),
+           "padding_efficiency": round(sum(lengths) / sum(
+               -(-n // SEQ) * SEQ for n in lengths), 4),
+           **{f"{k}_tokens_per_s": round(v) for k, v in med.items()},
+           "infeed_over_gather": round(med["infeed"] / med["gather"], 2),
+           "infeed_over_torch": round(med["infeed"] / med["torch"], 2),
+           "load_average": os.getloadavg()[0]}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:28} {v}")
+
+
+if __name__ == "__main__":
+    main()

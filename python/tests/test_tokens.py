@@ -1,0 +1,357 @@
+# SPDX-License-Identifier: MIT
+"""Token datasets end to end: files written by infeed.write_tokens(),
+packed by the real infeedd (type = tokens), read through
+infeed.TokenLoader, each batch checked against a pure-Python reference:
+every token of the files once an epoch, each segment a piece of one
+document, positions restarting at each piece, labels never across a
+document, cu_seqlens; the same stream for the same seed, and after a
+resume mid-epoch."""
+
+import hashlib
+import random
+
+import numpy as np
+import pytest
+
+import infeed
+from conftest import Daemon
+
+SEQ = 64
+
+
+def documents(n=300, seed=1):
+    """@n documents; token t of the file has id t + 1 (unique), some
+    longer than SEQ."""
+    rng = random.Random(seed)
+    docs, t = [], 1
+    for _ in range(n):
+        k = min(int(rng.lognormvariate(3.3, 1.0)) + 1, 5 * SEQ)
+        docs.append(list(range(t, t + k)))
+        t += k
+    return docs
+
+
+def section(name, prefix, dtype, seq=SEQ):
+    return (f"\n[dataset {name}]\ntype = tokens\npath = {prefix}.bin\n"
+            f"index = {prefix}.idx\ndtype = {dtype}\nseq_len = {seq}\n")
+
+
+@pytest.fixture
+def tok(tmp_path):
+    docs = documents()
+    b, i, dtype = infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    d = Daemon(tmp_path, section("tok", tmp_path / "web", dtype))
+    d.docs = docs
+    yield d
+    rc = d.stop()
+    assert rc == 0, d.log_text()
+
+
+def reference(rows, labels="shifted"):
+    """lm_batch's arrays by plain loops over @rows (lists of [ids, pos,
+    seg] lists)."""
+    B, T = len(rows), len(rows[0][0])
+    lab, cu = [], []
+    for b, (ids, pos, seg) in enumerate(rows):
+        for i in range(T):
+            if labels == "shifted":
+                ok = i + 1 < T and seg[i] != 0 and seg[i + 1] == seg[i]
+                lab.append(ids[i + 1] if ok else -100)
+            else:
+                lab.append(ids[i] if pos[i] != 0 and seg[i] != 0 else -100)
+            if pos[i] == 0:
+                cu.append(b * T + i)
+    cu.append(B * T)
+    return lab, cu
+
+
+def check_rows(rows, docs, seen):
+    """Each segment is one piece of one document: consecutive ids from the
+    document's start or a multiple of SEQ into it, positions from 0."""
+    start = {}
+    for d in docs:
+        for k in range(0, len(d), SEQ):
+            start[d[k]] = min(SEQ, len(d) - k)
+    for ids, pos, seg in rows:
+        i = 0
+        while i < SEQ:
+            if seg[i] == 0:      # padding to the row's end
+                assert all(s == 0 for s in seg[i:]), seg
+                assert all(t == 0 for t in ids[i:])
+                assert pos[i:] == list(range(SEQ - i))
+                break
+            assert pos[i] == 0 and ids[i] in start, (ids[i], pos[i])
+            n = start[ids[i]]
+            assert ids[i:i + n] == list(range(ids[i], ids[i] + n))
+            assert pos[i:i + n] == list(range(n))
+            assert set(seg[i:i + n]) == {seg[i]}
+            for t in ids[i:i + n]:
+                assert t not in seen, f"token {t} twice in an epoch"
+                seen.add(t)
+            i += n
+
+
+def epoch_stream(loader, check=None):
+    """Copies of the batches' input_ids, and a hash of them; @check(batch)
+    sees each batch first (a batch holds its ring slot: none is kept)."""
+    h, out = hashlib.sha256(), []
+    for batch in loader:
+        if check is not None:
+            check(batch)
+        ids = np.array(batch["input_ids"])
+        h.update(ids.tobytes())
+        out.append(ids)
+    return out, h.hexdigest()
+
+
+def test_every_token_once_in_pieces_with_reference_arrays(tok):
+    loader = infeed.TokenLoader(None, "tok", batch_size=4, shuffle=True,
+                                seed=5, drop_last=False, socket=tok.socket)
+    assert loader.seq_len == SEQ
+    seen = set()
+    total = sum(len(d) for d in tok.docs)
+    rows_all = 0
+
+    def check(batch):
+        nonlocal rows_all
+        ids, pos, seg = (batch[k] for k in ("input_ids", "position_ids",
+                                            "segment_ids"))
+        assert ids.dtype == __import__("torch").int32
+        assert ids.shape == pos.shape == seg.shape and ids.shape[1] == SEQ
+        rows = [[ids[b].tolist(), pos[b].tolist(), seg[b].tolist()]
+                for b in range(ids.shape[0])]
+        rows_all += len(rows)
+        check_rows(rows, tok.docs, seen)
+        lab, cu = reference(rows)
+        assert batch["labels"].flatten().tolist() == lab
+        assert batch["cu_seqlens"].tolist() == cu
+        assert batch["max_seqlen"] == max(np.diff(cu))
+        # Views of the step, not copies.
+        assert ids.data_ptr() + 4 * SEQ == pos.data_ptr()
+    epoch_stream(loader, check)
+    assert len(seen) == total, f"{total - len(seen)} tokens missing"
+    # Packed, not padded: nearly every slot holds a token.
+    eff = total / (rows_all * SEQ)
+    print(f"packing efficiency {eff:.4f} over {rows_all} rows")
+    assert eff > 0.9
+    loader.close()
+
+
+def test_same_seed_same_stream_and_resume_mid_epoch(tok):
+    def loader():
+        return infeed.TokenLoader(None, "tok", batch_size=3, shuffle=True,
+                                  seed=11, socket=tok.socket, share=False)
+    a = loader()
+    whole, h = epoch_stream(a)
+    a.close()
+    b = loader()
+    _, h2 = epoch_stream(b)
+    assert h2 == h
+    # Epoch 0 again: stop after 4 steps, save, resume in a new loader.
+    b.set_epoch(0)
+    it = iter(b)
+    first = [np.array(next(it)["input_ids"]) for _ in range(4)]
+    state = b.state_dict()
+    b.close()
+    c = loader()
+    c.load_state_dict(state)
+    rest, _ = epoch_stream(c)
+    c.close()
+    got = first + rest
+    assert len(got) == len(whole)
+    for x, y in zip(got, whole):
+        assert np.array_equal(x, y)
+    # Another seed, another order.
+    d = infeed.TokenLoader(None, "tok", batch_size=3, shuffle=True, seed=12,
+                           socket=tok.socket)
+    _, h3 = epoch_stream(d)
+    d.close()
+    assert h3 != h
+
+
+def test_numpy_output_and_hugging_face_labels(tok):
+    loader = infeed.TokenLoader(None, "tok", batch_size=2, labels="hf",
+                                output="numpy", socket=tok.socket)
+    for k, batch in enumerate(loader):
+        if k == 5:
+            break
+        ids = batch["input_ids"]
+        rows = [[ids[b].tolist(), batch["position_ids"][b].tolist(), None]
+                for b in range(ids.shape[0])]
+        # Segments as the padding marks them (ids are never 0 here).
+        lab, cu = reference(
+            [[r[0], r[1], [1 if t else 0 for t in r[0]]] for r in rows],
+            "hf")
+        assert batch["labels"].flatten().tolist() == lab
+        assert batch["cu_seq_lens_q"].tolist() == cu
+        assert batch["max_length_k"] == max(np.diff(cu))
+        assert set(batch) >= {"input_ids", "position_ids", "labels",
+                              "cu_seq_lens_q", "cu_seq_lens_k",
+                              "max_length_q", "max_length_k"}
+    loader.close()
+
+
+def test_a_bad_tokens_section_is_refused_naming_the_file(tmp_path):
+    infeed.write_tokens(tmp_path / "ok", [[1, 2, 3], [4, 5]])
+    (tmp_path / "ok.idx").write_bytes(np.asarray([0, 3, 4], np.uint64)
+                                      .tobytes())
+    d = Daemon(tmp_path, section("bad", tmp_path / "ok", "uint16"))
+    try:
+        log = d.log_text()
+        assert "dataset 'bad' refused" in log and "ok.idx" in log, log
+        assert "ends at token 4, but" in log
+        # The daemon carries on: the other datasets are served.
+        names = [x["name"] for x in infeed.datasets(d.socket)]
+        assert "raw" in names and "bad" not in names
+        with pytest.raises(ValueError, match="not a tokens dataset"):
+            infeed.TokenLoader(None, "raw", socket=d.socket).seq_len
+    finally:
+        assert d.stop() == 0
+
+
+def test_write_tokens_and_text(tmp_path):
+    b, i, dtype = infeed.write_tokens(tmp_path / "a", [[1, 2], [70000]])
+    assert dtype == "uint32"
+    assert np.fromfile(b, np.uint32).tolist() == [1, 2, 70000]
+    assert np.fromfile(i, np.uint64).tolist() == [0, 2, 3]
+    with pytest.raises(ValueError, match="document 1 is empty"):
+        infeed.write_tokens(tmp_path / "e", [[1], []])
+    (tmp_path / "t.txt").write_text("ab c\n\n\n\nd\n\nefg\n")
+    b, i, dtype = infeed.write_tokens_text(
+        tmp_path / "t", tmp_path / "t.txt",
+        lambda s: [ord(c) for c in s.strip()], eot=0)
+    assert dtype == "uint16"
+    assert np.fromfile(i, np.uint64).tolist() == [0, 5, 7, 11]
+    assert np.fromfile(b, np.uint16)[:5].tolist() == [97, 98, 32, 99, 0]
+
+
+def test_the_tiny_gpt_example_learns(tmp_path):
+    """examples/tokens-gpt.py, cut short, through its own infeedd."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    pytest.importorskip("torch")
+    ex = pathlib.Path(__file__).resolve().parents[2] / "examples" / \
+        "tokens-gpt.py"
+    out = subprocess.run(
+        [sys.executable, str(ex), "--infeedd", os.environ["INFEEDD"],
+         "--steps", "40", "--batch-size", "8", "--corpus-bytes", "300000",
+         "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.splitlines()[-1])
+    assert r["steps"] == 40 and r["tokens"] > 0.9 * 40 * 8 * r["seq_len"]
+    # Bytes: uniform is ln 256 = 5.5; 40 steps get well below it.
+    assert r["last_loss"] < r["first_loss"] < r["uniform_loss"] + 0.5, r
+
+
+def test_elastic_resume_eight_then_six_processes_every_token_once(tok):
+    """8 processes take 3 steps each and save; 6 resume from that state
+    and finish the epoch: every token of the files comes exactly once
+    (rows are samples: the sampler's elastic rule holds for them)."""
+    def loader(pid, count):
+        o = infeed.Options()
+        o.Distributed.configureProcessId(pid, count)
+        return infeed.TokenLoader(o, "tok", batch_size=2, shuffle=True,
+                                  seed=4, drop_last=False, output="numpy",
+                                  socket=tok.socket, share=False)
+    seen = []
+
+    def take(batch):
+        seg = batch["segment_ids"]
+        seen.extend(batch["input_ids"][seg != 0].tolist())
+    states = []
+    for pid in range(8):
+        a = loader(pid, 8)
+        it = iter(a)
+        for _ in range(3):
+            take(next(it))
+        states.append(a.state_dict())
+        a.close()
+    assert all(s == states[0] for s in states)
+    for pid in range(6):
+        b = loader(pid, 6)
+        b.load_state_dict(states[0])
+        for batch in b:
+            take(batch)
+        b.close()
+    total = sum(len(d) for d in tok.docs)
+    assert len(seen) == len(set(seen)), "a token came twice"
+    assert sorted(seen) == list(range(1, total + 1))
+
+
+@pytest.fixture
+def mixd(tmp_path):
+    """infeedd with two tokens datasets (ids from 1, and from 10^6) and a
+    3:1 mix of them, 600 rows."""
+    docs = documents()
+    other = [[10 ** 6 + t for t in d] for d in documents(200, seed=2)]
+    infeed.write_tokens(tmp_path / "a", docs, "uint32")
+    infeed.write_tokens(tmp_path / "b", other, "uint32")
+    d = Daemon(tmp_path, section("ta", tmp_path / "a", "uint32") +
+               section("tb", tmp_path / "b", "uint32") +
+               "\n[dataset blend]\ntype = mix\nsources = ta, tb\n"
+               "weights = 3, 1\nsamples = 600\nseed = 1\n")
+    d.docs = {"ta": docs, "tb": other}
+    yield d
+    rc = d.stop()
+    assert rc == 0, d.log_text()
+
+
+def mix_rows(loader, resume_every=None, make=None):
+    """Each row's first token, in order; with @resume_every, a new loader
+    (@make()) resumes from the last's state every that many steps."""
+    out, k = [], 0
+    while True:
+        for batch in loader:
+            out += [int(r[0]) for r in batch["input_ids"]]
+            k += 1
+            if resume_every and k % resume_every == 0:
+                break
+        else:
+            loader.close()
+            return out
+        state = loader.state_dict()
+        loader.close()
+        loader = make()
+        loader.load_state_dict(state)
+
+
+def test_mix_proportions_resume_and_elastic(mixd):
+    def make(pid=0, count=1):
+        o = infeed.Options()
+        o.Distributed.configureProcessId(pid, count)
+        return infeed.TokenLoader(o, "blend", batch_size=4, shuffle=False,
+                                  drop_last=False, output="numpy",
+                                  socket=mixd.socket, share=False)
+    whole = mix_rows(make())
+    assert len(whole) == 600
+    src_b = [t >= 10 ** 6 for t in whole]
+    # Every window of 25 steps (100 rows): 25 of tb, within one row.
+    for i in range(len(whole) - 100 + 1):
+        assert 24 <= sum(src_b[i:i + 100]) <= 26, i
+    assert sum(src_b) == 150
+    # Each source's rows: tb (fewer rows than 150) repeats, each of its
+    # epochs every row once; ta is sampled, no row twice.
+    for name, mine in (("ta", [t for t in whole if t < 10 ** 6]),
+                       ("tb", [t for t in whole if t >= 10 ** 6])):
+        per = len(set(mine))
+        for e in range(0, len(mine) - per + 1, per):
+            assert len(set(mine[e:e + per])) == per, name
+    # Resumed every 7 steps: the same rows in the same order.
+    assert mix_rows(make(), 7, make) == whole
+    # 8 processes take 5 steps each, then 6 finish: the same rows.
+    got, states = [], []
+    for pid in range(8):
+        a = make(pid, 8)
+        it = iter(a)
+        for _ in range(5):
+            got += [int(r[0]) for r in next(it)["input_ids"]]
+        states.append(a.state_dict())
+        a.close()
+    for pid in range(6):
+        b = make(pid, 6)
+        b.load_state_dict(states[0])
+        got += mix_rows(b)
+    assert sorted(got) == sorted(whole)
