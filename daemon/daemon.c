@@ -151,16 +151,17 @@ daemon_service_events(struct daemon *d)
 /*
  * Take the hard limit of open files as the soft one, as services do, and
  * warn when max_clients cannot fit in it (each client may hold its socket
- * and its ring, and the pool a copy of the ring).
+ * and its ring, and the pool a copy of the ring).  The limit, for
+ * autotune_limit(); UINT64_MAX when none.
  */
-static void
+static uint64_t
 daemon_raise_nofile(const struct config *conf, unsigned workers)
 {
 	struct rlimit	rl;
 	uint64_t	need;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
-		return;
+		return (UINT64_MAX);
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
@@ -173,6 +174,7 @@ daemon_raise_nofile(const struct config *conf, unsigned workers)
 		    "but the limit is %llu (LimitNOFILE= under systemd); "
 		    "clients past it are refused", conf->max_clients,
 		    (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+	return (rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur);
 }
 
 /* Make every layer, bottom up. */
@@ -185,6 +187,7 @@ daemon_start(const struct daemon_args *args)
 	struct timeval		 tick = { 0, AUTOTUNE_TICK_MS * 1000 };
 	char			*cause = NULL, why[256];
 	unsigned		 max = 0;
+	uint64_t		 nofile;
 
 	d = xcalloc(1, sizeof(*d));
 	d->started_ms = clock_now_ms();
@@ -202,11 +205,15 @@ daemon_start(const struct daemon_args *args)
 		d->conf->workers = args->workers_auto ? 1 : args->workers;
 		d->conf->workers_auto = args->workers_auto;
 	}
-	/* auto: from one worker up to the CPUs it may use. */
-	if (d->conf->workers_auto)
-		max = config_ncpus(&cpus);
-	daemon_raise_nofile(d->conf, max > d->conf->workers ? max :
-	    d->conf->workers);
+	/*
+	 * auto: from one worker up to the CPUs it may use, more for workers
+	 * that wait for storage, as the descriptors allow (autotune.h).
+	 */
+	nofile = daemon_raise_nofile(d->conf, d->conf->workers);
+	if (d->conf->workers_auto) {
+		(void)config_ncpus(&cpus);
+		max = autotune_limit(&cpus, nofile, d->conf->max_clients);
+	}
 	log_info("infeedd %s starting with %s", INFEED_VERSION, d->conf->path);
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
