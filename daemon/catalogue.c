@@ -44,6 +44,55 @@ catalogue_same_conf(const struct dataset_conf *a, const struct dataset_conf *b)
 	return (true);
 }
 
+/* @name's section among @confs' @n, or among @old's open entries. */
+static const struct dataset_conf *
+catalogue_section(const struct dataset_conf *confs, size_t n,
+    const struct catalogue *old, const char *name)
+{
+	size_t	i;
+
+	for (i = 0; confs != NULL && i < n; i++) {
+		if (strcmp(confs[i].name, name) == 0)
+			return (&confs[i]);
+	}
+	for (i = 0; old != NULL && i < old->ndatasets; i++) {
+		if (old->datasets[i] != NULL &&
+		    strcmp(old->entries[i].conf->name, name) == 0)
+			return (old->entries[i].conf);
+	}
+	return (NULL);
+}
+
+/*
+ * True unless @dc is a mix one of whose sources reads differently in
+ * @conf than it did in @old: a mix opens its own copies of its sources,
+ * so an edited source (its path, its allow_groups) must make a new mix,
+ * not leave the old one serving what the operator took away.
+ */
+static bool
+catalogue_same_sources(const struct config *conf, const struct catalogue *old,
+    const struct dataset_conf *dc)
+{
+	const char			*type = dataset_conf_get(dc, "type");
+	const char			*v = dataset_conf_get(dc, "sources");
+	const struct dataset_conf	*a, *b;
+	char				*copy, *tok, *save = NULL;
+	bool				 same = true;
+
+	if (type == NULL || strcmp(type, "mix") != 0 || v == NULL)
+		return (true);
+	copy = xstrdup(v);
+	for (tok = strtok_r(copy, ", \t", &save); tok != NULL && same;
+	    tok = strtok_r(NULL, ", \t", &save)) {
+		a = catalogue_section(NULL, 0, old, tok);
+		b = catalogue_section(conf->datasets, conf->ndatasets, NULL,
+		    tok);
+		same = a != NULL && b != NULL && catalogue_same_conf(a, b);
+	}
+	free(copy);
+	return (same);
+}
+
 /* Resolve "allow_groups"; -1 with *cause for an unknown group. */
 static int
 catalogue_groups(const struct dataset_conf *dc, struct catalogue_entry *e,
@@ -129,7 +178,8 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 		}
 		for (j = 0; old != NULL && j < old->ndatasets; j++) {
 			if (old->datasets[j] != NULL &&
-			    catalogue_same_conf(old->entries[j].conf, dc))
+			    catalogue_same_conf(old->entries[j].conf, dc) &&
+			    catalogue_same_sources(conf, old, dc))
 				break;
 		}
 		if (old != NULL && j < old->ndatasets) {

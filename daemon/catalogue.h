@@ -32,7 +32,8 @@ struct catalogue {
 /**
  * catalogue_open() - open every dataset of @conf; one that fails is logged
  * and left out.  Datasets of @old whose sections did not change move over,
- * open, to the new catalogue (so their sessions go on).
+ * open, to the new catalogue (so their sessions go on); a mix moves over
+ * only when its sources' sections did not change either.
  */
 struct catalogue *catalogue_open(const struct config *conf,
 		      struct catalogue *old);

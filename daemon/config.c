@@ -44,7 +44,7 @@
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
 	"job_timeout", "image_memory_max", "keep_ring_memory", "metrics_listen",
-	NULL,
+	"io_backend", NULL,
 };
 
 /*
@@ -249,6 +249,13 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->keep_ring_ms = (uint32_t)v;
+	} else if (strcmp(name, "io_backend") == 0) {
+		if (io_backend_parse(value, &conf->io_backend) == -1) {
+			cp->error = xasprintf("[infeedd] io_backend = %s: "
+			    "expected auto (io_uring where the kernel allows "
+			    "it, else threads), io_uring or threads", value);
+			return (0);
+		}
 	} else if (strcmp(name, "metrics_listen") == 0) {
 		if (config_parse_listen(value, conf) == -1) {
 			cp->error = xasprintf("[infeedd] metrics_listen = %s: "
@@ -264,7 +271,8 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
 		    "max_frame_size, memory_budget, job_timeout, "
-		    "image_memory_max, keep_ring_memory and metrics_listen",
+		    "image_memory_max, keep_ring_memory, metrics_listen and "
+		    "io_backend",
 		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");

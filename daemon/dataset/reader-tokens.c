@@ -342,6 +342,12 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		}
 	}
 
+	if (t->tsize == 2 && eot > UINT16_MAX) {
+		dataset_error(cause, ds, "'eot = %" PRIu64 "': no uint16 token "
+		    "id is that large, so no document would end; give the "
+		    "id of the end-of-text token, or 'dtype = uint32'", eot);
+		goto fail;
+	}
 	if (dataset_map_file(ds, path, &t->data, cause) != 0)
 		goto fail;
 	if (t->data.size % t->tsize != 0) {

@@ -305,6 +305,50 @@ START_TEST(catalogue_reopen_keeps_unchanged_datasets)
 }
 END_TEST
 
+/*
+ * A mix opens its own copies of its sources, so reopening keeps a mix
+ * only while its sources' sections read the same too: an edited source
+ * (here its samples; as well its path or its allow_groups) makes a new
+ * mix, never the old one serving what the operator changed.
+ */
+START_TEST(catalogue_reopen_renews_a_mix_whose_source_changed)
+{
+	static const char	 mix[] = "[dataset blend]\ntype = mix\n"
+	    "sources = web, code\nweights = 3, 1\n";
+	struct config		*c1, *c2, *c3;
+	struct catalogue	*cat1, *cat2, *cat3;
+	struct dataset		*m1, *m2;
+	char			 text[512];
+
+	snprintf(text, sizeof text, "%s[dataset web]\ntype = synthetic\n"
+	    "samples = 30\nshape = 2\n[dataset code]\ntype = synthetic\n"
+	    "samples = 10\nshape = 2\n", mix);
+	c1 = conf_load(text);
+	cat1 = cat_open(c1, NULL);
+	ck_assert_ptr_nonnull(m1 = catalogue_find(cat1,
+	    "blend", NULL));
+	/* Nothing changed: the same mix. */
+	c2 = conf_load(text);
+	cat2 = cat_open(c2, cat1);
+	ck_assert_ptr_eq(catalogue_find(cat2, "blend", NULL), m1);
+	/* Its source web changed, its own section did not: a new mix. */
+	snprintf(text, sizeof text, "%s[dataset web]\ntype = synthetic\n"
+	    "samples = 60\nshape = 2\n[dataset code]\ntype = synthetic\n"
+	    "samples = 10\nshape = 2\n", mix);
+	c3 = conf_load(text);
+	cat3 = cat_open(c3, cat2);
+	ck_assert_ptr_nonnull(m2 = catalogue_find(cat3,
+	    "blend", NULL));
+	ck_assert_ptr_ne(m2, m1);
+	catalogue_free(cat1);
+	catalogue_free(cat2);
+	catalogue_free(cat3);
+	config_free(c1);
+	config_free(c2);
+	config_free(c3);
+}
+END_TEST
+
 static Suite *
 catalogue_suite(void)
 {
@@ -317,6 +361,8 @@ catalogue_suite(void)
 	tcase_add_test(tc, catalogue_find_looks_datasets_up_by_name);
 	tcase_add_test(tc, catalogue_allows_only_the_groups_of_allow_groups);
 	tcase_add_test(tc, catalogue_reopen_keeps_unchanged_datasets);
+	tcase_add_test(tc,
+	    catalogue_reopen_renews_a_mix_whose_source_changed);
 	suite_add_tcase(s, tc);
 	return (s);
 }

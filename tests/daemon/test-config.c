@@ -470,17 +470,17 @@ START_TEST(config_refuses_unknown_daemon_key)
 	    "unknown key 'workrs' in section [infeedd] (did you mean "
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
 	    "max_frame_size, memory_budget, job_timeout, image_memory_max, "
-	    "keep_ring_memory and metrics_listen");
+	    "keep_ring_memory, metrics_listen and io_backend");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
 	    "max_frame_size, memory_budget, job_timeout, image_memory_max, "
-	    "keep_ring_memory and metrics_listen");
+	    "keep_ring_memory, metrics_listen and io_backend");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
 	    "socket, workers, max_clients, max_frame_size, memory_budget, "
-	    "job_timeout, image_memory_max, keep_ring_memory and "
-	    "metrics_listen");
+	    "job_timeout, image_memory_max, keep_ring_memory, "
+	    "metrics_listen and io_backend");
 }
 END_TEST
 

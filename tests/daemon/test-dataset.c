@@ -1970,6 +1970,10 @@ START_TEST(tokens_documents_end_at_eot_without_an_index)
 	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
 	    "index", tpath("tok.idx"), "eot", "7", "seq_len", "4", NULL),
 	    "both 'index =' and 'eot ='", NULL);
+	/* An eot no uint16 id can be would make the file one document. */
+	open_fails(conf_new("tok", "type", "tokens", "path", tpath("eot.bin"),
+	    "eot", "100257", "seq_len", "4", NULL), "'eot = 100257'",
+	    "no uint16 token id is that large");
 }
 END_TEST
 
