@@ -79,37 +79,32 @@ daemon_procs(const char *name, pid_t *out, int max)
 	return (n);
 }
 
-/*
- * infeedd's fork servers other than @old: its children named so (a
- * worker just forked carries its fork server's name until it renames
- * itself, and a fork server killed a moment ago may not be a zombie yet).
- * Return: how many, the first in *@pid (-1: none).
- */
-static int
-fork_servers_but(pid_t old, pid_t *pid)
+/* The Stats' fork server: its pid, and how often it was started again. */
+static void
+stats_fork_server(pid_t *pid, unsigned *restarts)
 {
-	pid_t	p[8];
-	int	i, n, found = 0;
+	Infeed__Frame	*r = raw_stats();
 
-	*pid = -1;
-	n = daemon_procs("infeedd-forker", p, 8);
-	for (i = 0; i < n; i++) {
-		if (p[i] == old || parent_of(p[i]) != infeedd_pid)
-			continue;
-		if (found++ == 0)
-			*pid = p[i];
-	}
-	return (found);
+	ck_assert(r->stats->has_fork_server_pid);
+	ck_assert(r->stats->has_fork_server_restarts);
+	*pid = r->stats->fork_server_pid;
+	*restarts = r->stats->fork_server_restarts;
+	infeed__frame__free_unpacked(r, NULL);
 }
 
-/* The fork server now (the daemon's child, and only one), or -1. */
+/*
+ * The fork server now, as infeedd's Stats name it (not by its name: a
+ * worker carries its fork server's name until it renames itself, later
+ * under valgrind), while it is infeedd's child; -1 when none is.
+ */
 static pid_t
 fork_server(void)
 {
-	pid_t	pid;
+	pid_t		pid;
+	unsigned	restarts;
 
-	ck_assert_int_le(fork_servers_but(-1, &pid), 1);
-	return (pid);
+	stats_fork_server(&pid, &restarts);
+	return (pid > 0 && parent_of(pid) == infeedd_pid ? pid : -1);
 }
 
 /* Wait up to @ms for a fork server other than @old; it, or -1. */
@@ -120,11 +115,27 @@ new_fork_server(pid_t old, unsigned ms)
 	pid_t		pid;
 
 	do {
-		if (fork_servers_but(old, &pid) == 1)
+		if ((pid = fork_server()) != -1 && pid != old)
 			return (pid);
 		usleep(10000);
 	} while (now_ms() < deadline);
 	return (-1);
+}
+
+/*
+ * Wait up to WAIT_MS for @n workers that have named themselves (under
+ * valgrind one starts well after infeedd counts it); how many, in @w.
+ */
+static int
+workers_named(pid_t *w, int n)
+{
+	uint64_t	deadline = now_ms() + WAIT_MS;
+	int		m;
+
+	while ((m = daemon_procs("infeedd-worker", w, 8)) != n &&
+	    now_ms() < deadline)
+		usleep(10000);
+	return (m);
 }
 
 /* A trainer in a child process, taking steps until told to stop. */
@@ -236,7 +247,7 @@ worker_replaced_by(pid_t forker)
 	pid_t			 w[8], now[8], fresh = -1;
 	int			 n, m, i, j;
 
-	n = daemon_procs("infeedd-worker", w, 8);
+	n = workers_named(w, 2);
 	ck_assert_int_eq(n, 2);
 	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
 	deadline = now_ms() + WAIT_MS;
@@ -261,19 +272,6 @@ worker_replaced_by(pid_t forker)
 		infeed_release(f, &st);
 	}
 	infeed_free(f);
-}
-
-/* The Stats' fork server: its pid, and how often it was started again. */
-static void
-stats_fork_server(pid_t *pid, unsigned *restarts)
-{
-	Infeed__Frame	*r = raw_stats();
-
-	ck_assert(r->stats->has_fork_server_pid);
-	ck_assert(r->stats->has_fork_server_restarts);
-	*pid = r->stats->fork_server_pid;
-	*restarts = r->stats->fork_server_restarts;
-	infeed__frame__free_unpacked(r, NULL);
 }
 
 /*
@@ -370,13 +368,13 @@ START_TEST(test_stopped_fork_server_replaced_when_a_worker_waits)
 	struct bystander_report	 br;
 	struct trainer		 t;
 	char			 log[65536], want[160];
-	pid_t			 forker, fresh, w[4];
+	pid_t			 forker, fresh, w[8];
 	uint64_t		 deadline;
 
 	infeedd_stop();
 	infeedd_start("1");
 	ck_assert_int_ne(forker = fork_server(), -1);
-	ck_assert_int_eq(daemon_procs("infeedd-worker", w, 4), 1);
+	ck_assert_int_eq(workers_named(w, 1), 1);
 	bystander_start(&b);
 	trainer_start(&t);
 	usleep(300000);
@@ -468,7 +466,7 @@ START_TEST(test_new_fork_server_has_the_daemons_catalogue_not_the_files)
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
 	ck_assert_int_ne(fresh = new_fork_server(old, WAIT_MS), -1);
 	/* Both workers the new fork server's. */
-	n = daemon_procs("infeedd-worker", w, 8);
+	n = workers_named(w, 2);
 	ck_assert_int_eq(n, 2);
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(kill(w[i], SIGKILL), 0);
