@@ -27,6 +27,8 @@ struct config {
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
 	char			*metrics_host;	/* NULL: no metrics endpoint */
 	uint16_t		 metrics_port;
+	char			*cache_dir;	/* remote datasets' cache; NULL: none */
+	uint64_t		 cache_max;	/* bytes of it */
 	struct dataset_conf	*datasets;
 	size_t			 ndatasets;
 };
