@@ -487,7 +487,10 @@ START_TEST(torn_block_is_downloaded_again)
 	read_block(o, 1);
 	cache_object_close(o);
 
-	/* A crash's torn write: the block file cut in the middle. */
+	/*
+	 * A crash's torn write: the file's size reached the disk, the last
+	 * half of its bytes did not (zeros).
+	 */
 	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
 	while ((de = readdir(d)) != NULL && de->d_name[0] == '.')
 		;
@@ -497,6 +500,7 @@ START_TEST(torn_block_is_downloaded_again)
 	snprintf(p, sizeof(p), "%s/b1", odir);
 	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
 	ck_assert_int_eq(ftruncate(fd, SMALL_BLOCK / 2), 0);
+	ck_assert_int_eq(ftruncate(fd, 40 + SMALL_BLOCK), 0);
 	close(fd);
 
 	/* A new process's view: a fresh object. */
