@@ -135,7 +135,6 @@ config_parse_listen(const char *value, struct config *conf)
 
 	if (strcmp(value, "off") == 0 || *value == '\0') {
 		free(conf->metrics_host);
-	free(conf->cache_dir);
 		conf->metrics_host = NULL;
 		return (0);
 	}
@@ -687,6 +686,7 @@ config_free(struct config *conf)
 	}
 	free(conf->datasets);
 	free(conf->metrics_host);
+	free(conf->cache_dir);
 	free(conf->socket_path);
 	free(conf->path);
 	free(conf);

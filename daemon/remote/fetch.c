@@ -48,12 +48,16 @@ struct fetch_xfer {
 };
 
 /* The process's handles, remade in a child after fork(). */
-static struct {
+struct fetch_handles {
 	pid_t	 pid;
 	CURLM	*multi;
 	CURL	*easy[FETCH_MAX_HANDLES];
 	uint64_t requests;
-} fetch_state;
+};
+static struct fetch_handles	fetch_state;
+
+/* The handles of the process this one was forked from. */
+static struct fetch_handles	fetch_inherited;
 
 static int	fetch_setup(char **);
 static void	fetch_fail(char **, const char *, ...)
@@ -79,9 +83,14 @@ fetch_setup(char **cause)
 
 	if (fetch_state.multi != NULL && fetch_state.pid == getpid())
 		return (0);
-	/* A parent's handles are left alone: freeing them would close its
-	 * connections' TLS sessions from here. */
-	memset(&fetch_state, 0, sizeof fetch_state);
+	/*
+	 * A parent's handles are kept as they are, unused: freeing them
+	 * would shut its TLS connections from here.
+	 */
+	if (fetch_state.multi != NULL) {
+		fetch_inherited = fetch_state;
+		memset(&fetch_state, 0, sizeof fetch_state);
+	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
 	    (fetch_state.multi = curl_multi_init()) == NULL) {
 		fetch_fail(cause, "libcurl would not start");
