@@ -21,6 +21,10 @@
  * will read (cache_object_order(); Belady's policy, the best there is for
  * a known order).  A block that cannot fit is served and not kept.
  *
+ * A block missing is downloaded by one process of the host at a time (a
+ * lock on its byte of the object's lock file): the others that need it
+ * wait, then read it from the cache, so it is downloaded once.
+ *
  * The calls block on the disk and the network: a worker process makes
  * them for the rows it reads; see fetch.c.
  */
@@ -449,6 +453,29 @@ cache_block_store(struct cache_object *o, uint64_t i, const void *p,
 	return (0);
 }
 
+/*
+ * Hold (F_WRLCK) or let go (F_UNLCK) of block @i's byte in @fd, @o's lock
+ * file: one process of the host downloads a block while the others that
+ * need it wait, then read it from the cache.  Open file description
+ * locks: a process's own, never shared with a parent across fork().
+ */
+static int
+cache_block_lock(int fd, uint64_t i, short type)
+{
+	struct flock	fl;
+
+	memset(&fl, 0, sizeof fl);
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)i;
+	fl.l_len = 1;
+	while (fcntl(fd, F_OFD_SETLKW, &fl) == -1) {
+		if (errno != EINTR)
+			return (-1);
+	}
+	return (0);
+}
+
 /* @len bytes at @off: cached blocks read, the others fetched together. */
 int
 cache_object_read(struct cache_object *o, uint64_t off, size_t len,
@@ -457,7 +484,8 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 	struct fetch_range	*r = NULL;
 	uint64_t		 first, last, i, bstart;
 	size_t			 n = 0, k, at, l;
-	int			 rc = 0;
+	char			 lpath[PATH_MAX];
+	int			 rc = 0, lockfd = -1;
 
 	*cause = NULL;
 	if (len == 0)
@@ -479,6 +507,24 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		if (cache_block_load(o, i, at, l,
 		    (uint8_t *)dst + (bstart + at - off)) == 0)
 			continue;
+		/* A miss: wait for whoever downloads it, then look again. */
+		if (lockfd == -1 && (snprintf(lpath, sizeof lpath, "%s/lock",
+		    o->dir) >= (int)sizeof lpath || (lockfd = open(lpath,
+		    O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)) {
+			rc = cache_fail(cause, "%s/lock: %s (cache_dir)",
+			    o->dir, strerror(errno));
+			goto out;
+		}
+		if (cache_block_lock(lockfd, i, F_WRLCK) != 0) {
+			rc = cache_fail(cause, "%s: %s (cache_dir)", lpath,
+			    strerror(errno));
+			goto out;
+		}
+		if (cache_block_load(o, i, at, l,
+		    (uint8_t *)dst + (bstart + at - off)) == 0) {
+			cache_block_lock(lockfd, i, F_UNLCK);
+			continue;
+		}
 		r[n].off = bstart;
 		r[n].len = cache_block_len(o, i);
 		if ((r[n].dst = malloc(r[n].len)) == NULL) {
@@ -506,6 +552,9 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    (uint8_t *)r[k].dst + at, l);
 	}
 out:
+	/* Closing the lock file lets go of every block's lock. */
+	if (lockfd != -1)
+		close(lockfd);
 	for (k = 0; k < n; k++)
 		free(r[k].dst);
 	free(r);
