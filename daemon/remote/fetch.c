@@ -295,7 +295,7 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 {
 	struct fetch_xfer	 x[FETCH_MAX_HANDLES];
 	int			 res[FETCH_MAX_HANDLES];
-	char			 why[FETCH_MAX_HANDLES][256];
+	char			 why[FETCH_MAX_HANDLES][256], tries[32];
 	size_t			 base, k, m, i;
 	unsigned		 attempt;
 	int			 rc = 0;
@@ -330,21 +330,24 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 				break;
 			}
 			for (i = 0; i < m && rc == 0; i++) {
-				if (res[i] == -1 || (res[i] == 1 &&
-				    attempt == FETCH_ATTEMPTS)) {
-					if (head != NULL)
-						fetch_fail(cause, "%s: %s%s", url,
-						    why[i], res[i] == 1 ?
-						    " (tried 5 times)" : "");
-					else
-						fetch_fail(cause, "%s: bytes %"
-						    PRIu64 " to %" PRIu64 ": %s%s",
-						    url, x[i].r->off, x[i].r->off +
-						    x[i].r->len - 1, why[i],
-						    res[i] == 1 ? " (tried 5 "
-						    "times)" : "");
-					rc = -1;
-				}
+				if (res[i] == 1 && attempt < FETCH_ATTEMPTS)
+					continue;
+				if (res[i] == 1)
+					snprintf(tries, sizeof tries, " (tried "
+					    "%d times)", FETCH_ATTEMPTS);
+				else if (res[i] == -1)
+					tries[0] = '\0';
+				else
+					continue;
+				if (head != NULL)
+					fetch_fail(cause, "%s: %s%s", url,
+					    why[i], tries);
+				else
+					fetch_fail(cause, "%s: bytes %" PRIu64
+					    " to %" PRIu64 ": %s%s", url,
+					    x[i].r->off, x[i].r->off +
+					    x[i].r->len - 1, why[i], tries);
+				rc = -1;
 			}
 			if (rc == 0)
 				for (i = 0; i < m; i++)

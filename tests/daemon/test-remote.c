@@ -562,6 +562,105 @@ START_TEST(changed_object_is_not_mixed_with_the_old)
 }
 END_TEST
 
+
+/*
+ * A server that announces a block and sends 100 bytes of it: no nginx
+ * setting cuts a body short, so this one is a test's own (the note in
+ * tests/README.md says so).  It answers HEAD whole; each request is a
+ * line of @log.
+ */
+static pid_t
+cut_server_start(int *port, const char *log)
+{
+	struct sockaddr_in	sin;
+	socklen_t		len = sizeof(sin);
+	char			req[4096], body[100];
+	const char		*head = "HTTP/1.1 200 OK\r\nContent-Length: 8192"
+				    "\r\nETag: \"cut\"\r\nConnection: close\r\n\r\n";
+	const char		*part = "HTTP/1.1 206 Partial Content\r\n"
+				    "Content-Range: bytes 0-4095/8192\r\n"
+				    "Content-Length: 4096\r\nConnection: close\r\n\r\n";
+	ssize_t			n;
+	size_t			got;
+	pid_t			pid;
+	int			fd, c, lfd;
+
+	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	*port = ntohs(sin.sin_port);
+	if ((pid = fork()) != 0) {
+		close(fd);
+		return (pid);
+	}
+	memset(body, 'x', sizeof(body));
+	for (;;) {
+		if ((c = accept(fd, NULL, NULL)) == -1)
+			_exit(1);
+		for (got = 0; got < sizeof(req) - 1; got += (size_t)n) {
+			if ((n = read(c, req + got, sizeof(req) - 1 - got)) <= 0)
+				break;
+			req[got + (size_t)n] = '\0';
+			if (strstr(req, "\r\n\r\n") != NULL)
+				break;
+		}
+		if ((lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600)) != -1) {
+			(void)!write(lfd, req, 4);
+			(void)!write(lfd, "\n", 1);
+			close(lfd);
+		}
+		if (strncmp(req, "HEAD", 4) == 0)
+			(void)!write(c, head, strlen(head));
+		else {
+			(void)!write(c, part, strlen(part));
+			(void)!write(c, body, sizeof(body));
+		}
+		close(c);
+	}
+}
+
+/* A body cut short is asked again, five times in all, then an error. */
+START_TEST(cut_body_is_retried_then_named)
+{
+	struct cache_object	*o;
+	uint8_t			 buf[16];
+	char			*cause = NULL, u[128], line[64];
+	const char		*log = path_in(dir, "cut.log");
+	FILE			*fp;
+	pid_t			 pid;
+	int			 port, gets = 0;
+	uint64_t		 t0, ms;
+
+	pid = cut_server_start(&port, log);
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d/cut.bin", port);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(u, &cause));
+	t0 = now_ms();
+	ck_assert_int_eq(cache_object_read(o, 0, sizeof(buf), buf, &cause),
+	    -1);
+	ms = now_ms() - t0;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	printf("remote: cut: %s (%llu ms)\n", cause, (unsigned long long)ms);
+	ck_assert_ptr_nonnull(strstr(cause, u));
+	ck_assert_ptr_nonnull(strstr(cause, "tried 5 times"));
+	free(cause);
+	ck_assert_ptr_nonnull(fp = fopen(log, "r"));
+	while (fgets(line, sizeof(line), fp) != NULL)
+		gets += strncmp(line, "GET", 3) == 0;
+	fclose(fp);
+	ck_assert_int_eq(gets, 5);
+	/* Backoff of 50, 100, 200 and 400 ms, each with up to half again. */
+	ck_assert_uint_ge(ms, 750);
+	cache_object_close(o);
+}
+END_TEST
+
 static Suite *
 remote_suite(void)
 {
@@ -582,6 +681,7 @@ remote_suite(void)
 	tcase_add_test(tc, unneeded_blocks_go_first);
 	tcase_add_test(tc, torn_block_is_downloaded_again);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
+	tcase_add_test(tc, cut_body_is_retried_then_named);
 	suite_add_tcase(s, tc);
 	return (s);
 }
