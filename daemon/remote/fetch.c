@@ -10,8 +10,10 @@
  * FETCH_ATTEMPTS the error names the URL, the range and what went wrong.
  *
  * The calls block: they are made in a worker process (the dataset's read,
- * for the row that needs the bytes) and at a dataset's open (one HEAD),
- * never from the daemon's event loop while it serves.  The handles are
+ * for the row that needs the bytes) and at a dataset's open (one HEAD,
+ * FETCH_HEAD_ATTEMPTS tries of at most FETCH_HEAD_MS: the catalogue opens
+ * datasets at start-up and, at a reload, on the daemon's event loop, so a
+ * server that does not answer holds the loop up to about 6 s there).  The handles are
  * the process's own: a child after fork() makes new ones, so no two
  * processes share a connection.
  */
@@ -36,6 +38,12 @@
 #define FETCH_MAX_HANDLES	8	/* ranges in flight at once */
 #define FETCH_CONNECT_MS	5000
 #define FETCH_STALL_S		10	/* under 1 byte/s this long: stalled */
+/*
+ * A dataset's open asks the size with a HEAD, and a reload opens on the
+ * daemon's event loop: fewer tries and a short limit bound that wait.
+ */
+#define FETCH_HEAD_ATTEMPTS	2
+#define FETCH_HEAD_MS		3000
 
 /* One transfer of a call. */
 struct fetch_xfer {
@@ -162,6 +170,7 @@ fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
 	x->got = 0;
 	if (x->head != NULL) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)FETCH_HEAD_MS);
 		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, fetch_header_cb);
 		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
 		return (0);
@@ -297,10 +306,11 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 	int			 res[FETCH_MAX_HANDLES];
 	char			 why[FETCH_MAX_HANDLES][256], tries[32];
 	size_t			 base, k, m, i;
-	unsigned		 attempt;
+	unsigned		 attempt, tries_max;
 	int			 rc = 0;
 
 	*cause = NULL;
+	tries_max = head != NULL ? FETCH_HEAD_ATTEMPTS : FETCH_ATTEMPTS;
 	if (fetch_setup(cause) != 0)
 		return (-1);
 	for (base = 0; base < n && rc == 0; base += m) {
@@ -330,11 +340,11 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 				break;
 			}
 			for (i = 0; i < m && rc == 0; i++) {
-				if (res[i] == 1 && attempt < FETCH_ATTEMPTS)
+				if (res[i] == 1 && attempt < tries_max)
 					continue;
 				if (res[i] == 1)
 					snprintf(tries, sizeof tries, " (tried "
-					    "%d times)", FETCH_ATTEMPTS);
+					    "%u times)", tries_max);
 				else if (res[i] == -1)
 					tries[0] = '\0';
 				else
