@@ -26,6 +26,17 @@
  * stopped over their rate before (target: >= 0.9), and trainer 0 finishes
  * its steps from its own ring.
  *
+ * --launch-rounds R (0: skip; issue 35): trainers as users start them,
+ * each its own process attaching as soon as it is up, with no barrier:
+ * --trainers of them launched together, then 0.25 s apart (as Python
+ * trainers launched together attach, their imports done), then 1 s
+ * apart, then 2 s apart,
+ * each taking --launch-epochs epochs (2), R rounds, each round beside
+ * one trainer alone over as many.  It prints, for each launch, each round's slowest
+ * trainer over alone (targets: >= 0.8 in every round together, >= 0.7
+ * staggered) and the images the workers decoded for all of them over
+ * those for the one alone (target, staggered: <= 1.5).
+ *
  * Every trainer checks every step: the epoch and step in sequence, and no
  * index twice in an epoch; and every trainer's step k holds the indices of
  * the lone trainer's step k (the same order as alone).  A failure prints
@@ -33,7 +44,8 @@
  *
  *     build/benchmarks/shared-pipeline build/daemon/infeedd TRAIN_DIR
  *         [--trainers 4] [--steps 40] [--batch 32] [--slots 4]
- *         [--workers 2] [--rounds 5] [--stop-s 10]
+ *         [--workers 2] [--rounds 5] [--stop-s 10] [--launch-rounds 0]
+ *         [--launch-epochs 2]
  *
  * It writes its configuration and socket in a temporary directory and
  * removes them.  Do not read figures off a busy machine.
@@ -77,6 +89,8 @@ struct sp_cfg {
 	unsigned	 workers;
 	unsigned	 rounds;
 	unsigned	 stop_s;
+	unsigned	 launch_rounds;
+	unsigned	 launch_epochs;
 };
 
 /* One trainer's record, in memory its parent shares. */
@@ -128,9 +142,9 @@ sp_hash(const uint64_t *idx, uint64_t rows)
 }
 
 /*
- * One trainer: wait at the barrier, attach, take @steps steps (or, with
- * rec->until, steps until then) checking each, record them in @rec.  Runs
- * in its own process.
+ * One trainer: wait at the barrier (-1: none), attach, take @steps steps
+ * (0: --launch-epochs epochs; or, with rec->until, steps until then) checking each,
+ * record them in @rec.  Runs in its own process.
  */
 static void
 sp_trainer(const struct sp_cfg *c, bool share, uint64_t steps, int barrier,
@@ -159,7 +173,8 @@ sp_trainer(const struct sp_cfg *c, bool share, uint64_t steps, int barrier,
 		    f ? infeed_error(f) : "no memory");
 		_exit(1);
 	}
-	while (read(barrier, &ch, 1) == -1 && errno == EINTR)
+	while (barrier != -1 && read(barrier, &ch, 1) == -1 &&
+	    errno == EINTR)
 		;
 	rec->start = sp_now();
 	if (infeed_attach(f, "images", &o, &info) != INFEED_OK) {
@@ -168,6 +183,10 @@ sp_trainer(const struct sp_cfg *c, bool share, uint64_t steps, int barrier,
 		_exit(1);
 	}
 	bytes = info.combined_batch_size * info.sample_bytes;
+	if (steps == 0)
+		steps = c->launch_epochs * info.steps_per_epoch;
+	if (steps > SP_MAX_STEPS)
+		steps = SP_MAX_STEPS;
 	if (rec->until > 0)
 		steps = SP_MAX_STEPS;
 	for (k = 0; k < steps && (rec->until == 0 || sp_now() < rec->until);
@@ -261,6 +280,59 @@ sp_round(const struct sp_cfg *c, unsigned n, bool share, uint64_t steps,
 	return (rc);
 }
 
+/* Images the daemon's workers decoded so far (-1: no Stats). */
+static double
+sp_decoded(const struct sp_cfg *c)
+{
+	struct infeed		*f = infeed_new();
+	struct infeed_stats	*st = NULL;
+	double			 n = -1;
+	size_t			 i;
+
+	if (f != NULL && infeed_connect(f, c->sock, "shared-pipeline") ==
+	    INFEED_OK && infeed_get_stats(f, &st) == INFEED_OK) {
+		for (n = 0, i = 0; i < st->nworkers; i++)
+			n += (double)st->workers[i]->rows_done;
+	}
+	infeed_stats_free(st);
+	infeed_free(f);
+	return (n);
+}
+
+/*
+ * Launch @n trainers @gap_ms apart, each its own process with no barrier,
+ * for two epochs each, into @rec, the images decoded meanwhile in
+ * *@decoded.  Return: 0, or -1 when one failed.
+ */
+static int
+sp_launch(const struct sp_cfg *c, unsigned n, unsigned gap_ms,
+    struct sp_rec *rec, double *decoded)
+{
+	pid_t		pid[SP_MAX_TRAINERS];
+	unsigned	i;
+	int		status, rc = 0;
+	double		d0 = sp_decoded(c);
+
+	for (i = 0; i < n; i++) {
+		memset(&rec[i], 0, sizeof(rec[i]) - sizeof(rec[i].at) -
+		    sizeof(rec[i].hash));
+		if (i > 0 && gap_ms > 0)
+			usleep(gap_ms * 1000);
+		if ((pid[i] = fork()) == 0)
+			sp_trainer(c, true, 0, -1, &rec[i]);
+	}
+	for (i = 0; i < n; i++) {
+		if (waitpid(pid[i], &status, 0) != pid[i] ||
+		    !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "trainer %u failed: %s\n", i,
+			    rec[i].error);
+			rc = -1;
+		}
+	}
+	*decoded = sp_decoded(c) - d0;
+	return (rc);
+}
+
 /* Items a second of trainer @r, from its attach to its last step. */
 static double
 sp_rate(const struct sp_rec *r)
@@ -327,6 +399,50 @@ sp_daemon_start(const struct sp_cfg *c)
 	return (pid);
 }
 
+/*
+ * --launch-rounds: the trainers launched together, 0.25, 1 and 2 s apart with
+ * no barrier, each round beside one alone (its order the reference),
+ * counting failures of order into *@bad.  Return: 0, or -1.
+ */
+static int
+sp_launches(const struct sp_cfg *c, struct sp_rec *rec, uint64_t *bad)
+{
+	static const unsigned	gaps[] = { 0, 250, 1000, 2000 };
+	double			alone, alone_dec, dec, worst, x;
+	unsigned		g, round, i;
+
+	for (g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
+		if (gaps[g] == 0)
+			printf("%u trainers launched together, %u epochs "
+			    "each:\n", c->trainers, c->launch_epochs);
+		else
+			printf("%u trainers launched %.2f s apart, %u epochs "
+			    "each:\n", c->trainers, gaps[g] / 1000.0,
+			    c->launch_epochs);
+		for (round = 0; round < c->launch_rounds; round++) {
+			if (sp_launch(c, 1, 0, &rec[c->trainers],
+			    &alone_dec) == -1 ||
+			    sp_launch(c, c->trainers, gaps[g], rec, &dec) ==
+			    -1)
+				return (-1);
+			sp_check(rec, c->trainers, &rec[c->trainers], bad);
+			alone = sp_rate(&rec[c->trainers]);
+			printf("  round %u: each over alone (%.0f items/s):",
+			    round + 1, alone);
+			worst = 1e300;
+			for (i = 0; i < c->trainers; i++) {
+				x = sp_rate(&rec[i]) / alone;
+				worst = x < worst ? x : worst;
+				printf(" %.2f", x);
+			}
+			printf("; the slowest %.2f; decoded %.2f x alone's\n",
+			    worst, alone_dec > 0 ? dec / alone_dec : 0);
+			fflush(stdout);
+		}
+	}
+	return (0);
+}
+
 static uint64_t
 sp_arg(const char *opt, const char *v, uint64_t lo, uint64_t hi)
 {
@@ -348,7 +464,7 @@ main(int argc, char **argv)
 {
 	struct sp_cfg	 c = { .trainers = 4, .steps = 40, .batch = 32,
 			    .slots = 4, .workers = 2, .rounds = 5,
-			    .stop_s = 10 };
+			    .stop_s = 10, .launch_epochs = 2 };
 	struct sp_rec	*rec;
 	double		 alone[64], shared[64], unshared[64], ratio[64];
 	double		 worst[64], t0 = 0, t1 = 0, before, during, x, gap;
@@ -378,13 +494,21 @@ main(int argc, char **argv)
 		else if (strcmp(argv[a], "--stop-s") == 0)
 			c.stop_s = (unsigned)sp_arg(argv[a], argv[a + 1], 0,
 			    600);
+		else if (strcmp(argv[a], "--launch-epochs") == 0)
+			c.launch_epochs = (unsigned)sp_arg(argv[a],
+			    argv[a + 1], 1, 1000);
+		else if (strcmp(argv[a], "--launch-rounds") == 0)
+			c.launch_rounds = (unsigned)sp_arg(argv[a], argv[a + 1],
+			    0, 64);
 		else
 			break;
 	}
 	if (argc < 3 || a != argc) {
 		fprintf(stderr, "usage: %s INFEEDD TRAIN_DIR [--trainers 4] "
 		    "[--steps 40] [--batch 32] [--slots 4] [--workers 2] "
-		    "[--rounds 5] [--stop-s 10]\n", argv[0]);
+		    "[--rounds 5] [--stop-s 10] [--launch-rounds 0] "
+		    "[--launch-epochs 2]\n",
+		    argv[0]);
 		return (2);
 	}
 	c.infeedd = argv[1];
@@ -483,6 +607,8 @@ main(int argc, char **argv)
 		    x, (unsigned long long)rec[0].steps,
 		    (unsigned long long)rec[1].steps);
 	}
+	if (c.launch_rounds > 0 && sp_launches(&c, rec, &bad) == -1)
+		goto fail;
 	printf("exactly-once: %s\n", bad == 0 ? "ok" : "FAILED");
 	kill(d, SIGTERM);
 	waitpid(d, NULL, 0);

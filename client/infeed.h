@@ -393,6 +393,12 @@ struct infeed_stats {
 	 */
 	int32_t				  fork_server_pid;
 	uint32_t			  fork_server_restarts;
+	/*
+	 * Since libinfeed 1.11: how the workers put reads in flight,
+	 * "io_uring, kernel 6.1.0" or "threads: io_uring refused (...)"
+	 * (NULL: a daemon that did not say).
+	 */
+	char				 *reads_in_flight;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

@@ -272,6 +272,8 @@ status_pool_line(const struct infeed_stats *st)
 		printf("fork server: none up (one died; started again %u "
 		    "times): workers that die wait for the next one\n",
 		    st->fork_server_restarts);
+	if (st->reads_in_flight != NULL)
+		printf("reads in flight: %s\n", st->reads_in_flight);
 	if (!st->workers_auto) {
 		printf("workers: %zu\n", st->nworkers);
 		return;
@@ -324,6 +326,8 @@ status_json(const struct infeed_stats *st)
 	}
 	printf(",\"fork_server_pid\":%d,\"fork_server_restarts\":%u",
 	    st->fork_server_pid, st->fork_server_restarts);
+	printf(",\"reads_in_flight\":");
+	json_string(st->reads_in_flight ? st->reads_in_flight : "");
 	printf(",\"workers\":[");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];

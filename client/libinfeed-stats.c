@@ -149,6 +149,7 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	if (st->sessions == NULL || st->workers == NULL ||
 	    !infeed_strdup_opt(&st->daemon_version, in->daemon_version) ||
 	    !infeed_strdup_opt(&st->huge_pages, in->huge_pages) ||
+	    !infeed_strdup_opt(&st->reads_in_flight, in->reads_in_flight) ||
 	    !infeed_strdup_opt(&st->workers_max_why, in->workers_max_why) ||
 	    !infeed_strdup_opt(&st->pool_last_resize, in->pool_last_resize) ||
 	    !infeed_strdup_opt(&st->pool_decision, in->pool_decision))
@@ -221,6 +222,7 @@ infeed_stats_free(struct infeed_stats *st)
 	free(st->workers);
 	free(st->daemon_version);
 	free(st->huge_pages);
+	free(st->reads_in_flight);
 	free(st->workers_max_why);
 	free(st->pool_last_resize);
 	free(st->pool_decision);

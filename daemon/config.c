@@ -46,7 +46,7 @@
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
 	"job_timeout", "image_memory_max", "keep_ring_memory", "metrics_listen",
-	"cache_dir", "cache_max", NULL,
+	"io_backend", "cache_dir", "cache_max", NULL,
 };
 
 /*
@@ -251,6 +251,13 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->keep_ring_ms = (uint32_t)v;
+	} else if (strcmp(name, "io_backend") == 0) {
+		if (io_backend_parse(value, &conf->io_backend) == -1) {
+			cp->error = xasprintf("[infeedd] io_backend = %s: "
+			    "expected auto (io_uring where the kernel allows "
+			    "it, else threads), io_uring or threads", value);
+			return (0);
+		}
 	} else if (strcmp(name, "metrics_listen") == 0) {
 		if (config_parse_listen(value, conf) == -1) {
 			cp->error = xasprintf("[infeedd] metrics_listen = %s: "
@@ -283,7 +290,7 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
 		    "max_frame_size, memory_budget, job_timeout, "
 		    "image_memory_max, keep_ring_memory, metrics_listen, "
-		    "cache_dir and cache_max",
+		    "io_backend, cache_dir and cache_max",
 		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "dataset.h"
+#include "io-batch.h"
 
 struct config {
 	char			*path;
@@ -25,6 +26,7 @@ struct config {
 	uint32_t		 job_timeout_ms; /* per row; then stuck */
 	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
+	enum io_backend		 io_backend;	/* reads in flight: io-batch.h */
 	char			*metrics_host;	/* NULL: no metrics endpoint */
 	uint16_t		 metrics_port;
 	char			*cache_dir;	/* remote datasets' cache; NULL: none */

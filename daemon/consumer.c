@@ -230,11 +230,17 @@ consumer_deliver(struct consumer *c)
 			continue;
 		}
 		if (sl == NULL || sl->state != SLOT_READY)
-			return;
+			break;
 		ring_slot_hold(p->ring, i);
 		c->deliver_seq++;
 		producer_delivered(p, c->deliver_seq);
 		consumer_send_step(c, p->ring, i, c->first_slot);
+	}
+	/* Caught up: its group answers from here (it may call us back). */
+	if (c->nwaiting > 0 && c->at_stop != NULL && producer_at_stop(p) &&
+	    c->deliver_seq == p->fill_seq) {
+		c->at_stop(c->at_stop_arg);
+		return;
 	}
 	consumer_wait_end(c);
 }

@@ -11,7 +11,8 @@
  * What it reads from moves through consumer_set_state(), and only so:
  *
  *   ALONE (its own ring) --attach, shares--> MEMBER (its group's ring)
- *   MEMBER --falls behind--> LEFT (catching up on a ring of its own; a
+ *   MEMBER --falls behind, or attached behind the group and asks for
+ *     its first step--> LEFT (catching up on a ring of its own; a
  *     freed group's stays LEFT) --caught up--> REJOINED (the group's ring
  *     again, holding steps of its own) --holds none--> MEMBER
  *   MEMBER --falls behind, no room for a ring--> ENDED (Nexts get why)
@@ -94,6 +95,12 @@ struct consumer {
 	enum errcode		 failure_code;
 
 	uint64_t		 deliver_seq;	/* in from's sequence */
+	/*
+	 * A late group member catching up: its Nexts wait at its own
+	 * producer's stop, where its group takes over (group.h).
+	 */
+	void			(*at_stop)(void *arg);
+	void			*at_stop_arg;
 	struct session_req	 waiting[CONSUMER_MAX_WAITING];	/* FIFO */
 	uint64_t		 waiting_us[CONSUMER_MAX_WAITING]; /* since */
 	unsigned		 waiting_first;
@@ -188,7 +195,8 @@ void		 consumer_next(struct consumer *c);
 
 /**
  * consumer_deliver() - answer waiting Nexts with its own producer's ready
- * steps, in order, and an EndOfData at each epoch's end.
+ * steps, in order, and an EndOfData at each epoch's end; Nexts left
+ * waiting at the producer's stop go to c->at_stop.
  */
 void		 consumer_deliver(struct consumer *c);
 

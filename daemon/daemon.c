@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "io-batch.h"
 #include "log.h"
 #include "stats.h"
 #include "version.h"
@@ -150,16 +151,17 @@ daemon_service_events(struct daemon *d)
 /*
  * Take the hard limit of open files as the soft one, as services do, and
  * warn when max_clients cannot fit in it (each client may hold its socket
- * and its ring, and the pool a copy of the ring).
+ * and its ring, and the pool a copy of the ring).  The limit, for
+ * autotune_limit(); UINT64_MAX when none.
  */
-static void
+static uint64_t
 daemon_raise_nofile(const struct config *conf, unsigned workers)
 {
 	struct rlimit	rl;
 	uint64_t	need;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
-		return;
+		return (UINT64_MAX);
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
@@ -172,6 +174,7 @@ daemon_raise_nofile(const struct config *conf, unsigned workers)
 		    "but the limit is %llu (LimitNOFILE= under systemd); "
 		    "clients past it are refused", conf->max_clients,
 		    (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+	return (rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur);
 }
 
 /* Make every layer, bottom up. */
@@ -182,8 +185,9 @@ daemon_start(const struct daemon_args *args)
 	struct daemon		*d;
 	struct config_cpus	 cpus;
 	struct timeval		 tick = { 0, AUTOTUNE_TICK_MS * 1000 };
-	char			*cause = NULL;
+	char			*cause = NULL, why[256];
 	unsigned		 max = 0;
+	uint64_t		 nofile;
 
 	d = xcalloc(1, sizeof(*d));
 	d->started_ms = clock_now_ms();
@@ -201,11 +205,15 @@ daemon_start(const struct daemon_args *args)
 		d->conf->workers = args->workers_auto ? 1 : args->workers;
 		d->conf->workers_auto = args->workers_auto;
 	}
-	/* auto: from one worker up to the CPUs it may use. */
-	if (d->conf->workers_auto)
-		max = config_ncpus(&cpus);
-	daemon_raise_nofile(d->conf, max > d->conf->workers ? max :
-	    d->conf->workers);
+	/*
+	 * auto: from one worker up to the CPUs it may use, more for workers
+	 * that wait for storage, as the descriptors allow (autotune.h).
+	 */
+	nofile = daemon_raise_nofile(d->conf, d->conf->workers);
+	if (d->conf->workers_auto) {
+		(void)config_ncpus(&cpus);
+		max = autotune_limit(&cpus, nofile, d->conf->max_clients);
+	}
 	log_info("infeedd %s starting with %s", INFEED_VERSION, d->conf->path);
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
@@ -214,6 +222,9 @@ daemon_start(const struct daemon_args *args)
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
 	d->cat = catalogue_open(d->conf, NULL);
+	/* Before the fork server: the workers inherit the choice. */
+	(void)io_backend_choose(d->conf->io_backend, why, sizeof(why));
+	log_info("reads in flight: %s", why);
 	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers, max,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max);
 	if (args->forker_restarts)

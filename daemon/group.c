@@ -36,6 +36,15 @@
 #define GROUP_BLAME_BUCKET_MS	(GROUP_BLAME_WINDOW_MS / GROUP_BLAME_BUCKETS)
 
 /*
+ * How far behind its group a late member may be and catch up.  The
+ * members ahead wait for it about as long as it is behind (L), once;
+ * going alone instead, it halves their pace while both run.  Over a run
+ * of S steps, catching up costs them less when L < S / 2, and decodes
+ * S + L rather than 2 S: runs are seldom shorter than two epochs.
+ */
+#define GROUP_CATCH_UP_EPOCHS	1
+
+/*
  * A process that ended a session of a group holding slots of its ring:
  * they are its to read until it exits (watched with a pidfd, else
  * kill(pid, 0) as the group settles).
@@ -116,6 +125,19 @@ group_matches(const struct group *g, const struct session_host *host,
 	    group_same_transform(a, b));
 }
 
+/*
+ * The position in the group's sequence from which member @m takes the
+ * group's steps (a late one's meeting point), or UINT64_MAX: none (yet:
+ * a late one that has not asked for a step keeps nothing).
+ */
+static uint64_t
+group_member_seq(const struct group_member *m)
+{
+	if (consumer_in_group(m->c) && !m->late)
+		return (m->c->deliver_seq);
+	return (m->catching ? m->meet_seq : UINT64_MAX);
+}
+
 /* The lowest position in the group's sequence a member still takes. */
 static uint64_t
 group_min_seq(const struct group *g)
@@ -124,8 +146,8 @@ group_min_seq(const struct group *g)
 	uint64_t			 min = g->p->fill_seq;
 
 	TAILQ_FOREACH(m, &g->members, entry) {
-		if (consumer_in_group(m->c) && m->c->deliver_seq < min)
-			min = m->c->deliver_seq;
+		if (group_member_seq(m) < min)
+			min = group_member_seq(m);
 	}
 	return (min);
 }
@@ -164,27 +186,85 @@ group_position(const struct group *g, uint64_t epoch, uint64_t step,
 	return (0);
 }
 
-/* A group that has a session's next step: see group.h. */
+/*
+ * The step at position @seq of @g's sequence: in its ring, or the one it
+ * fills next (@seq its fill_seq).
+ */
+static void
+group_seq_step(const struct group *g, uint64_t seq, uint64_t *epoch,
+    uint64_t *step)
+{
+	const struct producer	*p = g->p;
+	const struct ring_slot	*sl;
+	uint32_t		 i;
+
+	if ((sl = producer_find_seq(p, seq, &i)) != NULL) {
+		*epoch = sl->epoch;
+		*step = sl->step;
+		return;
+	}
+	*epoch = p->fill_epoch;
+	*step = p->fill_step;
+	if (*step >= sampler_epoch_steps(&g->src.sampler, *epoch)) {
+		(*epoch)++;
+		*step = 0;
+	}
+}
+
+/*
+ * Whether a session at step (@epoch, @step) may catch up with @g: the
+ * oldest step the group still has, its meeting point (*@seq), is ahead of
+ * it by GROUP_CATCH_UP_EPOCHS at most.  The members ahead wait while the
+ * late member fills its steps up to there, with every worker: the least
+ * they can lose (sharing the workers with it meanwhile, they would lose
+ * more, for longer).
+ */
+static bool
+group_behind(const struct group *g, uint64_t epoch, uint64_t step,
+    uint64_t *seq)
+{
+	uint64_t	me, ms;
+
+	if (g->p->state == PRODUCER_FAILED)
+		return (false);
+	*seq = group_min_seq(g);
+	group_seq_step(g, *seq, &me, &ms);
+	if (me < epoch || (me == epoch && ms <= step))
+		return (false);
+	return (me - epoch < GROUP_CATCH_UP_EPOCHS ||
+	    (me - epoch == GROUP_CATCH_UP_EPOCHS && ms <= step));
+}
+
+/* A group that has a session's next step, or that it catches up with. */
 struct group *
 group_find(const struct session_host *host,
     const struct session_client *client, const struct session_source *src,
     const struct session_options *o, uint64_t epoch, uint64_t step,
-    uint64_t *seq)
+    uint64_t *seq, bool *late)
 {
 	struct group	*g;
 
+	*late = false;
 	TAILQ_FOREACH(g, &group_list, entry) {
 		if (group_matches(g, host, client, src, o) &&
 		    group_position(g, epoch, step, seq) == 0)
 			return (g);
+	}
+	TAILQ_FOREACH(g, &group_list, entry) {
+		if (group_matches(g, host, client, src, o) &&
+		    group_behind(g, epoch, step, seq)) {
+			*late = true;
+			return (g);
+		}
 	}
 	return (NULL);
 }
 
 /*
  * What the workers read for the group is counted once, on its oldest
- * member (a lone member's counts are then a lone session's); then the
- * members get what is ready.
+ * member that takes its steps (a lone member's counts are then a lone
+ * session's; a late one counts its own catch-up); then the members get
+ * what is ready.
  */
 static void
 group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
@@ -193,7 +273,7 @@ group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
 	struct group_member	*m;
 
 	TAILQ_FOREACH(m, &g->members, entry) {
-		if (consumer_in_group(m->c)) {
+		if (consumer_in_group(m->c) && !m->late) {
 			m->c->bytes_read += bytes;
 			m->c->samples_replaced += replaced;
 			break;
@@ -242,7 +322,7 @@ group_new(uint64_t id, const struct session_host *host,
 /* A member joins: see group.h. */
 void
 group_join(struct group *g, struct group_member *m, struct consumer *c,
-    const struct producer_spec *spec, pid_t pid, uint64_t seq)
+    const struct producer_spec *spec, pid_t pid, uint64_t seq, bool late)
 {
 	memset(m, 0, sizeof(*m));
 	m->g = g;
@@ -252,6 +332,7 @@ group_join(struct group *g, struct group_member *m, struct consumer *c,
 	consumer_set_state(c, CONSUMER_MEMBER);
 	c->from = g->p;
 	c->deliver_seq = seq;
+	m->late = late;
 	TAILQ_INSERT_TAIL(&g->members, m, entry);
 	g->nmembers++;
 }
@@ -295,7 +376,7 @@ group_pinned(const struct group *g, uint64_t seq)
 	const struct group_member	*m;
 
 	TAILQ_FOREACH(m, &g->members, entry) {
-		if (consumer_in_group(m->c) && m->c->deliver_seq <= seq)
+		if (group_member_seq(m) <= seq)
 			return (true);
 	}
 	return (false);
@@ -412,13 +493,31 @@ group_blame_left(struct group_blame *b, uint64_t now)
 }
 
 /*
+ * Whether late member @m, catching up, asks for nothing: no Next waits,
+ * or its Nexts wait at its meeting point and it cannot take the group's
+ * steps yet (it holds steps of its own ring).
+ */
+static bool
+group_catcher_idle(const struct group_member *m)
+{
+	const struct consumer	*c = m->c;
+
+	return (c->nwaiting == 0 || (producer_at_stop(c->own) &&
+	    c->deliver_seq == c->own->fill_seq));
+}
+
+/*
  * Charge the time the group was blocked since the last look to whom it
  * was blocked on then (the members that keep its oldest slot from being
- * refilled and do not wait themselves; else no member: the slots those
- * that left or ended hold), see who it is blocked on now, and set the
- * slack's timer for when the first of them will have cost the others
- * INFEED_GROUP_SLACK_MS within the window.  Called whenever a member
- * takes, releases, asks or goes, and by the timer.
+ * refilled and do not wait themselves, a late member's meeting point
+ * among them; else no member: the slots those that left or ended hold),
+ * see who it is blocked on now, and set the slack's timer for when the
+ * first of them will have cost the others INFEED_GROUP_SLACK_MS within
+ * the window.  Time the group waits for a late member that catches up
+ * (its Nexts wait for its own steps) is no one's: the price of sharing
+ * from then on; the group looks again every bucket meanwhile, as the
+ * late member's moves on its own ring do not call here.  Called whenever
+ * a member takes, releases, asks or goes, and by the timer.
  */
 void
 group_watch(struct group *g)
@@ -427,7 +526,7 @@ group_watch(struct group *g)
 	struct timeval		 tv;
 	uint64_t		 now = clock_now_ms(), seq = 0, wait, left;
 	uint32_t		 slot = 0;
-	bool			 blocked, oldest, any = false;
+	bool			 blocked, oldest, any = false, excused = false;
 
 	if (g->charged_ms != 0 && now > g->charged_ms) {
 		TAILQ_FOREACH(m, &g->members, entry) {
@@ -442,10 +541,15 @@ group_watch(struct group *g)
 	oldest = blocked && group_oldest(g, &slot, &seq);
 	wait = INFEED_GROUP_SLACK_MS;
 	TAILQ_FOREACH(m, &g->members, entry) {
-		m->blamed = oldest && consumer_in_group(m->c) &&
-		    m->c->nwaiting == 0 &&
-		    ((m->c->shared_held & group_bit(slot)) ||
-		    m->c->deliver_seq <= seq);
+		if (m->catching) {
+			m->blamed = oldest && m->meet_seq <= seq &&
+			    group_catcher_idle(m);
+			excused |= blocked && !m->blamed;
+		} else
+			m->blamed = oldest && consumer_in_group(m->c) &&
+			    !m->late && m->c->nwaiting == 0 &&
+			    ((m->c->shared_held & group_bit(slot)) ||
+			    m->c->deliver_seq <= seq);
 		if (!m->blamed)
 			continue;
 		any = true;
@@ -453,9 +557,11 @@ group_watch(struct group *g)
 		if (left < wait)
 			wait = left;
 	}
-	g->orphaned = blocked && !any;
+	g->orphaned = blocked && !any && !excused;
 	if (g->orphaned)
 		wait = group_blame_left(&g->orphan, now);
+	if (excused && wait > GROUP_BLAME_BUCKET_MS)
+		wait = GROUP_BLAME_BUCKET_MS;
 	if (!blocked) {
 		g->charged_ms = 0;
 		evtimer_del(g->ev_slack);
@@ -662,7 +768,8 @@ group_settle(struct group *g)
 	const struct group_member	*m;
 
 	TAILQ_FOREACH(m, &g->members, entry) {
-		if (consumer_in_group(m->c) || m->c->shared_held != 0)
+		if (consumer_in_group(m->c) || m->catching ||
+		    m->c->shared_held != 0)
 			break;
 	}
 	if (m == NULL) {
@@ -747,10 +854,16 @@ group_deliver(struct group *g)
 	group_watch(g);
 }
 
-/* A Next queued for a member in its group. */
+static void	group_catch_up(struct group_member *);
+
+/* A Next queued for a member in its group (a late one catches up). */
 void
 group_next(struct group_member *m)
 {
+	if (m->late) {
+		group_catch_up(m);
+		return;
+	}
 	if (m->c->seen == PRODUCER_IDLE)
 		producer_state_move(&m->c->seen, PRODUCER_FILLING, m->c->id);
 	group_start(m->g);
@@ -758,8 +871,9 @@ group_next(struct group_member *m)
 }
 
 /*
- * Member @m, which held the others back, has no room for a ring of its
- * own (@cause): it is ended rather than freeze them.  Its Nexts get the
+ * Member @m, which held the others back (or, late, cannot take the
+ * steps the group is past), has no room for a ring of its own (@cause):
+ * it is ended rather than freeze them.  Its Nexts get the
  * error from now on; the group's slots it holds stay its own until it
  * releases them (a kept step never changes), the others it kept free.
  */
@@ -769,17 +883,25 @@ group_end(struct group_member *m, const char *cause)
 	struct group	*g = m->g;
 	struct consumer	*c = m->c;
 
-	log_warnx("session %llu held group %llu back and is ended: %s",
-	    (unsigned long long)c->id, (unsigned long long)g->id, cause);
+	log_warnx("session %llu %s group %llu%s and is ended: %s",
+	    (unsigned long long)c->id, m->late ? "cannot catch up with" :
+	    "held", (unsigned long long)g->id, m->late ? "" : " back", cause);
 	consumer_set_state(c, CONSUMER_ENDED);
 	g->nmembers--;
 	g->stays++;
 	free(c->failure);
-	c->failure = xasprintf("this session held the other trainers of its "
-	    "shared group back for %d ms (stopped, or slower than they are), "
-	    "and %s, so it was ended to let them go on; release its steps and "
-	    "attach again (with share=False it never waits on others, nor "
-	    "they on it)", INFEED_GROUP_SLACK_MS, cause);
+	if (m->late)
+		c->failure = xasprintf("this session attached after the other "
+		    "trainers of its shared group had gone on, and %s; attach "
+		    "again once memory_budget has room (or with share=False, "
+		    "which never waits on others)", cause);
+	else
+		c->failure = xasprintf("this session held the other trainers "
+		    "of its shared group back for %d ms (stopped, or slower "
+		    "than they are), and %s, so it was ended to let them go "
+		    "on; release its steps and attach again (with share=False "
+		    "it never waits on others, nor they on it)",
+		    INFEED_GROUP_SLACK_MS, cause);
 	c->failure_code = ERRCODE_RESOURCE_EXHAUSTED;
 	producer_state_move(&c->seen, PRODUCER_FAILED, c->id);
 	consumer_cancel(c, c->failure_code, c->failure);
@@ -838,6 +960,7 @@ group_leave(struct group_member *m, enum group_leave why)
 	consumer_set_state(c, CONSUMER_LEFT);
 	g->nmembers--;
 	g->leaves[why]++;
+	m->late = false;
 	c->first_slot = g->p->ring->layout.slots;
 	c->new_ring = true;
 	c->deliver_seq = 0;
@@ -852,6 +975,112 @@ group_leave(struct group_member *m, enum group_leave why)
 	producer_fill(c->own);
 	consumer_deliver(c);
 	return (0);
+}
+
+/*
+ * Late member @m's Nexts wait at its meeting point: the group's slack
+ * timer tries it at once (a deferred call: this comes from its own
+ * producer's done callback, and rejoining frees that producer).
+ */
+static void
+group_at_stop_cb(void *arg)
+{
+	struct group_member	*m = arg;
+	struct timeval		 now = { 0, 0 };
+
+	evtimer_add(m->g->ev_slack, &now);
+}
+
+/*
+ * Late member @m asks for its first step.  The group may have it still
+ * (it takes the group's steps at once); else it fills its own ring from
+ * its position up to its meeting point, the oldest step the group has
+ * now, which the group keeps for it, and takes the group's steps from
+ * there (group_rejoin()); or, the group being too far ahead by now
+ * (group_behind()), it goes on alone.  With no room in the budget for that ring it
+ * is ended: the group has none of its steps before the meeting point.
+ */
+static void
+group_catch_up(struct group_member *m)
+{
+	struct group	*g = m->g;
+	struct consumer	*c = m->c;
+	enum errcode	 code;
+	uint64_t	 seq;
+	char		*cause = NULL, *msg;
+
+	/* Still late here: its own deliver_seq (from Attach) counts for none. */
+	if (group_position(g, c->pos_epoch, c->pos_step, &seq) == 0) {
+		m->late = false;
+		c->deliver_seq = seq;
+		group_next(m);
+		group_watch(g);
+		return;
+	}
+	m->catching = group_behind(g, c->pos_epoch, c->pos_step, &seq);
+	m->meet_seq = seq;
+	if (m->catching)
+		group_seq_step(g, seq, &m->meet_epoch, &m->meet_step);
+	if (consumer_go_alone(c, m->spec, &code, &cause) == -1) {
+		m->catching = false;
+		msg = xasprintf("memory_budget has no room for the ring of "
+		    "its own it needs to take the steps the group is past: "
+		    "%s", cause);
+		free(cause);
+		group_end(m, msg);	/* still late: says so */
+		free(msg);
+		m->late = false;
+		return;
+	}
+	m->late = false;
+	if (m->catching)
+		log_info("session %llu catches up with group %llu from epoch "
+		    "%llu step %llu to epoch %llu step %llu",
+		    (unsigned long long)c->id, (unsigned long long)g->id,
+		    (unsigned long long)c->pos_epoch,
+		    (unsigned long long)c->pos_step,
+		    (unsigned long long)m->meet_epoch,
+		    (unsigned long long)m->meet_step);
+	else
+		log_info("session %llu is more than %d epoch(s) behind group "
+		    "%llu by its first step: it goes on alone",
+		    (unsigned long long)c->id, GROUP_CATCH_UP_EPOCHS,
+		    (unsigned long long)g->id);
+	consumer_set_state(c, CONSUMER_LEFT);
+	g->nmembers--;
+	/* The client maps the group's ring since Attach: its own follows. */
+	c->first_slot = g->p->ring->layout.slots;
+	c->new_ring = true;
+	c->deliver_seq = 0;
+	if (m->catching) {
+		c->at_stop = group_at_stop_cb;
+		c->at_stop_arg = m;
+		producer_stop_at(c->own, true, m->meet_epoch, m->meet_step);
+	}
+	consumer_next(c);
+	group_watch(g);
+}
+
+/*
+ * Late member @m, catching up, asked for nothing while the group waited
+ * for it, for the slack: the group keeps nothing more for it, and it goes
+ * on alone from its own ring (it may still rejoin as any member that left
+ * does).
+ */
+static void
+group_catch_up_end(struct group_member *m)
+{
+	struct consumer	*c = m->c;
+
+	log_info("session %llu stops catching up with group %llu %s; it "
+	    "goes on alone", (unsigned long long)c->id,
+	    (unsigned long long)m->g->id,
+	    group_leave_why[GROUP_LEAVE_HELD_BACK]);
+	m->catching = false;
+	m->g->leaves[GROUP_LEAVE_HELD_BACK]++;
+	c->at_stop = NULL;
+	producer_stop_at(c->own, false, 0, 0);
+	consumer_deliver(c);
 }
 
 /* Whether step @seq of group @g is ready in its ring. */
@@ -884,8 +1113,8 @@ group_rejoin(struct group_member *m)
 	struct sampler	*sm = &m->spec->src->sampler;
 	uint64_t	 epoch = c->pos_epoch, step = c->pos_step, seq;
 
-	if (c->nwaiting > 0 || c->shared_held != 0 || c->own == NULL ||
-	    (c->own->state != PRODUCER_FILLING &&
+	if ((c->nwaiting > 0 && !m->catching) || c->shared_held != 0 ||
+	    c->own == NULL || (c->own->state != PRODUCER_FILLING &&
 	    c->own->state != PRODUCER_IDLE))
 		return (false);
 	if (c->steps_delivered > 0) {
@@ -897,21 +1126,30 @@ group_rejoin(struct group_member *m)
 		}
 	}
 	/*
-	 * Only where its first Step from the group goes out at once, and
-	 * holding at most one step of its own ring (a for-loop's last): so it
-	 * never waits in the group with steps of its own ring still held,
-	 * which would keep it from leaving again.
+	 * Only where its first Step from the group goes out at once (a late
+	 * member: at its meeting point, which the group keeps), and holding
+	 * at most one step of its own ring (a for-loop's last): so it never
+	 * waits in the group with steps of its own ring still held, which
+	 * would keep it from leaving again.
 	 */
-	if (group_position(g, epoch, step, &seq) == -1 ||
-	    !group_ready(g, seq) || ring_count(c->own->ring, SLOT_HELD) > 1)
+	if (ring_count(c->own->ring, SLOT_HELD) > 1)
 		return (false);
-	log_info("session %llu caught up with group %llu and rejoins it at "
+	if (m->catching) {
+		if (epoch != m->meet_epoch || step != m->meet_step)
+			return (false);
+		seq = m->meet_seq;
+	} else if (group_position(g, epoch, step, &seq) == -1 ||
+	    !group_ready(g, seq))
+		return (false);
+	log_info("session %llu caught up with group %llu and %s it at "
 	    "epoch %llu step %llu", (unsigned long long)c->id,
-	    (unsigned long long)g->id, (unsigned long long)epoch,
-	    (unsigned long long)step);
+	    (unsigned long long)g->id, m->catching ? "joins" : "rejoins",
+	    (unsigned long long)epoch, (unsigned long long)step);
 	consumer_set_state(c, CONSUMER_REJOINED);
 	g->nmembers++;
-	g->rejoins++;
+	g->rejoins++;	/* a late member's catch-up counts too */
+	m->catching = false;
+	c->at_stop = NULL;
 	c->seen = c->own->state;
 	c->from = g->p;
 	c->deliver_seq = seq;
@@ -922,6 +1160,11 @@ group_rejoin(struct group_member *m)
 	c->new_ring = !c->new_ring;
 	producer_retire(c->own);
 	consumer_own_drop(c);
+	/* A late member's Nexts that waited at its meeting point. */
+	if (c->nwaiting > 0) {
+		group_next(m);
+		group_watch(g);
+	}
 	return (true);
 }
 
@@ -939,11 +1182,19 @@ static void
 group_slack_cb(int fd, short what, void *arg)
 {
 	struct group		*g = arg;
-	struct group_member	*m;
+	struct group_member	*m, *next;
 	uint64_t		 now = clock_now_ms();
 	bool			 acted = false, stuck = false;
 
 	(void)fd, (void)what;
+	/* Late members whose Nexts wait at their meeting point. */
+	for (m = TAILQ_FIRST(&g->members); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, entry);
+		if (m->catching && m->c->nwaiting > 0 &&
+		    producer_at_stop(m->c->own) &&
+		    m->c->deliver_seq == m->c->own->fill_seq)
+			(void)group_rejoin(m);
+	}
 	group_watch(g);
 	if (g->charged_ms == 0 || now < g->retry_ms)
 		return;
@@ -952,7 +1203,9 @@ group_slack_cb(int fd, short what, void *arg)
 		if (!m->blamed || group_blame_left(&m->blame, now) > 0)
 			continue;
 		acted = true;
-		if (group_leave(m, GROUP_LEAVE_HELD_BACK) == -1 &&
+		if (m->catching)
+			group_catch_up_end(m);
+		else if (group_leave(m, GROUP_LEAVE_HELD_BACK) == -1 &&
 		    consumer_in_group(m->c))
 			stuck = true;
 	}
@@ -1003,6 +1256,8 @@ group_quit(struct group_member *m)
 	else
 		group_unhold(g, m->c->shared_held);
 	m->c->shared_held = 0;
+	m->catching = false;
+	m->c->at_stop = NULL;
 	TAILQ_REMOVE(&g->members, m, entry);
 	if (consumer_in_group(m->c))
 		g->nmembers--;

@@ -19,8 +19,21 @@
  * while only the slots those that left or ended hold block the group.
  * One that left rejoins at a Next whose step the group has ready (it
  * caught up), holding at most one step of its own ring, and gives up its
- * own ring once it holds none of it.  A late member joins only at a step
- * the group still has or fills next; elsewhere it starts its own group.
+ * own ring once it holds none of it.
+ *
+ * A late member joins at a step the group still has or fills next.  One
+ * that attaches behind the group (by an epoch at most) joins too, and
+ * catches up: its first Next gives it a producer of its own, from its
+ * position to the oldest step the group has then (its meeting point,
+ * which the group keeps for it from then on; before its first Next it
+ * keeps nothing, and holds no one back), and at the meeting point it
+ * takes the group's steps (it rejoins).  Its own steps are the group's earlier
+ * steps (the order is the sampler's, of seed and epoch), and while the
+ * group waits for it (its ring full up to the meeting point) the workers
+ * fill the late member's steps alone.  A late member that stops asking
+ * while the group waits for it is charged the slack as any member is,
+ * and then goes on alone: the group keeps nothing more for it.  Elsewhere
+ * (ahead of the group, or further behind) it starts its own group.
  *
  * A group calls its producer, its members' consumers and the ring, never
  * a session: session.c makes the group's source and its members.
@@ -64,6 +77,15 @@ struct group_member {
 	pid_t			 pid;	/* its client's; 0: not known */
 	struct group_blame	 blame;	/* the group blocked on it */
 	bool			 blamed;	/* ... since charged_ms */
+	/*
+	 * Attached behind the group: it catches up from its first Next on
+	 * (late), on its own ring up to the meeting point (catching).
+	 */
+	bool			 late;
+	bool			 catching;
+	uint64_t		 meet_seq;	/* in the group's sequence */
+	uint64_t		 meet_epoch;
+	uint64_t		 meet_step;
 	TAILQ_ENTRY(group_member) entry;
 };
 
@@ -105,13 +127,15 @@ bool		 group_may_share(const struct session_host *host,
 /**
  * group_find() - a group whose every step is a session's of @client, @src
  * and @o, and that still has, or fills next, step (@epoch, @step): its
- * position in the group's sequence in *@seq.  Return: the group, or NULL.
+ * position in the group's sequence in *@seq; else one that is ahead of
+ * that step by an epoch at most (*@late: the session catches up to the
+ * group's *@seq-th step).  Return: the group, or NULL.
  */
 struct group	*group_find(const struct session_host *host,
 		    const struct session_client *client,
 		    const struct session_source *src,
 		    const struct session_options *o, uint64_t epoch,
-		    uint64_t step, uint64_t *seq);
+		    uint64_t step, uint64_t *seq, bool *late);
 
 /**
  * group_new() - a group @id of @client's Attach options @o (copied), on
@@ -126,11 +150,12 @@ struct group	*group_new(uint64_t id, const struct session_host *host,
 
 /**
  * group_join() - @m (consumer @c, of process @pid, going alone by @spec
- * should it leave) joins @g at position @seq.
+ * should it leave) joins @g at position @seq, or, @late, catches up to
+ * it from its own position (group_find()).
  */
 void		 group_join(struct group *g, struct group_member *m,
 		    struct consumer *c, const struct producer_spec *spec,
-		    pid_t pid, uint64_t seq);
+		    pid_t pid, uint64_t seq, bool late);
 
 /**
  * group_start() - a member asked for steps: the producer fills.
@@ -150,8 +175,9 @@ void		 group_next(struct group_member *m);
 void		 group_watch(struct group *g);
 
 /**
- * group_rejoin() - left member @m caught up: it takes the group's steps
- * again.  Return: whether it did.
+ * group_rejoin() - left member @m caught up (or a late one reached its
+ * meeting point): it takes the group's steps again.  Return: whether it
+ * did.
  */
 bool		 group_rejoin(struct group_member *m);
 

@@ -45,6 +45,7 @@
 
 #include "clock.h"
 #include "errcode.h"
+#include "io-batch.h"
 #include "log.h"
 #include "metrics.h"
 #include "session.h"
@@ -419,6 +420,11 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	    "New fork servers infeedd started after one died.");
 	evbuffer_add_printf(b, "infeed_fork_server_restarts_total %u\n",
 	    st->fork_server_restarts);
+	metrics_family(b, "infeed_reads_in_flight_info", "gauge", "How the "
+	    "workers put their reads in flight (io_backend), chosen at start: "
+	    "io_uring, or threads where the kernel refuses io_uring.");
+	evbuffer_add_printf(b, "infeed_reads_in_flight_info{backend=\"%s\"} 1\n",
+	    io_backend_name(io_backend_chosen()));
 	metrics_family(b, "infeed_fork_server_up", "gauge", "1 while a fork "
 	    "server is up to start workers, 0 while a new one is awaited.");
 	evbuffer_add_printf(b, "infeed_fork_server_up %d\n",
@@ -431,17 +437,28 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	evbuffer_add_printf(b, "infeed_workers %u\n", st->nworkers);
 	metrics_family(b, "infeed_workers_max", "gauge", "The most workers "
 	    "the pool may have: with workers = auto the CPUs infeedd may use "
-	    "(affinity, cgroup cpu.max), else workers.");
+	    "(affinity, cgroup cpu.max) for workers that compute, more for "
+	    "workers that wait for storage, else workers.");
 	evbuffer_add_printf(b, "infeed_workers_max %u\n", st->workers_auto ?
 	    st->autotune.max : st->nworkers);
 	metrics_family(b, "infeed_pool_resizes_total", "counter", "Workers "
-	    "added and retired by workers = auto, and why.");
+	    "added and retired by workers = auto, and why: past the CPUs for "
+	    "workers that wait for storage, given back when they wait for a "
+	    "CPU.");
 	evbuffer_add_printf(b, "infeed_pool_resizes_total{direction=\"grow\","
 	    "reason=\"trainers_waiting\"} %llu\n",
-	    (unsigned long long)st->autotune.grows);
+	    (unsigned long long)(st->autotune.grows -
+	    st->autotune.grows_storage));
+	evbuffer_add_printf(b, "infeed_pool_resizes_total{direction=\"grow\","
+	    "reason=\"workers_waiting_for_storage\"} %llu\n",
+	    (unsigned long long)st->autotune.grows_storage);
 	evbuffer_add_printf(b, "infeed_pool_resizes_total{direction="
 	    "\"shrink\",reason=\"workers_idle\"} %llu\n",
-	    (unsigned long long)st->autotune.shrinks);
+	    (unsigned long long)(st->autotune.shrinks -
+	    st->autotune.shrinks_cpu));
+	evbuffer_add_printf(b, "infeed_pool_resizes_total{direction="
+	    "\"shrink\",reason=\"workers_waiting_for_cpu\"} %llu\n",
+	    (unsigned long long)st->autotune.shrinks_cpu);
 	metrics_family(b, "infeed_errors_total", "counter", "Errors sent to "
 	    "clients, by the protocol's ErrorCode.");
 	for (c = ERRCODE_NONE + 1; c < ERRCODE_COUNT; c++)

@@ -988,14 +988,21 @@ pool_resizing(const struct pool *pool)
 	return (false);
 }
 
-/* Add a worker in the next slot. */
+/*
+ * Add a worker in the next slot; others may still be starting (workers =
+ * auto adds several at once for storage), but none retiring.
+ */
 int
 pool_grow(struct pool *pool)
 {
 	struct worker	*w;
+	unsigned	 i;
 
-	if (pool->size == pool->n || pool_resizing(pool))
+	if (pool->size == pool->n)
 		return (-1);
+	for (i = 0; i < pool->size; i++)
+		if (pool->workers[i].parking)
+			return (-1);
 	w = &pool->workers[pool->size++];
 	w->backoff_ms = 0;
 	pool_respawn(pool, w);

@@ -264,8 +264,10 @@ void		 pool_forker_info(const struct pool *pool, pid_t *pid,
  * worker in the next slot, up to pool_max(); pool_shrink() retires the
  * last slot's worker once its running job is done (it takes no other
  * meanwhile, and a job it dies in goes back to the queue, so nothing is
- * lost or done twice), and does not replace it.  Both refuse (-1) while
- * one is under way (pool_resizing()), and at the bounds (1 worker).
+ * lost or done twice), and does not replace it.  pool_shrink() refuses
+ * (-1) while a worker starts or retires (pool_resizing()), pool_grow()
+ * while one retires (several may start at once); both at the bounds
+ * (pool_max(), 1 worker).
  */
 int		 pool_grow(struct pool *pool);
 int		 pool_shrink(struct pool *pool);

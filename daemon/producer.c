@@ -523,7 +523,8 @@ producer_fill(struct producer *p)
 			p->fill_epoch++;
 			p->fill_step = 0;
 		}
-		if ((i = ring_find(p->ring, SLOT_FREE)) == -1)
+		if (producer_at_stop(p) ||
+		    (i = ring_find(p->ring, SLOT_FREE)) == -1)
 			break;
 		sl = &p->ring->slot[i];
 		rows = sampler_epoch_step_rows(sm, p->fill_epoch,
@@ -572,6 +573,34 @@ producer_handover(struct producer *p, uint64_t epoch, uint64_t step,
 	p->fill_epoch = epoch;
 	p->fill_step = step;
 	p->state = st;
+}
+
+/* A catch-up stream's end: fill nothing from there on, or go on. */
+void
+producer_stop_at(struct producer *p, bool stops, uint64_t epoch,
+    uint64_t step)
+{
+	p->stops = stops;
+	p->stop_epoch = epoch;
+	p->stop_step = step;
+	if (!stops)
+		producer_fill(p);
+}
+
+/* Whether every step before its stop is filled (or filling). */
+bool
+producer_at_stop(const struct producer *p)
+{
+	uint64_t	epoch = p->fill_epoch, step = p->fill_step;
+
+	if (!p->stops)
+		return (false);
+	if (step >= sampler_epoch_steps(&p->spec.src->sampler, epoch)) {
+		epoch++;
+		step = 0;
+	}
+	return (epoch > p->stop_epoch ||
+	    (epoch == p->stop_epoch && step >= p->stop_step));
 }
 
 /* Fill no more: the ring stays for the steps its readers hold. */

@@ -79,6 +79,13 @@ struct producer {
 	struct pool_ring	*pool_ring;
 	/* A reader back in its group keeps it for the steps it holds. */
 	bool			 retired;
+	/*
+	 * A late group member's catch-up stream fills no step from
+	 * (stop_epoch, stop_step) on: its group has those (group.h).
+	 */
+	bool			 stops;
+	uint64_t		 stop_epoch;
+	uint64_t		 stop_step;
 	char			*failure;
 	enum errcode		 failure_code;	/* DATA, or INTERNAL */
 	uint64_t		 failed_seq;	/* the first step that failed */
@@ -159,6 +166,15 @@ uint64_t	 producer_next_epoch(struct producer *p);
  */
 void		 producer_handover(struct producer *p, uint64_t epoch,
 		    uint64_t step, enum producer_state st);
+
+/**
+ * producer_stop_at() - fill no step from (@epoch, @step) on, or, with
+ * @stops false, go on past it (and fill).  producer_at_stop() - whether
+ * it filled every step before its stop.
+ */
+void		 producer_stop_at(struct producer *p, bool stops,
+		    uint64_t epoch, uint64_t step);
+bool		 producer_at_stop(const struct producer *p);
 
 /**
  * producer_retire() - fill no more: queued jobs are dropped, rows still

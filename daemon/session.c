@@ -80,9 +80,10 @@ session_join(struct session *s, const struct session_attach *a,
 	struct session_source	 src;
 	struct group		*g;
 	uint64_t		 seq = 0;
+	bool			 late = false;
 
 	g = group_find(&s->host, &s->client, &s->src, &s->opts,
-	    s->rd.pos_epoch, s->rd.pos_step, &seq);
+	    s->rd.pos_epoch, s->rd.pos_step, &seq, &late);
 	if (g == NULL) {
 		pa = *a;
 		pa.options.share = false;
@@ -104,7 +105,7 @@ session_join(struct session *s, const struct session_attach *a,
 		    (unsigned long long)(g->p->ring->layout.slot_bytes >> 10));
 		seq = 0;
 	}
-	group_join(g, &s->gm, &s->rd, &s->spec, s->client.pid, seq);
+	group_join(g, &s->gm, &s->rd, &s->spec, s->client.pid, seq, late);
 	return (0);
 }
 
@@ -166,9 +167,10 @@ session_new(const struct session_host *host,
 		    o->start_epoch));
 	if (s->gm.g != NULL)
 		log_info("client %llu: session %llu shares group %llu (%u "
-		    "members)", (unsigned long long)client->peer_id,
+		    "members)%s", (unsigned long long)client->peer_id,
 		    (unsigned long long)s->id,
-		    (unsigned long long)s->gm.g->id, s->gm.g->nmembers);
+		    (unsigned long long)s->gm.g->id, s->gm.g->nmembers,
+		    s->gm.late ? ", behind it: it catches up first" : "");
 	/* Fill the ring now; the first Step still waits for the first Next. */
 	if (o->early_preload && s->gm.g != NULL)
 		group_start(s->gm.g);
@@ -313,8 +315,12 @@ session_group_report(const struct session *s, struct session_report *r)
 	r->group_left = consumer_left(c);
 	memset(r->group_leaves, 0, sizeof(r->group_leaves));
 	r->group_stays = r->group_rejoins = 0;
-	/* One that left shows its group while it holds slots there. */
-	if (g == NULL || (consumer_left(c) && c->shared_held == 0))
+	/*
+	 * One that left shows its group while it holds slots there, or
+	 * catches up with it.
+	 */
+	if (g == NULL || (consumer_left(c) && c->shared_held == 0 &&
+	    !s->gm.catching))
 		return;
 	p = g->p;
 	r->group_id = g->id;

@@ -196,6 +196,7 @@ stats_frame_fill(struct stats_frame *sf, const struct stats *snap)
 	st->n_workers = snap->nworkers;
 	st->workers = sf->wsp;
 	st->huge_pages = (char *)(uintptr_t)snap->huge_pages;
+	st->reads_in_flight = (char *)(uintptr_t)snap->reads_in_flight;
 	if (snap->workers_auto) {
 		st->has_workers_auto = st->has_workers_max = 1;
 		st->workers_auto = 1;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "io-batch.h"
 #include "procmem.h"
 #include "stats.h"
 #include "xmalloc.h"
@@ -53,6 +54,7 @@ stats_take(struct stats *st, const struct pool *pool,
 	st->rings_reused = budget->reused;
 	st->rings_made = budget->made;
 	st->huge_pages = ring_mem_huge_pages();
+	st->reads_in_flight = io_backend_why();
 	st->memory_private = procmem_private(getpid());
 	for (i = 0; i < st->nworkers; i++) {
 		if (st->workers[i].pid > 0)

@@ -73,6 +73,7 @@ struct stats {
 	INFEED_MEMORY_STATS(STATS_MEMORY_FIELD)
 #undef STATS_MEMORY_FIELD
 	const char		*huge_pages;
+	const char		*reads_in_flight;	/* io_backend_why() */
 	const struct stats_history *history;	/* borrowed */
 };
 

@@ -3,7 +3,13 @@
  * A worker process: takes each row's dataset index from the job, reads the
  * sample through the dataset (whose mappings it inherited at fork),
  * transforms it if the session asked, writes data and label into the slot,
- * and answers DONE.  It keeps one mapping per ring it was sent, and for a
+ * and answers DONE.  The reads of a job's rows go in flight together
+ * (io-batch.h), straight into the slot for arrays (one copy, by the
+ * kernel) and into a buffer for what is converted or decoded, each row
+ * finished as its read completes; a row whose pages are in the page cache
+ * is copied from the mapping instead (mincore), which is faster still.
+ * Before DONE every read of the job has completed, whatever happened: no
+ * read lands in a slot the pool has given back.  It keeps one mapping per ring it was sent, and for a
  * ring that reads a client's files, the dataset it opened from the
  * descriptors that came with the ring (refused, every job of that ring
  * fails as unreadable: the client changed the files since the daemon
@@ -12,8 +18,10 @@
  * A file mapped for reading can be truncated under the worker (a client's
  * own file, typically): rows are copied with a SIGBUS handler armed, and a
  * fault while copying is the row's read error ("truncated to N bytes
- * while the session read it"), not the worker's death.  Each row it begins
- * is counted in its beat, so the pool's deadline is per row.
+ * while the session read it"), not the worker's death; a read that comes
+ * back short is the same error ("the file is N bytes now").  Each row it
+ * finishes is counted in its beat, so the pool's deadline is per row, and
+ * the beat names the row being copied or decoded, the one a crash blames.
  */
 
 #include <sys/mman.h>
@@ -31,6 +39,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "io-batch.h"
 #include "log.h"
 #include "transport.h"
 #include "worker.h"
@@ -69,13 +78,50 @@ struct wring {
 	struct worker_ring	 desc;
 	uint8_t			*map;		/* its memory's */
 	uint8_t			*populated;	/* its memory's */
-	uint8_t			*tmp;		/* one input sample */
+	uint8_t			*tmp;		/* ntmp input samples */
+	unsigned		 ntmp;		/* at most IO_BATCH_DEPTH */
+	uint64_t		 tmp_used;	/* a bit a sample of tmp */
 	float			*lut;		/* uint8 -> float, per channel */
 	const struct dataset	*ds;		/* the catalogue's, or NULL */
 	struct dataset		*files;		/* a client's, or NULL */
 	char			*files_why;	/* why not, when refused */
 	char			*why;		/* its jobs fail: ours, why */
 };
+
+/* A ring's buffers for reads converted to float32: this many bytes at most. */
+#define WORKER_IO_BYTES		(32u << 20)
+/* An in-flight image buffer larger than this is freed after use. */
+#define WORKER_ENC_KEEP		(4u << 20)
+/* Pages asked of mincore(2) at a time. */
+#define WORKER_MINCORE_PAGES	64
+
+/* A row whose read is in flight. */
+struct worker_fl {
+	bool			 used;
+	bool			 owned;	/* @fd is an image file, ours to close */
+	int			 fd;
+	uint64_t		 row;
+	uint64_t		 index;
+	size_t			 len;
+	uint64_t		 end;	/* the file's bytes the row needs */
+	const struct dataset_map *map;	/* the file's, for a short read */
+	int64_t			 label;
+	uint8_t			*tmp;	/* to convert: its ring's buffer */
+	unsigned		 tmp_slot;
+	struct wring		*w;	/* ... of this ring */
+	struct dataset_buf	 enc;	/* an image's bytes */
+	size_t			 bytes;	/* of enc, counted in worker_fl_bytes */
+};
+
+/* The reads in flight: their batch, entries (by tag) and free ones. */
+static struct io_batch		*worker_io;
+static struct worker_fl		 worker_fl[IO_BATCH_DEPTH];
+static unsigned			 worker_free[IO_BATCH_DEPTH];
+static unsigned			 worker_nfree;
+static size_t			 worker_fl_bytes;
+static long			 worker_page;
+/* The sample being copied out of a mapping, for a SIGBUS's message. */
+static uint64_t			 worker_copying;
 
 /* This worker's progress, shared with the pool. */
 static struct worker_beat	*worker_beat;
@@ -91,6 +137,51 @@ worker_beat_row(uint64_t row)
 	worker_beat->row = row;
 	__atomic_store_n(&worker_beat->rows, worker_beat->rows + 1,
 	    __ATOMIC_RELAXED);
+}
+
+/*
+ * The memory this process may use: the host's, or less where its cgroup
+ * says so (cgroup v2's memory.max, v1's memory.limit_in_bytes), the page
+ * cache included: a dataset populated past it would only be read twice.
+ */
+static uint64_t
+worker_memory_max(void)
+{
+	char		 line[512], path[700];
+	uint64_t	 max, v;
+	FILE		*f;
+	const char	*rel = NULL;
+	bool		 v1 = false;
+
+	max = (uint64_t)sysconf(_SC_PHYS_PAGES) *
+	    (uint64_t)sysconf(_SC_PAGESIZE);
+	if ((f = fopen("/proc/self/cgroup", "re")) == NULL)
+		return (max);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "0::", 3) == 0 && rel == NULL) {
+			rel = line + 3;
+		} else if (strstr(line, ":memory:") != NULL) {
+			rel = strstr(line, ":memory:") + 8;
+			v1 = true;
+			break;
+		}
+	}
+	fclose(f);
+	if (rel == NULL)
+		return (max);
+	if (v1)
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/"
+		    "memory.limit_in_bytes", rel);
+	else
+		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max",
+		    rel);
+	if ((f = fopen(path, "re")) == NULL)
+		return (max);
+	if (fscanf(f, "%" SCNu64, &v) == 1 && v < max)
+		max = v;		/* "max" (v2) reads as no number */
+	fclose(f);
+	return (max);
 }
 
 /* The daemon, whose death ends the worker (worker_orphan_cb()). */
@@ -154,13 +245,313 @@ worker_populate(struct wring *w, uint64_t off, uint64_t len)
 #endif
 }
 
+/* Whether @len bytes at @p of a file's mapping are all in memory. */
+static bool
+worker_resident(const uint8_t *p, size_t len)
+{
+	unsigned char	vec[WORKER_MINCORE_PAGES];
+	uintptr_t	at, end;
+	size_t		pages, i;
+
+	at = (uintptr_t)p & ~(uintptr_t)(worker_page - 1);
+	end = (uintptr_t)p + len;
+	while (at < end) {
+		pages = (end - at + worker_page - 1) / worker_page;
+		if (pages > WORKER_MINCORE_PAGES)
+			pages = WORKER_MINCORE_PAGES;
+		if (mincore((void *)at, pages * worker_page, vec) == -1)
+			return (false);
+		for (i = 0; i < pages; i++) {
+			if ((vec[i] & 1) == 0)
+				return (false);
+		}
+		at += pages * worker_page;
+	}
+	return (true);
+}
+
+/*
+ * A job's failure, kept for the lowest row that failed: with reads in
+ * flight, rows complete out of order, and DONE names the one a row-by-row
+ * read would have (the same bad_index whatever the store's timing).
+ */
+static void
+worker_fail(struct worker_msg_done *d, uint64_t *fail_row, int *rc,
+    uint64_t row, int why, uint64_t index, int64_t label, const char *text)
+{
+	if (row >= *fail_row)
+		return;
+	*fail_row = row;
+	*rc = why;
+	d->bad_index = index;
+	d->bad_label = label;
+	snprintf(d->text, WORKER_REASON_LEN, "%s", text != NULL ? text : "");
+}
+
+/*
+ * Store row @r's @label in the slot's label table, after checking it.  A
+ * client's labels are checked here, row by row, not at Attach: no class
+ * number is negative or past uint32, nor past int32 when the ring's
+ * labels are int32 (never wrapped into another class).
+ */
+static bool
+worker_label(uint8_t *base, const struct ring_layout *l, uint64_t r,
+    int64_t label)
+{
+	if (label < 0 || label >= UINT32_MAX)
+		return (false);
+	if (l->label_dtype == INFEED_DTYPE_INT64)
+		((int64_t *)(void *)(base + l->labels_offset))[r] = label;
+	else if (label > INT32_MAX)
+		return (false);
+	else
+		((int32_t *)(void *)(base + l->labels_offset))[r] =
+		    (int32_t)label;
+	return (true);
+}
+
+/* Take a free in-flight entry (there is one: io_batch_room() said so). */
+static struct worker_fl *
+worker_fl_take(void)
+{
+	struct worker_fl	*e = &worker_fl[worker_free[--worker_nfree]];
+
+	e->used = true;
+	return (e);
+}
+
+/* Give an entry back, closing its image file. */
+static void
+worker_fl_put(struct worker_fl *e)
+{
+	if (e->owned)
+		close(e->fd);
+	if (e->tmp != NULL)
+		e->w->tmp_used &= ~((uint64_t)1 << e->tmp_slot);
+	e->tmp = NULL;
+	e->owned = false;
+	e->used = false;
+	worker_fl_bytes -= e->bytes;
+	e->bytes = 0;
+	worker_free[worker_nfree++] = (unsigned)(e - worker_fl);
+	if (e->enc.cap > WORKER_ENC_KEEP)
+		dataset_buf_free(&e->enc);
+}
+
+/* Drop the reads in flight (after an error or a SIGBUS): wait them out. */
+static void
+worker_inflight_drop(void)
+{
+	unsigned	i;
+
+	io_batch_drain(worker_io);
+	for (i = 0; i < IO_BATCH_DEPTH; i++) {
+		if (worker_fl[i].used)
+			worker_fl_put(&worker_fl[i]);
+	}
+}
+
+/* The context of one job's rows, for the completion of each read. */
+struct worker_rowjob {
+	struct wring			*w;
+	struct transform_work		*tw;
+	const struct dataset		*ds;
+	const struct worker_msg_job	*job;
+	struct worker_msg_done		*d;
+	uint8_t				*base;
+	uint64_t			 fail_row;
+	int				 rc;
+};
+
+/*
+ * Image row @r: decode it from the bytes its read brought (given to the
+ * dataset, dataset_encoded_give()), else read it alone.
+ */
+static void
+worker_image_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
+{
+	const struct ring_layout *l = &j->w->desc.layout;
+	const struct transform	*tf = &j->w->desc.transform;
+	int64_t			 label;
+	char			 text[WORKER_REASON_LEN];
+
+	worker_beat_row(r);
+	text[0] = '\0';
+	if (transform_image_row(tf, j->tw, j->ds, j->job->epoch, idx,
+	    j->base + l->data_offset + r * tf->out_sample_bytes, &label,
+	    &j->d->bytes, &j->d->replaced, text, sizeof(text)) == -1)
+		worker_fail(j->d, &j->fail_row, &j->rc, r, WORKER_READ_ERROR,
+		    idx, 0, text);
+	else if (!worker_label(j->base, l, r, label))
+		worker_fail(j->d, &j->fail_row, &j->rc, r, WORKER_LABEL_RANGE,
+		    idx, label, NULL);
+}
+
+/* Take one completed read and finish its row. */
+static void
+worker_complete(struct worker_rowjob *j)
+{
+	const struct transform	*tf = &j->w->desc.transform;
+	const struct ring_layout *l = &j->w->desc.layout;
+	struct worker_fl	*e;
+	uint64_t		 tag;
+	ssize_t			 res;
+	char			 text[WORKER_REASON_LEN];
+
+	if (io_batch_wait(worker_io, &tag, &res) == -1)
+		return;
+	e = &worker_fl[tag];
+	if (j->ds->encoded) {
+		if (res == (ssize_t)e->len) {
+			e->enc.len = e->len;
+			dataset_encoded_give(j->ds, e->index, &e->enc,
+			    e->label);
+		}
+		/* Else read again, alone, for the reason (or a replacement). */
+		if (e->owned) {
+			close(e->fd);
+			e->owned = false;
+		}
+		worker_image_row(j, e->row, e->index);
+		dataset_encoded_give(NULL, 0, NULL, 0);
+	} else if (res != (ssize_t)e->len) {
+		if (res >= 0)
+			(void)dataset_map_short(e->map, e->end);
+		else
+			errno = (int)-res;
+		if (errno == EIO)	/* a file cut short */
+			dataset_short_why(text, sizeof(text));
+		else
+			snprintf(text, sizeof(text), "cannot read it (%s)",
+			    strerror(errno));
+		worker_fail(j->d, &j->fail_row, &j->rc, e->row,
+		    WORKER_READ_ERROR, e->index, 0, text);
+	} else {
+		worker_beat_row(e->row);
+		if (tf->to_float32)
+			transform_row(tf, j->w->lut, e->tmp, (float *)(void *)
+			    (j->base + l->data_offset + e->row *
+			    tf->out_sample_bytes));
+		j->d->bytes += e->len;
+	}
+	worker_fl_put(e);
+}
+
+/*
+ * Row @r (dataset index @idx) of an array dataset: copied from the file's
+ * mapping when its pages are in memory (the fastest there is: no system
+ * call), else read in flight into the slot (one copy, by the kernel, from
+ * the page cache or the device) or into a buffer for conversion.
+ */
+static void
+worker_array_row(struct worker_rowjob *j, uint64_t r, uint64_t idx, bool stream)
+{
+	const struct transform	*tf = &j->w->desc.transform;
+	const struct ring_layout *l = &j->w->desc.layout;
+	struct dataset_loc	 loc;
+	struct worker_fl	*e;
+	uint8_t			*dst = j->base + l->data_offset + r *
+				    tf->out_sample_bytes;
+	int64_t			 label;
+	char			 text[WORKER_REASON_LEN];
+
+	if (dataset_locate(j->ds, idx, &loc, &label) == -1) {
+		if (errno == EIO)	/* a file cut short */
+			dataset_short_why(text, sizeof(text));
+		else
+			text[0] = '\0';
+		worker_fail(j->d, &j->fail_row, &j->rc, r, WORKER_READ_ERROR,
+		    idx, 0, text);
+		return;
+	}
+	if (!worker_label(j->base, l, r, label)) {
+		worker_fail(j->d, &j->fail_row, &j->rc, r, WORKER_LABEL_RANGE,
+		    idx, label, NULL);
+		return;
+	}
+	if (loc.mapped != NULL && (loc.fd == -1 ||
+	    worker_resident(loc.mapped, loc.len))) {
+		worker_beat_row(r);
+		worker_copying = idx;
+		if (tf->to_float32)
+			transform_row(tf, j->w->lut, loc.mapped,
+			    (float *)(void *)dst);
+		else
+			copy_row(dst, loc.mapped, loc.len, stream);
+		j->d->bytes += loc.len;
+		return;
+	}
+	while (io_batch_room(worker_io) == 0 || (tf->to_float32 &&
+	    __builtin_popcountll(j->w->tmp_used) >= (int)j->w->ntmp))
+		worker_complete(j);
+	e = worker_fl_take();
+	e->row = r;
+	e->index = idx;
+	e->len = loc.len;
+	e->map = loc.map;
+	e->end = loc.off + loc.len;
+	e->fd = loc.fd;
+	e->owned = false;
+	e->label = label;
+	if (tf->to_float32) {
+		e->tmp_slot = (unsigned)__builtin_ctzll(~j->w->tmp_used);
+		j->w->tmp_used |= (uint64_t)1 << e->tmp_slot;
+		e->tmp = j->w->tmp + (size_t)e->tmp_slot * tf->in_sample_bytes;
+		e->w = j->w;
+		io_batch_read(worker_io, loc.fd, e->tmp, loc.len, loc.off,
+		    (uint64_t)(e - worker_fl));
+	} else
+		io_batch_read(worker_io, loc.fd, dst, loc.len, loc.off,
+		    (uint64_t)(e - worker_fl));
+}
+
+/* Row @r of an image dataset: its file's read put in flight. */
+static void
+worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
+{
+	struct dataset_loc	 loc;
+	struct worker_fl	*e;
+	int64_t			 label;
+
+	if (dataset_locate(j->ds, idx, &loc, &label) == -1) {
+		/* Alone: the reason, or a replacement (bad_samples). */
+		worker_image_row(j, r, idx);
+		return;
+	}
+	while (io_batch_room(worker_io) == 0 || (worker_fl_bytes + loc.len >
+	    WORKER_IO_BYTES && io_batch_inflight(worker_io) > 0))
+		worker_complete(j);
+	e = worker_fl_take();
+	if (dataset_buf_reserve(&e->enc, loc.len) != 0) {
+		if (loc.owned)
+			close(loc.fd);
+		worker_fl_put(e);
+		worker_image_row(j, r, idx);
+		return;
+	}
+	e->row = r;
+	e->index = idx;
+	e->len = loc.len;
+	e->map = NULL;
+	e->fd = loc.fd;
+	e->owned = loc.owned;
+	e->label = label;
+	e->bytes = loc.len;
+	worker_fl_bytes += loc.len;
+	io_batch_read(worker_io, loc.fd, e->enc.p, loc.len, loc.off,
+	    (uint64_t)(e - worker_fl));
+}
+
 /*
  * Read the rows of @job, whose dataset indices are @indices (from the
- * pool, never from the ring), into its slot, and say so in DONE @d.
+ * pool, never from the ring), into its slot, and say so in DONE @d.  The
+ * reads of the rows go in flight together (io-batch.h), each row copied,
+ * converted or decoded as its read completes; a dataset whose reader
+ * cannot say where its samples are (synthetic) is read row by row.
  * Return: WORKER_OK, or WORKER_READ_ERROR with d->bad_index (and its
- * reason in d->text for an image), or WORKER_LABEL_RANGE with
- * d->bad_index and d->bad_label (a label that is no class number, or
- * outside int32 when the ring's labels are int32).
+ * reason in d->text), or WORKER_LABEL_RANGE with d->bad_index and
+ * d->bad_label (a label that is no class number, or outside int32 when
+ * the ring's labels are int32); of the lowest row that failed.
  */
 static int
 worker_rows(struct wring *w, struct transform_work *tw,
@@ -169,74 +560,76 @@ worker_rows(struct wring *w, struct transform_work *tw,
 {
 	const struct ring_layout *l = &w->desc.layout;
 	const struct transform	*tf = &w->desc.transform;
-	uint8_t			*base = w->map + (uint64_t)job->slot *
-				    l->slot_bytes;
-	int32_t			*labels;
-	int64_t			*labels64 = NULL;
+	struct worker_rowjob	 j;
 	uint8_t			*dst;
 	int64_t			 label;
 	uint64_t		 r, idx;
-	int			 rc;
+	bool			 inflight = dataset_locates(ds);
 	/* A slot past the cache is written around it (copy.h). */
 	bool			 stream = !tf->to_float32 && l->row_bytes != 0 &&
 				    copy_streams(l->row_bytes, (l->labels_offset -
 				    l->data_offset) / l->row_bytes);
 
+	j.w = w;
+	j.tw = tw;
+	j.ds = ds;
+	j.job = job;
+	j.d = d;
+	j.base = w->map + (uint64_t)job->slot * l->slot_bytes;
+	j.fail_row = UINT64_MAX;
+	j.rc = WORKER_OK;
 	worker_populate(w, (uint64_t)job->slot * l->slot_bytes + l->data_offset +
 	    job->row_begin * tf->out_sample_bytes, (job->row_end - job->row_begin) *
 	    tf->out_sample_bytes);
-	labels = (int32_t *)(void *)(base + l->labels_offset);
-	if (l->label_dtype == INFEED_DTYPE_INT64)
-		labels64 = (int64_t *)(void *)(base + l->labels_offset);
-	memcpy(base + l->indices_offset + job->row_begin * sizeof(uint64_t),
+	memcpy(j.base + l->indices_offset + job->row_begin * sizeof(uint64_t),
 	    indices, (job->row_end - job->row_begin) * sizeof(uint64_t));
 	d->bytes = 0;
 	d->replaced = 0;
 	d->text[0] = '\0';
-	for (r = job->row_begin; r < job->row_end; r++) {
-		worker_beat_row(r);
+	for (r = job->row_begin; r < job->row_end && j.rc == WORKER_OK; r++) {
 		idx = indices[r - job->row_begin];
-		dst = base + l->data_offset + r * tf->out_sample_bytes;
-		d->bad_index = idx;
-		if (idx >= ds->samples)
-			return (WORKER_READ_ERROR);
-		if (tf->image) {
-			rc = transform_image_row(tf, tw, ds, job->epoch, idx, dst,
-			    &label, &d->bytes, &d->replaced, d->text,
-			    WORKER_REASON_LEN);
-			if (rc == -1)
-				return (WORKER_READ_ERROR);
-		} else {
+		if (idx >= ds->samples) {
+			worker_fail(d, &j.fail_row, &j.rc, r,
+			    WORKER_READ_ERROR, idx, 0, NULL);
+			break;
+		}
+		if (!inflight) {
+			worker_beat_row(r);
+			dst = j.base + l->data_offset + r *
+			    tf->out_sample_bytes;
+			worker_copying = idx;
+			if (tf->image) {
+				worker_image_row(&j, r, idx);
+				continue;
+			}
 			if (dataset_read(ds, idx, tf->to_float32 ? w->tmp :
 			    dst, &label, stream) == -1) {
+				worker_fail(d, &j.fail_row, &j.rc, r,
+				    WORKER_READ_ERROR, idx, 0, NULL);
 				if (errno == EIO)	/* a file cut short */
 					dataset_short_why(d->text,
 					    WORKER_REASON_LEN);
-				return (WORKER_READ_ERROR);
+				break;
 			}
 			if (tf->to_float32)
 				transform_row(tf, w->lut, w->tmp,
 				    (float *)(void *)dst);
 			d->bytes += ds->sample_bytes;
-		}
-		/*
-		 * A client's labels are checked here, row by row, not at
-		 * Attach: no class number is negative or past uint32.
-		 */
-		if (label < 0 || label >= UINT32_MAX) {
-			d->bad_label = label;
-			return (WORKER_LABEL_RANGE);
-		}
-		if (labels64 != NULL)
-			labels64[r] = label;
-		else if (label > INT32_MAX) {
-			/* Never wrapped into another class. */
-			d->bad_label = label;
-			return (WORKER_LABEL_RANGE);
-		} else
-			labels[r] = (int32_t)label;
+			if (!worker_label(j.base, l, r, label))
+				worker_fail(d, &j.fail_row, &j.rc, r,
+				    WORKER_LABEL_RANGE, idx, label, NULL);
+		} else if (tf->image)
+			worker_encoded_row(&j, r, idx);
+		else
+			worker_array_row(&j, r, idx, stream);
 	}
-	return (WORKER_OK);
+	/*
+	 * The rest as it comes, after a failure too: a row before the one
+	 * that failed may fail as well, and DONE names the lowest.
+	 */
+	while (io_batch_inflight(worker_io) > 0)
+		worker_complete(&j);
+	return (j.rc);
 }
 
 /*
@@ -258,6 +651,9 @@ worker_rows_guarded(struct wring *w, struct transform_work **twp,
 	/* No mask to save (a syscall a job): SIGBUS is never blocked. */
 	if (sigsetjmp(worker_bus_jb, 0) != 0) {
 		*faulted = true;
+		/* Nothing lands in the slot after DONE. */
+		worker_inflight_drop();
+		d->bad_index = worker_copying;
 		if (dataset_job_end(&size) && size != UINT64_MAX)
 			snprintf(d->text, WORKER_REASON_LEN, "the file was "
 			    "truncated to %" PRIu64 " bytes while the session "
@@ -525,8 +921,16 @@ worker_map(const struct catalogue *cat, struct wring **w, size_t *n,
 		else if (r->ds == NULL)
 			free(why);
 	}
-	if (m->ring.transform.to_float32)	/* arrays converted */
-		r->tmp = xmalloc(m->ring.transform.in_sample_bytes);
+	if (m->ring.transform.to_float32) {	/* arrays converted */
+		r->ntmp = (unsigned)(WORKER_IO_BYTES /
+		    m->ring.transform.in_sample_bytes);
+		if (r->ntmp == 0)
+			r->ntmp = 1;
+		if (r->ntmp > IO_BATCH_DEPTH)
+			r->ntmp = IO_BATCH_DEPTH;
+		r->tmp = xreallocarray(NULL, r->ntmp,
+		    m->ring.transform.in_sample_bytes);
+	}
 	if (transform_needs_lut(&m->ring.transform) &&
 	    (r->lut = transform_lut_new(&m->ring.transform)) == NULL &&
 	    r->why == NULL)
@@ -641,8 +1045,7 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	uint64_t		 populate_max;
 	bool			 populating = true;
 
-	populate_max = (uint64_t)sysconf(_SC_PHYS_PAGES) *
-	    (uint64_t)sysconf(_SC_PAGESIZE) / WORKER_POPULATE_SHARE;
+	populate_max = worker_memory_max() / WORKER_POPULATE_SHARE;
 	/* Sent again on each parent's death, the fork server's too. */
 	worker_daemon = wc->daemon;
 	memset(&sa, 0, sizeof(sa));
@@ -672,6 +1075,11 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	    sizeof(uint64_t);
 	mp = xcalloc(1, len);
 	done = xcalloc(1, WORKER_MAX_DONE);
+	/* Its reads' ring (or threads), made before it says it is ready. */
+	worker_page = sysconf(_SC_PAGESIZE);
+	worker_io = io_batch_new(io_backend_chosen(), IO_BATCH_DEPTH);
+	for (i = 0; i < IO_BATCH_DEPTH; i++)
+		worker_free[worker_nfree++] = IO_BATCH_DEPTH - 1 - i;
 	/* Blocking: a worker has nothing else to do meanwhile. */
 	t = transport_new(NULL, sock, &tc);
 	if (transport_send_typed(t, &ready, sizeof(ready), WORKER_MSG_READY,

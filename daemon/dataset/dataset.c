@@ -497,11 +497,24 @@ dataset_read(const struct dataset *ds, uint64_t index, void *dst,
 	return (ds->ops->read(ds, index, dst, label, stream));
 }
 
+/*
+ * An encoded sample a worker read already (dataset_encoded_give()), for
+ * the next dataset_read_encoded() of it.
+ */
+static struct {
+	const struct dataset	*ds;	/* NULL: none */
+	uint64_t		 index;
+	struct dataset_buf	*buf;
+	int64_t			 label;
+} dataset_given;
+
 /* Read one encoded sample's bytes and its label. */
 int
 dataset_read_encoded(const struct dataset *ds, uint64_t index,
     struct dataset_buf *buf, int64_t *label)
 {
+	struct dataset_buf	tmp;
+
 	if (!ds->encoded) {
 		errno = EOPNOTSUPP;
 		return (-1);
@@ -510,7 +523,50 @@ dataset_read_encoded(const struct dataset *ds, uint64_t index,
 		errno = ERANGE;
 		return (-1);
 	}
+	if (dataset_given.ds == ds && dataset_given.index == index) {
+		/* Swapped, not copied: the giver gets @buf's memory back. */
+		tmp = *buf;
+		*buf = *dataset_given.buf;
+		*dataset_given.buf = tmp;
+		*label = dataset_given.label;
+		dataset_given.ds = NULL;
+		return (0);
+	}
 	return (ds->ops->read_encoded(ds, index, buf, label));
+}
+
+/* Hand the next dataset_read_encoded() of @index a sample read already. */
+void
+dataset_encoded_give(const struct dataset *ds, uint64_t index,
+    struct dataset_buf *buf, int64_t label)
+{
+	dataset_given.ds = ds;
+	dataset_given.index = index;
+	dataset_given.buf = buf;
+	dataset_given.label = label;
+}
+
+/* Whether a worker may read @ds's samples in flight. */
+bool
+dataset_locates(const struct dataset *ds)
+{
+	return (ds->ops->locate != NULL);
+}
+
+/* Where sample @index is. */
+int
+dataset_locate(const struct dataset *ds, uint64_t index,
+    struct dataset_loc *loc, int64_t *label)
+{
+	if (ds->ops->locate == NULL) {
+		errno = EOPNOTSUPP;
+		return (-1);
+	}
+	if (index >= ds->samples) {
+		errno = ERANGE;
+		return (-1);
+	}
+	return (ds->ops->locate(ds, index, loc, label));
 }
 
 /* Name a sample for messages. */

@@ -180,6 +180,34 @@ int		 dataset_read_encoded(const struct dataset *ds,
 		    uint64_t index, struct dataset_buf *buf, int64_t *label);
 
 /**
+ * dataset_locates() - whether dataset_locate() knows where @ds's samples
+ * are (every reader but synthetic's).
+ */
+bool		 dataset_locates(const struct dataset *ds);
+
+/**
+ * dataset_locate() - where sample @index's bytes are, reading none of
+ * them, and its label: what a worker needs to read many samples at once
+ * (io-batch.h) rather than one dataset_read() after the other.  The
+ * checks are dataset_read()'s: a file cut short before the row fails here
+ * (errno EIO, dataset_short_why()); one cut while the row is read comes
+ * back short (dataset_map_short()).  For an image file, loc->owned: the
+ * caller closes loc->fd.  Return: 0, or -1 with errno as the reads'.
+ */
+int		 dataset_locate(const struct dataset *ds, uint64_t index,
+		    struct dataset_loc *loc, int64_t *label);
+
+/**
+ * dataset_encoded_give() - sample @index of encoded @ds is in @buf
+ * already, read in flight with its @label: the next dataset_read_encoded()
+ * of it (in this process) takes it from there, swapping its own buffer
+ * into @buf, so that a decoder that reads through dataset_read_encoded()
+ * decodes the sample as it arrived.
+ */
+void		 dataset_encoded_give(const struct dataset *ds,
+		    uint64_t index, struct dataset_buf *buf, int64_t label);
+
+/**
  * dataset_sample_where() - name sample @index for messages, in @buf (@len
  * bytes, truncated if short): "'/data/train/n01/x.JPEG'" for an image
  * file, "member 'n01/x.jpg' of shard '/data/train-000003.tar'" for a tar

@@ -66,6 +66,8 @@ static int	idx_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	idx_read(const struct dataset *, uint64_t, void *, int64_t *,
 		    bool);
+static int	idx_locate(const struct dataset *, uint64_t,
+		    struct dataset_loc *, int64_t *);
 static void	idx_close(struct dataset *);
 static int	idx_magic(struct dataset *, struct idx_file *,
 		    const uint8_t *, int, char **);
@@ -85,6 +87,7 @@ const struct dataset_ops dataset_idx_ops = {
 	.labels_key = "labels",
 	.open = idx_open,
 	.read = idx_read,
+	.locate = idx_locate,
 	.close = idx_close,
 };
 
@@ -481,6 +484,27 @@ idx_read(const struct dataset *ds, uint64_t index, void *dst, int64_t *label,
 		return (-1);
 	copy_row(dst, x->images.map.base + x->images.off +
 	    index * ds->sample_bytes, ds->sample_bytes, stream);
+	*label = x->labels.map.base[x->labels.off + index];
+	return (0);
+}
+
+/* Where an image is (a gzip file's: only in memory), and its label. */
+static int
+idx_locate(const struct dataset *ds, uint64_t index, struct dataset_loc *loc,
+    int64_t *label)
+{
+	const struct idx	*x = ds->priv;
+	uint64_t		 off = x->images.off + index * ds->sample_bytes;
+
+	if (!dataset_map_holds(&x->images.map, off + ds->sample_bytes) ||
+	    !dataset_map_holds(&x->labels.map, x->labels.off + index + 1))
+		return (-1);
+	loc->fd = x->images.map.fd;
+	loc->off = off;
+	loc->len = ds->sample_bytes;
+	loc->mapped = x->images.map.base + off;
+	loc->map = &x->images.map;
+	loc->owned = false;
 	*label = x->labels.map.base[x->labels.off + index];
 	return (0);
 }

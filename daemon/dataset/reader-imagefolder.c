@@ -161,6 +161,8 @@ struct wseen {
 
 static int	imagefolder_open(struct dataset *, const struct dataset_conf *,
 		    char **);
+static int	imagefolder_locate(const struct dataset *, uint64_t,
+		    struct dataset_loc *, int64_t *);
 static int	imagefolder_read(const struct dataset *, uint64_t,
 		    struct dataset_buf *, int64_t *);
 static char	*imagefolder_where(const struct dataset *, uint64_t, char *,
@@ -175,6 +177,7 @@ const struct dataset_ops dataset_imagefolder_ops = {
 	.open = imagefolder_open,
 	.close = imagefolder_close,
 	.read_encoded = imagefolder_read,
+	.locate = imagefolder_locate,
 	.sample_where = imagefolder_where,
 };
 
@@ -1020,16 +1023,17 @@ imagefolder_open_inside(const struct imagefolder *f, const char *rel,
 	return (fd);
 }
 
-/* Read a whole image file: open it under root, pread it, close it. */
+/*
+ * Open image @index (as follow_symlinks allows) and say how long it is:
+ * the caller reads it and closes the descriptor.
+ */
 static int
-imagefolder_read(const struct dataset *ds, uint64_t index,
-    struct dataset_buf *buf, int64_t *label)
+imagefolder_locate(const struct dataset *ds, uint64_t index,
+    struct dataset_loc *loc, int64_t *label)
 {
 	const struct imagefolder	*f = ds->priv;
 	const char			*rel = f->strtab + f->off[index];
 	struct stat			 st;
-	size_t				 got = 0;
-	ssize_t				 r;
 	int				 fd, saved, flags;
 
 	flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
@@ -1051,11 +1055,44 @@ imagefolder_read(const struct dataset *ds, uint64_t index,
 		errno = EFBIG;
 		goto fail;
 	}
-	if (dataset_buf_reserve(buf, (size_t)st.st_size) != 0)
+	/*
+	 * O_NONBLOCK was for the open (a FIFO put in its place); io_uring
+	 * would answer a read of a regular file that is not cached with
+	 * EAGAIN rather than wait for it.
+	 */
+	if (fcntl(fd, F_SETFL, O_RDONLY) == -1)
 		goto fail;
-	while (got < (size_t)st.st_size) {
-		r = pread(fd, buf->p + got, (size_t)st.st_size - got,
-		    (off_t)got);
+	loc->fd = fd;
+	loc->off = 0;
+	loc->len = (size_t)st.st_size;
+	loc->mapped = NULL;
+	loc->map = NULL;
+	loc->owned = true;
+	*label = f->label[index];
+	return (0);
+fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return (-1);
+}
+
+/* Read image @index whole. */
+static int
+imagefolder_read(const struct dataset *ds, uint64_t index,
+    struct dataset_buf *buf, int64_t *label)
+{
+	struct dataset_loc	 loc;
+	size_t			 got = 0;
+	ssize_t			 r;
+	int			 saved;
+
+	if (imagefolder_locate(ds, index, &loc, label) == -1)
+		return (-1);
+	if (dataset_buf_reserve(buf, loc.len) != 0)
+		goto fail;
+	while (got < loc.len) {
+		r = pread(loc.fd, buf->p + got, loc.len - got, (off_t)got);
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1)
@@ -1066,13 +1103,12 @@ imagefolder_read(const struct dataset *ds, uint64_t index,
 		}
 		got += (size_t)r;
 	}
-	close(fd);
+	close(loc.fd);
 	buf->len = got;
-	*label = f->label[index];
 	return (0);
 fail:
 	saved = errno;
-	close(fd);
+	close(loc.fd);
 	errno = saved;
 	return (-1);
 }

@@ -75,6 +75,7 @@ const struct dataset_ops dataset_npy_ops = {
 	.labels_key = "labels",
 	.open = npy_open,
 	.read = dataset_pair_read,
+	.locate = dataset_pair_locate,
 	.close = dataset_pair_close,
 };
 

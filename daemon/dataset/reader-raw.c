@@ -35,6 +35,7 @@ const struct dataset_ops dataset_raw_ops = {
 	.labels_key = "labels",
 	.open = raw_open,
 	.read = dataset_pair_read,
+	.locate = dataset_pair_locate,
 	.close = dataset_pair_close,
 };
 

@@ -128,6 +128,8 @@ static int	tar_read(const struct dataset *, uint64_t,
 		    struct dataset_buf *, int64_t *);
 static char	*tar_where(const struct dataset *, uint64_t, char *, size_t);
 static char	*tar_brief(const struct dataset *, uint64_t, char *, size_t);
+static int	tar_locate(const struct dataset *, uint64_t,
+		    struct dataset_loc *, int64_t *);
 static void	tar_close(struct dataset *);
 static int	tar_fail(struct tar_iter *, const char *, ...)
 		    __attribute__((__format__(__printf__, 2, 3)));
@@ -139,6 +141,7 @@ const struct dataset_ops dataset_tar_ops = {
 	.open = tar_open,
 	.close = tar_close,
 	.read_encoded = tar_read,
+	.locate = tar_locate,
 	.sample_where = tar_where,
 	.sample_brief = tar_brief,
 };
@@ -1109,7 +1112,11 @@ tar_add_shard(struct dataset *ds, struct tar *t, const char *path, int fd,
 		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
 	}
 	t->fds[t->nshards++] = fd;
-	return (tar_index(ds, t, t->nshards - 1, fd, path, cause));
+	if (tar_index(ds, t, t->nshards - 1, fd, path, cause) == -1)
+		return (-1);
+	/* Indexed, so a regular file: io_uring reads it blocking, not EAGAIN. */
+	(void)fcntl(fd, F_SETFL, O_RDONLY);
+	return (0);
 }
 
 /* Set the class count once every shard is indexed. */
@@ -1283,6 +1290,28 @@ tar_read(const struct dataset *ds, uint64_t index, struct dataset_buf *buf,
 		got += (size_t)r;
 	}
 	buf->len = got;
+	*label = s->label;
+	return (0);
+}
+
+/* Where a member is in its shard, and its label. */
+static int
+tar_locate(const struct dataset *ds, uint64_t index, struct dataset_loc *loc,
+    int64_t *label)
+{
+	const struct tar	*t = ds->priv;
+	const struct tar_sample	*s = &t->s[index];
+
+	if (s->size > INFEED_MAX_IMAGE_BYTES) {
+		errno = EFBIG;
+		return (-1);
+	}
+	loc->fd = t->fds[s->shard];
+	loc->off = s->off;
+	loc->len = s->size;
+	loc->mapped = NULL;
+	loc->map = NULL;
+	loc->owned = false;
 	*label = s->label;
 	return (0);
 }

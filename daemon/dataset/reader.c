@@ -229,6 +229,37 @@ dataset_maps_remove(const uint8_t *base)
 	}
 }
 
+#ifdef MADV_POPULATE_READ
+/*
+ * Map the pages of @n bytes at @p that the page cache holds, a run of
+ * them a call, and leave the rest: reading those from storage is the
+ * workers' reads in flight (worker.c), at many a time, not a pass of
+ * one read at a time here that a job would wait behind (a chunk of
+ * 16 MiB from a store of 2 ms a read took seconds).
+ */
+static void
+dataset_populate_cached(uint8_t *p, size_t n)
+{
+	unsigned char	*vec;
+	size_t		 page = (size_t)sysconf(_SC_PAGESIZE), pages, i, run;
+
+	pages = (n + page - 1) / page;
+	if ((vec = malloc(pages)) == NULL || mincore(p, n, vec) == -1) {
+		free(vec);
+		return;
+	}
+	for (i = 0; i < pages; i += run) {
+		for (run = 0; i + run < pages && (vec[i + run] & 1) ==
+		    (vec[i] & 1); run++)
+			;
+		if (vec[i] & 1)
+			(void)madvise(p + i * page, run * page < n - i * page ?
+			    run * page : n - i * page, MADV_POPULATE_READ);
+	}
+	free(vec);
+}
+#endif
+
 bool
 dataset_populate(uint64_t max_bytes, uint64_t chunk)
 {
@@ -257,7 +288,7 @@ dataset_populate(uint64_t max_bytes, uint64_t chunk)
 	/* Whole pages from a page-aligned base: madvise's own bounds. */
 	n = pop[pop_file].len - pop_off < chunk ? pop[pop_file].len - pop_off :
 	    chunk;
-	(void)madvise(pop[pop_file].base + pop_off, n, MADV_POPULATE_READ);
+	dataset_populate_cached(pop[pop_file].base + pop_off, n);
 	pop_off += n;
 	return (pop_file + 1 < npop || pop_off < pop[pop_file].len);
 #else
@@ -470,6 +501,22 @@ dataset_job_end(uint64_t *now)
 	return (shrank);
 }
 
+/* A read came back short: the file's size now, for the why. */
+int
+dataset_map_short(const struct dataset_map *m, uint64_t end)
+{
+	uint64_t	size = 0;
+	int64_t		ctime_ns;
+
+	if (m == NULL || m->fd == -1 ||
+	    dataset_map_size(m, &size, &ctime_ns) == -1)
+		size = 0;
+	dataset_short_size = size;
+	dataset_short_end = end;
+	errno = EIO;
+	return (-1);
+}
+
 /* A reader's own reason for its last failed read (dataset_set_why()). */
 static char			 dataset_why[512];
 
@@ -680,6 +727,45 @@ dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
 		copy_row(dst, p->data.base + off, ds->sample_bytes, stream);
 	else if (dataset_pread(&p->data, dst, ds->sample_bytes, off) != 0)
 		return (-1);
+	if (p->labels.fd == -1)
+		*label = 0;
+	else if (loff + lsize <= p->labels.len)
+		*label = dataset_label_get(p->labels.base + p->labels_off,
+		    ds->label_dtype, index);
+	else if (dataset_pread(&p->labels, lbuf, lsize, loff) != 0)
+		return (-1);
+	else
+		*label = dataset_label_get(lbuf, ds->label_dtype, 0);
+	return (0);
+}
+
+/* Where a row of the raw or npy reader is, and its label. */
+int
+dataset_pair_locate(const struct dataset *ds, uint64_t index,
+    struct dataset_loc *loc, int64_t *label)
+{
+	const struct dataset_pair	*p = ds->priv;
+	size_t				 lsize = dtype_size(ds->label_dtype);
+	uint64_t			 off, loff;
+	uint8_t				 lbuf[8];
+
+	if (!p->reads) {
+		errno = EBADF;		/* only checked, never read */
+		return (-1);
+	}
+	off = p->data_off + index * ds->sample_bytes;
+	loff = p->labels_off + index * lsize;
+	if (!dataset_map_holds(&p->data, off + ds->sample_bytes) ||
+	    (p->labels.fd != -1 && !dataset_map_holds(&p->labels, loff +
+	    lsize)))
+		return (-1);
+	loc->fd = p->data.fd;
+	loc->off = off;
+	loc->len = ds->sample_bytes;
+	loc->mapped = off + ds->sample_bytes <= p->data.len ? p->data.base +
+	    off : NULL;
+	loc->map = &p->data;
+	loc->owned = false;
 	if (p->labels.fd == -1)
 		*label = 0;
 	else if (loff + lsize <= p->labels.len)

@@ -39,6 +39,22 @@ struct dataset_conf {
 
 struct dataset_ops;
 struct dataset_buf;
+struct dataset_map;
+
+/*
+ * Where a sample's bytes are, for a worker that reads many at once
+ * (dataset_locate()): @len bytes at @off of @fd, and the same bytes in a
+ * mapping when the reader has one (@mapped; copied from there when they
+ * are resident).
+ */
+struct dataset_loc {
+	int			 fd;	/* -1: only @mapped (memory) */
+	uint64_t		 off;
+	size_t			 len;
+	const uint8_t		*mapped;	/* or NULL */
+	const struct dataset_map *map;	/* @fd's, for a short read's why */
+	bool			 owned;	/* @fd is the caller's to close */
+};
 
 struct dataset {
 	char			*name;
@@ -88,6 +104,12 @@ struct dataset_ops {
 			    struct dataset_buf *, int64_t *label);
 	char		*(*sample_where)(const struct dataset *, uint64_t index,
 			    char *buf, size_t len);
+	/*
+	 * Where sample @index is, reading none of it, and its label; 0, or
+	 * -1 with errno as read's (NULL: read it with read or read_encoded).
+	 */
+	int		(*locate)(const struct dataset *, uint64_t index,
+			    struct dataset_loc *, int64_t *label);
 	/* As sample_where, reading nothing (NULL: sample_where does). */
 	char		*(*sample_brief)(const struct dataset *, uint64_t index,
 			    char *buf, size_t len);
@@ -235,6 +257,14 @@ int		 dataset_pair_read(const struct dataset *ds, uint64_t index,
 		    void *dst, int64_t *label, bool stream);
 void		 dataset_pair_close(struct dataset *ds);
 
+/**
+ * dataset_pair_locate() - the raw and npy readers' locate: the checks of
+ * dataset_pair_read() (a file cut short fails here, as there), the row's
+ * place in the data file and in its map when mapped, and its label.
+ */
+int		 dataset_pair_locate(const struct dataset *ds, uint64_t index,
+		    struct dataset_loc *loc, int64_t *label);
+
 /*
  * Bytes of clients' files the workers map at most: one uid's sessions
  * together, and all clients' (a worker's address space is 128 TiB).
@@ -257,10 +287,11 @@ uint64_t	 dataset_charged(uid_t uid, uint64_t *all);
 
 /**
  * dataset_populate() - map the pages of the next @chunk bytes of the files
- * mapped in this process (MADV_POPULATE_READ, which reads what is not
- * cached), a chunk a call, file after file, when together they take at
- * most @max_bytes.  A worker calls it while it has no job, so that its
- * first jobs never wait for the whole dataset.
+ * mapped in this process that the page cache holds (MADV_POPULATE_READ;
+ * what is not cached is left to the reads in flight, never read here), a
+ * chunk a call, file after file, when together they take at most
+ * @max_bytes.  A worker calls it while it has no job, so that its first
+ * jobs never wait for the whole dataset.
  * Return: true while some pages are left to map.
  */
 bool		 dataset_populate(uint64_t max_bytes, uint64_t chunk);
@@ -299,6 +330,13 @@ void		 dataset_job_begin(void);
  * smallest size a shrunk file has now in *@size (may be NULL).
  */
 int		 dataset_job_end(uint64_t *size);
+
+/**
+ * dataset_map_short() - a read of the bytes up to @end of the file behind
+ * @m came back short: take its size again, so that dataset_short_why()
+ * says how long it is now.  Return: -1 with errno EIO.
+ */
+int		 dataset_map_short(const struct dataset_map *m, uint64_t end);
 
 /**
  * dataset_short_why() - after dataset_map_holds() said no: why, in @buf

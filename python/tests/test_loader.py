@@ -736,6 +736,41 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
 
 
 @needs_numpy
+def test_a_loader_started_after_its_group_catches_up_and_shares(
+        daemon, loader_args):
+    """A loader of the same data started after the other's first steps
+    joins its group all the same: it takes the group's earlier steps from
+    a ring of its own until it is where the group is, then the group's;
+    each gets every index once, in the same order (issue 35)."""
+    def loader():
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, output="numpy", timeout=20,
+                                 **loader_args)
+
+    def own_ring(dl):
+        return dl._client.state()["own_ring"]
+    la = loader()
+    ita = iter(la)
+    got_a = [next(ita).indices for _ in range(12)]
+    lb = loader()
+    itb = iter(lb)
+    got_b, own = [], []
+    for _ in range(20):                 # a is 12 steps (and its prefetch) on
+        got_b.append(next(itb).indices)
+        own.append(own_ring(lb))
+    assert lb._client.state()["group_id"] == la._client.state()["group_id"]
+    assert own[0] and not own[-1]       # its own ring, then the group's
+    assert own == sorted(own, reverse=True)
+    for b, a in zip(itb, ita):          # b ends first: no step of a lost
+        got_a.append(a.indices)
+        got_b.append(b.indices)
+    got_a += [a.indices for a in ita]   # b is 8 steps ahead of a by now
+    _every_index_once(got_a, got_b)
+    for a, b in zip(got_a, got_b):
+        assert (a == b).all()
+
+
+@needs_numpy
 def test_a_loader_keeping_its_steps_freezes_no_loader_of_the_same_data(
         daemon, loader_args):
     """One of two loaders of the same data (one group, by default) keeps

@@ -639,6 +639,151 @@ START_TEST(a_late_member_joins_only_at_a_step_the_group_has)
 END_TEST
 
 /*
+ * Issue 35: a trainer that attaches at epoch 0 step 0 after the group's
+ * first steps (which it no longer has) joins it all the same and, from
+ * its first Next (the group having gone on meanwhile), catches up: its first steps come from a ring of its own (slots numbered after
+ * the group's), the group's earlier steps in the same order, up to the
+ * oldest step the group still had; from there it takes the group's steps
+ * (its ring), and the workers read each step once for both (the rows read
+ * are two epochs' and the catch-up's, not four epochs').  Both get every
+ * index of each epoch once, in the sampler's order.  With _i 1 the
+ * members ahead keep one step each, as trainers do.
+ */
+START_TEST(a_late_member_catches_up_and_shares)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint64_t		 per_epoch, rows, ahead = 12;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	for (i = 0; i < 2; i++)
+		gr_attach(&m[i], &o);
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < ahead; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], _i == 1);
+	}
+	gr_attach(&m[2], &o);
+	ck_assert_uint_ne(gr_group(&m[0]), 0);
+	ck_assert_uint_eq(gr_group(&m[2]), gr_group(&m[0]));
+	/*
+	 * Before its first Next it keeps nothing: the others go on, and
+	 * their steps of then are refilled.
+	 */
+	for (k = 0; k < GR_SLOTS + 1; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], _i == 1);
+	}
+	ahead += GR_SLOTS + 1;
+	/* Its catch-up: the group's earlier steps, from its own ring. */
+	for (k = 0; k < ahead; k++) {
+		gr_take(&m[2], k % 2 == 0);
+		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
+		/* The members ahead draw on the group's ring meanwhile. */
+		if (k % 6 == 0)
+			for (i = 0; i < 2; i++)
+				gr_take(&m[i], _i == 1);
+	}
+	/* At the group's oldest step it takes the group's ring. */
+	gr_take(&m[2], false);
+	ck_assert_msg(m[2].last_slot < GR_SLOTS, "step %llu came in slot %u, "
+	    "not the group's ring", (unsigned long long)ahead,
+	    m[2].last_slot);
+	ck_assert(gr_in_group(&m[2]));
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[2])->group_members, 3);
+	gr_counts(gr_session(st, &m[0]), 0, 0, 1);
+	infeed__frame__free_unpacked(st, NULL);
+	/* Together for the rest of two epochs, the late one ahead or not. */
+	while (m[2].epoch < 2 || m[0].epoch < 2) {
+		for (i = 0; i < 3; i++) {
+			if (m[i].epoch < 2) {
+				gr_take(&m[i], _i == 1 && i != 2);
+				ck_assert_uint_lt(m[i].last_slot, GR_SLOTS);
+			}
+		}
+	}
+	st = raw_stats();
+	rows = gr_rows_read(st);
+	fprintf(stderr, "rows read for 3 members of 2 epochs, one %llu steps "
+	    "late: %llu (2 epochs: %llu)\n", (unsigned long long)ahead,
+	    (unsigned long long)rows,
+	    (unsigned long long)(2 * per_epoch * GR_BATCH * GR_DI));
+	/* 2 epochs, the catch-up, and what the ring read ahead. */
+	ck_assert_uint_le(rows, (2 * per_epoch + ahead + 2 * GR_SLOTS) *
+	    GR_BATCH * GR_DI);
+	ck_assert_uint_eq(gr_session(st, &m[2])->group_members, 3);
+	gr_counts(gr_session(st, &m[2]), 0, 0, 1);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * Issue 35: a late member that stops while it catches up (its client
+ * hangs) keeps the others waiting for the slack at most: the group waits
+ * for its meeting point only while it asks for steps.  It then goes on
+ * alone, from its own ring, every index once; the others carry on
+ * together.
+ */
+START_TEST(a_late_member_stopped_while_catching_up_leaves_within_the_slack)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint64_t		 per_epoch, t0, worst = 0, ahead = 12;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	for (i = 0; i < 2; i++)
+		gr_attach(&m[i], &o);
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < ahead; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	gr_attach(&m[2], &o);
+	ck_assert_uint_eq(gr_group(&m[2]), gr_group(&m[0]));
+	for (k = 0; k < 4; k++)
+		gr_take(&m[2], true);
+	ck_assert_uint_ge(m[2].last_slot, GR_SLOTS);
+	/* It stops, holding a step; the others go on for an epoch. */
+	for (k = 0; k < per_epoch; k++) {
+		for (i = 0; i < 2; i++) {
+			t0 = now_ms();
+			gr_take(&m[i], k % 2 == 0);
+			if (now_ms() - t0 > worst)
+				worst = now_ms() - t0;
+		}
+	}
+	fprintf(stderr, "the others' longest wait while a late member "
+	    "stopped catching up: %llu ms (slack %d ms)\n",
+	    (unsigned long long)worst, INFEED_GROUP_SLACK_MS);
+	ck_assert_uint_ge(worst, INFEED_GROUP_SLACK_MS - 100);
+	ck_assert_uint_le(worst, 5000);
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[0])->group_members, 2);
+	gr_counts(gr_session(st, &m[0]), 1, 0, 0);
+	infeed__frame__free_unpacked(st, NULL);
+	ck_assert(!gr_in_group(&m[2]));
+	/* It goes on alone, past where it would have met the group. */
+	while (m[2].epoch < 2)
+		gr_take(&m[2], m[2].step % 3 == 0);
+	for (k = 0; k < 5; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
  * Without load_indefinitely, every member gets EndOfData after each epoch,
  * and the group reads nothing of the next until a member asks for it.
  */
@@ -1337,6 +1482,9 @@ groups_suite(void)
 	tcase_add_loop_test(tc, a_member_that_left_rejoins_when_it_catches_up,
 	    0, 2);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
+	tcase_add_loop_test(tc, a_late_member_catches_up_and_shares, 0, 2);
+	tcase_add_test(tc,
+	    a_late_member_stopped_while_catching_up_leaves_within_the_slack);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);

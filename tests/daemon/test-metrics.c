@@ -193,6 +193,20 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	    "reason=\"trainers_waiting\"} 3");
 	has_line("infeed_pool_resizes_total{direction=\"shrink\","
 	    "reason=\"workers_idle\"} 1");
+	/* Past the CPUs for storage, and given back (issue 36, item 3). */
+	st.autotune.grows = 9;
+	st.autotune.grows_storage = 6;
+	st.autotune.shrinks = 4;
+	st.autotune.shrinks_cpu = 1;
+	render(&st);
+	has_line("infeed_pool_resizes_total{direction=\"grow\","
+	    "reason=\"trainers_waiting\"} 3");
+	has_line("infeed_pool_resizes_total{direction=\"grow\","
+	    "reason=\"workers_waiting_for_storage\"} 6");
+	has_line("infeed_pool_resizes_total{direction=\"shrink\","
+	    "reason=\"workers_idle\"} 3");
+	has_line("infeed_pool_resizes_total{direction=\"shrink\","
+	    "reason=\"workers_waiting_for_cpu\"} 1");
 	/* Every code but the unspecified one, by its name in infeed.proto. */
 	has_line("infeed_errors_total{code=\"ERROR_NOT_FOUND\"} 4");
 	has_line("infeed_errors_total{code=\"ERROR_DATA\"} 1");
@@ -265,8 +279,11 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("# TYPE infeed_group_leaves_total counter");
 	has_line("# TYPE infeed_group_stays_total counter");
 	has_line("# TYPE infeed_group_rejoins_total counter");
+	/* How reads are put in flight, io_uring or threads. */
+	ck_assert_uint_eq(count_lines("infeed_reads_in_flight_info{backend="),
+	    1);
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 36);
+	ck_assert_uint_eq(count_lines("# TYPE "), 37);
 	free(h.ended);
 }
 END_TEST

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reads in flight (issue 36, item 1), through storage that is slow for
+ * real: a raw dataset served by slowfs (tests/slowfs.c) with a delay on
+ * every read, read by the real infeedd.  A step's rows are read together,
+ * many at once (a step takes about one delay, not one a row), with
+ * io_uring and with the thread pool forced (INFEED_IO_BACKEND=threads),
+ * byte for byte the same; a file cut while its reads wait in the store is
+ * the session's data error, no worker's death; a worker killed while its
+ * reads wait loses or doubles no row.
+ */
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "harness.h"
+#include "infeed.h"
+#include "slowfs-mount.h"
+
+#define SLOW_ROWS	256		/* samples */
+#define SLOW_BYTES	4096		/* a page each: one read a row */
+#define SLOW_BATCH	32
+#define SLOW_DELAY_US	100000		/* 100 ms a read */
+
+static struct slowfs	fs;
+static bool		mounted;
+
+/* Byte @j of sample @i. */
+static uint8_t
+slow_byte(uint64_t i, unsigned j)
+{
+	return ((uint8_t)(i * 131 + j * 7 + (j >> 8)));
+}
+
+/* Write the dataset into @src and a catalogue that reads it through @mnt. */
+static void
+slow_files(const char *src, const char *mnt, unsigned workers)
+{
+	static uint8_t	data[SLOW_ROWS * SLOW_BYTES];
+	int64_t		labels[SLOW_ROWS];
+	char		path[600];
+	unsigned	i, j;
+	FILE		*fp;
+
+	for (i = 0; i < SLOW_ROWS; i++) {
+		for (j = 0; j < SLOW_BYTES; j++)
+			data[i * SLOW_BYTES + j] = slow_byte(i, j);
+		labels[i] = i % 10;
+	}
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	snprintf(path, sizeof(path), "%s/rows.bin", src);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(data, 1, sizeof(data), fp), sizeof(data));
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/labels.bin", src);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(labels, 1, sizeof(labels), fp),
+	    sizeof(labels));
+	fclose(fp);
+	ck_assert_ptr_nonnull(fp = fopen(conf_path, "w"));
+	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = 256M\n"
+	    "job_timeout = 30s\n\n"
+	    "[dataset slow]\ntype = raw\npath = %s/rows.bin\n"
+	    "labels = %s/labels.bin\nshape = %d\ndtype = uint8\n"
+	    "label_dtype = int64\nclasses = 10\n", workers, mnt, mnt,
+	    SLOW_BYTES);
+	fclose(fp);
+}
+
+/*
+ * A fresh directory, the dataset behind slowfs (a read of a page waits
+ * @delay_us; the kernel reads no more than a row ahead) and infeedd with
+ * @workers reading it, the store's counters reset once the workers'
+ * first pass over the files (dataset_populate(), which maps what is
+ * cached: the labels, read at open) is over.  Nothing of the samples'
+ * file is cached then.  False: FUSE cannot be mounted here.
+ */
+static bool
+slow_start(unsigned workers, unsigned delay_us)
+{
+	char		src[400], mnt[400], delay[32];
+	uint64_t	reads = UINT64_MAX;
+	int		i;
+
+	make_files(NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	snprintf(delay, sizeof(delay), "%u", delay_us);
+	slow_files(src, mnt, workers);
+	if (!slowfs_start(&fs, src, mnt, (const char *const []){ "--delay-us",
+	    delay, "--depth", "256", "--readahead-kib", "4", NULL }))
+		return (false);
+	mounted = true;
+	infeedd_start("");
+	/* The first pass over the files: over once the reads stop. */
+	for (i = 0; i < 100; i++) {
+		usleep(200000);
+		if (slowfs_counter(&fs, "reads") == reads &&
+		    slowfs_counter(&fs, "in_flight") == 0)
+			break;
+		reads = slowfs_counter(&fs, "reads");
+	}
+	slowfs_command(&fs, "reset");
+	return (true);
+}
+
+static void
+slow_stop(void)
+{
+	infeedd_stop();
+	if (mounted)
+		slowfs_stop(&fs);
+	mounted = false;
+	unsetenv("INFEED_IO_BACKEND");
+	rm_dir();
+}
+
+/* Attach to "slow", shuffled, steps of SLOW_BATCH rows. */
+static struct infeed *
+slow_attach(unsigned buffer_size, bool forever)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+
+	infeed_options_init(&o);
+	o.batch_size = SLOW_BATCH;
+	o.shuffle = true;
+	o.seed = 11;
+	o.buffer_size = buffer_size;
+	o.load_indefinitely = forever;
+	o.early_preload = true;		/* reads start at the Attach */
+	ck_assert_msg(infeed_attach(f, "slow", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	return (f);
+}
+
+/* Every row of @st is its sample, byte for byte, with its label. */
+static void
+slow_check_step(const struct infeed_step *st)
+{
+	const uint8_t	*p = st->data;
+	uint64_t	 r;
+	unsigned	 j;
+
+	for (r = 0; r < st->rows; r++) {
+		for (j = 0; j < SLOW_BYTES; j++) {
+			if (p[r * SLOW_BYTES + j] != slow_byte(st->indices[r],
+			    j))
+				ck_abort_msg("step %" PRIu64 " row %" PRIu64
+				    " (sample %" PRIu64 ") byte %u differs",
+				    st->step, r, st->indices[r], j);
+		}
+		ck_assert_int_eq(st->labels64 ? st->labels64[r] :
+		    st->labels[r], (int64_t)(st->indices[r] % 10));
+	}
+}
+
+/* An epoch of steps: every sample once, each checked; its ms in *@ms. */
+static void
+slow_epoch(struct infeed *f, uint64_t *ms, uint8_t *seen)
+{
+	struct infeed_step	st;
+	uint64_t		t0 = now_ms(), r;
+	int			rc;
+
+	while ((rc = infeed_next(f, &st)) == INFEED_OK) {
+		slow_check_step(&st);
+		for (r = 0; r < st.rows; r++)
+			seen[st.indices[r]]++;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_msg(rc == INFEED_END_OF_DATA, "%s", infeed_error(f));
+	*ms = now_ms() - t0;
+}
+
+/* One step's rows in flight through @backend: about one delay, not 32. */
+static void
+slow_one_step_in_flight(const char *backend)
+{
+	struct infeed		*f;
+	struct infeed_stats	*stats;
+	struct infeed_step	 st;
+	uint64_t		 t0, ms, depth;
+	char			 log[65536];
+
+	setenv("INFEED_IO_BACKEND", backend, 1);
+	if (!slow_start(1, SLOW_DELAY_US)) {
+		slow_stop();
+		return;
+	}
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, backend) != NULL, "the log does not say "
+	    "reads go through %s: %s", backend, log);
+	f = slow_attach(1, false);
+	/* Status says how, as the log does. */
+	ck_assert_msg(infeed_get_stats(f, &stats) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_ptr_nonnull(stats->reads_in_flight);
+	ck_assert_msg(strncmp(stats->reads_in_flight, backend,
+	    strlen(backend)) == 0, "status says '%s'",
+	    stats->reads_in_flight);
+	infeed_stats_free(stats);
+	t0 = now_ms();
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ms = now_ms() - t0;
+	slow_check_step(&st);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	depth = slowfs_counter(&fs, "max_in_flight");
+	fprintf(stderr, "%s: a step of %d rows through a store of %d ms a "
+	    "read took %" PRIu64 " ms, %" PRIu64 " reads in flight at most\n",
+	    backend, SLOW_BATCH, SLOW_DELAY_US / 1000, ms, depth);
+	/* One read at a time: 32 x 100 ms; all at once: about 100 ms. */
+	ck_assert_msg(ms < SLOW_BATCH * SLOW_DELAY_US / 1000 / 4,
+	    "%" PRIu64 " ms for one step", ms);
+	ck_assert_msg(depth >= SLOW_BATCH / 2, "%" PRIu64 " reads in flight "
+	    "at most", depth);
+	infeed_free(f);
+	slow_stop();
+}
+
+START_TEST(step_rows_in_flight_io_uring)
+{
+	slow_one_step_in_flight("io_uring");
+}
+END_TEST
+
+START_TEST(step_rows_in_flight_threads)
+{
+	slow_one_step_in_flight("threads");
+}
+END_TEST
+
+/*
+ * The thread pool forced (INFEED_IO_BACKEND=threads, as io_backend =
+ * threads) gives the same steps, byte for byte, as io_uring: an epoch of
+ * each through the store, every sample once.
+ */
+START_TEST(fallback_backend_same_steps)
+{
+	static const char *const backends[] = { "io_uring", "threads" };
+	uint8_t		 seen[SLOW_ROWS];
+	uint64_t	 ms;
+	struct infeed	*f;
+	unsigned	 b, i;
+
+	for (b = 0; b < 2; b++) {
+		setenv("INFEED_IO_BACKEND", backends[b], 1);
+		if (!slow_start(2, 2000)) {
+			slow_stop();
+			return;
+		}
+		f = slow_attach(3, false);
+		memset(seen, 0, sizeof(seen));
+		slow_epoch(f, &ms, seen);
+		for (i = 0; i < SLOW_ROWS / SLOW_BATCH * SLOW_BATCH; i++)
+			ck_assert_msg(seen[i] <= 1, "sample %u seen %u times",
+			    i, seen[i]);
+		fprintf(stderr, "%s: an epoch in %" PRIu64 " ms, %" PRIu64
+		    " reads\n", backends[b], ms, slowfs_counter(&fs, "reads"));
+		infeed_free(f);
+		slow_stop();
+	}
+}
+END_TEST
+
+/* The daemon's worker processes: children of its fork server. */
+static int
+slow_worker_pids(pid_t *out, int max)
+{
+	DIR		*d;
+	struct dirent	*de;
+	int		 n = 0, pid, ppid;
+
+	ck_assert_ptr_nonnull(d = opendir("/proc"));
+	while ((de = readdir(d)) != NULL && n < max) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		pid = atoi(de->d_name);
+		if ((ppid = parent_of(pid)) > 0 && ppid != infeedd_pid &&
+		    parent_of(ppid) == infeedd_pid)
+			out[n++] = (pid_t)pid;
+	}
+	closedir(d);
+	return (n);
+}
+
+/* Wait until the store holds at least @n reads unanswered. */
+static void
+slow_wait_held(uint64_t n)
+{
+	int	i;
+
+	for (i = 0; i < 1000 && slowfs_counter(&fs, "held") < n; i++)
+		usleep(10000);
+	ck_assert_msg(slowfs_counter(&fs, "held") >= n, "%" PRIu64 " reads "
+	    "held of %" PRIu64 " (%" PRIu64 " reads)", slowfs_counter(&fs,
+	    "held"), n, slowfs_counter(&fs, "reads"));
+}
+
+/*
+ * A worker killed while its reads wait in the store: its job is done
+ * again by another, and the epoch has every sample once, each right (no
+ * read of the dead worker lands in a slot after it is reaped).
+ */
+START_TEST(worker_killed_mid_read_loses_nothing)
+{
+	struct infeed		*f;
+	struct infeed_step	 st;
+	uint8_t			 seen[SLOW_ROWS];
+	pid_t			 w[4];
+	uint64_t		 r, ms;
+	int			 n, i;
+
+	if (!slow_start(2, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	f = slow_attach(2, false);
+	slow_wait_held(SLOW_BATCH);
+	ck_assert_int_eq(n = slow_worker_pids(w, 4), 2);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(kill(w[i], SIGKILL), 0);
+	usleep(300000);
+	slowfs_command(&fs, "release");
+	memset(seen, 0, sizeof(seen));
+	slow_epoch(f, &ms, seen);
+	for (r = 0; r < SLOW_ROWS; r++)
+		ck_assert_msg(seen[r] == 1, "sample %" PRIu64 " seen %u times",
+		    r, seen[r]);
+	/* And the next epoch, from the replacements. */
+	memset(seen, 0, sizeof(seen));
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	slow_check_step(&st);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+	slow_stop();
+}
+END_TEST
+
+/*
+ * The data file cut while a step's reads wait in the store: the reads
+ * come back short, and the session ends with ERROR_DATA saying the file
+ * was truncated; no worker dies, and the daemon serves a new session.
+ */
+START_TEST(file_truncated_under_reads_in_flight)
+{
+	struct infeed		*f;
+	struct infeed_step	 st;
+	char			 path[600];
+	pid_t			 w[4], after[4];
+	int			 rc;
+
+	if (!slow_start(1, 2000)) {
+		slow_stop();
+		return;
+	}
+	ck_assert_int_eq(slow_worker_pids(w, 4), 1);
+	slowfs_command(&fs, "hold");
+	f = slow_attach(1, true);
+	slow_wait_held(SLOW_BATCH / 2);
+	snprintf(path, sizeof(path), "%s/src/rows.bin", dir);
+	ck_assert_int_eq(truncate(path, 3 * SLOW_BYTES), 0);
+	slowfs_command(&fs, "release");
+	while ((rc = infeed_next(f, &st)) == INFEED_OK)
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	fprintf(stderr, "cut under reads in flight: %s\n", infeed_error(f));
+	ck_assert_int_eq(rc, INFEED_ERR_DAEMON);
+	ck_assert_int_eq(infeed_daemon_code(f), 8);	/* ERROR_DATA */
+	ck_assert_msg(strstr(infeed_error(f), "truncated") != NULL, "%s",
+	    infeed_error(f));
+	infeed_free(f);
+	ck_assert_int_eq(slow_worker_pids(after, 4), 1);
+	ck_assert_msg(after[0] == w[0], "the worker died");
+	/* The daemon serves on: a new session reads the three rows left. */
+	infeed_free(client());
+	slow_stop();
+}
+END_TEST
+
+static Suite *
+inflight_suite(void)
+{
+	Suite	*s = suite_create("inflight");
+	TCase	*tc = tcase_create("inflight");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, step_rows_in_flight_io_uring);
+	tcase_add_test(tc, step_rows_in_flight_threads);
+	tcase_add_test(tc, fallback_backend_same_steps);
+	suite_add_tcase(s, tc);
+	/* Faults while reads wait in the store. */
+	tc = tcase_create("faults");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, worker_killed_mid_read_loses_nothing);
+	tcase_add_test(tc, file_truncated_under_reads_in_flight);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	if (!slowfs_probe())
+		return (77);
+	return (run_suite(inflight_suite()));
+}

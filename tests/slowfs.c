@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slowfs: storage that is slow for real, for the tests and benchmarks of
+ * data that is not in memory (issue 36, item 4).  A FUSE file system
+ * (libfuse3) that serves a directory read-only and makes every read of a
+ * file wait --delay-us before it is answered, as a network or object
+ * store would, with many reads in flight at once: each read waits in a
+ * thread of its own, and at most --depth reads wait at the same time (the
+ * store's queue depth; the rest queue for a place), so the store's limit
+ * is depth / delay reads a second.
+ *
+ *   slowfs [--delay-us N] [--depth N] [--threads N] [--direct-io]
+ *          [--readahead-kib N] [--drop-ms N] [--allow-other]
+ *          [--stats FILE] SOURCE MOUNTPOINT
+ *
+ * It stays in the foreground until unmounted (fusermount3 -u MOUNTPOINT)
+ * or signalled, then prints its counters on stderr (and to --stats FILE).
+ * MOUNTPOINT/.slowfs, a file readdir does not list, is its control: read,
+ * it gives the counters a line each ("reads 1234"); written, it takes
+ * commands a line each:
+ *
+ *   reset         the counters back to 0
+ *   hold          reads from now wait, unanswered, until release (a store
+ *                 that stops answering)
+ *   release       answer the held reads, and every read from now on
+ *   drop          forget what the kernel caches of the files read
+ *   delay-us N    the delay from now on
+ *
+ * The kernel's page cache: by default a file's pages stay cached while it
+ * is open (as NFS keeps them), so a second read of the same bytes is not
+ * slow; --drop-ms N forgets them every N ms (mapped pages too: the next
+ * touch reads again), --direct-io caches nothing (but the kernel then
+ * refuses MAP_SHARED mappings of the files).  --readahead-kib sets the
+ * kernel's read-ahead for a file (its own default, usually 128 KiB).
+ *
+ * Exits 0 once unmounted, 2 on a usage error, 3 when it cannot mount
+ * (no /dev/fuse, not allowed): the tests then skip.  Built for the tests
+ * and benchmarks, never installed; tests/slowfs-mount.c starts and stops
+ * it, tests/with-slowfs runs a command with a mount.
+ */
+
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse.h>
+#include <fuse_lowlevel.h>
+
+#define SLOWFS_CTL	"/.slowfs"
+#define SLOWFS_EXIT_NOMOUNT	3
+
+/* A file read since start, for drop. */
+struct slowfs_path {
+	struct slowfs_path	*next;
+	char			 path[];
+};
+
+static struct {
+	/* Options. */
+	int		 src;		/* the served directory */
+	uint64_t	 delay_us;
+	unsigned	 depth;
+	unsigned	 threads;
+	bool		 direct_io;
+	long		 readahead_kib;	/* -1: the kernel's */
+	unsigned	 drop_ms;
+	const char	*stats;
+
+	/* Under lock. */
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 cond;
+	bool		 hold;
+	uint64_t	 reads, bytes, drops, held_total;
+	unsigned	 in_flight, max_in_flight;
+	unsigned	 serving, max_serving;
+	unsigned	 held;
+	struct slowfs_path *paths;
+
+	struct fuse	*fuse;
+} sf = {
+	.delay_us = 2000, .depth = 64, .readahead_kib = -1,
+	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+};
+
+/* @path relative to the source directory ("." for the root). */
+static const char *
+slowfs_rel(const char *path)
+{
+	return (path[1] == '\0' ? "." : path + 1);
+}
+
+/* Whether the FUSE session is ending (wake up, give up). */
+static bool
+slowfs_exiting(void)
+{
+	return (sf.fuse != NULL &&
+	    fuse_session_exited(fuse_get_session(sf.fuse)));
+}
+
+/* The counters as text, a line each; its length. */
+static size_t
+slowfs_format(char *buf, size_t len)
+{
+	int	n;
+
+	pthread_mutex_lock(&sf.lock);
+	n = snprintf(buf, len, "reads %" PRIu64 "\nbytes %" PRIu64 "\n"
+	    "in_flight %u\nmax_in_flight %u\nserving %u\nmax_serving %u\n"
+	    "held %u\nheld_total %" PRIu64 "\ndrops %" PRIu64 "\n"
+	    "delay_us %" PRIu64 "\ndepth %u\nthreads %u\nhold %d\n",
+	    sf.reads, sf.bytes, sf.in_flight, sf.max_in_flight, sf.serving,
+	    sf.max_serving, sf.held, sf.held_total, sf.drops, sf.delay_us,
+	    sf.depth, sf.threads, sf.hold ? 1 : 0);
+	pthread_mutex_unlock(&sf.lock);
+	return (n < 0 ? 0 : (size_t)n >= len ? len - 1 : (size_t)n);
+}
+
+/* Remember @path as read, once, for drop. */
+static void
+slowfs_remember(const char *path)
+{
+	struct slowfs_path	*p;
+	size_t			 len = strlen(path) + 1;
+
+	pthread_mutex_lock(&sf.lock);
+	for (p = sf.paths; p != NULL; p = p->next)
+		if (strcmp(p->path, path) == 0)
+			break;
+	if (p == NULL && (p = malloc(sizeof(*p) + len)) != NULL) {
+		memcpy(p->path, path, len);
+		p->next = sf.paths;
+		sf.paths = p;
+	}
+	pthread_mutex_unlock(&sf.lock);
+}
+
+/*
+ * Forget the kernel's cached pages of every file read.  The list only
+ * grows, so its entries can be walked without the lock once taken.
+ */
+static void
+slowfs_drop(void)
+{
+	struct slowfs_path	*p;
+
+	pthread_mutex_lock(&sf.lock);
+	p = sf.paths;
+	sf.drops++;
+	pthread_mutex_unlock(&sf.lock);
+	for (; p != NULL; p = p->next)
+		(void)fuse_invalidate_path(sf.fuse, p->path);
+}
+
+/* --drop-ms: drop every so often. */
+static void *
+slowfs_dropper(void *arg)
+{
+	struct timespec	ts = { sf.drop_ms / 1000,
+			    (long)(sf.drop_ms % 1000) * 1000000 };
+
+	(void)arg;
+	for (;;) {
+		nanosleep(&ts, NULL);
+		if (sf.fuse != NULL)
+			slowfs_drop();
+	}
+	return (NULL);
+}
+
+/* Wait on the condition for at most 100 ms (to notice an exit). */
+static void
+slowfs_wait(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&sf.cond, &sf.lock, &ts);
+}
+
+/* Apply one command line written to the control file; 0 or -EINVAL. */
+static int
+slowfs_command(const char *line)
+{
+	unsigned long long	v;
+
+	if (strcmp(line, "drop") == 0) {
+		slowfs_drop();
+		return (0);
+	}
+	pthread_mutex_lock(&sf.lock);
+	if (strcmp(line, "reset") == 0) {
+		sf.reads = sf.bytes = sf.drops = sf.held_total = 0;
+		sf.max_in_flight = sf.in_flight;
+		sf.max_serving = sf.serving;
+	} else if (strcmp(line, "hold") == 0)
+		sf.hold = true;
+	else if (strcmp(line, "release") == 0) {
+		sf.hold = false;
+		pthread_cond_broadcast(&sf.cond);
+	} else if (sscanf(line, "delay-us %llu", &v) == 1)
+		sf.delay_us = v;
+	else {
+		pthread_mutex_unlock(&sf.lock);
+		fprintf(stderr, "slowfs: unknown command '%s': expected "
+		    "reset, hold, release, drop or delay-us N\n", line);
+		return (-EINVAL);
+	}
+	pthread_mutex_unlock(&sf.lock);
+	return (0);
+}
+
+/* Serve the configuration: caches, read-ahead, the kernel's queue. */
+static void *
+slowfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	/* The source does not change under us. */
+	cfg->entry_timeout = cfg->attr_timeout = cfg->negative_timeout = 60;
+	cfg->kernel_cache = 0;
+	/* Read-ahead and async direct reads are background requests. */
+	conn->max_background = sf.threads > 65535 ? 65535 : sf.threads;
+	conn->congestion_threshold = conn->max_background * 3 / 4;
+	if (sf.readahead_kib >= 0)
+		conn->max_readahead = (unsigned)sf.readahead_kib * 1024;
+	return (NULL);
+}
+
+/* Stat a file of the source (the control file: an empty one). */
+static int
+slowfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	(void)fi;
+	if (strcmp(path, SLOWFS_CTL) == 0) {
+		memset(st, 0, sizeof(*st));
+		st->st_mode = S_IFREG | 0644;
+		st->st_nlink = 1;
+		st->st_uid = getuid();
+		st->st_gid = getgid();
+		return (0);
+	}
+	if (fstatat(sf.src, slowfs_rel(path), st, AT_SYMLINK_NOFOLLOW) == -1)
+		return (-errno);
+	st->st_mode &= ~(mode_t)0222;	/* served read-only */
+	return (0);
+}
+
+/* A symbolic link of the source, as it is. */
+static int
+slowfs_readlink(const char *path, char *buf, size_t len)
+{
+	ssize_t	n;
+
+	if ((n = readlinkat(sf.src, slowfs_rel(path), buf, len - 1)) == -1)
+		return (-errno);
+	buf[n] = '\0';
+	return (0);
+}
+
+/* A directory's entries (the control file not among them). */
+static int
+slowfs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
+    struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+	struct dirent	*de;
+	DIR		*d;
+	int		 fd;
+
+	(void)off;
+	(void)fi;
+	(void)flags;
+	if ((fd = openat(sf.src, slowfs_rel(path), O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1)
+		return (-errno);
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return (-errno);
+	}
+	while ((de = readdir(d)) != NULL)
+		if (fill(buf, de->d_name, NULL, 0, 0) != 0)
+			break;
+	closedir(d);
+	return (0);
+}
+
+/* Open a file of the source read-only (the control file read-write). */
+static int
+slowfs_open(const char *path, struct fuse_file_info *fi)
+{
+	int	fd;
+
+	if (strcmp(path, SLOWFS_CTL) == 0) {
+		fi->direct_io = 1;	/* the counters, fresh every read */
+		fi->fh = (uint64_t)-1;
+		return (0);
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY)
+		return (-EROFS);
+	if ((fd = openat(sf.src, slowfs_rel(path), O_RDONLY | O_CLOEXEC)) ==
+	    -1)
+		return (-errno);
+	fi->fh = (uint64_t)fd;
+	fi->direct_io = sf.direct_io;
+	fi->keep_cache = 0;
+	slowfs_remember(path);
+	return (0);
+}
+
+/* Wait for a place among --depth, then --delay-us, then read. */
+static int
+slowfs_read(const char *path, char *buf, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	struct timespec	until;
+	uint64_t	delay;
+	ssize_t		n;
+	bool		was_held = false;
+	char		text[512];
+	size_t		len;
+
+	if (fi->fh == (uint64_t)-1) {
+		len = slowfs_format(text, sizeof(text));
+		if ((size_t)off >= len)
+			return (0);
+		len -= (size_t)off;
+		len = len < size ? len : size;
+		memcpy(buf, text + off, len);
+		return ((int)len);
+	}
+	(void)path;
+	pthread_mutex_lock(&sf.lock);
+	if (++sf.in_flight > sf.max_in_flight)
+		sf.max_in_flight = sf.in_flight;
+	while ((sf.hold || sf.serving >= sf.depth) && !slowfs_exiting()) {
+		if (sf.hold && !was_held) {
+			was_held = true;
+			sf.held++;
+			sf.held_total++;
+		}
+		slowfs_wait();
+	}
+	if (was_held)
+		sf.held--;
+	if (++sf.serving > sf.max_serving)
+		sf.max_serving = sf.serving;
+	delay = sf.delay_us;
+	pthread_mutex_unlock(&sf.lock);
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(delay / 1000000);
+	until.tv_nsec += (long)(delay % 1000000) * 1000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until,
+	    NULL) == EINTR)
+		;
+	n = pread((int)fi->fh, buf, size, off);
+
+	pthread_mutex_lock(&sf.lock);
+	sf.serving--;
+	sf.in_flight--;
+	if (n >= 0) {
+		sf.reads++;
+		sf.bytes += (uint64_t)n;
+	}
+	pthread_cond_broadcast(&sf.cond);
+	pthread_mutex_unlock(&sf.lock);
+	return (n == -1 ? -errno : (int)n);
+}
+
+/* Commands to the control file; every other file is read-only. */
+static int
+slowfs_write(const char *path, const char *buf, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	char	line[128];
+	size_t	i, start = 0;
+	int	rc;
+
+	(void)off;
+	(void)fi;
+	if (strcmp(path, SLOWFS_CTL) != 0)
+		return (-EROFS);
+	for (i = 0; i <= size; i++) {
+		if (i < size && buf[i] != '\n')
+			continue;
+		if (i > start) {
+			if (i - start >= sizeof(line))
+				return (-EINVAL);
+			memcpy(line, buf + start, i - start);
+			line[i - start] = '\0';
+			if ((rc = slowfs_command(line)) != 0)
+				return (rc);
+		}
+		start = i + 1;
+	}
+	return ((int)size);
+}
+
+/* Only the control file may be truncated (a shell's "> .slowfs"). */
+static int
+slowfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	(void)size;
+	(void)fi;
+	return (strcmp(path, SLOWFS_CTL) == 0 ? 0 : -EROFS);
+}
+
+/* Close a file of the source. */
+static int
+slowfs_release(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	if (fi->fh != (uint64_t)-1)
+		close((int)fi->fh);
+	return (0);
+}
+
+/* The source's file system, as df sees it. */
+static int
+slowfs_statfs(const char *path, struct statvfs *st)
+{
+	(void)path;
+	return (fstatvfs(sf.src, st) == -1 ? -errno : 0);
+}
+
+static const struct fuse_operations slowfs_ops = {
+	.init = slowfs_init,
+	.getattr = slowfs_getattr,
+	.readlink = slowfs_readlink,
+	.readdir = slowfs_readdir,
+	.open = slowfs_open,
+	.read = slowfs_read,
+	.write = slowfs_write,
+	.truncate = slowfs_truncate,
+	.release = slowfs_release,
+	.statfs = slowfs_statfs,
+};
+
+/* Print the usage and exit 2. */
+static void
+slowfs_usage(const char *why)
+{
+	if (why != NULL)
+		fprintf(stderr, "slowfs: %s\n", why);
+	fprintf(stderr, "usage: slowfs [--delay-us N] [--depth N] "
+	    "[--threads N] [--direct-io]\n"
+	    "              [--readahead-kib N] [--drop-ms N] "
+	    "[--allow-other] [--stats FILE]\n"
+	    "              SOURCE MOUNTPOINT\n");
+	exit(2);
+}
+
+/* A number option within [@min, @max], or the usage. */
+static unsigned long long
+slowfs_number(const char *opt, const char *arg, unsigned long long min,
+    unsigned long long max)
+{
+	unsigned long long	 v;
+	char			*end, why[160];
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno != 0 || *arg == '\0' || *end != '\0' || v < min ||
+	    v > max) {
+		snprintf(why, sizeof(why), "%s %s: expected a number from %llu "
+		    "to %llu", opt, arg, min, max);
+		slowfs_usage(why);
+	}
+	return (v);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option	 longopts[] = {
+		{ "delay-us", required_argument, NULL, 'd' },
+		{ "depth", required_argument, NULL, 'q' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "direct-io", no_argument, NULL, 'D' },
+		{ "readahead-kib", required_argument, NULL, 'r' },
+		{ "drop-ms", required_argument, NULL, 'p' },
+		{ "allow-other", no_argument, NULL, 'a' },
+		{ "stats", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static char			 dash_o[] = "-o";
+	static char			 mopts[] = "default_permissions,"
+					    "fsname=slowfs,subtype=slowfs";
+	static char			 mopts_other[] =
+					    "default_permissions,fsname=slowfs,"
+					    "subtype=slowfs,allow_other";
+	char				*fargv[8], text[512];
+	struct fuse_args		 args;
+	struct fuse_loop_config		*loop;
+	pthread_t			 dropper;
+	FILE				*fp;
+	bool				 allow_other = false;
+	int				 ch, fargc = 0, rc;
+
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			sf.delay_us = slowfs_number("--delay-us", optarg, 0,
+			    60000000);
+			break;
+		case 'q':
+			sf.depth = (unsigned)slowfs_number("--depth", optarg,
+			    1, 4096);
+			break;
+		case 't':
+			sf.threads = (unsigned)slowfs_number("--threads",
+			    optarg, 2, 8192);
+			break;
+		case 'D':
+			sf.direct_io = true;
+			break;
+		case 'r':
+			sf.readahead_kib = (long)slowfs_number(
+			    "--readahead-kib", optarg, 0, 65536);
+			break;
+		case 'p':
+			sf.drop_ms = (unsigned)slowfs_number("--drop-ms",
+			    optarg, 1, 3600000);
+			break;
+		case 'a':
+			allow_other = true;
+			break;
+		case 's':
+			sf.stats = optarg;
+			break;
+		default:
+			slowfs_usage(NULL);
+		}
+	}
+	if (argc - optind != 2)
+		slowfs_usage("expected SOURCE and MOUNTPOINT");
+	/* Room above the depth for the reads that queue, and the control. */
+	if (sf.threads == 0)
+		sf.threads = sf.depth * 2 + 16;
+	if ((sf.src = open(argv[optind], O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+	    == -1) {
+		fprintf(stderr, "slowfs: %s: %s; expected a directory to "
+		    "serve\n", argv[optind], strerror(errno));
+		return (2);
+	}
+
+	fargv[fargc++] = argv[0];
+	fargv[fargc++] = dash_o;
+	fargv[fargc++] = allow_other ? mopts_other : mopts;
+	fargv[fargc] = NULL;
+	args = (struct fuse_args)FUSE_ARGS_INIT(fargc, fargv);
+	if ((sf.fuse = fuse_new(&args, &slowfs_ops, sizeof(slowfs_ops),
+	    NULL)) == NULL) {
+		fprintf(stderr, "slowfs: cannot set up FUSE\n");
+		return (1);
+	}
+	if (fuse_mount(sf.fuse, argv[optind + 1]) != 0) {
+		fprintf(stderr, "slowfs: cannot mount %s (needs /dev/fuse, "
+		    "and root or fusermount3)\n", argv[optind + 1]);
+		fuse_destroy(sf.fuse);
+		return (SLOWFS_EXIT_NOMOUNT);
+	}
+	if (fuse_set_signal_handlers(fuse_get_session(sf.fuse)) != 0)
+		return (1);
+	if (sf.drop_ms > 0 && pthread_create(&dropper, NULL, slowfs_dropper,
+	    NULL) == 0)
+		pthread_detach(dropper);
+
+	loop = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_max_threads(loop, sf.threads);
+	fuse_loop_cfg_set_idle_threads(loop, sf.threads);
+	rc = fuse_loop_mt(sf.fuse, loop);
+	fuse_loop_cfg_destroy(loop);
+
+	slowfs_format(text, sizeof(text));
+	fprintf(stderr, "slowfs: unmounted %s:\n%s", argv[optind + 1], text);
+	if (sf.stats != NULL && (fp = fopen(sf.stats, "w")) != NULL) {
+		fputs(text, fp);
+		fclose(fp);
+	}
+	fuse_remove_signal_handlers(fuse_get_session(sf.fuse));
+	fuse_unmount(sf.fuse);
+	fuse_destroy(sf.fuse);
+	return (rc == 0 ? 0 : 1);
+}
