@@ -15,8 +15,9 @@
  * download asks for the ETag it knows (If-Match), so old and new bytes are
  * never mixed.
  *
- * cache_max bounds the blocks' bytes.  Before a block is kept, blocks are
- * evicted until it fits: first those no known order needs (the oldest
+ * cache_max bounds the blocks' bytes.  Before a block is kept (one process
+ * of the host at a time: cache_dir/.lock), blocks are evicted until it
+ * fits: first those no known order needs (the oldest
  * first), then the one needed furthest ahead in the order the sessions
  * will read (cache_object_order(); Belady's policy, the best there is for
  * a known order).  A block that cannot fit is served and not kept.
@@ -29,6 +30,7 @@
  * them for the rows it reads; see fetch.c.
  */
 
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -427,14 +429,40 @@ cache_make_room(struct cache_object *o, uint64_t i, uint64_t need)
 	return (rc);
 }
 
+static int	cache_block_write(struct cache_object *, uint64_t, const void *,
+		    size_t, char **);
+
 /* Keep block @i of @o (@p, its bytes), if it fits. */
 static int
 cache_block_store(struct cache_object *o, uint64_t i, const void *p,
     char **cause)
 {
+	char	path[PATH_MAX];
+	size_t	len = cache_block_len(o, i);
+	int	fd, rc;
+
+	/*
+	 * One process of the host makes room and writes at a time, so two
+	 * never both count the room free and pass cache_max together.
+	 */
+	snprintf(path, sizeof path, "%s/.lock", cache.dir);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
+		return (cache_fail(cause, "%s: %s (cache_dir)", path,
+		    strerror(errno)));
+	while (flock(fd, LOCK_EX) == -1 && errno == EINTR)
+		;
+	rc = cache_block_write(o, i, p, len, cause);
+	close(fd);
+	return (rc);
+}
+
+/* cache_block_store() under the host's lock. */
+static int
+cache_block_write(struct cache_object *o, uint64_t i, const void *p,
+    size_t len, char **cause)
+{
 	struct cache_header	h;
 	char			path[PATH_MAX];
-	size_t			len = cache_block_len(o, i);
 
 	if (cache_make_room(o, i, sizeof h + len) != 0)
 		return (0);
