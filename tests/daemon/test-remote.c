@@ -163,6 +163,39 @@ url(unsigned slot, const char *name)
 	return (buf[slot]);
 }
 
+/* The daemon's cache_max (remote_setup()). */
+static const char	*remote_cache_max = "64M";
+
+#define BIG_N		3072		/* records of "big": 3 MiB */
+#define BIG_BYTES	1024
+
+/* Byte j of record i of "big". */
+static uint8_t
+big_byte(uint64_t i, unsigned j)
+{
+	return ((uint8_t)(i * 31 + j));
+}
+
+/* "big": BIG_N records of BIG_BYTES, three 1 MiB blocks of the cache. */
+static void
+make_big(void)
+{
+	uint8_t		*p;
+	int64_t		 labels[BIG_N];
+	uint64_t	 i;
+	unsigned	 j;
+
+	ck_assert_ptr_nonnull(p = malloc((size_t)BIG_N * BIG_BYTES));
+	for (i = 0; i < BIG_N; i++) {
+		for (j = 0; j < BIG_BYTES; j++)
+			p[i * BIG_BYTES + j] = big_byte(i, j);
+		labels[i] = (int64_t)(i % RAW_CLASSES);
+	}
+	write_file(path_in(dir, "big.bin"), p, (size_t)BIG_N * BIG_BYTES);
+	write_file(path_in(dir, "big-labels.bin"), labels, sizeof(labels));
+	free(p);
+}
+
 /* The raw dataset's files served as "remote", and "flaky" by /flaky/. */
 static void
 remote_setup(void)
@@ -173,8 +206,9 @@ remote_setup(void)
 	/* make_files() makes the folder, so cache_dir comes after. */
 	make_files(NULL);
 	nginx_start();
-	snprintf(extra, sizeof(extra), "cache_dir = %s/cache\ncache_max = 64M",
-	    dir);
+	make_big();
+	snprintf(extra, sizeof(extra), "cache_dir = %s/cache\ncache_max = %s",
+	    dir, remote_cache_max);
 	make_config(extra);
 	snprintf(sect, sizeof(sect),
 	    "\n[dataset remote]\ntype = raw\npath = %s\nshape = 1,%d,%d\n"
@@ -186,6 +220,10 @@ remote_setup(void)
 	    url(3, "flaky/raw-labels.bin"), RAW_CLASSES);
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
 	fputs(sect, fp);
+	fprintf(fp, "\n[dataset big]\ntype = raw\npath = %s\nshape = %d\n"
+	    "dtype = uint8\nlabels = %s\nlabel_dtype = int64\nclasses = %d\n",
+	    url(0, "big.bin"), BIG_BYTES, url(1, "big-labels.bin"),
+	    RAW_CLASSES);
 	fclose(fp);
 	infeedd_start(NULL);
 }
@@ -286,24 +324,6 @@ START_TEST(server_errors_fail_that_session_only)
 }
 END_TEST
 
-/* Fixture of the cache cases: nginx, no daemon. */
-static void
-cache_setup(void)
-{
-	make_files(NULL);
-	nginx_start();
-}
-
-static void
-cache_teardown(void)
-{
-	char	*cause = NULL;
-
-	ck_assert_int_eq(cache_configure(NULL, 0, 0, &cause), 0);
-	nginx_stop();
-	rm_dir();
-}
-
 /* The blocks' bytes in cache_dir, over all objects. */
 static uint64_t
 cache_bytes(void)
@@ -331,6 +351,89 @@ cache_bytes(void)
 	}
 	closedir(d);
 	return (total);
+}
+
+/* A fixture of a cache of two blocks and a bit, for a dataset of three. */
+static void
+small_cache_setup(void)
+{
+	remote_cache_max = "2200K";
+	remote_setup();
+}
+
+static void
+small_cache_teardown(void)
+{
+	remote_cache_max = "64M";
+	remote_teardown();
+}
+
+/*
+ * Two shuffled epochs of "big" (3 MiB) through a cache of 2200 KiB: the
+ * blocks' bytes never pass cache_max between steps, blocks are evicted
+ * and downloaded again, and every record is the local file's.
+ */
+START_TEST(daemon_keeps_the_cache_under_cache_max)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	uint64_t			 s, r, bad = 0, most = 0, now;
+	const uint8_t			*row;
+	unsigned			 j, e;
+	int				 gets;
+
+	infeed_options_init(&o);
+	o.batch_size = 64;
+	o.shuffle = true;
+	o.seed = 5;
+	o.drop_last = false;
+	ck_assert_msg(infeed_attach(f, "big", &o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	for (e = 0; e < 2; e++) {
+		for (s = 0; s < info.steps_per_epoch; s++) {
+			ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+			    infeed_error(f));
+			for (r = 0; r < st.rows; r++) {
+				row = (const uint8_t *)st.data + r * BIG_BYTES;
+				for (j = 0; j < BIG_BYTES; j++)
+					bad += row[j] != big_byte(st.indices[r],
+					    j);
+			}
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+			if ((now = cache_bytes()) > most)
+				most = now;
+		}
+	}
+	infeed_free(f);
+	gets = nginx_gets();
+	printf("remote: 2 epochs of 3 MiB through a cache of 2200 KiB: at "
+	    "most %llu bytes held, %d GETs\n", (unsigned long long)most, gets);
+	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
+	ck_assert_uint_le(most, 2200 * 1024);
+	ck_assert_uint_gt(most, 0);
+	/* Three data blocks and the labels' at least, and more: evicted. */
+	ck_assert_int_gt(gets, 4);
+}
+END_TEST
+
+/* Fixture of the cache cases: nginx, no daemon. */
+static void
+cache_setup(void)
+{
+	make_files(NULL);
+	nginx_start();
+}
+
+static void
+cache_teardown(void)
+{
+	char	*cause = NULL;
+
+	ck_assert_int_eq(cache_configure(NULL, 0, 0, &cause), 0);
+	nginx_stop();
+	rm_dir();
 }
 
 /* A file of @blocks small blocks, byte i of it (i * 7 + i / 251). */
@@ -720,6 +823,12 @@ remote_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, remote_raw_equals_local_and_restart_reads_the_cache);
 	tcase_add_test(tc, server_errors_fail_that_session_only);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cache_max");
+	tcase_add_checked_fixture(tc, small_cache_setup, small_cache_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, daemon_keeps_the_cache_under_cache_max);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache");
