@@ -26,6 +26,7 @@
 
 #include <ini.h>
 
+#include "cache.h"
 #include "config.h"
 #include "number.h"
 #include "paths.h"
@@ -38,13 +39,14 @@
 #define CONFIG_DEFAULT_IMAGE_MEMORY	(256ULL << 20)
 #define CONFIG_MIN_IMAGE_MEMORY		(16ULL << 20)
 #define CONFIG_MAX_IMAGE_MEMORY		(64ULL << 30)
+#define CONFIG_DEFAULT_CACHE_MAX	(10ULL << 30)
 #define CONFIG_DEFAULT_KEEP_RING_MS	(10U * 60 * 1000)
 #define CONFIG_MAX_KEEP_RING_MS		(7U * 24 * 3600 * 1000)
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
 	"job_timeout", "image_memory_max", "keep_ring_memory", "metrics_listen",
-	"io_backend", NULL,
+	"io_backend", "cache_dir", "cache_max", NULL,
 };
 
 /*
@@ -266,13 +268,29 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			    CONFIG_DEFAULT_METRICS_PORT);
 			return (0);
 		}
+	} else if (strcmp(name, "cache_dir") == 0) {
+		if (*value != '/') {
+			cp->error = xasprintf("[infeedd] cache_dir = %s: expected "
+			    "an absolute path, a folder for remote datasets' "
+			    "bytes", value);
+			return (0);
+		}
+		free(conf->cache_dir);
+		conf->cache_dir = xstrdup(value);
+	} else if (strcmp(name, "cache_max") == 0) {
+		if (config_parse_size(value, &v) == -1 || v == 0) {
+			cp->error = xasprintf("[infeedd] cache_max = %s: "
+			    "expected a size such as 100G", value);
+			return (0);
+		}
+		conf->cache_max = v;
 	} else {
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
 		    "max_frame_size, memory_budget, job_timeout, "
-		    "image_memory_max, keep_ring_memory, metrics_listen and "
-		    "io_backend",
+		    "image_memory_max, keep_ring_memory, metrics_listen, "
+		    "io_backend, cache_dir and cache_max",
 		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
@@ -602,6 +620,7 @@ config_load(const char *path, char **cause)
 {
 	struct config_parse	 cp;
 	struct config		*conf;
+	char			*why = NULL;
 	int			 r;
 
 	conf = xcalloc(1, sizeof(*conf));
@@ -613,6 +632,7 @@ config_load(const char *path, char **cause)
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
 	conf->image_memory_max = CONFIG_DEFAULT_IMAGE_MEMORY;
 	conf->keep_ring_ms = CONFIG_DEFAULT_KEEP_RING_MS;
+	conf->cache_max = CONFIG_DEFAULT_CACHE_MAX;
 	memset(&cp, 0, sizeof(cp));
 	cp.conf = conf;
 
@@ -635,8 +655,16 @@ config_load(const char *path, char **cause)
 		goto fail;
 	}
 	free(cp.section);
+	cp.section = NULL;
 	if (conf->workers == 0)
 		conf->workers = config_ncpus(NULL);
+	/* The remote readers of the catalogue opened next use the cache. */
+	if (cache_configure(conf->cache_dir, conf->cache_max, CACHE_BLOCK,
+	    &why) != 0) {
+		*cause = xasprintf("%s: [infeedd] %s", path, why);
+		free(why);
+		goto fail;
+	}
 	return (conf);
 
 fail:
@@ -665,6 +693,7 @@ config_free(struct config *conf)
 	}
 	free(conf->datasets);
 	free(conf->metrics_host);
+	free(conf->cache_dir);
 	free(conf->socket_path);
 	free(conf->path);
 	free(conf);

@@ -29,6 +29,8 @@ struct config {
 	enum io_backend		 io_backend;	/* reads in flight: io-batch.h */
 	char			*metrics_host;	/* NULL: no metrics endpoint */
 	uint16_t		 metrics_port;
+	char			*cache_dir;	/* remote datasets' cache; NULL: none */
+	uint64_t		 cache_max;	/* bytes of it */
 	struct dataset_conf	*datasets;
 	size_t			 ndatasets;
 };

@@ -20,7 +20,8 @@
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
- *   transforms), io-batch (reads in flight) -> log, xmalloc, paths, procmem, errcode
+ *   transforms), io-batch (reads in flight) -> remote (remote/: byte ranges
+ *   over HTTP and the host's cache) -> log, xmalloc, paths, procmem, errcode
  *
  * A session is one reader (consumer) of one stream (producer): its own,
  * or its shared group's, which several read.  Some layers stay apart from

@@ -23,6 +23,7 @@
 #include "reader-mix.h"
 #include "reader-npy.h"
 #include "reader-raw.h"
+#include "reader-remote.h"
 #include "reader-synthetic.h"
 #include "reader-tar.h"
 #include "reader-tokens.h"
@@ -229,6 +230,9 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 	free(known);
 
 	ds->ops = readers[i];
+	if (ds->ops == &dataset_raw_ops &&
+	    dataset_remote_url(dataset_conf_get(conf, "path")))
+		ds->ops = &dataset_remote_raw_ops;	/* through the cache */
 	ds->type = ds->ops->type;
 	if (dataset_check_keys(ds, conf, cause) != 0) {
 		ds->ops = NULL;

@@ -517,10 +517,29 @@ dataset_map_short(const struct dataset_map *m, uint64_t end)
 	return (-1);
 }
 
-/* Why the last dataset_map_holds() said no. */
+/* A reader's own reason for its last failed read (dataset_set_why()). */
+static char			 dataset_why[512];
+
+/* Keep a reader's reason for dataset_short_why(). */
+void
+dataset_set_why(const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(dataset_why, sizeof dataset_why, fmt, ap);
+	va_end(ap);
+}
+
+/* Why the last read said EIO: a reader's reason, or a file that shrank. */
 char *
 dataset_short_why(char *buf, size_t len)
 {
+	if (dataset_why[0] != '\0') {
+		snprintf(buf, len, "%s", dataset_why);
+		dataset_why[0] = '\0';
+		return (buf);
+	}
 	snprintf(buf, len, "the file is %" PRIu64 " bytes now, and the sample "
 	    "needs bytes up to %" PRIu64 ": it was truncated after the "
 	    "session began", dataset_short_size, dataset_short_end);

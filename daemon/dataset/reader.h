@@ -346,6 +346,14 @@ int		 dataset_map_short(const struct dataset_map *m, uint64_t end);
 char		*dataset_short_why(char *buf, size_t len);
 
 /**
+ * dataset_set_why() - a reader's reason for the read it fails with EIO
+ * now (a remote object that could not be fetched), which the next
+ * dataset_short_why() gives instead.
+ */
+void		 dataset_set_why(const char *fmt, ...)
+		    __attribute__((__format__(__printf__, 1, 2)));
+
+/**
  * dataset_label_get() - label @index of an array of labels stored as @t
  * (uint8, int32 or int64, host byte order).
  */

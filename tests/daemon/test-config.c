@@ -470,17 +470,24 @@ START_TEST(config_refuses_unknown_daemon_key)
 	    "unknown key 'workrs' in section [infeedd] (did you mean "
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
 	    "max_frame_size, memory_budget, job_timeout, image_memory_max, "
-	    "keep_ring_memory, metrics_listen and io_backend");
+	    "keep_ring_memory, metrics_listen, io_backend, cache_dir and "
+	    "cache_max");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
 	    "max_frame_size, memory_budget, job_timeout, image_memory_max, "
-	    "keep_ring_memory, metrics_listen and io_backend");
+	    "keep_ring_memory, metrics_listen, io_backend, cache_dir and "
+	    "cache_max");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
 	    "socket, workers, max_clients, max_frame_size, memory_budget, "
 	    "job_timeout, image_memory_max, keep_ring_memory, "
-	    "metrics_listen and io_backend");
+	    "metrics_listen, io_backend, cache_dir and cache_max");
+	load_fails("[infeedd]\ncache_dir = cache\n", 2,
+	    "[infeedd] cache_dir = cache: expected an absolute path, a "
+	    "folder for remote datasets' bytes");
+	load_fails("[infeedd]\ncache_max = lots\n", 2,
+	    "[infeedd] cache_max = lots: expected a size such as 100G");
 }
 END_TEST
 

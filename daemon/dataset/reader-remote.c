@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The remote raw reader: a raw dataset (reader-raw.c's keys and meaning)
+ * whose samples and labels are URLs, read through the host's cache.
+ *
+ *	[dataset crops]
+ *	type = raw
+ *	path = https://data.example/crops.bin
+ *	shape = 3,224,224
+ *	dtype = uint8
+ *	labels = https://data.example/crops-labels.bin
+ *	label_dtype = int64
+ *	classes = 1000			(needed: the labels are not scanned)
+ *
+ * The open asks each object's size and ETag (one HEAD each, cache.c) and
+ * checks that they hold a whole number of records and one label each; it
+ * downloads nothing.  A worker's read takes the record's bytes and its
+ * label from the cache, which downloads the blocks it lacks (in that
+ * worker process, never the daemon's event loop).  A download that fails
+ * after its retries fails the read with EIO, and dataset_short_why()
+ * then gives the URL and the reason, so the session hears ERROR_DATA for
+ * that sample, and no other session is touched.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "reader-raw.h"
+#include "reader-remote.h"
+
+/* What a remote raw dataset holds. */
+struct remote_raw {
+	struct cache_object	*data;
+	struct cache_object	*labels;
+};
+
+static int	remote_raw_open(struct dataset *, const struct dataset_conf *,
+		    char **);
+static int	remote_raw_read(const struct dataset *, uint64_t, void *,
+		    int64_t *, bool);
+static void	remote_raw_close(struct dataset *);
+
+const struct dataset_ops dataset_remote_raw_ops = {
+	.type = "raw",
+	.keys = (const char *const []){ "path", "shape", "dtype", "labels",
+	    "label_dtype", "classes", NULL },
+	.data_key = "path",
+	.labels_key = "labels",
+	.open = remote_raw_open,
+	.read = remote_raw_read,
+	.close = remote_raw_close,
+};
+
+/* http:// or https://. */
+bool
+dataset_remote_url(const char *path)
+{
+	return (path != NULL && (strncmp(path, "http://", 7) == 0 ||
+	    strncmp(path, "https://", 8) == 0));
+}
+
+/* The keys, then each object's size and ETag: nothing downloaded. */
+static int
+remote_raw_open(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	struct remote_raw	*r;
+	struct dataset_map	 m;
+	const char		*path, *lpath, *v, *errstr;
+	char			*why = NULL;
+	uint64_t		 lsize;
+
+	if ((r = calloc(1, sizeof *r)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	ds->priv = r;
+	path = dataset_conf_get(conf, "path");
+	if ((v = dataset_conf_need(ds, conf, "shape",
+	    "the shape of one record, like 3,224,224", cause)) == NULL)
+		goto fail;
+	if (dataset_shape_parse(v, ds->shape, &ds->ndim, &errstr) != 0) {
+		dataset_error(cause, ds, "'shape = %s': %s", v, errstr);
+		goto fail;
+	}
+	if ((v = dataset_conf_need(ds, conf, "dtype", "the element type: "
+	    "uint8, int32, int64, float16, float32 or float64",
+	    cause)) == NULL)
+		goto fail;
+	if (dtype_parse(v, &ds->dtype) != 0) {
+		dataset_error(cause, ds, "'dtype = %s' is not a type; use "
+		    "uint8, int32, int64, float16, float32 or float64", v);
+		goto fail;
+	}
+	if ((lpath = dataset_conf_need(ds, conf, "labels",
+	    "the URL of the file of labels", cause)) == NULL)
+		goto fail;
+	if (!dataset_remote_url(lpath)) {
+		dataset_error(cause, ds, "'labels = %s': the samples are at a "
+		    "URL, so the labels must be too (http:// or https://)",
+		    lpath);
+		goto fail;
+	}
+	ds->label_dtype = INFEED_DTYPE_INT64;
+	if ((v = dataset_conf_get(conf, "label_dtype")) != NULL &&
+	    (dtype_parse(v, &ds->label_dtype) != 0 ||
+	    (ds->label_dtype != INFEED_DTYPE_UINT8 &&
+	    ds->label_dtype != INFEED_DTYPE_INT32 &&
+	    ds->label_dtype != INFEED_DTYPE_INT64))) {
+		dataset_error(cause, ds, "'label_dtype = %s' is not a label "
+		    "type; use uint8, int32 or int64", v);
+		goto fail;
+	}
+	if (dataset_conf_classes(ds, conf, cause) != 0)
+		goto fail;
+	if (ds->classes == 0) {
+		dataset_error(cause, ds, "remote labels are not scanned at "
+		    "open (that would download them all): give 'classes ='");
+		goto fail;
+	}
+
+	if ((r->data = cache_object_open(path, &why)) == NULL ||
+	    (r->labels = cache_object_open(lpath, &why)) == NULL) {
+		dataset_error(cause, ds, "%s", why != NULL ? why :
+		    strerror(ENOMEM));
+		free(why);
+		goto fail;
+	}
+	memset(&m, 0, sizeof m);
+	m.fd = -1;
+	m.size = cache_object_size(r->data);
+	if (dataset_raw_samples(ds, path, &m,
+	    "check 'shape =' and 'dtype ='", cause) != 0)
+		goto fail;
+	lsize = dtype_size(ds->label_dtype);
+	if (cache_object_size(r->labels) != ds->samples * lsize) {
+		dataset_error(cause, ds, "%s: holds %" PRIu64 " bytes where %"
+		    PRIu64 " labels of %s (one per record of %s) take %" PRIu64
+		    " bytes; check 'label_dtype ='", lpath,
+		    cache_object_size(r->labels), ds->samples,
+		    dtype_name(ds->label_dtype), path, ds->samples * lsize);
+		goto fail;
+	}
+	return (0);
+
+fail:
+	remote_raw_close(ds);
+	return (-1);
+}
+
+/* Record @index and its label, through the cache. */
+static int
+remote_raw_read(const struct dataset *ds, uint64_t index, void *dst,
+    int64_t *label, bool stream)
+{
+	const struct remote_raw	*r = ds->priv;
+	size_t			 lsize = dtype_size(ds->label_dtype);
+	uint8_t			 lbuf[8];
+	char			*why = NULL;
+
+	(void)stream;
+	if (cache_object_read(r->data, index * ds->sample_bytes,
+	    ds->sample_bytes, dst, &why) != 0 ||
+	    cache_object_read(r->labels, index * lsize, lsize, lbuf,
+	    &why) != 0) {
+		dataset_set_why("%s", why != NULL ? why : strerror(ENOMEM));
+		free(why);
+		errno = EIO;
+		return (-1);
+	}
+	*label = dataset_label_get(lbuf, ds->label_dtype, 0);
+	if (*label < 0 || (uint64_t)*label >= ds->classes) {
+		dataset_set_why("label %" PRId64 " of sample %" PRIu64 " is not "
+		    "below 'classes = %" PRIu32 "'", *label, index,
+		    ds->classes);
+		errno = EIO;
+		return (-1);
+	}
+	return (0);
+}
+
+/* Close both objects. */
+static void
+remote_raw_close(struct dataset *ds)
+{
+	struct remote_raw	*r = ds->priv;
+
+	if (r == NULL)
+		return;
+	cache_object_close(r->data);
+	cache_object_close(r->labels);
+	free(r);
+	ds->priv = NULL;
+}

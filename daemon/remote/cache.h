@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host's cache of remote objects, in fixed-size blocks: see cache.c.
+ */
+#ifndef INFEED_CACHE_H
+#define INFEED_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fetch.h"
+
+#define CACHE_BLOCK	(1024 * 1024)	/* cache_configure()'s block size */
+
+/* One remote object as the cache sees it. */
+struct cache_object;
+
+/* What this process's cache did. */
+struct cache_stats {
+	uint64_t	hits;		/* blocks read from cache_dir */
+	uint64_t	misses;		/* blocks downloaded */
+	uint64_t	torn;		/* blocks found broken and dropped */
+	uint64_t	bytes_downloaded;
+	uint64_t	evictions;
+};
+
+/**
+ * cache_configure() - use @dir (made if missing) for at most @max bytes of
+ * blocks of @block bytes each; NULL @dir: no cache (remote datasets are
+ * then refused).  Return: 0, or -1 with *@cause.
+ */
+int	cache_configure(const char *dir, uint64_t max, size_t block,
+	    char **cause);
+
+/**
+ * cache_object_open() - @url's size and ETag (a HEAD), its blocks kept
+ * only when they are of that same object.  Return: the object, or NULL
+ * with *@cause.
+ */
+struct cache_object *cache_object_open(const char *url, char **cause);
+
+/**
+ * cache_object_size() - the object's size in bytes.
+ */
+uint64_t	cache_object_size(const struct cache_object *o);
+
+/**
+ * cache_object_read() - @len bytes at @off, from the cache's blocks, the
+ * missing ones downloaded (all at once) and kept.  Return: 0, or -1 with
+ * *@cause naming the URL.
+ */
+int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
+	    void *dst, char **cause);
+
+/**
+ * cache_object_order() - the blocks @o will be read in, @n of them (a
+ * copy is kept), and cache_object_at() where in that order the reads are
+ * now: eviction drops the block needed furthest ahead, and first a block
+ * no known order needs.
+ */
+int	cache_object_order(struct cache_object *o, const uint64_t *blocks,
+	    size_t n);
+void	cache_object_at(struct cache_object *o, size_t pos);
+
+/**
+ * cache_object_close() - free @o; NULL is a no-op.
+ */
+void	cache_object_close(struct cache_object *o);
+
+/**
+ * cache_stats() - this process's counts.
+ */
+void	cache_stats(struct cache_stats *out);
+
+#endif

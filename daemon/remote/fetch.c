@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Byte ranges of remote objects over HTTP(S), with libcurl's multi
+ * interface: every range of a call is in flight at once, and the easy
+ * handles (and so their connections, kept alive) are reused from call to
+ * call.  TLS peers are verified (libcurl's default, kept).  A range that
+ * fails in a way a retry can mend (5xx, 429, a reset, a stall, a body
+ * shorter than asked) is asked again after a backoff that doubles, with
+ * jitter so that many workers do not come back together; after
+ * FETCH_ATTEMPTS the error names the URL, the range and what went wrong.
+ *
+ * The calls block: they are made in a worker process (the dataset's read,
+ * for the row that needs the bytes) and at a dataset's open (one HEAD,
+ * FETCH_HEAD_ATTEMPTS tries of at most FETCH_HEAD_MS: the catalogue opens
+ * datasets at start-up and, at a reload, on the daemon's event loop, so a
+ * server that does not answer holds the loop up to about 6 s there).  The handles are
+ * the process's own: a child after fork() makes new ones, so no two
+ * processes share a connection.
+ */
+
+#include <sys/types.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "fetch.h"
+
+#define FETCH_ATTEMPTS		5
+#define FETCH_BACKOFF_MS	50	/* the first wait; doubles */
+#define FETCH_MAX_HANDLES	8	/* ranges in flight at once */
+#define FETCH_CONNECT_MS	5000
+#define FETCH_STALL_S		10	/* under 1 byte/s this long: stalled */
+/*
+ * A dataset's open asks the size with a HEAD, and a reload opens on the
+ * daemon's event loop: fewer tries and a short limit bound that wait.
+ */
+#define FETCH_HEAD_ATTEMPTS	2
+#define FETCH_HEAD_MS		3000
+
+/* One transfer of a call. */
+struct fetch_xfer {
+	CURL			*easy;
+	struct fetch_range	*r;
+	size_t			 got;
+	char			 err[CURL_ERROR_SIZE];
+	struct curl_slist	*hdrs;
+	struct fetch_object	*head;	/* a HEAD's: its ETag goes here */
+};
+
+/* The process's handles, remade in a child after fork(). */
+struct fetch_handles {
+	pid_t	 pid;
+	CURLM	*multi;
+	CURL	*easy[FETCH_MAX_HANDLES];
+	uint64_t requests;
+};
+static struct fetch_handles	fetch_state;
+
+/* The handles of the process this one was forked from. */
+static struct fetch_handles	fetch_inherited;
+
+static int	fetch_setup(char **);
+static void	fetch_fail(char **, const char *, ...)
+		    __attribute__((__format__(__printf__, 2, 3)));
+
+/* Set *cause to a malloc'ed message. */
+static void
+fetch_fail(char **cause, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(cause, fmt, ap) == -1)
+		*cause = NULL;
+	va_end(ap);
+}
+
+/* Make this process's handles (again after a fork: the parent's stay its). */
+static int
+fetch_setup(char **cause)
+{
+	size_t	i;
+
+	if (fetch_state.multi != NULL && fetch_state.pid == getpid())
+		return (0);
+	/*
+	 * A parent's handles are kept as they are, unused: freeing them
+	 * would shut its TLS connections from here.
+	 */
+	if (fetch_state.multi != NULL) {
+		fetch_inherited = fetch_state;
+		memset(&fetch_state, 0, sizeof fetch_state);
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+	    (fetch_state.multi = curl_multi_init()) == NULL) {
+		fetch_fail(cause, "libcurl would not start");
+		return (-1);
+	}
+	for (i = 0; i < FETCH_MAX_HANDLES; i++) {
+		if ((fetch_state.easy[i] = curl_easy_init()) == NULL) {
+			fetch_fail(cause, "libcurl would not start");
+			return (-1);
+		}
+	}
+	fetch_state.pid = getpid();
+	return (0);
+}
+
+/* Body bytes into the range; more than asked fails the transfer. */
+static size_t
+fetch_write_cb(char *p, size_t size, size_t n, void *arg)
+{
+	struct fetch_xfer	*x = arg;
+	size_t			 len = size * n;
+
+	if (x->r == NULL || len > x->r->len - x->got)
+		return (0);
+	memcpy((char *)x->r->dst + x->got, p, len);
+	x->got += len;
+	return (len);
+}
+
+/* A HEAD's ETag header, quotes kept (they are part of it). */
+static size_t
+fetch_header_cb(char *p, size_t size, size_t n, void *arg)
+{
+	struct fetch_xfer	*x = arg;
+	size_t			 len = size * n, v;
+
+	if (x->head == NULL || len < 6 || strncasecmp(p, "etag:", 5) != 0)
+		return (len);
+	for (v = 5; v < len && (p[v] == ' ' || p[v] == '\t'); v++)
+		;
+	while (len > v && (p[len - 1] == '\r' || p[len - 1] == '\n' ||
+	    p[len - 1] == ' '))
+		len--;
+	if (len - v < sizeof x->head->etag) {
+		memcpy(x->head->etag, p + v, len - v);
+		x->head->etag[len - v] = '\0';
+	}
+	return (size * n);
+}
+
+/* Set up @x's handle for @url: a range, or a HEAD when x->head is set. */
+static int
+fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
+{
+	char	range[64], hdr[160];
+	CURL	*e = x->easy;
+
+	curl_easy_reset(e);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)FETCH_CONNECT_MS);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)FETCH_STALL_S);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->err);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	x->err[0] = '\0';
+	x->got = 0;
+	if (x->head != NULL) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)FETCH_HEAD_MS);
+		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, fetch_header_cb);
+		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+		return (0);
+	}
+	snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, x->r->off,
+	    x->r->off + x->r->len - 1);
+	curl_easy_setopt(e, CURLOPT_RANGE, range);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, fetch_write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	if (etag[0] != '\0' && x->hdrs == NULL) {
+		snprintf(hdr, sizeof hdr, "If-Match: %s", etag);
+		if ((x->hdrs = curl_slist_append(NULL, hdr)) == NULL)
+			return (-1);
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+	return (0);
+}
+
+/*
+ * Judge one finished transfer: 0 done, 1 worth another try, -1 not; the
+ * reason in @why.
+ */
+static int
+fetch_judge(struct fetch_xfer *x, CURLcode rc, char *why, size_t len)
+{
+	long	code = 0;
+
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+	if (rc != CURLE_OK) {
+		snprintf(why, len, "%s", x->err[0] != '\0' ? x->err :
+		    curl_easy_strerror(rc));
+		switch (rc) {
+		case CURLE_UNSUPPORTED_PROTOCOL:
+		case CURLE_URL_MALFORMAT:
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CACERT_BADFILE:
+			return (-1);
+		default:
+			return (1);
+		}
+	}
+	if (code == 412) {
+		snprintf(why, len, "the object changed on the server (its "
+		    "ETag is no longer the one cached): the old and the new "
+		    "are not mixed; reload the dataset to read the new one");
+		return (-1);
+	}
+	if (code >= 500 || code == 429) {
+		snprintf(why, len, "the server answered %ld", code);
+		return (1);
+	}
+	if (x->head != NULL) {
+		if (code != 200) {
+			snprintf(why, len, "the server answered %ld", code);
+			return (-1);
+		}
+		return (0);
+	}
+	if (code != 206 && !(code == 200 && x->r->off == 0)) {
+		snprintf(why, len, "the server answered %ld to a range "
+		    "request (expected 206)", code);
+		return (-1);
+	}
+	if (x->got != x->r->len) {
+		snprintf(why, len, "the body was cut short: %zu of %zu bytes",
+		    x->got, x->r->len);
+		return (1);
+	}
+	return (0);
+}
+
+/* Run together the transfers of @x whose res[] is 1; each one's verdict there. */
+static int
+fetch_run(struct fetch_xfer *x, size_t n, int *res, char (*why)[256],
+    char **cause)
+{
+	struct fetch_xfer	*done;
+	CURLMsg			*m;
+	CURLMcode		 mc = CURLM_OK;
+	size_t			 i;
+	int			 running, left;
+
+	for (i = 0; i < n; i++) {
+		if (res[i] != 1)
+			continue;
+		curl_multi_add_handle(fetch_state.multi, x[i].easy);
+		fetch_state.requests++;
+	}
+	do {
+		mc = curl_multi_perform(fetch_state.multi, &running);
+		if (mc == CURLM_OK && running > 0)
+			mc = curl_multi_poll(fetch_state.multi, NULL, 0, 1000,
+			    NULL);
+	} while (mc == CURLM_OK && running > 0);
+	while ((m = curl_multi_info_read(fetch_state.multi, &left)) != NULL) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+		    (char **)&done);
+		i = (size_t)(done - x);
+		res[i] = fetch_judge(done, m->data.result, why[i],
+		    sizeof why[i]);
+	}
+	for (i = 0; i < n; i++)
+		curl_multi_remove_handle(fetch_state.multi, x[i].easy);
+	if (mc != CURLM_OK) {
+		fetch_fail(cause, "libcurl: %s", curl_multi_strerror(mc));
+		return (-1);
+	}
+	return (0);
+}
+
+/* Sleep before attempt @k (1..): doubling, with up to half again at random. */
+static void
+fetch_backoff(unsigned k)
+{
+	struct timespec	ts;
+	uint64_t	ms = (uint64_t)FETCH_BACKOFF_MS << (k - 1);
+
+	ms += (uint64_t)random() % (ms / 2 + 1);
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	nanosleep(&ts, NULL);
+}
+
+/* The whole of fetch_head() and fetch_ranges(): @head set for a HEAD. */
+static int
+fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
+    struct fetch_object *head, char **cause)
+{
+	struct fetch_xfer	 x[FETCH_MAX_HANDLES];
+	int			 res[FETCH_MAX_HANDLES];
+	char			 why[FETCH_MAX_HANDLES][256], tries[32];
+	size_t			 base, k, m, i;
+	unsigned		 attempt, tries_max;
+	int			 rc = 0;
+
+	*cause = NULL;
+	tries_max = head != NULL ? FETCH_HEAD_ATTEMPTS : FETCH_ATTEMPTS;
+	if (fetch_setup(cause) != 0)
+		return (-1);
+	for (base = 0; base < n && rc == 0; base += m) {
+		m = n - base < FETCH_MAX_HANDLES ? n - base : FETCH_MAX_HANDLES;
+		memset(x, 0, sizeof x);
+		for (i = 0; i < m; i++) {
+			x[i].easy = fetch_state.easy[i];
+			x[i].r = head != NULL ? NULL : &r[base + i];
+			x[i].head = head;
+			res[i] = 1;
+		}
+		for (attempt = 1; rc == 0; attempt++) {
+			/* Only the transfers still worth a try go again. */
+			for (i = k = 0; i < m && rc == 0; i++) {
+				if (res[i] != 1)
+					continue;
+				k++;
+				if (fetch_prepare(&x[i], url, etag) != 0) {
+					fetch_fail(cause, "%s", strerror(ENOMEM));
+					rc = -1;
+				}
+			}
+			if (rc != 0 || k == 0)
+				break;
+			if (fetch_run(x, m, res, why, cause) != 0) {
+				rc = -1;
+				break;
+			}
+			for (i = 0; i < m && rc == 0; i++) {
+				if (res[i] == 1 && attempt < tries_max)
+					continue;
+				if (res[i] == 1)
+					snprintf(tries, sizeof tries, " (tried "
+					    "%u times)", tries_max);
+				else if (res[i] == -1)
+					tries[0] = '\0';
+				else
+					continue;
+				if (head != NULL)
+					fetch_fail(cause, "%s: %s%s", url,
+					    why[i], tries);
+				else
+					fetch_fail(cause, "%s: bytes %" PRIu64
+					    " to %" PRIu64 ": %s%s", url,
+					    x[i].r->off, x[i].r->off +
+					    x[i].r->len - 1, why[i], tries);
+				rc = -1;
+			}
+			if (rc == 0)
+				for (i = 0; i < m; i++)
+					if (res[i] == 1) {
+						fetch_backoff(attempt);
+						break;
+					}
+		}
+		for (i = 0; i < m; i++)
+			curl_slist_free_all(x[i].hdrs);
+	}
+	return (rc);
+}
+
+/* The size and ETag of @url. */
+int
+fetch_head(const char *url, struct fetch_object *o, char **cause)
+{
+	struct fetch_range	dummy = { 0, 0, NULL };
+	curl_off_t		len = -1;
+
+	memset(o, 0, sizeof *o);
+	if (fetch_do(url, "", &dummy, 1, o, cause) != 0)
+		return (-1);
+	curl_easy_getinfo(fetch_state.easy[0], CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
+	    &len);
+	if (len < 0) {
+		fetch_fail(cause, "%s: the server gave no Content-Length; a "
+		    "remote dataset needs to know the object's size", url);
+		return (-1);
+	}
+	o->size = (uint64_t)len;
+	return (0);
+}
+
+/* The @n ranges of @url, in flight together. */
+int
+fetch_ranges(const char *url, const char *etag, struct fetch_range *r,
+    size_t n, char **cause)
+{
+	return (fetch_do(url, etag, r, n, NULL, cause));
+}
+
+/* Requests sent by this process. */
+uint64_t
+fetch_requests(void)
+{
+	return (fetch_state.requests);
+}
