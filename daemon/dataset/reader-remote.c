@@ -70,7 +70,7 @@ remote_raw_open(struct dataset *ds, const struct dataset_conf *conf,
 {
 	struct remote_raw	*r;
 	struct dataset_map	 m;
-	const char		*path, *lpath, *v, *errstr;
+	const char		*path, *lpath, *v;
 	char			*why = NULL;
 	uint64_t		 lsize;
 
@@ -78,22 +78,8 @@ remote_raw_open(struct dataset *ds, const struct dataset_conf *conf,
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
 	ds->priv = r;
 	path = dataset_conf_get(conf, "path");
-	if ((v = dataset_conf_need(ds, conf, "shape",
-	    "the shape of one record, like 3,224,224", cause)) == NULL)
+	if (dataset_record_conf(ds, conf, cause) != 0)
 		goto fail;
-	if (dataset_shape_parse(v, ds->shape, &ds->ndim, &errstr) != 0) {
-		dataset_error(cause, ds, "'shape = %s': %s", v, errstr);
-		goto fail;
-	}
-	if ((v = dataset_conf_need(ds, conf, "dtype", "the element type: "
-	    "uint8, int32, int64, float16, float32 or float64",
-	    cause)) == NULL)
-		goto fail;
-	if (dtype_parse(v, &ds->dtype) != 0) {
-		dataset_error(cause, ds, "'dtype = %s' is not a type; use "
-		    "uint8, int32, int64, float16, float32 or float64", v);
-		goto fail;
-	}
 	if ((lpath = dataset_conf_need(ds, conf, "labels",
 	    "the URL of the file of labels", cause)) == NULL)
 		goto fail;

@@ -66,6 +66,29 @@ dataset_error(char **cause, const struct dataset *ds, const char *fmt, ...)
 	return (-1);
 }
 
+/* The "shape" and "dtype" of a file of fixed records, into @ds. */
+int
+dataset_record_conf(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	const char	*v, *errstr;
+
+	if ((v = dataset_conf_need(ds, conf, "shape",
+	    "the shape of one record, like 3,224,224", cause)) == NULL)
+		return (-1);
+	if (dataset_shape_parse(v, ds->shape, &ds->ndim, &errstr) != 0)
+		return (dataset_error(cause, ds, "'shape = %s': %s", v,
+		    errstr));
+	if ((v = dataset_conf_need(ds, conf, "dtype", "the element type: "
+	    "uint8, int32, int64, float16, float32 or float64",
+	    cause)) == NULL)
+		return (-1);
+	if (dtype_parse(v, &ds->dtype) != 0)
+		return (dataset_error(cause, ds, "'dtype = %s' is not a type; "
+		    "use uint8, int32, int64, float16, float32 or float64", v));
+	return (0);
+}
+
 /* Value of a key the reader cannot do without. */
 const char *
 dataset_conf_need(const struct dataset *ds, const struct dataset_conf *conf,
@@ -708,34 +731,14 @@ int
 dataset_pair_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label, bool stream)
 {
-	const struct dataset_pair	*p = ds->priv;
-	size_t				 lsize = dtype_size(ds->label_dtype);
-	uint64_t			 off, loff;
-	uint8_t				 lbuf[8];
+	struct dataset_loc	loc;
 
-	if (!p->reads) {
-		errno = EBADF;		/* only checked, never read */
+	if (dataset_pair_locate(ds, index, &loc, label) != 0)
 		return (-1);
-	}
-	off = p->data_off + index * ds->sample_bytes;
-	loff = p->labels_off + index * lsize;
-	if (!dataset_map_holds(&p->data, off + ds->sample_bytes) ||
-	    (p->labels.fd != -1 && !dataset_map_holds(&p->labels, loff +
-	    lsize)))
+	if (loc.mapped != NULL)
+		copy_row(dst, loc.mapped, loc.len, stream);
+	else if (dataset_pread(loc.map, dst, loc.len, loc.off) != 0)
 		return (-1);
-	if (off + ds->sample_bytes <= p->data.len)
-		copy_row(dst, p->data.base + off, ds->sample_bytes, stream);
-	else if (dataset_pread(&p->data, dst, ds->sample_bytes, off) != 0)
-		return (-1);
-	if (p->labels.fd == -1)
-		*label = 0;
-	else if (loff + lsize <= p->labels.len)
-		*label = dataset_label_get(p->labels.base + p->labels_off,
-		    ds->label_dtype, index);
-	else if (dataset_pread(&p->labels, lbuf, lsize, loff) != 0)
-		return (-1);
-	else
-		*label = dataset_label_get(lbuf, ds->label_dtype, 0);
 	return (0);
 }
 

@@ -191,6 +191,14 @@ int		 dataset_error(char **cause, const struct dataset *ds,
 		    __attribute__((__format__(__printf__, 3, 4)));
 
 /**
+ * dataset_record_conf() - the "shape" and "dtype" keys of a file of fixed
+ * records (raw, local or remote) into @ds's shape, ndim and dtype: 0, or
+ * -1 with *@cause naming the key and what it should be.
+ */
+int		 dataset_record_conf(struct dataset *ds,
+		    const struct dataset_conf *conf, char **cause);
+
+/**
  * dataset_conf_need() - value of @key in @conf, or NULL with *@cause set
  * to a message that says the key is missing and that it is @what.
  */
