@@ -464,6 +464,30 @@ parent_of(pid_t pid)
 	return ((pid_t)ppid);
 }
 
+/*
+ * The daemon's worker processes, at most @max of them: the children of
+ * its fork server, the one child of the daemon's (whatever their names).
+ */
+int
+daemon_worker_pids(pid_t *out, int max)
+{
+	DIR		*d;
+	struct dirent	*de;
+	int		 n = 0, pid, ppid;
+
+	ck_assert_ptr_nonnull(d = opendir("/proc"));
+	while ((de = readdir(d)) != NULL && n < max) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		pid = atoi(de->d_name);
+		if ((ppid = parent_of(pid)) > 0 && ppid != infeedd_pid &&
+		    parent_of(ppid) == infeedd_pid)
+			out[n++] = (pid_t)pid;
+	}
+	closedir(d);
+	return (n);
+}
+
 /* The sockets and the mappings of ring memory that process @pid holds. */
 void
 holds(pid_t pid, int *sockets, int *rings)

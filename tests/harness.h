@@ -53,6 +53,8 @@ const char	*tpath(const char *name);
 void		 read_log(char *buf, size_t len);
 void		 infeedctl_run(const char *args, char *out, size_t len);
 pid_t		 parent_of(pid_t pid);
+/* infeedd's workers (its fork server's children), at most @max. */
+int		 daemon_worker_pids(pid_t *out, int max);
 /* The sockets, and descriptors and mappings of ring memory, @pid holds. */
 void		 holds(pid_t pid, int *sockets, int *rings);
 bool		 infeedd_log_crash(char *buf, size_t len);

@@ -49,30 +49,6 @@
 	"dtype = float32\n" \
 	"classes = 10\n"
 
-/*
- * The daemon's worker processes, at most @max of them: the children of
- * its fork server, the one child of the daemon's.
- */
-static int
-worker_pids(pid_t *out, int max)
-{
-	DIR		*d;
-	struct dirent	*de;
-	int		 n = 0, pid, ppid;
-
-	ck_assert_ptr_nonnull(d = opendir("/proc"));
-	while ((de = readdir(d)) != NULL && n < max) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		pid = atoi(de->d_name);
-		if ((ppid = parent_of(pid)) > 0 && ppid != infeedd_pid &&
-		    parent_of(ppid) == infeedd_pid)
-			out[n++] = (pid_t)pid;
-	}
-	closedir(d);
-	return (n);
-}
-
 /* Restart the daemon with @extra in its configuration and @workers. */
 static void
 restart(const char *extra, const char *workers)
@@ -160,7 +136,7 @@ START_TEST(test_killed_workers_blame_no_sample)
 	t = trainer("big", 12, 2);
 	while (kills < 8 && waitpid(t, &status, WNOHANG) == 0) {
 		usleep(20000);
-		n = worker_pids(w, 4);
+		n = daemon_worker_pids(w, 4);
 		for (i = 0; i < n; i++)
 			kills += kill(w[i], SIGKILL) == 0;
 	}
@@ -201,7 +177,7 @@ START_TEST(test_workers_named_for_operators)
 	int	 n, i;
 
 	restart("", "2");
-	n = worker_pids(w, 4);
+	n = daemon_worker_pids(w, 4);
 	ck_assert_int_eq(n, 2);
 	for (i = 0; i < n; i++) {
 		comm_of(w[i], name, sizeof(name));
@@ -226,11 +202,11 @@ START_TEST(test_worker_crash_fails_the_test)
 	pid_t	w[4];
 	int	i;
 
-	ck_assert_int_ge(worker_pids(w, 4), 1);
+	ck_assert_int_ge(daemon_worker_pids(w, 4), 1);
 	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
 	trainer_ok("raw");
 	ck_assert_msg(!infeedd_log_crash(line, sizeof(line)), "%s", line);
-	ck_assert_int_ge(worker_pids(w, 4), 1);
+	ck_assert_int_ge(daemon_worker_pids(w, 4), 1);
 	ck_assert_int_eq(kill(w[0], SIGSEGV), 0);
 	for (i = 0; i < 500 && !infeedd_log_crash(line, sizeof(line)); i++)
 		usleep(10000);
@@ -259,7 +235,7 @@ START_TEST(test_stopped_worker_replaced)
 	int		 n, status;
 
 	restart("job_timeout = 300ms", "1");
-	ck_assert_int_eq(worker_pids(w, 4), 1);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 1);
 	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
 	t0 = now_ms();
 	t = trainer("raw", 3, 2);
@@ -276,7 +252,7 @@ START_TEST(test_stopped_worker_replaced)
 	ck_assert_msg(strstr(log, "read no row of its job for 300 ms") !=
 	    NULL, "%s", log);
 	/* The replacement is a new process; the stopped one is gone. */
-	n = worker_pids(w + 1, 3);
+	n = daemon_worker_pids(w + 1, 3);
 	ck_assert_int_eq(n, 1);
 	ck_assert_int_ne(w[1], w[0]);
 	r = raw_stats();
@@ -316,7 +292,7 @@ START_TEST(test_unread_worker_socket_does_not_freeze)
 			infeed_release(f[i], &st);
 		}
 	}
-	n = worker_pids(w, 4);
+	n = daemon_worker_pids(w, 4);
 	ck_assert_int_eq(n, 2);
 	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
 	for (i = 0; i < SESSIONS; i++)
@@ -343,7 +319,7 @@ START_TEST(test_sigterm_with_stuck_worker)
 	int		 status = -1, st;
 	bool		 done = false;
 
-	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 2);
 	ck_assert_msg(ptrace(PTRACE_SEIZE, w[0], 0, 0) == 0 &&
 	    ptrace(PTRACE_INTERRUPT, w[0], 0, 0) == 0, "ptrace: %s",
 	    strerror(errno));
@@ -388,7 +364,7 @@ START_TEST(test_workers_forked_from_a_process_without_clients)
 	int			 n, sockets, rings, forker_sockets;
 	int			 worker_sockets;
 
-	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 2);
 	forker = (pid_t)parent_of(w[0]);
 	ck_assert_int_ne(forker, infeedd_pid);
 	ck_assert_int_eq(parent_of(forker), infeedd_pid);
@@ -407,7 +383,7 @@ START_TEST(test_workers_forked_from_a_process_without_clients)
 	deadline = now_ms() + 5000;
 	do {
 		usleep(20000);
-		n = worker_pids(now, 4);
+		n = daemon_worker_pids(now, 4);
 	} while ((n != 2 || now[0] == w[0] || now[1] == w[0]) &&
 	    now_ms() < deadline);
 	ck_assert_int_eq(n, 2);
@@ -434,7 +410,7 @@ START_TEST(test_fork_server_death_is_survived_and_said)
 	uint64_t	 deadline;
 	int		 i;
 
-	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 2);
 	forker = (pid_t)parent_of(w[0]);
 	ck_assert_int_eq(kill(forker, SIGKILL), 0);
 	snprintf(want, sizeof(want), "the fork server (pid %d) was killed by "
@@ -1595,7 +1571,7 @@ worker_rings(void)
 	FILE	*fp;
 	int	 i, n, rings = 0;
 
-	n = worker_pids(w, 8);
+	n = daemon_worker_pids(w, 8);
 	for (i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "/proc/%d/maps", (int)w[i]);
 		if ((fp = fopen(path, "r")) == NULL)
@@ -1625,7 +1601,7 @@ START_TEST(test_workers_keep_no_ring_of_an_ended_session)
 	f = client();
 	infeed_options_init(&o);
 	o.batch_size = 100;
-	ck_assert_int_eq(worker_pids(before, 4), 2);
+	ck_assert_int_eq(daemon_worker_pids(before, 4), 2);
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	/* A reload replaces the workers while the session lives. */
@@ -1633,7 +1609,7 @@ START_TEST(test_workers_keep_no_ring_of_an_ended_session)
 	deadline = now_ms() + 5000;
 	do {
 		usleep(20000);
-		n = worker_pids(after, 4);
+		n = daemon_worker_pids(after, 4);
 	} while ((n != 2 || after[0] == before[0] || after[0] == before[1] ||
 	    after[1] == before[0] || after[1] == before[1]) &&
 	    now_ms() < deadline);
@@ -1702,13 +1678,13 @@ START_TEST(test_retired_stopped_worker_replaced)
 	uint64_t	 deadline;
 	int		 n, i, gone;
 
-	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 2);
 	ck_assert_int_eq(kill(w[0], SIGSTOP), 0);
 	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
 	deadline = now_ms() + 6000;
 	do {
 		usleep(50000);
-		n = worker_pids(now, 4);
+		n = daemon_worker_pids(now, 4);
 		for (gone = 1, i = 0; i < n; i++)
 			gone &= now[i] != w[0];
 	} while ((!gone || n != 2) && now_ms() < deadline);
@@ -1821,7 +1797,7 @@ START_TEST(test_image_bombs_refused_at_image_memory_max)
 	ck_assert_msg(strstr(msg, "progressive JPEG") != NULL, "%s", msg);
 	usleep(200000);
 	bystander_stop(&b, &rep);
-	n = worker_pids(w, 4);
+	n = daemon_worker_pids(w, 4);
 	ck_assert_int_eq(n, 2);
 	for (i = 0; i < (size_t)n; i++)
 		ck_assert_msg(peak_rss_kib(w[i]) < 128 * 1024, "worker %d "
@@ -2024,7 +2000,7 @@ START_TEST(test_stopped_workers_job_taken_over)
 	bool			 started = false;
 
 	restart("job_timeout = 10s", "2");
-	ck_assert_int_eq(worker_pids(w, 4), 2);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 2);
 	r = raw_stats();
 	ck_assert_uint_eq(r->stats->n_workers, 2);
 	victim = r->stats->workers[0]->pid;

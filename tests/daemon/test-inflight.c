@@ -276,27 +276,6 @@ START_TEST(fallback_backend_same_steps)
 }
 END_TEST
 
-/* The daemon's worker processes: children of its fork server. */
-static int
-slow_worker_pids(pid_t *out, int max)
-{
-	DIR		*d;
-	struct dirent	*de;
-	int		 n = 0, pid, ppid;
-
-	ck_assert_ptr_nonnull(d = opendir("/proc"));
-	while ((de = readdir(d)) != NULL && n < max) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		pid = atoi(de->d_name);
-		if ((ppid = parent_of(pid)) > 0 && ppid != infeedd_pid &&
-		    parent_of(ppid) == infeedd_pid)
-			out[n++] = (pid_t)pid;
-	}
-	closedir(d);
-	return (n);
-}
-
 /* Wait until the store holds at least @n reads unanswered. */
 static void
 slow_wait_held(uint64_t n)
@@ -331,7 +310,7 @@ START_TEST(worker_killed_mid_read_loses_nothing)
 	slowfs_command(&fs, "hold");
 	f = slow_attach(2, false);
 	slow_wait_held(SLOW_BATCH);
-	ck_assert_int_eq(n = slow_worker_pids(w, 4), 2);
+	ck_assert_int_eq(n = daemon_worker_pids(w, 4), 2);
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(kill(w[i], SIGKILL), 0);
 	usleep(300000);
@@ -368,7 +347,7 @@ START_TEST(file_truncated_under_reads_in_flight)
 		slow_stop();
 		return;
 	}
-	ck_assert_int_eq(slow_worker_pids(w, 4), 1);
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 1);
 	slowfs_command(&fs, "hold");
 	f = slow_attach(1, true);
 	slow_wait_held(SLOW_BATCH / 2);
@@ -383,7 +362,7 @@ START_TEST(file_truncated_under_reads_in_flight)
 	ck_assert_msg(strstr(infeed_error(f), "truncated") != NULL, "%s",
 	    infeed_error(f));
 	infeed_free(f);
-	ck_assert_int_eq(slow_worker_pids(after, 4), 1);
+	ck_assert_int_eq(daemon_worker_pids(after, 4), 1);
 	ck_assert_msg(after[0] == w[0], "the worker died");
 	/* The daemon serves on: a new session reads the three rows left. */
 	infeed_free(client());
