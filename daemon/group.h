@@ -21,10 +21,18 @@
  * caught up), holding at most one step of its own ring, and gives up its
  * own ring once it holds none of it.
  *
- * A late member joins at a step the group still has or fills next.  One
- * that attaches behind the group (by an epoch at most) joins too, and
+ * The group's ring has buffer_size slots for its members, and a window
+ * of its past steps: more slots, charged with the ring, that keep the
+ * newest steps every member is past (group_window_slots()).  The producer
+ * fills buffer_size slots ahead of the slowest member, as many as a lone
+ * session's ring has; the window's slots only keep.  A late member joins
+ * at a step the group still has (in the window too) or fills next, and
+ * reads the window's steps before the others' rather than decode them
+ * again: the members ahead wait for it only once they are buffer_size
+ * steps ahead of it.  One that attaches behind the group (by an epoch at most) joins too, and
  * catches up: its first Next gives it a producer of its own, from its
- * position to the oldest step the group has then (its meeting point,
+ * position to the oldest step the group has then (its meeting point, the
+ * window's oldest step,
  * which the group keeps for it from then on; before its first Next it
  * keeps nothing, and holds no one back), and at the meeting point it
  * takes the group's steps (it rejoins).  Its own steps are the group's earlier
@@ -101,6 +109,7 @@ struct group {
 	uint64_t		 table_charged;	/* src's table's */
 	struct producer_spec	 spec;
 	struct producer		*p;
+	uint32_t		 window;	/* its ring's slots of past steps */
 	TAILQ_HEAD(, group_member) members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
 	struct group_holder	**holders;	/* ended members' */
