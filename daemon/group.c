@@ -657,18 +657,42 @@ group_watch(struct group *g)
 }
 
 /*
+ * The position of @g's member furthest ahead (that takes the group's
+ * steps), or the step the group fills next when none does.
+ */
+static uint64_t
+group_front_seq(const struct group *g)
+{
+	const struct group_member	*m;
+	uint64_t			 front = 0;
+	bool				 any = false;
+
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c) && !m->late &&
+		    (!any || m->c->deliver_seq > front)) {
+			front = m->c->deliver_seq;
+			any = true;
+		}
+	}
+	return (any ? front : g->p->fill_seq);
+}
+
+/*
  * Free the group ring's slots that every member is past and none holds,
  * but for the newest g->window of them (the window), and fill the free
- * slots with the next steps: buffer_size slots in all besides the
- * window's, as a lone session's ring has (room for the producer), and a
- * window's oldest slot is freed for it when none is free.
+ * slots with the next steps, buffer_size of them ahead of the member
+ * furthest ahead (room for the producer), as a lone session's ring has
+ * them: a window's oldest slot is freed for the next step when none is
+ * free.  The members behind (a late one reading the window) hold the
+ * others back only once the ring is full.
  */
 static void
 group_reclaim(struct group *g)
 {
 	struct producer		*p = g->p;
 	const struct ring	*r = p->ring;
-	uint32_t		 i, kept = 0, busy = 0, nfree = 0, room;
+	uint64_t		 ahead = p->fill_seq - group_front_seq(g);
+	uint32_t		 i, kept = 0, nfree = 0, room;
 	int			 old;
 
 	for (i = 0; i < r->layout.slots; i++) {
@@ -676,10 +700,9 @@ group_reclaim(struct group *g)
 			nfree++;
 		else if (group_kept(g, i))
 			kept++;
-		else
-			busy++;
 	}
-	room = busy < g->opts.buffer_size ? g->opts.buffer_size - busy : 0;
+	room = ahead < g->opts.buffer_size ?
+	    g->opts.buffer_size - (uint32_t)ahead : 0;
 	while (kept > 0 && (kept > g->window || nfree < room)) {
 		old = -1;
 		for (i = 0; i < r->layout.slots; i++) {
@@ -946,6 +969,8 @@ group_deliver(struct group *g)
 			group_member_deliver(m);
 	}
 	producer_delivered(g->p, group_min_seq(g));
+	/* The member furthest ahead moved on: the producer may fill more. */
+	group_reclaim(g);
 	group_watch(g);
 }
 
@@ -963,6 +988,7 @@ group_next(struct group_member *m)
 		producer_state_move(&m->c->seen, PRODUCER_FILLING, m->c->id);
 	group_start(m->g);
 	group_member_deliver(m);
+	group_reclaim(m->g);
 }
 
 /*

@@ -22,26 +22,26 @@
  * own ring once it holds none of it.
  *
  * The group's ring has buffer_size slots for its members, and a window
- * of its past steps: more slots, charged with the ring, that keep the
- * newest steps every member is past (group_window_slots()).  The producer
- * fills buffer_size slots ahead of the slowest member, as many as a lone
- * session's ring has; the window's slots only keep.  A late member joins
- * at a step the group still has (in the window too) or fills next, and
- * reads the window's steps before the others' rather than decode them
- * again: the members ahead wait for it only once they are buffer_size
- * steps ahead of it.  One that attaches behind the group (by an epoch at most) joins too, and
- * catches up: its first Next gives it a producer of its own, from its
- * position to the oldest step the group has then (its meeting point, the
- * window's oldest step,
- * which the group keeps for it from then on; before its first Next it
- * keeps nothing, and holds no one back), and at the meeting point it
- * takes the group's steps (it rejoins).  Its own steps are the group's earlier
- * steps (the order is the sampler's, of seed and epoch), and while the
- * group waits for it (its ring full up to the meeting point) the workers
- * fill the late member's steps alone.  A late member that stops asking
- * while the group waits for it is charged the slack as any member is,
- * and then goes on alone: the group keeps nothing more for it.  Elsewhere
- * (ahead of the group, or further behind) it starts its own group.
+ * of its past steps: more slots (group_window's bytes), charged with the
+ * ring, that keep the newest steps every member is past.  The producer
+ * fills buffer_size steps ahead of the member furthest ahead, as a lone
+ * session's ring has them, and frees the window's oldest for the next.
+ * A late member joins at a step the group still has (in the window too)
+ * or fills next, and reads the window's steps rather than have them
+ * decoded again: the members ahead wait for it only once the ring is
+ * full.  One that attaches behind the group by an epoch at most joins
+ * too, and catches up: its first Next gives it a producer of its own,
+ * from its position to the oldest step the group has then (its meeting
+ * point, the window's oldest step, which the group keeps for it from
+ * then on; before its first Next it keeps nothing, and holds no one
+ * back), and at the meeting point it takes the group's steps (it
+ * rejoins).  Its own steps are the group's earlier steps (the order is
+ * the sampler's, of seed and epoch), and while the group waits for it
+ * (its ring full up to the meeting point) the workers fill the late
+ * member's steps alone.  A late member that stops asking while the group
+ * waits for it is charged the slack as any member is, and then goes on
+ * alone: the group keeps nothing more for it.  Elsewhere (ahead of the
+ * group, or further behind) it starts its own group.
  *
  * A group calls its producer, its members' consumers and the ring, never
  * a session: session.c makes the group's source and its members.
