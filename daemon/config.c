@@ -46,8 +46,8 @@
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"group_window", "job_timeout", "image_memory_max", "keep_ring_memory", "metrics_listen",
-	"io_backend", "cache_dir", "cache_max", NULL,
+	"group_window", "job_timeout", "image_memory_max", "keep_ring_memory",
+	"metrics_listen", "io_backend", "cache_dir", "cache_max", NULL,
 };
 
 /*
