@@ -1044,6 +1044,7 @@ def _forget_a_step(daemon, loader_args, kept):
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_forgotten_step_maps_no_stale_ring_and_leaks_nothing(
         daemon, loader_args):
     """A loader whose next() timed out, closed after its group left it
@@ -1075,6 +1076,7 @@ def test_a_forgotten_step_maps_no_stale_ring_and_leaks_nothing(
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_forgotten_step_is_given_back_when_its_loader_closes(
         daemon, loader_args):
     """Three loaders closed after a next() that timed out, each with its
