@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The remote raw reader (reader-remote.c): a raw dataset whose files are
- * http:// or https:// URLs, read through the host's cache (daemon/remote/).
+ * http://, https:// or s3:// URLs, read through the host's cache (daemon/remote/).
  * dataset.c picks it for a "type = raw" section whose path is a URL.
  */
 #ifndef INFEED_READER_REMOTE_H
@@ -18,5 +18,13 @@ extern const struct dataset_ops dataset_remote_raw_ops;
  * reads: http:// or https://.
  */
 bool	dataset_remote_url(const char *path);
+
+/**
+ * dataset_remote_site() - reach @url as @conf's endpoint, region,
+ * credentials, profile and ca_file say (s3.c).  Return: 0, or -1 with
+ * *@cause.
+ */
+int	dataset_remote_site(struct dataset *ds, const char *url,
+	    const struct dataset_conf *conf, char **cause);
 
 #endif /* INFEED_READER_REMOTE_H */
