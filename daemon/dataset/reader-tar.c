@@ -1657,7 +1657,9 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 {
 	struct tar		*t = ds->priv;
 	const struct tar_sample	*s = &t->s[index];
+	const char		*msg;
 	char			*why = NULL;
+	size_t			 len;
 
 	if (t->lazy && tar_remote_ready(ds, t, s->shard, &why) != 0)
 		goto fail;
@@ -1674,7 +1676,13 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 	*label = s->label;
 	return (0);
 fail:
-	dataset_set_why("%s", why != NULL ? why : strerror(ENOMEM));
+	/* The session's error names the dataset already. */
+	len = strlen(ds->name);
+	msg = why != NULL ? why : strerror(ENOMEM);
+	if (strncmp(msg, "dataset '", 9) == 0 && strncmp(msg + 9, ds->name,
+	    len) == 0 && strncmp(msg + 9 + len, "': ", 3) == 0)
+		msg += 12 + len;
+	dataset_set_why("%s", msg);
 	free(why);
 	errno = EIO;
 	return (-1);
