@@ -165,14 +165,25 @@ remote_raw_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label, bool stream)
 {
 	const struct remote_raw	*r = ds->priv;
+
+	(void)stream;
+	return (dataset_remote_record(ds, r->data, 0, r->labels, 0, index, dst,
+	    label));
+}
+
+/* Record @index of @data (from @data_off) and its label in @labels. */
+int
+dataset_remote_record(const struct dataset *ds, struct cache_object *data,
+    uint64_t data_off, struct cache_object *labels, uint64_t labels_off,
+    uint64_t index, void *dst, int64_t *label)
+{
 	size_t			 lsize = dtype_size(ds->label_dtype);
 	uint8_t			 lbuf[8];
 	char			*why = NULL;
 
-	(void)stream;
-	if (cache_object_read(r->data, index * ds->sample_bytes,
+	if (cache_object_read(data, data_off + index * ds->sample_bytes,
 	    ds->sample_bytes, dst, &why) != 0 ||
-	    cache_object_read(r->labels, index * lsize, lsize, lbuf,
+	    cache_object_read(labels, labels_off + index * lsize, lsize, lbuf,
 	    &why) != 0) {
 		dataset_set_why("%s", why != NULL ? why : strerror(ENOMEM));
 		free(why);

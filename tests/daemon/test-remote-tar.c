@@ -349,13 +349,53 @@ remote_tar_config(const char *extra)
 	    "counts.txt\nclasses = 10\n"
 	    "\n[dataset flaky]\ntype = tar\nshards = http://127.0.0.1:%d/"
 	    "flaky/many/m-{000000..%06d}.tar\nindex = http://127.0.0.1:%d/"
-	    "many/counts.txt\nclasses = 10\n%s",
+	    "many/counts.txt\nclasses = 10\n"
+	    "\n[dataset npy]\ntype = npy\npath = http://127.0.0.1:%d/x.npy\n"
+	    "labels = http://127.0.0.1:%d/y.npy\nclasses = 10\n%s",
 	    dir, NSHARDS - 1, nginx_port, NSHARDS - 1, nginx_port,
 	    LAZY_SHARDS - 1, nginx_port, nginx_port, LAZY_SHARDS - 1,
-	    nginx_port, extra != NULL ? extra : "");
+	    nginx_port, nginx_port, nginx_port, extra != NULL ? extra : "");
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
 	fputs(sect, fp);
 	fclose(fp);
+}
+
+#define NPY_N		50
+#define NPY_W		3
+
+/* x.npy: NPY_N rows of NPY_W bytes (row i: i + j); y.npy: i % 10, <i8. */
+static void
+make_npy(void)
+{
+	char		 head[160], *p;
+	uint8_t		 x[NPY_N * NPY_W];
+	int64_t		 y[NPY_N];
+	size_t		 hlen;
+	unsigned	 i, j;
+	FILE		*fp;
+
+	for (i = 0; i < NPY_N; i++) {
+		for (j = 0; j < NPY_W; j++)
+			x[i * NPY_W + j] = (uint8_t)(i + j);
+		y[i] = i % 10;
+	}
+	for (i = 0; i < 2; i++) {
+		/* A v1.0 header padded so the data starts at 128. */
+		snprintf(head, sizeof(head), "{'descr': '%s', 'fortran_order': "
+		    "False, 'shape': (%d%s), }", i == 0 ? "|u1" : "<i8", NPY_N,
+		    i == 0 ? ", 3" : ",");
+		hlen = strlen(head);
+		ck_assert_uint_lt(hlen, 118);
+		memset(head + hlen, ' ', 118 - hlen);
+		head[118 - 1] = '\n';
+		ck_assert_ptr_nonnull(fp = fopen(path_in(dir, i == 0 ? "x.npy" :
+		    "y.npy"), "w"));
+		fwrite("\x93NUMPY\x01\x00\x76\x00", 1, 10, fp);
+		fwrite(head, 1, 118, fp);
+		p = i == 0 ? (char *)x : (char *)y;
+		fwrite(p, 1, i == 0 ? sizeof(x) : sizeof(y), fp);
+		ck_assert_int_eq(fclose(fp), 0);
+	}
 }
 
 static void
@@ -363,6 +403,7 @@ remote_tar_setup(void)
 {
 	make_files(NULL);
 	nginx_start();
+	make_npy();
 	make_shards("set", "s", NSHARDS, PER_SHARD, false);
 	make_shards("many", "m", LAZY_SHARDS, LAZY_PER, true);
 	remote_tar_config(NULL);
@@ -555,6 +596,47 @@ START_TEST(shard_faults_fail_that_session_only)
 	printf("remote-tar: server gone: %s\n", err);
 	ck_assert_msg(strstr(err, "/many/m-") != NULL, "%s", err);
 	read_epoch("http", NSHARDS * PER_SHARD, 7);
+}
+END_TEST
+
+/*
+ * npy arrays over http: each header by one range request (its first
+ * cache block), the records then read from the cache: one GET a file.
+ */
+START_TEST(npy_over_http)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	uint64_t			 s, r, bad = 0, count = 0;
+	const uint8_t			*row;
+
+	infeed_options_init(&o);
+	o.batch_size = 7;
+	o.shuffle = true;
+	o.drop_last = false;
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_msg(infeed_attach(f, "npy", &o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_uint_eq(info.sample_bytes, NPY_W);
+	for (s = 0; s < info.steps_per_epoch; s++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		for (r = 0; r < st.rows; r++) {
+			row = (const uint8_t *)st.data + r * NPY_W;
+			bad += row[0] != (uint8_t)st.indices[r] ||
+			    row[2] != (uint8_t)(st.indices[r] + 2);
+			bad += st.labels64[r] != (int64_t)(st.indices[r] % 10);
+		}
+		count += st.rows;
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	infeed_free(f);
+	ck_assert_uint_eq(count, NPY_N);
+	ck_assert_msg(bad == 0, "%llu wrong rows", (unsigned long long)bad);
+	ck_assert_int_eq(nginx_gets("GET /x.npy"), 1);
+	ck_assert_int_eq(nginx_gets("GET /y.npy"), 1);
 }
 END_TEST
 
@@ -887,6 +969,7 @@ remote_tar_suite(void)
 	tcase_add_test(tc, index_count_wrong_is_named);
 	tcase_add_test(tc, shard_faults_fail_that_session_only);
 	tcase_add_test(tc, https_with_ca_file);
+	tcase_add_test(tc, npy_over_http);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("s3");
