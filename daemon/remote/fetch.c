@@ -48,6 +48,9 @@
 #define FETCH_MAX_HANDLES	8	/* ranges in flight at once */
 #define FETCH_CONNECT_MS	5000
 #define FETCH_URL_MAX		4096
+/* SHA-256 of no bytes: a GET's or a HEAD's payload, for SigV4. */
+#define FETCH_EMPTY_SHA256	\
+	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define FETCH_STALL_S		10	/* under 1 byte/s this long: stalled */
 /*
  * A dataset's open asks the size with a HEAD, and a reload opens on the
@@ -64,6 +67,7 @@ struct fetch_xfer {
 	char			 err[CURL_ERROR_SIZE];
 	struct curl_slist	*hdrs;	/* a token, If-Match: made once */
 	bool			 if_match;
+	bool			 signed_hdrs;
 	struct fetch_object	*head;	/* a HEAD's: its ETag goes here */
 };
 
@@ -316,15 +320,28 @@ fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
 		curl_easy_setopt(e, CURLOPT_USERNAME, site->access_key);
 		curl_easy_setopt(e, CURLOPT_PASSWORD, site->secret_key);
 	}
-	if (x->hdrs == NULL && site != NULL && site->token != NULL) {
-		if (asprintf(&tok, "x-amz-security-token: %s",
-		    site->token) == -1)
+	if (!x->signed_hdrs && site != NULL && site->access_key != NULL) {
+		/*
+		 * S3 refuses a SigV4 request without the payload's hash
+		 * (radosgw: SignatureDoesNotMatch), and libcurl 7.88 does
+		 * not send it: an empty body's, which libcurl then signs.
+		 */
+		if ((l = curl_slist_append(x->hdrs, "x-amz-content-sha256: "
+		    FETCH_EMPTY_SHA256)) == NULL)
 			return (-1);
-		x->hdrs = curl_slist_append(NULL, tok);
-		explicit_bzero(tok, strlen(tok));
-		free(tok);
-		if (x->hdrs == NULL)
-			return (-1);
+		x->hdrs = l;
+		x->signed_hdrs = true;
+		if (site->token != NULL) {
+			if (asprintf(&tok, "x-amz-security-token: %s",
+			    site->token) == -1)
+				return (-1);
+			l = curl_slist_append(x->hdrs, tok);
+			explicit_bzero(tok, strlen(tok));
+			free(tok);
+			if (l == NULL)
+				return (-1);
+			x->hdrs = l;
+		}
 	}
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
