@@ -5,11 +5,16 @@
  * one epoch of them through infeedd.
  */
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <zlib.h>
 
@@ -17,6 +22,27 @@
 #include "remote-shards.h"
 
 #define SIDE		8		/* the images: SIDE x SIDE grey */
+
+/* A free port on loopback (bound and closed: nginx takes it next). */
+int
+remote_free_port(void)
+{
+	struct sockaddr_in	sin;
+	socklen_t		len = sizeof(sin);
+	int			fd, port = -1;
+
+	/* No ck_assert: test-remote-s3's main() calls it outside a test. */
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
+		return (-1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sin, &len) == 0)
+		port = ntohs(sin.sin_port);
+	close(fd);
+	return (port);
+}
 
 /* Append a big-endian u32. */
 static void

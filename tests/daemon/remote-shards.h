@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A free port on loopback (bound and closed: a server takes it next), or -1. */
+int	remote_free_port(void);
+
 /* The grey level of sample @i's image. */
 uint8_t	remote_grey_of(uint64_t i);
 

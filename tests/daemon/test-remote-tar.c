@@ -62,25 +62,6 @@ static pid_t	nginx_pid = -1;
 static int	nginx_port;
 static int	nginx_tls_port;
 
-/* A free port on loopback (bound and closed: nginx takes it next). */
-static int
-free_port(void)
-{
-	struct sockaddr_in	sin;
-	socklen_t		len = sizeof(sin);
-	int			fd, port;
-
-	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-	port = ntohs(sin.sin_port);
-	close(fd);
-	return (port);
-}
-
 /* Wait for a listener on loopback @port. */
 static void
 wait_port(int port)
@@ -115,10 +96,10 @@ nginx_start(void)
 {
 	char	conf[4096], path[400], tls[1024] = "";
 
-	nginx_port = free_port();
+	nginx_port = remote_free_port();
 	nginx_tls_port = 0;
 	if (access(path_in(dir, "tls.crt"), R_OK) == 0) {
-		nginx_tls_port = free_port();
+		nginx_tls_port = remote_free_port();
 		snprintf(tls, sizeof(tls), " server {\n  listen 127.0.0.1:%d "
 		    "ssl;\n  ssl_certificate %s/tls.crt;\n"
 		    "  ssl_certificate_key %s/tls.key;\n  root %s;\n }\n",
