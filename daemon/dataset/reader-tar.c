@@ -88,6 +88,7 @@
 #define TAR_MAX_PAX	(1024 * 1024)	/* a pax header's records */
 #define TAR_MAX_CLS	4096		/* a .cls member */
 #define TAR_REMOTE_WINDOW CACHE_BLOCK	/* a remote shard's: a cache block */
+#define TAR_REMOTE_AHEAD (8 * CACHE_BLOCK)	/* asked for at once to index */
 #define TAR_MAX_INDEX	(64 * 1024 * 1024)	/* an index = file */
 
 /* One sample: the image member's data, in which shard, and the label. */
@@ -1120,6 +1121,33 @@ tar_compressed(const uint8_t *b, size_t len)
 	return (NULL);
 }
 
+/*
+ * Bring remote shard @obj into the host's cache before it is indexed: its
+ * headers are spread through all of it, and read one window at a time
+ * they would be one range request after another; TAR_REMOTE_AHEAD bytes
+ * at once are that many blocks in flight together (fetch.c).  Return: 0,
+ * or -1 with *@why (malloc'ed).
+ */
+static int
+tar_remote_fill(struct cache_object *obj, char **why)
+{
+	uint64_t	 size = cache_object_size(obj), off;
+	size_t		 len;
+	uint8_t		*scratch;
+	int		 rc = 0;
+
+	*why = NULL;
+	if ((scratch = malloc(TAR_REMOTE_AHEAD)) == NULL)
+		return (0);	/* the index reads it window by window */
+	for (off = 0; off < size && rc == 0; off += len) {
+		len = size - off < TAR_REMOTE_AHEAD ? (size_t)(size - off) :
+		    TAR_REMOTE_AHEAD;
+		rc = cache_object_read(obj, off, len, scratch, why);
+	}
+	free(scratch);
+	return (rc);
+}
+
 /* Index shard number @shard, open on @fd or remote as @obj, into @t. */
 static int
 tar_index(struct dataset *ds, struct tar *t, uint32_t shard, int fd,
@@ -1130,12 +1158,18 @@ tar_index(struct dataset *ds, struct tar *t, uint32_t shard, int fd,
 	struct tar_keys	 keys;
 	struct stat	 st;
 	const char	*z;
-	char		 where[512];
+	char		 where[512], *why = NULL;
 	uint8_t		 magic[6];
 	uint32_t	 classes = ds->classes;
 	int		 r, rc = -1;
 
 	tar_clean(path, where, sizeof where);
+	if (obj != NULL && tar_remote_fill(obj, &why) != 0) {
+		dataset_error(cause, ds, "shard '%s': %s", where, why != NULL ?
+		    why : strerror(ENOMEM));
+		free(why);
+		return (-1);
+	}
 	if (obj != NULL) {
 		st.st_mode = S_IFREG;
 		st.st_size = (off_t)cache_object_size(obj);
