@@ -1247,6 +1247,7 @@ tar_index_load(struct dataset *ds, const char *where, size_t *len,
 {
 	struct fetch_object	 o;
 	struct fetch_range	 r;
+	struct stat		 st;
 	char			*b = NULL, *why = NULL;
 	FILE			*f;
 	size_t			 n;
@@ -1272,13 +1273,22 @@ tar_index_load(struct dataset *ds, const char *where, size_t *len,
 		*len = (size_t)o.size;
 		return (b);
 	}
-	if ((f = fopen(where, "re")) == NULL) {
+	if ((f = fopen(where, "re")) == NULL || fstat(fileno(f), &st) != 0) {
 		dataset_error(cause, ds, "index = %s: %s; expected the file "
 		    "of the shards' sample counts", where, strerror(errno));
+		if (f != NULL)
+			fclose(f);
 		return (NULL);
 	}
-	if ((b = malloc(TAR_MAX_INDEX + 1)) != NULL) {
-		n = fread(b, 1, TAR_MAX_INDEX, f);
+	if (st.st_size > TAR_MAX_INDEX) {
+		fclose(f);
+		dataset_error(cause, ds, "index = %s: %lld bytes; at most %d "
+		    "expected (a line per shard)", where,
+		    (long long)st.st_size, TAR_MAX_INDEX);
+		return (NULL);
+	}
+	if ((b = malloc((size_t)st.st_size + 1)) != NULL) {
+		n = fread(b, 1, (size_t)st.st_size, f);
 		b[n] = '\0';
 		*len = n;
 	}
@@ -1298,9 +1308,10 @@ fail:
  * name), so N and each sample's shard are known before any shard is read.
  */
 static int
-tar_index_file(struct dataset *ds, struct tar *t, const char *where,
-    char **cause)
+tar_index_file(struct dataset *ds, struct tar *t,
+    const struct dataset_conf *conf, char **cause)
 {
+	const char	*where = dataset_conf_get(conf, "index");
 	char		*b, *line, *next, *end, *name, *base;
 	size_t		 len;
 	uint64_t	 count, total = 0, i;
@@ -1311,7 +1322,8 @@ tar_index_file(struct dataset *ds, struct tar *t, const char *where,
 		return (dataset_error(cause, ds, "with 'index =', give "
 		    "'classes =' too: the labels are read as the samples are, "
 		    "not at open"));
-	if ((b = tar_index_load(ds, where, &len, cause)) == NULL)
+	if ((s3_url(where) && dataset_remote_site(ds, where, conf,
+	    cause) != 0) || (b = tar_index_load(ds, where, &len, cause)) == NULL)
 		return (-1);
 	if ((t->first = calloc(t->nshards + 1, sizeof *t->first)) == NULL ||
 	    (t->ready = calloc(t->nshards, 1)) == NULL) {
@@ -1641,8 +1653,7 @@ tar_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	    cause)) == NULL ||
 	    dataset_conf_classes(ds, conf, cause) != 0 ||
 	    tar_shards(ds, t, v, conf, cause) != 0 ||
-	    (t->lazy && tar_index_file(ds, t, dataset_conf_get(conf, "index"),
-	    cause) != 0) ||
+	    (t->lazy && tar_index_file(ds, t, conf, cause) != 0) ||
 	    tar_finish(ds, t, cause) != 0) {
 		tar_close(ds);
 		return (-1);
