@@ -7,20 +7,25 @@
  *             file in the page cache; B 16, DI 50 (800 rows a step),
  *             shuffled.
  *   limit:    gathering 800 random 64 KiB rows of the mapped file into one
- *             reused, page-aligned buffer (as a ring's slot is) with 2
- *             threads, with the copy the workers use (common/copy.h:
- *             streaming stores for a slot past the last-level cache).
+ *             reused buffer on huge pages with one thread a CPU (at least
+ *             2), with the copy the workers use (common/copy.h: streaming
+ *             stores for a slot past the last-level cache): the fastest
+ *             standalone gather of these rows found on the 2-core VM
+ *             (issue 35; docs/performance.md lists the variants tried).
  *   infeed:   the real infeedd (2 workers) serving the same file as a `raw`
  *             dataset, read through libinfeed by a client that touches
  *             every page of every step.
  *
  * The limit is that gather: a reused, pre-faulted destination, a
- * pre-touched source, 2 threads kept for the run, measured in the same run
- * as infeed and interleaved with it, round by round; every figure is a
- * median.  The limit checks itself: the same threads also time a plain
+ * pre-touched source, threads kept for the run that each gather their
+ * share of every step with no wait between steps, measured in the same
+ * run as infeed and interleaved with it, round by round; every figure is
+ * a median.  The limit checks itself: every row of its last step must
+ * hold its source row's bytes, and the same threads also time a plain
  * copy of the same bytes from pre-faulted anonymous memory (256 MiB or
- * more, past any cache), and a limit below half of that is reported as a
- * broken measurement (exit status 3), not as a ratio.
+ * more, past any cache); wrong bytes, or a limit below half of the plain
+ * copy, are reported as a broken measurement (exit status 3), not as a
+ * ratio.
  *
  * It alternates the two measurements --rounds times and prints the median
  * of each and the ratio of the medians (the first step of each session is
@@ -70,9 +75,8 @@
  * to move about --gb G gigabytes a round (default 3) and at least 16 steps.
  * The ratio is the median of the rounds' ratios.
  *
- * In --clients and cell mode the limit's 2 threads live for the whole run
- * and meet at a barrier for every step (thread start-up would dominate a
- * step of 64 rows of 4 KiB); the data file is written back to disk before
+ * In every mode the limit's threads live for the whole run (thread
+ * start-up would dominate a step of 64 rows of 4 KiB); the data file is written back to disk before
  * anything is timed; an untimed warm-up (4 steps of each client, or a
  * session of buffer_size + 1 steps) comes first, so that the first round,
  * like the others, finds its rings in memory the daemon kept and every
@@ -128,7 +132,8 @@
 #define N_SAMPLES	10000
 #define SAMPLE_BYTES	(128 * 128 * 4)
 #define CBS		800
-#define THREADS		2
+#define MAX_THREADS	16		/* the limit's, one a CPU */
+#define HUGE_BYTES	(2u << 20)
 
 #define MAX_ROUNDS	32
 #define MAX_CLIENTS	8
@@ -145,16 +150,20 @@
 #define LIMIT_MIN_OF_MEMCPY	0.5
 #define CELL_SPARE	(3 * GIB)	/* memory a cell leaves to others */
 
-/* The limit's 2 gather threads, kept for the run. */
+/* The limit's gather threads, one a CPU, kept for the run. */
 struct gpool {
-	pthread_t		 th[THREADS];
+	pthread_t		 th[MAX_THREADS];
+	unsigned		 threads;
 	pthread_barrier_t	 go, done;
 	const uint8_t		*src;
+	const uint8_t		*plain;		/* the copy check's, or NULL */
+	uint64_t		 plain_rows;
 	uint8_t			*dst;
-	uint32_t		*idx;		/* [rows] */
+	uint32_t		*idx;		/* [rows]: the last step's */
 	size_t			 row_bytes;
 	unsigned		 rows;
 	uint64_t		 samples;
+	uint64_t		 steps;		/* a run's */
 	bool			 stop;
 };
 
@@ -244,44 +253,81 @@ median(double *v, int n)
 }
 
 /*
- * A page-aligned, pre-faulted buffer of @len bytes, as a ring's slot is.
- * Not malloc: its large blocks start 16 bytes into a page, and copying
- * page-aligned rows of the file there ran 3 - 4 x slower on the 2-core VM
- * than to a page-aligned buffer (issue 25: the limit was that much too low).
+ * A pre-faulted buffer of @len bytes on 2 MiB boundaries, on huge pages
+ * where the kernel gives them (fewer TLB misses: the fastest destination
+ * found for the limit, issue 35).  Not malloc: its large blocks start 16
+ * bytes into a page, and copying page-aligned rows of the file there ran
+ * 3 - 4 x slower on the 2-core VM than to a page-aligned buffer (issue 25:
+ * the limit was that much too low).
  */
 static uint8_t *
 buf_new(size_t len)
 {
-	uint8_t	*p;
+	uint8_t		*p, *a;
+	uintptr_t	 mask = HUGE_BYTES - 1;
 
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
-	    MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, len + HUGE_BYTES, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return (NULL);
-	memset(p, 1, len);
-	return (p);
+	/* Keep exactly [a, a + len): munmap(a, len) frees it all. */
+	a = (uint8_t *)(((uintptr_t)p + mask) & ~mask);
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + len, (size_t)(p + len + HUGE_BYTES - (a + len)));
+#ifdef MADV_HUGEPAGE
+	(void)madvise(a, len, MADV_HUGEPAGE);
+#endif
+	memset(a, 1, len);
+	return (a);
 }
 
-/* A pool thread: its share of every step, between the two barriers. */
+/* A row number from @x's generator, below @n (xorshift64*). */
+static uint64_t
+gpool_random(uint64_t *x, uint64_t n)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return ((*x * UINT64_C(2685821657736338717)) >> 32) % n;
+}
+
+/*
+ * A pool thread: between the two barriers, its share of each of
+ * @g->steps steps, with no wait between steps (a barrier a step cost the
+ * limit 5 - 15 % on the 2-core VM, issue 35): random rows of the file, or
+ * (@g->plain) rows of the copy check's source in order.  The rows of the
+ * last step are recorded in @g->idx for the byte check.
+ */
 static void *
 gpool_main(void *p)
 {
 	struct gpool_arg	*a = p;
 	struct gpool		*g = a->g;
+	const uint8_t		*src;
+	uint64_t		 s, x = 0x9e3779b97f4a7c15ULL * (a->t + 1), i;
 	unsigned		 r, begin, end;
 	bool			 stream = copy_streams(g->row_bytes, g->rows);
 
-	begin = a->t * g->rows / THREADS;
-	end = (a->t + 1) * g->rows / THREADS;
+	begin = a->t * g->rows / g->threads;
+	end = (a->t + 1) * g->rows / g->threads;
 	free(a);
 	for (;;) {
 		pthread_barrier_wait(&g->go);
 		if (g->stop)
 			break;
-		for (r = begin; r < end; r++)
-			copy_row(g->dst + (size_t)r * g->row_bytes, g->src +
-			    (size_t)g->idx[r] * g->row_bytes, g->row_bytes,
-			    stream);
+		src = g->plain != NULL ? g->plain : g->src;
+		for (s = 0; s < g->steps; s++) {
+			for (r = begin; r < end; r++) {
+				i = g->plain != NULL ? (s * g->rows + r) %
+				    g->plain_rows : gpool_random(&x,
+				    g->samples);
+				g->idx[r] = (uint32_t)i;
+				copy_row(g->dst + (size_t)r * g->row_bytes,
+				    src + (size_t)i * g->row_bytes,
+				    g->row_bytes, stream);
+			}
+		}
 		copy_fence();
 		pthread_barrier_wait(&g->done);
 	}
@@ -294,6 +340,7 @@ gpool_start(struct gpool *g, const uint8_t *src, uint8_t *dst,
     uint64_t samples, size_t row_bytes, unsigned rows)
 {
 	struct gpool_arg	*a;
+	long			 cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned		 t;
 
 	memset(g, 0, sizeof(*g));
@@ -302,11 +349,16 @@ gpool_start(struct gpool *g, const uint8_t *src, uint8_t *dst,
 	g->samples = samples;
 	g->row_bytes = row_bytes;
 	g->rows = rows;
+	/* One thread a CPU, at least 2 (what infeedd's workers are here). */
+	g->threads = cpus < 2 ? 2 : cpus > MAX_THREADS ? MAX_THREADS :
+	    (unsigned)cpus;
+	if (g->threads > rows)
+		g->threads = rows;
 	if ((g->idx = calloc(rows, sizeof(*g->idx))) == NULL)
 		return (-1);
-	pthread_barrier_init(&g->go, NULL, THREADS + 1);
-	pthread_barrier_init(&g->done, NULL, THREADS + 1);
-	for (t = 0; t < THREADS; t++) {
+	pthread_barrier_init(&g->go, NULL, g->threads + 1);
+	pthread_barrier_init(&g->done, NULL, g->threads + 1);
+	for (t = 0; t < g->threads; t++) {
 		if ((a = malloc(sizeof(*a))) == NULL)
 			return (-1);
 		a->g = g;
@@ -325,59 +377,73 @@ gpool_stop(struct gpool *g)
 
 	g->stop = true;
 	pthread_barrier_wait(&g->go);
-	for (t = 0; t < THREADS; t++)
+	for (t = 0; t < g->threads; t++)
 		pthread_join(g->th[t], NULL);
 	pthread_barrier_destroy(&g->go);
 	pthread_barrier_destroy(&g->done);
 	free(g->idx);
 }
 
+/*
+ * The limit's byte check: every row of the last step gathered holds the
+ * bytes of the row it was copied from, or the measurement is broken
+ * (exit status 3): a fast gather that copies the wrong bytes is no limit.
+ */
+static void
+gpool_check_bytes(const struct gpool *g, const uint8_t *src)
+{
+	unsigned	r;
+
+	for (r = 0; r < g->rows; r++) {
+		if (memcmp(g->dst + (size_t)r * g->row_bytes, src +
+		    (size_t)g->idx[r] * g->row_bytes, g->row_bytes) == 0)
+			continue;
+		printf("broken measurement: the gather limit's row %u holds "
+		    "other bytes than row %u of its source; no ratio is "
+		    "reported.\n", r, g->idx[r]);
+		exit(3);
+	}
+}
+
+/* Run @steps steps of the pool (from @plain when not NULL): items/s. */
+static double
+gpool_run(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
+    uint64_t steps)
+{
+	double	t0;
+
+	g->plain = plain;
+	g->plain_rows = plain_rows;
+	g->steps = steps;
+	t0 = now_s();
+	pthread_barrier_wait(&g->go);
+	pthread_barrier_wait(&g->done);
+	t0 = now_s() - t0;
+	gpool_check_bytes(g, plain != NULL ? plain : g->src);
+	g->plain = NULL;
+	return ((double)steps * g->rows / t0);
+}
+
 /* items/s of @steps gathers of random rows by the pool. */
 static double
 gpool_rate(struct gpool *g, uint64_t steps)
 {
-	uint64_t	s;
-	unsigned	r;
-	double		t0;
-
-	t0 = now_s();
-	for (s = 0; s < steps; s++) {
-		for (r = 0; r < g->rows; r++)
-			g->idx[r] = (uint32_t)((uint64_t)random() % g->samples);
-		pthread_barrier_wait(&g->go);
-		pthread_barrier_wait(&g->done);
-	}
-	return ((double)steps * g->rows / (now_s() - t0));
+	return (gpool_run(g, NULL, 0, steps));
 }
 
 /*
  * items/s of a plain copy (the limit's own copy_row()) of @steps steps'
  * bytes by the same threads into the same buffer, row after row of
  * @plain (@plain_rows rows of pre-faulted anonymous memory, more than
- * any cache holds): the limit's self-check.  The limit gathers the same bytes from random rows of the
- * file; far below this, it measures something else.
+ * any cache holds): the limit's self-check.  The limit gathers the same
+ * bytes from random rows of the file; far below this, it measures
+ * something else.
  */
 static double
 gpool_copy_rate(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
     uint64_t steps)
 {
-	const uint8_t	*src = g->src;
-	uint64_t	 s, next = 0;
-	unsigned	 r;
-	double		 t0;
-
-	g->src = plain;
-	t0 = now_s();
-	for (s = 0; s < steps; s++) {
-		for (r = 0; r < g->rows; r++) {
-			g->idx[r] = (uint32_t)next;
-			next = next + 1 == plain_rows ? 0 : next + 1;
-		}
-		pthread_barrier_wait(&g->go);
-		pthread_barrier_wait(&g->done);
-	}
-	g->src = src;
-	return ((double)steps * g->rows / (now_s() - t0));
+	return (gpool_run(g, plain, plain_rows, steps));
 }
 
 /* Rows of the copy check's source: at least 256 MiB and a step. */
@@ -862,7 +928,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	write_tutorial(b);
 	fd = open(b->data, O_RDONLY);
 	src = mmap(NULL, (size_t)N_SAMPLES * SAMPLE_BYTES, PROT_READ,
-	    MAP_SHARED, fd, 0);
+	    MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	dst = buf_new((size_t)CBS * SAMPLE_BYTES);
 	plain_rows = plain_rows_for(SAMPLE_BYTES, CBS);
@@ -1049,7 +1115,7 @@ clients_main(const struct bench *b, unsigned n)
 	/* Written back now, not by the kernel in the middle of a round. */
 	fdatasync(fd);
 	src = mmap(NULL, (size_t)N_SAMPLES * SAMPLE_BYTES, PROT_READ,
-	    MAP_SHARED, fd, 0);
+	    MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	dst = buf_new((size_t)CBS * SAMPLE_BYTES);
 	plain_rows = plain_rows_for(SAMPLE_BYTES, CBS);
