@@ -40,8 +40,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -503,11 +501,12 @@ infeed_restore_range(struct infeed_ring *r, uintptr_t lo, uintptr_t hi,
 static bool
 infeed_ring_stamp(struct infeed_ring *r, struct infeed_mem_stamp *s)
 {
-	struct rusage		ru;
-	char			buf[160];
-	unsigned long long	size, resident, shared;
-	ssize_t			n;
-	pid_t			pid = getpid();
+	struct rusage	 ru;
+	char		 buf[160], *p = buf, *end;
+	uint64_t	 v[3];
+	ssize_t		 n;
+	pid_t		 pid = getpid();
+	int		 i;
 
 	if (r->statm != -1 && r->statm_pid != pid) {
 		close(r->statm);
@@ -523,11 +522,17 @@ infeed_ring_stamp(struct infeed_ring *r, struct infeed_mem_stamp *s)
 	    (n = pread(r->statm, buf, sizeof(buf) - 1, 0)) <= 0)
 		return (false);
 	buf[n] = '\0';
-	if (sscanf(buf, "%llu %llu %llu", &size, &resident, &shared) != 3 ||
-	    shared > resident)
+	/* Size, resident, shared (file and shmem); not sscanf (callgrind: 400
+	 * instructions and 19 cold cache lines a call). */
+	for (i = 0; i < 3; i++, p = end) {
+		v[i] = strtoull(p, &end, 10);
+		if (end == p)
+			return (false);
+	}
+	if (v[2] > v[1])
 		return (false);
 	s->faults = (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
-	s->anon = resident - shared;
+	s->anon = v[1] - v[2];
 	return (true);
 }
 
