@@ -31,6 +31,14 @@
  * of each and the ratio of the medians (the first step of each session is
  * left out: a steady-state figure).
  *
+ * The default mode and --clients also print a cpu ratio: the limit's CPU
+ * time a row over infeed's (its clients, infeedd and its workers, from
+ * /proc and getrusage), the median of the rounds' ratios.  On an idle
+ * machine where both keep every CPU busy it is what the ratio is; on a
+ * busy one, where the limit's threads and infeed's processes get
+ * different shares of the CPUs (8 clients and 2 workers against 2
+ * threads), it is bent far less than the ratio (issue 35).
+ *
  * --session: issue 17's 72-step session instead.  Each round measures the
  * limit, restarts infeedd, and times two sessions of 6 epochs (72 steps)
  * from the call to infeed_attach() to the last step released, first step
@@ -108,11 +116,13 @@
  */
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -816,6 +826,86 @@ daemon_settle(pid_t pid)
 	}
 }
 
+/* CPU seconds this process's threads have used. */
+static double
+self_cpu_s(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+}
+
+/* CPU seconds of this process's children that have been waited for. */
+static double
+children_cpu_s(void)
+{
+	struct rusage	ru;
+
+	getrusage(RUSAGE_CHILDREN, &ru);
+	return ((double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+}
+
+#define TREE_MAX	8192	/* processes read from /proc */
+
+/*
+ * CPU seconds used by infeedd @pid and every process under it (its fork
+ * server and workers), from /proc/N/stat; 0 if unknown.
+ */
+static double
+daemon_tree_cpu_s(pid_t pid)
+{
+	static int		 tpid[TREE_MAX], tppid[TREE_MAX];
+	static unsigned long long tcpu[TREE_MAX];
+	static bool		 in[TREE_MAX];
+	char			 path[300], buf[1024], *s;
+	unsigned long long	 ut, st, sum = 0;
+	struct dirent		*e;
+	ssize_t			 n;
+	size_t			 k = 0, i, j;
+	bool			 grew = true;
+	DIR			*d;
+	int			 fd, pp;
+
+	if ((d = opendir("/proc")) == NULL)
+		return (0);
+	while ((e = readdir(d)) != NULL && k < TREE_MAX) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if ((fd = open(path, O_RDONLY)) == -1)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* Field 4 (ppid), 14 and 15 (utime, stime) after the ')'. */
+		if ((s = strrchr(buf, ')')) == NULL || sscanf(s + 1, " %*c %d "
+		    "%*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &pp, &ut,
+		    &st) != 3)
+			continue;
+		tpid[k] = atoi(e->d_name);
+		tppid[k] = pp;
+		tcpu[k] = ut + st;
+		in[k] = tpid[k] == (int)pid;
+		k++;
+	}
+	closedir(d);
+	while (grew) {
+		grew = false;
+		for (i = 0; i < k; i++)
+			for (j = 0; !in[i] && j < k; j++)
+				if (in[j] && tppid[i] == tpid[j])
+					grew = in[i] = true;
+	}
+	for (i = 0; i < k; i++)
+		if (in[i])
+			sum += tcpu[i];
+	return ((double)sum / (double)sysconf(_SC_CLK_TCK));
+}
+
 /* MemAvailable from /proc/meminfo in bytes; 0 if unknown. */
 static uint64_t
 mem_available(void)
@@ -916,7 +1006,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 {
 	unsigned	 rounds = b->rounds, epochs = b->epochs, r;
 	double		 lim[MAX_ROUNDS], inf[MAX_ROUNDS], cpy[MAX_ROUNDS];
-	double		 ml, mi;
+	double		 ml, mi, c0, d0, lcpu[MAX_ROUNDS], icpu[MAX_ROUNDS];
 	double		 cold[MAX_ROUNDS], warm[MAX_ROUNDS];
 	double		 cold_f[MAX_ROUNDS], warm_f[MAX_ROUNDS];
 	uint8_t		*src, *dst, *plain;
@@ -941,7 +1031,9 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	pid = daemon_start(b->infeedd, b->conf, b->sock);
 	for (r = 0; r < rounds; r++) {
 		daemon_settle(pid);
+		c0 = self_cpu_s();
 		lim[r] = gpool_rate(&g, 12 * epochs);
+		lcpu[r] = (self_cpu_s() - c0) / (12.0 * epochs * CBS);
 		cpy[r] = gpool_copy_rate(&g, plain, plain_rows, 12 * epochs);
 		if (session) {
 			daemon_stop(pid);
@@ -963,10 +1055,17 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 				break;
 			continue;
 		}
+		c0 = self_cpu_s();
+		d0 = daemon_tree_cpu_s(pid);
 		inf[r] = infeed_rate(b->sock, epochs, r, false, NULL);
+		/* The client, infeedd and its workers; the first step too. */
+		icpu[r] = (self_cpu_s() - c0 + daemon_tree_cpu_s(pid) - d0) /
+		    (12.0 * epochs * CBS);
 		fprintf(stderr, "bench: round %u/%u: gather limit %.0f items/s, "
-		    "infeed %.0f items/s (%.0f%%)\n", r + 1, rounds, lim[r],
-		    inf[r], 100.0 * inf[r] / lim[r]);
+		    "infeed %.0f items/s (%.0f%%); CPU a row %.2f and %.2f "
+		    "us\n", r + 1, rounds, lim[r], inf[r], 100.0 * inf[r] /
+		    lim[r], lcpu[r] * 1e6, icpu[r] * 1e6);
+		lcpu[r] /= icpu[r];
 		if (inf[r] < 0)
 			break;
 	}
@@ -1012,10 +1111,15 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	printf("infeed            %.0f items/s (%.2f GB/s), median of %u\n",
 	    mi, mi * SAMPLE_BYTES / 1e9, rounds);
 	printf("ratio             %.2f (target >= 0.70)\n", mi / ml);
+	printf("cpu ratio         %.2f: the limit's CPU a row over infeed's "
+	    "(its client, infeedd and workers), median of the rounds; what "
+	    "the ratio would be on an idle machine where both keep every "
+	    "CPU busy, and bent far less by other load\n", median(lcpu,
+	    (int)rounds));
 	printf("{\"gather_items_per_s\":%.1f,\"plain_copy_items_per_s\":%.1f,"
-	    "\"infeed_items_per_s\":%.1f,\"ratio\":%.4f,\"rounds\":%u,"
-	    "\"epochs\":%u}\n", ml, median(cpy, (int)rounds), mi, mi / ml,
-	    rounds, epochs);
+	    "\"infeed_items_per_s\":%.1f,\"ratio\":%.4f,\"cpu_ratio\":%.4f,"
+	    "\"rounds\":%u,\"epochs\":%u}\n", ml, median(cpy, (int)rounds),
+	    mi, mi / ml, median(lcpu, (int)rounds), rounds, epochs);
 	return (0);
 }
 
@@ -1095,7 +1199,7 @@ clients_main(const struct bench *b, unsigned n)
 {
 	unsigned	 rounds = b->rounds, r, i;
 	double		 lim[MAX_ROUNDS], agg[MAX_ROUNDS], ratio[MAX_ROUNDS];
-	double		 cpy[MAX_ROUNDS];
+	double		 cpy[MAX_ROUNDS], lcpu[MAX_ROUNDS], c0, d0, icpu;
 	double		 fair[MAX_ROUNDS], win[MAX_ROUNDS], skew[MAX_ROUNDS];
 	double		 rate[MAX_CLIENTS][MAX_ROUNDS], crate[MAX_CLIENTS];
 	double		 first, last, lastt0, mean, dev, ml, ma;
@@ -1146,10 +1250,15 @@ clients_main(const struct bench *b, unsigned n)
 	}
 	for (r = 0; !failed && r < rounds; r++) {
 		daemon_settle(pid);
+		c0 = self_cpu_s();
 		lim[r] = gpool_rate(&g, (uint64_t)n * b->epochs * spe);
+		lcpu[r] = (self_cpu_s() - c0) / ((double)n * b->epochs * spe *
+		    CBS);
 		cpy[r] = gpool_copy_rate(&g, plain, plain_rows,
 		    (uint64_t)n * b->epochs * spe);
 		memset(sh, 0, shlen);
+		c0 = children_cpu_s();
+		d0 = daemon_tree_cpu_s(pid);
 		if (clients_round(b, sh, &chk, n, r, b->epochs, 0) == -1) {
 			fprintf(stderr, "bench: round %u/%u: a client "
 			    "failed\n", r + 1, rounds);
@@ -1185,6 +1294,10 @@ clients_main(const struct bench *b, unsigned n)
 		agg[r] = (double)items / win[r];
 		ratio[r] = agg[r] / lim[r];
 		fair[r] = dev / mean;
+		/* The clients (waited for), infeedd and its workers. */
+		icpu = (children_cpu_s() - c0 + daemon_tree_cpu_s(pid) - d0) /
+		    (double)items;
+		lcpu[r] /= icpu;
 		if (!check_round(&chk, b->epochs, (uint64_t)n * spe * cbs))
 			once = false;
 		fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
@@ -1226,15 +1339,20 @@ clients_main(const struct bench *b, unsigned n)
 	}
 	printf("fairness          %.3f max |client - mean| / mean (median; "
 	    "target <= 0.25)\n", median(fair, (int)rounds));
+	printf("cpu ratio         %.2f: the limit's CPU a row over infeed's "
+	    "(clients, infeedd and workers), median of the rounds\n",
+	    median(lcpu, (int)rounds));
 	printf("window            %.2f s, client starts spread %.1f ms "
 	    "(medians), after an untimed warm-up of 4 steps a client\n",
 	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3);
 	check_print(&chk, once, (uint64_t)n * spe * cbs);
 	printf("{\"mode\":\"clients\",\"from_attach\":%s,\"clients\":%u,\"gather_items_per_s\":"
 	    "%.1f,\"plain_copy_items_per_s\":%.1f,\"aggregate_items_per_s\":%.1f,\"gather_gb_per_s\":%.3f,"
-	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"fairness\":%.4f,"
-	    "\"client_items_per_s\":[", b->from_attach ? "true" : "false", n, ml, median(cpy, (int)rounds), ma, ml * SAMPLE_BYTES / 1e9,
-	    ma * SAMPLE_BYTES / 1e9, median(ratio, (int)rounds),
+	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"cpu_ratio\":%.4f,"
+	    "\"fairness\":%.4f,\"client_items_per_s\":[", b->from_attach ?
+	    "true" : "false", n, ml, median(cpy, (int)rounds), ma,
+	    ml * SAMPLE_BYTES / 1e9, ma * SAMPLE_BYTES / 1e9,
+	    median(ratio, (int)rounds), median(lcpu, (int)rounds),
 	    median(fair, (int)rounds));
 	for (i = 0; i < n; i++)
 		printf("%s%.1f", i ? "," : "", crate[i]);
