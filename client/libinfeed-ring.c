@@ -46,6 +46,8 @@
 
 #include "libinfeed-private.h"
 
+static void	infeed_ring_stamp_new(struct infeed_ring *);
+
 /* No ring, no pagemap open. */
 void
 infeed_ring_init(struct infeed_ring *r)
@@ -231,6 +233,7 @@ infeed_ring_remap(struct infeed *f, const struct infeed_ring_shape *ring)
 	r->base = base;
 	r->slots = ring->slots;
 	r->first_slot = ring->first_slot;
+	infeed_ring_stamp_new(r);
 	return (INFEED_OK);
 }
 
@@ -267,6 +270,7 @@ infeed_ring_map(struct infeed *f, int fd, const struct infeed_ring_shape *at,
 	r->unrestored = 0;
 	r->tracked = 0;
 	r->stamped = 0;
+	infeed_ring_stamp_new(r);
 	return (INFEED_OK);
 }
 
@@ -536,6 +540,40 @@ infeed_ring_stamp(struct infeed_ring *r, struct infeed_mem_stamp *s)
 	return (true);
 }
 
+/* The slots of @mask are clean now: stamp them (or forget their stamps). */
+static void
+infeed_ring_stamp_slots(struct infeed_ring *r, uint64_t mask)
+{
+	struct infeed_mem_stamp	now;
+	uint64_t		m;
+
+	if (mask == 0)
+		return;
+	r->stamped &= ~mask;
+	if (!infeed_ring_stamp(r, &now))
+		return;
+	for (m = mask; m != 0; m &= m - 1)
+		r->stamp[__builtin_ctzll(m)] = now;
+	r->stamped |= mask;
+}
+
+/*
+ * A copy-on-write ring just mapped: nothing is mapped in it yet, so
+ * nothing can be written without a fault; its slots are clean until one.
+ */
+static void
+infeed_ring_stamp_new(struct infeed_ring *r)
+{
+	uint64_t	mask;
+
+	if (!r->copy_on_write || r->slots == 0 ||
+	    r->first_slot + (uint64_t)r->slots > 64)
+		return;
+	mask = (r->slots == 64 ? ~UINT64_C(0) : (UINT64_C(1) << r->slots) -
+	    1) << r->first_slot;
+	infeed_ring_stamp_slots(r, mask);
+}
+
 /*
  * Copy-on-write ring: restore the slots of @mask, none held, one walk for
  * each run of neighbours tracked alike (a walk over a held slot would
@@ -547,27 +585,21 @@ infeed_restore_slots(struct infeed_ring *r, uint64_t mask)
 {
 	struct infeed_mem_stamp	now;
 	size_t			page = (size_t)sysconf(_SC_PAGESIZE);
-	uint64_t		run, clean = 0, m;
+	uint64_t		run, clean = 0, m, walked;
 	uint32_t		first, end, i;
 	uintptr_t		lo, hi;
-	bool			tracked, stamped;
+	bool			tracked;
 
-	/* Taken before the walks: a fault during them counts next time. */
-	stamped = infeed_ring_stamp(r, &now);
-	for (m = mask & r->stamped; stamped && m != 0; m &= m - 1) {
-		i = (uint32_t)__builtin_ctzll(m);
-		if (r->stamp[i].faults == now.faults &&
-		    r->stamp[i].anon == now.anon)
-			clean |= UINT64_C(1) << i;
+	if (infeed_ring_stamp(r, &now)) {
+		for (m = mask & r->stamped; m != 0; m &= m - 1) {
+			i = (uint32_t)__builtin_ctzll(m);
+			if (r->stamp[i].faults == now.faults &&
+			    r->stamp[i].anon == now.anon)
+				clean |= UINT64_C(1) << i;
+		}
 	}
 	r->walks_skipped += (uint64_t)__builtin_popcountll(clean);
-	mask &= ~clean;
-	r->stamped &= ~mask;
-	if (stamped) {
-		for (m = mask; m != 0; m &= m - 1)
-			r->stamp[__builtin_ctzll(m)] = now;
-		r->stamped |= mask;
-	}
+	walked = mask &= ~clean;
 	while (mask != 0) {
 		first = (uint32_t)__builtin_ctzll(mask);
 		tracked = (r->tracked >> first & 1) != 0;
@@ -589,6 +621,12 @@ infeed_restore_slots(struct infeed_ring *r, uint64_t mask)
 		    infeed_track_writes(r, lo, hi))
 			r->tracked |= run;
 	}
+	/*
+	 * Stamped after the walks, whose own faults (the stack, the
+	 * descriptors opened) are not the trainer's writes: no one writes
+	 * a slot given back.
+	 */
+	infeed_ring_stamp_slots(r, walked);
 }
 
 /*
