@@ -12,9 +12,9 @@
  *             stores for a slot past the last-level cache): the fastest
  *             standalone gather of these rows found on the 2-core VM
  *             (issue 35; docs/performance.md lists the variants tried).
- *   infeed:   the real infeedd (2 workers) serving the same file as a `raw`
- *             dataset, read through libinfeed by a client that touches
- *             every page of every step.
+ *   infeed:   the real infeedd (a worker for each limit thread) serving
+ *             the same file as a `raw` dataset, read through libinfeed by
+ *             a client that touches every page of every step.
  *
  * The limit is that gather: a reused, pre-faulted destination, a
  * pre-touched source, threads kept for the run that each gather their
@@ -48,7 +48,7 @@
  * to first step (from infeed_attach() to the first step in hand).
  *
  * --clients N (1 to 8): issue 17's concurrent clients.  The tutorial's
- * file and one infeedd (2 workers, as above); each round measures the
+ * file and one infeedd (workers as above); each round measures the
  * limit, then forks N client processes, each with its own connection,
  * attached to the dataset as distributed process i of N (same seed,
  * shuffled, B 16, DI 50).  They attach, wait at a barrier (a pipe the
@@ -344,13 +344,25 @@ gpool_main(void *p)
 	return (NULL);
 }
 
+/*
+ * The limit's threads, and infeedd's workers: one a CPU, at least 2 (the
+ * 2-core VM's, and the count a worker pool of `auto` starts from).
+ */
+static unsigned
+limit_threads(void)
+{
+	long	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return (cpus < 2 ? 2 : cpus > MAX_THREADS ? MAX_THREADS :
+	    (unsigned)cpus);
+}
+
 /* Start the gather threads for steps of @rows rows of @row_bytes. */
 static int
 gpool_start(struct gpool *g, const uint8_t *src, uint8_t *dst,
     uint64_t samples, size_t row_bytes, unsigned rows)
 {
 	struct gpool_arg	*a;
-	long			 cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned		 t;
 
 	memset(g, 0, sizeof(*g));
@@ -359,9 +371,7 @@ gpool_start(struct gpool *g, const uint8_t *src, uint8_t *dst,
 	g->samples = samples;
 	g->row_bytes = row_bytes;
 	g->rows = rows;
-	/* One thread a CPU, at least 2 (what infeedd's workers are here). */
-	g->threads = cpus < 2 ? 2 : cpus > MAX_THREADS ? MAX_THREADS :
-	    (unsigned)cpus;
+	g->threads = limit_threads();
 	if (g->threads > rows)
 		g->threads = rows;
 	if ((g->idx = calloc(rows, sizeof(*g->idx))) == NULL)
@@ -968,10 +978,10 @@ write_tutorial(const struct bench *b)
 	fclose(fp);
 	free(row);
 	write_labels(b->labels, N_SAMPLES);
-	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = 2\n\n"
+	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = %u\n\n"
 	    "[dataset tutorial-raw]\ntype = raw\npath = %s\nshape = 1,128,128\n"
 	    "dtype = float32\nlabels = %s\nlabel_dtype = int64\nclasses = 10\n",
-	    b->data, b->labels);
+	    limit_threads(), b->data, b->labels);
 	fp = fopen(b->conf, "w");
 	fputs(buf, fp);
 	fclose(fp);
@@ -1529,10 +1539,10 @@ cell_main(const struct bench *b, uint64_t x, unsigned rows, uint64_t samples,
 		bench_cleanup(b);
 		return (1);
 	}
-	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = 2\nmemory_budget = %"
+	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = %u\nmemory_budget = %"
 	    PRIu64 "M\n\n[dataset cell-raw]\ntype = raw\npath = %s\nshape = "
 	    "1,%" PRIu64 "\ndtype = %s\nlabels = %s\nlabel_dtype = int64\n"
-	    "classes = 10\n", budget, b->data, f32 ? x / 4 : x,
+	    "classes = 10\n", limit_threads(), budget, b->data, f32 ? x / 4 : x,
 	    f32 ? "float32" : "uint8", b->labels);
 	if ((fp = fopen(b->conf, "w")) == NULL) {
 		bench_cleanup(b);
