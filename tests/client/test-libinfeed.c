@@ -686,7 +686,11 @@ START_TEST(test_elastic_stage_attach)
 END_TEST
 
 /* The suite: struct sizes alone, then against the daemon. */
-/* Options for the wait tests: 10 steps of 100 rows, in order. */
+/*
+ * Options for the wait and copy-on-write tests: 10 steps of 100 rows, in
+ * order, in a ring of the session's own (`share` off): its 3 slots come
+ * back every third step, where a group's window would add 58 more.
+ */
 static struct infeed *
 attach_plain(bool cow)
 {
@@ -696,6 +700,7 @@ attach_plain(bool cow)
 	infeed_options_init(&o);
 	o.batch_size = 100;
 	o.copy_on_write = cow;
+	o.share = false;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	return (f);
 }
