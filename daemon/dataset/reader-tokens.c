@@ -14,6 +14,8 @@
  *	dtype = uint16			uint16 (the default) or uint32
  *	seq_len = 2048			tokens a row
  *	window = 0			pieces packed at a time (0: all)
+ *	repack = epoch			other documents in the rows each
+ *					epoch (the default), or none
  *
  * At open both files are checked (sizes, the index starting at 0, rising
  * strictly and ending at the token file's end, uint32 ids below 2^31), or
@@ -22,9 +24,11 @@
  * best-fit decreasing; a document longer than seq_len is cut into pieces
  * of seq_len and a remainder).  The packing depends on the files, seq_len
  * and window alone, so it is the same in every process that opens the
- * section; the rows are the dataset's samples, which the sampler orders
- * by (seed, epoch) as any other's, with resume and elastic resume as they
- * are.  The index is not kept: the packing holds what it said.
+ * section; with repack = epoch a row read for (seed, epoch) holds the
+ * pieces packing_piece() gives that epoch: the same count of rows, other
+ * documents.  The rows are the dataset's samples, which the sampler
+ * orders by (seed, epoch) as any other's, with resume and elastic resume
+ * as they are.  The index is not kept: the packing holds what it said.
  *
  * A sample is int32 [3, seq_len]: row 0 the token ids, row 1 the position
  * ids (0 at each piece's first token), row 2 the segment ids (1, 2, ...
@@ -48,21 +52,25 @@ struct tokens {
 	struct dataset_map	data;
 	struct packing		pk;
 	uint32_t		tsize;	/* 2 or 4 */
+	bool			per_epoch;	/* repack = epoch */
 };
 
 static int	tokens_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	tokens_read(const struct dataset *, uint64_t, void *,
 		    int64_t *, bool);
+static int	tokens_read_at(const struct dataset *, uint64_t, uint64_t,
+		    uint64_t, void *, int64_t *, bool);
 static void	tokens_close(struct dataset *);
 
 const struct dataset_ops dataset_tokens_ops = {
 	.type = "tokens",
 	.keys = (const char *const []){ "path", "index", "eot", "dtype",
-	    "seq_len", "window", NULL },
+	    "seq_len", "window", "repack", NULL },
 	.data_key = "path",
 	.open = tokens_open,
 	.read = tokens_read,
+	.read_at = tokens_read_at,
 	.close = tokens_close,
 };
 
@@ -80,7 +88,8 @@ static int
 tokens_pack(struct dataset *ds, struct tokens *t, const uint64_t *b,
     uint64_t n, uint32_t seq_len, uint64_t window, char **cause)
 {
-	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window) != 0)
+	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window,
+	    t->per_epoch) != 0)
 		return (dataset_error(cause, ds, "packing %" PRIu64 " documents: "
 		    "%s", n, strerror(errno)));
 	return (0);
@@ -331,6 +340,17 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    "at a time, 0 for all", v, errstr);
 		goto fail;
 	}
+	t->per_epoch = true;
+	if ((v = dataset_conf_get(conf, "repack")) != NULL) {
+		if (strcmp(v, "none") == 0)
+			t->per_epoch = false;
+		else if (strcmp(v, "epoch") != 0) {
+			dataset_error(cause, ds, "'repack = %s': 'epoch' (the "
+			    "default: other documents share a row each epoch) "
+			    "or 'none' (the same rows every epoch)", v);
+			goto fail;
+		}
+	}
 	t->tsize = 2;
 	if ((v = dataset_conf_get(conf, "dtype")) != NULL) {
 		if (strcmp(v, "uint32") == 0)
@@ -377,30 +397,34 @@ fail:
 	return (-1);
 }
 
-/* Write row @index: token ids, position ids, segment ids. */
+/* Row @index as epoch 0 of seed 0 has it. */
 static int
 tokens_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label, bool stream)
+{
+	return (tokens_read_at(ds, index, 0, 0, dst, label, stream));
+}
+
+/* Write row @index of (@seed, @epoch): ids, position ids, segment ids. */
+static int
+tokens_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
+    uint64_t epoch, void *dst, int64_t *label, bool stream)
 {
 	const struct tokens		*t = ds->priv;
 	const struct packing_piece	*pc;
 	uint32_t			 seq = t->pk.seq_len, k, j, at = 0;
 	int32_t				*ids = dst, *pos = ids + seq,
 					*seg = pos + seq;
-	uint64_t			 i, first, last, end = 0;
+	uint64_t			 i, first, last;
 
 	(void)stream;
 	first = t->pk.row_first[index];
 	last = t->pk.row_first[index + 1];
-	for (i = first; i < last; i++) {
-		pc = &t->pk.pieces[i];
-		if (pc->start + pc->len > end)
-			end = pc->start + pc->len;
-	}
-	if (!dataset_map_holds(&t->data, end * t->tsize))
-		return (-1);
 	for (i = first, k = 1; i < last; i++, k++) {
-		pc = &t->pk.pieces[i];
+		pc = packing_piece(&t->pk, i, seed, epoch);
+		if (!dataset_map_holds(&t->data, (pc->start + pc->len) *
+		    t->tsize))
+			return (-1);
 		if (t->tsize == 2) {
 			const uint16_t *s = (const uint16_t *)(const void *)
 			    t->data.base + pc->start;

@@ -98,6 +98,14 @@ struct dataset_ops {
 	 * and set *label, or -1. */
 	int		(*read)(const struct dataset *, uint64_t index, void *dst,
 			    int64_t *label, bool stream);
+	/*
+	 * As read, for a reader whose rows change with the epoch (tokens
+	 * re-packed): sample @index of epoch @epoch of seed @seed (NULL: read
+	 * is the same in every epoch).
+	 */
+	int		(*read_at)(const struct dataset *, uint64_t index,
+			    uint64_t seed, uint64_t epoch, void *dst,
+			    int64_t *label, bool stream);
 	void		(*close)(struct dataset *);
 	/* Encoded readers: see dataset_read_encoded(), dataset_sample_where(). */
 	int		(*read_encoded)(const struct dataset *, uint64_t index,

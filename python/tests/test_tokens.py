@@ -169,6 +169,60 @@ def test_same_seed_same_stream_and_resume_mid_epoch(tok):
     assert h3 != h
 
 
+def test_each_epoch_packs_anew_every_token_once_and_resumes(tok):
+    """repack = epoch (the default): epoch 1 groups other documents in its
+    rows than epoch 0, each epoch every token once; a run resumed in
+    epoch 1 gets epoch 1's rows."""
+    def loader():
+        return infeed.TokenLoader(None, "tok", batch_size=4, shuffle=True,
+                                  seed=5, drop_last=False, socket=tok.socket,
+                                  share=False)
+    total = sum(len(d) for d in tok.docs)
+    a = loader()
+    groups, streams = [], []
+    for epoch in (0, 1):
+        a.set_epoch(epoch)
+        seen, rows_of = set(), set()
+
+        def check(batch):
+            ids, pos, seg = (batch[k] for k in ("input_ids", "position_ids",
+                                                "segment_ids"))
+            rows = [[ids[b].tolist(), pos[b].tolist(), seg[b].tolist()]
+                    for b in range(ids.shape[0])]
+            check_rows(rows, tok.docs, seen)
+            for r_ids, r_pos, r_seg in rows:
+                firsts = [t for t, p, s in zip(r_ids, r_pos, r_seg)
+                          if p == 0 and s != 0]
+                if len(firsts) > 1:
+                    rows_of.add(frozenset(firsts))
+        stream, _ = epoch_stream(a, check)
+        assert len(seen) == total, f"epoch {epoch}: {total - len(seen)} " \
+            "tokens missing"
+        groups.append(rows_of)
+        streams.append(stream)
+    a.close()
+    same = len(groups[0] & groups[1])
+    print(f"rows of several pieces: {len(groups[0])} in epoch 0, "
+          f"{len(groups[1])} in epoch 1, {same} alike")
+    assert len(groups[0]) == len(groups[1]) > 20
+    assert same < len(groups[0]) / 2, (same, len(groups[0]))
+    # Resume 3 steps into epoch 1.
+    b = loader()
+    b.set_epoch(1)
+    it = iter(b)
+    first = [np.array(next(it)["input_ids"]) for _ in range(3)]
+    state = b.state_dict()
+    b.close()
+    c = loader()
+    c.load_state_dict(state)
+    rest, _ = epoch_stream(c)
+    c.close()
+    got = first + rest
+    assert len(got) == len(streams[1])
+    for x, y in zip(got, streams[1]):
+        assert np.array_equal(x, y)
+
+
 def test_numpy_output_and_hugging_face_labels(tok):
     loader = infeed.TokenLoader(None, "tok", batch_size=2, labels="hf",
                                 output="numpy", socket=tok.socket)
@@ -332,13 +386,18 @@ def test_mix_proportions_resume_and_elastic(mixd):
     for i in range(len(whole) - 100 + 1):
         assert 24 <= sum(src_b[i:i + 100]) <= 26, i
     assert sum(src_b) == 150
-    # Each source's rows: tb (fewer rows than 150) repeats, each of its
-    # epochs every row once; ta is sampled, no row twice.
+    # Each source's rows: a source with fewer rows than it is drawn
+    # repeats, each of its epochs every row once (a row told by its first
+    # token, which is another one each source epoch, re-packed).
     for name, mine in (("ta", [t for t in whole if t < 10 ** 6]),
                        ("tb", [t for t in whole if t >= 10 ** 6])):
-        per = len(set(mine))
-        for e in range(0, len(mine) - per + 1, per):
-            assert len(set(mine[e:e + per])) == per, name
+        src = infeed.TokenLoader(None, name, batch_size=1, shuffle=False,
+                                 socket=mixd.socket)
+        per = len(src)
+        src.close()
+        assert len(mine) > per, name
+        for e in range(0, len(mine), per):
+            assert len(set(mine[e:e + per])) == len(mine[e:e + per]), name
     # Resumed every 7 steps: the same rows in the same order.
     assert mix_rows(make(), 7, make) == whole
     # 8 processes take 5 steps each, then 6 finish: the same rows.
