@@ -149,9 +149,33 @@ catalogue_bad_samples(const struct dataset_conf *dc, struct catalogue_entry *e,
 	return (-1);
 }
 
+/* Count @ds's memory in @cat's, if @room holds it; else log why not. */
+static int
+catalogue_charge(struct catalogue *cat, const struct dataset *ds,
+    uint64_t room)
+{
+	uint64_t	need = CATALOGUE_COPIES * ds->memory;
+
+	if (ds->memory > UINT64_MAX / CATALOGUE_COPIES ||
+	    cat->memory > room || need > room - cat->memory) {
+		log_warnx("dataset '%s' refused: it keeps %llu bytes in memory "
+		    "(its packing of rows, %llu bytes, in the daemon and in "
+		    "the workers' fork server), and memory_budget has %llu "
+		    "bytes left for it; raise memory_budget, or for a tokens "
+		    "dataset set 'repack = none' (20 bytes a piece less) or a "
+		    "larger seq_len", ds->name, (unsigned long long)need,
+		    (unsigned long long)ds->memory, (unsigned long long)(
+		    cat->memory < room ? room - cat->memory : 0));
+		return (-1);
+	}
+	cat->memory += need;
+	return (0);
+}
+
 /* Open every dataset the configuration names, reusing @old's unchanged ones. */
 struct catalogue *
-catalogue_open(const struct config *conf, struct catalogue *old)
+catalogue_open(const struct config *conf, struct catalogue *old,
+    uint64_t room)
 {
 	struct catalogue	*cat;
 	struct catalogue_entry	*e;
@@ -184,6 +208,8 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 		}
 		if (old != NULL && j < old->ndatasets) {
 			cat->datasets[cat->ndatasets] = old->datasets[j];
+			cat->memory += CATALOGUE_COPIES *
+			    old->datasets[j]->memory;
 			old->datasets[j] = NULL;
 			e->conf = dc;
 			cat->ndatasets++;
@@ -204,6 +230,13 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 			    "is for image datasets (type imagefolder or tar); "
 			    "an array file that cannot be read is an error",
 			    dc->name);
+			dataset_free(ds);
+			cat->datasets[cat->ndatasets] = NULL;
+			free(e->groups);
+			memset(e, 0, sizeof(*e));
+			continue;
+		}
+		if (catalogue_charge(cat, ds, room) == -1) {
 			dataset_free(ds);
 			cat->datasets[cat->ndatasets] = NULL;
 			free(e->groups);

@@ -221,7 +221,8 @@ daemon_start(const struct daemon_args *args)
 	    d->conf->keep_ring_ms);
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
-	d->cat = catalogue_open(d->conf, NULL);
+	d->cat = catalogue_open(d->conf, NULL, d->conf->memory_budget);
+	d->budget.used += d->cat->memory;
 	/* Before the fork server: the workers inherit the choice. */
 	(void)io_backend_choose(d->conf->io_backend, why, sizeof(why));
 	log_info("reads in flight: %s", why);
@@ -340,6 +341,7 @@ daemon_reload(struct daemon *d)
 	struct catalogue	*ncat;
 	char			*cause = NULL;
 	unsigned		 kept, ended;
+	uint64_t		 others;
 
 	sd_notify(0, "RELOADING=1");
 	log_info("reloading %s", d->conf->path);
@@ -360,8 +362,12 @@ daemon_reload(struct daemon *d)
 	nconf->workers = d->conf->workers;
 	nconf->workers_auto = d->conf->workers_auto;
 	daemon_reload_metrics(d, nconf);
-	ncat = catalogue_open(nconf, d->cat);
+	/* The datasets' memory: the old catalogue's is given back. */
+	others = d->budget.used - d->cat->memory;
+	ncat = catalogue_open(nconf, d->cat, nconf->memory_budget > others ?
+	    nconf->memory_budget - others : 0);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
+	d->budget.used = others + ncat->memory;
 	catalogue_free(d->cat);
 	config_free(d->conf);
 	d->conf = nconf;

@@ -322,6 +322,7 @@ mix_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 			goto out;
 		}
 		total += m->src[s]->samples;
+		ds->memory += m->src[s]->memory;
 	}
 	ds->samples = total;
 	if ((v = dataset_conf_get(conf, "samples")) != NULL &&

@@ -390,6 +390,7 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 	ds->label_dtype = INFEED_DTYPE_INT32;
 	ds->sample_bytes = 3 * 4 * (size_t)seq_len;
 	ds->samples = t->pk.rows;
+	ds->memory = packing_bytes(t->pk.npieces, t->pk.rows, t->per_epoch);
 	return (0);
 
 fail:

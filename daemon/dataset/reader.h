@@ -76,6 +76,12 @@ struct dataset {
 	 */
 	uint64_t		 serial;
 	/*
+	 * Bytes the reader keeps in memory while open (a tokens packing), in
+	 * each process that opens it: the catalogue charges them to
+	 * memory_budget.
+	 */
+	uint64_t		 memory;
+	/*
 	 * Samples are encoded images (dataset_read_encoded()); ndim, shape,
 	 * dtype and sample_bytes are then 0.
 	 */

@@ -8,7 +8,12 @@ document, cu_seqlens; the same stream for the same seed, and after a
 resume mid-epoch."""
 
 import hashlib
+import json
+import os
 import random
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -221,6 +226,70 @@ def test_each_epoch_packs_anew_every_token_once_and_resumes(tok):
     assert len(got) == len(streams[1])
     for x, y in zip(got, streams[1]):
         assert np.array_equal(x, y)
+
+
+def _status(d):
+    out = subprocess.run([os.environ["INFEEDCTL"], "--socket", d.socket,
+                          "status", "--json"], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def _wait_log(d, text, count=1):
+    for _ in range(500):
+        if d.log_text().count(text) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no '{text}' in the log:\n{d.log_text()}")
+
+
+def test_packing_is_charged_to_memory_budget(tmp_path):
+    """A tokens dataset's packing counts in memory_used while it is open
+    (twice: the daemon's and the fork server's); a new section whose
+    packing does not fit memory_budget is refused saying so, the others
+    served; a reload that drops the dataset gives its memory back."""
+    docs = documents(3000)
+    infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    d = Daemon(tmp_path, "")
+    try:
+        base = _status(d)["memory_used"]
+        sec = section("tok", tmp_path / "web", "uint32")
+        text = d.conf.read_text()
+        d.conf.write_text(text + sec)
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded")
+        used = _status(d)["memory_used"]
+        pieces = sum((len(x) + SEQ - 1) // SEQ for x in docs)
+        print(f"memory_used {base} B without, {used} B with {pieces} "
+              "pieces")
+        # 36 bytes a piece re-packed, 8 a row, twice.
+        assert used - base >= 2 * 36 * pieces
+        assert used - base <= 2 * (36 + 8) * pieces + 64
+        # Room for tok, not for another packing of the same files.
+        d.conf.write_text(
+            text.replace("memory_budget = 256M",
+                         f"memory_budget = {used + 65536}") +
+            sec + section("tok2", tmp_path / "web", "uint32", seq=32))
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded", 2)
+        assert _status(d)["memory_used"] == used
+        log = d.log_text()
+        assert "dataset 'tok2' refused: it keeps" in log, log
+        assert "raise memory_budget" in log
+        with pytest.raises(infeed.NotFoundError):
+            next(iter(infeed.TokenLoader(None, "tok2", batch_size=2,
+                                         socket=d.socket)))
+        a = infeed.TokenLoader(None, "tok", batch_size=2, socket=d.socket)
+        next(iter(a))
+        a.close()
+        # Dropped: given back.
+        d.conf.write_text(text)
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded", 3)
+        assert _status(d)["memory_used"] == base
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()
 
 
 def test_numpy_output_and_hugging_face_labels(tok):
