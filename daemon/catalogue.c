@@ -177,6 +177,17 @@ struct catalogue *
 catalogue_open(const struct config *conf, struct catalogue *old,
     uint64_t room)
 {
+	struct catalogue	*cat = catalogue_open_beside(conf, old, room);
+
+	catalogue_disown(old, cat);
+	return (cat);
+}
+
+/* Open the datasets, sharing @old's unchanged ones; @old stays as it was. */
+struct catalogue *
+catalogue_open_beside(const struct config *conf, const struct catalogue *old,
+    uint64_t room)
+{
 	struct catalogue	*cat;
 	struct catalogue_entry	*e;
 	const struct dataset_conf *dc;
@@ -210,7 +221,6 @@ catalogue_open(const struct config *conf, struct catalogue *old,
 			cat->datasets[cat->ndatasets] = old->datasets[j];
 			cat->memory += CATALOGUE_COPIES *
 			    old->datasets[j]->memory;
-			old->datasets[j] = NULL;
 			e->conf = dc;
 			cat->ndatasets++;
 			continue;
@@ -258,6 +268,21 @@ catalogue_open(const struct config *conf, struct catalogue *old,
 	}
 	dataset_sections(NULL, 0);
 	return (cat);
+}
+
+/* @cat has @old's unchanged datasets now: @old no longer owns them. */
+void
+catalogue_disown(struct catalogue *old, const struct catalogue *cat)
+{
+	size_t	i, j;
+
+	for (i = 0; old != NULL && i < old->ndatasets; i++) {
+		for (j = 0; j < cat->ndatasets; j++) {
+			if (old->datasets[i] != NULL &&
+			    old->datasets[i] == cat->datasets[j])
+				old->datasets[i] = NULL;
+		}
+	}
 }
 
 /* Close every dataset still owned; NULL is a no-op. */

@@ -51,6 +51,23 @@ struct catalogue *catalogue_open(const struct config *conf,
 		      struct catalogue *old, uint64_t room);
 
 /**
+ * catalogue_open_beside() - catalogue_open() that leaves @old as it is,
+ * sharing its unchanged datasets with the new catalogue, for a thread
+ * that opens the catalogue while the loop still serves @old (which it
+ * only reads); catalogue_disown() then hands them over, on the loop.
+ * catalogue_open() is the two together.  Not two at a time: opening a
+ * mix uses dataset_sections().
+ */
+struct catalogue *catalogue_open_beside(const struct config *conf,
+		      const struct catalogue *old, uint64_t room);
+
+/**
+ * catalogue_disown() - the datasets @old shares with @cat are @cat's.
+ */
+void		  catalogue_disown(struct catalogue *old,
+		      const struct catalogue *cat);
+
+/**
  * catalogue_free() - close the datasets still owned; NULL is a no-op.
  */
 void		  catalogue_free(struct catalogue *cat);
