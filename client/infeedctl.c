@@ -5,6 +5,7 @@
  *   infeedctl [--socket PATH] datasets [--json]
  *   infeedctl [--socket PATH] status [--json]
  *   infeedctl [--socket PATH] bench --dataset NAME [options]
+ *   infeedctl tokens index|convert ...	(infeedctl-tokens.c)
  *
  * bench is the loader-only experiment of the efficient-data-loading
  * tutorial: it attaches like a trainer, touches every step it gets and
@@ -26,6 +27,7 @@
 
 #include "clock.h"
 #include "infeed.h"
+#include "infeedctl-tokens.h"
 #include "number.h"
 #include "options-schema.h"
 #include "sampler.h"
@@ -54,6 +56,14 @@ usage(FILE *fp)
 	    "        [--epochs E] [--distributed-process-id p\n"
 	    "        --distributed-processes P] [--label-dtype int32|int64]\n"
 	    "        [--transform PIPELINE] [--verify] [--json]\n"
+	    "  tokens index --eot ID [--dtype uint16|uint32] FILE.bin "
+	    "[OUT.idx]\n"
+	    "                             the index of documents of a file\n"
+	    "                             whose documents end with ID\n"
+	    "  tokens convert [--dtype uint16|uint32] [--key NAME] "
+	    "IN.jsonl PREFIX\n"
+	    "                             PREFIX.bin and PREFIX.idx from\n"
+	    "                             JSON lines of token ids\n"
 	    "\n"
 	    "The socket is --socket, else $INFEED_SOCKET, else %s.\n",
 	    INFEED_DEFAULT_SOCKET);
@@ -1183,6 +1193,8 @@ main(int argc, char **argv)
 		return (cmd_bench(argc - i, argv + i));
 	if (strcmp(argv[i], "top") == 0)
 		return (cmd_top(argc - i, argv + i));
+	if (strcmp(argv[i], "tokens") == 0)
+		return (infeedctl_tokens(argc - i, argv + i));
 	fprintf(stderr, "infeedctl: unknown command '%s'\n", argv[i]);
 	usage(stderr);
 	return (2);

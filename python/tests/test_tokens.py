@@ -292,6 +292,69 @@ def test_packing_is_charged_to_memory_budget(tmp_path):
     assert rc == 0, d.log_text()
 
 
+def _ctl(*args):
+    return subprocess.run([os.environ["INFEEDCTL"], "tokens", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_infeedctl_tokens_convert_and_index(tmp_path):
+    """infeedctl tokens convert (JSON lines of ids) writes what
+    write_tokens() writes; tokens index of a nanoGPT-style .bin (each
+    document ended by its eot) writes the index of its documents, which
+    infeedd serves; bad lines are refused naming the line and the fix."""
+    docs = documents(200)
+    infeed.write_tokens(tmp_path / "ref", docs, "uint32")
+    lines = [json.dumps(d) if i % 2 else json.dumps({"input_ids": d})
+             for i, d in enumerate(docs)]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    r = _ctl("convert", "--dtype", "uint32", tmp_path / "a.jsonl",
+             tmp_path / "a")
+    assert r.returncode == 1 and "a.jsonl:1: column 1: expected a JSON " \
+        "array" in r.stderr and "--key NAME" in r.stderr, r.stderr
+    (tmp_path / "b.jsonl").write_text(
+        "\n".join(json.dumps({"input_ids": d}) for d in docs) + "\n\n")
+    r = _ctl("convert", "--dtype", "uint32", "--key", "input_ids",
+             tmp_path / "b.jsonl", tmp_path / "b")
+    assert r.returncode == 0, r.stderr
+    assert f"{len(docs)} documents" in r.stdout
+    for ext in ("bin", "idx"):
+        assert (tmp_path / f"b.{ext}").read_bytes() == \
+            (tmp_path / f"ref.{ext}").read_bytes()
+    # Ids over uint16 are refused for uint16, saying which line.
+    (tmp_path / "c.jsonl").write_text("[1, 2]\n[3, 70000]\n")
+    r = _ctl("convert", tmp_path / "c.jsonl", tmp_path / "c")
+    assert r.returncode == 1 and "c.jsonl:2: id 70000 does not fit " \
+        "uint16 (up to 65535); use --dtype uint32" in r.stderr, r.stderr
+    assert not (tmp_path / "c.bin").exists()
+    # nanoGPT's layout: uint16, each document ended by 50256.
+    eot = 50256
+    ids = []
+    for d in docs:
+        ids += [t % 50000 for t in d] + [eot]
+    np.array(ids[:-1], dtype=np.uint16).tofile(tmp_path / "gpt.bin")
+    r = _ctl("index", "--eot", eot, tmp_path / "gpt.bin")
+    assert r.returncode == 0, r.stderr
+    idx = np.fromfile(tmp_path / "gpt.idx", dtype=np.uint64)
+    ends = [0]
+    for d in docs:
+        ends.append(ends[-1] + len(d) + 1)
+    ends[-1] -= 1       # the last document ends with the file
+    assert idx.tolist() == ends
+    r = _ctl("index", tmp_path / "gpt.bin")
+    assert r.returncode == 2 and "give --eot" in r.stderr
+    d = Daemon(tmp_path, section("gpt", tmp_path / "gpt", "uint16"))
+    try:
+        loader = infeed.TokenLoader(None, "gpt", batch_size=4,
+                                    drop_last=False, socket=d.socket)
+        n = sum(int((np.array(b["segment_ids"]) != 0).sum())
+                for b in loader)
+        loader.close()
+        assert n == len(ids) - 1
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()
+
+
 def test_numpy_output_and_hugging_face_labels(tok):
     loader = infeed.TokenLoader(None, "tok", batch_size=2, labels="hf",
                                 output="numpy", socket=tok.socket)
