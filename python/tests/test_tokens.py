@@ -546,3 +546,40 @@ def test_mix_proportions_resume_and_elastic(mixd):
         b.load_state_dict(states[0])
         got += mix_rows(b)
     assert sorted(got) == sorted(whole)
+
+
+def test_trainers_of_one_mixture_share_one_pipeline(mixd):
+    """Two trainers of the same mix and seed share one group: its steps
+    are filled, and its rows read, once for both (group_steps_filled,
+    group_bytes_read: one epoch's), each trainer getting the same rows;
+    a third with another seed has a pipeline of its own."""
+    def make(seed):
+        return infeed.TokenLoader(None, "blend", batch_size=4, shuffle=True,
+                                  seed=seed, drop_last=False,
+                                  output="numpy", socket=mixd.socket)
+    a, b, c = make(3), make(3), make(4)
+    its = [iter(a), iter(b), iter(c)]
+    got = [[np.array(next(it)["input_ids"])] for it in its]
+    sessions = _status(mixd)["sessions"]
+    groups = sorted(s["group_id"] for s in sessions)
+    print("groups", groups)
+    assert len(sessions) == 3
+    mine = [s for s in sessions if s["group_id"] == groups[1]]
+    assert groups[1] != 0 and len(mine) == 2, sessions
+    for x, y in zip(its[0], its[1]):
+        got[0].append(np.array(x["input_ids"]))
+        got[1].append(np.array(y["input_ids"]))
+    assert len(got[0]) == len(a) == 150
+    for x, y in zip(got[0], got[1]):
+        assert np.array_equal(x, y)
+    st = [s for s in _status(mixd)["sessions"]
+          if s["group_id"] == groups[1]][0]
+    row = 3 * SEQ * 4
+    print(f"group: {st['group_steps_filled']} steps filled, "
+          f"{st['group_bytes_read']} bytes read for 2 trainers of "
+          f"{len(a)} steps ({600 * row} bytes an epoch)")
+    assert st["group_steps_filled"] <= len(a) + 8    # the ring's lead
+    assert st["group_bytes_read"] <= (600 + 8 * 4) * row
+    for loader in (a, b, c):
+        loader.close()
+
