@@ -101,6 +101,13 @@ struct infeed_dataset {
 	int		 label_dtype;
 	uint32_t	 classes;
 	uint32_t	 reserved0;	/* 0; no tail padding (see above) */
+	/*
+	 * Since libinfeed 1.12, a token dataset's documents and the real
+	 * tokens in its packed rows (packing efficiency: tokens / (samples *
+	 * shape[1])); 0 for the others.
+	 */
+	uint64_t	 documents;
+	uint64_t	 tokens;
 };
 
 /*

@@ -148,8 +148,16 @@ datasets_json(const struct infeed_dataset *list, size_t n)
 			printf("%s%llu", j ? "," : "",
 			    (unsigned long long)list[i].shape[j]);
 		printf("],\"dtype\":\"%s\",\"label_dtype\":\"%s\","
-		    "\"classes\":%u}", infeed_dtype_name(list[i].dtype),
+		    "\"classes\":%u", infeed_dtype_name(list[i].dtype),
 		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
+		if (list[i].documents != 0 && list[i].ndim == 2)
+			printf(",\"documents\":%llu,\"tokens\":%llu,"
+			    "\"packing_efficiency\":%.4f",
+			    (unsigned long long)list[i].documents,
+			    (unsigned long long)list[i].tokens,
+			    (double)list[i].tokens / ((double)list[i].samples *
+			    (double)list[i].shape[1]));
+		printf("}");
 	}
 	printf("]\n");
 }
@@ -175,6 +183,17 @@ datasets_text(const struct infeed_dataset *list, size_t n)
 		    (unsigned long long)list[i].samples, shape,
 		    list[i].dtype == 0 ? "-" : infeed_dtype_name(list[i].dtype),
 		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
+	}
+	for (i = 0; i < n; i++) {
+		if (list[i].documents != 0 && list[i].ndim == 2)
+			printf("%s: %llu documents, %llu tokens packed in %llu "
+			    "rows of %llu: efficiency %.2f %%\n", list[i].name,
+			    (unsigned long long)list[i].documents,
+			    (unsigned long long)list[i].tokens,
+			    (unsigned long long)list[i].samples,
+			    (unsigned long long)list[i].shape[1],
+			    100.0 * (double)list[i].tokens /
+			    ((double)list[i].samples * (double)list[i].shape[1]));
 	}
 	if (n == 0)
 		printf("(no datasets: check the daemon's log for refused "

@@ -53,6 +53,7 @@ struct tokens {
 	struct packing		pk;
 	uint32_t		tsize;	/* 2 or 4 */
 	bool			per_epoch;	/* repack = epoch */
+	uint64_t		documents;
 };
 
 static int	tokens_open(struct dataset *, const struct dataset_conf *,
@@ -88,6 +89,7 @@ static int
 tokens_pack(struct dataset *ds, struct tokens *t, const uint64_t *b,
     uint64_t n, uint32_t seq_len, uint64_t window, char **cause)
 {
+	t->documents = n;
 	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window,
 	    t->per_epoch) != 0)
 		return (dataset_error(cause, ds, "packing %" PRIu64 " documents: "
@@ -391,6 +393,8 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 	ds->sample_bytes = 3 * 4 * (size_t)seq_len;
 	ds->samples = t->pk.rows;
 	ds->memory = packing_bytes(t->pk.npieces, t->pk.rows, t->per_epoch);
+	ds->documents = t->documents;
+	ds->tokens = t->pk.tokens;
 	return (0);
 
 fail:

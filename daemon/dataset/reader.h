@@ -82,6 +82,12 @@ struct dataset {
 	 */
 	uint64_t		 memory;
 	/*
+	 * A token dataset's documents and the real tokens in its rows
+	 * (samples: the packed rows of shape[1] tokens); 0 for others.
+	 */
+	uint64_t		 documents;
+	uint64_t		 tokens;
+	/*
 	 * Samples are encoded images (dataset_read_encoded()); ndim, shape,
 	 * dtype and sample_bytes are then 0.
 	 */

@@ -583,3 +583,53 @@ def test_trainers_of_one_mixture_share_one_pipeline(mixd):
     for loader in (a, b, c):
         loader.close()
 
+
+def test_packing_facts_in_datasets_and_metrics(tmp_path):
+    """infeedctl datasets (ListDatasets) and /metrics say a token
+    dataset's documents, tokens, packed rows and packing efficiency."""
+    import re
+    import urllib.request
+    docs = documents()
+    infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    d = Daemon(tmp_path, "metrics_listen = 127.0.0.1:0\n" +
+               section("tok", tmp_path / "web", "uint32"))
+    try:
+        out = subprocess.run([os.environ["INFEEDCTL"], "--socket", d.socket,
+                              "datasets", "--json"], capture_output=True,
+                             text=True, check=True).stdout
+        info = [x for x in json.loads(out) if x["name"] == "tok"][0]
+        total = sum(len(x) for x in docs)
+        assert info["documents"] == len(docs)
+        assert info["tokens"] == total
+        eff = total / (info["samples"] * SEQ)
+        assert abs(info["packing_efficiency"] - eff) < 1e-4
+        assert all("documents" not in x for x in json.loads(out)
+                   if x["name"] != "tok")
+        text = subprocess.run([os.environ["INFEEDCTL"], "--socket",
+                               d.socket, "datasets"], capture_output=True,
+                              text=True, check=True).stdout
+        assert f"tok: {len(docs)} documents, {total} tokens packed in " \
+            f"{info['samples']} rows of {SEQ}: efficiency" in text, text
+        for _ in range(100):
+            m = re.search(r"metrics on http://127.0.0.1:(\d+)/metrics",
+                          d.log_text())
+            if m:
+                break
+            time.sleep(0.05)
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}"
+                                    "/metrics", timeout=10) as r:
+            body = r.read().decode()
+        want = {"infeed_tokens_documents": len(docs),
+                "infeed_tokens_tokens": total,
+                "infeed_tokens_rows": info["samples"]}
+        for name, v in want.items():
+            assert f'{name}{{dataset="tok"}} {v}\n' in body, body
+        line = [x for x in body.splitlines() if x.startswith(
+            'infeed_tokens_packing_efficiency{dataset="tok"}')][0]
+        assert abs(float(line.split()[1]) - eff) < 1e-5
+        print(f"tok: {len(docs)} documents, {total} tokens, "
+              f"{info['samples']} rows, efficiency {eff:.4f}")
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()
+
