@@ -323,13 +323,25 @@ packing_bytes(uint64_t npieces, uint64_t rows, bool per_epoch)
 	return (b);
 }
 
+/*
+ * The bijections of the classes last used, by class: a row's pieces are
+ * of the common lengths mostly, so most slots find theirs keyed already.
+ * A bijection is a function of (its size, seed, epoch, class) alone.  Per
+ * thread, so that packing_piece() stays safe to call from any.
+ */
+#define PACKING_KEYS	64
+static __thread struct packing_key {
+	uint64_t		 seed, epoch, c;
+	struct sampler_feistel	 f;
+} packing_keys[PACKING_KEYS];
+
 /* Slot @j's piece in (@seed, @epoch): its class's, permuted. */
 const struct packing_piece *
 packing_piece(const struct packing *p, uint64_t j, uint64_t seed,
     uint64_t epoch)
 {
-	struct sampler_feistel	f;
-	uint64_t		q, c, first, n;
+	struct packing_key	*k;
+	uint64_t		 q, c, first, n;
 
 	if (p->slot == NULL)
 		return (&p->pieces[j]);
@@ -339,8 +351,16 @@ packing_piece(const struct packing *p, uint64_t j, uint64_t seed,
 	n = p->class_first[c + 1] - first;
 	if (n == 1)
 		return (&p->pieces[q]);
-	sampler_feistel_init(&f, n, seed ^ splitmix64_mix(c + 1), epoch);
-	return (&p->pieces[first + sampler_feistel_index(&f, q - first)]);
+	k = &packing_keys[c % PACKING_KEYS];
+	if (k->seed != seed || k->epoch != epoch || k->c != c ||
+	    k->f.samples != n) {
+		sampler_feistel_init(&k->f, n, seed ^ splitmix64_mix(c + 1),
+		    epoch);
+		k->seed = seed;
+		k->epoch = epoch;
+		k->c = c;
+	}
+	return (&p->pieces[first + sampler_feistel_index(&k->f, q - first)]);
 }
 
 /* Real tokens over the rows' room. */
