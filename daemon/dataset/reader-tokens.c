@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy.h"
 #include "number.h"
 #include "packing.h"
 #include "reader-tokens.h"
@@ -410,6 +411,74 @@ tokens_read(const struct dataset *ds, uint64_t index, void *dst,
 	return (tokens_read_at(ds, index, 0, 0, dst, label, stream));
 }
 
+/* Tokens a row is written in, at a time, with streaming stores. */
+#define TOKENS_CHUNK	1024
+
+/*
+ * Where a row's three arrays go: straight into the slot, or (@stream) a
+ * chunk at a time into buffers in cache, streamed out to the slot
+ * (copy_row()), so that a slot past the cache is not read to be written.
+ */
+struct tokens_row {
+	int32_t		*ids, *pos, *seg;	/* the slot's arrays */
+	uint32_t	 base, fill, cap;
+	bool		 stream;
+	int32_t		*wi, *wp, *ws;		/* token base's */
+	int32_t		 bi[TOKENS_CHUNK], bp[TOKENS_CHUNK],
+			 bs[TOKENS_CHUNK];
+};
+
+/* The tokens written so far are out: go on after them. */
+static void
+tokens_row_flush(struct tokens_row *w)
+{
+	if (w->stream) {
+		copy_row(w->ids + w->base, w->bi, w->fill * 4, true);
+		copy_row(w->pos + w->base, w->bp, w->fill * 4, true);
+		copy_row(w->seg + w->base, w->bs, w->fill * 4, true);
+	}
+	w->base += w->fill;
+	w->fill = 0;
+	if (!w->stream) {
+		w->wi = w->ids + w->base;
+		w->wp = w->pos + w->base;
+		w->ws = w->seg + w->base;
+	}
+}
+
+/*
+ * @len tokens of segment @k: ids from @s (uint16 or, @wide, uint32; NULL:
+ * padding, 0), positions from 0.
+ */
+static void
+tokens_row_put(struct tokens_row *w, const void *s, bool wide, uint32_t len,
+    int32_t k)
+{
+	uint32_t	j = 0, n, x;
+
+	while (j < len) {
+		n = len - j < w->cap - w->fill ? len - j : w->cap - w->fill;
+		if (s == NULL)
+			memset(w->wi + w->fill, 0, n * sizeof(int32_t));
+		else if (wide) {
+			for (x = 0; x < n; x++)
+				w->wi[w->fill + x] =
+				    (int32_t)((const uint32_t *)s)[j + x];
+		} else {
+			for (x = 0; x < n; x++)
+				w->wi[w->fill + x] = ((const uint16_t *)s)[j + x];
+		}
+		for (x = 0; x < n; x++) {
+			w->wp[w->fill + x] = (int32_t)(j + x);
+			w->ws[w->fill + x] = k;
+		}
+		w->fill += n;
+		j += n;
+		if (w->fill == w->cap)
+			tokens_row_flush(w);
+	}
+}
+
 /* Write row @index of (@seed, @epoch): ids, position ids, segment ids. */
 static int
 tokens_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
@@ -417,12 +486,19 @@ tokens_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
 {
 	const struct tokens		*t = ds->priv;
 	const struct packing_piece	*pc;
-	uint32_t			 seq = t->pk.seq_len, k, j, at = 0;
-	int32_t				*ids = dst, *pos = ids + seq,
-					*seg = pos + seq;
+	struct tokens_row		 w;
+	uint32_t			 seq = t->pk.seq_len, k, at = 0;
 	uint64_t			 i, first, last;
 
-	(void)stream;
+	w.ids = dst;
+	w.pos = w.ids + seq;
+	w.seg = w.pos + seq;
+	w.base = w.fill = 0;
+	w.stream = stream;
+	w.cap = stream ? TOKENS_CHUNK : seq;
+	w.wi = stream ? w.bi : w.ids;
+	w.wp = stream ? w.bp : w.pos;
+	w.ws = stream ? w.bs : w.seg;
 	first = t->pk.row_first[index];
 	last = t->pk.row_first[index + 1];
 	for (i = first, k = 1; i < last; i++, k++) {
@@ -430,30 +506,12 @@ tokens_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
 		if (!dataset_map_holds(&t->data, (pc->start + pc->len) *
 		    t->tsize))
 			return (-1);
-		if (t->tsize == 2) {
-			const uint16_t *s = (const uint16_t *)(const void *)
-			    t->data.base + pc->start;
-
-			for (j = 0; j < pc->len; j++)
-				ids[at + j] = s[j];
-		} else {
-			const uint32_t *s = (const uint32_t *)(const void *)
-			    t->data.base + pc->start;
-
-			for (j = 0; j < pc->len; j++)
-				ids[at + j] = (int32_t)s[j];
-		}
-		for (j = 0; j < pc->len; j++) {
-			pos[at + j] = (int32_t)j;
-			seg[at + j] = (int32_t)k;
-		}
+		tokens_row_put(&w, t->data.base + pc->start * t->tsize,
+		    t->tsize == 4, pc->len, (int32_t)k);
 		at += pc->len;
 	}
-	for (j = 0; at + j < seq; j++) {
-		ids[at + j] = 0;
-		pos[at + j] = (int32_t)j;
-		seg[at + j] = 0;
-	}
+	tokens_row_put(&w, NULL, false, seq - at, 0);
+	tokens_row_flush(&w);
 	*label = (int64_t)(last - first);
 	return (0);
 }
