@@ -42,6 +42,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "copy.h"
 #include "number.h"
@@ -75,15 +76,6 @@ const struct dataset_ops dataset_tokens_ops = {
 	.read_at = tokens_read_at,
 	.close = tokens_close,
 };
-
-/* Token @i of the file. */
-static inline uint32_t
-tokens_id(const struct tokens *t, uint64_t i)
-{
-	if (t->tsize == 2)
-		return (((const uint16_t *)(const void *)t->data.base)[i]);
-	return (((const uint32_t *)(const void *)t->data.base)[i]);
-}
 
 /* Pack the @n documents of bounds @b. */
 static int
@@ -252,50 +244,101 @@ out:
 	return (rc);
 }
 
+/* Ids read a system call by tokens_scan(). */
+#define TOKENS_SCAN_IDS	(1 << 16)
+
+/*
+ * One pass over the token ids, read with pread rather than through the
+ * mapping (a read that waits on slow storage is then a system call, where
+ * a fault on the mapping would stall the whole process under valgrind):
+ * uint32 ids must fit the samples' int32; with @eot (UINT64_MAX: none),
+ * count in *@n the documents each ended by it (the last may end with the
+ * file instead), and set @b[1..n] to their ends when @b is not NULL.
+ */
+static int
+tokens_scan(struct dataset *ds, const struct tokens *t, const char *path,
+    uint64_t eot, uint64_t *b, uint64_t *n, char **cause)
+{
+	uint64_t	 ntok = t->data.size / t->tsize, at = 0, id = 0;
+	uint8_t		*buf;
+	size_t		 want, k;
+	ssize_t		 got;
+	int		 rc = -1;
+
+	*n = 0;
+	if ((buf = malloc(TOKENS_SCAN_IDS * 4)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	while (at < ntok) {
+		want = ntok - at < TOKENS_SCAN_IDS ? (size_t)(ntok - at) :
+		    TOKENS_SCAN_IDS;
+		got = pread(t->data.fd, buf, want * t->tsize,
+		    (off_t)(at * t->tsize));
+		if (got == -1 && errno == EINTR)
+			continue;
+		if (got <= 0 || (size_t)got % t->tsize != 0) {
+			dataset_error(cause, ds, "%s: reading token %" PRIu64
+			    ": %s", path, at, got == -1 ? strerror(errno) :
+			    "the file is shorter than when it was opened");
+			goto out;
+		}
+		for (k = 0; k < (size_t)got / t->tsize; k++, at++) {
+			if (t->tsize == 2) {
+				uint16_t v;
+
+				memcpy(&v, buf + 2 * k, 2);
+				id = v;
+			} else {
+				uint32_t v;
+
+				memcpy(&v, buf + 4 * k, 4);
+				id = v;
+				if (v > INT32_MAX) {
+					dataset_error(cause, ds, "%s: token %"
+					    PRIu64 " is %" PRIu32 "; ids go up "
+					    "to 2^31 - 1 (rows are int32)",
+					    path, at, v);
+					goto out;
+				}
+			}
+			if (id == eot) {
+				if (b != NULL)
+					b[*n + 1] = at + 1;
+				(*n)++;
+			}
+		}
+	}
+	if (eot != UINT64_MAX && ntok > 0 && id != eot) {
+		if (b != NULL)
+			b[*n + 1] = ntok;
+		(*n)++;
+	}
+	rc = 0;
+out:
+	free(buf);
+	return (rc);
+}
+
 /*
  * No index: each document ends with the id @eot (the last one may end
  * with the file instead), as nanoGPT's files are written.
  */
 static int
-tokens_pack_eot(struct dataset *ds, struct tokens *t, uint32_t eot,
-    uint32_t seq_len, uint64_t window, char **cause)
+tokens_pack_eot(struct dataset *ds, struct tokens *t, const char *path,
+    uint32_t eot, uint32_t seq_len, uint64_t window, char **cause)
 {
-	uint64_t	ntok = t->data.size / t->tsize, n = 0, i, *b;
+	uint64_t	n, *b;
 	int		rc;
 
-	for (i = 0; i < ntok; i++)
-		n += tokens_id(t, i) == eot;
-	if (ntok > 0 && tokens_id(t, ntok - 1) != eot)
-		n++;
+	if (tokens_scan(ds, t, path, eot, NULL, &n, cause) != 0)
+		return (-1);
 	if ((b = malloc((n + 1) * sizeof *b)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
 	b[0] = 0;
-	for (i = 0, n = 0; i < ntok; i++) {
-		if (tokens_id(t, i) == eot || i + 1 == ntok)
-			b[++n] = i + 1;
-	}
-	rc = tokens_pack(ds, t, b, n, seq_len, window, cause);
+	rc = tokens_scan(ds, t, path, eot, b, &n, cause);
+	if (rc == 0)
+		rc = tokens_pack(ds, t, b, n, seq_len, window, cause);
 	free(b);
 	return (rc);
-}
-
-/* uint32 ids must fit the samples' int32. */
-static int
-tokens_check_ids(struct dataset *ds, const struct tokens *t,
-    const char *path, char **cause)
-{
-	const uint32_t	*id = (const uint32_t *)(const void *)t->data.base;
-	uint64_t	 i, n = t->data.size / 4;
-
-	if (t->tsize != 4)
-		return (0);
-	for (i = 0; i < n; i++) {
-		if (id[i] > INT32_MAX)
-			return (dataset_error(cause, ds, "%s: token %" PRIu64
-			    " is %" PRIu32 "; ids go up to 2^31 - 1 (rows are "
-			    "int32)", path, i, id[i]));
-	}
-	return (0);
 }
 
 /* Read the keys, map the tokens, check the index and pack. */
@@ -305,7 +348,7 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 {
 	struct tokens	*t;
 	const char	*path, *ipath, *v, *errstr;
-	uint64_t	 seq_len, window = 0, eot = 0;
+	uint64_t	 seq_len, window = 0, eot = 0, n;
 
 	if ((t = calloc(1, sizeof *t)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
@@ -379,11 +422,13 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    t->data.size, t->tsize == 2 ? "uint16" : "uint32");
 		goto fail;
 	}
-	if (tokens_check_ids(ds, t, path, cause) != 0)
+	/* With an index, uint32 ids are checked here; else in the eot pass. */
+	if (ipath != NULL && t->tsize == 4 && tokens_scan(ds, t, path,
+	    UINT64_MAX, NULL, &n, cause) != 0)
 		goto fail;
 	if (ipath != NULL ? tokens_pack_index(ds, t, path, ipath,
 	    (uint32_t)seq_len, window, cause) != 0 : tokens_pack_eot(ds, t,
-	    (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
+	    path, (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
 		goto fail;
 
 	ds->ndim = 2;
