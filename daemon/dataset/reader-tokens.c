@@ -39,6 +39,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,7 +349,8 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 {
 	struct tokens	*t;
 	const char	*path, *ipath, *v, *errstr;
-	uint64_t	 seq_len, window = 0, eot = 0, n;
+	uint64_t	 seq_len, window = 0, eot = 0, n, size;
+	int		 fd;
 
 	if ((t = calloc(1, sizeof *t)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
@@ -414,7 +416,18 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    "id of the end-of-text token, or 'dtype = uint32'", eot);
 		goto fail;
 	}
-	if (dataset_map_file(ds, path, &t->data, cause) != 0)
+	/*
+	 * Checked and scanned first, mapped after: valgrind reads a file's
+	 * first page when it is mapped, holding every thread, where a read
+	 * of ours on slow storage holds only this one.
+	 */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		dataset_error(cause, ds, "%s: cannot open: %s", path,
+		    strerror(errno));
+		goto fail;
+	}
+	if (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, 0, &t->data,
+	    cause) != 0)
 		goto fail;
 	if (t->data.size % t->tsize != 0) {
 		dataset_error(cause, ds, "%s: %" PRIu64 " bytes is not a whole "
@@ -430,6 +443,16 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 	    (uint32_t)seq_len, window, cause) != 0 : tokens_pack_eot(ds, t,
 	    path, (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
 		goto fail;
+	size = t->data.size;
+	dataset_unmap(&t->data);
+	if (dataset_map_file(ds, path, &t->data, cause) != 0)
+		goto fail;
+	if (t->data.size != size) {
+		dataset_error(cause, ds, "%s: %" PRIu64 " bytes, %" PRIu64 " a "
+		    "moment ago: the file changed while infeedd opened it; "
+		    "reload once it is written", path, t->data.size, size);
+		goto fail;
+	}
 
 	ds->ndim = 2;
 	ds->shape[0] = 3;
