@@ -29,13 +29,19 @@
  * documents.  The rows are the dataset's samples, which the sampler
  * orders by (seed, epoch) as any other's, with resume and elastic resume
  * as they are.  The index is not kept: the packing holds what it said.
+ * The pass over the ids (eot ends, uint32 range) reads the token file
+ * with pread before it is mapped: it runs on the catalogue's thread at a
+ * reload, and a read that waits on slow storage then holds that thread
+ * alone.  The packing's bytes are ds->memory, which the catalogue
+ * charges to memory_budget.
  *
  * A sample is int32 [3, seq_len]: row 0 the token ids, row 1 the position
  * ids (0 at each piece's first token), row 2 the segment ids (1, 2, ...
  * for the row's pieces, 0 for padding); the padding at a row's end has
  * token 0 and positions counting from 0.  A sample's label is the number
- * of pieces in its row.  docs/tokens.md has the format and the clients'
- * side.
+ * of pieces in its row.  A slot past the cache (dataset_read()'s
+ * stream) is written a chunk at a time through buffers in cache, with
+ * streaming stores.  docs/tokens.md has the format and the clients' side.
  */
 
 #include <errno.h>
