@@ -633,3 +633,32 @@ def test_packing_facts_in_datasets_and_metrics(tmp_path):
         rc = d.stop()
     assert rc == 0, d.log_text()
 
+
+def test_seq_len_is_checked_at_the_attach(tok):
+    """TokenLoader(seq_len=) asks for the dataset's rows: its own is
+    served; another, or one for a dataset of other samples, is refused
+    saying what the dataset has and what to do; 0 or None takes the
+    dataset's."""
+    a = infeed.TokenLoader(None, "tok", batch_size=2, seq_len=SEQ,
+                           socket=tok.socket)
+    assert next(iter(a))["input_ids"].shape == (2, SEQ)
+    a.close()
+    b = infeed.TokenLoader(None, "tok", batch_size=2, seq_len=32,
+                           socket=tok.socket)
+    with pytest.raises(infeed.InvalidArgumentError) as e:
+        next(iter(b))
+    msg = str(e.value)
+    assert f"dataset 'tok' is packed in rows of seq_len {SEQ}" in msg, msg
+    assert "seq_len = 32 needs a section of its own" in msg, msg
+    b.close()
+    with pytest.raises(ValueError):
+        infeed.TokenLoader(None, "tok", seq_len=0, socket=tok.socket)
+    # A dataset of other samples: refused by infeedd, whatever the client.
+    o = infeed.Options()
+    d = infeed.TokenLoader(o, "raw", batch_size=2, seq_len=SEQ,
+                           socket=tok.socket)
+    with pytest.raises(infeed.InvalidArgumentError) as e:
+        next(iter(d))
+    assert "is for token datasets" in str(e.value), str(e.value)
+    d.close()
+
