@@ -20,6 +20,11 @@
  * after its retries fails the read with EIO, and dataset_short_why()
  * then gives the URL and the reason, so the session hears ERROR_DATA for
  * that sample, and no other session is touched.
+ *
+ * A session's order is shared with the host's cache (order_new): a cursor
+ * on each object, samples at i x sample_bytes, labels at i x their size,
+ * so a worker that makes room evicts what the sessions need furthest
+ * ahead.
  */
 
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "reader-raw.h"
@@ -43,6 +49,10 @@ static int	remote_raw_open(struct dataset *, const struct dataset_conf *,
 static int	remote_raw_read(const struct dataset *, uint64_t, void *,
 		    int64_t *, bool);
 static void	remote_raw_close(struct dataset *);
+static void	*remote_order_new(const struct dataset *,
+		    const struct sampler_opts *);
+static void	remote_order_at(void *, uint64_t, uint64_t);
+static void	remote_order_free(void *);
 
 const struct dataset_ops dataset_remote_raw_ops = {
 	.type = "raw",
@@ -53,6 +63,15 @@ const struct dataset_ops dataset_remote_raw_ops = {
 	.open = remote_raw_open,
 	.read = remote_raw_read,
 	.close = remote_raw_close,
+	.order_new = remote_order_new,
+	.order_at = remote_order_at,
+	.order_free = remote_order_free,
+};
+
+/* A session's cursors on a remote raw dataset's two objects. */
+struct remote_order {
+	struct cache_cursor	*data;
+	struct cache_cursor	*labels;
 };
 
 /* http:// or https://. */
@@ -179,4 +198,57 @@ remote_raw_close(struct dataset *ds)
 	cache_object_close(r->labels);
 	free(r);
 	ds->priv = NULL;
+}
+
+/*
+ * A session's order: a cursor on each object, or NULL when cache_dir
+ * refuses one (eviction then goes without this session's order).
+ */
+static void *
+remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+{
+	static uint32_t		 count;
+	const struct remote_raw	*r = ds->priv;
+	struct remote_order	*ro;
+	uint64_t		 key = (uint64_t)getpid() << 32 | count++;
+	char			*why = NULL;
+
+	if ((ro = calloc(1, sizeof *ro)) == NULL)
+		return (NULL);
+	ro->data = cache_cursor_new(r->data, key, 0, ds->sample_bytes, opts,
+	    &why);
+	free(why);
+	why = NULL;
+	if (ro->data != NULL)
+		ro->labels = cache_cursor_new(r->labels, key, 0,
+		    dtype_size(ds->label_dtype), opts, &why);
+	free(why);
+	if (ro->labels == NULL) {
+		remote_order_free(ro);
+		return (NULL);
+	}
+	return (ro);
+}
+
+/* The session reads (epoch, row) next. */
+static void
+remote_order_at(void *arg, uint64_t epoch, uint64_t row)
+{
+	struct remote_order	*ro = arg;
+
+	cache_cursor_at(ro->data, epoch, row);
+	cache_cursor_at(ro->labels, epoch, row);
+}
+
+/* Remove the cursors. */
+static void
+remote_order_free(void *arg)
+{
+	struct remote_order	*ro = arg;
+
+	if (ro == NULL)
+		return;
+	cache_cursor_free(ro->data);
+	cache_cursor_free(ro->labels);
+	free(ro);
 }

@@ -17,10 +17,28 @@
  *
  * cache_max bounds the blocks' bytes.  Before a block is kept (one process
  * of the host at a time: cache_dir/.lock), blocks are evicted until it
- * fits: first those no known order needs (the oldest
- * first), then the one needed furthest ahead in the order the sessions
- * will read (cache_object_order(); Belady's policy, the best there is for
- * a known order).  A block that cannot fit is served and not kept.
+ * fits: first those no known order needs (the oldest first), then the one
+ * needed furthest ahead by any session (Belady's policy, the best there
+ * is for a known order).  A block that cannot fit is served and not kept.
+ * For benchmarks only, INFEED_CACHE_EVICT=lru in the environment makes
+ * eviction least-recently-used instead (a hit touches the block's mtime),
+ * to compare with what other loaders do (benchmarks/remote-cache).
+ *
+ * The orders are known from the sessions (cache_cursor_new()): each
+ * session reading an object writes a cursor file in the object's folder,
+ * cursor-PID-N, holding its sampler's options (the sampler is a pure
+ * function of them and the epoch), how records map to bytes (base +
+ * index x stride) and, in a shared mapping the daemon updates as the
+ * session goes, its (epoch, row).  The process that evicts (a worker)
+ * reads every cursor of the folders it scans and, once per cursor and
+ * epoch, computes where in that epoch each block is read, and the first
+ * read of each in the epoch after (cache_plan_epoch(): O(rows) time, 4
+ * bytes a row and 8 a block, for epochs of up to CACHE_PLAN_MAX_ROWS
+ * rows; a longer epoch's order is not used).  A block's next use is then
+ * a binary search: the fewest rows any session reads before it, within
+ * the session's epoch and the next (the horizon); past that it is not
+ * needed.  Rows count as the time: sessions are taken to go at the same
+ * speed.  A cursor whose process is gone is removed.
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
@@ -31,12 +49,14 @@
  */
 
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -49,8 +69,52 @@
 #include <zlib.h>
 
 #include "cache.h"
+#include "sampler.h"
 
 #define CACHE_MAGIC	"INFCBLK1"
+#define CACHE_CURSOR_MAGIC "INFCCUR1"
+/* The longest epoch whose order a worker computes: 4 bytes a row. */
+#define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
+#define CACHE_NONE		UINT32_MAX
+
+/* A cursor file: one session's order of one object, and where it is. */
+struct cache_cursor_file {
+	char		magic[8];
+	int64_t		pid;		/* the daemon's, to find stale ones */
+	uint64_t	object_size;
+	uint64_t	block;
+	uint64_t	base;		/* record i at base + i x stride */
+	uint64_t	stride;
+	uint64_t	key;		/* the same for a session's cursors */
+	struct sampler_opts opts;
+	uint64_t	gen;		/* odd while (epoch, row) change */
+	uint64_t	epoch;
+	uint64_t	row;
+};
+
+/* A session's cursor, as the daemon holds it. */
+struct cache_cursor {
+	struct cache_cursor_file *f;	/* shared mapping */
+	char		*path;
+};
+
+/* A cursor as an evicting process sees it, with its epochs' orders. */
+struct cache_plan {
+	char		 path[PATH_MAX];
+	uint64_t	 dirkey;	/* the object's folder name */
+	const struct cache_cursor_file *f;	/* read-only mapping */
+	bool		 seen;		/* by this scan */
+	uint64_t	 at_epoch, at_row;
+	uint64_t	 now;		/* the row read now: see cache_plans_now() */
+	uint64_t	 epoch;		/* of the tables below; UINT64_MAX */
+	uint64_t	 rows;
+	uint64_t	 nblocks;
+	uint32_t	*start;		/* block b read at rows[start[b]..start[b+1]) */
+	uint32_t	*at;
+	uint32_t	*next_first;	/* the first read in epoch + 1, or NONE */
+	uint32_t	*row_of;	/* each record's row in the epoch, or NONE */
+	struct cache_plan *next;
+};
 
 /* What opens each block's file. */
 struct cache_header {
@@ -67,6 +131,7 @@ struct cache_object {
 	char		*dir;		/* cache_dir/HASH */
 	struct fetch_object meta;
 	uint32_t	 etag_hash;
+	uint64_t	 dirkey;	/* the folder's name: a hash of the URL */
 	uint64_t	 nblocks;
 	uint8_t		*verified;	/* a byte a block: checked here */
 	uint64_t	*order;		/* cache_object_order()'s */
@@ -81,6 +146,11 @@ static struct {
 	size_t		 block;
 	struct cache_stats stats;
 	struct cache_object *objects;
+	struct cache_plan *plans;	/* the cursors last scanned */
+	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
+	uint64_t	 read_dirkey;	/* cache_object_read()'s object ... */
+	uint64_t	 read_off;	/* ... and offset, for cache_plans_now() */
+	unsigned	 cursors;	/* cache_cursor_new()'s names */
 } cache;
 
 /* Set *cause to a malloc'ed message. */
@@ -124,6 +194,8 @@ cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 		return (cache_fail(cause, "%s", strerror(errno)));
 	cache.max = max;
 	cache.block = block;
+	cache.lru = getenv("INFEED_CACHE_EVICT") != NULL &&
+	    strcmp(getenv("INFEED_CACHE_EVICT"), "lru") == 0;
 	return (0);
 }
 
@@ -194,7 +266,7 @@ cache_object_open(const char *url, char **cause)
 	if ((o = calloc(1, sizeof *o)) == NULL ||
 	    (o->url = strdup(url)) == NULL ||
 	    asprintf(&o->dir, "%s/%016" PRIx64, cache.dir,
-	    cache_hash(url)) == -1) {
+	    o->dirkey = cache_hash(url)) == -1) {
 		if (o != NULL)
 			o->dir = NULL;
 		cache_object_close(o);
@@ -297,6 +369,8 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 		o->verified[i] = 1;
 	}
 	ok = pread(fd, dst, len, (off_t)(sizeof h + at)) == (ssize_t)len;
+	if (ok && cache.lru)
+		(void)futimens(fd, NULL);
 	close(fd);
 	if (!ok) {
 		o->verified[i] = 0;
@@ -306,20 +380,300 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	return (0);
 }
 
-/* Where block @i of @dir is next needed by this process's orders. */
+/* The blocks of @f's object that epoch @epoch reads, in order: *@out. */
+static int
+cache_plan_walk(const struct cache_cursor_file *f, uint64_t epoch,
+    uint64_t nblocks, uint64_t **out, size_t *n, uint64_t *rows,
+    uint32_t *row_of)
+{
+	struct sampler	 sm;
+	uint64_t	*idx = NULL, *pairs = NULL, *np, steps, s, k, m, row = 0;
+	uint64_t	 b, last, off;
+	size_t		 cap = 0;
+	char		*why = NULL;
+
+	*n = 0;
+	if (sampler_init(&sm, &f->opts, &why) != 0) {
+		free(why);
+		return (-1);
+	}
+	steps = sampler_epoch_steps(&sm, epoch);
+	if (steps * sm.cbs > CACHE_PLAN_MAX_ROWS ||
+	    (idx = malloc(sm.cbs * sizeof *idx)) == NULL)
+		goto fail;
+	for (s = 0; s < steps; s++) {
+		m = sampler_step_indices(&sm, epoch, s, idx);
+		for (k = 0; k < m; k++, row++) {
+			if (row_of != NULL && idx[k] < f->opts.samples)
+				row_of[idx[k]] = (uint32_t)row;
+			off = f->base + idx[k] * f->stride;
+			last = (off + f->stride - 1) / f->block;
+			for (b = off / f->block; b <= last && b < nblocks; b++) {
+				if (*n == cap) {
+					cap = cap ? cap * 2 : 1024;
+					if ((np = realloc(pairs, cap *
+					    sizeof *np)) == NULL)
+						goto fail;
+					pairs = np;
+				}
+				pairs[(*n)++] = b << 32 | row;
+			}
+		}
+	}
+	free(idx);
+	sampler_clear(&sm);
+	*out = pairs;
+	*rows = row;
+	return (0);
+
+fail:
+	free(idx);
+	free(pairs);
+	sampler_clear(&sm);
+	return (-1);
+}
+
+/* Forget @p's epoch tables. */
+static void
+cache_plan_clear(struct cache_plan *p)
+{
+	free(p->start);
+	free(p->at);
+	free(p->next_first);
+	free(p->row_of);
+	p->start = p->at = p->next_first = p->row_of = NULL;
+	p->epoch = UINT64_MAX;
+}
+
+/*
+ * @p's tables for epoch @epoch: where each block is read in it (sorted by
+ * block, then row), where first in the epoch after, and each record's
+ * row.  Return: 0, or
+ * -1 (an epoch too long, or no memory): the order is not used.
+ */
+static int
+cache_plan_epoch(struct cache_plan *p, uint64_t epoch)
+{
+	uint64_t	*pairs = NULL, rows, nrows, b;
+	size_t		 n, k;
+
+	if (p->epoch == epoch)
+		return (0);
+	cache_plan_clear(p);
+	if (p->f->opts.samples > CACHE_PLAN_MAX_ROWS ||
+	    (p->row_of = malloc(p->f->opts.samples * sizeof *p->row_of)) ==
+	    NULL)
+		goto fail;
+	memset(p->row_of, 0xff, p->f->opts.samples * sizeof *p->row_of);
+	if (cache_plan_walk(p->f, epoch, p->nblocks, &pairs, &n, &rows,
+	    p->row_of) != 0)
+		goto fail;
+	if ((p->start = calloc(p->nblocks + 1, sizeof *p->start)) == NULL ||
+	    (p->at = malloc((n + 1) * sizeof *p->at)) == NULL ||
+	    (p->next_first = malloc(p->nblocks * sizeof *p->next_first)) ==
+	    NULL)
+		goto fail;
+	/* A counting sort by block keeps each block's rows in order. */
+	for (k = 0; k < n; k++)
+		p->start[(pairs[k] >> 32) + 1]++;
+	for (b = 0; b < p->nblocks; b++)
+		p->start[b + 1] += p->start[b];
+	for (k = 0; k < n; k++) {
+		b = pairs[k] >> 32;
+		p->at[p->start[b]++] = (uint32_t)pairs[k];
+	}
+	for (b = p->nblocks; b > 0; b--)
+		p->start[b] = p->start[b - 1];
+	p->start[0] = 0;
+	free(pairs);
+	pairs = NULL;
+
+	for (b = 0; b < p->nblocks; b++)
+		p->next_first[b] = CACHE_NONE;
+	if (cache_plan_walk(p->f, epoch + 1, p->nblocks, &pairs, &n,
+	    &nrows, NULL) == 0) {
+		for (k = n; k > 0; k--)
+			p->next_first[pairs[k - 1] >> 32] =
+			    (uint32_t)pairs[k - 1];
+		free(pairs);
+	}
+	p->epoch = epoch;
+	p->rows = rows;
+	return (0);
+
+fail:
+	/* Not tried again for this epoch: its tables stay NULL. */
+	free(pairs);
+	cache_plan_clear(p);
+	p->epoch = epoch;
+	return (-1);
+}
+
+/* Rows @p's session reads before block @b, or UINT64_MAX: not soon. */
 static uint64_t
-cache_next_use(const char *dir, uint64_t i)
+cache_plan_distance(const struct cache_plan *p, uint64_t b)
+{
+	uint32_t	lo, hi, mid;
+
+	if (p->start == NULL || p->epoch != p->at_epoch || b >= p->nblocks)
+		return (UINT64_MAX);
+	lo = p->start[b];
+	hi = p->start[b + 1];
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (p->at[mid] < p->now)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->start[b + 1])
+		return (p->at[lo] - p->now);
+	if (p->next_first[b] != CACHE_NONE && p->rows >= p->now)
+		return (p->rows - p->now + p->next_first[b]);
+	return (UINT64_MAX);
+}
+
+/* (epoch, row) of cursor @f, read whole. */
+static void
+cache_cursor_read(const struct cache_cursor_file *f, uint64_t *epoch,
+    uint64_t *row)
+{
+	uint64_t	g;
+
+	do {
+		g = __atomic_load_n(&f->gen, __ATOMIC_ACQUIRE);
+		*epoch = __atomic_load_n(&f->epoch, __ATOMIC_ACQUIRE);
+		*row = __atomic_load_n(&f->row, __ATOMIC_ACQUIRE);
+	} while ((g & 1) != 0 || g != __atomic_load_n(&f->gen,
+	    __ATOMIC_ACQUIRE));
+}
+
+/*
+ * Cursor file @name of folder @odir (key @dirkey), seen by a scan: mapped
+ * once, its tables made for its session's epoch.  A cursor of a process
+ * that is gone is removed.
+ */
+static void
+cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
+{
+	struct cache_plan		*p;
+	const struct cache_cursor_file	*f;
+	struct stat			 st;
+	char				 path[PATH_MAX];
+	void				*m;
+	int				 fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", odir, name) >=
+	    (int)sizeof path)
+		return;
+	for (p = cache.plans; p != NULL; p = p->next)
+		if (strcmp(p->path, path) == 0)
+			break;
+	if (p == NULL) {
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+			return;
+		m = MAP_FAILED;
+		if (fstat(fd, &st) == 0 &&
+		    st.st_size == (off_t)sizeof(struct cache_cursor_file))
+			m = mmap(NULL, sizeof *f, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (m == MAP_FAILED)
+			return;
+		f = m;
+		if (memcmp(f->magic, CACHE_CURSOR_MAGIC, 8) != 0 ||
+		    f->block == 0 || (p = calloc(1, sizeof *p)) == NULL) {
+			munmap(m, sizeof *f);
+			return;
+		}
+		snprintf(p->path, sizeof p->path, "%s", path);
+		p->f = f;
+		p->dirkey = dirkey;
+		p->epoch = UINT64_MAX;
+		p->nblocks = (f->object_size + f->block - 1) / f->block;
+		p->next = cache.plans;
+		cache.plans = p;
+	}
+	if (kill((pid_t)p->f->pid, 0) == -1 && errno == ESRCH) {
+		unlink(path);
+		return;
+	}
+	p->seen = true;
+	cache_cursor_read(p->f, &p->at_epoch, &p->at_row);
+	(void)cache_plan_epoch(p, p->at_epoch);
+}
+
+/*
+ * Each plan's row read now: its session's cursor is the oldest step still
+ * filling, and the workers read up to a ring ahead of it, so the record
+ * this process reads (the one whose block is being kept) says better
+ * where its session is, when that session reads it at or after its
+ * cursor.  Every cursor of that session (its key) moves with it.
+ */
+static void
+cache_plans_now(void)
+{
+	struct cache_plan	*p, *q;
+	uint64_t		 idx;
+	uint32_t		 row;
+
+	for (p = cache.plans; p != NULL; p = p->next)
+		p->now = p->at_row;
+	for (p = cache.plans; p != NULL; p = p->next) {
+		if (p->dirkey != cache.read_dirkey || p->row_of == NULL ||
+		    p->epoch != p->at_epoch || cache.read_off < p->f->base)
+			continue;
+		idx = (cache.read_off - p->f->base) / p->f->stride;
+		if (idx >= p->f->opts.samples ||
+		    (row = p->row_of[idx]) == CACHE_NONE || row < p->at_row)
+			continue;
+		for (q = cache.plans; q != NULL; q = q->next)
+			if (q->f->key == p->f->key && q->epoch == p->epoch)
+				q->now = row;
+	}
+}
+
+/* Drop the plans whose cursor the last scan did not see; unmark the rest. */
+static void
+cache_plans_sweep(void)
+{
+	struct cache_plan	**pp, *p;
+
+	for (pp = &cache.plans; (p = *pp) != NULL;) {
+		if (p->seen) {
+			p->seen = false;
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		cache_plan_clear(p);
+		munmap((void *)(uintptr_t)p->f, sizeof *p->f);
+		free(p);
+	}
+}
+
+/*
+ * How soon block @i of folder @dir (key @dirkey) is needed: the fewest
+ * reads before it in any session's order (the cursors scanned) or this
+ * process's own (cache_object_order()); UINT64_MAX: none needs it.
+ */
+static uint64_t
+cache_next_use(const char *dir, uint64_t dirkey, uint64_t i)
 {
 	struct cache_object	*o;
-	uint64_t		 best = UINT64_MAX;
+	struct cache_plan	*p;
+	uint64_t		 best = UINT64_MAX, d;
 	size_t			 k;
 
+	for (p = cache.plans; p != NULL; p = p->next)
+		if (p->dirkey == dirkey && (d = cache_plan_distance(p, i)) <
+		    best)
+			best = d;
 	for (o = cache.objects; o != NULL; o = o->next) {
-		if (strcmp(o->dir, dir) != 0)
+		if (o->norder == 0 || strcmp(o->dir, dir) != 0)
 			continue;
-		for (k = o->pos; k < o->norder && k < best; k++)
+		for (k = o->pos; k < o->norder && k - o->pos < best; k++)
 			if (o->order[k] == i) {
-				best = k;
+				best = k - o->pos;
 				break;
 			}
 	}
@@ -332,9 +686,14 @@ struct cache_file {
 	uint64_t	size;
 	uint64_t	next;	/* next use; UINT64_MAX: none known */
 	int64_t		mtime;
+	uint64_t	dirkey;	/* its object's folder name */
+	uint64_t	block;
 };
 
-/* Every block file of cache_dir but @keep's block @ki, in *@out. */
+/*
+ * Every block file of cache_dir but @keep's block @ki, in *@out, each
+ * with its next use by the cursors found on the way (cache_plan_see()).
+ */
 static uint64_t
 cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
     uint64_t ki)
@@ -343,9 +702,9 @@ cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
 	struct dirent		*de, *be;
 	struct stat		 st;
 	DIR			*d, *bd;
-	char			 odir[PATH_MAX], skip[PATH_MAX];
-	uint64_t		 total = 0, bi;
-	size_t			 cap = 0;
+	char			 odir[PATH_MAX], skip[PATH_MAX], *slash;
+	uint64_t		 total = 0, dirkey;
+	size_t			 cap = 0, k;
 
 	*n = 0;
 	snprintf(skip, sizeof skip, "%s/b%" PRIu64, keep->dir, ki);
@@ -360,9 +719,15 @@ cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
 		    de->d_name) >= (int)sizeof odir ||
 		    (bd = opendir(odir)) == NULL)
 			continue;
+		dirkey = strtoull(de->d_name, NULL, 16);
 		while ((be = readdir(bd)) != NULL) {
-			if (be->d_name[0] != 'b' ||
-			    strchr(be->d_name, '.') != NULL)
+			if (strchr(be->d_name, '.') != NULL)
+				continue;
+			if (strncmp(be->d_name, "cursor-", 7) == 0) {
+				cache_plan_see(odir, be->d_name, dirkey);
+				continue;
+			}
+			if (be->d_name[0] != 'b')
 				continue;
 			if (*n == cap) {
 				cap = cap ? cap * 2 : 64;
@@ -377,16 +742,25 @@ cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
 			total += (uint64_t)st.st_size;
 			if (strcmp(f[*n].path, skip) == 0)
 				continue;
-			bi = strtoull(be->d_name + 1, NULL, 10);
+			f[*n].block = strtoull(be->d_name + 1, NULL, 10);
+			f[*n].dirkey = dirkey;
 			f[*n].size = (uint64_t)st.st_size;
 			f[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 +
 			    st.st_mtim.tv_nsec;
-			f[*n].next = cache_next_use(odir, bi);
 			(*n)++;
 		}
 		closedir(bd);
 	}
 	closedir(d);
+	cache_plans_sweep();
+	cache_plans_now();
+	for (k = 0; k < *n; k++) {
+		slash = strrchr(f[k].path, '/');
+		*slash = '\0';
+		f[k].next = cache.lru ? UINT64_MAX :
+		    cache_next_use(f[k].path, f[k].dirkey, f[k].block);
+		*slash = '/';
+	}
 	*out = f;
 	return (total);
 }
@@ -524,6 +898,8 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
+	cache.read_dirkey = o->dirkey;
+	cache.read_off = off;
 	if ((r = calloc(last - first + 1, sizeof *r)) == NULL)
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	for (i = first; i <= last; i++) {
@@ -639,4 +1015,88 @@ void
 cache_stats(struct cache_stats *out)
 {
 	*out = cache.stats;
+}
+
+/* A session's cursor on @o, in the object's folder for the host to see. */
+struct cache_cursor *
+cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
+    uint64_t stride, const struct sampler_opts *opts, char **cause)
+{
+	struct cache_cursor		*c;
+	struct cache_cursor_file	*f;
+	char				 tmp[PATH_MAX];
+	void				*m = MAP_FAILED;
+	int				 fd = -1;
+
+	*cause = NULL;
+	if ((c = calloc(1, sizeof *c)) == NULL ||
+	    asprintf(&c->path, "%s/cursor-%ld-%u", o->dir, (long)getpid(),
+	    cache.cursors++) == -1) {
+		free(c);
+		cache_fail(cause, "%s", strerror(ENOMEM));
+		return (NULL);
+	}
+	/* Made whole under a temporary name, so a scan never sees it half. */
+	snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
+	if ((fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0640)) == -1 || ftruncate(fd, sizeof *f) != 0 ||
+	    (m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+	    0)) == MAP_FAILED) {
+		cache_fail(cause, "%s: %s (cache_dir)", tmp, strerror(errno));
+		goto fail;
+	}
+	f = m;
+	memcpy(f->magic, CACHE_CURSOR_MAGIC, 8);
+	f->pid = (int64_t)getpid();
+	f->object_size = o->meta.size;
+	f->block = cache.block;
+	f->base = base;
+	f->stride = stride;
+	f->key = key;
+	f->opts = *opts;
+	if (rename(tmp, c->path) != 0) {
+		cache_fail(cause, "%s: %s (cache_dir)", c->path,
+		    strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	c->f = f;
+	return (c);
+
+fail:
+	if (m != MAP_FAILED)
+		munmap(m, sizeof *f);
+	if (fd != -1) {
+		close(fd);
+		unlink(tmp);
+	}
+	free(c->path);
+	free(c);
+	return (NULL);
+}
+
+/* @c's session reads row @row of epoch @epoch next. */
+void
+cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row)
+{
+	struct cache_cursor_file	*f = c->f;
+
+	if (f->epoch == epoch && f->row == row)
+		return;
+	__atomic_store_n(&f->gen, f->gen + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->epoch, epoch, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->row, row, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->gen, f->gen + 1, __ATOMIC_RELEASE);
+}
+
+/* Remove @c's file and free it. */
+void
+cache_cursor_free(struct cache_cursor *c)
+{
+	if (c == NULL)
+		return;
+	unlink(c->path);
+	munmap(c->f, sizeof *c->f);
+	free(c->path);
+	free(c);
 }

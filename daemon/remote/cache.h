@@ -10,6 +10,8 @@
 
 #include "fetch.h"
 
+struct sampler_opts;
+
 #define CACHE_BLOCK	(1024 * 1024)	/* cache_configure()'s block size */
 
 /* One remote object as the cache sees it. */
@@ -61,6 +63,32 @@ int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 int	cache_object_order(struct cache_object *o, const uint64_t *blocks,
 	    size_t n);
 void	cache_object_at(struct cache_object *o, size_t pos);
+
+/* A session's place in its order of an object, shared with the host. */
+struct cache_cursor;
+
+/**
+ * cache_cursor_new() - tell every process of the host that evicts that a
+ * session reads @o in the order of a sampler of @opts, record i's bytes
+ * at @base + i x @stride; a session's cursors on several objects share
+ * @key (unique on the host: the daemon's pid and a count).  Return: the
+ * cursor (its file in the object's folder until cache_cursor_free()), or
+ * NULL with *@cause.
+ */
+struct cache_cursor *cache_cursor_new(struct cache_object *o, uint64_t key,
+	    uint64_t base, uint64_t stride, const struct sampler_opts *opts,
+	    char **cause);
+
+/**
+ * cache_cursor_at() - the session reads row @row of epoch @epoch (in its
+ * sampler's order) next: a store to a shared mapping, no system call.
+ */
+void	cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row);
+
+/**
+ * cache_cursor_free() - remove @c's file and free it; NULL is a no-op.
+ */
+void	cache_cursor_free(struct cache_cursor *c);
 
 /**
  * cache_object_close() - free @o; NULL is a no-op.

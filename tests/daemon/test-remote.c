@@ -196,6 +196,33 @@ make_big(void)
 	free(p);
 }
 
+#define WIDE_BLOCKS	16		/* "wide": 16 blocks of 1 MiB */
+#define WIDE_BYTES	(64 * 1024)	/* a record */
+#define WIDE_N		(WIDE_BLOCKS * (CACHE_BLOCK / WIDE_BYTES))
+#define WIDE_CACHED	4		/* blocks the order fixture holds */
+
+/* Whether remote_setup() serves "wide" too. */
+static bool	remote_wide;
+
+/* "wide": WIDE_N records of WIDE_BYTES, record i's bytes (i + j * 7). */
+static void
+make_wide(void)
+{
+	uint8_t		*p;
+	int64_t		 labels[WIDE_N];
+	size_t		 i, j;
+
+	ck_assert_ptr_nonnull(p = malloc((size_t)WIDE_N * WIDE_BYTES));
+	for (i = 0; i < WIDE_N; i++) {
+		for (j = 0; j < WIDE_BYTES; j++)
+			p[i * WIDE_BYTES + j] = (uint8_t)(i + j * 7);
+		labels[i] = (int64_t)(i % RAW_CLASSES);
+	}
+	write_file(path_in(dir, "wide.bin"), p, (size_t)WIDE_N * WIDE_BYTES);
+	write_file(path_in(dir, "wide-labels.bin"), labels, sizeof(labels));
+	free(p);
+}
+
 /* The raw dataset's files served as "remote", and "flaky" by /flaky/. */
 static void
 remote_setup(void)
@@ -224,6 +251,13 @@ remote_setup(void)
 	    "dtype = uint8\nlabels = %s\nlabel_dtype = int64\nclasses = %d\n",
 	    url(0, "big.bin"), BIG_BYTES, url(1, "big-labels.bin"),
 	    RAW_CLASSES);
+	if (remote_wide) {
+		make_wide();
+		fprintf(fp, "\n[dataset wide]\ntype = raw\npath = %s\n"
+		    "shape = %d\ndtype = uint8\nlabels = %s\n"
+		    "label_dtype = int64\nclasses = %d\n", url(0, "wide.bin"),
+		    WIDE_BYTES, url(1, "wide-labels.bin"), RAW_CLASSES);
+	}
 	fclose(fp);
 	infeedd_start(NULL);
 }
@@ -415,6 +449,137 @@ START_TEST(daemon_keeps_the_cache_under_cache_max)
 	ck_assert_uint_gt(most, 0);
 	/* Three data blocks and the labels' at least, and more: evicted. */
 	ck_assert_int_gt(gets, 4);
+}
+END_TEST
+
+/*
+ * A fixture of a cache of WIDE_CACHED blocks of "wide" and its labels'
+ * block (4 x (1 MiB + a header of 40 bytes) + 2 KiB + 40 fit in 4100 KiB,
+ * 5 blocks do not).
+ */
+static void
+order_setup(void)
+{
+	remote_cache_max = "4100K";
+	remote_wide = true;
+	remote_setup();
+}
+
+static void
+order_teardown(void)
+{
+	remote_cache_max = "64M";
+	remote_wide = false;
+	remote_teardown();
+}
+
+/*
+ * The fewest downloads for reading @seq (@n blocks) with room for @cap:
+ * Belady's policy, the optimum for pages of one size, evicting the block
+ * whose next use is furthest.
+ */
+static unsigned
+belady_misses(const uint64_t *seq, size_t n, size_t cap)
+{
+	uint64_t	held[64];
+	size_t		nheld = 0, i, j, k, far, v;
+	unsigned	misses = 0;
+
+	ck_assert_uint_le(cap, 64);
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < nheld && held[j] != seq[i]; j++)
+			;
+		if (j < nheld)
+			continue;
+		misses++;
+		if (nheld < cap) {
+			held[nheld++] = seq[i];
+			continue;
+		}
+		for (v = 0, far = 0, j = 0; j < nheld; j++) {
+			for (k = i + 1; k < n && seq[k] != held[j]; k++)
+				;
+			if (k >= far) {
+				far = k;
+				v = j;
+			}
+		}
+		held[v] = seq[i];
+	}
+	return (misses);
+}
+
+/*
+ * Three shuffled epochs of "wide" (16 blocks) through a cache of 4: the
+ * daemon passes the session's order to the cache, and its workers
+ * download at most 1.1 x the fewest blocks that order can be read with
+ * (Belady, computed here from the same sampler), where evicting the
+ * oldest downloaded about twice that.
+ */
+START_TEST(eviction_follows_the_sessions_order)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	struct sampler_opts		 so;
+	struct sampler			 sm;
+	uint64_t			*seq, idx[16], s, r, e, bad = 0;
+	const uint8_t			*row;
+	size_t				 n = 0, k;
+	char				*why = NULL;
+	unsigned			 best, j;
+	int				 gets;
+
+	infeed_options_init(&o);
+	o.batch_size = 16;
+	o.shuffle = true;
+	o.seed = 11;
+	o.load_indefinitely = true;
+	o.num_workers = 1;
+	o.buffer_size = 2;
+	ck_assert_msg(infeed_attach(f, "wide", &o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	for (e = 0; e < 3; e++)
+		for (s = 0; s < info.steps_per_epoch; s++) {
+			ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+			    infeed_error(f));
+			for (r = 0; r < st.rows; r++) {
+				row = (const uint8_t *)st.data + r * WIDE_BYTES;
+				for (j = 0; j < WIDE_BYTES; j += 4099)
+					bad += row[j] !=
+					    (uint8_t)(st.indices[r] + j * 7);
+			}
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		}
+	infeed_free(f);
+	gets = nginx_gets();
+
+	/* The same order, block by block, and its fewest downloads. */
+	memset(&so, 0, sizeof(so));
+	so.samples = WIDE_N;
+	so.batch_size = 16;
+	so.device_iterations = so.replication_factor = 1;
+	so.gradient_accumulation = so.process_count = 1;
+	so.shuffle = true;
+	so.seed = 11;
+	ck_assert_msg(sampler_init(&sm, &so, &why) == 0, "%s", why);
+	ck_assert_ptr_nonnull(seq = malloc(3 * WIDE_N * sizeof(*seq)));
+	for (e = 0; e < 3; e++)
+		for (s = 0; s < sm.steps_per_epoch; s++)
+			for (k = sampler_step_indices(&sm, e, s, idx); k > 0;
+			    k--)
+				seq[n++] = idx[16 - k] * WIDE_BYTES /
+				    CACHE_BLOCK;
+	sampler_clear(&sm);
+	/* The labels' one block is read with every record: one more GET. */
+	best = belady_misses(seq, n, WIDE_CACHED) + 1;
+	free(seq);
+	printf("remote: 3 shuffled epochs of 16 blocks through a cache of "
+	    "4: %d GETs, %u at best (%.2f x)\n", gets, best,
+	    (double)gets / best);
+	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
+	ck_assert_int_le(gets * 10, best * 11);
 }
 END_TEST
 
@@ -829,6 +994,12 @@ remote_suite(void)
 	tcase_add_checked_fixture(tc, small_cache_setup, small_cache_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, daemon_keeps_the_cache_under_cache_max);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("order");
+	tcase_add_checked_fixture(tc, order_setup, order_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, eviction_follows_the_sessions_order);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache");
