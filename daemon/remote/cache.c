@@ -144,7 +144,9 @@ static struct {
 	char		*dir;
 	uint64_t	 max;
 	size_t		 block;
-	struct cache_stats stats;
+	/* The host's counts: cache_dir/.stats, shared; else this one's. */
+	struct cache_stats *stats;
+	struct cache_stats own;
 	struct cache_object *objects;
 	struct cache_plan *plans;	/* the cursors last scanned */
 	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
@@ -177,12 +179,85 @@ cache_hash(const char *s)
 	return (h);
 }
 
+/* Add @n to a counter every process of the host may add to at once. */
+static void
+cache_count(uint64_t *c, int64_t n)
+{
+	__atomic_fetch_add(c, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+/* The bytes of the block files in @dir's object folders. */
+static uint64_t
+cache_du(const char *dir)
+{
+	struct dirent	*de, *be;
+	struct stat	 st;
+	DIR		*d, *bd;
+	char		 odir[PATH_MAX], path[PATH_MAX];
+	uint64_t	 total = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return (0);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || snprintf(odir, sizeof odir,
+		    "%s/%s", dir, de->d_name) >= (int)sizeof odir ||
+		    (bd = opendir(odir)) == NULL)
+			continue;
+		while ((be = readdir(bd)) != NULL)
+			if (be->d_name[0] == 'b' &&
+			    strchr(be->d_name, '.') == NULL &&
+			    snprintf(path, sizeof path, "%s/%s", odir,
+			    be->d_name) < (int)sizeof path &&
+			    stat(path, &st) == 0)
+				total += (uint64_t)st.st_size;
+		closedir(bd);
+	}
+	closedir(d);
+	return (total);
+}
+
+/*
+ * The host's counts, mapped from cache_dir/.stats: zero but for the bytes
+ * held, which a scan counts once (start-up).  Without the file, this
+ * process's own.
+ */
+static void
+cache_stats_map(const char *dir)
+{
+	char	 path[PATH_MAX];
+	void	*m = MAP_FAILED;
+	int	 fd;
+
+	if (cache.stats != NULL && cache.stats != &cache.own)
+		munmap(cache.stats, sizeof *cache.stats);
+	memset(&cache.own, 0, sizeof cache.own);
+	cache.stats = &cache.own;
+	if (snprintf(path, sizeof path, "%s/.stats", dir) >= (int)sizeof path)
+		return;
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
+		return;
+	if (ftruncate(fd, sizeof *cache.stats) == 0)
+		m = mmap(NULL, sizeof *cache.stats, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return;
+	cache.stats = m;
+	memset(cache.stats, 0, sizeof *cache.stats);
+	cache.stats->bytes = cache_du(dir);
+}
+
 /* Use @dir for at most @max bytes of @block-byte blocks. */
 int
 cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 {
+	bool	same = cache.dir != NULL && dir != NULL &&
+		    strcmp(cache.dir, dir) == 0;
+
 	free(cache.dir);
 	cache.dir = NULL;
+	if (cache.stats == NULL)
+		cache.stats = &cache.own;
 	if (dir == NULL)
 		return (0);
 	if (block == 0)
@@ -192,6 +267,9 @@ cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 		    "a folder infeedd may write", dir, strerror(errno)));
 	if ((cache.dir = strdup(dir)) == NULL)
 		return (cache_fail(cause, "%s", strerror(errno)));
+	/* A reload's same cache_dir keeps its counts and scans nothing. */
+	if (!same)
+		cache_stats_map(dir);
 	cache.max = max;
 	cache.block = block;
 	cache.lru = getenv("INFEED_CACHE_EVICT") != NULL &&
@@ -204,6 +282,7 @@ static void
 cache_drop_blocks(const char *dir)
 {
 	struct dirent	*de;
+	struct stat	 st;
 	DIR		*d;
 	char		 path[PATH_MAX];
 
@@ -213,8 +292,9 @@ cache_drop_blocks(const char *dir)
 		if (de->d_name[0] != 'b')
 			continue;
 		if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
-		    (int)sizeof path)
-			unlink(path);
+		    (int)sizeof path && stat(path, &st) == 0 &&
+		    unlink(path) == 0 && strchr(de->d_name, '.') == NULL)
+			cache_count(&cache.stats->bytes, -(int64_t)st.st_size);
 	}
 	closedir(d);
 }
@@ -340,6 +420,7 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
     void *dst)
 {
 	struct cache_header	 h;
+	struct stat		 st;
 	char			 path[PATH_MAX];
 	uint8_t			*buf;
 	size_t			 blen = cache_block_len(o, i);
@@ -361,9 +442,11 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 		    (uint32_t)crc32(0, buf, (uInt)blen) == h.crc;
 		free(buf);
 		if (!ok) {
+			if (fstat(fd, &st) == 0 && unlink(path) == 0)
+				cache_count(&cache.stats->bytes,
+				    -(int64_t)st.st_size);
 			close(fd);
-			unlink(path);
-			cache.stats.torn++;
+			cache_count(&cache.stats->torn, 1);
 			return (-1);
 		}
 		o->verified[i] = 1;
@@ -376,7 +459,7 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 		o->verified[i] = 0;
 		return (-1);
 	}
-	cache.stats.hits++;
+	cache_count(&cache.stats->hits, 1);
 	return (0);
 }
 
@@ -794,7 +877,8 @@ cache_make_room(struct cache_object *o, uint64_t i, uint64_t need)
 			break;
 		}
 		if (unlink(f[v].path) == 0) {
-			cache.stats.evictions++;
+			cache_count(&cache.stats->evictions, 1);
+			cache_count(&cache.stats->bytes, -(int64_t)f[v].size);
 			total -= f[v].size;
 		}
 		f[v].size = UINT64_MAX;
@@ -851,6 +935,7 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	if (cache_write_file(path, &h, sizeof h, p, len) != 0)
 		return (cache_fail(cause, "%s: %s; cache_dir needs room for "
 		    "cache_max bytes", path, strerror(errno)));
+	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len));
 	o->verified[i] = 1;
 	return (0);
 }
@@ -942,8 +1027,8 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		goto out;
 	}
 	for (k = 0; k < n; k++) {
-		cache.stats.misses++;
-		cache.stats.bytes_downloaded += r[k].len;
+		cache_count(&cache.stats->misses, 1);
+		cache_count(&cache.stats->bytes_downloaded, (int64_t)r[k].len);
 		i = r[k].off / cache.block;
 		if (cache_block_store(o, i, r[k].dst, cause) != 0) {
 			rc = -1;
@@ -1010,11 +1095,19 @@ cache_object_close(struct cache_object *o)
 	free(o);
 }
 
-/* This process's counts. */
+/* The host's counts. */
 void
 cache_stats(struct cache_stats *out)
 {
-	*out = cache.stats;
+	out->hits = __atomic_load_n(&cache.stats->hits, __ATOMIC_RELAXED);
+	out->misses = __atomic_load_n(&cache.stats->misses, __ATOMIC_RELAXED);
+	out->torn = __atomic_load_n(&cache.stats->torn, __ATOMIC_RELAXED);
+	out->bytes_downloaded = __atomic_load_n(&cache.stats->bytes_downloaded,
+	    __ATOMIC_RELAXED);
+	out->evictions = __atomic_load_n(&cache.stats->evictions,
+	    __ATOMIC_RELAXED);
+	out->bytes = __atomic_load_n(&cache.stats->bytes, __ATOMIC_RELAXED);
+	out->max = cache.dir != NULL ? cache.max : 0;
 }
 
 /* A session's cursor on @o, in the object's folder for the host to see. */

@@ -17,13 +17,18 @@ struct sampler_opts;
 /* One remote object as the cache sees it. */
 struct cache_object;
 
-/* What this process's cache did. */
+/*
+ * What the host's cache did since infeedd started (every process of the
+ * host counts in cache_dir/.stats) and what it holds.
+ */
 struct cache_stats {
 	uint64_t	hits;		/* blocks read from cache_dir */
 	uint64_t	misses;		/* blocks downloaded */
 	uint64_t	torn;		/* blocks found broken and dropped */
 	uint64_t	bytes_downloaded;
 	uint64_t	evictions;
+	uint64_t	bytes;		/* blocks' files held, headers too */
+	uint64_t	max;		/* cache_max; 0: no cache_dir */
 };
 
 /**
@@ -96,7 +101,7 @@ void	cache_cursor_free(struct cache_cursor *c);
 void	cache_object_close(struct cache_object *o);
 
 /**
- * cache_stats() - this process's counts.
+ * cache_stats() - the host's counts.
  */
 void	cache_stats(struct cache_stats *out);
 

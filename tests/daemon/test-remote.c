@@ -311,13 +311,45 @@ read_remote_epoch(uint64_t seed)
 	infeed_free(f);
 }
 
-/* The remote dataset is the local one; a restart downloads nothing. */
+/* A number of infeedctl status --json: "@key":N. */
+static uint64_t
+status_number(const char *key)
+{
+	static char	out[65536];
+	char		pat[64], *p;
+
+	infeedctl_run("status --json", out, sizeof(out));
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	ck_assert_msg((p = strstr(out, pat)) != NULL, "no %s in %s", key,
+	    out);
+	return (strtoull(p + strlen(pat), NULL, 10));
+}
+
+/*
+ * The remote dataset is the local one; a restart downloads nothing; the
+ * cache's counts in infeedctl status say so.
+ */
 START_TEST(remote_raw_equals_local_and_restart_reads_the_cache)
 {
-	int	gets, again;
+	char		text[8192];
+	uint64_t	held, want = RAW_N * RAW_BYTES + RAW_N * 8;
+	int		gets, again;
 
 	read_remote_epoch(1);
 	gets = nginx_gets();
+	held = status_number("cache_bytes");
+	printf("remote: status: %llu bytes held, %llu hits, %llu misses, "
+	    "%llu bytes downloaded\n", (unsigned long long)held,
+	    (unsigned long long)status_number("cache_hits"),
+	    (unsigned long long)status_number("cache_misses"),
+	    (unsigned long long)status_number("cache_bytes_downloaded"));
+	ck_assert_uint_eq(status_number("cache_misses"), 2);
+	ck_assert_uint_ge(status_number("cache_hits"), RAW_N * 2 - 2);
+	ck_assert_uint_eq(status_number("cache_bytes_downloaded"), want);
+	ck_assert_uint_gt(held, want);	/* and the blocks' headers */
+	ck_assert_uint_eq(status_number("cache_max"), 64 << 20);
+	infeedctl_run("status", text, sizeof(text));
+	ck_assert_msg(strstr(text, "cache: ") != NULL, "%s", text);
 	printf("remote: first daemon: %d GETs for %d samples\n", gets, RAW_N);
 	/* One block of samples, one of labels: each downloaded once on the
 	 * host, though both workers need them. */
@@ -327,10 +359,14 @@ START_TEST(remote_raw_equals_local_and_restart_reads_the_cache)
 
 	ck_assert_int_eq(infeedd_stop(), 0);
 	infeedd_start(NULL);
+	/* A restart counts what cache_dir holds, and downloads none of it. */
+	ck_assert_uint_eq(status_number("cache_bytes"), held);
 	read_remote_epoch(3);
 	again = nginx_gets();
 	printf("remote: restarted daemon: %d GETs more\n", again - gets);
 	ck_assert_int_eq(again, gets);
+	ck_assert_uint_eq(status_number("cache_misses"), 0);
+	ck_assert_uint_gt(status_number("cache_hits"), 0);
 }
 END_TEST
 
@@ -447,6 +483,8 @@ START_TEST(daemon_keeps_the_cache_under_cache_max)
 	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
 	ck_assert_uint_le(most, 2200 * 1024);
 	ck_assert_uint_gt(most, 0);
+	ck_assert_uint_gt(status_number("cache_evictions"), 0);
+	ck_assert_uint_eq(status_number("cache_bytes"), cache_bytes());
 	/* Three data blocks and the labels' at least, and more: evicted. */
 	ck_assert_int_gt(gets, 4);
 }
