@@ -933,8 +933,10 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	h.crc = (uint32_t)crc32(0, p, (uInt)len);
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if (cache_write_file(path, &h, sizeof h, p, len) != 0)
-		return (cache_fail(cause, "%s: %s; cache_dir needs room for "
-		    "cache_max bytes", path, strerror(errno)));
+		return (cache_fail(cause, "%s: keeping block %" PRIu64 " of %s "
+		    "in the cache: %s; cache_dir needs room for cache_max "
+		    "(%" PRIu64 " bytes): free space there or lower cache_max",
+		    path, i, o->url, strerror(errno), cache.max));
 	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len));
 	o->verified[i] = 1;
 	return (0);

@@ -14,6 +14,7 @@
  * changed on the server is never mixed with the old.
  */
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -982,6 +983,54 @@ START_TEST(cut_body_is_retried_then_named)
 END_TEST
 
 /*
+ * A cache disk that refuses the write (here a file size limit: the write
+ * comes back short, as on a full disk): the read fails with an
+ * error naming cache_dir, the URL and what to do; nothing crashes and no
+ * temporary file is left.  In a child: the limit is the process's.
+ */
+START_TEST(full_cache_disk_is_a_clear_error)
+{
+	struct cache_object	*o;
+	struct rlimit		 rl;
+	uint8_t			 buf[16];
+	char			*cause = NULL;
+	int			 status;
+	pid_t			 pid;
+
+	write_blocks("blocks.bin", 2);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
+	    &cause));
+	if ((pid = fork()) == 0) {
+		signal(SIGXFSZ, SIG_IGN);
+		rl.rlim_cur = rl.rlim_max = 1000;	/* under a block */
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(2);
+		if (cache_object_read(o, 0, sizeof(buf), buf, &cause) != -1)
+			_exit(3);
+		printf("remote: full disk: %s\n", cause);
+		fflush(stdout);
+		_exit(strstr(cause, "cache_dir") != NULL &&
+		    strstr(cause, "blocks.bin") != NULL &&
+		    (strstr(cause, "too large") != NULL ||
+		    strstr(cause, "No space left") != NULL) &&
+		    strstr(cause, "lower cache_max") != NULL ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "status %d", status);
+	ck_assert_int_eq(cache_bytes(), 0);
+	ck_assert_int_eq(system("find \"$TMPDIR\" -name '*.tmp' 2>/dev/null "
+	    "| grep -q . && exit 1; exit 0"), 0);
+	/* Room again: the same read is served and kept. */
+	ck_assert_int_eq(cache_object_read(o, 0, sizeof(buf), buf, &cause), 0);
+	ck_assert_int_gt(cache_bytes(), 0);
+	cache_object_close(o);
+}
+END_TEST
+
+/*
  * TLS peers are verified: nginx's self-signed certificate (made here with
  * openssl) is refused, naming the URL and the certificate.
  */
@@ -1048,6 +1097,7 @@ remote_suite(void)
 	tcase_add_test(tc, torn_block_is_downloaded_again);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
+	tcase_add_test(tc, full_cache_disk_is_a_clear_error);
 	tcase_add_test(tc, https_peer_is_verified);
 	suite_add_tcase(s, tc);
 	return (s);
