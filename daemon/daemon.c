@@ -17,7 +17,9 @@
 #include <systemd/sd-daemon.h>
 
 #include "clock.h"
+#include "cache.h"
 #include "daemon.h"
+#include "dataset.h"
 #include "io-batch.h"
 #include "log.h"
 #include "stats.h"
@@ -276,6 +278,11 @@ void
 daemon_free(struct daemon *d)
 {
 	metrics_free(d->metrics);	/* it reads the peers */
+	if (d->ev_reload != NULL) {
+		event_free(d->ev_reload);
+		config_free(d->reload_conf);
+	}
+	cache_heads_forget();
 	if (d->ev_autotune != NULL)
 		event_free(d->ev_autotune);
 	peers_free(d->peers);
@@ -332,15 +339,92 @@ daemon_reload_metrics(struct daemon *d, struct config *nconf)
 		log_info("reload: metrics are off");
 }
 
+/* Open the new configuration's catalogue and make it the daemon's. */
+static void
+daemon_reload_apply(struct daemon *d, struct config *nconf)
+{
+	struct catalogue	*ncat;
+	unsigned		 kept, ended;
+
+	daemon_reload_metrics(d, nconf);
+	ncat = catalogue_open(nconf, d->cat);
+	cache_heads_forget();
+	peers_reload(d->peers, nconf, ncat, &kept, &ended);
+	catalogue_free(d->cat);
+	config_free(d->conf);
+	d->conf = nconf;
+	d->cat = ncat;
+	d->budget.limit = nconf->memory_budget;
+	d->budget.source = nconf->path;
+	d->budget.keep_ms = nconf->keep_ring_ms;
+	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
+	    nconf->image_memory_max);
+	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
+	    ncat->ndatasets, kept, ended);
+	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",
+	    ncat->ndatasets);
+}
+
+/* The reload's servers answered (or gave up): finish it. */
+static void
+daemon_reload_heads_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+	struct config	*nconf = d->reload_conf;
+
+	(void)fd;
+	(void)ev;
+	event_free(d->ev_reload);
+	d->ev_reload = NULL;
+	d->reload_conf = NULL;
+	cache_heads_finish();
+	daemon_reload_apply(d, nconf);
+	if (d->reload_again) {
+		d->reload_again = false;
+		daemon_reload(d);
+	}
+}
+
+/*
+ * Start the HEADs of @nconf's remote datasets in a thread, to be waited
+ * for by the loop.  Return: whether they are under way.
+ */
+static bool
+daemon_reload_heads(struct daemon *d, struct config *nconf)
+{
+	char	**urls;
+	size_t	  i, n = 0;
+	int	  fd;
+
+	urls = xcalloc(2 * nconf->ndatasets + 1, sizeof(*urls));
+	for (i = 0; i < nconf->ndatasets; i++)
+		n += dataset_remote_urls(&nconf->datasets[i], urls + n);
+	fd = cache_heads_start(urls, n);
+	free(urls);
+	if (fd == -1)
+		return (false);
+	d->ev_reload = event_new(d->base, fd, EV_READ, daemon_reload_heads_cb,
+	    d);
+	if (d->ev_reload == NULL || event_add(d->ev_reload, NULL) != 0)
+		fatalx("cannot wait for a reload's remote servers");
+	d->reload_conf = nconf;
+	log_info("reload: asking the servers of %zu remote files first", n);
+	return (true);
+}
+
 /* Reload the configuration; the old one stays if the new one is bad. */
 void
 daemon_reload(struct daemon *d)
 {
 	struct config		*nconf;
-	struct catalogue	*ncat;
 	char			*cause = NULL;
-	unsigned		 kept, ended;
 
+	if (d->reload_conf != NULL) {
+		log_info("reload: the last one still waits for its remote "
+		    "servers; this one follows it");
+		d->reload_again = true;
+		return;
+	}
 	sd_notify(0, "RELOADING=1");
 	log_info("reloading %s", d->conf->path);
 	if ((nconf = config_load(d->conf->path, &cause)) == NULL) {
@@ -359,20 +443,7 @@ daemon_reload(struct daemon *d)
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;
 	nconf->workers_auto = d->conf->workers_auto;
-	daemon_reload_metrics(d, nconf);
-	ncat = catalogue_open(nconf, d->cat);
-	peers_reload(d->peers, nconf, ncat, &kept, &ended);
-	catalogue_free(d->cat);
-	config_free(d->conf);
-	d->conf = nconf;
-	d->cat = ncat;
-	d->budget.limit = nconf->memory_budget;
-	d->budget.source = nconf->path;
-	d->budget.keep_ms = nconf->keep_ring_ms;
-	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
-	    nconf->image_memory_max);
-	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
-	    ncat->ndatasets, kept, ended);
-	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",
-	    ncat->ndatasets);
+	/* A remote dataset's open asks its server: first, in a thread. */
+	if (!daemon_reload_heads(d, nconf))
+		daemon_reload_apply(d, nconf);
 }

@@ -77,6 +77,14 @@ struct daemon {
 	struct event		*ev_hup;
 	struct event		*ev_watchdog;
 	struct event		*ev_status;
+	/*
+	 * A reload whose remote datasets' servers are being asked (a HEAD
+	 * each, in a thread: cache_heads_start()): its configuration, the
+	 * event of the answers, and whether another SIGHUP came meanwhile.
+	 */
+	struct config		*reload_conf;
+	struct event		*ev_reload;
+	bool			 reload_again;
 };
 
 struct daemon_args {
@@ -108,7 +116,9 @@ void		 daemon_free(struct daemon *d);
 
 /**
  * daemon_reload() - reread the configuration; the old one stays if the new
- * one is bad.
+ * one is bad.  Its remote datasets' servers are asked first in a thread,
+ * so the new catalogue is in place once they answered (or their tries
+ * ran out), and the event loop never waits on them.
  */
 void		 daemon_reload(struct daemon *d);
 

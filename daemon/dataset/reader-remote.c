@@ -29,12 +29,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cache.h"
+#include "dataset.h"
 #include "reader-raw.h"
 #include "reader-remote.h"
 
@@ -80,6 +82,19 @@ dataset_remote_url(const char *path)
 {
 	return (path != NULL && (strncmp(path, "http://", 7) == 0 ||
 	    strncmp(path, "https://", 8) == 0));
+}
+
+/* The URLs whose HEAD the open asks. */
+size_t
+dataset_remote_urls(const struct dataset_conf *conf, char **out)
+{
+	const char	*keys[] = { "path", "labels" }, *v;
+	size_t		 i, n = 0;
+
+	for (i = 0; i < 2; i++)
+		if (dataset_remote_url(v = dataset_conf_get(conf, keys[i])))
+			out[n++] = (char *)(uintptr_t)v;
+	return (n);
 }
 
 /* The keys, then each object's size and ETag: nothing downloaded. */

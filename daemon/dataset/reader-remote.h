@@ -19,4 +19,5 @@ extern const struct dataset_ops dataset_remote_raw_ops;
  */
 bool	dataset_remote_url(const char *path);
 
+
 #endif /* INFEED_READER_REMOTE_H */

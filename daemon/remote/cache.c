@@ -45,7 +45,10 @@
  * wait, then read it from the cache, so it is downloaded once.
  *
  * The calls block on the disk and the network: a worker process makes
- * them for the rows it reads; see fetch.c.
+ * them for the rows it reads; see fetch.c.  The daemon's own opens (a
+ * reload's, on its event loop) need a HEAD each: cache_heads_start()
+ * asks them in a thread first, and cache_object_open() takes the answers
+ * it left, so the loop never waits on a server.
  */
 
 #include <sys/file.h>
@@ -59,6 +62,7 @@
 #include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -154,6 +158,24 @@ static struct {
 	uint64_t	 read_off;	/* ... and offset, for cache_plans_now() */
 	unsigned	 cursors;	/* cache_cursor_new()'s names */
 } cache;
+
+/* A HEAD asked ahead by cache_heads_start(), and its answer. */
+struct cache_head {
+	char		*url;
+	int		 rc;		/* fetch_head()'s */
+	struct fetch_object meta;
+	char		*cause;
+};
+
+/* The HEADs of a reload, asked by a thread (cache_heads_start()). */
+static struct {
+	pthread_mutex_t	 lock;		/* the answers, read by the loop */
+	struct cache_head *heads;
+	size_t		 n;
+	pthread_t	 thread;
+	bool		 running;
+	int		 done[2];	/* a pipe: written when all are asked */
+} cache_heads = { .lock = PTHREAD_MUTEX_INITIALIZER, .done = { -1, -1 } };
 
 /* Set *cause to a malloc'ed message. */
 static int
@@ -327,6 +349,142 @@ cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
 	return (0);
 }
 
+/* A HEAD's answer: one cache_heads_start() asked, else asked now. */
+static int
+cache_head_answer(const char *url, struct fetch_object *meta, char **cause)
+{
+	size_t	i;
+	int	rc = 1;
+
+	pthread_mutex_lock(&cache_heads.lock);
+	for (i = 0; !cache_heads.running && i < cache_heads.n; i++)
+		if (strcmp(cache_heads.heads[i].url, url) == 0) {
+			rc = cache_heads.heads[i].rc;
+			*meta = cache_heads.heads[i].meta;
+			if (rc != 0 && (*cause = strdup(
+			    cache_heads.heads[i].cause != NULL ?
+			    cache_heads.heads[i].cause : url)) == NULL)
+				rc = cache_fail(cause, "%s", strerror(ENOMEM));
+			break;
+		}
+	pthread_mutex_unlock(&cache_heads.lock);
+	if (rc == 1)
+		rc = fetch_head(url, meta, cause);
+	return (rc);
+}
+
+/* Whether @a and @b are on one server: scheme://host:port/ alike. */
+static bool
+cache_same_server(const char *a, const char *b)
+{
+	const char	*p = strstr(a, "://"), *end;
+
+	if (p == NULL || (end = strchr(p + 3, '/')) == NULL)
+		return (false);
+	return (strncmp(a, b, (size_t)(end - a + 1)) == 0);
+}
+
+/*
+ * The thread of cache_heads_start(): each HEAD (a server that failed one
+ * is not asked again: its other URLs get that failure), then a byte on
+ * the pipe.
+ */
+static void *
+cache_heads_main(void *arg)
+{
+	struct cache_head	*h;
+	size_t			 i, j;
+
+	(void)arg;
+	for (i = 0; i < cache_heads.n; i++) {
+		h = &cache_heads.heads[i];
+		for (j = 0; j < i; j++)
+			if (cache_heads.heads[j].rc != 0 &&
+			    cache_same_server(cache_heads.heads[j].url,
+			    h->url))
+				break;
+		if (j < i) {
+			h->rc = -1;
+			if (asprintf(&h->cause, "%s: not asked, as its server "
+			    "failed: %s", h->url,
+			    cache_heads.heads[j].cause != NULL ?
+			    cache_heads.heads[j].cause : "?") == -1)
+				h->cause = NULL;
+			continue;
+		}
+		h->rc = fetch_head(h->url, &h->meta, &h->cause);
+	}
+	(void)!write(cache_heads.done[1], "", 1);
+	return (NULL);
+}
+
+/* Ask @n URLs' HEADs in a thread; the fd to wait on, or -1. */
+int
+cache_heads_start(char *const *urls, size_t n)
+{
+	size_t	i;
+
+	cache_heads_forget();
+	if (n == 0 || pipe2(cache_heads.done, O_CLOEXEC | O_NONBLOCK) == -1)
+		return (-1);
+	if ((cache_heads.heads = calloc(n, sizeof *cache_heads.heads)) ==
+	    NULL)
+		goto fail;
+	for (cache_heads.n = 0; cache_heads.n < n; cache_heads.n++)
+		if ((cache_heads.heads[cache_heads.n].url = strdup(
+		    urls[cache_heads.n])) == NULL)
+			goto fail;
+	cache_heads.running = true;
+	if (pthread_create(&cache_heads.thread, NULL, cache_heads_main,
+	    NULL) != 0) {
+		cache_heads.running = false;
+		goto fail;
+	}
+	return (cache_heads.done[0]);
+
+fail:
+	for (i = 0; i < cache_heads.n; i++)
+		free(cache_heads.heads[i].url);
+	free(cache_heads.heads);
+	cache_heads.heads = NULL;
+	cache_heads.n = 0;
+	close(cache_heads.done[0]);
+	close(cache_heads.done[1]);
+	cache_heads.done[0] = cache_heads.done[1] = -1;
+	return (-1);
+}
+
+/* The thread is done (its fd readable): join it, keep its answers. */
+void
+cache_heads_finish(void)
+{
+	if (!cache_heads.running)
+		return;
+	pthread_join(cache_heads.thread, NULL);
+	pthread_mutex_lock(&cache_heads.lock);
+	cache_heads.running = false;
+	pthread_mutex_unlock(&cache_heads.lock);
+	close(cache_heads.done[0]);
+	close(cache_heads.done[1]);
+	cache_heads.done[0] = cache_heads.done[1] = -1;
+}
+
+/* Drop the answers (the reload's opens are done). */
+void
+cache_heads_forget(void)
+{
+	size_t	i;
+
+	cache_heads_finish();
+	for (i = 0; i < cache_heads.n; i++) {
+		free(cache_heads.heads[i].url);
+		free(cache_heads.heads[i].cause);
+	}
+	free(cache_heads.heads);
+	cache_heads.heads = NULL;
+	cache_heads.n = 0;
+}
+
 /* @url's object: its blocks kept only if size and ETag are the server's. */
 struct cache_object *
 cache_object_open(const char *url, char **cause)
@@ -353,7 +511,7 @@ cache_object_open(const char *url, char **cause)
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
 	}
-	if (fetch_head(url, &o->meta, cause) != 0) {
+	if (cache_head_answer(url, &o->meta, cause) != 0) {
 		cache_object_close(o);
 		return (NULL);
 	}

@@ -47,6 +47,18 @@ int	cache_configure(const char *dir, uint64_t max, size_t block,
 struct cache_object *cache_object_open(const char *url, char **cause);
 
 /**
+ * cache_heads_start() - ask the size and ETag of each of @n @urls in a
+ * thread, for a reload's opens on the daemon's event loop: once the
+ * returned fd is readable, cache_heads_finish(), then the opens (whose
+ * cache_object_open() takes these answers and asks nothing), then
+ * cache_heads_forget().  Return: the fd, or -1 (nothing to ask, or no
+ * thread: the opens ask themselves).
+ */
+int	cache_heads_start(char *const *urls, size_t n);
+void	cache_heads_finish(void);
+void	cache_heads_forget(void);
+
+/**
  * cache_object_size() - the object's size in bytes.
  */
 uint64_t	cache_object_size(const struct cache_object *o);

@@ -395,6 +395,63 @@ START_TEST(server_errors_fail_that_session_only)
 }
 END_TEST
 
+/*
+ * A reload that adds a dataset on a server that takes connections and
+ * never answers (a socket listening here, never accepting): its HEADs
+ * wait out their tries (about 6 s) in a thread, and a bystander's round
+ * trips stay under 250 ms all along; the dataset is refused, saying why.
+ */
+START_TEST(reload_against_a_dead_server_keeps_the_loop_free)
+{
+	struct sockaddr_in	 sin;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	socklen_t		 len = sizeof(sin);
+	static char		 log[1 << 16];
+	uint64_t		 t0, ms = 0;
+	FILE			*fp;
+	int			 fd, port;
+
+	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	port = ntohs(sin.sin_port);
+	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
+	fprintf(fp, "\n[dataset dead]\ntype = raw\n"
+	    "path = http://127.0.0.1:%d/raw.bin\nshape = 1,%d,%d\n"
+	    "dtype = uint8\nlabels = http://127.0.0.1:%d/raw-labels.bin\n"
+	    "label_dtype = int64\nclasses = %d\n", port, RAW_H, RAW_W, port,
+	    RAW_CLASSES);
+	fclose(fp);
+
+	bystander_start(&b);
+	usleep(300000);
+	t0 = now_ms();
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
+	while (ms < 30000) {
+		read_log(log, sizeof(log));
+		if (strstr(log, "reloaded:") != NULL)
+			break;
+		usleep(50000);
+		ms = now_ms() - t0;
+	}
+	bystander_stop(&b, &r);
+	close(fd);
+	printf("remote: reload against a server that never answers: %llu "
+	    "ms\n", (unsigned long long)ms);
+	ck_assert_ptr_nonnull(strstr(log, "reloaded:"));
+	ck_assert_msg(strstr(log, "dataset 'dead' refused") != NULL &&
+	    strstr(log, "127.0.0.1") != NULL, "%s", log);
+	ck_assert_uint_ge(ms, 2000);	/* the HEADs did wait */
+	bystander_assert(&r, 250);
+	read_remote_epoch(5);		/* the others are served */
+}
+END_TEST
+
 /* The blocks' bytes in cache_dir, over all objects. */
 static uint64_t
 cache_bytes(void)
@@ -1075,6 +1132,7 @@ remote_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, remote_raw_equals_local_and_restart_reads_the_cache);
 	tcase_add_test(tc, server_errors_fail_that_session_only);
+	tcase_add_test(tc, reload_against_a_dead_server_keeps_the_loop_free);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_max");
