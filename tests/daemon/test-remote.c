@@ -481,6 +481,64 @@ cache_bytes(void)
 	return (total);
 }
 
+/* One epoch of "big", shuffled by @seed: its wrong bytes. */
+static uint64_t
+read_big_epoch(uint64_t seed)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	uint64_t			 s, r, bad = 0;
+	const uint8_t			*row;
+
+	infeed_options_init(&o);
+	o.batch_size = 64;
+	o.shuffle = true;
+	o.seed = seed;
+	if (infeed_attach(f, "big", &o, &info) != INFEED_OK)
+		return (1);
+	for (s = 0; s < info.steps_per_epoch; s++) {
+		if (infeed_next(f, &st) != INFEED_OK)
+			return (1);
+		for (r = 0; r < st.rows; r++) {
+			row = (const uint8_t *)st.data + r * BIG_BYTES;
+			bad += row[r % BIG_BYTES] !=
+			    big_byte(st.indices[r], (unsigned)(r % BIG_BYTES));
+		}
+		infeed_release(f, &st);
+	}
+	infeed_free(f);
+	return (bad);
+}
+
+/*
+ * Four trainers, each its own process and seed (no shared pipeline), read
+ * "big" at once: every block is downloaded once on the host, not four
+ * times.
+ */
+START_TEST(four_trainers_download_each_block_once)
+{
+	pid_t	kids[4];
+	int	i, status, gets;
+
+	for (i = 0; i < 4; i++)
+		if ((kids[i] = fork()) == 0)
+			_exit(read_big_epoch((uint64_t)i + 1) == 0 ? 0 : 1);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(waitpid(kids[i], &status, 0), kids[i]);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "trainer %d: status %d", i, status);
+	}
+	gets = nginx_gets();
+	printf("remote: 4 trainers, one epoch each of 3 blocks and their "
+	    "labels': %d GETs, %llu misses\n", gets,
+	    (unsigned long long)status_number("cache_misses"));
+	ck_assert_int_eq(gets, 4);
+	ck_assert_uint_eq(status_number("cache_misses"), 4);
+}
+END_TEST
+
 /* A fixture of a cache of two blocks and a bit, for a dataset of three. */
 static void
 small_cache_setup(void)
@@ -1133,6 +1191,7 @@ remote_suite(void)
 	tcase_add_test(tc, remote_raw_equals_local_and_restart_reads_the_cache);
 	tcase_add_test(tc, server_errors_fail_that_session_only);
 	tcase_add_test(tc, reload_against_a_dead_server_keeps_the_loop_free);
+	tcase_add_test(tc, four_trainers_download_each_block_once);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_max");
