@@ -80,6 +80,7 @@
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
 #define CACHE_NONE		UINT32_MAX
+#define CACHE_READERS		16	/* workers a cursor says are reading */
 
 /* A cursor file: one session's order of one object, and where it is. */
 struct cache_cursor_file {
@@ -94,6 +95,12 @@ struct cache_cursor_file {
 	uint64_t	gen;		/* odd while (epoch, row) change */
 	uint64_t	epoch;
 	uint64_t	row;
+	/* The workers reading for the session, each at its row. */
+	struct {
+		int64_t		pid;	/* 0: free */
+		uint64_t	epoch;
+		uint64_t	row;
+	} readers[CACHE_READERS];
 };
 
 /* A session's cursor, as the daemon holds it. */
@@ -106,10 +113,16 @@ struct cache_cursor {
 struct cache_plan {
 	char		 path[PATH_MAX];
 	uint64_t	 dirkey;	/* the object's folder name */
-	const struct cache_cursor_file *f;	/* read-only mapping */
+	struct cache_cursor_file *f;	/* shared mapping */
+	int		 slot;		/* this process's reader, or -1 */
 	bool		 seen;		/* by this scan */
 	uint64_t	 at_epoch, at_row;
-	uint64_t	 now;		/* the row read now: see cache_plans_now() */
+	/* Where its readers are (cache_plans_now()): rows, their steps' ends. */
+	unsigned	 nreaders;
+	uint64_t	 reader_row[CACHE_READERS];
+	uint64_t	 reader_end[CACHE_READERS];
+	uint64_t	 frontier;	/* the furthest step end */
+	uint64_t	 soonest_end;	/* rows until a reader's step ends */
 	uint64_t	 epoch;		/* of the tables below; UINT64_MAX */
 	uint64_t	 rows;
 	uint64_t	 nblocks;
@@ -154,8 +167,7 @@ static struct {
 	struct cache_object *objects;
 	struct cache_plan *plans;	/* the cursors last scanned */
 	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
-	uint64_t	 read_dirkey;	/* cache_object_read()'s object ... */
-	uint64_t	 read_off;	/* ... and offset, for cache_plans_now() */
+
 	unsigned	 cursors;	/* cache_cursor_new()'s names */
 } cache;
 
@@ -750,27 +762,49 @@ fail:
 	return (-1);
 }
 
-/* Rows @p's session reads before block @b, or UINT64_MAX: not soon. */
-static uint64_t
-cache_plan_distance(const struct cache_plan *p, uint64_t b)
+/* The first row at or after @row that block @b is read at, or NONE. */
+static uint32_t
+cache_plan_use(const struct cache_plan *p, uint64_t b, uint64_t row)
 {
-	uint32_t	lo, hi, mid;
+	uint32_t	lo = p->start[b], hi = p->start[b + 1], mid;
 
-	if (p->start == NULL || p->epoch != p->at_epoch || b >= p->nblocks)
-		return (UINT64_MAX);
-	lo = p->start[b];
-	hi = p->start[b + 1];
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (p->at[mid] < p->now)
+		if (p->at[mid] < row)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo < p->start[b + 1])
-		return (p->at[lo] - p->now);
-	if (p->next_first[b] != CACHE_NONE && p->rows >= p->now)
-		return (p->rows - p->now + p->next_first[b]);
+	return (lo < p->start[b + 1] ? p->at[lo] : CACHE_NONE);
+}
+
+/*
+ * How soon @p's session reads block @b, in rows of one reader, or
+ * UINT64_MAX: not within this epoch and the next.  Each reader (a worker)
+ * reads its step from its row to the step's end; the rows past the
+ * furthest step end are read after the first of those ends, by all the
+ * readers together.
+ */
+static uint64_t
+cache_plan_distance(const struct cache_plan *p, uint64_t b)
+{
+	uint64_t	best = UINT64_MAX, u;
+	uint64_t	k = p->nreaders > 0 ? p->nreaders : 1;
+	unsigned	r;
+
+	if (p->start == NULL || p->epoch != p->at_epoch || b >= p->nblocks)
+		return (UINT64_MAX);
+	for (r = 0; r < p->nreaders; r++)
+		if ((u = cache_plan_use(p, b, p->reader_row[r])) != CACHE_NONE &&
+		    u < p->reader_end[r] && u - p->reader_row[r] < best)
+			best = u - p->reader_row[r];
+	if (best != UINT64_MAX)
+		return (best);
+	if ((u = cache_plan_use(p, b, p->frontier)) != CACHE_NONE)
+		return (p->soonest_end + (u - p->frontier) / k);
+	if (p->next_first[b] != CACHE_NONE && p->rows >= p->frontier)
+		return (p->soonest_end + (p->rows - p->frontier +
+		    p->next_first[b]) / k);
 	return (UINT64_MAX);
 }
 
@@ -798,7 +832,7 @@ static void
 cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 {
 	struct cache_plan		*p;
-	const struct cache_cursor_file	*f;
+	struct cache_cursor_file	*f;
 	struct stat			 st;
 	char				 path[PATH_MAX];
 	void				*m;
@@ -811,12 +845,13 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 		if (strcmp(p->path, path) == 0)
 			break;
 	if (p == NULL) {
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		if ((fd = open(path, O_RDWR | O_CLOEXEC)) == -1)
 			return;
 		m = MAP_FAILED;
 		if (fstat(fd, &st) == 0 &&
 		    st.st_size == (off_t)sizeof(struct cache_cursor_file))
-			m = mmap(NULL, sizeof *f, PROT_READ, MAP_SHARED, fd, 0);
+			m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, fd, 0);
 		close(fd);
 		if (m == MAP_FAILED)
 			return;
@@ -828,6 +863,7 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 		}
 		snprintf(p->path, sizeof p->path, "%s", path);
 		p->f = f;
+		p->slot = -1;
 		p->dirkey = dirkey;
 		p->epoch = UINT64_MAX;
 		p->nblocks = (f->object_size + f->block - 1) / f->block;
@@ -844,32 +880,90 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 }
 
 /*
- * Each plan's row read now: its session's cursor is the oldest step still
- * filling, and the workers read up to a ring ahead of it, so the record
- * this process reads (the one whose block is being kept) says better
- * where its session is, when that session reads it at or after its
- * cursor.  Every cursor of that session (its key) moves with it.
+ * This process reads the record at @off of folder @dirkey's object: say
+ * so in the cursors whose order has it (their reader slot for this
+ * process), so that every process that evicts knows where the workers
+ * read, a ring ahead of the session's cursor.  Plans of an epoch other
+ * than their cursor's wait for the next scan.
+ */
+static void
+cache_plans_track(uint64_t dirkey, uint64_t off)
+{
+	struct cache_plan	*p;
+	uint64_t		 idx, epoch;
+	int64_t			 me = (int64_t)getpid(), none;
+	uint32_t		 row;
+	int			 k;
+
+	for (p = cache.plans; p != NULL; p = p->next) {
+		if (p->dirkey != dirkey || p->row_of == NULL ||
+		    off < p->f->base)
+			continue;
+		epoch = __atomic_load_n(&p->f->epoch, __ATOMIC_ACQUIRE);
+		idx = (off - p->f->base) / p->f->stride;
+		if (epoch != p->epoch || idx >= p->f->opts.samples ||
+		    (row = p->row_of[idx]) == CACHE_NONE)
+			continue;
+		if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
+			p->slot = -1;
+			for (k = 0; k < CACHE_READERS && p->slot == -1; k++) {
+				none = p->f->readers[k].pid;
+				if ((none == 0 || (kill((pid_t)none, 0) == -1 &&
+				    errno == ESRCH)) &&
+				    __atomic_compare_exchange_n(
+				    &p->f->readers[k].pid, &none, me, false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					p->slot = k;
+			}
+			if (p->slot == -1)
+				continue;
+		}
+		__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
+		    __ATOMIC_RELEASE);
+		__atomic_store_n(&p->f->readers[p->slot].row, row,
+		    __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Each plan's readers now: the workers whose row is in the cursor's epoch
+ * at or after its row (the others are done), each to the end of its step.
  */
 static void
 cache_plans_now(void)
 {
-	struct cache_plan	*p, *q;
-	uint64_t		 idx;
-	uint32_t		 row;
+	struct cache_plan	*p;
+	const struct sampler_opts *so;
+	uint64_t		 cbs, row;
+	unsigned		 k;
 
-	for (p = cache.plans; p != NULL; p = p->next)
-		p->now = p->at_row;
 	for (p = cache.plans; p != NULL; p = p->next) {
-		if (p->dirkey != cache.read_dirkey || p->row_of == NULL ||
-		    p->epoch != p->at_epoch || cache.read_off < p->f->base)
-			continue;
-		idx = (cache.read_off - p->f->base) / p->f->stride;
-		if (idx >= p->f->opts.samples ||
-		    (row = p->row_of[idx]) == CACHE_NONE || row < p->at_row)
-			continue;
-		for (q = cache.plans; q != NULL; q = q->next)
-			if (q->f->key == p->f->key && q->epoch == p->epoch)
-				q->now = row;
+		so = &p->f->opts;
+		cbs = (uint64_t)so->batch_size * so->device_iterations *
+		    so->replication_factor * so->gradient_accumulation;
+		if (cbs == 0)
+			cbs = 1;
+		p->nreaders = 0;
+		p->frontier = p->at_row;
+		p->soonest_end = 0;
+		for (k = 0; k < CACHE_READERS; k++) {
+			if (__atomic_load_n(&p->f->readers[k].pid,
+			    __ATOMIC_ACQUIRE) == 0 ||
+			    __atomic_load_n(&p->f->readers[k].epoch,
+			    __ATOMIC_ACQUIRE) != p->at_epoch ||
+			    (row = __atomic_load_n(&p->f->readers[k].row,
+			    __ATOMIC_ACQUIRE)) < p->at_row)
+				continue;
+			p->reader_row[p->nreaders] = row;
+			p->reader_end[p->nreaders] = (row / cbs + 1) * cbs;
+			if (p->reader_end[p->nreaders] > p->frontier)
+				p->frontier = p->reader_end[p->nreaders];
+			if (p->nreaders == 0 || p->reader_end[p->nreaders] -
+			    row < p->soonest_end)
+				p->soonest_end = p->reader_end[p->nreaders] -
+				    row;
+			p->nreaders++;
+		}
 	}
 }
 
@@ -1143,8 +1237,7 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
-	cache.read_dirkey = o->dirkey;
-	cache.read_off = off;
+	cache_plans_track(o->dirkey, off);
 	if ((r = calloc(last - first + 1, sizeof *r)) == NULL)
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	for (i = first; i <= last; i++) {
