@@ -16,12 +16,12 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
-#include "clock.h"
 #include "cache.h"
+#include "clock.h"
 #include "daemon.h"
-#include "dataset.h"
 #include "io-batch.h"
 #include "log.h"
+#include "reader-remote.h"
 #include "stats.h"
 #include "version.h"
 #include "xmalloc.h"

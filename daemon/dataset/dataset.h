@@ -227,14 +227,6 @@ char		*dataset_sample_brief(const struct dataset *ds, uint64_t index,
 		    char *buf, size_t len);
 
 /**
- * dataset_remote_urls() - the URLs section @conf's open will ask a HEAD
- * of (its path and labels, when URLs), pointers into @conf, up to 2 in
- * @out.  Return: how many.
- */
-size_t		 dataset_remote_urls(const struct dataset_conf *conf,
-		    char **out);
-
-/**
  * dataset_order_new() - tell @ds's reader that a session reads it in the
  * order of a sampler of @opts: a remote reader's cache then evicts by it
  * (cache.c).  Return: a handle for dataset_order_at() and

@@ -36,7 +36,6 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "dataset.h"
 #include "reader-raw.h"
 #include "reader-remote.h"
 

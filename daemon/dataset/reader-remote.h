@@ -19,5 +19,12 @@ extern const struct dataset_ops dataset_remote_raw_ops;
  */
 bool	dataset_remote_url(const char *path);
 
+/**
+ * dataset_remote_urls() - the URLs section @conf's open will ask a HEAD
+ * of (its path and labels, when URLs), pointers into @conf, up to 2 in
+ * @out (a reload asks them first: cache_heads_start()).  Return: how many.
+ */
+size_t	dataset_remote_urls(const struct dataset_conf *conf, char **out);
+
 
 #endif /* INFEED_READER_REMOTE_H */
