@@ -34,11 +34,15 @@
  * epoch, computes where in that epoch each block is read, and the first
  * read of each in the epoch after (cache_plan_epoch(): O(rows) time, 4
  * bytes a row and 8 a block, for epochs of up to CACHE_PLAN_MAX_ROWS
- * rows; a longer epoch's order is not used).  A block's next use is then
- * a binary search: the fewest rows any session reads before it, within
- * the session's epoch and the next (the horizon); past that it is not
- * needed.  Rows count as the time: sessions are taken to go at the same
- * speed.  A cursor whose process is gone is removed.
+ * rows; a longer epoch's order is not used).  The workers read a ring
+ * ahead of the cursor, so each worker also writes in the cursor file the
+ * row it reads (a slot per worker, CACHE_READERS of them).  A block's next
+ * use is then a binary search per reader: the fewest rows a reader reads
+ * before it, each reader to the end of its step, then the rows past the
+ * furthest step end shared by all the readers; within the session's epoch
+ * and the next (the horizon), past that it is not needed.  Over sessions,
+ * the soonest; rows count as the time, so sessions are taken to go at the
+ * same speed.  A cursor whose process is gone is removed.
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
