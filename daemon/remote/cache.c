@@ -931,7 +931,9 @@ cache_plans_track(uint64_t dirkey, uint64_t off)
 
 /*
  * Each plan's readers now: the workers whose row is in the cursor's epoch
- * at or after its row (the others are done), each to the end of its step.
+ * at or after its row (the others are done), each to the end of its step
+ * or to the row of the next reader in that step (a step cut into jobs:
+ * that one read on from its job's start).
  */
 static void
 cache_plans_now(void)
@@ -939,7 +941,7 @@ cache_plans_now(void)
 	struct cache_plan	*p;
 	const struct sampler_opts *so;
 	uint64_t		 cbs, row;
-	unsigned		 k;
+	unsigned		 k, j;
 
 	for (p = cache.plans; p != NULL; p = p->next) {
 		so = &p->f->opts;
@@ -962,11 +964,17 @@ cache_plans_now(void)
 			p->reader_end[p->nreaders] = (row / cbs + 1) * cbs;
 			if (p->reader_end[p->nreaders] > p->frontier)
 				p->frontier = p->reader_end[p->nreaders];
-			if (p->nreaders == 0 || p->reader_end[p->nreaders] -
-			    row < p->soonest_end)
-				p->soonest_end = p->reader_end[p->nreaders] -
-				    row;
 			p->nreaders++;
+		}
+		for (k = 0; k < p->nreaders; k++) {
+			for (j = 0; j < p->nreaders; j++)
+				if (p->reader_row[j] > p->reader_row[k] &&
+				    p->reader_row[j] < p->reader_end[k])
+					p->reader_end[k] = p->reader_row[j];
+			if (k == 0 || p->reader_end[k] - p->reader_row[k] <
+			    p->soonest_end)
+				p->soonest_end = p->reader_end[k] -
+				    p->reader_row[k];
 		}
 	}
 }
