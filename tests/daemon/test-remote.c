@@ -907,13 +907,87 @@ START_TEST(unneeded_blocks_go_first)
 }
 END_TEST
 
+/* The cache's one object folder, in @out. */
+static void
+object_dir(char *out, size_t len)
+{
+	struct dirent	*de;
+	DIR		*d;
+
+	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
+	while ((de = readdir(d)) != NULL && de->d_name[0] == '.')
+		;
+	ck_assert_ptr_nonnull(de);
+	snprintf(out, len, "%s/cache/%s", dir, de->d_name);
+	closedir(d);
+}
+
+/* Cursor files in the cache's one object folder. */
+static int
+count_cursors(void)
+{
+	struct dirent	*de;
+	DIR		*d;
+	char		 odir[700];
+	int		 n = 0;
+
+	object_dir(odir, sizeof(odir));
+	ck_assert_ptr_nonnull(d = opendir(odir));
+	while ((de = readdir(d)) != NULL)
+		n += strncmp(de->d_name, "cursor-", 7) == 0;
+	closedir(d);
+	return (n);
+}
+
+/*
+ * A session's cursor left by a process that died (as a crashed daemon's)
+ * is removed by the next process that makes room; a live one is kept
+ * until its owner frees it.
+ */
+START_TEST(dead_process_cursor_is_removed)
+{
+	struct sampler_opts	 so;
+	struct cache_object	*o;
+	struct cache_cursor	*c;
+	char			*cause = NULL;
+	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20, b;
+	int			 status;
+	pid_t			 pid;
+
+	write_blocks("blocks.bin", 4);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), max,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
+	    &cause));
+	memset(&so, 0, sizeof(so));
+	so.samples = 4;
+	so.batch_size = so.device_iterations = so.replication_factor = 1;
+	so.gradient_accumulation = so.process_count = 1;
+	if ((pid = fork()) == 0)
+		_exit(cache_cursor_new(o, 1, 0, SMALL_BLOCK, &so, &cause) ==
+		    NULL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(status, 0);
+	ck_assert_ptr_nonnull(c = cache_cursor_new(o, 2, 0, SMALL_BLOCK, &so,
+	    &cause));
+	ck_assert_int_eq(count_cursors(), 2);
+	/* Room for 2 blocks: the third read makes room, scanning. */
+	for (b = 0; b < 3; b++) {
+		cache_cursor_at(c, 0, b);
+		read_block(o, b);
+	}
+	ck_assert_int_eq(count_cursors(), 1);
+	cache_cursor_free(c);
+	ck_assert_int_eq(count_cursors(), 0);
+	cache_object_close(o);
+}
+END_TEST
+
 /* A torn block is found and downloaded again, never served. */
 START_TEST(torn_block_is_downloaded_again)
 {
 	struct cache_object	*o;
 	struct cache_stats	 a, b;
-	struct dirent		*de;
-	DIR			*d;
 	char			*cause = NULL, odir[700], p[1000];
 	int			 fd, gets;
 
@@ -929,12 +1003,7 @@ START_TEST(torn_block_is_downloaded_again)
 	 * A crash's torn write: the file's size reached the disk, the last
 	 * half of its bytes did not (zeros).
 	 */
-	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
-	while ((de = readdir(d)) != NULL && de->d_name[0] == '.')
-		;
-	ck_assert_ptr_nonnull(de);
-	snprintf(odir, sizeof(odir), "%s/cache/%s", dir, de->d_name);
-	closedir(d);
+	object_dir(odir, sizeof(odir));
 	snprintf(p, sizeof(p), "%s/b1", odir);
 	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
 	ck_assert_int_eq(ftruncate(fd, SMALL_BLOCK / 2), 0);
@@ -1212,6 +1281,7 @@ remote_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, cache_max_holds_and_eviction_follows_the_order);
 	tcase_add_test(tc, unneeded_blocks_go_first);
+	tcase_add_test(tc, dead_process_cursor_is_removed);
 	tcase_add_test(tc, torn_block_is_downloaded_again);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
