@@ -769,6 +769,21 @@ write_blocks(const char *name, unsigned blocks)
 	free(p);
 }
 
+/* "blocks.bin" of @blocks small blocks, through a cache of @max bytes. */
+static struct cache_object *
+open_blocks(unsigned blocks, uint64_t max)
+{
+	struct cache_object	*o;
+	char			*cause = NULL;
+
+	write_blocks("blocks.bin", blocks);
+	ck_assert_msg(cache_configure(path_in(dir, "cache"), max, SMALL_BLOCK,
+	    &cause) == 0, "%s", cause);
+	ck_assert_msg((o = cache_object_open(url(0, "blocks.bin"),
+	    &cause)) != NULL, "%s", cause);
+	return (o);
+}
+
 /* Read block @b of @o and check its bytes. */
 static void
 read_block(struct cache_object *o, uint64_t b)
@@ -882,15 +897,10 @@ START_TEST(unneeded_blocks_go_first)
 {
 	static const uint64_t	order[] = { 0, 1, 0, 1 };
 	struct cache_object	*o;
-	char			*cause = NULL;
 	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20;
 	int			 gets;
 
-	write_blocks("blocks.bin", 4);
-	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), max,
-	    SMALL_BLOCK, &cause), 0);
-	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
-	    &cause));
+	o = open_blocks(4, max);
 	ck_assert_int_eq(cache_object_order(o, order, 4), 0);
 	/* Block 0 (needed next), then block 3 (never needed again). */
 	cache_object_at(o, 0);
@@ -954,11 +964,7 @@ START_TEST(dead_process_cursor_is_removed)
 	int			 status;
 	pid_t			 pid;
 
-	write_blocks("blocks.bin", 4);
-	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), max,
-	    SMALL_BLOCK, &cause), 0);
-	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
-	    &cause));
+	o = open_blocks(4, max);
 	memset(&so, 0, sizeof(so));
 	so.samples = 4;
 	so.batch_size = so.device_iterations = so.replication_factor = 1;
