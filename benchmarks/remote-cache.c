@@ -159,10 +159,11 @@ rc_nginx_start(struct rc_cfg *c)
 	c->port = rc_free_port();
 	snprintf(conf, sizeof(conf),
 	    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-	    "pid %s/nginx.pid;\nerror_log %s/nginx-error.log;\n"
+	    "pid \"%s/nginx.pid\";\nerror_log \"%s/nginx-error.log\";\n"
 	    "events { worker_connections 256; }\n"
-	    "http {\n access_log off;\n client_body_temp_path %s/nginx-tmp;\n"
-	    " server {\n  listen 127.0.0.1:%d;\n  root %s;\n }\n}\n",
+	    "http {\n access_log off;\n"
+	    " client_body_temp_path \"%s/nginx-tmp\";\n"
+	    " server {\n  listen 127.0.0.1:%d;\n  root \"%s\";\n }\n}\n",
 	    c->dir, c->dir, c->dir, c->port, c->dir);
 	snprintf(path, sizeof(path), "%s/nginx.conf", c->dir);
 	rc_write(path, conf, strlen(conf));

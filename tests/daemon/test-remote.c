@@ -66,7 +66,8 @@ free_port(void)
 /*
  * nginx serving the test's folder, in the foreground as one process
  * (master_process off: it never changes user, so root and others alike
- * run it as themselves); /flaky/ answers HEAD but 503 to every GET.
+ * run it as themselves), its paths quoted (a folder may hold a space);
+ * /flaky/ answers HEAD but 503 to every GET.
  */
 static void
 nginx_start(void)
@@ -80,20 +81,20 @@ nginx_start(void)
 	if (access(path_in(dir, "tls.crt"), R_OK) == 0) {
 		nginx_tls_port = free_port();
 		snprintf(tls, sizeof(tls), " server {\n  listen 127.0.0.1:%d "
-		    "ssl;\n  ssl_certificate %s/tls.crt;\n"
-		    "  ssl_certificate_key %s/tls.key;\n  root %s;\n }\n",
+		    "ssl;\n  ssl_certificate \"%s/tls.crt\";\n"
+		    "  ssl_certificate_key \"%s/tls.key\";\n  root \"%s\";\n }\n",
 		    nginx_tls_port, dir, dir, dir);
 	}
 	snprintf(conf, sizeof(conf),
 	    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-	    "pid %s/nginx.pid;\nerror_log %s/nginx-error.log;\n"
+	    "pid \"%s/nginx.pid\";\nerror_log \"%s/nginx-error.log\";\n"
 	    "events { worker_connections 64; }\n"
-	    "http {\n access_log %s/access.log;\n"
-	    " client_body_temp_path %s/nginx-tmp;\n"
-	    " proxy_temp_path %s/nginx-tmp;\n"
-	    " server {\n  listen 127.0.0.1:%d;\n  root %s;\n"
+	    "http {\n access_log \"%s/access.log\";\n"
+	    " client_body_temp_path \"%s/nginx-tmp\";\n"
+	    " proxy_temp_path \"%s/nginx-tmp\";\n"
+	    " server {\n  listen 127.0.0.1:%d;\n  root \"%s\";\n"
 	    "  location /flaky/ { if ($request_method = GET) "
-	    "{ return 503; } alias %s/; }\n }\n%s}\n",
+	    "{ return 503; } alias \"%s/\"; }\n }\n%s}\n",
 	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
 	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
 	write_file(path, conf, strlen(conf));
@@ -1235,8 +1236,8 @@ START_TEST(https_peer_is_verified)
 		return;
 	}
 	snprintf(cmd, sizeof(cmd), "/usr/bin/openssl req -x509 -newkey "
-	    "rsa:2048 -nodes -subj /CN=127.0.0.1 -days 1 -keyout %s/tls.key "
-	    "-out %s/tls.crt >/dev/null 2>&1", dir, dir);
+	    "rsa:2048 -nodes -subj /CN=127.0.0.1 -days 1 -keyout '%s/tls.key' "
+	    "-out '%s/tls.crt' >/dev/null 2>&1", dir, dir);
 	ck_assert_int_eq(system(cmd), 0);
 	nginx_stop();
 	nginx_start();
