@@ -104,6 +104,7 @@ struct producer {
 	uint64_t		 prepared[INFEED_MAX_SLOTS];
 	struct event		*ev_prepare;	/* the next rows, or NULL */
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
+	void			*order;	/* dataset_order_new()'s, or NULL */
 };
 
 /* What a reader's waiting Next gets from a (failed) producer's slot. */
