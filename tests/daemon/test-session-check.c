@@ -43,7 +43,7 @@ static const char *const steps_options[] = {
 	"batch_size", "device_iterations", "replication_factor",
 	"gradient_accumulation", "shuffle", "seed", "drop_last",
 	"buffer_size", "load_indefinitely", "distributed_process_id",
-	"distributed_process_count", "label_dtype",
+	"distributed_process_count", "label_dtype", "seq_len",
 };
 
 /* Whether option @name is one of steps_options. */
