@@ -176,7 +176,14 @@ struct infeed_options {
 	 * see, and infeed_next() drops them before it hands over the slot's
 	 * next step, so that step shows the daemon's bytes.  Where the
 	 * kernel allows (Linux 6.7), a userfaultfd descriptor tracks them.
-	 * Off: the ring is read-only, and a write faults.
+	 * A slot the process cannot have written since (no page fault, no
+	 * new anonymous page) is not walked again; a write into the ring by
+	 * another process (a debugger, process_vm_writev) is seen only from
+	 * Linux 6.16, whose anonymous page count is exact.  Not with locked
+	 * memory: mlock() or mlockall() of a copy-on-write mapping copies
+	 * every page of it at once, so the steps ahead show the bytes of the
+	 * moment it was locked.  Off: the ring is read-only, and a write
+	 * faults.
 	 */
 	bool		copy_on_write;		/* false */
 	uint8_t		reserved0[3];		/* 0; no tail padding */

@@ -389,11 +389,18 @@ infeed_pagemap_written(uint64_t ent)
 	return (((ent >> 63 & 1) || (ent >> 62 & 1)) && !(ent >> 61 & 1));
 }
 
-/* Drop the private copies of pages in [@lo, @hi). */
+/*
+ * Drop the private copies of pages in [@lo, @hi).  The kernel refuses
+ * MADV_DONTNEED on locked memory (a trainer that called mlockall()): the
+ * ring's pages are the daemon's shared memory, so they are unlocked, and
+ * dropped then, rather than left holding the trainer's writes.
+ */
 static void
 infeed_drop_pages(uintptr_t lo, uintptr_t hi)
 {
-	(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	if (madvise((void *)lo, hi - lo, MADV_DONTNEED) == -1 &&
+	    errno == EINVAL && munlock((void *)lo, hi - lo) == 0)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /*
