@@ -1374,6 +1374,14 @@ tar_index_file(struct dataset *ds, struct tar *t,
 		goto out;
 	}
 	t->first[k] = total;
+	if (total > UINT32_MAX) {
+		dataset_error(cause, ds, "index = %s counts %" PRIu64 " samples; "
+		    "expected at most %" PRIu32 " in one dataset: split the "
+		    "shards into several sections", where, total, UINT32_MAX);
+		goto out;
+	}
+	/* The member table is the daemon's memory: memory_budget's. */
+	ds->memory += total * sizeof *t->s;
 	if (total == 0 || (t->s = calloc(total, sizeof *t->s)) == NULL) {
 		dataset_error(cause, ds, total == 0 ? "index = %s counts no "
 		    "sample" : "index = %s: %s", where, strerror(ENOMEM));
