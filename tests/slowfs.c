@@ -546,7 +546,7 @@ slowfs_sweep(void)
 {
 	char		 line[4096], src[256], mnt[4096], type[64], comm[64];
 	char		 path[64];
-	struct stat	 st;
+	struct statvfs	 vfs;
 	FILE		*fp, *cf;
 	long		 pid;
 	bool		 stale;
@@ -570,7 +570,8 @@ slowfs_sweep(void)
 			stale = strncmp(comm, path, strlen(path)) != 0 ||
 			    comm[strlen(path)] == 'Z';
 		} else
-			stale = stat(mnt, &st) == -1 && errno == ENOTCONN;
+			/* stat() may answer from the kernel's cache. */
+			stale = statvfs(mnt, &vfs) == -1 && errno == ENOTCONN;
 		if (!stale)
 			continue;
 		/* /proc/mounts escapes spaces as \040: the tests' paths. */
