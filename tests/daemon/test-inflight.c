@@ -7,7 +7,8 @@
  * io_uring and with the thread pool forced (INFEED_IO_BACKEND=threads),
  * byte for byte the same; a file cut while its reads wait in the store is
  * the session's data error, no worker's death; a worker killed while its
- * reads wait loses or doubles no row.
+ * reads wait loses or doubles no row; a store that stops answering times
+ * the job out, and other sessions are served meanwhile.
  */
 
 #include <sys/stat.h>
@@ -37,6 +38,7 @@
 
 static struct slowfs	fs;
 static bool		mounted;
+static const char	*slow_job_timeout = "30s";	/* job_timeout */
 
 /* Byte @j of sample @i. */
 static uint8_t
@@ -71,12 +73,17 @@ slow_files(const char *src, const char *mnt, unsigned workers)
 	    sizeof(labels));
 	fclose(fp);
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "w"));
+	/* And harness.c's "raw", on local disk: the bystander's. */
 	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = 256M\n"
-	    "job_timeout = 30s\n\n"
+	    "job_timeout = %s\n\n"
 	    "[dataset slow]\ntype = raw\npath = %s/rows.bin\n"
 	    "labels = %s/labels.bin\nshape = %d\ndtype = uint8\n"
-	    "label_dtype = int64\nclasses = 10\n", workers, mnt, mnt,
-	    SLOW_BYTES);
+	    "label_dtype = int64\nclasses = 10\n\n"
+	    "[dataset raw]\ntype = raw\npath = %s/raw.bin\n"
+	    "shape = 1,%d,%d\ndtype = uint8\nlabels = %s/raw-labels.bin\n"
+	    "label_dtype = int64\nclasses = %d\n", workers,
+	    slow_job_timeout, mnt, mnt, SLOW_BYTES, dir, RAW_H, RAW_W, dir,
+	    RAW_CLASSES);
 	fclose(fp);
 }
 
@@ -124,6 +131,7 @@ slow_stop(void)
 	if (mounted)
 		slowfs_stop(&fs);
 	mounted = false;
+	slow_job_timeout = "30s";
 	unsetenv("INFEED_IO_BACKEND");
 	rm_dir();
 }
@@ -370,6 +378,64 @@ START_TEST(file_truncated_under_reads_in_flight)
 }
 END_TEST
 
+/*
+ * A store that stops answering (every read held, as a hung FUSE server
+ * holds them): the job times out as any stuck job does (job_timeout, per
+ * row, 3 tries), the session gets its error saying so, and the daemon
+ * serves the other sessions all along: a bystander on a local dataset is
+ * answered (ListDatasets within 250 ms), its steps waiting for one
+ * job_timeout at most while every worker is held by the dead store (a
+ * fixed pool has no worker to spare; the retries of the timed-out rows go
+ * after its steps: before, it waited for each try).  Once the store
+ * answers again, a new session is served.
+ */
+START_TEST(store_that_stops_answering)
+{
+	struct bystander	 b;
+	struct bystander_report	 rep;
+	struct infeed		*f;
+	struct infeed_step	 st;
+	uint64_t		 t0, ms;
+	int			 rc;
+
+	slow_job_timeout = "1s";
+	if (!slow_start(2, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	bystander_start(&b);
+	t0 = now_ms();
+	f = slow_attach(1, false);
+	slow_wait_held(SLOW_BATCH / 2);
+	while ((rc = infeed_next(f, &st)) == INFEED_OK)
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ms = now_ms() - t0;
+	bystander_stop(&b, &rep);
+	fprintf(stderr, "a store that stops answering: the session's error "
+	    "after %" PRIu64 " ms: %s\n", ms, infeed_error(f));
+	ck_assert_int_eq(rc, INFEED_ERR_DAEMON);
+	ck_assert_msg(strstr(infeed_error(f), "job_timeout") != NULL, "%s",
+	    infeed_error(f));
+	fprintf(stderr, "bystander: %" PRIu64 " rounds, worst ListDatasets "
+	    "%" PRIu64 " ms, worst Next %" PRIu64 " ms (job_timeout 1 s)\n",
+	    rep.rounds, rep.worst_list_ms, rep.worst_next_ms);
+	ck_assert_msg(rep.errors == 0, "the bystander failed: %s", rep.error);
+	ck_assert_uint_gt(rep.rounds, 0);
+	ck_assert_uint_lt(rep.worst_list_ms, 250);
+	/* One job_timeout and a worker's start, not one a try (2 s). */
+	ck_assert_uint_lt(rep.worst_next_ms, 1800);
+	infeed_free(f);
+	slowfs_command(&fs, "release");
+	f = slow_attach(1, false);
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
+	slow_check_step(&st);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+	slow_stop();
+}
+END_TEST
+
 static Suite *
 inflight_suite(void)
 {
@@ -386,6 +452,7 @@ inflight_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, worker_killed_mid_read_loses_nothing);
 	tcase_add_test(tc, file_truncated_under_reads_in_flight);
+	tcase_add_test(tc, store_that_stops_answering);
 	suite_add_tcase(s, tc);
 	return (s);
 }
