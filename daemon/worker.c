@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -543,6 +544,33 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 }
 
 /*
+ * Ask the kernel to read the bytes of samples @idx (@n, a later step's:
+ * pool_read_ahead()) into the page cache, without waiting for them
+ * (posix_fadvise WILLNEED): when their job comes, its reads find them
+ * there, or already on their way.  Pages cached already cost a lookup.
+ * A sample that cannot be located is left to its job to report.
+ */
+static void
+worker_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
+{
+	struct dataset_loc	loc;
+	int64_t			label;
+	uint32_t		i;
+
+	for (i = 0; i < n; i++) {
+		if (idx[i] >= ds->samples ||
+		    dataset_locate(ds, idx[i], &loc, &label) == -1)
+			continue;
+		if (loc.fd != -1 && (loc.mapped == NULL ||
+		    !worker_resident(loc.mapped, loc.len)))
+			(void)posix_fadvise(loc.fd, (off_t)loc.off,
+			    (off_t)loc.len, POSIX_FADV_WILLNEED);
+		if (loc.owned)
+			close(loc.fd);
+	}
+}
+
+/*
  * Read the rows of @job, whose dataset indices are @indices (from the
  * pool, never from the ring), into its slot, and say so in DONE @d.  The
  * reads of the rows go in flight together (io-batch.h), each row copied,
@@ -623,6 +651,10 @@ worker_rows(struct wring *w, struct transform_work *tw,
 		else
 			worker_array_row(&j, r, idx, stream);
 	}
+	/* While the job's own reads wait: the later steps' rows. */
+	if (inflight)
+		worker_read_ahead(ds, indices + (job->row_end - job->row_begin),
+		    job->ahead);
 	/*
 	 * The rest as it comes, after a failure too: a row before the one
 	 * that failed may fail as well, and DONE names the lowest.
@@ -718,10 +750,11 @@ worker_job_ok(const struct wring *w, const struct worker_msg_job *job, size_t n)
 	uint64_t		 rows;
 
 	if (job->slot >= l->slots || job->row_begin >= job->row_end ||
-	    job->row_end - job->row_begin > WORKER_MAX_JOB_ROWS)
+	    job->row_end - job->row_begin > WORKER_MAX_JOB_ROWS ||
+	    job->ahead > WORKER_MAX_JOB_AHEAD)
 		return (0);
 	rows = job->row_end - job->row_begin;
-	return (n == sizeof(*job) + rows * sizeof(uint64_t) &&
+	return (n == sizeof(*job) + (rows + job->ahead) * sizeof(uint64_t) &&
 	    job->row_end * w->desc.transform.out_sample_bytes <=
 	    l->labels_offset);
 }
@@ -1071,8 +1104,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
 	/* The longest message from the pool: a JOB of the most rows. */
-	len = sizeof(struct worker_msg_job) + WORKER_MAX_JOB_ROWS *
-	    sizeof(uint64_t);
+	len = sizeof(struct worker_msg_job) + (WORKER_MAX_JOB_ROWS +
+	    WORKER_MAX_JOB_AHEAD) * sizeof(uint64_t);
 	mp = xcalloc(1, len);
 	done = xcalloc(1, WORKER_MAX_DONE);
 	/* Its reads' ring (or threads), made before it says it is ready. */

@@ -6,7 +6,9 @@
  * many at once (a step takes about one delay, not one a row), with
  * io_uring and with the thread pool forced (INFEED_IO_BACKEND=threads),
  * byte for byte the same; a file cut while its reads wait in the store is
- * the session's data error, no worker's death; a worker killed while its
+ * the session's data error, no worker's death; the steps after the ring's
+ * are read ahead (read_ahead), no further than it and an eighth of
+ * memory_budget allow; a worker killed while its
  * reads wait loses or doubles no row; a store that stops answering times
  * the job out, and other sessions are served meanwhile.
  */
@@ -39,6 +41,8 @@
 static struct slowfs	fs;
 static bool		mounted;
 static const char	*slow_job_timeout = "30s";	/* job_timeout */
+static const char	*slow_read_ahead = "auto";	/* read_ahead */
+static const char	*slow_budget = "256M";		/* memory_budget */
 
 /* Byte @j of sample @i. */
 static uint8_t
@@ -74,15 +78,15 @@ slow_files(const char *src, const char *mnt, unsigned workers)
 	fclose(fp);
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "w"));
 	/* And harness.c's "raw", on local disk: the bystander's. */
-	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = 256M\n"
-	    "job_timeout = %s\n\n"
+	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = %s\n"
+	    "job_timeout = %s\nread_ahead = %s\n\n"
 	    "[dataset slow]\ntype = raw\npath = %s/rows.bin\n"
 	    "labels = %s/labels.bin\nshape = %d\ndtype = uint8\n"
 	    "label_dtype = int64\nclasses = 10\n\n"
 	    "[dataset raw]\ntype = raw\npath = %s/raw.bin\n"
 	    "shape = 1,%d,%d\ndtype = uint8\nlabels = %s/raw-labels.bin\n"
-	    "label_dtype = int64\nclasses = %d\n", workers,
-	    slow_job_timeout, mnt, mnt, SLOW_BYTES, dir, RAW_H, RAW_W, dir,
+	    "label_dtype = int64\nclasses = %d\n", workers, slow_budget,
+	    slow_job_timeout, slow_read_ahead, mnt, mnt, SLOW_BYTES, dir, RAW_H, RAW_W, dir,
 	    RAW_CLASSES);
 	fclose(fp);
 }
@@ -132,6 +136,8 @@ slow_stop(void)
 		slowfs_stop(&fs);
 	mounted = false;
 	slow_job_timeout = "30s";
+	slow_read_ahead = "auto";
+	slow_budget = "256M";
 	unsetenv("INFEED_IO_BACKEND");
 	rm_dir();
 }
@@ -281,6 +287,82 @@ START_TEST(fallback_backend_same_steps)
 		infeed_free(f);
 		slow_stop();
 	}
+}
+END_TEST
+
+/*
+ * Read-ahead from the known order (issue 36, item 2), within its bound:
+ * a session of 2 slots whose trainer holds its first step, so that the
+ * ring is full, makes the store read its 2 steps and, with read_ahead =
+ * 2 steps, the next 2 steps' rows and no more (each row a read of its
+ * own: counted by the store); with read_ahead = off, the ring's alone.
+ * Then the epoch: every sample once, each right, and each row read from
+ * the store once (what was read ahead is taken from the page cache).
+ */
+static void
+slow_read_ahead_bound(const char *setting, uint64_t steps_ahead)
+{
+	struct infeed		*f;
+	struct infeed_step	 st;
+	uint8_t			 seen[SLOW_ROWS];
+	uint64_t		 held, reads, ms, r, ring = 2 * SLOW_BATCH;
+
+	slow_read_ahead = setting;
+	if (!slow_start(1, 2000)) {
+		slow_stop();
+		return;
+	}
+	f = slow_attach(2, false);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	slow_check_step(&st);
+	/* The ring is full now; what the store reads settles. */
+	held = UINT64_MAX;
+	for (r = 0; r < 50 && (reads = slowfs_counter(&fs, "reads")) != held;
+	    r++) {
+		held = reads;
+		usleep(200000);
+	}
+	fprintf(stderr, "read_ahead = %s: %" PRIu64 " rows read from the "
+	    "store with the ring of %" PRIu64 " rows full (%" PRIu64 " in "
+	    "the ring and %" PRIu64 " ahead allowed)\n", setting, reads,
+	    ring, ring, steps_ahead * SLOW_BATCH);
+	ck_assert_uint_le(reads, ring + steps_ahead * SLOW_BATCH);
+	if (steps_ahead > 0)
+		ck_assert_uint_gt(reads, ring + (steps_ahead - 1) * SLOW_BATCH);
+	memset(seen, 0, sizeof(seen));
+	for (r = 0; r < st.rows; r++)
+		seen[st.indices[r]]++;
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	slow_epoch(f, &ms, seen);
+	for (r = 0; r < SLOW_ROWS; r++)
+		ck_assert_msg(seen[r] == 1, "sample %" PRIu64 " seen %u times",
+		    r, seen[r]);
+	reads = slowfs_counter(&fs, "reads");
+	fprintf(stderr, "read_ahead = %s: the epoch of %d rows in %" PRIu64
+	    " ms, %" PRIu64 " rows read from the store\n", setting,
+	    SLOW_ROWS, ms, reads);
+	ck_assert_uint_le(reads, SLOW_ROWS);
+	infeed_free(f);
+	slow_stop();
+}
+
+START_TEST(read_ahead_within_its_bound)
+{
+	slow_read_ahead_bound("2 steps", 2);
+}
+END_TEST
+
+/* Within an eighth of memory_budget too: 1M holds 1 step of 128K. */
+START_TEST(read_ahead_within_the_memory_budget)
+{
+	slow_budget = "1M";
+	slow_read_ahead_bound("2 steps", 1);
+}
+END_TEST
+
+START_TEST(read_ahead_off)
+{
+	slow_read_ahead_bound("off", 0);
 }
 END_TEST
 
@@ -446,6 +528,9 @@ inflight_suite(void)
 	tcase_add_test(tc, step_rows_in_flight_io_uring);
 	tcase_add_test(tc, step_rows_in_flight_threads);
 	tcase_add_test(tc, fallback_backend_same_steps);
+	tcase_add_test(tc, read_ahead_within_its_bound);
+	tcase_add_test(tc, read_ahead_within_the_memory_budget);
+	tcase_add_test(tc, read_ahead_off);
 	suite_add_tcase(s, tc);
 	/* Faults while reads wait in the store. */
 	tc = tcase_create("faults");
