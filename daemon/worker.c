@@ -548,7 +548,10 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
  * pool_read_ahead()) into the page cache, without waiting for them
  * (posix_fadvise WILLNEED): when their job comes, its reads find them
  * there, or already on their way.  Pages cached already cost a lookup.
- * A sample that cannot be located is left to its job to report.
+ * Only in the files the worker keeps open (arrays, tar shards): an image
+ * file is opened for its read, and a FUSE store forgets a file's cached
+ * pages when it is opened again (without keep_cache), so its bytes would
+ * be read twice.  A sample that cannot be located is left to its job.
  */
 static void
 worker_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
@@ -561,7 +564,7 @@ worker_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
 		if (idx[i] >= ds->samples ||
 		    dataset_locate(ds, idx[i], &loc, &label) == -1)
 			continue;
-		if (loc.fd != -1 && (loc.mapped == NULL ||
+		if (loc.fd != -1 && !loc.owned && (loc.mapped == NULL ||
 		    !worker_resident(loc.mapped, loc.len)))
 			(void)posix_fadvise(loc.fd, (off_t)loc.off,
 			    (off_t)loc.len, POSIX_FADV_WILLNEED);
