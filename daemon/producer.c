@@ -5,7 +5,9 @@
  * reader to ask.  A step's indices and jobs are made a bounded amount per
  * loop callback (producer_prepare), whatever its rows, stages and
  * shuffle, and its shuffle's table is charged to memory_budget
- * (producer_table).  Producers call the pool and the ring, never a
+ * (producer_table).  Past the ring, the next read_ahead steps' indices
+ * go to the pool to be read ahead (producer_read_ahead), in the same
+ * bounded callbacks.  Producers call the pool and the ring, never a
  * reader, a group or a session: what is done goes up through the done
  * callback.
  */
