@@ -104,6 +104,8 @@ struct wring {
  * cached 128 KiB row copies in about 25 us.
  */
 #define WORKER_MAP_WAIT_US	300
+/* Rows to read ahead looked at first: all resident, the dataset is. */
+#define WORKER_AHEAD_PROBE	4
 #define WORKER_MAP_OFF_MS	1000
 
 /* A row whose read is in flight. */
@@ -563,10 +565,48 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 }
 
 /*
+ * Whether sample @i needs no reading ahead: in memory, an image file
+ * (opened for its read: none of them), or not to be found (its job says).
+ */
+static bool
+worker_ahead_needless(const struct dataset *ds, uint64_t i)
+{
+	struct dataset_loc	loc;
+	int64_t			label;
+
+	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
+		return (true);
+	if (loc.owned) {
+		close(loc.fd);
+		return (true);
+	}
+	return (loc.fd == -1 || (loc.mapped != NULL &&
+	    worker_resident(loc.mapped, loc.len)));
+}
+
+/* Ask the kernel for sample @i's bytes, not waiting for them. */
+static void
+worker_read_ahead_one(const struct dataset *ds, uint64_t i)
+{
+	struct dataset_loc	loc;
+	int64_t			label;
+
+	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
+		return;
+	if (loc.owned)
+		close(loc.fd);
+	else if (loc.fd != -1)
+		(void)posix_fadvise(loc.fd, (off_t)loc.off, (off_t)loc.len,
+		    POSIX_FADV_WILLNEED);
+}
+
+/*
  * Ask the kernel to read the bytes of samples @idx (@n, a later step's:
  * pool_read_ahead()) into the page cache, without waiting for them
  * (posix_fadvise WILLNEED): when their job comes, its reads find them
- * there, or already on their way.  Pages cached already cost a lookup.
+ * there, or already on their way.  When its first WORKER_AHEAD_PROBE
+ * rows are in memory the dataset is taken to be, and nothing is asked
+ * (a few mincore(2) a job, not one a row).
  * Only in the files the worker keeps open (arrays, tar shards): an image
  * file is opened for its read, and a FUSE store forgets a file's cached
  * pages when it is opened again (without keep_cache), so its bytes would
@@ -575,21 +615,16 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 static void
 worker_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
 {
-	struct dataset_loc	loc;
-	int64_t			label;
-	uint32_t		i;
+	uint32_t	i;
 
-	for (i = 0; i < n; i++) {
-		if (idx[i] >= ds->samples ||
-		    dataset_locate(ds, idx[i], &loc, &label) == -1)
-			continue;
-		if (loc.fd != -1 && !loc.owned && (loc.mapped == NULL ||
-		    !worker_resident(loc.mapped, loc.len)))
-			(void)posix_fadvise(loc.fd, (off_t)loc.off,
-			    (off_t)loc.len, POSIX_FADV_WILLNEED);
-		if (loc.owned)
-			close(loc.fd);
-	}
+	/* The first rows needless (a few syscalls a job): all are. */
+	for (i = 0; i < n && i < WORKER_AHEAD_PROBE; i++)
+		if (!worker_ahead_needless(ds, idx[i]))
+			break;
+	if (i == n || i == WORKER_AHEAD_PROBE)
+		return;
+	for (i = 0; i < n; i++)
+		worker_read_ahead_one(ds, idx[i]);
 }
 
 /*
