@@ -16,10 +16,10 @@
 #include "io-batch.h"
 
 /*
- * read_ahead = auto: 4 steps, at most 64 MiB and an eighth of
+ * read_ahead = auto: 16 steps, at most 64 MiB and an eighth of
  * memory_budget (docs/performance.md, issue 36 round two, measures it).
  */
-#define CONFIG_READ_AHEAD_AUTO_STEPS	4
+#define CONFIG_READ_AHEAD_AUTO_STEPS	16
 #define CONFIG_READ_AHEAD_AUTO_BYTES	(64ULL << 20)
 #define CONFIG_READ_AHEAD_MAX_STEPS	1024
 

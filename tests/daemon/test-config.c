@@ -464,7 +464,7 @@ START_TEST(config_refuses_a_bad_memory_budget)
 END_TEST
 
 /*
- * read_ahead (issue 36, item 2): auto by default (4 steps, 64M at most),
+ * read_ahead (issue 36, item 2): auto by default (16 steps, 64M at most),
  * off, a number of steps, or a size; anything else refused with the forms.
  */
 START_TEST(config_reads_read_ahead)
@@ -475,7 +475,7 @@ START_TEST(config_reads_read_ahead)
 	char		 text[256], msg[512];
 	size_t		 i;
 
-	ck_assert_uint_eq(conf->read_ahead_steps, 4);
+	ck_assert_uint_eq(conf->read_ahead_steps, 16);
 	ck_assert_uint_eq(conf->read_ahead_bytes, 64ULL << 20);
 	config_free(conf);
 	conf = load_ok("[infeedd]\nread_ahead = off\n");
@@ -499,7 +499,7 @@ START_TEST(config_reads_read_ahead)
 		snprintf(text, sizeof text, "[infeedd]\nread_ahead = %s\n",
 		    bad[i]);
 		snprintf(msg, sizeof msg, "[infeedd] read_ahead = %s: expected "
-		    "auto (4 steps, at most 64M), off, a number of steps up to "
+		    "auto (16 steps, at most 64M), off, a number of steps up to "
 		    "1024 such as 8 steps, or a size such as 64M", bad[i]);
 		load_fails(text, 2, msg);
 	}
