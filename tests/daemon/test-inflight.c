@@ -131,10 +131,20 @@ slow_start(unsigned workers, unsigned delay_us)
 static void
 slow_stop(void)
 {
+	static const char *const left[] = { "src/rows.bin", "src/labels.bin",
+	    "src", "mnt" };
+	char		path[600];
+	size_t		i;
+
 	infeedd_stop();
 	if (mounted)
 		slowfs_stop(&fs);
 	mounted = false;
+	/* rm_dir() removes the files of the top directory alone. */
+	for (i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
+		(void)remove(path);
+	}
 	slow_job_timeout = "30s";
 	slow_read_ahead = "auto";
 	slow_budget = "256M";
