@@ -34,6 +34,7 @@
 
 #define CONFIG_DEFAULT_MAX_CLIENTS	256
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
+#define CONFIG_DEFAULT_GROUP_WINDOW	(1ULL << 30)
 #define CONFIG_DEFAULT_JOB_TIMEOUT_MS	30000
 #define CONFIG_MAX_JOB_TIMEOUT_MS	(24U * 3600 * 1000)
 #define CONFIG_DEFAULT_IMAGE_MEMORY	(256ULL << 20)
@@ -45,8 +46,9 @@
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"job_timeout", "image_memory_max", "keep_ring_memory", "metrics_listen",
-	"io_backend", "read_ahead", "cache_dir", "cache_max", NULL,
+	"group_window", "job_timeout", "image_memory_max", "keep_ring_memory",
+	"metrics_listen", "io_backend", "read_ahead", "cache_dir", "cache_max",
+	NULL,
 };
 
 /*
@@ -257,6 +259,13 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->memory_budget = v;
+	} else if (strcmp(name, "group_window") == 0) {
+		if (config_parse_size(value, &v) == -1) {
+			cp->error = xasprintf("[infeedd] group_window = %s: "
+			    "expected a size such as 1G, or 0 for none", value);
+			return (0);
+		}
+		conf->group_window = v;
 	} else if (strcmp(name, "job_timeout") == 0) {
 		if (config_parse_duration(value, &v) == -1 || v < 100 ||
 		    v > CONFIG_MAX_JOB_TIMEOUT_MS) {
@@ -334,7 +343,7 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
-		    "max_frame_size, memory_budget, job_timeout, "
+		    "max_frame_size, memory_budget, group_window, job_timeout, "
 		    "image_memory_max, keep_ring_memory, metrics_listen, "
 		    "io_backend, read_ahead, cache_dir and cache_max",
 		    name,
@@ -675,6 +684,7 @@ config_load(const char *path, char **cause)
 	conf->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
+	conf->group_window = CONFIG_DEFAULT_GROUP_WINDOW;
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
 	conf->read_ahead_steps = CONFIG_READ_AHEAD_AUTO_STEPS;
 	conf->read_ahead_bytes = CONFIG_READ_AHEAD_AUTO_BYTES;

@@ -31,6 +31,7 @@ struct config {
 	unsigned		 max_clients;
 	uint32_t		 max_frame_size;
 	uint64_t		 memory_budget;	/* bytes, all step rings */
+	uint64_t		 group_window;	/* bytes, a group's past steps */
 	uint32_t		 job_timeout_ms; /* per row; then stuck */
 	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */

@@ -44,6 +44,7 @@
  */
 #define GROUP_CATCH_UP_EPOCHS	1
 
+
 /*
  * A process that ended a session of a group holding slots of its ring:
  * they are its to read until it exits (watched with a pidfd, else
@@ -52,7 +53,7 @@
 struct group_holder {
 	struct group		*g;
 	pid_t			 pid;
-	uint32_t		 holds[INFEED_MAX_GROUP_SLOTS];	/* per slot */
+	uint32_t		 holds[INFEED_MAX_SLOTS];	/* per slot */
 	int			 pidfd;	/* -1: none */
 	struct event		*ev;	/* its exit, or NULL */
 };
@@ -153,8 +154,30 @@ group_min_seq(const struct group *g)
 }
 
 /*
+ * The oldest step of @g's sequence from which the group has every step,
+ * in its ring, up to the one it fills next: with a window, the window's
+ * oldest (a step a member or an ended one's process holds among them:
+ * kept steps never change); without, the slowest member's (a joiner
+ * that pinned an older held step would take a slot of the members'
+ * buffer_size).
+ */
+static uint64_t
+group_window_seq(const struct group *g)
+{
+	const struct producer	*p = g->p;
+	uint64_t		 seq = group_min_seq(g);
+	uint32_t		 i;
+
+	while (g->window > 0 && seq > 0 &&
+	    producer_find_seq(p, seq - 1, &i) != NULL &&
+	    ring_slot_filled(p->ring, i))
+		seq--;
+	return (seq);
+}
+
+/*
  * Where step (@epoch, @step) is in @g's sequence: a slot it still has for
- * every member (not before the slowest one), or the next it fills.
+ * every member (in its window of past steps too), or the next it fills.
  * Return: 0 with *@seq, or -1 when the group has it no more or not yet.
  */
 static int
@@ -163,15 +186,16 @@ group_position(const struct group *g, uint64_t epoch, uint64_t step,
 {
 	const struct producer	*p = g->p;
 	const struct ring_slot	*sl;
-	uint64_t		 fe = p->fill_epoch, fs = p->fill_step;
+	uint64_t		 fe = p->fill_epoch, fs = p->fill_step, from;
 	uint32_t		 i;
 
 	if (p->state == PRODUCER_FAILED)
 		return (-1);
+	from = group_window_seq(g);
 	for (i = 0; i < p->ring->layout.slots; i++) {
 		sl = &p->ring->slot[i];
 		if (sl->state != SLOT_FREE && sl->epoch == epoch &&
-		    sl->step == step && sl->seq >= group_min_seq(g)) {
+		    sl->step == step && sl->seq >= from) {
 			*seq = sl->seq;
 			return (0);
 		}
@@ -227,7 +251,7 @@ group_behind(const struct group *g, uint64_t epoch, uint64_t step,
 
 	if (g->p->state == PRODUCER_FAILED)
 		return (false);
-	*seq = group_min_seq(g);
+	*seq = group_window_seq(g);
 	group_seq_step(g, *seq, &me, &ms);
 	if (me < epoch || (me == epoch && ms <= step))
 		return (false);
@@ -282,6 +306,35 @@ group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
 	group_deliver(g);
 }
 
+/*
+ * The slots of the window of past steps a group of options @o on @src
+ * keeps (group.h) beyond its buffer_size: group_window's bytes, and half
+ * of what is free of memory_budget at most (the rest is for the members'
+ * own rings, should they leave or catch up, and for other sessions); and
+ * no more than leave a member's own ring of buffer_size its slot numbers
+ * after the group's (a client numbers the slots it maps below 64).
+ */
+static uint32_t
+group_window_slots(const struct session_host *host,
+    const struct session_options *o, const struct session_source *src)
+{
+	const struct ring_budget	*b = host->budget;
+	uint64_t			 step, bytes, free, n;
+
+	if (2 * o->buffer_size >= INFEED_MAX_SLOTS)
+		return (0);
+	/* A slot's data, labels and indices (ring.h's layout, about). */
+	step = src->sampler.cbs * (src->transform.out_sample_bytes + 16);
+	bytes = host->group_window;
+	free = b->limit > b->used ? (b->limit - b->used) / 2 : 0;
+	if (free < bytes)
+		bytes = free;
+	n = step > 0 ? bytes / step : 0;
+	if (n > INFEED_MAX_SLOTS - 2 * o->buffer_size)
+		n = INFEED_MAX_SLOTS - 2 * o->buffer_size;
+	return ((uint32_t)n);
+}
+
 /* Make a group: see group.h. */
 struct group *
 group_new(uint64_t id, const struct session_host *host,
@@ -300,8 +353,19 @@ group_new(uint64_t id, const struct session_host *host,
 	TAILQ_INIT(&g->members);
 	producer_spec_init(&g->spec, host, client, o, &g->src,
 	    &g->table_charged);
+	g->window = group_window_slots(host, o, &g->src);
+	g->spec.slots += g->window;
 	g->p = producer_new(&g->spec, o->start_epoch, o->start_step,
 	    group_done_cb, g, code, cause);
+	if (g->p == NULL && g->window > 0) {
+		/* No room for the window: a group without one. */
+		free(*cause);
+		*cause = NULL;
+		g->spec.slots -= g->window;
+		g->window = 0;
+		g->p = producer_new(&g->spec, o->start_epoch, o->start_step,
+		    group_done_cb, g, code, cause);
+	}
 	if (g->p == NULL) {
 		session_source_clear(&g->src);
 		ring_budget_uncharge(host->budget, g->table_charged);
@@ -311,6 +375,7 @@ group_new(uint64_t id, const struct session_host *host,
 	}
 	g->p->id = id;
 	g->p->kind = "group";
+	g->p->room = o->buffer_size;
 	g->ev_slack = evtimer_new(host->base, group_slack_cb, g);
 	if (g->ev_slack == NULL)
 		fatalx("cannot make a timer for group %llu",
@@ -383,8 +448,20 @@ group_pinned(const struct group *g, uint64_t seq)
 }
 
 /*
- * Whether the group holds a member back: every slot taken, and a member
- * waiting for the step the producer would fill next.
+ * Whether slot @i of @g's ring is in its window of past steps: ready,
+ * every member past it, none holding it.
+ */
+static bool
+group_kept(const struct group *g, uint32_t i)
+{
+	const struct ring_slot	*sl = &g->p->ring->slot[i];
+
+	return (sl->state == SLOT_READY && !group_pinned(g, sl->seq));
+}
+
+/*
+ * Whether the group holds a member back: no slot it may fill, and a
+ * member waiting for the step the producer would fill next.
  */
 static bool
 group_blocked(const struct group *g)
@@ -392,8 +469,8 @@ group_blocked(const struct group *g)
 	const struct producer		*p = g->p;
 	const struct group_member	*m;
 
-	if (p->state != PRODUCER_FILLING ||
-	    ring_find(p->ring, SLOT_FREE) != -1)
+	if (p->state != PRODUCER_FILLING || (p->room > 0 &&
+	    ring_find(p->ring, SLOT_FREE) != -1))
 		return (false);
 	TAILQ_FOREACH(m, &g->members, entry) {
 		if (consumer_in_group(m->c) && m->c->nwaiting > 0 &&
@@ -418,7 +495,8 @@ group_oldest(const struct group *g, uint32_t *slot, uint64_t *seq)
 
 	for (i = 0; i < r->layout.slots; i++) {
 		if (!ring_slot_filled(r, i) ||
-		    (found && r->slot[i].seq >= *seq))
+		    (found && r->slot[i].seq >= *seq) ||
+		    group_kept(g, i))
 			continue;
 		/* Its holders, less the members in the group. */
 		others = r->slot[i].holders;
@@ -579,25 +657,65 @@ group_watch(struct group *g)
 }
 
 /*
+ * The position of @g's member furthest ahead (that takes the group's
+ * steps), or the step the group fills next when none does.
+ */
+static uint64_t
+group_front_seq(const struct group *g)
+{
+	const struct group_member	*m;
+	uint64_t			 front = 0;
+	bool				 any = false;
+
+	TAILQ_FOREACH(m, &g->members, entry) {
+		if (consumer_in_group(m->c) && !m->late &&
+		    (!any || m->c->deliver_seq > front)) {
+			front = m->c->deliver_seq;
+			any = true;
+		}
+	}
+	return (any ? front : g->p->fill_seq);
+}
+
+/*
  * Free the group ring's slots that every member is past and none holds,
- * and fill them with the next steps.
+ * but for the newest g->window of them (the window), and fill the free
+ * slots with the next steps, buffer_size of them ahead of the member
+ * furthest ahead (room for the producer), as a lone session's ring has
+ * them: a window's oldest slot is freed for the next step when none is
+ * free.  The members behind (a late one reading the window) hold the
+ * others back only once the ring is full.
  */
 static void
 group_reclaim(struct group *g)
 {
 	struct producer		*p = g->p;
-	struct ring_slot	*sl;
-	bool			 freed = false;
-	uint32_t		 i;
+	const struct ring	*r = p->ring;
+	uint64_t		 ahead = p->fill_seq - group_front_seq(g);
+	uint32_t		 i, kept = 0, nfree = 0, room;
+	int			 old;
 
-	for (i = 0; i < p->ring->layout.slots; i++) {
-		sl = &p->ring->slot[i];
-		if (sl->state != SLOT_READY || group_pinned(g, sl->seq))
-			continue;
-		ring_slot_set(p->ring, i, SLOT_FREE);
-		freed = true;
+	for (i = 0; i < r->layout.slots; i++) {
+		if (r->slot[i].state == SLOT_FREE)
+			nfree++;
+		else if (group_kept(g, i))
+			kept++;
 	}
-	if (freed)
+	room = ahead < g->opts.buffer_size ?
+	    g->opts.buffer_size - (uint32_t)ahead : 0;
+	while (kept > 0 && (kept > g->window || nfree < room)) {
+		old = -1;
+		for (i = 0; i < r->layout.slots; i++) {
+			if (group_kept(g, i) && (old == -1 ||
+			    r->slot[i].seq < r->slot[old].seq))
+				old = (int)i;
+		}
+		ring_slot_set(p->ring, (uint32_t)old, SLOT_FREE);
+		kept--;
+		nfree++;
+	}
+	p->room = room;
+	if (room > 0 && nfree > 0)
 		producer_fill(p);
 }
 
@@ -611,7 +729,7 @@ group_holder_drop(struct group *g, size_t k, bool unhold)
 	struct group_holder	*h = g->holders[k];
 	uint32_t		 i;
 
-	for (i = 0; unhold && i < INFEED_MAX_GROUP_SLOTS; i++) {
+	for (i = 0; unhold && i < g->p->ring->layout.slots; i++) {
 		while (h->holds[i] > 0) {
 			ring_slot_unhold(g->p->ring, i);
 			h->holds[i]--;
@@ -670,7 +788,7 @@ group_unhold(struct group *g, uint64_t slots)
 {
 	uint32_t	k;
 
-	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+	for (k = 0; k < g->p->ring->layout.slots; k++) {
 		if (slots & group_bit(k))
 			ring_slot_unhold(g->p->ring, k);
 	}
@@ -709,7 +827,7 @@ group_add_holder(struct group *g, pid_t pid, uint64_t slots)
 		    sizeof(*g->holders));
 		g->holders[g->nholders++] = h;
 	}
-	for (k = 0; k < INFEED_MAX_GROUP_SLOTS; k++) {
+	for (k = 0; k < g->p->ring->layout.slots; k++) {
 		if (slots & group_bit(k))
 			g->holders[i]->holds[k]++;
 	}
@@ -851,6 +969,8 @@ group_deliver(struct group *g)
 			group_member_deliver(m);
 	}
 	producer_delivered(g->p, group_min_seq(g));
+	/* The member furthest ahead moved on: the producer may fill more. */
+	group_reclaim(g);
 	group_watch(g);
 }
 
@@ -868,6 +988,7 @@ group_next(struct group_member *m)
 		producer_state_move(&m->c->seen, PRODUCER_FILLING, m->c->id);
 	group_start(m->g);
 	group_member_deliver(m);
+	group_reclaim(m->g);
 }
 
 /*
@@ -1228,7 +1349,7 @@ group_release(struct group_member *m, uint32_t slot)
 {
 	struct group	*g = m->g;
 
-	if (g == NULL || slot >= INFEED_MAX_GROUP_SLOTS ||
+	if (g == NULL || slot >= g->p->ring->layout.slots ||
 	    (m->c->shared_held & group_bit(slot)) == 0)
 		return (-1);
 	m->c->shared_held &= ~group_bit(slot);

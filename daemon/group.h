@@ -21,19 +21,27 @@
  * caught up), holding at most one step of its own ring, and gives up its
  * own ring once it holds none of it.
  *
- * A late member joins at a step the group still has or fills next.  One
- * that attaches behind the group (by an epoch at most) joins too, and
- * catches up: its first Next gives it a producer of its own, from its
- * position to the oldest step the group has then (its meeting point,
- * which the group keeps for it from then on; before its first Next it
- * keeps nothing, and holds no one back), and at the meeting point it
- * takes the group's steps (it rejoins).  Its own steps are the group's earlier
- * steps (the order is the sampler's, of seed and epoch), and while the
- * group waits for it (its ring full up to the meeting point) the workers
- * fill the late member's steps alone.  A late member that stops asking
- * while the group waits for it is charged the slack as any member is,
- * and then goes on alone: the group keeps nothing more for it.  Elsewhere
- * (ahead of the group, or further behind) it starts its own group.
+ * The group's ring has buffer_size slots for its members, and a window
+ * of its past steps: more slots (group_window's bytes), charged with the
+ * ring, that keep the newest steps every member is past.  The producer
+ * fills buffer_size steps ahead of the member furthest ahead, as a lone
+ * session's ring has them, and frees the window's oldest for the next.
+ * A late member joins at a step the group still has (in the window too)
+ * or fills next, and reads the window's steps rather than have them
+ * decoded again: the members ahead wait for it only once the ring is
+ * full.  One that attaches behind the group by an epoch at most joins
+ * too, and catches up: its first Next gives it a producer of its own,
+ * from its position to the oldest step the group has then (its meeting
+ * point, the window's oldest step, which the group keeps for it from
+ * then on; before its first Next it keeps nothing, and holds no one
+ * back), and at the meeting point it takes the group's steps (it
+ * rejoins).  Its own steps are the group's earlier steps (the order is
+ * the sampler's, of seed and epoch), and while the group waits for it
+ * (its ring full up to the meeting point) the workers fill the late
+ * member's steps alone.  A late member that stops asking while the group
+ * waits for it is charged the slack as any member is, and then goes on
+ * alone: the group keeps nothing more for it.  Elsewhere (ahead of the
+ * group, or further behind) it starts its own group.
  *
  * A group calls its producer, its members' consumers and the ring, never
  * a session: session.c makes the group's source and its members.
@@ -101,6 +109,7 @@ struct group {
 	uint64_t		 table_charged;	/* src's table's */
 	struct producer_spec	 spec;
 	struct producer		*p;
+	uint32_t		 window;	/* its ring's slots of past steps */
 	TAILQ_HEAD(, group_member) members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
 	struct group_holder	**holders;	/* ended members' */

@@ -323,6 +323,7 @@ producer_new(const struct producer_spec *spec, uint64_t epoch,
 	p->arg = arg;
 	p->fill_epoch = epoch;
 	p->fill_step = step;
+	p->room = UINT32_MAX;
 	if (producer_table(spec, cause) == -1)
 		goto fail;
 	p->ring = ring_new(spec->budget, src->sampler.cbs,
@@ -574,9 +575,11 @@ producer_fill(struct producer *p)
 			p->fill_epoch++;
 			p->fill_step = 0;
 		}
-		if (producer_at_stop(p) ||
+		if (producer_at_stop(p) || p->room == 0 ||
 		    (i = ring_find(p->ring, SLOT_FREE)) == -1)
 			break;
+		if (p->room != UINT32_MAX)
+			p->room--;
 		sl = &p->ring->slot[i];
 		rows = sampler_epoch_step_rows(sm, p->fill_epoch,
 		    p->fill_step);

@@ -94,6 +94,12 @@ struct producer {
 	uint64_t		 fill_epoch;
 	uint64_t		 fill_step;
 	uint64_t		 fill_seq;
+	/*
+	 * Slots it may still start filling (UINT32_MAX: every free one): a
+	 * group's ring keeps a window of past steps in slots beyond its
+	 * members' buffer_size (group.c), which the group sets.
+	 */
+	uint32_t		 room;
 	/* Rows of each filling slot whose jobs are queued (producer_prepare). */
 	uint64_t		 prepared[INFEED_MAX_SLOTS];
 	struct event		*ev_prepare;	/* the next rows, or NULL */

@@ -76,6 +76,7 @@ struct session_host {
 	struct pool		*pool;
 	struct ring_budget	*budget;
 	const char		*config_path;	/* for messages */
+	uint64_t		 group_window;	/* bytes; 0: groups keep none */
 	struct event_base	*base;	/* NULL: no shared groups (tests) */
 };
 

@@ -234,12 +234,19 @@ transform_image_one(const struct transform *tf, struct transform_work *w,
 	struct image_info	info;
 	struct image_plan	plan;
 	size_t			stride, need;
+	char			why[512];
 	int			rc = 0;
 
 	if (dataset_read_encoded(ds, index, &w->enc, label) == -1) {
-		snprintf(reason, len, "cannot read it (%s)", errno == EXDEV ?
-		    "it is reached through a symlink that the dataset's "
-		    "follow_symlinks refuses" : strerror(errno));
+		/* A remote shard's reader says which URL and what failed. */
+		if (errno == EIO && dataset_why_set())
+			snprintf(reason, len, "cannot read it: %s",
+			    dataset_short_why(why, sizeof why));
+		else
+			snprintf(reason, len, "cannot read it (%s)",
+			    errno == EXDEV ? "it is reached through a symlink "
+			    "that the dataset's follow_symlinks refuses" :
+			    strerror(errno));
 		transform_work_trim(w);
 		return (-1);
 	}

@@ -233,6 +233,12 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 	if (ds->ops == &dataset_raw_ops &&
 	    dataset_remote_url(dataset_conf_get(conf, "path")))
 		ds->ops = &dataset_remote_raw_ops;	/* through the cache */
+	if (ds->ops == &dataset_npy_ops &&
+	    dataset_remote_url(dataset_conf_get(conf, "path")))
+		ds->ops = &dataset_remote_npy_ops;
+	if (ds->ops == &dataset_tar_ops &&
+	    dataset_remote_url(dataset_conf_get(conf, "shards")))
+		ds->ops = &dataset_remote_tar_ops;
 	ds->type = ds->ops->type;
 	if (dataset_check_keys(ds, conf, cause) != 0) {
 		ds->ops = NULL;

@@ -19,6 +19,15 @@
  * header is read with pread (at most NPY_MAX_HEADER bytes of it), so the
  * same checks serve a client's files, which are only mapped in workers.
  *
+ * Arrays at URLs (http://, https://, s3://; dataset_remote_npy_ops,
+ * which dataset.c picks when "path =" is one) are read through the host's
+ * cache: the open reads each header with one range request (its first
+ * cache block, which the first records' reads then find there), and a
+ * worker reads each record and its label as reader-remote.c's raw reader
+ * does.  The labels are not scanned at open (that would download them):
+ * "classes =" is needed.  endpoint, region, credentials, profile and
+ * ca_file: see s3.c.
+ *
  * The header comes from a file anyone may have written, so npy_parse()
  * never reads outside the bytes it is given and fails on anything it does
  * not understand; a fuzzer can drive it through a file.
@@ -31,7 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "reader-npy.h"
+#include "reader-remote.h"
+#include "s3.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the npy reader hands out little-endian data as is"
@@ -65,8 +77,36 @@ static int	npy_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	npy_fail(struct npy_cursor *, const char *, ...)
 		    __attribute__((__format__(__printf__, 2, 3)));
+static int	npy_remote_open(struct dataset *, const struct dataset_conf *,
+		    char **);
+static int	npy_remote_read(const struct dataset *, uint64_t, void *,
+		    int64_t *, bool);
+static void	npy_remote_close(struct dataset *);
+static int	npy_samples_set(struct dataset *, const char *,
+		    const struct npy_header *, uint64_t *, char **);
+static int	npy_labels_set(struct dataset *, const char *, const char *,
+		    const struct npy_header *, uint64_t *, char **);
 static int	npy_parse(const uint8_t *, size_t, uint64_t,
 		    struct npy_header *, char *, size_t);
+
+/* What a remote npy dataset holds. */
+struct npy_remote {
+	struct cache_object	*data;
+	struct cache_object	*labels;
+	uint64_t		 data_off;
+	uint64_t		 labels_off;
+};
+
+const struct dataset_ops dataset_remote_npy_ops = {
+	.type = "npy",
+	.keys = (const char *const []){ "path", "labels", "classes", S3_KEYS,
+	    NULL },
+	.data_key = "path",
+	.labels_key = "labels",
+	.open = npy_remote_open,
+	.read = npy_remote_read,
+	.close = npy_remote_close,
+};
 
 const struct dataset_ops dataset_npy_ops = {
 	.type = "npy",
@@ -386,32 +426,21 @@ npy_shape_format(const struct npy_header *h, char *buf, size_t len)
 	return (buf);
 }
 
-/* Parse the header of the .npy file behind @m; check the data's length. */
+/*
+ * Parse the header in the first @len bytes (all of them, or
+ * NPY_MAX_HEADER) of a .npy file of @size bytes; check the data's length.
+ */
 static int
-npy_load(struct dataset *ds, const char *path, const struct dataset_map *m,
-    struct npy_header *h, char **cause)
+npy_check(struct dataset *ds, const char *path, const uint8_t *head,
+    size_t len, uint64_t size, struct npy_header *h, char **cause)
 {
-	uint8_t		*head;
 	char		 err[256], shape[160];
-	size_t		 len;
 	uint64_t	 have;
 
-	len = m->size < NPY_MAX_HEADER ? (size_t)m->size : NPY_MAX_HEADER;
-	if ((head = malloc(len)) == NULL)
-		return (dataset_error(cause, ds, "%s", strerror(errno)));
-	if (dataset_pread(m, head, len, 0) != 0) {
-		dataset_error(cause, ds, "%s: cannot read the header: %s",
-		    path, strerror(errno));
-		free(head);
-		return (-1);
-	}
-	if (npy_parse(head, len, m->size, h, err, sizeof err) != 0) {
-		free(head);
+	if (npy_parse(head, len, size, h, err, sizeof err) != 0)
 		return (dataset_error(cause, ds, "%s: %s", path, err));
-	}
-	free(head);
 	npy_shape_format(h, shape, sizeof shape);
-	have = m->size - h->data_off;
+	have = size - h->data_off;
 	if (have < h->data_bytes)
 		return (dataset_error(cause, ds, "%s: truncated: header says "
 		    "shape %s of %s (%" PRIu64 " bytes) but the file has %"
@@ -425,17 +454,50 @@ npy_load(struct dataset *ds, const char *path, const struct dataset_map *m,
 	return (0);
 }
 
+/* Parse the header of the .npy file behind @m; check the data's length. */
+static int
+npy_load(struct dataset *ds, const char *path, const struct dataset_map *m,
+    struct npy_header *h, char **cause)
+{
+	uint8_t		*head;
+	size_t		 len;
+	int		 rc;
+
+	len = m->size < NPY_MAX_HEADER ? (size_t)m->size : NPY_MAX_HEADER;
+	if ((head = malloc(len)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	if (dataset_pread(m, head, len, 0) != 0) {
+		dataset_error(cause, ds, "%s: cannot read the header: %s",
+		    path, strerror(errno));
+		free(head);
+		return (-1);
+	}
+	rc = npy_check(ds, path, head, len, m->size, h, cause);
+	free(head);
+	return (rc);
+}
+
 /* The samples: an array (N, ...) whose first dimension is N. */
 int
 dataset_npy_samples(struct dataset *ds, const char *path,
     const struct dataset_map *m, uint64_t *off, char **cause)
 {
 	struct npy_header	 h;
-	char			 shape[160];
-	uint32_t		 i;
 
 	if (npy_load(ds, path, m, &h, cause) != 0)
 		return (-1);
+	return (npy_samples_set(ds, path, &h, off, cause));
+}
+
+/* The samples' shape and count from their header @h. */
+static int
+npy_samples_set(struct dataset *ds, const char *path,
+    const struct npy_header *hp, uint64_t *off, char **cause)
+{
+	struct npy_header	 h = *hp;
+	char			 shape[160];
+	uint32_t		 i;
+
 	npy_shape_format(&h, shape, sizeof shape);
 	if (h.ndim == 0 || h.shape[0] == 0)
 		return (dataset_error(cause, ds, "%s: shape %s holds no "
@@ -466,27 +528,37 @@ dataset_npy_labels(struct dataset *ds, const char *lpath, const char *path,
     const struct dataset_map *m, uint64_t *off, char **cause)
 {
 	struct npy_header	lh;
-	char			shape[160];
 
-	if (npy_load(ds, lpath, m, &lh, cause) != 0)
+	if (npy_load(ds, lpath, m, &lh, cause) != 0 ||
+	    npy_labels_set(ds, lpath, path, &lh, off, cause) != 0)
 		return (-1);
-	npy_shape_format(&lh, shape, sizeof shape);
-	if (lh.dtype != INFEED_DTYPE_UINT8 && lh.dtype != INFEED_DTYPE_INT32 &&
-	    lh.dtype != INFEED_DTYPE_INT64)
-		return (dataset_error(cause, ds, "%s: labels have dtype '%s'; "
-		    "they must be integers: <u1, <i4 or <i8", lpath,
-		    lh.descr));
-	if (lh.ndim != 1 || lh.shape[0] != ds->samples)
-		return (dataset_error(cause, ds, "%s: labels have shape %s "
-		    "where %s needs (%" PRIu64 ",): one label per sample",
-		    lpath, shape, path, ds->samples));
-	ds->label_dtype = lh.dtype;
-	*off = lh.data_off;
 	/* A client's labels are checked as the workers read them. */
 	if (ds->client_files)
 		return (0);
 	return (dataset_labels_check_file(ds, lpath, m, lh.data_off,
 	    ds->label_dtype, cause));
+}
+
+/* The labels' dtype and where they start, from their header @lh. */
+static int
+npy_labels_set(struct dataset *ds, const char *lpath, const char *path,
+    const struct npy_header *lh, uint64_t *off, char **cause)
+{
+	char	shape[160];
+
+	npy_shape_format(lh, shape, sizeof shape);
+	if (lh->dtype != INFEED_DTYPE_UINT8 && lh->dtype != INFEED_DTYPE_INT32 &&
+	    lh->dtype != INFEED_DTYPE_INT64)
+		return (dataset_error(cause, ds, "%s: labels have dtype '%s'; "
+		    "they must be integers: <u1, <i4 or <i8", lpath,
+		    lh->descr));
+	if (lh->ndim != 1 || lh->shape[0] != ds->samples)
+		return (dataset_error(cause, ds, "%s: labels have shape %s "
+		    "where %s needs (%" PRIu64 ",): one label per sample",
+		    lpath, shape, path, ds->samples));
+	ds->label_dtype = lh->dtype;
+	*off = lh->data_off;
+	return (0);
 }
 
 /* Open an npy dataset: the samples, then labels that must match them. */
@@ -521,4 +593,107 @@ npy_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 fail:
 	dataset_pair_close(ds);
 	return (-1);
+}
+
+/* The header of the remote .npy @obj (one range: its first bytes). */
+static int
+npy_remote_header(struct dataset *ds, const char *url,
+    struct cache_object *obj, struct npy_header *h, char **cause)
+{
+	uint64_t	 size = cache_object_size(obj);
+	size_t		 len = size < NPY_MAX_HEADER ? (size_t)size :
+			    NPY_MAX_HEADER;
+	uint8_t		*head;
+	char		*why = NULL;
+	int		 rc;
+
+	if ((head = malloc(len + 1)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	if (cache_object_read(obj, 0, len, head, &why) != 0) {
+		dataset_error(cause, ds, "%s: cannot read the header: %s", url,
+		    why != NULL ? why : strerror(ENOMEM));
+		free(why);
+		free(head);
+		return (-1);
+	}
+	rc = npy_check(ds, url, head, len, size, h, cause);
+	free(head);
+	return (rc);
+}
+
+/* Both arrays' headers, one range request each; no records read. */
+static int
+npy_remote_open(struct dataset *ds, const struct dataset_conf *conf,
+    char **cause)
+{
+	struct npy_remote	*r;
+	struct npy_header	 h;
+	const char		*path, *lpath;
+	char			*why = NULL;
+
+	if ((r = calloc(1, sizeof *r)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	ds->priv = r;
+	path = dataset_conf_get(conf, "path");
+	if ((lpath = dataset_conf_need(ds, conf, "labels",
+	    "the URL of the .npy file of labels", cause)) == NULL ||
+	    dataset_conf_classes(ds, conf, cause) != 0)
+		goto fail;
+	if (!s3_url(lpath)) {
+		dataset_error(cause, ds, "'labels = %s': the samples are at a "
+		    "URL, so the labels must be too (http://, https:// or "
+		    "s3://)", lpath);
+		goto fail;
+	}
+	if (ds->classes == 0) {
+		dataset_error(cause, ds, "remote labels are not scanned at "
+		    "open (that would download them all): give 'classes ='");
+		goto fail;
+	}
+	if (dataset_remote_site(ds, path, conf, cause) != 0 ||
+	    dataset_remote_site(ds, lpath, conf, cause) != 0)
+		goto fail;
+	if ((r->data = cache_object_open(path, &why)) == NULL ||
+	    (r->labels = cache_object_open(lpath, &why)) == NULL) {
+		dataset_error(cause, ds, "%s", why != NULL ? why :
+		    strerror(ENOMEM));
+		free(why);
+		goto fail;
+	}
+	if (npy_remote_header(ds, path, r->data, &h, cause) != 0 ||
+	    npy_samples_set(ds, path, &h, &r->data_off, cause) != 0 ||
+	    npy_remote_header(ds, lpath, r->labels, &h, cause) != 0 ||
+	    npy_labels_set(ds, lpath, path, &h, &r->labels_off, cause) != 0)
+		goto fail;
+	return (0);
+
+fail:
+	npy_remote_close(ds);
+	return (-1);
+}
+
+/* Record @index and its label, through the cache. */
+static int
+npy_remote_read(const struct dataset *ds, uint64_t index, void *dst,
+    int64_t *label, bool stream)
+{
+	const struct npy_remote	*r = ds->priv;
+
+	(void)stream;
+	return (dataset_remote_record(ds, r->data, r->data_off, r->labels,
+	    r->labels_off, index, dst, label));
+}
+
+/* Close both objects. */
+static void
+npy_remote_close(struct dataset *ds)
+{
+	struct npy_remote	*r = ds->priv;
+
+	if (r == NULL)
+		return;
+	cache_object_close(r->data);
+	cache_object_close(r->labels);
+	free(r);
+	ds->priv = NULL;
 }

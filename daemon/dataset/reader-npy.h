@@ -10,6 +10,8 @@
 #include "reader.h"
 
 extern const struct dataset_ops dataset_npy_ops;
+/* .npy arrays at http://, https:// or s3:// URLs, through the host's cache. */
+extern const struct dataset_ops dataset_remote_npy_ops;
 
 /*
  * The npy reader's checks, as the raw reader's (reader-raw.h: on the

@@ -31,6 +31,7 @@
 #include "cache.h"
 #include "reader-raw.h"
 #include "reader-remote.h"
+#include "s3.h"
 
 /* What a remote raw dataset holds. */
 struct remote_raw {
@@ -47,7 +48,7 @@ static void	remote_raw_close(struct dataset *);
 const struct dataset_ops dataset_remote_raw_ops = {
 	.type = "raw",
 	.keys = (const char *const []){ "path", "shape", "dtype", "labels",
-	    "label_dtype", "classes", NULL },
+	    "label_dtype", "classes", S3_KEYS, NULL },
 	.data_key = "path",
 	.labels_key = "labels",
 	.open = remote_raw_open,
@@ -55,12 +56,31 @@ const struct dataset_ops dataset_remote_raw_ops = {
 	.close = remote_raw_close,
 };
 
-/* http:// or https://. */
+/* http://, https:// or s3:// (s3.c). */
 bool
 dataset_remote_url(const char *path)
 {
-	return (path != NULL && (strncmp(path, "http://", 7) == 0 ||
-	    strncmp(path, "https://", 8) == 0));
+	return (s3_url(path));
+}
+
+/* How to reach @url: the section's endpoint, region, keys, CA file. */
+int
+dataset_remote_site(struct dataset *ds, const char *url,
+    const struct dataset_conf *conf, char **cause)
+{
+	struct s3_conf	 c;
+	char		*why = NULL;
+
+	c.endpoint = dataset_conf_get(conf, "endpoint");
+	c.region = dataset_conf_get(conf, "region");
+	c.credentials = dataset_conf_get(conf, "credentials");
+	c.profile = dataset_conf_get(conf, "profile");
+	c.ca_file = dataset_conf_get(conf, "ca_file");
+	if (s3_site_conf(url, &c, &why) == 0)
+		return (0);
+	dataset_error(cause, ds, "%s", why != NULL ? why : strerror(ENOMEM));
+	free(why);
+	return (-1);
 }
 
 /* The keys, then each object's size and ETag: nothing downloaded. */
@@ -85,10 +105,13 @@ remote_raw_open(struct dataset *ds, const struct dataset_conf *conf,
 		goto fail;
 	if (!dataset_remote_url(lpath)) {
 		dataset_error(cause, ds, "'labels = %s': the samples are at a "
-		    "URL, so the labels must be too (http:// or https://)",
-		    lpath);
+		    "URL, so the labels must be too (http://, https:// or "
+		    "s3://)", lpath);
 		goto fail;
 	}
+	if (dataset_remote_site(ds, path, conf, cause) != 0 ||
+	    dataset_remote_site(ds, lpath, conf, cause) != 0)
+		goto fail;
 	ds->label_dtype = INFEED_DTYPE_INT64;
 	if ((v = dataset_conf_get(conf, "label_dtype")) != NULL &&
 	    (dtype_parse(v, &ds->label_dtype) != 0 ||
@@ -142,14 +165,25 @@ remote_raw_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label, bool stream)
 {
 	const struct remote_raw	*r = ds->priv;
+
+	(void)stream;
+	return (dataset_remote_record(ds, r->data, 0, r->labels, 0, index, dst,
+	    label));
+}
+
+/* Record @index of @data (from @data_off) and its label in @labels. */
+int
+dataset_remote_record(const struct dataset *ds, struct cache_object *data,
+    uint64_t data_off, struct cache_object *labels, uint64_t labels_off,
+    uint64_t index, void *dst, int64_t *label)
+{
 	size_t			 lsize = dtype_size(ds->label_dtype);
 	uint8_t			 lbuf[8];
 	char			*why = NULL;
 
-	(void)stream;
-	if (cache_object_read(r->data, index * ds->sample_bytes,
+	if (cache_object_read(data, data_off + index * ds->sample_bytes,
 	    ds->sample_bytes, dst, &why) != 0 ||
-	    cache_object_read(r->labels, index * lsize, lsize, lbuf,
+	    cache_object_read(labels, labels_off + index * lsize, lsize, lbuf,
 	    &why) != 0) {
 		dataset_set_why("%s", why != NULL ? why : strerror(ENOMEM));
 		free(why);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The remote raw reader (reader-remote.c): a raw dataset whose files are
- * http:// or https:// URLs, read through the host's cache (daemon/remote/).
+ * http://, https:// or s3:// URLs, read through the host's cache (daemon/remote/).
  * dataset.c picks it for a "type = raw" section whose path is a URL.
  */
 #ifndef INFEED_READER_REMOTE_H
@@ -11,6 +11,8 @@
 
 #include "reader.h"
 
+struct cache_object;
+
 extern const struct dataset_ops dataset_remote_raw_ops;
 
 /**
@@ -18,5 +20,24 @@ extern const struct dataset_ops dataset_remote_raw_ops;
  * reads: http:// or https://.
  */
 bool	dataset_remote_url(const char *path);
+
+/**
+ * dataset_remote_site() - reach @url as @conf's endpoint, region,
+ * credentials, profile and ca_file say (s3.c).  Return: 0, or -1 with
+ * *@cause.
+ */
+int	dataset_remote_site(struct dataset *ds, const char *url,
+	    const struct dataset_conf *conf, char **cause);
+
+/**
+ * dataset_remote_record() - record @index of @ds (its sample_bytes from
+ * @data_off of @data) into @dst and its label (label_dtype, from
+ * @labels_off of @labels) into *@label, through the host's cache.
+ * Return: 0, or -1 with errno EIO and dataset_set_why() the reason.
+ */
+int	dataset_remote_record(const struct dataset *ds,
+	    struct cache_object *data, uint64_t data_off,
+	    struct cache_object *labels, uint64_t labels_off, uint64_t index,
+	    void *dst, int64_t *label);
 
 #endif /* INFEED_READER_REMOTE_H */

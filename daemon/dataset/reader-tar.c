@@ -31,6 +31,33 @@
  * corrupt or truncated shard.  Compressed shards are refused: random
  * access needs an uncompressed tar.
  *
+ * Remote shards (http://, https://, s3://; dataset_remote_tar_ops, which
+ * dataset.c picks when "shards =" names URLs) are read through the
+ * host's cache (daemon/remote/cache.c), so a byte is downloaded once for
+ * the host, whichever process reads it:
+ *
+ *	[dataset laion-shards]
+ *	type = tar
+ *	shards = s3://bucket/train/shard-{000000..000999}.tar
+ *	index = s3://bucket/train/counts.txt	(optional: see below)
+ *	classes = 1000			(needed with index =)
+ *	endpoint, region, credentials, profile, ca_file: see s3.c
+ *
+ * Without "index =" each shard is indexed at open as a local one is, its
+ * headers read through the cache (1 MiB blocks: in practice the whole
+ * shard), and the samples' reads then find those blocks there: a shard is
+ * downloaded once when cache_max holds the set.  With it the open reads
+ * only that file: a line per shard, in the order of "shards =", its
+ * sample count (an image and its label), then optionally the shard's
+ * file name, which must match.  The counts fix N and every sample's
+ * shard, so the order (a permutation of N, dataset.h) is known at once
+ * and the first step waits for the few shards it reads, not for all: a
+ * worker indexes a shard the first time it reads one of its samples
+ * (through the cache, so the host downloads it once however many workers
+ * index it) and fails that read, naming the shard, if the count is not
+ * the index's.  The count cannot come from a shard's first bytes: tar
+ * headers are spread through the whole shard.
+ *
  * dataset_tar_open_fd() indexes one shard from a descriptor; the fuzzer
  * feeds it arbitrary bytes, so nothing here trusts a size or a name.
  */
@@ -48,7 +75,11 @@
 #include <unistd.h>
 
 #include "braces.h"
+#include "cache.h"
+#include "fetch.h"
+#include "reader-remote.h"
 #include "reader-tar.h"
+#include "s3.h"
 #include "utf8.h"
 
 #define TAR_BLOCK	512
@@ -56,6 +87,9 @@
 #define TAR_MAX_NAME	65536		/* an L name or a pax path */
 #define TAR_MAX_PAX	(1024 * 1024)	/* a pax header's records */
 #define TAR_MAX_CLS	4096		/* a .cls member */
+#define TAR_REMOTE_WINDOW CACHE_BLOCK	/* a remote shard's: a cache block */
+#define TAR_REMOTE_AHEAD (8 * CACHE_BLOCK)	/* asked for at once to index */
+#define TAR_MAX_INDEX	(64 * 1024 * 1024)	/* an index = file */
 
 /* One sample: the image member's data, in which shard, and the label. */
 struct tar_sample {
@@ -67,16 +101,27 @@ struct tar_sample {
 
 /* What an open tar dataset holds. */
 struct tar {
-	int			*fds;
+	int			*fds;		/* -1 for a remote shard */
 	char			**paths;
 	uint32_t		 nshards;
 	struct tar_sample	*s;
 	uint64_t		 cap;
+	/* Remote shards: objects opened as needed. */
+	bool			 remote;
+	bool			 lazy;		/* index = given */
+	struct cache_object	**objs;
+	/* With index =: each shard's first sample (nshards + 1 of them),
+	 * and whether this process indexed it yet. */
+	uint64_t		*first;
+	uint8_t			*ready;
 };
 
 /* A cursor over the members of one shard. */
 struct tar_iter {
 	int		 fd;
+	struct cache_object *obj;	/* a remote shard's, or NULL */
+	size_t		 wsize;		/* the window's size */
+	char		 why[400];	/* a remote read's failure */
 	uint64_t	 fsize;
 	uint64_t	 pos;		/* of the next header */
 	uint8_t		*win;		/* TAR_WINDOW bytes read ahead */
@@ -134,6 +179,21 @@ static void	tar_close(struct dataset *);
 static int	tar_fail(struct tar_iter *, const char *, ...)
 		    __attribute__((__format__(__printf__, 2, 3)));
 
+static int	tar_remote_read(const struct dataset *, uint64_t,
+		    struct dataset_buf *, int64_t *);
+
+const struct dataset_ops dataset_remote_tar_ops = {
+	.type = "tar",
+	.keys = (const char *const []){ "shards", "classes", "index", S3_KEYS,
+	    NULL },
+	.data_key = "shards",
+	.open = tar_open,
+	.close = tar_close,
+	.read_encoded = tar_remote_read,
+	.sample_where = tar_where,
+	.sample_brief = tar_brief,
+};
+
 const struct dataset_ops dataset_tar_ops = {
 	.type = "tar",
 	.keys = (const char *const []){ "shards", "classes", NULL },
@@ -172,6 +232,28 @@ tar_clean(const char *s, char *buf, size_t len)
 	return (buf);
 }
 
+/* Why the last read failed: a remote read's reason, or errno's. */
+static const char *
+tar_read_why(const struct tar_iter *it)
+{
+	return (it->why[0] != '\0' ? it->why : strerror(errno));
+}
+
+/* @len bytes at @off of a remote shard, through the host's cache. */
+static int
+tar_remote_pread(struct tar_iter *it, uint64_t off, void *dst, size_t len)
+{
+	char	*why = NULL;
+
+	if (cache_object_read(it->obj, off, len, dst, &why) == 0)
+		return (0);
+	snprintf(it->why, sizeof it->why, "%s", why != NULL ? why :
+	    strerror(ENOMEM));
+	free(why);
+	errno = EIO;
+	return (-1);
+}
+
 /* Read @len bytes at @off of the shard, through the read-ahead window. */
 static int
 tar_pread(struct tar_iter *it, uint64_t off, void *dst, size_t len)
@@ -179,10 +261,30 @@ tar_pread(struct tar_iter *it, uint64_t off, void *dst, size_t len)
 	uint8_t	*p = dst;
 	size_t	 got = 0;
 	ssize_t	 r;
+	uint64_t start;
 
 	if (off >= it->win_off && off - it->win_off <= it->win_len &&
 	    len <= it->win_len - (off - it->win_off)) {
 		memcpy(dst, it->win + (off - it->win_off), len);
+		return (0);
+	}
+	if (it->obj != NULL) {
+		/* A window is a cache block, whole. */
+		start = off - off % it->wsize;
+		if (off + len > start + it->wsize || off > it->fsize)
+			return (tar_remote_pread(it, off, dst, len));
+		it->win_off = start;
+		it->win_len = 0;
+		if (tar_remote_pread(it, start, it->win, it->fsize - start <
+		    it->wsize ? (size_t)(it->fsize - start) : it->wsize) != 0)
+			return (-1);
+		it->win_len = it->fsize - start < it->wsize ?
+		    (size_t)(it->fsize - start) : it->wsize;
+		if (off + len > start + it->win_len) {
+			errno = EIO;
+			return (-1);
+		}
+		memcpy(dst, it->win + (off - start), len);
 		return (0);
 	}
 	if (len <= TAR_WINDOW) {
@@ -385,7 +487,7 @@ tar_ext_data(struct tar_iter *it, uint64_t pos, uint64_t size, size_t max,
 	if (tar_pread(it, pos + TAR_BLOCK, b, (size_t)size) != 0) {
 		free(b);
 		return (tar_fail(it, "cannot read %s at byte %" PRIu64 ": %s",
-		    what, pos, strerror(errno)));
+		    what, pos, tar_read_why(it)));
 	}
 	b[size] = '\0';
 	*out = b;
@@ -434,7 +536,7 @@ tar_header(struct tar_iter *it, uint64_t pos, uint8_t h[TAR_BLOCK],
 		    "truncated?", pos, it->fsize - pos));
 	if (tar_pread(it, pos, h, TAR_BLOCK) != 0)
 		return (tar_fail(it, "cannot read at byte %" PRIu64 ": %s",
-		    pos, strerror(errno)));
+		    pos, tar_read_why(it)));
 	for (i = 0; i < TAR_BLOCK && h[i] == 0; i++)
 		;
 	if (i == TAR_BLOCK)
@@ -620,14 +722,17 @@ tar_next(struct tar_iter *it)
 	return (rc);
 }
 
-/* Start reading a shard's members from its first byte. */
+/* Start reading a shard's members from its first byte: @fd, or @obj. */
 static int
-tar_iter_init(struct tar_iter *it, int fd, uint64_t fsize)
+tar_iter_init(struct tar_iter *it, int fd, struct cache_object *obj,
+    uint64_t fsize)
 {
 	memset(it, 0, sizeof *it);
 	it->fd = fd;
+	it->obj = obj;
 	it->fsize = fsize;
-	if ((it->win = malloc(TAR_WINDOW)) == NULL)
+	it->wsize = obj != NULL ? TAR_REMOTE_WINDOW : TAR_WINDOW;
+	if ((it->win = malloc(it->wsize)) == NULL)
 		return (-1);
 	return (0);
 }
@@ -899,7 +1004,7 @@ tar_group_label(struct dataset *ds, struct tar_iter *it, struct tar_group *g,
 		    "such as 3", m, where, it->size));
 	if (tar_pread(it, it->data_off, b, (size_t)it->size) != 0)
 		return (dataset_error(cause, ds, "member '%s' of shard '%s': "
-		    "cannot read it: %s", m, where, strerror(errno)));
+		    "cannot read it: %s", m, where, tar_read_why(it)));
 	r = tar_cls_parse(b, (size_t)it->size, &v);
 	for (i = 0; i < it->size && i + 4 < sizeof text; i++)
 		text[i] = b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '?';
@@ -1016,23 +1121,59 @@ tar_compressed(const uint8_t *b, size_t len)
 	return (NULL);
 }
 
-/* Index shard number @shard, open on @fd, into @t. */
+/*
+ * Bring remote shard @obj into the host's cache before it is indexed: its
+ * headers are spread through all of it, and read one window at a time
+ * they would be one range request after another; TAR_REMOTE_AHEAD bytes
+ * at once are that many blocks in flight together (fetch.c).  Return: 0,
+ * or -1 with *@why (malloc'ed).
+ */
+static int
+tar_remote_fill(struct cache_object *obj, char **why)
+{
+	uint64_t	 size = cache_object_size(obj), off;
+	size_t		 len;
+	uint8_t		*scratch;
+	int		 rc = 0;
+
+	*why = NULL;
+	if ((scratch = malloc(TAR_REMOTE_AHEAD)) == NULL)
+		return (0);	/* the index reads it window by window */
+	for (off = 0; off < size && rc == 0; off += len) {
+		len = size - off < TAR_REMOTE_AHEAD ? (size_t)(size - off) :
+		    TAR_REMOTE_AHEAD;
+		rc = cache_object_read(obj, off, len, scratch, why);
+	}
+	free(scratch);
+	return (rc);
+}
+
+/* Index shard number @shard, open on @fd or remote as @obj, into @t. */
 static int
 tar_index(struct dataset *ds, struct tar *t, uint32_t shard, int fd,
-    const char *path, char **cause)
+    struct cache_object *obj, const char *path, char **cause)
 {
 	struct tar_iter	 it;
 	struct tar_group g;
 	struct tar_keys	 keys;
 	struct stat	 st;
 	const char	*z;
-	char		 where[512];
+	char		 where[512], *why = NULL;
 	uint8_t		 magic[6];
 	uint32_t	 classes = ds->classes;
 	int		 r, rc = -1;
 
 	tar_clean(path, where, sizeof where);
-	if (fstat(fd, &st) == -1)
+	if (obj != NULL && tar_remote_fill(obj, &why) != 0) {
+		dataset_error(cause, ds, "shard '%s': %s", where, why != NULL ?
+		    why : strerror(ENOMEM));
+		free(why);
+		return (-1);
+	}
+	if (obj != NULL) {
+		st.st_mode = S_IFREG;
+		st.st_size = (off_t)cache_object_size(obj);
+	} else if (fstat(fd, &st) == -1)
 		return (dataset_error(cause, ds, "shard '%s': cannot stat: %s",
 		    where, strerror(errno)));
 	if (!S_ISREG(st.st_mode))
@@ -1041,7 +1182,7 @@ tar_index(struct dataset *ds, struct tar *t, uint32_t shard, int fd,
 	if (st.st_size == 0)
 		return (dataset_error(cause, ds, "shard '%s' is empty; "
 		    "expected a tar file", where));
-	if (tar_iter_init(&it, fd, (uint64_t)st.st_size) != 0)
+	if (tar_iter_init(&it, fd, obj, (uint64_t)st.st_size) != 0)
 		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
 	memset(&g, 0, sizeof g);
 	memset(&keys, 0, sizeof keys);
@@ -1074,10 +1215,263 @@ out:
 	return (rc);
 }
 
+/* "scheme://host/" or "s3://bucket/": @url's length up to its site's end. */
+static size_t
+tar_site_len(const char *url)
+{
+	const char	*p = strstr(url, "://"), *slash;
+
+	if (p == NULL || (slash = strchr(p + 3, '/')) == NULL)
+		return (strlen(url));
+	return ((size_t)(slash - url));
+}
+
+/* Set up shard @k's site, unless shard k - 1 is on the same one. */
+static int
+tar_site(struct dataset *ds, struct tar *t, uint32_t k,
+    const struct dataset_conf *conf, char **cause)
+{
+	const char	*url = t->paths[k];
+	size_t		 len = tar_site_len(url);
+
+	if (k > 0 && tar_site_len(t->paths[k - 1]) == len &&
+	    strncmp(t->paths[k - 1], url, len) == 0)
+		return (0);
+	return (dataset_remote_site(ds, url, conf, cause));
+}
+
+/* The whole of the index file @where (a URL or a path), NUL-ended. */
+static char *
+tar_index_load(struct dataset *ds, const char *where, size_t *len,
+    char **cause)
+{
+	struct fetch_object	 o;
+	struct fetch_range	 r;
+	struct stat		 st;
+	char			*b = NULL, *why = NULL;
+	FILE			*f;
+	size_t			 n;
+
+	if (s3_url(where)) {
+		if (fetch_head(where, &o, &why) != 0)
+			goto fail;
+		if (o.size > TAR_MAX_INDEX) {
+			dataset_error(cause, ds, "index = %s: %" PRIu64 " bytes; "
+			    "at most %d expected (a line per shard)", where,
+			    o.size, TAR_MAX_INDEX);
+			return (NULL);
+		}
+		if ((b = malloc((size_t)o.size + 1)) == NULL)
+			goto fail;
+		r.off = 0;
+		r.len = (size_t)o.size;
+		r.dst = b;
+		if (o.size > 0 && fetch_ranges(where, o.etag, &r, 1,
+		    &why) != 0)
+			goto fail;
+		b[o.size] = '\0';
+		*len = (size_t)o.size;
+		return (b);
+	}
+	if ((f = fopen(where, "re")) == NULL || fstat(fileno(f), &st) != 0) {
+		dataset_error(cause, ds, "index = %s: %s; expected the file "
+		    "of the shards' sample counts", where, strerror(errno));
+		if (f != NULL)
+			fclose(f);
+		return (NULL);
+	}
+	if (st.st_size > TAR_MAX_INDEX) {
+		fclose(f);
+		dataset_error(cause, ds, "index = %s: %lld bytes; at most %d "
+		    "expected (a line per shard)", where,
+		    (long long)st.st_size, TAR_MAX_INDEX);
+		return (NULL);
+	}
+	if ((b = malloc((size_t)st.st_size + 1)) != NULL) {
+		n = fread(b, 1, (size_t)st.st_size, f);
+		b[n] = '\0';
+		*len = n;
+	}
+	fclose(f);
+	if (b != NULL)
+		return (b);
+fail:
+	free(b);
+	dataset_error(cause, ds, "index = %s: %s", where, why != NULL ? why :
+	    strerror(ENOMEM));
+	free(why);
+	return (NULL);
+}
+
+/*
+ * Read "index =": a sample count per shard (and optionally its file
+ * name), so N and each sample's shard are known before any shard is read.
+ */
+static int
+tar_index_file(struct dataset *ds, struct tar *t,
+    const struct dataset_conf *conf, char **cause)
+{
+	const char	*where = dataset_conf_get(conf, "index");
+	char		*b, *line, *next, *end, *name, *base;
+	size_t		 len;
+	uint64_t	 count, total = 0, i;
+	uint32_t	 k = 0;
+	int		 rc = -1;
+
+	if (ds->classes == 0)
+		return (dataset_error(cause, ds, "with 'index =', give "
+		    "'classes =' too: the labels are read as the samples are, "
+		    "not at open"));
+	if ((s3_url(where) && dataset_remote_site(ds, where, conf,
+	    cause) != 0) || (b = tar_index_load(ds, where, &len, cause)) == NULL)
+		return (-1);
+	if ((t->first = calloc(t->nshards + 1, sizeof *t->first)) == NULL ||
+	    (t->ready = calloc(t->nshards, 1)) == NULL) {
+		dataset_error(cause, ds, "%s", strerror(ENOMEM));
+		goto out;
+	}
+	for (line = b; line != NULL && *line != '\0'; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		while (*line == ' ' || *line == '\t')
+			line++;
+		if (*line == '\0' || *line == '#' || *line == '\r')
+			continue;
+		errno = 0;
+		count = strtoull(line, &end, 10);
+		if (end == line || errno != 0 || count > UINT32_MAX ||
+		    (*end != '\0' && *end != ' ' && *end != '\t' &&
+		    *end != '\r')) {
+			dataset_error(cause, ds, "index = %s: line for shard %"
+			    PRIu32 " does not start with a sample count; "
+			    "expected lines such as '1000 shard-000000.tar'",
+			    where, k);
+			goto out;
+		}
+		if (k == t->nshards) {
+			dataset_error(cause, ds, "index = %s: more lines than "
+			    "the %" PRIu32 " shards of 'shards ='", where,
+			    t->nshards);
+			goto out;
+		}
+		name = strtok(end, " \t\r");
+		base = strrchr(t->paths[k], '/');
+		base = base != NULL ? base + 1 : t->paths[k];
+		if (name != NULL && strcmp(name, base) != 0) {
+			dataset_error(cause, ds, "index = %s: line %" PRIu32
+			    " is for '%s' but shard %" PRIu32 " is '%s'; the "
+			    "lines follow the order of 'shards ='", where,
+			    k + 1, name, k, base);
+			goto out;
+		}
+		t->first[k++] = total;
+		total += count;
+	}
+	if (k != t->nshards) {
+		dataset_error(cause, ds, "index = %s: %" PRIu32 " lines for %"
+		    PRIu32 " shards; expected one per shard", where, k,
+		    t->nshards);
+		goto out;
+	}
+	t->first[k] = total;
+	if (total == 0 || (t->s = calloc(total, sizeof *t->s)) == NULL) {
+		dataset_error(cause, ds, total == 0 ? "index = %s counts no "
+		    "sample" : "index = %s: %s", where, strerror(ENOMEM));
+		goto out;
+	}
+	for (k = 0; k < t->nshards; k++)
+		for (i = t->first[k]; i < t->first[k + 1]; i++)
+			t->s[i].shard = k;
+	ds->samples = t->cap = total;
+	rc = 0;
+out:
+	free(b);
+	return (rc);
+}
+
+/*
+ * Index remote shard @k in this process (with index =), if it was not:
+ * its members as a local shard's, their count checked against the index.
+ */
+static int
+tar_remote_ready(const struct dataset *ds, struct tar *t, uint32_t k,
+    char **cause)
+{
+	struct dataset	 tmp = *ds;
+	struct tar	 tt;
+	char		*why = NULL;
+	uint64_t	 want = t->first[k + 1] - t->first[k];
+
+	if (t->ready[k])
+		return (0);
+	if (t->objs[k] == NULL &&
+	    (t->objs[k] = cache_object_open(t->paths[k], &why)) == NULL) {
+		dataset_error(cause, &tmp, "shard '%s': %s", t->paths[k],
+		    why != NULL ? why : strerror(ENOMEM));
+		free(why);
+		return (-1);
+	}
+	memset(&tt, 0, sizeof tt);
+	tmp.samples = 0;
+	if (tar_index(&tmp, &tt, k, -1, t->objs[k], t->paths[k],
+	    cause) != 0) {
+		free(tt.s);
+		return (-1);
+	}
+	if (tmp.samples != want) {
+		free(tt.s);
+		return (dataset_error(cause, &tmp, "shard '%s' holds %" PRIu64
+		    " samples where 'index =' says %" PRIu64 "; make the "
+		    "index again from the shards", t->paths[k], tmp.samples,
+		    want));
+	}
+	memcpy(&t->s[t->first[k]], tt.s, want * sizeof *tt.s);
+	free(tt.s);
+	t->ready[k] = 1;
+	return (0);
+}
+
+/*
+ * Add the remote shard at @url: indexed now through the cache, or, with
+ * an index (t->first), by a worker that reads it (tar_remote_ready()).
+ */
+static int
+tar_add_remote(struct dataset *ds, struct tar *t, const char *url,
+    const struct dataset_conf *conf, char **cause)
+{
+	struct cache_object	**objs;
+	char			 *why = NULL;
+	uint32_t		  k = t->nshards;
+
+	if ((objs = reallocarray(t->objs, k + 1, sizeof *objs)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
+	t->objs = objs;
+	t->objs[k] = NULL;
+	t->fds[k] = -1;
+	if ((t->paths[k] = strdup(url)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
+	t->nshards++;
+	if (!s3_url(url))
+		return (dataset_error(cause, ds, "'shards =': '%s' is not a "
+		    "URL, and the first shard is: give all the shards as "
+		    "http://, https:// or s3:// URLs, or all as paths", url));
+	if (tar_site(ds, t, k, conf, cause) != 0)
+		return (-1);
+	if (t->lazy)
+		return (0);
+	if ((t->objs[k] = cache_object_open(url, &why)) == NULL) {
+		dataset_error(cause, ds, "shard '%s': %s", url, why != NULL ?
+		    why : strerror(ENOMEM));
+		free(why);
+		return (-1);
+	}
+	return (tar_index(ds, t, k, -1, t->objs[k], url, cause));
+}
+
 /* Add the shard at @path (or open on @fd, when not -1) to the dataset. */
 static int
 tar_add_shard(struct dataset *ds, struct tar *t, const char *path, int fd,
-    char **cause)
+    const struct dataset_conf *conf, char **cause)
 {
 	int	*fds;
 	char	**paths, where[512];
@@ -1101,6 +1495,8 @@ tar_add_shard(struct dataset *ds, struct tar *t, const char *path, int fd,
 		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
 	}
 	t->paths = paths;
+	if (t->remote)
+		return (tar_add_remote(ds, t, path, conf, cause));
 	if (fd == -1 && (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY |
 	    O_NONBLOCK)) == -1)
 		return (dataset_error(cause, ds, "shard '%s': cannot open: "
@@ -1112,7 +1508,7 @@ tar_add_shard(struct dataset *ds, struct tar *t, const char *path, int fd,
 		return (dataset_error(cause, ds, "%s", strerror(ENOMEM)));
 	}
 	t->fds[t->nshards++] = fd;
-	if (tar_index(ds, t, t->nshards - 1, fd, path, cause) == -1)
+	if (tar_index(ds, t, t->nshards - 1, fd, NULL, path, cause) == -1)
 		return (-1);
 	/* Indexed, so a regular file: io_uring reads it blocking, not EAGAIN. */
 	(void)fcntl(fd, F_SETFL, O_RDONLY);
@@ -1171,7 +1567,7 @@ dataset_tar_open_fd(const char *name, const char *shard, int fd,
 	ds->type = ds->ops->type;
 	ds->encoded = true;
 	ds->label_dtype = INFEED_DTYPE_INT64;
-	if (tar_add_shard(ds, t, shard, fd, cause) != 0 ||
+	if (tar_add_shard(ds, t, shard, fd, NULL, cause) != 0 ||
 	    tar_finish(ds, t, cause) != 0) {
 		dataset_free(ds);
 		return (NULL);
@@ -1184,7 +1580,8 @@ dataset_tar_open_fd(const char *name, const char *shard, int fd,
  * and expand each.  Return: 0, or -1 with *@cause set.
  */
 static int
-tar_shards(struct dataset *ds, struct tar *t, const char *v, char **cause)
+tar_shards(struct dataset *ds, struct tar *t, const char *v,
+    const struct dataset_conf *conf, char **cause)
 {
 	char		*tok, **names;
 	const char	*p = v, *start, *err;
@@ -1222,7 +1619,8 @@ tar_shards(struct dataset *ds, struct tar *t, const char *v, char **cause)
 		}
 		free(tok);
 		for (i = 0; i < n; i++) {
-			if (tar_add_shard(ds, t, names[i], -1, cause) != 0) {
+			if (tar_add_shard(ds, t, names[i], -1, conf,
+			    cause) != 0) {
 				braces_free(names, n);
 				return (-1);
 			}
@@ -1248,11 +1646,14 @@ tar_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 	ds->priv = t;
 	ds->encoded = true;
 	ds->label_dtype = INFEED_DTYPE_INT64;
+	t->remote = ds->ops == &dataset_remote_tar_ops;
+	t->lazy = t->remote && dataset_conf_get(conf, "index") != NULL;
 	if ((v = dataset_conf_need(ds, conf, "shards", "the tar shards: "
 	    "paths or a pattern such as /data/train-{000000..000146}.tar",
 	    cause)) == NULL ||
 	    dataset_conf_classes(ds, conf, cause) != 0 ||
-	    tar_shards(ds, t, v, cause) != 0 ||
+	    tar_shards(ds, t, v, conf, cause) != 0 ||
+	    (t->lazy && tar_index_file(ds, t, conf, cause) != 0) ||
 	    tar_finish(ds, t, cause) != 0) {
 		tar_close(ds);
 		return (-1);
@@ -1294,6 +1695,44 @@ tar_read(const struct dataset *ds, uint64_t index, struct dataset_buf *buf,
 	return (0);
 }
 
+/* Read an image member of a remote shard through the host's cache. */
+static int
+tar_remote_read(const struct dataset *ds, uint64_t index,
+    struct dataset_buf *buf, int64_t *label)
+{
+	struct tar		*t = ds->priv;
+	const struct tar_sample	*s = &t->s[index];
+	const char		*msg;
+	char			*why = NULL;
+	size_t			 len;
+
+	if (t->lazy && tar_remote_ready(ds, t, s->shard, &why) != 0)
+		goto fail;
+	if (s->size > INFEED_MAX_IMAGE_BYTES) {
+		errno = EFBIG;
+		return (-1);
+	}
+	if (dataset_buf_reserve(buf, s->size) != 0)
+		return (-1);
+	if (cache_object_read(t->objs[s->shard], s->off, s->size, buf->p,
+	    &why) != 0)
+		goto fail;
+	buf->len = s->size;
+	*label = s->label;
+	return (0);
+fail:
+	/* The session's error names the dataset already. */
+	len = strlen(ds->name);
+	msg = why != NULL ? why : strerror(ENOMEM);
+	if (strncmp(msg, "dataset '", 9) == 0 && strncmp(msg + 9, ds->name,
+	    len) == 0 && strncmp(msg + 9 + len, "': ", 3) == 0)
+		msg += 12 + len;
+	dataset_set_why("%s", msg);
+	free(why);
+	errno = EIO;
+	return (-1);
+}
+
 /* Where a member is in its shard, and its label. */
 static int
 tar_locate(const struct dataset *ds, uint64_t index, struct dataset_loc *loc,
@@ -1324,8 +1763,13 @@ tar_brief(const struct dataset *ds, uint64_t index, char *buf, size_t len)
 	const struct tar_sample	*s = &t->s[index];
 	char			 where[512];
 
-	snprintf(buf, len, "the member at byte %" PRIu64 " of shard '%s'",
-	    s->off, tar_clean(t->paths[s->shard], where, sizeof where));
+	tar_clean(t->paths[s->shard], where, sizeof where);
+	if (t->lazy)
+		snprintf(buf, len, "sample %" PRIu64 " of shard '%s'", index -
+		    t->first[s->shard], where);
+	else
+		snprintf(buf, len, "the member at byte %" PRIu64 " of shard "
+		    "'%s'", s->off, where);
 	return (buf);
 }
 
@@ -1345,9 +1789,15 @@ tar_where(const struct dataset *ds, uint64_t index, char *buf, size_t len)
 	char			 m[512], where[512];
 	int			 r = -2;
 
+	if (t->remote && (t->objs[s->shard] == NULL ||
+	    (t->lazy && !t->ready[s->shard])))
+		return (tar_brief(ds, index, buf, len));
 	tar_clean(t->paths[s->shard], where, sizeof where);
-	if (fstat(t->fds[s->shard], &st) == 0 &&
-	    tar_iter_init(&it, t->fds[s->shard], (uint64_t)st.st_size) == 0) {
+	if (t->remote)
+		st.st_size = (off_t)cache_object_size(t->objs[s->shard]);
+	if ((t->remote || fstat(t->fds[s->shard], &st) == 0) &&
+	    tar_iter_init(&it, t->fds[s->shard], t->objs != NULL ?
+	    t->objs[s->shard] : NULL, (uint64_t)st.st_size) == 0) {
 		while ((r = tar_next(&it)) == 1 && it.data_off < s->off)
 			;
 		/* A member cut short still has its header: name it. */
@@ -1375,9 +1825,15 @@ tar_close(struct dataset *ds)
 	if (t == NULL)
 		return;
 	for (i = 0; i < t->nshards; i++) {
-		close(t->fds[i]);
+		if (t->fds[i] != -1)
+			close(t->fds[i]);
+		if (t->objs != NULL)
+			cache_object_close(t->objs[i]);
 		free(t->paths[i]);
 	}
+	free(t->objs);
+	free(t->first);
+	free(t->ready);
 	free(t->fds);
 	free(t->paths);
 	free(t->s);

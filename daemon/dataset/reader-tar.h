@@ -9,6 +9,8 @@
 #include "reader.h"
 
 extern const struct dataset_ops dataset_tar_ops;
+/* Shards at http://, https:// or s3:// URLs, through the host's cache. */
+extern const struct dataset_ops dataset_remote_tar_ops;
 
 /**
  * dataset_tar_open_fd() - a tar dataset @name of the one shard open on

@@ -554,6 +554,13 @@ dataset_set_why(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Whether a reader's reason waits for dataset_short_why(). */
+bool
+dataset_why_set(void)
+{
+	return (dataset_why[0] != '\0');
+}
+
 /* Why the last read said EIO: a reader's reason, or a file that shrank. */
 char *
 dataset_short_why(char *buf, size_t len)

@@ -362,6 +362,12 @@ void		 dataset_set_why(const char *fmt, ...)
 		    __attribute__((__format__(__printf__, 1, 2)));
 
 /**
+ * dataset_why_set() - whether a reader left a reason (dataset_set_why())
+ * that dataset_short_why() has not yet given.
+ */
+bool		 dataset_why_set(void);
+
+/**
  * dataset_label_get() - label @index of an array of labels stored as @t
  * (uint8, int32 or int64, host byte order).
  */

@@ -9,6 +9,15 @@
  * jitter so that many workers do not come back together; after
  * FETCH_ATTEMPTS the error names the URL, the range and what went wrong.
  *
+ * An s3://bucket/key URL is fetched from its site's endpoint, path-style
+ * (endpoint/bucket/key: S3-compatible stores), or else from AWS's
+ * virtual-hosted https://bucket.s3.REGION.amazonaws.com/key; a site with
+ * keys has each request signed by libcurl (CURLOPT_AWS_SIGV4) with them,
+ * and its session token sent as x-amz-security-token.  The keys are
+ * never put in a message: errors name the URL as the dataset gave it.
+ * A site's CA file (ca_file) replaces the system's CAs for its https
+ * peers, which are verified all the same.
+ *
  * The calls block: they are made in a worker process (the dataset's read,
  * for the row that needs the bytes) and at a dataset's open (one HEAD,
  * FETCH_HEAD_ATTEMPTS tries of at most FETCH_HEAD_MS: the catalogue opens
@@ -21,6 +30,7 @@
 #include <sys/types.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +47,10 @@
 #define FETCH_BACKOFF_MS	50	/* the first wait; doubles */
 #define FETCH_MAX_HANDLES	8	/* ranges in flight at once */
 #define FETCH_CONNECT_MS	5000
+#define FETCH_URL_MAX		4096
+/* SHA-256 of no bytes: a GET's or a HEAD's payload, for SigV4. */
+#define FETCH_EMPTY_SHA256	\
+	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define FETCH_STALL_S		10	/* under 1 byte/s this long: stalled */
 /*
  * A dataset's open asks the size with a HEAD, and a reload opens on the
@@ -51,7 +65,9 @@ struct fetch_xfer {
 	struct fetch_range	*r;
 	size_t			 got;
 	char			 err[CURL_ERROR_SIZE];
-	struct curl_slist	*hdrs;
+	struct curl_slist	*hdrs;	/* a token, If-Match: made once */
+	bool			 if_match;
+	bool			 signed_hdrs;
 	struct fetch_object	*head;	/* a HEAD's: its ETag goes here */
 };
 
@@ -63,6 +79,14 @@ struct fetch_handles {
 	uint64_t requests;
 };
 static struct fetch_handles	fetch_state;
+
+/* The sites fetch_site_set() was given; a child after fork() has them too. */
+struct fetch_site_entry {
+	char			*prefix;
+	struct fetch_site	 site;
+};
+static struct fetch_site_entry	*fetch_sites;
+static size_t			 fetch_nsites;
 
 /* The handles of the process this one was forked from. */
 static struct fetch_handles	fetch_inherited;
@@ -114,6 +138,130 @@ fetch_setup(char **cause)
 	return (0);
 }
 
+/* A copy of @s, or NULL with errno; NULL for NULL. */
+static int
+fetch_dup(char **dst, const char *s)
+{
+	*dst = NULL;
+	if (s != NULL && (*dst = strdup(s)) == NULL)
+		return (-1);
+	return (0);
+}
+
+/* Free what @site's strings hold, the keys wiped first. */
+void
+fetch_site_clear(struct fetch_site *site)
+{
+	if (site->secret_key != NULL)
+		explicit_bzero(site->secret_key, strlen(site->secret_key));
+	if (site->token != NULL)
+		explicit_bzero(site->token, strlen(site->token));
+	free(site->endpoint);
+	free(site->region);
+	free(site->access_key);
+	free(site->secret_key);
+	free(site->token);
+	free(site->ca_file);
+	memset(site, 0, sizeof *site);
+}
+
+/* Reach the URLs under @prefix as @site says. */
+int
+fetch_site_set(const char *prefix, const struct fetch_site *site,
+    char **cause)
+{
+	struct fetch_site_entry	*e = NULL, *n;
+	struct fetch_site	 c;
+	size_t			 i;
+
+	*cause = NULL;
+	memset(&c, 0, sizeof c);
+	if (fetch_dup(&c.endpoint, site->endpoint) != 0 ||
+	    fetch_dup(&c.region, site->region) != 0 ||
+	    fetch_dup(&c.access_key, site->access_key) != 0 ||
+	    fetch_dup(&c.secret_key, site->secret_key) != 0 ||
+	    fetch_dup(&c.token, site->token) != 0 ||
+	    fetch_dup(&c.ca_file, site->ca_file) != 0)
+		goto fail;
+	for (i = 0; i < fetch_nsites; i++) {
+		if (strcmp(fetch_sites[i].prefix, prefix) == 0)
+			e = &fetch_sites[i];
+	}
+	if (e == NULL) {
+		if ((n = reallocarray(fetch_sites, fetch_nsites + 1,
+		    sizeof *n)) == NULL)
+			goto fail;
+		fetch_sites = n;
+		e = &fetch_sites[fetch_nsites];
+		if ((e->prefix = strdup(prefix)) == NULL)
+			goto fail;
+		memset(&e->site, 0, sizeof e->site);
+		fetch_nsites++;
+	}
+	fetch_site_clear(&e->site);
+	e->site = c;
+	return (0);
+fail:
+	fetch_site_clear(&c);
+	fetch_fail(cause, "%s", strerror(ENOMEM));
+	return (-1);
+}
+
+/* The site of @url: the longest prefix that matches, or NULL. */
+static const struct fetch_site *
+fetch_site_of(const char *url)
+{
+	const struct fetch_site	*best = NULL;
+	size_t			 i, len, blen = 0;
+
+	for (i = 0; i < fetch_nsites; i++) {
+		len = strlen(fetch_sites[i].prefix);
+		if (len >= blen && strncmp(url, fetch_sites[i].prefix,
+		    len) == 0) {
+			best = &fetch_sites[i].site;
+			blen = len;
+		}
+	}
+	return (best);
+}
+
+/* The http(s) URL that @url is fetched from. */
+char *
+fetch_url(const char *url, char *buf, size_t len)
+{
+	const struct fetch_site	*site;
+	const char		*bucket, *key, *region;
+	size_t			 blen, elen;
+	int			 n;
+
+	if (strncmp(url, "http://", 7) == 0 ||
+	    strncmp(url, "https://", 8) == 0)
+		n = snprintf(buf, len, "%s", url);
+	else if (strncmp(url, "s3://", 5) == 0) {
+		bucket = url + 5;
+		if ((key = strchr(bucket, '/')) == NULL || key == bucket)
+			return (NULL);
+		blen = (size_t)(key - bucket);
+		site = fetch_site_of(url);
+		if (site != NULL && site->endpoint != NULL) {
+			elen = strlen(site->endpoint);
+			while (elen > 0 && site->endpoint[elen - 1] == '/')
+				elen--;
+			n = snprintf(buf, len, "%.*s/%.*s%s", (int)elen,
+			    site->endpoint, (int)blen, bucket, key);
+		} else {
+			region = site != NULL && site->region != NULL ?
+			    site->region : "us-east-1";
+			n = snprintf(buf, len, "https://%.*s.s3.%s."
+			    "amazonaws.com%s", (int)blen, bucket, region, key);
+		}
+	} else
+		return (NULL);
+	if (n < 0 || (size_t)n >= len)
+		return (NULL);
+	return (buf);
+}
+
 /* Body bytes into the range; more than asked fails the transfer. */
 static size_t
 fetch_write_cb(char *p, size_t size, size_t n, void *arg)
@@ -153,11 +301,49 @@ fetch_header_cb(char *p, size_t size, size_t n, void *arg)
 static int
 fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
 {
-	char	range[64], hdr[160];
-	CURL	*e = x->easy;
+	const struct fetch_site	*site = fetch_site_of(url);
+	char			 range[64], hdr[160], real[FETCH_URL_MAX];
+	char			 sigv4[160], *tok;
+	struct curl_slist	*l;
+	CURL			*e = x->easy;
 
 	curl_easy_reset(e);
-	curl_easy_setopt(e, CURLOPT_URL, url);
+	if (fetch_url(url, real, sizeof real) == NULL)
+		return (-1);
+	curl_easy_setopt(e, CURLOPT_URL, real);
+	if (site != NULL && site->ca_file != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, site->ca_file);
+	if (site != NULL && site->access_key != NULL) {
+		snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3",
+		    site->region != NULL ? site->region : "us-east-1");
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4);
+		curl_easy_setopt(e, CURLOPT_USERNAME, site->access_key);
+		curl_easy_setopt(e, CURLOPT_PASSWORD, site->secret_key);
+	}
+	if (!x->signed_hdrs && site != NULL && site->access_key != NULL) {
+		/*
+		 * S3 refuses a SigV4 request without the payload's hash
+		 * (radosgw: SignatureDoesNotMatch), and libcurl 7.88 does
+		 * not send it: an empty body's, which libcurl then signs.
+		 */
+		if ((l = curl_slist_append(x->hdrs, "x-amz-content-sha256: "
+		    FETCH_EMPTY_SHA256)) == NULL)
+			return (-1);
+		x->hdrs = l;
+		x->signed_hdrs = true;
+		if (site->token != NULL) {
+			if (asprintf(&tok, "x-amz-security-token: %s",
+			    site->token) == -1)
+				return (-1);
+			l = curl_slist_append(x->hdrs, tok);
+			explicit_bzero(tok, strlen(tok));
+			free(tok);
+			if (l == NULL)
+				return (-1);
+			x->hdrs = l;
+		}
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)FETCH_CONNECT_MS);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -180,10 +366,12 @@ fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
 	curl_easy_setopt(e, CURLOPT_RANGE, range);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, fetch_write_cb);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	if (etag[0] != '\0' && x->hdrs == NULL) {
+	if (etag[0] != '\0' && !x->if_match) {
 		snprintf(hdr, sizeof hdr, "If-Match: %s", etag);
-		if ((x->hdrs = curl_slist_append(NULL, hdr)) == NULL)
+		if ((l = curl_slist_append(x->hdrs, hdr)) == NULL)
 			return (-1);
+		x->hdrs = l;
+		x->if_match = true;
 	}
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
 	return (0);
@@ -217,6 +405,12 @@ fetch_judge(struct fetch_xfer *x, CURLcode rc, char *why, size_t len)
 		snprintf(why, len, "the object changed on the server (its "
 		    "ETag is no longer the one cached): the old and the new "
 		    "are not mixed; reload the dataset to read the new one");
+		return (-1);
+	}
+	if (code == 401 || code == 403) {
+		snprintf(why, len, "the server answered %ld (access denied): "
+		    "check the credentials, the region and the endpoint, or "
+		    "that the object may be read", code);
 		return (-1);
 	}
 	if (code >= 500 || code == 429) {
@@ -305,12 +499,19 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 	struct fetch_xfer	 x[FETCH_MAX_HANDLES];
 	int			 res[FETCH_MAX_HANDLES];
 	char			 why[FETCH_MAX_HANDLES][256], tries[32];
+	char			 real[FETCH_URL_MAX];
 	size_t			 base, k, m, i;
 	unsigned		 attempt, tries_max;
 	int			 rc = 0;
 
 	*cause = NULL;
 	tries_max = head != NULL ? FETCH_HEAD_ATTEMPTS : FETCH_ATTEMPTS;
+	if (fetch_url(url, real, sizeof real) == NULL) {
+		fetch_fail(cause, "%s: not a URL infeed reads (http://, "
+		    "https:// or s3://bucket/key, under %d bytes)", url,
+		    FETCH_URL_MAX);
+		return (-1);
+	}
 	if (fetch_setup(cause) != 0)
 		return (-1);
 	for (base = 0; base < n && rc == 0; base += m) {

@@ -36,6 +36,39 @@ int	fetch_head(const char *url, struct fetch_object *o, char **cause);
 int	fetch_ranges(const char *url, const char *etag,
 	    struct fetch_range *r, size_t n, char **cause);
 
+/*
+ * How the objects under one prefix are reached (fetch_site_set()): an
+ * s3:// prefix's endpoint, region and keys, and for any prefix a CA file.
+ */
+struct fetch_site {
+	char	*endpoint;	/* "https://host[:port]", path-style; NULL: AWS */
+	char	*region;	/* for SigV4; NULL: us-east-1 */
+	char	*access_key;	/* NULL: requests go unsigned */
+	char	*secret_key;
+	char	*token;		/* a session token, or NULL */
+	char	*ca_file;	/* NULL: the system's CAs */
+};
+
+/**
+ * fetch_site_set() - reach the URLs that start with @prefix as @site says
+ * (copied; a later call for the same prefix replaces it; the longest
+ * prefix that matches wins).  Return: 0, or -1 with *@cause.
+ */
+int	fetch_site_set(const char *prefix, const struct fetch_site *site,
+	    char **cause);
+
+/**
+ * fetch_site_clear() - free what @site's strings hold and zero it.
+ */
+void	fetch_site_clear(struct fetch_site *site);
+
+/**
+ * fetch_url() - the http(s) URL that @url (http://, https:// or
+ * s3://bucket/key) is fetched from, with its site's endpoint, in @buf.
+ * Return: @buf, or NULL when @url is no URL fetch reads or is too long.
+ */
+char	*fetch_url(const char *url, char *buf, size_t len);
+
 /* How many requests fetch_head() and fetch_ranges() sent (this process). */
 uint64_t	fetch_requests(void);
 

@@ -114,18 +114,33 @@ class Daemon:
         return self.log.read_text(errors="replace")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "no_group_window: the daemon's shared groups keep no "
+        "window of past steps (group_window = 0): their rings have "
+        "buffer_size slots, as the test counts on")
+
+
+def window_conf(request):
+    """The daemon's config line for the test's no_group_window mark."""
+    if request.node.get_closest_marker("no_group_window"):
+        return "group_window = 0\n"
+    return ""
+
+
 @pytest.fixture
-def daemon(tmp_path):
-    d = Daemon(tmp_path)
+def daemon(tmp_path, request):
+    d = Daemon(tmp_path, window_conf(request))
     yield d
     rc = d.stop()
     assert rc == 0, f"infeedd did not exit cleanly ({rc}):\n{d.log_text()}"
 
 
 @pytest.fixture
-def metrics_daemon(tmp_path):
+def metrics_daemon(tmp_path, request):
     """infeedd with metrics on a free port, and a slow dataset."""
-    d = Daemon(tmp_path, "metrics_listen = 127.0.0.1:0\n"
+    d = Daemon(tmp_path, window_conf(request) +
+               "metrics_listen = 127.0.0.1:0\n"
                "\n[dataset slow]\ntype = synthetic\nsamples = 400\n"
                "shape = 1,4,4\ndtype = uint8\nsample_delay_us = 2000\n")
     for _ in range(100):

@@ -3,6 +3,7 @@
 exactly-once coverage, zero-copy lifetimes, state, epochs and errors."""
 
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -452,6 +453,7 @@ def test_a_forked_child_takes_and_releases_nothing(loader_args):
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_keeping_every_slot_raises_instead_of_hanging(loader_args):
     loader = infeed.DataLoader(opts(), "raw", batch_size=100,
                                buffer_size=2, output="numpy", **loader_args)
@@ -687,6 +689,7 @@ def test_loaders_of_the_same_data_share_one_pipeline(daemon, loader_args):
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
         daemon, loader_args):
     """A loader that stops holding a step leaves its group (the other
@@ -736,6 +739,7 @@ def test_a_loader_that_left_its_group_rejoins_when_it_catches_up(
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_loader_started_after_its_group_catches_up_and_shares(
         daemon, loader_args):
     """A loader of the same data started after the other's first steps
@@ -768,6 +772,44 @@ def test_a_loader_started_after_its_group_catches_up_and_shares(
     _every_index_once(got_a, got_b)
     for a, b in zip(got_a, got_b):
         assert (a == b).all()
+
+
+@needs_numpy
+def test_a_loader_started_after_its_group_reads_the_groups_window(
+        daemon, loader_args):
+    """With the group's window of past steps (group_window's default), a
+    loader started 12 steps after the other joins at once and reads those
+    steps from the window, in the group's ring: never a ring of its own,
+    every index once, in the same order, and the rows read are 2 epochs'
+    and the ring's read-ahead, not the catch-up's 12 steps more (issue
+    35)."""
+    def loader():
+        return infeed.DataLoader(opts(seed=3), "raw", batch_size=10,
+                                 shuffle=True, output="numpy", timeout=20,
+                                 **loader_args)
+    la = loader()
+    ita = iter(la)
+    got_a = [next(ita).indices for _ in range(12)]
+    lb = loader()
+    itb = iter(lb)
+    got_b = []
+    for _ in range(20):
+        got_b.append(next(itb).indices)
+        assert not lb._client.state()["own_ring"]
+    assert lb._client.state()["group_id"] == la._client.state()["group_id"]
+    for b, a in zip(itb, ita):
+        got_a.append(a.indices)
+        got_b.append(b.indices)
+    got_a += [a.indices for a in ita]
+    _every_index_once(got_a, got_b)
+    for a, b in zip(got_a, got_b):
+        assert (a == b).all()
+    rows = sum(w["rows_done"] for w in json.loads(subprocess.run(
+        [os.environ["INFEEDCTL"], "--socket", daemon.socket, "status",
+         "--json"], check=True, capture_output=True, text=True).stdout)[
+        "workers"])
+    per_epoch = sum(len(x) for x in got_b)
+    assert rows < per_epoch + 12 * 10, rows
 
 
 @needs_numpy
@@ -861,6 +903,7 @@ def test_a_member_on_a_ring_of_its_own_gets_steps_made_ahead(
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_member_holding_every_slot_of_its_group_is_told_so(
         daemon, loader_args):
     """A loader that keeps every slot of its group's ring while no other
@@ -1001,6 +1044,7 @@ def _forget_a_step(daemon, loader_args, kept):
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_forgotten_step_maps_no_stale_ring_and_leaks_nothing(
         daemon, loader_args):
     """A loader whose next() timed out, closed after its group left it
@@ -1032,6 +1076,7 @@ def test_a_forgotten_step_maps_no_stale_ring_and_leaks_nothing(
 
 
 @needs_numpy
+@pytest.mark.no_group_window
 def test_a_forgotten_step_is_given_back_when_its_loader_closes(
         daemon, loader_args):
     """Three loaders closed after a next() that timed out, each with its

@@ -57,6 +57,7 @@ def run_trainer(d, dataset, name, steps, think):
     return loader        # kept: its session stays live
 
 
+@pytest.mark.no_group_window
 def test_data_wait_of_a_starved_and_a_thinking_trainer(metrics_daemon):
     d = metrics_daemon
     thinker = run_trainer(d, "raw", "thinker", 15, 0.02)
@@ -90,6 +91,7 @@ def test_data_wait_of_a_starved_and_a_thinking_trainer(metrics_daemon):
     thinker.close()
 
 
+@pytest.mark.no_group_window
 def test_a_group_counts_the_member_that_left(metrics_daemon):
     d = metrics_daemon
     loaders = [infeed.DataLoader(None, "raw", batch_size=10, output="numpy",

@@ -512,19 +512,19 @@ START_TEST(config_refuses_unknown_daemon_key)
 	load_fails("[infeedd]\nworkers = 2\nworkrs = 2\n", 3,
 	    "unknown key 'workrs' in section [infeedd] (did you mean "
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size, memory_budget, job_timeout, image_memory_max, "
-	    "keep_ring_memory, metrics_listen, io_backend, read_ahead, cache_dir and "
-	    "cache_max");
+	    "max_frame_size, memory_budget, group_window, job_timeout, "
+	    "image_memory_max, keep_ring_memory, metrics_listen, io_backend, "
+	    "read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size, memory_budget, job_timeout, image_memory_max, "
-	    "keep_ring_memory, metrics_listen, io_backend, read_ahead, cache_dir and "
-	    "cache_max");
+	    "max_frame_size, memory_budget, group_window, job_timeout, "
+	    "image_memory_max, keep_ring_memory, metrics_listen, io_backend, "
+	    "read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
 	    "socket, workers, max_clients, max_frame_size, memory_budget, "
-	    "job_timeout, image_memory_max, keep_ring_memory, "
+	    "group_window, job_timeout, image_memory_max, keep_ring_memory, "
 	    "metrics_listen, io_backend, read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\ncache_dir = cache\n", 2,
 	    "[infeedd] cache_dir = cache: expected an absolute path, a "

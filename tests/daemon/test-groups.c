@@ -1358,9 +1358,157 @@ START_TEST(a_kept_slot_comes_back_when_its_process_exits)
 END_TEST
 
 /*
+ * Issue 35: the group keeps a window of its past steps (group_window) in
+ * more slots of its ring.  A trainer that attaches at epoch 0 step 0
+ * while the others are 12 steps on joins at once and reads those steps
+ * from the window, in the group's ring, rather than decode them again:
+ * every index of each epoch once, in the sampler's order, and the rows
+ * the workers read are two epochs' and what the ring read ahead, fewer
+ * than with a catch-up (a_late_member_catches_up_and_shares: 12 steps
+ * more).
+ */
+START_TEST(a_late_member_reads_the_groups_window)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint64_t		 per_epoch, rows, ahead = 12;
+	uint32_t		 slots;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	for (i = 0; i < 2; i++)
+		gr_attach(&m[i], &o);
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < ahead; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], i == 1);
+	}
+	gr_attach(&m[2], &o);
+	ck_assert_uint_ne(gr_group(&m[0]), 0);
+	ck_assert_uint_eq(gr_group(&m[2]), gr_group(&m[0]));
+	ck_assert(gr_in_group(&m[2]));
+	/* buffer_size slots, and the window: 64 less twice buffer_size. */
+	st = raw_stats();
+	slots = gr_session(st, &m[0])->slots;
+	ck_assert_uint_eq(slots, INFEED_MAX_SLOTS - GR_SLOTS);
+	infeed__frame__free_unpacked(st, NULL);
+	/* Its first steps: the window's, in the group's ring. */
+	for (k = 0; k < ahead; k++) {
+		gr_take(&m[2], k % 2 == 0);
+		ck_assert_uint_lt(m[2].last_slot, slots);
+		if (k % 6 == 0)
+			for (i = 0; i < 2; i++)
+				gr_take(&m[i], i == 1);
+	}
+	while (m[2].epoch < 2 || m[0].epoch < 2) {
+		for (i = 0; i < 3; i++) {
+			if (m[i].epoch < 2) {
+				gr_take(&m[i], i == 1);
+				ck_assert_uint_lt(m[i].last_slot, slots);
+			}
+		}
+	}
+	st = raw_stats();
+	rows = gr_rows_read(st);
+	fprintf(stderr, "rows read for 3 members of 2 epochs, one %llu steps "
+	    "late, from the window: %llu (2 epochs: %llu)\n",
+	    (unsigned long long)ahead, (unsigned long long)rows,
+	    (unsigned long long)(2 * per_epoch * GR_BATCH * GR_DI));
+	ck_assert_uint_le(rows, (2 * per_epoch + GR_SLOTS) * GR_BATCH * GR_DI);
+	/* No catch-up: it never left nor rejoined. */
+	gr_counts(gr_session(st, &m[2]), 0, 0, 0);
+	ck_assert_uint_eq(gr_session(st, &m[2])->group_members, 3);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/*
+ * The window is what group_window holds, 3K here: 4 steps of 640 bytes
+ * (20 rows of 16 bytes, with their labels and indices), so the ring has
+ * 7 slots, charged with it.  A trainer 8 steps behind catches up on a
+ * ring of its own for the 4 the window no longer has (the rows read show
+ * them, once), then reads the window's 4 from the group's ring: every
+ * index once, in order, for every member.
+ */
+START_TEST(a_window_holds_what_group_window_says)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	uint64_t		 per_epoch, rows, ahead = 8, window = 4;
+	unsigned		 i, k;
+
+	gr_options(&o);
+	for (i = 0; i < 2; i++)
+		gr_attach(&m[i], &o);
+	per_epoch = m[0].oracle.steps_per_epoch;
+	for (k = 0; k < ahead; k++) {
+		for (i = 0; i < 2; i++)
+			gr_take(&m[i], false);
+	}
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[0])->slots, GR_SLOTS + window);
+	infeed__frame__free_unpacked(st, NULL);
+	gr_attach(&m[2], &o);
+	ck_assert_uint_eq(gr_group(&m[2]), gr_group(&m[0]));
+	/* The steps the window has not: its own ring's. */
+	for (k = 0; k < ahead - window; k++) {
+		gr_take(&m[2], false);
+		ck_assert_uint_ge(m[2].last_slot, GR_SLOTS + window);
+	}
+	/* The window's, then the group's, in the group's ring. */
+	for (k = 0; k < window + 2; k++) {
+		gr_take(&m[2], false);
+		ck_assert_uint_lt(m[2].last_slot, GR_SLOTS + window);
+	}
+	while (m[2].epoch < 2 || m[0].epoch < 2) {
+		for (i = 0; i < 3; i++) {
+			if (m[i].epoch < 2)
+				gr_take(&m[i], false);
+		}
+	}
+	st = raw_stats();
+	rows = gr_rows_read(st);
+	fprintf(stderr, "rows read, one member %llu steps late, a window of "
+	    "%llu: %llu (2 epochs: %llu)\n", (unsigned long long)ahead,
+	    (unsigned long long)window, (unsigned long long)rows,
+	    (unsigned long long)(2 * per_epoch * GR_BATCH * GR_DI));
+	ck_assert_uint_ge(rows, (2 * per_epoch + ahead - window) * GR_BATCH *
+	    GR_DI);
+	ck_assert_uint_le(rows, (2 * per_epoch + ahead - window +
+	    2 * GR_SLOTS) * GR_BATCH * GR_DI);
+	gr_counts(gr_session(st, &m[2]), 0, 0, 1);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 3; i++)
+		gr_done(&m[i]);
+	free(m);
+}
+END_TEST
+
+/* A daemon whose groups keep no window (the catch-up alone). */
+static void
+setup_no_window(void)
+{
+	make_files("group_window = 0\n");
+	infeedd_start(NULL);
+}
+
+/* A daemon whose groups keep 3K of past steps. */
+static void
+setup_window_3k(void)
+{
+	make_files("group_window = 3K\n");
+	infeedd_start(NULL);
+}
+
+/*
  * "big": 300000 samples of 64 bytes; a ring of one step of all of them
  * (3 slots, 65 MiB with its tables 79 MiB) fits in 100 MiB once, not
- * twice.
+ * twice, nor with a window of past steps (the group keeps none).
  */
 static void
 setup_big(void)
@@ -1442,6 +1590,9 @@ START_TEST(a_member_without_room_for_its_own_ring_is_ended)
 		ck_assert_uint_eq(
 		    stats->stats->sessions[i]->group_leaves_held_back, 0);
 		ck_assert_uint_eq(stats->stats->sessions[i]->group_members, 1);
+		/* No room for a window either: buffer_size slots (or none:
+		 * the ended one). */
+		ck_assert_uint_le(stats->stats->sessions[i]->slots, 3);
 	}
 	infeed__frame__free_unpacked(stats, NULL);
 	/* The group goes on; the step f[1] kept stays as it was. */
@@ -1475,28 +1626,44 @@ groups_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
-	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
-	    2);
-	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
-	    2);
-	tcase_add_loop_test(tc, a_member_that_left_rejoins_when_it_catches_up,
-	    0, 2);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
-	tcase_add_loop_test(tc, a_late_member_catches_up_and_shares, 0, 2);
-	tcase_add_test(tc,
-	    a_late_member_stopped_while_catching_up_leaves_within_the_slack);
+	tcase_add_test(tc, a_late_member_reads_the_groups_window);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);
 	tcase_add_test(tc, another_user_never_shares);
 	tcase_add_loop_test(tc,
 	    a_group_ring_stays_held_for_the_member_that_holds_it, 0, 2);
+	tcase_add_test(tc, a_step_kept_after_its_session_ended_never_changes);
+	suite_add_tcase(s, tc);
+
+	/* The ring of buffer_size slots these count on: no window. */
+	tc = tcase_create("no window");
+	tcase_add_checked_fixture(tc, setup_no_window, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
+	    2);
+	tcase_add_test(tc, a_kept_slot_comes_back_when_its_process_exits);
+	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
+	    2);
+	tcase_add_loop_test(tc, a_member_that_left_rejoins_when_it_catches_up,
+	    0, 2);
+	tcase_add_loop_test(tc, a_late_member_catches_up_and_shares, 0, 2);
+	tcase_add_test(tc,
+	    a_late_member_stopped_while_catching_up_leaves_within_the_slack);
 	tcase_add_loop_test(tc,
 	    a_slow_or_pausing_member_keeps_no_one_to_its_pace, 0, 2);
 	tcase_add_test(tc,
 	    a_member_catching_up_holding_its_own_step_never_freezes);
-	tcase_add_test(tc, a_step_kept_after_its_session_ended_never_changes);
-	tcase_add_test(tc, a_kept_slot_comes_back_when_its_process_exits);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("window");
+	tcase_add_checked_fixture(tc, setup_window_3k, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, a_window_holds_what_group_window_says);
+	/* The others wait the slack once the window is full too. */
+	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
+	    2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("budget");
