@@ -77,9 +77,13 @@ slow_files(const char *src, const char *mnt, unsigned workers)
 	    sizeof(labels));
 	fclose(fp);
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "w"));
-	/* And harness.c's "raw", on local disk: the bystander's. */
+	/*
+	 * group_window = 0: a ring of buffer_size slots, what the read-ahead
+	 * bound counts from.  And harness.c's "raw", on local disk: the
+	 * bystander's.
+	 */
 	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = %s\n"
-	    "job_timeout = %s\nread_ahead = %s\n\n"
+	    "job_timeout = %s\nread_ahead = %s\ngroup_window = 0\n\n"
 	    "[dataset slow]\ntype = raw\npath = %s/rows.bin\n"
 	    "labels = %s/labels.bin\nshape = %d\ndtype = uint8\n"
 	    "label_dtype = int64\nclasses = 10\n\n"
