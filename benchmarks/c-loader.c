@@ -7,7 +7,7 @@
  * second and the median time per step.
  *
  *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS
- *	    [ready|callgrind]
+ *	    [ready|ready-cow|callgrind]
  *
  * With "ready" the steps are not read, and each Next is sent 20 ms after
  * the last step was released, when the ring is full again: the median
@@ -16,7 +16,9 @@
  * preemption does not inflate; ready_cpu_mean_s is their mean, which
  * counts the work that only some steps do.  "callgrind" is "ready" with each step's
  * Next and Release between callgrind-marks.c's marks, for a run under
- * callgrind (benchmarks/python-loader --callgrind).
+ * callgrind (benchmarks/python-loader --callgrind).  "ready-cow" is
+ * "ready" on a copy_on_write ring, as Python's default maps it: the
+ * restore of the slots given back is in its steps' CPU (issue 35).
  */
 
 #include <stdio.h>
@@ -96,9 +98,10 @@ main(int argc, char **argv)
 	int				 ready, marks;
 
 	if (argc != 6 && !(argc == 7 && (strcmp(argv[6], "ready") == 0 ||
+	    strcmp(argv[6], "ready-cow") == 0 ||
 	    strcmp(argv[6], "callgrind") == 0))) {
 		fprintf(stderr, "usage: c-loader SOCKET DATASET BATCH "
-		    "DEVICE_ITERATIONS EPOCHS [ready|callgrind]\n");
+		    "DEVICE_ITERATIONS EPOCHS [ready|ready-cow|callgrind]\n");
 		return (2);
 	}
 	ready = argc == 7;
@@ -115,6 +118,7 @@ main(int argc, char **argv)
 	o.device_iterations = (uint32_t)atoi(argv[4]);
 	o.shuffle = true;
 	o.load_indefinitely = false;
+	o.copy_on_write = ready && strcmp(argv[6], "ready-cow") == 0;
 	epochs = strtoull(argv[5], NULL, 10);
 	if ((f = infeed_new()) == NULL ||
 	    infeed_connect(f, argv[1], "c-loader") != INFEED_OK ||

@@ -7,24 +7,37 @@
  *             file in the page cache; B 16, DI 50 (800 rows a step),
  *             shuffled.
  *   limit:    gathering 800 random 64 KiB rows of the mapped file into one
- *             reused, page-aligned buffer (as a ring's slot is) with 2
- *             threads, with the copy the workers use (common/copy.h:
- *             streaming stores for a slot past the last-level cache).
- *   infeed:   the real infeedd (2 workers) serving the same file as a `raw`
- *             dataset, read through libinfeed by a client that touches
- *             every page of every step.
+ *             reused buffer on huge pages with one thread a CPU (at least
+ *             2), with the copy the workers use (common/copy.h: streaming
+ *             stores for a slot past the last-level cache): the fastest
+ *             standalone gather of these rows found on the 2-core VM
+ *             (issue 35; docs/performance.md lists the variants tried).
+ *   infeed:   the real infeedd (a worker for each limit thread) serving
+ *             the same file as a `raw` dataset, read through libinfeed by
+ *             a client that touches every page of every step.
  *
  * The limit is that gather: a reused, pre-faulted destination, a
- * pre-touched source, 2 threads kept for the run, measured in the same run
- * as infeed and interleaved with it, round by round; every figure is a
- * median.  The limit checks itself: the same threads also time a plain
+ * pre-touched source, threads kept for the run that each gather their
+ * share of every step with no wait between steps, measured in the same
+ * run as infeed and interleaved with it, round by round; every figure is
+ * a median.  The limit checks itself: every row of its last step must
+ * hold its source row's bytes, and the same threads also time a plain
  * copy of the same bytes from pre-faulted anonymous memory (256 MiB or
- * more, past any cache), and a limit below half of that is reported as a
- * broken measurement (exit status 3), not as a ratio.
+ * more, past any cache); wrong bytes, or a limit below half of the plain
+ * copy, are reported as a broken measurement (exit status 3), not as a
+ * ratio.
  *
  * It alternates the two measurements --rounds times and prints the median
  * of each and the ratio of the medians (the first step of each session is
  * left out: a steady-state figure).
+ *
+ * The default mode and --clients also print a cpu ratio: the limit's CPU
+ * time a row over infeed's (its clients, infeedd and its workers, from
+ * /proc and getrusage), the median of the rounds' ratios.  On an idle
+ * machine where both keep every CPU busy it is what the ratio is; on a
+ * busy one, where the limit's threads and infeed's processes get
+ * different shares of the CPUs (8 clients and 2 workers against 2
+ * threads), it is bent far less than the ratio (issue 35).
  *
  * --session: issue 17's 72-step session instead.  Each round measures the
  * limit, restarts infeedd, and times two sessions of 6 epochs (72 steps)
@@ -35,7 +48,7 @@
  * to first step (from infeed_attach() to the first step in hand).
  *
  * --clients N (1 to 8): issue 17's concurrent clients.  The tutorial's
- * file and one infeedd (2 workers, as above); each round measures the
+ * file and one infeedd (workers as above); each round measures the
  * limit, then forks N client processes, each with its own connection,
  * attached to the dataset as distributed process i of N (same seed,
  * shuffled, B 16, DI 50).  They attach, wait at a barrier (a pipe the
@@ -70,9 +83,8 @@
  * to move about --gb G gigabytes a round (default 3) and at least 16 steps.
  * The ratio is the median of the rounds' ratios.
  *
- * In --clients and cell mode the limit's 2 threads live for the whole run
- * and meet at a barrier for every step (thread start-up would dominate a
- * step of 64 rows of 4 KiB); the data file is written back to disk before
+ * In every mode the limit's threads live for the whole run (thread
+ * start-up would dominate a step of 64 rows of 4 KiB); the data file is written back to disk before
  * anything is timed; an untimed warm-up (4 steps of each client, or a
  * session of buffer_size + 1 steps) comes first, so that the first round,
  * like the others, finds its rings in memory the daemon kept and every
@@ -104,11 +116,13 @@
  */
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -128,7 +142,8 @@
 #define N_SAMPLES	10000
 #define SAMPLE_BYTES	(128 * 128 * 4)
 #define CBS		800
-#define THREADS		2
+#define MAX_THREADS	16		/* the limit's, one a CPU */
+#define HUGE_BYTES	(2u << 20)
 
 #define MAX_ROUNDS	32
 #define MAX_CLIENTS	8
@@ -145,16 +160,20 @@
 #define LIMIT_MIN_OF_MEMCPY	0.5
 #define CELL_SPARE	(3 * GIB)	/* memory a cell leaves to others */
 
-/* The limit's 2 gather threads, kept for the run. */
+/* The limit's gather threads, one a CPU, kept for the run. */
 struct gpool {
-	pthread_t		 th[THREADS];
+	pthread_t		 th[MAX_THREADS];
+	unsigned		 threads;
 	pthread_barrier_t	 go, done;
 	const uint8_t		*src;
+	const uint8_t		*plain;		/* the copy check's, or NULL */
+	uint64_t		 plain_rows;
 	uint8_t			*dst;
-	uint32_t		*idx;		/* [rows] */
+	uint32_t		*idx;		/* [rows]: the last step's */
 	size_t			 row_bytes;
 	unsigned		 rows;
 	uint64_t		 samples;
+	uint64_t		 steps;		/* a run's */
 	bool			 stop;
 };
 
@@ -244,48 +263,98 @@ median(double *v, int n)
 }
 
 /*
- * A page-aligned, pre-faulted buffer of @len bytes, as a ring's slot is.
- * Not malloc: its large blocks start 16 bytes into a page, and copying
- * page-aligned rows of the file there ran 3 - 4 x slower on the 2-core VM
- * than to a page-aligned buffer (issue 25: the limit was that much too low).
+ * A pre-faulted buffer of @len bytes on 2 MiB boundaries, on huge pages
+ * where the kernel gives them (fewer TLB misses: the fastest destination
+ * found for the limit, issue 35).  Not malloc: its large blocks start 16
+ * bytes into a page, and copying page-aligned rows of the file there ran
+ * 3 - 4 x slower on the 2-core VM than to a page-aligned buffer (issue 25:
+ * the limit was that much too low).
  */
 static uint8_t *
 buf_new(size_t len)
 {
-	uint8_t	*p;
+	uint8_t		*p, *a;
+	uintptr_t	 mask = HUGE_BYTES - 1;
 
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
-	    MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, len + HUGE_BYTES, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return (NULL);
-	memset(p, 1, len);
-	return (p);
+	/* Keep exactly [a, a + len): munmap(a, len) frees it all. */
+	a = (uint8_t *)(((uintptr_t)p + mask) & ~mask);
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + len, (size_t)(p + len + HUGE_BYTES - (a + len)));
+#ifdef MADV_HUGEPAGE
+	(void)madvise(a, len, MADV_HUGEPAGE);
+#endif
+	memset(a, 1, len);
+	return (a);
 }
 
-/* A pool thread: its share of every step, between the two barriers. */
+/* A row number from @x's generator, below @n (xorshift64*). */
+static uint64_t
+gpool_random(uint64_t *x, uint64_t n)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return ((*x * UINT64_C(2685821657736338717)) >> 32) % n;
+}
+
+/*
+ * A pool thread: between the two barriers, its share of each of
+ * @g->steps steps, with no wait between steps (a barrier a step cost the
+ * limit 5 - 15 % on the 2-core VM, issue 35): random rows of the file, or
+ * (@g->plain) rows of the copy check's source in order.  The rows of the
+ * last step are recorded in @g->idx for the byte check.
+ */
 static void *
 gpool_main(void *p)
 {
 	struct gpool_arg	*a = p;
 	struct gpool		*g = a->g;
+	const uint8_t		*src;
+	uint64_t		 s, x = 0x9e3779b97f4a7c15ULL * (a->t + 1), i;
 	unsigned		 r, begin, end;
 	bool			 stream = copy_streams(g->row_bytes, g->rows);
 
-	begin = a->t * g->rows / THREADS;
-	end = (a->t + 1) * g->rows / THREADS;
+	begin = a->t * g->rows / g->threads;
+	end = (a->t + 1) * g->rows / g->threads;
 	free(a);
 	for (;;) {
 		pthread_barrier_wait(&g->go);
 		if (g->stop)
 			break;
-		for (r = begin; r < end; r++)
-			copy_row(g->dst + (size_t)r * g->row_bytes, g->src +
-			    (size_t)g->idx[r] * g->row_bytes, g->row_bytes,
-			    stream);
+		src = g->plain != NULL ? g->plain : g->src;
+		for (s = 0; s < g->steps; s++) {
+			for (r = begin; r < end; r++) {
+				i = g->plain != NULL ? (s * g->rows + r) %
+				    g->plain_rows : gpool_random(&x,
+				    g->samples);
+				g->idx[r] = (uint32_t)i;
+				copy_row(g->dst + (size_t)r * g->row_bytes,
+				    src + (size_t)i * g->row_bytes,
+				    g->row_bytes, stream);
+			}
+		}
 		copy_fence();
 		pthread_barrier_wait(&g->done);
 	}
 	return (NULL);
+}
+
+/*
+ * The limit's threads, and infeedd's workers: one a CPU, at least 2 (the
+ * 2-core VM's, and the count a worker pool of `auto` starts from).
+ */
+static unsigned
+limit_threads(void)
+{
+	long	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return (cpus < 2 ? 2 : cpus > MAX_THREADS ? MAX_THREADS :
+	    (unsigned)cpus);
 }
 
 /* Start the gather threads for steps of @rows rows of @row_bytes. */
@@ -302,11 +371,14 @@ gpool_start(struct gpool *g, const uint8_t *src, uint8_t *dst,
 	g->samples = samples;
 	g->row_bytes = row_bytes;
 	g->rows = rows;
+	g->threads = limit_threads();
+	if (g->threads > rows)
+		g->threads = rows;
 	if ((g->idx = calloc(rows, sizeof(*g->idx))) == NULL)
 		return (-1);
-	pthread_barrier_init(&g->go, NULL, THREADS + 1);
-	pthread_barrier_init(&g->done, NULL, THREADS + 1);
-	for (t = 0; t < THREADS; t++) {
+	pthread_barrier_init(&g->go, NULL, g->threads + 1);
+	pthread_barrier_init(&g->done, NULL, g->threads + 1);
+	for (t = 0; t < g->threads; t++) {
 		if ((a = malloc(sizeof(*a))) == NULL)
 			return (-1);
 		a->g = g;
@@ -325,59 +397,73 @@ gpool_stop(struct gpool *g)
 
 	g->stop = true;
 	pthread_barrier_wait(&g->go);
-	for (t = 0; t < THREADS; t++)
+	for (t = 0; t < g->threads; t++)
 		pthread_join(g->th[t], NULL);
 	pthread_barrier_destroy(&g->go);
 	pthread_barrier_destroy(&g->done);
 	free(g->idx);
 }
 
+/*
+ * The limit's byte check: every row of the last step gathered holds the
+ * bytes of the row it was copied from, or the measurement is broken
+ * (exit status 3): a fast gather that copies the wrong bytes is no limit.
+ */
+static void
+gpool_check_bytes(const struct gpool *g, const uint8_t *src)
+{
+	unsigned	r;
+
+	for (r = 0; r < g->rows; r++) {
+		if (memcmp(g->dst + (size_t)r * g->row_bytes, src +
+		    (size_t)g->idx[r] * g->row_bytes, g->row_bytes) == 0)
+			continue;
+		printf("broken measurement: the gather limit's row %u holds "
+		    "other bytes than row %u of its source; no ratio is "
+		    "reported.\n", r, g->idx[r]);
+		exit(3);
+	}
+}
+
+/* Run @steps steps of the pool (from @plain when not NULL): items/s. */
+static double
+gpool_run(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
+    uint64_t steps)
+{
+	double	t0;
+
+	g->plain = plain;
+	g->plain_rows = plain_rows;
+	g->steps = steps;
+	t0 = now_s();
+	pthread_barrier_wait(&g->go);
+	pthread_barrier_wait(&g->done);
+	t0 = now_s() - t0;
+	gpool_check_bytes(g, plain != NULL ? plain : g->src);
+	g->plain = NULL;
+	return ((double)steps * g->rows / t0);
+}
+
 /* items/s of @steps gathers of random rows by the pool. */
 static double
 gpool_rate(struct gpool *g, uint64_t steps)
 {
-	uint64_t	s;
-	unsigned	r;
-	double		t0;
-
-	t0 = now_s();
-	for (s = 0; s < steps; s++) {
-		for (r = 0; r < g->rows; r++)
-			g->idx[r] = (uint32_t)((uint64_t)random() % g->samples);
-		pthread_barrier_wait(&g->go);
-		pthread_barrier_wait(&g->done);
-	}
-	return ((double)steps * g->rows / (now_s() - t0));
+	return (gpool_run(g, NULL, 0, steps));
 }
 
 /*
  * items/s of a plain copy (the limit's own copy_row()) of @steps steps'
  * bytes by the same threads into the same buffer, row after row of
  * @plain (@plain_rows rows of pre-faulted anonymous memory, more than
- * any cache holds): the limit's self-check.  The limit gathers the same bytes from random rows of the
- * file; far below this, it measures something else.
+ * any cache holds): the limit's self-check.  The limit gathers the same
+ * bytes from random rows of the file; far below this, it measures
+ * something else.
  */
 static double
 gpool_copy_rate(struct gpool *g, const uint8_t *plain, uint64_t plain_rows,
     uint64_t steps)
 {
-	const uint8_t	*src = g->src;
-	uint64_t	 s, next = 0;
-	unsigned	 r;
-	double		 t0;
-
-	g->src = plain;
-	t0 = now_s();
-	for (s = 0; s < steps; s++) {
-		for (r = 0; r < g->rows; r++) {
-			g->idx[r] = (uint32_t)next;
-			next = next + 1 == plain_rows ? 0 : next + 1;
-		}
-		pthread_barrier_wait(&g->go);
-		pthread_barrier_wait(&g->done);
-	}
-	g->src = src;
-	return ((double)steps * g->rows / (now_s() - t0));
+	return (gpool_run(g, plain, plain_rows, steps));
 }
 
 /* Rows of the copy check's source: at least 256 MiB and a step. */
@@ -750,6 +836,86 @@ daemon_settle(pid_t pid)
 	}
 }
 
+/* CPU seconds this process's threads have used. */
+static double
+self_cpu_s(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+}
+
+/* CPU seconds of this process's children that have been waited for. */
+static double
+children_cpu_s(void)
+{
+	struct rusage	ru;
+
+	getrusage(RUSAGE_CHILDREN, &ru);
+	return ((double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+}
+
+#define TREE_MAX	8192	/* processes read from /proc */
+
+/*
+ * CPU seconds used by infeedd @pid and every process under it (its fork
+ * server and workers), from /proc/N/stat; 0 if unknown.
+ */
+static double
+daemon_tree_cpu_s(pid_t pid)
+{
+	static int		 tpid[TREE_MAX], tppid[TREE_MAX];
+	static unsigned long long tcpu[TREE_MAX];
+	static bool		 in[TREE_MAX];
+	char			 path[300], buf[1024], *s;
+	unsigned long long	 ut, st, sum = 0;
+	struct dirent		*e;
+	ssize_t			 n;
+	size_t			 k = 0, i, j;
+	bool			 grew = true;
+	DIR			*d;
+	int			 fd, pp;
+
+	if ((d = opendir("/proc")) == NULL)
+		return (0);
+	while ((e = readdir(d)) != NULL && k < TREE_MAX) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if ((fd = open(path, O_RDONLY)) == -1)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* Field 4 (ppid), 14 and 15 (utime, stime) after the ')'. */
+		if ((s = strrchr(buf, ')')) == NULL || sscanf(s + 1, " %*c %d "
+		    "%*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &pp, &ut,
+		    &st) != 3)
+			continue;
+		tpid[k] = atoi(e->d_name);
+		tppid[k] = pp;
+		tcpu[k] = ut + st;
+		in[k] = tpid[k] == (int)pid;
+		k++;
+	}
+	closedir(d);
+	while (grew) {
+		grew = false;
+		for (i = 0; i < k; i++)
+			for (j = 0; !in[i] && j < k; j++)
+				if (in[j] && tppid[i] == tpid[j])
+					grew = in[i] = true;
+	}
+	for (i = 0; i < k; i++)
+		if (in[i])
+			sum += tcpu[i];
+	return ((double)sum / (double)sysconf(_SC_CLK_TCK));
+}
+
 /* MemAvailable from /proc/meminfo in bytes; 0 if unknown. */
 static uint64_t
 mem_available(void)
@@ -812,10 +978,10 @@ write_tutorial(const struct bench *b)
 	fclose(fp);
 	free(row);
 	write_labels(b->labels, N_SAMPLES);
-	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = 2\n\n"
+	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = %u\n\n"
 	    "[dataset tutorial-raw]\ntype = raw\npath = %s\nshape = 1,128,128\n"
 	    "dtype = float32\nlabels = %s\nlabel_dtype = int64\nclasses = 10\n",
-	    b->data, b->labels);
+	    limit_threads(), b->data, b->labels);
 	fp = fopen(b->conf, "w");
 	fputs(buf, fp);
 	fclose(fp);
@@ -850,7 +1016,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 {
 	unsigned	 rounds = b->rounds, epochs = b->epochs, r;
 	double		 lim[MAX_ROUNDS], inf[MAX_ROUNDS], cpy[MAX_ROUNDS];
-	double		 ml, mi;
+	double		 ml, mi, c0, d0, lcpu[MAX_ROUNDS], icpu[MAX_ROUNDS];
 	double		 cold[MAX_ROUNDS], warm[MAX_ROUNDS];
 	double		 cold_f[MAX_ROUNDS], warm_f[MAX_ROUNDS];
 	uint8_t		*src, *dst, *plain;
@@ -862,7 +1028,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	write_tutorial(b);
 	fd = open(b->data, O_RDONLY);
 	src = mmap(NULL, (size_t)N_SAMPLES * SAMPLE_BYTES, PROT_READ,
-	    MAP_SHARED, fd, 0);
+	    MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	dst = buf_new((size_t)CBS * SAMPLE_BYTES);
 	plain_rows = plain_rows_for(SAMPLE_BYTES, CBS);
@@ -875,7 +1041,9 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	pid = daemon_start(b->infeedd, b->conf, b->sock);
 	for (r = 0; r < rounds; r++) {
 		daemon_settle(pid);
+		c0 = self_cpu_s();
 		lim[r] = gpool_rate(&g, 12 * epochs);
+		lcpu[r] = (self_cpu_s() - c0) / (12.0 * epochs * CBS);
 		cpy[r] = gpool_copy_rate(&g, plain, plain_rows, 12 * epochs);
 		if (session) {
 			daemon_stop(pid);
@@ -897,10 +1065,17 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 				break;
 			continue;
 		}
+		c0 = self_cpu_s();
+		d0 = daemon_tree_cpu_s(pid);
 		inf[r] = infeed_rate(b->sock, epochs, r, false, NULL);
+		/* The client, infeedd and its workers; the first step too. */
+		icpu[r] = (self_cpu_s() - c0 + daemon_tree_cpu_s(pid) - d0) /
+		    (12.0 * epochs * CBS);
 		fprintf(stderr, "bench: round %u/%u: gather limit %.0f items/s, "
-		    "infeed %.0f items/s (%.0f%%)\n", r + 1, rounds, lim[r],
-		    inf[r], 100.0 * inf[r] / lim[r]);
+		    "infeed %.0f items/s (%.0f%%); CPU a row %.2f and %.2f "
+		    "us\n", r + 1, rounds, lim[r], inf[r], 100.0 * inf[r] /
+		    lim[r], lcpu[r] * 1e6, icpu[r] * 1e6);
+		lcpu[r] /= icpu[r];
 		if (inf[r] < 0)
 			break;
 	}
@@ -946,10 +1121,15 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	printf("infeed            %.0f items/s (%.2f GB/s), median of %u\n",
 	    mi, mi * SAMPLE_BYTES / 1e9, rounds);
 	printf("ratio             %.2f (target >= 0.70)\n", mi / ml);
+	printf("cpu ratio         %.2f: the limit's CPU a row over infeed's "
+	    "(its client, infeedd and workers), median of the rounds; what "
+	    "the ratio would be on an idle machine where both keep every "
+	    "CPU busy, and bent far less by other load\n", median(lcpu,
+	    (int)rounds));
 	printf("{\"gather_items_per_s\":%.1f,\"plain_copy_items_per_s\":%.1f,"
-	    "\"infeed_items_per_s\":%.1f,\"ratio\":%.4f,\"rounds\":%u,"
-	    "\"epochs\":%u}\n", ml, median(cpy, (int)rounds), mi, mi / ml,
-	    rounds, epochs);
+	    "\"infeed_items_per_s\":%.1f,\"ratio\":%.4f,\"cpu_ratio\":%.4f,"
+	    "\"rounds\":%u,\"epochs\":%u}\n", ml, median(cpy, (int)rounds),
+	    mi, mi / ml, median(lcpu, (int)rounds), rounds, epochs);
 	return (0);
 }
 
@@ -1029,7 +1209,7 @@ clients_main(const struct bench *b, unsigned n)
 {
 	unsigned	 rounds = b->rounds, r, i;
 	double		 lim[MAX_ROUNDS], agg[MAX_ROUNDS], ratio[MAX_ROUNDS];
-	double		 cpy[MAX_ROUNDS];
+	double		 cpy[MAX_ROUNDS], lcpu[MAX_ROUNDS], c0, d0, icpu;
 	double		 fair[MAX_ROUNDS], win[MAX_ROUNDS], skew[MAX_ROUNDS];
 	double		 rate[MAX_CLIENTS][MAX_ROUNDS], crate[MAX_CLIENTS];
 	double		 first, last, lastt0, mean, dev, ml, ma;
@@ -1049,7 +1229,7 @@ clients_main(const struct bench *b, unsigned n)
 	/* Written back now, not by the kernel in the middle of a round. */
 	fdatasync(fd);
 	src = mmap(NULL, (size_t)N_SAMPLES * SAMPLE_BYTES, PROT_READ,
-	    MAP_SHARED, fd, 0);
+	    MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	dst = buf_new((size_t)CBS * SAMPLE_BYTES);
 	plain_rows = plain_rows_for(SAMPLE_BYTES, CBS);
@@ -1080,10 +1260,15 @@ clients_main(const struct bench *b, unsigned n)
 	}
 	for (r = 0; !failed && r < rounds; r++) {
 		daemon_settle(pid);
+		c0 = self_cpu_s();
 		lim[r] = gpool_rate(&g, (uint64_t)n * b->epochs * spe);
+		lcpu[r] = (self_cpu_s() - c0) / ((double)n * b->epochs * spe *
+		    CBS);
 		cpy[r] = gpool_copy_rate(&g, plain, plain_rows,
 		    (uint64_t)n * b->epochs * spe);
 		memset(sh, 0, shlen);
+		c0 = children_cpu_s();
+		d0 = daemon_tree_cpu_s(pid);
 		if (clients_round(b, sh, &chk, n, r, b->epochs, 0) == -1) {
 			fprintf(stderr, "bench: round %u/%u: a client "
 			    "failed\n", r + 1, rounds);
@@ -1119,6 +1304,10 @@ clients_main(const struct bench *b, unsigned n)
 		agg[r] = (double)items / win[r];
 		ratio[r] = agg[r] / lim[r];
 		fair[r] = dev / mean;
+		/* The clients (waited for), infeedd and its workers. */
+		icpu = (children_cpu_s() - c0 + daemon_tree_cpu_s(pid) - d0) /
+		    (double)items;
+		lcpu[r] /= icpu;
 		if (!check_round(&chk, b->epochs, (uint64_t)n * spe * cbs))
 			once = false;
 		fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
@@ -1160,15 +1349,20 @@ clients_main(const struct bench *b, unsigned n)
 	}
 	printf("fairness          %.3f max |client - mean| / mean (median; "
 	    "target <= 0.25)\n", median(fair, (int)rounds));
+	printf("cpu ratio         %.2f: the limit's CPU a row over infeed's "
+	    "(clients, infeedd and workers), median of the rounds\n",
+	    median(lcpu, (int)rounds));
 	printf("window            %.2f s, client starts spread %.1f ms "
 	    "(medians), after an untimed warm-up of 4 steps a client\n",
 	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3);
 	check_print(&chk, once, (uint64_t)n * spe * cbs);
 	printf("{\"mode\":\"clients\",\"from_attach\":%s,\"clients\":%u,\"gather_items_per_s\":"
 	    "%.1f,\"plain_copy_items_per_s\":%.1f,\"aggregate_items_per_s\":%.1f,\"gather_gb_per_s\":%.3f,"
-	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"fairness\":%.4f,"
-	    "\"client_items_per_s\":[", b->from_attach ? "true" : "false", n, ml, median(cpy, (int)rounds), ma, ml * SAMPLE_BYTES / 1e9,
-	    ma * SAMPLE_BYTES / 1e9, median(ratio, (int)rounds),
+	    "\"aggregate_gb_per_s\":%.3f,\"ratio\":%.4f,\"cpu_ratio\":%.4f,"
+	    "\"fairness\":%.4f,\"client_items_per_s\":[", b->from_attach ?
+	    "true" : "false", n, ml, median(cpy, (int)rounds), ma,
+	    ml * SAMPLE_BYTES / 1e9, ma * SAMPLE_BYTES / 1e9,
+	    median(ratio, (int)rounds), median(lcpu, (int)rounds),
 	    median(fair, (int)rounds));
 	for (i = 0; i < n; i++)
 		printf("%s%.1f", i ? "," : "", crate[i]);
@@ -1345,10 +1539,10 @@ cell_main(const struct bench *b, uint64_t x, unsigned rows, uint64_t samples,
 		bench_cleanup(b);
 		return (1);
 	}
-	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = 2\nmemory_budget = %"
+	snprintf(buf, sizeof(buf), "[infeedd]\nworkers = %u\nmemory_budget = %"
 	    PRIu64 "M\n\n[dataset cell-raw]\ntype = raw\npath = %s\nshape = "
 	    "1,%" PRIu64 "\ndtype = %s\nlabels = %s\nlabel_dtype = int64\n"
-	    "classes = 10\n", budget, b->data, f32 ? x / 4 : x,
+	    "classes = 10\n", limit_threads(), budget, b->data, f32 ? x / 4 : x,
 	    f32 ? "float32" : "uint8", b->labels);
 	if ((fp = fopen(b->conf, "w")) == NULL) {
 		bench_cleanup(b);

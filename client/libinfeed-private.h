@@ -34,6 +34,8 @@
 #ifndef INFEED_LIBINFEED_PRIVATE_H
 #define INFEED_LIBINFEED_PRIVATE_H
 
+#include <sys/types.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -133,6 +135,12 @@ struct infeed_old_ring {
 };
 
 /* The session's ring, mapped from the daemon's (libinfeed-ring.c). */
+/* What the process did to its memory, as infeed_ring_stamp() reads it. */
+struct infeed_mem_stamp {
+	uint64_t	faults;		/* page faults, minor and major */
+	uint64_t	anon;		/* anonymous pages mapped */
+};
+
 struct infeed_ring {
 	uint8_t			*base;		/* NULL: none mapped */
 	size_t			 bytes;
@@ -154,6 +162,16 @@ struct infeed_ring {
 	int			 uffd;		/* write tracking, or -1 */
 	bool			 no_uffd;	/* none to be had */
 	uint64_t		 tracked;	/* a bit per slot tracked */
+	/*
+	 * A slot restored stays clean while the process takes no page fault
+	 * and makes no anonymous page (infeed_ring_stamp): the stamp of its
+	 * last restore, valid where its bit of @stamped is set.
+	 */
+	uint64_t		 stamped;	/* a bit per slot */
+	struct infeed_mem_stamp	 stamp[64];
+	int			 statm;		/* /proc/self/statm, or -1 */
+	pid_t			 statm_pid;	/* whose statm it is */
+	uint64_t		 walks_skipped;	/* for the tests */
 };
 
 struct infeed {

@@ -34,7 +34,6 @@
 
 #define CONFIG_DEFAULT_MAX_CLIENTS	256
 #define CONFIG_DEFAULT_BUDGET		(4ULL << 30)
-#define CONFIG_DEFAULT_GROUP_WINDOW	(1ULL << 30)
 #define CONFIG_DEFAULT_JOB_TIMEOUT_MS	30000
 #define CONFIG_MAX_JOB_TIMEOUT_MS	(24U * 3600 * 1000)
 #define CONFIG_DEFAULT_IMAGE_MEMORY	(256ULL << 20)
@@ -260,9 +259,13 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		}
 		conf->memory_budget = v;
 	} else if (strcmp(name, "group_window") == 0) {
-		if (config_parse_size(value, &v) == -1) {
+		if (strcmp(value, "auto") == 0) {
+			v = CONFIG_GROUP_WINDOW_AUTO;
+		} else if (config_parse_size(value, &v) == -1 ||
+		    v == CONFIG_GROUP_WINDOW_AUTO) {
 			cp->error = xasprintf("[infeedd] group_window = %s: "
-			    "expected a size such as 1G, or 0 for none", value);
+			    "expected auto, a size such as 1G, or 0 for none",
+			    value);
 			return (0);
 		}
 		conf->group_window = v;
@@ -684,7 +687,7 @@ config_load(const char *path, char **cause)
 	conf->max_clients = CONFIG_DEFAULT_MAX_CLIENTS;
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
-	conf->group_window = CONFIG_DEFAULT_GROUP_WINDOW;
+	conf->group_window = CONFIG_GROUP_WINDOW_AUTO;
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
 	conf->read_ahead_steps = CONFIG_READ_AHEAD_AUTO_STEPS;
 	conf->read_ahead_bytes = CONFIG_READ_AHEAD_AUTO_BYTES;

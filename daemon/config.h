@@ -31,7 +31,8 @@ struct config {
 	unsigned		 max_clients;
 	uint32_t		 max_frame_size;
 	uint64_t		 memory_budget;	/* bytes, all step rings */
-	uint64_t		 group_window;	/* bytes, a group's past steps */
+	uint64_t		 group_window;	/* bytes, a group's past steps;
+						   CONFIG_GROUP_WINDOW_AUTO */
 	uint32_t		 job_timeout_ms; /* per row; then stuck */
 	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
@@ -50,6 +51,15 @@ struct config {
 	struct dataset_conf	*datasets;
 	size_t			 ndatasets;
 };
+
+/*
+ * group_window = auto (the default): a window only for groups that decode
+ * images, whose steps cost far more to make again than to keep; a raw
+ * array's catch-up is a gather like the window's read, and a window would
+ * only add the first touch of its slots to every session that shares.
+ */
+#define CONFIG_GROUP_WINDOW_AUTO	UINT64_MAX
+#define CONFIG_GROUP_WINDOW_IMAGES	(1ULL << 30)
 
 /*
  * The CPUs the daemon may use: the least of its affinity mask and its

@@ -308,7 +308,8 @@ group_done_cb(void *arg, uint64_t bytes, uint64_t replaced)
 
 /*
  * The slots of the window of past steps a group of options @o on @src
- * keeps (group.h) beyond its buffer_size: group_window's bytes, and half
+ * keeps (group.h) beyond its buffer_size: group_window's bytes (auto:
+ * config.h's rule), and half
  * of what is free of memory_budget at most (the rest is for the members'
  * own rings, should they leave or catch up, and for other sessions); and
  * no more than leave a member's own ring of buffer_size its slot numbers
@@ -326,6 +327,8 @@ group_window_slots(const struct session_host *host,
 	/* A slot's data, labels and indices (ring.h's layout, about). */
 	step = src->sampler.cbs * (src->transform.out_sample_bytes + 16);
 	bytes = host->group_window;
+	if (bytes == CONFIG_GROUP_WINDOW_AUTO)
+		bytes = src->transform.image ? CONFIG_GROUP_WINDOW_IMAGES : 0;
 	free = b->limit > b->used ? (b->limit - b->used) / 2 : 0;
 	if (free < bytes)
 		bytes = free;

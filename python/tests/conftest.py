@@ -119,12 +119,18 @@ def pytest_configure(config):
         "markers", "no_group_window: the daemon's shared groups keep no "
         "window of past steps (group_window = 0): their rings have "
         "buffer_size slots, as the test counts on")
+    config.addinivalue_line(
+        "markers", "group_window: the daemon's shared groups keep 1G of "
+        "past steps on any dataset (group_window = 1G; the default, auto, "
+        "keeps a window only for groups that decode images)")
 
 
 def window_conf(request):
-    """The daemon's config line for the test's no_group_window mark."""
+    """The daemon's config line for the test's group_window marks."""
     if request.node.get_closest_marker("no_group_window"):
         return "group_window = 0\n"
+    if request.node.get_closest_marker("group_window"):
+        return "group_window = 1G\n"
     return ""
 
 

@@ -205,6 +205,33 @@ TRAIN = ("RandomResizedCrop(32), RandomHorizontalFlip(), ToTensor(), "
          "Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])")
 
 
+def test_a_late_loader_of_images_reads_the_groups_window(images):
+    """group_window = auto keeps a window of past steps for a group that
+    decodes images: a loader started 4 steps after another of the same
+    options joins its group at once and reads those steps from the
+    group's ring, never a ring of its own (without the window it would
+    decode them again on one), and gets the same rows (issue 35)."""
+    def loader():
+        return infeed.DataLoader(_opts(), "imgs", batch_size=2,
+                                 shuffle=True, transform=TRAIN,
+                                 output="numpy", timeout=20,
+                                 socket=images.socket, client_name="pytest")
+    la, lb = loader(), None
+    ita = iter(la)
+    got_a = [np.array(next(ita).indices) for _ in range(4)]
+    lb = loader()
+    itb = iter(lb)
+    got_b = []
+    for _ in range(4):
+        got_b.append(np.array(next(itb).indices))
+        assert not lb._client.state()["own_ring"]
+    assert lb._client.state()["group_id"] == la._client.state()["group_id"]
+    for a, b in zip(got_a, got_b):
+        assert (a == b).all()
+    la.close()
+    lb.close()
+
+
 def test_random_crops_depend_on_seed_epoch_and_index_only(tmp_path, tree):
     d = Daemon(tmp_path, _config(tree))
     try:

@@ -775,9 +775,11 @@ def test_a_loader_started_after_its_group_catches_up_and_shares(
 
 
 @needs_numpy
+@pytest.mark.group_window
 def test_a_loader_started_after_its_group_reads_the_groups_window(
         daemon, loader_args):
-    """With the group's window of past steps (group_window's default), a
+    """With a group's window of past steps (group_window = 1G: the default
+    keeps one only for images, test_images.py checks that), a
     loader started 12 steps after the other joins at once and reads those
     steps from the window, in the group's ring: never a ring of its own,
     every index once, in the same order, and the rows read are 2 epochs'

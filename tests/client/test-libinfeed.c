@@ -14,7 +14,11 @@
  */
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -682,7 +686,11 @@ START_TEST(test_elastic_stage_attach)
 END_TEST
 
 /* The suite: struct sizes alone, then against the daemon. */
-/* Options for the wait tests: 10 steps of 100 rows, in order. */
+/*
+ * Options for the wait and copy-on-write tests: 10 steps of 100 rows, in
+ * order, in a ring of the session's own (`share` off): its 3 slots come
+ * back every third step, where a group's window would add 58 more.
+ */
 static struct infeed *
 attach_plain(bool cow)
 {
@@ -692,6 +700,7 @@ attach_plain(bool cow)
 	infeed_options_init(&o);
 	o.batch_size = 100;
 	o.copy_on_write = cow;
+	o.share = false;
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	return (f);
 }
@@ -1015,6 +1024,132 @@ START_TEST(test_copy_on_write_restore_keeps_held_writes)
 }
 END_TEST
 
+/*
+ * copy_on_write: a trainer that only reads its steps pays no restore walk
+ * once each slot has been restored once: nothing can have written the
+ * slots (no page fault, no new anonymous page), so the walk is skipped
+ * (issue 35), and every step still shows the daemon's bytes.
+ */
+START_TEST(test_copy_on_write_clean_slots_not_walked)
+{
+	struct infeed		*f = attach_plain(true);
+	struct infeed_step	 st;
+	unsigned		 n;
+
+	for (n = 0; n < 30; n++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert(step_is_daemons(&st));
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	fprintf(stderr, "test_copy_on_write_clean_slots_not_walked: %llu "
+	    "slot walks skipped in 30 read-only steps\n",
+	    (unsigned long long)f->ring.walks_skipped);
+	ck_assert_msg(f->ring.walks_skipped > 0, "30 steps that wrote "
+	    "nothing still walked every slot given back");
+	infeed_free(f);
+}
+END_TEST
+
+/* A write into this process by another (process_vm_writev). */
+struct remote_write {
+	uintptr_t	addr;
+	size_t		len;
+};
+
+/*
+ * The helper of test_copy_on_write_remote_write_dropped: writes 0xee
+ * where the parent asks, through process_vm_writev, and answers errno.
+ */
+static void
+remote_writer(int req, int ack)
+{
+	struct remote_write	 w;
+	struct iovec		 local, remote;
+	uint8_t			*buf = NULL;
+	int			 e;
+
+	while (read(req, &w, sizeof(w)) == (ssize_t)sizeof(w) && w.len > 0) {
+		if ((buf = realloc(buf, w.len)) == NULL)
+			_exit(1);
+		memset(buf, 0xee, w.len);
+		local.iov_base = buf;
+		local.iov_len = w.len;
+		remote.iov_base = (void *)w.addr;
+		remote.iov_len = w.len;
+		e = process_vm_writev(getppid(), &local, 1, &remote, 1, 0) ==
+		    (ssize_t)w.len ? 0 : errno;
+		if (write(ack, &e, sizeof(e)) != (ssize_t)sizeof(e))
+			_exit(1);
+	}
+	_exit(0);
+}
+
+/*
+ * copy_on_write: a write into a held step that costs the trainer no page
+ * fault (another process's process_vm_writev, as RDMA or a debugger
+ * writes) is still found and dropped when the slot comes back: the check
+ * that skips the walk sees the new anonymous pages.  The writer is forked
+ * before the steps, so that the fork's own copy-on-write faults are over
+ * by then.
+ */
+START_TEST(test_copy_on_write_remote_write_dropped)
+{
+	struct infeed		*f;
+	struct infeed_step	 st;
+	struct remote_write	 w;
+	int			 req[2], ack[2], e = 0, status;
+	unsigned		 n, written = 0;
+	pid_t			 pid;
+
+	(void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	ck_assert_int_eq(pipe(req), 0);
+	ck_assert_int_eq(pipe(ack), 0);
+	if ((pid = fork()) == 0) {
+		close(req[1]);
+		close(ack[0]);
+		remote_writer(req[0], ack[1]);
+	}
+	ck_assert_int_gt(pid, 0);
+	close(req[0]);
+	close(ack[1]);
+	f = attach_plain(true);
+	for (n = 0; n < 30; n++) {
+		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+		ck_assert_msg(step_is_daemons(&st), "step %llu in slot %u "
+		    "shows the other process's old writes",
+		    (unsigned long long)st.step, st.slot);
+		/* Write every third step once the slots are all stamped. */
+		if (n >= 12 && n % 3 == 0 && e == 0) {
+			w.addr = (uintptr_t)st.data;
+			w.len = st.rows * RAW_BYTES;
+			ck_assert_int_eq(write(req[1], &w, sizeof(w)),
+			    sizeof(w));
+			ck_assert_int_eq(read(ack[0], &e, sizeof(e)),
+			    sizeof(e));
+			if (e == 0) {
+				ck_assert_uint_eq(((const uint8_t *)
+				    st.data)[0], 0xee);
+				written++;
+			}
+		}
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	close(req[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	close(ack[0]);
+	if (written == 0)
+		fprintf(stderr, "test_copy_on_write_remote_write_dropped: "
+		    "process_vm_writev refused here (%s): nothing checked\n",
+		    strerror(e));
+	else
+		fprintf(stderr, "test_copy_on_write_remote_write_dropped: %u "
+		    "steps written by another process, all dropped; %llu "
+		    "slot walks skipped\n", written,
+		    (unsigned long long)f->ring.walks_skipped);
+	infeed_free(f);
+}
+END_TEST
+
 /* MADV_PAGEOUT (Linux 5.4), for older headers. */
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT	21
@@ -1140,6 +1275,8 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_copy_on_write_writes_stay_private);
 	tcase_add_test(tc, test_copy_on_write_swapped_writes_dropped);
 	tcase_add_test(tc, test_copy_on_write_restore_keeps_held_writes);
+	tcase_add_test(tc, test_copy_on_write_clean_slots_not_walked);
+	tcase_add_test(tc, test_copy_on_write_remote_write_dropped);
 	suite_add_tcase(s, tc);
 	return (s);
 }

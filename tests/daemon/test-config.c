@@ -531,6 +531,29 @@ START_TEST(config_refuses_unknown_daemon_key)
 	    "folder for remote datasets' bytes");
 	load_fails("[infeedd]\ncache_max = lots\n", 2,
 	    "[infeedd] cache_max = lots: expected a size such as 100G");
+	load_fails("[infeedd]\ngroup_window = some\n", 2,
+	    "[infeedd] group_window = some: expected auto, a size such as "
+	    "1G, or 0 for none");
+}
+END_TEST
+
+/* group_window: auto by default and when said; a size; 0. */
+START_TEST(config_reads_group_window)
+{
+	struct config	*conf;
+
+	conf = load_ok("[infeedd]\nworkers = 2\n");
+	ck_assert_uint_eq(conf->group_window, CONFIG_GROUP_WINDOW_AUTO);
+	config_free(conf);
+	conf = load_ok("[infeedd]\ngroup_window = 1G\n");
+	ck_assert_uint_eq(conf->group_window, 1ULL << 30);
+	config_free(conf);
+	conf = load_ok("[infeedd]\ngroup_window = 0\n");
+	ck_assert_uint_eq(conf->group_window, 0);
+	config_free(conf);
+	conf = load_ok("[infeedd]\ngroup_window = 0\ngroup_window = auto\n");
+	ck_assert_uint_eq(conf->group_window, CONFIG_GROUP_WINDOW_AUTO);
+	config_free(conf);
 }
 END_TEST
 
@@ -775,6 +798,7 @@ config_suite(void)
 	tcase_add_test(tc, config_refuses_a_bad_memory_budget);
 	tcase_add_test(tc, config_reads_read_ahead);
 	tcase_add_test(tc, config_refuses_unknown_daemon_key);
+	tcase_add_test(tc, config_reads_group_window);
 	tcase_add_test(tc, config_refuses_unknown_sections);
 	tcase_add_test(tc, config_refuses_bad_dataset_names);
 	tcase_add_test(tc, config_refuses_duplicate_dataset_keys_and_sections);

@@ -1497,6 +1497,41 @@ setup_no_window(void)
 	infeedd_start(NULL);
 }
 
+/* A daemon whose groups keep 1G of past steps, raw arrays' too. */
+static void
+setup_window_1g(void)
+{
+	make_files("group_window = 1G\n");
+	infeedd_start(NULL);
+}
+
+/*
+ * group_window = auto, the default, keeps no window for a group that
+ * decodes nothing (test_images.py checks the images' window): its ring
+ * has buffer_size slots.
+ */
+START_TEST(a_raw_group_keeps_no_window_by_default)
+{
+	struct gr_member	 m[2];
+	struct infeed_options	 o;
+	Infeed__Frame		*st;
+	unsigned		 i;
+
+	memset(m, 0, sizeof(m));
+	gr_options(&o);
+	for (i = 0; i < 2; i++)
+		gr_attach(&m[i], &o);
+	for (i = 0; i < 2; i++)
+		gr_take(&m[i], false);
+	ck_assert_uint_ne(gr_group(&m[0]), 0);
+	st = raw_stats();
+	ck_assert_uint_eq(gr_session(st, &m[0])->slots, GR_SLOTS);
+	infeed__frame__free_unpacked(st, NULL);
+	for (i = 0; i < 2; i++)
+		gr_done(&m[i]);
+}
+END_TEST
+
 /* A daemon whose groups keep 3K of past steps. */
 static void
 setup_window_3k(void)
@@ -1627,7 +1662,7 @@ groups_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, four_members_share_one_stream_exactly_once);
 	tcase_add_test(tc, a_late_member_joins_only_at_a_step_the_group_has);
-	tcase_add_test(tc, a_late_member_reads_the_groups_window);
+	tcase_add_test(tc, a_raw_group_keeps_no_window_by_default);
 	tcase_add_test(tc, a_worker_killed_mid_run_loses_nothing_for_any_member);
 	tcase_add_test(tc, epochs_end_for_every_member_without_load_indefinitely);
 	tcase_add_test(tc, opt_out_and_other_options_never_share);
@@ -1655,6 +1690,12 @@ groups_suite(void)
 	    a_slow_or_pausing_member_keeps_no_one_to_its_pace, 0, 2);
 	tcase_add_test(tc,
 	    a_member_catching_up_holding_its_own_step_never_freezes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("window 1G");
+	tcase_add_checked_fixture(tc, setup_window_1g, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, a_late_member_reads_the_groups_window);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("window");

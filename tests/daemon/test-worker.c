@@ -459,6 +459,58 @@ START_TEST(test_pool_gone_ends_the_worker)
 }
 END_TEST
 
+/*
+ * worker_resident() on a file whose pages are all cached: after a long
+ * run of rows in memory it stops asking the kernel for most of them
+ * (issue 35: a mincore() a row was 15 % of the workers' time), and once
+ * a sampled row is out of memory it asks for every row again.
+ */
+START_TEST(test_resident_rows_sampled)
+{
+	enum { ROW = 65536, NROWS = 64, CALLS = 4096 };
+	char		 path[PATH_MAX];
+	uint8_t		*buf, *map;
+	uint64_t	 asked;
+	unsigned	 i, out = 0;
+	int		 fd;
+
+	ck_assert_int_lt(snprintf(path, sizeof(path), "%s/rows", tmpdir),
+	    (int)sizeof(path));
+	ck_assert_int_ge(fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600), 0);
+	ck_assert_ptr_nonnull(buf = malloc(ROW));
+	memset(buf, 7, ROW);
+	for (i = 0; i < NROWS; i++)
+		ck_assert_int_eq(write(fd, buf, ROW), ROW);
+	free(buf);
+	map = mmap(NULL, (size_t)ROW * NROWS, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert(map != MAP_FAILED);
+	asked = worker_resident_asked;
+	for (i = 0; i < CALLS; i++)
+		ck_assert(worker_resident(map + (size_t)(i % NROWS) * ROW, ROW));
+	asked = worker_resident_asked - asked;
+	fprintf(stderr, "test_resident_rows_sampled: %llu of %u calls asked "
+	    "the kernel\n", (unsigned long long)asked, CALLS);
+	ck_assert_uint_lt(asked, CALLS / 2);
+	/* Out of memory (where the file system lets its pages go). */
+	(void)fdatasync(fd);
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	for (i = 0; i < 2 * 16 && out == 0; i++)
+		out += !worker_resident(map, ROW);
+	if (out == 0)
+		fprintf(stderr, "test_resident_rows_sampled: the file's pages "
+		    "stayed cached here: not checked out of memory\n");
+	else {
+		asked = worker_resident_asked;
+		for (i = 0; i < 16; i++)
+			ck_assert(!worker_resident(map + ROW, ROW));
+		ck_assert_uint_eq(worker_resident_asked - asked, 16);
+	}
+	munmap(map, (size_t)ROW * NROWS);
+	close(fd);
+	remove_in("rows");
+}
+END_TEST
+
 static Suite *
 worker_suite(void)
 {
@@ -480,6 +532,7 @@ worker_suite(void)
 	tcase_add_test(tc, test_map_with_too_many_fds_ends_the_worker);
 	tcase_add_test(tc, test_cut_record_ends_the_worker);
 	tcase_add_test(tc, test_pool_gone_ends_the_worker);
+	tcase_add_test(tc, test_resident_rows_sampled);
 	suite_add_tcase(s, tc);
 
 	return (s);
