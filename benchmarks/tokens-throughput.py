@@ -4,7 +4,9 @@
 PyTorch DataLoader with a packing collator, over the same files.
 
     PYTHONPATH=build/python /usr/bin/python3 benchmarks/tokens-throughput.py \\
-        build/daemon/infeedd [--tokens 20000000] [--steps 150] [--rounds 3]
+        build/daemon/infeedd [--tokens 20000000] [--steps 150] [--rounds 5] \\
+        [--gather build/benchmarks/tokens-gather \\
+         --infeedctl build/client/infeedctl]
 
 The corpus: documents of log-normal lengths like web text's (median 400
 tokens, sigma 1.2, at most 16 x seq_len), uint16 ids, written with
@@ -21,8 +23,20 @@ infeed.write_tokens(); seq_len 2048, 16 rows a step.  Each round, in turn:
   by a collator like transformers' DataCollatorWithFlattening (input_ids,
   labels with -100 at each document's start, position_ids).
 
+With --gather and --infeedctl, each round also runs, in turn:
+
+- c_gather: benchmarks/tokens-gather.c, the best standalone gather of the
+  same rows in C (the same packing, uint16 ids widened from the mapping
+  into int32 rows with their positions and segments, built in cache and
+  written to a step buffer with streaming stores, threads = CPUs), one
+  epoch: the limit for infeedd's copy;
+- infeed_bench: `infeedctl bench` on the same dataset (16 rows a step,
+  shuffled, 2 epochs; the steady second epoch's rows a second, times the
+  real tokens a row), the loader alone, with no lm_batch.
+
 Prints real tokens a second (padding not counted) for each, the median of
-the rounds, the ratios, and infeed's packing efficiency; --json one line.
+the rounds, the ratios, the load average before and after, and infeed's
+packing efficiency; --json one line.
 """
 
 import argparse
@@ -148,13 +162,32 @@ def run_torch(tokfile, bounds, steps):
     return toks / (time.monotonic() - t0)
 
 
+def run_c_gather(gather, tmp):
+    out = subprocess.run([gather, str(tmp / "web.bin"), str(tmp / "web.idx"),
+                          "--rows", str(ROWS), "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)["tokens_per_s"]
+
+
+def run_bench(infeedctl, sock, tokens_per_row):
+    out = subprocess.run([infeedctl, "--socket", sock, "bench", "--dataset",
+                          "web", "--batch-size", str(ROWS), "--shuffle",
+                          "--seed", "1", "--epochs", "2", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["later_epochs_items_per_s"] * tokens_per_row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("infeedd")
     ap.add_argument("--tokens", type=int, default=20_000_000)
     ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--gather", help="build/benchmarks/tokens-gather")
+    ap.add_argument("--infeedctl", help="build/client/infeedctl")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repack", default="epoch",
+                    help="the dataset's repack = (epoch, or none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -171,7 +204,8 @@ def main():
         conf.write_text(
             f"[infeedd]\nworkers = {args.workers}\nmemory_budget = 1G\n"
             f"\n[dataset web]\ntype = tokens\npath = {tmp}/web.bin\n"
-            f"index = {tmp}/web.idx\nseq_len = {SEQ}\n")
+            f"index = {tmp}/web.idx\nseq_len = {SEQ}\n"
+            f"repack = {args.repack}\n")
         sock = str(tmp / "infeedd.sock")
         proc = subprocess.Popen([args.infeedd, "--config", str(conf),
                                  "--socket", sock],
@@ -184,7 +218,16 @@ def main():
             info = infeed.TokenLoader(None, "web", socket=sock).info
             eff = sum(lengths) / (info["steps_per_epoch"] * SEQ)
             res = {"infeed": [], "gather": [], "torch": []}
+            c = args.gather is not None and args.infeedctl is not None
+            if c:
+                res.update({"c_gather": [], "infeed_bench": []})
+            load = [os.getloadavg()[0]]
             for _ in range(args.rounds):
+                if c:
+                    res["c_gather"].append(run_c_gather(args.gather, tmp))
+                    res["infeed_bench"].append(run_bench(
+                        args.infeedctl, sock,
+                        sum(lengths) / info["steps_per_epoch"]))
                 res["infeed"].append(run_infeed(sock, args.steps))
                 res["gather"].append(run_gather(tmp / "web.bin", rows,
                                                 args.steps))
@@ -195,6 +238,7 @@ def main():
             proc.wait(timeout=30)
     med = {k: statistics.median(v) for k, v in res.items()}
     out = {"tokens": int(bounds[-1]), "documents": len(lengths),
+           "repack": args.repack,
            "seq_len": SEQ, "rows_per_step": ROWS, "steps": args.steps,
            "rounds": args.rounds, "packing_efficiency": round(eff, 5),
            "gather_packing_efficiency": round(eff_gather, 5),
@@ -203,7 +247,11 @@ def main():
            **{f"{k}_tokens_per_s": round(v) for k, v in med.items()},
            "infeed_over_gather": round(med["infeed"] / med["gather"], 2),
            "infeed_over_torch": round(med["infeed"] / med["torch"], 2),
-           "load_average": os.getloadavg()[0]}
+           **({"infeed_bench_over_c_gather": round(
+               med["infeed_bench"] / med["c_gather"], 2)} if c else {}),
+           "rounds_all": {k: [round(x) for x in v] for k, v in res.items()},
+           "load_average_before": load[0],
+           "load_average_after": os.getloadavg()[0]}
     if args.json:
         print(json.dumps(out))
     else:

@@ -101,6 +101,13 @@ struct infeed_dataset {
 	int		 label_dtype;
 	uint32_t	 classes;
 	uint32_t	 reserved0;	/* 0; no tail padding (see above) */
+	/*
+	 * Since libinfeed 1.12, a token dataset's documents and the real
+	 * tokens in its packed rows (packing efficiency: tokens / (samples *
+	 * shape[1])); 0 for the others.
+	 */
+	uint64_t	 documents;
+	uint64_t	 tokens;
 };
 
 /*
@@ -208,7 +215,13 @@ struct infeed_options {
 	 * false: a ring of its own, always.
 	 */
 	bool		share;			/* true */
-	uint8_t		reserved2[7];		/* 0; no tail padding */
+	uint8_t		reserved2[3];		/* 0 */
+	/*
+	 * Since libinfeed 1.12, token datasets: the tokens of a packed row
+	 * the trainer expects, checked at the Attach; 0 (an older caller's
+	 * zeros too) takes the dataset's.
+	 */
+	uint32_t	seq_len;		/* 0 */
 };
 
 /* What Attach told us about the session and its steps. */

@@ -5,6 +5,7 @@
  *   infeedctl [--socket PATH] datasets [--json]
  *   infeedctl [--socket PATH] status [--json]
  *   infeedctl [--socket PATH] bench --dataset NAME [options]
+ *   infeedctl tokens index|convert ...	(infeedctl-tokens.c)
  *
  * bench is the loader-only experiment of the efficient-data-loading
  * tutorial: it attaches like a trainer, touches every step it gets and
@@ -26,6 +27,7 @@
 
 #include "clock.h"
 #include "infeed.h"
+#include "infeedctl-tokens.h"
 #include "number.h"
 #include "options-schema.h"
 #include "sampler.h"
@@ -54,6 +56,14 @@ usage(FILE *fp)
 	    "        [--epochs E] [--distributed-process-id p\n"
 	    "        --distributed-processes P] [--label-dtype int32|int64]\n"
 	    "        [--transform PIPELINE] [--verify] [--json]\n"
+	    "  tokens index --eot ID [--dtype uint16|uint32] FILE.bin "
+	    "[OUT.idx]\n"
+	    "                             the index of documents of a file\n"
+	    "                             whose documents end with ID\n"
+	    "  tokens convert [--dtype uint16|uint32] [--key NAME] "
+	    "IN.jsonl PREFIX\n"
+	    "                             PREFIX.bin and PREFIX.idx from\n"
+	    "                             JSON lines of token ids\n"
 	    "\n"
 	    "The socket is --socket, else $INFEED_SOCKET, else %s.\n",
 	    INFEED_DEFAULT_SOCKET);
@@ -138,8 +148,16 @@ datasets_json(const struct infeed_dataset *list, size_t n)
 			printf("%s%llu", j ? "," : "",
 			    (unsigned long long)list[i].shape[j]);
 		printf("],\"dtype\":\"%s\",\"label_dtype\":\"%s\","
-		    "\"classes\":%u}", infeed_dtype_name(list[i].dtype),
+		    "\"classes\":%u", infeed_dtype_name(list[i].dtype),
 		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
+		if (list[i].documents != 0 && list[i].ndim == 2)
+			printf(",\"documents\":%llu,\"tokens\":%llu,"
+			    "\"packing_efficiency\":%.4f",
+			    (unsigned long long)list[i].documents,
+			    (unsigned long long)list[i].tokens,
+			    (double)list[i].tokens / ((double)list[i].samples *
+			    (double)list[i].shape[1]));
+		printf("}");
 	}
 	printf("]\n");
 }
@@ -165,6 +183,17 @@ datasets_text(const struct infeed_dataset *list, size_t n)
 		    (unsigned long long)list[i].samples, shape,
 		    list[i].dtype == 0 ? "-" : infeed_dtype_name(list[i].dtype),
 		    infeed_dtype_name(list[i].label_dtype), list[i].classes);
+	}
+	for (i = 0; i < n; i++) {
+		if (list[i].documents != 0 && list[i].ndim == 2)
+			printf("%s: %llu documents, %llu tokens packed in %llu "
+			    "rows of %llu: efficiency %.2f %%\n", list[i].name,
+			    (unsigned long long)list[i].documents,
+			    (unsigned long long)list[i].tokens,
+			    (unsigned long long)list[i].samples,
+			    (unsigned long long)list[i].shape[1],
+			    100.0 * (double)list[i].tokens /
+			    ((double)list[i].samples * (double)list[i].shape[1]));
 	}
 	if (n == 0)
 		printf("(no datasets: check the daemon's log for refused "
@@ -1183,6 +1212,8 @@ main(int argc, char **argv)
 		return (cmd_bench(argc - i, argv + i));
 	if (strcmp(argv[i], "top") == 0)
 		return (cmd_top(argc - i, argv + i));
+	if (strcmp(argv[i], "tokens") == 0)
+		return (infeedctl_tokens(argc - i, argv + i));
 	fprintf(stderr, "infeedctl: unknown command '%s'\n", argv[i]);
 	usage(stderr);
 	return (2);

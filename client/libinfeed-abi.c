@@ -21,7 +21,7 @@
  * older struct's size, and an older caller's padding would be read as it.
  */
 _Static_assert(sizeof(struct infeed_options) ==
-    FIELD_END(struct infeed_options, reserved2),
+    FIELD_END(struct infeed_options, seq_len),
     "infeed_options has tail padding");
 _Static_assert(sizeof(struct infeed_session_info) ==
     FIELD_END(struct infeed_session_info, start_epoch_last_step_rows),
@@ -29,7 +29,7 @@ _Static_assert(sizeof(struct infeed_session_info) ==
 _Static_assert(sizeof(struct infeed_step) ==
     FIELD_END(struct infeed_step, reserved0), "infeed_step has tail padding");
 _Static_assert(sizeof(struct infeed_dataset) ==
-    FIELD_END(struct infeed_dataset, reserved0),
+    FIELD_END(struct infeed_dataset, tokens),
     "infeed_dataset has tail padding");
 _Static_assert(sizeof(struct infeed_stats) ==
     FIELD_END(struct infeed_stats, reads_in_flight),

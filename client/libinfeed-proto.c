@@ -216,6 +216,8 @@ infeed_dataset_from(struct infeed_dataset *d, const Infeed__DatasetInfo *di)
 	d->dtype = di->dtype;
 	d->label_dtype = di->label_dtype;
 	d->classes = di->classes;
+	d->documents = di->documents;
+	d->tokens = di->tokens;
 	if (d->name == NULL || d->type == NULL) {
 		free(d->name);
 		free(d->type);

@@ -28,6 +28,16 @@
  * window alone, so every process (the daemon, a worker re-executed by the
  * fork server) that packs the same files gets the same rows.  Rows are in
  * the order they were opened; within a row, pieces are in document order.
+ *
+ * Re-packing each epoch (per_epoch, BFD): BFD decides from the lengths
+ * alone, so taking the ties of each length (in a window) in another order
+ * gives rows of the same lengths with other documents in them.  The
+ * pieces are kept in BFD's order, grouped in classes of one window and
+ * length, and each row's slots name the piece BFD put there; in epoch e
+ * of seed s, packing_piece() gives a slot the piece of its class at the
+ * position a Feistel bijection keyed on (s, e, class) maps it to.  Nothing
+ * is made per epoch, and the rows' count is the same in every epoch.
+ * Within a row, pieces are then longest first.
  */
 
 #include <errno.h>
@@ -35,6 +45,8 @@
 #include <string.h>
 
 #include "packing.h"
+#include "sampler.h"
+#include "splitmix64.h"
 
 #define NONE	UINT64_MAX
 
@@ -88,13 +100,16 @@ packing_bins_reset(struct packing_bins *b)
 	memset(b->bits, 0, b->nwords * sizeof *b->bits);
 }
 
-/* BFD over windows: set bin_of[] for every piece; return the rows. */
+/*
+ * BFD over windows: set bin_of[] for every piece, and order[] to the
+ * pieces in the order BFD took them; return the rows.
+ */
 static int
 packing_bfd(const struct packing_piece *pc, uint64_t n, uint32_t seq_len,
-    uint64_t window, uint64_t *bin_of, uint64_t *nbins)
+    uint64_t window, uint64_t *bin_of, uint64_t *order, uint64_t *nbins)
 {
 	struct packing_bins	 b;
-	uint64_t		*count = NULL, *order = NULL, w0, w1, i, bin;
+	uint64_t		*count = NULL, w0, w1, i, bin;
 	uint32_t		 room, len;
 	int			 rc = -1;
 
@@ -104,10 +119,9 @@ packing_bfd(const struct packing_piece *pc, uint64_t n, uint32_t seq_len,
 	if (window == 0 || window > n)
 		window = n;
 	if ((b.head = calloc((size_t)seq_len + 1, sizeof *b.head)) == NULL ||
-	    (b.next = calloc(n, sizeof *b.next)) == NULL ||
+	    (b.next = calloc(n == 0 ? 1 : n, sizeof *b.next)) == NULL ||
 	    (b.bits = calloc(b.nwords, sizeof *b.bits)) == NULL ||
-	    (count = calloc((size_t)seq_len + 2, sizeof *count)) == NULL ||
-	    (order = calloc(window, sizeof *order)) == NULL)
+	    (count = calloc((size_t)seq_len + 2, sizeof *count)) == NULL)
 		goto out;
 	*nbins = 0;
 	for (w0 = 0; w0 < n; w0 = w1) {
@@ -120,8 +134,8 @@ packing_bfd(const struct packing_piece *pc, uint64_t n, uint32_t seq_len,
 		for (i = 1; i <= seq_len + 1; i++)
 			count[i] += count[i - 1];
 		for (i = w0; i < w1; i++)
-			order[count[seq_len - pc[i].len]++] = i;
-		for (i = 0; i < w1 - w0; i++) {
+			order[w0 + count[seq_len - pc[i].len]++] = i;
+		for (i = w0; i < w1; i++) {
 			len = pc[order[i]].len;
 			if ((bin = packing_pop(&b, len, &room)) == NONE) {
 				bin = (*nbins)++;
@@ -138,19 +152,50 @@ out:
 	free(b.next);
 	free(b.bits);
 	free(count);
-	free(order);
 	if (rc != 0)
 		errno = ENOMEM;
 	return (rc);
 }
 
+/*
+ * Keep the pieces in BFD's @order, in classes of one window and one
+ * length, and each row's slots: the piece BFD put there.
+ */
+static int
+packing_classes(struct packing *p, const struct packing_piece *pc,
+    const uint64_t *order, const uint64_t *bin_of, uint64_t n,
+    uint64_t window)
+{
+	uint64_t	q, c = 0;
+
+	if (window == 0 || window > n)
+		window = n;
+	if ((p->slot = calloc(n == 0 ? 1 : n, sizeof *p->slot)) == NULL ||
+	    (p->cls = calloc(n == 0 ? 1 : n, sizeof *p->cls)) == NULL ||
+	    (p->class_first = calloc(n + 1, sizeof *p->class_first)) == NULL)
+		return (-1);
+	for (q = 0; q < n; q++) {
+		p->pieces[q] = pc[order[q]];
+		if (q > 0 && (q % window == 0 ||
+		    pc[order[q]].len != pc[order[q - 1]].len))
+			p->class_first[++c] = q;
+		p->cls[q] = (uint32_t)c;
+		p->slot[p->row_first[bin_of[order[q]] + 1]++] = q;
+	}
+	p->nclasses = n == 0 ? 0 : c + 1;
+	p->class_first[p->nclasses] = n;
+	return (0);
+}
+
 /* Pack documents into rows of seq_len. */
 int
 packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
-    uint32_t seq_len, enum packing_algo algo, uint64_t window)
+    uint32_t seq_len, enum packing_algo algo, uint64_t window,
+    bool per_epoch)
 {
 	struct packing_piece	*pc = NULL;
-	uint64_t		*bin_of = NULL, n = 0, i, k, len, nbins = 0;
+	uint64_t		*bin_of = NULL, *order = NULL, n = 0, i, k, len,
+				 nbins = 0;
 	uint32_t		 room = 0;
 
 	memset(p, 0, sizeof *p);
@@ -163,10 +208,16 @@ packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
 			errno = EINVAL;
 			return (-1);
 		}
-		n += (bounds[i + 1] - bounds[i] + seq_len - 1) / seq_len;
+	}
+	n = packing_pieces(bounds, ndocs, seq_len);
+	per_epoch = per_epoch && algo == PACKING_BFD;
+	if (per_epoch && n > UINT32_MAX) {
+		errno = EOVERFLOW;
+		return (-1);
 	}
 	if ((pc = calloc(n == 0 ? 1 : n, sizeof *pc)) == NULL ||
-	    (bin_of = calloc(n == 0 ? 1 : n, sizeof *bin_of)) == NULL)
+	    (bin_of = calloc(n == 0 ? 1 : n, sizeof *bin_of)) == NULL ||
+	    (order = calloc(n == 0 ? 1 : n, sizeof *order)) == NULL)
 		goto nomem;
 	for (i = 0, k = 0; i < ndocs; i++) {
 		for (len = 0; len < bounds[i + 1] - bounds[i]; len += seq_len) {
@@ -181,7 +232,8 @@ packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
 
 	switch (algo) {
 	case PACKING_BFD:
-		if (packing_bfd(pc, n, seq_len, window, bin_of, &nbins) != 0)
+		if (packing_bfd(pc, n, seq_len, window, bin_of, order,
+		    &nbins) != 0)
 			goto nomem;
 		break;
 	case PACKING_NEXT_FIT:
@@ -200,7 +252,10 @@ packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
 		break;
 	}
 
-	/* The pieces by row, in document order within a row. */
+	/*
+	 * The pieces by row, in document order within a row; or, to re-pack
+	 * by epoch, by class, each row's slots in the order BFD filled them.
+	 */
 	if ((p->row_first = calloc(nbins + 2, sizeof *p->row_first)) == NULL ||
 	    (p->pieces = calloc(n == 0 ? 1 : n, sizeof *p->pieces)) == NULL)
 		goto nomem;
@@ -208,10 +263,16 @@ packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
 		p->row_first[bin_of[i] + 2]++;
 	for (i = 2; i < nbins + 2; i++)
 		p->row_first[i] += p->row_first[i - 1];
-	for (i = 0; i < n; i++)
-		p->pieces[p->row_first[bin_of[i] + 1]++] = pc[i];
+	if (per_epoch) {
+		if (packing_classes(p, pc, order, bin_of, n, window) != 0)
+			goto nomem;
+	} else {
+		for (i = 0; i < n; i++)
+			p->pieces[p->row_first[bin_of[i] + 1]++] = pc[i];
+	}
 	free(pc);
 	free(bin_of);
+	free(order);
 	p->seq_len = seq_len;
 	p->rows = nbins;
 	p->npieces = n;
@@ -220,6 +281,7 @@ packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
 nomem:
 	free(pc);
 	free(bin_of);
+	free(order);
 	packing_clear(p);
 	errno = ENOMEM;
 	return (-1);
@@ -231,7 +293,74 @@ packing_clear(struct packing *p)
 {
 	free(p->row_first);
 	free(p->pieces);
+	free(p->slot);
+	free(p->cls);
+	free(p->class_first);
 	memset(p, 0, sizeof *p);
+}
+
+/* Pieces of seq_len and remainders. */
+uint64_t
+packing_pieces(const uint64_t *bounds, uint64_t ndocs, uint32_t seq_len)
+{
+	uint64_t	n = 0, i;
+
+	for (i = 0; i < ndocs; i++)
+		n += (bounds[i + 1] - bounds[i] + seq_len - 1) / seq_len;
+	return (n);
+}
+
+/* What a packing keeps: pieces, row bounds, and the classes. */
+uint64_t
+packing_bytes(uint64_t npieces, uint64_t rows, bool per_epoch)
+{
+	uint64_t	b = npieces * sizeof(struct packing_piece) +
+			    (rows + 2) * sizeof(uint64_t);
+
+	if (per_epoch)
+		b += npieces * (sizeof(uint64_t) + sizeof(uint32_t)) +
+		    (npieces + 1) * sizeof(uint64_t);
+	return (b);
+}
+
+/*
+ * The bijections of the classes last used, by class: a row's pieces are
+ * of the common lengths mostly, so most slots find theirs keyed already.
+ * A bijection is a function of (its size, seed, epoch, class) alone.  Per
+ * thread, so that packing_piece() stays safe to call from any.
+ */
+#define PACKING_KEYS	64
+static __thread struct packing_key {
+	uint64_t		 seed, epoch, c;
+	struct sampler_feistel	 f;
+} packing_keys[PACKING_KEYS];
+
+/* Slot @j's piece in (@seed, @epoch): its class's, permuted. */
+const struct packing_piece *
+packing_piece(const struct packing *p, uint64_t j, uint64_t seed,
+    uint64_t epoch)
+{
+	struct packing_key	*k;
+	uint64_t		 q, c, first, n;
+
+	if (p->slot == NULL)
+		return (&p->pieces[j]);
+	q = p->slot[j];
+	c = p->cls[q];
+	first = p->class_first[c];
+	n = p->class_first[c + 1] - first;
+	if (n == 1)
+		return (&p->pieces[q]);
+	k = &packing_keys[c % PACKING_KEYS];
+	if (k->seed != seed || k->epoch != epoch || k->c != c ||
+	    k->f.samples != n) {
+		sampler_feistel_init(&k->f, n, seed ^ splitmix64_mix(c + 1),
+		    epoch);
+		k->seed = seed;
+		k->epoch = epoch;
+		k->c = c;
+	}
+	return (&p->pieces[first + sampler_feistel_index(&k->f, q - first)]);
 }
 
 /* Real tokens over the rows' room. */

@@ -31,8 +31,17 @@ enum packing_algo {
 };
 
 /*
- * A packing: row r holds pieces[row_first[r]] .. pieces[row_first[r + 1]
- * - 1], in that order, then padding up to seq_len.
+ * A packing: row r holds the pieces packing_piece() gives for slots
+ * row_first[r] .. row_first[r + 1] - 1, in that order, then padding up to
+ * seq_len.  Without re-packing (slot NULL) slot j is pieces[j].  With it,
+ * pieces are in BFD's order (by window, longest first, then document
+ * order), the pieces of one window and one length making a class
+ * (class_first[c] .. class_first[c + 1] - 1; cls[] names each piece's),
+ * and slot[j] is the piece BFD put in slot j; in an epoch, slot j holds
+ * instead the piece of the same class at the position a bijection keyed
+ * on (seed, epoch, class) gives: BFD over the pieces with the ties of
+ * each class in another order, since BFD's choices depend on the lengths
+ * alone.
  */
 struct packing {
 	uint32_t		 seq_len;
@@ -41,20 +50,50 @@ struct packing {
 	struct packing_piece	*pieces;
 	uint64_t		 npieces;
 	uint64_t		 tokens;	/* real tokens in all rows */
+	uint64_t		*slot;		/* npieces; NULL: no re-packing */
+	uint32_t		*cls;		/* npieces: each piece's class */
+	uint64_t		*class_first;	/* nclasses + 1 */
+	uint64_t		 nclasses;
 };
 
 /**
  * packing_make() - pack @ndocs documents, document i being tokens
  * [@bounds[i], @bounds[i + 1]) (@bounds has @ndocs + 1 increasing entries),
  * into rows of @seq_len tokens with @algo; @window: BFD packs this many
- * pieces at a time (0: all of them, the best efficiency).  A pure function
- * of its arguments: the same packing in every process.
+ * pieces at a time (0: all of them, the best efficiency).  @per_epoch
+ * (BFD only): keep what packing_piece() needs to re-pack every epoch.  A
+ * pure function of its arguments: the same packing in every process.
  *
  * Return: 0, or -1 with errno (ENOMEM; EINVAL for a @seq_len of 0 or over
- * PACKING_SEQ_LEN_MAX, or bounds that do not increase).
+ * PACKING_SEQ_LEN_MAX, or bounds that do not increase; EOVERFLOW for 2^32
+ * pieces or more with @per_epoch).
  */
 int	packing_make(struct packing *p, const uint64_t *bounds, uint64_t ndocs,
-	    uint32_t seq_len, enum packing_algo algo, uint64_t window);
+	    uint32_t seq_len, enum packing_algo algo, uint64_t window,
+	    bool per_epoch);
+
+/**
+ * packing_bytes() - what packing_make() would keep for @npieces pieces in
+ * at most @rows rows (@per_epoch as given to it): the figure to charge
+ * before packing.
+ */
+uint64_t packing_bytes(uint64_t npieces, uint64_t rows, bool per_epoch);
+
+/**
+ * packing_pieces() - the pieces @bounds' @ndocs documents make at
+ * @seq_len (a document of L tokens makes ceil(L / @seq_len)).
+ */
+uint64_t packing_pieces(const uint64_t *bounds, uint64_t ndocs,
+	    uint32_t seq_len);
+
+/**
+ * packing_piece() - the piece in slot @j (row_first[r] <= @j <
+ * row_first[r + 1] for row r) in epoch @epoch of seed @seed: the same
+ * rows' lengths every epoch, other documents in them (see struct
+ * packing).  O(1) expected; no allocation.
+ */
+const struct packing_piece *packing_piece(const struct packing *p,
+	    uint64_t j, uint64_t seed, uint64_t epoch);
 
 /**
  * packing_clear() - free what @p holds and zero it.

@@ -149,9 +149,44 @@ catalogue_bad_samples(const struct dataset_conf *dc, struct catalogue_entry *e,
 	return (-1);
 }
 
+/* Count @ds's memory in @cat's, if @room holds it; else log why not. */
+static int
+catalogue_charge(struct catalogue *cat, const struct dataset *ds,
+    uint64_t room)
+{
+	uint64_t	need = CATALOGUE_COPIES * ds->memory;
+
+	if (ds->memory > UINT64_MAX / CATALOGUE_COPIES ||
+	    cat->memory > room || need > room - cat->memory) {
+		log_warnx("dataset '%s' refused: it keeps %llu bytes in memory "
+		    "(its packing of rows, %llu bytes, in the daemon and in "
+		    "the workers' fork server), and memory_budget has %llu "
+		    "bytes left for it; raise memory_budget, or for a tokens "
+		    "dataset set 'repack = none' (20 bytes a piece less) or a "
+		    "larger seq_len", ds->name, (unsigned long long)need,
+		    (unsigned long long)ds->memory, (unsigned long long)(
+		    cat->memory < room ? room - cat->memory : 0));
+		return (-1);
+	}
+	cat->memory += need;
+	return (0);
+}
+
 /* Open every dataset the configuration names, reusing @old's unchanged ones. */
 struct catalogue *
-catalogue_open(const struct config *conf, struct catalogue *old)
+catalogue_open(const struct config *conf, struct catalogue *old,
+    uint64_t room)
+{
+	struct catalogue	*cat = catalogue_open_beside(conf, old, room);
+
+	catalogue_disown(old, cat);
+	return (cat);
+}
+
+/* Open the datasets, sharing @old's unchanged ones; @old stays as it was. */
+struct catalogue *
+catalogue_open_beside(const struct config *conf, const struct catalogue *old,
+    uint64_t room)
 {
 	struct catalogue	*cat;
 	struct catalogue_entry	*e;
@@ -184,7 +219,8 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 		}
 		if (old != NULL && j < old->ndatasets) {
 			cat->datasets[cat->ndatasets] = old->datasets[j];
-			old->datasets[j] = NULL;
+			cat->memory += CATALOGUE_COPIES *
+			    old->datasets[j]->memory;
 			e->conf = dc;
 			cat->ndatasets++;
 			continue;
@@ -210,6 +246,13 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 			memset(e, 0, sizeof(*e));
 			continue;
 		}
+		if (catalogue_charge(cat, ds, room) == -1) {
+			dataset_free(ds);
+			cat->datasets[cat->ndatasets] = NULL;
+			free(e->groups);
+			memset(e, 0, sizeof(*e));
+			continue;
+		}
 		e->conf = dc;
 		if (ds->encoded)
 			log_info("dataset '%s': %s, %llu images in %u classes",
@@ -225,6 +268,21 @@ catalogue_open(const struct config *conf, struct catalogue *old)
 	}
 	dataset_sections(NULL, 0);
 	return (cat);
+}
+
+/* @cat has @old's unchanged datasets now: @old no longer owns them. */
+void
+catalogue_disown(struct catalogue *old, const struct catalogue *cat)
+{
+	size_t	i, j;
+
+	for (i = 0; old != NULL && i < old->ndatasets; i++) {
+		for (j = 0; j < cat->ndatasets; j++) {
+			if (old->datasets[i] != NULL &&
+			    old->datasets[i] == cat->datasets[j])
+				old->datasets[i] = NULL;
+		}
+	}
 }
 
 /* Close every dataset still owned; NULL is a no-op. */

@@ -27,16 +27,45 @@ struct catalogue {
 	struct dataset		**datasets;	/* the ones that opened */
 	struct catalogue_entry	 *entries;	/* index-aligned */
 	size_t			  ndatasets;
+	/*
+	 * What its datasets keep in memory (a tokens packing), twice: the
+	 * daemon's copy and the fork server's, which its workers share.  The
+	 * daemon charges it to memory_budget.
+	 */
+	uint64_t		  memory;
 };
+
+/* The copies of a dataset's memory: the daemon's and the fork server's. */
+#define CATALOGUE_COPIES	2
 
 /**
  * catalogue_open() - open every dataset of @conf; one that fails is logged
  * and left out.  Datasets of @old whose sections did not change move over,
  * open, to the new catalogue (so their sessions go on); a mix moves over
- * only when its sources' sections did not change either.
+ * only when its sources' sections did not change either.  A new dataset
+ * that keeps memory (ds->memory, CATALOGUE_COPIES times) past @room with
+ * the others is refused, saying so: @room is what memory_budget has for
+ * the catalogue (UINT64_MAX in the fork server, which charges nothing).
  */
 struct catalogue *catalogue_open(const struct config *conf,
-		      struct catalogue *old);
+		      struct catalogue *old, uint64_t room);
+
+/**
+ * catalogue_open_beside() - catalogue_open() that leaves @old as it is,
+ * sharing its unchanged datasets with the new catalogue, for a thread
+ * that opens the catalogue while the loop still serves @old (which it
+ * only reads); catalogue_disown() then hands them over, on the loop.
+ * catalogue_open() is the two together.  Not two at a time: opening a
+ * mix uses dataset_sections().
+ */
+struct catalogue *catalogue_open_beside(const struct config *conf,
+		      const struct catalogue *old, uint64_t room);
+
+/**
+ * catalogue_disown() - the datasets @old shares with @cat are @cat's.
+ */
+void		  catalogue_disown(struct catalogue *old,
+		      const struct catalogue *cat);
 
 /**
  * catalogue_free() - close the datasets still owned; NULL is a no-op.

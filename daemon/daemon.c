@@ -2,16 +2,26 @@
 /*
  * The daemon's life: start-up (once, for infeedd and for the tests and
  * fuzz targets that run it in process), the systemd notifications, the
- * reload that SIGHUP asks for, and shutdown.
+ * reload that SIGHUP asks for, and shutdown.  A reload opens the new
+ * catalogue on a thread of its own (catalogue_open_beside(): the readers
+ * map and check files, token datasets scan and pack theirs), which only
+ * reads the served catalogue, and finishes on the loop when the thread
+ * says it is done.  The catalogue's datasets keep memory (a packing)
+ * charged to memory_budget, the old catalogue's given back at a reload.
  */
 
 #include <sys/resource.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
@@ -221,7 +231,8 @@ daemon_start(const struct daemon_args *args)
 	    d->conf->keep_ring_ms);
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
-	d->cat = catalogue_open(d->conf, NULL);
+	d->cat = catalogue_open(d->conf, NULL, d->conf->memory_budget);
+	d->budget.used += d->cat->memory;
 	/* Before the fork server: the workers inherit the choice. */
 	(void)io_backend_choose(d->conf->io_backend, why, sizeof(why));
 	log_info("reads in flight: %s", why);
@@ -273,6 +284,45 @@ daemon_run(struct daemon *d)
 	event_base_dispatch(d->base);
 }
 
+/* A reload under way: its catalogue is opened on a thread. */
+struct daemon_reload {
+	struct daemon		*d;
+	struct config		*nconf;
+	struct catalogue	*ncat;
+	uint64_t		 room;		/* memory_budget's, for ncat */
+	pthread_t		 thread;
+	int			 wake[2];	/* the thread's "done" */
+	struct event		*ev;
+};
+
+/* The reload's thread: open the catalogue beside the served one. */
+static void *
+daemon_reload_main(void *arg)
+{
+	struct daemon_reload	*r = arg;
+	char			 c = 0;
+
+	r->ncat = catalogue_open_beside(r->nconf, r->d->cat, r->room);
+	while (write(r->wake[1], &c, 1) == -1 && errno == EINTR)
+		;
+	return (NULL);
+}
+
+/* Wait for the reload's thread and free what it made. */
+static struct catalogue *
+daemon_reload_join(struct daemon_reload *r)
+{
+	struct catalogue	*ncat;
+
+	pthread_join(r->thread, NULL);
+	ncat = r->ncat;
+	event_free(r->ev);
+	close(r->wake[0]);
+	close(r->wake[1]);
+	free(r);
+	return (ncat);
+}
+
 /* Tear every layer down, top first. */
 void
 daemon_free(struct daemon *d)
@@ -291,6 +341,14 @@ daemon_free(struct daemon *d)
 		event_free(d->ev_hup);
 		event_free(d->ev_watchdog);
 		event_free(d->ev_status);
+	}
+	if (d->reload != NULL) {
+		struct config		*nconf = d->reload->nconf;
+		struct catalogue	*ncat = daemon_reload_join(d->reload);
+
+		catalogue_disown(ncat, d->cat);	/* d->cat's to close */
+		catalogue_free(ncat);
+		config_free(nconf);
 	}
 	catalogue_free(d->cat);
 	event_base_free(d->base);
@@ -334,15 +392,64 @@ daemon_reload_metrics(struct daemon *d, struct config *nconf)
 		log_info("reload: metrics are off");
 }
 
-/* Reload the configuration; the old one stays if the new one is bad. */
+/* The new catalogue is open: serve it. */
+static void
+daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon_reload	*r = arg;
+	struct daemon		*d = r->d;
+	struct config		*nconf = r->nconf;
+	struct catalogue	*ncat;
+	unsigned		 kept, ended;
+
+	(void)fd;
+	(void)ev;
+	ncat = daemon_reload_join(r);
+	d->reload = NULL;
+	catalogue_disown(d->cat, ncat);
+	daemon_reload_metrics(d, nconf);
+	peers_reload(d->peers, nconf, ncat, &kept, &ended);
+	/* The datasets' memory: the old catalogue's is given back. */
+	d->budget.used = d->budget.used - d->cat->memory + ncat->memory;
+	catalogue_free(d->cat);
+	config_free(d->conf);
+	d->conf = nconf;
+	d->cat = ncat;
+	d->budget.limit = nconf->memory_budget;
+	d->budget.source = nconf->path;
+	d->budget.keep_ms = nconf->keep_ring_ms;
+	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
+	    nconf->image_memory_max);
+	pool_set_read_ahead(d->pool, nconf->read_ahead_steps,
+	    nconf->read_ahead_bytes);
+	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
+	    ncat->ndatasets, kept, ended);
+	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",
+	    ncat->ndatasets);
+	if (d->reload_again) {
+		d->reload_again = false;
+		daemon_reload(d);
+	}
+}
+
+/*
+ * Reload the configuration; the old one stays if the new one is bad.  The
+ * datasets open on a thread (a token dataset's scan and packing take
+ * seconds for billions of tokens) while the loop serves the old
+ * catalogue; a SIGHUP meanwhile reloads again once this one is done.
+ */
 void
 daemon_reload(struct daemon *d)
 {
+	struct daemon_reload	*r;
 	struct config		*nconf;
-	struct catalogue	*ncat;
 	char			*cause = NULL;
-	unsigned		 kept, ended;
+	uint64_t		 others;
 
+	if (d->reload != NULL) {
+		d->reload_again = true;
+		return;
+	}
 	sd_notify(0, "RELOADING=1");
 	log_info("reloading %s", d->conf->path);
 	if ((nconf = config_load(d->conf->path, &cause)) == NULL) {
@@ -361,22 +468,19 @@ daemon_reload(struct daemon *d)
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;
 	nconf->workers_auto = d->conf->workers_auto;
-	daemon_reload_metrics(d, nconf);
-	ncat = catalogue_open(nconf, d->cat);
-	peers_reload(d->peers, nconf, ncat, &kept, &ended);
-	catalogue_free(d->cat);
-	config_free(d->conf);
-	d->conf = nconf;
-	d->cat = ncat;
-	d->budget.limit = nconf->memory_budget;
-	d->budget.source = nconf->path;
-	d->budget.keep_ms = nconf->keep_ring_ms;
-	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
-	    nconf->image_memory_max);
-	pool_set_read_ahead(d->pool, nconf->read_ahead_steps,
-	    nconf->read_ahead_bytes);
-	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
-	    ncat->ndatasets, kept, ended);
-	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",
-	    ncat->ndatasets);
+	r = xcalloc(1, sizeof(*r));
+	r->d = d;
+	r->nconf = nconf;
+	others = d->budget.used - d->cat->memory;
+	r->room = nconf->memory_budget > others ? nconf->memory_budget -
+	    others : 0;
+	if (pipe2(r->wake, O_NONBLOCK | O_CLOEXEC) == -1)
+		fatal("pipe2");
+	if ((r->ev = event_new(d->base, r->wake[0], EV_READ,
+	    daemon_reload_done_cb, r)) == NULL || event_add(r->ev, NULL) == -1)
+		fatalx("cannot watch the reload's thread");
+	if ((errno = pthread_create(&r->thread, NULL, daemon_reload_main,
+	    r)) != 0)
+		fatal("cannot start the reload's thread");
+	d->reload = r;
 }

@@ -77,6 +77,12 @@ struct daemon {
 	struct event		*ev_hup;
 	struct event		*ev_watchdog;
 	struct event		*ev_status;
+	/*
+	 * A reload opens the new catalogue on a thread (its datasets' files
+	 * are read, token datasets packed), then finishes on the loop.
+	 */
+	struct daemon_reload	*reload;	/* NULL: none under way */
+	bool			 reload_again;	/* SIGHUP meanwhile */
 };
 
 struct daemon_args {

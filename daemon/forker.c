@@ -346,7 +346,7 @@ forker_catalogue_take(struct forker_server *fs,
 		return (-1);
 	}
 	/* The old one is this process's copy: the daemon's is its own. */
-	cat = catalogue_open(conf, fs->cat);
+	cat = catalogue_open(conf, fs->cat, UINT64_MAX);
 	catalogue_free(fs->cat);
 	config_free(fs->conf);
 	fs->cat = cat;

@@ -43,6 +43,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
+#include "catalogue.h"
 #include "clock.h"
 #include "errcode.h"
 #include "io-batch.h"
@@ -467,6 +468,57 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 		    (unsigned long long)st->history->errors[c]);
 }
 
+/* One family of a token dataset's packing: @what of each. */
+static void
+metrics_tokens_family(struct evbuffer *b, const struct catalogue *cat,
+    const char *metric, const char *help, int what)
+{
+	const struct dataset	*ds;
+	size_t			 i;
+	bool			 any = false;
+
+	for (i = 0; i < cat->ndatasets; i++) {
+		if ((ds = cat->datasets[i]) == NULL || ds->documents == 0 ||
+		    ds->ndim != 2)
+			continue;
+		if (!any)
+			evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s gauge\n",
+			    metric, help, metric);
+		any = true;
+		evbuffer_add_printf(b, "%s{dataset=\"", metric);
+		metrics_label(b, ds->name);
+		if (what == 0)
+			evbuffer_add_printf(b, "\"} %llu\n",
+			    (unsigned long long)ds->documents);
+		else if (what == 1)
+			evbuffer_add_printf(b, "\"} %llu\n",
+			    (unsigned long long)ds->tokens);
+		else if (what == 2)
+			evbuffer_add_printf(b, "\"} %llu\n",
+			    (unsigned long long)ds->samples);
+		else
+			evbuffer_add_printf(b, "\"} %.6f\n",
+			    (double)ds->tokens / ((double)ds->samples *
+			    (double)ds->shape[1]));
+	}
+}
+
+/* Token datasets: documents, tokens, packed rows and their efficiency. */
+static void
+metrics_tokens(struct evbuffer *b, const struct stats *st)
+{
+	if (st->cat == NULL)
+		return;
+	metrics_tokens_family(b, st->cat, "infeed_tokens_documents",
+	    "Documents of a token dataset.", 0);
+	metrics_tokens_family(b, st->cat, "infeed_tokens_tokens",
+	    "Real tokens in a token dataset's packed rows.", 1);
+	metrics_tokens_family(b, st->cat, "infeed_tokens_rows",
+	    "Packed rows of a token dataset (its samples).", 2);
+	metrics_tokens_family(b, st->cat, "infeed_tokens_packing_efficiency",
+	    "Real tokens over all tokens of a token dataset's rows.", 3);
+}
+
 /* The exposition text of snapshot @st. */
 void
 metrics_render(struct evbuffer *b, const struct stats *st)
@@ -484,6 +536,7 @@ metrics_render(struct evbuffer *b, const struct stats *st)
 	metrics_rings(b, st);
 	metrics_groups(b, st);
 	metrics_workers(b, st);
+	metrics_tokens(b, st);
 	free(s);
 }
 

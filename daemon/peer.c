@@ -694,6 +694,10 @@ peer_list_datasets(struct peer *p)
 		infos[i].label_dtype = (Infeed__DType)ds->label_dtype;
 		infos[i].has_classes = 1;
 		infos[i].classes = ds->classes;
+		infos[i].has_documents = infos[i].has_tokens =
+		    ds->documents != 0;
+		infos[i].documents = ds->documents;
+		infos[i].tokens = ds->tokens;
 		ptrs[i] = &infos[i];
 	}
 	dl.n_datasets = cat->ndatasets;

@@ -149,6 +149,7 @@ peers_stats(const struct peers *ps, struct stats *st)
 	stats_take(st, ps->sh.host.pool, ps->sh.host.budget,
 	    ps->sh.host.autotune, ps->sh.host.started_ms, ps->n, ps->n,
 	    &ps->sh.history);
+	st->cat = ps->sh.host.cat;
 	TAILQ_FOREACH(e, &ps->list, entry)
 		peer_add_stats(e->p, st);
 }

@@ -45,6 +45,36 @@ session_check_limit(uint64_t v, const char *name, const char *def,
 }
 
 /*
+ * A token dataset's seq_len asked for: its own (0 asks for it).  The
+ * packing is made once, at open, so another is a section of its own.
+ */
+static int
+session_check_seq_len(const struct session_source *src,
+    const struct session_options *o, char **cause)
+{
+	const struct dataset	*ds = src->ds;
+	bool			 tokens = strcmp(ds->type, "tokens") == 0 ||
+				    strcmp(ds->type, "mix") == 0;
+
+	if (o->seq_len == 0 || (tokens && ds->ndim == 2 &&
+	    ds->shape[1] == o->seq_len))
+		return (0);
+	if (!tokens || ds->ndim != 2) {
+		*cause = xasprintf("seq_len = %u is for token datasets (type "
+		    "tokens or mix); '%s' is of type %s: leave seq_len unset",
+		    o->seq_len, ds->name, ds->type);
+		return (-1);
+	}
+	*cause = xasprintf("dataset '%s' is packed in rows of seq_len %llu "
+	    "(its section's); seq_len = %u needs a section of its own over "
+	    "the same files, such as [dataset %s-%u] with seq_len = %u (infeedd "
+	    "packs a dataset once, when it opens), or leave seq_len unset",
+	    ds->name, (unsigned long long)ds->shape[1], o->seq_len, ds->name,
+	    o->seq_len, o->seq_len);
+	return (-1);
+}
+
+/*
  * Check the label dtype asked for: int32 (the default) or int64.  A dtype
  * is named as infeed.proto's DType names it, DTYPE_ and the upper case of
  * its name.
@@ -302,7 +332,8 @@ session_check(const struct session_host *host,
 		return (-1);
 	INFEED_LOADER_OPTIONS(SESSION_CHECK_LIMIT)
 #undef SESSION_CHECK_LIMIT
-	if (session_check_label_dtype(src, o, cause) == -1)
+	if (session_check_label_dtype(src, o, cause) == -1 ||
+	    session_check_seq_len(src, o, cause) == -1)
 		return (-1);
 	memset(&so, 0, sizeof(so));
 	so.samples = src->ds->samples;

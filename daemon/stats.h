@@ -75,6 +75,8 @@ struct stats {
 	const char		*huge_pages;
 	const char		*reads_in_flight;	/* io_backend_why() */
 	const struct stats_history *history;	/* borrowed */
+	/* The catalogue, borrowed: its token datasets' packing for /metrics. */
+	const struct catalogue	*cat;
 };
 
 /**

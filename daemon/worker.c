@@ -711,8 +711,9 @@ worker_rows(struct wring *w, struct transform_work *tw,
 				worker_image_row(&j, r, idx);
 				continue;
 			}
-			if (dataset_read(ds, idx, tf->to_float32 ? w->tmp :
-			    dst, &label, stream) == -1) {
+			if (dataset_read_at(ds, idx, tf->seed, job->epoch,
+			    tf->to_float32 ? w->tmp : dst, &label,
+			    stream) == -1) {
 				worker_fail(d, &j.fail_row, &j.rc, r,
 				    WORKER_READ_ERROR, idx, 0, NULL);
 				if (errno == EIO)	/* a file cut short */

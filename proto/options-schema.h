@@ -90,7 +90,8 @@
 	    NOSTAT)							\
 	X(label_dtype, label_dtype, uint32_t, INFEED_DTYPE_INT32,	\
 	    NOLIMIT, RING, LIB0, NOSTAT)				\
-	X(share, share, bool, false, NOLIMIT, SESSION, LIB, NOSTAT)
+	X(share, share, bool, false, NOLIMIT, SESSION, LIB, NOSTAT)	\
+	X(seq_len, seq_len, uint32_t, 0, NOLIMIT, RING, LIB0, NOSTAT)
 
 /* A limit as arguments: min, max, " unit" (NOLIMIT: the type's). */
 #define INFEED_OPTION_LIMIT(min, max, unit)	(min), (max), " " unit

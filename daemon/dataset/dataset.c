@@ -503,6 +503,20 @@ dataset_read(const struct dataset *ds, uint64_t index, void *dst,
 	return (ds->ops->read(ds, index, dst, label, stream));
 }
 
+/* A sample as its epoch has it. */
+int
+dataset_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
+    uint64_t epoch, void *dst, int64_t *label, bool stream)
+{
+	if (ds->ops->read_at == NULL || ds->encoded)
+		return (dataset_read(ds, index, dst, label, stream));
+	if (index >= ds->samples) {
+		errno = ERANGE;
+		return (-1);
+	}
+	return (ds->ops->read_at(ds, index, seed, epoch, dst, label, stream));
+}
+
 /*
  * An encoded sample a worker read already (dataset_encoded_give()), for
  * the next dataset_read_encoded() of it.

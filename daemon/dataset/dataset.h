@@ -162,6 +162,15 @@ int		 dataset_read(const struct dataset *ds, uint64_t index,
 		    void *dst, int64_t *label, bool stream);
 
 /**
+ * dataset_read_at() - dataset_read() of sample @index as it is in epoch
+ * @epoch of seed @seed, the step's: a token dataset's rows are packed
+ * anew each epoch; the other readers' rows are the same in every epoch.
+ */
+int		 dataset_read_at(const struct dataset *ds, uint64_t index,
+		    uint64_t seed, uint64_t epoch, void *dst, int64_t *label,
+		    bool stream);
+
+/**
  * dataset_read_encoded() - read sample @index of an encoded dataset: its
  * bytes as stored (the whole image file, or the tar member) into @buf,
  * grown with realloc as needed, and its label into *@label.  @index must

@@ -72,6 +72,8 @@ static int	mix_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	mix_read(const struct dataset *, uint64_t, void *, int64_t *,
 		    bool);
+static int	mix_read_at(const struct dataset *, uint64_t, uint64_t,
+		    uint64_t, void *, int64_t *, bool);
 static void	mix_close(struct dataset *);
 
 const struct dataset_ops dataset_mix_ops = {
@@ -80,6 +82,7 @@ const struct dataset_ops dataset_mix_ops = {
 	    "seed", NULL },
 	.open = mix_open,
 	.read = mix_read,
+	.read_at = mix_read_at,
 	.close = mix_close,
 };
 
@@ -319,6 +322,7 @@ mix_open(struct dataset *ds, const struct dataset_conf *conf, char **cause)
 			goto out;
 		}
 		total += m->src[s]->samples;
+		ds->memory += m->src[s]->memory;
 	}
 	ds->samples = total;
 	if ((v = dataset_conf_get(conf, "samples")) != NULL &&
@@ -346,10 +350,21 @@ out:
 	return (rc);
 }
 
-/* Row @index: its source's row by the rule. */
+/* Row @index as seed 0 has it. */
 static int
 mix_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label, bool stream)
+{
+	return (mix_read_at(ds, index, 0, 0, dst, label, stream));
+}
+
+/*
+ * Row @index: its source's row by the rule, as that source's epoch packs
+ * it (the mix's own @epoch does not enter: the rule is of @index alone).
+ */
+static int
+mix_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
+    uint64_t epoch, void *dst, int64_t *label, bool stream)
 {
 	const struct mix	*m = ds->priv;
 	struct sampler_feistel	 f;
@@ -361,9 +376,13 @@ mix_read(const struct dataset *ds, uint64_t index, void *dst,
 	src = m->src[s];
 	n = src->samples;
 	k = index / m->period * m->weight[s] + m->slot_rank[p];
+	(void)epoch;
 	sampler_feistel_init(&f, n, m->seed + s, k / n);
-	return (src->ops->read(src, sampler_feistel_index(&f, k % n), dst,
-	    label, stream));
+	if (src->ops->read_at == NULL)
+		return (src->ops->read(src, sampler_feistel_index(&f, k % n),
+		    dst, label, stream));
+	return (src->ops->read_at(src, sampler_feistel_index(&f, k % n),
+	    seed + m->seed + s, k / n, dst, label, stream));
 }
 
 /* Close the sources and free the rule. */

@@ -14,6 +14,8 @@
  *	dtype = uint16			uint16 (the default) or uint32
  *	seq_len = 2048			tokens a row
  *	window = 0			pieces packed at a time (0: all)
+ *	repack = epoch			other documents in the rows each
+ *					epoch (the default), or none
  *
  * At open both files are checked (sizes, the index starting at 0, rising
  * strictly and ending at the token file's end, uint32 ids below 2^31), or
@@ -22,23 +24,34 @@
  * best-fit decreasing; a document longer than seq_len is cut into pieces
  * of seq_len and a remainder).  The packing depends on the files, seq_len
  * and window alone, so it is the same in every process that opens the
- * section; the rows are the dataset's samples, which the sampler orders
- * by (seed, epoch) as any other's, with resume and elastic resume as they
- * are.  The index is not kept: the packing holds what it said.
+ * section; with repack = epoch a row read for (seed, epoch) holds the
+ * pieces packing_piece() gives that epoch: the same count of rows, other
+ * documents.  The rows are the dataset's samples, which the sampler
+ * orders by (seed, epoch) as any other's, with resume and elastic resume
+ * as they are.  The index is not kept: the packing holds what it said.
+ * The pass over the ids (eot ends, uint32 range) reads the token file
+ * with pread before it is mapped: it runs on the catalogue's thread at a
+ * reload, and a read that waits on slow storage then holds that thread
+ * alone.  The packing's bytes are ds->memory, which the catalogue
+ * charges to memory_budget.
  *
  * A sample is int32 [3, seq_len]: row 0 the token ids, row 1 the position
  * ids (0 at each piece's first token), row 2 the segment ids (1, 2, ...
  * for the row's pieces, 0 for padding); the padding at a row's end has
  * token 0 and positions counting from 0.  A sample's label is the number
- * of pieces in its row.  docs/tokens.md has the format and the clients'
- * side.
+ * of pieces in its row.  A slot past the cache (dataset_read()'s
+ * stream) is written a chunk at a time through buffers in cache, with
+ * streaming stores.  docs/tokens.md has the format and the clients' side.
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "copy.h"
 #include "number.h"
 #include "packing.h"
 #include "reader-tokens.h"
@@ -48,39 +61,37 @@ struct tokens {
 	struct dataset_map	data;
 	struct packing		pk;
 	uint32_t		tsize;	/* 2 or 4 */
+	bool			per_epoch;	/* repack = epoch */
+	uint64_t		documents;
 };
 
 static int	tokens_open(struct dataset *, const struct dataset_conf *,
 		    char **);
 static int	tokens_read(const struct dataset *, uint64_t, void *,
 		    int64_t *, bool);
+static int	tokens_read_at(const struct dataset *, uint64_t, uint64_t,
+		    uint64_t, void *, int64_t *, bool);
 static void	tokens_close(struct dataset *);
 
 const struct dataset_ops dataset_tokens_ops = {
 	.type = "tokens",
 	.keys = (const char *const []){ "path", "index", "eot", "dtype",
-	    "seq_len", "window", NULL },
+	    "seq_len", "window", "repack", NULL },
 	.data_key = "path",
 	.open = tokens_open,
 	.read = tokens_read,
+	.read_at = tokens_read_at,
 	.close = tokens_close,
 };
-
-/* Token @i of the file. */
-static inline uint32_t
-tokens_id(const struct tokens *t, uint64_t i)
-{
-	if (t->tsize == 2)
-		return (((const uint16_t *)(const void *)t->data.base)[i]);
-	return (((const uint32_t *)(const void *)t->data.base)[i]);
-}
 
 /* Pack the @n documents of bounds @b. */
 static int
 tokens_pack(struct dataset *ds, struct tokens *t, const uint64_t *b,
     uint64_t n, uint32_t seq_len, uint64_t window, char **cause)
 {
-	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window) != 0)
+	t->documents = n;
+	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window,
+	    t->per_epoch) != 0)
 		return (dataset_error(cause, ds, "packing %" PRIu64 " documents: "
 		    "%s", n, strerror(errno)));
 	return (0);
@@ -240,50 +251,101 @@ out:
 	return (rc);
 }
 
+/* Ids read a system call by tokens_scan(). */
+#define TOKENS_SCAN_IDS	(1 << 16)
+
+/*
+ * One pass over the token ids, read with pread rather than through the
+ * mapping (a read that waits on slow storage is then a system call, where
+ * a fault on the mapping would stall the whole process under valgrind):
+ * uint32 ids must fit the samples' int32; with @eot (UINT64_MAX: none),
+ * count in *@n the documents each ended by it (the last may end with the
+ * file instead), and set @b[1..n] to their ends when @b is not NULL.
+ */
+static int
+tokens_scan(struct dataset *ds, const struct tokens *t, const char *path,
+    uint64_t eot, uint64_t *b, uint64_t *n, char **cause)
+{
+	uint64_t	 ntok = t->data.size / t->tsize, at = 0, id = 0;
+	uint8_t		*buf;
+	size_t		 want, k;
+	ssize_t		 got;
+	int		 rc = -1;
+
+	*n = 0;
+	if ((buf = malloc(TOKENS_SCAN_IDS * 4)) == NULL)
+		return (dataset_error(cause, ds, "%s", strerror(errno)));
+	while (at < ntok) {
+		want = ntok - at < TOKENS_SCAN_IDS ? (size_t)(ntok - at) :
+		    TOKENS_SCAN_IDS;
+		got = pread(t->data.fd, buf, want * t->tsize,
+		    (off_t)(at * t->tsize));
+		if (got == -1 && errno == EINTR)
+			continue;
+		if (got <= 0 || (size_t)got % t->tsize != 0) {
+			dataset_error(cause, ds, "%s: reading token %" PRIu64
+			    ": %s", path, at, got == -1 ? strerror(errno) :
+			    "the file is shorter than when it was opened");
+			goto out;
+		}
+		for (k = 0; k < (size_t)got / t->tsize; k++, at++) {
+			if (t->tsize == 2) {
+				uint16_t v;
+
+				memcpy(&v, buf + 2 * k, 2);
+				id = v;
+			} else {
+				uint32_t v;
+
+				memcpy(&v, buf + 4 * k, 4);
+				id = v;
+				if (v > INT32_MAX) {
+					dataset_error(cause, ds, "%s: token %"
+					    PRIu64 " is %" PRIu32 "; ids go up "
+					    "to 2^31 - 1 (rows are int32)",
+					    path, at, v);
+					goto out;
+				}
+			}
+			if (id == eot) {
+				if (b != NULL)
+					b[*n + 1] = at + 1;
+				(*n)++;
+			}
+		}
+	}
+	if (eot != UINT64_MAX && ntok > 0 && id != eot) {
+		if (b != NULL)
+			b[*n + 1] = ntok;
+		(*n)++;
+	}
+	rc = 0;
+out:
+	free(buf);
+	return (rc);
+}
+
 /*
  * No index: each document ends with the id @eot (the last one may end
  * with the file instead), as nanoGPT's files are written.
  */
 static int
-tokens_pack_eot(struct dataset *ds, struct tokens *t, uint32_t eot,
-    uint32_t seq_len, uint64_t window, char **cause)
+tokens_pack_eot(struct dataset *ds, struct tokens *t, const char *path,
+    uint32_t eot, uint32_t seq_len, uint64_t window, char **cause)
 {
-	uint64_t	ntok = t->data.size / t->tsize, n = 0, i, *b;
+	uint64_t	n, *b;
 	int		rc;
 
-	for (i = 0; i < ntok; i++)
-		n += tokens_id(t, i) == eot;
-	if (ntok > 0 && tokens_id(t, ntok - 1) != eot)
-		n++;
+	if (tokens_scan(ds, t, path, eot, NULL, &n, cause) != 0)
+		return (-1);
 	if ((b = malloc((n + 1) * sizeof *b)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
 	b[0] = 0;
-	for (i = 0, n = 0; i < ntok; i++) {
-		if (tokens_id(t, i) == eot || i + 1 == ntok)
-			b[++n] = i + 1;
-	}
-	rc = tokens_pack(ds, t, b, n, seq_len, window, cause);
+	rc = tokens_scan(ds, t, path, eot, b, &n, cause);
+	if (rc == 0)
+		rc = tokens_pack(ds, t, b, n, seq_len, window, cause);
 	free(b);
 	return (rc);
-}
-
-/* uint32 ids must fit the samples' int32. */
-static int
-tokens_check_ids(struct dataset *ds, const struct tokens *t,
-    const char *path, char **cause)
-{
-	const uint32_t	*id = (const uint32_t *)(const void *)t->data.base;
-	uint64_t	 i, n = t->data.size / 4;
-
-	if (t->tsize != 4)
-		return (0);
-	for (i = 0; i < n; i++) {
-		if (id[i] > INT32_MAX)
-			return (dataset_error(cause, ds, "%s: token %" PRIu64
-			    " is %" PRIu32 "; ids go up to 2^31 - 1 (rows are "
-			    "int32)", path, i, id[i]));
-	}
-	return (0);
 }
 
 /* Read the keys, map the tokens, check the index and pack. */
@@ -293,7 +355,8 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 {
 	struct tokens	*t;
 	const char	*path, *ipath, *v, *errstr;
-	uint64_t	 seq_len, window = 0, eot = 0;
+	uint64_t	 seq_len, window = 0, eot = 0, n, size;
+	int		 fd;
 
 	if ((t = calloc(1, sizeof *t)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
@@ -331,6 +394,17 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    "at a time, 0 for all", v, errstr);
 		goto fail;
 	}
+	t->per_epoch = true;
+	if ((v = dataset_conf_get(conf, "repack")) != NULL) {
+		if (strcmp(v, "none") == 0)
+			t->per_epoch = false;
+		else if (strcmp(v, "epoch") != 0) {
+			dataset_error(cause, ds, "'repack = %s': 'epoch' (the "
+			    "default: other documents share a row each epoch) "
+			    "or 'none' (the same rows every epoch)", v);
+			goto fail;
+		}
+	}
 	t->tsize = 2;
 	if ((v = dataset_conf_get(conf, "dtype")) != NULL) {
 		if (strcmp(v, "uint32") == 0)
@@ -348,7 +422,18 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    "id of the end-of-text token, or 'dtype = uint32'", eot);
 		goto fail;
 	}
-	if (dataset_map_file(ds, path, &t->data, cause) != 0)
+	/*
+	 * Checked and scanned first, mapped after: valgrind reads a file's
+	 * first page when it is mapped, holding every thread, where a read
+	 * of ours on slow storage holds only this one.
+	 */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		dataset_error(cause, ds, "%s: cannot open: %s", path,
+		    strerror(errno));
+		goto fail;
+	}
+	if (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, 0, &t->data,
+	    cause) != 0)
 		goto fail;
 	if (t->data.size % t->tsize != 0) {
 		dataset_error(cause, ds, "%s: %" PRIu64 " bytes is not a whole "
@@ -356,12 +441,24 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 		    t->data.size, t->tsize == 2 ? "uint16" : "uint32");
 		goto fail;
 	}
-	if (tokens_check_ids(ds, t, path, cause) != 0)
+	/* With an index, uint32 ids are checked here; else in the eot pass. */
+	if (ipath != NULL && t->tsize == 4 && tokens_scan(ds, t, path,
+	    UINT64_MAX, NULL, &n, cause) != 0)
 		goto fail;
 	if (ipath != NULL ? tokens_pack_index(ds, t, path, ipath,
 	    (uint32_t)seq_len, window, cause) != 0 : tokens_pack_eot(ds, t,
-	    (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
+	    path, (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
 		goto fail;
+	size = t->data.size;
+	dataset_unmap(&t->data);
+	if (dataset_map_file(ds, path, &t->data, cause) != 0)
+		goto fail;
+	if (t->data.size != size) {
+		dataset_error(cause, ds, "%s: %" PRIu64 " bytes, %" PRIu64 " a "
+		    "moment ago: the file changed while infeedd opened it; "
+		    "reload once it is written", path, t->data.size, size);
+		goto fail;
+	}
 
 	ds->ndim = 2;
 	ds->shape[0] = 3;
@@ -370,6 +467,9 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 	ds->label_dtype = INFEED_DTYPE_INT32;
 	ds->sample_bytes = 3 * 4 * (size_t)seq_len;
 	ds->samples = t->pk.rows;
+	ds->memory = packing_bytes(t->pk.npieces, t->pk.rows, t->per_epoch);
+	ds->documents = t->documents;
+	ds->tokens = t->pk.tokens;
 	return (0);
 
 fail:
@@ -377,54 +477,115 @@ fail:
 	return (-1);
 }
 
-/* Write row @index: token ids, position ids, segment ids. */
+/* Row @index as epoch 0 of seed 0 has it. */
 static int
 tokens_read(const struct dataset *ds, uint64_t index, void *dst,
     int64_t *label, bool stream)
 {
+	return (tokens_read_at(ds, index, 0, 0, dst, label, stream));
+}
+
+/* Tokens a row is written in, at a time, with streaming stores. */
+#define TOKENS_CHUNK	1024
+
+/*
+ * Where a row's three arrays go: straight into the slot, or (@stream) a
+ * chunk at a time into buffers in cache, streamed out to the slot
+ * (copy_row()), so that a slot past the cache is not read to be written.
+ */
+struct tokens_row {
+	int32_t		*ids, *pos, *seg;	/* the slot's arrays */
+	uint32_t	 base, fill, cap;
+	bool		 stream;
+	int32_t		*wi, *wp, *ws;		/* token base's */
+	int32_t		 bi[TOKENS_CHUNK], bp[TOKENS_CHUNK],
+			 bs[TOKENS_CHUNK];
+};
+
+/* The tokens written so far are out: go on after them. */
+static void
+tokens_row_flush(struct tokens_row *w)
+{
+	if (w->stream) {
+		copy_row(w->ids + w->base, w->bi, w->fill * 4, true);
+		copy_row(w->pos + w->base, w->bp, w->fill * 4, true);
+		copy_row(w->seg + w->base, w->bs, w->fill * 4, true);
+	}
+	w->base += w->fill;
+	w->fill = 0;
+	if (!w->stream) {
+		w->wi = w->ids + w->base;
+		w->wp = w->pos + w->base;
+		w->ws = w->seg + w->base;
+	}
+}
+
+/*
+ * @len tokens of segment @k: ids from @s (uint16 or, @wide, uint32; NULL:
+ * padding, 0), positions from 0.
+ */
+static void
+tokens_row_put(struct tokens_row *w, const void *s, bool wide, uint32_t len,
+    int32_t k)
+{
+	uint32_t	j = 0, n, x;
+
+	while (j < len) {
+		n = len - j < w->cap - w->fill ? len - j : w->cap - w->fill;
+		if (s == NULL)
+			memset(w->wi + w->fill, 0, n * sizeof(int32_t));
+		else if (wide) {
+			for (x = 0; x < n; x++)
+				w->wi[w->fill + x] =
+				    (int32_t)((const uint32_t *)s)[j + x];
+		} else {
+			for (x = 0; x < n; x++)
+				w->wi[w->fill + x] = ((const uint16_t *)s)[j + x];
+		}
+		for (x = 0; x < n; x++) {
+			w->wp[w->fill + x] = (int32_t)(j + x);
+			w->ws[w->fill + x] = k;
+		}
+		w->fill += n;
+		j += n;
+		if (w->fill == w->cap)
+			tokens_row_flush(w);
+	}
+}
+
+/* Write row @index of (@seed, @epoch): ids, position ids, segment ids. */
+static int
+tokens_read_at(const struct dataset *ds, uint64_t index, uint64_t seed,
+    uint64_t epoch, void *dst, int64_t *label, bool stream)
+{
 	const struct tokens		*t = ds->priv;
 	const struct packing_piece	*pc;
-	uint32_t			 seq = t->pk.seq_len, k, j, at = 0;
-	int32_t				*ids = dst, *pos = ids + seq,
-					*seg = pos + seq;
-	uint64_t			 i, first, last, end = 0;
+	struct tokens_row		 w;
+	uint32_t			 seq = t->pk.seq_len, k, at = 0;
+	uint64_t			 i, first, last;
 
-	(void)stream;
+	w.ids = dst;
+	w.pos = w.ids + seq;
+	w.seg = w.pos + seq;
+	w.base = w.fill = 0;
+	w.stream = stream;
+	w.cap = stream ? TOKENS_CHUNK : seq;
+	w.wi = stream ? w.bi : w.ids;
+	w.wp = stream ? w.bp : w.pos;
+	w.ws = stream ? w.bs : w.seg;
 	first = t->pk.row_first[index];
 	last = t->pk.row_first[index + 1];
-	for (i = first; i < last; i++) {
-		pc = &t->pk.pieces[i];
-		if (pc->start + pc->len > end)
-			end = pc->start + pc->len;
-	}
-	if (!dataset_map_holds(&t->data, end * t->tsize))
-		return (-1);
 	for (i = first, k = 1; i < last; i++, k++) {
-		pc = &t->pk.pieces[i];
-		if (t->tsize == 2) {
-			const uint16_t *s = (const uint16_t *)(const void *)
-			    t->data.base + pc->start;
-
-			for (j = 0; j < pc->len; j++)
-				ids[at + j] = s[j];
-		} else {
-			const uint32_t *s = (const uint32_t *)(const void *)
-			    t->data.base + pc->start;
-
-			for (j = 0; j < pc->len; j++)
-				ids[at + j] = (int32_t)s[j];
-		}
-		for (j = 0; j < pc->len; j++) {
-			pos[at + j] = (int32_t)j;
-			seg[at + j] = (int32_t)k;
-		}
+		pc = packing_piece(&t->pk, i, seed, epoch);
+		if (!dataset_map_holds(&t->data, (pc->start + pc->len) *
+		    t->tsize))
+			return (-1);
+		tokens_row_put(&w, t->data.base + pc->start * t->tsize,
+		    t->tsize == 4, pc->len, (int32_t)k);
 		at += pc->len;
 	}
-	for (j = 0; at + j < seq; j++) {
-		ids[at + j] = 0;
-		pos[at + j] = (int32_t)j;
-		seg[at + j] = 0;
-	}
+	tokens_row_put(&w, NULL, false, seq - at, 0);
+	tokens_row_flush(&w);
 	*label = (int64_t)(last - first);
 	return (0);
 }

@@ -76,6 +76,18 @@ struct dataset {
 	 */
 	uint64_t		 serial;
 	/*
+	 * Bytes the reader keeps in memory while open (a tokens packing), in
+	 * each process that opens it: the catalogue charges them to
+	 * memory_budget.
+	 */
+	uint64_t		 memory;
+	/*
+	 * A token dataset's documents and the real tokens in its rows
+	 * (samples: the packed rows of shape[1] tokens); 0 for others.
+	 */
+	uint64_t		 documents;
+	uint64_t		 tokens;
+	/*
 	 * Samples are encoded images (dataset_read_encoded()); ndim, shape,
 	 * dtype and sample_bytes are then 0.
 	 */
@@ -97,6 +109,14 @@ struct dataset_ops {
 	/* Write sample @index to @dst (dataset_read()'s @stream); return 0
 	 * and set *label, or -1. */
 	int		(*read)(const struct dataset *, uint64_t index, void *dst,
+			    int64_t *label, bool stream);
+	/*
+	 * As read, for a reader whose rows change with the epoch (tokens
+	 * re-packed): sample @index of epoch @epoch of seed @seed (NULL: read
+	 * is the same in every epoch).
+	 */
+	int		(*read_at)(const struct dataset *, uint64_t index,
+			    uint64_t seed, uint64_t epoch, void *dst,
 			    int64_t *label, bool stream);
 	void		(*close)(struct dataset *);
 	/* Encoded readers: see dataset_read_encoded(), dataset_sample_where(). */

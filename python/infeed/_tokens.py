@@ -157,14 +157,28 @@ class TokenLoader(DataLoader):
     Hugging Face keys), plus ``epoch`` and ``step``.  ``batch_size`` is in
     rows of ``seq_len`` tokens; shuffle, seed, resume (``state_dict``,
     ``load_state_dict``), elastic resume and sharing are the DataLoader's:
-    the packed rows are the dataset's samples."""
+    the packed rows are the dataset's samples.  ``seq_len``: the tokens of a
+    row the trainer expects, checked by infeedd at the attach (a dataset
+    packed at another is refused, saying its own); None takes the
+    dataset's."""
 
     def __init__(self, options, dataset, batch_size=1, *, labels="shifted",
-                 **kwargs):
+                 seq_len=None, **kwargs):
         if labels not in ("shifted", "hf"):
             raise ValueError(f'labels must be "shifted" or "hf", not '
                              f'{labels!r}')
+        if seq_len is not None and (isinstance(seq_len, bool) or
+                                    not isinstance(seq_len, int) or
+                                    not 1 <= seq_len < 2 ** 32):
+            raise ValueError(f"seq_len must be a whole number of tokens "
+                             f"from 1, or None for the dataset's; not "
+                             f"{seq_len!r}")
+        if seq_len is not None and kwargs.get("early_preload"):
+            raise ValueError("seq_len with early_preload: give one or the "
+                             "other")
         super().__init__(options, dataset, batch_size, **kwargs)
+        if seq_len is not None:
+            self._opts["seq_len"] = seq_len
         self._labels = labels
 
     def _check_tokens(self):

@@ -8,7 +8,12 @@ document, cu_seqlens; the same stream for the same seed, and after a
 resume mid-epoch."""
 
 import hashlib
+import json
+import os
 import random
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -167,6 +172,187 @@ def test_same_seed_same_stream_and_resume_mid_epoch(tok):
     _, h3 = epoch_stream(d)
     d.close()
     assert h3 != h
+
+
+def test_each_epoch_packs_anew_every_token_once_and_resumes(tok):
+    """repack = epoch (the default): epoch 1 groups other documents in its
+    rows than epoch 0, each epoch every token once; a run resumed in
+    epoch 1 gets epoch 1's rows."""
+    def loader():
+        return infeed.TokenLoader(None, "tok", batch_size=4, shuffle=True,
+                                  seed=5, drop_last=False, socket=tok.socket,
+                                  share=False)
+    total = sum(len(d) for d in tok.docs)
+    a = loader()
+    groups, streams = [], []
+    for epoch in (0, 1):
+        a.set_epoch(epoch)
+        seen, rows_of = set(), set()
+
+        def check(batch):
+            ids, pos, seg = (batch[k] for k in ("input_ids", "position_ids",
+                                                "segment_ids"))
+            rows = [[ids[b].tolist(), pos[b].tolist(), seg[b].tolist()]
+                    for b in range(ids.shape[0])]
+            check_rows(rows, tok.docs, seen)
+            for r_ids, r_pos, r_seg in rows:
+                firsts = [t for t, p, s in zip(r_ids, r_pos, r_seg)
+                          if p == 0 and s != 0]
+                if len(firsts) > 1:
+                    rows_of.add(frozenset(firsts))
+        stream, _ = epoch_stream(a, check)
+        assert len(seen) == total, f"epoch {epoch}: {total - len(seen)} " \
+            "tokens missing"
+        groups.append(rows_of)
+        streams.append(stream)
+    a.close()
+    same = len(groups[0] & groups[1])
+    print(f"rows of several pieces: {len(groups[0])} in epoch 0, "
+          f"{len(groups[1])} in epoch 1, {same} alike")
+    assert len(groups[0]) == len(groups[1]) > 20
+    assert same < len(groups[0]) / 2, (same, len(groups[0]))
+    # Resume 3 steps into epoch 1.
+    b = loader()
+    b.set_epoch(1)
+    it = iter(b)
+    first = [np.array(next(it)["input_ids"]) for _ in range(3)]
+    state = b.state_dict()
+    b.close()
+    c = loader()
+    c.load_state_dict(state)
+    rest, _ = epoch_stream(c)
+    c.close()
+    got = first + rest
+    assert len(got) == len(streams[1])
+    for x, y in zip(got, streams[1]):
+        assert np.array_equal(x, y)
+
+
+def _status(d):
+    out = subprocess.run([os.environ["INFEEDCTL"], "--socket", d.socket,
+                          "status", "--json"], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def _wait_log(d, text, count=1):
+    for _ in range(500):
+        if d.log_text().count(text) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no '{text}' in the log:\n{d.log_text()}")
+
+
+def test_packing_is_charged_to_memory_budget(tmp_path):
+    """A tokens dataset's packing counts in memory_used while it is open
+    (twice: the daemon's and the fork server's); a new section whose
+    packing does not fit memory_budget is refused saying so, the others
+    served; a reload that drops the dataset gives its memory back."""
+    docs = documents(3000)
+    infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    d = Daemon(tmp_path, "")
+    try:
+        base = _status(d)["memory_used"]
+        sec = section("tok", tmp_path / "web", "uint32")
+        text = d.conf.read_text()
+        d.conf.write_text(text + sec)
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded")
+        used = _status(d)["memory_used"]
+        pieces = sum((len(x) + SEQ - 1) // SEQ for x in docs)
+        print(f"memory_used {base} B without, {used} B with {pieces} "
+              "pieces")
+        # 36 bytes a piece re-packed, 8 a row, twice.
+        assert used - base >= 2 * 36 * pieces
+        assert used - base <= 2 * (36 + 8) * pieces + 64
+        # Room for tok, not for another packing of the same files.
+        d.conf.write_text(
+            text.replace("memory_budget = 256M",
+                         f"memory_budget = {used + 65536}") +
+            sec + section("tok2", tmp_path / "web", "uint32", seq=32))
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded", 2)
+        assert _status(d)["memory_used"] == used
+        log = d.log_text()
+        assert "dataset 'tok2' refused: it keeps" in log, log
+        assert "raise memory_budget" in log
+        with pytest.raises(infeed.NotFoundError):
+            next(iter(infeed.TokenLoader(None, "tok2", batch_size=2,
+                                         socket=d.socket)))
+        a = infeed.TokenLoader(None, "tok", batch_size=2, socket=d.socket)
+        next(iter(a))
+        a.close()
+        # Dropped: given back.
+        d.conf.write_text(text)
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded", 3)
+        assert _status(d)["memory_used"] == base
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()
+
+
+def _ctl(*args):
+    return subprocess.run([os.environ["INFEEDCTL"], "tokens", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_infeedctl_tokens_convert_and_index(tmp_path):
+    """infeedctl tokens convert (JSON lines of ids) writes what
+    write_tokens() writes; tokens index of a nanoGPT-style .bin (each
+    document ended by its eot) writes the index of its documents, which
+    infeedd serves; bad lines are refused naming the line and the fix."""
+    docs = documents(200)
+    infeed.write_tokens(tmp_path / "ref", docs, "uint32")
+    lines = [json.dumps(d) if i % 2 else json.dumps({"input_ids": d})
+             for i, d in enumerate(docs)]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    r = _ctl("convert", "--dtype", "uint32", tmp_path / "a.jsonl",
+             tmp_path / "a")
+    assert r.returncode == 1 and "a.jsonl:1: column 1: expected a JSON " \
+        "array" in r.stderr and "--key NAME" in r.stderr, r.stderr
+    (tmp_path / "b.jsonl").write_text(
+        "\n".join(json.dumps({"input_ids": d}) for d in docs) + "\n\n")
+    r = _ctl("convert", "--dtype", "uint32", "--key", "input_ids",
+             tmp_path / "b.jsonl", tmp_path / "b")
+    assert r.returncode == 0, r.stderr
+    assert f"{len(docs)} documents" in r.stdout
+    for ext in ("bin", "idx"):
+        assert (tmp_path / f"b.{ext}").read_bytes() == \
+            (tmp_path / f"ref.{ext}").read_bytes()
+    # Ids over uint16 are refused for uint16, saying which line.
+    (tmp_path / "c.jsonl").write_text("[1, 2]\n[3, 70000]\n")
+    r = _ctl("convert", tmp_path / "c.jsonl", tmp_path / "c")
+    assert r.returncode == 1 and "c.jsonl:2: id 70000 does not fit " \
+        "uint16 (up to 65535); use --dtype uint32" in r.stderr, r.stderr
+    assert not (tmp_path / "c.bin").exists()
+    # nanoGPT's layout: uint16, each document ended by 50256.
+    eot = 50256
+    ids = []
+    for d in docs:
+        ids += [t % 50000 for t in d] + [eot]
+    np.array(ids[:-1], dtype=np.uint16).tofile(tmp_path / "gpt.bin")
+    r = _ctl("index", "--eot", eot, tmp_path / "gpt.bin")
+    assert r.returncode == 0, r.stderr
+    idx = np.fromfile(tmp_path / "gpt.idx", dtype=np.uint64)
+    ends = [0]
+    for d in docs:
+        ends.append(ends[-1] + len(d) + 1)
+    ends[-1] -= 1       # the last document ends with the file
+    assert idx.tolist() == ends
+    r = _ctl("index", tmp_path / "gpt.bin")
+    assert r.returncode == 2 and "give --eot" in r.stderr
+    d = Daemon(tmp_path, section("gpt", tmp_path / "gpt", "uint16"))
+    try:
+        loader = infeed.TokenLoader(None, "gpt", batch_size=4,
+                                    drop_last=False, socket=d.socket)
+        n = sum(int((np.array(b["segment_ids"]) != 0).sum())
+                for b in loader)
+        loader.close()
+        assert n == len(ids) - 1
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()
 
 
 def test_numpy_output_and_hugging_face_labels(tok):
@@ -332,13 +518,18 @@ def test_mix_proportions_resume_and_elastic(mixd):
     for i in range(len(whole) - 100 + 1):
         assert 24 <= sum(src_b[i:i + 100]) <= 26, i
     assert sum(src_b) == 150
-    # Each source's rows: tb (fewer rows than 150) repeats, each of its
-    # epochs every row once; ta is sampled, no row twice.
+    # Each source's rows: a source with fewer rows than it is drawn
+    # repeats, each of its epochs every row once (a row told by its first
+    # token, which is another one each source epoch, re-packed).
     for name, mine in (("ta", [t for t in whole if t < 10 ** 6]),
                        ("tb", [t for t in whole if t >= 10 ** 6])):
-        per = len(set(mine))
-        for e in range(0, len(mine) - per + 1, per):
-            assert len(set(mine[e:e + per])) == per, name
+        src = infeed.TokenLoader(None, name, batch_size=1, shuffle=False,
+                                 socket=mixd.socket)
+        per = len(src)
+        src.close()
+        assert len(mine) > per, name
+        for e in range(0, len(mine), per):
+            assert len(set(mine[e:e + per])) == len(mine[e:e + per]), name
     # Resumed every 7 steps: the same rows in the same order.
     assert mix_rows(make(), 7, make) == whole
     # 8 processes take 5 steps each, then 6 finish: the same rows.
@@ -355,3 +546,119 @@ def test_mix_proportions_resume_and_elastic(mixd):
         b.load_state_dict(states[0])
         got += mix_rows(b)
     assert sorted(got) == sorted(whole)
+
+
+def test_trainers_of_one_mixture_share_one_pipeline(mixd):
+    """Two trainers of the same mix and seed share one group: its steps
+    are filled, and its rows read, once for both (group_steps_filled,
+    group_bytes_read: one epoch's), each trainer getting the same rows;
+    a third with another seed has a pipeline of its own."""
+    def make(seed):
+        return infeed.TokenLoader(None, "blend", batch_size=4, shuffle=True,
+                                  seed=seed, drop_last=False,
+                                  output="numpy", socket=mixd.socket)
+    a, b, c = make(3), make(3), make(4)
+    its = [iter(a), iter(b), iter(c)]
+    got = [[np.array(next(it)["input_ids"])] for it in its]
+    sessions = _status(mixd)["sessions"]
+    groups = sorted(s["group_id"] for s in sessions)
+    print("groups", groups)
+    assert len(sessions) == 3
+    mine = [s for s in sessions if s["group_id"] == groups[1]]
+    assert groups[1] != 0 and len(mine) == 2, sessions
+    for x, y in zip(its[0], its[1]):
+        got[0].append(np.array(x["input_ids"]))
+        got[1].append(np.array(y["input_ids"]))
+    assert len(got[0]) == len(a) == 150
+    for x, y in zip(got[0], got[1]):
+        assert np.array_equal(x, y)
+    st = [s for s in _status(mixd)["sessions"]
+          if s["group_id"] == groups[1]][0]
+    row = 3 * SEQ * 4
+    print(f"group: {st['group_steps_filled']} steps filled, "
+          f"{st['group_bytes_read']} bytes read for 2 trainers of "
+          f"{len(a)} steps ({600 * row} bytes an epoch)")
+    assert st["group_steps_filled"] <= len(a) + 8    # the ring's lead
+    assert st["group_bytes_read"] <= (600 + 8 * 4) * row
+    for loader in (a, b, c):
+        loader.close()
+
+
+def test_packing_facts_in_datasets_and_metrics(tmp_path):
+    """infeedctl datasets (ListDatasets) and /metrics say a token
+    dataset's documents, tokens, packed rows and packing efficiency."""
+    import re
+    import urllib.request
+    docs = documents()
+    infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    d = Daemon(tmp_path, "metrics_listen = 127.0.0.1:0\n" +
+               section("tok", tmp_path / "web", "uint32"))
+    try:
+        out = subprocess.run([os.environ["INFEEDCTL"], "--socket", d.socket,
+                              "datasets", "--json"], capture_output=True,
+                             text=True, check=True).stdout
+        info = [x for x in json.loads(out) if x["name"] == "tok"][0]
+        total = sum(len(x) for x in docs)
+        assert info["documents"] == len(docs)
+        assert info["tokens"] == total
+        eff = total / (info["samples"] * SEQ)
+        assert abs(info["packing_efficiency"] - eff) < 1e-4
+        assert all("documents" not in x for x in json.loads(out)
+                   if x["name"] != "tok")
+        text = subprocess.run([os.environ["INFEEDCTL"], "--socket",
+                               d.socket, "datasets"], capture_output=True,
+                              text=True, check=True).stdout
+        assert f"tok: {len(docs)} documents, {total} tokens packed in " \
+            f"{info['samples']} rows of {SEQ}: efficiency" in text, text
+        for _ in range(100):
+            m = re.search(r"metrics on http://127.0.0.1:(\d+)/metrics",
+                          d.log_text())
+            if m:
+                break
+            time.sleep(0.05)
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}"
+                                    "/metrics", timeout=10) as r:
+            body = r.read().decode()
+        want = {"infeed_tokens_documents": len(docs),
+                "infeed_tokens_tokens": total,
+                "infeed_tokens_rows": info["samples"]}
+        for name, v in want.items():
+            assert f'{name}{{dataset="tok"}} {v}\n' in body, body
+        line = [x for x in body.splitlines() if x.startswith(
+            'infeed_tokens_packing_efficiency{dataset="tok"}')][0]
+        assert abs(float(line.split()[1]) - eff) < 1e-5
+        print(f"tok: {len(docs)} documents, {total} tokens, "
+              f"{info['samples']} rows, efficiency {eff:.4f}")
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()
+
+
+def test_seq_len_is_checked_at_the_attach(tok):
+    """TokenLoader(seq_len=) asks for the dataset's rows: its own is
+    served; another, or one for a dataset of other samples, is refused
+    saying what the dataset has and what to do; 0 or None takes the
+    dataset's."""
+    a = infeed.TokenLoader(None, "tok", batch_size=2, seq_len=SEQ,
+                           socket=tok.socket)
+    assert next(iter(a))["input_ids"].shape == (2, SEQ)
+    a.close()
+    b = infeed.TokenLoader(None, "tok", batch_size=2, seq_len=32,
+                           socket=tok.socket)
+    with pytest.raises(infeed.InvalidArgumentError) as e:
+        next(iter(b))
+    msg = str(e.value)
+    assert f"dataset 'tok' is packed in rows of seq_len {SEQ}" in msg, msg
+    assert "seq_len = 32 needs a section of its own" in msg, msg
+    b.close()
+    with pytest.raises(ValueError):
+        infeed.TokenLoader(None, "tok", seq_len=0, socket=tok.socket)
+    # A dataset of other samples: refused by infeedd, whatever the client.
+    o = infeed.Options()
+    d = infeed.TokenLoader(o, "raw", batch_size=2, seq_len=SEQ,
+                           socket=tok.socket)
+    with pytest.raises(infeed.InvalidArgumentError) as e:
+        next(iter(d))
+    assert "is for token datasets" in str(e.value), str(e.value)
+    d.close()
+

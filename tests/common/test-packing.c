@@ -52,9 +52,13 @@ lognormal_bounds(uint64_t n, double median, double sigma, uint64_t seed)
 	return (b);
 }
 
-/* Every token once, rows within seq_len, each piece inside one document. */
+/*
+ * Every token once in epoch @epoch of @seed, rows within seq_len, each
+ * piece inside one document.
+ */
 static void
-check_exactly_once(const struct packing *p, const uint64_t *b, uint64_t n)
+check_epoch(const struct packing *p, const uint64_t *b, uint64_t n,
+    uint64_t seed, uint64_t epoch)
 {
 	uint8_t		*seen = calloc(b[n], 1);
 	uint64_t	 r, i, t, used, doc;
@@ -67,7 +71,8 @@ check_exactly_once(const struct packing *p, const uint64_t *b, uint64_t n)
 		if (p->row_first[r] >= p->row_first[r + 1])
 			ck_abort_msg("row %llu is empty", (unsigned long long)r);
 		for (i = p->row_first[r]; i < p->row_first[r + 1]; i++) {
-			const struct packing_piece *pc = &p->pieces[i];
+			const struct packing_piece *pc = packing_piece(p, i,
+			    seed, epoch);
 
 			used += pc->len;
 			/* The document holding the piece's first token. */
@@ -114,6 +119,13 @@ check_exactly_once(const struct packing *p, const uint64_t *b, uint64_t n)
 	free(seen);
 }
 
+/* Every token once, as epoch 0 of seed 0 packs them. */
+static void
+check_exactly_once(const struct packing *p, const uint64_t *b, uint64_t n)
+{
+	check_epoch(p, b, n, 0, 0);
+}
+
 /* Efficiency and cost of each algorithm; BFD over all is >= 99 %. */
 START_TEST(efficiency_on_lognormal_lengths)
 {
@@ -137,7 +149,7 @@ START_TEST(efficiency_on_lognormal_lengths)
 	for (i = 0; i < 5; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ck_assert_int_eq(packing_make(&p, b, DOCS, SEQ, algos[i].algo,
-		    algos[i].window), 0);
+		    algos[i].window, true), 0);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
 		    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -162,10 +174,10 @@ START_TEST(packing_is_a_pure_function)
 	uint64_t	*b = lognormal_bounds(5000, 300, 1.5, 7);
 	struct packing	 p, q;
 
-	ck_assert_int_eq(packing_make(&p, b, 5000, 1024, PACKING_BFD, 1000),
-	    0);
-	ck_assert_int_eq(packing_make(&q, b, 5000, 1024, PACKING_BFD, 1000),
-	    0);
+	ck_assert_int_eq(packing_make(&p, b, 5000, 1024, PACKING_BFD, 1000,
+	    true), 0);
+	ck_assert_int_eq(packing_make(&q, b, 5000, 1024, PACKING_BFD, 1000,
+	    true), 0);
 	ck_assert_uint_eq(p.rows, q.rows);
 	ck_assert_uint_eq(p.npieces, q.npieces);
 	ck_assert(memcmp(p.row_first, q.row_first,
@@ -173,6 +185,66 @@ START_TEST(packing_is_a_pure_function)
 	ck_assert(memcmp(p.pieces, q.pieces, p.npieces * sizeof *p.pieces) ==
 	    0);
 	check_exactly_once(&p, b, 5000);
+	packing_clear(&p);
+	packing_clear(&q);
+	free(b);
+}
+END_TEST
+
+/*
+ * Each epoch packs anew: the same rows' count and efficiency, every token
+ * once, but other pieces share a row (most rows' groups change from epoch
+ * to epoch); the same (seed, epoch) gives the same rows; without
+ * per_epoch every epoch is epoch 0.
+ */
+START_TEST(each_epoch_packs_anew)
+{
+	uint64_t	*b = lognormal_bounds(DOCS, 400, 1.2, 1), r, i, same,
+			 multi, e;
+	struct packing	 p, q;
+
+	ck_assert_int_eq(packing_make(&p, b, DOCS, SEQ, PACKING_BFD, 0, true),
+	    0);
+	ck_assert_int_eq(packing_make(&q, b, DOCS, SEQ, PACKING_BFD, 0, false),
+	    0);
+	ck_assert_uint_eq(p.rows, q.rows);
+	for (e = 0; e < 3; e++)
+		check_epoch(&p, b, DOCS, 42, e);
+	check_epoch(&p, b, DOCS, 43, 0);
+	/* Rows of several pieces whose pieces are all the same, 0 vs 1. */
+	same = multi = 0;
+	for (r = 0; r < p.rows; r++) {
+		bool	eq = true;
+
+		if (p.row_first[r + 1] - p.row_first[r] < 2)
+			continue;
+		multi++;
+		for (i = p.row_first[r]; i < p.row_first[r + 1]; i++) {
+			if (packing_piece(&p, i, 42, 0)->start !=
+			    packing_piece(&p, i, 42, 1)->start)
+				eq = false;
+			/* A pure function of (seed, epoch). */
+			if (packing_piece(&p, i, 42, 1) !=
+			    packing_piece(&p, i, 42, 1))
+				ck_abort_msg("slot %llu moved",
+				    (unsigned long long)i);
+		}
+		same += eq;
+	}
+	printf("re-packing: %llu rows of several pieces, %llu the same in "
+	    "epochs 0 and 1; efficiency %.4f every epoch\n",
+	    (unsigned long long)multi, (unsigned long long)same,
+	    packing_efficiency(&p));
+	ck_assert_uint_gt(multi, p.rows / 2);
+	ck_assert_msg(same * 10 < multi, "%llu of %llu rows are the same in "
+	    "epochs 0 and 1", (unsigned long long)same,
+	    (unsigned long long)multi);
+	/* Without per_epoch: one packing for all epochs. */
+	for (i = 0; i < q.npieces; i++)
+		ck_assert_ptr_eq(packing_piece(&q, i, 42, 0),
+		    packing_piece(&q, i, 42, 7));
+	ck_assert_uint_lt(packing_bytes(q.npieces, q.rows, false),
+	    packing_bytes(p.npieces, p.rows, true));
 	packing_clear(&p);
 	packing_clear(&q);
 	free(b);
@@ -190,16 +262,18 @@ START_TEST(long_documents_are_cut)
 	for (algo = 0; algo < 3; algo++) {
 		for (seq = 1; seq <= 40; seq++) {
 			ck_assert_int_eq(packing_make(&p, b, 4, seq,
-			    (enum packing_algo)algo, algo == 0 ? 2 : 0), 0);
+			    (enum packing_algo)algo, algo == 0 ? 2 : 0,
+			    true), 0);
 			check_exactly_once(&p, b, 4);
+			check_epoch(&p, b, 4, 3, 5);
 			packing_clear(&p);
 		}
 	}
 	/* 25 tokens at seq_len 8: 3 full pieces and a remainder of 1. */
-	ck_assert_int_eq(packing_make(&p, b + 1, 1, 8, PACKING_BFD, 0), 0);
+	ck_assert_int_eq(packing_make(&p, b + 1, 1, 8, PACKING_BFD, 0, true), 0);
 	ck_assert_uint_eq(p.npieces, 4);
 	packing_clear(&p);
-	ck_assert_int_eq(packing_make(&p, b, 0, 8, PACKING_BFD, 0), 0);
+	ck_assert_int_eq(packing_make(&p, b, 0, 8, PACKING_BFD, 0, true), 0);
 	ck_assert_uint_eq(p.rows, 0);
 	packing_clear(&p);
 }
@@ -212,11 +286,11 @@ START_TEST(bad_arguments_refused)
 	struct packing	p;
 
 	errno = 0;
-	ck_assert_int_eq(packing_make(&p, b, 1, 0, PACKING_BFD, 0), -1);
+	ck_assert_int_eq(packing_make(&p, b, 1, 0, PACKING_BFD, 0, true), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_int_eq(packing_make(&p, b, 1, PACKING_SEQ_LEN_MAX + 1,
-	    PACKING_BFD, 0), -1);
-	ck_assert_int_eq(packing_make(&p, b, 3, 8, PACKING_BFD, 0), -1);
+	    PACKING_BFD, 0, true), -1);
+	ck_assert_int_eq(packing_make(&p, b, 3, 8, PACKING_BFD, 0, true), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_ptr_null(p.pieces);
 }
@@ -230,6 +304,7 @@ packing_suite(void)
 
 	tcase_add_test(tc, efficiency_on_lognormal_lengths);
 	tcase_add_test(tc, packing_is_a_pure_function);
+	tcase_add_test(tc, each_epoch_packs_anew);
 	tcase_add_test(tc, long_documents_are_cut);
 	tcase_add_test(tc, bad_arguments_refused);
 	tcase_set_timeout(tc, 120);

@@ -80,7 +80,7 @@ cat_open(const struct config *conf, struct catalogue *old)
 	struct catalogue	*cat;
 
 	log_begin();
-	cat = catalogue_open(conf, old);
+	cat = catalogue_open(conf, old, UINT64_MAX);
 	log_end();
 	ck_assert_ptr_nonnull(cat);
 	return (cat);

@@ -25,6 +25,7 @@
 #include <check.h>
 #include <zlib.h>
 
+#include "copy.h"
 #include "dataset.h"
 #include "runner.h"
 
@@ -1878,6 +1879,77 @@ START_TEST(tokens_packs_documents_into_rows)
 }
 END_TEST
 
+/*
+ * Rows longer than the reader's chunk are the same written straight or
+ * streamed (the slot past the cache), in every epoch: every token once,
+ * positions from each piece's start, padding 0; epochs 0 and 1 differ.
+ */
+START_TEST(tokens_rows_the_same_streamed_and_each_epoch_once)
+{
+	enum { SEQ = 3000, DOCS = 40 };
+	static uint16_t	 t16[DOCS * 2500];
+	static uint64_t	 b[DOCS + 1];
+	static uint8_t	 seen[DOCS * 2500];
+	struct dataset	*ds;
+	int32_t		*plain, *streamed;
+	int64_t		 l1, l2;
+	uint64_t	 r, e, n = 0, i, differ = 0;
+	int		 j;
+
+	for (i = 0; i < DOCS; i++) {
+		b[i] = n;
+		n += (uint64_t[]){ 1, 700, 1400, 2100, 3500 }[i % 5];
+	}
+	b[DOCS] = n;
+	for (i = 0; i < n; i++)
+		t16[i] = (uint16_t)(i + 1);
+	write_file(tpath("big.bin"), t16, n * 2);
+	write_file(tpath("big.idx"), b, sizeof b);
+	ds = open_ok(conf_new("big", "type", "tokens", "path",
+	    tpath("big.bin"), "index", tpath("big.idx"), "seq_len", "3000",
+	    NULL));
+	plain = calloc(3 * SEQ, sizeof(int32_t));
+	streamed = calloc(3 * SEQ, sizeof(int32_t));
+	ck_assert(plain != NULL && streamed != NULL);
+	for (e = 0; e < 2; e++) {
+		memset(seen, 0, sizeof seen);
+		for (r = 0; r < ds->samples; r++) {
+			ck_assert_int_eq(dataset_read_at(ds, r, 9, e, plain, &l1,
+			    false), 0);
+			ck_assert_int_eq(dataset_read_at(ds, r, 9, e, streamed,
+			    &l2, true), 0);
+			copy_fence();
+			ck_assert(memcmp(plain, streamed, 3 * SEQ * 4) == 0);
+			ck_assert_int_eq(l1, l2);
+			for (j = 0; j < SEQ; j++) {
+				if (plain[2 * SEQ + j] == 0) {
+					ck_assert_int_eq(plain[j], 0);
+					continue;
+				}
+				if (seen[plain[j] - 1])
+					ck_abort_msg("token %d twice", plain[j]);
+				seen[plain[j] - 1] = 1;
+				if (plain[SEQ + j] != 0 && plain[j] !=
+				    plain[j - 1] + 1)
+					ck_abort_msg("row %llu: a piece is not "
+					    "consecutive", (unsigned long long)r);
+			}
+			if (e == 1) {
+				ck_assert_int_eq(dataset_read_at(ds, r, 9, 0,
+				    streamed, &l2, false), 0);
+				differ += memcmp(plain, streamed, SEQ * 4) != 0;
+			}
+		}
+		for (i = 0; i < n; i++)
+			ck_assert(seen[i]);
+	}
+	ck_assert_uint_gt(differ, 0);
+	free(plain);
+	free(streamed);
+	dataset_free(ds);
+}
+END_TEST
+
 /* Bad files and keys are refused, naming the file and what is wrong. */
 START_TEST(tokens_refuses_bad_files_with_the_reason)
 {
@@ -2321,6 +2393,7 @@ dataset_suite(void)
 	tc = tcase_create("tokens");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, tokens_packs_documents_into_rows);
+	tcase_add_test(tc, tokens_rows_the_same_streamed_and_each_epoch_once);
 	tcase_add_test(tc, tokens_refuses_bad_files_with_the_reason);
 	tcase_add_test(tc, tokens_documents_end_at_eot_without_an_index);
 	tcase_add_test(tc, tokens_reads_megatron_indexes);

@@ -59,7 +59,7 @@ setup(void)
 	fclose(fp);
 	conf = config_load(conf_path, &cause);
 	ck_assert_msg(conf != NULL, "%s", cause);
-	cat = catalogue_open(conf, NULL);
+	cat = catalogue_open(conf, NULL, UINT64_MAX);
 	ck_assert_uint_eq(cat->ndatasets, 1);
 	beats = mmap(NULL, 2 * sizeof(*beats), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);

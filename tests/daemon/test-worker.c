@@ -77,7 +77,7 @@ setup(void)
 	ck_assert_int_eq(fclose(f), 0);
 	conf = config_load(conf_path, &cause);
 	ck_assert_msg(conf != NULL, "config: %s", cause);
-	cat = catalogue_open(conf, NULL);
+	cat = catalogue_open(conf, NULL, UINT64_MAX);
 	ck_assert_ptr_nonnull(ds = catalogue_find(cat, "u8", &index));
 	ck_assert_uint_eq(index, 0);
 	ck_assert_int_eq(transform_init(&tf, NULL, ds, &cause), 0);

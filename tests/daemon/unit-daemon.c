@@ -203,7 +203,7 @@ unit_daemon_start(const char *path, size_t ndatasets, unsigned workers)
 
 	conf = config_load(path, &cause);
 	ck_assert_msg(conf != NULL, "config: %s", cause);
-	cat = catalogue_open(conf, NULL);
+	cat = catalogue_open(conf, NULL, UINT64_MAX);
 	ck_assert_uint_eq(cat->ndatasets, ndatasets);
 	unit_add_flaky(cat);
 	ring_budget_init(&budget, conf->memory_budget, conf->path, 0);

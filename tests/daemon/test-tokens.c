@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Token datasets on the real infeedd (issue 37): a reload that opens a
+ * token dataset reads and packs it on a thread, never on the event loop.
+ * The token file is served through slowfs with its reads held, so that
+ * the open's scan for document ends waits as long as the test likes: a
+ * bystander trainer's round trips stay under 250 ms all the while (on
+ * the loop they waited for the whole hold), and once the reads are
+ * released the reload ends with the dataset served.
+ */
+
+#include <sys/stat.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "harness.h"
+#include "infeed.h"
+#include "slowfs-mount.h"
+
+#define TOK_COUNT	(256 * 1024)	/* uint16 tokens: 512 KiB */
+#define TOK_EOT		1
+#define TOK_HOLD_US	1500000		/* the reads held this long */
+
+/* Write @src/web.bin: documents of 1 to 97 tokens, each ended by TOK_EOT. */
+static void
+tokens_file(const char *src)
+{
+	static uint16_t	ids[TOK_COUNT];
+	char		path[600];
+	uint32_t	i, left = 0, k = 0;
+	FILE		*fp;
+
+	for (i = 0; i < TOK_COUNT; i++) {
+		if (left == 0) {
+			left = 1 + (k++ * 37) % 97;
+			ids[i] = (uint16_t)(2 + i % 1000);
+		} else
+			ids[i] = --left == 0 ? TOK_EOT : (uint16_t)(2 + i % 1000);
+	}
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	snprintf(path, sizeof(path), "%s/web.bin", src);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(ids, 2, TOK_COUNT, fp), TOK_COUNT);
+	fclose(fp);
+}
+
+/* Whether the log holds @text, waiting up to @ms for it. */
+static bool
+log_has(const char *text, unsigned ms)
+{
+	static char	buf[1 << 16];
+	unsigned	i;
+
+	for (i = 0; i <= ms / 10; i++) {
+		read_log(buf, sizeof(buf));
+		if (strstr(buf, text) != NULL)
+			return (true);
+		usleep(10000);
+	}
+	return (false);
+}
+
+/*
+ * A reload adds a token dataset whose file's reads are held: the open
+ * waits in its scan, off the loop; the bystander is served meanwhile.
+ */
+START_TEST(a_reload_opens_a_token_dataset_off_the_loop)
+{
+	struct slowfs		 fs;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	char			 src[400], mnt[400];
+	FILE			*fp;
+
+	make_files(NULL);
+	snprintf(src, sizeof(src), "%s/src", tpath("."));
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tpath("."));
+	tokens_file(src);
+	ck_assert(slowfs_start(&fs, src, mnt, (const char *const []){
+	    "--delay-us", "1000", "--readahead-kib", "4", NULL }));
+	infeedd_start("");
+	bystander_start(&b);
+	usleep(200000);
+
+	slowfs_command(&fs, "hold");
+	ck_assert_ptr_nonnull(fp = fopen(tpath("infeedd.conf"), "a"));
+	fprintf(fp, "\n[dataset web]\ntype = tokens\npath = %s/web.bin\n"
+	    "eot = %d\nseq_len = 64\n", mnt, TOK_EOT);
+	fclose(fp);
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
+	usleep(TOK_HOLD_US);
+	/* The open is under way, waiting for its reads. */
+	ck_assert_uint_gt(slowfs_counter(&fs, "held"), 0);
+	ck_assert(!log_has("reloaded", 0));
+	slowfs_command(&fs, "release");
+	ck_assert_msg(log_has("reloaded: ", 20000), "the reload never ended");
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	ck_assert(log_has("dataset 'web': tokens", 0));
+	slowfs_stop(&fs);
+}
+END_TEST
+
+static Suite *
+tokens_suite(void)
+{
+	Suite	*s = suite_create("tokens");
+	TCase	*tc = tcase_create("tokens");
+
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_test(tc, a_reload_opens_a_token_dataset_off_the_loop);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+/* Run every case; skipped (77) where FUSE cannot be mounted. */
+int
+main(void)
+{
+	if (!slowfs_probe())
+		return (77);
+	return (run_suite(tokens_suite()));
+}
