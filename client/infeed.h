@@ -412,6 +412,18 @@ struct infeed_stats {
 	 * (NULL: a daemon that did not say).
 	 */
 	char				 *reads_in_flight;
+	/*
+	 * Since libinfeed 1.12: the host's cache of remote datasets
+	 * (cache_dir; all 0 without one): bytes held, cache_max, blocks
+	 * read from it and downloaded since infeedd started, bytes
+	 * downloaded, blocks evicted.
+	 */
+	uint64_t			  cache_bytes;
+	uint64_t			  cache_max;
+	uint64_t			  cache_hits;
+	uint64_t			  cache_misses;
+	uint64_t			  cache_bytes_downloaded;
+	uint64_t			  cache_evictions;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

@@ -315,6 +315,34 @@ status_pool_line(const struct infeed_stats *st)
 	    st->pool_decision ? st->pool_decision : "?");
 }
 
+/*
+ * The host's cache of remote datasets, when there is one; with @prev,
+ * @dt seconds before (top), what it downloads now.
+ */
+static void
+status_cache_line(const struct infeed_stats *st,
+    const struct infeed_stats *prev, double dt)
+{
+	uint64_t	reads = st->cache_hits + st->cache_misses;
+
+	if (st->cache_max == 0)
+		return;
+	printf("cache: %.1f of %.1f MiB, %llu blocks read from it, %llu "
+	    "downloaded (%.1f%% hits), %.1f MiB downloaded, %llu evicted",
+	    (double)st->cache_bytes / (1 << 20),
+	    (double)st->cache_max / (1 << 20),
+	    (unsigned long long)st->cache_hits,
+	    (unsigned long long)st->cache_misses,
+	    reads > 0 ? 100.0 * (double)st->cache_hits / (double)reads : 0.0,
+	    (double)st->cache_bytes_downloaded / (1 << 20),
+	    (unsigned long long)st->cache_evictions);
+	if (prev != NULL && dt > 0 &&
+	    st->cache_bytes_downloaded >= prev->cache_bytes_downloaded)
+		printf("; now %.1f MiB/s", (double)(st->cache_bytes_downloaded -
+		    prev->cache_bytes_downloaded) / (1 << 20) / dt);
+	printf("\n");
+}
+
 /* infeedctl status --json */
 static void
 status_json(const struct infeed_stats *st)
@@ -357,6 +385,10 @@ status_json(const struct infeed_stats *st)
 	    st->fork_server_pid, st->fork_server_restarts);
 	printf(",\"reads_in_flight\":");
 	json_string(st->reads_in_flight ? st->reads_in_flight : "");
+#define STATUS_CACHE_JSON(name, ...)					\
+	printf(",\"" #name "\":%llu", (unsigned long long)st->name);
+	INFEED_CACHE_STATS(STATUS_CACHE_JSON)
+#undef STATUS_CACHE_JSON
 	printf(",\"workers\":[");
 	for (i = 0; i < st->nworkers; i++) {
 		ws = st->workers[i];
@@ -451,7 +483,7 @@ status_text(const struct infeed_stats *st)
 	printf("infeedd %s, up %.0f s, %u clients, rings %llu of %llu "
 	    "MiB, %llu MiB kept warm (%llu of %llu rings on kept memory), "
 	    "%llu MiB held by ended sessions' processes, "
-	    "%.1f MiB of its own\n%s\n\n",
+	    "%.1f MiB of its own\n%s\n",
 	    st->daemon_version ? st->daemon_version : "?",
 	    (double)st->uptime_ms / 1000.0, st->clients,
 	    (unsigned long long)(st->memory_used >> 20),
@@ -462,6 +494,8 @@ status_text(const struct infeed_stats *st)
 	    (unsigned long long)(st->memory_held >> 20),
 	    (double)st->memory_private / (1 << 20),
 	    status_huge_pages(st->huge_pages));
+	status_cache_line(st, NULL, 0);
+	printf("\n");
 	printf("%-8s %-22s %-16s %8s %7s %8s %9s %12s\n", "SESSION",
 	    "DATASET", "CLIENT", "PID", "EPOCH", "STEP", "RING", "ITEMS/S");
 	for (i = 0; i < st->nsessions; i++) {
@@ -616,12 +650,19 @@ top_print(const struct infeed_stats *st, const struct infeed_stats *prev,
 			    st->pool_last_resize : "");
 			printf(",");
 		}
+		if (st->cache_max > 0)
+			printf("\"cache_bytes\":%llu,\"cache_misses\":%llu,"
+			    "\"cache_bytes_downloaded\":%llu,",
+			    (unsigned long long)st->cache_bytes,
+			    (unsigned long long)st->cache_misses,
+			    (unsigned long long)st->cache_bytes_downloaded);
 		printf("\"sessions\":[");
 	} else {
 		printf("infeedd: %u clients, %zu sessions, workers %u of %zu "
 		    "busy\n", st->clients, st->nsessions, busy, st->nworkers);
 		if (st->workers_auto)
 			status_pool_line(st);
+		status_cache_line(st, prev, dt);
 		printf("\n%-16.16s %-18.18s %10s %12s %6s %7s %9s\n",
 		    "CLIENT", "DATASET", "ITEMS/S", "INPUT-BOUND", "RING",
 		    "ERRORS", "PID");

@@ -31,6 +31,7 @@
 #define INFEED_MEMORY_TYPE(name, ...)					\
 	INFEED_STATS_TYPE(infeed_stats, name, uint64_t)
 INFEED_MEMORY_STATS(INFEED_MEMORY_TYPE)
+INFEED_CACHE_STATS(INFEED_MEMORY_TYPE)
 INFEED_SESSION_STATS(INFEED_SESSION_TYPE)
 INFEED_WORKER_STATS(INFEED_WORKER_TYPE)
 INFEED_GROUP_STATS(INFEED_GROUP_TYPE)
@@ -136,6 +137,7 @@ infeed_stats_from(const Infeed__Stats *in, size_t size, size_t session_size,
 	st->clients = in->clients;
 #define INFEED_MEMORY_STAT(name, ...)	st->name = in->name;
 	INFEED_MEMORY_STATS(INFEED_MEMORY_STAT)
+	INFEED_CACHE_STATS(INFEED_MEMORY_STAT)
 #undef INFEED_MEMORY_STAT
 	st->workers_auto = in->has_workers_auto && in->workers_auto;
 	st->workers_max = in->workers_max;

@@ -26,10 +26,12 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
+#include "cache.h"
 #include "clock.h"
 #include "daemon.h"
 #include "io-batch.h"
 #include "log.h"
+#include "reader-remote.h"
 #include "stats.h"
 #include "version.h"
 #include "xmalloc.h"
@@ -328,6 +330,11 @@ void
 daemon_free(struct daemon *d)
 {
 	metrics_free(d->metrics);	/* it reads the peers */
+	if (d->ev_reload != NULL) {
+		event_free(d->ev_reload);
+		config_free(d->reload_conf);
+	}
+	cache_heads_forget();
 	if (d->ev_autotune != NULL)
 		event_free(d->ev_autotune);
 	peers_free(d->peers);
@@ -406,6 +413,7 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	(void)ev;
 	ncat = daemon_reload_join(r);
 	d->reload = NULL;
+	cache_heads_forget();
 	catalogue_disown(d->cat, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
@@ -433,20 +441,91 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 /*
+ * Open @nconf's catalogue on a thread (a token dataset's scan and packing
+ * take seconds for billions of tokens) while the loop serves the old one;
+ * daemon_reload_done_cb() serves it when it is open.
+ */
+static void
+daemon_reload_open(struct daemon *d, struct config *nconf)
+{
+	struct daemon_reload	*r;
+	uint64_t		 others;
+
+	r = xcalloc(1, sizeof(*r));
+	r->d = d;
+	r->nconf = nconf;
+	others = d->budget.used - d->cat->memory;
+	r->room = nconf->memory_budget > others ? nconf->memory_budget -
+	    others : 0;
+	if (pipe2(r->wake, O_NONBLOCK | O_CLOEXEC) == -1)
+		fatal("pipe2");
+	if ((r->ev = event_new(d->base, r->wake[0], EV_READ,
+	    daemon_reload_done_cb, r)) == NULL || event_add(r->ev, NULL) == -1)
+		fatalx("cannot watch the reload's thread");
+	if ((errno = pthread_create(&r->thread, NULL, daemon_reload_main,
+	    r)) != 0)
+		fatal("cannot start the reload's thread");
+	d->reload = r;
+}
+
+/* The reload's servers answered (or gave up): open its catalogue. */
+static void
+daemon_reload_heads_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon	*d = arg;
+	struct config	*nconf = d->reload_conf;
+
+	(void)fd;
+	(void)ev;
+	event_free(d->ev_reload);
+	d->ev_reload = NULL;
+	d->reload_conf = NULL;
+	cache_heads_finish();
+	daemon_reload_open(d, nconf);
+}
+
+/*
+ * Start the HEADs of @nconf's remote datasets in a thread, to be waited
+ * for by the loop.  Return: whether they are under way.
+ */
+static bool
+daemon_reload_heads(struct daemon *d, struct config *nconf)
+{
+	char	**urls;
+	size_t	  i, n = 0;
+	int	  fd;
+
+	urls = xcalloc(2 * nconf->ndatasets + 1, sizeof(*urls));
+	for (i = 0; i < nconf->ndatasets; i++)
+		n += dataset_remote_urls(&nconf->datasets[i], urls + n);
+	fd = cache_heads_start(urls, n);
+	free(urls);
+	if (fd == -1)
+		return (false);
+	d->ev_reload = event_new(d->base, fd, EV_READ, daemon_reload_heads_cb,
+	    d);
+	if (d->ev_reload == NULL || event_add(d->ev_reload, NULL) != 0)
+		fatalx("cannot wait for a reload's remote servers");
+	d->reload_conf = nconf;
+	log_info("reload: asking the servers of %zu remote files first", n);
+	return (true);
+}
+
+/*
  * Reload the configuration; the old one stays if the new one is bad.  The
- * datasets open on a thread (a token dataset's scan and packing take
- * seconds for billions of tokens) while the loop serves the old
- * catalogue; a SIGHUP meanwhile reloads again once this one is done.
+ * remote datasets' servers are asked first, then the datasets open, each
+ * on a thread while the loop serves the old catalogue; a SIGHUP meanwhile
+ * reloads again once this one is done.
  */
 void
 daemon_reload(struct daemon *d)
 {
-	struct daemon_reload	*r;
 	struct config		*nconf;
 	char			*cause = NULL;
-	uint64_t		 others;
 
-	if (d->reload != NULL) {
+	if (d->reload != NULL || d->reload_conf != NULL) {
+		log_info("reload: the last one is still under way; this one "
+		    "follows it");
 		d->reload_again = true;
 		return;
 	}
@@ -468,19 +547,7 @@ daemon_reload(struct daemon *d)
 	nconf->socket_path = xstrdup(d->conf->socket_path);
 	nconf->workers = d->conf->workers;
 	nconf->workers_auto = d->conf->workers_auto;
-	r = xcalloc(1, sizeof(*r));
-	r->d = d;
-	r->nconf = nconf;
-	others = d->budget.used - d->cat->memory;
-	r->room = nconf->memory_budget > others ? nconf->memory_budget -
-	    others : 0;
-	if (pipe2(r->wake, O_NONBLOCK | O_CLOEXEC) == -1)
-		fatal("pipe2");
-	if ((r->ev = event_new(d->base, r->wake[0], EV_READ,
-	    daemon_reload_done_cb, r)) == NULL || event_add(r->ev, NULL) == -1)
-		fatalx("cannot watch the reload's thread");
-	if ((errno = pthread_create(&r->thread, NULL, daemon_reload_main,
-	    r)) != 0)
-		fatal("cannot start the reload's thread");
-	d->reload = r;
+	/* A remote dataset's open asks its server: first, in a thread. */
+	if (!daemon_reload_heads(d, nconf))
+		daemon_reload_open(d, nconf);
 }

@@ -78,10 +78,14 @@ struct daemon {
 	struct event		*ev_watchdog;
 	struct event		*ev_status;
 	/*
-	 * A reload opens the new catalogue on a thread (its datasets' files
-	 * are read, token datasets packed), then finishes on the loop.
+	 * A reload first asks its remote datasets' servers (a HEAD each, in a
+	 * thread: cache_heads_start(); its configuration and the event of the
+	 * answers), then opens the new catalogue on a thread (its datasets'
+	 * files are read, token datasets packed) and finishes on the loop.
 	 */
-	struct daemon_reload	*reload;	/* NULL: none under way */
+	struct config		*reload_conf;	/* NULL: no HEADs under way */
+	struct event		*ev_reload;
+	struct daemon_reload	*reload;	/* NULL: no open under way */
 	bool			 reload_again;	/* SIGHUP meanwhile */
 };
 
@@ -114,7 +118,9 @@ void		 daemon_free(struct daemon *d);
 
 /**
  * daemon_reload() - reread the configuration; the old one stays if the new
- * one is bad.
+ * one is bad.  Its remote datasets' servers are asked first in a thread,
+ * so the new catalogue is in place once they answered (or their tries
+ * ran out), and the event loop never waits on them.
  */
 void		 daemon_reload(struct daemon *d);
 

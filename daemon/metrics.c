@@ -408,6 +408,7 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	evbuffer_add_printf(b, metric " %llu\n",			\
 	    (unsigned long long)st->name);
 	INFEED_MEMORY_STATS(METRICS_MEMORY)
+	INFEED_CACHE_STATS(METRICS_MEMORY)
 #undef METRICS_MEMORY
 	metrics_family(b, "infeed_uptime_seconds", "gauge", "Seconds since "
 	    "infeedd started.");

@@ -224,6 +224,32 @@ producer_fail(struct producer *p, const struct pool_report *r)
 	producer_drop_after_failure(p);
 }
 
+/*
+ * Tell the dataset where the stream reads now (a remote dataset's cache
+ * evicts by it): the oldest step still filling, else the next to fill.
+ */
+static void
+producer_order_update(struct producer *p)
+{
+	const struct ring_slot	*sl, *oldest = NULL;
+	uint32_t		 i;
+
+	if (p->order == NULL)
+		return;
+	for (i = 0; i < p->ring->layout.slots; i++) {
+		sl = &p->ring->slot[i];
+		if (sl->state == SLOT_FILLING &&
+		    (oldest == NULL || sl->seq < oldest->seq))
+			oldest = sl;
+	}
+	if (oldest != NULL)
+		dataset_order_at(p->spec.src->ds, p->order, oldest->epoch,
+		    oldest->step * p->spec.src->sampler.cbs);
+	else
+		dataset_order_at(p->spec.src->ds, p->order, p->fill_epoch,
+		    p->fill_step * p->spec.src->sampler.cbs);
+}
+
 /* The pool finished rows of a slot. */
 static void
 producer_pool_cb(void *arg, const struct pool_report *r)
@@ -243,8 +269,10 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 		producer_fail(p, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
 	    sl->rows_pending;
-	if (sl->rows_pending == 0)
+	if (sl->rows_pending == 0) {
 		ring_slot_set(p->ring, r->slot, SLOT_READY);
+		producer_order_update(p);
+	}
 	if (p->state == PRODUCER_FAILED)
 		producer_drop_after_failure(p);
 	p->done(p->arg, r->bytes, r->replaced);
@@ -348,6 +376,8 @@ producer_new(const struct producer_spec *spec, uint64_t epoch,
 		*code = ERRCODE_INTERNAL;
 		goto fail;
 	}
+	/* A remote dataset's cache evicts by the order (cache.c). */
+	p->order = dataset_order_new(src->ds, &src->sampler.opts);
 	return (p);
 
 fail:
@@ -374,6 +404,7 @@ producer_free(struct producer *p)
 	 */
 	pool_remove_ring(p->pool_ring, p->ring, p->ring != NULL &&
 	    ring_count(p->ring, SLOT_HELD) == 0);
+	dataset_order_free(p->spec.src->ds, p->order);
 	free(p->indices);
 	free(p->ahead);
 	free(p->failure);
@@ -593,6 +624,7 @@ producer_fill(struct producer *p)
 		if (rows == 0)
 			ring_slot_set(p->ring, (uint32_t)i, SLOT_READY);
 	}
+	producer_order_update(p);
 	producer_prepare_later(p);
 }
 

@@ -112,6 +112,7 @@ struct producer {
 	uint64_t		 ahead_step;
 	uint64_t		*ahead;
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
+	void			*order;	/* dataset_order_new()'s, or NULL */
 };
 
 /* What a reader's waiting Next gets from a (failed) producer's slot. */

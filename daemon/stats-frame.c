@@ -31,6 +31,7 @@
 #define STATS_FRAME_MEMORY_TYPE(name, ...)				\
 	STATS_FRAME_TYPE(Infeed__Stats, name, uint64_t)
 INFEED_MEMORY_STATS(STATS_FRAME_MEMORY_TYPE)
+INFEED_CACHE_STATS(STATS_FRAME_MEMORY_TYPE)
 INFEED_SESSION_STATS(STATS_FRAME_SESSION_TYPE)
 INFEED_WORKER_STATS_DAEMON(STATS_FRAME_WORKER_TYPE)
 INFEED_WORKER_STATS(STATS_FRAME_WORKER_TYPE)
@@ -184,6 +185,7 @@ stats_frame_fill(struct stats_frame *sf, const struct stats *snap)
 	st->has_##name = 1;						\
 	st->name = snap->name;
 	INFEED_MEMORY_STATS(STATS_FRAME_MEMORY)
+	INFEED_CACHE_STATS(STATS_FRAME_MEMORY)
 #undef STATS_FRAME_MEMORY
 	st->has_jobs_queued = 1;
 	st->jobs_queued = snap->jobs_queued;

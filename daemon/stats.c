@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "clock.h"
 #include "io-batch.h"
 #include "procmem.h"
@@ -29,7 +30,8 @@ stats_take(struct stats *st, const struct pool *pool,
     uint64_t started_ms, unsigned clients, size_t max_sessions,
     const struct stats_history *h)
 {
-	unsigned	i;
+	struct cache_stats	cs;
+	unsigned		i;
 
 	memset(st, 0, sizeof(*st));
 	st->uptime_ms = clock_now_ms() - started_ms;
@@ -55,6 +57,13 @@ stats_take(struct stats *st, const struct pool *pool,
 	st->rings_made = budget->made;
 	st->huge_pages = ring_mem_huge_pages();
 	st->reads_in_flight = io_backend_why();
+	cache_stats(&cs);
+	st->cache_bytes = cs.bytes;
+	st->cache_max = cs.max;
+	st->cache_hits = cs.hits;
+	st->cache_misses = cs.misses;
+	st->cache_bytes_downloaded = cs.bytes_downloaded;
+	st->cache_evictions = cs.evictions;
 	st->memory_private = procmem_private(getpid());
 	for (i = 0; i < st->nworkers; i++) {
 		if (st->workers[i].pid > 0)

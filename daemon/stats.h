@@ -71,6 +71,7 @@ struct stats {
 	 */
 #define STATS_MEMORY_FIELD(name, ...)	uint64_t name;
 	INFEED_MEMORY_STATS(STATS_MEMORY_FIELD)
+	INFEED_CACHE_STATS(STATS_MEMORY_FIELD)	/* cache_stats() */
 #undef STATS_MEMORY_FIELD
 	const char		*huge_pages;
 	const char		*reads_in_flight;	/* io_backend_why() */

@@ -42,6 +42,26 @@
 	    "The configured memory_budget for rings.")
 
 /*
+ * The host's cache of remote datasets (daemon/remote/cache.c), uint64_t
+ * each, as INFEED_MEMORY_STATS: X(name, metric, type, help); cache_stats()
+ * counts them, since infeedd started, for every process of the host.
+ */
+#define INFEED_CACHE_STATS(X)						\
+	X(cache_bytes, "infeed_cache_bytes", "gauge",			\
+	    "Bytes of remote datasets' blocks in cache_dir.")		\
+	X(cache_max, "infeed_cache_max_bytes", "gauge",			\
+	    "The configured cache_max (0: no cache_dir).")		\
+	X(cache_hits, "infeed_cache_hits_total", "counter",		\
+	    "Blocks of remote datasets read from the cache.")		\
+	X(cache_misses, "infeed_cache_misses_total", "counter",		\
+	    "Blocks of remote datasets downloaded, missing from the cache.") \
+	X(cache_bytes_downloaded, "infeed_cache_downloaded_bytes_total", \
+	    "counter", "Bytes of remote datasets downloaded.")		\
+	X(cache_evictions, "infeed_cache_evictions_total", "counter",	\
+	    "Blocks evicted from the cache to make room, the one needed " \
+	    "furthest ahead by the sessions' orders first.")
+
+/*
  * A session's cumulative counters, which outlive it (the daemon folds an
  * ended session's into its dataset's history) and are /metrics series
  * per session and per dataset of ended ones:

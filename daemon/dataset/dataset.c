@@ -613,3 +613,29 @@ dataset_sample_brief(const struct dataset *ds, uint64_t index, char *buf,
 	return (dataset_sample_where(ds, index, buf, len));
 }
 
+
+/* A session's order, for the reader's use. */
+void *
+dataset_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+{
+	if (ds->ops->order_new == NULL)
+		return (NULL);
+	return (ds->ops->order_new(ds, opts));
+}
+
+/* Where the session of @order reads next. */
+void
+dataset_order_at(const struct dataset *ds, void *order, uint64_t epoch,
+    uint64_t row)
+{
+	if (order != NULL)
+		ds->ops->order_at(order, epoch, row);
+}
+
+/* Forget @order. */
+void
+dataset_order_free(const struct dataset *ds, void *order)
+{
+	if (order != NULL)
+		ds->ops->order_free(order);
+}

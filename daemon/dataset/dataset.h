@@ -235,4 +235,26 @@ char		*dataset_sample_where(const struct dataset *ds, uint64_t index,
 char		*dataset_sample_brief(const struct dataset *ds, uint64_t index,
 		    char *buf, size_t len);
 
+/**
+ * dataset_order_new() - tell @ds's reader that a session reads it in the
+ * order of a sampler of @opts: a remote reader's cache then evicts by it
+ * (cache.c).  Return: a handle for dataset_order_at() and
+ * dataset_order_free(), or NULL: the reader has no use for it, or could
+ * not keep it (then eviction goes without this session's order).
+ */
+void		*dataset_order_new(const struct dataset *ds,
+		    const struct sampler_opts *opts);
+
+/**
+ * dataset_order_at() - the session of @order (may be NULL) reads row
+ * @row of epoch @epoch next; cheap (a store to shared memory).
+ */
+void		 dataset_order_at(const struct dataset *ds, void *order,
+		    uint64_t epoch, uint64_t row);
+
+/**
+ * dataset_order_free() - forget @order; NULL is a no-op.
+ */
+void		 dataset_order_free(const struct dataset *ds, void *order);
+
 #endif /* INFEED_DATASET_H */

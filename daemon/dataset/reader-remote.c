@@ -20,13 +20,20 @@
  * after its retries fails the read with EIO, and dataset_short_why()
  * then gives the URL and the reason, so the session hears ERROR_DATA for
  * that sample, and no other session is touched.
+ *
+ * A session's order is shared with the host's cache (order_new): a cursor
+ * on each object, samples at i x sample_bytes, labels at i x their size,
+ * so a worker that makes room evicts what the sessions need furthest
+ * ahead.
  */
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "reader-raw.h"
@@ -44,6 +51,10 @@ static int	remote_raw_open(struct dataset *, const struct dataset_conf *,
 static int	remote_raw_read(const struct dataset *, uint64_t, void *,
 		    int64_t *, bool);
 static void	remote_raw_close(struct dataset *);
+static void	*remote_order_new(const struct dataset *,
+		    const struct sampler_opts *);
+static void	remote_order_at(void *, uint64_t, uint64_t);
+static void	remote_order_free(void *);
 
 const struct dataset_ops dataset_remote_raw_ops = {
 	.type = "raw",
@@ -54,6 +65,15 @@ const struct dataset_ops dataset_remote_raw_ops = {
 	.open = remote_raw_open,
 	.read = remote_raw_read,
 	.close = remote_raw_close,
+	.order_new = remote_order_new,
+	.order_at = remote_order_at,
+	.order_free = remote_order_free,
+};
+
+/* A session's cursors on a remote raw dataset's two objects. */
+struct remote_order {
+	struct cache_cursor	*data;
+	struct cache_cursor	*labels;
 };
 
 /* http://, https:// or s3:// (s3.c). */
@@ -61,6 +81,17 @@ bool
 dataset_remote_url(const char *path)
 {
 	return (s3_url(path));
+}
+
+/* The section's site keys (s3.h's S3_KEYS) in *@c. */
+static void
+remote_site_keys(const struct dataset_conf *conf, struct s3_conf *c)
+{
+	c->endpoint = dataset_conf_get(conf, "endpoint");
+	c->region = dataset_conf_get(conf, "region");
+	c->credentials = dataset_conf_get(conf, "credentials");
+	c->profile = dataset_conf_get(conf, "profile");
+	c->ca_file = dataset_conf_get(conf, "ca_file");
 }
 
 /* How to reach @url: the section's endpoint, region, keys, CA file. */
@@ -71,16 +102,37 @@ dataset_remote_site(struct dataset *ds, const char *url,
 	struct s3_conf	 c;
 	char		*why = NULL;
 
-	c.endpoint = dataset_conf_get(conf, "endpoint");
-	c.region = dataset_conf_get(conf, "region");
-	c.credentials = dataset_conf_get(conf, "credentials");
-	c.profile = dataset_conf_get(conf, "profile");
-	c.ca_file = dataset_conf_get(conf, "ca_file");
+	remote_site_keys(conf, &c);
 	if (s3_site_conf(url, &c, &why) == 0)
 		return (0);
 	dataset_error(cause, ds, "%s", why != NULL ? why : strerror(ENOMEM));
 	free(why);
 	return (-1);
+}
+
+/*
+ * The URLs whose HEAD the open asks, each site set first (so a thread's
+ * HEAD is signed and verified as the open's would be); one whose site is
+ * refused is left to the open, which says why.
+ */
+size_t
+dataset_remote_urls(const struct dataset_conf *conf, char **out)
+{
+	const char	*keys[] = { "path", "labels" }, *v;
+	struct s3_conf	 c;
+	char		*why = NULL;
+	size_t		 i, n = 0;
+
+	remote_site_keys(conf, &c);
+	for (i = 0; i < 2; i++) {
+		if (!dataset_remote_url(v = dataset_conf_get(conf, keys[i])))
+			continue;
+		if (s3_site_conf(v, &c, &why) == 0)
+			out[n++] = (char *)(uintptr_t)v;
+		free(why);
+		why = NULL;
+	}
+	return (n);
 }
 
 /* The keys, then each object's size and ETag: nothing downloaded. */
@@ -213,4 +265,57 @@ remote_raw_close(struct dataset *ds)
 	cache_object_close(r->labels);
 	free(r);
 	ds->priv = NULL;
+}
+
+/*
+ * A session's order: a cursor on each object, or NULL when cache_dir
+ * refuses one (eviction then goes without this session's order).
+ */
+static void *
+remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+{
+	static uint32_t		 count;
+	const struct remote_raw	*r = ds->priv;
+	struct remote_order	*ro;
+	uint64_t		 key = (uint64_t)getpid() << 32 | count++;
+	char			*why = NULL;
+
+	if ((ro = calloc(1, sizeof *ro)) == NULL)
+		return (NULL);
+	ro->data = cache_cursor_new(r->data, key, 0, ds->sample_bytes, opts,
+	    &why);
+	free(why);
+	why = NULL;
+	if (ro->data != NULL)
+		ro->labels = cache_cursor_new(r->labels, key, 0,
+		    dtype_size(ds->label_dtype), opts, &why);
+	free(why);
+	if (ro->labels == NULL) {
+		remote_order_free(ro);
+		return (NULL);
+	}
+	return (ro);
+}
+
+/* The session reads (epoch, row) next. */
+static void
+remote_order_at(void *arg, uint64_t epoch, uint64_t row)
+{
+	struct remote_order	*ro = arg;
+
+	cache_cursor_at(ro->data, epoch, row);
+	cache_cursor_at(ro->labels, epoch, row);
+}
+
+/* Remove the cursors. */
+static void
+remote_order_free(void *arg)
+{
+	struct remote_order	*ro = arg;
+
+	if (ro == NULL)
+		return;
+	cache_cursor_free(ro->data);
+	cache_cursor_free(ro->labels);
+	free(ro);
 }

@@ -22,6 +22,13 @@ extern const struct dataset_ops dataset_remote_raw_ops;
 bool	dataset_remote_url(const char *path);
 
 /**
+ * dataset_remote_urls() - the URLs section @conf's open will ask a HEAD
+ * of (its path and labels, when URLs), pointers into @conf, up to 2 in
+ * @out (a reload asks them first: cache_heads_start()).  Return: how many.
+ */
+size_t	dataset_remote_urls(const struct dataset_conf *conf, char **out);
+
+/**
  * dataset_remote_site() - reach @url as @conf's endpoint, region,
  * credentials, profile and ca_file say (s3.c).  Return: 0, or -1 with
  * *@cause.

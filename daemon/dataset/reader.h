@@ -38,6 +38,7 @@ struct dataset_conf {
 };
 
 struct dataset_ops;
+struct sampler_opts;
 struct dataset_buf;
 struct dataset_map;
 
@@ -133,6 +134,11 @@ struct dataset_ops {
 	/* As sample_where, reading nothing (NULL: sample_where does). */
 	char		*(*sample_brief)(const struct dataset *, uint64_t index,
 			    char *buf, size_t len);
+	/* A session's order, for a reader that uses it: dataset_order_new(). */
+	void		*(*order_new)(const struct dataset *,
+			    const struct sampler_opts *);
+	void		(*order_at)(void *, uint64_t epoch, uint64_t row);
+	void		(*order_free)(void *);
 };
 
 /* A worker's buffer for encoded samples, reused from one to the next. */

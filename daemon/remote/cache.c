@@ -17,28 +17,56 @@
  *
  * cache_max bounds the blocks' bytes.  Before a block is kept (one process
  * of the host at a time: cache_dir/.lock), blocks are evicted until it
- * fits: first those no known order needs (the oldest
- * first), then the one needed furthest ahead in the order the sessions
- * will read (cache_object_order(); Belady's policy, the best there is for
- * a known order).  A block that cannot fit is served and not kept.
+ * fits: first those no known order needs (the oldest first), then the one
+ * needed furthest ahead by any session (Belady's policy, the best there
+ * is for a known order).  A block that cannot fit is served and not kept.
+ * For benchmarks only, INFEED_CACHE_EVICT=lru in the environment makes
+ * eviction least-recently-used instead (a hit touches the block's mtime),
+ * to compare with what other loaders do (benchmarks/remote-cache).
+ *
+ * The orders are known from the sessions (cache_cursor_new()): each
+ * session reading an object writes a cursor file in the object's folder,
+ * cursor-PID-N, holding its sampler's options (the sampler is a pure
+ * function of them and the epoch), how records map to bytes (base +
+ * index x stride) and, in a shared mapping the daemon updates as the
+ * session goes, its (epoch, row).  The process that evicts (a worker)
+ * reads every cursor of the folders it scans and, once per cursor and
+ * epoch, computes where in that epoch each block is read, and the first
+ * read of each in the epoch after (cache_plan_epoch(): O(rows) time, 4
+ * bytes a row and 8 a block, for epochs of up to CACHE_PLAN_MAX_ROWS
+ * rows; a longer epoch's order is not used).  The workers read a ring
+ * ahead of the cursor, so each worker also writes in the cursor file the
+ * row it reads (a slot per worker, CACHE_READERS of them).  A block's next
+ * use is then a binary search per reader: the fewest rows a reader reads
+ * before it, each reader to the end of its step, then the rows past the
+ * furthest step end shared by all the readers; within the session's epoch
+ * and the next (the horizon), past that it is not needed.  Over sessions,
+ * the soonest; rows count as the time, so sessions are taken to go at the
+ * same speed.  A cursor whose process is gone is removed.
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
  * wait, then read it from the cache, so it is downloaded once.
  *
  * The calls block on the disk and the network: a worker process makes
- * them for the rows it reads; see fetch.c.
+ * them for the rows it reads; see fetch.c.  The daemon's own opens (a
+ * reload's, on its event loop) need a HEAD each: cache_heads_start()
+ * asks them in a thread first, and cache_object_open() takes the answers
+ * it left, so the loop never waits on a server.
  */
 
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,8 +77,65 @@
 #include <zlib.h>
 
 #include "cache.h"
+#include "sampler.h"
 
 #define CACHE_MAGIC	"INFCBLK1"
+#define CACHE_CURSOR_MAGIC "INFCCUR1"
+/* The longest epoch whose order a worker computes: 4 bytes a row. */
+#define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
+#define CACHE_NONE		UINT32_MAX
+#define CACHE_READERS		16	/* workers a cursor says are reading */
+
+/* A cursor file: one session's order of one object, and where it is. */
+struct cache_cursor_file {
+	char		magic[8];
+	int64_t		pid;		/* the daemon's, to find stale ones */
+	uint64_t	object_size;
+	uint64_t	block;
+	uint64_t	base;		/* record i at base + i x stride */
+	uint64_t	stride;
+	uint64_t	key;		/* the same for a session's cursors */
+	struct sampler_opts opts;
+	uint64_t	gen;		/* odd while (epoch, row) change */
+	uint64_t	epoch;
+	uint64_t	row;
+	/* The workers reading for the session, each at its row. */
+	struct {
+		int64_t		pid;	/* 0: free */
+		uint64_t	epoch;
+		uint64_t	row;
+	} readers[CACHE_READERS];
+};
+
+/* A session's cursor, as the daemon holds it. */
+struct cache_cursor {
+	struct cache_cursor_file *f;	/* shared mapping */
+	char		*path;
+};
+
+/* A cursor as an evicting process sees it, with its epochs' orders. */
+struct cache_plan {
+	char		 path[PATH_MAX];
+	uint64_t	 dirkey;	/* the object's folder name */
+	struct cache_cursor_file *f;	/* shared mapping */
+	int		 slot;		/* this process's reader, or -1 */
+	bool		 seen;		/* by this scan */
+	uint64_t	 at_epoch, at_row;
+	/* Where its readers are (cache_plans_now()): rows, their steps' ends. */
+	unsigned	 nreaders;
+	uint64_t	 reader_row[CACHE_READERS];
+	uint64_t	 reader_end[CACHE_READERS];
+	uint64_t	 frontier;	/* the furthest step end */
+	uint64_t	 soonest_end;	/* rows until a reader's step ends */
+	uint64_t	 epoch;		/* of the tables below; UINT64_MAX */
+	uint64_t	 rows;
+	uint64_t	 nblocks;
+	uint32_t	*start;		/* block b read at rows[start[b]..start[b+1]) */
+	uint32_t	*at;
+	uint32_t	*next_first;	/* the first read in epoch + 1, or NONE */
+	uint32_t	*row_of;	/* each record's row in the epoch, or NONE */
+	struct cache_plan *next;
+};
 
 /* What opens each block's file. */
 struct cache_header {
@@ -67,6 +152,7 @@ struct cache_object {
 	char		*dir;		/* cache_dir/HASH */
 	struct fetch_object meta;
 	uint32_t	 etag_hash;
+	uint64_t	 dirkey;	/* the folder's name: a hash of the URL */
 	uint64_t	 nblocks;
 	uint8_t		*verified;	/* a byte a block: checked here */
 	uint64_t	*order;		/* cache_object_order()'s */
@@ -79,9 +165,33 @@ static struct {
 	char		*dir;
 	uint64_t	 max;
 	size_t		 block;
-	struct cache_stats stats;
+	/* The host's counts: cache_dir/.stats, shared; else this one's. */
+	struct cache_stats *stats;
+	struct cache_stats own;
 	struct cache_object *objects;
+	struct cache_plan *plans;	/* the cursors last scanned */
+	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
+
+	unsigned	 cursors;	/* cache_cursor_new()'s names */
 } cache;
+
+/* A HEAD asked ahead by cache_heads_start(), and its answer. */
+struct cache_head {
+	char		*url;
+	int		 rc;		/* fetch_head()'s */
+	struct fetch_object meta;
+	char		*cause;
+};
+
+/* The HEADs of a reload, asked by a thread (cache_heads_start()). */
+static struct {
+	pthread_mutex_t	 lock;		/* the answers, read by the loop */
+	struct cache_head *heads;
+	size_t		 n;
+	pthread_t	 thread;
+	bool		 running;
+	int		 done[2];	/* a pipe: written when all are asked */
+} cache_heads = { .lock = PTHREAD_MUTEX_INITIALIZER, .done = { -1, -1 } };
 
 /* Set *cause to a malloc'ed message. */
 static int
@@ -107,12 +217,85 @@ cache_hash(const char *s)
 	return (h);
 }
 
+/* Add @n to a counter every process of the host may add to at once. */
+static void
+cache_count(uint64_t *c, int64_t n)
+{
+	__atomic_fetch_add(c, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+/* The bytes of the block files in @dir's object folders. */
+static uint64_t
+cache_du(const char *dir)
+{
+	struct dirent	*de, *be;
+	struct stat	 st;
+	DIR		*d, *bd;
+	char		 odir[PATH_MAX], path[PATH_MAX];
+	uint64_t	 total = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return (0);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || snprintf(odir, sizeof odir,
+		    "%s/%s", dir, de->d_name) >= (int)sizeof odir ||
+		    (bd = opendir(odir)) == NULL)
+			continue;
+		while ((be = readdir(bd)) != NULL)
+			if (be->d_name[0] == 'b' &&
+			    strchr(be->d_name, '.') == NULL &&
+			    snprintf(path, sizeof path, "%s/%s", odir,
+			    be->d_name) < (int)sizeof path &&
+			    stat(path, &st) == 0)
+				total += (uint64_t)st.st_size;
+		closedir(bd);
+	}
+	closedir(d);
+	return (total);
+}
+
+/*
+ * The host's counts, mapped from cache_dir/.stats: zero but for the bytes
+ * held, which a scan counts once (start-up).  Without the file, this
+ * process's own.
+ */
+static void
+cache_stats_map(const char *dir)
+{
+	char	 path[PATH_MAX];
+	void	*m = MAP_FAILED;
+	int	 fd;
+
+	if (cache.stats != NULL && cache.stats != &cache.own)
+		munmap(cache.stats, sizeof *cache.stats);
+	memset(&cache.own, 0, sizeof cache.own);
+	cache.stats = &cache.own;
+	if (snprintf(path, sizeof path, "%s/.stats", dir) >= (int)sizeof path)
+		return;
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
+		return;
+	if (ftruncate(fd, sizeof *cache.stats) == 0)
+		m = mmap(NULL, sizeof *cache.stats, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return;
+	cache.stats = m;
+	memset(cache.stats, 0, sizeof *cache.stats);
+	cache.stats->bytes = cache_du(dir);
+}
+
 /* Use @dir for at most @max bytes of @block-byte blocks. */
 int
 cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 {
+	bool	same = cache.dir != NULL && dir != NULL &&
+		    strcmp(cache.dir, dir) == 0;
+
 	free(cache.dir);
 	cache.dir = NULL;
+	if (cache.stats == NULL)
+		cache.stats = &cache.own;
 	if (dir == NULL)
 		return (0);
 	if (block == 0)
@@ -122,8 +305,13 @@ cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 		    "a folder infeedd may write", dir, strerror(errno)));
 	if ((cache.dir = strdup(dir)) == NULL)
 		return (cache_fail(cause, "%s", strerror(errno)));
+	/* A reload's same cache_dir keeps its counts and scans nothing. */
+	if (!same)
+		cache_stats_map(dir);
 	cache.max = max;
 	cache.block = block;
+	cache.lru = getenv("INFEED_CACHE_EVICT") != NULL &&
+	    strcmp(getenv("INFEED_CACHE_EVICT"), "lru") == 0;
 	return (0);
 }
 
@@ -132,6 +320,7 @@ static void
 cache_drop_blocks(const char *dir)
 {
 	struct dirent	*de;
+	struct stat	 st;
 	DIR		*d;
 	char		 path[PATH_MAX];
 
@@ -141,8 +330,9 @@ cache_drop_blocks(const char *dir)
 		if (de->d_name[0] != 'b')
 			continue;
 		if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
-		    (int)sizeof path)
-			unlink(path);
+		    (int)sizeof path && stat(path, &st) == 0 &&
+		    unlink(path) == 0 && strchr(de->d_name, '.') == NULL)
+			cache_count(&cache.stats->bytes, -(int64_t)st.st_size);
 	}
 	closedir(d);
 }
@@ -175,6 +365,142 @@ cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
 	return (0);
 }
 
+/* A HEAD's answer: one cache_heads_start() asked, else asked now. */
+static int
+cache_head_answer(const char *url, struct fetch_object *meta, char **cause)
+{
+	size_t	i;
+	int	rc = 1;
+
+	pthread_mutex_lock(&cache_heads.lock);
+	for (i = 0; !cache_heads.running && i < cache_heads.n; i++)
+		if (strcmp(cache_heads.heads[i].url, url) == 0) {
+			rc = cache_heads.heads[i].rc;
+			*meta = cache_heads.heads[i].meta;
+			if (rc != 0 && (*cause = strdup(
+			    cache_heads.heads[i].cause != NULL ?
+			    cache_heads.heads[i].cause : url)) == NULL)
+				rc = cache_fail(cause, "%s", strerror(ENOMEM));
+			break;
+		}
+	pthread_mutex_unlock(&cache_heads.lock);
+	if (rc == 1)
+		rc = fetch_head(url, meta, cause);
+	return (rc);
+}
+
+/* Whether @a and @b are on one server: scheme://host:port/ alike. */
+static bool
+cache_same_server(const char *a, const char *b)
+{
+	const char	*p = strstr(a, "://"), *end;
+
+	if (p == NULL || (end = strchr(p + 3, '/')) == NULL)
+		return (false);
+	return (strncmp(a, b, (size_t)(end - a + 1)) == 0);
+}
+
+/*
+ * The thread of cache_heads_start(): each HEAD (a server that failed one
+ * is not asked again: its other URLs get that failure), then a byte on
+ * the pipe.
+ */
+static void *
+cache_heads_main(void *arg)
+{
+	struct cache_head	*h;
+	size_t			 i, j;
+
+	(void)arg;
+	for (i = 0; i < cache_heads.n; i++) {
+		h = &cache_heads.heads[i];
+		for (j = 0; j < i; j++)
+			if (cache_heads.heads[j].rc != 0 &&
+			    cache_same_server(cache_heads.heads[j].url,
+			    h->url))
+				break;
+		if (j < i) {
+			h->rc = -1;
+			if (asprintf(&h->cause, "%s: not asked, as its server "
+			    "failed: %s", h->url,
+			    cache_heads.heads[j].cause != NULL ?
+			    cache_heads.heads[j].cause : "?") == -1)
+				h->cause = NULL;
+			continue;
+		}
+		h->rc = fetch_head(h->url, &h->meta, &h->cause);
+	}
+	(void)!write(cache_heads.done[1], "", 1);
+	return (NULL);
+}
+
+/* Ask @n URLs' HEADs in a thread; the fd to wait on, or -1. */
+int
+cache_heads_start(char *const *urls, size_t n)
+{
+	size_t	i;
+
+	cache_heads_forget();
+	if (n == 0 || pipe2(cache_heads.done, O_CLOEXEC | O_NONBLOCK) == -1)
+		return (-1);
+	if ((cache_heads.heads = calloc(n, sizeof *cache_heads.heads)) ==
+	    NULL)
+		goto fail;
+	for (cache_heads.n = 0; cache_heads.n < n; cache_heads.n++)
+		if ((cache_heads.heads[cache_heads.n].url = strdup(
+		    urls[cache_heads.n])) == NULL)
+			goto fail;
+	cache_heads.running = true;
+	if (pthread_create(&cache_heads.thread, NULL, cache_heads_main,
+	    NULL) != 0) {
+		cache_heads.running = false;
+		goto fail;
+	}
+	return (cache_heads.done[0]);
+
+fail:
+	for (i = 0; i < cache_heads.n; i++)
+		free(cache_heads.heads[i].url);
+	free(cache_heads.heads);
+	cache_heads.heads = NULL;
+	cache_heads.n = 0;
+	close(cache_heads.done[0]);
+	close(cache_heads.done[1]);
+	cache_heads.done[0] = cache_heads.done[1] = -1;
+	return (-1);
+}
+
+/* The thread is done (its fd readable): join it, keep its answers. */
+void
+cache_heads_finish(void)
+{
+	if (!cache_heads.running)
+		return;
+	pthread_join(cache_heads.thread, NULL);
+	pthread_mutex_lock(&cache_heads.lock);
+	cache_heads.running = false;
+	pthread_mutex_unlock(&cache_heads.lock);
+	close(cache_heads.done[0]);
+	close(cache_heads.done[1]);
+	cache_heads.done[0] = cache_heads.done[1] = -1;
+}
+
+/* Drop the answers (the reload's opens are done). */
+void
+cache_heads_forget(void)
+{
+	size_t	i;
+
+	cache_heads_finish();
+	for (i = 0; i < cache_heads.n; i++) {
+		free(cache_heads.heads[i].url);
+		free(cache_heads.heads[i].cause);
+	}
+	free(cache_heads.heads);
+	cache_heads.heads = NULL;
+	cache_heads.n = 0;
+}
+
 /* @url's object: its blocks kept only if size and ETag are the server's. */
 struct cache_object *
 cache_object_open(const char *url, char **cause)
@@ -194,14 +520,14 @@ cache_object_open(const char *url, char **cause)
 	if ((o = calloc(1, sizeof *o)) == NULL ||
 	    (o->url = strdup(url)) == NULL ||
 	    asprintf(&o->dir, "%s/%016" PRIx64, cache.dir,
-	    cache_hash(url)) == -1) {
+	    o->dirkey = cache_hash(url)) == -1) {
 		if (o != NULL)
 			o->dir = NULL;
 		cache_object_close(o);
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
 	}
-	if (fetch_head(url, &o->meta, cause) != 0) {
+	if (cache_head_answer(url, &o->meta, cause) != 0) {
 		cache_object_close(o);
 		return (NULL);
 	}
@@ -268,6 +594,7 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
     void *dst)
 {
 	struct cache_header	 h;
+	struct stat		 st;
 	char			 path[PATH_MAX];
 	uint8_t			*buf;
 	size_t			 blen = cache_block_len(o, i);
@@ -289,37 +616,411 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 		    (uint32_t)crc32(0, buf, (uInt)blen) == h.crc;
 		free(buf);
 		if (!ok) {
+			if (fstat(fd, &st) == 0 && unlink(path) == 0)
+				cache_count(&cache.stats->bytes,
+				    -(int64_t)st.st_size);
 			close(fd);
-			unlink(path);
-			cache.stats.torn++;
+			cache_count(&cache.stats->torn, 1);
 			return (-1);
 		}
 		o->verified[i] = 1;
 	}
 	ok = pread(fd, dst, len, (off_t)(sizeof h + at)) == (ssize_t)len;
+	if (ok && cache.lru)
+		(void)futimens(fd, NULL);
 	close(fd);
 	if (!ok) {
 		o->verified[i] = 0;
 		return (-1);
 	}
-	cache.stats.hits++;
+	cache_count(&cache.stats->hits, 1);
 	return (0);
 }
 
-/* Where block @i of @dir is next needed by this process's orders. */
+/* The blocks of @f's object that epoch @epoch reads, in order: *@out. */
+static int
+cache_plan_walk(const struct cache_cursor_file *f, uint64_t epoch,
+    uint64_t nblocks, uint64_t **out, size_t *n, uint64_t *rows,
+    uint32_t *row_of)
+{
+	struct sampler	 sm;
+	uint64_t	*idx = NULL, *pairs = NULL, *np, steps, s, k, m, row = 0;
+	uint64_t	 b, last, off;
+	size_t		 cap = 0;
+	char		*why = NULL;
+
+	*n = 0;
+	if (sampler_init(&sm, &f->opts, &why) != 0) {
+		free(why);
+		return (-1);
+	}
+	steps = sampler_epoch_steps(&sm, epoch);
+	if (steps * sm.cbs > CACHE_PLAN_MAX_ROWS ||
+	    (idx = malloc(sm.cbs * sizeof *idx)) == NULL)
+		goto fail;
+	for (s = 0; s < steps; s++) {
+		m = sampler_step_indices(&sm, epoch, s, idx);
+		for (k = 0; k < m; k++, row++) {
+			if (row_of != NULL && idx[k] < f->opts.samples)
+				row_of[idx[k]] = (uint32_t)row;
+			off = f->base + idx[k] * f->stride;
+			last = (off + f->stride - 1) / f->block;
+			for (b = off / f->block; b <= last && b < nblocks; b++) {
+				if (*n == cap) {
+					cap = cap ? cap * 2 : 1024;
+					if ((np = realloc(pairs, cap *
+					    sizeof *np)) == NULL)
+						goto fail;
+					pairs = np;
+				}
+				pairs[(*n)++] = b << 32 | row;
+			}
+		}
+	}
+	free(idx);
+	sampler_clear(&sm);
+	*out = pairs;
+	*rows = row;
+	return (0);
+
+fail:
+	free(idx);
+	free(pairs);
+	sampler_clear(&sm);
+	return (-1);
+}
+
+/* Forget @p's epoch tables. */
+static void
+cache_plan_clear(struct cache_plan *p)
+{
+	free(p->start);
+	free(p->at);
+	free(p->next_first);
+	free(p->row_of);
+	p->start = p->at = p->next_first = p->row_of = NULL;
+	p->epoch = UINT64_MAX;
+}
+
+/*
+ * @p's tables for epoch @epoch: where each block is read in it (sorted by
+ * block, then row), where first in the epoch after, and each record's
+ * row.  Return: 0, or
+ * -1 (an epoch too long, or no memory): the order is not used.
+ */
+static int
+cache_plan_epoch(struct cache_plan *p, uint64_t epoch)
+{
+	uint64_t	*pairs = NULL, rows, nrows, b;
+	size_t		 n, k;
+
+	if (p->epoch == epoch)
+		return (0);
+	cache_plan_clear(p);
+	if (p->f->opts.samples > CACHE_PLAN_MAX_ROWS ||
+	    (p->row_of = malloc(p->f->opts.samples * sizeof *p->row_of)) ==
+	    NULL)
+		goto fail;
+	memset(p->row_of, 0xff, p->f->opts.samples * sizeof *p->row_of);
+	if (cache_plan_walk(p->f, epoch, p->nblocks, &pairs, &n, &rows,
+	    p->row_of) != 0)
+		goto fail;
+	if ((p->start = calloc(p->nblocks + 1, sizeof *p->start)) == NULL ||
+	    (p->at = malloc((n + 1) * sizeof *p->at)) == NULL ||
+	    (p->next_first = malloc(p->nblocks * sizeof *p->next_first)) ==
+	    NULL)
+		goto fail;
+	/* A counting sort by block keeps each block's rows in order. */
+	for (k = 0; k < n; k++)
+		p->start[(pairs[k] >> 32) + 1]++;
+	for (b = 0; b < p->nblocks; b++)
+		p->start[b + 1] += p->start[b];
+	for (k = 0; k < n; k++) {
+		b = pairs[k] >> 32;
+		p->at[p->start[b]++] = (uint32_t)pairs[k];
+	}
+	for (b = p->nblocks; b > 0; b--)
+		p->start[b] = p->start[b - 1];
+	p->start[0] = 0;
+	free(pairs);
+	pairs = NULL;
+
+	for (b = 0; b < p->nblocks; b++)
+		p->next_first[b] = CACHE_NONE;
+	if (cache_plan_walk(p->f, epoch + 1, p->nblocks, &pairs, &n,
+	    &nrows, NULL) == 0) {
+		for (k = n; k > 0; k--)
+			p->next_first[pairs[k - 1] >> 32] =
+			    (uint32_t)pairs[k - 1];
+		free(pairs);
+	}
+	p->epoch = epoch;
+	p->rows = rows;
+	return (0);
+
+fail:
+	/* Not tried again for this epoch: its tables stay NULL. */
+	free(pairs);
+	cache_plan_clear(p);
+	p->epoch = epoch;
+	return (-1);
+}
+
+/* The first row at or after @row that block @b is read at, or NONE. */
+static uint32_t
+cache_plan_use(const struct cache_plan *p, uint64_t b, uint64_t row)
+{
+	uint32_t	lo = p->start[b], hi = p->start[b + 1], mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (p->at[mid] < row)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < p->start[b + 1] ? p->at[lo] : CACHE_NONE);
+}
+
+/*
+ * How soon @p's session reads block @b, in rows of one reader, or
+ * UINT64_MAX: not within this epoch and the next.  Each reader (a worker)
+ * reads its step from its row to the step's end; the rows past the
+ * furthest step end are read after the first of those ends, by all the
+ * readers together.
+ */
 static uint64_t
-cache_next_use(const char *dir, uint64_t i)
+cache_plan_distance(const struct cache_plan *p, uint64_t b)
+{
+	uint64_t	best = UINT64_MAX, u;
+	uint64_t	k = p->nreaders > 0 ? p->nreaders : 1;
+	unsigned	r;
+
+	if (p->start == NULL || p->epoch != p->at_epoch || b >= p->nblocks)
+		return (UINT64_MAX);
+	for (r = 0; r < p->nreaders; r++)
+		if ((u = cache_plan_use(p, b, p->reader_row[r])) != CACHE_NONE &&
+		    u < p->reader_end[r] && u - p->reader_row[r] < best)
+			best = u - p->reader_row[r];
+	if (best != UINT64_MAX)
+		return (best);
+	if ((u = cache_plan_use(p, b, p->frontier)) != CACHE_NONE)
+		return (p->soonest_end + (u - p->frontier) / k);
+	if (p->next_first[b] != CACHE_NONE && p->rows >= p->frontier)
+		return (p->soonest_end + (p->rows - p->frontier +
+		    p->next_first[b]) / k);
+	return (UINT64_MAX);
+}
+
+/* (epoch, row) of cursor @f, read whole. */
+static void
+cache_cursor_read(const struct cache_cursor_file *f, uint64_t *epoch,
+    uint64_t *row)
+{
+	uint64_t	g;
+
+	do {
+		g = __atomic_load_n(&f->gen, __ATOMIC_ACQUIRE);
+		*epoch = __atomic_load_n(&f->epoch, __ATOMIC_ACQUIRE);
+		*row = __atomic_load_n(&f->row, __ATOMIC_ACQUIRE);
+	} while ((g & 1) != 0 || g != __atomic_load_n(&f->gen,
+	    __ATOMIC_ACQUIRE));
+}
+
+/*
+ * Cursor file @name of folder @odir (key @dirkey), seen by a scan: mapped
+ * once, its tables made for its session's epoch.  A cursor of a process
+ * that is gone is removed.
+ */
+static void
+cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
+{
+	struct cache_plan		*p;
+	struct cache_cursor_file	*f;
+	struct stat			 st;
+	char				 path[PATH_MAX];
+	void				*m;
+	int				 fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", odir, name) >=
+	    (int)sizeof path)
+		return;
+	for (p = cache.plans; p != NULL; p = p->next)
+		if (strcmp(p->path, path) == 0)
+			break;
+	if (p == NULL) {
+		if ((fd = open(path, O_RDWR | O_CLOEXEC)) == -1)
+			return;
+		m = MAP_FAILED;
+		if (fstat(fd, &st) == 0 &&
+		    st.st_size == (off_t)sizeof(struct cache_cursor_file))
+			m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, fd, 0);
+		close(fd);
+		if (m == MAP_FAILED)
+			return;
+		f = m;
+		if (memcmp(f->magic, CACHE_CURSOR_MAGIC, 8) != 0 ||
+		    f->block == 0 || (p = calloc(1, sizeof *p)) == NULL) {
+			munmap(m, sizeof *f);
+			return;
+		}
+		snprintf(p->path, sizeof p->path, "%s", path);
+		p->f = f;
+		p->slot = -1;
+		p->dirkey = dirkey;
+		p->epoch = UINT64_MAX;
+		p->nblocks = (f->object_size + f->block - 1) / f->block;
+		p->next = cache.plans;
+		cache.plans = p;
+	}
+	if (kill((pid_t)p->f->pid, 0) == -1 && errno == ESRCH) {
+		unlink(path);
+		return;
+	}
+	p->seen = true;
+	cache_cursor_read(p->f, &p->at_epoch, &p->at_row);
+	(void)cache_plan_epoch(p, p->at_epoch);
+}
+
+/*
+ * This process reads the record at @off of folder @dirkey's object: say
+ * so in the cursors whose order has it (their reader slot for this
+ * process), so that every process that evicts knows where the workers
+ * read, a ring ahead of the session's cursor.  Plans of an epoch other
+ * than their cursor's wait for the next scan.
+ */
+static void
+cache_plans_track(uint64_t dirkey, uint64_t off)
+{
+	struct cache_plan	*p;
+	uint64_t		 idx, epoch;
+	int64_t			 me = (int64_t)getpid(), none;
+	uint32_t		 row;
+	int			 k;
+
+	for (p = cache.plans; p != NULL; p = p->next) {
+		if (p->dirkey != dirkey || p->row_of == NULL ||
+		    off < p->f->base)
+			continue;
+		epoch = __atomic_load_n(&p->f->epoch, __ATOMIC_ACQUIRE);
+		idx = (off - p->f->base) / p->f->stride;
+		if (epoch != p->epoch || idx >= p->f->opts.samples ||
+		    (row = p->row_of[idx]) == CACHE_NONE)
+			continue;
+		if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
+			p->slot = -1;
+			for (k = 0; k < CACHE_READERS && p->slot == -1; k++) {
+				none = p->f->readers[k].pid;
+				if ((none == 0 || (kill((pid_t)none, 0) == -1 &&
+				    errno == ESRCH)) &&
+				    __atomic_compare_exchange_n(
+				    &p->f->readers[k].pid, &none, me, false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					p->slot = k;
+			}
+			if (p->slot == -1)
+				continue;
+		}
+		__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
+		    __ATOMIC_RELEASE);
+		__atomic_store_n(&p->f->readers[p->slot].row, row,
+		    __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Each plan's readers now: the workers whose row is in the cursor's epoch
+ * at or after its row (the others are done), each to the end of its step
+ * or to the row of the next reader in that step (a step cut into jobs:
+ * that one read on from its job's start).
+ */
+static void
+cache_plans_now(void)
+{
+	struct cache_plan	*p;
+	const struct sampler_opts *so;
+	uint64_t		 cbs, row;
+	unsigned		 k, j;
+
+	for (p = cache.plans; p != NULL; p = p->next) {
+		so = &p->f->opts;
+		cbs = (uint64_t)so->batch_size * so->device_iterations *
+		    so->replication_factor * so->gradient_accumulation;
+		if (cbs == 0)
+			cbs = 1;
+		p->nreaders = 0;
+		p->frontier = p->at_row;
+		p->soonest_end = 0;
+		for (k = 0; k < CACHE_READERS; k++) {
+			if (__atomic_load_n(&p->f->readers[k].pid,
+			    __ATOMIC_ACQUIRE) == 0 ||
+			    __atomic_load_n(&p->f->readers[k].epoch,
+			    __ATOMIC_ACQUIRE) != p->at_epoch ||
+			    (row = __atomic_load_n(&p->f->readers[k].row,
+			    __ATOMIC_ACQUIRE)) < p->at_row)
+				continue;
+			p->reader_row[p->nreaders] = row;
+			p->reader_end[p->nreaders] = (row / cbs + 1) * cbs;
+			if (p->reader_end[p->nreaders] > p->frontier)
+				p->frontier = p->reader_end[p->nreaders];
+			p->nreaders++;
+		}
+		for (k = 0; k < p->nreaders; k++) {
+			for (j = 0; j < p->nreaders; j++)
+				if (p->reader_row[j] > p->reader_row[k] &&
+				    p->reader_row[j] < p->reader_end[k])
+					p->reader_end[k] = p->reader_row[j];
+			if (k == 0 || p->reader_end[k] - p->reader_row[k] <
+			    p->soonest_end)
+				p->soonest_end = p->reader_end[k] -
+				    p->reader_row[k];
+		}
+	}
+}
+
+/* Drop the plans whose cursor the last scan did not see; unmark the rest. */
+static void
+cache_plans_sweep(void)
+{
+	struct cache_plan	**pp, *p;
+
+	for (pp = &cache.plans; (p = *pp) != NULL;) {
+		if (p->seen) {
+			p->seen = false;
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		cache_plan_clear(p);
+		munmap((void *)(uintptr_t)p->f, sizeof *p->f);
+		free(p);
+	}
+}
+
+/*
+ * How soon block @i of folder @dir (key @dirkey) is needed: the fewest
+ * reads before it in any session's order (the cursors scanned) or this
+ * process's own (cache_object_order()); UINT64_MAX: none needs it.
+ */
+static uint64_t
+cache_next_use(const char *dir, uint64_t dirkey, uint64_t i)
 {
 	struct cache_object	*o;
-	uint64_t		 best = UINT64_MAX;
+	struct cache_plan	*p;
+	uint64_t		 best = UINT64_MAX, d;
 	size_t			 k;
 
+	for (p = cache.plans; p != NULL; p = p->next)
+		if (p->dirkey == dirkey && (d = cache_plan_distance(p, i)) <
+		    best)
+			best = d;
 	for (o = cache.objects; o != NULL; o = o->next) {
-		if (strcmp(o->dir, dir) != 0)
+		if (o->norder == 0 || strcmp(o->dir, dir) != 0)
 			continue;
-		for (k = o->pos; k < o->norder && k < best; k++)
+		for (k = o->pos; k < o->norder && k - o->pos < best; k++)
 			if (o->order[k] == i) {
-				best = k;
+				best = k - o->pos;
 				break;
 			}
 	}
@@ -332,9 +1033,14 @@ struct cache_file {
 	uint64_t	size;
 	uint64_t	next;	/* next use; UINT64_MAX: none known */
 	int64_t		mtime;
+	uint64_t	dirkey;	/* its object's folder name */
+	uint64_t	block;
 };
 
-/* Every block file of cache_dir but @keep's block @ki, in *@out. */
+/*
+ * Every block file of cache_dir but @keep's block @ki, in *@out, each
+ * with its next use by the cursors found on the way (cache_plan_see()).
+ */
 static uint64_t
 cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
     uint64_t ki)
@@ -343,9 +1049,9 @@ cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
 	struct dirent		*de, *be;
 	struct stat		 st;
 	DIR			*d, *bd;
-	char			 odir[PATH_MAX], skip[PATH_MAX];
-	uint64_t		 total = 0, bi;
-	size_t			 cap = 0;
+	char			 odir[PATH_MAX], skip[PATH_MAX], *slash;
+	uint64_t		 total = 0, dirkey;
+	size_t			 cap = 0, k;
 
 	*n = 0;
 	snprintf(skip, sizeof skip, "%s/b%" PRIu64, keep->dir, ki);
@@ -360,9 +1066,15 @@ cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
 		    de->d_name) >= (int)sizeof odir ||
 		    (bd = opendir(odir)) == NULL)
 			continue;
+		dirkey = strtoull(de->d_name, NULL, 16);
 		while ((be = readdir(bd)) != NULL) {
-			if (be->d_name[0] != 'b' ||
-			    strchr(be->d_name, '.') != NULL)
+			if (strchr(be->d_name, '.') != NULL)
+				continue;
+			if (strncmp(be->d_name, "cursor-", 7) == 0) {
+				cache_plan_see(odir, be->d_name, dirkey);
+				continue;
+			}
+			if (be->d_name[0] != 'b')
 				continue;
 			if (*n == cap) {
 				cap = cap ? cap * 2 : 64;
@@ -377,16 +1089,25 @@ cache_scan(struct cache_file **out, size_t *n, const struct cache_object *keep,
 			total += (uint64_t)st.st_size;
 			if (strcmp(f[*n].path, skip) == 0)
 				continue;
-			bi = strtoull(be->d_name + 1, NULL, 10);
+			f[*n].block = strtoull(be->d_name + 1, NULL, 10);
+			f[*n].dirkey = dirkey;
 			f[*n].size = (uint64_t)st.st_size;
 			f[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 +
 			    st.st_mtim.tv_nsec;
-			f[*n].next = cache_next_use(odir, bi);
 			(*n)++;
 		}
 		closedir(bd);
 	}
 	closedir(d);
+	cache_plans_sweep();
+	cache_plans_now();
+	for (k = 0; k < *n; k++) {
+		slash = strrchr(f[k].path, '/');
+		*slash = '\0';
+		f[k].next = cache.lru ? UINT64_MAX :
+		    cache_next_use(f[k].path, f[k].dirkey, f[k].block);
+		*slash = '/';
+	}
 	*out = f;
 	return (total);
 }
@@ -420,7 +1141,8 @@ cache_make_room(struct cache_object *o, uint64_t i, uint64_t need)
 			break;
 		}
 		if (unlink(f[v].path) == 0) {
-			cache.stats.evictions++;
+			cache_count(&cache.stats->evictions, 1);
+			cache_count(&cache.stats->bytes, -(int64_t)f[v].size);
 			total -= f[v].size;
 		}
 		f[v].size = UINT64_MAX;
@@ -475,8 +1197,11 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	h.crc = (uint32_t)crc32(0, p, (uInt)len);
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if (cache_write_file(path, &h, sizeof h, p, len) != 0)
-		return (cache_fail(cause, "%s: %s; cache_dir needs room for "
-		    "cache_max bytes", path, strerror(errno)));
+		return (cache_fail(cause, "%s: keeping block %" PRIu64 " of %s "
+		    "in the cache: %s; cache_dir needs room for cache_max "
+		    "(%" PRIu64 " bytes): free space there or lower cache_max",
+		    path, i, o->url, strerror(errno), cache.max));
+	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len));
 	o->verified[i] = 1;
 	return (0);
 }
@@ -524,6 +1249,7 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
+	cache_plans_track(o->dirkey, off);
 	if ((r = calloc(last - first + 1, sizeof *r)) == NULL)
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	for (i = first; i <= last; i++) {
@@ -566,8 +1292,8 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		goto out;
 	}
 	for (k = 0; k < n; k++) {
-		cache.stats.misses++;
-		cache.stats.bytes_downloaded += r[k].len;
+		cache_count(&cache.stats->misses, 1);
+		cache_count(&cache.stats->bytes_downloaded, (int64_t)r[k].len);
 		i = r[k].off / cache.block;
 		if (cache_block_store(o, i, r[k].dst, cause) != 0) {
 			rc = -1;
@@ -634,9 +1360,101 @@ cache_object_close(struct cache_object *o)
 	free(o);
 }
 
-/* This process's counts. */
+/* The host's counts. */
 void
 cache_stats(struct cache_stats *out)
 {
-	*out = cache.stats;
+	out->hits = __atomic_load_n(&cache.stats->hits, __ATOMIC_RELAXED);
+	out->misses = __atomic_load_n(&cache.stats->misses, __ATOMIC_RELAXED);
+	out->torn = __atomic_load_n(&cache.stats->torn, __ATOMIC_RELAXED);
+	out->bytes_downloaded = __atomic_load_n(&cache.stats->bytes_downloaded,
+	    __ATOMIC_RELAXED);
+	out->evictions = __atomic_load_n(&cache.stats->evictions,
+	    __ATOMIC_RELAXED);
+	out->bytes = __atomic_load_n(&cache.stats->bytes, __ATOMIC_RELAXED);
+	out->max = cache.dir != NULL ? cache.max : 0;
+}
+
+/* A session's cursor on @o, in the object's folder for the host to see. */
+struct cache_cursor *
+cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
+    uint64_t stride, const struct sampler_opts *opts, char **cause)
+{
+	struct cache_cursor		*c;
+	struct cache_cursor_file	*f;
+	char				 tmp[PATH_MAX];
+	void				*m = MAP_FAILED;
+	int				 fd = -1;
+
+	*cause = NULL;
+	if ((c = calloc(1, sizeof *c)) == NULL ||
+	    asprintf(&c->path, "%s/cursor-%ld-%u", o->dir, (long)getpid(),
+	    cache.cursors++) == -1) {
+		free(c);
+		cache_fail(cause, "%s", strerror(ENOMEM));
+		return (NULL);
+	}
+	/* Made whole under a temporary name, so a scan never sees it half. */
+	snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
+	if ((fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0640)) == -1 || ftruncate(fd, sizeof *f) != 0 ||
+	    (m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+	    0)) == MAP_FAILED) {
+		cache_fail(cause, "%s: %s (cache_dir)", tmp, strerror(errno));
+		goto fail;
+	}
+	f = m;
+	memcpy(f->magic, CACHE_CURSOR_MAGIC, 8);
+	f->pid = (int64_t)getpid();
+	f->object_size = o->meta.size;
+	f->block = cache.block;
+	f->base = base;
+	f->stride = stride;
+	f->key = key;
+	f->opts = *opts;
+	if (rename(tmp, c->path) != 0) {
+		cache_fail(cause, "%s: %s (cache_dir)", c->path,
+		    strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	c->f = f;
+	return (c);
+
+fail:
+	if (m != MAP_FAILED)
+		munmap(m, sizeof *f);
+	if (fd != -1) {
+		close(fd);
+		unlink(tmp);
+	}
+	free(c->path);
+	free(c);
+	return (NULL);
+}
+
+/* @c's session reads row @row of epoch @epoch next. */
+void
+cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row)
+{
+	struct cache_cursor_file	*f = c->f;
+
+	if (f->epoch == epoch && f->row == row)
+		return;
+	__atomic_store_n(&f->gen, f->gen + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->epoch, epoch, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->row, row, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->gen, f->gen + 1, __ATOMIC_RELEASE);
+}
+
+/* Remove @c's file and free it. */
+void
+cache_cursor_free(struct cache_cursor *c)
+{
+	if (c == NULL)
+		return;
+	unlink(c->path);
+	munmap(c->f, sizeof *c->f);
+	free(c->path);
+	free(c);
 }

@@ -10,18 +10,25 @@
 
 #include "fetch.h"
 
+struct sampler_opts;
+
 #define CACHE_BLOCK	(1024 * 1024)	/* cache_configure()'s block size */
 
 /* One remote object as the cache sees it. */
 struct cache_object;
 
-/* What this process's cache did. */
+/*
+ * What the host's cache did since infeedd started (every process of the
+ * host counts in cache_dir/.stats) and what it holds.
+ */
 struct cache_stats {
 	uint64_t	hits;		/* blocks read from cache_dir */
 	uint64_t	misses;		/* blocks downloaded */
 	uint64_t	torn;		/* blocks found broken and dropped */
 	uint64_t	bytes_downloaded;
 	uint64_t	evictions;
+	uint64_t	bytes;		/* blocks' files held, headers too */
+	uint64_t	max;		/* cache_max; 0: no cache_dir */
 };
 
 /**
@@ -38,6 +45,18 @@ int	cache_configure(const char *dir, uint64_t max, size_t block,
  * with *@cause.
  */
 struct cache_object *cache_object_open(const char *url, char **cause);
+
+/**
+ * cache_heads_start() - ask the size and ETag of each of @n @urls in a
+ * thread, for a reload's opens on the daemon's event loop: once the
+ * returned fd is readable, cache_heads_finish(), then the opens (whose
+ * cache_object_open() takes these answers and asks nothing), then
+ * cache_heads_forget().  Return: the fd, or -1 (nothing to ask, or no
+ * thread: the opens ask themselves).
+ */
+int	cache_heads_start(char *const *urls, size_t n);
+void	cache_heads_finish(void);
+void	cache_heads_forget(void);
 
 /**
  * cache_object_size() - the object's size in bytes.
@@ -62,13 +81,39 @@ int	cache_object_order(struct cache_object *o, const uint64_t *blocks,
 	    size_t n);
 void	cache_object_at(struct cache_object *o, size_t pos);
 
+/* A session's place in its order of an object, shared with the host. */
+struct cache_cursor;
+
+/**
+ * cache_cursor_new() - tell every process of the host that evicts that a
+ * session reads @o in the order of a sampler of @opts, record i's bytes
+ * at @base + i x @stride; a session's cursors on several objects share
+ * @key (unique on the host: the daemon's pid and a count).  Return: the
+ * cursor (its file in the object's folder until cache_cursor_free()), or
+ * NULL with *@cause.
+ */
+struct cache_cursor *cache_cursor_new(struct cache_object *o, uint64_t key,
+	    uint64_t base, uint64_t stride, const struct sampler_opts *opts,
+	    char **cause);
+
+/**
+ * cache_cursor_at() - the session reads row @row of epoch @epoch (in its
+ * sampler's order) next: a store to a shared mapping, no system call.
+ */
+void	cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row);
+
+/**
+ * cache_cursor_free() - remove @c's file and free it; NULL is a no-op.
+ */
+void	cache_cursor_free(struct cache_cursor *c);
+
 /**
  * cache_object_close() - free @o; NULL is a no-op.
  */
 void	cache_object_close(struct cache_object *o);
 
 /**
- * cache_stats() - this process's counts.
+ * cache_stats() - the host's counts.
  */
 void	cache_stats(struct cache_stats *out);
 

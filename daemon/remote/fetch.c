@@ -21,8 +21,9 @@
  * The calls block: they are made in a worker process (the dataset's read,
  * for the row that needs the bytes) and at a dataset's open (one HEAD,
  * FETCH_HEAD_ATTEMPTS tries of at most FETCH_HEAD_MS: the catalogue opens
- * datasets at start-up and, at a reload, on the daemon's event loop, so a
- * server that does not answer holds the loop up to about 6 s there).  The handles are
+ * datasets at start-up and, at a reload, after cache_heads_start() asked
+ * them in a thread, so a server that does not answer never holds the
+ * daemon's event loop).  The handles are
  * the process's own: a child after fork() makes new ones, so no two
  * processes share a connection.
  */
@@ -53,8 +54,8 @@
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define FETCH_STALL_S		10	/* under 1 byte/s this long: stalled */
 /*
- * A dataset's open asks the size with a HEAD, and a reload opens on the
- * daemon's event loop: fewer tries and a short limit bound that wait.
+ * A dataset's open asks the size with a HEAD, and a reload waits for
+ * them (in a thread): fewer tries and a short limit bound that wait.
  */
 #define FETCH_HEAD_ATTEMPTS	2
 #define FETCH_HEAD_MS		3000

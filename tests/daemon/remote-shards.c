@@ -62,7 +62,8 @@ png_chunk(uint8_t *out, const char *type, const uint8_t *data, size_t len)
 
 	be32(out, (uint32_t)len);
 	memcpy(out + 4, type, 4);
-	memcpy(out + 8, data, len);
+	if (len > 0)		/* IEND has no data (NULL) */
+		memcpy(out + 8, data, len);
 	crc = crc32(0, out + 4, (uInt)(len + 4));
 	be32(out + 8 + len, (uint32_t)crc);
 	return (len + 12);

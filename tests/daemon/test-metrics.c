@@ -156,6 +156,9 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	st.rings_made = 3;
 	st.fork_server_pid = 4321;
 	st.fork_server_restarts = 2;
+	st.cache_bytes = 3 << 20;
+	st.cache_misses = 4;
+	st.cache_evictions = 1;
 	st.history = &h;
 	render(&st);
 
@@ -170,6 +173,11 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_rings_made_total 3");
 	has_line("infeed_memory_private_bytes 777");
 	has_line("infeed_memory_budget_bytes 1048576");
+	has_line("# TYPE infeed_cache_misses_total counter");
+	has_line("infeed_cache_bytes 3145728");
+	has_line("infeed_cache_misses_total 4");
+	has_line("infeed_cache_evictions_total 1");
+	has_line("infeed_cache_hits_total 0");
 	has_line("infeed_uptime_seconds 61.500");
 	has_line("infeed_rows_reissued_total 8");
 	has_line("infeed_jobs_queued 5");
@@ -283,7 +291,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	ck_assert_uint_eq(count_lines("infeed_reads_in_flight_info{backend="),
 	    1);
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 37);
+	ck_assert_uint_eq(count_lines("# TYPE "), 43);
 	free(h.ended);
 }
 END_TEST

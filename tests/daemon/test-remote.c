@@ -14,6 +14,7 @@
  * changed on the server is never mixed with the old.
  */
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -65,7 +66,8 @@ free_port(void)
 /*
  * nginx serving the test's folder, in the foreground as one process
  * (master_process off: it never changes user, so root and others alike
- * run it as themselves); /flaky/ answers HEAD but 503 to every GET.
+ * run it as themselves), its paths quoted (a folder may hold a space);
+ * /flaky/ answers HEAD but 503 to every GET.
  */
 static void
 nginx_start(void)
@@ -79,20 +81,20 @@ nginx_start(void)
 	if (access(path_in(dir, "tls.crt"), R_OK) == 0) {
 		nginx_tls_port = free_port();
 		snprintf(tls, sizeof(tls), " server {\n  listen 127.0.0.1:%d "
-		    "ssl;\n  ssl_certificate %s/tls.crt;\n"
-		    "  ssl_certificate_key %s/tls.key;\n  root %s;\n }\n",
+		    "ssl;\n  ssl_certificate \"%s/tls.crt\";\n"
+		    "  ssl_certificate_key \"%s/tls.key\";\n  root \"%s\";\n }\n",
 		    nginx_tls_port, dir, dir, dir);
 	}
 	snprintf(conf, sizeof(conf),
 	    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-	    "pid %s/nginx.pid;\nerror_log %s/nginx-error.log;\n"
+	    "pid \"%s/nginx.pid\";\nerror_log \"%s/nginx-error.log\";\n"
 	    "events { worker_connections 64; }\n"
-	    "http {\n access_log %s/access.log;\n"
-	    " client_body_temp_path %s/nginx-tmp;\n"
-	    " proxy_temp_path %s/nginx-tmp;\n"
-	    " server {\n  listen 127.0.0.1:%d;\n  root %s;\n"
+	    "http {\n access_log \"%s/access.log\";\n"
+	    " client_body_temp_path \"%s/nginx-tmp\";\n"
+	    " proxy_temp_path \"%s/nginx-tmp\";\n"
+	    " server {\n  listen 127.0.0.1:%d;\n  root \"%s\";\n"
 	    "  location /flaky/ { if ($request_method = GET) "
-	    "{ return 503; } alias %s/; }\n }\n%s}\n",
+	    "{ return 503; } alias \"%s/\"; }\n }\n%s}\n",
 	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
 	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
 	write_file(path, conf, strlen(conf));
@@ -196,6 +198,33 @@ make_big(void)
 	free(p);
 }
 
+#define WIDE_BLOCKS	16		/* "wide": 16 blocks of 1 MiB */
+#define WIDE_BYTES	(64 * 1024)	/* a record */
+#define WIDE_N		(WIDE_BLOCKS * (CACHE_BLOCK / WIDE_BYTES))
+#define WIDE_CACHED	4		/* blocks the order fixture holds */
+
+/* Whether remote_setup() serves "wide" too. */
+static bool	remote_wide;
+
+/* "wide": WIDE_N records of WIDE_BYTES, record i's bytes (i + j * 7). */
+static void
+make_wide(void)
+{
+	uint8_t		*p;
+	int64_t		 labels[WIDE_N];
+	size_t		 i, j;
+
+	ck_assert_ptr_nonnull(p = malloc((size_t)WIDE_N * WIDE_BYTES));
+	for (i = 0; i < WIDE_N; i++) {
+		for (j = 0; j < WIDE_BYTES; j++)
+			p[i * WIDE_BYTES + j] = (uint8_t)(i + j * 7);
+		labels[i] = (int64_t)(i % RAW_CLASSES);
+	}
+	write_file(path_in(dir, "wide.bin"), p, (size_t)WIDE_N * WIDE_BYTES);
+	write_file(path_in(dir, "wide-labels.bin"), labels, sizeof(labels));
+	free(p);
+}
+
 /* The raw dataset's files served as "remote", and "flaky" by /flaky/. */
 static void
 remote_setup(void)
@@ -224,6 +253,13 @@ remote_setup(void)
 	    "dtype = uint8\nlabels = %s\nlabel_dtype = int64\nclasses = %d\n",
 	    url(0, "big.bin"), BIG_BYTES, url(1, "big-labels.bin"),
 	    RAW_CLASSES);
+	if (remote_wide) {
+		make_wide();
+		fprintf(fp, "\n[dataset wide]\ntype = raw\npath = %s\n"
+		    "shape = %d\ndtype = uint8\nlabels = %s\n"
+		    "label_dtype = int64\nclasses = %d\n", url(0, "wide.bin"),
+		    WIDE_BYTES, url(1, "wide-labels.bin"), RAW_CLASSES);
+	}
 	fclose(fp);
 	infeedd_start(NULL);
 }
@@ -277,13 +313,45 @@ read_remote_epoch(uint64_t seed)
 	infeed_free(f);
 }
 
-/* The remote dataset is the local one; a restart downloads nothing. */
+/* A number of infeedctl status --json: "@key":N. */
+static uint64_t
+status_number(const char *key)
+{
+	static char	out[65536];
+	char		pat[64], *p;
+
+	infeedctl_run("status --json", out, sizeof(out));
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	ck_assert_msg((p = strstr(out, pat)) != NULL, "no %s in %s", key,
+	    out);
+	return (strtoull(p + strlen(pat), NULL, 10));
+}
+
+/*
+ * The remote dataset is the local one; a restart downloads nothing; the
+ * cache's counts in infeedctl status say so.
+ */
 START_TEST(remote_raw_equals_local_and_restart_reads_the_cache)
 {
-	int	gets, again;
+	char		text[8192];
+	uint64_t	held, want = RAW_N * RAW_BYTES + RAW_N * 8;
+	int		gets, again;
 
 	read_remote_epoch(1);
 	gets = nginx_gets();
+	held = status_number("cache_bytes");
+	printf("remote: status: %llu bytes held, %llu hits, %llu misses, "
+	    "%llu bytes downloaded\n", (unsigned long long)held,
+	    (unsigned long long)status_number("cache_hits"),
+	    (unsigned long long)status_number("cache_misses"),
+	    (unsigned long long)status_number("cache_bytes_downloaded"));
+	ck_assert_uint_eq(status_number("cache_misses"), 2);
+	ck_assert_uint_ge(status_number("cache_hits"), RAW_N * 2 - 2);
+	ck_assert_uint_eq(status_number("cache_bytes_downloaded"), want);
+	ck_assert_uint_gt(held, want);	/* and the blocks' headers */
+	ck_assert_uint_eq(status_number("cache_max"), 64 << 20);
+	infeedctl_run("status", text, sizeof(text));
+	ck_assert_msg(strstr(text, "cache: ") != NULL, "%s", text);
 	printf("remote: first daemon: %d GETs for %d samples\n", gets, RAW_N);
 	/* One block of samples, one of labels: each downloaded once on the
 	 * host, though both workers need them. */
@@ -293,10 +361,14 @@ START_TEST(remote_raw_equals_local_and_restart_reads_the_cache)
 
 	ck_assert_int_eq(infeedd_stop(), 0);
 	infeedd_start(NULL);
+	/* A restart counts what cache_dir holds, and downloads none of it. */
+	ck_assert_uint_eq(status_number("cache_bytes"), held);
 	read_remote_epoch(3);
 	again = nginx_gets();
 	printf("remote: restarted daemon: %d GETs more\n", again - gets);
 	ck_assert_int_eq(again, gets);
+	ck_assert_uint_eq(status_number("cache_misses"), 0);
+	ck_assert_uint_gt(status_number("cache_hits"), 0);
 }
 END_TEST
 
@@ -321,6 +393,63 @@ START_TEST(server_errors_fail_that_session_only)
 	    "neither the URL nor the answer: %s", infeed_error(f));
 	infeed_free(f);
 	read_remote_epoch(4);
+}
+END_TEST
+
+/*
+ * A reload that adds a dataset on a server that takes connections and
+ * never answers (a socket listening here, never accepting): its HEADs
+ * wait out their tries (about 6 s) in a thread, and a bystander's round
+ * trips stay under 250 ms all along; the dataset is refused, saying why.
+ */
+START_TEST(reload_against_a_dead_server_keeps_the_loop_free)
+{
+	struct sockaddr_in	 sin;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	socklen_t		 len = sizeof(sin);
+	static char		 log[1 << 16];
+	uint64_t		 t0, ms = 0;
+	FILE			*fp;
+	int			 fd, port;
+
+	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	port = ntohs(sin.sin_port);
+	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
+	fprintf(fp, "\n[dataset dead]\ntype = raw\n"
+	    "path = http://127.0.0.1:%d/raw.bin\nshape = 1,%d,%d\n"
+	    "dtype = uint8\nlabels = http://127.0.0.1:%d/raw-labels.bin\n"
+	    "label_dtype = int64\nclasses = %d\n", port, RAW_H, RAW_W, port,
+	    RAW_CLASSES);
+	fclose(fp);
+
+	bystander_start(&b);
+	usleep(300000);
+	t0 = now_ms();
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
+	while (ms < 30000) {
+		read_log(log, sizeof(log));
+		if (strstr(log, "reloaded:") != NULL)
+			break;
+		usleep(50000);
+		ms = now_ms() - t0;
+	}
+	bystander_stop(&b, &r);
+	close(fd);
+	printf("remote: reload against a server that never answers: %llu "
+	    "ms\n", (unsigned long long)ms);
+	ck_assert_ptr_nonnull(strstr(log, "reloaded:"));
+	ck_assert_msg(strstr(log, "dataset 'dead' refused") != NULL &&
+	    strstr(log, "127.0.0.1") != NULL, "%s", log);
+	ck_assert_uint_ge(ms, 2000);	/* the HEADs did wait */
+	bystander_assert(&r, 250);
+	read_remote_epoch(5);		/* the others are served */
 }
 END_TEST
 
@@ -352,6 +481,64 @@ cache_bytes(void)
 	closedir(d);
 	return (total);
 }
+
+/* One epoch of "big", shuffled by @seed: its wrong bytes. */
+static uint64_t
+read_big_epoch(uint64_t seed)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	uint64_t			 s, r, bad = 0;
+	const uint8_t			*row;
+
+	infeed_options_init(&o);
+	o.batch_size = 64;
+	o.shuffle = true;
+	o.seed = seed;
+	if (infeed_attach(f, "big", &o, &info) != INFEED_OK)
+		return (1);
+	for (s = 0; s < info.steps_per_epoch; s++) {
+		if (infeed_next(f, &st) != INFEED_OK)
+			return (1);
+		for (r = 0; r < st.rows; r++) {
+			row = (const uint8_t *)st.data + r * BIG_BYTES;
+			bad += row[r % BIG_BYTES] !=
+			    big_byte(st.indices[r], (unsigned)(r % BIG_BYTES));
+		}
+		infeed_release(f, &st);
+	}
+	infeed_free(f);
+	return (bad);
+}
+
+/*
+ * Four trainers, each its own process and seed (no shared pipeline), read
+ * "big" at once: every block is downloaded once on the host, not four
+ * times.
+ */
+START_TEST(four_trainers_download_each_block_once)
+{
+	pid_t	kids[4];
+	int	i, status, gets;
+
+	for (i = 0; i < 4; i++)
+		if ((kids[i] = fork()) == 0)
+			_exit(read_big_epoch((uint64_t)i + 1) == 0 ? 0 : 1);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(waitpid(kids[i], &status, 0), kids[i]);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "trainer %d: status %d", i, status);
+	}
+	gets = nginx_gets();
+	printf("remote: 4 trainers, one epoch each of 3 blocks and their "
+	    "labels': %d GETs, %llu misses\n", gets,
+	    (unsigned long long)status_number("cache_misses"));
+	ck_assert_int_eq(gets, 4);
+	ck_assert_uint_eq(status_number("cache_misses"), 4);
+}
+END_TEST
 
 /* A fixture of a cache of two blocks and a bit, for a dataset of three. */
 static void
@@ -413,8 +600,141 @@ START_TEST(daemon_keeps_the_cache_under_cache_max)
 	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
 	ck_assert_uint_le(most, 2200 * 1024);
 	ck_assert_uint_gt(most, 0);
+	ck_assert_uint_gt(status_number("cache_evictions"), 0);
+	ck_assert_uint_eq(status_number("cache_bytes"), cache_bytes());
 	/* Three data blocks and the labels' at least, and more: evicted. */
 	ck_assert_int_gt(gets, 4);
+}
+END_TEST
+
+/*
+ * A fixture of a cache of WIDE_CACHED blocks of "wide" and its labels'
+ * block (4 x (1 MiB + a header of 40 bytes) + 2 KiB + 40 fit in 4100 KiB,
+ * 5 blocks do not).
+ */
+static void
+order_setup(void)
+{
+	remote_cache_max = "4100K";
+	remote_wide = true;
+	remote_setup();
+}
+
+static void
+order_teardown(void)
+{
+	remote_cache_max = "64M";
+	remote_wide = false;
+	remote_teardown();
+}
+
+/*
+ * The fewest downloads for reading @seq (@n blocks) with room for @cap:
+ * Belady's policy, the optimum for pages of one size, evicting the block
+ * whose next use is furthest.
+ */
+static unsigned
+belady_misses(const uint64_t *seq, size_t n, size_t cap)
+{
+	uint64_t	held[64];
+	size_t		nheld = 0, i, j, k, far, v;
+	unsigned	misses = 0;
+
+	ck_assert_uint_le(cap, 64);
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < nheld && held[j] != seq[i]; j++)
+			;
+		if (j < nheld)
+			continue;
+		misses++;
+		if (nheld < cap) {
+			held[nheld++] = seq[i];
+			continue;
+		}
+		for (v = 0, far = 0, j = 0; j < nheld; j++) {
+			for (k = i + 1; k < n && seq[k] != held[j]; k++)
+				;
+			if (k >= far) {
+				far = k;
+				v = j;
+			}
+		}
+		held[v] = seq[i];
+	}
+	return (misses);
+}
+
+/*
+ * Three shuffled epochs of "wide" (16 blocks) through a cache of 4: the
+ * daemon passes the session's order to the cache, and its workers
+ * download at most 1.1 x the fewest blocks that order can be read with
+ * (Belady, computed here from the same sampler), where evicting the
+ * oldest downloaded about twice that.
+ */
+START_TEST(eviction_follows_the_sessions_order)
+{
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	struct sampler_opts		 so;
+	struct sampler			 sm;
+	uint64_t			*seq, idx[16], s, r, e, bad = 0;
+	const uint8_t			*row;
+	size_t				 n = 0, k;
+	char				*why = NULL;
+	unsigned			 best, j;
+	int				 gets;
+
+	infeed_options_init(&o);
+	o.batch_size = 16;
+	o.shuffle = true;
+	o.seed = 11;
+	o.load_indefinitely = true;
+	o.num_workers = 1;
+	o.buffer_size = 2;
+	ck_assert_msg(infeed_attach(f, "wide", &o, &info) == INFEED_OK, "%s",
+	    infeed_error(f));
+	for (e = 0; e < 3; e++)
+		for (s = 0; s < info.steps_per_epoch; s++) {
+			ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+			    infeed_error(f));
+			for (r = 0; r < st.rows; r++) {
+				row = (const uint8_t *)st.data + r * WIDE_BYTES;
+				for (j = 0; j < WIDE_BYTES; j += 4099)
+					bad += row[j] !=
+					    (uint8_t)(st.indices[r] + j * 7);
+			}
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+		}
+	infeed_free(f);
+	gets = nginx_gets();
+
+	/* The same order, block by block, and its fewest downloads. */
+	memset(&so, 0, sizeof(so));
+	so.samples = WIDE_N;
+	so.batch_size = 16;
+	so.device_iterations = so.replication_factor = 1;
+	so.gradient_accumulation = so.process_count = 1;
+	so.shuffle = true;
+	so.seed = 11;
+	ck_assert_msg(sampler_init(&sm, &so, &why) == 0, "%s", why);
+	ck_assert_ptr_nonnull(seq = malloc(3 * WIDE_N * sizeof(*seq)));
+	for (e = 0; e < 3; e++)
+		for (s = 0; s < sm.steps_per_epoch; s++)
+			for (k = sampler_step_indices(&sm, e, s, idx); k > 0;
+			    k--)
+				seq[n++] = idx[16 - k] * WIDE_BYTES /
+				    CACHE_BLOCK;
+	sampler_clear(&sm);
+	/* The labels' one block is read with every record: one more GET. */
+	best = belady_misses(seq, n, WIDE_CACHED) + 1;
+	free(seq);
+	printf("remote: 3 shuffled epochs of 16 blocks through a cache of "
+	    "4: %d GETs, %u at best (%.2f x)\n", gets, best,
+	    (double)gets / best);
+	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
+	ck_assert_int_le(gets * 10, best * 11);
 }
 END_TEST
 
@@ -448,6 +768,21 @@ write_blocks(const char *name, unsigned blocks)
 		p[i] = (uint8_t)(i * 7 + i / 251);
 	write_file(path_in(dir, name), p, len);
 	free(p);
+}
+
+/* "blocks.bin" of @blocks small blocks, through a cache of @max bytes. */
+static struct cache_object *
+open_blocks(unsigned blocks, uint64_t max)
+{
+	struct cache_object	*o;
+	char			*cause = NULL;
+
+	write_blocks("blocks.bin", blocks);
+	ck_assert_msg(cache_configure(path_in(dir, "cache"), max, SMALL_BLOCK,
+	    &cause) == 0, "%s", cause);
+	ck_assert_msg((o = cache_object_open(url(0, "blocks.bin"),
+	    &cause)) != NULL, "%s", cause);
+	return (o);
 }
 
 /* Read block @b of @o and check its bytes. */
@@ -563,15 +898,10 @@ START_TEST(unneeded_blocks_go_first)
 {
 	static const uint64_t	order[] = { 0, 1, 0, 1 };
 	struct cache_object	*o;
-	char			*cause = NULL;
 	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20;
 	int			 gets;
 
-	write_blocks("blocks.bin", 4);
-	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), max,
-	    SMALL_BLOCK, &cause), 0);
-	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
-	    &cause));
+	o = open_blocks(4, max);
 	ck_assert_int_eq(cache_object_order(o, order, 4), 0);
 	/* Block 0 (needed next), then block 3 (never needed again). */
 	cache_object_at(o, 0);
@@ -588,13 +918,83 @@ START_TEST(unneeded_blocks_go_first)
 }
 END_TEST
 
+/* The cache's one object folder, in @out. */
+static void
+object_dir(char *out, size_t len)
+{
+	struct dirent	*de;
+	DIR		*d;
+
+	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
+	while ((de = readdir(d)) != NULL && de->d_name[0] == '.')
+		;
+	ck_assert_ptr_nonnull(de);
+	snprintf(out, len, "%s/cache/%s", dir, de->d_name);
+	closedir(d);
+}
+
+/* Cursor files in the cache's one object folder. */
+static int
+count_cursors(void)
+{
+	struct dirent	*de;
+	DIR		*d;
+	char		 odir[700];
+	int		 n = 0;
+
+	object_dir(odir, sizeof(odir));
+	ck_assert_ptr_nonnull(d = opendir(odir));
+	while ((de = readdir(d)) != NULL)
+		n += strncmp(de->d_name, "cursor-", 7) == 0;
+	closedir(d);
+	return (n);
+}
+
+/*
+ * A session's cursor left by a process that died (as a crashed daemon's)
+ * is removed by the next process that makes room; a live one is kept
+ * until its owner frees it.
+ */
+START_TEST(dead_process_cursor_is_removed)
+{
+	struct sampler_opts	 so;
+	struct cache_object	*o;
+	struct cache_cursor	*c;
+	char			*cause = NULL;
+	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20, b;
+	int			 status;
+	pid_t			 pid;
+
+	o = open_blocks(4, max);
+	memset(&so, 0, sizeof(so));
+	so.samples = 4;
+	so.batch_size = so.device_iterations = so.replication_factor = 1;
+	so.gradient_accumulation = so.process_count = 1;
+	if ((pid = fork()) == 0)
+		_exit(cache_cursor_new(o, 1, 0, SMALL_BLOCK, &so, &cause) ==
+		    NULL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(status, 0);
+	ck_assert_ptr_nonnull(c = cache_cursor_new(o, 2, 0, SMALL_BLOCK, &so,
+	    &cause));
+	ck_assert_int_eq(count_cursors(), 2);
+	/* Room for 2 blocks: the third read makes room, scanning. */
+	for (b = 0; b < 3; b++) {
+		cache_cursor_at(c, 0, b);
+		read_block(o, b);
+	}
+	ck_assert_int_eq(count_cursors(), 1);
+	cache_cursor_free(c);
+	ck_assert_int_eq(count_cursors(), 0);
+	cache_object_close(o);
+}
+END_TEST
+
 /* A torn block is found and downloaded again, never served. */
 START_TEST(torn_block_is_downloaded_again)
 {
 	struct cache_object	*o;
 	struct cache_stats	 a, b;
-	struct dirent		*de;
-	DIR			*d;
 	char			*cause = NULL, odir[700], p[1000];
 	int			 fd, gets;
 
@@ -610,12 +1010,7 @@ START_TEST(torn_block_is_downloaded_again)
 	 * A crash's torn write: the file's size reached the disk, the last
 	 * half of its bytes did not (zeros).
 	 */
-	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
-	while ((de = readdir(d)) != NULL && de->d_name[0] == '.')
-		;
-	ck_assert_ptr_nonnull(de);
-	snprintf(odir, sizeof(odir), "%s/cache/%s", dir, de->d_name);
-	closedir(d);
+	object_dir(odir, sizeof(odir));
 	snprintf(p, sizeof(p), "%s/b1", odir);
 	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
 	ck_assert_int_eq(ftruncate(fd, SMALL_BLOCK / 2), 0);
@@ -779,6 +1174,55 @@ START_TEST(cut_body_is_retried_then_named)
 END_TEST
 
 /*
+ * A cache disk that refuses the write (here a file size limit: the write
+ * comes back short, as on a full disk): the read fails with an
+ * error naming cache_dir, the URL and what to do; nothing crashes and no
+ * temporary file is left.  In a child: the limit is the process's.
+ */
+START_TEST(full_cache_disk_is_a_clear_error)
+{
+	struct cache_object	*o;
+	struct rlimit		 rl;
+	uint8_t			 buf[16];
+	char			*cause = NULL, cmd[1200];
+	int			 status;
+	pid_t			 pid;
+
+	write_blocks("blocks.bin", 2);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
+	    &cause));
+	if ((pid = fork()) == 0) {
+		signal(SIGXFSZ, SIG_IGN);
+		rl.rlim_cur = rl.rlim_max = 1000;	/* under a block */
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(2);
+		if (cache_object_read(o, 0, sizeof(buf), buf, &cause) != -1)
+			_exit(3);
+		printf("remote: full disk: %s\n", cause);
+		fflush(stdout);
+		_exit(strstr(cause, "cache_dir") != NULL &&
+		    strstr(cause, "blocks.bin") != NULL &&
+		    (strstr(cause, "too large") != NULL ||
+		    strstr(cause, "No space left") != NULL) &&
+		    strstr(cause, "lower cache_max") != NULL ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "status %d", status);
+	ck_assert_int_eq(cache_bytes(), 0);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s/cache' -name "
+	    "'*.tmp')\"", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	/* Room again: the same read is served and kept. */
+	ck_assert_int_eq(cache_object_read(o, 0, sizeof(buf), buf, &cause), 0);
+	ck_assert_int_gt(cache_bytes(), 0);
+	cache_object_close(o);
+}
+END_TEST
+
+/*
  * TLS peers are verified: nginx's self-signed certificate (made here with
  * openssl) is refused, naming the URL and the certificate.
  */
@@ -792,8 +1236,8 @@ START_TEST(https_peer_is_verified)
 		return;
 	}
 	snprintf(cmd, sizeof(cmd), "/usr/bin/openssl req -x509 -newkey "
-	    "rsa:2048 -nodes -subj /CN=127.0.0.1 -days 1 -keyout %s/tls.key "
-	    "-out %s/tls.crt >/dev/null 2>&1", dir, dir);
+	    "rsa:2048 -nodes -subj /CN=127.0.0.1 -days 1 -keyout '%s/tls.key' "
+	    "-out '%s/tls.crt' >/dev/null 2>&1", dir, dir);
 	ck_assert_int_eq(system(cmd), 0);
 	nginx_stop();
 	nginx_start();
@@ -823,6 +1267,8 @@ remote_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, remote_raw_equals_local_and_restart_reads_the_cache);
 	tcase_add_test(tc, server_errors_fail_that_session_only);
+	tcase_add_test(tc, reload_against_a_dead_server_keeps_the_loop_free);
+	tcase_add_test(tc, four_trainers_download_each_block_once);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_max");
@@ -831,14 +1277,22 @@ remote_suite(void)
 	tcase_add_test(tc, daemon_keeps_the_cache_under_cache_max);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("order");
+	tcase_add_checked_fixture(tc, order_setup, order_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, eviction_follows_the_sessions_order);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("cache");
 	tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, cache_max_holds_and_eviction_follows_the_order);
 	tcase_add_test(tc, unneeded_blocks_go_first);
+	tcase_add_test(tc, dead_process_cursor_is_removed);
 	tcase_add_test(tc, torn_block_is_downloaded_again);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
+	tcase_add_test(tc, full_cache_disk_is_a_clear_error);
 	tcase_add_test(tc, https_peer_is_verified);
 	suite_add_tcase(s, tc);
 	return (s);
