@@ -46,7 +46,8 @@
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
 	"group_window", "job_timeout", "image_memory_max", "keep_ring_memory",
-	"metrics_listen", "io_backend", "cache_dir", "cache_max", NULL,
+	"metrics_listen", "io_backend", "read_ahead", "cache_dir", "cache_max",
+	NULL,
 };
 
 /*
@@ -94,6 +95,41 @@ config_parse_size(const char *s, uint64_t *out)
 		return (-1);
 	*out = (uint64_t)v << shift;
 	return (0);
+}
+
+/*
+ * read_ahead = auto | off | N steps | SIZE into @conf: steps and bytes,
+ * the other one unbounded (auto: both).  Return: 0, or -1 when malformed.
+ */
+static int
+config_read_ahead(const char *value, struct config *conf)
+{
+	const char	*end;
+	uint64_t	 v;
+
+	if (strcmp(value, "auto") == 0) {
+		conf->read_ahead_steps = CONFIG_READ_AHEAD_AUTO_STEPS;
+		conf->read_ahead_bytes = CONFIG_READ_AHEAD_AUTO_BYTES;
+		return (0);
+	}
+	if (strcmp(value, "off") == 0 || strcmp(value, "0") == 0) {
+		conf->read_ahead_steps = 0;
+		conf->read_ahead_bytes = 0;
+		return (0);
+	}
+	if (number_scan_u64(value, &v, &end) == 0 && v >= 1 &&
+	    v <= CONFIG_READ_AHEAD_MAX_STEPS && (strcmp(end, " steps") == 0 ||
+	    strcmp(end, " step") == 0)) {
+		conf->read_ahead_steps = (uint32_t)v;
+		conf->read_ahead_bytes = UINT64_MAX;
+		return (0);
+	}
+	if (config_parse_size(value, &v) == 0 && v > 0) {
+		conf->read_ahead_steps = CONFIG_READ_AHEAD_MAX_STEPS;
+		conf->read_ahead_bytes = v;
+		return (0);
+	}
+	return (-1);
 }
 
 /* Parse a duration: "500ms", "30s", "2m", "1h" or plain seconds, in ms. */
@@ -269,6 +305,17 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			    "it, else threads), io_uring or threads", value);
 			return (0);
 		}
+	} else if (strcmp(name, "read_ahead") == 0) {
+		if (config_read_ahead(value, conf) == -1) {
+			cp->error = xasprintf("[infeedd] read_ahead = %s: "
+			    "expected auto (%d steps, at most %lluM), off, a "
+			    "number of steps up to %d such as 8 steps, or a "
+			    "size such as 64M", value,
+			    CONFIG_READ_AHEAD_AUTO_STEPS,
+			    CONFIG_READ_AHEAD_AUTO_BYTES >> 20,
+			    CONFIG_READ_AHEAD_MAX_STEPS);
+			return (0);
+		}
 	} else if (strcmp(name, "metrics_listen") == 0) {
 		if (config_parse_listen(value, conf) == -1) {
 			cp->error = xasprintf("[infeedd] metrics_listen = %s: "
@@ -301,7 +348,7 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
 		    "max_frame_size, memory_budget, group_window, job_timeout, "
 		    "image_memory_max, keep_ring_memory, metrics_listen, "
-		    "io_backend, cache_dir and cache_max",
+		    "io_backend, read_ahead, cache_dir and cache_max",
 		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
@@ -642,6 +689,8 @@ config_load(const char *path, char **cause)
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
 	conf->group_window = CONFIG_GROUP_WINDOW_AUTO;
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
+	conf->read_ahead_steps = CONFIG_READ_AHEAD_AUTO_STEPS;
+	conf->read_ahead_bytes = CONFIG_READ_AHEAD_AUTO_BYTES;
 	conf->image_memory_max = CONFIG_DEFAULT_IMAGE_MEMORY;
 	conf->keep_ring_ms = CONFIG_DEFAULT_KEEP_RING_MS;
 	conf->cache_max = CONFIG_DEFAULT_CACHE_MAX;

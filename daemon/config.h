@@ -15,6 +15,14 @@
 #include "dataset.h"
 #include "io-batch.h"
 
+/*
+ * read_ahead = auto: 16 steps, at most 64 MiB and an eighth of
+ * memory_budget (docs/performance.md, issue 36 round two, measures it).
+ */
+#define CONFIG_READ_AHEAD_AUTO_STEPS	16
+#define CONFIG_READ_AHEAD_AUTO_BYTES	(64ULL << 20)
+#define CONFIG_READ_AHEAD_MAX_STEPS	1024
+
 struct config {
 	char			*path;
 	char			*socket_path;
@@ -29,6 +37,13 @@ struct config {
 	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
 	enum io_backend		 io_backend;	/* reads in flight: io-batch.h */
+	/*
+	 * read_ahead: steps past the ring a session's rows are read ahead
+	 * (into the page cache), and the bytes of those steps at most;
+	 * CONFIG_READ_AHEAD_AUTO's figures unless set.
+	 */
+	uint32_t		 read_ahead_steps;
+	uint64_t		 read_ahead_bytes;
 	char			*metrics_host;	/* NULL: no metrics endpoint */
 	uint16_t		 metrics_port;
 	char			*cache_dir;	/* remote datasets' cache; NULL: none */

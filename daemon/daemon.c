@@ -240,6 +240,8 @@ daemon_start(const struct daemon_args *args)
 	log_info("reads in flight: %s", why);
 	d->pool = pool_new(d->base, d->cat, &d->budget, d->conf->workers, max,
 	    d->conf->job_timeout_ms, d->conf->image_memory_max);
+	pool_set_read_ahead(d->pool, d->conf->read_ahead_steps,
+	    d->conf->read_ahead_bytes);
 	if (args->forker_restarts)
 		pool_forker_restarts(d->pool);
 	if (d->conf->workers_auto) {
@@ -426,6 +428,8 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	d->budget.keep_ms = nconf->keep_ring_ms;
 	pool_reload(d->pool, ncat, nconf->job_timeout_ms,
 	    nconf->image_memory_max);
+	pool_set_read_ahead(d->pool, nconf->read_ahead_steps,
+	    nconf->read_ahead_bytes);
 	log_info("reloaded: %zu datasets; %u sessions kept, %u ended",
 	    ncat->ndatasets, kept, ended);
 	sd_notifyf(0, "READY=1\nSTATUS=reloaded: %zu datasets",

@@ -177,7 +177,11 @@ pool_job_depth(const struct pool_ring *pr, const struct job *job)
  * next step comes first, in the order they became next: a session's
  * first step goes before another's second.  Each ring's queue is in that
  * order (pool_job_queue()): only its head is looked at, so a pick costs
- * the rings, not the queued jobs (16k for a 64 Mi-row step).
+ * the rings, not the queued jobs (16k for a 64 Mi-row step).  A job
+ * tried before (its worker died or timed out: a store that stopped
+ * answering) goes after the others of its depth, so one session's dead
+ * store holds the other sessions' steps for one job_timeout, not one a
+ * try.
  */
 struct job *
 pool_next_job(struct pool *pool, struct pool_ring **prp)
@@ -185,18 +189,22 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 	struct pool_ring	*pr;
 	struct job		*job, *best = NULL;
 	uint64_t		 depth, since, best_depth = 0, best_since = 0;
+	bool			 again, best_again = false;
 
 	TAILQ_FOREACH(pr, &pool->rings, entry) {
 		if ((job = TAILQ_FIRST(&pr->jobs)) == NULL ||
 		    pr->inflight >= pr->max_jobs)
 			continue;
 		depth = pool_job_depth(pr, job);
+		again = job->attempts > 0 || job->kills > 0;
 		since = depth == 0 && pr->delivered_at > job->queued ?
 		    pr->delivered_at : job->queued;
 		if (best == NULL || depth < best_depth || (depth ==
-		    best_depth && since < best_since)) {
+		    best_depth && (again < best_again || (again ==
+		    best_again && since < best_since)))) {
 			best = job;
 			best_depth = depth;
+			best_again = again;
 			best_since = since;
 			*prp = pr;
 		}

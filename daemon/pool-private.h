@@ -89,6 +89,13 @@ struct pool_ring {
 	bool			*mapped;	/* per worker */
 	pool_done_cb		*done;
 	void			*arg;
+	/*
+	 * Indices of later steps to read ahead (pool_read_ahead()), a FIFO
+	 * of POOL_AHEAD_MAX; they go with the next jobs (WORKER_MAX_JOB_AHEAD a
+	 * job) for the worker to ask the kernel for, not to read itself.
+	 */
+	uint64_t		*ahead;
+	unsigned		 ahead_head, ahead_n;
 };
 TAILQ_HEAD(pool_ring_list, pool_ring);
 
@@ -151,6 +158,8 @@ struct pool {
 	uint64_t		 next_job_id;
 	uint64_t		 oom_kills;	/* the kernel's count, last read */
 	uint32_t		 job_timeout_ms;	/* per row */
+	uint32_t		 ahead_steps;	/* read_ahead (config.h) */
+	uint64_t		 ahead_bytes;
 	uint64_t		 image_memory_max;
 	struct worker_beat	*beats;		/* shared, one per worker */
 	struct event		*retry_ev;	/* pool_dispatch() again */
@@ -161,6 +170,10 @@ struct pool {
 	uint64_t		 events;	/* jobs queued and steps delivered */
 };
 
+
+/* pool-rings.c */
+unsigned	 pool_read_ahead_take(struct pool_ring *pr, uint64_t *out,
+		    unsigned max);
 
 /* pool.c */
 void		 pool_dispatch(struct pool *pool);

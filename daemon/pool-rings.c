@@ -72,6 +72,7 @@ pool_ring_free(struct pool_ring *pr)
 	for (i = 0; i < pr->desc.nfiles; i++)
 		close(pr->files[i]);
 	free(pr->mapped);
+	free(pr->ahead);
 	free(pr);
 }
 
@@ -288,4 +289,70 @@ pool_let_go(struct pool *pool)
 			w->mems[k] = w->mems[--w->nmems];
 		}
 	}
+}
+
+/*
+ * The steps of @step_bytes that @pr's producer reads ahead: read_ahead's
+ * steps, within its bytes and an eighth of memory_budget (the pages are
+ * the page cache's, but the host's memory all the same), and what the
+ * FIFO holds.
+ */
+uint64_t
+pool_read_ahead_steps(const struct pool_ring *pr, uint64_t step_rows,
+    uint64_t step_bytes)
+{
+	const struct pool	*pool = pr->pool;
+	uint64_t		 steps = pool->ahead_steps, bytes;
+
+	if (step_rows == 0 || step_bytes == 0)
+		return (0);
+	bytes = pool->ahead_bytes;
+	if (pool->budget != NULL && pool->budget->limit / 8 < bytes)
+		bytes = pool->budget->limit / 8;
+	if (bytes / step_bytes < steps)
+		steps = bytes / step_bytes;
+	if (POOL_AHEAD_MAX / step_rows < steps)
+		steps = POOL_AHEAD_MAX / step_rows;
+	return (steps);
+}
+
+/*
+ * Queue the @n indices @idx (a later step's) to be read ahead with @pr's
+ * next jobs; false, queuing none, when the FIFO has no room for them.
+ */
+bool
+pool_read_ahead(struct pool_ring *pr, const uint64_t *idx, uint64_t n)
+{
+	uint64_t	i;
+
+	if (pr->ahead_n + n > POOL_AHEAD_MAX)
+		return (false);
+	if (pr->ahead == NULL)
+		pr->ahead = xcalloc(POOL_AHEAD_MAX, sizeof(*pr->ahead));
+	for (i = 0; i < n; i++)
+		pr->ahead[(pr->ahead_head + pr->ahead_n++) % POOL_AHEAD_MAX] =
+		    idx[i];
+	return (true);
+}
+
+/* Take up to @max indices to read ahead into @out; how many. */
+unsigned
+pool_read_ahead_take(struct pool_ring *pr, uint64_t *out, unsigned max)
+{
+	unsigned	n = 0;
+
+	while (n < max && pr->ahead_n > 0) {
+		out[n++] = pr->ahead[pr->ahead_head];
+		pr->ahead_head = (pr->ahead_head + 1) % POOL_AHEAD_MAX;
+		pr->ahead_n--;
+	}
+	return (n);
+}
+
+/* read_ahead's steps and bytes (config.h), from the next step on. */
+void
+pool_set_read_ahead(struct pool *pool, uint32_t steps, uint64_t bytes)
+{
+	pool->ahead_steps = steps;
+	pool->ahead_bytes = bytes;
 }

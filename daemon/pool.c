@@ -72,8 +72,11 @@ pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
 	jm->row_end = job->row_end;
 	jm->job_id = w->job_id = ++pool->next_job_id;
 	memcpy(jm->indices, job->indices, rows * sizeof(uint64_t));
-	if (pool_send(w, jm, sizeof(*jm) + rows * sizeof(uint64_t),
-	    WORKER_MSG_JOB, NULL, 0) == -1)
+	/* Later steps' rows to read ahead ride along (pool_read_ahead()). */
+	jm->ahead = pool_read_ahead_take(pr, jm->indices + rows,
+	    WORKER_MAX_JOB_AHEAD);
+	if (pool_send(w, jm, sizeof(*jm) + (rows + jm->ahead) *
+	    sizeof(uint64_t), WORKER_MSG_JOB, NULL, 0) == -1)
 		return (-1);
 	w->job = job;
 	pr->inflight++;
@@ -160,7 +163,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	    event_add(pool->chld_ev, NULL) == -1)
 		fatalx("cannot watch the fork server");
 	pool->jobmsg = xmalloc(sizeof(*pool->jobmsg) +
-	    WORKER_MAX_JOB_ROWS * sizeof(uint64_t));
+	    (WORKER_MAX_JOB_ROWS + WORKER_MAX_JOB_AHEAD) * sizeof(uint64_t));
 	pool->donemsg = xmalloc(WORKER_MAX_DONE);
 	pool->n = slots;
 	pool->size = workers;

@@ -71,6 +71,7 @@
 #define POOL_STOP_MS		FORKER_STOP_MS	/* SIGTERM to SIGKILL */
 #define POOL_SETTLE_MS		100	/* an Attach waits for removed rings' jobs */
 #define POOL_TAKEOVER_MS	1000	/* a job that long without progress */
+#define POOL_AHEAD_MAX		16384	/* indices a ring reads ahead, queued */
 
 struct event_base;
 struct pool;
@@ -150,6 +151,31 @@ struct pool_ring *pool_add_ring(struct pool *pool, uint32_t dataset_index,
 		    const struct transform *tf, const struct ring_mem *mem,
 		    unsigned max_jobs, pool_done_cb *done, void *arg,
 		    char **cause);
+
+/**
+ * pool_set_read_ahead() - read_ahead (config.h): the steps past the ring
+ * a producer reads ahead, and their bytes at most.
+ */
+void		 pool_set_read_ahead(struct pool *pool, uint32_t steps,
+		    uint64_t bytes);
+
+/**
+ * pool_read_ahead_steps() - how many steps of @step_rows rows and
+ * @step_bytes bytes @pr's producer may read ahead of its ring: read_ahead
+ * within its bytes, an eighth of memory_budget and POOL_AHEAD_MAX rows.
+ */
+uint64_t	 pool_read_ahead_steps(const struct pool_ring *pr,
+		    uint64_t step_rows, uint64_t step_bytes);
+
+/**
+ * pool_read_ahead() - the dataset indices @idx of a later step, to be
+ * read ahead: they go with @pr's next jobs, and the worker asks the
+ * kernel for their bytes (posix_fadvise WILLNEED: into the page cache,
+ * not the ring) before it waits for its job's own reads.
+ * Return: false, queuing none, when POOL_AHEAD_MAX would be passed.
+ */
+bool		 pool_read_ahead(struct pool_ring *pr, const uint64_t *idx,
+		    uint64_t n);
 
 /**
  * pool_ring_files() - the ring's dataset is @ds, a client's files opened

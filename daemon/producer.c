@@ -5,7 +5,9 @@
  * reader to ask.  A step's indices and jobs are made a bounded amount per
  * loop callback (producer_prepare), whatever its rows, stages and
  * shuffle, and its shuffle's table is charged to memory_budget
- * (producer_table).  Producers call the pool and the ring, never a
+ * (producer_table).  Past the ring, the next read_ahead steps' indices
+ * go to the pool to be read ahead (producer_read_ahead), in the same
+ * bounded callbacks.  Producers call the pool and the ring, never a
  * reader, a group or a session: what is done goes up through the done
  * callback.
  */
@@ -404,6 +406,7 @@ producer_free(struct producer *p)
 	    ring_count(p->ring, SLOT_HELD) == 0);
 	dataset_order_free(p->spec.src->ds, p->order);
 	free(p->indices);
+	free(p->ahead);
 	free(p->failure);
 	free(p);
 }
@@ -466,9 +469,55 @@ producer_prepare_slot(const struct producer *p)
 }
 
 /*
+ * Send the rows of the steps after the ring's to be read ahead
+ * (pool_read_ahead()), for at most *@work units: up to
+ * pool_read_ahead_steps() past the last step a slot took, within that
+ * step's epoch (the next one's table is not made yet) and before a
+ * catch-up stream's stop.  So the reads of a step are asked for
+ * read_ahead steps before its slot is, and no more are: the window moves
+ * as slots take steps.  Return whether steps are left to send.
+ */
+static bool
+producer_read_ahead(struct producer *p, uint64_t *work)
+{
+	struct sampler		*sm = &p->spec.src->sampler;
+	const struct transform	*tf = &p->spec.src->transform;
+	uint64_t		 epoch = p->fill_epoch, end, rows, cost;
+
+	if (p->retired || p->state != PRODUCER_FILLING || p->fill_step == 0)
+		return (false);
+	if (p->ahead_epoch != epoch || p->ahead_step < p->fill_step) {
+		p->ahead_epoch = epoch;
+		p->ahead_step = p->fill_step;
+	}
+	end = p->fill_step + pool_read_ahead_steps(p->pool_ring, sm->cbs,
+	    sm->cbs * (tf->in_sample_bytes ? tf->in_sample_bytes :
+	    tf->out_sample_bytes));
+	if (end > sampler_epoch_steps(sm, epoch))
+		end = sampler_epoch_steps(sm, epoch);
+	if (p->stops && p->stop_epoch == epoch && end > p->stop_step)
+		end = p->stop_step;
+	while (p->ahead_step < end) {
+		if (*work == 0 || !sampler_prepare(sm, epoch, work))
+			return (true);
+		rows = sampler_epoch_step_rows(sm, epoch, p->ahead_step);
+		if (p->ahead == NULL)
+			p->ahead = xcalloc(sm->cbs, sizeof(*p->ahead));
+		sampler_rows_indices(sm, epoch, p->ahead_step, 0, rows,
+		    p->ahead);
+		if (!pool_read_ahead(p->pool_ring, p->ahead, rows))
+			return (false);	/* again when a slot takes a step */
+		p->ahead_step++;
+		cost = rows * sampler_row_cost(sm, epoch);
+		*work -= cost < *work ? cost : *work;
+	}
+	return (false);
+}
+
+/*
  * Compute the indices of the next rows and queue their jobs, for about
- * PRODUCER_PREPARE_WORK units (a new epoch's shuffle table among them);
- * return whether rows are left to prepare.
+ * PRODUCER_PREPARE_WORK units (a new epoch's shuffle table among them),
+ * then those of the steps to read ahead; return whether rows are left.
  */
 static bool
 producer_prepare(struct producer *p)
@@ -493,7 +542,9 @@ producer_prepare(struct producer *p)
 		work -= n * cost < work ? n * cost : work;
 		producer_submit(p, (uint32_t)i, begin, begin + n);
 	}
-	return (producer_prepare_slot(p) != -1);
+	if (producer_prepare_slot(p) != -1)
+		return (true);
+	return (producer_read_ahead(p, &work));
 }
 
 /* The next rows' preparation, after the loop has looked at its sockets. */

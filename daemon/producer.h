@@ -103,6 +103,14 @@ struct producer {
 	/* Rows of each filling slot whose jobs are queued (producer_prepare). */
 	uint64_t		 prepared[INFEED_MAX_SLOTS];
 	struct event		*ev_prepare;	/* the next rows, or NULL */
+	/*
+	 * Read ahead (pool_read_ahead()): the next step of ahead_epoch whose
+	 * rows go to the pool to be read ahead of its slot, and a step's
+	 * indices to compute them in.
+	 */
+	uint64_t		 ahead_epoch;
+	uint64_t		 ahead_step;
+	uint64_t		*ahead;
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
 	void			*order;	/* dataset_order_new()'s, or NULL */
 };

@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -38,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "copy.h"
 #include "io-batch.h"
 #include "log.h"
@@ -94,6 +96,17 @@ struct wring {
 #define WORKER_ENC_KEEP		(4u << 20)
 /* Pages asked of mincore(2) at a time. */
 #define WORKER_MINCORE_PAGES	64
+/*
+ * A copy from the mapping that took this long waited for a page still
+ * being read (read ahead, pool_read_ahead(): mincore(2) counts a page
+ * under I/O as in memory), and the rows then wait one at a time: for
+ * WORKER_MAP_OFF_MS the worker reads even resident rows in flight.  A
+ * cached 128 KiB row copies in about 25 us.
+ */
+#define WORKER_MAP_WAIT_US	300
+#define WORKER_MAP_OFF_MS	1000
+/* Rows to read ahead looked at first: all resident, the dataset is. */
+#define WORKER_AHEAD_PROBE	4
 /* Rows found in memory in a row before worker_resident() samples. */
 #define WORKER_RESIDENT_TRUST	1024
 #define WORKER_RESIDENT_SAMPLE	16
@@ -249,6 +262,9 @@ worker_populate(struct wring *w, uint64_t off, uint64_t len)
 	(void)len;
 #endif
 }
+
+/* Until when resident rows are read in flight, not copied (ms). */
+static uint64_t	worker_map_off_until;
 
 /*
  * Once WORKER_RESIDENT_TRUST rows in a row were in memory, only one in
@@ -494,7 +510,10 @@ worker_array_row(struct worker_rowjob *j, uint64_t r, uint64_t idx, bool stream)
 		return;
 	}
 	if (loc.mapped != NULL && (loc.fd == -1 ||
-	    worker_resident(loc.mapped, loc.len))) {
+	    (worker_map_off_until < clock_now_ms() &&
+	    worker_resident(loc.mapped, loc.len)))) {
+		uint64_t	t0 = clock_now_us();
+
 		worker_beat_row(r);
 		worker_copying = idx;
 		if (tf->to_float32)
@@ -503,6 +522,9 @@ worker_array_row(struct worker_rowjob *j, uint64_t r, uint64_t idx, bool stream)
 		else
 			copy_row(dst, loc.mapped, loc.len, stream);
 		j->d->bytes += loc.len;
+		if (loc.fd != -1 && clock_now_us() - t0 > WORKER_MAP_WAIT_US)
+			worker_map_off_until = clock_now_ms() +
+			    WORKER_MAP_OFF_MS;
 		return;
 	}
 	while (io_batch_room(worker_io) == 0 || (tf->to_float32 &&
@@ -564,6 +586,69 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 	worker_fl_bytes += loc.len;
 	io_batch_read(worker_io, loc.fd, e->enc.p, loc.len, loc.off,
 	    (uint64_t)(e - worker_fl));
+}
+
+/*
+ * Whether sample @i needs no reading ahead: in memory, an image file
+ * (opened for its read: none of them), or not to be found (its job says).
+ */
+static bool
+worker_ahead_needless(const struct dataset *ds, uint64_t i)
+{
+	struct dataset_loc	loc;
+	int64_t			label;
+
+	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
+		return (true);
+	if (loc.owned) {
+		close(loc.fd);
+		return (true);
+	}
+	return (loc.fd == -1 || (loc.mapped != NULL &&
+	    worker_resident(loc.mapped, loc.len)));
+}
+
+/* Ask the kernel for sample @i's bytes, not waiting for them. */
+static void
+worker_read_ahead_one(const struct dataset *ds, uint64_t i)
+{
+	struct dataset_loc	loc;
+	int64_t			label;
+
+	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
+		return;
+	if (loc.owned)
+		close(loc.fd);
+	else if (loc.fd != -1)
+		(void)posix_fadvise(loc.fd, (off_t)loc.off, (off_t)loc.len,
+		    POSIX_FADV_WILLNEED);
+}
+
+/*
+ * Ask the kernel to read the bytes of samples @idx (@n, a later step's:
+ * pool_read_ahead()) into the page cache, without waiting for them
+ * (posix_fadvise WILLNEED): when their job comes, its reads find them
+ * there, or already on their way.  When its first WORKER_AHEAD_PROBE
+ * rows are in memory the dataset is taken to be, and nothing is asked
+ * (a few mincore(2) a job, not one a row).
+ * Only in the files the worker keeps open (arrays, tar shards): an image
+ * file is opened for its read, and a FUSE store forgets a file's cached
+ * pages when it is opened again (without keep_cache), so its bytes would
+ * be read twice.  A sample that cannot be located is left to its job.
+ */
+static void
+worker_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
+{
+	uint32_t	i;
+
+	/* The first rows needless (a few syscalls a job): all are. */
+	for (i = 0; i < n && i < WORKER_AHEAD_PROBE; i++)
+		if (!worker_ahead_needless(ds, idx[i]))
+			break;
+	if (i == n || i == WORKER_AHEAD_PROBE)
+		return;
+	for (i = 0; i < n; i++)
+		worker_read_ahead_one(ds, idx[i]);
 }
 
 /*
@@ -648,6 +733,10 @@ worker_rows(struct wring *w, struct transform_work *tw,
 		else
 			worker_array_row(&j, r, idx, stream);
 	}
+	/* While the job's own reads wait: the later steps' rows. */
+	if (inflight)
+		worker_read_ahead(ds, indices + (job->row_end - job->row_begin),
+		    job->ahead);
 	/*
 	 * The rest as it comes, after a failure too: a row before the one
 	 * that failed may fail as well, and DONE names the lowest.
@@ -743,10 +832,11 @@ worker_job_ok(const struct wring *w, const struct worker_msg_job *job, size_t n)
 	uint64_t		 rows;
 
 	if (job->slot >= l->slots || job->row_begin >= job->row_end ||
-	    job->row_end - job->row_begin > WORKER_MAX_JOB_ROWS)
+	    job->row_end - job->row_begin > WORKER_MAX_JOB_ROWS ||
+	    job->ahead > WORKER_MAX_JOB_AHEAD)
 		return (0);
 	rows = job->row_end - job->row_begin;
-	return (n == sizeof(*job) + rows * sizeof(uint64_t) &&
+	return (n == sizeof(*job) + (rows + job->ahead) * sizeof(uint64_t) &&
 	    job->row_end * w->desc.transform.out_sample_bytes <=
 	    l->labels_offset);
 }
@@ -1096,8 +1186,8 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
 	/* The longest message from the pool: a JOB of the most rows. */
-	len = sizeof(struct worker_msg_job) + WORKER_MAX_JOB_ROWS *
-	    sizeof(uint64_t);
+	len = sizeof(struct worker_msg_job) + (WORKER_MAX_JOB_ROWS +
+	    WORKER_MAX_JOB_AHEAD) * sizeof(uint64_t);
 	mp = xcalloc(1, len);
 	done = xcalloc(1, WORKER_MAX_DONE);
 	/* Its reads' ring (or threads), made before it says it is ready. */

@@ -99,6 +99,8 @@ struct worker_ring {
 
 /* Rows in one JOB message at most (its indices: 32 KiB). */
 #define WORKER_MAX_JOB_ROWS	4096
+/* Indices to read ahead in one JOB message at most (pool_read_ahead()). */
+#define WORKER_MAX_JOB_AHEAD	512
 
 /* DONE's reason, with its NUL at most: what was wrong with the sample. */
 #define WORKER_REASON_LEN	256
@@ -151,13 +153,14 @@ struct worker_msg_forget {
 struct worker_msg_job {
 	struct transport_hdr	hdr;
 	uint32_t		slot;
-	uint32_t		pad;
+	uint32_t		ahead;		/* indices to read ahead */
 	uint64_t		ring_id;
 	uint64_t		row_begin;
 	uint64_t		row_end;
 	uint64_t		epoch;		/* the step's */
 	uint64_t		job_id;		/* for the beat, and DONE */
-	uint64_t		indices[];	/* row_end - row_begin */
+	uint64_t		indices[];	/* row_end - row_begin, then
+						   ahead (pool_read_ahead()) */
 };
 
 /* READY: the worker's first message. */

@@ -2,7 +2,10 @@
 /*
  * slowfs for the C tests: see slowfs-mount.h.  The server runs in the
  * foreground as a child of the test; the mount is ready once its control
- * file answers.
+ * file answers.  It goes however the test ends: slowfs_stop() unmounts
+ * lazily; a test that fails or is killed ends the server (its parent's
+ * death sends it SIGTERM), and its auto_unmount (fusermount3, watching)
+ * unmounts even when it is killed outright.
  */
 
 #include <sys/prctl.h>
@@ -119,6 +122,7 @@ slowfs_mount(struct slowfs *fs, const char *src, const char *mnt,
 		if (now_ms() >= deadline) {
 			snprintf(why, len, "slowfs did not mount %s within "
 			    "10 s", mnt);
+			slowfs_stop(fs);
 			return (-1);
 		}
 		usleep(10000);

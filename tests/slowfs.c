@@ -33,6 +33,12 @@
  * refuses MAP_SHARED mappings of the files).  --readahead-kib sets the
  * kernel's read-ahead for a file (its own default, usually 128 KiB).
  *
+ * A mount never outlives its server: it is made with auto_unmount, so
+ * fusermount3 (which stays behind, watching) unmounts it however slowfs
+ * ends, SIGKILL included; and at start slowfs unmounts (lazily) every
+ * slowfs mount of this host whose server is gone, named by its fsname
+ * ("slowfs:PID"), or that answers "not connected" (an older mount).
+ *
  * Exits 0 once unmounted, 2 on a usage error, 3 when it cannot mount
  * (no /dev/fuse, not allowed): the tests then skip.  Built for the tests
  * and benchmarks, never installed; tests/slowfs-mount.c starts and stops
@@ -41,13 +47,16 @@
 
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -490,6 +499,91 @@ slowfs_number(const char *opt, const char *arg, unsigned long long min,
 	return (v);
 }
 
+/* Undo /proc/mounts' octal escapes (\040 a space) in place. */
+static void
+slowfs_unescape(char *s)
+{
+	char	*o = s;
+
+	for (; *s != '\0'; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+			    (s[3] - '0'));
+			s += 3;
+		} else
+			*o = *s;
+	}
+	*o = '\0';
+}
+
+/* Unmount @mnt lazily: umount2 as root, else fusermount3 -u -z. */
+static void
+slowfs_detach(const char *mnt)
+{
+	pid_t	pid;
+
+	if (umount2(mnt, MNT_DETACH) == 0)
+		return;
+	if ((pid = fork()) == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-z", mnt,
+		    (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/*
+ * Unmount the slowfs mounts left by servers that are gone (a run killed
+ * before auto_unmount, or a host where fusermount3 died too): their
+ * fsname says "slowfs:PID" and PID is no slowfs; an older one, plain
+ * "slowfs", is stale when it answers ENOTCONN.  Its directory goes too
+ * when empty.
+ */
+static void
+slowfs_sweep(void)
+{
+	char		 line[4096], src[256], mnt[4096], type[64], comm[64];
+	char		 path[64];
+	struct statvfs	 vfs;
+	FILE		*fp, *cf;
+	long		 pid;
+	bool		 stale;
+
+	if ((fp = fopen("/proc/self/mounts", "re")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "%255s %4095s %63s", src, mnt, type) != 3 ||
+		    strcmp(type, "fuse.slowfs") != 0)
+			continue;
+		if (sscanf(src, "slowfs:%ld", &pid) == 1) {
+			/* "PID (slowfs) S ...": gone, a zombie, or reused. */
+			snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+			comm[0] = '\0';
+			if ((cf = fopen(path, "re")) != NULL) {
+				if (fgets(comm, sizeof(comm), cf) == NULL)
+					comm[0] = '\0';
+				fclose(cf);
+			}
+			snprintf(path, sizeof(path), "%ld (slowfs) ", pid);
+			stale = strncmp(comm, path, strlen(path)) != 0 ||
+			    comm[strlen(path)] == 'Z';
+		} else
+			/* stat() may answer from the kernel's cache. */
+			stale = statvfs(mnt, &vfs) == -1 && errno == ENOTCONN;
+		if (!stale)
+			continue;
+		/* /proc/mounts escapes spaces as \040: the tests' paths. */
+		slowfs_unescape(mnt);
+		slowfs_detach(mnt);
+		(void)rmdir(mnt);
+		fprintf(stderr, "slowfs: unmounted %s, left by a server that "
+		    "is gone\n", mnt);
+	}
+	fclose(fp);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -506,12 +600,7 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static char			 dash_o[] = "-o";
-	static char			 mopts[] = "default_permissions,"
-					    "fsname=slowfs,subtype=slowfs";
-	static char			 mopts_other[] =
-					    "default_permissions,fsname=slowfs,"
-					    "subtype=slowfs,allow_other";
-	char				*fargv[8], text[512];
+	char				*fargv[8], text[512], mopts[128];
 	struct fuse_args		 args;
 	struct fuse_loop_config		*loop;
 	pthread_t			 dropper;
@@ -566,9 +655,13 @@ main(int argc, char **argv)
 		return (2);
 	}
 
+	slowfs_sweep();
+	snprintf(mopts, sizeof(mopts), "default_permissions,auto_unmount,"
+	    "fsname=slowfs:%ld,subtype=slowfs%s", (long)getpid(),
+	    allow_other ? ",allow_other" : "");
 	fargv[fargc++] = argv[0];
 	fargv[fargc++] = dash_o;
-	fargv[fargc++] = allow_other ? mopts_other : mopts;
+	fargv[fargc++] = mopts;
 	fargv[fargc] = NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(fargc, fargv);
 	if ((sf.fuse = fuse_new(&args, &slowfs_ops, sizeof(slowfs_ops),

@@ -5,17 +5,20 @@
  * wait at once up to the depth and no more, the counters say how many
  * were in flight, held reads wait until released, the page cache keeps a
  * file's pages until dropped, and the control file refuses what it does
- * not know.  Where FUSE cannot be mounted (no /dev/fuse, not allowed) the
+ * not know; a mount never outlives its server, however the server ends.
+ * Where FUSE cannot be mounted (no /dev/fuse, not allowed) the
  * program says why and exits 77: meson counts it as skipped.
  */
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +268,128 @@ START_TEST(test_control)
 }
 END_TEST
 
+/* Whether @mnt is a mount point of this host (/proc/self/mounts). */
+static bool
+mounted_at(const char *mnt)
+{
+	char	line[4096], path[4096], want[4096], type[64], *o = want;
+	FILE	*fp = fopen("/proc/self/mounts", "re");
+	bool	found = false;
+
+	/* The file writes a space as \040 (a TMPDIR with one). */
+	for (; *mnt != '\0' && o < want + sizeof(want) - 5; mnt++)
+		o += *mnt == ' ' ? sprintf(o, "\\040") : sprintf(o, "%c",
+		    *mnt);
+	*o = '\0';
+	ck_assert_ptr_nonnull(fp);
+	while (!found && fgets(line, sizeof(line), fp) != NULL)
+		found = sscanf(line, "%*s %4095s %63s", path, type) == 2 &&
+		    strcmp(type, "fuse.slowfs") == 0 &&
+		    strcmp(path, want) == 0;
+	fclose(fp);
+	return (found);
+}
+
+/* Wait up to 5 s for @mnt to be no mount; whether it went. */
+static bool
+unmounted_within(const char *mnt)
+{
+	uint64_t	t0 = now_ms();
+
+	while (mounted_at(mnt) && now_ms() - t0 < 5000)
+		usleep(20000);
+	return (!mounted_at(mnt));
+}
+
+/* The pid of the fusermount3 that watches server @pid's mount, or -1. */
+static pid_t
+watcher_of(pid_t pid)
+{
+	char		 path[300], cmd[4096], want[64];
+	struct dirent	*de;
+	ssize_t		 n, i;
+	pid_t		 found = -1;
+	DIR		*d = opendir("/proc");
+	int		 fd;
+
+	ck_assert_ptr_nonnull(d);
+	snprintf(want, sizeof(want), "fsname=slowfs:%d,", (int)pid);
+	while (found == -1 && (de = readdir(d)) != NULL) {
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if ((fd = open(path, O_RDONLY)) == -1)
+			continue;
+		n = read(fd, cmd, sizeof(cmd) - 1);
+		close(fd);
+		for (i = 0; i < n; i++)		/* the arguments, one line */
+			if (cmd[i] == '\0')
+				cmd[i] = ' ';
+		cmd[n > 0 ? n : 0] = '\0';
+		if (strstr(cmd, "fusermount3") != NULL &&
+		    strstr(cmd, want) != NULL)
+			found = (pid_t)atoi(de->d_name);
+	}
+	closedir(d);
+	return (found);
+}
+
+/*
+ * No dead mount is left behind (a failing test or a killed run left some
+ * under /tmp): a server killed outright while a read waits in it leaves
+ * no mount (its auto_unmount), and one whose watcher was killed with it
+ * is unmounted by the next slowfs to start (its fsname names a server
+ * that is gone).
+ */
+START_TEST(test_no_dead_mount)
+{
+	static uint8_t		 data[ROW * ROWS];
+	static const char *const opts[] = { "--delay-us", "1000", NULL };
+	struct reader		 r;
+	struct slowfs		 fs, next;
+	pthread_t		 th;
+	char			 dir[4096], mnt[4096];
+	pid_t			 watcher;
+	int			 fd;
+
+	make_source(dir, sizeof(dir), data);
+	if (!slowfs_start(&fs, path_in(dir, "src"), path_in(dir, "mnt"),
+	    opts))
+		return;
+	snprintf(mnt, sizeof(mnt), "%s", fs.mnt);
+	ck_assert(mounted_at(mnt));
+	fd = open(path_in(dir, "mnt/rows"), O_RDONLY);
+	ck_assert_int_ne(fd, -1);
+	slowfs_command(&fs, "hold");
+	r = (struct reader){ fd, 0, 1, 1, data, 0, 0 };
+	ck_assert_int_eq(pthread_create(&th, NULL, reader_run, &r), 0);
+	while (slowfs_counter(&fs, "held") == 0)
+		usleep(10000);
+	ck_assert_int_eq(kill(fs.pid, SIGKILL), 0);
+	waitpid(fs.pid, NULL, 0);
+	fs.pid = 0;
+	ck_assert_msg(unmounted_within(mnt), "%s still mounted 5 s after "
+	    "its server was killed", mnt);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(r.bad, 1);	/* the held read failed, no hang */
+	close(fd);
+
+	/* Server and watcher killed: the mount is left, dead... */
+	ck_assert(slowfs_start(&fs, path_in(dir, "src"), mnt, opts));
+	ck_assert_int_ne(watcher = watcher_of(fs.pid), -1);
+	ck_assert_int_eq(kill(watcher, SIGKILL), 0);
+	ck_assert_int_eq(kill(fs.pid, SIGKILL), 0);
+	waitpid(fs.pid, NULL, 0);
+	fs.pid = 0;
+	usleep(200000);
+	ck_assert_msg(mounted_at(mnt), "no dead mount to sweep");
+	/* ...until the next slowfs starts, anywhere. */
+	ck_assert(slowfs_start(&next, path_in(dir, "src"),
+	    path_in(dir, "mnt2"), opts));
+	ck_assert_msg(!mounted_at(mnt), "the dead mount %s is still there "
+	    "after the next slowfs started", mnt);
+	slowfs_stop(&next);
+}
+END_TEST
+
 static Suite *
 slowfs_suite(void)
 {
@@ -275,6 +400,7 @@ slowfs_suite(void)
 	tcase_add_test(tc, test_hold);
 	tcase_add_test(tc, test_cache);
 	tcase_add_test(tc, test_control);
+	tcase_add_test(tc, test_no_dead_mount);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -463,6 +463,49 @@ START_TEST(config_refuses_a_bad_memory_budget)
 }
 END_TEST
 
+/*
+ * read_ahead (issue 36, item 2): auto by default (16 steps, 64M at most),
+ * off, a number of steps, or a size; anything else refused with the forms.
+ */
+START_TEST(config_reads_read_ahead)
+{
+	static const char *const bad[] = { "lots", "0 steps", "9 stairs",
+	    "1025 steps", "-1", "" };
+	struct config	*conf = load_ok("");
+	char		 text[256], msg[512];
+	size_t		 i;
+
+	ck_assert_uint_eq(conf->read_ahead_steps, 16);
+	ck_assert_uint_eq(conf->read_ahead_bytes, 64ULL << 20);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nread_ahead = off\n");
+	ck_assert_uint_eq(conf->read_ahead_steps, 0);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nread_ahead = 0\n");
+	ck_assert_uint_eq(conf->read_ahead_steps, 0);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nread_ahead = 12 steps\n");
+	ck_assert_uint_eq(conf->read_ahead_steps, 12);
+	ck_assert_uint_eq(conf->read_ahead_bytes, UINT64_MAX);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nread_ahead = 1 step\n");
+	ck_assert_uint_eq(conf->read_ahead_steps, 1);
+	config_free(conf);
+	conf = load_ok("[infeedd]\nread_ahead = 256M\n");
+	ck_assert_uint_eq(conf->read_ahead_steps, 1024);
+	ck_assert_uint_eq(conf->read_ahead_bytes, 256ULL << 20);
+	config_free(conf);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(text, sizeof text, "[infeedd]\nread_ahead = %s\n",
+		    bad[i]);
+		snprintf(msg, sizeof msg, "[infeedd] read_ahead = %s: expected "
+		    "auto (16 steps, at most 64M), off, a number of steps up to "
+		    "1024 such as 8 steps, or a size such as 64M", bad[i]);
+		load_fails(text, 2, msg);
+	}
+}
+END_TEST
+
 /* An unknown [infeedd] key names the keys, with a guess when one is close. */
 START_TEST(config_refuses_unknown_daemon_key)
 {
@@ -471,18 +514,18 @@ START_TEST(config_refuses_unknown_daemon_key)
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
 	    "max_frame_size, memory_budget, group_window, job_timeout, "
 	    "image_memory_max, keep_ring_memory, metrics_listen, io_backend, "
-	    "cache_dir and cache_max");
+	    "read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
 	    "max_frame_size, memory_budget, group_window, job_timeout, "
 	    "image_memory_max, keep_ring_memory, metrics_listen, io_backend, "
-	    "cache_dir and cache_max");
+	    "read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
 	    "socket, workers, max_clients, max_frame_size, memory_budget, "
 	    "group_window, job_timeout, image_memory_max, keep_ring_memory, "
-	    "metrics_listen, io_backend, cache_dir and cache_max");
+	    "metrics_listen, io_backend, read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\ncache_dir = cache\n", 2,
 	    "[infeedd] cache_dir = cache: expected an absolute path, a "
 	    "folder for remote datasets' bytes");
@@ -753,6 +796,7 @@ config_suite(void)
 	tcase_add_test(tc, config_refuses_a_bad_max_clients);
 	tcase_add_test(tc, config_refuses_a_bad_max_frame_size);
 	tcase_add_test(tc, config_refuses_a_bad_memory_budget);
+	tcase_add_test(tc, config_reads_read_ahead);
 	tcase_add_test(tc, config_refuses_unknown_daemon_key);
 	tcase_add_test(tc, config_reads_group_window);
 	tcase_add_test(tc, config_refuses_unknown_sections);

@@ -6,8 +6,11 @@
  * many at once (a step takes about one delay, not one a row), with
  * io_uring and with the thread pool forced (INFEED_IO_BACKEND=threads),
  * byte for byte the same; a file cut while its reads wait in the store is
- * the session's data error, no worker's death; a worker killed while its
- * reads wait loses or doubles no row.
+ * the session's data error, no worker's death; the steps after the ring's
+ * are read ahead (read_ahead), no further than it and an eighth of
+ * memory_budget allow; a worker killed while its
+ * reads wait loses or doubles no row; a store that stops answering times
+ * the job out, and other sessions are served meanwhile.
  */
 
 #include <sys/stat.h>
@@ -37,6 +40,9 @@
 
 static struct slowfs	fs;
 static bool		mounted;
+static const char	*slow_job_timeout = "30s";	/* job_timeout */
+static const char	*slow_read_ahead = "auto";	/* read_ahead */
+static const char	*slow_budget = "256M";		/* memory_budget */
 
 /* Byte @j of sample @i. */
 static uint8_t
@@ -71,12 +77,21 @@ slow_files(const char *src, const char *mnt, unsigned workers)
 	    sizeof(labels));
 	fclose(fp);
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "w"));
-	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = 256M\n"
-	    "job_timeout = 30s\n\n"
+	/*
+	 * group_window = 0: a ring of buffer_size slots, what the read-ahead
+	 * bound counts from.  And harness.c's "raw", on local disk: the
+	 * bystander's.
+	 */
+	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = %s\n"
+	    "job_timeout = %s\nread_ahead = %s\ngroup_window = 0\n\n"
 	    "[dataset slow]\ntype = raw\npath = %s/rows.bin\n"
 	    "labels = %s/labels.bin\nshape = %d\ndtype = uint8\n"
-	    "label_dtype = int64\nclasses = 10\n", workers, mnt, mnt,
-	    SLOW_BYTES);
+	    "label_dtype = int64\nclasses = 10\n\n"
+	    "[dataset raw]\ntype = raw\npath = %s/raw.bin\n"
+	    "shape = 1,%d,%d\ndtype = uint8\nlabels = %s/raw-labels.bin\n"
+	    "label_dtype = int64\nclasses = %d\n", workers, slow_budget,
+	    slow_job_timeout, slow_read_ahead, mnt, mnt, SLOW_BYTES, dir, RAW_H, RAW_W, dir,
+	    RAW_CLASSES);
 	fclose(fp);
 }
 
@@ -120,10 +135,23 @@ slow_start(unsigned workers, unsigned delay_us)
 static void
 slow_stop(void)
 {
+	static const char *const left[] = { "src/rows.bin", "src/labels.bin",
+	    "src", "mnt" };
+	char		path[600];
+	size_t		i;
+
 	infeedd_stop();
 	if (mounted)
 		slowfs_stop(&fs);
 	mounted = false;
+	/* rm_dir() removes the files of the top directory alone. */
+	for (i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
+		(void)remove(path);
+	}
+	slow_job_timeout = "30s";
+	slow_read_ahead = "auto";
+	slow_budget = "256M";
 	unsetenv("INFEED_IO_BACKEND");
 	rm_dir();
 }
@@ -276,6 +304,82 @@ START_TEST(fallback_backend_same_steps)
 }
 END_TEST
 
+/*
+ * Read-ahead from the known order (issue 36, item 2), within its bound:
+ * a session of 2 slots whose trainer holds its first step, so that the
+ * ring is full, makes the store read its 2 steps and, with read_ahead =
+ * 2 steps, the next 2 steps' rows and no more (each row a read of its
+ * own: counted by the store); with read_ahead = off, the ring's alone.
+ * Then the epoch: every sample once, each right, and each row read from
+ * the store once (what was read ahead is taken from the page cache).
+ */
+static void
+slow_read_ahead_bound(const char *setting, uint64_t steps_ahead)
+{
+	struct infeed		*f;
+	struct infeed_step	 st;
+	uint8_t			 seen[SLOW_ROWS];
+	uint64_t		 held, reads, ms, r, ring = 2 * SLOW_BATCH;
+
+	slow_read_ahead = setting;
+	if (!slow_start(1, 2000)) {
+		slow_stop();
+		return;
+	}
+	f = slow_attach(2, false);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	slow_check_step(&st);
+	/* The ring is full now; what the store reads settles. */
+	held = UINT64_MAX;
+	for (r = 0; r < 50 && (reads = slowfs_counter(&fs, "reads")) != held;
+	    r++) {
+		held = reads;
+		usleep(200000);
+	}
+	fprintf(stderr, "read_ahead = %s: %" PRIu64 " rows read from the "
+	    "store with the ring of %" PRIu64 " rows full (%" PRIu64 " in "
+	    "the ring and %" PRIu64 " ahead allowed)\n", setting, reads,
+	    ring, ring, steps_ahead * SLOW_BATCH);
+	ck_assert_uint_le(reads, ring + steps_ahead * SLOW_BATCH);
+	if (steps_ahead > 0)
+		ck_assert_uint_gt(reads, ring + (steps_ahead - 1) * SLOW_BATCH);
+	memset(seen, 0, sizeof(seen));
+	for (r = 0; r < st.rows; r++)
+		seen[st.indices[r]]++;
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	slow_epoch(f, &ms, seen);
+	for (r = 0; r < SLOW_ROWS; r++)
+		ck_assert_msg(seen[r] == 1, "sample %" PRIu64 " seen %u times",
+		    r, seen[r]);
+	reads = slowfs_counter(&fs, "reads");
+	fprintf(stderr, "read_ahead = %s: the epoch of %d rows in %" PRIu64
+	    " ms, %" PRIu64 " rows read from the store\n", setting,
+	    SLOW_ROWS, ms, reads);
+	ck_assert_uint_le(reads, SLOW_ROWS);
+	infeed_free(f);
+	slow_stop();
+}
+
+START_TEST(read_ahead_within_its_bound)
+{
+	slow_read_ahead_bound("2 steps", 2);
+}
+END_TEST
+
+/* Within an eighth of memory_budget too: 1M holds 1 step of 128K. */
+START_TEST(read_ahead_within_the_memory_budget)
+{
+	slow_budget = "1M";
+	slow_read_ahead_bound("2 steps", 1);
+}
+END_TEST
+
+START_TEST(read_ahead_off)
+{
+	slow_read_ahead_bound("off", 0);
+}
+END_TEST
+
 /* Wait until the store holds at least @n reads unanswered. */
 static void
 slow_wait_held(uint64_t n)
@@ -370,6 +474,64 @@ START_TEST(file_truncated_under_reads_in_flight)
 }
 END_TEST
 
+/*
+ * A store that stops answering (every read held, as a hung FUSE server
+ * holds them): the job times out as any stuck job does (job_timeout, per
+ * row, 3 tries), the session gets its error saying so, and the daemon
+ * serves the other sessions all along: a bystander on a local dataset is
+ * answered (ListDatasets within 250 ms), its steps waiting for one
+ * job_timeout at most while every worker is held by the dead store (a
+ * fixed pool has no worker to spare; the retries of the timed-out rows go
+ * after its steps: before, it waited for each try).  Once the store
+ * answers again, a new session is served.
+ */
+START_TEST(store_that_stops_answering)
+{
+	struct bystander	 b;
+	struct bystander_report	 rep;
+	struct infeed		*f;
+	struct infeed_step	 st;
+	uint64_t		 t0, ms;
+	int			 rc;
+
+	slow_job_timeout = "1s";
+	if (!slow_start(2, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	bystander_start(&b);
+	t0 = now_ms();
+	f = slow_attach(1, false);
+	slow_wait_held(SLOW_BATCH / 2);
+	while ((rc = infeed_next(f, &st)) == INFEED_OK)
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ms = now_ms() - t0;
+	bystander_stop(&b, &rep);
+	fprintf(stderr, "a store that stops answering: the session's error "
+	    "after %" PRIu64 " ms: %s\n", ms, infeed_error(f));
+	ck_assert_int_eq(rc, INFEED_ERR_DAEMON);
+	ck_assert_msg(strstr(infeed_error(f), "job_timeout") != NULL, "%s",
+	    infeed_error(f));
+	fprintf(stderr, "bystander: %" PRIu64 " rounds, worst ListDatasets "
+	    "%" PRIu64 " ms, worst Next %" PRIu64 " ms (job_timeout 1 s)\n",
+	    rep.rounds, rep.worst_list_ms, rep.worst_next_ms);
+	ck_assert_msg(rep.errors == 0, "the bystander failed: %s", rep.error);
+	ck_assert_uint_gt(rep.rounds, 0);
+	ck_assert_uint_lt(rep.worst_list_ms, 250);
+	/* One job_timeout and a worker's start, not one a try (2 s). */
+	ck_assert_uint_lt(rep.worst_next_ms, 1800);
+	infeed_free(f);
+	slowfs_command(&fs, "release");
+	f = slow_attach(1, false);
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
+	slow_check_step(&st);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+	slow_stop();
+}
+END_TEST
+
 static Suite *
 inflight_suite(void)
 {
@@ -380,12 +542,16 @@ inflight_suite(void)
 	tcase_add_test(tc, step_rows_in_flight_io_uring);
 	tcase_add_test(tc, step_rows_in_flight_threads);
 	tcase_add_test(tc, fallback_backend_same_steps);
+	tcase_add_test(tc, read_ahead_within_its_bound);
+	tcase_add_test(tc, read_ahead_within_the_memory_budget);
+	tcase_add_test(tc, read_ahead_off);
 	suite_add_tcase(s, tc);
 	/* Faults while reads wait in the store. */
 	tc = tcase_create("faults");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, worker_killed_mid_read_loses_nothing);
 	tcase_add_test(tc, file_truncated_under_reads_in_flight);
+	tcase_add_test(tc, store_that_stops_answering);
 	suite_add_tcase(s, tc);
 	return (s);
 }

@@ -429,8 +429,8 @@ END_TEST
 /* A record longer than the longest JOB is cut: the worker ends. */
 START_TEST(test_cut_record_ends_the_worker)
 {
-	size_t	len = sizeof(*jm) + (WORKER_MAX_JOB_ROWS + 1) *
-		    sizeof(uint64_t);
+	size_t	len = sizeof(*jm) + (WORKER_MAX_JOB_ROWS +
+		    WORKER_MAX_JOB_AHEAD + 1) * sizeof(uint64_t);
 	void	*big;
 	int	 status;
 
