@@ -271,18 +271,33 @@ static uint64_t	worker_map_off_until;
  * WORKER_RESIDENT_SAMPLE is checked, until one is not: a mincore() a row
  * was 15 % of the workers' time with every row cached (perf, issue 35).
  * A row taken for resident that is not is still copied right, by a fault
- * that reads it, as before reads in flight.
+ * that reads it, as before reads in flight.  The run is a dataset's: one
+ * cached says nothing of another just opened (a few kept, the oldest
+ * given up).
  */
 bool
-worker_resident(const uint8_t *p, size_t len)
+worker_resident(const void *owner, const uint8_t *p, size_t len)
 {
-	static uint64_t	streak, skipped;
+	static struct {
+		const void	*owner;
+		uint64_t	 streak, skipped;
+	}		runs[4];
+	static unsigned	next;
+	uint64_t	*streak;
 	unsigned char	vec[WORKER_MINCORE_PAGES];
 	uintptr_t	at, end;
 	size_t		pages, i;
 
-	if (streak >= WORKER_RESIDENT_TRUST &&
-	    ++skipped % WORKER_RESIDENT_SAMPLE != 0)
+	for (i = 0; i < 4 && runs[i].owner != owner; i++)
+		;
+	if (i == 4) {
+		i = next++ % 4;
+		runs[i].owner = owner;
+		runs[i].streak = 0;
+	}
+	streak = &runs[i].streak;
+	if (*streak >= WORKER_RESIDENT_TRUST &&
+	    ++runs[i].skipped % WORKER_RESIDENT_SAMPLE != 0)
 		return (true);
 	worker_resident_asked++;
 	if (worker_page == 0)
@@ -295,18 +310,18 @@ worker_resident(const uint8_t *p, size_t len)
 		if (pages > WORKER_MINCORE_PAGES)
 			pages = WORKER_MINCORE_PAGES;
 		if (mincore((void *)at, pages * worker_page, vec) == -1) {
-			streak = 0;
+			*streak = 0;
 			return (false);
 		}
 		for (i = 0; i < pages; i++) {
 			if ((vec[i] & 1) == 0) {
-				streak = 0;
+				*streak = 0;
 				return (false);
 			}
 		}
 		at += pages * worker_page;
 	}
-	streak++;
+	(*streak)++;
 	return (true);
 }
 
@@ -511,7 +526,7 @@ worker_array_row(struct worker_rowjob *j, uint64_t r, uint64_t idx, bool stream)
 	}
 	if (loc.mapped != NULL && (loc.fd == -1 ||
 	    (worker_map_off_until < clock_now_ms() &&
-	    worker_resident(loc.mapped, loc.len)))) {
+	    worker_resident(j->ds, loc.mapped, loc.len)))) {
 		uint64_t	t0 = clock_now_us();
 
 		worker_beat_row(r);
@@ -605,7 +620,7 @@ worker_ahead_needless(const struct dataset *ds, uint64_t i)
 		return (true);
 	}
 	return (loc.fd == -1 || (loc.mapped != NULL &&
-	    worker_resident(loc.mapped, loc.len)));
+	    worker_resident(ds, loc.mapped, loc.len)));
 }
 
 /* Ask the kernel for sample @i's bytes, not waiting for them. */

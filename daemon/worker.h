@@ -221,10 +221,11 @@ worker_done_where(const struct worker_msg_done *d)
  * worker_resident() - whether @len bytes at @p of a file's mapping are
  * all in memory (then a row is copied from the mapping, else read in
  * flight).  After a long run of rows that were, only one call in 16 asks
- * the kernel (mincore), until a row is not; worker_resident_asked counts
- * the calls that asked (for the tests).
+ * the kernel (mincore), until a row is not; the run is counted per
+ * @owner (the dataset).  worker_resident_asked counts the calls that
+ * asked (for the tests).
  */
-bool	worker_resident(const uint8_t *p, size_t len);
+bool	worker_resident(const void *owner, const uint8_t *p, size_t len);
 extern uint64_t	worker_resident_asked;
 
 /**

@@ -486,23 +486,29 @@ START_TEST(test_resident_rows_sampled)
 	ck_assert(map != MAP_FAILED);
 	asked = worker_resident_asked;
 	for (i = 0; i < CALLS; i++)
-		ck_assert(worker_resident(map + (size_t)(i % NROWS) * ROW, ROW));
+		ck_assert(worker_resident(map, map + (size_t)(i % NROWS) * ROW,
+		    ROW));
 	asked = worker_resident_asked - asked;
 	fprintf(stderr, "test_resident_rows_sampled: %llu of %u calls asked "
 	    "the kernel\n", (unsigned long long)asked, CALLS);
 	ck_assert_uint_lt(asked, CALLS / 2);
+	/* Another dataset's rows: its own run, every row asked at first. */
+	asked = worker_resident_asked;
+	for (i = 0; i < 16; i++)
+		ck_assert(worker_resident(path, map + ROW, ROW));
+	ck_assert_uint_eq(worker_resident_asked - asked, 16);
 	/* Out of memory (where the file system lets its pages go). */
 	(void)fdatasync(fd);
 	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	for (i = 0; i < 2 * 16 && out == 0; i++)
-		out += !worker_resident(map, ROW);
+		out += !worker_resident(map, map, ROW);
 	if (out == 0)
 		fprintf(stderr, "test_resident_rows_sampled: the file's pages "
 		    "stayed cached here: not checked out of memory\n");
 	else {
 		asked = worker_resident_asked;
 		for (i = 0; i < 16; i++)
-			ck_assert(!worker_resident(map + ROW, ROW));
+			ck_assert(!worker_resident(map, map + ROW, ROW));
 		ck_assert_uint_eq(worker_resident_asked - asked, 16);
 	}
 	munmap(map, (size_t)ROW * NROWS);
