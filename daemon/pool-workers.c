@@ -252,7 +252,7 @@ pool_worker_cpu_ns(struct worker *w)
  * loaded machine a worker may wait a second for a CPU, and a copy of its
  * job would only wait beside it.
  */
-static void
+void
 pool_worker_look(struct worker *w, uint64_t now)
 {
 	uint64_t	rows, cpu;
@@ -388,6 +388,7 @@ pool_worker_read(struct worker *w)
 	event_del(w->deadline_ev);
 	w->rows_done += job->row_end - job->row_begin;
 	w->busy_us += clock_now_us() - w->job_start_us;
+	w->idle_ms = clock_now_ms();
 	w->backoff_ms = 0;	/* it works: a later death respawns at once */
 	if (job->won != NULL) {
 		/* It lost, and wrote its last row: the winner's result goes. */
@@ -482,6 +483,8 @@ pool_respawn_failed(struct worker *w)
 	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
 			    (POOL_RESPAWN_MS % 1000) * 1000 };
 
+	if (w->spare)		/* pool_spare_cb() tries again */
+		return;
 	log_warnx("worker %u: trying again in %d ms; the other workers go on "
 	    "serving", w->idx, POOL_RESPAWN_MS);
 	evtimer_add(w->respawn_ev, &tv);
@@ -536,6 +539,13 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 		pool_requeue(pool, job, why, csig, code, counts, row);
 	if (pool->stopping)
 		return;
+	if (w->spare) {
+		/* Started again only when needed (pool_spare_cb()). */
+		w->retiring = false;
+		w->stuck = false;
+		pool_dispatch(pool);
+		return;
+	}
 	if (w->parking) {
 		/* pool_shrink(): the slot stays empty; its job went back. */
 		w->parking = false;
@@ -972,7 +982,7 @@ pool_size(const struct pool *pool)
 unsigned
 pool_max(const struct pool *pool)
 {
-	return (pool->n);
+	return (pool->max);
 }
 
 /* A worker being added or retired. */
@@ -998,7 +1008,7 @@ pool_grow(struct pool *pool)
 	struct worker	*w;
 	unsigned	 i;
 
-	if (pool->size == pool->n)
+	if (pool->size == pool->max)
 		return (-1);
 	for (i = 0; i < pool->size; i++)
 		if (pool->workers[i].parking)

@@ -71,6 +71,9 @@
 #define POOL_STOP_MS		FORKER_STOP_MS	/* SIGTERM to SIGKILL */
 #define POOL_SETTLE_MS		100	/* an Attach waits for removed rings' jobs */
 #define POOL_TAKEOVER_MS	1000	/* a job that long without progress */
+#define POOL_SPARE_MS		50	/* blocked in storage: a spare may start */
+#define POOL_SPARE_KEEP_MS	1000	/* a spare idle that long goes */
+#define POOL_SPARES_MAX		2	/* beside the workers */
 #define POOL_AHEAD_MAX		16384	/* indices a ring reads ahead, queued */
 
 struct event_base;
