@@ -1063,16 +1063,37 @@ pool_worker_info(const struct pool *pool, unsigned i,
     struct pool_worker_info *info)
 {
 	const struct worker	*w = &pool->workers[i];
+	unsigned		 j;
 
+	/* Past the pool's, the spares up, in their slots' order. */
+	for (j = pool->max; i >= pool->size && j < pool->n; j++) {
+		if (pool->workers[j].pid != -1 && i-- == pool->size) {
+			w = &pool->workers[j];
+			break;
+		}
+	}
 	info->pid = w->pid;
 	info->state = w->pid == -1 ? "restarting" : w->stuck && w->job !=
 	    NULL && w->job->won != NULL ? "taken-over" : w->stuck ? "stuck" :
-	    w->job != NULL ? "busy" : w->retiring ? "retiring" : !w->ready ?
-	    "starting" : "idle";
+	    w->spare ? "spare" : w->job != NULL ? "busy" : w->retiring ?
+	    "retiring" : !w->ready ? "starting" : "idle";
 	info->rows_done = w->rows_done;
 	info->busy_s = (double)(w->busy_us + (w->job != NULL ?
 	    clock_now_us() - w->job_start_us : 0)) / 1e6;
 	info->restarts = w->restarts;
 	info->stuck = w->stuck_kills;
 	info->taken_over = w->taken_over;
+}
+
+/* The spares up, how many were started, and why the last was. */
+unsigned
+pool_spares(const struct pool *pool, uint64_t *started, const char **why)
+{
+	unsigned	i, up = 0;
+
+	for (i = pool->max; i < pool->n; i++)
+		up += pool->workers[i].pid != -1;
+	*started = pool->spares_started;
+	*why = pool->spare_why;
+	return (up);
 }

@@ -225,7 +225,7 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 	    pool_next_job(pool, &pr, true) != NULL) {
 		snprintf(pool->spare_why, sizeof(pool->spare_why), "%u of "
 		    "%u workers blocked in their storage for %d ms or more, "
-		    "and a job of another session waiting", blocked,
+		    "none idle, and a job of another session waiting", blocked,
 		    pool->size, POOL_SPARE_MS);
 		log_warnx("starting spare worker %u: %s", free_slot->idx,
 		    pool->spare_why);

@@ -312,7 +312,19 @@ bool		 pool_idle(const struct pool *pool);
 unsigned	 pool_jobs_queued(const struct pool *pool);
 /* Rows handed to a worker again after the one reading them died. */
 uint64_t	 pool_rows_reissued(const struct pool *pool);
+/*
+ * Worker @i: [0, pool_size()) the pool's, then the spares up
+ * (pool_spares()), whose state reads "spare" (idle or busy).
+ */
 void		 pool_worker_info(const struct pool *pool, unsigned i,
 		    struct pool_worker_info *info);
+/*
+ * pool_spares() - the spare workers up: while every worker is blocked in
+ * a store that does not answer, a spare serves the other sessions' jobs
+ * (POOL_SPARES_MAX of them at most).  Sets how many were started in all,
+ * and why the last one was ("" before any).
+ */
+unsigned	 pool_spares(const struct pool *pool, uint64_t *started,
+		    const char **why);
 
 #endif /* INFEED_POOL_H */
