@@ -145,17 +145,24 @@ pool_blocked(const struct worker *w, uint64_t now)
 	    now >= w->live_ms + POOL_SPARE_MS);
 }
 
-/* Whether a job of ring @pr runs on a worker blocked in its storage. */
+/*
+ * Whether a job of ring @pr runs on a worker blocked in its storage
+ * (looked at again if it seems so).
+ */
 bool
 pool_ring_blocked(struct pool *pool, const struct pool_ring *pr)
 {
-	uint64_t	now = clock_now_ms();
-	unsigned	i;
+	struct worker	*w;
+	uint64_t	 now = clock_now_ms();
+	unsigned	 i;
 
 	for (i = 0; i < pool->n; i++) {
-		if (pool->workers[i].job != NULL &&
-		    pool->workers[i].job->ring_id == pr->desc.ring_id &&
-		    pool_blocked(&pool->workers[i], now))
+		w = &pool->workers[i];
+		if (w->job == NULL || w->job->ring_id != pr->desc.ring_id ||
+		    !pool_blocked(w, now))
+			continue;
+		pool_worker_look(w, now);
+		if (pool_blocked(w, now))
 			return (true);
 	}
 	return (false);

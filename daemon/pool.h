@@ -53,6 +53,21 @@
  * jobs further from their client; a pool of one worker cannot take over,
  * and a stopped worker holds its job until job_timeout kills it.  Nor
  * does a job_timeout of POOL_TAKEOVER_MS or less, which kills first.
+ *
+ * Spares: a worker that begins no row, uses no CPU and is not runnable
+ * for POOL_SPARE_MS is blocked in its storage (a store that stopped
+ * answering, or one worker stopped).  While such workers leave none idle
+ * and another session's job waits, the pool starts a spare worker (one
+ * for each blocked worker, POOL_SPARES_MAX at most, in slots beside
+ * pool_max()'s, so the descriptors and memory they cost are bounded
+ * too), which takes only jobs of rings that no blocked worker serves,
+ * never a takeover: the other sessions are served within a worker's
+ * start, not a job_timeout, and the blocked session's jobs wait for
+ * job_timeout as before.  A spare runs only queued jobs, which no other
+ * worker holds, so exactly once is untouched.  Spares are not started
+ * again when they end, and go once idle for POOL_SPARE_KEEP_MS with no
+ * worker blocked.  Status lists them (state "spare"), /metrics counts
+ * them and the log says why each started.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
