@@ -373,6 +373,10 @@ pool_worker_read(struct worker *w)
 	if (n == sizeof(struct worker_msg_ready) &&
 	    m->hdr.type == WORKER_MSG_READY && !w->ready) {
 		w->ready = true;
+		if (w->spare)
+			log_info("spare worker %u (pid %d) ready, %llu ms after "
+			    "it was asked for", w->idx, (int)w->pid,
+			    (unsigned long long)(clock_now_ms() - w->idle_ms));
 		return (1);
 	}
 	if (n <= 0 || m->hdr.type != WORKER_MSG_DONE ||

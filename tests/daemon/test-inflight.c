@@ -495,6 +495,7 @@ START_TEST(store_that_stops_answering)
 	static char		 logbuf[1 << 20];
 	char			 out[16384];
 	unsigned		 tries;
+	const char		*p;
 	bool			 spare;
 	int			 rc;
 
@@ -535,6 +536,9 @@ START_TEST(store_that_stops_answering)
 	/* A spare serves it while both workers wait on the store. */
 	ck_assert_uint_lt(rep.worst_next_ms, 250);
 	read_log(logbuf, sizeof(logbuf));
+	/* The spares' lines: why each started, and how soon it was ready. */
+	for (p = logbuf; (p = strstr(p, "spare worker")) != NULL; p++)
+		fprintf(stderr, "%.*s\n", (int)strcspn(p, "\n"), p);
 	ck_assert_msg(strstr(logbuf, "of 2 workers blocked in their storage "
 	    "for 50 ms or more, none idle, and a job of another session "
 	    "waiting") != NULL, "no spare's reason in the "
