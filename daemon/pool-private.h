@@ -86,6 +86,8 @@ struct pool_ring {
 	bool			 keep;		/* ... keeping its memory */
 	uint64_t		 delivered;	/* steps the client has had */
 	uint64_t		 delivered_at;	/* pool->events when it changed */
+	uint64_t		 blocked_ms;	/* a worker of it seen blocked in
+						   its storage; 0: never */
 	bool			*mapped;	/* per worker */
 	pool_done_cb		*done;
 	void			*arg;
@@ -184,8 +186,7 @@ unsigned	 pool_read_ahead_take(struct pool_ring *pr, uint64_t *out,
 
 /* pool.c */
 void		 pool_dispatch(struct pool *pool);
-bool		 pool_ring_blocked(struct pool *pool,
-		    const struct pool_ring *pr);
+bool		 pool_ring_blocked(struct pool *pool, struct pool_ring *pr);
 int		 pool_start_job(struct pool *pool, struct worker *w,
 		    struct pool_ring *pr, struct job *job);
 

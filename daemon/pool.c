@@ -146,24 +146,33 @@ pool_blocked(const struct worker *w, uint64_t now)
 }
 
 /*
- * Whether a job of ring @pr runs on a worker blocked in its storage
- * (looked at again if it seems so).
+ * Whether ring @pr's store is blocked: a job of it runs on a worker
+ * blocked in its storage (looked at again if it seems so), or did within
+ * POOL_SPARE_KEEP_MS (that worker may have been killed since, and its
+ * job be queued again), or its next job was tried before.
  */
 bool
-pool_ring_blocked(struct pool *pool, const struct pool_ring *pr)
+pool_ring_blocked(struct pool *pool, struct pool_ring *pr)
 {
 	struct worker	*w;
+	struct job	*head = TAILQ_FIRST(&pr->jobs);
 	uint64_t	 now = clock_now_ms();
 	unsigned	 i;
 
+	if ((head != NULL && (head->attempts > 0 || head->kills > 0)) ||
+	    (pr->blocked_ms != 0 && now < pr->blocked_ms +
+	    POOL_SPARE_KEEP_MS))
+		return (true);
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
 		if (w->job == NULL || w->job->ring_id != pr->desc.ring_id ||
 		    !pool_blocked(w, now))
 			continue;
 		pool_worker_look(w, now);
-		if (pool_blocked(w, now))
+		if (pool_blocked(w, now)) {
+			pr->blocked_ms = now;
 			return (true);
+		}
 	}
 	return (false);
 }
@@ -190,8 +199,8 @@ pool_spare_later(struct pool *pool)
  * other sessions' jobs would wait as long.  While a job of a ring no
  * blocked worker serves is queued and no worker is idle, a spare is
  * started for it, one for each blocked worker, POOL_SPARES_MAX at most;
- * spares take no job of a blocked ring (pool_next_job()) nor any
- * takeover, so they are not blocked in turn, and run no job another
+ * spares take no job of a blocked ring (pool_next_job(),
+ * pool_ring_blocked()) nor any takeover, so they are not blocked in turn, and run no job another
  * worker still holds: exactly once is the queue's.  A spare idle for
  * POOL_SPARE_KEEP_MS with no worker blocked is let go.
  */
@@ -217,7 +226,12 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 			spares++;
 		if (w->job != NULL && now >= w->live_ms + POOL_SPARE_MS) {
 			pool_worker_look(w, now);
-			blocked += pool_blocked(w, now);
+			if (pool_blocked(w, now)) {
+				blocked++;
+				if ((pr = pool_find(pool, w->job->ring_id)) !=
+				    NULL)
+					pr->blocked_ms = now;
+			}
 		} else if (w->job == NULL && w->pid != -1 && w->ready &&
 		    !w->retiring && !w->stuck)
 			idle++;
@@ -233,7 +247,7 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 		snprintf(pool->spare_why, sizeof(pool->spare_why), "%u of "
 		    "%u workers blocked in their storage for %d ms or more, "
 		    "none idle, and a job of another session waiting", blocked,
-		    pool->size, POOL_SPARE_MS);
+		    pool->size + spares, POOL_SPARE_MS);
 		log_warnx("starting spare worker %u: %s", free_slot->idx,
 		    pool->spare_why);
 		free_slot->idle_ms = now;
