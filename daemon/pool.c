@@ -188,8 +188,8 @@ pool_spare_later(struct pool *pool)
 	for (i = pool->max; i < pool->n && !wanted; i++)
 		wanted = pool->workers[i].pid != -1 ||
 		    pool->workers[i].spawning;
-	if (wanted && !pool->stopping && !evtimer_pending(pool->spare_ev,
-	    NULL))
+	if (wanted && !pool->stopping && pool->spare_ev != NULL &&
+	    !evtimer_pending(pool->spare_ev, NULL))
 		evtimer_add(pool->spare_ev, &tv);
 }
 
