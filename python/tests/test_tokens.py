@@ -669,7 +669,8 @@ def test_seq_len_other_than_the_sections_is_served(tmp_path):
     """Two trainers on the same dataset, one with its section's seq_len
     (64) and one with 128, served by a section over the same files that
     says the same but for seq_len: each gets rows of its length, every
-    token once an epoch, no piece across a row, interleaved; a seq_len
+    token once an epoch, no piece across a row, interleaved; a resume
+    mid-epoch at 128 gets the rest of the same stream; a seq_len
     past the largest, or one no section packs, is refused saying what
     was expected."""
     docs = documents()
@@ -701,6 +702,25 @@ def test_seq_len_other_than_the_sections_is_served(tmp_path):
         for seq in (SEQ, 128):
             assert len(seen[seq]) == total, (seq, total - len(seen[seq]))
             loaders[seq].close()
+        # Resume mid-epoch at seq_len 128: the rest of the same stream.
+        def loader():
+            return infeed.TokenLoader(None, "tok", batch_size=3,
+                                      shuffle=True, seed=7, seq_len=128,
+                                      socket=d.socket, share=False)
+        a = loader()
+        whole, _ = epoch_stream(a)
+        a.set_epoch(0)
+        it = iter(a)
+        first = [np.array(next(it)["input_ids"]) for _ in range(3)]
+        state = a.state_dict()
+        a.close()
+        c = loader()
+        c.load_state_dict(state)
+        rest, _ = epoch_stream(c)
+        c.close()
+        assert len(first + rest) == len(whole)
+        for x, y in zip(first + rest, whole):
+            assert x.shape == (3, 128) and np.array_equal(x, y)
         for seq, want in ((2 ** 21, "expected 0 (the dataset's, 64) or "
                            "1 to 1048576 tokens a row"),
                           (32, "seq_len = 32 needs a section of its own")):
