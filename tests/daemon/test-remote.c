@@ -203,8 +203,31 @@ make_big(void)
 #define WIDE_N		(WIDE_BLOCKS * (CACHE_BLOCK / WIDE_BYTES))
 #define WIDE_CACHED	4		/* blocks the order fixture holds */
 
-/* Whether remote_setup() serves "wide" too. */
+/* Whether remote_setup() serves "wide" and "wide-npy" too. */
 static bool	remote_wide;
+
+/* "wide-npy": "wide" as .npy arrays, its records after a header. */
+#define WIDE_NPY_HEADER	128
+
+/* @name: a .npy of @dict's header (WIDE_NPY_HEADER bytes) then @data. */
+static void
+write_npy(const char *name, const char *dict, const void *data, size_t len)
+{
+	uint8_t		*buf;
+	size_t		 hlen = WIDE_NPY_HEADER - 10;
+
+	ck_assert_uint_lt(strlen(dict), hlen);
+	ck_assert_ptr_nonnull(buf = malloc(WIDE_NPY_HEADER + len));
+	memcpy(buf, "\x93NUMPY\x01\x00", 8);
+	buf[8] = (uint8_t)(hlen & 0xff);
+	buf[9] = (uint8_t)(hlen >> 8);
+	memset(buf + 10, ' ', hlen);
+	memcpy(buf + 10, dict, strlen(dict));
+	buf[WIDE_NPY_HEADER - 1] = '\n';
+	memcpy(buf + WIDE_NPY_HEADER, data, len);
+	write_file(path_in(dir, name), buf, WIDE_NPY_HEADER + len);
+	free(buf);
+}
 
 /* "wide": WIDE_N records of WIDE_BYTES, record i's bytes (i + j * 7). */
 static void
@@ -212,6 +235,7 @@ make_wide(void)
 {
 	uint8_t		*p;
 	int64_t		 labels[WIDE_N];
+	char		 dict[100];
 	size_t		 i, j;
 
 	ck_assert_ptr_nonnull(p = malloc((size_t)WIDE_N * WIDE_BYTES));
@@ -222,6 +246,12 @@ make_wide(void)
 	}
 	write_file(path_in(dir, "wide.bin"), p, (size_t)WIDE_N * WIDE_BYTES);
 	write_file(path_in(dir, "wide-labels.bin"), labels, sizeof(labels));
+	snprintf(dict, sizeof(dict), "{'descr': '|u1', 'fortran_order': "
+	    "False, 'shape': (%d, %d), }", WIDE_N, WIDE_BYTES);
+	write_npy("wide.npy", dict, p, (size_t)WIDE_N * WIDE_BYTES);
+	snprintf(dict, sizeof(dict), "{'descr': '<i8', 'fortran_order': "
+	    "False, 'shape': (%d,), }", WIDE_N);
+	write_npy("wide-labels.npy", dict, labels, sizeof(labels));
 	free(p);
 }
 
@@ -259,6 +289,9 @@ remote_setup(void)
 		    "shape = %d\ndtype = uint8\nlabels = %s\n"
 		    "label_dtype = int64\nclasses = %d\n", url(0, "wide.bin"),
 		    WIDE_BYTES, url(1, "wide-labels.bin"), RAW_CLASSES);
+		fprintf(fp, "\n[dataset wide-npy]\ntype = npy\npath = %s\n"
+		    "labels = %s\nclasses = %d\n", url(0, "wide.npy"),
+		    url(1, "wide-labels.npy"), RAW_CLASSES);
 	}
 	fclose(fp);
 	infeedd_start(NULL);
@@ -665,13 +698,14 @@ belady_misses(const uint64_t *seq, size_t n, size_t cap)
 }
 
 /*
- * Three shuffled epochs of "wide" (16 blocks) through a cache of 4: the
- * daemon passes the session's order to the cache, and its workers
- * download at most 1.1 x the fewest blocks that order can be read with
- * (Belady, computed here from the same sampler), where evicting the
- * oldest downloaded about twice that.
+ * Three shuffled epochs of dataset @name ("wide"'s records, from byte
+ * @off) through a cache of 4 blocks: the daemon passes the session's
+ * order to the cache, and its workers download at most 1.1 x the fewest
+ * blocks that order can be read with (Belady, computed here from the
+ * same sampler), where evicting the oldest downloaded about twice that.
  */
-START_TEST(eviction_follows_the_sessions_order)
+static void
+order_case(const char *name, uint64_t off)
 {
 	struct infeed			*f = client();
 	struct infeed_session_info	 info;
@@ -679,7 +713,7 @@ START_TEST(eviction_follows_the_sessions_order)
 	struct infeed_step		 st;
 	struct sampler_opts		 so;
 	struct sampler			 sm;
-	uint64_t			*seq, idx[16], s, r, e, bad = 0;
+	uint64_t			*seq, idx[16], s, r, e, bad = 0, a, b;
 	const uint8_t			*row;
 	size_t				 n = 0, k;
 	char				*why = NULL;
@@ -693,7 +727,8 @@ START_TEST(eviction_follows_the_sessions_order)
 	o.load_indefinitely = true;
 	o.num_workers = 1;
 	o.buffer_size = 2;
-	ck_assert_msg(infeed_attach(f, "wide", &o, &info) == INFEED_OK, "%s",
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_msg(infeed_attach(f, name, &o, &info) == INFEED_OK, "%s",
 	    infeed_error(f));
 	for (e = 0; e < 3; e++)
 		for (s = 0; s < info.steps_per_epoch; s++) {
@@ -710,7 +745,7 @@ START_TEST(eviction_follows_the_sessions_order)
 	infeed_free(f);
 	gets = nginx_gets();
 
-	/* The same order, block by block, and its fewest downloads. */
+	/* The same order, block by block (a record may span two). */
 	memset(&so, 0, sizeof(so));
 	so.samples = WIDE_N;
 	so.batch_size = 16;
@@ -719,22 +754,40 @@ START_TEST(eviction_follows_the_sessions_order)
 	so.shuffle = true;
 	so.seed = 11;
 	ck_assert_msg(sampler_init(&sm, &so, &why) == 0, "%s", why);
-	ck_assert_ptr_nonnull(seq = malloc(3 * WIDE_N * sizeof(*seq)));
+	ck_assert_ptr_nonnull(seq = malloc(6 * WIDE_N * sizeof(*seq)));
 	for (e = 0; e < 3; e++)
 		for (s = 0; s < sm.steps_per_epoch; s++)
 			for (k = sampler_step_indices(&sm, e, s, idx); k > 0;
-			    k--)
-				seq[n++] = idx[16 - k] * WIDE_BYTES /
+			    k--) {
+				a = (off + idx[16 - k] * WIDE_BYTES) /
 				    CACHE_BLOCK;
+				b = (off + idx[16 - k] * WIDE_BYTES +
+				    WIDE_BYTES - 1) / CACHE_BLOCK;
+				seq[n++] = a;
+				if (b != a)
+					seq[n++] = b;
+			}
 	sampler_clear(&sm);
 	/* The labels' one block is read with every record: one more GET. */
 	best = belady_misses(seq, n, WIDE_CACHED) + 1;
 	free(seq);
-	printf("remote: 3 shuffled epochs of 16 blocks through a cache of "
-	    "4: %d GETs, %u at best (%.2f x)\n", gets, best,
+	printf("%s: 3 shuffled epochs of 16 blocks through a cache of "
+	    "4: %d GETs, %u at best (%.2f x)\n", name, gets, best,
 	    (double)gets / best);
 	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
 	ck_assert_int_le(gets * 10, best * 11);
+}
+
+START_TEST(eviction_follows_the_sessions_order)
+{
+	order_case("wide", 0);
+}
+END_TEST
+
+/* The same for npy arrays: the order counts records after the header. */
+START_TEST(npy_eviction_follows_the_sessions_order)
+{
+	order_case("wide-npy", WIDE_NPY_HEADER);
 }
 END_TEST
 
@@ -1281,6 +1334,7 @@ remote_suite(void)
 	tcase_add_checked_fixture(tc, order_setup, order_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, eviction_follows_the_sessions_order);
+	tcase_add_test(tc, npy_eviction_follows_the_sessions_order);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache");
