@@ -546,6 +546,108 @@ read_big_epoch(uint64_t seed)
 	return (bad);
 }
 
+/* The cursor files in every object's folder of the cache. */
+static int
+count_all_cursors(void)
+{
+	struct dirent	*de, *ce;
+	DIR		*d, *o;
+	char		 odir[700];
+	int		 n = 0;
+
+	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(odir, sizeof(odir), "%s/cache/%s", dir, de->d_name);
+		if ((o = opendir(odir)) == NULL)
+			continue;
+		while ((ce = readdir(o)) != NULL)
+			n += strncmp(ce->d_name, "cursor-", 7) == 0 &&
+			    strstr(ce->d_name, ".tmp") == NULL;
+		closedir(o);
+	}
+	closedir(d);
+	return (n);
+}
+
+/* Wait up to 20 s for @n cursor files; how long it took, in ms. */
+static uint64_t
+wait_cursors(int n)
+{
+	uint64_t	t0 = now_ms();
+
+	while (count_all_cursors() != n && now_ms() - t0 < 20000)
+		usleep(20000);
+	ck_assert_int_eq(count_all_cursors(), n);
+	return (now_ms() - t0);
+}
+
+/* A cache_dir where each cursor file takes 1.5 s to make or remove. */
+static void
+slow_cursor_setup(void)
+{
+	setenv("INFEED_CACHE_CURSOR_DELAY_MS", "1500", 1);
+	remote_setup();
+	unsetenv("INFEED_CACHE_CURSOR_DELAY_MS");
+}
+
+/*
+ * A session's cursor files (one per object) are made and removed off the
+ * event loop: with cache_dir as slow as 1.5 s a file, a session on a
+ * remote dataset starts and ends, its files are made then removed, and a
+ * bystander's every round trip stays under 250 ms throughout.
+ */
+START_TEST(slow_cache_dir_keeps_the_loop_free)
+{
+	struct bystander		 b;
+	struct bystander_report		 r;
+	uint64_t			 made, removed;
+	int				 go[2], ready[2], status;
+	pid_t				 pid;
+	char				 c;
+
+	bystander_start(&b);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	/* The session in a process of its own, which then exits. */
+	if ((pid = fork()) == 0) {
+		struct infeed			*f = client();
+		struct infeed_session_info	 info;
+		struct infeed_options		 o;
+		struct infeed_step		 st;
+
+		close(go[1]);
+		close(ready[0]);
+		infeed_options_init(&o);
+		o.batch_size = 20;
+		o.label_dtype = INFEED_DTYPE_INT64;
+		if (infeed_attach(f, "remote", &o, &info) != INFEED_OK ||
+		    infeed_next(f, &st) != INFEED_OK ||
+		    infeed_release(f, &st) != INFEED_OK)
+			_exit(1);
+		(void)write(ready[1], "r", 1);
+		(void)read(go[0], &c, 1);
+		infeed_free(f);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	made = wait_cursors(2);
+	close(go[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(status, 0);
+	removed = wait_cursors(0);
+	bystander_stop(&b, &r);
+	close(ready[0]);
+	printf("remote: cursor files on a cache_dir of 1.5 s a file: made in "
+	    "%llu ms, removed in %llu ms\n", (unsigned long long)made,
+	    (unsigned long long)removed);
+	bystander_assert(&r, 250);
+}
+END_TEST
+
 /*
  * Four trainers, each its own process and seed (no shared pipeline), read
  * "big" at once: every block is downloaded once on the host, not four
@@ -1023,13 +1125,16 @@ START_TEST(dead_process_cursor_is_removed)
 	so.samples = 4;
 	so.batch_size = so.device_iterations = so.replication_factor = 1;
 	so.gradient_accumulation = so.process_count = 1;
-	if ((pid = fork()) == 0)
-		_exit(cache_cursor_new(o, 1, 0, SMALL_BLOCK, &so, &cause) ==
-		    NULL);
+	if ((pid = fork()) == 0) {
+		c = cache_cursor_new(o, 1, 0, SMALL_BLOCK, &so, &cause);
+		cache_cursors_wait();
+		_exit(c == NULL);
+	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_int_eq(status, 0);
 	ck_assert_ptr_nonnull(c = cache_cursor_new(o, 2, 0, SMALL_BLOCK, &so,
 	    &cause));
+	cache_cursors_wait();
 	ck_assert_int_eq(count_cursors(), 2);
 	/* Room for 2 blocks: the third read makes room, scanning. */
 	for (b = 0; b < 3; b++) {
@@ -1038,6 +1143,7 @@ START_TEST(dead_process_cursor_is_removed)
 	}
 	ck_assert_int_eq(count_cursors(), 1);
 	cache_cursor_free(c);
+	cache_cursors_wait();
 	ck_assert_int_eq(count_cursors(), 0);
 	cache_object_close(o);
 }
@@ -1322,6 +1428,12 @@ remote_suite(void)
 	tcase_add_test(tc, server_errors_fail_that_session_only);
 	tcase_add_test(tc, reload_against_a_dead_server_keeps_the_loop_free);
 	tcase_add_test(tc, four_trainers_download_each_block_once);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("slow-cache-dir");
+	tcase_add_checked_fixture(tc, slow_cursor_setup, remote_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, slow_cache_dir_keeps_the_loop_free);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache_max");
