@@ -23,13 +23,17 @@
  *             holds the dataset: each block is downloaded once per epoch
  *             per host at most (asserted), not once per trainer.
  *
+ * --npy serves the same records as .npy arrays (data and labels, a header
+ * of RC_NPY_HEADER bytes each, then the records), so the order the cache
+ * is given counts records from after the header.
+ *
  * Each run starts with an empty cache and a fresh infeedd.  Every trainer
  * checks a byte of each record and its label.  It prints a table and
  * exits 1 when a target is missed or a record is wrong.
  *
  *     build/benchmarks/remote-cache build/daemon/infeedd [--blocks 64]
  *         [--record-kib 16] [--cache-pct 25] [--epochs 3] [--batch 32]
- *         [--workers 2] [--trainers 4]
+ *         [--workers 2] [--trainers 4] [--npy]
  *
  * It needs /usr/sbin/nginx (Debian's nginx or nginx-light).  The figures
  * are counts of blocks, not times: a busy machine changes them only
@@ -60,11 +64,14 @@
 #define RC_BLOCK	(1024 * 1024)	/* cache.c's CACHE_BLOCK */
 #define RC_HEADER	40		/* a block file's header */
 #define RC_CLASSES	10
+#define RC_NPY_HEADER	128		/* --npy: a .npy file's header */
 
 struct rc_cfg {
 	const char	*infeedd;
 	unsigned	 blocks, record_kib, cache_pct, epochs, batch, workers;
 	unsigned	 trainers;
+	bool		 npy;		/* --npy: .npy files, not raw */
+	uint64_t	 off;		/* where the records start */
 	uint64_t	 records;	/* N */
 	size_t		 record;	/* bytes */
 	char		 dir[256];
@@ -99,10 +106,33 @@ rc_write(const char *path, const void *p, size_t len)
 	}
 }
 
+/* @path: a .npy header of @dict (RC_NPY_HEADER bytes), then @p. */
+static void
+rc_write_npy(const char *path, const char *dict, const void *p, size_t len)
+{
+	uint8_t	*buf;
+	size_t	 hlen = RC_NPY_HEADER - 10;
+
+	if ((buf = malloc(RC_NPY_HEADER + len)) == NULL) {
+		perror("malloc");
+		exit(2);
+	}
+	memcpy(buf, "\x93NUMPY\x01\x00", 8);
+	buf[8] = (uint8_t)hlen;
+	buf[9] = (uint8_t)(hlen >> 8);
+	memset(buf + 10, ' ', hlen);
+	memcpy(buf + 10, dict, strlen(dict));
+	buf[RC_NPY_HEADER - 1] = '\n';
+	memcpy(buf + RC_NPY_HEADER, p, len);
+	rc_write(path, buf, RC_NPY_HEADER + len);
+	free(buf);
+}
+
 /* The dataset: records and labels. */
 static void
 rc_make_data(const struct rc_cfg *c)
 {
+	char		 dict[100];
 	uint8_t		*p;
 	int64_t		*l;
 	char		 path[400];
@@ -123,6 +153,15 @@ rc_make_data(const struct rc_cfg *c)
 	rc_write(path, p, c->records * c->record);
 	snprintf(path, sizeof(path), "%s/labels.bin", c->dir);
 	rc_write(path, l, c->records * sizeof(*l));
+	snprintf(dict, sizeof(dict), "{'descr': '|u1', 'fortran_order': "
+	    "False, 'shape': (%llu, %zu), }", (unsigned long long)c->records,
+	    c->record);
+	snprintf(path, sizeof(path), "%s/data.npy", c->dir);
+	rc_write_npy(path, dict, p, c->records * c->record);
+	snprintf(dict, sizeof(dict), "{'descr': '<i8', 'fortran_order': "
+	    "False, 'shape': (%llu,), }", (unsigned long long)c->records);
+	snprintf(path, sizeof(path), "%s/labels.npy", c->dir);
+	rc_write_npy(path, dict, l, c->records * sizeof(*l));
 	free(p);
 	free(l);
 }
@@ -211,12 +250,19 @@ rc_daemon_start(struct rc_cfg *c, uint64_t cap_bytes, bool lru)
 		exit(2);
 	}
 	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = 1G\n"
-	    "cache_dir = %s\ncache_max = %llu\n\n[dataset remote]\ntype = raw\n"
-	    "path = http://127.0.0.1:%d/data.bin\nshape = %zu\ndtype = uint8\n"
-	    "labels = http://127.0.0.1:%d/labels.bin\nlabel_dtype = int64\n"
-	    "classes = %d\n", c->workers, c->cache,
-	    (unsigned long long)cap_bytes, c->port, c->record, c->port,
-	    RC_CLASSES);
+	    "cache_dir = %s\ncache_max = %llu\n\n", c->workers, c->cache,
+	    (unsigned long long)cap_bytes);
+	if (c->npy)
+		fprintf(fp, "[dataset remote]\ntype = npy\n"
+		    "path = http://127.0.0.1:%d/data.npy\n"
+		    "labels = http://127.0.0.1:%d/labels.npy\nclasses = %d\n",
+		    c->port, c->port, RC_CLASSES);
+	else
+		fprintf(fp, "[dataset remote]\ntype = raw\n"
+		    "path = http://127.0.0.1:%d/data.bin\nshape = %zu\n"
+		    "dtype = uint8\nlabels = http://127.0.0.1:%d/labels.bin\n"
+		    "label_dtype = int64\nclasses = %d\n", c->port, c->record,
+		    c->port, RC_CLASSES);
 	fclose(fp);
 	unlink(c->sock);
 	if ((pid = fork()) == 0) {
@@ -364,9 +410,10 @@ rc_belady(const struct rc_cfg *c, unsigned cap)
 		for (s = 0; s < sm.steps_per_epoch; s++) {
 			m = sampler_step_indices(&sm, e, s, idx);
 			for (k = 0; k < m; k++) {
-				uint64_t first = idx[k] * c->record / RC_BLOCK;
-				uint64_t end = (idx[k] * c->record + c->record -
-				    1) / RC_BLOCK;
+				uint64_t first = (c->off + idx[k] * c->record) /
+				    RC_BLOCK;
+				uint64_t end = (c->off + idx[k] * c->record +
+				    c->record - 1) / RC_BLOCK;
 
 				for (; first <= end; first++)
 					seq[n++] = first;
@@ -374,10 +421,10 @@ rc_belady(const struct rc_cfg *c, unsigned cap)
 		}
 	sampler_clear(&sm);
 	nxt = calloc(n, sizeof(*nxt));
-	last = calloc(c->blocks, sizeof(*last));
+	last = calloc(c->blocks + 1, sizeof(*last));
 	held = calloc(cap + 1, sizeof(*held));
 	when = calloc(cap + 1, sizeof(*when));
-	for (j = 0; j < c->blocks; j++)
+	for (j = 0; j <= c->blocks; j++)
 		last[j] = UINT64_MAX;
 	for (k = n; k > 0; k--) {
 		nxt[k - 1] = last[seq[k - 1]];
@@ -432,7 +479,7 @@ main(int argc, char **argv)
 {
 	struct rc_cfg	 c;
 	struct rc_run	 order, lru, shared;
-	uint64_t	 best, labels_blocks, cap_bytes, all_bytes;
+	uint64_t	 best, labels_blocks, data_blocks, cap_bytes, all_bytes;
 	unsigned	 cap;
 	char		 cmd[400];
 	double		 ratio;
@@ -449,14 +496,17 @@ main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: remote-cache INFEEDD [--blocks N] "
 		    "[--record-kib N] [--cache-pct N] [--epochs N] "
-		    "[--batch N] [--workers N] [--trainers N]\n");
+		    "[--batch N] [--workers N] [--trainers N] [--npy]\n");
 		return (2);
 	}
 	c.infeedd = argv[1];
 	for (i = 2; i < argc; i += 2) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (strcmp(argv[i], "--blocks") == 0)
+		if (strcmp(argv[i], "--npy") == 0) {
+			c.npy = true;
+			i--;	/* a flag: no value */
+		} else if (strcmp(argv[i], "--blocks") == 0)
 			c.blocks = rc_arg(argv[i], v, 4, 4096);
 		else if (strcmp(argv[i], "--record-kib") == 0)
 			c.record_kib = rc_arg(argv[i], v, 1, 1024);
@@ -482,6 +532,7 @@ main(int argc, char **argv)
 	}
 	c.record = (size_t)c.record_kib * 1024;
 	c.records = (uint64_t)c.blocks * RC_BLOCK / c.record;
+	c.off = c.npy ? RC_NPY_HEADER : 0;
 	snprintf(c.dir, sizeof(c.dir), "%s/remote-cache-XXXXXX",
 	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (mkdtemp(c.dir) == NULL) {
@@ -493,23 +544,26 @@ main(int argc, char **argv)
 	rc_nginx_start(&c);
 
 	/* Room for cap blocks of data and the labels' blocks, no more. */
-	labels_blocks = (c.records * 8 + RC_BLOCK - 1) / RC_BLOCK;
+	labels_blocks = (c.off + c.records * 8 + RC_BLOCK - 1) / RC_BLOCK;
+	data_blocks = (c.off + (uint64_t)c.blocks * RC_BLOCK + RC_BLOCK - 1) /
+	    RC_BLOCK;
 	cap = c.blocks * c.cache_pct / 100;
 	if (cap == 0)
 		cap = 1;
 	cap_bytes = (uint64_t)cap * (RC_BLOCK + RC_HEADER) +
-	    c.records * 8 + labels_blocks * RC_HEADER + 1024;
+	    c.off + c.records * 8 + labels_blocks * RC_HEADER + 1024;
 	best = rc_belady(&c, cap) + labels_blocks;
 	rc_run(&c, cap_bytes, false, 1, &order);
 	rc_run(&c, cap_bytes, true, 1, &lru);
-	all_bytes = (uint64_t)c.blocks * (RC_BLOCK + RC_HEADER) +
-	    c.records * 8 + labels_blocks * RC_HEADER + 1024;
+	all_bytes = (uint64_t)(c.blocks + 1) * (RC_BLOCK + RC_HEADER) +
+	    c.off + c.records * 8 + labels_blocks * RC_HEADER + 1024;
 	rc_run(&c, all_bytes, false, c.trainers, &shared);
 
 	printf("remote-cache: %u blocks of 1 MiB (%llu records of %u KiB), "
 	    "cache of %u blocks (%u %%), %u shuffled epochs, batch %u, "
-	    "%u workers\n", c.blocks, (unsigned long long)c.records,
-	    c.record_kib, cap, c.cache_pct, c.epochs, c.batch, c.workers);
+	    "%u workers%s\n", c.blocks, (unsigned long long)c.records,
+	    c.record_kib, cap, c.cache_pct, c.epochs, c.batch, c.workers,
+	    c.npy ? ", .npy" : "");
 	printf("%-34s %10s %10s %12s %10s\n", "run", "downloads", "MiB",
 	    "x fewest", "evictions");
 	printf("%-34s %10llu %10.1f %12.2f %10s\n", "fewest (Belady, computed)",
@@ -532,10 +586,10 @@ main(int argc, char **argv)
 	    "holds the data: %llu blocks downloaded for %llu blocks "
 	    "(%.2f per block per epoch; target: <= 1, not %u)\n", c.trainers,
 	    c.trainers, c.epochs, (unsigned long long)shared.misses,
-	    (unsigned long long)(c.blocks + labels_blocks),
-	    (double)shared.misses / (double)((c.blocks + labels_blocks) *
+	    (unsigned long long)(data_blocks + labels_blocks),
+	    (double)shared.misses / (double)((data_blocks + labels_blocks) *
 	    c.epochs), c.trainers);
-	if (shared.misses > (c.blocks + labels_blocks) * c.epochs) {
+	if (shared.misses > (data_blocks + labels_blocks) * c.epochs) {
 		printf("shared: MISSED\n");
 		rc = 1;
 	}

@@ -14,6 +14,7 @@
 
 #include "dtype.h"
 #include "log.h"
+#include "packing.h"
 #include "session-check.h"
 #include "utf8.h"
 #include "xmalloc.h"
@@ -44,17 +45,44 @@ session_check_limit(uint64_t v, const char *name, const char *def,
 	return (-1);
 }
 
+/* Does @a say what @b says, key by key, but for @skip? */
+static bool
+session_conf_same_but(const struct dataset_conf *a,
+    const struct dataset_conf *b, const char *skip)
+{
+	const char	*v;
+	size_t		 i, n = 0;
+
+	for (i = 0; i < a->nkv; i++) {
+		if (strcmp(a->kv[i].key, skip) == 0)
+			continue;
+		if ((v = dataset_conf_get(b, a->kv[i].key)) == NULL ||
+		    strcmp(v, a->kv[i].value) != 0)
+			return (false);
+		n++;
+	}
+	for (i = 0; i < b->nkv; i++)
+		n -= strcmp(b->kv[i].key, skip) != 0;
+	return (n == 0);
+}
+
 /*
- * A token dataset's seq_len asked for: its own (0 asks for it).  The
- * packing is made once, at open, so another is a section of its own.
+ * A token dataset's seq_len asked for (0: its own), up to
+ * PACKING_SEQ_LEN_MAX.  A packing is made when its section opens, so
+ * another seq_len is served by a section of the catalogue that says what
+ * the asked one says but for seq_len (and its name): the session reads
+ * that one instead (src->ds and ds_index).  Its allow_groups are the
+ * same, so the access already judged holds.
  */
 static int
-session_check_seq_len(const struct session_source *src,
-    const struct session_options *o, char **cause)
+session_check_seq_len(const struct catalogue *cat,
+    struct session_source *src, const struct session_options *o,
+    char **cause)
 {
-	const struct dataset	*ds = src->ds;
+	const struct dataset	*ds = src->ds, *d;
 	bool			 tokens = strcmp(ds->type, "tokens") == 0 ||
 				    strcmp(ds->type, "mix") == 0;
+	size_t			 i;
 
 	if (o->seq_len == 0 || (tokens && ds->ndim == 2 &&
 	    ds->shape[1] == o->seq_len))
@@ -65,12 +93,31 @@ session_check_seq_len(const struct session_source *src,
 		    o->seq_len, ds->name, ds->type);
 		return (-1);
 	}
+	if (o->seq_len > PACKING_SEQ_LEN_MAX) {
+		*cause = xasprintf("seq_len = %u: expected 0 (the dataset's, "
+		    "%llu) or 1 to %u tokens a row", o->seq_len,
+		    (unsigned long long)ds->shape[1], PACKING_SEQ_LEN_MAX);
+		return (-1);
+	}
+	for (i = 0; !src->own_ds && i < cat->ndatasets; i++) {
+		d = cat->datasets[i];
+		if (d != ds && strcmp(d->type, ds->type) == 0 &&
+		    d->ndim == 2 && d->shape[1] == o->seq_len &&
+		    session_conf_same_but(cat->entries[i].conf,
+		    cat->entries[src->ds_index].conf, "seq_len")) {
+			src->ds = cat->datasets[i];
+			src->ds_index = i;
+			return (0);
+		}
+	}
 	*cause = xasprintf("dataset '%s' is packed in rows of seq_len %llu "
 	    "(its section's); seq_len = %u needs a section of its own over "
-	    "the same files, such as [dataset %s-%u] with seq_len = %u (infeedd "
-	    "packs a dataset once, when it opens), or leave seq_len unset",
+	    "the same files, such as [dataset %s-%u] with the same keys and "
+	    "seq_len = %u (infeedd packs a dataset when it opens, and then "
+	    "serves it to a trainer asking '%s' with that seq_len), or leave "
+	    "seq_len unset",
 	    ds->name, (unsigned long long)ds->shape[1], o->seq_len, ds->name,
-	    o->seq_len, o->seq_len);
+	    o->seq_len, o->seq_len, ds->name);
 	return (-1);
 }
 
@@ -333,7 +380,7 @@ session_check(const struct session_host *host,
 	INFEED_LOADER_OPTIONS(SESSION_CHECK_LIMIT)
 #undef SESSION_CHECK_LIMIT
 	if (session_check_label_dtype(src, o, cause) == -1 ||
-	    session_check_seq_len(src, o, cause) == -1)
+	    session_check_seq_len(host->cat, src, o, cause) == -1)
 		return (-1);
 	memset(&so, 0, sizeof(so));
 	so.samples = src->ds->samples;

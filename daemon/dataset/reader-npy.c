@@ -24,7 +24,8 @@
  * cache: the open reads each header with one range request (its first
  * cache block, which the first records' reads then find there), and a
  * worker reads each record and its label as reader-remote.c's raw reader
- * does.  The labels are not scanned at open (that would download them):
+ * does, and a session's order reaches the cache the same way, records
+ * counted from where each array's data starts.  The labels are not scanned at open (that would download them):
  * "classes =" is needed.  endpoint, region, credentials, profile and
  * ca_file: see s3.c.
  *
@@ -82,6 +83,8 @@ static int	npy_remote_open(struct dataset *, const struct dataset_conf *,
 static int	npy_remote_read(const struct dataset *, uint64_t, void *,
 		    int64_t *, bool);
 static void	npy_remote_close(struct dataset *);
+static void	*npy_remote_order_new(const struct dataset *,
+		    const struct sampler_opts *);
 static int	npy_samples_set(struct dataset *, const char *,
 		    const struct npy_header *, uint64_t *, char **);
 static int	npy_labels_set(struct dataset *, const char *, const char *,
@@ -106,6 +109,9 @@ const struct dataset_ops dataset_remote_npy_ops = {
 	.open = npy_remote_open,
 	.read = npy_remote_read,
 	.close = npy_remote_close,
+	.order_new = npy_remote_order_new,
+	.order_at = dataset_remote_order_at,
+	.order_free = dataset_remote_order_free,
 };
 
 const struct dataset_ops dataset_npy_ops = {
@@ -682,6 +688,16 @@ npy_remote_read(const struct dataset *ds, uint64_t index, void *dst,
 	(void)stream;
 	return (dataset_remote_record(ds, r->data, r->data_off, r->labels,
 	    r->labels_off, index, dst, label));
+}
+
+/* A session's order: records from each array's data, after its header. */
+static void *
+npy_remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+{
+	const struct npy_remote	*r = ds->priv;
+
+	return (dataset_remote_order_new(ds, r->data, r->data_off, r->labels,
+	    r->labels_off, opts));
 }
 
 /* Close both objects. */

@@ -22,9 +22,9 @@
  * that sample, and no other session is touched.
  *
  * A session's order is shared with the host's cache (order_new): a cursor
- * on each object, samples at i x sample_bytes, labels at i x their size,
- * so a worker that makes room evicts what the sessions need furthest
- * ahead.
+ * on each object, samples at i x sample_bytes, labels at i x their size
+ * (from where the records start: 0 here, after the header for npy), so a
+ * worker that makes room evicts what the sessions need furthest ahead.
  */
 
 #include <errno.h>
@@ -51,10 +51,8 @@ static int	remote_raw_open(struct dataset *, const struct dataset_conf *,
 static int	remote_raw_read(const struct dataset *, uint64_t, void *,
 		    int64_t *, bool);
 static void	remote_raw_close(struct dataset *);
-static void	*remote_order_new(const struct dataset *,
+static void	*remote_raw_order_new(const struct dataset *,
 		    const struct sampler_opts *);
-static void	remote_order_at(void *, uint64_t, uint64_t);
-static void	remote_order_free(void *);
 
 const struct dataset_ops dataset_remote_raw_ops = {
 	.type = "raw",
@@ -65,9 +63,9 @@ const struct dataset_ops dataset_remote_raw_ops = {
 	.open = remote_raw_open,
 	.read = remote_raw_read,
 	.close = remote_raw_close,
-	.order_new = remote_order_new,
-	.order_at = remote_order_at,
-	.order_free = remote_order_free,
+	.order_new = remote_raw_order_new,
+	.order_at = dataset_remote_order_at,
+	.order_free = dataset_remote_order_free,
 };
 
 /* A session's cursors on a remote raw dataset's two objects. */
@@ -267,39 +265,49 @@ remote_raw_close(struct dataset *ds)
 	ds->priv = NULL;
 }
 
+/* A session's order of a remote raw dataset: records from byte 0. */
+static void *
+remote_raw_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+{
+	const struct remote_raw	*r = ds->priv;
+
+	return (dataset_remote_order_new(ds, r->data, 0, r->labels, 0, opts));
+}
+
 /*
  * A session's order: a cursor on each object, or NULL when cache_dir
  * refuses one (eviction then goes without this session's order).
  */
-static void *
-remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+void *
+dataset_remote_order_new(const struct dataset *ds, struct cache_object *data,
+    uint64_t data_off, struct cache_object *labels, uint64_t labels_off,
+    const struct sampler_opts *opts)
 {
 	static uint32_t		 count;
-	const struct remote_raw	*r = ds->priv;
 	struct remote_order	*ro;
 	uint64_t		 key = (uint64_t)getpid() << 32 | count++;
 	char			*why = NULL;
 
 	if ((ro = calloc(1, sizeof *ro)) == NULL)
 		return (NULL);
-	ro->data = cache_cursor_new(r->data, key, 0, ds->sample_bytes, opts,
-	    &why);
+	ro->data = cache_cursor_new(data, key, data_off, ds->sample_bytes,
+	    opts, &why);
 	free(why);
 	why = NULL;
 	if (ro->data != NULL)
-		ro->labels = cache_cursor_new(r->labels, key, 0,
+		ro->labels = cache_cursor_new(labels, key, labels_off,
 		    dtype_size(ds->label_dtype), opts, &why);
 	free(why);
 	if (ro->labels == NULL) {
-		remote_order_free(ro);
+		dataset_remote_order_free(ro);
 		return (NULL);
 	}
 	return (ro);
 }
 
 /* The session reads (epoch, row) next. */
-static void
-remote_order_at(void *arg, uint64_t epoch, uint64_t row)
+void
+dataset_remote_order_at(void *arg, uint64_t epoch, uint64_t row)
 {
 	struct remote_order	*ro = arg;
 
@@ -308,8 +316,8 @@ remote_order_at(void *arg, uint64_t epoch, uint64_t row)
 }
 
 /* Remove the cursors. */
-static void
-remote_order_free(void *arg)
+void
+dataset_remote_order_free(void *arg)
 {
 	struct remote_order	*ro = arg;
 

@@ -47,4 +47,19 @@ int	dataset_remote_record(const struct dataset *ds,
 	    struct cache_object *labels, uint64_t labels_off, uint64_t index,
 	    void *dst, int64_t *label);
 
+/**
+ * dataset_remote_order_new() - tell the host's cache that a session reads
+ * @ds in the order of a sampler of @opts: record i at @data_off + i x
+ * sample_bytes of @data, its label at @labels_off + i x its size of
+ * @labels (a reader's order_new).  Return: the handle for
+ * dataset_remote_order_at() and dataset_remote_order_free(), or NULL
+ * (eviction then goes without this session's order).
+ */
+void	*dataset_remote_order_new(const struct dataset *ds,
+	    struct cache_object *data, uint64_t data_off,
+	    struct cache_object *labels, uint64_t labels_off,
+	    const struct sampler_opts *opts);
+void	 dataset_remote_order_at(void *order, uint64_t epoch, uint64_t row);
+void	 dataset_remote_order_free(void *order);
+
 #endif /* INFEED_READER_REMOTE_H */

@@ -42,7 +42,13 @@
  * furthest step end shared by all the readers; within the session's epoch
  * and the next (the horizon), past that it is not needed.  Over sessions,
  * the soonest; rows count as the time, so sessions are taken to go at the
- * same speed.  A cursor whose process is gone is removed.
+ * same speed.  A cursor whose process is gone is removed.  The daemon
+ * makes and removes its cursors' files in a thread of its own, in the
+ * order asked, so a slow cache_dir (NFS, a full disk) never holds its
+ * event loop; until the file is made, eviction goes without that
+ * session's order.  For the tests, INFEED_CACHE_CURSOR_DELAY_MS in the
+ * environment makes the thread wait that long before each file, as a
+ * slow cache_dir would.
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
@@ -109,8 +115,14 @@ struct cache_cursor_file {
 
 /* A session's cursor, as the daemon holds it. */
 struct cache_cursor {
-	struct cache_cursor_file *f;	/* shared mapping */
+	struct cache_cursor_file *f;	/* shared mapping; NULL until made */
+	struct cache_cursor_file init;	/* what the thread writes in it */
 	char		*path;
+	uint64_t	 epoch, row;	/* cache_cursor_at()'s last */
+	/* cache_cursors' queue, under its lock. */
+	struct cache_cursor *qnext;
+	bool		 queued;
+	bool		 gone;		/* cache_cursor_free() called */
 };
 
 /* A cursor as an evicting process sees it, with its epochs' orders. */
@@ -1375,6 +1387,129 @@ cache_stats(struct cache_stats *out)
 	out->max = cache.dir != NULL ? cache.max : 0;
 }
 
+/*
+ * The cursors' files are made and removed by a thread of the daemon's
+ * (cache_cursor_thread()), in the order asked: a slow cache_dir never
+ * holds the event loop.
+ */
+static struct {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 cond;		/* a job queued, or the queue done */
+	struct cache_cursor *head, **tail;
+	bool		 started;
+	bool		 busy;		/* the thread is on a job */
+	unsigned	 delay_ms;	/* INFEED_CACHE_CURSOR_DELAY_MS */
+} cache_cursors = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+	.tail = &cache_cursors.head,
+};
+
+/* Make @c's file (a temporary name, then renamed); publish its mapping. */
+static void
+cache_cursor_make(struct cache_cursor *c)
+{
+	struct cache_cursor_file	*f;
+	char				 tmp[PATH_MAX];
+	void				*m = MAP_FAILED;
+	int				 fd;
+
+	/* Made whole under a temporary name, so a scan never sees it half. */
+	snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
+	if ((fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0640)) == -1)
+		return;
+	if (ftruncate(fd, sizeof *f) != 0 || (m = mmap(NULL, sizeof *f,
+	    PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		goto fail;
+	f = m;
+	*f = c->init;
+	f->epoch = __atomic_load_n(&c->epoch, __ATOMIC_ACQUIRE);
+	f->row = __atomic_load_n(&c->row, __ATOMIC_ACQUIRE);
+	if (rename(tmp, c->path) != 0)
+		goto fail;
+	close(fd);
+	__atomic_store_n(&c->f, f, __ATOMIC_RELEASE);
+	return;
+
+fail:
+	if (m != MAP_FAILED)
+		munmap(m, sizeof *f);
+	close(fd);
+	unlink(tmp);
+}
+
+/* Make the queued cursors' files, and remove those freed. */
+static void *
+cache_cursor_thread(void *arg)
+{
+	struct cache_cursor	*c;
+	bool			 gone;
+
+	(void)arg;
+	pthread_mutex_lock(&cache_cursors.lock);
+	for (;;) {
+		while ((c = cache_cursors.head) == NULL)
+			pthread_cond_wait(&cache_cursors.cond,
+			    &cache_cursors.lock);
+		if ((cache_cursors.head = c->qnext) == NULL)
+			cache_cursors.tail = &cache_cursors.head;
+		c->queued = false;
+		gone = c->gone;
+		cache_cursors.busy = true;
+		pthread_mutex_unlock(&cache_cursors.lock);
+
+		if (cache_cursors.delay_ms > 0)
+			usleep(cache_cursors.delay_ms * 1000);
+		if (!gone && c->f == NULL)
+			cache_cursor_make(c);
+		else if (gone) {
+			/* Freed: nothing queues @c again. */
+			if (c->f != NULL) {
+				unlink(c->path);
+				munmap(c->f, sizeof *c->f);
+			}
+			free(c->path);
+			free(c);
+		}
+
+		pthread_mutex_lock(&cache_cursors.lock);
+		cache_cursors.busy = false;
+		pthread_cond_broadcast(&cache_cursors.cond);
+	}
+	return (NULL);
+}
+
+/* Queue @c for the thread (started the first time); the lock is held. */
+static int
+cache_cursor_queue(struct cache_cursor *c)
+{
+	pthread_attr_t	 attr;
+	pthread_t	 t;
+	const char	*v;
+	int		 rc = 0;
+
+	if (!cache_cursors.started) {
+		if ((v = getenv("INFEED_CACHE_CURSOR_DELAY_MS")) != NULL)
+			cache_cursors.delay_ms = (unsigned)strtoul(v, NULL, 10);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, cache_cursor_thread, NULL);
+		pthread_attr_destroy(&attr);
+		if (rc != 0)
+			return (-1);
+		cache_cursors.started = true;
+	}
+	if (!c->queued) {
+		c->queued = true;
+		c->qnext = NULL;
+		*cache_cursors.tail = c;
+		cache_cursors.tail = &c->qnext;
+		pthread_cond_broadcast(&cache_cursors.cond);
+	}
+	return (0);
+}
+
 /* A session's cursor on @o, in the object's folder for the host to see. */
 struct cache_cursor *
 cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
@@ -1382,9 +1517,7 @@ cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
 {
 	struct cache_cursor		*c;
 	struct cache_cursor_file	*f;
-	char				 tmp[PATH_MAX];
-	void				*m = MAP_FAILED;
-	int				 fd = -1;
+	int				 rc;
 
 	*cause = NULL;
 	if ((c = calloc(1, sizeof *c)) == NULL ||
@@ -1394,16 +1527,7 @@ cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
 	}
-	/* Made whole under a temporary name, so a scan never sees it half. */
-	snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
-	if ((fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-	    0640)) == -1 || ftruncate(fd, sizeof *f) != 0 ||
-	    (m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-	    0)) == MAP_FAILED) {
-		cache_fail(cause, "%s: %s (cache_dir)", tmp, strerror(errno));
-		goto fail;
-	}
-	f = m;
+	f = &c->init;
 	memcpy(f->magic, CACHE_CURSOR_MAGIC, 8);
 	f->pid = (int64_t)getpid();
 	f->object_size = o->meta.size;
@@ -1412,34 +1536,40 @@ cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
 	f->stride = stride;
 	f->key = key;
 	f->opts = *opts;
-	if (rename(tmp, c->path) != 0) {
-		cache_fail(cause, "%s: %s (cache_dir)", c->path,
+	pthread_mutex_lock(&cache_cursors.lock);
+	rc = cache_cursor_queue(c);
+	pthread_mutex_unlock(&cache_cursors.lock);
+	if (rc != 0) {
+		cache_fail(cause, "no thread to make %s: %s", c->path,
 		    strerror(errno));
-		goto fail;
+		free(c->path);
+		free(c);
+		return (NULL);
 	}
-	close(fd);
-	c->f = f;
 	return (c);
+}
 
-fail:
-	if (m != MAP_FAILED)
-		munmap(m, sizeof *f);
-	if (fd != -1) {
-		close(fd);
-		unlink(tmp);
-	}
-	free(c->path);
-	free(c);
-	return (NULL);
+/* Wait until the thread has made or removed every cursor asked. */
+void
+cache_cursors_wait(void)
+{
+	pthread_mutex_lock(&cache_cursors.lock);
+	while (cache_cursors.head != NULL || cache_cursors.busy)
+		pthread_cond_wait(&cache_cursors.cond, &cache_cursors.lock);
+	pthread_mutex_unlock(&cache_cursors.lock);
 }
 
 /* @c's session reads row @row of epoch @epoch next. */
 void
 cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row)
 {
-	struct cache_cursor_file	*f = c->f;
+	struct cache_cursor_file	*f;
 
-	if (f->epoch == epoch && f->row == row)
+	/* Kept here too, for a file the thread has yet to make. */
+	__atomic_store_n(&c->epoch, epoch, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->row, row, __ATOMIC_RELEASE);
+	if ((f = __atomic_load_n(&c->f, __ATOMIC_ACQUIRE)) == NULL ||
+	    (f->epoch == epoch && f->row == row))
 		return;
 	__atomic_store_n(&f->gen, f->gen + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->epoch, epoch, __ATOMIC_RELEASE);
@@ -1447,14 +1577,15 @@ cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row)
 	__atomic_store_n(&f->gen, f->gen + 1, __ATOMIC_RELEASE);
 }
 
-/* Remove @c's file and free it. */
+/* The thread removes @c's file and frees it. */
 void
 cache_cursor_free(struct cache_cursor *c)
 {
 	if (c == NULL)
 		return;
-	unlink(c->path);
-	munmap(c->f, sizeof *c->f);
-	free(c->path);
-	free(c);
+	pthread_mutex_lock(&cache_cursors.lock);
+	c->gone = true;
+	/* Queued before, so the thread is there. */
+	(void)cache_cursor_queue(c);
+	pthread_mutex_unlock(&cache_cursors.lock);
 }

@@ -88,9 +88,11 @@ struct cache_cursor;
  * cache_cursor_new() - tell every process of the host that evicts that a
  * session reads @o in the order of a sampler of @opts, record i's bytes
  * at @base + i x @stride; a session's cursors on several objects share
- * @key (unique on the host: the daemon's pid and a count).  Return: the
- * cursor (its file in the object's folder until cache_cursor_free()), or
- * NULL with *@cause.
+ * @key (unique on the host: the daemon's pid and a count).  Its file in
+ * the object's folder is made by a thread of this process, soon after
+ * (no call here touches cache_dir: the daemon's event loop calls it),
+ * and kept until cache_cursor_free().  Return: the cursor, or NULL with
+ * *@cause (no memory, no thread).
  */
 struct cache_cursor *cache_cursor_new(struct cache_object *o, uint64_t key,
 	    uint64_t base, uint64_t stride, const struct sampler_opts *opts,
@@ -103,9 +105,16 @@ struct cache_cursor *cache_cursor_new(struct cache_object *o, uint64_t key,
 void	cache_cursor_at(struct cache_cursor *c, uint64_t epoch, uint64_t row);
 
 /**
- * cache_cursor_free() - remove @c's file and free it; NULL is a no-op.
+ * cache_cursor_free() - have the thread remove @c's file and free it;
+ * NULL is a no-op.
  */
 void	cache_cursor_free(struct cache_cursor *c);
+
+/**
+ * cache_cursors_wait() - wait until every cursor's file asked is made or
+ * removed (tests; a process about to exit).
+ */
+void	cache_cursors_wait(void);
 
 /**
  * cache_object_close() - free @o; NULL is a no-op.

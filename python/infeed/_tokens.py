@@ -158,8 +158,9 @@ class TokenLoader(DataLoader):
     rows of ``seq_len`` tokens; shuffle, seed, resume (``state_dict``,
     ``load_state_dict``), elastic resume and sharing are the DataLoader's:
     the packed rows are the dataset's samples.  ``seq_len``: the tokens of a
-    row the trainer expects, checked by infeedd at the attach (a dataset
-    packed at another is refused, saying its own); None takes the
+    row the trainer wants; another than the dataset's section's is served
+    by a section over the same files that says the same but for seq_len
+    (docs/tokens.md), or refused saying what to add; None takes the
     dataset's."""
 
     def __init__(self, options, dataset, batch_size=1, *, labels="shifted",

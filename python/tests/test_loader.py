@@ -580,15 +580,21 @@ def test_timeout_ctrl_c_and_gil_while_the_daemon_is_stopped(loader_args,
             f"buffer_size=1, output='numpy', socket={daemon.socket!r})\n"
             "it = iter(l); next(it)\n"
             "print('ready', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "print('asking', flush=True)\n"
             "try:\n"
             "    next(it); next(it)\n"
             "except KeyboardInterrupt:\n"
             "    print('interrupted', flush=True); sys.exit(7)\n")
-    p = subprocess.Popen([sys.executable, "-c", code],
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
+    # Stopped before the trainer asks again, however late this runs.
     daemon.pause()
     try:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "asking"
         time.sleep(0.3)
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=5) == 7

@@ -70,20 +70,21 @@ def reference(rows, labels="shifted"):
     return lab, cu
 
 
-def check_rows(rows, docs, seen):
+def check_rows(rows, docs, seen, seq=SEQ):
     """Each segment is one piece of one document: consecutive ids from the
-    document's start or a multiple of SEQ into it, positions from 0."""
+    document's start or a multiple of @seq into it, positions from 0."""
     start = {}
     for d in docs:
-        for k in range(0, len(d), SEQ):
-            start[d[k]] = min(SEQ, len(d) - k)
+        for k in range(0, len(d), seq):
+            start[d[k]] = min(seq, len(d) - k)
     for ids, pos, seg in rows:
+        assert len(ids) == seq
         i = 0
-        while i < SEQ:
+        while i < seq:
             if seg[i] == 0:      # padding to the row's end
                 assert all(s == 0 for s in seg[i:]), seg
                 assert all(t == 0 for t in ids[i:])
-                assert pos[i:] == list(range(SEQ - i))
+                assert pos[i:] == list(range(seq - i))
                 break
             assert pos[i] == 0 and ids[i] in start, (ids[i], pos[i])
             n = start[ids[i]]
@@ -662,3 +663,73 @@ def test_seq_len_is_checked_at_the_attach(tok):
     assert "is for token datasets" in str(e.value), str(e.value)
     d.close()
 
+
+
+def test_seq_len_other_than_the_sections_is_served(tmp_path):
+    """Two trainers on the same dataset, one with its section's seq_len
+    (64) and one with 128, served by a section over the same files that
+    says the same but for seq_len: each gets rows of its length, every
+    token once an epoch, no piece across a row, interleaved; a resume
+    mid-epoch at 128 gets the rest of the same stream; a seq_len
+    past the largest, or one no section packs, is refused saying what
+    was expected."""
+    docs = documents()
+    b, i, dtype = infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    d = Daemon(tmp_path, section("tok", tmp_path / "web", dtype) +
+               section("tok-128", tmp_path / "web", dtype, 128))
+    try:
+        total = sum(len(x) for x in docs)
+        loaders, seen, its = {}, {}, {}
+        for seq in (SEQ, 128):
+            loaders[seq] = infeed.TokenLoader(
+                None, "tok", batch_size=3, shuffle=True, seed=7,
+                drop_last=False, seq_len=seq, socket=d.socket)
+            assert loaders[seq].seq_len == seq
+            seen[seq], its[seq] = set(), iter(loaders[seq])
+        live = [SEQ, 128]
+        while live:
+            for seq in list(live):
+                batch = next(its[seq], None)
+                if batch is None:
+                    live.remove(seq)
+                    continue
+                ids, pos, seg = (batch[k] for k in (
+                    "input_ids", "position_ids", "segment_ids"))
+                assert ids.shape[1] == seq, (ids.shape, seq)
+                rows = [[ids[r].tolist(), pos[r].tolist(), seg[r].tolist()]
+                        for r in range(ids.shape[0])]
+                check_rows(rows, docs, seen[seq], seq)
+        for seq in (SEQ, 128):
+            assert len(seen[seq]) == total, (seq, total - len(seen[seq]))
+            loaders[seq].close()
+        # Resume mid-epoch at seq_len 128: the rest of the same stream.
+        def loader():
+            return infeed.TokenLoader(None, "tok", batch_size=3,
+                                      shuffle=True, seed=7, seq_len=128,
+                                      socket=d.socket, share=False)
+        a = loader()
+        whole, _ = epoch_stream(a)
+        a.set_epoch(0)
+        it = iter(a)
+        first = [np.array(next(it)["input_ids"]) for _ in range(3)]
+        state = a.state_dict()
+        a.close()
+        c = loader()
+        c.load_state_dict(state)
+        rest, _ = epoch_stream(c)
+        c.close()
+        assert len(first + rest) == len(whole)
+        for x, y in zip(first + rest, whole):
+            assert x.shape == (3, 128) and np.array_equal(x, y)
+        for seq, want in ((2 ** 21, "expected 0 (the dataset's, 64) or "
+                           "1 to 1048576 tokens a row"),
+                          (32, "seq_len = 32 needs a section of its own")):
+            x = infeed.TokenLoader(None, "tok", batch_size=2, seq_len=seq,
+                                   socket=d.socket)
+            with pytest.raises(infeed.InvalidArgumentError) as e:
+                next(iter(x))
+            assert want in str(e.value), str(e.value)
+            x.close()
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_text()

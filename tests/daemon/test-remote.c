@@ -203,8 +203,31 @@ make_big(void)
 #define WIDE_N		(WIDE_BLOCKS * (CACHE_BLOCK / WIDE_BYTES))
 #define WIDE_CACHED	4		/* blocks the order fixture holds */
 
-/* Whether remote_setup() serves "wide" too. */
+/* Whether remote_setup() serves "wide" and "wide-npy" too. */
 static bool	remote_wide;
+
+/* "wide-npy": "wide" as .npy arrays, its records after a header. */
+#define WIDE_NPY_HEADER	128
+
+/* @name: a .npy of @dict's header (WIDE_NPY_HEADER bytes) then @data. */
+static void
+write_npy(const char *name, const char *dict, const void *data, size_t len)
+{
+	uint8_t		*buf;
+	size_t		 hlen = WIDE_NPY_HEADER - 10;
+
+	ck_assert_uint_lt(strlen(dict), hlen);
+	ck_assert_ptr_nonnull(buf = malloc(WIDE_NPY_HEADER + len));
+	memcpy(buf, "\x93NUMPY\x01\x00", 8);
+	buf[8] = (uint8_t)(hlen & 0xff);
+	buf[9] = (uint8_t)(hlen >> 8);
+	memset(buf + 10, ' ', hlen);
+	memcpy(buf + 10, dict, strlen(dict));
+	buf[WIDE_NPY_HEADER - 1] = '\n';
+	memcpy(buf + WIDE_NPY_HEADER, data, len);
+	write_file(path_in(dir, name), buf, WIDE_NPY_HEADER + len);
+	free(buf);
+}
 
 /* "wide": WIDE_N records of WIDE_BYTES, record i's bytes (i + j * 7). */
 static void
@@ -212,6 +235,7 @@ make_wide(void)
 {
 	uint8_t		*p;
 	int64_t		 labels[WIDE_N];
+	char		 dict[100];
 	size_t		 i, j;
 
 	ck_assert_ptr_nonnull(p = malloc((size_t)WIDE_N * WIDE_BYTES));
@@ -222,6 +246,12 @@ make_wide(void)
 	}
 	write_file(path_in(dir, "wide.bin"), p, (size_t)WIDE_N * WIDE_BYTES);
 	write_file(path_in(dir, "wide-labels.bin"), labels, sizeof(labels));
+	snprintf(dict, sizeof(dict), "{'descr': '|u1', 'fortran_order': "
+	    "False, 'shape': (%d, %d), }", WIDE_N, WIDE_BYTES);
+	write_npy("wide.npy", dict, p, (size_t)WIDE_N * WIDE_BYTES);
+	snprintf(dict, sizeof(dict), "{'descr': '<i8', 'fortran_order': "
+	    "False, 'shape': (%d,), }", WIDE_N);
+	write_npy("wide-labels.npy", dict, labels, sizeof(labels));
 	free(p);
 }
 
@@ -259,6 +289,9 @@ remote_setup(void)
 		    "shape = %d\ndtype = uint8\nlabels = %s\n"
 		    "label_dtype = int64\nclasses = %d\n", url(0, "wide.bin"),
 		    WIDE_BYTES, url(1, "wide-labels.bin"), RAW_CLASSES);
+		fprintf(fp, "\n[dataset wide-npy]\ntype = npy\npath = %s\n"
+		    "labels = %s\nclasses = %d\n", url(0, "wide.npy"),
+		    url(1, "wide-labels.npy"), RAW_CLASSES);
 	}
 	fclose(fp);
 	infeedd_start(NULL);
@@ -513,6 +546,108 @@ read_big_epoch(uint64_t seed)
 	return (bad);
 }
 
+/* The cursor files in every object's folder of the cache. */
+static int
+count_all_cursors(void)
+{
+	struct dirent	*de, *ce;
+	DIR		*d, *o;
+	char		 odir[700];
+	int		 n = 0;
+
+	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(odir, sizeof(odir), "%s/cache/%s", dir, de->d_name);
+		if ((o = opendir(odir)) == NULL)
+			continue;
+		while ((ce = readdir(o)) != NULL)
+			n += strncmp(ce->d_name, "cursor-", 7) == 0 &&
+			    strstr(ce->d_name, ".tmp") == NULL;
+		closedir(o);
+	}
+	closedir(d);
+	return (n);
+}
+
+/* Wait up to 20 s for @n cursor files; how long it took, in ms. */
+static uint64_t
+wait_cursors(int n)
+{
+	uint64_t	t0 = now_ms();
+
+	while (count_all_cursors() != n && now_ms() - t0 < 20000)
+		usleep(20000);
+	ck_assert_int_eq(count_all_cursors(), n);
+	return (now_ms() - t0);
+}
+
+/* A cache_dir where each cursor file takes 1.5 s to make or remove. */
+static void
+slow_cursor_setup(void)
+{
+	setenv("INFEED_CACHE_CURSOR_DELAY_MS", "1500", 1);
+	remote_setup();
+	unsetenv("INFEED_CACHE_CURSOR_DELAY_MS");
+}
+
+/*
+ * A session's cursor files (one per object) are made and removed off the
+ * event loop: with cache_dir as slow as 1.5 s a file, a session on a
+ * remote dataset starts and ends, its files are made then removed, and a
+ * bystander's every round trip stays under 250 ms throughout.
+ */
+START_TEST(slow_cache_dir_keeps_the_loop_free)
+{
+	struct bystander		 b;
+	struct bystander_report		 r;
+	uint64_t			 made, removed;
+	int				 go[2], ready[2], status;
+	pid_t				 pid;
+	char				 c;
+
+	bystander_start(&b);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	/* The session in a process of its own, which then exits. */
+	if ((pid = fork()) == 0) {
+		struct infeed			*f = client();
+		struct infeed_session_info	 info;
+		struct infeed_options		 o;
+		struct infeed_step		 st;
+
+		close(go[1]);
+		close(ready[0]);
+		infeed_options_init(&o);
+		o.batch_size = 20;
+		o.label_dtype = INFEED_DTYPE_INT64;
+		if (infeed_attach(f, "remote", &o, &info) != INFEED_OK ||
+		    infeed_next(f, &st) != INFEED_OK ||
+		    infeed_release(f, &st) != INFEED_OK)
+			_exit(1);
+		(void)write(ready[1], "r", 1);
+		(void)read(go[0], &c, 1);
+		infeed_free(f);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	made = wait_cursors(2);
+	close(go[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(status, 0);
+	removed = wait_cursors(0);
+	bystander_stop(&b, &r);
+	close(ready[0]);
+	printf("remote: cursor files on a cache_dir of 1.5 s a file: made in "
+	    "%llu ms, removed in %llu ms\n", (unsigned long long)made,
+	    (unsigned long long)removed);
+	bystander_assert(&r, 250);
+}
+END_TEST
+
 /*
  * Four trainers, each its own process and seed (no shared pipeline), read
  * "big" at once: every block is downloaded once on the host, not four
@@ -665,13 +800,14 @@ belady_misses(const uint64_t *seq, size_t n, size_t cap)
 }
 
 /*
- * Three shuffled epochs of "wide" (16 blocks) through a cache of 4: the
- * daemon passes the session's order to the cache, and its workers
- * download at most 1.1 x the fewest blocks that order can be read with
- * (Belady, computed here from the same sampler), where evicting the
- * oldest downloaded about twice that.
+ * Three shuffled epochs of dataset @name ("wide"'s records, from byte
+ * @off) through a cache of 4 blocks: the daemon passes the session's
+ * order to the cache, and its workers download at most 1.1 x the fewest
+ * blocks that order can be read with (Belady, computed here from the
+ * same sampler), where evicting the oldest downloaded about twice that.
  */
-START_TEST(eviction_follows_the_sessions_order)
+static void
+order_case(const char *name, uint64_t off)
 {
 	struct infeed			*f = client();
 	struct infeed_session_info	 info;
@@ -679,7 +815,7 @@ START_TEST(eviction_follows_the_sessions_order)
 	struct infeed_step		 st;
 	struct sampler_opts		 so;
 	struct sampler			 sm;
-	uint64_t			*seq, idx[16], s, r, e, bad = 0;
+	uint64_t			*seq, idx[16], s, r, e, bad = 0, a, b;
 	const uint8_t			*row;
 	size_t				 n = 0, k;
 	char				*why = NULL;
@@ -693,7 +829,8 @@ START_TEST(eviction_follows_the_sessions_order)
 	o.load_indefinitely = true;
 	o.num_workers = 1;
 	o.buffer_size = 2;
-	ck_assert_msg(infeed_attach(f, "wide", &o, &info) == INFEED_OK, "%s",
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_msg(infeed_attach(f, name, &o, &info) == INFEED_OK, "%s",
 	    infeed_error(f));
 	for (e = 0; e < 3; e++)
 		for (s = 0; s < info.steps_per_epoch; s++) {
@@ -710,7 +847,7 @@ START_TEST(eviction_follows_the_sessions_order)
 	infeed_free(f);
 	gets = nginx_gets();
 
-	/* The same order, block by block, and its fewest downloads. */
+	/* The same order, block by block (a record may span two). */
 	memset(&so, 0, sizeof(so));
 	so.samples = WIDE_N;
 	so.batch_size = 16;
@@ -719,22 +856,40 @@ START_TEST(eviction_follows_the_sessions_order)
 	so.shuffle = true;
 	so.seed = 11;
 	ck_assert_msg(sampler_init(&sm, &so, &why) == 0, "%s", why);
-	ck_assert_ptr_nonnull(seq = malloc(3 * WIDE_N * sizeof(*seq)));
+	ck_assert_ptr_nonnull(seq = malloc(6 * WIDE_N * sizeof(*seq)));
 	for (e = 0; e < 3; e++)
 		for (s = 0; s < sm.steps_per_epoch; s++)
 			for (k = sampler_step_indices(&sm, e, s, idx); k > 0;
-			    k--)
-				seq[n++] = idx[16 - k] * WIDE_BYTES /
+			    k--) {
+				a = (off + idx[16 - k] * WIDE_BYTES) /
 				    CACHE_BLOCK;
+				b = (off + idx[16 - k] * WIDE_BYTES +
+				    WIDE_BYTES - 1) / CACHE_BLOCK;
+				seq[n++] = a;
+				if (b != a)
+					seq[n++] = b;
+			}
 	sampler_clear(&sm);
 	/* The labels' one block is read with every record: one more GET. */
 	best = belady_misses(seq, n, WIDE_CACHED) + 1;
 	free(seq);
-	printf("remote: 3 shuffled epochs of 16 blocks through a cache of "
-	    "4: %d GETs, %u at best (%.2f x)\n", gets, best,
+	printf("%s: 3 shuffled epochs of 16 blocks through a cache of "
+	    "4: %d GETs, %u at best (%.2f x)\n", name, gets, best,
 	    (double)gets / best);
 	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
 	ck_assert_int_le(gets * 10, best * 11);
+}
+
+START_TEST(eviction_follows_the_sessions_order)
+{
+	order_case("wide", 0);
+}
+END_TEST
+
+/* The same for npy arrays: the order counts records after the header. */
+START_TEST(npy_eviction_follows_the_sessions_order)
+{
+	order_case("wide-npy", WIDE_NPY_HEADER);
 }
 END_TEST
 
@@ -970,13 +1125,16 @@ START_TEST(dead_process_cursor_is_removed)
 	so.samples = 4;
 	so.batch_size = so.device_iterations = so.replication_factor = 1;
 	so.gradient_accumulation = so.process_count = 1;
-	if ((pid = fork()) == 0)
-		_exit(cache_cursor_new(o, 1, 0, SMALL_BLOCK, &so, &cause) ==
-		    NULL);
+	if ((pid = fork()) == 0) {
+		c = cache_cursor_new(o, 1, 0, SMALL_BLOCK, &so, &cause);
+		cache_cursors_wait();
+		_exit(c == NULL);
+	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_int_eq(status, 0);
 	ck_assert_ptr_nonnull(c = cache_cursor_new(o, 2, 0, SMALL_BLOCK, &so,
 	    &cause));
+	cache_cursors_wait();
 	ck_assert_int_eq(count_cursors(), 2);
 	/* Room for 2 blocks: the third read makes room, scanning. */
 	for (b = 0; b < 3; b++) {
@@ -985,6 +1143,7 @@ START_TEST(dead_process_cursor_is_removed)
 	}
 	ck_assert_int_eq(count_cursors(), 1);
 	cache_cursor_free(c);
+	cache_cursors_wait();
 	ck_assert_int_eq(count_cursors(), 0);
 	cache_object_close(o);
 }
@@ -1271,6 +1430,12 @@ remote_suite(void)
 	tcase_add_test(tc, four_trainers_download_each_block_once);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("slow-cache-dir");
+	tcase_add_checked_fixture(tc, slow_cursor_setup, remote_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, slow_cache_dir_keeps_the_loop_free);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("cache_max");
 	tcase_add_checked_fixture(tc, small_cache_setup, small_cache_teardown);
 	tcase_set_timeout(tc, 120);
@@ -1281,6 +1446,7 @@ remote_suite(void)
 	tcase_add_checked_fixture(tc, order_setup, order_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, eviction_follows_the_sessions_order);
+	tcase_add_test(tc, npy_eviction_follows_the_sessions_order);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache");
