@@ -190,7 +190,9 @@ autotune_limit(const struct config_cpus *cpus, uint64_t nofile,
     unsigned max_clients)
 {
 	uint64_t	n = (uint64_t)cpus->n * AUTOTUNE_STORAGE_PER_CPU;
-	uint64_t	reserved = (uint64_t)max_clients * 3 + 32;
+	/* The clients', 32 more, and the spares' (pool.h). */
+	uint64_t	reserved = (uint64_t)max_clients * 3 + 32 +
+			    POOL_SPARES_MAX * AUTOTUNE_WORKER_FDS;
 	uint64_t	fds;
 
 	if (n < AUTOTUNE_STORAGE_MIN)

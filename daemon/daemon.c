@@ -180,7 +180,8 @@ daemon_raise_nofile(const struct config *conf, unsigned workers)
 			log_warn("setrlimit RLIMIT_NOFILE");
 		(void)getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	need = (uint64_t)conf->max_clients * 3 + workers * 2 + 32;
+	need = (uint64_t)conf->max_clients * 3 + (workers +
+	    POOL_SPARES_MAX) * 2 + 32;
 	if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
 		log_warnx("max_clients = %u needs about %llu file descriptors "
 		    "but the limit is %llu (LimitNOFILE= under systemd); "

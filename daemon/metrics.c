@@ -442,7 +442,17 @@ metrics_daemon(struct evbuffer *b, const struct stats *st)
 	    "(affinity, cgroup cpu.max) for workers that compute, more for "
 	    "workers that wait for storage, else workers.");
 	evbuffer_add_printf(b, "infeed_workers_max %u\n", st->workers_auto ?
-	    st->autotune.max : st->nworkers);
+	    st->autotune.max : st->nworkers - st->spares);
+	metrics_family(b, "infeed_workers_spare", "gauge", "Spare workers up "
+	    "(of infeed_workers): they serve the other sessions while every "
+	    "worker is blocked in a store that does not answer.");
+	evbuffer_add_printf(b, "infeed_workers_spare %u\n", st->spares);
+	metrics_family(b, "infeed_pool_spares_started_total", "counter",
+	    "Spare workers started, and why: every worker blocked in its "
+	    "storage while another session's job waited.");
+	evbuffer_add_printf(b, "infeed_pool_spares_started_total{reason="
+	    "\"workers_blocked_in_storage\"} %llu\n",
+	    (unsigned long long)st->spares_started);
 	metrics_family(b, "infeed_pool_resizes_total", "counter", "Workers "
 	    "added and retired by workers = auto, and why: past the CPUs for "
 	    "workers that wait for storage, given back when they wait for a "

@@ -181,10 +181,11 @@ pool_job_depth(const struct pool_ring *pr, const struct job *job)
  * tried before (its worker died or timed out: a store that stopped
  * answering) goes after the others of its depth, so one session's dead
  * store holds the other sessions' steps for one job_timeout, not one a
- * try.
+ * try.  A @spare worker takes no job of a ring whose store is blocked
+ * (pool_ring_blocked()): it is there for the other sessions.
  */
 struct job *
-pool_next_job(struct pool *pool, struct pool_ring **prp)
+pool_next_job(struct pool *pool, struct pool_ring **prp, bool spare)
 {
 	struct pool_ring	*pr;
 	struct job		*job, *best = NULL;
@@ -193,7 +194,8 @@ pool_next_job(struct pool *pool, struct pool_ring **prp)
 
 	TAILQ_FOREACH(pr, &pool->rings, entry) {
 		if ((job = TAILQ_FIRST(&pr->jobs)) == NULL ||
-		    pr->inflight >= pr->max_jobs)
+		    pr->inflight >= pr->max_jobs ||
+		    (spare && pool_ring_blocked(pool, pr)))
 			continue;
 		depth = pool_job_depth(pr, job);
 		again = job->attempts > 0 || job->kills > 0;

@@ -86,6 +86,8 @@ struct pool_ring {
 	bool			 keep;		/* ... keeping its memory */
 	uint64_t		 delivered;	/* steps the client has had */
 	uint64_t		 delivered_at;	/* pool->events when it changed */
+	uint64_t		 blocked_ms;	/* a worker of it seen blocked in
+						   its storage; 0: never */
 	bool			*mapped;	/* per worker */
 	pool_done_cb		*done;
 	void			*arg;
@@ -131,6 +133,8 @@ struct worker {
 	bool		 spawning;	/* asked of the fork server */
 	bool		 adopted;	/* its fork server died: ours */
 	bool		 closed;	/* its socket: its end is awaited */
+	bool		 spare;		/* a spare's slot (pool_spare_cb()) */
+	uint64_t	 idle_ms;	/* a spare's last job's end */
 };
 
 struct pool {
@@ -150,8 +154,13 @@ struct pool {
 	uint64_t		 forker_started_ms;
 	bool			 starting;	/* pool_new(): failures are fatal */
 	struct worker		*workers;
-	unsigned		 n;		/* slots: the most it may grow to */
+	unsigned		 n;		/* slots, the spares' too */
+	unsigned		 max;		/* slots [0, max): the most it may
+						   grow to; [max, n): spares */
 	unsigned		 size;		/* slots [0, size) in use */
+	struct event		*spare_ev;	/* pool_spare_cb() */
+	uint64_t		 spares_started;
+	char			 spare_why[192]; /* the last start's reason */
 	unsigned		 queued;	/* jobs in the rings' queues */
 	struct pool_ring_list	 rings;
 	uint64_t		 next_ring_id;
@@ -177,6 +186,7 @@ unsigned	 pool_read_ahead_take(struct pool_ring *pr, uint64_t *out,
 
 /* pool.c */
 void		 pool_dispatch(struct pool *pool);
+bool		 pool_ring_blocked(struct pool *pool, struct pool_ring *pr);
 int		 pool_start_job(struct pool *pool, struct worker *w,
 		    struct pool_ring *pr, struct job *job);
 
@@ -186,7 +196,8 @@ void		 pool_job_unqueue(struct pool *pool, struct pool_ring *pr,
 		    struct job *job);
 uint64_t	 pool_job_depth(const struct pool_ring *pr,
 		    const struct job *job);
-struct job	*pool_next_job(struct pool *pool, struct pool_ring **prp);
+struct job	*pool_next_job(struct pool *pool, struct pool_ring **prp,
+		    bool spare);
 void		 pool_job_end(struct pool *pool, struct job *job,
 		    const struct worker_msg_done *done);
 void		 pool_requeue(struct pool *pool, struct job *job,
@@ -215,6 +226,7 @@ int		 pool_send(struct worker *w, void *m, size_t len,
 int		 pool_spawn(struct pool *pool, struct worker *w);
 void		 pool_arm_deadline(struct worker *w);
 bool		 pool_takeover_due(struct worker *w, uint64_t now);
+void		 pool_worker_look(struct worker *w, uint64_t now);
 void		 pool_retire(struct worker *w);
 void		 pool_worker_respawn_cb(evutil_socket_t fd, short ev,
 		    void *arg);

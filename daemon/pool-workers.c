@@ -252,7 +252,7 @@ pool_worker_cpu_ns(struct worker *w)
  * loaded machine a worker may wait a second for a CPU, and a copy of its
  * job would only wait beside it.
  */
-static void
+void
 pool_worker_look(struct worker *w, uint64_t now)
 {
 	uint64_t	rows, cpu;
@@ -373,6 +373,10 @@ pool_worker_read(struct worker *w)
 	if (n == sizeof(struct worker_msg_ready) &&
 	    m->hdr.type == WORKER_MSG_READY && !w->ready) {
 		w->ready = true;
+		if (w->spare)
+			log_info("spare worker %u (pid %d) ready, %llu ms after "
+			    "it was asked for", w->idx, (int)w->pid,
+			    (unsigned long long)(clock_now_ms() - w->idle_ms));
 		return (1);
 	}
 	if (n <= 0 || m->hdr.type != WORKER_MSG_DONE ||
@@ -388,6 +392,7 @@ pool_worker_read(struct worker *w)
 	event_del(w->deadline_ev);
 	w->rows_done += job->row_end - job->row_begin;
 	w->busy_us += clock_now_us() - w->job_start_us;
+	w->idle_ms = clock_now_ms();
 	w->backoff_ms = 0;	/* it works: a later death respawns at once */
 	if (job->won != NULL) {
 		/* It lost, and wrote its last row: the winner's result goes. */
@@ -482,6 +487,8 @@ pool_respawn_failed(struct worker *w)
 	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
 			    (POOL_RESPAWN_MS % 1000) * 1000 };
 
+	if (w->spare)		/* pool_spare_cb() tries again */
+		return;
 	log_warnx("worker %u: trying again in %d ms; the other workers go on "
 	    "serving", w->idx, POOL_RESPAWN_MS);
 	evtimer_add(w->respawn_ev, &tv);
@@ -536,6 +543,13 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 		pool_requeue(pool, job, why, csig, code, counts, row);
 	if (pool->stopping)
 		return;
+	if (w->spare) {
+		/* Started again only when needed (pool_spare_cb()). */
+		w->retiring = false;
+		w->stuck = false;
+		pool_dispatch(pool);
+		return;
+	}
 	if (w->parking) {
 		/* pool_shrink(): the slot stays empty; its job went back. */
 		w->parking = false;
@@ -972,7 +986,7 @@ pool_size(const struct pool *pool)
 unsigned
 pool_max(const struct pool *pool)
 {
-	return (pool->n);
+	return (pool->max);
 }
 
 /* A worker being added or retired. */
@@ -998,7 +1012,7 @@ pool_grow(struct pool *pool)
 	struct worker	*w;
 	unsigned	 i;
 
-	if (pool->size == pool->n)
+	if (pool->size == pool->max)
 		return (-1);
 	for (i = 0; i < pool->size; i++)
 		if (pool->workers[i].parking)
@@ -1053,16 +1067,37 @@ pool_worker_info(const struct pool *pool, unsigned i,
     struct pool_worker_info *info)
 {
 	const struct worker	*w = &pool->workers[i];
+	unsigned		 j;
 
+	/* Past the pool's, the spares up, in their slots' order. */
+	for (j = pool->max; i >= pool->size && j < pool->n; j++) {
+		if (pool->workers[j].pid != -1 && i-- == pool->size) {
+			w = &pool->workers[j];
+			break;
+		}
+	}
 	info->pid = w->pid;
 	info->state = w->pid == -1 ? "restarting" : w->stuck && w->job !=
 	    NULL && w->job->won != NULL ? "taken-over" : w->stuck ? "stuck" :
-	    w->job != NULL ? "busy" : w->retiring ? "retiring" : !w->ready ?
-	    "starting" : "idle";
+	    w->spare ? "spare" : w->job != NULL ? "busy" : w->retiring ?
+	    "retiring" : !w->ready ? "starting" : "idle";
 	info->rows_done = w->rows_done;
 	info->busy_s = (double)(w->busy_us + (w->job != NULL ?
 	    clock_now_us() - w->job_start_us : 0)) / 1e6;
 	info->restarts = w->restarts;
 	info->stuck = w->stuck_kills;
 	info->taken_over = w->taken_over;
+}
+
+/* The spares up, how many were started, and why the last was. */
+unsigned
+pool_spares(const struct pool *pool, uint64_t *started, const char **why)
+{
+	unsigned	i, up = 0;
+
+	for (i = pool->max; i < pool->n; i++)
+		up += pool->workers[i].pid != -1;
+	*started = pool->spares_started;
+	*why = pool->spare_why;
+	return (up);
 }

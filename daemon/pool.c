@@ -26,6 +26,9 @@
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_START_MS		30000	/* the first workers, at most */
 
+static void	pool_spare_later(struct pool *);
+static void	pool_spare_cb(evutil_socket_t, short, void *);
+
 /*
  * A message to an idle worker that is still there did not go (no
  * descriptor for a queued copy, say): nothing else may wake the queue, so
@@ -102,7 +105,17 @@ pool_dispatch(struct pool *pool)
 		if (w->job != NULL || w->pid == -1 || w->t == NULL ||
 		    !w->ready || w->retiring || w->stuck)
 			continue;
-		job = pool_next_job(pool, &pr);
+		if (w->spare) {
+			/* Another session's job, never a takeover. */
+			if ((job = pool_next_job(pool, &pr, true)) == NULL)
+				continue;
+			if (pool_start_job(pool, w, pr, job) == -1)
+				pool_retry_later(pool, w);
+			else
+				pool_job_unqueue(pool, pr, job);
+			continue;
+		}
+		job = pool_next_job(pool, &pr, false);
 		from = pool_stalled(pool, &spr);
 		if (from != NULL && (job == NULL || pool_job_depth(spr,
 		    from->job) <= pool_job_depth(pr, job))) {
@@ -111,13 +124,137 @@ pool_dispatch(struct pool *pool)
 			continue;
 		}
 		if (job == NULL)
-			return;
+			break;
 		if (pool_start_job(pool, w, pr, job) == -1) {
 			pool_retry_later(pool, w);
 			continue;
 		}
 		pool_job_unqueue(pool, pr, job);
 	}
+	pool_spare_later(pool);
+}
+
+/*
+ * Whether busy worker @w is blocked in its storage: it began no row, used
+ * no CPU and was not runnable for POOL_SPARE_MS (as its last look saw).
+ */
+static bool
+pool_blocked(const struct worker *w, uint64_t now)
+{
+	return (w->job != NULL && !w->stuck && w->t != NULL &&
+	    now >= w->live_ms + POOL_SPARE_MS);
+}
+
+/*
+ * Whether ring @pr's store is blocked: a job of it runs on a worker
+ * blocked in its storage (looked at again if it seems so), or did within
+ * POOL_SPARE_KEEP_MS (that worker may have been killed since, and its
+ * job be queued again), or its next job was tried before.
+ */
+bool
+pool_ring_blocked(struct pool *pool, struct pool_ring *pr)
+{
+	struct worker	*w;
+	struct job	*head = TAILQ_FIRST(&pr->jobs);
+	uint64_t	 now = clock_now_ms();
+	unsigned	 i;
+
+	if ((head != NULL && (head->attempts > 0 || head->kills > 0)) ||
+	    (pr->blocked_ms != 0 && now < pr->blocked_ms +
+	    POOL_SPARE_KEEP_MS))
+		return (true);
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->job == NULL || w->job->ring_id != pr->desc.ring_id ||
+		    !pool_blocked(w, now))
+			continue;
+		pool_worker_look(w, now);
+		if (pool_blocked(w, now)) {
+			pr->blocked_ms = now;
+			return (true);
+		}
+	}
+	return (false);
+}
+
+/* Look again in POOL_SPARE_MS while a job waits or a spare is up. */
+static void
+pool_spare_later(struct pool *pool)
+{
+	struct timeval	tv = { 0, POOL_SPARE_MS * 1000 };
+	unsigned	i;
+	bool		wanted = pool->queued > 0;
+
+	for (i = pool->max; i < pool->n && !wanted; i++)
+		wanted = pool->workers[i].pid != -1 ||
+		    pool->workers[i].spawning;
+	if (wanted && !pool->stopping && pool->spare_ev != NULL &&
+	    !evtimer_pending(pool->spare_ev, NULL))
+		evtimer_add(pool->spare_ev, &tv);
+}
+
+/*
+ * Spares: a worker blocked in a store that does not answer holds its
+ * slot until job_timeout kills it, and with every worker so held the
+ * other sessions' jobs would wait as long.  While a job of a ring no
+ * blocked worker serves is queued and no worker is idle, a spare is
+ * started for it, one for each blocked worker, POOL_SPARES_MAX at most;
+ * spares take no job of a blocked ring (pool_next_job(),
+ * pool_ring_blocked()) nor any takeover, so they are not blocked in turn, and run no job another
+ * worker still holds: exactly once is the queue's.  A spare idle for
+ * POOL_SPARE_KEEP_MS with no worker blocked is let go.
+ */
+static void
+pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool		*pool = arg;
+	struct pool_ring	*pr;
+	struct worker		*w, *free_slot = NULL;
+	uint64_t		 now = clock_now_ms();
+	unsigned		 i, blocked = 0, spares = 0, idle = 0;
+
+	(void)fd;
+	(void)ev;
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->spare && w->pid == -1 && !w->spawning) {
+			if (free_slot == NULL)
+				free_slot = w;
+			continue;
+		}
+		if (w->spare)
+			spares++;
+		if (w->job != NULL && now >= w->live_ms + POOL_SPARE_MS) {
+			pool_worker_look(w, now);
+			if (pool_blocked(w, now)) {
+				blocked++;
+				if ((pr = pool_find(pool, w->job->ring_id)) !=
+				    NULL)
+					pr->blocked_ms = now;
+			}
+		} else if (w->job == NULL && w->pid != -1 && w->ready &&
+		    !w->retiring && !w->stuck)
+			idle++;
+	}
+	for (i = pool->max; i < pool->n && blocked == 0; i++) {
+		w = &pool->workers[i];
+		if (w->pid != -1 && w->job == NULL && w->t != NULL &&
+		    !w->retiring && now >= w->idle_ms + POOL_SPARE_KEEP_MS)
+			pool_retire(w);
+	}
+	if (free_slot != NULL && blocked > spares && idle == 0 &&
+	    pool_next_job(pool, &pr, true) != NULL) {
+		snprintf(pool->spare_why, sizeof(pool->spare_why), "%u of "
+		    "%u workers blocked in their storage for %d ms or more, "
+		    "none idle, and a job of another session waiting", blocked,
+		    pool->size + spares, POOL_SPARE_MS);
+		log_warnx("starting spare worker %u: %s", free_slot->idx,
+		    pool->spare_why);
+		free_slot->idle_ms = now;
+		if (pool_spawn(pool, free_slot) == 0)
+			pool->spares_started++;
+	}
+	pool_dispatch(pool);
 }
 
 /* Start the pool's worker processes. */
@@ -128,7 +265,8 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 {
 	struct pool	*pool;
 	void		*beats;
-	unsigned	 i, slots = max_workers > workers ? max_workers : workers;
+	unsigned	 i, slots = (max_workers > workers ? max_workers :
+			    workers) + POOL_SPARES_MAX;
 
 	pool = xcalloc(1, sizeof(*pool));
 	pool->base = base;
@@ -166,6 +304,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	    (WORKER_MAX_JOB_ROWS + WORKER_MAX_JOB_AHEAD) * sizeof(uint64_t));
 	pool->donemsg = xmalloc(WORKER_MAX_DONE);
 	pool->n = slots;
+	pool->max = slots - POOL_SPARES_MAX;
 	pool->size = workers;
 	pool->workers = xcalloc(slots, sizeof(*pool->workers));
 	TAILQ_INIT(&pool->rings);
@@ -174,6 +313,7 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 		pool->workers[i].idx = i;
 		pool->workers[i].pid = -1;
 		pool->workers[i].beat = &pool->beats[i];
+		pool->workers[i].spare = i >= pool->max;
 		if ((pool->workers[i].respawn_ev = evtimer_new(base,
 		    pool_worker_respawn_cb, &pool->workers[i])) == NULL)
 			fatalx("evtimer_new");
@@ -195,7 +335,9 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	}
 	pool->starting = false;
 	pool_forker_watch(pool);
-	if ((pool->retry_ev = evtimer_new(base, pool_retry_cb, pool)) == NULL)
+	if ((pool->retry_ev = evtimer_new(base, pool_retry_cb, pool)) ==
+	    NULL || (pool->spare_ev = evtimer_new(base, pool_spare_cb,
+	    pool)) == NULL)
 		fatalx("evtimer_new");
 	log_info("%u worker processes started by the fork server (pid %d)",
 	    workers, (int)forker_pid(pool->forker));
@@ -245,6 +387,8 @@ pool_free(struct pool *pool)
 	}
 	if (pool->retry_ev != NULL)
 		event_free(pool->retry_ev);
+	if (pool->spare_ev != NULL)
+		event_free(pool->spare_ev);
 	event_free(pool->chld_ev);
 	event_free(pool->forker_restart_ev);
 	event_free(pool->forker_check_ev);

@@ -53,6 +53,21 @@
  * jobs further from their client; a pool of one worker cannot take over,
  * and a stopped worker holds its job until job_timeout kills it.  Nor
  * does a job_timeout of POOL_TAKEOVER_MS or less, which kills first.
+ *
+ * Spares: a worker that begins no row, uses no CPU and is not runnable
+ * for POOL_SPARE_MS is blocked in its storage (a store that stopped
+ * answering, or one worker stopped).  While such workers leave none idle
+ * and another session's job waits, the pool starts a spare worker (one
+ * for each blocked worker, POOL_SPARES_MAX at most, in slots beside
+ * pool_max()'s, so the descriptors and memory they cost are bounded
+ * too), which takes only jobs of rings that no blocked worker serves,
+ * never a takeover: the other sessions are served within a worker's
+ * start, not a job_timeout, and the blocked session's jobs wait for
+ * job_timeout as before.  A spare runs only queued jobs, which no other
+ * worker holds, so exactly once is untouched.  Spares are not started
+ * again when they end, and go once idle for POOL_SPARE_KEEP_MS with no
+ * worker blocked.  Status lists them (state "spare"), /metrics counts
+ * them and the log says why each started.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
@@ -71,6 +86,9 @@
 #define POOL_STOP_MS		FORKER_STOP_MS	/* SIGTERM to SIGKILL */
 #define POOL_SETTLE_MS		100	/* an Attach waits for removed rings' jobs */
 #define POOL_TAKEOVER_MS	1000	/* a job that long without progress */
+#define POOL_SPARE_MS		50	/* blocked in storage: a spare may start */
+#define POOL_SPARE_KEEP_MS	1000	/* a spare idle that long goes */
+#define POOL_SPARES_MAX		2	/* beside the workers */
 #define POOL_AHEAD_MAX		16384	/* indices a ring reads ahead, queued */
 
 struct event_base;
@@ -309,7 +327,19 @@ bool		 pool_idle(const struct pool *pool);
 unsigned	 pool_jobs_queued(const struct pool *pool);
 /* Rows handed to a worker again after the one reading them died. */
 uint64_t	 pool_rows_reissued(const struct pool *pool);
+/*
+ * Worker @i: [0, pool_size()) the pool's, then the spares up
+ * (pool_spares()), whose state reads "spare" (idle or busy).
+ */
 void		 pool_worker_info(const struct pool *pool, unsigned i,
 		    struct pool_worker_info *info);
+/*
+ * pool_spares() - the spare workers up: while every worker is blocked in
+ * a store that does not answer, a spare serves the other sessions' jobs
+ * (POOL_SPARES_MAX of them at most).  Sets how many were started in all,
+ * and why the last one was ("" before any).
+ */
+unsigned	 pool_spares(const struct pool *pool, uint64_t *started,
+		    const char **why);
 
 #endif /* INFEED_POOL_H */

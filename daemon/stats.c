@@ -37,7 +37,8 @@ stats_take(struct stats *st, const struct pool *pool,
 	st->uptime_ms = clock_now_ms() - started_ms;
 	st->clients = clients;
 	st->sessions = xcalloc(max_sessions + 1, sizeof(*st->sessions));
-	st->nworkers = pool_size(pool);
+	st->spares = pool_spares(pool, &st->spares_started, &st->spare_why);
+	st->nworkers = pool_size(pool) + st->spares;
 	st->workers = xcalloc(st->nworkers + 1, sizeof(*st->workers));
 	for (i = 0; i < st->nworkers; i++)
 		pool_worker_info(pool, i, &st->workers[i]);

@@ -58,7 +58,10 @@ struct stats {
 	struct stats_session	*sessions;
 	size_t			 nsessions;
 	struct pool_worker_info	*workers;
-	unsigned		 nworkers;
+	unsigned		 nworkers;	/* the spares up too: */
+	unsigned		 spares;	/* pool_spares() */
+	uint64_t		 spares_started;
+	const char		*spare_why;
 	bool			 workers_auto;	/* workers = auto: */
 	struct autotune_report	 autotune;	/* ... its bound, decisions */
 	unsigned		 jobs_queued;

@@ -190,6 +190,19 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	    "reason=\"trainers_waiting\"} 0");
 	has_line("infeed_pool_resizes_total{direction=\"shrink\","
 	    "reason=\"workers_idle\"} 0");
+	has_line("infeed_workers_spare 0");
+	/* A spare up: a worker process, not one of the pool's (issue 36). */
+	st.nworkers = 3;
+	st.spares = 1;
+	st.spares_started = 2;
+	render(&st);
+	has_line("infeed_workers 3");
+	has_line("infeed_workers_max 2");
+	has_line("infeed_workers_spare 1");
+	has_line("infeed_pool_spares_started_total{reason="
+	    "\"workers_blocked_in_storage\"} 2");
+	st.nworkers = 2;
+	st.spares = 0;
 	/* workers = auto: its bound and its resizes, by direction and why. */
 	st.workers_auto = true;
 	st.autotune.max = 4;
@@ -291,7 +304,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	ck_assert_uint_eq(count_lines("infeed_reads_in_flight_info{backend="),
 	    1);
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 43);
+	ck_assert_uint_eq(count_lines("# TYPE "), 45);
 	free(h.ended);
 }
 END_TEST
