@@ -170,6 +170,20 @@ s3_keys(const struct s3_conf *c, struct fetch_site *site, char **cause)
 	return (r == -1 ? -1 : 0);
 }
 
+/* Whether @url's authority (after "scheme://", before the path) has '@'. */
+static bool
+s3_userinfo(const char *url)
+{
+	const char	*p = strstr(url, "://");
+	size_t		 n;
+
+	if (p == NULL)
+		return (false);
+	p += 3;
+	n = strcspn(p, "/?#");
+	return (memchr(p, '@', n) != NULL);
+}
+
 /* Reach @url's site as @c says. */
 int
 s3_site_conf(const char *url, const struct s3_conf *c, char **cause)
@@ -182,6 +196,12 @@ s3_site_conf(const char *url, const struct s3_conf *c, char **cause)
 
 	*cause = NULL;
 	memset(&site, 0, sizeof site);
+	if (s3_userinfo(url) || (c->endpoint != NULL &&
+	    s3_userinfo(c->endpoint)))
+		return (s3_fail(cause, "a URL with a user name or password "
+		    "(user:password@host) is refused, because infeed names its "
+		    "URLs in errors, logs and status; give an s3:// store its "
+		    "keys with credentials = or the AWS environment variables"));
 	if (!s3 && (c->endpoint != NULL || c->region != NULL ||
 	    c->credentials != NULL || c->profile != NULL))
 		return (s3_fail(cause, "%s: endpoint, region, credentials and "

@@ -478,9 +478,14 @@ s3_setup(void)
 	    "endpoint = http://127.0.0.1:%d/\n"
 	    "\n[dataset s3bad]\ntype = tar\nshards = s3://b3/set/s-000000.tar\n"
 	    "endpoint = http://127.0.0.1:%d\ncredentials = %s/creds.ini\n"
-	    "profile = nope\n",
+	    "profile = nope\n"
+	    "\n[dataset userinfo]\ntype = tar\nshards = http://alice:"
+	    "hunter2@127.0.0.1:%d/set/s-000000.tar\n"
+	    "\n[dataset rawuserinfo]\ntype = raw\npath = http://bob:pw7x@"
+	    "127.0.0.1:%d/x.npy\nlabels = http://127.0.0.1:%d/y.npy\n"
+	    "shape = 3\ndtype = uint8\n",
 	    NSHARDS - 1, nginx_port, dir, LAZY_SHARDS - 1, nginx_port,
-	    nginx_port, dir);
+	    nginx_port, dir, nginx_port, nginx_port, nginx_port);
 	remote_tar_config(extra);
 	setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", SECRET, 1);
@@ -517,8 +522,17 @@ START_TEST(s3_signed_and_secrets_never_shown)
 	ck_assert_msg(strstr(log, "dataset 's3bad'") != NULL &&
 	    strstr(log, "profile 'nope' is not there") != NULL,
 	    "no refusal of s3bad in the log:\n%s", log);
+	/* A password in a URL: refused, and never shown either. */
+	ck_assert_msg(strstr(log, "dataset 'userinfo' refused") != NULL &&
+	    strstr(log, "dataset 'rawuserinfo' refused") != NULL &&
+	    strstr(log, "a URL with a user name or password") != NULL,
+	    "no refusal of a URL with a password in the log:\n%s", log);
+	ck_assert_ptr_null(strstr(log, "hunter2"));
+	ck_assert_ptr_null(strstr(log, "pw7x"));
+	ck_assert(!nginx_logged("alice") && !nginx_logged("hunter2"));
 	infeedctl_run("status", status, sizeof(status));
 	ck_assert_msg(strstr(status, "infeedd") != NULL, "%s", status);
+	ck_assert_ptr_null(strstr(status, "hunter2"));
 	ck_assert_ptr_null(strstr(log, SECRET));
 	ck_assert_ptr_null(strstr(log, TOKEN));
 	ck_assert_ptr_null(strstr(status, SECRET));
