@@ -202,6 +202,7 @@ static struct {
 	size_t		 n;
 	pthread_t	 thread;
 	bool		 running;
+	bool		 stop;		/* forgotten: ask no more (atomic) */
 	int		 done[2];	/* a pipe: written when all are asked */
 } cache_heads = { .lock = PTHREAD_MUTEX_INITIALIZER, .done = { -1, -1 } };
 
@@ -426,6 +427,10 @@ cache_heads_main(void *arg)
 	(void)arg;
 	for (i = 0; i < cache_heads.n; i++) {
 		h = &cache_heads.heads[i];
+		if (__atomic_load_n(&cache_heads.stop, __ATOMIC_RELAXED)) {
+			h->rc = -1;	/* forgotten (infeedd stops) */
+			continue;
+		}
 		for (j = 0; j < i; j++)
 			if (cache_heads.heads[j].rc != 0 &&
 			    cache_same_server(cache_heads.heads[j].url,
@@ -463,6 +468,7 @@ cache_heads_start(char *const *urls, size_t n)
 		    urls[cache_heads.n])) == NULL)
 			goto fail;
 	cache_heads.running = true;
+	__atomic_store_n(&cache_heads.stop, false, __ATOMIC_RELAXED);
 	if (pthread_create(&cache_heads.thread, NULL, cache_heads_main,
 	    NULL) != 0) {
 		cache_heads.running = false;
@@ -503,6 +509,8 @@ cache_heads_forget(void)
 {
 	size_t	i;
 
+	/* The HEAD under way ends; the others are not asked. */
+	__atomic_store_n(&cache_heads.stop, true, __ATOMIC_RELAXED);
 	cache_heads_finish();
 	for (i = 0; i < cache_heads.n; i++) {
 		free(cache_heads.heads[i].url);
