@@ -90,7 +90,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	struct session_options	o;
 	struct stats_history	h;
 	struct stats_session	ss[1];
-	struct pool_worker_info	w[2];
+	struct pool_worker_info	w[3];	/* the third: a spare, below */
 	struct stats		st;
 
 	memset(&o, 0, sizeof(o));
