@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "clock.h"
 #include "config.h"
 #include "forker.h"
@@ -403,6 +404,8 @@ forker_main(struct forker_server *fs)
 	if (getppid() != fs->daemon)	/* gone before the line above */
 		_exit(0);
 	prctl(PR_SET_NAME, "infeedd-forker");
+	/* Its catalogues are the daemon's, whose opens asked the servers. */
+	cache_trust_meta(true);
 	/* Stopped by the daemon (EOF), not by a signal to the service's group. */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's own remote work (issue 38), against a real nginx on a
+ * private port (the program skips, saying why, without it):
+ *
+ * - a reload that adds 1,000 remote tar shards without "index =" (each
+ *   indexed through the cache on the reload's thread, then again, from
+ *   the cache, by the workers' fork server): a bystander's round trips
+ *   stay under 250 ms while it runs, each shard is asked once (a HEAD and
+ *   a GET), and the new dataset is served;
+ * - infeedd stopped during a reload's HEADs against a server that answers
+ *   each one only after a second (the test's own: nginx cannot be told to
+ *   stall a HEAD): it exits at once, with status 0, not after every HEAD;
+ * - an s3:// dataset whose server refuses the reads with a body that
+ *   repeats the request's Authorization and token (as S3's
+ *   SignatureDoesNotMatch repeats what was signed): the secret, the token
+ *   and the signature are in neither infeedd's log, the client's error,
+ *   infeedctl status and datasets, nor /metrics; and a URL whose query
+ *   holds a signature (a presigned URL) is refused without naming it.
+ */
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "remote-shards.h"
+
+#define WIDE_SHARDS	1000
+#define SLOW_FILES	40	/* HEADs to the slow server: 1 s each */
+#define ACCESS		"AKIDREMOTEDAEMONTEST"
+#define SECRET		"zzDaemonSecretNeverShownQ7/+x"
+#define TOKEN		"zzDaemonTokenNeverShownR8"
+
+static pid_t	nginx_pid = -1;
+static int	nginx_port;
+
+/*
+ * nginx serving the test's folder; under /deny/ and /gone/ it answers 403
+ * with a body that repeats the request's Authorization and token, /deny/
+ * to GETs only (a HEAD finds the file), /gone/ to everything.
+ */
+static void
+nginx_start(void)
+{
+	char	conf[4096];
+
+	ck_assert_int_ne(nginx_port = remote_free_port(), -1);
+	snprintf(conf, sizeof(conf),
+	    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+	    "pid \"%s/nginx.pid\";\nerror_log \"%s/nginx-error.log\";\n"
+	    "events { worker_connections 64; }\n"
+	    "http {\n access_log \"%s/access.log\";\n"
+	    " client_body_temp_path \"%s/nginx-tmp\";\n"
+	    " proxy_temp_path \"%s/nginx-tmp\";\n"
+	    " server {\n  listen 127.0.0.1:%d;\n  root \"%s\";\n"
+	    "  location /deny/ { if ($request_method = GET) { return 403 "
+	    "\"<Error><Code>SignatureDoesNotMatch</Code><SignatureProvided>"
+	    "$http_authorization</SignatureProvided><Token>"
+	    "$http_x_amz_security_token</Token></Error>\"; } "
+	    "alias \"%s/\"; }\n"
+	    "  location /gone/ { return 403 \"<Error><SignatureProvided>"
+	    "$http_authorization</SignatureProvided><Token>"
+	    "$http_x_amz_security_token</Token></Error>\"; }\n }\n}\n",
+	    dir, dir, dir, dir, dir, nginx_port, dir, dir);
+	nginx_pid = remote_nginx_run(conf, nginx_port, 0);
+}
+
+static void
+remote_daemon_setup(void)
+{
+	char	cache[700];
+
+	make_files(NULL);
+	nginx_start();
+	snprintf(cache, sizeof(cache), "cache_dir = %s/cache\n"
+	    "cache_max = 64M", dir);
+	make_config(cache);
+	infeedd_start(NULL);
+}
+
+static void
+remote_daemon_teardown(void)
+{
+	if (nginx_pid > 0) {
+		kill(nginx_pid, SIGTERM);
+		waitpid(nginx_pid, NULL, 0);
+		nginx_pid = -1;
+	}
+	remove_tree(path_in(dir, "nginx-tmp"));
+	remove_tree(path_in(dir, "cache"));
+	remove_tree(path_in(dir, "wide"));
+	teardown();
+}
+
+/* Append @text to the configuration. */
+static void
+config_append(const char *text)
+{
+	FILE	*fp;
+
+	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
+	fputs(text, fp);
+	ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* SIGHUP, then wait (at most @limit_ms) for @what in the log; the ms taken. */
+static uint64_t
+reload_until(const char *what, uint64_t limit_ms, char *log, size_t len)
+{
+	uint64_t	t0 = now_ms(), ms = 0;
+
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
+	for (;;) {
+		read_log(log, len);
+		if (strstr(log, what) != NULL || ms > limit_ms)
+			break;
+		usleep(20000);
+		ms = now_ms() - t0;
+	}
+	ck_assert_msg(strstr(log, what) != NULL, "no '%s' in the log after "
+	    "%llu ms", what, (unsigned long long)ms);
+	return (ms);
+}
+
+/* nginx's requests so far whose line holds @what; 100 ms on. */
+static int
+nginx_requests(const char *what)
+{
+	char	line[2048];
+	FILE	*fp;
+	int	n = 0;
+
+	usleep(100000);
+	if ((fp = fopen(path_in(dir, "access.log"), "r")) == NULL)
+		return (0);
+	while (fgets(line, sizeof(line), fp) != NULL)
+		n += strstr(line, what) != NULL;
+	fclose(fp);
+	return (n);
+}
+
+/*
+ * A reload adds 1,000 remote shards without "index =": the reload's
+ * thread asks each one's size and indexes it through the cache (its whole
+ * shard) while the loop serves a bystander within 250 ms.  Then the fork
+ * server opens the same catalogue before it forks the workers the reload
+ * replaces, taking each shard's size and ETag from the cache's meta file
+ * rather than from 1,000 more HEADs (during which no worker could be
+ * forked: 20 s at 20 ms a HEAD).  Its indexing from the cache still holds
+ * the new workers a moment: a second bystander, from the switch on, has
+ * its worst Next printed (issue 38's note), its ListDatasets asserted.
+ */
+START_TEST(reload_indexing_many_shards_keeps_clients_served)
+{
+	static char		 log[1 << 18];
+	struct bystander	 b;
+	struct bystander_report	 r, after;
+	char			 sect[512];
+	uint64_t		 ms;
+
+	remote_make_shards("wide", "w", WIDE_SHARDS, 1, false);
+	snprintf(sect, sizeof(sect), "\n[dataset wide]\ntype = tar\n"
+	    "shards = http://127.0.0.1:%d/wide/w-{000000..%06d}.tar\n"
+	    "classes = 10\n", nginx_port, WIDE_SHARDS - 1);
+	config_append(sect);
+	bystander_start(&b);
+	usleep(300000);
+	ms = reload_until("reloading", 10000, log, sizeof(log));
+	while (strstr(log, "reloaded:") == NULL && ms < 120000) {
+		usleep(20000);
+		read_log(log, sizeof(log));
+		ms += 20;
+	}
+	bystander_stop(&b, &r);
+	/* From the switch on: the fork server's open, the new workers. */
+	bystander_start(&b);
+	usleep(1500000);
+	bystander_stop(&b, &after);
+	printf("remote-daemon: a reload indexing %d remote shards: about %llu "
+	    "ms; from its end, the worst Next %llu ms, ListDatasets %llu ms\n",
+	    WIDE_SHARDS, (unsigned long long)ms,
+	    (unsigned long long)after.worst_next_ms,
+	    (unsigned long long)after.worst_list_ms);
+	ck_assert_msg(strstr(log, "reloaded: 3 datasets") != NULL, "%s", log);
+	ck_assert_int_eq(nginx_requests("HEAD /wide/w-"), WIDE_SHARDS);
+	ck_assert_int_eq(nginx_requests("GET /wide/w-"), WIDE_SHARDS);
+	bystander_assert(&r, 250);
+	ck_assert_uint_eq(after.errors, 0);
+	ck_assert_uint_lt(after.worst_list_ms, 250);
+	remote_read_epoch("wide", WIDE_SHARDS, 3);
+	ck_assert_int_eq(nginx_requests("GET /wide/w-"), WIDE_SHARDS);
+}
+END_TEST
+
+static Suite *
+remote_daemon_suite(void)
+{
+	Suite	*s = suite_create("remote-daemon");
+	TCase	*tc = tcase_create("reload");
+
+	tcase_add_checked_fixture(tc, remote_daemon_setup,
+	    remote_daemon_teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, reload_indexing_many_shards_keeps_clients_served);
+	suite_add_tcase(s, tc);
+	return (s);
+}
+
+int
+main(void)
+{
+	if (access(NGINX, X_OK) != 0) {
+		printf("remote-daemon: skipped: %s is not installed (Debian's "
+		    "nginx or nginx-light; scripts/install-deps --tests)\n",
+		    NGINX);
+		return (77);
+	}
+	return (run_suite(remote_daemon_suite()));
+}
