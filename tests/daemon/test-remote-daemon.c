@@ -206,6 +206,118 @@ START_TEST(reload_indexing_many_shards_keeps_clients_served)
 }
 END_TEST
 
+/* The slow server: a listener whose every answer waits a second. */
+struct slow_server {
+	int		fd;
+	int		port;
+	pthread_t	thread;
+};
+
+/* Answer each request on @fd, a second late, as a 16,000-byte object. */
+static void
+slow_answer(int fd)
+{
+	static const char	answer[] = "HTTP/1.1 200 OK\r\n"
+	    "Content-Length: 16000\r\nETag: \"slow\"\r\n"
+	    "Connection: close\r\n\r\n";
+	char			req[4096];
+	size_t			got = 0;
+	ssize_t			n;
+
+	while (got < sizeof(req) - 1 && (n = read(fd, req + got,
+	    sizeof(req) - 1 - got)) > 0) {
+		got += (size_t)n;
+		req[got] = '\0';
+		if (strstr(req, "\r\n\r\n") != NULL)
+			break;
+	}
+	sleep(1);
+	(void)!write(fd, answer, sizeof(answer) - 1);
+}
+
+/* The slow server's thread: one connection at a time, until closed. */
+static void *
+slow_main(void *arg)
+{
+	struct slow_server	*ss = arg;
+	int			 c;
+
+	while ((c = accept(ss->fd, NULL, NULL)) != -1) {
+		slow_answer(c);
+		close(c);
+	}
+	return (NULL);
+}
+
+static void
+slow_start(struct slow_server *ss)
+{
+	struct sockaddr_in	sin;
+	socklen_t		len = sizeof(sin);
+
+	ck_assert_int_ne(ss->fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(ss->fd, (struct sockaddr *)&sin, sizeof(sin)),
+	    0);
+	ck_assert_int_eq(getsockname(ss->fd, (struct sockaddr *)&sin, &len),
+	    0);
+	ck_assert_int_eq(listen(ss->fd, 64), 0);
+	ss->port = ntohs(sin.sin_port);
+	ck_assert_int_eq(pthread_create(&ss->thread, NULL, slow_main, ss), 0);
+}
+
+static void
+slow_stop(struct slow_server *ss)
+{
+	shutdown(ss->fd, SHUT_RDWR);	/* accept() returns */
+	pthread_join(ss->thread, NULL);
+	close(ss->fd);
+}
+
+/*
+ * infeedd stopped during a reload's HEADs, SLOW_FILES of them to a server
+ * that answers each after a second (in the reload's thread, one after the
+ * other): it waits for the HEAD under way, not for all (about 40 s), and
+ * exits with status 0, no crash in its log.
+ */
+START_TEST(stop_during_a_reloads_heads_is_prompt)
+{
+	static char		 log[1 << 16];
+	struct slow_server	 ss;
+	char			 sect[512], want[64], crash[512];
+	uint64_t		 t0, ms;
+	int			 i, status;
+
+	slow_start(&ss);
+	for (i = 0; i < SLOW_FILES / 2; i++) {
+		snprintf(sect, sizeof(sect), "\n[dataset slow%d]\ntype = raw\n"
+		    "path = http://127.0.0.1:%d/raw-%d.bin\nshape = 1,%d,%d\n"
+		    "dtype = uint8\nlabels = http://127.0.0.1:%d/labels-%d.bin\n"
+		    "label_dtype = int64\nclasses = %d\n", i, ss.port, i, RAW_H,
+		    RAW_W, ss.port, i, RAW_CLASSES);
+		config_append(sect);
+	}
+	snprintf(want, sizeof(want), "asking the servers of %d remote files",
+	    SLOW_FILES);
+	(void)reload_until(want, 10000, log, sizeof(log));
+	usleep(1500000);		/* a HEAD or two answered */
+	t0 = now_ms();
+	status = infeedd_stop();
+	ms = now_ms() - t0;
+	slow_stop(&ss);
+	printf("remote-daemon: infeedd stopped during a reload's %d HEADs to "
+	    "a server a second late each: it exited in %llu ms\n",
+	    SLOW_FILES, (unsigned long long)ms);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "infeedd's exit status: %#x", status);
+	ck_assert_msg(!infeedd_log_crash(crash, sizeof(crash)), "%s", crash);
+	ck_assert_msg(ms < 5000, "infeedd took %llu ms to stop: it asked the "
+	    "HEADs after the one under way", (unsigned long long)ms);
+}
+END_TEST
+
 static Suite *
 remote_daemon_suite(void)
 {
@@ -216,6 +328,13 @@ remote_daemon_suite(void)
 	    remote_daemon_teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, reload_indexing_many_shards_keeps_clients_served);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stop");
+	tcase_add_checked_fixture(tc, remote_daemon_setup,
+	    remote_daemon_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, stop_during_a_reloads_heads_is_prompt);
 	suite_add_tcase(s, tc);
 	return (s);
 }
