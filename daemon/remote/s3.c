@@ -235,10 +235,10 @@ s3_url_shown(const char *url, char **cause)
 		    "keys with credentials = or the AWS environment variables"));
 	if (s3_query_secret(url))
 		return (s3_fail(cause, "a URL whose query holds a signature, a "
-		    "token or a key (a presigned URL, ?X-Amz-Signature=...) is "
-		    "refused, because infeed names its URLs in errors, logs "
-		    "and status; give an s3:// store its keys with "
-		    "credentials = or the AWS environment variables"));
+		    "token or a key (a presigned URL) is refused, because "
+		    "infeed names its URLs in errors, logs and status; give an "
+		    "s3:// store its keys with credentials = or the AWS "
+		    "environment variables"));
 	return (0);
 }
 
