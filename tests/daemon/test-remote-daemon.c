@@ -196,6 +196,11 @@ START_TEST(reload_indexing_many_shards_keeps_clients_served)
 	    (unsigned long long)after.worst_next_ms,
 	    (unsigned long long)after.worst_list_ms);
 	ck_assert_msg(strstr(log, "reloaded: 3 datasets") != NULL, "%s", log);
+	/* The log says what takes the time, and how long it took. */
+	ck_assert_ptr_nonnull(strstr(log, "dataset 'wide': opening its remote "
+	    "files (tar shards without index ="));
+	ck_assert_ptr_nonnull(strstr(log, "dataset 'wide': its remote files "
+	    "opened in "));
 	ck_assert_int_eq(nginx_requests("HEAD /wide/w-"), WIDE_SHARDS);
 	ck_assert_int_eq(nginx_requests("GET /wide/w-"), WIDE_SHARDS);
 	bystander_assert(&r, 250);
