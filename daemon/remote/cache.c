@@ -56,9 +56,13 @@
  *
  * The calls block on the disk and the network: a worker process makes
  * them for the rows it reads; see fetch.c.  The daemon's own opens (a
- * reload's, on its event loop) need a HEAD each: cache_heads_start()
- * asks them in a thread first, and cache_object_open() takes the answers
- * it left, so the loop never waits on a server.
+ * reload's, on a thread of daemon.c's) need a HEAD each:
+ * cache_heads_start() asks those of raw and npy files in a thread first,
+ * and cache_object_open() takes the answers it left.  The fork server
+ * opens the catalogue the daemon has just opened: it takes each object's
+ * size and ETag from its meta file (cache_trust_meta()), so it asks no
+ * server while no worker can be forked, and indexes the objects the
+ * daemon did.
  */
 
 #include <sys/file.h>

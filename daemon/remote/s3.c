@@ -21,8 +21,10 @@
  * unsigned (a public bucket).  A site is a bucket (s3://bucket/) or a
  * host (scheme://host:port/): datasets on one site share its settings,
  * the last one opened winning.  The keys are read when the dataset opens
- * (in the daemon, before its workers fork) and kept in memory only; no
- * message names them.
+ * (in the daemon, before its workers fork) and kept in memory only, wiped
+ * before they are freed; no message names them.  URLs are named in
+ * errors, logs and status, so one that holds a secret (a password, or a
+ * presigned query: s3_url_shown()) is refused without being named.
  */
 
 #include <errno.h>
