@@ -70,6 +70,8 @@ enum forker_msg_type {
 	FORKER_MSG_SPAWNED,
 	FORKER_MSG_FAILED,
 	FORKER_MSG_EXITED,
+	FORKER_MSG_SWITCH,
+	FORKER_MSG_PREPARED,
 };
 
 /* Fork worker @idx (its slot in the pool). */
@@ -91,8 +93,19 @@ struct forker_msg_dataset {
 	char		strings[];
 };
 
-/* The @ndatasets sections sent since the last CATALOGUE: open them. */
+/*
+ * The @ndatasets sections sent since the last CATALOGUE: open them; with
+ * @prepare, beside the catalogue workers are forked from, until a SWITCH
+ * (PREPARED says it is open).
+ */
 struct forker_msg_catalogue {
+	struct transport_hdr hdr;
+	uint32_t	ndatasets;
+	uint32_t	prepare;
+};
+
+/* Fork workers from the catalogue prepared; PREPARED: it is open. */
+struct forker_msg_switch {
 	struct transport_hdr hdr;
 	uint32_t	ndatasets;
 	uint32_t	pad;
@@ -126,6 +139,7 @@ union forker_reply {
 	struct forker_msg_spawned	spawned;
 	struct forker_msg_failed	failed;
 	struct forker_msg_exited	exited;
+	struct forker_msg_switch	prepared;
 };
 
 struct forker;
@@ -189,6 +203,16 @@ int		 forker_spawn(struct forker *f, unsigned idx,
  * Return: 0, or -1 (errno set; EMSGSIZE: a section over FORKER_MAX_MSG).
  */
 int		 forker_reload(struct forker *f, const struct catalogue *cat);
+
+/**
+ * forker_prepare() - forker_reload() in two steps: the fork server opens
+ * @cat's datasets beside those it forks workers from, and says PREPARED
+ * when they are open (which may take seconds: remote tar shards), then
+ * forker_switch() makes workers forked from then on read them.
+ * Return: 0, or -1 as forker_reload().
+ */
+int		 forker_prepare(struct forker *f, const struct catalogue *cat);
+int		 forker_switch(struct forker *f);
 
 /**
  * forker_recv() - the fork server's next message into @m (m->hdr.type

@@ -5,9 +5,9 @@
  *
  * - a reload that adds 1,000 remote tar shards without "index =" (each
  *   indexed through the cache on the reload's thread, then again, from
- *   the cache, by the workers' fork server): a bystander's round trips
- *   stay under 250 ms while it runs, each shard is asked once (a HEAD and
- *   a GET), and the new dataset is served;
+ *   the cache, by the workers' fork server before they are replaced): a
+ *   bystander's round trips stay under 250 ms throughout, each shard is
+ *   asked once (a HEAD and a GET), and the new dataset is served;
  * - infeedd stopped during a reload's HEADs against a server that answers
  *   each one only after a second (the test's own: nginx cannot be told to
  *   stall a HEAD): it exits at once, with status 0, not after every HEAD;
@@ -156,19 +156,19 @@ nginx_requests(const char *what)
 /*
  * A reload adds 1,000 remote shards without "index =": the reload's
  * thread asks each one's size and indexes it through the cache (its whole
- * shard) while the loop serves a bystander within 250 ms.  Then the fork
- * server opens the same catalogue before it forks the workers the reload
- * replaces, taking each shard's size and ETag from the cache's meta file
- * rather than from 1,000 more HEADs (during which no worker could be
- * forked: 20 s at 20 ms a HEAD).  Its indexing from the cache still holds
- * the new workers a moment: a second bystander, from the switch on, has
- * its worst Next printed (issue 38's note), its ListDatasets asserted.
+ * shard); then the fork server opens the same catalogue beside its own,
+ * while the old workers serve (pool_prepare()), taking each shard's size
+ * and ETag from the cache's meta file rather than from 1,000 more HEADs;
+ * only then are the workers replaced.  A bystander's round trips stay
+ * under 250 ms throughout and 1.5 s past the switch (0.3-1.3 s here with
+ * the workers replaced before the fork server's open, 20 s at 20 ms a
+ * HEAD with its HEADs).
  */
 START_TEST(reload_indexing_many_shards_keeps_clients_served)
 {
 	static char		 log[1 << 18];
 	struct bystander	 b;
-	struct bystander_report	 r, after;
+	struct bystander_report	 r;
 	char			 sect[512];
 	uint64_t		 ms;
 
@@ -179,22 +179,12 @@ START_TEST(reload_indexing_many_shards_keeps_clients_served)
 	config_append(sect);
 	bystander_start(&b);
 	usleep(300000);
-	ms = reload_until("reloading", 10000, log, sizeof(log));
-	while (strstr(log, "reloaded:") == NULL && ms < 120000) {
-		usleep(20000);
-		read_log(log, sizeof(log));
-		ms += 20;
-	}
-	bystander_stop(&b, &r);
-	/* From the switch on: the fork server's open, the new workers. */
-	bystander_start(&b);
+	ms = reload_until("reloaded:", 120000, log, sizeof(log));
+	/* The workers replaced, each forked from the new catalogue. */
 	usleep(1500000);
-	bystander_stop(&b, &after);
-	printf("remote-daemon: a reload indexing %d remote shards: about %llu "
-	    "ms; from its end, the worst Next %llu ms, ListDatasets %llu ms\n",
-	    WIDE_SHARDS, (unsigned long long)ms,
-	    (unsigned long long)after.worst_next_ms,
-	    (unsigned long long)after.worst_list_ms);
+	bystander_stop(&b, &r);
+	printf("remote-daemon: a reload indexing %d remote shards: %llu ms\n",
+	    WIDE_SHARDS, (unsigned long long)ms);
 	ck_assert_msg(strstr(log, "reloaded: 3 datasets") != NULL, "%s", log);
 	/* The log says what takes the time, and how long it took. */
 	ck_assert_ptr_nonnull(strstr(log, "dataset 'wide': opening its remote "
@@ -204,8 +194,6 @@ START_TEST(reload_indexing_many_shards_keeps_clients_served)
 	ck_assert_int_eq(nginx_requests("HEAD /wide/w-"), WIDE_SHARDS);
 	ck_assert_int_eq(nginx_requests("GET /wide/w-"), WIDE_SHARDS);
 	bystander_assert(&r, 250);
-	ck_assert_uint_eq(after.errors, 0);
-	ck_assert_uint_lt(after.worst_list_ms, 250);
 	remote_read_epoch("wide", WIDE_SHARDS, 3);
 	ck_assert_int_eq(nginx_requests("GET /wide/w-"), WIDE_SHARDS);
 }
