@@ -13,10 +13,12 @@
  * worker @idx), DATASET (one dataset section of the daemon's catalogue)
  * and CATALOGUE (the @ndatasets DATASETs sent since the last one are the
  * catalogue now: open it, as the daemon did, so that later workers
- * inherit its datasets) one way; SPAWNED (worker @idx is @pid, the daemon's end of its
- * socket comes with it, SCM_RIGHTS), FAILED (it could not be forked:
- * @error is errno) and EXITED (worker @pid ended, @status as waitpid()
- * says) the other.  A record that is not a whole message of its type is
+ * inherit its datasets; with @prepare, open it beside the one workers are
+ * forked from until a SWITCH, a reload's two steps) one way; SPAWNED
+ * (worker @idx is @pid, the daemon's end of its socket comes with it,
+ * SCM_RIGHTS), FAILED (it could not be forked: @error is errno), EXITED
+ * (worker @pid ended, @status as waitpid() says) and PREPARED (the
+ * prepared catalogue is open) the other.  A record that is not a whole message of its type is
  * refused as the fork server gone.  The
  * workers are the fork server's children, not the daemon's: it reaps them
  * and reports their ends; the daemon signals them by pid.
