@@ -110,6 +110,7 @@ struct group {
 	struct producer_spec	 spec;
 	struct producer		*p;
 	uint32_t		 window;	/* its ring's slots of past steps */
+	struct group_store	*store;		/* its past steps, or NULL */
 	TAILQ_HEAD(, group_member) members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
 	struct group_holder	**holders;	/* ended members' */
