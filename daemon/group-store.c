@@ -325,6 +325,27 @@ group_store_find(bool (*match)(const struct group_key *, const void *),
 	return (NULL);
 }
 
+/*
+ * Give back lingering stores, oldest first, until @need bytes of @b are
+ * free: a new group's store is worth more than an ended one's.
+ */
+static void
+gs_make_room(struct ring_budget *b, uint64_t need)
+{
+	struct group_store	*s, *next;
+
+	for (s = TAILQ_FIRST(&gs_list); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (b->limit > b->used && b->limit - b->used >= need)
+			return;
+		if (s->budget == b && s->memfd != -1 && s->refs == 0) {
+			log_info("a lingering store of %u past steps is given "
+			    "back for a new group's", s->nentries);
+			gs_release(s);
+		}
+	}
+}
+
 /* A new store, if the budget has room for it now. */
 struct group_store *
 group_store_new(struct event_base *base, struct ring_budget *budget,
@@ -336,6 +357,7 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	int			 fd;
 	void			*map;
 
+	gs_make_room(budget, bytes);
 	free_ = budget->limit > budget->used ? budget->limit - budget->used :
 	    0;
 	if (bytes > free_)
