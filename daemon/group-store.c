@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -246,8 +247,6 @@ gs_cancel(bool (*match)(const struct gs_job *, const void *), const void *arg,
 		if (!match(j, arg))
 			continue;
 		if (store_goes) {
-			if (j->s != NULL && j->add)
-				j->s->added++;
 			j->s = NULL;	/* the copy is whole: finished as such */
 			continue;
 		}
@@ -291,7 +290,7 @@ gs_release(struct group_store *s)
 {
 	if (s->memfd != -1) {
 		gs_cancel(gs_job_of_store, s, true);
-		munmap(s->map, s->nentries * s->slot_bytes);
+		munmap(s->map, s->nhome * s->slot_bytes);
 		close(s->memfd);
 		s->memfd = -1;
 		s->map = NULL;
@@ -349,8 +348,8 @@ gs_make_room(struct ring_budget *b, uint64_t need)
 /* A new store, if the budget has room for it now. */
 struct group_store *
 group_store_new(struct event_base *base, struct ring_budget *budget,
-    struct group_key *key, uint64_t slot_bytes, uint64_t bytes,
-    uint64_t linger_ms)
+    struct group_key *key, uint64_t slot_bytes, uint64_t epoch_steps,
+    uint64_t bytes, uint64_t linger_ms)
 {
 	struct group_store	*s;
 	uint64_t		 free_, n;
@@ -363,9 +362,9 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	if (bytes > free_)
 		bytes = free_;
 	n = slot_bytes > 0 ? bytes / slot_bytes : 0;
-	if (n > UINT32_MAX)
-		n = UINT32_MAX;
-	if (n < 2 || base == NULL)
+	if (n > GROUP_STORE_MAX_STEPS)
+		n = GROUP_STORE_MAX_STEPS;
+	if (n < 2 || base == NULL || epoch_steps == 0)
 		return (NULL);
 	if ((fd = memfd_create("infeed-group-store", MFD_CLOEXEC)) == -1 ||
 	    ftruncate(fd, (off_t)(n * slot_bytes)) == -1 ||
@@ -382,6 +381,8 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	memset(key, 0, sizeof(*key));
 	s->budget = budget;
 	s->slot_bytes = slot_bytes;
+	s->epoch_steps = epoch_steps;
+	s->nhome = (uint32_t)n;
 	s->nentries = (uint32_t)n;
 	s->entries = xcalloc(n, sizeof(*s->entries));
 	s->memfd = fd;
@@ -424,17 +425,28 @@ group_store_unref(struct group_store *s)
 	}
 }
 
+/*
+ * The home of step (@epoch, @step): one entry a step, so that a stream
+ * of steps keeps its newest nhome (each step's home is the one of the
+ * step nhome before it); -1 when that entry was given back.
+ */
+static int
+gs_home(const struct group_store *s, uint64_t epoch, uint64_t step)
+{
+	uint64_t	e = (epoch * s->epoch_steps + step) % s->nhome;
+
+	return (e < s->nentries ? (int)e : -1);
+}
+
 /* The entry of step (@epoch, @step), in use; or -1. */
 static int
 gs_lookup(const struct group_store *s, uint64_t epoch, uint64_t step)
 {
-	uint32_t	e;
+	int	e = gs_home(s, epoch, step);
 
-	for (e = 0; e < s->nentries; e++) {
-		if (s->entries[e].used && s->entries[e].epoch == epoch &&
-		    s->entries[e].step == step)
-			return ((int)e);
-	}
+	if (e != -1 && s->entries[e].used && s->entries[e].epoch == epoch &&
+	    s->entries[e].step == step)
+		return (e);
 	return (-1);
 }
 
@@ -453,27 +465,22 @@ void
 group_store_add(struct group_store *s, struct producer *p, uint32_t i)
 {
 	const struct ring_slot	*sl = &p->ring->slot[i];
+	struct group_store_entry *en;
 	struct gs_job		*j;
 	uint32_t		 e;
-	int			 old = -1;
+	int			 home;
 
 	if (s->memfd == -1 || p->ring->layout.slot_bytes != s->slot_bytes ||
-	    gs_lookup(s, sl->epoch, sl->step) != -1)
+	    (home = gs_home(s, sl->epoch, sl->step)) == -1)
 		return;
-	for (e = 0; e < s->nentries; e++) {
-		if (!s->entries[e].used) {
-			old = (int)e;
-			break;
-		}
-		if (s->entries[e].ready && s->entries[e].readers == 0 &&
-		    (old == -1 || s->entries[e].age < s->entries[old].age))
-			old = (int)e;
-	}
-	if (old == -1)
+	e = (uint32_t)home;
+	en = &s->entries[e];
+	/* It has the step, or another step's copy in or out is under way. */
+	if (en->used && ((en->epoch == sl->epoch && en->step == sl->step) ||
+	    !en->ready || en->readers > 0))
 		return;
-	e = (uint32_t)old;
-	s->entries[e] = (struct group_store_entry){ .epoch = sl->epoch,
-	    .step = sl->step, .age = s->next_age++, .used = true };
+	*en = (struct group_store_entry){ .epoch = sl->epoch,
+	    .step = sl->step, .used = true };
 	ring_slot_hold(p->ring, i);
 	j = xcalloc(1, sizeof(*j));
 	j->s = s;
@@ -521,11 +528,45 @@ group_store_forget(struct group_store *s, struct producer *p)
 		gs_cancel(gs_job_of_producer, p, false);
 }
 
-/* Make room in the budget: lingering stores first, oldest first. */
+/* Whether copy @j is into or out of an entry of store @arg's cut. */
+static bool
+gs_job_past_cut(const struct gs_job *j, const void *arg)
+{
+	const struct group_store	*s = arg;
+
+	return (j->s == s && j->e >= s->nentries);
+}
+
+/*
+ * Give back @s's entries from @cut on: copies in or out of them are
+ * dropped (or waited for), their pages punched out of the memfd.
+ */
+static void
+gs_cut(struct group_store *s, uint32_t cut)
+{
+	uint64_t	from = (uint64_t)cut * s->slot_bytes,
+			len = (uint64_t)(s->nentries - cut) * s->slot_bytes;
+	uint32_t	was = s->nentries;
+
+	s->nentries = cut;	/* lookups miss them from now on */
+	gs_cancel(gs_job_past_cut, s, true);
+	memset(&s->entries[cut], 0, (was - cut) * sizeof(*s->entries));
+	if (fallocate(s->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    (off_t)from, (off_t)len) == -1)
+		log_warn("cannot punch a group store's steps out");
+	s->charged -= len;
+	ring_budget_uncharge(s->budget, len);
+}
+
+/*
+ * Make room in the budget: the last entries of stores, lingering ones
+ * first, oldest first; a store left with fewer than 2 goes.
+ */
 void
 group_store_give_back(struct ring_budget *b, uint64_t need)
 {
 	struct group_store	*s, *next;
+	uint64_t		 short_, k;
 	int			 pass;
 
 	for (pass = 0; pass < 2; pass++) {
@@ -536,10 +577,17 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 			if (s->budget != b || s->memfd == -1 ||
 			    (pass == 0 && s->refs > 0))
 				continue;
-			log_info("a shared group's store of past steps (%llu "
-			    "steps) is given back: memory_budget is needed "
-			    "for a ring", (unsigned long long)s->nentries);
-			gs_release(s);
+			short_ = need - (b->limit > b->used ? b->limit -
+			    b->used : 0);
+			k = (short_ + s->slot_bytes - 1) / s->slot_bytes;
+			log_info("a shared group's store of past steps gives "
+			    "back %llu of its %u steps: memory_budget is "
+			    "needed for a ring", (unsigned long long)(k <
+			    s->nentries ? k : s->nentries), s->nentries);
+			if (need == UINT64_MAX || k + 2 > s->nentries)
+				gs_release(s);
+			else
+				gs_cut(s, s->nentries - (uint32_t)k);
 		}
 	}
 }

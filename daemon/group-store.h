@@ -32,6 +32,9 @@ struct producer;
 struct ring;
 struct ring_budget;
 
+/* A store's steps at most (its entries' table is not charged). */
+#define GROUP_STORE_MAX_STEPS	65536
+
 /* What makes two groups' steps the same bytes (group.c's group_matches). */
 struct group_key {
 	struct pool		*pool;
@@ -47,7 +50,6 @@ struct group_key {
 struct group_store_entry {
 	uint64_t	 epoch;
 	uint64_t	 step;
-	uint64_t	 age;		/* when it was added: the oldest goes */
 	uint32_t	 readers;	/* copies out of it under way */
 	bool		 ready;		/* its bytes are all in */
 	bool		 used;		/* holds (or is being given) a step */
@@ -57,9 +59,10 @@ struct group_store {
 	struct group_key	 key;
 	struct ring_budget	*budget;
 	uint64_t		 slot_bytes;	/* one step, a ring slot's */
-	uint32_t		 nentries;
+	uint64_t		 epoch_steps;	/* epoch 0's: a step's home */
+	uint32_t		 nhome;		/* entries made (homes modulo) */
+	uint32_t		 nentries;	/* not given back: the first */
 	struct group_store_entry *entries;
-	uint64_t		 next_age;
 	int			 memfd;		/* -1: given back */
 	uint8_t			*map;
 	uint64_t		 charged;
@@ -79,15 +82,18 @@ struct group_store *group_store_find(bool (*match)(const struct group_key *,
 
 /**
  * group_store_new() - a store of @bytes at most (whole steps of
- * @slot_bytes, at least 2 of them) for key @key (taken over), charged to
- * @budget if that much is free now (it takes no one's room), with one
+ * @slot_bytes, at least 2 of them, and GROUP_STORE_MAX_STEPS at most;
+ * epochs of @epoch_steps) for key @key (taken over), charged to @budget
+ * as far as that is free now (it takes no one's room; lingering stores
+ * give way to it), with one
  * reference, kept @linger_ms once it has none; its copies end on @base's
  * loop.  Return: the store, or NULL
  * (no room, or @bytes holds fewer than 2 steps): the group keeps none.
  */
 struct group_store *group_store_new(struct event_base *base,
 		    struct ring_budget *budget, struct group_key *key,
-		    uint64_t slot_bytes, uint64_t bytes, uint64_t linger_ms);
+		    uint64_t slot_bytes, uint64_t epoch_steps, uint64_t bytes,
+		    uint64_t linger_ms);
 
 /**
  * group_store_ref(), group_store_unref() - take or drop a reference; a
@@ -121,8 +127,9 @@ bool		 group_store_serve(struct group_store *s, struct producer *p,
 void		 group_store_forget(struct group_store *s, struct producer *p);
 
 /**
- * group_store_give_back() - ring_budget's give_back: free stores,
- * lingering ones first, oldest first, until @need bytes of @b are free.
+ * group_store_give_back() - ring_budget's give_back: give back the last
+ * entries of stores (punched out of the memfd), lingering stores first,
+ * oldest first, until @need bytes of @b are free.
  */
 void		 group_store_give_back(struct ring_budget *b, uint64_t need);
 
