@@ -45,9 +45,9 @@
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"group_window", "group_linger", "job_timeout", "image_memory_max", "keep_ring_memory",
-	"metrics_listen", "io_backend", "read_ahead", "cache_dir", "cache_max",
-	NULL,
+	"group_window", "group_linger", "job_timeout", "image_memory_max",
+	"keep_ring_memory", "metrics_listen", "io_backend", "read_ahead",
+	"cache_dir", "cache_max", NULL,
 };
 
 /*
@@ -359,9 +359,10 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
-		    "max_frame_size, memory_budget, group_window, group_linger, job_timeout, "
-		    "image_memory_max, keep_ring_memory, metrics_listen, "
-		    "io_backend, read_ahead, cache_dir and cache_max",
+		    "max_frame_size, memory_budget, group_window, "
+		    "group_linger, job_timeout, image_memory_max, "
+		    "keep_ring_memory, metrics_listen, io_backend, "
+		    "read_ahead, cache_dir and cache_max",
 		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
