@@ -58,7 +58,6 @@ static struct {
     .efd = -1 };
 
 static TAILQ_HEAD(, group_store) gs_list = TAILQ_HEAD_INITIALIZER(gs_list);
-static uint64_t	gs_served;	/* steps copied out, ever */
 
 static void	gs_release(struct group_store *);
 
@@ -97,15 +96,11 @@ gs_finish(struct gs_job *j)
 
 	if (j->s != NULL) {
 		en = &j->s->entries[j->e];
-		if (j->add) {
+		if (j->add)
 			en->ready = true;
-			j->s->added++;
-		} else {
+		else
 			en->readers--;
-		}
 	}
-	if (!j->add)
-		gs_served++;
 	if (j->add) {
 		ring_slot_unhold(j->p->ring, j->slot);
 		j->p->done(j->p->arg, 0, 0);
@@ -590,36 +585,4 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 				gs_cut(s, s->nentries - (uint32_t)k);
 		}
 	}
-}
-
-/* After a reload: stores of datasets not kept go. */
-void
-group_store_drop_stale(bool (*keep)(const struct group_key *, const void *),
-    const void *arg)
-{
-	struct group_store	*s, *next;
-
-	for (s = TAILQ_FIRST(&gs_list); s != NULL; s = next) {
-		next = TAILQ_NEXT(s, entry);
-		if (s->memfd != -1 && !keep(&s->key, arg))
-			gs_release(s);
-	}
-}
-
-/* The stats' counts. */
-uint32_t
-group_store_count(uint32_t *lingering, uint64_t *served)
-{
-	const struct group_store	*s;
-	uint32_t			 n = 0;
-
-	*lingering = 0;
-	*served = gs_served;
-	TAILQ_FOREACH(s, &gs_list, entry) {
-		if (s->memfd == -1)
-			continue;
-		n++;
-		*lingering += s->refs == 0;
-	}
-	return (n);
 }

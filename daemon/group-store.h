@@ -69,7 +69,6 @@ struct group_store {
 	uint32_t		 refs;		/* groups and producers */
 	uint64_t		 linger_ms;	/* group_linger: kept with no refs */
 	uint64_t		 linger_until_ms;	/* no refs: then it goes */
-	uint64_t		 added;		/* steps copied in */
 	TAILQ_ENTRY(group_store) entry;
 };
 
@@ -132,20 +131,5 @@ void		 group_store_forget(struct group_store *s, struct producer *p);
  * oldest first, until @need bytes of @b are free.
  */
 void		 group_store_give_back(struct ring_budget *b, uint64_t need);
-
-/**
- * group_store_drop_stale() - after a reload: stores of datasets that
- * changed or went are freed (a lingering one has no group to check it).
- * @keep(key) says whether a key's dataset is still the same.
- */
-void		 group_store_drop_stale(bool (*keep)(const struct group_key *,
-		    const void *), const void *arg);
-
-/**
- * group_store_count() - stores that keep steps (lingering ones in
- * *@lingering), and steps copied out of stores since the daemon started
- * in *@served, for the stats.
- */
-uint32_t	 group_store_count(uint32_t *lingering, uint64_t *served);
 
 #endif /* INFEED_GROUP_STORE_H */

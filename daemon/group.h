@@ -43,6 +43,14 @@
  * alone: the group keeps nothing more for it.  Elsewhere (ahead of the
  * group, or further behind) it starts its own group.
  *
+ * A group that keeps one (group_window: auto, for images) also has a
+ * store of its past steps (group-store.h), daemon memory beyond the
+ * ring's 64 slot numbers, shared by every group of the same key (the
+ * user, data and every option that decides a step's bytes) and kept
+ * group_linger after the last of them ends: its producer adds each step
+ * it fills, and a late member's own producer, or a later group's, copies
+ * the steps the store has into its slots rather than decode them.
+ *
  * A group calls its producer, its members' consumers and the ring, never
  * a session: session.c makes the group's source and its members.
  */
