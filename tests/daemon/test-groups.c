@@ -1563,8 +1563,8 @@ START_TEST(a_late_member_reads_the_store_beyond_the_ring)
 	gr_finish(m, 3);
 	rows = gr_rows_now();
 	fprintf(stderr, "rows read for 3 members of 2 epochs, one %llu steps "
-	    "late: %llu (2 epochs: %llu; with the ring's window alone, 42 "
-	    "steps more)\n", (unsigned long long)steps,
+	    "late: %llu (2 epochs: %llu; without the store, the 42 steps the "
+	    "ring's window lacks again)\n", (unsigned long long)steps,
 	    (unsigned long long)rows,
 	    (unsigned long long)(steps * GR_BATCH * GR_DI));
 	ck_assert_uint_le(rows, (steps + GR_SLOTS) * GR_BATCH * GR_DI);
