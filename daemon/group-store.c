@@ -108,22 +108,25 @@ gs_finish(struct gs_job *j)
 		producer_copied(j->p, j->slot);
 }
 
-/* The copier told the loop of copies that ended. */
+/*
+ * The copier told the loop of copies that ended: finish them one at a
+ * time, off the list (a finish may free a store, whose jobs go then).
+ */
 static void
 gs_done_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct gs_job_list	 done;
-	struct gs_job		*j;
-	eventfd_t		 n;
+	struct gs_job	*j;
+	eventfd_t	 n;
 
 	(void)what, (void)arg;
 	(void)eventfd_read(fd, &n);
-	TAILQ_INIT(&done);
-	pthread_mutex_lock(&gs.lock);
-	TAILQ_CONCAT(&done, &gs.done, entry);
-	pthread_mutex_unlock(&gs.lock);
-	while ((j = TAILQ_FIRST(&done)) != NULL) {
-		TAILQ_REMOVE(&done, j, entry);
+	for (;;) {
+		pthread_mutex_lock(&gs.lock);
+		if ((j = TAILQ_FIRST(&gs.done)) != NULL)
+			TAILQ_REMOVE(&gs.done, j, entry);
+		pthread_mutex_unlock(&gs.lock);
+		if (j == NULL)
+			break;
 		gs_finish(j);
 		free(j);
 	}
