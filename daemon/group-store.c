@@ -26,10 +26,15 @@
 #include "ring.h"
 #include "xmalloc.h"
 
-/* A copy: a ring slot into a store's entry (add), or back (serve). */
+/*
+ * A copy: a ring slot into a store's entry (add), or back (serve); or a
+ * store's memory to unmap and close (p NULL: its pages are freed here,
+ * not on the event loop).
+ */
 struct gs_job {
 	struct group_store	*s;	/* NULL: the store went meanwhile */
 	struct producer		*p;
+	int			 fd;	/* to close, with p NULL */
 	uint32_t		 slot;
 	uint32_t		 e;
 	bool			 add;
@@ -59,6 +64,7 @@ static struct {
 
 static TAILQ_HEAD(, group_store) gs_list = TAILQ_HEAD_INITIALIZER(gs_list);
 
+static void	gs_queue(struct gs_job *);
 static void	gs_release(struct group_store *);
 
 /* The copier's loop: copy what is queued, tell the event loop. */
@@ -69,12 +75,20 @@ gs_main(void *arg)
 
 	(void)arg;
 	pthread_mutex_lock(&gs.lock);
-	while (!gs.stop) {
+	while (!gs.stop || !TAILQ_EMPTY(&gs.queue)) {
 		if ((j = TAILQ_FIRST(&gs.queue)) == NULL) {
 			pthread_cond_wait(&gs.cond, &gs.lock);
 			continue;
 		}
 		TAILQ_REMOVE(&gs.queue, j, entry);
+		if (j->p == NULL) {
+			pthread_mutex_unlock(&gs.lock);
+			munmap(j->src, j->len);
+			close(j->fd);
+			free(j);
+			pthread_mutex_lock(&gs.lock);
+			continue;
+		}
 		gs.busy = j;
 		pthread_mutex_unlock(&gs.lock);
 		memcpy(j->dst, j->src, j->len);
@@ -189,16 +203,10 @@ gs_start(struct event_base *base)
 	gs.running = true;
 }
 
-/* Stop the copier once no store has memory (what is done is finished). */
+/* Stop the copier, the daemon going (what is done is finished). */
 static void
-gs_stop_if_idle(void)
+gs_stop(void)
 {
-	struct group_store	*s;
-
-	TAILQ_FOREACH(s, &gs_list, entry) {
-		if (s->memfd != -1)
-			return;
-	}
 	if (!gs.running)
 		return;
 	pthread_mutex_lock(&gs.lock);
@@ -282,14 +290,22 @@ gs_job_of_producer(const struct gs_job *j, const void *arg)
 	return (j->p == arg);
 }
 
-/* Give back @s's memory; free it too once nothing refers to it. */
+/*
+ * Give back @s's memory (uncharged now; the copier frees its pages next);
+ * free it too once nothing refers to it.
+ */
 static void
 gs_release(struct group_store *s)
 {
+	struct gs_job	*j;
+
 	if (s->memfd != -1) {
 		gs_cancel(gs_job_of_store, s, true);
-		munmap(s->map, s->nhome * s->slot_bytes);
-		close(s->memfd);
+		j = xcalloc(1, sizeof(*j));
+		j->fd = s->memfd;
+		j->src = s->map;
+		j->len = s->nhome * s->slot_bytes;
+		gs_queue(j);
 		s->memfd = -1;
 		s->map = NULL;
 		ring_budget_uncharge(s->budget, s->charged);
@@ -303,7 +319,6 @@ gs_release(struct group_store *s)
 		free(s->key.opts.transform.pipeline);
 		free(s);
 	}
-	gs_stop_if_idle();
 }
 
 /* A store whose key matches, referenced. */
@@ -588,4 +603,6 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 				gs_cut(s, s->nentries - (uint32_t)k);
 		}
 	}
+	if (need == UINT64_MAX)
+		gs_stop();
 }
