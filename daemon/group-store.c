@@ -27,19 +27,21 @@
 #include "xmalloc.h"
 
 /*
- * A copy: a ring slot into a store's entry (add), or back (serve); or a
- * store's memory to unmap and close (p NULL: its pages are freed here,
- * not on the event loop).
+ * A copy: a ring slot into a store's entry (add), or back (serve), by
+ * pwrite() and pread() on the store's memfd (no mapping of it: the kernel
+ * fills its pages without faults or zeroing); or a store's memfd to
+ * close (p NULL: its pages are freed here, not on the event loop).
  */
 struct gs_job {
 	struct group_store	*s;	/* NULL: the store went meanwhile */
 	struct producer		*p;
-	int			 fd;	/* to close, with p NULL */
+	int			 fd;	/* the store's memfd */
 	uint32_t		 slot;
 	uint32_t		 e;
 	bool			 add;
-	uint8_t			*src;
-	uint8_t			*dst;
+	bool			 failed;	/* the memfd refused it */
+	uint8_t			*buf;	/* the ring slot's bytes */
+	uint64_t		 off;	/* the entry's, in the memfd */
 	uint64_t		 len;
 	TAILQ_ENTRY(gs_job)	 entry;
 };
@@ -67,6 +69,25 @@ static TAILQ_HEAD(, group_store) gs_list = TAILQ_HEAD_INITIALIZER(gs_list);
 static void	gs_queue(struct gs_job *);
 static void	gs_release(struct group_store *);
 
+/* Copy job @j's bytes, all of them; -1 when the memfd refuses. */
+static int
+gs_copy(const struct gs_job *j)
+{
+	uint64_t	done = 0;
+	ssize_t		n;
+
+	while (done < j->len) {
+		n = j->add ? pwrite(j->fd, j->buf + done, j->len - done,
+		    (off_t)(j->off + done)) : pread(j->fd, j->buf + done,
+		    j->len - done, (off_t)(j->off + done));
+		if (n <= 0 && errno != EINTR)
+			return (-1);
+		if (n > 0)
+			done += (uint64_t)n;
+	}
+	return (0);
+}
+
 /* The copier's loop: copy what is queued, tell the event loop. */
 static void *
 gs_main(void *arg)
@@ -83,7 +104,6 @@ gs_main(void *arg)
 		TAILQ_REMOVE(&gs.queue, j, entry);
 		if (j->p == NULL) {
 			pthread_mutex_unlock(&gs.lock);
-			munmap(j->src, j->len);
 			close(j->fd);
 			free(j);
 			pthread_mutex_lock(&gs.lock);
@@ -91,7 +111,7 @@ gs_main(void *arg)
 		}
 		gs.busy = j;
 		pthread_mutex_unlock(&gs.lock);
-		memcpy(j->dst, j->src, j->len);
+		j->failed = gs_copy(j) == -1;
 		pthread_mutex_lock(&gs.lock);
 		gs.busy = NULL;
 		TAILQ_INSERT_TAIL(&gs.done, j, entry);
@@ -110,15 +130,19 @@ gs_finish(struct gs_job *j)
 
 	if (j->s != NULL) {
 		en = &j->s->entries[j->e];
-		if (j->add)
-			en->ready = true;
-		else
+		if (!j->add)
 			en->readers--;
+		else if (j->failed)
+			en->used = false;
+		else
+			en->ready = true;
 	}
 	if (j->add) {
 		ring_slot_unhold(j->p->ring, j->slot);
 		j->p->done(j->p->arg, 0, 0);
-	} else
+	} else if (j->failed)
+		producer_copy_failed(j->p, j->slot);
+	else
 		producer_copied(j->p, j->slot);
 }
 
@@ -303,11 +327,8 @@ gs_release(struct group_store *s)
 		gs_cancel(gs_job_of_store, s, true);
 		j = xcalloc(1, sizeof(*j));
 		j->fd = s->memfd;
-		j->src = s->map;
-		j->len = s->nhome * s->slot_bytes;
 		gs_queue(j);
 		s->memfd = -1;
-		s->map = NULL;
 		ring_budget_uncharge(s->budget, s->charged);
 		s->charged = 0;
 		free(s->entries);
@@ -367,7 +388,6 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	struct group_store	*s;
 	uint64_t		 free_, n;
 	int			 fd;
-	void			*map;
 
 	gs_make_room(budget, bytes);
 	free_ = budget->limit > budget->used ? budget->limit - budget->used :
@@ -380,9 +400,7 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	if (n < 2 || base == NULL || epoch_steps == 0)
 		return (NULL);
 	if ((fd = memfd_create("infeed-group-store", MFD_CLOEXEC)) == -1 ||
-	    ftruncate(fd, (off_t)(n * slot_bytes)) == -1 ||
-	    (map = mmap(NULL, n * slot_bytes, PROT_READ | PROT_WRITE,
-	    MAP_SHARED, fd, 0)) == MAP_FAILED) {
+	    ftruncate(fd, (off_t)(n * slot_bytes)) == -1) {
 		log_warn("a shared group keeps no store of past steps");
 		if (fd != -1)
 			close(fd);
@@ -399,7 +417,6 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	s->nentries = (uint32_t)n;
 	s->entries = xcalloc(n, sizeof(*s->entries));
 	s->memfd = fd;
-	s->map = map;
 	s->charged = n * slot_bytes;
 	budget->used += s->charged;
 	budget->give_back = group_store_give_back;
@@ -501,8 +518,9 @@ group_store_add(struct group_store *s, struct producer *p, uint32_t i)
 	j->slot = i;
 	j->e = e;
 	j->add = true;
-	j->src = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
-	j->dst = s->map + (uint64_t)e * s->slot_bytes;
+	j->fd = s->memfd;
+	j->buf = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
+	j->off = (uint64_t)e * s->slot_bytes;
 	j->len = s->slot_bytes;
 	gs_queue(j);
 }
@@ -525,8 +543,9 @@ group_store_serve(struct group_store *s, struct producer *p, uint32_t i)
 	j->p = p;
 	j->slot = i;
 	j->e = (uint32_t)e;
-	j->src = s->map + (uint64_t)e * s->slot_bytes;
-	j->dst = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
+	j->fd = s->memfd;
+	j->buf = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
+	j->off = (uint64_t)e * s->slot_bytes;
 	j->len = s->slot_bytes;
 	gs_queue(j);
 	return (true);
@@ -593,10 +612,12 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 			short_ = need - (b->limit > b->used ? b->limit -
 			    b->used : 0);
 			k = (short_ + s->slot_bytes - 1) / s->slot_bytes;
-			log_info("a shared group's store of past steps gives "
-			    "back %llu of its %u steps: memory_budget is "
-			    "needed for a ring", (unsigned long long)(k <
-			    s->nentries ? k : s->nentries), s->nentries);
+			if (need != UINT64_MAX)
+				log_info("a shared group's store of past steps "
+				    "gives back %llu of its %u steps: "
+				    "memory_budget is needed for a ring",
+				    (unsigned long long)(k < s->nentries ? k :
+				    s->nentries), s->nentries);
 			if (need == UINT64_MAX || k + 2 > s->nentries)
 				gs_release(s);
 			else

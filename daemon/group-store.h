@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A group's store of past steps (group.h): daemon-owned memory, a memfd
- * of its own mapped only here, that keeps whole steps (a ring slot's
+ * of its own that no one maps (pwrite() and pread() copy), that keeps whole steps (a ring slot's
  * bytes: data, labels, indices) by (epoch, step) beyond the group's ring
  * and its 64 slot numbers, and after the group's last member leaves
  * (group_linger).  A group's producer adds each step it fills; a producer
@@ -64,7 +64,6 @@ struct group_store {
 	uint32_t		 nentries;	/* not given back: the first */
 	struct group_store_entry *entries;
 	int			 memfd;		/* -1: given back */
-	uint8_t			*map;
 	uint64_t		 charged;
 	uint32_t		 refs;		/* groups and producers */
 	uint64_t		 linger_ms;	/* group_linger: kept with no refs */
