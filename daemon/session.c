@@ -94,6 +94,7 @@ session_join(struct session *s, const struct session_attach *a,
 			session_source_clear(&src);
 			return (-1);
 		}
+		pa.options.seq_len = 0;		/* as s->opts: src.ds's own */
 		g = group_new(session_new_id(), &s->host, &s->client,
 		    &pa.options, &src, code, cause);
 		if (g == NULL)
@@ -135,6 +136,12 @@ session_new(const struct session_host *host,
 	    cause) == -1)
 		goto fail;
 	session_options_copy(&s->opts, o);
+	/*
+	 * The seq_len asked for is src.ds's own now (session_check() chose
+	 * the section): 0, so that a session that named it and one that
+	 * left it unset, or named that section, share a group.
+	 */
+	s->opts.seq_len = 0;
 	producer_spec_init(&s->spec, host, client, o, &s->src,
 	    &s->table_charged);
 	if (group_may_share(host, &s->opts, &s->src)) {
