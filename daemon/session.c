@@ -18,6 +18,7 @@
 #include "consumer.h"
 #include "group.h"
 #include "log.h"
+#include "packings.h"
 #include "producer.h"
 #include "sampler.h"
 #include "session.h"
@@ -31,6 +32,7 @@ struct session {
 	struct session_source	 src;		/* its data and sampler */
 	uint64_t		 table_charged;	/* its table's, to the budget */
 	struct session_options	 opts;		/* a copy, for status */
+	char			*packing;	/* its dataset's, if on demand */
 	struct producer_spec	 spec;	/* its own producer's, alone or left */
 	struct consumer		 rd;	/* its reader: position, Nexts, slots */
 	struct group_member	 gm;	/* gm.g NULL: in no group (any more) */
@@ -183,6 +185,9 @@ session_new(const struct session_host *host,
 		group_start(s->gm.g);
 	else if (o->early_preload)
 		producer_start(s->rd.own);
+	/* A packing made for a seq_len lives while sessions use it. */
+	if (!s->src.own_ds && packings_use(host->packs, s->src.ds->name, 1))
+		s->packing = xstrdup(s->src.ds->name);
 	return (s);
 
 fail:
@@ -198,6 +203,9 @@ session_free(struct session *s)
 		return;
 	group_quit(&s->gm);
 	consumer_clear(&s->rd);
+	if (s->packing != NULL)
+		packings_use(s->host.packs, s->packing, -1);
+	free(s->packing);
 	session_source_clear(&s->src);
 	free(s->opts.transform.pipeline);
 	ring_budget_uncharge(s->host.budget, s->table_charged);

@@ -632,9 +632,9 @@ def test_packing_facts_in_datasets_and_metrics(tmp_path):
 def test_seq_len_is_checked_at_the_attach(tok):
     """TokenLoader(seq_len=) asks for the dataset's rows: its own is
     served, in one group with a trainer that left seq_len unset (the same
-    bytes); another, or one for a dataset of other samples, is refused
-    saying what the dataset has and what to do; 0 or None takes the
-    dataset's."""
+    bytes); one past the largest, or one for a dataset of other samples,
+    is refused saying what the dataset has and what to do; 0 or None
+    takes the dataset's."""
     a = loader_of(tok, batch_size=2, seed=3, seq_len=SEQ)
     b = loader_of(tok, batch_size=2, seed=3)
     x, y = next(iter(a)), next(iter(b))
@@ -644,12 +644,11 @@ def test_seq_len_is_checked_at_the_attach(tok):
     assert len(groups) == 2 and groups[0] == groups[1] != 0, groups
     a.close()
     b.close()
-    c = loader_of(tok, batch_size=2, seq_len=32)
+    c = loader_of(tok, batch_size=2, seq_len=2 ** 21)
     with pytest.raises(infeed.InvalidArgumentError) as e:
         next(iter(c))
-    msg = str(e.value)
-    assert f"dataset 'tok' is packed in rows of seq_len {SEQ}" in msg, msg
-    assert "seq_len = 32 needs a section of its own" in msg, msg
+    assert f"expected 0 (the dataset's, {SEQ}) or 1 to 1048576 tokens a " \
+        "row" in str(e.value), str(e.value)
     c.close()
     with pytest.raises(ValueError):
         infeed.TokenLoader(None, "tok", seq_len=0, socket=tok.socket)
@@ -667,8 +666,7 @@ def test_seq_len_other_than_the_sections_is_served(tmp_path):
     says the same but for seq_len: each gets rows of its length, every
     token once an epoch, no piece across a row, interleaved, the one at
     128 in a group with a trainer of that section; a resume mid-epoch at
-    128 gets the rest of the same stream; a seq_len past the largest, or
-    one no section packs, is refused saying what was expected."""
+    128 gets the rest of the same stream."""
     docs = documents()
     b, i, dtype = infeed.write_tokens(tmp_path / "web", docs, "uint32")
     with serving(tmp_path, section("tok", tmp_path / "web", dtype) +
@@ -711,11 +709,78 @@ def test_seq_len_other_than_the_sections_is_served(tmp_path):
         whole, _ = epoch_stream(a)
         a.close()
         assert_resumes(loader, whole, 3)
-        for seq, want in ((2 ** 21, "expected 0 (the dataset's, 64) or "
-                           "1 to 1048576 tokens a row"),
-                          (32, "seq_len = 32 needs a section of its own")):
-            x = loader_of(d, batch_size=2, seq_len=seq)
-            with pytest.raises(infeed.InvalidArgumentError) as e:
-                next(iter(x))
-            assert want in str(e.value), str(e.value)
-            x.close()
+        assert "packing it at seq_len" not in d.log_text()
+
+
+def test_a_seq_len_no_section_has_is_packed_on_demand(tmp_path):
+    """Two trainers ask 'tok' (seq_len 64) for 96, which no section packs:
+    infeedd packs it for them once ('tok/96', a section like tok's but for
+    seq_len, opened off the loop as a reload opens one), both share one
+    group, and each gets every token once an epoch in exactly the rows of
+    a section packed at 96 ('ref'); the packing is charged to
+    memory_budget while used and freed once both end; one that the budget
+    cannot hold is refused saying so and what to do."""
+    docs = documents(3000)
+    infeed.write_tokens(tmp_path / "web", docs, "uint32")
+    # ref: tok's keys at 96, and window = 0 (the default) so that it is
+    # no section of tok's for seq_len 96: the reference packing.
+    ref = section("ref", tmp_path / "web", "uint32", 96) + "window = 0\n"
+    with serving(tmp_path, section("tok", tmp_path / "web", "uint32") +
+                 ref) as d:
+        base = _status(d)["memory_used"]
+
+        def make(name="tok", **kw):
+            return loader_of(d, name, batch_size=3, shuffle=True, seed=7,
+                             drop_last=False, **kw)
+        def take(batch):       # copies: a batch holds its ring slot
+            return rows_of(batch), np.array(batch["input_ids"])
+        a, b = make(seq_len=96), make(seq_len=96)
+        its = [iter(a), iter(b)]
+        firsts = [take(next(it)) for it in its]
+        sessions = _status(d)["sessions"]
+        assert [s["dataset"] for s in sessions] == ["tok/96"] * 2, sessions
+        assert sessions[0]["group_id"] == sessions[1]["group_id"] != 0
+        used = _status(d)["memory_used"]
+        print(f"memory_used {base} B before, {used} B with tok/96")
+        assert used > base
+        assert d.log_text().count("packing it at seq_len 96") == 1
+        seen, got = set(), []
+        for rows, ids in [firsts[0]] + [take(x) for x in its[0]]:
+            assert ids.shape[1] == 96
+            check_rows(rows, docs, seen, 96)
+            got.append(ids)
+        assert len(seen) == sum(len(x) for x in docs)
+        other = [firsts[1][1]] + [take(x)[1] for x in its[1]]
+        assert len(other) == len(got)
+        for x, y in zip(other, got):
+            assert np.array_equal(x, y)
+        r = make("ref", share=False)
+        want, _ = epoch_stream(r)
+        r.close()
+        assert len(got) == len(want)
+        for x, y in zip(got, want):
+            assert np.array_equal(x, y)
+        a.close()
+        b.close()
+        _wait_log(d, "dataset 'tok/96': no session uses it; freed")
+        _wait_log(d, "reloaded", 2)
+        assert _status(d)["memory_used"] == base
+        assert "tok/96" not in [x["name"] for x in infeed.datasets(d.socket)]
+        # A budget with no room for another packing: refused, with advice.
+        text = d.conf.read_text()
+        d.conf.write_text(text.replace("memory_budget = 256M",
+                                       f"memory_budget = {base + 131072}"))
+        d.proc.send_signal(signal.SIGHUP)
+        _wait_log(d, "reloaded", 3)
+        c = make(seq_len=32)
+        with pytest.raises(infeed.ResourceExhaustedError) as e:
+            next(iter(c))
+        msg = str(e.value)
+        print(msg)
+        assert "seq_len = 32: 'tok' could not be packed at that seq_len: " \
+            "it keeps" in msg and "raise memory_budget" in msg, msg
+        c.close()
+        # The daemon carries on: tok at its own seq_len.
+        x = make()
+        assert next(iter(x))["input_ids"].shape == (3, SEQ)
+        x.close()
