@@ -46,6 +46,7 @@ struct packing_entry {
 	enum packing_state	 state;
 	char			*cause;		/* PACKING_REFUSED's */
 	unsigned		 users;		/* sessions on it */
+	bool			 sent;		/* in the reload under way */
 };
 
 struct packings {
@@ -157,6 +158,7 @@ packings_want(struct packings *pk, const struct catalogue *cat, size_t index,
 		if (e->state == PACKING_WANTED)
 			return (1);
 		e->state = PACKING_WANTED;
+		e->sent = false;
 	} else {
 		pk->v = xreallocarray(pk->v, pk->n + 1, sizeof(*pk->v));
 		e = &pk->v[pk->n++];
@@ -236,10 +238,14 @@ packings_sections(struct packings *pk, struct config *nconf)
 			continue;
 		}
 		packings_section(nconf, j, e->name, e->seq_len);
+		e->sent = true;
 	}
 }
 
-/* @cat serves: the packings wanted are open, or refused. */
+/*
+ * @cat serves: the packings wanted that its reload was sent are open, or
+ * refused (NULL @cat: the configuration did not load; every one wanted).
+ */
 void
 packings_reloaded(struct packings *pk, const struct catalogue *cat)
 {
@@ -249,7 +255,7 @@ packings_reloaded(struct packings *pk, const struct catalogue *cat)
 
 	for (i = 0; i < pk->n; i++) {
 		e = &pk->v[i];
-		if (e->state != PACKING_WANTED)
+		if (e->state != PACKING_WANTED || (cat != NULL && !e->sent))
 			continue;
 		if (cat != NULL && catalogue_find(cat, e->name, &k) != NULL) {
 			e->state = PACKING_OPEN;

@@ -57,8 +57,9 @@ void		 packings_sections(struct packings *pk, struct config *nconf);
 
 /**
  * packings_reloaded() - catalogue @cat (opened from what
- * packings_sections() made) serves now: the packings wanted are open, or
- * refused with its reason.
+ * packings_sections() made) serves now: the packings wanted that it was
+ * made with are open, or refused with its reason; NULL @cat: the
+ * configuration file did not load, every packing wanted is refused.
  */
 void		 packings_reloaded(struct packings *pk,
 		     const struct catalogue *cat);
