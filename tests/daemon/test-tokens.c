@@ -55,6 +55,23 @@ tokens_file(const char *src)
 	fclose(fp);
 }
 
+/*
+ * A fresh test directory whose web.bin (tokens_file()) is served through
+ * slowfs at @mnt.
+ */
+static void
+tokens_mount(struct slowfs *fs, char *mnt, size_t len)
+{
+	char	src[400];
+
+	make_files(NULL);
+	snprintf(src, sizeof(src), "%s/src", tpath("."));
+	snprintf(mnt, len, "%s/mnt", tpath("."));
+	tokens_file(src);
+	ck_assert(slowfs_start(fs, src, mnt, (const char *const []){
+	    "--delay-us", "1000", "--readahead-kib", "4", NULL }));
+}
+
 /* Whether the log holds @text, waiting up to @ms for it. */
 static bool
 log_has(const char *text, unsigned ms)
@@ -80,15 +97,10 @@ START_TEST(a_reload_opens_a_token_dataset_off_the_loop)
 	struct slowfs		 fs;
 	struct bystander	 b;
 	struct bystander_report	 r;
-	char			 src[400], mnt[400];
+	char			 mnt[400];
 	FILE			*fp;
 
-	make_files(NULL);
-	snprintf(src, sizeof(src), "%s/src", tpath("."));
-	snprintf(mnt, sizeof(mnt), "%s/mnt", tpath("."));
-	tokens_file(src);
-	ck_assert(slowfs_start(&fs, src, mnt, (const char *const []){
-	    "--delay-us", "1000", "--readahead-kib", "4", NULL }));
+	tokens_mount(&fs, mnt, sizeof(mnt));
 	infeedd_start("");
 	bystander_start(&b);
 	usleep(200000);
@@ -153,14 +165,9 @@ START_TEST(a_packing_on_demand_is_made_off_the_loop)
 	struct bystander	 b;
 	struct bystander_report	 r;
 	struct tok_trainer	 tr;
-	char			 src[400], mnt[400], extra[1200];
+	char			 mnt[400], extra[1200];
 
-	make_files(NULL);
-	snprintf(src, sizeof(src), "%s/src", tpath("."));
-	snprintf(mnt, sizeof(mnt), "%s/mnt", tpath("."));
-	tokens_file(src);
-	ck_assert(slowfs_start(&fs, src, mnt, (const char *const []){
-	    "--delay-us", "1000", "--readahead-kib", "4", NULL }));
+	tokens_mount(&fs, mnt, sizeof(mnt));
 	snprintf(extra, sizeof(extra), "\n[dataset web]\ntype = tokens\n"
 	    "path = %s/web.bin\neot = %d\nseq_len = 64\n", mnt, TOK_EOT);
 	make_config(extra);
