@@ -16,6 +16,8 @@
  * it out, which frees it.  Each reload re-makes the sections from the
  * configuration file's section of their dataset, so an edit of that
  * section applies to them too, and one whose section went goes with it.
+ * At most PACKINGS_MAX are kept or under way: each costs a reload, which
+ * replaces the workers, so clients cannot ask for one after another.
  */
 
 #include <inttypes.h>
@@ -31,6 +33,9 @@
 #include "log.h"
 #include "packings.h"
 #include "xmalloc.h"
+
+/* Packings on demand kept or under way, at most. */
+#define PACKINGS_MAX	4
 
 /* Where a packing is. */
 enum packing_state {
@@ -129,6 +134,19 @@ packings_find(const struct packings *pk, const char *name)
 	return (NULL);
 }
 
+/* The packings' names, ", " between, in @buf of @len bytes. */
+static const char *
+packings_names(const struct packings *pk, char *buf, size_t len)
+{
+	size_t	i, at = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < pk->n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s",
+		    i > 0 ? ", " : "", pk->v[i].name);
+	return (buf);
+}
+
 /* Want @index's dataset at @seq_len: see packings.h. */
 int
 packings_want(struct packings *pk, const struct catalogue *cat, size_t index,
@@ -136,7 +154,8 @@ packings_want(struct packings *pk, const struct catalogue *cat, size_t index,
 {
 	const char		*base = cat->datasets[index]->name;
 	struct packing_entry	*e;
-	char			*name;
+	char			*name, list[PACKINGS_MAX *
+				    (INFEED_MAX_DATASET_NAME + 2)];
 
 	name = xasprintf("%s/%" PRIu32, base, seq_len);
 	if (strlen(name) > INFEED_MAX_DATASET_NAME) {
@@ -159,6 +178,15 @@ packings_want(struct packings *pk, const struct catalogue *cat, size_t index,
 			return (1);
 		e->state = PACKING_WANTED;
 		e->sent = false;
+	} else if (pk->n >= PACKINGS_MAX) {
+		*cause = xasprintf("seq_len = %" PRIu32 ": infeedd already "
+		    "holds the %d packings it makes for trainers' seq_len (%s); "
+		    "ask for one of those, or add a section over the same files "
+		    "with seq_len = %" PRIu32 " to the configuration", seq_len,
+		    PACKINGS_MAX, packings_names(pk, list, sizeof(list)),
+		    seq_len);
+		free(name);
+		return (-1);
 	} else {
 		pk->v = xreallocarray(pk->v, pk->n + 1, sizeof(*pk->v));
 		e = &pk->v[pk->n++];

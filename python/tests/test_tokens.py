@@ -784,3 +784,26 @@ def test_a_seq_len_no_section_has_is_packed_on_demand(tmp_path):
         x = make()
         assert next(iter(x))["input_ids"].shape == (3, SEQ)
         x.close()
+
+
+def test_packings_on_demand_are_bounded(tok):
+    """infeedd makes at most 4 packings for trainers' seq_len at a time
+    (each is a reload): a fifth seq_len is refused naming those in use
+    and what to do, one of those is still served."""
+    held = []
+    for seq in (16, 24, 32, 40):
+        a = loader_of(tok, batch_size=2, seq_len=seq)
+        assert next(iter(a))["input_ids"].shape == (2, seq)
+        held.append(a)
+    b = loader_of(tok, batch_size=2, seq_len=48)
+    with pytest.raises(infeed.ResourceExhaustedError) as e:
+        next(iter(b))
+    msg = str(e.value)
+    assert "seq_len = 48: infeedd already holds the 4 packings it makes " \
+        "for trainers' seq_len (tok/16, tok/24, tok/32, tok/40); ask for " \
+        "one of those, or add a section" in msg, msg
+    b.close()
+    c = loader_of(tok, batch_size=2, seq_len=32)
+    assert next(iter(c))["input_ids"].shape == (2, 32)
+    for x in held + [c]:
+        x.close()
