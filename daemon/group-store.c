@@ -40,6 +40,7 @@ struct gs_job {
 	uint32_t		 e;
 	bool			 add;
 	bool			 failed;	/* the memfd refused it */
+	uint64_t		 replaced;	/* a serve's: the entry's */
 	uint8_t			*buf;	/* the ring slot's bytes */
 	uint64_t		 off;	/* the entry's, in the memfd */
 	uint64_t		 len;
@@ -143,7 +144,7 @@ gs_finish(struct gs_job *j)
 	} else if (j->failed)
 		producer_copy_failed(j->p, j->slot);
 	else
-		producer_copied(j->p, j->slot);
+		producer_copied(j->p, j->slot, j->replaced);
 }
 
 /*
@@ -510,7 +511,7 @@ group_store_add(struct group_store *s, struct producer *p, uint32_t i)
 	    !en->ready || en->readers > 0))
 		return;
 	*en = (struct group_store_entry){ .epoch = sl->epoch,
-	    .step = sl->step, .used = true };
+	    .step = sl->step, .replaced = p->replaced[i], .used = true };
 	ring_slot_hold(p->ring, i);
 	j = xcalloc(1, sizeof(*j));
 	j->s = s;
@@ -546,6 +547,7 @@ group_store_serve(struct group_store *s, struct producer *p, uint32_t i)
 	j->fd = s->memfd;
 	j->buf = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
 	j->off = (uint64_t)e * s->slot_bytes;
+	j->replaced = s->entries[e].replaced;
 	j->len = s->slot_bytes;
 	gs_queue(j);
 	return (true);

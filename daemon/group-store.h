@@ -50,6 +50,7 @@ struct group_key {
 struct group_store_entry {
 	uint64_t	 epoch;
 	uint64_t	 step;
+	uint64_t	 replaced;	/* bad samples replaced in it */
 	uint32_t	 readers;	/* copies out of it under way */
 	bool		 ready;		/* its bytes are all in */
 	bool		 used;		/* holds (or is being given) a step */

@@ -266,6 +266,7 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 		return;
 	sl = &p->ring->slot[r->slot];
 	p->bytes_read += r->bytes;
+	p->replaced[r->slot] += r->replaced;
 	if (r->result != POOL_JOB_DONE)
 		producer_fail(p, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -625,6 +626,7 @@ producer_fill(struct producer *p)
 		sl->rows = rows;
 		sl->rows_pending = rows;
 		p->prepared[i] = 0;
+		p->replaced[i] = 0;
 		if (rows == 0)
 			ring_slot_set(p->ring, (uint32_t)i, SLOT_READY);
 		else if (p->store != NULL && group_store_serve(p->store, p, (uint32_t)i))
@@ -650,7 +652,7 @@ producer_set_store(struct producer *p, struct group_store *s, bool adds)
 
 /* A step copied from the store is whole. */
 void
-producer_copied(struct producer *p, uint32_t i)
+producer_copied(struct producer *p, uint32_t i, uint64_t replaced)
 {
 	struct ring_slot	*sl = &p->ring->slot[i];
 
@@ -659,7 +661,7 @@ producer_copied(struct producer *p, uint32_t i)
 	sl->rows_pending = 0;
 	ring_slot_set(p->ring, i, SLOT_READY);
 	producer_order_update(p);
-	p->done(p->arg, 0, 0);
+	p->done(p->arg, 0, replaced);
 }
 
 /* The store went: decode the slot's rows after all. */

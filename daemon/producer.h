@@ -120,6 +120,8 @@ struct producer {
 	 */
 	struct group_store	*store;
 	bool			 store_adds;
+	/* Bad samples replaced in each filling slot, for the store's copy. */
+	uint64_t		 replaced[INFEED_MAX_SLOTS];
 };
 
 /**
@@ -131,9 +133,10 @@ void		 producer_set_store(struct producer *p, struct group_store *s,
 
 /**
  * producer_copied() - the store's copy into filling slot @i ended: it is
- * ready.
+ * ready, with @replaced bad samples replaced when it was decoded.
  */
-void		 producer_copied(struct producer *p, uint32_t i);
+void		 producer_copied(struct producer *p, uint32_t i,
+		    uint64_t replaced);
 
 /**
  * producer_copy_failed() - the store went before its copy into filling
