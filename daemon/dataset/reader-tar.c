@@ -181,6 +181,8 @@ static int	tar_fail(struct tar_iter *, const char *, ...)
 
 static int	tar_remote_read(const struct dataset *, uint64_t,
 		    struct dataset_buf *, int64_t *);
+static void	tar_remote_read_ahead(const struct dataset *,
+		    const uint64_t *, uint32_t);
 
 const struct dataset_ops dataset_remote_tar_ops = {
 	.type = "tar",
@@ -192,6 +194,7 @@ const struct dataset_ops dataset_remote_tar_ops = {
 	.read_encoded = tar_remote_read,
 	.sample_where = tar_where,
 	.sample_brief = tar_brief,
+	.read_ahead = tar_remote_read_ahead,
 };
 
 const struct dataset_ops dataset_tar_ops = {
@@ -1701,6 +1704,42 @@ tar_read(const struct dataset *ds, uint64_t index, struct dataset_buf *buf,
 	buf->len = got;
 	*label = s->label;
 	return (0);
+}
+
+/*
+ * Start downloading later steps' samples @idx into the host's cache
+ * (cache_object_prefetch()): a member's bytes, or all of a shard this
+ * process has not indexed (with index =: its index reads all of it,
+ * tar_remote_fill()).  A shard that will not open is left to the read,
+ * which says why.
+ */
+static void
+tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
+    uint32_t n)
+{
+	struct tar		*t = ds->priv;
+	const struct tar_sample	*s;
+	char			*why = NULL;
+	uint32_t		 i, k;
+
+	for (i = 0; i < n; i++) {
+		if (idx[i] >= ds->samples)
+			continue;
+		s = &t->s[idx[i]];
+		k = s->shard;
+		if (t->objs[k] == NULL &&
+		    (t->objs[k] = cache_object_open(t->paths[k], &why)) ==
+		    NULL) {
+			free(why);
+			why = NULL;
+			continue;
+		}
+		if (t->lazy && !t->ready[k])
+			cache_object_prefetch(t->objs[k], 0,
+			    cache_object_size(t->objs[k]));
+		else
+			cache_object_prefetch(t->objs[k], s->off, s->size);
+	}
 }
 
 /* Read an image member of a remote shard through the host's cache. */

@@ -91,6 +91,10 @@
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
 #define CACHE_NONE		UINT32_MAX
 #define CACHE_READERS		16	/* workers a cursor says are reading */
+/* Prefetch (cache_object_prefetch()), in each process that asks it. */
+#define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
+#define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
+#define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
 
 /* A cursor file: one session's order of one object, and where it is. */
 struct cache_cursor_file {
@@ -173,6 +177,8 @@ struct cache_object {
 	struct cache_object *next;	/* the process's open objects */
 };
 
+static void	cache_prefetch_forget(struct cache_object *);
+
 static struct {
 	char		*dir;
 	uint64_t	 max;
@@ -183,9 +189,14 @@ static struct {
 	struct cache_object *objects;
 	struct cache_plan *plans;	/* the cursors last scanned */
 	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
+	/*
+	 * The objects, the plans and the keeping of a block, shared by the
+	 * process's threads (its prefetch threads: cache_object_prefetch()).
+	 */
+	pthread_mutex_t	 lock;
 
 	unsigned	 cursors;	/* cache_cursor_new()'s names */
-} cache;
+} cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* A HEAD asked ahead by cache_heads_start(), and its answer. */
 struct cache_head {
@@ -447,6 +458,7 @@ cache_heads_main(void *arg)
 		}
 		h->rc = fetch_head(h->url, &h->meta, &h->cause);
 	}
+	fetch_thread_end();
 	(void)!write(cache_heads.done[1], "", 1);
 	return (NULL);
 }
@@ -582,8 +594,10 @@ cache_object_open(const char *url, char **cause)
 			return (NULL);
 		}
 	}
+	pthread_mutex_lock(&cache.lock);
 	o->next = cache.objects;
 	cache.objects = o;
+	pthread_mutex_unlock(&cache.lock);
 	return (o);
 }
 
@@ -623,7 +637,7 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (-1);
-	if (!o->verified[i]) {
+	if (!__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED)) {
 		if ((buf = malloc(blen)) == NULL) {
 			close(fd);
 			return (-1);
@@ -643,14 +657,14 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 			cache_count(&cache.stats->torn, 1);
 			return (-1);
 		}
-		o->verified[i] = 1;
+		__atomic_store_n(&o->verified[i], 1, __ATOMIC_RELAXED);
 	}
 	ok = pread(fd, dst, len, (off_t)(sizeof h + at)) == (ssize_t)len;
 	if (ok && cache.lru)
 		(void)futimens(fd, NULL);
 	close(fd);
 	if (!ok) {
-		o->verified[i] = 0;
+		__atomic_store_n(&o->verified[i], 0, __ATOMIC_RELAXED);
 		return (-1);
 	}
 	cache_count(&cache.stats->hits, 1);
@@ -1029,7 +1043,7 @@ cache_next_use(const char *dir, uint64_t dirkey, uint64_t i)
 	struct cache_object	*o;
 	struct cache_plan	*p;
 	uint64_t		 best = UINT64_MAX, d;
-	size_t			 k;
+	size_t			 k, pos;
 
 	for (p = cache.plans; p != NULL; p = p->next)
 		if (p->dirkey == dirkey && (d = cache_plan_distance(p, i)) <
@@ -1038,9 +1052,10 @@ cache_next_use(const char *dir, uint64_t dirkey, uint64_t i)
 	for (o = cache.objects; o != NULL; o = o->next) {
 		if (o->norder == 0 || strcmp(o->dir, dir) != 0)
 			continue;
-		for (k = o->pos; k < o->norder && k - o->pos < best; k++)
+		pos = __atomic_load_n(&o->pos, __ATOMIC_RELAXED);
+		for (k = pos; k < o->norder && k - pos < best; k++)
 			if (o->order[k] == i) {
-				best = k - o->pos;
+				best = k - pos;
 				break;
 			}
 	}
@@ -1191,10 +1206,12 @@ cache_block_store(struct cache_object *o, uint64_t i, const void *p,
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
 		return (cache_fail(cause, "%s: %s (cache_dir)", path,
 		    strerror(errno)));
+	pthread_mutex_lock(&cache.lock);
 	while (flock(fd, LOCK_EX) == -1 && errno == EINTR)
 		;
 	rc = cache_block_write(o, i, p, len, cause);
 	close(fd);
+	pthread_mutex_unlock(&cache.lock);
 	return (rc);
 }
 
@@ -1222,7 +1239,7 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 		    "(%" PRIu64 " bytes): free space there or lower cache_max",
 		    path, i, o->url, strerror(errno), cache.max));
 	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len));
-	o->verified[i] = 1;
+	__atomic_store_n(&o->verified[i], 1, __ATOMIC_RELAXED);
 	return (0);
 }
 
@@ -1269,7 +1286,9 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
+	pthread_mutex_lock(&cache.lock);
 	cache_plans_track(o->dirkey, off);
+	pthread_mutex_unlock(&cache.lock);
 	if ((r = calloc(last - first + 1, sizeof *r)) == NULL)
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	for (i = first; i <= last; i++) {
@@ -1282,6 +1301,7 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    (uint8_t *)dst + (bstart + at - off)) == 0)
 			continue;
 		/* A miss: wait for whoever downloads it, then look again. */
+		cache_count(&cache.stats->waited, 1);
 		if (lockfd == -1 && (snprintf(lpath, sizeof lpath, "%s/lock",
 		    o->dir) >= (int)sizeof lpath || (lockfd = open(lpath,
 		    O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)) {
@@ -1335,6 +1355,244 @@ out:
 	return (rc);
 }
 
+/*
+ * Blocks fetched ahead of their reads (cache_object_prefetch()): a queue
+ * this process's prefetch threads take from, the soonest asked first.
+ */
+static struct {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 more;		/* something queued */
+	pthread_cond_t	 done;		/* a thread put its blocks down */
+	pid_t		 pid;		/* whose threads run; 0: none */
+	struct cache_ahead {
+		struct cache_object	*o;
+		uint64_t		 block;
+	} q[CACHE_AHEAD_QUEUE], busy[CACHE_AHEAD_THREADS][CACHE_AHEAD_BATCH];
+	size_t		 head, n;
+	size_t		 nbusy[CACHE_AHEAD_THREADS];
+	uint64_t	 bytes;		/* queued and in flight */
+} cache_ahead = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.more = PTHREAD_COND_INITIALIZER,
+	.done = PTHREAD_COND_INITIALIZER,
+};
+
+/* Whether block @i of @o is queued or in flight (under the lock). */
+static bool
+cache_ahead_has(const struct cache_object *o, uint64_t i)
+{
+	size_t	k, t;
+
+	for (k = 0; k < cache_ahead.n; k++) {
+		const struct cache_ahead *a =
+		    &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a->o == o && a->block == i)
+			return (true);
+	}
+	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+		for (k = 0; k < cache_ahead.nbusy[t]; k++)
+			if (cache_ahead.busy[t][k].o == o &&
+			    cache_ahead.busy[t][k].block == i)
+				return (true);
+	return (false);
+}
+
+/*
+ * Download the @n blocks @b of @o that no process of the host has or is
+ * downloading (a block's lock taken without waiting: the one that holds
+ * it downloads it) and keep them.  A failure is dropped: the read that
+ * needs the block fetches it again, retries and reports.
+ */
+static void
+cache_ahead_fetch(struct cache_object *o, const struct cache_ahead *b,
+    size_t n)
+{
+	struct fetch_range	 r[CACHE_AHEAD_BATCH];
+	struct flock		 fl;
+	char			 path[PATH_MAX], *why = NULL;
+	size_t			 k, m = 0;
+	int			 lockfd;
+
+	snprintf(path, sizeof path, "%s/lock", o->dir);
+	if ((lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
+		return;
+	for (k = 0; k < n; k++) {
+		memset(&fl, 0, sizeof fl);
+		fl.l_type = F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = (off_t)b[k].block;
+		fl.l_len = 1;
+		if (fcntl(lockfd, F_OFD_SETLK, &fl) == -1)
+			continue;
+		snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, b[k].block);
+		if (access(path, F_OK) == 0)
+			continue;	/* let go of when lockfd closes */
+		r[m].off = b[k].block * cache.block;
+		r[m].len = cache_block_len(o, b[k].block);
+		if ((r[m].dst = malloc(r[m].len)) == NULL)
+			break;
+		m++;
+	}
+	if (m > 0 && fetch_ranges(o->url, o->meta.etag, r, m, &why) == 0)
+		for (k = 0; k < m; k++) {
+			cache_count(&cache.stats->misses, 1);
+			cache_count(&cache.stats->bytes_downloaded,
+			    (int64_t)r[k].len);
+			cache_count(&cache.stats->ahead, 1);
+			free(why);
+			why = NULL;
+			(void)cache_block_store(o, r[k].off / cache.block,
+			    r[k].dst, &why);
+		}
+	free(why);
+	for (k = 0; k < m; k++)
+		free(r[k].dst);
+	close(lockfd);	/* lets go of every block's lock */
+}
+
+/* A prefetch thread: the queue's head, with its object's next blocks. */
+static void *
+cache_ahead_main(void *arg)
+{
+	size_t			 t = (size_t)(uintptr_t)arg, k, j, m;
+	struct cache_ahead	*mine = cache_ahead.busy[t], *a;
+	uint64_t		 bytes;
+
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (;;) {
+		while (cache_ahead.n == 0)
+			pthread_cond_wait(&cache_ahead.more, &cache_ahead.lock);
+		/* The head, and its object's other blocks queued, in order. */
+		mine[0] = cache_ahead.q[cache_ahead.head];
+		m = 1;
+		for (k = j = 1; k < cache_ahead.n; k++) {
+			a = &cache_ahead.q[(cache_ahead.head + k) %
+			    CACHE_AHEAD_QUEUE];
+			if (m < CACHE_AHEAD_BATCH && a->o == mine[0].o)
+				mine[m++] = *a;
+			else
+				cache_ahead.q[(cache_ahead.head + j++) %
+				    CACHE_AHEAD_QUEUE] = *a;
+		}
+		cache_ahead.head = (cache_ahead.head + 1) % CACHE_AHEAD_QUEUE;
+		cache_ahead.n -= m;
+		cache_ahead.nbusy[t] = m;
+		pthread_mutex_unlock(&cache_ahead.lock);
+
+		cache_ahead_fetch(mine[0].o, mine, m);
+
+		pthread_mutex_lock(&cache_ahead.lock);
+		for (bytes = 0, k = 0; k < m; k++)
+			bytes += cache_block_len(mine[k].o, mine[k].block);
+		cache_ahead.bytes -= bytes;
+		cache_ahead.nbusy[t] = 0;
+		pthread_cond_broadcast(&cache_ahead.done);
+	}
+	return (NULL);
+}
+
+/* Start this process's prefetch threads (under the lock): false if none. */
+static bool
+cache_ahead_start(void)
+{
+	pthread_attr_t	attr;
+	pthread_t	th;
+	sigset_t	all, old;
+	size_t		t;
+	bool		ok = true;
+
+	if (cache_ahead.pid == getpid())
+		return (true);
+	/* A child after fork(): the parent's threads are not here. */
+	cache_ahead.head = cache_ahead.n = 0;
+	cache_ahead.bytes = 0;
+	memset(cache_ahead.nbusy, 0, sizeof cache_ahead.nbusy);
+	/* The threads take no signal: the worker's handlers stay its. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (t = 0; t < CACHE_AHEAD_THREADS && ok; t++)
+		ok = pthread_create(&th, &attr, cache_ahead_main,
+		    (void *)(uintptr_t)t) == 0;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (t == 0 || (!ok && t == 1))
+		return (false);
+	cache_ahead.pid = getpid();
+	return (true);
+}
+
+/* Start downloading @o's blocks under [@off, @off + @len): see cache.h. */
+void
+cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
+{
+	uint64_t	i, first, last, blen;
+	bool		queued = false;
+
+	if (cache.dir == NULL || len == 0 || off >= o->meta.size)
+		return;
+	if (len > o->meta.size - off)
+		len = (size_t)(o->meta.size - off);
+	first = off / cache.block;
+	last = (off + len - 1) / cache.block;
+	pthread_mutex_lock(&cache_ahead.lock);
+	if (!cache_ahead_start()) {
+		pthread_mutex_unlock(&cache_ahead.lock);
+		return;
+	}
+	for (i = first; i <= last; i++) {
+		blen = cache_block_len(o, i);
+		/* Within a quarter of cache_max: the fetched do not evict
+		 * each other before their reads. */
+		if (cache_ahead.n == CACHE_AHEAD_QUEUE ||
+		    cache_ahead.bytes + blen > cache.max / 4)
+			break;
+		if (__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED) ||
+		    cache_ahead_has(o, i))
+			continue;
+		cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+		    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ o, i };
+		cache_ahead.bytes += blen;
+		queued = true;
+	}
+	if (queued)
+		pthread_cond_broadcast(&cache_ahead.more);
+	pthread_mutex_unlock(&cache_ahead.lock);
+}
+
+/* Drop @o's queued blocks and wait for those in flight (@o closes). */
+static void
+cache_prefetch_forget(struct cache_object *o)
+{
+	size_t	k, j, t;
+	bool	busy;
+
+	if (cache_ahead.pid != getpid())
+		return;
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (k = j = 0; k < cache_ahead.n; k++) {
+		struct cache_ahead a =
+		    cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a.o == o)
+			cache_ahead.bytes -= cache_block_len(o, a.block);
+		else
+			cache_ahead.q[(cache_ahead.head + j++) %
+			    CACHE_AHEAD_QUEUE] = a;
+	}
+	cache_ahead.n = j;
+	do {
+		busy = false;
+		for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+			if (cache_ahead.nbusy[t] > 0 &&
+			    cache_ahead.busy[t][0].o == o)
+				busy = true;
+		if (busy)
+			pthread_cond_wait(&cache_ahead.done, &cache_ahead.lock);
+	} while (busy);
+	pthread_mutex_unlock(&cache_ahead.lock);
+}
+
 /* The blocks @o will be read in. */
 int
 cache_object_order(struct cache_object *o, const uint64_t *blocks, size_t n)
@@ -1346,10 +1604,12 @@ cache_object_order(struct cache_object *o, const uint64_t *blocks, size_t n)
 			return (-1);
 		memcpy(c, blocks, n * sizeof *c);
 	}
+	pthread_mutex_lock(&cache.lock);
 	free(o->order);
 	o->order = c;
 	o->norder = n;
 	o->pos = 0;
+	pthread_mutex_unlock(&cache.lock);
 	return (0);
 }
 
@@ -1357,7 +1617,7 @@ cache_object_order(struct cache_object *o, const uint64_t *blocks, size_t n)
 void
 cache_object_at(struct cache_object *o, size_t pos)
 {
-	o->pos = pos;
+	__atomic_store_n(&o->pos, pos, __ATOMIC_RELAXED);
 }
 
 /* Free @o and forget it. */
@@ -1368,11 +1628,14 @@ cache_object_close(struct cache_object *o)
 
 	if (o == NULL)
 		return;
+	cache_prefetch_forget(o);
+	pthread_mutex_lock(&cache.lock);
 	for (p = &cache.objects; *p != NULL; p = &(*p)->next)
 		if (*p == o) {
 			*p = o->next;
 			break;
 		}
+	pthread_mutex_unlock(&cache.lock);
 	free(o->url);
 	free(o->dir);
 	free(o->verified);
@@ -1392,6 +1655,8 @@ cache_stats(struct cache_stats *out)
 	out->evictions = __atomic_load_n(&cache.stats->evictions,
 	    __ATOMIC_RELAXED);
 	out->bytes = __atomic_load_n(&cache.stats->bytes, __ATOMIC_RELAXED);
+	out->ahead = __atomic_load_n(&cache.stats->ahead, __ATOMIC_RELAXED);
+	out->waited = __atomic_load_n(&cache.stats->waited, __ATOMIC_RELAXED);
 	out->max = cache.dir != NULL ? cache.max : 0;
 }
 

@@ -22,6 +22,7 @@
  * - https with ca_file: nginx's self-signed certificate trusted.
  */
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -32,6 +33,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,6 +47,7 @@
 #include <openssl/sha.h>
 #include <zlib.h>
 
+#include "cache.h"
 #include "fetch.h"
 #include "harness.h"
 #include "remote-shards.h"
@@ -55,6 +58,7 @@
 #define NSHARDS		3
 #define LAZY_SHARDS	200
 #define LAZY_PER	4
+#define READ_AHEAD	4	/* steps (infeedd.conf's read_ahead) */
 #define SECRET		"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzSECRETzz"
 #define TOKEN		"FQoGZXIvYXdzEXAMPLEzzTOKENzz"
 
@@ -183,8 +187,9 @@ remote_tar_config(const char *extra)
 	char	cache[600], sect[8192];
 	FILE	*fp;
 
+	/* A few steps read ahead: the first step's shards stay countable. */
 	snprintf(cache, sizeof(cache), "cache_dir = %s/cache\n"
-	    "cache_max = 64M", dir);
+	    "cache_max = 64M\nread_ahead = %d steps", dir, READ_AHEAD);
 	make_config(cache);
 	snprintf(sect, sizeof(sect),
 	    "\n[dataset local]\ntype = tar\nshards = %s/set/s-{000000..%06d}"
@@ -320,6 +325,73 @@ START_TEST(index_lets_the_first_step_skip_the_other_shards)
 	remote_read_epoch("lazy", LAZY_SHARDS * LAZY_PER, 4);
 	/* Each shard once for the host, though both workers index it. */
 	ck_assert_int_eq(nginx_gets("/many/m-"), LAZY_SHARDS);
+}
+END_TEST
+
+/* The host's cache counts as infeedd keeps them (cache.c), mapped. */
+static struct cache_stats *
+host_cache_stats(int *fd)
+{
+	void	*m;
+
+	if ((*fd = open(path_in(dir, "cache/.stats"), O_RDONLY)) == -1)
+		return (NULL);
+	m = mmap(NULL, sizeof(struct cache_stats), PROT_READ, MAP_SHARED, *fd,
+	    0);
+	return (m == MAP_FAILED ? NULL : m);
+}
+
+/*
+ * The shards of the steps after the ring are downloaded while the trainer
+ * holds its first step (read_ahead, cache_object_prefetch()), not when a
+ * worker reads them: with one step in hand and one slot, the workers have
+ * read 2 steps' rows at most, yet the host's cache holds the READ_AHEAD
+ * steps after them too.  Then the epoch is every index once, and each
+ * shard is downloaded once.
+ */
+START_TEST(read_ahead_downloads_later_steps_before_their_reads)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct cache_stats	*cs;
+	int			 gets = 0, k, fd;
+	const int		 batch = 8, ring_rows = 5 * batch;
+
+	infeed_options_init(&o);
+	o.batch_size = batch;
+	o.buffer_size = 1;
+	o.shuffle = true;
+	o.transform = "Resize((8, 8)), ToTensor()";
+	ck_assert_msg(infeed_attach(f, "lazy", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	for (k = 0; k < 3; k++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		if (k < 2)
+			ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	/* Each shard is 4 samples: the steps ahead are shards not read. */
+	for (k = 0; k < 50 && gets <= ring_rows + batch; k++)
+		gets = nginx_gets("/many/m-");
+	ck_assert_ptr_nonnull(cs = host_cache_stats(&fd));
+	printf("remote-tar: one step held, ring of %d rows: %d shards "
+	    "downloaded, %llu of %llu blocks ahead of their reads\n",
+	    ring_rows, gets, (unsigned long long)cs->ahead,
+	    (unsigned long long)cs->misses);
+	fflush(stdout);
+	ck_assert_int_gt(gets, ring_rows + batch);
+	ck_assert_uint_gt(cs->ahead, 0);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+	remote_read_epoch("lazy", LAZY_SHARDS * LAZY_PER, 9);
+	printf("remote-tar: after an epoch: %llu blocks downloaded, %llu "
+	    "ahead of their reads, %llu reads waited for one\n",
+	    (unsigned long long)cs->misses, (unsigned long long)cs->ahead,
+	    (unsigned long long)cs->waited);
+	ck_assert_int_eq(nginx_gets("/many/m-"), LAZY_SHARDS);
+	munmap(cs, sizeof(*cs));
+	close(fd);
 }
 END_TEST
 
@@ -780,6 +852,7 @@ remote_tar_suite(void)
 	tcase_add_test(tc, http_shards_equal_local_and_download_once);
 	tcase_add_test(tc, index_lets_the_first_step_skip_the_other_shards);
 	tcase_add_test(tc, index_count_wrong_is_named);
+	tcase_add_test(tc, read_ahead_downloads_later_steps_before_their_reads);
 	tcase_add_test(tc, shard_faults_fail_that_session_only);
 	tcase_add_test(tc, https_with_ca_file);
 	tcase_add_test(tc, npy_over_http);
