@@ -1710,8 +1710,9 @@ tar_read(const struct dataset *ds, uint64_t index, struct dataset_buf *buf,
  * Start downloading later steps' samples @idx into the host's cache
  * (cache_object_prefetch()): a member's bytes, or all of a shard this
  * process has not indexed (with index =: its index reads all of it,
- * tar_remote_fill()).  A shard that will not open is left to the read,
- * which says why.
+ * tar_remote_fill()), or a shard not opened here, its HEAD in the
+ * prefetch thread (cache_url_prefetch()).  A shard that will not open is
+ * left to the read, which says why.
  */
 static void
 tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
@@ -1719,7 +1720,6 @@ tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
 {
 	struct tar		*t = ds->priv;
 	const struct tar_sample	*s;
-	char			*why = NULL;
 	uint32_t		 i, k;
 
 	for (i = 0; i < n; i++) {
@@ -1727,14 +1727,9 @@ tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
 			continue;
 		s = &t->s[idx[i]];
 		k = s->shard;
-		if (t->objs[k] == NULL &&
-		    (t->objs[k] = cache_object_open(t->paths[k], &why)) ==
-		    NULL) {
-			free(why);
-			why = NULL;
-			continue;
-		}
-		if (t->lazy && !t->ready[k])
+		if (t->objs[k] == NULL)
+			cache_url_prefetch(t->paths[k]);	/* its HEAD too */
+		else if (t->lazy && !t->ready[k])
 			cache_object_prefetch(t->objs[k], 0,
 			    cache_object_size(t->objs[k]));
 		else

@@ -178,6 +178,7 @@ struct cache_object {
 };
 
 static void	cache_prefetch_forget(struct cache_object *);
+static struct cache_object *cache_ahead_adopt(const char *);
 
 static struct {
 	char		*dir;
@@ -534,8 +535,8 @@ cache_heads_forget(void)
 }
 
 /* @url's object: its blocks kept only if size and ETag are the server's. */
-struct cache_object *
-cache_object_open(const char *url, char **cause)
+static struct cache_object *
+cache_object_make(const char *url, char **cause)
 {
 	struct cache_object	*o;
 	char			 path[PATH_MAX], want[512], have[512];
@@ -599,6 +600,21 @@ cache_object_open(const char *url, char **cause)
 	cache.objects = o;
 	pthread_mutex_unlock(&cache.lock);
 	return (o);
+}
+
+/*
+ * @url's object: one a prefetch thread opened for it (cache_url_prefetch()),
+ * or else cache_object_make()'s.
+ */
+struct cache_object *
+cache_object_open(const char *url, char **cause)
+{
+	struct cache_object	*o;
+
+	*cause = NULL;
+	if ((o = cache_ahead_adopt(url)) != NULL)
+		return (o);
+	return (cache_object_make(url, cause));
 }
 
 /* The object's size. */
@@ -1365,9 +1381,13 @@ static struct {
 	pthread_cond_t	 done;		/* a thread put its blocks down */
 	pid_t		 pid;		/* whose threads run; 0: none */
 	struct cache_ahead {
-		struct cache_object	*o;
+		struct cache_object	*o;	/* NULL: open @url first */
 		uint64_t		 block;
+		char			*url;
 	} q[CACHE_AHEAD_QUEUE], busy[CACHE_AHEAD_THREADS][CACHE_AHEAD_BATCH];
+	/* Objects the threads opened (an entry's @url), until adopted. */
+	struct cache_object *opened[CACHE_AHEAD_QUEUE];
+	size_t		 nopened;
 	size_t		 head, n;
 	size_t		 nbusy[CACHE_AHEAD_THREADS];
 	uint64_t	 bytes;		/* queued and in flight */
@@ -1389,6 +1409,8 @@ cache_ahead_has(const struct cache_object *o, uint64_t i)
 		if (a->o == o && a->block == i)
 			return (true);
 	}
+	if (o == NULL)
+		return (false);
 	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
 		for (k = 0; k < cache_ahead.nbusy[t]; k++)
 			if (cache_ahead.busy[t][k].o == o &&
@@ -1450,6 +1472,75 @@ cache_ahead_fetch(struct cache_object *o, const struct cache_ahead *b,
 	close(lockfd);	/* lets go of every block's lock */
 }
 
+static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t);
+
+/*
+ * Open @url for a later cache_object_open() (cache_ahead_adopt()) and
+ * queue all its blocks first (its reader reads all of it: a tar shard's
+ * index); thread @t, called without the lock, returns with it.
+ */
+static void
+cache_ahead_open(size_t t, char *url)
+{
+	struct cache_ahead	 rest[CACHE_AHEAD_QUEUE];
+	struct cache_object	*o;
+	char			*why = NULL;
+	size_t			 n, k;
+
+	o = cache_object_make(url, &why);
+	free(why);
+	pthread_mutex_lock(&cache_ahead.lock);
+	cache_ahead.nbusy[t] = 0;
+	free(url);
+	if (o == NULL)
+		return;		/* the read opens it again and says why */
+	if (cache_ahead.nopened == CACHE_AHEAD_QUEUE) {
+		pthread_mutex_unlock(&cache_ahead.lock);
+		cache_object_close(o);
+		pthread_mutex_lock(&cache_ahead.lock);
+		return;
+	}
+	cache_ahead.opened[cache_ahead.nopened++] = o;
+	/* Its blocks go first (it was the head), then the rest that fit. */
+	for (n = cache_ahead.n, k = 0; k < n; k++)
+		rest[k] = cache_ahead.q[(cache_ahead.head + k) %
+		    CACHE_AHEAD_QUEUE];
+	cache_ahead.n = 0;
+	cache_ahead_queue(o, 0, (size_t)o->meta.size);
+	for (k = 0; k < n; k++) {
+		if (cache_ahead.n < CACHE_AHEAD_QUEUE)
+			cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+			    CACHE_AHEAD_QUEUE] = rest[k];
+		else if (rest[k].o == NULL)
+			free(rest[k].url);
+		else
+			cache_ahead.bytes -= cache_block_len(rest[k].o,
+			    rest[k].block);
+	}
+	pthread_cond_broadcast(&cache_ahead.more);
+}
+
+/* The object a prefetch thread opened for @url, now the caller's; or NULL. */
+static struct cache_object *
+cache_ahead_adopt(const char *url)
+{
+	struct cache_object	*o = NULL;
+	size_t			 k;
+
+	if (cache_ahead.pid != getpid())
+		return (NULL);
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (k = 0; k < cache_ahead.nopened; k++)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0) {
+			o = cache_ahead.opened[k];
+			cache_ahead.opened[k] =
+			    cache_ahead.opened[--cache_ahead.nopened];
+			break;
+		}
+	pthread_mutex_unlock(&cache_ahead.lock);
+	return (o);
+}
+
 /* A prefetch thread: the queue's head, with its object's next blocks. */
 static void *
 cache_ahead_main(void *arg)
@@ -1468,7 +1559,8 @@ cache_ahead_main(void *arg)
 		for (k = j = 1; k < cache_ahead.n; k++) {
 			a = &cache_ahead.q[(cache_ahead.head + k) %
 			    CACHE_AHEAD_QUEUE];
-			if (m < CACHE_AHEAD_BATCH && a->o == mine[0].o)
+			if (m < CACHE_AHEAD_BATCH && a->o != NULL &&
+			    a->o == mine[0].o)
 				mine[m++] = *a;
 			else
 				cache_ahead.q[(cache_ahead.head + j++) %
@@ -1479,6 +1571,10 @@ cache_ahead_main(void *arg)
 		cache_ahead.nbusy[t] = m;
 		pthread_mutex_unlock(&cache_ahead.lock);
 
+		if (mine[0].o == NULL) {
+			cache_ahead_open(t, mine[0].url);
+			continue;	/* with the lock held again */
+		}
 		cache_ahead_fetch(mine[0].o, mine, m);
 
 		pthread_mutex_lock(&cache_ahead.lock);
@@ -1523,24 +1619,18 @@ cache_ahead_start(void)
 	return (true);
 }
 
-/* Start downloading @o's blocks under [@off, @off + @len): see cache.h. */
-void
-cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
+/* Queue @o's blocks under [@off, @off + @len) (the lock held). */
+static void
+cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len)
 {
 	uint64_t	i, first, last, blen;
-	bool		queued = false;
 
-	if (cache.dir == NULL || len == 0 || off >= o->meta.size)
+	if (len == 0 || off >= o->meta.size)
 		return;
 	if (len > o->meta.size - off)
 		len = (size_t)(o->meta.size - off);
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
-	pthread_mutex_lock(&cache_ahead.lock);
-	if (!cache_ahead_start()) {
-		pthread_mutex_unlock(&cache_ahead.lock);
-		return;
-	}
 	for (i = first; i <= last; i++) {
 		blen = cache_block_len(o, i);
 		/* Within a quarter of cache_max: the fetched do not evict
@@ -1552,12 +1642,60 @@ cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
 		    cache_ahead_has(o, i))
 			continue;
 		cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
-		    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ o, i };
+		    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ o, i, NULL };
 		cache_ahead.bytes += blen;
-		queued = true;
 	}
-	if (queued)
-		pthread_cond_broadcast(&cache_ahead.more);
+}
+
+/* Start downloading @o's blocks under [@off, @off + @len): see cache.h. */
+void
+cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
+{
+	size_t	n;
+
+	if (cache.dir == NULL)
+		return;
+	pthread_mutex_lock(&cache_ahead.lock);
+	if (cache_ahead_start()) {
+		n = cache_ahead.n;
+		cache_ahead_queue(o, off, len);
+		if (cache_ahead.n > n)
+			pthread_cond_broadcast(&cache_ahead.more);
+	}
+	pthread_mutex_unlock(&cache_ahead.lock);
+}
+
+/* Open @url and download all of it, in a prefetch thread: see cache.h. */
+void
+cache_url_prefetch(const char *url)
+{
+	const struct cache_ahead	*a;
+	size_t				 k, t;
+	char				*u;
+
+	if (cache.dir == NULL)
+		return;
+	pthread_mutex_lock(&cache_ahead.lock);
+	if (!cache_ahead_start() || cache_ahead.n == CACHE_AHEAD_QUEUE)
+		goto out;
+	for (k = 0; k < cache_ahead.nopened; k++)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0)
+			goto out;
+	for (k = 0; k < cache_ahead.n; k++) {
+		a = &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a->o == NULL && strcmp(a->url, url) == 0)
+			goto out;
+	}
+	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+		if (cache_ahead.nbusy[t] > 0 && cache_ahead.busy[t][0].o ==
+		    NULL && strcmp(cache_ahead.busy[t][0].url, url) == 0)
+			goto out;
+	if ((u = strdup(url)) == NULL)
+		goto out;
+	cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+	    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ NULL, 0, u };
+	pthread_cond_broadcast(&cache_ahead.more);
+out:
 	pthread_mutex_unlock(&cache_ahead.lock);
 }
 

@@ -95,6 +95,14 @@ void	cache_object_at(struct cache_object *o, size_t pos);
 void	cache_object_prefetch(struct cache_object *o, uint64_t off,
 	    size_t len);
 
+/**
+ * cache_url_prefetch() - as cache_object_prefetch() for all of @url, an
+ * object this process has not opened: a prefetch thread opens it (its
+ * HEAD), and this process's next cache_object_open(@url) takes that
+ * object rather than asking again.
+ */
+void	cache_url_prefetch(const char *url);
+
 /* A session's place in its order of an object, shared with the host. */
 struct cache_cursor;
 
