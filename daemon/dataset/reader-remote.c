@@ -306,6 +306,15 @@ remote_raw_order_new(const struct dataset *ds, const struct sampler_opts *opts)
 	return (dataset_remote_order_new(ds, r->data, 0, r->labels, 0, opts));
 }
 
+/* A new key for a session's cursors: the daemon's pid and a count. */
+uint64_t
+dataset_remote_order_key(void)
+{
+	static uint32_t	count;
+
+	return ((uint64_t)getpid() << 32 | count++);
+}
+
 /*
  * A session's order: a cursor on each object, or NULL when cache_dir
  * refuses one (eviction then goes without this session's order).
@@ -315,9 +324,8 @@ dataset_remote_order_new(const struct dataset *ds, struct cache_object *data,
     uint64_t data_off, struct cache_object *labels, uint64_t labels_off,
     const struct sampler_opts *opts)
 {
-	static uint32_t		 count;
 	struct remote_order	*ro;
-	uint64_t		 key = (uint64_t)getpid() << 32 | count++;
+	uint64_t		 key = dataset_remote_order_key();
 	char			*why = NULL;
 
 	if ((ro = calloc(1, sizeof *ro)) == NULL)

@@ -713,7 +713,10 @@ cache_plan_walk(const struct cache_cursor_file *f, uint64_t epoch,
 		for (k = 0; k < m; k++, row++) {
 			if (row_of != NULL && idx[k] < f->opts.samples)
 				row_of[idx[k]] = (uint32_t)row;
+			/* Modulo 2^64, records past the object are not its. */
 			off = f->base + idx[k] * f->stride;
+			if (off >= f->object_size)
+				continue;
 			last = (off + f->stride - 1) / f->block;
 			for (b = off / f->block; b <= last && b < nblocks; b++) {
 				if (*n == cap) {
@@ -933,6 +936,32 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 	(void)cache_plan_epoch(p, p->at_epoch);
 }
 
+/* Say in @p's cursor that this process reads (@epoch, @row). */
+static void
+cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
+{
+	int64_t		me = (int64_t)getpid(), none;
+	int		k;
+
+	if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
+		p->slot = -1;
+		for (k = 0; k < CACHE_READERS && p->slot == -1; k++) {
+			none = p->f->readers[k].pid;
+			if ((none == 0 || (kill((pid_t)none, 0) == -1 &&
+			    errno == ESRCH)) &&
+			    __atomic_compare_exchange_n(&p->f->readers[k].pid,
+			    &none, me, false, __ATOMIC_ACQ_REL,
+			    __ATOMIC_ACQUIRE))
+				p->slot = k;
+		}
+		if (p->slot == -1)
+			return;
+	}
+	__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
+	    __ATOMIC_RELEASE);
+	__atomic_store_n(&p->f->readers[p->slot].row, row, __ATOMIC_RELEASE);
+}
+
 /*
  * This process reads the record at @off of folder @dirkey's object: say
  * so in the cursors whose order has it (their reader slot for this
@@ -943,42 +972,25 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 static void
 cache_plans_track(uint64_t dirkey, uint64_t off)
 {
-	struct cache_plan	*p;
+	struct cache_plan	*p, *q;
 	uint64_t		 idx, epoch;
-	int64_t			 me = (int64_t)getpid(), none;
 	uint32_t		 row;
-	int			 k;
 
 	for (p = cache.plans; p != NULL; p = p->next) {
-		if (p->dirkey != dirkey || p->row_of == NULL ||
-		    off < p->f->base)
+		if (p->dirkey != dirkey || p->row_of == NULL)
 			continue;
 		epoch = __atomic_load_n(&p->f->epoch, __ATOMIC_ACQUIRE);
+		/* Modulo 2^64: a tar shard's base is below 0 (reader-tar.c). */
 		idx = (off - p->f->base) / p->f->stride;
 		if (epoch != p->epoch || idx >= p->f->opts.samples ||
 		    (row = p->row_of[idx]) == CACHE_NONE)
 			continue;
-		if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
-			p->slot = -1;
-			for (k = 0; k < CACHE_READERS && p->slot == -1; k++) {
-				none = p->f->readers[k].pid;
-				if ((none == 0 || (kill((pid_t)none, 0) == -1 &&
-				    errno == ESRCH)) &&
-				    __atomic_compare_exchange_n(
-				    &p->f->readers[k].pid, &none, me, false,
-				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-					p->slot = k;
-			}
-			if (p->slot == -1)
-				continue;
-		}
-		__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
-		    __ATOMIC_RELEASE);
-		__atomic_store_n(&p->f->readers[p->slot].row, row,
-		    __ATOMIC_RELEASE);
+		/* The session's cursors on its other objects: the same row. */
+		for (q = cache.plans; q != NULL; q = q->next)
+			if (q == p || q->f->key == p->f->key)
+				cache_plan_reader(q, epoch, row);
 	}
 }
-
 /*
  * Each plan's readers now: the workers whose row is in the cursor's epoch
  * at or after its row (the others are done), each to the end of its step
