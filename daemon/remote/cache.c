@@ -54,6 +54,22 @@
  * lock on its byte of the object's lock file): the others that need it
  * wait, then read it from the cache, so it is downloaded once.
  *
+ * The blocks of the steps a session reads ahead (read_ahead) are fetched
+ * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
+ * worker queues them, and CACHE_AHEAD_THREADS threads of its own take
+ * them in order, up to CACHE_AHEAD_BATCH blocks of an object in flight
+ * each (fetch.c's handles are a thread's own), while the worker decodes.
+ * A thread takes a block's lock without waiting: one another process (or
+ * the worker itself) holds is left to it, so nothing is fetched twice,
+ * and a read that needs a block a thread is fetching waits on its lock as
+ * on any other process's.  A prefetch that fails is dropped: the read
+ * fetches the block itself, retries and reports.  What is queued or in
+ * flight is at most a quarter of cache_max (the blocks fetched ahead do
+ * not evict each other before their reads) and CACHE_AHEAD_QUEUE blocks;
+ * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks.
+ * Within the process, cache.lock guards the objects, the plans and the
+ * keeping of a block, which the threads share.
+ *
  * The calls block on the disk and the network: a worker process makes
  * them for the rows it reads; see fetch.c.  The daemon's own opens (a
  * reload's, on its event loop) need a HEAD each: cache_heads_start()
