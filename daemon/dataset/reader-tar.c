@@ -119,6 +119,9 @@ struct tar {
 	 * and whether this process indexed it yet. */
 	uint64_t		*first;
 	uint8_t			*ready;
+	/* The read-ahead call that last asked a whole shard (a worker's). */
+	uint32_t		*ahead_call;
+	uint32_t		 ahead_calls;
 };
 
 /* A cursor over the members of one shard. */
@@ -1732,13 +1735,22 @@ tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
 {
 	struct tar		*t = ds->priv;
 	const struct tar_sample	*s;
-	uint32_t		 i, k;
+	uint32_t		 i, k, call;
 
+	if (t->ahead_call == NULL &&
+	    (t->ahead_call = calloc(t->nshards, sizeof *t->ahead_call)) == NULL)
+		return;
+	call = ++t->ahead_calls;
 	for (i = 0; i < n; i++) {
 		if (idx[i] >= ds->samples)
 			continue;
 		s = &t->s[idx[i]];
 		k = s->shard;
+		/* A whole shard is asked once a call, not once a sample. */
+		if ((t->objs[k] == NULL || (t->lazy && !t->ready[k])) &&
+		    t->ahead_call[k] == call)
+			continue;
+		t->ahead_call[k] = call;
 		if (t->objs[k] == NULL)
 			cache_url_prefetch(t->paths[k]);	/* its HEAD too */
 		else if (t->lazy && !t->ready[k])
@@ -1967,6 +1979,7 @@ tar_close(struct dataset *ds)
 	free(t->objs);
 	free(t->first);
 	free(t->ready);
+	free(t->ahead_call);
 	free(t->fds);
 	free(t->paths);
 	free(t->s);
