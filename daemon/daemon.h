@@ -15,7 +15,7 @@
  *
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
- *   -> autotune -> session -> group -> consumer -> producer
+ *   -> autotune -> session -> group -> consumer -> producer -> group-store
  *   -> session-check -> packings -> pool -> forker -> worker
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,

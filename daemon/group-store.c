@@ -21,7 +21,6 @@
 #include "clock.h"
 #include "group-store.h"
 #include "log.h"
-#include "producer.h"
 #include "ring-memory.h"
 #include "ring.h"
 #include "xmalloc.h"
@@ -30,11 +29,13 @@
  * A copy: a ring slot into a store's entry (add), or back (serve), by
  * pwrite() and pread() on the store's memfd (no mapping of it: the kernel
  * fills its pages without faults or zeroing); or a store's memfd to
- * close (p NULL: its pages are freed here, not on the event loop).
+ * close (done NULL: its pages are freed here, not on the event loop).
  */
 struct gs_job {
 	struct group_store	*s;	/* NULL: the store went meanwhile */
-	struct producer		*p;
+	struct ring		*ring;
+	group_store_done_cb	*done;	/* NULL: a memfd to close */
+	void			*arg;
 	int			 fd;	/* the store's memfd */
 	uint32_t		 slot;
 	uint32_t		 e;
@@ -103,7 +104,7 @@ gs_main(void *arg)
 			continue;
 		}
 		TAILQ_REMOVE(&gs.queue, j, entry);
-		if (j->p == NULL) {
+		if (j->done == NULL) {
 			pthread_mutex_unlock(&gs.lock);
 			close(j->fd);
 			free(j);
@@ -123,7 +124,7 @@ gs_main(void *arg)
 	return (NULL);
 }
 
-/* A copy ended: the store has a step more, or a producer one. */
+/* A copy ended: the store has a step more, or its caller one. */
 static void
 gs_finish(struct gs_job *j)
 {
@@ -139,12 +140,11 @@ gs_finish(struct gs_job *j)
 			en->ready = true;
 	}
 	if (j->add) {
-		ring_slot_unhold(j->p->ring, j->slot);
-		j->p->done(j->p->arg, 0, 0);
-	} else if (j->failed)
-		producer_copy_failed(j->p, j->slot);
-	else
-		producer_copied(j->p, j->slot, j->replaced);
+		ring_slot_unhold(j->ring, j->slot);
+		j->done(j->arg, j->slot, GROUP_STORE_ADDED, 0);
+	} else
+		j->done(j->arg, j->slot, j->failed ? GROUP_STORE_NOT_COPIED :
+		    GROUP_STORE_COPIED, j->replaced);
 }
 
 /*
@@ -251,7 +251,7 @@ gs_stop(void)
 /*
  * Drop the queued copies that @match(job, @arg) picks, wait for one under
  * way, and let the loop finish the ended ones without the store
- * (@store_goes) or drop those too (the producer goes).  A dropped copy
+ * (@store_goes) or drop those too (the caller goes).  A dropped copy
  * into a store lets its slot go; one out of it decodes instead.  Under no
  * lock.
  */
@@ -294,9 +294,9 @@ gs_cancel(bool (*match)(const struct gs_job *, const void *), const void *arg,
 				j->s->entries[j->e].readers--;
 		}
 		if (j->add)
-			ring_slot_unhold(j->p->ring, j->slot);
+			ring_slot_unhold(j->ring, j->slot);
 		else if (store_goes)
-			producer_copy_failed(j->p, j->slot);
+			j->done(j->arg, j->slot, GROUP_STORE_NOT_COPIED, 0);
 		free(j);
 	}
 }
@@ -308,11 +308,11 @@ gs_job_of_store(const struct gs_job *j, const void *arg)
 	return (j->s == arg);
 }
 
-/* Whether copy @j is producer @arg's. */
+/* Whether copy @j is for caller @arg. */
 static bool
-gs_job_of_producer(const struct gs_job *j, const void *arg)
+gs_job_of_caller(const struct gs_job *j, const void *arg)
 {
-	return (j->p == arg);
+	return (j->done != NULL && j->arg == arg);
 }
 
 /*
@@ -493,15 +493,16 @@ gs_queue(struct gs_job *j)
 
 /* Copy a ready slot's step in. */
 void
-group_store_add(struct group_store *s, struct producer *p, uint32_t i)
+group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
+    uint64_t replaced, group_store_done_cb *done, void *arg)
 {
-	const struct ring_slot	*sl = &p->ring->slot[i];
+	const struct ring_slot	*sl = &ring->slot[i];
 	struct group_store_entry *en;
 	struct gs_job		*j;
 	uint32_t		 e;
 	int			 home;
 
-	if (s->memfd == -1 || p->ring->layout.slot_bytes != s->slot_bytes ||
+	if (s->memfd == -1 || ring->layout.slot_bytes != s->slot_bytes ||
 	    (home = gs_home(s, sl->epoch, sl->step)) == -1)
 		return;
 	e = (uint32_t)home;
@@ -511,16 +512,18 @@ group_store_add(struct group_store *s, struct producer *p, uint32_t i)
 	    !en->ready || en->readers > 0))
 		return;
 	*en = (struct group_store_entry){ .epoch = sl->epoch,
-	    .step = sl->step, .replaced = p->replaced[i], .used = true };
-	ring_slot_hold(p->ring, i);
+	    .step = sl->step, .replaced = replaced, .used = true };
+	ring_slot_hold(ring, i);
 	j = xcalloc(1, sizeof(*j));
 	j->s = s;
-	j->p = p;
+	j->ring = ring;
+	j->done = done;
+	j->arg = arg;
 	j->slot = i;
 	j->e = e;
 	j->add = true;
 	j->fd = s->memfd;
-	j->buf = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
+	j->buf = ring->mem->map + (uint64_t)i * s->slot_bytes;
 	j->off = (uint64_t)e * s->slot_bytes;
 	j->len = s->slot_bytes;
 	gs_queue(j);
@@ -528,24 +531,27 @@ group_store_add(struct group_store *s, struct producer *p, uint32_t i)
 
 /* Copy a step the store has into a filling slot. */
 bool
-group_store_serve(struct group_store *s, struct producer *p, uint32_t i)
+group_store_serve(struct group_store *s, struct ring *ring, uint32_t i,
+    group_store_done_cb *done, void *arg)
 {
-	const struct ring_slot	*sl = &p->ring->slot[i];
+	const struct ring_slot	*sl = &ring->slot[i];
 	struct gs_job		*j;
 	int			 e;
 
-	if (s->memfd == -1 || p->ring->layout.slot_bytes != s->slot_bytes ||
+	if (s->memfd == -1 || ring->layout.slot_bytes != s->slot_bytes ||
 	    (e = gs_lookup(s, sl->epoch, sl->step)) == -1 ||
 	    !s->entries[e].ready)
 		return (false);
 	s->entries[e].readers++;
 	j = xcalloc(1, sizeof(*j));
 	j->s = s;
-	j->p = p;
+	j->ring = ring;
+	j->done = done;
+	j->arg = arg;
 	j->slot = i;
 	j->e = (uint32_t)e;
 	j->fd = s->memfd;
-	j->buf = p->ring->mem->map + (uint64_t)i * s->slot_bytes;
+	j->buf = ring->mem->map + (uint64_t)i * s->slot_bytes;
 	j->off = (uint64_t)e * s->slot_bytes;
 	j->replaced = s->entries[e].replaced;
 	j->len = s->slot_bytes;
@@ -553,13 +559,13 @@ group_store_serve(struct group_store *s, struct producer *p, uint32_t i)
 	return (true);
 }
 
-/* A producer goes: its copies with it. */
+/* A caller goes: its copies with it. */
 void
-group_store_forget(struct group_store *s, struct producer *p)
+group_store_forget(struct group_store *s, void *arg)
 {
 	(void)s;
 	if (gs.running)
-		gs_cancel(gs_job_of_producer, p, false);
+		gs_cancel(gs_job_of_caller, arg, false);
 }
 
 /* Whether copy @j is into or out of an entry of store @arg's cut. */

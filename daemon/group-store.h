@@ -101,29 +101,46 @@ struct group_store *group_store_new(struct event_base *base,
 void		 group_store_ref(struct group_store *s);
 void		 group_store_unref(struct group_store *s);
 
-/**
- * group_store_add() - producer @p's slot @i is ready: copy its step into
- * the store (the oldest step not being read makes room), holding the
- * slot (ring_slot_hold()) until the copy ends, when @p's done callback
- * runs.  Nothing when the store has the step, or no room.
+/*
+ * How a copy ended, for its caller's group_store_done_cb: added to the
+ * store (the slot let go), copied out of it into the slot (whole, with
+ * @replaced bad samples), or not copied out (the store went: decode).
  */
-void		 group_store_add(struct group_store *s, struct producer *p,
-		    uint32_t i);
+enum group_store_copy {
+	GROUP_STORE_ADDED,
+	GROUP_STORE_COPIED,
+	GROUP_STORE_NOT_COPIED,
+};
+
+typedef void	 group_store_done_cb(void *arg, uint32_t slot,
+		    enum group_store_copy how, uint64_t replaced);
 
 /**
- * group_store_serve() - producer @p fills slot @i (FILLING, its step
- * set): when the store has that step, copy it in, and
- * producer_copied() follows.  Return: whether it does (no decode).
+ * group_store_add() - @ring's slot @i is ready, with @replaced bad
+ * samples: copy its step into the store (the oldest step not being read
+ * makes room), holding the slot (ring_slot_hold()) until the copy ends,
+ * when @done(@arg, @i, GROUP_STORE_ADDED) runs.  Nothing when the store
+ * has the step, or no room.
  */
-bool		 group_store_serve(struct group_store *s, struct producer *p,
-		    uint32_t i);
+void		 group_store_add(struct group_store *s, struct ring *ring,
+		    uint32_t i, uint64_t replaced, group_store_done_cb *done,
+		    void *arg);
 
 /**
- * group_store_forget() - producer @p goes: its copies are dropped (a copy
- * under way is waited for, a few ms) and the slots held for copies out of
- * it let go.
+ * group_store_serve() - @ring's slot @i is filling (its step set): when
+ * the store has that step, copy it in, and @done(@arg, @i,
+ * GROUP_STORE_COPIED or _NOT_COPIED) follows.  Return: whether it does
+ * (no decode).
  */
-void		 group_store_forget(struct group_store *s, struct producer *p);
+bool		 group_store_serve(struct group_store *s, struct ring *ring,
+		    uint32_t i, group_store_done_cb *done, void *arg);
+
+/**
+ * group_store_forget() - the caller @arg goes: its copies are dropped (a
+ * copy under way is waited for, a few ms) and the slots held for copies
+ * out of it let go.
+ */
+void		 group_store_forget(struct group_store *s, void *arg);
 
 /**
  * group_store_give_back() - ring_budget's give_back: give back the last

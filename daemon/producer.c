@@ -44,6 +44,8 @@
 #define PRODUCER_PREPARE_WORK	(1024 * 1024)
 
 static void	producer_prepare_later(struct producer *);
+static void	producer_store_done(void *, uint32_t, enum group_store_copy,
+		    uint64_t);
 
 /* Move @st to @to; the allowed transitions are all here. */
 void
@@ -275,7 +277,8 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 		ring_slot_set(p->ring, r->slot, SLOT_READY);
 		producer_order_update(p);
 		if (p->store_adds && p->state != PRODUCER_FAILED)
-			group_store_add(p->store, p, r->slot);
+			group_store_add(p->store, p->ring, r->slot,
+			    p->replaced[r->slot], producer_store_done, p);
 	}
 	if (p->state == PRODUCER_FAILED)
 		producer_drop_after_failure(p);
@@ -629,7 +632,8 @@ producer_fill(struct producer *p)
 		p->replaced[i] = 0;
 		if (rows == 0)
 			ring_slot_set(p->ring, (uint32_t)i, SLOT_READY);
-		else if (p->store != NULL && group_store_serve(p->store, p, (uint32_t)i))
+		else if (p->store != NULL && group_store_serve(p->store,
+		    p->ring, (uint32_t)i, producer_store_done, p))
 			p->prepared[i] = rows;	/* copied, not decoded */
 	}
 	producer_order_update(p);
@@ -650,28 +654,33 @@ producer_set_store(struct producer *p, struct group_store *s, bool adds)
 		group_store_ref(s);
 }
 
-/* A step copied from the store is whole. */
-void
-producer_copied(struct producer *p, uint32_t i, uint64_t replaced)
+/*
+ * A copy of the store's ended: a step added (its slot let go), a step
+ * copied in (whole), or not (the store went: decode the slot's rows after
+ * all).
+ */
+static void
+producer_store_done(void *arg, uint32_t i, enum group_store_copy how,
+    uint64_t replaced)
 {
+	struct producer		*p = arg;
 	struct ring_slot	*sl = &p->ring->slot[i];
 
+	if (how == GROUP_STORE_ADDED) {
+		p->done(p->arg, 0, 0);
+		return;
+	}
 	if (p->retired || sl->state != SLOT_FILLING)
 		return;
+	if (how == GROUP_STORE_NOT_COPIED) {
+		p->prepared[i] = 0;
+		producer_prepare_later(p);
+		return;
+	}
 	sl->rows_pending = 0;
 	ring_slot_set(p->ring, i, SLOT_READY);
 	producer_order_update(p);
 	p->done(p->arg, 0, replaced);
-}
-
-/* The store went: decode the slot's rows after all. */
-void
-producer_copy_failed(struct producer *p, uint32_t i)
-{
-	if (p->retired || p->ring->slot[i].state != SLOT_FILLING)
-		return;
-	p->prepared[i] = 0;
-	producer_prepare_later(p);
 }
 
 /* IDLE to FILLING, and fill. */

@@ -131,18 +131,6 @@ struct producer {
 void		 producer_set_store(struct producer *p, struct group_store *s,
 		    bool adds);
 
-/**
- * producer_copied() - the store's copy into filling slot @i ended: it is
- * ready, with @replaced bad samples replaced when it was decoded.
- */
-void		 producer_copied(struct producer *p, uint32_t i,
-		    uint64_t replaced);
-
-/**
- * producer_copy_failed() - the store went before its copy into filling
- * slot @i began: the slot's rows are decoded instead.
- */
-void		 producer_copy_failed(struct producer *p, uint32_t i);
 
 /* What a reader's waiting Next gets from a (failed) producer's slot. */
 enum producer_gate {
