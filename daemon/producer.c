@@ -482,8 +482,7 @@ producer_read_ahead(struct producer *p, uint64_t *work)
 {
 	struct sampler		*sm = &p->spec.src->sampler;
 	const struct transform	*tf = &p->spec.src->transform;
-	const struct dataset	*ds = p->spec.src->ds;
-	uint64_t		 epoch = p->fill_epoch, end, rows, cost, row;
+	uint64_t		 epoch = p->fill_epoch, end, rows, cost;
 
 	if (p->retired || p->state != PRODUCER_FILLING || p->fill_step == 0)
 		return (false);
@@ -491,13 +490,9 @@ producer_read_ahead(struct producer *p, uint64_t *work)
 		p->ahead_epoch = epoch;
 		p->ahead_step = p->fill_step;
 	}
-	/* What a row takes of the page cache: its bytes as stored. */
-	row = tf->in_sample_bytes ? tf->in_sample_bytes : tf->out_sample_bytes;
-	if (ds != NULL && ds->encoded && ds->encoded_bytes > 0 &&
-	    ds->samples > 0)
-		row = ds->encoded_bytes / ds->samples + 1;
 	end = p->fill_step + pool_read_ahead_steps(p->pool_ring, sm->cbs,
-	    sm->cbs * row);
+	    sm->cbs * (tf->in_sample_bytes ? tf->in_sample_bytes :
+	    tf->out_sample_bytes));
 	if (end > sampler_epoch_steps(sm, epoch))
 		end = sampler_epoch_steps(sm, epoch);
 	if (p->stops && p->stop_epoch == epoch && end > p->stop_step)

@@ -1546,10 +1546,6 @@ tar_finish(struct dataset *ds, struct tar *t, char **cause)
 		t->s = s;
 		t->cap = ds->samples;
 	}
-	/* For read-ahead's bound (0 while a lazy index knows no sizes). */
-	ds->encoded_bytes = 0;
-	for (i = 0; i < ds->samples; i++)
-		ds->encoded_bytes += t->s[i].size;
 	return (0);
 }
 

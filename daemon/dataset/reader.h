@@ -93,12 +93,6 @@ struct dataset {
 	 * dtype and sample_bytes are then 0.
 	 */
 	bool			 encoded;
-	/*
-	 * An encoded dataset's samples' bytes in all, where its index says
-	 * (tar); 0: not known.  What reading ahead of it takes of the page
-	 * cache, where a row's decoded size would say 10 x more.
-	 */
-	uint64_t		 encoded_bytes;
 	/* The classes' names, ds->classes of them; NULL when unnamed. */
 	char			**class_names;
 	const struct dataset_ops *ops;

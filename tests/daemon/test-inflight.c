@@ -32,7 +32,6 @@
 
 #include "harness.h"
 #include "infeed.h"
-#include "remote-shards.h"
 #include "slowfs-mount.h"
 
 #define SLOW_ROWS	256		/* samples */
@@ -45,7 +44,6 @@ static bool		mounted;
 static const char	*slow_job_timeout = "30s";	/* job_timeout */
 static const char	*slow_read_ahead = "auto";	/* read_ahead */
 static const char	*slow_budget = "256M";		/* memory_budget */
-static bool		 slow_tar;	/* and "slowtar": SLOW_ROWS PNGs */
 
 /* Byte @j of sample @i. */
 static uint8_t
@@ -95,12 +93,6 @@ slow_files(const char *src, const char *mnt, unsigned workers)
 	    "label_dtype = int64\nclasses = %d\n", workers, slow_budget,
 	    slow_job_timeout, slow_read_ahead, mnt, mnt, SLOW_BYTES, dir, RAW_H, RAW_W, dir,
 	    RAW_CLASSES);
-	if (slow_tar) {
-		/* A shard of SLOW_ROWS tiny PNGs (2 KiB of tar each). */
-		remote_make_shards("src", "shard", 1, SLOW_ROWS, false);
-		fprintf(fp, "\n[dataset slowtar]\ntype = tar\n"
-		    "shards = %s/shard-000000.tar\n", mnt);
-	}
 	fclose(fp);
 }
 
@@ -145,7 +137,7 @@ static void
 slow_stop(void)
 {
 	static const char *const left[] = { "src/rows.bin", "src/labels.bin",
-	    "src/shard-000000.tar", "src", "mnt" };
+	    "src", "mnt" };
 	char		path[600];
 	size_t		i;
 
@@ -161,7 +153,6 @@ slow_stop(void)
 	slow_job_timeout = "30s";
 	slow_read_ahead = "auto";
 	slow_budget = "256M";
-	slow_tar = false;
 	unsetenv("INFEED_IO_BACKEND");
 	rm_dir();
 }
@@ -387,58 +378,6 @@ END_TEST
 START_TEST(read_ahead_off)
 {
 	slow_read_ahead_bound("off", 0);
-}
-END_TEST
-
-/*
- * Read-ahead of images is bounded by their bytes as stored, not decoded:
- * a tar shard of 256 tiny PNGs (2 KiB of tar each, 2 a page) decoded to
- * 224 x 224 float rows (19 MiB a step of 32) reads ahead the rest of the
- * epoch (auto: 16 steps), within an eighth of memory_budget (32 MiB).
- * Before, the decoded size allowed 1 step: with the ring of 2 full, the
- * store read the pages of 96 samples (about 78 of the shard's 129).
- */
-START_TEST(tar_read_ahead_by_stored_bytes)
-{
-	struct infeed		*f;
-	struct infeed_options	 o;
-	struct infeed_step	 st;
-	uint64_t		 held, reads;
-	int			 r;
-
-	slow_tar = true;
-	if (!slow_start(1, 2000)) {
-		slow_stop();
-		return;
-	}
-	/* The index read the shard at open: forget its pages. */
-	slowfs_command(&fs, "drop");
-	slowfs_command(&fs, "reset");
-	f = client();
-	infeed_options_init(&o);
-	o.batch_size = SLOW_BATCH;
-	o.shuffle = true;
-	o.seed = 11;
-	o.buffer_size = 2;
-	o.early_preload = true;
-	o.transform = "RandomResizedCrop(224), ToTensor()";
-	ck_assert_msg(infeed_attach(f, "slowtar", &o, NULL) == INFEED_OK,
-	    "%s", infeed_error(f));
-	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
-	    infeed_error(f));
-	held = UINT64_MAX;
-	for (r = 0; r < 50 && (reads = slowfs_counter(&fs, "reads")) != held;
-	    r++) {
-		held = reads;
-		usleep(200000);
-	}
-	fprintf(stderr, "tar read-ahead: %" PRIu64 " pages of the shard's "
-	    "129 read with the ring of 2 steps full (1 step ahead read "
-	    "about 78)\n", reads);
-	ck_assert_uint_ge(reads, 110);
-	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
-	infeed_free(f);
-	slow_stop();
 }
 END_TEST
 
@@ -724,7 +663,6 @@ inflight_suite(void)
 	tcase_add_test(tc, read_ahead_within_its_bound);
 	tcase_add_test(tc, read_ahead_within_the_memory_budget);
 	tcase_add_test(tc, read_ahead_off);
-	tcase_add_test(tc, tar_read_ahead_by_stored_bytes);
 	suite_add_tcase(s, tc);
 	/* Faults while reads wait in the store. */
 	tc = tcase_create("faults");
