@@ -66,10 +66,13 @@ struct config {
  * A group of images also keeps a store of its past steps (group-store.h)
  * of up to group_store bytes: with auto, CONFIG_GROUP_STORE_IMAGES (two
  * epochs of 1,500 images at 224 x 224 float32 take 1.7 GiB), and
- * group_window's bytes when that is set.  It lingers group_linger after
- * the group's last member leaves (auto: CONFIG_GROUP_LINGER_AUTO_MS, a
- * sweep's or an evaluation's next trainer starts within that), charged
- * to memory_budget, and gives way to any ring that needs the budget.
+ * group_window's bytes when that is set, only when group_linger is set
+ * (auto: CONFIG_GROUP_LINGER_AUTO_MS, a sweep's or an evaluation's next
+ * trainer starts within that): copying every step in costs a lone
+ * trainer of images about a third of its speed on 2 CPUs
+ * (docs/performance.md, issue 35 round three), too much for a default.
+ * It lingers that long after the group's last member leaves, charged to
+ * memory_budget, and gives way to any ring that needs the budget.
  */
 #define CONFIG_GROUP_STORE_IMAGES	(2ULL << 30)
 #define CONFIG_GROUP_LINGER_AUTO_MS	30000

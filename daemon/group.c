@@ -371,7 +371,7 @@ group_window_slots(const struct session_host *host,
  * (a group that runs, or one that ended within group_linger), else a new
  * one of group_window's bytes (auto: CONFIG_GROUP_STORE_IMAGES for a
  * group that decodes images, none otherwise) if the budget has them
- * free.  Its producer fills the steps the store has by a copy, and adds
+ * free; none while group_linger is off (the default: config.h).  Its producer fills the steps the store has by a copy, and adds
  * the steps it decodes.
  */
 static void
@@ -380,6 +380,8 @@ group_store_take(struct group *g)
 	struct group_key	 k;
 	uint64_t		 bytes = g->host.group_window;
 
+	if (g->host.group_linger_ms == 0)
+		return;
 	if (bytes == CONFIG_GROUP_WINDOW_AUTO)
 		bytes = g->src.transform.image ? CONFIG_GROUP_STORE_IMAGES :
 		    0;

@@ -135,8 +135,10 @@ def _config(tree):
 
 
 @pytest.fixture
-def images(tmp_path, tree):
-    d = Daemon(tmp_path, _config(tree))
+def images(tmp_path, tree, request):
+    linger = request.node.get_closest_marker("group_linger")
+    d = Daemon(tmp_path, ("group_linger = auto\n" if linger else "") +
+               _config(tree))
     yield d
     rc = d.stop()
     assert rc == 0, f"infeedd did not exit cleanly ({rc}):\n{d.log_text()}"
@@ -230,6 +232,9 @@ def test_a_late_loader_of_images_reads_the_groups_window(images):
         assert (a == b).all()
     la.close()
     lb.close()
+    # No store by default (group_linger = off): its copies would cost a
+    # trainer alone about a third of its speed.
+    assert "keeps a store" not in images.log_text()
 
 
 def _rows_decoded(daemon):
@@ -240,10 +245,12 @@ def _rows_decoded(daemon):
         "workers"])
 
 
+@pytest.mark.group_linger
 def test_a_loader_started_after_its_group_ended_reads_the_lingering_store(
         images):
     """A group that decodes images keeps a store of its past steps, which
-    lingers group_linger (auto: 30 s) after its last loader closed: a
+    lingers group_linger (here auto: 30 s; off by default) after its last
+    loader closed: a
     loader of the same options started after that reads its two epochs as
     copies from the store, next to no image decoded again (without the
     store, every one), and gets the same rows, bytes and order (issue

@@ -1647,7 +1647,8 @@ END_TEST
 static void
 setup_store_4m(void)
 {
-	make_files("memory_budget = 4M\ngroup_window = 1G\n");
+	make_files("memory_budget = 4M\ngroup_window = 1G\n"
+	    "group_linger = auto\n");
 	infeedd_start(NULL);
 }
 
@@ -1659,11 +1660,14 @@ setup_no_window(void)
 	infeedd_start(NULL);
 }
 
-/* A daemon whose groups keep 1G of past steps, raw arrays' too. */
+/*
+ * A daemon whose groups keep 1G of past steps, raw arrays' too, in the
+ * ring's window and in a store that lingers.
+ */
 static void
 setup_window_1g(void)
 {
-	make_files("group_window = 1G\n");
+	make_files("group_window = 1G\ngroup_linger = auto\n");
 	infeedd_start(NULL);
 }
 
