@@ -102,13 +102,13 @@ tokens_room(struct dataset *ds, const struct tokens *t, uint64_t pieces,
 	    t->per_epoch);
 	if (need <= ds->memory_room)
 		return (0);
-	return (dataset_error(cause, ds, "its packing at seq_len %" PRIu32
-	    " (%" PRIu64 " pieces or more, in %" PRIu64 " rows or more) "
-	    "would keep at least %" PRIu64 " bytes in the daemon and as many "
-	    "in the workers' fork server, and memory_budget has %" PRIu64
-	    " bytes left for each; not packed: raise memory_budget, or set "
-	    "'repack = none' (20 bytes a piece less) or a larger seq_len",
-	    seq_len, pieces > rows ? pieces : rows, rows, need,
+	return (dataset_error(cause, ds, "it keeps at least %" PRIu64 " bytes "
+	    "in memory (its packing of rows at seq_len %" PRIu32 ", %" PRIu64
+	    " pieces or more in %" PRIu64 " rows or more) in the daemon and "
+	    "as many in the workers' fork server, and memory_budget has %"
+	    PRIu64 " bytes left for each; not packed: raise memory_budget, "
+	    "or set 'repack = none' (20 bytes a piece less) or a larger "
+	    "seq_len", need, seq_len, pieces > rows ? pieces : rows, rows,
 	    ds->memory_room));
 }
 
