@@ -33,6 +33,7 @@ struct config {
 	uint64_t		 memory_budget;	/* bytes, all step rings */
 	uint64_t		 group_window;	/* bytes, a group's past steps;
 						   CONFIG_GROUP_WINDOW_AUTO */
+	uint64_t		 group_linger_ms; /* a group's store, after it */
 	uint32_t		 job_timeout_ms; /* per row; then stuck */
 	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
@@ -60,6 +61,19 @@ struct config {
  */
 #define CONFIG_GROUP_WINDOW_AUTO	UINT64_MAX
 #define CONFIG_GROUP_WINDOW_IMAGES	(1ULL << 30)
+
+/*
+ * A group of images also keeps a store of its past steps (group-store.h)
+ * of up to group_store bytes: with auto, CONFIG_GROUP_STORE_IMAGES (two
+ * epochs of 1,500 images at 224 x 224 float32 take 1.7 GiB), and
+ * group_window's bytes when that is set.  It lingers group_linger after
+ * the group's last member leaves (auto: CONFIG_GROUP_LINGER_AUTO_MS, a
+ * sweep's or an evaluation's next trainer starts within that), charged
+ * to memory_budget, and gives way to any ring that needs the budget.
+ */
+#define CONFIG_GROUP_STORE_IMAGES	(2ULL << 30)
+#define CONFIG_GROUP_LINGER_AUTO_MS	30000
+#define CONFIG_MAX_GROUP_LINGER_MS	(24ULL * 3600 * 1000)
 
 /*
  * The CPUs the daemon may use: the least of its affinity mask and its

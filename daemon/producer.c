@@ -19,6 +19,7 @@
 
 #include <event2/event.h>
 
+#include "group-store.h"
 #include "log.h"
 #include "pool.h"
 #include "producer.h"
@@ -265,6 +266,7 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 		return;
 	sl = &p->ring->slot[r->slot];
 	p->bytes_read += r->bytes;
+	p->replaced[r->slot] += r->replaced;
 	if (r->result != POOL_JOB_DONE)
 		producer_fail(p, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -272,6 +274,8 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 	if (sl->rows_pending == 0) {
 		ring_slot_set(p->ring, r->slot, SLOT_READY);
 		producer_order_update(p);
+		if (p->store_adds && p->state != PRODUCER_FAILED)
+			group_store_add(p->store, p, r->slot);
 	}
 	if (p->state == PRODUCER_FAILED)
 		producer_drop_after_failure(p);
@@ -393,6 +397,7 @@ producer_free(struct producer *p)
 		return;
 	if (p->ev_prepare != NULL)
 		event_free(p->ev_prepare);
+	producer_set_store(p, NULL, false);
 	/*
 	 * Its memory is kept for the next ring only when no reader holds a
 	 * step, and only once no job writes it any more: the pool releases
@@ -621,10 +626,51 @@ producer_fill(struct producer *p)
 		sl->rows = rows;
 		sl->rows_pending = rows;
 		p->prepared[i] = 0;
+		p->replaced[i] = 0;
 		if (rows == 0)
 			ring_slot_set(p->ring, (uint32_t)i, SLOT_READY);
+		else if (p->store != NULL && group_store_serve(p->store, p, (uint32_t)i))
+			p->prepared[i] = rows;	/* copied, not decoded */
 	}
 	producer_order_update(p);
+	producer_prepare_later(p);
+}
+
+/* Fill from a store, and add to it. */
+void
+producer_set_store(struct producer *p, struct group_store *s, bool adds)
+{
+	if (p->store != NULL) {
+		group_store_forget(p->store, p);
+		group_store_unref(p->store);
+	}
+	p->store = s;
+	p->store_adds = adds;
+	if (s != NULL)
+		group_store_ref(s);
+}
+
+/* A step copied from the store is whole. */
+void
+producer_copied(struct producer *p, uint32_t i, uint64_t replaced)
+{
+	struct ring_slot	*sl = &p->ring->slot[i];
+
+	if (p->retired || sl->state != SLOT_FILLING)
+		return;
+	sl->rows_pending = 0;
+	ring_slot_set(p->ring, i, SLOT_READY);
+	producer_order_update(p);
+	p->done(p->arg, 0, replaced);
+}
+
+/* The store went: decode the slot's rows after all. */
+void
+producer_copy_failed(struct producer *p, uint32_t i)
+{
+	if (p->retired || p->ring->slot[i].state != SLOT_FILLING)
+		return;
+	p->prepared[i] = 0;
 	producer_prepare_later(p);
 }
 

@@ -113,7 +113,36 @@ struct producer {
 	uint64_t		*ahead;
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
 	void			*order;	/* dataset_order_new()'s, or NULL */
+	/*
+	 * A group's store of past steps (group-store.h), referenced: the
+	 * steps it has are copied into their slots, not decoded; with
+	 * store_adds (the group's own producer) each step filled is added.
+	 */
+	struct group_store	*store;
+	bool			 store_adds;
+	/* Bad samples replaced in each filling slot, for the store's copy. */
+	uint64_t		 replaced[INFEED_MAX_SLOTS];
 };
+
+/**
+ * producer_set_store() - fill from store @s (a reference taken; NULL:
+ * none) and, with @adds, add to it each step decoded.
+ */
+void		 producer_set_store(struct producer *p, struct group_store *s,
+		    bool adds);
+
+/**
+ * producer_copied() - the store's copy into filling slot @i ended: it is
+ * ready, with @replaced bad samples replaced when it was decoded.
+ */
+void		 producer_copied(struct producer *p, uint32_t i,
+		    uint64_t replaced);
+
+/**
+ * producer_copy_failed() - the store went before its copy into filling
+ * slot @i began: the slot's rows are decoded instead.
+ */
+void		 producer_copy_failed(struct producer *p, uint32_t i);
 
 /* What a reader's waiting Next gets from a (failed) producer's slot. */
 enum producer_gate {

@@ -624,6 +624,14 @@ dataset_sample_brief(const struct dataset *ds, uint64_t index, char *buf,
 }
 
 
+/* Start fetching later steps' samples @idx. */
+void
+dataset_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
+{
+	if (ds->ops->read_ahead != NULL && n > 0)
+		ds->ops->read_ahead(ds, idx, n);
+}
+
 /* A session's order, for the reader's use. */
 void *
 dataset_order_new(const struct dataset *ds, const struct sampler_opts *opts)

@@ -245,6 +245,15 @@ char		*dataset_sample_brief(const struct dataset *ds, uint64_t index,
 		    char *buf, size_t len);
 
 /**
+ * dataset_read_ahead() - start fetching the @n samples @idx of later
+ * steps, waiting for none (a remote reader downloads them into the host's
+ * cache in threads of the calling worker: cache_object_prefetch()), so
+ * that their reads find them there.  A no-op for a reader without it.
+ */
+void		 dataset_read_ahead(const struct dataset *ds,
+		    const uint64_t *idx, uint32_t n);
+
+/**
  * dataset_order_new() - tell @ds's reader that a session reads it in the
  * order of a sampler of @opts: a remote reader's cache then evicts by it
  * (cache.c).  Return: a handle for dataset_order_at() and
