@@ -89,7 +89,7 @@ const struct dataset_ops dataset_tokens_ops = {
  * Whether ds->memory_room holds a packing of @pieces pieces (at least)
  * of @tokens tokens at @seq_len: checked before the packing, or the
  * bounds it is made from, are allocated, so that a packing too large for
- * memory_budget is refused without being made (its making takes twice
+ * memory_budget is refused without being made (making it takes 1.5 times
  * what it keeps, and a reload makes it beside the serving daemon).
  */
 static int
