@@ -750,23 +750,68 @@ fail:
 	return (NULL);
 }
 
+/* A copy of section @src into @dst. */
+void
+config_dataset_copy(struct dataset_conf *dst, const struct dataset_conf *src)
+{
+	size_t	i;
+
+	dst->name = xstrdup(src->name);
+	dst->source = xstrdup(src->source);
+	dst->nkv = src->nkv;
+	dst->kv = xcalloc(src->nkv == 0 ? 1 : src->nkv, sizeof(*dst->kv));
+	for (i = 0; i < src->nkv; i++) {
+		dst->kv[i].key = xstrdup(src->kv[i].key);
+		dst->kv[i].value = xstrdup(src->kv[i].value);
+	}
+}
+
+/* Free what section @dc holds. */
+void
+config_dataset_clear(struct dataset_conf *dc)
+{
+	size_t	j;
+
+	for (j = 0; j < dc->nkv; j++) {
+		free(dc->kv[j].key);
+		free(dc->kv[j].value);
+	}
+	free(dc->kv);
+	free(dc->name);
+	free(dc->source);
+	memset(dc, 0, sizeof(*dc));
+}
+
+/* A copy of @conf, every string and section its own. */
+struct config *
+config_copy(const struct config *conf)
+{
+	struct config	*c = xmalloc(sizeof(*c));
+	size_t		 i;
+
+	*c = *conf;
+	c->path = xstrdup(conf->path);
+	c->socket_path = xstrdup(conf->socket_path);
+	c->metrics_host = conf->metrics_host != NULL ?
+	    xstrdup(conf->metrics_host) : NULL;
+	c->cache_dir = conf->cache_dir != NULL ? xstrdup(conf->cache_dir) :
+	    NULL;
+	c->datasets = xcalloc(conf->ndatasets + 1, sizeof(*c->datasets));
+	for (i = 0; i < conf->ndatasets; i++)
+		config_dataset_copy(&c->datasets[i], &conf->datasets[i]);
+	return (c);
+}
+
 /* Free a configuration; NULL is a no-op. */
 void
 config_free(struct config *conf)
 {
-	size_t	i, j;
+	size_t	i;
 
 	if (conf == NULL)
 		return;
-	for (i = 0; i < conf->ndatasets; i++) {
-		for (j = 0; j < conf->datasets[i].nkv; j++) {
-			free(conf->datasets[i].kv[j].key);
-			free(conf->datasets[i].kv[j].value);
-		}
-		free(conf->datasets[i].kv);
-		free(conf->datasets[i].name);
-		free(conf->datasets[i].source);
-	}
+	for (i = 0; i < conf->ndatasets; i++)
+		config_dataset_clear(&conf->datasets[i]);
 	free(conf->datasets);
 	free(conf->metrics_host);
 	free(conf->cache_dir);

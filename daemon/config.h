@@ -125,6 +125,23 @@ unsigned	 config_ncpus(struct config_cpus *out);
 struct config	*config_load(const char *path, char **cause);
 
 /**
+ * config_copy() - a copy of @conf that config_free() frees on its own:
+ * what a reload that does not read the file starts from.
+ */
+struct config	*config_copy(const struct config *conf);
+
+/**
+ * config_dataset_copy() - @src's name, source and keys, copied into @dst.
+ */
+void		 config_dataset_copy(struct dataset_conf *dst,
+		    const struct dataset_conf *src);
+
+/**
+ * config_dataset_clear() - free what section @dc holds, and zero it.
+ */
+void		 config_dataset_clear(struct dataset_conf *dc);
+
+/**
  * config_free() - free @conf; NULL is a no-op.
  */
 void		 config_free(struct config *conf);

@@ -87,6 +87,7 @@ struct daemon {
 	struct event		*ev_reload;
 	struct daemon_reload	*reload;	/* NULL: no open under way */
 	bool			 reload_again;	/* SIGHUP meanwhile */
+	bool			 reload_file;	/* ... it reads the file */
 	struct packings		*packs;		/* made for a seq_len */
 };
 

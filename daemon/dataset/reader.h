@@ -83,6 +83,11 @@ struct dataset {
 	 */
 	uint64_t		 memory;
 	/*
+	 * What ds->memory may come to (dataset_open_within()): a reader
+	 * refuses, before it allocates, what would pass it.
+	 */
+	uint64_t		 memory_room;
+	/*
 	 * A token dataset's documents and the real tokens in its rows
 	 * (samples: the packed rows of shape[1] tokens); 0 for others.
 	 */
