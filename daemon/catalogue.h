@@ -33,6 +33,8 @@ struct catalogue {
 	 * daemon charges it to memory_budget.
 	 */
 	uint64_t		  memory;
+	char			**refused;	/* name, why: a pair each */
+	size_t			  nrefused;
 };
 
 /* The copies of a dataset's memory: the daemon's and the fork server's. */
@@ -71,6 +73,13 @@ void		  catalogue_disown(struct catalogue *old,
  * catalogue_free() - close the datasets still owned; NULL is a no-op.
  */
 void		  catalogue_free(struct catalogue *cat);
+
+/**
+ * catalogue_refusal() - why the section called @name was refused when
+ * @cat opened (what the log says after "refused: "), or NULL.
+ */
+const char	 *catalogue_refusal(const struct catalogue *cat,
+		      const char *name);
 
 /**
  * catalogue_find() - the dataset called @name and its *@index, or NULL.

@@ -31,6 +31,7 @@
 #include "daemon.h"
 #include "io-batch.h"
 #include "log.h"
+#include "packings.h"
 #include "reader-remote.h"
 #include "stats.h"
 #include "version.h"
@@ -42,6 +43,13 @@ daemon_hup_cb(evutil_socket_t sig, short ev, void *arg)
 {
 	(void)sig;
 	(void)ev;
+	daemon_reload(arg);
+}
+
+/* A packing for a seq_len is wanted, or no longer used: reload. */
+static void
+daemon_reload_packings(void *arg)
+{
 	daemon_reload(arg);
 }
 
@@ -260,6 +268,8 @@ daemon_start(const struct daemon_args *args)
 	ph.budget = &d->budget;
 	ph.autotune = d->autotune;
 	ph.started_ms = d->started_ms;
+	ph.packs = d->packs = packings_new(d->base, daemon_reload_packings,
+	    d);
 	d->peers = peers_new(&ph);
 	if (!args->service)
 		return (d);
@@ -339,6 +349,7 @@ daemon_free(struct daemon *d)
 	if (d->ev_autotune != NULL)
 		event_free(d->ev_autotune);
 	peers_free(d->peers);
+	packings_free(d->packs);	/* after the sessions that use them */
 	autotune_free(d->autotune);
 	listen_free(d->listener);
 	ring_budget_clear(&d->budget);
@@ -416,6 +427,7 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	d->reload = NULL;
 	cache_heads_forget();
 	catalogue_disown(d->cat, ncat);
+	packings_reloaded(d->packs, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
 	/* The datasets' memory: the old catalogue's is given back. */
@@ -537,8 +549,11 @@ daemon_reload(struct daemon *d)
 		    "%s", cause);
 		sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", cause);
 		free(cause);
+		packings_reloaded(d->packs, NULL);
 		return;
 	}
+	/* The packings that trainers asked for, made again (packings.h). */
+	packings_sections(d->packs, nconf);
 	/* The socket and pool size need a restart; keep what runs. */
 	if (strcmp(nconf->socket_path, d->conf_socket) != 0)
 		log_warnx("reload: the socket path (now %s) changes only at "

@@ -16,7 +16,7 @@
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
  *   -> autotune -> session -> group -> consumer -> producer
- *   -> session-check -> pool -> forker -> worker
+ *   -> session-check -> packings -> pool -> forker -> worker
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
@@ -87,6 +87,7 @@ struct daemon {
 	struct event		*ev_reload;
 	struct daemon_reload	*reload;	/* NULL: no open under way */
 	bool			 reload_again;	/* SIGHUP meanwhile */
+	struct packings		*packs;		/* made for a seq_len */
 };
 
 struct daemon_args {

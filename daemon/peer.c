@@ -721,6 +721,7 @@ peer_session_host(const struct peer *p, struct session_host *sh)
 	sh->config_path = h->conf->path;
 	sh->group_window = h->conf->group_window;
 	sh->base = h->base;
+	sh->packs = h->packs;
 }
 
 /*

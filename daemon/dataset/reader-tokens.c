@@ -528,24 +528,13 @@ static void
 tokens_row_put(struct tokens_row *w, const void *s, bool wide, uint32_t len,
     int32_t k)
 {
-	uint32_t	j = 0, n, x;
+	uint32_t	j = 0, n;
 
 	while (j < len) {
 		n = len - j < w->cap - w->fill ? len - j : w->cap - w->fill;
-		if (s == NULL)
-			memset(w->wi + w->fill, 0, n * sizeof(int32_t));
-		else if (wide) {
-			for (x = 0; x < n; x++)
-				w->wi[w->fill + x] =
-				    (int32_t)((const uint32_t *)s)[j + x];
-		} else {
-			for (x = 0; x < n; x++)
-				w->wi[w->fill + x] = ((const uint16_t *)s)[j + x];
-		}
-		for (x = 0; x < n; x++) {
-			w->wp[w->fill + x] = (int32_t)(j + x);
-			w->ws[w->fill + x] = k;
-		}
+		packing_row_put(w->wi + w->fill, w->wp + w->fill,
+		    w->ws + w->fill, s == NULL ? NULL : (const uint8_t *)s +
+		    (size_t)j * (wide ? 4 : 2), wide, n, j, k);
 		w->fill += n;
 		j += n;
 		if (w->fill == w->cap)

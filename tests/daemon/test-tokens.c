@@ -6,12 +6,16 @@
  * the open's scan for document ends waits as long as the test likes: a
  * bystander trainer's round trips stay under 250 ms all the while (on
  * the loop they waited for the whole hold), and once the reads are
- * released the reload ends with the dataset served.
+ * released the reload ends with the dataset served.  The same for a
+ * packing made on demand, for a trainer asking a seq_len that no section
+ * has: its Attach waits for the packing, the bystander does not.
  */
 
 #include <sys/stat.h>
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +55,23 @@ tokens_file(const char *src)
 	fclose(fp);
 }
 
+/*
+ * A fresh test directory whose web.bin (tokens_file()) is served through
+ * slowfs at @mnt.
+ */
+static void
+tokens_mount(struct slowfs *fs, char *mnt, size_t len)
+{
+	char	src[400];
+
+	make_files(NULL);
+	snprintf(src, sizeof(src), "%s/src", tpath("."));
+	snprintf(mnt, len, "%s/mnt", tpath("."));
+	tokens_file(src);
+	ck_assert(slowfs_start(fs, src, mnt, (const char *const []){
+	    "--delay-us", "1000", "--readahead-kib", "4", NULL }));
+}
+
 /* Whether the log holds @text, waiting up to @ms for it. */
 static bool
 log_has(const char *text, unsigned ms)
@@ -76,15 +97,10 @@ START_TEST(a_reload_opens_a_token_dataset_off_the_loop)
 	struct slowfs		 fs;
 	struct bystander	 b;
 	struct bystander_report	 r;
-	char			 src[400], mnt[400];
+	char			 mnt[400];
 	FILE			*fp;
 
-	make_files(NULL);
-	snprintf(src, sizeof(src), "%s/src", tpath("."));
-	snprintf(mnt, sizeof(mnt), "%s/mnt", tpath("."));
-	tokens_file(src);
-	ck_assert(slowfs_start(&fs, src, mnt, (const char *const []){
-	    "--delay-us", "1000", "--readahead-kib", "4", NULL }));
+	tokens_mount(&fs, mnt, sizeof(mnt));
 	infeedd_start("");
 	bystander_start(&b);
 	usleep(200000);
@@ -108,6 +124,78 @@ START_TEST(a_reload_opens_a_token_dataset_off_the_loop)
 }
 END_TEST
 
+/* A trainer asking "web" for seq_len 128: its Attach and first step. */
+struct tok_trainer {
+	pthread_t	 t;
+	atomic_bool	 done;
+	int		 rc;		/* infeed_attach()'s */
+	uint64_t	 row_bytes;
+};
+
+/* Attach, and read a step; done then. */
+static void *
+tok_trainer_main(void *arg)
+{
+	struct tok_trainer	*tr = arg;
+	struct infeed_options	 o;
+	struct infeed_session_info info;
+	struct infeed_step	 st;
+	struct infeed		*f = client();
+
+	infeed_options_init(&o);
+	o.batch_size = 2;
+	o.seq_len = 128;
+	memset(&info, 0, sizeof(info));
+	tr->rc = infeed_attach(f, "web", &o, &info);
+	if (tr->rc == INFEED_OK && infeed_next(f, &st) == INFEED_OK)
+		tr->row_bytes = info.sample_bytes;
+	infeed_free(f);
+	atomic_store(&tr->done, true);
+	return (NULL);
+}
+
+/*
+ * A trainer asks for a seq_len that no section packs while the token
+ * file's reads are held: the packing made for it waits in its scan, off
+ * the loop; its Attach waits for it; the bystander is served meanwhile.
+ */
+START_TEST(a_packing_on_demand_is_made_off_the_loop)
+{
+	struct slowfs		 fs;
+	struct bystander	 b;
+	struct bystander_report	 r;
+	struct tok_trainer	 tr;
+	char			 mnt[400], extra[1200];
+
+	tokens_mount(&fs, mnt, sizeof(mnt));
+	snprintf(extra, sizeof(extra), "\n[dataset web]\ntype = tokens\n"
+	    "path = %s/web.bin\neot = %d\nseq_len = 64\n", mnt, TOK_EOT);
+	make_config(extra);
+	infeedd_start("");
+	ck_assert(log_has("dataset 'web': tokens", 20000));
+	bystander_start(&b);
+	usleep(200000);
+
+	slowfs_command(&fs, "hold");
+	memset(&tr, 0, sizeof(tr));
+	atomic_init(&tr.done, false);
+	ck_assert_int_eq(pthread_create(&tr.t, NULL, tok_trainer_main, &tr),
+	    0);
+	usleep(TOK_HOLD_US);
+	/* The packing is under way, waiting for its reads; so is the Attach. */
+	ck_assert(log_has("packing it at seq_len 128 as 'web/128'", 0));
+	ck_assert_uint_gt(slowfs_counter(&fs, "held"), 0);
+	ck_assert(!atomic_load(&tr.done));
+	slowfs_command(&fs, "release");
+	pthread_join(tr.t, NULL);
+	ck_assert_int_eq(tr.rc, INFEED_OK);
+	ck_assert_uint_eq(tr.row_bytes, 3 * 4 * 128);
+	bystander_stop(&b, &r);
+	bystander_assert(&r, 250);
+	slowfs_stop(&fs);
+}
+END_TEST
+
 static Suite *
 tokens_suite(void)
 {
@@ -116,6 +204,7 @@ tokens_suite(void)
 
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_test(tc, a_reload_opens_a_token_dataset_off_the_loop);
+	tcase_add_test(tc, a_packing_on_demand_is_made_off_the_loop);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return (s);
