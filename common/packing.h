@@ -105,4 +105,13 @@ void	packing_clear(struct packing *p);
  */
 double	packing_efficiency(const struct packing *p);
 
+/**
+ * packing_row_put() - write @n tokens of a row's segment @k: @ids[x] the
+ * id @src[x] (uint16, or uint32 when @wide; NULL: padding, 0), @pos[x]
+ * the position @pos0 + x, @seg[x] = @k.  What the tokens reader writes
+ * and the benchmarks' gather limit writes, one loop for both.
+ */
+void	packing_row_put(int32_t *ids, int32_t *pos, int32_t *seg,
+	    const void *src, bool wide, uint32_t n, uint32_t pos0, int32_t k);
+
 #endif /* INFEED_COMMON_PACKING_H */

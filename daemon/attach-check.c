@@ -24,7 +24,9 @@
  * Then, when a removed ring's job is still running in a worker, the
  * Attach waits up to POOL_SETTLE_MS for its memory on a timer, so that a
  * trainer started again gets its old ring memory back without the loop
- * ever blocking.
+ * ever blocking; and when it asks a tokens dataset for a seq_len that no
+ * section packs, it waits, on the same timer and up to
+ * INFEED_ATTACH_CHECK_S, for the packing made for it (packings.c).
  */
 
 #include <sys/queue.h>
@@ -45,6 +47,7 @@
 #include "attach-check.h"
 #include "clock.h"
 #include "log.h"
+#include "packings.h"
 #include "session-check.h"
 #include "xmalloc.h"
 
@@ -95,6 +98,8 @@ struct attach_pending {
 	struct attach_job		*job;	/* while it runs or waits */
 	struct event			*timer;	/* deadline, then settling */
 	uint64_t			 settle_until_ms;
+	struct packings			*packs;	/* a packing to wait for */
+	uint64_t			 pack_until_ms;
 	attach_checked_cb		*cb;
 	void				*arg;
 	struct session_checked		 chk;
@@ -303,14 +308,19 @@ attach_pending_fail(struct attach_pending *p, bool later,
 	evtimer_add(p->timer, &zero);
 }
 
-/* Settling: go on once no removed ring's job runs, or the time is up. */
+/*
+ * Settling: go on once no removed ring's job runs and no packing is under
+ * way, each waited for until its time is up.
+ */
 static void
 attach_pending_settle(struct attach_pending *p)
 {
 	struct timeval	tv = { 0, ATTACH_SETTLE_POLL_MS * 1000 };
+	uint64_t	now = clock_now_ms();
 
-	if (p->failed || !pool_settling(p->sc->pool) ||
-	    clock_now_ms() >= p->settle_until_ms) {
+	if (p->failed || ((!pool_settling(p->sc->pool) ||
+	    now >= p->settle_until_ms) && (!packings_pending(p->packs) ||
+	    now >= p->pack_until_ms))) {
 		attach_pending_ready(p);
 		return;
 	}
@@ -650,7 +660,7 @@ attach_check_begin(struct attach_checks *sc,
 	struct dataset_files	 spec;
 	struct timeval		 tv = { INFEED_ATTACH_CHECK_S, 0 };
 	size_t			 idx, i;
-	bool			 groups = false;
+	bool			 groups = false, packing;
 
 	*out = NULL;
 	*cause = NULL;
@@ -660,8 +670,10 @@ attach_check_begin(struct attach_checks *sc,
 	if (!a->has_files && catalogue_find(host->cat, a->dataset,
 	    &idx) != NULL)
 		groups = !catalogue_allows_gid(host->cat, idx, client->gid);
-	/* Nothing of the client's to check, and no memory to wait for. */
-	if (!a->has_files && !groups && !pool_settling(sc->pool))
+	/* A packing for its seq_len: started now, when access is clear. */
+	packing = !groups && session_check_packing(host, a);
+	/* Nothing of the client's to check, and nothing to wait for. */
+	if (!a->has_files && !groups && !packing && !pool_settling(sc->pool))
 		return (0);
 	if (a->has_files &&
 	    session_files_check(a, nfds, &spec, code, cause) == -1)
@@ -683,6 +695,8 @@ attach_check_begin(struct attach_checks *sc,
 	TAILQ_INSERT_TAIL(&sc->pending, p, entry);
 	*out = p;
 	if (!a->has_files && !groups) {
+		p->packs = packing ? host->packs : NULL;
+		p->pack_until_ms = clock_now_ms() + INFEED_ATTACH_CHECK_S * 1000;
 		p->settle_until_ms = clock_now_ms() + POOL_SETTLE_MS;
 		attach_pending_settle(p);	/* not ready: it settles */
 		return (1);

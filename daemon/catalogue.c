@@ -153,7 +153,19 @@ catalogue_bad_samples(const struct dataset_conf *dc, struct catalogue_entry *e,
 	return (-1);
 }
 
-/* Count @ds's memory in @cat's, if @room holds it; else log why not. */
+/* Log that @name is refused, for @cause (consumed), and keep why. */
+static void
+catalogue_refuse(struct catalogue *cat, const char *name, char *cause)
+{
+	log_warnx("dataset '%s' refused: %s", name, cause);
+	cat->refused = xreallocarray(cat->refused, 2 * (cat->nrefused + 1),
+	    sizeof(*cat->refused));
+	cat->refused[2 * cat->nrefused] = xstrdup(name);
+	cat->refused[2 * cat->nrefused + 1] = cause;
+	cat->nrefused++;
+}
+
+/* Count @ds's memory in @cat's, if @room holds it; else say why not. */
 static int
 catalogue_charge(struct catalogue *cat, const struct dataset *ds,
     uint64_t room)
@@ -162,14 +174,14 @@ catalogue_charge(struct catalogue *cat, const struct dataset *ds,
 
 	if (ds->memory > UINT64_MAX / CATALOGUE_COPIES ||
 	    cat->memory > room || need > room - cat->memory) {
-		log_warnx("dataset '%s' refused: it keeps %llu bytes in memory "
-		    "(its packing of rows, %llu bytes, in the daemon and in "
-		    "the workers' fork server), and memory_budget has %llu "
-		    "bytes left for it; raise memory_budget, or for a tokens "
-		    "dataset set 'repack = none' (20 bytes a piece less) or a "
-		    "larger seq_len", ds->name, (unsigned long long)need,
+		catalogue_refuse(cat, ds->name, xasprintf("it keeps %llu bytes "
+		    "in memory (its packing of rows, %llu bytes, in the daemon "
+		    "and in the workers' fork server), and memory_budget has "
+		    "%llu bytes left for it; raise memory_budget, or for a "
+		    "tokens dataset set 'repack = none' (20 bytes a piece "
+		    "less) or a larger seq_len", (unsigned long long)need,
 		    (unsigned long long)ds->memory, (unsigned long long)(
-		    cat->memory < room ? room - cat->memory : 0));
+		    cat->memory < room ? room - cat->memory : 0)));
 		return (-1);
 	}
 	cat->memory += need;
@@ -234,8 +246,7 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 		cause = NULL;
 		if (catalogue_groups(dc, e, &cause) == -1 ||
 		    catalogue_bad_samples(dc, e, &cause) == -1) {
-			log_warnx("dataset '%s' refused: %s", dc->name, cause);
-			free(cause);
+			catalogue_refuse(cat, dc->name, cause);
 			free(e->groups);
 			memset(e, 0, sizeof(*e));
 			continue;
@@ -255,21 +266,23 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 			continue;
 		}
 		t0 = catalogue_remote_start(dc);
-		cat->datasets[cat->ndatasets] = dataset_open(dc, &cause);
+		/* Each copy's share of the room, refused before it is made. */
+		cat->datasets[cat->ndatasets] = dataset_open_within(dc,
+		    room > cat->memory ? (room - cat->memory) /
+		    CATALOGUE_COPIES : 0, &cause);
 		if (cat->datasets[cat->ndatasets] == NULL) {
-			log_warnx("dataset '%s' refused: %s", dc->name,
-			    cause ? cause : "unknown error");
-			free(cause);
+			catalogue_refuse(cat, dc->name, cause != NULL ? cause :
+			    xstrdup("unknown error"));
 			free(e->groups);
 			memset(e, 0, sizeof(*e));
 			continue;
 		}
 		ds = cat->datasets[cat->ndatasets];
 		if (e->bad_replace && !ds->encoded) {
-			log_warnx("dataset '%s' refused: bad_samples = replace "
-			    "is for image datasets (type imagefolder or tar); "
-			    "an array file that cannot be read is an error",
-			    dc->name);
+			catalogue_refuse(cat, dc->name, xstrdup("bad_samples = "
+			    "replace is for image datasets (type imagefolder or "
+			    "tar); an array file that cannot be read is an "
+			    "error"));
 			dataset_free(ds);
 			cat->datasets[cat->ndatasets] = NULL;
 			free(e->groups);
@@ -331,9 +344,25 @@ catalogue_free(struct catalogue *cat)
 		dataset_free(cat->datasets[i]);
 		free(cat->entries[i].groups);
 	}
+	for (i = 0; i < 2 * cat->nrefused; i++)
+		free(cat->refused[i]);
+	free(cat->refused);
 	free(cat->entries);
 	free(cat->datasets);
 	free(cat);
+}
+
+/* Why the section called @name was refused at open, or NULL. */
+const char *
+catalogue_refusal(const struct catalogue *cat, const char *name)
+{
+	size_t	i;
+
+	for (i = 0; i < cat->nrefused; i++) {
+		if (strcmp(cat->refused[2 * i], name) == 0)
+			return (cat->refused[2 * i + 1]);
+	}
+	return (NULL);
 }
 
 /* Look a dataset up by name. */

@@ -33,6 +33,8 @@ struct catalogue {
 	 * daemon charges it to memory_budget.
 	 */
 	uint64_t		  memory;
+	char			**refused;	/* name, why: a pair each */
+	size_t			  nrefused;
 };
 
 /* The copies of a dataset's memory: the daemon's and the fork server's. */
@@ -44,7 +46,8 @@ struct catalogue {
  * open, to the new catalogue (so their sessions go on); a mix moves over
  * only when its sources' sections did not change either.  A new dataset
  * that keeps memory (ds->memory, CATALOGUE_COPIES times) past @room with
- * the others is refused, saying so: @room is what memory_budget has for
+ * the others is refused, saying so, by its reader before it is made
+ * (dataset_open_within()) or after: @room is what memory_budget has for
  * the catalogue (UINT64_MAX in the fork server, which charges nothing).
  */
 struct catalogue *catalogue_open(const struct config *conf,
@@ -71,6 +74,13 @@ void		  catalogue_disown(struct catalogue *old,
  * catalogue_free() - close the datasets still owned; NULL is a no-op.
  */
 void		  catalogue_free(struct catalogue *cat);
+
+/**
+ * catalogue_refusal() - why the section called @name was refused when
+ * @cat opened (what the log says after "refused: "), or NULL.
+ */
+const char	 *catalogue_refusal(const struct catalogue *cat,
+		      const char *name);
 
 /**
  * catalogue_find() - the dataset called @name and its *@index, or NULL.

@@ -33,6 +33,7 @@
 #include "daemon.h"
 #include "io-batch.h"
 #include "log.h"
+#include "packings.h"
 #include "reader-remote.h"
 #include "stats.h"
 #include "version.h"
@@ -45,6 +46,19 @@ daemon_hup_cb(evutil_socket_t sig, short ev, void *arg)
 	(void)sig;
 	(void)ev;
 	daemon_reload(arg);
+}
+
+static void	daemon_reload_from(struct daemon *, bool);
+
+/*
+ * A packing for a seq_len is wanted, or no longer used: reload the
+ * running configuration, not the file (an edit not yet sent with SIGHUP
+ * is not the trainers' to apply).
+ */
+static void
+daemon_reload_packings(void *arg)
+{
+	daemon_reload_from(arg, false);
 }
 
 /* Tell systemd we are alive. */
@@ -262,6 +276,8 @@ daemon_start(const struct daemon_args *args)
 	ph.budget = &d->budget;
 	ph.autotune = d->autotune;
 	ph.started_ms = d->started_ms;
+	ph.packs = d->packs = packings_new(d->base, daemon_reload_packings,
+	    d);
 	d->peers = peers_new(&ph);
 	if (!args->service)
 		return (d);
@@ -345,6 +361,7 @@ daemon_free(struct daemon *d)
 	if (d->ev_autotune != NULL)
 		event_free(d->ev_autotune);
 	peers_free(d->peers);
+	packings_free(d->packs);	/* after the sessions that use them */
 	autotune_free(d->autotune);
 	listen_free(d->listener);
 	ring_budget_clear(&d->budget);
@@ -437,6 +454,7 @@ daemon_reload_switch(void *arg)
 	d->reload = NULL;
 	cache_heads_forget();
 	catalogue_disown(d->cat, ncat);
+	packings_reloaded(d->packs, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
 	/* The datasets' memory: the old catalogue's is given back. */
@@ -458,7 +476,7 @@ daemon_reload_switch(void *arg)
 	    ncat->ndatasets);
 	if (d->reload_again) {
 		d->reload_again = false;
-		daemon_reload(d);
+		daemon_reload_from(d, d->reload_file);
 	}
 }
 
@@ -533,14 +551,22 @@ daemon_reload_heads(struct daemon *d, struct config *nconf)
 	return (true);
 }
 
-/*
- * Reload the configuration; the old one stays if the new one is bad.  The
- * remote datasets' servers are asked first, then the datasets open, each
- * on a thread while the loop serves the old catalogue; a SIGHUP meanwhile
- * reloads again once this one is done.
- */
+/* Reload the configuration file. */
 void
 daemon_reload(struct daemon *d)
+{
+	daemon_reload_from(d, true);
+}
+
+/*
+ * Reload the configuration, the file's (@file) or the running one's for
+ * the packings; the old one stays if the new one is bad.  The remote
+ * datasets' servers are asked first, then the datasets open, each on a
+ * thread while the loop serves the old catalogue; a reload asked for
+ * meanwhile follows once this one is done (the file's if any was).
+ */
+static void
+daemon_reload_from(struct daemon *d, bool file)
 {
 	struct config		*nconf;
 	char			*cause = NULL;
@@ -548,18 +574,27 @@ daemon_reload(struct daemon *d)
 	if (d->reload != NULL || d->reload_conf != NULL) {
 		log_info("reload: the last one is still under way; this one "
 		    "follows it");
+		d->reload_file = (d->reload_again && d->reload_file) || file;
 		d->reload_again = true;
 		return;
 	}
 	sd_notify(0, "RELOADING=1");
-	log_info("reloading %s", d->conf->path);
-	if ((nconf = config_load(d->conf->path, &cause)) == NULL) {
+	if (!file) {
+		log_info("reloading the running configuration for the "
+		    "packings trainers asked for");
+		nconf = config_copy(d->conf);
+	} else
+		log_info("reloading %s", d->conf->path);
+	if (file && (nconf = config_load(d->conf->path, &cause)) == NULL) {
 		log_warnx("reload refused, the running configuration stays: "
 		    "%s", cause);
 		sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", cause);
 		free(cause);
+		packings_reloaded(d->packs, NULL);
 		return;
 	}
+	/* The packings that trainers asked for, made again (packings.h). */
+	packings_sections(d->packs, nconf);
 	/* The socket and pool size need a restart; keep what runs. */
 	if (strcmp(nconf->socket_path, d->conf_socket) != 0)
 		log_warnx("reload: the socket path (now %s) changes only at "

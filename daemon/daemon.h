@@ -15,8 +15,8 @@
  *
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
- *   -> autotune -> session -> group -> consumer -> producer
- *   -> session-check -> pool -> forker -> worker
+ *   -> autotune -> session -> group -> consumer -> producer -> group-store
+ *   -> session-check -> packings -> pool -> forker -> worker
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
  *   the readers and what they share), image (image/: decoders and image
@@ -87,6 +87,8 @@ struct daemon {
 	struct event		*ev_reload;
 	struct daemon_reload	*reload;	/* NULL: no open under way */
 	bool			 reload_again;	/* SIGHUP meanwhile */
+	bool			 reload_file;	/* ... it reads the file */
+	struct packings		*packs;		/* made for a seq_len */
 };
 
 struct daemon_args {

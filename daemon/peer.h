@@ -46,6 +46,7 @@ struct peers_host {
 	struct ring_budget	*budget;
 	const struct autotune	*autotune;	/* NULL: a fixed pool */
 	uint64_t		 started_ms;
+	struct packings		*packs;		/* packings on demand */
 };
 
 /* What a peer asks of the registry that holds it (peers.c). */

@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "log.h"
 #include "packing.h"
+#include "packings.h"
 #include "session-check.h"
 #include "utf8.h"
 #include "xmalloc.h"
@@ -67,27 +68,58 @@ session_conf_same_but(const struct dataset_conf *a,
 }
 
 /*
- * A token dataset's seq_len asked for (0: its own), up to
- * PACKING_SEQ_LEN_MAX.  A packing is made when its section opens, so
- * another seq_len is served by a section of the catalogue that says what
- * the asked one says but for seq_len (and its name): the session reads
- * that one instead (src->ds and ds_index).  Its allow_groups are the
- * same, so the access already judged holds.
+ * The section of @cat that says what section @index says but for seq_len
+ * (and its name), with seq_len @seq_len: its index, or SIZE_MAX.
  */
-static int
-session_check_seq_len(const struct catalogue *cat,
-    struct session_source *src, const struct session_options *o,
-    char **cause)
+static size_t
+session_seq_len_section(const struct catalogue *cat, size_t index,
+    uint32_t seq_len)
 {
-	const struct dataset	*ds = src->ds, *d;
-	bool			 tokens = strcmp(ds->type, "tokens") == 0 ||
-				    strcmp(ds->type, "mix") == 0;
+	const struct dataset	*ds = cat->datasets[index], *d;
 	size_t			 i;
 
-	if (o->seq_len == 0 || (tokens && ds->ndim == 2 &&
+	for (i = 0; i < cat->ndatasets; i++) {
+		d = cat->datasets[i];
+		if (d != ds && strcmp(d->type, ds->type) == 0 &&
+		    d->ndim == 2 && d->shape[1] == seq_len &&
+		    session_conf_same_but(cat->entries[i].conf,
+		    cat->entries[index].conf, "seq_len"))
+			return (i);
+	}
+	return (SIZE_MAX);
+}
+
+/* Whether @ds is a tokens (or mix) dataset of rows, the rows of seq_len. */
+static bool
+session_is_tokens(const struct dataset *ds)
+{
+	return ((strcmp(ds->type, "tokens") == 0 ||
+	    strcmp(ds->type, "mix") == 0) && ds->ndim == 2);
+}
+
+/*
+ * A token dataset's seq_len asked for (0: its own), up to
+ * PACKING_SEQ_LEN_MAX.  Another seq_len is served by a section of the
+ * catalogue that says what the asked one says but for seq_len (and its
+ * name): the session reads that one instead (src->ds and ds_index).  Its
+ * allow_groups are the same, so the access already judged holds.  A
+ * tokens dataset with no such section gets one made (packings.c); the
+ * Attach waited for it (session_check_packing()).
+ */
+static int
+session_check_seq_len(const struct session_host *host,
+    struct session_source *src, const struct session_options *o,
+    enum errcode *code, char **cause)
+{
+	const struct catalogue	*cat = host->cat;
+	const struct dataset	*ds = src->ds;
+	size_t			 i = SIZE_MAX;
+	int			 rc;
+
+	if (o->seq_len == 0 || (session_is_tokens(ds) &&
 	    ds->shape[1] == o->seq_len))
 		return (0);
-	if (!tokens || ds->ndim != 2) {
+	if (!session_is_tokens(ds)) {
 		*cause = xasprintf("seq_len = %u is for token datasets (type "
 		    "tokens or mix); '%s' is of type %s: leave seq_len unset",
 		    o->seq_len, ds->name, ds->type);
@@ -99,26 +131,57 @@ session_check_seq_len(const struct catalogue *cat,
 		    (unsigned long long)ds->shape[1], PACKING_SEQ_LEN_MAX);
 		return (-1);
 	}
-	for (i = 0; !src->own_ds && i < cat->ndatasets; i++) {
-		d = cat->datasets[i];
-		if (d != ds && strcmp(d->type, ds->type) == 0 &&
-		    d->ndim == 2 && d->shape[1] == o->seq_len &&
-		    session_conf_same_but(cat->entries[i].conf,
-		    cat->entries[src->ds_index].conf, "seq_len")) {
-			src->ds = cat->datasets[i];
-			src->ds_index = i;
-			return (0);
-		}
+	if (!src->own_ds)
+		i = session_seq_len_section(cat, src->ds_index, o->seq_len);
+	if (i != SIZE_MAX) {
+		src->ds = cat->datasets[i];
+		src->ds_index = i;
+		return (0);
 	}
-	*cause = xasprintf("dataset '%s' is packed in rows of seq_len %llu "
-	    "(its section's); seq_len = %u needs a section of its own over "
-	    "the same files, such as [dataset %s-%u] with the same keys and "
-	    "seq_len = %u (infeedd packs a dataset when it opens, and then "
-	    "serves it to a trainer asking '%s' with that seq_len), or leave "
-	    "seq_len unset",
-	    ds->name, (unsigned long long)ds->shape[1], o->seq_len, ds->name,
-	    o->seq_len, o->seq_len, ds->name);
+	if (src->own_ds || host->packs == NULL ||
+	    strcmp(ds->type, "tokens") != 0) {
+		*cause = xasprintf("dataset '%s' is packed in rows of seq_len "
+		    "%llu (its section's); seq_len = %u needs a section of its "
+		    "own over the same files, such as [dataset %s-%u] with the "
+		    "same keys and seq_len = %u (infeedd packs a dataset when "
+		    "it opens, and then serves it to a trainer asking '%s' "
+		    "with that seq_len), or leave seq_len unset",
+		    ds->name, (unsigned long long)ds->shape[1], o->seq_len,
+		    ds->name, o->seq_len, o->seq_len, ds->name);
+		return (-1);
+	}
+	rc = packings_want(host->packs, cat, src->ds_index, o->seq_len, cause);
+	if (rc == 1) {
+		*code = ERRCODE_RESOURCE_EXHAUSTED;
+		*cause = xasprintf("seq_len = %u: dataset '%s' is being packed "
+		    "at that seq_len for this trainer; it was not ready in "
+		    "time: attach again in a moment", o->seq_len, ds->name);
+	} else if (rc == -1)
+		*code = ERRCODE_RESOURCE_EXHAUSTED;
 	return (-1);
+}
+
+/* Whether Attach @a waits for a packing (see session-check.h). */
+bool
+session_check_packing(const struct session_host *host,
+    const struct session_attach *a)
+{
+	const struct dataset	*ds;
+	size_t			 index;
+	uint32_t		 seq_len = a->options.seq_len;
+	char			*cause = NULL;
+	int			 rc;
+
+	if (host->packs == NULL || a->has_files || seq_len == 0 ||
+	    seq_len > PACKING_SEQ_LEN_MAX ||
+	    (ds = catalogue_find(host->cat, a->dataset, &index)) == NULL ||
+	    strcmp(ds->type, "tokens") != 0 || ds->ndim != 2 ||
+	    ds->shape[1] == seq_len ||
+	    session_seq_len_section(host->cat, index, seq_len) != SIZE_MAX)
+		return (false);
+	rc = packings_want(host->packs, host->cat, index, seq_len, &cause);
+	free(cause);		/* session_check() says it again */
+	return (rc == 1);
 }
 
 /*
@@ -380,7 +443,7 @@ session_check(const struct session_host *host,
 	INFEED_LOADER_OPTIONS(SESSION_CHECK_LIMIT)
 #undef SESSION_CHECK_LIMIT
 	if (session_check_label_dtype(src, o, cause) == -1 ||
-	    session_check_seq_len(host->cat, src, o, cause) == -1)
+	    session_check_seq_len(host, src, o, code, cause) == -1)
 		return (-1);
 	memset(&so, 0, sizeof(so));
 	so.samples = src->ds->samples;

@@ -23,6 +23,7 @@
 #include "transform.h"
 
 struct event_base;
+struct packings;
 struct pool;
 struct ring_budget;
 
@@ -77,7 +78,9 @@ struct session_host {
 	struct ring_budget	*budget;
 	const char		*config_path;	/* for messages */
 	uint64_t		 group_window;	/* bytes; 0: groups keep none */
+	uint64_t		 group_linger_ms; /* a group's store, after it */
 	struct event_base	*base;	/* NULL: no shared groups (tests) */
+	struct packings		*packs;	/* NULL: no packing on demand */
 };
 
 /* Who attaches, for access control and logs. */
@@ -113,6 +116,15 @@ struct session_source {
 	uint64_t		 out_shape[INFEED_MAX_DIMS]; /* of a row */
 	uint32_t		 out_dims;
 };
+
+/**
+ * session_check_packing() - whether Attach @a asks a tokens dataset for a
+ * seq_len that no section packs, and a packing of it is under way
+ * (packings_want(): this call starts it): the Attach waits for it before
+ * session_check().  Not for a client's files.
+ */
+bool		 session_check_packing(const struct session_host *host,
+		     const struct session_attach *a);
 
 /**
  * session_check() - judge Attach @a of @client against @host's catalogue:

@@ -18,6 +18,7 @@
 #include "consumer.h"
 #include "group.h"
 #include "log.h"
+#include "packings.h"
 #include "producer.h"
 #include "sampler.h"
 #include "session.h"
@@ -31,6 +32,7 @@ struct session {
 	struct session_source	 src;		/* its data and sampler */
 	uint64_t		 table_charged;	/* its table's, to the budget */
 	struct session_options	 opts;		/* a copy, for status */
+	char			*packing;	/* its dataset's, if on demand */
 	struct producer_spec	 spec;	/* its own producer's, alone or left */
 	struct consumer		 rd;	/* its reader: position, Nexts, slots */
 	struct group_member	 gm;	/* gm.g NULL: in no group (any more) */
@@ -94,6 +96,7 @@ session_join(struct session *s, const struct session_attach *a,
 			session_source_clear(&src);
 			return (-1);
 		}
+		pa.options.seq_len = 0;		/* as s->opts: src.ds's own */
 		g = group_new(session_new_id(), &s->host, &s->client,
 		    &pa.options, &src, code, cause);
 		if (g == NULL)
@@ -135,6 +138,12 @@ session_new(const struct session_host *host,
 	    cause) == -1)
 		goto fail;
 	session_options_copy(&s->opts, o);
+	/*
+	 * The seq_len asked for is src.ds's own now (session_check() chose
+	 * the section): 0, so that a session that named it and one that
+	 * left it unset, or named that section, share a group.
+	 */
+	s->opts.seq_len = 0;
 	producer_spec_init(&s->spec, host, client, o, &s->src,
 	    &s->table_charged);
 	if (group_may_share(host, &s->opts, &s->src)) {
@@ -176,6 +185,9 @@ session_new(const struct session_host *host,
 		group_start(s->gm.g);
 	else if (o->early_preload)
 		producer_start(s->rd.own);
+	/* A packing made for a seq_len lives while sessions use it. */
+	if (!s->src.own_ds && packings_use(host->packs, s->src.ds->name, 1))
+		s->packing = xstrdup(s->src.ds->name);
 	return (s);
 
 fail:
@@ -191,6 +203,9 @@ session_free(struct session *s)
 		return;
 	group_quit(&s->gm);
 	consumer_clear(&s->rd);
+	if (s->packing != NULL)
+		packings_use(s->host.packs, s->packing, -1);
+	free(s->packing);
 	session_source_clear(&s->src);
 	free(s->opts.transform.pipeline);
 	ring_budget_uncharge(s->host.budget, s->table_charged);

@@ -723,6 +723,10 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	d->bytes = 0;
 	d->replaced = 0;
 	d->text[0] = '\0';
+	/* A remote reader's later steps download while these rows decode. */
+	if (!inflight)
+		dataset_read_ahead(ds, indices + (job->row_end -
+		    job->row_begin), job->ahead);
 	for (r = job->row_begin; r < job->row_end && j.rc == WORKER_OK; r++) {
 		idx = indices[r - job->row_begin];
 		if (idx >= ds->samples) {

@@ -191,6 +191,14 @@ dataset_keep_paths(struct dataset *ds, const struct dataset_conf *conf,
 struct dataset *
 dataset_open(const struct dataset_conf *conf, char **cause)
 {
+	return (dataset_open_within(conf, UINT64_MAX, cause));
+}
+
+/* Open it, keeping at most @room bytes in memory. */
+struct dataset *
+dataset_open_within(const struct dataset_conf *conf, uint64_t room,
+    char **cause)
+{
 	struct dataset	*ds;
 	const char	*type;
 	char		*known, buf[128];
@@ -206,6 +214,7 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 		return (NULL);
 	}
 	ds->serial = ++dataset_serials;
+	ds->memory_room = room;
 
 	known = dataset_known_types();
 	type = dataset_conf_get(conf, "type");
@@ -283,7 +292,8 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 void
 dataset_sections(const struct dataset_conf *confs, size_t n)
 {
-	dataset_mix_sections(confs, n, confs != NULL ? dataset_open : NULL);
+	dataset_mix_sections(confs, n, confs != NULL ? dataset_open_within :
+	    NULL);
 }
 
 /* Refuse what a client's Files says before touching its files. */
@@ -613,6 +623,14 @@ dataset_sample_brief(const struct dataset *ds, uint64_t index, char *buf,
 	return (dataset_sample_where(ds, index, buf, len));
 }
 
+
+/* Start fetching later steps' samples @idx. */
+void
+dataset_read_ahead(const struct dataset *ds, const uint64_t *idx, uint32_t n)
+{
+	if (ds->ops->read_ahead != NULL && n > 0)
+		ds->ops->read_ahead(ds, idx, n);
+}
 
 /* A session's order, for the reader's use. */
 void *

@@ -72,6 +72,15 @@ const char	*dataset_key_guess(const char *key, const char *const *keys);
 struct dataset	*dataset_open(const struct dataset_conf *conf, char **cause);
 
 /**
+ * dataset_open_within() - dataset_open() of a dataset that may keep
+ * @room bytes in memory at most (ds->memory: a tokens packing); past
+ * that it is refused, saying so, before its reader allocates them.
+ * dataset_open() is dataset_open_within() with no limit.
+ */
+struct dataset	*dataset_open_within(const struct dataset_conf *conf,
+		    uint64_t room, char **cause);
+
+/**
  * dataset_sections() - the configuration's @n dataset sections, which a
  * mix (type = mix) may name as its sources, while the catalogue opens
  * them; NULL, 0 after.  Not thread-safe: the loop's, at open and reload.
@@ -234,6 +243,15 @@ char		*dataset_sample_where(const struct dataset *ds, uint64_t index,
  */
 char		*dataset_sample_brief(const struct dataset *ds, uint64_t index,
 		    char *buf, size_t len);
+
+/**
+ * dataset_read_ahead() - start fetching the @n samples @idx of later
+ * steps, waiting for none (a remote reader downloads them into the host's
+ * cache in threads of the calling worker: cache_object_prefetch()), so
+ * that their reads find them there.  A no-op for a reader without it.
+ */
+void		 dataset_read_ahead(const struct dataset *ds,
+		    const uint64_t *idx, uint32_t n);
 
 /**
  * dataset_order_new() - tell @ds's reader that a session reads it in the

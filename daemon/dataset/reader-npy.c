@@ -85,6 +85,8 @@ static int	npy_remote_read(const struct dataset *, uint64_t, void *,
 static void	npy_remote_close(struct dataset *);
 static void	*npy_remote_order_new(const struct dataset *,
 		    const struct sampler_opts *);
+static void	 npy_remote_read_ahead(const struct dataset *,
+		    const uint64_t *, uint32_t);
 static int	npy_samples_set(struct dataset *, const char *,
 		    const struct npy_header *, uint64_t *, char **);
 static int	npy_labels_set(struct dataset *, const char *, const char *,
@@ -112,6 +114,7 @@ const struct dataset_ops dataset_remote_npy_ops = {
 	.order_new = npy_remote_order_new,
 	.order_at = dataset_remote_order_at,
 	.order_free = dataset_remote_order_free,
+	.read_ahead = npy_remote_read_ahead,
 };
 
 const struct dataset_ops dataset_npy_ops = {
@@ -698,6 +701,17 @@ npy_remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
 
 	return (dataset_remote_order_new(ds, r->data, r->data_off, r->labels,
 	    r->labels_off, opts));
+}
+
+/* Start downloading later steps' records, after each array's header. */
+static void
+npy_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
+    uint32_t n)
+{
+	const struct npy_remote	*r = ds->priv;
+
+	dataset_remote_read_ahead(ds, r->data, r->data_off, r->labels,
+	    r->labels_off, idx, n);
 }
 
 /* Close both objects. */

@@ -53,6 +53,8 @@ static int	remote_raw_read(const struct dataset *, uint64_t, void *,
 static void	remote_raw_close(struct dataset *);
 static void	*remote_raw_order_new(const struct dataset *,
 		    const struct sampler_opts *);
+static void	 remote_raw_read_ahead(const struct dataset *,
+		    const uint64_t *, uint32_t);
 
 const struct dataset_ops dataset_remote_raw_ops = {
 	.type = "raw",
@@ -66,6 +68,7 @@ const struct dataset_ops dataset_remote_raw_ops = {
 	.order_new = remote_raw_order_new,
 	.order_at = dataset_remote_order_at,
 	.order_free = dataset_remote_order_free,
+	.read_ahead = remote_raw_read_ahead,
 };
 
 /* A session's cursors on a remote raw dataset's two objects. */
@@ -251,6 +254,35 @@ dataset_remote_record(const struct dataset *ds, struct cache_object *data,
 	return (0);
 }
 
+/* Start downloading later steps' records @idx and their labels. */
+void
+dataset_remote_read_ahead(const struct dataset *ds, struct cache_object *data,
+    uint64_t data_off, struct cache_object *labels, uint64_t labels_off,
+    const uint64_t *idx, uint32_t n)
+{
+	size_t		lsize = dtype_size(ds->label_dtype);
+	uint32_t	i;
+
+	for (i = 0; i < n; i++) {
+		if (idx[i] >= ds->samples)
+			continue;
+		cache_object_prefetch(data, data_off + idx[i] *
+		    ds->sample_bytes, ds->sample_bytes);
+		cache_object_prefetch(labels, labels_off + idx[i] * lsize,
+		    lsize);
+	}
+}
+
+/* Later steps' records of a remote raw dataset: from byte 0. */
+static void
+remote_raw_read_ahead(const struct dataset *ds, const uint64_t *idx,
+    uint32_t n)
+{
+	const struct remote_raw	*r = ds->priv;
+
+	dataset_remote_read_ahead(ds, r->data, 0, r->labels, 0, idx, n);
+}
+
 /* Close both objects. */
 static void
 remote_raw_close(struct dataset *ds)
@@ -274,6 +306,15 @@ remote_raw_order_new(const struct dataset *ds, const struct sampler_opts *opts)
 	return (dataset_remote_order_new(ds, r->data, 0, r->labels, 0, opts));
 }
 
+/* A new key for a session's cursors: the daemon's pid and a count. */
+uint64_t
+dataset_remote_order_key(void)
+{
+	static uint32_t	count;
+
+	return ((uint64_t)getpid() << 32 | count++);
+}
+
 /*
  * A session's order: a cursor on each object, or NULL when cache_dir
  * refuses one (eviction then goes without this session's order).
@@ -283,9 +324,8 @@ dataset_remote_order_new(const struct dataset *ds, struct cache_object *data,
     uint64_t data_off, struct cache_object *labels, uint64_t labels_off,
     const struct sampler_opts *opts)
 {
-	static uint32_t		 count;
 	struct remote_order	*ro;
-	uint64_t		 key = (uint64_t)getpid() << 32 | count++;
+	uint64_t		 key = dataset_remote_order_key();
 	char			*why = NULL;
 
 	if ((ro = calloc(1, sizeof *ro)) == NULL)

@@ -62,4 +62,17 @@ void	*dataset_remote_order_new(const struct dataset *ds,
 void	 dataset_remote_order_at(void *order, uint64_t epoch, uint64_t row);
 void	 dataset_remote_order_free(void *order);
 
+/* dataset_remote_order_key() - a key for a new session's cursors. */
+uint64_t dataset_remote_order_key(void);
+
+/**
+ * dataset_remote_read_ahead() - start downloading records @idx (@n, of
+ * later steps) of @data and their labels in @labels, as
+ * dataset_remote_record() reads them, waiting for none.
+ */
+void	 dataset_remote_read_ahead(const struct dataset *ds,
+	    struct cache_object *data, uint64_t data_off,
+	    struct cache_object *labels, uint64_t labels_off,
+	    const uint64_t *idx, uint32_t n);
+
 #endif /* INFEED_READER_REMOTE_H */

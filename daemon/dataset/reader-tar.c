@@ -88,6 +88,11 @@
 #define TAR_MAX_PAX	(1024 * 1024)	/* a pax header's records */
 #define TAR_MAX_CLS	4096		/* a .cls member */
 #define TAR_REMOTE_WINDOW CACHE_BLOCK	/* a remote shard's: a cache block */
+/*
+ * A session's order is shared for at most this many shards x samples: the
+ * process that evicts walks each shard's epoch (cache.c).
+ */
+#define TAR_ORDER_MAX	((uint64_t)1 << 24)
 #define TAR_REMOTE_AHEAD (8 * CACHE_BLOCK)	/* asked for at once to index */
 #define TAR_MAX_INDEX	(64 * 1024 * 1024)	/* an index = file */
 
@@ -114,6 +119,9 @@ struct tar {
 	 * and whether this process indexed it yet. */
 	uint64_t		*first;
 	uint8_t			*ready;
+	/* The read-ahead call that last asked a whole shard (a worker's). */
+	uint32_t		*ahead_call;
+	uint32_t		 ahead_calls;
 };
 
 /* A cursor over the members of one shard. */
@@ -181,6 +189,12 @@ static int	tar_fail(struct tar_iter *, const char *, ...)
 
 static int	tar_remote_read(const struct dataset *, uint64_t,
 		    struct dataset_buf *, int64_t *);
+static void	tar_remote_read_ahead(const struct dataset *,
+		    const uint64_t *, uint32_t);
+static void	*tar_remote_order_new(const struct dataset *,
+		    const struct sampler_opts *);
+static void	tar_remote_order_at(void *, uint64_t, uint64_t);
+static void	tar_remote_order_free(void *);
 
 const struct dataset_ops dataset_remote_tar_ops = {
 	.type = "tar",
@@ -192,6 +206,10 @@ const struct dataset_ops dataset_remote_tar_ops = {
 	.read_encoded = tar_remote_read,
 	.sample_where = tar_where,
 	.sample_brief = tar_brief,
+	.read_ahead = tar_remote_read_ahead,
+	.order_new = tar_remote_order_new,
+	.order_at = tar_remote_order_at,
+	.order_free = tar_remote_order_free,
 };
 
 const struct dataset_ops dataset_tar_ops = {
@@ -1711,6 +1729,125 @@ tar_read(const struct dataset *ds, uint64_t index, struct dataset_buf *buf,
 	return (0);
 }
 
+/*
+ * Start downloading later steps' samples @idx into the host's cache
+ * (cache_object_prefetch()): a member's bytes, or all of a shard this
+ * process has not indexed (with index =: its index reads all of it,
+ * tar_remote_fill()), or a shard not opened here, its HEAD in the
+ * prefetch thread (cache_url_prefetch()).  A shard that will not open is
+ * left to the read, which says why.
+ */
+static void
+tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
+    uint32_t n)
+{
+	struct tar		*t = ds->priv;
+	const struct tar_sample	*s;
+	uint32_t		 i, k, call;
+
+	if (t->ahead_call == NULL &&
+	    (t->ahead_call = calloc(t->nshards, sizeof *t->ahead_call)) == NULL)
+		return;
+	call = ++t->ahead_calls;
+	for (i = 0; i < n; i++) {
+		if (idx[i] >= ds->samples)
+			continue;
+		s = &t->s[idx[i]];
+		k = s->shard;
+		/* A whole shard is asked once a call, not once a sample. */
+		if ((t->objs[k] == NULL || (t->lazy && !t->ready[k])) &&
+		    t->ahead_call[k] == call)
+			continue;
+		t->ahead_call[k] = call;
+		if (t->objs[k] == NULL)
+			cache_url_prefetch(t->paths[k]);	/* its HEAD too */
+		else if (t->lazy && !t->ready[k])
+			cache_object_prefetch(t->objs[k], 0,
+			    cache_object_size(t->objs[k]));
+		else
+			cache_object_prefetch(t->objs[k], s->off, s->size);
+	}
+}
+
+/* A session's cursors on the shards of a remote tar set. */
+struct tar_order {
+	struct cache_cursor	**c;
+	uint32_t		  n;
+};
+
+/*
+ * A session's order of a remote tar set, for the host's cache to evict
+ * by: a cursor on each shard this process has open (all but with index
+ * =, whose shards the workers open), its samples first..end-1 taken to
+ * lie evenly over it (record i at (i - first) x size / count: members
+ * differ in size, so a block's place in the order is near, not exact).
+ * NULL for sets past TAR_ORDER_MAX: eviction then goes without it.
+ */
+static void *
+tar_remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
+{
+	struct tar		*t = ds->priv;
+	struct tar_order	*to;
+	uint64_t		 key = dataset_remote_order_key(), first, end;
+	uint64_t		 stride;
+	uint32_t		 k;
+	char			*why = NULL;
+
+	if ((uint64_t)t->nshards * ds->samples > TAR_ORDER_MAX ||
+	    (to = calloc(1, sizeof *to)) == NULL)
+		return (NULL);
+	if ((to->c = calloc(t->nshards, sizeof *to->c)) == NULL) {
+		free(to);
+		return (NULL);
+	}
+	for (first = 0, k = 0; k < t->nshards; k++, first = end) {
+		if (t->lazy)
+			end = t->first[k + 1];
+		else
+			for (end = first; end < ds->samples &&
+			    t->s[end].shard == k; end++)
+				;
+		if (t->objs[k] == NULL || end == first)
+			continue;
+		stride = cache_object_size(t->objs[k]) / (end - first);
+		if (stride == 0)
+			stride = 1;
+		to->c[to->n] = cache_cursor_new(t->objs[k], key,
+		    (uint64_t)0 - first * stride, stride, opts, &why);
+		free(why);
+		why = NULL;
+		if (to->c[to->n] != NULL)
+			to->n++;
+	}
+	return (to);
+}
+
+/* The session reads (epoch, row) next. */
+static void
+tar_remote_order_at(void *arg, uint64_t epoch, uint64_t row)
+{
+	struct tar_order	*to = arg;
+	uint32_t		 k;
+
+	for (k = 0; k < to->n; k++)
+		cache_cursor_at(to->c[k], epoch, row);
+}
+
+/* Remove the cursors. */
+static void
+tar_remote_order_free(void *arg)
+{
+	struct tar_order	*to = arg;
+	uint32_t		 k;
+
+	if (to == NULL)
+		return;
+	for (k = 0; k < to->n; k++)
+		cache_cursor_free(to->c[k]);
+	free(to->c);
+	free(to);
+}
+
 /* Read an image member of a remote shard through the host's cache. */
 static int
 tar_remote_read(const struct dataset *ds, uint64_t index,
@@ -1850,6 +1987,7 @@ tar_close(struct dataset *ds)
 	free(t->objs);
 	free(t->first);
 	free(t->ready);
+	free(t->ahead_call);
 	free(t->fds);
 	free(t->paths);
 	free(t->s);

@@ -83,6 +83,11 @@ struct dataset {
 	 */
 	uint64_t		 memory;
 	/*
+	 * What ds->memory may come to (dataset_open_within()): a reader
+	 * refuses, before it allocates, what would pass it.
+	 */
+	uint64_t		 memory_room;
+	/*
 	 * A token dataset's documents and the real tokens in its rows
 	 * (samples: the packed rows of shape[1] tokens); 0 for others.
 	 */
@@ -139,6 +144,12 @@ struct dataset_ops {
 			    const struct sampler_opts *);
 	void		(*order_at)(void *, uint64_t epoch, uint64_t row);
 	void		(*order_free)(void *);
+	/*
+	 * Start fetching samples @idx (@n, a later step's) without waiting
+	 * for them: dataset_read_ahead() (NULL: nothing to fetch).
+	 */
+	void		(*read_ahead)(const struct dataset *, const uint64_t *idx,
+			    uint32_t n);
 };
 
 /* A worker's buffer for encoded samples, reused from one to the next. */

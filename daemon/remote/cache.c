@@ -54,6 +54,22 @@
  * lock on its byte of the object's lock file): the others that need it
  * wait, then read it from the cache, so it is downloaded once.
  *
+ * The blocks of the steps a session reads ahead (read_ahead) are fetched
+ * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
+ * worker queues them, and CACHE_AHEAD_THREADS threads of its own take
+ * them in order, up to CACHE_AHEAD_BATCH blocks of an object in flight
+ * each (fetch.c's handles are a thread's own), while the worker decodes.
+ * A thread takes a block's lock without waiting: one another process (or
+ * the worker itself) holds is left to it, so nothing is fetched twice,
+ * and a read that needs a block a thread is fetching waits on its lock as
+ * on any other process's.  A prefetch that fails is dropped: the read
+ * fetches the block itself, retries and reports.  What is queued or in
+ * flight is at most a quarter of cache_max (the blocks fetched ahead do
+ * not evict each other before their reads) and CACHE_AHEAD_QUEUE blocks;
+ * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks.
+ * Within the process, cache.lock guards the objects, the plans and the
+ * keeping of a block, which the threads share.
+ *
  * The calls block on the disk and the network: a worker process makes
  * them for the rows it reads; see fetch.c.  The daemon's own opens (a
  * reload's, on a thread of daemon.c's) need a HEAD each:
@@ -95,6 +111,10 @@
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
 #define CACHE_NONE		UINT32_MAX
 #define CACHE_READERS		16	/* workers a cursor says are reading */
+/* Prefetch (cache_object_prefetch()), in each process that asks it. */
+#define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
+#define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
+#define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
 
 /* A cursor file: one session's order of one object, and where it is. */
 struct cache_cursor_file {
@@ -177,6 +197,9 @@ struct cache_object {
 	struct cache_object *next;	/* the process's open objects */
 };
 
+static void	cache_prefetch_forget(struct cache_object *);
+static struct cache_object *cache_ahead_adopt(const char *);
+
 static struct {
 	char		*dir;
 	uint64_t	 max;
@@ -188,9 +211,14 @@ static struct {
 	struct cache_plan *plans;	/* the cursors last scanned */
 	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
 	bool		 trust_meta;	/* cache_trust_meta(): the fork server */
+	/*
+	 * The objects, the plans and the keeping of a block, shared by the
+	 * process's threads (its prefetch threads: cache_object_prefetch()).
+	 */
+	pthread_mutex_t	 lock;
 
 	unsigned	 cursors;	/* cache_cursor_new()'s names */
-} cache;
+} cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* A HEAD asked ahead by cache_heads_start(), and its answer. */
 struct cache_head {
@@ -452,6 +480,7 @@ cache_heads_main(void *arg)
 		}
 		h->rc = fetch_head(h->url, &h->meta, &h->cause);
 	}
+	fetch_thread_end();
 	(void)!write(cache_heads.done[1], "", 1);
 	return (NULL);
 }
@@ -566,8 +595,8 @@ cache_meta_read(const char *path, const char *url, struct fetch_object *meta)
 }
 
 /* @url's object: its blocks kept only if size and ETag are the server's. */
-struct cache_object *
-cache_object_open(const char *url, char **cause)
+static struct cache_object *
+cache_object_make(const char *url, char **cause)
 {
 	struct cache_object	*o;
 	char			 path[PATH_MAX], want[512], have[512];
@@ -628,9 +657,26 @@ cache_object_open(const char *url, char **cause)
 			return (NULL);
 		}
 	}
+	pthread_mutex_lock(&cache.lock);
 	o->next = cache.objects;
 	cache.objects = o;
+	pthread_mutex_unlock(&cache.lock);
 	return (o);
+}
+
+/*
+ * @url's object: one a prefetch thread opened for it (cache_url_prefetch()),
+ * or else cache_object_make()'s.
+ */
+struct cache_object *
+cache_object_open(const char *url, char **cause)
+{
+	struct cache_object	*o;
+
+	*cause = NULL;
+	if ((o = cache_ahead_adopt(url)) != NULL)
+		return (o);
+	return (cache_object_make(url, cause));
 }
 
 /* The object's size. */
@@ -669,7 +715,7 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (-1);
-	if (!o->verified[i]) {
+	if (!__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED)) {
 		if ((buf = malloc(blen)) == NULL) {
 			close(fd);
 			return (-1);
@@ -689,14 +735,14 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 			cache_count(&cache.stats->torn, 1);
 			return (-1);
 		}
-		o->verified[i] = 1;
+		__atomic_store_n(&o->verified[i], 1, __ATOMIC_RELAXED);
 	}
 	ok = pread(fd, dst, len, (off_t)(sizeof h + at)) == (ssize_t)len;
 	if (ok && cache.lru)
 		(void)futimens(fd, NULL);
 	close(fd);
 	if (!ok) {
-		o->verified[i] = 0;
+		__atomic_store_n(&o->verified[i], 0, __ATOMIC_RELAXED);
 		return (-1);
 	}
 	cache_count(&cache.stats->hits, 1);
@@ -729,7 +775,10 @@ cache_plan_walk(const struct cache_cursor_file *f, uint64_t epoch,
 		for (k = 0; k < m; k++, row++) {
 			if (row_of != NULL && idx[k] < f->opts.samples)
 				row_of[idx[k]] = (uint32_t)row;
+			/* Modulo 2^64, records past the object are not its. */
 			off = f->base + idx[k] * f->stride;
+			if (off >= f->object_size)
+				continue;
 			last = (off + f->stride - 1) / f->block;
 			for (b = off / f->block; b <= last && b < nblocks; b++) {
 				if (*n == cap) {
@@ -949,6 +998,32 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 	(void)cache_plan_epoch(p, p->at_epoch);
 }
 
+/* Say in @p's cursor that this process reads (@epoch, @row). */
+static void
+cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
+{
+	int64_t		me = (int64_t)getpid(), none;
+	int		k;
+
+	if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
+		p->slot = -1;
+		for (k = 0; k < CACHE_READERS && p->slot == -1; k++) {
+			none = p->f->readers[k].pid;
+			if ((none == 0 || (kill((pid_t)none, 0) == -1 &&
+			    errno == ESRCH)) &&
+			    __atomic_compare_exchange_n(&p->f->readers[k].pid,
+			    &none, me, false, __ATOMIC_ACQ_REL,
+			    __ATOMIC_ACQUIRE))
+				p->slot = k;
+		}
+		if (p->slot == -1)
+			return;
+	}
+	__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
+	    __ATOMIC_RELEASE);
+	__atomic_store_n(&p->f->readers[p->slot].row, row, __ATOMIC_RELEASE);
+}
+
 /*
  * This process reads the record at @off of folder @dirkey's object: say
  * so in the cursors whose order has it (their reader slot for this
@@ -959,42 +1034,25 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 static void
 cache_plans_track(uint64_t dirkey, uint64_t off)
 {
-	struct cache_plan	*p;
+	struct cache_plan	*p, *q;
 	uint64_t		 idx, epoch;
-	int64_t			 me = (int64_t)getpid(), none;
 	uint32_t		 row;
-	int			 k;
 
 	for (p = cache.plans; p != NULL; p = p->next) {
-		if (p->dirkey != dirkey || p->row_of == NULL ||
-		    off < p->f->base)
+		if (p->dirkey != dirkey || p->row_of == NULL)
 			continue;
 		epoch = __atomic_load_n(&p->f->epoch, __ATOMIC_ACQUIRE);
+		/* Modulo 2^64: a tar shard's base is below 0 (reader-tar.c). */
 		idx = (off - p->f->base) / p->f->stride;
 		if (epoch != p->epoch || idx >= p->f->opts.samples ||
 		    (row = p->row_of[idx]) == CACHE_NONE)
 			continue;
-		if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
-			p->slot = -1;
-			for (k = 0; k < CACHE_READERS && p->slot == -1; k++) {
-				none = p->f->readers[k].pid;
-				if ((none == 0 || (kill((pid_t)none, 0) == -1 &&
-				    errno == ESRCH)) &&
-				    __atomic_compare_exchange_n(
-				    &p->f->readers[k].pid, &none, me, false,
-				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-					p->slot = k;
-			}
-			if (p->slot == -1)
-				continue;
-		}
-		__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
-		    __ATOMIC_RELEASE);
-		__atomic_store_n(&p->f->readers[p->slot].row, row,
-		    __ATOMIC_RELEASE);
+		/* The session's cursors on its other objects: the same row. */
+		for (q = cache.plans; q != NULL; q = q->next)
+			if (q == p || q->f->key == p->f->key)
+				cache_plan_reader(q, epoch, row);
 	}
 }
-
 /*
  * Each plan's readers now: the workers whose row is in the cursor's epoch
  * at or after its row (the others are done), each to the end of its step
@@ -1075,7 +1133,7 @@ cache_next_use(const char *dir, uint64_t dirkey, uint64_t i)
 	struct cache_object	*o;
 	struct cache_plan	*p;
 	uint64_t		 best = UINT64_MAX, d;
-	size_t			 k;
+	size_t			 k, pos;
 
 	for (p = cache.plans; p != NULL; p = p->next)
 		if (p->dirkey == dirkey && (d = cache_plan_distance(p, i)) <
@@ -1084,9 +1142,10 @@ cache_next_use(const char *dir, uint64_t dirkey, uint64_t i)
 	for (o = cache.objects; o != NULL; o = o->next) {
 		if (o->norder == 0 || strcmp(o->dir, dir) != 0)
 			continue;
-		for (k = o->pos; k < o->norder && k - o->pos < best; k++)
+		pos = __atomic_load_n(&o->pos, __ATOMIC_RELAXED);
+		for (k = pos; k < o->norder && k - pos < best; k++)
 			if (o->order[k] == i) {
-				best = k - o->pos;
+				best = k - pos;
 				break;
 			}
 	}
@@ -1237,10 +1296,12 @@ cache_block_store(struct cache_object *o, uint64_t i, const void *p,
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
 		return (cache_fail(cause, "%s: %s (cache_dir)", path,
 		    strerror(errno)));
+	pthread_mutex_lock(&cache.lock);
 	while (flock(fd, LOCK_EX) == -1 && errno == EINTR)
 		;
 	rc = cache_block_write(o, i, p, len, cause);
 	close(fd);
+	pthread_mutex_unlock(&cache.lock);
 	return (rc);
 }
 
@@ -1268,7 +1329,7 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 		    "(%" PRIu64 " bytes): free space there or lower cache_max",
 		    path, i, o->url, strerror(errno), cache.max));
 	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len));
-	o->verified[i] = 1;
+	__atomic_store_n(&o->verified[i], 1, __ATOMIC_RELAXED);
 	return (0);
 }
 
@@ -1315,7 +1376,9 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
+	pthread_mutex_lock(&cache.lock);
 	cache_plans_track(o->dirkey, off);
+	pthread_mutex_unlock(&cache.lock);
 	if ((r = calloc(last - first + 1, sizeof *r)) == NULL)
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	for (i = first; i <= last; i++) {
@@ -1328,6 +1391,7 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    (uint8_t *)dst + (bstart + at - off)) == 0)
 			continue;
 		/* A miss: wait for whoever downloads it, then look again. */
+		cache_count(&cache.stats->waited, 1);
 		if (lockfd == -1 && (snprintf(lpath, sizeof lpath, "%s/lock",
 		    o->dir) >= (int)sizeof lpath || (lockfd = open(lpath,
 		    O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)) {
@@ -1381,6 +1445,366 @@ out:
 	return (rc);
 }
 
+/*
+ * Blocks fetched ahead of their reads (cache_object_prefetch()): a queue
+ * this process's prefetch threads take from, the soonest asked first.
+ */
+static struct {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 more;		/* something queued */
+	pthread_cond_t	 done;		/* a thread put its blocks down */
+	pid_t		 pid;		/* whose threads run; 0: none */
+	struct cache_ahead {
+		struct cache_object	*o;	/* NULL: open @url first */
+		uint64_t		 block;
+		char			*url;
+	} q[CACHE_AHEAD_QUEUE], busy[CACHE_AHEAD_THREADS][CACHE_AHEAD_BATCH];
+	/* Objects the threads opened (an entry's @url), until adopted. */
+	struct cache_object *opened[CACHE_AHEAD_QUEUE];
+	size_t		 nopened;
+	size_t		 head, n;
+	size_t		 nbusy[CACHE_AHEAD_THREADS];
+	uint64_t	 bytes;		/* queued and in flight */
+} cache_ahead = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.more = PTHREAD_COND_INITIALIZER,
+	.done = PTHREAD_COND_INITIALIZER,
+};
+
+/* Whether block @i of @o is queued or in flight (under the lock). */
+static bool
+cache_ahead_has(const struct cache_object *o, uint64_t i)
+{
+	size_t	k, t;
+
+	for (k = 0; k < cache_ahead.n; k++) {
+		const struct cache_ahead *a =
+		    &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a->o == o && a->block == i)
+			return (true);
+	}
+	if (o == NULL)
+		return (false);
+	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+		for (k = 0; k < cache_ahead.nbusy[t]; k++)
+			if (cache_ahead.busy[t][k].o == o &&
+			    cache_ahead.busy[t][k].block == i)
+				return (true);
+	return (false);
+}
+
+/*
+ * Download the @n blocks @b of @o that no process of the host has or is
+ * downloading (a block's lock taken without waiting: the one that holds
+ * it downloads it) and keep them.  A failure is dropped: the read that
+ * needs the block fetches it again, retries and reports.
+ */
+static void
+cache_ahead_fetch(struct cache_object *o, const struct cache_ahead *b,
+    size_t n)
+{
+	struct fetch_range	 r[CACHE_AHEAD_BATCH];
+	struct flock		 fl;
+	char			 path[PATH_MAX], *why = NULL;
+	size_t			 k, m = 0;
+	int			 lockfd;
+
+	snprintf(path, sizeof path, "%s/lock", o->dir);
+	if ((lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
+		return;
+	for (k = 0; k < n; k++) {
+		memset(&fl, 0, sizeof fl);
+		fl.l_type = F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = (off_t)b[k].block;
+		fl.l_len = 1;
+		if (fcntl(lockfd, F_OFD_SETLK, &fl) == -1)
+			continue;
+		snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, b[k].block);
+		if (access(path, F_OK) == 0)
+			continue;	/* let go of when lockfd closes */
+		r[m].off = b[k].block * cache.block;
+		r[m].len = cache_block_len(o, b[k].block);
+		if ((r[m].dst = malloc(r[m].len)) == NULL)
+			break;
+		m++;
+	}
+	if (m > 0 && fetch_ranges(o->url, o->meta.etag, r, m, &why) == 0)
+		for (k = 0; k < m; k++) {
+			cache_count(&cache.stats->misses, 1);
+			cache_count(&cache.stats->bytes_downloaded,
+			    (int64_t)r[k].len);
+			cache_count(&cache.stats->ahead, 1);
+			free(why);
+			why = NULL;
+			(void)cache_block_store(o, r[k].off / cache.block,
+			    r[k].dst, &why);
+		}
+	free(why);
+	for (k = 0; k < m; k++)
+		free(r[k].dst);
+	close(lockfd);	/* lets go of every block's lock */
+}
+
+static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t);
+
+/*
+ * Open @url for a later cache_object_open() (cache_ahead_adopt()) and
+ * queue all its blocks first (its reader reads all of it: a tar shard's
+ * index); thread @t, called without the lock, returns with it.
+ */
+static void
+cache_ahead_open(size_t t, char *url)
+{
+	struct cache_ahead	 rest[CACHE_AHEAD_QUEUE];
+	struct cache_object	*o;
+	char			*why = NULL;
+	size_t			 n, k;
+
+	o = cache_object_make(url, &why);
+	free(why);
+	pthread_mutex_lock(&cache_ahead.lock);
+	cache_ahead.nbusy[t] = 0;
+	free(url);
+	if (o == NULL)
+		return;		/* the read opens it again and says why */
+	if (cache_ahead.nopened == CACHE_AHEAD_QUEUE) {
+		pthread_mutex_unlock(&cache_ahead.lock);
+		cache_object_close(o);
+		pthread_mutex_lock(&cache_ahead.lock);
+		return;
+	}
+	cache_ahead.opened[cache_ahead.nopened++] = o;
+	/* Its blocks go first (it was the head), then the rest that fit. */
+	for (n = cache_ahead.n, k = 0; k < n; k++)
+		rest[k] = cache_ahead.q[(cache_ahead.head + k) %
+		    CACHE_AHEAD_QUEUE];
+	cache_ahead.n = 0;
+	cache_ahead_queue(o, 0, (size_t)o->meta.size);
+	for (k = 0; k < n; k++) {
+		if (cache_ahead.n < CACHE_AHEAD_QUEUE)
+			cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+			    CACHE_AHEAD_QUEUE] = rest[k];
+		else if (rest[k].o == NULL)
+			free(rest[k].url);
+		else
+			cache_ahead.bytes -= cache_block_len(rest[k].o,
+			    rest[k].block);
+	}
+	pthread_cond_broadcast(&cache_ahead.more);
+}
+
+/* The object a prefetch thread opened for @url, now the caller's; or NULL. */
+static struct cache_object *
+cache_ahead_adopt(const char *url)
+{
+	struct cache_object	*o = NULL;
+	size_t			 k;
+
+	if (cache_ahead.pid != getpid())
+		return (NULL);
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (k = 0; k < cache_ahead.nopened; k++)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0) {
+			o = cache_ahead.opened[k];
+			cache_ahead.opened[k] =
+			    cache_ahead.opened[--cache_ahead.nopened];
+			break;
+		}
+	pthread_mutex_unlock(&cache_ahead.lock);
+	return (o);
+}
+
+/* A prefetch thread: the queue's head, with its object's next blocks. */
+static void *
+cache_ahead_main(void *arg)
+{
+	size_t			 t = (size_t)(uintptr_t)arg, k, j, m;
+	struct cache_ahead	*mine = cache_ahead.busy[t], *a;
+	uint64_t		 bytes;
+
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (;;) {
+		while (cache_ahead.n == 0)
+			pthread_cond_wait(&cache_ahead.more, &cache_ahead.lock);
+		/* The head, and its object's other blocks queued, in order. */
+		mine[0] = cache_ahead.q[cache_ahead.head];
+		m = 1;
+		for (k = j = 1; k < cache_ahead.n; k++) {
+			a = &cache_ahead.q[(cache_ahead.head + k) %
+			    CACHE_AHEAD_QUEUE];
+			if (m < CACHE_AHEAD_BATCH && a->o != NULL &&
+			    a->o == mine[0].o)
+				mine[m++] = *a;
+			else
+				cache_ahead.q[(cache_ahead.head + j++) %
+				    CACHE_AHEAD_QUEUE] = *a;
+		}
+		cache_ahead.head = (cache_ahead.head + 1) % CACHE_AHEAD_QUEUE;
+		cache_ahead.n -= m;
+		cache_ahead.nbusy[t] = m;
+		pthread_mutex_unlock(&cache_ahead.lock);
+
+		if (mine[0].o == NULL) {
+			cache_ahead_open(t, mine[0].url);
+			continue;	/* with the lock held again */
+		}
+		cache_ahead_fetch(mine[0].o, mine, m);
+
+		pthread_mutex_lock(&cache_ahead.lock);
+		for (bytes = 0, k = 0; k < m; k++)
+			bytes += cache_block_len(mine[k].o, mine[k].block);
+		cache_ahead.bytes -= bytes;
+		cache_ahead.nbusy[t] = 0;
+		pthread_cond_broadcast(&cache_ahead.done);
+	}
+	return (NULL);
+}
+
+/* Start this process's prefetch threads (under the lock): false if none. */
+static bool
+cache_ahead_start(void)
+{
+	pthread_attr_t	attr;
+	pthread_t	th;
+	sigset_t	all, old;
+	size_t		t;
+	bool		ok = true;
+
+	if (cache_ahead.pid == getpid())
+		return (true);
+	/* A child after fork(): the parent's threads are not here. */
+	cache_ahead.head = cache_ahead.n = 0;
+	cache_ahead.bytes = 0;
+	memset(cache_ahead.nbusy, 0, sizeof cache_ahead.nbusy);
+	/* The threads take no signal: the worker's handlers stay its. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (t = 0; t < CACHE_AHEAD_THREADS && ok; t++)
+		ok = pthread_create(&th, &attr, cache_ahead_main,
+		    (void *)(uintptr_t)t) == 0;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (t == 0 || (!ok && t == 1))
+		return (false);
+	cache_ahead.pid = getpid();
+	return (true);
+}
+
+/* Queue @o's blocks under [@off, @off + @len) (the lock held). */
+static void
+cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len)
+{
+	uint64_t	i, first, last, blen;
+
+	if (len == 0 || off >= o->meta.size)
+		return;
+	if (len > o->meta.size - off)
+		len = (size_t)(o->meta.size - off);
+	first = off / cache.block;
+	last = (off + len - 1) / cache.block;
+	for (i = first; i <= last; i++) {
+		blen = cache_block_len(o, i);
+		/* Within a quarter of cache_max: the fetched do not evict
+		 * each other before their reads. */
+		if (cache_ahead.n == CACHE_AHEAD_QUEUE ||
+		    cache_ahead.bytes + blen > cache.max / 4)
+			break;
+		if (__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED) ||
+		    cache_ahead_has(o, i))
+			continue;
+		cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+		    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ o, i, NULL };
+		cache_ahead.bytes += blen;
+	}
+}
+
+/* Start downloading @o's blocks under [@off, @off + @len): see cache.h. */
+void
+cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
+{
+	size_t	n;
+
+	if (cache.dir == NULL)
+		return;
+	pthread_mutex_lock(&cache_ahead.lock);
+	if (cache_ahead_start()) {
+		n = cache_ahead.n;
+		cache_ahead_queue(o, off, len);
+		if (cache_ahead.n > n)
+			pthread_cond_broadcast(&cache_ahead.more);
+	}
+	pthread_mutex_unlock(&cache_ahead.lock);
+}
+
+/* Open @url and download all of it, in a prefetch thread: see cache.h. */
+void
+cache_url_prefetch(const char *url)
+{
+	const struct cache_ahead	*a;
+	size_t				 k, t;
+	char				*u;
+
+	if (cache.dir == NULL)
+		return;
+	pthread_mutex_lock(&cache_ahead.lock);
+	if (!cache_ahead_start() || cache_ahead.n == CACHE_AHEAD_QUEUE)
+		goto out;
+	for (k = 0; k < cache_ahead.nopened; k++)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0)
+			goto out;
+	for (k = 0; k < cache_ahead.n; k++) {
+		a = &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a->o == NULL && strcmp(a->url, url) == 0)
+			goto out;
+	}
+	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+		if (cache_ahead.nbusy[t] > 0 && cache_ahead.busy[t][0].o ==
+		    NULL && strcmp(cache_ahead.busy[t][0].url, url) == 0)
+			goto out;
+	if ((u = strdup(url)) == NULL)
+		goto out;
+	cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+	    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ NULL, 0, u };
+	pthread_cond_broadcast(&cache_ahead.more);
+out:
+	pthread_mutex_unlock(&cache_ahead.lock);
+}
+
+/* Drop @o's queued blocks and wait for those in flight (@o closes). */
+static void
+cache_prefetch_forget(struct cache_object *o)
+{
+	size_t	k, j, t;
+	bool	busy;
+
+	if (cache_ahead.pid != getpid())
+		return;
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (k = j = 0; k < cache_ahead.n; k++) {
+		struct cache_ahead a =
+		    cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a.o == o)
+			cache_ahead.bytes -= cache_block_len(o, a.block);
+		else
+			cache_ahead.q[(cache_ahead.head + j++) %
+			    CACHE_AHEAD_QUEUE] = a;
+	}
+	cache_ahead.n = j;
+	do {
+		busy = false;
+		for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+			if (cache_ahead.nbusy[t] > 0 &&
+			    cache_ahead.busy[t][0].o == o)
+				busy = true;
+		if (busy)
+			pthread_cond_wait(&cache_ahead.done, &cache_ahead.lock);
+	} while (busy);
+	pthread_mutex_unlock(&cache_ahead.lock);
+}
+
 /* The blocks @o will be read in. */
 int
 cache_object_order(struct cache_object *o, const uint64_t *blocks, size_t n)
@@ -1392,10 +1816,12 @@ cache_object_order(struct cache_object *o, const uint64_t *blocks, size_t n)
 			return (-1);
 		memcpy(c, blocks, n * sizeof *c);
 	}
+	pthread_mutex_lock(&cache.lock);
 	free(o->order);
 	o->order = c;
 	o->norder = n;
 	o->pos = 0;
+	pthread_mutex_unlock(&cache.lock);
 	return (0);
 }
 
@@ -1403,7 +1829,7 @@ cache_object_order(struct cache_object *o, const uint64_t *blocks, size_t n)
 void
 cache_object_at(struct cache_object *o, size_t pos)
 {
-	o->pos = pos;
+	__atomic_store_n(&o->pos, pos, __ATOMIC_RELAXED);
 }
 
 /* Free @o and forget it. */
@@ -1414,11 +1840,14 @@ cache_object_close(struct cache_object *o)
 
 	if (o == NULL)
 		return;
+	cache_prefetch_forget(o);
+	pthread_mutex_lock(&cache.lock);
 	for (p = &cache.objects; *p != NULL; p = &(*p)->next)
 		if (*p == o) {
 			*p = o->next;
 			break;
 		}
+	pthread_mutex_unlock(&cache.lock);
 	free(o->url);
 	free(o->dir);
 	free(o->verified);
@@ -1438,6 +1867,8 @@ cache_stats(struct cache_stats *out)
 	out->evictions = __atomic_load_n(&cache.stats->evictions,
 	    __ATOMIC_RELAXED);
 	out->bytes = __atomic_load_n(&cache.stats->bytes, __ATOMIC_RELAXED);
+	out->ahead = __atomic_load_n(&cache.stats->ahead, __ATOMIC_RELAXED);
+	out->waited = __atomic_load_n(&cache.stats->waited, __ATOMIC_RELAXED);
 	out->max = cache.dir != NULL ? cache.max : 0;
 }
 

@@ -28,6 +28,8 @@ struct cache_stats {
 	uint64_t	torn;		/* blocks found broken and dropped */
 	uint64_t	bytes_downloaded;
 	uint64_t	evictions;
+	uint64_t	ahead;		/* of the misses: fetched ahead */
+	uint64_t	waited;		/* blocks a read waited for */
 	uint64_t	bytes;		/* blocks' files held, headers too */
 	uint64_t	max;		/* cache_max; 0: no cache_dir */
 };
@@ -91,6 +93,26 @@ int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 int	cache_object_order(struct cache_object *o, const uint64_t *blocks,
 	    size_t n);
 void	cache_object_at(struct cache_object *o, size_t pos);
+
+/**
+ * cache_object_prefetch() - start downloading the blocks under @len bytes
+ * at @off of @o that the host's cache lacks, in threads of this process
+ * (a worker's, for the rows of later steps), and keep them: the call
+ * waits for nothing.  A block another process is downloading is left to
+ * it; a download that fails is dropped (the read that needs the block
+ * fetches it again, and reports).  At most a quarter of cache_max is
+ * queued or in flight, and CACHE_AHEAD_QUEUE blocks (cache.c).
+ */
+void	cache_object_prefetch(struct cache_object *o, uint64_t off,
+	    size_t len);
+
+/**
+ * cache_url_prefetch() - as cache_object_prefetch() for all of @url, an
+ * object this process has not opened: a prefetch thread opens it (its
+ * HEAD), and this process's next cache_object_open(@url) takes that
+ * object rather than asking again.
+ */
+void	cache_url_prefetch(const char *url);
 
 /* A session's place in its order of an object, shared with the host. */
 struct cache_cursor;

@@ -24,8 +24,9 @@
  * datasets at start-up and, at a reload, after cache_heads_start() asked
  * them in a thread, so a server that does not answer never holds the
  * daemon's event loop).  The handles are
- * the process's own: a child after fork() makes new ones, so no two
- * processes share a connection.
+ * the calling thread's own (a thread of cache.c's fetches beside its
+ * worker): a child after fork() makes new ones, so no two processes
+ * share a connection; a thread that ends frees its with fetch_thread_end().
  */
 
 #include <sys/types.h>
@@ -72,14 +73,17 @@ struct fetch_xfer {
 	struct fetch_object	*head;	/* a HEAD's: its ETag goes here */
 };
 
-/* The process's handles, remade in a child after fork(). */
+/*
+ * The calling thread's handles (a cache prefetch thread has its own:
+ * cache.c), remade in a child after fork().
+ */
 struct fetch_handles {
 	pid_t	 pid;
 	CURLM	*multi;
 	CURL	*easy[FETCH_MAX_HANDLES];
 	uint64_t requests;
 };
-static struct fetch_handles	fetch_state;
+static __thread struct fetch_handles	fetch_state;
 
 /* The sites fetch_site_set() was given; a child after fork() has them too. */
 struct fetch_site_entry {
@@ -90,7 +94,7 @@ static struct fetch_site_entry	*fetch_sites;
 static size_t			 fetch_nsites;
 
 /* The handles of the process this one was forked from. */
-static struct fetch_handles	fetch_inherited;
+static __thread struct fetch_handles	fetch_inherited;
 
 static int	fetch_setup(char **);
 static void	fetch_fail(char **, const char *, ...)
@@ -614,9 +618,24 @@ fetch_ranges(const char *url, const char *etag, struct fetch_range *r,
 	return (fetch_do(url, etag, r, n, NULL, cause));
 }
 
-/* Requests sent by this process. */
+/* Requests sent by this thread. */
 uint64_t
 fetch_requests(void)
 {
 	return (fetch_state.requests);
+}
+
+/* Free the calling thread's handles (it ends). */
+void
+fetch_thread_end(void)
+{
+	size_t	i;
+
+	if (fetch_state.multi == NULL || fetch_state.pid != getpid())
+		return;
+	for (i = 0; i < FETCH_MAX_HANDLES; i++)
+		if (fetch_state.easy[i] != NULL)
+			curl_easy_cleanup(fetch_state.easy[i]);
+	curl_multi_cleanup(fetch_state.multi);
+	memset(&fetch_state, 0, sizeof fetch_state);
 }

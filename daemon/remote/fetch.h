@@ -69,7 +69,10 @@ void	fetch_site_clear(struct fetch_site *site);
  */
 char	*fetch_url(const char *url, char *buf, size_t len);
 
-/* How many requests fetch_head() and fetch_ranges() sent (this process). */
+/* How many requests fetch_head() and fetch_ranges() sent (this thread). */
 uint64_t	fetch_requests(void);
+
+/* Free the calling thread's handles, before it ends. */
+void	fetch_thread_end(void);
 
 #endif

@@ -4,8 +4,8 @@
  * each algorithm on log-normal document lengths like web text's (BFD over
  * the whole dataset >= 99 % at seq_len 2048, printed with the others),
  * that a packing is a pure function of its arguments, that every token is
- * in exactly one row once and no segment spans two documents, and the
- * refusals.
+ * in exactly one row once and no segment spans two documents, the
+ * refusals, and that packing_row_put() writes what a plain loop writes.
  */
 
 #include <errno.h>
@@ -280,6 +280,46 @@ START_TEST(long_documents_are_cut)
 END_TEST
 
 /* A zero or too large seq_len and an empty document are refused. */
+/*
+ * packing_row_put()'s arrays, at every length around its 8-token steps,
+ * for uint16 ids, uint32 ids and padding: a plain loop's, and nothing
+ * past them written.
+ */
+START_TEST(row_put_writes_what_a_loop_writes)
+{
+	uint16_t	s16[40];
+	uint32_t	s32[40];
+	int32_t		a[3][48];
+	uint32_t	n, x, kind;
+
+	for (x = 0; x < 40; x++) {
+		s16[x] = (uint16_t)(65535 - 3 * x);
+		s32[x] = 2000000000u + x;
+	}
+	for (kind = 0; kind < 3; kind++) {
+		for (n = 0; n <= 40; n++) {
+			memset(a, 0x55, sizeof a);
+			packing_row_put(a[0], a[1], a[2], kind == 0 ? (void *)s16 :
+			    kind == 1 ? (void *)s32 : NULL, kind == 1, n, 7, 9);
+			for (x = 0; x < 48; x++) {
+				int32_t id = kind == 0 ? s16[x % 40] : kind == 1 ?
+				    (int32_t)s32[x % 40] : 0;
+
+				if (x >= n) {
+					ck_assert_int_eq(a[0][x], 0x55555555);
+					ck_assert_int_eq(a[1][x], 0x55555555);
+					ck_assert_int_eq(a[2][x], 0x55555555);
+					continue;
+				}
+				ck_assert_int_eq(a[0][x], id);
+				ck_assert_int_eq(a[1][x], (int32_t)(7 + x));
+				ck_assert_int_eq(a[2][x], 9);
+			}
+		}
+	}
+}
+END_TEST
+
 START_TEST(bad_arguments_refused)
 {
 	uint64_t	b[] = { 0, 10, 10, 20 };
@@ -307,6 +347,7 @@ packing_suite(void)
 	tcase_add_test(tc, each_epoch_packs_anew);
 	tcase_add_test(tc, long_documents_are_cut);
 	tcase_add_test(tc, bad_arguments_refused);
+	tcase_add_test(tc, row_put_writes_what_a_loop_writes);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return (s);
