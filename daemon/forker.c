@@ -369,9 +369,15 @@ forker_catalogue_take(struct forker_server *fs,
 		return (-1);
 	}
 	forker_next_free(fs);
+	/*
+	 * Its catalogues are the daemon's, whose opens asked the servers;
+	 * its workers' own opens (a shard read first) ask again.
+	 */
+	cache_trust_meta(true);
 	if (m->prepare) {
 		/* Workers go on being forked from fs->cat meanwhile. */
 		fs->next = catalogue_open_beside(conf, fs->cat, UINT64_MAX);
+		cache_trust_meta(false);
 		fs->next_conf = conf;
 		memset(&done, 0, sizeof(done));
 		done.ndatasets = m->ndatasets;
@@ -381,6 +387,7 @@ forker_catalogue_take(struct forker_server *fs,
 	}
 	/* The old one is this process's copy: the daemon's is its own. */
 	cat = catalogue_open(conf, fs->cat, UINT64_MAX);
+	cache_trust_meta(false);
 	catalogue_free(fs->cat);
 	config_free(fs->conf);
 	fs->cat = cat;
@@ -453,8 +460,6 @@ forker_main(struct forker_server *fs)
 	if (getppid() != fs->daemon)	/* gone before the line above */
 		_exit(0);
 	prctl(PR_SET_NAME, "infeedd-forker");
-	/* Its catalogues are the daemon's, whose opens asked the servers. */
-	cache_trust_meta(true);
 	/* Stopped by the daemon (EOF), not by a signal to the service's group. */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
