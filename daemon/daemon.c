@@ -327,6 +327,7 @@ daemon_reload_main(void *arg)
 	char			 c = 0;
 
 	r->ncat = catalogue_open_beside(r->nconf, r->d->cat, r->room);
+	fetch_thread_end();	/* the remote opens' handles were this thread's */
 	while (write(r->wake[1], &c, 1) == -1 && errno == EINTR)
 		;
 	return (NULL);
