@@ -391,8 +391,9 @@ cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
 	char	tmp[PATH_MAX];
 	int	fd, saved;
 
-	if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path,
-	    (long)getpid()) >= (int)sizeof tmp) {
+	/* The thread's id too: a worker's prefetch threads write as well. */
+	if (snprintf(tmp, sizeof tmp, "%s.%ld.%ld.tmp", path,
+	    (long)getpid(), (long)gettid()) >= (int)sizeof tmp) {
 		errno = ENAMETOOLONG;
 		return (-1);
 	}
