@@ -4,9 +4,11 @@
  * fuzz targets that run it in process), the systemd notifications, the
  * reload that SIGHUP asks for, and shutdown.  A reload opens the new
  * catalogue on a thread of its own (catalogue_open_beside(): the readers
- * map and check files, token datasets scan and pack theirs), which only
- * reads the served catalogue, and finishes on the loop when the thread
- * says it is done.  The catalogue's datasets keep memory (a packing)
+ * map and check files, token datasets scan and pack theirs, remote tar
+ * shards are downloaded and indexed), which only reads the served
+ * catalogue; then the fork server opens it beside its own
+ * (pool_prepare()) while the workers serve the old one; then the loop
+ * serves it and the workers are replaced.  The catalogue's datasets keep memory (a packing)
  * charged to memory_budget, the old catalogue's given back at a reload.
  */
 
@@ -310,9 +312,12 @@ struct daemon_reload {
 	struct catalogue	*ncat;
 	uint64_t		 room;		/* memory_budget's, for ncat */
 	pthread_t		 thread;
+	bool			 joined;
 	int			 wake[2];	/* the thread's "done" */
 	struct event		*ev;
 };
+
+static void	daemon_reload_switch(void *);
 
 /* The reload's thread: open the catalogue beside the served one. */
 static void *
@@ -322,6 +327,7 @@ daemon_reload_main(void *arg)
 	char			 c = 0;
 
 	r->ncat = catalogue_open_beside(r->nconf, r->d->cat, r->room);
+	fetch_thread_end();	/* the remote opens' handles were this thread's */
 	while (write(r->wake[1], &c, 1) == -1 && errno == EINTR)
 		;
 	return (NULL);
@@ -333,7 +339,8 @@ daemon_reload_join(struct daemon_reload *r)
 {
 	struct catalogue	*ncat;
 
-	pthread_join(r->thread, NULL);
+	if (!r->joined)
+		pthread_join(r->thread, NULL);
 	ncat = r->ncat;
 	event_free(r->ev);
 	close(r->wake[0]);
@@ -417,9 +424,26 @@ daemon_reload_metrics(struct daemon *d, struct config *nconf)
 		log_info("reload: metrics are off");
 }
 
-/* The new catalogue is open: serve it. */
+/*
+ * The new catalogue is open here: the fork server opens it too, beside
+ * the one it forks workers from (its tar shards indexed again, from the
+ * cache), while the workers serve the old; then daemon_reload_switch().
+ */
 static void
 daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon_reload	*r = arg;
+
+	(void)fd;
+	(void)ev;
+	pthread_join(r->thread, NULL);
+	r->joined = true;
+	pool_prepare(r->d->pool, r->ncat, daemon_reload_switch, r);
+}
+
+/* The new catalogue is open here and in the fork server: serve it. */
+static void
+daemon_reload_switch(void *arg)
 {
 	struct daemon_reload	*r = arg;
 	struct daemon		*d = r->d;
@@ -427,8 +451,6 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	struct catalogue	*ncat;
 	unsigned		 kept, ended;
 
-	(void)fd;
-	(void)ev;
 	ncat = daemon_reload_join(r);
 	d->reload = NULL;
 	cache_heads_forget();

@@ -1244,18 +1244,26 @@ tar_site_len(const char *url)
 	return ((size_t)(slash - url));
 }
 
-/* Set up shard @k's site, unless shard k - 1 is on the same one. */
+/*
+ * Set up shard @k's site, unless shard k - 1 is on the same one; each
+ * shard's URL is checked as one that messages may name.
+ */
 static int
 tar_site(struct dataset *ds, struct tar *t, uint32_t k,
     const struct dataset_conf *conf, char **cause)
 {
 	const char	*url = t->paths[k];
+	char		*why = NULL;
 	size_t		 len = tar_site_len(url);
 
-	if (k > 0 && tar_site_len(t->paths[k - 1]) == len &&
-	    strncmp(t->paths[k - 1], url, len) == 0)
+	if (k == 0 || tar_site_len(t->paths[k - 1]) != len ||
+	    strncmp(t->paths[k - 1], url, len) != 0)
+		return (dataset_remote_site(ds, url, conf, cause));
+	if (s3_url_shown(url, &why) == 0)
 		return (0);
-	return (dataset_remote_site(ds, url, conf, cause));
+	dataset_error(cause, ds, "%s", why != NULL ? why : strerror(ENOMEM));
+	free(why);
+	return (-1);
 }
 
 /* The whole of the index file @where (a URL or a path), NUL-ended. */

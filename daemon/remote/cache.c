@@ -72,9 +72,13 @@
  *
  * The calls block on the disk and the network: a worker process makes
  * them for the rows it reads; see fetch.c.  The daemon's own opens (a
- * reload's, on its event loop) need a HEAD each: cache_heads_start()
- * asks them in a thread first, and cache_object_open() takes the answers
- * it left, so the loop never waits on a server.
+ * reload's, on a thread of daemon.c's) need a HEAD each:
+ * cache_heads_start() asks those of raw and npy files in a thread first,
+ * and cache_object_open() takes the answers it left.  The fork server
+ * opens the catalogue the daemon has just opened: it takes each object's
+ * size and ETag from its meta file (cache_trust_meta()), so it asks no
+ * server while no worker can be forked, and indexes the objects the
+ * daemon did.
  */
 
 #include <sys/file.h>
@@ -206,6 +210,7 @@ static struct {
 	struct cache_object *objects;
 	struct cache_plan *plans;	/* the cursors last scanned */
 	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
+	bool		 trust_meta;	/* cache_trust_meta(): the fork server */
 	/*
 	 * The objects, the plans and the keeping of a block, shared by the
 	 * process's threads (its prefetch threads: cache_object_prefetch()).
@@ -551,6 +556,45 @@ cache_heads_forget(void)
 	cache_heads.n = 0;
 }
 
+/* Whether to take the meta files' objects as they are (see cache.h). */
+void
+cache_trust_meta(bool on)
+{
+	cache.trust_meta = on;
+}
+
+/*
+ * @url's size and ETag from the meta file at @path, when it is @url's
+ * (block size and URL alike).  Return: whether it was.
+ */
+static bool
+cache_meta_read(const char *path, const char *url, struct fetch_object *meta)
+{
+	char		 have[512], etag[sizeof meta->etag], *nl;
+	unsigned long long size;
+	size_t		 n, block, ulen = strlen(url);
+	FILE		*f;
+
+	if ((f = fopen(path, "re")) == NULL)
+		return (false);
+	n = fread(have, 1, sizeof have - 1, f);
+	fclose(f);
+	have[n] = '\0';
+	if ((nl = strchr(have, '\n')) == NULL || strncmp(nl + 1, url,
+	    ulen) != 0 || strcmp(nl + 1 + ulen, "\n") != 0)
+		return (false);
+	*nl = '\0';
+	/* "SIZE ETAG BLOCK", the ETag as the server gave it (no spaces) or "". */
+	if (sscanf(have, "%llu %127s %zu", &size, etag, &block) == 3)
+		snprintf(meta->etag, sizeof meta->etag, "%s", etag);
+	else if (sscanf(have, "%llu  %zu", &size, &block) == 2)
+		meta->etag[0] = '\0';
+	else
+		return (false);
+	meta->size = size;
+	return (block == cache.block);
+}
+
 /* @url's object: its blocks kept only if size and ETag are the server's. */
 static struct cache_object *
 cache_object_make(const char *url, char **cause)
@@ -577,7 +621,9 @@ cache_object_make(const char *url, char **cause)
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
 	}
-	if (cache_head_answer(url, &o->meta, cause) != 0) {
+	snprintf(path, sizeof path, "%s/meta", o->dir);
+	if ((!cache.trust_meta || !cache_meta_read(path, url, &o->meta)) &&
+	    cache_head_answer(url, &o->meta, cause) != 0) {
 		cache_object_close(o);
 		return (NULL);
 	}

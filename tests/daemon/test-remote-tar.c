@@ -54,7 +54,6 @@
 #include "s3.h"
 #include "sampler.h"
 
-#define NGINX		"/usr/sbin/nginx"
 #define PER_SHARD	40
 #define NSHARDS		3
 #define LAZY_SHARDS	200
@@ -71,29 +70,6 @@ static char	cache_max[32] = "64M";	/* infeedd.conf's */
 static int	nginx_port;
 static int	nginx_tls_port;
 
-/* Wait for a listener on loopback @port. */
-static void
-wait_port(int port)
-{
-	struct sockaddr_in	sin;
-	int			i, fd;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (i = 0; i < 500; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
-			close(fd);
-			return;
-		}
-		close(fd);
-		usleep(10000);
-	}
-	ck_abort_msg("nginx did not start; see %s/nginx-error.log", dir);
-}
-
 /*
  * nginx serving the test's folder as one foreground process (test-remote.c
  * says why); /flaky/ answers HEAD but 503 to every GET; the access log
@@ -103,7 +79,7 @@ wait_port(int port)
 static void
 nginx_start(void)
 {
-	char	conf[4096], path[400], tls[1024] = "";
+	char	conf[4096], tls[1024] = "";
 
 	nginx_port = remote_free_port();
 	nginx_tls_port = 0;
@@ -127,17 +103,7 @@ nginx_start(void)
 	    "  location /flaky/ { if ($request_method = GET) "
 	    "{ return 503; } alias %s/; }\n }\n%s}\n",
 	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
-	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
-	write_file(path, conf, strlen(conf));
-	if ((nginx_pid = fork()) == 0) {
-		execl(NGINX, "nginx", "-p", dir, "-c", path, "-e",
-		    path_in(dir, "nginx-error.log"), (char *)NULL);
-		_exit(127);
-	}
-	ck_assert_int_ne(nginx_pid, -1);
-	wait_port(nginx_port);
-	if (nginx_tls_port != 0)
-		wait_port(nginx_tls_port);
+	nginx_pid = remote_nginx_run(conf, nginx_port, nginx_tls_port);
 }
 
 /* Stop nginx. */

@@ -35,33 +35,14 @@
 
 #include "cache.h"
 #include "harness.h"
+#include "remote-shards.h"
 #include "sampler.h"
 
-#define NGINX		"/usr/sbin/nginx"
 #define SMALL_BLOCK	4096
 
 static pid_t	nginx_pid = -1;
 static int	nginx_port;
 static int	nginx_tls_port;	/* with tls.crt in the folder; else 0 */
-
-/* A free port on loopback (bound and closed: nginx takes it next). */
-static int
-free_port(void)
-{
-	struct sockaddr_in	sin;
-	socklen_t		len = sizeof(sin);
-	int			fd, port;
-
-	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-	port = ntohs(sin.sin_port);
-	close(fd);
-	return (port);
-}
 
 /*
  * nginx serving the test's folder, in the foreground as one process
@@ -72,14 +53,12 @@ free_port(void)
 static void
 nginx_start(void)
 {
-	struct sockaddr_in	sin;
-	char			conf[4096], path[400], tls[1024] = "";
-	int			i, fd;
+	char	conf[4096], tls[1024] = "";
 
-	nginx_port = free_port();
+	ck_assert_int_ne(nginx_port = remote_free_port(), -1);
 	nginx_tls_port = 0;
 	if (access(path_in(dir, "tls.crt"), R_OK) == 0) {
-		nginx_tls_port = free_port();
+		nginx_tls_port = remote_free_port();
 		snprintf(tls, sizeof(tls), " server {\n  listen 127.0.0.1:%d "
 		    "ssl;\n  ssl_certificate \"%s/tls.crt\";\n"
 		    "  ssl_certificate_key \"%s/tls.key\";\n  root \"%s\";\n }\n",
@@ -96,28 +75,7 @@ nginx_start(void)
 	    "  location /flaky/ { if ($request_method = GET) "
 	    "{ return 503; } alias \"%s/\"; }\n }\n%s}\n",
 	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
-	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
-	write_file(path, conf, strlen(conf));
-	if ((nginx_pid = fork()) == 0) {
-		execl(NGINX, "nginx", "-p", dir, "-c", path, "-e",
-		    path_in(dir, "nginx-error.log"), (char *)NULL);
-		_exit(127);
-	}
-	ck_assert_int_ne(nginx_pid, -1);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)nginx_port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (i = 0; i < 500; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
-			close(fd);
-			return;
-		}
-		close(fd);
-		usleep(10000);
-	}
-	ck_abort_msg("nginx did not start; see %s/nginx-error.log", dir);
+	nginx_pid = remote_nginx_run(conf, nginx_port, nginx_tls_port);
 }
 
 /* Stop nginx and remove what it and the cache left. */
