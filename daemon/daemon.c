@@ -359,6 +359,20 @@ daemon_free(struct daemon *d)
 		config_free(d->reload_conf);
 	}
 	cache_heads_forget();
+	/*
+	 * A reload's open ends before anything it may read goes: the HEADs'
+	 * answers (its HEADs stop at once), the old catalogue it shares.
+	 */
+	if (d->reload != NULL) {
+		struct config		*nconf = d->reload->nconf;
+		struct catalogue	*ncat = daemon_reload_join(d->reload);
+
+		d->reload = NULL;
+		pool_prepare_cancel(d->pool);	/* no switch: stopping */
+		catalogue_disown(ncat, d->cat);	/* d->cat's to close */
+		catalogue_free(ncat);
+		config_free(nconf);
+	}
 	if (d->ev_autotune != NULL)
 		event_free(d->ev_autotune);
 	peers_free(d->peers);
@@ -373,14 +387,6 @@ daemon_free(struct daemon *d)
 		event_free(d->ev_hup);
 		event_free(d->ev_watchdog);
 		event_free(d->ev_status);
-	}
-	if (d->reload != NULL) {
-		struct config		*nconf = d->reload->nconf;
-		struct catalogue	*ncat = daemon_reload_join(d->reload);
-
-		catalogue_disown(ncat, d->cat);	/* d->cat's to close */
-		catalogue_free(ncat);
-		config_free(nconf);
 	}
 	catalogue_free(d->cat);
 	event_base_free(d->base);
@@ -458,8 +464,18 @@ daemon_reload_switch(void *arg)
 	packings_reloaded(d->packs, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
-	/* The datasets' memory: the old catalogue's is given back. */
+	/*
+	 * The datasets' memory: the old catalogue's is given back.  Rings
+	 * charged while the new one opened may leave the sum past the budget:
+	 * new sessions then wait for room, which the log says.
+	 */
 	d->budget.used = d->budget.used - d->cat->memory + ncat->memory;
+	if (d->budget.used > nconf->memory_budget)
+		log_warnx("reload: the datasets and the rings now take %llu MiB "
+		    "of memory_budget's %llu MiB; new sessions are refused "
+		    "until sessions end: raise memory_budget if this lasts",
+		    (unsigned long long)(d->budget.used >> 20),
+		    (unsigned long long)(nconf->memory_budget >> 20));
 	catalogue_free(d->cat);
 	config_free(d->conf);
 	d->conf = nconf;

@@ -501,6 +501,14 @@ pool_prepare(struct pool *pool, const struct catalogue *cat,
 	pool->prepared_arg = arg;
 }
 
+/* pool_prepare()'s callback is not wanted any more: see pool.h. */
+void
+pool_prepare_cancel(struct pool *pool)
+{
+	pool->prepared_cb = NULL;
+	pool->prepared = false;
+}
+
 /* The fork server has the catalogue open (or died): call pool_prepare()'s. */
 void
 pool_prepared(struct pool *pool, bool open)

@@ -291,6 +291,12 @@ void		 pool_prepare(struct pool *pool, const struct catalogue *cat,
 		    void (*cb)(void *), void *arg);
 
 /**
+ * pool_prepare_cancel() - infeedd stops with a pool_prepare() under way:
+ * its callback is not called.
+ */
+void		 pool_prepare_cancel(struct pool *pool);
+
+/**
  * pool_reload() - the daemon reloaded its configuration into @cat: the
  * fork server opens its datasets again (forker_reload(), which sends it
  * their sections; after pool_prepare(), forker_switch() to those open)

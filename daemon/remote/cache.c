@@ -545,15 +545,23 @@ cache_heads_forget(void)
 	size_t	i;
 
 	/* The HEAD under way ends; the others are not asked. */
+	struct cache_head	*heads;
+	size_t			 n;
+
 	__atomic_store_n(&cache_heads.stop, true, __ATOMIC_RELAXED);
 	cache_heads_finish();
-	for (i = 0; i < cache_heads.n; i++) {
-		free(cache_heads.heads[i].url);
-		free(cache_heads.heads[i].cause);
-	}
-	free(cache_heads.heads);
+	/* Under the lock: a reload's thread may be reading the answers. */
+	pthread_mutex_lock(&cache_heads.lock);
+	heads = cache_heads.heads;
+	n = cache_heads.n;
 	cache_heads.heads = NULL;
 	cache_heads.n = 0;
+	pthread_mutex_unlock(&cache_heads.lock);
+	for (i = 0; i < n; i++) {
+		free(heads[i].url);
+		free(heads[i].cause);
+	}
+	free(heads);
 }
 
 /* Whether to take the meta files' objects as they are (see cache.h). */
