@@ -20,6 +20,9 @@
  * fits: first those no known order needs (the oldest first), then the one
  * needed furthest ahead by any session (Belady's policy, the best there
  * is for a known order).  A block that cannot fit is served and not kept.
+ * The host's count of the bytes held (cache_dir/.stats) says whether it
+ * fits; only when it does not are the files scanned (which makes the
+ * count exact again), so keeping a block costs no walk of cache_dir.
  * For benchmarks only, INFEED_CACHE_EVICT=lru in the environment makes
  * eviction least-recently-used instead (a hit touches the block's mtime),
  * to compare with what other loaders do (benchmarks/remote-cache).
@@ -378,7 +381,7 @@ cache_drop_blocks(const char *dir)
 	closedir(d);
 }
 
-/* Write @len bytes of @p to @path by way of a temporary name. */
+/* Write @h and @p to @path by way of a temporary name. */
 static int
 cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
     size_t len)
@@ -386,8 +389,10 @@ cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
 	char	tmp[PATH_MAX];
 	int	fd, saved;
 
+	/* The thread's own name: a worker and its prefetch threads may
+	 * write one object's meta at once. */
 	if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path,
-	    (long)getpid()) >= (int)sizeof tmp) {
+	    (long)gettid()) >= (int)sizeof tmp) {
 		errno = ENAMETOOLONG;
 		return (-1);
 	}
@@ -1205,7 +1210,20 @@ cache_make_room(struct cache_object *o, uint64_t i, uint64_t need)
 
 	if (need > cache.max)
 		return (-1);
+	/*
+	 * The host's count (cache_dir/.stats) says it fits: no scan.  A
+	 * scan of every block file on each block kept was most of what the
+	 * remote path cost over a local one (docs/performance.md, issue 38
+	 * round four); eviction needs it, keeping a block does not.  A
+	 * process's own count (no .stats) knows nothing of the others'.
+	 */
+	if (cache.stats != &cache.own && __atomic_load_n(&cache.stats->bytes,
+	    __ATOMIC_RELAXED) + need <= cache.max)
+		return (0);
 	total = cache_scan(&f, &n, o, i);
+	/* Under the host's lock: the count is made exact again. */
+	if (cache.stats != &cache.own)
+		__atomic_store_n(&cache.stats->bytes, total, __ATOMIC_RELAXED);
 	while (total + need > cache.max) {
 		/* Not needed at all first (the oldest), then furthest ahead. */
 		for (v = n, k = 0; k < n; k++) {
