@@ -236,7 +236,11 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 			cat->ndatasets++;
 			continue;
 		}
+		dataset_room_set(room == UINT64_MAX ? UINT64_MAX :
+		    cat->memory < room ? (room - cat->memory) /
+		    CATALOGUE_COPIES : 0);
 		cat->datasets[cat->ndatasets] = dataset_open(dc, &cause);
+		dataset_room_set(UINT64_MAX);
 		if (cat->datasets[cat->ndatasets] == NULL) {
 			catalogue_refuse(cat, dc->name, cause != NULL ? cause :
 			    xstrdup("unknown error"));

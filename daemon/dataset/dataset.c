@@ -279,6 +279,21 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 	return (ds);
 }
 
+static uint64_t	dataset_room_left = UINT64_MAX;
+
+/* The room a reader checks its tables against: see dataset.h. */
+void
+dataset_room_set(uint64_t room)
+{
+	dataset_room_left = room;
+}
+
+uint64_t
+dataset_room(void)
+{
+	return (dataset_room_left);
+}
+
 /* Let a mix open its sources from the configuration's sections. */
 void
 dataset_sections(const struct dataset_conf *confs, size_t n)

@@ -78,6 +78,16 @@ struct dataset	*dataset_open(const struct dataset_conf *conf, char **cause);
  */
 void		 dataset_sections(const struct dataset_conf *confs, size_t n);
 
+/**
+ * dataset_room_set() - the bytes of memory_budget left for each copy of
+ * the datasets the catalogue opens next (UINT64_MAX: no bound, the fork
+ * server's), so that a reader refuses a table past them before it
+ * allocates it (dataset_room(), reader.h).  The catalogue still charges
+ * what a dataset keeps (ds->memory) when it is open.  Same thread rules
+ * as dataset_sections().
+ */
+void		 dataset_room_set(uint64_t room);
+
 /* How a client's file is laid out; numbered as infeed.proto's FileFormat. */
 enum dataset_format {
 	DATASET_FORMAT_NONE = 0,	/* labels only: no labels file */

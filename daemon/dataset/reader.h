@@ -215,6 +215,13 @@ struct dataset_pair {
 };
 
 /**
+ * dataset_room() - memory_budget's bytes left for a copy of the dataset
+ * being opened (dataset_room_set()): a reader refuses a table larger than
+ * this before it allocates it.  UINT64_MAX: no bound.
+ */
+uint64_t	 dataset_room(void);
+
+/**
  * dataset_error() - set *@cause to "dataset 'NAME': " and the message.
  * Return: -1, so a reader can write return (dataset_error(...)).
  */
