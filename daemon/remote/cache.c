@@ -8,9 +8,15 @@
  *
  * What the files hold is checked, not trusted.  A block is written to a
  * temporary name and renamed, and it opens with a header (its object's
- * size and ETag hash, its index and length, a CRC-32 of its bytes) that a
- * process checks before it first reads the block: a file torn by a crash
- * is dropped and downloaded again.  An object whose size or ETag changed
+ * size and ETag hash, its index and length, a CRC-32 of its bytes, the
+ * daemon's life it was written in) that a process checks before it first
+ * reads the block: a file torn by a crash is dropped and downloaded
+ * again.  Only a block written before the daemon started has its bytes
+ * checked against the CRC (once a process): one written since was renamed
+ * whole into place, and a crash that could tear it is a restart, which
+ * starts another life (cache_dir/.stats).  So a block's bytes are summed
+ * when it lands and once after a restart, not by every process that reads
+ * it.  An object whose size or ETag changed
  * on the server loses every block it had (cache_object_open()), and each
  * download asks for the ETag it knows (If-Match), so old and new bytes are
  * never mixed.
@@ -82,6 +88,7 @@
 
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -104,7 +111,7 @@
 #include "cache.h"
 #include "sampler.h"
 
-#define CACHE_MAGIC	"INFCBLK1"
+#define CACHE_MAGIC	"INFCBLK2"
 #define CACHE_CURSOR_MAGIC "INFCCUR1"
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
@@ -180,6 +187,7 @@ struct cache_header {
 	uint64_t	len;
 	uint32_t	etag_hash;
 	uint32_t	crc;
+	uint64_t	life;		/* cache_stats' when it was written */
 };
 
 struct cache_object {
@@ -268,6 +276,21 @@ cache_count(uint64_t *c, int64_t n)
 	__atomic_fetch_add(c, (uint64_t)n, __ATOMIC_RELAXED);
 }
 
+/* A daemon's life: a number no earlier start of it had, nor 0. */
+static uint64_t
+cache_life(void)
+{
+	struct timespec	ts;
+	uint64_t	v = 0;
+
+	if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+		v ^= (uint64_t)getpid() << 32;
+	}
+	return (v != 0 ? v : 1);
+}
+
 /* The bytes of the block files in @dir's object folders. */
 static uint64_t
 cache_du(const char *dir)
@@ -313,6 +336,7 @@ cache_stats_map(const char *dir)
 	if (cache.stats != NULL && cache.stats != &cache.own)
 		munmap(cache.stats, sizeof *cache.stats);
 	memset(&cache.own, 0, sizeof cache.own);
+	cache.own.life = cache_life();
 	cache.stats = &cache.own;
 	if (snprintf(path, sizeof path, "%s/.stats", dir) >= (int)sizeof path)
 		return;
@@ -327,6 +351,7 @@ cache_stats_map(const char *dir)
 	cache.stats = m;
 	memset(cache.stats, 0, sizeof *cache.stats);
 	cache.stats->bytes = cache_du(dir);
+	cache.stats->life = cache_life();
 }
 
 /* Use @dir for at most @max bytes of @block-byte blocks. */
@@ -675,17 +700,20 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (-1);
 	if (!__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED)) {
-		if ((buf = malloc(blen)) == NULL) {
-			close(fd);
-			return (-1);
-		}
 		ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
 		    memcmp(h.magic, CACHE_MAGIC, 8) == 0 &&
 		    h.object_size == o->meta.size && h.index == i &&
-		    h.len == blen && h.etag_hash == o->etag_hash &&
-		    pread(fd, buf, blen, sizeof h) == (ssize_t)blen &&
-		    (uint32_t)crc32(0, buf, (uInt)blen) == h.crc;
-		free(buf);
+		    h.len == blen && h.etag_hash == o->etag_hash;
+		/* Written in an earlier life: its bytes are summed. */
+		if (ok && h.life != cache.stats->life) {
+			if ((buf = malloc(blen)) == NULL) {
+				close(fd);
+				return (-1);
+			}
+			ok = pread(fd, buf, blen, sizeof h) == (ssize_t)blen &&
+			    (uint32_t)crc32(0, buf, (uInt)blen) == h.crc;
+			free(buf);
+		}
 		if (!ok) {
 			if (fstat(fd, &st) == 0 && unlink(path) == 0)
 				cache_count(&cache.stats->bytes,
@@ -1294,6 +1322,7 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	h.len = len;
 	h.etag_hash = o->etag_hash;
 	h.crc = (uint32_t)crc32(0, p, (uInt)len);
+	h.life = cache.stats->life;
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if (cache_write_file(path, &h, sizeof h, p, len) != 0)
 		return (cache_fail(cause, "%s: keeping block %" PRIu64 " of %s "

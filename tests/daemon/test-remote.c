@@ -1006,7 +1006,7 @@ START_TEST(cache_max_holds_and_eviction_follows_the_order)
 	char			*cause = NULL;
 	size_t			 i;
 	/* Room for cap blocks and their headers, not one more. */
-	uint64_t		 max = cap * (SMALL_BLOCK + 40) + 20;
+	uint64_t		 max = cap * (SMALL_BLOCK + 48) + 20;
 
 	write_blocks("blocks.bin", 8);
 	ck_assert_msg(cache_configure(path_in(dir, "cache"), max, SMALL_BLOCK,
@@ -1053,7 +1053,7 @@ START_TEST(unneeded_blocks_go_first)
 {
 	static const uint64_t	order[] = { 0, 1, 0, 1 };
 	struct cache_object	*o;
-	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20;
+	uint64_t		 max = 2 * (SMALL_BLOCK + 48) + 20;
 	int			 gets;
 
 	o = open_blocks(4, max);
@@ -1116,7 +1116,7 @@ START_TEST(dead_process_cursor_is_removed)
 	struct cache_object	*o;
 	struct cache_cursor	*c;
 	char			*cause = NULL;
-	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20, b;
+	uint64_t		 max = 2 * (SMALL_BLOCK + 48) + 20, b;
 	int			 status;
 	pid_t			 pid;
 
@@ -1173,10 +1173,13 @@ START_TEST(torn_block_is_downloaded_again)
 	snprintf(p, sizeof(p), "%s/b1", odir);
 	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
 	ck_assert_int_eq(ftruncate(fd, SMALL_BLOCK / 2), 0);
-	ck_assert_int_eq(ftruncate(fd, 40 + SMALL_BLOCK), 0);
+	ck_assert_int_eq(ftruncate(fd, 48 + SMALL_BLOCK), 0);	/* header */
 	close(fd);
 
-	/* A new process's view: a fresh object. */
+	/* The restart after that crash (another life), a fresh object. */
+	ck_assert_int_eq(cache_configure(NULL, 0, 0, &cause), 0);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
 	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
 	    &cause));
 	gets = nginx_gets();
