@@ -87,7 +87,14 @@
 #define TAR_MAX_NAME	65536		/* an L name or a pax path */
 #define TAR_MAX_PAX	(1024 * 1024)	/* a pax header's records */
 #define TAR_MAX_CLS	4096		/* a .cls member */
-#define TAR_REMOTE_WINDOW CACHE_BLOCK	/* a remote shard's: a cache block */
+/*
+ * A remote shard's window, aligned: a header and what follows.  Not a
+ * whole cache block: each worker walks each shard's headers (index =),
+ * and copying every byte of the shard to read its headers was a third
+ * of what the remote path cost over a local one (docs/performance.md,
+ * issue 38 round four).  A missing block is downloaded whole all the same.
+ */
+#define TAR_REMOTE_WINDOW 8192
 /*
  * A session's order is shared for at most this many shards x samples: the
  * process that evicts walks each shard's epoch (cache.c).
