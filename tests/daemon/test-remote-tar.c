@@ -360,6 +360,7 @@ START_TEST(read_ahead_downloads_later_steps_before_their_reads)
 	struct infeed_options	 o;
 	struct infeed_step	 st;
 	struct cache_stats	*cs;
+	struct infeed_stats	*ds;
 	int			 gets = 0, k, fd;
 	const int		 batch = 8, ring_rows = 5 * batch;
 
@@ -395,6 +396,14 @@ START_TEST(read_ahead_downloads_later_steps_before_their_reads)
 	    (unsigned long long)cs->misses, (unsigned long long)cs->ahead,
 	    (unsigned long long)cs->waited);
 	ck_assert_int_eq(nginx_gets("/many/m-"), LAZY_SHARDS);
+	/* The same counts in the daemon's Stats (status, top, /metrics). */
+	f = client();
+	ck_assert_int_eq(infeed_get_stats(f, &ds), INFEED_OK);
+	ck_assert_uint_eq(ds->cache_fetched_ahead, cs->ahead);
+	ck_assert_uint_eq(ds->cache_waited, cs->waited);
+	ck_assert_uint_gt(ds->cache_fetched_ahead, 0);
+	infeed_stats_free(ds);
+	infeed_free(f);
 	munmap(cs, sizeof(*cs));
 	close(fd);
 }
