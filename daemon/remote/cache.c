@@ -75,7 +75,10 @@
  * fetches the block itself, retries and reports.  What is queued or in
  * flight is at most a quarter of cache_max (the blocks fetched ahead do
  * not evict each other before their reads) and CACHE_AHEAD_QUEUE blocks;
- * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks.
+ * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks
+ * (CACHE_AHEAD_BYTES, 8 MiB): bounded a worker, not charged to
+ * memory_budget, whatever the sessions ask; they are the worker's private
+ * memory, which status shows and workers = auto counts.
  * Within the process, cache.lock guards the objects, the plans and the
  * keeping of a block, which the threads share.
  *
@@ -121,6 +124,11 @@
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
 #define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
 #define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
+/* What the threads' buffers hold at most (infeed.conf(5) says 8 MiB). */
+#define CACHE_AHEAD_BYTES	\
+	((size_t)CACHE_AHEAD_THREADS * CACHE_AHEAD_BATCH * CACHE_BLOCK)
+_Static_assert(CACHE_AHEAD_BYTES <= 8 << 20,
+    "the prefetch buffers' bound is documented as 8 MiB a worker");
 
 /* A cursor file: one session's order of one object, and where it is. */
 struct cache_cursor_file {
@@ -367,8 +375,10 @@ cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 		cache.stats = &cache.own;
 	if (dir == NULL)
 		return (0);
-	if (block == 0)
-		return (cache_fail(cause, "cache block size 0"));
+	/* At most CACHE_BLOCK: the prefetch buffers' bound assumes it. */
+	if (block == 0 || block > CACHE_BLOCK)
+		return (cache_fail(cause, "cache block size %zu; 1 to %d "
+		    "bytes expected", block, CACHE_BLOCK));
 	if (mkdir(dir, 0750) == -1 && errno != EEXIST)
 		return (cache_fail(cause, "cache_dir = %s: %s; make it, or name "
 		    "a folder infeedd may write", dir, strerror(errno)));
