@@ -67,13 +67,14 @@ free_port(void)
  * nginx serving the test's folder, in the foreground as one process
  * (master_process off: it never changes user, so root and others alike
  * run it as themselves), its paths quoted (a folder may hold a space);
- * /flaky/ answers HEAD but 503 to every GET.
+ * /flaky/ answers HEAD but 503 to every GET; /gate/ answers 503 while
+ * the folder holds a file gate-closed.
  */
 static void
 nginx_start(void)
 {
 	struct sockaddr_in	sin;
-	char			conf[4096], path[400], tls[1024] = "";
+	char			conf[6144], path[400], tls[1024] = "";
 	int			i, fd;
 
 	nginx_port = free_port();
@@ -94,8 +95,10 @@ nginx_start(void)
 	    " proxy_temp_path \"%s/nginx-tmp\";\n"
 	    " server {\n  listen 127.0.0.1:%d;\n  root \"%s\";\n"
 	    "  location /flaky/ { if ($request_method = GET) "
+	    "{ return 503; } alias \"%s/\"; }\n"
+	    "  location /gate/ { if (-f \"%s/gate-closed\") "
 	    "{ return 503; } alias \"%s/\"; }\n }\n%s}\n",
-	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
+	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, dir, tls);
 	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
 	write_file(path, conf, strlen(conf));
 	if ((nginx_pid = fork()) == 0) {
@@ -1149,6 +1152,58 @@ START_TEST(dead_process_cursor_is_removed)
 }
 END_TEST
 
+/*
+ * A prefetch the server refuses (503 to each of its GETs: /gate/ closed)
+ * is dropped; the read after it (the gate open) downloads each block once
+ * and succeeds, and nothing is counted or kept twice.
+ */
+START_TEST(failed_prefetch_leaves_the_read_to_succeed)
+{
+	struct cache_object	*o;
+	struct cache_stats	 a, b;
+	char			*cause = NULL;
+	int			 refused = 0, gets, last = -1, still = 0, k;
+
+	write_blocks("blocks.bin", 3);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "gate/blocks.bin"),
+	    &cause));
+	write_file(path_in(dir, "gate-closed"), "", 0);
+	cache_stats(&a);
+	cache_object_prefetch(o, 0, 3 * SMALL_BLOCK);
+	/* Until the prefetch gives up: no GET for 1.5 s (backoff < 0.6 s). */
+	for (k = 0; k < 300 && still < 15; k++) {
+		refused = nginx_gets();
+		still = refused > 0 && refused == last ? still + 1 : 0;
+		last = refused;
+	}
+	ck_assert_int_gt(refused, 0);
+	cache_stats(&b);
+	ck_assert_uint_eq(b.misses - a.misses, 0);
+	ck_assert_uint_eq(b.ahead - a.ahead, 0);
+
+	unlink(path_in(dir, "gate-closed"));
+	for (k = 0; k < 3; k++)
+		read_block(o, (uint64_t)k);
+	gets = nginx_gets() - refused;
+	cache_stats(&b);
+	printf("remote: a refused prefetch: %d GETs answered 503, then the "
+	    "reads: %d GETs, %llu blocks downloaded\n", refused, gets,
+	    (unsigned long long)(b.misses - a.misses));
+	ck_assert_int_eq(gets, 3);
+	ck_assert_uint_eq(b.misses - a.misses, 3);
+	ck_assert_uint_eq(b.bytes_downloaded - a.bytes_downloaded,
+	    3 * SMALL_BLOCK);
+	/* Read again: from the cache, kept once each. */
+	for (k = 0; k < 3; k++)
+		read_block(o, (uint64_t)k);
+	ck_assert_int_eq(nginx_gets() - refused, 3);
+	ck_assert_uint_eq(cache_bytes(), 3 * (SMALL_BLOCK + 48));
+	cache_object_close(o);
+}
+END_TEST
+
 /* A torn block is found and downloaded again, never served. */
 START_TEST(torn_block_is_downloaded_again)
 {
@@ -1459,6 +1514,7 @@ remote_suite(void)
 	tcase_add_test(tc, unneeded_blocks_go_first);
 	tcase_add_test(tc, dead_process_cursor_is_removed);
 	tcase_add_test(tc, torn_block_is_downloaded_again);
+	tcase_add_test(tc, failed_prefetch_leaves_the_read_to_succeed);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
 	tcase_add_test(tc, full_cache_disk_is_a_clear_error);
