@@ -598,6 +598,7 @@ cache_object_make(const char *url, char **cause)
 	char			 path[PATH_MAX], want[512], have[512];
 	FILE			*f;
 	size_t			 n = 0;
+	int			 lockfd;
 
 	*cause = NULL;
 	if (cache.dir == NULL) {
@@ -628,9 +629,26 @@ cache_object_make(const char *url, char **cause)
 		return (NULL);
 	}
 
-	/* The meta file says which object the blocks are of. */
+	/*
+	 * The meta file says which object the blocks are of.  It is read,
+	 * and written anew with the blocks dropped if it differs, by one
+	 * process or thread of the host at a time (flock on the folder's
+	 * lock file, apart from the blocks' byte locks): two first opens at
+	 * once would otherwise both find none, and the second would drop a
+	 * block the first had downloaded since (downloaded twice).
+	 */
 	snprintf(want, sizeof want, "%" PRIu64 " %s %zu\n%s\n", o->meta.size,
 	    o->meta.etag, cache.block, url);
+	snprintf(path, sizeof path, "%s/lock", o->dir);
+	if ((mkdir(o->dir, 0750) == -1 && errno != EEXIST) ||
+	    (lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1) {
+		cache_fail(cause, "%s: %s (cache_dir)", o->dir,
+		    strerror(errno));
+		cache_object_close(o);
+		return (NULL);
+	}
+	while (flock(lockfd, LOCK_EX) == -1 && errno == EINTR)
+		;
 	snprintf(path, sizeof path, "%s/meta", o->dir);
 	if ((f = fopen(path, "re")) != NULL) {
 		n = fread(have, 1, sizeof have - 1, f);
@@ -638,19 +656,16 @@ cache_object_make(const char *url, char **cause)
 	}
 	have[n] = '\0';
 	if (strcmp(have, want) != 0) {
-		if (mkdir(o->dir, 0750) == -1 && errno != EEXIST) {
-			cache_fail(cause, "%s: %s", o->dir, strerror(errno));
-			cache_object_close(o);
-			return (NULL);
-		}
 		cache_drop_blocks(o->dir);
 		if (cache_write_file(path, NULL, 0, want, strlen(want)) != 0) {
 			cache_fail(cause, "%s: %s (cache_dir)", path,
 			    strerror(errno));
+			close(lockfd);
 			cache_object_close(o);
 			return (NULL);
 		}
 	}
+	close(lockfd);
 	pthread_mutex_lock(&cache.lock);
 	o->next = cache.objects;
 	cache.objects = o;
@@ -680,6 +695,69 @@ cache_object_size(const struct cache_object *o)
 	return (o->meta.size);
 }
 
+/*
+ * The block file this process read last, kept open: a tar shard's
+ * headers and its members are read a piece at a time, and an open and a
+ * close for each piece cost more than the read.  One a process, so an
+ * evicted block whose file it holds keeps at most one block's bytes on
+ * the disk past cache_max, until the next read of another block.
+ */
+static struct {
+	pthread_mutex_t		 lock;
+	const struct cache_object *o;
+	uint64_t		 block;
+	int			 fd;
+} cache_fd = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* Block @i's file (@path) of @o: the one kept open, or opened now. */
+static int
+cache_fd_take(const struct cache_object *o, uint64_t i, const char *path)
+{
+	int	fd = -1;
+
+	pthread_mutex_lock(&cache_fd.lock);
+	if (cache_fd.o == o && cache_fd.block == i) {
+		fd = cache_fd.fd;
+		cache_fd.fd = -1;
+		cache_fd.o = NULL;
+	}
+	pthread_mutex_unlock(&cache_fd.lock);
+	return (fd != -1 ? fd : open(path, O_RDONLY | O_CLOEXEC));
+}
+
+/* Keep @fd, block @i's of @o, open for the next read (or @o's closing). */
+static void
+cache_fd_keep(const struct cache_object *o, uint64_t i, int fd)
+{
+	int	old;
+
+	pthread_mutex_lock(&cache_fd.lock);
+	old = cache_fd.fd;
+	cache_fd.o = o;
+	cache_fd.block = i;
+	cache_fd.fd = fd;
+	pthread_mutex_unlock(&cache_fd.lock);
+	if (old != -1)
+		close(old);
+}
+
+/* Close the file kept open if it is @o's. */
+static void
+cache_fd_forget(const struct cache_object *o)
+{
+	int	fd = -1;
+
+	pthread_mutex_lock(&cache_fd.lock);
+	if (cache_fd.o == o) {
+		fd = cache_fd.fd;
+		cache_fd.fd = -1;
+		cache_fd.o = NULL;
+	}
+	pthread_mutex_unlock(&cache_fd.lock);
+	if (fd != -1)
+		close(fd);
+}
+
 /* Bytes in block @i of @o. */
 static size_t
 cache_block_len(const struct cache_object *o, uint64_t i)
@@ -707,7 +785,7 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	int			 fd, ok = 0;
 
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+	if ((fd = cache_fd_take(o, i, path)) == -1)
 		return (-1);
 	if (!__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED)) {
 		ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
@@ -737,7 +815,10 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	ok = pread(fd, dst, len, (off_t)(sizeof h + at)) == (ssize_t)len;
 	if (ok && cache.lru)
 		(void)futimens(fd, NULL);
-	close(fd);
+	if (ok)
+		cache_fd_keep(o, i, fd);
+	else
+		close(fd);
 	if (!ok) {
 		__atomic_store_n(&o->verified[i], 0, __ATOMIC_RELAXED);
 		return (-1);
@@ -1852,6 +1933,7 @@ cache_object_close(struct cache_object *o)
 	if (o == NULL)
 		return;
 	cache_prefetch_forget(o);
+	cache_fd_forget(o);
 	pthread_mutex_lock(&cache.lock);
 	for (p = &cache.objects; *p != NULL; p = &(*p)->next)
 		if (*p == o) {
