@@ -44,8 +44,10 @@
  * from the call to infeed_attach() to the last step released, first step
  * included: the first session after the daemon starts ("cold") and the
  * next one on the same daemon ("warm", which may reuse the first one's
- * kept ring memory).  It reports their ratios to the limit and their time
- * to first step (from infeed_attach() to the first step in hand).
+ * kept ring memory).  It reports their ratios to the limit, their time
+ * to first step (from infeed_attach() to the first step in hand) and each
+ * session's cpu ratio (as below: what the first session's fresh ring
+ * memory costs shows there, whatever the load).
  *
  * --clients N (1 to 8): issue 17's concurrent clients.  The tutorial's
  * file and one infeedd (workers as above); each round measures the
@@ -1019,6 +1021,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	double		 ml, mi, c0, d0, lcpu[MAX_ROUNDS], icpu[MAX_ROUNDS];
 	double		 cold[MAX_ROUNDS], warm[MAX_ROUNDS];
 	double		 cold_f[MAX_ROUNDS], warm_f[MAX_ROUNDS];
+	double		 cold_c[MAX_ROUNDS], warm_c[MAX_ROUNDS];
 	uint8_t		*src, *dst, *plain;
 	uint64_t	 plain_rows;
 	struct gpool	 g;
@@ -1048,17 +1051,29 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 		if (session) {
 			daemon_stop(pid);
 			pid = daemon_start(b->infeedd, b->conf, b->sock);
+			/* Each session's CPU: its client, infeedd, workers. */
+			c0 = self_cpu_s();
+			d0 = daemon_tree_cpu_s(pid);
 			cold[r] = infeed_rate(b->sock, epochs, r, true,
 			    &cold_f[r]);
+			cold_c[r] = lcpu[r] / ((self_cpu_s() - c0 +
+			    daemon_tree_cpu_s(pid) - d0) / (12.0 * epochs *
+			    CBS));
 			usleep(pause_ms * 1000);
+			c0 = self_cpu_s();
+			d0 = daemon_tree_cpu_s(pid);
 			warm[r] = infeed_rate(b->sock, epochs, r + 100, true,
 			    &warm_f[r]);
+			warm_c[r] = lcpu[r] / ((self_cpu_s() - c0 +
+			    daemon_tree_cpu_s(pid) - d0) / (12.0 * epochs *
+			    CBS));
 			fprintf(stderr, "bench: round %u/%u: gather limit %.0f "
 			    "items/s, first session %.0f (%.2f, first step "
-			    "%.1f ms), next session %.0f (%.2f, first step "
-			    "%.1f ms)\n", r + 1, rounds, lim[r], cold[r],
-			    cold[r] / lim[r], cold_f[r] * 1e3, warm[r],
-			    warm[r] / lim[r], warm_f[r] * 1e3);
+			    "%.1f ms, cpu ratio %.2f), next session %.0f "
+			    "(%.2f, first step %.1f ms, cpu ratio %.2f)\n",
+			    r + 1, rounds, lim[r], cold[r], cold[r] / lim[r],
+			    cold_f[r] * 1e3, cold_c[r], warm[r], warm[r] /
+			    lim[r], warm_f[r] * 1e3, warm_c[r]);
 			cold[r] /= lim[r];
 			warm[r] /= lim[r];
 			if (cold[r] < 0 || warm[r] < 0)
@@ -1097,19 +1112,23 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 		printf("gather limit      %.0f items/s, median of %u\n", ml,
 		    rounds);
 		printf("first session     %.2f of the limit, first step %.1f "
-		    "ms (medians)\n", median(cold, (int)rounds),
-		    median(cold_f, (int)rounds) * 1e3);
+		    "ms, cpu ratio %.2f (medians)\n", median(cold,
+		    (int)rounds), median(cold_f, (int)rounds) * 1e3,
+		    median(cold_c, (int)rounds));
 		printf("next session      %.2f of the limit, first step %.1f "
-		    "ms (medians; targets >= 0.70, <= 20 ms)\n",
-		    median(warm, (int)rounds), median(warm_f, (int)rounds) *
-		    1e3);
+		    "ms, cpu ratio %.2f (medians; targets >= 0.70, <= 20 "
+		    "ms)\n", median(warm, (int)rounds), median(warm_f,
+		    (int)rounds) * 1e3, median(warm_c, (int)rounds));
 		printf("{\"gather_items_per_s\":%.1f,\"plain_copy_items_per_s\":"
 		    "%.1f,\"first_session_ratio\":"
 		    "%.4f,\"first_session_first_step_s\":%.4f,"
 		    "\"next_session_ratio\":%.4f,\"next_session_first_step_s\":"
-		    "%.4f,\"rounds\":%u,\"epochs\":%u}\n", ml,
+		    "%.4f,\"first_session_cpu_ratio\":%.4f,"
+		    "\"next_session_cpu_ratio\":%.4f,\"rounds\":%u,"
+		    "\"epochs\":%u}\n", ml,
 		    median(cpy, (int)rounds), median(cold, (int)rounds), median(cold_f, (int)rounds),
 		    median(warm, (int)rounds), median(warm_f, (int)rounds),
+		    median(cold_c, (int)rounds), median(warm_c, (int)rounds),
 		    rounds, epochs);
 		return (0);
 	}

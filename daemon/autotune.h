@@ -50,7 +50,7 @@
 #define AUTOTUNE_CPU_FREE	0.5	/* idle CPUs it may use, to grow */
 #define AUTOTUNE_COMPUTING	0.5	/* ... unless jobs wait more than this */
 #define AUTOTUNE_SHRINK_MS	3000	/* workers idle this long: one goes */
-#define AUTOTUNE_MIN_WORKER	(16ULL << 20)	/* a worker's memory, at least */
+#define AUTOTUNE_MIN_WORKER	POOL_WORKER_MIN_BYTES
 /* Past the CPUs: */
 #define AUTOTUNE_STORAGE_GROW	0.5	/* jobs' share blocked, to grow */
 #define AUTOTUNE_RUNNABLE_MAX	0.25	/* ... and waiting for a CPU, under */

@@ -236,11 +236,10 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 			cat->ndatasets++;
 			continue;
 		}
-		dataset_room_set(room == UINT64_MAX ? UINT64_MAX :
-		    cat->memory < room ? (room - cat->memory) /
-		    CATALOGUE_COPIES : 0);
-		cat->datasets[cat->ndatasets] = dataset_open(dc, &cause);
-		dataset_room_set(UINT64_MAX);
+		/* Each copy's share of the room, refused before it is made. */
+		cat->datasets[cat->ndatasets] = dataset_open_within(dc,
+		    room > cat->memory ? (room - cat->memory) /
+		    CATALOGUE_COPIES : 0, &cause);
 		if (cat->datasets[cat->ndatasets] == NULL) {
 			catalogue_refuse(cat, dc->name, cause != NULL ? cause :
 			    xstrdup("unknown error"));

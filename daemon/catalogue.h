@@ -46,7 +46,8 @@ struct catalogue {
  * open, to the new catalogue (so their sessions go on); a mix moves over
  * only when its sources' sections did not change either.  A new dataset
  * that keeps memory (ds->memory, CATALOGUE_COPIES times) past @room with
- * the others is refused, saying so: @room is what memory_budget has for
+ * the others is refused, saying so, by its reader before it is made
+ * (dataset_open_within()) or after: @room is what memory_budget has for
  * the catalogue (UINT64_MAX in the fork server, which charges nothing).
  */
 struct catalogue *catalogue_open(const struct config *conf,

@@ -45,9 +45,9 @@
 
 static const char *const config_daemon_keys[] = {
 	"socket", "workers", "max_clients", "max_frame_size", "memory_budget",
-	"group_window", "job_timeout", "image_memory_max", "keep_ring_memory",
-	"metrics_listen", "io_backend", "read_ahead", "cache_dir", "cache_max",
-	NULL,
+	"group_window", "group_linger", "job_timeout", "image_memory_max",
+	"keep_ring_memory", "metrics_listen", "io_backend", "read_ahead",
+	"cache_dir", "cache_max", NULL,
 };
 
 /*
@@ -269,6 +269,19 @@ config_set_daemon(struct config_parse *cp, const char *name,
 			return (0);
 		}
 		conf->group_window = v;
+	} else if (strcmp(name, "group_linger") == 0) {
+		if (strcmp(value, "auto") == 0)
+			v = CONFIG_GROUP_LINGER_AUTO_MS;
+		else if (strcmp(value, "off") == 0 || strcmp(value, "0") == 0)
+			v = 0;
+		else if (config_parse_duration(value, &v) == -1 ||
+		    v > CONFIG_MAX_GROUP_LINGER_MS) {
+			cp->error = xasprintf("[infeedd] group_linger = %s: "
+			    "expected auto, off, or a duration up to 24h such "
+			    "as 30s", value);
+			return (0);
+		}
+		conf->group_linger_ms = v;
 	} else if (strcmp(name, "job_timeout") == 0) {
 		if (config_parse_duration(value, &v) == -1 || v < 100 ||
 		    v > CONFIG_MAX_JOB_TIMEOUT_MS) {
@@ -346,9 +359,10 @@ config_set_daemon(struct config_parse *cp, const char *name,
 		guess = dataset_key_guess(name, config_daemon_keys);
 		cp->error = xasprintf("unknown key '%s' in section [infeedd]"
 		    "%s%s%s; it takes the keys socket, workers, max_clients, "
-		    "max_frame_size, memory_budget, group_window, job_timeout, "
-		    "image_memory_max, keep_ring_memory, metrics_listen, "
-		    "io_backend, read_ahead, cache_dir and cache_max",
+		    "max_frame_size, memory_budget, group_window, "
+		    "group_linger, job_timeout, image_memory_max, "
+		    "keep_ring_memory, metrics_listen, io_backend, "
+		    "read_ahead, cache_dir and cache_max",
 		    name,
 		    guess ? " (did you mean '" : "", guess ? guess : "",
 		    guess ? "'?)" : "");
@@ -688,6 +702,7 @@ config_load(const char *path, char **cause)
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
 	conf->group_window = CONFIG_GROUP_WINDOW_AUTO;
+	conf->group_linger_ms = 0;	/* off: no store (config.h) */
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
 	conf->read_ahead_steps = CONFIG_READ_AHEAD_AUTO_STEPS;
 	conf->read_ahead_bytes = CONFIG_READ_AHEAD_AUTO_BYTES;
@@ -735,23 +750,68 @@ fail:
 	return (NULL);
 }
 
+/* A copy of section @src into @dst. */
+void
+config_dataset_copy(struct dataset_conf *dst, const struct dataset_conf *src)
+{
+	size_t	i;
+
+	dst->name = xstrdup(src->name);
+	dst->source = xstrdup(src->source);
+	dst->nkv = src->nkv;
+	dst->kv = xcalloc(src->nkv == 0 ? 1 : src->nkv, sizeof(*dst->kv));
+	for (i = 0; i < src->nkv; i++) {
+		dst->kv[i].key = xstrdup(src->kv[i].key);
+		dst->kv[i].value = xstrdup(src->kv[i].value);
+	}
+}
+
+/* Free what section @dc holds. */
+void
+config_dataset_clear(struct dataset_conf *dc)
+{
+	size_t	j;
+
+	for (j = 0; j < dc->nkv; j++) {
+		free(dc->kv[j].key);
+		free(dc->kv[j].value);
+	}
+	free(dc->kv);
+	free(dc->name);
+	free(dc->source);
+	memset(dc, 0, sizeof(*dc));
+}
+
+/* A copy of @conf, every string and section its own. */
+struct config *
+config_copy(const struct config *conf)
+{
+	struct config	*c = xmalloc(sizeof(*c));
+	size_t		 i;
+
+	*c = *conf;
+	c->path = xstrdup(conf->path);
+	c->socket_path = xstrdup(conf->socket_path);
+	c->metrics_host = conf->metrics_host != NULL ?
+	    xstrdup(conf->metrics_host) : NULL;
+	c->cache_dir = conf->cache_dir != NULL ? xstrdup(conf->cache_dir) :
+	    NULL;
+	c->datasets = xcalloc(conf->ndatasets + 1, sizeof(*c->datasets));
+	for (i = 0; i < conf->ndatasets; i++)
+		config_dataset_copy(&c->datasets[i], &conf->datasets[i]);
+	return (c);
+}
+
 /* Free a configuration; NULL is a no-op. */
 void
 config_free(struct config *conf)
 {
-	size_t	i, j;
+	size_t	i;
 
 	if (conf == NULL)
 		return;
-	for (i = 0; i < conf->ndatasets; i++) {
-		for (j = 0; j < conf->datasets[i].nkv; j++) {
-			free(conf->datasets[i].kv[j].key);
-			free(conf->datasets[i].kv[j].value);
-		}
-		free(conf->datasets[i].kv);
-		free(conf->datasets[i].name);
-		free(conf->datasets[i].source);
-	}
+	for (i = 0; i < conf->ndatasets; i++)
+		config_dataset_clear(&conf->datasets[i]);
 	free(conf->datasets);
 	free(conf->metrics_host);
 	free(conf->cache_dir);

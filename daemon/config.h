@@ -33,6 +33,7 @@ struct config {
 	uint64_t		 memory_budget;	/* bytes, all step rings */
 	uint64_t		 group_window;	/* bytes, a group's past steps;
 						   CONFIG_GROUP_WINDOW_AUTO */
+	uint64_t		 group_linger_ms; /* a group's store, after it */
 	uint32_t		 job_timeout_ms; /* per row; then stuck */
 	uint64_t		 image_memory_max; /* one image's decode */
 	uint32_t		 keep_ring_ms;	/* ended sessions' ring memory */
@@ -60,6 +61,22 @@ struct config {
  */
 #define CONFIG_GROUP_WINDOW_AUTO	UINT64_MAX
 #define CONFIG_GROUP_WINDOW_IMAGES	(1ULL << 30)
+
+/*
+ * A group of images also keeps a store of its past steps (group-store.h)
+ * of up to group_store bytes: with auto, CONFIG_GROUP_STORE_IMAGES (two
+ * epochs of 1,500 images at 224 x 224 float32 take 1.7 GiB), and
+ * group_window's bytes when that is set, only when group_linger is set
+ * (auto: CONFIG_GROUP_LINGER_AUTO_MS, a sweep's or an evaluation's next
+ * trainer starts within that): copying every step in costs a lone
+ * trainer of images about a third of its speed on 2 CPUs
+ * (docs/performance.md, issue 35 round three), too much for a default.
+ * It lingers that long after the group's last member leaves, charged to
+ * memory_budget, and gives way to any ring that needs the budget.
+ */
+#define CONFIG_GROUP_STORE_IMAGES	(2ULL << 30)
+#define CONFIG_GROUP_LINGER_AUTO_MS	30000
+#define CONFIG_MAX_GROUP_LINGER_MS	(24ULL * 3600 * 1000)
 
 /*
  * The CPUs the daemon may use: the least of its affinity mask and its
@@ -106,6 +123,23 @@ unsigned	 config_ncpus(struct config_cpus *out);
  * Return: the configuration, or NULL with *@cause set (malloc'd).
  */
 struct config	*config_load(const char *path, char **cause);
+
+/**
+ * config_copy() - a copy of @conf that config_free() frees on its own:
+ * what a reload that does not read the file starts from.
+ */
+struct config	*config_copy(const struct config *conf);
+
+/**
+ * config_dataset_copy() - @src's name, source and keys, copied into @dst.
+ */
+void		 config_dataset_copy(struct dataset_conf *dst,
+		    const struct dataset_conf *src);
+
+/**
+ * config_dataset_clear() - free what section @dc holds, and zero it.
+ */
+void		 config_dataset_clear(struct dataset_conf *dc);
 
 /**
  * config_free() - free @conf; NULL is a no-op.

@@ -46,11 +46,17 @@ daemon_hup_cb(evutil_socket_t sig, short ev, void *arg)
 	daemon_reload(arg);
 }
 
-/* A packing for a seq_len is wanted, or no longer used: reload. */
+static void	daemon_reload_from(struct daemon *, bool);
+
+/*
+ * A packing for a seq_len is wanted, or no longer used: reload the
+ * running configuration, not the file (an edit not yet sent with SIGHUP
+ * is not the trainers' to apply).
+ */
 static void
 daemon_reload_packings(void *arg)
 {
-	daemon_reload(arg);
+	daemon_reload_from(arg, false);
 }
 
 /* Tell systemd we are alive. */
@@ -449,7 +455,7 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	    ncat->ndatasets);
 	if (d->reload_again) {
 		d->reload_again = false;
-		daemon_reload(d);
+		daemon_reload_from(d, d->reload_file);
 	}
 }
 
@@ -524,14 +530,22 @@ daemon_reload_heads(struct daemon *d, struct config *nconf)
 	return (true);
 }
 
-/*
- * Reload the configuration; the old one stays if the new one is bad.  The
- * remote datasets' servers are asked first, then the datasets open, each
- * on a thread while the loop serves the old catalogue; a SIGHUP meanwhile
- * reloads again once this one is done.
- */
+/* Reload the configuration file. */
 void
 daemon_reload(struct daemon *d)
+{
+	daemon_reload_from(d, true);
+}
+
+/*
+ * Reload the configuration, the file's (@file) or the running one's for
+ * the packings; the old one stays if the new one is bad.  The remote
+ * datasets' servers are asked first, then the datasets open, each on a
+ * thread while the loop serves the old catalogue; a reload asked for
+ * meanwhile follows once this one is done (the file's if any was).
+ */
+static void
+daemon_reload_from(struct daemon *d, bool file)
 {
 	struct config		*nconf;
 	char			*cause = NULL;
@@ -539,12 +553,18 @@ daemon_reload(struct daemon *d)
 	if (d->reload != NULL || d->reload_conf != NULL) {
 		log_info("reload: the last one is still under way; this one "
 		    "follows it");
+		d->reload_file = (d->reload_again && d->reload_file) || file;
 		d->reload_again = true;
 		return;
 	}
 	sd_notify(0, "RELOADING=1");
-	log_info("reloading %s", d->conf->path);
-	if ((nconf = config_load(d->conf->path, &cause)) == NULL) {
+	if (!file) {
+		log_info("reloading the running configuration for the "
+		    "packings trainers asked for");
+		nconf = config_copy(d->conf);
+	} else
+		log_info("reloading %s", d->conf->path);
+	if (file && (nconf = config_load(d->conf->path, &cause)) == NULL) {
 		log_warnx("reload refused, the running configuration stays: "
 		    "%s", cause);
 		sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", cause);

@@ -15,7 +15,7 @@
  *
  * Layers: main -> daemon -> metrics -> listen -> peers -> peer, stats-frame
  *   -> stats, attach-check
- *   -> autotune -> session -> group -> consumer -> producer
+ *   -> autotune -> session -> group -> consumer -> producer -> group-store
  *   -> session-check -> packings -> pool -> forker -> worker
  *   -> transport -> ring, transform
  *   -> ring-memory -> catalogue -> config -> dataset (dataset/: the front,
@@ -87,6 +87,7 @@ struct daemon {
 	struct event		*ev_reload;
 	struct daemon_reload	*reload;	/* NULL: no open under way */
 	bool			 reload_again;	/* SIGHUP meanwhile */
+	bool			 reload_file;	/* ... it reads the file */
 	struct packings		*packs;		/* made for a seq_len */
 };
 

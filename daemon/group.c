@@ -18,6 +18,8 @@
 #include <event2/event.h>
 
 #include "clock.h"
+#include "config.h"
+#include "group-store.h"
 #include "group.h"
 #include "log.h"
 #include "sampler.h"
@@ -106,24 +108,50 @@ group_same_transform(const struct session_options *a,
 	    memcmp(x->std, y->std, x->nstd * sizeof(x->std[0])) == 0);
 }
 
+/* What a session of @client, @src and @o would share: its steps' key. */
+static void
+group_key_fill(struct group_key *k, const struct session_host *host,
+    const struct session_client *client, const struct session_source *src,
+    const struct session_options *o)
+{
+	k->pool = host->pool;
+	k->ds = src->ds;
+	k->serial = src->ds->serial;
+	k->uid = client->uid;
+	k->gid = client->gid;
+	k->opts = *o;		/* borrowed */
+	k->label_dtype = src->label_dtype;
+}
+
 /*
- * Whether a session of @client, @src and @b reads exactly the bytes of
- * @g's producer at every step: the same dataset, user and group (a ring
- * holds their data, and only they may map it), and every option that
- * decides a step's bytes (options-schema.h's SAMPLER and RING ones).
+ * Whether steps of key @k are exactly the bytes of @arg's (a key too) at
+ * every step: the same dataset, user and group (a ring holds their data,
+ * and only they may map it), and every option that decides a step's
+ * bytes (options-schema.h's SAMPLER and RING ones).
  */
+static bool
+group_key_matches(const struct group_key *k, const void *arg)
+{
+	const struct group_key	*w = arg;
+
+	return (k->pool == w->pool && k->ds == w->ds &&
+	    k->serial == w->serial && k->uid == w->uid && k->gid == w->gid &&
+	    session_options_same_steps(&k->opts, &w->opts) &&
+	    k->label_dtype == w->label_dtype &&
+	    group_same_transform(&k->opts, &w->opts));
+}
+
+/* Whether a session of @client, @src and @b reads @g's steps' bytes. */
 static bool
 group_matches(const struct group *g, const struct session_host *host,
     const struct session_client *client, const struct session_source *src,
     const struct session_options *b)
 {
-	const struct session_options	*a = &g->opts;
+	struct group_key	a, w;
 
-	return (g->host.pool == host->pool && g->src.ds == src->ds &&
-	    g->client.uid == client->uid && g->client.gid == client->gid &&
-	    session_options_same_steps(a, b) &&
-	    g->src.label_dtype == src->label_dtype &&
-	    group_same_transform(a, b));
+	group_key_fill(&a, &g->host, &g->client, &g->src, &g->opts);
+	group_key_fill(&w, host, client, src, b);
+	return (group_key_matches(&a, &w));
 }
 
 /*
@@ -338,6 +366,50 @@ group_window_slots(const struct session_host *host,
 	return ((uint32_t)n);
 }
 
+/*
+ * Group @g's store of past steps (group-store.h): a store of the same key
+ * (a group that runs, or one that ended within group_linger), else a new
+ * one of group_window's bytes (auto: CONFIG_GROUP_STORE_IMAGES for a
+ * group that decodes images, none otherwise) if the budget has them
+ * free; none while group_linger is off (the default: config.h).  Its producer fills the steps the store has by a copy, and adds
+ * the steps it decodes.
+ */
+static void
+group_store_take(struct group *g)
+{
+	struct group_key	 k;
+	uint64_t		 bytes = g->host.group_window;
+
+	if (g->host.group_linger_ms == 0)
+		return;
+	if (bytes == CONFIG_GROUP_WINDOW_AUTO)
+		bytes = g->src.transform.image ? CONFIG_GROUP_STORE_IMAGES :
+		    0;
+	if (bytes == 0)
+		return;
+	group_key_fill(&k, &g->host, &g->client, &g->src, &g->opts);
+	if ((g->store = group_store_find(group_key_matches, &k)) != NULL)
+		log_info("group %llu starts on a store of %u past steps of "
+		    "the same data and options", (unsigned long long)g->id,
+		    g->store->nentries);
+	else {
+		session_options_copy(&k.opts, &g->opts);
+		g->store = group_store_new(g->host.base, g->host.budget, &k,
+		    g->p->ring->layout.slot_bytes,
+		    sampler_epoch_steps(&g->src.sampler, 0), bytes,
+		    g->host.group_linger_ms);
+		if (g->store == NULL)
+			free(k.opts.transform.pipeline);
+		else
+			log_info("group %llu keeps a store of %u past steps "
+			    "(%llu MiB of memory_budget)",
+			    (unsigned long long)g->id, g->store->nentries,
+			    (unsigned long long)(g->store->charged >> 20));
+	}
+	if (g->store != NULL)
+		producer_set_store(g->p, g->store, true);
+}
+
 /* Make a group: see group.h. */
 struct group *
 group_new(uint64_t id, const struct session_host *host,
@@ -379,6 +451,7 @@ group_new(uint64_t id, const struct session_host *host,
 	g->p->id = id;
 	g->p->kind = "group";
 	g->p->room = o->buffer_size;
+	group_store_take(g);
 	g->ev_slack = evtimer_new(host->base, group_slack_cb, g);
 	if (g->ev_slack == NULL)
 		fatalx("cannot make a timer for group %llu",
@@ -871,6 +944,7 @@ group_free(struct group *g)
 		ring_mem_hold_for(g->p->ring->mem, pids, n);
 	free(pids);
 	producer_free(g->p);
+	group_store_unref(g->store);	/* it lingers (group_linger) */
 	session_source_clear(&g->src);
 	free(g->opts.transform.pipeline);
 	ring_budget_uncharge(g->host.budget, g->table_charged);
@@ -1096,6 +1170,8 @@ group_leave(struct group_member *m, enum group_leave why)
 		step = sampler_epoch_steps(&m->spec->src->sampler, epoch);
 	}
 	producer_handover(c->own, epoch, step, c->seen);
+	if (g->store != NULL)
+		producer_set_store(c->own, g->store, false);
 	producer_fill(c->own);
 	consumer_deliver(c);
 	return (0);
@@ -1157,6 +1233,8 @@ group_catch_up(struct group_member *m)
 		return;
 	}
 	m->late = false;
+	if (g->store != NULL)
+		producer_set_store(c->own, g->store, false);
 	if (m->catching)
 		log_info("session %llu catches up with group %llu from epoch "
 		    "%llu step %llu to epoch %llu step %llu",

@@ -43,6 +43,14 @@
  * alone: the group keeps nothing more for it.  Elsewhere (ahead of the
  * group, or further behind) it starts its own group.
  *
+ * A group that keeps one (group_window: auto, for images) also has a
+ * store of its past steps (group-store.h), daemon memory beyond the
+ * ring's 64 slot numbers, shared by every group of the same key (the
+ * user, data and every option that decides a step's bytes) and kept
+ * group_linger after the last of them ends: its producer adds each step
+ * it fills, and a late member's own producer, or a later group's, copies
+ * the steps the store has into its slots rather than decode them.
+ *
  * A group calls its producer, its members' consumers and the ring, never
  * a session: session.c makes the group's source and its members.
  */
@@ -110,6 +118,7 @@ struct group {
 	struct producer_spec	 spec;
 	struct producer		*p;
 	uint32_t		 window;	/* its ring's slots of past steps */
+	struct group_store	*store;		/* its past steps, or NULL */
 	TAILQ_HEAD(, group_member) members;	/* and those that left */
 	uint32_t		 nmembers;	/* not left */
 	struct group_holder	**holders;	/* ended members' */

@@ -13,9 +13,11 @@
  * of that seq_len, so that they share a group too.  The Attach waits for
  * it on a timer (attach-check.c), other clients served meanwhile.  The
  * sessions on a packing are counted; when the last ends, a reload leaves
- * it out, which frees it.  Each reload re-makes the sections from the
- * configuration file's section of their dataset, so an edit of that
- * section applies to them too, and one whose section went goes with it.
+ * it out, which frees it.  Each reload re-makes the sections from its
+ * configuration's section of their dataset, so an edit of that section
+ * applies to them too, and one whose section went goes with it.  A
+ * reload for a packing starts from the running configuration, not the
+ * file: an edit of the file not yet sent with SIGHUP waits for it.
  * At most PACKINGS_MAX are kept or under way: each costs a reload, which
  * replaces the workers, so clients cannot ask for one after another.
  */
@@ -223,23 +225,43 @@ static void
 packings_section(struct config *nconf, size_t j, const char *name,
     uint32_t seq_len)
 {
-	const struct dataset_conf	*dc;
 	struct dataset_conf		*c;
 	size_t				 i;
 
 	nconf->datasets = xreallocarray(nconf->datasets, nconf->ndatasets + 1,
 	    sizeof(*nconf->datasets));
-	dc = &nconf->datasets[j];
 	c = &nconf->datasets[nconf->ndatasets++];
+	config_dataset_copy(c, &nconf->datasets[j]);
+	free(c->name);
 	c->name = xstrdup(name);
+	free(c->source);
 	c->source = xasprintf("%s, packed for a trainer at seq_len %" PRIu32,
-	    dc->source, seq_len);
-	c->nkv = dc->nkv;
-	c->kv = xcalloc(dc->nkv, sizeof(*c->kv));
-	for (i = 0; i < dc->nkv; i++) {
-		c->kv[i].key = xstrdup(dc->kv[i].key);
-		c->kv[i].value = strcmp(dc->kv[i].key, "seq_len") == 0 ?
-		    xasprintf("%" PRIu32, seq_len) : xstrdup(dc->kv[i].value);
+	    nconf->datasets[j].source, seq_len);
+	for (i = 0; i < c->nkv; i++) {
+		if (strcmp(c->kv[i].key, "seq_len") == 0) {
+			free(c->kv[i].value);
+			c->kv[i].value = xasprintf("%" PRIu32, seq_len);
+		}
+	}
+}
+
+/*
+ * Take out of @nconf the sections of packings (a '/' in the name): those
+ * of a running configuration's copy, made again below as they are wanted.
+ */
+static void
+packings_strip(struct config *nconf)
+{
+	size_t	i;
+
+	for (i = 0; i < nconf->ndatasets; i++) {
+		if (strchr(nconf->datasets[i].name, '/') == NULL)
+			continue;
+		config_dataset_clear(&nconf->datasets[i]);
+		memmove(&nconf->datasets[i], &nconf->datasets[i + 1],
+		    (nconf->ndatasets - i - 1) * sizeof(*nconf->datasets));
+		nconf->ndatasets--;
+		i--;
 	}
 }
 
@@ -248,8 +270,10 @@ void
 packings_sections(struct packings *pk, struct config *nconf)
 {
 	struct packing_entry		*e;
-	size_t				 i, j, n = nconf->ndatasets;
+	size_t				 i, j, n;
 
+	packings_strip(nconf);
+	n = nconf->ndatasets;
 	for (i = 0; i < pk->n; i++) {
 		e = &pk->v[i];
 		for (j = 0; j < n; j++) {

@@ -17,7 +17,10 @@ struct event_base;
 
 struct packings;
 
-/* Reload the catalogue (the daemon's daemon_reload()). */
+/*
+ * Reload the catalogue from the running configuration, not the file (the
+ * daemon's daemon_reload_packings()).
+ */
 typedef void	packings_reload_cb(void *arg);
 
 /**
@@ -49,9 +52,11 @@ int		 packings_want(struct packings *pk, const struct catalogue *cat,
 bool		 packings_pending(const struct packings *pk);
 
 /**
- * packings_sections() - add to @nconf (just loaded) a section for each
- * packing that a session uses or that is wanted, made from @nconf's own
- * section of its dataset (one whose dataset's section went is dropped).
+ * packings_sections() - add to @nconf (the file just loaded, or a copy
+ * of the running configuration, whose packings' sections are taken out
+ * first) a section for each packing that a session uses or that is
+ * wanted, made from @nconf's own section of its dataset (one whose
+ * dataset's section went is dropped).
  */
 void		 packings_sections(struct packings *pk, struct config *nconf);
 

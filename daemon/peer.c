@@ -720,6 +720,7 @@ peer_session_host(const struct peer *p, struct session_host *sh)
 	sh->budget = h->budget;
 	sh->config_path = h->conf->path;
 	sh->group_window = h->conf->group_window;
+	sh->group_linger_ms = h->conf->group_linger_ms;
 	sh->base = h->base;
 	sh->packs = h->packs;
 }

@@ -135,6 +135,7 @@ struct worker {
 	bool		 closed;	/* its socket: its end is awaited */
 	bool		 spare;		/* a spare's slot (pool_spare_cb()) */
 	uint64_t	 idle_ms;	/* a spare's last job's end */
+	uint64_t	 charged;	/* a spare's, to memory_budget */
 };
 
 struct pool {
@@ -161,6 +162,7 @@ struct pool {
 	struct event		*spare_ev;	/* pool_spare_cb() */
 	uint64_t		 spares_started;
 	char			 spare_why[192]; /* the last start's reason */
+	bool			 spare_refused;	/* no room: logged, this spell */
 	unsigned		 queued;	/* jobs in the rings' queues */
 	struct pool_ring_list	 rings;
 	uint64_t		 next_ring_id;
@@ -211,6 +213,9 @@ void		 pool_fence(struct pool *pool, struct job *loser,
 struct worker	*pool_stalled(struct pool *pool, struct pool_ring **prp);
 int		 pool_takeover(struct pool *pool, struct worker *w,
 		    struct pool_ring *pr, struct worker *from);
+
+/* pool.c */
+void		 pool_spare_uncharge(struct worker *w);
 
 /* pool-rings.c */
 struct pool_ring *pool_find(struct pool *pool, uint64_t id);

@@ -487,8 +487,10 @@ pool_respawn_failed(struct worker *w)
 	struct timeval	tv = { POOL_RESPAWN_MS / 1000,
 			    (POOL_RESPAWN_MS % 1000) * 1000 };
 
-	if (w->spare)		/* pool_spare_cb() tries again */
+	if (w->spare) {		/* pool_spare_cb() tries again */
+		pool_spare_uncharge(w);
 		return;
+	}
 	log_warnx("worker %u: trying again in %d ms; the other workers go on "
 	    "serving", w->idx, POOL_RESPAWN_MS);
 	evtimer_add(w->respawn_ev, &tv);
@@ -545,6 +547,7 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 		return;
 	if (w->spare) {
 		/* Started again only when needed (pool_spare_cb()). */
+		pool_spare_uncharge(w);
 		w->retiring = false;
 		w->stuck = false;
 		pool_dispatch(pool);

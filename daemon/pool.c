@@ -21,6 +21,8 @@
 #include "forker.h"
 #include "log.h"
 #include "pool-private.h"
+#include "procmem.h"
+#include "ring-memory.h"
 #include "xmalloc.h"
 
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
@@ -194,6 +196,43 @@ pool_spare_later(struct pool *pool)
 }
 
 /*
+ * Charge spare @w to memory_budget before it starts: what the workers up
+ * take on average (their private memory), POOL_WORKER_MIN_BYTES at least.
+ * 0, or -1 with the budget's reason in *@cause (to free).
+ */
+static int
+pool_spare_charge(struct pool *pool, struct worker *w, char **cause)
+{
+	static const struct ring_owner	 daemon_owner = { .uid = (uid_t)-1 };
+	uint64_t			 bytes = 0;
+	unsigned			 i, up = 0;
+
+	for (i = 0; i < pool->n; i++) {
+		if (pool->workers[i].pid != -1) {
+			bytes += procmem_private(pool->workers[i].pid);
+			up++;
+		}
+	}
+	bytes = up > 0 ? bytes / up : 0;
+	if (bytes < POOL_WORKER_MIN_BYTES)
+		bytes = POOL_WORKER_MIN_BYTES;
+	if (pool->budget != NULL && ring_budget_charge(pool->budget, bytes,
+	    &daemon_owner, cause) == -1)
+		return (-1);
+	w->charged = pool->budget != NULL ? bytes : 0;
+	return (0);
+}
+
+/* Give back what spare @w was charged: it ended, or never started. */
+void
+pool_spare_uncharge(struct worker *w)
+{
+	if (w->charged > 0)
+		ring_budget_uncharge(w->pool->budget, w->charged);
+	w->charged = 0;
+}
+
+/*
  * Spares: a worker blocked in a store that does not answer holds its
  * slot until job_timeout kills it, and with every worker so held the
  * other sessions' jobs would wait as long.  While a job of a ring no
@@ -202,7 +241,8 @@ pool_spare_later(struct pool *pool)
  * spares take no job of a blocked ring (pool_next_job(),
  * pool_ring_blocked()) nor any takeover, so they are not blocked in turn, and run no job another
  * worker still holds: exactly once is the queue's.  A spare idle for
- * POOL_SPARE_KEEP_MS with no worker blocked is let go.
+ * POOL_SPARE_KEEP_MS with no worker blocked is let go.  Each is charged
+ * to memory_budget first (pool_spare_charge()); none starts without room.
  */
 static void
 pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
@@ -212,6 +252,7 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 	struct worker		*w, *free_slot = NULL;
 	uint64_t		 now = clock_now_ms();
 	unsigned		 i, blocked = 0, spares = 0, idle = 0;
+	char			 why[sizeof(pool->spare_why)], *cause;
 
 	(void)fd;
 	(void)ev;
@@ -244,16 +285,29 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	if (free_slot != NULL && blocked > spares && idle == 0 &&
 	    pool_next_job(pool, &pr, true) != NULL) {
-		snprintf(pool->spare_why, sizeof(pool->spare_why), "%u of "
-		    "%u workers blocked in their storage for %d ms or more, "
-		    "none idle, and a job of another session waiting", blocked,
-		    pool->size + spares, POOL_SPARE_MS);
-		log_warnx("starting spare worker %u: %s", free_slot->idx,
-		    pool->spare_why);
-		free_slot->idle_ms = now;
-		if (pool_spawn(pool, free_slot) == 0)
-			pool->spares_started++;
-	}
+		snprintf(why, sizeof(why), "%u of %u workers blocked in their "
+		    "storage for %d ms or more, none idle, and a job of "
+		    "another session waiting", blocked, pool->size + spares,
+		    POOL_SPARE_MS);
+		if (pool_spare_charge(pool, free_slot, &cause) == -1) {
+			/* Said once a blocked spell, not every tick. */
+			if (!pool->spare_refused)
+				log_warnx("no spare worker, though %s: a "
+				    "worker's memory does not fit, for %s",
+				    why, cause);
+			pool->spare_refused = true;
+			free(cause);
+		} else {
+			pool->spare_refused = false;
+			memcpy(pool->spare_why, why, sizeof(why));
+			log_warnx("starting spare worker %u: %s",
+			    free_slot->idx, pool->spare_why);
+			free_slot->idle_ms = now;
+			if (pool_spawn(pool, free_slot) == 0)
+				pool->spares_started++;
+		}
+	} else if (blocked == 0)
+		pool->spare_refused = false;
 	pool_dispatch(pool);
 }
 
@@ -378,6 +432,7 @@ pool_free(struct pool *pool)
 		if (pool->workers[i].respawn_ev != NULL)
 			event_free(pool->workers[i].respawn_ev);
 		pool_job_free(pool->workers[i].job);
+		pool_spare_uncharge(&pool->workers[i]);
 		free(pool->workers[i].mems);
 	}
 	while ((pr = TAILQ_FIRST(&pool->rings)) != NULL) {

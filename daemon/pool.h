@@ -67,7 +67,10 @@
  * worker holds, so exactly once is untouched.  Spares are not started
  * again when they end, and go once idle for POOL_SPARE_KEEP_MS with no
  * worker blocked.  Status lists them (state "spare"), /metrics counts
- * them and the log says why each started.
+ * them and the log says why each started.  A spare is charged to
+ * memory_budget before it starts, as much as the workers up take on
+ * average (POOL_WORKER_MIN_BYTES at least), and given back when it ends;
+ * with no room for it none starts, and the log says so.
  */
 #ifndef INFEED_POOL_H
 #define INFEED_POOL_H
@@ -89,6 +92,7 @@
 #define POOL_SPARE_MS		50	/* blocked in storage: a spare may start */
 #define POOL_SPARE_KEEP_MS	1000	/* a spare idle that long goes */
 #define POOL_SPARES_MAX		2	/* beside the workers */
+#define POOL_WORKER_MIN_BYTES	(16ULL << 20)	/* a worker's memory, at least */
 #define POOL_AHEAD_MAX		16384	/* indices a ring reads ahead, queued */
 
 struct event_base;

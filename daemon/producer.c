@@ -19,6 +19,7 @@
 
 #include <event2/event.h>
 
+#include "group-store.h"
 #include "log.h"
 #include "pool.h"
 #include "producer.h"
@@ -43,6 +44,8 @@
 #define PRODUCER_PREPARE_WORK	(1024 * 1024)
 
 static void	producer_prepare_later(struct producer *);
+static void	producer_store_done(void *, uint32_t, enum group_store_copy,
+		    uint64_t);
 
 /* Move @st to @to; the allowed transitions are all here. */
 void
@@ -265,6 +268,7 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 		return;
 	sl = &p->ring->slot[r->slot];
 	p->bytes_read += r->bytes;
+	p->replaced[r->slot] += r->replaced;
 	if (r->result != POOL_JOB_DONE)
 		producer_fail(p, r);
 	sl->rows_pending -= r->rows < sl->rows_pending ? r->rows :
@@ -272,6 +276,9 @@ producer_pool_cb(void *arg, const struct pool_report *r)
 	if (sl->rows_pending == 0) {
 		ring_slot_set(p->ring, r->slot, SLOT_READY);
 		producer_order_update(p);
+		if (p->store_adds && p->state != PRODUCER_FAILED)
+			group_store_add(p->store, p->ring, r->slot,
+			    p->replaced[r->slot], producer_store_done, p);
 	}
 	if (p->state == PRODUCER_FAILED)
 		producer_drop_after_failure(p);
@@ -393,6 +400,7 @@ producer_free(struct producer *p)
 		return;
 	if (p->ev_prepare != NULL)
 		event_free(p->ev_prepare);
+	producer_set_store(p, NULL, false);
 	/*
 	 * Its memory is kept for the next ring only when no reader holds a
 	 * step, and only once no job writes it any more: the pool releases
@@ -621,11 +629,58 @@ producer_fill(struct producer *p)
 		sl->rows = rows;
 		sl->rows_pending = rows;
 		p->prepared[i] = 0;
+		p->replaced[i] = 0;
 		if (rows == 0)
 			ring_slot_set(p->ring, (uint32_t)i, SLOT_READY);
+		else if (p->store != NULL && group_store_serve(p->store,
+		    p->ring, (uint32_t)i, producer_store_done, p))
+			p->prepared[i] = rows;	/* copied, not decoded */
 	}
 	producer_order_update(p);
 	producer_prepare_later(p);
+}
+
+/* Fill from a store, and add to it. */
+void
+producer_set_store(struct producer *p, struct group_store *s, bool adds)
+{
+	if (p->store != NULL) {
+		group_store_forget(p->store, p);
+		group_store_unref(p->store);
+	}
+	p->store = s;
+	p->store_adds = adds;
+	if (s != NULL)
+		group_store_ref(s);
+}
+
+/*
+ * A copy of the store's ended: a step added (its slot let go), a step
+ * copied in (whole), or not (the store went: decode the slot's rows after
+ * all).
+ */
+static void
+producer_store_done(void *arg, uint32_t i, enum group_store_copy how,
+    uint64_t replaced)
+{
+	struct producer		*p = arg;
+	struct ring_slot	*sl = &p->ring->slot[i];
+
+	if (how == GROUP_STORE_ADDED) {
+		p->done(p->arg, 0, 0);
+		return;
+	}
+	if (p->retired || sl->state != SLOT_FILLING)
+		return;
+	if (how == GROUP_STORE_NOT_COPIED) {
+		p->prepared[i] = 0;
+		producer_prepare_later(p);
+		return;
+	}
+	sl->rows_pending = 0;
+	ring_slot_set(p->ring, i, SLOT_READY);
+	producer_order_update(p);
+	p->done(p->arg, 0, replaced);
 }
 
 /* IDLE to FILLING, and fill. */

@@ -113,7 +113,24 @@ struct producer {
 	uint64_t		*ahead;
 	uint64_t		 bytes_read;	/* from the dataset, by workers */
 	void			*order;	/* dataset_order_new()'s, or NULL */
+	/*
+	 * A group's store of past steps (group-store.h), referenced: the
+	 * steps it has are copied into their slots, not decoded; with
+	 * store_adds (the group's own producer) each step filled is added.
+	 */
+	struct group_store	*store;
+	bool			 store_adds;
+	/* Bad samples replaced in each filling slot, for the store's copy. */
+	uint64_t		 replaced[INFEED_MAX_SLOTS];
 };
+
+/**
+ * producer_set_store() - fill from store @s (a reference taken; NULL:
+ * none) and, with @adds, add to it each step decoded.
+ */
+void		 producer_set_store(struct producer *p, struct group_store *s,
+		    bool adds);
+
 
 /* What a reader's waiting Next gets from a (failed) producer's slot. */
 enum producer_gate {

@@ -542,6 +542,9 @@ ring_budget_room(struct ring_budget *b, uint64_t need,
 	char		*note;
 
 	ring_mem_make_room(b, need);
+	if (b->give_back != NULL && (b->limit < b->used ||
+	    b->limit - b->used < need))
+		b->give_back(b, need);
 	avail = b->limit > b->used ? b->limit - b->used : 0;
 	/* It fits once memory given up is gone: wait for that, no more. */
 	if (need > avail && need - avail <= b->freeing_bytes) {
@@ -848,6 +851,8 @@ ring_budget_clear(struct ring_budget *b)
 	struct ring_scrubber	*sc = b->scrubber;
 	struct ring_mem		*m;
 
+	if (b->give_back != NULL)
+		b->give_back(b, UINT64_MAX);
 	if (sc != NULL) {
 		pthread_mutex_lock(&sc->lock);
 		sc->stop = true;

@@ -113,6 +113,12 @@ struct ring_budget {
 	struct event_base	*base;		/* watches held memory; or NULL */
 	int			 done_fd;	/* the scrubber's punches, or -1 */
 	struct event		*done_ev;
+	/*
+	 * Memory charged here that is kept only while no ring needs it (a
+	 * group's store of past steps, group-store.h): given back, for
+	 * @need bytes free, before a ring is refused.  NULL: none.
+	 */
+	void			(*give_back)(struct ring_budget *, uint64_t);
 };
 
 /**

@@ -78,6 +78,7 @@ struct session_host {
 	struct ring_budget	*budget;
 	const char		*config_path;	/* for messages */
 	uint64_t		 group_window;	/* bytes; 0: groups keep none */
+	uint64_t		 group_linger_ms; /* a group's store, after it */
 	struct event_base	*base;	/* NULL: no shared groups (tests) */
 	struct packings		*packs;	/* NULL: no packing on demand */
 };

@@ -4,10 +4,19 @@
  * data that is not in memory (issue 36, item 4).  A FUSE file system
  * (libfuse3) that serves a directory read-only and makes every read of a
  * file wait --delay-us before it is answered, as a network or object
- * store would, with many reads in flight at once: each read waits in a
- * thread of its own, and at most --depth reads wait at the same time (the
- * store's queue depth; the rest queue for a place), so the store's limit
- * is depth / delay reads a second.
+ * store would, with many reads in flight at once: at most --depth reads
+ * wait at the same time (the store's queue depth; the rest queue for a
+ * place), so the store's limit is depth / delay reads a second.
+ *
+ * Cheap a read, so that the limit is the store's and not the CPU's: no
+ * thread sleeps for a read.  SLOWFS_TAKERS threads take the requests from
+ * /dev/fuse, answer every other request at once, and queue a read (its
+ * request, 80 bytes, copied into a node of a free list); --threads
+ * threads (1) answer the queued reads when due, one after another, woken
+ * once for all that are due within SLOWFS_SLACK_NS (100 us: a read waits
+ * its delay and at most that more, so depth / delay stays a bound), with
+ * libfuse's high-level read (a pread of the source).  The kernel may send --depth x 2 + 16 reads at once
+ * (max_background: read-ahead and async direct reads).
  *
  *   slowfs [--delay-us N] [--depth N] [--threads N] [--direct-io]
  *          [--readahead-kib N] [--drop-ms N] [--allow-other]
@@ -69,9 +78,22 @@
 
 #include <fuse.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 
 #define SLOWFS_CTL	"/.slowfs"
 #define SLOWFS_EXIT_NOMOUNT	3
+#define SLOWFS_TAKERS	4	/* threads reading /dev/fuse */
+#define SLOWFS_REQ_MAX	256	/* a queued read's request, at most */
+#define SLOWFS_SLACK_NS	100000	/* an answerer wakes that late, for more */
+
+/* A read's request, queued until it is due. */
+struct slowfs_req {
+	struct slowfs_req	*next;
+	uint64_t		 due_ns;	/* CLOCK_MONOTONIC */
+	size_t			 len;
+	bool			 held;		/* counted in held */
+	uint64_t		 data[SLOWFS_REQ_MAX / 8];
+};
 
 /* A file read since start, for drop. */
 struct slowfs_path {
@@ -99,11 +121,13 @@ static struct {
 	unsigned	 serving, max_serving;
 	unsigned	 held;
 	struct slowfs_path *paths;
+	/* Reads: waiting for a place, in order; serving, by due time. */
+	struct slowfs_req *waiting, **waiting_tail, *serving_q, *free_reqs;
 
 	struct fuse	*fuse;
 } sf = {
 	.delay_us = 2000, .depth = 64, .readahead_kib = -1,
-	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 /* @path relative to the source directory ("." for the root). */
@@ -111,14 +135,6 @@ static const char *
 slowfs_rel(const char *path)
 {
 	return (path[1] == '\0' ? "." : path + 1);
-}
-
-/* Whether the FUSE session is ending (wake up, give up). */
-static bool
-slowfs_exiting(void)
-{
-	return (sf.fuse != NULL &&
-	    fuse_session_exited(fuse_get_session(sf.fuse)));
 }
 
 /* The counters as text, a line each; its length. */
@@ -191,19 +207,191 @@ slowfs_dropper(void *arg)
 	return (NULL);
 }
 
-/* Wait on the condition for at most 100 ms (to notice an exit). */
-static void
-slowfs_wait(void)
+/* Now, in ns of CLOCK_MONOTONIC. */
+static uint64_t
+slowfs_now_ns(void)
 {
 	struct timespec	ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 100000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec);
+}
+
+/*
+ * Under the lock: give waiting reads their places while there are any
+ * and no hold, each due a delay from now; under a hold, count the waiting
+ * as held.  Wakes the answerers when the first due changes.
+ */
+static void
+slowfs_promote(void)
+{
+	struct slowfs_req	*r, **pp;
+	uint64_t		 now = 0;
+	bool			 first = false;
+
+	if (sf.hold) {
+		for (r = sf.waiting; r != NULL; r = r->next) {
+			if (!r->held) {
+				r->held = true;
+				sf.held++;
+				sf.held_total++;
+			}
+		}
+		return;
 	}
-	pthread_cond_timedwait(&sf.cond, &sf.lock, &ts);
+	while ((r = sf.waiting) != NULL && sf.serving < sf.depth) {
+		if ((sf.waiting = r->next) == NULL)
+			sf.waiting_tail = &sf.waiting;
+		if (r->held)
+			sf.held--;
+		if (now == 0)
+			now = slowfs_now_ns();
+		r->due_ns = now + sf.delay_us * 1000;
+		/* By due time; with one delay, that is at the end. */
+		for (pp = &sf.serving_q; *pp != NULL && (*pp)->due_ns <=
+		    r->due_ns; pp = &(*pp)->next)
+			;
+		r->next = *pp;
+		first = first || pp == &sf.serving_q;
+		*pp = r;
+		if (++sf.serving > sf.max_serving)
+			sf.max_serving = sf.serving;
+	}
+	if (first)
+		pthread_cond_broadcast(&sf.cond);
+}
+
+/* Queue a read's request @in (@len bytes); false: answer it at once. */
+static bool
+slowfs_queue(const void *in, size_t len)
+{
+	struct slowfs_req	*r;
+
+	if (len > sizeof(r->data))
+		return (false);
+	pthread_mutex_lock(&sf.lock);
+	if ((r = sf.free_reqs) != NULL)
+		sf.free_reqs = r->next;
+	else if ((r = malloc(sizeof(*r))) == NULL) {
+		pthread_mutex_unlock(&sf.lock);
+		return (false);
+	}
+	memcpy(r->data, in, len);
+	r->len = len;
+	r->held = false;
+	r->next = NULL;
+	*sf.waiting_tail = r;
+	sf.waiting_tail = &r->next;
+	if (++sf.in_flight > sf.max_in_flight)
+		sf.max_in_flight = sf.in_flight;
+	slowfs_promote();
+	pthread_mutex_unlock(&sf.lock);
+	return (true);
+}
+
+/*
+ * An answerer: wait for the first due read, answer it (libfuse's read,
+ * slowfs_read()), then the next due, until the session ends.
+ */
+static void *
+slowfs_answerer(void *arg)
+{
+	struct fuse_session	*se = arg;
+	struct slowfs_req	*r;
+	struct timespec		 ts;
+	struct fuse_buf		 buf;
+	uint64_t		 now, until;
+
+	pthread_mutex_lock(&sf.lock);
+	while (!fuse_session_exited(se)) {
+		now = slowfs_now_ns();
+		if ((r = sf.serving_q) == NULL || r->due_ns > now) {
+			/*
+			 * SLOWFS_SLACK_NS after the first is due, to answer
+			 * all then due at one wake (a read waits its delay
+			 * and at most that more); 100 ms at most, to notice
+			 * an exit.
+			 */
+			until = r != NULL && r->due_ns < now + 100000000 ?
+			    r->due_ns + SLOWFS_SLACK_NS : now + 100000000;
+			ts.tv_sec = (time_t)(until / 1000000000);
+			ts.tv_nsec = (long)(until % 1000000000);
+			pthread_cond_timedwait(&sf.cond, &sf.lock, &ts);
+			continue;
+		}
+		sf.serving_q = r->next;
+		pthread_mutex_unlock(&sf.lock);
+		memset(&buf, 0, sizeof(buf));
+		buf.mem = r->data;
+		buf.size = r->len;
+		fuse_session_process_buf(se, &buf);
+		pthread_mutex_lock(&sf.lock);
+		sf.serving--;
+		sf.in_flight--;
+		r->next = sf.free_reqs;
+		sf.free_reqs = r;
+		slowfs_promote();
+	}
+	pthread_cond_broadcast(&sf.cond);
+	pthread_mutex_unlock(&sf.lock);
+	return (NULL);
+}
+
+/*
+ * A taker: read each request from /dev/fuse; queue a read of a file of
+ * the source (the control file's, fh -1, is not slow), answer any other
+ * at once.
+ */
+static void *
+slowfs_taker(void *arg)
+{
+	struct fuse_session		*se = arg;
+	struct fuse_buf			 buf = { .mem = NULL };
+	const struct fuse_in_header	*in;
+	const struct fuse_read_in	*rd;
+	int				 res;
+
+	while (!fuse_session_exited(se)) {
+		if ((res = fuse_session_receive_buf(se, &buf)) == -EINTR)
+			continue;
+		if (res <= 0)
+			break;
+		in = buf.mem;
+		rd = (const void *)(in + 1);
+		if (!(buf.flags & FUSE_BUF_IS_FD) && in->opcode == FUSE_READ &&
+		    buf.size >= sizeof(*in) + sizeof(*rd) &&
+		    rd->fh != (uint64_t)-1 && slowfs_queue(buf.mem, buf.size))
+			continue;
+		fuse_session_process_buf(se, &buf);
+	}
+	fuse_session_exit(se);
+	pthread_mutex_lock(&sf.lock);
+	pthread_cond_broadcast(&sf.cond);
+	pthread_mutex_unlock(&sf.lock);
+	free(buf.mem);
+	return (NULL);
+}
+
+/* Serve until unmounted or signalled: takers and answerers; 0 or -1. */
+static int
+slowfs_loop(void)
+{
+	struct fuse_session	*se = fuse_get_session(sf.fuse);
+	pthread_t		*th;
+	unsigned		 n = SLOWFS_TAKERS + sf.threads, i, up;
+
+	if ((th = calloc(n, sizeof(*th))) == NULL)
+		return (-1);
+	for (up = 0; up < n; up++)
+		if (pthread_create(&th[up], NULL, up < SLOWFS_TAKERS ?
+		    slowfs_taker : slowfs_answerer, se) != 0)
+			break;
+	if (up < n)
+		fuse_session_exit(se);
+	for (i = 0; i < up; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	return (up < n ? -1 : 0);
 }
 
 /* Apply one command line written to the control file; 0 or -EINVAL. */
@@ -221,11 +409,12 @@ slowfs_command(const char *line)
 		sf.reads = sf.bytes = sf.drops = sf.held_total = 0;
 		sf.max_in_flight = sf.in_flight;
 		sf.max_serving = sf.serving;
-	} else if (strcmp(line, "hold") == 0)
+	} else if (strcmp(line, "hold") == 0) {
 		sf.hold = true;
-	else if (strcmp(line, "release") == 0) {
+		slowfs_promote();	/* counts the waiting as held */
+	} else if (strcmp(line, "release") == 0) {
 		sf.hold = false;
-		pthread_cond_broadcast(&sf.cond);
+		slowfs_promote();
 	} else if (sscanf(line, "delay-us %llu", &v) == 1)
 		sf.delay_us = v;
 	else {
@@ -246,8 +435,11 @@ slowfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->entry_timeout = cfg->attr_timeout = cfg->negative_timeout = 60;
 	cfg->kernel_cache = 0;
 	/* Read-ahead and async direct reads are background requests. */
-	conn->max_background = sf.threads > 65535 ? 65535 : sf.threads;
+	conn->max_background = sf.depth * 2 + 16 > 65535 ? 65535 :
+	    sf.depth * 2 + 16;
 	conn->congestion_threshold = conn->max_background * 3 / 4;
+	/* slowfs_taker() reads each request into memory. */
+	conn->want &= ~FUSE_CAP_SPLICE_READ;
 	if (sf.readahead_kib >= 0)
 		conn->max_readahead = (unsigned)sf.readahead_kib * 1024;
 	return (NULL);
@@ -333,18 +525,19 @@ slowfs_open(const char *path, struct fuse_file_info *fi)
 	return (0);
 }
 
-/* Wait for a place among --depth, then --delay-us, then read. */
+/*
+ * A read: the control file's counters, or a file's bytes, its delay
+ * already waited in the queue (slowfs_queue(), slowfs_answerer()).
+ */
 static int
 slowfs_read(const char *path, char *buf, size_t size, off_t off,
     struct fuse_file_info *fi)
 {
-	struct timespec	until;
-	uint64_t	delay;
 	ssize_t		n;
-	bool		was_held = false;
 	char		text[512];
 	size_t		len;
 
+	(void)path;
 	if (fi->fh == (uint64_t)-1) {
 		len = slowfs_format(text, sizeof(text));
 		if ((size_t)off >= len)
@@ -354,46 +547,13 @@ slowfs_read(const char *path, char *buf, size_t size, off_t off,
 		memcpy(buf, text + off, len);
 		return ((int)len);
 	}
-	(void)path;
-	pthread_mutex_lock(&sf.lock);
-	if (++sf.in_flight > sf.max_in_flight)
-		sf.max_in_flight = sf.in_flight;
-	while ((sf.hold || sf.serving >= sf.depth) && !slowfs_exiting()) {
-		if (sf.hold && !was_held) {
-			was_held = true;
-			sf.held++;
-			sf.held_total++;
-		}
-		slowfs_wait();
-	}
-	if (was_held)
-		sf.held--;
-	if (++sf.serving > sf.max_serving)
-		sf.max_serving = sf.serving;
-	delay = sf.delay_us;
-	pthread_mutex_unlock(&sf.lock);
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t)(delay / 1000000);
-	until.tv_nsec += (long)(delay % 1000000) * 1000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until,
-	    NULL) == EINTR)
-		;
 	n = pread((int)fi->fh, buf, size, off);
-
-	pthread_mutex_lock(&sf.lock);
-	sf.serving--;
-	sf.in_flight--;
 	if (n >= 0) {
+		pthread_mutex_lock(&sf.lock);
 		sf.reads++;
 		sf.bytes += (uint64_t)n;
+		pthread_mutex_unlock(&sf.lock);
 	}
-	pthread_cond_broadcast(&sf.cond);
-	pthread_mutex_unlock(&sf.lock);
 	return (n == -1 ? -errno : (int)n);
 }
 
@@ -602,8 +762,8 @@ main(int argc, char **argv)
 	static char			 dash_o[] = "-o";
 	char				*fargv[8], text[512], mopts[128];
 	struct fuse_args		 args;
-	struct fuse_loop_config		*loop;
 	pthread_t			 dropper;
+	pthread_condattr_t		 cattr;
 	FILE				*fp;
 	bool				 allow_other = false;
 	int				 ch, fargc = 0, rc;
@@ -620,7 +780,7 @@ main(int argc, char **argv)
 			break;
 		case 't':
 			sf.threads = (unsigned)slowfs_number("--threads",
-			    optarg, 2, 8192);
+			    optarg, 1, 64);
 			break;
 		case 'D':
 			sf.direct_io = true;
@@ -645,9 +805,16 @@ main(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		slowfs_usage("expected SOURCE and MOUNTPOINT");
-	/* Room above the depth for the reads that queue, and the control. */
 	if (sf.threads == 0)
-		sf.threads = sf.depth * 2 + 16;
+		sf.threads = 1;
+	sf.waiting_tail = &sf.waiting;
+	/* The answerers' waits are on CLOCK_MONOTONIC, as the due times. */
+	if (pthread_condattr_init(&cattr) != 0 ||
+	    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&sf.cond, &cattr) != 0) {
+		fprintf(stderr, "slowfs: cannot set up a condition\n");
+		return (1);
+	}
 	if ((sf.src = open(argv[optind], O_RDONLY | O_DIRECTORY | O_CLOEXEC))
 	    == -1) {
 		fprintf(stderr, "slowfs: %s: %s; expected a directory to "
@@ -681,11 +848,7 @@ main(int argc, char **argv)
 	    NULL) == 0)
 		pthread_detach(dropper);
 
-	loop = fuse_loop_cfg_create();
-	fuse_loop_cfg_set_max_threads(loop, sf.threads);
-	fuse_loop_cfg_set_idle_threads(loop, sf.threads);
-	rc = fuse_loop_mt(sf.fuse, loop);
-	fuse_loop_cfg_destroy(loop);
+	rc = slowfs_loop();
 
 	slowfs_format(text, sizeof(text));
 	fprintf(stderr, "slowfs: unmounted %s:\n%s", argv[optind + 1], text);

@@ -2,8 +2,8 @@
 /*
  * slowfs (tests/slowfs.c), the slow store of the tests and benchmarks of
  * data not in memory (issue 36, item 4): every read waits its delay, many
- * wait at once up to the depth and no more, the counters say how many
- * were in flight, held reads wait until released, the page cache keeps a
+ * wait at once up to the depth and no more (with no thread waiting for
+ * each), the counters say how many were in flight, held reads wait until released, the page cache keeps a
  * file's pages until dropped, and the control file refuses what it does
  * not know; a mount never outlives its server, however the server ends.
  * Where FUSE cannot be mounted (no /dev/fuse, not allowed) the
@@ -76,10 +76,30 @@ reader_run(void *arg)
 	return (NULL);
 }
 
+/* The threads of process @pid (its status's Threads), or 0. */
+static unsigned
+threads_of(pid_t pid)
+{
+	char		 path[64], line[256];
+	unsigned	 n = 0;
+	FILE		*fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((fp = fopen(path, "re")) == NULL)
+		return (0);
+	while (fgets(line, sizeof(line), fp) != NULL)
+		if (sscanf(line, "Threads: %u", &n) == 1)
+			break;
+	fclose(fp);
+	return (n);
+}
+
 /*
  * 16 threads read 64 rows through a store of 50 ms and depth 8: 8 reads
  * wait at once and no more, more than 8 are in flight, every row right,
- * in about 64 / 8 x 50 ms = 0.4 s (one at a time would take 3.2 s).
+ * in about 64 / 8 x 50 ms = 0.4 s (one at a time would take 3.2 s).  No
+ * thread waits for a read: slowfs runs its 4 takers, 1 answerer and main
+ * (before, a thread slept in each read: 16 and more).
  */
 START_TEST(test_depth)
 {
@@ -91,6 +111,7 @@ START_TEST(test_depth)
 	struct slowfs		 fs;
 	char			 dir[4096];
 	uint64_t		 t0, ms;
+	unsigned		 nthreads;
 	int			 fd, i;
 
 	make_source(dir, sizeof(dir), data);
@@ -106,11 +127,17 @@ START_TEST(test_depth)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, reader_run,
 		    &r[i]), 0);
 	}
+	usleep(DELAY_MS * 1000 * 2);	/* the reads in flight */
+	nthreads = threads_of(fs.pid);
 	for (i = 0; i < THREADS; i++) {
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(r[i].bad, 0);
 	}
 	ms = now_ms() - t0;
+	printf("depth: slowfs ran %u threads with %d readers\n", nthreads,
+	    THREADS);
+	ck_assert_uint_gt(nthreads, 0);
+	ck_assert_uint_le(nthreads, 6);
 	printf("depth: 64 reads of 50 ms at depth 8 in %llu ms (one at a "
 	    "time: 3200), max %llu in flight, %llu waiting at once\n",
 	    (unsigned long long)ms,

@@ -191,6 +191,14 @@ dataset_keep_paths(struct dataset *ds, const struct dataset_conf *conf,
 struct dataset *
 dataset_open(const struct dataset_conf *conf, char **cause)
 {
+	return (dataset_open_within(conf, UINT64_MAX, cause));
+}
+
+/* Open it, keeping at most @room bytes in memory. */
+struct dataset *
+dataset_open_within(const struct dataset_conf *conf, uint64_t room,
+    char **cause)
+{
 	struct dataset	*ds;
 	const char	*type;
 	char		*known, buf[128];
@@ -206,6 +214,7 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 		return (NULL);
 	}
 	ds->serial = ++dataset_serials;
+	ds->memory_room = room;
 
 	known = dataset_known_types();
 	type = dataset_conf_get(conf, "type");
@@ -279,26 +288,12 @@ dataset_open(const struct dataset_conf *conf, char **cause)
 	return (ds);
 }
 
-static uint64_t	dataset_room_left = UINT64_MAX;
-
-/* The room a reader checks its tables against: see dataset.h. */
-void
-dataset_room_set(uint64_t room)
-{
-	dataset_room_left = room;
-}
-
-uint64_t
-dataset_room(void)
-{
-	return (dataset_room_left);
-}
-
 /* Let a mix open its sources from the configuration's sections. */
 void
 dataset_sections(const struct dataset_conf *confs, size_t n)
 {
-	dataset_mix_sections(confs, n, confs != NULL ? dataset_open : NULL);
+	dataset_mix_sections(confs, n, confs != NULL ? dataset_open_within :
+	    NULL);
 }
 
 /* Refuse what a client's Files says before touching its files. */

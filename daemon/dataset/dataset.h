@@ -72,21 +72,20 @@ const char	*dataset_key_guess(const char *key, const char *const *keys);
 struct dataset	*dataset_open(const struct dataset_conf *conf, char **cause);
 
 /**
+ * dataset_open_within() - dataset_open() of a dataset that may keep
+ * @room bytes in memory at most (ds->memory: a tokens packing); past
+ * that it is refused, saying so, before its reader allocates them.
+ * dataset_open() is dataset_open_within() with no limit.
+ */
+struct dataset	*dataset_open_within(const struct dataset_conf *conf,
+		    uint64_t room, char **cause);
+
+/**
  * dataset_sections() - the configuration's @n dataset sections, which a
  * mix (type = mix) may name as its sources, while the catalogue opens
  * them; NULL, 0 after.  Not thread-safe: the loop's, at open and reload.
  */
 void		 dataset_sections(const struct dataset_conf *confs, size_t n);
-
-/**
- * dataset_room_set() - the bytes of memory_budget left for each copy of
- * the datasets the catalogue opens next (UINT64_MAX: no bound, the fork
- * server's), so that a reader refuses a table past them before it
- * allocates it (dataset_room(), reader.h).  The catalogue still charges
- * what a dataset keeps (ds->memory) when it is open.  Same thread rules
- * as dataset_sections().
- */
-void		 dataset_room_set(uint64_t room);
 
 /* How a client's file is laid out; numbered as infeed.proto's FileFormat. */
 enum dataset_format {

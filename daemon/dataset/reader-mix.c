@@ -56,7 +56,7 @@
 static const struct dataset_conf *mix_confs;
 static size_t			  mix_nconfs;
 static struct dataset		*(*mix_open_section)(const struct dataset_conf *,
-				    char **);
+				    uint64_t, char **);
 
 struct mix {
 	struct dataset	*src[MIX_SOURCES_MAX];
@@ -89,7 +89,7 @@ const struct dataset_ops dataset_mix_ops = {
 /* Keep the sections a mix may name and the way to open one. */
 void
 dataset_mix_sections(const struct dataset_conf *confs, size_t n,
-    struct dataset *(*open)(const struct dataset_conf *, char **))
+    struct dataset *(*open)(const struct dataset_conf *, uint64_t, char **))
 {
 	mix_confs = confs;
 	mix_nconfs = n;
@@ -199,7 +199,9 @@ mix_source(struct dataset *ds, const struct dataset_conf *conf,
 		return (dataset_error(cause, ds, "source '%s' has 'allow_groups "
 		    "= %s'; give the mix the same, or it would serve the "
 		    "source to anyone", name, g));
-	if ((*out = mix_open_section(sc, &why)) == NULL) {
+	/* The sources opened so far keep ds->memory of the mix's room. */
+	if ((*out = mix_open_section(sc, ds->memory_room > ds->memory ?
+	    ds->memory_room - ds->memory : 0, &why)) == NULL) {
 		rc = dataset_error(cause, ds, "source '%s': %s", name,
 		    why != NULL ? why : "cannot open");
 		free(why);

@@ -17,11 +17,12 @@ extern const struct dataset_ops dataset_mix_ops;
 
 /*
  * dataset_mix_sections() - the configuration's @n sections, which a mix
- * names as its sources, and how to open one (dataset.c's dataset_open,
- * which a reader may not call by name), while the catalogue opens them;
- * NULL, 0, NULL after.
+ * names as its sources, and how to open one (dataset.c's
+ * dataset_open_within(), which a reader may not call by name), while the
+ * catalogue opens them; NULL, 0, NULL after.
  */
 void	dataset_mix_sections(const struct dataset_conf *confs, size_t n,
-	    struct dataset *(*open)(const struct dataset_conf *, char **));
+	    struct dataset *(*open)(const struct dataset_conf *, uint64_t,
+	    char **));
 
 #endif /* INFEED_READER_MIX_H */

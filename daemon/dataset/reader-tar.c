@@ -1410,14 +1410,15 @@ tar_index_file(struct dataset *ds, struct tar *t,
 	 * the index claims is checked against the room before the table is
 	 * made, not after it is touched (a count may claim 2^32 samples).
 	 */
-	if (total * sizeof *t->s > dataset_room()) {
+	if (total * sizeof *t->s > ds->memory_room ||
+	    ds->memory + total * sizeof *t->s > ds->memory_room) {
 		dataset_error(cause, ds, "index = %s counts %" PRIu64 " samples, "
 		    "whose member table takes %" PRIu64 " bytes (%zu a sample) "
 		    "in the daemon and again in the workers' fork server, and "
 		    "memory_budget has %" PRIu64 " bytes left for each; raise "
 		    "memory_budget, split the shards into several sections, or "
 		    "check the index's counts", where, total, total *
-		    sizeof *t->s, sizeof *t->s, dataset_room());
+		    sizeof *t->s, sizeof *t->s, ds->memory_room);
 		goto out;
 	}
 	ds->memory += total * sizeof *t->s;

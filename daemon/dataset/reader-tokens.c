@@ -33,7 +33,8 @@
  * with pread before it is mapped: it runs on the catalogue's thread at a
  * reload, and a read that waits on slow storage then holds that thread
  * alone.  The packing's bytes are ds->memory, which the catalogue
- * charges to memory_budget.
+ * charges to memory_budget; a packing that ds->memory_room cannot hold
+ * is refused before it (or the bounds it is made from) is allocated.
  *
  * A sample is int32 [3, seq_len]: row 0 the token ids, row 1 the position
  * ids (0 at each piece's first token), row 2 the segment ids (1, 2, ...
@@ -84,11 +85,41 @@ const struct dataset_ops dataset_tokens_ops = {
 	.close = tokens_close,
 };
 
+/*
+ * Whether ds->memory_room holds a packing of @pieces pieces (at least)
+ * of @tokens tokens at @seq_len: checked before the packing, or the
+ * bounds it is made from, are allocated, so that a packing too large for
+ * memory_budget is refused without being made (making it takes 1.5 times
+ * what it keeps, and a reload makes it beside the serving daemon).
+ */
+static int
+tokens_room(struct dataset *ds, const struct tokens *t, uint64_t pieces,
+    uint64_t tokens, uint32_t seq_len, char **cause)
+{
+	uint64_t	rows = tokens / seq_len + (tokens % seq_len != 0), need;
+
+	need = packing_bytes(pieces > rows ? pieces : rows, rows,
+	    t->per_epoch);
+	if (need <= ds->memory_room)
+		return (0);
+	return (dataset_error(cause, ds, "it keeps at least %" PRIu64 " bytes "
+	    "in memory (its packing of rows at seq_len %" PRIu32 ", %" PRIu64
+	    " pieces or more in %" PRIu64 " rows or more) in the daemon and "
+	    "as many in the workers' fork server, and memory_budget has %"
+	    PRIu64 " bytes left for each; not packed: raise memory_budget, "
+	    "or set 'repack = none' (20 bytes a piece less) or a larger "
+	    "seq_len", need, seq_len, pieces > rows ? pieces : rows, rows,
+	    ds->memory_room));
+}
+
 /* Pack the @n documents of bounds @b. */
 static int
 tokens_pack(struct dataset *ds, struct tokens *t, const uint64_t *b,
     uint64_t n, uint32_t seq_len, uint64_t window, char **cause)
 {
+	if (tokens_room(ds, t, packing_pieces(b, n, seq_len), b[n] - b[0],
+	    seq_len, cause) != 0)
+		return (-1);
 	t->documents = n;
 	if (packing_make(&t->pk, b, n, seq_len, PACKING_BFD, window,
 	    t->per_epoch) != 0)
@@ -165,6 +196,9 @@ tokens_pack_megatron(struct dataset *ds, struct tokens *t,
 		return (dataset_error(cause, ds, "%s: its sequences hold %"
 		    PRIu64 " tokens, the token file %" PRIu64 "; are they a "
 		    "pair?", ipath, at, ntok));
+	/* A document is a piece at least. */
+	if (tokens_room(ds, t, nd - 1, ntok, seq_len, cause) != 0)
+		return (-1);
 	if ((b = malloc(nd * sizeof *b)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
 	/* Each document's first token: the sum of the lengths before. */
@@ -336,7 +370,9 @@ tokens_pack_eot(struct dataset *ds, struct tokens *t, const char *path,
 	uint64_t	n, *b;
 	int		rc;
 
-	if (tokens_scan(ds, t, path, eot, NULL, &n, cause) != 0)
+	if (tokens_scan(ds, t, path, eot, NULL, &n, cause) != 0 ||
+	    tokens_room(ds, t, n, t->data.size / t->tsize, seq_len,
+	    cause) != 0)
 		return (-1);
 	if ((b = malloc((n + 1) * sizeof *b)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
@@ -449,9 +485,18 @@ tokens_open(struct dataset *ds, const struct dataset_conf *conf,
 	    (uint32_t)seq_len, window, cause) != 0 : tokens_pack_eot(ds, t,
 	    path, (uint32_t)eot, (uint32_t)seq_len, window, cause) != 0)
 		goto fail;
+	/*
+	 * Map the descriptor that was scanned, not the path again: a file
+	 * put in its place meanwhile would be served unchecked.
+	 */
 	size = t->data.size;
+	if ((fd = fcntl(t->data.fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+		dataset_error(cause, ds, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
 	dataset_unmap(&t->data);
-	if (dataset_map_file(ds, path, &t->data, cause) != 0)
+	if (dataset_map_fd(ds, path, fd, DATASET_MAP_READ, DATASET_MAP_ALL,
+	    &t->data, cause) != 0)
 		goto fail;
 	if (t->data.size != size) {
 		dataset_error(cause, ds, "%s: %" PRIu64 " bytes, %" PRIu64 " a "

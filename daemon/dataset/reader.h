@@ -83,6 +83,11 @@ struct dataset {
 	 */
 	uint64_t		 memory;
 	/*
+	 * What ds->memory may come to (dataset_open_within()): a reader
+	 * refuses, before it allocates, what would pass it.
+	 */
+	uint64_t		 memory_room;
+	/*
 	 * A token dataset's documents and the real tokens in its rows
 	 * (samples: the packed rows of shape[1] tokens); 0 for others.
 	 */
@@ -213,13 +218,6 @@ struct dataset_pair {
 	uint64_t		charged;	/* bytes; 0: none */
 	uid_t			charged_uid;
 };
-
-/**
- * dataset_room() - memory_budget's bytes left for a copy of the dataset
- * being opened (dataset_room_set()): a reader refuses a table larger than
- * this before it allocates it.  UINT64_MAX: no bound.
- */
-uint64_t	 dataset_room(void);
 
 /**
  * dataset_error() - set *@cause to "dataset 'NAME': " and the message.

@@ -123,6 +123,10 @@ def pytest_configure(config):
         "markers", "group_window: the daemon's shared groups keep 1G of "
         "past steps on any dataset (group_window = 1G; the default, auto, "
         "keeps a window only for groups that decode images)")
+    config.addinivalue_line(
+        "markers", "group_linger: the daemon's image groups keep a store "
+        "of past steps that lingers 30 s (group_linger = auto; off by "
+        "default)")
 
 
 def window_conf(request):

@@ -135,8 +135,10 @@ def _config(tree):
 
 
 @pytest.fixture
-def images(tmp_path, tree):
-    d = Daemon(tmp_path, _config(tree))
+def images(tmp_path, tree, request):
+    linger = request.node.get_closest_marker("group_linger")
+    d = Daemon(tmp_path, ("group_linger = auto\n" if linger else "") +
+               _config(tree))
     yield d
     rc = d.stop()
     assert rc == 0, f"infeedd did not exit cleanly ({rc}):\n{d.log_text()}"
@@ -230,6 +232,48 @@ def test_a_late_loader_of_images_reads_the_groups_window(images):
         assert (a == b).all()
     la.close()
     lb.close()
+    # No store by default (group_linger = off): its copies would cost a
+    # trainer alone about a third of its speed.
+    assert "keeps a store" not in images.log_text()
+
+
+def _rows_decoded(daemon):
+    """Rows infeedd's workers read (decoded, for images) since it started."""
+    return sum(w["rows_done"] for w in json.loads(subprocess.run(
+        [os.environ["INFEEDCTL"], "--socket", daemon.socket, "status",
+         "--json"], check=True, capture_output=True, text=True).stdout)[
+        "workers"])
+
+
+@pytest.mark.group_linger
+def test_a_loader_started_after_its_group_ended_reads_the_lingering_store(
+        images):
+    """A group that decodes images keeps a store of its past steps, which
+    lingers group_linger (here auto: 30 s; off by default) after its last
+    loader closed: a
+    loader of the same options started after that reads its two epochs as
+    copies from the store, next to no image decoded again (without the
+    store, every one), and gets the same rows, bytes and order (issue
+    35)."""
+    def run():
+        ld = infeed.DataLoader(_opts(), "imgs", batch_size=2, shuffle=True,
+                               transform=TRAIN, output="numpy", timeout=20,
+                               socket=images.socket, client_name="pytest")
+        got = []
+        for _ in range(2):
+            got += [(np.array(s.indices), np.array(s.data)) for s in ld]
+        ld.close()
+        return got
+    first = run()
+    decoded = _rows_decoded(images)
+    time.sleep(0.5)     # the daemon ends the group as the loader goes
+    second = run()
+    again = _rows_decoded(images) - decoded
+    rows = sum(len(i) for i, _ in first)
+    assert again <= rows // 4, (again, rows)
+    assert len(first) == len(second)
+    for (ia, da), (ib, db) in zip(first, second):
+        assert (ia == ib).all() and np.array_equal(da, db)
 
 
 def test_random_crops_depend_on_seed_epoch_and_index_only(tmp_path, tree):

@@ -512,20 +512,21 @@ START_TEST(config_refuses_unknown_daemon_key)
 	load_fails("[infeedd]\nworkers = 2\nworkrs = 2\n", 3,
 	    "unknown key 'workrs' in section [infeedd] (did you mean "
 	    "'workers'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size, memory_budget, group_window, job_timeout, "
-	    "image_memory_max, keep_ring_memory, metrics_listen, io_backend, "
-	    "read_ahead, cache_dir and cache_max");
+	    "max_frame_size, memory_budget, group_window, group_linger, "
+	    "job_timeout, image_memory_max, keep_ring_memory, metrics_listen, "
+	    "io_backend, read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\nmax_client = 2\n", 2,
 	    "unknown key 'max_client' in section [infeedd] (did you mean "
 	    "'max_clients'?); it takes the keys socket, workers, max_clients, "
-	    "max_frame_size, memory_budget, group_window, job_timeout, "
-	    "image_memory_max, keep_ring_memory, metrics_listen, io_backend, "
-	    "read_ahead, cache_dir and cache_max");
+	    "max_frame_size, memory_budget, group_window, group_linger, "
+	    "job_timeout, image_memory_max, keep_ring_memory, metrics_listen, "
+	    "io_backend, read_ahead, cache_dir and cache_max");
 	load_fails("[infeedd]\nthreads = 2\n", 2,
 	    "unknown key 'threads' in section [infeedd]; it takes the keys "
 	    "socket, workers, max_clients, max_frame_size, memory_budget, "
-	    "group_window, job_timeout, image_memory_max, keep_ring_memory, "
-	    "metrics_listen, io_backend, read_ahead, cache_dir and cache_max");
+	    "group_window, group_linger, job_timeout, image_memory_max, "
+	    "keep_ring_memory, metrics_listen, io_backend, read_ahead, "
+	    "cache_dir and cache_max");
 	load_fails("[infeedd]\ncache_dir = cache\n", 2,
 	    "[infeedd] cache_dir = cache: expected an absolute path, a "
 	    "folder for remote datasets' bytes");
@@ -534,6 +535,32 @@ START_TEST(config_refuses_unknown_daemon_key)
 	load_fails("[infeedd]\ngroup_window = some\n", 2,
 	    "[infeedd] group_window = some: expected auto, a size such as "
 	    "1G, or 0 for none");
+	load_fails("[infeedd]\ngroup_linger = awhile\n", 2,
+	    "[infeedd] group_linger = awhile: expected auto, off, or a "
+	    "duration up to 24h such as 30s");
+	load_fails("[infeedd]\ngroup_linger = 25h\n", 2,
+	    "[infeedd] group_linger = 25h: expected auto, off, or a "
+	    "duration up to 24h such as 30s");
+}
+END_TEST
+
+/* group_linger: off by default; auto (30 s) when said; a duration; off. */
+START_TEST(config_reads_group_linger)
+{
+	struct config	*conf;
+
+	conf = load_ok("[infeedd]\nworkers = 2\n");
+	ck_assert_uint_eq(conf->group_linger_ms, 0);
+	config_free(conf);
+	conf = load_ok("[infeedd]\ngroup_linger = 2m\n");
+	ck_assert_uint_eq(conf->group_linger_ms, 120000);
+	config_free(conf);
+	conf = load_ok("[infeedd]\ngroup_linger = off\n");
+	ck_assert_uint_eq(conf->group_linger_ms, 0);
+	config_free(conf);
+	conf = load_ok("[infeedd]\ngroup_linger = 0\ngroup_linger = auto\n");
+	ck_assert_uint_eq(conf->group_linger_ms, CONFIG_GROUP_LINGER_AUTO_MS);
+	config_free(conf);
 }
 END_TEST
 
@@ -799,6 +826,7 @@ config_suite(void)
 	tcase_add_test(tc, config_reads_read_ahead);
 	tcase_add_test(tc, config_refuses_unknown_daemon_key);
 	tcase_add_test(tc, config_reads_group_window);
+	tcase_add_test(tc, config_reads_group_linger);
 	tcase_add_test(tc, config_refuses_unknown_sections);
 	tcase_add_test(tc, config_refuses_bad_dataset_names);
 	tcase_add_test(tc, config_refuses_duplicate_dataset_keys_and_sections);

@@ -174,13 +174,19 @@ START_TEST(test_workers_named_for_operators)
 {
 	pid_t	 w[4];
 	char	 name[32];
-	int	 n, i;
+	int	 n, i, tries;
 
 	restart("", "2");
 	n = daemon_worker_pids(w, 4);
 	ck_assert_int_eq(n, 2);
 	for (i = 0; i < n; i++) {
-		comm_of(w[i], name, sizeof(name));
+		/* A worker names itself just after its fork: give it time. */
+		for (tries = 0; tries < 100; tries++) {
+			comm_of(w[i], name, sizeof(name));
+			if (strcmp(name, "infeedd-worker") == 0)
+				break;
+			usleep(20000);
+		}
 		ck_assert_msg(strcmp(name, "infeedd-worker") == 0,
 		    "worker %d is named '%s', not infeedd-worker", (int)w[i],
 		    name);

@@ -10,7 +10,8 @@
  * are read ahead (read_ahead), no further than it and an eighth of
  * memory_budget allow; a worker killed while its
  * reads wait loses or doubles no row; a store that stops answering times
- * the job out, and other sessions are served meanwhile.
+ * the job out, and other sessions are served meanwhile, by spare workers
+ * charged to memory_budget (none past it).
  */
 
 #include <sys/stat.h>
@@ -474,6 +475,32 @@ START_TEST(file_truncated_under_reads_in_flight)
 }
 END_TEST
 
+/* The daemon's memory_used (its Stats), asked on a connection of its own. */
+static uint64_t
+slow_memory_used(void)
+{
+	struct infeed		*f = client();
+	struct infeed_stats	*st;
+	uint64_t		 used;
+
+	ck_assert_msg(infeed_get_stats(f, &st) == INFEED_OK, "%s",
+	    infeed_error(f));
+	used = st->memory_used;
+	infeed_stats_free(st);
+	infeed_free(f);
+	return (used);
+}
+
+/* Whether infeedctl status lists a spare worker. */
+static bool
+slow_spare_up(void)
+{
+	char	out[16384];
+
+	infeedctl_run("status", out, sizeof(out));
+	return (strstr(out, " spare ") != NULL);
+}
+
 /*
  * A store that stops answering (every read held, as a hung FUSE server
  * holds them): the job times out as any stuck job does (job_timeout, per
@@ -496,6 +523,7 @@ START_TEST(store_that_stops_answering)
 	char			 out[16384];
 	unsigned		 tries;
 	const char		*p;
+	uint64_t		 used;
 	bool			 spare;
 	int			 rc;
 
@@ -518,6 +546,11 @@ START_TEST(store_that_stops_answering)
 			usleep(20000);
 	}
 	ck_assert_msg(spare, "no spare worker in the status:\n%s", out);
+	/* Charged to memory_budget while it is up: 16 MiB at least. */
+	used = slow_memory_used();
+	fprintf(stderr, "memory_used with a spare up: %.1f MiB\n",
+	    (double)used / (1 << 20));
+	ck_assert_uint_ge(used, 16 << 20);
 	while ((rc = infeed_next(f, &st)) == INFEED_OK)
 		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 	ms = now_ms() - t0;
@@ -551,6 +584,68 @@ START_TEST(store_that_stops_answering)
 	slow_check_step(&st);
 	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
 	infeed_free(f);
+	/* Idle with no worker blocked, the spares go, and their charge. */
+	for (tries = 0; tries < 100 && slow_spare_up(); tries++)
+		usleep(100000);
+	ck_assert_msg(!slow_spare_up(), "a spare still up");
+	used = slow_memory_used();
+	fprintf(stderr, "memory_used once the spares went: %.1f MiB\n",
+	    (double)used / (1 << 20));
+	ck_assert_uint_lt(used, 16 << 20);
+	slow_stop();
+}
+END_TEST
+
+/*
+ * A spare is charged to memory_budget before it starts: with less free
+ * than a worker takes (16 MiB at least), none starts while both workers
+ * wait on a store that stopped answering, the log says why, and the
+ * bystander is still served, after the blocked jobs' job_timeout.
+ */
+START_TEST(no_spare_past_the_memory_budget)
+{
+	struct bystander	 b;
+	struct bystander_report	 rep;
+	struct infeed		*f;
+	struct infeed_step	 st;
+	static char		 logbuf[1 << 20];
+	unsigned		 tries;
+	int			 rc;
+
+	slow_job_timeout = "1s";
+	slow_budget = "8M";
+	if (!slow_start(2, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	bystander_start(&b);
+	f = slow_attach(1, false);
+	slow_wait_held(SLOW_BATCH / 2);
+	/* As long as store_that_stops_answering's spare took, and more. */
+	for (tries = 0; tries < 40; tries++) {
+		ck_assert_msg(!slow_spare_up(), "a spare started past the "
+		    "memory budget");
+		usleep(25000);
+	}
+	while ((rc = infeed_next(f, &st)) == INFEED_OK)
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	ck_assert_int_eq(rc, INFEED_ERR_DAEMON);
+	bystander_stop(&b, &rep);
+	fprintf(stderr, "no spare: bystander %" PRIu64 " rounds, worst Next "
+	    "%" PRIu64 " ms (job_timeout 1 s)\n", rep.rounds,
+	    rep.worst_next_ms);
+	ck_assert_msg(rep.errors == 0, "the bystander failed: %s", rep.error);
+	ck_assert_uint_gt(rep.rounds, 0);
+	read_log(logbuf, sizeof(logbuf));
+	ck_assert_msg(strstr(logbuf, "no spare worker, though ") != NULL &&
+	    strstr(logbuf, "a worker's memory does not fit, for only") !=
+	    NULL,
+	    "no refusal in the log: %s", strstr(logbuf, "spare") ?
+	    strstr(logbuf, "spare") : logbuf);
+	ck_assert_ptr_null(strstr(logbuf, "starting spare worker"));
+	infeed_free(f);
+	slowfs_command(&fs, "release");
 	slow_stop();
 }
 END_TEST
@@ -575,6 +670,7 @@ inflight_suite(void)
 	tcase_add_test(tc, worker_killed_mid_read_loses_nothing);
 	tcase_add_test(tc, file_truncated_under_reads_in_flight);
 	tcase_add_test(tc, store_that_stops_answering);
+	tcase_add_test(tc, no_spare_past_the_memory_budget);
 	suite_add_tcase(s, tc);
 	return (s);
 }

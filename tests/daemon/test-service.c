@@ -324,8 +324,9 @@ START_TEST(unknown_keys_refuse_the_dataset_or_the_file)
 	snprintf(want, sizeof(want), "%s:4: unknown key 'workrs' in section "
 	    "[infeedd] (did you mean 'workers'?); it takes the keys socket, "
 	    "workers, max_clients, max_frame_size, memory_budget, "
-	    "group_window, job_timeout, image_memory_max, keep_ring_memory, "
-	    "metrics_listen, io_backend, read_ahead, cache_dir and cache_max",
+	    "group_window, group_linger, job_timeout, image_memory_max, "
+	    "keep_ring_memory, metrics_listen, io_backend, read_ahead, "
+	    "cache_dir and cache_max",
 	    conf_path);
 	ck_assert_msg(strstr(log, want) != NULL, "no '%s' in:\n%s", want,
 	    log);
