@@ -32,6 +32,8 @@ struct cache_stats {
 	uint64_t	waited;		/* blocks a read waited for */
 	uint64_t	bytes;		/* blocks' files held, headers too */
 	uint64_t	max;		/* cache_max; 0: no cache_dir */
+	/* The daemon's start (random): in a block's header, written since. */
+	uint64_t	life;
 };
 
 /**

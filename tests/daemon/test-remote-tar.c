@@ -326,6 +326,7 @@ START_TEST(read_ahead_downloads_later_steps_before_their_reads)
 	struct infeed_options	 o;
 	struct infeed_step	 st;
 	struct cache_stats	*cs;
+	struct infeed_stats	*ds;
 	int			 gets = 0, k, fd;
 	const int		 batch = 8, ring_rows = 5 * batch;
 
@@ -361,6 +362,14 @@ START_TEST(read_ahead_downloads_later_steps_before_their_reads)
 	    (unsigned long long)cs->misses, (unsigned long long)cs->ahead,
 	    (unsigned long long)cs->waited);
 	ck_assert_int_eq(nginx_gets("/many/m-"), LAZY_SHARDS);
+	/* The same counts in the daemon's Stats (status, top, /metrics). */
+	f = client();
+	ck_assert_int_eq(infeed_get_stats(f, &ds), INFEED_OK);
+	ck_assert_uint_eq(ds->cache_fetched_ahead, cs->ahead);
+	ck_assert_uint_eq(ds->cache_waited, cs->waited);
+	ck_assert_uint_gt(ds->cache_fetched_ahead, 0);
+	infeed_stats_free(ds);
+	infeed_free(f);
 	munmap(cs, sizeof(*cs));
 	close(fd);
 }
@@ -394,6 +403,50 @@ START_TEST(index_count_wrong_is_named)
 	ck_assert_int_ne(rc, INFEED_OK);
 	ck_assert_msg(strstr(infeed_error(f), "m-000000.tar' holds 4 samples "
 	    "where 'index =' says 5") != NULL, "%s", infeed_error(f));
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * An index that claims 2^32 - 1 samples (a 96 GiB member table): refused
+ * against memory_budget before the table is made, quickly, naming it;
+ * the other datasets are served.
+ */
+START_TEST(index_claiming_too_many_samples_is_refused)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	char			 extra[600], log[65536];
+	uint64_t		 t0, ms;
+
+	write_file(path_in(dir, "many/huge.txt"), "4294967295 m-000000.tar\n",
+	    24);
+	snprintf(extra, sizeof(extra), "\n[dataset huge]\ntype = tar\n"
+	    "shards = http://127.0.0.1:%d/many/m-000000.tar\nindex = "
+	    "%s/many/huge.txt\nclasses = 10\n", nginx_port, dir);
+	ck_assert_int_eq(infeedd_stop(), 0);
+	remote_tar_config(extra);
+	t0 = now_ms();
+	infeedd_start(NULL);
+	ms = now_ms() - t0;
+	read_log(log, sizeof(log));
+	printf("remote-tar: an index of 2^32 - 1 samples refused in %llu ms "
+	    "(the daemon's start)\n", (unsigned long long)ms);
+	ck_assert_msg(strstr(log, "dataset 'huge' refused") != NULL &&
+	    strstr(log, "counts 4294967295 samples, whose member table "
+	    "takes 103079215080 bytes") != NULL &&
+	    strstr(log, "memory_budget has") != NULL,
+	    "no refusal of the index in the log:\n%s", log);
+	ck_assert_msg(ms < 20000, "the start took %llu ms",
+	    (unsigned long long)ms);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 4;
+	o.transform = "Resize((8, 8)), ToTensor()";
+	ck_assert_msg(infeed_attach(f, "local", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
 	infeed_free(f);
 }
 END_TEST
@@ -937,6 +990,7 @@ remote_tar_suite(void)
 	tcase_add_test(tc, http_shards_equal_local_and_download_once);
 	tcase_add_test(tc, index_lets_the_first_step_skip_the_other_shards);
 	tcase_add_test(tc, index_count_wrong_is_named);
+	tcase_add_test(tc, index_claiming_too_many_samples_is_refused);
 	tcase_add_test(tc, read_ahead_downloads_later_steps_before_their_reads);
 	tcase_add_test(tc, shard_faults_fail_that_session_only);
 	tcase_add_test(tc, https_with_ca_file);
