@@ -838,7 +838,8 @@ order_case(const char *name, uint64_t off)
 	    "4: %d GETs, %u at best (%.2f x)\n", name, gets, best,
 	    (double)gets / best);
 	ck_assert_msg(bad == 0, "%llu wrong bytes", (unsigned long long)bad);
-	ck_assert_int_le(gets * 10, best * 11);
+	/* 1.01-1.05 x alone, 1.10 seen beside other tests; LRU: 1.70 x. */
+	ck_assert_int_le(gets * 10, best * 12);
 }
 
 START_TEST(eviction_follows_the_sessions_order)
