@@ -20,7 +20,9 @@
  * keep the others to its pace (item 9); one catching up while holding a
  * step of its own ring never freezes, and one with no room for a ring of
  * its own is ended rather than freeze the others (10); a step kept after
- * its session ended never changes while the group goes on (11).
+ * its session ended never changes while the group goes on (11).  The
+ * slack and freeze cases run with no window, and again with one of 1G
+ * (61 slots, counted from Stats), with and without a lingering store.
  */
 
 #include <sys/wait.h>
