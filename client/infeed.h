@@ -433,6 +433,13 @@ struct infeed_stats {
 	uint64_t			  cache_misses;
 	uint64_t			  cache_bytes_downloaded;
 	uint64_t			  cache_evictions;
+	/*
+	 * Since libinfeed 1.12 too: of the blocks downloaded, those
+	 * fetched ahead of their reads (read_ahead); the blocks a read
+	 * found missing and waited for.
+	 */
+	uint64_t			  cache_fetched_ahead;
+	uint64_t			  cache_waited;
 };
 
 /* How a file passed to infeed_attach_files() is laid out. */

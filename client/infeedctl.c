@@ -328,12 +328,15 @@ status_cache_line(const struct infeed_stats *st,
 	if (st->cache_max == 0)
 		return;
 	printf("cache: %.1f of %.1f MiB, %llu blocks read from it, %llu "
-	    "downloaded (%.1f%% hits), %.1f MiB downloaded, %llu evicted",
+	    "downloaded (%.1f%% hits, %llu fetched ahead, %llu waited for), "
+	    "%.1f MiB downloaded, %llu evicted",
 	    (double)st->cache_bytes / (1 << 20),
 	    (double)st->cache_max / (1 << 20),
 	    (unsigned long long)st->cache_hits,
 	    (unsigned long long)st->cache_misses,
 	    reads > 0 ? 100.0 * (double)st->cache_hits / (double)reads : 0.0,
+	    (unsigned long long)st->cache_fetched_ahead,
+	    (unsigned long long)st->cache_waited,
 	    (double)st->cache_bytes_downloaded / (1 << 20),
 	    (unsigned long long)st->cache_evictions);
 	if (prev != NULL && dt > 0 &&

@@ -32,7 +32,7 @@ _Static_assert(sizeof(struct infeed_dataset) ==
     FIELD_END(struct infeed_dataset, tokens),
     "infeed_dataset has tail padding");
 _Static_assert(sizeof(struct infeed_stats) ==
-    FIELD_END(struct infeed_stats, cache_evictions),
+    FIELD_END(struct infeed_stats, cache_waited),
     "infeed_stats has tail padding");
 _Static_assert(sizeof(struct infeed_session_stats) ==
     FIELD_END(struct infeed_session_stats, group_rejoins),

@@ -19,8 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "catalogue.h"
+#include "clock.h"
 #include "log.h"
+#include "s3.h"
 #include "xmalloc.h"
 
 #define CATALOGUE_MAX_GROUPS	64
@@ -184,6 +188,30 @@ catalogue_charge(struct catalogue *cat, const struct dataset *ds,
 	return (0);
 }
 
+/*
+ * Before a dataset opens: if its files are remote, say so in the log (its
+ * open asks each file's size, and a tar set without "index =" downloads
+ * and indexes every shard, which for 1,000 shards takes seconds to
+ * minutes: at start-up nothing is served meanwhile), and in systemd's
+ * STATUS=.  Return: the time it starts, or 0 for local files.
+ */
+static uint64_t
+catalogue_remote_start(const struct dataset_conf *dc)
+{
+	const char	*v, *type = dataset_conf_get(dc, "type");
+	bool		 tar = type != NULL && strcmp(type, "tar") == 0;
+
+	if ((v = dataset_conf_get(dc, tar ? "shards" : "path")) == NULL ||
+	    !s3_url(v))
+		return (0);
+	log_info("dataset '%s': opening its remote files%s", dc->name, tar &&
+	    dataset_conf_get(dc, "index") == NULL ? " (tar shards without "
+	    "index = are each downloaded and indexed now; an index = file "
+	    "of their counts opens at once)" : "");
+	sd_notifyf(0, "STATUS=opening dataset '%s' (remote files)", dc->name);
+	return (clock_now_ms());
+}
+
 /* Open every dataset the configuration names, reusing @old's unchanged ones. */
 struct catalogue *
 catalogue_open(const struct config *conf, struct catalogue *old,
@@ -205,6 +233,7 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 	const struct dataset_conf *dc;
 	struct dataset		*ds;
 	char			*cause;
+	uint64_t		 t0;
 	size_t			 i, j;
 
 	cat = xcalloc(1, sizeof(*cat));
@@ -236,6 +265,7 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 			cat->ndatasets++;
 			continue;
 		}
+		t0 = catalogue_remote_start(dc);
 		/* Each copy's share of the room, refused before it is made. */
 		cat->datasets[cat->ndatasets] = dataset_open_within(dc,
 		    room > cat->memory ? (room - cat->memory) /
@@ -267,6 +297,10 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 			continue;
 		}
 		e->conf = dc;
+		if (t0 != 0)
+			log_info("dataset '%s': its remote files opened in "
+			    "%.1f s", dc->name, (double)(clock_now_ms() - t0) /
+			    1000.0);
 		if (ds->encoded)
 			log_info("dataset '%s': %s, %llu images in %u classes",
 			    dc->name, ds->type,

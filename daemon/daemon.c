@@ -4,9 +4,11 @@
  * fuzz targets that run it in process), the systemd notifications, the
  * reload that SIGHUP asks for, and shutdown.  A reload opens the new
  * catalogue on a thread of its own (catalogue_open_beside(): the readers
- * map and check files, token datasets scan and pack theirs), which only
- * reads the served catalogue, and finishes on the loop when the thread
- * says it is done.  The catalogue's datasets keep memory (a packing)
+ * map and check files, token datasets scan and pack theirs, remote tar
+ * shards are downloaded and indexed), which only reads the served
+ * catalogue; then the fork server opens it beside its own
+ * (pool_prepare()) while the workers serve the old one; then the loop
+ * serves it and the workers are replaced.  The catalogue's datasets keep memory (a packing)
  * charged to memory_budget, the old catalogue's given back at a reload.
  */
 
@@ -310,9 +312,12 @@ struct daemon_reload {
 	struct catalogue	*ncat;
 	uint64_t		 room;		/* memory_budget's, for ncat */
 	pthread_t		 thread;
+	bool			 joined;
 	int			 wake[2];	/* the thread's "done" */
 	struct event		*ev;
 };
+
+static void	daemon_reload_switch(void *);
 
 /* The reload's thread: open the catalogue beside the served one. */
 static void *
@@ -322,6 +327,7 @@ daemon_reload_main(void *arg)
 	char			 c = 0;
 
 	r->ncat = catalogue_open_beside(r->nconf, r->d->cat, r->room);
+	fetch_thread_end();	/* the remote opens' handles were this thread's */
 	while (write(r->wake[1], &c, 1) == -1 && errno == EINTR)
 		;
 	return (NULL);
@@ -333,7 +339,8 @@ daemon_reload_join(struct daemon_reload *r)
 {
 	struct catalogue	*ncat;
 
-	pthread_join(r->thread, NULL);
+	if (!r->joined)
+		pthread_join(r->thread, NULL);
 	ncat = r->ncat;
 	event_free(r->ev);
 	close(r->wake[0]);
@@ -352,6 +359,20 @@ daemon_free(struct daemon *d)
 		config_free(d->reload_conf);
 	}
 	cache_heads_forget();
+	/*
+	 * A reload's open ends before anything it may read goes: the HEADs'
+	 * answers (its HEADs stop at once), the old catalogue it shares.
+	 */
+	if (d->reload != NULL) {
+		struct config		*nconf = d->reload->nconf;
+		struct catalogue	*ncat = daemon_reload_join(d->reload);
+
+		d->reload = NULL;
+		pool_prepare_cancel(d->pool);	/* no switch: stopping */
+		catalogue_disown(ncat, d->cat);	/* d->cat's to close */
+		catalogue_free(ncat);
+		config_free(nconf);
+	}
 	if (d->ev_autotune != NULL)
 		event_free(d->ev_autotune);
 	peers_free(d->peers);
@@ -366,14 +387,6 @@ daemon_free(struct daemon *d)
 		event_free(d->ev_hup);
 		event_free(d->ev_watchdog);
 		event_free(d->ev_status);
-	}
-	if (d->reload != NULL) {
-		struct config		*nconf = d->reload->nconf;
-		struct catalogue	*ncat = daemon_reload_join(d->reload);
-
-		catalogue_disown(ncat, d->cat);	/* d->cat's to close */
-		catalogue_free(ncat);
-		config_free(nconf);
 	}
 	catalogue_free(d->cat);
 	event_base_free(d->base);
@@ -417,9 +430,26 @@ daemon_reload_metrics(struct daemon *d, struct config *nconf)
 		log_info("reload: metrics are off");
 }
 
-/* The new catalogue is open: serve it. */
+/*
+ * The new catalogue is open here: the fork server opens it too, beside
+ * the one it forks workers from (its tar shards indexed again, from the
+ * cache), while the workers serve the old; then daemon_reload_switch().
+ */
 static void
 daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct daemon_reload	*r = arg;
+
+	(void)fd;
+	(void)ev;
+	pthread_join(r->thread, NULL);
+	r->joined = true;
+	pool_prepare(r->d->pool, r->ncat, daemon_reload_switch, r);
+}
+
+/* The new catalogue is open here and in the fork server: serve it. */
+static void
+daemon_reload_switch(void *arg)
 {
 	struct daemon_reload	*r = arg;
 	struct daemon		*d = r->d;
@@ -427,8 +457,6 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	struct catalogue	*ncat;
 	unsigned		 kept, ended;
 
-	(void)fd;
-	(void)ev;
 	ncat = daemon_reload_join(r);
 	d->reload = NULL;
 	cache_heads_forget();
@@ -436,8 +464,18 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	packings_reloaded(d->packs, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
-	/* The datasets' memory: the old catalogue's is given back. */
+	/*
+	 * The datasets' memory: the old catalogue's is given back.  Rings
+	 * charged while the new one opened may leave the sum past the budget:
+	 * new sessions then wait for room, which the log says.
+	 */
 	d->budget.used = d->budget.used - d->cat->memory + ncat->memory;
+	if (d->budget.used > nconf->memory_budget)
+		log_warnx("reload: the datasets and the rings now take %llu MiB "
+		    "of memory_budget's %llu MiB; new sessions are refused "
+		    "until sessions end: raise memory_budget if this lasts",
+		    (unsigned long long)(d->budget.used >> 20),
+		    (unsigned long long)(nconf->memory_budget >> 20));
 	catalogue_free(d->cat);
 	config_free(d->conf);
 	d->conf = nconf;

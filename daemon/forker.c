@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "clock.h"
 #include "config.h"
 #include "forker.h"
@@ -47,6 +48,8 @@ struct forker_server {
 	struct catalogue	*cat;		/* the daemon's, or as it sent */
 	struct config		*conf;		/* its sections, or NULL */
 	struct config		*pending;	/* DATASETs before a CATALOGUE */
+	struct catalogue	*next;		/* prepared, until a SWITCH */
+	struct config		*next_conf;
 	struct worker_beat	*beats;
 	size_t			 nbeats;
 	pid_t			 daemon;	/* its workers die with it */
@@ -56,6 +59,9 @@ struct forker_server {
 	struct forker_child	*children;
 	size_t			 nchildren;
 };
+
+static int	forker_catalogue_send(struct forker *,
+		    const struct catalogue *, bool);
 
 /* The daemon's and the fork server's transports: records, no marks. */
 static const struct transport_conf forker_transport_conf = {
@@ -82,6 +88,9 @@ forker_whole(const struct transport_hdr *h, size_t n)
 		    ((const char *)h)[n - 1] == '\0');
 	case FORKER_MSG_CATALOGUE:
 		return (n == sizeof(struct forker_msg_catalogue));
+	case FORKER_MSG_SWITCH:
+	case FORKER_MSG_PREPARED:
+		return (n == sizeof(struct forker_msg_switch));
 	case FORKER_MSG_SPAWNED:
 		return (n == sizeof(struct forker_msg_spawned));
 	case FORKER_MSG_FAILED:
@@ -325,6 +334,19 @@ forker_dataset_take(struct forker_server *fs,
 	return (0);
 }
 
+/* In the fork server: drop a prepared catalogue (its own datasets only). */
+static void
+forker_next_free(struct forker_server *fs)
+{
+	if (fs->next == NULL)
+		return;
+	catalogue_disown(fs->next, fs->cat);
+	catalogue_free(fs->next);
+	config_free(fs->next_conf);
+	fs->next = NULL;
+	fs->next_conf = NULL;
+}
+
 /*
  * In the fork server: CATALOGUE @m, the sections sent since the last one
  * are the daemon's catalogue; open it, taking over the datasets whose
@@ -337,6 +359,7 @@ forker_catalogue_take(struct forker_server *fs,
 {
 	struct config		*conf = fs->pending;
 	struct catalogue	*cat;
+	struct forker_msg_switch done;
 
 	if (conf == NULL)
 		conf = xcalloc(1, sizeof(*conf));
@@ -345,12 +368,46 @@ forker_catalogue_take(struct forker_server *fs,
 		config_free(conf);
 		return (-1);
 	}
+	forker_next_free(fs);
+	/*
+	 * Its catalogues are the daemon's, whose opens asked the servers;
+	 * its workers' own opens (a shard read first) ask again.
+	 */
+	cache_trust_meta(true);
+	if (m->prepare) {
+		/* Workers go on being forked from fs->cat meanwhile. */
+		fs->next = catalogue_open_beside(conf, fs->cat, UINT64_MAX);
+		cache_trust_meta(false);
+		fs->next_conf = conf;
+		memset(&done, 0, sizeof(done));
+		done.ndatasets = m->ndatasets;
+		(void)forker_send(fs->t, &done, sizeof(done),
+		    FORKER_MSG_PREPARED, -1);
+		return (0);
+	}
 	/* The old one is this process's copy: the daemon's is its own. */
 	cat = catalogue_open(conf, fs->cat, UINT64_MAX);
+	cache_trust_meta(false);
 	catalogue_free(fs->cat);
 	config_free(fs->conf);
 	fs->cat = cat;
 	fs->conf = conf;
+	return (0);
+}
+
+/* In the fork server: SWITCH, fork workers from the prepared catalogue. */
+static int
+forker_switch_take(struct forker_server *fs)
+{
+	if (fs->next == NULL)
+		return (-1);
+	catalogue_disown(fs->cat, fs->next);
+	catalogue_free(fs->cat);
+	config_free(fs->conf);
+	fs->cat = fs->next;
+	fs->conf = fs->next_conf;
+	fs->next = NULL;
+	fs->next_conf = NULL;
 	return (0);
 }
 
@@ -448,6 +505,8 @@ forker_main(struct forker_server *fs)
 				rc = forker_dataset_take(fs, (void *)h);
 			else if (h->type == FORKER_MSG_CATALOGUE)
 				rc = forker_catalogue_take(fs, (void *)h);
+			else if (h->type == FORKER_MSG_SWITCH)
+				rc = forker_switch_take(fs);
 			else
 				rc = -1;	/* one of its own */
 			if (rc == -1) {
@@ -652,6 +711,31 @@ forker_spawn(struct forker *f, unsigned idx, uint64_t image_memory_max)
 int
 forker_reload(struct forker *f, const struct catalogue *cat)
 {
+	return (forker_catalogue_send(f, cat, false));
+}
+
+/* The fork server opens @cat's datasets beside its own, until a SWITCH. */
+int
+forker_prepare(struct forker *f, const struct catalogue *cat)
+{
+	return (forker_catalogue_send(f, cat, true));
+}
+
+/* New workers read the datasets the fork server prepared. */
+int
+forker_switch(struct forker *f)
+{
+	struct forker_msg_switch	m;
+
+	memset(&m, 0, sizeof(m));
+	return (forker_send(f->t, &m, sizeof(m), FORKER_MSG_SWITCH, -1));
+}
+
+/* @cat's sections, then a CATALOGUE (with @prepare, to be prepared). */
+static int
+forker_catalogue_send(struct forker *f, const struct catalogue *cat,
+    bool prepare)
+{
 	struct forker_msg_catalogue	  end;
 	struct forker_msg_dataset	**m;
 	size_t				 *len, i;
@@ -672,6 +756,7 @@ forker_reload(struct forker *f, const struct catalogue *cat)
 	if (rc == 0) {
 		memset(&end, 0, sizeof(end));
 		end.ndatasets = (uint32_t)cat->ndatasets;
+		end.prepare = prepare;
 		rc = forker_send(f->t, &end, sizeof(end),
 		    FORKER_MSG_CATALOGUE, -1);
 	}
@@ -692,7 +777,8 @@ forker_recv(struct forker *f, union forker_reply *m, int *fd)
 	/* Only the fork server's messages come this way. */
 	if (rc == 1 && m->hdr.type != FORKER_MSG_SPAWNED &&
 	    m->hdr.type != FORKER_MSG_FAILED &&
-	    m->hdr.type != FORKER_MSG_EXITED) {
+	    m->hdr.type != FORKER_MSG_EXITED &&
+	    m->hdr.type != FORKER_MSG_PREPARED) {
 		if (*fd != -1)
 			close(*fd);
 		*fd = -1;

@@ -13,10 +13,12 @@
  * worker @idx), DATASET (one dataset section of the daemon's catalogue)
  * and CATALOGUE (the @ndatasets DATASETs sent since the last one are the
  * catalogue now: open it, as the daemon did, so that later workers
- * inherit its datasets) one way; SPAWNED (worker @idx is @pid, the daemon's end of its
- * socket comes with it, SCM_RIGHTS), FAILED (it could not be forked:
- * @error is errno) and EXITED (worker @pid ended, @status as waitpid()
- * says) the other.  A record that is not a whole message of its type is
+ * inherit its datasets; with @prepare, open it beside the one workers are
+ * forked from until a SWITCH, a reload's two steps) one way; SPAWNED
+ * (worker @idx is @pid, the daemon's end of its socket comes with it,
+ * SCM_RIGHTS), FAILED (it could not be forked: @error is errno), EXITED
+ * (worker @pid ended, @status as waitpid() says) and PREPARED (the
+ * prepared catalogue is open) the other.  A record that is not a whole message of its type is
  * refused as the fork server gone.  The
  * workers are the fork server's children, not the daemon's: it reaps them
  * and reports their ends; the daemon signals them by pid.
@@ -70,6 +72,8 @@ enum forker_msg_type {
 	FORKER_MSG_SPAWNED,
 	FORKER_MSG_FAILED,
 	FORKER_MSG_EXITED,
+	FORKER_MSG_SWITCH,
+	FORKER_MSG_PREPARED,
 };
 
 /* Fork worker @idx (its slot in the pool). */
@@ -91,8 +95,19 @@ struct forker_msg_dataset {
 	char		strings[];
 };
 
-/* The @ndatasets sections sent since the last CATALOGUE: open them. */
+/*
+ * The @ndatasets sections sent since the last CATALOGUE: open them; with
+ * @prepare, beside the catalogue workers are forked from, until a SWITCH
+ * (PREPARED says it is open).
+ */
 struct forker_msg_catalogue {
+	struct transport_hdr hdr;
+	uint32_t	ndatasets;
+	uint32_t	prepare;
+};
+
+/* Fork workers from the catalogue prepared; PREPARED: it is open. */
+struct forker_msg_switch {
 	struct transport_hdr hdr;
 	uint32_t	ndatasets;
 	uint32_t	pad;
@@ -126,6 +141,7 @@ union forker_reply {
 	struct forker_msg_spawned	spawned;
 	struct forker_msg_failed	failed;
 	struct forker_msg_exited	exited;
+	struct forker_msg_switch	prepared;
 };
 
 struct forker;
@@ -189,6 +205,16 @@ int		 forker_spawn(struct forker *f, unsigned idx,
  * Return: 0, or -1 (errno set; EMSGSIZE: a section over FORKER_MAX_MSG).
  */
 int		 forker_reload(struct forker *f, const struct catalogue *cat);
+
+/**
+ * forker_prepare() - forker_reload() in two steps: the fork server opens
+ * @cat's datasets beside those it forks workers from, and says PREPARED
+ * when they are open (which may take seconds: remote tar shards), then
+ * forker_switch() makes workers forked from then on read them.
+ * Return: 0, or -1 as forker_reload().
+ */
+int		 forker_prepare(struct forker *f, const struct catalogue *cat);
+int		 forker_switch(struct forker *f);
 
 /**
  * forker_recv() - the fork server's next message into @m (m->hdr.type

@@ -143,6 +143,10 @@ struct pool {
 	const struct catalogue	*cat;
 	struct ring_budget	*budget;	/* what it keeps; or NULL */
 	struct forker		*forker;	/* NULL: none up */
+	/* pool_prepare()'s: called when the fork server has it open. */
+	void			(*prepared_cb)(void *);
+	void			*prepared_arg;
+	bool			 prepared;	/* pool_reload() switches to it */
 	struct event		*forker_restart_ev;
 	struct event		*forker_check_ev; /* is it stopped? */
 	struct event		*chld_ev;	/* SIGCHLD: adopted workers, */
@@ -236,6 +240,8 @@ void		 pool_retire(struct worker *w);
 void		 pool_worker_respawn_cb(evutil_socket_t fd, short ev,
 		    void *arg);
 void		 pool_forker_read(struct pool *pool);
+/* The fork server has pool_prepare()'s catalogue open (@open) or died. */
+void		 pool_prepared(struct pool *pool, bool open);
 void		 pool_forker_watch(struct pool *pool);
 void		 pool_forker_check_cb(evutil_socket_t fd, short ev, void *arg);
 void		 pool_forker_restart_cb(evutil_socket_t fd, short ev,

@@ -863,6 +863,8 @@ pool_forker_died(struct pool *pool)
 	}
 	pool_forker_later(pool);
 	pool_reap(pool);
+	/* A reload waiting for it goes on: its successor gets the new one. */
+	pool_prepared(pool, false);
 }
 
 /*
@@ -876,8 +878,15 @@ pool_forker_read(struct pool *pool)
 	struct worker		*w;
 	uint32_t		 idx;
 	int			 rc, fd;
+	bool			 prepared = false;
 
 	while ((rc = forker_recv(pool->forker, &m, &fd)) == 1) {
+		if (m.hdr.type == FORKER_MSG_PREPARED) {
+			prepared = true;	/* called once the rest is read */
+			if (fd != -1)
+				close(fd);
+			continue;
+		}
 		/* SPAWNED, FAILED and EXITED each name the worker first. */
 		idx = m.hdr.type == FORKER_MSG_EXITED ? m.exited.idx :
 		    m.hdr.type == FORKER_MSG_FAILED ? m.failed.idx :
@@ -905,6 +914,8 @@ pool_forker_read(struct pool *pool)
 	}
 	if (rc == -1)
 		pool_forker_died(pool);
+	else if (prepared)
+		pool_prepared(pool, true);
 }
 
 /* The fork server spoke. */

@@ -467,9 +467,12 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 	unsigned	 i;
 
 	/* Before any replacement is asked for: they read the new datasets. */
-	if (pool->forker != NULL && forker_reload(pool->forker, cat) == -1)
+	if (pool->forker != NULL && (pool->prepared ?
+	    forker_switch(pool->forker) : forker_reload(pool->forker, cat)) ==
+	    -1)
 		log_warn("reload: the fork server was not told; new workers "
 		    "read the datasets as they were");
+	pool->prepared = false;
 	/* A fork server started from now on is sent it too. */
 	pool->cat = cat;
 	pool->job_timeout_ms = job_timeout_ms;
@@ -482,6 +485,41 @@ pool_reload(struct pool *pool, const struct catalogue *cat,
 		if (w->job == NULL)
 			pool_retire(w);
 	}
+}
+
+/* The fork server opens @cat beside its own; @cb(@arg) once it has. */
+void
+pool_prepare(struct pool *pool, const struct catalogue *cat,
+    void (*cb)(void *), void *arg)
+{
+	pool->prepared = false;
+	if (pool->forker == NULL || forker_prepare(pool->forker, cat) == -1) {
+		cb(arg);	/* pool_reload() sends it whole */
+		return;
+	}
+	pool->prepared_cb = cb;
+	pool->prepared_arg = arg;
+}
+
+/* pool_prepare()'s callback is not wanted any more: see pool.h. */
+void
+pool_prepare_cancel(struct pool *pool)
+{
+	pool->prepared_cb = NULL;
+	pool->prepared = false;
+}
+
+/* The fork server has the catalogue open (or died): call pool_prepare()'s. */
+void
+pool_prepared(struct pool *pool, bool open)
+{
+	void	(*cb)(void *) = pool->prepared_cb;
+
+	if (cb == NULL)
+		return;
+	pool->prepared_cb = NULL;
+	pool->prepared = open;
+	cb(pool->prepared_arg);
 }
 
 /* No job queued or running, and every worker up. */

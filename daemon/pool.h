@@ -280,9 +280,26 @@ void		 pool_ring_set_dataset(struct pool_ring *pr,
 		    uint32_t dataset_index);
 
 /**
+ * pool_prepare() - before pool_reload(@cat): the fork server opens @cat's
+ * datasets beside its own (forker_prepare()) while the workers serve the
+ * old ones, and @cb(@arg) is called on the loop once it has (at once
+ * without a fork server; also when the fork server dies meanwhile, whose
+ * successor is sent the catalogue pool_reload() gives).  So a catalogue
+ * that takes seconds to open (remote tar shards) holds no worker back.
+ */
+void		 pool_prepare(struct pool *pool, const struct catalogue *cat,
+		    void (*cb)(void *), void *arg);
+
+/**
+ * pool_prepare_cancel() - infeedd stops with a pool_prepare() under way:
+ * its callback is not called.
+ */
+void		 pool_prepare_cancel(struct pool *pool);
+
+/**
  * pool_reload() - the daemon reloaded its configuration into @cat: the
  * fork server opens its datasets again (forker_reload(), which sends it
- * their sections)
+ * their sections; after pool_prepare(), forker_switch() to those open)
  * and every worker is replaced once idle, so that new ones inherit them;
  * a retired worker that has not gone after POOL_STOP_MS is killed.  Jobs
  * from now on have @job_timeout_ms, and new workers @image_memory_max.

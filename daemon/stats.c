@@ -65,6 +65,8 @@ stats_take(struct stats *st, const struct pool *pool,
 	st->cache_misses = cs.misses;
 	st->cache_bytes_downloaded = cs.bytes_downloaded;
 	st->cache_evictions = cs.evictions;
+	st->cache_fetched_ahead = cs.ahead;
+	st->cache_waited = cs.waited;
 	st->memory_private = procmem_private(getpid());
 	for (i = 0; i < st->nworkers; i++) {
 		if (st->workers[i].pid > 0)

@@ -59,7 +59,13 @@
 	    "counter", "Bytes of remote datasets downloaded.")		\
 	X(cache_evictions, "infeed_cache_evictions_total", "counter",	\
 	    "Blocks evicted from the cache to make room, the one needed " \
-	    "furthest ahead by the sessions' orders first.")
+	    "furthest ahead by the sessions' orders first.")		\
+	X(cache_fetched_ahead, "infeed_cache_fetched_ahead_total",	\
+	    "counter", "Of the blocks downloaded, those fetched before " \
+	    "their reads (read_ahead).")					\
+	X(cache_waited, "infeed_cache_waited_total", "counter",		\
+	    "Blocks a read found missing and waited for (downloaded by " \
+	    "it, or by another process of the host).")
 
 /*
  * A session's cumulative counters, which outlive it (the daemon folds an

@@ -87,7 +87,14 @@
 #define TAR_MAX_NAME	65536		/* an L name or a pax path */
 #define TAR_MAX_PAX	(1024 * 1024)	/* a pax header's records */
 #define TAR_MAX_CLS	4096		/* a .cls member */
-#define TAR_REMOTE_WINDOW CACHE_BLOCK	/* a remote shard's: a cache block */
+/*
+ * A remote shard's window, aligned: a header and what follows.  Not a
+ * whole cache block: each worker walks each shard's headers (index =),
+ * and copying every byte of the shard to read its headers was a third
+ * of what the remote path cost over a local one (docs/performance.md,
+ * issue 38 round four).  A missing block is downloaded whole all the same.
+ */
+#define TAR_REMOTE_WINDOW 8192
 /*
  * A session's order is shared for at most this many shards x samples: the
  * process that evicts walks each shard's epoch (cache.c).
@@ -1244,18 +1251,26 @@ tar_site_len(const char *url)
 	return ((size_t)(slash - url));
 }
 
-/* Set up shard @k's site, unless shard k - 1 is on the same one. */
+/*
+ * Set up shard @k's site, unless shard k - 1 is on the same one; each
+ * shard's URL is checked as one that messages may name.
+ */
 static int
 tar_site(struct dataset *ds, struct tar *t, uint32_t k,
     const struct dataset_conf *conf, char **cause)
 {
 	const char	*url = t->paths[k];
+	char		*why = NULL;
 	size_t		 len = tar_site_len(url);
 
-	if (k > 0 && tar_site_len(t->paths[k - 1]) == len &&
-	    strncmp(t->paths[k - 1], url, len) == 0)
+	if (k == 0 || tar_site_len(t->paths[k - 1]) != len ||
+	    strncmp(t->paths[k - 1], url, len) != 0)
+		return (dataset_remote_site(ds, url, conf, cause));
+	if (s3_url_shown(url, &why) == 0)
 		return (0);
-	return (dataset_remote_site(ds, url, conf, cause));
+	dataset_error(cause, ds, "%s", why != NULL ? why : strerror(ENOMEM));
+	free(why);
+	return (-1);
 }
 
 /* The whole of the index file @where (a URL or a path), NUL-ended. */
@@ -1398,7 +1413,22 @@ tar_index_file(struct dataset *ds, struct tar *t,
 		    "shards into several sections", where, total, UINT32_MAX);
 		goto out;
 	}
-	/* The member table is the daemon's memory: memory_budget's. */
+	/*
+	 * The member table is the daemon's memory: memory_budget's.  What
+	 * the index claims is checked against the room before the table is
+	 * made, not after it is touched (a count may claim 2^32 samples).
+	 */
+	if (total * sizeof *t->s > ds->memory_room ||
+	    ds->memory + total * sizeof *t->s > ds->memory_room) {
+		dataset_error(cause, ds, "index = %s counts %" PRIu64 " samples, "
+		    "whose member table takes %" PRIu64 " bytes (%zu a sample) "
+		    "in the daemon and again in the workers' fork server, and "
+		    "memory_budget has %" PRIu64 " bytes left for each; raise "
+		    "memory_budget, split the shards into several sections, or "
+		    "check the index's counts", where, total, total *
+		    sizeof *t->s, sizeof *t->s, ds->memory_room);
+		goto out;
+	}
 	ds->memory += total * sizeof *t->s;
 	if (total == 0 || (t->s = calloc(total, sizeof *t->s)) == NULL) {
 		dataset_error(cause, ds, total == 0 ? "index = %s counts no "

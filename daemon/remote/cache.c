@@ -8,9 +8,15 @@
  *
  * What the files hold is checked, not trusted.  A block is written to a
  * temporary name and renamed, and it opens with a header (its object's
- * size and ETag hash, its index and length, a CRC-32 of its bytes) that a
- * process checks before it first reads the block: a file torn by a crash
- * is dropped and downloaded again.  An object whose size or ETag changed
+ * size and ETag hash, its index and length, a CRC-32C of its bytes, the
+ * daemon's life it was written in) that a process checks before it first
+ * reads the block: a file torn by a crash is dropped and downloaded
+ * again.  Only a block written before the daemon started has its bytes
+ * checked against the CRC (once a process): one written since was renamed
+ * whole into place, and a crash that could tear it is a restart, which
+ * starts another life (cache_dir/.stats).  So a block's bytes are summed
+ * when it lands and once after a restart, not by every process that reads
+ * it.  An object whose size or ETag changed
  * on the server loses every block it had (cache_object_open()), and each
  * download asks for the ETag it knows (If-Match), so old and new bytes are
  * never mixed.
@@ -20,6 +26,9 @@
  * fits: first those no known order needs (the oldest first), then the one
  * needed furthest ahead by any session (Belady's policy, the best there
  * is for a known order).  A block that cannot fit is served and not kept.
+ * The host's count of the bytes held (cache_dir/.stats) says whether it
+ * fits; only when it does not are the files scanned (which makes the
+ * count exact again), so keeping a block costs no walk of cache_dir.
  * For benchmarks only, INFEED_CACHE_EVICT=lru in the environment makes
  * eviction least-recently-used instead (a hit touches the block's mtime),
  * to compare with what other loaders do (benchmarks/remote-cache).
@@ -66,19 +75,27 @@
  * fetches the block itself, retries and reports.  What is queued or in
  * flight is at most a quarter of cache_max (the blocks fetched ahead do
  * not evict each other before their reads) and CACHE_AHEAD_QUEUE blocks;
- * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks.
+ * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks
+ * (CACHE_AHEAD_BYTES, 8 MiB): bounded a worker, not charged to
+ * memory_budget, whatever the sessions ask; they are the worker's private
+ * memory, which status shows and workers = auto counts.
  * Within the process, cache.lock guards the objects, the plans and the
  * keeping of a block, which the threads share.
  *
  * The calls block on the disk and the network: a worker process makes
  * them for the rows it reads; see fetch.c.  The daemon's own opens (a
- * reload's, on its event loop) need a HEAD each: cache_heads_start()
- * asks them in a thread first, and cache_object_open() takes the answers
- * it left, so the loop never waits on a server.
+ * reload's, on a thread of daemon.c's) need a HEAD each:
+ * cache_heads_start() asks those of raw and npy files in a thread first,
+ * and cache_object_open() takes the answers it left.  The fork server
+ * opens the catalogue the daemon has just opened: it takes each object's
+ * size and ETag from its meta file (cache_trust_meta()), so it asks no
+ * server while no worker can be forked, and indexes the objects the
+ * daemon did.
  */
 
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -96,12 +113,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <zlib.h>
 
 #include "cache.h"
 #include "sampler.h"
 
-#define CACHE_MAGIC	"INFCBLK1"
+#define CACHE_MAGIC	"INFCBLK2"	/* the life and CRC-32C: issue 38 */
 #define CACHE_CURSOR_MAGIC "INFCCUR1"
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
@@ -111,6 +127,11 @@
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
 #define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
 #define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
+/* What the threads' buffers hold at most (infeed.conf(5) says 8 MiB). */
+#define CACHE_AHEAD_BYTES	\
+	((size_t)CACHE_AHEAD_THREADS * CACHE_AHEAD_BATCH * CACHE_BLOCK)
+_Static_assert(CACHE_AHEAD_BYTES <= 8 << 20,
+    "the prefetch buffers' bound is documented as 8 MiB a worker");
 
 /* A cursor file: one session's order of one object, and where it is. */
 struct cache_cursor_file {
@@ -177,6 +198,7 @@ struct cache_header {
 	uint64_t	len;
 	uint32_t	etag_hash;
 	uint32_t	crc;
+	uint64_t	life;		/* cache_stats' when it was written */
 };
 
 struct cache_object {
@@ -206,6 +228,7 @@ static struct {
 	struct cache_object *objects;
 	struct cache_plan *plans;	/* the cursors last scanned */
 	bool		 lru;		/* INFEED_CACHE_EVICT=lru: see above */
+	bool		 trust_meta;	/* cache_trust_meta(): the fork server */
 	/*
 	 * The objects, the plans and the keeping of a block, shared by the
 	 * process's threads (its prefetch threads: cache_object_prefetch()).
@@ -265,6 +288,75 @@ cache_count(uint64_t *c, int64_t n)
 	__atomic_fetch_add(c, (uint64_t)n, __ATOMIC_RELAXED);
 }
 
+/*
+ * CRC-32C (Castagnoli) of @len bytes at @p, a block's sum: the SSE4.2
+ * instruction where the CPU has it (a 1 MiB block in about 0.1 ms, a
+ * tenth of zlib's crc32 here), else a table; the same sums either way.
+ */
+static uint32_t	cache_crc_table[256];
+static pthread_once_t cache_crc_once = PTHREAD_ONCE_INIT;
+
+static void
+cache_crc_init(void)
+{
+	uint32_t	c;
+	unsigned	i, k;
+
+	for (i = 0; i < 256; i++) {
+		for (c = i, k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78 : c >> 1;
+		cache_crc_table[i] = c;
+	}
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2")))
+static uint32_t
+cache_crc_sse42(const uint8_t *p, size_t len)
+{
+	uint64_t	c = 0xffffffff, v;
+
+	for (; len >= 8; p += 8, len -= 8) {
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+	}
+	for (; len > 0; p++, len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p);
+	return ((uint32_t)c ^ 0xffffffff);
+}
+#endif
+
+static uint32_t
+cache_crc(const void *buf, size_t len)
+{
+	const uint8_t	*p = buf;
+	uint32_t	 c = 0xffffffff;
+
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return (cache_crc_sse42(p, len));
+#endif
+	pthread_once(&cache_crc_once, cache_crc_init);
+	for (; len > 0; p++, len--)
+		c = cache_crc_table[(c ^ *p) & 0xff] ^ (c >> 8);
+	return (c ^ 0xffffffff);
+}
+
+/* A daemon's life: a number no earlier start of it had, nor 0. */
+static uint64_t
+cache_life(void)
+{
+	struct timespec	ts;
+	uint64_t	v = 0;
+
+	if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+		v ^= (uint64_t)getpid() << 32;
+	}
+	return (v != 0 ? v : 1);
+}
+
 /* The bytes of the block files in @dir's object folders. */
 static uint64_t
 cache_du(const char *dir)
@@ -310,6 +402,7 @@ cache_stats_map(const char *dir)
 	if (cache.stats != NULL && cache.stats != &cache.own)
 		munmap(cache.stats, sizeof *cache.stats);
 	memset(&cache.own, 0, sizeof cache.own);
+	cache.own.life = cache_life();
 	cache.stats = &cache.own;
 	if (snprintf(path, sizeof path, "%s/.stats", dir) >= (int)sizeof path)
 		return;
@@ -324,6 +417,7 @@ cache_stats_map(const char *dir)
 	cache.stats = m;
 	memset(cache.stats, 0, sizeof *cache.stats);
 	cache.stats->bytes = cache_du(dir);
+	cache.stats->life = cache_life();
 }
 
 /* Use @dir for at most @max bytes of @block-byte blocks. */
@@ -339,8 +433,10 @@ cache_configure(const char *dir, uint64_t max, size_t block, char **cause)
 		cache.stats = &cache.own;
 	if (dir == NULL)
 		return (0);
-	if (block == 0)
-		return (cache_fail(cause, "cache block size 0"));
+	/* At most CACHE_BLOCK: the prefetch buffers' bound assumes it. */
+	if (block == 0 || block > CACHE_BLOCK)
+		return (cache_fail(cause, "cache block size %zu; 1 to %d "
+		    "bytes expected", block, CACHE_BLOCK));
 	if (mkdir(dir, 0750) == -1 && errno != EEXIST)
 		return (cache_fail(cause, "cache_dir = %s: %s; make it, or name "
 		    "a folder infeedd may write", dir, strerror(errno)));
@@ -378,7 +474,7 @@ cache_drop_blocks(const char *dir)
 	closedir(d);
 }
 
-/* Write @len bytes of @p to @path by way of a temporary name. */
+/* Write @h and @p to @path by way of a temporary name. */
 static int
 cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
     size_t len)
@@ -540,15 +636,62 @@ cache_heads_forget(void)
 	size_t	i;
 
 	/* The HEAD under way ends; the others are not asked. */
+	struct cache_head	*heads;
+	size_t			 n;
+
 	__atomic_store_n(&cache_heads.stop, true, __ATOMIC_RELAXED);
 	cache_heads_finish();
-	for (i = 0; i < cache_heads.n; i++) {
-		free(cache_heads.heads[i].url);
-		free(cache_heads.heads[i].cause);
-	}
-	free(cache_heads.heads);
+	/* Under the lock: a reload's thread may be reading the answers. */
+	pthread_mutex_lock(&cache_heads.lock);
+	heads = cache_heads.heads;
+	n = cache_heads.n;
 	cache_heads.heads = NULL;
 	cache_heads.n = 0;
+	pthread_mutex_unlock(&cache_heads.lock);
+	for (i = 0; i < n; i++) {
+		free(heads[i].url);
+		free(heads[i].cause);
+	}
+	free(heads);
+}
+
+/* Whether to take the meta files' objects as they are (see cache.h). */
+void
+cache_trust_meta(bool on)
+{
+	cache.trust_meta = on;
+}
+
+/*
+ * @url's size and ETag from the meta file at @path, when it is @url's
+ * (block size and URL alike).  Return: whether it was.
+ */
+static bool
+cache_meta_read(const char *path, const char *url, struct fetch_object *meta)
+{
+	char		 have[512], etag[sizeof meta->etag], *nl;
+	unsigned long long size;
+	size_t		 n, block, ulen = strlen(url);
+	FILE		*f;
+
+	if ((f = fopen(path, "re")) == NULL)
+		return (false);
+	n = fread(have, 1, sizeof have - 1, f);
+	fclose(f);
+	have[n] = '\0';
+	if ((nl = strchr(have, '\n')) == NULL || strncmp(nl + 1, url,
+	    ulen) != 0 || strcmp(nl + 1 + ulen, "\n") != 0)
+		return (false);
+	*nl = '\0';
+	/* "SIZE ETAG BLOCK", the ETag as the server gave it (no spaces) or "". */
+	if (sscanf(have, "%llu %127s %zu", &size, etag, &block) == 3)
+		snprintf(meta->etag, sizeof meta->etag, "%s", etag);
+	else if (sscanf(have, "%llu  %zu", &size, &block) == 2)
+		meta->etag[0] = '\0';
+	else
+		return (false);
+	meta->size = size;
+	return (block == cache.block);
 }
 
 /* @url's object: its blocks kept only if size and ETag are the server's. */
@@ -559,6 +702,7 @@ cache_object_make(const char *url, char **cause)
 	char			 path[PATH_MAX], want[512], have[512];
 	FILE			*f;
 	size_t			 n = 0;
+	int			 lockfd;
 
 	*cause = NULL;
 	if (cache.dir == NULL) {
@@ -577,7 +721,9 @@ cache_object_make(const char *url, char **cause)
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
 	}
-	if (cache_head_answer(url, &o->meta, cause) != 0) {
+	snprintf(path, sizeof path, "%s/meta", o->dir);
+	if ((!cache.trust_meta || !cache_meta_read(path, url, &o->meta)) &&
+	    cache_head_answer(url, &o->meta, cause) != 0) {
 		cache_object_close(o);
 		return (NULL);
 	}
@@ -589,9 +735,26 @@ cache_object_make(const char *url, char **cause)
 		return (NULL);
 	}
 
-	/* The meta file says which object the blocks are of. */
+	/*
+	 * The meta file says which object the blocks are of.  It is read,
+	 * and written anew with the blocks dropped if it differs, by one
+	 * process or thread of the host at a time (flock on the folder's
+	 * lock file, apart from the blocks' byte locks): two first opens at
+	 * once would otherwise both find none, and the second would drop a
+	 * block the first had downloaded since (downloaded twice).
+	 */
 	snprintf(want, sizeof want, "%" PRIu64 " %s %zu\n%s\n", o->meta.size,
 	    o->meta.etag, cache.block, url);
+	snprintf(path, sizeof path, "%s/lock", o->dir);
+	if ((mkdir(o->dir, 0750) == -1 && errno != EEXIST) ||
+	    (lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1) {
+		cache_fail(cause, "%s: %s (cache_dir)", o->dir,
+		    strerror(errno));
+		cache_object_close(o);
+		return (NULL);
+	}
+	while (flock(lockfd, LOCK_EX) == -1 && errno == EINTR)
+		;
 	snprintf(path, sizeof path, "%s/meta", o->dir);
 	if ((f = fopen(path, "re")) != NULL) {
 		n = fread(have, 1, sizeof have - 1, f);
@@ -599,19 +762,16 @@ cache_object_make(const char *url, char **cause)
 	}
 	have[n] = '\0';
 	if (strcmp(have, want) != 0) {
-		if (mkdir(o->dir, 0750) == -1 && errno != EEXIST) {
-			cache_fail(cause, "%s: %s", o->dir, strerror(errno));
-			cache_object_close(o);
-			return (NULL);
-		}
 		cache_drop_blocks(o->dir);
 		if (cache_write_file(path, NULL, 0, want, strlen(want)) != 0) {
 			cache_fail(cause, "%s: %s (cache_dir)", path,
 			    strerror(errno));
+			close(lockfd);
 			cache_object_close(o);
 			return (NULL);
 		}
 	}
+	close(lockfd);
 	pthread_mutex_lock(&cache.lock);
 	o->next = cache.objects;
 	cache.objects = o;
@@ -641,6 +801,69 @@ cache_object_size(const struct cache_object *o)
 	return (o->meta.size);
 }
 
+/*
+ * The block file this process read last, kept open: a tar shard's
+ * headers and its members are read a piece at a time, and an open and a
+ * close for each piece cost more than the read.  One a process, so an
+ * evicted block whose file it holds keeps at most one block's bytes on
+ * the disk past cache_max, until the next read of another block.
+ */
+static struct {
+	pthread_mutex_t		 lock;
+	const struct cache_object *o;
+	uint64_t		 block;
+	int			 fd;
+} cache_fd = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* Block @i's file (@path) of @o: the one kept open, or opened now. */
+static int
+cache_fd_take(const struct cache_object *o, uint64_t i, const char *path)
+{
+	int	fd = -1;
+
+	pthread_mutex_lock(&cache_fd.lock);
+	if (cache_fd.o == o && cache_fd.block == i) {
+		fd = cache_fd.fd;
+		cache_fd.fd = -1;
+		cache_fd.o = NULL;
+	}
+	pthread_mutex_unlock(&cache_fd.lock);
+	return (fd != -1 ? fd : open(path, O_RDONLY | O_CLOEXEC));
+}
+
+/* Keep @fd, block @i's of @o, open for the next read (or @o's closing). */
+static void
+cache_fd_keep(const struct cache_object *o, uint64_t i, int fd)
+{
+	int	old;
+
+	pthread_mutex_lock(&cache_fd.lock);
+	old = cache_fd.fd;
+	cache_fd.o = o;
+	cache_fd.block = i;
+	cache_fd.fd = fd;
+	pthread_mutex_unlock(&cache_fd.lock);
+	if (old != -1)
+		close(old);
+}
+
+/* Close the file kept open if it is @o's. */
+static void
+cache_fd_forget(const struct cache_object *o)
+{
+	int	fd = -1;
+
+	pthread_mutex_lock(&cache_fd.lock);
+	if (cache_fd.o == o) {
+		fd = cache_fd.fd;
+		cache_fd.fd = -1;
+		cache_fd.o = NULL;
+	}
+	pthread_mutex_unlock(&cache_fd.lock);
+	if (fd != -1)
+		close(fd);
+}
+
 /* Bytes in block @i of @o. */
 static size_t
 cache_block_len(const struct cache_object *o, uint64_t i)
@@ -668,20 +891,23 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	int			 fd, ok = 0;
 
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+	if ((fd = cache_fd_take(o, i, path)) == -1)
 		return (-1);
 	if (!__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED)) {
-		if ((buf = malloc(blen)) == NULL) {
-			close(fd);
-			return (-1);
-		}
 		ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
 		    memcmp(h.magic, CACHE_MAGIC, 8) == 0 &&
 		    h.object_size == o->meta.size && h.index == i &&
-		    h.len == blen && h.etag_hash == o->etag_hash &&
-		    pread(fd, buf, blen, sizeof h) == (ssize_t)blen &&
-		    (uint32_t)crc32(0, buf, (uInt)blen) == h.crc;
-		free(buf);
+		    h.len == blen && h.etag_hash == o->etag_hash;
+		/* Written in an earlier life: its bytes are summed. */
+		if (ok && h.life != cache.stats->life) {
+			if ((buf = malloc(blen)) == NULL) {
+				close(fd);
+				return (-1);
+			}
+			ok = pread(fd, buf, blen, sizeof h) == (ssize_t)blen &&
+			    cache_crc(buf, blen) == h.crc;
+			free(buf);
+		}
 		if (!ok) {
 			if (fstat(fd, &st) == 0 && unlink(path) == 0)
 				cache_count(&cache.stats->bytes,
@@ -695,7 +921,10 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	ok = pread(fd, dst, len, (off_t)(sizeof h + at)) == (ssize_t)len;
 	if (ok && cache.lru)
 		(void)futimens(fd, NULL);
-	close(fd);
+	if (ok)
+		cache_fd_keep(o, i, fd);
+	else
+		close(fd);
 	if (!ok) {
 		__atomic_store_n(&o->verified[i], 0, __ATOMIC_RELAXED);
 		return (-1);
@@ -1206,7 +1435,20 @@ cache_make_room(struct cache_object *o, uint64_t i, uint64_t need)
 
 	if (need > cache.max)
 		return (-1);
+	/*
+	 * The host's count (cache_dir/.stats) says it fits: no scan.  A
+	 * scan of every block file on each block kept was most of what the
+	 * remote path cost over a local one (docs/performance.md, issue 38
+	 * round four); eviction needs it, keeping a block does not.  A
+	 * process's own count (no .stats) knows nothing of the others'.
+	 */
+	if (cache.stats != &cache.own && __atomic_load_n(&cache.stats->bytes,
+	    __ATOMIC_RELAXED) + need <= cache.max)
+		return (0);
 	total = cache_scan(&f, &n, o, i);
+	/* Under the host's lock: the count is made exact again. */
+	if (cache.stats != &cache.own)
+		__atomic_store_n(&cache.stats->bytes, total, __ATOMIC_RELAXED);
 	while (total + need > cache.max) {
 		/* Not needed at all first (the oldest), then furthest ahead. */
 		for (v = n, k = 0; k < n; k++) {
@@ -1276,7 +1518,8 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	h.index = i;
 	h.len = len;
 	h.etag_hash = o->etag_hash;
-	h.crc = (uint32_t)crc32(0, p, (uInt)len);
+	h.crc = cache_crc(p, len);
+	h.life = cache.stats->life;
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if (cache_write_file(path, &h, sizeof h, p, len) != 0)
 		return (cache_fail(cause, "%s: keeping block %" PRIu64 " of %s "
@@ -1796,6 +2039,7 @@ cache_object_close(struct cache_object *o)
 	if (o == NULL)
 		return;
 	cache_prefetch_forget(o);
+	cache_fd_forget(o);
 	pthread_mutex_lock(&cache.lock);
 	for (p = &cache.objects; *p != NULL; p = &(*p)->next)
 		if (*p == o) {

@@ -5,6 +5,7 @@
 #ifndef INFEED_CACHE_H
 #define INFEED_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,8 @@ struct cache_stats {
 	uint64_t	waited;		/* blocks a read waited for */
 	uint64_t	bytes;		/* blocks' files held, headers too */
 	uint64_t	max;		/* cache_max; 0: no cache_dir */
+	/* The daemon's start (random): in a block's header, written since. */
+	uint64_t	life;
 };
 
 /**
@@ -47,6 +50,16 @@ int	cache_configure(const char *dir, uint64_t max, size_t block,
  * with *@cause.
  */
 struct cache_object *cache_object_open(const char *url, char **cause);
+
+/**
+ * cache_trust_meta() - with @on, cache_object_open() takes an object's
+ * size and ETag from its meta file, if it has one, and asks the server
+ * only for one without: for the fork server, which opens the catalogue
+ * the daemon has just opened (and so checked with the server), so that
+ * it indexes the same objects, and 1,000 shards cost no 1,000 HEADs
+ * while no worker can be forked.
+ */
+void	cache_trust_meta(bool on);
 
 /**
  * cache_heads_start() - ask the size and ETag of each of @n @urls in a

@@ -483,6 +483,17 @@ fetch_run(struct fetch_xfer *x, size_t n, int *res, char (*why)[256],
 	return (0);
 }
 
+/* Free a transfer's headers, wiped first: one may be the session token. */
+static void
+fetch_headers_free(struct curl_slist *l)
+{
+	struct curl_slist	*h;
+
+	for (h = l; h != NULL; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
+	curl_slist_free_all(l);
+}
+
 /* Sleep before attempt @k (1..): doubling, with up to half again at random. */
 static void
 fetch_backoff(unsigned k)
@@ -573,7 +584,7 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 					}
 		}
 		for (i = 0; i < m; i++)
-			curl_slist_free_all(x[i].hdrs);
+			fetch_headers_free(x[i].hdrs);
 	}
 	return (rc);
 }

@@ -21,8 +21,10 @@
  * unsigned (a public bucket).  A site is a bucket (s3://bucket/) or a
  * host (scheme://host:port/): datasets on one site share its settings,
  * the last one opened winning.  The keys are read when the dataset opens
- * (in the daemon, before its workers fork) and kept in memory only; no
- * message names them.
+ * (in the daemon, before its workers fork) and kept in memory only, wiped
+ * before they are freed; no message names them.  URLs are named in
+ * errors, logs and status, so one that holds a secret (a password, or a
+ * presigned query: s3_url_shown()) is refused without being named.
  */
 
 #include <errno.h>
@@ -75,6 +77,16 @@ s3_trim(char *s)
 	return (s);
 }
 
+/* Replace the key *@dst by a copy of @v, the old one wiped; -1 on ENOMEM. */
+static int
+s3_key_set(char **dst, const char *v)
+{
+	if (*dst != NULL)
+		explicit_bzero(*dst, strlen(*dst));
+	free(*dst);
+	return ((*dst = strdup(v)) == NULL ? -1 : 0);
+}
+
 /*
  * The keys of @profile in the shared-credentials file @path into @site.
  * Return: 1 found, 0 no such file or profile (with @must, an error), -1.
@@ -85,7 +97,7 @@ s3_keys_file(const char *path, const char *profile, bool must,
 {
 	FILE	*f;
 	char	 line[4096], *k, *v, *eq, want[300];
-	bool	 in = false, seen = false;
+	bool	 in = false, seen = false, nomem = false;
 	int	 rc = 0;
 
 	if ((f = fopen(path, "re")) == NULL) {
@@ -113,20 +125,19 @@ s3_keys_file(const char *path, const char *profile, bool must,
 		*eq = '\0';
 		v = s3_trim(eq + 1);
 		k = s3_trim(k);
-		if (strcmp(k, "aws_access_key_id") == 0) {
-			free(site->access_key);
-			site->access_key = strdup(v);
-		} else if (strcmp(k, "aws_secret_access_key") == 0) {
-			free(site->secret_key);
-			site->secret_key = strdup(v);
-		} else if (strcmp(k, "aws_session_token") == 0) {
-			free(site->token);
-			site->token = strdup(v);
-		}
+		if (strcmp(k, "aws_access_key_id") == 0)
+			nomem |= s3_key_set(&site->access_key, v) != 0;
+		else if (strcmp(k, "aws_secret_access_key") == 0)
+			nomem |= s3_key_set(&site->secret_key, v) != 0;
+		else if (strcmp(k, "aws_session_token") == 0)
+			nomem |= s3_key_set(&site->token, v) != 0;
 	}
 	explicit_bzero(line, sizeof line);
 	fclose(f);
-	if (site->access_key != NULL && site->secret_key != NULL)
+	if (nomem)
+		rc = s3_fail(cause, "credentials file %s: profile '%s': %s",
+		    path, profile, strerror(ENOMEM));
+	else if (site->access_key != NULL && site->secret_key != NULL)
 		rc = 1;
 	else if (must || seen)
 		rc = s3_fail(cause, "credentials file %s: profile '%s' %s; it "
@@ -184,6 +195,55 @@ s3_userinfo(const char *url)
 	return (memchr(p, '@', n) != NULL);
 }
 
+/*
+ * Whether @url's query (after '?') has a parameter whose name says it
+ * holds a secret: a presigned URL's X-Amz-Signature, X-Amz-Credential or
+ * X-Amz-Security-Token, GCS's X-Goog-Signature, Azure's sig, a token, a
+ * key, a password.
+ */
+static bool
+s3_query_secret(const char *url)
+{
+	static const char *const words[] = { "sig", "token", "key", "cred",
+	    "secret", "pass", "auth", NULL };
+	const char	*p = strchr(url, '?'), *end;
+	char		 name[64];
+	size_t		 n, i, j;
+
+	while (p != NULL && *p != '\0' && *p != '#') {
+		p++;
+		n = strcspn(p, "=&#");
+		end = p + n;
+		for (i = 0; i < n && i < sizeof name - 1; i++)
+			name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 :
+			    p[i]);
+		name[i] = '\0';
+		for (j = 0; words[j] != NULL; j++)
+			if (strstr(name, words[j]) != NULL)
+				return (true);
+		p = strchr(end, '&');
+	}
+	return (false);
+}
+
+/* Whether @url may be named in messages; else -1 with *@cause, not naming it. */
+int
+s3_url_shown(const char *url, char **cause)
+{
+	if (s3_userinfo(url))
+		return (s3_fail(cause, "a URL with a user name or password "
+		    "(user:password@host) is refused, because infeed names its "
+		    "URLs in errors, logs and status; give an s3:// store its "
+		    "keys with credentials = or the AWS environment variables"));
+	if (s3_query_secret(url))
+		return (s3_fail(cause, "a URL whose query holds a signature, a "
+		    "token or a key (a presigned URL) is refused, because "
+		    "infeed names its URLs in errors, logs and status; give an "
+		    "s3:// store its keys with credentials = or the AWS "
+		    "environment variables"));
+	return (0);
+}
+
 /* Reach @url's site as @c says. */
 int
 s3_site_conf(const char *url, const struct s3_conf *c, char **cause)
@@ -196,12 +256,9 @@ s3_site_conf(const char *url, const struct s3_conf *c, char **cause)
 
 	*cause = NULL;
 	memset(&site, 0, sizeof site);
-	if (s3_userinfo(url) || (c->endpoint != NULL &&
-	    s3_userinfo(c->endpoint)))
-		return (s3_fail(cause, "a URL with a user name or password "
-		    "(user:password@host) is refused, because infeed names its "
-		    "URLs in errors, logs and status; give an s3:// store its "
-		    "keys with credentials = or the AWS environment variables"));
+	if (s3_url_shown(url, cause) != 0 || (c->endpoint != NULL &&
+	    s3_url_shown(c->endpoint, cause) != 0))
+		return (-1);
 	if (!s3 && (c->endpoint != NULL || c->region != NULL ||
 	    c->credentials != NULL || c->profile != NULL))
 		return (s3_fail(cause, "%s: endpoint, region, credentials and "

@@ -27,6 +27,14 @@ struct s3_conf {
 int	s3_site_conf(const char *url, const struct s3_conf *c, char **cause);
 
 /**
+ * s3_url_shown() - whether @url may be named in errors, logs and status:
+ * not with a user name or password, nor a query that holds a signature, a
+ * token or a key (a presigned URL).  s3_site_conf() checks its URL so.
+ * Return: 0, or -1 with *@cause (malloc'ed), which does not name @url.
+ */
+int	s3_url_shown(const char *url, char **cause);
+
+/**
  * s3_url() - whether @url is one the remote readers read: http://,
  * https:// or s3://.
  */

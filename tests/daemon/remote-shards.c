@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tar shards of tiny PNGs (8x8 grey, written here with zlib) for the
- * remote tests (test-remote-tar.c, test-remote-s3.c), and the check of
- * one epoch of them through infeedd.
+ * What the remote tests share: nginx started on a private port, tar
+ * shards of tiny PNGs (8x8 grey, written here with zlib) and tar members
+ * (test-faults.c's too), and the check of one epoch of them through
+ * infeedd.
  */
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -42,6 +45,53 @@ remote_free_port(void)
 		port = ntohs(sin.sin_port);
 	close(fd);
 	return (port);
+}
+
+/* Wait for a listener on loopback @port. */
+void
+remote_wait_port(int port)
+{
+	struct sockaddr_in	sin;
+	int			i, fd;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (i = 0; i < 500; i++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
+			close(fd);
+			return;
+		}
+		close(fd);
+		usleep(10000);
+	}
+	ck_abort_msg("nginx did not start; see %s/nginx-error.log", dir);
+}
+
+/*
+ * nginx run with @conf (written to nginx.conf in the test's folder) in the
+ * foreground, once @port and @tls_port (unless 0) listen; its pid.
+ */
+pid_t
+remote_nginx_run(const char *conf, int port, int tls_port)
+{
+	char	path[400];
+	pid_t	pid;
+
+	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
+	write_file(path, conf, strlen(conf));
+	if ((pid = fork()) == 0) {
+		execl(NGINX, "nginx", "-p", dir, "-c", path, "-e",
+		    path_in(dir, "nginx-error.log"), (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_ne(pid, -1);
+	remote_wait_port(port);
+	if (tls_port != 0)
+		remote_wait_port(tls_port);
+	return (pid);
 }
 
 /* Append a big-endian u32. */
@@ -103,7 +153,7 @@ png_grey(uint8_t *out, uint8_t v)
 }
 
 /* Append a ustar member @name of @len bytes of @data to @fp. */
-static void
+void
 tar_member(FILE *fp, const char *name, const void *data, size_t len)
 {
 	uint8_t		h[512], pad[512];

@@ -1,16 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tar shards of tiny PNGs for the remote tests, and one epoch's check:
- * see remote-shards.c.
+ * nginx, tar shards of tiny PNGs and tar members for the remote tests,
+ * and one epoch's check: see remote-shards.c.
  */
 #ifndef INFEED_TEST_REMOTE_SHARDS_H
 #define INFEED_TEST_REMOTE_SHARDS_H
 
+#include <sys/types.h>
+
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#define NGINX		"/usr/sbin/nginx"
 
 /* A free port on loopback (bound and closed: a server takes it next), or -1. */
 int	remote_free_port(void);
+
+/* Wait for a listener on loopback @port (nginx's, as the failure says). */
+void	remote_wait_port(int port);
+
+/*
+ * nginx run with @conf (written to nginx.conf in the test's folder) in the
+ * foreground, once @port and @tls_port (unless 0) listen; its pid.
+ */
+pid_t	remote_nginx_run(const char *conf, int port, int tls_port);
+
+/* Append a ustar member @name of @len bytes of @data to @fp. */
+void	tar_member(FILE *fp, const char *name, const void *data, size_t len);
 
 /* The grey level of sample @i's image. */
 uint8_t	remote_grey_of(uint64_t i);

@@ -38,6 +38,7 @@
 #include "harness.h"
 #include "image-bombs.h"
 #include "infeed.h"
+#include "remote-shards.h"
 #include "sampler.h"
 
 /* A synthetic set whose rows (64 MiB) take a worker tens of ms each. */
@@ -1816,35 +1817,6 @@ START_TEST(test_image_bombs_refused_at_image_memory_max)
 	bystander_assert(&rep, 250);
 }
 END_TEST
-
-/* Append a ustar member @name of @len bytes of @data to @fp. */
-static void
-tar_member(FILE *fp, const char *name, const void *data, size_t len)
-{
-	uint8_t		h[512], pad[512];
-	unsigned	sum = 0, i;
-
-	memset(h, 0, sizeof(h));
-	memset(pad, 0, sizeof(pad));
-	snprintf((char *)h, 100, "%s", name);
-	snprintf((char *)h + 100, 8, "%07o", 0644);
-	snprintf((char *)h + 108, 8, "%07o", 0);
-	snprintf((char *)h + 116, 8, "%07o", 0);
-	snprintf((char *)h + 124, 12, "%011o", (unsigned)len);
-	snprintf((char *)h + 136, 12, "%011o", 0);
-	h[156] = '0';
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	memset(h + 148, ' ', 8);
-	for (i = 0; i < sizeof(h); i++)
-		sum += h[i];
-	snprintf((char *)h + 148, 8, "%06o", sum);
-	h[155] = ' ';
-	ck_assert_uint_eq(fwrite(h, 1, sizeof(h), fp), sizeof(h));
-	ck_assert_uint_eq(fwrite(data, 1, len, fp), len);
-	ck_assert_uint_eq(fwrite(pad, 1, (512 - len % 512) % 512, fp),
-	    (512 - len % 512) % 512);
-}
 
 /* Bytes process @pid has read (rchar in /proc/PID/io). */
 static uint64_t

@@ -159,6 +159,8 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	st.cache_bytes = 3 << 20;
 	st.cache_misses = 4;
 	st.cache_evictions = 1;
+	st.cache_fetched_ahead = 5;
+	st.cache_waited = 6;
 	st.history = &h;
 	render(&st);
 
@@ -178,6 +180,9 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	has_line("infeed_cache_misses_total 4");
 	has_line("infeed_cache_evictions_total 1");
 	has_line("infeed_cache_hits_total 0");
+	has_line("# TYPE infeed_cache_fetched_ahead_total counter");
+	has_line("infeed_cache_fetched_ahead_total 5");
+	has_line("infeed_cache_waited_total 6");
 	has_line("infeed_uptime_seconds 61.500");
 	has_line("infeed_rows_reissued_total 8");
 	has_line("infeed_jobs_queued 5");
@@ -304,7 +309,7 @@ START_TEST(snapshot_rendered_as_the_exposition_text)
 	ck_assert_uint_eq(count_lines("infeed_reads_in_flight_info{backend="),
 	    1);
 	/* Each family once. */
-	ck_assert_uint_eq(count_lines("# TYPE "), 45);
+	ck_assert_uint_eq(count_lines("# TYPE "), 47);
 	free(h.ended);
 }
 END_TEST

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +31,10 @@
 #define SECRET		"zzRGWsecretNEVERshownZZ"
 #define WRONG		"zzWRONGsecretNEVERshownZZ"
 #define BUCKET		"infeed"
+/* The longest TMPDIR the cluster's sockets fit under (107 bytes a path). */
+#define RGW_TMPDIR_MAX	40
 
-static char	cluster_dir[64];
+static char	cluster_dir[512];
 static int	rgw_port;
 
 /* Run @argv (a NULL-ended list); its exit status. */
@@ -162,6 +165,7 @@ main(void)
 	const char	*need[] = { "/usr/bin/radosgw", "/usr/bin/ceph-mon",
 	    "/usr/bin/ceph-osd", "/usr/bin/ceph", "/usr/bin/radosgw-admin",
 	    "/usr/bin/curl", NULL };
+	const char	*tmp;
 	char		 mp[16], rp[16];
 	int		 i, rc;
 
@@ -178,9 +182,21 @@ main(void)
 		    "tests/daemon/radosgw-cluster\n");
 		return (77);
 	}
-	snprintf(cluster_dir, sizeof(cluster_dir), "/tmp/infeed-rgw-XXXXXX");
-	if (mkdtemp(cluster_dir) == NULL)
+	/*
+	 * Under TMPDIR, as every test's folder; Ceph's admin sockets go in
+	 * it, and a socket's path has at most 107 bytes, so a longer TMPDIR
+	 * gives way to /tmp.
+	 */
+	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0' ||
+	    strlen(tmp) > RGW_TMPDIR_MAX)
+		tmp = "/tmp";
+	snprintf(cluster_dir, sizeof(cluster_dir), "%s/infeed-rgw-XXXXXX",
+	    tmp);
+	if (mkdtemp(cluster_dir) == NULL) {
+		printf("remote-s3: cannot make %s: %s\n", cluster_dir,
+		    strerror(errno));
 		return (1);
+	}
 	snprintf(mp, sizeof(mp), "%d", remote_free_port());
 	rgw_port = remote_free_port();
 	snprintf(rp, sizeof(rp), "%d", rgw_port);

@@ -54,7 +54,6 @@
 #include "s3.h"
 #include "sampler.h"
 
-#define NGINX		"/usr/sbin/nginx"
 #define PER_SHARD	40
 #define NSHARDS		3
 #define LAZY_SHARDS	200
@@ -71,29 +70,6 @@ static char	cache_max[32] = "64M";	/* infeedd.conf's */
 static int	nginx_port;
 static int	nginx_tls_port;
 
-/* Wait for a listener on loopback @port. */
-static void
-wait_port(int port)
-{
-	struct sockaddr_in	sin;
-	int			i, fd;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (i = 0; i < 500; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
-			close(fd);
-			return;
-		}
-		close(fd);
-		usleep(10000);
-	}
-	ck_abort_msg("nginx did not start; see %s/nginx-error.log", dir);
-}
-
 /*
  * nginx serving the test's folder as one foreground process (test-remote.c
  * says why); /flaky/ answers HEAD but 503 to every GET; the access log
@@ -103,7 +79,7 @@ wait_port(int port)
 static void
 nginx_start(void)
 {
-	char	conf[4096], path[400], tls[1024] = "";
+	char	conf[4096], tls[1024] = "";
 
 	nginx_port = remote_free_port();
 	nginx_tls_port = 0;
@@ -127,17 +103,7 @@ nginx_start(void)
 	    "  location /flaky/ { if ($request_method = GET) "
 	    "{ return 503; } alias %s/; }\n }\n%s}\n",
 	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
-	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
-	write_file(path, conf, strlen(conf));
-	if ((nginx_pid = fork()) == 0) {
-		execl(NGINX, "nginx", "-p", dir, "-c", path, "-e",
-		    path_in(dir, "nginx-error.log"), (char *)NULL);
-		_exit(127);
-	}
-	ck_assert_int_ne(nginx_pid, -1);
-	wait_port(nginx_port);
-	if (nginx_tls_port != 0)
-		wait_port(nginx_tls_port);
+	nginx_pid = remote_nginx_run(conf, nginx_port, nginx_tls_port);
 }
 
 /* Stop nginx. */
@@ -360,6 +326,7 @@ START_TEST(read_ahead_downloads_later_steps_before_their_reads)
 	struct infeed_options	 o;
 	struct infeed_step	 st;
 	struct cache_stats	*cs;
+	struct infeed_stats	*ds;
 	int			 gets = 0, k, fd;
 	const int		 batch = 8, ring_rows = 5 * batch;
 
@@ -395,6 +362,14 @@ START_TEST(read_ahead_downloads_later_steps_before_their_reads)
 	    (unsigned long long)cs->misses, (unsigned long long)cs->ahead,
 	    (unsigned long long)cs->waited);
 	ck_assert_int_eq(nginx_gets("/many/m-"), LAZY_SHARDS);
+	/* The same counts in the daemon's Stats (status, top, /metrics). */
+	f = client();
+	ck_assert_int_eq(infeed_get_stats(f, &ds), INFEED_OK);
+	ck_assert_uint_eq(ds->cache_fetched_ahead, cs->ahead);
+	ck_assert_uint_eq(ds->cache_waited, cs->waited);
+	ck_assert_uint_gt(ds->cache_fetched_ahead, 0);
+	infeed_stats_free(ds);
+	infeed_free(f);
 	munmap(cs, sizeof(*cs));
 	close(fd);
 }
@@ -428,6 +403,50 @@ START_TEST(index_count_wrong_is_named)
 	ck_assert_int_ne(rc, INFEED_OK);
 	ck_assert_msg(strstr(infeed_error(f), "m-000000.tar' holds 4 samples "
 	    "where 'index =' says 5") != NULL, "%s", infeed_error(f));
+	infeed_free(f);
+}
+END_TEST
+
+/*
+ * An index that claims 2^32 - 1 samples (a 96 GiB member table): refused
+ * against memory_budget before the table is made, quickly, naming it;
+ * the other datasets are served.
+ */
+START_TEST(index_claiming_too_many_samples_is_refused)
+{
+	struct infeed		*f;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	char			 extra[600], log[65536];
+	uint64_t		 t0, ms;
+
+	write_file(path_in(dir, "many/huge.txt"), "4294967295 m-000000.tar\n",
+	    24);
+	snprintf(extra, sizeof(extra), "\n[dataset huge]\ntype = tar\n"
+	    "shards = http://127.0.0.1:%d/many/m-000000.tar\nindex = "
+	    "%s/many/huge.txt\nclasses = 10\n", nginx_port, dir);
+	ck_assert_int_eq(infeedd_stop(), 0);
+	remote_tar_config(extra);
+	t0 = now_ms();
+	infeedd_start(NULL);
+	ms = now_ms() - t0;
+	read_log(log, sizeof(log));
+	printf("remote-tar: an index of 2^32 - 1 samples refused in %llu ms "
+	    "(the daemon's start)\n", (unsigned long long)ms);
+	ck_assert_msg(strstr(log, "dataset 'huge' refused") != NULL &&
+	    strstr(log, "counts 4294967295 samples, whose member table "
+	    "takes 103079215080 bytes") != NULL &&
+	    strstr(log, "memory_budget has") != NULL,
+	    "no refusal of the index in the log:\n%s", log);
+	ck_assert_msg(ms < 20000, "the start took %llu ms",
+	    (unsigned long long)ms);
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 4;
+	o.transform = "Resize((8, 8)), ToTensor()";
+	ck_assert_msg(infeed_attach(f, "local", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
 	infeed_free(f);
 }
 END_TEST
@@ -971,6 +990,7 @@ remote_tar_suite(void)
 	tcase_add_test(tc, http_shards_equal_local_and_download_once);
 	tcase_add_test(tc, index_lets_the_first_step_skip_the_other_shards);
 	tcase_add_test(tc, index_count_wrong_is_named);
+	tcase_add_test(tc, index_claiming_too_many_samples_is_refused);
 	tcase_add_test(tc, read_ahead_downloads_later_steps_before_their_reads);
 	tcase_add_test(tc, shard_faults_fail_that_session_only);
 	tcase_add_test(tc, https_with_ca_file);

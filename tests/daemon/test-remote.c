@@ -35,51 +35,31 @@
 
 #include "cache.h"
 #include "harness.h"
+#include "remote-shards.h"
 #include "sampler.h"
 
-#define NGINX		"/usr/sbin/nginx"
 #define SMALL_BLOCK	4096
 
 static pid_t	nginx_pid = -1;
 static int	nginx_port;
 static int	nginx_tls_port;	/* with tls.crt in the folder; else 0 */
 
-/* A free port on loopback (bound and closed: nginx takes it next). */
-static int
-free_port(void)
-{
-	struct sockaddr_in	sin;
-	socklen_t		len = sizeof(sin);
-	int			fd, port;
-
-	ck_assert_int_ne(fd = socket(AF_INET, SOCK_STREAM, 0), -1);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-	port = ntohs(sin.sin_port);
-	close(fd);
-	return (port);
-}
-
 /*
  * nginx serving the test's folder, in the foreground as one process
  * (master_process off: it never changes user, so root and others alike
  * run it as themselves), its paths quoted (a folder may hold a space);
- * /flaky/ answers HEAD but 503 to every GET.
+ * /flaky/ answers HEAD but 503 to every GET; /gate/ answers 503 while
+ * the folder holds a file gate-closed.
  */
 static void
 nginx_start(void)
 {
-	struct sockaddr_in	sin;
-	char			conf[4096], path[400], tls[1024] = "";
-	int			i, fd;
+	char	conf[6144], tls[1024] = "";
 
-	nginx_port = free_port();
+	ck_assert_int_ne(nginx_port = remote_free_port(), -1);
 	nginx_tls_port = 0;
 	if (access(path_in(dir, "tls.crt"), R_OK) == 0) {
-		nginx_tls_port = free_port();
+		nginx_tls_port = remote_free_port();
 		snprintf(tls, sizeof(tls), " server {\n  listen 127.0.0.1:%d "
 		    "ssl;\n  ssl_certificate \"%s/tls.crt\";\n"
 		    "  ssl_certificate_key \"%s/tls.key\";\n  root \"%s\";\n }\n",
@@ -94,30 +74,11 @@ nginx_start(void)
 	    " proxy_temp_path \"%s/nginx-tmp\";\n"
 	    " server {\n  listen 127.0.0.1:%d;\n  root \"%s\";\n"
 	    "  location /flaky/ { if ($request_method = GET) "
+	    "{ return 503; } alias \"%s/\"; }\n"
+	    "  location /gate/ { if (-f \"%s/gate-closed\") "
 	    "{ return 503; } alias \"%s/\"; }\n }\n%s}\n",
-	    dir, dir, dir, dir, dir, nginx_port, dir, dir, tls);
-	snprintf(path, sizeof(path), "%s/nginx.conf", dir);
-	write_file(path, conf, strlen(conf));
-	if ((nginx_pid = fork()) == 0) {
-		execl(NGINX, "nginx", "-p", dir, "-c", path, "-e",
-		    path_in(dir, "nginx-error.log"), (char *)NULL);
-		_exit(127);
-	}
-	ck_assert_int_ne(nginx_pid, -1);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)nginx_port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (i = 0; i < 500; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
-			close(fd);
-			return;
-		}
-		close(fd);
-		usleep(10000);
-	}
-	ck_abort_msg("nginx did not start; see %s/nginx-error.log", dir);
+	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, dir, tls);
+	nginx_pid = remote_nginx_run(conf, nginx_port, nginx_tls_port);
 }
 
 /* Stop nginx and remove what it and the cache left. */
@@ -1006,7 +967,7 @@ START_TEST(cache_max_holds_and_eviction_follows_the_order)
 	char			*cause = NULL;
 	size_t			 i;
 	/* Room for cap blocks and their headers, not one more. */
-	uint64_t		 max = cap * (SMALL_BLOCK + 40) + 20;
+	uint64_t		 max = cap * (SMALL_BLOCK + 48) + 20;
 
 	write_blocks("blocks.bin", 8);
 	ck_assert_msg(cache_configure(path_in(dir, "cache"), max, SMALL_BLOCK,
@@ -1053,7 +1014,7 @@ START_TEST(unneeded_blocks_go_first)
 {
 	static const uint64_t	order[] = { 0, 1, 0, 1 };
 	struct cache_object	*o;
-	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20;
+	uint64_t		 max = 2 * (SMALL_BLOCK + 48) + 20;
 	int			 gets;
 
 	o = open_blocks(4, max);
@@ -1116,7 +1077,7 @@ START_TEST(dead_process_cursor_is_removed)
 	struct cache_object	*o;
 	struct cache_cursor	*c;
 	char			*cause = NULL;
-	uint64_t		 max = 2 * (SMALL_BLOCK + 40) + 20, b;
+	uint64_t		 max = 2 * (SMALL_BLOCK + 48) + 20, b;
 	int			 status;
 	pid_t			 pid;
 
@@ -1149,6 +1110,58 @@ START_TEST(dead_process_cursor_is_removed)
 }
 END_TEST
 
+/*
+ * A prefetch the server refuses (503 to each of its GETs: /gate/ closed)
+ * is dropped; the read after it (the gate open) downloads each block once
+ * and succeeds, and nothing is counted or kept twice.
+ */
+START_TEST(failed_prefetch_leaves_the_read_to_succeed)
+{
+	struct cache_object	*o;
+	struct cache_stats	 a, b;
+	char			*cause = NULL;
+	int			 refused = 0, gets, last = -1, still = 0, k;
+
+	write_blocks("blocks.bin", 3);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "gate/blocks.bin"),
+	    &cause));
+	write_file(path_in(dir, "gate-closed"), "", 0);
+	cache_stats(&a);
+	cache_object_prefetch(o, 0, 3 * SMALL_BLOCK);
+	/* Until the prefetch gives up: no GET for 1.5 s (backoff < 0.6 s). */
+	for (k = 0; k < 300 && still < 15; k++) {
+		refused = nginx_gets();
+		still = refused > 0 && refused == last ? still + 1 : 0;
+		last = refused;
+	}
+	ck_assert_int_gt(refused, 0);
+	cache_stats(&b);
+	ck_assert_uint_eq(b.misses - a.misses, 0);
+	ck_assert_uint_eq(b.ahead - a.ahead, 0);
+
+	unlink(path_in(dir, "gate-closed"));
+	for (k = 0; k < 3; k++)
+		read_block(o, (uint64_t)k);
+	gets = nginx_gets() - refused;
+	cache_stats(&b);
+	printf("remote: a refused prefetch: %d GETs answered 503, then the "
+	    "reads: %d GETs, %llu blocks downloaded\n", refused, gets,
+	    (unsigned long long)(b.misses - a.misses));
+	ck_assert_int_eq(gets, 3);
+	ck_assert_uint_eq(b.misses - a.misses, 3);
+	ck_assert_uint_eq(b.bytes_downloaded - a.bytes_downloaded,
+	    3 * SMALL_BLOCK);
+	/* Read again: from the cache, kept once each. */
+	for (k = 0; k < 3; k++)
+		read_block(o, (uint64_t)k);
+	ck_assert_int_eq(nginx_gets() - refused, 3);
+	ck_assert_uint_eq(cache_bytes(), 3 * (SMALL_BLOCK + 48));
+	cache_object_close(o);
+}
+END_TEST
+
 /* A torn block is found and downloaded again, never served. */
 START_TEST(torn_block_is_downloaded_again)
 {
@@ -1173,10 +1186,13 @@ START_TEST(torn_block_is_downloaded_again)
 	snprintf(p, sizeof(p), "%s/b1", odir);
 	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
 	ck_assert_int_eq(ftruncate(fd, SMALL_BLOCK / 2), 0);
-	ck_assert_int_eq(ftruncate(fd, 40 + SMALL_BLOCK), 0);
+	ck_assert_int_eq(ftruncate(fd, 48 + SMALL_BLOCK), 0);	/* header */
 	close(fd);
 
-	/* A new process's view: a fresh object. */
+	/* The restart after that crash (another life), a fresh object. */
+	ck_assert_int_eq(cache_configure(NULL, 0, 0, &cause), 0);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
 	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "blocks.bin"),
 	    &cause));
 	gets = nginx_gets();
@@ -1456,6 +1472,7 @@ remote_suite(void)
 	tcase_add_test(tc, unneeded_blocks_go_first);
 	tcase_add_test(tc, dead_process_cursor_is_removed);
 	tcase_add_test(tc, torn_block_is_downloaded_again);
+	tcase_add_test(tc, failed_prefetch_leaves_the_read_to_succeed);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
 	tcase_add_test(tc, full_cache_disk_is_a_clear_error);
