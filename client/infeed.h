@@ -177,9 +177,11 @@ struct infeed_options {
 	 * next step, so that step shows the daemon's bytes.  Where the
 	 * kernel allows (Linux 6.7), a userfaultfd descriptor tracks them.
 	 * A slot the process cannot have written since (no page fault, no
-	 * new anonymous page) is not walked again; a write into the ring by
-	 * another process (a debugger, process_vm_writev) is seen only from
-	 * Linux 6.16, whose anonymous page count is exact.  Not with locked
+	 * change in its count of anonymous pages) is not walked again, so a
+	 * write into the ring by another process (a debugger,
+	 * process_vm_writev), which takes no fault of this one's, is not
+	 * sure to be dropped: it is missed when the process frees as many
+	 * anonymous pages meanwhile.  Not with locked
 	 * memory: mlock() or mlockall() of a copy-on-write mapping copies
 	 * every page of it at once, so the steps ahead show the bytes of the
 	 * moment it was locked.  Off: the ring is read-only, and a write

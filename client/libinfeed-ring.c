@@ -27,7 +27,9 @@
  * kernel's get_user_pages (O_DIRECT, RDMA), makes a private anonymous page
  * without a fault counted.  Neither the process's faults (getrusage) nor
  * its anonymous pages (/proc/self/statm, exact since Linux 6.16) changed:
- * nothing was written (infeed_ring_stamp).  A ring just mapped is clean
+ * nothing was written (infeed_ring_stamp), unless another process wrote
+ * (process_vm_writev) while this one freed as many anonymous pages: such
+ * a write is not sure to be dropped (infeed.h, copy_on_write).  A ring just mapped is clean
  * the same way (nothing of it is mapped yet); a slot walked is stamped
  * after the walk, whose own faults (its stack, the descriptors it opens)
  * are no write of the trainer's.

@@ -52,10 +52,11 @@
  * Shared pipelines (LoaderOptions.share): a member that holds its group
  * back (every slot filled, another member waiting for the next step) for
  * this many milliseconds in all, within five times as long, leaves it
- * (so no member runs below 0.8 of its own pace for another); a group's
- * ring has at most
- * INFEED_MAX_GROUP_SLOTS slots (a member's Step.slot numbers the group's
- * slots, then its own ring's, below 64).
+ * (so no member runs below 0.8 of its own pace for another).  A member's
+ * buffer_size is at most INFEED_MAX_GROUP_SLOTS; the group's ring has
+ * buffer_size slots, more with a window (group_window): up to 64 -
+ * buffer_size in all (a member's Step.slot numbers the group's slots,
+ * then its own ring's, below 64).
  */
 #define INFEED_GROUP_SLACK_MS		500
 #define INFEED_MAX_GROUP_SLOTS		32

@@ -101,10 +101,15 @@ struct wring {
  * being read (read ahead, pool_read_ahead(): mincore(2) counts a page
  * under I/O as in memory), and the rows then wait one at a time: for
  * WORKER_MAP_OFF_MS the worker reads even resident rows in flight, once
- * WORKER_MAP_WAIT_ROWS copies in a row took it.  A
- * cached 128 KiB row copies in about 25 us.
+ * WORKER_MAP_WAIT_ROWS copies in a row took it.  The time allowed
+ * grows with the row (worker_copy_timed()): a cached 128 KiB row copies
+ * in about 25 us, a cached 8 MiB row in 456 us (57 us a MiB; 0.5-2 ms a
+ * MiB with the CPUs shared, test_big_cached_rows_stay_copied), one
+ * converted to float32 in about 500 us a MiB (600 KB in 300 us), so
+ * WORKER_MAP_WAIT_US_MIB, 4x the slower, keeps big cached rows copied.
  */
 #define WORKER_MAP_WAIT_US	300
+#define WORKER_MAP_WAIT_US_MIB	2000
 #define WORKER_MAP_WAIT_ROWS	3
 #define WORKER_MAP_OFF_MS	1000
 /* Rows to read ahead looked at first: all resident, the dataset is. */
@@ -268,6 +273,29 @@ worker_populate(struct wring *w, uint64_t off, uint64_t len)
 /* Until when resident rows are read in flight, not copied (ms). */
 static uint64_t	worker_map_off_until;
 static unsigned	worker_map_slow;	/* copies in a row that waited */
+
+/*
+ * Rows in a row that waited: the kernel is still reading them.  One alone
+ * is a worker the scheduler stopped (3 processes on 2 CPUs), which read
+ * in flight for a second cost the cached case 0.73 -> 0.55 of the gather
+ * limit.
+ */
+bool
+worker_copy_timed(size_t len, uint64_t us)
+{
+	uint64_t	limit = WORKER_MAP_WAIT_US +
+			    (uint64_t)len * WORKER_MAP_WAIT_US_MIB / (1u << 20);
+
+	if (us <= limit) {
+		worker_map_slow = 0;
+		return (false);
+	}
+	if (++worker_map_slow < WORKER_MAP_WAIT_ROWS)
+		return (false);
+	worker_map_slow = 0;
+	worker_map_off_until = clock_now_ms() + WORKER_MAP_OFF_MS;
+	return (true);
+}
 
 /*
  * Once WORKER_RESIDENT_TRUST rows in a row were in memory, only one in
@@ -540,19 +568,10 @@ worker_array_row(struct worker_rowjob *j, uint64_t r, uint64_t idx, bool stream)
 		else
 			copy_row(dst, loc.mapped, loc.len, stream);
 		j->d->bytes += loc.len;
-		/*
-		 * Rows in a row that waited: the kernel is still reading
-		 * them.  One alone is a worker the scheduler stopped (3
-		 * processes on 2 CPUs), which read in flight for a second
-		 * cost the cached case 0.73 -> 0.55 of the gather limit.
-		 */
-		if (loc.fd == -1 || clock_now_us() - t0 <= WORKER_MAP_WAIT_US)
+		if (loc.fd == -1)
 			worker_map_slow = 0;
-		else if (++worker_map_slow >= WORKER_MAP_WAIT_ROWS) {
-			worker_map_slow = 0;
-			worker_map_off_until = clock_now_ms() +
-			    WORKER_MAP_OFF_MS;
-		}
+		else
+			(void)worker_copy_timed(loc.len, clock_now_us() - t0);
 		return;
 	}
 	while (io_batch_room(worker_io) == 0 || (tf->to_float32 &&

@@ -229,6 +229,15 @@ bool	worker_resident(const void *owner, const uint8_t *p, size_t len);
 extern uint64_t	worker_resident_asked;
 
 /**
+ * worker_copy_timed() - count a copy of a @len-byte row from its mapping
+ * that took @us: one slower than a cached row of its length waited for a
+ * page still being read.  Returns true when it made the third such copy
+ * in a row: the worker then reads even resident rows in flight for a
+ * second.
+ */
+bool	worker_copy_timed(size_t len, uint64_t us);
+
+/**
  * worker_main() - serve jobs on @sock from the datasets of @cat until the
  * pool closes the socket; never returns.  Called with every signal
  * blocked: it sets its own dispositions, then restores @mask.

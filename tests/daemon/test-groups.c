@@ -20,7 +20,9 @@
  * keep the others to its pace (item 9); one catching up while holding a
  * step of its own ring never freezes, and one with no room for a ring of
  * its own is ended rather than freeze the others (10); a step kept after
- * its session ended never changes while the group goes on (11).
+ * its session ended never changes while the group goes on (11).  The
+ * slack and freeze cases run with no window, and again with one of 1G
+ * (61 slots, counted from Stats), with and without a lingering store.
  */
 
 #include <sys/wait.h>
@@ -44,9 +46,13 @@
 #define GR_SEED		5
 #define GR_BATCH	10
 #define GR_DI		2	/* combined batch 20: 50 steps an epoch */
-#define GR_SLOTS	3
+#define GR_SLOTS	3	/* buffer_size; a window adds slots */
+#define GR_KEPT		64	/* slots a member can keep (Step.slot < 64) */
 #define GR_MAX		8	/* members in one test */
 #define GR_WAIT_MS	20000	/* a step later than this: frozen */
+
+/* The daemon's groups keep a store (group_linger): the setup's. */
+static bool	gr_lingers;
 
 /* One trainer: its handle, the sampler of its options, where it is. */
 struct gr_member {
@@ -59,7 +65,7 @@ struct gr_member {
 	bool		 whole;		/* ... taken from its first step */
 	struct infeed_step held;	/* a step kept, when holding */
 	bool		 holding;
-	struct infeed_step kept[GR_SLOTS];	/* gr_keep()'s */
+	struct infeed_step kept[GR_KEPT];	/* gr_keep()'s */
 	unsigned	 nkept;
 	uint32_t	 last_slot;	/* of the last step taken */
 	bool		 scribble;	/* copy_on_write: write over each step */
@@ -176,6 +182,7 @@ gr_take(struct gr_member *m, bool hold)
 static void
 gr_keep(struct gr_member *m)
 {
+	ck_assert_uint_lt(m->nkept, GR_KEPT);
 	gr_take(m, true);
 	m->kept[m->nkept++] = m->held;
 	m->holding = false;
@@ -229,6 +236,21 @@ gr_group(const struct gr_member *m)
 
 	infeed__frame__free_unpacked(st, NULL);
 	return (g);
+}
+
+/*
+ * The slots of @m's ring, the group's while it is in one, as the Stats
+ * frame says: buffer_size, more with a window (group_window).
+ */
+static uint32_t
+gr_slots(const struct gr_member *m)
+{
+	Infeed__Frame	*st = raw_stats();
+	uint32_t	 n = gr_session(st, m)->slots;
+
+	infeed__frame__free_unpacked(st, NULL);
+	ck_assert_uint_ge(n, GR_SLOTS);
+	return (n);
 }
 
 /*
@@ -337,18 +359,22 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	struct gr_member		*m = gr_attach_all(3, _i == 1);
 	const Infeed__SessionStats	*ss;
 	Infeed__Frame			*st;
-	uint64_t			 t0, worst = 0, per_epoch;
+	uint64_t			 t0, worst = 0, per_epoch, slots;
 	unsigned			 i, k;
 	char				 out[8192], want[128];
 	const char			*want_text;
 
 	per_epoch = m[0].oracle.steps_per_epoch;
+	slots = gr_slots(&m[0]);
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 3; i++)
 			gr_take(&m[i], true);
 	}
-	/* m[2] stops, holding its step; the others go on for an epoch. */
-	for (k = 0; k < per_epoch; k++) {
+	/*
+	 * m[2] stops, holding its step; the others go on for an epoch past
+	 * the ring's slots (a window's too), which they fill.
+	 */
+	for (k = 0; k < per_epoch + slots; k++) {
 		for (i = 0; i < 2; i++) {
 			t0 = now_ms();
 			gr_take(&m[i], true);
@@ -357,8 +383,8 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 		}
 	}
 	fprintf(stderr, "the others' longest wait while one member stopped: "
-	    "%llu ms (slack %d ms)\n", (unsigned long long)worst,
-	    INFEED_GROUP_SLACK_MS);
+	    "%llu ms (slack %d ms, %llu slots)\n", (unsigned long long)worst,
+	    INFEED_GROUP_SLACK_MS, (unsigned long long)slots);
 	ck_assert_uint_ge(worst, INFEED_GROUP_SLACK_MS - 100);
 	ck_assert_uint_le(worst, 5000);
 	st = raw_stats();
@@ -396,7 +422,9 @@ START_TEST(a_stopped_member_leaves_and_finishes_alone)
 	ck_assert_uint_eq(m[2].step, 0);
 	st = raw_stats();
 	ck_assert_uint_eq(gr_session(st, &m[2])->group_id, 0);
-	ck_assert_uint_gt(gr_session(st, &m[2])->bytes_read, 0);
+	/* Its steps from the dataset, or the group's store that lingers. */
+	if (!gr_lingers)
+		ck_assert_uint_gt(gr_session(st, &m[2])->bytes_read, 0);
 	infeed__frame__free_unpacked(st, NULL);
 	for (i = 0; i < 3; i++)
 		gr_done(&m[i]);
@@ -420,15 +448,16 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 	Infeed__Frame			*st;
 	struct infeed_step		 own;
 	struct infeed_state		 state;
-	uint64_t			 t0, worst = 0, per_epoch;
+	uint64_t			 t0, worst = 0, per_epoch, slots, n;
 	unsigned			 i, k;
 
 	per_epoch = m[0].oracle.steps_per_epoch;
+	slots = gr_slots(&m[0]);
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], false);
 	}
-	for (k = 0; k < GR_SLOTS; k++)
+	for (k = 0; k < slots; k++)
 		gr_keep(&m[1]);
 	/*
 	 * In its group still (no other waits), it asks all the same, as the
@@ -441,7 +470,8 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 	ck_assert_int_eq(infeed_get_state(m[1].f, &state), INFEED_OK);
 	ck_assert(state.attached && state.group_id != 0 && !state.own_ring);
 	ck_assert_uint_eq(state.slots_held, state.slots);
-	for (k = 0; k < per_epoch; k++) {
+	ck_assert_uint_eq(state.slots, slots);
+	for (k = 0; k < per_epoch + slots; k++) {
 		t0 = now_ms();
 		gr_take(&m[0], k % 2 == 0);
 		if (now_ms() - t0 > worst)
@@ -466,15 +496,16 @@ START_TEST(a_member_holding_every_slot_freezes_no_one)
 	 */
 	gr_take(&m[1], false);
 	ck_assert_int_eq(infeed_get_state(m[1].f, &state), INFEED_OK);
-	ck_assert(state.own_ring && state.first_slot == GR_SLOTS);
+	ck_assert(state.own_ring && state.first_slot == slots);
 	/* The stopped one goes on from its own position. */
 	gr_release_kept(&m[1]);
 	for (k = 0; k < per_epoch; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], k % 3 == 0);
 	}
-	ck_assert_uint_eq(m[1].epoch, 1);
-	ck_assert_uint_eq(m[1].step, 3 + GR_SLOTS);
+	n = 3 + slots + per_epoch;	/* the steps it took */
+	ck_assert_uint_eq(m[1].epoch, n / per_epoch);
+	ck_assert_uint_eq(m[1].step, n % per_epoch);
 	for (i = 0; i < 2; i++)
 		gr_done(&m[i]);
 	free(m);
@@ -1084,26 +1115,29 @@ START_TEST(a_member_catching_up_holding_its_own_step_never_freezes)
 	struct gr_member	*m = gr_attach_all(2, false);
 	struct bystander	 b;
 	struct bystander_report	 br;
-	uint64_t		 t0, worst = 0;
+	uint64_t		 t0, worst = 0, slots, at;
 	unsigned		 i, k;
 
+	slots = gr_slots(&m[0]);
+	at = 5 + slots + 7;	/* m[0]'s step once m[1] left: 15, no window */
 	bystander_start(&b);
 	for (k = 0; k < 5; k++) {
 		for (i = 0; i < 2; i++)
 			gr_take(&m[i], false);
 	}
-	/* m[1] stops holding step 5 and leaves; m[0] goes on to step 15. */
+	/* m[1] stops holding step 5 and leaves; m[0] goes on to step @at. */
 	gr_take(&m[1], true);
-	for (k = 0; k < 10; k++)
+	while (m[0].epoch * m[0].oracle.steps_per_epoch + m[0].step < at)
 		gr_take(&m[0], false);
 	ck_assert(!gr_in_group(&m[1]));
 	/* m[1] takes step 6 from its own ring: it holds none of the group's. */
 	gr_take(&m[1], true);
-	/* m[0] keeps steps 15 to 17, every slot, and stops. */
-	for (k = 0; k < GR_SLOTS; k++)
+	/* m[0] keeps the next steps, every slot, and stops. */
+	for (k = 0; k < slots; k++)
 		gr_keep(&m[0]);
-	/* m[1], alone, to step 18: the group's next, which it cannot fill. */
-	while (m[1].step < 15 + GR_SLOTS)
+	/* m[1], alone, to the group's next step, which it cannot fill. */
+	while (m[1].epoch * m[1].oracle.steps_per_epoch + m[1].step <
+	    at + slots)
 		gr_take(&m[1], true);
 	for (k = 0; k < 5; k++) {
 		t0 = now_ms();
@@ -1647,6 +1681,7 @@ END_TEST
 static void
 setup_store_4m(void)
 {
+	gr_lingers = true;
 	make_files("memory_budget = 4M\ngroup_window = 1G\n"
 	    "group_linger = auto\n");
 	infeedd_start(NULL);
@@ -1656,6 +1691,7 @@ setup_store_4m(void)
 static void
 setup_no_window(void)
 {
+	gr_lingers = false;
 	make_files("group_window = 0\n");
 	infeedd_start(NULL);
 }
@@ -1667,7 +1703,17 @@ setup_no_window(void)
 static void
 setup_window_1g(void)
 {
+	gr_lingers = true;
 	make_files("group_window = 1G\ngroup_linger = auto\n");
+	infeedd_start(NULL);
+}
+
+/* A daemon whose groups keep 1G of past steps in the ring, no store. */
+static void
+setup_window_1g_only(void)
+{
+	gr_lingers = false;
+	make_files("group_window = 1G\n");
 	infeedd_start(NULL);
 }
 
@@ -1702,6 +1748,7 @@ END_TEST
 static void
 setup_window_3k(void)
 {
+	gr_lingers = false;
 	make_files("group_window = 3K\n");
 	infeedd_start(NULL);
 }
@@ -1865,6 +1912,35 @@ groups_suite(void)
 	tcase_add_test(tc, a_late_member_reads_the_store_beyond_the_ring);
 	tcase_add_test(tc,
 	    a_member_after_its_group_ended_reads_the_lingering_store);
+	suite_add_tcase(s, tc);
+
+	/*
+	 * The slack and freeze cases again with a window, the ring's slots
+	 * from Stats (issue 35): image groups get one by default.  The
+	 * pacing case (6 s) once, the cheapest pick for CI.
+	 */
+	tc = tcase_create("slack, window 1G");
+	tcase_add_checked_fixture(tc, setup_window_1g_only, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 0,
+	    2);
+	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
+	    2);
+	tcase_add_test(tc,
+	    a_member_catching_up_holding_its_own_step_never_freezes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("slack, window 1G, linger");
+	tcase_add_checked_fixture(tc, setup_window_1g, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, a_stopped_member_leaves_and_finishes_alone, 1,
+	    2);
+	tcase_add_loop_test(tc, a_member_holding_every_slot_freezes_no_one, 0,
+	    1);
+	tcase_add_loop_test(tc,
+	    a_slow_or_pausing_member_keeps_no_one_to_its_pace, 1, 2);
+	tcase_add_test(tc,
+	    a_member_catching_up_holding_its_own_step_never_freezes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("store 4M");

@@ -30,6 +30,7 @@
 #include <check.h>
 
 #include "catalogue.h"
+#include "clock.h"
 #include "config.h"
 #include "dataset.h"
 #include "ring.h"
@@ -517,6 +518,44 @@ START_TEST(test_resident_rows_sampled)
 }
 END_TEST
 
+/*
+ * worker_copy_timed(), the switch to reads in flight, fed the real time a
+ * big cached row takes to copy: it never switches however often (a fixed
+ * 300 us did, for any cached row over about 1.5 MB), while three rows of
+ * 128 KiB in a row that waited a few ms each for a slow store's pages
+ * still switch it.
+ */
+START_TEST(test_big_cached_rows_stay_copied)
+{
+	enum { BIG = 8 << 20, SMALL = 128 << 10, WAIT_US = 5000 };
+	uint8_t		*src, *dst;
+	uint64_t	 t0, us, most = 0;
+	unsigned	 i;
+
+	ck_assert_ptr_nonnull(src = malloc(BIG));
+	ck_assert_ptr_nonnull(dst = malloc(BIG));
+	memset(src, 3, BIG);
+	memset(dst, 0, BIG);
+	for (i = 0; i < 6; i++) {
+		t0 = clock_now_us();
+		memcpy(dst, src, BIG);
+		us = clock_now_us() - t0;
+		most = us > most ? us : most;
+		ck_assert_msg(!worker_copy_timed(BIG, us), "a cached row of "
+		    "%u bytes, copied in %llu us, switched to reads in flight",
+		    BIG, (unsigned long long)us);
+	}
+	fprintf(stderr, "test_big_cached_rows_stay_copied: %u MiB cached "
+	    "row copied in %llu us at most\n", BIG >> 20,
+	    (unsigned long long)most);
+	free(src);
+	free(dst);
+	ck_assert(!worker_copy_timed(SMALL, WAIT_US));
+	ck_assert(!worker_copy_timed(SMALL, WAIT_US));
+	ck_assert(worker_copy_timed(SMALL, WAIT_US));
+}
+END_TEST
+
 static Suite *
 worker_suite(void)
 {
@@ -539,6 +578,7 @@ worker_suite(void)
 	tcase_add_test(tc, test_cut_record_ends_the_worker);
 	tcase_add_test(tc, test_pool_gone_ends_the_worker);
 	tcase_add_test(tc, test_resident_rows_sampled);
+	tcase_add_test(tc, test_big_cached_rows_stay_copied);
 	suite_add_tcase(s, tc);
 
 	return (s);
