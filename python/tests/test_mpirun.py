@@ -31,7 +31,9 @@ loader = infeed.DataLoader(opts, "raw", batch_size=%d, shuffle=True,
 got = np.concatenate([s.indices for s in loader])
 rank = opts.Distributed.processId
 np.save(f"{sys.argv[2]}/share-{rank}.npy", got)
-print("share", rank, opts.Distributed.numProcesses, len(loader), flush=True)
+# A file, not stdout: mpirun interleaves the processes' output.
+with open(f"{sys.argv[2]}/share-{rank}.txt", "w") as f:
+    print(rank, opts.Distributed.numProcesses, len(loader), file=f)
 """ % BATCH
 
 
@@ -68,8 +70,8 @@ def test_mpirun_processes_get_disjoint_shares_of_the_epoch(
     out = mpirun(2, [sys.executable, str(script), json.dumps(loader_args),
                      str(tmp_path)])
     assert out.returncode == 0, out.stdout + out.stderr
-    reports = sorted(line.split()[1:] for line in out.stdout.splitlines()
-                     if line.startswith("share "))
+    reports = sorted(p.read_text().split()
+                     for p in tmp_path.glob("share-*.txt"))
     assert [r[:2] for r in reports] == [["0", "2"], ["1", "2"]], out.stdout
     steps = int(reports[0][2])
     assert steps == int(reports[1][2]) == N // (2 * BATCH)
