@@ -277,3 +277,38 @@ remote_read_epoch(const char *name, uint64_t n, uint64_t seed)
 	infeed_free(f);
 }
 
+/*
+ * The fewest downloads for reading @seq (@n blocks) with room for @cap:
+ * Belady's policy, the optimum for pages of one size, evicting the block
+ * whose next use is furthest.
+ */
+unsigned
+remote_belady_misses(const uint64_t *seq, size_t n, size_t cap)
+{
+	uint64_t	held[64];
+	size_t		nheld = 0, i, j, k, far, v;
+	unsigned	misses = 0;
+
+	ck_assert_uint_le(cap, 64);
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < nheld && held[j] != seq[i]; j++)
+			;
+		if (j < nheld)
+			continue;
+		misses++;
+		if (nheld < cap) {
+			held[nheld++] = seq[i];
+			continue;
+		}
+		for (v = 0, far = 0, j = 0; j < nheld; j++) {
+			for (k = i + 1; k < n && seq[k] != held[j]; k++)
+				;
+			if (k >= far) {
+				far = k;
+				v = j;
+			}
+		}
+		held[v] = seq[i];
+	}
+	return (misses);
+}

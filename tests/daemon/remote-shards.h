@@ -46,4 +46,10 @@ void	remote_make_shards(const char *sub, const char *prefix, int n,
  */
 void	remote_read_epoch(const char *name, uint64_t n, uint64_t seed);
 
+/*
+ * remote_belady_misses() - the fewest downloads for reading @seq (@n
+ * blocks) through room for @cap (at most 64): Belady's policy.
+ */
+unsigned	remote_belady_misses(const uint64_t *seq, size_t n, size_t cap);
+
 #endif

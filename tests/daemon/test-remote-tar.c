@@ -908,10 +908,9 @@ START_TEST(tar_eviction_follows_the_sessions_order)
 	struct sampler_opts		 so;
 	struct sampler			 sm;
 	uint64_t			 seq[3 * ORD_SHARDS * 4], idx[8], e, s;
-	uint64_t			 held[ORD_CACHED];
-	size_t				 n = 0, k, nheld = 0, i, j, v, far, q;
+	size_t				 n = 0, k, j;
 	char				*why = NULL;
-	unsigned			 best = 0;
+	unsigned			 best;
 	int				 opened, gets;
 
 	opened = nginx_gets("/ord/");
@@ -950,26 +949,7 @@ START_TEST(tar_eviction_follows_the_sessions_order)
 			    j < k; j++)
 				seq[n++] = idx[j] / 4;
 	sampler_clear(&sm);
-	for (i = 0; i < n; i++) {
-		for (j = 0; j < nheld && held[j] != seq[i]; j++)
-			;
-		if (j < nheld)
-			continue;
-		best++;
-		if (nheld < ORD_CACHED) {
-			held[nheld++] = seq[i];
-			continue;
-		}
-		for (v = 0, far = 0, j = 0; j < nheld; j++) {
-			for (q = i + 1; q < n && seq[q] != held[j]; q++)
-				;
-			if (q >= far) {
-				far = q;
-				v = j;
-			}
-		}
-		held[v] = seq[i];
-	}
+	best = remote_belady_misses(seq, n, ORD_CACHED);
 	printf("remote-tar: 3 shuffled epochs of %d shards through a cache "
 	    "of %d: %d GETs, %u at best (%.2f x)\n", ORD_SHARDS, ORD_CACHED,
 	    gets, best, (double)gets / best);

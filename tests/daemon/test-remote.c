@@ -725,42 +725,6 @@ order_teardown(void)
 }
 
 /*
- * The fewest downloads for reading @seq (@n blocks) with room for @cap:
- * Belady's policy, the optimum for pages of one size, evicting the block
- * whose next use is furthest.
- */
-static unsigned
-belady_misses(const uint64_t *seq, size_t n, size_t cap)
-{
-	uint64_t	held[64];
-	size_t		nheld = 0, i, j, k, far, v;
-	unsigned	misses = 0;
-
-	ck_assert_uint_le(cap, 64);
-	for (i = 0; i < n; i++) {
-		for (j = 0; j < nheld && held[j] != seq[i]; j++)
-			;
-		if (j < nheld)
-			continue;
-		misses++;
-		if (nheld < cap) {
-			held[nheld++] = seq[i];
-			continue;
-		}
-		for (v = 0, far = 0, j = 0; j < nheld; j++) {
-			for (k = i + 1; k < n && seq[k] != held[j]; k++)
-				;
-			if (k >= far) {
-				far = k;
-				v = j;
-			}
-		}
-		held[v] = seq[i];
-	}
-	return (misses);
-}
-
-/*
  * Three shuffled epochs of dataset @name ("wide"'s records, from byte
  * @off) through a cache of 4 blocks: the daemon passes the session's
  * order to the cache, and its workers download at most 1.1 x the fewest
@@ -832,7 +796,7 @@ order_case(const char *name, uint64_t off)
 			}
 	sampler_clear(&sm);
 	/* The labels' one block is read with every record: one more GET. */
-	best = belady_misses(seq, n, WIDE_CACHED) + 1;
+	best = remote_belady_misses(seq, n, WIDE_CACHED) + 1;
 	free(seq);
 	printf("%s: 3 shuffled epochs of 16 blocks through a cache of "
 	    "4: %d GETs, %u at best (%.2f x)\n", name, gets, best,
