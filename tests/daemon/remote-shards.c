@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,4 +312,15 @@ remote_belady_misses(const uint64_t *seq, size_t n, size_t cap)
 		held[v] = seq[i];
 	}
 	return (misses);
+}
+
+/* Stop the nginx of remote_nginx_run() (none: nothing), and say so. */
+void
+remote_nginx_stop(pid_t *pid)
+{
+	if (*pid > 0) {
+		kill(*pid, SIGTERM);
+		waitpid(*pid, NULL, 0);
+		*pid = -1;
+	}
 }

@@ -52,4 +52,7 @@ void	remote_read_epoch(const char *name, uint64_t n, uint64_t seed);
  */
 unsigned	remote_belady_misses(const uint64_t *seq, size_t n, size_t cap);
 
+/* remote_nginx_stop() - stop nginx @pid (if > 0) and set it to -1. */
+void		remote_nginx_stop(pid_t *pid);
+
 #endif

@@ -95,11 +95,7 @@ remote_daemon_setup(void)
 static void
 remote_daemon_teardown(void)
 {
-	if (nginx_pid > 0) {
-		kill(nginx_pid, SIGTERM);
-		waitpid(nginx_pid, NULL, 0);
-		nginx_pid = -1;
-	}
+	remote_nginx_stop(&nginx_pid);
 	remove_tree(path_in(dir, "nginx-tmp"));
 	remove_tree(path_in(dir, "cache"));
 	remove_tree(path_in(dir, "wide"));

@@ -110,11 +110,7 @@ nginx_start(void)
 static void
 nginx_stop(void)
 {
-	if (nginx_pid > 0) {
-		kill(nginx_pid, SIGTERM);
-		waitpid(nginx_pid, NULL, 0);
-		nginx_pid = -1;
-	}
+	remote_nginx_stop(&nginx_pid);
 	remove_tree(path_in(dir, "nginx-tmp"));
 }
 
