@@ -86,8 +86,9 @@ nginx_start(void)
 	nginx_pid = remote_nginx_run(conf, nginx_port, 0);
 }
 
+/* The files, nginx and a configuration with a cache: no daemon yet. */
 static void
-remote_daemon_setup(void)
+remote_files_setup(void)
 {
 	char	cache[700];
 
@@ -96,6 +97,12 @@ remote_daemon_setup(void)
 	snprintf(cache, sizeof(cache), "cache_dir = %s/cache\n"
 	    "cache_max = 64M", dir);
 	make_config(cache);
+}
+
+static void
+remote_daemon_setup(void)
+{
+	remote_files_setup();
 	infeedd_start(NULL);
 }
 
@@ -362,13 +369,7 @@ END_TEST
 static void
 remote_notify_setup(void)
 {
-	char	cache[700];
-
-	make_files(NULL);
-	nginx_start();
-	snprintf(cache, sizeof(cache), "cache_dir = %s/cache\n"
-	    "cache_max = 64M", dir);
-	make_config(cache);
+	remote_files_setup();
 	notify_open();
 }
 
