@@ -485,7 +485,7 @@ START_TEST(a_stop_during_the_fork_servers_open_is_prompt)
 	fclose(fp);
 	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
 	/* The daemon's own open done (its line, not the fork server's). */
-	for (i = 0; i < 3000 && !opened; i++) {
+	for (i = 0; i < 6000 && !opened; i++) {
 		read_log(buf, sizeof(buf));
 		for (p = buf; (p = strstr(p, "dataset 'big': tokens")) != NULL;
 		    p++) {
@@ -510,8 +510,10 @@ START_TEST(a_stop_during_the_fork_servers_open_is_prompt)
 	printf("stopped during the fork server's open in %llu ms\n",
 	    (unsigned long long)ms);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	ck_assert_msg(ms < 2000, "the stop took %llu ms",
+	/* Under valgrind the exits (leak checks) take seconds of their own. */
+	ck_assert_msg(ms < 4 * tok_limit_ms(), "the stop took %llu ms",
 	    (unsigned long long)ms);
+	ck_assert(log_has("its catalogue's open gives up", 0));
 	slowfs_stop(&fs);
 }
 END_TEST
