@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +57,6 @@ static struct {
 	struct gs_job_list	 queue;
 	struct gs_job_list	 done;	/* for the loop */
 	struct gs_job		*busy;	/* being copied */
-	uint32_t		 adds;	/* adds queued or being copied */
 	bool			 running;
 	bool			 stop;
 	int			 efd;
@@ -92,18 +90,13 @@ gs_copy(const struct gs_job *j)
 	return (0);
 }
 
-/*
- * The copier's loop: copy what is queued, tell the event loop.  It runs
- * at idle priority: a store is worth only the CPU the decoders leave.
- */
+/* The copier's loop: copy what is queued, tell the event loop. */
 static void *
 gs_main(void *arg)
 {
-	struct sched_param	 sp = { 0 };
-	struct gs_job		*j;
+	struct gs_job	*j;
 
 	(void)arg;
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	pthread_mutex_lock(&gs.lock);
 	while (!gs.stop || !TAILQ_EMPTY(&gs.queue)) {
 		if ((j = TAILQ_FIRST(&gs.queue)) == NULL) {
@@ -123,8 +116,6 @@ gs_main(void *arg)
 		j->failed = gs_copy(j) == -1;
 		pthread_mutex_lock(&gs.lock);
 		gs.busy = NULL;
-		if (j->add)
-			gs.adds--;
 		TAILQ_INSERT_TAIL(&gs.done, j, entry);
 		(void)eventfd_write(gs.efd, 1);
 		pthread_cond_broadcast(&gs.cond);
@@ -145,10 +136,8 @@ gs_finish(struct gs_job *j)
 			en->readers--;
 		else if (j->failed)
 			en->used = false;
-		else {
+		else
 			en->ready = true;
-			j->s->added++;
-		}
 	}
 	if (j->add) {
 		ring_slot_unhold(j->ring, j->slot);
@@ -282,8 +271,6 @@ gs_cancel(bool (*match)(const struct gs_job *, const void *), const void *arg,
 		if (match(j, arg)) {
 			TAILQ_REMOVE(&gs.queue, j, entry);
 			TAILQ_INSERT_TAIL(&dropped, j, entry);
-			if (j->add)
-				gs.adds--;
 		}
 	}
 	for (j = TAILQ_FIRST(&gs.done); j != NULL; j = next) {
@@ -338,10 +325,6 @@ gs_release(struct group_store *s)
 	struct gs_job	*j;
 
 	if (s->memfd != -1) {
-		log_info("a shared group's store of past steps goes: %llu "
-		    "steps added, %llu skipped while the copier was behind",
-		    (unsigned long long)s->added,
-		    (unsigned long long)s->skipped);
 		gs_cancel(gs_job_of_store, s, true);
 		j = xcalloc(1, sizeof(*j));
 		j->fd = s->memfd;
@@ -503,18 +486,12 @@ static void
 gs_queue(struct gs_job *j)
 {
 	pthread_mutex_lock(&gs.lock);
-	if (j->add)
-		gs.adds++;
 	TAILQ_INSERT_TAIL(&gs.queue, j, entry);
 	pthread_cond_signal(&gs.cond);
 	pthread_mutex_unlock(&gs.lock);
 }
 
-/*
- * Copy a ready slot's step in; skip it (counted) while another add is
- * queued or under way: the copier is behind, and a slot that waits for
- * it is a slot the ring cannot refill.
- */
+/* Copy a ready slot's step in. */
 void
 group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
     uint64_t replaced, group_store_done_cb *done, void *arg)
@@ -524,20 +501,12 @@ group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
 	struct gs_job		*j;
 	uint32_t		 e;
 	int			 home;
-	bool			 behind;
 
 	if (s->memfd == -1 || ring->layout.slot_bytes != s->slot_bytes ||
 	    (home = gs_home(s, sl->epoch, sl->step)) == -1)
 		return;
 	e = (uint32_t)home;
 	en = &s->entries[e];
-	pthread_mutex_lock(&gs.lock);
-	behind = gs.adds > 0;
-	pthread_mutex_unlock(&gs.lock);
-	if (behind) {
-		s->skipped++;
-		return;
-	}
 	/* It has the step, or another step's copy in or out is under way. */
 	if (en->used && ((en->epoch == sl->epoch && en->step == sl->step) ||
 	    !en->ready || en->readers > 0))

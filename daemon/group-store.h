@@ -69,8 +69,6 @@ struct group_store {
 	uint32_t		 refs;		/* groups and producers */
 	uint64_t		 linger_ms;	/* group_linger: kept with no refs */
 	uint64_t		 linger_until_ms;	/* no refs: then it goes */
-	uint64_t		 added;		/* steps copied in */
-	uint64_t		 skipped;	/* not: the copier was behind */
 	TAILQ_ENTRY(group_store) entry;
 };
 
