@@ -6,7 +6,10 @@
  * and the fault; the rest of the catalogue is served.
  *
  * On reload, a dataset whose section is unchanged keeps its open reader
- * (and so its sessions); a changed or new one is opened afresh.
+ * (and so its sessions); a changed or new one is opened afresh.  While an
+ * open runs, a watcher thread tells systemd how far it got (more time for
+ * a start-up that progresses); once infeedd stops, the readers' long
+ * loops give up (dataset_open_tick()) and the rest is not opened.
  *
  * Access: a section may say "allow_groups = g1 g2"; then only clients whose
  * primary or supplementary groups include one of them may attach to it
@@ -15,6 +18,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +35,17 @@
 /* A user's groups (Linux's NGROUPS_MAX), and getpwuid_r's buffer. */
 #define CATALOGUE_MAX_USER_GROUPS	65536
 #define CATALOGUE_MAX_PW_BUF		(1024 * 1024)
+
+/*
+ * While a catalogue opens, its watcher looks this often at how far the
+ * open got, and where it moved on, gives systemd this much more time
+ * (a start-up or a reload that indexes thousands of shards is not killed
+ * by TimeoutStartSec= while it progresses; one that hangs still is) and
+ * says where it is in STATUS=; the log hears it every fifth look.
+ */
+#define CATALOGUE_WATCH_MS		2000
+#define CATALOGUE_EXTEND_US		(5ULL * CATALOGUE_WATCH_MS * 1000)
+#define CATALOGUE_WATCH_LOG_EVERY	5
 
 /* True when two sections say the same thing. */
 static bool
@@ -212,6 +227,86 @@ catalogue_remote_start(const struct dataset_conf *dc)
 	return (clock_now_ms());
 }
 
+/* An open's watcher: which dataset it is at, and when to stop looking. */
+struct catalogue_watch {
+	pthread_t		 thread;
+	pthread_mutex_t		 lock;
+	pthread_cond_t		 cond;
+	bool			 done;
+	const struct config	*conf;
+	size_t			 at;		/* the dataset opening (atomic) */
+	uint64_t		 t0;
+	uint64_t		 ticks;		/* at the start */
+};
+
+static void *
+catalogue_watch_main(void *arg)
+{
+	struct catalogue_watch	*w = arg;
+	struct timespec		 ts;
+	uint64_t		 ticks, last = w->ticks;
+	unsigned		 looks = 0;
+	size_t			 at;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += CATALOGUE_WATCH_MS / 1000;
+		while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock,
+		    &ts) != ETIMEDOUT)
+			;
+		if (w->done)
+			break;
+		ticks = dataset_open_ticks();
+		if (ticks == last)
+			continue;	/* no progress: no more time */
+		last = ticks;
+		at = __atomic_load_n(&w->at, __ATOMIC_RELAXED);
+		sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu\nSTATUS=opening the "
+		    "catalogue: dataset '%s' (%zu of %zu), %.0f s so far",
+		    CATALOGUE_EXTEND_US, w->conf->datasets[at].name, at + 1,
+		    w->conf->ndatasets, (double)(clock_now_ms() - w->t0) /
+		    1000.0);
+		if (++looks % CATALOGUE_WATCH_LOG_EVERY == 0)
+			log_info("still opening the catalogue: dataset '%s' "
+			    "(%zu of %zu), %.0f s so far", w->conf->datasets[
+			    at].name, at + 1, w->conf->ndatasets, (double)(
+			    clock_now_ms() - w->t0) / 1000.0);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return (NULL);
+}
+
+static void
+catalogue_watch_start(struct catalogue_watch *w, const struct config *conf)
+{
+	memset(w, 0, sizeof(*w));
+	w->conf = conf;
+	w->t0 = clock_now_ms();
+	w->ticks = dataset_open_ticks();
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	if (conf->ndatasets == 0 || pthread_create(&w->thread, NULL,
+	    catalogue_watch_main, w) != 0)
+		w->done = true;		/* no watcher: nothing to report */
+}
+
+static void
+catalogue_watch_stop(struct catalogue_watch *w)
+{
+	bool	started;
+
+	pthread_mutex_lock(&w->lock);
+	started = !w->done;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (started)
+		pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+}
+
 /* Open every dataset the configuration names, reusing @old's unchanged ones. */
 struct catalogue *
 catalogue_open(const struct config *conf, struct catalogue *old,
@@ -230,6 +325,7 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 {
 	struct catalogue	*cat;
 	struct catalogue_entry	*e;
+	struct catalogue_watch	 watch;
 	const struct dataset_conf *dc;
 	struct dataset		*ds;
 	char			*cause;
@@ -240,7 +336,12 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 	cat->datasets = xcalloc(conf->ndatasets + 1, sizeof(*cat->datasets));
 	cat->entries = xcalloc(conf->ndatasets + 1, sizeof(*cat->entries));
 	dataset_sections(conf->datasets, conf->ndatasets);	/* for mixes */
+	catalogue_watch_start(&watch, conf);
 	for (i = 0; i < conf->ndatasets; i++) {
+		/* Stopping: the rest is not opened (its caller frees it). */
+		if (!dataset_open_tick())
+			break;
+		__atomic_store_n(&watch.at, i, __ATOMIC_RELAXED);
 		dc = &conf->datasets[i];
 		e = &cat->entries[cat->ndatasets];
 		cause = NULL;
@@ -313,6 +414,7 @@ catalogue_open_beside(const struct config *conf, const struct catalogue *old,
 			    (unsigned long long)ds->sample_bytes);
 		cat->ndatasets++;
 	}
+	catalogue_watch_stop(&watch);
 	dataset_sections(NULL, 0);
 	return (cat);
 }

@@ -365,7 +365,10 @@ daemon_free(struct daemon *d)
 	 */
 	if (d->reload != NULL) {
 		struct config		*nconf = d->reload->nconf;
-		struct catalogue	*ncat = daemon_reload_join(d->reload);
+		struct catalogue	*ncat;
+
+		dataset_open_stop(true);	/* its long loops give up */
+		ncat = daemon_reload_join(d->reload);
 
 		d->reload = NULL;
 		pool_prepare_cancel(d->pool);	/* no switch: stopping */

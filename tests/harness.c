@@ -124,6 +124,59 @@ make_config(const char *extra)
 	write_file(conf_path, buf, strlen(buf));
 }
 
+/* sd_notify's socket of the test (notify_open()), or -1. */
+static int	notify_fd = -1;
+
+/* Bind a datagram socket for sd_notify and point NOTIFY_SOCKET at it. */
+void
+notify_open(void)
+{
+	struct sockaddr_un	sun;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	ck_assert_uint_lt(strlen(dir) + 8, sizeof(sun.sun_path));
+	memcpy(sun.sun_path, dir, strlen(dir));
+	memcpy(sun.sun_path + strlen(dir), "/notify", 8);
+	notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ne(notify_fd, -1);
+	ck_assert_int_eq(bind(notify_fd, (struct sockaddr *)&sun,
+	    sizeof(sun)), 0);
+	setenv("NOTIFY_SOCKET", sun.sun_path, 1);
+}
+
+/* Wait up to @ms for a notification containing @what; return it. */
+int
+notify_wait(const char *what, int ms, char *out, size_t outlen)
+{
+	struct pollfd	pfd = { notify_fd, POLLIN, 0 };
+	char		buf[1024];
+	ssize_t		n;
+
+	while (poll(&pfd, 1, ms) == 1) {
+		n = recv(notify_fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			return (0);
+		buf[n] = '\0';
+		if (strstr(buf, what) != NULL) {
+			if (out != NULL)
+				snprintf(out, outlen, "%s", buf);
+			return (1);
+		}
+	}
+	return (0);
+}
+
+/* Close the socket and unset NOTIFY_SOCKET. */
+void
+notify_close(void)
+{
+	if (notify_fd != -1)
+		close(notify_fd);
+	notify_fd = -1;
+	unsetenv("NOTIFY_SOCKET");
+}
+
 /* Fork and exec @argv as the daemon, its stderr going to DIR/infeedd.log. */
 void
 infeedd_spawn(char *const argv[])

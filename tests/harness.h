@@ -35,6 +35,11 @@ void		 raw_oracle(struct sampler *smp,
 		    const struct infeed_options *o);
 void		 make_raw(void);
 void		 make_config(const char *extra);
+/* sd_notify's messages to the test: NOTIFY_SOCKET, each one, and none. */
+void		 notify_open(void);
+int		 notify_wait(const char *what, int ms, char *out,
+		    size_t outlen);
+void		 notify_close(void);
 void		 infeedd_spawn(char *const argv[]);
 void		 infeedd_start(const char *workers);
 int		 infeedd_stop(void);

@@ -454,6 +454,8 @@ imagefolder_walk(struct walk *w, const char *path)
 	unsigned	 k;
 	int		 fd, rc = -1, nomem;
 
+	if (!dataset_open_tick())
+		return (dataset_error(w->cause, w->ds, DATASET_OPEN_STOPPED));
 	/* Unreadable directories are skipped, as os.walk skips them. */
 	if ((fd = openat(w->f->rootfd, path, O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC | O_NOCTTY)) == -1)

@@ -1537,6 +1537,11 @@ tar_add_shard(struct dataset *ds, struct tar *t, const char *path, int fd,
 			close(fd);
 		return (dataset_error(cause, ds, "too many shards"));
 	}
+	if (!dataset_open_tick()) {
+		if (fd != -1)
+			close(fd);
+		return (dataset_error(cause, ds, DATASET_OPEN_STOPPED));
+	}
 	if ((fds = reallocarray(t->fds, t->nshards + 1, sizeof *fds)) ==
 	    NULL) {
 		if (fd != -1)

@@ -310,6 +310,10 @@ tokens_scan(struct dataset *ds, const struct tokens *t, const char *path,
 	if ((buf = malloc(TOKENS_SCAN_IDS * 4)) == NULL)
 		return (dataset_error(cause, ds, "%s", strerror(errno)));
 	while (at < ntok) {
+		if (!dataset_open_tick()) {
+			dataset_error(cause, ds, DATASET_OPEN_STOPPED);
+			goto out;
+		}
 		want = ntok - at < TOKENS_SCAN_IDS ? (size_t)(ntok - at) :
 		    TOKENS_SCAN_IDS;
 		got = pread(t->data.fd, buf, want * t->tsize,

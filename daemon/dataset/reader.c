@@ -54,6 +54,30 @@ dataset_vcause(char **cause, const char *name, const char *fmt, va_list ap)
 	return (-1);
 }
 
+/* Long opens' progress and stop (dataset_open_tick()): the loop stops,
+ * a reload's thread opens; relaxed atomics, as nothing else hangs on them. */
+static uint64_t	dataset_open_count;
+static bool	dataset_open_stopping;
+
+bool
+dataset_open_tick(void)
+{
+	__atomic_fetch_add(&dataset_open_count, 1, __ATOMIC_RELAXED);
+	return (!__atomic_load_n(&dataset_open_stopping, __ATOMIC_RELAXED));
+}
+
+void
+dataset_open_stop(bool stop)
+{
+	__atomic_store_n(&dataset_open_stopping, stop, __ATOMIC_RELAXED);
+}
+
+uint64_t
+dataset_open_ticks(void)
+{
+	return (__atomic_load_n(&dataset_open_count, __ATOMIC_RELAXED));
+}
+
 /* Set *cause to a message about ds. */
 int
 dataset_error(char **cause, const struct dataset *ds, const char *fmt, ...)

@@ -228,6 +228,19 @@ int		 dataset_error(char **cause, const struct dataset *ds,
 		    __attribute__((__format__(__printf__, 3, 4)));
 
 /**
+ * dataset_open_tick() - a long open (each shard of a tar set, each read of
+ * a token file's scan, each class folder of an image folder) counts one
+ * step of progress, which dataset_open_ticks() shows (the catalogue tells
+ * systemd while it waits); false once dataset_open_stop(true) was called:
+ * infeedd is stopping, and the open gives up (DATASET_OPEN_STOPPED) rather
+ * than keep the stop waiting for all of it.  Any thread.
+ */
+bool		 dataset_open_tick(void);
+void		 dataset_open_stop(bool stop);
+uint64_t	 dataset_open_ticks(void);
+#define DATASET_OPEN_STOPPED	"the open was given up: infeedd is stopping"
+
+/**
  * dataset_record_conf() - the "shape" and "dtype" keys of a file of fixed
  * records (raw, local or remote) into @ds's shape, ndim and dtype: 0, or
  * -1 with *@cause naming the key and what it should be.

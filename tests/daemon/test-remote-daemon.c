@@ -11,6 +11,11 @@
  * - infeedd stopped during a reload's HEADs against a server that answers
  *   each one only after a second (the test's own: nginx cannot be told to
  *   stall a HEAD): it exits at once, with status 0, not after every HEAD;
+ * - infeedd stopped during a reload that indexes remote tar shards, each
+ *   seconds long to download (nginx's limit_rate): it exits within a
+ *   shard, not after all of them;
+ * - a start-up that indexes such shards tells systemd (NOTIFY_SOCKET, the
+ *   test's) how far it got, with more time, before READY=1;
  * - an s3:// dataset whose server refuses the reads with a body that
  *   repeats the request's Authorization and token (as S3's
  *   SignatureDoesNotMatch repeats what was signed): the secret, the token
@@ -41,6 +46,7 @@
 
 #define WIDE_SHARDS	1000
 #define SLOW_FILES	40	/* HEADs to the slow server: 1 s each */
+#define SLOW_SHARDS	8	/* behind nginx's limit_rate: seconds each */
 #define ACCESS		"AKIDREMOTEDAEMONTEST"
 #define SECRET		"zzDaemonSecretNeverShownQ7/+x"
 #define TOKEN		"zzDaemonTokenNeverShownR8"
@@ -74,13 +80,15 @@ nginx_start(void)
 	    "alias \"%s/\"; }\n"
 	    "  location /gone/ { return 403 \"<Error><SignatureProvided>"
 	    "$http_authorization</SignatureProvided><Token>"
-	    "$http_x_amz_security_token</Token></Error>\"; }\n }\n}\n",
+	    "$http_x_amz_security_token</Token></Error>\"; }\n"
+	    "  location /slow/ { limit_rate 4k; }\n }\n}\n",
 	    dir, dir, dir, dir, dir, nginx_port, dir, dir);
 	nginx_pid = remote_nginx_run(conf, nginx_port, 0);
 }
 
+/* The files, nginx and a configuration with a cache: no daemon yet. */
 static void
-remote_daemon_setup(void)
+remote_files_setup(void)
 {
 	char	cache[700];
 
@@ -89,6 +97,12 @@ remote_daemon_setup(void)
 	snprintf(cache, sizeof(cache), "cache_dir = %s/cache\n"
 	    "cache_max = 64M", dir);
 	make_config(cache);
+}
+
+static void
+remote_daemon_setup(void)
+{
+	remote_files_setup();
 	infeedd_start(NULL);
 }
 
@@ -307,6 +321,99 @@ START_TEST(stop_during_a_reloads_heads_is_prompt)
 }
 END_TEST
 
+/* Section of dataset "slowtar": @n shards under /slow/, seconds each. */
+static void
+slow_section(char *sect, size_t len, int n)
+{
+	remote_make_shards("slow", "s", n, 4, false);
+	snprintf(sect, len, "\n[dataset slowtar]\ntype = tar\n"
+	    "shards = http://127.0.0.1:%d/slow/s-{000000..%06d}.tar\n"
+	    "classes = 10\n", nginx_port, n - 1);
+}
+
+/*
+ * infeedd stopped during a reload's indexing of SLOW_SHARDS remote tar
+ * shards that take seconds each to download: the open gives up at the
+ * next shard (dataset_open_tick()), so it exits in about one shard's time,
+ * with status 0, not after all of them (about 2 s a shard).
+ */
+START_TEST(stop_during_a_reloads_indexing_is_prompt)
+{
+	static char	log[1 << 16];
+	char		sect[512], crash[512];
+	uint64_t	t0, ms;
+	int		status, gets;
+
+	slow_section(sect, sizeof(sect), SLOW_SHARDS);
+	config_append(sect);
+	(void)reload_until("dataset 'slowtar': opening its remote files",
+	    10000, log, sizeof(log));
+	usleep(1000000);		/* a shard under way */
+	t0 = now_ms();
+	status = infeedd_stop();
+	ms = now_ms() - t0;
+	gets = nginx_requests("GET /slow/s-");
+	printf("remote-daemon: infeedd stopped during a reload indexing %d "
+	    "slow shards: it exited in %llu ms, %d shards asked for\n",
+	    SLOW_SHARDS, (unsigned long long)ms, gets);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "infeedd's exit status: %#x", status);
+	ck_assert_msg(!infeedd_log_crash(crash, sizeof(crash)), "%s", crash);
+	ck_assert_msg(ms < 5000 && gets < SLOW_SHARDS, "infeedd took %llu ms "
+	    "to stop and asked for %d of %d shards: it went on indexing",
+	    (unsigned long long)ms, gets, SLOW_SHARDS);
+}
+END_TEST
+
+/* The files and nginx, with NOTIFY_SOCKET the test's: no daemon yet. */
+static void
+remote_notify_setup(void)
+{
+	remote_files_setup();
+	notify_open();
+}
+
+static void
+remote_notify_teardown(void)
+{
+	notify_close();
+	remote_daemon_teardown();
+}
+
+/*
+ * A start-up whose catalogue takes seconds to open (3 remote tar shards
+ * behind limit_rate, each indexed before infeedd listens) tells systemd
+ * how far it got and asks for more time (EXTEND_TIMEOUT_USEC, so that
+ * TimeoutStartSec= does not kill a start-up that progresses) before
+ * READY=1; the log says it too.
+ */
+START_TEST(a_long_start_up_tells_systemd_how_far_it_got)
+{
+	const char	*bin = getenv("INFEEDD");
+	char		 sect[512], msg[1024], first[1024] = "";
+	int		 extended = 0, ready = 0;
+
+	slow_section(sect, sizeof(sect), 3);
+	config_append(sect);
+	ck_assert_ptr_nonnull(bin);
+	infeedd_spawn((char *const []){ (char *)bin, (char *)"--config",
+	    conf_path, (char *)"--socket", sock_path, (char *)"--workers",
+	    (char *)"2", NULL });
+	while (!ready && notify_wait("", 60000, msg, sizeof(msg))) {
+		if (strstr(msg, "EXTEND_TIMEOUT_USEC=") != NULL &&
+		    strstr(msg, "dataset 'slowtar'") != NULL && extended++ == 0)
+			snprintf(first, sizeof(first), "%s", msg);
+		ready = strstr(msg, "READY=1") != NULL;
+	}
+	printf("remote-daemon: a start-up indexing 3 slow shards sent %d "
+	    "extensions before READY=1, the first: %s\n", extended, first);
+	ck_assert_msg(ready, "no READY=1 from infeedd");
+	ck_assert_msg(extended > 0, "no EXTEND_TIMEOUT_USEC= before READY=1");
+	ck_assert_ptr_nonnull(strstr(first, "STATUS=opening the catalogue: "
+	    "dataset 'slowtar' ("));
+}
+END_TEST
+
 /* Whether @text holds a secret of the s3 case's, or a request's signature. */
 static const char *
 secret_in(const char *text)
@@ -428,6 +535,14 @@ remote_daemon_suite(void)
 	    remote_daemon_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, stop_during_a_reloads_heads_is_prompt);
+	tcase_add_test(tc, stop_during_a_reloads_indexing_is_prompt);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("start-up");
+	tcase_add_checked_fixture(tc, remote_notify_setup,
+	    remote_notify_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, a_long_start_up_tells_systemd_how_far_it_got);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("secrets");
