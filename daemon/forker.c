@@ -877,14 +877,36 @@ forker_free(struct forker *f)
 	free(f);
 }
 
-/* Close the socket and wait for the fork server to go. */
+/*
+ * Close the socket and wait for the fork server to go: it gives its
+ * workers FORKER_STOP_MS, so one still there a second after that is not
+ * reading its socket (stopped by SIGSTOP, or in the middle of a reload's
+ * catalogue open) and is killed, its workers with it (PDEATHSIG).
+ */
 void
 forker_stop(struct forker *f)
 {
+	struct timespec	 pause = { 0, 10 * 1000 * 1000 };
+	uint64_t	 deadline;
+	pid_t		 pid;
+
 	if (f == NULL)
 		return;
 	transport_free(f->t);
-	while (waitpid(f->pid, NULL, 0) == -1 && errno == EINTR)
-		;
+	deadline = clock_now_ms() + FORKER_STOP_MS + 1000;
+	while ((pid = waitpid(f->pid, NULL, WNOHANG)) == 0 ||
+	    (pid == -1 && errno == EINTR)) {
+		if (clock_now_ms() >= deadline) {
+			log_warnx("the fork server (pid %d) did not go within "
+			    "%d ms of infeedd's stop; killing it",
+			    (int)f->pid, FORKER_STOP_MS + 1000);
+			kill(f->pid, SIGKILL);
+			while (waitpid(f->pid, NULL, 0) == -1 &&
+			    errno == EINTR)
+				;
+			break;
+		}
+		nanosleep(&pause, NULL);
+	}
 	free(f);
 }

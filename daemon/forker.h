@@ -233,8 +233,9 @@ int		 forker_wait(struct forker *f, int ms);
 
 /**
  * forker_stop() - close the socket and wait for the fork server, which
- * gives its workers FORKER_STOP_MS to exit and kills those left; NULL is
- * a no-op.
+ * gives its workers FORKER_STOP_MS to exit and kills those left; one
+ * still there a second after that (stopped, or busy opening a reload's
+ * catalogue) is killed.  NULL is a no-op.
  */
 void		 forker_stop(struct forker *f);
 

@@ -401,6 +401,45 @@ START_TEST(test_stopped_fork_server_replaced_when_a_worker_waits)
 END_TEST
 
 /*
+ * infeedd stopped while its fork server is stopped (SIGSTOP), so that it
+ * never reads its closed socket (as one in the middle of a reload's
+ * catalogue open does not): infeedd kills it a second after the workers'
+ * FORKER_STOP_MS and exits with status 0, where it waited for ever.
+ */
+START_TEST(test_stop_with_a_stopped_fork_server_ends)
+{
+	char		 log[65536];
+	pid_t		 forker, pid;
+	uint64_t	 t0, ms;
+	int		 status = -1;
+
+	ck_assert_int_ne(forker = fork_server(), -1);
+	ck_assert_int_eq(kill(forker, SIGSTOP), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(kill(infeedd_pid, SIGTERM), 0);
+	while ((pid = waitpid(infeedd_pid, &status, WNOHANG)) == 0 &&
+	    now_ms() - t0 < 3 * WAIT_MS / 2)
+		usleep(10000);
+	ms = now_ms() - t0;
+	if (pid == 0) {		/* hung: clean up, then fail */
+		kill(forker, SIGKILL);
+		kill(infeedd_pid, SIGKILL);
+		waitpid(infeedd_pid, &status, 0);
+	}
+	infeedd_pid = -1;
+	printf("forker-death: infeedd stopped with its fork server stopped: "
+	    "%s in %llu ms\n", pid == 0 ? "still there" : "exited",
+	    (unsigned long long)ms);
+	ck_assert_msg(pid != 0, "infeedd did not exit within %d ms of SIGTERM "
+	    "with its fork server stopped", 3 * WAIT_MS / 2);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "infeedd's exit status: %#x", status);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "did not go within") != NULL, "%s", log);
+}
+END_TEST
+
+/*
  * A new fork server reads the configuration infeedd last loaded: after a
  * reload that adds a dataset, the fork server killed, and both workers
  * replaced by the new one, a trainer reads the new dataset (a worker
@@ -560,6 +599,7 @@ forker_death_suite(void)
 	tcase_add_test(tc, test_killed_fork_server_is_replaced);
 	tcase_add_test(tc, test_stopped_fork_server_hurts_nothing);
 	tcase_add_test(tc, test_stopped_fork_server_replaced_when_a_worker_waits);
+	tcase_add_test(tc, test_stop_with_a_stopped_fork_server_ends);
 	tcase_add_test(tc, test_new_fork_server_reads_the_reloaded_catalogue);
 	tcase_add_test(tc,
 	    test_new_fork_server_has_the_daemons_catalogue_not_the_files);
