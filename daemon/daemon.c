@@ -463,14 +463,15 @@ daemon_reload_refuse_over(struct daemon_reload *r)
 
 	ring_budget_collect(b);
 	ring_budget_reap(b);
-	others = b->used - d->cat->memory;
+	/* Kept ring memory is a cache that a ring takes back: not counted. */
+	others = b->used - d->cat->memory - b->kept_bytes;
 	if (others + r->ncat->memory > nconf->memory_budget &&
 	    b->give_back != NULL) {
 		b->limit = nconf->memory_budget;
 		b->give_back(b, r->ncat->memory > d->cat->memory ?
 		    r->ncat->memory - d->cat->memory : 0);
 		b->limit = limit;
-		others = b->used - d->cat->memory;
+		others = b->used - d->cat->memory - b->kept_bytes;
 	}
 	want = others + r->ncat->memory;
 	if (want <= nconf->memory_budget)

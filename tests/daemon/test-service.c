@@ -257,6 +257,49 @@ START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
 END_TEST
 
 /*
+ * Ring memory kept from an ended session (keep_ring_memory) is a cache that
+ * a ring takes back: a reload whose budget it alone passes is applied.
+ */
+START_TEST(sighup_reload_is_not_refused_for_kept_ring_memory)
+{
+	Infeed__Frame		*fr;
+	struct infeed		*f;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	char			 msg[1024], cmd[700];
+	uint64_t		 kept = 0;
+	int			 tries;
+
+	notify_open();
+	infeedd_start(NULL);
+	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	infeed_release(f, &st);
+	infeed_free(f);
+	for (tries = 0; tries < 200 && kept == 0; tries++) {
+		usleep(20000);
+		fr = raw_stats();
+		kept = fr->stats->memory_kept;
+		infeed__frame__free_unpacked(fr, NULL);
+	}
+	ck_assert_msg(kept > 0, "the ended session's ring was not kept");
+	snprintf(cmd, sizeof(cmd), "sed -i 's/^memory_budget = 256M/"
+	    "memory_budget = 1K/' %s", conf_path);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(infeedd_pid, SIGHUP);
+	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
+	ck_assert(notify_wait("READY=1", 5000, msg, sizeof(msg)));
+	printf("reload with %llu bytes of ring memory kept, budget 1K: %s\n",
+	    (unsigned long long)kept, msg);
+	ck_assert_msg(strstr(msg, "reloaded:") != NULL, "%s", msg);
+}
+END_TEST
+
+/*
  * A reload whose datasets and the rings held now pass its memory_budget is
  * refused (issue 38, fixes item 3): the old catalogue and budget serve on,
  * and the log and STATUS say what was over and by how much.
@@ -476,6 +519,7 @@ service_suite(void)
 	tcase_add_test(tc, sighup_reload_warns_of_a_new_socket);
 	tcase_add_test(tc, sighup_reload_keeps_the_config_when_the_new_one_is_bad);
 	tcase_add_test(tc, sighup_reload_over_the_memory_budget_is_refused);
+	tcase_add_test(tc, sighup_reload_is_not_refused_for_kept_ring_memory);
 	tcase_add_test(tc, unknown_keys_refuse_the_dataset_or_the_file);
 	tcase_add_test(tc, allow_groups_refuses_other_groups);
 	tcase_add_test(tc, test_default_config_follows_sysconfdir);
