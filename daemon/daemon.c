@@ -9,7 +9,9 @@
  * catalogue; then the fork server opens it beside its own
  * (pool_prepare()) while the workers serve the old one; then the loop
  * serves it and the workers are replaced.  The catalogue's datasets keep memory (a packing)
- * charged to memory_budget, the old catalogue's given back at a reload.
+ * charged to memory_budget, the old catalogue's given back at a reload; a
+ * reload whose catalogue and the rings held then would pass the budget is
+ * refused, as a bad file is.
  */
 
 #include <sys/resource.h>
@@ -433,6 +435,71 @@ daemon_reload_metrics(struct daemon *d, struct config *nconf)
 		log_info("reload: metrics are off");
 }
 
+/* Say that a reload is refused for @cause; the running catalogue stays. */
+static void
+daemon_reload_refused(struct daemon *d, const char *cause)
+{
+	log_warnx("reload refused, the running configuration stays: %s",
+	    cause);
+	sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", cause);
+	packings_reloaded(d->packs, NULL);
+}
+
+/*
+ * Whether reload @r's catalogue, with the rings and tables charged now,
+ * is past its memory_budget (a group's store of past steps gives back
+ * first): then the reload is refused, the running catalogue stays, and
+ * the log and systemd's STATUS say what was over and by how much.
+ */
+static bool
+daemon_reload_refuse_over(struct daemon_reload *r)
+{
+	struct daemon		*d = r->d;
+	struct ring_budget	*b = &d->budget;
+	struct config		*nconf = r->nconf;
+	uint64_t		 others, want, limit = b->limit;
+	char			 ds_s[48], others_s[48], budget_s[48];
+	char			 want_s[48], over_s[48], *cause;
+
+	ring_budget_collect(b);
+	ring_budget_reap(b);
+	others = b->used - d->cat->memory;
+	if (others + r->ncat->memory > nconf->memory_budget &&
+	    b->give_back != NULL) {
+		b->limit = nconf->memory_budget;
+		b->give_back(b, r->ncat->memory > d->cat->memory ?
+		    r->ncat->memory - d->cat->memory : 0);
+		b->limit = limit;
+		others = b->used - d->cat->memory;
+	}
+	want = others + r->ncat->memory;
+	if (want <= nconf->memory_budget)
+		return (false);
+	cause = xasprintf("the new datasets would keep %s in memory and "
+	    "the sessions' rings and tables hold %s now, %s in all: over "
+	    "memory_budget (%s, in %s) by %s; raise memory_budget, drop or "
+	    "shrink datasets, or reload once sessions have ended",
+	    ring_mem_format_bytes(r->ncat->memory, ds_s, sizeof(ds_s)),
+	    ring_mem_format_bytes(others, others_s, sizeof(others_s)),
+	    ring_mem_format_bytes(want, want_s, sizeof(want_s)),
+	    ring_mem_format_bytes(nconf->memory_budget, budget_s,
+	    sizeof(budget_s)), nconf->path != NULL ? nconf->path :
+	    "the configuration", ring_mem_format_bytes(want -
+	    nconf->memory_budget, over_s, sizeof(over_s)));
+	daemon_reload_refused(d, cause);
+	free(cause);
+	pool_prepare_cancel(d->pool);
+	d->reload = NULL;
+	catalogue_disown(r->ncat, d->cat);	/* d->cat's are served */
+	catalogue_free(daemon_reload_join(r));
+	config_free(nconf);
+	if (d->reload_again) {
+		d->reload_again = false;
+		daemon_reload_from(d, d->reload_file);
+	}
+	return (true);
+}
+
 /*
  * The new catalogue is open here: the fork server opens it too, beside
  * the one it forks workers from (its tar shards indexed again, from the
@@ -447,6 +514,8 @@ daemon_reload_done_cb(evutil_socket_t fd, short ev, void *arg)
 	(void)ev;
 	pthread_join(r->thread, NULL);
 	r->joined = true;
+	if (daemon_reload_refuse_over(r))
+		return;
 	pool_prepare(r->d->pool, r->ncat, daemon_reload_switch, r);
 }
 
@@ -460,6 +529,9 @@ daemon_reload_switch(void *arg)
 	struct catalogue	*ncat;
 	unsigned		 kept, ended;
 
+	/* Rings charged while the fork server opened it count too. */
+	if (daemon_reload_refuse_over(r))
+		return;	/* the fork server drops its copy at the next */
 	ncat = daemon_reload_join(r);
 	d->reload = NULL;
 	cache_heads_forget();
@@ -467,18 +539,8 @@ daemon_reload_switch(void *arg)
 	packings_reloaded(d->packs, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
-	/*
-	 * The datasets' memory: the old catalogue's is given back.  Rings
-	 * charged while the new one opened may leave the sum past the budget:
-	 * new sessions then wait for room, which the log says.
-	 */
+	/* The datasets' memory: the old catalogue's is given back. */
 	d->budget.used = d->budget.used - d->cat->memory + ncat->memory;
-	if (d->budget.used > nconf->memory_budget)
-		log_warnx("reload: the datasets and the rings now take %llu MiB "
-		    "of memory_budget's %llu MiB; new sessions are refused "
-		    "until sessions end: raise memory_budget if this lasts",
-		    (unsigned long long)(d->budget.used >> 20),
-		    (unsigned long long)(nconf->memory_budget >> 20));
 	catalogue_free(d->cat);
 	config_free(d->conf);
 	d->conf = nconf;
@@ -606,11 +668,8 @@ daemon_reload_from(struct daemon *d, bool file)
 	} else
 		log_info("reloading %s", d->conf->path);
 	if (file && (nconf = config_load(d->conf->path, &cause)) == NULL) {
-		log_warnx("reload refused, the running configuration stays: "
-		    "%s", cause);
-		sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", cause);
+		daemon_reload_refused(d, cause);
 		free(cause);
-		packings_reloaded(d->packs, NULL);
 		return;
 	}
 	/* The packings that trainers asked for, made again (packings.h). */

@@ -120,7 +120,8 @@ void		 daemon_free(struct daemon *d);
 
 /**
  * daemon_reload() - reread the configuration; the old one stays if the new
- * one is bad.  Its remote datasets' servers are asked first in a thread,
+ * one is bad or its datasets, with the rings held then, would pass its
+ * memory_budget (the log and STATUS= say by how much).  Its remote datasets' servers are asked first in a thread,
  * so the new catalogue is in place once they answered (or their tries
  * ran out), and the event loop never waits on them.
  */

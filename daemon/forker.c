@@ -2,7 +2,8 @@
 /*
  * The fork server (see forker.h): the daemon's side, which starts it,
  * asks and listens, and the fork server's own loop, which forks, reaps
- * and reports.  The fork server is single-threaded and blocks in poll()
+ * and reports.  The fork server is single-threaded (but for a thread that
+ * watches its socket while it opens a catalogue) and blocks in poll()
  * on its socket and a signalfd of SIGCHLD; the daemon never blocks on it
  * but at start-up and shutdown.
  */
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@
 #include "config.h"
 #include "forker.h"
 #include "log.h"
+#include "reader.h"
 #include "xmalloc.h"
 
 struct forker {
@@ -348,6 +351,64 @@ forker_next_free(struct forker_server *fs)
 }
 
 /*
+ * In the fork server, while it opens a catalogue: a thread that watches
+ * the daemon's end of the socket, so that its close (the daemon stops)
+ * makes the open give up at its next shard, scan chunk or folder
+ * (dataset_open_tick()), and the daemon's stop waits for no open.
+ */
+struct forker_hangup {
+	pthread_t	thread;
+	int		fd;
+	int		done[2];	/* the open ended */
+};
+
+static void *
+forker_hangup_main(void *arg)
+{
+	struct forker_hangup	*w = arg;
+	struct pollfd		 pfd[2];
+
+	pfd[0].fd = w->fd;
+	pfd[0].events = POLLRDHUP;	/* not POLLIN: messages may wait */
+	pfd[1].fd = w->done[0];
+	pfd[1].events = POLLIN;
+	while (poll(pfd, 2, -1) == -1 && errno == EINTR)
+		;
+	if (pfd[1].revents == 0 && (pfd[0].revents & (POLLRDHUP | POLLHUP |
+	    POLLERR)) != 0) {
+		log_info("fork server: infeedd is gone; its catalogue's open "
+		    "gives up");
+		dataset_open_stop(true);
+	}
+	return (NULL);
+}
+
+/* Watch @fs's socket while it opens a catalogue (see above). */
+static void
+forker_hangup_start(struct forker_hangup *w, struct forker_server *fs)
+{
+	w->fd = transport_fd(fs->t);
+	if (pipe2(w->done, O_CLOEXEC) == -1)
+		fatal("fork server: pipe2");
+	if ((errno = pthread_create(&w->thread, NULL, forker_hangup_main,
+	    w)) != 0)
+		fatal("fork server: the socket's watcher");
+}
+
+/* The open ended: the watcher goes before anything is forked. */
+static void
+forker_hangup_stop(struct forker_hangup *w)
+{
+	char	c = 0;
+
+	while (write(w->done[1], &c, 1) == -1 && errno == EINTR)
+		;
+	pthread_join(w->thread, NULL);
+	close(w->done[0]);
+	close(w->done[1]);
+}
+
+/*
  * In the fork server: CATALOGUE @m, the sections sent since the last one
  * are the daemon's catalogue; open it, taking over the datasets whose
  * sections did not change.  Return: 0, or -1 when @m counts other
@@ -360,6 +421,7 @@ forker_catalogue_take(struct forker_server *fs,
 	struct config		*conf = fs->pending;
 	struct catalogue	*cat;
 	struct forker_msg_switch done;
+	struct forker_hangup	 hangup;
 
 	if (conf == NULL)
 		conf = xcalloc(1, sizeof(*conf));
@@ -374,9 +436,11 @@ forker_catalogue_take(struct forker_server *fs,
 	 * its workers' own opens (a shard read first) ask again.
 	 */
 	cache_trust_meta(true);
+	forker_hangup_start(&hangup, fs);
 	if (m->prepare) {
 		/* Workers go on being forked from fs->cat meanwhile. */
 		fs->next = catalogue_open_beside(conf, fs->cat, UINT64_MAX);
+		forker_hangup_stop(&hangup);
 		cache_trust_meta(false);
 		fs->next_conf = conf;
 		memset(&done, 0, sizeof(done));
@@ -387,6 +451,7 @@ forker_catalogue_take(struct forker_server *fs,
 	}
 	/* The old one is this process's copy: the daemon's is its own. */
 	cat = catalogue_open(conf, fs->cat, UINT64_MAX);
+	forker_hangup_stop(&hangup);
 	cache_trust_meta(false);
 	catalogue_free(fs->cat);
 	config_free(fs->conf);

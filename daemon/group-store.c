@@ -598,6 +598,20 @@ gs_cut(struct group_store *s, uint32_t cut)
 	ring_budget_uncharge(s->budget, len);
 }
 
+/* Stores that linger: see group-store.h. */
+uint64_t
+group_store_lingering(const struct ring_budget *b)
+{
+	const struct group_store	*s;
+	uint64_t			 bytes = 0;
+
+	TAILQ_FOREACH(s, &gs_list, entry) {
+		if (s->budget == b && s->memfd != -1 && s->refs == 0)
+			bytes += s->charged;
+	}
+	return (bytes);
+}
+
 /*
  * Make room in the budget: the last entries of stores, lingering ones
  * first, oldest first; a store left with fewer than 2 goes.

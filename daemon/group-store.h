@@ -143,6 +143,12 @@ bool		 group_store_serve(struct group_store *s, struct ring *ring,
 void		 group_store_forget(struct group_store *s, void *arg);
 
 /**
+ * group_store_lingering() - the bytes of @b that stores whose groups
+ * ended hold (each gives them back as soon as a ring needs them).
+ */
+uint64_t	 group_store_lingering(const struct ring_budget *b);
+
+/**
  * group_store_give_back() - ring_budget's give_back: give back the last
  * entries of stores (punched out of the memfd), lingering stores first,
  * oldest first, until @need bytes of @b are free.

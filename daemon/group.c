@@ -348,7 +348,7 @@ group_window_slots(const struct session_host *host,
     const struct session_options *o, const struct session_source *src)
 {
 	const struct ring_budget	*b = host->budget;
-	uint64_t			 step, bytes, free, n;
+	uint64_t			 step, bytes, free, n, spare;
 
 	if (2 * o->buffer_size >= INFEED_MAX_SLOTS)
 		return (0);
@@ -357,7 +357,14 @@ group_window_slots(const struct session_host *host,
 	bytes = host->group_window;
 	if (bytes == CONFIG_GROUP_WINDOW_AUTO)
 		bytes = src->transform.image ? CONFIG_GROUP_WINDOW_IMAGES : 0;
-	free = b->limit > b->used ? (b->limit - b->used) / 2 : 0;
+	/*
+	 * Kept rings and lingering stores give way to a ring: counted as
+	 * used, the last trainer's would shrink the next one's window, whose
+	 * ring then misses the kept memory and maps fresh pages.
+	 */
+	spare = b->kept_bytes + group_store_lingering(b);
+	free = b->limit + spare > b->used ? (b->limit + spare - b->used) / 2 :
+	    0;
 	if (free < bytes)
 		bytes = free;
 	n = step > 0 ? bytes / step : 0;

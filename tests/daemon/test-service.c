@@ -257,6 +257,66 @@ START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
 END_TEST
 
 /*
+ * A reload whose datasets and the rings held now pass its memory_budget is
+ * refused (issue 38, fixes item 3): the old catalogue and budget serve on,
+ * and the log and STATUS say what was over and by how much.
+ */
+START_TEST(sighup_reload_over_the_memory_budget_is_refused)
+{
+	struct infeed		*f, *g;
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	char			 msg[1024], log[16384], extra[1024], cmd[700];
+	const char		*line;
+	int			 i;
+
+	notify_open();
+	infeedd_start(NULL);
+	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	infeed_release(f, &st);
+	/* A dataset added, and a budget smaller than f's ring alone. */
+	snprintf(extra, sizeof(extra), "%s\n[dataset raw-copy]\ntype = raw\n"
+	    "path = %s/raw.bin\nshape = 1,4,4\ndtype = uint8\n"
+	    "labels = %s/raw-labels.bin\n", PRIVATE_SECTION, dir, dir);
+	make_config(extra);
+	snprintf(cmd, sizeof(cmd), "sed -i 's/^memory_budget = 256M/"
+	    "memory_budget = 1K/' %s", conf_path);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(infeedd_pid, SIGHUP);
+	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
+	ck_assert(notify_wait("READY=1", 5000, msg, sizeof(msg)));
+	printf("reload over the budget: %s\n", msg);
+	ck_assert_msg(strstr(msg, "reload refused") != NULL &&
+	    strstr(msg, "in all: over memory_budget (1 KiB") != NULL &&
+	    strstr(msg, ") by ") != NULL, "%s", msg);
+	read_log(log, sizeof(log));
+	ck_assert_msg((line = strstr(log, "reload refused")) != NULL &&
+	    strstr(line, "over memory_budget") != NULL, "%s", log);
+	ck_assert_msg(strstr(log, "reloaded:") == NULL, "%s", log);
+	/* The old catalogue serves, the session goes on, the budget holds. */
+	ck_assert(!listed(f, "raw-copy"));
+	for (i = 1; i < 5; i++) {
+		ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+		    infeed_error(f));
+		ck_assert_uint_eq(st.step, (uint64_t)i);
+		infeed_release(f, &st);
+	}
+	g = client();
+	ck_assert_msg(infeed_attach(g, "synthetic", &o, NULL) == INFEED_OK,
+	    "%s", infeed_error(g));
+	ck_assert_int_eq(infeed_next(g, &st), INFEED_OK);
+	infeed_release(g, &st);
+	infeed_free(g);
+	infeed_free(f);
+}
+END_TEST
+
+/*
  * Unknown keys: a typo in a dataset section refuses that dataset alone (at
  * start and on reload); one in [infeedd] stops a start and is refused by a
  * reload.  Each message names the file, the section, the key, the key
@@ -415,6 +475,7 @@ service_suite(void)
 	tcase_add_test(tc, sighup_reload_applies_a_good_config);
 	tcase_add_test(tc, sighup_reload_warns_of_a_new_socket);
 	tcase_add_test(tc, sighup_reload_keeps_the_config_when_the_new_one_is_bad);
+	tcase_add_test(tc, sighup_reload_over_the_memory_budget_is_refused);
 	tcase_add_test(tc, unknown_keys_refuse_the_dataset_or_the_file);
 	tcase_add_test(tc, allow_groups_refuses_other_groups);
 	tcase_add_test(tc, test_default_config_follows_sysconfdir);

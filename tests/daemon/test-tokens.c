@@ -19,6 +19,7 @@
  */
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <fcntl.h>
 
@@ -444,6 +445,79 @@ START_TEST(a_token_file_replaced_while_checked_is_not_served)
 }
 END_TEST
 
+/*
+ * infeedd stopped while the fork server opens a reload's catalogue (its
+ * second half): the fork server sees the daemon's end of its socket close
+ * and its open gives up at the next scan chunk, so the stop is prompt
+ * (fixes item 4).  A 32 MiB token file through slowfs: read at 1 ms a
+ * read by the daemon's open, then at 40 ms a read (about 10 s of reads)
+ * by the fork server's.
+ */
+START_TEST(a_stop_during_the_fork_servers_open_is_prompt)
+{
+	enum { N = 16 << 20 };		/* uint16 tokens */
+	struct slowfs	 fs;
+	static uint16_t	 ids[N];
+	static char	 buf[1 << 16];
+	char		 src[400], mnt[400], path[420];
+	const char	*p;
+	uint64_t	 t0, ms;
+	FILE		*fp;
+	int		 i, status;
+	bool		 opened = false;
+
+	make_files(NULL);
+	snprintf(src, sizeof(src), "%s/src", tpath("."));
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tpath("."));
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	for (i = 0; i < N; i++)
+		ids[i] = i % 1000 == 999 ? TOK_EOT : (uint16_t)(2 + i % 1000);
+	snprintf(path, sizeof(path), "%s/big.bin", src);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	ck_assert_uint_eq(fwrite(ids, 2, N, fp), N);
+	fclose(fp);
+	ck_assert(slowfs_start(&fs, src, mnt, (const char *const []){
+	    "--delay-us", "1000", "--readahead-kib", "128", NULL }));
+	infeedd_start("");
+	ck_assert_ptr_nonnull(fp = fopen(tpath("infeedd.conf"), "a"));
+	fprintf(fp, "\n[dataset big]\ntype = tokens\npath = %s/big.bin\n"
+	    "eot = %d\nseq_len = 64\n", mnt, TOK_EOT);
+	fclose(fp);
+	ck_assert_int_eq(kill(infeedd_pid, SIGHUP), 0);
+	/* The daemon's own open done (its line, not the fork server's). */
+	for (i = 0; i < 6000 && !opened; i++) {
+		read_log(buf, sizeof(buf));
+		for (p = buf; (p = strstr(p, "dataset 'big': tokens")) != NULL;
+		    p++) {
+			const char *l = p;
+
+			while (l > buf && l[-1] != '\n')
+				l--;
+			opened |= strncmp(strchr(l, ' ') + 1, "infeedd[",
+			    8) == 0;
+		}
+		if (!opened)
+			usleep(10000);
+	}
+	ck_assert_msg(opened, "the daemon never opened 'big': %s", buf);
+	slowfs_command(&fs, "delay-us 40000");
+	slowfs_command(&fs, "drop");
+	t0 = now_ms();
+	ck_assert_int_eq(kill(infeedd_pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(infeedd_pid, &status, 0), infeedd_pid);
+	ms = now_ms() - t0;
+	infeedd_pid = -1;
+	printf("stopped during the fork server's open in %llu ms\n",
+	    (unsigned long long)ms);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Under valgrind the exits (leak checks) take seconds of their own. */
+	ck_assert_msg(ms < 4 * tok_limit_ms(), "the stop took %llu ms",
+	    (unsigned long long)ms);
+	ck_assert(log_has("its catalogue's open gives up", 0));
+	slowfs_stop(&fs);
+}
+END_TEST
+
 static Suite *
 tokens_suite(void)
 {
@@ -459,6 +533,8 @@ tokens_suite(void)
 		tcase_add_test(tc, a_packing_on_demand_is_made_off_the_loop);
 		tcase_add_test(tc,
 		    a_token_file_replaced_while_checked_is_not_served);
+		tcase_add_test(tc,
+		    a_stop_during_the_fork_servers_open_is_prompt);
 	} else
 		printf("the cases with slowfs skipped: %s\n",
 		    slowfs_unavailable());
