@@ -228,47 +228,16 @@ START_TEST(sighup_reload_warns_of_a_new_socket)
 }
 END_TEST
 
-/* A broken new configuration is refused; the old one stays in force. */
-START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
-{
-	struct infeed		*f;
-	struct infeed_options	 o;
-	struct infeed_step	 st;
-	char			 msg[1024];
-
-	notify_open();
-	infeedd_start(NULL);
-	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
-	f = client();
-	infeed_options_init(&o);
-	o.batch_size = 10;
-	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
-	write_file(conf_path, "[infeedd]\nworkers = lots\n", 25);
-	kill(infeedd_pid, SIGHUP);
-	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
-	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
-	ck_assert_ptr_nonnull(strstr(msg, "reload refused"));
-	ck_assert(listed(f, "raw"));
-	ck_assert(listed(f, "synthetic"));
-	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
-	ck_assert_uint_eq(st.step, 0);
-	infeed_free(f);
-}
-END_TEST
-
 /*
- * Ring memory kept from an ended session (keep_ring_memory) is a cache that
- * a ring takes back: a reload whose budget it alone passes is applied.
+ * infeedd started with NOTIFY_SOCKET the test's, and a client attached to
+ * "raw" (B 10) that took and released its first step.
  */
-START_TEST(sighup_reload_is_not_refused_for_kept_ring_memory)
+static struct infeed *
+reload_case_start(void)
 {
-	Infeed__Frame		*fr;
 	struct infeed		*f;
 	struct infeed_options	 o;
 	struct infeed_step	 st;
-	char			 msg[1024], cmd[700];
-	uint64_t		 kept = 0;
-	int			 tries;
 
 	notify_open();
 	infeedd_start(NULL);
@@ -279,7 +248,56 @@ START_TEST(sighup_reload_is_not_refused_for_kept_ring_memory)
 	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
 	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 	infeed_release(f, &st);
+	return (f);
+}
+
+/* memory_budget = 1K in the file, SIGHUP, and the READY=1 that ends it. */
+static void
+reload_with_budget_1k(char *msg, size_t len)
+{
+	char	cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "sed -i 's/^memory_budget = 256M/"
+	    "memory_budget = 1K/' %s", conf_path);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(infeedd_pid, SIGHUP);
+	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
+	ck_assert(notify_wait("READY=1", 5000, msg, len));
+}
+
+/* A broken new configuration is refused; the old one stays in force. */
+START_TEST(sighup_reload_keeps_the_config_when_the_new_one_is_bad)
+{
+	struct infeed		*f;
+	struct infeed_step	 st;
+	char			 msg[1024];
+
+	f = reload_case_start();
+	write_file(conf_path, "[infeedd]\nworkers = lots\n", 25);
+	kill(infeedd_pid, SIGHUP);
+	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
+	ck_assert(notify_wait("READY=1", 2000, msg, sizeof(msg)));
+	ck_assert_ptr_nonnull(strstr(msg, "reload refused"));
+	ck_assert(listed(f, "raw"));
+	ck_assert(listed(f, "synthetic"));
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_uint_eq(st.step, 1);
 	infeed_free(f);
+}
+END_TEST
+
+/*
+ * Ring memory kept from an ended session (keep_ring_memory) is a cache that
+ * a ring takes back: a reload whose budget it alone passes is applied.
+ */
+START_TEST(sighup_reload_is_not_refused_for_kept_ring_memory)
+{
+	Infeed__Frame	*fr;
+	char		 msg[1024];
+	uint64_t	 kept = 0;
+	int		 tries;
+
+	infeed_free(reload_case_start());
 	for (tries = 0; tries < 200 && kept == 0; tries++) {
 		usleep(20000);
 		fr = raw_stats();
@@ -287,12 +305,7 @@ START_TEST(sighup_reload_is_not_refused_for_kept_ring_memory)
 		infeed__frame__free_unpacked(fr, NULL);
 	}
 	ck_assert_msg(kept > 0, "the ended session's ring was not kept");
-	snprintf(cmd, sizeof(cmd), "sed -i 's/^memory_budget = 256M/"
-	    "memory_budget = 1K/' %s", conf_path);
-	ck_assert_int_eq(system(cmd), 0);
-	kill(infeedd_pid, SIGHUP);
-	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
-	ck_assert(notify_wait("READY=1", 5000, msg, sizeof(msg)));
+	reload_with_budget_1k(msg, sizeof(msg));
 	printf("reload with %llu bytes of ring memory kept, budget 1K: %s\n",
 	    (unsigned long long)kept, msg);
 	ck_assert_msg(strstr(msg, "reloaded:") != NULL, "%s", msg);
@@ -309,30 +322,17 @@ START_TEST(sighup_reload_over_the_memory_budget_is_refused)
 	struct infeed		*f, *g;
 	struct infeed_options	 o;
 	struct infeed_step	 st;
-	char			 msg[1024], log[16384], extra[1024], cmd[700];
+	char			 msg[1024], log[16384], extra[1024];
 	const char		*line;
 	int			 i;
 
-	notify_open();
-	infeedd_start(NULL);
-	ck_assert(notify_wait("READY=1", 2000, NULL, 0));
-	f = client();
-	infeed_options_init(&o);
-	o.batch_size = 10;
-	ck_assert_int_eq(infeed_attach(f, "raw", &o, NULL), INFEED_OK);
-	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
-	infeed_release(f, &st);
+	f = reload_case_start();
 	/* A dataset added, and a budget smaller than f's ring alone. */
 	snprintf(extra, sizeof(extra), "%s\n[dataset raw-copy]\ntype = raw\n"
 	    "path = %s/raw.bin\nshape = 1,4,4\ndtype = uint8\n"
 	    "labels = %s/raw-labels.bin\n", PRIVATE_SECTION, dir, dir);
 	make_config(extra);
-	snprintf(cmd, sizeof(cmd), "sed -i 's/^memory_budget = 256M/"
-	    "memory_budget = 1K/' %s", conf_path);
-	ck_assert_int_eq(system(cmd), 0);
-	kill(infeedd_pid, SIGHUP);
-	ck_assert(notify_wait("RELOADING=1", 2000, NULL, 0));
-	ck_assert(notify_wait("READY=1", 5000, msg, sizeof(msg)));
+	reload_with_budget_1k(msg, sizeof(msg));
 	printf("reload over the budget: %s\n", msg);
 	ck_assert_msg(strstr(msg, "reload refused") != NULL &&
 	    strstr(msg, "in all: over memory_budget (1 KiB") != NULL &&
@@ -350,6 +350,8 @@ START_TEST(sighup_reload_over_the_memory_budget_is_refused)
 		infeed_release(f, &st);
 	}
 	g = client();
+	infeed_options_init(&o);
+	o.batch_size = 10;
 	ck_assert_msg(infeed_attach(g, "synthetic", &o, NULL) == INFEED_OK,
 	    "%s", infeed_error(g));
 	ck_assert_int_eq(infeed_next(g, &st), INFEED_OK);
