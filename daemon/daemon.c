@@ -445,6 +445,15 @@ daemon_reload_refused(struct daemon *d, const char *cause)
 	packings_reloaded(d->packs, NULL);
 }
 
+/* memory_budget's bytes charged now beyond the datasets and kept memory. */
+static uint64_t
+daemon_budget_others(const struct daemon *d)
+{
+	uint64_t	not_others = d->cat->memory + d->budget.kept_bytes;
+
+	return (d->budget.used > not_others ? d->budget.used - not_others : 0);
+}
+
 /*
  * Whether reload @r's catalogue, with the rings and tables charged now,
  * is past its memory_budget (a group's store of past steps gives back
@@ -464,14 +473,14 @@ daemon_reload_refuse_over(struct daemon_reload *r)
 	ring_budget_collect(b);
 	ring_budget_reap(b);
 	/* Kept ring memory is a cache that a ring takes back: not counted. */
-	others = b->used - d->cat->memory - b->kept_bytes;
+	others = daemon_budget_others(d);
 	if (others + r->ncat->memory > nconf->memory_budget &&
 	    b->give_back != NULL) {
 		b->limit = nconf->memory_budget;
 		b->give_back(b, r->ncat->memory > d->cat->memory ?
 		    r->ncat->memory - d->cat->memory : 0);
 		b->limit = limit;
-		others = b->used - d->cat->memory - b->kept_bytes;
+		others = daemon_budget_others(d);
 	}
 	want = others + r->ncat->memory;
 	if (want <= nconf->memory_budget)
