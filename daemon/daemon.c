@@ -252,6 +252,7 @@ daemon_start(const struct daemon_args *args)
 	    d->conf->keep_ring_ms);
 	/* Memory an ended session's process holds goes when it exits. */
 	ring_budget_watch(&d->budget, d->base);
+	dataset_open_stop(false);	/* a daemon before this one may have set it */
 	d->cat = catalogue_open(d->conf, NULL, d->conf->memory_budget);
 	d->budget.used += d->cat->memory;
 	/* Before the fork server: the workers inherit the choice. */
@@ -539,9 +540,6 @@ daemon_reload_switch(void *arg)
 	struct catalogue	*ncat;
 	unsigned		 kept, ended;
 
-	/* Rings charged while the fork server opened it count too. */
-	if (daemon_reload_refuse_over(r))
-		return;	/* the fork server drops its copy at the next */
 	ncat = daemon_reload_join(r);
 	d->reload = NULL;
 	cache_heads_forget();
@@ -549,8 +547,18 @@ daemon_reload_switch(void *arg)
 	packings_reloaded(d->packs, ncat);
 	daemon_reload_metrics(d, nconf);
 	peers_reload(d->peers, nconf, ncat, &kept, &ended);
-	/* The datasets' memory: the old catalogue's is given back. */
+	/*
+	 * The datasets' memory: the old catalogue's is given back.  It was
+	 * checked before the fork server opened it (a refusal here would
+	 * leave the fork server its copy); rings charged since may leave the
+	 * sum past the budget: new sessions then wait for room.
+	 */
 	d->budget.used = d->budget.used - d->cat->memory + ncat->memory;
+	if (d->budget.used > nconf->memory_budget)
+		log_warnx("reload: the datasets and the rings now take %llu MiB "
+		    "of memory_budget's %llu MiB; new sessions wait for room "
+		    "until sessions end", (unsigned long long)(d->budget.used >>
+		    20), (unsigned long long)(nconf->memory_budget >> 20));
 	catalogue_free(d->cat);
 	config_free(d->conf);
 	d->conf = nconf;
