@@ -402,15 +402,17 @@ group_store_take(struct group *g)
 	else {
 		session_options_copy(&k.opts, &g->opts);
 		g->store = group_store_new(g->host.base, g->host.budget, &k,
-		    g->p->ring->layout.slot_bytes,
-		    sampler_epoch_steps(&g->src.sampler, 0), bytes,
+		    &g->p->ring->layout, g->src.sampler.cbs,
+		    g->src.transform.image ? &g->src.transform.pipeline :
+		    NULL, sampler_epoch_steps(&g->src.sampler, 0), bytes,
 		    g->host.group_linger_ms);
 		if (g->store == NULL)
 			free(k.opts.transform.pipeline);
 		else
-			log_info("group %llu keeps a store of %u past steps "
+			log_info("group %llu keeps a store of %u past steps%s "
 			    "(%llu MiB of memory_budget)",
 			    (unsigned long long)g->id, g->store->nentries,
+			    g->store->form.u8 ? ", images as uint8" : "",
 			    (unsigned long long)(g->store->charged >> 20));
 	}
 	if (g->store != NULL)
