@@ -30,13 +30,6 @@
 #define MADV_POPULATE_WRITE	23	/* Linux 5.14 */
 #endif
 
-/* A store's memory: its memfd and infeedd's mapping of it. */
-struct gs_mem {
-	int		 fd;		/* -1: none */
-	uint8_t		*map;
-	uint64_t	 bytes;		/* mapped */
-};
-
 /*
  * A copy: a ring slot into a store's entry (add), or back (serve),
  * through infeedd's mapping of the store's memfd (the entry's pages made
@@ -49,7 +42,7 @@ struct gs_job {
 	struct ring		*ring;
 	group_store_done_cb	*done;	/* NULL: memory to close */
 	void			*arg;
-	struct gs_mem		 mem;	/* the store's */
+	struct group_store_mem		 mem;	/* the store's */
 	uint32_t		 slot;
 	uint32_t		 e;
 	bool			 add;
@@ -83,27 +76,33 @@ static struct {
 static TAILQ_HEAD(, group_store) gs_list = TAILQ_HEAD_INITIALIZER(gs_list);
 
 static void	gs_queue(struct gs_job *);
-static void	gs_release(struct group_store *, struct gs_mem *);
+static void	gs_release(struct group_store *, struct group_store_mem *);
 
 /*
- * Make the pages of @len bytes at @off of @m: MADV_POPULATE_WRITE
- * allocates them and maps them at once (no fault a page), and says when
- * there is no memory where a write would fault SIGBUS; a kernel before
- * 5.14 allocates them with fallocate().  -1: no pages.
+ * Make the pages of job @j's entry and map them, once for every step
+ * that lands there: fallocate() allocates them (and says when there is
+ * no memory, where a write would be SIGBUS), MADV_POPULATE_WRITE maps
+ * them at once (a fault a page costs more; a kernel before 5.14 faults
+ * them).  -1: no pages.
  */
 static int
-gs_page(const struct gs_mem *m, uint64_t off, uint64_t len)
+gs_page(const struct gs_job *j)
 {
-	if (madvise(m->map + off, len, MADV_POPULATE_WRITE) == 0)
-		return (0);
-	if (errno != EINVAL)
+	uint64_t	len = j->form->entry_bytes;
+
+	if (fallocate(j->mem.fd, 0, (off_t)j->off, (off_t)len) == -1)
 		return (-1);
-	return (fallocate(m->fd, 0, (off_t)off, (off_t)len));
+	if (madvise(j->mem.map + j->off, len, MADV_POPULATE_WRITE) == -1 &&
+	    errno != EINVAL)
+		return (-1);
+	return (0);
 }
 
 /*
  * Copy job @j's step: its rows as uint8 through the tail (or the whole
- * slot as it is), then its labels and indices.  -1: no pages for it.
+ * slot as it is), then its labels and indices, through infeedd's
+ * mapping of the entry's pages (made first when they are not).  -1: no
+ * pages for it.
  */
 static int
 gs_copy(const struct gs_job *j)
@@ -112,7 +111,7 @@ gs_copy(const struct gs_job *j)
 	uint8_t				*en = j->mem.map + j->off;
 	uint64_t			 r, u8row = f->row_bytes / 4;
 
-	if (j->page && gs_page(&j->mem, j->off, f->entry_bytes) == -1)
+	if (j->page && gs_page(j) == -1)
 		return (-1);
 	if (!f->u8) {
 		memcpy(j->add ? en : j->buf, j->add ? j->buf : en,
@@ -135,18 +134,19 @@ gs_copy(const struct gs_job *j)
 
 /* Free memory @m (on the copier: unmapping frees its pages). */
 static void
-gs_mem_free(struct gs_mem *m)
+gs_mem_free(struct group_store_mem *m)
 {
 	if (m->fd == -1)
 		return;
 	munmap(m->map, m->bytes);
 	close(m->fd);
+	free(m->paged);
 	m->fd = -1;
 }
 
 /* Have the copier free memory @m (taken from the caller). */
 static void
-gs_mem_close(struct gs_mem *m)
+gs_mem_close(struct group_store_mem *m)
 {
 	struct gs_job	*j;
 
@@ -205,7 +205,7 @@ gs_finish(struct gs_job *j)
 		else if (j->failed)
 			en->used = false;
 		else
-			en->ready = en->paged = true;
+			en->ready = j->s->mem.paged[j->e] = true;
 	}
 	if (j->add) {
 		ring_slot_unhold(j->ring, j->slot);
@@ -389,20 +389,16 @@ gs_job_of_caller(const struct gs_job *j, const void *arg)
  * too once nothing refers to it.
  */
 static void
-gs_release(struct group_store *s, struct gs_mem *keep)
+gs_release(struct group_store *s, struct group_store_mem *keep)
 {
-	struct gs_mem	m;
-
-	if (s->memfd != -1) {
+	if (s->mem.fd != -1) {
 		gs_cancel(gs_job_of_store, s, true);
-		m = (struct gs_mem){ .fd = s->memfd, .map = s->map,
-		    .bytes = s->map_bytes };
 		if (keep != NULL && keep->fd == -1)
-			*keep = m;
+			*keep = s->mem;
 		else
-			gs_mem_close(&m);
-		s->memfd = -1;
-		s->map = NULL;
+			gs_mem_close(&s->mem);
+		memset(&s->mem, 0, sizeof(s->mem));
+		s->mem.fd = -1;
 		ring_budget_uncharge(s->budget, s->charged);
 		s->charged = 0;
 		free(s->entries);
@@ -424,7 +420,7 @@ group_store_find(bool (*match)(const struct group_key *, const void *),
 	struct group_store	*s;
 
 	TAILQ_FOREACH(s, &gs_list, entry) {
-		if (s->memfd != -1 && match(&s->key, arg)) {
+		if (s->mem.fd != -1 && match(&s->key, arg)) {
 			group_store_ref(s);
 			return (s);
 		}
@@ -438,7 +434,7 @@ group_store_find(bool (*match)(const struct group_key *, const void *),
  * first one's memory goes to @keep, its pages made already.
  */
 static void
-gs_make_room(struct ring_budget *b, uint64_t need, struct gs_mem *keep)
+gs_make_room(struct ring_budget *b, uint64_t need, struct group_store_mem *keep)
 {
 	struct group_store	*s, *next;
 
@@ -446,7 +442,7 @@ gs_make_room(struct ring_budget *b, uint64_t need, struct gs_mem *keep)
 		next = TAILQ_NEXT(s, entry);
 		if (b->limit > b->used && b->limit - b->used >= need)
 			return;
-		if (s->budget == b && s->memfd != -1 && s->refs == 0) {
+		if (s->budget == b && s->mem.fd != -1 && s->refs == 0) {
 			log_info("a lingering store of %u past steps is given "
 			    "back for a new group's", s->nentries);
 			gs_release(s, keep);
@@ -479,32 +475,47 @@ gs_form(struct group_store_form *f, const struct ring_layout *l,
 }
 
 /*
- * Memory of @bytes for a store: @kept (a store's given back for it) when
- * it is as large, else a new memfd mapped; -1 when none.
+ * Memory for a store of @n entries of @entry_bytes: @kept (a store's
+ * given back for it, its pages made) when it is as large (1), else a
+ * new memfd mapped (0); -1 when none.
  */
 static int
-gs_mem_make(struct gs_mem *m, struct gs_mem *kept, uint64_t bytes)
+gs_mem_make(struct group_store_mem *m, struct group_store_mem *kept,
+    uint32_t n, uint64_t entry_bytes)
 {
-	void	*map;
+	uint64_t	bytes = n * entry_bytes;
+	void		*map;
+	bool		*paged = xcalloc(n, sizeof(*paged));
+	int		 took = 0;
 
 	if (kept->fd != -1 && kept->bytes >= bytes &&
 	    ftruncate(kept->fd, (off_t)bytes) == 0) {
+		/* The same form: the same entries' pages are made. */
+		if (kept->entry_bytes == entry_bytes)
+			memcpy(paged, kept->paged, (n < kept->npaged ? n :
+			    kept->npaged) * sizeof(*paged));
+		free(kept->paged);
 		*m = *kept;
 		kept->fd = -1;
-		return (0);
+		took = 1;
+	} else {
+		gs_mem_close(kept);
+		m->bytes = bytes;
+		if ((m->fd = memfd_create("infeed-group-store",
+		    MFD_CLOEXEC)) == -1 || ftruncate(m->fd, (off_t)bytes) ==
+		    -1 || (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, m->fd, 0)) == MAP_FAILED) {
+			if (m->fd != -1)
+				close(m->fd);
+			free(paged);
+			return (-1);
+		}
+		m->map = map;
 	}
-	gs_mem_close(kept);
-	m->bytes = bytes;
-	if ((m->fd = memfd_create("infeed-group-store", MFD_CLOEXEC)) == -1)
-		return (-1);
-	if (ftruncate(m->fd, (off_t)bytes) == -1 || (map = mmap(NULL, bytes,
-	    PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0)) == MAP_FAILED) {
-		close(m->fd);
-		m->fd = -1;
-		return (-1);
-	}
-	m->map = map;
-	return (0);
+	m->entry_bytes = entry_bytes;
+	m->paged = paged;
+	m->npaged = n;
+	return (took);
 }
 
 /* A new store, if the budget has room for it now. */
@@ -516,8 +527,9 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 {
 	struct group_store	*s;
 	struct group_store_form	 form;
-	struct gs_mem		 kept = { .fd = -1 }, mem;
+	struct group_store_mem	 kept = { .fd = -1 }, mem;
 	uint64_t		 free_, n;
+	int			 took;
 
 	if (base == NULL || epoch_steps == 0)
 		return (NULL);
@@ -535,11 +547,13 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 		gs_mem_close(&kept);
 		return (NULL);
 	}
-	if (gs_mem_make(&mem, &kept, n * form.entry_bytes) == -1) {
+	if ((took = gs_mem_make(&mem, &kept, (uint32_t)n,
+	    form.entry_bytes)) == -1) {
 		log_warn("a shared group keeps no store of past steps");
 		return (NULL);
 	}
 	s = xcalloc(1, sizeof(*s));
+	s->handed = took == 1;
 	s->key = *key;
 	memset(key, 0, sizeof(*key));
 	s->budget = budget;
@@ -548,9 +562,7 @@ group_store_new(struct event_base *base, struct ring_budget *budget,
 	s->nhome = (uint32_t)n;
 	s->nentries = (uint32_t)n;
 	s->entries = xcalloc(n, sizeof(*s->entries));
-	s->memfd = mem.fd;
-	s->map = mem.map;
-	s->map_bytes = mem.bytes;
+	s->mem = mem;
 	s->charged = n * form.entry_bytes;
 	budget->used += s->charged;
 	budget->give_back = group_store_give_back;
@@ -577,7 +589,7 @@ group_store_unref(struct group_store *s)
 	if (s == NULL || --s->refs > 0)
 		return;
 	linger_ms = s->linger_ms;
-	if (linger_ms == 0 || s->memfd == -1) {
+	if (linger_ms == 0 || s->mem.fd == -1) {
 		gs_release(s, NULL);
 		return;
 	}
@@ -638,8 +650,7 @@ gs_job_new(struct group_store *s, uint32_t e, struct ring *ring, uint32_t i,
 	j->arg = arg;
 	j->slot = i;
 	j->e = e;
-	j->mem = (struct gs_mem){ .fd = s->memfd, .map = s->map,
-	    .bytes = s->map_bytes };
+	j->mem = s->mem;
 	j->buf = ring->mem->map + (uint64_t)i * s->form.slot_bytes;
 	j->off = (uint64_t)e * s->form.entry_bytes;
 	j->rows = s->entries[e].rows;
@@ -656,9 +667,8 @@ group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
 	struct gs_job		*j;
 	uint32_t		 e;
 	int			 home;
-	bool			 paged;
 
-	if (s->memfd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
+	if (s->mem.fd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
 	    (home = gs_home(s, sl->epoch, sl->step)) == -1)
 		return;
 	e = (uint32_t)home;
@@ -667,14 +677,13 @@ group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
 	if (en->used && ((en->epoch == sl->epoch && en->step == sl->step) ||
 	    !en->ready || en->readers > 0))
 		return;
-	paged = en->paged;
 	*en = (struct group_store_entry){ .epoch = sl->epoch,
 	    .step = sl->step, .rows = sl->rows, .replaced = replaced,
-	    .used = true, .paged = paged };
+	    .used = true };
 	ring_slot_hold(ring, i);
 	j = gs_job_new(s, e, ring, i, done, arg);
 	j->add = true;
-	j->page = !paged;
+	j->page = !s->mem.paged[e];
 	gs_queue(j);
 }
 
@@ -687,7 +696,7 @@ group_store_serve(struct group_store *s, struct ring *ring, uint32_t i,
 	struct gs_job		*j;
 	int			 e;
 
-	if (s->memfd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
+	if (s->mem.fd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
 	    (e = gs_lookup(s, sl->epoch, sl->step)) == -1 ||
 	    !s->entries[e].ready || s->entries[e].rows != sl->rows)
 		return (false);
@@ -730,7 +739,8 @@ gs_cut(struct group_store *s, uint32_t cut)
 	s->nentries = cut;	/* lookups miss them from now on */
 	gs_cancel(gs_job_past_cut, s, true);
 	memset(&s->entries[cut], 0, (was - cut) * sizeof(*s->entries));
-	if (fallocate(s->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	memset(&s->mem.paged[cut], 0, (was - cut) * sizeof(*s->mem.paged));
+	if (fallocate(s->mem.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	    (off_t)from, (off_t)len) == -1)
 		log_warn("cannot punch a group store's steps out");
 	s->charged -= len;
@@ -745,7 +755,7 @@ group_store_lingering(const struct ring_budget *b)
 	uint64_t			 bytes = 0;
 
 	TAILQ_FOREACH(s, &gs_list, entry) {
-		if (s->budget == b && s->memfd != -1 && s->refs == 0)
+		if (s->budget == b && s->mem.fd != -1 && s->refs == 0)
 			bytes += s->charged;
 	}
 	return (bytes);
@@ -767,7 +777,7 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 			next = TAILQ_NEXT(s, entry);
 			if (b->limit > b->used && b->limit - b->used >= need)
 				return;
-			if (s->budget != b || s->memfd == -1 ||
+			if (s->budget != b || s->mem.fd == -1 ||
 			    (pass == 0 && s->refs > 0))
 				continue;
 			short_ = need - (b->limit > b->used ? b->limit -

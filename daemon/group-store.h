@@ -8,9 +8,10 @@
  * keeps their bytes as uint8, a quarter of the floats (image_tail_*:
  * exact both ways, so a served step is the decoded one bit for bit);
  * other steps are kept as the slot holds them.  An entry's pages are
- * made once (MADV_POPULATE_WRITE, which fails where a fault would not)
- * and kept for every step that lands there; a store given back to make
- * room for a new one hands it its memfd, pages and mapping.  A group's producer adds each step it fills; a producer
+ * made once, by pwrite() (no zeroing; no memory is an error, not
+ * SIGBUS), and kept for every step that lands there, written through
+ * the mapping; a store given back to make room for a new one hands it
+ * its memfd, pages and mapping.  A group's producer adds each step it fills; a producer
  * that fills a step the store has (a late member catching up, a group
  * that starts on a lingering store) gets it by a copy into its own slot,
  * not a decode.  Copies run on one thread of the store's own, never on
@@ -65,6 +66,20 @@ struct group_store_form {
 	struct image_tail tail;		/* u8: ToTensor [+ Normalize] */
 };
 
+/*
+ * A store's memory: its memfd, infeedd's mapping of it, and which
+ * entries of @entry_bytes have their pages made and mapped (handed to
+ * the next store with the memory).
+ */
+struct group_store_mem {
+	int		 fd;		/* -1: none */
+	uint8_t		*map;
+	uint64_t	 bytes;		/* mapped */
+	uint64_t	 entry_bytes;
+	bool		*paged;		/* npaged of them */
+	uint32_t	 npaged;
+};
+
 /* One kept step. */
 struct group_store_entry {
 	uint64_t	 epoch;
@@ -74,7 +89,6 @@ struct group_store_entry {
 	uint32_t	 readers;	/* copies out of it under way */
 	bool		 ready;		/* its bytes are all in */
 	bool		 used;		/* holds (or is being given) a step */
-	bool		 paged;		/* its pages are made */
 };
 
 struct group_store {
@@ -85,11 +99,10 @@ struct group_store {
 	uint32_t		 nhome;		/* entries made (homes modulo) */
 	uint32_t		 nentries;	/* not given back: the first */
 	struct group_store_entry *entries;
-	int			 memfd;		/* -1: given back */
-	uint8_t			*map;		/* infeedd's mapping of it */
-	uint64_t		 map_bytes;
+	struct group_store_mem	 mem;		/* fd -1: given back */
 	uint64_t		 charged;
 	uint32_t		 refs;		/* groups and producers */
+	bool			 handed;	/* made on a given-back store's memory */
 	uint64_t		 linger_ms;	/* group_linger: kept with no refs */
 	uint64_t		 linger_until_ms;	/* no refs: then it goes */
 	TAILQ_ENTRY(group_store) entry;

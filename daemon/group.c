@@ -410,10 +410,12 @@ group_store_take(struct group *g)
 			free(k.opts.transform.pipeline);
 		else
 			log_info("group %llu keeps a store of %u past steps%s "
-			    "(%llu MiB of memory_budget)",
+			    "(%llu MiB of memory_budget%s)",
 			    (unsigned long long)g->id, g->store->nentries,
 			    g->store->form.u8 ? ", images as uint8" : "",
-			    (unsigned long long)(g->store->charged >> 20));
+			    (unsigned long long)(g->store->charged >> 20),
+			    g->store->handed ? ", on the pages of a store "
+			    "given back for it" : "");
 	}
 	if (g->store != NULL)
 		producer_set_store(g->p, g->store, true);
