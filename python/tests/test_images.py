@@ -254,7 +254,9 @@ def test_a_loader_started_after_its_group_ended_reads_the_lingering_store(
     loader of the same options started after that reads its two epochs as
     copies from the store, next to no image decoded again (without the
     store, every one), and gets the same rows, bytes and order (issue
-    35)."""
+    35).  The store keeps the images as uint8 (the pipeline ends in
+    ToTensor and Normalize) and serves them through the same tail: the
+    floats are the decoded ones bit for bit."""
     def run():
         ld = infeed.DataLoader(_opts(), "imgs", batch_size=2, shuffle=True,
                                transform=TRAIN, output="numpy", timeout=20,
@@ -271,6 +273,7 @@ def test_a_loader_started_after_its_group_ended_reads_the_lingering_store(
     again = _rows_decoded(images) - decoded
     rows = sum(len(i) for i, _ in first)
     assert again <= rows // 4, (again, rows)
+    assert "images as uint8" in images.log_text()
     assert len(first) == len(second)
     for (ia, da), (ib, db) in zip(first, second):
         assert (ia == ib).all() and np.array_equal(da, db)
