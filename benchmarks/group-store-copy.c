@@ -48,6 +48,7 @@
 #define GSC_ROWS	32
 #define GSC_STEP	(GSC_ROWS * 3ULL * 224 * 224 * 4)
 #define GSC_PACE	80.0	/* steps a second, a lone trainer's */
+#define GSC_SRCS	4	/* float steps converted in turn: 74 MiB */
 #define GSC_KINDS	8
 
 static const char *gsc_names[GSC_KINDS] = { "fresh", "reused", "close",
@@ -114,15 +115,15 @@ gsc_u8(const struct image_tail *tl, const float *src, float *back,
 			exit(1);
 		}
 		for (k = 0; k < GSC_ROWS; k++)
-			image_tail_to_u8(tl, src + k * row, map + i * entry +
-			    k * row);
+			image_tail_to_u8(tl, src + (i % GSC_SRCS) * GSC_ROWS *
+			    row + k * row, map + i * entry + k * row);
 	}
 	t[4][rounds_at] = gsc_cpu() - t0;
 	t0 = gsc_cpu();
 	for (i = 0; i < steps; i++)
 		for (k = 0; k < GSC_ROWS; k++)
-			image_tail_to_u8(tl, src + k * row, map + i * entry +
-			    k * row);
+			image_tail_to_u8(tl, src + (i % GSC_SRCS) * GSC_ROWS *
+			    row + k * row, map + i * entry + k * row);
 	t[5][rounds_at] = gsc_cpu() - t0;
 	t0 = gsc_cpu();
 	for (i = 0; i < steps; i++)
@@ -183,11 +184,14 @@ main(int argc, char **argv)
 		fprintf(stderr, "group-store-copy: no uint8 route\n");
 		return (1);
 	}
-	/* A step of the tensor's floats: what the copier converts. */
-	if ((fsrc = malloc(GSC_STEP)) == NULL ||
+	/*
+	 * Steps of the tensor's floats, what the copier converts: GSC_SRCS
+	 * of them in turn, more than the L3 holds, as a ring's slots are.
+	 */
+	if ((fsrc = malloc(GSC_STEP * GSC_SRCS)) == NULL ||
 	    (back = malloc(GSC_STEP)) == NULL)
 		return (1);
-	for (j = 0; j < GSC_STEP / 4; j++)
+	for (j = 0; j < GSC_STEP * GSC_SRCS / 4; j++)
 		fsrc[j] = tl.lut[j / tl.plane % 3][(j * 2654435761u) >> 8 & 255];
 	memset(back, 0, GSC_STEP);
 	for (k = 0; k < GSC_KINDS; k++)
