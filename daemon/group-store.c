@@ -461,6 +461,7 @@ gs_form(struct group_store_form *f, const struct ring_layout *l,
 {
 	memset(f, 0, sizeof(*f));
 	f->slot_bytes = l->slot_bytes;
+	f->rows = rows;
 	f->row_bytes = l->row_bytes;
 	f->entry_bytes = l->slot_bytes;
 	if (image == NULL || image_tail_init(&f->tail, image) == -1 ||
@@ -669,6 +670,7 @@ group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
 	int			 home;
 
 	if (s->mem.fd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
+	    sl->rows > s->form.rows ||
 	    (home = gs_home(s, sl->epoch, sl->step)) == -1)
 		return;
 	e = (uint32_t)home;

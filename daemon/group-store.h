@@ -59,6 +59,7 @@ struct group_key {
 struct group_store_form {
 	bool		 u8;		/* image rows as uint8 (tail) */
 	uint64_t	 slot_bytes;	/* a ring slot's */
+	uint64_t	 rows;		/* a slot's at most */
 	uint64_t	 row_bytes;	/* a row's data in the slot */
 	uint64_t	 rest_offset;	/* the slot's labels and indices on */
 	uint64_t	 rest_at;	/* ... their place in an entry */

@@ -378,7 +378,7 @@ group_window_slots(const struct session_host *host,
  * (a group that runs, or one that ended within group_linger), else a new
  * one of group_window's bytes (auto: CONFIG_GROUP_STORE_IMAGES for a
  * group that decodes images, none otherwise) if the budget has them
- * free; none while group_linger is off (the default: config.h).  Its producer fills the steps the store has by a copy, and adds
+ * free; none while group_linger is off (auto by default: config.h).  Its producer fills the steps the store has by a copy, and adds
  * the steps it decodes.
  */
 static void
