@@ -395,6 +395,54 @@ slow_wait_held(uint64_t n)
 }
 
 /*
+ * The next job's reads go out in the current one's tail (issues 36, 37):
+ * one worker, read_ahead off, a session of 8 slots, so the pool sends the
+ * next step's job behind the running one.  The store holds the running
+ * job's 32 reads; it answers 8 of them: for each, the worker asks the
+ * kernel for a row of the job behind (8 more reads reach the store,
+ * held), not waiting for the rest of its own, and no more than that (the
+ * depth stays the job's).  Then the epoch: every sample once, each right.
+ */
+START_TEST(next_jobs_reads_go_out_in_the_current_ones_tail)
+{
+	struct infeed	*f;
+	uint8_t		 seen[SLOW_ROWS];
+	uint64_t	 ms, total = 0, r;
+	int		 i;
+
+	slow_read_ahead = "off";
+	if (!slow_start(1, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	f = slow_attach(8, false);
+	slow_wait_held(SLOW_BATCH);
+	usleep(200000);		/* the job behind, sent */
+	ck_assert_uint_eq(slowfs_counter(&fs, "held_total"), SLOW_BATCH);
+	slowfs_command(&fs, "release 8");
+	for (i = 0; i < 300 && (total = slowfs_counter(&fs, "held_total")) <
+	    SLOW_BATCH + 8; i++)
+		usleep(10000);
+	usleep(200000);		/* and no more */
+	total = slowfs_counter(&fs, "held_total");
+	fprintf(stderr, "next job's reads in the tail: %" PRIu64 " reads held "
+	    "in all after 8 of the first job's %d were answered\n", total,
+	    SLOW_BATCH);
+	ck_assert_uint_eq(total, SLOW_BATCH + 8);
+	ck_assert_uint_eq(slowfs_counter(&fs, "held"), SLOW_BATCH);
+	slowfs_command(&fs, "release");
+	memset(seen, 0, sizeof(seen));
+	slow_epoch(f, &ms, seen);
+	for (r = 0; r < SLOW_ROWS; r++)
+		ck_assert_msg(seen[r] == 1, "sample %" PRIu64 " seen %u times",
+		    r, seen[r]);
+	infeed_free(f);
+	slow_stop();
+}
+END_TEST
+
+/*
  * A worker killed while its reads wait in the store: its job is done
  * again by another, and the epoch has every sample once, each right (no
  * read of the dead worker lands in a slot after it is reaped).
@@ -663,6 +711,7 @@ inflight_suite(void)
 	tcase_add_test(tc, read_ahead_within_its_bound);
 	tcase_add_test(tc, read_ahead_within_the_memory_budget);
 	tcase_add_test(tc, read_ahead_off);
+	tcase_add_test(tc, next_jobs_reads_go_out_in_the_current_ones_tail);
 	suite_add_tcase(s, tc);
 	/* Faults while reads wait in the store. */
 	tc = tcase_create("faults");
