@@ -395,8 +395,13 @@ pool_worker_read(struct worker *w)
 	w->busy_us += clock_now_us() - w->job_start_us;
 	w->idle_ms = clock_now_ms();
 	w->backoff_ms = 0;	/* it works: a later death respawns at once */
-	/* Before the report, whose owner may queue more (pool_dispatch()). */
-	pool_worker_next(w);
+	/*
+	 * Before the report, whose owner may queue more (pool_dispatch()).
+	 * Not on a worker being killed: its end says whether it began the
+	 * job behind (its beat), which goes back blamed only if it did.
+	 */
+	if (!w->stuck)
+		pool_worker_next(w);
 	if (job->won != NULL) {
 		/* It lost, and wrote its last row: the winner's result goes. */
 		pool_job_end(pool, job, job->won);
