@@ -1278,6 +1278,81 @@ START_TEST(test_pool_grows_and_shrinks_losing_nothing)
 }
 END_TEST
 
+/* Whether every row of @arg's (a struct want_rows) is reported. */
+struct want_rows {
+	const struct record	*rec;
+	uint64_t		 rows;
+};
+
+static bool
+pred_rows_reported(const void *arg)
+{
+	const struct want_rows	*w = arg;
+	uint64_t		 rows = 0;
+	unsigned		 i;
+
+	for (i = 0; i < w->rec->n; i++)
+		rows += w->rec->done[i].rows;
+	return (rows >= w->rows && pool_idle(pool));
+}
+
+/*
+ * A row that kills workers in a job sent behind a running one: the row
+ * is blamed, its three deaths reported as a crash, and every other row is
+ * done once with no death counted against it.  (Here the pool reads the
+ * DONE of the job before first; were the death heard first, the beat,
+ * which names the job behind, would blame it just the same.)
+ */
+START_TEST(test_row_that_kills_workers_in_a_job_behind)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS];
+	struct want_rows	 want = { &rec, 10 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	uint64_t		 rows[5] = { 0 };
+	unsigned		 i, crashed = 0;
+
+	pr = add_ring("flaky", 2, 5, 0, &rec, &r, &ds);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info[i]);
+		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
+	}
+	for (i = 0; i < 5; i++) {	/* 0 to 8 and 10: none flaky */
+		ring_indices(r, i)[0] = 2 * i;
+		ring_indices(r, i)[1] = i < 4 ? 2 * i + 1 : 10;
+	}
+	ring_indices(r, 3)[1] = FLAKY_CRASH;	/* the fourth job: behind */
+	for (i = 0; i < 5; i++)
+		pool_submit(pr, i, 0, i, 0, 2, ring_indices(r, i));
+	unit_run_for(20);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 1);
+	for (i = 0; i < WORKERS; i++)
+		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	ck_assert_msg(run_until(pred_rows_reported, &want), "%u reports",
+	    rec.n);
+	unit_run_for(100);
+	for (i = 0; i < rec.n; i++) {
+		rows[rec.done[i].slot] += rec.done[i].rows;
+		if (rec.done[i].result == POOL_JOB_CRASHED) {
+			crashed++;
+			ck_assert_uint_eq(rec.done[i].slot, 3);
+			ck_assert_uint_eq(rec.done[i].bad, 1);
+			ck_assert_int_eq(rec.done[i].signal, SIGSEGV);
+			ck_assert_uint_eq(rec.done[i].deaths, 3);
+		} else {
+			ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+			ck_assert_uint_eq(rec.done[i].deaths, 0);
+		}
+	}
+	ck_assert_uint_eq(crashed, 1);
+	for (i = 0; i < 5; i++)
+		ck_assert_uint_eq(rows[i], 2);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* Whether the record holds two reports and all is idle. */
 static bool
 pred_two(const void *arg)
@@ -1849,6 +1924,7 @@ pool_suite(void)
 	tcase_add_test(tc,
 	    test_killed_worker_replaced_and_its_job_completes_once);
 	tcase_add_test(tc, test_dead_workers_job_behind_goes_back);
+	tcase_add_test(tc, test_row_that_kills_workers_in_a_job_behind);
 	tcase_add_test(tc,
 	    test_row_that_kills_workers_three_times_reported_crashed);
 	tcase_add_test(tc,
