@@ -152,13 +152,13 @@ pool_behind_worker(struct pool *pool, const struct pool_ring *pr)
  * reads in flight has the next job's reads to send.  One a worker, and
  * only while the workers serve one ring (pool_behind_worker()); the pick
  * is the same as an idle worker's, and stops at a job that waits for an
- * idle worker, so none goes ahead of it.  Run once
- * the loop has run what it was running, not from pool_submit(): a step's
- * jobs and the rows read ahead after them (pool_read_ahead(), which ride
- * with the jobs sent) are all queued by then, and a session attaching in
- * the same turn of the loop is picked among them.  A session's first job
- * that comes later waits for the first worker done with both of its jobs:
- * one job more, at most.
+ * idle worker, so none goes ahead of it.  Run once the loop has run what
+ * it was running, not from pool_submit(): a step's jobs and the rows read
+ * ahead after them (pool_read_ahead(), which ride with the jobs sent) are
+ * all queued by then, and a session attaching in the same turn of the
+ * loop is picked among them.  A session's first job that comes later
+ * waits for the first worker done with both of its jobs: one job more, at
+ * most.
  */
 static void
 pool_dispatch_behind(evutil_socket_t fd, short ev, void *arg)
@@ -172,7 +172,6 @@ pool_dispatch_behind(evutil_socket_t fd, short ev, void *arg)
 	(void)ev;
 	if (pool->stopping)
 		return;
-
 	/* A job tried before goes to a worker that is free (spares too). */
 	while ((job = pool_next_job(pool, &pr, false, true)) != NULL &&
 	    job->attempts == 0 && job->kills == 0 &&
