@@ -288,6 +288,32 @@ pool_job_end(struct pool *pool, struct job *job,
 }
 
 /*
+ * @job, sent to a worker that ended, is back: its ring, no longer
+ * counting it in flight, with its rows counted as reissued; or NULL when
+ * it goes no further (freed: its ring is gone, or removed and released
+ * once its last job is back).
+ */
+static struct pool_ring *
+pool_job_back(struct pool *pool, struct job *job)
+{
+	struct pool_ring	*pr;
+
+	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
+		pool_job_free(job);
+		return (NULL);
+	}
+	pr->inflight--;
+	if (pr->removed) {
+		pool_job_free(job);
+		if (pr->inflight == 0)
+			pool_ring_finish(pr);
+		return (NULL);
+	}
+	pool->rows_reissued += job->row_end - job->row_begin;
+	return (pr);
+}
+
+/*
  * Put back @job, sent to a worker that ended before it began it (queued
  * behind its running one): first of its step and depth, blaming nothing.
  */
@@ -296,19 +322,8 @@ pool_job_return(struct pool *pool, struct job *job)
 {
 	struct pool_ring	*pr;
 
-	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
-		pool_job_free(job);
-		return;
-	}
-	pr->inflight--;
-	if (pr->removed) {
-		pool_job_free(job);
-		if (pr->inflight == 0)
-			pool_ring_finish(pr);
-		return;
-	}
-	pool->rows_reissued += job->row_end - job->row_begin;
-	pool_job_queue(pool, pr, job, true);
+	if ((pr = pool_job_back(pool, job)) != NULL)
+		pool_job_queue(pool, pr, job, true);
 }
 
 /*
@@ -329,18 +344,8 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 	uint64_t		 r;
 	bool			 retry;
 
-	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
-		pool_job_free(job);
+	if ((pr = pool_job_back(pool, job)) == NULL)
 		return;
-	}
-	pr->inflight--;
-	if (pr->removed) {
-		pool_job_free(job);
-		if (pr->inflight == 0)
-			pool_ring_finish(pr);
-		return;
-	}
-	pool->rows_reissued += job->row_end - job->row_begin;
 	job->why = why;
 	job->signal = sig;
 	job->status = status;
