@@ -42,7 +42,7 @@ struct gs_job {
 	struct ring		*ring;
 	group_store_done_cb	*done;	/* NULL: memory to close */
 	void			*arg;
-	struct group_store_mem		 mem;	/* the store's */
+	struct group_store_mem	 mem;	/* the store's */
 	uint32_t		 slot;
 	uint32_t		 e;
 	bool			 add;

@@ -1803,7 +1803,7 @@ static void
 setup_window_1g_only(void)
 {
 	gr_lingers = false;
-	make_files("group_window = 1G\n");
+	make_files("group_window = 1G\ngroup_linger = off\n");
 	infeedd_start(NULL);
 }
 
@@ -1839,7 +1839,7 @@ static void
 setup_window_3k(void)
 {
 	gr_lingers = false;
-	make_files("group_window = 3K\n");
+	make_files("group_window = 3K\ngroup_linger = off\n");
 	infeedd_start(NULL);
 }
 
