@@ -122,10 +122,7 @@ struct wring {
 uint64_t			 worker_resident_asked;
 
 /* A row whose read is in flight. */
-struct worker_rowjob;
-
 struct worker_fl {
-	struct worker_rowjob	*j;	/* its job's (worker_complete()) */
 	bool			 used;
 	bool			 owned;	/* @fd is an image file, ours to close */
 	int			 fd;
@@ -433,34 +430,7 @@ worker_fl_put(struct worker_fl *e)
 		dataset_buf_free(&e->enc);
 }
 
-/* The context of one job's rows, for the completion of each read. */
-struct worker_rowjob {
-	struct wring			*w;
-	struct transform_work		*tw;
-	const struct dataset		*ds;
-	const struct worker_msg_job	*job;
-	struct worker_msg_done		*d;
-	uint8_t				*base;
-	uint64_t			 fail_row;
-	int				 rc;
-	uint64_t			 outstanding;	/* its reads in flight */
-};
-
-/*
- * The contexts of the running job and of the job behind it whose first
- * rows went in flight while the running one drained (worker_early_rows()),
- * with that one's DONE so far and the first of its rows not yet sent.
- */
-static struct worker_rowjob	 worker_ctx[2];
-static struct worker_rowjob	*worker_early;
-static struct worker_msg_done	*worker_early_done;
-static uint64_t			 worker_early_next;
-static bool			 worker_early_more;	/* rows it may send */
-
-/*
- * Drop the reads in flight (after an error or a SIGBUS): wait them out; a
- * job begun early is begun again when it comes.
- */
+/* Drop the reads in flight (after an error or a SIGBUS): wait them out. */
 static void
 worker_inflight_drop(void)
 {
@@ -471,9 +441,19 @@ worker_inflight_drop(void)
 		if (worker_fl[i].used)
 			worker_fl_put(&worker_fl[i]);
 	}
-	worker_ctx[0].outstanding = worker_ctx[1].outstanding = 0;
-	worker_early = NULL;
 }
+
+/* The context of one job's rows, for the completion of each read. */
+struct worker_rowjob {
+	struct wring			*w;
+	struct transform_work		*tw;
+	const struct dataset		*ds;
+	const struct worker_msg_job	*job;
+	struct worker_msg_done		*d;
+	uint8_t				*base;
+	uint64_t			 fail_row;
+	int				 rc;
+};
 
 /*
  * Image row @r: decode it from the bytes its read brought (given to the
@@ -499,13 +479,12 @@ worker_image_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 		    idx, label, NULL);
 }
 
-/* Take one completed read and finish its row, in its job's context. */
+/* Take one completed read and finish its row. */
 static void
-worker_complete(void)
+worker_complete(struct worker_rowjob *j)
 {
-	const struct transform	*tf;
-	const struct ring_layout *l;
-	struct worker_rowjob	*j;
+	const struct transform	*tf = &j->w->desc.transform;
+	const struct ring_layout *l = &j->w->desc.layout;
 	struct worker_fl	*e;
 	uint64_t		 tag;
 	ssize_t			 res;
@@ -514,10 +493,6 @@ worker_complete(void)
 	if (io_batch_wait(worker_io, &tag, &res) == -1)
 		return;
 	e = &worker_fl[tag];
-	j = e->j;
-	j->outstanding--;
-	tf = &j->w->desc.transform;
-	l = &j->w->desc.layout;
 	if (j->ds->encoded) {
 		if (res == (ssize_t)e->len) {
 			e->enc.len = e->len;
@@ -544,9 +519,7 @@ worker_complete(void)
 		worker_fail(j->d, &j->fail_row, &j->rc, e->row,
 		    WORKER_READ_ERROR, e->index, 0, text);
 	} else {
-		/* A row of a job begun early is not the beat's job's. */
-		if (j != worker_early)
-			worker_beat_row(e->row);
+		worker_beat_row(e->row);
 		if (tf->to_float32)
 			transform_row(tf, j->w->lut, e->tmp, (float *)(void *)
 			    (j->base + l->data_offset + e->row *
@@ -609,10 +582,8 @@ worker_array_row(struct worker_rowjob *j, uint64_t r, uint64_t idx, bool stream)
 	}
 	while (io_batch_room(worker_io) == 0 || (tf->to_float32 &&
 	    __builtin_popcountll(j->w->tmp_used) >= (int)j->w->ntmp))
-		worker_complete();
+		worker_complete(j);
 	e = worker_fl_take();
-	e->j = j;
-	j->outstanding++;
 	e->row = r;
 	e->index = idx;
 	e->len = loc.len;
@@ -648,7 +619,7 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 	}
 	while (io_batch_room(worker_io) == 0 || (worker_fl_bytes + loc.len >
 	    WORKER_IO_BYTES && io_batch_inflight(worker_io) > 0))
-		worker_complete();
+		worker_complete(j);
 	e = worker_fl_take();
 	if (dataset_buf_reserve(&e->enc, loc.len) != 0) {
 		if (loc.owned)
@@ -657,8 +628,6 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 		worker_image_row(j, r, idx);
 		return;
 	}
-	e->j = j;
-	j->outstanding++;
 	e->row = r;
 	e->index = idx;
 	e->len = loc.len;
@@ -719,12 +688,12 @@ static int	 worker_job_ok(const struct wring *w,
 		    const struct worker_msg_job *job, size_t n);
 
 /*
- * The JOB waiting in the socket behind the running one (the pool's
- * pool_dispatch_behind()), looked at, not taken (a copy, good until the
- * next look), when it is a job of ring @w that fits it; else NULL.
+ * The rows of the JOB waiting in the socket behind the running one
+ * (the pool's pool_dispatch_behind()), looked at, not taken: its indices
+ * and *@n, when it is a job of ring @w that fits it; else NULL.
  */
-static const struct worker_msg_job *
-worker_next_job(const struct wring *w)
+static const uint64_t *
+worker_next_rows(const struct wring *w, uint64_t *n)
 {
 	const struct worker_msg_job	*job = worker_peeked;
 	ssize_t				 got;
@@ -737,107 +706,8 @@ worker_next_job(const struct wring *w)
 	    job->hdr.type != WORKER_MSG_JOB || job->ring_id !=
 	    w->desc.ring_id || !worker_job_ok(w, job, (size_t)got))
 		return (NULL);
-	return (job);
-}
-
-/*
- * Row @r (index @idx) of @j, a job begun early: its read sent into the
- * slot, when it is a row to read so (not in memory: one in memory is
- * copied from the mapping when its job comes); false, sending nothing,
- * when not (its job reads it, and the rows after it, as it would).
- */
-static bool
-worker_early_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
-{
-	const struct ring_layout *l = &j->w->desc.layout;
-	struct dataset_loc	 loc;
-	struct worker_fl	*e;
-	int64_t			 label;
-
-	if (idx >= j->ds->samples || io_batch_room(worker_io) == 0 ||
-	    dataset_locate(j->ds, idx, &loc, &label) == -1)
-		return (false);
-	if (loc.owned)
-		close(loc.fd);
-	if (loc.owned || loc.fd == -1 || (loc.mapped != NULL &&
-	    worker_resident(j->ds, loc.mapped, loc.len)) ||
-	    !worker_label(j->base, l, r, label))
-		return (false);
-	e = worker_fl_take();
-	e->j = j;
-	j->outstanding++;
-	e->row = r;
-	e->index = idx;
-	e->len = loc.len;
-	e->map = loc.map;
-	e->end = loc.off + loc.len;
-	e->fd = loc.fd;
-	e->owned = false;
-	e->label = label;
-	io_batch_read(worker_io, loc.fd, j->base + l->data_offset + r *
-	    j->w->desc.transform.out_sample_bytes, loc.len, loc.off,
-	    (uint64_t)(e - worker_fl));
-	return (true);
-}
-
-/*
- * In the tail of job @cur, whose rows are arrays read as they are: the job
- * behind it (worker_next_job()) begun, its rows' reads sent in order while
- * fewer than @cur's rows are in flight, each completing into its slot in
- * its own context; the job takes them over when it comes (worker_rows()).
- * So the store keeps the job's depth through the tail, where it had fewer
- * and fewer reads until the last was in, then none until the next job's
- * first.  Its rows from one that cannot go so (in memory) on are left to
- * it.
- */
-static void
-worker_early_rows(struct worker_rowjob *cur)
-{
-	const struct worker_msg_job	*job;
-	struct worker_rowjob		*j;
-	uint64_t			 depth;
-
-	depth = cur->job->row_end - cur->job->row_begin;
-	if (depth > IO_BATCH_DEPTH)
-		depth = IO_BATCH_DEPTH;
-	if (worker_early == NULL) {
-		if ((job = worker_next_job(cur->w)) == NULL)
-			return;
-		j = cur == &worker_ctx[0] ? &worker_ctx[1] : &worker_ctx[0];
-		memset(worker_early_done, 0, WORKER_MAX_DONE);
-		memset(j, 0, sizeof(*j));
-		j->w = cur->w;
-		j->tw = cur->tw;
-		j->ds = cur->ds;
-		j->job = job;
-		j->d = worker_early_done;
-		j->base = cur->w->map + (uint64_t)job->slot *
-		    cur->w->desc.layout.slot_bytes;
-		j->fail_row = UINT64_MAX;
-		j->rc = WORKER_OK;
-		worker_early = j;
-		worker_early_next = job->row_begin;
-		worker_early_more = true;
-	}
-	j = worker_early;
-	job = j->job;
-	while (worker_early_more && worker_early_next < job->row_end &&
-	    io_batch_inflight(worker_io) < depth) {
-		if (worker_early_row(j, worker_early_next, job->indices[
-		    worker_early_next - job->row_begin]))
-			worker_early_next++;
-		else
-			worker_early_more = false;
-	}
-}
-
-/* A job begun early that is not the one that came: its reads waited out. */
-static void
-worker_early_drop(void)
-{
-	while (worker_early != NULL && worker_early->outstanding > 0)
-		worker_complete();
-	worker_early = NULL;
+	*n = job->row_end - job->row_begin;
+	return (job->indices);
 }
 
 /*
@@ -885,80 +755,57 @@ worker_rows(struct wring *w, struct transform_work *tw,
 {
 	const struct ring_layout *l = &w->desc.layout;
 	const struct transform	*tf = &w->desc.transform;
-	const struct worker_msg_job *next = NULL;
-	struct worker_rowjob	*j;
+	struct worker_rowjob	 j;
 	uint8_t			*dst;
+	const uint64_t		*next = NULL;
 	int64_t			 label;
-	uint64_t		 r, idx, begin = job->row_begin, asked = 0, owed = 0;
+	uint64_t		 r, idx, nnext = 0, asked = 0, owed = 0;
 	bool			 inflight = dataset_locates(ds), peek = inflight;
-	/* Arrays read as they are: the job behind begins in this one's tail. */
-	bool			 early = inflight && !tf->image &&
-				    !tf->to_float32 && !ds->encoded &&
-				    w->desc.nfiles == 0;
 	/* A slot past the cache is written around it (copy.h). */
 	bool			 stream = !tf->to_float32 && l->row_bytes != 0 &&
 				    copy_streams(l->row_bytes, (l->labels_offset -
 				    l->data_offset) / l->row_bytes);
 
-	if (worker_early != NULL && worker_early->job->job_id ==
-	    job->job_id && worker_early->w == w) {
-		/* Begun in the last one's tail: its rows from there on. */
-		j = worker_early;
-		worker_early = NULL;
-		begin = worker_early_next;
-		d->bytes = worker_early_done->bytes;
-		d->replaced = worker_early_done->replaced;
-		d->bad_index = worker_early_done->bad_index;
-		d->bad_label = worker_early_done->bad_label;
-		memcpy(d->text, worker_early_done->text, WORKER_REASON_LEN);
-		j->job = job;
-		j->d = d;
-		j->tw = tw;
-	} else {
-		worker_early_drop();
-		j = &worker_ctx[0];
-		memset(j, 0, sizeof(*j));
-		j->w = w;
-		j->tw = tw;
-		j->ds = ds;
-		j->job = job;
-		j->d = d;
-		j->base = w->map + (uint64_t)job->slot * l->slot_bytes;
-		j->fail_row = UINT64_MAX;
-		j->rc = WORKER_OK;
-		d->bytes = 0;
-		d->replaced = 0;
-		d->text[0] = '\0';
-	}
+	j.w = w;
+	j.tw = tw;
+	j.ds = ds;
+	j.job = job;
+	j.d = d;
+	j.base = w->map + (uint64_t)job->slot * l->slot_bytes;
+	j.fail_row = UINT64_MAX;
+	j.rc = WORKER_OK;
 	worker_populate(w, (uint64_t)job->slot * l->slot_bytes + l->data_offset +
 	    job->row_begin * tf->out_sample_bytes, (job->row_end - job->row_begin) *
 	    tf->out_sample_bytes);
-	memcpy(j->base + l->indices_offset + job->row_begin * sizeof(uint64_t),
+	memcpy(j.base + l->indices_offset + job->row_begin * sizeof(uint64_t),
 	    indices, (job->row_end - job->row_begin) * sizeof(uint64_t));
+	d->bytes = 0;
+	d->replaced = 0;
+	d->text[0] = '\0';
 	/* A remote reader's later steps download while these rows decode. */
 	if (!inflight)
 		dataset_read_ahead(ds, indices + (job->row_end -
 		    job->row_begin), job->ahead);
-	for (r = begin; r < job->row_end && j->rc == WORKER_OK; r++) {
+	for (r = job->row_begin; r < job->row_end && j.rc == WORKER_OK; r++) {
 		idx = indices[r - job->row_begin];
 		if (idx >= ds->samples) {
-			worker_fail(d, &j->fail_row, &j->rc, r,
+			worker_fail(d, &j.fail_row, &j.rc, r,
 			    WORKER_READ_ERROR, idx, 0, NULL);
 			break;
 		}
 		if (!inflight) {
 			worker_beat_row(r);
-			dst = j->base + l->data_offset + r *
+			dst = j.base + l->data_offset + r *
 			    tf->out_sample_bytes;
 			worker_copying = idx;
 			if (tf->image) {
-				worker_image_row(j, r, idx);
+				worker_image_row(&j, r, idx);
 				continue;
 			}
 			if (dataset_read_at(ds, idx, tf->seed, job->epoch,
 			    tf->to_float32 ? w->tmp : dst, &label,
 			    stream) == -1) {
-				worker_fail(d, &j->fail_row, &j->rc, r,
+				worker_fail(d, &j.fail_row, &j.rc, r,
 				    WORKER_READ_ERROR, idx, 0, NULL);
 				if (errno == EIO)	/* a file cut short */
 					dataset_short_why(d->text,
@@ -969,13 +816,13 @@ worker_rows(struct wring *w, struct transform_work *tw,
 				transform_row(tf, w->lut, w->tmp,
 				    (float *)(void *)dst);
 			d->bytes += ds->sample_bytes;
-			if (!worker_label(j->base, l, r, label))
-				worker_fail(d, &j->fail_row, &j->rc, r,
+			if (!worker_label(j.base, l, r, label))
+				worker_fail(d, &j.fail_row, &j.rc, r,
 				    WORKER_LABEL_RANGE, idx, label, NULL);
 		} else if (tf->image)
-			worker_encoded_row(j, r, idx);
+			worker_encoded_row(&j, r, idx);
 		else
-			worker_array_row(j, r, idx, stream);
+			worker_array_row(&j, r, idx, stream);
 	}
 	/* While the job's own reads wait: the later steps' rows. */
 	if (inflight)
@@ -983,29 +830,25 @@ worker_rows(struct wring *w, struct transform_work *tw,
 		    job->ahead);
 	/*
 	 * The rest as it comes, after a failure too: a row before the one
-	 * that failed may fail as well, and DONE names the lowest.  Through
-	 * the tail, the job behind this one in the socket (the pool's
-	 * pool_dispatch_behind()) keeps the store as deep as the job: arrays
-	 * read as they are begin it (worker_early_rows()); other jobs ask the
-	 * kernel for one of its rows for each read of their own that
-	 * completes (posix_fadvise, as read_ahead does).
+	 * that failed may fail as well, and DONE names the lowest.  For each
+	 * that completes, a row of the next job (behind this one in the
+	 * socket, pool_dispatch_behind()) is asked of the kernel: through the
+	 * job's tail the store keeps as many reads in flight, where it had
+	 * fewer and fewer until the last was in, then none until the next
+	 * job's first; and no more than the job's own (the depth is the
+	 * job's, as fio's is its iodepth).
 	 */
-	while (j->outstanding > 0) {
-		worker_complete();
-		if (early) {
-			worker_early_rows(j);
-			continue;
-		}
+	while (io_batch_inflight(worker_io) > 0) {
+		worker_complete(&j);
 		owed++;
 		/* Looked for until it comes (the pool sends it on a DONE). */
 		if (next == NULL && peek)
-			next = worker_next_job(w);
-		for (; next != NULL && owed > 0 && asked < next->row_end -
-		    next->row_begin; owed--)
-			if (!worker_read_ahead_one(ds, next->indices[asked++]))
+			next = worker_next_rows(w, &nnext);
+		for (; next != NULL && owed > 0 && asked < nnext; owed--)
+			if (!worker_read_ahead_one(ds, next[asked++]))
 				next = NULL, peek = false;
 	}
-	return (j->rc);
+	return (j.rc);
 }
 
 /*
@@ -1452,7 +1295,6 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	    WORKER_MAX_JOB_AHEAD) * sizeof(uint64_t);
 	mp = xcalloc(1, len);
 	worker_peeked = xcalloc(1, len);
-	worker_early_done = xcalloc(1, WORKER_MAX_DONE);
 	worker_peeked_len = len;
 	worker_sock = sock;
 	done = xcalloc(1, WORKER_MAX_DONE);

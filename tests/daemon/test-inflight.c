@@ -410,9 +410,9 @@ slow_wait_held(uint64_t n)
  * 32 reads; it answers 8 of them: for each, a read of a row of the job
  * behind reaches the store (held), not waiting for the rest of the job's
  * own, and no more than that (the depth stays the job's).  Then the
- * epoch: every sample once, each right.  Rows read as they are go into
- * the job behind's slot (worker_early_rows()); rows converted to float32
- * are asked of the kernel (posix_fadvise), for their job to find.
+ * epoch: every sample once, each right.  The rows behind are asked of
+ * the kernel (posix_fadvise), for their job to find in the page cache,
+ * whether its rows are read as they are or converted to float32.
  */
 static void
 slow_next_jobs_reads_in_the_tail(bool to_float32)
