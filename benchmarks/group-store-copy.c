@@ -13,6 +13,15 @@
  *   reused: pwrite() into the same memfd again (its pages kept),
  *   close:  the memfd's close (its pages freed),
  *   memcpy: a plain copy into a reused buffer (the copy alone),
+ * and the store's route since round six (the step as uint8 through the
+ * pipeline's tail, image_tail_to_u8(), into a mapping of the memfd):
+ *   u8-fresh: each entry's pages made and mapped (fallocate(), then
+ *             MADV_POPULATE_WRITE), then the conversion into them,
+ *   u8-kept:  the conversion into the same pages again (a store's
+ *             pages are kept for the steps after, and the next store),
+ *   u8-serve: the way back, image_tail_to_float(), into a float buffer
+ *             already faulted (a late member's slot),
+ *   u8-close: the mapping's munmap() and the memfd's close(),
  * and prints the medians in ms a step and as a share of one core at 80
  * steps a second (a lone trainer's pace on the 2-core machine).
  *
@@ -22,18 +31,32 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <fcntl.h>
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define GSC_STEP	(32ULL * 3 * 224 * 224 * 4)
+#include "image-transform.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23
+#endif
+
+#define GSC_ROWS	32
+#define GSC_STEP	(GSC_ROWS * 3ULL * 224 * 224 * 4)
 #define GSC_PACE	80.0	/* steps a second, a lone trainer's */
-#define GSC_KINDS	4
+#define GSC_SRCS	4	/* float steps converted in turn: 74 MiB */
+#define GSC_KINDS	8
 
 static const char *gsc_names[GSC_KINDS] = { "fresh", "reused", "close",
-    "memcpy" };
+    "memcpy", "u8-fresh", "u8-kept", "u8-serve", "u8-close" };
+
+/* The benchmarks' pipeline: the ImageNet Normalize. */
+static const char gsc_pipeline[] = "RandomResizedCrop(224), ToTensor(), "
+    "Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])";
 
 /* CPU seconds of this process so far, user and system. */
 static double
@@ -46,9 +69,9 @@ gsc_cpu(void)
 	    (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6);
 }
 
-/* pwrite() @n steps of @step bytes from @src into @fd, all of them. */
+/* pwrite() @n steps of @step bytes from @src into @fd at @at on. */
 static void
-gsc_write(int fd, const char *src, uint64_t step, int n)
+gsc_write(int fd, const char *src, uint64_t step, int n, uint64_t at)
 {
 	uint64_t	done;
 	ssize_t		w;
@@ -57,10 +80,61 @@ gsc_write(int fd, const char *src, uint64_t step, int n)
 	for (i = 0; i < n; i++)
 		for (done = 0; done < step; done += (uint64_t)w)
 			if ((w = pwrite(fd, src + done, step - done,
-			    (off_t)(i * step + done))) <= 0) {
+			    (off_t)(at + i * step + done))) <= 0) {
 				perror("pwrite");
 				exit(1);
 			}
+}
+
+/*
+ * The store's route for @steps steps of float32 rows @src: into a fresh
+ * mapping (pages made per entry) or @map's kept pages; @t[k] its CPU.
+ */
+static void
+gsc_u8(const struct image_tail *tl, const float *src, float *back,
+    int steps, int rounds_at, double **t)
+{
+	uint64_t	 row = 3ULL * tl->plane, entry = (GSC_ROWS * row + 4095) &
+			    ~4095ULL, bytes = entry * (uint64_t)steps;
+	uint8_t		*map;
+	double		 t0;
+	int		 fd, i, k;
+
+	if ((fd = memfd_create("group-store-copy", MFD_CLOEXEC)) == -1 ||
+	    ftruncate(fd, (off_t)bytes) == -1 || (map = mmap(NULL, bytes,
+	    PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		perror("memfd");
+		exit(1);
+	}
+	t0 = gsc_cpu();
+	for (i = 0; i < steps; i++) {
+		if (fallocate(fd, 0, (off_t)(i * entry), (off_t)entry) == -1 ||
+		    madvise(map + i * entry, entry, MADV_POPULATE_WRITE) ==
+		    -1) {
+			perror("fallocate, madvise");
+			exit(1);
+		}
+		for (k = 0; k < GSC_ROWS; k++)
+			image_tail_to_u8(tl, src + (i % GSC_SRCS) * GSC_ROWS *
+			    row + k * row, map + i * entry + k * row);
+	}
+	t[4][rounds_at] = gsc_cpu() - t0;
+	t0 = gsc_cpu();
+	for (i = 0; i < steps; i++)
+		for (k = 0; k < GSC_ROWS; k++)
+			image_tail_to_u8(tl, src + (i % GSC_SRCS) * GSC_ROWS *
+			    row + k * row, map + i * entry + k * row);
+	t[5][rounds_at] = gsc_cpu() - t0;
+	t0 = gsc_cpu();
+	for (i = 0; i < steps; i++)
+		for (k = 0; k < GSC_ROWS; k++)
+			image_tail_to_float(tl, map + i * entry + k * row,
+			    back + k * row);
+	t[6][rounds_at] = gsc_cpu() - t0;
+	t0 = gsc_cpu();
+	munmap(map, bytes);
+	close(fd);
+	t[7][rounds_at] = gsc_cpu() - t0;
 }
 
 static int
@@ -74,9 +148,13 @@ gsc_cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
+	struct image_pipeline p;
+	struct image_tail tl;
 	uint64_t	 step = GSC_STEP;
 	double		*t[GSC_KINDS], t0, med;
-	char		*src, *dst;
+	char		*src, *dst, *why = NULL;
+	float		*fsrc, *back;
+	uint64_t	 j;
 	int		 rounds = 5, steps = 94, r, i, k, fd;
 
 	for (i = 1; i < argc; i++) {
@@ -101,6 +179,21 @@ main(int argc, char **argv)
 		return (1);
 	memset(src, 7, step);
 	memset(dst, 0, step);
+	if (image_pipeline_parse(gsc_pipeline, &p, &why) == -1 ||
+	    image_tail_init(&tl, &p) == -1) {
+		fprintf(stderr, "group-store-copy: no uint8 route\n");
+		return (1);
+	}
+	/*
+	 * Steps of the tensor's floats, what the copier converts: GSC_SRCS
+	 * of them in turn, more than the L3 holds, as a ring's slots are.
+	 */
+	if ((fsrc = malloc(GSC_STEP * GSC_SRCS)) == NULL ||
+	    (back = malloc(GSC_STEP)) == NULL)
+		return (1);
+	for (j = 0; j < GSC_STEP * GSC_SRCS / 4; j++)
+		fsrc[j] = tl.lut[j / tl.plane % 3][(j * 2654435761u) >> 8 & 255];
+	memset(back, 0, GSC_STEP);
 	for (k = 0; k < GSC_KINDS; k++)
 		if ((t[k] = calloc((size_t)rounds, sizeof(double))) == NULL)
 			return (1);
@@ -111,10 +204,10 @@ main(int argc, char **argv)
 			return (1);
 		}
 		t0 = gsc_cpu();
-		gsc_write(fd, src, step, steps);
+		gsc_write(fd, src, step, steps, 0);
 		t[0][r] = gsc_cpu() - t0;
 		t0 = gsc_cpu();
-		gsc_write(fd, src, step, steps);
+		gsc_write(fd, src, step, steps, 0);
 		t[1][r] = gsc_cpu() - t0;
 		t0 = gsc_cpu();
 		close(fd);
@@ -125,6 +218,7 @@ main(int argc, char **argv)
 			__asm__ volatile("" : : "r"(dst) : "memory");
 		}
 		t[3][r] = gsc_cpu() - t0;
+		gsc_u8(&tl, fsrc, back, steps, r, t);
 	}
 	printf("group store, %d steps of %.1f MiB, medians of %d rounds:\n",
 	    steps, (double)step / (1 << 20), rounds);

@@ -702,7 +702,7 @@ config_load(const char *path, char **cause)
 	conf->max_frame_size = INFEED_DEFAULT_MAX_FRAME;
 	conf->memory_budget = CONFIG_DEFAULT_BUDGET;
 	conf->group_window = CONFIG_GROUP_WINDOW_AUTO;
-	conf->group_linger_ms = 0;	/* off: no store (config.h) */
+	conf->group_linger_ms = CONFIG_GROUP_LINGER_AUTO_MS;	/* config.h */
 	conf->job_timeout_ms = CONFIG_DEFAULT_JOB_TIMEOUT_MS;
 	conf->read_ahead_steps = CONFIG_READ_AHEAD_AUTO_STEPS;
 	conf->read_ahead_bytes = CONFIG_READ_AHEAD_AUTO_BYTES;

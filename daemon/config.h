@@ -66,11 +66,13 @@ struct config {
  * A group of images also keeps a store of its past steps (group-store.h)
  * of up to group_store bytes: with auto, CONFIG_GROUP_STORE_IMAGES (two
  * epochs of 1,500 images at 224 x 224 float32 take 1.7 GiB), and
- * group_window's bytes when that is set, only when group_linger is set
- * (auto: CONFIG_GROUP_LINGER_AUTO_MS, a sweep's or an evaluation's next
- * trainer starts within that): copying every step in costs a lone
- * trainer of images about a third of its speed on 2 CPUs
- * (docs/performance.md, issue 35 round three), too much for a default.
+ * group_window's bytes when that is set, unless group_linger is off
+ * (auto, the default: CONFIG_GROUP_LINGER_AUTO_MS, a sweep's or an
+ * evaluation's next trainer starts within that).  Images that end in
+ * ToTensor are kept as uint8 in pages kept from step to step and store
+ * to store, which costs a lone trainer about 0.7 ms of infeedd's CPU a
+ * step (docs/performance.md, issue 35 round six; a third of its speed
+ * as float32 in new pages, round three).
  * It lingers that long after the group's last member leaves, charged to
  * memory_budget, and gives way to any ring that needs the budget.
  */

@@ -2,7 +2,8 @@
 /*
  * Groups' stores of past steps (see group-store.h): the list of stores,
  * their memory and its charge, the copier thread and its queue, copies
- * into and out of a store, lingering, and giving memory back.
+ * into and out of a store (as uint8 for images that end in ToTensor),
+ * lingering, and giving memory back.
  */
 
 #include <sys/eventfd.h>
@@ -25,26 +26,32 @@
 #include "ring.h"
 #include "xmalloc.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23	/* Linux 5.14 */
+#endif
+
 /*
- * A copy: a ring slot into a store's entry (add), or back (serve), by
- * pwrite() and pread() on the store's memfd (no mapping of it: the kernel
- * fills its pages without faults or zeroing); or a store's memfd to
- * close (done NULL: its pages are freed here, not on the event loop).
+ * A copy: a ring slot into a store's entry (add), or back (serve),
+ * through infeedd's mapping of the store's memfd (the entry's pages made
+ * first when they are not); or a store's memory to unmap and close (done
+ * NULL: its pages are freed here, not on the event loop).
  */
 struct gs_job {
 	struct group_store	*s;	/* NULL: the store went meanwhile */
+	const struct group_store_form *form;	/* the store's */
 	struct ring		*ring;
-	group_store_done_cb	*done;	/* NULL: a memfd to close */
+	group_store_done_cb	*done;	/* NULL: memory to close */
 	void			*arg;
-	int			 fd;	/* the store's memfd */
+	struct group_store_mem	 mem;	/* the store's */
 	uint32_t		 slot;
 	uint32_t		 e;
 	bool			 add;
-	bool			 failed;	/* the memfd refused it */
+	bool			 page;	/* the entry's pages to make */
+	bool			 failed;	/* no pages for it */
 	uint64_t		 replaced;	/* a serve's: the entry's */
+	uint64_t		 rows;
 	uint8_t			*buf;	/* the ring slot's bytes */
 	uint64_t		 off;	/* the entry's, in the memfd */
-	uint64_t		 len;
 	TAILQ_ENTRY(gs_job)	 entry;
 };
 TAILQ_HEAD(gs_job_list, gs_job);
@@ -69,25 +76,86 @@ static struct {
 static TAILQ_HEAD(, group_store) gs_list = TAILQ_HEAD_INITIALIZER(gs_list);
 
 static void	gs_queue(struct gs_job *);
-static void	gs_release(struct group_store *);
+static void	gs_release(struct group_store *, struct group_store_mem *);
 
-/* Copy job @j's bytes, all of them; -1 when the memfd refuses. */
+/*
+ * Make the pages of job @j's entry and map them, once for every step
+ * that lands there: fallocate() allocates them (and says when there is
+ * no memory, where a write would be SIGBUS), MADV_POPULATE_WRITE maps
+ * them at once (a fault a page costs more; a kernel before 5.14 faults
+ * them).  -1: no pages.
+ */
+static int
+gs_page(const struct gs_job *j)
+{
+	uint64_t	len = j->form->entry_bytes;
+
+	if (fallocate(j->mem.fd, 0, (off_t)j->off, (off_t)len) == -1)
+		return (-1);
+	if (madvise(j->mem.map + j->off, len, MADV_POPULATE_WRITE) == -1 &&
+	    errno != EINVAL)
+		return (-1);
+	return (0);
+}
+
+/*
+ * Copy job @j's step: its rows as uint8 through the tail (or the whole
+ * slot as it is), then its labels and indices, through infeedd's
+ * mapping of the entry's pages (made first when they are not).  -1: no
+ * pages for it.
+ */
 static int
 gs_copy(const struct gs_job *j)
 {
-	uint64_t	done = 0;
-	ssize_t		n;
+	const struct group_store_form	*f = j->form;
+	uint8_t				*en = j->mem.map + j->off;
+	uint64_t			 r, u8row = f->row_bytes / 4;
 
-	while (done < j->len) {
-		n = j->add ? pwrite(j->fd, j->buf + done, j->len - done,
-		    (off_t)(j->off + done)) : pread(j->fd, j->buf + done,
-		    j->len - done, (off_t)(j->off + done));
-		if (n <= 0 && errno != EINTR)
-			return (-1);
-		if (n > 0)
-			done += (uint64_t)n;
+	if (j->page && gs_page(j) == -1)
+		return (-1);
+	if (!f->u8) {
+		memcpy(j->add ? en : j->buf, j->add ? j->buf : en,
+		    f->slot_bytes);
+		return (0);
 	}
+	for (r = 0; r < j->rows; r++) {
+		if (j->add)
+			image_tail_to_u8(&f->tail, (const float *)(const void *)
+			    (j->buf + r * f->row_bytes), en + r * u8row);
+		else
+			image_tail_to_float(&f->tail, en + r * u8row,
+			    (float *)(void *)(j->buf + r * f->row_bytes));
+	}
+	memcpy(j->add ? en + f->rest_at : j->buf + f->rest_offset,
+	    j->add ? j->buf + f->rest_offset : en + f->rest_at,
+	    f->slot_bytes - f->rest_offset);
 	return (0);
+}
+
+/* Free memory @m (on the copier: unmapping frees its pages). */
+static void
+gs_mem_free(struct group_store_mem *m)
+{
+	if (m->fd == -1)
+		return;
+	munmap(m->map, m->bytes);
+	close(m->fd);
+	free(m->paged);
+	m->fd = -1;
+}
+
+/* Have the copier free memory @m (taken from the caller). */
+static void
+gs_mem_close(struct group_store_mem *m)
+{
+	struct gs_job	*j;
+
+	if (m->fd == -1)
+		return;
+	j = xcalloc(1, sizeof(*j));
+	j->mem = *m;
+	gs_queue(j);
+	m->fd = -1;
 }
 
 /* The copier's loop: copy what is queued, tell the event loop. */
@@ -106,7 +174,7 @@ gs_main(void *arg)
 		TAILQ_REMOVE(&gs.queue, j, entry);
 		if (j->done == NULL) {
 			pthread_mutex_unlock(&gs.lock);
-			close(j->fd);
+			gs_mem_free(&j->mem);
 			free(j);
 			pthread_mutex_lock(&gs.lock);
 			continue;
@@ -137,7 +205,7 @@ gs_finish(struct gs_job *j)
 		else if (j->failed)
 			en->used = false;
 		else
-			en->ready = true;
+			en->ready = j->s->mem.paged[j->e] = true;
 	}
 	if (j->add) {
 		ring_slot_unhold(j->ring, j->slot);
@@ -188,7 +256,7 @@ gs_linger_cb(evutil_socket_t fd, short what, void *arg)
 			log_info("a shared group's store of past steps "
 			    "lingered its group_linger after its last member "
 			    "left, and is given back");
-			gs_release(s);
+			gs_release(s, NULL);
 		} else if (first == 0 || s->linger_until_ms < first)
 			first = s->linger_until_ms;
 	}
@@ -316,20 +384,21 @@ gs_job_of_caller(const struct gs_job *j, const void *arg)
 }
 
 /*
- * Give back @s's memory (uncharged now; the copier frees its pages next);
- * free it too once nothing refers to it.
+ * Give back @s's memory (uncharged now): into @keep, for a new store,
+ * when that holds none, else the copier frees its pages next; free @s
+ * too once nothing refers to it.
  */
 static void
-gs_release(struct group_store *s)
+gs_release(struct group_store *s, struct group_store_mem *keep)
 {
-	struct gs_job	*j;
-
-	if (s->memfd != -1) {
+	if (s->mem.fd != -1) {
 		gs_cancel(gs_job_of_store, s, true);
-		j = xcalloc(1, sizeof(*j));
-		j->fd = s->memfd;
-		gs_queue(j);
-		s->memfd = -1;
+		if (keep != NULL && keep->fd == -1)
+			*keep = s->mem;
+		else
+			gs_mem_close(&s->mem);
+		memset(&s->mem, 0, sizeof(s->mem));
+		s->mem.fd = -1;
 		ring_budget_uncharge(s->budget, s->charged);
 		s->charged = 0;
 		free(s->entries);
@@ -351,7 +420,7 @@ group_store_find(bool (*match)(const struct group_key *, const void *),
 	struct group_store	*s;
 
 	TAILQ_FOREACH(s, &gs_list, entry) {
-		if (s->memfd != -1 && match(&s->key, arg)) {
+		if (s->mem.fd != -1 && match(&s->key, arg)) {
 			group_store_ref(s);
 			return (s);
 		}
@@ -361,10 +430,11 @@ group_store_find(bool (*match)(const struct group_key *, const void *),
 
 /*
  * Give back lingering stores, oldest first, until @need bytes of @b are
- * free: a new group's store is worth more than an ended one's.
+ * free: a new group's store is worth more than an ended one's.  The
+ * first one's memory goes to @keep, its pages made already.
  */
 static void
-gs_make_room(struct ring_budget *b, uint64_t need)
+gs_make_room(struct ring_budget *b, uint64_t need, struct group_store_mem *keep)
 {
 	struct group_store	*s, *next;
 
@@ -372,53 +442,129 @@ gs_make_room(struct ring_budget *b, uint64_t need)
 		next = TAILQ_NEXT(s, entry);
 		if (b->limit > b->used && b->limit - b->used >= need)
 			return;
-		if (s->budget == b && s->memfd != -1 && s->refs == 0) {
+		if (s->budget == b && s->mem.fd != -1 && s->refs == 0) {
 			log_info("a lingering store of %u past steps is given "
 			    "back for a new group's", s->nentries);
-			gs_release(s);
+			gs_release(s, keep);
 		}
 	}
+}
+
+/*
+ * How steps of ring slots of @l, @rows rows each, are kept: as uint8
+ * through @image's tail when it has an exact one (float32 rows of 3
+ * planes), else as the slot holds them.
+ */
+static void
+gs_form(struct group_store_form *f, const struct ring_layout *l,
+    uint64_t rows, const struct image_pipeline *image)
+{
+	memset(f, 0, sizeof(*f));
+	f->slot_bytes = l->slot_bytes;
+	f->rows = rows;
+	f->row_bytes = l->row_bytes;
+	f->entry_bytes = l->slot_bytes;
+	if (image == NULL || image_tail_init(&f->tail, image) == -1 ||
+	    l->data_offset != 0 || l->row_bytes != 12 * f->tail.plane ||
+	    rows * l->row_bytes > l->labels_offset)
+		return;
+	f->u8 = true;
+	f->rest_offset = l->labels_offset;
+	f->rest_at = rows * (l->row_bytes / 4);
+	f->entry_bytes = (f->rest_at + l->slot_bytes - l->labels_offset +
+	    4095) & ~(uint64_t)4095;
+}
+
+/*
+ * Memory for a store of @n entries of @entry_bytes: @kept (a store's
+ * given back for it, its pages made) when it is as large (1), else a
+ * new memfd mapped (0); -1 when none.
+ */
+static int
+gs_mem_make(struct group_store_mem *m, struct group_store_mem *kept,
+    uint32_t n, uint64_t entry_bytes)
+{
+	uint64_t	bytes = n * entry_bytes;
+	void		*map;
+	bool		*paged = xcalloc(n, sizeof(*paged));
+	int		 took = 0;
+
+	if (kept->fd != -1 && kept->bytes >= bytes &&
+	    ftruncate(kept->fd, (off_t)bytes) == 0) {
+		/* The same form: the same entries' pages are made. */
+		if (kept->entry_bytes == entry_bytes)
+			memcpy(paged, kept->paged, (n < kept->npaged ? n :
+			    kept->npaged) * sizeof(*paged));
+		free(kept->paged);
+		*m = *kept;
+		kept->fd = -1;
+		took = 1;
+	} else {
+		gs_mem_close(kept);
+		m->bytes = bytes;
+		if ((m->fd = memfd_create("infeed-group-store",
+		    MFD_CLOEXEC)) == -1 || ftruncate(m->fd, (off_t)bytes) ==
+		    -1 || (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, m->fd, 0)) == MAP_FAILED) {
+			if (m->fd != -1)
+				close(m->fd);
+			free(paged);
+			return (-1);
+		}
+		m->map = map;
+	}
+	m->entry_bytes = entry_bytes;
+	m->paged = paged;
+	m->npaged = n;
+	return (took);
 }
 
 /* A new store, if the budget has room for it now. */
 struct group_store *
 group_store_new(struct event_base *base, struct ring_budget *budget,
-    struct group_key *key, uint64_t slot_bytes, uint64_t epoch_steps,
-    uint64_t bytes, uint64_t linger_ms)
+    struct group_key *key, const struct ring_layout *layout, uint64_t rows,
+    const struct image_pipeline *image, uint64_t epoch_steps, uint64_t bytes,
+    uint64_t linger_ms)
 {
 	struct group_store	*s;
+	struct group_store_form	 form;
+	struct group_store_mem	 kept = { .fd = -1 }, mem;
 	uint64_t		 free_, n;
-	int			 fd;
+	int			 took;
 
-	gs_make_room(budget, bytes);
+	if (base == NULL || epoch_steps == 0)
+		return (NULL);
+	gs_start(base);
+	gs_form(&form, layout, rows, image);
+	gs_make_room(budget, bytes, &kept);
 	free_ = budget->limit > budget->used ? budget->limit - budget->used :
 	    0;
 	if (bytes > free_)
 		bytes = free_;
-	n = slot_bytes > 0 ? bytes / slot_bytes : 0;
+	n = bytes / form.entry_bytes;
 	if (n > GROUP_STORE_MAX_STEPS)
 		n = GROUP_STORE_MAX_STEPS;
-	if (n < 2 || base == NULL || epoch_steps == 0)
-		return (NULL);
-	if ((fd = memfd_create("infeed-group-store", MFD_CLOEXEC)) == -1 ||
-	    ftruncate(fd, (off_t)(n * slot_bytes)) == -1) {
-		log_warn("a shared group keeps no store of past steps");
-		if (fd != -1)
-			close(fd);
+	if (n < 2) {
+		gs_mem_close(&kept);
 		return (NULL);
 	}
-	gs_start(base);
+	if ((took = gs_mem_make(&mem, &kept, (uint32_t)n,
+	    form.entry_bytes)) == -1) {
+		log_warn("a shared group keeps no store of past steps");
+		return (NULL);
+	}
 	s = xcalloc(1, sizeof(*s));
+	s->handed = took == 1;
 	s->key = *key;
 	memset(key, 0, sizeof(*key));
 	s->budget = budget;
-	s->slot_bytes = slot_bytes;
+	s->form = form;
 	s->epoch_steps = epoch_steps;
 	s->nhome = (uint32_t)n;
 	s->nentries = (uint32_t)n;
 	s->entries = xcalloc(n, sizeof(*s->entries));
-	s->memfd = fd;
-	s->charged = n * slot_bytes;
+	s->mem = mem;
+	s->charged = n * form.entry_bytes;
 	budget->used += s->charged;
 	budget->give_back = group_store_give_back;
 	s->refs = 1;
@@ -444,8 +590,8 @@ group_store_unref(struct group_store *s)
 	if (s == NULL || --s->refs > 0)
 		return;
 	linger_ms = s->linger_ms;
-	if (linger_ms == 0 || s->memfd == -1) {
-		gs_release(s);
+	if (linger_ms == 0 || s->mem.fd == -1) {
+		gs_release(s, NULL);
 		return;
 	}
 	s->linger_until_ms = clock_now_ms() + linger_ms;
@@ -491,6 +637,27 @@ gs_queue(struct gs_job *j)
 	pthread_mutex_unlock(&gs.lock);
 }
 
+/* A copy of @s's entry @e and @ring's slot @i, for @done(@arg). */
+static struct gs_job *
+gs_job_new(struct group_store *s, uint32_t e, struct ring *ring, uint32_t i,
+    group_store_done_cb *done, void *arg)
+{
+	struct gs_job	*j = xcalloc(1, sizeof(*j));
+
+	j->s = s;
+	j->form = &s->form;
+	j->ring = ring;
+	j->done = done;
+	j->arg = arg;
+	j->slot = i;
+	j->e = e;
+	j->mem = s->mem;
+	j->buf = ring->mem->map + (uint64_t)i * s->form.slot_bytes;
+	j->off = (uint64_t)e * s->form.entry_bytes;
+	j->rows = s->entries[e].rows;
+	return (j);
+}
+
 /* Copy a ready slot's step in. */
 void
 group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
@@ -502,7 +669,8 @@ group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
 	uint32_t		 e;
 	int			 home;
 
-	if (s->memfd == -1 || ring->layout.slot_bytes != s->slot_bytes ||
+	if (s->mem.fd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
+	    sl->rows > s->form.rows ||
 	    (home = gs_home(s, sl->epoch, sl->step)) == -1)
 		return;
 	e = (uint32_t)home;
@@ -512,20 +680,12 @@ group_store_add(struct group_store *s, struct ring *ring, uint32_t i,
 	    !en->ready || en->readers > 0))
 		return;
 	*en = (struct group_store_entry){ .epoch = sl->epoch,
-	    .step = sl->step, .replaced = replaced, .used = true };
+	    .step = sl->step, .rows = sl->rows, .replaced = replaced,
+	    .used = true };
 	ring_slot_hold(ring, i);
-	j = xcalloc(1, sizeof(*j));
-	j->s = s;
-	j->ring = ring;
-	j->done = done;
-	j->arg = arg;
-	j->slot = i;
-	j->e = e;
+	j = gs_job_new(s, e, ring, i, done, arg);
 	j->add = true;
-	j->fd = s->memfd;
-	j->buf = ring->mem->map + (uint64_t)i * s->slot_bytes;
-	j->off = (uint64_t)e * s->slot_bytes;
-	j->len = s->slot_bytes;
+	j->page = !s->mem.paged[e];
 	gs_queue(j);
 }
 
@@ -538,23 +698,13 @@ group_store_serve(struct group_store *s, struct ring *ring, uint32_t i,
 	struct gs_job		*j;
 	int			 e;
 
-	if (s->memfd == -1 || ring->layout.slot_bytes != s->slot_bytes ||
+	if (s->mem.fd == -1 || ring->layout.slot_bytes != s->form.slot_bytes ||
 	    (e = gs_lookup(s, sl->epoch, sl->step)) == -1 ||
-	    !s->entries[e].ready)
+	    !s->entries[e].ready || s->entries[e].rows != sl->rows)
 		return (false);
 	s->entries[e].readers++;
-	j = xcalloc(1, sizeof(*j));
-	j->s = s;
-	j->ring = ring;
-	j->done = done;
-	j->arg = arg;
-	j->slot = i;
-	j->e = (uint32_t)e;
-	j->fd = s->memfd;
-	j->buf = ring->mem->map + (uint64_t)i * s->slot_bytes;
-	j->off = (uint64_t)e * s->slot_bytes;
+	j = gs_job_new(s, (uint32_t)e, ring, i, done, arg);
 	j->replaced = s->entries[e].replaced;
-	j->len = s->slot_bytes;
 	gs_queue(j);
 	return (true);
 }
@@ -584,14 +734,15 @@ gs_job_past_cut(const struct gs_job *j, const void *arg)
 static void
 gs_cut(struct group_store *s, uint32_t cut)
 {
-	uint64_t	from = (uint64_t)cut * s->slot_bytes,
-			len = (uint64_t)(s->nentries - cut) * s->slot_bytes;
+	uint64_t	from = (uint64_t)cut * s->form.entry_bytes,
+			len = (uint64_t)(s->nentries - cut) * s->form.entry_bytes;
 	uint32_t	was = s->nentries;
 
 	s->nentries = cut;	/* lookups miss them from now on */
 	gs_cancel(gs_job_past_cut, s, true);
 	memset(&s->entries[cut], 0, (was - cut) * sizeof(*s->entries));
-	if (fallocate(s->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	memset(&s->mem.paged[cut], 0, (was - cut) * sizeof(*s->mem.paged));
+	if (fallocate(s->mem.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	    (off_t)from, (off_t)len) == -1)
 		log_warn("cannot punch a group store's steps out");
 	s->charged -= len;
@@ -606,7 +757,7 @@ group_store_lingering(const struct ring_budget *b)
 	uint64_t			 bytes = 0;
 
 	TAILQ_FOREACH(s, &gs_list, entry) {
-		if (s->budget == b && s->memfd != -1 && s->refs == 0)
+		if (s->budget == b && s->mem.fd != -1 && s->refs == 0)
 			bytes += s->charged;
 	}
 	return (bytes);
@@ -628,12 +779,13 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 			next = TAILQ_NEXT(s, entry);
 			if (b->limit > b->used && b->limit - b->used >= need)
 				return;
-			if (s->budget != b || s->memfd == -1 ||
+			if (s->budget != b || s->mem.fd == -1 ||
 			    (pass == 0 && s->refs > 0))
 				continue;
 			short_ = need - (b->limit > b->used ? b->limit -
 			    b->used : 0);
-			k = (short_ + s->slot_bytes - 1) / s->slot_bytes;
+			k = (short_ + s->form.entry_bytes - 1) /
+			    s->form.entry_bytes;
 			if (need != UINT64_MAX)
 				log_info("a shared group's store of past steps "
 				    "gives back %llu of its %u steps: "
@@ -641,7 +793,7 @@ group_store_give_back(struct ring_budget *b, uint64_t need)
 				    (unsigned long long)(k < s->nentries ? k :
 				    s->nentries), s->nentries);
 			if (need == UINT64_MAX || k + 2 > s->nentries)
-				gs_release(s);
+				gs_release(s, NULL);
 			else
 				gs_cut(s, s->nentries - (uint32_t)k);
 		}

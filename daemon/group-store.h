@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A group's store of past steps (group.h): daemon-owned memory, a memfd
- * of its own that no one maps (pwrite() and pread() copy), that keeps whole steps (a ring slot's
+ * of its own that only infeedd maps (no client ever sees its pages), that keeps whole steps (a ring slot's
  * bytes: data, labels, indices) by (epoch, step) beyond the group's ring
  * and its 64 slot numbers, and after the group's last member leaves
- * (group_linger).  A group's producer adds each step it fills; a producer
+ * (group_linger).  A group whose images end in ToTensor() [+ Normalize()]
+ * keeps their bytes as uint8, a quarter of the floats (image_tail_*:
+ * exact both ways, so a served step is the decoded one bit for bit);
+ * other steps are kept as the slot holds them.  An entry's pages are
+ * made once, by pwrite() (no zeroing; no memory is an error, not
+ * SIGBUS), and kept for every step that lands there, written through
+ * the mapping; a store given back to make room for a new one hands it
+ * its memfd, pages and mapping.  A group's producer adds each step it fills; a producer
  * that fills a step the store has (a late member catching up, a group
  * that starts on a lingering store) gets it by a copy into its own slot,
  * not a decode.  Copies run on one thread of the store's own, never on
@@ -25,12 +32,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "image-transform.h"
 #include "session-check.h"
 
 struct event_base;
 struct producer;
 struct ring;
 struct ring_budget;
+struct ring_layout;
 
 /* A store's steps at most (its entries' table is not charged). */
 #define GROUP_STORE_MAX_STEPS	65536
@@ -46,10 +55,37 @@ struct group_key {
 	enum infeed_dtype	 label_dtype;
 };
 
+/* How a ring slot's step is kept: its form in an entry. */
+struct group_store_form {
+	bool		 u8;		/* image rows as uint8 (tail) */
+	uint64_t	 slot_bytes;	/* a ring slot's */
+	uint64_t	 rows;		/* a slot's at most */
+	uint64_t	 row_bytes;	/* a row's data in the slot */
+	uint64_t	 rest_offset;	/* the slot's labels and indices on */
+	uint64_t	 rest_at;	/* ... their place in an entry */
+	uint64_t	 entry_bytes;	/* a kept step, whole pages */
+	struct image_tail tail;		/* u8: ToTensor [+ Normalize] */
+};
+
+/*
+ * A store's memory: its memfd, infeedd's mapping of it, and which
+ * entries of @entry_bytes have their pages made and mapped (handed to
+ * the next store with the memory).
+ */
+struct group_store_mem {
+	int		 fd;		/* -1: none */
+	uint8_t		*map;
+	uint64_t	 bytes;		/* mapped */
+	uint64_t	 entry_bytes;
+	bool		*paged;		/* npaged of them */
+	uint32_t	 npaged;
+};
+
 /* One kept step. */
 struct group_store_entry {
 	uint64_t	 epoch;
 	uint64_t	 step;
+	uint64_t	 rows;		/* the step's */
 	uint64_t	 replaced;	/* bad samples replaced in it */
 	uint32_t	 readers;	/* copies out of it under way */
 	bool		 ready;		/* its bytes are all in */
@@ -59,14 +95,15 @@ struct group_store_entry {
 struct group_store {
 	struct group_key	 key;
 	struct ring_budget	*budget;
-	uint64_t		 slot_bytes;	/* one step, a ring slot's */
+	struct group_store_form	 form;
 	uint64_t		 epoch_steps;	/* epoch 0's: a step's home */
 	uint32_t		 nhome;		/* entries made (homes modulo) */
 	uint32_t		 nentries;	/* not given back: the first */
 	struct group_store_entry *entries;
-	int			 memfd;		/* -1: given back */
+	struct group_store_mem	 mem;		/* fd -1: given back */
 	uint64_t		 charged;
 	uint32_t		 refs;		/* groups and producers */
+	bool			 handed;	/* made on a given-back store's memory */
 	uint64_t		 linger_ms;	/* group_linger: kept with no refs */
 	uint64_t		 linger_until_ms;	/* no refs: then it goes */
 	TAILQ_ENTRY(group_store) entry;
@@ -80,8 +117,10 @@ struct group_store *group_store_find(bool (*match)(const struct group_key *,
 		    const void *), const void *arg);
 
 /**
- * group_store_new() - a store of @bytes at most (whole steps of
- * @slot_bytes, at least 2 of them, and GROUP_STORE_MAX_STEPS at most;
+ * group_store_new() - a store of @bytes at most (whole steps of ring
+ * slots of @layout, @rows rows each, kept as uint8 when @image, the
+ * group's pipeline or NULL, has an exact uint8 route; at least 2 steps
+ * and GROUP_STORE_MAX_STEPS at most;
  * epochs of @epoch_steps) for key @key (taken over), charged to @budget
  * as far as that is free now (it takes no one's room; lingering stores
  * give way to it), with one
@@ -91,8 +130,9 @@ struct group_store *group_store_find(bool (*match)(const struct group_key *,
  */
 struct group_store *group_store_new(struct event_base *base,
 		    struct ring_budget *budget, struct group_key *key,
-		    uint64_t slot_bytes, uint64_t epoch_steps, uint64_t bytes,
-		    uint64_t linger_ms);
+		    const struct ring_layout *layout, uint64_t rows,
+		    const struct image_pipeline *image, uint64_t epoch_steps,
+		    uint64_t bytes, uint64_t linger_ms);
 
 /**
  * group_store_ref(), group_store_unref() - take or drop a reference; a

@@ -378,7 +378,7 @@ group_window_slots(const struct session_host *host,
  * (a group that runs, or one that ended within group_linger), else a new
  * one of group_window's bytes (auto: CONFIG_GROUP_STORE_IMAGES for a
  * group that decodes images, none otherwise) if the budget has them
- * free; none while group_linger is off (the default: config.h).  Its producer fills the steps the store has by a copy, and adds
+ * free; none while group_linger is off (auto by default: config.h).  Its producer fills the steps the store has by a copy, and adds
  * the steps it decodes.
  */
 static void
@@ -402,16 +402,20 @@ group_store_take(struct group *g)
 	else {
 		session_options_copy(&k.opts, &g->opts);
 		g->store = group_store_new(g->host.base, g->host.budget, &k,
-		    g->p->ring->layout.slot_bytes,
-		    sampler_epoch_steps(&g->src.sampler, 0), bytes,
+		    &g->p->ring->layout, g->src.sampler.cbs,
+		    g->src.transform.image ? &g->src.transform.pipeline :
+		    NULL, sampler_epoch_steps(&g->src.sampler, 0), bytes,
 		    g->host.group_linger_ms);
 		if (g->store == NULL)
 			free(k.opts.transform.pipeline);
 		else
-			log_info("group %llu keeps a store of %u past steps "
-			    "(%llu MiB of memory_budget)",
+			log_info("group %llu keeps a store of %u past steps%s "
+			    "(%llu MiB of memory_budget%s)",
 			    (unsigned long long)g->id, g->store->nentries,
-			    (unsigned long long)(g->store->charged >> 20));
+			    g->store->form.u8 ? ", images as uint8" : "",
+			    (unsigned long long)(g->store->charged >> 20),
+			    g->store->handed ? ", on the pages of a store "
+			    "given back for it" : "");
 	}
 	if (g->store != NULL)
 		producer_set_store(g->p, g->store, true);

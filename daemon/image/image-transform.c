@@ -10,9 +10,14 @@
  * float32 with true divisions, as torch computes x.div(255) then
  * x.sub_(mean).div_(std): bit for bit the same floats.  The flip costs
  * nothing: the horizontal pass takes the mirrored window's weights.
+ *
+ * The tail alone (image_tail_*): the same table and divisions from a
+ * sample's uint8 planes, and the way back, checked exact for every byte
+ * of every channel before it is used.
  */
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,23 +37,39 @@ struct out_row {
 	uint32_t			 y, x;	/* first output pixel */
 };
 
-/* Make w->lut for @p's mean and std, unless it is already. */
+/* @p's mean and std (0 and 1 without Normalize): the table's key. */
 static void
-lut_make(const struct image_pipeline *p, struct image_work *w)
+lut_key_of(const struct image_pipeline *p, float key[6])
 {
-	float		key[6];
-	unsigned int	c, v;
+	unsigned int	c;
 
 	for (c = 0; c < 3; c++) {
 		key[c] = p->normalize ? p->mean[c] : 0.0f;
 		key[3 + c] = p->normalize ? p->std[c] : 1.0f;
 	}
-	if (w->lut_ok && memcmp(key, w->lut_key, sizeof key) == 0)
-		return;
+}
+
+/* ToTensor + Normalize of every byte, per channel, for @key. */
+static void
+lut_fill(float lut[3][256], const float key[6])
+{
+	unsigned int	c, v;
+
 	for (c = 0; c < 3; c++)
 		for (v = 0; v < 256; v++)
-			w->lut[c][v] = ((float)v / 255.0f - key[c]) /
-			    key[3 + c];
+			lut[c][v] = ((float)v / 255.0f - key[c]) / key[3 + c];
+}
+
+/* Make w->lut for @p's mean and std, unless it is already. */
+static void
+lut_make(const struct image_pipeline *p, struct image_work *w)
+{
+	float		key[6];
+
+	lut_key_of(p, key);
+	if (w->lut_ok && memcmp(key, w->lut_key, sizeof key) == 0)
+		return;
+	lut_fill(w->lut, key);
 	memcpy(w->lut_key, key, sizeof key);
 	w->lut_ok = 1;
 }
@@ -375,4 +396,207 @@ image_plan_run(const struct image_pipeline *p, const struct image_plan *plan,
 		row_put(&o, row, ax->count);
 	}
 	return (0);
+}
+
+/*
+ * The tail alone (struct image_tail): a float of the tensor back to its
+ * byte, ((f * std) + mean) * 255 rounded to nearest, saturated; exact
+ * for every float the table holds, which image_tail_init() checks.
+ */
+static inline uint8_t
+tail_byte(float f, float mean, float std)
+{
+	float	t = (f * std + mean) * 255.0f;
+
+	if (!(t >= 0.0f))
+		return (0);
+	if (t >= 255.0f)
+		return (255);
+	return ((uint8_t)lrintf(t));
+}
+
+/* @n floats of channel @c into bytes, scalar. */
+static void
+tail_plane_u8_scalar(const struct image_tail *t, unsigned int c,
+    const float *in, uint8_t *out, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		out[i] = tail_byte(in[i], t->key[c], t->key[3 + c]);
+}
+
+/* @n bytes of channel @c into floats, scalar: the table. */
+static void
+tail_plane_float_scalar(const struct image_tail *t, unsigned int c,
+    const uint8_t *in, float *out, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		out[i] = t->lut[c][in[i]];
+}
+
+#ifdef IMAGE_HAVE_AVX2
+/* Eight floats as tail_byte()'s int32s (cvtps rounds to nearest even). */
+__attribute__((target("avx2")))
+static inline __m256i
+tail_i32(const float *in, __m256 mean, __m256 std, __m256 k255)
+{
+	return (_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_add_ps(
+	    _mm256_mul_ps(_mm256_loadu_ps(in), std), mean), k255)));
+}
+
+/* @n floats of channel @c into bytes, AVX2: 32 at a time. */
+__attribute__((target("avx2")))
+static void
+tail_plane_u8_avx2(const struct image_tail *t, unsigned int c,
+    const float *in, uint8_t *out, size_t n)
+{
+	const __m256i	order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	__m256		mean = _mm256_set1_ps(t->key[c]),
+			std = _mm256_set1_ps(t->key[3 + c]),
+			k255 = _mm256_set1_ps(255.0f);
+	__m256i		ab, cd;
+	size_t		i = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		/* Saturating packs: what lies outside 0-255 is clamped. */
+		ab = _mm256_packs_epi32(tail_i32(in + i, mean, std, k255),
+		    tail_i32(in + i + 8, mean, std, k255));
+		cd = _mm256_packs_epi32(tail_i32(in + i + 16, mean, std, k255),
+		    tail_i32(in + i + 24, mean, std, k255));
+		ab = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd),
+		    order);
+		/* Aligned: past the caches (the bytes are kept, not read). */
+		if (((uintptr_t)(out + i) & 31) == 0)
+			_mm256_stream_si256((__m256i *)(void *)(out + i), ab);
+		else
+			_mm256_storeu_si256((__m256i *)(void *)(out + i), ab);
+	}
+	_mm_sfence();
+	tail_plane_u8_scalar(t, c, in + i, out + i, n - i);
+}
+
+/* @n bytes of channel @c into floats, AVX2: to_float(), as rows do. */
+__attribute__((target("avx2")))
+static void
+tail_plane_float_avx2(const struct image_tail *t, unsigned int c,
+    const uint8_t *in, float *out, size_t n)
+{
+	__m256		mean = _mm256_set1_ps(t->key[c]),
+			std = _mm256_set1_ps(t->key[3 + c]),
+			k255 = _mm256_set1_ps(255.0f);
+	__m256		v;
+	size_t		i = 0;
+
+
+	for (; i + 8 <= n; i += 8) {
+		v = to_float(_mm_loadl_epi64((const __m128i *)(const void *)
+		    (in + i)), k255, mean, std);
+		/* Aligned: past the caches (a late member reads it later). */
+		if (((uintptr_t)(out + i) & 31) == 0)
+			_mm256_stream_ps(out + i, v);
+		else
+			_mm256_storeu_ps(out + i, v);
+	}
+	_mm_sfence();
+	tail_plane_float_scalar(t, c, in + i, out + i, n - i);
+}
+#endif
+
+/* Whether every byte of every channel comes back from its float. */
+static bool
+tail_exact(const struct image_tail *t)
+{
+	uint8_t		v[256], back[256];
+	float		f[256];
+	unsigned int	c, i;
+
+	for (i = 0; i < 256; i++)
+		v[i] = (uint8_t)i;
+	for (c = 0; c < 3; c++) {
+		tail_plane_u8_scalar(t, c, t->lut[c], back, 256);
+		if (memcmp(back, v, 256) != 0)
+			return (false);
+#ifdef IMAGE_HAVE_AVX2
+		if (image_simd_current() == IMAGE_SIMD_AVX2) {
+			tail_plane_u8_avx2(t, c, t->lut[c], back, 256);
+			tail_plane_float_avx2(t, c, v, f, 256);
+			if (memcmp(back, v, 256) != 0 ||
+			    memcmp(f, t->lut[c], sizeof f) != 0)
+				return (false);
+		}
+#endif
+	}
+	return (true);
+}
+
+/**
+ * image_tail_init() - the tail of @p (ToTensor, and Normalize if there)
+ * on its own
+ * @t: filled in
+ * @p: the pipeline
+ *
+ * Return: 0, or -1 when @p's output is not float32 or a byte of some
+ * channel does not come back exactly from its float (a mean or std far
+ * out of the usual): then there is no exact uint8 route.
+ */
+int
+image_tail_init(struct image_tail *t, const struct image_pipeline *p)
+{
+	memset(t, 0, sizeof(*t));
+	if (p->output != IMAGE_OUT_FLOAT32_CHW)
+		return (-1);
+	lut_key_of(p, t->key);
+	lut_fill(t->lut, t->key);
+	t->plane = (size_t)p->out_h * p->out_w;
+	return (tail_exact(t) ? 0 : -1);
+}
+
+/**
+ * image_tail_to_float() - one sample's uint8 CHW planes (@in, 3 x plane
+ * bytes) into the tensor (@out, 3 x plane floats): the floats
+ * image_plan_run() writes for those bytes, bit for bit.
+ */
+void
+image_tail_to_float(const struct image_tail *t, const uint8_t *in, float *out)
+{
+	unsigned int	c;
+
+	for (c = 0; c < 3; c++) {
+#ifdef IMAGE_HAVE_AVX2
+		if (image_simd_current() == IMAGE_SIMD_AVX2) {
+			tail_plane_float_avx2(t, c, in + c * t->plane,
+			    out + c * t->plane, t->plane);
+			continue;
+		}
+#endif
+		tail_plane_float_scalar(t, c, in + c * t->plane,
+		    out + c * t->plane, t->plane);
+	}
+}
+
+/**
+ * image_tail_to_u8() - one sample's tensor (@in, 3 x plane floats) back
+ * into its uint8 CHW planes (@out): exact for any tensor image_plan_run()
+ * wrote (image_tail_init() checked every byte); other floats are rounded
+ * and clamped to 0-255.
+ */
+void
+image_tail_to_u8(const struct image_tail *t, const float *in, uint8_t *out)
+{
+	unsigned int	c;
+
+	for (c = 0; c < 3; c++) {
+#ifdef IMAGE_HAVE_AVX2
+		if (image_simd_current() == IMAGE_SIMD_AVX2) {
+			tail_plane_u8_avx2(t, c, in + c * t->plane,
+			    out + c * t->plane, t->plane);
+			continue;
+		}
+#endif
+		tail_plane_u8_scalar(t, c, in + c * t->plane,
+		    out + c * t->plane, t->plane);
+	}
 }

@@ -38,8 +38,25 @@ struct image_work {
 	uint32_t	 pad0;
 };
 
+/*
+ * The tail of a pipeline of float32 output (ToTensor, and Normalize if
+ * there) on its own: a sample's uint8 CHW planes into the tensor
+ * image_plan_run() writes for them, and back, exactly (a group's store
+ * keeps steps as uint8: group-store.h).
+ */
+struct image_tail {
+	float		 lut[3][256];	/* the tensor's float of each byte */
+	float		 key[6];	/* mean, std (0, 1: no Normalize) */
+	size_t		 plane;		/* out_h * out_w */
+};
+
 void	 image_work_free(struct image_work *);
 int	 image_plan_run(const struct image_pipeline *, const struct image_plan *,
 	    const uint8_t *, size_t, void *, struct image_work *);
+int	 image_tail_init(struct image_tail *, const struct image_pipeline *);
+void	 image_tail_to_float(const struct image_tail *, const uint8_t *,
+	    float *);
+void	 image_tail_to_u8(const struct image_tail *, const float *,
+	    uint8_t *);
 
 #endif /* INFEED_IMAGE_TRANSFORM_H */

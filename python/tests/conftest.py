@@ -125,7 +125,7 @@ def pytest_configure(config):
         "keeps a window only for groups that decode images)")
     config.addinivalue_line(
         "markers", "group_linger: the daemon's image groups keep a store "
-        "of past steps that lingers 30 s (group_linger = auto; off by "
+        "of past steps that lingers 30 s (group_linger = auto, also the "
         "default)")
 
 

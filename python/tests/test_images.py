@@ -232,9 +232,10 @@ def test_a_late_loader_of_images_reads_the_groups_window(images):
         assert (a == b).all()
     la.close()
     lb.close()
-    # No store by default (group_linger = off): its copies would cost a
-    # trainer alone about a third of its speed.
-    assert "keeps a store" not in images.log_text()
+    # A store by default (group_linger = auto), its images as uint8: it
+    # costs a trainer alone little (docs/performance.md, round six).
+    assert "keeps a store" in images.log_text()
+    assert "images as uint8" in images.log_text()
 
 
 def _rows_decoded(daemon):
@@ -249,12 +250,14 @@ def _rows_decoded(daemon):
 def test_a_loader_started_after_its_group_ended_reads_the_lingering_store(
         images):
     """A group that decodes images keeps a store of its past steps, which
-    lingers group_linger (here auto: 30 s; off by default) after its last
+    lingers group_linger (auto, the default: 30 s) after its last
     loader closed: a
     loader of the same options started after that reads its two epochs as
     copies from the store, next to no image decoded again (without the
     store, every one), and gets the same rows, bytes and order (issue
-    35)."""
+    35).  The store keeps the images as uint8 (the pipeline ends in
+    ToTensor and Normalize) and serves them through the same tail: the
+    floats are the decoded ones bit for bit."""
     def run():
         ld = infeed.DataLoader(_opts(), "imgs", batch_size=2, shuffle=True,
                                transform=TRAIN, output="numpy", timeout=20,
@@ -271,6 +274,7 @@ def test_a_loader_started_after_its_group_ended_reads_the_lingering_store(
     again = _rows_decoded(images) - decoded
     rows = sum(len(i) for i, _ in first)
     assert again <= rows // 4, (again, rows)
+    assert "images as uint8" in images.log_text()
     assert len(first) == len(second)
     for (ia, da), (ib, db) in zip(first, second):
         assert (ia == ib).all() and np.array_equal(da, db)

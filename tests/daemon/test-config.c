@@ -544,13 +544,13 @@ START_TEST(config_refuses_unknown_daemon_key)
 }
 END_TEST
 
-/* group_linger: off by default; auto (30 s) when said; a duration; off. */
+/* group_linger: auto (30 s) by default and when said; a duration; off. */
 START_TEST(config_reads_group_linger)
 {
 	struct config	*conf;
 
 	conf = load_ok("[infeedd]\nworkers = 2\n");
-	ck_assert_uint_eq(conf->group_linger_ms, 0);
+	ck_assert_uint_eq(conf->group_linger_ms, CONFIG_GROUP_LINGER_AUTO_MS);
 	config_free(conf);
 	conf = load_ok("[infeedd]\ngroup_linger = 2m\n");
 	ck_assert_uint_eq(conf->group_linger_ms, 120000);

@@ -1729,6 +1729,44 @@ START_TEST(a_group_after_a_lingering_store_reuses_the_kept_ring)
 }
 END_TEST
 
+/*
+ * A store given back to make room for a new group's (4M: not both fit)
+ * hands the new store its memory, pages made and mapped, instead of
+ * freeing them and making new ones (issue 35, round six: the pages of a
+ * lone trainer's store cost more than the copies into them); the log
+ * says so, and a third trainer of the second's options reads its 2
+ * epochs from that store, copies into those pages: each index once, in
+ * order, its bytes the dataset's, a quarter of the rows read at most.
+ */
+START_TEST(a_new_store_is_made_on_the_pages_of_one_given_back)
+{
+	struct gr_member	*m = calloc(3, sizeof(*m));
+	struct infeed_options	 o;
+	char			 log[65536];
+	uint64_t		 rows, steps = 2 * RAW_N / (GR_BATCH * GR_DI);
+	unsigned		 i;
+
+	gr_options(&o);
+	for (i = 0; i < 3; i++) {
+		gr_attach(&m[i], &o);
+		rows = gr_rows_now();
+		gr_finish(&m[i], 1);
+		rows = gr_rows_now() - rows;
+		gr_done(&m[i]);
+		gr_wait_no_session();
+		o.seed = GR_SEED + 1;
+	}
+	fprintf(stderr, "rows read for the third trainer, from the store on "
+	    "handed pages: %llu (2 epochs: %llu)\n", (unsigned long long)rows,
+	    (unsigned long long)(steps * GR_BATCH * GR_DI));
+	ck_assert_uint_le(rows, steps / 4 * GR_BATCH * GR_DI);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "on the pages of a store given back for "
+	    "it") != NULL, "%s", log);
+	free(m);
+}
+END_TEST
+
 /* A daemon with a 4M budget, and groups that keep 1G of past steps. */
 static void
 setup_store_4m(void)
@@ -1765,7 +1803,7 @@ static void
 setup_window_1g_only(void)
 {
 	gr_lingers = false;
-	make_files("group_window = 1G\n");
+	make_files("group_window = 1G\ngroup_linger = off\n");
 	infeedd_start(NULL);
 }
 
@@ -1801,7 +1839,7 @@ static void
 setup_window_3k(void)
 {
 	gr_lingers = false;
-	make_files("group_window = 3K\n");
+	make_files("group_window = 3K\ngroup_linger = off\n");
 	infeedd_start(NULL);
 }
 
@@ -2000,6 +2038,7 @@ groups_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, a_lingering_store_gives_way_to_a_ring);
 	tcase_add_test(tc, a_group_after_a_lingering_store_reuses_the_kept_ring);
+	tcase_add_test(tc, a_new_store_is_made_on_the_pages_of_one_given_back);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("window");

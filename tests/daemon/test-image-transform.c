@@ -3,7 +3,8 @@
  * Unit tests for the image transforms: what the pipeline parser accepts
  * and refuses (and says), the canonical text, RandomResizedCrop's fallback,
  * plans that depend only on (seed, epoch, index), and the scalar and AVX2
- * code giving the same bytes.  python/tests/test_image_transform.py
+ * code giving the same bytes, and the tail (ToTensor [+ Normalize]) alone
+ * exact from uint8 and back.  python/tests/test_image_transform.py
  * compares the outputs with torchvision's.
  */
 
@@ -396,6 +397,111 @@ START_TEST(run_refuses_bad_plan)
 }
 END_TEST
 
+/*
+ * The tail alone (a group's store keeps images as uint8, issue 35): for
+ * each pipeline, each code path and a few random crops (with padding),
+ * the tensor image_plan_run() writes goes to the very bytes the same
+ * plan writes as PILToTensor, and those bytes come back to the tensor
+ * bit for bit; so a step served from a store is the decoded one.
+ */
+static void
+tail_round_trip(const char *text, enum image_simd simd, uint64_t seed)
+{
+	struct image_pipeline	 p, p8;
+	struct image_plan	 plan;
+	struct image_work	 w;
+	struct image_tail	 t;
+	uint8_t			*img, *box, *u8, *back;
+	float			*f, *f2;
+	uint64_t		 st = seed, idx;
+	size_t			 i, bw, y, W = 97, H = 61, n = W * H * 3;
+
+	parse_ok(text, &p);
+	p8 = p;
+	p8.output = IMAGE_OUT_UINT8_CHW;
+	p8.out_bytes = p.out_bytes / 4;
+	image_simd_select(simd);
+	ck_assert_int_eq(image_tail_init(&t, &p), 0);
+	img = malloc(n);
+	f = malloc(p.out_bytes);
+	f2 = malloc(p.out_bytes);
+	u8 = malloc(p8.out_bytes);
+	back = malloc(p8.out_bytes);
+	ck_assert(img && f && f2 && u8 && back);
+	for (i = 0; i < n; i++)
+		img[i] = (uint8_t)(splitmix64_next(&st) >> 56);
+	memset(&w, 0, sizeof w);
+	for (idx = 0; idx < 6; idx++) {
+		image_plan_make(&p, (uint32_t)W, (uint32_t)H, seed, 0, idx,
+		    &plan);
+		bw = (size_t)plan.decode.w * 3;
+		box = malloc(bw * plan.decode.h + 1);
+		ck_assert_ptr_nonnull(box);
+		for (y = 0; y < plan.decode.h; y++)
+			memcpy(box + y * bw, img + ((plan.decode.y + y) * W +
+			    plan.decode.x) * 3, bw);
+		ck_assert_int_eq(image_plan_run(&p, &plan, box, bw, f, &w), 0);
+		ck_assert_int_eq(image_plan_run(&p8, &plan, box, bw, u8, &w),
+		    0);
+		image_tail_to_u8(&t, f, back);
+		ck_assert_msg(memcmp(back, u8, p8.out_bytes) == 0, "'%s': the "
+		    "tensor's floats do not come back to its bytes", text);
+		image_tail_to_float(&t, u8, f2);
+		ck_assert_msg(memcmp(f2, f, p.out_bytes) == 0, "'%s': the "
+		    "bytes do not come back to the tensor bit for bit", text);
+		free(box);
+	}
+	image_simd_select(IMAGE_SIMD_AUTO);
+	image_work_free(&w);
+	free(img);
+	free(f);
+	free(f2);
+	free(u8);
+	free(back);
+}
+
+START_TEST(tail_is_exact_both_ways)
+{
+	static const char *const texts[] = {
+		"RandomResizedCrop(64), RandomHorizontalFlip(), ToTensor(), "
+		    "Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])",
+		"RandomResizedCrop((33, 71)), ToTensor()",
+		"Resize(40), CenterCrop((80, 45)), ToTensor(), "
+		    "Normalize(0.5, 0.5)",
+		"Resize(70), CenterCrop(50), RandomHorizontalFlip(), "
+		    "ToTensor(), Normalize([0.1, -2.5, 7], [0.01, 3, 0.3])",
+	};
+	size_t	i;
+
+	for (i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		tail_round_trip(texts[i], IMAGE_SIMD_SCALAR, i);
+		if (image_simd_select(IMAGE_SIMD_AVX2) == IMAGE_SIMD_AVX2)
+			tail_round_trip(texts[i], IMAGE_SIMD_AVX2, i + 100);
+	}
+	image_simd_select(IMAGE_SIMD_AUTO);
+}
+END_TEST
+
+/*
+ * No uint8 route where it would not be exact: uint8 outputs already are,
+ * and a mean so large that neighbouring bytes' floats meet.
+ */
+START_TEST(tail_refuses_what_is_not_exact)
+{
+	struct image_pipeline	p;
+	struct image_tail	t;
+
+	parse_ok("CenterCrop(8), PILToTensor()", &p);
+	ck_assert_int_eq(image_tail_init(&t, &p), -1);
+	parse_ok("CenterCrop(8)", &p);
+	ck_assert_int_eq(image_tail_init(&t, &p), -1);
+	parse_ok("CenterCrop(8), ToTensor(), Normalize(100000, 1)", &p);
+	ck_assert_int_eq(image_tail_init(&t, &p), -1);
+	parse_ok("CenterCrop(8), ToTensor(), Normalize(100, 1)", &p);
+	ck_assert_int_eq(image_tail_init(&t, &p), 0);
+}
+END_TEST
+
 static Suite *
 image_transform_suite(void)
 {
@@ -411,6 +517,8 @@ image_transform_suite(void)
 	tcase_add_test(tc, draws_independent);
 	tcase_add_test(tc, scalar_equals_avx2);
 	tcase_add_test(tc, run_refuses_bad_plan);
+	tcase_add_test(tc, tail_is_exact_both_ways);
+	tcase_add_test(tc, tail_refuses_what_is_not_exact);
 	suite_add_tcase(s, tc);
 	return (s);
 }
