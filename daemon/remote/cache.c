@@ -135,8 +135,8 @@
 #define CACHE_NONE		UINT32_MAX
 #define CACHE_READERS		16	/* workers a cursor says are reading */
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
-#define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
-#define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
+#define CACHE_AHEAD_THREADS	4	/* each with its transfers in flight */
+#define CACHE_AHEAD_BATCH	2	/* blocks of one object a thread asks */
 #define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
 /* What the threads' buffers hold at most (infeed.conf(5) says 8 MiB). */
 #define CACHE_AHEAD_BYTES	\
