@@ -243,8 +243,10 @@ struct cache_fill {
 	bool		 whole;		/* with them the block is whole */
 	struct cache_part h;		/* the part file's header, checked */
 	uint8_t		 want[CACHE_PAGES / 8];	/* pages to download */
-	uint8_t		*buf;		/* the block's bytes: those fetched,
-					   and (had) those asked and held */
+	size_t		 lo;		/* the first page in @buf */
+	uint8_t		*buf;		/* the block's bytes from page lo:
+					   those fetched, and (had) those
+					   asked and held */
 	uint64_t	 fetched;	/* bytes */
 };
 
@@ -959,9 +961,9 @@ cache_page_len(size_t blen, size_t k)
 }
 
 /*
- * Pages @p0..@p1 of part file @fd (header @h) into @buf, at their place
- * in the block, each checked against its CRC when written in an earlier
- * life.  Return: 0, or -1 (one is not held, torn, or unread).
+ * Pages @p0..@p1 of part file @fd (header @h) into @buf (page p0 first),
+ * each checked against its CRC when written in an earlier life.  Return:
+ * 0, or -1 (one is not held, torn, or unread).
  */
 static int
 cache_part_pages(int fd, const struct cache_part *h, size_t p0, size_t p1,
@@ -972,15 +974,14 @@ cache_part_pages(int fd, const struct cache_part *h, size_t p0, size_t p1,
 	for (k = p0; k <= p1; k++)
 		if (!cache_part_has(h, k))
 			return (-1);
-	if (pread(fd, buf + p0 * CACHE_PAGE, end - p0 * CACHE_PAGE,
-	    (off_t)(CACHE_PART_DATA + p0 * CACHE_PAGE)) !=
-	    (ssize_t)(end - p0 * CACHE_PAGE))
+	if (pread(fd, buf, end - p0 * CACHE_PAGE, (off_t)(CACHE_PART_DATA +
+	    p0 * CACHE_PAGE)) != (ssize_t)(end - p0 * CACHE_PAGE))
 		return (-1);
 	if (h->life == cache.stats->life)
 		return (0);
 	for (k = p0; k <= p1; k++)
-		if (cache_crc(buf + k * CACHE_PAGE, cache_page_len(h->len,
-		    k)) != h->crc[k])
+		if (cache_crc(buf + (k - p0) * CACHE_PAGE,
+		    cache_page_len(h->len, k)) != h->crc[k])
 			return (-1);
 	return (0);
 }
@@ -1019,13 +1020,13 @@ cache_part_load(struct cache_object *o, uint64_t i, int fd, const char *path,
 		    (ssize_t)len;
 	} else {
 		/* From an earlier life: the pages read are summed. */
-		if ((buf = malloc(h.len)) == NULL) {
+		if ((buf = malloc((p1 - p0 + 1) * CACHE_PAGE)) == NULL) {
 			close(fd);
 			return (-1);
 		}
 		ok = cache_part_pages(fd, &h, p0, p1, buf) == 0;
 		if (ok)
-			memcpy(dst, buf + at, len);
+			memcpy(dst, buf + at - p0 * CACHE_PAGE, len);
 		free(buf);
 	}
 	if (!ok) {
@@ -1744,15 +1745,17 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 {
 	struct cache_header	 fh;
 	char			 path[PATH_MAX];
-	size_t			 np, k, asked = 0, missing = 0, rest = 0;
+	uint8_t			 page[CACHE_PAGE];
+	size_t			 np, k, hi = 0, asked = 0, rest = 0;
 	int			 fd;
 
+#define BIT(m, k)	(((m)[(k) / 8] >> ((k) % 8)) & 1)
+#define SET(m, k)	((m)[(k) / 8] |= (uint8_t)(1u << ((k) % 8)))
+#define CLEAR(m, k)	((m)[(k) / 8] &= (uint8_t)~(1u << ((k) % 8)))
 	memset(f, 0, sizeof *f);
 	f->block = i;
 	f->len = cache_block_len(o, i);
 	np = (f->len + CACHE_PAGE - 1) / CACHE_PAGE;
-	if ((f->buf = malloc(f->len)) == NULL)
-		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
 		/* A whole block there (another process kept it): done. */
@@ -1761,7 +1764,6 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 		    fh.object_size == o->meta.size && fh.index == i &&
 		    fh.etag_hash == o->etag_hash) {
 			close(fd);
-			free(f->buf);
 			return (1);
 		}
 		f->had = pread(fd, &f->h, sizeof f->h, 0) ==
@@ -1769,12 +1771,11 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 		/* Its pages from an earlier life: summed, the torn dropped. */
 		for (k = 0; f->had && f->h.life != cache.stats->life &&
 		    k < np; k++)
-			if (cache_part_has(&f->h, k) &&
-			    cache_part_pages(fd, &f->h, k, k, f->buf) != 0) {
-				f->h.have[k / 8] &= (uint8_t)~(1u << (k % 8));
+			if (BIT(f->h.have, k) &&
+			    cache_part_pages(fd, &f->h, k, k, page) != 0) {
+				CLEAR(f->h.have, k);
 				cache_count(&cache.stats->torn, 1);
 			}
-		close(fd);
 	}
 	if (!f->had) {
 		memset(&f->h, 0, sizeof f->h);
@@ -1785,38 +1786,50 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 		f->h.etag_hash = o->etag_hash;
 	}
 	for (k = 0; k < np; k++) {
-		if (cache_part_has(&f->h, k))
+		if (BIT(f->h.have, k))
 			continue;
-		missing++;
-		if (want == NULL || ((want[k / 8] >> (k % 8)) & 1)) {
-			f->want[k / 8] |= (uint8_t)(1u << (k % 8));
+		if (want == NULL || BIT(want, k)) {
+			SET(f->want, k);
 			asked++;
 		} else
 			rest += cache_page_len(f->len, k);
 	}
 	if (asked == 0) {
-		free(f->buf);
+		if (fd != -1)
+			close(fd);
 		return (1);
 	}
 	/* The rest is small, or the block is not kept in parts: all of it. */
-	if (!part || rest <= CACHE_PART_REST) {
-		for (k = 0; k < np; k++)
-			if (!cache_part_has(&f->h, k))
-				f->want[k / 8] |= (uint8_t)(1u << (k % 8));
-		f->whole = true;
-	}
-	/* The pages held that the block needs too: read (and so checked). */
-	for (k = 0; f->had && k < np; k++)
-		if (cache_part_has(&f->h, k) && (f->whole || want == NULL ||
-		    ((want[k / 8] >> (k % 8)) & 1)) &&
-		    (fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
-			if (cache_part_pages(fd, &f->h, k, k, f->buf) != 0) {
-				f->h.have[k / 8] &= (uint8_t)~(1u << (k % 8));
-				f->want[k / 8] |= (uint8_t)(1u << (k % 8));
-			}
-			close(fd);
+	f->whole = !part || rest <= CACHE_PART_REST;
+	for (k = 0; f->whole && k < np; k++)
+		if (!BIT(f->h.have, k))
+			SET(f->want, k);
+	/* Pages lo..hi: those asked (all, for a whole block). */
+	f->lo = f->whole || want == NULL ? 0 : np;
+	for (k = 0; k < np; k++)
+		if (f->whole || want == NULL || BIT(want, k)) {
+			f->lo = k < f->lo ? k : f->lo;
+			hi = k;
 		}
+	if ((f->buf = malloc(hi * CACHE_PAGE + cache_page_len(f->len, hi) -
+	    f->lo * CACHE_PAGE)) == NULL) {
+		if (fd != -1)
+			close(fd);
+		return (cache_fail(cause, "%s", strerror(ENOMEM)));
+	}
+	/* The pages held among them: read (and so checked). */
+	for (k = f->lo; f->had && k <= hi; k++)
+		if (BIT(f->h.have, k) && cache_part_pages(fd, &f->h, k, k,
+		    f->buf + (k - f->lo) * CACHE_PAGE) != 0) {
+			CLEAR(f->h.have, k);
+			SET(f->want, k);
+		}
+	if (fd != -1)
+		close(fd);
 	return (0);
+#undef BIT
+#undef SET
+#undef CLEAR
 }
 
 /*
@@ -1843,7 +1856,7 @@ cache_fill_ranges(const struct cache_object *o, const struct cache_fill *f,
 		r[n].off = start + k * CACHE_PAGE;
 		r[n].len = (end - 1) * CACHE_PAGE + cache_page_len(f->len,
 		    end - 1) - k * CACHE_PAGE;
-		r[n].dst = f->buf + k * CACHE_PAGE;
+		r[n].dst = f->buf + (k - f->lo) * CACHE_PAGE;
 		n++;
 	}
 #undef WANTED
@@ -1908,7 +1921,7 @@ cache_part_write(struct cache_object *o, struct cache_fill *f,
 		end = at + r[k].len;
 		for (p = at / CACHE_PAGE; rc == 0 && p * CACHE_PAGE < end;
 		    p++) {
-			f->h.crc[p] = cache_crc(f->buf + p * CACHE_PAGE,
+			f->h.crc[p] = cache_crc(f->buf + (p - f->lo) * CACHE_PAGE,
 			    cache_page_len(f->len, p));
 			f->h.have[p / 8] |= (uint8_t)(1u << (p % 8));
 		}
@@ -2039,7 +2052,8 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		at = off > bstart ? (size_t)(off - bstart) : 0;
 		l = (size_t)((bstart + f[k].len < off + len ?
 		    bstart + f[k].len : off + len) - (bstart + at));
-		memcpy((uint8_t *)dst + (bstart + at - off), f[k].buf + at, l);
+		memcpy((uint8_t *)dst + (bstart + at - off), f[k].buf + at -
+		    f[k].lo * CACHE_PAGE, l);
 	}
 out:
 	/* Closing the lock file lets go of every block's lock. */
