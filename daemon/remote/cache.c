@@ -2213,6 +2213,19 @@ cache_ahead_open(size_t t, char *url, uint64_t off, size_t len)
 	char			*why = NULL;
 	size_t			 n, k;
 
+	/* Opened by an entry before this one: its pages on that object. */
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (k = 0; k < cache_ahead.nopened; k++)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0) {
+			cache_ahead.nbusy[t] = 0;
+			free(url);
+			cache_ahead_queue(cache_ahead.opened[k], off, len != 0 ?
+			    len : (size_t)cache_ahead.opened[k]->meta.size,
+			    len != 0);
+			pthread_cond_broadcast(&cache_ahead.more);
+			return;
+		}
+	pthread_mutex_unlock(&cache_ahead.lock);
 	o = cache_object_make(url, &why);
 	free(why);
 	pthread_mutex_lock(&cache_ahead.lock);
@@ -2469,14 +2482,25 @@ cache_url_prefetch(const char *url, uint64_t off, size_t len)
 	if (!cache_ahead_start() || cache_ahead.n == CACHE_AHEAD_QUEUE)
 		goto out;
 	for (k = 0; k < cache_ahead.nopened; k++)
-		if (strcmp(cache_ahead.opened[k]->url, url) == 0)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0) {
+			/* Opened, not yet taken: its pages queued on it. */
+			if (len != 0) {
+				cache_ahead_queue(cache_ahead.opened[k], off,
+				    len, true);
+				pthread_cond_broadcast(&cache_ahead.more);
+			}
 			goto out;
-	for (k = 0; k < cache_ahead.n; k++) {
+		}
+	/*
+	 * Queued or being opened: all of it asked once; pages asked again,
+	 * an entry each (taken to the object once it is open).
+	 */
+	for (k = 0; len == 0 && k < cache_ahead.n; k++) {
 		a = &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
 		if (a->o == NULL && strcmp(a->url, url) == 0)
 			goto out;
 	}
-	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+	for (t = 0; len == 0 && t < CACHE_AHEAD_THREADS; t++)
 		if (cache_ahead.nbusy[t] > 0 && cache_ahead.busy[t][0].o ==
 		    NULL && strcmp(cache_ahead.busy[t][0].url, url) == 0)
 			goto out;
