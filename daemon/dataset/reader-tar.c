@@ -56,7 +56,13 @@
  * (through the cache, so the host downloads it once however many workers
  * index it) and fails that read, naming the shard, if the count is not
  * the index's.  The count cannot come from a shard's first bytes: tar
- * headers are spread through the whole shard.
+ * headers are spread through the whole shard.  A shard's line may be
+ * followed by its samples' members ("+ OFFSET SIZE LABEL": the image
+ * member's data and the label): that shard is never walked nor downloaded
+ * whole; a sample is read by the pages of its member and the tar header
+ * before it (cache_object_read_part()), the header checked to be a
+ * regular member's of that size, so that an epoch's first steps download
+ * their samples, not every shard they touch (issue 38).
  *
  * dataset_tar_open_fd() indexes one shard from a descriptor; the fuzzer
  * feeds it arbitrary bytes, so nothing here trusts a size or a name.

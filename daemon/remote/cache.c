@@ -21,6 +21,24 @@
  * download asks for the ETag it knows (If-Match), so old and new bytes are
  * never mixed.
  *
+ * A block may be filled in parts (cache_object_read_part(): a tar
+ * member's bytes, not its shard's): its file then holds a header of
+ * CACHE_PART_DATA bytes (which of its CACHE_PAGE pages it holds, each
+ * page's CRC-32C, the life it was last written in, and a sum of the
+ * header itself) and the pages at their place in the block after it, a
+ * sparse file of the block's size (it counts whole against cache_max).
+ * Only the pages missing under a read are downloaded (near runs in one
+ * range), or the whole block when the rest it lacks is under
+ * CACHE_PART_REST (then it is kept as a whole block).  The file is made
+ * whole (a temporary name renamed) with no page, then written in place
+ * under the block's lock: each range's bytes, then the header that says
+ * they are there, so a crash loses a range, never mixes one in; a header
+ * torn by a crash fails its sum and the file is dropped (by a process
+ * that holds the lock: another may be writing it).  Pages written in an
+ * earlier life are summed before they are served (each read's pages) and
+ * before the next write (all of them), and a torn one is downloaded
+ * again.
+ *
  * cache_max bounds the blocks' bytes.  Before a block is kept (one process
  * of the host at a time: cache_dir/.lock), blocks are evicted until it
  * fits: first those no known order needs (the oldest first), then the one
@@ -67,7 +85,8 @@
  * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
  * worker queues them, and CACHE_AHEAD_THREADS threads of its own take
  * them in order, up to CACHE_AHEAD_BATCH blocks of an object in flight
- * each (fetch.c's handles are a thread's own), while the worker decodes.
+ * each (fetch.c's handles are a thread's own), while the worker decodes;
+ * the pages asked of one block are one entry (their bits OR'd).
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
