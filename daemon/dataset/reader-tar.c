@@ -60,9 +60,10 @@
  * followed by its samples' members ("+ OFFSET SIZE LABEL": the image
  * member's data and the label): that shard is never walked nor downloaded
  * whole; a sample is read by the pages of its member and the tar header
- * before it (cache_object_read_part()), the header checked to be a
- * regular member's of that size, so that an epoch's first steps download
- * their samples, not every shard they touch (issue 38).
+ * before it, rounded to the cache's granules (cache_object_read_part()),
+ * the header checked to be a regular member's of that size, so that an
+ * epoch's first steps download about their samples, not every shard they
+ * touch (issue 38).
  *
  * dataset_tar_open_fd() indexes one shard from a descriptor; the fuzzer
  * feeds it arbitrary bytes, so nothing here trusts a size or a name.

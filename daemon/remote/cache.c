@@ -27,9 +27,10 @@
  * page's CRC-32C, the life it was last written in, and a sum of the
  * header itself) and the pages at their place in the block after it, a
  * sparse file of the block's size (it counts whole against cache_max).
- * Only the pages missing under a read are downloaded (near runs in one
- * range), or the whole block when the rest it lacks is under
- * CACHE_PART_REST (then it is kept as a whole block).  The file is made
+ * Only the pages missing in the granules (CACHE_PART_GRANULE pages, 128
+ * KiB) under a read are downloaded (near runs in one range), or the
+ * whole block when the rest it lacks is under CACHE_PART_REST (then it
+ * is kept as a whole block).  The file is made
  * whole (a temporary name renamed) with no page, then written in place
  * under the block's lock: each range's bytes, then the header that says
  * they are there, so a crash loses a range, never mixes one in; a header
@@ -148,6 +149,15 @@
  * another request later.
  */
 #define CACHE_PART_REST	(64 * 1024)
+/*
+ * A read's pages are rounded out to the granules (of this many pages,
+ * 128 KiB) that hold them: what a request costs besides its bytes (the
+ * worker's CPU, and the server's) is paid once for several samples, while
+ * a step still downloads a part of each block it touches.
+ */
+#define CACHE_PART_GRANULE 32
+_Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
+    "a block is whole granules");
 #define CACHE_CURSOR_MAGIC "INFCCUR1"
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
@@ -1748,10 +1758,22 @@ cache_block_lock(int fd, uint64_t i, short type)
 	return (0);
 }
 
+/* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
+static bool
+cache_granule_wanted(const uint8_t *want, size_t k)
+{
+	size_t	g = k / CACHE_PART_GRANULE * CACHE_PART_GRANULE, j;
+
+	for (j = g; j < g + CACHE_PART_GRANULE; j++)
+		if ((want[j / 8] >> (j % 8)) & 1)
+			return (true);
+	return (false);
+}
+
 /*
  * Plan the download of block @i of @o, whose lock is held: the pages of
- * @want (NULL: all) that its file lacks, and all it lacks when the rest is
- * under CACHE_PART_REST; @part: keep them as a part file, else (or when
+ * @want's granules (NULL: all) that its file lacks, and all it lacks when
+ * the rest is under CACHE_PART_REST; @part: keep them as a part file, else (or when
  * they make it whole) the block is downloaded and kept whole.  A part
  * file's pages from an earlier life are summed here first, and the torn
  * ones dropped (the header is written again by cache_fill_store()).
@@ -1807,7 +1829,7 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 	for (k = 0; k < np; k++) {
 		if (BIT(f->h.have, k))
 			continue;
-		if (want == NULL || BIT(want, k)) {
+		if (want == NULL || cache_granule_wanted(want, k)) {
 			SET(f->want, k);
 			asked++;
 		} else
@@ -1826,7 +1848,8 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 	/* Pages lo..hi: those asked (all, for a whole block). */
 	f->lo = f->whole || want == NULL ? 0 : np;
 	for (k = 0; k < np; k++)
-		if (f->whole || want == NULL || BIT(want, k)) {
+		if (f->whole || want == NULL || BIT(want, k) ||
+		    BIT(f->want, k)) {
 			f->lo = k < f->lo ? k : f->lo;
 			hi = k;
 		}

@@ -1187,6 +1187,7 @@ nginx_sent(void)
 
 #define PART_OBJECT	(2 * CACHE_BLOCK)	/* "parts.bin" */
 #define PAGE		4096	/* a part block's page (cache.c) */
+#define GRANULE		(32 * PAGE)	/* what a read's pages round to */
 #define PART_DATA	4096	/* where a part file's bytes start */
 
 /* Byte @i of "parts.bin". */
@@ -1235,10 +1236,11 @@ read_part(struct cache_object *o, uint64_t off, size_t len)
 }
 
 /*
- * A block read by parts downloads the pages read, not the block; a later
- * read of it downloads only the pages it lacks.  After a restart its
- * pages are checked, not trusted: one torn on the disk is downloaded
- * again, the others are served from the cache.
+ * A block read by parts downloads the granules (128 KiB) of the pages
+ * read, not the block; a later read of it downloads only the pages it
+ * lacks.  After a restart its pages are checked, not trusted: one torn on
+ * the disk is downloaded again (that page alone), the others are served
+ * from the cache.
  */
 START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
 {
@@ -1251,15 +1253,15 @@ START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
 	o = open_parts();
 	sent = nginx_sent();
 	gets = nginx_gets();
-	read_part(o, 10 * PAGE + 100, 50);		/* page 10 */
-	read_part(o, 100 * PAGE + 4000, 200);		/* pages 100, 101 */
-	read_part(o, CACHE_BLOCK + 5 * PAGE, 10);	/* block 1, page 5 */
+	read_part(o, 10 * PAGE + 100, 50);		/* granule 0 */
+	read_part(o, 100 * PAGE + 4000, 200);		/* granule 3 */
+	read_part(o, CACHE_BLOCK + 5 * PAGE, 10);	/* block 1's 0 */
 	ck_assert_int_eq(nginx_gets(), gets + 3);
-	ck_assert_uint_eq(nginx_sent() - sent, 4 * PAGE);
-	/* Pages 10 to 12: only 11 and 12 are downloaded. */
-	read_part(o, 10 * PAGE, 3 * PAGE);
+	ck_assert_uint_eq(nginx_sent() - sent, 3 * GRANULE);
+	/* Pages 31 to 33: only granule 1 is downloaded. */
+	read_part(o, 31 * PAGE, 3 * PAGE);
 	ck_assert_int_eq(nginx_gets(), gets + 4);
-	ck_assert_uint_eq(nginx_sent() - sent, 6 * PAGE);
+	ck_assert_uint_eq(nginx_sent() - sent, 4 * GRANULE);
 	read_part(o, 100 * PAGE, 2 * PAGE);
 	ck_assert_int_eq(nginx_gets(), gets + 4);
 	cache_object_close(o);
@@ -1276,14 +1278,16 @@ START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
 	o = open_parts();
 	cache_stats(&a);
 	gets = nginx_gets();
+	sent = nginx_sent();
 	read_part(o, 10 * PAGE, 3 * PAGE);		/* checked, served */
 	ck_assert_int_eq(nginx_gets(), gets);
 	read_part(o, 100 * PAGE, 2 * PAGE);		/* page 100 again */
 	cache_stats(&b);
 	ck_assert_int_eq(nginx_gets(), gets + 1);
+	ck_assert_uint_eq(nginx_sent() - sent, PAGE);
 	ck_assert_uint_eq(b.torn - a.torn, 1);
-	printf("remote: part block: 6 pages in 4 requests, a torn page "
-	    "downloaded again after the restart\n");
+	printf("remote: part block: 4 granules in 4 requests, a torn page "
+	    "downloaded again (alone) after the restart\n");
 	cache_object_close(o);
 }
 END_TEST
@@ -1310,7 +1314,7 @@ START_TEST(part_block_of_a_changed_object_is_not_mixed)
 	ts[0].tv_nsec = ts[1].tv_nsec = 0;
 	ck_assert_int_eq(utimensat(AT_FDCWD, path_in(dir, "parts.bin"), ts,
 	    0), 0);
-	ck_assert_int_eq(cache_object_read_part(stale, 20 * PAGE, 16, buf,
+	ck_assert_int_eq(cache_object_read_part(stale, 200 * PAGE, 16, buf,
 	    &cause), -1);
 	printf("remote: part of a changed object: %s\n", cause);
 	ck_assert_ptr_nonnull(strstr(cause, "parts.bin"));
