@@ -142,7 +142,7 @@
 /* A part block's pages: downloaded, held and summed one by one. */
 #define CACHE_PAGE	4096
 #define CACHE_PAGES	(CACHE_BLOCK / CACHE_PAGE)
-#define CACHE_PART_DATA	4096		/* where a part file's bytes start */
+#define CACHE_PART_DATA	4096		/* a part file's bytes from here */
 /*
  * When the pages of a block not asked for are this few bytes or fewer,
  * they come with those asked: the whole block in one request rather than
@@ -263,7 +263,8 @@ _Static_assert(sizeof(struct cache_part) <= CACHE_PART_DATA,
 
 /*
  * The pages of one block to download, under its lock (cache_fill_plan()):
- * into @buf, at their place in the block; then kept (cache_fill_store()).
+ * into @buf, at their place in the block; then kept (cache_part_write(),
+ * or cache_block_store() when whole).
  */
 struct cache_fill {
 	uint64_t	 block;
@@ -1773,10 +1774,11 @@ cache_granule_wanted(const uint8_t *want, size_t k)
 /*
  * Plan the download of block @i of @o, whose lock is held: the pages of
  * @want's granules (NULL: all) that its file lacks, and all it lacks when
- * the rest is under CACHE_PART_REST; @part: keep them as a part file, else (or when
- * they make it whole) the block is downloaded and kept whole.  A part
- * file's pages from an earlier life are summed here first, and the torn
- * ones dropped (the header is written again by cache_fill_store()).
+ * the rest is under CACHE_PART_REST; @part: keep them as a part file,
+ * else (or when they make it whole) the block is downloaded and kept
+ * whole.  A part file's pages from an earlier life are summed here first,
+ * and the torn ones dropped (the header is written again by
+ * cache_part_write()).
  * Return: 0 with *@f (its buf to free), 1 when nothing is missing, -1
  * with *@cause.
  */
@@ -1963,8 +1965,8 @@ cache_part_write(struct cache_object *o, struct cache_fill *f,
 		end = at + r[k].len;
 		for (p = at / CACHE_PAGE; rc == 0 && p * CACHE_PAGE < end;
 		    p++) {
-			f->h.crc[p] = cache_crc(f->buf + (p - f->lo) * CACHE_PAGE,
-			    cache_page_len(f->len, p));
+			f->h.crc[p] = cache_crc(f->buf + (p - f->lo) *
+			    CACHE_PAGE, cache_page_len(f->len, p));
 			f->h.have[p / 8] |= (uint8_t)(1u << (p % 8));
 		}
 	}
