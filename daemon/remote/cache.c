@@ -28,9 +28,10 @@
  * header itself) and the pages at their place in the block after it, a
  * sparse file of the block's size (it counts whole against cache_max).
  * Only the pages missing in the granules (CACHE_PART_GRANULE pages, 128
- * KiB) under a read are downloaded (near runs in one range), or the
- * whole block when the rest it lacks is under CACHE_PART_REST (then it
- * is kept as a whole block).  The file is made
+ * KiB) under a read are downloaded (near runs in one range), or all it
+ * lacks when that rest is under CACHE_PART_REST (a block with no part
+ * file is then kept whole; a part file is filled in place, not written
+ * again to a new file).  The file is made
  * whole (a temporary name renamed) with no page, then written in place
  * under the block's lock: each range's bytes, then the header that says
  * they are there, so a crash loses a range, never mixes one in; a header
@@ -1790,6 +1791,7 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 	char			 path[PATH_MAX];
 	uint8_t			 page[CACHE_PAGE];
 	size_t			 np, k, hi = 0, asked = 0, rest = 0;
+	bool			 all;
 	int			 fd;
 
 #define BIT(m, k)	(((m)[(k) / 8] >> ((k) % 8)) & 1)
@@ -1843,15 +1845,20 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 		return (1);
 	}
 	/* The rest is small, or the block is not kept in parts: all of it. */
-	f->whole = !part || rest <= CACHE_PART_REST;
-	for (k = 0; f->whole && k < np; k++)
+	all = !part || rest <= CACHE_PART_REST;
+	for (k = 0; all && k < np; k++)
 		if (!BIT(f->h.have, k))
 			SET(f->want, k);
-	/* Pages lo..hi: those asked (all, for a whole block). */
-	f->lo = f->whole || want == NULL ? 0 : np;
+	/*
+	 * Kept as a whole block when there is no part file; one there is
+	 * filled in place, not written again to a new file (a new inode and
+	 * the block's bytes twice).
+	 */
+	f->whole = all && !f->had;
+	/* Pages lo..hi: those to download and those asked. */
+	f->lo = np;
 	for (k = 0; k < np; k++)
-		if (f->whole || want == NULL || BIT(want, k) ||
-		    BIT(f->want, k)) {
+		if (BIT(f->want, k) || (want != NULL && BIT(want, k))) {
 			f->lo = k < f->lo ? k : f->lo;
 			hi = k;
 		}
@@ -1861,9 +1868,10 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 			close(fd);
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	}
-	/* The pages held among them: read (and so checked). */
-	for (k = f->lo; f->had && k <= hi; k++)
-		if (BIT(f->h.have, k) && cache_part_pages(fd, &f->h, k, k,
+	/* The pages asked that are held: read (and so checked). */
+	for (k = f->lo; f->had && want != NULL && k <= hi; k++)
+		if (BIT(want, k) && BIT(f->h.have, k) &&
+		    cache_part_pages(fd, &f->h, k, k,
 		    f->buf + (k - f->lo) * CACHE_PAGE) != 0) {
 			CLEAR(f->h.have, k);
 			SET(f->want, k);
