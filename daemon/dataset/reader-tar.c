@@ -1308,6 +1308,7 @@ tar_index_load(struct dataset *ds, const char *where, size_t *len,
 		}
 		if ((b = malloc((size_t)o.size + 1)) == NULL)
 			goto fail;
+		memset(&r, 0, sizeof r);
 		r.off = 0;
 		r.len = (size_t)o.size;
 		r.dst = b;

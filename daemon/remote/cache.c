@@ -165,8 +165,8 @@ _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
 #define CACHE_NONE		UINT32_MAX
 #define CACHE_READERS		16	/* workers a cursor says are reading */
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
-#define CACHE_AHEAD_THREADS	4	/* each with its transfers in flight */
-#define CACHE_AHEAD_BATCH	2	/* blocks of one object a thread asks */
+#define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
+#define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
 #define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
 /* What the threads' buffers hold at most (infeed.conf(5) says 8 MiB). */
 #define CACHE_AHEAD_BYTES	\
@@ -1909,10 +1909,11 @@ cache_fill_ranges(const struct cache_object *o, const struct cache_fill *f,
 		r[n].len = (end - 1) * CACHE_PAGE + cache_page_len(f->len,
 		    end - 1) - k * CACHE_PAGE;
 		r[n].dst = f->buf + (k - f->lo) * CACHE_PAGE;
+		r[n].url = o->url;
+		r[n].etag = o->meta.etag;
 		n++;
 	}
 #undef WANTED
-	(void)o;
 	return (n);
 }
 
@@ -2189,45 +2190,50 @@ cache_ahead_has(const struct cache_object *o, uint64_t i)
 }
 
 /*
- * Download the @n blocks @b of @o (or their pages asked, for a part
- * entry) that no process of the host has or is downloading (a block's
- * lock taken without waiting: the one that holds it downloads it) and
- * keep them.  A failure is dropped: the read that needs the block fetches
- * it again, retries and reports.
+ * Download the @n blocks @b (or their pages asked, for a part entry), of
+ * one object or several, that no process of the host has or is
+ * downloading (a block's lock taken without waiting: the one that holds
+ * it downloads it) and keep them, all in flight in one call.  A failure
+ * is dropped: the read that needs the block fetches it again, retries and
+ * reports.
  */
 static void
-cache_ahead_fetch(struct cache_object *o, const struct cache_ahead *b,
-    size_t n)
+cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 {
 	struct fetch_range	 r[CACHE_AHEAD_BATCH * (CACHE_PAGES / 2 + 1)];
 	struct cache_fill	 f[CACHE_AHEAD_BATCH];
+	struct cache_object	*o[CACHE_AHEAD_BATCH];
 	size_t			 fr[CACHE_AHEAD_BATCH + 1];
+	int			 lockfd[CACHE_AHEAD_BATCH];
 	struct flock		 fl;
 	char			 path[PATH_MAX], *why = NULL;
 	size_t			 k, p, m = 0, nr = 0;
-	int			 lockfd;
 
-	snprintf(path, sizeof path, "%s/lock", o->dir);
-	if ((lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
-		return;
 	for (k = 0; k < n; k++) {
+		lockfd[k] = -1;
+		snprintf(path, sizeof path, "%s/lock", b[k].o->dir);
+		if ((lockfd[k] = open(path, O_RDWR | O_CREAT | O_CLOEXEC,
+		    0640)) == -1)
+			continue;
 		memset(&fl, 0, sizeof fl);
 		fl.l_type = F_WRLCK;
 		fl.l_whence = SEEK_SET;
 		fl.l_start = (off_t)b[k].block;
 		fl.l_len = 1;
-		if (fcntl(lockfd, F_OFD_SETLK, &fl) == -1)
+		if (fcntl(lockfd[k], F_OFD_SETLK, &fl) == -1)
 			continue;
-		/* Let go of when lockfd closes. */
-		if (cache_fill_plan(o, b[k].block, b[k].part ? b[k].want : NULL,
-		    b[k].part, &f[m], &why) != 0)
+		/* Let go of when lockfd[k] closes. */
+		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
+		    NULL, b[k].part, &f[m], &why) != 0)
 			continue;
+		o[m] = b[k].o;
 		fr[m] = nr;
-		nr += cache_fill_ranges(o, &f[m], &r[nr]);
+		nr += cache_fill_ranges(o[m], &f[m], &r[nr]);
 		m++;
 	}
 	fr[m] = nr;
-	if (nr > 0 && fetch_ranges(o->url, o->meta.etag, r, nr, &why) == 0)
+	if (nr > 0 && fetch_ranges(o[0]->url, o[0]->meta.etag, r, nr,
+	    &why) == 0)
 		for (k = 0; k < m; k++) {
 			cache_count(&cache.stats->misses, 1);
 			for (p = fr[k]; p < fr[k + 1]; p++)
@@ -2237,16 +2243,19 @@ cache_ahead_fetch(struct cache_object *o, const struct cache_ahead *b,
 			free(why);
 			why = NULL;
 			if (f[k].whole)
-				(void)cache_block_store(o, f[k].block,
+				(void)cache_block_store(o[k], f[k].block,
 				    f[k].buf, &why);
 			else
-				(void)cache_part_write(o, &f[k], &r[fr[k]],
+				(void)cache_part_write(o[k], &f[k], &r[fr[k]],
 				    fr[k + 1] - fr[k], &why);
 		}
 	free(why);
 	for (k = 0; k < m; k++)
 		free(f[k].buf);
-	close(lockfd);	/* lets go of every block's lock */
+	/* Closing a lock file lets go of its block's lock. */
+	for (k = 0; k < n; k++)
+		if (lockfd[k] != -1)
+			close(lockfd[k]);
 }
 
 static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t,
@@ -2346,14 +2355,17 @@ cache_ahead_main(void *arg)
 	for (;;) {
 		while (cache_ahead.n == 0)
 			pthread_cond_wait(&cache_ahead.more, &cache_ahead.lock);
-		/* The head, and its object's other blocks queued, in order. */
+		/*
+		 * The head, and the blocks queued after it (of any object
+		 * open), in order, to be in flight at once.
+		 */
 		mine[0] = cache_ahead.q[cache_ahead.head];
 		m = 1;
 		for (k = j = 1; k < cache_ahead.n; k++) {
 			a = &cache_ahead.q[(cache_ahead.head + k) %
 			    CACHE_AHEAD_QUEUE];
 			if (m < CACHE_AHEAD_BATCH && a->o != NULL &&
-			    a->o == mine[0].o)
+			    mine[0].o != NULL)
 				mine[m++] = *a;
 			else
 				cache_ahead.q[(cache_ahead.head + j++) %
@@ -2369,7 +2381,7 @@ cache_ahead_main(void *arg)
 			    mine[0].len);
 			continue;	/* with the lock held again */
 		}
-		cache_ahead_fetch(mine[0].o, mine, m);
+		cache_ahead_fetch(mine, m);
 
 		pthread_mutex_lock(&cache_ahead.lock);
 		for (bytes = 0, k = 0; k < m; k++)
@@ -2592,9 +2604,9 @@ cache_prefetch_forget(struct cache_object *o)
 	do {
 		busy = false;
 		for (t = 0; t < CACHE_AHEAD_THREADS; t++)
-			if (cache_ahead.nbusy[t] > 0 &&
-			    cache_ahead.busy[t][0].o == o)
-				busy = true;
+			for (k = 0; k < cache_ahead.nbusy[t]; k++)
+				if (cache_ahead.busy[t][k].o == o)
+					busy = true;
 		if (busy)
 			pthread_cond_wait(&cache_ahead.done, &cache_ahead.lock);
 	} while (busy);
