@@ -27,8 +27,9 @@
  * page's CRC-32C, the life it was last written in, and a sum of the
  * header itself) and the pages at their place in the block after it, a
  * sparse file of the block's size (it counts whole against cache_max).
- * Only the pages missing in the granules (CACHE_PART_GRANULE pages, 128
- * KiB) under a read are downloaded (near runs in one range), or all it
+ * Only the pages missing under a read are downloaded (near runs in one
+ * range; a prefetch's, those of the granules of CACHE_PART_GRANULE pages,
+ * 128 KiB, that hold them), or all it
  * lacks when that rest is under CACHE_PART_REST (a block with no part
  * file is then kept whole; a part file is filled in place, not written
  * again to a new file).  The file is made
@@ -151,10 +152,11 @@
  */
 #define CACHE_PART_REST	(64 * 1024)
 /*
- * A read's pages are rounded out to the granules (of this many pages,
+ * A prefetch's pages are rounded out to the granules (of this many pages,
  * 128 KiB) that hold them: what a request costs besides its bytes (the
  * worker's CPU, and the server's) is paid once for several samples, while
- * a step still downloads a part of each block it touches.
+ * a step still downloads a part of each block it touches.  A read that
+ * waits asks its own pages only.
  */
 #define CACHE_PART_GRANULE 32
 _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
@@ -1774,7 +1776,8 @@ cache_granule_wanted(const uint8_t *want, size_t k)
 
 /*
  * Plan the download of block @i of @o, whose lock is held: the pages of
- * @want's granules (NULL: all) that its file lacks, and all it lacks when
+ * @want (NULL: all; with @granules, of the granules that hold them: a
+ * prefetch's) that its file lacks, and all it lacks when
  * the rest is under CACHE_PART_REST; @part: keep them as a part file,
  * else (or when they make it whole) the block is downloaded and kept
  * whole.  A part file's pages from an earlier life are summed here first,
@@ -1785,7 +1788,7 @@ cache_granule_wanted(const uint8_t *want, size_t k)
  */
 static int
 cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
-    bool part, struct cache_fill *f, char **cause)
+    bool part, bool granules, struct cache_fill *f, char **cause)
 {
 	struct cache_header	 fh;
 	char			 path[PATH_MAX];
@@ -1833,7 +1836,8 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 	for (k = 0; k < np; k++) {
 		if (BIT(f->h.have, k))
 			continue;
-		if (want == NULL || cache_granule_wanted(want, k)) {
+		if (want == NULL || (granules ? cache_granule_wanted(want, k) :
+		    BIT(want, k))) {
 			SET(f->want, k);
 			asked++;
 		} else
@@ -2062,7 +2066,8 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		memset(want, 0, sizeof want);
 		for (p = at / CACHE_PAGE; p <= (at + l - 1) / CACHE_PAGE; p++)
 			want[p / 8] |= (uint8_t)(1u << (p % 8));
-		if ((k = (size_t)cache_fill_plan(o, i, want, part, &f[n],
+		/* A read waits: its own pages only, the least to wait for. */
+		if ((k = (size_t)cache_fill_plan(o, i, want, part, false, &f[n],
 		    cause)) != 0) {
 			if ((int)k == -1) {
 				rc = -1;
@@ -2224,7 +2229,7 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 			continue;
 		/* Let go of when lockfd[k] closes. */
 		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
-		    NULL, b[k].part, &f[m], &why) != 0)
+		    NULL, b[k].part, true, &f[m], &why) != 0)
 			continue;
 		o[m] = b[k].o;
 		fr[m] = nr;

@@ -88,11 +88,10 @@ int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 
 /**
  * cache_object_read_part() - as cache_object_read(), but of a block the
- * host's cache lacks only the pages (CACHE_PAGE bytes each, cache.c) of
- * the granules (128 KiB) under the bytes asked are downloaded, near ones
- * in one range, and kept in the block's file, which holds the block in
- * parts (each page summed): a later read of other bytes of it downloads
- * only what is missing.  The
+ * host's cache lacks only the pages (CACHE_PAGE bytes each, cache.c)
+ * under the bytes asked are downloaded, near ones in one range, and kept
+ * in the block's file, which holds the block in parts (each page summed):
+ * a later read of other bytes of it downloads only what is missing.  The
  * whole block is downloaded when what else it lacks is small
  * (CACHE_PART_REST).  For reads at random of small records in large
  * objects (a tar shard's members, with their offsets known).
@@ -124,7 +123,8 @@ void	cache_object_prefetch(struct cache_object *o, uint64_t off,
 
 /**
  * cache_object_prefetch_part() - as cache_object_prefetch(), the pages
- * as cache_object_read_part() would download them.
+ * as cache_object_read_part() would download them, rounded out to the
+ * 128 KiB granules that hold them (fewer, larger requests).
  */
 void	cache_object_prefetch_part(struct cache_object *o, uint64_t off,
 	    size_t len);

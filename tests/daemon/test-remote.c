@@ -1236,11 +1236,11 @@ read_part(struct cache_object *o, uint64_t off, size_t len)
 }
 
 /*
- * A block read by parts downloads the granules (128 KiB) of the pages
- * read, not the block; a later read of it downloads only the pages it
- * lacks.  After a restart its pages are checked, not trusted: one torn on
- * the disk is downloaded again (that page alone), the others are served
- * from the cache.
+ * A block read by parts downloads the pages read, not the block; a later
+ * read of it downloads only the pages it lacks; a prefetch of a page
+ * downloads the 128 KiB granule around it.  After a restart its pages are
+ * checked, not trusted: one torn on the disk is downloaded again (that
+ * page alone), the others are served from the cache.
  */
 START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
 {
@@ -1248,22 +1248,30 @@ START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
 	struct cache_stats	 a, b;
 	char			*cause = NULL, odir[700], p[1000];
 	uint64_t		 sent;
-	int			 fd, gets;
+	int			 fd, gets, k;
 
 	o = open_parts();
 	sent = nginx_sent();
 	gets = nginx_gets();
-	read_part(o, 10 * PAGE + 100, 50);		/* granule 0 */
-	read_part(o, 100 * PAGE + 4000, 200);		/* granule 3 */
-	read_part(o, CACHE_BLOCK + 5 * PAGE, 10);	/* block 1's 0 */
+	read_part(o, 10 * PAGE + 100, 50);		/* page 10 */
+	read_part(o, 100 * PAGE + 4000, 200);		/* pages 100, 101 */
+	read_part(o, CACHE_BLOCK + 5 * PAGE, 10);	/* block 1, page 5 */
 	ck_assert_int_eq(nginx_gets(), gets + 3);
-	ck_assert_uint_eq(nginx_sent() - sent, 3 * GRANULE);
-	/* Pages 31 to 33: only granule 1 is downloaded. */
-	read_part(o, 31 * PAGE, 3 * PAGE);
+	ck_assert_uint_eq(nginx_sent() - sent, 4 * PAGE);
+	/* Pages 10 to 12: only 11 and 12 are downloaded. */
+	read_part(o, 10 * PAGE, 3 * PAGE);
 	ck_assert_int_eq(nginx_gets(), gets + 4);
-	ck_assert_uint_eq(nginx_sent() - sent, 4 * GRANULE);
+	ck_assert_uint_eq(nginx_sent() - sent, 6 * PAGE);
 	read_part(o, 100 * PAGE, 2 * PAGE);
 	ck_assert_int_eq(nginx_gets(), gets + 4);
+	/* Page 40 prefetched: its granule (pages 32 to 63), 11 and 12 not. */
+	cache_object_prefetch_part(o, 40 * PAGE, 16);
+	for (k = 0; k < 100 && nginx_sent() - sent < 6 * PAGE + GRANULE; k++)
+		;
+	ck_assert_int_eq(nginx_gets(), gets + 5);
+	ck_assert_uint_eq(nginx_sent() - sent, 6 * PAGE + GRANULE);
+	read_part(o, 63 * PAGE, PAGE);
+	ck_assert_int_eq(nginx_gets(), gets + 5);
 	cache_object_close(o);
 
 	/* A torn page: a byte of page 100 is not what was written. */
@@ -1286,8 +1294,8 @@ START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
 	ck_assert_int_eq(nginx_gets(), gets + 1);
 	ck_assert_uint_eq(nginx_sent() - sent, PAGE);
 	ck_assert_uint_eq(b.torn - a.torn, 1);
-	printf("remote: part block: 4 granules in 4 requests, a torn page "
-	    "downloaded again (alone) after the restart\n");
+	printf("remote: part block: 6 pages and a granule in 5 requests, a "
+	    "torn page downloaded again (alone) after the restart\n");
 	cache_object_close(o);
 }
 END_TEST
