@@ -87,8 +87,8 @@
  * The blocks of the steps a session reads ahead (read_ahead) are fetched
  * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
  * worker queues them, and CACHE_AHEAD_THREADS threads of its own take
- * them in order, up to CACHE_AHEAD_BATCH blocks of an object in flight
- * each (fetch.c's handles are a thread's own), while the worker decodes;
+ * them in order, up to CACHE_AHEAD_BATCH blocks (of any objects) in
+ * flight each (fetch.c's handles are a thread's own), while the worker decodes;
  * the pages asked of one block are one entry (their bits OR'd).
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
@@ -168,7 +168,7 @@ _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
 #define CACHE_READERS		16	/* workers a cursor says are reading */
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
-#define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
+#define CACHE_AHEAD_BATCH	4	/* blocks a thread has in flight */
 #define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
 /* What the threads' buffers hold at most (infeed.conf(5) says 8 MiB). */
 #define CACHE_AHEAD_BYTES	\
