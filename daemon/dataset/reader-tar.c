@@ -1895,7 +1895,7 @@ tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
 				cache_object_prefetch_part(t->objs[k], s->off -
 				    TAR_BLOCK, s->size + TAR_BLOCK);
 		} else if (t->objs[k] == NULL)
-			cache_url_prefetch(t->paths[k], 0, 0);	/* its HEAD too */
+			cache_url_prefetch(t->paths[k], 0, 0);	/* and HEAD */
 		else if (t->lazy && !t->ready[k])
 			cache_object_prefetch(t->objs[k], 0,
 			    cache_object_size(t->objs[k]));

@@ -88,8 +88,8 @@
  * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
  * worker queues them, and CACHE_AHEAD_THREADS threads of its own take
  * them in order, up to CACHE_AHEAD_BATCH blocks (of any objects) in
- * flight each (fetch.c's handles are a thread's own), while the worker decodes;
- * the pages asked of one block are one entry (their bits OR'd).
+ * flight each (fetch.c's handles are a thread's own), while the worker
+ * decodes; the pages asked of one block are one entry (their bits OR'd).
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
@@ -144,7 +144,7 @@
 /* A part block's pages: downloaded, held and summed one by one. */
 #define CACHE_PAGE	4096
 #define CACHE_PAGES	(CACHE_BLOCK / CACHE_PAGE)
-#define CACHE_PART_DATA	4096		/* a part file's bytes from here */
+#define CACHE_PART_DATA	4096		/* a part file's bytes start */
 /*
  * When the pages of a block not asked for are this few bytes or fewer,
  * they come with those asked: the whole block in one request rather than

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Byte ranges of remote objects over HTTP(S), with libcurl's multi
- * interface: every range of a call is in flight at once, and the easy
+ * interface: every range of a call is in flight at once (a call's ranges
+ * may be of several objects, each range naming its own), and the easy
  * handles (and so their connections, kept alive) are reused from call to
  * call.  TLS peers are verified (libcurl's default, kept).  A range that
  * fails in a way a retry can mend (5xx, 429, a reset, a stall, a body
@@ -576,9 +577,10 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 					    why[i], tries);
 				else
 					fetch_fail(cause, "%s: bytes %" PRIu64
-					    " to %" PRIu64 ": %s%s", RURL(x[i].r),
-					    x[i].r->off, x[i].r->off +
-					    x[i].r->len - 1, why[i], tries);
+					    " to %" PRIu64 ": %s%s",
+					    RURL(x[i].r), x[i].r->off,
+					    x[i].r->off + x[i].r->len - 1,
+					    why[i], tries);
 				rc = -1;
 			}
 			if (rc == 0)

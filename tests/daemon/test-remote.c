@@ -1180,14 +1180,14 @@ nginx_sent(void)
 	while (fgets(line, sizeof(line), fp) != NULL)
 		if (strstr(line, "\"GET ") != NULL &&
 		    (q = strstr(line, "HTTP/1.1\" ")) != NULL)
-			n += strtoull(q + 14, NULL, 10);	/* after the code */
+			n += strtoull(q + 14, NULL, 10);  /* past the code */
 	fclose(fp);
 	return (n);
 }
 
 #define PART_OBJECT	(2 * CACHE_BLOCK)	/* "parts.bin" */
 #define PAGE		4096	/* a part block's page (cache.c) */
-#define GRANULE		(32 * PAGE)	/* what a read's pages round to */
+#define GRANULE		(32 * PAGE)	/* a prefetch's pages round to */
 #define PART_DATA	4096	/* where a part file's bytes start */
 
 /* Byte @i of "parts.bin". */
