@@ -213,12 +213,13 @@ def run_c_gather(gather, tmp, repack):
     return best[0], -best[1]
 
 
-def run_bench(infeedctl, sock, tokens_per_row, pid):
+def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size):
     """infeedctl bench's tokens a second, and infeedd's CPU a token."""
     c0 = tree_cpu(pid)
     out = subprocess.run([infeedctl, "--socket", sock, "bench", "--dataset",
                           "web", "--batch-size", str(ROWS), "--shuffle",
-                          "--seed", "1", "--epochs", "5", "--json"],
+                          "--seed", "1", "--epochs", "5",
+                          "--buffer-size", str(buffer_size), "--json"],
                          check=True, capture_output=True, text=True).stdout
     cpu = tree_cpu(pid) - c0
     r = json.loads(out)
@@ -235,6 +236,9 @@ def main():
     ap.add_argument("--gather", help="build/benchmarks/tokens-gather")
     ap.add_argument("--infeedctl", help="build/client/infeedctl")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--buffer-size", type=int, default=3,
+                    help="infeed_bench's slots (infeedctl bench "
+                    "--buffer-size; 3, its default)")
     ap.add_argument("--repack", default="epoch",
                     help="the dataset's repack = (epoch, or none)")
     ap.add_argument("--json", action="store_true")
@@ -280,7 +284,7 @@ def main():
                             ("infeed_bench", run_bench(
                                 args.infeedctl, sock,
                                 sum(lengths) / info["steps_per_epoch"],
-                                proc.pid))):
+                                proc.pid, args.buffer_size))):
                         res[k].append(t)
                         cpu[k].append(u)
                 res["infeed"].append(run_infeed(sock, args.steps))

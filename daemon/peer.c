@@ -456,6 +456,8 @@ peer_free(struct peer *p)
 	if (p->pending != NULL)
 		attach_check_cancel(p->pending);
 	p->pending = NULL;
+	/* What a corked reply left waits no longer (the client may be gone). */
+	(void)transport_flush(p->t);
 	peer_end_session(p);
 	peer_drop_fds(p);
 	peer_log_dropped(p);
@@ -567,6 +569,12 @@ peer_process(struct peer *p)
 	uint64_t	 id = p->id;
 	unsigned	 handled;
 
+	/*
+	 * The replies to the frames handled here go back in one send, at
+	 * the flush below (a pipelined Release and Next: its answer and the
+	 * Step, one wake-up of the trainer, not two).
+	 */
+	transport_cork(p->t);
 	for (handled = 0;; handled++) {
 		p->req.has_id = false;
 		p->req.id = 0;

@@ -183,18 +183,24 @@ pool_job_depth(const struct pool_ring *pr, const struct job *job)
  * store holds the other sessions' steps for one job_timeout, not one a
  * try.  A @spare worker takes no job of a ring whose store is blocked
  * (pool_ring_blocked()): it is there for the other sessions.
+ * For a worker's queue (@behind, pool_dispatch()) a ring at its cap may
+ * also go, while a running job of it has none behind.
  */
 struct job *
-pool_next_job(struct pool *pool, struct pool_ring **prp, bool spare)
+pool_next_job(struct pool *pool, struct pool_ring **prp, bool spare,
+    bool behind)
 {
 	struct pool_ring	*pr;
 	struct job		*job, *best = NULL;
 	uint64_t		 depth, since, best_depth = 0, best_since = 0;
+	unsigned		 running;
 	bool			 again, best_again = false;
 
 	TAILQ_FOREACH(pr, &pool->rings, entry) {
+		running = pr->inflight - pr->behind;
 		if ((job = TAILQ_FIRST(&pr->jobs)) == NULL ||
-		    pr->inflight >= pr->max_jobs ||
+		    (running >= pr->max_jobs && (!behind ||
+		    pr->behind >= running)) ||
 		    (spare && pool_ring_blocked(pool, pr)))
 			continue;
 		depth = pool_job_depth(pr, job);
@@ -282,6 +288,45 @@ pool_job_end(struct pool *pool, struct job *job,
 }
 
 /*
+ * @job, sent to a worker that ended, is back: its ring, no longer
+ * counting it in flight, with its rows counted as reissued; or NULL when
+ * it goes no further (freed: its ring is gone, or removed and released
+ * once its last job is back).
+ */
+static struct pool_ring *
+pool_job_back(struct pool *pool, struct job *job)
+{
+	struct pool_ring	*pr;
+
+	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
+		pool_job_free(job);
+		return (NULL);
+	}
+	pr->inflight--;
+	if (pr->removed) {
+		pool_job_free(job);
+		if (pr->inflight == 0)
+			pool_ring_finish(pr);
+		return (NULL);
+	}
+	pool->rows_reissued += job->row_end - job->row_begin;
+	return (pr);
+}
+
+/*
+ * Put back @job, sent to a worker that ended before it began it (queued
+ * behind its running one): first of its step and depth, blaming nothing.
+ */
+void
+pool_job_return(struct pool *pool, struct job *job)
+{
+	struct pool_ring	*pr;
+
+	if ((pr = pool_job_back(pool, job)) != NULL)
+		pool_job_queue(pool, pr, job, true);
+}
+
+/*
  * Requeue the job of a dead worker.  @why is CRASHED (with @sig, or exit
  * @status) or STUCK; @counts says whether the death counts against the
  * row in full (POOL_MAX_ATTEMPTS) or is a kill from outside that nothing
@@ -299,18 +344,8 @@ pool_requeue(struct pool *pool, struct job *job, enum pool_job_result why,
 	uint64_t		 r;
 	bool			 retry;
 
-	if ((pr = pool_find(pool, job->ring_id)) == NULL) {
-		pool_job_free(job);
+	if ((pr = pool_job_back(pool, job)) == NULL)
 		return;
-	}
-	pr->inflight--;
-	if (pr->removed) {
-		pool_job_free(job);
-		if (pr->inflight == 0)
-			pool_ring_finish(pr);
-		return;
-	}
-	pool->rows_reissued += job->row_end - job->row_begin;
 	job->why = why;
 	job->signal = sig;
 	job->status = status;

@@ -79,7 +79,9 @@ struct pool_ring {
 	int			 memfd;
 	int			 files[2];	/* desc.nfiles of them */
 	unsigned		 max_jobs;
-	unsigned		 inflight;
+	unsigned		 inflight;	/* sent to workers, not ended */
+	unsigned		 behind;	/* ... of them queued on a worker
+						   behind another (pool_dispatch()) */
 	struct job_list		 jobs;		/* queued, in the order they go */
 	bool			 removed;	/* draining: nothing is reported */
 	struct ring		*ring;		/* removed: to release when done */
@@ -111,7 +113,10 @@ struct worker {
 	struct worker_beat *beat;	/* its progress, shared with it */
 	uint64_t	*mems;		/* ring memory it maps, by id */
 	unsigned	 nmems;
-	struct job	*job;
+	struct job	*job;		/* running */
+	struct job	*next;		/* sent, waiting behind it in its
+					   socket: it begins as job ends */
+	uint64_t	 next_id;	/* ... its job_id */
 	uint64_t	 rows_done;
 	uint64_t	 job_start_us;	/* of the running job */
 	uint64_t	 beat_rows;	/* its beat's count, last seen */
@@ -178,6 +183,7 @@ struct pool {
 	uint64_t		 image_memory_max;
 	struct worker_beat	*beats;		/* shared, one per worker */
 	struct event		*retry_ev;	/* pool_dispatch() again */
+	struct event		*behind_ev;	/* pool_dispatch_behind() */
 	struct worker_msg_job	*jobmsg;	/* a JOB and its indices */
 	struct worker_msg_done	*donemsg;	/* a DONE read */
 	bool			 stopping;
@@ -195,6 +201,7 @@ void		 pool_dispatch(struct pool *pool);
 bool		 pool_ring_blocked(struct pool *pool, struct pool_ring *pr);
 int		 pool_start_job(struct pool *pool, struct worker *w,
 		    struct pool_ring *pr, struct job *job);
+void		 pool_worker_next(struct worker *w);
 
 /* pool-jobs.c */
 void		 pool_job_free(struct job *job);
@@ -203,9 +210,10 @@ void		 pool_job_unqueue(struct pool *pool, struct pool_ring *pr,
 uint64_t	 pool_job_depth(const struct pool_ring *pr,
 		    const struct job *job);
 struct job	*pool_next_job(struct pool *pool, struct pool_ring **prp,
-		    bool spare);
+		    bool spare, bool behind);
 void		 pool_job_end(struct pool *pool, struct job *job,
 		    const struct worker_msg_done *done);
+void		 pool_job_return(struct pool *pool, struct job *job);
 void		 pool_requeue(struct pool *pool, struct job *job,
 		    enum pool_job_result why, int sig, int status, bool counts,
 		    uint64_t row);

@@ -191,9 +191,13 @@ pool_settling(struct pool *pool)
 
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->job != NULL && w->t != NULL &&
-		    (pr = pool_find(pool, w->job->ring_id)) != NULL &&
-		    pr->removed)
+		if (w->t == NULL)
+			continue;
+		if (w->job != NULL && (pr = pool_find(pool,
+		    w->job->ring_id)) != NULL && pr->removed)
+			return (true);
+		if (w->next != NULL && (pr = pool_find(pool,
+		    w->next->ring_id)) != NULL && pr->removed)
 			return (true);
 	}
 	return (false);

@@ -380,7 +380,8 @@ pool_worker_read(struct worker *w)
 		return (1);
 	}
 	if (n <= 0 || m->hdr.type != WORKER_MSG_DONE ||
-	    !worker_done_whole(m, (size_t)n) || w->job == NULL) {
+	    !worker_done_whole(m, (size_t)n) || w->job == NULL ||
+	    m->job_id != w->job_id) {
 		transport_read_off(w->t);
 		if (n > 0 || (n == -1 && (errno == EPROTO ||
 		    errno == EMSGSIZE || errno == EBADMSG)))
@@ -394,6 +395,13 @@ pool_worker_read(struct worker *w)
 	w->busy_us += clock_now_us() - w->job_start_us;
 	w->idle_ms = clock_now_ms();
 	w->backoff_ms = 0;	/* it works: a later death respawns at once */
+	/*
+	 * Before the report, whose owner may queue more (pool_dispatch()).
+	 * Not on a worker being killed: its end says whether it began the
+	 * job behind (its beat), which goes back blamed only if it did.
+	 */
+	if (!w->stuck)
+		pool_worker_next(w);
 	if (job->won != NULL) {
 		/* It lost, and wrote its last row: the winner's result goes. */
 		pool_job_end(pool, job, job->won);
@@ -403,7 +411,7 @@ pool_worker_read(struct worker *w)
 		pool_job_end(pool, job, NULL);
 	} else
 		pool_job_end(pool, job, m);
-	if (w->retiring)
+	if (w->retiring && w->job == NULL)
 		pool_retire(w);
 	return (1);
 }
@@ -504,16 +512,42 @@ pool_respawn(struct pool *pool, struct worker *w)
 		pool_respawn_failed(w);
 }
 
+/*
+ * A job of a worker that ended: the copy that lost a takeover reports its
+ * winner's result, one whose twin goes on ends quietly, else @job goes
+ * back to its queue, @blamed for the end (pool_requeue(), with @why,
+ * @csig, @code, @counts and the @row the worker was reading) or not
+ * (pool_job_return()).  Return: whether the pool killed it (no backoff).
+ */
+static bool
+pool_worker_job_gone(struct pool *pool, struct job *job, bool blamed,
+    enum pool_job_result why, int csig, int code, bool counts, uint64_t row)
+{
+	if (job->won != NULL) {
+		/* The copy that lost, gone: the winner's result goes. */
+		pool_job_end(pool, job, job->won);
+		return (true);
+	}
+	if (job->twin != NULL)	/* its twin goes on alone */
+		pool_job_end(pool, job, NULL);
+	else if (blamed)
+		pool_requeue(pool, job, why, csig, code, counts, row);
+	else
+		pool_job_return(pool, job);
+	return (false);
+}
+
 /* Worker @pid ended (the fork server reaped it): restart it, re-issue its work. */
 static void
 pool_worker_exited(struct pool *pool, pid_t pid, int status)
 {
 	struct worker		*w;
-	struct job		*job;
+	struct pool_ring	*pr;
+	struct job		*job, *next;
 	enum pool_job_result	 why;
 	unsigned		 i;
 	int			 csig, code;
-	bool			 died, counts;
+	bool			 died, counts, began;
 	uint64_t		 row;
 
 	for (i = 0; i < pool->n; i++) {
@@ -525,7 +559,14 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 	w = &pool->workers[i];
 	pool_log_exit(w, pid, status);
 	why = pool_blame(pool, w, status, &csig, &code, &counts);
-	row = w->beat->job == w->job_id ? w->beat->row : UINT64_MAX;
+	/*
+	 * The job its beat names is the one it was in: the running one, or
+	 * the one behind it, begun after a DONE not yet read (the running
+	 * one then goes back as it was: it ended, its result unread).
+	 */
+	began = w->next != NULL && w->beat->job == w->next_id;
+	row = w->beat->job == (began ? w->next_id : w->job_id) ?
+	    w->beat->row : UINT64_MAX;
 	died = !(w->retiring && WIFEXITED(status) &&
 	    WEXITSTATUS(status) == 0);
 	event_del(w->deadline_ev);
@@ -533,16 +574,16 @@ pool_worker_exited(struct pool *pool, pid_t pid, int status)
 	w->t = NULL;
 	w->pid = -1;
 	job = w->job;
-	w->job = NULL;
-	if (job != NULL && job->won != NULL) {
-		/* The copy that lost, gone: the winner's result goes. */
+	next = w->next;
+	w->job = w->next = NULL;
+	if (next != NULL && (pr = pool_find(pool, next->ring_id)) != NULL)
+		pr->behind--;
+	if (job != NULL && pool_worker_job_gone(pool, job, !began, why, csig,
+	    code, counts, row))
 		died = false;	/* the pool killed it: no backoff */
-		pool_job_end(pool, job, job->won);
-	} else if (job != NULL && job->twin != NULL) {
-		/* Its twin goes on alone; this end blames nothing. */
-		pool_job_end(pool, job, NULL);
-	} else if (job != NULL)
-		pool_requeue(pool, job, why, csig, code, counts, row);
+	if (next != NULL)
+		(void)pool_worker_job_gone(pool, next, began, why, csig, code,
+		    counts, row);
 	if (pool->stopping)
 		return;
 	if (w->spare) {

@@ -56,12 +56,12 @@ pool_retry_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 /*
- * Send @job of ring @pr to idle worker @w (its ring first, if @w does not
- * have it) and start its clock.  Return: 0, or -1 when it could not go.
+ * Send @job of ring @pr to worker @w (its ring first, if @w does not have
+ * it), its job_id in *@id.  Return: 0, or -1 when it could not go.
  */
-int
-pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
-    struct job *job)
+static int
+pool_send_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
+    struct job *job, uint64_t *id)
 {
 	struct worker_msg_job	*jm = pool->jobmsg;
 	uint64_t		 rows;
@@ -75,7 +75,7 @@ pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
 	jm->epoch = job->epoch;
 	jm->row_begin = job->row_begin;
 	jm->row_end = job->row_end;
-	jm->job_id = w->job_id = ++pool->next_job_id;
+	jm->job_id = ++pool->next_job_id;
 	memcpy(jm->indices, job->indices, rows * sizeof(uint64_t));
 	/* Later steps' rows to read ahead ride along (pool_read_ahead()). */
 	jm->ahead = pool_read_ahead_take(pr, jm->indices + rows,
@@ -83,10 +83,126 @@ pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
 	if (pool_send(w, jm, sizeof(*jm) + (rows + jm->ahead) *
 	    sizeof(uint64_t), WORKER_MSG_JOB, NULL, 0) == -1)
 		return (-1);
-	w->job = job;
+	*id = jm->job_id;
 	pr->inflight++;
+	return (0);
+}
+
+/*
+ * Send @job of ring @pr to idle worker @w and start its clock.  Return: 0,
+ * or -1 when it could not go.
+ */
+int
+pool_start_job(struct pool *pool, struct worker *w, struct pool_ring *pr,
+    struct job *job)
+{
+	if (pool_send_job(pool, w, pr, job, &w->job_id) == -1)
+		return (-1);
+	w->job = job;
 	pool_arm_deadline(w);
 	return (0);
+}
+
+/*
+ * The worker to queue a job of ring @pr behind: one running a job of it
+ * that is well (not blocked in its storage, not taken over, not going)
+ * with none behind, the one that began it first; or NULL unless every
+ * worker up or due (a spare up too) runs a job of @pr: so no other
+ * session's job waits behind one of it, and no worker that is idle, or
+ * ready soon (a replacement), waits while a job of @pr waits behind a
+ * running one.
+ */
+static struct worker *
+pool_behind_worker(struct pool *pool, const struct pool_ring *pr)
+{
+	struct worker	*w, *best = NULL;
+	uint64_t	 now = clock_now_ms();
+	unsigned	 i;
+
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if ((i >= pool->size && i < pool->max) || (w->spare &&
+		    w->pid == -1 && !w->spawning))
+			continue;	/* a slot not in use */
+		if (w->job == NULL || w->job->ring_id != pr->desc.ring_id)
+			return (NULL);
+	}
+	for (i = 0; i < pool->n; i++) {
+		w = &pool->workers[i];
+		if (w->job == NULL || w->next != NULL || w->t == NULL ||
+		    w->closed || w->stuck ||
+		    w->retiring || w->spare || w->job->taken ||
+		    w->job->twin != NULL)
+			continue;
+		if (now >= w->live_ms + POOL_SPARE_MS)
+			pool_worker_look(w, now);
+		if (now >= w->live_ms + POOL_SPARE_MS)
+			continue;
+		if (best == NULL || w->job_start_us < best->job_start_us)
+			best = w;
+	}
+	return (best);
+}
+
+/*
+ * With no worker idle, the next job goes behind a running job of its ring
+ * (pool_behind_worker()), in that worker's socket: the worker begins it as
+ * soon as it sends the DONE before, not a round trip through the event
+ * loop later (a small job's whole cost: a token step), and a worker that
+ * reads in flight has the next job's reads to send.  One a worker, and
+ * only while the workers serve one ring (pool_behind_worker()); the pick
+ * is the same as an idle worker's, and stops at a job that waits for an
+ * idle worker, so none goes ahead of it.  Run once the loop has run what
+ * it was running, not from pool_submit(): a step's jobs and the rows read
+ * ahead after them (pool_read_ahead(), which ride with the jobs sent) are
+ * all queued by then, and a session attaching in the same turn of the
+ * loop is picked among them.  A session's first job that comes later
+ * waits for the first worker done with both of its jobs: one job more, at
+ * most.
+ */
+static void
+pool_dispatch_behind(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pool		*pool = arg;
+	struct pool_ring	*pr = NULL;
+	struct worker		*w;
+	struct job		*job;
+
+	(void)fd;
+	(void)ev;
+	if (pool->stopping)
+		return;
+	/* A job tried before goes to a worker that is free (spares too). */
+	while ((job = pool_next_job(pool, &pr, false, true)) != NULL &&
+	    job->attempts == 0 && job->kills == 0 &&
+	    (w = pool_behind_worker(pool, pr)) != NULL) {
+		if (pool_send_job(pool, w, pr, job, &w->next_id) == -1) {
+			pool_retry_later(pool, w);
+			return;
+		}
+		pool_job_unqueue(pool, pr, job);
+		w->next = job;
+		pr->behind++;
+	}
+}
+
+/*
+ * The job behind @w's running one runs now: the worker began it when it
+ * sent the DONE of the one before.
+ */
+void
+pool_worker_next(struct worker *w)
+{
+	struct pool_ring	*pr;
+
+	if (w->next == NULL)
+		return;
+	w->job = w->next;
+	w->job_id = w->next_id;
+	w->next = NULL;
+	if ((pr = pool_find(w->pool, w->job->ring_id)) != NULL)
+		pr->behind--;
+	pool_arm_deadline(w);
 }
 
 /*
@@ -109,7 +225,8 @@ pool_dispatch(struct pool *pool)
 			continue;
 		if (w->spare) {
 			/* Another session's job, never a takeover. */
-			if ((job = pool_next_job(pool, &pr, true)) == NULL)
+			if ((job = pool_next_job(pool, &pr, true, false)) ==
+			    NULL)
 				continue;
 			if (pool_start_job(pool, w, pr, job) == -1)
 				pool_retry_later(pool, w);
@@ -117,7 +234,7 @@ pool_dispatch(struct pool *pool)
 				pool_job_unqueue(pool, pr, job);
 			continue;
 		}
-		job = pool_next_job(pool, &pr, false);
+		job = pool_next_job(pool, &pr, false, false);
 		from = pool_stalled(pool, &spr);
 		if (from != NULL && (job == NULL || pool_job_depth(spr,
 		    from->job) <= pool_job_depth(pr, job))) {
@@ -133,6 +250,9 @@ pool_dispatch(struct pool *pool)
 		}
 		pool_job_unqueue(pool, pr, job);
 	}
+	/* Once the loop has run what it is running (pool_dispatch_behind()). */
+	if (pool->queued > 0 && !pool->stopping && pool->behind_ev != NULL)
+		event_active(pool->behind_ev, 0, 0);
 	pool_spare_later(pool);
 }
 
@@ -284,7 +404,7 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 			pool_retire(w);
 	}
 	if (free_slot != NULL && blocked > spares && idle == 0 &&
-	    pool_next_job(pool, &pr, true) != NULL) {
+	    pool_next_job(pool, &pr, true, false) != NULL) {
 		snprintf(why, sizeof(why), "%u of %u workers blocked in their "
 		    "storage for %d ms or more, none idle, and a job of "
 		    "another session waiting", blocked, pool->size + spares,
@@ -389,6 +509,9 @@ pool_new(struct event_base *base, const struct catalogue *cat,
 	}
 	pool->starting = false;
 	pool_forker_watch(pool);
+	if ((pool->behind_ev = event_new(base, -1, 0, pool_dispatch_behind,
+	    pool)) == NULL)
+		fatalx("cannot make the pool's events");
 	if ((pool->retry_ev = evtimer_new(base, pool_retry_cb, pool)) ==
 	    NULL || (pool->spare_ev = evtimer_new(base, pool_spare_cb,
 	    pool)) == NULL)
@@ -432,6 +555,7 @@ pool_free(struct pool *pool)
 		if (pool->workers[i].respawn_ev != NULL)
 			event_free(pool->workers[i].respawn_ev);
 		pool_job_free(pool->workers[i].job);
+		pool_job_free(pool->workers[i].next);
 		pool_spare_uncharge(&pool->workers[i]);
 		free(pool->workers[i].mems);
 	}
@@ -442,6 +566,8 @@ pool_free(struct pool *pool)
 	}
 	if (pool->retry_ev != NULL)
 		event_free(pool->retry_ev);
+	if (pool->behind_ev != NULL)
+		event_free(pool->behind_ev);
 	if (pool->spare_ev != NULL)
 		event_free(pool->spare_ev);
 	event_free(pool->chld_ev);

@@ -256,7 +256,9 @@ void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
  * been at that depth longest: with many sessions, every client's next
  * step comes before any client's steps further ahead, in the order they
  * became next (every first step before a second), and none waits for
- * ever.
+ * ever.  A job sent behind a busy worker's running one while one ring
+ * was served (pool_dispatch_behind()) is the exception: a session's job
+ * that comes later waits for that worker's two, one job more at most.
  */
 void		 pool_submit(struct pool_ring *pr, uint32_t slot,
 		    uint64_t epoch, uint64_t seq, uint64_t begin,

@@ -7,6 +7,8 @@
  */
 
 #include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 
 #include <errno.h>
@@ -26,6 +28,8 @@ _Static_assert(TRANSPORT_MAX_FDS == WIRE_MAX_FDS,
     "transport.h and wire-frame.h disagree on descriptors a message");
 
 /* A message, or what is left of it, that the socket did not take yet. */
+#define TRANSPORT_SENDV	16	/* queued messages in one sendmsg, at most */
+
 struct tmsg {
 	TAILQ_ENTRY(tmsg)	 entry;
 	int			 fds[WIRE_MAX_FDS];	/* ours; go with byte 0 */
@@ -51,6 +55,7 @@ struct transport {
 	bool			 armed_timeout;	/* rev added with one */
 	struct timeval		 timeout;
 	bool			 paused;	/* over the high mark */
+	bool			 corked;	/* transport_cork() */
 	int			 broken;	/* the failed send's errno */
 	bool			 told;		/* ... and the owner heard */
 };
@@ -231,16 +236,53 @@ transport_break(struct transport *t, int error)
 	}
 }
 
+/*
+ * STREAM: the queued messages from the first on that carry no descriptor
+ * (TRANSPORT_SENDV of them at most), in one sendmsg; *@want gets their
+ * bytes.
+ */
+static ssize_t
+transport_send_run(struct transport *t, size_t *want)
+{
+	struct iovec	 iov[TRANSPORT_SENDV];
+	struct msghdr	 msg;
+	struct tmsg	*m;
+	ssize_t		 n;
+	int		 i = 0;
+
+	*want = 0;
+	for (m = TAILQ_FIRST(&t->queue); m != NULL && m->nfds == 0 &&
+	    i < TRANSPORT_SENDV; m = TAILQ_NEXT(m, entry), i++) {
+		iov[i].iov_base = m->buf + m->off;
+		iov[i].iov_len = m->len - m->off;
+		*want += iov[i].iov_len;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = (size_t)i;
+	do {
+		n = sendmsg(t->fd, &msg, MSG_NOSIGNAL);
+	} while (n == -1 && errno == EINTR);
+	return (n);
+}
+
 /* Send what waits while the socket takes it; -1 when it broke. */
 static int
 transport_send_queue(struct transport *t)
 {
 	struct tmsg	*m;
 	ssize_t		 n;
+	size_t		 want, took;
 
+	t->corked = false;
 	while ((m = TAILQ_FIRST(&t->queue)) != NULL) {
-		n = wire_send_fds(t->fd, m->buf + m->off, m->len - m->off,
-		    m->fds, m->nfds);
+		if (m->nfds == 0 && t->conf.kind == TRANSPORT_STREAM)
+			n = transport_send_run(t, &want);
+		else {
+			want = m->len - m->off;
+			n = wire_send_fds(t->fd, m->buf + m->off, want,
+			    m->fds, m->nfds);
+		}
 		if (n == -1 && errno == EAGAIN)
 			break;
 		if (n == -1) {
@@ -250,19 +292,33 @@ transport_send_queue(struct transport *t)
 		/* The descriptors went with the first byte: ours no more. */
 		transport_close_all(m->fds, m->nfds);
 		m->nfds = 0;
-		m->off += (size_t)n;
 		t->queued_bytes -= (size_t)n;
-		if (m->off < m->len)
-			break;
-		TAILQ_REMOVE(&t->queue, m, entry);
-		t->queued--;
-		free(m);
+		for (took = (size_t)n; (m = TAILQ_FIRST(&t->queue)) != NULL &&
+		    took >= m->len - m->off; ) {
+			took -= m->len - m->off;
+			TAILQ_REMOVE(&t->queue, m, entry);
+			t->queued--;
+			free(m);
+		}
+		if (m != NULL)
+			m->off += took;
+		if ((size_t)n < want)
+			break;		/* the socket is full */
 	}
 	if (TAILQ_EMPTY(&t->queue))
 		event_del(t->wev);
 	else
 		event_add(t->wev, NULL);
 	return (0);
+}
+
+/* Hold what is sent until the next flush or the loop's next turn. */
+void
+transport_cork(struct transport *t)
+{
+	if (t->base != NULL && t->conf.kind == TRANSPORT_STREAM &&
+	    t->broken == 0)
+		t->corked = true;
 }
 
 /* Send what waits. */
@@ -311,8 +367,8 @@ transport_send(struct transport *t, const void *buf, size_t len,
 		errno = saved;
 		return (n == -1 ? -1 : 0);
 	}
-	/* Behind queued messages, it waits its turn. */
-	if (TAILQ_EMPTY(&t->queue)) {
+	/* Behind queued messages, it waits its turn; corked, it waits. */
+	if (TAILQ_EMPTY(&t->queue) && !t->corked) {
 		n = wire_send_fds(t->fd, buf, len, fds, nfds);
 		if (n == -1 && errno != EAGAIN) {
 			transport_break(t, errno);
@@ -350,12 +406,15 @@ transport_send(struct transport *t, const void *buf, size_t len,
 	TAILQ_INSERT_TAIL(&t->queue, m, entry);
 	t->queued_bytes += m->len;
 	t->queued++;
-	event_add(t->wev, NULL);
+	/* Corked, the owner's flush sends it (no epoll change a reply). */
+	if (!t->corked)
+		event_add(t->wev, NULL);
 	/* Backpressure: read nothing more until the other end drains it. */
 	if (t->conf.high > 0 && t->queued_bytes > t->conf.high &&
 	    !t->paused) {
 		t->paused = true;
 		event_del(t->rev);
+		event_add(t->wev, NULL);
 	}
 	return (0);
 }

@@ -186,4 +186,14 @@ int		 transport_send_dup(struct transport *t, const void *buf,
  */
 int		 transport_flush(struct transport *t);
 
+/**
+ * transport_cork() - STREAM: hold what is sent from now on until the next
+ * transport_flush() (the caller's to make) and send it then in one
+ * sendmsg: replies to requests that came together go back together, and
+ * the other end is woken once, not once a reply.  Past the high mark the
+ * queue goes as it would (the loop sends it as the socket takes it).
+ * PACKET (each send a message) and blocking transports are not corked.
+ */
+void		 transport_cork(struct transport *t);
+
 #endif /* INFEED_TRANSPORT_H */

@@ -26,6 +26,7 @@
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -150,6 +151,11 @@ static uint64_t			 worker_copying;
 
 /* This worker's progress, shared with the pool. */
 static struct worker_beat	*worker_beat;
+
+/* The pool's socket, where the next JOB is looked at (worker_next_rows()). */
+static int			 worker_sock = -1;
+static struct worker_msg_job	*worker_peeked;
+static size_t			 worker_peeked_len;
 
 /* The way back from a SIGBUS while rows are copied. */
 static sigjmp_buf		 worker_bus_jb;
@@ -655,20 +661,53 @@ worker_ahead_needless(const struct dataset *ds, uint64_t i)
 	    worker_resident(ds, loc.mapped, loc.len)));
 }
 
-/* Ask the kernel for sample @i's bytes, not waiting for them. */
-static void
+/*
+ * Ask the kernel for sample @i's bytes, not waiting for them.  Return:
+ * false when its file is opened for its read (an image file: nothing to
+ * ask, see worker_read_ahead()).
+ */
+static bool
 worker_read_ahead_one(const struct dataset *ds, uint64_t i)
 {
 	struct dataset_loc	loc;
 	int64_t			label;
 
 	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
-		return;
-	if (loc.owned)
+		return (true);
+	if (loc.owned) {
 		close(loc.fd);
-	else if (loc.fd != -1)
+		return (false);
+	}
+	if (loc.fd != -1)
 		(void)posix_fadvise(loc.fd, (off_t)loc.off, (off_t)loc.len,
 		    POSIX_FADV_WILLNEED);
+	return (true);
+}
+
+static int	 worker_job_ok(const struct wring *w,
+		    const struct worker_msg_job *job, size_t n);
+
+/*
+ * The rows of the JOB waiting in the socket behind the running one
+ * (the pool's pool_dispatch_behind()), looked at, not taken: its indices
+ * and *@n, when it is a job of ring @w that fits it; else NULL.
+ */
+static const uint64_t *
+worker_next_rows(const struct wring *w, uint64_t *n)
+{
+	const struct worker_msg_job	*job = worker_peeked;
+	ssize_t				 got;
+
+	if (worker_sock == -1)
+		return (NULL);
+	got = recv(worker_sock, worker_peeked, worker_peeked_len, MSG_PEEK |
+	    MSG_DONTWAIT);
+	if (got < (ssize_t)sizeof(*job) || job->hdr.len != (size_t)got ||
+	    job->hdr.type != WORKER_MSG_JOB || job->ring_id !=
+	    w->desc.ring_id || !worker_job_ok(w, job, (size_t)got))
+		return (NULL);
+	*n = job->row_end - job->row_begin;
+	return (job->indices);
 }
 
 /*
@@ -718,9 +757,10 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	const struct transform	*tf = &w->desc.transform;
 	struct worker_rowjob	 j;
 	uint8_t			*dst;
+	const uint64_t		*next = NULL;
 	int64_t			 label;
-	uint64_t		 r, idx;
-	bool			 inflight = dataset_locates(ds);
+	uint64_t		 r, idx, nnext = 0, asked = 0, owed = 0;
+	bool			 inflight = dataset_locates(ds), peek = inflight;
 	/* A slot past the cache is written around it (copy.h). */
 	bool			 stream = !tf->to_float32 && l->row_bytes != 0 &&
 				    copy_streams(l->row_bytes, (l->labels_offset -
@@ -790,10 +830,24 @@ worker_rows(struct wring *w, struct transform_work *tw,
 		    job->ahead);
 	/*
 	 * The rest as it comes, after a failure too: a row before the one
-	 * that failed may fail as well, and DONE names the lowest.
+	 * that failed may fail as well, and DONE names the lowest.  For each
+	 * that completes, a row of the next job (behind this one in the
+	 * socket, pool_dispatch_behind()) is asked of the kernel: through the
+	 * job's tail the store keeps as many reads in flight, where it had
+	 * fewer and fewer until the last was in, then none until the next
+	 * job's first; and no more than the job's own (the depth is the
+	 * job's, as fio's is its iodepth).
 	 */
-	while (io_batch_inflight(worker_io) > 0)
+	while (io_batch_inflight(worker_io) > 0) {
 		worker_complete(&j);
+		owed++;
+		/* Looked for until it comes (the pool sends it on a DONE). */
+		if (next == NULL && peek)
+			next = worker_next_rows(w, &nnext);
+		for (; next != NULL && owed > 0 && asked < nnext; owed--)
+			if (!worker_read_ahead_one(ds, next[asked++]))
+				next = NULL, peek = false;
+	}
 	return (j.rc);
 }
 
@@ -1240,6 +1294,9 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	len = sizeof(struct worker_msg_job) + (WORKER_MAX_JOB_ROWS +
 	    WORKER_MAX_JOB_AHEAD) * sizeof(uint64_t);
 	mp = xcalloc(1, len);
+	worker_peeked = xcalloc(1, len);
+	worker_peeked_len = len;
+	worker_sock = sock;
 	done = xcalloc(1, WORKER_MAX_DONE);
 	/* Its reads' ring (or threads), made before it says it is ready. */
 	worker_page = sysconf(_SC_PAGESIZE);

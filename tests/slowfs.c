@@ -32,6 +32,8 @@
  *   hold          reads from now wait, unanswered, until release (a store
  *                 that stops answering)
  *   release       answer the held reads, and every read from now on
+ *   release N     answer N more reads, the oldest waiting first, and hold
+ *                 on (a store that answers a few)
  *   drop          forget what the kernel caches of the files read
  *   delay-us N    the delay from now on
  *
@@ -116,6 +118,7 @@ static struct {
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;
 	bool		 hold;
+	uint64_t	 let;		/* reads a hold lets through */
 	uint64_t	 reads, bytes, drops, held_total;
 	unsigned	 in_flight, max_in_flight;
 	unsigned	 serving, max_serving;
@@ -219,8 +222,8 @@ slowfs_now_ns(void)
 
 /*
  * Under the lock: give waiting reads their places while there are any
- * and no hold, each due a delay from now; under a hold, count the waiting
- * as held.  Wakes the answerers when the first due changes.
+ * and no hold (or one that lets some through: release N), each due a
+ * delay from now; under a hold, count the waiting as held.  Wakes the answerers when the first due changes.
  */
 static void
 slowfs_promote(void)
@@ -229,17 +232,10 @@ slowfs_promote(void)
 	uint64_t		 now = 0;
 	bool			 first = false;
 
-	if (sf.hold) {
-		for (r = sf.waiting; r != NULL; r = r->next) {
-			if (!r->held) {
-				r->held = true;
-				sf.held++;
-				sf.held_total++;
-			}
-		}
-		return;
-	}
-	while ((r = sf.waiting) != NULL && sf.serving < sf.depth) {
+	while ((r = sf.waiting) != NULL && sf.serving < sf.depth &&
+	    (!sf.hold || sf.let > 0)) {
+		if (sf.hold)
+			sf.let--;
 		if ((sf.waiting = r->next) == NULL)
 			sf.waiting_tail = &sf.waiting;
 		if (r->held)
@@ -259,6 +255,15 @@ slowfs_promote(void)
 	}
 	if (first)
 		pthread_cond_broadcast(&sf.cond);
+	if (!sf.hold)
+		return;
+	for (r = sf.waiting; r != NULL; r = r->next) {
+		if (!r->held) {
+			r->held = true;
+			sf.held++;
+			sf.held_total++;
+		}
+	}
 }
 
 /* Queue a read's request @in (@len bytes); false: answer it at once. */
@@ -414,13 +419,18 @@ slowfs_command(const char *line)
 		slowfs_promote();	/* counts the waiting as held */
 	} else if (strcmp(line, "release") == 0) {
 		sf.hold = false;
+		sf.let = 0;
+		slowfs_promote();
+	} else if (sscanf(line, "release %llu", &v) == 1) {
+		sf.let += v;
 		slowfs_promote();
 	} else if (sscanf(line, "delay-us %llu", &v) == 1)
 		sf.delay_us = v;
 	else {
 		pthread_mutex_unlock(&sf.lock);
 		fprintf(stderr, "slowfs: unknown command '%s': expected "
-		    "reset, hold, release, drop or delay-us N\n", line);
+		    "reset, hold, release, release N, drop or delay-us N\n",
+		    line);
 		return (-EINVAL);
 	}
 	pthread_mutex_unlock(&sf.lock);

@@ -43,6 +43,7 @@ static struct slowfs	fs;
 static bool		mounted;
 static const char	*slow_job_timeout = "30s";	/* job_timeout */
 static const char	*slow_read_ahead = "auto";	/* read_ahead */
+static bool		 slow_float;	/* sessions convert rows to float32 */
 static const char	*slow_budget = "256M";		/* memory_budget */
 
 /* Byte @j of sample @i. */
@@ -153,6 +154,7 @@ slow_stop(void)
 	slow_job_timeout = "30s";
 	slow_read_ahead = "auto";
 	slow_budget = "256M";
+	slow_float = false;
 	unsetenv("INFEED_IO_BACKEND");
 	rm_dir();
 }
@@ -171,22 +173,29 @@ slow_attach(unsigned buffer_size, bool forever)
 	o.buffer_size = buffer_size;
 	o.load_indefinitely = forever;
 	o.early_preload = true;		/* reads start at the Attach */
+	o.to_float32 = slow_float;
 	ck_assert_msg(infeed_attach(f, "slow", &o, NULL) == INFEED_OK, "%s",
 	    infeed_error(f));
 	return (f);
 }
 
-/* Every row of @st is its sample, byte for byte, with its label. */
+/*
+ * Every row of @st is its sample, byte for byte (or each byte's value as
+ * a float32: slow_float), with its label.
+ */
 static void
 slow_check_step(const struct infeed_step *st)
 {
 	const uint8_t	*p = st->data;
+	const float	*fp = st->data;
 	uint64_t	 r;
 	unsigned	 j;
 
 	for (r = 0; r < st->rows; r++) {
 		for (j = 0; j < SLOW_BYTES; j++) {
-			if (p[r * SLOW_BYTES + j] != slow_byte(st->indices[r],
+			if (slow_float ? fp[r * SLOW_BYTES + j] !=
+			    (float)slow_byte(st->indices[r], j) :
+			    p[r * SLOW_BYTES + j] != slow_byte(st->indices[r],
 			    j))
 				ck_abort_msg("step %" PRIu64 " row %" PRIu64
 				    " (sample %" PRIu64 ") byte %u differs",
@@ -393,6 +402,69 @@ slow_wait_held(uint64_t n)
 	    "held of %" PRIu64 " (%" PRIu64 " reads)", slowfs_counter(&fs,
 	    "held"), n, slowfs_counter(&fs, "reads"));
 }
+
+/*
+ * The next job's reads go out in the current one's tail (issue 36): one
+ * worker, read_ahead off, a session of 8 slots, so the pool sends the next
+ * step's job behind the running one.  The store holds the running job's
+ * 32 reads; it answers 8 of them: for each, a read of a row of the job
+ * behind reaches the store (held), not waiting for the rest of the job's
+ * own, and no more than that (the depth stays the job's).  Then the
+ * epoch: every sample once, each right.  The rows behind are asked of
+ * the kernel (posix_fadvise), for their job to find in the page cache,
+ * whether its rows are read as they are or converted to float32.
+ */
+static void
+slow_next_jobs_reads_in_the_tail(bool to_float32)
+{
+	struct infeed	*f;
+	uint8_t		 seen[SLOW_ROWS];
+	uint64_t	 ms, total = 0, r;
+	int		 i;
+
+	slow_float = to_float32;
+	slow_read_ahead = "off";
+	if (!slow_start(1, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	f = slow_attach(8, false);
+	slow_wait_held(SLOW_BATCH);
+	usleep(200000);		/* the job behind, sent */
+	ck_assert_uint_eq(slowfs_counter(&fs, "held_total"), SLOW_BATCH);
+	slowfs_command(&fs, "release 8");
+	for (i = 0; i < 300 && (total = slowfs_counter(&fs, "held_total")) <
+	    SLOW_BATCH + 8; i++)
+		usleep(10000);
+	usleep(200000);		/* and no more */
+	total = slowfs_counter(&fs, "held_total");
+	fprintf(stderr, "next job's reads in the tail (%s): %" PRIu64 " reads "
+	    "held in all after 8 of the first job's %d were answered\n",
+	    to_float32 ? "to_float32" : "as they are", total, SLOW_BATCH);
+	ck_assert_uint_eq(total, SLOW_BATCH + 8);
+	ck_assert_uint_eq(slowfs_counter(&fs, "held"), SLOW_BATCH);
+	slowfs_command(&fs, "release");
+	memset(seen, 0, sizeof(seen));
+	slow_epoch(f, &ms, seen);
+	for (r = 0; r < SLOW_ROWS; r++)
+		ck_assert_msg(seen[r] == 1, "sample %" PRIu64 " seen %u times",
+		    r, seen[r]);
+	infeed_free(f);
+	slow_stop();
+}
+
+START_TEST(next_jobs_reads_go_out_in_the_current_ones_tail)
+{
+	slow_next_jobs_reads_in_the_tail(false);
+}
+END_TEST
+
+START_TEST(next_jobs_rows_asked_in_the_current_ones_tail_converted)
+{
+	slow_next_jobs_reads_in_the_tail(true);
+}
+END_TEST
 
 /*
  * A worker killed while its reads wait in the store: its job is done
@@ -663,6 +735,9 @@ inflight_suite(void)
 	tcase_add_test(tc, read_ahead_within_its_bound);
 	tcase_add_test(tc, read_ahead_within_the_memory_budget);
 	tcase_add_test(tc, read_ahead_off);
+	tcase_add_test(tc, next_jobs_reads_go_out_in_the_current_ones_tail);
+	tcase_add_test(tc,
+	    next_jobs_rows_asked_in_the_current_ones_tail_converted);
 	suite_add_tcase(s, tc);
 	/* Faults while reads wait in the store. */
 	tc = tcase_create("faults");

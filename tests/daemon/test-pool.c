@@ -1043,6 +1043,159 @@ START_TEST(test_killed_worker_replaced_and_its_job_completes_once)
 }
 END_TEST
 
+/*
+ * Stop the workers, queue @njobs jobs of 8 rows of ring @pr (slots 0, 1,
+ * ..., each its ring's next step) and run the loop a moment: into
+ * @info, each worker as it was.
+ */
+static void
+submit_to_stopped_workers(struct pool_ring *pr, struct ring *r,
+    const struct dataset *ds, unsigned njobs, struct pool_worker_info *info)
+{
+	unsigned	i;
+
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info[i]);
+		ck_assert_int_gt(info[i].pid, 0);
+		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
+	}
+	for (i = 0; i < njobs; i++) {
+		fill_indices(r, i, 8, ds->samples);
+		pool_submit(pr, i, 0, i, 0, 8, ring_indices(r, i));
+	}
+	/* Two start; the others wait for the loop's turn. */
+	ck_assert_uint_eq(pool_jobs_queued(pool), njobs - WORKERS);
+	unit_run_for(20);
+}
+
+/*
+ * The 8 rows of each slot of @njobs reported once, done, with the
+ * dataset's rows (a job may come back in parts: pool_requeue()).
+ */
+static void
+check_each_slot_once(const struct record *rec, const struct ring *r,
+    const struct dataset *ds, unsigned njobs)
+{
+	uint64_t	rows[MAX_DONE] = { 0 };
+	unsigned	i;
+
+	for (i = 0; i < rec->n; i++) {
+		ck_assert_int_eq(rec->done[i].result, POOL_JOB_DONE);
+		ck_assert_uint_lt(rec->done[i].slot, njobs);
+		rows[rec->done[i].slot] += rec->done[i].rows;
+	}
+	for (i = 0; i < njobs; i++) {
+		ck_assert_uint_eq(rows[i], 8);
+		check_rows(r, ds, i, 8);
+	}
+}
+
+/*
+ * With every worker busy on one ring, its next job goes behind a running
+ * one, in that worker's socket (pool_dispatch_behind()): nothing is left
+ * queued while each worker runs one job and holds one more, and once the
+ * workers go on each job is done once, the rows right.
+ */
+START_TEST(test_next_job_waits_in_a_busy_workers_socket)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS];
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i;
+
+	pr = add_ring("f32", 8, 5, 0, &rec, &r, &ds);
+	submit_to_stopped_workers(pr, r, ds, 5, info);
+	/* One job a worker behind its running one; the fifth waits. */
+	ck_assert_uint_eq(pool_jobs_queued(pool), 5 - 2 * WORKERS);
+	ck_assert_uint_eq(busy_workers(), WORKERS);
+	for (i = 0; i < WORKERS; i++)
+		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	ck_assert(run_until(pred_idle, NULL));
+	unit_run_for(50);
+	check_each_slot_once(&rec, r, ds, 5);
+	ck_assert_uint_eq(rec.n, 5);
+	ck_assert_uint_eq(pool_rows_reissued(pool), 0);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
+/*
+ * While the workers serve two rings no job goes behind another: a later
+ * job of either waits in the pool's queue for a worker that is free, so
+ * no session's step waits in a worker's socket behind another's.
+ */
+START_TEST(test_no_job_waits_behind_while_two_rings_are_served)
+{
+	struct record		 rec_a = { .n = 0 }, rec_b = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS];
+	const struct dataset	*ds;
+	struct pool_ring	*a, *b;
+	struct ring		*ra, *rb;
+	unsigned		 i;
+
+	a = add_ring("f32", 8, 3, 0, &rec_a, &ra, &ds);
+	b = add_ring("f32", 8, 1, 0, &rec_b, &rb, NULL);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info[i]);
+		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
+	}
+	for (i = 0; i < 3; i++)
+		fill_indices(ra, i, 8, ds->samples);
+	fill_indices(rb, 0, 8, ds->samples);
+	pool_submit(a, 0, 0, 0, 0, 8, ring_indices(ra, 0));
+	pool_submit(b, 0, 0, 0, 0, 8, ring_indices(rb, 0));
+	pool_submit(a, 1, 0, 1, 0, 8, ring_indices(ra, 1));
+	pool_submit(a, 2, 0, 2, 0, 8, ring_indices(ra, 2));
+	unit_run_for(20);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 2);
+	for (i = 0; i < WORKERS; i++)
+		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	ck_assert(run_until(pred_idle, NULL));
+	unit_run_for(50);
+	check_each_slot_once(&rec_a, ra, ds, 3);
+	check_each_slot_once(&rec_b, rb, ds, 1);
+	pool_remove_ring(a, ra, false);
+	pool_remove_ring(b, rb, false);
+}
+END_TEST
+
+/*
+ * A worker killed with a job running and one behind it: the running one
+ * goes back as any dead worker's does, the one behind (never begun) goes
+ * back blaming nothing; each is done once, by a worker, with no death
+ * counted against its rows.
+ */
+START_TEST(test_dead_workers_job_behind_goes_back)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS], after;
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	unsigned		 i;
+
+	pr = add_ring("f32", 8, 4, 0, &rec, &r, &ds);
+	submit_to_stopped_workers(pr, r, ds, 4, info);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 0);
+	ck_assert_int_eq(kill(info[0].pid, SIGKILL), 0);
+	for (i = 1; i < WORKERS; i++)
+		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	ck_assert(run_until(pred_idle, NULL));
+	unit_run_for(100);
+	check_each_slot_once(&rec, r, ds, 4);
+	for (i = 0; i < rec.n; i++)
+		ck_assert_uint_eq(rec.done[i].deaths, 0);
+	/* Both of the dead worker's jobs, 8 rows each, went again. */
+	ck_assert_uint_eq(pool_rows_reissued(pool), 16);
+	pool_worker_info(pool, 0, &after);
+	ck_assert_int_ne(after.pid, info[0].pid);
+	ck_assert_uint_eq(after.restarts, 1);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* Whether the pool's size is @arg's and no worker is being added or retired. */
 static bool
 pred_size(const void *arg)
@@ -1122,6 +1275,81 @@ START_TEST(test_pool_grows_and_shrinks_losing_nothing)
 	pool_remove_ring(pr, r, false);
 	pool_free(pool);
 	pool = fixed;
+}
+END_TEST
+
+/* Whether every row of @arg's (a struct want_rows) is reported. */
+struct want_rows {
+	const struct record	*rec;
+	uint64_t		 rows;
+};
+
+static bool
+pred_rows_reported(const void *arg)
+{
+	const struct want_rows	*w = arg;
+	uint64_t		 rows = 0;
+	unsigned		 i;
+
+	for (i = 0; i < w->rec->n; i++)
+		rows += w->rec->done[i].rows;
+	return (rows >= w->rows && pool_idle(pool));
+}
+
+/*
+ * A row that kills workers in a job sent behind a running one: the row
+ * is blamed, its three deaths reported as a crash, and every other row is
+ * done once with no death counted against it.  (Here the pool reads the
+ * DONE of the job before first; were the death heard first, the beat,
+ * which names the job behind, would blame it just the same.)
+ */
+START_TEST(test_row_that_kills_workers_in_a_job_behind)
+{
+	struct record		 rec = { .n = 0 };
+	struct pool_worker_info	 info[WORKERS];
+	struct want_rows	 want = { &rec, 10 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	uint64_t		 rows[5] = { 0 };
+	unsigned		 i, crashed = 0;
+
+	pr = add_ring("flaky", 2, 5, 0, &rec, &r, &ds);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info[i]);
+		ck_assert_int_eq(kill(info[i].pid, SIGSTOP), 0);
+	}
+	for (i = 0; i < 5; i++) {	/* 0 to 8 and 10: none flaky */
+		ring_indices(r, i)[0] = 2 * i;
+		ring_indices(r, i)[1] = i < 4 ? 2 * i + 1 : 10;
+	}
+	ring_indices(r, 3)[1] = FLAKY_CRASH;	/* the fourth job: behind */
+	for (i = 0; i < 5; i++)
+		pool_submit(pr, i, 0, i, 0, 2, ring_indices(r, i));
+	unit_run_for(20);
+	ck_assert_uint_eq(pool_jobs_queued(pool), 1);
+	for (i = 0; i < WORKERS; i++)
+		ck_assert_int_eq(kill(info[i].pid, SIGCONT), 0);
+	ck_assert_msg(run_until(pred_rows_reported, &want), "%u reports",
+	    rec.n);
+	unit_run_for(100);
+	for (i = 0; i < rec.n; i++) {
+		rows[rec.done[i].slot] += rec.done[i].rows;
+		if (rec.done[i].result == POOL_JOB_CRASHED) {
+			crashed++;
+			ck_assert_uint_eq(rec.done[i].slot, 3);
+			ck_assert_uint_eq(rec.done[i].bad, 1);
+			ck_assert_int_eq(rec.done[i].signal, SIGSEGV);
+			ck_assert_uint_eq(rec.done[i].deaths, 3);
+		} else {
+			ck_assert_int_eq(rec.done[i].result, POOL_JOB_DONE);
+			ck_assert_uint_eq(rec.done[i].deaths, 0);
+		}
+	}
+	ck_assert_uint_eq(crashed, 1);
+	for (i = 0; i < 5; i++)
+		ck_assert_uint_eq(rows[i], 2);
+	pool_remove_ring(pr, r, false);
 }
 END_TEST
 
@@ -1681,6 +1909,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_drop_jobs_drops_queued_running_one_finishes);
 	tcase_add_test(tc, test_idle_means_nothing_queued_or_running);
 	tcase_add_test(tc, test_job_sent_again_after_a_queued_map_could_not_be);
+	tcase_add_test(tc, test_next_job_waits_in_a_busy_workers_socket);
+	tcase_add_test(tc, test_no_job_waits_behind_while_two_rings_are_served);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("many-jobs");
@@ -1693,6 +1923,8 @@ pool_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc,
 	    test_killed_worker_replaced_and_its_job_completes_once);
+	tcase_add_test(tc, test_dead_workers_job_behind_goes_back);
+	tcase_add_test(tc, test_row_that_kills_workers_in_a_job_behind);
 	tcase_add_test(tc,
 	    test_row_that_kills_workers_three_times_reported_crashed);
 	tcase_add_test(tc,

@@ -329,6 +329,77 @@ START_TEST(test_partial_writes_finished_in_order)
 END_TEST
 
 /*
+ * Corked (a client's pipelined requests being answered), what is sent
+ * waits for the flush, not the loop, and then goes whole and in order,
+ * the descriptors with their message; the flush uncorks, so
+ * the next send goes at once.  A PACKET transport is never corked.
+ */
+START_TEST(test_corked_sends_wait_for_the_flush)
+{
+	struct transport	*t;
+	uint8_t			*a, *b, *c, got[1024];
+	size_t			 have = 0;
+	ssize_t			 n;
+	int			 fd, nfds = 0;
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int) * 4)];
+	} cbuf;
+	struct msghdr		 msg;
+	struct iovec		 iov;
+	struct cmsghdr		*cmsg;
+
+	t = make(TRANSPORT_STREAM, 0, 0);
+	a = message(1, 100);
+	b = message(2, 200);
+	c = message(3, 50);
+	ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+	transport_cork(t);
+	ck_assert_int_eq(transport_send_consume(t, a, 100, NULL, 0), 0);
+	fd = dup(pipe_fds[0]);
+	ck_assert_int_eq(transport_send_consume(t, b, 200, &fd, 1), 0);
+	ck_assert_int_eq(transport_send_consume(t, c, 50, NULL, 0), 0);
+	ck_assert_uint_eq(transport_queued(t), 3);
+	pass();
+	ck_assert_int_eq(recv(sv[1], got, sizeof(got), MSG_PEEK), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(transport_flush(t), 0);
+	ck_assert_uint_eq(transport_queued(t), 0);
+	while (have < 350) {
+		memset(&msg, 0, sizeof(msg));
+		iov.iov_base = got + have;
+		iov.iov_len = sizeof(got) - have;
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = cbuf.buf;
+		msg.msg_controllen = sizeof(cbuf.buf);
+		ck_assert_int_gt(n = recvmsg(sv[1], &msg, MSG_CMSG_CLOEXEC), 0);
+		/* With b's first byte (a read may take a's bytes too). */
+		for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL;
+		    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+			ck_assert_uint_le(have, 100);
+			memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+			close(fd);
+			nfds++;
+		}
+		have += (size_t)n;
+	}
+	ck_assert_uint_eq(have, 350);
+	ck_assert_int_eq(nfds, 1);
+	ck_assert_int_eq(memcmp(got, a, 100), 0);
+	ck_assert_int_eq(memcmp(got + 100, b, 200), 0);
+	ck_assert_int_eq(memcmp(got + 300, c, 50), 0);
+	/* Uncorked: the next goes now. */
+	ck_assert_int_eq(transport_send_consume(t, a, 100, NULL, 0), 0);
+	ck_assert_int_eq(recv(sv[1], got, sizeof(got), 0), 100);
+	transport_free(t);
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+/*
  * Past the high mark the transport stops reading; it reads again (and
  * says so, once) only when the queue has drained to the low mark, not as
  * soon as it is back under the high one.
@@ -774,6 +845,7 @@ transport_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_stream_frames_whole_with_their_fds);
 	tcase_add_test(tc, test_partial_writes_finished_in_order);
+	tcase_add_test(tc, test_corked_sends_wait_for_the_flush);
 	tcase_add_test(tc, test_read_timeout_and_read_off);
 	tcase_add_test(tc, test_read_on_without_timeout_drops_it);
 	tcase_add_test(tc, test_timeout_dropped_stays_dropped_after_reads);
