@@ -56,7 +56,14 @@
  * (through the cache, so the host downloads it once however many workers
  * index it) and fails that read, naming the shard, if the count is not
  * the index's.  The count cannot come from a shard's first bytes: tar
- * headers are spread through the whole shard.
+ * headers are spread through the whole shard.  A shard's line may be
+ * followed by its samples' members ("+ OFFSET SIZE LABEL": the image
+ * member's data and the label): that shard is never walked nor downloaded
+ * whole; a sample is read by the pages of its member and the tar header
+ * before it, rounded to the cache's granules (cache_object_read_part()),
+ * the header checked to be a regular member's of that size, so that an
+ * epoch's first steps download about their samples, not every shard they
+ * touch (issue 38).
  *
  * dataset_tar_open_fd() indexes one shard from a descriptor; the fuzzer
  * feeds it arbitrary bytes, so nothing here trusts a size or a name.
@@ -126,6 +133,11 @@ struct tar {
 	 * and whether this process indexed it yet. */
 	uint64_t		*first;
 	uint8_t			*ready;
+	/*
+	 * Shards whose members the index lists: each sample read by its
+	 * pages (cache_object_read_part()), the shard never walked.
+	 */
+	uint8_t			*parts;
 	/* The read-ahead call that last asked a whole shard (a worker's). */
 	uint32_t		*ahead_call;
 	uint32_t		 ahead_calls;
@@ -1296,6 +1308,7 @@ tar_index_load(struct dataset *ds, const char *where, size_t *len,
 		}
 		if ((b = malloc((size_t)o.size + 1)) == NULL)
 			goto fail;
+		memset(&r, 0, sizeof r);
 		r.off = 0;
 		r.len = (size_t)o.size;
 		r.dst = b;
@@ -1337,8 +1350,33 @@ fail:
 }
 
 /*
+ * A member line of "index =" ("+ OFFSET SIZE LABEL") at @line into *@m.
+ * Return: 0, or -1 (not three numbers, or out of range).
+ */
+static int
+tar_index_member(const char *line, uint32_t classes, struct tar_sample *m)
+{
+	unsigned long long	off, size, label;
+	int			n = 0;
+
+	if (sscanf(line, "+ %llu %llu %llu %n", &off, &size, &label,
+	    &n) != 3 || (line[n] != '\0' && line[n] != '\r') ||
+	    off < TAR_BLOCK || off % TAR_BLOCK != 0 || size == 0 ||
+	    size > INFEED_MAX_IMAGE_BYTES || label >= classes)
+		return (-1);
+	m->off = off;
+	m->size = (uint32_t)size;
+	m->label = (uint32_t)label;
+	return (0);
+}
+
+/*
  * Read "index =": a sample count per shard (and optionally its file
- * name), so N and each sample's shard are known before any shard is read.
+ * name), each shard's line optionally followed by a member line per
+ * sample ("+ OFFSET SIZE LABEL": its image member's data, and its label),
+ * which spares the workers the shard's walk: its samples are then read by
+ * their pages alone.  The index's claims are checked: the counts against
+ * the room, each member against the tar header before it when read.
  */
 static int
 tar_index_file(struct dataset *ds, struct tar *t,
@@ -1346,8 +1384,9 @@ tar_index_file(struct dataset *ds, struct tar *t,
 {
 	const char	*where = dataset_conf_get(conf, "index");
 	char		*b, *line, *next, *end, *name, *base;
-	size_t		 len;
-	uint64_t	 count, total = 0, i;
+	struct tar_sample *mem = NULL, *nm;
+	size_t		 len, nmem = 0, capmem = 0, mk = 0;
+	uint64_t	 count, total = 0, i, *given = NULL;
 	uint32_t	 k = 0;
 	int		 rc = -1;
 
@@ -1359,7 +1398,9 @@ tar_index_file(struct dataset *ds, struct tar *t,
 	    cause) != 0) || (b = tar_index_load(ds, where, &len, cause)) == NULL)
 		return (-1);
 	if ((t->first = calloc(t->nshards + 1, sizeof *t->first)) == NULL ||
-	    (t->ready = calloc(t->nshards, 1)) == NULL) {
+	    (t->ready = calloc(t->nshards, 1)) == NULL ||
+	    (t->parts = calloc(t->nshards, 1)) == NULL ||
+	    (given = calloc(t->nshards + 1, sizeof *given)) == NULL) {
 		dataset_error(cause, ds, "%s", strerror(ENOMEM));
 		goto out;
 	}
@@ -1370,6 +1411,49 @@ tar_index_file(struct dataset *ds, struct tar *t,
 			line++;
 		if (*line == '\0' || *line == '#' || *line == '\r')
 			continue;
+		if (*line == '+') {
+			if (k == 0 || given[k - 1] == t->first[k] -
+			    t->first[k - 1]) {
+				dataset_error(cause, ds, "index = %s: a member "
+				    "line ('%.40s') where a shard's line is "
+				    "expected; each shard's line ('COUNT NAME') "
+				    "is followed by none or COUNT member lines",
+				    where, line);
+				goto out;
+			}
+			if (nmem == capmem) {
+				capmem = capmem ? capmem * 2 : 1024;
+				if ((nm = reallocarray(mem, capmem,
+				    sizeof *mem)) == NULL) {
+					dataset_error(cause, ds, "%s",
+					    strerror(ENOMEM));
+					goto out;
+				}
+				mem = nm;
+			}
+			if (tar_index_member(line, ds->classes,
+			    &mem[nmem]) != 0) {
+				dataset_error(cause, ds, "index = %s: shard %"
+				    PRIu32 "'s member line '%.60s' is not '+ "
+				    "OFFSET SIZE LABEL' (the image member's "
+				    "data offset, a multiple of 512, its size, "
+				    "up to %d, and a label under classes = %"
+				    PRIu32 ")", where, k - 1, line,
+				    INFEED_MAX_IMAGE_BYTES, ds->classes);
+				goto out;
+			}
+			mem[nmem++].shard = k - 1;
+			given[k - 1]++;
+			continue;
+		}
+		if (k > 0 && given[k - 1] != 0 && given[k - 1] !=
+		    t->first[k] - t->first[k - 1]) {
+			dataset_error(cause, ds, "index = %s: shard %" PRIu32
+			    " has %" PRIu64 " member lines for a count of %"
+			    PRIu64 "; give all or none", where, k - 1,
+			    given[k - 1], t->first[k] - t->first[k - 1]);
+			goto out;
+		}
 		errno = 0;
 		count = strtoull(line, &end, 10);
 		if (end == line || errno != 0 || count > UINT32_MAX ||
@@ -1399,6 +1483,15 @@ tar_index_file(struct dataset *ds, struct tar *t,
 		}
 		t->first[k++] = total;
 		total += count;
+		t->first[k] = total;
+	}
+	if (k > 0 && given[k - 1] != 0 && given[k - 1] != t->first[k] -
+	    t->first[k - 1]) {
+		dataset_error(cause, ds, "index = %s: shard %" PRIu32 " has %"
+		    PRIu64 " member lines for a count of %" PRIu64 "; give all "
+		    "or none", where, k - 1, given[k - 1], t->first[k] -
+		    t->first[k - 1]);
+		goto out;
 	}
 	if (k != t->nshards) {
 		dataset_error(cause, ds, "index = %s: %" PRIu32 " lines for %"
@@ -1435,12 +1528,18 @@ tar_index_file(struct dataset *ds, struct tar *t,
 		    "sample" : "index = %s: %s", where, strerror(ENOMEM));
 		goto out;
 	}
-	for (k = 0; k < t->nshards; k++)
+	for (k = 0; k < t->nshards; k++) {
+		t->parts[k] = given[k] != 0;
+		t->ready[k] = t->parts[k];
 		for (i = t->first[k]; i < t->first[k + 1]; i++)
-			t->s[i].shard = k;
+			t->s[i] = t->parts[k] ? mem[mk++] :
+			    (struct tar_sample){ .shard = k };
+	}
 	ds->samples = t->cap = total;
 	rc = 0;
 out:
+	free(given);
+	free(mem);
 	free(b);
 	return (rc);
 }
@@ -1458,8 +1557,6 @@ tar_remote_ready(const struct dataset *ds, struct tar *t, uint32_t k,
 	char		*why = NULL;
 	uint64_t	 want = t->first[k + 1] - t->first[k];
 
-	if (t->ready[k])
-		return (0);
 	if (t->objs[k] == NULL &&
 	    (t->objs[k] = cache_object_open(t->paths[k], &why)) == NULL) {
 		dataset_error(cause, &tmp, "shard '%s': %s", t->paths[k],
@@ -1467,6 +1564,8 @@ tar_remote_ready(const struct dataset *ds, struct tar *t, uint32_t k,
 		free(why);
 		return (-1);
 	}
+	if (t->ready[k])
+		return (0);
 	memset(&tt, 0, sizeof tt);
 	tmp.samples = 0;
 	if (tar_index(&tmp, &tt, k, -1, t->objs[k], t->paths[k],
@@ -1783,11 +1882,20 @@ tar_remote_read_ahead(const struct dataset *ds, const uint64_t *idx,
 		k = s->shard;
 		/* A whole shard is asked once a call, not once a sample. */
 		if ((t->objs[k] == NULL || (t->lazy && !t->ready[k])) &&
+		    (t->parts == NULL || !t->parts[k]) &&
 		    t->ahead_call[k] == call)
 			continue;
 		t->ahead_call[k] = call;
-		if (t->objs[k] == NULL)
-			cache_url_prefetch(t->paths[k]);	/* its HEAD too */
+		if (t->parts != NULL && t->parts[k]) {
+			/* Its member and the header before it, by pages. */
+			if (t->objs[k] == NULL)
+				cache_url_prefetch(t->paths[k], s->off -
+				    TAR_BLOCK, s->size + TAR_BLOCK);
+			else
+				cache_object_prefetch_part(t->objs[k], s->off -
+				    TAR_BLOCK, s->size + TAR_BLOCK);
+		} else if (t->objs[k] == NULL)
+			cache_url_prefetch(t->paths[k], 0, 0);	/* and HEAD */
 		else if (t->lazy && !t->ready[k])
 			cache_object_prefetch(t->objs[k], 0,
 			    cache_object_size(t->objs[k]));
@@ -1875,6 +1983,61 @@ tar_remote_order_free(void *arg)
 	free(to);
 }
 
+/* The reason of a failed remote read, for the session (see dataset.h). */
+static void
+tar_remote_why(const struct dataset *ds, char *why)
+{
+	size_t		 len = strlen(ds->name);
+	const char	*msg = why != NULL ? why : strerror(ENOMEM);
+
+	/* The session's error names the dataset already. */
+	if (strncmp(msg, "dataset '", 9) == 0 && strncmp(msg + 9, ds->name,
+	    len) == 0 && strncmp(msg + 9 + len, "': ", 3) == 0)
+		msg += 12 + len;
+	dataset_set_why("%s", msg);
+	free(why);
+	errno = EIO;
+}
+
+/*
+ * Read sample @s of a shard whose members the index lists: the tar header
+ * before the member and its data, by their pages alone
+ * (cache_object_read_part()).  The header must be a regular member's of
+ * the index's size: a stale index is named, not served.
+ */
+static int
+tar_remote_read_part(const struct dataset *ds, const struct tar_sample *s,
+    struct dataset_buf *buf, int64_t *label)
+{
+	const struct tar	*t = ds->priv;
+	uint64_t		 size;
+	char			*why = NULL, where[512];
+
+	if (dataset_buf_reserve(buf, (size_t)s->size + TAR_BLOCK) != 0)
+		return (-1);
+	if (cache_object_read_part(t->objs[s->shard], s->off - TAR_BLOCK,
+	    (size_t)s->size + TAR_BLOCK, buf->p, &why) != 0) {
+		tar_remote_why(ds, why);
+		return (-1);
+	}
+	if (!tar_checksum_ok(buf->p) || (buf->p[156] != '0' &&
+	    buf->p[156] != '\0') || tar_number(buf->p + 124, 12, &size) != 0 ||
+	    size != s->size) {
+		tar_clean(t->paths[s->shard], where, sizeof where);
+		if (asprintf(&why, "shard '%s': no tar header of a %" PRIu32
+		    "-byte member before byte %" PRIu64 ", where 'index =' "
+		    "puts one: the index is not of this shard; make it again "
+		    "from the shards", where, s->size, s->off) == -1)
+			why = NULL;
+		tar_remote_why(ds, why);
+		return (-1);
+	}
+	memmove(buf->p, buf->p + TAR_BLOCK, s->size);
+	buf->len = s->size;
+	*label = s->label;
+	return (0);
+}
+
 /* Read an image member of a remote shard through the host's cache. */
 static int
 tar_remote_read(const struct dataset *ds, uint64_t index,
@@ -1882,9 +2045,7 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 {
 	struct tar		*t = ds->priv;
 	const struct tar_sample	*s = &t->s[index];
-	const char		*msg;
 	char			*why = NULL;
-	size_t			 len;
 
 	if (t->lazy && tar_remote_ready(ds, t, s->shard, &why) != 0)
 		goto fail;
@@ -1892,6 +2053,8 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 		errno = EFBIG;
 		return (-1);
 	}
+	if (t->parts != NULL && t->parts[s->shard])
+		return (tar_remote_read_part(ds, s, buf, label));
 	if (dataset_buf_reserve(buf, s->size) != 0)
 		return (-1);
 	if (cache_object_read(t->objs[s->shard], s->off, s->size, buf->p,
@@ -1901,15 +2064,7 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 	*label = s->label;
 	return (0);
 fail:
-	/* The session's error names the dataset already. */
-	len = strlen(ds->name);
-	msg = why != NULL ? why : strerror(ENOMEM);
-	if (strncmp(msg, "dataset '", 9) == 0 && strncmp(msg + 9, ds->name,
-	    len) == 0 && strncmp(msg + 9 + len, "': ", 3) == 0)
-		msg += 12 + len;
-	dataset_set_why("%s", msg);
-	free(why);
-	errno = EIO;
+	tar_remote_why(ds, why);
 	return (-1);
 }
 
@@ -2014,6 +2169,7 @@ tar_close(struct dataset *ds)
 	free(t->objs);
 	free(t->first);
 	free(t->ready);
+	free(t->parts);
 	free(t->ahead_call);
 	free(t->fds);
 	free(t->paths);

@@ -21,6 +21,27 @@
  * download asks for the ETag it knows (If-Match), so old and new bytes are
  * never mixed.
  *
+ * A block may be filled in parts (cache_object_read_part(): a tar
+ * member's bytes, not its shard's): its file then holds a header of
+ * CACHE_PART_DATA bytes (which of its CACHE_PAGE pages it holds, each
+ * page's CRC-32C, the life it was last written in, and a sum of the
+ * header itself) and the pages at their place in the block after it, a
+ * sparse file of the block's size (it counts whole against cache_max).
+ * Only the pages missing under a read are downloaded (near runs in one
+ * range; a prefetch's, those of the granules of CACHE_PART_GRANULE pages,
+ * 128 KiB, that hold them), or all it
+ * lacks when that rest is under CACHE_PART_REST (a block with no part
+ * file is then kept whole; a part file is filled in place, not written
+ * again to a new file).  The file is made
+ * whole (a temporary name renamed) with no page, then written in place
+ * under the block's lock: each range's bytes, then the header that says
+ * they are there, so a crash loses a range, never mixes one in; a header
+ * torn by a crash fails its sum and the file is dropped (by a process
+ * that holds the lock: another may be writing it).  Pages written in an
+ * earlier life are summed before they are served (each read's pages) and
+ * before the next write (all of them), and a torn one is downloaded
+ * again.
+ *
  * cache_max bounds the blocks' bytes.  Before a block is kept (one process
  * of the host at a time: cache_dir/.lock), blocks are evicted until it
  * fits: first those no known order needs (the oldest first), then the one
@@ -66,8 +87,9 @@
  * The blocks of the steps a session reads ahead (read_ahead) are fetched
  * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
  * worker queues them, and CACHE_AHEAD_THREADS threads of its own take
- * them in order, up to CACHE_AHEAD_BATCH blocks of an object in flight
- * each (fetch.c's handles are a thread's own), while the worker decodes.
+ * them in order, up to CACHE_AHEAD_BATCH blocks (of any objects) in
+ * flight each (fetch.c's handles are a thread's own), while the worker
+ * decodes; the pages asked of one block are one entry (their bits OR'd).
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
@@ -118,6 +140,27 @@
 #include "sampler.h"
 
 #define CACHE_MAGIC	"INFCBLK2"	/* the life and CRC-32C: issue 38 */
+#define CACHE_PART_MAGIC "INFCPRT1"	/* a block filled in parts */
+/* A part block's pages: downloaded, held and summed one by one. */
+#define CACHE_PAGE	4096
+#define CACHE_PAGES	(CACHE_BLOCK / CACHE_PAGE)
+#define CACHE_PART_DATA	4096		/* a part file's bytes start */
+/*
+ * When the pages of a block not asked for are this few bytes or fewer,
+ * they come with those asked: the whole block in one request rather than
+ * another request later.
+ */
+#define CACHE_PART_REST	(64 * 1024)
+/*
+ * A prefetch's pages are rounded out to the granules (of this many pages,
+ * 128 KiB) that hold them: what a request costs besides its bytes (the
+ * worker's CPU, and the server's) is paid once for several samples, while
+ * a step still downloads a part of each block it touches.  A read that
+ * waits asks its own pages only.
+ */
+#define CACHE_PART_GRANULE 32
+_Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
+    "a block is whole granules");
 #define CACHE_CURSOR_MAGIC "INFCCUR1"
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
@@ -125,7 +168,7 @@
 #define CACHE_READERS		16	/* workers a cursor says are reading */
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
-#define CACHE_AHEAD_BATCH	4	/* blocks of one object a thread asks */
+#define CACHE_AHEAD_BATCH	4	/* blocks a thread has in flight */
 #define CACHE_AHEAD_QUEUE	256	/* blocks waiting, at most */
 /* What the threads' buffers hold at most (infeed.conf(5) says 8 MiB). */
 #define CACHE_AHEAD_BYTES	\
@@ -199,6 +242,45 @@ struct cache_header {
 	uint32_t	etag_hash;
 	uint32_t	crc;
 	uint64_t	life;		/* cache_stats' when it was written */
+};
+
+/*
+ * What opens a block's file when the block is filled in parts
+ * (cache_object_read_part()): which CACHE_PAGE pages it holds and each
+ * one's CRC-32C, itself summed; the bytes from CACHE_PART_DATA on, each
+ * page at its place in the block (a sparse file of the block's size).
+ */
+struct cache_part {
+	char		magic[8];
+	uint64_t	object_size;
+	uint64_t	index;
+	uint64_t	len;
+	uint32_t	etag_hash;
+	uint32_t	sum;		/* of this header, with sum 0 */
+	uint64_t	life;		/* when a page was last written */
+	uint8_t		have[CACHE_PAGES / 8];
+	uint32_t	crc[CACHE_PAGES];
+};
+_Static_assert(sizeof(struct cache_part) <= CACHE_PART_DATA,
+    "a part block's header fits before its bytes");
+
+/*
+ * The pages of one block to download, under its lock (cache_fill_plan()):
+ * into @buf, at their place in the block; then kept (cache_part_write(),
+ * or cache_block_store() when whole).
+ */
+struct cache_fill {
+	uint64_t	 block;
+	size_t		 len;		/* the block's */
+	bool		 had;		/* a part file was there */
+	bool		 whole;		/* with them the block is whole */
+	struct cache_part h;		/* the part file's header, checked */
+	uint8_t		 want[CACHE_PAGES / 8];	/* pages to download */
+	size_t		 lo;		/* the first page in @buf */
+	uint8_t		*buf;		/* the block's bytes from page lo:
+					   those fetched, and (had) those
+					   asked and held */
+	uint64_t	 fetched;	/* bytes */
 };
 
 struct cache_object {
@@ -491,6 +573,7 @@ cache_write_file(const char *path, const void *h, size_t hlen, const void *p,
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 	    0640)) == -1)
 		return (-1);
+	errno = 0;	/* a short write sets none: ENOSPC below */
 	if ((hlen > 0 && write(fd, h, hlen) != (ssize_t)hlen) ||
 	    (len > 0 && write(fd, p, len) != (ssize_t)len) ||
 	    close(fd) != 0 || rename(tmp, path) != 0) {
@@ -874,14 +957,129 @@ cache_block_len(const struct cache_object *o, uint64_t i)
 	    o->meta.size - start : cache.block));
 }
 
+/* Whether page @k is in @h. */
+static bool
+cache_part_has(const struct cache_part *h, size_t k)
+{
+	return ((h->have[k / 8] >> (k % 8)) & 1);
+}
+
+/* The sum of part header @h. */
+static uint32_t
+cache_part_sum(const struct cache_part *h)
+{
+	struct cache_part	c = *h;
+
+	c.sum = 0;
+	return (cache_crc(&c, sizeof c));
+}
+
+/* Whether @h is a whole part header of block @i of @o. */
+static bool
+cache_part_ok(const struct cache_object *o, uint64_t i,
+    const struct cache_part *h)
+{
+	return (memcmp(h->magic, CACHE_PART_MAGIC, 8) == 0 &&
+	    h->object_size == o->meta.size && h->index == i &&
+	    h->len == cache_block_len(o, i) && h->etag_hash == o->etag_hash &&
+	    h->sum == cache_part_sum(h));
+}
+
+/* Bytes in page @k of a block of @blen bytes. */
+static size_t
+cache_page_len(size_t blen, size_t k)
+{
+	return (blen - k * CACHE_PAGE < CACHE_PAGE ? blen - k * CACHE_PAGE :
+	    CACHE_PAGE);
+}
+
+/*
+ * Pages @p0..@p1 of part file @fd (header @h) into @buf (page p0 first),
+ * each checked against its CRC when written in an earlier life.  Return:
+ * 0, or -1 (one is not held, torn, or unread).
+ */
+static int
+cache_part_pages(int fd, const struct cache_part *h, size_t p0, size_t p1,
+    uint8_t *buf)
+{
+	size_t	k, end = p1 * CACHE_PAGE + cache_page_len(h->len, p1);
+
+	for (k = p0; k <= p1; k++)
+		if (!cache_part_has(h, k))
+			return (-1);
+	if (pread(fd, buf, end - p0 * CACHE_PAGE, (off_t)(CACHE_PART_DATA +
+	    p0 * CACHE_PAGE)) != (ssize_t)(end - p0 * CACHE_PAGE))
+		return (-1);
+	if (h->life == cache.stats->life)
+		return (0);
+	for (k = p0; k <= p1; k++)
+		if (cache_crc(buf + (k - p0) * CACHE_PAGE,
+		    cache_page_len(h->len, k)) != h->crc[k])
+			return (-1);
+	return (0);
+}
+
+/*
+ * Read @len bytes at @at of part block @i (@fd, its file at @path): 0, or
+ * -1 when the pages are not all there, or not whole.  A header that does
+ * not check is dropped only by a process that holds the block's lock
+ * (@locked): another may be writing it.
+ */
+static int
+cache_part_load(struct cache_object *o, uint64_t i, int fd, const char *path,
+    size_t at, size_t len, void *dst, bool locked)
+{
+	struct cache_part	 h;
+	struct stat		 st;
+	uint8_t			*buf;
+	size_t			 p0 = at / CACHE_PAGE;
+	size_t			 p1 = (at + len - 1) / CACHE_PAGE;
+	int			 ok;
+
+	if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+	    !cache_part_ok(o, i, &h)) {
+		if (locked && fstat(fd, &st) == 0 && unlink(path) == 0) {
+			cache_count(&cache.stats->bytes, -(int64_t)st.st_size);
+			cache_count(&cache.stats->torn, 1);
+		}
+		close(fd);
+		return (-1);
+	}
+	if (h.life == cache.stats->life) {
+		/* Written whole in this life: its pages' bytes as they are. */
+		for (ok = 1; p0 <= p1 && ok; p0++)
+			ok = cache_part_has(&h, p0);
+		ok = ok && pread(fd, dst, len, (off_t)(CACHE_PART_DATA + at)) ==
+		    (ssize_t)len;
+	} else {
+		/* From an earlier life: the pages read are summed. */
+		if ((buf = malloc((p1 - p0 + 1) * CACHE_PAGE)) == NULL) {
+			close(fd);
+			return (-1);
+		}
+		ok = cache_part_pages(fd, &h, p0, p1, buf) == 0;
+		if (ok)
+			memcpy(dst, buf + at - p0 * CACHE_PAGE, len);
+		free(buf);
+	}
+	if (!ok) {
+		close(fd);
+		return (-1);
+	}
+	cache_fd_keep(o, i, fd);
+	cache_count(&cache.stats->hits, 1);
+	return (0);
+}
+
 /*
  * Read @len bytes at @at of block @i from its file, checking the whole
  * block first if this process has not: 0, or -1 when absent or torn
- * (then removed).
+ * (then removed).  A block filled in parts is read as cache_part_load()
+ * says; @locked: this process holds the block's lock.
  */
 static int
 cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
-    void *dst)
+    void *dst, bool locked)
 {
 	struct cache_header	 h;
 	struct stat		 st;
@@ -894,8 +1092,11 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	if ((fd = cache_fd_take(o, i, path)) == -1)
 		return (-1);
 	if (!__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED)) {
-		ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-		    memcmp(h.magic, CACHE_MAGIC, 8) == 0 &&
+		ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
+		if (ok && memcmp(h.magic, CACHE_PART_MAGIC, 8) == 0)
+			return (cache_part_load(o, i, fd, path, at, len, dst,
+			    locked));
+		ok = ok && memcmp(h.magic, CACHE_MAGIC, 8) == 0 &&
 		    h.object_size == o->meta.size && h.index == i &&
 		    h.len == blen && h.etag_hash == o->etag_hash;
 		/* Written in an earlier life: its bytes are summed. */
@@ -1508,9 +1709,16 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
     size_t len, char **cause)
 {
 	struct cache_header	h;
+	struct stat		st;
 	char			path[PATH_MAX];
+	uint64_t		old = 0;
 
-	if (cache_make_room(o, i, sizeof h + len) != 0)
+	/* A part file there (the block filled in parts) is replaced. */
+	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
+	if (stat(path, &st) == 0)
+		old = (uint64_t)st.st_size;
+	if (cache_make_room(o, i, sizeof h + len > old ? sizeof h + len - old :
+	    0) != 0)
 		return (0);
 	memset(&h, 0, sizeof h);
 	memcpy(h.magic, CACHE_MAGIC, 8);
@@ -1520,13 +1728,13 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	h.etag_hash = o->etag_hash;
 	h.crc = cache_crc(p, len);
 	h.life = cache.stats->life;
-	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
 	if (cache_write_file(path, &h, sizeof h, p, len) != 0)
 		return (cache_fail(cause, "%s: keeping block %" PRIu64 " of %s "
 		    "in the cache: %s; cache_dir needs room for cache_max "
 		    "(%" PRIu64 " bytes): free space there or lower cache_max",
 		    path, i, o->url, strerror(errno), cache.max));
-	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len));
+	cache_count(&cache.stats->bytes, (int64_t)(sizeof h + len) -
+	    (int64_t)old);
 	__atomic_store_n(&o->verified[i], 1, __ATOMIC_RELAXED);
 	return (0);
 }
@@ -1554,14 +1762,257 @@ cache_block_lock(int fd, uint64_t i, short type)
 	return (0);
 }
 
-/* @len bytes at @off: cached blocks read, the others fetched together. */
-int
-cache_object_read(struct cache_object *o, uint64_t off, size_t len,
-    void *dst, char **cause)
+/* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
+static bool
+cache_granule_wanted(const uint8_t *want, size_t k)
 {
+	size_t	g = k / CACHE_PART_GRANULE * CACHE_PART_GRANULE, j;
+
+	for (j = g; j < g + CACHE_PART_GRANULE; j++)
+		if ((want[j / 8] >> (j % 8)) & 1)
+			return (true);
+	return (false);
+}
+
+/*
+ * Plan the download of block @i of @o, whose lock is held: the pages of
+ * @want (NULL: all; with @granules, of the granules that hold them: a
+ * prefetch's) that its file lacks, and all it lacks when
+ * the rest is under CACHE_PART_REST; @part: keep them as a part file,
+ * else (or when they make it whole) the block is downloaded and kept
+ * whole.  A part file's pages from an earlier life are summed here first,
+ * and the torn ones dropped (the header is written again by
+ * cache_part_write()).
+ * Return: 0 with *@f (its buf to free), 1 when nothing is missing, -1
+ * with *@cause.
+ */
+static int
+cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
+    bool part, bool granules, struct cache_fill *f, char **cause)
+{
+	struct cache_header	 fh;
+	char			 path[PATH_MAX];
+	uint8_t			 page[CACHE_PAGE];
+	size_t			 np, k, hi = 0, asked = 0, rest = 0;
+	bool			 all;
+	int			 fd;
+
+#define BIT(m, k)	(((m)[(k) / 8] >> ((k) % 8)) & 1)
+#define SET(m, k)	((m)[(k) / 8] |= (uint8_t)(1u << ((k) % 8)))
+#define CLEAR(m, k)	((m)[(k) / 8] &= (uint8_t)~(1u << ((k) % 8)))
+	memset(f, 0, sizeof *f);
+	f->block = i;
+	f->len = cache_block_len(o, i);
+	np = (f->len + CACHE_PAGE - 1) / CACHE_PAGE;
+	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, i);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		/* A whole block there (another process kept it): done. */
+		if (pread(fd, &fh, sizeof fh, 0) == (ssize_t)sizeof fh &&
+		    memcmp(fh.magic, CACHE_MAGIC, 8) == 0 &&
+		    fh.object_size == o->meta.size && fh.index == i &&
+		    fh.etag_hash == o->etag_hash) {
+			close(fd);
+			return (1);
+		}
+		f->had = pread(fd, &f->h, sizeof f->h, 0) ==
+		    (ssize_t)sizeof f->h && cache_part_ok(o, i, &f->h);
+		/* Its pages from an earlier life: summed, the torn dropped. */
+		for (k = 0; f->had && f->h.life != cache.stats->life &&
+		    k < np; k++)
+			if (BIT(f->h.have, k) &&
+			    cache_part_pages(fd, &f->h, k, k, page) != 0) {
+				CLEAR(f->h.have, k);
+				cache_count(&cache.stats->torn, 1);
+			}
+	}
+	if (!f->had) {
+		memset(&f->h, 0, sizeof f->h);
+		memcpy(f->h.magic, CACHE_PART_MAGIC, 8);
+		f->h.object_size = o->meta.size;
+		f->h.index = i;
+		f->h.len = f->len;
+		f->h.etag_hash = o->etag_hash;
+	}
+	for (k = 0; k < np; k++) {
+		if (BIT(f->h.have, k))
+			continue;
+		if (want == NULL || (granules ? cache_granule_wanted(want, k) :
+		    BIT(want, k))) {
+			SET(f->want, k);
+			asked++;
+		} else
+			rest += cache_page_len(f->len, k);
+	}
+	if (asked == 0) {
+		if (fd != -1)
+			close(fd);
+		return (1);
+	}
+	/* The rest is small, or the block is not kept in parts: all of it. */
+	all = !part || rest <= CACHE_PART_REST;
+	for (k = 0; all && k < np; k++)
+		if (!BIT(f->h.have, k))
+			SET(f->want, k);
+	/*
+	 * Kept as a whole block when there is no part file; one there is
+	 * filled in place, not written again to a new file (a new inode and
+	 * the block's bytes twice).
+	 */
+	f->whole = all && !f->had;
+	/* Pages lo..hi: those to download and those asked. */
+	f->lo = np;
+	for (k = 0; k < np; k++)
+		if (BIT(f->want, k) || (want != NULL && BIT(want, k))) {
+			f->lo = k < f->lo ? k : f->lo;
+			hi = k;
+		}
+	if ((f->buf = malloc(hi * CACHE_PAGE + cache_page_len(f->len, hi) -
+	    f->lo * CACHE_PAGE)) == NULL) {
+		if (fd != -1)
+			close(fd);
+		return (cache_fail(cause, "%s", strerror(ENOMEM)));
+	}
+	/* The pages asked that are held: read (and so checked). */
+	for (k = f->lo; f->had && want != NULL && k <= hi; k++)
+		if (BIT(want, k) && BIT(f->h.have, k) &&
+		    cache_part_pages(fd, &f->h, k, k,
+		    f->buf + (k - f->lo) * CACHE_PAGE) != 0) {
+			CLEAR(f->h.have, k);
+			SET(f->want, k);
+		}
+	if (fd != -1)
+		close(fd);
+	return (0);
+#undef BIT
+#undef SET
+#undef CLEAR
+}
+
+/*
+ * The ranges of @f's pages to download, into @r (room for CACHE_PAGES /
+ * 2 + 1): runs of pages, a page held between two runs asked again
+ * rather than a request more.  Return: how many.
+ */
+static size_t
+cache_fill_ranges(const struct cache_object *o, const struct cache_fill *f,
+    struct fetch_range *r)
+{
+	size_t	np = (f->len + CACHE_PAGE - 1) / CACHE_PAGE, k, n = 0, end;
+	uint64_t start = f->block * cache.block;
+
+#define WANTED(k) ((f->want[(k) / 8] >> ((k) % 8)) & 1)
+	for (k = 0; k < np; k = end) {
+		if (!WANTED(k)) {
+			end = k + 1;
+			continue;
+		}
+		for (end = k + 1; end < np && (WANTED(end) ||
+		    (end + 1 < np && WANTED(end + 1))); end++)
+			;
+		r[n].off = start + k * CACHE_PAGE;
+		r[n].len = (end - 1) * CACHE_PAGE + cache_page_len(f->len,
+		    end - 1) - k * CACHE_PAGE;
+		r[n].dst = f->buf + (k - f->lo) * CACHE_PAGE;
+		r[n].url = o->url;
+		r[n].etag = o->meta.etag;
+		n++;
+	}
+#undef WANTED
+	return (n);
+}
+
+/*
+ * Keep part block @f's downloaded pages (@r, @n ranges) in its file, made
+ * now (room made under the host's lock) if there was none: each range's
+ * bytes written, then the header that says they are there, so a crash
+ * between the two loses the range, never mixes it.  Return: 0 (not kept
+ * for want of room is 0 too), or -1 with *@cause (a full disk).
+ */
+static int
+cache_part_write(struct cache_object *o, struct cache_fill *f,
+    const struct fetch_range *r, size_t n, char **cause)
+{
+	char		 path[PATH_MAX], lpath[PATH_MAX];
+	size_t		 k, p, at, end;
+	uint64_t	 start = f->block * cache.block;
+	int		 fd = -1, lfd, rc = 0;
+
+	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, f->block);
+	if (!f->had) {
+		snprintf(lpath, sizeof lpath, "%s/.lock", cache.dir);
+		if ((lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC,
+		    0640)) == -1)
+			return (cache_fail(cause, "%s: %s (cache_dir)", lpath,
+			    strerror(errno)));
+		pthread_mutex_lock(&cache.lock);
+		while (flock(lfd, LOCK_EX) == -1 && errno == EINTR)
+			;
+		if (cache_make_room(o, f->block, CACHE_PART_DATA +
+		    f->len) != 0)
+			rc = 1;		/* served, not kept */
+		else {
+			f->h.life = cache.stats->life;
+			f->h.sum = cache_part_sum(&f->h);
+			if (cache_write_file(path, &f->h, sizeof f->h, NULL,
+			    0) != 0 || truncate(path, (off_t)(CACHE_PART_DATA +
+			    f->len)) != 0)
+				rc = -1;
+			else
+				cache_count(&cache.stats->bytes,
+				    (int64_t)(CACHE_PART_DATA + f->len));
+		}
+		close(lfd);
+		pthread_mutex_unlock(&cache.lock);
+		if (rc == 1)
+			return (0);
+	}
+	if (rc == 0)
+		errno = 0;
+	if (rc == 0 && (fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
+		rc = -1;
+	for (k = 0; rc == 0 && k < n; k++) {
+		at = (size_t)(r[k].off - start);
+		if (pwrite(fd, r[k].dst, r[k].len, (off_t)(CACHE_PART_DATA +
+		    at)) != (ssize_t)r[k].len)
+			rc = -1;
+		end = at + r[k].len;
+		for (p = at / CACHE_PAGE; rc == 0 && p * CACHE_PAGE < end;
+		    p++) {
+			f->h.crc[p] = cache_crc(f->buf + (p - f->lo) *
+			    CACHE_PAGE, cache_page_len(f->len, p));
+			f->h.have[p / 8] |= (uint8_t)(1u << (p % 8));
+		}
+	}
+	if (rc == 0) {
+		f->h.life = cache.stats->life;
+		f->h.sum = cache_part_sum(&f->h);
+		if (pwrite(fd, &f->h, sizeof f->h, 0) != (ssize_t)sizeof f->h)
+			rc = -1;
+	}
+	if (rc != 0)
+		cache_fail(cause, "%s: keeping pages of block %" PRIu64 " of %s "
+		    "in the cache: %s; cache_dir needs room for cache_max "
+		    "(%" PRIu64 " bytes): free space there or lower cache_max",
+		    path, f->block, o->url, strerror(errno != 0 ? errno :
+		    ENOSPC), cache.max);
+	if (fd != -1)
+		close(fd);
+	return (rc);
+}
+
+/*
+ * @len bytes at @off: cached blocks (and pages) read, the others fetched
+ * together; @part: as cache_object_read_part().
+ */
+static int
+cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
+    bool part, char **cause)
+{
+	struct cache_fill	*f = NULL;
 	struct fetch_range	*r = NULL;
+	uint8_t			 want[CACHE_PAGES / 8];
 	uint64_t		 first, last, i, bstart;
-	size_t			 n = 0, k, at, l;
+	size_t			 n = 0, nr = 0, k, at, l, p, m, *fr = NULL;
 	char			 lpath[PATH_MAX];
 	int			 rc = 0, lockfd = -1;
 
@@ -1577,8 +2028,13 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 	pthread_mutex_lock(&cache.lock);
 	cache_plans_track(o->dirkey, off);
 	pthread_mutex_unlock(&cache.lock);
-	if ((r = calloc(last - first + 1, sizeof *r)) == NULL)
-		return (cache_fail(cause, "%s", strerror(ENOMEM)));
+	m = (size_t)(last - first + 1);
+	if ((f = calloc(m, sizeof *f)) == NULL ||
+	    (fr = calloc(m + 1, sizeof *fr)) == NULL ||
+	    (r = calloc(m * (CACHE_PAGES / 2 + 1), sizeof *r)) == NULL) {
+		rc = cache_fail(cause, "%s", strerror(ENOMEM));
+		goto out;
+	}
 	for (i = first; i <= last; i++) {
 		bstart = i * cache.block;
 		at = off > bstart ? (size_t)(off - bstart) : 0;
@@ -1586,7 +2042,7 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 		    off + len ? bstart + cache_block_len(o, i) :
 		    off + len) - (bstart + at));
 		if (cache_block_load(o, i, at, l,
-		    (uint8_t *)dst + (bstart + at - off)) == 0)
+		    (uint8_t *)dst + (bstart + at - off), false) == 0)
 			continue;
 		/* A miss: wait for whoever downloads it, then look again. */
 		cache_count(&cache.stats->waited, 1);
@@ -1603,44 +2059,86 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 			goto out;
 		}
 		if (cache_block_load(o, i, at, l,
-		    (uint8_t *)dst + (bstart + at - off)) == 0) {
+		    (uint8_t *)dst + (bstart + at - off), true) == 0) {
 			cache_block_lock(lockfd, i, F_UNLCK);
 			continue;
 		}
-		r[n].off = bstart;
-		r[n].len = cache_block_len(o, i);
-		if ((r[n].dst = malloc(r[n].len)) == NULL) {
-			rc = cache_fail(cause, "%s", strerror(ENOMEM));
-			goto out;
+		memset(want, 0, sizeof want);
+		for (p = at / CACHE_PAGE; p <= (at + l - 1) / CACHE_PAGE; p++)
+			want[p / 8] |= (uint8_t)(1u << (p % 8));
+		/* A read waits: its own pages only, the least to wait for. */
+		if ((k = (size_t)cache_fill_plan(o, i, want, part, false, &f[n],
+		    cause)) != 0) {
+			if ((int)k == -1) {
+				rc = -1;
+				goto out;
+			}
+			/* Kept since: read it. */
+			if (cache_block_load(o, i, at, l, (uint8_t *)dst +
+			    (bstart + at - off), true) != 0) {
+				rc = cache_fail(cause, "%s: block %" PRIu64
+				    " of the cache could not be read",
+				    o->url, i);
+				goto out;
+			}
+			cache_block_lock(lockfd, i, F_UNLCK);
+			continue;
 		}
+		fr[n] = nr;
+		nr += cache_fill_ranges(o, &f[n], &r[nr]);
 		n++;
+		fr[n] = nr;
 	}
-	if (n > 0 && fetch_ranges(o->url, o->meta.etag, r, n, cause) != 0) {
+	if (nr > 0 && fetch_ranges(o->url, o->meta.etag, r, nr, cause) != 0) {
 		rc = -1;
 		goto out;
 	}
 	for (k = 0; k < n; k++) {
+		i = f[k].block;
 		cache_count(&cache.stats->misses, 1);
-		cache_count(&cache.stats->bytes_downloaded, (int64_t)r[k].len);
-		i = r[k].off / cache.block;
-		if (cache_block_store(o, i, r[k].dst, cause) != 0) {
-			rc = -1;
+		for (p = fr[k]; p < fr[k + 1]; p++)
+			cache_count(&cache.stats->bytes_downloaded,
+			    (int64_t)r[p].len);
+		if (f[k].whole)
+			rc = cache_block_store(o, i, f[k].buf, cause);
+		else
+			rc = cache_part_write(o, &f[k], &r[fr[k]],
+			    fr[k + 1] - fr[k], cause);
+		if (rc != 0)
 			goto out;
-		}
-		at = off > r[k].off ? (size_t)(off - r[k].off) : 0;
-		l = (size_t)((r[k].off + r[k].len < off + len ?
-		    r[k].off + r[k].len : off + len) - (r[k].off + at));
-		memcpy((uint8_t *)dst + (r[k].off + at - off),
-		    (uint8_t *)r[k].dst + at, l);
+		bstart = i * cache.block;
+		at = off > bstart ? (size_t)(off - bstart) : 0;
+		l = (size_t)((bstart + f[k].len < off + len ?
+		    bstart + f[k].len : off + len) - (bstart + at));
+		memcpy((uint8_t *)dst + (bstart + at - off), f[k].buf + at -
+		    f[k].lo * CACHE_PAGE, l);
 	}
 out:
 	/* Closing the lock file lets go of every block's lock. */
 	if (lockfd != -1)
 		close(lockfd);
-	for (k = 0; k < n; k++)
-		free(r[k].dst);
+	for (k = 0; f != NULL && k < n; k++)
+		free(f[k].buf);
+	free(f);
+	free(fr);
 	free(r);
 	return (rc);
+}
+
+/* @len bytes at @off, blocks missing downloaded whole. */
+int
+cache_object_read(struct cache_object *o, uint64_t off, size_t len,
+    void *dst, char **cause)
+{
+	return (cache_read(o, off, len, dst, false, cause));
+}
+
+/* @len bytes at @off, only the pages missing downloaded: see cache.h. */
+int
+cache_object_read_part(struct cache_object *o, uint64_t off, size_t len,
+    void *dst, char **cause)
+{
+	return (cache_read(o, off, len, dst, true, cause));
 }
 
 /*
@@ -1656,6 +2154,11 @@ static struct {
 		struct cache_object	*o;	/* NULL: open @url first */
 		uint64_t		 block;
 		char			*url;
+		uint64_t		 off;	/* @url's bytes to fetch */
+		size_t			 len;	/* 0: all, whole blocks */
+		bool			 part;	/* only the pages of @want */
+		uint8_t			 want[CACHE_PAGES / 8];
+		uint64_t		 bytes;	/* counted in .bytes */
 	} q[CACHE_AHEAD_QUEUE], busy[CACHE_AHEAD_THREADS][CACHE_AHEAD_BATCH];
 	/* Objects the threads opened (an entry's @url), until adopted. */
 	struct cache_object *opened[CACHE_AHEAD_QUEUE];
@@ -1692,59 +2195,76 @@ cache_ahead_has(const struct cache_object *o, uint64_t i)
 }
 
 /*
- * Download the @n blocks @b of @o that no process of the host has or is
+ * Download the @n blocks @b (or their pages asked, for a part entry), of
+ * one object or several, that no process of the host has or is
  * downloading (a block's lock taken without waiting: the one that holds
- * it downloads it) and keep them.  A failure is dropped: the read that
- * needs the block fetches it again, retries and reports.
+ * it downloads it) and keep them, all in flight in one call.  A failure
+ * is dropped: the read that needs the block fetches it again, retries and
+ * reports.
  */
 static void
-cache_ahead_fetch(struct cache_object *o, const struct cache_ahead *b,
-    size_t n)
+cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 {
-	struct fetch_range	 r[CACHE_AHEAD_BATCH];
+	struct fetch_range	 r[CACHE_AHEAD_BATCH * (CACHE_PAGES / 2 + 1)];
+	struct cache_fill	 f[CACHE_AHEAD_BATCH];
+	struct cache_object	*o[CACHE_AHEAD_BATCH];
+	size_t			 fr[CACHE_AHEAD_BATCH + 1];
+	int			 lockfd[CACHE_AHEAD_BATCH];
 	struct flock		 fl;
 	char			 path[PATH_MAX], *why = NULL;
-	size_t			 k, m = 0;
-	int			 lockfd;
+	size_t			 k, p, m = 0, nr = 0;
 
-	snprintf(path, sizeof path, "%s/lock", o->dir);
-	if ((lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
-		return;
 	for (k = 0; k < n; k++) {
+		lockfd[k] = -1;
+		snprintf(path, sizeof path, "%s/lock", b[k].o->dir);
+		if ((lockfd[k] = open(path, O_RDWR | O_CREAT | O_CLOEXEC,
+		    0640)) == -1)
+			continue;
 		memset(&fl, 0, sizeof fl);
 		fl.l_type = F_WRLCK;
 		fl.l_whence = SEEK_SET;
 		fl.l_start = (off_t)b[k].block;
 		fl.l_len = 1;
-		if (fcntl(lockfd, F_OFD_SETLK, &fl) == -1)
+		if (fcntl(lockfd[k], F_OFD_SETLK, &fl) == -1)
 			continue;
-		snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, b[k].block);
-		if (access(path, F_OK) == 0)
-			continue;	/* let go of when lockfd closes */
-		r[m].off = b[k].block * cache.block;
-		r[m].len = cache_block_len(o, b[k].block);
-		if ((r[m].dst = malloc(r[m].len)) == NULL)
-			break;
+		/* Let go of when lockfd[k] closes. */
+		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
+		    NULL, b[k].part, true, &f[m], &why) != 0)
+			continue;
+		o[m] = b[k].o;
+		fr[m] = nr;
+		nr += cache_fill_ranges(o[m], &f[m], &r[nr]);
 		m++;
 	}
-	if (m > 0 && fetch_ranges(o->url, o->meta.etag, r, m, &why) == 0)
+	fr[m] = nr;
+	if (nr > 0 && fetch_ranges(o[0]->url, o[0]->meta.etag, r, nr,
+	    &why) == 0)
 		for (k = 0; k < m; k++) {
 			cache_count(&cache.stats->misses, 1);
-			cache_count(&cache.stats->bytes_downloaded,
-			    (int64_t)r[k].len);
+			for (p = fr[k]; p < fr[k + 1]; p++)
+				cache_count(&cache.stats->bytes_downloaded,
+				    (int64_t)r[p].len);
 			cache_count(&cache.stats->ahead, 1);
 			free(why);
 			why = NULL;
-			(void)cache_block_store(o, r[k].off / cache.block,
-			    r[k].dst, &why);
+			if (f[k].whole)
+				(void)cache_block_store(o[k], f[k].block,
+				    f[k].buf, &why);
+			else
+				(void)cache_part_write(o[k], &f[k], &r[fr[k]],
+				    fr[k + 1] - fr[k], &why);
 		}
 	free(why);
 	for (k = 0; k < m; k++)
-		free(r[k].dst);
-	close(lockfd);	/* lets go of every block's lock */
+		free(f[k].buf);
+	/* Closing a lock file lets go of its block's lock. */
+	for (k = 0; k < n; k++)
+		if (lockfd[k] != -1)
+			close(lockfd[k]);
 }
 
-static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t);
+static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t,
+		    bool);
 
 /*
  * Open @url for a later cache_object_open() (cache_ahead_adopt()) and
@@ -1752,13 +2272,26 @@ static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t);
  * index); thread @t, called without the lock, returns with it.
  */
 static void
-cache_ahead_open(size_t t, char *url)
+cache_ahead_open(size_t t, char *url, uint64_t off, size_t len)
 {
 	struct cache_ahead	 rest[CACHE_AHEAD_QUEUE];
 	struct cache_object	*o;
 	char			*why = NULL;
 	size_t			 n, k;
 
+	/* Opened by an entry before this one: its pages on that object. */
+	pthread_mutex_lock(&cache_ahead.lock);
+	for (k = 0; k < cache_ahead.nopened; k++)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0) {
+			cache_ahead.nbusy[t] = 0;
+			free(url);
+			cache_ahead_queue(cache_ahead.opened[k], off, len != 0 ?
+			    len : (size_t)cache_ahead.opened[k]->meta.size,
+			    len != 0);
+			pthread_cond_broadcast(&cache_ahead.more);
+			return;
+		}
+	pthread_mutex_unlock(&cache_ahead.lock);
 	o = cache_object_make(url, &why);
 	free(why);
 	pthread_mutex_lock(&cache_ahead.lock);
@@ -1778,7 +2311,10 @@ cache_ahead_open(size_t t, char *url)
 		rest[k] = cache_ahead.q[(cache_ahead.head + k) %
 		    CACHE_AHEAD_QUEUE];
 	cache_ahead.n = 0;
-	cache_ahead_queue(o, 0, (size_t)o->meta.size);
+	if (len == 0)
+		cache_ahead_queue(o, 0, (size_t)o->meta.size, false);
+	else
+		cache_ahead_queue(o, off, len, true);
 	for (k = 0; k < n; k++) {
 		if (cache_ahead.n < CACHE_AHEAD_QUEUE)
 			cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
@@ -1786,8 +2322,7 @@ cache_ahead_open(size_t t, char *url)
 		else if (rest[k].o == NULL)
 			free(rest[k].url);
 		else
-			cache_ahead.bytes -= cache_block_len(rest[k].o,
-			    rest[k].block);
+			cache_ahead.bytes -= rest[k].bytes;
 	}
 	pthread_cond_broadcast(&cache_ahead.more);
 }
@@ -1825,14 +2360,17 @@ cache_ahead_main(void *arg)
 	for (;;) {
 		while (cache_ahead.n == 0)
 			pthread_cond_wait(&cache_ahead.more, &cache_ahead.lock);
-		/* The head, and its object's other blocks queued, in order. */
+		/*
+		 * The head, and the blocks queued after it (of any object
+		 * open), in order, to be in flight at once.
+		 */
 		mine[0] = cache_ahead.q[cache_ahead.head];
 		m = 1;
 		for (k = j = 1; k < cache_ahead.n; k++) {
 			a = &cache_ahead.q[(cache_ahead.head + k) %
 			    CACHE_AHEAD_QUEUE];
 			if (m < CACHE_AHEAD_BATCH && a->o != NULL &&
-			    a->o == mine[0].o)
+			    mine[0].o != NULL)
 				mine[m++] = *a;
 			else
 				cache_ahead.q[(cache_ahead.head + j++) %
@@ -1844,14 +2382,15 @@ cache_ahead_main(void *arg)
 		pthread_mutex_unlock(&cache_ahead.lock);
 
 		if (mine[0].o == NULL) {
-			cache_ahead_open(t, mine[0].url);
+			cache_ahead_open(t, mine[0].url, mine[0].off,
+			    mine[0].len);
 			continue;	/* with the lock held again */
 		}
-		cache_ahead_fetch(mine[0].o, mine, m);
+		cache_ahead_fetch(mine, m);
 
 		pthread_mutex_lock(&cache_ahead.lock);
 		for (bytes = 0, k = 0; k < m; k++)
-			bytes += cache_block_len(mine[k].o, mine[k].block);
+			bytes += mine[k].bytes;
 		cache_ahead.bytes -= bytes;
 		cache_ahead.nbusy[t] = 0;
 		pthread_cond_broadcast(&cache_ahead.done);
@@ -1891,11 +2430,33 @@ cache_ahead_start(void)
 	return (true);
 }
 
-/* Queue @o's blocks under [@off, @off + @len) (the lock held). */
-static void
-cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len)
+/*
+ * The queued part entry for block @i of @o, to add pages to, or NULL
+ * (under the lock).
+ */
+static struct cache_ahead *
+cache_ahead_part(const struct cache_object *o, uint64_t i)
 {
-	uint64_t	i, first, last, blen;
+	struct cache_ahead	*a;
+	size_t			 k;
+
+	for (k = 0; k < cache_ahead.n; k++) {
+		a = &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
+		if (a->o == o && a->block == i && a->part)
+			return (a);
+	}
+	return (NULL);
+}
+
+/*
+ * Queue @o's blocks under [@off, @off + @len) (the lock held); @part:
+ * only their pages there, added to a part entry of the block's queued.
+ */
+static void
+cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len, bool part)
+{
+	struct cache_ahead	*a;
+	uint64_t		 i, first, last, blen, bstart, at, end, p;
 
 	if (len == 0 || off >= o->meta.size)
 		return;
@@ -1904,46 +2465,85 @@ cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len)
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
 	for (i = first; i <= last; i++) {
+		bstart = i * cache.block;
 		blen = cache_block_len(o, i);
+		at = off > bstart ? off - bstart : 0;
+		end = off + len < bstart + blen ? off + len - bstart : blen;
+		if (part)
+			blen = end - at;
 		/* Within a quarter of cache_max: the fetched do not evict
 		 * each other before their reads. */
-		if (cache_ahead.n == CACHE_AHEAD_QUEUE ||
-		    cache_ahead.bytes + blen > cache.max / 4)
+		if (cache_ahead.bytes + blen > cache.max / 4)
 			break;
-		if (__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED) ||
-		    cache_ahead_has(o, i))
+		if (__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED))
 			continue;
-		cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
-		    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ o, i, NULL };
+		if (part && (a = cache_ahead_part(o, i)) != NULL) {
+			for (p = at / CACHE_PAGE; p <= (end - 1) / CACHE_PAGE;
+			    p++)
+				a->want[p / 8] |= (uint8_t)(1u << (p % 8));
+			a->bytes += blen;
+			cache_ahead.bytes += blen;
+			continue;
+		}
+		if (cache_ahead.n == CACHE_AHEAD_QUEUE)
+			break;
+		if (!part && cache_ahead_has(o, i))
+			continue;
+		a = &cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+		    CACHE_AHEAD_QUEUE];
+		memset(a, 0, sizeof *a);
+		a->o = o;
+		a->block = i;
+		a->part = part;
+		a->bytes = blen;
+		for (p = at / CACHE_PAGE; part && p <= (end - 1) / CACHE_PAGE;
+		    p++)
+			a->want[p / 8] |= (uint8_t)(1u << (p % 8));
 		cache_ahead.bytes += blen;
 	}
 }
 
-/* Start downloading @o's blocks under [@off, @off + @len): see cache.h. */
-void
-cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
+/* Queue @o's blocks (@part: pages) under [@off, @off + @len). */
+static void
+cache_prefetch(struct cache_object *o, uint64_t off, size_t len, bool part)
 {
-	size_t	n;
+	size_t		n;
+	uint64_t	bytes;
 
 	if (cache.dir == NULL)
 		return;
 	pthread_mutex_lock(&cache_ahead.lock);
 	if (cache_ahead_start()) {
 		n = cache_ahead.n;
-		cache_ahead_queue(o, off, len);
-		if (cache_ahead.n > n)
+		bytes = cache_ahead.bytes;
+		cache_ahead_queue(o, off, len, part);
+		if (cache_ahead.n > n || cache_ahead.bytes > bytes)
 			pthread_cond_broadcast(&cache_ahead.more);
 	}
 	pthread_mutex_unlock(&cache_ahead.lock);
 }
 
-/* Open @url and download all of it, in a prefetch thread: see cache.h. */
+/* Start downloading @o's blocks under [@off, @off + @len): see cache.h. */
 void
-cache_url_prefetch(const char *url)
+cache_object_prefetch(struct cache_object *o, uint64_t off, size_t len)
 {
-	const struct cache_ahead	*a;
-	size_t				 k, t;
-	char				*u;
+	cache_prefetch(o, off, len, false);
+}
+
+/* The same, only the pages asked: see cache.h. */
+void
+cache_object_prefetch_part(struct cache_object *o, uint64_t off, size_t len)
+{
+	cache_prefetch(o, off, len, true);
+}
+
+/* Open @url and download all of it, or its pages under @len bytes at @off. */
+void
+cache_url_prefetch(const char *url, uint64_t off, size_t len)
+{
+	struct cache_ahead	*a;
+	size_t			 k, t;
+	char			*u;
 
 	if (cache.dir == NULL)
 		return;
@@ -1951,21 +2551,36 @@ cache_url_prefetch(const char *url)
 	if (!cache_ahead_start() || cache_ahead.n == CACHE_AHEAD_QUEUE)
 		goto out;
 	for (k = 0; k < cache_ahead.nopened; k++)
-		if (strcmp(cache_ahead.opened[k]->url, url) == 0)
+		if (strcmp(cache_ahead.opened[k]->url, url) == 0) {
+			/* Opened, not yet taken: its pages queued on it. */
+			if (len != 0) {
+				cache_ahead_queue(cache_ahead.opened[k], off,
+				    len, true);
+				pthread_cond_broadcast(&cache_ahead.more);
+			}
 			goto out;
-	for (k = 0; k < cache_ahead.n; k++) {
+		}
+	/*
+	 * Queued or being opened: all of it asked once; pages asked again,
+	 * an entry each (taken to the object once it is open).
+	 */
+	for (k = 0; len == 0 && k < cache_ahead.n; k++) {
 		a = &cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
 		if (a->o == NULL && strcmp(a->url, url) == 0)
 			goto out;
 	}
-	for (t = 0; t < CACHE_AHEAD_THREADS; t++)
+	for (t = 0; len == 0 && t < CACHE_AHEAD_THREADS; t++)
 		if (cache_ahead.nbusy[t] > 0 && cache_ahead.busy[t][0].o ==
 		    NULL && strcmp(cache_ahead.busy[t][0].url, url) == 0)
 			goto out;
 	if ((u = strdup(url)) == NULL)
 		goto out;
-	cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
-	    CACHE_AHEAD_QUEUE] = (struct cache_ahead){ NULL, 0, u };
+	a = &cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
+	    CACHE_AHEAD_QUEUE];
+	memset(a, 0, sizeof *a);
+	a->url = u;
+	a->off = off;
+	a->len = len;
 	pthread_cond_broadcast(&cache_ahead.more);
 out:
 	pthread_mutex_unlock(&cache_ahead.lock);
@@ -1985,7 +2600,7 @@ cache_prefetch_forget(struct cache_object *o)
 		struct cache_ahead a =
 		    cache_ahead.q[(cache_ahead.head + k) % CACHE_AHEAD_QUEUE];
 		if (a.o == o)
-			cache_ahead.bytes -= cache_block_len(o, a.block);
+			cache_ahead.bytes -= a.bytes;
 		else
 			cache_ahead.q[(cache_ahead.head + j++) %
 			    CACHE_AHEAD_QUEUE] = a;
@@ -1994,9 +2609,9 @@ cache_prefetch_forget(struct cache_object *o)
 	do {
 		busy = false;
 		for (t = 0; t < CACHE_AHEAD_THREADS; t++)
-			if (cache_ahead.nbusy[t] > 0 &&
-			    cache_ahead.busy[t][0].o == o)
-				busy = true;
+			for (k = 0; k < cache_ahead.nbusy[t]; k++)
+				if (cache_ahead.busy[t][k].o == o)
+					busy = true;
 		if (busy)
 			pthread_cond_wait(&cache_ahead.done, &cache_ahead.lock);
 	} while (busy);

@@ -87,6 +87,19 @@ int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 	    void *dst, char **cause);
 
 /**
+ * cache_object_read_part() - as cache_object_read(), but of a block the
+ * host's cache lacks only the pages (CACHE_PAGE bytes each, cache.c)
+ * under the bytes asked are downloaded, near ones in one range, and kept
+ * in the block's file, which holds the block in parts (each page summed):
+ * a later read of other bytes of it downloads only what is missing.  The
+ * whole block is downloaded when what else it lacks is small
+ * (CACHE_PART_REST).  For reads at random of small records in large
+ * objects (a tar shard's members, with their offsets known).
+ */
+int	cache_object_read_part(struct cache_object *o, uint64_t off,
+	    size_t len, void *dst, char **cause);
+
+/**
  * cache_object_order() - the blocks @o will be read in, @n of them (a
  * copy is kept), and cache_object_at() where in that order the reads are
  * now: eviction drops the block needed furthest ahead, and first a block
@@ -109,12 +122,21 @@ void	cache_object_prefetch(struct cache_object *o, uint64_t off,
 	    size_t len);
 
 /**
- * cache_url_prefetch() - as cache_object_prefetch() for all of @url, an
+ * cache_object_prefetch_part() - as cache_object_prefetch(), the pages
+ * as cache_object_read_part() would download them, rounded out to the
+ * 128 KiB granules that hold them (fewer, larger requests).
+ */
+void	cache_object_prefetch_part(struct cache_object *o, uint64_t off,
+	    size_t len);
+
+/**
+ * cache_url_prefetch() - as cache_object_prefetch() for all of @url (@len
+ * 0), or as cache_object_prefetch_part() for @len bytes at @off, of an
  * object this process has not opened: a prefetch thread opens it (its
  * HEAD), and this process's next cache_object_open(@url) takes that
  * object rather than asking again.
  */
-void	cache_url_prefetch(const char *url);
+void	cache_url_prefetch(const char *url, uint64_t off, size_t len);
 
 /* A session's place in its order of an object, shared with the host. */
 struct cache_cursor;

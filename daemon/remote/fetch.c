@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Byte ranges of remote objects over HTTP(S), with libcurl's multi
- * interface: every range of a call is in flight at once, and the easy
+ * interface: every range of a call is in flight at once (a call's ranges
+ * may be of several objects, each range naming its own), and the easy
  * handles (and so their connections, kept alive) are reused from call to
  * call.  TLS peers are verified (libcurl's default, kept).  A range that
  * fails in a way a retry can mend (5xx, 429, a reset, a stall, a body
@@ -507,6 +508,9 @@ fetch_backoff(unsigned k)
 	nanosleep(&ts, NULL);
 }
 
+/* The URL of range @r: its own, or the call's (@url in fetch_do()). */
+#define RURL(r)	((r) != NULL && (r)->url != NULL ? (r)->url : url)
+
 /* The whole of fetch_head() and fetch_ranges(): @head set for a HEAD. */
 static int
 fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
@@ -545,7 +549,9 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 				if (res[i] != 1)
 					continue;
 				k++;
-				if (fetch_prepare(&x[i], url, etag) != 0) {
+				if (fetch_prepare(&x[i], RURL(x[i].r),
+				    x[i].r != NULL && x[i].r->etag != NULL ?
+				    x[i].r->etag : etag) != 0) {
 					fetch_fail(cause, "%s", strerror(ENOMEM));
 					rc = -1;
 				}
@@ -571,9 +577,10 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 					    why[i], tries);
 				else
 					fetch_fail(cause, "%s: bytes %" PRIu64
-					    " to %" PRIu64 ": %s%s", url,
-					    x[i].r->off, x[i].r->off +
-					    x[i].r->len - 1, why[i], tries);
+					    " to %" PRIu64 ": %s%s",
+					    RURL(x[i].r), x[i].r->off,
+					    x[i].r->off + x[i].r->len - 1,
+					    why[i], tries);
 				rc = -1;
 			}
 			if (rc == 0)
@@ -593,7 +600,7 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 int
 fetch_head(const char *url, struct fetch_object *o, char **cause)
 {
-	struct fetch_range	dummy = { 0, 0, NULL };
+	struct fetch_range	dummy = { 0, 0, NULL, NULL, NULL };
 	curl_off_t		len = -1;
 
 	memset(o, 0, sizeof *o);

@@ -14,11 +14,16 @@ struct fetch_object {
 	char		etag[128];	/* "" when the server sends none */
 };
 
-/* One range of fetch_ranges(): @len bytes at @off into @dst. */
+/*
+ * One range of fetch_ranges(): @len bytes at @off into @dst; of @url with
+ * @etag when set (several objects in one call), else of the call's.
+ */
 struct fetch_range {
 	uint64_t	 off;
 	size_t		 len;
 	void		*dst;
+	const char	*url;
+	const char	*etag;
 };
 
 /**

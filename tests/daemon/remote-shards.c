@@ -184,19 +184,22 @@ tar_member(FILE *fp, const char *name, const void *data, size_t len)
 
 /*
  * Shards @prefix-NNNNNN.tar in folder @sub, @n of @per samples each:
- * sample i (counted over the set) is a PNG of remote_grey_of(i), label i % 10.
- * With @index, @sub/counts.txt lists each shard's count.
+ * sample i (counted over the set) is a PNG of remote_grey_of(i), label
+ * i % 10, then (with @pad) a .txt member of @pad bytes.  With @index,
+ * @sub/counts.txt lists each shard's count, and with @members each
+ * sample's image member after it ("+ OFFSET SIZE LABEL").
  */
-void
-remote_make_shards(const char *sub, const char *prefix, int n, int per,
-    bool index)
+static void
+remote_shards(const char *sub, const char *prefix, int n, int per,
+    bool index, size_t pad, bool members)
 {
 	char		path[700], name[64], cls[16];
-	uint8_t		png[1024], zero[1024];
+	uint8_t		png[1024], zero[1024], *txt;
 	size_t		len;
 	FILE		*fp, *ix = NULL;
 	int		k, j;
 	uint64_t	i = 0;
+	long		off;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, sub);
 	mkdir(path, 0755);
@@ -205,16 +208,29 @@ remote_make_shards(const char *sub, const char *prefix, int n, int per,
 		ck_assert_ptr_nonnull(ix = fopen(path, "w"));
 		fprintf(ix, "# samples per shard\n");
 	}
+	ck_assert_ptr_nonnull(txt = calloc(1, pad + 1));
+	memset(txt, 'x', pad);
 	memset(zero, 0, sizeof(zero));
 	for (k = 0; k < n; k++) {
 		snprintf(path, sizeof(path), "%s/%s/%s-%06d.tar", dir, sub,
 		    prefix, k);
 		ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+		if (ix != NULL)
+			fprintf(ix, "%d %s-%06d.tar\n", per, prefix, k);
 		for (j = 0; j < per; j++, i++) {
 			snprintf(name, sizeof(name), "s%08llu.png",
 			    (unsigned long long)i);
 			len = png_grey(png, remote_grey_of(i));
+			off = ftell(fp) + 512;
 			tar_member(fp, name, png, len);
+			if (ix != NULL && members)
+				fprintf(ix, "+ %ld %zu %llu\n", off, len,
+				    (unsigned long long)(i % 10));
+			if (pad > 0) {
+				snprintf(name, sizeof(name), "s%08llu.txt",
+				    (unsigned long long)i);
+				tar_member(fp, name, txt, pad);
+			}
 			snprintf(name, sizeof(name), "s%08llu.cls",
 			    (unsigned long long)i);
 			snprintf(cls, sizeof(cls), "%llu",
@@ -223,11 +239,24 @@ remote_make_shards(const char *sub, const char *prefix, int n, int per,
 		}
 		ck_assert_uint_eq(fwrite(zero, 1, 1024, fp), 1024);
 		ck_assert_int_eq(fclose(fp), 0);
-		if (ix != NULL)
-			fprintf(ix, "%d %s-%06d.tar\n", per, prefix, k);
 	}
+	free(txt);
 	if (ix != NULL)
 		ck_assert_int_eq(fclose(ix), 0);
+}
+
+void
+remote_make_shards(const char *sub, const char *prefix, int n, int per,
+    bool index)
+{
+	remote_shards(sub, prefix, n, per, index, 0, false);
+}
+
+void
+remote_make_member_shards(const char *sub, const char *prefix, int n,
+    int per, size_t pad)
+{
+	remote_shards(sub, prefix, n, per, true, pad, true);
 }
 
 /*

@@ -41,6 +41,14 @@ void	remote_make_shards(const char *sub, const char *prefix, int n,
 	    int per, bool index);
 
 /*
+ * As remote_make_shards() with an index, each sample with a .txt member
+ * of @pad bytes after its image, and counts.txt listing each sample's
+ * image member ("+ OFFSET SIZE LABEL" after its shard's line).
+ */
+void	remote_make_member_shards(const char *sub, const char *prefix, int n,
+	    int per, size_t pad);
+
+/*
  * One shuffled epoch of dataset @name, @n samples: every index once, each
  * image its grey and its label the index's.
  */

@@ -60,6 +60,13 @@
 #define LAZY_PER	4
 /* infeedd.conf's read_ahead: few, so the first step's shards stay countable. */
 #define READ_AHEAD	"4 steps"
+/*
+ * The set whose index lists its members: 8 samples of 120 KB and a block
+ * (970 KB) a shard, a sample to a granule of the cache's (128 KiB).
+ */
+#define PART_SHARDS	16
+#define PART_PER	8
+#define PART_PAD	120000
 #define ORD_SHARDS	24	/* the order case's set, of 4 samples each */
 #define ORD_CACHED	6	/* shards its cache holds */
 #define SECRET		"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzSECRETzz"
@@ -95,7 +102,7 @@ nginx_start(void)
 	    "pid %s/nginx.pid;\nerror_log %s/nginx-error.log;\n"
 	    "events { worker_connections 64; }\n"
 	    "http {\n log_format sig '$request auth=[$http_authorization] "
-	    "token=[$http_x_amz_security_token]';\n"
+	    "token=[$http_x_amz_security_token] bytes=$body_bytes_sent';\n"
 	    " access_log %s/access.log sig;\n"
 	    " client_body_temp_path %s/nginx-tmp;\n"
 	    " proxy_temp_path %s/nginx-tmp;\n"
@@ -170,10 +177,14 @@ remote_tar_config(const char *extra)
 	    "flaky/many/m-{000000..%06d}.tar\nindex = http://127.0.0.1:%d/"
 	    "many/counts.txt\nclasses = 10\n"
 	    "\n[dataset npy]\ntype = npy\npath = http://127.0.0.1:%d/x.npy\n"
-	    "labels = http://127.0.0.1:%d/y.npy\nclasses = 10\n%s",
+	    "labels = http://127.0.0.1:%d/y.npy\nclasses = 10\n"
+	    "\n[dataset parts]\ntype = tar\nshards = http://127.0.0.1:%d/"
+	    "parts/p-{000000..%06d}.tar\nindex = http://127.0.0.1:%d/parts/"
+	    "counts.txt\nclasses = 10\n%s",
 	    dir, NSHARDS - 1, nginx_port, NSHARDS - 1, nginx_port,
 	    LAZY_SHARDS - 1, nginx_port, nginx_port, LAZY_SHARDS - 1,
-	    nginx_port, nginx_port, nginx_port, extra != NULL ? extra : "");
+	    nginx_port, nginx_port, nginx_port, nginx_port, PART_SHARDS - 1,
+	    nginx_port, extra != NULL ? extra : "");
 	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
 	fputs(sect, fp);
 	fclose(fp);
@@ -225,6 +236,8 @@ remote_tar_setup(void)
 	make_npy();
 	remote_make_shards("set", "s", NSHARDS, PER_SHARD, false);
 	remote_make_shards("many", "m", LAZY_SHARDS, LAZY_PER, true);
+	remote_make_member_shards("parts", "p", PART_SHARDS, PART_PER,
+	    PART_PAD);
 	remote_tar_config(NULL);
 	infeedd_start(NULL);
 }
@@ -292,6 +305,86 @@ START_TEST(index_lets_the_first_step_skip_the_other_shards)
 	remote_read_epoch("lazy", LAZY_SHARDS * LAZY_PER, 4);
 	/* Each shard once for the host, though both workers index it. */
 	ck_assert_int_eq(nginx_gets("/many/m-"), LAZY_SHARDS);
+}
+END_TEST
+
+/*
+ * nginx's GETs so far whose line holds @what: the bytes sent, and in
+ * *@urls how many URLs they were of (100 ms on, as nginx_gets()).
+ */
+static uint64_t
+nginx_bytes(const char *what, int *urls)
+{
+	char		line[2048], seen[64][256], *b, *sp;
+	uint64_t	total = 0;
+	FILE		*fp;
+	int		k;
+
+	usleep(100000);
+	*urls = 0;
+	if ((fp = fopen(path_in(dir, "access.log"), "r")) == NULL)
+		return (0);
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (strncmp(line, "GET ", 4) != 0 || strstr(line, what) ==
+		    NULL || (b = strstr(line, " bytes=")) == NULL)
+			continue;
+		total += strtoull(b + 7, NULL, 10);
+		if ((sp = strchr(line + 4, ' ')) != NULL)
+			*sp = '\0';
+		for (k = 0; k < *urls && strcmp(seen[k], line + 4) != 0; k++)
+			;
+		if (k == *urls && k < 64 && strlen(line + 4) <
+		    sizeof(seen[0]))
+			memcpy(seen[(*urls)++], line + 4, strlen(line + 4) + 1);
+	}
+	fclose(fp);
+	return (total);
+}
+
+/*
+ * With index = listing each sample's member, a step downloads its
+ * samples' pages (the tar header before each and its image, rounded to
+ * the cache's 128 KiB granules), not their shards: the first step and
+ * those read ahead of it (steps of 2) took a small part of the shards
+ * they touched (nginx's access log); then an epoch is every index once,
+ * each image and label right, and no byte was downloaded twice.
+ */
+START_TEST(member_index_downloads_the_steps_pages_not_their_shards)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+	struct infeed_step	 st;
+	struct stat		 sb;
+	uint64_t		 bytes, shard, set;
+	int			 urls;
+
+	ck_assert_int_eq(stat(path_in(dir, "parts/p-000000.tar"), &sb), 0);
+	shard = (uint64_t)sb.st_size;
+	set = shard * PART_SHARDS;
+	infeed_options_init(&o);
+	o.batch_size = 2;
+	o.buffer_size = 1;
+	o.shuffle = true;
+	o.transform = "Resize((8, 8)), ToTensor()";
+	ck_assert_msg(infeed_attach(f, "parts", &o, NULL) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s",
+	    infeed_error(f));
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	infeed_free(f);
+	bytes = nginx_bytes("/parts/p-", &urls);
+	printf("remote-tar: members listed: the first step's %d shards "
+	    "(%llu bytes whole) took %llu bytes\n", urls,
+	    (unsigned long long)(urls * shard), (unsigned long long)bytes);
+	ck_assert_int_gt(urls, 0);
+	ck_assert_uint_lt(bytes * 3, urls * shard);
+	remote_read_epoch("parts", PART_SHARDS * PART_PER, 6);
+	bytes = nginx_bytes("/parts/p-", &urls);
+	printf("remote-tar: members listed: an epoch of %d shards (%llu "
+	    "bytes) took %llu bytes\n", urls, (unsigned long long)set,
+	    (unsigned long long)bytes);
+	ck_assert_int_eq(urls, PART_SHARDS);
+	ck_assert_uint_le(bytes, set);
 }
 END_TEST
 
@@ -965,6 +1058,8 @@ remote_tar_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, http_shards_equal_local_and_download_once);
 	tcase_add_test(tc, index_lets_the_first_step_skip_the_other_shards);
+	tcase_add_test(tc,
+	    member_index_downloads_the_steps_pages_not_their_shards);
 	tcase_add_test(tc, index_count_wrong_is_named);
 	tcase_add_test(tc, index_claiming_too_many_samples_is_refused);
 	tcase_add_test(tc, read_ahead_downloads_later_steps_before_their_reads);

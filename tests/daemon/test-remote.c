@@ -1166,6 +1166,179 @@ START_TEST(torn_block_is_downloaded_again)
 }
 END_TEST
 
+/* nginx's GETs so far: the bytes it sent (the combined log's). */
+static uint64_t
+nginx_sent(void)
+{
+	char		line[1024], *q;
+	uint64_t	n = 0;
+	FILE		*fp;
+
+	usleep(100000);
+	if ((fp = fopen(path_in(dir, "access.log"), "r")) == NULL)
+		return (0);
+	while (fgets(line, sizeof(line), fp) != NULL)
+		if (strstr(line, "\"GET ") != NULL &&
+		    (q = strstr(line, "HTTP/1.1\" ")) != NULL)
+			n += strtoull(q + 14, NULL, 10);  /* past the code */
+	fclose(fp);
+	return (n);
+}
+
+#define PART_OBJECT	(2 * CACHE_BLOCK)	/* "parts.bin" */
+#define PAGE		4096	/* a part block's page (cache.c) */
+#define GRANULE		(32 * PAGE)	/* a prefetch's pages round to */
+#define PART_DATA	4096	/* where a part file's bytes start */
+
+/* Byte @i of "parts.bin". */
+static uint8_t
+part_byte(uint64_t i)
+{
+	return ((uint8_t)(i * 7 + i / 251));
+}
+
+/* "parts.bin" through a cache of 1 MiB blocks. */
+static struct cache_object *
+open_parts(void)
+{
+	struct cache_object	*o;
+	uint8_t			*p;
+	char			*cause = NULL;
+	size_t			 i;
+
+	if (access(path_in(dir, "parts.bin"), R_OK) != 0) {
+		ck_assert_ptr_nonnull(p = malloc(PART_OBJECT));
+		for (i = 0; i < PART_OBJECT; i++)
+			p[i] = part_byte(i);
+		write_file(path_in(dir, "parts.bin"), p, PART_OBJECT);
+		free(p);
+	}
+	ck_assert_msg(cache_configure(path_in(dir, "cache"), 64 << 20,
+	    CACHE_BLOCK, &cause) == 0, "%s", cause);
+	ck_assert_msg((o = cache_object_open(url(0, "parts.bin"),
+	    &cause)) != NULL, "%s", cause);
+	return (o);
+}
+
+/* Read @len bytes at @off of "parts.bin" by parts; check them. */
+static void
+read_part(struct cache_object *o, uint64_t off, size_t len)
+{
+	uint8_t	buf[3 * PAGE];
+	char	*cause = NULL;
+	size_t	i;
+
+	ck_assert_uint_le(len, sizeof(buf));
+	ck_assert_msg(cache_object_read_part(o, off, len, buf, &cause) == 0,
+	    "%s", cause);
+	for (i = 0; i < len; i++)
+		ck_assert_uint_eq(buf[i], part_byte(off + i));
+}
+
+/*
+ * A block read by parts downloads the pages read, not the block; a later
+ * read of it downloads only the pages it lacks; a prefetch of a page
+ * downloads the 128 KiB granule around it.  After a restart its pages are
+ * checked, not trusted: one torn on the disk is downloaded again (that
+ * page alone), the others are served from the cache.
+ */
+START_TEST(part_block_downloads_only_its_missing_pages_and_is_checked)
+{
+	struct cache_object	*o;
+	struct cache_stats	 a, b;
+	char			*cause = NULL, odir[700], p[1000];
+	uint64_t		 sent;
+	int			 fd, gets, k;
+
+	o = open_parts();
+	sent = nginx_sent();
+	gets = nginx_gets();
+	read_part(o, 10 * PAGE + 100, 50);		/* page 10 */
+	read_part(o, 100 * PAGE + 4000, 200);		/* pages 100, 101 */
+	read_part(o, CACHE_BLOCK + 5 * PAGE, 10);	/* block 1, page 5 */
+	ck_assert_int_eq(nginx_gets(), gets + 3);
+	ck_assert_uint_eq(nginx_sent() - sent, 4 * PAGE);
+	/* Pages 10 to 12: only 11 and 12 are downloaded. */
+	read_part(o, 10 * PAGE, 3 * PAGE);
+	ck_assert_int_eq(nginx_gets(), gets + 4);
+	ck_assert_uint_eq(nginx_sent() - sent, 6 * PAGE);
+	read_part(o, 100 * PAGE, 2 * PAGE);
+	ck_assert_int_eq(nginx_gets(), gets + 4);
+	/* Page 40 prefetched: its granule (pages 32 to 63), 11 and 12 not. */
+	cache_object_prefetch_part(o, 40 * PAGE, 16);
+	for (k = 0; k < 100 && nginx_sent() - sent < 6 * PAGE + GRANULE; k++)
+		;
+	ck_assert_int_eq(nginx_gets(), gets + 5);
+	ck_assert_uint_eq(nginx_sent() - sent, 6 * PAGE + GRANULE);
+	read_part(o, 63 * PAGE, PAGE);
+	ck_assert_int_eq(nginx_gets(), gets + 5);
+	cache_object_close(o);
+
+	/* A torn page: a byte of page 100 is not what was written. */
+	object_dir(odir, sizeof(odir));
+	snprintf(p, sizeof(p), "%s/b0", odir);
+	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
+	ck_assert_int_eq(pwrite(fd, "?", 1, PART_DATA + 100 * PAGE + 7), 1);
+	close(fd);
+
+	/* The restart (another life), a fresh object. */
+	ck_assert_int_eq(cache_configure(NULL, 0, 0, &cause), 0);
+	o = open_parts();
+	cache_stats(&a);
+	gets = nginx_gets();
+	sent = nginx_sent();
+	read_part(o, 10 * PAGE, 3 * PAGE);		/* checked, served */
+	ck_assert_int_eq(nginx_gets(), gets);
+	read_part(o, 100 * PAGE, 2 * PAGE);		/* page 100 again */
+	cache_stats(&b);
+	ck_assert_int_eq(nginx_gets(), gets + 1);
+	ck_assert_uint_eq(nginx_sent() - sent, PAGE);
+	ck_assert_uint_eq(b.torn - a.torn, 1);
+	printf("remote: part block: 6 pages and a granule in 5 requests, a "
+	    "torn page downloaded again (alone) after the restart\n");
+	cache_object_close(o);
+}
+END_TEST
+
+/*
+ * A block read by parts of an object that changed on the server: the
+ * next range is refused (its ETag is not the one the pages were of), and
+ * the object opened again drops the old pages.
+ */
+START_TEST(part_block_of_a_changed_object_is_not_mixed)
+{
+	struct cache_object	*stale, *o;
+	struct timespec		 ts[2];
+	uint8_t			 buf[16], *p;
+	char			*cause = NULL;
+
+	stale = open_parts();
+	read_part(stale, 10 * PAGE, 16);
+	ck_assert_ptr_nonnull(p = malloc(PART_OBJECT));
+	memset(p, 0xab, PART_OBJECT);
+	write_file(path_in(dir, "parts.bin"), p, PART_OBJECT);
+	free(p);
+	ts[0].tv_sec = ts[1].tv_sec = time(NULL) + 100;
+	ts[0].tv_nsec = ts[1].tv_nsec = 0;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path_in(dir, "parts.bin"), ts,
+	    0), 0);
+	ck_assert_int_eq(cache_object_read_part(stale, 200 * PAGE, 16, buf,
+	    &cause), -1);
+	printf("remote: part of a changed object: %s\n", cause);
+	ck_assert_ptr_nonnull(strstr(cause, "parts.bin"));
+	ck_assert_ptr_nonnull(strstr(cause, "changed"));
+	free(cause);
+	cache_object_close(stale);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "parts.bin"),
+	    &cause));
+	ck_assert_int_eq(cache_object_read_part(o, 10 * PAGE, 16, buf,
+	    &cause), 0);
+	ck_assert_uint_eq(buf[0], 0xab);
+	ck_assert_uint_eq(buf[15], 0xab);
+	cache_object_close(o);
+}
+END_TEST
+
 /* An object changed on the server: old blocks dropped, never mixed. */
 START_TEST(changed_object_is_not_mixed_with_the_old)
 {
@@ -1435,6 +1608,9 @@ remote_suite(void)
 	tcase_add_test(tc, torn_block_is_downloaded_again);
 	tcase_add_test(tc, failed_prefetch_leaves_the_read_to_succeed);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
+	tcase_add_test(tc,
+	    part_block_downloads_only_its_missing_pages_and_is_checked);
+	tcase_add_test(tc, part_block_of_a_changed_object_is_not_mixed);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
 	tcase_add_test(tc, full_cache_disk_is_a_clear_error);
 	tcase_add_test(tc, https_peer_is_verified);
