@@ -782,10 +782,14 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	d->bytes = 0;
 	d->replaced = 0;
 	d->text[0] = '\0';
-	/* A remote reader's later steps download while these rows decode. */
+	/*
+	 * A remote reader's rows download while the rows before them decode:
+	 * the job's own (its first rows are read ahead by nothing else) and
+	 * the later steps'.
+	 */
 	if (!inflight)
-		dataset_read_ahead(ds, indices + (job->row_end -
-		    job->row_begin), job->ahead);
+		dataset_read_ahead(ds, indices, (job->row_end -
+		    job->row_begin) + job->ahead);
 	for (r = job->row_begin; r < job->row_end && j.rc == WORKER_OK; r++) {
 		idx = indices[r - job->row_begin];
 		if (idx >= ds->samples) {
