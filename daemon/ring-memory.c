@@ -133,10 +133,26 @@ ring_mem_punch(struct ring_scrubber *sc, struct ring_mem *m)
 	pthread_cond_broadcast(&sc->cond);
 }
 
+/* Wait on the scrubber's condition, @ms at most; under its lock. */
+static void
+ring_mem_wait_ms(struct ring_scrubber *sc, uint64_t ms)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	(void)pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
+}
+
 /*
- * The scrubber: punch memory given up, and zero kept memory, oldest
- * first, until told to stop; a chunk at a time, so that a ring of the
- * same content can claim it.
+ * The scrubber: punch memory given up, and zero kept memory idle for
+ * scrub_after_ms, oldest first, until told to stop; a chunk at a time, so
+ * that a ring of the same content can claim it.
  */
 static void *
 ring_mem_scrub_main(void *arg)
@@ -144,7 +160,7 @@ ring_mem_scrub_main(void *arg)
 	struct ring_budget	*b = arg;
 	struct ring_scrubber	*sc = b->scrubber;
 	struct ring_mem		*m;
-	uint64_t		 off, len;
+	uint64_t		 off, len, now, due;
 
 	pthread_mutex_lock(&sc->lock);
 	while (!sc->stop) {
@@ -157,12 +173,21 @@ ring_mem_scrub_main(void *arg)
 			ring_mem_punch(sc, m);
 			continue;
 		}
+		now = clock_now_ms();
+		due = UINT64_MAX;
 		TAILQ_FOREACH(m, &b->kept, entry) {
-			if (m->state == RING_MEM_DIRTY)
+			if (m->state != RING_MEM_DIRTY)
+				continue;
+			if (now >= m->idle_since_ms + b->scrub_after_ms)
 				break;
+			if (m->idle_since_ms + b->scrub_after_ms < due)
+				due = m->idle_since_ms + b->scrub_after_ms;
 		}
 		if (m == NULL) {
-			pthread_cond_wait(&sc->cond, &sc->lock);
+			if (due == UINT64_MAX)
+				pthread_cond_wait(&sc->cond, &sc->lock);
+			else
+				ring_mem_wait_ms(sc, due - now);
 			continue;
 		}
 		m->state = RING_MEM_SCRUBBING;
@@ -194,13 +219,18 @@ static void
 ring_mem_scrubber_start(struct ring_budget *b)
 {
 	struct ring_scrubber	*sc;
+	pthread_condattr_t	 attr;
 	sigset_t		 all, old;
 	int			 rc;
 
 	sc = xcalloc(1, sizeof(*sc));
 	sc->done_fd = b->done_fd;
 	pthread_mutex_init(&sc->lock, NULL);
-	pthread_cond_init(&sc->cond, NULL);
+	/* Timed waits (ring_mem_wait_ms()) on the monotonic clock. */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&sc->cond, &attr);
+	pthread_condattr_destroy(&attr);
 	b->scrubber = sc;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -920,6 +950,7 @@ ring_budget_init(struct ring_budget *b, uint64_t limit, const char *source,
 	b->limit = limit;
 	b->source = source;
 	b->keep_ms = keep_ms;
+	b->scrub_after_ms = RING_SCRUB_AFTER_MS;
 	TAILQ_INIT(&b->kept);
 	TAILQ_INIT(&b->held);
 	TAILQ_INIT(&b->freeing);

@@ -95,11 +95,22 @@ struct event_base;
 struct ring_scrubber;
 
 /* The memory that all rings together may take, and what is kept. */
+/*
+ * Kept memory is zeroed only once it has been idle this long: a trainer
+ * started again (a sweep's next run) takes its last ring's memory as it
+ * is, with no zeroing at all, and no trainer's CPUs zero a GiB it does
+ * not need the moment another trainer ends.
+ */
+#define RING_SCRUB_AFTER_MS	10000
+
 struct ring_budget {
 	uint64_t		 limit;		/* bytes */
 	uint64_t		 used;		/* rings, tables, kept, held */
 	const char		*source;	/* the file that sets it */
 	uint64_t		 keep_ms;	/* 0: nothing is kept */
+	uint64_t		 scrub_after_ms; /* kept memory is zeroed
+						   once idle this long
+						   (RING_SCRUB_AFTER_MS) */
 	struct ring_mem_list	 kept;		/* oldest first */
 	uint64_t		 kept_bytes;
 	struct ring_mem_list	 held;		/* RING_MEM_HELD, oldest first */

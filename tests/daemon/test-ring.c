@@ -27,6 +27,7 @@
 #include <check.h>
 #include <event2/event.h>
 
+#include "clock.h"
 #include "log.h"
 #include "ring.h"
 #include "runner.h"
@@ -51,12 +52,24 @@ setup(void)
 	cause = NULL;
 }
 
-/* A budget of 64 MiB that keeps ended sessions' memory a minute. */
+/*
+ * A budget of 64 MiB that keeps ended sessions' memory a minute, and zeroes
+ * it at once (the daemon's waits RING_SCRUB_AFTER_MS: setup_keep_late()).
+ */
 static void
 setup_keep(void)
 {
 	ring_budget_init(&budget, 64 * MiB, "/etc/infeed/test.conf", 60000);
+	budget.scrub_after_ms = 0;
 	cause = NULL;
+}
+
+/* ... that zeroes kept memory once idle 2 s. */
+static void
+setup_keep_late(void)
+{
+	setup_keep();
+	budget.scrub_after_ms = 2000;
 }
 
 /* Free the message a test left. */
@@ -861,6 +874,44 @@ START_TEST(test_kept_memory_of_another_dataset_zeroed)
 END_TEST
 
 /*
+ * Kept memory waits scrub_after_ms before it is zeroed: a trainer started
+ * again takes its last ring's memory as it is (no zeroing at all), and the
+ * scrubber zeroes what no ring took once that time is up.
+ */
+START_TEST(test_kept_memory_zeroed_only_once_idle_a_while)
+{
+	struct ring	*r;
+	struct ring_mem	*m;
+	uint64_t	 id, bytes, t0;
+
+	r = ring_of_content(TEST_UID, 7, 4, 4 * MiB);
+	id = r->mem->id;
+	bytes = r->mem->bytes;
+	memset(r->mem->map, 0xa5, bytes);
+	ring_release(r, true);
+	t0 = clock_now_ms();
+	m = TAILQ_FIRST(&budget.kept);
+	usleep(200000);
+	ck_assert_int_eq(*(volatile enum ring_mem_state *)&m->state,
+	    RING_MEM_DIRTY);
+	ck_assert(all_either(m->map, bytes, 0xa5, 0xa5));
+	/* Taken as it is by the same dataset's next ring. */
+	r = ring_of_content(TEST_UID, 7, 4, 4 * MiB);
+	ck_assert_uint_eq(r->mem->id, id);
+	ck_assert(all_either(r->mem->map, bytes, 0xa5, 0xa5));
+	ring_release(r, true);
+	t0 = clock_now_ms();
+	m = TAILQ_FIRST(&budget.kept);
+	while (*(volatile enum ring_mem_state *)&m->state != RING_MEM_CLEAN &&
+	    clock_now_ms() < t0 + 10000)
+		usleep(10000);
+	ck_assert_int_eq(m->state, RING_MEM_CLEAN);
+	ck_assert_uint_ge(clock_now_ms() - t0, 1900);
+	ck_assert(all_zero(m->map, bytes));
+}
+END_TEST
+
+/*
  * The same user's next ring of the same dataset (a trainer started again)
  * takes the memory at once, as it is: every byte is still that dataset's
  * or zero, and the scrubber, stopped, never writes it again.
@@ -1221,6 +1272,11 @@ ring_suite(void)
 	tcase_add_test(tc, test_kept_memory_of_the_same_dataset_taken_at_once);
 	tcase_add_test(tc, test_kept_memory_given_up_is_punched);
 	tcase_add_test(tc, test_freed_memory_is_punched);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("kept-late");
+	tcase_add_checked_fixture(tc, setup_keep_late, teardown);
+	tcase_add_test(tc, test_kept_memory_zeroed_only_once_idle_a_while);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("held");
