@@ -33,7 +33,8 @@
  * goes to a client of the same user and group (SO_PEERCRED's: a setgid
  * program may read datasets its user may not).  Every byte in it was
  * written from one dataset (its content: that dataset's serial) or is
- * zero; the scrubber thread zeroes it in the background, and a ring of
+ * zero; the scrubber thread zeroes it in the background once it has been
+ * idle RING_SCRUB_AFTER_MS, and a ring of
  * another content takes it only once that is done (new memory until
  * then: the main thread never zeroes more than a scrubber's chunk), so a
  * client never sees bytes of a dataset other than its own.  The next
