@@ -312,7 +312,7 @@ transport_send_queue(struct transport *t)
 	return (0);
 }
 
-/* Hold what is sent until the next flush or the loop's next turn. */
+/* Hold what is sent until the owner's next flush (transport.h). */
 void
 transport_cork(struct transport *t)
 {
