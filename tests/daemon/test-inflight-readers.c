@@ -197,8 +197,9 @@ rd_start(void)
 	rd_catalogue(mnt, "slow", fp);
 	rd_catalogue(src, "cache", fp);
 	fclose(fp);
+	/* Start-up (a tar's every header) quick: the delay comes after. */
 	if (!slowfs_start(&fs, src, mnt, (const char *const []){ "--delay-us",
-	    RD_DELAY_US, "--depth", "256", "--readahead-kib", "4", NULL }))
+	    "0", "--depth", "256", "--readahead-kib", "4", NULL }))
 		return (false);
 	mounted = true;
 	infeedd_start("1");
@@ -209,8 +210,9 @@ rd_start(void)
 			break;
 		reads = slowfs_counter(&fs, "reads");
 	}
-	/* What start-up read (a tar's every header) is cached no more. */
+	/* What start-up read is cached no more. */
 	slowfs_command(&fs, "drop");
+	slowfs_command(&fs, "delay-us " RD_DELAY_US);
 	slowfs_command(&fs, "reset");
 	return (true);
 }
