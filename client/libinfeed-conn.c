@@ -85,6 +85,7 @@ infeed_conn_close(struct infeed_conn *c)
 	wire_in_clear(&c->in);
 	wire_in_init(&c->in, c->max_frame);
 	c->releases_unanswered = 0;
+	c->quiet_release = false;
 	infeed_conn_fd_close(&c->reply_fd);
 	infeed_conn_next_clear(c);
 }
@@ -581,7 +582,8 @@ infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
 
 /*
  * Send the Release of @slot; its acknowledgement is read on the way to a
- * later reply.
+ * later reply.  To a daemon that said quiet_release, a quiet one: only a
+ * refusal comes back (by its id), so nothing is counted.
  */
 int
 infeed_conn_release(struct infeed *f, uint32_t slot)
@@ -595,7 +597,8 @@ infeed_conn_release(struct infeed *f, uint32_t slot)
 	fr.release = &rl;
 	fr.has_request_id = 1;
 	fr.request_id = INFEED_ID_RELEASE;
-	if ((r = infeed_conn_send(f, &fr)) == INFEED_OK)
+	rl.has_quiet = rl.quiet = f->conn.quiet_release;
+	if ((r = infeed_conn_send(f, &fr)) == INFEED_OK && !rl.quiet)
 		f->conn.releases_unanswered++;
 	return (r);
 }
