@@ -6,11 +6,14 @@ PyTorch DataLoader with a packing collator, over the same files.
     PYTHONPATH=build/python /usr/bin/python3 benchmarks/tokens-throughput.py \\
         build/daemon/infeedd [--tokens 20000000] [--steps 150] [--rounds 5] \\
         [--gather build/benchmarks/tokens-gather \\
-         --infeedctl build/client/infeedctl]
+         --infeedctl build/client/infeedctl] [--rows 16]
 
 The corpus: documents of log-normal lengths like web text's (median 400
 tokens, sigma 1.2, at most 16 x seq_len), uint16 ids, written with
-infeed.write_tokens(); seq_len 2048, 16 rows a step.  Each round, in turn:
+infeed.write_tokens(); seq_len 2048, 16 rows a step (--rows: a larger
+device step, e.g. 64 or 256, where a step's fixed cost of messages is
+spread over more tokens; the torch side's batches stay about 16 rows).
+Each round, in turn:
 
 - infeed: infeed.TokenLoader (infeedd's workers pack and copy; the
   trainer's process computes labels and cu_seqlens with lm_batch);
@@ -228,6 +231,7 @@ def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size):
 
 
 def main():
+    global ROWS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("infeedd")
     ap.add_argument("--tokens", type=int, default=20_000_000)
@@ -241,8 +245,11 @@ def main():
                     "--buffer-size; 3, its default)")
     ap.add_argument("--repack", default="epoch",
                     help="the dataset's repack = (epoch, or none)")
+    ap.add_argument("--rows", type=int, default=ROWS,
+                    help="rows a step (combined batch size; 16)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    ROWS = args.rows
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="tokens-bench-") as tmp:
         tmp = pathlib.Path(tmp)
