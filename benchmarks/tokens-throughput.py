@@ -277,7 +277,7 @@ def main():
                 time.sleep(0.01)
             info = infeed.TokenLoader(None, "web", socket=sock).info
             # At most an epoch's steps (a large --rows has fewer).
-            args.steps = min(args.steps, info["steps_per_epoch"] - 1)
+            args.steps = min(args.steps, len(rows) // ROWS)
             eff = sum(lengths) / (info["steps_per_epoch"] * SEQ)
             res = {"infeed": [], "gather": [], "torch": []}
             c = args.gather is not None and args.infeedctl is not None
