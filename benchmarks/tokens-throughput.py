@@ -37,7 +37,7 @@ With --gather and --infeedctl, each round also runs, in turn:
   It leaves out what only a daemon does (the pool's messages, the ring,
   the trainer's hand-back): that is the cost measured;
 - infeed_bench: `infeedctl bench` on the same dataset (16 rows a step,
-  shuffled, 5 epochs; the steady later epochs' rows a second, times the
+  shuffled, 5 epochs or --bench-epochs; the steady later epochs' rows a second, times the
   real tokens a row), the loader alone, with no lm_batch.
 
 Prints real tokens a second (padding not counted) for each, the median of
@@ -216,12 +216,12 @@ def run_c_gather(gather, tmp, repack):
     return best[0], -best[1]
 
 
-def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size):
+def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size, epochs):
     """infeedctl bench's tokens a second, and infeedd's CPU a token."""
     c0 = tree_cpu(pid)
     out = subprocess.run([infeedctl, "--socket", sock, "bench", "--dataset",
                           "web", "--batch-size", str(ROWS), "--shuffle",
-                          "--seed", "1", "--epochs", "5",
+                          "--seed", "1", "--epochs", str(epochs),
                           "--buffer-size", str(buffer_size), "--json"],
                          check=True, capture_output=True, text=True).stdout
     cpu = tree_cpu(pid) - c0
@@ -245,6 +245,9 @@ def main():
                     "--buffer-size; 3, its default)")
     ap.add_argument("--repack", default="epoch",
                     help="the dataset's repack = (epoch, or none)")
+    ap.add_argument("--bench-epochs", type=int, default=5,
+                    help="infeed_bench's epochs (5; more for a CPU figure "
+                    "less bent by /proc's 10 ms ticks)")
     ap.add_argument("--rows", type=int, default=ROWS,
                     help="rows a step (combined batch size; 16)")
     ap.add_argument("--json", action="store_true")
@@ -293,7 +296,8 @@ def main():
                             ("infeed_bench", run_bench(
                                 args.infeedctl, sock,
                                 sum(lengths) / info["steps_per_epoch"],
-                                proc.pid, args.buffer_size))):
+                                proc.pid, args.buffer_size,
+                                args.bench_epochs))):
                         res[k].append(t)
                         cpu[k].append(u)
                 res["infeed"].append(run_infeed(sock, args.steps))
