@@ -4,7 +4,9 @@
  * frames (wire.h).  Every request is answered by exactly one reply, in
  * order.  A Release is not waited for: its reply is taken on the way to
  * the reply of a later request, and a refused Release is reported by that
- * later call.  Replies are told apart by the request ids below.
+ * later call; to a daemon that said Attached.quiet_release, a Release is
+ * quiet and only a refusal comes back.  Replies are told apart by the
+ * request ids below.
  *
  * The Next's reply is read into a plain struct infeed_next_reply here, so
  * no frame goes above the protocol's edge (this file and
