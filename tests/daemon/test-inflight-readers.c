@@ -4,7 +4,8 @@
  * up"), through slowfs (tests/slowfs.c), storage slow for real: the same
  * files as npy, IDX, a tar of images and an imagefolder, each catalogued
  * twice, once behind the store (a delay on every read) and once from
- * the page cache.  For each reader an epoch through the store gives the
+ * the page cache, and the npy pair as a trainer's own files (passed by
+ * descriptor, opened through the store or not).  For each reader an epoch through the store gives the
  * steps of the page cache's, byte for byte, every row once, and the store
  * saw many of a step's reads at once (its max_in_flight, with one worker
  * and read_ahead off: a reader that fell back to one blocking read at a
@@ -248,6 +249,8 @@ rd_attach(const char *name, uint32_t rank, uint32_t procs,
 	struct infeed		*f = client();
 	struct infeed_options	 o;
 	struct infeed_session_info info;
+	struct infeed_files	 fl;
+	char			 path[600];
 
 	infeed_options_init(&o);
 	o.batch_size = RD_BATCH / procs > 0 ? RD_BATCH / procs : 1;
@@ -264,8 +267,22 @@ rd_attach(const char *name, uint32_t rank, uint32_t procs,
 		o.start_epoch_stages[0] = *stage;
 	}
 	info.struct_size = sizeof(info);
-	ck_assert_msg(infeed_attach(f, name, &o, &info) == INFEED_OK, "%s: %s",
-	    name, infeed_error(f));
+	if (strncmp(name, "files-", 6) == 0) {
+		/* A trainer's own npy pair, "files-slow" or "files-cache". */
+		infeed_files_init(&fl);
+		snprintf(path, sizeof(path), "%s/%s/x.npy", dir, strcmp(name +
+		    6, "slow") == 0 ? "mnt" : "src");
+		ck_assert_int_ne(fl.data_fd = open(path, O_RDONLY), -1);
+		memcpy(strrchr(path, '/') + 1, "y", 1);
+		ck_assert_int_ne(fl.labels_fd = open(path, O_RDONLY), -1);
+		fl.data_format = fl.labels_format = INFEED_FILE_NPY;
+		ck_assert_msg(infeed_attach_files(f, name, &fl, &o, &info) ==
+		    INFEED_OK, "%s: %s", name, infeed_error(f));
+		close(fl.data_fd);
+		close(fl.labels_fd);
+	} else
+		ck_assert_msg(infeed_attach(f, name, &o, &info) == INFEED_OK,
+		    "%s: %s", name, infeed_error(f));
 	*row_bytes = info.sample_bytes;
 	return (f);
 }
@@ -389,6 +406,12 @@ START_TEST(imagefolder_reads_in_flight)
 }
 END_TEST
 
+START_TEST(own_files_reads_in_flight)
+{
+	rd_reader("files", 4);
+}
+END_TEST
+
 /*
  * Two trainers of one job share a group (share, the default) on the
  * store: each gets every row once, the page cache's steps.
@@ -507,6 +530,7 @@ inflight_readers_suite(void)
 	tcase_add_test(tc, idx_reads_in_flight);
 	tcase_add_test(tc, tar_reads_in_flight);
 	tcase_add_test(tc, imagefolder_reads_in_flight);
+	tcase_add_test(tc, own_files_reads_in_flight);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("nothing-given-up");
 	tcase_set_timeout(tc, 120);
