@@ -18,7 +18,11 @@
  *   the reads go; that session's epoch is then every index once, and
  *   another session and a bystander are served meanwhile.  (Skipped
  *   where FUSE cannot be mounted.)  Ten seconds a try: the test lets the
- *   second try through rather than wait out five.
+ *   second try through rather than wait out five;
+ * - latency for real, no sleep in infeed: nginx serving tar shards from
+ *   slowfs with a delay on every read (as a store with latency behind
+ *   HTTP): an epoch keeps several requests in flight (slowfs's
+ *   max_in_flight, and nginx's log: requests whose times overlap).
  */
 
 #include <sys/stat.h>
@@ -58,7 +62,8 @@ nginx_start(const char *stall_root)
 	    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
 	    "pid \"%s/nginx.pid\";\nerror_log \"%s/nginx-error.log\";\n"
 	    "events { worker_connections 64; }\n"
-	    "http {\n log_format t '$msec \"$request\" $status';\n"
+	    "http {\n log_format t '$msec $request_time \"$request\" "
+	    "$status';\n"
 	    " access_log \"%s/access.log\" t;\n"
 	    " client_body_temp_path \"%s/nginx-tmp\";\n"
 	    " proxy_temp_path \"%s/nginx-tmp\";\n"
@@ -82,9 +87,16 @@ section(FILE *fp, const char *name, const char *sub)
 	    RAW_H, RAW_W, nginx_port, sub, RAW_CLASSES);
 }
 
-/* The files, nginx, "good", "r429" and "r444" (and "stall"), infeedd. */
+/*
+ * The files, nginx, "good", "r429" and "r444", infeedd; with @stall_root,
+ * "stall" (raw under /stall/) or, with @shards, "late" (LATE_SHARDS tar
+ * shards under /stall/, index = its counts.txt).
+ */
+#define LATE_SHARDS	16
+#define LATE_PER	10
+
 static void
-faults_start(const char *stall_root)
+faults_start(const char *stall_root, bool shards)
 {
 	char	extra[700];
 	FILE	*fp;
@@ -97,8 +109,13 @@ faults_start(const char *stall_root)
 	section(fp, "good", "");
 	section(fp, "r429", "r429/");
 	section(fp, "r444", "r444/");
-	if (stall_root != NULL)
+	if (stall_root != NULL && !shards)
 		section(fp, "stall", "stall/");
+	if (stall_root != NULL && shards)
+		fprintf(fp, "\n[dataset late]\ntype = tar\nshards = http://"
+		    "127.0.0.1:%d/stall/s-{000000..%06d}.tar\nindex = http://"
+		    "127.0.0.1:%d/stall/counts.txt\nclasses = 10\n", nginx_port,
+		    LATE_SHARDS - 1, nginx_port);
 	ck_assert_int_eq(fclose(fp), 0);
 	/*
 	 * A fetch's tries hold the worker that made it (1-2 s of backoff; 10
@@ -112,7 +129,7 @@ static void
 faults_setup(void)
 {
 	make_files(NULL);
-	faults_start(NULL);
+	faults_start(NULL, false);
 }
 
 static void
@@ -324,8 +341,83 @@ stall_setup(void)
 	ck_assert_int_eq(link(path_in(dir, "raw-labels.bin"), to), 0);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
 	fs_up = slowfs_start(&fs, src, mnt, opts);
-	faults_start(fs_up ? mnt : NULL);
+	faults_start(fs_up ? mnt : NULL, false);
 }
+
+/* Tar shards under "slow" served by slowfs at "mnt", 20 ms a read. */
+static void
+latency_setup(void)
+{
+	static const char *const opts[] = { "--delay-us", "20000", "--depth",
+	    "32", NULL };
+	char	src[600], mnt[600];
+
+	make_files(NULL);
+	remote_make_shards("slow", "s", LATE_SHARDS, LATE_PER, true);
+	snprintf(src, sizeof(src), "%s/slow", dir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	fs_up = slowfs_start(&fs, src, mnt, opts);
+	faults_start(fs_up ? mnt : NULL, true);
+}
+
+/* The most of nginx's GETs of @what whose times overlapped (its log). */
+static int
+nginx_overlap(const char *what)
+{
+	char	line[2048], *end;
+	double	b[512], e[512];
+	FILE	*fp;
+	int	n = 0, i, j, k, most = 0;
+
+	usleep(100000);
+	ck_assert_ptr_nonnull(fp = fopen(path_in(dir, "access.log"), "r"));
+	while (n < 512 && fgets(line, sizeof(line), fp) != NULL) {
+		if (strstr(line, what) == NULL)
+			continue;
+		e[n] = strtod(line, &end);
+		b[n] = e[n] - strtod(end, NULL);
+		n++;
+	}
+	fclose(fp);
+	for (i = 0; i < n; i++) {
+		for (j = k = 0; j < n; j++)
+			k += b[j] <= b[i] && e[j] > b[i];
+		most = k > most ? k : most;
+	}
+	return (most);
+}
+
+/*
+ * Every read nginx makes of the shards waits 20 ms in slowfs, as a store
+ * with latency behind HTTP: an epoch (every index once, the local
+ * shards' pixels and labels) keeps several requests in flight, slowfs's
+ * max_in_flight and nginx's overlapping requests say.
+ */
+START_TEST(latency_keeps_requests_in_flight)
+{
+	uint64_t	t0, ms, most;
+	int		overlap;
+
+	if (!fs_up) {
+		printf("remote-faults: latency_keeps_requests_in_flight "
+		    "skipped: FUSE cannot be mounted here\n");
+		return;
+	}
+	slowfs_command(&fs, "reset");
+	t0 = now_ms();
+	remote_read_epoch("late", LATE_SHARDS * LATE_PER, 4);
+	ms = now_ms() - t0;
+	most = slowfs_counter(&fs, "max_in_flight");
+	overlap = nginx_overlap("\"GET /stall/s-");
+	printf("remote-faults: latency: an epoch of %d shards, 20 ms a read: "
+	    "%llu ms; %llu reads in flight at most in the store, %d GETs at "
+	    "once in nginx's log, %llu reads in all\n", LATE_SHARDS,
+	    (unsigned long long)ms, (unsigned long long)most, overlap,
+	    (unsigned long long)slowfs_counter(&fs, "reads"));
+	ck_assert_uint_ge(most, 3);
+	ck_assert_int_ge(overlap, 3);
+}
+END_TEST
 
 /*
  * slowfs holds nginx's reads of the files under /stall/: each GET's
@@ -389,6 +481,12 @@ remote_faults_suite(void)
 	tcase_add_checked_fixture(tc, stall_setup, faults_teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, stalled_body_is_asked_again);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("latency");
+	tcase_add_checked_fixture(tc, latency_setup, faults_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, latency_keeps_requests_in_flight);
 	suite_add_tcase(s, tc);
 	return (s);
 }
