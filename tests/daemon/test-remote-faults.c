@@ -4,8 +4,9 @@
  * beside test-remote's 503 and cut body and test-remote-tar's server
  * gone: the program skips, saying why, without nginx.
  *
- * - 429 to every GET (nginx's "return 429"), and a connection closed with
- *   no answer to every GET ("return 444"): the range is asked again with a
+ * - 429 to every GET (nginx's "return 429"), a connection closed with no
+ *   answer to every GET ("return 444"), and a body that trickles (200
+ *   bytes a second, under fetch.c's 1 KiB a second for 2 s): the range is asked again with a
  *   doubling backoff (nginx's access log, $msec: the tries and the time
  *   between the first and the last), then that session gets ERROR_DATA
  *   naming the URL and the sample; a session on a good dataset reading
@@ -13,7 +14,7 @@
  *   bystander's round trips stay under 250 ms;
  * - a body that stalls (nginx reading its file from slowfs, which holds
  *   every read unanswered until told: nginx's "aio threads" keeps its own
- *   loop free): fetch.c's stall timeout (10 s under a byte a second) ends
+ *   loop free): fetch.c's stall timeout (10 s under 1 KiB a second) ends
  *   the transfer and the range is asked again, served once slowfs lets
  *   the reads go; that session's epoch is then every index once, and
  *   another session and a bystander are served meanwhile.  (Skipped
@@ -47,7 +48,8 @@ static bool		fs_up;
  * nginx serving the test's folder, each request logged with its time
  * ($msec); HEADs find the files everywhere, GETs under /r429/ get 429 and
  * under /r444/ a closed connection; /stall/ serves the slowfs mount (if
- * any), its reads in nginx's threads.
+ * any), its reads in nginx's threads; /trickle/ serves the folder at 200
+ * bytes a second.
  */
 static void
 nginx_start(const char *stall_root)
@@ -71,8 +73,10 @@ nginx_start(const char *stall_root)
 	    "  location /r429/ { if ($request_method = GET) { return 429; } "
 	    "alias \"%s/\"; }\n"
 	    "  location /r444/ { if ($request_method = GET) { return 444; } "
-	    "alias \"%s/\"; }\n%s }\n}\n",
-	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, stall);
+	    "alias \"%s/\"; }\n"
+	    "  location /trickle/ { limit_rate 200; alias \"%s/\"; }\n"
+	    "%s }\n}\n",
+	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, dir, stall);
 	nginx_pid = remote_nginx_run(conf, nginx_port, 0);
 }
 
@@ -88,7 +92,8 @@ section(FILE *fp, const char *name, const char *sub)
 }
 
 /*
- * The files, nginx, "good", "r429" and "r444", infeedd; with @stall_root,
+ * The files, nginx, "good", "r429", "r444" and "trickle", infeedd; with
+ * @stall_root,
  * "stall" (raw under /stall/) or, with @shards, "late" (LATE_SHARDS tar
  * shards under /stall/, index = its counts.txt).
  */
@@ -109,6 +114,12 @@ faults_start(const char *stall_root, bool shards)
 	section(fp, "good", "");
 	section(fp, "r429", "r429/");
 	section(fp, "r444", "r444/");
+	/* Its labels at full speed: the open reads them; the rows trickle. */
+	fprintf(fp, "\n[dataset trickle]\ntype = raw\n"
+	    "path = http://127.0.0.1:%d/trickle/raw.bin\nshape = 1,%d,%d\n"
+	    "dtype = uint8\nlabels = http://127.0.0.1:%d/raw-labels.bin\n"
+	    "label_dtype = int64\nclasses = %d\n", nginx_port, RAW_H, RAW_W,
+	    nginx_port, RAW_CLASSES);
 	if (stall_root != NULL && !shards)
 		section(fp, "stall", "stall/");
 	if (stall_root != NULL && shards)
@@ -323,6 +334,27 @@ START_TEST(closed_without_answer_fails_that_session_only)
 END_TEST
 
 /*
+ * A body that trickles (200 bytes a second) is a stall too, as one that
+ * stops is: each try ends (INFEED_FETCH_STALL_S: 2 s under 1 KiB a
+ * second, for the test) and the session gets ERROR_DATA after the tries.
+ * Under 1 byte a second was the bound before: a 1 MiB block then took an
+ * hour and a half, holding its worker.
+ */
+static void
+trickle_setup(void)
+{
+	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "2", 1), 0);
+	faults_setup();
+	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+}
+
+START_TEST(trickling_body_fails_that_session_only)
+{
+	fault_fails_that_session_only("trickle", "too slow");
+}
+END_TEST
+
+/*
  * The files under "slow" (copies of raw's) served by slowfs at "mnt";
  * skipped (the setup's flag) where FUSE cannot be mounted.
  */
@@ -475,6 +507,12 @@ remote_faults_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, too_many_requests_fail_that_session_only);
 	tcase_add_test(tc, closed_without_answer_fails_that_session_only);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("trickle");
+	tcase_add_checked_fixture(tc, trickle_setup, faults_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, trickling_body_fails_that_session_only);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stall");
