@@ -90,6 +90,9 @@
  * them in order, up to CACHE_AHEAD_BATCH blocks (of any objects) in
  * flight each (fetch.c's handles are a thread's own), while the worker
  * decodes; the pages asked of one block are one entry (their bits OR'd).
+ * A queue call wakes one thread, and a thread that leaves entries behind
+ * wakes the next: an idle thread is not woken for nothing (a sample's
+ * prefetch is a call, so a broadcast woke both threads each sample).
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
@@ -2288,7 +2291,7 @@ cache_ahead_open(size_t t, char *url, uint64_t off, size_t len)
 			cache_ahead_queue(cache_ahead.opened[k], off, len != 0 ?
 			    len : (size_t)cache_ahead.opened[k]->meta.size,
 			    len != 0);
-			pthread_cond_broadcast(&cache_ahead.more);
+			pthread_cond_signal(&cache_ahead.more);
 			return;
 		}
 	pthread_mutex_unlock(&cache_ahead.lock);
@@ -2324,7 +2327,7 @@ cache_ahead_open(size_t t, char *url, uint64_t off, size_t len)
 		else
 			cache_ahead.bytes -= rest[k].bytes;
 	}
-	pthread_cond_broadcast(&cache_ahead.more);
+	pthread_cond_signal(&cache_ahead.more);
 }
 
 /* The object a prefetch thread opened for @url, now the caller's; or NULL. */
@@ -2379,6 +2382,11 @@ cache_ahead_main(void *arg)
 		cache_ahead.head = (cache_ahead.head + 1) % CACHE_AHEAD_QUEUE;
 		cache_ahead.n -= m;
 		cache_ahead.nbusy[t] = m;
+		/* What it left is another thread's: wake one (a queue call
+		 * wakes one thread, not all, so an idle one is not woken for
+		 * nothing each sample). */
+		if (cache_ahead.n > 0)
+			pthread_cond_signal(&cache_ahead.more);
 		pthread_mutex_unlock(&cache_ahead.lock);
 
 		if (mine[0].o == NULL) {
@@ -2518,7 +2526,7 @@ cache_prefetch(struct cache_object *o, uint64_t off, size_t len, bool part)
 		bytes = cache_ahead.bytes;
 		cache_ahead_queue(o, off, len, part);
 		if (cache_ahead.n > n || cache_ahead.bytes > bytes)
-			pthread_cond_broadcast(&cache_ahead.more);
+			pthread_cond_signal(&cache_ahead.more);
 	}
 	pthread_mutex_unlock(&cache_ahead.lock);
 }
@@ -2556,7 +2564,7 @@ cache_url_prefetch(const char *url, uint64_t off, size_t len)
 			if (len != 0) {
 				cache_ahead_queue(cache_ahead.opened[k], off,
 				    len, true);
-				pthread_cond_broadcast(&cache_ahead.more);
+				pthread_cond_signal(&cache_ahead.more);
 			}
 			goto out;
 		}
@@ -2581,7 +2589,7 @@ cache_url_prefetch(const char *url, uint64_t off, size_t len)
 	a->url = u;
 	a->off = off;
 	a->len = len;
-	pthread_cond_broadcast(&cache_ahead.more);
+	pthread_cond_signal(&cache_ahead.more);
 out:
 	pthread_mutex_unlock(&cache_ahead.lock);
 }
