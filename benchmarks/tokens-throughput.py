@@ -6,11 +6,14 @@ PyTorch DataLoader with a packing collator, over the same files.
     PYTHONPATH=build/python /usr/bin/python3 benchmarks/tokens-throughput.py \\
         build/daemon/infeedd [--tokens 20000000] [--steps 150] [--rounds 5] \\
         [--gather build/benchmarks/tokens-gather \\
-         --infeedctl build/client/infeedctl]
+         --infeedctl build/client/infeedctl] [--rows 16]
 
 The corpus: documents of log-normal lengths like web text's (median 400
 tokens, sigma 1.2, at most 16 x seq_len), uint16 ids, written with
-infeed.write_tokens(); seq_len 2048, 16 rows a step.  Each round, in turn:
+infeed.write_tokens(); seq_len 2048, 16 rows a step (--rows: a larger
+device step, e.g. 64 or 256, where a step's fixed cost of messages is
+spread over more tokens; the torch side's batches stay about 16 rows).
+Each round, in turn:
 
 - infeed: infeed.TokenLoader (infeedd's workers pack and copy; the
   trainer's process computes labels and cu_seqlens with lm_batch);
@@ -34,7 +37,7 @@ With --gather and --infeedctl, each round also runs, in turn:
   It leaves out what only a daemon does (the pool's messages, the ring,
   the trainer's hand-back): that is the cost measured;
 - infeed_bench: `infeedctl bench` on the same dataset (16 rows a step,
-  shuffled, 5 epochs; the steady later epochs' rows a second, times the
+  shuffled, 5 epochs or --bench-epochs; the steady later epochs' rows a second, times the
   real tokens a row), the loader alone, with no lm_batch.
 
 Prints real tokens a second (padding not counted) for each, the median of
@@ -213,12 +216,12 @@ def run_c_gather(gather, tmp, repack):
     return best[0], -best[1]
 
 
-def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size):
+def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size, epochs):
     """infeedctl bench's tokens a second, and infeedd's CPU a token."""
     c0 = tree_cpu(pid)
     out = subprocess.run([infeedctl, "--socket", sock, "bench", "--dataset",
                           "web", "--batch-size", str(ROWS), "--shuffle",
-                          "--seed", "1", "--epochs", "5",
+                          "--seed", "1", "--epochs", str(epochs),
                           "--buffer-size", str(buffer_size), "--json"],
                          check=True, capture_output=True, text=True).stdout
     cpu = tree_cpu(pid) - c0
@@ -228,6 +231,7 @@ def run_bench(infeedctl, sock, tokens_per_row, pid, buffer_size):
 
 
 def main():
+    global ROWS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("infeedd")
     ap.add_argument("--tokens", type=int, default=20_000_000)
@@ -241,8 +245,14 @@ def main():
                     "--buffer-size; 3, its default)")
     ap.add_argument("--repack", default="epoch",
                     help="the dataset's repack = (epoch, or none)")
+    ap.add_argument("--bench-epochs", type=int, default=5,
+                    help="infeed_bench's epochs (5; more for a CPU figure "
+                    "less bent by /proc's 10 ms ticks)")
+    ap.add_argument("--rows", type=int, default=ROWS,
+                    help="rows a step (combined batch size; 16)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    ROWS = args.rows
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="tokens-bench-") as tmp:
         tmp = pathlib.Path(tmp)
@@ -269,6 +279,8 @@ def main():
                     break
                 time.sleep(0.01)
             info = infeed.TokenLoader(None, "web", socket=sock).info
+            # At most an epoch's steps (a large --rows has fewer).
+            args.steps = min(args.steps, len(rows) // ROWS)
             eff = sum(lengths) / (info["steps_per_epoch"] * SEQ)
             res = {"infeed": [], "gather": [], "torch": []}
             c = args.gather is not None and args.infeedctl is not None
@@ -284,7 +296,8 @@ def main():
                             ("infeed_bench", run_bench(
                                 args.infeedctl, sock,
                                 sum(lengths) / info["steps_per_epoch"],
-                                proc.pid, args.buffer_size))):
+                                proc.pid, args.buffer_size,
+                                args.bench_epochs))):
                         res[k].append(t)
                         cpu[k].append(u)
                 res["infeed"].append(run_infeed(sock, args.steps))

@@ -4,7 +4,9 @@
  * frames (wire.h).  Every request is answered by exactly one reply, in
  * order.  A Release is not waited for: its reply is taken on the way to
  * the reply of a later request, and a refused Release is reported by that
- * later call.  Replies are told apart by the request ids below.
+ * later call; to a daemon that said Attached.quiet_release, a Release is
+ * quiet and only a refusal comes back.  Replies are told apart by the
+ * request ids below.
  *
  * The Next's reply is read into a plain struct infeed_next_reply here, so
  * no frame goes above the protocol's edge (this file and
@@ -85,6 +87,7 @@ infeed_conn_close(struct infeed_conn *c)
 	wire_in_clear(&c->in);
 	wire_in_init(&c->in, c->max_frame);
 	c->releases_unanswered = 0;
+	c->quiet_release = false;
 	infeed_conn_fd_close(&c->reply_fd);
 	infeed_conn_next_clear(c);
 }
@@ -581,7 +584,8 @@ infeed_conn_call_after_next(struct infeed *f, Infeed__Frame *fr,
 
 /*
  * Send the Release of @slot; its acknowledgement is read on the way to a
- * later reply.
+ * later reply.  To a daemon that said quiet_release, a quiet one: only a
+ * refusal comes back (by its id), so nothing is counted.
  */
 int
 infeed_conn_release(struct infeed *f, uint32_t slot)
@@ -595,7 +599,8 @@ infeed_conn_release(struct infeed *f, uint32_t slot)
 	fr.release = &rl;
 	fr.has_request_id = 1;
 	fr.request_id = INFEED_ID_RELEASE;
-	if ((r = infeed_conn_send(f, &fr)) == INFEED_OK)
+	rl.has_quiet = rl.quiet = f->conn.quiet_release;
+	if ((r = infeed_conn_send(f, &fr)) == INFEED_OK && !rl.quiet)
 		f->conn.releases_unanswered++;
 	return (r);
 }

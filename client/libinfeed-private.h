@@ -105,6 +105,8 @@ struct infeed_attached {
 	uint64_t		 group_id;	/* 0: a ring of its own */
 	bool			 knows_stages;	/* it sent start_epoch_steps:
 						   the daemon knows stages */
+	bool			 quiet_release;	/* it answers a quiet
+						   Release only if refused */
 	int			 ring_fd;	/* the caller's */
 };
 
@@ -114,6 +116,8 @@ struct infeed_conn {
 	struct wire_in		 in;
 	uint32_t		 max_frame;
 	unsigned		 releases_unanswered;
+	bool			 quiet_release;	/* the session's daemon said
+						   Attached.quiet_release */
 	enum infeed_next_state	 next;
 	struct infeed_next_reply held;		/* with INFEED_NEXT_HELD */
 	/*

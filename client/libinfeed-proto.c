@@ -129,6 +129,7 @@ infeed_attached_from(struct infeed_attached *out, const Infeed__Attached *at)
 	    at->start_epoch_last_step_rows : at->last_step_rows;
 	out->knows_stages = at->has_start_epoch_steps;
 	out->group_id = at->has_group_id ? at->group_id : 0;
+	out->quiet_release = at->has_quiet_release && at->quiet_release;
 	out->ring.ring_bytes = at->ring_bytes;
 	out->ring.slot_bytes = at->slot_bytes;
 	out->ring.data_offset = at->data_offset;

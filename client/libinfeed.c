@@ -133,6 +133,7 @@ infeed_attach_whole(struct infeed *f, const char *dataset,
 	f->attached = true;
 	f->session_id = at.info.session_id;
 	f->group_id = at.group_id;
+	f->conn.quiet_release = at.quiet_release;
 	f->own_ring = at.group_id == 0;
 	f->steps_per_epoch = at.info.steps_per_epoch;
 	f->start_epoch_steps = at.info.start_epoch_steps;

@@ -786,6 +786,7 @@ peer_attached(struct peer *p, struct session_req req, const char *name,
 		at.has_group_id = 1;
 		at.group_id = info.group_id;
 	}
+	at.has_quiet_release = at.quiet_release = 1;
 	f.msg_case = INFEED__FRAME__MSG_ATTACHED;
 	f.attached = &at;
 	peer_send(p, req, &f, fd);
@@ -992,7 +993,7 @@ peer_next(struct peer *p)
 	}
 }
 
-/* Release: give a slot back. */
+/* Release: give a slot back; a quiet one is answered only if refused. */
 static void
 peer_release(struct peer *p, const Infeed__Release *r)
 {
@@ -1006,6 +1007,8 @@ peer_release(struct peer *p, const Infeed__Release *r)
 		free(cause);
 		return;
 	}
+	if (r->has_quiet && r->quiet)
+		return;
 	rd.slot = r->slot;
 	f.msg_case = INFEED__FRAME__MSG_RELEASED;
 	f.released = &rd;

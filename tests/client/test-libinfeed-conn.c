@@ -279,6 +279,48 @@ START_TEST(a_bounded_wait_reports_the_refusal_before_the_step_comes)
 }
 END_TEST
 
+/*
+ * To a daemon that said quiet_release, a Release is quiet and waits for
+ * no answer (the Step is taken straight); its refusal is still reported
+ * first.  To one that did not, it is not quiet (an older daemon would
+ * answer it).
+ */
+START_TEST(a_quiet_release_waits_for_no_answer_but_its_refusal)
+{
+	struct infeed_next_reply reply;
+	Infeed__Frame	*fr;
+	char		*cause = NULL;
+
+	ck_assert_int_eq(infeed_conn_release(f, 0), INFEED_OK);
+	ck_assert_uint_eq(f->conn.releases_unanswered, 1);
+	ck_assert_int_gt(wire_in_recv(&peer_in, peer), 0);
+	ck_assert_int_eq(wire_in_frame(&peer_in, &fr, &cause), WIRE_OK);
+	ck_assert_int_eq(fr->msg_case, INFEED__FRAME__MSG_RELEASE);
+	ck_assert(!fr->release->has_quiet);
+	infeed__frame__free_unpacked(fr, NULL);
+	f->conn.releases_unanswered = 0;
+
+	f->conn.quiet_release = true;	/* as Attached said */
+	ck_assert_int_eq(infeed_conn_release(f, 1), INFEED_OK);
+	ck_assert_uint_eq(f->conn.releases_unanswered, 0);
+	ck_assert_int_gt(wire_in_recv(&peer_in, peer), 0);
+	ck_assert_int_eq(wire_in_frame(&peer_in, &fr, &cause), WIRE_OK);
+	ck_assert_int_eq(fr->msg_case, INFEED__FRAME__MSG_RELEASE);
+	ck_assert(fr->release->has_quiet && fr->release->quiet);
+	infeed__frame__free_unpacked(fr, NULL);
+	peer_step(INFEED_ID_NEXT, 2);
+	next_is_step(-1, 2);
+
+	ck_assert_int_eq(infeed_conn_release(f, 2), INFEED_OK);
+	peer_error(INFEED_ID_RELEASE,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	peer_step(INFEED_ID_NEXT, 0);
+	ck_assert_int_eq(infeed_conn_next(f, &reply, -1), INFEED_ERR_DAEMON);
+	ck_assert_int_eq(f->conn.next, INFEED_NEXT_HELD);
+	next_is_step(0, 0);
+}
+END_TEST
+
 START_TEST(acknowledged_releases_are_taken_on_the_way)
 {
 	Infeed__Frame	fr = INFEED__FRAME__INIT;
@@ -621,6 +663,7 @@ libinfeed_conn_suite(void)
 	tcase_add_test(tc,
 	    a_bounded_wait_reports_the_refusal_before_the_step_comes);
 	tcase_add_test(tc, acknowledged_releases_are_taken_on_the_way);
+	tcase_add_test(tc, a_quiet_release_waits_for_no_answer_but_its_refusal);
 	tcase_add_test(tc, an_error_reply_or_a_closed_connection_ends_the_next);
 	tcase_add_test(tc, a_call_that_ends_the_session_drops_a_held_step);
 	tcase_add_test(tc, a_forgotten_steps_ring_is_closed_never_mapped);

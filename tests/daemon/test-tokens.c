@@ -16,6 +16,8 @@
  * packing on demand reloads the running configuration, not the file.
  * In this process, with slowfs: a token file replaced while its ids are
  * checked is not what is served.
+ * Through libinfeed, a C trainer's epoch: every token once, with the
+ * positions, segments and labels docs/tokens.md ("A row") promises.
  */
 
 #include <sys/stat.h>
@@ -217,6 +219,128 @@ START_TEST(a_packing_on_demand_is_made_off_the_loop)
 	bystander_stop(&b, &r);
 	bystander_assert(&r, tok_limit_ms());
 	slowfs_stop(&fs);
+}
+END_TEST
+
+/* Documents of the C trainer's file: lengths 1 to 40 (seq_len 16 cuts some). */
+#define TOK_DOCS	300
+#define TOK_SEQ		16
+
+/*
+ * Write @dir/c.bin (uint32 ids, token t of the file being 1000 + t) and
+ * @dir/c.idx (its documents' offsets); return the tokens written and set
+ * @doc_of[t] to token t's document, @start_of[d] to document d's first.
+ */
+static uint32_t
+tokens_c_files(uint32_t *doc_of, uint32_t *start_of)
+{
+	static uint32_t	ids[TOK_DOCS * 40];
+	static uint64_t	offs[TOK_DOCS + 1];
+	uint32_t	d, k, n = 0;
+
+	for (d = 0; d < TOK_DOCS; d++) {
+		offs[d] = n;
+		start_of[d] = n;
+		for (k = 0; k < 1 + (d * 7) % 40; k++) {
+			doc_of[n] = d;
+			ids[n] = 1000 + n;
+			n++;
+		}
+	}
+	offs[TOK_DOCS] = n;
+	write_file(tpath("c.bin"), ids, n * sizeof(ids[0]));
+	write_file(tpath("c.idx"), offs, sizeof(offs));
+	return (n);
+}
+
+/*
+ * A C trainer's epoch of a token dataset through libinfeed: every token
+ * once; in each row, [ids | positions | segments] with positions counting
+ * from each piece's start (a document's start or a seq_len cut in it),
+ * a piece's tokens consecutive in one document, segments numbering the
+ * pieces from 1, padding at the row's end with ids and segments 0 and
+ * positions from its start; the label is the row's pieces.
+ */
+START_TEST(a_c_trainer_gets_each_token_once_with_positions_and_segments)
+{
+	static uint32_t		 doc_of[TOK_DOCS * 40];
+	static uint8_t		 seen[TOK_DOCS * 40];
+	uint32_t		 start_of[TOK_DOCS], ntok, got = 0;
+	struct infeed_options	 o;
+	struct infeed_session_info info;
+	struct infeed_step	 st;
+	struct infeed		*f;
+	char			 extra[1200];
+	uint64_t		 r;
+	int			 rc, j, nseg, first, pad;
+
+	make_files(NULL);
+	ntok = tokens_c_files(doc_of, start_of);
+	snprintf(extra, sizeof(extra), "\n[dataset web]\ntype = tokens\n"
+	    "path = %s\nindex = %s\ndtype = uint32\nseq_len = %d\n",
+	    tpath("c.bin"), tpath("c.idx"), TOK_SEQ);
+	make_config(extra);
+	infeedd_start("");
+	f = client();
+	infeed_options_init(&o);
+	o.batch_size = 4;
+	o.shuffle = true;
+	o.seed = 5;
+	o.drop_last = false;
+	o.load_indefinitely = false;
+	memset(&info, 0, sizeof(info));
+	ck_assert_int_eq(infeed_attach(f, "web", &o, &info), INFEED_OK);
+	ck_assert_uint_eq(info.sample_bytes, 3 * 4 * TOK_SEQ);
+	while ((rc = infeed_next(f, &st)) == INFEED_OK) {
+		ck_assert_uint_eq(st.epoch, 0);
+		for (r = 0; r < st.rows; r++) {
+			const int32_t	*row = (const int32_t *)st.data +
+			    r * 3 * TOK_SEQ;
+			const int32_t	*pos = row + TOK_SEQ;
+			const int32_t	*seg = row + 2 * TOK_SEQ;
+			int64_t		 label = st.labels != NULL ?
+			    st.labels[r] : st.labels64[r];
+
+			nseg = 0;
+			first = pad = -1;
+			for (j = 0; j < TOK_SEQ; j++) {
+				uint32_t	t;
+
+				if (seg[j] == 0) {	/* padding, to the end */
+					if (pad < 0)
+						pad = j;
+					ck_assert_int_eq(row[j], 0);
+					ck_assert_int_eq(pos[j], j - pad);
+					continue;
+				}
+				ck_assert_int_lt(pad, 0);
+				ck_assert_int_ge(row[j], 1000);
+				t = (uint32_t)row[j] - 1000;
+				ck_assert_uint_lt(t, ntok);
+				ck_assert_msg(!seen[t], "token %u twice", t);
+				seen[t] = 1;
+				got++;
+				if (pos[j] == 0) {	/* a piece begins */
+					ck_assert_int_eq(seg[j], ++nseg);
+					ck_assert_uint_eq((t -
+					    start_of[doc_of[t]]) % TOK_SEQ, 0);
+					first = j;
+				} else {
+					ck_assert_int_ge(first, 0);
+					ck_assert_int_eq(seg[j], nseg);
+					ck_assert_int_eq(pos[j], j - first);
+					ck_assert_int_eq(row[j], row[j - 1] + 1);
+					ck_assert_uint_eq(doc_of[t],
+					    doc_of[t - 1]);
+				}
+			}
+			ck_assert_int_eq(label, nseg);
+		}
+		ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	}
+	ck_assert_msg(rc == INFEED_END_OF_DATA, "%s", infeed_error(f));
+	ck_assert_uint_eq(got, ntok);
+	infeed_free(f);
 }
 END_TEST
 
@@ -527,6 +651,8 @@ tokens_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_test(tc, a_packing_past_the_budget_is_refused_unmade);
 	tcase_add_test(tc, a_packing_on_demand_keeps_the_running_configuration);
+	tcase_add_test(tc,
+	    a_c_trainer_gets_each_token_once_with_positions_and_segments);
 	/* These need FUSE. */
 	if (slowfs_probe()) {
 		tcase_add_test(tc, a_reload_opens_a_token_dataset_off_the_loop);

@@ -1775,6 +1775,57 @@ START_TEST(test_pipelining)
 }
 END_TEST
 
+/*
+ * A quiet Release (issue 37): the daemon says it honours them in Attached;
+ * one it accepts gets no Released (the Next after it is answered first),
+ * one it refuses gets its Error, with the Release's request id.
+ */
+START_TEST(test_quiet_release)
+{
+	Infeed__Attach		a = INFEED__ATTACH__INIT;
+	Infeed__LoaderOptions	o = INFEED__LOADER_OPTIONS__INIT;
+	Infeed__Release		rl = INFEED__RELEASE__INIT;
+	Infeed__Frame		*r;
+	struct wire_in		in;
+	int			fd = conn(&in);
+
+	o.has_batch_size = o.has_buffer_size = 1;
+	o.batch_size = 10;
+	o.buffer_size = 2;
+	a.dataset = (char *)"raw";
+	a.options = &o;
+	req(fd, INFEED__FRAME__MSG_ATTACH, &a, 0);
+	r = recv_case(fd, &in, INFEED__FRAME__MSG_ATTACHED);
+	ck_assert(r->attached->has_quiet_release && r->attached->quiet_release);
+	infeed__frame__free_unpacked(r, NULL);
+
+	rl.slot = next_step(fd, &in);
+	rl.has_quiet = rl.quiet = 1;
+	req(fd, INFEED__FRAME__MSG_RELEASE, &rl, 7);
+	req_empty(fd, INFEED__FRAME__MSG_NEXT, 8);
+	r = recv_ms(fd, &in, RECV_MS);
+	ck_assert_msg(r != NULL && r->msg_case == INFEED__FRAME__MSG_STEP,
+	    "after a quiet Release: %s, expected the Next's Step",
+	    r != NULL ? wire_case_name(r->msg_case) : "nothing");
+	ck_assert_uint_eq(r->request_id, 8);
+	rl.slot = r->step->slot;
+	infeed__frame__free_unpacked(r, NULL);
+
+	/* The same slot twice: refused, by the Release's id. */
+	req(fd, INFEED__FRAME__MSG_RELEASE, &rl, 9);
+	req(fd, INFEED__FRAME__MSG_RELEASE, &rl, 10);
+	r = recv_case(fd, &in, INFEED__FRAME__MSG_ERROR);
+	ck_assert_uint_eq(r->request_id, 10);
+	ck_assert_int_eq(r->error->code,
+	    INFEED__ERROR_CODE__ERROR_INVALID_ARGUMENT);
+	infeed__frame__free_unpacked(r, NULL);
+	req_empty(fd, INFEED__FRAME__MSG_DETACH, 11);
+	infeed__frame__free_unpacked(recv_case(fd, &in,
+	    INFEED__FRAME__MSG_DETACHED), NULL);
+	conn_close(fd, &in);
+}
+END_TEST
+
 static Suite *
 protocol_suite(void)
 {
@@ -1819,6 +1870,7 @@ protocol_suite(void)
 	tc = tcase_create("pipelining");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_pipelining);
+	tcase_add_test(tc, test_quiet_release);
 	suite_add_tcase(s, tc);
 	return (s);
 }
