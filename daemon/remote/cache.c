@@ -93,6 +93,9 @@
  * A queue call wakes one thread, and a thread that leaves entries behind
  * wakes the next: an idle thread is not woken for nothing (a sample's
  * prefetch is a call, so a broadcast woke both threads each sample).
+ * Pages of part blocks that the process wrote or read (cache_held(), a
+ * bit a page) are not queued again, so a sample read ahead whose pages
+ * are kept costs no thread an open, a lock and a header read.
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
