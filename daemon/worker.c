@@ -304,6 +304,35 @@ worker_copy_timed(size_t len, uint64_t us)
 }
 
 /*
+ * Whether the pages of @p (@len bytes of a mapping) are all in memory:
+ * a mincore() of at most WORKER_MINCORE_PAGES pages at a time.
+ */
+static bool
+worker_in_memory(const uint8_t *p, size_t len)
+{
+	unsigned char	vec[WORKER_MINCORE_PAGES];
+	uintptr_t	at, end;
+	size_t		pages, i;
+
+	if (worker_page == 0)
+		worker_page = sysconf(_SC_PAGESIZE);
+	at = (uintptr_t)p & ~(uintptr_t)(worker_page - 1);
+	end = (uintptr_t)p + len;
+	while (at < end) {
+		pages = (end - at + worker_page - 1) / worker_page;
+		if (pages > WORKER_MINCORE_PAGES)
+			pages = WORKER_MINCORE_PAGES;
+		if (mincore((void *)at, pages * worker_page, vec) == -1)
+			return (false);
+		for (i = 0; i < pages; i++)
+			if ((vec[i] & 1) == 0)
+				return (false);
+		at += pages * worker_page;
+	}
+	return (true);
+}
+
+/*
  * Once WORKER_RESIDENT_TRUST rows in a row were in memory, only one in
  * WORKER_RESIDENT_SAMPLE is checked, until one is not: a mincore() a row
  * was 15 % of the workers' time with every row cached (perf, issue 35).
@@ -321,9 +350,7 @@ worker_resident(const void *owner, const uint8_t *p, size_t len)
 	}		runs[4];
 	static unsigned	next;
 	uint64_t	*streak;
-	unsigned char	vec[WORKER_MINCORE_PAGES];
-	uintptr_t	at, end;
-	size_t		pages, i;
+	size_t		i;
 
 	for (i = 0; i < 4 && runs[i].owner != owner; i++)
 		;
@@ -337,26 +364,9 @@ worker_resident(const void *owner, const uint8_t *p, size_t len)
 	    ++runs[i].skipped % WORKER_RESIDENT_SAMPLE != 0)
 		return (true);
 	worker_resident_asked++;
-	if (worker_page == 0)
-		worker_page = sysconf(_SC_PAGESIZE);
-
-	at = (uintptr_t)p & ~(uintptr_t)(worker_page - 1);
-	end = (uintptr_t)p + len;
-	while (at < end) {
-		pages = (end - at + worker_page - 1) / worker_page;
-		if (pages > WORKER_MINCORE_PAGES)
-			pages = WORKER_MINCORE_PAGES;
-		if (mincore((void *)at, pages * worker_page, vec) == -1) {
-			*streak = 0;
-			return (false);
-		}
-		for (i = 0; i < pages; i++) {
-			if ((vec[i] & 1) == 0) {
-				*streak = 0;
-				return (false);
-			}
-		}
-		at += pages * worker_page;
+	if (!worker_in_memory(p, len)) {
+		*streak = 0;
+		return (false);
 	}
 	(*streak)++;
 	return (true);
@@ -684,6 +694,26 @@ worker_read_ahead_one(const struct dataset *ds, uint64_t i)
 	return (true);
 }
 
+/*
+ * Whether sample @i, asked of the kernel (worker_read_ahead_one()), is in
+ * memory now: its read left the store.  False where that cannot be seen
+ * (no mapping, an image file): it is then counted by nothing.
+ */
+static bool
+worker_ahead_landed(const struct dataset *ds, uint64_t i)
+{
+	struct dataset_loc	loc;
+	int64_t			label;
+
+	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
+		return (true);
+	if (loc.owned) {
+		close(loc.fd);
+		return (false);
+	}
+	return (loc.mapped != NULL && worker_in_memory(loc.mapped, loc.len));
+}
+
 static int	 worker_job_ok(const struct wring *w,
 		    const struct worker_msg_job *job, size_t n);
 
@@ -759,7 +789,7 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	uint8_t			*dst;
 	const uint64_t		*next = NULL;
 	int64_t			 label;
-	uint64_t		 r, idx, nnext = 0, asked = 0, owed = 0;
+	uint64_t		 r, idx, nnext = 0, asked = 0, owed = 0, landed = 0;
 	bool			 inflight = dataset_locates(ds), peek = inflight;
 	/* A slot past the cache is written around it (copy.h). */
 	bool			 stream = !tf->to_float32 && l->row_bytes != 0 &&
@@ -840,7 +870,10 @@ worker_rows(struct wring *w, struct transform_work *tw,
 	 * job's tail the store keeps as many reads in flight, where it had
 	 * fewer and fewer until the last was in, then none until the next
 	 * job's first; and no more than the job's own (the depth is the
-	 * job's, as fio's is its iodepth).
+	 * job's, as fio's is its iodepth).  A row of the next job already
+	 * in memory (oldest asked first) frees its place too: through a tail
+	 * longer than the store's latency the rows asked early have landed,
+	 * and without it the depth dipped by them until the next job began.
 	 */
 	while (io_batch_inflight(worker_io) > 0) {
 		worker_complete(&j);
@@ -848,6 +881,9 @@ worker_rows(struct wring *w, struct transform_work *tw,
 		/* Looked for until it comes (the pool sends it on a DONE). */
 		if (next == NULL && peek)
 			next = worker_next_rows(w, &nnext);
+		for (; next != NULL && landed < asked &&
+		    worker_ahead_landed(ds, next[landed]); landed++)
+			owed++;
 		for (; next != NULL && owed > 0 && asked < nnext; owed--)
 			if (!worker_read_ahead_one(ds, next[asked++]))
 				next = NULL, peek = false;

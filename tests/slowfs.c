@@ -34,6 +34,8 @@
  *   release       answer the held reads, and every read from now on
  *   release N     answer N more reads, the oldest waiting first, and hold
  *                 on (a store that answers a few)
+ *   release-newest N  answer the N newest waiting reads, and hold on (a
+ *                 read ahead that lands while the reads before it wait)
  *   drop          forget what the kernel caches of the files read
  *   delay-us N    the delay from now on
  *
@@ -399,6 +401,25 @@ slowfs_loop(void)
 	return (up < n ? -1 : 0);
 }
 
+/* Under the lock: the @n newest waiting reads moved to the front. */
+static void
+slowfs_newest_first(uint64_t n)
+{
+	struct slowfs_req	*r, **pp, *last = NULL;
+	uint64_t		 len = 0, i;
+
+	for (r = sf.waiting; r != NULL; r = r->next, len++)
+		last = r;
+	if (n == 0 || n >= len)
+		return;
+	for (pp = &sf.waiting, i = 0; i < len - n; i++)
+		pp = &(*pp)->next;
+	last->next = sf.waiting;
+	sf.waiting = *pp;
+	*pp = NULL;
+	sf.waiting_tail = pp;
+}
+
 /* Apply one command line written to the control file; 0 or -EINVAL. */
 static int
 slowfs_command(const char *line)
@@ -421,6 +442,10 @@ slowfs_command(const char *line)
 		sf.hold = false;
 		sf.let = 0;
 		slowfs_promote();
+	} else if (sscanf(line, "release-newest %llu", &v) == 1) {
+		slowfs_newest_first(v);
+		sf.let += v;
+		slowfs_promote();
 	} else if (sscanf(line, "release %llu", &v) == 1) {
 		sf.let += v;
 		slowfs_promote();
@@ -429,7 +454,8 @@ slowfs_command(const char *line)
 	else {
 		pthread_mutex_unlock(&sf.lock);
 		fprintf(stderr, "slowfs: unknown command '%s': expected "
-		    "reset, hold, release, release N, drop or delay-us N\n",
+		    "reset, hold, release, release N, release-newest N, drop "
+		    "or delay-us N\n",
 		    line);
 		return (-EINVAL);
 	}

@@ -467,6 +467,63 @@ START_TEST(next_jobs_rows_asked_in_the_current_ones_tail_converted)
 END_TEST
 
 /*
+ * A row of the job behind that lands frees its place in the depth (issue
+ * 36, round seven): as above, the store answers 8 of the running job's
+ * reads, and 8 rows of the job behind are asked; then it answers those
+ * 8 (the newest), and one more of the running job's: for that one
+ * completion the worker asks 1 row of the job behind for it and 8 for
+ * the rows that landed, 9 in all, where it asked 1 when only its own
+ * completions were counted (the depth dipped by the rows that landed).
+ */
+START_TEST(rows_of_the_job_behind_that_land_are_replaced)
+{
+	struct infeed	*f;
+	uint8_t		 seen[SLOW_ROWS];
+	uint64_t	 ms, total = 0, r;
+	int		 i;
+
+	slow_float = false;
+	slow_read_ahead = "off";
+	if (!slow_start(1, 2000)) {
+		slow_stop();
+		return;
+	}
+	slowfs_command(&fs, "hold");
+	f = slow_attach(8, false);
+	slow_wait_held(SLOW_BATCH);
+	usleep(200000);		/* the job behind, sent */
+	slowfs_command(&fs, "release 8");
+	for (i = 0; i < 300 && slowfs_counter(&fs, "held_total") <
+	    SLOW_BATCH + 8; i++)
+		usleep(10000);
+	ck_assert_uint_eq(slowfs_counter(&fs, "held_total"), SLOW_BATCH + 8);
+	slowfs_command(&fs, "release-newest 8");
+	for (i = 0; i < 300 && slowfs_counter(&fs, "held") >
+	    SLOW_BATCH - 8; i++)
+		usleep(10000);
+	usleep(200000);		/* the 8 answered, in the page cache */
+	slowfs_command(&fs, "release 1");
+	for (i = 0; i < 300 && (total = slowfs_counter(&fs, "held_total")) <
+	    SLOW_BATCH + 8 + 9; i++)
+		usleep(10000);
+	usleep(200000);		/* and no more */
+	total = slowfs_counter(&fs, "held_total");
+	fprintf(stderr, "rows of the job behind that landed: %" PRIu64
+	    " reads held in all after 8 landed and one more of the running "
+	    "job's was answered (%d + 8 + 9 expected)\n", total, SLOW_BATCH);
+	ck_assert_uint_eq(total, SLOW_BATCH + 8 + 9);
+	slowfs_command(&fs, "release");
+	memset(seen, 0, sizeof(seen));
+	slow_epoch(f, &ms, seen);
+	for (r = 0; r < SLOW_ROWS; r++)
+		ck_assert_msg(seen[r] == 1, "sample %" PRIu64 " seen %u times",
+		    r, seen[r]);
+	infeed_free(f);
+	slow_stop();
+}
+END_TEST
+
+/*
  * A worker killed while its reads wait in the store: its job is done
  * again by another, and the epoch has every sample once, each right (no
  * read of the dead worker lands in a slot after it is reaped).
@@ -738,6 +795,7 @@ inflight_suite(void)
 	tcase_add_test(tc, next_jobs_reads_go_out_in_the_current_ones_tail);
 	tcase_add_test(tc,
 	    next_jobs_rows_asked_in_the_current_ones_tail_converted);
+	tcase_add_test(tc, rows_of_the_job_behind_that_land_are_replaced);
 	suite_add_tcase(s, tc);
 	/* Faults while reads wait in the store. */
 	tc = tcase_create("faults");
