@@ -652,6 +652,26 @@ worker_encoded_row(struct worker_rowjob *j, uint64_t r, uint64_t idx)
 }
 
 /*
+ * Where sample @i lies, for reading it ahead: 1 with *@loc, 0 for a file
+ * opened for its read (an image file: closed again, nothing to ask), -1
+ * when it cannot be found (its job says why).
+ */
+static int
+worker_ahead_locate(const struct dataset *ds, uint64_t i,
+    struct dataset_loc *loc)
+{
+	int64_t	label;
+
+	if (i >= ds->samples || dataset_locate(ds, i, loc, &label) == -1)
+		return (-1);
+	if (loc->owned) {
+		close(loc->fd);
+		return (0);
+	}
+	return (1);
+}
+
+/*
  * Whether sample @i needs no reading ahead: in memory, an image file
  * (opened for its read: none of them), or not to be found (its job says).
  */
@@ -659,14 +679,9 @@ static bool
 worker_ahead_needless(const struct dataset *ds, uint64_t i)
 {
 	struct dataset_loc	loc;
-	int64_t			label;
 
-	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
+	if (worker_ahead_locate(ds, i, &loc) != 1)
 		return (true);
-	if (loc.owned) {
-		close(loc.fd);
-		return (true);
-	}
 	return (loc.fd == -1 || (loc.mapped != NULL &&
 	    worker_resident(ds, loc.mapped, loc.len)));
 }
@@ -680,18 +695,12 @@ static bool
 worker_read_ahead_one(const struct dataset *ds, uint64_t i)
 {
 	struct dataset_loc	loc;
-	int64_t			label;
+	int			found = worker_ahead_locate(ds, i, &loc);
 
-	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
-		return (true);
-	if (loc.owned) {
-		close(loc.fd);
-		return (false);
-	}
-	if (loc.fd != -1)
+	if (found == 1 && loc.fd != -1)
 		(void)posix_fadvise(loc.fd, (off_t)loc.off, (off_t)loc.len,
 		    POSIX_FADV_WILLNEED);
-	return (true);
+	return (found != 0);
 }
 
 /*
@@ -703,14 +712,10 @@ static bool
 worker_ahead_landed(const struct dataset *ds, uint64_t i)
 {
 	struct dataset_loc	loc;
-	int64_t			label;
+	int			found = worker_ahead_locate(ds, i, &loc);
 
-	if (i >= ds->samples || dataset_locate(ds, i, &loc, &label) == -1)
-		return (true);
-	if (loc.owned) {
-		close(loc.fd);
-		return (false);
-	}
+	if (found != 1)
+		return (found == -1);
 	return (loc.mapped != NULL && worker_in_memory(loc.mapped, loc.len));
 }
 

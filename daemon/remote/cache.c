@@ -90,6 +90,12 @@
  * them in order, up to CACHE_AHEAD_BATCH blocks (of any objects) in
  * flight each (fetch.c's handles are a thread's own), while the worker
  * decodes; the pages asked of one block are one entry (their bits OR'd).
+ * A queue call wakes one thread, and a thread that leaves entries behind
+ * wakes the next: an idle thread is not woken for nothing (a sample's
+ * prefetch is a call, so a broadcast woke both threads each sample).
+ * Pages of part blocks that the process wrote or read (cache_held(), a
+ * bit a page) are not queued again, so a sample read ahead whose pages
+ * are kept costs no thread an open, a lock and a header read.
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
@@ -291,6 +297,7 @@ struct cache_object {
 	uint64_t	 dirkey;	/* the folder's name: a hash of the URL */
 	uint64_t	 nblocks;
 	uint8_t		*verified;	/* a byte a block: checked here */
+	uint8_t		*held;		/* CACHE_PAGES bits a block: seen */
 	uint64_t	*order;		/* cache_object_order()'s */
 	size_t		 norder;
 	size_t		 pos;
@@ -994,6 +1001,64 @@ cache_page_len(size_t blen, size_t k)
 }
 
 /*
+ * The pages of part block @i that this process has seen in its file
+ * (written or read whole), made when first needed: a bit a page, or NULL
+ * without memory.  What it says may be out of date (another process may
+ * have evicted the block); it only spares a prefetch of pages held, and
+ * a read that finds them gone downloads them itself.
+ */
+static uint8_t *
+cache_held(struct cache_object *o, uint64_t i)
+{
+	uint8_t	*h = __atomic_load_n(&o->held, __ATOMIC_ACQUIRE), *n;
+
+	if (h == NULL) {
+		if ((n = calloc(o->nblocks + 1, CACHE_PAGES / 8)) == NULL)
+			return (NULL);
+		if (__atomic_compare_exchange_n(&o->held, &h, n, false,
+		    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			h = n;
+		else
+			free(n);
+	}
+	return (h + i * (CACHE_PAGES / 8));
+}
+
+/* Mark pages @p0..@p1 of part block @i seen (@on), or all unseen. */
+static void
+cache_held_mark(struct cache_object *o, uint64_t i, size_t p0, size_t p1,
+    bool on)
+{
+	uint8_t	*h = cache_held(o, i);
+	size_t	 k;
+
+	for (k = on ? p0 : 0; h != NULL && k <= (on ? p1 : CACHE_PAGES - 1);
+	    k++)
+		if (on)
+			__atomic_fetch_or(&h[k / 8], (uint8_t)(1u << (k % 8)),
+			    __ATOMIC_RELAXED);
+		else
+			__atomic_store_n(&h[k / 8], 0, __ATOMIC_RELAXED);
+}
+
+/* Whether pages @p0..@p1 of part block @i are all seen. */
+static bool
+cache_held_all(struct cache_object *o, uint64_t i, size_t p0, size_t p1)
+{
+	uint8_t	*h = __atomic_load_n(&o->held, __ATOMIC_ACQUIRE);
+	size_t	 k;
+
+	if (h == NULL)
+		return (false);
+	h += i * (CACHE_PAGES / 8);
+	for (k = p0; k <= p1; k++)
+		if (!((__atomic_load_n(&h[k / 8], __ATOMIC_RELAXED) >>
+		    (k % 8)) & 1))
+			return (false);
+	return (true);
+}
+
+/*
  * Pages @p0..@p1 of part file @fd (header @h) into @buf (page p0 first),
  * each checked against its CRC when written in an earlier life.  Return:
  * 0, or -1 (one is not held, torn, or unread).
@@ -1066,6 +1131,8 @@ cache_part_load(struct cache_object *o, uint64_t i, int fd, const char *path,
 		close(fd);
 		return (-1);
 	}
+	cache_held_mark(o, i, at / CACHE_PAGE, (at + len - 1) / CACHE_PAGE,
+	    true);
 	cache_fd_keep(o, i, fd);
 	cache_count(&cache.stats->hits, 1);
 	return (0);
@@ -1872,8 +1939,11 @@ cache_fill_plan(struct cache_object *o, uint64_t i, const uint8_t *want,
 			close(fd);
 		return (cache_fail(cause, "%s", strerror(ENOMEM)));
 	}
-	/* The pages asked that are held: read (and so checked). */
-	for (k = f->lo; f->had && want != NULL && k <= hi; k++)
+	/*
+	 * The pages asked that are held: read (and so checked), for the read
+	 * they are copied to; a prefetch (@granules) serves none.
+	 */
+	for (k = f->lo; f->had && want != NULL && !granules && k <= hi; k++)
 		if (BIT(want, k) && BIT(f->h.have, k) &&
 		    cache_part_pages(fd, &f->h, k, k,
 		    f->buf + (k - f->lo) * CACHE_PAGE) != 0) {
@@ -1989,6 +2059,10 @@ cache_part_write(struct cache_object *o, struct cache_fill *f,
 		if (pwrite(fd, &f->h, sizeof f->h, 0) != (ssize_t)sizeof f->h)
 			rc = -1;
 	}
+	for (k = 0; rc == 0 && k < n; k++)
+		cache_held_mark(o, f->block, (size_t)(r[k].off - start) /
+		    CACHE_PAGE, (size_t)(r[k].off - start + r[k].len - 1) /
+		    CACHE_PAGE, true);
 	if (rc != 0)
 		cache_fail(cause, "%s: keeping pages of block %" PRIu64 " of %s "
 		    "in the cache: %s; cache_dir needs room for cache_max "
@@ -2046,6 +2120,8 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 			continue;
 		/* A miss: wait for whoever downloads it, then look again. */
 		cache_count(&cache.stats->waited, 1);
+		if (part)
+			cache_held_mark(o, i, 0, 0, false);
 		if (lockfd == -1 && (snprintf(lpath, sizeof lpath, "%s/lock",
 		    o->dir) >= (int)sizeof lpath || (lockfd = open(lpath,
 		    O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)) {
@@ -2288,7 +2364,7 @@ cache_ahead_open(size_t t, char *url, uint64_t off, size_t len)
 			cache_ahead_queue(cache_ahead.opened[k], off, len != 0 ?
 			    len : (size_t)cache_ahead.opened[k]->meta.size,
 			    len != 0);
-			pthread_cond_broadcast(&cache_ahead.more);
+			pthread_cond_signal(&cache_ahead.more);
 			return;
 		}
 	pthread_mutex_unlock(&cache_ahead.lock);
@@ -2324,7 +2400,7 @@ cache_ahead_open(size_t t, char *url, uint64_t off, size_t len)
 		else
 			cache_ahead.bytes -= rest[k].bytes;
 	}
-	pthread_cond_broadcast(&cache_ahead.more);
+	pthread_cond_signal(&cache_ahead.more);
 }
 
 /* The object a prefetch thread opened for @url, now the caller's; or NULL. */
@@ -2379,6 +2455,11 @@ cache_ahead_main(void *arg)
 		cache_ahead.head = (cache_ahead.head + 1) % CACHE_AHEAD_QUEUE;
 		cache_ahead.n -= m;
 		cache_ahead.nbusy[t] = m;
+		/* What it left is another thread's: wake one (a queue call
+		 * wakes one thread, not all, so an idle one is not woken for
+		 * nothing each sample). */
+		if (cache_ahead.n > 0)
+			pthread_cond_signal(&cache_ahead.more);
 		pthread_mutex_unlock(&cache_ahead.lock);
 
 		if (mine[0].o == NULL) {
@@ -2477,6 +2558,10 @@ cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len, bool part)
 			break;
 		if (__atomic_load_n(&o->verified[i], __ATOMIC_RELAXED))
 			continue;
+		/* Pages this process saw kept: no thread's open and lock. */
+		if (part && cache_held_all(o, i, (size_t)at / CACHE_PAGE,
+		    (size_t)(end - 1) / CACHE_PAGE))
+			continue;
 		if (part && (a = cache_ahead_part(o, i)) != NULL) {
 			for (p = at / CACHE_PAGE; p <= (end - 1) / CACHE_PAGE;
 			    p++)
@@ -2518,7 +2603,7 @@ cache_prefetch(struct cache_object *o, uint64_t off, size_t len, bool part)
 		bytes = cache_ahead.bytes;
 		cache_ahead_queue(o, off, len, part);
 		if (cache_ahead.n > n || cache_ahead.bytes > bytes)
-			pthread_cond_broadcast(&cache_ahead.more);
+			pthread_cond_signal(&cache_ahead.more);
 	}
 	pthread_mutex_unlock(&cache_ahead.lock);
 }
@@ -2556,7 +2641,7 @@ cache_url_prefetch(const char *url, uint64_t off, size_t len)
 			if (len != 0) {
 				cache_ahead_queue(cache_ahead.opened[k], off,
 				    len, true);
-				pthread_cond_broadcast(&cache_ahead.more);
+				pthread_cond_signal(&cache_ahead.more);
 			}
 			goto out;
 		}
@@ -2581,7 +2666,7 @@ cache_url_prefetch(const char *url, uint64_t off, size_t len)
 	a->url = u;
 	a->off = off;
 	a->len = len;
-	pthread_cond_broadcast(&cache_ahead.more);
+	pthread_cond_signal(&cache_ahead.more);
 out:
 	pthread_mutex_unlock(&cache_ahead.lock);
 }
@@ -2665,6 +2750,7 @@ cache_object_close(struct cache_object *o)
 	free(o->url);
 	free(o->dir);
 	free(o->verified);
+	free(o->held);
 	free(o->order);
 	free(o);
 }

@@ -54,7 +54,15 @@
 /* SHA-256 of no bytes: a GET's or a HEAD's payload, for SigV4. */
 #define FETCH_EMPTY_SHA256	\
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-#define FETCH_STALL_S		10	/* under 1 byte/s this long: stalled */
+/*
+ * A body slower than FETCH_STALL_BYTES a second for FETCH_STALL_S is
+ * stalled: one that trickles (a few bytes a second) holds its worker as
+ * one that stopped does, and a block at 1 KiB/s would take 17 minutes.
+ * INFEED_FETCH_STALL_S in the environment shortens the time, for the
+ * tests (five tries of ten seconds are too long to wait out there).
+ */
+#define FETCH_STALL_BYTES	1024
+#define FETCH_STALL_S		10
 /*
  * A dataset's open asks the size with a HEAD, and a reload waits for
  * them (in a thread): fewer tries and a short limit bound that wait.
@@ -303,6 +311,16 @@ fetch_header_cb(char *p, size_t size, size_t n, void *arg)
 	return (size * n);
 }
 
+/* Seconds under FETCH_STALL_BYTES a second that make a stall. */
+static long
+fetch_stall_s(void)
+{
+	const char	*v = getenv("INFEED_FETCH_STALL_S");
+	long		 s = v != NULL ? strtol(v, NULL, 10) : 0;
+
+	return (s > 0 && s <= FETCH_STALL_S ? s : FETCH_STALL_S);
+}
+
 /* Set up @x's handle for @url: a range, or a HEAD when x->head is set. */
 static int
 fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
@@ -352,8 +370,8 @@ fetch_prepare(struct fetch_xfer *x, const char *url, const char *etag)
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)FETCH_CONNECT_MS);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)FETCH_STALL_S);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, (long)FETCH_STALL_BYTES);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, fetch_stall_s());
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->err);

@@ -7,8 +7,10 @@
  * does not start).  radosgw checks every request's SigV4 signature, so
  * what test-remote-tar shows with nginx (which cannot) is shown here for
  * real: tar shards, with and without index =, read from a bucket through
- * an endpoint, path-style, with the keys of a credentials file; a wrong
- * secret refused at open, with advice, the secret in no message.
+ * an endpoint, path-style, with the keys of a credentials file; raw and
+ * npy arrays read from the bucket step for step equal to the same files
+ * read locally; a wrong secret refused at open, with advice, the secret
+ * in no message, and a key the bucket lacks refused naming its URL.
  */
 
 #include <sys/stat.h>
@@ -33,6 +35,9 @@
 #define BUCKET		"infeed"
 /* The longest TMPDIR the cluster's sockets fit under (107 bytes a path). */
 #define RGW_TMPDIR_MAX	40
+
+#define NPY_N		300
+#define NPY_W		5
 
 static char	cluster_dir[512];
 static int	rgw_port;
@@ -69,6 +74,95 @@ rgw_put(const char *file, const char *key)
 	    "aws:amz:us-east-1:s3", "-u", ACCESS ":" SECRET, "-H",
 	    "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", file,
 	    "-o", "/dev/null", url, NULL }));
+}
+
+/*
+ * x.npy: NPY_N rows of NPY_W bytes (row i: i * 7 + j), y.npy their
+ * labels (i % 10, <i8), each a v1.0 header padded so the data starts at
+ * 128, as numpy writes them.
+ */
+static void
+make_npy(void)
+{
+	static uint8_t	 x[NPY_N * NPY_W];
+	static int64_t	 y[NPY_N];
+	char		 head[160];
+	size_t		 hlen;
+	unsigned	 i, j;
+	FILE		*fp;
+
+	for (i = 0; i < NPY_N; i++) {
+		for (j = 0; j < NPY_W; j++)
+			x[i * NPY_W + j] = (uint8_t)(i * 7 + j);
+		y[i] = i % 10;
+	}
+	for (i = 0; i < 2; i++) {
+		snprintf(head, sizeof(head), "{'descr': '%s', 'fortran_order': "
+		    "False, 'shape': (%d%s), }", i == 0 ? "|u1" : "<i8", NPY_N,
+		    i == 0 ? ", 5" : ",");
+		hlen = strlen(head);
+		memset(head + hlen, ' ', 118 - hlen);
+		head[117] = '\n';
+		ck_assert_ptr_nonnull(fp = fopen(path_in(dir, i == 0 ? "x.npy" :
+		    "y.npy"), "w"));
+		fwrite("\x93NUMPY\x01\x00\x76\x00", 1, 10, fp);
+		fwrite(head, 1, 118, fp);
+		if (i == 0)
+			fwrite(x, 1, sizeof(x), fp);
+		else
+			fwrite(y, 1, sizeof(y), fp);
+		ck_assert_int_eq(fclose(fp), 0);
+	}
+}
+
+/*
+ * The harness's raw files and make_npy()'s put in the bucket under arr/;
+ * sections for them read locally (raw is the harness's own) and from
+ * s3:// with the keys of creds.ini, a raw set signed with the wrong
+ * secret (another bucket: a site is a bucket, its keys shared by its
+ * datasets) and one whose key the bucket lacks.
+ */
+static void
+s3_arrays_put(void)
+{
+	static const char *const files[] = { "raw.bin", "raw-labels.bin",
+	    "x.npy", "y.npy", NULL };
+	char		 path[600], key[128];
+	FILE		*fp;
+	int		 k;
+
+	make_npy();
+	for (k = 0; files[k] != NULL; k++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[k]);
+		snprintf(key, sizeof(key), BUCKET "/arr/%s", files[k]);
+		ck_assert_int_eq(rgw_put(path, key), 0);
+	}
+	ck_assert_ptr_nonnull(fp = fopen(conf_path, "a"));
+	fprintf(fp, "\n[dataset s3raw]\ntype = raw\npath = s3://" BUCKET
+	    "/arr/raw.bin\nlabels = s3://" BUCKET "/arr/raw-labels.bin\n"
+	    "shape = 1,%d,%d\ndtype = uint8\nlabel_dtype = int64\n"
+	    "classes = %d\nendpoint = http://127.0.0.1:%d\n"
+	    "region = us-east-1\ncredentials = %s/creds.ini\nprofile = ci\n",
+	    RAW_H, RAW_W, RAW_CLASSES, rgw_port, dir);
+	fprintf(fp, "\n[dataset npylocal]\ntype = npy\npath = %s/x.npy\n"
+	    "labels = %s/y.npy\nclasses = 10\n", dir, dir);
+	fprintf(fp, "\n[dataset s3npy]\ntype = npy\npath = s3://" BUCKET
+	    "/arr/x.npy\nlabels = s3://" BUCKET "/arr/y.npy\nclasses = 10\n"
+	    "endpoint = http://127.0.0.1:%d\nregion = us-east-1\n"
+	    "credentials = %s/creds.ini\nprofile = ci\n", rgw_port, dir);
+	/* A site is a bucket, its keys shared: the wrong one has its own. */
+	fprintf(fp, "\n[dataset s3rawwrong]\ntype = raw\npath = "
+	    "s3://wrongarr/arr/raw.bin\nlabels = s3://wrongarr/arr/"
+	    "raw-labels.bin\nshape = 1,%d,%d\ndtype = uint8\nlabel_dtype = int64\n"
+	    "classes = %d\nendpoint = http://127.0.0.1:%d\n"
+	    "credentials = %s/creds.ini\nprofile = wrong\n", RAW_H, RAW_W,
+	    RAW_CLASSES, rgw_port, dir);
+	fprintf(fp, "\n[dataset s3rawmissing]\ntype = raw\npath = s3://"
+	    BUCKET "/arr/no-such.bin\nlabels = s3://" BUCKET "/arr/"
+	    "raw-labels.bin\nshape = 1,%d,%d\ndtype = uint8\n"
+	    "label_dtype = int64\nclasses = %d\nendpoint = http://127.0.0.1:%d\ncredentials = %s/creds.ini\n"
+	    "profile = ci\n", RAW_H, RAW_W, RAW_CLASSES, rgw_port, dir);
+	ck_assert_int_eq(fclose(fp), 0);
 }
 
 /*
@@ -109,6 +203,7 @@ s3_setup(void)
 	    dir, NSHARDS - 1, rgw_port, dir, NSHARDS - 1, rgw_port, dir,
 	    rgw_port, dir);
 	make_config(extra);
+	s3_arrays_put();
 	infeedd_start(NULL);
 }
 
@@ -127,6 +222,95 @@ START_TEST(radosgw_serves_signed_range_reads)
 {
 	remote_read_epoch("s3tar", NSHARDS * PER_SHARD, 1);
 	remote_read_epoch("s3index", NSHARDS * PER_SHARD, 2);
+}
+END_TEST
+
+/* A session of @name, shuffled by @seed, batches of 23, int64 labels. */
+static struct infeed *
+s3_attach(const char *name, uint64_t seed, struct infeed_session_info *info)
+{
+	struct infeed		*f = client();
+	struct infeed_options	 o;
+
+	infeed_options_init(&o);
+	o.batch_size = 23;
+	o.shuffle = true;
+	o.seed = seed;
+	o.drop_last = false;
+	o.label_dtype = INFEED_DTYPE_INT64;
+	ck_assert_msg(infeed_attach(f, name, &o, info) == INFEED_OK,
+	    "%s: %s", name, infeed_error(f));
+	return (f);
+}
+
+/*
+ * One epoch of @local and of @remote side by side, the same seed: each
+ * step's indices, bytes and labels the same; @n samples in all.
+ */
+static void
+steps_equal(const char *local, const char *remote, uint64_t n)
+{
+	struct infeed_session_info	 li, ri;
+	struct infeed			*lf = s3_attach(local, 5, &li);
+	struct infeed			*rf = s3_attach(remote, 5, &ri);
+	struct infeed_step		 ls, rs;
+	uint64_t			 s, count = 0;
+
+	ck_assert_uint_eq(ri.steps_per_epoch, li.steps_per_epoch);
+	ck_assert_uint_eq(ri.sample_bytes, li.sample_bytes);
+	for (s = 0; s < li.steps_per_epoch; s++) {
+		ck_assert_msg(infeed_next(lf, &ls) == INFEED_OK, "%s",
+		    infeed_error(lf));
+		ck_assert_msg(infeed_next(rf, &rs) == INFEED_OK, "%s: step "
+		    "%llu: %s", remote, (unsigned long long)s,
+		    infeed_error(rf));
+		ck_assert_uint_eq(rs.rows, ls.rows);
+		ck_assert_msg(memcmp(rs.indices, ls.indices, ls.rows *
+		    sizeof(*ls.indices)) == 0 && memcmp(rs.data, ls.data,
+		    ls.rows * li.sample_bytes) == 0 && memcmp(rs.labels64,
+		    ls.labels64, ls.rows * sizeof(int64_t)) == 0, "%s: step "
+		    "%llu differs from %s's", remote, (unsigned long long)s,
+		    local);
+		count += ls.rows;
+		ck_assert_int_eq(infeed_release(lf, &ls), INFEED_OK);
+		ck_assert_int_eq(infeed_release(rf, &rs), INFEED_OK);
+	}
+	ck_assert_uint_eq(count, n);
+	infeed_free(lf);
+	infeed_free(rf);
+}
+
+/*
+ * raw and npy arrays from the bucket, every range request signed and
+ * checked by radosgw: each step equals the same files' read locally.
+ */
+START_TEST(radosgw_serves_raw_and_npy_arrays)
+{
+	steps_equal("raw", "s3raw", RAW_N);
+	steps_equal("npylocal", "s3npy", NPY_N);
+	printf("remote-s3: raw (%d samples) and npy (%d) from radosgw: every "
+	    "step equal to the local files'\n", RAW_N, NPY_N);
+}
+END_TEST
+
+/*
+ * An array set signed with a wrong secret, and one naming a key the
+ * bucket lacks: each refused at open, saying why; no secret shown.
+ */
+START_TEST(wrong_keys_of_arrays_are_clear_errors)
+{
+	char	log[65536], *p;
+
+	read_log(log, sizeof(log));
+	ck_assert_msg((p = strstr(log, "dataset 's3rawwrong' refused")) !=
+	    NULL && strstr(p, "403") != NULL && strstr(p, "check the "
+	    "credentials") != NULL, "%s", log);
+	ck_assert_msg((p = strstr(log, "dataset 's3rawmissing' refused")) !=
+	    NULL && strstr(p, "s3://" BUCKET "/arr/no-such.bin") != NULL &&
+	    strstr(p, "404") != NULL, "%s", log);
+	printf("remote-s3: %.*s\n", (int)strcspn(p, "\n"), p);
+	ck_assert_ptr_null(strstr(log, SECRET));
+	ck_assert_ptr_null(strstr(log, WRONG));
 }
 END_TEST
 
@@ -154,6 +338,8 @@ remote_s3_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, radosgw_serves_signed_range_reads);
 	tcase_add_test(tc, wrong_secret_is_refused_and_never_shown);
+	tcase_add_test(tc, radosgw_serves_raw_and_npy_arrays);
+	tcase_add_test(tc, wrong_keys_of_arrays_are_clear_errors);
 	suite_add_tcase(s, tc);
 	return (s);
 }
