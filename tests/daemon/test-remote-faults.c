@@ -14,12 +14,12 @@
  *   bystander's round trips stay under 250 ms;
  * - a body that stalls (nginx reading its file from slowfs, which holds
  *   every read unanswered until told: nginx's "aio threads" keeps its own
- *   loop free): fetch.c's stall timeout (10 s under 1 KiB a second) ends
- *   the transfer and the range is asked again, served once slowfs lets
- *   the reads go; that session's epoch is then every index once, and
- *   another session and a bystander are served meanwhile.  (Skipped
- *   where FUSE cannot be mounted.)  Ten seconds a try: the test lets the
- *   second try through rather than wait out five;
+ *   loop free): fetch.c's stall timeout (10 s under 1 KiB a second; 2 s
+ *   here, INFEED_FETCH_STALL_S) ends the transfer and the range is asked
+ *   again, served once slowfs lets the reads go; that session's epoch is
+ *   then every index once, and another session and a bystander are
+ *   served meanwhile.  (Skipped where FUSE cannot be mounted.)  The test
+ *   lets the second try through rather than wait out five;
  * - latency for real, no sleep in infeed: nginx serving tar shards from
  *   slowfs with a delay on every read (as a store with latency behind
  *   HTTP): an epoch keeps several requests in flight (slowfs's
@@ -373,7 +373,10 @@ stall_setup(void)
 	ck_assert_int_eq(link(path_in(dir, "raw-labels.bin"), to), 0);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
 	fs_up = slowfs_start(&fs, src, mnt, opts);
+	/* A try stalls in 2 s, not 10 (the test's time). */
+	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "2", 1), 0);
 	faults_start(fs_up ? mnt : NULL, false);
+	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
 }
 
 /* Tar shards under "slow" served by slowfs at "mnt", 20 ms a read. */
@@ -482,7 +485,7 @@ START_TEST(stalled_body_is_asked_again)
 	    0);
 	pthread_join(rd.thread, NULL);
 	reader_assert(&rd);
-	sleep(12);
+	sleep(4);	/* past the first try's 2 s stall */
 	slowfs_command(&fs, "release");
 	pthread_join(sr.thread, NULL);
 	bystander_stop(&b, &br);
