@@ -2529,6 +2529,17 @@ cache_ahead_part(const struct cache_object *o, uint64_t i)
 	return (NULL);
 }
 
+/* A new entry at the queue's tail, zeroed (the lock held, a place free). */
+static struct cache_ahead *
+cache_ahead_push(void)
+{
+	struct cache_ahead	*a = &cache_ahead.q[(cache_ahead.head +
+				    cache_ahead.n++) % CACHE_AHEAD_QUEUE];
+
+	memset(a, 0, sizeof *a);
+	return (a);
+}
+
 /*
  * Queue @o's blocks under [@off, @off + @len) (the lock held); @part:
  * only their pages there, added to a part entry of the block's queued.
@@ -2574,9 +2585,7 @@ cache_ahead_queue(struct cache_object *o, uint64_t off, size_t len, bool part)
 			break;
 		if (!part && cache_ahead_has(o, i))
 			continue;
-		a = &cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
-		    CACHE_AHEAD_QUEUE];
-		memset(a, 0, sizeof *a);
+		a = cache_ahead_push();
 		a->o = o;
 		a->block = i;
 		a->part = part;
@@ -2660,9 +2669,7 @@ cache_url_prefetch(const char *url, uint64_t off, size_t len)
 			goto out;
 	if ((u = strdup(url)) == NULL)
 		goto out;
-	a = &cache_ahead.q[(cache_ahead.head + cache_ahead.n++) %
-	    CACHE_AHEAD_QUEUE];
-	memset(a, 0, sizeof *a);
+	a = cache_ahead_push();
 	a->url = u;
 	a->off = off;
 	a->len = len;
