@@ -282,7 +282,7 @@ tar_remote_pread(struct tar_iter *it, uint64_t off, void *dst, size_t len)
 {
 	char	*why = NULL;
 
-	if (cache_object_read_meta(it->obj, off, len, dst, &why) == 0)
+	if (cache_object_read(it->obj, off, len, dst, &why) == 0)
 		return (0);
 	snprintf(it->why, sizeof it->why, "%s", why != NULL ? why :
 	    strerror(ENOMEM));
@@ -1179,7 +1179,7 @@ tar_remote_fill(struct cache_object *obj, char **why)
 	for (off = 0; off < size && rc == 0; off += len) {
 		len = size - off < TAR_REMOTE_AHEAD ? (size_t)(size - off) :
 		    TAR_REMOTE_AHEAD;
-		rc = cache_object_read_meta(obj, off, len, scratch, why);
+		rc = cache_object_read(obj, off, len, scratch, why);
 	}
 	free(scratch);
 	return (rc);
@@ -1565,10 +1565,10 @@ tar_remote_ready(const struct dataset *ds, struct tar *t, uint32_t k,
 		free(why);
 		return (-1);
 	}
-	if (t->ready[k])
-		return (0);
 	/* Its download evicts by this sample's place in the order. */
 	cache_object_reading(t->objs[k], index);
+	if (t->ready[k])
+		return (0);
 	memset(&tt, 0, sizeof tt);
 	tmp.samples = 0;
 	if (tar_index(&tmp, &tt, k, -1, t->objs[k], t->paths[k],
@@ -2048,6 +2048,8 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 
 	if (t->lazy && tar_remote_ready(ds, t, s->shard, index, &why) != 0)
 		goto fail;
+	if (!t->lazy)
+		cache_object_reading(t->objs[s->shard], index);
 	if (s->size > INFEED_MAX_IMAGE_BYTES) {
 		errno = EFBIG;
 		return (-1);

@@ -311,6 +311,7 @@ struct cache_object {
 	uint64_t	 nblocks;
 	uint8_t		*verified;	/* a byte a block: checked here */
 	uint8_t		*held;		/* CACHE_PAGES bits a block: seen */
+	bool		 by_record;	/* cache_object_reading() called */
 	uint64_t	*order;		/* cache_object_order()'s */
 	size_t		 norder;
 	size_t		 pos;
@@ -2145,12 +2146,11 @@ cache_part_write(struct cache_object *o, struct cache_fill *f,
 
 /*
  * @len bytes at @off: cached blocks (and pages) read, the others fetched
- * together; @part: as cache_object_read_part(); @track: a record's bytes
- * (the sessions' cursors are told this process reads there).
+ * together; @part: as cache_object_read_part().
  */
 static int
 cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
-    bool part, bool track, char **cause)
+    bool part, char **cause)
 {
 	struct cache_fill	*f = NULL;
 	struct fetch_range	*r = NULL;
@@ -2169,7 +2169,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
-	if (track) {
+	if (!__atomic_load_n(&o->by_record, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&cache.lock);
 		cache_plans_track(o->dirkey, off, UINT64_MAX);
 		pthread_mutex_unlock(&cache.lock);
@@ -2278,24 +2278,17 @@ int
 cache_object_read(struct cache_object *o, uint64_t off, size_t len,
     void *dst, char **cause)
 {
-	return (cache_read(o, off, len, dst, false, true, cause));
+	return (cache_read(o, off, len, dst, false, cause));
 }
 
 /* This process reads record @rec of the sessions' orders of @o next. */
 void
 cache_object_reading(struct cache_object *o, uint64_t rec)
 {
+	__atomic_store_n(&o->by_record, true, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&cache.lock);
 	cache_plans_track(o->dirkey, 0, rec);
 	pthread_mutex_unlock(&cache.lock);
-}
-
-/* @len bytes at @off that are not a record's: see cache.h. */
-int
-cache_object_read_meta(struct cache_object *o, uint64_t off, size_t len,
-    void *dst, char **cause)
-{
-	return (cache_read(o, off, len, dst, false, false, cause));
 }
 
 /* @len bytes at @off, only the pages missing downloaded: see cache.h. */
@@ -2303,7 +2296,7 @@ int
 cache_object_read_part(struct cache_object *o, uint64_t off, size_t len,
     void *dst, char **cause)
 {
-	return (cache_read(o, off, len, dst, true, true, cause));
+	return (cache_read(o, off, len, dst, true, cause));
 }
 
 /*

@@ -87,19 +87,12 @@ int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 	    void *dst, char **cause);
 
 /**
- * cache_object_read_meta() - as cache_object_read(), for bytes that are
- * no record of a session's (a tar shard's headers, read to index it): the
- * sessions' cursors are not told that this process reads there, which
- * would put its reader at the row of the record at @off.
- */
-int	cache_object_read_meta(struct cache_object *o, uint64_t off,
-	    size_t len, void *dst, char **cause);
-
-/**
  * cache_object_reading() - this process reads record @rec (of the
- * sessions' samplers) of @o next: for a read whose first bytes are not the
- * record's (cache_object_read_meta(): a tar shard indexed before its
- * sample is read), so that its downloads evict by the reader's row.
+ * sessions' samplers) of @o next, for eviction to know where each worker
+ * reads.  From the first call on, a read of @o no longer says so by its
+ * offset (record i at base + i x stride): for objects whose records are
+ * not there exactly (a tar shard's members differ in size; its headers
+ * are read to index it, before any sample).
  */
 void	cache_object_reading(struct cache_object *o, uint64_t rec);
 

@@ -1056,7 +1056,7 @@ tar_eviction_case(const char *name, bool indexed, int limit)
 
 START_TEST(tar_eviction_follows_the_sessions_order)
 {
-	/* 1.07-1.17 here; 1.40-1.48 with no order (the oldest first). */
+	/* 1.07-1.09 here; 1.40-1.48 with no order (the oldest first). */
 	tar_eviction_case("ord", false, 12);
 }
 END_TEST
@@ -1064,13 +1064,13 @@ END_TEST
 /*
  * The same with index =: the workers open the shards, and the daemon's
  * cursors on them take each shard's size from the cache's meta file.
- * 1.22-1.25 here (each worker indexes a shard it reads first: a few more
+ * 1.16-1.17 here (each worker indexes a shard it reads first: a few more
  * downloads, with LRU too); 1.58-1.59 with no order (the oldest first,
  * before issue 38 round eight).
  */
 START_TEST(indexed_tar_eviction_follows_the_sessions_order)
 {
-	tar_eviction_case("ordi", true, 14);
+	tar_eviction_case("ordi", true, 13);
 }
 END_TEST
 
