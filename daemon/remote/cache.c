@@ -58,15 +58,20 @@
  * session reading an object writes a cursor file in the object's folder,
  * cursor-PID-N, holding its sampler's options (the sampler is a pure
  * function of them and the epoch), how records map to bytes (base +
- * index x stride) and, in a shared mapping the daemon updates as the
- * session goes, its (epoch, row).  The process that evicts (a worker)
- * reads every cursor of the folders it scans and, once per cursor and
+ * index x stride; or, a span, records first..first+count-1 evenly over
+ * the object, whose size the evicting process reads in the folder's meta
+ * file: a tar shard, which the daemon may never open) and, in a shared
+ * mapping the daemon updates as the session goes, its (epoch, row).  The
+ * process that evicts (a worker) reads every cursor of the folders it
+ * scans and, once per cursor and
  * epoch, computes where in that epoch each block is read, and the first
  * read of each in the epoch after (cache_plan_epoch(): O(rows) time, 4
  * bytes a row and 8 a block, for epochs of up to CACHE_PLAN_MAX_ROWS
  * rows; a longer epoch's order is not used).  The workers read a ring
  * ahead of the cursor, so each worker also writes in the cursor file the
- * row it reads (a slot per worker, CACHE_READERS of them).  A block's next
+ * row it reads (a slot per worker, CACHE_READERS of them), found from the
+ * offset it reads or, for a tar shard, the sample it names
+ * (cache_object_reading()).  A block's next
  * use is then a binary search per reader: the fewest rows a reader reads
  * before it, each reader to the end of its step, then the rows past the
  * furthest step end shared by all the readers; within the session's epoch
