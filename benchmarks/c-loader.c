@@ -7,7 +7,7 @@
  * second and the median time per step.
  *
  *	c-loader SOCKET DATASET BATCH DEVICE_ITERATIONS EPOCHS
- *	    [ready|ready-cow|callgrind]
+ *	    [ready|ready-cow|callgrind|cow]
  *
  * With "ready" the steps are not read, and each Next is sent 20 ms after
  * the last step was released, when the ring is full again: the median
@@ -19,7 +19,13 @@
  * callgrind (benchmarks/python-loader --callgrind).  "ready-cow" is
  * "ready" on a copy_on_write ring, as Python's default maps it: the
  * restore of the slots given back is in its steps' CPU (issue 35).
+ * "cow" reads every step as the default does, from a copy_on_write ring:
+ * Python's default round, like for like.  The ready modes also print the
+ * page faults and context switches of their steps (getrusage, read
+ * outside the timed part), a step.
  */
+
+#include <sys/resource.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +80,17 @@ touch(const void *p, size_t len)
 	return (a + b + c + d);
 }
 
+/* This thread's minor faults and context switches (both kinds) so far. */
+static void
+usage_now(long *faults, long *switches)
+{
+	struct rusage	ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	*faults = ru.ru_minflt;
+	*switches = ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 static int
 cmp_double(const void *x, const void *y)
 {
@@ -95,16 +112,22 @@ main(int argc, char **argv)
 	size_t				 n = 0, cap, i;
 	int				 r;
 
-	int				 ready, marks;
+	long				 f0 = 0, s0 = 0, f1, s1;
+	long				 faults = 0, switches = 0;
+	int				 ready, marks, cow;
 
 	if (argc != 6 && !(argc == 7 && (strcmp(argv[6], "ready") == 0 ||
 	    strcmp(argv[6], "ready-cow") == 0 ||
-	    strcmp(argv[6], "callgrind") == 0))) {
+	    strcmp(argv[6], "callgrind") == 0 ||
+	    strcmp(argv[6], "cow") == 0))) {
 		fprintf(stderr, "usage: c-loader SOCKET DATASET BATCH "
-		    "DEVICE_ITERATIONS EPOCHS [ready|ready-cow|callgrind]\n");
+		    "DEVICE_ITERATIONS EPOCHS [ready|ready-cow|callgrind|cow]"
+		    "\n");
 		return (2);
 	}
-	ready = argc == 7;
+	cow = argc == 7 && (strcmp(argv[6], "ready-cow") == 0 ||
+	    strcmp(argv[6], "cow") == 0);
+	ready = argc == 7 && strcmp(argv[6], "cow") != 0;
 	marks = ready && strcmp(argv[6], "callgrind") == 0;
 #ifndef HAVE_CALLGRIND_MARKS
 	if (marks) {
@@ -118,7 +141,7 @@ main(int argc, char **argv)
 	o.device_iterations = (uint32_t)atoi(argv[4]);
 	o.shuffle = true;
 	o.load_indefinitely = false;
-	o.copy_on_write = ready && strcmp(argv[6], "ready-cow") == 0;
+	o.copy_on_write = cow;
 	epochs = strtoull(argv[5], NULL, 10);
 	if ((f = infeed_new()) == NULL ||
 	    infeed_connect(f, argv[1], "c-loader") != INFEED_OK ||
@@ -137,6 +160,7 @@ main(int argc, char **argv)
 	while (done < epochs) {
 		if (ready) {
 			usleep(20000);
+			usage_now(&f0, &s0);
 			t0 = now_s();
 			c0 = cpu_s();
 		}
@@ -170,6 +194,11 @@ main(int argc, char **argv)
 			cpus[n] = cpu_s() - c0;
 			times[n++] = t - t0;
 		}
+		if (ready) {
+			usage_now(&f1, &s1);
+			faults += f1 - f0;
+			switches += s1 - s0;
+		}
 		t0 = t;
 	}
 	t = now_s() - start;
@@ -179,9 +208,12 @@ main(int argc, char **argv)
 	qsort(cpus, n, sizeof(*cpus), cmp_double);
 	printf("{\"items_per_s\": %.1f, \"step_median_s\": %.6f, "
 	    "\"ready_cpu_median_s\": %.6f, \"ready_cpu_mean_s\": %.6f, "
+	    "\"ready_faults\": %.2f, \"ready_switches\": %.2f, "
 	    "\"steps\": %zu, \"sink\": %llu}\n", (double)items / t,
 	    n ? times[n / 2] : 0.0, ready && n ? cpus[n / 2] : 0.0,
-	    ready && n ? cpu_sum / (double)n : 0.0, n,
+	    ready && n ? cpu_sum / (double)n : 0.0,
+	    n ? (double)faults / (double)n : 0.0,
+	    n ? (double)switches / (double)n : 0.0, n,
 	    (unsigned long long)(sink & 1));
 	free(times);
 	free(cpus);
