@@ -14,7 +14,8 @@
  * time of Next and Release is then the client's own cost per step, and
  * ready_cpu_median_s its CPU time (this thread's), which a busy machine's
  * preemption does not inflate; ready_cpu_mean_s is their mean, which
- * counts the work that only some steps do.  "callgrind" is "ready" with each step's
+ * counts the work that only some steps do; ready_next_cpu_median_s is the
+ * part up to Next's return (the rest is the Release).  "callgrind" is "ready" with each step's
  * Next and Release between callgrind-marks.c's marks, for a run under
  * callgrind (benchmarks/python-loader --callgrind).  "ready-cow" is
  * "ready" on a copy_on_write ring, as Python's default maps it: the
@@ -106,7 +107,7 @@ main(int argc, char **argv)
 	struct infeed_session_info	 info;
 	struct infeed_step		 st;
 	struct infeed			*f;
-	double				*times, *cpus, t0, t, start;
+	double				*times, *cpus, *nexts, t0, t, start;
 	double				 c0 = 0, cpu_sum = 0;
 	uint64_t			 items = 0, sink = 0, epochs, done = 0;
 	size_t				 n = 0, cap, i;
@@ -152,7 +153,8 @@ main(int argc, char **argv)
 	cap = info.steps_per_epoch * epochs + 1;
 	times = calloc(cap, sizeof(*times));
 	cpus = calloc(cap, sizeof(*cpus));
-	if (times == NULL || cpus == NULL) {
+	nexts = calloc(cap, sizeof(*nexts));
+	if (times == NULL || cpus == NULL || nexts == NULL) {
 		fprintf(stderr, "c-loader: out of memory\n");
 		return (1);
 	}
@@ -171,6 +173,8 @@ main(int argc, char **argv)
 		}
 #endif
 		if ((r = infeed_next(f, &st)) == INFEED_OK) {
+			if (ready && !marks && n < cap)
+				nexts[n] = cpu_s() - c0;
 			if (!ready)
 				sink += touch(st.data,
 				    st.rows * info.sample_bytes);
@@ -206,17 +210,21 @@ main(int argc, char **argv)
 		cpu_sum += cpus[i];
 	qsort(times, n, sizeof(*times), cmp_double);
 	qsort(cpus, n, sizeof(*cpus), cmp_double);
+	qsort(nexts, n, sizeof(*nexts), cmp_double);
 	printf("{\"items_per_s\": %.1f, \"step_median_s\": %.6f, "
 	    "\"ready_cpu_median_s\": %.6f, \"ready_cpu_mean_s\": %.6f, "
+	    "\"ready_next_cpu_median_s\": %.6f, "
 	    "\"ready_faults\": %.2f, \"ready_switches\": %.2f, "
 	    "\"steps\": %zu, \"sink\": %llu}\n", (double)items / t,
 	    n ? times[n / 2] : 0.0, ready && n ? cpus[n / 2] : 0.0,
 	    ready && n ? cpu_sum / (double)n : 0.0,
+	    ready && n ? nexts[n / 2] : 0.0,
 	    n ? (double)faults / (double)n : 0.0,
 	    n ? (double)switches / (double)n : 0.0, n,
 	    (unsigned long long)(sink & 1));
 	free(times);
 	free(cpus);
+	free(nexts);
 	infeed_free(f);
 	return (0);
 }
