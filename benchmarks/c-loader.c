@@ -39,6 +39,7 @@
 #ifdef HAVE_CALLGRIND_MARKS
 void	callgrind_caches_empty(void);
 void	callgrind_step_begin(void);
+void	callgrind_step_split(void);
 void	callgrind_step_end(int);
 #endif
 
@@ -175,6 +176,10 @@ main(int argc, char **argv)
 		if ((r = infeed_next(f, &st)) == INFEED_OK) {
 			if (ready && !marks && n < cap)
 				nexts[n] = cpu_s() - c0;
+#ifdef HAVE_CALLGRIND_MARKS
+			if (marks)
+				callgrind_step_split();
+#endif
 			if (!ready)
 				sink += touch(st.data,
 				    st.rows * info.sample_bytes);
