@@ -19,9 +19,11 @@
  * one walk serves the `slots` slots it has given back since the last.
  *
  * A page the trainer only reads stays mapped across the slot's uses: a
- * walk drops private copies only, and the daemon's page behind a kept
+ * walk drops only pages found written (protected, a read maps a page
+ * protected: infeed_track_writes), and the daemon's page behind a kept
  * entry is the one it writes the next steps into (a punch of the memfd
- * unmaps it everywhere), so the slot shows the daemon's current bytes.
+ * unmaps it everywhere, and a page mapped again where no marker was left
+ * counts as written once), so the slot shows the daemon's current bytes.
  * So a reading trainer takes page faults on its first pass over the ring
  * only (issue 35: about 250 ns a 4 KiB page, 16 pages a fault), and its
  * first walk of each slot sets the tracking up (about 100 ns a page:
