@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libinfeed's connection to infeedd: a blocking Unix socket carrying
- * frames (wire.h).  Every request is answered by exactly one reply, in
- * order.  A Release is not waited for: its reply is taken on the way to
+ * frames (wire.h).  A bounded wait for a reply is the socket's receive
+ * timeout (SO_RCVTIMEO, changed only when the bound does), not a poll
+ * before the read; a wait for ever has the handshake's bound, then none.
+ * Every request is answered by exactly one reply, in order.  A Release is not waited for: its reply is taken on the way to
  * the reply of a later request, and a refused Release is reported by that
  * later call; to a daemon that said Attached.quiet_release, a Release is
  * quiet and only a refusal comes back.  Replies are told apart by the
