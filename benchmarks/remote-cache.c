@@ -40,7 +40,7 @@
  *
  *     build/benchmarks/remote-cache build/daemon/infeedd [--blocks 64]
  *         [--record-kib 16] [--cache-pct 25] [--epochs 3] [--batch 32]
- *         [--workers 2] [--trainers 4] [--npy]
+ *         [--workers 2] [--trainers 4] [--npy | --tar [--index]]
  *
  * It needs /usr/sbin/nginx (Debian's nginx or nginx-light).  The figures
  * are counts of blocks, not times: a busy machine changes them only
