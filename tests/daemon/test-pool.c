@@ -1921,6 +1921,23 @@ pred_reported(const void *arg)
 	return (rec->n > 0);
 }
 
+/* Whether process @pid is a zombie, or gone (its /proc entry too). */
+static bool
+dead(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	FILE	*fp;
+	bool	 zombie;
+
+	unit_fmt(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (true);
+	zombie = fgets(buf, sizeof(buf), fp) != NULL &&
+	    (p = strrchr(buf, ')')) != NULL && p[1] == ' ' && p[2] == 'Z';
+	fclose(fp);
+	return (zombie);
+}
+
 /* Whether a worker is not busy (killed), or a report came. */
 static bool
 pred_not_all_busy(const void *arg)
@@ -1938,12 +1955,12 @@ pred_not_all_busy(const void *arg)
  * try.  Once the first death has cut the job, row 0 runs on one worker and
  * rows 1-5 on the other's replacement; both are let die in the same turn
  * of the loop with the fork server stopped, so that it reaps them together
- * (as a rule the older, row 0's, first), as on a loaded machine where
- * replacements come late.  The parts of the later death used to go before
+ * (the older, row 0's, first), as on a loaded machine where replacements
+ * come late.  The parts of the later death used to go before
  * the row of the earlier one: each round then carved one row more while
  * the rows tried before waited behind, and the error came after about
- * rows x job_timeout, not 3 (62 s for a step of 32 in CI; here row 4 after
- * 12-13 kills, in 4 runs of 5).
+ * rows x job_timeout, not 3 (62 s for a step of 32 in CI; here row 4
+ * after 13 kills, or row 1 after 6, in 8 runs of 8).
  */
 START_TEST(test_hung_rows_reported_after_three_timeouts)
 {
@@ -1951,9 +1968,10 @@ START_TEST(test_hung_rows_reported_after_three_timeouts)
 	const struct dataset	*ds;
 	struct pool_ring	*pr;
 	struct ring		*r;
-	unsigned		 restarts, stuck, taken, forker_restarts;
+	struct pool_worker_info	 info;
+	unsigned		 restarts, stuck, taken, forker_restarts, i;
 	uint64_t		 t0, end, took;
-	pid_t			 forker;
+	pid_t			 forker, pids[WORKERS];
 
 	pr = add_ring("hung", 6, 1, 0, &rec, &r, &ds);
 	fill_indices(r, 0, 6, ds->samples);
@@ -1962,12 +1980,20 @@ START_TEST(test_hung_rows_reported_after_three_timeouts)
 	/* The first death: row 0 on the other worker, 1-5 on its successor. */
 	ck_assert(run_until(pred_all_busy, &rec));
 	ck_assert_uint_eq(rec.n, 0);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info);
+		pids[i] = info.pid;
+	}
 	pool_forker_info(pool, &forker, &forker_restarts);
 	ck_assert_int_eq(kill(forker, SIGSTOP), 0);
 	end = now_ms() + 600;		/* both deadlines pass */
 	while (now_ms() < end)
 		usleep(10 * 1000);	/* cut short by SIGCHLD */
 	(void)run_until(pred_not_all_busy, &rec);
+	/* Both reaped at once: the older first (waitpid(-1)'s order). */
+	end = now_ms() + DEADLINE_MS;
+	while ((!dead(pids[0]) || !dead(pids[1])) && now_ms() < end)
+		usleep(10 * 1000);
 	ck_assert_int_eq(kill(forker, SIGCONT), 0);
 	ck_assert(unit_run_until(pred_reported, &rec, 2 * DEADLINE_MS));
 	took = now_ms() - t0;
