@@ -1277,10 +1277,11 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	printf("{\"reads\":\"%s\",\"gather_items_per_s\":%.1f,"
 	    "\"plain_copy_items_per_s\":%.1f,"
 	    "\"infeed_items_per_s\":%.1f,\"ratio\":%.4f,\"cpu_ratio\":%.4f,"
-	    "\"ratio_to_limit_without_reads\":%.4f,"
+	    "\"ratio_to_limit_without_reads\":%.4f,\"infeed_cpu_us_a_row\":%.3f,"
 	    "\"rounds\":%u,\"epochs\":%u}\n", b->reads ? "pages" : "ids", ml,
 	    median(cpy, (int)rounds), mi, mi / ml, median(lcpu, (int)rounds),
-	    median(r0, (int)rounds), rounds, epochs);
+	    median(r0, (int)rounds), median(icpu, (int)rounds) * 1e6, rounds,
+	    epochs);
 	return (0);
 }
 
