@@ -1249,12 +1249,15 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 		    "%.4f,\"first_session_first_step_s\":%.4f,"
 		    "\"next_session_ratio\":%.4f,\"next_session_first_step_s\":"
 		    "%.4f,\"first_session_cpu_ratio\":%.4f,"
-		    "\"next_session_cpu_ratio\":%.4f,\"rounds\":%u,"
+		    "\"next_session_cpu_ratio\":%.4f,"
+		    "\"first_ratio_to_limit_without_reads\":%.4f,"
+		    "\"next_ratio_to_limit_without_reads\":%.4f,\"rounds\":%u,"
 		    "\"epochs\":%u}\n", b->reads ? "pages" : "ids", ml,
 		    median(cpy, (int)rounds), median(cold, (int)rounds), median(cold_f, (int)rounds),
 		    median(warm, (int)rounds), median(warm_f, (int)rounds),
 		    median(cold_c, (int)rounds), median(warm_c, (int)rounds),
-		    rounds, epochs);
+		    median(r0, (int)rounds), median(r1, (int)rounds), rounds,
+		    epochs);
 		return (0);
 	}
 	mi = median(inf, (int)rounds);
