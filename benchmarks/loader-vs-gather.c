@@ -97,7 +97,8 @@
  *
  * In every mode the limit's threads live for the whole run (thread
  * start-up would dominate a step of 64 rows of 4 KiB); the data file is written back to disk before
- * anything is timed; an untimed warm-up (4 steps of each client, or a
+ * anything is timed; an untimed warm-up (4 steps of each client, an epoch
+ * of the default mode, or a
  * session of buffer_size + 1 steps) comes first, so that the first round,
  * like the others, finds its rings in memory the daemon kept and every
  * slot mapped; and before each round the program waits until infeedd is
@@ -1157,6 +1158,17 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 	chk.src = src;
 
 	pid = daemon_start(b->infeedd, b->conf, b->sock);
+	/*
+	 * Loader-only is a served daemon's figure: an untimed session first,
+	 * so that the first round, like the others, finds a kept ring (it
+	 * was a first session's, fresh ring memory and all, until round
+	 * eight).  --session times the first session itself.
+	 */
+	if (!session && infeed_rate(b, &chk, 1, 1000, false, NULL) < 0) {
+		fprintf(stderr, "bench: warm-up: the client failed\n");
+		r = 0;
+		goto stop;
+	}
 	for (r = 0; r < rounds; r++) {
 		daemon_settle(pid);
 		lim[r] = limit_round(b, &g, 12 * epochs, &lcpu[r], &lim0[r]);
@@ -1210,6 +1222,7 @@ tutorial_main(const struct bench *b, bool session, unsigned pause_ms)
 		if (inf[r] < 0)
 			break;
 	}
+stop:
 	daemon_stop(pid);
 	gpool_stop(&g);
 	munmap(src, (size_t)N_SAMPLES * SAMPLE_BYTES);
