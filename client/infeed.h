@@ -176,6 +176,8 @@ struct infeed_options {
 	 * see, and infeed_next() drops them before it hands over the slot's
 	 * next step, so that step shows the daemon's bytes.  Where the
 	 * kernel allows (Linux 6.7), a userfaultfd descriptor tracks them.
+	 * Pages only read stay mapped: a trainer that reads its steps takes
+	 * page faults on its first pass over the ring only.
 	 * A slot the process cannot have written since (no page fault, no
 	 * change in its count of anonymous pages) is not walked again, so a
 	 * write into the ring by another process (a debugger,

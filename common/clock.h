@@ -7,6 +7,7 @@
 #define INFEED_CLOCK_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* Milliseconds on the monotonic clock. */
@@ -37,6 +38,21 @@ clock_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+}
+
+/*
+ * A fixed wait of @s seconds, or fewer where the environment variable
+ * @name says so: the tests' way to wait out the daemon's long fixed waits
+ * (a silent client's, a slow scrape's, a stalled download's) quickly.
+ * Never more than @s.
+ */
+static inline long
+clock_wait_s(const char *name, long s)
+{
+	const char	*v = getenv(name);
+	long		 n = v != NULL ? strtol(v, NULL, 10) : 0;
+
+	return (n > 0 && n < s ? n : s);
 }
 
 #endif /* INFEED_CLOCK_H */

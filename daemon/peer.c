@@ -151,6 +151,13 @@ peer_set_state(struct peer *p, enum peer_state st)
 	p->state = st;
 }
 
+/* PEER_HELLO_WAIT_S, or fewer where INFEED_HELLO_WAIT_S says (the tests). */
+static long
+peer_hello_wait_s(void)
+{
+	return (clock_wait_s("INFEED_HELLO_WAIT_S", PEER_HELLO_WAIT_S));
+}
+
 /*
  * Read the client's requests.  Until its Hello (or while it is refused) a
  * client has PEER_HELLO_WAIT_S of silence; then it is dropped, so silent
@@ -159,7 +166,7 @@ peer_set_state(struct peer *p, enum peer_state st)
 static void
 peer_read_on(struct peer *p)
 {
-	struct timeval	tv = { PEER_HELLO_WAIT_S, 0 };
+	struct timeval	tv = { peer_hello_wait_s(), 0 };
 
 	if (p->pending != NULL)		/* its Attach comes first */
 		return;
@@ -506,8 +513,8 @@ peer_hello_timeout_cb(void *arg)
 		peer_read_on(p);
 		return;
 	}
-	log_debug("client %llu: no Hello within %d s; closing",
-	    (unsigned long long)p->id, PEER_HELLO_WAIT_S);
+	log_debug("client %llu: no Hello within %ld s; closing",
+	    (unsigned long long)p->id, peer_hello_wait_s());
 	peer_free(p);
 }
 

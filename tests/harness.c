@@ -212,16 +212,23 @@ infeedd_start(const char *workers)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, sock_path);
-	for (i = 0; i < 500; i++) {
+	/* 30 s: infeedd under valgrind on a loaded machine starts slowly. */
+	for (i = 0; i < 3000; i++) {
 		fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
 			close(fd);
 			return;
 		}
 		close(fd);
+		if (waitpid(infeedd_pid, NULL, WNOHANG) == infeedd_pid) {
+			infeedd_pid = -1;
+			ck_abort_msg("infeedd exited while it started; see "
+			    "%s/infeedd.log", dir);
+		}
 		usleep(10000);
 	}
-	ck_abort_msg("infeedd did not start; see %s/infeedd.log", dir);
+	ck_abort_msg("infeedd did not start in 30 s; see %s/infeedd.log",
+	    dir);
 }
 
 /* Stop infeedd with SIGTERM and return its exit status. */

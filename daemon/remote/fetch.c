@@ -44,6 +44,7 @@
 
 #include <curl/curl.h>
 
+#include "clock.h"
 #include "fetch.h"
 
 #define FETCH_ATTEMPTS		5
@@ -315,10 +316,7 @@ fetch_header_cb(char *p, size_t size, size_t n, void *arg)
 static long
 fetch_stall_s(void)
 {
-	const char	*v = getenv("INFEED_FETCH_STALL_S");
-	long		 s = v != NULL ? strtol(v, NULL, 10) : 0;
-
-	return (s > 0 && s <= FETCH_STALL_S ? s : FETCH_STALL_S);
+	return (clock_wait_s("INFEED_FETCH_STALL_S", FETCH_STALL_S));
 }
 
 /* Set up @x's handle for @url: a range, or a HEAD when x->head is set. */

@@ -787,7 +787,8 @@ scrape(uint16_t port, char *buf, size_t len)
  * The metrics endpoint cannot take the daemon's descriptors: 64
  * connections that trickle a byte a second (each byte restarted libevent's
  * 5 s timeout, so they stayed for ever) hold at most 16 descriptors, each
- * is closed at most 10 s after its accept, a real scrape is answered, a
+ * is closed at most 10 s after its accept (5 here, through
+ * INFEED_METRICS_DEADLINE_S), a real scrape is answered, a
  * client attaches and gets its ring, and a bystander is served on time.
  */
 START_TEST(test_metrics_tricklers_bounded)
@@ -804,7 +805,9 @@ START_TEST(test_metrics_tricklers_bounded)
 
 	infeedd_stop();
 	make_config("metrics_listen = 127.0.0.1:0");
+	ck_assert_int_eq(setenv("INFEED_METRICS_DEADLINE_S", "5", 1), 0);
 	infeedd_start(NULL);
+	ck_assert_int_eq(unsetenv("INFEED_METRICS_DEADLINE_S"), 0);
 	usleep(100000);
 	read_log(log, sizeof(log));
 	ck_assert_ptr_nonnull(p = strstr(log, "metrics on http://127.0.0.1:"));
@@ -856,7 +859,7 @@ START_TEST(test_metrics_tricklers_bounded)
 			infeed_free(f);
 			attached = true;
 		}
-		if (open == 0 || now_ms() - t0 > 13000)
+		if (open == 0 || now_ms() - t0 > 9000)
 			break;
 		usleep(50000);
 	}
@@ -1711,10 +1714,6 @@ START_TEST(test_retired_stopped_worker_replaced)
 }
 END_TEST
 
-/*
- * A connection that never says Hello is closed after 10 s, so silent
- * connections cannot hold max_clients (or the spare descriptor) for ever.
- */
 /* The peak resident memory of process @pid, in KiB (VmHWM), or 0. */
 static uint64_t
 peak_rss_kib(pid_t pid)
@@ -1896,15 +1895,27 @@ START_TEST(test_bad_tar_member_named_without_reading_in_the_daemon)
 }
 END_TEST
 
+/*
+ * A connection that never says Hello is closed after the Hello wait (10
+ * s; 3 here, through INFEED_HELLO_WAIT_S), so silent connections cannot
+ * hold max_clients (or the spare descriptor) for ever.
+ */
 START_TEST(test_silent_connection_closed)
 {
-	uint64_t	t0 = now_ms();
-	int		fd = raw_connect(), closed = 0;
+	uint64_t	t0;
+	int		fd, closed = 0;
 
-	while (!closed && now_ms() - t0 < 14000)
+	infeedd_stop();
+	ck_assert_int_eq(setenv("INFEED_HELLO_WAIT_S", "3", 1), 0);
+	infeedd_start(NULL);
+	ck_assert_int_eq(unsetenv("INFEED_HELLO_WAIT_S"), 0);
+	t0 = now_ms();
+	fd = raw_connect();
+	while (!closed && now_ms() - t0 < 8000)
 		closed = raw_closed(fd);
-	ck_assert_msg(closed, "a silent connection stayed open 14 s");
-	ck_assert_uint_ge(now_ms() - t0, 9000);
+	ck_assert_msg(closed, "a silent connection stayed open 8 s (the "
+	    "Hello wait is 3 s here)");
+	ck_assert_uint_ge(now_ms() - t0, 2500);
 	close(fd);
 }
 END_TEST

@@ -296,17 +296,24 @@ END_TEST
 
 /*
  * A trainer silent for longer than a new client's wait for its Hello (10 s,
- * PEER_HELLO_WAIT_S: a checkpoint, a debugger) is not closed: libevent
+ * PEER_HELLO_WAIT_S: a checkpoint, a debugger; 2 s here, through
+ * INFEED_HELLO_WAIT_S) is not closed: libevent
  * kept the Hello's timeout on the connection's read event and re-armed it
  * at every request, so a C client without reconnect failed (INFEED_ERR_
  * CLOSED) and Python's reconnected.
  */
 START_TEST(client_silent_past_the_hello_wait_stays_attached)
 {
-	struct infeed		*f = client();
+	struct infeed		*f;
 	struct infeed_options	 o;
 	struct infeed_step	 st;
 	uint64_t		 i;
+
+	infeedd_stop();
+	ck_assert_int_eq(setenv("INFEED_HELLO_WAIT_S", "2", 1), 0);
+	infeedd_start(NULL);
+	ck_assert_int_eq(unsetenv("INFEED_HELLO_WAIT_S"), 0);
+	f = client();
 
 	resume_options(&o);
 	o.reconnect_timeout_ms = 0;
@@ -315,9 +322,9 @@ START_TEST(client_silent_past_the_hello_wait_stays_attached)
 		ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
 		infeed_release(f, &st);
 	}
-	sleep(11);
-	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "after 11 s of "
-	    "silence: %s", infeed_error(f));
+	sleep(4);
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "after 4 s of "
+	    "silence (the Hello wait is 2 s here): %s", infeed_error(f));
 	ck_assert_uint_eq(st.step, 3);
 	infeed_release(f, &st);
 	infeed_free(f);

@@ -373,8 +373,8 @@ stall_setup(void)
 	ck_assert_int_eq(link(path_in(dir, "raw-labels.bin"), to), 0);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
 	fs_up = slowfs_start(&fs, src, mnt, opts);
-	/* A try stalls in 2 s, not 10 (the test's time). */
-	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "2", 1), 0);
+	/* A try stalls in 1 s, not 10 (the test's time). */
+	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "1", 1), 0);
 	faults_start(fs_up ? mnt : NULL, false);
 	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
 }
@@ -457,8 +457,8 @@ END_TEST
 /*
  * slowfs holds nginx's reads of the files under /stall/: each GET's
  * headers go out and its body never comes.  fetch.c's stall timeout ends
- * the try after 10 s and asks again; the test lets the reads go 12 s in,
- * so the second try is served.  Meanwhile "good" is read in a thread,
+ * the try after 10 s (1 s here) and asks again; the test lets the reads
+ * go 2 s after the good session's epoch, so a later try is served.  Meanwhile "good" is read in a thread,
  * exact, and a bystander is served; the stalled session's epoch is then
  * every index once with its bytes.
  */
@@ -485,7 +485,7 @@ START_TEST(stalled_body_is_asked_again)
 	    0);
 	pthread_join(rd.thread, NULL);
 	reader_assert(&rd);
-	sleep(4);	/* past the first try's 2 s stall */
+	sleep(2);	/* past the first try's 1 s stall */
 	slowfs_command(&fs, "release");
 	pthread_join(sr.thread, NULL);
 	bystander_stop(&b, &br);
