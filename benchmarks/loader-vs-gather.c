@@ -97,7 +97,7 @@
  *
  * In every mode the limit's threads live for the whole run (thread
  * start-up would dominate a step of 64 rows of 4 KiB); the data file is written back to disk before
- * anything is timed; an untimed warm-up (4 steps of each client, an epoch
+ * anything is timed; an untimed warm-up (24 steps of each client, an epoch
  * of the default mode, or a
  * session of buffer_size + 1 steps) comes first, so that the first round,
  * like the others, finds its rings in memory the daemon kept and every
@@ -172,7 +172,13 @@
 /* Enough that a new session's first touch of its slots (the client maps
  * the ring anew) does not make up the figure of a cell of huge steps. */
 #define CELL_MIN_STEPS	16
-#define WARM_STEPS	4		/* untimed steps a client takes first */
+/*
+ * Untimed steps a client takes first: enough that each worker has written
+ * (and so mapped) every part of every slot; after 4, the first timed
+ * round's workers still mapped the slots' parts the other had written
+ * (5-6 % of infeed's CPU in it, round eight).
+ */
+#define WARM_STEPS	24
 #define GIB		(1024ULL * 1024 * 1024)
 #define PLAIN_BYTES	(256ULL << 20)	/* the copy check's source */
 /* A limit below this fraction of a plain copy is a broken measurement. */
@@ -1529,8 +1535,9 @@ clients_main(const struct bench *b, unsigned n)
 	    "(clients, infeedd and workers), median of the rounds\n",
 	    median(lcpu, (int)rounds));
 	printf("window            %.2f s, client starts spread %.1f ms "
-	    "(medians), after an untimed warm-up of 4 steps a client\n",
-	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3);
+	    "(medians), after an untimed warm-up of %d steps a client\n",
+	    median(win, (int)rounds), median(skew, (int)rounds) * 1e3,
+	    WARM_STEPS);
 	check_print(&chk, once, (uint64_t)n * spe * cbs);
 	printf("{\"mode\":\"clients\",\"reads\":\"%s\",\"from_attach\":%s,"
 	    "\"clients\":%u,\"ratio_to_limit_without_reads\":%.4f,"
