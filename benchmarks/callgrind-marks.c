@@ -18,6 +18,7 @@
 
 void	callgrind_caches_empty(void);
 void	callgrind_step_begin(void);
+void	callgrind_step_split(void);
 void	callgrind_step_end(int);
 
 /* Before a step: empty caches. */
@@ -32,6 +33,16 @@ void
 callgrind_step_begin(void)
 {
 	CALLGRIND_TOGGLE_COLLECT;
+}
+
+/*
+ * The step's next() returned: its costs so far dumped alone (the take),
+ * the rest (the drop) dumped at its end; the caches are left as they are.
+ */
+void
+callgrind_step_split(void)
+{
+	CALLGRIND_DUMP_STATS;
 }
 
 /* The step ends: its costs dumped alone if @keep, else dropped. */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libinfeed's connection to infeedd: a blocking Unix socket carrying
- * frames (wire.h).  Every request is answered by exactly one reply, in
- * order.  A Release is not waited for: its reply is taken on the way to
+ * frames (wire.h).  A bounded wait for a reply is the socket's receive
+ * timeout (SO_RCVTIMEO, changed only when the bound does), not a poll
+ * before the read; a wait for ever has the handshake's bound, then none.
+ * Every request is answered by exactly one reply, in order.  A Release is not waited for: its reply is taken on the way to
  * the reply of a later request, and a refused Release is reported by that
  * later call; to a daemon that said Attached.quiet_release, a Release is
  * quiet and only a refusal comes back.  Replies are told apart by the
@@ -144,16 +146,47 @@ infeed_handshake_ms(void)
 	return (INFEED_HANDSHAKE_MS);
 }
 
-/* Bound every send and receive on the socket to @ms (0: no bound). */
-static void
-infeed_set_timeout(int fd, unsigned ms)
+/* @ms as a struct timeval. */
+static struct timeval
+infeed_timeval(unsigned ms)
 {
 	struct timeval	tv;
 
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return (tv);
+}
+
+/*
+ * Bound every send and receive on the socket to @ms (0: no bound), and
+ * the receives of a wait for ever from now on.
+ */
+static void
+infeed_set_timeout(struct infeed_conn *c, unsigned ms)
+{
+	struct timeval	tv = infeed_timeval(ms);
+
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	c->rcv_ms = c->wait_ms = ms;
+}
+
+/*
+ * Bound the socket's receives to @ms (0: none) unless they are already:
+ * whether they are.
+ */
+static bool
+infeed_rcv_timeout(struct infeed_conn *c, unsigned ms)
+{
+	struct timeval	tv = infeed_timeval(ms);
+
+	if (c->rcv_ms != ms) {
+		if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+		    sizeof(tv)) == -1)
+			return (false);
+		c->rcv_ms = ms;
+	}
+	return (true);
 }
 
 /*
@@ -196,6 +229,37 @@ infeed_frame_fd(struct wire_in *in)
 }
 
 /*
+ * Read from the socket, waiting up to @timeout_ms (-1: for ever; 0: only
+ * what is there).  A bounded wait is the receive's own (SO_RCVTIMEO), not
+ * a poll before it: one system call a step fewer (issue 35); its end or a
+ * signal is INFEED_TIMEOUT (*@n -1).  Else *@n is wire_in_recv()'s.
+ */
+static int
+infeed_recv_some(struct infeed *f, int timeout_ms, ssize_t *n)
+{
+	struct infeed_conn	*c = &f->conn;
+	bool			 own;
+	int			 r;
+
+	*n = -1;
+	own = timeout_ms > 0 && infeed_rcv_timeout(c, (unsigned)timeout_ms);
+	if (timeout_ms < 0 && !infeed_rcv_timeout(c, c->wait_ms))
+		return (infeed_fail(f, INFEED_ERR_SYSTEM, "setting the wait "
+		    "for infeedd: %s", strerror(errno)));
+	if (!own && (r = infeed_poll(f, timeout_ms)) != INFEED_OK)
+		return (r);
+	if (!own) {
+		*n = wire_in_recv(&c->in, c->fd);
+		return (INFEED_OK);
+	}
+	*n = wire_in_recv_intr(&c->in, c->fd);
+	if (*n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR))
+		return (INFEED_TIMEOUT);
+	return (INFEED_OK);
+}
+
+/*
  * Read the next frame and its descriptor (*@fd, -1: none), waiting up to
  * @timeout_ms (-1: for ever).
  */
@@ -226,9 +290,8 @@ infeed_recv_any(struct infeed *f, Infeed__Frame **out, int *fd,
 		case WIRE_AGAIN:
 			break;
 		}
-		if ((r = infeed_poll(f, timeout_ms)) != INFEED_OK)
+		if ((r = infeed_recv_some(f, timeout_ms, &n)) != INFEED_OK)
 			return (r);
-		n = wire_in_recv(&f->conn.in, f->conn.fd);
 		if (n == 0)
 			return (infeed_fail(f, INFEED_ERR_CLOSED, "infeedd "
 			    "closed the connection (did it stop or restart?)"));
@@ -383,7 +446,7 @@ infeed_conn_open(struct infeed *f, const char *path, const char *name)
 	if ((f->conn.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return (infeed_fail(f, INFEED_ERR_SYSTEM, "socket: %s",
 		    strerror(errno)));
-	infeed_set_timeout(f->conn.fd, infeed_handshake_ms());
+	infeed_set_timeout(&f->conn, infeed_handshake_ms());
 	if (connect(f->conn.fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
 		r = infeed_fail(f, INFEED_ERR_SYSTEM, "cannot connect to "
 		    "infeedd at %s: %s (is infeedd running? set --socket or "
@@ -405,7 +468,7 @@ infeed_conn_open(struct infeed *f, const char *path, const char *name)
 		return (r);
 	}
 	/* Past the handshake, a step may take as long as its data. */
-	infeed_set_timeout(f->conn.fd, 0);
+	infeed_set_timeout(&f->conn, 0);
 	if (reply->welcome->has_max_frame_size &&
 	    reply->welcome->max_frame_size >= INFEED_MIN_MAX_FRAME) {
 		f->conn.max_frame = reply->welcome->max_frame_size;

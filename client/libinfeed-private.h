@@ -128,6 +128,13 @@ struct infeed_conn {
 	int			 reply_fd;
 	int			 held_fd;
 	uint64_t		 steps_read;	/* Steps read this session */
+	/*
+	 * The socket's receive timeout (SO_RCVTIMEO, ms; 0: none): a wait for
+	 * ever has wait_ms (the handshake's bound, else none), a bounded wait
+	 * its own bound, set only when it changes.
+	 */
+	unsigned		 rcv_ms;
+	unsigned		 wait_ms;
 };
 
 /* A ring of an ended session whose steps the caller still holds. */

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,10 +95,13 @@ wire_in_feed(struct wire_in *in, const void *data, size_t len)
 	return (0);
 }
 
-/* One recvmsg with its descriptors, refusing cut or surplus ones. */
-ssize_t
-wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t maxfds,
-    size_t *nfds)
+/*
+ * One recvmsg with its descriptors, refusing cut or surplus ones; one a
+ * signal interrupts is tried again if @retry, else fails with EINTR.
+ */
+static ssize_t
+wire_recv_fds_once(int sock, void *buf, size_t len, int *fds, size_t maxfds,
+    size_t *nfds, bool retry)
 {
 	union {
 		struct cmsghdr	hdr;
@@ -124,7 +128,7 @@ wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t maxfds,
 	msg.msg_controllen = sizeof(cbuf.buf);
 	do {
 		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-	} while (n == -1 && errno == EINTR);
+	} while (n == -1 && errno == EINTR && retry);
 	if (n == -1)
 		return (-1);
 
@@ -159,9 +163,17 @@ wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t maxfds,
 	return (n);
 }
 
-/* Receive what the socket has, with any fds. */
+/* One recvmsg with its descriptors, tried again when a signal interrupts. */
 ssize_t
-wire_in_recv(struct wire_in *in, int sock)
+wire_recv_fds(int sock, void *buf, size_t len, int *fds, size_t maxfds,
+    size_t *nfds)
+{
+	return (wire_recv_fds_once(sock, buf, len, fds, maxfds, nfds, true));
+}
+
+/* Receive what the socket has, with any fds (a signal: again if @retry). */
+static ssize_t
+wire_in_recv_once(struct wire_in *in, int sock, bool retry)
 {
 	ssize_t	n;
 	size_t	nfds, i;
@@ -175,8 +187,8 @@ wire_in_recv(struct wire_in *in, int sock)
 		return (-1);
 	}
 	/* No more descriptors than the queue has room for. */
-	n = wire_recv_fds(sock, in->buf + in->len, in->cap - in->len, fds,
-	    WIRE_MAX_FDS - in->nfds, &nfds);
+	n = wire_recv_fds_once(sock, in->buf + in->len, in->cap - in->len, fds,
+	    WIRE_MAX_FDS - in->nfds, &nfds, retry);
 	if (n == -1)
 		return (-1);
 	/* They came with the bytes up to this read's last. */
@@ -187,6 +199,20 @@ wire_in_recv(struct wire_in *in, int sock)
 	in->len += (size_t)n;
 	in->rx += (uint64_t)n;
 	return (n);
+}
+
+/* Receive what the socket has, with any fds. */
+ssize_t
+wire_in_recv(struct wire_in *in, int sock)
+{
+	return (wire_in_recv_once(in, sock, true));
+}
+
+/* wire_in_recv(), but a signal ends a blocking wait (EINTR). */
+ssize_t
+wire_in_recv_intr(struct wire_in *in, int sock)
+{
+	return (wire_in_recv_once(in, sock, false));
 }
 
 /* The next whole frame's body, left in the buffer. */

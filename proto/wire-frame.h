@@ -79,6 +79,13 @@ int			 wire_in_feed(struct wire_in *in, const void *data,
 ssize_t			 wire_in_recv(struct wire_in *in, int sock);
 
 /**
+ * wire_in_recv_intr() - wire_in_recv(), but a signal that interrupts a
+ * blocking wait ends it: -1 with errno EINTR (a wait bounded by
+ * SO_RCVTIMEO whose caller's handler must run; issue 35).
+ */
+ssize_t			 wire_in_recv_intr(struct wire_in *in, int sock);
+
+/**
  * wire_recv_fds() - one recvmsg() of at most @len bytes into @buf from
  * @sock, with the descriptors that came into @fds (*@nfds of them, at most
  * @maxfds, which is at most WIRE_MAX_FDS; the caller owns them).

@@ -46,6 +46,12 @@ client_flush(ClientObject *self)
 	struct infeed_step	st;
 	int			r, failed = 0;
 
+	/*
+	 * Most calls find none: no lock taken.  One queued meanwhile by
+	 * another thread is sent by the next call or wait slice.
+	 */
+	if (__atomic_load_n(&self->ndead, __ATOMIC_ACQUIRE) == 0)
+		return (0);
 	for (;;) {
 		pthread_mutex_lock(&self->mu);
 		if (self->ndead == 0) {

@@ -400,8 +400,11 @@ Lease_dealloc(LeaseObject *self)
 		}
 	}
 	/* Without memory the slot stays held until the session ends. */
-	if (c->ndead < c->capdead)
-		c->dead[c->ndead++] = self->st;
+	if (c->ndead < c->capdead) {
+		c->dead[c->ndead] = self->st;
+		/* Seen without the lock by client_flush. */
+		__atomic_store_n(&c->ndead, c->ndead + 1, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&c->mu);
 	Py_DECREF(c);
 	PyObject_Free(self);

@@ -762,6 +762,39 @@ START_TEST(test_next_timeout_returns_on_a_signal)
 }
 END_TEST
 
+/*
+ * A wait for ever after a bounded one waits past that bound: the bound is
+ * the socket's receive timeout while it lasts (issue 35), and must not
+ * stay on it.
+ */
+START_TEST(test_next_waits_past_an_earlier_bound)
+{
+	struct infeed		*f = attach_plain(false);
+	struct infeed_state	 before, after;
+	struct infeed_step	 st;
+	pid_t			 waker;
+
+	ck_assert_int_eq(infeed_get_state(f, &before), INFEED_OK);
+	ck_assert_int_eq(infeed_next(f, &st), INFEED_OK);
+	ck_assert_int_eq(infeed_release(f, &st), INFEED_OK);
+	kill(infeedd_pid, SIGSTOP);
+	ck_assert_int_eq(infeed_next_timeout(f, &st, 20), INFEED_TIMEOUT);
+	if ((waker = fork()) == 0) {
+		usleep(300000);		/* 15 times the bound */
+		kill(infeedd_pid, SIGCONT);
+		_exit(0);
+	}
+	ck_assert_int_gt(waker, 0);
+	ck_assert_msg(infeed_next(f, &st) == INFEED_OK, "%s", infeed_error(f));
+	ck_assert_uint_eq(st.step, 1);
+	/* Not by a reconnect after a wait cut short (a new session). */
+	ck_assert_int_eq(infeed_get_state(f, &after), INFEED_OK);
+	ck_assert_uint_eq(after.session_id, before.session_id);
+	waitpid(waker, NULL, 0);
+	infeed_free(f);
+}
+END_TEST
+
 /* Detaching with a Next outstanding, then attaching again, works. */
 START_TEST(test_detach_with_a_next_outstanding)
 {
@@ -1270,6 +1303,7 @@ libinfeed_suite(void)
 	tcase_add_test(tc, test_get_stats_newer_caller_sizes);
 	tcase_add_test(tc, test_next_timeout_keeps_the_next_outstanding);
 	tcase_add_test(tc, test_next_timeout_returns_on_a_signal);
+	tcase_add_test(tc, test_next_waits_past_an_earlier_bound);
 	tcase_add_test(tc, test_detach_with_a_next_outstanding);
 	tcase_add_test(tc, test_forgotten_step_given_back_and_never_mapped);
 	tcase_add_test(tc, test_copy_on_write_writes_stay_private);
