@@ -61,20 +61,29 @@ pool_job_part(const struct job *job, uint64_t begin, uint64_t end)
 	return (part);
 }
 
-/* Whether @a goes before @b: an earlier step, or queued earlier. */
+/*
+ * Whether @a goes before @b: an earlier step, or queued earlier, or (the
+ * parts of one job) earlier rows.
+ */
 static bool
 pool_job_before(const struct job *a, const struct job *b)
 {
-	return (a->seq < b->seq || (a->seq == b->seq && a->queued < b->queued));
+	return (a->seq < b->seq || (a->seq == b->seq && (a->queued <
+	    b->queued || (a->queued == b->queued &&
+	    a->row_begin < b->row_begin))));
 }
 
 /*
  * Queue @job in its ring's list, which is kept in the order its jobs go
- * out: by step (seq), then by the time queued, so that the head is the
- * ring's next (pool_next_job()).  A new job is placed from the tail, a
- * job requeued after a death (@again) from the head, before the others of
- * its step and time (the parts of one job, in order); each walks past
- * few, since a ring's steps are queued in order.
+ * out: by step (seq), then by the time queued, then by row, so that the
+ * head is the ring's next (pool_next_job()).  A new job is placed from
+ * the tail, a job requeued after a death (@again) from the head; each
+ * walks past few, since a ring's steps are queued in order.  The parts of
+ * a job go in row order, whichever death put them back: a row tried
+ * before goes before the rows carved after it later (pool_requeue()), so
+ * the row every try begins with is the one retried first, and a store
+ * that stops answering is reported after POOL_MAX_ATTEMPTS job_timeouts,
+ * not one a row.
  */
 static void
 pool_job_queue(struct pool *pool, struct pool_ring *pr, struct job *job,

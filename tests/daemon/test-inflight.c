@@ -638,8 +638,12 @@ slow_spare_up(void)
  * answered (ListDatasets within 250 ms), its steps waiting for one
  * job_timeout at most while every worker is held by the dead store (a
  * fixed pool has no worker to spare; the retries of the timed-out rows go
- * after its steps: before, it waited for each try).  Once the store
- * answers again, a new session is served.
+ * after its steps: before, it waited for each try).  The error names the
+ * step's first row, the one each try begins with, after its 3 tries
+ * (about 3.5 s; 20 s allowed for valgrind): the rows of a job cut by the
+ * deaths go back in row order (test-pool's case hung; it once took 62 s
+ * and named row 30).  Once the store answers again, a new session is
+ * served.
  */
 START_TEST(store_that_stops_answering)
 {
@@ -688,6 +692,10 @@ START_TEST(store_that_stops_answering)
 	    "after %" PRIu64 " ms: %s\n", ms, infeed_error(f));
 	ck_assert_int_eq(rc, INFEED_ERR_DAEMON);
 	ck_assert_msg(strstr(infeed_error(f), "job_timeout") != NULL, "%s",
+	    infeed_error(f));
+	ck_assert_msg(strstr(infeed_error(f), "(row 0 of epoch 0, step 0)") !=
+	    NULL && ms < 20000, "the error should name the step's first row "
+	    "after its 3 tries; it came after %" PRIu64 " ms: %s", ms,
 	    infeed_error(f));
 	fprintf(stderr, "bystander: %" PRIu64 " rounds, worst ListDatasets "
 	    "%" PRIu64 " ms, worst Next %" PRIu64 " ms (job_timeout 1 s)\n",

@@ -7,9 +7,11 @@
  * ring's callback exactly once with the rows the dataset gives; max_jobs
  * caps a ring's jobs; removing a ring or dropping its jobs stops them; a
  * worker killed mid-job is replaced and its job still completes once; a
- * row that kills workers three times is reported as crashed; int64
- * labels come whole, and a label too large for int32 labels is reported
- * with its index instead of wrapped.
+ * row that kills workers three times is reported as crashed, and a store
+ * that stops answering after three job_timeouts of the job's first row,
+ * whatever order its workers die in; int64 labels come whole, and a label
+ * too large for int32 labels is reported with its index instead of
+ * wrapped.
  *
  * The event loop runs one round at a time against a deadline, with a tick
  * timer so that a round always ends: a bug fails a test, never hangs it.
@@ -1882,6 +1884,137 @@ START_TEST(test_row_slow_everywhere_first_copy_wins)
 }
 END_TEST
 
+/*
+ * The pool with a job_timeout of 250 ms and "hung", a dataset whose every
+ * read takes 10 s: a store that stopped answering.
+ */
+static void
+setup_hung(void)
+{
+	setup_extra = "job_timeout = 250ms\n";
+	setup_more = "[dataset hung]\n"
+	    "type = synthetic\n"
+	    "samples = 16\n"
+	    "shape = 4\n"
+	    "dtype = uint8\n"
+	    "sample_delay_us = 10000000\n";
+	setup();
+	setup_extra = "";
+	setup_more = "";
+}
+
+/* Whether every worker is busy, or a report came. */
+static bool
+pred_all_busy(const void *arg)
+{
+	const struct record	*rec = arg;
+
+	return (rec->n > 0 || busy_workers() == WORKERS);
+}
+
+/* Whether a report came. */
+static bool
+pred_reported(const void *arg)
+{
+	const struct record	*rec = arg;
+
+	return (rec->n > 0);
+}
+
+/* Whether process @pid is a zombie, or gone (its /proc entry too). */
+static bool
+dead(pid_t pid)
+{
+	char	 path[64], buf[512], *p;
+	FILE	*fp;
+	bool	 zombie;
+
+	unit_fmt(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return (true);
+	zombie = fgets(buf, sizeof(buf), fp) != NULL &&
+	    (p = strrchr(buf, ')')) != NULL && p[1] == ' ' && p[2] == 'Z';
+	fclose(fp);
+	return (zombie);
+}
+
+/* Whether no worker is busy (both killed), or a report came. */
+static bool
+pred_none_busy(const void *arg)
+{
+	const struct record	*rec = arg;
+
+	return (rec->n > 0 || busy_workers() == 0);
+}
+
+/*
+ * A store that stops answering: every row of a job of 6 hangs.  The row
+ * each try of it begins with (row 0) is reported after its three
+ * job_timeouts, whatever order the workers die in: a dead worker's parts
+ * go back in row order, after the rows before them that wait for another
+ * try.  Once the first death has cut the job, row 0 runs on one worker and
+ * rows 1-5 on the other's replacement; both are let die with the fork
+ * server stopped, so that it reaps them together (the older, row 0's,
+ * first), as on a loaded machine where replacements come late.  The parts of the later death used to go before
+ * the row of the earlier one: each round then carved one row more while
+ * the rows tried before waited behind, and the error came after about
+ * rows x job_timeout, not 3 (62 s for a step of 32 in CI; here row 4
+ * after 13 kills, or row 1 after 6, in 14 runs of 14).
+ */
+START_TEST(test_hung_rows_reported_after_three_timeouts)
+{
+	struct record		 rec = { .n = 0 };
+	const struct dataset	*ds;
+	struct pool_ring	*pr;
+	struct ring		*r;
+	struct pool_worker_info	 info;
+	unsigned		 restarts, stuck, taken, forker_restarts, i;
+	uint64_t		 t0, end, took;
+	pid_t			 forker, pids[WORKERS];
+
+	pr = add_ring("hung", 6, 1, 0, &rec, &r, &ds);
+	fill_indices(r, 0, 6, ds->samples);
+	t0 = now_ms();
+	pool_submit(pr, 0, 0, 0, 0, 6, ring_indices(r, 0));
+	/* The first death: row 0 on the other worker, 1-5 on its successor. */
+	ck_assert(run_until(pred_all_busy, &rec));
+	ck_assert_uint_eq(rec.n, 0);
+	for (i = 0; i < WORKERS; i++) {
+		pool_worker_info(pool, i, &info);
+		pids[i] = info.pid;
+	}
+	pool_forker_info(pool, &forker, &forker_restarts);
+	ck_assert_int_eq(kill(forker, SIGSTOP), 0);
+	end = now_ms() + 600;		/* both deadlines pass */
+	while (now_ms() < end)
+		usleep(10 * 1000);	/* cut short by SIGCHLD */
+	/* A replacement slow to begin its part dies a turn or two later. */
+	ck_assert(run_until(pred_none_busy, &rec));
+	ck_assert_uint_eq(rec.n, 0);
+	/* Both reaped at once: the older first (waitpid(-1)'s order). */
+	end = now_ms() + DEADLINE_MS;
+	while ((!dead(pids[0]) || !dead(pids[1])) && now_ms() < end)
+		usleep(10 * 1000);
+	ck_assert_int_eq(kill(forker, SIGCONT), 0);
+	ck_assert(unit_run_until(pred_reported, &rec, 2 * DEADLINE_MS));
+	took = now_ms() - t0;
+	worker_counts(&restarts, &stuck, &taken);
+	printf("hung_rows_reported_after_three_timeouts: row %llu reported "
+	    "after %llu ms, %u workers killed as stuck\n",
+	    (unsigned long long)rec.done[0].bad, (unsigned long long)took,
+	    stuck);
+	ck_assert_int_eq(rec.done[0].result, POOL_JOB_STUCK);
+	ck_assert_uint_eq(rec.done[0].rows, 1);
+	ck_assert_uint_eq(rec.done[0].deaths, 3);
+	ck_assert_msg(rec.done[0].bad == 0 && stuck <= 5, "row %llu reported "
+	    "first, after %u workers killed as stuck: row 0, tried first each "
+	    "time, waited behind the rows carved after it",
+	    (unsigned long long)rec.done[0].bad, stuck);
+	pool_drop_jobs(pr);
+	pool_remove_ring(pr, r, false);
+}
+END_TEST
+
 /* Every test, in cases by contract. */
 static Suite *
 pool_suite(void)
@@ -1937,6 +2070,12 @@ pool_suite(void)
 	tc = tcase_create("deadlines");
 	tcase_add_checked_fixture(tc, setup_deadlines, teardown);
 	tcase_add_test(tc, test_job_timeout_is_per_row);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("hung");
+	tcase_add_checked_fixture(tc, setup_hung, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_hung_rows_reported_after_three_timeouts);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("takeover");
