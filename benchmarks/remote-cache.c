@@ -27,13 +27,20 @@
  * of RC_NPY_HEADER bytes each, then the records), so the order the cache
  * is given counts records from after the header.
  *
+ * --tar serves --blocks WebDataset tar shards instead, each under one
+ * block: samples of an 8x8 grey PNG, a .txt member that brings the
+ * sample to --record-kib KiB, and a .cls label (so a shard is a block, and
+ * the fewest downloads are Belady's over the shards); with --index the
+ * set has `index = counts.txt`, so the daemon opens no shard and the
+ * workers index each as they first read it (issue 38, round eight).
+ *
  * Each run starts with an empty cache and a fresh infeedd.  Every trainer
  * checks a byte of each record and its label.  It prints a table and
  * exits 1 when a target is missed or a record is wrong.
  *
  *     build/benchmarks/remote-cache build/daemon/infeedd [--blocks 64]
  *         [--record-kib 16] [--cache-pct 25] [--epochs 3] [--batch 32]
- *         [--workers 2] [--trainers 4] [--npy]
+ *         [--workers 2] [--trainers 4] [--npy | --tar [--index]]
  *
  * It needs /usr/sbin/nginx (Debian's nginx or nginx-light).  The figures
  * are counts of blocks, not times: a busy machine changes them only
@@ -57,6 +64,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "infeed.h"
 #include "sampler.h"
 
@@ -71,6 +80,9 @@ struct rc_cfg {
 	unsigned	 blocks, record_kib, cache_pct, epochs, batch, workers;
 	unsigned	 trainers;
 	bool		 npy;		/* --npy: .npy files, not raw */
+	bool		 tar;		/* --tar: tar shards */
+	bool		 index;		/* --index: with index = */
+	unsigned	 per;		/* --tar: samples a shard */
 	uint64_t	 off;		/* where the records start */
 	uint64_t	 records;	/* N */
 	size_t		 record;	/* bytes */
@@ -166,6 +178,130 @@ rc_make_data(const struct rc_cfg *c)
 	free(l);
 }
 
+/* A big-endian u32 at @p. */
+static void
+rc_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* A PNG chunk of @len bytes of @data into @out; its length. */
+static size_t
+rc_png_chunk(uint8_t *out, const char *type, const uint8_t *data, size_t len)
+{
+	rc_be32(out, (uint32_t)len);
+	memcpy(out + 4, type, 4);
+	if (len > 0)
+		memcpy(out + 8, data, len);
+	rc_be32(out + 8 + len, (uint32_t)crc32(0, out + 4, (uInt)(len + 4)));
+	return (len + 12);
+}
+
+/* An 8x8 grey PNG of level @v into @out (512 bytes); its length. */
+static size_t
+rc_png(uint8_t *out, uint8_t v)
+{
+	uint8_t		ihdr[13] = { 0 }, raw[8 * 9], z[256];
+	uLongf		zlen = sizeof(z);
+	size_t		n = 8;
+	unsigned	y;
+
+	memcpy(out, "\x89PNG\r\n\x1a\n", 8);
+	rc_be32(ihdr, 8);
+	rc_be32(ihdr + 4, 8);
+	ihdr[8] = 8;		/* bit depth; grey */
+	n += rc_png_chunk(out + n, "IHDR", ihdr, sizeof(ihdr));
+	for (y = 0; y < 8; y++) {
+		raw[y * 9] = 0;
+		memset(raw + y * 9 + 1, v, 8);
+	}
+	if (compress(z, &zlen, raw, sizeof(raw)) != Z_OK)
+		exit(2);
+	n += rc_png_chunk(out + n, "IDAT", z, zlen);
+	n += rc_png_chunk(out + n, "IEND", NULL, 0);
+	return (n);
+}
+
+/* A ustar member @name of @len bytes of @data, padded, onto @fp. */
+static void
+rc_tar_member(FILE *fp, const char *name, const void *data, size_t len)
+{
+	uint8_t		h[512] = { 0 }, pad[512] = { 0 };
+	unsigned	sum = 0, i;
+
+	snprintf((char *)h, 100, "%s", name);
+	snprintf((char *)h + 100, 8, "%07o", 0644);
+	snprintf((char *)h + 108, 8, "%07o", 0);
+	snprintf((char *)h + 116, 8, "%07o", 0);
+	snprintf((char *)h + 124, 12, "%011o", (unsigned)len);
+	snprintf((char *)h + 136, 12, "%011o", 0);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	for (i = 0; i < sizeof(h); i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	fwrite(h, 1, sizeof(h), fp);
+	fwrite(data, 1, len, fp);
+	fwrite(pad, 1, (512 - len % 512) % 512, fp);
+}
+
+/*
+ * --tar: the shards s-NNNNNN.tar, c->per samples each (sample i: a PNG of
+ * grey rc_byte(i, 0), a .txt member to make up the record's size, label
+ * i % RC_CLASSES), and counts.txt.
+ */
+static void
+rc_make_shards(const struct rc_cfg *c)
+{
+	char		path[400], name[64], cls[16];
+	uint8_t		png[512], zero[1024] = { 0 }, *txt;
+	size_t		pad = c->record - 2048;	/* 4 headers, png, cls */
+	unsigned	k, j;
+	uint64_t	i = 0;
+	FILE		*fp, *ix;
+
+	snprintf(path, sizeof(path), "%s/counts.txt", c->dir);
+	if ((txt = calloc(1, pad)) == NULL || (ix = fopen(path, "w")) == NULL) {
+		perror(path);
+		exit(2);
+	}
+	for (k = 0; k < c->blocks; k++) {
+		snprintf(path, sizeof(path), "%s/s-%06u.tar", c->dir, k);
+		if ((fp = fopen(path, "w")) == NULL) {
+			perror(path);
+			exit(2);
+		}
+		fprintf(ix, "%u s-%06u.tar\n", c->per, k);
+		for (j = 0; j < c->per; j++, i++) {
+			snprintf(name, sizeof(name), "s%08llu.png",
+			    (unsigned long long)i);
+			rc_tar_member(fp, name, png, rc_png(png,
+			    rc_byte(i, 0)));
+			snprintf(name, sizeof(name), "s%08llu.txt",
+			    (unsigned long long)i);
+			rc_tar_member(fp, name, txt, pad);
+			snprintf(name, sizeof(name), "s%08llu.cls",
+			    (unsigned long long)i);
+			snprintf(cls, sizeof(cls), "%llu",
+			    (unsigned long long)(i % RC_CLASSES));
+			rc_tar_member(fp, name, cls, strlen(cls));
+		}
+		fwrite(zero, 1, sizeof(zero), fp);
+		if (fclose(fp) != 0) {
+			perror(path);
+			exit(2);
+		}
+	}
+	fclose(ix);
+	free(txt);
+}
+
 /* A free port on loopback. */
 static int
 rc_free_port(void)
@@ -252,7 +388,14 @@ rc_daemon_start(struct rc_cfg *c, uint64_t cap_bytes, bool lru)
 	fprintf(fp, "[infeedd]\nworkers = %u\nmemory_budget = 1G\n"
 	    "cache_dir = %s\ncache_max = %llu\n\n", c->workers, c->cache,
 	    (unsigned long long)cap_bytes);
-	if (c->npy)
+	if (c->tar) {
+		fprintf(fp, "[dataset remote]\ntype = tar\n"
+		    "shards = http://127.0.0.1:%d/s-{000000..%06u}.tar\n"
+		    "classes = %d\n", c->port, c->blocks - 1, RC_CLASSES);
+		if (c->index)
+			fprintf(fp, "index = http://127.0.0.1:%d/counts.txt\n",
+			    c->port);
+	} else if (c->npy)
 		fprintf(fp, "[dataset remote]\ntype = npy\n"
 		    "path = http://127.0.0.1:%d/data.npy\n"
 		    "labels = http://127.0.0.1:%d/labels.npy\nclasses = %d\n",
@@ -301,6 +444,7 @@ rc_trainer(const struct rc_cfg *c, uint64_t seed)
 	struct infeed_step		 st;
 	const uint8_t			*row;
 	uint64_t			 e, s, r, bad = 0;
+	size_t				 j;
 
 	infeed_options_init(&o);
 	o.batch_size = c->batch;
@@ -308,6 +452,8 @@ rc_trainer(const struct rc_cfg *c, uint64_t seed)
 	o.seed = seed;
 	o.load_indefinitely = true;
 	o.label_dtype = INFEED_DTYPE_INT64;
+	if (c->tar)
+		o.transform = "Resize((8, 8)), PILToTensor()";
 	if (f == NULL || infeed_connect(f, c->sock, "remote-cache") !=
 	    INFEED_OK || infeed_attach(f, "remote", &o, &info) != INFEED_OK) {
 		fprintf(stderr, "remote-cache: %s\n", f ? infeed_error(f) :
@@ -322,9 +468,11 @@ rc_trainer(const struct rc_cfg *c, uint64_t seed)
 				exit(2);
 			}
 			for (r = 0; r < st.rows; r++) {
-				row = (const uint8_t *)st.data + r * c->record;
-				bad += row[r % c->record] !=
-				    rc_byte(st.indices[r], r % c->record);
+				/* An image's first pixel, or a record's byte. */
+				row = (const uint8_t *)st.data + r *
+				    info.sample_bytes;
+				j = c->tar ? 0 : r % c->record;
+				bad += row[j] != rc_byte(st.indices[r], j);
 				bad += st.labels64[r] !=
 				    (int64_t)(st.indices[r] % RC_CLASSES);
 			}
@@ -415,6 +563,8 @@ rc_belady(const struct rc_cfg *c, unsigned cap)
 				uint64_t end = (c->off + idx[k] * c->record +
 				    c->record - 1) / RC_BLOCK;
 
+				if (c->tar)	/* a shard, one block */
+					first = end = idx[k] / c->per;
 				for (; first <= end; first++)
 					seq[n++] = first;
 			}
@@ -496,7 +646,8 @@ main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: remote-cache INFEEDD [--blocks N] "
 		    "[--record-kib N] [--cache-pct N] [--epochs N] "
-		    "[--batch N] [--workers N] [--trainers N] [--npy]\n");
+		    "[--batch N] [--workers N] [--trainers N] [--npy | --tar "
+		    "[--index]]\n");
 		return (2);
 	}
 	c.infeedd = argv[1];
@@ -506,6 +657,12 @@ main(int argc, char **argv)
 		if (strcmp(argv[i], "--npy") == 0) {
 			c.npy = true;
 			i--;	/* a flag: no value */
+		} else if (strcmp(argv[i], "--tar") == 0) {
+			c.tar = true;
+			i--;
+		} else if (strcmp(argv[i], "--index") == 0) {
+			c.tar = c.index = true;
+			i--;
 		} else if (strcmp(argv[i], "--blocks") == 0)
 			c.blocks = rc_arg(argv[i], v, 4, 4096);
 		else if (strcmp(argv[i], "--record-kib") == 0)
@@ -532,6 +689,16 @@ main(int argc, char **argv)
 	}
 	c.record = (size_t)c.record_kib * 1024;
 	c.records = (uint64_t)c.blocks * RC_BLOCK / c.record;
+	if (c.tar) {
+		/* Whole samples and the tar's end under a block. */
+		if (c.record_kib < 4) {
+			fprintf(stderr, "remote-cache: --tar needs "
+			    "--record-kib 4 or more\n");
+			return (2);
+		}
+		c.per = (unsigned)((RC_BLOCK - 1024) / c.record);
+		c.records = (uint64_t)c.blocks * c.per;
+	}
 	c.off = c.npy ? RC_NPY_HEADER : 0;
 	snprintf(c.dir, sizeof(c.dir), "%s/remote-cache-XXXXXX",
 	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -540,11 +707,15 @@ main(int argc, char **argv)
 		return (2);
 	}
 	snprintf(c.cache, sizeof(c.cache), "%s/cache", c.dir);
-	rc_make_data(&c);
+	if (c.tar)
+		rc_make_shards(&c);
+	else
+		rc_make_data(&c);
 	rc_nginx_start(&c);
 
 	/* Room for cap blocks of data and the labels' blocks, no more. */
-	labels_blocks = (c.off + c.records * 8 + RC_BLOCK - 1) / RC_BLOCK;
+	labels_blocks = c.tar ? 0 : (c.off + c.records * 8 + RC_BLOCK - 1) /
+	    RC_BLOCK;
 	data_blocks = (c.off + (uint64_t)c.blocks * RC_BLOCK + RC_BLOCK - 1) /
 	    RC_BLOCK;
 	cap = c.blocks * c.cache_pct / 100;
@@ -552,7 +723,9 @@ main(int argc, char **argv)
 		cap = 1;
 	cap_bytes = (uint64_t)cap * (RC_BLOCK + RC_HEADER) +
 	    c.off + c.records * 8 + labels_blocks * RC_HEADER + 1024;
-	best = rc_belady(&c, cap) + labels_blocks;
+	/* Without index = the open downloads each shard once, to index it. */
+	best = rc_belady(&c, cap) + labels_blocks + (c.tar && !c.index ?
+	    c.blocks : 0);
 	rc_run(&c, cap_bytes, false, 1, &order);
 	rc_run(&c, cap_bytes, true, 1, &lru);
 	all_bytes = (uint64_t)(c.blocks + 1) * (RC_BLOCK + RC_HEADER) +
@@ -563,7 +736,8 @@ main(int argc, char **argv)
 	    "cache of %u blocks (%u %%), %u shuffled epochs, batch %u, "
 	    "%u workers%s\n", c.blocks, (unsigned long long)c.records,
 	    c.record_kib, cap, c.cache_pct, c.epochs, c.batch, c.workers,
-	    c.npy ? ", .npy" : "");
+	    c.npy ? ", .npy" : c.index ? ", tar shards, index =" : c.tar ?
+	    ", tar shards" : "");
 	printf("%-34s %10s %10s %12s %10s\n", "run", "downloads", "MiB",
 	    "x fewest", "evictions");
 	printf("%-34s %10llu %10.1f %12.2f %10s\n", "fewest (Belady, computed)",
