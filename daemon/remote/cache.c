@@ -346,6 +346,104 @@ static struct {
 	int		 done[2];	/* a pipe: written when all are asked */
 } cache_heads = { .lock = PTHREAD_MUTEX_INITIALIZER, .done = { -1, -1 } };
 
+/*
+ * The lock files this process has open, so that a child forked meanwhile
+ * closes its copies (cache_lock_open()).
+ */
+static struct {
+	pthread_mutex_t	 lock;
+	int		*fd;
+	size_t		 n, cap;
+	bool		 atfork;	/* the handlers are registered */
+} cache_lockfds = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Before a fork: no lock file is opened or closed across it. */
+static void
+cache_lockfds_prepare(void)
+{
+	pthread_mutex_lock(&cache_lockfds.lock);
+}
+
+static void
+cache_lockfds_parent(void)
+{
+	pthread_mutex_unlock(&cache_lockfds.lock);
+}
+
+/* In the child: its copies of the parent's lock files, closed. */
+static void
+cache_lockfds_child(void)
+{
+	size_t	k;
+
+	for (k = 0; k < cache_lockfds.n; k++)
+		close(cache_lockfds.fd[k]);
+	cache_lockfds.n = 0;
+	pthread_mutex_unlock(&cache_lockfds.lock);
+}
+
+/*
+ * Open lock file @path (made if missing), for flock() or a block's byte
+ * lock (F_OFD_SETLK); close it with cache_lock_close().  Both kinds of
+ * lock belong to the open file description, which fork() shares with the
+ * child: a child that kept its copy of a lock file another thread held
+ * then would hold that block, or the host's lock, for its whole life,
+ * and every process of the host needing it would wait for ever (the fork
+ * server is forked from the daemon, and workers from the fork server,
+ * while prefetch threads download).  So every lock file open is known
+ * here and a fork's child closes its copies.  Return: the descriptor,
+ * or -1 with errno.
+ */
+static int
+cache_lock_open(const char *path)
+{
+	int	fd, *nfd;
+	size_t	cap;
+
+	pthread_mutex_lock(&cache_lockfds.lock);
+	if (!cache_lockfds.atfork) {
+		if (pthread_atfork(cache_lockfds_prepare,
+		    cache_lockfds_parent, cache_lockfds_child) != 0) {
+			pthread_mutex_unlock(&cache_lockfds.lock);
+			errno = ENOMEM;
+			return (-1);
+		}
+		cache_lockfds.atfork = true;
+	}
+	if (cache_lockfds.n == cache_lockfds.cap) {
+		cap = cache_lockfds.cap ? cache_lockfds.cap * 2 : 16;
+		if ((nfd = realloc(cache_lockfds.fd, cap * sizeof *nfd)) ==
+		    NULL) {
+			pthread_mutex_unlock(&cache_lockfds.lock);
+			errno = ENOMEM;
+			return (-1);
+		}
+		cache_lockfds.fd = nfd;
+		cache_lockfds.cap = cap;
+	}
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) != -1)
+		cache_lockfds.fd[cache_lockfds.n++] = fd;
+	pthread_mutex_unlock(&cache_lockfds.lock);
+	return (fd);
+}
+
+/* Close lock file @fd (cache_lock_open()): its locks are let go of. */
+static void
+cache_lock_close(int fd)
+{
+	size_t	k;
+
+	pthread_mutex_lock(&cache_lockfds.lock);
+	for (k = 0; k < cache_lockfds.n; k++)
+		if (cache_lockfds.fd[k] == fd) {
+			cache_lockfds.fd[k] =
+			    cache_lockfds.fd[--cache_lockfds.n];
+			break;
+		}
+	close(fd);
+	pthread_mutex_unlock(&cache_lockfds.lock);
+}
+
 /* Set *cause to a malloc'ed message. */
 static int
 cache_fail(char **cause, const char *fmt, ...)
@@ -837,7 +935,7 @@ cache_object_make(const char *url, char **cause)
 	    o->meta.etag, cache.block, url);
 	snprintf(path, sizeof path, "%s/lock", o->dir);
 	if ((mkdir(o->dir, 0750) == -1 && errno != EEXIST) ||
-	    (lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1) {
+	    (lockfd = cache_lock_open(path)) == -1) {
 		cache_fail(cause, "%s: %s (cache_dir)", o->dir,
 		    strerror(errno));
 		cache_object_close(o);
@@ -856,12 +954,12 @@ cache_object_make(const char *url, char **cause)
 		if (cache_write_file(path, NULL, 0, want, strlen(want)) != 0) {
 			cache_fail(cause, "%s: %s (cache_dir)", path,
 			    strerror(errno));
-			close(lockfd);
+			cache_lock_close(lockfd);
 			cache_object_close(o);
 			return (NULL);
 		}
 	}
-	close(lockfd);
+	cache_lock_close(lockfd);
 	pthread_mutex_lock(&cache.lock);
 	o->next = cache.objects;
 	cache.objects = o;
@@ -1758,14 +1856,14 @@ cache_block_store(struct cache_object *o, uint64_t i, const void *p,
 	 * never both count the room free and pass cache_max together.
 	 */
 	snprintf(path, sizeof path, "%s/.lock", cache.dir);
-	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)
+	if ((fd = cache_lock_open(path)) == -1)
 		return (cache_fail(cause, "%s: %s (cache_dir)", path,
 		    strerror(errno)));
 	pthread_mutex_lock(&cache.lock);
 	while (flock(fd, LOCK_EX) == -1 && errno == EINTR)
 		;
 	rc = cache_block_write(o, i, p, len, cause);
-	close(fd);
+	cache_lock_close(fd);
 	pthread_mutex_unlock(&cache.lock);
 	return (rc);
 }
@@ -1810,7 +1908,9 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
  * Hold (F_WRLCK) or let go (F_UNLCK) of block @i's byte in @fd, @o's lock
  * file: one process of the host downloads a block while the others that
  * need it wait, then read it from the cache.  Open file description
- * locks: a process's own, never shared with a parent across fork().
+ * locks: a thread's own (a process's threads exclude one another), and
+ * not a child's forked meanwhile, which closes its copy of the file
+ * (cache_lock_open()).
  */
 static int
 cache_block_lock(int fd, uint64_t i, short type)
@@ -2010,8 +2110,7 @@ cache_part_write(struct cache_object *o, struct cache_fill *f,
 	snprintf(path, sizeof path, "%s/b%" PRIu64, o->dir, f->block);
 	if (!f->had) {
 		snprintf(lpath, sizeof lpath, "%s/.lock", cache.dir);
-		if ((lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC,
-		    0640)) == -1)
+		if ((lfd = cache_lock_open(lpath)) == -1)
 			return (cache_fail(cause, "%s: %s (cache_dir)", lpath,
 			    strerror(errno)));
 		pthread_mutex_lock(&cache.lock);
@@ -2031,7 +2130,7 @@ cache_part_write(struct cache_object *o, struct cache_fill *f,
 				cache_count(&cache.stats->bytes,
 				    (int64_t)(CACHE_PART_DATA + f->len));
 		}
-		close(lfd);
+		cache_lock_close(lfd);
 		pthread_mutex_unlock(&cache.lock);
 		if (rc == 1)
 			return (0);
@@ -2123,8 +2222,8 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		if (part)
 			cache_held_mark(o, i, 0, 0, false);
 		if (lockfd == -1 && (snprintf(lpath, sizeof lpath, "%s/lock",
-		    o->dir) >= (int)sizeof lpath || (lockfd = open(lpath,
-		    O_RDWR | O_CREAT | O_CLOEXEC, 0640)) == -1)) {
+		    o->dir) >= (int)sizeof lpath ||
+		    (lockfd = cache_lock_open(lpath)) == -1)) {
 			rc = cache_fail(cause, "%s/lock: %s (cache_dir)",
 			    o->dir, strerror(errno));
 			goto out;
@@ -2192,7 +2291,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 out:
 	/* Closing the lock file lets go of every block's lock. */
 	if (lockfd != -1)
-		close(lockfd);
+		cache_lock_close(lockfd);
 	for (k = 0; f != NULL && k < n; k++)
 		free(f[k].buf);
 	free(f);
@@ -2293,8 +2392,7 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	for (k = 0; k < n; k++) {
 		lockfd[k] = -1;
 		snprintf(path, sizeof path, "%s/lock", b[k].o->dir);
-		if ((lockfd[k] = open(path, O_RDWR | O_CREAT | O_CLOEXEC,
-		    0640)) == -1)
+		if ((lockfd[k] = cache_lock_open(path)) == -1)
 			continue;
 		memset(&fl, 0, sizeof fl);
 		fl.l_type = F_WRLCK;
@@ -2336,7 +2434,7 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	/* Closing a lock file lets go of its block's lock. */
 	for (k = 0; k < n; k++)
 		if (lockfd[k] != -1)
-			close(lockfd[k]);
+			cache_lock_close(lockfd[k]);
 }
 
 static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t,

@@ -49,7 +49,7 @@ static int	nginx_tls_port;	/* with tls.crt in the folder; else 0 */
  * (master_process off: it never changes user, so root and others alike
  * run it as themselves), its paths quoted (a folder may hold a space);
  * /flaky/ answers HEAD but 503 to every GET; /gate/ answers 503 while
- * the folder holds a file gate-closed.
+ * the folder holds a file gate-closed; /slow/ sends 2 KB a second.
  */
 static void
 nginx_start(void)
@@ -76,8 +76,9 @@ nginx_start(void)
 	    "  location /flaky/ { if ($request_method = GET) "
 	    "{ return 503; } alias \"%s/\"; }\n"
 	    "  location /gate/ { if (-f \"%s/gate-closed\") "
-	    "{ return 503; } alias \"%s/\"; }\n }\n%s}\n",
-	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, dir, tls);
+	    "{ return 503; } alias \"%s/\"; }\n"
+	    "  location /slow/ { limit_rate 2k; alias \"%s/\"; }\n }\n%s}\n",
+	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, dir, dir, tls);
 	nginx_pid = remote_nginx_run(conf, nginx_port, nginx_tls_port);
 }
 
@@ -1123,6 +1124,91 @@ START_TEST(failed_prefetch_leaves_the_read_to_succeed)
 }
 END_TEST
 
+/* Whether byte @i of the one object folder's lock file is locked (OFD). */
+static bool
+block_locked(uint64_t i)
+{
+	struct flock	 fl;
+	struct dirent	*e;
+	char		 path[700];
+	DIR		*d;
+	int		 fd;
+	bool		 locked = false;
+
+	ck_assert_ptr_nonnull(d = opendir(path_in(dir, "cache")));
+	while (!locked && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/lock", path_in(dir,
+		    "cache"), e->d_name);
+		if ((fd = open(path, O_RDWR | O_CLOEXEC)) == -1)
+			continue;
+		memset(&fl, 0, sizeof(fl));
+		fl.l_type = F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = (off_t)i;
+		fl.l_len = 1;
+		locked = fcntl(fd, F_OFD_GETLK, &fl) == 0 &&
+		    fl.l_type != F_UNLCK;
+		close(fd);
+	}
+	closedir(d);
+	return (locked);
+}
+
+/*
+ * A child forked while a prefetch thread holds a block's lock (the fork
+ * server is forked from the daemon, and workers from it, while prefetch
+ * threads download) reads the block once the download is done: its copy
+ * of the lock file's open description held the lock for its whole life,
+ * and its read of the block waited for ever (a hang seen with infeedd
+ * under valgrind, issue 38).
+ */
+START_TEST(child_forked_during_a_prefetch_gets_its_block)
+{
+	struct cache_object	*o;
+	char			*cause = NULL;
+	uint8_t			 buf[SMALL_BLOCK];
+	uint64_t		 t0;
+	pid_t			 pid;
+	int			 status = 0, k;
+
+	write_blocks("blocks.bin", 1);
+	ck_assert_int_eq(cache_configure(path_in(dir, "cache"), 1 << 20,
+	    SMALL_BLOCK, &cause), 0);
+	ck_assert_ptr_nonnull(o = cache_object_open(url(0, "slow/blocks.bin"),
+	    &cause));
+	/* 4 KiB at 2 KB/s: the prefetch holds block 0's lock about 2 s. */
+	cache_object_prefetch(o, 0, SMALL_BLOCK);
+	for (k = 0; k < 100 && !block_locked(0); k++)
+		usleep(10000);
+	ck_assert_msg(block_locked(0), "the prefetch took no lock in 1 s");
+	t0 = now_ms();
+	if ((pid = fork()) == 0) {
+		alarm(30);
+		_exit(cache_object_read(o, 0, SMALL_BLOCK, buf, &cause) == 0 &&
+		    buf[SMALL_BLOCK - 1] == (uint8_t)((SMALL_BLOCK - 1) * 7 +
+		    (SMALL_BLOCK - 1) / 251) ? 0 : 1);
+	}
+	ck_assert_int_gt(pid, 0);
+	while (waitpid(pid, &status, WNOHANG) == 0 && now_ms() - t0 < 15000)
+		usleep(20000);
+	if (now_ms() - t0 >= 15000) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		ck_abort_msg("the child forked during a prefetch waited 15 s "
+		    "for block 0 (the lock its copy of the prefetch's lock file "
+		    "held)");
+	}
+	printf("remote: a child forked during a prefetch read its block in "
+	    "%llu ms\n", (unsigned long long)(now_ms() - t0));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the child's read failed (status %d)", status);
+	read_block(o, 0);
+	cache_object_close(o);
+}
+END_TEST
+
 /* A torn block is found and downloaded again, never served. */
 START_TEST(torn_block_is_downloaded_again)
 {
@@ -1607,6 +1693,7 @@ remote_suite(void)
 	tcase_add_test(tc, dead_process_cursor_is_removed);
 	tcase_add_test(tc, torn_block_is_downloaded_again);
 	tcase_add_test(tc, failed_prefetch_leaves_the_read_to_succeed);
+	tcase_add_test(tc, child_forked_during_a_prefetch_gets_its_block);
 	tcase_add_test(tc, changed_object_is_not_mixed_with_the_old);
 	tcase_add_test(tc,
 	    part_block_downloads_only_its_missing_pages_and_is_checked);
