@@ -1545,12 +1545,13 @@ out:
 }
 
 /*
- * Index remote shard @k in this process (with index =), if it was not:
- * its members as a local shard's, their count checked against the index.
+ * Index remote shard @k in this process (with index =), if it was not,
+ * to read sample @index: its members as a local shard's, their count
+ * checked against the index.
  */
 static int
 tar_remote_ready(const struct dataset *ds, struct tar *t, uint32_t k,
-    char **cause)
+    uint64_t index, char **cause)
 {
 	struct dataset	 tmp = *ds;
 	struct tar	 tt;
@@ -1564,6 +1565,8 @@ tar_remote_ready(const struct dataset *ds, struct tar *t, uint32_t k,
 		free(why);
 		return (-1);
 	}
+	/* Its download evicts by this sample's place in the order. */
+	cache_object_reading(t->objs[k], index);
 	if (t->ready[k])
 		return (0);
 	memset(&tt, 0, sizeof tt);
@@ -1912,10 +1915,10 @@ struct tar_order {
 
 /*
  * A session's order of a remote tar set, for the host's cache to evict
- * by: a cursor on each shard this process has open (all but with index
- * =, whose shards the workers open), its samples first..end-1 taken to
- * lie evenly over it (record i at (i - first) x size / count: members
- * differ in size, so a block's place in the order is near, not exact).
+ * by: a cursor on each shard, its samples first..end-1 taken to lie
+ * evenly over it (cache_cursor_new_span()).  The shard's size is read by
+ * the process that evicts, so a set with index =, whose shards only the
+ * workers open, has its cursors too, and the daemon asks no server.
  * NULL for sets past TAR_ORDER_MAX: eviction then goes without it.
  */
 static void *
@@ -1924,7 +1927,6 @@ tar_remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
 	struct tar		*t = ds->priv;
 	struct tar_order	*to;
 	uint64_t		 key = dataset_remote_order_key(), first, end;
-	uint64_t		 stride;
 	uint32_t		 k;
 	char			*why = NULL;
 
@@ -1942,13 +1944,10 @@ tar_remote_order_new(const struct dataset *ds, const struct sampler_opts *opts)
 			for (end = first; end < ds->samples &&
 			    t->s[end].shard == k; end++)
 				;
-		if (t->objs[k] == NULL || end == first)
+		if (end == first)
 			continue;
-		stride = cache_object_size(t->objs[k]) / (end - first);
-		if (stride == 0)
-			stride = 1;
-		to->c[to->n] = cache_cursor_new(t->objs[k], key,
-		    (uint64_t)0 - first * stride, stride, opts, &why);
+		to->c[to->n] = cache_cursor_new_span(t->paths[k], key, first,
+		    end - first, opts, &why);
 		free(why);
 		why = NULL;
 		if (to->c[to->n] != NULL)
@@ -2047,8 +2046,10 @@ tar_remote_read(const struct dataset *ds, uint64_t index,
 	const struct tar_sample	*s = &t->s[index];
 	char			*why = NULL;
 
-	if (t->lazy && tar_remote_ready(ds, t, s->shard, &why) != 0)
+	if (t->lazy && tar_remote_ready(ds, t, s->shard, index, &why) != 0)
 		goto fail;
+	if (!t->lazy)
+		cache_object_reading(t->objs[s->shard], index);
 	if (s->size > INFEED_MAX_IMAGE_BYTES) {
 		errno = EFBIG;
 		return (-1);

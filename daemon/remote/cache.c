@@ -58,15 +58,20 @@
  * session reading an object writes a cursor file in the object's folder,
  * cursor-PID-N, holding its sampler's options (the sampler is a pure
  * function of them and the epoch), how records map to bytes (base +
- * index x stride) and, in a shared mapping the daemon updates as the
- * session goes, its (epoch, row).  The process that evicts (a worker)
- * reads every cursor of the folders it scans and, once per cursor and
+ * index x stride; or, a span, records first..first+count-1 evenly over
+ * the object, whose size the evicting process reads in the folder's meta
+ * file: a tar shard, which the daemon may never open) and, in a shared
+ * mapping the daemon updates as the session goes, its (epoch, row).  The
+ * process that evicts (a worker) reads every cursor of the folders it
+ * scans and, once per cursor and
  * epoch, computes where in that epoch each block is read, and the first
  * read of each in the epoch after (cache_plan_epoch(): O(rows) time, 4
  * bytes a row and 8 a block, for epochs of up to CACHE_PLAN_MAX_ROWS
  * rows; a longer epoch's order is not used).  The workers read a ring
  * ahead of the cursor, so each worker also writes in the cursor file the
- * row it reads (a slot per worker, CACHE_READERS of them).  A block's next
+ * row it reads (a slot per worker, CACHE_READERS of them), found from the
+ * offset it reads or, for a tar shard, the sample it names
+ * (cache_object_reading()).  A block's next
  * use is then a binary search per reader: the fewest rows a reader reads
  * before it, each reader to the end of its step, then the rows past the
  * furthest step end shared by all the readers; within the session's epoch
@@ -167,7 +172,7 @@
 #define CACHE_PART_GRANULE 32
 _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
     "a block is whole granules");
-#define CACHE_CURSOR_MAGIC "INFCCUR1"
+#define CACHE_CURSOR_MAGIC "INFCCUR2"	/* first, count: issue 38 */
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
 #define CACHE_NONE		UINT32_MAX
@@ -190,6 +195,13 @@ struct cache_cursor_file {
 	uint64_t	block;
 	uint64_t	base;		/* record i at base + i x stride */
 	uint64_t	stride;
+	/*
+	 * Not 0: records first..first+count-1 alone, taken to lie evenly
+	 * over the object, whose size (object_size 0) the evicting process
+	 * reads in the folder's meta file (cache_cursor_new_span()).
+	 */
+	uint64_t	first;
+	uint64_t	count;
 	uint64_t	key;		/* the same for a session's cursors */
 	struct sampler_opts opts;
 	uint64_t	gen;		/* odd while (epoch, row) change */
@@ -222,6 +234,12 @@ struct cache_plan {
 	struct cache_cursor_file *f;	/* shared mapping */
 	int		 slot;		/* this process's reader, or -1 */
 	bool		 seen;		/* by this scan */
+	/*
+	 * Records first..first+count-1 at base + (i - first) x stride of an
+	 * object of size bytes: the cursor's, or (a span) from the meta
+	 * file; size 0 until known.
+	 */
+	uint64_t	 size, base, stride, first, count;
 	uint64_t	 at_epoch, at_row;
 	/* Where its readers are (cache_plans_now()): rows, their steps' ends. */
 	unsigned	 nreaders;
@@ -298,6 +316,7 @@ struct cache_object {
 	uint64_t	 nblocks;
 	uint8_t		*verified;	/* a byte a block: checked here */
 	uint8_t		*held;		/* CACHE_PAGES bits a block: seen */
+	bool		 by_record;	/* cache_object_reading() called */
 	uint64_t	*order;		/* cache_object_order()'s */
 	size_t		 norder;
 	size_t		 pos;
@@ -466,6 +485,18 @@ cache_hash(const char *s)
 	for (; *s != '\0'; s++)
 		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
 	return (h);
+}
+
+/* @url's object folder, cache_dir/HASH (malloc'ed), and its key. */
+static char *
+cache_folder(const char *url, uint64_t *dirkey)
+{
+	char	*dir;
+
+	*dirkey = cache_hash(url);
+	if (asprintf(&dir, "%s/%016" PRIx64, cache.dir, *dirkey) == -1)
+		return (NULL);
+	return (dir);
 }
 
 /* Add @n to a counter every process of the host may add to at once. */
@@ -852,14 +883,14 @@ cache_trust_meta(bool on)
 
 /*
  * @url's size and ETag from the meta file at @path, when it is @url's
- * (block size and URL alike).  Return: whether it was.
+ * (block size and URL alike; NULL @url: any URL).  Return: whether it was.
  */
 static bool
 cache_meta_read(const char *path, const char *url, struct fetch_object *meta)
 {
 	char		 have[512], etag[sizeof meta->etag], *nl;
 	unsigned long long size;
-	size_t		 n, block, ulen = strlen(url);
+	size_t		 n, block, ulen = url != NULL ? strlen(url) : 0;
 	FILE		*f;
 
 	if ((f = fopen(path, "re")) == NULL)
@@ -867,8 +898,9 @@ cache_meta_read(const char *path, const char *url, struct fetch_object *meta)
 	n = fread(have, 1, sizeof have - 1, f);
 	fclose(f);
 	have[n] = '\0';
-	if ((nl = strchr(have, '\n')) == NULL || strncmp(nl + 1, url,
-	    ulen) != 0 || strcmp(nl + 1 + ulen, "\n") != 0)
+	if ((nl = strchr(have, '\n')) == NULL || (url != NULL &&
+	    (strncmp(nl + 1, url, ulen) != 0 ||
+	    strcmp(nl + 1 + ulen, "\n") != 0)))
 		return (false);
 	*nl = '\0';
 	/* "SIZE ETAG BLOCK", the ETag as the server gave it (no spaces) or "". */
@@ -901,10 +933,7 @@ cache_object_make(const char *url, char **cause)
 	}
 	if ((o = calloc(1, sizeof *o)) == NULL ||
 	    (o->url = strdup(url)) == NULL ||
-	    asprintf(&o->dir, "%s/%016" PRIx64, cache.dir,
-	    o->dirkey = cache_hash(url)) == -1) {
-		if (o != NULL)
-			o->dir = NULL;
+	    (o->dir = cache_folder(url, &o->dirkey)) == NULL) {
 		cache_object_close(o);
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
@@ -1299,12 +1328,12 @@ cache_block_load(struct cache_object *o, uint64_t i, size_t at, size_t len,
 	return (0);
 }
 
-/* The blocks of @f's object that epoch @epoch reads, in order: *@out. */
+/* The blocks of @p's object that epoch @epoch reads, in order: *@out. */
 static int
-cache_plan_walk(const struct cache_cursor_file *f, uint64_t epoch,
-    uint64_t nblocks, uint64_t **out, size_t *n, uint64_t *rows,
-    uint32_t *row_of)
+cache_plan_walk(const struct cache_plan *p, uint64_t epoch, uint64_t **out,
+    size_t *n, uint64_t *rows, uint32_t *row_of)
 {
+	const struct cache_cursor_file *f = p->f;
 	struct sampler	 sm;
 	uint64_t	*idx = NULL, *pairs = NULL, *np, steps, s, k, m, row = 0;
 	uint64_t	 b, last, off;
@@ -1325,12 +1354,15 @@ cache_plan_walk(const struct cache_cursor_file *f, uint64_t epoch,
 		for (k = 0; k < m; k++, row++) {
 			if (row_of != NULL && idx[k] < f->opts.samples)
 				row_of[idx[k]] = (uint32_t)row;
-			/* Modulo 2^64, records past the object are not its. */
-			off = f->base + idx[k] * f->stride;
-			if (off >= f->object_size)
+			/* Records outside the object's are not its. */
+			if (idx[k] < p->first || idx[k] - p->first >= p->count)
 				continue;
-			last = (off + f->stride - 1) / f->block;
-			for (b = off / f->block; b <= last && b < nblocks; b++) {
+			off = p->base + (idx[k] - p->first) * p->stride;
+			if (off >= p->size)
+				continue;
+			last = (off + p->stride - 1) / f->block;
+			for (b = off / f->block; b <= last && b < p->nblocks;
+			    b++) {
 				if (*n == cap) {
 					cap = cap ? cap * 2 : 1024;
 					if ((np = realloc(pairs, cap *
@@ -1387,8 +1419,7 @@ cache_plan_epoch(struct cache_plan *p, uint64_t epoch)
 	    NULL)
 		goto fail;
 	memset(p->row_of, 0xff, p->f->opts.samples * sizeof *p->row_of);
-	if (cache_plan_walk(p->f, epoch, p->nblocks, &pairs, &n, &rows,
-	    p->row_of) != 0)
+	if (cache_plan_walk(p, epoch, &pairs, &n, &rows, p->row_of) != 0)
 		goto fail;
 	if ((p->start = calloc(p->nblocks + 1, sizeof *p->start)) == NULL ||
 	    (p->at = malloc((n + 1) * sizeof *p->at)) == NULL ||
@@ -1412,8 +1443,7 @@ cache_plan_epoch(struct cache_plan *p, uint64_t epoch)
 
 	for (b = 0; b < p->nblocks; b++)
 		p->next_first[b] = CACHE_NONE;
-	if (cache_plan_walk(p->f, epoch + 1, p->nblocks, &pairs, &n,
-	    &nrows, NULL) == 0) {
+	if (cache_plan_walk(p, epoch + 1, &pairs, &n, &nrows, NULL) == 0) {
 		for (k = n; k > 0; k--)
 			p->next_first[pairs[k - 1] >> 32] =
 			    (uint32_t)pairs[k - 1];
@@ -1493,6 +1523,45 @@ cache_cursor_read(const struct cache_cursor_file *f, uint64_t *epoch,
 }
 
 /*
+ * Where @p's records lie in its object (folder @odir): as its cursor
+ * says, or, for a span (cache_cursor_new_span()), evenly over the size the
+ * meta file gives, once there is one (a worker's open writes it, before
+ * any block of the object is kept).  Return: whether that is known.
+ */
+static bool
+cache_plan_geometry(struct cache_plan *p, const char *odir)
+{
+	struct fetch_object	 meta;
+	char			 path[PATH_MAX];
+
+	if (p->size != 0)
+		return (true);
+	if (p->f->count == 0) {
+		p->size = p->f->object_size;
+		p->base = p->f->base;
+		p->stride = p->f->stride;
+		p->first = 0;
+		p->count = UINT64_MAX;
+	} else {
+		if (snprintf(path, sizeof path, "%s/meta", odir) >=
+		    (int)sizeof path || !cache_meta_read(path, NULL, &meta) ||
+		    meta.size == 0)
+			return (false);
+		p->size = meta.size;
+		p->base = 0;
+		if ((p->stride = meta.size / p->f->count) == 0)
+			p->stride = 1;
+		p->first = p->f->first;
+		p->count = p->f->count;
+	}
+	p->nblocks = (p->size + p->f->block - 1) / p->f->block;
+	if (p->stride == 0)
+		p->stride = 1;
+	cache_plan_clear(p);	/* made again for the new size */
+	return (true);
+}
+
+/*
  * Cursor file @name of folder @odir (key @dirkey), seen by a scan: mapped
  * once, its tables made for its session's epoch.  A cursor of a process
  * that is gone is removed.
@@ -1535,7 +1604,6 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 		p->slot = -1;
 		p->dirkey = dirkey;
 		p->epoch = UINT64_MAX;
-		p->nblocks = (f->object_size + f->block - 1) / f->block;
 		p->next = cache.plans;
 		cache.plans = p;
 	}
@@ -1545,7 +1613,8 @@ cache_plan_see(const char *odir, const char *name, uint64_t dirkey)
 	}
 	p->seen = true;
 	cache_cursor_read(p->f, &p->at_epoch, &p->at_row);
-	(void)cache_plan_epoch(p, p->at_epoch);
+	if (cache_plan_geometry(p, odir))
+		(void)cache_plan_epoch(p, p->at_epoch);
 }
 
 /* Say in @p's cursor that this process reads (@epoch, @row). */
@@ -1575,14 +1644,15 @@ cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
 }
 
 /*
- * This process reads the record at @off of folder @dirkey's object: say
- * so in the cursors whose order has it (their reader slot for this
- * process), so that every process that evicts knows where the workers
- * read, a ring ahead of the session's cursor.  Plans of an epoch other
- * than their cursor's wait for the next scan.
+ * This process reads the record at @off of folder @dirkey's object (or,
+ * @rec not UINT64_MAX, record @rec of the sessions' order): say so in the
+ * cursors whose order has it (their reader slot for this process), so
+ * that every process that evicts knows where the workers read, a ring
+ * ahead of the session's cursor.  Plans of an epoch other than their
+ * cursor's wait for the next scan.
  */
 static void
-cache_plans_track(uint64_t dirkey, uint64_t off)
+cache_plans_track(uint64_t dirkey, uint64_t off, uint64_t rec)
 {
 	struct cache_plan	*p, *q;
 	uint64_t		 idx, epoch;
@@ -1592,8 +1662,13 @@ cache_plans_track(uint64_t dirkey, uint64_t off)
 		if (p->dirkey != dirkey || p->row_of == NULL)
 			continue;
 		epoch = __atomic_load_n(&p->f->epoch, __ATOMIC_ACQUIRE);
-		/* Modulo 2^64: a tar shard's base is below 0 (reader-tar.c). */
-		idx = (off - p->f->base) / p->f->stride;
+		if (rec != UINT64_MAX)
+			idx = rec;
+		else if (p->size == 0 || off < p->base ||
+		    (idx = (off - p->base) / p->stride) >= p->count)
+			continue;
+		else
+			idx += p->first;
 		if (epoch != p->epoch || idx >= p->f->opts.samples ||
 		    (row = p->row_of[idx]) == CACHE_NONE)
 			continue;
@@ -2198,9 +2273,11 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		    off + len - 1, o->meta.size));
 	first = off / cache.block;
 	last = (off + len - 1) / cache.block;
-	pthread_mutex_lock(&cache.lock);
-	cache_plans_track(o->dirkey, off);
-	pthread_mutex_unlock(&cache.lock);
+	if (!__atomic_load_n(&o->by_record, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&cache.lock);
+		cache_plans_track(o->dirkey, off, UINT64_MAX);
+		pthread_mutex_unlock(&cache.lock);
+	}
 	m = (size_t)(last - first + 1);
 	if ((f = calloc(m, sizeof *f)) == NULL ||
 	    (fr = calloc(m + 1, sizeof *fr)) == NULL ||
@@ -2306,6 +2383,16 @@ cache_object_read(struct cache_object *o, uint64_t off, size_t len,
     void *dst, char **cause)
 {
 	return (cache_read(o, off, len, dst, false, cause));
+}
+
+/* This process reads record @rec of the sessions' orders of @o next. */
+void
+cache_object_reading(struct cache_object *o, uint64_t rec)
+{
+	__atomic_store_n(&o->by_record, true, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&cache.lock);
+	cache_plans_track(o->dirkey, 0, rec);
+	pthread_mutex_unlock(&cache.lock);
 }
 
 /* @len bytes at @off, only the pages missing downloaded: see cache.h. */
@@ -2904,6 +2991,11 @@ cache_cursor_make(struct cache_cursor *c)
 	void				*m = MAP_FAILED;
 	int				 fd;
 
+	/* A span's object may be opened by no process yet: its folder. */
+	snprintf(tmp, sizeof tmp, "%s", c->path);
+	*strrchr(tmp, '/') = '\0';
+	if (mkdir(tmp, 0750) == -1 && errno != EEXIST)
+		return;
 	/* Made whole under a temporary name, so a scan never sees it half. */
 	snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
 	if ((fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
@@ -3000,10 +3092,13 @@ cache_cursor_queue(struct cache_cursor *c)
 	return (0);
 }
 
-/* A session's cursor on @o, in the object's folder for the host to see. */
-struct cache_cursor *
-cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
-    uint64_t stride, const struct sampler_opts *opts, char **cause)
+/*
+ * A session's cursor in folder @dir (an object's), for the host to see:
+ * @init's object_size, base, stride, first and count set, the rest here.
+ */
+static struct cache_cursor *
+cache_cursor_add(const char *dir, const struct cache_cursor_file *init,
+    uint64_t key, const struct sampler_opts *opts, char **cause)
 {
 	struct cache_cursor		*c;
 	struct cache_cursor_file	*f;
@@ -3011,19 +3106,17 @@ cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
 
 	*cause = NULL;
 	if ((c = calloc(1, sizeof *c)) == NULL ||
-	    asprintf(&c->path, "%s/cursor-%ld-%u", o->dir, (long)getpid(),
+	    asprintf(&c->path, "%s/cursor-%ld-%u", dir, (long)getpid(),
 	    cache.cursors++) == -1) {
 		free(c);
 		cache_fail(cause, "%s", strerror(ENOMEM));
 		return (NULL);
 	}
 	f = &c->init;
+	*f = *init;
 	memcpy(f->magic, CACHE_CURSOR_MAGIC, 8);
 	f->pid = (int64_t)getpid();
-	f->object_size = o->meta.size;
 	f->block = cache.block;
-	f->base = base;
-	f->stride = stride;
 	f->key = key;
 	f->opts = *opts;
 	pthread_mutex_lock(&cache_cursors.lock);
@@ -3036,6 +3129,43 @@ cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
 		free(c);
 		return (NULL);
 	}
+	return (c);
+}
+
+/* A session's cursor on @o: record i at @base + i x @stride. */
+struct cache_cursor *
+cache_cursor_new(struct cache_object *o, uint64_t key, uint64_t base,
+    uint64_t stride, const struct sampler_opts *opts, char **cause)
+{
+	struct cache_cursor_file	init = { .object_size = o->meta.size,
+	    .base = base, .stride = stride };
+
+	return (cache_cursor_add(o->dir, &init, key, opts, cause));
+}
+
+/*
+ * A session's cursor on the object at @url, opened here or not: records
+ * @first..@first+@count-1 evenly over it, its size from the meta file.
+ */
+struct cache_cursor *
+cache_cursor_new_span(const char *url, uint64_t key, uint64_t first,
+    uint64_t count, const struct sampler_opts *opts, char **cause)
+{
+	struct cache_cursor_file	init = { .first = first,
+	    .count = count };
+	struct cache_cursor		*c;
+	char				*dir;
+	uint64_t			 dirkey;
+
+	*cause = NULL;
+	if (cache.dir == NULL || count == 0)
+		return (NULL);
+	if ((dir = cache_folder(url, &dirkey)) == NULL) {
+		cache_fail(cause, "%s", strerror(ENOMEM));
+		return (NULL);
+	}
+	c = cache_cursor_add(dir, &init, key, opts, cause);
+	free(dir);
 	return (c);
 }
 

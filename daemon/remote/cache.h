@@ -87,6 +87,16 @@ int	cache_object_read(struct cache_object *o, uint64_t off, size_t len,
 	    void *dst, char **cause);
 
 /**
+ * cache_object_reading() - this process reads record @rec (of the
+ * sessions' samplers) of @o next, for eviction to know where each worker
+ * reads.  From the first call on, a read of @o no longer says so by its
+ * offset (record i at base + i x stride): for objects whose records are
+ * not there exactly (a tar shard's members differ in size; its headers
+ * are read to index it, before any sample).
+ */
+void	cache_object_reading(struct cache_object *o, uint64_t rec);
+
+/**
  * cache_object_read_part() - as cache_object_read(), but of a block the
  * host's cache lacks only the pages (CACHE_PAGE bytes each, cache.c)
  * under the bytes asked are downloaded, near ones in one range, and kept
@@ -153,6 +163,21 @@ struct cache_cursor;
  */
 struct cache_cursor *cache_cursor_new(struct cache_object *o, uint64_t key,
 	    uint64_t base, uint64_t stride, const struct sampler_opts *opts,
+	    char **cause);
+
+/**
+ * cache_cursor_new_span() - as cache_cursor_new(), on the object at @url
+ * whether this process opened it or not (a tar shard of a set with an
+ * index, which only the workers open): records @first..@first+@count-1
+ * of the sampler's, taken to lie evenly over the object (tar members
+ * differ in size: a block's place in the order is near, not exact).  The
+ * process that evicts takes the object's size from its folder's meta
+ * file (written by the first open, before any block of it is kept), so
+ * nothing asks the server for it.  Return: the cursor, or NULL (no
+ * cache_dir, @count 0, or *@cause).
+ */
+struct cache_cursor *cache_cursor_new_span(const char *url, uint64_t key,
+	    uint64_t first, uint64_t count, const struct sampler_opts *opts,
 	    char **cause);
 
 /**
