@@ -1985,7 +1985,9 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
  * need it wait, then read it from the cache.  Open file description
  * locks: a thread's own (a process's threads exclude one another), and
  * not a child's forked meanwhile, which closes its copy of the file
- * (cache_lock_open()).
+ * (cache_lock_open()).  valgrind 3.19 keeps its lock on the process's
+ * threads through F_OFD_SETLKW, so under it a wait for a block another
+ * thread of the same worker holds freezes that worker (not so natively).
  */
 static int
 cache_block_lock(int fd, uint64_t i, short type)
