@@ -166,13 +166,17 @@ peer_hello_wait_s(void)
 static void
 peer_read_on(struct peer *p)
 {
-	struct timeval	tv = { peer_hello_wait_s(), 0 };
+	struct timeval	tv = { 0, 0 };
+	bool		waited = p->state == PEER_HELLO ||
+			    p->state == PEER_REFUSED;
 
 	if (p->pending != NULL)		/* its Attach comes first */
 		return;
+	/* Only a client before its Hello is waited for: no getenv() else. */
+	if (waited)
+		tv.tv_sec = peer_hello_wait_s();
 	/* Paused, the transport reads again once its replies drain. */
-	transport_read_on(p->t, p->state == PEER_HELLO ||
-	    p->state == PEER_REFUSED ? &tv : NULL);
+	transport_read_on(p->t, waited ? &tv : NULL);
 }
 
 /* Send queued output; returns -1 when the peer is gone. */
