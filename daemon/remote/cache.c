@@ -71,11 +71,13 @@
  * ahead of the cursor, so each worker also writes in the cursor file the
  * row it reads (a slot per worker, CACHE_READERS of them), found from the
  * offset it reads or, for a tar shard, the sample it names
- * (cache_object_reading()).  A block's next
- * use is then a binary search per reader: the fewest rows a reader reads
- * before it, each reader to the end of its step, then the rows past the
- * furthest step end shared by all the readers; within the session's epoch
- * and the next (the horizon), past that it is not needed.  Over sessions,
+ * (cache_object_reading()), and the row its run of rows began at (its
+ * job).  A block's next use is then a binary search: none if a reader
+ * reads it now, else the rows from the oldest reader's row to it, past
+ * the rows each reader has read since its job began, shared by all the
+ * readers (the pool cuts a step into jobs of a few rows that the workers
+ * take in turn); within the session's epoch and the next (the horizon),
+ * past that it is not needed.  Over sessions,
  * the soonest; rows count as the time, so sessions are taken to go at the
  * same speed.  A cursor whose process is gone is removed.  The daemon
  * makes and removes its cursors' files in a thread of its own, in the
@@ -172,11 +174,13 @@
 #define CACHE_PART_GRANULE 32
 _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
     "a block is whole granules");
-#define CACHE_CURSOR_MAGIC "INFCCUR2"	/* first, count: issue 38 */
+#define CACHE_CURSOR_MAGIC "INFCCUR3"	/* a reader's start: issue 38 */
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
 #define CACHE_NONE		UINT32_MAX
 #define CACHE_READERS		16	/* workers a cursor says are reading */
+/* Rows a reader may skip and still be in the same job (a row read unsaid). */
+#define CACHE_RUN_GAP		4
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
 #define CACHE_AHEAD_BATCH	4	/* blocks a thread has in flight */
@@ -207,11 +211,15 @@ struct cache_cursor_file {
 	uint64_t	gen;		/* odd while (epoch, row) change */
 	uint64_t	epoch;
 	uint64_t	row;
-	/* The workers reading for the session, each at its row. */
+	/*
+	 * The workers reading for the session, each at its row, having read
+	 * start..row-1 in turn since it last moved to another job.
+	 */
 	struct {
 		int64_t		pid;	/* 0: free */
 		uint64_t	epoch;
 		uint64_t	row;
+		uint64_t	start;
 	} readers[CACHE_READERS];
 };
 
@@ -241,12 +249,11 @@ struct cache_plan {
 	 */
 	uint64_t	 size, base, stride, first, count;
 	uint64_t	 at_epoch, at_row;
-	/* Where its readers are (cache_plans_now()): rows, their steps' ends. */
+	/* Where its readers are (cache_plans_now()), and the oldest row. */
 	unsigned	 nreaders;
 	uint64_t	 reader_row[CACHE_READERS];
-	uint64_t	 reader_end[CACHE_READERS];
-	uint64_t	 frontier;	/* the furthest step end */
-	uint64_t	 soonest_end;	/* rows until a reader's step ends */
+	uint64_t	 reader_start[CACHE_READERS];
+	uint64_t	 oldest;
 	uint64_t	 epoch;		/* of the tables below; UINT64_MAX */
 	uint64_t	 rows;
 	uint64_t	 nblocks;
@@ -1479,31 +1486,39 @@ cache_plan_use(const struct cache_plan *p, uint64_t b, uint64_t row)
 
 /*
  * How soon @p's session reads block @b, in rows of one reader, or
- * UINT64_MAX: not within this epoch and the next.  Each reader (a worker)
- * reads its step from its row to the step's end; the rows past the
- * furthest step end are read after the first of those ends, by all the
- * readers together.
+ * UINT64_MAX: not within this epoch and the next.  A block a reader is
+ * reading now is needed now.  The rest are read from the oldest reader's
+ * row on by all the readers together, k rows at a time, but for the rows
+ * a reader has read since its job began: the pool cuts a step into jobs
+ * of a few rows (producer.c: 4 a worker) that the workers take in turn,
+ * so a worker does not read on to its step's end, and the rows between
+ * two workers' are mostly read already.
  */
 static uint64_t
 cache_plan_distance(const struct cache_plan *p, uint64_t b)
 {
-	uint64_t	best = UINT64_MAX, u;
-	uint64_t	k = p->nreaders > 0 ? p->nreaders : 1;
-	unsigned	r;
+	uint64_t	u, k = p->nreaders > 0 ? p->nreaders : 1;
+	unsigned	r, moved;
 
 	if (p->start == NULL || p->epoch != p->at_epoch || b >= p->nblocks)
 		return (UINT64_MAX);
 	for (r = 0; r < p->nreaders; r++)
-		if ((u = cache_plan_use(p, b, p->reader_row[r])) != CACHE_NONE &&
-		    u < p->reader_end[r] && u - p->reader_row[r] < best)
-			best = u - p->reader_row[r];
-	if (best != UINT64_MAX)
-		return (best);
-	if ((u = cache_plan_use(p, b, p->frontier)) != CACHE_NONE)
-		return (p->soonest_end + (u - p->frontier) / k);
-	if (p->next_first[b] != CACHE_NONE && p->rows >= p->frontier)
-		return (p->soonest_end + (p->rows - p->frontier +
-		    p->next_first[b]) / k);
+		if (cache_plan_use(p, b, p->reader_row[r]) == p->reader_row[r])
+			return (0);
+	/* Past the rows a reader has read since its job began: done. */
+	u = cache_plan_use(p, b, p->oldest);
+	do {
+		moved = 0;
+		for (r = 0; r < p->nreaders && u != CACHE_NONE; r++)
+			if (u >= p->reader_start[r] && u < p->reader_row[r]) {
+				u = cache_plan_use(p, b, p->reader_row[r]);
+				moved = 1;
+			}
+	} while (moved && u != CACHE_NONE);
+	if (u != CACHE_NONE)
+		return ((u - p->oldest) / k);
+	if (p->next_first[b] != CACHE_NONE && p->rows >= p->oldest)
+		return ((p->rows - p->oldest + p->next_first[b]) / k);
 	return (UINT64_MAX);
 }
 
@@ -1622,6 +1637,7 @@ static void
 cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
 {
 	int64_t		me = (int64_t)getpid(), none;
+	uint64_t	was_epoch, was_row;
 	int		k;
 
 	if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
@@ -1637,7 +1653,19 @@ cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
 		}
 		if (p->slot == -1)
 			return;
+		/* A slot just taken: its row and start are set below. */
+		__atomic_store_n(&p->f->readers[p->slot].epoch, UINT64_MAX,
+		    __ATOMIC_RELEASE);
 	}
+	/* The next rows of one job continue its run; another job starts one. */
+	was_epoch = __atomic_load_n(&p->f->readers[p->slot].epoch,
+	    __ATOMIC_ACQUIRE);
+	was_row = __atomic_load_n(&p->f->readers[p->slot].row,
+	    __ATOMIC_ACQUIRE);
+	if (was_epoch != epoch || row < was_row ||
+	    row - was_row > CACHE_RUN_GAP)
+		__atomic_store_n(&p->f->readers[p->slot].start, row,
+		    __ATOMIC_RELEASE);
 	__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
 	    __ATOMIC_RELEASE);
 	__atomic_store_n(&p->f->readers[p->slot].row, row, __ATOMIC_RELEASE);
@@ -1680,27 +1708,19 @@ cache_plans_track(uint64_t dirkey, uint64_t off, uint64_t rec)
 }
 /*
  * Each plan's readers now: the workers whose row is in the cursor's epoch
- * at or after its row (the others are done), each to the end of its step
- * or to the row of the next reader in that step (a step cut into jobs:
- * that one read on from its job's start).
+ * at or after its row (the others are done), and the oldest of those
+ * rows (the cursor's row when none reads).
  */
 static void
 cache_plans_now(void)
 {
 	struct cache_plan	*p;
-	const struct sampler_opts *so;
-	uint64_t		 cbs, row;
-	unsigned		 k, j;
+	uint64_t		 row;
+	unsigned		 k;
 
 	for (p = cache.plans; p != NULL; p = p->next) {
-		so = &p->f->opts;
-		cbs = (uint64_t)so->batch_size * so->device_iterations *
-		    so->replication_factor * so->gradient_accumulation;
-		if (cbs == 0)
-			cbs = 1;
 		p->nreaders = 0;
-		p->frontier = p->at_row;
-		p->soonest_end = 0;
+		p->oldest = UINT64_MAX;
 		for (k = 0; k < CACHE_READERS; k++) {
 			if (__atomic_load_n(&p->f->readers[k].pid,
 			    __ATOMIC_ACQUIRE) == 0 ||
@@ -1709,22 +1729,14 @@ cache_plans_now(void)
 			    (row = __atomic_load_n(&p->f->readers[k].row,
 			    __ATOMIC_ACQUIRE)) < p->at_row)
 				continue;
-			p->reader_row[p->nreaders] = row;
-			p->reader_end[p->nreaders] = (row / cbs + 1) * cbs;
-			if (p->reader_end[p->nreaders] > p->frontier)
-				p->frontier = p->reader_end[p->nreaders];
-			p->nreaders++;
+			p->reader_start[p->nreaders] = __atomic_load_n(
+			    &p->f->readers[k].start, __ATOMIC_ACQUIRE);
+			p->reader_row[p->nreaders++] = row;
+			if (row < p->oldest)
+				p->oldest = row;
 		}
-		for (k = 0; k < p->nreaders; k++) {
-			for (j = 0; j < p->nreaders; j++)
-				if (p->reader_row[j] > p->reader_row[k] &&
-				    p->reader_row[j] < p->reader_end[k])
-					p->reader_end[k] = p->reader_row[j];
-			if (k == 0 || p->reader_end[k] - p->reader_row[k] <
-			    p->soonest_end)
-				p->soonest_end = p->reader_end[k] -
-				    p->reader_row[k];
-		}
+		if (p->nreaders == 0)
+			p->oldest = p->at_row;
 	}
 }
 
