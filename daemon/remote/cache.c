@@ -383,20 +383,42 @@ static struct {
 	bool		 atfork;	/* the handlers are registered */
 } cache_lockfds = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* Before a fork: no lock file is opened or closed across it. */
+/*
+ * The blocks this process's threads hold the lock of (cache_block_take()),
+ * so that its threads wait for one another here and the byte lock in the
+ * object's lock file is only ever waited for by other processes.
+ */
+static struct {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 gone;		/* a block let go of */
+	struct cache_held {
+		uint64_t	dirkey, block;
+	}		*b;
+	size_t		 n, cap;
+} cache_held_blocks = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.gone = PTHREAD_COND_INITIALIZER,
+};
+
+/* Before a fork: no lock file is opened or closed, no block taken. */
 static void
 cache_lockfds_prepare(void)
 {
 	pthread_mutex_lock(&cache_lockfds.lock);
+	pthread_mutex_lock(&cache_held_blocks.lock);
 }
 
 static void
 cache_lockfds_parent(void)
 {
+	pthread_mutex_unlock(&cache_held_blocks.lock);
 	pthread_mutex_unlock(&cache_lockfds.lock);
 }
 
-/* In the child: its copies of the parent's lock files, closed. */
+/*
+ * In the child: its copies of the parent's lock files closed, and so the
+ * parent's threads' blocks not its own.
+ */
 static void
 cache_lockfds_child(void)
 {
@@ -405,6 +427,8 @@ cache_lockfds_child(void)
 	for (k = 0; k < cache_lockfds.n; k++)
 		close(cache_lockfds.fd[k]);
 	cache_lockfds.n = 0;
+	cache_held_blocks.n = 0;
+	pthread_mutex_unlock(&cache_held_blocks.lock);
 	pthread_mutex_unlock(&cache_lockfds.lock);
 }
 
@@ -1991,31 +2015,114 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	return (0);
 }
 
+/* Where block @i of @o is in cache_held_blocks, or its count. */
+static size_t
+cache_held_find(const struct cache_object *o, uint64_t i)
+{
+	size_t	k;
+
+	for (k = 0; k < cache_held_blocks.n; k++)
+		if (cache_held_blocks.b[k].dirkey == o->dirkey &&
+		    cache_held_blocks.b[k].block == i)
+			break;
+	return (k);
+}
+
+/* Let go of block @i of @o in this process (cache_block_take()). */
+static void
+cache_held_drop(const struct cache_object *o, uint64_t i)
+{
+	size_t	k;
+
+	pthread_mutex_lock(&cache_held_blocks.lock);
+	if ((k = cache_held_find(o, i)) < cache_held_blocks.n) {
+		cache_held_blocks.b[k] =
+		    cache_held_blocks.b[--cache_held_blocks.n];
+		pthread_cond_broadcast(&cache_held_blocks.gone);
+	}
+	pthread_mutex_unlock(&cache_held_blocks.lock);
+}
+
 /*
- * Hold (F_WRLCK) or let go (F_UNLCK) of block @i's byte in @fd, @o's lock
- * file: one process of the host downloads a block while the others that
- * need it wait, then read it from the cache.  Open file description
- * locks: a thread's own (a process's threads exclude one another), and
- * not a child's forked meanwhile, which closes its copy of the file
- * (cache_lock_open()).  valgrind 3.19 keeps its lock on the process's
- * threads through F_OFD_SETLKW, so under it a wait for a block another
- * thread of the same worker holds freezes that worker (not so natively).
+ * Take block @i of @o's lock, in @fd, @o's lock file: one process of the
+ * host downloads a block while the others that need it wait, then read it
+ * from the cache.  This process's threads first wait for one another on a
+ * mutex (with @wait; else a block another thread holds is not taken), then
+ * the process takes the block's byte (an open file description lock:
+ * F_OFD_SETLKW, or F_OFD_SETLK without @wait), which only other processes
+ * can then hold: valgrind 3.19 keeps its lock on the process's threads
+ * through F_OFD_SETLKW, so a thread waiting there for another thread of
+ * the same worker froze that worker under valgrind (not natively).  A
+ * child forked meanwhile closes its copy of the file (cache_lock_open())
+ * and forgets its parent's blocks.  Return: 0, or -1 with errno (EAGAIN:
+ * held, without @wait).
  */
 static int
-cache_block_lock(int fd, uint64_t i, short type)
+cache_block_take(const struct cache_object *o, int fd, uint64_t i, bool wait)
 {
-	struct flock	fl;
+	struct cache_held	*nb;
+	struct flock		 fl;
+	size_t			 cap;
+
+	pthread_mutex_lock(&cache_held_blocks.lock);
+	while (cache_held_find(o, i) < cache_held_blocks.n) {
+		if (!wait) {
+			pthread_mutex_unlock(&cache_held_blocks.lock);
+			errno = EAGAIN;
+			return (-1);
+		}
+		pthread_cond_wait(&cache_held_blocks.gone,
+		    &cache_held_blocks.lock);
+	}
+	if (cache_held_blocks.n == cache_held_blocks.cap) {
+		cap = cache_held_blocks.cap ? cache_held_blocks.cap * 2 : 16;
+		if ((nb = realloc(cache_held_blocks.b, cap * sizeof *nb)) ==
+		    NULL) {
+			pthread_mutex_unlock(&cache_held_blocks.lock);
+			errno = ENOMEM;
+			return (-1);
+		}
+		cache_held_blocks.b = nb;
+		cache_held_blocks.cap = cap;
+	}
+	cache_held_blocks.b[cache_held_blocks.n].dirkey = o->dirkey;
+	cache_held_blocks.b[cache_held_blocks.n++].block = i;
+	pthread_mutex_unlock(&cache_held_blocks.lock);
 
 	memset(&fl, 0, sizeof fl);
-	fl.l_type = type;
+	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
 	fl.l_start = (off_t)i;
 	fl.l_len = 1;
-	while (fcntl(fd, F_OFD_SETLKW, &fl) == -1) {
-		if (errno != EINTR)
+	while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == -1)
+		if (errno != EINTR) {
+			int	e = errno == EACCES ? EAGAIN : errno;
+
+			cache_held_drop(o, i);
+			errno = e;
 			return (-1);
-	}
+		}
 	return (0);
+}
+
+/*
+ * Let go of block @i of @o, taken in @fd (cache_block_take()): the byte,
+ * then this process's hold.  @fd -1: the byte went with its file's close.
+ */
+static void
+cache_block_give(const struct cache_object *o, int fd, uint64_t i)
+{
+	struct flock	fl;
+
+	if (fd != -1) {
+		memset(&fl, 0, sizeof fl);
+		fl.l_type = F_UNLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = (off_t)i;
+		fl.l_len = 1;
+		(void)fcntl(fd, F_OFD_SETLK, &fl);
+	}
+	cache_held_drop(o, i);
 }
 
 /* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
@@ -2274,6 +2381,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 	struct fetch_range	*r = NULL;
 	uint8_t			 want[CACHE_PAGES / 8];
 	uint64_t		 first, last, i, bstart;
+	uint64_t		 taken = UINT64_MAX;	/* not yet in f */
 	size_t			 n = 0, nr = 0, k, at, l, p, m, *fr = NULL;
 	char			 lpath[PATH_MAX];
 	int			 rc = 0, lockfd = -1;
@@ -2319,14 +2427,16 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 			    o->dir, strerror(errno));
 			goto out;
 		}
-		if (cache_block_lock(lockfd, i, F_WRLCK) != 0) {
+		if (cache_block_take(o, lockfd, i, true) != 0) {
 			rc = cache_fail(cause, "%s: %s (cache_dir)", lpath,
 			    strerror(errno));
 			goto out;
 		}
+		taken = i;
 		if (cache_block_load(o, i, at, l,
 		    (uint8_t *)dst + (bstart + at - off), true) == 0) {
-			cache_block_lock(lockfd, i, F_UNLCK);
+			cache_block_give(o, lockfd, i);
+			taken = UINT64_MAX;
 			continue;
 		}
 		memset(want, 0, sizeof want);
@@ -2347,13 +2457,15 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 				    o->url, i);
 				goto out;
 			}
-			cache_block_lock(lockfd, i, F_UNLCK);
+			cache_block_give(o, lockfd, i);
+			taken = UINT64_MAX;
 			continue;
 		}
 		fr[n] = nr;
 		nr += cache_fill_ranges(o, &f[n], &r[nr]);
 		n++;
 		fr[n] = nr;
+		taken = UINT64_MAX;
 	}
 	if (nr > 0 && fetch_ranges(o->url, o->meta.etag, r, nr, cause) != 0) {
 		rc = -1;
@@ -2380,11 +2492,15 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		    f[k].lo * CACHE_PAGE, l);
 	}
 out:
-	/* Closing the lock file lets go of every block's lock. */
+	/* Closing the lock file lets go of every block's byte. */
 	if (lockfd != -1)
 		cache_lock_close(lockfd);
-	for (k = 0; f != NULL && k < n; k++)
+	if (taken != UINT64_MAX)
+		cache_block_give(o, -1, taken);
+	for (k = 0; f != NULL && k < n; k++) {
+		cache_block_give(o, -1, f[k].block);
 		free(f[k].buf);
+	}
 	free(f);
 	free(fr);
 	free(r);
@@ -2486,23 +2602,19 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	struct cache_object	*o[CACHE_AHEAD_BATCH];
 	size_t			 fr[CACHE_AHEAD_BATCH + 1];
 	int			 lockfd[CACHE_AHEAD_BATCH];
-	struct flock		 fl;
+	bool			 taken[CACHE_AHEAD_BATCH];
 	char			 path[PATH_MAX], *why = NULL;
 	size_t			 k, p, m = 0, nr = 0;
 
 	for (k = 0; k < n; k++) {
 		lockfd[k] = -1;
+		taken[k] = false;
 		snprintf(path, sizeof path, "%s/lock", b[k].o->dir);
-		if ((lockfd[k] = cache_lock_open(path)) == -1)
-			continue;
-		memset(&fl, 0, sizeof fl);
-		fl.l_type = F_WRLCK;
-		fl.l_whence = SEEK_SET;
-		fl.l_start = (off_t)b[k].block;
-		fl.l_len = 1;
-		if (fcntl(lockfd[k], F_OFD_SETLK, &fl) == -1)
+		if ((lockfd[k] = cache_lock_open(path)) == -1 ||
+		    cache_block_take(b[k].o, lockfd[k], b[k].block, false) != 0)
 			continue;
 		/* Let go of when lockfd[k] closes. */
+		taken[k] = true;
 		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
 		    NULL, b[k].part, true, &f[m], &why) != 0)
 			continue;
@@ -2532,10 +2644,13 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	free(why);
 	for (k = 0; k < m; k++)
 		free(f[k].buf);
-	/* Closing a lock file lets go of its block's lock. */
-	for (k = 0; k < n; k++)
+	/* Closing a lock file lets go of its block's byte. */
+	for (k = 0; k < n; k++) {
 		if (lockfd[k] != -1)
 			cache_lock_close(lockfd[k]);
+		if (taken[k])
+			cache_block_give(b[k].o, -1, b[k].block);
+	}
 }
 
 static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t,
