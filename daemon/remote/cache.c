@@ -89,7 +89,10 @@
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
- * wait, then read it from the cache, so it is downloaded once.
+ * wait, then read it from the cache, so it is downloaded once.  A
+ * process's own threads wait for one another on a mutex first
+ * (cache_block_take()), so only other processes are waited for through
+ * the kernel (valgrind cannot run a thread that waits in F_OFD_SETLKW).
  *
  * The blocks of the steps a session reads ahead (read_ahead) are fetched
  * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
