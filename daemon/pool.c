@@ -28,6 +28,8 @@
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_START_MS		30000	/* the first workers, at most */
 
+static bool	pool_blocked(const struct worker *, uint64_t);
+static bool	pool_fetch_waiting(const struct worker *, uint64_t);
 static void	pool_spare_later(struct pool *);
 static void	pool_spare_cb(evutil_socket_t, short, void *);
 
@@ -134,9 +136,9 @@ pool_behind_worker(struct pool *pool, const struct pool_ring *pr)
 		    w->retiring || w->spare || w->job->taken ||
 		    w->job->twin != NULL)
 			continue;
-		if (now >= w->live_ms + POOL_SPARE_MS)
+		if (pool_blocked(w, now))
 			pool_worker_look(w, now);
-		if (now >= w->live_ms + POOL_SPARE_MS)
+		if (pool_blocked(w, now))
 			continue;
 		if (best == NULL || w->job_start_us < best->job_start_us)
 			best = w;
@@ -257,46 +259,51 @@ pool_dispatch(struct pool *pool)
 }
 
 /*
+ * Whether busy worker @w's job has waited on a remote server for
+ * POOL_SPARE_MS at @now: one fetch's tries, their backoff or a stalled
+ * transfer (the time its beat holds, fetch_watch()).  Its CPU does not
+ * say so: each try costs some, and so do its prefetch threads'.
+ */
+static bool
+pool_fetch_waiting(const struct worker *w, uint64_t now)
+{
+	uint64_t	since;
+
+	since = __atomic_load_n(&w->beat->fetch_ms, __ATOMIC_RELAXED);
+	return (since != 0 && now >= since + POOL_SPARE_MS);
+}
+
+/*
  * Whether busy worker @w is blocked in its storage: it began no row, used
- * no CPU and was not runnable for POOL_SPARE_MS (as its last look saw).
+ * no CPU and was not runnable for POOL_SPARE_MS (as its last look saw),
+ * or its job waits on a remote server (pool_fetch_waiting()).
  */
 static bool
 pool_blocked(const struct worker *w, uint64_t now)
 {
 	return (w->job != NULL && !w->stuck && w->t != NULL &&
-	    now >= w->live_ms + POOL_SPARE_MS);
+	    (now >= w->live_ms + POOL_SPARE_MS ||
+	    pool_fetch_waiting(w, now)));
 }
 
 /*
- * Whether ring @pr's store is blocked: a job of it runs on a worker
- * blocked in its storage (looked at again if it seems so), or did within
- * POOL_SPARE_KEEP_MS (that worker may have been killed since, and its
- * job be queued again), or its next job was tried before.
+ * Whether ring @pr is blocked, for a spare: a job of it runs (a spare
+ * takes a ring's jobs one at a time, so a ring whose store fails holds
+ * one spare at most, even before its worker is seen blocked), or one ran
+ * on a worker seen blocked in its storage within POOL_SPARE_KEEP_MS
+ * (pool_spare_cb(); that worker may have been killed since, and its job
+ * be queued again), or its next job was tried before.
  */
 bool
 pool_ring_blocked(struct pool *pool, struct pool_ring *pr)
 {
-	struct worker	*w;
 	struct job	*head = TAILQ_FIRST(&pr->jobs);
-	uint64_t	 now = clock_now_ms();
-	unsigned	 i;
 
-	if ((head != NULL && (head->attempts > 0 || head->kills > 0)) ||
-	    (pr->blocked_ms != 0 && now < pr->blocked_ms +
-	    POOL_SPARE_KEEP_MS))
-		return (true);
-	for (i = 0; i < pool->n; i++) {
-		w = &pool->workers[i];
-		if (w->job == NULL || w->job->ring_id != pr->desc.ring_id ||
-		    !pool_blocked(w, now))
-			continue;
-		pool_worker_look(w, now);
-		if (pool_blocked(w, now)) {
-			pr->blocked_ms = now;
-			return (true);
-		}
-	}
-	return (false);
+	(void)pool;
+	return (pr->inflight > 0 ||
+	    (head != NULL && (head->attempts > 0 || head->kills > 0)) ||
+	    (pr->blocked_ms != 0 && clock_now_ms() < pr->blocked_ms +
+	    POOL_SPARE_KEEP_MS));
 }
 
 /* Look again in POOL_SPARE_MS while a job waits or a spare is up. */
@@ -353,6 +360,26 @@ pool_spare_uncharge(struct worker *w)
 }
 
 /*
+ * How many spares the queued jobs want: one for each ring whose next job
+ * a spare may take (pool_next_job()'s test), less the spares starting.
+ */
+static unsigned
+pool_spare_wanted(struct pool *pool)
+{
+	struct pool_ring	*pr;
+	unsigned		 i, n = 0;
+
+	TAILQ_FOREACH(pr, &pool->rings, entry) {
+		if (!TAILQ_EMPTY(&pr->jobs) && !pool_ring_blocked(pool, pr))
+			n++;
+	}
+	for (i = pool->max; i < pool->n && n > 0; i++)
+		if (pool->workers[i].spawning)
+			n--;
+	return (n);
+}
+
+/*
  * Spares: a worker blocked in a store that does not answer holds its
  * slot until job_timeout kills it, and with every worker so held the
  * other sessions' jobs would wait as long.  While a job of a ring no
@@ -369,23 +396,22 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct pool		*pool = arg;
 	struct pool_ring	*pr;
-	struct worker		*w, *free_slot = NULL;
+	struct worker		*w;
 	uint64_t		 now = clock_now_ms();
-	unsigned		 i, blocked = 0, spares = 0, idle = 0;
+	unsigned		 i, blocked = 0, spares = 0, idle = 0, wanted;
 	char			 why[sizeof(pool->spare_why)], *cause;
 
 	(void)fd;
 	(void)ev;
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->spare && w->pid == -1 && !w->spawning) {
-			if (free_slot == NULL)
-				free_slot = w;
+		if (w->spare && w->pid == -1 && !w->spawning)
 			continue;
-		}
 		if (w->spare)
 			spares++;
-		if (w->job != NULL && now >= w->live_ms + POOL_SPARE_MS) {
+		if (w->job != NULL) {
+			if (!pool_blocked(w, now))
+				continue;
 			pool_worker_look(w, now);
 			if (pool_blocked(w, now)) {
 				blocked++;
@@ -403,28 +429,37 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 		    !w->retiring && now >= w->idle_ms + POOL_SPARE_KEEP_MS)
 			pool_retire(w);
 	}
-	if (free_slot != NULL && blocked > spares && idle == 0 &&
-	    pool_next_job(pool, &pr, true, false) != NULL) {
+	/* One for each session's job waiting, all at once. */
+	wanted = pool_spare_wanted(pool);
+	if (blocked > spares && idle == 0 && wanted > 0) {
 		snprintf(why, sizeof(why), "%u of %u workers blocked in their "
 		    "storage for %d ms or more, none idle, and a job of "
 		    "another session waiting", blocked, pool->size + spares,
 		    POOL_SPARE_MS);
-		if (pool_spare_charge(pool, free_slot, &cause) == -1) {
-			/* Said once a blocked spell, not every tick. */
-			if (!pool->spare_refused)
-				log_warnx("no spare worker, though %s: a "
-				    "worker's memory does not fit, for %s",
-				    why, cause);
-			pool->spare_refused = true;
-			free(cause);
-		} else {
+		for (i = pool->max; i < pool->n && blocked > spares &&
+		    wanted > 0; i++) {
+			w = &pool->workers[i];
+			if (w->pid != -1 || w->spawning)
+				continue;
+			if (pool_spare_charge(pool, w, &cause) == -1) {
+				/* Said once a blocked spell, not every tick. */
+				if (!pool->spare_refused)
+					log_warnx("no spare worker, though %s: "
+					    "a worker's memory does not fit, "
+					    "for %s", why, cause);
+				pool->spare_refused = true;
+				free(cause);
+				break;
+			}
 			pool->spare_refused = false;
 			memcpy(pool->spare_why, why, sizeof(why));
-			log_warnx("starting spare worker %u: %s",
-			    free_slot->idx, pool->spare_why);
-			free_slot->idle_ms = now;
-			if (pool_spawn(pool, free_slot) == 0)
+			log_warnx("starting spare worker %u: %s", w->idx,
+			    pool->spare_why);
+			w->idle_ms = now;
+			if (pool_spawn(pool, w) == 0)
 				pool->spares_started++;
+			spares++;
+			wanted--;
 		}
 	} else if (blocked == 0)
 		pool->spare_refused = false;
