@@ -28,8 +28,6 @@
 #define POOL_RETRY_MS		100	/* a job that could not be sent, again */
 #define POOL_START_MS		30000	/* the first workers, at most */
 
-static bool	pool_blocked(const struct worker *, uint64_t);
-static bool	pool_fetch_waiting(const struct worker *, uint64_t);
 static void	pool_spare_later(struct pool *);
 static void	pool_spare_cb(evutil_socket_t, short, void *);
 
@@ -136,9 +134,9 @@ pool_behind_worker(struct pool *pool, const struct pool_ring *pr)
 		    w->retiring || w->spare || w->job->taken ||
 		    w->job->twin != NULL)
 			continue;
-		if (pool_blocked(w, now))
+		if (now >= w->live_ms + POOL_SPARE_MS)
 			pool_worker_look(w, now);
-		if (pool_blocked(w, now))
+		if (now >= w->live_ms + POOL_SPARE_MS)
 			continue;
 		if (best == NULL || w->job_start_us < best->job_start_us)
 			best = w;
@@ -259,40 +257,25 @@ pool_dispatch(struct pool *pool)
 }
 
 /*
- * Whether busy worker @w's job has waited on a remote server for
- * POOL_SPARE_MS at @now: one fetch's tries, their backoff or a stalled
- * transfer (the time its beat holds, fetch_watch()).  Its CPU does not
- * say so: each try costs some, and so do its prefetch threads'.
- */
-static bool
-pool_fetch_waiting(const struct worker *w, uint64_t now)
-{
-	uint64_t	since;
-
-	since = __atomic_load_n(&w->beat->fetch_ms, __ATOMIC_RELAXED);
-	return (since != 0 && now >= since + POOL_SPARE_MS);
-}
-
-/*
  * Whether busy worker @w is blocked in its storage: it began no row, used
- * no CPU and was not runnable for POOL_SPARE_MS (as its last look saw),
- * or its job waits on a remote server (pool_fetch_waiting()).
+ * no CPU and was not runnable for POOL_SPARE_MS (as its last look saw).
  */
 static bool
 pool_blocked(const struct worker *w, uint64_t now)
 {
 	return (w->job != NULL && !w->stuck && w->t != NULL &&
-	    (now >= w->live_ms + POOL_SPARE_MS ||
-	    pool_fetch_waiting(w, now)));
+	    now >= w->live_ms + POOL_SPARE_MS);
 }
 
 /*
- * Whether ring @pr is blocked, for a spare: a job of it runs (a spare
- * takes a ring's jobs one at a time, so a ring whose store fails holds
- * one spare at most, even before its worker is seen blocked), or one ran
+ * Whether ring @pr is blocked, for a spare: a job of it runs, or one ran
  * on a worker seen blocked in its storage within POOL_SPARE_KEEP_MS
  * (pool_spare_cb(); that worker may have been killed since, and its job
- * be queued again), or its next job was tried before.
+ * be queued again), or its next job was tried before.  A spare takes a
+ * ring's jobs one at a time: a job just begun on another worker may be
+ * one that fails (a fetch's tries: 1-2 s, or 10 s a stalled try, using
+ * CPU at each try, so seen blocked only after some hundred ms), and a
+ * second spare would wait beside it while the other sessions wait.
  */
 bool
 pool_ring_blocked(struct pool *pool, struct pool_ring *pr)
@@ -361,7 +344,7 @@ pool_spare_uncharge(struct worker *w)
 
 /*
  * How many spares the queued jobs want: one for each ring whose next job
- * a spare may take (pool_next_job()'s test), less the spares starting.
+ * a spare may take (pool_next_job()), less the spares starting.
  */
 static unsigned
 pool_spare_wanted(struct pool *pool)
@@ -369,10 +352,9 @@ pool_spare_wanted(struct pool *pool)
 	struct pool_ring	*pr;
 	unsigned		 i, n = 0;
 
-	TAILQ_FOREACH(pr, &pool->rings, entry) {
+	TAILQ_FOREACH(pr, &pool->rings, entry)
 		if (!TAILQ_EMPTY(&pr->jobs) && !pool_ring_blocked(pool, pr))
 			n++;
-	}
 	for (i = pool->max; i < pool->n && n > 0; i++)
 		if (pool->workers[i].spawning)
 			n--;
@@ -409,9 +391,7 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 			continue;
 		if (w->spare)
 			spares++;
-		if (w->job != NULL) {
-			if (!pool_blocked(w, now))
-				continue;
+		if (w->job != NULL && now >= w->live_ms + POOL_SPARE_MS) {
 			pool_worker_look(w, now);
 			if (pool_blocked(w, now)) {
 				blocked++;
@@ -429,7 +409,7 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 		    !w->retiring && now >= w->idle_ms + POOL_SPARE_KEEP_MS)
 			pool_retire(w);
 	}
-	/* One for each session's job waiting, all at once. */
+	/* One for each session with a job waiting, together. */
 	wanted = pool_spare_wanted(pool);
 	if (blocked > spares && idle == 0 && wanted > 0) {
 		snprintf(why, sizeof(why), "%u of %u workers blocked in their "

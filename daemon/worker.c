@@ -42,7 +42,6 @@
 
 #include "clock.h"
 #include "copy.h"
-#include "fetch.h"
 #include "io-batch.h"
 #include "log.h"
 #include "transport.h"
@@ -1348,7 +1347,6 @@ worker_main(const struct catalogue *cat, int sock, const sigset_t *mask,
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
 	worker_beat = wc->beat;
-	fetch_watch(&worker_beat->fetch_ms);	/* the pool's spares */
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	log_init("infeedd-worker", 0);
 	/* The longest message from the pool: a JOB of the most rows. */

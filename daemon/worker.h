@@ -120,9 +120,7 @@ struct worker_beat {
 	uint64_t		rows;	/* rows begun, ever */
 	uint64_t		job;	/* the JOB's job_id */
 	uint64_t		row;	/* the row it is reading */
-	uint64_t		fetch_ms; /* in a remote fetch since, or 0
-					   (fetch_watch()) */
-	uint8_t			pad[32];	/* a cache line each */
+	uint8_t			pad[40];	/* a cache line each */
 };
 
 /* What a worker is started with, besides the catalogue. */

@@ -28,10 +28,6 @@
  * the calling thread's own (a thread of cache.c's fetches beside its
  * worker): a child after fork() makes new ones, so no two processes
  * share a connection; a thread that ends frees its with fetch_thread_end().
- * A worker's own thread says in its beat when a call began
- * (fetch_watch()): the pool counts a worker whose job waits on a server
- * (a try, a backoff, a stall) as blocked in its storage, and serves the
- * other sessions with a spare meanwhile (pool.c).
  */
 
 #include <sys/types.h>
@@ -109,9 +105,6 @@ static size_t			 fetch_nsites;
 
 /* The handles of the process this one was forked from. */
 static __thread struct fetch_handles	fetch_inherited;
-
-/* fetch_watch()'s word: when this thread's call began, or 0. */
-static __thread uint64_t		*fetch_since_ms;
 
 static int	fetch_setup(char **);
 static void	fetch_fail(char **, const char *, ...)
@@ -619,31 +612,6 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 	return (rc);
 }
 
-/* Publish when the calling thread's calls begin (fetch.h). */
-void
-fetch_watch(uint64_t *since_ms)
-{
-	fetch_since_ms = since_ms;
-	if (since_ms != NULL)
-		__atomic_store_n(since_ms, 0, __ATOMIC_RELAXED);
-}
-
-/* fetch_do() with its start in fetch_watch()'s word while it runs. */
-static int
-fetch_watched(const char *url, const char *etag, struct fetch_range *r,
-    size_t n, struct fetch_object *head, char **cause)
-{
-	int	rc;
-
-	if (fetch_since_ms != NULL)
-		__atomic_store_n(fetch_since_ms, clock_now_ms(),
-		    __ATOMIC_RELAXED);
-	rc = fetch_do(url, etag, r, n, head, cause);
-	if (fetch_since_ms != NULL)
-		__atomic_store_n(fetch_since_ms, 0, __ATOMIC_RELAXED);
-	return (rc);
-}
-
 /* The size and ETag of @url. */
 int
 fetch_head(const char *url, struct fetch_object *o, char **cause)
@@ -652,7 +620,7 @@ fetch_head(const char *url, struct fetch_object *o, char **cause)
 	curl_off_t		len = -1;
 
 	memset(o, 0, sizeof *o);
-	if (fetch_watched(url, "", &dummy, 1, o, cause) != 0)
+	if (fetch_do(url, "", &dummy, 1, o, cause) != 0)
 		return (-1);
 	curl_easy_getinfo(fetch_state.easy[0], CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
 	    &len);
@@ -670,7 +638,7 @@ int
 fetch_ranges(const char *url, const char *etag, struct fetch_range *r,
     size_t n, char **cause)
 {
-	return (fetch_watched(url, etag, r, n, NULL, cause));
+	return (fetch_do(url, etag, r, n, NULL, cause));
 }
 
 /* Requests sent by this thread. */

@@ -77,16 +77,6 @@ char	*fetch_url(const char *url, char *buf, size_t len);
 /* How many requests fetch_head() and fetch_ranges() sent (this thread). */
 uint64_t	fetch_requests(void);
 
-/**
- * fetch_watch() - from now on, while the calling thread is in a
- * fetch_head() or fetch_ranges() (its tries, its backoff, a stalled
- * transfer), *@since_ms holds clock_now_ms() of the call's start, and 0
- * otherwise (set to 0 here): a worker's beat, so the pool sees a worker
- * waiting on a server as blocked whatever CPU its other threads use.
- * The calling thread's only; NULL stops it.
- */
-void	fetch_watch(uint64_t *since_ms);
-
 /* Free the calling thread's handles, before it ends. */
 void	fetch_thread_end(void);
 

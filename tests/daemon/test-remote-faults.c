@@ -626,9 +626,13 @@ START_TEST(retries_hold_no_worker)
 	pthread_join(silent.thread, NULL);
 	bystander_stop(&b, &br);
 	printf("remote-faults: retries: r429 failed after %llu ms: %s\n"
-	    "remote-faults: retries: silent still waited after %llu ms: %s\n",
-	    (unsigned long long)r429.ms, r429.error,
-	    (unsigned long long)silent.ms, silent.error);
+	    "remote-faults: retries: silent still waited after %llu ms: %s\n"
+	    "remote-faults: retries: worst Next: bystander %llu ms, 'good' "
+	    "%llu ms\n", (unsigned long long)r429.ms, r429.error,
+	    (unsigned long long)silent.ms, silent.error,
+	    (unsigned long long)br.worst_next_ms,
+	    (unsigned long long)rd.worst_ms);
+	fflush(stdout);
 	ck_assert_int_ne(r429.rc, INFEED_OK);
 	ck_assert_msg(strstr(r429.error, "/r429/raw.bin") != NULL &&
 	    strstr(r429.error, "429") != NULL && strstr(r429.error,
@@ -637,7 +641,6 @@ START_TEST(retries_hold_no_worker)
 	    "sample: %s", r429.error);
 	ck_assert_int_eq(silent.rc, INFEED_TIMEOUT);
 	reader_assert(&rd);
-	fflush(stdout);
 	ck_assert_msg(rd.worst_ms < 250, "a session on a healthy server "
 	    "waited %llu ms for a step", (unsigned long long)rd.worst_ms);
 	bystander_assert(&br, 250);
