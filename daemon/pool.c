@@ -364,11 +364,12 @@ pool_spare_wanted(struct pool *pool)
 /*
  * Spares: a worker blocked in a store that does not answer holds its
  * slot until job_timeout kills it, and with every worker so held the
- * other sessions' jobs would wait as long.  While a job of a ring no
- * blocked worker serves is queued and no worker is idle, a spare is
- * started for it, one for each blocked worker, POOL_SPARES_MAX at most;
- * spares take no job of a blocked ring (pool_next_job(),
- * pool_ring_blocked()) nor any takeover, so they are not blocked in turn, and run no job another
+ * other sessions' jobs would wait as long.  While jobs of rings a spare
+ * may serve are queued and no worker is idle, spares are started for
+ * them together (pool_spare_wanted()), one for each blocked worker,
+ * POOL_SPARES_MAX at most; spares take no job of a blocked ring, nor of
+ * one with a job running (pool_next_job(), pool_ring_blocked()), nor any
+ * takeover, so they are not blocked in turn, and run no job another
  * worker still holds: exactly once is the queue's.  A spare idle for
  * POOL_SPARE_KEEP_MS with no worker blocked is let go.  Each is charged
  * to memory_budget first (pool_spare_charge()); none starts without room.
