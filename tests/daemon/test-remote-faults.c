@@ -20,6 +20,10 @@
  *   then every index once, and another session and a bystander are
  *   served meanwhile.  (Skipped where FUSE cannot be mounted.)  The test
  *   lets the second try through rather than wait out five;
+ * - a fetch's tries hold no worker from the other sessions: with 2
+ *   workers, a 429 set and one whose server never answers (nginx proxying
+ *   to a listener that says nothing) beside a bystander and a session on
+ *   a healthy remote set, whose worst round trips stay under 250 ms;
  * - latency for real, no sleep in infeed: nginx serving tar shards from
  *   slowfs with a delay on every read (as a store with latency behind
  *   HTTP): an epoch keeps several requests in flight (slowfs's
