@@ -268,35 +268,25 @@ pool_blocked(const struct worker *w, uint64_t now)
 }
 
 /*
- * Whether ring @pr's store is blocked: a job of it runs on a worker
- * blocked in its storage (looked at again if it seems so), or did within
- * POOL_SPARE_KEEP_MS (that worker may have been killed since, and its
- * job be queued again), or its next job was tried before.
+ * Whether ring @pr is blocked, for a spare: a job of it runs, or one ran
+ * on a worker seen blocked in its storage within POOL_SPARE_KEEP_MS
+ * (pool_spare_cb(); that worker may have been killed since, and its job
+ * be queued again), or its next job was tried before.  A spare takes a
+ * ring's jobs one at a time: a job just begun on another worker may be
+ * one that fails (a fetch's tries: 1-2 s, or 10 s a stalled try, using
+ * CPU at each try, so seen blocked only after some hundred ms), and a
+ * second spare would wait beside it while the other sessions wait.
  */
 bool
 pool_ring_blocked(struct pool *pool, struct pool_ring *pr)
 {
-	struct worker	*w;
 	struct job	*head = TAILQ_FIRST(&pr->jobs);
-	uint64_t	 now = clock_now_ms();
-	unsigned	 i;
 
-	if ((head != NULL && (head->attempts > 0 || head->kills > 0)) ||
-	    (pr->blocked_ms != 0 && now < pr->blocked_ms +
-	    POOL_SPARE_KEEP_MS))
-		return (true);
-	for (i = 0; i < pool->n; i++) {
-		w = &pool->workers[i];
-		if (w->job == NULL || w->job->ring_id != pr->desc.ring_id ||
-		    !pool_blocked(w, now))
-			continue;
-		pool_worker_look(w, now);
-		if (pool_blocked(w, now)) {
-			pr->blocked_ms = now;
-			return (true);
-		}
-	}
-	return (false);
+	(void)pool;
+	return (pr->inflight > 0 ||
+	    (head != NULL && (head->attempts > 0 || head->kills > 0)) ||
+	    (pr->blocked_ms != 0 && clock_now_ms() < pr->blocked_ms +
+	    POOL_SPARE_KEEP_MS));
 }
 
 /* Look again in POOL_SPARE_MS while a job waits or a spare is up. */
@@ -353,13 +343,33 @@ pool_spare_uncharge(struct worker *w)
 }
 
 /*
+ * How many spares the queued jobs want: one for each ring whose next job
+ * a spare may take (pool_next_job()), less the spares starting.
+ */
+static unsigned
+pool_spare_wanted(struct pool *pool)
+{
+	struct pool_ring	*pr;
+	unsigned		 i, n = 0;
+
+	TAILQ_FOREACH(pr, &pool->rings, entry)
+		if (!TAILQ_EMPTY(&pr->jobs) && !pool_ring_blocked(pool, pr))
+			n++;
+	for (i = pool->max; i < pool->n && n > 0; i++)
+		if (pool->workers[i].spawning)
+			n--;
+	return (n);
+}
+
+/*
  * Spares: a worker blocked in a store that does not answer holds its
  * slot until job_timeout kills it, and with every worker so held the
- * other sessions' jobs would wait as long.  While a job of a ring no
- * blocked worker serves is queued and no worker is idle, a spare is
- * started for it, one for each blocked worker, POOL_SPARES_MAX at most;
- * spares take no job of a blocked ring (pool_next_job(),
- * pool_ring_blocked()) nor any takeover, so they are not blocked in turn, and run no job another
+ * other sessions' jobs would wait as long.  While jobs of rings a spare
+ * may serve are queued and no worker is idle, spares are started for
+ * them together (pool_spare_wanted()), one for each blocked worker,
+ * POOL_SPARES_MAX at most; spares take no job of a blocked ring, nor of
+ * one with a job running (pool_next_job(), pool_ring_blocked()), nor any
+ * takeover, so they are not blocked in turn, and run no job another
  * worker still holds: exactly once is the queue's.  A spare idle for
  * POOL_SPARE_KEEP_MS with no worker blocked is let go.  Each is charged
  * to memory_budget first (pool_spare_charge()); none starts without room.
@@ -369,20 +379,17 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct pool		*pool = arg;
 	struct pool_ring	*pr;
-	struct worker		*w, *free_slot = NULL;
+	struct worker		*w;
 	uint64_t		 now = clock_now_ms();
-	unsigned		 i, blocked = 0, spares = 0, idle = 0;
+	unsigned		 i, blocked = 0, spares = 0, idle = 0, wanted;
 	char			 why[sizeof(pool->spare_why)], *cause;
 
 	(void)fd;
 	(void)ev;
 	for (i = 0; i < pool->n; i++) {
 		w = &pool->workers[i];
-		if (w->spare && w->pid == -1 && !w->spawning) {
-			if (free_slot == NULL)
-				free_slot = w;
+		if (w->spare && w->pid == -1 && !w->spawning)
 			continue;
-		}
 		if (w->spare)
 			spares++;
 		if (w->job != NULL && now >= w->live_ms + POOL_SPARE_MS) {
@@ -403,28 +410,37 @@ pool_spare_cb(evutil_socket_t fd, short ev, void *arg)
 		    !w->retiring && now >= w->idle_ms + POOL_SPARE_KEEP_MS)
 			pool_retire(w);
 	}
-	if (free_slot != NULL && blocked > spares && idle == 0 &&
-	    pool_next_job(pool, &pr, true, false) != NULL) {
+	/* One for each session with a job waiting, together. */
+	wanted = pool_spare_wanted(pool);
+	if (blocked > spares && idle == 0 && wanted > 0) {
 		snprintf(why, sizeof(why), "%u of %u workers blocked in their "
 		    "storage for %d ms or more, none idle, and a job of "
 		    "another session waiting", blocked, pool->size + spares,
 		    POOL_SPARE_MS);
-		if (pool_spare_charge(pool, free_slot, &cause) == -1) {
-			/* Said once a blocked spell, not every tick. */
-			if (!pool->spare_refused)
-				log_warnx("no spare worker, though %s: a "
-				    "worker's memory does not fit, for %s",
-				    why, cause);
-			pool->spare_refused = true;
-			free(cause);
-		} else {
+		for (i = pool->max; i < pool->n && blocked > spares &&
+		    wanted > 0; i++) {
+			w = &pool->workers[i];
+			if (w->pid != -1 || w->spawning)
+				continue;
+			if (pool_spare_charge(pool, w, &cause) == -1) {
+				/* Said once a blocked spell, not every tick. */
+				if (!pool->spare_refused)
+					log_warnx("no spare worker, though %s: "
+					    "a worker's memory does not fit, "
+					    "for %s", why, cause);
+				pool->spare_refused = true;
+				free(cause);
+				break;
+			}
 			pool->spare_refused = false;
 			memcpy(pool->spare_why, why, sizeof(why));
-			log_warnx("starting spare worker %u: %s",
-			    free_slot->idx, pool->spare_why);
-			free_slot->idle_ms = now;
-			if (pool_spawn(pool, free_slot) == 0)
+			log_warnx("starting spare worker %u: %s", w->idx,
+			    pool->spare_why);
+			w->idle_ms = now;
+			if (pool_spawn(pool, w) == 0)
 				pool->spares_started++;
+			spares++;
+			wanted--;
 		}
 	} else if (blocked == 0)
 		pool->spare_refused = false;

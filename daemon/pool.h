@@ -57,11 +57,14 @@
  * Spares: a worker that begins no row, uses no CPU and is not runnable
  * for POOL_SPARE_MS is blocked in its storage (a store that stopped
  * answering, or one worker stopped).  While such workers leave none idle
- * and another session's job waits, the pool starts a spare worker (one
- * for each blocked worker, POOL_SPARES_MAX at most, in slots beside
+ * and another session's job waits, the pool starts spare workers (one
+ * for each ring with a job waiting that a spare may take, together, and
+ * one for each blocked worker, POOL_SPARES_MAX at most, in slots beside
  * pool_max()'s, so the descriptors and memory they cost are bounded
- * too), which takes only jobs of rings that no blocked worker serves,
- * never a takeover: the other sessions are served within a worker's
+ * too), which take only jobs of rings that no blocked worker serves and
+ * no job runs of (a ring's jobs one at a time: a ring whose remote
+ * server fails, not yet seen blocked, holds one spare at most), never a
+ * takeover: the other sessions are served within a worker's
  * start, not a job_timeout, and the blocked session's jobs wait for
  * job_timeout as before.  A spare runs only queued jobs, which no other
  * worker holds, so exactly once is untouched.  Spares are not started

@@ -20,14 +20,21 @@
  *   then every index once, and another session and a bystander are
  *   served meanwhile.  (Skipped where FUSE cannot be mounted.)  The test
  *   lets the second try through rather than wait out five;
+ * - a fetch's tries hold no worker from the other sessions: with 2
+ *   workers, a 429 set and one whose server never answers (nginx proxying
+ *   to a listener that says nothing) beside a bystander and a session on
+ *   a healthy remote set, whose worst round trips stay under 250 ms;
  * - latency for real, no sleep in infeed: nginx serving tar shards from
  *   slowfs with a delay on every read (as a store with latency behind
  *   HTTP): an epoch keeps several requests in flight (slowfs's
  *   max_in_flight, and nginx's log: requests whose times overlap).
  */
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+#include <netinet/in.h>
 
 #include <pthread.h>
 #include <stdio.h>
@@ -41,20 +48,46 @@
 
 static pid_t		nginx_pid = -1;
 static int		nginx_port;
+static int		silent_fd = -1;	/* a backend that never answers */
 static struct slowfs	fs;
 static bool		fs_up;
 
 /*
+ * A listener that accepts nothing and says nothing: the kernel completes
+ * the connections, and a request sent on one is never answered.
+ * Return: its port.
+ */
+static int
+silent_start(void)
+{
+	struct sockaddr_in	sin;
+	socklen_t		len = sizeof(sin);
+
+	ck_assert_int_ne(silent_fd = socket(AF_INET, SOCK_STREAM, 0), -1);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(silent_fd, (struct sockaddr *)&sin,
+	    sizeof(sin)), 0);
+	ck_assert_int_eq(listen(silent_fd, 64), 0);
+	ck_assert_int_eq(getsockname(silent_fd, (struct sockaddr *)&sin,
+	    &len), 0);
+	return (ntohs(sin.sin_port));
+}
+
+/*
  * nginx serving the test's folder, each request logged with its time
- * ($msec); HEADs find the files everywhere, GETs under /r429/ get 429 and
- * under /r444/ a closed connection; /stall/ serves the slowfs mount (if
- * any), its reads in nginx's threads; /trickle/ serves the folder at 200
- * bytes a second.
+ * ($msec); HEADs find the files everywhere, GETs under /r429/ get 429,
+ * under /r444/ a closed connection and under /silent/ a proxied request
+ * that the backend never answers (a server that stalls, without holding
+ * nginx's own loop); /stall/ serves the slowfs mount (if any), its reads
+ * in nginx's threads; /trickle/ serves the folder at 200 bytes a second.
  */
 static void
 nginx_start(const char *stall_root)
 {
 	char	conf[4096], stall[1024] = "";
+	int	silent_port = silent_start();
 
 	ck_assert_int_ne(nginx_port = remote_free_port(), -1);
 	if (stall_root != NULL)
@@ -74,9 +107,12 @@ nginx_start(const char *stall_root)
 	    "alias \"%s/\"; }\n"
 	    "  location /r444/ { if ($request_method = GET) { return 444; } "
 	    "alias \"%s/\"; }\n"
+	    "  location /silent/ { if ($request_method = GET) { proxy_pass "
+	    "http://127.0.0.1:%d; } alias \"%s/\"; }\n"
 	    "  location /trickle/ { limit_rate 200; alias \"%s/\"; }\n"
 	    "%s }\n}\n",
-	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, dir, stall);
+	    dir, dir, dir, dir, dir, nginx_port, dir, dir, dir, silent_port,
+	    dir, dir, stall);
 	nginx_pid = remote_nginx_run(conf, nginx_port, 0);
 }
 
@@ -92,16 +128,19 @@ section(FILE *fp, const char *name, const char *sub)
 }
 
 /*
- * The files, nginx, "good", "r429", "r444" and "trickle", infeedd; with
- * @stall_root,
- * "stall" (raw under /stall/) or, with @shards, "late" (LATE_SHARDS tar
+ * The files, nginx, "good", "r429", "r444" and "silent", infeedd with
+ * @workers; with FAULTS_TRICKLE "trickle" (its open takes a second or
+ * two: nginx's limit_rate slows the HEAD too); with @stall_root, "stall"
+ * (raw under /stall/) or, with FAULTS_SHARDS, "late" (LATE_SHARDS tar
  * shards under /stall/, index = its counts.txt).
  */
+#define FAULTS_TRICKLE	0x1
+#define FAULTS_SHARDS	0x2
 #define LATE_SHARDS	16
 #define LATE_PER	10
 
 static void
-faults_start(const char *stall_root, bool shards)
+faults_start(const char *stall_root, unsigned flags, const char *workers)
 {
 	char	extra[700];
 	FILE	*fp;
@@ -114,33 +153,31 @@ faults_start(const char *stall_root, bool shards)
 	section(fp, "good", "");
 	section(fp, "r429", "r429/");
 	section(fp, "r444", "r444/");
+	section(fp, "silent", "silent/");
 	/* Its labels at full speed: the open reads them; the rows trickle. */
-	fprintf(fp, "\n[dataset trickle]\ntype = raw\n"
-	    "path = http://127.0.0.1:%d/trickle/raw.bin\nshape = 1,%d,%d\n"
-	    "dtype = uint8\nlabels = http://127.0.0.1:%d/raw-labels.bin\n"
-	    "label_dtype = int64\nclasses = %d\n", nginx_port, RAW_H, RAW_W,
-	    nginx_port, RAW_CLASSES);
-	if (stall_root != NULL && !shards)
+	if (flags & FAULTS_TRICKLE)
+		fprintf(fp, "\n[dataset trickle]\ntype = raw\n"
+		    "path = http://127.0.0.1:%d/trickle/raw.bin\n"
+		    "shape = 1,%d,%d\ndtype = uint8\n"
+		    "labels = http://127.0.0.1:%d/raw-labels.bin\n"
+		    "label_dtype = int64\nclasses = %d\n", nginx_port, RAW_H,
+		    RAW_W, nginx_port, RAW_CLASSES);
+	if (stall_root != NULL && !(flags & FAULTS_SHARDS))
 		section(fp, "stall", "stall/");
-	if (stall_root != NULL && shards)
+	if (stall_root != NULL && (flags & FAULTS_SHARDS))
 		fprintf(fp, "\n[dataset late]\ntype = tar\nshards = http://"
 		    "127.0.0.1:%d/stall/s-{000000..%06d}.tar\nindex = http://"
 		    "127.0.0.1:%d/stall/counts.txt\nclasses = 10\n", nginx_port,
 		    LATE_SHARDS - 1, nginx_port);
 	ck_assert_int_eq(fclose(fp), 0);
-	/*
-	 * A fetch's tries hold the worker that made it (1-2 s of backoff; 10
-	 * s a stalled try): with the default 2, the bystander's Next waited
-	 * for a worker (639 ms once), which is the pool's size, not the loop.
-	 */
-	infeedd_start("4");
+	infeedd_start(workers);
 }
 
 static void
 faults_setup(void)
 {
 	make_files(NULL);
-	faults_start(NULL, false);
+	faults_start(NULL, 0, "4");
 }
 
 static void
@@ -149,6 +186,9 @@ faults_teardown(void)
 	if (fs_up)
 		slowfs_command(&fs, "release");
 	remote_nginx_stop(&nginx_pid);
+	if (silent_fd != -1)
+		close(silent_fd);
+	silent_fd = -1;
 	if (fs_up)
 		slowfs_stop(&fs);
 	fs_up = false;
@@ -192,6 +232,7 @@ struct reader {
 	const char	*name;
 	uint64_t	count, bad, dup;
 	uint64_t	ms;		/* the epoch took */
+	uint64_t	worst_ms;	/* its slowest Next */
 	uint8_t		seen[RAW_N];
 	char		error[512];
 };
@@ -206,8 +247,9 @@ reader_main(void *arg)
 	struct infeed_step		 st;
 	uint8_t				*seen = rd->seen;
 	const uint8_t			*row;
-	uint64_t			 s, r, t0 = now_ms();
+	uint64_t			 s, r, t, t0 = now_ms();
 	unsigned			 j;
+	int				 rc;
 
 	infeed_options_init(&o);
 	o.batch_size = 20;
@@ -222,7 +264,11 @@ reader_main(void *arg)
 		return (NULL);
 	}
 	for (s = 0; s < info.steps_per_epoch; s++) {
-		if (infeed_next(f, &st) != INFEED_OK) {
+		t = now_ms();
+		rc = infeed_next(f, &st);
+		if (now_ms() - t > rd->worst_ms)
+			rd->worst_ms = now_ms() - t;
+		if (rc != INFEED_OK) {
 			snprintf(rd->error, sizeof(rd->error), "%s",
 			    infeed_error(f));
 			break;
@@ -252,9 +298,10 @@ reader_main(void *arg)
 static void
 reader_assert(const struct reader *rd)
 {
-	printf("remote-faults: '%s': %llu samples in %llu ms, %llu "
-	    "doubled, %llu wrong%s%s\n", rd->name,
+	printf("remote-faults: '%s': %llu samples in %llu ms (worst Next "
+	    "%llu ms), %llu doubled, %llu wrong%s%s\n", rd->name,
 	    (unsigned long long)rd->count, (unsigned long long)rd->ms,
+	    (unsigned long long)rd->worst_ms,
 	    (unsigned long long)rd->dup,
 	    (unsigned long long)rd->bad, rd->error[0] ? ": " : "", rd->error);
 	ck_assert_msg(rd->error[0] == '\0', "%s: %s", rd->name, rd->error);
@@ -344,7 +391,8 @@ static void
 trickle_setup(void)
 {
 	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "2", 1), 0);
-	faults_setup();
+	make_files(NULL);
+	faults_start(NULL, FAULTS_TRICKLE, "4");
 	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
 }
 
@@ -375,7 +423,20 @@ stall_setup(void)
 	fs_up = slowfs_start(&fs, src, mnt, opts);
 	/* A try stalls in 1 s, not 10 (the test's time). */
 	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "1", 1), 0);
-	faults_start(fs_up ? mnt : NULL, false);
+	faults_start(fs_up ? mnt : NULL, 0, "4");
+	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+}
+
+/*
+ * The harness's 2 workers, as many as the failing sessions; a stalled
+ * try ends in 1 s, not 10.
+ */
+static void
+retries_setup(void)
+{
+	make_files(NULL);
+	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "1", 1), 0);
+	faults_start(NULL, 0, "2");
 	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
 }
 
@@ -392,7 +453,7 @@ latency_setup(void)
 	snprintf(src, sizeof(src), "%s/slow", dir);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
 	fs_up = slowfs_start(&fs, src, mnt, opts);
-	faults_start(fs_up ? mnt : NULL, true);
+	faults_start(fs_up ? mnt : NULL, FAULTS_SHARDS, "4");
 }
 
 /* The most of nginx's GETs of @what whose times overlapped (its log). */
@@ -500,6 +561,96 @@ START_TEST(stalled_body_is_asked_again)
 }
 END_TEST
 
+/*
+ * A session's first Next, in a thread, waiting @wait_ms at most (0: for
+ * its answer): its code and error.
+ */
+struct first_next {
+	pthread_t	thread;
+	const char	*name;
+	int		wait_ms;
+	int		rc;
+	uint64_t	ms;	/* the Next took */
+	char		error[512];
+};
+
+static void *
+first_next_main(void *arg)
+{
+	struct first_next		*fn = arg;
+	struct infeed			*f = client();
+	struct infeed_session_info	 info;
+	struct infeed_options		 o;
+	struct infeed_step		 st;
+	uint64_t			 t0;
+
+	infeed_options_init(&o);
+	o.batch_size = 10;
+	o.label_dtype = INFEED_DTYPE_INT64;
+	if ((fn->rc = infeed_attach(f, fn->name, &o, &info)) == INFEED_OK) {
+		t0 = now_ms();
+		fn->rc = fn->wait_ms > 0 ? infeed_next_timeout(f, &st,
+		    fn->wait_ms) : infeed_next(f, &st);
+		fn->ms = now_ms() - t0;
+	}
+	snprintf(fn->error, sizeof(fn->error), "%s", fn->rc == INFEED_OK ?
+	    "" : infeed_error(f));
+	infeed_free(f);
+	return (NULL);
+}
+
+/*
+ * A fetch's tries hold no worker from the other sessions: with the
+ * harness's 2 workers, one session's server answers 429 to every GET
+ * (its tries 50 to 400 ms apart) and another's never answers (each try
+ * waits out the stall time, 1 s here), so both sessions' jobs are in a
+ * fetch's tries while a bystander on a local dataset and a session on a
+ * healthy server read; their round trips stay under 250 ms.  The 429
+ * session still gets its ERROR_DATA after its tries; the stalled one is
+ * left in its third try (its five take 6 s: the stall test has them).
+ */
+START_TEST(retries_hold_no_worker)
+{
+	struct bystander	 b;
+	struct bystander_report	 br;
+	struct first_next	 r429 = { .name = "r429" };
+	struct first_next	 silent = { .name = "silent", .wait_ms = 2500 };
+	struct reader		 rd = { .name = "good" };
+
+	bystander_start(&b);
+	ck_assert_int_eq(pthread_create(&silent.thread, NULL, first_next_main,
+	    &silent), 0);
+	ck_assert_int_eq(pthread_create(&r429.thread, NULL, first_next_main,
+	    &r429), 0);
+	usleep(200000);		/* both sessions' jobs in their tries */
+	ck_assert_int_eq(pthread_create(&rd.thread, NULL, reader_main, &rd),
+	    0);
+	pthread_join(r429.thread, NULL);
+	pthread_join(rd.thread, NULL);
+	pthread_join(silent.thread, NULL);
+	bystander_stop(&b, &br);
+	printf("remote-faults: retries: r429 failed after %llu ms: %s\n"
+	    "remote-faults: retries: silent still waited after %llu ms: %s\n"
+	    "remote-faults: retries: worst Next: bystander %llu ms, 'good' "
+	    "%llu ms\n", (unsigned long long)r429.ms, r429.error,
+	    (unsigned long long)silent.ms, silent.error,
+	    (unsigned long long)br.worst_next_ms,
+	    (unsigned long long)rd.worst_ms);
+	fflush(stdout);
+	ck_assert_int_ne(r429.rc, INFEED_OK);
+	ck_assert_msg(strstr(r429.error, "/r429/raw.bin") != NULL &&
+	    strstr(r429.error, "429") != NULL && strstr(r429.error,
+	    "(tried ") != NULL && strstr(r429.error, "sample ") != NULL,
+	    "the error names neither the URL, the 429, the tries nor the "
+	    "sample: %s", r429.error);
+	ck_assert_int_eq(silent.rc, INFEED_TIMEOUT);
+	reader_assert(&rd);
+	ck_assert_msg(rd.worst_ms < 250, "a session on a healthy server "
+	    "waited %llu ms for a step", (unsigned long long)rd.worst_ms);
+	bystander_assert(&br, 250);
+}
+END_TEST
+
 static Suite *
 remote_faults_suite(void)
 {
@@ -522,6 +673,12 @@ remote_faults_suite(void)
 	tcase_add_checked_fixture(tc, stall_setup, faults_teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, stalled_body_is_asked_again);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("retries");
+	tcase_add_checked_fixture(tc, retries_setup, faults_teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, retries_hold_no_worker);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("latency");
