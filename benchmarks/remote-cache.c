@@ -261,7 +261,8 @@ rc_make_shards(const struct rc_cfg *c)
 {
 	char		path[400], name[64], cls[16];
 	uint8_t		png[512], zero[1024] = { 0 }, *txt;
-	size_t		pad = c->record - 2048;	/* 4 headers, png, cls */
+	/* 3 headers, the png and the cls, each padded to 512 bytes */
+	size_t		pad = c->record - 5 * 512;
 	unsigned	k, j;
 	uint64_t	i = 0;
 	FILE		*fp, *ix;

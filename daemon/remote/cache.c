@@ -71,11 +71,13 @@
  * ahead of the cursor, so each worker also writes in the cursor file the
  * row it reads (a slot per worker, CACHE_READERS of them), found from the
  * offset it reads or, for a tar shard, the sample it names
- * (cache_object_reading()).  A block's next
- * use is then a binary search per reader: the fewest rows a reader reads
- * before it, each reader to the end of its step, then the rows past the
- * furthest step end shared by all the readers; within the session's epoch
- * and the next (the horizon), past that it is not needed.  Over sessions,
+ * (cache_object_reading()), and the row its run of rows began at (its
+ * job).  A block's next use is then a binary search: none if a reader
+ * reads it now, else the rows from the oldest reader's row to it, past
+ * the rows each reader has read since its job began, shared by all the
+ * readers (the pool cuts a step into jobs of a few rows that the workers
+ * take in turn); within the session's epoch and the next (the horizon),
+ * past that it is not needed.  Over sessions,
  * the soonest; rows count as the time, so sessions are taken to go at the
  * same speed.  A cursor whose process is gone is removed.  The daemon
  * makes and removes its cursors' files in a thread of its own, in the
@@ -87,7 +89,10 @@
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
- * wait, then read it from the cache, so it is downloaded once.
+ * wait, then read it from the cache, so it is downloaded once.  A
+ * process's own threads wait for one another on a mutex first
+ * (cache_block_take()), so only other processes are waited for through
+ * the kernel (valgrind cannot run a thread that waits in F_OFD_SETLKW).
  *
  * The blocks of the steps a session reads ahead (read_ahead) are fetched
  * before their reads (cache_object_prefetch(), cache_url_prefetch()): a
@@ -172,11 +177,13 @@
 #define CACHE_PART_GRANULE 32
 _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
     "a block is whole granules");
-#define CACHE_CURSOR_MAGIC "INFCCUR2"	/* first, count: issue 38 */
+#define CACHE_CURSOR_MAGIC "INFCCUR3"	/* a reader's start: issue 38 */
 /* The longest epoch whose order a worker computes: 4 bytes a row. */
 #define CACHE_PLAN_MAX_ROWS	((uint64_t)1 << 24)
 #define CACHE_NONE		UINT32_MAX
 #define CACHE_READERS		16	/* workers a cursor says are reading */
+/* Rows a reader may skip and still be in the same job (a row read unsaid). */
+#define CACHE_RUN_GAP		4
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
 #define CACHE_AHEAD_BATCH	4	/* blocks a thread has in flight */
@@ -207,11 +214,15 @@ struct cache_cursor_file {
 	uint64_t	gen;		/* odd while (epoch, row) change */
 	uint64_t	epoch;
 	uint64_t	row;
-	/* The workers reading for the session, each at its row. */
+	/*
+	 * The workers reading for the session, each at its row, having read
+	 * start..row-1 in turn since it last moved to another job.
+	 */
 	struct {
 		int64_t		pid;	/* 0: free */
 		uint64_t	epoch;
 		uint64_t	row;
+		uint64_t	start;
 	} readers[CACHE_READERS];
 };
 
@@ -241,12 +252,11 @@ struct cache_plan {
 	 */
 	uint64_t	 size, base, stride, first, count;
 	uint64_t	 at_epoch, at_row;
-	/* Where its readers are (cache_plans_now()): rows, their steps' ends. */
+	/* Where its readers are (cache_plans_now()), and the oldest row. */
 	unsigned	 nreaders;
 	uint64_t	 reader_row[CACHE_READERS];
-	uint64_t	 reader_end[CACHE_READERS];
-	uint64_t	 frontier;	/* the furthest step end */
-	uint64_t	 soonest_end;	/* rows until a reader's step ends */
+	uint64_t	 reader_start[CACHE_READERS];
+	uint64_t	 oldest;
 	uint64_t	 epoch;		/* of the tables below; UINT64_MAX */
 	uint64_t	 rows;
 	uint64_t	 nblocks;
@@ -376,20 +386,42 @@ static struct {
 	bool		 atfork;	/* the handlers are registered */
 } cache_lockfds = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* Before a fork: no lock file is opened or closed across it. */
+/*
+ * The blocks this process's threads hold the lock of (cache_block_take()),
+ * so that its threads wait for one another here and the byte lock in the
+ * object's lock file is only ever waited for by other processes.
+ */
+static struct {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 gone;		/* a block let go of */
+	struct cache_held {
+		uint64_t	dirkey, block;
+	}		*b;
+	size_t		 n, cap;
+} cache_held_blocks = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.gone = PTHREAD_COND_INITIALIZER,
+};
+
+/* Before a fork: no lock file is opened or closed, no block taken. */
 static void
 cache_lockfds_prepare(void)
 {
 	pthread_mutex_lock(&cache_lockfds.lock);
+	pthread_mutex_lock(&cache_held_blocks.lock);
 }
 
 static void
 cache_lockfds_parent(void)
 {
+	pthread_mutex_unlock(&cache_held_blocks.lock);
 	pthread_mutex_unlock(&cache_lockfds.lock);
 }
 
-/* In the child: its copies of the parent's lock files, closed. */
+/*
+ * In the child: its copies of the parent's lock files closed, and so the
+ * parent's threads' blocks not its own.
+ */
 static void
 cache_lockfds_child(void)
 {
@@ -398,6 +430,8 @@ cache_lockfds_child(void)
 	for (k = 0; k < cache_lockfds.n; k++)
 		close(cache_lockfds.fd[k]);
 	cache_lockfds.n = 0;
+	cache_held_blocks.n = 0;
+	pthread_mutex_unlock(&cache_held_blocks.lock);
 	pthread_mutex_unlock(&cache_lockfds.lock);
 }
 
@@ -1479,31 +1513,39 @@ cache_plan_use(const struct cache_plan *p, uint64_t b, uint64_t row)
 
 /*
  * How soon @p's session reads block @b, in rows of one reader, or
- * UINT64_MAX: not within this epoch and the next.  Each reader (a worker)
- * reads its step from its row to the step's end; the rows past the
- * furthest step end are read after the first of those ends, by all the
- * readers together.
+ * UINT64_MAX: not within this epoch and the next.  A block a reader is
+ * reading now is needed now.  The rest are read from the oldest reader's
+ * row on by all the readers together, k rows at a time, but for the rows
+ * a reader has read since its job began: the pool cuts a step into jobs
+ * of a few rows (producer.c: 4 a worker) that the workers take in turn,
+ * so a worker does not read on to its step's end, and the rows between
+ * two workers' are mostly read already.
  */
 static uint64_t
 cache_plan_distance(const struct cache_plan *p, uint64_t b)
 {
-	uint64_t	best = UINT64_MAX, u;
-	uint64_t	k = p->nreaders > 0 ? p->nreaders : 1;
-	unsigned	r;
+	uint64_t	u, k = p->nreaders > 0 ? p->nreaders : 1;
+	unsigned	r, moved;
 
 	if (p->start == NULL || p->epoch != p->at_epoch || b >= p->nblocks)
 		return (UINT64_MAX);
 	for (r = 0; r < p->nreaders; r++)
-		if ((u = cache_plan_use(p, b, p->reader_row[r])) != CACHE_NONE &&
-		    u < p->reader_end[r] && u - p->reader_row[r] < best)
-			best = u - p->reader_row[r];
-	if (best != UINT64_MAX)
-		return (best);
-	if ((u = cache_plan_use(p, b, p->frontier)) != CACHE_NONE)
-		return (p->soonest_end + (u - p->frontier) / k);
-	if (p->next_first[b] != CACHE_NONE && p->rows >= p->frontier)
-		return (p->soonest_end + (p->rows - p->frontier +
-		    p->next_first[b]) / k);
+		if (cache_plan_use(p, b, p->reader_row[r]) == p->reader_row[r])
+			return (0);
+	/* Past the rows a reader has read since its job began: done. */
+	u = cache_plan_use(p, b, p->oldest);
+	do {
+		moved = 0;
+		for (r = 0; r < p->nreaders && u != CACHE_NONE; r++)
+			if (u >= p->reader_start[r] && u < p->reader_row[r]) {
+				u = cache_plan_use(p, b, p->reader_row[r]);
+				moved = 1;
+			}
+	} while (moved && u != CACHE_NONE);
+	if (u != CACHE_NONE)
+		return ((u - p->oldest) / k);
+	if (p->next_first[b] != CACHE_NONE && p->rows >= p->oldest)
+		return ((p->rows - p->oldest + p->next_first[b]) / k);
 	return (UINT64_MAX);
 }
 
@@ -1622,6 +1664,7 @@ static void
 cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
 {
 	int64_t		me = (int64_t)getpid(), none;
+	uint64_t	was_epoch, was_row;
 	int		k;
 
 	if (p->slot == -1 || p->f->readers[p->slot].pid != me) {
@@ -1637,7 +1680,19 @@ cache_plan_reader(struct cache_plan *p, uint64_t epoch, uint64_t row)
 		}
 		if (p->slot == -1)
 			return;
+		/* A slot just taken: its row and start are set below. */
+		__atomic_store_n(&p->f->readers[p->slot].epoch, UINT64_MAX,
+		    __ATOMIC_RELEASE);
 	}
+	/* The next rows of one job continue its run; another job starts one. */
+	was_epoch = __atomic_load_n(&p->f->readers[p->slot].epoch,
+	    __ATOMIC_ACQUIRE);
+	was_row = __atomic_load_n(&p->f->readers[p->slot].row,
+	    __ATOMIC_ACQUIRE);
+	if (was_epoch != epoch || row < was_row ||
+	    row - was_row > CACHE_RUN_GAP)
+		__atomic_store_n(&p->f->readers[p->slot].start, row,
+		    __ATOMIC_RELEASE);
 	__atomic_store_n(&p->f->readers[p->slot].epoch, epoch,
 	    __ATOMIC_RELEASE);
 	__atomic_store_n(&p->f->readers[p->slot].row, row, __ATOMIC_RELEASE);
@@ -1680,27 +1735,19 @@ cache_plans_track(uint64_t dirkey, uint64_t off, uint64_t rec)
 }
 /*
  * Each plan's readers now: the workers whose row is in the cursor's epoch
- * at or after its row (the others are done), each to the end of its step
- * or to the row of the next reader in that step (a step cut into jobs:
- * that one read on from its job's start).
+ * at or after its row (the others are done), and the oldest of those
+ * rows (the cursor's row when none reads).
  */
 static void
 cache_plans_now(void)
 {
 	struct cache_plan	*p;
-	const struct sampler_opts *so;
-	uint64_t		 cbs, row;
-	unsigned		 k, j;
+	uint64_t		 row;
+	unsigned		 k;
 
 	for (p = cache.plans; p != NULL; p = p->next) {
-		so = &p->f->opts;
-		cbs = (uint64_t)so->batch_size * so->device_iterations *
-		    so->replication_factor * so->gradient_accumulation;
-		if (cbs == 0)
-			cbs = 1;
 		p->nreaders = 0;
-		p->frontier = p->at_row;
-		p->soonest_end = 0;
+		p->oldest = UINT64_MAX;
 		for (k = 0; k < CACHE_READERS; k++) {
 			if (__atomic_load_n(&p->f->readers[k].pid,
 			    __ATOMIC_ACQUIRE) == 0 ||
@@ -1709,22 +1756,14 @@ cache_plans_now(void)
 			    (row = __atomic_load_n(&p->f->readers[k].row,
 			    __ATOMIC_ACQUIRE)) < p->at_row)
 				continue;
-			p->reader_row[p->nreaders] = row;
-			p->reader_end[p->nreaders] = (row / cbs + 1) * cbs;
-			if (p->reader_end[p->nreaders] > p->frontier)
-				p->frontier = p->reader_end[p->nreaders];
-			p->nreaders++;
+			p->reader_start[p->nreaders] = __atomic_load_n(
+			    &p->f->readers[k].start, __ATOMIC_ACQUIRE);
+			p->reader_row[p->nreaders++] = row;
+			if (row < p->oldest)
+				p->oldest = row;
 		}
-		for (k = 0; k < p->nreaders; k++) {
-			for (j = 0; j < p->nreaders; j++)
-				if (p->reader_row[j] > p->reader_row[k] &&
-				    p->reader_row[j] < p->reader_end[k])
-					p->reader_end[k] = p->reader_row[j];
-			if (k == 0 || p->reader_end[k] - p->reader_row[k] <
-			    p->soonest_end)
-				p->soonest_end = p->reader_end[k] -
-				    p->reader_row[k];
-		}
+		if (p->nreaders == 0)
+			p->oldest = p->at_row;
 	}
 }
 
@@ -1979,31 +2018,114 @@ cache_block_write(struct cache_object *o, uint64_t i, const void *p,
 	return (0);
 }
 
+/* Where block @i of @o is in cache_held_blocks, or its count. */
+static size_t
+cache_held_find(const struct cache_object *o, uint64_t i)
+{
+	size_t	k;
+
+	for (k = 0; k < cache_held_blocks.n; k++)
+		if (cache_held_blocks.b[k].dirkey == o->dirkey &&
+		    cache_held_blocks.b[k].block == i)
+			break;
+	return (k);
+}
+
+/* Let go of block @i of @o in this process (cache_block_take()). */
+static void
+cache_held_drop(const struct cache_object *o, uint64_t i)
+{
+	size_t	k;
+
+	pthread_mutex_lock(&cache_held_blocks.lock);
+	if ((k = cache_held_find(o, i)) < cache_held_blocks.n) {
+		cache_held_blocks.b[k] =
+		    cache_held_blocks.b[--cache_held_blocks.n];
+		pthread_cond_broadcast(&cache_held_blocks.gone);
+	}
+	pthread_mutex_unlock(&cache_held_blocks.lock);
+}
+
 /*
- * Hold (F_WRLCK) or let go (F_UNLCK) of block @i's byte in @fd, @o's lock
- * file: one process of the host downloads a block while the others that
- * need it wait, then read it from the cache.  Open file description
- * locks: a thread's own (a process's threads exclude one another), and
- * not a child's forked meanwhile, which closes its copy of the file
- * (cache_lock_open()).  valgrind 3.19 keeps its lock on the process's
- * threads through F_OFD_SETLKW, so under it a wait for a block another
- * thread of the same worker holds freezes that worker (not so natively).
+ * Take block @i of @o's lock, in @fd, @o's lock file: one process of the
+ * host downloads a block while the others that need it wait, then read it
+ * from the cache.  This process's threads first wait for one another on a
+ * mutex (with @wait; else a block another thread holds is not taken), then
+ * the process takes the block's byte (an open file description lock:
+ * F_OFD_SETLKW, or F_OFD_SETLK without @wait), which only other processes
+ * can then hold: valgrind 3.19 keeps its lock on the process's threads
+ * through F_OFD_SETLKW, so a thread waiting there for another thread of
+ * the same worker froze that worker under valgrind (not natively).  A
+ * child forked meanwhile closes its copy of the file (cache_lock_open())
+ * and forgets its parent's blocks.  Return: 0, or -1 with errno (EAGAIN:
+ * held, without @wait).
  */
 static int
-cache_block_lock(int fd, uint64_t i, short type)
+cache_block_take(const struct cache_object *o, int fd, uint64_t i, bool wait)
 {
-	struct flock	fl;
+	struct cache_held	*nb;
+	struct flock		 fl;
+	size_t			 cap;
+
+	pthread_mutex_lock(&cache_held_blocks.lock);
+	while (cache_held_find(o, i) < cache_held_blocks.n) {
+		if (!wait) {
+			pthread_mutex_unlock(&cache_held_blocks.lock);
+			errno = EAGAIN;
+			return (-1);
+		}
+		pthread_cond_wait(&cache_held_blocks.gone,
+		    &cache_held_blocks.lock);
+	}
+	if (cache_held_blocks.n == cache_held_blocks.cap) {
+		cap = cache_held_blocks.cap ? cache_held_blocks.cap * 2 : 16;
+		if ((nb = realloc(cache_held_blocks.b, cap * sizeof *nb)) ==
+		    NULL) {
+			pthread_mutex_unlock(&cache_held_blocks.lock);
+			errno = ENOMEM;
+			return (-1);
+		}
+		cache_held_blocks.b = nb;
+		cache_held_blocks.cap = cap;
+	}
+	cache_held_blocks.b[cache_held_blocks.n].dirkey = o->dirkey;
+	cache_held_blocks.b[cache_held_blocks.n++].block = i;
+	pthread_mutex_unlock(&cache_held_blocks.lock);
 
 	memset(&fl, 0, sizeof fl);
-	fl.l_type = type;
+	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
 	fl.l_start = (off_t)i;
 	fl.l_len = 1;
-	while (fcntl(fd, F_OFD_SETLKW, &fl) == -1) {
-		if (errno != EINTR)
+	while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == -1)
+		if (errno != EINTR) {
+			int	e = errno == EACCES ? EAGAIN : errno;
+
+			cache_held_drop(o, i);
+			errno = e;
 			return (-1);
-	}
+		}
 	return (0);
+}
+
+/*
+ * Let go of block @i of @o, taken in @fd (cache_block_take()): the byte,
+ * then this process's hold.  @fd -1: the byte went with its file's close.
+ */
+static void
+cache_block_give(const struct cache_object *o, int fd, uint64_t i)
+{
+	struct flock	fl;
+
+	if (fd != -1) {
+		memset(&fl, 0, sizeof fl);
+		fl.l_type = F_UNLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = (off_t)i;
+		fl.l_len = 1;
+		(void)fcntl(fd, F_OFD_SETLK, &fl);
+	}
+	cache_held_drop(o, i);
 }
 
 /* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
@@ -2262,6 +2384,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 	struct fetch_range	*r = NULL;
 	uint8_t			 want[CACHE_PAGES / 8];
 	uint64_t		 first, last, i, bstart;
+	uint64_t		 taken = UINT64_MAX;	/* not yet in f */
 	size_t			 n = 0, nr = 0, k, at, l, p, m, *fr = NULL;
 	char			 lpath[PATH_MAX];
 	int			 rc = 0, lockfd = -1;
@@ -2307,14 +2430,16 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 			    o->dir, strerror(errno));
 			goto out;
 		}
-		if (cache_block_lock(lockfd, i, F_WRLCK) != 0) {
+		if (cache_block_take(o, lockfd, i, true) != 0) {
 			rc = cache_fail(cause, "%s: %s (cache_dir)", lpath,
 			    strerror(errno));
 			goto out;
 		}
+		taken = i;
 		if (cache_block_load(o, i, at, l,
 		    (uint8_t *)dst + (bstart + at - off), true) == 0) {
-			cache_block_lock(lockfd, i, F_UNLCK);
+			cache_block_give(o, lockfd, i);
+			taken = UINT64_MAX;
 			continue;
 		}
 		memset(want, 0, sizeof want);
@@ -2335,13 +2460,15 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 				    o->url, i);
 				goto out;
 			}
-			cache_block_lock(lockfd, i, F_UNLCK);
+			cache_block_give(o, lockfd, i);
+			taken = UINT64_MAX;
 			continue;
 		}
 		fr[n] = nr;
 		nr += cache_fill_ranges(o, &f[n], &r[nr]);
 		n++;
 		fr[n] = nr;
+		taken = UINT64_MAX;
 	}
 	if (nr > 0 && fetch_ranges(o->url, o->meta.etag, r, nr, cause) != 0) {
 		rc = -1;
@@ -2368,11 +2495,15 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		    f[k].lo * CACHE_PAGE, l);
 	}
 out:
-	/* Closing the lock file lets go of every block's lock. */
+	/* Closing the lock file lets go of every block's byte. */
 	if (lockfd != -1)
 		cache_lock_close(lockfd);
-	for (k = 0; f != NULL && k < n; k++)
+	if (taken != UINT64_MAX)
+		cache_block_give(o, -1, taken);
+	for (k = 0; f != NULL && k < n; k++) {
+		cache_block_give(o, -1, f[k].block);
 		free(f[k].buf);
+	}
 	free(f);
 	free(fr);
 	free(r);
@@ -2474,23 +2605,19 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	struct cache_object	*o[CACHE_AHEAD_BATCH];
 	size_t			 fr[CACHE_AHEAD_BATCH + 1];
 	int			 lockfd[CACHE_AHEAD_BATCH];
-	struct flock		 fl;
+	bool			 taken[CACHE_AHEAD_BATCH];
 	char			 path[PATH_MAX], *why = NULL;
 	size_t			 k, p, m = 0, nr = 0;
 
 	for (k = 0; k < n; k++) {
 		lockfd[k] = -1;
+		taken[k] = false;
 		snprintf(path, sizeof path, "%s/lock", b[k].o->dir);
-		if ((lockfd[k] = cache_lock_open(path)) == -1)
-			continue;
-		memset(&fl, 0, sizeof fl);
-		fl.l_type = F_WRLCK;
-		fl.l_whence = SEEK_SET;
-		fl.l_start = (off_t)b[k].block;
-		fl.l_len = 1;
-		if (fcntl(lockfd[k], F_OFD_SETLK, &fl) == -1)
+		if ((lockfd[k] = cache_lock_open(path)) == -1 ||
+		    cache_block_take(b[k].o, lockfd[k], b[k].block, false) != 0)
 			continue;
 		/* Let go of when lockfd[k] closes. */
+		taken[k] = true;
 		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
 		    NULL, b[k].part, true, &f[m], &why) != 0)
 			continue;
@@ -2520,10 +2647,13 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	free(why);
 	for (k = 0; k < m; k++)
 		free(f[k].buf);
-	/* Closing a lock file lets go of its block's lock. */
-	for (k = 0; k < n; k++)
+	/* Closing a lock file lets go of its block's byte. */
+	for (k = 0; k < n; k++) {
 		if (lockfd[k] != -1)
 			cache_lock_close(lockfd[k]);
+		if (taken[k])
+			cache_block_give(b[k].o, -1, b[k].block);
+	}
 }
 
 static void	cache_ahead_queue(struct cache_object *, uint64_t, size_t,
