@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pool's jobs (see pool.h, pool-private.h): a queue a ring, in the
+ * The pool's jobs (see pool.h, pool-private.h): a step cut into jobs
+ * (pool_job_rows()); a queue a ring, in the
  * order its jobs go, and the pick among the rings' heads, least depth
  * first, then longest at that depth; a job's end and its report to
  * its ring's owner; after a worker's death, what it blames and the job
@@ -26,6 +27,9 @@
 
 #define POOL_MAX_ATTEMPTS	3	/* deaths or deadlines before blaming a row */
 #define POOL_MAX_KILLS		10	/* kills from outside, unexplained */
+/* A step's jobs (pool_job_rows()): images, a worker's; arrays' bytes. */
+#define POOL_IMAGE_JOBS_PER_WORKER	4
+#define POOL_JOB_MIN_BYTES	(4 * 1024 * 1024)
 
 /* A job, its indices and all; NULL is a no-op. */
 void
@@ -119,6 +123,21 @@ pool_job_unqueue(struct pool *pool, struct pool_ring *pr, struct job *job)
 {
 	TAILQ_REMOVE(&pr->jobs, job, entry);
 	pool->queued--;
+}
+
+uint64_t
+pool_job_rows(const struct pool *pool, uint64_t rows, uint64_t row_bytes,
+    bool image)
+{
+	uint64_t	njobs = pool_size(pool);
+
+	if (image)
+		njobs *= POOL_IMAGE_JOBS_PER_WORKER;
+	else if (rows * row_bytes / POOL_JOB_MIN_BYTES < njobs)
+		njobs = rows * row_bytes / POOL_JOB_MIN_BYTES;
+	if (njobs == 0)
+		njobs = 1;
+	return ((rows + njobs - 1) / njobs);
 }
 
 /*

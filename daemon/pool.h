@@ -249,6 +249,19 @@ void		 pool_let_go(struct pool *pool);
 void		 pool_forget_mem(struct pool *pool, uint64_t mem_id);
 
 /**
+ * pool_job_rows() - rows a job at most of a step of @rows rows of
+ * @row_bytes each (@image: decoded images): a step is cut so that every
+ * worker gets some.  Each job costs a JOB and a DONE, a wake-up on each
+ * side, so arrays go in one job a worker, each of 4 MiB at least (a
+ * worker done first takes the next step's job, so the step's halves need
+ * not be finer to keep both busy); images, whose rows cost their decoding
+ * whatever their size and vary, in 4 a worker, so that the workers even
+ * out within a step.
+ */
+uint64_t	 pool_job_rows(const struct pool *pool, uint64_t rows,
+		    uint64_t row_bytes, bool image);
+
+/**
  * pool_submit() - queue rows [@begin, @end) of slot @slot, a step of
  * @epoch (random transforms draw from it) that is the ring's @seq-th in
  * the order its client takes them; @indices are their dataset indices

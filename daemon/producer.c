@@ -27,12 +27,6 @@
 #include "session-check.h"
 #include "xmalloc.h"
 
-#define PRODUCER_JOBS_PER_WORKER	4	/* jobs a step is cut into, per worker */
-/*
- * ... each of this many bytes of arrays at least: a job costs a round trip
- * to a worker (images cost their decoding, whatever their size).
- */
-#define PRODUCER_JOB_MIN_BYTES	(4 * 1024 * 1024)
 /*
  * A step's indices are computed and its jobs queued this many work units
  * (sampler_row_cost(), SAMPLER_COST_*: about a nanosecond each) at a
@@ -421,26 +415,19 @@ producer_free(struct producer *p)
 
 /*
  * Queue rows [@begin, @end) of slot @i on the pool, their indices
- * computed: the step is cut so every worker gets some (of arrays, 4 MiB a
- * job at least), as the step the client takes in the ring's order (the
- * pool serves the nearest steps first); rows prepared in several
- * callbacks are cut where those end too.
+ * computed, in the pool's jobs of a step (pool_job_rows()), as the step
+ * the client takes in the ring's order (the pool serves the nearest steps
+ * first); rows prepared in several callbacks are cut where those end too.
  */
 static void
 producer_submit(struct producer *p, uint32_t i, uint64_t begin,
     uint64_t end)
 {
 	const struct ring_slot	*sl = &p->ring->slot[i];
-	uint64_t		 chunk, r, stop, njobs, rows = sl->rows;
+	uint64_t		 chunk, r, stop;
 
-	njobs = (uint64_t)pool_size(p->spec.pool) * PRODUCER_JOBS_PER_WORKER;
-	if (!p->spec.src->transform.image &&
-	    rows * p->ring->layout.row_bytes / PRODUCER_JOB_MIN_BYTES < njobs)
-		njobs = rows * p->ring->layout.row_bytes /
-		    PRODUCER_JOB_MIN_BYTES;
-	if (njobs == 0)
-		njobs = 1;
-	chunk = (rows + njobs - 1) / njobs;
+	chunk = pool_job_rows(p->spec.pool, sl->rows,
+	    p->ring->layout.row_bytes, p->spec.src->transform.image);
 	for (r = begin; r < end; r = stop) {
 		stop = (r / chunk + 1) * chunk;
 		if (stop > end)

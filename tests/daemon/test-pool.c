@@ -1093,6 +1093,27 @@ check_each_slot_once(const struct record *rec, const struct ring *r,
 }
 
 /*
+ * A step of arrays goes in one job a worker, each of 4 MiB at least: a job
+ * costs a JOB, a DONE and a wake-up on each side (issue 35: 8 a step of
+ * 800 rows of 64 KiB on 2 workers before, 2 now); images in 4 a worker.
+ */
+START_TEST(test_a_step_of_arrays_is_one_job_a_worker)
+{
+	ck_assert_uint_eq(pool_size(pool), WORKERS);
+	/* 800 rows of 64 KiB (50 MiB): one job a worker. */
+	ck_assert_uint_eq(pool_job_rows(pool, 800, 65536, false),
+	    (800 + WORKERS - 1) / WORKERS);
+	/* 6 MiB: one job of 4 MiB at least. */
+	ck_assert_uint_eq(pool_job_rows(pool, 96, 65536, false), 96);
+	/* 800 rows of 1 KiB: one job. */
+	ck_assert_uint_eq(pool_job_rows(pool, 800, 1024, false), 800);
+	/* 64 images: 4 jobs a worker. */
+	ck_assert_uint_eq(pool_job_rows(pool, 64, 150528, true),
+	    (64 + 4 * WORKERS - 1) / (4 * WORKERS));
+}
+END_TEST
+
+/*
  * With every worker busy on one ring, its next job goes behind a running
  * one, in that worker's socket (pool_dispatch_behind()): nothing is left
  * queued while each worker runs one job and holds one more, and once the
@@ -2042,6 +2063,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_drop_jobs_drops_queued_running_one_finishes);
 	tcase_add_test(tc, test_idle_means_nothing_queued_or_running);
 	tcase_add_test(tc, test_job_sent_again_after_a_queued_map_could_not_be);
+	tcase_add_test(tc, test_a_step_of_arrays_is_one_job_a_worker);
 	tcase_add_test(tc, test_next_job_waits_in_a_busy_workers_socket);
 	tcase_add_test(tc, test_no_job_waits_behind_while_two_rings_are_served);
 	suite_add_tcase(s, tc);
