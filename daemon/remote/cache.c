@@ -1517,9 +1517,9 @@ cache_plan_use(const struct cache_plan *p, uint64_t b, uint64_t row)
  * reading now is needed now.  The rest are read from the oldest reader's
  * row on by all the readers together, k rows at a time, but for the rows
  * a reader has read since its job began: the pool cuts a step into jobs
- * of a few rows (pool_job_rows(): images 4 a worker, arrays 1) that the workers take in turn,
- * so a worker does not read on to its step's end, and the rows between
- * two workers' are mostly read already.
+ * of a few rows (pool_job_rows(): images 4 a worker, arrays 1) that the
+ * workers take in turn, so a worker does not read on to its step's end,
+ * and the rows between two workers' are mostly read already.
  */
 static uint64_t
 cache_plan_distance(const struct cache_plan *p, uint64_t b)
