@@ -229,7 +229,7 @@ pool_next_job(struct pool *pool, struct pool_ring **prp, bool spare,
 		if ((job = TAILQ_FIRST(&pr->jobs)) == NULL ||
 		    (running >= pr->max_jobs && (!behind ||
 		    pr->behind >= running)) ||
-		    (spare && pool_ring_blocked(pool, pr)))
+		    (spare && pool_ring_blocked(pr)))
 			continue;
 		depth = pool_job_depth(pr, job);
 		again = job->attempts > 0 || job->kills > 0;

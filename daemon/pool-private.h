@@ -198,7 +198,7 @@ unsigned	 pool_read_ahead_take(struct pool_ring *pr, uint64_t *out,
 
 /* pool.c */
 void		 pool_dispatch(struct pool *pool);
-bool		 pool_ring_blocked(struct pool *pool, struct pool_ring *pr);
+bool		 pool_ring_blocked(const struct pool_ring *pr);
 int		 pool_start_job(struct pool *pool, struct worker *w,
 		    struct pool_ring *pr, struct job *job);
 void		 pool_worker_next(struct worker *w);

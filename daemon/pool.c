@@ -278,11 +278,10 @@ pool_blocked(const struct worker *w, uint64_t now)
  * second spare would wait beside it while the other sessions wait.
  */
 bool
-pool_ring_blocked(struct pool *pool, struct pool_ring *pr)
+pool_ring_blocked(const struct pool_ring *pr)
 {
-	struct job	*head = TAILQ_FIRST(&pr->jobs);
+	const struct job	*head = TAILQ_FIRST(&pr->jobs);
 
-	(void)pool;
 	return (pr->inflight > 0 ||
 	    (head != NULL && (head->attempts > 0 || head->kills > 0)) ||
 	    (pr->blocked_ms != 0 && clock_now_ms() < pr->blocked_ms +
@@ -353,7 +352,7 @@ pool_spare_wanted(struct pool *pool)
 	unsigned		 i, n = 0;
 
 	TAILQ_FOREACH(pr, &pool->rings, entry)
-		if (!TAILQ_EMPTY(&pr->jobs) && !pool_ring_blocked(pool, pr))
+		if (!TAILQ_EMPTY(&pr->jobs) && !pool_ring_blocked(pr))
 			n++;
 	for (i = pool->max; i < pool->n && n > 0; i++)
 		if (pool->workers[i].spawning)
