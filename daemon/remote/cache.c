@@ -89,7 +89,9 @@
  *
  * A block missing is downloaded by one process of the host at a time (a
  * lock on its byte of the object's lock file): the others that need it
- * wait, then read it from the cache, so it is downloaded once.  A
+ * wait, then read it from the cache, so it is downloaded once; a download
+ * that fails after its tries fails the reads that waited on it too, with
+ * its cause (cache_failure_note()), rather than each trying in turn.  A
  * process's own threads wait for one another on a mutex first
  * (cache_block_take()), so only other processes are waited for through
  * the kernel (valgrind cannot run a thread that waits in F_OFD_SETLKW).
@@ -109,8 +111,8 @@
  * A thread takes a block's lock without waiting: one another process (or
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
- * on any other process's.  A prefetch that fails is dropped: the read
- * fetches the block itself, retries and reports.  What is queued or in
+ * on any other process's.  A prefetch that fails fails the reads waiting
+ * on it; a later read fetches the block itself, retries and reports.  What is queued or in
  * flight is at most a quarter of cache_max (the blocks fetched ahead do
  * not evict each other before their reads) and CACHE_AHEAD_QUEUE blocks;
  * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks
@@ -153,6 +155,7 @@
 
 
 #include "cache.h"
+#include "clock.h"
 #include "sampler.h"
 
 #define CACHE_MAGIC	"INFCBLK2"	/* the life and CRC-32C: issue 38 */
@@ -2128,6 +2131,61 @@ cache_block_give(const struct cache_object *o, int fd, uint64_t i)
 	cache_held_drop(o, i);
 }
 
+/*
+ * A block's download that failed, for the reads that waited on it: a
+ * record beside the block, b<i>.failed (the monotonic microsecond it
+ * failed, a newline, its cause), written while the block's lock is held.
+ * A read that gets the lock after waiting and finds the block still
+ * missing takes a failure noted since it began (cache_failure_since())
+ * rather than go through the same tries again: each waiter did, one after
+ * another, holding its worker for the whole retry budget.  A read that
+ * begins after the failure tries afresh, so no failure sticks.  The dot
+ * keeps the record out of the blocks' bytes and eviction; it goes with
+ * the object's blocks (cache_drop_blocks()).
+ */
+static void
+cache_failure_note(const struct cache_object *o, uint64_t i,
+    const char *cause)
+{
+	char	path[PATH_MAX], head[32];
+	int	n;
+
+	if (snprintf(path, sizeof path, "%s/b%" PRIu64 ".failed", o->dir,
+	    i) >= (int)sizeof path)
+		return;
+	n = snprintf(head, sizeof head, "%" PRIu64 "\n", clock_now_us());
+	(void)cache_write_file(path, head, (size_t)n, cause != NULL ? cause :
+	    "", cause != NULL ? strlen(cause) : 0);
+}
+
+/*
+ * Whether block @i's download failed at or after @since_us
+ * (cache_failure_note()): -1 with *@cause, naming it another read's, or 0.
+ */
+static int
+cache_failure_since(const struct cache_object *o, uint64_t i,
+    uint64_t since_us, char **cause)
+{
+	char	path[PATH_MAX], buf[2048], *nl;
+	ssize_t	n;
+	int	fd;
+
+	if (snprintf(path, sizeof path, "%s/b%" PRIu64 ".failed", o->dir,
+	    i) >= (int)sizeof path ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return (0);
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return (0);
+	buf[n] = '\0';
+	if ((nl = strchr(buf, '\n')) == NULL ||
+	    strtoull(buf, NULL, 10) < since_us)
+		return (0);
+	return (cache_fail(cause, "%s (the download of the same block by "
+	    "another read, which this one waited for)", nl + 1));
+}
+
 /* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
 static bool
 cache_granule_wanted(const uint8_t *want, size_t k)
@@ -2385,6 +2443,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 	uint8_t			 want[CACHE_PAGES / 8];
 	uint64_t		 first, last, i, bstart;
 	uint64_t		 taken = UINT64_MAX;	/* not yet in f */
+	uint64_t		 since;		/* when block i was first asked */
 	size_t			 n = 0, nr = 0, k, at, l, p, m, *fr = NULL;
 	char			 lpath[PATH_MAX];
 	int			 rc = 0, lockfd = -1;
@@ -2416,6 +2475,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		l = (size_t)((bstart + cache_block_len(o, i) <
 		    off + len ? bstart + cache_block_len(o, i) :
 		    off + len) - (bstart + at));
+		since = clock_now_us();
 		if (cache_block_load(o, i, at, l,
 		    (uint8_t *)dst + (bstart + at - off), false) == 0)
 			continue;
@@ -2441,6 +2501,11 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 			cache_block_give(o, lockfd, i);
 			taken = UINT64_MAX;
 			continue;
+		}
+		/* Its download failed while this read waited: that failure. */
+		if (cache_failure_since(o, i, since, cause) != 0) {
+			rc = -1;
+			goto out;
 		}
 		memset(want, 0, sizeof want);
 		for (p = at / CACHE_PAGE; p <= (at + l - 1) / CACHE_PAGE; p++)
@@ -2471,6 +2536,8 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		taken = UINT64_MAX;
 	}
 	if (nr > 0 && fetch_ranges(o->url, o->meta.etag, r, nr, cause) != 0) {
+		for (k = 0; k < n; k++)
+			cache_failure_note(o, f[k].block, *cause);
 		rc = -1;
 		goto out;
 	}
@@ -2594,8 +2661,9 @@ cache_ahead_has(const struct cache_object *o, uint64_t i)
  * one object or several, that no process of the host has or is
  * downloading (a block's lock taken without waiting: the one that holds
  * it downloads it) and keep them, all in flight in one call.  A failure
- * is dropped: the read that needs the block fetches it again, retries and
- * reports.
+ * is noted for the reads that wait on these blocks meanwhile
+ * (cache_failure_note()), which report it; a read that comes later
+ * fetches the block again, retries and reports.
  */
 static void
 cache_ahead_fetch(const struct cache_ahead *b, size_t n)
@@ -2628,7 +2696,10 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	}
 	fr[m] = nr;
 	if (nr > 0 && fetch_ranges(o[0]->url, o[0]->meta.etag, r, nr,
-	    &why) == 0)
+	    &why) != 0)
+		for (k = 0; k < m; k++)
+			cache_failure_note(o[k], f[k].block, why);
+	else if (nr > 0)
 		for (k = 0; k < m; k++) {
 			cache_count(&cache.stats->misses, 1);
 			for (p = fr[k]; p < fr[k + 1]; p++)

@@ -199,11 +199,13 @@ faults_teardown(void)
 
 /*
  * nginx's requests so far whose line holds @what, 100 ms on (it logs a
- * request once answered); the first and last one's $msec in @first and
- * @last (ms).
+ * request once answered), answered by @until_ms on the wall clock
+ * (UINT64_MAX: all); the first and last one's $msec in @first and @last
+ * (ms).
  */
 static int
-nginx_requests(const char *what, uint64_t *first, uint64_t *last)
+nginx_requests(const char *what, uint64_t until_ms, uint64_t *first,
+    uint64_t *last)
 {
 	char	line[2048];
 	FILE	*fp;
@@ -218,6 +220,8 @@ nginx_requests(const char *what, uint64_t *first, uint64_t *last)
 		if (strstr(line, what) == NULL)
 			continue;
 		t = strtod(line, NULL);
+		if ((uint64_t)(t * 1000) > until_ms)
+			continue;
 		if (n++ == 0)
 			*first = (uint64_t)(t * 1000);
 		*last = (uint64_t)(t * 1000);
@@ -347,7 +351,7 @@ fault_fails_that_session_only(const char *name, const char *why)
 	pthread_join(rd.thread, NULL);
 	bystander_stop(&b, &br);
 	snprintf(what, sizeof(what), "\"GET /%s/raw.bin", name);
-	seen = nginx_requests(what, &first, &last);
+	seen = nginx_requests(what, UINT64_MAX, &first, &last);
 	if ((p = strstr(err, "(tried ")) != NULL)
 		tries = atoi(p + strlen("(tried "));
 	printf("remote-faults: %s: %s\nremote-faults: %s: nginx saw %d GETs "
@@ -550,7 +554,8 @@ START_TEST(stalled_body_is_asked_again)
 	slowfs_command(&fs, "release");
 	pthread_join(sr.thread, NULL);
 	bystander_stop(&b, &br);
-	seen = nginx_requests("\"GET /stall/raw.bin", &first, &last);
+	seen = nginx_requests("\"GET /stall/raw.bin", UINT64_MAX, &first,
+	    &last);
 	printf("remote-faults: stall: nginx saw %d GETs of raw.bin, %llu ms "
 	    "apart (first to last)\n", seen,
 	    (unsigned long long)(last - first));
@@ -569,6 +574,7 @@ struct first_next {
 	pthread_t	thread;
 	const char	*name;
 	int		wait_ms;
+	uint32_t	batch;	/* 0: 10 */
 	int		rc;
 	uint64_t	ms;	/* the Next took */
 	char		error[512];
@@ -585,7 +591,7 @@ first_next_main(void *arg)
 	uint64_t			 t0;
 
 	infeed_options_init(&o);
-	o.batch_size = 10;
+	o.batch_size = fn->batch > 0 ? fn->batch : 10;
 	o.label_dtype = INFEED_DTYPE_INT64;
 	if ((fn->rc = infeed_attach(f, fn->name, &o, &info)) == INFEED_OK) {
 		t0 = now_ms();
@@ -651,6 +657,56 @@ START_TEST(retries_hold_no_worker)
 }
 END_TEST
 
+/*
+ * Three sessions (no group: their batch sizes differ) read the same
+ * block of a server that answers 429: one download goes through its tries
+ * while the other reads wait on its lock, and they take its failure
+ * rather than go through the tries again each in turn (they did: up to
+ * three sets of GETs, the last error after three retry budgets).
+ */
+START_TEST(waiters_take_the_failure)
+{
+	struct first_next	 fn[3] = {
+		{ .name = "r429", .batch = 10 },
+		{ .name = "r429", .batch = 20 },
+		{ .name = "r429", .batch = 30 },
+	};
+	const char		*p;
+	struct timespec		 ts;
+	uint64_t		 first, last;
+	int			 i, seen, tries = 0;
+
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_create(&fn[i].thread, NULL,
+		    first_next_main, &fn[i]), 0);
+	for (i = 0; i < 3; i++)
+		pthread_join(fn[i].thread, NULL);
+	/* Not the GETs of jobs begun after it (read ahead): they try anew. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	seen = nginx_requests("\"GET /r429/raw.bin", (uint64_t)ts.tv_sec *
+	    1000 + (uint64_t)ts.tv_nsec / 1000000, &first, &last);
+	for (i = 0; i < 3; i++) {
+		printf("remote-faults: waiters: batch %u failed after %llu "
+		    "ms: %s\n", fn[i].batch, (unsigned long long)fn[i].ms,
+		    fn[i].error);
+		ck_assert_int_ne(fn[i].rc, INFEED_OK);
+		ck_assert_msg(strstr(fn[i].error, "/r429/raw.bin") != NULL &&
+		    strstr(fn[i].error, "429") != NULL && (p = strstr(
+		    fn[i].error, "(tried ")) != NULL, "the error names neither "
+		    "the URL, the 429 nor the tries: %s", fn[i].error);
+		if (atoi(p + strlen("(tried ")) > tries)
+			tries = atoi(p + strlen("(tried "));
+	}
+	printf("remote-faults: waiters: nginx saw %d GETs of raw.bin over "
+	    "%llu ms before the 3 sessions failed, %d tries a download\n",
+	    seen, (unsigned long long)(last - first), tries);
+	ck_assert_msg(tries >= 3 && seen < 2 * tries, "%d GETs for the one "
+	    "block 3 sessions read, with %d tries a download: the reads that "
+	    "waited on its download went through its tries again", seen,
+	    tries);
+}
+END_TEST
+
 static Suite *
 remote_faults_suite(void)
 {
@@ -661,6 +717,7 @@ remote_faults_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, too_many_requests_fail_that_session_only);
 	tcase_add_test(tc, closed_without_answer_fails_that_session_only);
+	tcase_add_test(tc, waiters_take_the_failure);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("trickle");
