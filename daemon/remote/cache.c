@@ -187,6 +187,12 @@ _Static_assert(CACHE_PAGES % CACHE_PART_GRANULE == 0,
 #define CACHE_READERS		16	/* workers a cursor says are reading */
 /* Rows a reader may skip and still be in the same job (a row read unsaid). */
 #define CACHE_RUN_GAP		4
+/*
+ * How long a block's failed download stays the answer to reads that begin
+ * after it (cache_failure_note()): about the next wait the tries' backoff
+ * would have taken.
+ */
+#define CACHE_FAILURE_FRESH_MS	1000
 /* Prefetch (cache_object_prefetch()), in each process that asks it. */
 #define CACHE_AHEAD_THREADS	2	/* each with its transfers in flight */
 #define CACHE_AHEAD_BATCH	4	/* blocks a thread has in flight */
@@ -2135,11 +2141,13 @@ cache_block_give(const struct cache_object *o, int fd, uint64_t i)
  * A block's download that failed, for the reads that waited on it: a
  * record beside the block, b<i>.failed (the monotonic microsecond it
  * failed, a newline, its cause), written while the block's lock is held.
- * A read that gets the lock after waiting and finds the block still
- * missing takes a failure noted since it began (cache_failure_since())
- * rather than go through the same tries again: each waiter did, one after
- * another, holding its worker for the whole retry budget.  A read that
- * begins after the failure tries afresh, so no failure sticks.  The dot
+ * A read that gets the lock and finds the block still missing takes a
+ * failure noted since it began, or up to CACHE_FAILURE_FRESH_MS before
+ * (cache_failure_since()), rather than go through the same tries again:
+ * each waiter did, one after another, holding its worker for the whole
+ * retry budget, and so did the jobs queued behind the workers the failing
+ * block held, which begin just after its failure.  A read that begins
+ * later tries afresh, so no failure sticks.  The dot
  * keeps the record out of the blocks' bytes and eviction; it goes with
  * the object's blocks (cache_drop_blocks()).
  */
@@ -2159,8 +2167,9 @@ cache_failure_note(const struct cache_object *o, uint64_t i,
 }
 
 /*
- * Whether block @i's download failed at or after @since_us
- * (cache_failure_note()): -1 with *@cause, naming it another read's, or 0.
+ * Whether block @i's download failed at or after @since_us, less
+ * CACHE_FAILURE_FRESH_MS (cache_failure_note()): -1 with *@cause, naming
+ * it another read's, or 0.
  */
 static int
 cache_failure_since(const struct cache_object *o, uint64_t i,
@@ -2180,10 +2189,11 @@ cache_failure_since(const struct cache_object *o, uint64_t i,
 		return (0);
 	buf[n] = '\0';
 	if ((nl = strchr(buf, '\n')) == NULL ||
-	    strtoull(buf, NULL, 10) < since_us)
+	    strtoull(buf, NULL, 10) + CACHE_FAILURE_FRESH_MS * 1000 <
+	    since_us)
 		return (0);
-	return (cache_fail(cause, "%s (the download of the same block by "
-	    "another read, which this one waited for)", nl + 1));
+	return (cache_fail(cause, "%s (another read's download of the same "
+	    "block, just now)", nl + 1));
 }
 
 /* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
@@ -2686,6 +2696,13 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 			continue;
 		/* Let go of when lockfd[k] closes. */
 		taken[k] = true;
+		/* Failed just now: the reads waiting on it take that. */
+		if (cache_failure_since(b[k].o, b[k].block, clock_now_us(),
+		    &why) != 0) {
+			free(why);
+			why = NULL;
+			continue;
+		}
 		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
 		    NULL, b[k].part, true, &f[m], &why) != 0)
 			continue;
