@@ -112,9 +112,10 @@
  * the worker itself) holds is left to it, so nothing is fetched twice,
  * and a read that needs a block a thread is fetching waits on its lock as
  * on any other process's.  A prefetch that fails fails the reads waiting
- * on it; a later read fetches the block itself, retries and reports.  What is queued or in
- * flight is at most a quarter of cache_max (the blocks fetched ahead do
- * not evict each other before their reads) and CACHE_AHEAD_QUEUE blocks;
+ * on it; a later read fetches the block itself, retries and reports.
+ * What is queued or in flight is at most a quarter of cache_max (the
+ * blocks fetched ahead do not evict each other before their reads) and
+ * CACHE_AHEAD_QUEUE blocks;
  * the threads' buffers, CACHE_AHEAD_THREADS x CACHE_AHEAD_BATCH blocks
  * (CACHE_AHEAD_BYTES, 8 MiB): bounded a worker, not charged to
  * memory_budget, whatever the sessions ask; they are the worker's private
@@ -2147,9 +2148,9 @@ cache_block_give(const struct cache_object *o, int fd, uint64_t i)
  * each waiter did, one after another, holding its worker for the whole
  * retry budget, and so did the jobs queued behind the workers the failing
  * block held, which begin just after its failure.  A read that begins
- * later tries afresh, so no failure sticks.  The dot
- * keeps the record out of the blocks' bytes and eviction; it goes with
- * the object's blocks (cache_drop_blocks()).
+ * later removes the record and tries afresh, so no failure sticks.  The
+ * dot keeps the record out of the blocks' bytes and eviction; a record
+ * never read again goes with the object's blocks (cache_drop_blocks()).
  */
 static void
 cache_failure_note(const struct cache_object *o, uint64_t i,
@@ -2190,8 +2191,11 @@ cache_failure_since(const struct cache_object *o, uint64_t i,
 	buf[n] = '\0';
 	if ((nl = strchr(buf, '\n')) == NULL ||
 	    strtoull(buf, NULL, 10) + CACHE_FAILURE_FRESH_MS * 1000 <
-	    since_us)
+	    since_us) {
+		/* Stale: this read tries afresh (the block's lock is held). */
+		(void)unlink(path);
 		return (0);
+	}
 	return (cache_fail(cause, "%s (another read's download of the same "
 	    "block, just now)", nl + 1));
 }
