@@ -173,6 +173,16 @@ faults_start(const char *stall_root, unsigned flags, const char *workers)
 	infeedd_start(workers);
 }
 
+/* faults_start() with infeedd's fetches stalled after @stall_s seconds. */
+static void
+faults_start_stalling(const char *stall_s, const char *stall_root,
+    unsigned flags, const char *workers)
+{
+	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", stall_s, 1), 0);
+	faults_start(stall_root, flags, workers);
+	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+}
+
 static void
 faults_setup(void)
 {
@@ -394,10 +404,8 @@ END_TEST
 static void
 trickle_setup(void)
 {
-	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "2", 1), 0);
 	make_files(NULL);
-	faults_start(NULL, FAULTS_TRICKLE, "4");
-	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+	faults_start_stalling("2", NULL, FAULTS_TRICKLE, "4");
 }
 
 START_TEST(trickling_body_fails_that_session_only)
@@ -426,9 +434,7 @@ stall_setup(void)
 	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
 	fs_up = slowfs_start(&fs, src, mnt, opts);
 	/* A try stalls in 1 s, not 10 (the test's time). */
-	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "1", 1), 0);
-	faults_start(fs_up ? mnt : NULL, 0, "4");
-	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+	faults_start_stalling("1", fs_up ? mnt : NULL, 0, "4");
 }
 
 /*
@@ -439,9 +445,7 @@ static void
 retries_setup(void)
 {
 	make_files(NULL);
-	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "1", 1), 0);
-	faults_start(NULL, 0, "2");
-	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+	faults_start_stalling("1", NULL, 0, "2");
 }
 
 /* 4 workers: a read of each of three sessions at once; tries of 1 s. */
@@ -449,9 +453,7 @@ static void
 waiters_setup(void)
 {
 	make_files(NULL);
-	ck_assert_int_eq(setenv("INFEED_FETCH_STALL_S", "1", 1), 0);
-	faults_start(NULL, 0, "4");
-	ck_assert_int_eq(unsetenv("INFEED_FETCH_STALL_S"), 0);
+	faults_start_stalling("1", NULL, 0, "4");
 }
 
 /* Tar shards under "slow" served by slowfs at "mnt", 20 ms a read. */
