@@ -2688,7 +2688,7 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	size_t			 fr[CACHE_AHEAD_BATCH + 1];
 	int			 lockfd[CACHE_AHEAD_BATCH];
 	bool			 taken[CACHE_AHEAD_BATCH];
-	char			 path[PATH_MAX], *why = NULL;
+	char			 path[PATH_MAX], *why = NULL, *failed;
 	size_t			 k, p, m = 0, nr = 0;
 
 	for (k = 0; k < n; k++) {
@@ -2702,9 +2702,8 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 		taken[k] = true;
 		/* Failed just now: the reads waiting on it take that. */
 		if (cache_failure_since(b[k].o, b[k].block, clock_now_us(),
-		    &why) != 0) {
-			free(why);
-			why = NULL;
+		    &failed) != 0) {
+			free(failed);
 			continue;
 		}
 		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
