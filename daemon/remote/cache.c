@@ -2675,9 +2675,10 @@ cache_ahead_has(const struct cache_object *o, uint64_t i)
  * one object or several, that no process of the host has or is
  * downloading (a block's lock taken without waiting: the one that holds
  * it downloads it) and keep them, all in flight in one call.  A failure
- * is noted for the reads that wait on these blocks meanwhile
- * (cache_failure_note()), which report it; a read that comes later
- * fetches the block again, retries and reports.
+ * of a call of one object's blocks is noted for the reads that wait on
+ * them meanwhile (cache_failure_note()), which report it; a read that
+ * comes later, or waited on a call of several objects, fetches the block
+ * again, retries and reports.
  */
 static void
 cache_ahead_fetch(const struct cache_ahead *b, size_t n)
@@ -2690,6 +2691,7 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	bool			 taken[CACHE_AHEAD_BATCH];
 	char			 path[PATH_MAX], *why = NULL, *failed;
 	size_t			 k, p, m = 0, nr = 0;
+	bool			 one;
 
 	for (k = 0; k < n; k++) {
 		lockfd[k] = -1;
@@ -2715,11 +2717,18 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 		m++;
 	}
 	fr[m] = nr;
+	for (k = 1, one = true; k < m; k++)
+		one = one && o[k]->dirkey == o[0]->dirkey;
+	/*
+	 * A failure is the object's only when the call was all its: the
+	 * cause names one range, and another object's blocks in the same
+	 * call may have come whole (their reads fetch them again).
+	 */
 	if (nr > 0 && fetch_ranges(o[0]->url, o[0]->meta.etag, r, nr,
-	    &why) != 0)
-		for (k = 0; k < m; k++)
+	    &why) != 0) {
+		for (k = 0; one && k < m; k++)
 			cache_failure_note(o[k], f[k].block, why);
-	else if (nr > 0)
+	} else if (nr > 0)
 		for (k = 0; k < m; k++) {
 			cache_count(&cache.stats->misses, 1);
 			for (p = fr[k]; p < fr[k + 1]; p++)
