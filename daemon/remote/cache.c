@@ -2152,6 +2152,15 @@ cache_block_give(const struct cache_object *o, int fd, uint64_t i)
  * dot keeps the record out of the blocks' bytes and eviction; a record
  * never read again goes with the object's blocks (cache_drop_blocks()).
  */
+static bool
+cache_failure_path(const struct cache_object *o, uint64_t i, char *path,
+    size_t len)
+{
+	return (snprintf(path, len, "%s/b%" PRIu64 ".failed", o->dir, i) <
+	    (int)len);
+}
+
+/* Note block @i's failed download, @cause (cache_failure_path()). */
 static void
 cache_failure_note(const struct cache_object *o, uint64_t i,
     const char *cause)
@@ -2159,8 +2168,7 @@ cache_failure_note(const struct cache_object *o, uint64_t i,
 	char	path[PATH_MAX], head[32];
 	int	n;
 
-	if (snprintf(path, sizeof path, "%s/b%" PRIu64 ".failed", o->dir,
-	    i) >= (int)sizeof path)
+	if (!cache_failure_path(o, i, path, sizeof path))
 		return;
 	n = snprintf(head, sizeof head, "%" PRIu64 "\n", clock_now_us());
 	(void)cache_write_file(path, head, (size_t)n, cause != NULL ? cause :
@@ -2180,8 +2188,7 @@ cache_failure_since(const struct cache_object *o, uint64_t i,
 	ssize_t	n;
 	int	fd;
 
-	if (snprintf(path, sizeof path, "%s/b%" PRIu64 ".failed", o->dir,
-	    i) >= (int)sizeof path ||
+	if (!cache_failure_path(o, i, path, sizeof path) ||
 	    (fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return (0);
 	n = read(fd, buf, sizeof buf - 1);
