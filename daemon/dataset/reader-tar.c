@@ -1313,8 +1313,10 @@ tar_index_load(struct dataset *ds, const char *where, size_t *len,
 		r.len = (size_t)o.size;
 		r.dst = b;
 		if (o.size > 0 && fetch_ranges(where, o.etag, &r, 1,
-		    &why) != 0)
+		    &why) != 0) {
+			free(r.cause);	/* the call's is its copy */
 			goto fail;
+		}
 		b[o.size] = '\0';
 		*len = (size_t)o.size;
 		return (b);

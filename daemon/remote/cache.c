@@ -2207,6 +2207,39 @@ cache_failure_since(const struct cache_object *o, uint64_t i,
 	    "block, just now)", nl + 1));
 }
 
+/*
+ * Whether block @k of a fetch_ranges() call came whole (its ranges @r
+ * from @fr[k]); if not, in *@failure its own range's failure, or NULL
+ * (left unfinished, another range's failure ended the call).
+ */
+static bool
+cache_fill_came(const struct fetch_range *r, const size_t *fr, size_t k,
+    const char **failure)
+{
+	size_t	p;
+	bool	whole = true;
+
+	*failure = NULL;
+	for (p = fr[k]; p < fr[k + 1]; p++) {
+		whole = whole && r[p].whole;
+		if (*failure == NULL)
+			*failure = r[p].cause;
+	}
+	return (whole);
+}
+
+/* Free the causes fetch_ranges() left on @n ranges @r. */
+static void
+cache_ranges_clear(struct fetch_range *r, size_t n)
+{
+	size_t	p;
+
+	for (p = 0; r != NULL && p < n; p++) {
+		free(r[p].cause);
+		r[p].cause = NULL;
+	}
+}
+
 /* Whether page @k's granule (CACHE_PART_GRANULE) has a page of @want. */
 static bool
 cache_granule_wanted(const uint8_t *want, size_t k)
@@ -2363,6 +2396,8 @@ cache_fill_ranges(const struct cache_object *o, const struct cache_fill *f,
 		r[n].dst = f->buf + (k - f->lo) * CACHE_PAGE;
 		r[n].url = o->url;
 		r[n].etag = o->meta.etag;
+		r[n].whole = false;
+		r[n].cause = NULL;
 		n++;
 	}
 #undef WANTED
@@ -2467,6 +2502,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 	uint64_t		 since;		/* when block i was first asked */
 	size_t			 n = 0, nr = 0, k, at, l, p, m, *fr = NULL;
 	char			 lpath[PATH_MAX];
+	const char		*failure;
 	int			 rc = 0, lockfd = -1;
 
 	*cause = NULL;
@@ -2557,8 +2593,11 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		taken = UINT64_MAX;
 	}
 	if (nr > 0 && fetch_ranges(o->url, o->meta.etag, r, nr, cause) != 0) {
+		/* A block that came whole did not fail: its waiters fetch it. */
 		for (k = 0; k < n; k++)
-			cache_failure_note(o, f[k].block, *cause);
+			if (!cache_fill_came(r, fr, k, &failure))
+				cache_failure_note(o, f[k].block,
+				    failure != NULL ? failure : *cause);
 		rc = -1;
 		goto out;
 	}
@@ -2583,6 +2622,7 @@ cache_read(struct cache_object *o, uint64_t off, size_t len, void *dst,
 		    f[k].lo * CACHE_PAGE, l);
 	}
 out:
+	cache_ranges_clear(r, nr);
 	/* Closing the lock file lets go of every block's byte. */
 	if (lockfd != -1)
 		cache_lock_close(lockfd);
@@ -2682,10 +2722,9 @@ cache_ahead_has(const struct cache_object *o, uint64_t i)
  * one object or several, that no process of the host has or is
  * downloading (a block's lock taken without waiting: the one that holds
  * it downloads it) and keep them, all in flight in one call.  A failure
- * of a call of one object's blocks is noted for the reads that wait on
- * them meanwhile (cache_failure_note()), which report it; a read that
- * comes later, or waited on a call of several objects, fetches the block
- * again, retries and reports.
+ * is noted for the reads that wait on the failing object's blocks
+ * meanwhile (cache_failure_note()), which report it; a read that comes
+ * later fetches the block again, retries and reports.
  */
 static void
 cache_ahead_fetch(const struct cache_ahead *b, size_t n)
@@ -2696,9 +2735,10 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 	size_t			 fr[CACHE_AHEAD_BATCH + 1];
 	int			 lockfd[CACHE_AHEAD_BATCH];
 	bool			 taken[CACHE_AHEAD_BATCH];
-	char			 path[PATH_MAX], *why = NULL, *failed;
-	size_t			 k, p, m = 0, nr = 0;
-	bool			 one;
+	const char		*failure[CACHE_AHEAD_BATCH];
+	bool			 came[CACHE_AHEAD_BATCH];
+	char			 path[PATH_MAX], *why = NULL, *fresh;
+	size_t			 k, j, p, m = 0, nr = 0;
 
 	for (k = 0; k < n; k++) {
 		lockfd[k] = -1;
@@ -2711,8 +2751,8 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 		taken[k] = true;
 		/* Failed just now: the reads waiting on it take that. */
 		if (cache_failure_since(b[k].o, b[k].block, clock_now_us(),
-		    &failed) != 0) {
-			free(failed);
+		    &fresh) != 0) {
+			free(fresh);
 			continue;
 		}
 		if (cache_fill_plan(b[k].o, b[k].block, b[k].part ? b[k].want :
@@ -2724,33 +2764,44 @@ cache_ahead_fetch(const struct cache_ahead *b, size_t n)
 		m++;
 	}
 	fr[m] = nr;
-	for (k = 1, one = true; k < m; k++)
-		one = one && o[k]->dirkey == o[0]->dirkey;
-	/*
-	 * A failure is the object's only when the call was all its: the
-	 * cause names one range, and another object's blocks in the same
-	 * call may have come whole (their reads fetch them again).
-	 */
 	if (nr > 0 && fetch_ranges(o[0]->url, o[0]->meta.etag, r, nr,
-	    &why) != 0) {
-		for (k = 0; one && k < m; k++)
-			cache_failure_note(o[k], f[k].block, why);
-	} else if (nr > 0)
-		for (k = 0; k < m; k++) {
-			cache_count(&cache.stats->misses, 1);
-			for (p = fr[k]; p < fr[k + 1]; p++)
-				cache_count(&cache.stats->bytes_downloaded,
-				    (int64_t)r[p].len);
-			cache_count(&cache.stats->ahead, 1);
-			free(why);
-			why = NULL;
-			if (f[k].whole)
-				(void)cache_block_store(o[k], f[k].block,
-				    f[k].buf, &why);
-			else
-				(void)cache_part_write(o[k], &f[k], &r[fr[k]],
-				    fr[k + 1] - fr[k], &why);
+	    &why) != 0)
+		for (k = 0; k < m; k++)
+			came[k] = cache_fill_came(r, fr, k, &failure[k]);
+	else
+		for (k = 0; k < m; k++)
+			came[k] = true;
+	/*
+	 * A failed call of several objects: a block that failed takes its
+	 * own range's failure, one left unfinished its object's if another
+	 * of its blocks failed (else its reads fetch it); any that came whole
+	 * are kept.
+	 */
+	for (k = 0; k < m; k++) {
+		if (!came[k]) {
+			for (j = 0; failure[k] == NULL && j < m; j++)
+				if (!came[j] && o[j]->dirkey == o[k]->dirkey)
+					failure[k] = failure[j];
+			if (failure[k] != NULL)
+				cache_failure_note(o[k], f[k].block,
+				    failure[k]);
+			continue;
 		}
+		cache_count(&cache.stats->misses, 1);
+		for (p = fr[k]; p < fr[k + 1]; p++)
+			cache_count(&cache.stats->bytes_downloaded,
+			    (int64_t)r[p].len);
+		cache_count(&cache.stats->ahead, 1);
+		free(why);
+		why = NULL;
+		if (f[k].whole)
+			(void)cache_block_store(o[k], f[k].block, f[k].buf,
+			    &why);
+		else
+			(void)cache_part_write(o[k], &f[k], &r[fr[k]],
+			    fr[k + 1] - fr[k], &why);
+	}
+	cache_ranges_clear(r, nr);
 	free(why);
 	for (k = 0; k < m; k++)
 		free(f[k].buf);

@@ -277,13 +277,22 @@ fetch_url(const char *url, char *buf, size_t len)
 	return (buf);
 }
 
-/* Body bytes into the range; more than asked fails the transfer. */
+/*
+ * Body bytes into the range; more than asked fails the transfer.  An
+ * error's body is dropped: its status judges the transfer (fetch_judge()),
+ * and a page longer than the range must not hide a 404 behind a failed
+ * write, tried again.
+ */
 static size_t
 fetch_write_cb(char *p, size_t size, size_t n, void *arg)
 {
 	struct fetch_xfer	*x = arg;
 	size_t			 len = size * n;
+	long			 code = 0;
 
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200 && code != 206)
+		return (len);
 	if (x->r == NULL || len > x->r->len - x->got)
 		return (0);
 	memcpy((char *)x->r->dst + x->got, p, len);
@@ -535,7 +544,7 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 	struct fetch_xfer	 x[FETCH_MAX_HANDLES];
 	int			 res[FETCH_MAX_HANDLES];
 	char			 why[FETCH_MAX_HANDLES][256], tries[32];
-	char			 real[FETCH_URL_MAX];
+	char			 real[FETCH_URL_MAX], *failed;
 	size_t			 base, k, m, i;
 	unsigned		 attempt, tries_max;
 	int			 rc = 0;
@@ -550,6 +559,10 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 	}
 	if (fetch_setup(cause) != 0)
 		return (-1);
+	for (i = 0; head == NULL && i < n; i++) {
+		r[i].whole = false;
+		r[i].cause = NULL;
+	}
 	for (base = 0; base < n && rc == 0; base += m) {
 		m = n - base < FETCH_MAX_HANDLES ? n - base : FETCH_MAX_HANDLES;
 		memset(x, 0, sizeof x);
@@ -578,7 +591,11 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 				rc = -1;
 				break;
 			}
-			for (i = 0; i < m && rc == 0; i++) {
+			for (i = 0; i < m; i++)
+				if (res[i] == 0 && x[i].r != NULL)
+					x[i].r->whole = true;
+			/* Each range that failed has its cause; the call, the first's. */
+			for (i = 0; i < m; i++) {
 				if (res[i] == 1 && attempt < tries_max)
 					continue;
 				if (res[i] == 1)
@@ -589,14 +606,21 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 				else
 					continue;
 				if (head != NULL)
-					fetch_fail(cause, "%s: %s%s", url,
+					fetch_fail(&failed, "%s: %s%s", url,
 					    why[i], tries);
 				else
-					fetch_fail(cause, "%s: bytes %" PRIu64
+					fetch_fail(&failed, "%s: bytes %" PRIu64
 					    " to %" PRIu64 ": %s%s",
 					    RURL(x[i].r), x[i].r->off,
 					    x[i].r->off + x[i].r->len - 1,
 					    why[i], tries);
+				if (rc == 0 && failed != NULL)
+					*cause = x[i].r != NULL ?
+					    strdup(failed) : failed;
+				if (x[i].r != NULL)
+					x[i].r->cause = failed;
+				else if (rc != 0)
+					free(failed);
 				rc = -1;
 			}
 			if (rc == 0)
@@ -616,7 +640,7 @@ fetch_do(const char *url, const char *etag, struct fetch_range *r, size_t n,
 int
 fetch_head(const char *url, struct fetch_object *o, char **cause)
 {
-	struct fetch_range	dummy = { 0, 0, NULL, NULL, NULL };
+	struct fetch_range	dummy = { 0 };
 	curl_off_t		len = -1;
 
 	memset(o, 0, sizeof *o);

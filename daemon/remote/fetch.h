@@ -5,6 +5,7 @@
 #ifndef INFEED_FETCH_H
 #define INFEED_FETCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,7 +17,11 @@ struct fetch_object {
 
 /*
  * One range of fetch_ranges(): @len bytes at @off into @dst; of @url with
- * @etag when set (several objects in one call), else of the call's.
+ * @etag when set (several objects in one call), else of the call's.  The
+ * call sets @whole when the range came whole, and @cause (malloc'ed: the
+ * caller frees it) on each range whose own tries failed; a failed call's
+ * cause is a copy of the first's.  In a failed call the other ranges may
+ * have come whole, or been left unfinished (neither).
  */
 struct fetch_range {
 	uint64_t	 off;
@@ -24,6 +29,8 @@ struct fetch_range {
 	void		*dst;
 	const char	*url;
 	const char	*etag;
+	bool		 whole;
+	char		*cause;
 };
 
 /**

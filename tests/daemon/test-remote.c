@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "fetch.h"
 #include "harness.h"
 #include "remote-shards.h"
 #include "sampler.h"
@@ -1569,6 +1570,55 @@ START_TEST(cut_body_is_retried_then_named)
 END_TEST
 
 /*
+ * A call of several objects' ranges says which ranges failed it, each
+ * with its own cause, and which came whole (the cache keeps those and
+ * notes each failure for its own object's blocks): two 404s among two
+ * good ranges, all in flight together.
+ */
+START_TEST(failed_call_names_its_failed_ranges)
+{
+	struct fetch_range	 r[4];
+	uint8_t			 a[100], b[100], c[100], d[100], want[100];
+	char			*cause = NULL;
+	size_t			 i;
+
+	write_blocks("blocks.bin", 2);
+	r[0] = (struct fetch_range){ .off = 0, .len = sizeof(a), .dst = a,
+	    .url = url(0, "blocks.bin") };
+	r[1] = (struct fetch_range){ .off = 0, .len = sizeof(b), .dst = b,
+	    .url = url(1, "absent.bin") };
+	r[2] = (struct fetch_range){ .off = SMALL_BLOCK, .len = sizeof(c),
+	    .dst = c, .url = url(2, "blocks.bin") };
+	r[3] = (struct fetch_range){ .off = 0, .len = sizeof(d), .dst = d,
+	    .url = url(3, "gone.bin") };
+	r[1].whole = true;		/* the call sets it */
+	ck_assert_int_eq(fetch_ranges(url(0, "blocks.bin"), "", r, 4, &cause),
+	    -1);
+	printf("remote: a call with two 404s among its ranges: %s\n", cause);
+	ck_assert_msg(strstr(cause, "absent.bin") != NULL && strstr(cause,
+	    "404") != NULL, "the cause names neither the first failed "
+	    "range's URL nor its 404: %s", cause);
+	ck_assert(r[0].whole && r[0].cause == NULL);
+	ck_assert(!r[1].whole && r[1].cause != NULL);
+	ck_assert_str_eq(r[1].cause, cause);
+	ck_assert(r[2].whole && r[2].cause == NULL);
+	ck_assert_msg(!r[3].whole && r[3].cause != NULL && strstr(r[3].cause,
+	    "gone.bin") != NULL, "the second failed range's own cause: %s",
+	    r[3].cause);
+	free(cause);
+	free(r[1].cause);
+	free(r[3].cause);
+	for (i = 0; i < sizeof(want); i++)
+		want[i] = (uint8_t)(i * 7 + i / 251);
+	ck_assert_mem_eq(a, want, sizeof(want));
+	for (i = 0; i < sizeof(want); i++)
+		want[i] = (uint8_t)((SMALL_BLOCK + i) * 7 + (SMALL_BLOCK + i) /
+		    251);
+	ck_assert_mem_eq(c, want, sizeof(want));
+}
+END_TEST
+
+/*
  * A cache disk that refuses the write (here a file size limit: the write
  * comes back short, as on a full disk): the read fails with an
  * error naming cache_dir, the URL and what to do; nothing crashes and no
@@ -1699,6 +1749,7 @@ remote_suite(void)
 	    part_block_downloads_only_its_missing_pages_and_is_checked);
 	tcase_add_test(tc, part_block_of_a_changed_object_is_not_mixed);
 	tcase_add_test(tc, cut_body_is_retried_then_named);
+	tcase_add_test(tc, failed_call_names_its_failed_ranges);
 	tcase_add_test(tc, full_cache_disk_is_a_clear_error);
 	tcase_add_test(tc, https_peer_is_verified);
 	suite_add_tcase(s, tc);
