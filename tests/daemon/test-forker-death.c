@@ -3,7 +3,8 @@
  * The fork server killed, stopped, or dying over and over, against the
  * real infeedd on a private socket while a trainer runs (issue 39, item
  * 1): the daemon stays up, the trainer gets its steps with no gap of more
- * than 2 s, a bystander's round trip stays under 250 ms, a new fork server
+ * than 2 s, a bystander's round trip stays under 250 ms (where it shares
+ * the only worker, its steps within the trainer's 2 s), a new fork server
  * (holding no client's socket or ring) replaces the dead one and replaces
  * the workers that die from then on; the log and the Stats say so.
  *
@@ -360,7 +361,10 @@ END_TEST
  * A worker killed (the only one) while the fork server is stopped: the
  * stopped fork server, which cannot report its end nor fork its
  * replacement, is killed and replaced, so the trainer waits less than
- * 2 s, and a bystander is served.
+ * 2 s, and a bystander is served: its ListDatasets (the loop) at once,
+ * its steps, which the same one worker makes, within the trainer's bound
+ * (it waits out the replacement less what its ring holds: 145-170 ms in
+ * quiet runs, so 250 ms failed a loaded run of the ASan build).
  */
 START_TEST(test_stopped_fork_server_replaced_when_a_worker_waits)
 {
@@ -390,7 +394,9 @@ START_TEST(test_stopped_fork_server_replaced_when_a_worker_waits)
 	usleep(500000);
 	trainer_stop(&t, __func__);
 	bystander_stop(&b, &br);
-	bystander_assert(&br, 250);
+	bystander_assert(&br, GAP_MAX_MS);
+	ck_assert_msg(br.worst_list_ms < 250, "a bystander's ListDatasets "
+	    "took %llu ms", (unsigned long long)br.worst_list_ms);
 	ck_assert(daemon_up());
 	ck_assert_int_eq(parent_of(w[0]), fresh);
 	read_log(log, sizeof(log));
