@@ -42,6 +42,8 @@ static void	pool_respawn(struct pool *, struct worker *);
 static void	pool_forker_cb(void *);
 static void	pool_forker_later(struct pool *);
 static void	pool_forker_check_later(struct pool *);
+static void	pool_deadline_in(struct worker *, uint64_t);
+static uint64_t	pool_beat_every(const struct pool *);
 
 const struct transport_events pool_forker_events = {
 	.read = pool_forker_cb,
@@ -164,6 +166,10 @@ pool_spawned(struct pool *pool, struct worker *w, pid_t pid, int fd)
 		w->deadline_ev = evtimer_new(pool->base, pool_deadline_cb, w);
 	if (w->deadline_ev == NULL || w->respawn_ev == NULL)
 		fatalx("cannot watch worker %u", w->idx);
+	/* Until it says it is ready (pool_deadline_cb()). */
+	w->live_ms = clock_now_ms();
+	w->cpu_ns = 0;
+	pool_deadline_in(w, pool_beat_every(pool));
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
 }
 
@@ -315,6 +321,22 @@ pool_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	now = clock_now_ms();
 	pool_worker_look(w, now);
+	/*
+	 * Not ready yet: no job comes to it, so nothing else would find it
+	 * stopped or stuck in its start (the pool's only worker held every
+	 * session); one that runs or uses CPU is starting, however slowly.
+	 */
+	if (!w->ready) {
+		if (now < w->live_ms + w->pool->job_timeout_ms) {
+			pool_deadline_in(w, pool_beat_every(w->pool));
+			return;
+		}
+		snprintf(why, sizeof(why), "did not say it was ready within "
+		    "%u ms of its start (job_timeout)",
+		    w->pool->job_timeout_ms);
+		pool_kill_stuck(w, why);
+		return;
+	}
 	if (w->job != NULL && now < w->beat_ms + w->pool->job_timeout_ms) {
 		left = w->beat_ms + w->pool->job_timeout_ms - now;
 		pool_deadline_in(w, left < pool_beat_every(w->pool) ? left :
@@ -373,6 +395,8 @@ pool_worker_read(struct worker *w)
 	if (n == sizeof(struct worker_msg_ready) &&
 	    m->hdr.type == WORKER_MSG_READY && !w->ready) {
 		w->ready = true;
+		if (!w->retiring)	/* its start's deadline */
+			event_del(w->deadline_ev);
 		if (w->spare)
 			log_info("spare worker %u (pid %d) ready, %llu ms after "
 			    "it was asked for", w->idx, (int)w->pid,

@@ -251,7 +251,10 @@ START_TEST(test_stopped_worker_replaced)
 		kill(t, SIGKILL);
 		waitpid(t, NULL, 0);
 		kill(w[0], SIGKILL);
-		ck_abort_msg("the trainer waited 10 s behind a stopped worker");
+		read_log(log, sizeof(log));
+		fprintf(stderr, "the daemon's log:\n%s\n", log);
+		ck_abort_msg("the trainer waited 10 s behind a stopped worker "
+		    "(the daemon's log is above)");
 	}
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert_uint_lt(now_ms() - t0, 5000);
@@ -265,6 +268,90 @@ START_TEST(test_stopped_worker_replaced)
 	r = raw_stats();
 	ck_assert_uint_eq(r->stats->n_workers, 1);
 	ck_assert_uint_ge(r->stats->workers[0]->restarts, 1);
+	ck_assert_uint_ge(r->stats->workers[0]->stuck, 1);
+	infeed__frame__free_unpacked(r, NULL);
+}
+END_TEST
+
+/*
+ * Kill worker @w and hold its replacement from its birth: fork server
+ * @forker is traced until it forks it (a ptrace stop, let go with its
+ * signal, SIGCHLD, otherwise), then let go.  The child, auto-attached,
+ * stays in its first stop and runs not a line: a worker stopped in its
+ * start, before it says it is ready.  Its pid.
+ */
+static pid_t
+replacement_held_at_birth(pid_t forker, pid_t w)
+{
+	unsigned long	child = 0;
+	int		st, sig;
+
+	ck_assert_msg(ptrace(PTRACE_SEIZE, forker, 0, PTRACE_O_TRACEFORK) ==
+	    0, "ptrace: %s", strerror(errno));
+	ck_assert_int_eq(kill(w, SIGKILL), 0);
+	for (;;) {
+		ck_assert_int_eq(waitpid(forker, &st, __WALL), forker);
+		ck_assert(WIFSTOPPED(st));
+		if (st >> 8 == (SIGTRAP | (PTRACE_EVENT_FORK << 8)))
+			break;
+		sig = st >> 16 == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(st);
+		ck_assert_int_eq(ptrace(PTRACE_CONT, forker, 0, sig), 0);
+	}
+	ck_assert_int_eq(ptrace(PTRACE_GETEVENTMSG, forker, 0, &child), 0);
+	ck_assert_int_eq(ptrace(PTRACE_DETACH, forker, 0, 0), 0);
+	return ((pid_t)child);
+}
+
+/*
+ * A worker stopped in its start, before it says it is ready (the pool's
+ * only one), gets no job, so no job's deadline found it: every session
+ * waited for it for good (test_stopped_worker_replaced's SIGSTOP landed
+ * there once in a loaded run).  Now it is killed job_timeout after its
+ * start and replaced: the trainer gets its steps, the log says why.
+ */
+START_TEST(test_worker_stopped_in_its_start_replaced)
+{
+	Infeed__Frame	*r;
+	pid_t		 t, w[4], held;
+	char		 log[65536];
+	uint64_t	 t0, deadline;
+	int		 status = -1, st;
+	bool		 reaped = false;
+
+	restart("job_timeout = 300ms", "1");
+	ck_assert_int_eq(daemon_worker_pids(w, 4), 1);
+	held = replacement_held_at_birth(parent_of(w[0]), w[0]);
+	t0 = now_ms();
+	t = trainer("raw", 3, 2);
+	/* Its fork server sees its end once this, its tracer, reaps it. */
+	for (deadline = t0 + 10000; now_ms() < deadline; usleep(10000)) {
+		if (!reaped && waitpid(held, &st, __WALL | WNOHANG) == held &&
+		    (WIFEXITED(st) || WIFSIGNALED(st)))
+			reaped = true;
+		if (waitpid(t, &status, WNOHANG) == t)
+			break;
+		status = -1;
+	}
+	if (status == -1) {
+		kill(t, SIGKILL);
+		waitpid(t, NULL, 0);
+		kill(held, SIGKILL);
+		read_log(log, sizeof(log));
+		fprintf(stderr, "the daemon's log:\n%s\n", log);
+		ck_abort_msg("the trainer waited 10 s behind a worker stopped "
+		    "in its start (the daemon's log is above)");
+	}
+	ck_assert(reaped);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("a worker stopped in its start: the trainer's 3 steps in "
+	    "%llu ms\n", (unsigned long long)(now_ms() - t0));
+	ck_assert_uint_lt(now_ms() - t0, 5000);
+	read_log(log, sizeof(log));
+	ck_assert_msg(strstr(log, "did not say it was ready within 300 ms "
+	    "of its start") != NULL, "%s", log);
+	ck_assert_int_eq(daemon_worker_pids(w + 1, 3), 1);
+	ck_assert_int_ne(w[1], held);
+	r = raw_stats();
 	ck_assert_uint_ge(r->stats->workers[0]->stuck, 1);
 	infeed__frame__free_unpacked(r, NULL);
 }
@@ -2078,6 +2165,7 @@ faults_suite(void)
 	tcase_add_test(tc, test_workers_named_for_operators);
 	tcase_add_test(tc, test_worker_crash_fails_the_test);
 	tcase_add_test(tc, test_stopped_worker_replaced);
+	tcase_add_test(tc, test_worker_stopped_in_its_start_replaced);
 	tcase_add_test(tc, test_unread_worker_socket_does_not_freeze);
 	tcase_add_test(tc, test_sigterm_with_stuck_worker);
 	tcase_add_test(tc, test_workers_forked_from_a_process_without_clients);
