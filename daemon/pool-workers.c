@@ -168,7 +168,6 @@ pool_spawned(struct pool *pool, struct worker *w, pid_t pid, int fd)
 		fatalx("cannot watch worker %u", w->idx);
 	/* Until it says it is ready (pool_deadline_cb()). */
 	w->live_ms = clock_now_ms();
-	w->cpu_ns = 0;
 	pool_deadline_in(w, pool_beat_every(pool));
 	log_debug("worker %u started, pid %d", w->idx, (int)pid);
 }

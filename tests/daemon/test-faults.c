@@ -228,6 +228,17 @@ START_TEST(test_worker_crash_fails_the_test)
 }
 END_TEST
 
+/* Fail the test with @what, the daemon's log printed first (stderr). */
+static void
+abort_with_log(const char *what)
+{
+	static char	log[65536];
+
+	read_log(log, sizeof(log));
+	fprintf(stderr, "the daemon's log:\n%s\n", log);
+	ck_abort_msg("%s (the daemon's log is above)", what);
+}
+
 /*
  * A stopped worker holding a job is found by the job's deadline, killed,
  * replaced, and its job re-issued: the trainer gets its step, the log says
@@ -251,10 +262,8 @@ START_TEST(test_stopped_worker_replaced)
 		kill(t, SIGKILL);
 		waitpid(t, NULL, 0);
 		kill(w[0], SIGKILL);
-		read_log(log, sizeof(log));
-		fprintf(stderr, "the daemon's log:\n%s\n", log);
-		ck_abort_msg("the trainer waited 10 s behind a stopped worker "
-		    "(the daemon's log is above)");
+		abort_with_log("the trainer waited 10 s behind a stopped "
+		    "worker");
 	}
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert_uint_lt(now_ms() - t0, 5000);
@@ -336,10 +345,8 @@ START_TEST(test_worker_stopped_in_its_start_replaced)
 		kill(t, SIGKILL);
 		waitpid(t, NULL, 0);
 		kill(held, SIGKILL);
-		read_log(log, sizeof(log));
-		fprintf(stderr, "the daemon's log:\n%s\n", log);
-		ck_abort_msg("the trainer waited 10 s behind a worker stopped "
-		    "in its start (the daemon's log is above)");
+		abort_with_log("the trainer waited 10 s behind a worker "
+		    "stopped in its start");
 	}
 	ck_assert(reaped);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
